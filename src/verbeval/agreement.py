@@ -1,0 +1,311 @@
+"""Agreement metrics of Newman et al. (2021): TSE, EW and MW, with top-p / bottom-p cutoffs.
+
+Definitions (see ``docs/metrics.md`` and DESIGN.md). For a context with distribution ``P`` over the
+vocabulary and a set ``S`` of vocabulary items:
+
+* EW(S) = mean over *counted* lemmas of 1[P(l+) > P(l-)]
+* MW(S) = sum of P(f) over correct forms f in S / sum of P(f) over all eligible forms f in S
+  (top-p), or, for bottom-p, the same sums restricted to counted lemmas' two forms.
+
+For top-p, a lemma counts when *either* of its forms is in ``S``; for bottom-p, only when *both*
+are. ``S`` is the set of vocabulary ranks strictly before the straddling rank ("pre") or up to and
+including it ("post"); the reported score interpolates linearly between the two with
+``alpha = (p - cum[r*-1]) / (cum[r*] - cum[r*-1])``. As in the paper's released code, when only one
+of pre/post is defined, the defined one is reported; when neither is, the score is NaN ("invalid").
+``p >= 1`` means the whole vocabulary.
+
+Everything here is vectorised: the per-form statistics (probability, mass ranked above, mass
+ranked below) are computed once per context; every cutoff is then answered with sorts, prefix sums
+and a batched binary search, with no Python loop over lemmas, vocabulary or cutoffs.
+
+Example (the paper's Table 1 toy: one plural context, two lemmas)::
+
+    >>> import numpy as np
+    >>> from verbeval.agreement import score_logits
+    >>> probs = np.array([[0.1, 0.6, 0.2, 0.1]])  # ids: 0 "is", 1 "are", 2 "exists", 3 "exist"
+    >>> res = score_logits(np.log(probs), plural=np.array([True]),
+    ...                    lemma_ids=np.array([[0, 1], [2, 3]]),
+    ...                    top_cutoffs=[1.0], bottom_cutoffs=[1.0], tse_ids=np.array([[0, 1]]))
+    >>> float(res.tse[0]), float(res.ew_top[0, 0]), round(float(res.mw_top[0, 0]), 6)
+    (1.0, 0.5, 0.7)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+ArrayLike = np.ndarray | torch.Tensor
+
+#: The paper's cutoffs (Newman et al. 2021, Figures 1-2).
+PAPER_TOP_CUTOFFS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 1.0)
+PAPER_BOTTOM_CUTOFFS: tuple[float, ...] = (0.5, 0.1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
+
+
+@dataclass(frozen=True)
+class FormStats:
+    """Per-context statistics of every eligible form, enough to recompute any metric and cutoff.
+
+    All arrays have shape ``[N, L, 2]``: context, lemma, form (0 = singular, 1 = plural).
+
+    * ``prob``: probability of the form in the context.
+    * ``cum_above``: total probability of the vocabulary items ranked strictly above the form
+      (descending probability, ties broken by token id).
+    * ``cum_below``: total probability of the items ranked strictly below it.
+    """
+
+    prob: np.ndarray
+    cum_above: np.ndarray
+    cum_below: np.ndarray
+
+
+@dataclass(frozen=True)
+class AgreementScores:
+    """Per-context scores. ``[N]`` for ``tse``; ``[N, n_cutoffs]`` otherwise; NaN where undefined."""
+
+    tse: np.ndarray
+    ew_top: np.ndarray
+    mw_top: np.ndarray
+    prob_counted_top: np.ndarray
+    ew_bottom: np.ndarray
+    mw_bottom: np.ndarray
+    prob_counted_bottom: np.ndarray
+
+
+@dataclass(frozen=True)
+class SideScores:
+    ew: np.ndarray
+    mw: np.ndarray
+    prob_counted: np.ndarray
+
+
+def _as_tensor(x: ArrayLike, dtype: torch.dtype | None = None) -> torch.Tensor:
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+    return t.to(dtype) if dtype is not None else t
+
+
+def form_statistics(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Probability, mass ranked above and mass ranked below for ``form_ids`` in each row of ``probs``.
+
+    ``probs``: ``[B, V]`` float64 probabilities (any device). ``form_ids``: ``[F]`` token ids.
+    Returns three ``[B, F]`` float64 tensors on the same device. Cumulative sums are float64, so
+    the tail of a peaked distribution is not lost to saturation (a pitfall of the paper's code).
+    """
+    if probs.dtype != torch.float64:
+        raise TypeError("form_statistics needs float64 probabilities")
+    b, v = probs.shape
+    sorted_p, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+    zeros = torch.zeros((b, 1), dtype=probs.dtype, device=probs.device)
+    above_sorted = torch.cat([zeros, torch.cumsum(sorted_p, dim=-1)[:, :-1]], dim=-1)
+    # mass strictly below, accumulated from the least probable end for precision
+    tail = torch.cumsum(torch.flip(sorted_p, dims=[-1]), dim=-1)
+    below_sorted = torch.flip(torch.cat([zeros, tail[:, :-1]], dim=-1), dims=[-1])
+    ranks = torch.empty_like(order)
+    ranks.scatter_(1, order, torch.arange(v, device=probs.device).expand(b, v))
+    form_ranks = ranks[:, form_ids]
+    return probs[:, form_ids], above_sorted.gather(1, form_ranks), below_sorted.gather(1, form_ranks)
+
+
+def _cutoff_tensor(cutoffs: Sequence[float] | np.ndarray, n: int) -> torch.Tensor:
+    c = torch.as_tensor(np.asarray(cutoffs, dtype=np.float64))
+    if c.ndim != 1:
+        raise ValueError("cutoffs must be a 1-d sequence")
+    if bool(((c <= 0) | torch.isnan(c)).any()):
+        raise ValueError(f"cutoffs must be > 0, got {c.tolist()}")
+    return c.expand(n, c.shape[0]).contiguous()
+
+
+def _prefix(values: torch.Tensor) -> torch.Tensor:
+    """Cumulative sums with a leading zero column: ``out[:, k]`` is the sum of the first k values."""
+    zeros = torch.zeros((values.shape[0], 1), dtype=values.dtype)
+    return torch.cat([zeros, torch.cumsum(values, dim=-1)], dim=-1)
+
+
+def _count_below(sorted_keys: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Number of keys strictly below each cutoff; ``p >= 1`` selects every key."""
+    p_eff = torch.where(p >= 1.0, torch.full_like(p, float("inf")), p)
+    return torch.searchsorted(sorted_keys.contiguous(), p_eff, side="left")
+
+
+def _sorted_prefix_at(keys: torch.Tensor, values: list[torch.Tensor], p: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """For each context and cutoff: how many keys are < p, and the sums of ``values`` over them."""
+    sorted_keys, order = torch.sort(keys, dim=-1, stable=True)
+    counts = _count_below(sorted_keys, p)
+    sums = [_prefix(v.gather(1, order)).gather(1, counts) for v in values]
+    return counts, sums
+
+
+def _ratio(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
+    out = num / torch.where(den > 0, den, torch.ones_like(den))
+    return torch.where(den > 0, out, torch.full_like(out, float("nan")))
+
+
+def _straddle_alpha(prob: torch.Tensor, excl: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Interpolation weight for each context and cutoff.
+
+    ``prob``/``excl``: ``[N, F]`` form probabilities and the mass strictly before each form in the
+    ranking. The straddling rank r* is the first whose inclusive mass reaches p; if it holds an
+    eligible form f, alpha = (p - excl_f) / prob_f, else the form-restricted pre and post sets are
+    identical and alpha is irrelevant (0 is returned).
+    """
+    incl = excl + prob
+    # lexicographic order by (incl, excl): two stable sorts, secondary key first
+    o1 = torch.sort(excl, dim=-1, stable=True).indices
+    incl1 = incl.gather(1, o1)
+    o2 = torch.sort(incl1, dim=-1, stable=True).indices
+    order = o1.gather(1, o2)
+    incl_s, excl_s, prob_s = incl.gather(1, order), excl.gather(1, order), prob.gather(1, order)
+    n_pre = _count_below(incl_s, p)  # forms entirely before the cutoff
+    f = incl_s.shape[1]
+    cand = n_pre.clamp(max=f - 1)
+    c_excl, c_prob = excl_s.gather(1, cand), prob_s.gather(1, cand)
+    straddles = (n_pre < f) & (c_excl < p) & (p < 1.0) & (c_prob > 0)
+    alpha = (p - c_excl) / torch.where(c_prob > 0, c_prob, torch.ones_like(c_prob))
+    return torch.where(straddles, alpha.clamp(0.0, 1.0), torch.zeros_like(alpha))
+
+
+def _interpolate(pre: torch.Tensor, post: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """(1 - alpha) * pre + alpha * post; a NaN side takes the other side's value (paper's code)."""
+    pre_f = torch.where(torch.isnan(pre), post, pre)
+    post_f = torch.where(torch.isnan(post), pre, post)
+    return pre_f + alpha * (post_f - pre_f)
+
+
+def side_scores(
+    prob: ArrayLike,
+    excl: ArrayLike,
+    plural: ArrayLike,
+    cutoffs: Sequence[float] | np.ndarray,
+    *,
+    both_forms: bool,
+) -> SideScores:
+    """EW, MW and counted mass for one side of the distribution.
+
+    ``prob``, ``excl``: ``[N, L, 2]`` (form order singular, plural); ``excl`` is the mass ranked
+    strictly before the form when walking from the end being cut (``cum_above`` for top-p,
+    ``cum_below`` for bottom-p). ``both_forms``: a lemma counts only when both forms are in the set
+    (bottom-p) rather than either (top-p).
+    """
+    prob_t = _as_tensor(prob, torch.float64)
+    excl_t = _as_tensor(excl, torch.float64)
+    plural_t = _as_tensor(plural).to(torch.bool)
+    n, n_lemmas, two = prob_t.shape
+    if two != 2 or excl_t.shape != prob_t.shape or plural_t.shape != (n,):
+        raise ValueError("prob/excl must be [N, L, 2] and plural [N]")
+    p = _cutoff_tensor(cutoffs, n)
+    if n_lemmas == 0:
+        nan = np.full(tuple(p.shape), np.nan)
+        return SideScores(nan, nan.copy(), np.zeros(tuple(p.shape)))
+
+    right_idx = plural_t.long().view(n, 1, 1).expand(n, n_lemmas, 1)
+    p_right = prob_t.gather(2, right_idx).squeeze(2)
+    p_wrong = prob_t.gather(2, 1 - right_idx).squeeze(2)
+    lemma_ok = (p_right > p_wrong).to(torch.float64)
+    incl = excl_t + prob_t
+    is_right_form = torch.zeros_like(prob_t)
+    is_right_form.scatter_(2, right_idx, 1.0)
+
+    results: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+    for variant, key in (("pre", incl), ("post", excl_t)):
+        # a lemma enters the set when its first (either) or last (both) form does
+        lemma_key = key.amax(dim=2) if both_forms else key.amin(dim=2)
+        count, (n_ok,) = _sorted_prefix_at(lemma_key, [lemma_ok], p)
+        ew = _ratio(n_ok, count.to(torch.float64))
+        if both_forms:
+            _, (num, den) = _sorted_prefix_at(lemma_key, [p_right, p_right + p_wrong], p)
+        else:
+            flat_key = key.reshape(n, 2 * n_lemmas)
+            flat_p = prob_t.reshape(n, 2 * n_lemmas)
+            _, (num, den) = _sorted_prefix_at(flat_key, [flat_p * is_right_form.reshape(n, -1), flat_p], p)
+        mw = torch.where(count > 0, _ratio(num, den), torch.full_like(num, float("nan")))
+        results[variant] = (ew, mw, den)
+
+    alpha = _straddle_alpha(prob_t.reshape(n, -1), excl_t.reshape(n, -1), p)
+    pre, post = results["pre"], results["post"]
+    ew = _interpolate(pre[0], post[0], alpha)
+    mw = _interpolate(pre[1], post[1], alpha)
+    counted = pre[2] + alpha * (post[2] - pre[2])
+    return SideScores(ew.numpy(), mw.numpy(), counted.numpy())
+
+
+def tse_scores(p_sing: ArrayLike, p_plur: ArrayLike, plural: ArrayLike, valid: ArrayLike | None = None) -> np.ndarray:
+    """TSE per row: 1.0 if the correct form is strictly more probable than the incorrect one,
+    0.0 if not, NaN where ``valid`` is False (a form that is not a single token)."""
+    ps, pp = np.asarray(p_sing, dtype=np.float64), np.asarray(p_plur, dtype=np.float64)
+    pl = np.asarray(plural, dtype=bool)
+    right = np.where(pl, pp, ps)
+    wrong = np.where(pl, ps, pp)
+    out = (right > wrong).astype(np.float64)
+    if valid is not None:
+        out[~np.asarray(valid, dtype=bool)] = np.nan
+    return out
+
+
+def scores_from_stats(
+    stats: FormStats,
+    plural: ArrayLike,
+    top_cutoffs: Sequence[float] | np.ndarray,
+    bottom_cutoffs: Sequence[float] | np.ndarray,
+) -> tuple[SideScores, SideScores]:
+    """EW/MW/counted mass for the top-p and bottom-p cutoffs from stored form statistics."""
+    top = side_scores(stats.prob, stats.cum_above, plural, top_cutoffs, both_forms=False)
+    bottom = side_scores(stats.prob, stats.cum_below, plural, bottom_cutoffs, both_forms=True)
+    return top, bottom
+
+
+def probabilities(logits: ArrayLike) -> torch.Tensor:
+    """Softmax in float64 of ``[N, V]`` logits."""
+    return torch.softmax(_as_tensor(logits).to(torch.float64), dim=-1)
+
+
+def score_logits(
+    logits: ArrayLike,
+    plural: ArrayLike,
+    lemma_ids: ArrayLike,
+    top_cutoffs: Sequence[float] | np.ndarray = PAPER_TOP_CUTOFFS,
+    bottom_cutoffs: Sequence[float] | np.ndarray = PAPER_BOTTOM_CUTOFFS,
+    tse_ids: ArrayLike | None = None,
+) -> AgreementScores:
+    """Score contexts from raw logits: the library entry point for users with their own models.
+
+    Args:
+        logits: ``[N, V]`` float array, one row per context (mask-position or next-token logits).
+        plural: ``[N]`` bool, True where the correct verb is plural.
+        lemma_ids: ``[L, 2]`` int (singular-form id, plural-form id) per eligible lemma.
+        top_cutoffs, bottom_cutoffs: probability-mass cutoffs (``p >= 1`` = whole vocabulary).
+        tse_ids: optional ``[N, 2]`` int, each row's own (singular id, plural id); -1 where a form
+            is not a single token (TSE is then NaN).
+
+    Returns:
+        :class:`AgreementScores` with numpy arrays; NaN where undefined.
+    """
+    probs = probabilities(logits)
+    n, v = probs.shape
+    ids = _as_tensor(lemma_ids).long().reshape(-1, 2)
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= v):
+        raise ValueError(f"lemma_ids must be in [0, {v})")
+    prob, above, below = form_statistics(probs, ids.reshape(-1))
+    shape = (n, ids.shape[0], 2)
+    stats = FormStats(prob.reshape(shape).numpy(), above.reshape(shape).numpy(), below.reshape(shape).numpy())
+    plural_np = np.asarray(plural, dtype=bool)
+    top, bottom = scores_from_stats(stats, plural_np, top_cutoffs, bottom_cutoffs)
+    if tse_ids is None:
+        tse = np.full(n, np.nan)
+    else:
+        t_ids = _as_tensor(tse_ids).long().reshape(n, 2)
+        valid = (t_ids >= 0).all(dim=1)
+        safe = t_ids.clamp(min=0)
+        pt = probs.gather(1, safe)
+        tse = tse_scores(pt[:, 0].numpy(), pt[:, 1].numpy(), plural_np, valid.numpy())
+    return AgreementScores(
+        tse=tse,
+        ew_top=top.ew,
+        mw_top=top.mw,
+        prob_counted_top=top.prob_counted,
+        ew_bottom=bottom.ew,
+        mw_bottom=bottom.mw,
+        prob_counted_bottom=bottom.prob_counted,
+    )
