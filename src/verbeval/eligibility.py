@@ -1,0 +1,173 @@
+"""Which lemmas a model can score: both present forms must be single tokens of its vocabulary.
+
+For byte-level BPE tokenizers (GPT-2, RoBERTa) a word in running text is preceded by a space,
+which is part of the token (``Ġruns``), so the form is encoded as ``" " + form``. It is encoded
+explicitly: with transformers 5, ``add_prefix_space=True`` passed to ``encode()`` is silently
+ignored, which would make every verb form two tokens. WordPiece (BERT) and SentencePiece
+tokenizers mark word starts themselves and get the bare form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Output columns of :func:`eligible_lemmas`, in order.
+ELIGIBLE_COLUMNS: tuple[str, ...] = ("lemma", "sing", "plur", "sing_id", "plur_id")
+
+_BYTE_LEVEL_SPACE = "\u0120"  # 'Ġ', the byte-level encoding of a space
+
+
+def _backend_json(tokenizer: Any) -> dict[str, Any] | None:
+    """The whole serialised backend (``tokenizers``) tokenizer, or None for a slow tokenizer."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    try:
+        return json.loads(backend.to_str())
+    except Exception:  # pragma: no cover - exotic backends
+        return None
+
+
+def _component(tokenizer: Any, name: str) -> Any:
+    """One serialised component (``normalizer``, ``pre_tokenizer``) of the backend, or None."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    part = getattr(backend, name, None) if backend is not None else None
+    if part is None:
+        return None
+    try:
+        return json.loads(part.__getstate__())
+    except Exception:  # pragma: no cover - exotic backends
+        return None
+
+
+def _has_component(node: Any, type_name: str) -> bool:
+    """Whether a serialised pre-tokenizer/decoder tree contains a component of ``type_name``."""
+    if isinstance(node, dict):
+        if node.get("type") == type_name:
+            return True
+        return any(_has_component(v, type_name) for v in node.values())
+    if isinstance(node, list):
+        return any(_has_component(v, type_name) for v in node)
+    return False
+
+
+def is_byte_level_bpe(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` is a GPT-2/RoBERTa-style byte-level BPE.
+
+    True when the backend pre-tokenizer contains a ``ByteLevel`` component, or (for tokenizers
+    without a serialisable backend) when the vocabulary has ``Ġ``-prefixed tokens for common
+    words (``Ġthe``).
+    """
+    if _has_component(_component(tokenizer, "pre_tokenizer"), "ByteLevel"):
+        return True
+    vocab = tokenizer.get_vocab()
+    return any(f"{_BYTE_LEVEL_SPACE}{w}" in vocab for w in ("the", "The", "and"))
+
+
+def _encodable(tokenizer: Any, word: str) -> str:
+    return " " + word if is_byte_level_bpe(tokenizer) else word
+
+
+def _ids_to_single(encodings: list[list[int]], unk_id: int | None) -> np.ndarray:
+    out = np.full(len(encodings), -1, dtype=np.int64)
+    for i, ids in enumerate(encodings):
+        if len(ids) == 1 and ids[0] != unk_id:
+            out[i] = ids[0]
+    return out
+
+
+def single_token_ids(tokenizer: Any, words: list[str]) -> np.ndarray:
+    """Token id of each word when it is exactly one token (with a leading space for byte-level
+    BPE), else -1; an ``int64`` array aligned with ``words``.
+
+    Words are batch-encoded without special tokens. A word that encodes to the unknown token
+    counts as not in the vocabulary (-1).
+    """
+    if not words:
+        return np.empty(0, dtype=np.int64)
+    prefix = " " if is_byte_level_bpe(tokenizer) else ""
+    texts = [prefix + w for w in words]
+    encodings = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return _ids_to_single(encodings, tokenizer.unk_token_id)
+
+
+def single_token_id(tokenizer: Any, word: str) -> int:
+    """Token id of ``word`` if it is exactly one token (``" " + word`` for byte-level BPE), else -1."""
+    ids = tokenizer.encode(_encodable(tokenizer, word), add_special_tokens=False)
+    return int(_ids_to_single([ids], tokenizer.unk_token_id)[0])
+
+
+def eligible_lemmas(lexicon: pd.DataFrame, tokenizer: Any) -> pd.DataFrame:
+    """Lemmas of ``lexicon`` whose singular and plural forms are distinct single tokens.
+
+    Returns columns ``lemma, sing, plur, sing_id, plur_id`` (ids ``int64``), in lexicon order,
+    with a fresh ``0..n-1`` index.
+    """
+    sing = lexicon["sing"].astype(str).tolist()
+    plur = lexicon["plur"].astype(str).tolist()
+    ids = single_token_ids(tokenizer, sing + plur)
+    sing_id, plur_id = ids[: len(sing)], ids[len(sing):]
+    keep = (sing_id != -1) & (plur_id != -1) & (sing_id != plur_id)
+    out = lexicon.loc[keep, ["lemma", "sing", "plur"]].reset_index(drop=True)
+    out["sing_id"] = sing_id[keep]
+    out["plur_id"] = plur_id[keep]
+    return out[list(ELIGIBLE_COLUMNS)]
+
+
+def _lowercases(tokenizer: Any) -> bool:
+    """Whether the tokenizer lowercases its input (``do_lower_case`` or a lowercasing normaliser)."""
+    if getattr(tokenizer, "do_lower_case", None):
+        return True
+    norm = _component(tokenizer, "normalizer")
+    if _has_component(norm, "Lowercase"):
+        return True
+    stack = [norm]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("lowercase") is True:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """A sha256 hex digest identifying how ``tokenizer`` maps text to ids.
+
+    Covers the sorted ``(token, id)`` vocabulary, the BPE merges when the backend has them, the
+    special tokens with their ids, the tokenizer class name, whether it lowercases and whether it
+    is byte-level. Stable across runs and processes; equal for tokenizers loaded from identical
+    files (roberta-base and roberta-large), different for cased and uncased BERT.
+    """
+    spec = _backend_json(tokenizer)
+    vocab = sorted(tokenizer.get_vocab().items())
+    model = (spec or {}).get("model") or {}
+    merges = model.get("merges")
+    specials = sorted(
+        (str(name), str(tok), int(tokenizer.convert_tokens_to_ids(tok)))
+        for name, tok in tokenizer.special_tokens_map.items()
+        if isinstance(tok, str)
+    )
+    extra = sorted(str(t) for t in getattr(tokenizer, "all_special_tokens", []))
+    header = {
+        "class": type(tokenizer).__name__,
+        "lowercase": _lowercases(tokenizer),
+        "byte_level": is_byte_level_bpe(tokenizer),
+        "special_tokens": specials,
+        "all_special_tokens": extra,
+    }
+    h = hashlib.sha256()
+    h.update(json.dumps(header, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+    h.update(b"\0vocab\0")
+    h.update(json.dumps(vocab, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    if merges is not None:
+        h.update(b"\0merges\0")
+        h.update(json.dumps(merges, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    return h.hexdigest()

@@ -1,0 +1,456 @@
+"""Agreement templates: reading minimal pairs, normalising them into one table, rendering contexts.
+
+A template row is a minimal pair ``sentence_good`` / ``sentence_bad`` that differs in exactly one
+whitespace token, the verb. The normalised table (:data:`TEMPLATE_COLUMNS`) holds, per row, the
+left and right context around the verb, the correct and incorrect verb forms and the number
+(``singular`` / ``plural``) of the correct verb.
+
+Two input formats are understood:
+
+``ml_jsonl``
+    Marvin & Linzen (2018) templates as released with Newman et al. (2021): one JSON object per
+    line with ``sentence_good``, ``sentence_bad`` and ``label`` (-1 = singular, -2 = plural; e.g.
+    "the authors laugh" carries -2).
+``blimp_jsonl``
+    The original BLiMP release (Warstadt et al. 2020): ``sentence_good`` and ``sentence_bad``,
+    no number label. The label is derived from the two verb forms by :func:`derive_number`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import yaml
+from lemminflect import getAllLemmas, getInflection, getLemma
+
+from verbeval.errors import InputError, VerbevalError
+
+log = logging.getLogger(__name__)
+
+Number = Literal["singular", "plural"]
+TemplateFormat = Literal["ml_jsonl", "blimp_jsonl"]
+
+#: Column name -> dtype of the normalised template table, in order.
+TEMPLATE_COLUMNS: dict[str, str] = {
+    "group": "str",
+    "source": "str",
+    "line": "int64",
+    "left": "str",
+    "right": "str",
+    "correct": "str",
+    "incorrect": "str",
+    "label": "str",
+    "plural": "bool",
+}
+#: Column name -> dtype of the table of rejected rows.
+REJECT_COLUMNS: dict[str, str] = {"source": "str", "line": "int64", "reason": "str", "raw": "str"}
+
+FORMATS: tuple[str, ...] = ("ml_jsonl", "blimp_jsonl")
+NUMBERS: tuple[Number, Number] = ("singular", "plural")
+
+#: Number label of the refining-tse release.
+ML_LABELS: dict[int, Number] = {-1: "singular", -2: "plural"}
+
+# Punctuation stripped from around the differing word (the apostrophe is part of "isn't").
+_WORD_PUNCT = ".,;:!?\"()[]{}"
+
+# Closed-class verb forms whose number does not follow the regular -s pattern.
+_CLOSED_CLASS: dict[str, Number] = {
+    "is": "singular", "was": "singular", "am": "singular",
+    "isn't": "singular", "wasn't": "singular",
+    "are": "plural", "were": "plural", "aren't": "plural", "weren't": "plural",
+    "has": "singular", "hasn't": "singular", "have": "plural", "haven't": "plural",
+    "does": "singular", "doesn't": "singular", "do": "plural", "don't": "plural",
+}
+
+
+# --------------------------------------------------------------------------- minimal pairs
+
+
+def _strip_final_period(tokens: list[str]) -> list[str]:
+    """Drop a sentence-final period, whether attached to the last word or a token of its own."""
+    if tokens and tokens[-1] == ".":
+        return tokens[:-1]
+    if tokens and tokens[-1].endswith("."):
+        return [*tokens[:-1], tokens[-1][:-1]]
+    return tokens
+
+
+def _split_punct(word: str) -> tuple[str, str, str]:
+    """Split ``word`` into (leading punctuation, core, trailing punctuation)."""
+    core = word.strip(_WORD_PUNCT)
+    if not core:
+        return word, "", ""
+    start = word.index(core)
+    return word[:start], core, word[start + len(core):]
+
+
+def split_minimal_pair(good: str, bad: str) -> tuple[str, str, str, str]:
+    """Split a minimal pair into ``(left, right, correct, incorrect)``.
+
+    Both sentences are whitespace-tokenised and a sentence-final period is removed. They must have
+    the same number of tokens and differ in exactly one token, the verb; punctuation around that
+    token is stripped from the verb forms (it must be the same in both sentences and is kept in
+    the context: a leading mark ends ``left``, a trailing one starts ``right``). ``right`` is
+    ``''`` when the verb is the last word.
+
+    Raises:
+        ValueError: with the reason when the sentences are identical, differ in more than one
+            word, have different lengths, or the differing word is empty or carries different
+            punctuation.
+    """
+    g = _strip_final_period(good.split())
+    b = _strip_final_period(bad.split())
+    if not g or not b:
+        raise ValueError("empty sentence")
+    if len(g) != len(b):
+        raise ValueError(f"different lengths ({len(g)} vs {len(b)} words)")
+    diff = [i for i, (x, y) in enumerate(zip(g, b)) if x != y]
+    if not diff:
+        raise ValueError("sentences are identical")
+    if len(diff) > 1:
+        words = ", ".join(f"{g[i]!r}/{b[i]!r}" for i in diff)
+        raise ValueError(f"sentences differ in more than one word ({words})")
+    i = diff[0]
+    g_pre, correct, g_post = _split_punct(g[i])
+    b_pre, incorrect, b_post = _split_punct(b[i])
+    if not correct or not incorrect:
+        raise ValueError(f"differing word is only punctuation ({g[i]!r}/{b[i]!r})")
+    if (g_pre, g_post) != (b_pre, b_post):
+        raise ValueError(f"sentences differ in punctuation ({g[i]!r}/{b[i]!r})")
+    if correct == incorrect:
+        raise ValueError(f"sentences differ only in punctuation ({g[i]!r}/{b[i]!r})")
+    left_tokens = g[:i]
+    right_tokens = g[i + 1:]
+    if g_pre:
+        left_tokens = [*left_tokens, g_pre]
+    if g_post:
+        right_tokens = [g_post, *right_tokens]
+    return " ".join(left_tokens), " ".join(right_tokens), correct, incorrect
+
+
+# --------------------------------------------------------------------------- number of a verb form
+
+
+def _regular_number(correct: str, incorrect: str) -> set[Number]:
+    """Numbers consistent with lemminflect for an open-class verb pair (empty when none fits)."""
+    lemmas: set[str] = set()
+    for word in (correct, incorrect):
+        found = getAllLemmas(word, upos="VERB").get("VERB", ())
+        lemmas.update(found or getLemma(word, upos="VERB", lemmatize_oov=True))
+    decisions: set[Number] = set()
+    for lemma in sorted(lemmas):
+        third = set(getInflection(lemma, tag="VBZ"))
+        base = set(getInflection(lemma, tag="VB")) | set(getInflection(lemma, tag="VBP")) | {lemma}
+        base -= third
+        if correct in third and incorrect in base:
+            decisions.add("singular")
+        elif correct in base and incorrect in third:
+            decisions.add("plural")
+    return decisions
+
+
+def derive_number(correct: str, incorrect: str) -> Number:
+    """Number of ``correct`` in a subject-verb agreement pair whose other member is ``incorrect``.
+
+    Forms of *be*, *have* and *do* (including the negative contractions ``isn't``, ``wasn't``,
+    ``aren't``, ``weren't``, ``hasn't``, ``haven't``, ``doesn't``, ``don't``) are looked up in a
+    table; tense may differ between the two (``was``/``are``). For any other verb the correct
+    form is singular iff it is the third-person-singular present (VBZ) of a lemma of the pair and
+    the incorrect form is that lemma's base/non-3rd-person present (VB/VBP), and plural for the
+    converse (lemmas and inflections from lemminflect).
+
+    Raises:
+        ValueError: when the number cannot be decided (both forms have the same number, a form
+            is not a present-tense verb form of the other's lemma, or lemmas disagree).
+    """
+    c, i = correct.lower(), incorrect.lower()
+    if c == i:
+        raise ValueError(f"cannot derive number: identical forms {correct!r}/{incorrect!r}")
+    nc, ni = _CLOSED_CLASS.get(c), _CLOSED_CLASS.get(i)
+    if nc is not None or ni is not None:
+        if nc is None or ni is None:
+            raise ValueError(
+                f"cannot derive number: {correct!r}/{incorrect!r} mixes an auxiliary with another verb"
+            )
+        if nc == ni:
+            raise ValueError(f"cannot derive number: {correct!r} and {incorrect!r} are both {nc}")
+        return nc
+    decisions = _regular_number(c, i)
+    if len(decisions) == 1:
+        return decisions.pop()
+    if not decisions:
+        raise ValueError(
+            f"cannot derive number: {correct!r}/{incorrect!r} is not a third-person-singular/"
+            "plural present pair of one verb"
+        )
+    raise ValueError(f"cannot derive number: {correct!r}/{incorrect!r} is ambiguous")
+
+
+# --------------------------------------------------------------------------- reading files
+
+
+def _empty(columns: Mapping[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({name: pd.Series([], dtype=dtype) for name, dtype in columns.items()})
+
+
+def _typed(records: list[dict[str, Any]], columns: Mapping[str, str]) -> pd.DataFrame:
+    if not records:
+        return _empty(columns)
+    df = pd.DataFrame.from_records(records, columns=list(columns))
+    return df.astype(dict(columns))
+
+
+def _parse_row(raw: str, fmt: str) -> tuple[str, str, str, str, Number]:
+    """Parse one JSON line into ``(left, right, correct, incorrect, label)``; ValueError if bad."""
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(obj, dict):
+        raise ValueError("a JSON object is expected")
+    missing = [k for k in ("sentence_good", "sentence_bad") if k not in obj]
+    if fmt == "ml_jsonl" and "label" not in obj:
+        missing.append("label")
+    if missing:
+        raise ValueError(f"missing field(s): {', '.join(missing)}")
+    good, bad = obj["sentence_good"], obj["sentence_bad"]
+    if not isinstance(good, str) or not isinstance(bad, str):
+        raise ValueError("sentence_good and sentence_bad must be strings")
+    left, right, correct, incorrect = split_minimal_pair(good, bad)
+    if not left:
+        raise ValueError("the verb is the first word: no left context")
+    if fmt == "ml_jsonl":
+        raw_label = obj["label"]
+        if isinstance(raw_label, bool) or not isinstance(raw_label, int) or raw_label not in ML_LABELS:
+            raise ValueError(f"unknown label {raw_label!r} (expected -1 singular or -2 plural)")
+        label = ML_LABELS[raw_label]
+    else:
+        label = derive_number(correct, incorrect)
+    return left, right, correct, incorrect, label
+
+
+def read_template_file(
+    path: str | Path,
+    fmt: TemplateFormat,
+    source: str,
+    group: str,
+    skip_bad_rows: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read one template file into ``(rows, rejects)``.
+
+    ``rows`` has the columns of :data:`TEMPLATE_COLUMNS` (``line`` is the 1-based line in the
+    file); ``rejects`` has :data:`REJECT_COLUMNS`. Blank lines are ignored.
+
+    Raises:
+        InputError: on the first malformed row (invalid JSON, missing fields, identical sentences,
+            sentences differing in more than one word or in length, unknown or underivable label),
+            located at ``path:line``, unless ``skip_bad_rows``, in which case such rows go to
+            ``rejects``. Also when the file cannot be read.
+        ValueError: for an unknown ``fmt``.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown template format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(p, "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(p, f"cannot read file: {exc}") from None
+    rows: list[dict[str, Any]] = []
+    rejects: list[dict[str, Any]] = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            left, right, correct, incorrect, label = _parse_row(raw, fmt)
+        except ValueError as exc:
+            if not skip_bad_rows:
+                raise InputError(p, str(exc), lineno) from None
+            rejects.append({"source": source, "line": lineno, "reason": str(exc), "raw": raw})
+            continue
+        rows.append({
+            "group": group, "source": source, "line": lineno, "left": left, "right": right,
+            "correct": correct, "incorrect": incorrect, "label": label,
+            "plural": label == "plural",
+        })
+    if rejects:
+        log.warning("%s: skipped %d malformed row(s)", p, len(rejects))
+    return _typed(rows, TEMPLATE_COLUMNS), _typed(rejects, REJECT_COLUMNS)
+
+
+# --------------------------------------------------------------------------- subsampling
+
+
+def _subsample_positions(labels: np.ndarray, k: int) -> np.ndarray:
+    """Evenly spaced positions out of ``len(labels)``, swapping in any label left out."""
+    n = len(labels)
+    if k >= n:
+        return np.arange(n)
+    chosen = np.unique(np.rint(np.linspace(0, n - 1, k)).astype(np.int64))
+    for value in pd.unique(labels):
+        if (labels[chosen] == value).any():
+            continue
+        positions = np.flatnonzero(labels == value)
+        wanted = int(positions[len(positions) // 2])
+        # Replace the chosen row nearest to ``wanted`` whose label stays represented.
+        counts = pd.Series(labels[chosen]).value_counts()
+        replaceable = np.flatnonzero(counts.reindex(labels[chosen]).to_numpy() > 1)
+        if replaceable.size == 0:
+            continue  # k smaller than the number of labels: nothing can be swapped
+        victim = replaceable[np.argmin(np.abs(chosen[replaceable] - wanted))]
+        chosen[victim] = wanted
+        chosen = np.sort(chosen)
+    return chosen
+
+
+def subsample(df: pd.DataFrame, max_rows_per_source: int | None) -> pd.DataFrame:
+    """Deterministically keep at most ``max_rows_per_source`` rows of each source.
+
+    Per source (in order of first appearance), rows are picked at evenly spaced positions
+    (``np.linspace`` over the row positions, rounded, unique). If a label of the source is then
+    missing, its middle row replaces the nearest picked row of an over-represented label, so that
+    both labels stay represented whenever ``max_rows_per_source >= 2``. ``None`` keeps all rows.
+    Row order is preserved; the index is reset.
+    """
+    if max_rows_per_source is None:
+        return df.reset_index(drop=True)
+    if isinstance(max_rows_per_source, bool) or int(max_rows_per_source) < 1:
+        raise ValueError(f"max_rows_per_source must be a positive integer or None, not {max_rows_per_source!r}")
+    k = int(max_rows_per_source)
+    keep: list[np.ndarray] = []
+    sources = df["source"].to_numpy()
+    labels = df["label"].to_numpy()
+    for source in pd.unique(sources):
+        positions = np.flatnonzero(sources == source)
+        keep.append(positions[_subsample_positions(labels[positions], k)])
+    if not keep:
+        return df.reset_index(drop=True)
+    return df.iloc[np.sort(np.concatenate(keep))].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- groups and the table
+
+
+def load_groups(path: str | Path) -> list[dict[str, Any]]:
+    """Read ``agreement_groups.yaml``: a list of ``{id, name, sources}`` in table order.
+
+    Raises:
+        InputError: when the file is missing, not YAML, or a group lacks an id/name/sources, has
+            an empty or non-string entry, or an id or source repeats.
+    """
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(p, "file not found") from None
+    except yaml.YAMLError as exc:
+        raise InputError(p, f"invalid YAML: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("groups"), list) or not data["groups"]:
+        raise InputError(p, "expected a mapping with a non-empty list under 'groups'")
+    groups: list[dict[str, Any]] = []
+    seen_ids: set[str] = set()
+    seen_sources: dict[str, str] = {}
+    for n, entry in enumerate(data["groups"], start=1):
+        where = f"group #{n}"
+        if not isinstance(entry, dict):
+            raise InputError(p, f"{where}: expected a mapping")
+        unknown = set(entry) - {"id", "name", "sources"}
+        if unknown:
+            raise InputError(p, f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
+        gid, name, sources = entry.get("id"), entry.get("name"), entry.get("sources")
+        if not isinstance(gid, str) or not gid:
+            raise InputError(p, f"{where}: 'id' must be a non-empty string")
+        where = f"group {gid!r}"
+        if gid in seen_ids:
+            raise InputError(p, f"{where}: duplicate id")
+        if not isinstance(name, str) or not name:
+            raise InputError(p, f"{where}: 'name' must be a non-empty string")
+        if not isinstance(sources, list) or not sources:
+            raise InputError(p, f"{where}: 'sources' must be a non-empty list")
+        for s in sources:
+            if not isinstance(s, str) or not s:
+                raise InputError(p, f"{where}: source names must be non-empty strings")
+            if s in seen_sources:
+                raise InputError(p, f"{where}: source {s!r} is already in group {seen_sources[s]!r}")
+            seen_sources[s] = gid
+        seen_ids.add(gid)
+        groups.append({"id": gid, "name": name, "sources": list(sources)})
+    return groups
+
+
+def build_template_table(
+    inputs: Mapping[str, tuple[str | Path, str]],
+    groups: Sequence[Mapping[str, Any]],
+    skip_bad_rows: bool = False,
+    max_rows_per_source: int | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read every source of ``groups`` and return ``(table, rejects)``.
+
+    ``inputs`` maps a source name to ``(path, format)``. Rows are concatenated in group order, then
+    the group's source order, then line order; each source is subsampled with
+    :func:`subsample` first. Inputs that no group uses are ignored (logged).
+
+    Raises:
+        VerbevalError: when a group names a source missing from ``inputs`` or with an unknown
+            format; InputError from :func:`read_template_file`.
+    """
+    tables: list[pd.DataFrame] = []
+    rejects: list[pd.DataFrame] = []
+    used: set[str] = set()
+    for group in groups:
+        for source in group["sources"]:
+            if source not in inputs:
+                raise VerbevalError(f"group {group['id']!r}: no input file for source {source!r}")
+            path, fmt = inputs[source]
+            if fmt not in FORMATS:
+                raise VerbevalError(f"source {source!r}: format {fmt!r} is not a template format")
+            rows, bad = read_template_file(path, fmt, source, group["id"], skip_bad_rows)  # type: ignore[arg-type]
+            tables.append(subsample(rows, max_rows_per_source))
+            rejects.append(bad)
+            used.add(source)
+    unused = sorted(set(inputs) - used)
+    if unused:
+        log.info("inputs not in any agreement group, ignored: %s", ", ".join(unused))
+    table = pd.concat(tables, ignore_index=True) if tables else _empty(TEMPLATE_COLUMNS)
+    rej = pd.concat(rejects, ignore_index=True) if rejects else _empty(REJECT_COLUMNS)
+    return table.astype(TEMPLATE_COLUMNS), rej.astype(REJECT_COLUMNS)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def render_context(
+    left: str,
+    right: str,
+    *,
+    cased: bool,
+    masked: bool,
+    mask_token: str | None = None,
+) -> str:
+    """The text a model sees for a template row.
+
+    A masked LM sees ``"{left} {mask} {right}."`` (``"{left} {mask}."`` when ``right`` is empty);
+    a causal LM sees ``left`` alone, without a period, and predicts the next token. For cased
+    models the first character is capitalised; uncased models get the text as is.
+
+    Raises:
+        ValueError: when ``masked`` and ``mask_token`` is missing.
+    """
+    if masked:
+        if not mask_token:
+            raise ValueError("a masked LM context needs the tokenizer's mask token")
+        parts = [p for p in (left, mask_token, right) if p]
+        text = " ".join(parts) + "."
+    else:
+        text = left
+    if cased and text:
+        text = text[0].upper() + text[1:]
+    return text

@@ -1,0 +1,413 @@
+"""Tests for verbeval.templates: minimal pairs, number derivation, reading, subsampling, rendering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from verbeval.errors import InputError, VerbevalError
+from verbeval.templates import (
+    ML_LABELS,
+    REJECT_COLUMNS,
+    TEMPLATE_COLUMNS,
+    build_template_table,
+    derive_number,
+    load_groups,
+    read_template_file,
+    render_context,
+    split_minimal_pair,
+    subsample,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+GROUPS_YAML = REPO_ROOT / "resources" / "agreement_groups.yaml"
+TSE_COMMIT = "db423f80246ba2d7c2fc602fc514943949cfaf71"
+BLIMP_COMMIT = "3e56b06fcabca9b30822fc66435fca6b1aa40bb1"
+BLIMP_SETS = (
+    "distractor_agreement_relational_noun",
+    "distractor_agreement_relative_clause",
+    "irregular_plural_subject_verb_agreement_1",
+    "regular_plural_subject_verb_agreement_1",
+)
+
+
+def tse_dir(shared_dir: Path) -> Path:
+    return shared_dir / "data" / "github.com" / "bnewm0609" / "refining-tse" / "raw" / TSE_COMMIT / "data"
+
+
+def blimp_dir(shared_dir: Path) -> Path:
+    return shared_dir / "data" / "github.com" / "alexwarstadt" / "blimp" / "raw" / BLIMP_COMMIT / "data"
+
+
+def real_inputs(shared_dir: Path) -> dict[str, tuple[Path, str]]:
+    """Source name -> (path, format) for every template source, as the manifest names them."""
+    inputs: dict[str, tuple[Path, str]] = {}
+    for path in sorted((tse_dir(shared_dir) / "ML").glob("*_all.jsonl")):
+        inputs["ml_" + path.stem.removesuffix("_all")] = (path, "ml_jsonl")
+    for uid in BLIMP_SETS:
+        inputs["blimp_" + uid] = (blimp_dir(shared_dir) / f"{uid}.jsonl", "blimp_jsonl")
+    return inputs
+
+
+def write_jsonl(path: Path, rows: list[object | str]) -> Path:
+    lines = [r if isinstance(r, str) else json.dumps(r) for r in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- split_minimal_pair
+
+
+def test_split_minimal_pair_verb_last_without_period() -> None:
+    assert split_minimal_pair("the authors laugh", "the authors laughs") == ("the authors", "", "laugh", "laughs")
+
+
+def test_split_minimal_pair_strips_final_period_and_keeps_right_context() -> None:
+    good = "The authors that the guards like are tall."
+    bad = "The authors that the guards like is tall."
+    assert split_minimal_pair(good, bad) == ("The authors that the guards like", "tall", "are", "is")
+
+
+def test_split_minimal_pair_period_on_the_verb_and_contraction() -> None:
+    assert split_minimal_pair("Some dogs appear.", "Some dogs appears.") == ("Some dogs", "", "appear", "appears")
+    assert split_minimal_pair("A niece of most senators hasn't descended most slopes.",
+                              "A niece of most senators haven't descended most slopes.") == (
+        "A niece of most senators", "descended most slopes", "hasn't", "haven't")
+
+
+def test_split_minimal_pair_detached_period_and_punctuation_kept_in_context() -> None:
+    assert split_minimal_pair("the dogs run .", "the dogs runs .") == ("the dogs", "", "run", "runs")
+    assert split_minimal_pair("the dogs run, and bark", "the dogs runs, and bark") == (
+        "the dogs", ", and bark", "run", "runs")
+
+
+@pytest.mark.parametrize(
+    ("good", "bad", "reason"),
+    [
+        ("the authors laugh", "the authors laugh", "identical"),
+        ("the authors laugh.", "the authors laugh", "identical"),
+        ("the author laughs", "the authors laugh", "more than one word"),
+        ("the authors laugh", "the authors do laugh", "different lengths"),
+        ("the dogs run,", "the dogs runs.", "punctuation"),
+        ("", "", "empty"),
+    ],
+)
+def test_split_minimal_pair_rejects(good: str, bad: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        split_minimal_pair(good, bad)
+
+
+# --------------------------------------------------------------------------- derive_number
+
+
+@pytest.mark.parametrize(
+    ("correct", "incorrect", "number"),
+    [
+        ("is", "are", "singular"), ("are", "is", "plural"), ("was", "were", "singular"),
+        ("were", "was", "plural"), ("am", "are", "singular"),
+        ("was", "are", "singular"), ("weren't", "isn't", "plural"),  # tense differs in BLiMP
+        ("isn't", "aren't", "singular"), ("wasn't", "weren't", "singular"), ("aren't", "isn't", "plural"),
+        ("has", "have", "singular"), ("haven't", "hasn't", "plural"), ("hasn't", "haven't", "singular"),
+        ("does", "do", "singular"), ("don't", "doesn't", "plural"), ("doesn't", "don't", "singular"),
+        ("runs", "run", "singular"), ("laugh", "laughs", "plural"), ("tries", "try", "singular"),
+        ("worry", "worries", "plural"), ("goes", "go", "singular"), ("kisses", "kiss", "singular"),
+        ("fixes", "fix", "singular"), ("bore", "bores", "plural"),  # bore is also the past of bear
+        ("hurts", "hurt", "singular"), ("leaves", "leave", "singular"), ("Runs", "run", "singular"),
+    ],
+)
+def test_derive_number(correct: str, incorrect: str, number: str) -> None:
+    assert derive_number(correct, incorrect) == number
+
+
+@pytest.mark.parametrize(
+    ("correct", "incorrect", "reason"),
+    [
+        ("sing", "singing", "not a third-person-singular"),  # the bad row of BLiMP rel. clause
+        ("is", "was", "both singular"),
+        ("are", "were", "both plural"),
+        ("is", "runs", "mixes an auxiliary"),
+        ("runs", "runs", "identical"),
+        ("ran", "run", "not a third-person-singular"),
+        ("runs", "walk", "not a third-person-singular"),
+    ],
+)
+def test_derive_number_undecidable(correct: str, incorrect: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        derive_number(correct, incorrect)
+
+
+def test_derive_number_agrees_with_every_labelled_row_of_the_refining_tse_release(shared_dir: Path) -> None:
+    """All 4 x 1000 labelled BLiMP rows and all 121,220 Marvin & Linzen rows: 100% agreement."""
+    counts: dict[str, int] = {}
+    for path in sorted(tse_dir(shared_dir).glob("*/*.jsonl")):
+        n = 0
+        for raw in path.read_text(encoding="utf-8").splitlines():
+            obj = json.loads(raw)
+            _, _, correct, incorrect = split_minimal_pair(obj["sentence_good"], obj["sentence_bad"])
+            assert derive_number(correct, incorrect) == ML_LABELS[obj["label"]], raw
+            n += 1
+        counts[f"{path.parent.name}/{path.stem}"] = n
+    assert {k: v for k, v in counts.items() if k.startswith("blimp/")} == {f"blimp/{s}": 1000 for s in BLIMP_SETS}
+    assert sum(v for k, v in counts.items() if k.startswith("ML/")) == 121_220
+    assert len(counts) == 19
+
+
+def test_blimp_original_labels_match_refining_tse_by_sentence_good(shared_dir: Path) -> None:
+    """Rows of the original release matched by sentence_good to the labelled copies.
+
+    Three sets match all 1000 rows. The labelled copy of distractor_agreement_relative_clause comes
+    from an older BLiMP generation and shares no sentence with the original release (it is
+    covered by the test above); the original has one non-agreement pair (line 822, sing/singing).
+    """
+    matched: dict[str, tuple[int, int]] = {}
+    for uid in BLIMP_SETS:
+        labelled = {}
+        for raw in (tse_dir(shared_dir) / "blimp" / f"{uid}.jsonl").read_text(encoding="utf-8").splitlines():
+            obj = json.loads(raw)
+            labelled[obj["sentence_good"]] = ML_LABELS[obj["label"]]
+        path = blimp_dir(shared_dir) / f"{uid}.jsonl"
+        rows, rejects = read_template_file(path, "blimp_jsonl", f"blimp_{uid}", "blimp", skip_bad_rows=True)
+        good = [json.loads(raw)["sentence_good"] for raw in path.read_text(encoding="utf-8").splitlines()]
+        ref = pd.Series([labelled.get(good[i - 1]) for i in rows["line"]])
+        hit = ref.notna()
+        matched[uid] = (int(hit.sum()), int((rows["label"][hit.to_numpy()].to_numpy() == ref[hit].to_numpy()).sum()))
+        if uid == "distractor_agreement_relative_clause":
+            assert rejects["line"].tolist() == [822]
+            assert "'sing'/'singing'" in rejects["reason"][0]
+        else:
+            assert rejects.empty
+    assert matched == {
+        "distractor_agreement_relational_noun": (1000, 1000),
+        "distractor_agreement_relative_clause": (0, 0),
+        "irregular_plural_subject_verb_agreement_1": (1000, 1000),
+        "regular_plural_subject_verb_agreement_1": (1000, 1000),
+    }
+
+
+# --------------------------------------------------------------------------- read_template_file
+
+
+def test_read_ml_file_real_simple_agrmt(shared_dir: Path) -> None:
+    rows, rejects = read_template_file(tse_dir(shared_dir) / "ML" / "simple_agrmt_all.jsonl", "ml_jsonl",
+                                       "ml_simple_agrmt", "simple")
+    assert list(rows.columns) == list(TEMPLATE_COLUMNS)
+    assert list(rejects.columns) == list(REJECT_COLUMNS) and rejects.empty
+    assert len(rows) == 140
+    assert rows["label"].value_counts().to_dict() == {"plural": 70, "singular": 70}
+    first = rows.iloc[0].to_dict()
+    # "the authors laugh" carries label -2: -2 is plural.
+    assert first == {"group": "simple", "source": "ml_simple_agrmt", "line": 1, "left": "the authors", "right": "",
+                     "correct": "laugh", "incorrect": "laughs", "label": "plural", "plural": True}
+    assert rows.iloc[3][["left", "right", "correct", "incorrect"]].tolist() == ["the authors", "tall", "are", "is"]
+    assert rows["line"].tolist() == list(range(1, 141))
+    assert (rows["plural"] == (rows["label"] == "plural")).all()
+    assert rows["line"].dtype == np.int64 and rows["plural"].dtype == bool
+
+
+def test_read_template_file_bad_rows(tmp_path: Path) -> None:
+    good = {"sentence_good": "the dogs run", "sentence_bad": "the dogs runs", "label": -2}
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        good,                                                                         # 1
+        "{not json",                                                                  # 2
+        {"sentence_good": "the dog runs", "label": -1},                               # 3
+        {"sentence_good": "the dog runs", "sentence_bad": "the dog runs", "label": -1},  # 4
+        {"sentence_good": "the dog runs", "sentence_bad": "the dogs run", "label": -1},  # 5
+        {"sentence_good": "the dog runs", "sentence_bad": "the dog run", "label": 1},    # 6
+        "",                                                                           # 7 (blank, ignored)
+        {"sentence_good": "The dog runs fast.", "sentence_bad": "The dog run fast.", "label": -1},  # 8
+    ])
+    with pytest.raises(InputError) as info:
+        read_template_file(path, "ml_jsonl", "src", "grp")
+    assert info.value.line == 2 and "invalid JSON" in info.value.reason
+    assert str(info.value).startswith(f"{path}:2: ")
+
+    rows, rejects = read_template_file(path, "ml_jsonl", "src", "grp", skip_bad_rows=True)
+    assert rows["line"].tolist() == [1, 8]
+    assert rows.iloc[1][["left", "right", "correct", "incorrect", "label"]].tolist() == [
+        "The dog", "fast", "runs", "run", "singular"]
+    assert rejects["line"].tolist() == [2, 3, 4, 5, 6]
+    reasons = rejects["reason"].tolist()
+    assert "invalid JSON" in reasons[0]
+    assert reasons[1] == "missing field(s): sentence_bad"
+    assert reasons[2] == "sentences are identical"
+    assert "more than one word" in reasons[3]
+    assert "unknown label 1" in reasons[4]
+    assert rejects["raw"][0] == "{not json"
+    assert (rejects["source"] == "src").all()
+
+
+def test_read_blimp_file_derives_labels_and_reports_underivable(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "b.jsonl", [
+        {"sentence_good": "This goose isn't bothering Edward.",
+         "sentence_bad": "This goose weren't bothering Edward."},
+        {"sentence_good": "Those radii have scared that teenager.",
+         "sentence_bad": "Those radii has scared that teenager."},
+        {"sentence_good": "All patients that hurts Steven sing.",
+         "sentence_bad": "All patients that hurts Steven singing."},
+    ])
+    with pytest.raises(InputError) as info:
+        read_template_file(path, "blimp_jsonl", "b", "blimp")
+    assert info.value.line == 3 and "cannot derive number" in info.value.reason
+    rows, rejects = read_template_file(path, "blimp_jsonl", "b", "blimp", skip_bad_rows=True)
+    assert rows["label"].tolist() == ["singular", "plural"]
+    assert rows["right"].tolist() == ["bothering Edward", "scared that teenager"]
+    assert rejects["line"].tolist() == [3]
+
+
+def test_read_template_file_missing_file_and_format(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="file not found"):
+        read_template_file(tmp_path / "nope.jsonl", "ml_jsonl", "s", "g")
+    with pytest.raises(ValueError, match="unknown template format"):
+        read_template_file(tmp_path / "nope.jsonl", "csv", "s", "g")  # type: ignore[arg-type]
+
+
+def test_read_real_blimp_fails_loudly_without_skip(shared_dir: Path) -> None:
+    path = blimp_dir(shared_dir) / "distractor_agreement_relative_clause.jsonl"
+    with pytest.raises(InputError) as info:
+        read_template_file(path, "blimp_jsonl", "blimp_distractor_agreement_relative_clause", "blimp")
+    assert info.value.line == 822
+
+
+# --------------------------------------------------------------------------- subsample
+
+
+def _frame(labels: list[str], source: str = "s") -> pd.DataFrame:
+    return pd.DataFrame({"source": source, "line": range(1, len(labels) + 1), "label": labels})
+
+
+def test_subsample_evenly_spaced() -> None:
+    df = _frame(["plural", "singular"] * 10)  # 20 rows
+    out = subsample(df, 5)
+    # linspace(0, 19, 5) = 0, 4.75, 9.5, 14.25, 19 -> rint 0, 5, 10, 14, 19
+    assert out["line"].tolist() == [1, 6, 11, 15, 20]
+    assert out.index.tolist() == list(range(5))
+    assert subsample(df, 5).equals(out)  # deterministic
+
+
+def test_subsample_keeps_both_labels() -> None:
+    labels = ["plural"] * 10
+    labels[3] = "singular"
+    out = subsample(_frame(labels), 3)
+    # linspace picks 0, 4, 9 (4.5 rounds to even); the lone singular row 3 replaces its nearest, 4.
+    assert out["line"].tolist() == [1, 4, 10]
+    assert out["label"].tolist() == ["plural", "singular", "plural"]
+
+
+def test_subsample_per_source_none_and_small_sources() -> None:
+    df = pd.concat([_frame(["plural"] * 3 + ["singular"] * 3, "a"), _frame(["singular", "plural"], "b")],
+                   ignore_index=True)
+    out = subsample(df, 2)
+    assert out[["source", "line"]].values.tolist() == [["a", 1], ["a", 6], ["b", 1], ["b", 2]]
+    assert subsample(df, None).equals(df)
+    assert len(subsample(df, 100)) == 8
+    with pytest.raises(ValueError):
+        subsample(df, 0)
+
+
+# --------------------------------------------------------------------------- groups and table
+
+
+def test_load_groups_real_file() -> None:
+    groups = load_groups(GROUPS_YAML)
+    assert [g["id"] for g in groups] == [
+        "simple", "sent_comp", "vp_coord", "prep", "subj_rel", "obj_rel_across",
+        "obj_rel_no_comp_across", "obj_rel_within", "obj_rel_no_comp_within", "blimp"]
+    assert groups[0] == {"id": "simple", "name": "Simple", "sources": ["ml_simple_agrmt"]}
+    assert groups[2]["sources"] == ["ml_vp_coord", "ml_long_vp_coord"]
+    assert groups[6]["name"] == "Across object relative (no that)"
+    assert groups[9]["sources"] == [f"blimp_{s}" for s in BLIMP_SETS]
+    assert sum(len(g["sources"]) for g in groups) == 19
+
+
+def test_group_sources_are_manifest_names() -> None:
+    import yaml
+
+    manifest = yaml.safe_load((REPO_ROOT / "resources" / "manifest.yaml").read_text(encoding="utf-8"))
+    templates = {k for k, v in manifest["sources"].items() if v["format"] in ("ml_jsonl", "blimp_jsonl")}
+    assert {s for g in load_groups(GROUPS_YAML) for s in g["sources"]} == templates
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("groups: []\n", "non-empty list"),
+        ("groups:\n  - {id: a, name: A, sources: [x]}\n  - {id: a, name: B, sources: [y]}\n", "duplicate id"),
+        ("groups:\n  - {id: a, name: A, sources: [x]}\n  - {id: b, name: B, sources: [x]}\n", "already in group 'a'"),
+        ("groups:\n  - {id: a, sources: [x]}\n", "'name'"),
+        ("groups:\n  - {id: a, name: A, sources: []}\n", "'sources'"),
+        ("groups:\n  - {id: a, name: A, sources: [x], extra: 1}\n", "unknown key"),
+        ("groups: [\n", "invalid YAML"),
+    ],
+)
+def test_load_groups_validation(tmp_path: Path, text: str, reason: str) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError, match=reason):
+        load_groups(path)
+
+
+def test_build_template_table_real_slice(shared_dir: Path) -> None:
+    groups = load_groups(GROUPS_YAML)
+    table, rejects = build_template_table(real_inputs(shared_dir), groups, skip_bad_rows=True, max_rows_per_source=20)
+    assert list(table.columns) == list(TEMPLATE_COLUMNS)
+    assert len(table) == 19 * 20
+    # group order, then source order within the group, then line
+    expected_sources = [s for g in groups for s in g["sources"]]
+    assert list(pd.unique(table["source"])) == expected_sources
+    assert list(pd.unique(table["group"])) == [g["id"] for g in groups]
+    assert table.groupby("source", sort=False)["line"].apply(lambda s: s.is_monotonic_increasing).all()
+    per_source = table.groupby("source")["label"].nunique()
+    assert (per_source == 2).all()
+    # rejects only come from sources that were read in full (the bad row 822 is always read)
+    assert rejects[["source", "line"]].values.tolist() == [["blimp_distractor_agreement_relative_clause", 822]]
+    again, _ = build_template_table(real_inputs(shared_dir), groups, skip_bad_rows=True, max_rows_per_source=20)
+    assert again.equals(table)
+
+
+def test_build_template_table_full_counts(shared_dir: Path) -> None:
+    table, rejects = build_template_table(real_inputs(shared_dir), load_groups(GROUPS_YAML), skip_bad_rows=True,
+                                          max_rows_per_source=None)
+    sizes = table.groupby("group", sort=False).size().to_dict()
+    assert sizes == {
+        "simple": 140, "sent_comp": 1680, "vp_coord": 840 + 400, "prep": 16800 + 5040, "subj_rel": 11200,
+        "obj_rel_across": 11200 + 10080, "obj_rel_no_comp_across": 21280, "obj_rel_within": 21280,
+        "obj_rel_no_comp_within": 21280, "blimp": 3999,
+    }
+    assert len(table) == 125_219 and len(rejects) == 1
+
+
+def test_build_template_table_missing_input(tmp_path: Path) -> None:
+    groups = [{"id": "g", "name": "G", "sources": ["a", "b"]}]
+    row = {"sentence_good": "the dog runs", "sentence_bad": "the dog run", "label": -1}
+    path = write_jsonl(tmp_path / "a.jsonl", [row])
+    with pytest.raises(VerbevalError, match="no input file for source 'b'"):
+        build_template_table({"a": (path, "ml_jsonl")}, groups)
+    table, _ = build_template_table({"a": (path, "ml_jsonl"), "b": (path, "ml_jsonl"), "unused": (path, "x")},
+                                    [{"id": "g", "name": "G", "sources": ["b", "a"]}])
+    assert table["source"].tolist() == ["b", "a"]
+
+
+# --------------------------------------------------------------------------- render_context
+
+
+def test_render_context_masked() -> None:
+    masked = render_context("the authors", "tall", cased=True, masked=True, mask_token="[MASK]")
+    assert masked == "The authors [MASK] tall."
+    masked = render_context("the authors", "tall", cased=False, masked=True, mask_token="[MASK]")
+    assert masked == "the authors [MASK] tall."
+    assert render_context("the authors", "", cased=True, masked=True, mask_token="<mask>") == "The authors <mask>."
+    assert render_context("The dogs", "", cased=False, masked=True, mask_token="[MASK]") == "The dogs [MASK]."
+
+
+def test_render_context_causal() -> None:
+    assert render_context("the authors", "tall", cased=True, masked=False, mask_token=None) == "The authors"
+    assert render_context("the authors", "", cased=False, masked=False, mask_token=None) == "the authors"
+
+
+def test_render_context_needs_mask_token() -> None:
+    with pytest.raises(ValueError, match="mask token"):
+        render_context("the authors", "", cased=True, masked=True, mask_token=None)
