@@ -1,0 +1,17 @@
+# verbeval: how language models handle English verbs.
+#   snakemake --cores 8 --resources gpu=1                 (workstation)
+#   snakemake --cores 8 --resources gpu=1 --config data_mirror=../shared/data   (offline mirror)
+# Every rule calls one `verbeval` sub-command; all logic lives in the Python package (src/verbeval).
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/fetch.smk"
+include: "workflow/rules/agreement.smk"
+
+
+rule all:
+    input:
+        agreement_outputs(),
+    default_target: True

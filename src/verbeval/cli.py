@@ -1,0 +1,293 @@
+"""The ``verbeval`` command line: one sub-command per workflow step.
+
+Every Snakemake rule (and DVC stage) calls exactly one of these with explicit input and output
+paths, so any step can also be run by hand. Errors in the input print one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .errors import VerbevalError
+
+log = logging.getLogger("verbeval")
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from exc
+
+
+def _optional_bool(text: str) -> bool | None:
+    t = text.lower()
+    if t in ("auto", "none", "null", ""):
+        return None
+    if t in ("true", "yes", "1"):
+        return True
+    if t in ("false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true, false or auto, got {text!r}")
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_fetch(a: argparse.Namespace) -> None:
+    from .fetch import fetch_source, load_manifest
+
+    manifest = load_manifest(a.manifest)
+    if a.name not in manifest:
+        raise VerbevalError(f"{a.manifest}: no source named {a.name!r}")
+    path = fetch_source(manifest[a.name], Path(a.out), Path(a.mirror) if a.mirror else None)
+    log.info("fetched %s -> %s", a.name, path)
+
+
+def cmd_lexicon(a: argparse.Namespace) -> None:
+    from .fetch import read_giant_verb_list
+    from .io import write_parquet
+    from .lexicon import build_lexicon
+
+    giant = read_giant_verb_list(a.giant) if a.giant else None
+    lex = build_lexicon(Path(a.verb_csv) if a.verb_csv else None, giant, Path(a.overrides) if a.overrides else None)
+    write_parquet(lex, a.out)
+    counts = lex["source"].value_counts().to_dict()
+    log.info("lexicon: %d lemmas (%s) -> %s", len(lex), ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), a.out)
+
+
+def cmd_templates(a: argparse.Namespace) -> None:
+    from .fetch import load_manifest
+    from .io import write_csv, write_parquet
+    from .templates import build_template_table, load_groups
+
+    manifest = load_manifest(a.manifest)
+    groups = load_groups(a.groups_file)
+    if a.groups:
+        wanted = a.groups.split(",")
+        unknown = sorted(set(wanted) - {g["id"] for g in groups})
+        if unknown:
+            raise VerbevalError(f"unknown agreement group(s) {unknown}; known: {[g['id'] for g in groups]}")
+        groups = [g for g in groups if g["id"] in wanted]
+    inputs: dict[str, tuple[Path, str]] = {}
+    for item in a.input:
+        name, _, path = item.partition("=")
+        if name not in manifest:
+            raise VerbevalError(f"--input {item!r}: {name!r} is not in {a.manifest}")
+        inputs[name] = (Path(path), manifest[name].format)
+    table, rejects = build_template_table(inputs, groups, a.skip_bad_rows, a.max_rows_per_source)
+    write_parquet(table, a.out)
+    write_csv(rejects, a.rejects)
+    for gid, n in table.groupby("group", sort=False).size().items():
+        log.info("group %s: %d rows", gid, n)
+    log.info("templates: %d rows, %d rejected -> %s", len(table), len(rejects), a.out)
+
+
+def cmd_lemmas(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .eligibility import eligible_lemmas
+    from .io import write_parquet
+    from .models import load_tokenizer
+
+    tok = load_tokenizer(a.model, a.revision)
+    lex = pd.read_parquet(a.lexicon)
+    elig = eligible_lemmas(lex, tok)
+    write_parquet(elig, a.out)
+    log.info("%s: %d of %d lemmas eligible (both forms single tokens) -> %s", a.model, len(elig), len(lex), a.out)
+
+
+def cmd_infer(a: argparse.Namespace) -> None:
+    import pandas as pd
+    import torch
+
+    from .inference import infer_chunk
+    from .models import load_model
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    lm = load_model(a.model, revision=a.revision, kind=a.kind, dtype=a.dtype, device=a.device)
+    templates = pd.read_parquet(a.templates)
+    lemmas = pd.read_parquet(a.lemmas)
+    t0 = time.perf_counter()
+    meta = infer_chunk(lm, templates, lemmas, a.group, a.chunk, a.n_chunks, a.out, batch_size=a.batch_size,
+                       top_k=a.top_k, prepend_bos=a.prepend_bos, progress=not a.no_progress)
+    dt = time.perf_counter() - t0
+    n = meta["n_contexts"]
+    log.info("wrote %s: %d contexts in %.1f s (%.1f contexts/s)", a.out, n, dt, n / dt if dt > 0 else float("nan"))
+
+
+def cmd_aggregate(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .aggregate import context_scores, read_shards, row_tse, summarise
+    from .io import write_csv, write_parquet
+
+    shards = read_shards(a.shards)
+    if shards.meta["group"] != a.group:
+        raise VerbevalError(f"shards are for group {shards.meta['group']!r}, not {a.group!r}")
+    templates = pd.read_parquet(a.templates)
+    g = templates[templates["group"] == a.group].reset_index(drop=True)
+    scores = context_scores(shards, a.top_cutoffs, a.bottom_cutoffs)
+    tse = row_tse(shards, g)
+    summary = summarise(scores, tse, model=a.model_name, group=a.group, resamples=a.resamples, seed=a.seed,
+                        confidence=a.confidence)
+    write_parquet(scores, a.scores_out)
+    write_parquet(tse, a.tse_out)
+    write_csv(summary, a.summary_out, float_format="%.10g")
+    head = summary[summary["metric"] == "tse"].iloc[0]
+    log.info("%s / %s: %d contexts, %d rows, TSE %.4f", a.model_name, a.group, len(scores), len(tse), head["value"])
+
+
+def cmd_table(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .io import write_csv, write_text
+    from .tables import table2, to_latex, to_markdown
+    from .templates import load_groups
+
+    summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
+    groups = load_groups(a.groups_file)
+    present = set(summary["group"])
+    groups = [g for g in groups if g["id"] in present]
+    models = a.models.split(",")
+    t = table2(summary, groups, models)
+    write_csv(t, a.csv, float_format="%.6f")
+    write_text(a.md, to_markdown(t, models))
+    write_text(a.tex, to_latex(t, models))
+    write_csv(summary.sort_values(["model", "group", "metric", "side", "cutoff"], kind="stable"), a.all_csv,
+              float_format="%.10g")
+    log.info("Table 2 (%d groups x %d models) -> %s, %s, %s", len(t), len(models), a.csv, a.md, a.tex)
+
+
+def cmd_tiny_model(a: argparse.Namespace) -> None:
+    from .models import make_tiny_model
+
+    out = make_tiny_model(a.tokenizer, a.arch, a.out, seed=a.seed, layers=a.layers, hidden=a.hidden)
+    log.info("tiny %s model on %s -> %s", a.arch, a.tokenizer, out)
+
+
+def cmd_check_config(a: argparse.Namespace) -> None:
+    from .config import load_config
+
+    cfg = load_config(a.config)
+    print(f"{a.config}: OK ({len(cfg['models'])} models)")
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    p = argparse.ArgumentParser(prog="verbeval", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"verbeval {__version__}")
+    p.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Callable[[argparse.Namespace], None], help_: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(func=func)
+        return sp
+
+    s = add("fetch", cmd_fetch, "download (or copy from a mirror) one manifest source, verifying its sha256")
+    s.add_argument("--manifest", required=True)
+    s.add_argument("--name", required=True, help="source name in the manifest")
+    s.add_argument("--out", required=True)
+    s.add_argument("--mirror", help="local mirror directory laid out like the sources")
+
+    s = add("lexicon", cmd_lexicon, "build the verb lexicon (lemma, 3sg and plural present forms)")
+    s.add_argument("--verb-csv", help="refining-tse combined verb list (idx,sing,plur,freq)")
+    s.add_argument("--giant", help="Giant Verb List (text or PDF)")
+    s.add_argument("--overrides", help="CSV of lemma,sing,plur,reason overriding the inflector")
+    s.add_argument("--out", required=True)
+
+    s = add("templates", cmd_templates, "normalise agreement templates into one table")
+    s.add_argument("--manifest", required=True)
+    s.add_argument("--groups-file", required=True)
+    s.add_argument("--groups", help="comma-separated group ids (default: all)")
+    s.add_argument("--input", action="append", default=[], metavar="NAME=PATH", help="a fetched source file")
+    s.add_argument("--out", required=True)
+    s.add_argument("--rejects", required=True)
+    s.add_argument("--skip-bad-rows", action="store_true")
+    s.add_argument("--max-rows-per-source", type=int)
+
+    s = add("lemmas", cmd_lemmas, "eligible lemmas of a model (both forms single tokens)")
+    s.add_argument("--model", required=True, help="hub id or local path")
+    s.add_argument("--revision")
+    s.add_argument("--lexicon", required=True)
+    s.add_argument("--out", required=True)
+
+    s = add("infer", cmd_infer, "run one (model, group, chunk) and write its probability shard")
+    s.add_argument("--model", required=True)
+    s.add_argument("--revision")
+    s.add_argument("--kind", default="auto", choices=["auto", "masked", "causal"])
+    s.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    s.add_argument("--device", default="auto")
+    s.add_argument("--batch-size", type=int, default=64)
+    s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--top-k", type=int, default=10)
+    s.add_argument("--prepend-bos", type=_optional_bool, default=None)
+    s.add_argument("--templates", required=True)
+    s.add_argument("--lemmas", required=True)
+    s.add_argument("--group", required=True)
+    s.add_argument("--chunk", type=int, required=True, help="0-based chunk index")
+    s.add_argument("--n-chunks", type=int, required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--no-progress", action="store_true")
+
+    s = add("aggregate", cmd_aggregate, "scores and summary (with bootstrap CIs) of one (model, group) from its shards")
+    s.add_argument("--templates", required=True)
+    s.add_argument("--group", required=True)
+    s.add_argument("--model-name", required=True)
+    s.add_argument("--shards", nargs="+", required=True)
+    s.add_argument("--top-cutoffs", type=_floats, required=True)
+    s.add_argument("--bottom-cutoffs", type=_floats, required=True)
+    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--confidence", type=float, default=0.95)
+    s.add_argument("--scores-out", required=True)
+    s.add_argument("--tse-out", required=True)
+    s.add_argument("--summary-out", required=True)
+
+    s = add("table", cmd_table, "Table 2 (CSV, Markdown, LaTeX) from per-group summaries")
+    s.add_argument("--groups-file", required=True)
+    s.add_argument("--models", required=True, help="comma-separated model names, in column order")
+    s.add_argument("--summaries", nargs="+", required=True)
+    s.add_argument("--csv", required=True)
+    s.add_argument("--md", required=True)
+    s.add_argument("--tex", required=True)
+    s.add_argument("--all-csv", required=True, help="all summaries (every metric and cutoff) in one CSV")
+
+    s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM on a real tokenizer (for tests)")
+    s.add_argument("--tokenizer", required=True)
+    s.add_argument("--arch", required=True, choices=["bert", "roberta", "gpt2"])
+    s.add_argument("--out", required=True)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--layers", type=int, default=2)
+    s.add_argument("--hidden", type=int, default=32)
+
+    s = add("check-config", cmd_check_config, "validate a workflow config file against the schema")
+    s.add_argument("config")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        args.func(args)
+    except VerbevalError as exc:
+        print(f"verbeval {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""Loading Hugging Face language models and tokenizers, by hub id or local path.
+
+A model is *masked* (BERT, RoBERTa: the verb position is a mask token) or *causal* (GPT-2 and any
+``*ForCausalLM``: the verb is the next token after the left context). The kind is detected from the
+model config's ``architectures`` and can be forced with ``kind``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from .errors import VerbevalError
+from .io import sha256_file
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["masked", "causal"]
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def model_name(model_id: str) -> str:
+    """File-system friendly name of a model, used in result paths.
+
+    A path written as a path (absolute, or starting with ``./``, ``../`` or ``~``) gives its
+    basename; anything else is a hub id, ``org/model`` -> ``org--model``. Set ``name:`` in the config
+    to choose another. The result does not depend on whether the path exists.
+    """
+    mid = model_id.rstrip("/")
+    if mid.startswith(("/", "./", "../", "~")):
+        base = Path(mid).name
+    else:
+        base = mid.replace("/", "--")
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", base)
+
+
+def resolve_device(preference: str = "auto") -> torch.device:
+    """``auto`` picks CUDA when available (honouring CUDA_VISIBLE_DEVICES), else CPU."""
+    if preference == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(preference)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise VerbevalError(f"device {preference!r} requested but CUDA is not available")
+    return dev
+
+
+def describe_device(device: torch.device) -> str:
+    if device.type == "cuda":
+        idx = device.index if device.index is not None else torch.cuda.current_device()
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "<all>")
+        return f"cuda:{idx} ({torch.cuda.get_device_name(idx)}; CUDA_VISIBLE_DEVICES={visible})"
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def load_tokenizer(model_id: str, revision: str | None = None) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(model_id, revision=revision)
+    except (OSError, ValueError) as exc:  # transformers raises OSError for unknown ids/paths
+        raise VerbevalError(f"cannot load tokenizer for model {model_id!r}: {str(exc).splitlines()[0]}") from exc
+
+
+def load_config(model_id: str, revision: str | None = None) -> Any:
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(model_id, revision=revision)
+    except (OSError, ValueError) as exc:
+        raise VerbevalError(f"cannot load config for model {model_id!r}: {str(exc).splitlines()[0]}") from exc
+
+
+def detect_kind(config: Any) -> Kind:
+    """Masked or causal, from ``config.architectures`` (e.g. BertForMaskedLM, GPT2LMHeadModel)."""
+    archs = list(getattr(config, "architectures", None) or [])
+    if any(a.endswith("ForMaskedLM") for a in archs):
+        return "masked"
+    if any(a.endswith("ForCausalLM") or a.endswith("LMHeadModel") for a in archs):
+        return "causal"
+    raise VerbevalError(
+        f"cannot tell whether model type {getattr(config, 'model_type', '?')!r} (architectures {archs}) is "
+        "masked or causal: set `kind: masked` or `kind: causal` for it in the config"
+    )
+
+
+def is_cased(tokenizer: Any) -> bool:
+    """True when the tokenizer distinguishes 'The' from 'the' (uncased BERT lower-cases input)."""
+    a = tokenizer("The", add_special_tokens=False)["input_ids"]
+    b = tokenizer("the", add_special_tokens=False)["input_ids"]
+    return bool(a != b)
+
+
+def model_revision(model_id: str, config: Any, revision: str | None) -> str:
+    """The hub commit hash when known; for a local directory a content hash of its files."""
+    p = Path(model_id)
+    if p.is_dir():
+        h = hashlib.sha256()
+        for f in sorted(x for x in p.iterdir() if x.is_file() and not x.name.startswith(".")):
+            h.update(f.name.encode() + b"\0" + sha256_file(f).encode() + b"\n")
+        return "local-sha256:" + h.hexdigest()
+    commit = getattr(config, "_commit_hash", None)
+    return str(commit or revision or "unknown")
+
+
+@dataclass
+class LoadedModel:
+    model_id: str
+    model: torch.nn.Module
+    tokenizer: Any
+    kind: Kind
+    cased: bool
+    device: torch.device
+    dtype: str
+    revision: str
+
+    @property
+    def mask_token(self) -> str | None:
+        return getattr(self.tokenizer, "mask_token", None)
+
+
+def load_model(
+    model_id: str,
+    *,
+    revision: str | None = None,
+    kind: str = "auto",
+    dtype: str = "float32",
+    device: str = "auto",
+) -> LoadedModel:
+    """Load tokenizer and LM head model, in eval mode on the chosen device."""
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+    if dtype not in DTYPES:
+        raise VerbevalError(f"unknown dtype {dtype!r}; choose one of {sorted(DTYPES)}")
+    cfg = load_config(model_id, revision)
+    resolved: Kind = detect_kind(cfg) if kind == "auto" else kind  # type: ignore[assignment]
+    if resolved not in ("masked", "causal"):
+        raise VerbevalError(f"unknown model kind {kind!r}; use auto, masked or causal")
+    tok = load_tokenizer(model_id, revision)
+    dev = resolve_device(device)
+    cls = AutoModelForMaskedLM if resolved == "masked" else AutoModelForCausalLM
+    try:
+        model = cls.from_pretrained(model_id, revision=revision, dtype=DTYPES[dtype])
+    except (OSError, ValueError) as exc:
+        raise VerbevalError(f"cannot load model {model_id!r}: {str(exc).splitlines()[0]}") from exc
+    model.eval().to(dev)
+    if resolved == "masked" and tok.mask_token is None:
+        raise VerbevalError(f"model {model_id!r} is masked but its tokenizer has no mask token")
+    return LoadedModel(model_id, model, tok, resolved, is_cased(tok), dev, dtype, model_revision(model_id, cfg, revision))
+
+
+TINY_ARCHS = ("bert", "roberta", "gpt2")
+
+
+def make_tiny_model(
+    tokenizer_dir: str | Path,
+    arch: str,
+    out_dir: str | Path,
+    *,
+    seed: int = 0,
+    layers: int = 2,
+    hidden: int = 32,
+    heads: int = 2,
+) -> Path:
+    """Build a tiny randomly initialised LM on a real tokenizer and save it with the tokenizer.
+
+    The numbers it produces are meaningless, but tokenisation, vocabulary size and data are real,
+    which exercises the whole workflow at realistic cost without any download.
+    """
+    from transformers import (
+        AutoTokenizer,
+        BertConfig,
+        BertForMaskedLM,
+        GPT2Config,
+        GPT2LMHeadModel,
+        RobertaConfig,
+        RobertaForMaskedLM,
+    )
+
+    if arch not in TINY_ARCHS:
+        raise VerbevalError(f"unknown tiny architecture {arch!r}; choose one of {TINY_ARCHS}")
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    vocab = len(tok)
+    torch.manual_seed(seed)
+    model: torch.nn.Module
+    if arch == "bert":
+        model = BertForMaskedLM(BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+                                           num_attention_heads=heads, intermediate_size=4 * hidden,
+                                           max_position_embeddings=128))
+    elif arch == "roberta":
+        model = RobertaForMaskedLM(RobertaConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+                                                 num_attention_heads=heads, intermediate_size=4 * hidden,
+                                                 max_position_embeddings=130, pad_token_id=tok.pad_token_id,
+                                                 bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+    else:
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads,
+                                           n_positions=128, bos_token_id=tok.bos_token_id,
+                                           eos_token_id=tok.eos_token_id))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "verbeval_tiny.json").write_text(json.dumps({"arch": arch, "seed": seed, "layers": layers,
+                                                        "hidden": hidden, "tokenizer": Path(tokenizer_dir).name}))
+    return out

@@ -1,0 +1,68 @@
+"""Table 2 of Newman et al. (2021): TSE, EW and MW (p = 1) per template group, one column block per model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+METRICS = ("tse", "ew", "mw")
+LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW"}
+
+
+def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str]) -> pd.DataFrame:
+    """Wide Table 2: rows are groups (in ``groups`` order), columns ``<model>.<metric>`` plus CIs.
+
+    EW and MW are read at top-p cutoff 1.0 (the whole vocabulary).
+    """
+    at_one = summary[(summary["metric"] == "tse") |
+                     ((summary["metric"].isin(["ew", "mw"])) & (summary["side"] == "top") &
+                      np.isclose(summary["cutoff"].astype(float), 1.0))]
+    rows = []
+    for g in groups:
+        row: dict[str, object] = {"group": g["id"], "name": g["name"]}
+        for m in models:
+            sel = at_one[(at_one["group"] == g["id"]) & (at_one["model"] == m)]
+            for metric in METRICS:
+                hit = sel[sel["metric"] == metric]
+                val = hit.iloc[0] if len(hit) else None
+                for suffix, col in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
+                    row[f"{m}.{metric}{suffix}"] = float(val[col]) if val is not None else np.nan
+                if metric != "mw":
+                    row[f"{m}.n_{'rows' if metric == 'tse' else 'contexts'}"] = int(val["n_total"]) if val is not None else 0
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _fmt(x: float, digits: int) -> str:
+    return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
+
+
+def to_markdown(table: pd.DataFrame, models: Sequence[str], digits: int = 2) -> str:
+    header = ["Group"] + [f"{m} {LABELS[k]}" for m in models for k in METRICS]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    for _, r in table.iterrows():
+        cells = [str(r["name"])] + [_fmt(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _tex(s: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"), ("$", r"\$")):
+        s = s.replace(a, b)
+    return s
+
+
+def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2) -> str:
+    cols = "l" + "ccc" * len(models)
+    out = [r"\begin{tabular}{" + cols + "}", r"\toprule"]
+    out.append(" & " + " & ".join(rf"\multicolumn{{3}}{{c}}{{{_tex(m)}}}" for m in models) + r" \\")
+    out.append(" ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(len(models))))
+    out.append("Group & " + " & ".join(LABELS[k] for _ in models for k in METRICS) + r" \\")
+    out.append(r"\midrule")
+    for _, r in table.iterrows():
+        cells = [_tex(str(r["name"]))] + [_fmt(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
+        out.append(" & ".join(cells) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,119 @@
+# Agreement (Newman et al. 2021): templates -> lexicon -> eligible lemmas -> shards -> scores -> Table 2.
+
+
+rule lexicon:
+    input:
+        verb_csv=raw_path("verbs_combined"),
+        giant=raw_path("giant_verb_list"),
+        overrides=AGR["inflection_overrides"],
+    output:
+        f"{OUT}/lexicon.parquet",
+    log:
+        "logs/agreement/lexicon.log",
+    shell:
+        "verbeval lexicon --verb-csv {input.verb_csv} --giant {input.giant} --overrides {input.overrides} "
+        "--out {output} 2> {log}"
+
+
+rule templates:
+    input:
+        sources=[raw_path(s) for g in GROUPS for s in g["sources"]],
+        groups_file=AGR["groups_file"],
+    output:
+        table=f"{OUT}/templates.parquet",
+        rejects=f"{OUT}/template_rejects.csv",
+    params:
+        manifest=config["manifest"],
+        inputs=" ".join(f"--input {s}={raw_path(s)}" for g in GROUPS for s in g["sources"]),
+        groups=",".join(GROUP_IDS),
+        skip="--skip-bad-rows" if AGR["skip_bad_rows"] else "",
+        limit=f"--max-rows-per-source {AGR['max_rows_per_source']}" if AGR["max_rows_per_source"] else "",
+    log:
+        "logs/agreement/templates.log",
+    shell:
+        "verbeval templates --manifest {params.manifest} --groups-file {input.groups_file} --groups {params.groups} "
+        "{params.inputs} {params.skip} {params.limit} --out {output.table} --rejects {output.rejects} 2> {log}"
+
+
+rule lemmas:
+    input:
+        lexicon=f"{OUT}/lexicon.parquet",
+    output:
+        f"{OUT}/{{model}}/lemmas.parquet",
+    params:
+        model=model_param("id"),
+        revision=lambda wc: f"--revision {MODELS[wc.model]['revision']}" if MODELS[wc.model]["revision"] else "",
+    log:
+        "logs/agreement/{model}/lemmas.log",
+    shell:
+        "verbeval lemmas --model {params.model} {params.revision} --lexicon {input.lexicon} --out {output} 2> {log}"
+
+
+rule infer:
+    input:
+        templates=f"{OUT}/templates.parquet",
+        lemmas=f"{OUT}/{{model}}/lemmas.parquet",
+    output:
+        f"{OUT}/{{model}}/shards/{{group}}/{{chunk}}.parquet",
+    params:
+        model=model_param("id"),
+        revision=lambda wc: f"--revision {MODELS[wc.model]['revision']}" if MODELS[wc.model]["revision"] else "",
+        kind=model_param("kind"),
+        dtype=model_param("dtype"),
+        batch_size=model_param("batch_size"),
+        bos=lambda wc: "auto" if MODELS[wc.model]["prepend_bos"] is None else str(MODELS[wc.model]["prepend_bos"]).lower(),
+        device=config["inference"]["device"],
+        top_k=config["inference"]["top_k"],
+        chunk=lambda wc: int(wc.chunk.split("-of-")[0]) - 1,
+        n_chunks=AGR["chunks"],
+    threads: config["inference"]["threads"]
+    resources:
+        gpu=1,
+    log:
+        "logs/agreement/{model}/infer/{group}/{chunk}.log",
+    shell:
+        "verbeval infer --model {params.model} {params.revision} --kind {params.kind} --dtype {params.dtype} "
+        "--device {params.device} --batch-size {params.batch_size} --threads {threads} --top-k {params.top_k} "
+        "--prepend-bos {params.bos} --templates {input.templates} --lemmas {input.lemmas} --group {wildcards.group} "
+        "--chunk {params.chunk} --n-chunks {params.n_chunks} --out {output} 2> {log}"
+
+
+rule aggregate:
+    input:
+        templates=f"{OUT}/templates.parquet",
+        shards=expand(f"{OUT}/{{{{model}}}}/shards/{{{{group}}}}/{{chunk}}.parquet", chunk=CHUNKS),
+    output:
+        scores=f"{OUT}/{{model}}/{{group}}/scores.parquet",
+        tse=f"{OUT}/{{model}}/{{group}}/tse.parquet",
+        summary=f"{OUT}/{{model}}/{{group}}/summary.csv",
+    params:
+        top=cutoffs("top_cutoffs"),
+        bottom=cutoffs("bottom_cutoffs"),
+        resamples=AGR["bootstrap"]["resamples"],
+        seed=AGR["bootstrap"]["seed"],
+        confidence=AGR["bootstrap"]["confidence"],
+    log:
+        "logs/agreement/{model}/aggregate/{group}.log",
+    shell:
+        "verbeval aggregate --templates {input.templates} --group {wildcards.group} --model-name {wildcards.model} "
+        "--shards {input.shards} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
+        "--resamples {params.resamples} --seed {params.seed} --confidence {params.confidence} "
+        "--scores-out {output.scores} --tse-out {output.tse} --summary-out {output.summary} 2> {log}"
+
+
+rule table2:
+    input:
+        summaries=expand(f"{OUT}/{{model}}/{{group}}/summary.csv", model=MODELS, group=GROUP_IDS),
+        groups_file=AGR["groups_file"],
+    output:
+        csv=f"{OUT}/table2.csv",
+        md=f"{OUT}/table2.md",
+        tex=f"{OUT}/table2.tex",
+        all_csv=f"{OUT}/summary_all.csv",
+    params:
+        models=",".join(MODELS),
+    log:
+        "logs/agreement/table2.log",
+    shell:
+        "verbeval table --groups-file {input.groups_file} --models {params.models} --summaries {input.summaries} "
+        "--csv {output.csv} --md {output.md} --tex {output.tex} --all-csv {output.all_csv} 2> {log}"

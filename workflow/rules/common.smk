@@ -1,0 +1,59 @@
+# Shared set-up: config validation (schema in the package), manifest, groups, models, paths.
+import re
+
+from verbeval.config import validate_config, model_entries
+from verbeval.errors import VerbevalError
+from verbeval.fetch import load_manifest, local_filename
+from verbeval.inference import chunk_label
+from verbeval.templates import load_groups
+
+try:
+    validate_config(config, "config")
+    MANIFEST = load_manifest(config["manifest"])
+    ALL_GROUPS = load_groups(config["agreement"]["groups_file"])
+except VerbevalError as exc:
+    raise WorkflowError(str(exc)) from None
+
+AGR = config["agreement"]
+RAW = config["raw_dir"]
+RES = config["results_dir"]
+OUT = f"{RES}/agreement"
+MODELS = {m["name"]: m for m in model_entries(config)}
+GROUPS = [g for g in ALL_GROUPS if AGR["groups"] is None or g["id"] in AGR["groups"]]
+if AGR["groups"] is not None:
+    _unknown = sorted(set(AGR["groups"]) - {g["id"] for g in ALL_GROUPS})
+    if _unknown:
+        raise WorkflowError(f"config: agreement.groups: unknown group(s) {_unknown}")
+GROUP_IDS = [g["id"] for g in GROUPS]
+CHUNKS = [chunk_label(i, AGR["chunks"]) for i in range(AGR["chunks"])]
+for _src in [s for g in GROUPS for s in g["sources"]] + AGR["verb_lists"]:
+    if _src not in MANIFEST:
+        raise WorkflowError(f"{config['manifest']}: no source named {_src!r}")
+
+
+wildcard_constraints:
+    model="|".join(map(re.escape, MODELS)),
+    group="|".join(GROUP_IDS),
+    chunk=r"\d+-of-\d+",
+
+
+def raw_path(name):
+    """Where the fetched copy of manifest source `name` lives."""
+    return f"{RAW}/{name}/{local_filename(MANIFEST[name])}"
+
+
+def model_param(key):
+    return lambda wc: MODELS[wc.model][key]
+
+
+def cutoffs(key):
+    return ",".join(f"{p:g}" for p in AGR[key])
+
+
+def agreement_outputs():
+    return [
+        f"{OUT}/table2.csv",
+        f"{OUT}/table2.md",
+        f"{OUT}/table2.tex",
+        f"{OUT}/summary_all.csv",
+    ] + expand(f"{OUT}/{{model}}/lemmas.parquet", model=MODELS)
