@@ -411,3 +411,43 @@ def test_render_context_causal() -> None:
 def test_render_context_needs_mask_token() -> None:
     with pytest.raises(ValueError, match="mask token"):
         render_context("the authors", "", cased=True, masked=True, mask_token=None)
+
+
+# --------------------------------------------------------------------------- errata
+
+from verbeval.templates import load_errata  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_errata_rows_are_rejected_even_without_skip_bad_rows(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        {"sentence_good": "the author laughs", "sentence_bad": "the author laugh", "label": -1},
+        {"sentence_good": "the authors sing", "sentence_bad": "the authors singing", "label": -2},
+    ])
+    rows, rejects = read_template_file(path, "ml_jsonl", "src", "g", errata={2: "not a pair"})
+    assert rows["line"].tolist() == [1]
+    assert rejects[["line", "reason"]].values.tolist() == [[2, "known erratum: not a pair"]]
+    with pytest.raises(InputError, match=r"errata list names line\(s\) \[7\]"):
+        read_template_file(path, "ml_jsonl", "src", "g", errata={7: "gone"})
+
+
+def test_shipped_errata_make_the_full_blimp_set_readable(shared_dir: Path) -> None:
+    errata = load_errata(REPO / "resources" / "template_errata.csv")
+    source = "blimp_distractor_agreement_relative_clause"
+    assert set(errata[source]) == {822}
+    path = blimp_dir(shared_dir) / "distractor_agreement_relative_clause.jsonl"
+    with pytest.raises(InputError, match=":822: "):
+        read_template_file(path, "blimp_jsonl", source, "blimp")
+    rows, rejects = read_template_file(path, "blimp_jsonl", source, "blimp", errata=errata[source])
+    assert len(rows) == 999 and rejects["line"].tolist() == [822]
+
+
+def test_load_errata_rejects_bad_files(tmp_path: Path) -> None:
+    bad = tmp_path / "e.csv"
+    bad.write_text("source,row,reason\nx,1,y\n")
+    with pytest.raises(InputError, match="expected columns source,line,reason"):
+        load_errata(bad)
+    bad.write_text("source,line,reason\nx,0,y\n")
+    with pytest.raises(InputError, match=":2: "):
+        load_errata(bad)

@@ -64,7 +64,7 @@ def cmd_lexicon(a: argparse.Namespace) -> None:
 def cmd_templates(a: argparse.Namespace) -> None:
     from .fetch import load_manifest
     from .io import write_csv, write_parquet
-    from .templates import build_template_table, load_groups
+    from .templates import build_template_table, load_errata, load_groups
 
     manifest = load_manifest(a.manifest)
     groups = load_groups(a.groups_file)
@@ -80,7 +80,8 @@ def cmd_templates(a: argparse.Namespace) -> None:
         if name not in manifest:
             raise VerbevalError(f"--input {item!r}: {name!r} is not in {a.manifest}")
         inputs[name] = (Path(path), manifest[name].format)
-    table, rejects = build_template_table(inputs, groups, a.skip_bad_rows, a.max_rows_per_source)
+    errata = load_errata(a.errata) if a.errata else None
+    table, rejects = build_template_table(inputs, groups, a.skip_bad_rows, a.max_rows_per_source, errata)
     write_parquet(table, a.out)
     write_csv(rejects, a.rejects)
     for gid, n in table.groupby("group", sort=False).size().items():
@@ -215,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--rejects", required=True)
     s.add_argument("--skip-bad-rows", action="store_true")
+    s.add_argument("--errata", help="CSV (source,line,reason) of known-bad rows of the published files")
     s.add_argument("--max-rows-per-source", type=int)
 
     s = add("lemmas", cmd_lemmas, "eligible lemmas of a model (both forms single tokens)")

@@ -242,8 +242,12 @@ def read_template_file(
     source: str,
     group: str,
     skip_bad_rows: bool = False,
+    errata: Mapping[int, str] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read one template file into ``(rows, rejects)``.
+
+    ``errata`` maps 1-based line numbers of known-bad rows of the published file (see
+    :func:`load_errata`) to a reason: those rows always go to ``rejects`` and never stop the run.
 
     ``rows`` has the columns of :data:`TEMPLATE_COLUMNS` (``line`` is the 1-based line in the
     file); ``rejects`` has :data:`REJECT_COLUMNS`. Blank lines are ignored.
@@ -269,6 +273,9 @@ def read_template_file(
     for lineno, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
+        if errata and lineno in errata:
+            rejects.append({"source": source, "line": lineno, "reason": f"known erratum: {errata[lineno]}", "raw": raw})
+            continue
         try:
             left, right, correct, incorrect, label = _parse_row(raw, fmt)
         except ValueError as exc:
@@ -281,8 +288,12 @@ def read_template_file(
             "correct": correct, "incorrect": incorrect, "label": label,
             "plural": label == "plural",
         })
+    if errata:
+        missing = sorted(set(errata) - {r["line"] for r in rejects})
+        if missing:
+            raise InputError(p, f"errata list names line(s) {missing} that the file does not have")
     if rejects:
-        log.warning("%s: skipped %d malformed row(s)", p, len(rejects))
+        log.warning("%s: skipped %d row(s) (%d known errata)", p, len(rejects), len(errata or {}))
     return _typed(rows, TEMPLATE_COLUMNS), _typed(rejects, REJECT_COLUMNS)
 
 
@@ -386,11 +397,35 @@ def load_groups(path: str | Path) -> list[dict[str, Any]]:
     return groups
 
 
+ERRATA_COLUMNS = ("source", "line", "reason")
+
+
+def load_errata(path: str | Path) -> dict[str, dict[int, str]]:
+    """Known-bad rows of the published template files: CSV ``source,line,reason``.
+
+    Line numbers refer to the exact file pinned by its sha256 in the manifest.
+    """
+    p = Path(path)
+    try:
+        df = pd.read_csv(p, dtype={"source": str, "line": "Int64", "reason": str}, comment="#")
+    except (OSError, ValueError) as exc:
+        raise InputError(p, f"cannot read errata list: {exc}") from None
+    if tuple(df.columns) != ERRATA_COLUMNS:
+        raise InputError(p, f"expected columns {','.join(ERRATA_COLUMNS)}, got {','.join(map(str, df.columns))}")
+    out: dict[str, dict[int, str]] = {}
+    for i, r in enumerate(df.itertuples(index=False), start=2):
+        if pd.isna(r.line) or int(r.line) < 1 or not isinstance(r.source, str) or not isinstance(r.reason, str):
+            raise InputError(p, "each erratum needs a source, a line >= 1 and a reason", i)
+        out.setdefault(r.source, {})[int(r.line)] = r.reason
+    return out
+
+
 def build_template_table(
     inputs: Mapping[str, tuple[str | Path, str]],
     groups: Sequence[Mapping[str, Any]],
     skip_bad_rows: bool = False,
     max_rows_per_source: int | None = None,
+    errata: Mapping[str, Mapping[int, str]] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read every source of ``groups`` and return ``(table, rejects)``.
 
@@ -412,7 +447,8 @@ def build_template_table(
             path, fmt = inputs[source]
             if fmt not in FORMATS:
                 raise VerbevalError(f"source {source!r}: format {fmt!r} is not a template format")
-            rows, bad = read_template_file(path, fmt, source, group["id"], skip_bad_rows)  # type: ignore[arg-type]
+            rows, bad = read_template_file(path, fmt, source, group["id"], skip_bad_rows,  # type: ignore[arg-type]
+                                           (errata or {}).get(source))
             tables.append(subsample(rows, max_rows_per_source))
             rejects.append(bad)
             used.add(source)

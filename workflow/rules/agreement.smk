@@ -19,6 +19,7 @@ rule templates:
     input:
         sources=[raw_path(s) for g in GROUPS for s in g["sources"]],
         groups_file=AGR["groups_file"],
+        errata=AGR["errata"],
     output:
         table=f"{OUT}/templates.parquet",
         rejects=f"{OUT}/template_rejects.csv",
@@ -32,7 +33,7 @@ rule templates:
         "logs/agreement/templates.log",
     shell:
         "verbeval templates --manifest {params.manifest} --groups-file {input.groups_file} --groups {params.groups} "
-        "{params.inputs} {params.skip} {params.limit} --out {output.table} --rejects {output.rejects} 2> {log}"
+        "--errata {input.errata} {params.inputs} {params.skip} {params.limit} --out {output.table} --rejects {output.rejects} 2> {log}"
 
 
 rule lemmas:
