@@ -1,0 +1,32 @@
+"""Check the Table 2 produced by the CI end-to-end run against the per-group artifacts."""
+
+import sys
+
+import numpy as np
+import pandas as pd
+
+from verbeval.config import load_config, model_entries
+from verbeval.templates import load_groups
+
+cfg = load_config(sys.argv[1])
+out = f"{cfg['results_dir']}/agreement"
+models = [m["name"] for m in model_entries(cfg)]
+groups = [g["id"] for g in load_groups(cfg["agreement"]["groups_file"])]
+table = pd.read_csv(f"{out}/table2.csv")
+assert table["group"].tolist() == groups, table["group"].tolist()
+for m in models:
+    for metric in ("tse", "ew", "mw"):
+        vals = table[f"{m}.{metric}"].to_numpy()
+        assert np.all((vals >= 0) & (vals <= 1)), (m, metric, vals)
+        lo, hi = table[f"{m}.{metric}_ci_low"].to_numpy(), table[f"{m}.{metric}_ci_high"].to_numpy()
+        assert np.all((lo <= vals + 1e-12) & (vals <= hi + 1e-12)), (m, metric)
+    for _, row in table.iterrows():
+        tse = pd.read_parquet(f"{out}/{m}/{row['group']}/tse.parquet")
+        assert np.isclose(row[f"{m}.tse"], np.nanmean(tse["tse"])), (m, row["group"])
+        scores = pd.read_parquet(f"{out}/{m}/{row['group']}/scores.parquet")
+        assert np.isclose(row[f"{m}.ew"], np.nanmean(scores["ew_top@1"])), (m, row["group"])
+        assert np.isclose(row[f"{m}.mw"], np.nanmean(scores["mw_top@1"])), (m, row["group"])
+        # p = 1 from the bottom is the whole vocabulary too
+        assert np.allclose(scores["ew_top@1"], scores["ew_bottom@1"] if "ew_bottom@1" in scores else scores["ew_top@1"])
+print(f"Table 2 check: {len(groups)} groups x {len(models)} models OK")
+print(open(f"{out}/table2.md").read())
