@@ -8,6 +8,8 @@ rule lexicon:
         overrides=AGR["inflection_overrides"],
     output:
         f"{OUT}/lexicon.parquet",
+    conda:
+        "../../envs/verbeval.yaml"
     log:
         "logs/agreement/lexicon.log",
     shell:
@@ -29,6 +31,8 @@ rule templates:
         groups=",".join(GROUP_IDS),
         skip="--skip-bad-rows" if AGR["skip_bad_rows"] else "",
         limit=f"--max-rows-per-source {AGR['max_rows_per_source']}" if AGR["max_rows_per_source"] else "",
+    conda:
+        "../../envs/verbeval.yaml"
     log:
         "logs/agreement/templates.log",
     shell:
@@ -44,6 +48,8 @@ rule lemmas:
     params:
         model=model_param("id"),
         revision=lambda wc: f"--revision {MODELS[wc.model]['revision']}" if MODELS[wc.model]["revision"] else "",
+    conda:
+        "../../envs/verbeval.yaml"
     log:
         "logs/agreement/{model}/lemmas.log",
     shell:
@@ -70,6 +76,8 @@ rule infer:
     threads: config["inference"]["threads"]
     resources:
         gpu=1,
+    conda:
+        "../../envs/inference.yaml"
     log:
         "logs/agreement/{model}/infer/{group}/{chunk}.log",
     shell:
@@ -93,6 +101,8 @@ rule aggregate:
         resamples=AGR["bootstrap"]["resamples"],
         seed=AGR["bootstrap"]["seed"],
         confidence=AGR["bootstrap"]["confidence"],
+    conda:
+        "../../envs/verbeval.yaml"
     log:
         "logs/agreement/{model}/aggregate/{group}.log",
     shell:
@@ -113,6 +123,8 @@ rule table2:
         all_csv=f"{OUT}/summary_all.csv",
     params:
         models=",".join(MODELS),
+    conda:
+        "../../envs/verbeval.yaml"
     log:
         "logs/agreement/table2.log",
     shell:

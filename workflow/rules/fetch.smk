@@ -7,6 +7,8 @@ rule fetch:
     params:
         manifest=config["manifest"],
         mirror=f"--mirror {config['data_mirror']}" if config["data_mirror"] else "",
+    conda:
+        "../../envs/verbeval.yaml"
     log:
         "logs/fetch/{name}/{filename}.log",
     wildcard_constraints:
