@@ -11,7 +11,7 @@ rule lexicon:
     conda:
         "../../envs/verbeval.yaml"
     log:
-        "logs/agreement/lexicon.log",
+        f"{LOGS}/agreement/lexicon.log",
     shell:
         "verbeval lexicon --verb-csv {input.verb_csv} --giant {input.giant} --overrides {input.overrides} "
         "--out {output} 2> {log}"
@@ -34,7 +34,7 @@ rule templates:
     conda:
         "../../envs/verbeval.yaml"
     log:
-        "logs/agreement/templates.log",
+        f"{LOGS}/agreement/templates.log",
     shell:
         "verbeval templates --manifest {params.manifest} --groups-file {input.groups_file} --groups {params.groups} "
         "--errata {input.errata} {params.inputs} {params.skip} {params.limit} --out {output.table} --rejects {output.rejects} 2> {log}"
@@ -51,7 +51,7 @@ rule lemmas:
     conda:
         "../../envs/verbeval.yaml"
     log:
-        "logs/agreement/{model}/lemmas.log",
+        f"{LOGS}/agreement/{{model}}/lemmas.log",
     shell:
         "verbeval lemmas --model {params.model} {params.revision} --lexicon {input.lexicon} --out {output} 2> {log}"
 
@@ -79,7 +79,7 @@ rule infer:
     conda:
         "../../envs/inference.yaml"
     log:
-        "logs/agreement/{model}/infer/{group}/{chunk}.log",
+        f"{LOGS}/agreement/{{model}}/infer/{{group}}/{{chunk}}.log",
     shell:
         "verbeval infer --model {params.model} {params.revision} --kind {params.kind} --dtype {params.dtype} "
         "--device {params.device} --batch-size {params.batch_size} --threads {threads} --top-k {params.top_k} "
@@ -104,7 +104,7 @@ rule aggregate:
     conda:
         "../../envs/verbeval.yaml"
     log:
-        "logs/agreement/{model}/aggregate/{group}.log",
+        f"{LOGS}/agreement/{{model}}/aggregate/{{group}}.log",
     shell:
         "verbeval aggregate --templates {input.templates} --group {wildcards.group} --model-name {wildcards.model} "
         "--shards {input.shards} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
@@ -126,7 +126,7 @@ rule table2:
     conda:
         "../../envs/verbeval.yaml"
     log:
-        "logs/agreement/table2.log",
+        f"{LOGS}/agreement/table2.log",
     shell:
         "verbeval table --groups-file {input.groups_file} --models {params.models} --summaries {input.summaries} "
         "--csv {output.csv} --md {output.md} --tex {output.tex} --all-csv {output.all_csv} 2> {log}"

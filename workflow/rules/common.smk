@@ -18,6 +18,7 @@ AGR = config["agreement"]
 RAW = config["raw_dir"]
 RES = config["results_dir"]
 OUT = f"{RES}/agreement"
+LOGS = f"{RES}/logs"
 MODELS = {m["name"]: m for m in model_entries(config)}
 GROUPS = [g for g in ALL_GROUPS if AGR["groups"] is None or g["id"] in AGR["groups"]]
 if AGR["groups"] is not None:

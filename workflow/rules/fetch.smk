@@ -10,7 +10,7 @@ rule fetch:
     conda:
         "../../envs/verbeval.yaml"
     log:
-        "logs/fetch/{name}/{filename}.log",
+        f"{LOGS}/fetch/{{name}}/{{filename}}.log",
     wildcard_constraints:
         name="|".join(MANIFEST),
     shell:
