@@ -49,24 +49,50 @@ def cmd_fetch(a: argparse.Namespace) -> None:
     log.info("fetched %s -> %s", a.name, path)
 
 
+def _manifest_inputs(manifest_path: str, items: Sequence[str]) -> dict[str, tuple[Path, str]]:
+    """``NAME=PATH`` arguments -> {name: (path, format)}, checked against the manifest."""
+    from .fetch import load_manifest
+
+    manifest = load_manifest(manifest_path)
+    inputs: dict[str, tuple[Path, str]] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not path:
+            raise VerbevalError(f"--input {item!r}: expected NAME=PATH")
+        if name not in manifest:
+            raise VerbevalError(f"--input {item!r}: {name!r} is not in {manifest_path}")
+        inputs[name] = (Path(path), manifest[name].format)
+    return inputs
+
+
 def cmd_lexicon(a: argparse.Namespace) -> None:
     from .fetch import read_giant_verb_list
     from .io import write_parquet
     from .lexicon import build_lexicon
 
-    giant = read_giant_verb_list(a.giant) if a.giant else None
-    lex = build_lexicon(Path(a.verb_csv) if a.verb_csv else None, giant, Path(a.overrides) if a.overrides else None)
+    verb_csvs: list[Path] = []
+    giant: list[str] = []
+    for name, (path, fmt) in _manifest_inputs(a.manifest, a.input).items():
+        if fmt == "verb_csv":
+            verb_csvs.append(path)
+        elif fmt == "giant_verb_list":
+            giant.extend(read_giant_verb_list(path))
+        else:
+            raise VerbevalError(f"--input {name}: format {fmt!r} is not a verb list (verb_csv or giant_verb_list)")
+    if not verb_csvs and not giant:
+        raise VerbevalError("no verb list given (--input NAME=PATH)")
+    if len(verb_csvs) > 1:
+        raise VerbevalError(f"at most one verb_csv list is supported, got {len(verb_csvs)}")
+    lex = build_lexicon(verb_csvs[0] if verb_csvs else None, giant or None, Path(a.overrides) if a.overrides else None)
     write_parquet(lex, a.out)
     counts = lex["source"].value_counts().to_dict()
     log.info("lexicon: %d lemmas (%s) -> %s", len(lex), ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), a.out)
 
 
 def cmd_templates(a: argparse.Namespace) -> None:
-    from .fetch import load_manifest
     from .io import write_csv, write_parquet
     from .templates import build_template_table, load_errata, load_groups
 
-    manifest = load_manifest(a.manifest)
     groups = load_groups(a.groups_file)
     if a.groups:
         wanted = a.groups.split(",")
@@ -74,12 +100,7 @@ def cmd_templates(a: argparse.Namespace) -> None:
         if unknown:
             raise VerbevalError(f"unknown agreement group(s) {unknown}; known: {[g['id'] for g in groups]}")
         groups = [g for g in groups if g["id"] in wanted]
-    inputs: dict[str, tuple[Path, str]] = {}
-    for item in a.input:
-        name, _, path = item.partition("=")
-        if name not in manifest:
-            raise VerbevalError(f"--input {item!r}: {name!r} is not in {a.manifest}")
-        inputs[name] = (Path(path), manifest[name].format)
+    inputs = _manifest_inputs(a.manifest, a.input)
     errata = load_errata(a.errata) if a.errata else None
     table, rejects = build_template_table(inputs, groups, a.skip_bad_rows, a.max_rows_per_source, errata)
     write_parquet(table, a.out)
@@ -186,7 +207,7 @@ def cmd_check_config(a: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    p = argparse.ArgumentParser(prog="verbeval", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="verbeval", description="verbeval: one sub-command per workflow step.")
     p.add_argument("--version", action="version", version=f"verbeval {__version__}")
     p.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -203,8 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--mirror", help="local mirror directory laid out like the sources")
 
     s = add("lexicon", cmd_lexicon, "build the verb lexicon (lemma, 3sg and plural present forms)")
-    s.add_argument("--verb-csv", help="refining-tse combined verb list (idx,sing,plur,freq)")
-    s.add_argument("--giant", help="Giant Verb List (text or PDF)")
+    s.add_argument("--manifest", required=True)
+    s.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
+                   help="a fetched verb list (manifest format verb_csv or giant_verb_list, text or PDF)")
     s.add_argument("--overrides", help="CSV of lemma,sing,plur,reason overriding the inflector")
     s.add_argument("--out", required=True)
 

@@ -261,7 +261,8 @@ def _copy_verified(
             expected = " or ".join(source.sha256)
             raise VerbevalError(
                 f"checksum mismatch for source {source.name!r} from {origin}: "
-                f"expected sha256 {expected}, got {actual}"
+                f"expected sha256 {expected}, got {actual}; nothing was written. If the publisher changed the "
+                f"file and you trust the new version, add its sha256 to the entry's list in the manifest"
             )
 
 

@@ -32,7 +32,7 @@ from .agreement import form_statistics
 from .eligibility import single_token_ids, tokenizer_fingerprint
 from .errors import VerbevalError
 from .io import atomic_path
-from .models import LoadedModel, describe_device
+from .models import LoadedModel, adds_bos, describe_device
 from .templates import render_context
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def encode_contexts(lm: LoadedModel, contexts: pd.DataFrame, prepend_bos: bool |
     else:
         bos = tok.bos_token_id
         if prepend_bos is None:
-            prepend_bos = bos is not None
+            prepend_bos = adds_bos(tok)
         if prepend_bos:
             if bos is None:
                 raise VerbevalError(f"prepend_bos requested but {lm.model_id!r} has no BOS token")
@@ -251,7 +251,10 @@ def write_shard(path: str | Path, contexts: pd.DataFrame, rows: pd.DataFrame, re
     meta = {**meta, "schema_version": SHARD_SCHEMA_VERSION, "n_contexts": len(contexts), "n_rows": len(rows)}
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+        # float columns: no dictionary (it only grows them), byte-stream-split before zstd
+        pq.write_table(table, tmp, compression="zstd", use_dictionary=["context_id", "plural"],
+                       use_byte_stream_split=["prob.list.element", "cum_above.list.element",
+                                              "cum_below.list.element", "topk_probs.list.element"])
     return meta
 
 

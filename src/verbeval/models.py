@@ -60,11 +60,16 @@ def describe_device(device: torch.device) -> str:
     return f"cpu ({torch.get_num_threads()} threads)"
 
 
+def resolve_id(model_id: str) -> str:
+    """Expand ``~`` in a local path; hub ids are returned unchanged."""
+    return os.path.expanduser(model_id) if model_id.startswith("~") else model_id
+
+
 def load_tokenizer(model_id: str, revision: str | None = None) -> Any:
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(model_id, revision=revision)
+        return AutoTokenizer.from_pretrained(resolve_id(model_id), revision=revision)
     except (OSError, ValueError) as exc:  # transformers raises OSError for unknown ids/paths
         raise VerbevalError(f"cannot load tokenizer for model {model_id!r}: {str(exc).splitlines()[0]}") from exc
 
@@ -73,7 +78,7 @@ def load_config(model_id: str, revision: str | None = None) -> Any:
     from transformers import AutoConfig
 
     try:
-        return AutoConfig.from_pretrained(model_id, revision=revision)
+        return AutoConfig.from_pretrained(resolve_id(model_id), revision=revision)
     except (OSError, ValueError) as exc:
         raise VerbevalError(f"cannot load config for model {model_id!r}: {str(exc).splitlines()[0]}") from exc
 
@@ -91,6 +96,16 @@ def detect_kind(config: Any) -> Kind:
     )
 
 
+def adds_bos(tokenizer: Any) -> bool:
+    """True when the tokenizer itself starts every encoded text with its BOS token (e.g. Llama),
+    False when it does not (e.g. GPT-2, as in the paper's released code)."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return False
+    ids = tokenizer("a", add_special_tokens=True)["input_ids"]
+    return bool(ids) and ids[0] == bos
+
+
 def is_cased(tokenizer: Any) -> bool:
     """True when the tokenizer distinguishes 'The' from 'the' (uncased BERT lower-cases input)."""
     a = tokenizer("The", add_special_tokens=False)["input_ids"]
@@ -100,7 +115,7 @@ def is_cased(tokenizer: Any) -> bool:
 
 def model_revision(model_id: str, config: Any, revision: str | None) -> str:
     """The hub commit hash when known; for a local directory a content hash of its files."""
-    p = Path(model_id)
+    p = Path(resolve_id(model_id))
     if p.is_dir():
         h = hashlib.sha256()
         for f in sorted(x for x in p.iterdir() if x.is_file() and not x.name.startswith(".")):
@@ -147,7 +162,7 @@ def load_model(
     dev = resolve_device(device)
     cls = AutoModelForMaskedLM if resolved == "masked" else AutoModelForCausalLM
     try:
-        model = cls.from_pretrained(model_id, revision=revision, dtype=DTYPES[dtype])
+        model = cls.from_pretrained(resolve_id(model_id), revision=revision, dtype=DTYPES[dtype])
     except (OSError, ValueError) as exc:
         raise VerbevalError(f"cannot load model {model_id!r}: {str(exc).splitlines()[0]}") from exc
     model.eval().to(dev)

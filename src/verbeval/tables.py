@@ -29,8 +29,11 @@ def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str])
                 val = hit.iloc[0] if len(hit) else None
                 for suffix, col in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
                     row[f"{m}.{metric}{suffix}"] = float(val[col]) if val is not None else np.nan
-                if metric != "mw":
-                    row[f"{m}.n_{'rows' if metric == 'tse' else 'contexts'}"] = int(val["n_total"]) if val is not None else 0
+                if metric == "tse":  # rows whose own verb forms are both single tokens / all rows
+                    row[f"{m}.n_rows"] = int(val["n"]) if val is not None else 0
+                    row[f"{m}.n_rows_total"] = int(val["n_total"]) if val is not None else 0
+                elif metric == "ew":
+                    row[f"{m}.n_contexts"] = int(val["n_total"]) if val is not None else 0
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -3,17 +3,19 @@
 
 rule lexicon:
     input:
-        verb_csv=raw_path("verbs_combined"),
-        giant=raw_path("giant_verb_list"),
+        lists=[raw_path(s) for s in AGR["verb_lists"]],
         overrides=AGR["inflection_overrides"],
     output:
         f"{OUT}/lexicon.parquet",
+    params:
+        manifest=config["manifest"],
+        inputs=" ".join(f"--input {s}={raw_path(s)}" for s in AGR["verb_lists"]),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{LOGS}/agreement/lexicon.log",
     shell:
-        "verbeval lexicon --verb-csv {input.verb_csv} --giant {input.giant} --overrides {input.overrides} "
+        "verbeval lexicon --manifest {params.manifest} {params.inputs} --overrides {input.overrides} "
         "--out {output} 2> {log}"
 
 
