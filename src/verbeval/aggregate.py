@@ -22,8 +22,8 @@ from .inference import SHARD_SCHEMA_VERSION, read_shard_meta
 log = logging.getLogger(__name__)
 
 #: metadata fields that must agree across the shards of one (model, group)
-CONSISTENT_META = ("model_id", "revision", "tokenizer_fingerprint", "lemma_set_sha256", "group", "n_chunks",
-                   "n_group_contexts", "schema_version")
+CONSISTENT_META = ("model_id", "revision", "kind", "dtype", "tokenizer_fingerprint", "lemma_set_sha256",
+                   "prepend_bos", "group", "n_chunks", "n_group_contexts", "top_k", "schema_version")
 
 
 @dataclass

@@ -77,6 +77,7 @@ def lemma_set_hash(lemmas: pd.DataFrame) -> str:
 class Encoded:
     ids: list[list[int]]
     target: np.ndarray  # position of the predicted token in each sequence
+    bos: bool = False  # whether a BOS token was prepended (causal LMs)
 
 
 def encode_contexts(lm: LoadedModel, contexts: pd.DataFrame, prepend_bos: bool | None = None) -> Encoded:
@@ -105,6 +106,7 @@ def encode_contexts(lm: LoadedModel, contexts: pd.DataFrame, prepend_bos: bool |
         if any(len(seq) == 0 for seq in ids):
             raise VerbevalError("a causal context is empty (the verb is the first word) and the model has no BOS token")
         target = np.array([len(seq) - 1 for seq in ids], dtype=np.int64)
+        return Encoded(ids, target, bool(prepend_bos))
     return Encoded(ids, target)
 
 
@@ -303,6 +305,7 @@ def infer_chunk(
     meta = {
         "model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "cased": lm.cased, "dtype": lm.dtype,
         "tokenizer_fingerprint": tokenizer_fingerprint(lm.tokenizer), "lemma_set_sha256": lemma_set_hash(lemmas),
+        "prepend_bos": encoded.bos,
         "n_lemmas": len(lemmas), "group": group, "chunk": chunk, "n_chunks": n_chunks,
         "context_start": start, "context_stop": stop, "n_group_contexts": len(contexts), "top_k": top_k,
         "verbeval_version": __version__,
