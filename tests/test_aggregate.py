@@ -1,0 +1,344 @@
+"""Tests for verbeval.aggregate (shard validation, bootstrap, summaries) and verbeval.tables.
+
+Shards are written with :func:`verbeval.inference.write_shard` from synthetic distributions, so no
+model is needed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from verbeval.aggregate import bootstrap_means, context_scores, read_shards, row_tse, summarise
+from verbeval.agreement import form_statistics, score_logits
+from verbeval.errors import VerbevalError
+from verbeval.inference import META_KEY, ChunkResult, chunk_label, chunk_range, read_shard_meta, write_shard
+from verbeval.tables import table2, to_latex, to_markdown
+
+V = 40  # vocabulary size of the synthetic distributions
+LEMMA_IDS = np.array([[3, 4], [10, 11], [20, 21], [30, 31]])  # (singular id, plural id)
+N_CTX = 7
+N_CHUNKS = 3
+
+
+def _logits(seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.normal(scale=3.0, size=(N_CTX, V))
+
+
+PLURAL = np.array([False, True, True, False, True, False, True])
+# TSE rows: (context, singular id, plural id); context 2 has two rows, context 5 none; one row
+# has a form that is not a single token (-1)
+TSE_ROWS = [(0, 3, 4), (1, 10, 11), (2, 20, 21), (2, 30, 31), (3, 3, -1), (4, 10, 11), (6, 30, 31)]
+
+
+def _base_meta() -> dict[str, Any]:
+    return {"model_id": "org/tiny", "revision": "abc123", "kind": "masked", "cased": True, "dtype": "float32",
+            "tokenizer_fingerprint": "f" * 64, "lemma_set_sha256": "e" * 64, "prepend_bos": False, "n_lemmas": len(LEMMA_IDS),
+            "group": "g1", "n_chunks": N_CHUNKS, "n_group_contexts": N_CTX, "top_k": 5, "verbeval_version": "test"}
+
+
+def write_synthetic_shards(out: Path, logits: np.ndarray | None = None) -> list[Path]:
+    """Shards of one (model, group) with N_CTX contexts split N_CHUNKS ways."""
+    logits = _logits() if logits is None else logits
+    probs = torch.softmax(torch.as_tensor(logits, dtype=torch.float64), dim=-1)
+    p, above, below = form_statistics(probs, torch.as_tensor(LEMMA_IDS.reshape(-1)))
+    topk = torch.topk(probs, 5, dim=-1)
+    row_ctx = np.array([r[0] for r in TSE_ROWS])
+    pairs = np.array([r[1:] for r in TSE_ROWS])
+    tse_p = probs.numpy()[row_ctx[:, None], np.clip(pairs, 0, None)]
+    tse_p[pairs < 0] = np.nan
+    paths = []
+    for k in range(N_CHUNKS):
+        start, stop = chunk_range(N_CTX, N_CHUNKS, k)
+        sl = slice(start, stop)
+        in_chunk = (row_ctx >= start) & (row_ctx < stop)
+        rows = pd.DataFrame({"row": np.flatnonzero(in_chunk), "context_id": row_ctx[in_chunk]})
+        result = ChunkResult(
+            prob=p[sl].float().numpy(), cum_above=above[sl].float().numpy(), cum_below=below[sl].float().numpy(),
+            topk_ids=topk.indices[sl].int().numpy(), topk_probs=topk.values[sl].float().numpy(),
+            tse_p=tse_p[in_chunk].reshape(-1, 2),
+        )
+        contexts = pd.DataFrame({"context_id": np.arange(start, stop), "plural": PLURAL[sl]})
+        path = out / f"{chunk_label(k, N_CHUNKS)}.parquet"
+        write_shard(path, contexts, rows, result,
+                    {**_base_meta(), "chunk": k, "context_start": start, "context_stop": stop})
+        paths.append(path)
+    return paths
+
+
+def _rewrite_meta(path: Path, **changes: Any) -> None:
+    table = pq.read_table(path)
+    meta = {**read_shard_meta(path), **changes}
+    pq.write_table(table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()}), path)
+
+
+@pytest.fixture
+def shards(tmp_path: Path) -> list[Path]:
+    return write_synthetic_shards(tmp_path / "shards")
+
+
+# --------------------------------------------------------------------------- reading shards
+
+
+def test_read_shards_roundtrip(shards: list[Path]) -> None:
+    g = read_shards(shards[::-1])  # order of the paths does not matter
+    assert g.context_id.tolist() == list(range(N_CTX))
+    assert g.plural.tolist() == PLURAL.tolist()
+    assert g.stats.prob.shape == (N_CTX, len(LEMMA_IDS), 2)
+    assert g.rows.tolist() == list(range(len(TSE_ROWS)))
+    assert g.row_context.tolist() == [r[0] for r in TSE_ROWS]
+    assert g.topk_ids.shape == (N_CTX, 5)
+    assert g.meta["model_id"] == "org/tiny"
+
+    top, bottom = [0.1, 0.5, 0.9, 1.0], [0.5, 0.1, 0.01]
+    scores = context_scores(g, top, bottom)
+    direct = score_logits(_logits(), PLURAL, LEMMA_IDS, top, bottom)
+    for side, cuts in (("top", top), ("bottom", bottom)):
+        for metric in ("ew", "mw", "prob_counted"):
+            for j, p in enumerate(cuts):
+                np.testing.assert_allclose(scores[f"{metric}_{side}@{p:g}"], getattr(direct, f"{metric}_{side}")[:, j],
+                                           rtol=1e-5, atol=1e-6)
+
+    templates = pd.DataFrame({"plural": PLURAL[[r[0] for r in TSE_ROWS]]})
+    tse = row_tse(g, templates)
+    want = score_logits(_logits()[[r[0] for r in TSE_ROWS]], templates["plural"].to_numpy(), LEMMA_IDS,
+                        [1.0], [1.0], tse_ids=np.array([r[1:] for r in TSE_ROWS])).tse
+    assert np.array_equal(tse["tse"].to_numpy(), want, equal_nan=True)
+    assert np.isnan(tse["tse"].iloc[4]) and not np.isnan(tse["tse"].drop(index=4)).any()
+
+
+def test_read_shards_rejects_missing_chunk(shards: list[Path]) -> None:
+    with pytest.raises(VerbevalError, match=r"shards cover chunks \[0, 2\], expected 0\.\.2"):
+        read_shards([shards[0], shards[2]])
+    with pytest.raises(VerbevalError, match=r"chunks \[0, 0, 1, 2\]"):
+        read_shards([shards[0], *shards])
+    with pytest.raises(VerbevalError, match="no shards"):
+        read_shards([])
+
+
+def test_read_shards_rejects_truncated_shard(shards: list[Path]) -> None:
+    table = pq.read_table(shards[1])
+    meta = read_shard_meta(shards[1])
+    assert table.num_rows >= 2
+    pq.write_table(table.slice(0, table.num_rows - 1), shards[1])
+    assert read_shard_meta(shards[1]) == meta  # same metadata, one context fewer
+    with pytest.raises(VerbevalError, match=r"1-of-3|2-of-3") as exc:
+        read_shards(shards)
+    assert "truncated" in str(exc.value) and str(shards[1]) in str(exc.value)
+
+
+@pytest.mark.parametrize("key", ["revision", "tokenizer_fingerprint", "model_id", "lemma_set_sha256", "prepend_bos"])
+def test_read_shards_rejects_inconsistent_metadata(shards: list[Path], key: str) -> None:
+    _rewrite_meta(shards[2], **{key: "something-else"})
+    with pytest.raises(VerbevalError) as exc:
+        read_shards(shards)
+    msg = str(exc.value)
+    assert f"{key}='something-else'" in msg and str(shards[2]) in msg and "stale" in msg
+    assert "\n" not in msg
+
+
+def test_read_shards_rejects_other_schema_version(shards: list[Path]) -> None:
+    _rewrite_meta(shards[0], schema_version=0)
+    with pytest.raises(VerbevalError, match="schema version 0"):
+        read_shards(shards)
+
+
+def test_read_shards_rejects_non_verbeval_parquet(shards: list[Path], tmp_path: Path) -> None:
+    other = tmp_path / "other.parquet"
+    pd.DataFrame({"a": [1, 2]}).to_parquet(other)
+    with pytest.raises(VerbevalError, match="not a verbeval shard") as exc:
+        read_shards([shards[0], other, shards[2]])
+    assert str(other) in str(exc.value)
+
+
+@pytest.mark.parametrize("damage", ["half", "empty"])
+def test_read_shards_rejects_corrupt_file(shards: list[Path], damage: str) -> None:
+    """A shard cut short at the byte level (disk full, partial copy) is a one-line VerbevalError too."""
+    data = shards[1].read_bytes()
+    shards[1].write_bytes(data[: len(data) // 2] if damage == "half" else b"")
+    with pytest.raises(VerbevalError) as exc:
+        read_shards(shards)
+    assert str(shards[1]) in str(exc.value)
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+def test_bootstrap_means_nan_ignoring_mean() -> None:
+    v = np.array([[1.0, np.nan, 0.5], [2.0, 4.0, 0.5], [3.0, np.nan, 0.5], [np.nan, 6.0, 0.5]])
+    mean, lo, hi = bootstrap_means(v, resamples=200, seed=0, confidence=0.9)
+    np.testing.assert_allclose(mean, [2.0, 5.0, 0.5])
+    assert mean.shape == lo.shape == hi.shape == (3,)
+    assert np.all(lo <= mean) and np.all(mean <= hi)
+    assert lo[2] == hi[2] == 0.5  # a constant column has a degenerate interval
+    assert 1.0 <= lo[0] <= 2.0 <= hi[0] <= 3.0  # resampled means stay within the data range
+
+
+def test_bootstrap_means_ci_contains_mean_and_is_seeded() -> None:
+    rng = np.random.default_rng(1)
+    v = rng.random((50, 4))
+    v[rng.random((50, 4)) < 0.2] = np.nan
+    mean, lo, hi = bootstrap_means(v, resamples=300, seed=7, confidence=0.95)
+    np.testing.assert_allclose(mean, np.nanmean(v, axis=0))
+    assert np.all(lo < mean) and np.all(mean < hi)
+    again = bootstrap_means(v, resamples=300, seed=7, confidence=0.95)
+    for a, b in zip((mean, lo, hi), again):
+        np.testing.assert_array_equal(a, b)
+    other = bootstrap_means(v, resamples=300, seed=8, confidence=0.95)
+    assert not np.array_equal(lo, other[1])
+    narrow = bootstrap_means(v, resamples=300, seed=7, confidence=0.5)
+    assert np.all(narrow[1] >= lo) and np.all(narrow[2] <= hi)
+
+
+def test_bootstrap_means_edge_cases() -> None:
+    v = np.array([[1.0, np.nan], [3.0, np.nan]])
+    mean, lo, hi = bootstrap_means(v, resamples=0, seed=0, confidence=0.95)
+    assert mean[0] == 2.0 and np.isnan(mean[1])
+    assert np.isnan(lo).all() and np.isnan(hi).all()
+    with pytest.warns(RuntimeWarning):
+        mean, lo, hi = bootstrap_means(v, resamples=50, seed=0, confidence=0.95)
+    assert mean[0] == 2.0 and 1.0 <= lo[0] <= hi[0] <= 3.0
+    assert np.isnan(mean[1]) and np.isnan(lo[1]) and np.isnan(hi[1])  # all-NaN column
+    one_d = bootstrap_means(np.array([0.0, 1.0, 1.0, 1.0]), resamples=20, seed=0, confidence=0.95)
+    assert [x.shape for x in one_d] == [(1,)] * 3 and one_d[0][0] == 0.75
+    empty = bootstrap_means(np.zeros((0, 2)), resamples=20, seed=0, confidence=0.95)
+    assert all(np.isnan(x).all() for x in empty)
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def _hand_scores() -> tuple[pd.DataFrame, pd.DataFrame]:
+    scores = pd.DataFrame({
+        "context_id": [0, 1, 2, 3],
+        "plural": [False, True, False, True],
+        "ew_top@1": [1.0, 0.5, np.nan, 0.0],
+        "mw_top@1": [0.9, 0.6, np.nan, 0.3],
+        "prob_counted_top@1": [0.2, 0.1, 0.0, 0.3],
+        "ew_bottom@0.5": [np.nan, np.nan, np.nan, 1.0],
+        "mw_bottom@0.5": [np.nan, np.nan, np.nan, 0.8],
+        "prob_counted_bottom@0.5": [0.0, 0.0, 0.0, 0.4],
+        "ew_bottom@1e-06": [np.nan] * 4,
+        "mw_bottom@1e-06": [np.nan] * 4,
+        "prob_counted_bottom@1e-06": [0.0] * 4,
+    })
+    tse = pd.DataFrame({"row": [0, 1, 2, 3, 4], "context_id": [0, 0, 1, 2, 3], "tse": [1.0, 0.0, 1.0, np.nan, 1.0]})
+    return scores, tse
+
+
+def test_summarise_by_hand() -> None:
+    scores, tse = _hand_scores()
+    with pytest.warns(RuntimeWarning):  # the all-NaN column
+        s = summarise(scores, tse, model="m", group="g", resamples=100, seed=0, confidence=0.95)
+    assert list(s.columns) == ["model", "group", "metric", "side", "cutoff", "value", "ci_low", "ci_high", "n",
+                               "n_total"]
+    assert (s["model"] == "m").all() and (s["group"] == "g").all()
+
+    def one(metric: str, side: str = "", cutoff: float | None = None) -> pd.Series:
+        sel = s[(s["metric"] == metric) & (s["side"] == side)]
+        sel = sel[sel["cutoff"].isna()] if cutoff is None else sel[np.isclose(sel["cutoff"], cutoff)]
+        assert len(sel) == 1, (metric, side, cutoff)
+        return sel.iloc[0]
+
+    t = one("tse")
+    assert t["value"] == 0.75 and t["n"] == 4 and t["n_total"] == 5
+    assert t["ci_low"] <= 0.75 <= t["ci_high"]
+    ew = one("ew", "top", 1.0)
+    assert ew["value"] == 0.5 and ew["n"] == 3 and ew["n_total"] == 4
+    mw = one("mw", "top", 1.0)
+    assert mw["value"] == pytest.approx(0.6) and mw["n"] == 3
+    assert one("prob_counted", "top", 1.0)["value"] == pytest.approx(0.15)
+    inv = one("invalid", "top", 1.0)
+    assert inv["value"] == 0.25 and inv["n"] == 1 and inv["n_total"] == 4 and np.isnan(inv["ci_low"])
+    assert one("ew", "bottom", 0.5)["value"] == 1.0
+    assert one("mw", "bottom", 0.5)["value"] == pytest.approx(0.8)
+    assert one("invalid", "bottom", 0.5)["value"] == 0.75
+    assert np.isnan(one("ew", "bottom", 1e-6)["value"])
+    assert one("invalid", "bottom", 1e-6)["value"] == 1.0
+    # one row per metric column, plus tse, plus one invalid row per EW column
+    assert len(s) == 1 + 9 + 3
+
+
+# --------------------------------------------------------------------------- Table 2
+
+
+def _hand_summary() -> pd.DataFrame:
+    recs = []
+
+    def add(model: str, group: str, metric: str, side: str, cutoff: float, value: float, lo: float, hi: float,
+            n_total: int, n: int | None = None) -> None:
+        recs.append({"model": model, "group": group, "metric": metric, "side": side, "cutoff": cutoff,
+                     "value": value, "ci_low": lo, "ci_high": hi, "n": n_total if n is None else n,
+                     "n_total": n_total})
+
+    for model, base, tse in (("bert-a", 0.0, 0.876), ("gpt_b", 0.1, 0.886)):
+        add(model, "simple", "tse", "", np.nan, tse, 0.8, 0.95, 120, n=110)
+        add(model, "simple", "ew", "top", 1.0, 0.6234 + base, 0.6, 0.7, 60)
+        add(model, "simple", "mw", "top", 1.0, 0.5 + base, 0.4, 0.6, 60)
+        # distractors that table2 must ignore
+        add(model, "simple", "ew", "top", 0.5, 0.111, 0.1, 0.2, 60)
+        add(model, "simple", "ew", "bottom", 1.0, 0.222, 0.1, 0.3, 60)
+        add(model, "simple", "invalid", "top", 1.0, 0.0, np.nan, np.nan, 60)
+    # group "prep" only for bert-a
+    add("bert-a", "prep", "tse", "", np.nan, 0.5, 0.4, 0.6, 10)
+    add("bert-a", "prep", "ew", "top", 1.0, 0.25, 0.2, 0.3, 5)
+    add("bert-a", "prep", "mw", "top", 1.0, 0.333333, 0.3, 0.4, 5)
+    return pd.DataFrame(recs)
+
+
+GROUPS = [{"id": "simple", "name": "Simple", "sources": []},
+          {"id": "prep", "name": "Across prepositional phrase & co", "sources": []}]
+MODELS = ["bert-a", "gpt_b"]
+
+
+def test_table2_values() -> None:
+    t = table2(_hand_summary(), GROUPS, MODELS)
+    assert t["group"].tolist() == ["simple", "prep"]
+    assert t["name"].tolist() == ["Simple", "Across prepositional phrase & co"]
+    r = t.iloc[0]
+    assert r["bert-a.tse"] == 0.876 and r["bert-a.tse_ci_low"] == 0.8 and r["bert-a.tse_ci_high"] == 0.95
+    assert r["bert-a.ew"] == 0.6234 and r["bert-a.mw"] == 0.5
+    assert r["gpt_b.tse"] == 0.886 and r["gpt_b.ew"] == pytest.approx(0.7234)
+    # n_rows: rows with a defined TSE (both forms single tokens); n_rows_total: all rows
+    assert r["bert-a.n_rows"] == 110 and r["bert-a.n_rows_total"] == 120 and r["bert-a.n_contexts"] == 60
+    p = t.iloc[1]
+    assert p["bert-a.ew"] == 0.25
+    assert np.isnan(p["gpt_b.tse"]) and np.isnan(p["gpt_b.mw"]) and p["gpt_b.n_rows"] == 0
+    assert p["bert-a.n_rows"] == p["bert-a.n_rows_total"] == 10
+    assert list(t.columns[:2]) == ["group", "name"]
+    assert "bert-a.mw_ci_high" in t.columns and "bert-a.n_contexts" in t.columns
+
+
+def test_table2_markdown_and_latex() -> None:
+    t = table2(_hand_summary(), GROUPS, MODELS)
+    md = to_markdown(t, MODELS)
+    lines = md.splitlines()
+    assert md.endswith("\n") and len(lines) == 4
+    assert lines[0] == "| Group | bert-a TSE | bert-a EW | bert-a MW | gpt_b TSE | gpt_b EW | gpt_b MW |"
+    assert lines[1] == "|---|---:|---:|---:|---:|---:|---:|"
+    assert lines[2] == "| Simple | 0.88 | 0.62 | 0.50 | 0.89 | 0.72 | 0.60 |"
+    assert lines[3] == "| Across prepositional phrase & co | 0.50 | 0.25 | 0.33 | – | – | – |"
+    assert to_markdown(t, MODELS, digits=3).splitlines()[2] == \
+        "| Simple | 0.876 | 0.623 | 0.500 | 0.886 | 0.723 | 0.600 |"
+
+    tex = to_latex(t, MODELS)
+    assert tex.splitlines() == [
+        r"\begin{tabular}{lcccccc}",
+        r"\toprule",
+        r" & \multicolumn{3}{c}{bert-a} & \multicolumn{3}{c}{gpt\_b} \\",
+        r"\cmidrule(lr){2-4} \cmidrule(lr){5-7}",
+        r"Group & TSE & EW & MW & TSE & EW & MW \\",
+        r"\midrule",
+        r"Simple & 0.88 & 0.62 & 0.50 & 0.89 & 0.72 & 0.60 \\",
+        r"Across prepositional phrase \& co & 0.50 & 0.25 & 0.33 & – & – & – \\",
+        r"\bottomrule",
+        r"\end{tabular}",
+    ]

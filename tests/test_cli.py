@@ -1,0 +1,124 @@
+"""Tests for the ``verbeval`` command line (verbeval.cli.main)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from transformers import AutoTokenizer
+
+from verbeval.cli import main
+from verbeval.eligibility import ELIGIBLE_COLUMNS, eligible_lemmas
+from verbeval.models import load_model
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _stderr_lines(capsys: pytest.CaptureFixture[str]) -> tuple[str, list[str]]:
+    cap = capsys.readouterr()
+    return cap.out, [line for line in cap.err.splitlines() if line.strip()]
+
+
+def test_check_config_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = REPO_ROOT / "config" / "config.yaml"
+    assert main(["check-config", str(cfg)]) == 0
+    out, _ = _stderr_lines(capsys)
+    assert out == f"{cfg}: OK (4 models)\n"
+    assert main(["check-config", str(REPO_ROOT / "config" / "ci.yaml")]) == 0
+    assert "OK (2 models)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("models: [{id: gpt2}]\nagreement: {chunks: four}\n", "agreement.chunks"),
+    ("models: [{id: gpt2}]\nunknown_key: 1\n", "'unknown_key'"),
+    ("models: [{id: gpt2}, {id: gpt2}]\n", "duplicated: gpt2"),
+    ("models: [\n", "cannot read config"),
+])
+def test_check_config_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, needle: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(content)
+    assert main(["check-config", str(bad)]) == 1
+    out, err = _stderr_lines(capsys)
+    assert out == ""
+    assert len(err) == 1, err
+    assert err[0].startswith("verbeval check-config: error: ") and needle in err[0] and str(bad) in err[0]
+
+
+def test_check_config_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-config", str(tmp_path / "nope.yaml")]) == 1
+    _, err = _stderr_lines(capsys)
+    assert len(err) == 1 and "nope.yaml" in err[0]
+
+
+def test_tiny_model(shared_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "tiny-gpt2"
+    rc = main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / "gpt2"), "--arch", "gpt2",
+               "--out", str(out), "--layers", "1", "--hidden", "16", "--seed", "3"])
+    assert rc == 0
+    assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
+    info = json.loads((out / "verbeval_tiny.json").read_text())
+    assert info == {"arch": "gpt2", "seed": 3, "layers": 1, "hidden": 16, "tokenizer": "gpt2"}
+    lm = load_model(str(out), device="cpu")
+    assert lm.kind == "causal" and lm.cased
+    assert lm.model.config.n_layer == 1 and lm.model.config.n_embd == 16
+    assert lm.model.config.vocab_size == len(lm.tokenizer) == 50257
+
+
+def test_tiny_model_masked(shared_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "tiny-bert"
+    assert main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / "bert-base-uncased"),
+                 "--arch", "bert", "--out", str(out), "--layers", "1", "--hidden", "16"]) == 0
+    lm = load_model(str(out), device="cpu")
+    assert lm.kind == "masked" and not lm.cased and lm.mask_token == "[MASK]"
+
+
+def test_tiny_model_bad_arch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:  # argparse choices
+        main(["tiny-model", "--tokenizer", "x", "--arch", "lstm", "--out", str(tmp_path / "m")])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("tokenizer", ["gpt2", "bert-base-cased"])
+def test_lemmas(shared_dir: Path, tmp_path: Path, tokenizer: str) -> None:
+    lex = pd.DataFrame({
+        "lemma": ["run", "be", "swim", "laugh", "admire", "exist", "elope"],
+        "sing": ["runs", "is", "swims", "laughs", "admires", "exists", "elopes"],
+        "plur": ["run", "are", "swim", "laugh", "admire", "exist", "elope"],
+        "source": "test",
+    })
+    lex_path = tmp_path / "lexicon.parquet"
+    lex.to_parquet(lex_path)
+    out = tmp_path / "out" / "lemmas.parquet"
+    tok_dir = shared_dir / "tokenizers" / tokenizer
+    assert main(["-q", "lemmas", "--model", str(tok_dir), "--lexicon", str(lex_path), "--out", str(out)]) == 0
+    got = pd.read_parquet(out)
+    want = eligible_lemmas(lex, AutoTokenizer.from_pretrained(str(tok_dir)))
+    assert list(got.columns) == list(ELIGIBLE_COLUMNS)
+    assert len(got) == len(want)
+    pd.testing.assert_frame_equal(got, want)
+    # by hand: swims, admires and elopes are two tokens in both vocabularies
+    assert got["lemma"].tolist() == ["run", "be", "laugh", "exist"]
+
+
+def test_lemmas_unknown_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lex_path = tmp_path / "lexicon.parquet"
+    pd.DataFrame({"lemma": ["run"], "sing": ["runs"], "plur": ["run"]}).to_parquet(lex_path)
+    rc = main(["lemmas", "--model", str(tmp_path / "no-such-model"), "--lexicon", str(lex_path),
+               "--out", str(tmp_path / "o.parquet")])
+    assert rc == 1
+    _, err = _stderr_lines(capsys)
+    assert len(err) == 1 and "cannot load tokenizer" in err[0]
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_fetch_unknown_source(tmp_path: Path, capsys: pytest.CaptureFixture[str], shared_dir: Path) -> None:
+    rc = main(["fetch", "--manifest", str(REPO_ROOT / "resources" / "manifest.yaml"), "--name", "no_such_source",
+               "--out", str(tmp_path / "x"), "--mirror", str(shared_dir / "data")])
+    assert rc == 1
+    out, err = _stderr_lines(capsys)
+    assert out == ""
+    assert len(err) == 1 and err[0].startswith("verbeval fetch: error: ") and "'no_such_source'" in err[0]
+    assert not (tmp_path / "x").exists()

@@ -1,0 +1,153 @@
+"""Tests for verbeval.config: schema validation, defaults, one-line errors, model entries."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from verbeval.config import load_config, load_schema, model_entries, validate_config
+from verbeval.errors import VerbevalError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MINIMAL: dict[str, Any] = {"models": [{"id": "gpt2"}]}
+
+
+def _one_line_error(cfg: dict[str, Any]) -> str:
+    with pytest.raises(VerbevalError) as exc:
+        validate_config(cfg, "cfg.yaml")
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith("cfg.yaml: ")
+    return msg
+
+
+def test_repo_configs_validate() -> None:
+    default = load_config(REPO_ROOT / "config" / "config.yaml")
+    assert [m["id"] for m in default["models"]] == ["bert-large-cased", "bert-large-uncased", "roberta-large", "gpt2-xl"]
+    assert default["agreement"]["chunks"] == 4
+    ci = load_config(REPO_ROOT / "config" / "ci.yaml")
+    assert [m["name"] for m in model_entries(ci)] == ["tiny-bert-cased", "tiny-gpt2"]
+    assert ci["agreement"]["chunks"] == 2 and ci["inference"]["device"] == "cpu"
+    # keys ci.yaml leaves out come from the schema defaults
+    assert ci["agreement"]["top_cutoffs"] == default["agreement"]["top_cutoffs"]
+    assert ci["agreement"]["bootstrap"]["confidence"] == 0.95
+    assert ci["inference"]["top_k"] == 10
+
+
+def test_defaults_are_filled() -> None:
+    cfg = validate_config(copy.deepcopy(MINIMAL))
+    agr = cfg["agreement"]
+    assert agr["chunks"] == 4
+    assert agr["groups"] is None
+    assert agr["top_cutoffs"] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 1.0]
+    assert agr["bottom_cutoffs"] == [0.5, 0.1, 0.01, 0.001, 0.0001, 0.00001, 0.000001]
+    assert agr["bootstrap"] == {"resamples": 1000, "seed": 0, "confidence": 0.95}
+    assert cfg["inference"] == {"device": "auto", "batch_size": 64, "threads": 2, "top_k": 10}
+    assert cfg["data_mirror"] is None and cfg["results_dir"] == "results"
+    assert cfg["models"][0] == {"id": "gpt2", "revision": None, "kind": "auto", "dtype": "float32", "prepend_bos": None}
+    # given values are kept; nested defaults are still filled next to them
+    cfg = validate_config({"models": [{"id": "gpt2"}], "agreement": {"chunks": 2, "bootstrap": {"seed": 3}}})
+    assert cfg["agreement"]["chunks"] == 2
+    assert cfg["agreement"]["bootstrap"] == {"resamples": 1000, "seed": 3, "confidence": 0.95}
+    # defaults are copies, not shared between configs
+    a = validate_config(copy.deepcopy(MINIMAL))
+    b = validate_config(copy.deepcopy(MINIMAL))
+    a["agreement"]["top_cutoffs"].append(0.99)
+    assert b["agreement"]["top_cutoffs"][-1] == 1.0
+    assert load_schema()["properties"]["agreement"]["properties"]["top_cutoffs"]["default"][-1] == 1.0
+
+
+def test_unknown_key() -> None:
+    msg = _one_line_error({**MINIMAL, "modles": []})
+    assert "<top level>" in msg and "'modles'" in msg
+    msg = _one_line_error({**MINIMAL, "agreement": {"chunkz": 3}})
+    assert "agreement" in msg and "'chunkz'" in msg
+    msg = _one_line_error({"models": [{"id": "gpt2", "revison": "main"}]})
+    assert "models.0" in msg and "'revison'" in msg
+
+
+def test_wrong_type() -> None:
+    msg = _one_line_error({**MINIMAL, "agreement": {"chunks": "four"}})
+    assert "agreement.chunks" in msg and "'four'" in msg and "integer" in msg
+    msg = _one_line_error({**MINIMAL, "agreement": {"chunks": 0}})
+    assert "agreement.chunks" in msg
+    msg = _one_line_error({**MINIMAL, "agreement": {"top_cutoffs": [0.5, 1.5]}})
+    assert "agreement.top_cutoffs.1" in msg
+    msg = _one_line_error({**MINIMAL, "inference": {"batch_size": 1.5}})
+    assert "inference.batch_size" in msg
+    msg = _one_line_error({"models": [{"id": "gpt2", "dtype": "float64"}]})
+    assert "models.0.dtype" in msg and "float64" in msg
+    msg = _one_line_error({"models": []})
+    assert "models" in msg
+    msg = _one_line_error({})
+    assert "'models'" in msg
+
+
+def test_duplicate_model_names() -> None:
+    msg = _one_line_error({"models": [{"id": "gpt2"}, {"id": "gpt2", "revision": "abc"}]})
+    assert "duplicated: gpt2" in msg and "name" in msg
+    msg = _one_line_error({"models": [{"id": "org/m"}, {"id": "other", "name": "org--m"}]})
+    assert "duplicated: org--m" in msg
+    # distinct explicit names make the same id usable twice
+    cfg = validate_config({"models": [{"id": "gpt2"}, {"id": "gpt2", "revision": "abc", "name": "gpt2-abc"}]})
+    assert [m["name"] for m in model_entries(cfg)] == ["gpt2", "gpt2-abc"]
+
+
+def test_model_entries_names_and_defaults() -> None:
+    cfg = validate_config({
+        "models": [
+            {"id": "org/model"},
+            {"id": "./models/x"},
+            {"id": "/abs/path/to/y/"},
+            {"id": "../up/z"},
+            {"id": "org/model", "name": "mine", "batch_size": 8},
+            {"id": "bert-base-cased"},
+        ],
+        "inference": {"batch_size": 16},
+    })
+    entries = model_entries(cfg)
+    assert [m["name"] for m in entries] == ["org--model", "x", "y", "z", "mine", "bert-base-cased"]
+    assert [m["batch_size"] for m in entries] == [16, 16, 16, 16, 8, 16]
+    assert entries[0]["kind"] == "auto" and entries[0]["dtype"] == "float32" and entries[0]["revision"] is None
+    assert entries[4]["id"] == "org/model"
+
+
+def test_load_config_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(VerbevalError, match="cannot read config") as exc:
+        load_config(tmp_path / "missing.yaml")
+    assert "\n" not in str(exc.value)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models: [\n")
+    with pytest.raises(VerbevalError, match="cannot read config"):
+        load_config(bad)
+    lst = tmp_path / "list.yaml"
+    lst.write_text("- a\n- b\n")
+    with pytest.raises(VerbevalError, match="must be a mapping"):
+        load_config(lst)
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(yaml.safe_dump({"models": [{"id": "gpt2"}], "agreement": {"chunks": "x"}}))
+    with pytest.raises(VerbevalError, match=rf"{wrong.name}: invalid value at agreement.chunks"):
+        load_config(wrong)
+
+
+def test_schema_is_shipped_in_the_wheel(tmp_path: Path) -> None:
+    """A non-editable install must carry the config schema (the Snakefile and the CLI load it)."""
+    src = tmp_path / "src"
+    shutil.copytree(REPO_ROOT / "src", src, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        if (REPO_ROOT / name).exists():
+            shutil.copy(REPO_ROOT / name, tmp_path / name)
+    dist = tmp_path / "dist"
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                           "-q", "-w", str(dist), str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = dist.glob("verbeval-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "verbeval/schemas/config.schema.yaml" in names, sorted(n for n in names if not n.endswith(".py"))

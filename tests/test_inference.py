@@ -1,0 +1,478 @@
+"""Tests for verbeval.inference with tiny in-process models on the real tokenizers.
+
+The key test runs the whole shard path (``infer_chunk`` -> ``read_shards`` -> ``context_scores`` /
+``row_tse``) and compares it with :func:`verbeval.agreement.score_logits` applied to logits that
+the test computes itself, one context at a time and without padding.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from verbeval.aggregate import context_scores, read_shards, row_tse
+from verbeval.agreement import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, score_logits
+from verbeval.eligibility import eligible_lemmas, single_token_ids, tokenizer_fingerprint
+from verbeval.errors import VerbevalError
+from verbeval.inference import (
+    SHARD_SCHEMA_VERSION,
+    build_contexts,
+    chunk_label,
+    chunk_range,
+    encode_contexts,
+    infer_chunk,
+    lemma_set_hash,
+    read_shard_meta,
+    run_contexts,
+)
+from verbeval.models import LoadedModel, load_model, make_tiny_model
+
+GPT2_BOS = 50256  # <|endoftext|> in the real GPT-2 vocabulary
+
+# (left, right, correct, incorrect, plural). Every verb form is one token in both the BERT-cased
+# and the GPT-2 vocabulary except "swims" (two tokens in both: TSE is undefined for those rows).
+ROWS: list[tuple[str, str, str, str, bool]] = [
+    ("the author", "", "laughs", "laugh", False),                                   # 0  ctx A
+    ("the authors", "", "laugh", "laughs", True),                                   # 1  ctx B
+    ("the author", "", "smiles", "smile", False),                                   # 2  ctx A again
+    ("the pilots that the guard likes", "to the guards", "are", "is", True),        # 3
+    ("the author", "", "swims", "swim", False),                                     # 4  ctx A, TSE NaN
+    ("the author", "", "swim", "swims", True),                                      # 5  A's text, plural
+    ("the farmer next to the guards", "in the park", "runs", "run", False),         # 6
+    ("the farmer next to the guards", "", "knows", "know", False),                  # 7  causal: = 6
+    ("the skaters that the senators who the pilot likes admire near the old farmhouse", "",
+     "write", "writes", True),                                                       # 8
+    ("the mechanic", "with the guards", "sings", "sing", False),                    # 9
+    ("the dancers in the big old theatre", "every night", "dance", "dances", True),  # 10
+    ("the customer who the officers like", "", "exists", "exist", False),           # 11
+    ("the ministers", "", "know", "knows", True),                                   # 12
+]
+MULTI_TOKEN_ROWS = {4, 5}
+
+LEXICON = pd.DataFrame(
+    [("laugh", "laughs", "laugh"), ("smile", "smiles", "smile"), ("be", "is", "are"), ("swim", "swims", "swim"),
+     ("run", "runs", "run"), ("know", "knows", "know"), ("write", "writes", "write"), ("sing", "sings", "sing"),
+     ("dance", "dances", "dance"), ("exist", "exists", "exist"), ("like", "likes", "like")],
+    columns=["lemma", "sing", "plur"],
+)
+
+
+def template_frame() -> pd.DataFrame:
+    df = pd.DataFrame(ROWS, columns=["left", "right", "correct", "incorrect", "plural"])
+    df.insert(0, "group", "g1")
+    df["label"] = np.where(df["plural"], "plural", "singular")
+    # a row of another group, which must never reach group g1's shards
+    other = pd.DataFrame([{"group": "g2", "left": "the guard", "right": "", "correct": "is", "incorrect": "are",
+                           "plural": False, "label": "singular"}])
+    return pd.concat([df.iloc[:7], other, df.iloc[7:]], ignore_index=True)
+
+
+def _sharpen(lm: LoadedModel, factor: float = 30.0) -> LoadedModel:
+    """Scale the (tied) output embeddings so the random model's distributions are peaked rather
+    than nearly uniform: then top-p and bottom-p cutoffs select different, non-trivial sets."""
+    with torch.no_grad():
+        lm.model.get_output_embeddings().weight.mul_(factor)
+    return lm
+
+
+@pytest.fixture(scope="module")
+def masked_lm(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    path = make_tiny_model(shared_dir / "tokenizers" / "bert-base-cased", "bert", tmp_path_factory.mktemp("bert"))
+    return _sharpen(load_model(str(path), device="cpu"))
+
+
+@pytest.fixture(scope="module")
+def causal_lm(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    path = make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", tmp_path_factory.mktemp("gpt2"))
+    return _sharpen(load_model(str(path), device="cpu"))
+
+
+@pytest.fixture(params=["masked", "causal"])
+def lm(request: pytest.FixtureRequest) -> LoadedModel:
+    return request.getfixturevalue(f"{request.param}_lm")
+
+
+@pytest.fixture(params=["masked", "causal", "causal+bos"])
+def lm_bos(request: pytest.FixtureRequest) -> tuple[LoadedModel, bool | None]:
+    """A model and the prepend_bos setting to run it with."""
+    name, _, bos = request.param.partition("+")
+    return request.getfixturevalue(f"{name}_lm"), (True if bos else None)
+
+
+def _lemmas(lm: LoadedModel) -> pd.DataFrame:
+    lem = eligible_lemmas(LEXICON, lm.tokenizer)
+    assert "swim" not in set(lem["lemma"]) and len(lem) == len(LEXICON) - 1
+    return lem
+
+
+def _tse_ids(lm: LoadedModel, g: pd.DataFrame) -> np.ndarray:
+    sing = np.where(g["plural"], g["incorrect"], g["correct"]).tolist()
+    plur = np.where(g["plural"], g["correct"], g["incorrect"]).tolist()
+    return np.stack([single_token_ids(lm.tokenizer, sing), single_token_ids(lm.tokenizer, plur)], axis=1)
+
+
+def _run_all_chunks(lm: LoadedModel, templates: pd.DataFrame, lemmas: pd.DataFrame, out: Path, n_chunks: int,
+                    batch_size: int, prepend_bos: bool | None = None) -> list[Path]:
+    paths = []
+    for k in range(n_chunks):
+        p = out / f"{chunk_label(k, n_chunks)}.parquet"
+        infer_chunk(lm, templates, lemmas, "g1", k, n_chunks, p, batch_size=batch_size, prepend_bos=prepend_bos,
+                    progress=False)
+        paths.append(p)
+    return paths
+
+
+# --------------------------------------------------------------------------- contexts
+
+
+def test_build_contexts_masked_keys_by_left_right_plural() -> None:
+    g = pd.DataFrame(ROWS, columns=["left", "right", "correct", "incorrect", "plural"])
+    ctx, row_ctx = build_contexts(g, "masked")
+    assert list(ctx.columns) == ["context_id", "left", "right", "plural"]
+    assert ctx["context_id"].tolist() == list(range(len(ctx)))
+    expected = [
+        ("the author", "", False), ("the authors", "", True), ("the pilots that the guard likes", "to the guards", True),
+        ("the author", "", True), ("the farmer next to the guards", "in the park", False),
+        ("the farmer next to the guards", "", False), (ROWS[8][0], "", True), ("the mechanic", "with the guards", False),
+        ("the dancers in the big old theatre", "every night", True), ("the customer who the officers like", "", False),
+        ("the ministers", "", True),
+    ]
+    assert list(ctx[["left", "right", "plural"]].itertuples(index=False, name=None)) == expected
+    assert row_ctx.tolist() == [0, 1, 0, 2, 0, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert row_ctx.dtype == np.int64
+
+
+def test_build_contexts_causal_ignores_right_context() -> None:
+    g = pd.DataFrame(ROWS, columns=["left", "right", "correct", "incorrect", "plural"])
+    ctx, row_ctx = build_contexts(g, "causal")
+    assert (ctx["right"] == "").all()
+    assert list(ctx[["left", "plural"]].itertuples(index=False, name=None)) == [
+        ("the author", False), ("the authors", True), ("the pilots that the guard likes", True), ("the author", True),
+        ("the farmer next to the guards", False), (ROWS[8][0], True), ("the mechanic", False),
+        ("the dancers in the big old theatre", True), ("the customer who the officers like", False),
+        ("the ministers", True),
+    ]
+    # rows 6 and 7 differ only in the right context: one causal context
+    assert row_ctx.tolist() == [0, 1, 0, 2, 0, 3, 4, 4, 5, 6, 7, 8, 9]
+
+
+def test_build_contexts_uses_positions_not_index() -> None:
+    g = pd.DataFrame(ROWS[:3], columns=["left", "right", "correct", "incorrect", "plural"], index=[10, 5, 7])
+    ctx, row_ctx = build_contexts(g, "masked")
+    assert len(ctx) == 2 and row_ctx.tolist() == [0, 1, 0]
+
+
+# --------------------------------------------------------------------------- chunks
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 10, 13, 101])
+@pytest.mark.parametrize("n_chunks", [1, 2, 3, 4, 7])
+def test_chunk_range_covers_everything_once(n: int, n_chunks: int) -> None:
+    ranges = [chunk_range(n, n_chunks, k) for k in range(n_chunks)]
+    covered = [i for a, b in ranges for i in range(a, b)]
+    assert covered == list(range(n))  # contiguous, in order, each item exactly once
+    sizes = [b - a for a, b in ranges]
+    assert max(sizes) - min(sizes) <= 1
+    assert all(isinstance(x, int) for r in ranges for x in r)
+
+
+@pytest.mark.parametrize("chunk", [-1, 4, 5])
+def test_chunk_range_rejects_bad_chunk(chunk: int) -> None:
+    with pytest.raises(VerbevalError, match="out of range"):
+        chunk_range(10, 4, chunk)
+
+
+def test_chunk_label() -> None:
+    assert chunk_label(0, 4) == "1-of-4"
+    assert chunk_label(3, 4) == "4-of-4"
+    assert [chunk_label(k, 2) for k in range(2)] == ["1-of-2", "2-of-2"]
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def test_encode_masked_one_mask_at_target(masked_lm: LoadedModel) -> None:
+    g = template_frame().query("group == 'g1'").reset_index(drop=True)
+    ctx, _ = build_contexts(g, "masked")
+    enc = encode_contexts(masked_lm, ctx)
+    tok = masked_lm.tokenizer
+    assert len(enc.ids) == len(ctx) == len(enc.target)
+    for ids, t in zip(enc.ids, enc.target):
+        assert ids.count(tok.mask_token_id) == 1
+        assert ids[t] == tok.mask_token_id
+        assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
+    # cased model: the first word is capitalised; the sentence ends with a period
+    assert tok.decode(enc.ids[0]) == "[CLS] The author [MASK]. [SEP]"
+    assert tok.decode(enc.ids[2]) == "[CLS] The pilots that the guard likes [MASK] to the guards. [SEP]"
+
+
+def test_encode_masked_rejects_a_second_mask(masked_lm: LoadedModel) -> None:
+    ctx = pd.DataFrame({"context_id": [0], "left": ["the [MASK] author"], "right": [""], "plural": [False]})
+    with pytest.raises(VerbevalError, match="2 mask tokens"):
+        encode_contexts(masked_lm, ctx)
+
+
+def test_encode_causal_target_is_last_token(causal_lm: LoadedModel) -> None:
+    g = template_frame().query("group == 'g1'").reset_index(drop=True)
+    ctx, _ = build_contexts(g, "causal")
+    tok = causal_lm.tokenizer
+    assert tok.bos_token_id == GPT2_BOS
+    # default: follow the tokenizer, which does not add BOS for GPT-2 (as in the paper's code)
+    enc = encode_contexts(causal_lm, ctx)
+    assert enc.bos is False
+    for ids, t, left in zip(enc.ids, enc.target, ctx["left"]):
+        assert t == len(ids) - 1
+        assert ids == tok(left[0].upper() + left[1:], add_special_tokens=False)["input_ids"]
+        assert GPT2_BOS not in ids
+    assert tok.decode(enc.ids[0]) == "The author"
+    # explicit BOS: <|endoftext|> (id 50256) first, target still the last token
+    with_bos = encode_contexts(causal_lm, ctx, prepend_bos=True)
+    assert with_bos.bos is True
+    assert with_bos.ids == [[GPT2_BOS, *ids] for ids in enc.ids]
+    assert with_bos.target.tolist() == [t + 1 for t in enc.target]
+    assert all(ids[t] == ids[-1] for ids, t in zip(with_bos.ids, with_bos.target))
+    assert encode_contexts(causal_lm, ctx, prepend_bos=False).ids == enc.ids
+
+
+# --------------------------------------------------------------------------- exactness
+
+
+def _direct_logits(lm: LoadedModel, ctx: pd.DataFrame, prepend_bos: bool | None = None) -> torch.Tensor:
+    """Logits at the target position, one context at a time, without padding or attention mask."""
+    enc = encode_contexts(lm, ctx, prepend_bos)
+    out = []
+    with torch.inference_mode():
+        for ids, t in zip(enc.ids, enc.target):
+            out.append(lm.model(input_ids=torch.tensor([ids])).logits[0, int(t)].to(torch.float64))
+    return torch.stack(out)
+
+
+SIDES = (("top", PAPER_TOP_CUTOFFS), ("bottom", PAPER_BOTTOM_CUTOFFS))
+
+
+def test_shards_reproduce_score_logits(lm_bos: tuple[LoadedModel, bool | None], tmp_path: Path) -> None:
+    lm, bos = lm_bos
+    templates = template_frame()
+    lemmas = _lemmas(lm)
+    paths = _run_all_chunks(lm, templates, lemmas, tmp_path, 3, batch_size=4, prepend_bos=bos)
+    shards = read_shards(paths)
+    assert shards.meta["prepend_bos"] is (bos is True)
+    scores = context_scores(shards, PAPER_TOP_CUTOFFS, PAPER_BOTTOM_CUTOFFS)
+
+    g = templates[templates["group"] == "g1"].reset_index(drop=True)
+    ctx, row_ctx = build_contexts(g, lm.kind)
+    assert scores["context_id"].tolist() == ctx["context_id"].tolist()
+    assert scores["plural"].tolist() == ctx["plural"].tolist()
+    logits = _direct_logits(lm, ctx, bos)
+    lemma_ids = lemmas[["sing_id", "plur_id"]].to_numpy()
+    direct = score_logits(logits, ctx["plural"].to_numpy(), lemma_ids, PAPER_TOP_CUTOFFS, PAPER_BOTTOM_CUTOFFS)
+
+    n_defined = 0
+    for side, cuts in SIDES:
+        for metric in ("ew", "mw", "prob_counted"):
+            want_all = getattr(direct, f"{metric}_{side}")
+            for j, p in enumerate(cuts):
+                got = scores[f"{metric}_{side}@{p:g}"].to_numpy()
+                want = want_all[:, j]
+                assert np.array_equal(np.isnan(got), np.isnan(want)), (metric, side, p)
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{metric}_{side}@{p:g}")
+                n_defined += int((~np.isnan(got)).sum())
+    assert n_defined > 0
+    # the sharpened model gives a mix of defined and undefined cutoffs (the test is not vacuous)
+    assert scores.filter(like="ew_").isna().to_numpy().any()
+    assert not scores["ew_top@1"].isna().any()
+
+    # TSE: every row of the group (not only distinct contexts), exactly
+    tse = row_tse(shards, g)
+    assert tse["row"].tolist() == list(range(len(g)))
+    assert tse["context_id"].tolist() == row_ctx.tolist()
+    tse_ids = _tse_ids(lm, g)
+    assert (tse_ids[sorted(MULTI_TOKEN_ROWS)] == -1).any(axis=1).all()
+    want_tse = score_logits(logits[torch.as_tensor(row_ctx)], g["plural"].to_numpy(), lemma_ids, [1.0], [1.0],
+                            tse_ids=tse_ids).tse
+    got_tse = tse["tse"].to_numpy()
+    assert np.array_equal(got_tse, want_tse, equal_nan=True)
+    assert set(np.flatnonzero(np.isnan(got_tse))) == MULTI_TOKEN_ROWS
+    # the stored pair probabilities are the model's own
+    probs = torch.softmax(logits, dim=-1).numpy()
+    safe = np.clip(tse_ids, 0, None)
+    want_p = probs[row_ctx[:, None], safe]
+    want_p[tse_ids < 0] = np.nan
+    np.testing.assert_allclose(tse[["p_sing", "p_plur"]].to_numpy(), want_p, rtol=1e-5, atol=1e-12)
+
+
+def test_empty_chunks_are_valid(causal_lm: LoadedModel, tmp_path: Path) -> None:
+    """More chunks than contexts: some shards hold no context, aggregation still works."""
+    templates = template_frame().iloc[:3]
+    lemmas = _lemmas(causal_lm)
+    paths = _run_all_chunks(causal_lm, templates, lemmas, tmp_path / "five", 5, batch_size=8)
+    assert [read_shard_meta(p)["n_contexts"] for p in paths] == [0, 1, 0, 1, 0]
+    one = _run_all_chunks(causal_lm, templates, lemmas, tmp_path / "one", 1, batch_size=8)
+    a = context_scores(read_shards(paths), [0.5, 1.0], [0.5])
+    b = context_scores(read_shards(one), [0.5, 1.0], [0.5])
+    pd.testing.assert_frame_equal(a, b, rtol=1e-6)
+    g = templates.reset_index(drop=True)
+    pd.testing.assert_frame_equal(row_tse(read_shards(paths), g), row_tse(read_shards(one), g), rtol=1e-6)
+
+
+def _shard_arrays(path: Path) -> dict[str, np.ndarray]:
+    t = pq.read_table(path)
+    out = {}
+    for name in t.column_names:
+        col = t[name].combine_chunks()
+        out[name] = np.asarray(col.flatten().to_numpy(zero_copy_only=False)) if hasattr(col, "flatten") \
+            else col.to_numpy(zero_copy_only=False)
+    return out
+
+
+def test_batch_size_independence(lm: LoadedModel, tmp_path: Path) -> None:
+    """Padding and attention masks must not change the numbers: batch size 1 vs 7."""
+    templates = template_frame()
+    lemmas = _lemmas(lm)
+    (one,) = _run_all_chunks(lm, templates, lemmas, tmp_path / "bs1", 1, batch_size=1)
+    (seven,) = _run_all_chunks(lm, templates, lemmas, tmp_path / "bs7", 1, batch_size=7)
+    ra, rb = _shard_arrays(one), _shard_arrays(seven)
+    assert ra.keys() == rb.keys()
+    assert len(ra["context_id"]) > 7  # more than one batch, of different lengths: padding happens
+    for key in ra:
+        if key in ("context_id", "plural", "rows", "topk_ids"):
+            np.testing.assert_array_equal(ra[key], rb[key], err_msg=key)
+        else:
+            np.testing.assert_allclose(ra[key], rb[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    assert read_shard_meta(one) == read_shard_meta(seven)
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+def test_shard_metadata(lm: LoadedModel, tmp_path: Path) -> None:
+    templates = template_frame()
+    lemmas = _lemmas(lm)
+    paths = _run_all_chunks(lm, templates, lemmas, tmp_path, 3, batch_size=8)
+    g = templates[templates["group"] == "g1"].reset_index(drop=True)
+    ctx, row_ctx = build_contexts(g, lm.kind)
+    fingerprint = tokenizer_fingerprint(lm.tokenizer)
+    for k, p in enumerate(paths):
+        meta = read_shard_meta(p)
+        start, stop = chunk_range(len(ctx), 3, k)
+        assert meta["model_id"] == lm.model_id
+        assert meta["revision"] == lm.revision and meta["revision"].startswith("local-sha256:")
+        assert meta["tokenizer_fingerprint"] == fingerprint and len(fingerprint) == 64
+        assert meta["lemma_set_sha256"] == lemma_set_hash(lemmas) and len(meta["lemma_set_sha256"]) == 64
+        assert meta["kind"] == lm.kind and meta["cased"] is True and meta["dtype"] == "float32"
+        assert (meta["group"], meta["chunk"], meta["n_chunks"]) == ("g1", k, 3)
+        assert (meta["context_start"], meta["context_stop"]) == (start, stop)
+        assert meta["n_contexts"] == stop - start
+        assert meta["n_rows"] == int(((row_ctx >= start) & (row_ctx < stop)).sum())
+        assert meta["n_group_contexts"] == len(ctx)
+        assert meta["n_lemmas"] == len(lemmas) and meta["top_k"] == 10
+        assert meta["schema_version"] == SHARD_SCHEMA_VERSION
+        assert meta["prepend_bos"] is False
+        assert pq.read_table(p).num_rows == stop - start
+    # a different lemma set changes its hash
+    assert lemma_set_hash(lemmas.iloc[1:]) != lemma_set_hash(lemmas)
+
+
+def test_shards_with_and_without_bos_do_not_mix(causal_lm: LoadedModel, tmp_path: Path) -> None:
+    templates = template_frame()
+    lemmas = _lemmas(causal_lm)
+    plain = _run_all_chunks(causal_lm, templates, lemmas, tmp_path / "plain", 2, batch_size=8)
+    bos = _run_all_chunks(causal_lm, templates, lemmas, tmp_path / "bos", 2, batch_size=8, prepend_bos=True)
+    assert read_shard_meta(bos[0])["prepend_bos"] is True
+    with pytest.raises(VerbevalError, match="prepend_bos"):
+        read_shards([plain[0], bos[1]])
+
+
+def test_infer_chunk_unknown_group(causal_lm: LoadedModel, tmp_path: Path) -> None:
+    with pytest.raises(VerbevalError, match="no template rows"):
+        infer_chunk(causal_lm, template_frame(), _lemmas(causal_lm), "nope", 0, 1, tmp_path / "x.parquet",
+                    progress=False)
+    assert not (tmp_path / "x.parquet").exists()
+
+
+# --------------------------------------------------------------------------- out of memory
+
+
+def _prepare(lm: LoadedModel) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    g = template_frame().query("group == 'g1'").reset_index(drop=True)
+    ctx, row_ctx = build_contexts(g, lm.kind)
+    form_ids = _lemmas(lm)[["sing_id", "plur_id"]].to_numpy().reshape(-1)
+    return encode_contexts(lm, ctx), form_ids, row_ctx, _tse_ids(lm, g)
+
+
+def _assert_results_close(a: Any, b: Any) -> None:
+    np.testing.assert_array_equal(a.topk_ids, b.topk_ids)
+    for field in ("prob", "cum_above", "cum_below", "topk_probs", "tse_p"):
+        np.testing.assert_allclose(getattr(a, field), getattr(b, field), rtol=1e-5, atol=1e-6, err_msg=field)
+
+
+@pytest.mark.parametrize("error", ["torch", "runtime"])
+def test_oom_backoff(lm: LoadedModel, monkeypatch: pytest.MonkeyPatch, error: str) -> None:
+    enc, form_ids, row_ctx, tse_ids = _prepare(lm)
+    assert len(enc.ids) >= 8
+    reference = run_contexts(lm, enc, form_ids, row_ctx, tse_ids, batch_size=2, progress=False)
+    unpatched_big = run_contexts(lm, enc, form_ids, row_ctx, tse_ids, batch_size=8, progress=False)
+
+    original = lm.model.forward
+    seen: list[tuple[int, bool]] = []
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        n = kwargs["input_ids"].shape[0]
+        if n > 2:
+            seen.append((n, False))
+            if error == "torch":
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        seen.append((n, True))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(lm.model, "forward", forward)
+    result = run_contexts(lm, enc, form_ids, row_ctx, tse_ids, batch_size=8, progress=False)
+    assert any(not ok for _, ok in seen), "the patched forward never failed"
+    assert all(n <= 2 for n, ok in seen if ok)
+    assert sum(n for n, ok in seen if ok) == len(enc.ids)  # every context exactly once
+    _assert_results_close(result, reference)
+    _assert_results_close(result, unpatched_big)
+    assert not np.isnan(result.tse_p[[i for i in range(len(row_ctx)) if i not in MULTI_TOKEN_ROWS]]).any()
+
+
+def test_oom_at_batch_size_one_and_other_errors_propagate(causal_lm: LoadedModel,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    enc, form_ids, row_ctx, tse_ids = _prepare(causal_lm)
+
+    def oom(*args: Any, **kwargs: Any) -> Any:
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(causal_lm.model, "forward", oom)
+    with pytest.raises(torch.OutOfMemoryError):
+        run_contexts(causal_lm, enc, form_ids, row_ctx, tse_ids, batch_size=4, progress=False)
+
+    calls: list[int] = []
+
+    def other(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs["input_ids"].shape[0])
+        raise RuntimeError("shape mismatch")
+
+    monkeypatch.setattr(causal_lm.model, "forward", other)
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        run_contexts(causal_lm, enc, form_ids, row_ctx, tse_ids, batch_size=4, progress=False)
+    assert calls == [4]  # no retry for an error that is not out-of-memory
+
+
+def test_shard_permissions_follow_umask(causal_lm: LoadedModel, tmp_path: Path) -> None:
+    """Shards are shared artifacts (results/ on a cluster, DVC): the writer's umask decides who may
+    read them, as for any file the user creates, not the 0600 of a private temporary file."""
+    old = os.umask(0o022)
+    try:
+        (path,) = _run_all_chunks(causal_lm, template_frame(), _lemmas(causal_lm), tmp_path, 1, batch_size=8)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644

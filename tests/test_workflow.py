@@ -1,0 +1,284 @@
+"""End-to-end tests of the Snakemake workflow on the offline mirror with tiny models.
+
+The workflow runs in a temporary working directory (``--directory``) straight from the repository's
+Snakefile: nothing is copied. The first (module-scoped) run is shared by the tests below, which
+then delete or interrupt parts of it and check that reruns restore byte-identical results.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from verbeval.cli import main as verbeval_main
+from verbeval.config import load_schema
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SNAKEFILE = REPO_ROOT / "Snakefile"
+MODELS = ["tiny-bert-cased", "tiny-gpt2"]
+GROUPS = ["simple", "obj_rel_within", "blimp"]
+CHUNKS = ["1-of-2", "2-of-2"]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # the `verbeval` CLI
+    env.setdefault("TQDM_DISABLE", "1")
+    return env
+
+
+def _snakemake_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", *args]
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """The first 'Job stats' table of Snakemake's output as {rule: count} (without 'total')."""
+    lines = output.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "Job stats:")
+    except StopIteration:
+        return {}
+    stats: dict[str, int] = {}
+    for line in lines[start + 1:]:
+        m = re.match(r"^\s*([A-Za-z_][\w]*)\s+(\d+)\s*$", line)
+        if m is None:
+            if stats:
+                break
+            continue
+        if m.group(1) == "total":
+            break
+        stats[m.group(1)] = int(m.group(2))
+    return stats
+
+
+class Workflow:
+    """A working directory with a config for the repository's Snakefile."""
+
+    def __init__(self, root: Path, config: Path) -> None:
+        self.root = root
+        self.config = config
+        self.out = root / "results" / "agreement"
+
+    def args(self, *extra: str, cores: int = 2) -> list[str]:
+        return _snakemake_cmd("-s", str(SNAKEFILE), "--directory", str(self.root), "--configfile", str(self.config),
+                              "--cores", str(cores), *extra)
+
+    def run(self, *extra: str, cores: int = 2, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(self.args(*extra, cores=cores), cwd=self.root, env=_env(), capture_output=True,
+                              text=True, timeout=900)
+        if check:
+            assert proc.returncode == 0, f"snakemake {' '.join(extra)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+        return proc
+
+    def shards(self, model: str | None = None) -> list[Path]:
+        return sorted(self.out.glob(f"{model or '*'}/shards/*/*.parquet"))
+
+    def table2(self) -> bytes:
+        return (self.out / "table2.csv").read_bytes()
+
+
+def _absolute_resources(cfg: dict[str, Any]) -> None:
+    """Point every setting whose default is a repository-relative file (resources/...) at the repo."""
+    schema = load_schema()
+    for key, sub in schema["properties"].items():
+        default = sub.get("default")
+        if isinstance(default, str) and (REPO_ROOT / default).exists():
+            cfg.setdefault(key, str(REPO_ROOT / default))
+    agr = cfg.setdefault("agreement", {})
+    for key, sub in schema["properties"]["agreement"]["properties"].items():
+        default = sub.get("default")
+        if isinstance(default, str) and (REPO_ROOT / default).exists():
+            agr.setdefault(key, str(REPO_ROOT / default))
+
+
+@pytest.fixture(scope="module")
+def workflow(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Workflow:
+    root = tmp_path_factory.mktemp("workflow")
+    for arch, tok, name in (("bert", "bert-base-cased", "tiny-bert-base-cased"), ("gpt2", "gpt2", "tiny-gpt2")):
+        rc = verbeval_main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / tok), "--arch", arch,
+                            "--out", str(root / "models" / name)])
+        assert rc == 0
+    cfg = yaml.safe_load((REPO_ROOT / "config" / "ci.yaml").read_text())
+    cfg["data_mirror"] = str(shared_dir / "data")
+    cfg["manifest"] = str(REPO_ROOT / "resources" / "manifest.yaml")
+    cfg["raw_dir"] = str(root / "data" / "raw")
+    cfg["results_dir"] = str(root / "results")
+    cfg["models"] = [{"id": str(root / "models" / "tiny-bert-base-cased"), "name": "tiny-bert-cased"},
+                     {"id": str(root / "models" / "tiny-gpt2"), "name": "tiny-gpt2"}]
+    agr = cfg.setdefault("agreement", {})
+    agr.update({"groups": GROUPS, "max_rows_per_source": 6, "chunks": 2,
+                "groups_file": str(REPO_ROOT / "resources" / "agreement_groups.yaml"),
+                "inflection_overrides": str(REPO_ROOT / "resources" / "inflection_overrides.csv")})
+    agr.setdefault("bootstrap", {})["resamples"] = 50
+    _absolute_resources(cfg)
+    config = root / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    wf = Workflow(root, config)
+    proc = wf.run()
+    wf.first_stats = job_stats(proc.stdout + proc.stderr)  # type: ignore[attr-defined]
+    wf.reference_table = wf.table2()  # type: ignore[attr-defined]
+    return wf
+
+
+# --------------------------------------------------------------------------- the first run
+
+
+def test_first_run_jobs(workflow: Workflow) -> None:
+    stats = workflow.first_stats  # type: ignore[attr-defined]
+    assert stats["infer"] == len(MODELS) * len(GROUPS) * len(CHUNKS)
+    assert stats["aggregate"] == len(MODELS) * len(GROUPS)
+    assert stats["lemmas"] == len(MODELS) and stats["table2"] == 1 and stats["templates"] == 1
+    assert len(workflow.shards()) == 12
+
+
+def test_table2(workflow: Workflow) -> None:
+    t = pd.read_csv(workflow.out / "table2.csv")
+    assert t["group"].tolist() == GROUPS
+    assert t["name"].tolist() == ["Simple", "In object relative clause", "BLiMP"]
+    for m in MODELS:
+        for metric in ("tse", "ew", "mw"):
+            vals = t[f"{m}.{metric}"].to_numpy()
+            assert not np.isnan(vals).any(), (m, metric)
+            assert ((vals >= 0) & (vals <= 1)).all(), (m, metric, vals)
+            lo, hi = t[f"{m}.{metric}_ci_low"].to_numpy(), t[f"{m}.{metric}_ci_high"].to_numpy()
+            assert (lo <= vals + 1e-12).all() and (vals <= hi + 1e-12).all(), (m, metric)
+        assert (t[f"{m}.n_rows"] > 0).all() and (t[f"{m}.n_contexts"] > 0).all()
+    md = (workflow.out / "table2.md").read_text()
+    assert md.splitlines()[0].startswith("| Group | tiny-bert-cased TSE |") and len(md.splitlines()) == 2 + len(GROUPS)
+    assert r"\begin{tabular}" in (workflow.out / "table2.tex").read_text()
+
+
+def test_table2_matches_per_group_outputs(workflow: Workflow) -> None:
+    t = pd.read_csv(workflow.out / "table2.csv").set_index("group")
+    for m in MODELS:
+        for g in GROUPS:
+            tse = pd.read_parquet(workflow.out / m / g / "tse.parquet")
+            scores = pd.read_parquet(workflow.out / m / g / "scores.parquet")
+            assert t.loc[g, f"{m}.tse"] == pytest.approx(np.nanmean(tse["tse"]), abs=1e-6)
+            assert t.loc[g, f"{m}.ew"] == pytest.approx(np.nanmean(scores["ew_top@1"]), abs=1e-6)
+            assert t.loc[g, f"{m}.mw"] == pytest.approx(np.nanmean(scores["mw_top@1"]), abs=1e-6)
+            assert t.loc[g, f"{m}.n_rows_total"] == len(tse)
+            assert t.loc[g, f"{m}.n_rows"] == tse["tse"].notna().sum()
+            assert t.loc[g, f"{m}.n_contexts"] == len(scores)
+
+
+def test_summary_all_has_every_cutoff(workflow: Workflow) -> None:
+    cfg = yaml.safe_load(workflow.config.read_text())
+    schema_agr = load_schema()["properties"]["agreement"]["properties"]
+    top = cfg["agreement"].get("top_cutoffs", schema_agr["top_cutoffs"]["default"])
+    bottom = cfg["agreement"].get("bottom_cutoffs", schema_agr["bottom_cutoffs"]["default"])
+    s = pd.read_csv(workflow.out / "summary_all.csv")
+    assert set(s["model"]) == set(MODELS) and set(s["group"]) == set(GROUPS)
+    for (m, g), part in s.groupby(["model", "group"]):
+        assert (part["metric"] == "tse").sum() == 1
+        for side, cuts in (("top", top), ("bottom", bottom)):
+            for metric in ("ew", "mw", "prob_counted", "invalid"):
+                got = np.sort(part[(part["metric"] == metric) & (part["side"] == side)]["cutoff"].to_numpy())
+                np.testing.assert_allclose(got, np.sort(cuts), rtol=1e-9, err_msg=f"{m} {g} {metric} {side}")
+
+
+def test_rerun_has_nothing_to_do(workflow: Workflow) -> None:
+    proc = workflow.run("-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+    assert job_stats(proc.stdout + proc.stderr) == {}
+
+
+# --------------------------------------------------------------------------- resuming
+
+
+def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
+    target = workflow.out / "tiny-gpt2" / "shards" / "blimp" / "2-of-2.parquet"
+    others = {p: p.stat().st_mtime_ns for p in workflow.shards() if p != target}
+    assert target.exists() and len(others) == 11
+    target.unlink()
+    proc = workflow.run()
+    output = proc.stdout + proc.stderr
+    stats = job_stats(output)
+    assert target.exists(), (
+        "the deleted shard was not recomputed; snakemake said: "
+        + ("'Nothing to be done'" if "Nothing to be done" in output else output[-2000:]))
+    assert stats.get("infer") == 1, stats
+    assert set(stats) <= {"infer", "aggregate", "table2", "all"}, stats
+    assert stats.get("aggregate", 0) <= 1
+    assert {p: p.stat().st_mtime_ns for p in others} == others  # no other shard was touched
+    assert workflow.table2() == workflow.reference_table  # type: ignore[attr-defined]
+
+
+def _interrupt(workflow: Workflow, sig: signal.Signals, group: str) -> tuple[list[Path], str]:
+    """Delete one (model, group)'s shards and everything downstream, start the workflow one job at a
+    time, and send ``sig`` to its process group once the first new shard exists."""
+    deleted = [workflow.out / "tiny-gpt2" / "shards" / group / f"{c}.parquet" for c in CHUNKS]
+    for p in [*deleted, *(workflow.out / "tiny-gpt2" / group).glob("*"),
+              *(workflow.out / n for n in ("table2.csv", "table2.md", "table2.tex", "summary_all.csv"))]:
+        p.unlink(missing_ok=True)
+    log = workflow.root / f"interrupted-{sig.name}.log"
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(workflow.args(cores=1), cwd=workflow.root, env=_env(), stdout=fh,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 300
+            while not any(p.exists() for p in deleted):
+                assert proc.poll() is None, f"snakemake ended before the first shard was written:\n{log.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, "no shard written in 300 s"
+                time.sleep(0.05)
+            os.killpg(proc.pid, sig)
+            rc = proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert rc != 0, "snakemake finished although it was interrupted"
+    assert not all(p.exists() for p in deleted), "the run was not interrupted during inference"
+    assert not (workflow.out / "table2.csv").exists()
+    return deleted, log.read_text()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_interrupted_inference_resumes(workflow: Workflow, sig: signal.Signals) -> None:
+    group = "simple" if sig == signal.SIGTERM else "obj_rel_within"
+    deleted, _ = _interrupt(workflow, sig, group)
+    proc = workflow.run(check=False)
+    plain_ok = proc.returncode == 0
+    plain_output = proc.stdout + proc.stderr
+    if not plain_ok:
+        # finish anyway, to check the results, then report the failed plain rerun below
+        workflow.run("--rerun-incomplete")
+    assert all(p.exists() for p in deleted)
+    assert workflow.table2() == workflow.reference_table  # type: ignore[attr-defined]
+    assert not list(workflow.out.glob("**/.*.tmp")), "temporary files left behind"
+    assert plain_ok, (
+        f"after {sig.name}, a plain rerun failed (it needed --rerun-incomplete):\n"
+        + "\n".join(line for line in plain_output.splitlines() if "ncomplete" in line or ".parquet" in line)[-2000:])
+
+
+# --------------------------------------------------------------------------- the repository's workflow
+
+
+def test_lint() -> None:
+    proc = subprocess.run(_snakemake_cmd("--lint"), cwd=REPO_ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
+
+
+def test_default_config_dry_run() -> None:
+    """The paper's setup: 4 models x 10 groups x 4 chunks inference jobs."""
+    proc = subprocess.run(_snakemake_cmd("-n", "--cores", "1"), cwd=REPO_ROOT, env=_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    stats = job_stats(proc.stdout + proc.stderr)
+    assert stats["infer"] == 4 * 10 * 4 == 160
+    assert stats["aggregate"] == 4 * 10
+    assert stats["lemmas"] == 4 and stats["table2"] == 1
