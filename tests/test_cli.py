@@ -34,7 +34,7 @@ def test_check_config_ok(capsys: pytest.CaptureFixture[str]) -> None:
     ("models: [{id: gpt2}]\nagreement: {chunks: four}\n", "agreement.chunks"),
     ("models: [{id: gpt2}]\nunknown_key: 1\n", "'unknown_key'"),
     ("models: [{id: gpt2}, {id: gpt2}]\n", "duplicated: gpt2"),
-    ("models: [\n", "cannot read config"),
+    ("models: [\n", "invalid YAML"),
 ])
 def test_check_config_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, needle: str) -> None:
     bad = tmp_path / "bad.yaml"

@@ -83,7 +83,7 @@ class SideScores:
 
 
 def _as_tensor(x: ArrayLike, dtype: torch.dtype | None = None) -> torch.Tensor:
-    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.array(x))  # copy: inputs may be read-only
     return t.to(dtype) if dtype is not None else t
 
 

@@ -66,8 +66,13 @@ def load_config(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     try:
         data = yaml.safe_load(p.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise VerbevalError(f"{p}: cannot read config: {exc}") from exc
+    except OSError as exc:
+        raise VerbevalError(f"{p}: cannot read config: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise VerbevalError(f"{where}: invalid YAML: {problem}") from None
     if not isinstance(data, dict):
         raise VerbevalError(f"{p}: config must be a mapping")
     return validate_config(data, str(p))

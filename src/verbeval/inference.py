@@ -261,7 +261,10 @@ def write_shard(path: str | Path, contexts: pd.DataFrame, rows: pd.DataFrame, re
 
 
 def read_shard_meta(path: str | Path) -> dict[str, Any]:
-    md = pq.read_schema(path).metadata or {}
+    try:
+        md = pq.read_schema(path).metadata or {}
+    except (pa.ArrowException, OSError) as exc:
+        raise VerbevalError(f"{path}: unreadable shard ({str(exc).splitlines()[0]}); delete it and rerun") from None
     if META_KEY not in md:
         raise VerbevalError(f"{path}: not a verbeval shard (no metadata)")
     return json.loads(md[META_KEY])

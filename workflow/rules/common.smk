@@ -57,4 +57,8 @@ def agreement_outputs():
         f"{OUT}/table2.md",
         f"{OUT}/table2.tex",
         f"{OUT}/summary_all.csv",
-    ] + expand(f"{OUT}/{{model}}/lemmas.parquet", model=MODELS)
+    ] + expand(f"{OUT}/{{model}}/lemmas.parquet", model=MODELS) + expand(
+        # listed so that a deleted or corrupted shard is recomputed even when everything
+        # downstream of it is up to date
+        f"{OUT}/{{model}}/shards/{{group}}/{{chunk}}.parquet", model=MODELS, group=GROUP_IDS, chunk=CHUNKS
+    )
