@@ -6,6 +6,7 @@ No model is needed here: every metric and cutoff is recomputed from the stored f
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,9 +160,10 @@ def bootstrap_means(values: np.ndarray, resamples: int, seed: int, confidence: f
         with np.errstate(invalid="ignore", divide="ignore"):
             stats[start : start + b] = (counts @ filled) / (counts @ valid.astype(np.float64))
     alpha = (1.0 - confidence) / 2
-    with np.errstate(invalid="ignore"):
-        lo = np.nanquantile(stats, alpha, axis=0) if np.isfinite(stats).any() else np.full(k, np.nan)
-        hi = np.nanquantile(stats, 1 - alpha, axis=0) if np.isfinite(stats).any() else np.full(k, np.nan)
+    with warnings.catch_warnings():  # columns undefined in every resample give NaN, as they should
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo = np.nanquantile(stats, alpha, axis=0)
+        hi = np.nanquantile(stats, 1 - alpha, axis=0)
     all_nan = ~valid.any(0)
     lo[all_nan] = np.nan
     hi[all_nan] = np.nan
