@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -169,8 +170,8 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
 def cmd_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from .io import write_csv, write_text
-    from .tables import table2, to_latex, to_markdown
+    from .io import write_csv, write_json, write_text
+    from .tables import table2, to_latex, to_markdown, to_metrics
     from .templates import load_groups
 
     summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
@@ -182,6 +183,7 @@ def cmd_table(a: argparse.Namespace) -> None:
     write_csv(t, a.csv, float_format="%.6f")
     write_text(a.md, to_markdown(t, models))
     write_text(a.tex, to_latex(t, models))
+    write_json(a.metrics, to_metrics(t, models))
     write_csv(summary.sort_values(["model", "group", "metric", "side", "cutoff"], kind="stable"), a.all_csv,
               float_format="%.10g")
     log.info("Table 2 (%d groups x %d models) -> %s, %s, %s", len(t), len(models), a.csv, a.md, a.tex)
@@ -192,6 +194,27 @@ def cmd_tiny_model(a: argparse.Namespace) -> None:
 
     out = make_tiny_model(a.tokenizer, a.arch, a.out, seed=a.seed, layers=a.layers, hidden=a.hidden)
     log.info("tiny %s model on %s -> %s", a.arch, a.tokenizer, out)
+
+
+def cmd_dvc_yaml(a: argparse.Namespace) -> None:
+    from .dvc import dvc_pipeline, render, workflow_jobs
+    from .io import write_text
+
+    out = Path(a.out)
+    root = Path(a.root).resolve()
+    wdir = os.path.relpath(root, out.resolve().parent)
+    jobs = workflow_jobs(root / "Snakefile", [root / c for c in a.configfile], root)
+    pipeline = dvc_pipeline(jobs, a.configfile, root, None if wdir == "." else wdir)
+    args = " ".join(["--configfile", *a.configfile, "--out", a.out] + (["--root", a.root] if a.root != "." else []))
+    text = render(pipeline, args)
+    if a.check:
+        current = out.read_text() if out.exists() else ""
+        if current != text:
+            raise VerbevalError(f"{out} is out of date with the workflow: run `verbeval dvc-yaml {args}`")
+        print(f"{out}: up to date ({len(pipeline['stages'])} stages)")
+        return
+    write_text(out, text)
+    log.info("%s: %d stages", out, len(pipeline["stages"]))
 
 
 def cmd_check_config(a: argparse.Namespace) -> None:
@@ -287,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--md", required=True)
     s.add_argument("--tex", required=True)
     s.add_argument("--all-csv", required=True, help="all summaries (every metric and cutoff) in one CSV")
+    s.add_argument("--metrics", required=True, help="Table 2 as JSON {model: {group: {tse, ew, mw}}} (DVC metrics)")
 
     s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM on a real tokenizer (for tests)")
     s.add_argument("--tokenizer", required=True)
@@ -295,6 +319,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--layers", type=int, default=2)
     s.add_argument("--hidden", type=int, default=32)
+
+    s = add("dvc-yaml", cmd_dvc_yaml, "generate (or --check) a dvc.yaml with one stage per Snakemake job")
+    s.add_argument("--configfile", nargs="+", default=["config/config.yaml"],
+                   help="workflow config files, later ones override earlier ones (relative to --root)")
+    s.add_argument("--out", default="dvc.yaml")
+    s.add_argument("--root", default=".", help="repository root (where the Snakefile is)")
+    s.add_argument("--check", action="store_true", help="fail if --out differs from the generated pipeline")
 
     s = add("check-config", cmd_check_config, "validate a workflow config file against the schema")
     s.add_argument("config")

@@ -38,6 +38,17 @@ def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str])
     return pd.DataFrame(rows)
 
 
+def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Table 2 as nested ``{model: {group: {tse, ew, mw}}}`` (DVC metrics); NaN becomes null."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for m in models:
+        out[m] = {}
+        for _, r in table.iterrows():
+            vals = {k: float(r[f"{m}.{k}"]) for k in METRICS}
+            out[m][str(r["group"])] = {k: (None if np.isnan(v) else v) for k, v in vals.items()}
+    return out
+
+
 def _fmt(x: float, digits: int) -> str:
     return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
 

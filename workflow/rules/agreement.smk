@@ -123,6 +123,7 @@ rule table2:
         md=f"{OUT}/table2.md",
         tex=f"{OUT}/table2.tex",
         all_csv=f"{OUT}/summary_all.csv",
+        metrics=f"{OUT}/metrics.json",
     params:
         models=",".join(MODELS),
     conda:
@@ -131,4 +132,5 @@ rule table2:
         f"{LOGS}/agreement/table2.log",
     shell:
         "verbeval table --groups-file {input.groups_file} --models {params.models} --summaries {input.summaries} "
-        "--csv {output.csv} --md {output.md} --tex {output.tex} --all-csv {output.all_csv} 2> {log}"
+        "--csv {output.csv} --md {output.md} --tex {output.tex} --all-csv {output.all_csv} "
+        "--metrics {output.metrics} 2> {log}"

@@ -57,6 +57,7 @@ def agreement_outputs():
         f"{OUT}/table2.md",
         f"{OUT}/table2.tex",
         f"{OUT}/summary_all.csv",
+        f"{OUT}/metrics.json",
     ] + expand(f"{OUT}/{{model}}/lemmas.parquet", model=MODELS) + expand(
         # listed so that a deleted or corrupted shard is recomputed even when everything
         # downstream of it is up to date

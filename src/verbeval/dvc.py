@@ -1,0 +1,154 @@
+"""Generate a DVC pipeline (``dvc.yaml``) from the Snakemake workflow, so the two never drift.
+
+The Snakefile is the only description of the DAG. :func:`workflow_jobs` asks Snakemake for every
+job of a configuration (as ``snakemake --forceall -n`` would run them); :func:`dvc_pipeline` turns
+each job into a DVC stage with the *same* shell command, its inputs as ``deps``, its outputs as
+``outs`` (or ``metrics``/``plots``), and the configuration keys the rule reads as ``params``.
+``verbeval dvc-yaml --check`` fails when a committed ``dvc.yaml`` differs from what the workflow
+generates.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import VerbevalError
+
+#: configuration keys each rule reads (DVC ``params``); every rule of the workflow must be listed
+RULE_PARAMS: dict[str, tuple[str, ...]] = {
+    "fetch": ("data_mirror", "manifest", "raw_dir"),
+    "lexicon": ("agreement.verb_lists", "agreement.inflection_overrides"),
+    "templates": ("agreement.groups", "agreement.groups_file", "agreement.max_rows_per_source",
+                  "agreement.skip_bad_rows", "agreement.errata"),
+    "lemmas": ("models",),
+    "infer": ("models", "inference", "agreement.chunks"),
+    "aggregate": ("agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap"),
+    "table2": ("models", "agreement.groups"),
+}
+
+#: outputs declared as DVC metrics (not cached, so `dvc metrics show` reads them from the workspace)
+METRICS_SUFFIXES = ("metrics.json",)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    rule: str
+    wildcards: dict[str, str]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    logs: tuple[str, ...]
+    cmd: str
+
+
+def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -> list[JobSpec]:
+    """Every job of the workflow for these config files, in a stable order (rule, wildcards)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+
+    cwd = os.getcwd()
+    try:
+        with SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
+            wapi = api.workflow(
+                resource_settings=ResourceSettings(cores=1),
+                config_settings=ConfigSettings(configfiles=[Path(c).resolve() for c in configfiles]),
+                snakefile=Path(snakefile).resolve(),
+                workdir=Path(workdir).resolve(),
+            )
+            dapi = wapi.dag(DAGSettings(forceall=True))
+            wf = wapi._workflow  # noqa: SLF001 - Snakemake offers no public job listing
+            wf.dag_settings = dapi.dag_settings
+            wf._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)  # noqa: SLF001
+            wf._build_dag()  # noqa: SLF001
+            jobs = [
+                JobSpec(
+                    rule=j.rule.name,
+                    wildcards={k: str(v) for k, v in j.wildcards.items()},
+                    inputs=tuple(dict.fromkeys(str(f) for f in j.input)),
+                    outputs=tuple(str(f) for f in j.output),
+                    logs=tuple(str(f) for f in j.log),
+                    cmd=" ".join(j.shellcmd.split()) if j.shellcmd else "",
+                )
+                for j in wf.dag.jobs
+            ]
+    finally:
+        os.chdir(cwd)
+    return sorted(jobs, key=lambda j: (j.rule, sorted(j.wildcards.items()), j.outputs))
+
+
+def stage_name(job: JobSpec) -> str:
+    parts = [job.rule] + [job.wildcards[k] for k in sorted(job.wildcards)]
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", "--".join(parts))
+
+
+def _has_key(cfg: dict[str, Any], dotted: str) -> bool:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _params(rule: str, configfiles: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, list[str]]]:
+    """Each key from the last config file that sets it (later files override earlier ones)."""
+    if rule not in RULE_PARAMS:
+        raise VerbevalError(f"rule {rule!r} has no entry in verbeval.dvc.RULE_PARAMS (which config keys it reads)")
+    by_file: dict[str, list[str]] = {}
+    for key in RULE_PARAMS[rule]:
+        owner = next((name for name, cfg in reversed(configfiles) if _has_key(cfg, key)), None)
+        if owner is not None:
+            by_file.setdefault(owner, []).append(key)
+    return [{name: keys} for name, keys in by_file.items()]
+
+
+def dvc_pipeline(jobs: Sequence[JobSpec], configfiles: Sequence[str], root: Path, wdir: str | None = None) -> dict[str, Any]:
+    """The ``dvc.yaml`` mapping for ``jobs``.
+
+    ``configfiles`` are the workflow config files (relative to the repository ``root``), used as
+    DVC params files; ``wdir`` is the repository root relative to the dvc.yaml, when they differ.
+    """
+    cfgs = [(name, yaml.safe_load((root / name).read_text()) or {}) for name in configfiles]
+    stages: dict[str, Any] = {}
+    for job in jobs:
+        if not job.cmd:  # the `all` target has no command
+            continue
+        log_dirs = sorted({str(Path(p).parent) for p in job.logs})
+        cmd = (f"mkdir -p {' '.join(log_dirs)} && " if log_dirs else "") + job.cmd
+        stage: dict[str, Any] = {"cmd": cmd}
+        if wdir:
+            stage["wdir"] = wdir
+        if job.inputs:
+            stage["deps"] = list(job.inputs)
+        params = _params(job.rule, cfgs)
+        if params:
+            stage["params"] = params
+        outs = [o for o in job.outputs if not o.endswith(METRICS_SUFFIXES)]
+        metrics = [o for o in job.outputs if o.endswith(METRICS_SUFFIXES)]
+        if outs:
+            stage["outs"] = outs
+        if metrics:
+            stage["metrics"] = [{m: {"cache": False}} for m in metrics]
+        name = stage_name(job)
+        if name in stages:
+            raise VerbevalError(f"two jobs map to the DVC stage name {name!r}")
+        stages[name] = stage
+    return {"stages": stages}
+
+
+HEADER = """\
+# GENERATED from the Snakemake workflow by `verbeval dvc-yaml {args}`: do not edit.
+# Every stage runs the same `verbeval` command as the Snakemake job of the same name.
+# CI regenerates this file with --check and fails when it differs from the workflow.
+"""
+
+
+def render(pipeline: dict[str, Any], args: str) -> str:
+    body = yaml.safe_dump(pipeline, sort_keys=False, width=10_000, default_flow_style=False)
+    return HEADER.format(args=args) + body

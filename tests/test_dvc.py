@@ -1,0 +1,87 @@
+"""The DVC pipelines are generated from the Snakemake workflow and must not drift from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from verbeval.cli import main
+from verbeval.dvc import RULE_PARAMS, JobSpec, _params, dvc_pipeline, stage_name, workflow_jobs
+
+REPO = Path(__file__).resolve().parents[1]
+PIPELINES = [
+    (["config/config.yaml"], "dvc.yaml"),
+    (["config/config.yaml", "config/ci.yaml"], "pipelines/ci/dvc.yaml"),
+]
+
+
+@pytest.fixture(scope="module")
+def ci_jobs() -> list[JobSpec]:
+    return workflow_jobs(REPO / "Snakefile", [REPO / "config/config.yaml", REPO / "config/ci.yaml"], REPO)
+
+
+@pytest.mark.parametrize("configs, out", PIPELINES)
+def test_committed_pipelines_match_the_workflow(configs: list[str], out: str, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    code = main(["-q", "dvc-yaml", "--configfile", *configs, "--out", out, "--check"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "up to date" in captured.out
+
+
+def test_check_fails_on_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(REPO)
+    stale = tmp_path / "dvc.yaml"
+    stale.write_text((REPO / "dvc.yaml").read_text().replace("--resamples 1000", "--resamples 999"))
+    code = main(["-q", "dvc-yaml", "--out", str(stale), "--root", str(REPO), "--check"])
+    assert code == 1
+    assert "out of date with the workflow" in capsys.readouterr().err
+
+
+def test_every_rule_has_params_and_every_job_a_stage(ci_jobs: list[JobSpec]) -> None:
+    rules = {j.rule for j in ci_jobs} - {"all"}
+    assert rules <= set(RULE_PARAMS), rules - set(RULE_PARAMS)
+    pipeline = dvc_pipeline(ci_jobs, ["config/config.yaml", "config/ci.yaml"], REPO, "../..")
+    stages = pipeline["stages"]
+    assert len(stages) == len([j for j in ci_jobs if j.rule != "all"])
+    # 2 models x 10 groups x 2 chunks inference stages in the CI configuration
+    assert sum(1 for name in stages if name.startswith("infer--")) == 40
+
+
+def test_stage_runs_the_snakemake_command(ci_jobs: list[JobSpec]) -> None:
+    job = next(j for j in ci_jobs if j.rule == "infer" and j.wildcards == {"model": "tiny-gpt2", "group": "blimp",
+                                                                            "chunk": "2-of-2"})
+    stage = dvc_pipeline([job], ["config/config.yaml", "config/ci.yaml"], REPO)["stages"][stage_name(job)]
+    assert stage_name(job) == "infer--2-of-2--blimp--tiny-gpt2"
+    assert stage["cmd"] == "mkdir -p results-ci/logs/agreement/tiny-gpt2/infer/blimp && " + job.cmd
+    assert job.cmd.startswith("verbeval infer --model models/tiny-gpt2 ")
+    assert "--chunk 1 --n-chunks 2 --out results-ci/agreement/tiny-gpt2/shards/blimp/2-of-2.parquet" in job.cmd
+    assert stage["deps"] == ["results-ci/agreement/templates.parquet", "results-ci/agreement/tiny-gpt2/lemmas.parquet"]
+    assert stage["outs"] == ["results-ci/agreement/tiny-gpt2/shards/blimp/2-of-2.parquet"]
+    # keys set in ci.yaml come from it, the others from config.yaml
+    assert stage["params"] == [{"config/ci.yaml": ["models", "inference", "agreement.chunks"]}]
+
+
+def test_table_stage_declares_metrics(ci_jobs: list[JobSpec]) -> None:
+    job = next(j for j in ci_jobs if j.rule == "table2")
+    stage = dvc_pipeline([job], ["config/config.yaml", "config/ci.yaml"], REPO)["stages"]["table2"]
+    assert stage["metrics"] == [{"results-ci/agreement/metrics.json": {"cache": False}}]
+    assert "results-ci/agreement/metrics.json" not in stage["outs"]
+
+
+def test_params_take_each_key_from_the_last_file_that_sets_it() -> None:
+    cfgs = [("a.yaml", {"agreement": {"top_cutoffs": [1], "bootstrap": {"seed": 0}}, "models": []}),
+            ("b.yaml", {"agreement": {"bootstrap": {"seed": 1}}})]
+    assert _params("aggregate", cfgs) == [{"a.yaml": ["agreement.top_cutoffs"]}, {"b.yaml": ["agreement.bootstrap"]}]
+    with pytest.raises(Exception, match="no entry in verbeval.dvc.RULE_PARAMS"):
+        _params("unknown_rule", cfgs)
+
+
+def test_root_pipeline_is_valid_yaml_with_paper_models() -> None:
+    data = yaml.safe_load((REPO / "dvc.yaml").read_text())
+    infer = [n for n in data["stages"] if n.startswith("infer--")]
+    assert len(infer) == 160
+    assert any(n.endswith("--gpt2-xl") for n in infer)
