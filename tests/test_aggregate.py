@@ -346,3 +346,25 @@ def test_table2_markdown_and_latex() -> None:
         r"\bottomrule",
         r"\end{tabular}",
     ]
+
+
+def test_aggregate_cli_moves_a_truncated_shard_aside(shards: list[Path], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from verbeval.cli import main
+
+    table = pq.read_table(shards[1])
+    pq.write_table(table.slice(0, table.num_rows - 1), shards[1])
+    templates = pd.DataFrame({"group": "g1", "plural": [False] * len(TSE_ROWS)})
+    tpath = tmp_path / "templates.parquet"
+    templates.to_parquet(tpath)
+    args = ["aggregate", "--templates", str(tpath), "--group", "g1", "--model-name", "m", "--shards",
+            *map(str, shards), "--top-cutoffs", "1", "--bottom-cutoffs", "0.5", "--resamples", "10",
+            "--scores-out", str(tmp_path / "s.parquet"), "--tse-out", str(tmp_path / "t.parquet"),
+            "--summary-out", str(tmp_path / "su.csv")]
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "truncated shard" in err[0] and "rerun to recompute it" in err[0]
+    # the bad shard is out of the way (so the workflow recomputes it), nothing was written
+    assert not shards[1].exists() and shards[1].with_name(shards[1].name + ".corrupt").exists()
+    assert not (tmp_path / "su.csv").exists() and not (tmp_path / "s.parquet").exists()
+    assert shards[0].exists() and shards[2].exists()

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from .agreement import FormStats, scores_from_stats, tse_scores
-from .errors import VerbevalError
+from .errors import ShardError, VerbevalError
 from .inference import SHARD_SCHEMA_VERSION, read_shard_meta
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def read_shards(paths: Sequence[str | Path]) -> GroupShards:
     ref = metas[0]
     for p, m in zip(paths, metas):
         if m.get("schema_version") != SHARD_SCHEMA_VERSION:
-            raise VerbevalError(f"{p}: shard schema version {m.get('schema_version')} != {SHARD_SCHEMA_VERSION}; rerun inference")
+            raise ShardError(p, f"shard schema version {m.get('schema_version')} != {SHARD_SCHEMA_VERSION}")
         for key in CONSISTENT_META:
             if m.get(key) != ref.get(key):
                 raise VerbevalError(f"{p}: {key}={m.get(key)!r} differs from {paths[0]}: {ref.get(key)!r} (stale shard?)")
@@ -70,10 +70,10 @@ def read_shards(paths: Sequence[str | Path]) -> GroupShards:
         t = pq.read_table(path)
         n = t.num_rows
         if n != m["n_contexts"] or n != m["context_stop"] - m["context_start"]:
-            raise VerbevalError(f"{path}: {n} contexts but metadata says {m['n_contexts']} (truncated shard?)")
+            raise ShardError(path, f"{n} contexts but metadata says {m['n_contexts']} (truncated shard)")
         cid = t["context_id"].to_numpy()
         if not np.array_equal(cid, np.arange(m["context_start"], m["context_stop"])):
-            raise VerbevalError(f"{path}: context ids do not match chunk range (corrupted shard?)")
+            raise ShardError(path, "context ids do not match the chunk range (corrupted shard)")
         parts["cid"].append(cid)
         parts["plural"].append(t["plural"].to_numpy(zero_copy_only=False))
         parts["prob"].append(_fixed(t["prob"], f, np.float32))
@@ -85,7 +85,7 @@ def read_shards(paths: Sequence[str | Path]) -> GroupShards:
         lens = t["rows"].combine_chunks().value_lengths().to_numpy(zero_copy_only=False)
         rows = t["rows"].combine_chunks().flatten().to_numpy()
         if len(rows) != m["n_rows"]:
-            raise VerbevalError(f"{path}: {len(rows)} TSE rows but metadata says {m['n_rows']} (corrupted shard?)")
+            raise ShardError(path, f"{len(rows)} TSE rows but metadata says {m['n_rows']} (corrupted shard)")
         parts["rows"].append(rows)
         parts["rctx"].append(np.repeat(cid, lens))
         parts["ps"].append(t["tse_p_sing"].combine_chunks().flatten().to_numpy(zero_copy_only=False))
@@ -98,6 +98,14 @@ def read_shards(paths: Sequence[str | Path]) -> GroupShards:
     stats = FormStats(cat["prob"].reshape(shape), cat["above"].reshape(shape), cat["below"].reshape(shape))
     return GroupShards(ref, cat["cid"], cat["plural"].astype(bool), stats, cat["rows"], cat["rctx"],
                        np.stack([cat["ps"], cat["pp"]], axis=1), cat["tki"], cat["tkp"])
+
+
+def quarantine(path: str | Path) -> Path:
+    """Move an unusable shard aside (``<name>.corrupt``) so that the next run recomputes it."""
+    src = Path(path)
+    dest = src.with_name(src.name + ".corrupt")
+    src.replace(dest)
+    return dest
 
 
 def _fmt_cutoff(p: float) -> str:

@@ -148,10 +148,17 @@ def cmd_infer(a: argparse.Namespace) -> None:
 def cmd_aggregate(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from .aggregate import context_scores, read_shards, row_tse, summarise
+    from .aggregate import context_scores, quarantine, read_shards, row_tse, summarise
+    from .errors import ShardError
     from .io import write_csv, write_parquet
 
-    shards = read_shards(a.shards)
+    try:
+        shards = read_shards(a.shards)
+    except ShardError as exc:
+        if not a.keep_bad_shards and Path(exc.path).exists():
+            moved = quarantine(exc.path)
+            raise VerbevalError(f"{exc}; moved it to {moved}: rerun to recompute it") from None
+        raise
     if shards.meta["group"] != a.group:
         raise VerbevalError(f"shards are for group {shards.meta['group']!r}, not {a.group!r}")
     templates = pd.read_parquet(a.templates)
@@ -301,6 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--scores-out", required=True)
     s.add_argument("--tse-out", required=True)
     s.add_argument("--summary-out", required=True)
+    s.add_argument("--keep-bad-shards", action="store_true",
+                   help="leave an unusable shard in place (default: move it to <name>.corrupt so a rerun recomputes it)")
 
     s = add("table", cmd_table, "Table 2 (CSV, Markdown, LaTeX) from per-group summaries")
     s.add_argument("--groups-file", required=True)

@@ -9,6 +9,15 @@ class VerbevalError(Exception):
     """A failure caused by bad input or configuration; the CLI prints it on one line and exits 1."""
 
 
+class ShardError(VerbevalError):
+    """A probability shard that cannot be used (unreadable, truncated, corrupted, old schema)."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
 class InputError(VerbevalError):
     """Bad input data, located at ``path:line`` when the line is known."""
 

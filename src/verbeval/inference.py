@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from . import __version__
 from .agreement import form_statistics
 from .eligibility import single_token_ids, tokenizer_fingerprint
-from .errors import VerbevalError
+from .errors import ShardError, VerbevalError
 from .io import atomic_path
 from .models import LoadedModel, adds_bos, describe_device
 from .templates import render_context
@@ -264,9 +264,9 @@ def read_shard_meta(path: str | Path) -> dict[str, Any]:
     try:
         md = pq.read_schema(path).metadata or {}
     except (pa.ArrowException, OSError) as exc:
-        raise VerbevalError(f"{path}: unreadable shard ({str(exc).splitlines()[0]}); delete it and rerun") from None
+        raise ShardError(path, f"unreadable shard ({str(exc).splitlines()[0]})") from None
     if META_KEY not in md:
-        raise VerbevalError(f"{path}: not a verbeval shard (no metadata)")
+        raise ShardError(path, "not a verbeval shard (no metadata)")
     return json.loads(md[META_KEY])
 
 

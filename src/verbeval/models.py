@@ -125,6 +125,39 @@ def model_revision(model_id: str, config: Any, revision: str | None) -> str:
     return str(commit or revision or "unknown")
 
 
+def is_local(model_id: str) -> bool:
+    """True when ``model_id`` names an existing local directory (rather than a hub id)."""
+    return Path(resolve_id(model_id)).is_dir()
+
+
+def model_fingerprint(model_id: str, revision: str | None = None) -> str:
+    """A cheap identifier of the model version, used to invalidate shards when the model changes.
+
+    Local directory: sha256 of the names, sizes and modification times of its files. Hub id: the
+    commit the local Hugging Face cache resolves ``revision`` (default ``main``) to, when the
+    model is cached, else the revision string itself (pin a commit in the config to be exact).
+    """
+    p = Path(resolve_id(model_id))
+    if p.is_dir():
+        h = hashlib.sha256()
+        for f in sorted(x for x in p.rglob("*") if x.is_file()):
+            st = f.stat()
+            h.update(f"{f.relative_to(p)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        return "local:" + h.hexdigest()[:16]
+    rev = revision or "main"
+    if re.fullmatch(r"[0-9a-f]{40}", rev):
+        return f"hub:{rev}"
+    try:
+        from huggingface_hub.constants import HF_HUB_CACHE
+
+        ref = Path(HF_HUB_CACHE) / ("models--" + model_id.replace("/", "--")) / "refs" / rev
+        if ref.is_file():
+            return f"hub:{ref.read_text().strip()}"
+    except ImportError:  # pragma: no cover - transformers always brings huggingface_hub
+        pass
+    return f"hub:{rev}"
+
+
 @dataclass
 class LoadedModel:
     model_id: str

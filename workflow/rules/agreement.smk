@@ -45,10 +45,12 @@ rule templates:
 rule lemmas:
     input:
         lexicon=f"{OUT}/lexicon.parquet",
+        model=local_model_input,
     output:
         f"{OUT}/{{model}}/lemmas.parquet",
     params:
         model=model_param("id"),
+        version=model_version,
         revision=lambda wc: f"--revision {MODELS[wc.model]['revision']}" if MODELS[wc.model]["revision"] else "",
     conda:
         "../../envs/verbeval.yaml"
@@ -62,10 +64,12 @@ rule infer:
     input:
         templates=f"{OUT}/templates.parquet",
         lemmas=f"{OUT}/{{model}}/lemmas.parquet",
+        model=local_model_input,
     output:
         f"{OUT}/{{model}}/shards/{{group}}/{{chunk}}.parquet",
     params:
         model=model_param("id"),
+        version=model_version,
         revision=lambda wc: f"--revision {MODELS[wc.model]['revision']}" if MODELS[wc.model]["revision"] else "",
         kind=model_param("kind"),
         dtype=model_param("dtype"),

@@ -3,7 +3,8 @@ import re
 
 from verbeval.config import validate_config, model_entries
 from verbeval.errors import VerbevalError
-from verbeval.fetch import load_manifest, local_filename
+from verbeval.fetch import load_manifest, local_filename, mirror_location
+from verbeval.models import is_local, model_fingerprint
 from verbeval.inference import chunk_label
 from verbeval.templates import load_groups
 
@@ -27,9 +28,19 @@ if AGR["groups"] is not None:
         raise WorkflowError(f"config: agreement.groups: unknown group(s) {_unknown}")
 GROUP_IDS = [g["id"] for g in GROUPS]
 CHUNKS = [chunk_label(i, AGR["chunks"]) for i in range(AGR["chunks"])]
-for _src in [s for g in GROUPS for s in g["sources"]] + AGR["verb_lists"]:
+SOURCES = list(dict.fromkeys([s for g in GROUPS for s in g["sources"]] + AGR["verb_lists"]))
+for _src in SOURCES:
     if _src not in MANIFEST:
         raise WorkflowError(f"{config['manifest']}: no source named {_src!r}")
+# fail before any job starts: a mirror without a needed file, or a local model path that is missing
+if config["data_mirror"]:
+    _missing = [str(mirror_location(MANIFEST[s], config["data_mirror"])) for s in SOURCES
+                if not mirror_location(MANIFEST[s], config["data_mirror"]).exists()]
+    if _missing:
+        raise WorkflowError(f"data_mirror {config['data_mirror']}: missing {len(_missing)} file(s), e.g. {_missing[0]}")
+for _m in MODELS.values():
+    if _m["id"].startswith(("/", "./", "../", "~")) and not is_local(_m["id"]):
+        raise WorkflowError(f"model {_m['name']}: local path {_m['id']} does not exist")
 
 
 wildcard_constraints:
@@ -45,6 +56,24 @@ def raw_path(name):
 
 def model_param(key):
     return lambda wc: MODELS[wc.model][key]
+
+
+_FINGERPRINTS = {}
+
+
+def model_version(wc):
+    """Changes when the model's files (local) or resolved commit (hub) change, so that Snakemake's
+    params trigger reruns its eligibility and inference jobs."""
+    m = MODELS[wc.model]
+    if m["name"] not in _FINGERPRINTS:
+        _FINGERPRINTS[m["name"]] = model_fingerprint(m["id"], m["revision"])
+    return _FINGERPRINTS[m["name"]]
+
+
+def local_model_input(wc):
+    """A local model directory is an input (a DVC dependency too); a hub model is not."""
+    m = MODELS[wc.model]
+    return [m["id"]] if is_local(m["id"]) else []
 
 
 def cutoffs(key):

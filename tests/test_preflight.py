@@ -1,0 +1,61 @@
+"""Failures that must stop the workflow before any job starts, and model-version invalidation."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verbeval.models import model_fingerprint
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _dry_run(tmp_path: Path, config: str) -> subprocess.CompletedProcess[str]:
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(config)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(cfg), "--cores", "1"],
+                          cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("config, reason", [
+    ("models: [{id: gpt2}]\ndata_mirror: /nonexistent-mirror\n",
+     "data_mirror /nonexistent-mirror: missing 21 file(s), e.g. /nonexistent-mirror/github.com/"),
+    ("models: [{id: ./models/does-not-exist}]\n", "model does-not-exist: local path ./models/does-not-exist does not exist"),
+    ("models: [{id: gpt2}]\nagreement: {chunk: 3}\n", "invalid value at agreement: Additional properties are not allowed ('chunk'"),
+    ("models: [{id: gpt2}]\nagreement: {groups: [simple, nope]}\n", "agreement.groups: unknown group(s) ['nope']"),
+])
+def test_bad_setup_fails_before_any_job(tmp_path: Path, config: str, reason: str) -> None:
+    res = _dry_run(tmp_path, config)
+    assert res.returncode != 0
+    out = res.stdout + res.stderr
+    assert reason in out, out[-2000:]
+    assert "Job stats" not in out  # no DAG was scheduled
+
+
+def test_local_model_fingerprint_follows_its_files(tmp_path: Path) -> None:
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text("{}")
+    (d / "model.safetensors").write_bytes(b"1234")
+    first = model_fingerprint(str(d))
+    assert first.startswith("local:") and first == model_fingerprint(str(d))
+    (d / "model.safetensors").write_bytes(b"12345")  # a new checkpoint
+    assert model_fingerprint(str(d)) != first
+
+
+def test_hub_fingerprint_uses_pinned_or_cached_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert model_fingerprint("org/model", commit) == f"hub:{commit}"
+    import huggingface_hub.constants as c
+
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path))
+    assert model_fingerprint("org/model") == "hub:main"  # not cached: the revision name
+    refs = tmp_path / "models--org--model" / "refs"
+    refs.mkdir(parents=True)
+    (refs / "main").write_text(commit)
+    assert model_fingerprint("org/model") == f"hub:{commit}"
