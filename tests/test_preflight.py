@@ -59,3 +59,28 @@ def test_hub_fingerprint_uses_pinned_or_cached_commit(tmp_path: Path, monkeypatc
     refs.mkdir(parents=True)
     (refs / "main").write_text(commit)
     assert model_fingerprint("org/model") == f"hub:{commit}"
+
+
+@pytest.mark.slow
+def test_changed_local_model_reruns_its_jobs(tmp_path: Path, shared_dir: Path) -> None:
+    from verbeval.models import make_tiny_model
+
+    model = tmp_path / "tiny-gpt2"
+    make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", model, seed=0)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"""
+data_mirror: {shared_dir / 'data'}
+raw_dir: {tmp_path / 'raw'}
+results_dir: {tmp_path / 'results'}
+models: [{{id: {model}, name: tiny}}]
+""")
+    target = str(tmp_path / "results" / "agreement" / "tiny" / "lemmas.parquet")
+    cmd = [sys.executable, "-m", "snakemake", target, "--cores", "1", "--configfile", str(cfg)]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    again = subprocess.run(cmd + ["-n"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert "Nothing to be done" in again.stdout + again.stderr
+    make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", model, seed=1)  # a new checkpoint
+    changed = subprocess.run(cmd + ["-n"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = changed.stdout + changed.stderr
+    assert "rule lemmas:" in out and "Nothing to be done" not in out, out[-2000:]
