@@ -6,12 +6,17 @@
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/fetch.smk"
 include: "workflow/rules/agreement.smk"
+include: "workflow/rules/figures.smk"
 
 
 rule all:
     input:
         agreement_outputs(),
+        figure_outputs(),
     default_target: True

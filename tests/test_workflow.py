@@ -211,7 +211,7 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
         "the deleted shard was not recomputed; snakemake said: "
         + ("'Nothing to be done'" if "Nothing to be done" in output else output[-2000:]))
     assert stats.get("infer") == 1, stats
-    assert set(stats) <= {"infer", "aggregate", "table2", "all"}, stats
+    assert set(stats) <= {"infer", "aggregate", "table2", "all"} | FIGURE_RULES, stats
     assert stats.get("aggregate", 0) <= 1
     assert {p: p.stat().st_mtime_ns for p in others} == others  # no other shard was touched
     assert workflow.table2() == workflow.reference_table  # type: ignore[attr-defined]
@@ -282,3 +282,49 @@ def test_default_config_dry_run() -> None:
     assert stats["infer"] == 4 * 10 * 4 == 160
     assert stats["aggregate"] == 4 * 10
     assert stats["lemmas"] == 4 and stats["table2"] == 1
+
+
+# --------------------------------------------------------------------------- figures and the report
+
+#: rules downstream of the shards and aggregates that draw the figures (workflow/rules/figures.smk)
+FIGURE_RULES = {"figure_top_p", "figure_bottom_p", "figure_prob_counted", "figure_invalid", "figure_models",
+                "lemma_stats", "figure_lemmas", "table3"}
+REPORT_DIR = REPO_ROOT / "workflow" / "report"
+
+
+def test_figures_from_the_run(workflow: Workflow) -> None:
+    figs = workflow.out / "figures"
+    top = load_schema()["properties"]["agreement"]["properties"]["top_cutoffs"]["default"]
+    fig1 = pd.read_csv(figs / "fig1_top_p.csv")
+    assert list(dict.fromkeys(fig1["model"])) == MODELS and list(dict.fromkeys(fig1["group"])) == GROUPS
+    assert sorted(set(fig1["cutoff"])) == sorted(top) and set(fig1["metric"]) == {"ew", "mw"}
+    for stem in ("fig1_top_p", "fig2_bottom_p", "fig3_prob_counted", "fig4_invalid", "lemma_accuracy",
+                 "model_comparison"):
+        for ext in ("csv", "png", "pdf"):
+            assert (figs / f"{stem}.{ext}").stat().st_size > 0, (stem, ext)
+    # the per-lemma statistics pool every context of every group once
+    for m in MODELS:
+        stats = pd.read_csv(workflow.out / m / "lemma_stats.csv")
+        n_ctx = sum(len(pd.read_parquet(workflow.out / m / g / "scores.parquet")) for g in GROUPS)
+        assert (stats["n_contexts"] == n_ctx).all()
+        assert len(stats) == len(pd.read_parquet(workflow.out / m / "lemmas.parquet"))
+    # Table 3: default contexts from obj_rel_within (obj_rel_across is not run), one per label, top-10 each
+    t3 = pd.read_csv(figs / "table3_topk.csv", keep_default_na=False)
+    assert set(t3["group"]) == {"obj_rel_within"} and set(t3["label"]) == {"singular", "plural"}
+    assert len(t3) == 2 * len(MODELS) * 10
+    assert set(t3["mark"]) <= {"correct", "incorrect", "ambiguous", ""}
+
+
+def test_report_builds_offline(workflow: Workflow, tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    workflow.run("--report", str(report))
+    html = report.read_text(encoding="utf-8")
+    captions = sorted(p for p in REPORT_DIR.glob("*.rst") if p.name != "workflow.rst")
+    assert len(captions) == 8
+    for caption in captions:
+        title = re.match(r"\*\*(.+?)\.?\*\*", caption.read_text()).group(1)  # type: ignore[union-attr]
+        assert title in html, f"{caption.name}: caption title {title!r} not in the report"
+    for name in ("fig1_top_p.png", "fig2_bottom_p.png", "fig3_prob_counted.png", "fig4_invalid.png",
+                 "lemma_accuracy.png", "model_comparison.png", "table3_topk.html", "worst_lemmas.html"):
+        assert name in html, name
+    assert "95% percentile" in html  # captions are rendered with the run's configuration

@@ -196,6 +196,149 @@ def cmd_table(a: argparse.Namespace) -> None:
     log.info("Table 2 (%d groups x %d models) -> %s, %s, %s", len(t), len(models), a.csv, a.md, a.tex)
 
 
+def _pairs(items: Sequence[str], option: str) -> dict[str, str]:
+    """``NAME=VALUE`` arguments -> {name: value} (in order)."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise VerbevalError(f"{option} {item!r}: expected NAME=VALUE")
+        out[name] = value
+    return out
+
+
+def _run_groups(groups_file: str, present: Sequence[str]) -> list[dict]:
+    from .templates import load_groups
+
+    present_set = set(present)
+    return [g for g in load_groups(groups_file) if g["id"] in present_set]
+
+
+def cmd_lemma_stats(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .diagnostics import lemma_stats
+    from .io import write_csv
+
+    lemmas = pd.read_parquet(a.lemmas)
+    stats = lemma_stats(a.shards, lemmas, a.model_name)
+    write_csv(stats, a.out, float_format="%.10g")
+    n = int(stats["n_contexts"].iloc[0]) if len(stats) else 0
+    log.info("%s: %d lemmas over %d contexts, mean accuracy %.4f -> %s", a.model_name, len(stats), n,
+             stats["accuracy"].mean() if len(stats) else float("nan"), a.out)
+
+
+def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .figures import CUTOFF_FIGURES, cutoff_curves
+    from .io import write_csv
+    from .plots import plot_cutoff_curves, save_figure
+
+    spec = CUTOFF_FIGURES[a.figure]
+    summary = pd.read_csv(a.summary)
+    models = a.models.split(",")
+    groups = _run_groups(a.groups_file, summary["group"].unique())
+    data = cutoff_curves(summary, metrics=spec.metrics, sides=spec.sides, models=models, groups=groups,
+                         cutoffs={"top": a.top_cutoffs, "bottom": a.bottom_cutoffs})
+    write_csv(data, a.csv, float_format="%.10g")
+    save_figure(plot_cutoff_curves(data, spec, models, a.confidence), a.out)
+    log.info("%s: %d points -> %s", spec.stem, len(data), ", ".join([a.csv, *a.out]))
+
+
+def cmd_plot_models(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .figures import model_comparison
+    from .io import write_csv
+    from .plots import plot_model_comparison, save_figure
+
+    summary = pd.read_csv(a.summary)
+    models = a.models.split(",")
+    groups = _run_groups(a.groups_file, summary["group"].unique())
+    data = model_comparison(summary, models=models, groups=groups)
+    write_csv(data, a.csv, float_format="%.10g")
+    save_figure(plot_model_comparison(data, models), a.out)
+    log.info("model comparison (%d models x %d groups) -> %s", len(models), len(groups), ", ".join([a.csv, *a.out]))
+
+
+def cmd_plot_lemmas(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .diagnostics import worst_lemmas, worst_lemmas_html, worst_lemmas_markdown
+    from .figures import lemma_accuracy, lemma_metrics
+    from .io import write_csv, write_json, write_text
+    from .plots import plot_lemma_accuracy, save_figure
+
+    stats = pd.concat([pd.read_csv(p, keep_default_na=False, na_values=[""]) for p in a.stats], ignore_index=True)
+    models = a.models.split(",")
+    data = lemma_accuracy(stats, models, n_bins=a.bins)
+    metrics = lemma_metrics(data)
+    write_csv(data, a.csv, float_format="%.10g")
+    if a.metrics_json:
+        write_json(a.metrics_json, metrics)
+    save_figure(plot_lemma_accuracy(data, models, metrics), a.out)
+    worst = worst_lemmas(stats, a.worst, models)
+    write_csv(worst, a.worst_csv, float_format="%.10g")
+    if a.worst_md:
+        write_text(a.worst_md, worst_lemmas_markdown(worst))
+    if a.worst_html:
+        write_text(a.worst_html, worst_lemmas_html(worst))
+    log.info("lemma diagnostics of %d models -> %s, %s", len(models), ", ".join([a.csv, *a.out]), a.worst_csv)
+
+
+def cmd_topk_table(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .diagnostics import ModelTopK, read_topk, select_rows, table3_html, table3_markdown, topk_table
+    from .eligibility import single_token_ids
+    from .io import write_csv, write_text
+    from .models import load_tokenizer
+    from .templates import render_context
+
+    model_ids = _pairs(a.model, "--model")
+    revisions = _pairs(a.revision, "--revision")
+    lemma_paths = _pairs(a.lemmas, "--lemmas")
+    shard_paths: dict[str, list[str]] = {}
+    for item in a.shards:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise VerbevalError(f"--shards {item!r}: expected NAME=PATH")
+        shard_paths.setdefault(name, []).append(path)
+    for name in model_ids:
+        if name not in lemma_paths:
+            raise VerbevalError(f"--lemmas: no lemmas file for model {name!r}")
+    templates = pd.read_parquet(a.templates)
+    run_groups = list(dict.fromkeys(templates["group"]))
+    contexts = [{"group": g, "left": left, "right": None if right == "*" else right} for g, left, right in a.context]
+    selected = select_rows(templates, run_groups, contexts or None,
+                           default_groups=a.default_groups.split(",") if a.default_groups else (),
+                           per_label=a.per_label)
+    models = []
+    for name, model_id in model_ids.items():
+        meta, topk = read_topk(shard_paths.get(name, []))
+        tok = load_tokenizer(model_id, revisions.get(name))
+        masked = meta["kind"] == "masked"
+        cased = bool(meta.get("cased"))
+
+        def decode(ids: Sequence[int], tok: object = tok) -> list[str]:
+            return [tok.decode([i]).strip() or repr(tok.decode([i])) for i in ids]  # type: ignore[attr-defined]
+
+        def render(left: str, right: str, tok: object = tok, masked: bool = masked, cased: bool = cased) -> str:
+            return render_context(left, right, cased=cased, masked=masked,
+                                  mask_token=getattr(tok, "mask_token", None))
+
+        models.append(ModelTopK(name=name, kind=meta["kind"], topk=topk, lemmas=pd.read_parquet(lemma_paths[name]),
+                                decode=decode, verb_ids=lambda words, tok=tok: single_token_ids(tok, list(words)),
+                                render=render))
+    table = topk_table(selected, templates, models)
+    write_csv(table, a.csv, float_format="%.6g")
+    write_text(a.md, table3_markdown(table))
+    if a.html:
+        write_text(a.html, table3_html(table))
+    log.info("Table 3: %d contexts x %d models -> %s, %s", len(selected), len(models), a.csv, a.md)
+
+
 def cmd_tiny_model(a: argparse.Namespace) -> None:
     from .models import make_tiny_model
 
@@ -320,6 +463,60 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tex", required=True)
     s.add_argument("--all-csv", required=True, help="all summaries (every metric and cutoff) in one CSV")
     s.add_argument("--metrics", required=True, help="Table 2 as JSON {model: {group: {tse, ew, mw}}} (DVC metrics)")
+
+    s = add("lemma-stats", cmd_lemma_stats, "per-lemma agreement accuracy and mean probability of one model from its shards")
+    s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet")
+    s.add_argument("--shards", nargs="+", required=True, help="the model's shards (any groups)")
+    s.add_argument("--model-name", required=True)
+    s.add_argument("--out", required=True, help="CSV, one row per eligible lemma")
+
+    s = add("plot-cutoffs", cmd_plot_cutoffs, "Figures 1-4: a metric against top-p / bottom-p cutoff, per model and group")
+    s.add_argument("--figure", required=True, choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
+                   help="scores-top (Fig. 1: EW, MW vs top p), scores-bottom (Fig. 2, log axis), "
+                        "prob-counted (Fig. 3), invalid (Fig. 4)")
+    s.add_argument("--summary", required=True, help="summary_all.csv")
+    s.add_argument("--groups-file", required=True)
+    s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
+    s.add_argument("--top-cutoffs", type=_floats, required=True)
+    s.add_argument("--bottom-cutoffs", type=_floats, required=True)
+    s.add_argument("--confidence", type=float, help="CI level, for the figure title")
+    s.add_argument("--csv", required=True, help="the data behind the figure")
+    s.add_argument("--out", nargs="+", required=True, help="figure files (.png, .pdf, .svg)")
+
+    s = add("plot-models", cmd_plot_models, "TSE, EW and MW per group, all models side by side")
+    s.add_argument("--summary", required=True, help="summary_all.csv")
+    s.add_argument("--groups-file", required=True)
+    s.add_argument("--models", required=True, help="comma-separated model names")
+    s.add_argument("--csv", required=True, help="the data behind the figure")
+    s.add_argument("--out", nargs="+", required=True, help="figure files (.png, .pdf, .svg)")
+
+    s = add("plot-lemmas", cmd_plot_lemmas, "per-lemma accuracy against log-probability, and the worst-conjugated lemmas")
+    s.add_argument("--stats", nargs="+", required=True, help="lemma-stats CSVs (one per model)")
+    s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
+    s.add_argument("--bins", type=int, default=10, help="probability bins of the trend line")
+    s.add_argument("--worst", type=int, default=20, help="lemmas per model in the worst-lemmas table")
+    s.add_argument("--csv", required=True, help="the data behind the figure")
+    s.add_argument("--metrics-json", help="per model: lemmas, mean accuracy, Spearman correlation")
+    s.add_argument("--out", nargs="+", required=True, help="figure files (.png, .pdf, .svg)")
+    s.add_argument("--worst-csv", required=True)
+    s.add_argument("--worst-md")
+    s.add_argument("--worst-html")
+
+    s = add("topk-table", cmd_topk_table, "Table 3: top-k tokens of selected contexts, correct/incorrect verb forms marked")
+    s.add_argument("--templates", required=True)
+    s.add_argument("--model", action="append", default=[], required=True, metavar="NAME=ID",
+                   help="model name and hub id or path (for its tokenizer); repeat per model, in column order")
+    s.add_argument("--revision", action="append", default=[], metavar="NAME=REV")
+    s.add_argument("--lemmas", action="append", default=[], metavar="NAME=PATH")
+    s.add_argument("--shards", nargs="+", default=[], metavar="NAME=PATH", help="shards of the selected groups")
+    s.add_argument("--context", nargs=3, action="append", default=[], metavar=("GROUP", "LEFT", "RIGHT"),
+                   help="a context to show (RIGHT * = any); repeatable. Default: --default-groups")
+    s.add_argument("--default-groups", default="obj_rel_within,obj_rel_across",
+                   help="without --context: the first rows of each label of these groups")
+    s.add_argument("--per-label", type=int, default=1, help="without --context: rows per label and group")
+    s.add_argument("--csv", required=True)
+    s.add_argument("--md", required=True)
+    s.add_argument("--html")
 
     s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM on a real tokenizer (for tests)")
     s.add_argument("--tokenizer", required=True)

@@ -31,6 +31,21 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "infer": ("models", "inference", "agreement.chunks"),
     "aggregate": ("agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap"),
     "table2": ("models", "agreement.groups"),
+    # figures (workflow/rules/figures.smk)
+    "figure_top_p": ("models", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap",
+                     "agreement.figures.formats"),
+    "figure_bottom_p": ("models", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap",
+                        "agreement.figures.formats"),
+    "figure_prob_counted": ("models", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap",
+                            "agreement.figures.formats"),
+    "figure_invalid": ("models", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap",
+                       "agreement.figures.formats"),
+    "figure_models": ("models", "agreement.figures.formats"),
+    "lemma_stats": ("agreement.groups", "agreement.chunks"),
+    "figure_lemmas": ("models", "agreement.figures.formats", "agreement.figures.worst_lemmas",
+                      "agreement.figures.lemma_bins"),
+    "table3": ("models", "agreement.chunks", "agreement.figures.contexts", "agreement.figures.context_groups",
+               "agreement.figures.contexts_per_label"),
 }
 
 #: outputs declared as DVC metrics (not cached, so `dvc metrics show` reads them from the workspace)

@@ -1,0 +1,186 @@
+"""The data behind each agreement figure, as DataFrames (drawing is in :mod:`verbeval.plots`).
+
+Every function here reads the aggregates (``summary_all.csv``) or per-lemma statistics and returns
+exactly what a figure shows; the workflow writes it as the CSV next to the figure.
+
+* :func:`cutoff_curves`: Figures 1-4 of Newman et al. (2021): EW/MW, counted probability mass or
+  the share of invalid contexts against the top-p / bottom-p cutoff, per model and group, with
+  the bootstrap CI of the summary.
+* :func:`model_comparison`: TSE, EW and MW (top p = 1) per group, all models side by side.
+* :func:`lemma_accuracy`: per-lemma agreement accuracy against mean log-probability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import VerbevalError
+
+METRIC_LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW", "prob_counted": "Probability mass counted",
+                 "invalid": "Share of invalid contexts"}
+SIDE_LABELS = {"top": "top-p cutoff", "bottom": "bottom-p cutoff"}
+
+
+@dataclass(frozen=True)
+class CutoffFigure:
+    """Which summary metrics and sides a cutoff figure shows; one panel row per (metric, side)."""
+
+    stem: str
+    title: str
+    metrics: tuple[str, ...]
+    sides: tuple[str, ...]
+    log_y_bottom: bool = False  # log y axis on bottom-p panels
+    has_ci: bool = True  # the summary has bootstrap CIs for the metric
+
+
+#: the cutoff figures, by the name the CLI takes
+CUTOFF_FIGURES: dict[str, CutoffFigure] = {
+    "scores-top": CutoffFigure("fig1_top_p", "EW and MW against top-p cutoff", ("ew", "mw"), ("top",)),
+    "scores-bottom": CutoffFigure("fig2_bottom_p", "EW and MW against bottom-p cutoff", ("ew", "mw"), ("bottom",)),
+    "prob-counted": CutoffFigure("fig3_prob_counted", "Probability mass of the eligible inflections counted",
+                                 ("prob_counted",), ("top", "bottom"), log_y_bottom=True),
+    "invalid": CutoffFigure("fig4_invalid", "Share of contexts with no eligible lemma (invalid)",
+                            ("invalid",), ("top", "bottom"), has_ci=False),
+}
+
+CURVE_COLUMNS = ("model", "group", "group_name", "metric", "side", "cutoff", "value", "ci_low", "ci_high", "n",
+                 "n_total")
+
+
+def _group_names(groups: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    return {str(g["id"]): str(g["name"]) for g in groups}
+
+
+def _order(df: pd.DataFrame, col: str, values: Sequence[str]) -> pd.Series:
+    return df[col].map({v: i for i, v in enumerate(values)})
+
+
+def cutoff_curves(
+    summary: pd.DataFrame,
+    *,
+    metrics: Sequence[str],
+    sides: Sequence[str],
+    models: Sequence[str],
+    groups: Sequence[Mapping[str, Any]],
+    cutoffs: Mapping[str, Sequence[float]],
+) -> pd.DataFrame:
+    """Rows of ``summary`` for ``metrics`` x ``sides`` x ``models`` x ``groups`` at exactly the
+    configured ``cutoffs`` (``{"top": [...], "bottom": [...]}``), in model, metric, side, group
+    and cutoff order. ``ci_low``/``ci_high`` are the summary's bootstrap bounds.
+
+    Raises :class:`VerbevalError` naming the first missing (model, group, metric, side, cutoff),
+    e.g. when the summary is stale after a cutoff change.
+    """
+    names = _group_names(groups)
+    gids = list(names)
+    s = summary[summary["metric"].isin(metrics) & summary["side"].isin(sides) & summary["model"].isin(models)
+                & summary["group"].isin(gids)].copy()
+    s["cutoff"] = s["cutoff"].astype(float)
+    parts = []
+    for side in sides:
+        cuts = np.asarray(sorted(float(c) for c in cutoffs[side]), dtype=float)
+        part = s[s["side"] == side]
+        keep = np.isclose(part["cutoff"].to_numpy()[:, None], cuts[None, :], rtol=1e-9, atol=0).any(axis=1) \
+            if len(cuts) else np.zeros(len(part), bool)
+        part = part[keep]
+        for m in models:
+            for g in gids:
+                for metric in metrics:
+                    got = part[(part["model"] == m) & (part["group"] == g) & (part["metric"] == metric)]["cutoff"]
+                    missing = [c for c in cuts if not np.isclose(got.to_numpy(), c, rtol=1e-9, atol=0).any()]
+                    if missing:
+                        raise VerbevalError(f"summary has no {metric} ({side}) for model {m!r}, group {g!r} at cutoff "
+                                            f"{missing[0]:g} (stale summary? rerun aggregate)")
+                    if len(got) != len(cuts):
+                        raise VerbevalError(f"summary has duplicate {metric} ({side}) rows for model {m!r}, group {g!r}")
+        parts.append(part)
+    out = pd.concat(parts, ignore_index=True) if parts else s.iloc[:0]
+    out["group_name"] = out["group"].map(names)
+    out = out.assign(_m=_order(out, "model", models), _me=_order(out, "metric", metrics),
+                     _s=_order(out, "side", sides), _g=_order(out, "group", gids))
+    out = out.sort_values(["_m", "_me", "_s", "_g", "cutoff"], kind="stable")
+    return out[list(CURVE_COLUMNS)].reset_index(drop=True)
+
+
+COMPARISON_COLUMNS = ("model", "group", "group_name", "metric", "value", "ci_low", "ci_high", "n", "n_total")
+
+
+def model_comparison(summary: pd.DataFrame, *, models: Sequence[str], groups: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """TSE (over rows) and EW, MW (over contexts, top p = 1) per model and group, with CIs: the
+    numbers of Table 2, long format, in group, metric, model order."""
+    names = _group_names(groups)
+    gids = list(names)
+    s = summary[summary["model"].isin(models) & summary["group"].isin(gids)]
+    tse = s[s["metric"] == "tse"]
+    at_one = s[s["metric"].isin(["ew", "mw"]) & (s["side"] == "top")
+               & np.isclose(s["cutoff"].astype(float), 1.0, rtol=0, atol=1e-12)]
+    out = pd.concat([tse, at_one], ignore_index=True)
+    for m in models:
+        for g in gids:
+            for metric in ("tse", "ew", "mw"):
+                n = ((out["model"] == m) & (out["group"] == g) & (out["metric"] == metric)).sum()
+                if n != 1:
+                    what = "TSE" if metric == "tse" else f"{metric.upper()} at top p = 1"
+                    raise VerbevalError(f"summary has {n} rows of {what} for model {m!r}, group {g!r} (expected 1)")
+    out = out.assign(group_name=out["group"].map(names), _g=_order(out, "group", gids),
+                     _me=_order(out, "metric", ["tse", "ew", "mw"]), _m=_order(out, "model", models))
+    out = out.sort_values(["_g", "_me", "_m"], kind="stable")
+    return out[list(COMPARISON_COLUMNS)].reset_index(drop=True)
+
+
+def _num(x: Any) -> float | None:
+    v = float(x)
+    return None if np.isnan(v) else round(v, 6)
+
+
+LEMMA_ACCURACY_COLUMNS = ("model", "lemma", "sing", "plur", "n_contexts", "accuracy", "mean_prob",
+                          "mean_log10_prob", "bin", "bin_log10_prob", "bin_accuracy")
+
+
+def lemma_accuracy(stats: pd.DataFrame, models: Sequence[str], n_bins: int = 10) -> pd.DataFrame:
+    """Per-lemma accuracy against mean log10 probability, one row per (model, lemma).
+
+    ``bin``: the lemma's quantile bin of ``mean_log10_prob`` within its model (0 = least probable,
+    up to ``n_bins`` equal-count bins); ``bin_log10_prob`` / ``bin_accuracy``: the bin's mean x and
+    mean accuracy (the trend line of the figure).
+    """
+    missing = [m for m in models if m not in set(stats["model"])]
+    if missing:
+        raise VerbevalError(f"no lemma statistics for model(s) {missing}")
+    parts = []
+    for m in models:
+        part = stats[stats["model"] == m].copy()
+        x = part["mean_log10_prob"].to_numpy(dtype=float)
+        if len(part) == 0:
+            part["bin"] = pd.Series(dtype="int64")
+        else:
+            ranks = pd.Series(x).rank(method="first").to_numpy() - 1  # ties broken by lemma order
+            part["bin"] = np.minimum((ranks * n_bins / len(part)).astype(int), n_bins - 1)
+        grouped = part.groupby("bin")
+        part["bin_log10_prob"] = grouped["mean_log10_prob"].transform("mean")
+        part["bin_accuracy"] = grouped["accuracy"].transform("mean")
+        parts.append(part)
+    out = pd.concat(parts, ignore_index=True)
+    return out[list(LEMMA_ACCURACY_COLUMNS)].reset_index(drop=True)
+
+
+def lemma_metrics(data: pd.DataFrame) -> dict[str, Any]:
+    """Per model: number of lemmas, mean per-lemma accuracy and the Spearman correlation between
+    accuracy and mean log10 probability (``null`` when either is constant)."""
+    from scipy.stats import spearmanr
+
+    out: dict[str, Any] = {}
+    for m, part in data.groupby("model", sort=False):
+        x, y = part["mean_log10_prob"].to_numpy(float), part["accuracy"].to_numpy(float)
+        ok = ~(np.isnan(x) | np.isnan(y))
+        rho = None
+        if ok.sum() > 2 and np.ptp(x[ok]) > 0 and np.ptp(y[ok]) > 0:
+            rho = _num(spearmanr(x[ok], y[ok]).statistic)
+        out[str(m)] = {"n_lemmas": int(len(part)), "mean_accuracy": _num(np.nanmean(y)) if ok.any() else None,
+                       "spearman_accuracy_log10_prob": rho}
+    return out

@@ -1,0 +1,181 @@
+"""Drawing the agreement figures (seaborn/matplotlib) from the DataFrames of :mod:`verbeval.figures`.
+
+One style for every figure (:func:`apply_style`): seaborn's ``whitegrid`` theme in ``paper``
+context, one colour per template group (in Table 2 order) and one per model, shared legends
+outside the panels. Figures are saved without timestamps so that reruns give identical files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from .figures import METRIC_LABELS, SIDE_LABELS, CutoffFigure  # noqa: E402
+from .io import atomic_path  # noqa: E402
+
+FORMATS = ("png", "pdf", "svg")
+DPI = 150
+CHANCE_STYLE = {"color": "0.4", "linestyle": "--", "linewidth": 0.8, "zorder": 0}
+
+
+def apply_style() -> None:
+    """The common style of every verbeval figure."""
+    sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+    plt.rcParams.update({"svg.hashsalt": "verbeval", "figure.dpi": DPI, "savefig.dpi": DPI,
+                         "legend.frameon": False, "axes.titleweight": "bold"})
+
+
+def palette(names: Sequence[str], kind: str = "group") -> dict[str, Any]:
+    """A fixed colour per name: ``tab10`` for up to 10 groups, ``Set2``-like ``colorblind`` for models."""
+    n = len(names)
+    base = "tab10" if kind == "group" else "colorblind"
+    colours = sns.color_palette(base, n) if n <= 10 else sns.color_palette("husl", n)
+    return dict(zip(names, colours))
+
+
+def save_figure(fig: Figure, paths: Sequence[str | Path]) -> None:
+    """Save ``fig`` to each path (format from the suffix: png, pdf or svg), atomically and
+    without creation dates."""
+    for p in paths:
+        fmt = Path(p).suffix.lstrip(".").lower()
+        if fmt not in FORMATS:
+            raise ValueError(f"{p}: unsupported figure format {fmt!r} (use {', '.join(FORMATS)})")
+        metadata: dict[str, Any] = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None},
+                                    "svg": {"Date": None}}[fmt]
+        with atomic_path(p) as tmp:
+            fig.savefig(tmp, format=fmt, metadata=metadata, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _legend(fig: Figure, colours: Mapping[str, Any], labels: Mapping[str, str], title: str, marker: str = "o") -> None:
+    handles = [plt.Line2D([], [], color=c, marker=marker, markersize=4, linewidth=1.5) for c in colours.values()]
+    fig.legend(handles, [labels.get(k, k) for k in colours], title=title, loc="center left",
+               bbox_to_anchor=(1.0, 0.5), fontsize="small", title_fontsize="small")
+
+
+def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[str], confidence: float | None = None) -> Figure:
+    """One panel per model (columns) and (metric, side) (rows): a line per group with its CI band.
+    Bottom-p panels have a log x axis."""
+    apply_style()
+    rows = [(m, s) for m in spec.metrics for s in spec.sides]
+    groups = list(dict.fromkeys(data["group"]))
+    names = dict(zip(data["group"], data["group_name"]))
+    colours = palette(groups, "group")
+    fig, axes = plt.subplots(len(rows), len(models), figsize=(3.4 * len(models) + 0.4, 2.7 * len(rows)),
+                             squeeze=False, sharey="row", layout="constrained")
+    for i, (metric, side) in enumerate(rows):
+        for j, model in enumerate(models):
+            ax = axes[i][j]
+            panel = data[(data["model"] == model) & (data["metric"] == metric) & (data["side"] == side)]
+            for g in groups:
+                d = panel[panel["group"] == g].sort_values("cutoff")
+                if d.empty:
+                    continue
+                x = d["cutoff"].to_numpy(float)
+                ax.plot(x, d["value"].to_numpy(float), marker="o", markersize=3, linewidth=1.3, color=colours[g])
+                lo, hi = d["ci_low"].to_numpy(float), d["ci_high"].to_numpy(float)
+                if np.isfinite(lo).any():
+                    ax.fill_between(x, lo, hi, color=colours[g], alpha=0.15, linewidth=0)
+            cuts = data.loc[data["side"] == side, "cutoff"].to_numpy(float)
+            if side == "bottom":
+                ax.set_xscale("log")
+                if len(cuts):  # the whole configured range, also where every score is undefined
+                    ax.set_xlim(cuts.min() / 2, cuts.max() * 2)
+            elif len(cuts):
+                ax.set_xlim(min(0.0, cuts.min() - 0.05), max(1.0, cuts.max()) + 0.03)
+            if side == "bottom":
+                if spec.log_y_bottom:
+                    ax.set_yscale("log", nonpositive="mask")
+            if metric in ("ew", "mw"):
+                ax.axhline(0.5, **CHANCE_STYLE)
+            if metric == "invalid":
+                ax.set_ylim(-0.03, 1.03)
+            if i == 0:
+                ax.set_title(model)
+            ax.set_xlabel(SIDE_LABELS[side] + (" (log scale)" if side == "bottom" else ""))
+            if j == 0:
+                ax.set_ylabel(METRIC_LABELS[metric] + (" (log scale)" if side == "bottom" and spec.log_y_bottom else ""))
+    if spec.has_ci:
+        band = f"bands: {confidence:.0%} bootstrap CI" if confidence else "bands: bootstrap CI"
+        fig.suptitle(f"{spec.title} ({band})", fontsize="medium")
+    else:
+        fig.suptitle(spec.title, fontsize="medium")
+    _legend(fig, colours, names, "template group")
+    return fig
+
+
+def plot_model_comparison(data: pd.DataFrame, models: Sequence[str]) -> Figure:
+    """TSE, EW and MW per group (rows) with one bar per model and its CI; a panel per metric."""
+    apply_style()
+    metrics = ["tse", "ew", "mw"]
+    groups = list(dict.fromkeys(data["group"]))
+    names = dict(zip(data["group"], data["group_name"]))
+    colours = palette(list(models), "model")
+    n_m = max(len(models), 1)
+    height = 0.8 / n_m
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.3 * len(metrics) + 2.2, 0.2 * len(groups) * max(n_m, 2) + 1.4),
+                             sharey=True, squeeze=False, layout="constrained")
+    y0 = np.arange(len(groups))
+    for j, metric in enumerate(metrics):
+        ax = axes[0][j]
+        for k, m in enumerate(models):
+            d = data[(data["metric"] == metric) & (data["model"] == m)].set_index("group").reindex(groups)
+            v = d["value"].to_numpy(float)
+            lo = np.nan_to_num(v - d["ci_low"].to_numpy(float), nan=0.0)
+            hi = np.nan_to_num(d["ci_high"].to_numpy(float) - v, nan=0.0)
+            y = y0 - 0.4 + height * (k + 0.5)
+            ax.barh(y, np.nan_to_num(v), height=height * 0.95, color=colours[m], xerr=np.vstack([lo, hi]),
+                    error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "0.2"}, label=m)
+        ax.axvline(0.5, **CHANCE_STYLE)
+        ax.set_xlim(0, 1)
+        ax.set_title(METRIC_LABELS[metric] + (" (top p = 1)" if metric != "tse" else ""))
+        ax.set_xlabel("accuracy")
+        ax.set_yticks(y0, [names[g] for g in groups])
+        if j == 0:  # shared y axis: the first group on top
+            ax.invert_yaxis()
+        ax.grid(axis="y", visible=False)
+    fig.suptitle("TSE, EW and MW per template group (error bars: bootstrap CI; dashed: chance)", fontsize="medium")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[m]) for m in models]
+    fig.legend(handles, list(models), title="model", loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small",
+               title_fontsize="small")
+    return fig
+
+
+def plot_lemma_accuracy(data: pd.DataFrame, models: Sequence[str], metrics: Mapping[str, Any] | None = None) -> Figure:
+    """Per model: each eligible lemma's agreement accuracy against its mean log10 probability,
+    with the mean accuracy of equal-count probability bins as a trend line."""
+    apply_style()
+    colours = palette(list(models), "model")
+    fig, axes = plt.subplots(1, len(models), figsize=(3.6 * len(models), 3.2), squeeze=False, sharey=True,
+                             layout="constrained")
+    for j, m in enumerate(models):
+        ax = axes[0][j]
+        d = data[data["model"] == m]
+        ax.scatter(d["mean_log10_prob"], d["accuracy"], s=5, alpha=0.35, color=colours[m], linewidths=0,
+                   label="lemma")
+        bins = d.drop_duplicates("bin").sort_values("bin")
+        ax.plot(bins["bin_log10_prob"], bins["bin_accuracy"], color="0.15", marker="o", markersize=3.5, linewidth=1.3,
+                label="bin mean")
+        ax.axhline(0.5, **CHANCE_STYLE)
+        title = m
+        rho = (metrics or {}).get(m, {}).get("spearman_accuracy_log10_prob")
+        if rho is not None:
+            title += f"\nSpearman ρ = {rho:.2f}"
+        ax.set_title(title)
+        ax.set_xlabel("mean log10 P(lemma) in context")
+        if j == 0:
+            ax.set_ylabel("agreement accuracy (EW test)")
+            ax.legend(loc="lower right", fontsize="small")
+    fig.suptitle("Per-lemma agreement accuracy against the lemma's probability", fontsize="medium")
+    return fig
