@@ -94,6 +94,7 @@ def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[
                     ax.set_xlim(cuts.min() / 2, cuts.max() * 2)
             elif len(cuts):
                 ax.set_xlim(min(0.0, cuts.min() - 0.05), max(1.0, cuts.max()) + 0.03)
+                ax.set_xticks([0.2, 0.4, 0.6, 0.8, 1.0])  # no 0.0 label next to the neighbour's 1.0
             if side == "bottom":
                 if spec.log_y_bottom:
                     ax.set_yscale("log", nonpositive="mask")
