@@ -59,7 +59,9 @@ def test_stage_runs_the_snakemake_command(ci_jobs: list[JobSpec]) -> None:
     assert stage["cmd"] == "mkdir -p results-ci/logs/agreement/tiny-gpt2/infer/blimp && " + job.cmd
     assert job.cmd.startswith("verbeval infer --model models/tiny-gpt2 ")
     assert "--chunk 1 --n-chunks 2 --out results-ci/agreement/tiny-gpt2/shards/blimp/2-of-2.parquet" in job.cmd
-    assert stage["deps"] == ["results-ci/agreement/templates.parquet", "results-ci/agreement/tiny-gpt2/lemmas.parquet"]
+    # the local model directory is a dependency: a new checkpoint reruns the stage
+    assert stage["deps"] == ["results-ci/agreement/templates.parquet", "results-ci/agreement/tiny-gpt2/lemmas.parquet",
+                             "models/tiny-gpt2"]
     assert stage["outs"] == ["results-ci/agreement/tiny-gpt2/shards/blimp/2-of-2.parquet"]
     # keys set in ci.yaml come from it, the others from config.yaml
     assert stage["params"] == [{"config/ci.yaml": ["models", "inference", "agreement.chunks"]}]
@@ -85,3 +87,16 @@ def test_root_pipeline_is_valid_yaml_with_paper_models() -> None:
     infer = [n for n in data["stages"] if n.startswith("infer--")]
     assert len(infer) == 160
     assert any(n.endswith("--gpt2-xl") for n in infer)
+
+
+def test_figure_data_are_dvc_plots_with_existing_columns(ci_jobs: list[JobSpec]) -> None:
+    from verbeval.dvc import PLOTS
+    from verbeval.figures import COMPARISON_COLUMNS, CURVE_COLUMNS, LEMMA_ACCURACY_COLUMNS
+
+    columns = {"lemma_accuracy.csv": LEMMA_ACCURACY_COLUMNS, "model_comparison.csv": COMPARISON_COLUMNS}
+    for name, spec in PLOTS.items():
+        cols = columns.get(name, CURVE_COLUMNS)
+        assert spec["x"] in cols and spec["y"] in cols, name
+    stages = dvc_pipeline(ci_jobs, ["config/config.yaml", "config/ci.yaml"], REPO)["stages"]
+    declared = {Path(next(iter(p))).name for s in stages.values() for p in s.get("plots", [])}
+    assert declared == set(PLOTS)

@@ -51,6 +51,18 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
 #: outputs declared as DVC metrics (not cached, so `dvc metrics show` reads them from the workspace)
 METRICS_SUFFIXES = ("metrics.json",)
 
+#: figure data declared as DVC plots (by file name): `dvc plots show` draws them
+PLOTS: dict[str, dict[str, str]] = {
+    "fig1_top_p.csv": {"x": "cutoff", "y": "value", "title": "EW and MW against top-p cutoff"},
+    "fig2_bottom_p.csv": {"x": "cutoff", "y": "value", "title": "EW and MW against bottom-p cutoff"},
+    "fig3_prob_counted.csv": {"x": "cutoff", "y": "value", "title": "Probability mass counted"},
+    "fig4_invalid.csv": {"x": "cutoff", "y": "value", "title": "Share of invalid contexts"},
+    "lemma_accuracy.csv": {"x": "mean_log10_prob", "y": "accuracy", "template": "scatter",
+                           "title": "Per-lemma agreement accuracy against mean log10 probability"},
+    "model_comparison.csv": {"x": "value", "y": "group", "template": "bar_horizontal",
+                             "title": "TSE, EW and MW per group and model"},
+}
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -144,12 +156,15 @@ def dvc_pipeline(jobs: Sequence[JobSpec], configfiles: Sequence[str], root: Path
         params = _params(job.rule, cfgs)
         if params:
             stage["params"] = params
-        outs = [o for o in job.outputs if not o.endswith(METRICS_SUFFIXES)]
         metrics = [o for o in job.outputs if o.endswith(METRICS_SUFFIXES)]
+        plots = [o for o in job.outputs if Path(o).name in PLOTS]
+        outs = [o for o in job.outputs if o not in metrics and o not in plots]
         if outs:
             stage["outs"] = outs
         if metrics:
             stage["metrics"] = [{m: {"cache": False}} for m in metrics]
+        if plots:
+            stage["plots"] = [{p: {**PLOTS[Path(p).name], "cache": False}} for p in plots]
         name = stage_name(job)
         if name in stages:
             raise VerbevalError(f"two jobs map to the DVC stage name {name!r}")

@@ -27,6 +27,14 @@ Kind = Literal["masked", "causal"]
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
+PATH_PREFIXES = ("/", "./", "../", "~")
+
+
+def written_as_path(model_id: str) -> bool:
+    """True when ``model_id`` is written as a path (absolute, ``./``, ``../`` or ``~``), not a hub id."""
+    return model_id.startswith(PATH_PREFIXES)
+
+
 def model_name(model_id: str) -> str:
     """File-system friendly name of a model, used in result paths.
 
@@ -35,7 +43,7 @@ def model_name(model_id: str) -> str:
     to choose another. The result does not depend on whether the path exists.
     """
     mid = model_id.rstrip("/")
-    if mid.startswith(("/", "./", "../", "~")):
+    if written_as_path(mid):
         base = Path(mid).name
     else:
         base = mid.replace("/", "--")

@@ -4,7 +4,7 @@ import re
 from verbeval.config import validate_config, model_entries
 from verbeval.errors import VerbevalError
 from verbeval.fetch import load_manifest, local_filename, mirror_location
-from verbeval.models import is_local, model_fingerprint
+from verbeval.models import is_local, model_fingerprint, written_as_path
 from verbeval.inference import chunk_label
 from verbeval.templates import load_groups
 
@@ -39,7 +39,7 @@ if config["data_mirror"]:
     if _missing:
         raise WorkflowError(f"data_mirror {config['data_mirror']}: missing {len(_missing)} file(s), e.g. {_missing[0]}")
 for _m in MODELS.values():
-    if _m["id"].startswith(("/", "./", "../", "~")) and not is_local(_m["id"]):
+    if written_as_path(_m["id"]) and not is_local(_m["id"]):
         raise WorkflowError(f"model {_m['name']}: local path {_m['id']} does not exist")
 
 
