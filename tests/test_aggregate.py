@@ -6,9 +6,8 @@ model is needed.
 
 from __future__ import annotations
 
-import warnings
-
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
