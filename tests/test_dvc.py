@@ -17,6 +17,18 @@ PIPELINES = [
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def ci_models(shared_dir: Path) -> None:
+    """The CI configuration's local models: their directories are DVC dependencies, so they must
+    exist when the pipeline is generated (.ci/run makes them the same way)."""
+    from verbeval.models import make_tiny_model
+
+    for tok, arch in (("bert-base-cased", "bert"), ("gpt2", "gpt2")):
+        out = REPO / "models" / f"tiny-{tok}"
+        if not (out / "config.json").exists():
+            make_tiny_model(shared_dir / "tokenizers" / tok, arch, out)
+
+
 @pytest.fixture(scope="module")
 def ci_jobs() -> list[JobSpec]:
     return workflow_jobs(REPO / "Snakefile", [REPO / "config/config.yaml", REPO / "config/ci.yaml"], REPO)
