@@ -15,8 +15,9 @@ of pre/post is defined, the defined one is reported; when neither is, the score 
 ``p >= 1`` means the whole vocabulary.
 
 Everything here is vectorised: the per-form statistics (probability, mass ranked above, mass
-ranked below) are computed once per context; every cutoff is then answered with sorts, prefix sums
-and a batched binary search, with no Python loop over lemmas, vocabulary or cutoffs.
+ranked below) are computed once per context; each side (top, bottom) then sorts the eligible forms
+once per context, and every pre/post set at every cutoff is a prefix of that order, answered with
+prefix sums and a batched binary search: no Python loop over lemmas, vocabulary or cutoffs.
 
 Example (the paper's Table 1 toy: one plural context, two lemmas)::
 
@@ -120,8 +121,10 @@ def _cutoff_tensor(cutoffs: Sequence[float] | np.ndarray, n: int) -> torch.Tenso
 
 def _prefix(values: torch.Tensor) -> torch.Tensor:
     """Cumulative sums with a leading zero column: ``out[:, k]`` is the sum of the first k values."""
-    zeros = torch.zeros((values.shape[0], 1), dtype=values.dtype)
-    return torch.cat([zeros, torch.cumsum(values, dim=-1)], dim=-1)
+    out = torch.empty((values.shape[0], values.shape[1] + 1), dtype=values.dtype)
+    out[:, 0] = 0
+    torch.cumsum(values, dim=-1, out=out[:, 1:])
+    return out
 
 
 def _count_below(sorted_keys: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
@@ -130,41 +133,9 @@ def _count_below(sorted_keys: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(sorted_keys.contiguous(), p_eff, side="left")
 
 
-def _sorted_prefix_at(keys: torch.Tensor, values: list[torch.Tensor], p: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """For each context and cutoff: how many keys are < p, and the sums of ``values`` over them."""
-    sorted_keys, order = torch.sort(keys, dim=-1, stable=True)
-    counts = _count_below(sorted_keys, p)
-    sums = [_prefix(v.gather(1, order)).gather(1, counts) for v in values]
-    return counts, sums
-
-
 def _ratio(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
     out = num / torch.where(den > 0, den, torch.ones_like(den))
     return torch.where(den > 0, out, torch.full_like(out, float("nan")))
-
-
-def _straddle_alpha(prob: torch.Tensor, excl: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """Interpolation weight for each context and cutoff.
-
-    ``prob``/``excl``: ``[N, F]`` form probabilities and the mass strictly before each form in the
-    ranking. The straddling rank r* is the first whose inclusive mass reaches p; if it holds an
-    eligible form f, alpha = (p - excl_f) / prob_f, else the form-restricted pre and post sets are
-    identical and alpha is irrelevant (0 is returned).
-    """
-    incl = excl + prob
-    # lexicographic order by (incl, excl): two stable sorts, secondary key first
-    o1 = torch.sort(excl, dim=-1, stable=True).indices
-    incl1 = incl.gather(1, o1)
-    o2 = torch.sort(incl1, dim=-1, stable=True).indices
-    order = o1.gather(1, o2)
-    incl_s, excl_s, prob_s = incl.gather(1, order), excl.gather(1, order), prob.gather(1, order)
-    n_pre = _count_below(incl_s, p)  # forms entirely before the cutoff
-    f = incl_s.shape[1]
-    cand = n_pre.clamp(max=f - 1)
-    c_excl, c_prob = excl_s.gather(1, cand), prob_s.gather(1, cand)
-    straddles = (n_pre < f) & (c_excl < p) & (p < 1.0) & (c_prob > 0)
-    alpha = (p - c_excl) / torch.where(c_prob > 0, c_prob, torch.ones_like(c_prob))
-    return torch.where(straddles, alpha.clamp(0.0, 1.0), torch.zeros_like(alpha))
 
 
 def _interpolate(pre: torch.Tensor, post: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
@@ -200,31 +171,61 @@ def side_scores(
         nan = np.full(tuple(p.shape), np.nan)
         return SideScores(nan, nan.copy(), np.zeros(tuple(p.shape)))
 
+    f = 2 * n_lemmas
     right_idx = plural_t.long().view(n, 1, 1).expand(n, n_lemmas, 1)
     p_right = prob_t.gather(2, right_idx).squeeze(2)
     p_wrong = prob_t.gather(2, 1 - right_idx).squeeze(2)
     lemma_ok = (p_right > p_wrong).to(torch.float64)
-    incl = excl_t + prob_t
     is_right_form = torch.zeros_like(prob_t)
     is_right_form.scatter_(2, right_idx, 1.0)
 
-    results: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
-    for variant, key in (("pre", incl), ("post", excl_t)):
-        # a lemma enters the set when its first (either) or last (both) form does
-        lemma_key = key.amax(dim=2) if both_forms else key.amin(dim=2)
-        count, (n_ok,) = _sorted_prefix_at(lemma_key, [lemma_ok], p)
-        ew = _ratio(n_ok, count.to(torch.float64))
-        if both_forms:
-            _, (num, den) = _sorted_prefix_at(lemma_key, [p_right, p_right + p_wrong], p)
-        else:
-            flat_key = key.reshape(n, 2 * n_lemmas)
-            flat_p = prob_t.reshape(n, 2 * n_lemmas)
-            _, (num, den) = _sorted_prefix_at(flat_key, [flat_p * is_right_form.reshape(n, -1), flat_p], p)
-        mw = torch.where(count > 0, _ratio(num, den), torch.full_like(num, float("nan")))
-        results[variant] = (ew, mw, den)
+    # One sort per context: the forms in ranking order from the end being cut. Every set scored
+    # below (pre/post at every cutoff) is a prefix of this order.
+    flat_excl = excl_t.reshape(n, f)
+    order = torch.sort(flat_excl, dim=-1, stable=True).indices
+    excl_s = flat_excl.gather(1, order)
+    prob_s = prob_t.reshape(n, f).gather(1, order)
+    # inclusive mass is nondecreasing along the ranking; cummax only irons out storage rounding
+    incl_s = torch.cummax(excl_s + prob_s, dim=-1).values
+    n_pre = _count_below(incl_s, p)  # forms entirely before the cutoff
+    n_post = _count_below(excl_s, p)  # forms starting before it (pre + the straddling form)
 
-    alpha = _straddle_alpha(prob_t.reshape(n, -1), excl_t.reshape(n, -1), p)
-    pre, post = results["pre"], results["post"]
+    # position of each form in the ranking; a lemma enters the set with its first form (top-p,
+    # either form counts) or its second form (bottom-p, both forms must be in)
+    pos = torch.empty_like(order)
+    pos.scatter_(1, order, torch.arange(f).expand(n, f))
+    pos = pos.view(n, n_lemmas, 2)
+    enter = (torch.maximum if both_forms else torch.minimum)(pos[:, :, 0], pos[:, :, 1])  # [N, L]
+
+    def at_entry(values: torch.Tensor) -> torch.Tensor:
+        """Lemma values placed at the ranking position where the lemma enters the set."""
+        return torch.zeros((n, f), dtype=torch.float64).scatter_(1, enter, values)
+
+    sums = {
+        "count": at_entry(torch.ones_like(lemma_ok)),
+        "ok": at_entry(lemma_ok),
+    }
+    if both_forms:  # MW over counted lemmas, both forms' mass
+        sums["num"] = at_entry(p_right)
+        sums["den"] = at_entry(p_right + p_wrong)
+    else:  # MW over the forms in the set
+        sums["num"] = (prob_t * is_right_form).reshape(n, f).gather(1, order)
+        sums["den"] = prob_s
+    prefix = {k: _prefix(v) for k, v in sums.items()}
+
+    def scores_at(k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        count, ok, num, den = (prefix[key].gather(1, k) for key in ("count", "ok", "num", "den"))
+        ew = _ratio(ok, count)
+        mw = torch.where(count > 0, _ratio(num, den), torch.full_like(num, float("nan")))
+        return ew, mw, den
+
+    pre, post = scores_at(n_pre), scores_at(n_post)
+    # straddling rank: the first form not entirely before the cutoff, if it starts before it
+    cand = n_pre.clamp(max=f - 1)
+    c_excl, c_prob = excl_s.gather(1, cand), prob_s.gather(1, cand)
+    straddles = (n_pre < f) & (c_excl < p) & (p < 1.0) & (c_prob > 0)
+    alpha = (p - c_excl) / torch.where(c_prob > 0, c_prob, torch.ones_like(c_prob))
+    alpha = torch.where(straddles, alpha.clamp(0.0, 1.0), torch.zeros_like(alpha))
     ew = _interpolate(pre[0], post[0], alpha)
     mw = _interpolate(pre[1], post[1], alpha)
     counted = pre[2] + alpha * (post[2] - pre[2])
