@@ -13,10 +13,12 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/fetch.smk"
 include: "workflow/rules/agreement.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/veridicality.smk"
 
 
 rule all:
     input:
         agreement_outputs(),
         figure_outputs(),
+        veridicality_outputs(),
     default_target: True

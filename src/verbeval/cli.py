@@ -367,6 +367,46 @@ def cmd_dvc_yaml(a: argparse.Namespace) -> None:
     log.info("%s: %d stages", out, len(pipeline["stages"]))
 
 
+def cmd_veridicality_predict(a: argparse.Namespace) -> None:
+    from .io import write_parquet
+    from .veridicality import PSEUDO_MODEL, model_predictions, pseudo_model_predictions, read_dataset
+
+    data = read_dataset(a.data)
+    if a.model == PSEUDO_MODEL:
+        preds = pseudo_model_predictions(data)
+    else:
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        from .models import load_tokenizer, resolve_device, resolve_id
+
+        torch.set_num_threads(a.threads)
+        device = resolve_device(a.device)
+        tok = load_tokenizer(a.model, a.revision)
+        model = AutoModelForSequenceClassification.from_pretrained(resolve_id(a.model), revision=a.revision).to(device)
+        preds = model_predictions(data, model, tok, a.batch_size, device)
+    write_parquet(preds, a.out)
+    log.info("veridicality %s: %d items -> %d predictions -> %s", a.model, len(data), len(preds), a.out)
+
+
+def cmd_veridicality_table(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .io import write_csv, write_text
+    from .veridicality import plot_scatter, signature_table, to_latex, to_markdown
+
+    preds = pd.read_parquet(a.predictions)
+    t = signature_table(preds)
+    write_csv(t, a.csv, float_format="%.6f")
+    write_text(a.md, to_markdown(t, a.model_name))
+    write_text(a.tex, to_latex(t, a.model_name))
+    if a.figure:
+        from .plots import save_figure
+
+        save_figure(plot_scatter(preds, a.model_name), a.figure)
+    log.info("veridicality table of %s (%d rows) -> %s, %s, %s", a.model_name, len(t), a.csv, a.md, a.tex)
+
+
 def cmd_check_config(a: argparse.Namespace) -> None:
     from .config import load_config
 
@@ -532,6 +572,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="dvc.yaml")
     s.add_argument("--root", default=".", help="repository root (where the Snakefile is)")
     s.add_argument("--check", action="store_true", help="fail if --out differs from the generated pipeline")
+
+    s = add("veridicality-predict", cmd_veridicality_predict,
+            "NLI probabilities on the verb veridicality data (a hub/local NLI model or ross-pavlick-2019-bert)")
+    s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv")
+    s.add_argument("--model", required=True,
+                   help="NLI classifier (hub id or path), or ross-pavlick-2019-bert for the released BERT probabilities")
+    s.add_argument("--revision")
+    s.add_argument("--device", default="auto")
+    s.add_argument("--batch-size", type=int, default=32)
+    s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--out", required=True, help="predictions parquet (one row per item and environment)")
+
+    s = add("veridicality-table", cmd_veridicality_table,
+            "per-signature accuracy and correlations (CSV, Markdown, LaTeX) and the human-vs-model scatter")
+    s.add_argument("--predictions", required=True)
+    s.add_argument("--model-name", required=True)
+    s.add_argument("--csv", required=True)
+    s.add_argument("--md", required=True)
+    s.add_argument("--tex", required=True)
+    s.add_argument("--figure", nargs="+", default=[], help="scatter figure files (.png, .pdf, .svg)")
 
     s = add("check-config", cmd_check_config, "validate a workflow config file against the schema")
     s.add_argument("config")

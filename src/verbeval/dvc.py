@@ -46,6 +46,10 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
                       "agreement.figures.lemma_bins"),
     "table3": ("models", "agreement.chunks", "agreement.figures.contexts", "agreement.figures.context_groups",
                "agreement.figures.contexts_per_label"),
+    # verb veridicality (workflow/rules/veridicality.smk)
+    "veridicality_predict": ("veridicality.source", "veridicality.models", "veridicality.batch_size",
+                             "inference.device"),
+    "veridicality_table": ("veridicality.models", "veridicality.formats"),
 }
 
 #: outputs declared as DVC metrics (not cached, so `dvc metrics show` reads them from the workspace)

@@ -1,0 +1,150 @@
+"""Verb veridicality: label mapping, signatures, aggregation, NLI scoring and the pseudo-model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from verbeval.errors import InputError, VerbevalError
+from verbeval.veridicality import (
+    PREDICTION_COLUMNS,
+    label_index,
+    parse_signature,
+    pseudo_model_predictions,
+    read_dataset,
+    score_nli,
+    signature_table,
+)
+
+DATA = Path("/work/shared/data/github.com/alexisjihyeross/verb_veridicality/raw/"
+            "981c35b0402083e0562e221d8078aa4ea88e327f/verb_veridicality_evaluation.tsv")
+TOKENIZER = Path("/work/shared/tokenizers/bert-base-uncased")
+
+
+def test_label_index_by_name_in_any_order() -> None:
+    assert label_index(SimpleNamespace(id2label={0: "contradiction", 1: "entailment", 2: "neutral"})) == {
+        "contradiction": 0, "entailment": 1, "neutral": 2}
+    assert label_index(SimpleNamespace(id2label={0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"})) == {
+        "entailment": 0, "neutral": 1, "contradiction": 2}
+    assert label_index(SimpleNamespace(id2label={2: "Entailment", 0: "Neutral", 1: "Contradiction"})) == {
+        "entailment": 2, "neutral": 0, "contradiction": 1}
+
+
+def test_label_index_refuses_positional_and_missing_names() -> None:
+    with pytest.raises(VerbevalError, match="positional"):
+        label_index(SimpleNamespace(id2label={0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}))
+    with pytest.raises(VerbevalError, match="no label named"):
+        label_index(SimpleNamespace(id2label={0: "positive", 1: "negative"}))
+
+
+def test_parse_signature() -> None:
+    assert parse_signature("+/-") == {"positive": "entailment", "negative": "contradiction"}
+    assert parse_signature("o/+") == {"positive": "neutral", "negative": "entailment"}
+    assert parse_signature("+/\u2212") == {"positive": "entailment", "negative": "contradiction"}
+    with pytest.raises(VerbevalError):
+        parse_signature("+-")
+
+
+def _preds() -> pd.DataFrame:
+    # probabilities ordered (entailment, neutral, contradiction)
+    p = [(0.8, 0.1, 0.1), (0.6, 0.3, 0.1), (0.2, 0.3, 0.5),   # +/- positive: argmax e, e, c
+         (0.1, 0.2, 0.7), (0.3, 0.5, 0.2), (0.1, 0.1, 0.8)]   # +/- negative: argmax c, n, c
+    df = pd.DataFrame(p, columns=["p_entailment", "p_neutral", "p_contradiction"])
+    df.insert(0, "index", [0, 1, 2, 0, 1, 2])
+    df.insert(1, "verb", ["know", "manage", "realize"] * 2)
+    df.insert(2, "signature", "+/-")
+    df.insert(3, "environment", ["positive"] * 3 + ["negative"] * 3)
+    df["score"] = df["p_entailment"] - df["p_contradiction"]
+    df["human_mean"] = [2.0, 1.0, 0.0, -1.0, 0.0, -2.0]
+    return df[PREDICTION_COLUMNS]
+
+
+def test_signature_table_hand_computed() -> None:
+    preds = _preds()
+    t = signature_table(preds).set_index(["signature", "environment"])
+    assert list(t.reset_index().columns) == ["signature", "environment", "n", "accuracy", "pearson", "spearman"]
+    assert list(t.index) == [("+/-", "positive"), ("+/-", "negative"), ("overall", "positive"), ("overall", "negative")]
+    pos = t.loc[("+/-", "positive")]
+    assert pos["n"] == 3
+    assert pos["accuracy"] == pytest.approx(2 / 3)
+    # scores 0.7, 0.5, -0.3 against 2, 1, 0: same order -> Spearman 1
+    assert pos["spearman"] == pytest.approx(1.0)
+    assert pos["pearson"] == pytest.approx(stats.pearsonr([0.7, 0.5, -0.3], [2, 1, 0])[0])
+    assert pos["pearson"] == pytest.approx(1 / np.sqrt(1.12), abs=1e-12)  # cov 1.0 over sqrt(0.56 * 2)
+    neg = t.loc[("+/-", "negative")]
+    assert neg["accuracy"] == pytest.approx(2 / 3)
+    # scores -0.6, 0.1, -0.7 against -1, 0, -2
+    assert neg["spearman"] == pytest.approx(1.0)
+    assert neg["pearson"] == pytest.approx(stats.pearsonr([-0.6, 0.1, -0.7], [-1, 0, -2])[0])
+    assert neg["pearson"] == pytest.approx(0.8 / np.sqrt(0.76), abs=1e-12)  # cov 0.8 over sqrt(0.38 * 2)
+    assert t.loc[("overall", "positive")].tolist() == pytest.approx(pos.tolist())
+
+
+def test_signature_table_constant_scores_give_nan() -> None:
+    preds = _preds().iloc[:1]
+    t = signature_table(preds)
+    assert t.iloc[0]["n"] == 1 and np.isnan(t.iloc[0]["pearson"]) and np.isnan(t.iloc[0]["spearman"])
+
+
+def test_score_nli_tiny_bert() -> None:
+    torch = pytest.importorskip("torch")
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    if not TOKENIZER.exists():
+        pytest.skip("no local bert-base-uncased tokenizer")
+    tok = AutoTokenizer.from_pretrained(TOKENIZER)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32, num_labels=3,
+                     id2label={0: "contradiction", 1: "entailment", 2: "neutral"},
+                     label2id={"contradiction": 0, "entailment": 1, "neutral": 2})
+    model = BertForSequenceClassification(cfg)
+    premises = ["Nike declined to be a sponsor.", "I know that it rains.", "She managed to leave.",
+                "He pretended to sleep.", "They forgot to call."]
+    hyps = ["Nike was a sponsor.", "It rains.", "She left.", "He slept.", "They called."]
+    out = score_nli(model, tok, premises, hyps, batch_size=2, device="cpu")
+    assert list(out.columns) == ["p_entailment", "p_neutral", "p_contradiction"]
+    assert out.shape == (5, 3)
+    np.testing.assert_allclose(out.sum(axis=1), 1.0, atol=1e-5)
+    # the columns follow the label names, not the positions
+    with torch.inference_mode():
+        enc = tok(premises[:1], hyps[:1], return_tensors="pt")
+        probs = torch.softmax(model(**enc).logits, -1)[0].numpy()
+    assert out.iloc[0]["p_contradiction"] == pytest.approx(probs[0], abs=1e-5)
+    assert out.iloc[0]["p_entailment"] == pytest.approx(probs[1], abs=1e-5)
+    assert out.iloc[0]["p_neutral"] == pytest.approx(probs[2], abs=1e-5)
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="no data mirror")
+def test_pseudo_model_on_the_mirror() -> None:
+    data = read_dataset(DATA)
+    assert len(data) == 1498
+    preds = pseudo_model_predictions(data)
+    assert len(preds) == 2996
+    assert list(preds.columns) == PREDICTION_COLUMNS
+    t = signature_table(preds).set_index(["signature", "environment"])
+    assert t.loc[("overall", "positive"), "n"] == 1498
+    assert t.loc[("o/o", "positive"), "n"] == 935
+    assert t.loc[("+/+", "positive"), "n"] == 212
+    assert t.loc[("overall", "positive"), "accuracy"] == pytest.approx(0.335113, abs=1e-6)
+    assert t.loc[("overall", "negative"), "accuracy"] == pytest.approx(0.339119, abs=1e-6)
+    assert t.loc[("overall", "positive"), "pearson"] == pytest.approx(0.634297, abs=1e-6)
+    assert t.loc[("overall", "negative"), "pearson"] == pytest.approx(0.565576, abs=1e-6)
+
+
+def test_read_dataset_names_file_and_line(tmp_path: Path) -> None:
+    lines = DATA.read_text().splitlines()[:4] if DATA.exists() else None
+    if lines is None:
+        pytest.skip("no data mirror")
+    bad = lines[3].split("\t")
+    bad[-1] = "x/+"
+    lines[3] = "\t".join(bad)
+    p = tmp_path / "v.tsv"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"v\.tsv:4: bad signature"):
+        read_dataset(p)
