@@ -50,6 +50,14 @@ def cmd_fetch(a: argparse.Namespace) -> None:
     log.info("fetched %s -> %s", a.name, path)
 
 
+def _split_pair(item: str, option: str, what: str = "VALUE") -> tuple[str, str]:
+    """One ``NAME=VALUE`` argument of ``option`` -> (name, value); both must be non-empty."""
+    name, sep, value = item.partition("=")
+    if not sep or not name or not value:
+        raise VerbevalError(f"{option} {item!r}: expected NAME={what}")
+    return name, value
+
+
 def _manifest_inputs(manifest_path: str, items: Sequence[str]) -> dict[str, tuple[Path, str]]:
     """``NAME=PATH`` arguments -> {name: (path, format)}, checked against the manifest."""
     from .fetch import load_manifest
@@ -57,9 +65,7 @@ def _manifest_inputs(manifest_path: str, items: Sequence[str]) -> dict[str, tupl
     manifest = load_manifest(manifest_path)
     inputs: dict[str, tuple[Path, str]] = {}
     for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not path:
-            raise VerbevalError(f"--input {item!r}: expected NAME=PATH")
+        name, path = _split_pair(item, "--input", "PATH")
         if name not in manifest:
             raise VerbevalError(f"--input {item!r}: {name!r} is not in {manifest_path}")
         inputs[name] = (Path(path), manifest[name].format)
@@ -200,9 +206,7 @@ def _pairs(items: Sequence[str], option: str) -> dict[str, str]:
     """``NAME=VALUE`` arguments -> {name: value} (in order)."""
     out: dict[str, str] = {}
     for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name or not value:
-            raise VerbevalError(f"{option} {item!r}: expected NAME=VALUE")
+        name, value = _split_pair(item, option)
         out[name] = value
     return out
 
@@ -301,9 +305,7 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
     lemma_paths = _pairs(a.lemmas, "--lemmas")
     shard_paths: dict[str, list[str]] = {}
     for item in a.shards:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise VerbevalError(f"--shards {item!r}: expected NAME=PATH")
+        name, path = _split_pair(item, "--shards", "PATH")
         shard_paths.setdefault(name, []).append(path)
     for name in model_ids:
         if name not in lemma_paths:
