@@ -409,6 +409,70 @@ def cmd_veridicality_table(a: argparse.Namespace) -> None:
     log.info("veridicality table of %s (%d rows) -> %s, %s, %s", a.model_name, len(t), a.csv, a.md, a.tex)
 
 
+def cmd_simverb_score(a: argparse.Namespace) -> None:
+    import torch
+
+    from .io import write_csv, write_parquet
+    from .simverb import assign_splits, read_simverb, score_model
+
+    torch.set_num_threads(a.threads)
+    pairs = read_simverb(a.data)
+    splits = {name: read_simverb(path) for name, path in (_split_pair(s, "--split", "PATH") for s in a.split)}
+    if splits:
+        pairs = assign_splits(pairs, splits)
+    sims, verbs = score_model(pairs, a.model, revision=a.revision, frames=a.frame or ["to {verb}"],
+                              multi_token=a.multi_token, batch_size=a.batch_size, device=a.device)
+    write_parquet(sims, a.out)
+    write_csv(verbs, a.verbs)
+    log.info("simverb %s: %d pairs, %d verbs (%d multi-token, %d covered), %d representations -> %s",
+             a.model, len(pairs), len(verbs), int((verbs["n_tokens"] > 1).sum()), int(verbs["covered"].sum()),
+             sims["representation"].nunique(), a.out)
+
+
+def cmd_simverb_table(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .io import write_csv, write_json, write_text
+    from .simverb import (best_representation, coverage_summary, layer_curve, plot_layers, plot_scatter,
+                          results_table, split_pairs_and_sims, to_latex, to_markdown)
+
+    pairs, sims = split_pairs_and_sims(pd.read_parquet(a.similarities))
+    verbs = pd.read_csv(a.verbs, keep_default_na=False)
+    t = results_table(pairs, sims, a.model_name, resamples=a.resamples, seed=a.seed, confidence=a.confidence,
+                      bins=a.bins)
+    write_csv(t, a.csv, float_format="%.6f")
+    write_text(a.md, to_markdown(t, a.model_name, verbs))
+    write_text(a.tex, to_latex(t, a.model_name))
+    write_csv(layer_curve(t), a.layers_csv, float_format="%.6f")
+    best = best_representation(t)
+    if a.metrics_json:
+        full = t[t["subset"] == "full"]
+        write_json(a.metrics_json, {"model": a.model_name, "best_representation": best,
+                                    "coverage": coverage_summary(verbs),
+                                    "rho_full": {r.representation: round(float(r.rho), 6) for r in full.itertuples()}})
+    from .plots import save_figure
+
+    if a.layers_figure:
+        save_figure(plot_layers(t, a.model_name), a.layers_figure)
+    if a.scatter_figure:
+        save_figure(plot_scatter(pairs, sims, best, a.model_name), a.scatter_figure)
+    log.info("simverb table of %s (%d rows; best %s) -> %s", a.model_name, len(t), best, a.csv)
+
+
+def cmd_simverb_join(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .io import write_csv
+    from .simverb import agreement_join, split_pairs_and_sims, verb_errors
+
+    pairs, sims = split_pairs_and_sims(pd.read_parquet(a.similarities))
+    joined, summary = agreement_join(verb_errors(pairs, sims), pd.read_csv(a.lemma_stats), a.model_name)
+    write_csv(joined, a.out, float_format="%.6f")
+    write_csv(summary, a.summary, float_format="%.6f")
+    log.info("simverb x agreement for %s: %d verbs in both -> %s", a.model_name,
+             int(summary["n_verbs"].max()) if len(summary) else 0, a.summary)
+
+
 def cmd_check_config(a: argparse.Namespace) -> None:
     from .config import load_config
 
@@ -594,6 +658,47 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--md", required=True)
     s.add_argument("--tex", required=True)
     s.add_argument("--figure", nargs="+", default=[], help="scatter figure files (.png, .pdf, .svg)")
+
+    s = add("simverb-score", cmd_simverb_score,
+            "SimVerb-3500: cosine of every verb pair under the static embedding and every layer of one model")
+    s.add_argument("--data", required=True, help="SimVerb-3500.txt (the full 3,500-pair file)")
+    s.add_argument("--split", action="append", default=[], metavar="NAME=PATH",
+                   help="an official split file (dev=SimVerb-500-dev.txt, test=SimVerb-3000-test.txt); repeatable")
+    s.add_argument("--model", required=True, help="hub id or local path (any model; loaded without its head)")
+    s.add_argument("--revision")
+    s.add_argument("--frame", action="append", default=[], help="context with {verb}, repeatable (default 'to {verb}')")
+    s.add_argument("--multi-token", choices=["mean", "skip"], default="mean",
+                   help="mean over a multi-token verb's sub-tokens, or leave its pairs out")
+    s.add_argument("--device", default="auto")
+    s.add_argument("--batch-size", type=int, default=64)
+    s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--out", required=True, help="similarities parquet (one row per pair and representation)")
+    s.add_argument("--verbs", required=True, help="per-verb tokens and coverage (CSV)")
+
+    s = add("simverb-table", cmd_simverb_table,
+            "SimVerb-3500: Spearman's rho with bootstrap CIs per representation, split, relation and rating range")
+    s.add_argument("--similarities", required=True)
+    s.add_argument("--verbs", required=True)
+    s.add_argument("--model-name", required=True)
+    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--confidence", type=float, default=0.95)
+    s.add_argument("--bins", type=_floats, default=[0.0, 2.5, 5.0, 7.5, 10.0], help="rating range edges")
+    s.add_argument("--csv", required=True)
+    s.add_argument("--md", required=True)
+    s.add_argument("--tex", required=True)
+    s.add_argument("--layers-csv", required=True, help="data of the per-layer figure")
+    s.add_argument("--metrics-json")
+    s.add_argument("--layers-figure", nargs="+", default=[], help="per-layer figure files (.png, .pdf, .svg)")
+    s.add_argument("--scatter-figure", nargs="+", default=[], help="human-vs-model scatter files")
+
+    s = add("simverb-join", cmd_simverb_join,
+            "SimVerb-3500 x agreement: per-verb rank error against per-lemma agreement accuracy")
+    s.add_argument("--similarities", required=True)
+    s.add_argument("--lemma-stats", required=True, help="lemma_stats.csv of the same model (verbeval lemma-stats)")
+    s.add_argument("--model-name", required=True)
+    s.add_argument("--out", required=True, help="per-verb joined rows (CSV)")
+    s.add_argument("--summary", required=True, help="per-representation correlations (CSV)")
 
     s = add("check-config", cmd_check_config, "validate a workflow config file against the schema")
     s.add_argument("config")
