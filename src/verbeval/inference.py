@@ -127,6 +127,52 @@ def _pad(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple[torc
     return ids.to(device), att.to(device)
 
 
+def split_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """``(body, head)`` of an LM whose head maps hidden states to vocabulary logits, else None.
+
+    Hugging Face LMs are a base model (``model.base_model``) plus exactly one head module
+    (BERT: ``cls``, RoBERTa: ``lm_head``, GPT-2: ``lm_head``). Applying the head only at the
+    position being predicted skips the vocabulary projection of every other position, which is
+    most of the cost of a small model on a large vocabulary.
+    """
+    body = getattr(model, "base_model", None)
+    if body is None or body is model:
+        return None
+    heads = [m for _, m in model.named_children() if m is not body]
+    return (body, heads[0]) if len(heads) == 1 else None
+
+
+def target_logits(model: torch.nn.Module, ids: torch.Tensor, att: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """``[B, V]`` logits at position ``tgt[b]`` of each sequence.
+
+    The model is called as usual (``model(input_ids=..., attention_mask=...)``); a forward
+    pre-hook on its head hands the head only the hidden state at each target position, so the
+    vocabulary projection runs once per sequence instead of once per token. Models whose head
+    cannot be found are run whole and their logits indexed.
+    """
+    rows = torch.arange(len(ids), device=ids.device)
+    parts = split_head(model)
+    fired: list[bool] = []
+
+    def gather(_mod: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        hidden = args[0] if args else next(iter(kwargs.values()))
+        if not (isinstance(hidden, torch.Tensor) and hidden.dim() == 3 and hidden.shape[:2] == ids.shape):
+            return None
+        fired.append(True)
+        picked = hidden[rows, tgt].unsqueeze(1)
+        return ((picked, *args[1:]), kwargs) if args else ((picked,), {})
+
+    handle = parts[1].register_forward_pre_hook(gather, with_kwargs=True) if parts is not None else None
+    try:
+        logits = model(input_ids=ids, attention_mask=att).logits
+    finally:
+        if handle is not None:
+            handle.remove()
+    if fired and logits.shape[1] == 1:
+        return logits[:, 0]
+    return logits[rows, tgt]
+
+
 def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
@@ -182,9 +228,8 @@ def run_contexts(
             idx = pending.pop(0)
             try:
                 ids, att = _pad([encoded.ids[i] for i in idx], pad_id, dev)
-                logits = lm.model(input_ids=ids, attention_mask=att).logits
                 tgt = torch.as_tensor(encoded.target[idx], device=dev)
-                picked = logits[torch.arange(len(idx), device=dev), tgt]
+                picked = target_logits(lm.model, ids, att, tgt)
                 probs = torch.softmax(picked.to(torch.float64), dim=-1)
                 p, above, below = form_statistics(probs, forms)
                 tk = torch.topk(probs, k=min(top_k, probs.shape[1]), dim=-1)
