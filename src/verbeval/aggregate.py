@@ -116,9 +116,13 @@ def context_scores(
     shards: GroupShards,
     top_cutoffs: Sequence[float],
     bottom_cutoffs: Sequence[float],
-    block: int = 2048,
+    block: int = 512,
 ) -> pd.DataFrame:
-    """Per-context EW, MW and counted mass at every cutoff (wide table, one row per context)."""
+    """Per-context EW, MW and counted mass at every cutoff (wide table, one row per context).
+
+    Contexts are scored ``block`` at a time: blocks that fit in the CPU caches are about twice as
+    fast as large ones (fewer page faults on the temporaries); the result does not depend on it.
+    """
     n = len(shards.context_id)
     cols: dict[str, list[np.ndarray]] = {}
     for start in range(0, n, block):

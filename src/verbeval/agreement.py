@@ -146,6 +146,23 @@ def form_statistics(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.
     return p_f, above, below
 
 
+def _stable_order(keys: torch.Tensor) -> torch.Tensor:
+    """Permutation sorting each row of ``[N, F]`` keys ascending, ties kept in position order.
+
+    Keys read from shards are float32 values >= 0, whose bit patterns sort like the values: each
+    is packed with its position into one int64 and sorted with numpy's SIMD sort, several times
+    faster than a stable ``torch.sort``; other keys take ``torch.sort(stable=True)``. Same result.
+    """
+    n, f = keys.shape
+    if keys.device.type == "cpu" and keys.dtype == torch.float64 and f < 2**31:
+        k32 = keys.to(torch.float32) + 0.0  # + 0.0 turns -0.0 into +0.0
+        if bool(((k32 >= 0) & (k32.to(torch.float64) == keys)).all()):
+            packed = (k32.numpy().view(np.int32).astype(np.int64) << 32) | np.arange(f, dtype=np.int64)
+            packed.sort(axis=-1)
+            return torch.from_numpy(packed & 0xFFFFFFFF)
+    return torch.sort(keys, dim=-1, stable=True).indices
+
+
 def _cutoff_tensor(cutoffs: Sequence[float] | np.ndarray, n: int) -> torch.Tensor:
     c = torch.as_tensor(np.asarray(cutoffs, dtype=np.float64))
     if c.ndim != 1:
@@ -218,7 +235,7 @@ def side_scores(
     # One sort per context: the forms in ranking order from the end being cut. Every set scored
     # below (pre/post at every cutoff) is a prefix of this order.
     flat_excl = excl_t.reshape(n, f)
-    order = torch.sort(flat_excl, dim=-1, stable=True).indices
+    order = _stable_order(flat_excl)
     excl_s = flat_excl.gather(1, order)
     prob_s = prob_t.reshape(n, f).gather(1, order)
     # inclusive mass is nondecreasing along the ranking; cummax only irons out storage rounding
