@@ -14,6 +14,7 @@ include: "workflow/rules/fetch.smk"
 include: "workflow/rules/agreement.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/veridicality.smk"
+include: "workflow/rules/simverb.smk"
 
 
 rule all:
@@ -21,4 +22,5 @@ rule all:
         agreement_outputs(),
         figure_outputs(),
         veridicality_outputs(),
+        simverb_outputs(),
     default_target: True

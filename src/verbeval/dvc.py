@@ -50,6 +50,12 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "veridicality_predict": ("veridicality.source", "veridicality.models", "veridicality.batch_size",
                              "inference.device"),
     "veridicality_table": ("veridicality.models", "veridicality.formats"),
+    # SimVerb-3500 (workflow/rules/simverb.smk)
+    "simverb_score": ("models", "simverb.source", "simverb.split_sources", "simverb.models", "simverb.frames",
+                      "simverb.multi_token", "simverb.batch_size", "inference.device", "inference.threads"),
+    "simverb_table": ("simverb.bins", "simverb.bootstrap", "simverb.formats"),
+    "simverb_join": ("simverb.agreement_join",),
+    "simverb_all": (),
 }
 
 #: outputs declared as DVC metrics (not cached, so `dvc metrics show` reads them from the workspace)
@@ -65,6 +71,7 @@ PLOTS: dict[str, dict[str, str]] = {
                            "title": "Per-lemma agreement accuracy against mean log10 probability"},
     "model_comparison.csv": {"x": "value", "y": "group", "template": "bar_horizontal",
                              "title": "TSE, EW and MW per group and model"},
+    "simverb_layers.csv": {"x": "layer", "y": "rho", "title": "SimVerb-3500: Spearman's rho per layer (-1 = static)"},
 }
 
 

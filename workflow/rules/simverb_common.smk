@@ -1,0 +1,63 @@
+# Shared set-up of the SimVerb-3500 rules (simverb.smk): models, split files, paths and outputs.
+import shlex
+
+from verbeval.models import model_name as _svmodel_name
+
+SV = config["simverb"]
+SVRES = f"{RES}/simverb"
+if SV["source"] not in MANIFEST:
+    raise WorkflowError(f"{config['manifest']}: no source named {SV['source']!r} (simverb.source)")
+if config["data_mirror"] and not mirror_location(MANIFEST[SV["source"]], config["data_mirror"]).exists():
+    raise WorkflowError(f"data_mirror {config['data_mirror']}: missing "
+                        f"{mirror_location(MANIFEST[SV['source']], config['data_mirror'])}")
+
+
+def _split_available(source):
+    """An official split file is used when the manifest lists it and, with a mirror, the mirror has it."""
+    if source not in MANIFEST:
+        return False
+    return not config["data_mirror"] or mirror_location(MANIFEST[source], config["data_mirror"]).exists()
+
+
+SV_SPLITS = {name: src for name, src in sorted(SV["split_sources"].items()) if _split_available(src)}
+_AGR_BY_ID = {m["id"]: m for m in MODELS.values()}
+# name -> {id, revision, join}: a model that is also an agreement model keeps its name and is joined
+SVMODELS = {}
+for _id in (SV["models"] if SV["models"] is not None else [m["id"] for m in MODELS.values()]):
+    _m = _AGR_BY_ID.get(_id)
+    _name = _m["name"] if _m else _svmodel_name(_id)
+    if _name in SVMODELS:
+        raise WorkflowError(f"config: simverb.models: two models named {_name!r}")
+    if written_as_path(_id) and not is_local(_id):
+        raise WorkflowError(f"simverb model {_name}: local path {_id} does not exist")
+    SVMODELS[_name] = {"id": _id, "revision": _m["revision"] if _m else None,
+                       "join": bool(_m) and SV["agreement_join"]}
+
+
+def simverb_split_args(wildcards, input):
+    """--split NAME=PATH options of `verbeval simverb-score`."""
+    return " ".join(f"--split {shlex.quote(name + '=' + path)}" for name, path in zip(SV_SPLITS, input.splits))
+
+
+def simverb_model_args(wildcards):
+    m = SVMODELS[wildcards.svmodel]
+    args = ["--model", m["id"]] + (["--revision", m["revision"]] if m["revision"] else [])
+    for frame in SV["frames"]:
+        args += ["--frame", frame]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def simverb_local_model(wildcards):
+    m = SVMODELS[wildcards.svmodel]
+    return [m["id"]] if is_local(m["id"]) else []
+
+
+def simverb_outputs():
+    out = []
+    for name, m in SVMODELS.items():
+        out += [f"{SVRES}/{name}/{f}" for f in ("similarities.parquet", "verbs.csv", "table.csv", "table.md",
+                                                 "table.tex", "simverb_layers.csv", "metrics.json")]
+        out += [f"{SVRES}/{name}/{stem}.{ext}" for stem in ("layers", "scatter") for ext in SV["formats"]]
+        if m["join"]:
+            out += [f"{SVRES}/{name}/agreement_join.csv", f"{SVRES}/{name}/agreement_join_summary.csv"]
+    return out
