@@ -555,7 +555,11 @@ def table8(scored: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fmt(x: Any) -> str:
-    return "–" if isinstance(x, float) and np.isnan(x) else f"{x:.4f}" if isinstance(x, float) else str(x)
+    if not isinstance(x, float):
+        return str(x)
+    if np.isnan(x):
+        return "–"
+    return f"{x:.4f}" if x == 0 or abs(x) >= 1e-3 else f"{x:.2e}"
 
 
 def kl_markdown(table: pd.DataFrame, title: str) -> str:

@@ -212,7 +212,9 @@ def load_model(
     return LoadedModel(model_id, model, tok, resolved, is_cased(tok), dev, dtype, model_revision(model_id, cfg, revision))
 
 
-TINY_ARCHS = ("bert", "roberta", "gpt2")
+TINY_ARCHS = ("bert", "roberta", "gpt2", "bert-nli")
+#: label names of the tiny NLI classifier (deliberately not in MNLI order: consumers must map by name)
+TINY_NLI_LABELS = {0: "contradiction", 1: "entailment", 2: "neutral"}
 
 
 def make_tiny_model(
@@ -227,6 +229,8 @@ def make_tiny_model(
 ) -> Path:
     """Build a tiny randomly initialised LM on a real tokenizer and save it with the tokenizer.
 
+    ``bert-nli`` is a BERT sequence classifier with three labels named in ``id2label``
+    (:data:`TINY_NLI_LABELS`), standing in for an MNLI model in the veridicality workflow.
     The numbers it produces are meaningless, but tokenisation, vocabulary size and data are real,
     which exercises the whole workflow at realistic cost without any download.
     """
@@ -234,6 +238,7 @@ def make_tiny_model(
         AutoTokenizer,
         BertConfig,
         BertForMaskedLM,
+        BertForSequenceClassification,
         GPT2Config,
         GPT2LMHeadModel,
         RobertaConfig,
@@ -255,6 +260,11 @@ def make_tiny_model(
                                                  num_attention_heads=heads, intermediate_size=4 * hidden,
                                                  max_position_embeddings=130, pad_token_id=tok.pad_token_id,
                                                  bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+    elif arch == "bert-nli":
+        model = BertForSequenceClassification(BertConfig(
+            vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+            intermediate_size=4 * hidden, max_position_embeddings=512, num_labels=len(TINY_NLI_LABELS),
+            id2label=dict(TINY_NLI_LABELS), label2id={v: k for k, v in TINY_NLI_LABELS.items()}))
     else:
         model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads,
                                            n_positions=128, bos_token_id=tok.bos_token_id,

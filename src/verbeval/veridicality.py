@@ -178,6 +178,23 @@ def score_nli(model: Any, tokenizer: Any, premises: Sequence[str], hypotheses: S
     return pd.DataFrame({f"p_{lab}": probs[:, idx[lab]] for lab in LABELS})
 
 
+def load_nli(model_id: str, revision: str | None = None, device: str = "auto") -> tuple[Any, Any, Any]:
+    """(model, tokenizer, device) of a Hugging Face NLI classifier, in eval mode; its labels are
+    checked by name at once (:func:`label_index`)."""
+    from transformers import AutoModelForSequenceClassification
+
+    from .models import load_tokenizer, resolve_device, resolve_id
+
+    dev = resolve_device(device)
+    tok = load_tokenizer(model_id, revision)
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(resolve_id(model_id), revision=revision)
+    except (OSError, ValueError) as exc:
+        raise VerbevalError(f"cannot load NLI model {model_id!r}: {str(exc).splitlines()[0]}") from exc
+    label_index(model.config)
+    return model.eval().to(dev), tok, dev
+
+
 def model_predictions(data: pd.DataFrame, model: Any, tokenizer: Any, batch_size: int = 32,
                       device: Any = "cpu") -> pd.DataFrame:
     """The predictions table of a real NLI model on both environments."""
@@ -261,26 +278,49 @@ def to_latex(table: pd.DataFrame, model: str) -> str:
     return "\n".join(out) + "\n"
 
 
+SCATTER_COLUMNS = ["index", "verb", "signature", "environment", "human_mean", "score"]
+
+
+def scatter_data(predictions: pd.DataFrame) -> pd.DataFrame:
+    """The points of Figure 1 (one per item and environment), sorted: the CSV behind the figure."""
+    out = predictions[SCATTER_COLUMNS].copy()
+    out["environment"] = pd.Categorical(out["environment"], ENVIRONMENTS, ordered=True)
+    out = out.sort_values(["signature", "environment", "index"], kind="stable", ignore_index=True)
+    out["environment"] = out["environment"].astype(str)
+    return out
+
+
 def plot_scatter(predictions: pd.DataFrame, model: str) -> Any:
-    """Figure 1 of Ross & Pavlick (2019): mean human rating against model score, one panel per
-    environment, one colour per signature."""
-    from .plots import apply_style, palette
+    """Figure 1 of Ross & Pavlick (2019): mean human rating (x) against model score (y), one panel
+    per signature, the positive and negative environments in two colours."""
     import matplotlib.pyplot as plt
+
+    from .plots import apply_style, palette
 
     apply_style()
     sigs = sorted(predictions["signature"].unique())
-    colours = palette(sigs)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.5), sharex=True, sharey=True)
-    for ax, env in zip(axes, ENVIRONMENTS):
-        sub = predictions[predictions["environment"] == env]
-        for sig in sigs:
-            s = sub[sub["signature"] == sig]
-            ax.scatter(s["human_mean"], s["score"], s=10, alpha=0.6, color=colours[sig], label=f"{sig} (n={len(s)})")
-        ax.set_title(f"{env} environment")
-        ax.set_xlabel("mean human rating")
+    colours = palette(list(ENVIRONMENTS), kind="environment")
+    ncols = min(4, len(sigs))
+    nrows = -(-len(sigs) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.0 * nrows), sharex=True, sharey=True,
+                             squeeze=False)
+    for ax, sig in zip(axes.flat, sigs):
+        sub = predictions[predictions["signature"] == sig]
+        for env in ENVIRONMENTS:
+            s = sub[sub["environment"] == env]
+            ax.scatter(s["human_mean"], s["score"], s=9, alpha=0.6, color=colours[env], label=env)
+        ax.axhline(0, color="0.8", lw=0.6, zorder=0)
+        ax.axvline(0, color="0.8", lw=0.6, zorder=0)
+        ax.set_title(f"{sig}  (n={len(sub) // 2})")
         ax.set_xlim(-2.1, 2.1)
         ax.set_ylim(-1.05, 1.05)
-    axes[0].set_ylabel("model score  P(entailment) − P(contradiction)")
-    axes[1].legend(title="signature", loc="center left", bbox_to_anchor=(1.02, 0.5), markerscale=2)
+    for ax in axes.flat[len(sigs):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("mean human rating")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("P(E) − P(C)")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="environment", loc="upper right", markerscale=2)
     fig.suptitle(f"Verb veridicality: {model}")
     return fig

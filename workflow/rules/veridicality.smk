@@ -1,5 +1,7 @@
-# Verb veridicality (Ross & Pavlick 2019): NLI probabilities -> per-signature table and Figure 1.
-# `ross-pavlick-2019-bert` reads the BERT probabilities released with the dataset (no model is run).
+# Verb veridicality (Ross & Pavlick 2019): NLI probabilities -> per-signature table and Figure 1;
+# counterfactual manipulations (section 6.3) -> KL tables 7 and 8.
+# `ross-pavlick-2019-bert` reads the BERT probabilities released with the dataset (no model is run);
+# it has no probabilities for new sentences, so the counterfactual rules run for real models only.
 
 
 include: "veridicality_common.smk"
@@ -16,30 +18,105 @@ rule veridicality_predict:
         device=config["inference"]["device"],
         batch_size=VER["batch_size"],
     wildcard_constraints:
-        vmodel="|".join(map(re.escape, VMODELS)),
+        vmodel=_alternatives(VMODELS),
+    threads: config["inference"]["threads"]
+    resources:
+        gpu=veridicality_gpu,
     conda:
-        "../../envs/verbeval.yaml"
+        "../../envs/inference.yaml"
     log:
         f"{LOGS}/veridicality/{{vmodel}}/predict.log",
     shell:
         "verbeval veridicality-predict --data {input.data} --model {params.model} --device {params.device} "
-        "--batch-size {params.batch_size} --out {output} 2> {log}"
+        "--batch-size {params.batch_size} --threads {threads} --out {output} 2> {log}"
 
 
 rule veridicality_table:
     input:
         f"{VRES}/{{vmodel}}/predictions.parquet",
     output:
-        csv=f"{VRES}/{{vmodel}}/signatures.csv",
+        csv=report(f"{VRES}/{{vmodel}}/signatures.csv", caption="../report/veridicality_signatures.rst",
+                   category="Veridicality", subcategory="{vmodel}"),
         md=f"{VRES}/{{vmodel}}/signatures.md",
         tex=f"{VRES}/{{vmodel}}/signatures.tex",
-        figure=[f"{VRES}/{{vmodel}}/scatter.{ext}" for ext in VER["formats"]],
+        data=f"{VRES}/{{vmodel}}/veridicality_scatter.csv",
+        figure=veridicality_scatter(),
     wildcard_constraints:
-        vmodel="|".join(map(re.escape, VMODELS)),
+        vmodel=_alternatives(VMODELS),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{LOGS}/veridicality/{{vmodel}}/table.log",
     shell:
         "verbeval veridicality-table --predictions {input} --model-name {wildcards.vmodel} --csv {output.csv} "
-        "--md {output.md} --tex {output.tex} --figure {output.figure} 2> {log}"
+        "--md {output.md} --tex {output.tex} --scatter-csv {output.data} --figure {output.figure} 2> {log}"
+
+
+rule veridicality_counterfactuals:
+    input:
+        raw_path(VER["source"]),
+    output:
+        pairs=f"{VRES}/counterfactuals/pairs.parquet",
+        unhandled=report(f"{VRES}/counterfactuals/unhandled.csv", caption="../report/veridicality_unhandled.rst",
+                         category="Veridicality", subcategory="Counterfactuals"),
+        coverage=report(f"{VRES}/counterfactuals/coverage.csv", caption="../report/veridicality_coverage.rst",
+                        category="Veridicality", subcategory="Counterfactuals"),
+    params:
+        samples=VCF["samples"],
+        seed=VCF["seed"],
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{LOGS}/veridicality/counterfactuals.log",
+    shell:
+        "verbeval veridicality-counterfactuals --data {input} --samples {params.samples} --seed {params.seed} "
+        "--pairs {output.pairs} --unhandled {output.unhandled} --coverage {output.coverage} 2> {log}"
+
+
+rule veridicality_counterfactual_predict:
+    input:
+        pairs=f"{VRES}/counterfactuals/pairs.parquet",
+        model=lambda wc: [VREAL[wc.vmodel]] if is_local(VREAL[wc.vmodel]) else [],
+    output:
+        f"{VRES}/{{vmodel}}/counterfactual_predictions.parquet",
+    params:
+        model=lambda wc: VREAL[wc.vmodel],
+        device=config["inference"]["device"],
+        batch_size=VER["batch_size"],
+    wildcard_constraints:
+        vmodel=_alternatives(VREAL),
+    threads: config["inference"]["threads"]
+    resources:
+        gpu=1,
+    conda:
+        "../../envs/inference.yaml"
+    log:
+        f"{LOGS}/veridicality/{{vmodel}}/counterfactual_predict.log",
+    shell:
+        "verbeval veridicality-counterfactual-predict --pairs {input.pairs} --model {params.model} "
+        "--device {params.device} --batch-size {params.batch_size} --threads {threads} --out {output} 2> {log}"
+
+
+rule veridicality_kl:
+    input:
+        predictions=f"{VRES}/{{vmodel}}/predictions.parquet",
+        counterfactuals=f"{VRES}/{{vmodel}}/counterfactual_predictions.parquet",
+    output:
+        t7_csv=report(f"{VRES}/{{vmodel}}/kl_table7.csv", caption="../report/veridicality_kl_table7.rst",
+                      category="Veridicality", subcategory="{vmodel}"),
+        t7_md=f"{VRES}/{{vmodel}}/kl_table7.md",
+        t7_tex=f"{VRES}/{{vmodel}}/kl_table7.tex",
+        t8_csv=report(f"{VRES}/{{vmodel}}/kl_table8.csv", caption="../report/veridicality_kl_table8.rst",
+                      category="Veridicality", subcategory="{vmodel}"),
+        t8_md=f"{VRES}/{{vmodel}}/kl_table8.md",
+        t8_tex=f"{VRES}/{{vmodel}}/kl_table8.tex",
+    wildcard_constraints:
+        vmodel=_alternatives(VREAL),
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{LOGS}/veridicality/{{vmodel}}/kl.log",
+    shell:
+        "verbeval veridicality-kl --predictions {input.predictions} --counterfactuals {input.counterfactuals} "
+        "--model-name {wildcards.vmodel} --table7 {output.t7_csv} {output.t7_md} {output.t7_tex} "
+        "--table8 {output.t8_csv} {output.t8_md} {output.t8_tex} 2> {log}"

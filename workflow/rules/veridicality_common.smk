@@ -3,16 +3,49 @@ from verbeval.models import model_name as _vmodel_name
 from verbeval.veridicality import PSEUDO_MODEL
 
 VER = config["veridicality"]
+VCF = VER["counterfactual"]
 VRES = f"{RES}/veridicality"
 VMODELS = {(m if m == PSEUDO_MODEL else _vmodel_name(m)): m for m in VER["models"]}
+# the counterfactual manipulations need a model that scores new sentences: not the pseudo-model
+VREAL = {name: m for name, m in VMODELS.items() if m != PSEUDO_MODEL}
 if VER["source"] not in MANIFEST:
     raise WorkflowError(f"{config['manifest']}: no source named {VER['source']!r} (veridicality.source)")
 if config["data_mirror"] and not mirror_location(MANIFEST[VER["source"]], config["data_mirror"]).exists():
     raise WorkflowError(f"data_mirror {config['data_mirror']}: missing "
                         f"{mirror_location(MANIFEST[VER['source']], config['data_mirror'])}")
+for _vm in VREAL.values():
+    if written_as_path(_vm) and not is_local(_vm):
+        raise WorkflowError(f"veridicality.models: local path {_vm} does not exist")
+
+
+def _alternatives(names):
+    # a regex matching none of the result directories when `names` is empty
+    return "|".join(map(re.escape, names)) or "(?!x)x"
+
+
+def veridicality_gpu(wc):
+    return 0 if VMODELS[wc.vmodel] == PSEUDO_MODEL else 1
+
+
+def veridicality_scatter():
+    """The scatter images of a model; the first format is registered in the report."""
+    first, *rest = [f"{VRES}/{{vmodel}}/scatter.{ext}" for ext in VER["formats"]]
+    shown = report(first, caption="../report/veridicality_scatter.rst", category="Veridicality",
+                   subcategory="{vmodel}")
+    return [shown, *rest]
+
+
+def veridicality_counterfactuals_on():
+    return bool(VCF["enabled"] and VREAL)
 
 
 def veridicality_outputs():
-    return [f"{VRES}/{m}/{f}" for m in VMODELS
-            for f in ["predictions.parquet", "signatures.csv", "signatures.md", "signatures.tex",
-                      *[f"scatter.{ext}" for ext in VER["formats"]]]]
+    out = [f"{VRES}/{m}/{f}" for m in VMODELS
+           for f in ["predictions.parquet", "signatures.csv", "signatures.md", "signatures.tex", "veridicality_scatter.csv",
+                     *[f"scatter.{ext}" for ext in VER["formats"]]]]
+    if veridicality_counterfactuals_on():
+        out += [f"{VRES}/counterfactuals/{f}" for f in ("pairs.parquet", "unhandled.csv", "coverage.csv")]
+        out += [f"{VRES}/{m}/{f}" for m in VREAL
+                for f in ["counterfactual_predictions.parquet",
+                          *[f"kl_table{t}.{ext}" for t in (7, 8) for ext in ("csv", "md", "tex")]]]
+    return out
