@@ -378,14 +378,11 @@ def cmd_veridicality_predict(a: argparse.Namespace) -> None:
         preds = pseudo_model_predictions(data)
     else:
         import torch
-        from transformers import AutoModelForSequenceClassification
 
-        from .models import load_tokenizer, resolve_device, resolve_id
+        from .veridicality import load_nli
 
         torch.set_num_threads(a.threads)
-        device = resolve_device(a.device)
-        tok = load_tokenizer(a.model, a.revision)
-        model = AutoModelForSequenceClassification.from_pretrained(resolve_id(a.model), revision=a.revision).to(device)
+        model, tok, device = load_nli(a.model, a.revision, a.device)
         preds = model_predictions(data, model, tok, a.batch_size, device)
     write_parquet(preds, a.out)
     log.info("veridicality %s: %d items -> %d predictions -> %s", a.model, len(data), len(preds), a.out)
@@ -402,6 +399,10 @@ def cmd_veridicality_table(a: argparse.Namespace) -> None:
     write_csv(t, a.csv, float_format="%.6f")
     write_text(a.md, to_markdown(t, a.model_name))
     write_text(a.tex, to_latex(t, a.model_name))
+    if a.scatter_csv:
+        from .veridicality import scatter_data
+
+        write_csv(scatter_data(preds), a.scatter_csv, float_format="%.6f")
     if a.figure:
         from .plots import save_figure
 
@@ -471,6 +472,58 @@ def cmd_simverb_join(a: argparse.Namespace) -> None:
     write_csv(summary, a.summary, float_format="%.6f")
     log.info("simverb x agreement for %s: %d verbs in both -> %s", a.model_name,
              int(summary["n_verbs"].max()) if len(summary) else 0, a.summary)
+
+
+def cmd_veridicality_counterfactuals(a: argparse.Namespace) -> None:
+    from .counterfactual import build_pairs, coverage
+    from .io import write_csv, write_parquet
+    from .veridicality import read_dataset
+
+    data = read_dataset(a.data)
+    pairs, unhandled = build_pairs(data, samples=a.samples, seed=a.seed)
+    cov = coverage(data, pairs, unhandled)
+    write_parquet(pairs, a.pairs)
+    write_csv(unhandled, a.unhandled)
+    write_csv(cov, a.coverage)
+    log.info("counterfactuals: %d pairs, %d unhandled (item, environment, manipulation) -> %s, %s", len(pairs),
+             len(unhandled), a.pairs, a.unhandled)
+
+
+def cmd_veridicality_counterfactual_predict(a: argparse.Namespace) -> None:
+    import pandas as pd
+    import torch
+
+    from .io import write_parquet
+    from .veridicality import PSEUDO_MODEL, load_nli, score_nli
+
+    if a.model == PSEUDO_MODEL:
+        raise VerbevalError(f"{PSEUDO_MODEL} has only the released probabilities of the original sentences; "
+                            "counterfactuals need a real NLI model")
+    torch.set_num_threads(a.threads)
+    model, tok, device = load_nli(a.model, a.revision, a.device)
+    pairs = pd.read_parquet(a.pairs)
+    probs = score_nli(model, tok, pairs["premise"].tolist(), pairs["hypothesis"].tolist(), a.batch_size, device)
+    out = pd.concat([pairs[["manipulation", "index", "task", "signature", "environment", "sample"]],
+                     probs], axis=1)
+    write_parquet(out, a.out)
+    log.info("counterfactual predictions of %s: %d pairs -> %s", a.model, len(out), a.out)
+
+
+def cmd_veridicality_kl(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .counterfactual import attach_kl, kl_latex, kl_markdown, table7, table8
+    from .io import write_csv, write_text
+
+    scored = attach_kl(pd.read_parquet(a.predictions), pd.read_parquet(a.counterfactuals))
+    for table, title, (csv_path, md_path, tex_path) in (
+            (table7(scored), f"Table 7 (KL, verb replacements), {a.model_name}", a.table7),
+            (table8(scored), f"Table 8 (KL, complement type swap), {a.model_name}", a.table8)):
+        write_csv(table, csv_path, float_format="%.6g")
+        write_text(md_path, kl_markdown(table, title))
+        write_text(tex_path, kl_latex(table, title))
+    log.info("KL tables of %s from %d manipulated pairs -> %s, %s", a.model_name, len(scored), a.table7[0],
+             a.table8[0])
 
 
 def cmd_check_config(a: argparse.Namespace) -> None:
@@ -626,7 +679,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM on a real tokenizer (for tests)")
     s.add_argument("--tokenizer", required=True)
-    s.add_argument("--arch", required=True, choices=["bert", "roberta", "gpt2"])
+    s.add_argument("--arch", required=True, choices=["bert", "roberta", "gpt2", "bert-nli"],
+                   help="bert-nli: a 3-label NLI classifier (labels named in id2label) for the veridicality workflow")
     s.add_argument("--out", required=True)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--layers", type=int, default=2)
@@ -657,6 +711,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--csv", required=True)
     s.add_argument("--md", required=True)
     s.add_argument("--tex", required=True)
+    s.add_argument("--scatter-csv", help="the points of the scatter figure (CSV, a DVC plot)")
     s.add_argument("--figure", nargs="+", default=[], help="scatter figure files (.png, .pdf, .svg)")
 
     s = add("simverb-score", cmd_simverb_score,
@@ -699,6 +754,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model-name", required=True)
     s.add_argument("--out", required=True, help="per-verb joined rows (CSV)")
     s.add_argument("--summary", required=True, help="per-representation correlations (CSV)")
+
+    s = add("veridicality-counterfactuals", cmd_veridicality_counterfactuals,
+            "manipulated veridicality pairs (verb replacements, to/that swaps) and the sentences left unhandled")
+    s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv")
+    s.add_argument("--samples", type=int, default=1, help="replacement verbs per item and manipulation")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--pairs", required=True, help="manipulated pairs (parquet)")
+    s.add_argument("--unhandled", required=True, help="CSV: manipulation, item, environment, reason")
+    s.add_argument("--coverage", required=True, help="CSV: handled and unhandled items per manipulation")
+
+    s = add("veridicality-counterfactual-predict", cmd_veridicality_counterfactual_predict,
+            "NLI probabilities of the manipulated pairs (a real NLI model)")
+    s.add_argument("--pairs", required=True)
+    s.add_argument("--model", required=True)
+    s.add_argument("--revision")
+    s.add_argument("--device", default="auto")
+    s.add_argument("--batch-size", type=int, default=32)
+    s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--out", required=True)
+
+    s = add("veridicality-kl", cmd_veridicality_kl,
+            "KL(original || manipulated) tables 7 and 8 (CSV, Markdown, LaTeX)")
+    s.add_argument("--predictions", required=True, help="predictions.parquet of the original pairs")
+    s.add_argument("--counterfactuals", required=True, help="predictions of the manipulated pairs")
+    s.add_argument("--model-name", required=True)
+    s.add_argument("--table7", nargs=3, required=True, metavar=("CSV", "MD", "TEX"))
+    s.add_argument("--table8", nargs=3, required=True, metavar=("CSV", "MD", "TEX"))
 
     s = add("check-config", cmd_check_config, "validate a workflow config file against the schema")
     s.add_argument("config")

@@ -50,6 +50,10 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "veridicality_predict": ("veridicality.source", "veridicality.models", "veridicality.batch_size",
                              "inference.device"),
     "veridicality_table": ("veridicality.models", "veridicality.formats"),
+    "veridicality_counterfactuals": ("veridicality.source", "veridicality.counterfactual"),
+    "veridicality_counterfactual_predict": ("veridicality.models", "veridicality.batch_size",
+                                            "veridicality.counterfactual", "inference.device"),
+    "veridicality_kl": ("veridicality.models", "veridicality.counterfactual"),
     # SimVerb-3500 (workflow/rules/simverb.smk)
     "simverb_score": ("models", "simverb.source", "simverb.split_sources", "simverb.models", "simverb.frames",
                       "simverb.multi_token", "simverb.batch_size", "inference.device", "inference.threads"),
@@ -71,6 +75,8 @@ PLOTS: dict[str, dict[str, str]] = {
                            "title": "Per-lemma agreement accuracy against mean log10 probability"},
     "model_comparison.csv": {"x": "value", "y": "group", "template": "bar_horizontal",
                              "title": "TSE, EW and MW per group and model"},
+    "veridicality_scatter.csv": {"x": "human_mean", "y": "score", "template": "scatter",
+                    "title": "Verb veridicality: mean human rating against model score (Figure 1)"},
     "simverb_layers.csv": {"x": "layer", "y": "rho", "title": "SimVerb-3500: Spearman's rho per layer (-1 = static)"},
 }
 
