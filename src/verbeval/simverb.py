@@ -38,7 +38,7 @@ from .errors import InputError, VerbevalError
 #: relation labels of the release, in the order tables show them
 RELATIONS = ("SYNONYMS", "ANTONYMS", "HYPER/HYPONYMS", "COHYPONYMS", "NONE")
 PAIR_COLUMNS = ["pair", "verb1", "verb2", "score", "relation", "split"]
-SIM_COLUMNS = ["pair", "representation", "layer", "covered", "cosine"]
+SIM_COLUMNS = ["pair", "representation", "layer", "single_token", "covered", "cosine"]
 VERB_COLUMNS = ["verb", "tokens", "n_tokens", "unknown", "covered"]
 TABLE_COLUMNS = ["model", "representation", "layer", "subset", "n_pairs", "n_covered", "coverage", "rho",
                  "ci_low", "ci_high"]
@@ -256,12 +256,14 @@ def pair_similarities(pairs: pd.DataFrame, verbs: pd.DataFrame, reps: Mapping[st
         raise VerbevalError("a pair's verb has no vector")
     cov = verbs["covered"].to_numpy()
     covered = cov[i1] & cov[i2]
+    one = (verbs["n_tokens"] == 1).to_numpy()
+    single = one[i1] & one[i2]
     parts = []
     for name, mat in reps.items():
         cos = cosine_rows(mat[i1], mat[i2])
         parts.append(pd.DataFrame({"pair": pairs["pair"].to_numpy(), "representation": name,
                                    "layer": -1 if name == "static" else int(name.removeprefix("layer")),
-                                   "covered": covered & ~np.isnan(cos), "cosine": cos}))
+                                   "single_token": single, "covered": covered & ~np.isnan(cos), "cosine": cos}))
     return pd.concat(parts, ignore_index=True)[SIM_COLUMNS], verbs[VERB_COLUMNS]
 
 
@@ -314,12 +316,16 @@ def bootstrap_spearman(x: np.ndarray, y: np.ndarray, resamples: int, seed: int, 
     return float(lo), float(hi)
 
 
-def subsets(pairs: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS) -> list[tuple[str, np.ndarray]]:
-    """(name, boolean mask over ``pairs``) for ``full``, each split present, each relation and
-    each rating range."""
+def subsets(pairs: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS,
+            single_token: np.ndarray | None = None) -> list[tuple[str, np.ndarray]]:
+    """(name, boolean mask over ``pairs``) for ``full``, each split present, ``tokens:single`` /
+    ``tokens:multi`` (both verbs one sub-token / at least one split into several; when
+    ``single_token`` is given), each relation and each rating range."""
     out: list[tuple[str, np.ndarray]] = [("full", np.ones(len(pairs), bool))]
     for name in sorted(s for s in pairs["split"].unique() if s):
         out.append((name, (pairs["split"] == name).to_numpy()))
+    if single_token is not None:
+        out += [("tokens:single", np.asarray(single_token, bool)), ("tokens:multi", ~np.asarray(single_token, bool))]
     for rel in RELATIONS:
         out.append((f"relation:{rel}", (pairs["relation"] == rel).to_numpy()))
     score = pairs["score"].to_numpy(float)
@@ -337,7 +343,9 @@ def results_table(pairs: pd.DataFrame, sims: pd.DataFrame, model: str, *, resamp
     human = pairs.set_index("pair")["score"]
     rows = []
     reps = list(dict.fromkeys(sims["representation"]))
-    for sub, mask in subsets(pairs, bins):
+    first = sims[sims["representation"] == reps[0]].set_index("pair")
+    single = first["single_token"].reindex(pairs["pair"]).to_numpy(bool) if "single_token" in sims else None
+    for sub, mask in subsets(pairs, bins, single):
         ids = set(pairs["pair"].to_numpy()[mask].tolist())
         for rep in reps:
             s = sims[(sims["representation"] == rep) & sims["pair"].isin(ids)]
@@ -463,10 +471,16 @@ def to_markdown(table: pd.DataFrame, model: str, verbs: pd.DataFrame | None = No
             r = table[(table["representation"] == rep) & (table["subset"] == s)].iloc[0]
             cells += [str(r.n_covered), _fmt(r.coverage), _rho_ci(r)]
         lines.append(f"| {rep} | " + " | ".join(cells) + " |")
+    if main == ["full"]:
+        lines += ["", "The official dev/test split files were not available (manifest entries simverb_500_dev / "
+                  "simverb_3000_test); full set only."]
     lines += ["", f"Reference (Gerz et al. 2016): inter-annotator agreement {IAA_PAIRWISE} (pairwise) / "
               f"{IAA_MEAN} (mean); best system in the paper rho = {BEST_SYSTEM} (full set).", ""]
-    for prefix, title in (("relation:", "By relation"), ("range:", "By human rating range")):
+    for prefix, title in (("tokens:", "By tokenisation (single: both verbs one sub-token)"),
+                          ("relation:", "By relation"), ("range:", "By human rating range")):
         subs = [s for s in dict.fromkeys(table["subset"]) if s.startswith(prefix)]
+        if not subs:
+            continue
         first = table[table["representation"] == reps[0]].set_index("subset")
         lines += [f"{title} (rho; covered pairs in the header)", "",
                   "| Representation | " + " | ".join(f"{s.removeprefix(prefix)} (n={first.loc[s, 'n_covered']})"

@@ -1,0 +1,314 @@
+"""SimVerb-3500: reading, hand-computed Spearman, bootstrap against a loop oracle, verb token
+spans on the real tokenizers, coverage, the agreement join, and the CLI on a small pair file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from verbeval.cli import main
+from verbeval.errors import InputError, VerbevalError
+from verbeval.simverb import (
+    agreement_join,
+    assign_splits,
+    best_representation,
+    bootstrap_spearman,
+    check_frames,
+    cosine_rows,
+    pair_similarities,
+    read_simverb,
+    results_table,
+    score_bins,
+    spearman,
+    to_latex,
+    to_markdown,
+    verb_errors,
+    verb_token_spans,
+    verb_vectors,
+)
+
+# five pairs; human ratings 1..5
+PAIRS = """\
+walk\trun\tV\t1.00\tNONE
+eat\tdine\tV\t2.00\tSYNONYMS
+give\ttake\tV\t3.00\tANTONYMS
+run\tsprint\tV\t4.00\tHYPER/HYPONYMS
+walk\tstroll\tV\t5.00\tSYNONYMS
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "pairs.txt") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _sims(pairs: pd.DataFrame, cosines: dict[str, list[float]], covered: list[bool] | None = None) -> pd.DataFrame:
+    parts = []
+    for rep, cos in cosines.items():
+        parts.append(pd.DataFrame({"pair": pairs["pair"], "representation": rep,
+                                   "layer": -1 if rep == "static" else int(rep.removeprefix("layer")),
+                                   "covered": covered if covered is not None else True, "cosine": cos}))
+    return pd.concat(parts, ignore_index=True)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def test_read_simverb(tmp_path: Path) -> None:
+    df = read_simverb(_write(tmp_path, PAIRS))
+    assert df["pair"].tolist() == [0, 1, 2, 3, 4]
+    assert df["verb1"].tolist() == ["walk", "eat", "give", "run", "walk"]
+    assert df["score"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert df["relation"].tolist() == ["NONE", "SYNONYMS", "ANTONYMS", "HYPER/HYPONYMS", "SYNONYMS"]
+    assert (df["split"] == "").all()
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("walk\trun\tV\t1.0", "expected 5 tab-separated fields"),
+    ("walk\trun\tN\t1.0\tNONE", "part of speech 'N'"),
+    ("walk\trun\tV\t11\tNONE", "outside [0, 10]"),
+    ("walk\trun\tV\tx\tNONE", "is not a number"),
+    ("walk\trun\tV\t1.0\tSIMILAR", "unknown relation 'SIMILAR'"),
+    ("Walk1\trun\tV\t1.0\tNONE", "not a verb"),
+    ("walk\trun\tV\t2.0\tNONE", "repeats line 1"),
+])
+def test_read_simverb_errors_name_the_line(tmp_path: Path, line: str, reason: str) -> None:
+    p = _write(tmp_path, "walk\trun\tV\t1.00\tNONE\n" + line + "\n")
+    with pytest.raises(InputError, match=re.escape(reason)) as err:
+        read_simverb(p)
+    assert ":2" in str(err.value) and str(p) in str(err.value)
+
+
+def test_mirror_file_has_3500_pairs(shared_dir: Path) -> None:
+    df = read_simverb(shared_dir / "data/simverb/SimVerb-3500.txt")
+    assert len(df) == 3500
+    assert len(set(df["verb1"]) | set(df["verb2"])) == 827
+    assert df["relation"].value_counts().to_dict() == {"NONE": 2093, "HYPER/HYPONYMS": 800, "SYNONYMS": 306,
+                                                       "COHYPONYMS": 190, "ANTONYMS": 111}
+
+
+def test_assign_splits(tmp_path: Path) -> None:
+    full = read_simverb(_write(tmp_path, PAIRS))
+    dev = read_simverb(_write(tmp_path, "eat\tdine\tV\t2.00\tSYNONYMS\n", "dev.txt"))
+    test = read_simverb(_write(tmp_path, "walk\trun\tV\t1.00\tNONE\nwalk\tstroll\tV\t5.00\tSYNONYMS\n", "test.txt"))
+    out = assign_splits(full, {"dev": dev, "test": test})
+    assert out["split"].tolist() == ["test", "dev", "", "", "test"]
+    with pytest.raises(VerbevalError, match="in split 'dev' and in split 'test'"):
+        assign_splits(full, {"dev": dev, "test": dev})
+    bad = read_simverb(_write(tmp_path, "eat\tdine\tV\t9.00\tSYNONYMS\n", "bad.txt"))
+    with pytest.raises(VerbevalError, match="rated 9.0 there"):
+        assign_splits(full, {"dev": bad})
+    missing = read_simverb(_write(tmp_path, "eat\tsup\tV\t2.00\tSYNONYMS\n", "missing.txt"))
+    with pytest.raises(VerbevalError, match="not in the full set"):
+        assign_splits(full, {"dev": missing})
+
+
+def test_score_bins_and_frames() -> None:
+    assert score_bins([0, 2.5, 5]) == [(0.0, 2.5, "[0, 2.5)"), (2.5, 5.0, "[2.5, 5]")]
+    with pytest.raises(VerbevalError):
+        score_bins([0, 0])
+    with pytest.raises(VerbevalError, match="exactly once"):
+        check_frames(["to walk"])
+    with pytest.raises(VerbevalError, match="exactly once"):
+        check_frames(["{verb} and {verb}"])
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def test_spearman_hand_computed(tmp_path: Path) -> None:
+    pairs = read_simverb(_write(tmp_path, PAIRS))
+    # cosine ranks 1 3 2 5 4 against human ranks 1 2 3 4 5: sum d^2 = 4, rho = 1 - 6*4/(5*24) = 0.8
+    cos = [0.1, 0.3, 0.2, 0.5, 0.4]
+    assert spearman(np.array(cos), pairs["score"].to_numpy()) == pytest.approx(0.8, abs=1e-12)
+    # reversed: rho = -1; a tie in the cosines (average ranks 1.5 1.5 3 4 5): rho = 0.9746794344808963
+    sims = _sims(pairs, {"static": cos, "layer0": [5, 4, 3, 2, 1], "layer1": [1, 1, 3, 4, 5]})
+    t = results_table(pairs, sims, "m", resamples=0)
+    full = t[t["subset"] == "full"].set_index("representation")
+    assert full.loc["static", "rho"] == pytest.approx(0.8, abs=1e-12)
+    assert full.loc["layer0", "rho"] == pytest.approx(-1.0, abs=1e-12)
+    # Pearson of (1.5,1.5,3,4,5) with (1..5): cov 9.5/... computed by hand: 9.5 / sqrt(9.5 * 10)
+    assert full.loc["layer1", "rho"] == pytest.approx(9.5 / np.sqrt(9.5 * 10), abs=1e-12)
+    assert full.loc["static", "n_pairs"] == 5 and full.loc["static", "coverage"] == 1.0
+    assert best_representation(t) == "layer1"
+    # subsets: SYNONYMS has pairs 1 and 4 (human 2, 5; cosine 0.3, 0.4): rho = 1
+    syn = t[(t["subset"] == "relation:SYNONYMS") & (t["representation"] == "static")].iloc[0]
+    assert syn["n_pairs"] == 2 and syn["rho"] == pytest.approx(1.0)
+    # ANTONYMS has one pair: undefined
+    ant = t[(t["subset"] == "relation:ANTONYMS") & (t["representation"] == "static")].iloc[0]
+    assert ant["n_pairs"] == 1 and np.isnan(ant["rho"])
+    # ranges [0, 2.5) = human 1, 2; [2.5, 5) = 3, 4; [5, 7.5) = 5; [7.5, 10] = none
+    ranges = t[t["subset"].str.startswith("range:") & (t["representation"] == "static")]
+    assert ranges["n_pairs"].tolist() == [2, 2, 1, 0]
+
+
+def test_uncovered_pairs_are_left_out(tmp_path: Path) -> None:
+    pairs = read_simverb(_write(tmp_path, PAIRS))
+    # pair 1 not covered: rho over pairs 0, 2, 3, 4 (cosines 0.1 0.2 0.5 0.4 vs 1 3 4 5) = 0.8
+    sims = _sims(pairs, {"static": [0.1, 9.0, 0.2, 0.5, 0.4]}, covered=[True, False, True, True, True])
+    full = results_table(pairs, sims, "m", resamples=0).query("subset == 'full'").iloc[0]
+    assert full["n_pairs"] == 5 and full["n_covered"] == 4 and full["coverage"] == pytest.approx(0.8)
+    assert full["rho"] == pytest.approx(0.8)
+
+
+def test_bootstrap_matches_a_loop_over_scipy() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=40)
+    y = x + rng.normal(size=40)
+    y[:5] = y[5]  # ties
+    lo, hi = bootstrap_spearman(x, y, resamples=300, seed=7, confidence=0.9, block=64)
+    # oracle: the same resamples (block sizes do not change the draws' order), scipy per resample
+    draws = np.random.default_rng(7)
+    rhos = []
+    for start in range(0, 300, 64):
+        b = min(64, 300 - start)
+        for row in draws.integers(0, 40, size=(b, 40)):
+            rhos.append(stats.spearmanr(x[row], y[row])[0])
+    assert lo == pytest.approx(np.nanquantile(rhos, 0.05), abs=1e-12)
+    assert hi == pytest.approx(np.nanquantile(rhos, 0.95), abs=1e-12)
+    assert (lo, hi) == bootstrap_spearman(x, y, resamples=300, seed=7, confidence=0.9, block=64)
+    assert lo < spearman(x, y) < hi
+
+
+# --------------------------------------------------------------------------- representations
+
+
+def test_cosine_and_coverage() -> None:
+    assert cosine_rows(np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([[1.0, 1.0], [1.0, 0.0]]))[0] == pytest.approx(
+        1 / np.sqrt(2))
+    pairs = pd.DataFrame({"pair": [0, 1, 2], "verb1": ["a", "a", "b"], "verb2": ["b", "c", "c"],
+                          "score": [1.0, 2.0, 3.0], "relation": "NONE", "split": ""})
+    verbs = pd.DataFrame({"verb": ["a", "b", "c"], "tokens": ["a", "b ##b", "[UNK]"], "n_tokens": [1, 2, 1],
+                          "unknown": [False, False, True]})
+    reps = {"static": np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])}
+    sims, vt = pair_similarities(pairs, verbs, reps, "mean")
+    assert vt["covered"].tolist() == [True, True, False]
+    assert sims["covered"].tolist() == [True, False, False]
+    assert sims["cosine"].tolist() == pytest.approx([1 / np.sqrt(2), 0.0, 1 / np.sqrt(2)])
+    sims, vt = pair_similarities(pairs, verbs, reps, "skip")
+    assert vt["covered"].tolist() == [True, False, False]
+    assert sims["covered"].tolist() == [False, False, False]
+
+
+def test_verb_token_spans_real_tokenizers(shared_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    gpt2 = AutoTokenizer.from_pretrained(shared_dir / "tokenizers/gpt2")
+    enc, spans = verb_token_spans(gpt2, ["walk", "abstain"], "to {verb}")
+    toks = [gpt2.convert_ids_to_tokens(enc["input_ids"][i][s].tolist()) for i, s in enumerate(spans)]
+    assert toks == [["Ġwalk"], ["Ġabst", "ain"]]  # the word-initial (leading-space) form
+    bert = AutoTokenizer.from_pretrained(shared_dir / "tokenizers/bert-base-cased")
+    enc, spans = verb_token_spans(bert, ["walk", "abduct"], "I want to {verb} now")
+    toks = [bert.convert_ids_to_tokens(enc["input_ids"][i][s].tolist()) for i, s in enumerate(spans)]
+    assert toks == [["walk"], ["a", "##b", "##duct"]]
+    assert spans[0] == [4]  # [CLS] I want to walk
+
+
+def test_verb_vectors_tiny_bert(shared_dir: Path) -> None:
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tok = AutoTokenizer.from_pretrained(shared_dir / "tokenizers/bert-base-cased")
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=32, max_position_embeddings=32)).eval()
+    verbs = ["walk", "abduct"]
+    table, reps = verb_vectors(model, tok, verbs, ["to {verb}", "they {verb} ."], batch_size=1)
+    assert list(reps) == ["static", "layer0", "layer1", "layer2"]
+    assert table["n_tokens"].tolist() == [1, 3] and table["tokens"].tolist() == ["walk", "a ##b ##duct"]
+    emb = model.get_input_embeddings().weight.detach().double().numpy()
+    ids = tok("abduct", add_special_tokens=False)["input_ids"]
+    np.testing.assert_allclose(reps["static"][1], emb[ids].mean(0), rtol=1e-12)
+    # oracle for layer 2 of "abduct": mean over its three tokens in each frame, then over frames
+    with torch.no_grad():
+        h1 = model(**tok("to abduct", return_tensors="pt"), output_hidden_states=True).hidden_states[2][0, 2:5]
+        h2 = model(**tok("they abduct .", return_tensors="pt"), output_hidden_states=True).hidden_states[2][0, 2:5]
+    expected = (h1.double().mean(0) + h2.double().mean(0)).numpy() / 2
+    np.testing.assert_allclose(reps["layer2"][1], expected, rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- agreement join
+
+
+def test_verb_errors_and_join(tmp_path: Path) -> None:
+    pairs = read_simverb(_write(tmp_path, PAIRS))
+    sims = _sims(pairs, {"static": [0.1, 0.3, 0.2, 0.5, 0.4]})
+    err = verb_errors(pairs, sims).set_index("verb")
+    # |cosine rank - human rank| / 5 per pair: 0, .2, .2, .2, .2
+    assert err.loc["walk", "n_pairs"] == 2 and err.loc["walk", "rank_error"] == pytest.approx(0.1)
+    assert err.loc["run", "rank_error"] == pytest.approx(0.1)
+    assert err.loc["eat", "rank_error"] == pytest.approx(0.2)
+    lemma_stats = pd.DataFrame({"lemma": ["walk", "eat", "give", "sprint", "jump"],
+                                "accuracy": [0.9, 0.5, 0.4, 0.1, 0.7],
+                                "mean_log10_prob": [-3.0, -4.0, -5.0, -6.0, -2.0], "n_contexts": 10})
+    joined, summary = agreement_join(verb_errors(pairs, sims), lemma_stats, "m")
+    assert joined["verb"].tolist() == ["eat", "give", "sprint", "walk"]
+    row = summary.iloc[0]
+    assert row["n_verbs"] == 4
+    # rank errors (eat .2, give .2, sprint .2, walk .1) vs accuracy (.5, .4, .1, .9)
+    assert row["rho_accuracy"] == pytest.approx(stats.spearmanr([0.2, 0.2, 0.2, 0.1], [0.5, 0.4, 0.1, 0.9])[0])
+    assert row["rho_accuracy"] < 0
+
+
+# --------------------------------------------------------------------------- CLI on a small pair file
+
+
+def test_cli_score_table_join(tmp_path: Path, shared_dir: Path) -> None:
+    from verbeval.models import make_tiny_model
+
+    model = make_tiny_model(shared_dir / "tokenizers/gpt2", "gpt2", tmp_path / "tiny-gpt2")
+    data = _write(tmp_path, PAIRS)
+    dev = _write(tmp_path, "eat\tdine\tV\t2.00\tSYNONYMS\nwalk\trun\tV\t1.00\tNONE\n", "dev.txt")
+    out = {k: tmp_path / v for k, v in dict(sims="s.parquet", verbs="v.csv", csv="t.csv", md="t.md", tex="t.tex",
+                                            layers="l.csv", metrics="m.json", fig="l.png", sc="s.png").items()}
+    assert main(["simverb-score", "--data", str(data), "--split", f"dev={dev}", "--model", str(model),
+                 "--device", "cpu", "--threads", "1", "--out", str(out["sims"]), "--verbs", str(out["verbs"])]) == 0
+    for _ in range(2):  # byte-identical rerun
+        assert main(["simverb-table", "--similarities", str(out["sims"]), "--verbs", str(out["verbs"]),
+                     "--model-name", "tiny", "--resamples", "50", "--csv", str(out["csv"]), "--md", str(out["md"]),
+                     "--tex", str(out["tex"]), "--layers-csv", str(out["layers"]), "--metrics-json",
+                     str(out["metrics"]), "--layers-figure", str(out["fig"]), "--scatter-figure", str(out["sc"])]) == 0
+        first = {k: p.read_bytes() for k, p in out.items()} if _ == 0 else first
+    assert {k: p.read_bytes() for k, p in out.items()} == first
+    t = pd.read_csv(out["csv"])
+    assert set(t["subset"]) >= {"full", "dev", "relation:SYNONYMS", "range:[7.5, 10]"}
+    assert set(t["representation"]) == {"static", "layer0", "layer1", "layer2"}
+    assert t.query("subset == 'dev'")["n_pairs"].unique().tolist() == [2]
+    # only eat/dine has a multi-token verb
+    assert t.query("subset == 'tokens:multi'")["n_pairs"].unique().tolist() == [1]
+    assert t.query("subset == 'tokens:single'")["n_pairs"].unique().tolist() == [4]
+    # the table's rho is scipy's Spearman of the stored cosines
+    sims = pd.read_parquet(out["sims"])
+    s = sims[sims["representation"] == "layer1"]
+    assert t.query("subset == 'full' and representation == 'layer1'")["rho"].iat[0] == pytest.approx(
+        stats.spearmanr(s["cosine"], s["score"])[0], abs=1e-6)
+    # eight verbs; GPT-2 splits " dine" into "Ġd" "ine"
+    assert json.loads(out["metrics"].read_text())["coverage"] == {"verbs": 8, "single_token": 7, "multi_token": 1,
+                                                                   "unknown": 0, "covered": 8}
+    verbs = pd.read_csv(out["verbs"]).set_index("verb")
+    assert verbs.loc["dine", "tokens"] == "Ġd ine" and verbs.loc["dine", "n_tokens"] == 2
+    md = out["md"].read_text()
+    assert "| static |" in md and "dev: rho [CI]" in md and "By relation" in md
+    ls = tmp_path / "lemma_stats.csv"
+    pd.DataFrame({"model": "tiny", "lemma": ["walk", "eat", "run"], "sing": ["walks", "eats", "runs"],
+                  "plur": ["walk", "eat", "run"], "n_contexts": 3, "n_correct": [3, 2, 1], "n_wrong": [0, 1, 2],
+                  "accuracy": [1.0, 2 / 3, 1 / 3], "mean_prob": 0.1, "mean_log10_prob": [-1.0, -2.0, -3.0]}).to_csv(ls, index=False)
+    assert main(["simverb-join", "--similarities", str(out["sims"]), "--lemma-stats", str(ls), "--model-name", "tiny",
+                 "--out", str(tmp_path / "j.csv"), "--summary", str(tmp_path / "js.csv")]) == 0
+    js = pd.read_csv(tmp_path / "js.csv")
+    assert js["n_verbs"].tolist() == [3, 3, 3, 3]
+
+
+def test_latex_and_markdown_without_splits(tmp_path: Path) -> None:
+    pairs = read_simverb(_write(tmp_path, PAIRS))
+    t = results_table(pairs, _sims(pairs, {"static": [0.1, 0.3, 0.2, 0.5, 0.4]}), "m_1", resamples=0)
+    tex = to_latex(t, "m_1")
+    assert r"\multicolumn{3}{c}{full}" in tex and "dev" not in tex and r"m\_1" in tex
+    assert "0.800 [–, –]" in to_markdown(t, "m_1")
