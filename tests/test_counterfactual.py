@@ -229,3 +229,49 @@ def test_coverage_on_the_mirror() -> None:
         o = orig.loc[r.index]
         before = o["sentence"] if r.environment == "positive" else o["neg_sentence"]
         assert (r.premise, r.hypothesis) != (before, o["complement"])
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="no data mirror")
+def test_cli_end_to_end_on_a_slice(tmp_path: Path, shared_dir: Path) -> None:
+    """veridicality-predict, -counterfactuals, -counterfactual-predict and -kl with a tiny NLI model
+    on the first 12 items; the pseudo-model is refused by the counterfactual scorer."""
+    from verbeval.cli import main
+
+    lines = DATA.read_text().splitlines()
+    data = tmp_path / "v.tsv"
+    data.write_text("\n".join(lines[:13]) + "\n")
+    model = tmp_path / "tiny-nli"
+    assert main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / "bert-base-uncased"),
+                 "--arch", "bert-nli", "--out", str(model)]) == 0
+    t = tmp_path
+    assert main(["-q", "veridicality-predict", "--data", str(data), "--model", str(model), "--device", "cpu",
+                 "--threads", "1", "--out", str(t / "pred.parquet")]) == 0
+    assert main(["-q", "veridicality-counterfactuals", "--data", str(data), "--pairs", str(t / "pairs.parquet"),
+                 "--unhandled", str(t / "un.csv"), "--coverage", str(t / "cov.csv")]) == 0
+    assert main(["-q", "veridicality-counterfactual-predict", "--pairs", str(t / "pairs.parquet"), "--model",
+                 str(model), "--device", "cpu", "--threads", "1", "--out", str(t / "cf.parquet")]) == 0
+    assert main(["-q", "veridicality-counterfactual-predict", "--pairs", str(t / "pairs.parquet"), "--model",
+                 "ross-pavlick-2019-bert", "--out", str(t / "x.parquet")]) == 1
+    assert main(["-q", "veridicality-kl", "--predictions", str(t / "pred.parquet"), "--counterfactuals",
+                 str(t / "cf.parquet"), "--model-name", "tiny", "--table7", str(t / "t7.csv"), str(t / "t7.md"),
+                 str(t / "t7.tex"), "--table8", str(t / "t8.csv"), str(t / "t8.md"), str(t / "t8.tex")]) == 0
+    pairs = pd.read_parquet(t / "pairs.parquet")
+    cf = pd.read_parquet(t / "cf.parquet")
+    assert len(cf) == len(pairs) and np.allclose(cf[["p_entailment", "p_neutral", "p_contradiction"]].sum(axis=1), 1)
+    cov = pd.read_csv(t / "cov.csv")
+    assert (cov["handled"] + cov["unhandled"] == cov["items"]).all()
+    t7 = pd.read_csv(t / "t7.csv")
+    assert list(t7.columns) == ["manipulation", "task", "environment", "n", "mean_kl", "median_kl"]
+    assert len(t7) == 3 * 3 * 2
+    all7 = t7[t7["task"] == "all"].set_index(["manipulation", "environment"])
+    counts = pairs.groupby(["manipulation", "environment"]).size()
+    for key in all7.index:
+        assert all7.loc[key, "n"] == counts.get(key, 0)
+    assert (t7["mean_kl"].dropna() >= 0).all()
+    t8 = pd.read_csv(t / "t8.csv")
+    assert set(t8["direction"]) == {"to_that", "that_to"}
+    # reruns are byte-identical
+    before = {p.name: p.read_bytes() for p in (t / "t7.csv", t / "t8.csv", t / "un.csv")}
+    assert main(["-q", "veridicality-counterfactuals", "--data", str(data), "--pairs", str(t / "pairs.parquet"),
+                 "--unhandled", str(t / "un.csv"), "--coverage", str(t / "cov.csv")]) == 0
+    assert (t / "un.csv").read_bytes() == before["un.csv"]

@@ -23,8 +23,9 @@ def ci_models(shared_dir: Path) -> None:
     exist when the pipeline is generated (.ci/run makes them the same way)."""
     from verbeval.models import make_tiny_model
 
-    for tok, arch in (("bert-base-cased", "bert"), ("gpt2", "gpt2")):
-        out = REPO / "models" / f"tiny-{tok}"
+    for tok, arch, name in (("bert-base-cased", "bert", "tiny-bert-base-cased"), ("gpt2", "gpt2", "tiny-gpt2"),
+                            ("bert-base-uncased", "bert-nli", "tiny-bert-nli")):
+        out = REPO / "models" / name
         if not (out / "config.json").exists():
             make_tiny_model(shared_dir / "tokenizers" / tok, arch, out)
 
@@ -105,7 +106,10 @@ def test_figure_data_are_dvc_plots_with_existing_columns(ci_jobs: list[JobSpec])
     from verbeval.dvc import PLOTS
     from verbeval.figures import COMPARISON_COLUMNS, CURVE_COLUMNS, LEMMA_ACCURACY_COLUMNS
 
-    columns = {"lemma_accuracy.csv": LEMMA_ACCURACY_COLUMNS, "model_comparison.csv": COMPARISON_COLUMNS}
+    from verbeval.veridicality import SCATTER_COLUMNS
+
+    columns = {"lemma_accuracy.csv": LEMMA_ACCURACY_COLUMNS, "model_comparison.csv": COMPARISON_COLUMNS,
+               "veridicality_scatter.csv": SCATTER_COLUMNS}
     for name, spec in PLOTS.items():
         cols = columns.get(name, CURVE_COLUMNS)
         assert spec["x"] in cols and spec["y"] in cols, name

@@ -148,3 +148,51 @@ def test_read_dataset_names_file_and_line(tmp_path: Path) -> None:
     p.write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError, match=r"v\.tsv:4: bad signature"):
         read_dataset(p)
+
+
+def test_scatter_data_and_facets() -> None:
+    from verbeval.veridicality import plot_scatter, scatter_data
+
+    preds = _preds()
+    other = preds.copy()
+    other["signature"] = "o/o"
+    other["index"] += 10
+    both = pd.concat([other, preds], ignore_index=True)
+    pts = scatter_data(both)
+    assert list(pts.columns) == ["index", "verb", "signature", "environment", "human_mean", "score"]
+    # sorted by signature, environment (positive first), index
+    assert pts["signature"].tolist() == ["+/-"] * 6 + ["o/o"] * 6
+    assert pts["environment"].tolist()[:6] == ["positive"] * 3 + ["negative"] * 3
+    assert pts["score"].tolist()[:3] == pytest.approx([0.7, 0.5, -0.3])
+    fig = plot_scatter(both, "toy")
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["+/-  (n=3)", "o/o  (n=3)"]  # one panel per signature
+    assert [len(c.get_offsets()) for c in visible[0].collections] == [3, 3]  # positive, negative
+
+
+def test_tiny_nli_model_labels_by_name(tmp_path: Path, shared_dir: Path) -> None:
+    from verbeval.models import TINY_NLI_LABELS, make_tiny_model
+    from verbeval.veridicality import load_nli
+
+    out = make_tiny_model(shared_dir / "tokenizers" / "bert-base-uncased", "bert-nli", tmp_path / "nli")
+    model, tok, device = load_nli(str(out), device="cpu")
+    assert dict(model.config.id2label) == TINY_NLI_LABELS
+    assert label_index(model.config) == {"contradiction": 0, "entailment": 1, "neutral": 2}
+    probs = score_nli(model, tok, ["Nike declined to be a sponsor."], ["Nike was a sponsor."], device=device)
+    assert probs.shape == (1, 3) and probs.iloc[0].sum() == pytest.approx(1.0, abs=1e-6)
+
+
+def test_load_nli_refuses_positional_labels(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from verbeval.veridicality import load_nli
+
+    if not TOKENIZER.exists():
+        pytest.skip("no local bert-base-uncased tokenizer")
+    tok = AutoTokenizer.from_pretrained(TOKENIZER)
+    model = BertForSequenceClassification(BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1,
+                                                     num_attention_heads=2, intermediate_size=32, num_labels=3))
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    with pytest.raises(VerbevalError, match="positional"):
+        load_nli(str(tmp_path), device="cpu")

@@ -118,6 +118,9 @@ def workflow(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Work
     cfg["results_dir"] = str(root / "results")
     cfg["models"] = [{"id": str(root / "models" / "tiny-bert-base-cased"), "name": "tiny-bert-cased"},
                      {"id": str(root / "models" / "tiny-gpt2"), "name": "tiny-gpt2"}]
+    # the released-probability pseudo-model only: CI (.ci/run) runs the tiny NLI model and its
+    # counterfactuals on the whole veridicality set, test_counterfactual.py on a slice
+    cfg.setdefault("veridicality", {})["models"] = ["ross-pavlick-2019-bert"]
     agr = cfg.setdefault("agreement", {})
     agr.update({"groups": GROUPS, "max_rows_per_source": 6, "chunks": 2,
                 "groups_file": str(REPO_ROOT / "resources" / "agreement_groups.yaml"),
