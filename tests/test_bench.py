@@ -1,0 +1,227 @@
+"""The benchmark harness: the paper-style baseline against verbeval's vectorised scores (a real
+correctness check of both), the fast kernels against straightforward references, and the
+throughput measurement's bookkeeping. No test asserts a time."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from verbeval.agreement import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, _stable_order, form_statistics, score_logits
+from verbeval.bench import PaperBaseline, compare_with_verbeval, throughput
+from verbeval.eligibility import eligible_lemmas, single_token_ids
+from verbeval.inference import encode_contexts, split_head, target_logits
+from verbeval.models import LoadedModel, load_model, make_tiny_model
+
+LEXICON = pd.DataFrame(
+    [("laugh", "laughs", "laugh"), ("smile", "smiles", "smile"), ("be", "is", "are"), ("run", "runs", "run"),
+     ("know", "knows", "know"), ("write", "writes", "write"), ("sing", "sings", "sing"),
+     ("dance", "dances", "dance"), ("exist", "exists", "exist"), ("like", "likes", "like")],
+    columns=["lemma", "sing", "plur"],
+)
+# (left, right, plural, correct, incorrect)
+ROWS = [
+    ("the author", "", False, "laughs", "laugh"),
+    ("the pilots that the guard likes", "to the guards", True, "are", "is"),
+    ("the farmer next to the guards", "in the park", False, "runs", "run"),
+    ("the dancers in the big old theatre", "every night", True, "dance", "dances"),
+    ("the author", "", False, "swims", "swim"),  # not a single token: TSE undefined
+]
+
+
+def _sharpened(path: Path) -> LoadedModel:
+    lm = load_model(str(path), device="cpu")
+    with torch.no_grad():  # peaked distributions, so the cutoffs select non-trivial sets
+        lm.model.get_output_embeddings().weight.mul_(30.0)
+    return lm
+
+
+@pytest.fixture(scope="module", params=["bert", "gpt2"])
+def lm(request: pytest.FixtureRequest, shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    tok = {"bert": "bert-base-cased", "gpt2": "gpt2"}[request.param]
+    return _sharpened(make_tiny_model(shared_dir / "tokenizers" / tok, request.param,
+                                      tmp_path_factory.mktemp(request.param)))
+
+
+def _verbeval_scores(lm: LoadedModel, lemmas: pd.DataFrame) -> Any:
+    ctx = pd.DataFrame([(r[0], r[1]) for r in ROWS], columns=["left", "right"])
+    enc = encode_contexts(lm, ctx)
+    width = max(len(s) for s in enc.ids)
+    ids = torch.tensor([s + [0] * (width - len(s)) for s in enc.ids])
+    att = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in enc.ids])
+    with torch.inference_mode():
+        logits = target_logits(lm.model, ids, att, torch.as_tensor(enc.target))
+    plural = np.array([r[2] for r in ROWS])
+    sing = [r[4] if r[2] else r[3] for r in ROWS]
+    plur = [r[3] if r[2] else r[4] for r in ROWS]
+    tse_ids = np.stack([single_token_ids(lm.tokenizer, sing), single_token_ids(lm.tokenizer, plur)], axis=1)
+    return score_logits(logits, plural, lemmas[["sing_id", "plur_id"]].to_numpy(), PAPER_TOP_CUTOFFS,
+                        PAPER_BOTTOM_CUTOFFS, tse_ids)
+
+
+def test_baseline_matches_verbeval(lm: LoadedModel) -> None:
+    """The per-row, per-lemma Python baseline and the vectorised scorer agree on every score."""
+    lemmas = eligible_lemmas(LEXICON, lm.tokenizer)
+    assert len(lemmas) == len(LEXICON)
+    base = PaperBaseline(lm, lemmas, PAPER_TOP_CUTOFFS, PAPER_BOTTOM_CUTOFFS)
+    ref = _verbeval_scores(lm, lemmas)
+    seen_non_trivial = False
+    for i, row in enumerate(ROWS):
+        got = base.score_row(row[0], row[1], row[2], row[3], row[4])
+        assert (math.isnan(got["tse"]) and math.isnan(ref.tse[i])) or got["tse"] == ref.tse[i]
+        for side, cuts in (("top", PAPER_TOP_CUTOFFS), ("bottom", PAPER_BOTTOM_CUTOFFS)):
+            for j, p in enumerate(cuts):
+                for metric in ("ew", "mw", "prob_counted"):
+                    want = getattr(ref, f"{metric}_{side}")[i, j]
+                    # the baseline's own batch-1 forward differs from the batched one by float32
+                    # rounding (~1e-7); the exact check with shared logits is the test below
+                    np.testing.assert_allclose(got[f"{metric}_{side}@{p:g}"], want, rtol=1e-5, atol=1e-6,
+                                               err_msg=f"row {i} {metric}_{side}@{p:g}")
+                counted = getattr(ref, f"prob_counted_{side}")[i, j]
+                seen_non_trivial |= not math.isnan(getattr(ref, f"ew_{side}")[i, j]) \
+                    and counted < ref.prob_counted_top[i, -1] * (1 - 1e-6)
+    assert math.isnan(ref.tse[4])
+    assert seen_non_trivial, "no cutoff selected a proper subset of the lemmas"
+
+
+class _FixedLogits(torch.nn.Module):
+    """A 'model' whose logits at every position are fixed (the paper's Table 1 toy)."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        super().__init__()
+        self.logits = logits
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> Any:
+        return SimpleNamespace(logits=self.logits.expand(input_ids.shape[0], input_ids.shape[1], -1))
+
+
+def test_baseline_table1_toy(lm: LoadedModel) -> None:
+    """Table 1 of the paper: P(is)=.1, P(are)=.6, P(exists)=.2, P(exist)=.1 in a plural context:
+    TSE 1.0, EW 0.5, MW 0.7 at top p = 1 (hand-computed)."""
+    tok = lm.tokenizer
+    lemmas = eligible_lemmas(LEXICON[LEXICON["lemma"].isin(["be", "exist"])], tok)
+    probs = torch.zeros(len(tok), dtype=torch.float64)
+    ids = dict(zip(lemmas["sing"], lemmas["sing_id"])) | dict(zip(lemmas["plur"], lemmas["plur_id"]))
+    for form, p in (("is", 0.1), ("are", 0.6), ("exists", 0.2), ("exist", 0.1)):
+        probs[ids[form]] = p
+    toy = LoadedModel(lm.model_id, _FixedLogits(torch.log(probs).float()), tok, lm.kind, lm.cased, lm.device,
+                      "float32", "toy")
+    base = PaperBaseline(toy, lemmas, [1.0], [1.0])
+    got = base.score_row("the pilots that the guard likes", "to the guards", True, "are", "is")
+    assert got["tse"] == 1.0
+    assert got["ew_top@1"] == 0.5 and got["ew_bottom@1"] == 0.5
+    assert got["mw_top@1"] == pytest.approx(0.7, abs=1e-7)
+    assert got["prob_counted_top@1"] == pytest.approx(1.0, abs=1e-7)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_baseline_equals_score_logits_on_shared_logits(lm: LoadedModel, seed: int) -> None:
+    """Same logits in, same scores out (to float64 rounding): baseline and vectorised scorer."""
+    tok = lm.tokenizer
+    lemmas = eligible_lemmas(LEXICON, tok)
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(len(tok), generator=gen) * 4
+    logits[torch.tensor(lemmas["sing_id"].to_list())] += torch.randn(len(lemmas), generator=gen) * 4 + 6  # forms near the top
+    toy = LoadedModel(lm.model_id, _FixedLogits(logits), tok, lm.kind, lm.cased, lm.device, "float32", "toy")
+    base = PaperBaseline(toy, lemmas, PAPER_TOP_CUTOFFS, PAPER_BOTTOM_CUTOFFS)
+    for plural in (False, True):
+        got = base.score_row("the authors", "", plural, "laugh", "laughs")
+        want = score_logits(logits[None], np.array([plural]), lemmas[["sing_id", "plur_id"]].to_numpy(),
+                            PAPER_TOP_CUTOFFS, PAPER_BOTTOM_CUTOFFS)
+        for side, cuts in (("top", PAPER_TOP_CUTOFFS), ("bottom", PAPER_BOTTOM_CUTOFFS)):
+            for j, p in enumerate(cuts):
+                for metric in ("ew", "mw", "prob_counted"):
+                    np.testing.assert_allclose(got[f"{metric}_{side}@{p:g}"], getattr(want, f"{metric}_{side}")[0, j],
+                                               rtol=1e-9, atol=1e-12, err_msg=f"{metric}_{side}@{p:g}")
+
+
+def test_target_logits_equal_full_forward(lm: LoadedModel) -> None:
+    """The head applied at the target position only gives the full forward's logits there."""
+    assert split_head(lm.model) is not None
+    torch.manual_seed(0)
+    ids = torch.randint(1000, 2000, (4, 9))
+    att = torch.ones_like(ids)
+    att[1, 6:] = 0
+    tgt = torch.tensor([0, 5, 8, 3])
+    shapes: list[tuple[int, ...]] = []
+    hook = split_head(lm.model)[1].register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape)))
+    with torch.inference_mode():
+        got = target_logits(lm.model, ids, att, tgt)
+        hook.remove()
+        full = lm.model(input_ids=ids, attention_mask=att).logits[torch.arange(4), tgt]
+    assert shapes == [(4, 1, len(lm.tokenizer))]  # the vocabulary projection ran once per sequence
+    torch.testing.assert_close(got, full, rtol=1e-5, atol=1e-5)
+
+
+def _reference_form_statistics(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The straightforward version: a stable argsort of the whole vocabulary."""
+    b, v = probs.shape
+    sorted_p, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+    zeros = torch.zeros((b, 1), dtype=probs.dtype)
+    above_sorted = torch.cat([zeros, torch.cumsum(sorted_p, dim=-1)[:, :-1]], dim=-1)
+    tail = torch.cumsum(torch.flip(sorted_p, dims=[-1]), dim=-1)
+    below_sorted = torch.flip(torch.cat([zeros, tail[:, :-1]], dim=-1), dims=[-1])
+    ranks = torch.empty_like(order)
+    ranks.scatter_(1, order, torch.arange(v).expand(b, v))
+    fr = ranks[:, form_ids]
+    return probs[:, form_ids], above_sorted.gather(1, fr), below_sorted.gather(1, fr)
+
+
+@pytest.mark.parametrize("vocab,scale", [(3000, 3.0), (200, 0.5)])
+def test_form_statistics_equals_full_argsort(vocab: int, scale: float) -> None:
+    torch.manual_seed(1)
+    logits = (torch.randn(16, vocab) * scale).round(decimals=1)  # many exact ties
+    logits[:, 7] = logits[:, 3]
+    logits[0] = 0.0  # a uniform row: every item tied
+    probs = torch.softmax(logits.double(), dim=-1)
+    forms = torch.cat([torch.tensor([0, 3, 7, vocab - 1]), torch.randperm(vocab)[:50]])
+    for got, want in zip(form_statistics(probs, forms), _reference_form_statistics(probs, forms)):
+        assert torch.equal(got, want)
+    # the uniform row by hand: item i has i items above it and v-1-i below
+    _, above, below = form_statistics(probs[:1], torch.tensor([0, vocab - 1]))
+    torch.testing.assert_close(above[0], torch.tensor([0.0, (vocab - 1) / vocab], dtype=torch.float64))
+    torch.testing.assert_close(below[0], torch.tensor([(vocab - 1) / vocab, 0.0], dtype=torch.float64))
+
+
+def test_stable_order_packed_sort() -> None:
+    keys32 = torch.tensor([[0.5, 0.25, 0.5, 0.0, -0.0, 1.0], [3.0, 3.0, 3.0, 1e-30, 2.0, 0.0]])
+    keys = keys32.double()
+    want = torch.sort(keys, dim=-1, stable=True).indices
+    assert torch.equal(_stable_order(keys), want)
+    assert _stable_order(keys)[0].tolist() == [3, 4, 1, 0, 2, 5]  # ties (0.0/-0.0, 0.5/0.5) by position
+    not_float32 = keys + 1e-12  # not exactly float32: the torch.sort path, same answer
+    assert torch.equal(_stable_order(not_float32), torch.sort(not_float32, dim=-1, stable=True).indices)
+
+
+def test_compare_with_verbeval(tmp_path: Path) -> None:
+    """The comparison reads the right context's scores and counts disagreements."""
+    g = tmp_path / "g1"
+    g.mkdir()
+    pd.DataFrame({"context_id": [0, 1], "ew_top@1": [0.5, np.nan]}).to_parquet(g / "scores.parquet")
+    pd.DataFrame({"row": [0, 1, 2], "context_id": [0, 1, 0], "tse": [1.0, 0.0, np.nan]}).to_parquet(g / "tse.parquet")
+    sample = pd.DataFrame({"group": ["g1", "g1", "g1"], "row_in_group": [0, 1, 2]})
+    scored = [{"tse": 1.0, "ew_top@1": 0.5}, {"tse": 0.0, "ew_top@1": np.nan}, {"tse": np.nan, "ew_top@1": 0.5 + 1e-3}]
+    out = compare_with_verbeval(sample, scored, tmp_path)
+    assert out["scores_compared"] == 6
+    assert out["max_abs_diff_vs_verbeval"] == pytest.approx(1e-3)
+    assert out["n_diff_over_1e-5"] == 1
+
+
+def test_throughput_bookkeeping(lm: LoadedModel) -> None:
+    ctx = pd.DataFrame({"left": [r[0] for r in ROWS] * 3, "right": [r[1] for r in ROWS] * 3,
+                        "plural": [r[2] for r in ROWS] * 3})
+    forms = eligible_lemmas(LEXICON, lm.tokenizer)[["sing_id", "plur_id"]].to_numpy().reshape(-1)
+    r = throughput(lm, ctx, forms, batch_size=4)
+    assert r["contexts"] == 15 and r["batch_size"] == 4
+    for key in ("pipeline_ctx_per_s", "forward_head_at_target_ctx_per_s", "forward_raw_ctx_per_s"):
+        assert r[key] > 0
+    assert r["forward_share_of_pipeline"] == pytest.approx(
+        r["pipeline_ctx_per_s"] / r["forward_head_at_target_ctx_per_s"], abs=2e-3)
+    assert r["peak_rss_mib_process"] > 0 and "peak_gpu_mib" not in r
