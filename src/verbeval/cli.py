@@ -532,6 +532,14 @@ def cmd_check_config(a: argparse.Namespace) -> None:
     cfg = load_config(a.config)
     print(f"{a.config}: OK ({len(cfg['models'])} models)")
 
+def cmd_bench(a: argparse.Namespace) -> None:
+    from .bench import run_bench
+
+    shared = a.shared or os.environ.get("VERBEVAL_SHARED", "../shared")
+    run_bench(out=a.out, quick=a.quick, config=a.config, shared=shared, workdir=a.workdir, threads=a.threads,
+              cpu_batch=a.batch_size, gpu_batch=a.gpu_batch_size, baseline_rows=a.baseline_rows,
+              parts=a.parts.split(","))
+
 
 # --------------------------------------------------------------------------- parser
 
@@ -784,6 +792,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("check-config", cmd_check_config, "validate a workflow config file against the schema")
     s.add_argument("config")
+    s = add("bench", cmd_bench, "benchmarks: workflow phases, aggregation, inference throughput (CPU/GPU), "
+                                "and the paper-style baseline; figures to JSON")
+    s.add_argument("--out", default="results-bench/bench.json")
+    s.add_argument("--quick", action="store_true", help="CI slice: 40 rows per source, two tiny models")
+    s.add_argument("--config", default="config/tiny-full.yaml", help="data mirror, groups and cutoffs")
+    s.add_argument("--shared", help="shared/ with tokenizers/ (default: $VERBEVAL_SHARED or ../shared)")
+    s.add_argument("--workdir", default="results-bench", help="where the benchmark's workflow writes")
+    s.add_argument("--threads", type=int, default=1, help="CPU threads (1: as one Snakemake job)")
+    s.add_argument("--batch-size", type=int, default=64, help="CPU batch size")
+    s.add_argument("--gpu-batch-size", type=int, default=256)
+    s.add_argument("--baseline-rows", type=int, help="template rows the baseline runs (default 8 quick, 150 full)")
+    s.add_argument("--parts", default="workflow,aggregation,throughput,baseline",
+                   help="comma-separated parts (the workflow always runs: the others read its outputs)")
     return p
 
 
