@@ -312,3 +312,47 @@ def test_latex_and_markdown_without_splits(tmp_path: Path) -> None:
     tex = to_latex(t, "m_1")
     assert r"\multicolumn{3}{c}{full}" in tex and "dev" not in tex and r"m\_1" in tex
     assert "0.800 [–, –]" in to_markdown(t, "m_1")
+
+
+# --------------------------------------------------------------------------- workflow: official split files
+
+
+def test_workflow_uses_split_files_when_present(tmp_path: Path, shared_dir: Path) -> None:
+    """With manifest entries and mirror files for the splits, simverb_score gets --split options;
+    without them (the shipped manifest), it does not."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    import yaml
+
+    from verbeval.fetch import load_manifest
+
+    repo = Path(__file__).resolve().parent.parent
+    mirror = tmp_path / "mirror"
+    shutil.copytree(shared_dir / "data", mirror)
+    lines = (mirror / "simverb/SimVerb-3500.txt").read_text().splitlines(keepends=True)
+    (mirror / "simverb/SimVerb-500-dev.txt").write_text("".join(lines[:500]))  # stand-ins for the official files
+    (mirror / "simverb/SimVerb-3000-test.txt").write_text("".join(lines[500:]))
+    manifest = yaml.safe_load((repo / "resources/manifest.yaml").read_text())
+    base = manifest["sources"]["simverb_3500"]
+    for name, member in (("simverb_500_dev", "SimVerb-500-dev.txt"), ("simverb_3000_test", "SimVerb-3000-test.txt")):
+        manifest["sources"][name] = {**base, "archive_member": f"data/{member}", "mirror_path": f"simverb/{member}",
+                                     "sha256": hashlib.sha256((mirror / "simverb" / member).read_bytes()).hexdigest()}
+    (tmp_path / "manifest.yaml").write_text(yaml.safe_dump(manifest))
+    assert "simverb_500_dev" in load_manifest(tmp_path / "manifest.yaml")
+
+    def dry_run(manifest_path: Path) -> str:
+        cfg = tmp_path / "cfg.yaml"
+        cfg.write_text(yaml.safe_dump({"data_mirror": str(mirror), "manifest": str(manifest_path),
+                                       "raw_dir": str(tmp_path / "raw"), "results_dir": str(tmp_path / "res"),
+                                       "models": [{"id": "gpt2"}]}))
+        res = subprocess.run(["snakemake", "simverb_all", "-n", "-p", "--configfile", str(cfg)], cwd=repo,
+                             capture_output=True, text=True)
+        assert res.returncode == 0, (res.stdout + res.stderr)[-2000:]
+        return res.stdout
+
+    with_splits = dry_run(tmp_path / "manifest.yaml")
+    assert f"--split dev={tmp_path}/raw/simverb_500_dev/SimVerb-500-dev.txt" in with_splits
+    assert f"--split test={tmp_path}/raw/simverb_3000_test/SimVerb-3000-test.txt" in with_splits
+    assert "--split" not in dry_run(repo / "resources/manifest.yaml")

@@ -2,6 +2,7 @@
 import shlex
 
 from verbeval.models import model_name as _svmodel_name
+from verbeval.simverb import score_bins
 
 SV = config["simverb"]
 SVRES = f"{RES}/simverb"
@@ -19,6 +20,10 @@ def _split_available(source):
     return not config["data_mirror"] or mirror_location(MANIFEST[source], config["data_mirror"]).exists()
 
 
+try:
+    score_bins(SV["bins"])
+except VerbevalError as exc:
+    raise WorkflowError(f"config: simverb.bins: {exc}") from None
 SV_SPLITS = {name: src for name, src in sorted(SV["split_sources"].items()) if _split_available(src)}
 _AGR_BY_ID = {m["id"]: m for m in MODELS.values()}
 # name -> {id, revision, join}: a model that is also an agreement model keeps its name and is joined
