@@ -391,7 +391,7 @@ def _rng_choice(pool: Sequence[str], exclude: str, k: int, seed: int, index: int
         return []
     rng = np.random.default_rng([seed, index, MANIPULATIONS.index(manipulation)])
     picks = rng.choice(len(candidates), size=min(k, len(candidates)), replace=False)
-    return [candidates[j] for j in sorted(picks)]
+    return [candidates[j] for j in picks]  # in draw order: truncating the list stays unbiased
 
 
 def verb_pools(data: pd.DataFrame) -> dict[str, list[str]]:
