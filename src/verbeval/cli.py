@@ -474,6 +474,125 @@ def cmd_simverb_join(a: argparse.Namespace) -> None:
              int(summary["n_verbs"].max()) if len(summary) else 0, a.summary)
 
 
+def cmd_lexicon_forms(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .io import write_parquet
+    from .lexicon_modes import form_table
+    from .models import load_tokenizer
+
+    tok = load_tokenizer(a.model, a.revision)
+    forms = form_table(pd.read_parquet(a.lexicon), pd.read_parquet(a.templates), tok)
+    write_parquet(forms, a.out)
+    lex = forms[forms["in_lexicon"]]
+    log.info("%s: %d lexicon lemmas (%d single-token, %d scorable) + %d template-only verb pairs -> %s", a.model,
+             len(lex), int(lex["single_token"].sum()), int(lex["scorable"].sum()), len(forms) - len(lex), a.out)
+
+
+def cmd_lexicon_common(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .io import write_parquet
+    from .lexicon_modes import common_pairs
+
+    tables = [pd.read_parquet(path) for _, path in (_split_pair(x, "--forms", "PATH") for x in a.forms)]
+    common = common_pairs(tables)
+    write_parquet(common, a.out)
+    log.info("common: %d lexicon lemmas single-token in all %d models -> %s", int(common["in_lexicon"].sum()),
+             len(tables), a.out)
+
+
+def cmd_infer_forms(a: argparse.Namespace) -> None:
+    import pandas as pd
+    import torch
+
+    from .lexicon_modes import infer_forms_chunk
+    from .models import load_model
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    lm = load_model(a.model, revision=a.revision, kind=a.kind, dtype=a.dtype, device=a.device)
+    t0 = time.perf_counter()
+    meta = infer_forms_chunk(lm, pd.read_parquet(a.templates), pd.read_parquet(a.forms), a.group, a.chunk,
+                             a.n_chunks, a.out, batch_size=a.batch_size, prepend_bos=a.prepend_bos,
+                             progress=not a.no_progress)
+    dt = time.perf_counter() - t0
+    n = meta["n_contexts"]
+    log.info("wrote %s: %d contexts x %d forms in %.1f s (%.2f contexts/s)", a.out, n, 2 * meta["n_pairs"], dt,
+             n / dt if dt > 0 else float("nan"))
+
+
+def cmd_lexicon_modes(a: argparse.Namespace) -> None:
+    import json
+
+    import numpy as np
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from .io import write_csv
+    from .lexicon_modes import (META_KEY, consistency, group_summary, lemma_differences, lemma_scores,
+                                mode_masks, read_form_shards)
+
+    forms = pd.read_parquet(a.forms)
+    masks = mode_masks(forms, pd.read_parquet(a.common))
+    n_lex = int(forms["in_lexicon"].sum())
+    by_group: dict[str, list[str]] = {}
+    for path in a.shards:
+        md = pq.read_schema(path).metadata or {}
+        if META_KEY not in md:
+            raise VerbevalError(f"{path}: not a verbeval form shard")
+        by_group.setdefault(json.loads(md[META_KEY])["group"], []).append(path)
+    summaries, logps, plurals = [], [], []
+    for group in sorted(by_group):
+        sh = read_form_shards(by_group[group])
+        summaries.append(group_summary(sh, masks, n_lex, model=a.model_name, group=group, resamples=a.resamples,
+                                       seed=a.seed, confidence=a.confidence))
+        logps.append(sh["logp"][:, :n_lex])
+        plurals.append(sh["plural"])
+    summary = pd.concat(summaries, ignore_index=True)
+    lemmas = lemma_scores(np.concatenate(logps), np.concatenate(plurals), forms, masks, a.model_name)
+    diff = lemma_differences(lemmas, resamples=a.resamples, seed=a.seed, confidence=a.confidence)
+    write_csv(summary, a.summary_out, float_format="%.10g")
+    write_csv(lemmas, a.lemmas_out, float_format="%.10g")
+    write_csv(diff, a.diff_out, float_format="%.10g")
+    if a.consistency_out:
+        ref = pd.concat([pd.read_csv(p) for p in a.table2_summaries], ignore_index=True) if a.table2_summaries \
+            else pd.DataFrame(columns=["model", "group", "metric", "side", "cutoff", "value", "n"])
+        cons = consistency(summary, ref)
+        write_csv(cons, a.consistency_out, float_format="%.10g")
+        log.info("single_token mode vs Table 2: max |diff| %.3g", cons["abs_diff"].max())
+    log.info("%s: %d groups x 3 modes, %d lemmas -> %s", a.model_name, len(by_group), len(lemmas), a.summary_out)
+
+
+def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .io import write_csv, write_json, write_text
+    from .lexicon_modes import coverage_table, modes_table, to_latex, to_markdown, to_metrics
+
+    models = a.models.split(",")
+    summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
+    groups = _run_groups(a.groups_file, summary["group"].unique())
+    forms = {name: pd.read_parquet(path) for name, path in (_split_pair(x, "--forms", "PATH") for x in a.forms)}
+    coverage = coverage_table({m: forms[m] for m in models}, pd.read_parquet(a.common))
+    t = modes_table(summary, groups, models)
+    diffs = pd.concat([pd.read_csv(p) for p in a.diffs], ignore_index=True)
+    write_csv(t, a.csv, float_format="%.6f")
+    write_csv(coverage, a.coverage, float_format="%.6f")
+    write_csv(diffs, a.diff_csv, float_format="%.6g")
+    md = [to_markdown(t, models, a.mode), "", "Lemma coverage per mode:", "",
+          coverage.to_markdown(index=False), "", "Single-token vs multi-token lemmas (mode all):", "",
+          diffs.to_markdown(index=False, floatfmt=".4g")]
+    if a.consistency:
+        cons = pd.concat([pd.read_csv(p) for p in a.consistency], ignore_index=True)
+        md += ["", f"single_token mode vs Table 2 (p = 1): max |difference| = {cons['abs_diff'].max():.3g}"]
+    write_text(a.md, "\n".join(md) + "\n")
+    write_text(a.tex, to_latex(t, models, a.mode))
+    write_json(a.metrics, to_metrics(t, models, a.mode, coverage))
+    log.info("lexicon modes (%d groups x %d models x 3 modes) -> %s, %s, %s", len(groups), len(models), a.csv,
+             a.md, a.tex)
+
+
 def cmd_veridicality_counterfactuals(a: argparse.Namespace) -> None:
     from .counterfactual import build_pairs, coverage
     from .io import write_csv, write_parquet
@@ -762,6 +881,69 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model-name", required=True)
     s.add_argument("--out", required=True, help="per-verb joined rows (CSV)")
     s.add_argument("--summary", required=True, help="per-representation correlations (CSV)")
+
+    s = add("lexicon-forms", cmd_lexicon_forms,
+            "token ids of every lexicon and template verb form of a model, with its single-token flag")
+    s.add_argument("--model", required=True, help="hub id or local path (only the tokenizer is loaded)")
+    s.add_argument("--revision")
+    s.add_argument("--lexicon", required=True)
+    s.add_argument("--templates", required=True)
+    s.add_argument("--out", required=True)
+
+    s = add("lexicon-common", cmd_lexicon_common, "verb pairs single-token in every model (the `common` lexicon mode)")
+    s.add_argument("--forms", nargs="+", required=True, metavar="NAME=PATH", help="each model's forms.parquet")
+    s.add_argument("--out", required=True)
+
+    s = add("infer-forms", cmd_infer_forms,
+            "log P(form | context) of every verb form of any length, one (model, group, chunk) shard")
+    s.add_argument("--model", required=True)
+    s.add_argument("--revision")
+    s.add_argument("--kind", default="auto", choices=["auto", "masked", "causal"])
+    s.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    s.add_argument("--device", default="auto")
+    s.add_argument("--batch-size", type=int, default=256, help="trie rows (prefixes / masked sequences) per pass")
+    s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--prepend-bos", type=_optional_bool, default=None)
+    s.add_argument("--templates", required=True)
+    s.add_argument("--forms", required=True, help="the model's forms.parquet (lexicon-forms)")
+    s.add_argument("--group", required=True)
+    s.add_argument("--chunk", type=int, required=True, help="0-based chunk index")
+    s.add_argument("--n-chunks", type=int, required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--no-progress", action="store_true")
+
+    s = add("lexicon-modes", cmd_lexicon_modes,
+            "TSE, EW and MW (p = 1) of one model in the single_token, all and common lexicon modes")
+    s.add_argument("--forms", required=True)
+    s.add_argument("--common", required=True)
+    s.add_argument("--model-name", required=True)
+    s.add_argument("--shards", nargs="+", required=True, help="the model's form shards (all groups)")
+    s.add_argument("--table2-summaries", nargs="*", default=[], help="the single-token pipeline's summary.csv files")
+    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--confidence", type=float, default=0.95)
+    s.add_argument("--summary-out", required=True)
+    s.add_argument("--lemmas-out", required=True, help="per-lemma CSV")
+    s.add_argument("--diff-out", required=True, help="single- vs multi-token lemma comparison CSV")
+    s.add_argument("--consistency-out", help="single_token mode vs Table 2 CSV")
+
+    s = add("lexicon-modes-table", cmd_lexicon_modes_table,
+            "groups x models x lexicon modes table (CSV, Markdown, LaTeX), coverage and metrics JSON")
+    s.add_argument("--groups-file", required=True)
+    s.add_argument("--models", required=True)
+    s.add_argument("--mode", default="single_token", choices=["single_token", "all", "common"],
+                   help="headline mode (first in the table, headline_mode in the metrics)")
+    s.add_argument("--summaries", nargs="+", required=True)
+    s.add_argument("--diffs", nargs="+", required=True)
+    s.add_argument("--forms", nargs="+", required=True, metavar="NAME=PATH")
+    s.add_argument("--common", required=True)
+    s.add_argument("--consistency", nargs="*", default=[])
+    s.add_argument("--csv", required=True)
+    s.add_argument("--md", required=True)
+    s.add_argument("--tex", required=True)
+    s.add_argument("--metrics", required=True)
+    s.add_argument("--coverage", required=True)
+    s.add_argument("--diff-csv", required=True)
 
     s = add("veridicality-counterfactuals", cmd_veridicality_counterfactuals,
             "manipulated veridicality pairs (verb replacements, to/that swaps) and the sentences left unhandled")

@@ -1,0 +1,129 @@
+# Multi-token verb forms and lexicon modes (single_token / all / common): every lexicon form scored
+# (chain rule for causal LMs, PLL-word-l2r for masked LMs), TSE/EW/MW at p = 1 in three modes.
+
+
+include: "lexicon_modes_common.smk"
+
+
+rule lexicon_forms:
+    input:
+        lexicon=f"{OUT}/lexicon.parquet",
+        templates=f"{OUT}/templates.parquet",
+        model=local_model_input,
+    output:
+        f"{LMOUT}/{{model}}/forms.parquet",
+    params:
+        model=model_param("id"),
+        version=model_version,
+        revision=lambda wc: f"--revision {MODELS[wc.model]['revision']}" if MODELS[wc.model]["revision"] else "",
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{LOGS}/lexicon_modes/{{model}}/forms.log",
+    shell:
+        "verbeval lexicon-forms --model {params.model} {params.revision} --lexicon {input.lexicon} "
+        "--templates {input.templates} --out {output} 2> {log}"
+
+
+rule lexicon_common:
+    input:
+        forms=expand(f"{LMOUT}/{{model}}/forms.parquet", model=MODELS),
+    output:
+        f"{LMOUT}/common.parquet",
+    params:
+        forms=" ".join(f"{m}={LMOUT}/{m}/forms.parquet" for m in MODELS),
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{LOGS}/lexicon_modes/common.log",
+    shell:
+        "verbeval lexicon-common --forms {params.forms} --out {output} 2> {log}"
+
+
+rule infer_forms:
+    input:
+        templates=f"{OUT}/templates.parquet",
+        forms=f"{LMOUT}/{{model}}/forms.parquet",
+        model=local_model_input,
+    output:
+        f"{LMOUT}/{{model}}/shards/{{group}}/{{chunk}}.parquet",
+    params:
+        model=model_param("id"),
+        version=model_version,
+        revision=lambda wc: f"--revision {MODELS[wc.model]['revision']}" if MODELS[wc.model]["revision"] else "",
+        kind=model_param("kind"),
+        dtype=model_param("dtype"),
+        batch_size=MT["batch_size"],
+        bos=lambda wc: "auto" if MODELS[wc.model]["prepend_bos"] is None else str(MODELS[wc.model]["prepend_bos"]).lower(),
+        device=config["inference"]["device"],
+        chunk=lambda wc: int(wc.chunk.split("-of-")[0]) - 1,
+        n_chunks=AGR["chunks"],
+    threads: config["inference"]["threads"]
+    resources:
+        gpu=1,
+    conda:
+        "../../envs/inference.yaml"
+    log:
+        f"{LOGS}/lexicon_modes/{{model}}/infer/{{group}}/{{chunk}}.log",
+    shell:
+        "verbeval infer-forms --model {params.model} {params.revision} --kind {params.kind} --dtype {params.dtype} "
+        "--device {params.device} --batch-size {params.batch_size} --threads {threads} --prepend-bos {params.bos} "
+        "--templates {input.templates} --forms {input.forms} --group {wildcards.group} --chunk {params.chunk} "
+        "--n-chunks {params.n_chunks} --no-progress --out {output} 2> {log}"
+
+
+rule lexicon_modes:
+    input:
+        forms=f"{LMOUT}/{{model}}/forms.parquet",
+        common=f"{LMOUT}/common.parquet",
+        shards=form_shards,
+        table2=expand(f"{OUT}/{{{{model}}}}/{{group}}/summary.csv", group=MT_GROUPS),
+    output:
+        summary=f"{LMOUT}/{{model}}/summary.csv",
+        lemmas=f"{LMOUT}/{{model}}/lemmas.csv",
+        diff=f"{LMOUT}/{{model}}/lemma_differences.csv",
+        consistency=f"{LMOUT}/{{model}}/consistency.csv",
+    params:
+        resamples=AGR["bootstrap"]["resamples"],
+        seed=AGR["bootstrap"]["seed"],
+        confidence=AGR["bootstrap"]["confidence"],
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{LOGS}/lexicon_modes/{{model}}/modes.log",
+    shell:
+        "verbeval lexicon-modes --forms {input.forms} --common {input.common} --model-name {wildcards.model} "
+        "--shards {input.shards} --table2-summaries {input.table2} --resamples {params.resamples} --seed {params.seed} "
+        "--confidence {params.confidence} --summary-out {output.summary} --lemmas-out {output.lemmas} "
+        "--diff-out {output.diff} --consistency-out {output.consistency} 2> {log}"
+
+
+rule lexicon_modes_table:
+    input:
+        summaries=expand(f"{LMOUT}/{{model}}/summary.csv", model=MODELS),
+        diffs=expand(f"{LMOUT}/{{model}}/lemma_differences.csv", model=MODELS),
+        consistency=expand(f"{LMOUT}/{{model}}/consistency.csv", model=MODELS),
+        forms=expand(f"{LMOUT}/{{model}}/forms.parquet", model=MODELS),
+        common=f"{LMOUT}/common.parquet",
+        groups_file=AGR["groups_file"],
+    output:
+        csv=report(f"{LMOUT}/table.csv", caption="../report/lexicon_modes.rst", category="Agreement",
+                   subcategory="Lexicon modes"),
+        md=f"{LMOUT}/table.md",
+        tex=f"{LMOUT}/table.tex",
+        metrics=f"{LMOUT}/metrics.json",
+        coverage=f"{LMOUT}/coverage.csv",
+        diff=f"{LMOUT}/lemma_differences.csv",
+    params:
+        models=",".join(MODELS),
+        mode=AGR["lexicon_mode"],
+        forms=" ".join(f"{m}={LMOUT}/{m}/forms.parquet" for m in MODELS),
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{LOGS}/lexicon_modes/table.log",
+    shell:
+        "verbeval lexicon-modes-table --groups-file {input.groups_file} --models {params.models} --mode {params.mode} "
+        "--summaries {input.summaries} --diffs {input.diffs} --forms {params.forms} --common {input.common} "
+        "--consistency {input.consistency} --csv {output.csv} --md {output.md} --tex {output.tex} "
+        "--metrics {output.metrics} --coverage {output.coverage} --diff-csv {output.diff} 2> {log}"

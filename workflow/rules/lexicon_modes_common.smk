@@ -1,0 +1,25 @@
+# Shared set-up of the multi-token / lexicon-mode rules (lexicon_modes.smk): groups, paths, outputs.
+
+MT = AGR["multitoken"]
+LMOUT = f"{OUT}/lexicon_modes"
+MT_GROUPS = GROUP_IDS if MT["groups"] is None else [g for g in GROUP_IDS if g in MT["groups"]]
+if MT["groups"] is not None:
+    _mt_unknown = sorted(set(MT["groups"]) - set(GROUP_IDS))
+    if _mt_unknown:
+        raise WorkflowError(f"config: agreement.multitoken.groups: {_mt_unknown} are not among the run's groups")
+if AGR["lexicon_mode"] != "single_token" and not MT["enabled"]:
+    raise WorkflowError(f"config: agreement.lexicon_mode {AGR['lexicon_mode']!r} needs agreement.multitoken.enabled: true")
+
+
+def form_shards(wc):
+    """Every form shard of one model (all multi-token groups and chunks)."""
+    return expand(f"{LMOUT}/{wc.model}/shards/{{group}}/{{chunk}}.parquet", group=MT_GROUPS, chunk=CHUNKS)
+
+
+def lexicon_modes_outputs():
+    if not MT["enabled"] or not MT_GROUPS:
+        return []
+    return [f"{LMOUT}/{f}" for f in ("table.csv", "table.md", "table.tex", "metrics.json", "coverage.csv",
+                                     "lemma_differences.csv", "common.parquet")] + [
+        f"{LMOUT}/{m}/{f}" for m in MODELS for f in ("summary.csv", "lemmas.csv", "consistency.csv")
+    ] + expand(f"{LMOUT}/{{model}}/shards/{{group}}/{{chunk}}.parquet", model=MODELS, group=MT_GROUPS, chunk=CHUNKS)
