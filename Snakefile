@@ -15,6 +15,7 @@ include: "workflow/rules/agreement.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/veridicality.smk"
 include: "workflow/rules/simverb.smk"
+include: "workflow/rules/lexicon_modes.smk"
 
 
 rule all:
@@ -23,4 +24,5 @@ rule all:
         figure_outputs(),
         veridicality_outputs(),
         simverb_outputs(),
+        lexicon_modes_outputs(),
     default_target: True

@@ -46,6 +46,12 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
                       "agreement.figures.lemma_bins"),
     "table3": ("models", "agreement.chunks", "agreement.figures.contexts", "agreement.figures.context_groups",
                "agreement.figures.contexts_per_label"),
+    # multi-token forms and lexicon modes (workflow/rules/lexicon_modes.smk)
+    "lexicon_forms": ("models",),
+    "lexicon_common": ("models",),
+    "infer_forms": ("models", "inference", "agreement.chunks", "agreement.multitoken"),
+    "lexicon_modes": ("agreement.multitoken.groups", "agreement.bootstrap"),
+    "lexicon_modes_table": ("models", "agreement.lexicon_mode", "agreement.multitoken.groups"),
     # verb veridicality (workflow/rules/veridicality.smk)
     "veridicality_predict": ("veridicality.source", "veridicality.models", "veridicality.batch_size",
                              "inference.device"),
