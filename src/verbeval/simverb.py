@@ -218,11 +218,15 @@ def verb_vectors(model: Any, tokenizer: Any, verbs: Sequence[str], frames: Seque
             states = torch.stack([h.to(torch.float64) for h in hidden]).cpu().numpy()  # [L+1, B, T, H]
             if sums is None:
                 sums = np.zeros((states.shape[0], len(verbs), states.shape[3]))
+            # weights [B, T]: 1/n on the verb's n sub-tokens, 0 elsewhere (mean over sub-tokens)
+            weights = np.zeros(ids.shape)
             for j, pos in enumerate(spans):
-                sums[:, start + j] += states[:, j, pos].mean(axis=1)
-                if fi == 0:
+                weights[j, pos] = 1.0 / len(pos)
+            sums[:, start:start + len(batch)] += np.einsum("lbth,bt->lbh", states, weights)
+            if fi == 0:
+                static[start:start + len(batch)] = np.einsum("bth,bt->bh", emb[ids], weights)
+                for j, pos in enumerate(spans):
                     tid = ids[j, pos]
-                    static[start + j] = emb[tid].mean(axis=0)
                     toks = tokenizer.convert_ids_to_tokens(tid.tolist())
                     info.append((batch[j], " ".join(toks), len(pos), bool(unk is not None and (tid == unk).any())))
     assert sums is not None
