@@ -576,10 +576,14 @@ def plot_scatter(pairs: pd.DataFrame, sims: pd.DataFrame, representation: str, m
     return fig
 
 
+#: columns of ``simverb_layers.csv`` (a DVC plot: x = layer, y = rho)
+LAYER_COLUMNS = ("model", "representation", "layer", "n_covered", "rho", "ci_low", "ci_high")
+
+
 def layer_curve(table: pd.DataFrame) -> pd.DataFrame:
     """The per-layer figure's data (full set): representation, layer, rho, CI."""
     full = table[table["subset"] == "full"]
-    return full[["model", "representation", "layer", "n_covered", "rho", "ci_low", "ci_high"]].reset_index(drop=True)
+    return full[list(LAYER_COLUMNS)].reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- one model, end to end
