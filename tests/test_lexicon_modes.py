@@ -1,0 +1,195 @@
+"""Lexicon modes (verbeval.lexicon_modes): hand-worked metrics, mode masks, the form table on the
+real tokenizers, and single_token mode against the single-token pipeline on tiny models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from verbeval.aggregate import context_scores, read_shards, row_tse
+from verbeval.eligibility import eligible_lemmas
+from verbeval.inference import infer_chunk
+from verbeval.lexicon_modes import (
+    MODES,
+    common_pairs,
+    context_mode_scores,
+    coverage_table,
+    form_table,
+    group_summary,
+    infer_forms_chunk,
+    lemma_differences,
+    lemma_scores,
+    mode_masks,
+    modes_table,
+    read_form_shards,
+    row_mode_tse,
+    to_latex,
+    to_markdown,
+    to_metrics,
+)
+from verbeval.models import load_model, load_tokenizer, make_tiny_model
+
+LEXICON = pd.DataFrame([("laugh", "laughs", "laugh"), ("be", "is", "are"), ("swim", "swims", "swim"),
+                        ("run", "runs", "run"), ("know", "knows", "know"), ("abdicate", "abdicates", "abdicate")],
+                       columns=["lemma", "sing", "plur"])
+ROWS = [("the author", "", "laughs", "laugh", False), ("the authors", "", "swim", "swims", True),
+        ("the pilots that the guard likes", "to the guards", "are", "is", True),
+        ("the farmer next to the guards", "in the park", "runs", "run", False),
+        ("the author", "", "smiles", "smile", False),  # verb pair not in the lexicon (TSE only)
+        ("the dancers", "every night", "abdicate", "abdicates", True)]
+
+
+def templates() -> pd.DataFrame:
+    df = pd.DataFrame(ROWS, columns=["left", "right", "correct", "incorrect", "plural"])
+    df.insert(0, "group", "g1")
+    df["label"] = np.where(df["plural"], "plural", "singular")
+    return df
+
+
+# --------------------------------------------------------------------------- hand-worked metrics
+
+
+def test_context_mode_scores_by_hand() -> None:
+    # one plural context, three lemmas; P(sing), P(plur):
+    #   l0: 0.1, 0.6 (right: plural 0.6 > 0.1)   l1: 0.2, 0.05 (wrong)   l2: 0.01, 0.04 (right)
+    p = np.array([[[0.1, 0.6], [0.2, 0.05], [0.01, 0.04]]])
+    lp = np.log(p)
+    ew, mw = context_mode_scores(lp, np.array([True]), np.array([True, True, True]))
+    assert ew[0] == pytest.approx(2 / 3)
+    assert mw[0] == pytest.approx((0.6 + 0.05 + 0.04) / (0.7 + 0.25 + 0.05))
+    ew, mw = context_mode_scores(lp, np.array([True]), np.array([True, False, True]))
+    assert ew[0] == 1.0 and mw[0] == pytest.approx(0.64 / 0.75)
+    ew, mw = context_mode_scores(lp, np.array([False]), np.array([False, True, False]))  # singular context
+    assert ew[0] == 1.0 and mw[0] == pytest.approx(0.2 / 0.25)
+    ew, mw = context_mode_scores(lp, np.array([True]), np.zeros(3, bool))
+    assert np.isnan(ew[0]) and np.isnan(mw[0])
+    # a tie is wrong; MW is stable for very small log-probabilities
+    ew, mw = context_mode_scores(np.array([[[-900.0, -900.0], [-1000.0, -999.0]]]), np.array([True]), np.ones(2, bool))
+    assert ew[0] == 0.5
+    assert mw[0] == pytest.approx((1 + np.exp(-99.0)) / (2 + np.exp(-100.0) + np.exp(-99.0)))
+
+
+def test_row_mode_tse_by_hand() -> None:
+    logp = np.log(np.array([[[0.3, 0.2], [0.1, 0.4]], [[0.5, 0.5], [0.2, 0.1]]]))  # [N=2, P=2, 2]
+    plural = np.array([False, True])
+    row_context = np.array([0, 0, 1, 1])
+    row_pair = np.array([0, 1, 0, 1])
+    out = row_mode_tse(logp, plural, row_context, row_pair, np.array([True, True]))
+    # ctx0 singular: pair0 0.3>0.2 right; pair1 0.1<0.4 wrong. ctx1 plural: pair0 tie wrong; pair1 0.1<0.2 wrong
+    np.testing.assert_array_equal(out, [1.0, 0.0, 0.0, 0.0])
+    out = row_mode_tse(logp, plural, row_context, row_pair, np.array([True, False]))
+    np.testing.assert_array_equal(out, [1.0, np.nan, 0.0, np.nan])
+
+
+def _fake_forms(single: list[bool], scorable: list[bool]) -> pd.DataFrame:
+    n = len(single)
+    return pd.DataFrame({"pair": np.arange(n), "lemma": [f"l{i}" for i in range(n)],
+                         "sing": [f"l{i}s" for i in range(n)], "plur": [f"l{i}" for i in range(n)],
+                         "in_lexicon": True, "n_sing": [1 if s else 2 for s in single], "n_plur": 1,
+                         "single_token": single, "scorable": scorable})
+
+
+def test_mode_masks_and_common() -> None:
+    a = _fake_forms([True, True, False, False], [True] * 4)
+    b = _fake_forms([True, False, True, False], [True, True, True, False])
+    common = common_pairs([a, b])
+    assert common[["sing", "plur"]].values.tolist() == [["l0s", "l0"]]
+    m = mode_masks(b, common)
+    np.testing.assert_array_equal(m["single_token"], [True, False, True, False])
+    np.testing.assert_array_equal(m["all"], [True, True, True, False])
+    np.testing.assert_array_equal(m["common"], [True, False, False, False])
+    cov = coverage_table({"a": a, "b": b}, common)
+    assert cov[["n_single_token", "n_all", "n_common", "n_multi_token"]].values.tolist() == [[2, 4, 1, 2], [2, 3, 1, 2]]
+
+
+def test_group_summary_lemmas_and_tables_by_hand() -> None:
+    forms = _fake_forms([True, False], [True, True])
+    # two contexts (singular, plural), two lemmas; one TSE row per context on pair 0 / pair 1
+    p = np.array([[[0.5, 0.1], [0.1, 0.2]],    # singular ctx: l0 right, l1 wrong
+                  [[0.3, 0.3], [0.05, 0.4]]])  # plural ctx:   l0 tie (wrong), l1 right
+    shards = {"logp": np.log(p), "plural": np.array([False, True]), "rows": np.array([0, 1]),
+              "row_context": np.array([0, 1]), "row_pair": np.array([0, 1])}
+    masks = mode_masks(forms, common_pairs([forms]))
+    s = group_summary(shards, masks, 2, model="m", group="g", resamples=0, seed=0, confidence=0.95)
+    val = s.set_index(["mode", "metric"])["value"]
+    assert val["single_token", "ew"] == pytest.approx(0.5)  # (1 + 0) / 2
+    assert val["single_token", "mw"] == pytest.approx((0.5 / 0.6 + 0.3 / 0.6) / 2)
+    assert val["all", "ew"] == pytest.approx((0.5 + 0.5) / 2)
+    assert val["all", "mw"] == pytest.approx(((0.5 + 0.1) / 0.9 + (0.3 + 0.4) / 1.05) / 2)
+    # row 0: singular ctx, pair 0: 0.5 > 0.1 right; row 1: plural ctx, pair 1: P(plur) 0.4 > 0.05 right
+    assert val["all", "tse"] == 1.0
+    assert s.set_index(["mode", "metric"]).loc[("all", "tse"), "n"] == 2
+    assert val["single_token", "tse"] == 1.0  # only row 0 (pair 0 is single-token)
+    assert s.set_index(["mode", "metric"]).loc[("common", "tse"), "n"] == 1
+    assert set(s["n_lemmas"]) == {1, 2}
+
+    lem = lemma_scores(shards["logp"], shards["plural"], forms, masks, "m")
+    assert lem["accuracy"].tolist() == [0.5, 0.5] and lem["n_correct"].tolist() == [1, 1]
+    assert lem["mean_log10_prob"].tolist() == pytest.approx([(np.log10(0.6) + np.log10(0.6)) / 2,
+                                                            (np.log10(0.3) + np.log10(0.45)) / 2])
+    diff = lemma_differences(lem, resamples=10, seed=0, confidence=0.9)
+    assert diff.loc[0, "n_single"] == 1 and diff.loc[0, "n_multi"] == 1 and diff.loc[0, "acc_diff"] == 0.0
+    assert diff.loc[0, "mannwhitney_p"] == pytest.approx(1.0)
+
+    t = modes_table(s, [{"id": "g", "name": "G"}], ["m"])
+    assert len(t) == 3 and list(t["mode"]) == list(MODES)
+    md = to_markdown(t, ["m"], "all")
+    assert md.splitlines()[0].startswith("| Group | m all (2) TSE")
+    assert r"single\_token (1)" in to_latex(t, ["m"], "common")
+    met = to_metrics(t, ["m"], "all", coverage_table({"m": forms}, common_pairs([forms])))
+    assert met["m"]["headline_mode"] == "all" and met["m"]["coverage"] == {"single_token": 1, "all": 2, "common": 1}
+    assert met["m"]["all"]["g"]["ew"] == pytest.approx(0.5)
+
+
+# --------------------------------------------------------------------------- real tokenizers
+
+
+@pytest.mark.parametrize("name,expected_single", [("bert-base-cased", 4), ("gpt2", 4)])
+def test_form_table_real_tokenizers(shared_dir: Path, name: str, expected_single: int) -> None:
+    tok = load_tokenizer(str(shared_dir / "tokenizers" / name))
+    t = form_table(LEXICON, templates(), tok)
+    lex = t[t["in_lexicon"]]
+    # single_token is exactly the paper's eligibility test
+    assert lex.loc[lex["single_token"], "lemma"].tolist() == eligible_lemmas(LEXICON, tok)["lemma"].tolist()
+    assert int(lex["single_token"].sum()) == expected_single
+    assert lex["scorable"].all()
+    # the template-only pair (smiles, smile) comes after the lexicon
+    assert t[~t["in_lexicon"]][["sing", "plur"]].values.tolist() == [["smiles", "smile"]]
+    swim = lex[lex["lemma"] == "swim"].iloc[0]
+    assert swim["n_sing"] == 2 and swim["n_plur"] == 1 and not swim["single_token"]
+
+
+# --------------------------------------------------------------------------- against the single-token pipeline
+
+
+@pytest.mark.parametrize("arch,tokenizer", [("bert", "bert-base-cased"), ("gpt2", "gpt2")])
+def test_single_token_mode_equals_table2_pipeline(shared_dir: Path, tmp_path: Path, arch: str, tokenizer: str) -> None:
+    lm = load_model(str(make_tiny_model(shared_dir / "tokenizers" / tokenizer, arch, tmp_path / "m")), device="cpu")
+    tpl = templates()
+    forms = form_table(LEXICON, tpl, lm.tokenizer)
+    lemmas = eligible_lemmas(LEXICON, lm.tokenizer)
+    for chunk in range(2):
+        infer_chunk(lm, tpl, lemmas, "g1", chunk, 2, tmp_path / f"s{chunk}.parquet", progress=False)
+        infer_forms_chunk(lm, tpl, forms, "g1", chunk, 2, tmp_path / f"f{chunk}.parquet", batch_size=7, progress=False)
+    ref = read_shards([tmp_path / "s0.parquet", tmp_path / "s1.parquet"])
+    ref_scores = context_scores(ref, [1.0], [0.5])
+    ref_tse = row_tse(ref, tpl)
+    sh = read_form_shards([tmp_path / "f1.parquet", tmp_path / "f0.parquet"])
+    masks = mode_masks(forms, common_pairs([forms]))
+    n_lex = len(LEXICON)
+    ew, mw = context_mode_scores(sh["logp"][:, :n_lex], sh["plural"], masks["single_token"][:n_lex])
+    np.testing.assert_allclose(ew, ref_scores["ew_top@1"], atol=1e-6)
+    np.testing.assert_allclose(mw, ref_scores["mw_top@1"], atol=1e-6)
+    # single-token probabilities themselves (float32 in the Table 2 shards)
+    lp_single = sh["logp"][:, :n_lex][:, masks["single_token"][:n_lex]]
+    np.testing.assert_allclose(np.exp(lp_single), ref.stats.prob, rtol=1e-5, atol=1e-9)
+    order = np.argsort(sh["rows"])
+    tse = row_mode_tse(sh["logp"], sh["plural"], sh["row_context"], sh["row_pair"], masks["single_token"])[order]
+    np.testing.assert_array_equal(np.isnan(tse), np.isnan(ref_tse["tse"].to_numpy()))
+    np.testing.assert_array_equal(tse[~np.isnan(tse)], ref_tse["tse"].to_numpy()[~np.isnan(tse)])
+    # mode all: every row has a TSE, multi-token forms included
+    assert not np.isnan(row_mode_tse(sh["logp"], sh["plural"], sh["row_context"], sh["row_pair"], masks["all"])).any()
+    assert sh["meta"]["method"] == ("pll-word-l2r" if arch == "bert" else "chain-rule")
