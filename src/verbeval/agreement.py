@@ -111,6 +111,24 @@ def _tie_rank(probs: torch.Tensor, rows: torch.Tensor, form_ids: torch.Tensor, b
     return out
 
 
+def _count_at_most(asc: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """``searchsorted(asc, values, right=True)`` row by row.
+
+    On CPU the queries are sorted first and searched with numpy, whose binary search starts from
+    the previous key's answer when the keys increase: about twice as fast as ``torch.searchsorted``
+    with 2,000 forms in a 30,000-item vocabulary. Same integers.
+    """
+    if asc.device.type != "cpu":
+        return torch.searchsorted(asc, values, right=True)
+    a, v = asc.numpy(), values.numpy()
+    order = np.argsort(v, axis=-1)
+    ranked = np.take_along_axis(v, order, axis=-1)
+    out = np.empty(v.shape, dtype=np.int64)
+    for i in range(v.shape[0]):  # one binary-search pass per context (rows of a batch)
+        out[i, order[i]] = np.searchsorted(a[i], ranked[i], side="right")
+    return torch.from_numpy(out)
+
+
 def form_statistics(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Probability, mass ranked above and mass ranked below for ``form_ids`` in each row of ``probs``.
 
@@ -133,7 +151,7 @@ def form_statistics(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.
     asc_cum = torch.cumsum(asc, dim=-1)  # mass of the i+1 least probable items
     desc_cum = torch.cumsum(torch.flip(asc, dims=[-1]), dim=-1)  # mass of the i+1 most probable items
     p_f = probs[:, form_ids].contiguous()
-    le = torch.searchsorted(asc, p_f, right=True)  # items with probability <= p_f (the form included)
+    le = _count_at_most(asc, p_f)  # items with probability <= p_f (the form included)
     rank = v - le  # items strictly more probable
     tied = (le >= 2) & (asc.gather(1, (le - 2).clamp(min=0)) == p_f)  # another item has the same probability
     if bool(tied.any()):
@@ -174,7 +192,8 @@ def _cutoff_tensor(cutoffs: Sequence[float] | np.ndarray, n: int) -> torch.Tenso
 
 def _prefix(values: torch.Tensor) -> torch.Tensor:
     """Cumulative sums with a leading zero column: ``out[:, k]`` is the sum of the first k values."""
-    out = torch.zeros((values.shape[0], values.shape[1] + 1), dtype=values.dtype)
+    out = torch.empty((values.shape[0], values.shape[1] + 1), dtype=values.dtype)
+    out[:, 0] = 0
     out[:, 1:] = values
     return out.cumsum_(dim=-1)  # in place on a contiguous tensor: ~3x faster than out=<a strided view>
 
