@@ -49,7 +49,7 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
     # multi-token forms and lexicon modes (workflow/rules/lexicon_modes.smk)
     "lexicon_forms": ("models",),
     "lexicon_common": ("models",),
-    "infer_forms": ("models", "inference", "agreement.chunks", "agreement.multitoken"),
+    "infer_forms": ("models", "inference", "agreement.chunks", "agreement.multitoken.batch_size"),
     "lexicon_modes": ("agreement.multitoken.groups", "agreement.bootstrap"),
     "lexicon_modes_table": ("models", "agreement.lexicon_mode", "agreement.multitoken.groups"),
     # verb veridicality (workflow/rules/veridicality.smk)
