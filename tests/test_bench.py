@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
+from verbeval import agreement
 from verbeval.agreement import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, _stable_order, form_statistics, score_logits
 from verbeval.bench import PaperBaseline, compare_with_verbeval, throughput
 from verbeval.eligibility import eligible_lemmas, single_token_ids
@@ -174,14 +175,20 @@ def _reference_form_statistics(probs: torch.Tensor, form_ids: torch.Tensor) -> t
     return probs[:, form_ids], above_sorted.gather(1, fr), below_sorted.gather(1, fr)
 
 
-@pytest.mark.parametrize("vocab,scale", [(3000, 3.0), (200, 0.5)])
-def test_form_statistics_equals_full_argsort(vocab: int, scale: float) -> None:
+@pytest.mark.parametrize("vocab,scale,decimals", [(3000, 3.0, 1), (200, 0.5, 1), (3000, 3.0, 5)])
+def test_form_statistics_equals_full_argsort(vocab: int, scale: float, decimals: int) -> None:
+    """Rows with many ties (full stable sort) and with a few (counted) give the reference ranks."""
     torch.manual_seed(1)
-    logits = (torch.randn(16, vocab) * scale).round(decimals=1)  # many exact ties
+    logits = (torch.randn(16, vocab) * scale).round(decimals=decimals)  # exact ties
     logits[:, 7] = logits[:, 3]
     logits[0] = 0.0  # a uniform row: every item tied
     probs = torch.softmax(logits.double(), dim=-1)
     forms = torch.cat([torch.tensor([0, 3, 7, vocab - 1]), torch.randperm(vocab)[:50]])
+    p_f = probs[:, forms]
+    n_tied = ((probs.unsqueeze(1) == p_f.unsqueeze(2)).sum(-1) > 1).sum(1)
+    assert bool((n_tied[1:] > 0).all())
+    if decimals == 5:  # a few ties per row: the counting path
+        assert int(n_tied[1:].max()) <= agreement.MAX_COUNTED_TIES
     for got, want in zip(form_statistics(probs, forms), _reference_form_statistics(probs, forms)):
         assert torch.equal(got, want)
     # the uniform row by hand: item i has i items above it and v-1-i below

@@ -99,8 +99,25 @@ def _sorted_ascending(probs: torch.Tensor) -> torch.Tensor:
     return torch.sort(probs, dim=-1).values
 
 
+#: rows with more tied forms than this are ranked by a full stable sort (see form_statistics)
+MAX_COUNTED_TIES = 8
+
+
+def _stable_ranks(probs: torch.Tensor, form_ids: torch.Tensor) -> torch.Tensor:
+    """Rank of each form in descending probability, ties by token id (a full stable sort)."""
+    b, v = probs.shape
+    order = torch.sort(probs, dim=-1, descending=True, stable=True).indices
+    ranks = torch.empty_like(order)
+    ranks.scatter_(1, order, torch.arange(v, device=probs.device).expand(b, v))
+    return ranks[:, form_ids]
+
+
 def _tie_rank(probs: torch.Tensor, rows: torch.Tensor, form_ids: torch.Tensor, block: int = 256) -> torch.Tensor:
     """For each (row, form) pair, how many vocabulary items with a smaller id have exactly its probability."""
+    if probs.device.type == "cpu":  # at most MAX_COUNTED_TIES pairs per row: one slice compare each
+        p, r_np, f_np = probs.numpy(), rows.numpy(), form_ids.numpy()
+        counts = [np.count_nonzero(p[r, :f] == p[r, f]) for r, f in zip(r_np.tolist(), f_np.tolist())]
+        return torch.tensor(counts, dtype=torch.long)
     out = torch.empty(len(rows), dtype=torch.long, device=probs.device)
     ar = torch.arange(probs.shape[1], device=probs.device)
     for s in range(0, len(rows), block):
@@ -155,8 +172,16 @@ def form_statistics(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.
     rank = v - le  # items strictly more probable
     tied = (le >= 2) & (asc.gather(1, (le - 2).clamp(min=0)) == p_f)  # another item has the same probability
     if bool(tied.any()):
-        r_idx, f_idx = tied.nonzero(as_tuple=True)
-        rank[r_idx, f_idx] += _tie_rank(probs, r_idx, form_ids[f_idx])
+        # a few tied forms in a row: count the equal items with a smaller id directly (one pass
+        # over the vocabulary per form); many (low-precision logits, e.g. bfloat16): rank the
+        # row with a full stable sort instead
+        heavy = tied.sum(dim=1) > MAX_COUNTED_TIES
+        r_idx, f_idx = (tied & ~heavy.unsqueeze(1)).nonzero(as_tuple=True)
+        if len(r_idx):
+            rank[r_idx, f_idx] += _tie_rank(probs, r_idx, form_ids[f_idx])
+        if bool(heavy.any()):
+            rows = heavy.nonzero(as_tuple=True)[0]
+            rank[rows] = _stable_ranks(probs[rows], form_ids)
     zero = torch.zeros((), dtype=probs.dtype, device=probs.device)
     above = torch.where(rank > 0, desc_cum.gather(1, (rank - 1).clamp(min=0)), zero)
     below_idx = v - 2 - rank  # ascending position of the form, minus one
