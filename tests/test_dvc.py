@@ -106,10 +106,11 @@ def test_figure_data_are_dvc_plots_with_existing_columns(ci_jobs: list[JobSpec])
     from verbeval.dvc import PLOTS
     from verbeval.figures import COMPARISON_COLUMNS, CURVE_COLUMNS, LEMMA_ACCURACY_COLUMNS
 
+    from verbeval.simverb import LAYER_COLUMNS
     from verbeval.veridicality import SCATTER_COLUMNS
 
     columns = {"lemma_accuracy.csv": LEMMA_ACCURACY_COLUMNS, "model_comparison.csv": COMPARISON_COLUMNS,
-               "veridicality_scatter.csv": SCATTER_COLUMNS}
+               "veridicality_scatter.csv": SCATTER_COLUMNS, "simverb_layers.csv": LAYER_COLUMNS}
     for name, spec in PLOTS.items():
         cols = columns.get(name, CURVE_COLUMNS)
         assert spec["x"] in cols and spec["y"] in cols, name
