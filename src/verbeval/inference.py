@@ -341,7 +341,8 @@ def infer_chunk(
     sub = g.iloc[rows["row"].to_numpy()]
     sing = np.where(sub["plural"], sub["incorrect"], sub["correct"]).tolist()
     plur = np.where(sub["plural"], sub["correct"], sub["incorrect"]).tolist()
-    tse_ids = np.stack([single_token_ids(lm.tokenizer, sing), single_token_ids(lm.tokenizer, plur)], axis=1) \
+    # one tokenizer call for both forms (each call inspects the tokenizer's pipeline)
+    tse_ids = single_token_ids(lm.tokenizer, sing + plur).reshape(2, -1).T.copy() \
         if len(sub) else np.zeros((0, 2), np.int64)
     form_ids = lemmas[["sing_id", "plur_id"]].to_numpy(dtype=np.int64).reshape(-1)
     encoded = encode_contexts(lm, chunk_ctx, prepend_bos)
