@@ -129,7 +129,8 @@ def test_baseline_equals_score_logits_on_shared_logits(lm: LoadedModel, seed: in
     lemmas = eligible_lemmas(LEXICON, tok)
     gen = torch.Generator().manual_seed(seed)
     logits = torch.randn(len(tok), generator=gen) * 4
-    logits[torch.tensor(lemmas["sing_id"].to_list())] += torch.randn(len(lemmas), generator=gen) * 4 + 6  # forms near the top
+    boost = torch.randn(len(lemmas), generator=gen) * 4 + 6
+    logits[torch.tensor(lemmas["sing_id"].to_list())] += boost  # singular forms near the top
     toy = LoadedModel(lm.model_id, _FixedLogits(logits), tok, lm.kind, lm.cased, lm.device, "float32", "toy")
     base = PaperBaseline(toy, lemmas, PAPER_TOP_CUTOFFS, PAPER_BOTTOM_CUTOFFS)
     for plural in (False, True):

@@ -294,7 +294,8 @@ def _contexts_sample(templates: pd.DataFrame, kind: str, n: int) -> pd.DataFrame
     return ctx.iloc[take].reset_index(drop=True)
 
 
-def throughput(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int, repeats: int = 1) -> dict[str, Any]:
+def throughput(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int,
+               repeats: int = 1) -> dict[str, Any]:
     """Contexts/s of the inference pipeline and of the model's forward pass on the same batches."""
     from .inference import _batches, _pad, encode_contexts, run_contexts, target_logits
 
@@ -505,7 +506,8 @@ def bench_baseline(workflow: dict[str, Any], model_dirs: dict[str, Path], config
         verbeval_s = m["inference_s"] + m["aggregate_s"]
         extrapolated = per_row * len(templates)
         res[name] = {"baseline_s_per_row": round(per_row, 5), "rows_total": len(templates),
-                     "baseline_extrapolated_s": round(extrapolated, 1), "verbeval_infer_aggregate_s": round(verbeval_s, 2),
+                     "baseline_extrapolated_s": round(extrapolated, 1),
+                     "verbeval_infer_aggregate_s": round(verbeval_s, 2),
                      "speedup": round(extrapolated / verbeval_s, 1),
                      "verbeval_s_per_row": round(verbeval_s / len(templates), 6), **diff}
     return res
@@ -589,7 +591,8 @@ def print_report(r: dict[str, Any]) -> None:
         for name, a in agg.items():
             if isinstance(a, dict):
                 print(f"aggregation {name} ({agg['workers']} workers): {a['wall_s']:.1f} s wall "
-                      f"(read {a['read_s']:.1f}, scores {a['scores_s']:.1f}, bootstrap {a['bootstrap_s']:.1f} s summed), "
+                      f"(read {a['read_s']:.1f}, scores {a['scores_s']:.1f}, "
+                      f"bootstrap {a['bootstrap_s']:.1f} s summed), "
                       f"peak RSS {a['peak_rss_mib_per_worker']:.0f} MiB/worker")
     tp = r.get("throughput")
     if tp:
@@ -598,7 +601,8 @@ def print_report(r: dict[str, Any]) -> None:
             mem = f"{t['peak_gpu_mib']} MiB GPU" if "peak_gpu_mib" in t else f"{t['peak_rss_mib_process']:.0f} MiB RSS"
             print(f"  {t['model']:24s} {t['device']:4s} {t['dtype']:8s} bs {t['batch_size']:3d}: pipeline "
                   f"{t['pipeline_ctx_per_s']:8.1f} ctx/s, forward {t['forward_head_at_target_ctx_per_s']:8.1f}, raw "
-                  f"forward {t['forward_raw_ctx_per_s']:8.1f}; forward share {t['forward_share_of_pipeline']:.2f}; {mem}")
+                  f"forward {t['forward_raw_ctx_per_s']:8.1f}; "
+                  f"forward share {t['forward_share_of_pipeline']:.2f}; {mem}")
     bl = r.get("baseline")
     if bl:
         for name, b in bl.items():
