@@ -198,6 +198,23 @@ def test_form_statistics_equals_full_argsort(vocab: int, scale: float, decimals:
     torch.testing.assert_close(below[0], torch.tensor([(vocab - 1) / vocab, 0.0], dtype=torch.float64))
 
 
+@pytest.mark.parametrize("decimals", [1, 5])
+def test_form_statistics_accelerator_path(monkeypatch: pytest.MonkeyPatch, decimals: int) -> None:
+    """The torch code that runs on GPUs (torch.sort values, torch.searchsorted, tie counting in
+    torch) gives the same statistics, run here on CPU tensors."""
+    torch.manual_seed(2)
+    logits = (torch.randn(12, 2000) * 3.0).round(decimals=decimals)
+    logits[:, 7] = logits[:, 3]
+    probs = torch.softmax(logits.double(), dim=-1)
+    forms = torch.cat([torch.tensor([0, 3, 7, 1999]), torch.randperm(2000)[:40]])
+    want = _reference_form_statistics(probs, forms)
+    monkeypatch.setattr(agreement, "_numpy_path", lambda t: False)
+    for got, ref in zip(form_statistics(probs, forms), want):
+        assert torch.equal(got, ref)
+    keys = torch.tensor([[0.5, 0.25, 0.5, 0.0]], dtype=torch.float64)
+    assert _stable_order(keys)[0].tolist() == [3, 1, 0, 2]
+
+
 def test_stable_order_packed_sort() -> None:
     keys32 = torch.tensor([[0.5, 0.25, 0.5, 0.0, -0.0, 1.0], [3.0, 3.0, 3.0, 1e-30, 2.0, 0.0]])
     keys = keys32.double()

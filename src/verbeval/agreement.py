@@ -88,13 +88,19 @@ def _as_tensor(x: ArrayLike, dtype: torch.dtype | None = None) -> torch.Tensor:
     return t.to(dtype) if dtype is not None else t
 
 
+def _numpy_path(t: torch.Tensor) -> bool:
+    """Whether a kernel takes its numpy (CPU) implementation rather than the torch one used on
+    accelerators (the tests switch this off to run the accelerator code on CPU)."""
+    return t.device.type == "cpu"
+
+
 def _sorted_ascending(probs: torch.Tensor) -> torch.Tensor:
     """Each row's values in ascending order (values only: no permutation is needed).
 
     On CPU this is numpy's SIMD sort, an order of magnitude faster than ``torch.sort`` (which
     always computes the permutation too); elsewhere ``torch.sort``.
     """
-    if probs.device.type == "cpu":
+    if _numpy_path(probs):
         return torch.from_numpy(np.sort(probs.numpy(), axis=-1))
     return torch.sort(probs, dim=-1).values
 
@@ -114,7 +120,7 @@ def _stable_ranks(probs: torch.Tensor, form_ids: torch.Tensor) -> torch.Tensor:
 
 def _tie_rank(probs: torch.Tensor, rows: torch.Tensor, form_ids: torch.Tensor, block: int = 256) -> torch.Tensor:
     """For each (row, form) pair, how many vocabulary items with a smaller id have exactly its probability."""
-    if probs.device.type == "cpu":  # at most MAX_COUNTED_TIES pairs per row: one slice compare each
+    if _numpy_path(probs):  # at most MAX_COUNTED_TIES pairs per row: one slice compare each
         p, r_np, f_np = probs.numpy(), rows.numpy(), form_ids.numpy()
         counts = [np.count_nonzero(p[r, :f] == p[r, f]) for r, f in zip(r_np.tolist(), f_np.tolist())]
         return torch.tensor(counts, dtype=torch.long)
@@ -135,7 +141,7 @@ def _count_at_most(asc: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     the previous key's answer when the keys increase: about twice as fast as ``torch.searchsorted``
     with 2,000 forms in a 30,000-item vocabulary. Same integers.
     """
-    if asc.device.type != "cpu":
+    if not _numpy_path(asc):
         return torch.searchsorted(asc, values, right=True)
     a, v = asc.numpy(), values.numpy()
     order = np.argsort(v, axis=-1)
@@ -197,7 +203,7 @@ def _stable_order(keys: torch.Tensor) -> torch.Tensor:
     faster than a stable ``torch.sort``; other keys take ``torch.sort(stable=True)``. Same result.
     """
     n, f = keys.shape
-    if keys.device.type == "cpu" and keys.dtype == torch.float64 and f < 2**31:
+    if _numpy_path(keys) and keys.dtype == torch.float64 and f < 2**31:
         k32 = keys.to(torch.float32) + 0.0  # + 0.0 turns -0.0 into +0.0
         if bool(((k32 >= 0) & (k32.to(torch.float64) == keys)).all()):
             packed = (k32.numpy().view(np.int32).astype(np.int64) << 32) | np.arange(f, dtype=np.int64)
