@@ -651,6 +651,7 @@ def cmd_check_config(a: argparse.Namespace) -> None:
     cfg = load_config(a.config)
     print(f"{a.config}: OK ({len(cfg['models'])} models)")
 
+
 def cmd_bench(a: argparse.Namespace) -> None:
     from .bench import run_bench
 
@@ -974,6 +975,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("check-config", cmd_check_config, "validate a workflow config file against the schema")
     s.add_argument("config")
+
     s = add("bench", cmd_bench, "benchmarks: workflow phases, aggregation, inference throughput (CPU/GPU), "
                                 "and the paper-style baseline; figures to JSON")
     s.add_argument("--out", default="results-bench/bench.json")
