@@ -315,6 +315,19 @@ def read_shard_meta(path: str | Path) -> dict[str, Any]:
     return json.loads(md[META_KEY])
 
 
+def select_chunk(
+    templates: pd.DataFrame, group: str, kind: str, chunk: int, n_chunks: int
+) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, int, int]:
+    """One group's rows, its distinct contexts, each row's context index and chunk ``chunk``'s
+    context range ``[start, stop)``: the unit of work of an inference job (any scorer)."""
+    g = templates[templates["group"] == group].reset_index(drop=True)
+    if g.empty:
+        raise VerbevalError(f"group {group!r} has no template rows")
+    contexts, row_context = build_contexts(g, kind)
+    start, stop = chunk_range(len(contexts), n_chunks, chunk)
+    return g, contexts, row_context, start, stop
+
+
 def infer_chunk(
     lm: LoadedModel,
     templates: pd.DataFrame,
@@ -330,11 +343,7 @@ def infer_chunk(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run one (group, chunk) and write its shard. Returns the shard metadata."""
-    g = templates[templates["group"] == group].reset_index(drop=True)
-    if g.empty:
-        raise VerbevalError(f"group {group!r} has no template rows")
-    contexts, row_context = build_contexts(g, lm.kind)
-    start, stop = chunk_range(len(contexts), n_chunks, chunk)
+    g, contexts, row_context, start, stop = select_chunk(templates, group, lm.kind, chunk, n_chunks)
     chunk_ctx = contexts.iloc[start:stop].reset_index(drop=True)
     in_chunk = (row_context >= start) & (row_context < stop)
     rows = pd.DataFrame({"row": np.flatnonzero(in_chunk), "context_id": row_context[in_chunk]})

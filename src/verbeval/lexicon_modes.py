@@ -33,7 +33,7 @@ from . import __version__
 from .aggregate import bootstrap_means
 from .eligibility import single_token_ids, tokenizer_fingerprint
 from .errors import ShardError, VerbevalError
-from .inference import build_contexts, chunk_range, encode_contexts
+from .inference import encode_contexts, select_chunk
 from .io import atomic_path
 from .models import LoadedModel, describe_device
 from .multitoken import form_logprobs, form_token_ids
@@ -137,11 +137,7 @@ def infer_forms_chunk(
     context, ``logp`` (``2 * n_pairs`` float64, pair-major, singular then plural) and the template
     rows (``rows``) with their pair index (``row_pair``).
     """
-    g = templates[templates["group"] == group].reset_index(drop=True)
-    if g.empty:
-        raise VerbevalError(f"group {group!r} has no template rows")
-    contexts, row_context = build_contexts(g, lm.kind)
-    start, stop = chunk_range(len(contexts), n_chunks, chunk)
+    g, contexts, row_context, start, stop = select_chunk(templates, group, lm.kind, chunk, n_chunks)
     chunk_ctx = contexts.iloc[start:stop].reset_index(drop=True)
     in_chunk = (row_context >= start) & (row_context < stop)
     rows = np.flatnonzero(in_chunk)
