@@ -572,8 +572,12 @@ def kl_markdown(table: pd.DataFrame, title: str) -> str:
 
 
 def kl_latex(table: pd.DataFrame, title: str) -> str:
+    from .tables import tex_escape
+
+    def esc(s: object) -> str:
+        return tex_escape(str(s))
+
     cols = list(table.columns)
-    esc = lambda s: str(s).replace("_", r"\_").replace("&", r"\&")  # noqa: E731
     out = [f"% {esc(title)}", r"\begin{tabular}{" + "".join("r" if c in KL_COLUMNS else "l" for c in cols) + "}",
            r"\toprule", " & ".join(esc(c) for c in cols) + r" \\", r"\midrule"]
     for r in table.itertuples(index=False):

@@ -37,6 +37,7 @@ from .inference import encode_contexts, select_chunk
 from .io import atomic_path
 from .models import LoadedModel, describe_device
 from .multitoken import form_logprobs, form_token_ids
+from .tables import tex_escape
 
 log = logging.getLogger(__name__)
 
@@ -394,29 +395,23 @@ def to_markdown(table: pd.DataFrame, models: Sequence[str], headline: str) -> st
     return "\n".join(lines) + "\n"
 
 
-def _tex(s: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#")):
-        s = s.replace(a, b)
-    return s
-
-
 def to_latex(table: pd.DataFrame, models: Sequence[str], headline: str) -> str:
     """One block per model: rows are groups, columns TSE/EW/MW for each mode."""
     order = [headline] + [m for m in MODES if m != headline]
     out = [r"\begin{tabular}{l" + "ccc" * len(order) + "}", r"\toprule"]
     for m in models:
-        out.append(rf"\multicolumn{{{1 + 3 * len(order)}}}{{l}}{{\textbf{{{_tex(m)}}}}} \\")
+        out.append(rf"\multicolumn{{{1 + 3 * len(order)}}}{{l}}{{\textbf{{{tex_escape(m)}}}}} \\")
         heads = []
         for mode in order:
             sel = table[(table["model"] == m) & (table["mode"] == mode)]
             n = int(sel["n_lemmas"].iloc[0]) if len(sel) else 0
-            heads.append(rf"\multicolumn{{3}}{{c}}{{{_tex(mode)} ({n})}}")
+            heads.append(rf"\multicolumn{{3}}{{c}}{{{tex_escape(mode)} ({n})}}")
         out.append(" & " + " & ".join(heads) + r" \\")
         out.append("Group & " + " & ".join("TSE & EW & MW" for _ in order) + r" \\")
         out.append(r"\midrule")
         for gid in dict.fromkeys(table["group"]):
             g = table[(table["group"] == gid) & (table["model"] == m)]
-            cells = [_tex(str(table[table["group"] == gid]["name"].iloc[0]))]
+            cells = [tex_escape(str(table[table["group"] == gid]["name"].iloc[0]))]
             for mode in order:
                 sel = g[g["mode"] == mode]
                 cells += [_fmt(float(sel[k].iloc[0])) if len(sel) else "–" for k in METRICS]

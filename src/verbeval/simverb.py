@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError, VerbevalError
+from .tables import tex_escape
 
 #: relation labels of the release, in the order tables show them
 RELATIONS = ("SYNONYMS", "ANTONYMS", "HYPER/HYPONYMS", "COHYPONYMS", "NONE")
@@ -497,16 +498,12 @@ def to_markdown(table: pd.DataFrame, model: str, verbs: pd.DataFrame | None = No
     return "\n".join(lines)
 
 
-def _tex(s: str) -> str:
-    return s.replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
-
-
 def to_latex(table: pd.DataFrame, model: str) -> str:
     """The main table (coverage, rho and CI per representation and split) and the relation
     breakdown, as booktabs tabulars."""
     reps = list(dict.fromkeys(table["representation"]))
     main = _main_subsets(table)
-    out = [rf"% SimVerb-3500, {_tex(model)}: Spearman's rho [bootstrap CI]",
+    out = [rf"% SimVerb-3500, {tex_escape(model)}: Spearman's rho [bootstrap CI]",
            r"\begin{tabular}{l" + "rrl" * len(main) + "}", r"\toprule",
            "Representation & " + " & ".join(rf"\multicolumn{{3}}{{c}}{{{s}}}" for s in main) + r" \\",
            " & " + " & ".join(["$n$ & cov. & $\\rho$ [CI]"] * len(main)) + r" \\", r"\midrule"]
@@ -515,14 +512,14 @@ def to_latex(table: pd.DataFrame, model: str) -> str:
         for s in main:
             r = table[(table["representation"] == rep) & (table["subset"] == s)].iloc[0]
             cells += [str(r.n_covered), _fmt(r.coverage), _rho_ci(r)]
-        out.append(f"{_tex(rep)} & " + " & ".join(cells) + r" \\")
+        out.append(f"{tex_escape(rep)} & " + " & ".join(cells) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}", ""]
     subs = [s for s in dict.fromkeys(table["subset"]) if s.startswith(("relation:", "range:"))]
     out += [r"\begin{tabular}{l" + "r" * len(subs) + "}", r"\toprule",
-            "Representation & " + " & ".join(_tex(s.split(":", 1)[1]) for s in subs) + r" \\", r"\midrule"]
+            "Representation & " + " & ".join(tex_escape(s.split(":", 1)[1]) for s in subs) + r" \\", r"\midrule"]
     for rep in reps:
         t = table[table["representation"] == rep].set_index("subset")
-        out.append(f"{_tex(rep)} & " + " & ".join(_fmt(t.loc[s, "rho"]) for s in subs) + r" \\")
+        out.append(f"{tex_escape(rep)} & " + " & ".join(_fmt(t.loc[s, "rho"]) for s in subs) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(out) + "\n"
 

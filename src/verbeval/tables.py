@@ -62,7 +62,8 @@ def to_markdown(table: pd.DataFrame, models: Sequence[str], digits: int = 2) -> 
     return "\n".join(lines) + "\n"
 
 
-def _tex(s: str) -> str:
+def tex_escape(s: str) -> str:
+    """``s`` with the characters LaTeX treats specially (\\ & % _ # $) escaped."""
     for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"), ("$", r"\$")):
         s = s.replace(a, b)
     return s
@@ -71,12 +72,12 @@ def _tex(s: str) -> str:
 def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2) -> str:
     cols = "l" + "ccc" * len(models)
     out = [r"\begin{tabular}{" + cols + "}", r"\toprule"]
-    out.append(" & " + " & ".join(rf"\multicolumn{{3}}{{c}}{{{_tex(m)}}}" for m in models) + r" \\")
+    out.append(" & " + " & ".join(rf"\multicolumn{{3}}{{c}}{{{tex_escape(m)}}}" for m in models) + r" \\")
     out.append(" ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(len(models))))
     out.append("Group & " + " & ".join(LABELS[k] for _ in models for k in METRICS) + r" \\")
     out.append(r"\midrule")
     for _, r in table.iterrows():
-        cells = [_tex(str(r["name"]))] + [_fmt(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
+        cells = [tex_escape(str(r["name"]))] + [_fmt(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
         out.append(" & ".join(cells) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(out) + "\n"

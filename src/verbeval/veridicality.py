@@ -265,8 +265,7 @@ def to_markdown(table: pd.DataFrame, model: str) -> str:
 
 
 def to_latex(table: pd.DataFrame, model: str) -> str:
-    def tex(s: str) -> str:
-        return s.replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
+    from .tables import tex_escape as tex
 
     out = [rf"% Verb veridicality, {tex(model)}", r"\begin{tabular}{llrrrr}", r"\toprule",
            r"Signature & Environment & $n$ & Accuracy & Pearson & Spearman \\", r"\midrule"]
