@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from .errors import VerbevalError
 
@@ -131,53 +132,114 @@ def cmd_lemmas(a: argparse.Namespace) -> None:
     log.info("%s: %d of %d lemmas eligible (both forms single tokens) -> %s", a.model, len(elig), len(lex), a.out)
 
 
-def cmd_infer(a: argparse.Namespace) -> None:
-    import pandas as pd
+def _load_lm(a: argparse.Namespace) -> Any:
+    """Load the model of an inference command (``--model --revision --kind --dtype --device --threads``)."""
     import torch
 
-    from .inference import infer_chunk
     from .models import load_model
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    lm = load_model(a.model, revision=a.revision, kind=a.kind, dtype=a.dtype, device=a.device)
+    return load_model(a.model, revision=a.revision, kind=a.kind, dtype=a.dtype, device=a.device)
+
+
+def _batch_size(value: str, lm: Any, cuda_default: int = 512, cpu_default: int = 64) -> int:
+    """``--batch-size``: a number, or ``auto`` (512 on CUDA, where large batches keep the GPU busy;
+    64 on CPU). Out-of-memory batches are halved either way."""
+    if value != "auto":
+        return int(value)
+    return cuda_default if lm.device.type == "cuda" else cpu_default
+
+
+def _batch_arg(text: str) -> str:
+    if text == "auto" or (text.isdigit() and int(text) > 0):
+        return text
+    raise argparse.ArgumentTypeError(f"expected a positive integer or auto, got {text!r}")
+
+
+def _quarantined(exc: Any, keep: bool) -> VerbevalError:
+    """The error to raise for an unusable shard; unless ``keep``, the file is moved aside first
+    (``<name>.corrupt``) so that the next run recomputes it."""
+    from .aggregate import quarantine
+
+    if not keep and Path(exc.path).exists():
+        moved = quarantine(exc.path)
+        return VerbevalError(f"{exc}; moved it to {moved}: rerun the workflow to recompute it")
+    return VerbevalError(f"{exc}: rerun the workflow to recompute it")
+
+
+def _expand_shards(items: Sequence[str], keep_bad: bool = False) -> list[str]:
+    """Shard paths from shard files and shard-store manifests (``manifest.json``: every shard it
+    lists, each checked against the size and sha256 recorded there)."""
+    from .errors import ShardError
+    from .shardstore import manifest_shards
+
+    out: list[str] = []
+    for item in items:
+        if not item.endswith(".json"):
+            out.append(item)
+            continue
+        try:
+            out += [str(p) for paths in manifest_shards(item).values() for p in paths]
+        except ShardError as exc:
+            raise _quarantined(exc, keep_bad) from None
+    return out
+
+
+def cmd_infer(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .inference import infer_model
+    from .io import check_writable
+
+    check_writable([a.manifest])
+    t0 = time.perf_counter()
+    lm = _load_lm(a)
+    load_s = time.perf_counter() - t0
     templates = pd.read_parquet(a.templates)
     lemmas = pd.read_parquet(a.lemmas)
-    t0 = time.perf_counter()
-    meta = infer_chunk(lm, templates, lemmas, a.group, a.chunk, a.n_chunks, a.out, batch_size=a.batch_size,
+    groups = [g for g in a.groups.split(",") if g]
+    body = infer_model(lm, templates, lemmas, groups, a.n_chunks, a.manifest, batch_size=_batch_size(a.batch_size, lm),
                        top_k=a.top_k, prepend_bos=a.prepend_bos, progress=not a.no_progress)
-    dt = time.perf_counter() - t0
-    n = meta["n_contexts"]
-    log.info("wrote %s: %d contexts in %.1f s (%.1f contexts/s)", a.out, n, dt, n / dt if dt > 0 else float("nan"))
+    t = body["timing"]
+    log.info("%s: %d shards -> %s; model load %.1f s, %d contexts computed in %.1f s (%.1f contexts/s), "
+             "writer busy %.1f s, total %.1f s", a.model, len(body["shards"]), a.manifest, load_s, t["contexts"],
+             t["compute_s"], t["contexts_per_s"], t["writer_busy_s"], t["total_s"])
 
 
 def cmd_aggregate(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from .aggregate import context_scores, quarantine, read_shards, row_tse, summarise
+    from .aggregate import context_scores, read_shards, row_tse, summarise
     from .errors import ShardError
-    from .io import write_csv, write_parquet
+    from .io import check_writable, write_csv, write_parquet
+    from .shardstore import manifest_shards
 
+    groups = [g for g in a.groups.split(",") if g]
+    out = Path(a.out_dir)
+    check_writable([out / g / "summary.csv" for g in groups])
     try:
-        shards = read_shards(a.shards)
+        by_group = manifest_shards(a.manifest, groups)
     except ShardError as exc:
-        if not a.keep_bad_shards and Path(exc.path).exists():
-            moved = quarantine(exc.path)
-            raise VerbevalError(f"{exc}; moved it to {moved}: rerun to recompute it") from None
-        raise
-    if shards.meta["group"] != a.group:
-        raise VerbevalError(f"shards are for group {shards.meta['group']!r}, not {a.group!r}")
+        raise _quarantined(exc, a.keep_bad_shards) from None
     templates = pd.read_parquet(a.templates)
-    g = templates[templates["group"] == a.group].reset_index(drop=True)
-    scores = context_scores(shards, a.top_cutoffs, a.bottom_cutoffs)
-    tse = row_tse(shards, g)
-    summary = summarise(scores, tse, model=a.model_name, group=a.group, resamples=a.resamples, seed=a.seed,
-                        confidence=a.confidence)
-    write_parquet(scores, a.scores_out)
-    write_parquet(tse, a.tse_out)
-    write_csv(summary, a.summary_out, float_format="%.10g")
-    head = summary[summary["metric"] == "tse"].iloc[0]
-    log.info("%s / %s: %d contexts, %d rows, TSE %.4f", a.model_name, a.group, len(scores), len(tse), head["value"])
+    for group in groups:
+        try:
+            shards = read_shards(by_group[group])
+        except ShardError as exc:
+            raise _quarantined(exc, a.keep_bad_shards) from None
+        if shards.meta["group"] != group:
+            raise VerbevalError(f"shards are for group {shards.meta['group']!r}, not {group!r}")
+        g = templates[templates["group"] == group].reset_index(drop=True)
+        scores = context_scores(shards, a.top_cutoffs, a.bottom_cutoffs)
+        tse = row_tse(shards, g)
+        summary = summarise(scores, tse, model=a.model_name, group=group, resamples=a.resamples, seed=a.seed,
+                            confidence=a.confidence)
+        write_parquet(scores, out / group / "scores.parquet")
+        write_parquet(tse, out / group / "tse.parquet")
+        write_csv(summary, out / group / "summary.csv", float_format="%.10g")
+        head = summary[summary["metric"] == "tse"].iloc[0]
+        log.info("%s / %s: %d contexts, %d rows, TSE %.4f", a.model_name, group, len(scores), len(tse), head["value"])
 
 
 def cmd_table(a: argparse.Namespace) -> None:
@@ -225,7 +287,7 @@ def cmd_lemma_stats(a: argparse.Namespace) -> None:
     from .io import write_csv
 
     lemmas = pd.read_parquet(a.lemmas)
-    stats = lemma_stats(a.shards, lemmas, a.model_name)
+    stats = lemma_stats(_expand_shards(a.shards), lemmas, a.model_name)
     write_csv(stats, a.out, float_format="%.10g")
     n = int(stats["n_contexts"].iloc[0]) if len(stats) else 0
     log.info("%s: %d lemmas over %d contexts, mean accuracy %.4f -> %s", a.model_name, len(stats), n,
@@ -306,7 +368,7 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
     shard_paths: dict[str, list[str]] = {}
     for item in a.shards:
         name, path = _split_pair(item, "--shards", "PATH")
-        shard_paths.setdefault(name, []).append(path)
+        shard_paths.setdefault(name, []).extend(_expand_shards([path]))
     for name in model_ids:
         if name not in lemma_paths:
             raise VerbevalError(f"--lemmas: no lemmas file for model {name!r}")
@@ -504,22 +566,19 @@ def cmd_lexicon_common(a: argparse.Namespace) -> None:
 
 def cmd_infer_forms(a: argparse.Namespace) -> None:
     import pandas as pd
-    import torch
 
-    from .lexicon_modes import infer_forms_chunk
-    from .models import load_model
+    from .io import check_writable
+    from .lexicon_modes import infer_forms_model
 
-    torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
-    lm = load_model(a.model, revision=a.revision, kind=a.kind, dtype=a.dtype, device=a.device)
-    t0 = time.perf_counter()
-    meta = infer_forms_chunk(lm, pd.read_parquet(a.templates), pd.read_parquet(a.forms), a.group, a.chunk,
-                             a.n_chunks, a.out, batch_size=a.batch_size, prepend_bos=a.prepend_bos,
+    check_writable([a.manifest])
+    lm = _load_lm(a)
+    groups = [g for g in a.groups.split(",") if g]
+    body = infer_forms_model(lm, pd.read_parquet(a.templates), pd.read_parquet(a.forms), groups, a.n_chunks,
+                             a.manifest, batch_size=a.batch_size, prepend_bos=a.prepend_bos,
                              progress=not a.no_progress)
-    dt = time.perf_counter() - t0
-    n = meta["n_contexts"]
-    log.info("wrote %s: %d contexts x %d forms in %.1f s (%.2f contexts/s)", a.out, n, 2 * meta["n_pairs"], dt,
-             n / dt if dt > 0 else float("nan"))
+    t = body["timing"]
+    log.info("%s: %d form shards -> %s; %d contexts computed in %.1f s (%.2f contexts/s)", a.model,
+             len(body["shards"]), a.manifest, t["contexts"], t["compute_s"], t["contexts_per_s"])
 
 
 def cmd_lexicon_modes(a: argparse.Namespace) -> None:
@@ -537,7 +596,7 @@ def cmd_lexicon_modes(a: argparse.Namespace) -> None:
     masks = mode_masks(forms, pd.read_parquet(a.common))
     n_lex = int(forms["in_lexicon"].sum())
     by_group: dict[str, list[str]] = {}
-    for path in a.shards:
+    for path in _expand_shards(a.shards):
         md = pq.read_schema(path).metadata or {}
         if META_KEY not in md:
             raise VerbevalError(f"{path}: not a verbeval form shard")
@@ -664,6 +723,17 @@ def cmd_bench(a: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------- parser
 
 
+def _model_options(s: argparse.ArgumentParser) -> None:
+    """Options of the commands that load a model (see :func:`_load_lm`)."""
+    s.add_argument("--model", required=True, help="hub id or local path")
+    s.add_argument("--revision", help="hub revision (branch, tag or commit)")
+    s.add_argument("--kind", default="auto", choices=["auto", "masked", "causal"],
+                   help="masked or causal LM; auto reads config.architectures")
+    s.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"], help="weights' dtype")
+    s.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
+    s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -707,37 +777,35 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--lexicon", required=True)
     s.add_argument("--out", required=True)
 
-    s = add("infer", cmd_infer, "run one (model, group, chunk) and write its probability shard")
-    s.add_argument("--model", required=True)
-    s.add_argument("--revision")
-    s.add_argument("--kind", default="auto", choices=["auto", "masked", "causal"])
-    s.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
-    s.add_argument("--device", default="auto")
-    s.add_argument("--batch-size", type=int, default=64)
-    s.add_argument("--threads", type=int, default=2)
-    s.add_argument("--top-k", type=int, default=10)
-    s.add_argument("--prepend-bos", type=_optional_bool, default=None)
-    s.add_argument("--templates", required=True)
-    s.add_argument("--lemmas", required=True)
-    s.add_argument("--group", required=True)
-    s.add_argument("--chunk", type=int, required=True, help="0-based chunk index")
-    s.add_argument("--n-chunks", type=int, required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--no-progress", action="store_true")
+    s = add("infer", cmd_infer, "one model, every group and chunk: probability shards and their manifest "
+                                "(model loaded once; finished shards are kept, so a killed run resumes)")
+    _model_options(s)
+    s.add_argument("--batch-size", type=_batch_arg, default="auto",
+                   help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory")
+    s.add_argument("--top-k", type=int, default=10, help="top tokens stored per context (Table 3)")
+    s.add_argument("--prepend-bos", type=_optional_bool, default=None,
+                   help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself)")
+    s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
+    s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
+    s.add_argument("--groups", required=True, help="comma-separated template groups to run")
+    s.add_argument("--n-chunks", type=int, default=4, help="shards per group (the unit of resuming)")
+    s.add_argument("--manifest", required=True,
+                   help="output: the store's manifest.json; shards go to <its folder>/<group>/<k>-of-<n>.parquet")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    s = add("aggregate", cmd_aggregate, "scores and summary (with bootstrap CIs) of one (model, group) from its shards")
-    s.add_argument("--templates", required=True)
-    s.add_argument("--group", required=True)
-    s.add_argument("--model-name", required=True)
-    s.add_argument("--shards", nargs="+", required=True)
-    s.add_argument("--top-cutoffs", type=_floats, required=True)
-    s.add_argument("--bottom-cutoffs", type=_floats, required=True)
-    s.add_argument("--resamples", type=int, default=1000)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--confidence", type=float, default=0.95)
-    s.add_argument("--scores-out", required=True)
-    s.add_argument("--tse-out", required=True)
-    s.add_argument("--summary-out", required=True)
+    s = add("aggregate", cmd_aggregate,
+            "per-context scores, per-row TSE and per-group summaries (bootstrap CIs) of one model from its shards")
+    s.add_argument("--templates", required=True, help="templates.parquet")
+    s.add_argument("--groups", required=True, help="comma-separated groups to aggregate")
+    s.add_argument("--model-name", required=True, help="model name written into the summaries")
+    s.add_argument("--manifest", required=True, help="the model's shard manifest (verbeval infer --manifest)")
+    s.add_argument("--top-cutoffs", type=_floats, required=True, help="comma-separated top-p cutoffs")
+    s.add_argument("--bottom-cutoffs", type=_floats, required=True, help="comma-separated bottom-p cutoffs")
+    s.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    s.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    s.add_argument("--confidence", type=float, default=0.95, help="CI level")
+    s.add_argument("--out-dir", required=True,
+                   help="writes <out-dir>/<group>/scores.parquet, tse.parquet and summary.csv")
     s.add_argument("--keep-bad-shards", action="store_true",
                    help="leave an unusable shard in place (default: move it to <name>.corrupt so a rerun recomputes it)")
 
@@ -753,7 +821,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("lemma-stats", cmd_lemma_stats, "per-lemma agreement accuracy and mean probability of one model from its shards")
     s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet")
-    s.add_argument("--shards", nargs="+", required=True, help="the model's shards (any groups)")
+    s.add_argument("--shards", nargs="+", required=True,
+                   help="the model's shards (any groups), or its shard manifest (every shard it lists)")
     s.add_argument("--model-name", required=True)
     s.add_argument("--out", required=True, help="CSV, one row per eligible lemma")
 
@@ -795,7 +864,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model name and hub id or path (for its tokenizer); repeat per model, in column order")
     s.add_argument("--revision", action="append", default=[], metavar="NAME=REV")
     s.add_argument("--lemmas", action="append", default=[], metavar="NAME=PATH")
-    s.add_argument("--shards", nargs="+", default=[], metavar="NAME=PATH", help="shards of the selected groups")
+    s.add_argument("--shards", nargs="+", default=[], metavar="NAME=PATH", help="shards of the selected groups, or a model's shard manifest")
     s.add_argument("--context", nargs=3, action="append", default=[], metavar=("GROUP", "LEFT", "RIGHT"),
                    help="a context to show (RIGHT * = any); repeatable. Default: --default-groups")
     s.add_argument("--default-groups", default="obj_rel_within,obj_rel_across",
@@ -896,29 +965,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
 
     s = add("infer-forms", cmd_infer_forms,
-            "log P(form | context) of every verb form of any length, one (model, group, chunk) shard")
-    s.add_argument("--model", required=True)
-    s.add_argument("--revision")
-    s.add_argument("--kind", default="auto", choices=["auto", "masked", "causal"])
-    s.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
-    s.add_argument("--device", default="auto")
+            "log P(form | context) of every verb form of any length: every group and chunk of one model, "
+            "shards and their manifest (model loaded once; a killed run resumes)")
+    _model_options(s)
     s.add_argument("--batch-size", type=int, default=256, help="trie rows (prefixes / masked sequences) per pass")
-    s.add_argument("--threads", type=int, default=2)
-    s.add_argument("--prepend-bos", type=_optional_bool, default=None)
-    s.add_argument("--templates", required=True)
+    s.add_argument("--prepend-bos", type=_optional_bool, default=None,
+                   help="causal LMs: true, false or auto (follow the tokenizer)")
+    s.add_argument("--templates", required=True, help="templates.parquet")
     s.add_argument("--forms", required=True, help="the model's forms.parquet (lexicon-forms)")
-    s.add_argument("--group", required=True)
-    s.add_argument("--chunk", type=int, required=True, help="0-based chunk index")
-    s.add_argument("--n-chunks", type=int, required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--groups", required=True, help="comma-separated template groups to run")
+    s.add_argument("--n-chunks", type=int, default=4, help="shards per group (the unit of resuming)")
+    s.add_argument("--manifest", required=True,
+                   help="output: the store's manifest.json; shards go to <its folder>/<group>/<k>-of-<n>.parquet")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     s = add("lexicon-modes", cmd_lexicon_modes,
             "TSE, EW and MW (p = 1) of one model in the single_token, all and common lexicon modes")
     s.add_argument("--forms", required=True)
     s.add_argument("--common", required=True)
     s.add_argument("--model-name", required=True)
-    s.add_argument("--shards", nargs="+", required=True, help="the model's form shards (all groups)")
+    s.add_argument("--shards", nargs="+", required=True,
+                   help="the model's form shards (all groups), or their manifest (every shard it lists)")
     s.add_argument("--table2-summaries", nargs="*", default=[], help="the single-token pipeline's summary.csv files")
     s.add_argument("--resamples", type=int, default=1000)
     s.add_argument("--seed", type=int, default=0)

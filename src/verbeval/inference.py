@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from .eligibility import single_token_ids, tokenizer_fingerprint
 from .errors import ShardError, VerbevalError
 from .io import atomic_path
 from .models import LoadedModel, adds_bos, describe_device
+from .shardstore import PlannedShard, chunk_label, run_plan, shard_key, shard_relpath
 from .templates import render_context
 
 log = logging.getLogger(__name__)
@@ -119,12 +120,14 @@ def _batches(lengths: np.ndarray, batch_size: int) -> Iterator[np.ndarray]:
 
 def _pad(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    att = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-        att[i, : len(s)] = 1
-    return ids.to(device), att.to(device)
+    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    mask = np.arange(width) < lens[:, None]
+    ids_np = np.full((len(seqs), width), pad_id, dtype=np.int64)
+    ids_np[mask] = np.fromiter((t for s in seqs for t in s), dtype=np.int64, count=int(lens.sum()))
+    ids, att = torch.from_numpy(ids_np), torch.from_numpy(mask.astype(np.int64))
+    if device.type == "cuda":  # pinned host memory: the copy does not block the host
+        return ids.pin_memory().to(device, non_blocking=True), att.pin_memory().to(device, non_blocking=True)
+    return ids, att
 
 
 def split_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
@@ -198,6 +201,7 @@ def run_contexts(
     top_k: int = 10,
     progress: bool = True,
     desc: str = "inference",
+    bar: Any = None,
 ) -> ChunkResult:
     """Forward every context once and collect form statistics, TSE probabilities and top-k tokens.
 
@@ -214,21 +218,51 @@ def run_contexts(
     if n == 0:
         return out
     dev = lm.device
+    cuda = dev.type == "cuda"
     forms = torch.as_tensor(form_ids, dtype=torch.long, device=dev)
     pad_id = lm.tokenizer.pad_token_id
     if pad_id is None:
         pad_id = lm.tokenizer.eos_token_id or 0
     lengths = np.array([len(s) for s in encoded.ids])
-    rows_by_ctx = pd.Series(np.arange(len(row_context))).groupby(row_context).apply(np.asarray).to_dict()
+    # TSE rows grouped by context: rows_sorted[starts[c]:starts[c + 1]] are context c's rows
+    rows_sorted = np.argsort(row_context, kind="stable")
+    starts = np.searchsorted(row_context[rows_sorted], np.arange(n + 1), side="left")
+    local = np.empty(n, dtype=np.int64)  # position of a context inside its batch
     bs = max(1, batch_size)
     pending = list(_batches(lengths, bs))
-    bar = tqdm(total=n, desc=desc, unit="ctx", disable=not progress, mininterval=1.0)
+    own_bar = bar is None
+    if own_bar:
+        bar = tqdm(total=n, desc=desc, unit="ctx", disable=not progress, mininterval=1.0)
+
+    def host(t: torch.Tensor) -> torch.Tensor:
+        """Start the copy of a result to the CPU; on CUDA into pinned memory, without waiting."""
+        if not cuda:
+            return t
+        buf = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        buf.copy_(t, non_blocking=True)
+        return buf
+
+    def collect(job: tuple[Any, ...]) -> None:
+        """Store a finished batch (waits for its copies): the GPU already runs the next batch."""
+        idx, r, event, p, above, below, tki, tkp, tse = job
+        if event is not None:
+            event.synchronize()
+        out.prob[idx] = p.numpy()
+        out.cum_above[idx] = above.numpy()
+        out.cum_below[idx] = below.numpy()
+        out.topk_ids[idx, : tki.shape[1]] = tki.numpy()
+        out.topk_probs[idx, : tkp.shape[1]] = tkp.numpy()
+        if tse is not None:
+            out.tse_p[r] = tse.numpy()
+        bar.update(len(idx))
+
+    in_flight: tuple[Any, ...] | None = None
     with torch.inference_mode():
         while pending:
             idx = pending.pop(0)
             try:
                 ids, att = _pad([encoded.ids[i] for i in idx], pad_id, dev)
-                tgt = torch.as_tensor(encoded.target[idx], device=dev)
+                tgt = torch.as_tensor(encoded.target[idx]).to(dev, non_blocking=True)
                 picked = target_logits(lm.model, ids, att, tgt)
                 probs = torch.softmax(picked.to(torch.float64), dim=-1)
                 p, above, below = form_statistics(probs, forms)
@@ -237,28 +271,34 @@ def run_contexts(
                 if not _is_oom(exc) or len(idx) == 1:
                     raise
                 del exc
-                if dev.type == "cuda":
+                if cuda:
                     torch.cuda.empty_cache()
                 half = len(idx) // 2
                 log.warning("out of memory at batch size %d; retrying with %d", len(idx), half)
                 pending[:0] = [idx[:half], idx[half:]]
                 continue
-            out.prob[idx] = p.float().cpu().numpy()
-            out.cum_above[idx] = above.float().cpu().numpy()
-            out.cum_below[idx] = below.float().cpu().numpy()
-            out.topk_ids[idx, : tk.indices.shape[1]] = tk.indices.int().cpu().numpy()
-            out.topk_probs[idx, : tk.values.shape[1]] = tk.values.float().cpu().numpy()
-            rows = [rows_by_ctx[i] for i in idx if i in rows_by_ctx]
-            if rows:
-                r = np.concatenate(rows)
-                local = {int(c): j for j, c in enumerate(idx)}
-                ctx_pos = torch.as_tensor([local[int(c)] for c in row_context[r]], device=dev)
-                pair = torch.as_tensor(row_tse_ids[r], device=dev)
+            bounds = np.stack([starts[idx], starts[idx + 1]], axis=1)
+            r = np.concatenate([rows_sorted[a:b] for a, b in bounds]) if len(bounds) else np.zeros(0, np.int64)
+            tse = None
+            if len(r):
+                local[idx] = np.arange(len(idx))
+                ctx_pos = torch.as_tensor(local[row_context[r]]).to(dev, non_blocking=True)
+                pair = torch.as_tensor(row_tse_ids[r]).to(dev, non_blocking=True)
                 vals = probs[ctx_pos.unsqueeze(1), pair.clamp(min=0)]
-                vals = torch.where(pair >= 0, vals, torch.full_like(vals, float("nan")))
-                out.tse_p[r] = vals.cpu().numpy()
-            bar.update(len(idx))
-    bar.close()
+                tse = host(torch.where(pair >= 0, vals, torch.full_like(vals, float("nan"))))
+            job = (idx, r, None, host(p.float()), host(above.float()), host(below.float()),
+                   host(tk.indices.int()), host(tk.values.float()), tse)
+            if cuda:
+                event = torch.cuda.Event()
+                event.record()
+                job = (*job[:2], event, *job[3:])
+            if in_flight is not None:
+                collect(in_flight)
+            in_flight = job
+        if in_flight is not None:
+            collect(in_flight)
+    if own_bar:
+        bar.close()
     return out
 
 
@@ -328,6 +368,87 @@ def select_chunk(
     return g, contexts, row_context, start, stop
 
 
+def group_digest(g: pd.DataFrame) -> str:
+    """sha256 of what a group's shards depend on in its template rows."""
+    cols = ["left", "right", "correct", "incorrect", "plural"]
+    return hashlib.sha256(g[cols].to_csv(index=False).encode()).hexdigest()
+
+
+@dataclass
+class GroupWork:
+    """A group prepared once per process: rows, distinct contexts, TSE pair ids."""
+
+    group: str
+    rows: pd.DataFrame
+    contexts: pd.DataFrame
+    row_context: np.ndarray
+    tse_ids: np.ndarray  # [R, 2] (singular id, plural id), -1 where not a single token
+    digest: str
+
+
+def prepare_group(lm: LoadedModel, templates: pd.DataFrame, group: str) -> GroupWork:
+    g = templates[templates["group"] == group].reset_index(drop=True)
+    if g.empty:
+        raise VerbevalError(f"group {group!r} has no template rows")
+    contexts, row_context = build_contexts(g, lm.kind)
+    sing = np.where(g["plural"], g["incorrect"], g["correct"]).tolist()
+    plur = np.where(g["plural"], g["correct"], g["incorrect"]).tolist()
+    # one tokenizer call for both forms of every row (each call inspects the tokenizer's pipeline)
+    tse_ids = single_token_ids(lm.tokenizer, sing + plur).reshape(2, -1).T.copy()
+    return GroupWork(group, g, contexts, row_context, tse_ids, group_digest(g))
+
+
+@dataclass
+class ModelContext:
+    """What every shard of one loaded model shares, computed once per process."""
+
+    form_ids: np.ndarray
+    meta: dict[str, Any]  # model-level shard metadata
+    prepend_bos: bool | None
+
+
+def model_context(lm: LoadedModel, lemmas: pd.DataFrame, top_k: int, prepend_bos: bool | None) -> ModelContext:
+    if lm.kind == "causal":
+        bos = adds_bos(lm.tokenizer) if prepend_bos is None else bool(prepend_bos)
+    else:
+        bos = False
+    meta = {
+        "model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "cased": lm.cased, "dtype": lm.dtype,
+        "tokenizer_fingerprint": tokenizer_fingerprint(lm.tokenizer), "lemma_set_sha256": lemma_set_hash(lemmas),
+        "prepend_bos": bos, "n_lemmas": len(lemmas), "top_k": top_k, "verbeval_version": __version__,
+    }
+    form_ids = lemmas[["sing_id", "plur_id"]].to_numpy(dtype=np.int64).reshape(-1)
+    return ModelContext(form_ids, meta, bos if lm.kind == "causal" else None)
+
+
+@dataclass
+class ComputedChunk:
+    contexts: pd.DataFrame
+    rows: pd.DataFrame
+    result: ChunkResult
+    meta: dict[str, Any]
+
+
+def compute_chunk(lm: LoadedModel, mc: ModelContext, work: GroupWork, chunk: int, n_chunks: int, *,
+                  batch_size: int = 64, progress: bool = True, bar: Any = None) -> ComputedChunk:
+    """Forward one chunk of a prepared group (nothing written)."""
+    start, stop = chunk_range(len(work.contexts), n_chunks, chunk)
+    chunk_ctx = work.contexts.iloc[start:stop].reset_index(drop=True)
+    rc = work.row_context
+    in_chunk = (rc >= start) & (rc < stop)
+    rows = pd.DataFrame({"row": np.flatnonzero(in_chunk), "context_id": rc[in_chunk]})
+    tse_ids = work.tse_ids[rows["row"].to_numpy()] if len(rows) else np.zeros((0, 2), np.int64)
+    encoded = encode_contexts(lm, chunk_ctx, mc.prepend_bos)
+    log.debug("%s %s chunk %d/%d: %d contexts, %d rows on %s", lm.model_id, work.group, chunk + 1, n_chunks,
+              len(chunk_ctx), len(rows), describe_device(lm.device))
+    result = run_contexts(lm, encoded, mc.form_ids, rows["context_id"].to_numpy() - start, tse_ids,
+                          batch_size=batch_size, top_k=mc.meta["top_k"], progress=progress and bar is None,
+                          desc=f"{work.group} {chunk + 1}/{n_chunks}", bar=bar)
+    meta = {**mc.meta, "prepend_bos": encoded.bos, "group": work.group, "chunk": chunk, "n_chunks": n_chunks,
+            "context_start": start, "context_stop": stop, "n_group_contexts": len(work.contexts)}
+    return ComputedChunk(chunk_ctx, rows, result, meta)
+
+
 def infer_chunk(
     lm: LoadedModel,
     templates: pd.DataFrame,
@@ -342,35 +463,49 @@ def infer_chunk(
     prepend_bos: bool | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Run one (group, chunk) and write its shard. Returns the shard metadata."""
-    g, contexts, row_context, start, stop = select_chunk(templates, group, lm.kind, chunk, n_chunks)
-    chunk_ctx = contexts.iloc[start:stop].reset_index(drop=True)
-    in_chunk = (row_context >= start) & (row_context < stop)
-    rows = pd.DataFrame({"row": np.flatnonzero(in_chunk), "context_id": row_context[in_chunk]})
-    sub = g.iloc[rows["row"].to_numpy()]
-    sing = np.where(sub["plural"], sub["incorrect"], sub["correct"]).tolist()
-    plur = np.where(sub["plural"], sub["correct"], sub["incorrect"]).tolist()
-    # one tokenizer call for both forms (each call inspects the tokenizer's pipeline)
-    tse_ids = single_token_ids(lm.tokenizer, sing + plur).reshape(2, -1).T.copy() \
-        if len(sub) else np.zeros((0, 2), np.int64)
-    form_ids = lemmas[["sing_id", "plur_id"]].to_numpy(dtype=np.int64).reshape(-1)
-    encoded = encode_contexts(lm, chunk_ctx, prepend_bos)
-    log.info("%s %s chunk %d/%d: %d contexts, %d rows, %d lemmas on %s", lm.model_id, group, chunk + 1, n_chunks,
-             len(chunk_ctx), len(rows), len(lemmas), describe_device(lm.device))
-    result = run_contexts(lm, encoded, form_ids, rows["context_id"].to_numpy() - start, tse_ids,
-                          batch_size=batch_size, top_k=top_k, progress=progress,
-                          desc=f"{group} {chunk + 1}/{n_chunks}")
-    meta = {
-        "model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "cased": lm.cased, "dtype": lm.dtype,
-        "tokenizer_fingerprint": tokenizer_fingerprint(lm.tokenizer), "lemma_set_sha256": lemma_set_hash(lemmas),
-        "prepend_bos": encoded.bos,
-        "n_lemmas": len(lemmas), "group": group, "chunk": chunk, "n_chunks": n_chunks,
-        "context_start": start, "context_stop": stop, "n_group_contexts": len(contexts), "top_k": top_k,
-        "verbeval_version": __version__,
-    }
-    return write_shard(out, chunk_ctx, rows, result, meta)
+    """Run one (group, chunk) and write its shard. Returns the shard metadata.
+
+    The workflow runs :func:`infer_model` (every group and chunk of a model in one process); this
+    is the same computation for one shard, for scripts and tests."""
+    mc = model_context(lm, lemmas, top_k, prepend_bos)
+    done = compute_chunk(lm, mc, prepare_group(lm, templates, group), chunk, n_chunks, batch_size=batch_size,
+                         progress=progress)
+    return write_shard(out, done.contexts, done.rows, done.result, done.meta)
 
 
-def chunk_label(chunk: int, n_chunks: int) -> str:
-    """File stem of a shard: 1-based ``"<k>-of-<n>"`` (the workflow's ``{chunk}`` wildcard)."""
-    return f"{chunk + 1}-of-{n_chunks}"
+def infer_model(
+    lm: LoadedModel,
+    templates: pd.DataFrame,
+    lemmas: pd.DataFrame,
+    groups: list[str],
+    n_chunks: int,
+    manifest: str | Path,
+    *,
+    batch_size: int = 64,
+    top_k: int = 10,
+    prepend_bos: bool | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Every shard of one model, in one process, then the store's manifest.
+
+    Shards already in the store with the same key (model version, tokenizer, lemma set, the
+    group's rows, chunking, dtype, top-k, BOS) and an intact checksum are kept, so a killed run
+    resumes where it stopped. Each shard is written by a background thread while the next chunk
+    is computed. Returns the manifest body, with timing figures under ``"timing"`` (not written).
+    """
+    mc = model_context(lm, lemmas, top_k, prepend_bos)
+    plan = []
+    for w in (prepare_group(lm, templates, g) for g in groups):
+        for chunk in range(n_chunks):
+            def compute(bar: Any, w: GroupWork = w, chunk: int = chunk) -> Callable[[Path], dict[str, Any]]:
+                done = compute_chunk(lm, mc, w, chunk, n_chunks, batch_size=batch_size, bar=bar)
+                return lambda path: write_shard(path, done.contexts, done.rows, done.result, done.meta)
+
+            key = shard_key({**mc.meta, "verbeval_version": None, "schema_version": SHARD_SCHEMA_VERSION,
+                             "group": w.group, "group_sha256": w.digest, "chunk": chunk, "n_chunks": n_chunks})
+            start, stop = chunk_range(len(w.contexts), n_chunks, chunk)
+            plan.append(PlannedShard(shard_relpath(w.group, chunk, n_chunks), key, stop - start, compute))
+    meta = {k: v for k, v in mc.meta.items() if k != "verbeval_version"}
+    log.info("%s: %d groups, %d lemmas on %s", lm.model_id, len(groups), len(lemmas), describe_device(lm.device))
+    return run_plan(manifest, plan, {**meta, "groups": groups, "n_chunks": n_chunks},
+                    desc=f"inference {lm.model_id}", progress=progress)

@@ -80,3 +80,17 @@ def sha256_file(path: str | Path, chunk_size: int = 1 << 20) -> str:
         for block in iter(lambda: fh.read(chunk_size), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def check_writable(paths: list[str | Path] | list[Path] | list[str]) -> None:
+    """Fail early (before a model is loaded or anything computed) when an output's folder cannot
+    be created or written."""
+    from .errors import VerbevalError
+
+    for d in dict.fromkeys(Path(p).parent for p in paths):
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise VerbevalError(f"cannot create output folder {d}: {exc.strerror or exc}") from None
+        if not os.access(d, os.W_OK | os.X_OK):
+            raise VerbevalError(f"output folder {d} is not writable")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,11 @@ from . import __version__
 from .aggregate import bootstrap_means
 from .eligibility import single_token_ids, tokenizer_fingerprint
 from .errors import ShardError, VerbevalError
-from .inference import encode_contexts, select_chunk
+from .inference import chunk_range, encode_contexts, group_digest, select_chunk
 from .io import atomic_path
 from .models import LoadedModel, describe_device
 from .multitoken import form_logprobs, form_token_ids
+from .shardstore import PlannedShard, run_plan, shard_key, shard_relpath
 from .tables import tex_escape
 
 log = logging.getLogger(__name__)
@@ -136,8 +137,19 @@ def infer_forms_chunk(
 
     Contexts and chunks are those of :func:`verbeval.inference.infer_chunk`. The shard holds, per
     context, ``logp`` (``2 * n_pairs`` float64, pair-major, singular then plural) and the template
-    rows (``rows``) with their pair index (``row_pair``).
+    rows (``rows``) with their pair index (``row_pair``). The workflow runs
+    :func:`infer_forms_model` (every group and chunk of a model in one process).
     """
+    fp = tokenizer_fingerprint(lm.tokenizer)
+    write = _forms_chunk(lm, templates, forms, group, chunk, n_chunks, fp, forms_hash(forms), batch_size=batch_size,
+                         prepend_bos=prepend_bos, progress=progress)
+    return write(Path(out))
+
+
+def _forms_chunk(lm: LoadedModel, templates: pd.DataFrame, forms: pd.DataFrame, group: str, chunk: int,
+                 n_chunks: int, fingerprint: str, forms_sha: str, *, batch_size: int, prepend_bos: bool | None,
+                 progress: bool, bar: Any = None) -> Callable[[Path], dict[str, Any]]:
+    """Compute one chunk's form log-probabilities; returns the function that writes its shard."""
     g, contexts, row_context, start, stop = select_chunk(templates, group, lm.kind, chunk, n_chunks)
     chunk_ctx = contexts.iloc[start:stop].reset_index(drop=True)
     in_chunk = (row_context >= start) & (row_context < stop)
@@ -150,10 +162,12 @@ def infer_forms_chunk(
         raise VerbevalError("a template verb pair is missing from the form table (stale forms.parquet?)")
     seqs = [list(x) for pair in zip(forms["sing_ids"], forms["plur_ids"]) for x in pair]
     encoded = encode_contexts(lm, chunk_ctx, prepend_bos)
-    log.info("%s %s chunk %d/%d: %d contexts, %d forms on %s", lm.model_id, group, chunk + 1, n_chunks,
-             len(chunk_ctx), len(seqs), describe_device(lm.device))
-    logp = form_logprobs(lm, encoded, seqs, batch_size=batch_size, progress=progress,
+    log.debug("%s %s chunk %d/%d: %d contexts, %d forms on %s", lm.model_id, group, chunk + 1, n_chunks,
+              len(chunk_ctx), len(seqs), describe_device(lm.device))
+    logp = form_logprobs(lm, encoded, seqs, batch_size=batch_size, progress=progress and bar is None,
                          desc=f"forms {group} {chunk + 1}/{n_chunks}")
+    if bar is not None:
+        bar.update(len(chunk_ctx))
     rctx = row_context[rows]
     order = np.lexsort((rows, rctx))
     offsets = np.append(np.searchsorted(rctx[order], chunk_ctx["context_id"].to_numpy(), side="left"),
@@ -162,27 +176,67 @@ def infer_forms_chunk(
     def lists(values: np.ndarray, typ: pa.DataType) -> pa.Array:
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, type=typ))
 
-    width = logp.shape[1]
-    table = pa.table({
-        "context_id": pa.array(chunk_ctx["context_id"].to_numpy(), pa.int64()),
-        "plural": pa.array(chunk_ctx["plural"].to_numpy(dtype=bool)),
-        "logp": pa.FixedSizeListArray.from_arrays(pa.array(logp.reshape(-1), pa.float64()), width),
-        "rows": lists(rows[order].astype(np.int64), pa.int64()),
-        "row_pair": lists(row_pair[order].astype(np.int64), pa.int64()),
-    })
     meta = {
         "model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "dtype": lm.dtype,
-        "tokenizer_fingerprint": tokenizer_fingerprint(lm.tokenizer), "forms_sha256": forms_hash(forms),
+        "tokenizer_fingerprint": fingerprint, "forms_sha256": forms_sha,
         "prepend_bos": encoded.bos, "n_pairs": len(forms), "group": group, "chunk": chunk, "n_chunks": n_chunks,
         "context_start": start, "context_stop": stop, "n_group_contexts": len(contexts), "n_contexts": len(chunk_ctx),
         "n_rows": len(rows), "schema_version": FORMS_SHARD_VERSION, "verbeval_version": __version__,
         "method": "chain-rule" if lm.kind == "causal" else "pll-word-l2r",
     }
-    table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
-    with atomic_path(out) as tmp:
-        pq.write_table(table, tmp, compression="zstd", use_dictionary=["context_id", "plural"],
-                       use_byte_stream_split=["logp.list.element"])
-    return meta
+
+    def write(out: Path) -> dict[str, Any]:
+        width = logp.shape[1]
+        table = pa.table({
+            "context_id": pa.array(chunk_ctx["context_id"].to_numpy(), pa.int64()),
+            "plural": pa.array(chunk_ctx["plural"].to_numpy(dtype=bool)),
+            "logp": pa.FixedSizeListArray.from_arrays(pa.array(logp.reshape(-1), pa.float64()), width),
+            "rows": lists(rows[order].astype(np.int64), pa.int64()),
+            "row_pair": lists(row_pair[order].astype(np.int64), pa.int64()),
+        })
+        table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
+        with atomic_path(out) as tmp:
+            pq.write_table(table, tmp, compression="zstd", use_dictionary=["context_id", "plural"],
+                           use_byte_stream_split=["logp.list.element"])
+        return meta
+
+    return write
+
+
+def infer_forms_model(
+    lm: LoadedModel,
+    templates: pd.DataFrame,
+    forms: pd.DataFrame,
+    groups: list[str],
+    n_chunks: int,
+    manifest: str | Path,
+    *,
+    batch_size: int = 256,
+    prepend_bos: bool | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Every form shard of one model in one process (model loaded once; finished shards kept, so
+    a killed run resumes), then the store's manifest. See :func:`verbeval.shardstore.run_plan`."""
+    fp, fsha = tokenizer_fingerprint(lm.tokenizer), forms_hash(forms)
+    bos = prepend_bos if lm.kind == "causal" else None
+    plan = []
+    for group in groups:
+        g, contexts, _, _, _ = select_chunk(templates, group, lm.kind, 0, n_chunks)
+        digest = group_digest(g)
+        for chunk in range(n_chunks):
+            def compute(bar: Any, group: str = group, chunk: int = chunk) -> Callable[[Path], dict[str, Any]]:
+                return _forms_chunk(lm, templates, forms, group, chunk, n_chunks, fp, fsha, batch_size=batch_size,
+                                    prepend_bos=prepend_bos, progress=False, bar=bar)
+
+            key = shard_key({"model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "dtype": lm.dtype,
+                             "tokenizer_fingerprint": fp, "forms_sha256": fsha, "prepend_bos": bos,
+                             "schema_version": FORMS_SHARD_VERSION, "group": group, "group_sha256": digest,
+                             "chunk": chunk, "n_chunks": n_chunks})
+            start, stop = chunk_range(len(contexts), n_chunks, chunk)
+            plan.append(PlannedShard(shard_relpath(group, chunk, n_chunks), key, stop - start, compute))
+    meta = {"model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "dtype": lm.dtype,
+            "tokenizer_fingerprint": fp, "forms_sha256": fsha, "groups": groups, "n_chunks": n_chunks}
+    return run_plan(manifest, plan, meta, desc=f"forms {lm.model_id}", progress=progress)
 
 
 _CONSISTENT = ("model_id", "revision", "kind", "dtype", "tokenizer_fingerprint", "forms_sha256", "prepend_bos",

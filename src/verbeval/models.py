@@ -7,6 +7,7 @@ model config's ``architectures`` and can be forced with ``kind``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -14,17 +15,27 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-import torch
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import VerbevalError
-from .io import sha256_file
+
+if TYPE_CHECKING:  # torch is imported by the functions that need it: start-up of model-free commands stays cheap
+    import torch
 
 log = logging.getLogger(__name__)
 
 Kind = Literal["masked", "causal"]
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+#: dtype names accepted for a model's weights (config ``dtype``, ``--dtype``)
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype of a name in :data:`DTYPES`."""
+    import torch
+
+    if name not in DTYPES:
+        raise VerbevalError(f"unknown dtype {name!r}; choose one of {sorted(DTYPES)}")
+    return getattr(torch, name)
 
 
 PATH_PREFIXES = ("/", "./", "../", "~")
@@ -52,6 +63,8 @@ def model_name(model_id: str) -> str:
 
 def resolve_device(preference: str = "auto") -> torch.device:
     """``auto`` picks CUDA when available (honouring CUDA_VISIBLE_DEVICES), else CPU."""
+    import torch
+
     if preference == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(preference)
@@ -61,6 +74,8 @@ def resolve_device(preference: str = "auto") -> torch.device:
 
 
 def describe_device(device: torch.device) -> str:
+    import torch
+
     if device.type == "cuda":
         idx = device.index if device.index is not None else torch.cuda.current_device()
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "<all>")
@@ -122,13 +137,11 @@ def is_cased(tokenizer: Any) -> bool:
 
 
 def model_revision(model_id: str, config: Any, revision: str | None) -> str:
-    """The hub commit hash when known; for a local directory a content hash of its files."""
-    p = Path(resolve_id(model_id))
-    if p.is_dir():
-        h = hashlib.sha256()
-        for f in sorted(x for x in p.iterdir() if x.is_file() and not x.name.startswith(".")):
-            h.update(f.name.encode() + b"\0" + sha256_file(f).encode() + b"\n")
-        return "local-sha256:" + h.hexdigest()
+    """The version recorded in shards: the hub commit hash when known; for a local directory its
+    cheap :func:`model_fingerprint` (file names, sizes, mtimes and safetensors headers; no full hash
+    of the weights)."""
+    if Path(resolve_id(model_id)).is_dir():
+        return model_fingerprint(model_id, revision)
     commit = getattr(config, "_commit_hash", None)
     return str(commit or revision or "unknown")
 
@@ -138,20 +151,40 @@ def is_local(model_id: str) -> bool:
     return Path(resolve_id(model_id)).is_dir()
 
 
+def _safetensors_header(path: Path) -> bytes:
+    """The JSON header of a safetensors file (tensor names, dtypes, shapes, offsets; 8-byte length
+    prefix first), or b"" when the file is not one. Reading it costs two small reads."""
+    try:
+        with open(path, "rb") as fh:
+            size = int.from_bytes(fh.read(8), "little")
+            return fh.read(size) if 0 < size < (1 << 27) else b""
+    except OSError:
+        return b""
+
+
+@functools.lru_cache(maxsize=64)
+def _local_fingerprint(path: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
+    h = hashlib.sha256()
+    for rel, size, mtime in stamp:
+        h.update(f"{rel}\0{size}\0{mtime}\n".encode())
+        if rel.endswith(".safetensors"):
+            h.update(_safetensors_header(Path(path) / rel))
+    return "local:" + h.hexdigest()[:16]
+
+
 def model_fingerprint(model_id: str, revision: str | None = None) -> str:
     """A cheap identifier of the model version, used to invalidate shards when the model changes.
 
-    Local directory: sha256 of the names, sizes and modification times of its files. Hub id: the
-    commit the local Hugging Face cache resolves ``revision`` (default ``main``) to, when the
+    Local directory: sha256 of the names, sizes and modification times of its files and of the
+    headers of its safetensors files (never the weights themselves; cached per process). Hub id:
+    the commit the local Hugging Face cache resolves ``revision`` (default ``main``) to, when the
     model is cached, else the revision string itself (pin a commit in the config to be exact).
     """
     p = Path(resolve_id(model_id))
     if p.is_dir():
-        h = hashlib.sha256()
-        for f in sorted(x for x in p.rglob("*") if x.is_file()):
-            st = f.stat()
-            h.update(f"{f.relative_to(p)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-        return "local:" + h.hexdigest()[:16]
+        stamp = tuple((str(f.relative_to(p)), st.st_size, st.st_mtime_ns)
+                      for f in sorted(x for x in p.rglob("*") if x.is_file()) for st in (f.stat(),))
+        return _local_fingerprint(str(p), stamp)
     rev = revision or "main"
     if re.fullmatch(r"[0-9a-f]{40}", rev):
         return f"hub:{rev}"
@@ -193,8 +226,7 @@ def load_model(
     """Load tokenizer and LM head model, in eval mode on the chosen device."""
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-    if dtype not in DTYPES:
-        raise VerbevalError(f"unknown dtype {dtype!r}; choose one of {sorted(DTYPES)}")
+    torch_dtype(dtype)  # an unknown name fails before anything is loaded
     cfg = load_config(model_id, revision)
     resolved: Kind = detect_kind(cfg) if kind == "auto" else kind  # type: ignore[assignment]
     if resolved not in ("masked", "causal"):
@@ -203,7 +235,7 @@ def load_model(
     dev = resolve_device(device)
     cls = AutoModelForMaskedLM if resolved == "masked" else AutoModelForCausalLM
     try:
-        model = cls.from_pretrained(resolve_id(model_id), revision=revision, dtype=DTYPES[dtype])
+        model = cls.from_pretrained(resolve_id(model_id), revision=revision, dtype=torch_dtype(dtype))
     except (OSError, ValueError) as exc:
         raise VerbevalError(f"cannot load model {model_id!r}: {str(exc).splitlines()[0]}") from exc
     model.eval().to(dev)
@@ -244,6 +276,8 @@ def make_tiny_model(
         RobertaConfig,
         RobertaForMaskedLM,
     )
+
+    import torch
 
     if arch not in TINY_ARCHS:
         raise VerbevalError(f"unknown tiny architecture {arch!r}; choose one of {TINY_ARCHS}")

@@ -9,14 +9,14 @@ rule lexicon:
         f"{OUT}/lexicon.parquet",
     params:
         manifest=config["manifest"],
-        inputs=" ".join(f"--input {s}={raw_path(s)}" for s in AGR["verb_lists"]),
+        inputs=" ".join(shlex.quote(f"--input={s}={raw_path(s)}") for s in AGR["verb_lists"]),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{LOGS}/agreement/lexicon.log",
     shell:
-        "verbeval lexicon --manifest {params.manifest} {params.inputs} --overrides {input.overrides} "
-        "--out {output} 2> {log}"
+        "verbeval lexicon --manifest {params.manifest:q} {params.inputs} --overrides {input.overrides:q} "
+        "--out {output:q} 2> {log:q}"
 
 
 rule templates:
@@ -29,7 +29,7 @@ rule templates:
         rejects=f"{OUT}/template_rejects.csv",
     params:
         manifest=config["manifest"],
-        inputs=" ".join(f"--input {s}={raw_path(s)}" for g in GROUPS for s in g["sources"]),
+        inputs=" ".join(shlex.quote(f"--input={s}={raw_path(s)}") for g in GROUPS for s in g["sources"]),
         groups=",".join(GROUP_IDS),
         skip="--skip-bad-rows" if AGR["skip_bad_rows"] else "",
         limit=f"--max-rows-per-source {AGR['max_rows_per_source']}" if AGR["max_rows_per_source"] else "",
@@ -38,8 +38,9 @@ rule templates:
     log:
         f"{LOGS}/agreement/templates.log",
     shell:
-        "verbeval templates --manifest {params.manifest} --groups-file {input.groups_file} --groups {params.groups} "
-        "--errata {input.errata} {params.inputs} {params.skip} {params.limit} --out {output.table} --rejects {output.rejects} 2> {log}"
+        "verbeval templates --manifest {params.manifest:q} --groups-file {input.groups_file:q} --groups {params.groups} "
+        "--errata {input.errata:q} {params.inputs} {params.skip} {params.limit} --out {output.table:q} "
+        "--rejects {output.rejects:q} 2> {log:q}"
 
 
 rule lemmas:
@@ -51,13 +52,13 @@ rule lemmas:
     params:
         model=model_param("id"),
         version=model_version,
-        revision=lambda wc: f"--revision {MODELS[wc.model]['revision']}" if MODELS[wc.model]["revision"] else "",
+        revision=revision_option,
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{LOGS}/agreement/{{model}}/lemmas.log",
     shell:
-        "verbeval lemmas --model {params.model} {params.revision} --lexicon {input.lexicon} --out {output} 2> {log}"
+        "verbeval lemmas --model {params.model:q} {params.revision} --lexicon {input.lexicon:q} --out {output:q} 2> {log:q}"
 
 
 rule infer:
@@ -66,18 +67,18 @@ rule infer:
         lemmas=f"{OUT}/{{model}}/lemmas.parquet",
         model=local_model_input,
     output:
-        f"{OUT}/{{model}}/shards/{{group}}/{{chunk}}.parquet",
+        shard_manifest(OUT),
     params:
         model=model_param("id"),
         version=model_version,
-        revision=lambda wc: f"--revision {MODELS[wc.model]['revision']}" if MODELS[wc.model]["revision"] else "",
+        revision=revision_option,
         kind=model_param("kind"),
         dtype=model_param("dtype"),
         batch_size=model_param("batch_size"),
-        bos=lambda wc: "auto" if MODELS[wc.model]["prepend_bos"] is None else str(MODELS[wc.model]["prepend_bos"]).lower(),
+        bos=bos_option,
         device=config["inference"]["device"],
         top_k=config["inference"]["top_k"],
-        chunk=lambda wc: int(wc.chunk.split("-of-")[0]) - 1,
+        groups=",".join(GROUP_IDS),
         n_chunks=AGR["chunks"],
     threads: config["inference"]["threads"]
     resources:
@@ -85,23 +86,25 @@ rule infer:
     conda:
         "../../envs/inference.yaml"
     log:
-        f"{LOGS}/agreement/{{model}}/infer/{{group}}/{{chunk}}.log",
+        f"{LOGS}/agreement/{{model}}/infer.log",
     shell:
-        "verbeval infer --model {params.model} {params.revision} --kind {params.kind} --dtype {params.dtype} "
+        "verbeval infer --model {params.model:q} {params.revision} --kind {params.kind} --dtype {params.dtype} "
         "--device {params.device} --batch-size {params.batch_size} --threads {threads} --top-k {params.top_k} "
-        "--prepend-bos {params.bos} --templates {input.templates} --lemmas {input.lemmas} --group {wildcards.group} "
-        "--chunk {params.chunk} --n-chunks {params.n_chunks} --out {output} 2> {log}"
+        "--prepend-bos {params.bos} --templates {input.templates:q} --lemmas {input.lemmas:q} "
+        "--groups {params.groups} --n-chunks {params.n_chunks} --no-progress --manifest {output:q} 2> {log:q}"
 
 
 rule aggregate:
     input:
         templates=f"{OUT}/templates.parquet",
-        shards=expand(f"{OUT}/{{{{model}}}}/shards/{{{{group}}}}/{{chunk}}.parquet", chunk=CHUNKS),
+        manifest=shard_manifest(OUT),
     output:
-        scores=f"{OUT}/{{model}}/{{group}}/scores.parquet",
-        tse=f"{OUT}/{{model}}/{{group}}/tse.parquet",
-        summary=f"{OUT}/{{model}}/{{group}}/summary.csv",
+        scores=expand(f"{OUT}/{{{{model}}}}/{{group}}/scores.parquet", group=GROUP_IDS),
+        tse=expand(f"{OUT}/{{{{model}}}}/{{group}}/tse.parquet", group=GROUP_IDS),
+        summary=expand(f"{OUT}/{{{{model}}}}/{{group}}/summary.csv", group=GROUP_IDS),
     params:
+        groups=",".join(GROUP_IDS),
+        out_dir=lambda wc: f"{OUT}/{wc.model}",
         top=cutoffs("top_cutoffs"),
         bottom=cutoffs("bottom_cutoffs"),
         resamples=AGR["bootstrap"]["resamples"],
@@ -110,12 +113,12 @@ rule aggregate:
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/{{model}}/aggregate/{{group}}.log",
+        f"{LOGS}/agreement/{{model}}/aggregate.log",
     shell:
-        "verbeval aggregate --templates {input.templates} --group {wildcards.group} --model-name {wildcards.model} "
-        "--shards {input.shards} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
+        "verbeval aggregate --templates {input.templates:q} --groups {params.groups} --model-name {wildcards.model} "
+        "--manifest {input.manifest:q} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
         "--resamples {params.resamples} --seed {params.seed} --confidence {params.confidence} "
-        "--scores-out {output.scores} --tse-out {output.tse} --summary-out {output.summary} 2> {log}"
+        "--out-dir {params.out_dir:q} 2> {log:q}"
 
 
 rule table2:
@@ -135,6 +138,6 @@ rule table2:
     log:
         f"{LOGS}/agreement/table2.log",
     shell:
-        "verbeval table --groups-file {input.groups_file} --models {params.models} --summaries {input.summaries} "
-        "--csv {output.csv} --md {output.md} --tex {output.tex} --all-csv {output.all_csv} "
-        "--metrics {output.metrics} 2> {log}"
+        "verbeval table --groups-file {input.groups_file:q} --models {params.models} --summaries {input.summaries:q} "
+        "--csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} --all-csv {output.all_csv:q} "
+        "--metrics {output.metrics:q} 2> {log:q}"

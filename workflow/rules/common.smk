@@ -1,11 +1,14 @@
 # Shared set-up: config validation (schema in the package), manifest, groups, models, paths.
+import os
 import re
+import shlex
+import sys
 
 from verbeval.config import validate_config, model_entries
 from verbeval.errors import VerbevalError
 from verbeval.fetch import load_manifest, local_filename, mirror_location
 from verbeval.models import is_local, model_fingerprint, written_as_path
-from verbeval.inference import chunk_label
+from verbeval.shardstore import MANIFEST_NAME, incomplete_store
 from verbeval.templates import load_groups
 
 try:
@@ -27,7 +30,6 @@ if AGR["groups"] is not None:
     if _unknown:
         raise WorkflowError(f"config: agreement.groups: unknown group(s) {_unknown}")
 GROUP_IDS = [g["id"] for g in GROUPS]
-CHUNKS = [chunk_label(i, AGR["chunks"]) for i in range(AGR["chunks"])]
 SOURCES = list(dict.fromkeys([s for g in GROUPS for s in g["sources"]] + AGR["verb_lists"]))
 for _src in SOURCES:
     if _src not in MANIFEST:
@@ -46,12 +48,42 @@ for _m in MODELS.values():
 wildcard_constraints:
     model="|".join(map(re.escape, MODELS)),
     group="|".join(GROUP_IDS),
-    chunk=r"\d+-of-\d+",
 
 
 def raw_path(name):
     """Where the fetched copy of manifest source `name` lives."""
     return f"{RAW}/{name}/{local_filename(MANIFEST[name])}"
+
+
+def shard_manifest(root):
+    """The manifest of a model's shard store under ``root`` (the output of its inference job); the
+    shards beside it are not job outputs, so a failed job's clean-up never deletes finished ones."""
+    return f"{root}/{{model}}/shards/{MANIFEST_NAME}"
+
+
+def mark_incomplete_stores(root):
+    """A store whose manifest lists a shard that is gone (or changed size) is out of date: its
+    manifest is given an old mtime so that the model's inference job runs again. That job keeps
+    every intact shard and computes only the missing ones (nothing is deleted here)."""
+    for name in MODELS:
+        manifest = shard_manifest(root).format(model=name)
+        why = incomplete_store(manifest)
+        if why:
+            print(f"{manifest}: {why}; the inference job of {name} will run again and recompute it", file=sys.stderr)
+            os.utime(manifest, (0, 0))
+
+
+mark_incomplete_stores(OUT)
+
+
+def revision_option(wc):
+    rev = MODELS[wc.model]["revision"]
+    return f"--revision {shlex.quote(rev)}" if rev else ""
+
+
+def bos_option(wc):
+    bos = MODELS[wc.model]["prepend_bos"]
+    return "auto" if bos is None else str(bos).lower()
 
 
 def model_param(key):
@@ -88,7 +120,9 @@ def agreement_outputs():
         f"{OUT}/summary_all.csv",
         f"{OUT}/metrics.json",
     ] + expand(f"{OUT}/{{model}}/lemmas.parquet", model=MODELS) + expand(
-        # listed so that a deleted or corrupted shard is recomputed even when everything
-        # downstream of it is up to date
-        f"{OUT}/{{model}}/shards/{{group}}/{{chunk}}.parquet", model=MODELS, group=GROUP_IDS, chunk=CHUNKS
+        shard_manifest(OUT), model=MODELS
+    ) + expand(
+        # every per-group output is a target: one deleted alone is regenerated
+        f"{OUT}/{{model}}/{{group}}/{{name}}", model=MODELS, group=GROUP_IDS,
+        name=["scores.parquet", "tse.parquet", "summary.csv"]
     )

@@ -102,7 +102,7 @@ rule figure_models:
 rule lemma_stats:
     input:
         lemmas=f"{OUT}/{{model}}/lemmas.parquet",
-        shards=expand(f"{OUT}/{{{{model}}}}/shards/{{group}}/{{chunk}}.parquet", group=GROUP_IDS, chunk=CHUNKS),
+        manifest=shard_manifest(OUT),
     output:
         f"{OUT}/{{model}}/lemma_stats.csv",
     conda:
@@ -110,8 +110,8 @@ rule lemma_stats:
     log:
         f"{LOGS}/agreement/{{model}}/lemma_stats.log",
     shell:
-        "verbeval lemma-stats --lemmas {input.lemmas} --shards {input.shards} --model-name {wildcards.model} "
-        "--out {output} 2> {log}"
+        "verbeval lemma-stats --lemmas {input.lemmas:q} --shards {input.manifest:q} --model-name {wildcards.model} "
+        "--out {output:q} 2> {log:q}"
 
 
 rule figure_lemmas:
@@ -147,7 +147,7 @@ rule table3:
     input:
         templates=f"{OUT}/templates.parquet",
         lemmas=expand(f"{OUT}/{{model}}/lemmas.parquet", model=MODELS),
-        shards=expand(f"{OUT}/{{model}}/shards/{{group}}/{{chunk}}.parquet", model=MODELS, group=T3_GROUPS, chunk=CHUNKS),
+        manifests=expand(shard_manifest(OUT), model=MODELS),
         tokenizers=[m["id"] for m in MODELS.values() if is_local(m["id"])],
     output:
         csv=f"{FIGS}/table3_topk.csv",

@@ -37,7 +37,7 @@ def table3_args(wildcards, input):
         if m["revision"]:
             args += ["--revision", f"{name}={m['revision']}"]
     args.append("--shards")
-    args += [f"{name}={OUT}/{name}/shards/{g}/{c}.parquet" for name in MODELS for g in T3_GROUPS for c in CHUNKS]
+    args += [f"{name}={shard_manifest(OUT).format(model=name)}" for name in MODELS]
     for c in FIGCFG["contexts"] or []:
         args += ["--context", c["group"], c["left"], "*" if c["right"] is None else c["right"]]
     return " ".join(shlex.quote(a) for a in args)

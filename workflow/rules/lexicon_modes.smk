@@ -15,7 +15,7 @@ rule lexicon_forms:
     params:
         model=model_param("id"),
         version=model_version,
-        revision=lambda wc: f"--revision {MODELS[wc.model]['revision']}" if MODELS[wc.model]["revision"] else "",
+        revision=revision_option,
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -46,17 +46,17 @@ rule infer_forms:
         forms=f"{LMOUT}/{{model}}/forms.parquet",
         model=local_model_input,
     output:
-        f"{LMOUT}/{{model}}/shards/{{group}}/{{chunk}}.parquet",
+        shard_manifest(LMOUT),
     params:
         model=model_param("id"),
         version=model_version,
-        revision=lambda wc: f"--revision {MODELS[wc.model]['revision']}" if MODELS[wc.model]["revision"] else "",
+        revision=revision_option,
         kind=model_param("kind"),
         dtype=model_param("dtype"),
         batch_size=MT["batch_size"],
-        bos=lambda wc: "auto" if MODELS[wc.model]["prepend_bos"] is None else str(MODELS[wc.model]["prepend_bos"]).lower(),
+        bos=bos_option,
         device=config["inference"]["device"],
-        chunk=lambda wc: int(wc.chunk.split("-of-")[0]) - 1,
+        groups=",".join(MT_GROUPS),
         n_chunks=AGR["chunks"],
     threads: config["inference"]["threads"]
     resources:
@@ -64,19 +64,19 @@ rule infer_forms:
     conda:
         "../../envs/inference.yaml"
     log:
-        f"{LOGS}/lexicon_modes/{{model}}/infer/{{group}}/{{chunk}}.log",
+        f"{LOGS}/lexicon_modes/{{model}}/infer.log",
     shell:
-        "verbeval infer-forms --model {params.model} {params.revision} --kind {params.kind} --dtype {params.dtype} "
+        "verbeval infer-forms --model {params.model:q} {params.revision} --kind {params.kind} --dtype {params.dtype} "
         "--device {params.device} --batch-size {params.batch_size} --threads {threads} --prepend-bos {params.bos} "
-        "--templates {input.templates} --forms {input.forms} --group {wildcards.group} --chunk {params.chunk} "
-        "--n-chunks {params.n_chunks} --no-progress --out {output} 2> {log}"
+        "--templates {input.templates:q} --forms {input.forms:q} --groups {params.groups} "
+        "--n-chunks {params.n_chunks} --no-progress --manifest {output:q} 2> {log:q}"
 
 
 rule lexicon_modes:
     input:
         forms=f"{LMOUT}/{{model}}/forms.parquet",
         common=f"{LMOUT}/common.parquet",
-        shards=form_shards,
+        manifest=shard_manifest(LMOUT),
         table2=expand(f"{OUT}/{{{{model}}}}/{{group}}/summary.csv", group=MT_GROUPS),
     output:
         summary=f"{LMOUT}/{{model}}/summary.csv",
@@ -93,7 +93,7 @@ rule lexicon_modes:
         f"{LOGS}/lexicon_modes/{{model}}/modes.log",
     shell:
         "verbeval lexicon-modes --forms {input.forms} --common {input.common} --model-name {wildcards.model} "
-        "--shards {input.shards} --table2-summaries {input.table2} --resamples {params.resamples} --seed {params.seed} "
+        "--shards {input.manifest:q} --table2-summaries {input.table2} --resamples {params.resamples} --seed {params.seed} "
         "--confidence {params.confidence} --summary-out {output.summary} --lemmas-out {output.lemmas} "
         "--diff-out {output.diff} --consistency-out {output.consistency} 2> {log}"
 

@@ -11,9 +11,8 @@ if AGR["lexicon_mode"] != "single_token" and not MT["enabled"]:
     raise WorkflowError(f"config: agreement.lexicon_mode {AGR['lexicon_mode']!r} needs agreement.multitoken.enabled: true")
 
 
-def form_shards(wc):
-    """Every form shard of one model (all multi-token groups and chunks)."""
-    return expand(f"{LMOUT}/{wc.model}/shards/{{group}}/{{chunk}}.parquet", group=MT_GROUPS, chunk=CHUNKS)
+if MT["enabled"] and MT_GROUPS:
+    mark_incomplete_stores(LMOUT)
 
 
 def lexicon_modes_outputs():
@@ -22,4 +21,4 @@ def lexicon_modes_outputs():
     return [f"{LMOUT}/{f}" for f in ("table.csv", "table.md", "table.tex", "metrics.json", "coverage.csv",
                                      "lemma_differences.csv", "common.parquet")] + [
         f"{LMOUT}/{m}/{f}" for m in MODELS for f in ("summary.csv", "lemmas.csv", "consistency.csv")
-    ] + expand(f"{LMOUT}/{{model}}/shards/{{group}}/{{chunk}}.parquet", model=MODELS, group=MT_GROUPS, chunk=CHUNKS)
+    ] + expand(shard_manifest(LMOUT), model=MODELS)
