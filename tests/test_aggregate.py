@@ -347,23 +347,71 @@ def test_table2_markdown_and_latex() -> None:
     ]
 
 
-def test_aggregate_cli_moves_a_truncated_shard_aside(shards: list[Path], tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    from verbeval.cli import main
+def _store(tmp_path: Path) -> tuple[Path, list[Path]]:
+    """A shard store of group g1 (the synthetic shards) with its manifest."""
+    from verbeval.shardstore import ShardStore
 
-    table = pq.read_table(shards[1])
-    pq.write_table(table.slice(0, table.num_rows - 1), shards[1])
+    root = tmp_path / "store"
+    paths = write_synthetic_shards(root / "g1")
+    store = ShardStore(root)
+    rels = [p.relative_to(root).as_posix() for p in paths]
+    for rel in rels:
+        store.record(rel, "key")
+    store.finish(root / "manifest.json", rels, {})
+    return root / "manifest.json", paths
+
+
+def _aggregate_args(tmp_path: Path, manifest: Path) -> list[str]:
     templates = pd.DataFrame({"group": "g1", "plural": [False] * len(TSE_ROWS)})
     tpath = tmp_path / "templates.parquet"
     templates.to_parquet(tpath)
-    args = ["aggregate", "--templates", str(tpath), "--group", "g1", "--model-name", "m", "--shards",
-            *map(str, shards), "--top-cutoffs", "1", "--bottom-cutoffs", "0.5", "--resamples", "10",
-            "--scores-out", str(tmp_path / "s.parquet"), "--tse-out", str(tmp_path / "t.parquet"),
-            "--summary-out", str(tmp_path / "su.csv")]
-    assert main(args) == 1
+    return ["aggregate", "--templates", str(tpath), "--groups", "g1", "--model-name", "m", "--manifest", str(manifest),
+            "--top-cutoffs", "1", "--bottom-cutoffs", "0.5", "--resamples", "10", "--out-dir", str(tmp_path / "out")]
+
+
+def test_aggregate_cli_writes_every_group_output(tmp_path: Path) -> None:
+    from verbeval.cli import main
+
+    manifest, paths = _store(tmp_path)
+    assert main(_aggregate_args(tmp_path, manifest)) == 0
+    scores = pd.read_parquet(tmp_path / "out" / "g1" / "scores.parquet")
+    expected = context_scores(read_shards(paths), [1.0], [0.5])
+    pd.testing.assert_frame_equal(scores, expected)
+    assert (tmp_path / "out" / "g1" / "tse.parquet").exists() and (tmp_path / "out" / "g1" / "summary.csv").exists()
+
+
+def test_aggregate_cli_moves_a_truncated_shard_aside(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from verbeval.cli import main
+
+    manifest, shards = _store(tmp_path)
+    table = pq.read_table(shards[1])
+    pq.write_table(table.slice(0, table.num_rows - 1), shards[1])
+    assert main(_aggregate_args(tmp_path, manifest)) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "truncated shard" in err[0] and "rerun to recompute it" in err[0]
+    assert len(err) == 1 and "lists" in err[0] and "truncated or replaced" in err[0], err
+    assert "rerun the workflow to recompute it" in err[0]
     # the bad shard is out of the way (so the workflow recomputes it), nothing was written
     assert not shards[1].exists() and shards[1].with_name(shards[1].name + ".corrupt").exists()
-    assert not (tmp_path / "su.csv").exists() and not (tmp_path / "s.parquet").exists()
+    assert not (tmp_path / "out" / "g1" / "summary.csv").exists() and not (tmp_path / "out" / "g1" / "scores.parquet").exists()
     assert shards[0].exists() and shards[2].exists()
+
+
+@pytest.mark.parametrize("where", [0.2, 0.5, 0.8, 0.97])
+def test_aggregate_cli_detects_bytes_flipped_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      where: float) -> None:
+    """Four bytes XOR-ed anywhere in a shard (same size, often still decodable) are detected by
+    the manifest's sha256, every time."""
+    from verbeval.cli import main
+
+    manifest, shards = _store(tmp_path)
+    data = bytearray(shards[2].read_bytes())
+    at = int(len(data) * where)
+    for i in range(at, at + 4):
+        data[i] ^= 0xFF
+    shards[2].write_bytes(bytes(data))
+    assert main(_aggregate_args(tmp_path, manifest)) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("verbeval aggregate: error: ") and "sha256" in err[0], err
+    assert "changed after it was written" in err[0] and str(shards[2]) in err[0]
+    assert shards[2].with_name(shards[2].name + ".corrupt").exists() and not shards[2].exists()
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.parquet"))

@@ -476,3 +476,85 @@ def test_shard_permissions_follow_umask(causal_lm: LoadedModel, tmp_path: Path) 
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+# --------------------------------------------------------------------------- one process per model
+
+
+def test_infer_model_writes_the_same_shards_as_infer_chunk(lm: LoadedModel, tmp_path: Path) -> None:
+    """The per-model engine (group prepared once, background writer) gives byte-identical shards
+    to the per-chunk path, and a manifest that checksums each."""
+    from verbeval.inference import infer_model
+    from verbeval.shardstore import manifest_shards
+
+    templates, lemmas = template_frame(), _lemmas(lm)
+    manifest = tmp_path / "store" / "manifest.json"
+    body = infer_model(lm, templates, lemmas, ["g1", "g2"], 3, manifest, batch_size=4, progress=False)
+    assert [s["path"] for s in body["shards"]] == [f"{g}/{k}-of-3.parquet" for g in ("g1", "g2") for k in (1, 2, 3)]
+    assert body["timing"]["contexts"] == sum(m for m in [len(build_contexts(templates[templates.group == g], lm.kind)[0])
+                                                         for g in ("g1", "g2")])
+    reference = _run_all_chunks(lm, templates, lemmas, tmp_path / "ref", 3, batch_size=4)
+    got = manifest_shards(manifest)
+    assert list(got) == ["g1", "g2"]
+    for mine, ref in zip(got["g1"], reference):
+        assert mine.read_bytes() == ref.read_bytes()
+
+
+def test_infer_model_resumes_without_recomputing_finished_shards(masked_lm: LoadedModel, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from verbeval import inference
+    from verbeval.inference import infer_model
+
+    templates, lemmas = template_frame(), _lemmas(masked_lm)
+    manifest = tmp_path / "store" / "manifest.json"
+    real = inference.compute_chunk
+    calls: list[tuple[str, int]] = []
+
+    def dies_on_third(lm: LoadedModel, mc: object, work: object, chunk: int, *args: object, **kw: object) -> object:
+        calls.append((work.group, chunk))  # type: ignore[attr-defined]
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # a kill in the middle of the run
+        return real(lm, mc, work, chunk, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(inference, "compute_chunk", dies_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        infer_model(masked_lm, templates, lemmas, ["g1"], 3, manifest, batch_size=4, progress=False)
+    assert not manifest.exists()  # no manifest: the job did not finish
+    done = sorted((tmp_path / "store" / "g1").glob("*.parquet"))
+    assert [p.name for p in done] == ["1-of-3.parquet", "2-of-3.parquet"]
+    mtimes = {p: p.stat().st_mtime_ns for p in done}
+    (tmp_path / "store" / "g1" / ".3-of-3.parquet.abc.tmp").write_bytes(b"partial")  # a killed writer's leftover
+    calls.clear()
+    body = infer_model(masked_lm, templates, lemmas, ["g1"], 3, manifest, batch_size=4, progress=False)
+    assert calls == [("g1", 2)]  # only the missing shard was computed
+    assert {p: p.stat().st_mtime_ns for p in done} == mtimes
+    assert not list((tmp_path / "store").rglob("*.tmp"))
+    first = manifest.read_bytes()
+    # a rerun with everything in place computes nothing and writes the same manifest
+    calls.clear()
+    again = infer_model(masked_lm, templates, lemmas, ["g1"], 3, manifest, batch_size=4, progress=False)
+    assert calls == [] and again["timing"]["contexts"] == 0 and manifest.read_bytes() == first
+    assert len(body["shards"]) == 3
+
+
+def test_infer_model_recomputes_when_the_inputs_change(masked_lm: LoadedModel, tmp_path: Path) -> None:
+    from verbeval.inference import infer_model
+
+    templates, lemmas = template_frame(), _lemmas(masked_lm)
+    manifest = tmp_path / "store" / "manifest.json"
+    infer_model(masked_lm, templates, lemmas, ["g1"], 2, manifest, batch_size=4, progress=False)
+    # a changed template row of the group: its shards are recomputed
+    changed = templates.copy()
+    changed.loc[0, "left"] = "the writer"
+    body = infer_model(masked_lm, changed, lemmas, ["g1"], 2, manifest, batch_size=4, progress=False)
+    assert body["timing"]["contexts"] > 0
+    # another chunking: the old shards leave the store, the manifest lists the new ones
+    body = infer_model(masked_lm, changed, lemmas, ["g1"], 3, manifest, batch_size=4, progress=False)
+    assert sorted(p.name for p in (tmp_path / "store" / "g1").glob("*.parquet")) == [
+        "1-of-3.parquet", "2-of-3.parquet", "3-of-3.parquet"]
+    # a shard damaged in place is recomputed on the next run (its checksum no longer matches)
+    shard = tmp_path / "store" / "g1" / "2-of-3.parquet"
+    good = shard.read_bytes()
+    shard.write_bytes(good[:100] + bytes(b ^ 0xFF for b in good[100:104]) + good[104:])
+    body = infer_model(masked_lm, changed, lemmas, ["g1"], 3, manifest, batch_size=4, progress=False)
+    assert body["timing"]["contexts"] == read_shard_meta(shard)["n_contexts"] and shard.read_bytes() == good

@@ -8,6 +8,8 @@ then delete or interrupt parts of it and check that reruns restore byte-identica
 from __future__ import annotations
 
 from html import escape as html_escape
+import hashlib
+import json
 import os
 import re
 import signal
@@ -79,7 +81,7 @@ class Workflow:
 
     def run(self, *extra: str, cores: int = 2, check: bool = True) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(self.args(*extra, cores=cores), cwd=self.root, env=_env(), capture_output=True,
-                              text=True, timeout=900)
+                              text=True)
         if check:
             assert proc.returncode == 0, f"snakemake {' '.join(extra)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
         return proc
@@ -142,10 +144,16 @@ def workflow(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Work
 
 def test_first_run_jobs(workflow: Workflow) -> None:
     stats = workflow.first_stats  # type: ignore[attr-defined]
-    assert stats["infer"] == len(MODELS) * len(GROUPS) * len(CHUNKS)
-    assert stats["aggregate"] == len(MODELS) * len(GROUPS)
+    # one inference and one aggregation job per model (every group and chunk in one process)
+    assert stats["infer"] == len(MODELS)
+    assert stats["aggregate"] == len(MODELS)
     assert stats["lemmas"] == len(MODELS) and stats["table2"] == 1 and stats["templates"] == 1
     assert len(workflow.shards()) == 12
+    for m in MODELS:  # the manifest lists every shard of the model with its checksum
+        listed = json.loads((workflow.out / m / "shards" / "manifest.json").read_text())["shards"]
+        assert [s["path"] for s in listed] == [f"{g}/{c}.parquet" for g in GROUPS for c in CHUNKS]
+        for s in listed:
+            assert hashlib.sha256((workflow.out / m / "shards" / s["path"]).read_bytes()).hexdigest() == s["sha256"]
 
 
 def test_table2(workflow: Workflow) -> None:
@@ -236,13 +244,11 @@ def _interrupt(workflow: Workflow, sig: signal.Signals, group: str) -> tuple[lis
         proc = subprocess.Popen(workflow.args(cores=1), cwd=workflow.root, env=_env(), stdout=fh,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            deadline = time.monotonic() + 300
             while not any(p.exists() for p in deleted):
                 assert proc.poll() is None, f"snakemake ended before the first shard was written:\n{log.read_text()[-3000:]}"
-                assert time.monotonic() < deadline, "no shard written in 300 s"
                 time.sleep(0.05)
             os.killpg(proc.pid, sig)
-            rc = proc.wait(timeout=120)
+            rc = proc.wait(timeout=1800)  # a guard against a hang, not a speed requirement
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -275,19 +281,18 @@ def test_interrupted_inference_resumes(workflow: Workflow, sig: signal.Signals) 
 
 
 def test_lint() -> None:
-    proc = subprocess.run(_snakemake_cmd("--lint"), cwd=REPO_ROOT, env=_env(), capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(_snakemake_cmd("--lint"), cwd=REPO_ROOT, env=_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
 
 
 def test_default_config_dry_run() -> None:
-    """The paper's setup: 4 models x 10 groups x 4 chunks inference jobs."""
+    """The paper's setup: one inference and one aggregation job for each of the 4 models."""
     proc = subprocess.run(_snakemake_cmd("-n", "--cores", "1"), cwd=REPO_ROOT, env=_env(), capture_output=True,
-                          text=True, timeout=300)
+                          text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stats = job_stats(proc.stdout + proc.stderr)
-    assert stats["infer"] == 4 * 10 * 4 == 160
-    assert stats["aggregate"] == 4 * 10
+    assert stats["infer"] == 4
+    assert stats["aggregate"] == 4
     assert stats["lemmas"] == 4 and stats["table2"] == 1
 
 

@@ -178,11 +178,11 @@ def run_workflow(config_path: str | Path, workdir: Path, model_dirs: dict[str, P
     per_model: dict[str, dict[str, Any]] = {n: {} for n in model_dirs}
     for name, mdir in model_dirs.items():
         t0 = time.perf_counter()
-        for g in gids:
-            _cli(["infer", "--model", str(mdir), "--device", "cpu", "--batch-size", str(cfg["inference"]["batch_size"]),
-                  "--threads", str(threads), "--top-k", str(cfg["inference"]["top_k"]), "--templates", str(templates),
-                  "--lemmas", str(out / name / "lemmas.parquet"), "--group", g, "--chunk", "0", "--n-chunks", "1",
-                  "--out", str(out / name / "shards" / g / "1-of-1.parquet"), "--no-progress"])
+        manifest = out / name / "shards" / "manifest.json"
+        _cli(["infer", "--model", str(mdir), "--device", "cpu", "--batch-size", str(cfg["inference"]["batch_size"]),
+              "--threads", str(threads), "--top-k", str(cfg["inference"]["top_k"]), "--templates", str(templates),
+              "--lemmas", str(out / name / "lemmas.parquet"), "--groups", ",".join(gids), "--n-chunks", "1",
+              "--manifest", str(manifest), "--no-progress"])
         per_model[name]["inference_s"] = time.perf_counter() - t0
         metas = [read_shard_meta(out / name / "shards" / g / "1-of-1.parquet") for g in gids]
         per_model[name]["contexts"] = sum(m["n_contexts"] for m in metas)
@@ -192,13 +192,10 @@ def run_workflow(config_path: str | Path, workdir: Path, model_dirs: dict[str, P
 
     for name in model_dirs:
         t0 = time.perf_counter()
-        for g in gids:
-            d = out / name / g
-            _cli(["aggregate", "--templates", str(templates), "--group", g, "--model-name", name,
-                  "--shards", str(out / name / "shards" / g / "1-of-1.parquet"), "--top-cutoffs", top,
-                  "--bottom-cutoffs", bottom, "--resamples", str(resamples), "--seed", str(agr["bootstrap"]["seed"]),
-                  "--confidence", str(agr["bootstrap"]["confidence"]), "--scores-out", str(d / "scores.parquet"),
-                  "--tse-out", str(d / "tse.parquet"), "--summary-out", str(d / "summary.csv")])
+        _cli(["aggregate", "--templates", str(templates), "--groups", ",".join(gids), "--model-name", name,
+              "--manifest", str(out / name / "shards" / "manifest.json"), "--top-cutoffs", top,
+              "--bottom-cutoffs", bottom, "--resamples", str(resamples), "--seed", str(agr["bootstrap"]["seed"]),
+              "--confidence", str(agr["bootstrap"]["confidence"]), "--out-dir", str(out / name)])
         per_model[name]["aggregate_s"] = time.perf_counter() - t0
     times["aggregate"] = sum(m["aggregate_s"] for m in per_model.values())
     phase("report", lambda: _cli([

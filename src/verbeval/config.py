@@ -85,6 +85,6 @@ def model_entries(config: dict[str, Any]) -> list[dict[str, Any]]:
     for m in config.get("models", []):
         entry = {"kind": "auto", "dtype": "float32", "revision": None, "prepend_bos": None, **m}
         entry.setdefault("name", model_name(entry["id"]))
-        entry.setdefault("batch_size", inf.get("batch_size", 64))
+        entry.setdefault("batch_size", inf.get("batch_size", "auto"))
         out.append(entry)
     return out

@@ -66,6 +66,9 @@ class ShardStore:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        # one process owns a store while it runs: temporary files are leftovers of a killed writer
+        for tmp in [*self.root.glob(".*.tmp"), *self.root.glob("*/.*.tmp")]:
+            tmp.unlink(missing_ok=True)
         self._lock = threading.Lock()
         self._journal: dict[str, dict[str, Any]] = {}
         jp = self.root / JOURNAL_NAME
@@ -115,7 +118,7 @@ class ShardStore:
             write_json(self.root / JOURNAL_NAME, self._journal)
         for p in self.root.glob("*/*"):
             rel = p.relative_to(self.root).as_posix()
-            if p.is_file() and ((p.suffix == ".parquet" and rel not in keep) or p.name.endswith(".tmp")):
+            if p.is_file() and p.suffix == ".parquet" and rel not in keep:
                 p.unlink()
         body = {"manifest_version": MANIFEST_VERSION, "meta": meta, "shards": shards}
         write_json(manifest, body)
