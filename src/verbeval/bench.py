@@ -35,7 +35,11 @@ import math
 import multiprocessing
 import os
 import platform
+import re
 import resource
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -538,9 +542,81 @@ def compare_with_verbeval(sample: pd.DataFrame, scored: list[dict[str, float]], 
 # --------------------------------------------------------------------------- driver
 
 
+_STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+
+
+def job_durations(output: str) -> list[dict[str, Any]]:
+    """Per-job wall time (1 s resolution) from Snakemake's console output: each ``rule X:`` block
+    and its ``Finished jobid: N`` line carry a time stamp."""
+    started: dict[str, tuple[str, float]] = {}
+    out: list[dict[str, Any]] = []
+    stamp = None
+    rule = None
+    for line in output.splitlines():
+        line = line.strip()
+        m = _STAMP.match(line)
+        if m:
+            stamp = time.mktime(time.strptime(m.group(1).replace("  ", " "), "%a %b %d %H:%M:%S %Y"))
+            continue
+        if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
+            rule = line.split()[1].rstrip(":")
+        elif line.startswith("jobid:") and rule is not None and stamp is not None:
+            started[line.split()[1]] = (rule, stamp)
+            rule = None
+        elif line.startswith("Finished jobid:") and stamp is not None:
+            jid = line.split()[2]
+            if jid in started:
+                r, t0 = started.pop(jid)
+                out.append({"rule": r, "jobid": jid, "wall_s": stamp - t0})
+    return out
+
+
+def _process_s(argv: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def bench_snakemake(config: str | Path, workdir: Path, cores: int, extra_config: Sequence[str] = ()) -> dict[str, Any]:
+    """What a user waits for: ``snakemake --cores N --configfile CONFIG`` from scratch, as a
+    subprocess run from the current directory with fresh results/raw folders under ``workdir``,
+    start-up and every job included.
+    Also the job count per rule, each job's wall time (from Snakemake's time stamps, 1 s
+    resolution) and the start-up cost every job pays (CLI import; torch + transformers import)."""
+    run_dir = workdir / "snakemake"
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    # run from the current directory (the repository root, as a user does), writing elsewhere
+    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", str(config), "--config",
+           f"results_dir={run_dir / 'results'}", f"raw_dir={run_dir / 'raw'}", *extra_config]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"snakemake failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    jobs = job_durations(proc.stdout + proc.stderr)
+    by_rule: dict[str, dict[str, float]] = {}
+    for j in jobs:
+        d = by_rule.setdefault(j["rule"], {"jobs": 0, "wall_s": 0.0})
+        d["jobs"] += 1
+        d["wall_s"] += j["wall_s"]
+    verbeval = str(Path(sys.executable).parent / "verbeval")
+    startup = {"verbeval_cli_s": _process_s([verbeval, "--version"]),
+               "import_torch_transformers_s": _process_s([sys.executable, "-c", "import torch, transformers"])}
+    model_jobs = sum(by_rule.get(r, {}).get("jobs", 0) for r in
+                     ("infer", "infer_forms", "simverb_score", "veridicality_predict",
+                      "veridicality_counterfactual_predict", "lemmas", "lexicon_forms"))
+    return {"command": " ".join(cmd), "cores": cores, "wall_s": wall, "jobs": len(jobs), "by_rule": by_rule,
+            "startup": startup, "model_jobs": model_jobs,
+            "startup_share_estimate": (len(jobs) * startup["verbeval_cli_s"]
+                                       + model_jobs * startup["import_torch_transformers_s"]) / (cores * wall)}
+
+
 def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str | Path, workdir: str | Path,
               threads: int = 1, cpu_batch: int = 64, gpu_batch: int = 256, baseline_rows: int | None = None,
-              parts: Sequence[str] = ("workflow", "aggregation", "throughput", "baseline")) -> dict[str, Any]:
+              parts: Sequence[str] = ("workflow", "aggregation", "throughput", "baseline"),
+              snakemake_config: str | Path | None = None, snakemake_cores: int = 2,
+              snakemake_extra: Sequence[str] = ()) -> dict[str, Any]:
     """Run the benchmarks and write their figures to ``out`` (JSON). Returns the figures."""
     shared, workdir = Path(shared), Path(workdir)
     models_dir = workdir / "models"
@@ -550,6 +626,11 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "torch": torch.__version__, "cuda": torch.cuda.is_available(), "load_avg_start": _load()},
     }
+    if "snakemake" in parts:
+        report["snakemake"] = bench_snakemake(snakemake_config or config, workdir, snakemake_cores,
+                                              snakemake_extra)
+    if not set(parts) - {"snakemake"}:
+        return _finish(report, out)
     wf = run_workflow(config, workdir, model_dirs, quick=quick, threads=threads)
     report["workflow"] = wf
     if "aggregation" in parts:
@@ -564,6 +645,10 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
     if "baseline" in parts:
         n = baseline_rows if baseline_rows is not None else (8 if quick else 150)
         report["baseline"] = bench_baseline(wf, model_dirs, config, n, threads)
+    return _finish(report, out)
+
+
+def _finish(report: dict[str, Any], out: str | Path) -> dict[str, Any]:
     report["machine"]["load_avg_end"] = _load()
     report["machine"]["peak_rss_mib_process"] = round(peak_rss_mib(), 1)
     from .io import write_text
@@ -575,9 +660,21 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
 
 def print_report(r: dict[str, Any]) -> None:
     """Human-readable summary of a bench report on stdout."""
-    wf = r["workflow"]
     print(f"verbeval bench ({'quick' if r['quick'] else 'full'}); load {r['machine']['load_avg_start']} -> "
           f"{r['machine'].get('load_avg_end')}")
+    sm = r.get("snakemake")
+    if sm:
+        print(f"snakemake end to end: {sm['wall_s']:.1f} s wall, {sm['jobs']} jobs on {sm['cores']} cores "
+              f"({sm['command']})")
+        print("  jobs and summed job wall time per rule: " + ", ".join(
+            f"{k} {v['jobs']}x {v['wall_s']:.0f} s" for k, v in sorted(sm["by_rule"].items())))
+        st = sm["startup"]
+        print(f"  start-up: verbeval CLI {st['verbeval_cli_s']:.2f} s per job, torch + transformers import "
+              f"{st['import_torch_transformers_s']:.2f} s per model job ({sm['model_jobs']} model jobs); "
+              f"estimated start-up share of the run {sm['startup_share_estimate']:.0%}")
+    if "workflow" not in r:
+        return
+    wf = r["workflow"]
     print("workflow phases (s): " + ", ".join(f"{k} {v:.1f}" for k, v in wf["phases_s"].items())
           + f"; total {wf['total_s']:.1f}")
     for name, m in wf["models"].items():

@@ -717,7 +717,8 @@ def cmd_bench(a: argparse.Namespace) -> None:
     shared = a.shared or os.environ.get("VERBEVAL_SHARED", "../shared")
     run_bench(out=a.out, quick=a.quick, config=a.config, shared=shared, workdir=a.workdir, threads=a.threads,
               cpu_batch=a.batch_size, gpu_batch=a.gpu_batch_size, baseline_rows=a.baseline_rows,
-              parts=a.parts.split(","))
+              parts=a.parts.split(","), snakemake_config=a.snakemake_config, snakemake_cores=a.snakemake_cores,
+              snakemake_extra=a.snakemake_config_values)
 
 
 # --------------------------------------------------------------------------- parser
@@ -1055,7 +1056,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpu-batch-size", type=int, default=256)
     s.add_argument("--baseline-rows", type=int, help="template rows the baseline runs (default 8 quick, 150 full)")
     s.add_argument("--parts", default="workflow,aggregation,throughput,baseline",
-                   help="comma-separated parts (the workflow always runs: the others read its outputs)")
+                   help="comma-separated parts: snakemake (the Snakemake run end to end, as a user runs it), "
+                        "workflow (in-process phases; aggregation, throughput and baseline read its outputs), "
+                        "aggregation, throughput, baseline")
+    s.add_argument("--snakemake-config", help="config of the snakemake part (default: --config)")
+    s.add_argument("--snakemake-cores", type=int, default=2, help="--cores of the snakemake part")
+    s.add_argument("--snakemake-config-values", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="--config values of the snakemake part (e.g. data_mirror=../shared/data)")
     return p
 
 
