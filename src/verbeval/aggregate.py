@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from .agreement import FormStats, scores_from_stats, tse_scores
 from .errors import ShardError, VerbevalError
-from .inference import SHARD_SCHEMA_VERSION, read_shard_meta
+from .shards import SHARD_SCHEMA_VERSION, read_shard_meta
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import VerbevalError
-from .inference import build_contexts, lemma_set_hash, read_shard_meta
+from .shards import build_contexts, lemma_set_hash, read_shard_meta
 
 #: probability floor for the log of a lemma's mass (float32 shards underflow to 0 below ~1e-45)
 PROB_FLOOR = float(np.finfo(np.float32).tiny)
