@@ -45,6 +45,7 @@ def test_paper_table1_toy():
     assert res.ew_bottom[0, 0] == 0.5
     assert res.mw_bottom[0, 0] == pytest.approx(0.7, abs=1e-12)
     assert res.prob_counted_top[0, 0] == pytest.approx(1.0)
+    assert res.prob_counted_forms_top[0, 0] == pytest.approx(1.0)
 
 
 def test_top_p_interpolation_at_straddling_eligible_form():
@@ -54,14 +55,21 @@ def test_top_p_interpolation_at_straddling_eligible_form():
     alpha = 0.1 / 0.3
     assert res.ew_top[0, 0] == pytest.approx(1.0)
     assert res.mw_top[0, 0] == pytest.approx(1 + alpha * (0.4 / 0.7 - 1))
-    assert res.prob_counted_top[0, 0] == pytest.approx(0.4 + alpha * 0.3)
+    # counted mass: "be" counts in pre and post, so both its forms (.3 + .4) count in both (paper);
+    # form level: pre {are} .4, post {are, is} .7 -> .4 + 1/3 * .3 = .5
+    assert res.prob_counted_top[0, 0] == pytest.approx(0.7)
+    assert res.prob_counted_forms_top[0, 0] == pytest.approx(0.4 + alpha * 0.3)
+    assert res.prob_counted_forms_top[0, 0] == pytest.approx(0.5)
     # p=0.9: r*=3 ("exist"); pre MW .4/.7, post MW (.4+.1)/(.4+.3+.1); alpha=.5
     assert res.mw_top[0, 1] == pytest.approx(0.4 / 0.7 + 0.5 * (0.5 / 0.8 - 0.4 / 0.7))
     assert res.ew_top[0, 1] == pytest.approx(1.0)
-    assert res.prob_counted_top[0, 1] == pytest.approx(0.75)
+    # paper: pre .7 (be), post .7 + .15 (exist enters: exist .1 + exists .05) -> .775
+    assert res.prob_counted_top[0, 1] == pytest.approx(0.775)
+    assert res.prob_counted_forms_top[0, 1] == pytest.approx(0.75)  # .7 -> .8
     # p=0.3: r*=0; pre is empty (NaN) so the post value is reported, alpha = .3/.4
     assert res.mw_top[0, 2] == pytest.approx(1.0)
-    assert res.prob_counted_top[0, 2] == pytest.approx(0.75 * 0.4)
+    assert res.prob_counted_top[0, 2] == pytest.approx(0.75 * 0.7)  # 0 -> .7 (be, via "are")
+    assert res.prob_counted_forms_top[0, 2] == pytest.approx(0.75 * 0.4)  # 0 -> .4 ("are" only)
 
 
 def test_bottom_p_needs_both_forms_and_nan_cases():
@@ -80,6 +88,8 @@ def test_bottom_p_needs_both_forms_and_nan_cases():
     # p=.01: neither pre={} nor post={exists} counts a lemma: undefined
     assert math.isnan(res.ew_bottom[0, 3]) and math.isnan(res.mw_bottom[0, 3])
     assert res.prob_counted_bottom[0, 3] == 0.0
+    # bottom-p counts a lemma only with both forms in the set: the two counted masses coincide
+    np.testing.assert_array_equal(res.prob_counted_forms_bottom, res.prob_counted_bottom)
 
 
 def test_singular_context_and_wrong_lemmas():
@@ -101,7 +111,7 @@ def test_tse_nan_for_multi_token_forms_and_ties():
 def test_no_eligible_lemmas_is_nan():
     res = score_logits(np.zeros((1, 3)), np.array([True]), np.zeros((0, 2), dtype=int), [0.5, 1.0], [0.1])
     assert np.isnan(res.ew_top).all() and np.isnan(res.mw_top).all() and np.isnan(res.ew_bottom).all()
-    assert (res.prob_counted_top == 0).all()
+    assert (res.prob_counted_top == 0).all() and (res.prob_counted_forms_top == 0).all()
 
 
 def test_p1_counts_the_whole_tail_despite_peaked_distribution():
@@ -141,8 +151,10 @@ def test_bad_cutoffs_rejected():
 
 
 def _ref_set_scores(probs, lemmas, plural, members, both):
+    """EW, MW, prob_counted (both forms of every counted lemma: the paper's code) and
+    prob_counted_forms (the counted lemmas' forms that are in the set)."""
     ok = tot = 0
-    num = den = 0.0
+    num = den = mass = forms = 0.0
     for s, p in lemmas:
         right, wrong = (p, s) if plural else (s, p)
         ins = (s in members, p in members)
@@ -151,6 +163,8 @@ def _ref_set_scores(probs, lemmas, plural, members, both):
             continue
         tot += 1
         ok += probs[right] > probs[wrong]
+        mass += probs[s] + probs[p]
+        forms += (probs[s] if s in members else 0.0) + (probs[p] if p in members else 0.0)
         if both:
             num += probs[right]
             den += probs[right] + probs[wrong]
@@ -159,7 +173,7 @@ def _ref_set_scores(probs, lemmas, plural, members, both):
             den += (probs[right] if right in members else 0.0) + (probs[wrong] if wrong in members else 0.0)
     ew = ok / tot if tot else math.nan
     mw = num / den if tot and den > 0 else math.nan
-    return ew, mw, den
+    return ew, mw, mass, forms
 
 
 def _ref_side(probs, lemmas, plural, p, top):
@@ -202,13 +216,15 @@ def test_vectorised_matches_reference(seed):
     probs = probabilities(logits).numpy()
     for i in range(n):
         for j, p in enumerate(top):
-            ew, mw, cnt = _ref_side(list(probs[i]), lemma_ids.tolist(), plural[i], p, True)
-            np.testing.assert_allclose([res.ew_top[i, j], res.mw_top[i, j], res.prob_counted_top[i, j]],
-                                       [ew, mw, cnt], rtol=1e-9, atol=1e-12, equal_nan=True)
+            want = _ref_side(list(probs[i]), lemma_ids.tolist(), plural[i], p, True)
+            got = [res.ew_top[i, j], res.mw_top[i, j], res.prob_counted_top[i, j], res.prob_counted_forms_top[i, j]]
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True)
         for j, p in enumerate(bottom):
-            ew, mw, cnt = _ref_side(list(probs[i]), lemma_ids.tolist(), plural[i], p, False)
-            np.testing.assert_allclose([res.ew_bottom[i, j], res.mw_bottom[i, j], res.prob_counted_bottom[i, j]],
-                                       [ew, mw, cnt], rtol=1e-9, atol=1e-12, equal_nan=True)
+            want = _ref_side(list(probs[i]), lemma_ids.tolist(), plural[i], p, False)
+            got = [res.ew_bottom[i, j], res.mw_bottom[i, j], res.prob_counted_bottom[i, j],
+                   res.prob_counted_forms_bottom[i, j]]
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True)
+            assert want[2] == pytest.approx(want[3], rel=1e-12, abs=1e-15)  # the definitions coincide at bottom-p
 
 
 def test_scores_from_stored_float32_stats_match_logits():
@@ -224,3 +240,32 @@ def test_scores_from_stored_float32_stats_match_logits():
     np.testing.assert_allclose(top.mw, res.mw_top, atol=1e-5, equal_nan=True)
     np.testing.assert_allclose(top.ew, res.ew_top, atol=1e-5, equal_nan=True)
     np.testing.assert_allclose(bottom.mw, res.mw_bottom, atol=1e-5, equal_nan=True)
+
+
+def test_prob_counted_paper_vs_forms_worked_example():
+    """docs/metrics.md, "Counted probability mass": one plural context over the vocabulary
+    are .4, is .3, x .15, exist .1, exists .05 (descending; cum .4 .7 .85 .95 1).
+
+    Top p = .5: r* = 1 ("is"), alpha = (.5 - .4) / .3 = 1/3; pre = {are}, post = {are, is}.
+      prob_counted (paper): "be" counts in both sets -> .3 + .4 = .7 in both -> .7
+      prob_counted_forms: pre .4, post .7 -> .4 + 1/3 * .3 = .5
+    Top p = .9: r* = 3 ("exist"), alpha = .5; pre = {are, is, x}, post adds "exist".
+      paper: pre .7, post .7 + (.1 + .05) = .85 -> .775; forms: pre .7, post .8 -> .75
+    Top p = .3: r* = 0, alpha = .75; pre = {}, post = {are}.
+      paper: 0 -> .7 -> .525; forms: 0 -> .4 -> .3
+    Bottom p = .5 (ascending exists .05, exist .1, x .15, is .3, are .4; cum .05 .15 .3 .6 1):
+      r* = 3 ("is"), alpha = (.5 - .3) / .3 = 2/3; "exist" counts in pre and post, "be" in neither
+      (its "are" is outside): both quantities .15.
+    """
+    probs = np.array([[0.3, 0.4, 0.15, 0.1, 0.05]])  # is, are, x, exist, exists
+    res = score_logits(np.log(probs), np.array([True]), np.array([[0, 1], [4, 3]]),
+                       top_cutoffs=[0.5, 0.9, 0.3], bottom_cutoffs=[0.5])
+    np.testing.assert_allclose(res.prob_counted_top[0], [0.7, 0.775, 0.525], rtol=1e-12)
+    np.testing.assert_allclose(res.prob_counted_forms_top[0], [0.5, 0.75, 0.3], rtol=1e-12)
+    np.testing.assert_allclose(res.prob_counted_bottom[0], [0.15], rtol=1e-12)
+    np.testing.assert_allclose(res.prob_counted_forms_bottom[0], [0.15], rtol=1e-12)
+    # the literal oracle agrees
+    for j, p in enumerate([0.5, 0.9, 0.3]):
+        _, _, mass, forms = _ref_side(list(probs[0]), [[0, 1], [4, 3]], True, p, True)
+        assert (mass, forms) == (pytest.approx(res.prob_counted_top[0, j]),
+                                 pytest.approx(res.prob_counted_forms_top[0, j]))

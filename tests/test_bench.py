@@ -79,7 +79,7 @@ def test_baseline_matches_verbeval(lm: LoadedModel) -> None:
         assert (math.isnan(got["tse"]) and math.isnan(ref.tse[i])) or got["tse"] == ref.tse[i]
         for side, cuts in (("top", PAPER_TOP_CUTOFFS), ("bottom", PAPER_BOTTOM_CUTOFFS)):
             for j, p in enumerate(cuts):
-                for metric in ("ew", "mw", "prob_counted"):
+                for metric in ("ew", "mw", "prob_counted", "prob_counted_forms"):
                     want = getattr(ref, f"{metric}_{side}")[i, j]
                     # the baseline's own batch-1 forward differs from the batched one by float32
                     # rounding (~1e-7); the exact check with shared logits is the test below
@@ -139,7 +139,7 @@ def test_baseline_equals_score_logits_on_shared_logits(lm: LoadedModel, seed: in
                             PAPER_TOP_CUTOFFS, PAPER_BOTTOM_CUTOFFS)
         for side, cuts in (("top", PAPER_TOP_CUTOFFS), ("bottom", PAPER_BOTTOM_CUTOFFS)):
             for j, p in enumerate(cuts):
-                for metric in ("ew", "mw", "prob_counted"):
+                for metric in ("ew", "mw", "prob_counted", "prob_counted_forms"):
                     np.testing.assert_allclose(got[f"{metric}_{side}@{p:g}"], getattr(want, f"{metric}_{side}")[0, j],
                                                rtol=1e-9, atol=1e-12, err_msg=f"{metric}_{side}@{p:g}")
 

@@ -65,10 +65,11 @@ def test_manifest_lists_every_source_once() -> None:
     expected = (
         {f"ml_{s}" for s in ML_STEMS}
         | {f"blimp_{u}" for u in BLIMP_UIDS}
+        | {"blimp_distractor_agreement_relative_clause_paper"}
         | {"verbs_combined", "giant_verb_list", "simverb_3500", "veridicality"}
     )
     assert set(sources) == expected
-    assert len(sources) == 23
+    assert len(sources) == 24
     assert len({s.url for s in sources.values()}) == len(sources)
     formats = {name: s.format for name, s in sources.items()}
     assert {formats[f"ml_{s}"] for s in ML_STEMS} == {"ml_jsonl"}
@@ -81,6 +82,11 @@ def test_manifest_lists_every_source_once() -> None:
         assert sources[f"ml_{stem}"].url.endswith(f"/data/ML/{stem}_all.jsonl")
     for uid in BLIMP_UIDS:
         assert "github.com/alexwarstadt/blimp/raw/" in sources[f"blimp_{uid}"].url
+    # the paper's copy (refining-tse data/blimp) of the set whose release sample differs
+    paper = sources["blimp_distractor_agreement_relative_clause_paper"]
+    assert paper.format == "blimp_jsonl"
+    assert paper.url.endswith("/refining-tse/raw/db423f80246ba2d7c2fc602fc514943949cfaf71"
+                              "/data/blimp/distractor_agreement_relative_clause.jsonl")
     assert sources["ml_simple_agrmt"].url == (
         "https://github.com/bnewm0609/refining-tse/raw/db423f80246ba2d7c2fc602fc514943949cfaf71"
         "/data/ML/simple_agrmt_all.jsonl"

@@ -50,6 +50,9 @@ def real_inputs(shared_dir: Path) -> dict[str, tuple[Path, str]]:
         inputs["ml_" + path.stem.removesuffix("_all")] = (path, "ml_jsonl")
     for uid in BLIMP_SETS:
         inputs["blimp_" + uid] = (blimp_dir(shared_dir) / f"{uid}.jsonl", "blimp_jsonl")
+    # the paper's copy of distractor_agreement_relative_clause (a different sample of 1,000 pairs)
+    inputs["blimp_distractor_agreement_relative_clause_paper"] = (
+        tse_dir(shared_dir) / "blimp" / "distractor_agreement_relative_clause.jsonl", "blimp_jsonl")
     return inputs
 
 
@@ -319,8 +322,18 @@ def test_load_groups_real_file() -> None:
     assert groups[0] == {"id": "simple", "name": "Simple", "sources": ["ml_simple_agrmt"]}
     assert groups[2]["sources"] == ["ml_vp_coord", "ml_long_vp_coord"]
     assert groups[6]["name"] == "Across object relative (no that)"
-    assert groups[9]["sources"] == [f"blimp_{s}" for s in BLIMP_SETS]
+    paper = {"distractor_agreement_relative_clause": "distractor_agreement_relative_clause_paper"}
+    assert groups[9]["sources"] == [f"blimp_{paper.get(s, s)}" for s in BLIMP_SETS]
     assert sum(len(g["sources"]) for g in groups) == 19
+
+
+def test_blimp_release_groups_file_differs_only_in_the_relative_clause_source() -> None:
+    default = load_groups(GROUPS_YAML)
+    release = load_groups(REPO_ROOT / "resources" / "agreement_groups_blimp_release.yaml")
+    assert release[:9] == default[:9]
+    assert release[9]["sources"] == [f"blimp_{s}" for s in BLIMP_SETS]
+    swap = {"blimp_distractor_agreement_relative_clause_paper": "blimp_distractor_agreement_relative_clause"}
+    assert [swap.get(s, s) for s in default[9]["sources"]] == release[9]["sources"]
 
 
 def test_group_sources_are_manifest_names() -> None:
@@ -328,7 +341,8 @@ def test_group_sources_are_manifest_names() -> None:
 
     manifest = yaml.safe_load((REPO_ROOT / "resources" / "manifest.yaml").read_text(encoding="utf-8"))
     templates = {k for k, v in manifest["sources"].items() if v["format"] in ("ml_jsonl", "blimp_jsonl")}
-    assert {s for g in load_groups(GROUPS_YAML) for s in g["sources"]} == templates
+    release = REPO_ROOT / "resources" / "agreement_groups_blimp_release.yaml"
+    assert {s for f in (GROUPS_YAML, release) for g in load_groups(f) for s in g["sources"]} == templates
 
 
 @pytest.mark.parametrize(
@@ -362,8 +376,9 @@ def test_build_template_table_real_slice(shared_dir: Path) -> None:
     assert table.groupby("source", sort=False)["line"].apply(lambda s: s.is_monotonic_increasing).all()
     per_source = table.groupby("source")["label"].nunique()
     assert (per_source == 2).all()
-    # rejects only come from sources that were read in full (the bad row 822 is always read)
-    assert rejects[["source", "line"]].values.tolist() == [["blimp_distractor_agreement_relative_clause", 822]]
+    # the paper's copy of distractor_agreement_relative_clause has no malformed row (the release's
+    # line 822 is not in it)
+    assert rejects.empty
     again, _ = build_template_table(real_inputs(shared_dir), groups, skip_bad_rows=True, max_rows_per_source=20)
     assert again.equals(table)
 
@@ -375,9 +390,12 @@ def test_build_template_table_full_counts(shared_dir: Path) -> None:
     assert sizes == {
         "simple": 140, "sent_comp": 1680, "vp_coord": 840 + 400, "prep": 16800 + 5040, "subj_rel": 11200,
         "obj_rel_across": 11200 + 10080, "obj_rel_no_comp_across": 21280, "obj_rel_within": 21280,
-        "obj_rel_no_comp_within": 21280, "blimp": 3999,
+        "obj_rel_no_comp_within": 21280, "blimp": 4000,
     }
-    assert len(table) == 125_219 and len(rejects) == 1
+    assert len(table) == 125_220 and rejects.empty
+    release = load_groups(REPO_ROOT / "resources" / "agreement_groups_blimp_release.yaml")[9:]
+    blimp, rejects = build_template_table(real_inputs(shared_dir), release, skip_bad_rows=True)
+    assert len(blimp) == 3999 and rejects["line"].tolist() == [822]
 
 
 def test_build_template_table_missing_input(tmp_path: Path) -> None:
@@ -415,7 +433,7 @@ def test_render_context_needs_mask_token() -> None:
 
 # --------------------------------------------------------------------------- errata
 
-from verbeval.templates import load_errata  # noqa: E402
+from verbeval.templates import Erratum, flagged_errata, load_errata  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -446,8 +464,99 @@ def test_shipped_errata_make_the_full_blimp_set_readable(shared_dir: Path) -> No
 def test_load_errata_rejects_bad_files(tmp_path: Path) -> None:
     bad = tmp_path / "e.csv"
     bad.write_text("source,row,reason\nx,1,y\n")
-    with pytest.raises(InputError, match="expected columns source,line,reason"):
+    with pytest.raises(InputError, match="expected columns source,line,action,reason"):
         load_errata(bad)
     bad.write_text("source,line,reason\nx,0,y\n")
     with pytest.raises(InputError, match=":2: "):
         load_errata(bad)
+
+
+def test_paper_blimp_copy_derived_labels_match_the_papers_labels(shared_dir: Path) -> None:
+    """verbeval derives the number of every BLiMP row; on the paper's copies (refining-tse
+    data/blimp, which carry the paper's label -1 singular / -2 plural) it agrees on all 4,000."""
+    for path in sorted((tse_dir(shared_dir) / "blimp").glob("*.jsonl")):
+        rows, rejects = read_template_file(path, "blimp_jsonl", path.stem, "blimp")
+        labels = [json.loads(line)["label"] for line in path.read_text(encoding="utf-8").splitlines()]
+        assert rejects.empty and len(rows) == len(labels) == 1000
+        assert rows["label"].tolist() == [{-1: "singular", -2: "plural"}[x] for x in labels], path.name
+    # the paper's relative-clause sample is not the release's: no sentence pair in common
+    paper = tse_dir(shared_dir) / "blimp" / "distractor_agreement_relative_clause.jsonl"
+    release = blimp_dir(shared_dir) / "distractor_agreement_relative_clause.jsonl"
+    pairs = [{(o["sentence_good"], o["sentence_bad"]) for o in map(json.loads, p.read_text(encoding="utf-8").splitlines())}
+             for p in (paper, release)]
+    assert len(pairs[0]) == 1000 and len(pairs[0] & pairs[1]) == 0
+
+
+def test_flagged_errata_are_kept_unless_dropped(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        {"sentence_good": "the author laughs", "sentence_bad": "the author laugh", "label": -1},
+        {"sentence_good": "the authors sing", "sentence_bad": "the authors singing", "label": -2},
+        {"sentence_good": "senators bothers Daniel", "sentence_bad": "senators bother Daniel", "label": -1},
+    ])
+    errata = tmp_path / "e.csv"
+    errata.write_text("# comment\nsource,line,action,reason\nsrc,2,reject,not a pair\nsrc,3,flag,plural subject marked -s\n")
+    known = load_errata(errata)["src"]
+    rows, rejects = read_template_file(path, "ml_jsonl", "src", "g", errata=known)
+    assert rows["line"].tolist() == [1, 3] and rejects["line"].tolist() == [2]
+    rows, rejects = read_template_file(path, "ml_jsonl", "src", "g", errata=known, drop_flagged=True)
+    assert rows["line"].tolist() == [1]
+    assert rejects[["line", "reason"]].values.tolist() == [
+        [2, "known erratum: not a pair"], [3, "flagged erratum, dropped: plural subject marked -s"]]
+    # a flag naming a line the file lacks is an error too
+    with pytest.raises(InputError, match=r"\[9\]"):
+        read_template_file(path, "ml_jsonl", "src", "g", errata={9: Erratum("flag", "x")})
+
+
+def test_load_errata_format_versions_and_actions(tmp_path: Path) -> None:
+    e = tmp_path / "e.csv"
+    e.write_text("source,line,reason\nx,4,y\n")  # the earlier format: every row is reject
+    assert load_errata(e) == {"x": {4: Erratum("reject", "y")}}
+    e.write_text("source,line,action,reason\nx,4,keep,y\n")
+    with pytest.raises(InputError, match="action must be one of reject, flag"):
+        load_errata(e)
+    e.write_text("source,line,action,reason\nx,4,flag,y\nx,4,reject,z\n")
+    with pytest.raises(InputError, match="duplicate erratum"):
+        load_errata(e)
+
+
+def test_shipped_flagged_errata_are_plural_subjects_with_singular_verbs(shared_dir: Path) -> None:
+    """The 14 flag rows (11 + 3) of the BLiMP *_plural_subject_verb_agreement_1 files: each good
+    sentence has a plural subject and an -s verb, so verbeval derives 'singular' for it; dropping
+    them removes every context of those files that occurs with both labels."""
+    errata = load_errata(REPO / "resources" / "template_errata.csv")
+    flags = flagged_errata(errata)
+    assert flags.groupby("source").size().to_dict() == {
+        "blimp_irregular_plural_subject_verb_agreement_1": 3, "blimp_regular_plural_subject_verb_agreement_1": 11}
+    assert flags[flags["source"].str.startswith("blimp_irregular")]["line"].tolist() == [648, 780, 854]
+    assert flags[flags["source"].str.startswith("blimp_regular")]["line"].tolist() == [
+        106, 167, 340, 420, 426, 762, 796, 883, 887, 891, 948]
+    for uid in ("regular_plural_subject_verb_agreement_1", "irregular_plural_subject_verb_agreement_1"):
+        source = f"blimp_{uid}"
+        path = blimp_dir(shared_dir) / f"{uid}.jsonl"
+        kept, rej = read_template_file(path, "blimp_jsonl", source, "blimp", errata=errata[source])
+        assert len(kept) == 1000 and rej.empty
+        lines = set(errata[source])
+        bad = kept[kept["line"].isin(lines)]
+        assert (bad["label"] == "singular").all() and bad["correct"].str.endswith("s").all()
+        dropped, rej = read_template_file(path, "blimp_jsonl", source, "blimp", errata=errata[source], drop_flagged=True)
+        assert len(dropped) == 1000 - len(lines) and set(rej["line"]) == lines
+    assert set(errata["blimp_distractor_agreement_relative_clause"]) == {822}
+
+
+def test_table2_notes_count_the_flagged_rows() -> None:
+    from verbeval.tables import errata_notes, to_latex, to_markdown
+
+    flags = pd.DataFrame({"source": ["b1", "b1", "b2"], "line": [3, 9, 4],
+                          "reason": ["plural subject with -s verb marked good: 'A.'"] * 3})
+    groups = [{"id": "ml", "name": "Simple", "sources": ["m"]}, {"id": "blimp", "name": "BLiMP", "sources": ["b1", "b2"]}]
+    templates = pd.DataFrame({"source": ["b1", "b1", "b2"], "line": [1, 3, 4]})  # b1 line 9 not sampled
+    notes = errata_notes(flags, templates, groups, dropped=False)
+    assert notes == ["BLiMP: 3 rows of the published files are flagged in the errata list (plural subject with -s "
+                     "verb marked good; 2 in b1, 1 in b2); 2 of them are among the scored rows and are kept, as in "
+                     "the paper (agreement.drop_flagged_errata drops them)."]
+    assert errata_notes(flags, templates, groups, dropped=True)[0].endswith("; dropped (agreement.drop_flagged_errata).")
+    table = pd.DataFrame({"group": ["blimp"], "name": ["BLiMP"], "m.tse": [0.5], "m.ew": [0.25], "m.mw": [0.75]})
+    md = to_markdown(table, ["m"], notes=notes)
+    assert md.endswith("\nNotes:\n\n* " + notes[0] + "\n")
+    assert r"\footnotesize BLiMP: 3 rows" in to_latex(table, ["m"], notes=notes)
+    assert "Notes" not in to_markdown(table, ["m"])

@@ -131,7 +131,8 @@ def context_scores(
         st = FormStats(shards.stats.prob[sl], shards.stats.cum_above[sl], shards.stats.cum_below[sl])
         top, bottom = scores_from_stats(st, shards.plural[sl], top_cutoffs, bottom_cutoffs)
         for side, res, cuts in (("top", top, top_cutoffs), ("bottom", bottom, bottom_cutoffs)):
-            for metric, arr in (("ew", res.ew), ("mw", res.mw), ("prob_counted", res.prob_counted)):
+            for metric, arr in (("ew", res.ew), ("mw", res.mw), ("prob_counted", res.prob_counted),
+                                ("prob_counted_forms", res.prob_counted_forms)):
                 for j, p in enumerate(cuts):
                     cols.setdefault(f"{metric}_{side}@{_fmt_cutoff(p)}", []).append(arr[:, j])
     out = pd.DataFrame({"context_id": shards.context_id, "plural": shards.plural})
@@ -196,7 +197,9 @@ def summarise(
     """Long summary: one row per (metric, side, cutoff) with value, CI and counts.
 
     Metrics: ``tse`` (over rows), ``ew``/``mw`` (over contexts, NaN ignored), ``prob_counted``
-    (mean counted mass), ``invalid`` (share of contexts where no lemma counts).
+    (mean counted mass: both forms of every counted lemma, the paper's Figure 3),
+    ``prob_counted_forms`` (mean mass of the counted forms inside the set; equal to
+    ``prob_counted`` at bottom-p), ``invalid`` (share of contexts where no lemma counts).
     """
     metric_cols = [c for c in scores.columns if "@" in c]
     mean, lo, hi = bootstrap_means(scores[metric_cols].to_numpy(), resamples, seed, confidence)

@@ -6,6 +6,9 @@ vocabulary and a set ``S`` of vocabulary items:
 * EW(S) = mean over *counted* lemmas of 1[P(l+) > P(l-)]
 * MW(S) = sum of P(f) over correct forms f in S / sum of P(f) over all eligible forms f in S
   (top-p), or, for bottom-p, the same sums restricted to counted lemmas' two forms.
+* prob_counted(S) = sum of P(l_sg) + P(l_pl) over counted lemmas (both forms, as in the paper's
+  code and Figure 3); prob_counted_forms(S) = the mass of the counted lemmas' forms that are in S.
+  At bottom-p a counted lemma has both forms in S, so the two coincide.
 
 For top-p, a lemma counts when *either* of its forms is in ``S``; for bottom-p, only when *both*
 are. ``S`` is the set of vocabulary ranks strictly before the straddling rank ("pre") or up to and
@@ -74,13 +77,23 @@ class AgreementScores:
     ew_bottom: np.ndarray
     mw_bottom: np.ndarray
     prob_counted_bottom: np.ndarray
+    prob_counted_forms_top: np.ndarray
+    prob_counted_forms_bottom: np.ndarray
 
 
 @dataclass(frozen=True)
 class SideScores:
+    """One side's scores, ``[N, n_cutoffs]``.
+
+    ``prob_counted``: both forms' mass of every counted lemma (the paper's Figure 3 quantity);
+    ``prob_counted_forms``: the mass of the counted lemmas' forms inside the set (equal to
+    ``prob_counted`` at bottom-p, where a counted lemma has both forms in the set).
+    """
+
     ew: np.ndarray
     mw: np.ndarray
     prob_counted: np.ndarray
+    prob_counted_forms: np.ndarray
 
 
 def _as_tensor(x: ArrayLike, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -271,7 +284,7 @@ def side_scores(
     p = _cutoff_tensor(cutoffs, n)
     if n_lemmas == 0:
         nan = np.full(tuple(p.shape), np.nan)
-        return SideScores(nan, nan.copy(), np.zeros(tuple(p.shape)))
+        return SideScores(nan, nan.copy(), np.zeros(tuple(p.shape)), np.zeros(tuple(p.shape)))
 
     f = 2 * n_lemmas
     right_idx = plural_t.long().view(n, 1, 1).expand(n, n_lemmas, 1)
@@ -307,19 +320,21 @@ def side_scores(
         "count": at_entry(torch.ones_like(lemma_ok)),
         "ok": at_entry(lemma_ok),
     }
-    if both_forms:  # MW over counted lemmas, both forms' mass
+    # counted mass, lemma level: both forms of every counted lemma (the paper's code, Figure 3)
+    sums["mass"] = at_entry(p_right + p_wrong)
+    if both_forms:  # MW over counted lemmas, both forms' mass (= the lemma-level counted mass)
         sums["num"] = at_entry(p_right)
-        sums["den"] = at_entry(p_right + p_wrong)
-    else:  # MW over the forms in the set
+        sums["den"] = sums["mass"]
+    else:  # MW over the forms in the set (= the form-level counted mass)
         sums["num"] = (prob_t * is_right_form).reshape(n, f).gather(1, order)
         sums["den"] = prob_s
     prefix = {k: _prefix(v) for k, v in sums.items()}
 
-    def scores_at(k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        count, ok, num, den = (prefix[key].gather(1, k) for key in ("count", "ok", "num", "den"))
+    def scores_at(k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        count, ok, num, den, mass = (prefix[key].gather(1, k) for key in ("count", "ok", "num", "den", "mass"))
         ew = _ratio(ok, count)
         mw = torch.where(count > 0, _ratio(num, den), torch.full_like(num, float("nan")))
-        return ew, mw, den
+        return ew, mw, mass, den
 
     pre, post = scores_at(n_pre), scores_at(n_post)
     # straddling rank: the first form not entirely before the cutoff, if it starts before it
@@ -331,7 +346,8 @@ def side_scores(
     ew = _interpolate(pre[0], post[0], alpha)
     mw = _interpolate(pre[1], post[1], alpha)
     counted = pre[2] + alpha * (post[2] - pre[2])
-    return SideScores(ew.numpy(), mw.numpy(), counted.numpy())
+    counted_forms = pre[3] + alpha * (post[3] - pre[3])
+    return SideScores(ew.numpy(), mw.numpy(), counted.numpy(), counted_forms.numpy())
 
 
 def tse_scores(p_sing: ArrayLike, p_plur: ArrayLike, plural: ArrayLike, valid: ArrayLike | None = None) -> np.ndarray:
@@ -383,7 +399,10 @@ def score_logits(
             is not a single token (TSE is then NaN).
 
     Returns:
-        :class:`AgreementScores` with numpy arrays; NaN where undefined.
+        :class:`AgreementScores` with numpy arrays; NaN where undefined. ``prob_counted_*`` is
+        the mass of both forms of every counted lemma (the paper's Figure 3);
+        ``prob_counted_forms_*`` only the counted forms inside the cutoff set (the two are equal
+        at bottom-p).
     """
     probs = probabilities(logits)
     n, v = probs.shape
@@ -411,4 +430,6 @@ def score_logits(
         ew_bottom=bottom.ew,
         mw_bottom=bottom.mw,
         prob_counted_bottom=bottom.prob_counted,
+        prob_counted_forms_top=top.prob_counted_forms,
+        prob_counted_forms_bottom=bottom.prob_counted_forms,
     )

@@ -437,17 +437,18 @@ class PaperBaseline:
                         alpha = min(max((p - before) / width, 0.0), 1.0) if width > 0 else 0.0
                 pre = self._set_scores(word_prob, rank, plural, side, r_star, n, inclusive=False)
                 post = self._set_scores(word_prob, rank, plural, side, r_star, n, inclusive=True)
-                for j, metric in enumerate(("ew", "mw", "prob_counted")):
+                for j, metric in enumerate(("ew", "mw", "prob_counted", "prob_counted_forms")):
                     a, b = pre[j], post[j]
-                    if metric != "prob_counted":
+                    if metric in ("ew", "mw"):
                         a, b = (b if math.isnan(a) else a), (a if math.isnan(b) else b)
                     res[f"{metric}_{side}@{p:g}"] = a + alpha * (b - a)
         return res
 
     def _set_scores(self, word_prob: dict[str, float], rank: dict[str, int], plural: bool, side: str,
-                    r_star: int, n: int, inclusive: bool) -> tuple[float, float, float]:
-        """EW, MW and counted mass over the ranks before (or up to) ``r_star`` from one end."""
-        count = ok = num = den = 0.0
+                    r_star: int, n: int, inclusive: bool) -> tuple[float, float, float, float]:
+        """EW, MW, counted mass (both forms of every counted lemma, as in the paper's code) and
+        the counted forms' mass inside the set, over the ranks before (or up to) ``r_star``."""
+        count = ok = num = den = mass = 0.0
         for s_id, p_id in self.lemmas:  # one lemma at a time, as in the paper's code
             s_tok, p_tok = self.vocab[s_id], self.vocab[p_id]
             rs, rp = rank[s_tok], rank[p_tok]
@@ -464,6 +465,7 @@ class PaperBaseline:
                     continue
                 count += 1
                 ok += right > wrong
+                mass += ps + pp
                 num += right if (in_p if plural else in_s) else 0.0
                 den += (ps if in_s else 0.0) + (pp if in_p else 0.0)
             else:
@@ -471,11 +473,12 @@ class PaperBaseline:
                     continue
                 count += 1
                 ok += right > wrong
+                mass += ps + pp
                 num += right
                 den += right + wrong
         ew = ok / count if count else math.nan
         mw = num / den if count and den > 0 else math.nan
-        return ew, mw, den
+        return ew, mw, mass, den
 
 
 def bench_baseline(workflow: dict[str, Any], model_dirs: dict[str, Path], config_path: str | Path,

@@ -110,7 +110,8 @@ def cmd_templates(a: argparse.Namespace) -> None:
         groups = [g for g in groups if g["id"] in wanted]
     inputs = _manifest_inputs(a.manifest, a.input)
     errata = load_errata(a.errata) if a.errata else None
-    table, rejects = build_template_table(inputs, groups, a.skip_bad_rows, a.max_rows_per_source, errata)
+    table, rejects = build_template_table(inputs, groups, a.skip_bad_rows, a.max_rows_per_source, errata,
+                                          a.drop_flagged_errata)
     write_parquet(table, a.out)
     write_csv(rejects, a.rejects)
     for gid, n in table.groupby("group", sort=False).size().items():
@@ -246,8 +247,8 @@ def cmd_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from .io import write_csv, write_json, write_text
-    from .tables import table2, to_latex, to_markdown, to_metrics
-    from .templates import load_groups
+    from .tables import errata_notes, table2, to_latex, to_markdown, to_metrics
+    from .templates import flagged_errata, load_errata, load_groups
 
     summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
     groups = load_groups(a.groups_file)
@@ -255,9 +256,13 @@ def cmd_table(a: argparse.Namespace) -> None:
     groups = [g for g in groups if g["id"] in present]
     models = a.models.split(",")
     t = table2(summary, groups, models)
+    notes: list[str] = []
+    if a.errata:
+        templates = pd.read_parquet(a.templates, columns=["source", "line"]) if a.templates else None
+        notes = errata_notes(flagged_errata(load_errata(a.errata)), templates, groups, a.drop_flagged_errata)
     write_csv(t, a.csv, float_format="%.6f")
-    write_text(a.md, to_markdown(t, models))
-    write_text(a.tex, to_latex(t, models))
+    write_text(a.md, to_markdown(t, models, notes=notes))
+    write_text(a.tex, to_latex(t, models, notes=notes))
     write_json(a.metrics, to_metrics(t, models))
     write_csv(summary.sort_values(["model", "group", "metric", "side", "cutoff"], kind="stable"), a.all_csv,
               float_format="%.10g")
@@ -769,7 +774,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.add_argument("--rejects", required=True)
     s.add_argument("--skip-bad-rows", action="store_true")
-    s.add_argument("--errata", help="CSV (source,line,reason) of known-bad rows of the published files")
+    s.add_argument("--errata", help="CSV (source,line,action,reason) of known-bad rows of the published files")
+    s.add_argument("--drop-flagged-errata", action="store_true", help="also drop the errata rows whose action is flag")
     s.add_argument("--max-rows-per-source", type=int)
 
     s = add("lemmas", cmd_lemmas, "eligible lemmas of a model (both forms single tokens)")
@@ -819,6 +825,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tex", required=True)
     s.add_argument("--all-csv", required=True, help="all summaries (every metric and cutoff) in one CSV")
     s.add_argument("--metrics", required=True, help="Table 2 as JSON {model: {group: {tse, ew, mw}}} (DVC metrics)")
+    s.add_argument("--errata", help="errata CSV: Table 2's notes count its flag rows per group")
+    s.add_argument("--templates", help="templates.parquet: how many flag rows are among the scored rows")
+    s.add_argument("--drop-flagged-errata", action="store_true", help="the flag rows were dropped (for the notes)")
 
     s = add("lemma-stats", cmd_lemma_stats, "per-lemma agreement accuracy and mean probability of one model from its shards")
     s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet")

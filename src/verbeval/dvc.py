@@ -26,11 +26,11 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "fetch": ("data_mirror", "manifest", "raw_dir"),
     "lexicon": ("agreement.verb_lists", "agreement.inflection_overrides"),
     "templates": ("agreement.groups", "agreement.groups_file", "agreement.max_rows_per_source",
-                  "agreement.skip_bad_rows", "agreement.errata"),
+                  "agreement.skip_bad_rows", "agreement.errata", "agreement.drop_flagged_errata"),
     "lemmas": ("models",),
     "infer": ("models", "inference", "agreement.groups", "agreement.chunks"),
     "aggregate": ("agreement.groups", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap"),
-    "table2": ("models", "agreement.groups"),
+    "table2": ("models", "agreement.groups", "agreement.errata", "agreement.drop_flagged_errata"),
     # figures (workflow/rules/figures.smk)
     "figure_top_p": ("models", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap",
                      "agreement.figures.formats"),

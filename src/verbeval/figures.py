@@ -22,6 +22,7 @@ import pandas as pd
 from .errors import VerbevalError
 
 METRIC_LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW", "prob_counted": "Probability mass counted",
+                 "prob_counted_forms": "Probability mass of the counted forms in the set",
                  "invalid": "Share of invalid contexts"}
 SIDE_LABELS = {"top": "top-p cutoff", "bottom": "bottom-p cutoff"}
 
@@ -42,7 +43,7 @@ class CutoffFigure:
 CUTOFF_FIGURES: dict[str, CutoffFigure] = {
     "scores-top": CutoffFigure("fig1_top_p", "EW and MW against top-p cutoff", ("ew", "mw"), ("top",)),
     "scores-bottom": CutoffFigure("fig2_bottom_p", "EW and MW against bottom-p cutoff", ("ew", "mw"), ("bottom",)),
-    "prob-counted": CutoffFigure("fig3_prob_counted", "Probability mass of the eligible inflections counted",
+    "prob-counted": CutoffFigure("fig3_prob_counted", "Probability mass of the counted lemmas' inflections",
                                  ("prob_counted",), ("top", "bottom"), log_y_bottom=True),
     "invalid": CutoffFigure("fig4_invalid", "Share of contexts with no eligible lemma (invalid)",
                             ("invalid",), ("top", "bottom"), has_ci=False),

@@ -49,16 +49,46 @@ def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str
     return out
 
 
+def errata_notes(flagged: pd.DataFrame, templates: pd.DataFrame | None, groups: Sequence[dict],
+                 dropped: bool) -> list[str]:
+    """Table 2 notes on the flagged errata rows (``flagged``: ``source, line, reason``, from
+    :func:`verbeval.templates.flagged_errata`), one note per group that has any.
+
+    ``templates`` (the normalised table, with ``source`` and ``line``) gives how many of them are
+    among the scored rows (fewer under ``max_rows_per_source``); ``dropped``: whether
+    ``agreement.drop_flagged_errata`` removed them.
+    """
+    notes = []
+    scored = set(zip(templates["source"], templates["line"].astype(int))) if templates is not None else set()
+    for g in groups:
+        sel = flagged[flagged["source"].isin(g["sources"])]
+        if sel.empty:
+            continue
+        per_source = ", ".join(f"{n} in {s}" for s, n in sel.groupby("source", sort=False).size().items())
+        kinds = "; ".join(dict.fromkeys(str(r).split(":")[0] for r in sel["reason"]))
+        if dropped:
+            what = "dropped (agreement.drop_flagged_errata)"
+        else:
+            n_in = sum((s, int(ln)) in scored for s, ln in zip(sel["source"], sel["line"]))
+            what = (f"{n_in} of them are among the scored rows and are kept, as in the paper "
+                    "(agreement.drop_flagged_errata drops them)")
+        notes.append(f"{g['name']}: {len(sel)} rows of the published files are flagged in the errata list "
+                     f"({kinds}; {per_source}); {what}.")
+    return notes
+
+
 def _fmt(x: float, digits: int) -> str:
     return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
 
 
-def to_markdown(table: pd.DataFrame, models: Sequence[str], digits: int = 2) -> str:
+def to_markdown(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
     header = ["Group"] + [f"{m} {LABELS[k]}" for m in models for k in METRICS]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for _, r in table.iterrows():
         cells = [str(r["name"])] + [_fmt(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
         lines.append("| " + " | ".join(cells) + " |")
+    if notes:
+        lines += ["", "Notes:", ""] + [f"* {n}" for n in notes]
     return "\n".join(lines) + "\n"
 
 
@@ -69,7 +99,7 @@ def tex_escape(s: str) -> str:
     return s
 
 
-def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2) -> str:
+def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
     cols = "l" + "ccc" * len(models)
     out = [r"\begin{tabular}{" + cols + "}", r"\toprule"]
     out.append(" & " + " & ".join(rf"\multicolumn{{3}}{{c}}{{{tex_escape(m)}}}" for m in models) + r" \\")
@@ -80,4 +110,6 @@ def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2) -> str
         cells = [tex_escape(str(r["name"]))] + [_fmt(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
         out.append(" & ".join(cells) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
+    for n in notes:
+        out.append(r"\par\smallskip{\footnotesize " + tex_escape(n) + r"\par}")
     return "\n".join(out) + "\n"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -242,12 +243,16 @@ def read_template_file(
     source: str,
     group: str,
     skip_bad_rows: bool = False,
-    errata: Mapping[int, str] | None = None,
+    errata: Mapping[int, str | Erratum] | None = None,
+    drop_flagged: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read one template file into ``(rows, rejects)``.
 
     ``errata`` maps 1-based line numbers of known-bad rows of the published file (see
-    :func:`load_errata`) to a reason: those rows always go to ``rejects`` and never stop the run.
+    :func:`load_errata`) to an :class:`Erratum` (a bare reason string means ``reject``). A
+    ``reject`` erratum always goes to ``rejects`` and never stops the run; a ``flag`` erratum (a
+    well-formed row with a known problem, e.g. an ungrammatical sentence marked good) is kept,
+    as the paper scored it, unless ``drop_flagged``, in which case it goes to ``rejects`` too.
 
     ``rows`` has the columns of :data:`TEMPLATE_COLUMNS` (``line`` is the 1-based line in the
     file); ``rejects`` has :data:`REJECT_COLUMNS`. Blank lines are ignored.
@@ -270,12 +275,21 @@ def read_template_file(
         raise InputError(p, f"cannot read file: {exc}") from None
     rows: list[dict[str, Any]] = []
     rejects: list[dict[str, Any]] = []
+    known = {k: (v if isinstance(v, Erratum) else Erratum("reject", v)) for k, v in (errata or {}).items()}
+    seen: set[int] = set()
     for lineno, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
-        if errata and lineno in errata:
-            rejects.append({"source": source, "line": lineno, "reason": f"known erratum: {errata[lineno]}", "raw": raw})
-            continue
+        err = known.get(lineno)
+        if err is not None:
+            seen.add(lineno)
+            if err.action == "reject":
+                rejects.append({"source": source, "line": lineno, "reason": f"known erratum: {err.reason}", "raw": raw})
+                continue
+            if drop_flagged:
+                rejects.append({"source": source, "line": lineno, "reason": f"flagged erratum, dropped: {err.reason}",
+                                "raw": raw})
+                continue
         try:
             left, right, correct, incorrect, label = _parse_row(raw, fmt)
         except ValueError as exc:
@@ -288,12 +302,15 @@ def read_template_file(
             "correct": correct, "incorrect": incorrect, "label": label,
             "plural": label == "plural",
         })
-    if errata:
-        missing = sorted(set(errata) - {r["line"] for r in rejects})
+    if known:
+        missing = sorted(set(known) - seen)
         if missing:
             raise InputError(p, f"errata list names line(s) {missing} that the file does not have")
+        flagged = {k for k, e in known.items() if e.action == "flag"}
+        if flagged and not drop_flagged:
+            log.warning("%s: kept %d flagged erratum row(s) (agreement.drop_flagged_errata drops them)", p, len(flagged))
     if rejects:
-        log.warning("%s: skipped %d row(s) (%d known errata)", p, len(rejects), len(errata or {}))
+        log.warning("%s: skipped %d row(s) (%d known errata)", p, len(rejects), len(known))
     return _typed(rows, TEMPLATE_COLUMNS), _typed(rejects, REJECT_COLUMNS)
 
 
@@ -397,27 +414,54 @@ def load_groups(path: str | Path) -> list[dict[str, Any]]:
     return groups
 
 
-ERRATA_COLUMNS = ("source", "line", "reason")
+ERRATA_COLUMNS = ("source", "line", "action", "reason")
+#: the earlier format, without ``action`` (every row is ``reject``); still read
+ERRATA_COLUMNS_V1 = ("source", "line", "reason")
+#: ``reject``: the row is always rejected (not a usable pair); ``flag``: a usable pair with a known
+#: problem (e.g. an ungrammatical sentence marked good), kept unless ``agreement.drop_flagged_errata``
+ERRATA_ACTIONS = ("reject", "flag")
 
 
-def load_errata(path: str | Path) -> dict[str, dict[int, str]]:
-    """Known-bad rows of the published template files: CSV ``source,line,reason``.
+@dataclass(frozen=True)
+class Erratum:
+    action: str  # one of ERRATA_ACTIONS
+    reason: str
 
-    Line numbers refer to the exact file pinned by its sha256 in the manifest.
+
+def load_errata(path: str | Path) -> dict[str, dict[int, Erratum]]:
+    """Known-bad rows of the published template files: CSV ``source,line,action,reason``.
+
+    Line numbers refer to the exact file pinned by its sha256 in the manifest. ``action`` is
+    ``reject`` or ``flag`` (:data:`ERRATA_ACTIONS`); a file in the earlier ``source,line,reason``
+    format is read with every row ``reject``.
     """
     p = Path(path)
     try:
-        df = pd.read_csv(p, dtype={"source": str, "line": "Int64", "reason": str}, comment="#")
+        df = pd.read_csv(p, dtype={"source": str, "line": "Int64", "action": str, "reason": str}, comment="#")
     except (OSError, ValueError) as exc:
         raise InputError(p, f"cannot read errata list: {exc}") from None
+    if tuple(df.columns) == ERRATA_COLUMNS_V1:
+        df.insert(2, "action", "reject")
     if tuple(df.columns) != ERRATA_COLUMNS:
         raise InputError(p, f"expected columns {','.join(ERRATA_COLUMNS)}, got {','.join(map(str, df.columns))}")
-    out: dict[str, dict[int, str]] = {}
+    out: dict[str, dict[int, Erratum]] = {}
     for i, r in enumerate(df.itertuples(index=False), start=2):
         if pd.isna(r.line) or int(r.line) < 1 or not isinstance(r.source, str) or not isinstance(r.reason, str):
             raise InputError(p, "each erratum needs a source, a line >= 1 and a reason", i)
-        out.setdefault(r.source, {})[int(r.line)] = r.reason
+        if r.action not in ERRATA_ACTIONS:
+            raise InputError(p, f"action must be one of {', '.join(ERRATA_ACTIONS)}, not {r.action!r}", i)
+        if int(r.line) in out.get(r.source, {}):
+            raise InputError(p, f"duplicate erratum for {r.source} line {int(r.line)}", i)
+        out.setdefault(r.source, {})[int(r.line)] = Erratum(str(r.action), r.reason)
     return out
+
+
+def flagged_errata(errata: Mapping[str, Mapping[int, Erratum]], sources: Sequence[str] | None = None) -> pd.DataFrame:
+    """The ``flag`` errata (``source, line, reason``) of ``sources`` (all when None), in file order."""
+    recs = [{"source": s, "line": line, "reason": e.reason}
+            for s, rows in errata.items() if sources is None or s in sources
+            for line, e in sorted(rows.items()) if e.action == "flag"]
+    return pd.DataFrame(recs, columns=["source", "line", "reason"]).astype({"line": "int64"})
 
 
 def build_template_table(
@@ -425,7 +469,8 @@ def build_template_table(
     groups: Sequence[Mapping[str, Any]],
     skip_bad_rows: bool = False,
     max_rows_per_source: int | None = None,
-    errata: Mapping[str, Mapping[int, str]] | None = None,
+    errata: Mapping[str, Mapping[int, str | Erratum]] | None = None,
+    drop_flagged: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read every source of ``groups`` and return ``(table, rejects)``.
 
@@ -448,7 +493,7 @@ def build_template_table(
             if fmt not in FORMATS:
                 raise VerbevalError(f"source {source!r}: format {fmt!r} is not a template format")
             rows, bad = read_template_file(path, fmt, source, group["id"], skip_bad_rows,  # type: ignore[arg-type]
-                                           (errata or {}).get(source))
+                                           (errata or {}).get(source), drop_flagged)
             tables.append(subsample(rows, max_rows_per_source))
             rejects.append(bad)
             used.add(source)

@@ -32,6 +32,7 @@ rule templates:
         inputs=" ".join(shlex.quote(f"--input={s}={raw_path(s)}") for g in GROUPS for s in g["sources"]),
         groups=",".join(GROUP_IDS),
         skip="--skip-bad-rows" if AGR["skip_bad_rows"] else "",
+        drop="--drop-flagged-errata" if AGR["drop_flagged_errata"] else "",
         limit=f"--max-rows-per-source {AGR['max_rows_per_source']}" if AGR["max_rows_per_source"] else "",
     conda:
         "../../envs/verbeval.yaml"
@@ -39,7 +40,7 @@ rule templates:
         f"{LOGS}/agreement/templates.log",
     shell:
         "verbeval templates --manifest {params.manifest:q} --groups-file {input.groups_file:q} --groups {params.groups} "
-        "--errata {input.errata:q} {params.inputs} {params.skip} {params.limit} --out {output.table:q} "
+        "--errata {input.errata:q} {params.inputs} {params.skip} {params.drop} {params.limit} --out {output.table:q} "
         "--rejects {output.rejects:q} 2> {log:q}"
 
 
@@ -125,6 +126,8 @@ rule table2:
     input:
         summaries=expand(f"{OUT}/{{model}}/{{group}}/summary.csv", model=MODELS, group=GROUP_IDS),
         groups_file=AGR["groups_file"],
+        errata=AGR["errata"],
+        templates=f"{OUT}/templates.parquet",
     output:
         csv=f"{OUT}/table2.csv",
         md=f"{OUT}/table2.md",
@@ -133,11 +136,13 @@ rule table2:
         metrics=f"{OUT}/metrics.json",
     params:
         models=",".join(MODELS),
+        drop="--drop-flagged-errata" if AGR["drop_flagged_errata"] else "",
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{LOGS}/agreement/table2.log",
     shell:
         "verbeval table --groups-file {input.groups_file:q} --models {params.models} --summaries {input.summaries:q} "
+        "--errata {input.errata:q} --templates {input.templates:q} {params.drop} "
         "--csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} --all-csv {output.all_csv:q} "
         "--metrics {output.metrics:q} 2> {log:q}"
