@@ -86,3 +86,65 @@ def test_failed_block_removes_its_temporary(tmp_path: Path) -> None:
         tmp.write_text("half")
         raise RuntimeError("boom")
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- 6: I/O faults are one line
+
+
+def test_infer_checks_its_output_before_loading_the_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "results"
+    blocker.write_text("a file where the results folder should be")
+    out = blocker / "agreement" / "m" / "shards" / "simple" / "1-of-1.parquet"
+    # the model does not exist either: the output check comes first, before any model is loaded
+    rc = main(["infer", "--model", str(tmp_path / "no-model"), "--templates", "t.parquet", "--lemmas", "l.parquet",
+               "--group", "simple", "--chunk", "0", "--n-chunks", "1", "--out", str(out)])
+    assert rc == 1
+    err = _err_lines(capsys)
+    assert err == [f"verbeval infer: error: cannot write {out}: {blocker}: is a file, not a directory"]
+    assert blocker.read_text().startswith("a file")
+
+
+@pytest.mark.parametrize("errno_, strerror", [(13, "Permission denied"), (28, "No space left on device"),
+                                              (30, "Read-only file system")])
+def test_os_errors_while_writing_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch, errno_: int, strerror: str) -> None:
+    import verbeval.io as vio
+
+    summary = tmp_path / "summary.csv"
+    summary.write_text("model,group,metric,side,cutoff,value,ci_low,ci_high,n,n_total\n")
+    real_replace = os.replace
+
+    def failing_replace(src: str, dst: str) -> None:
+        raise OSError(errno_, strerror, str(dst))
+
+    monkeypatch.setattr(vio.os, "replace", failing_replace)
+    out = tmp_path / "out" / "common.parquet"
+    forms = tmp_path / "forms.parquet"
+    import pandas as pd
+
+    pd.DataFrame({"lemma": ["walk"], "sing": ["walks"], "plur": ["walk"], "in_lexicon": [True],
+                  "single_token": [True], "scorable": [True]}).to_parquet(forms)
+    rc = main(["-q", "lexicon-common", "--forms", f"m={forms}", "--out", str(out)])
+    monkeypatch.setattr(vio.os, "replace", real_replace)
+    err = _err_lines(capsys)
+    assert rc == 1
+    assert err == [f"verbeval lexicon-common: error: {out}: {strerror}"]
+    assert not out.exists() and list(out.parent.iterdir()) == []  # the temporary file was removed
+
+
+def test_missing_input_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.parquet"
+    out = tmp_path / "out.parquet"
+    rc = main(["-q", "lexicon-common", "--forms", f"m={missing}", "--out", str(out)])
+    assert rc == 1
+    err = _err_lines(capsys)
+    assert err == [f"verbeval lexicon-common: error: {missing}: No such file or directory"]
+    assert not out.exists()
+
+
+def test_check_writable_names_the_path(tmp_path: Path) -> None:
+    check_writable(tmp_path / "new" / "dir" / "x.csv", None)
+    assert (tmp_path / "new" / "dir").is_dir() and list((tmp_path / "new" / "dir").iterdir()) == []
+    (tmp_path / "f").write_text("")
+    with pytest.raises(VerbevalError, match=r"cannot write .*/f/x\.csv: .*/f: is a file, not a directory"):
+        check_writable(tmp_path / "f" / "x.csv")

@@ -37,6 +37,13 @@ def _optional_bool(text: str) -> bool | None:
     raise argparse.ArgumentTypeError(f"expected true, false or auto, got {text!r}")
 
 
+def _check_outputs(*paths: str | None) -> None:
+    """Pre-flight, before a model is loaded: every output's directory can be written to."""
+    from .io import check_writable
+
+    check_writable(*paths)
+
+
 # --------------------------------------------------------------------------- commands
 
 
@@ -118,6 +125,7 @@ def cmd_templates(a: argparse.Namespace) -> None:
 
 
 def cmd_lemmas(a: argparse.Namespace) -> None:
+    _check_outputs(a.out)
     import pandas as pd
 
     from .eligibility import eligible_lemmas
@@ -132,6 +140,7 @@ def cmd_lemmas(a: argparse.Namespace) -> None:
 
 
 def cmd_infer(a: argparse.Namespace) -> None:
+    _check_outputs(a.out)
     import pandas as pd
     import torch
 
@@ -370,6 +379,7 @@ def cmd_dvc_yaml(a: argparse.Namespace) -> None:
 
 
 def cmd_veridicality_predict(a: argparse.Namespace) -> None:
+    _check_outputs(a.out)
     from .io import write_parquet
     from .veridicality import PSEUDO_MODEL, model_predictions, pseudo_model_predictions, read_dataset
 
@@ -411,6 +421,7 @@ def cmd_veridicality_table(a: argparse.Namespace) -> None:
 
 
 def cmd_simverb_score(a: argparse.Namespace) -> None:
+    _check_outputs(a.out, a.verbs)
     import torch
 
     from .io import write_csv, write_parquet
@@ -475,6 +486,7 @@ def cmd_simverb_join(a: argparse.Namespace) -> None:
 
 
 def cmd_lexicon_forms(a: argparse.Namespace) -> None:
+    _check_outputs(a.out)
     import pandas as pd
 
     from .io import write_parquet
@@ -503,6 +515,7 @@ def cmd_lexicon_common(a: argparse.Namespace) -> None:
 
 
 def cmd_infer_forms(a: argparse.Namespace) -> None:
+    _check_outputs(a.out)
     import pandas as pd
     import torch
 
@@ -609,6 +622,7 @@ def cmd_veridicality_counterfactuals(a: argparse.Namespace) -> None:
 
 
 def cmd_veridicality_counterfactual_predict(a: argparse.Namespace) -> None:
+    _check_outputs(a.out)
     import pandas as pd
     import torch
 
@@ -1001,7 +1015,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VerbevalError as exc:
         print(f"verbeval {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # permission denied, disk full, missing file, read-only file system, ...
+        from .io import describe_os_error
+
+        print(f"verbeval {args.command}: error: {describe_os_error(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        reason = _unreadable_input(exc)
+        if reason is None:
+            raise
+        print(f"verbeval {args.command}: error: {reason}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _unreadable_input(exc: Exception) -> str | None:
+    """One line for an input file that pandas/pyarrow cannot parse (truncated Parquet, empty CSV)."""
+    import pandas as pd
+
+    try:
+        from pyarrow import ArrowException
+    except ImportError:  # pragma: no cover
+        ArrowException = ()  # type: ignore[assignment,misc]  # noqa: N806
+    if isinstance(exc, (ArrowException, pd.errors.EmptyDataError, pd.errors.ParserError)):
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return f"unreadable input: {first}"
+    return None
 
 
 if __name__ == "__main__":

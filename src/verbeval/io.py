@@ -39,6 +39,15 @@ def _umask() -> int:
     return mask
 
 
+def make_parent(path: Path) -> None:
+    """Create the directory of ``path``; a file in the way is a NotADirectoryError naming it."""
+    parent = path.parent
+    blocker = next((a for a in (parent, *parent.parents) if a.exists() or a.is_symlink()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "is a file, not a directory", str(blocker))
+    parent.mkdir(parents=True, exist_ok=True)
+
+
 def _lock(fd: int) -> bool:
     """Take an exclusive, non-blocking flock on ``fd``; False when another process holds one."""
     if fcntl is None:  # pragma: no cover
@@ -103,7 +112,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     ``path`` left by a killed writer are removed first (:func:`remove_stale_temporaries`).
     """
     dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(dest)
     remove_stale_temporaries(dest)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     tmp_path = Path(tmp)
@@ -172,21 +181,37 @@ def check_writable(*paths: str | Path | None) -> None:
         if parent in seen:
             continue
         seen.add(parent)
-        blocker = next((a for a in (parent, *parent.parents) if a.exists() or a.is_symlink()), None)
-        if blocker is not None and not blocker.is_dir():
-            raise VerbevalError(f"cannot write {path}: {blocker} is not a directory")
         try:
-            parent.mkdir(parents=True, exist_ok=True)
+            make_parent(Path(path))
             with tempfile.TemporaryFile(dir=parent, prefix=".verbeval-write-check."):
                 pass
         except OSError as exc:
             raise VerbevalError(f"cannot write {path}: {describe_os_error(exc, parent)}") from None
 
 
+_OS_REASONS: tuple[tuple[type[OSError], int], ...] = (
+    (FileNotFoundError, errno.ENOENT), (PermissionError, errno.EACCES), (IsADirectoryError, errno.EISDIR),
+    (NotADirectoryError, errno.ENOTDIR), (FileExistsError, errno.EEXIST),
+)
+
+
 def describe_os_error(exc: OSError, path: str | Path | None = None) -> str:
-    """One line for an OSError: ``<path>: <reason>`` (the file named by the error when known)."""
-    reason = exc.strerror or str(exc) or type(exc).__name__
-    where = exc.filename if exc.filename is not None else path
+    """One line for an OSError: ``<path>: <reason>`` (the file named by the error when known).
+
+    Some libraries (pyarrow) raise ``FileNotFoundError(path)`` with the path as the only argument;
+    the reason is then taken from the exception type.
+    """
+    where: Any = exc.filename if exc.filename is not None else path
     if exc.filename2 is not None:
         where = f"{exc.filename} -> {exc.filename2}"
+    reason = exc.strerror
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if not reason:
+        code = next((c for t, c in _OS_REASONS if isinstance(exc, t)), None)
+        if code is not None:
+            reason = os.strerror(code)
+            if where is None and text:
+                where = text
+        else:
+            reason = text or type(exc).__name__
     return f"{where}: {reason}" if where is not None else reason
