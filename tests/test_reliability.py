@@ -148,3 +148,70 @@ def test_check_writable_names_the_path(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("")
     with pytest.raises(VerbevalError, match=r"cannot write .*/f/x\.csv: .*/f: is a file, not a directory"):
         check_writable(tmp_path / "f" / "x.csv")
+
+
+# --------------------------------------------------------------------------- 2: empty template sources
+
+
+def _ml_file(shared_dir: Path, stem: str) -> Path:
+    from test_templates import tse_dir
+
+    return tse_dir(shared_dir) / "ML" / f"{stem}_all.jsonl"
+
+
+def _templates(tmp_path: Path, groups: str, files: dict[str, Path], *extra: str) -> tuple[int, Path, Path]:
+    out, rejects = tmp_path / "res" / "templates.parquet", tmp_path / "res" / "template_rejects.csv"
+    argv = ["-q", "templates", "--manifest", str(REPO / "resources" / "manifest.yaml"),
+            "--groups-file", str(REPO / "resources" / "agreement_groups.yaml"), "--groups", groups,
+            "--out", str(out), "--rejects", str(rejects), *extra]
+    for name, path in files.items():
+        argv += ["--input", f"{name}={path}"]
+    return main(argv), out, rejects
+
+
+def _head(src: Path, dst: Path, n: int = 6) -> Path:
+    dst.write_text("".join(src.read_text().splitlines(keepends=True)[:n]))
+    return dst
+
+
+def test_empty_source_of_a_single_source_group_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "simple_agrmt_all.jsonl"
+    empty.write_text("\n\n")
+    rc, out, rejects = _templates(tmp_path, "simple", {"ml_simple_agrmt": empty})
+    assert rc == 1
+    assert _err_lines(capsys) == [f"verbeval templates: error: {empty}: no template rows: the file is empty"]
+    assert not (tmp_path / "res").exists() or list((tmp_path / "res").iterdir()) == []
+
+
+def test_empty_source_of_a_multi_source_group_is_an_error(tmp_path: Path, shared_dir: Path,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    good = _head(_ml_file(shared_dir, "vp_coord"), tmp_path / "vp_coord_all.jsonl")
+    empty = tmp_path / "long_vp_coord_all.jsonl"
+    empty.write_text("")
+    files = {"ml_vp_coord": good, "ml_long_vp_coord": empty}
+    rc, out, _ = _templates(tmp_path, "vp_coord", files)
+    assert rc == 1
+    assert _err_lines(capsys) == [f"verbeval templates: error: {empty}: no template rows: the file is empty"]
+    assert not out.exists()
+    # --skip-bad-rows downgrades it to a warning that names the file; the group keeps its other source
+    rc, out, _ = _templates(tmp_path, "vp_coord", files, "--skip-bad-rows")
+    assert rc == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"{empty}: no template rows: the file is empty; source 'ml_long_vp_coord' contributes nothing to " \
+           "group 'vp_coord' (skip_bad_rows)" in warnings, warnings
+    import pandas as pd
+
+    assert set(pd.read_parquet(out)["source"]) == {"ml_vp_coord"}
+
+
+def test_all_rejected_single_source_group_fails_even_when_skipping(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "simple_agrmt_all.jsonl"
+    bad.write_text('{"sentence_good": "The dog runs", "sentence_bad": "The dog runs"}\nnot json\n')
+    rc, out, _ = _templates(tmp_path, "simple", {"ml_simple_agrmt": bad}, "--skip-bad-rows")
+    assert rc == 1
+    err = [line for line in _err_lines(capsys) if "WARNING" not in line]
+    assert err == [f"verbeval templates: error: group 'simple' has no template rows: every source file is empty "
+                   f"or rejected ({bad})"]
+    assert not out.exists()

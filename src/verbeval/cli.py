@@ -711,7 +711,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--input", action="append", default=[], metavar="NAME=PATH", help="a fetched source file")
     s.add_argument("--out", required=True)
     s.add_argument("--rejects", required=True)
-    s.add_argument("--skip-bad-rows", action="store_true")
+    s.add_argument("--skip-bad-rows", action="store_true",
+                   help="malformed rows go to --rejects, and an empty or all-rejected source file is a warning")
     s.add_argument("--errata", help="CSV (source,line,reason) of known-bad rows of the published files")
     s.add_argument("--max-rows-per-source", type=int)
 
