@@ -215,3 +215,96 @@ def test_all_rejected_single_source_group_fails_even_when_skipping(tmp_path: Pat
     assert err == [f"verbeval templates: error: group 'simple' has no template rows: every source file is empty "
                    f"or rejected ({bad})"]
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- 5: paths with spaces, local model paths
+
+
+def _snakemake(tmp_path: Path, config: str, *args: str) -> subprocess.CompletedProcess[str]:
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(config)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(cfg), "--cores", "1", *args],
+                          cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_paths_with_spaces_are_quoted(tmp_path: Path) -> None:
+    import shlex
+
+    res = _snakemake(tmp_path, 'results_dir: "results sp"\nraw_dir: "raw sp"\nmodels: [{id: gpt2}]\n',
+                     "-p", "--forceall")
+    assert res.returncode == 0, res.stderr[-2000:]
+    commands = [line.removeprefix("Shell command: ") for line in res.stdout.splitlines()
+                if line.startswith("Shell command: verbeval ")]
+    seen = set()
+    for cmd in commands:
+        argv = shlex.split(cmd)
+        sub = argv[1]
+        if sub not in {"fetch", "plot-cutoffs", "plot-models", "lemma-stats", "plot-lemmas", "topk-table",
+                       "veridicality-predict", "veridicality-table", "simverb-score", "simverb-table", "simverb-join"}:
+            continue  # agreement.smk / lexicon_modes.smk
+        seen.add(sub)
+        log = argv[argv.index("2>") + 1]
+        assert log.startswith("results sp/logs/"), cmd
+        for opt in ("--out", "--csv", "--summary", "--stats", "--predictions", "--similarities"):
+            if opt in argv:
+                assert argv[argv.index(opt) + 1].startswith(("results sp/", "raw sp/")), cmd
+    assert {"fetch", "plot-models", "veridicality-predict", "simverb-score", "topk-table"} <= seen, seen
+
+
+@pytest.mark.parametrize("model_id, reason", [
+    ("models/nope-gpt2", "local path models/nope-gpt2 does not exist (read as a path because ./models is a local "
+                         "folder; a hub id is NAME or ORG/NAME)"),
+    ("a/b/c", "local path a/b/c does not exist (read as a path: a hub id has at most one '/')"),
+    ("./nope", "local path ./nope does not exist"),
+])
+def test_check_config_reports_missing_model_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch, model_id: str,
+                                                    reason: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    cfg = tmp_path / "my.yaml"
+    cfg.write_text(f"models:\n  - id: gpt2\n  - id: {model_id}\n    name: x\n")
+    assert main(["check-config", str(cfg)]) == 1
+    assert _err_lines(capsys) == [f"verbeval check-config: error: {cfg}: models.1.id: model x: {reason}"]
+
+
+def test_model_folder_without_config_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models" / "half").mkdir(parents=True)
+    (tmp_path / "models" / "half" / "tokenizer.json").write_text("{}")
+    cfg = tmp_path / "my.yaml"
+    cfg.write_text("models: [{id: gpt2}]\nveridicality: {models: [ross-pavlick-2019-bert, models/half]}\n")
+    assert main(["check-config", str(cfg)]) == 1
+    assert _err_lines(capsys) == [
+        f"verbeval check-config: error: {cfg}: veridicality.models.1: veridicality model models/half: local model "
+        "directory models/half has no config.json (not a model saved with save_pretrained)"]
+    # the same at load time, before transformers' "Unrecognized model ... model_type" message
+    from verbeval.models import load_model
+
+    with pytest.raises(VerbevalError, match=r"^cannot load model 'models/half': local model directory models/half "
+                                            r"has no config.json"):
+        load_model("models/half")
+    # a hub id (one slash, its first part not a local folder) is not checked
+    cfg.write_text("models: [{id: EleutherAI/pythia-70m}]\n")
+    assert main(["check-config", str(cfg)]) == 0
+
+
+def test_workflow_names_the_config_file_and_key(tmp_path: Path) -> None:
+    res = _snakemake(tmp_path, "models:\n  - id: gpt2\n  - id: checkpoints/nope/gpt2\n    name: nope\n")
+    cfg = tmp_path / "cfg.yaml"
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert (f"{cfg}: models.1.id: model nope: local path checkpoints/nope/gpt2 does not exist (read as a path: a "
+            "hub id has at most one '/')" in out), out[-2000:]
+    assert "common.smk" not in out and "Traceback" not in out and "Job stats" not in out
+    res = _snakemake(tmp_path, "models: [{id: gpt2}]\nagreement: {bootstrap: {resamples: -1}}\n")
+    out = res.stdout + res.stderr
+    assert f"{cfg}: invalid value at agreement.bootstrap.resamples: -1 is less than the minimum of 0" in out, \
+        out[-2000:]
+    assert "common.smk" not in out
+    # a key of config/config.yaml is attributed to it, one given with --config to --config
+    res = _snakemake(tmp_path, "models: [{id: gpt2}]\n", "--config", "results_dir=[1]")
+    out = res.stdout + res.stderr
+    assert "--config: invalid value at results_dir" in out, out[-2000:]

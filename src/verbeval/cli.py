@@ -660,9 +660,10 @@ def cmd_veridicality_kl(a: argparse.Namespace) -> None:
 
 
 def cmd_check_config(a: argparse.Namespace) -> None:
-    from .config import load_config
+    from .config import check_model_paths, load_config
 
     cfg = load_config(a.config)
+    check_model_paths(cfg, a.config)  # local model folders exist and hold config.json
     print(f"{a.config}: OK ({len(cfg['models'])} models)")
 
 
