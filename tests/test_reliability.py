@@ -308,3 +308,57 @@ def test_workflow_names_the_config_file_and_key(tmp_path: Path) -> None:
     res = _snakemake(tmp_path, "models: [{id: gpt2}]\n", "--config", "results_dir=[1]")
     out = res.stdout + res.stderr
     assert "--config: invalid value at results_dir" in out, out[-2000:]
+
+
+# --------------------------------------------------------------------------- 7: errors reach the terminal
+
+
+def test_download_without_network_suggests_the_mirror(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(textwrap.dedent("""\
+        sources:
+          ml_x:
+            url: http://127.0.0.1:9/data/x_all.jsonl
+            sha256: 2d8c8c94734fd725ad3351e5a37691fd58e9ad2e1818787c82095122d7db92bc
+            format: ml_jsonl
+            description: unreachable
+            license: none
+        """))
+    out = tmp_path / "raw" / "ml_x" / "x_all.jsonl"
+    assert main(["-q", "fetch", "--manifest", str(manifest), "--name", "ml_x", "--out", str(out)]) == 1
+    err = _err_lines(capsys)
+    assert len(err) == 1 and err[0].startswith(
+        "verbeval fetch: error: source 'ml_x': download of http://127.0.0.1:9/data/x_all.jsonl failed: "), err
+    assert err[0].endswith("; without network, read the sources from a local copy: --config data_mirror=DIR "
+                           "(docs/data.md)"), err
+    assert not out.exists() and (not out.parent.exists() or list(out.parent.iterdir()) == [])
+
+
+def test_profiles_show_failed_logs() -> None:
+    import yaml
+
+    for profile in ("default", "slurm"):
+        cfg = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())
+        assert cfg.get("show-failed-logs") is True, profile
+
+
+def test_a_failed_job_prints_its_error_line_on_the_console(tmp_path: Path, shared_dir: Path) -> None:
+    import shutil
+
+    mirror = tmp_path / "mirror"
+    shutil.copytree(shared_dir / "data", mirror, symlinks=True, copy_function=os.symlink)
+    bad = next(mirror.rglob("combined_verb_list.csv"))
+    bad.unlink()
+    bad.write_text("not the published file\n")
+    target = tmp_path / "raw" / "verbs_combined" / "combined_verb_list.csv"
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"models: [{{id: gpt2}}]\ndata_mirror: {mirror}\nraw_dir: {tmp_path / 'raw'}\n"
+                   f"results_dir: {tmp_path / 'res'}\n")
+    env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONUNBUFFERED": "1"}
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--configfile", str(cfg), "--cores", "1", str(target)],
+                         cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    # the profile's show-failed-logs puts the job's one-line error on the console
+    assert "verbeval fetch: error: checksum mismatch for source 'verbs_combined'" in out, out[-3000:]
+    assert not target.exists() and (not target.parent.exists() or list(target.parent.iterdir()) == [])
