@@ -193,3 +193,23 @@ def test_single_token_mode_equals_table2_pipeline(shared_dir: Path, tmp_path: Pa
     # mode all: every row has a TSE, multi-token forms included
     assert not np.isnan(row_mode_tse(sh["logp"], sh["plural"], sh["row_context"], sh["row_pair"], masks["all"])).any()
     assert sh["meta"]["method"] == ("pll-word-l2r" if arch == "bert" else "chain-rule")
+
+
+def test_infer_forms_model_equals_per_chunk_shards_and_resumes(shared_dir: Path, tmp_path: Path) -> None:
+    """One process for every form shard of a model: the same bytes as the per-chunk path, a manifest
+    with their checksums, and nothing recomputed on a rerun."""
+    from verbeval.lexicon_modes import infer_forms_model
+    from verbeval.shardstore import manifest_shards
+
+    lm = load_model(str(make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", tmp_path / "m")), device="cpu")
+    tpl = templates()
+    forms = form_table(LEXICON, tpl, lm.tokenizer)
+    manifest = tmp_path / "store" / "manifest.json"
+    body = infer_forms_model(lm, tpl, forms, ["g1"], 2, manifest, batch_size=7, progress=False)
+    assert [s["path"] for s in body["shards"]] == ["g1/1-of-2.parquet", "g1/2-of-2.parquet"]
+    for chunk, path in enumerate(manifest_shards(manifest)["g1"]):
+        ref = tmp_path / f"f{chunk}.parquet"
+        infer_forms_chunk(lm, tpl, forms, "g1", chunk, 2, ref, batch_size=7, progress=False)
+        assert path.read_bytes() == ref.read_bytes()
+    again = infer_forms_model(lm, tpl, forms, ["g1"], 2, manifest, batch_size=7, progress=False)
+    assert again["timing"]["contexts"] == 0 and again["shards"] == body["shards"]

@@ -38,6 +38,13 @@ def _optional_bool(text: str) -> bool | None:
     raise argparse.ArgumentTypeError(f"expected true, false or auto, got {text!r}")
 
 
+def _check_outputs(*paths: str | None) -> None:
+    """Pre-flight, before a model is loaded: every output's directory can be written to."""
+    from .io import check_writable
+
+    check_writable(*paths)
+
+
 # --------------------------------------------------------------------------- commands
 
 
@@ -120,6 +127,7 @@ def cmd_templates(a: argparse.Namespace) -> None:
 
 
 def cmd_lemmas(a: argparse.Namespace) -> None:
+    _check_outputs(a.out)
     import pandas as pd
 
     from .eligibility import eligible_lemmas
@@ -191,9 +199,8 @@ def cmd_infer(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from .inference import infer_model
-    from .io import check_writable
 
-    check_writable([a.manifest])
+    _check_outputs(a.manifest)
     t0 = time.perf_counter()
     lm = _load_lm(a)
     load_s = time.perf_counter() - t0
@@ -213,12 +220,12 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
 
     from .aggregate import context_scores, read_shards, row_tse, summarise
     from .errors import ShardError
-    from .io import check_writable, write_csv, write_parquet
+    from .io import write_csv, write_parquet
     from .shardstore import manifest_shards
 
     groups = [g for g in a.groups.split(",") if g]
     out = Path(a.out_dir)
-    check_writable([out / g / "summary.csv" for g in groups])
+    _check_outputs(*[str(out / g / "summary.csv") for g in groups])
     try:
         by_group = manifest_shards(a.manifest, groups)
     except ShardError as exc:
@@ -437,6 +444,7 @@ def cmd_dvc_yaml(a: argparse.Namespace) -> None:
 
 
 def cmd_veridicality_predict(a: argparse.Namespace) -> None:
+    _check_outputs(a.out)
     from .io import write_parquet
     from .veridicality import PSEUDO_MODEL, model_predictions, pseudo_model_predictions, read_dataset
 
@@ -478,6 +486,7 @@ def cmd_veridicality_table(a: argparse.Namespace) -> None:
 
 
 def cmd_simverb_score(a: argparse.Namespace) -> None:
+    _check_outputs(a.out, a.verbs)
     import torch
 
     from .io import write_csv, write_parquet
@@ -542,6 +551,7 @@ def cmd_simverb_join(a: argparse.Namespace) -> None:
 
 
 def cmd_lexicon_forms(a: argparse.Namespace) -> None:
+    _check_outputs(a.out)
     import pandas as pd
 
     from .io import write_parquet
@@ -572,10 +582,9 @@ def cmd_lexicon_common(a: argparse.Namespace) -> None:
 def cmd_infer_forms(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from .io import check_writable
     from .lexicon_modes import infer_forms_model
 
-    check_writable([a.manifest])
+    _check_outputs(a.manifest)
     lm = _load_lm(a)
     groups = [g for g in a.groups.split(",") if g]
     body = infer_forms_model(lm, pd.read_parquet(a.templates), pd.read_parquet(a.forms), groups, a.n_chunks,
@@ -673,6 +682,7 @@ def cmd_veridicality_counterfactuals(a: argparse.Namespace) -> None:
 
 
 def cmd_veridicality_counterfactual_predict(a: argparse.Namespace) -> None:
+    _check_outputs(a.out)
     import pandas as pd
     import torch
 
@@ -710,9 +720,10 @@ def cmd_veridicality_kl(a: argparse.Namespace) -> None:
 
 
 def cmd_check_config(a: argparse.Namespace) -> None:
-    from .config import load_config
+    from .config import check_model_paths, load_config
 
     cfg = load_config(a.config)
+    check_model_paths(cfg, a.config)  # local model folders exist and hold config.json
     print(f"{a.config}: OK ({len(cfg['models'])} models)")
 
 
@@ -773,7 +784,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--input", action="append", default=[], metavar="NAME=PATH", help="a fetched source file")
     s.add_argument("--out", required=True)
     s.add_argument("--rejects", required=True)
-    s.add_argument("--skip-bad-rows", action="store_true")
+    s.add_argument("--skip-bad-rows", action="store_true",
+                   help="malformed rows go to --rejects, and an empty or all-rejected source file is a warning")
     s.add_argument("--errata", help="CSV (source,line,action,reason) of known-bad rows of the published files")
     s.add_argument("--drop-flagged-errata", action="store_true", help="also drop the errata rows whose action is flag")
     s.add_argument("--max-rows-per-source", type=int)
@@ -1084,7 +1096,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VerbevalError as exc:
         print(f"verbeval {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # permission denied, disk full, missing file, read-only file system, ...
+        from .io import describe_os_error
+
+        print(f"verbeval {args.command}: error: {describe_os_error(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        reason = _unreadable_input(exc)
+        if reason is None:
+            raise
+        print(f"verbeval {args.command}: error: {reason}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _unreadable_input(exc: Exception) -> str | None:
+    """One line for an input file that pandas/pyarrow cannot parse (truncated Parquet, empty CSV)."""
+    import pandas as pd
+
+    try:
+        from pyarrow import ArrowException
+    except ImportError:  # pragma: no cover
+        ArrowException = ()  # type: ignore[assignment,misc]  # noqa: N806
+    if isinstance(exc, (ArrowException, pd.errors.EmptyDataError, pd.errors.ParserError)):
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return f"unreadable input: {first}"
+    return None
 
 
 if __name__ == "__main__":

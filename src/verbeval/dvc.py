@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,7 +172,7 @@ def dvc_pipeline(jobs: Sequence[JobSpec], configfiles: Sequence[str], root: Path
         if not job.cmd:  # the `all` target has no command
             continue
         log_dirs = sorted({str(Path(p).parent) for p in job.logs})
-        cmd = (f"mkdir -p {' '.join(log_dirs)} && " if log_dirs else "") + job.cmd
+        cmd = (f"mkdir -p {' '.join(map(shlex.quote, log_dirs))} && " if log_dirs else "") + job.cmd
         stage: dict[str, Any] = {"cmd": cmd}
         if wdir:
             stage["wdir"] = wdir

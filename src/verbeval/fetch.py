@@ -279,6 +279,10 @@ def _mirror_stream(source: Source, mirror_dir: Path) -> tuple[Path, IO[bytes]]:
         raise VerbevalError(f"source {source.name!r}: cannot read mirror file {location}: {exc}") from exc
 
 
+#: appended to a download that failed for lack of network (not to an HTTP error status)
+OFFLINE_HINT = "; without network, read the sources from a local copy: --config data_mirror=DIR (docs/data.md)"
+
+
 @contextlib.contextmanager
 def _open_url(source: Source, timeout: float) -> Iterator[tuple[IO[bytes], int | None]]:
     """Open ``source.url`` for streaming; yield the response and its size if known."""
@@ -291,7 +295,7 @@ def _open_url(source: Source, timeout: float) -> Iterator[tuple[IO[bytes], int |
         ) from exc
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise VerbevalError(f"source {source.name!r}: download of {source.url} failed: {reason}") from exc
+        raise VerbevalError(f"source {source.name!r}: download of {source.url} failed: {reason}{OFFLINE_HINT}") from exc
     with response:
         length = response.headers.get("Content-Length") if response.headers else None
         yield response, int(length) if length and length.isdigit() else None
@@ -347,7 +351,8 @@ def _fetch_from_url(source: Source, dest: Path, timeout: float) -> None:
                     out.write(block)
                     bar.update(len(block))
             except (OSError, http.client.HTTPException) as exc:
-                raise VerbevalError(f"source {source.name!r}: download of {source.url} failed: {exc}") from exc
+                raise VerbevalError(
+                    f"source {source.name!r}: download of {source.url} failed: {exc}{OFFLINE_HINT}") from exc
         with _archive_member_stream(source, archive, source.url) as (member, msize):
             _copy_verified(source, member, dest, f"{source.url}!{source.archive_member}", msize)
 

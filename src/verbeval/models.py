@@ -46,6 +46,59 @@ def written_as_path(model_id: str) -> bool:
     return model_id.startswith(PATH_PREFIXES)
 
 
+def meant_as_path(model_id: str) -> bool:
+    """True when ``model_id`` is meant as a local directory rather than a hub id.
+
+    A hub id is ``NAME`` or ``ORG/NAME``. An id is read as a local path when it:
+
+    * is written as a path (:func:`written_as_path`: ``/``, ``./``, ``../``, ``~``);
+    * names an existing directory;
+    * has more than one ``/`` (no hub id does);
+    * is ``A/B`` where ``A`` is an existing local directory (relative to the working directory, i.e.
+      the workflow's directory): ``models/tiny-gpt2`` with a ``models/`` folder here, the style of
+      ``config/ci.yaml``.
+
+    Anything else is a hub id. Unlike :func:`model_name`, this depends on the file system; it only
+    decides whether a missing directory is an error, never what a model is named.
+    """
+    mid = model_id.rstrip("/")
+    if written_as_path(mid) or Path(resolve_id(mid)).is_dir():
+        return True
+    parts = mid.split("/")
+    return len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).is_dir())
+
+
+def local_model_problem(model_id: str, need_config: bool = True) -> str | None:
+    """Why the local model ``model_id`` cannot be loaded, or None (also for hub ids).
+
+    A path (:func:`meant_as_path`) that does not exist, that is not a directory, or (with
+    ``need_config``) a directory without ``config.json``.
+    """
+    p = Path(resolve_id(model_id))
+    if p.is_dir():
+        if need_config and not (p / "config.json").is_file():
+            return (f"local model directory {model_id} has no config.json "
+                    "(not a model saved with save_pretrained)")
+        return None
+    if not meant_as_path(model_id):
+        return None
+    if p.exists():
+        return f"local path {model_id} is not a directory"
+    hint = ""
+    if not written_as_path(model_id):
+        first = model_id.split("/")[0]
+        hint = (f" (read as a path because ./{first} is a local folder; a hub id is NAME or ORG/NAME)"
+                if model_id.count("/") == 1 else " (read as a path: a hub id has at most one '/')")
+    return f"local path {model_id} does not exist{hint}"
+
+
+def check_local_model(model_id: str, need_config: bool = True, what: str = "model") -> None:
+    """Raise :class:`VerbevalError` when :func:`local_model_problem` finds one."""
+    problem = local_model_problem(model_id, need_config)
+    if problem:
+        raise VerbevalError(f"cannot load {what} {model_id!r}: {problem}")
+
+
 def model_name(model_id: str) -> str:
     """File-system friendly name of a model, used in result paths.
 
@@ -91,6 +144,7 @@ def resolve_id(model_id: str) -> str:
 def load_tokenizer(model_id: str, revision: str | None = None) -> Any:
     from transformers import AutoTokenizer
 
+    check_local_model(model_id, need_config=False, what="tokenizer for model")
     try:
         return AutoTokenizer.from_pretrained(resolve_id(model_id), revision=revision)
     except (OSError, ValueError) as exc:  # transformers raises OSError for unknown ids/paths
@@ -100,6 +154,7 @@ def load_tokenizer(model_id: str, revision: str | None = None) -> Any:
 def load_config(model_id: str, revision: str | None = None) -> Any:
     from transformers import AutoConfig
 
+    check_local_model(model_id)
     try:
         return AutoConfig.from_pretrained(resolve_id(model_id), revision=revision)
     except (OSError, ValueError) as exc:

@@ -177,8 +177,9 @@ def load_encoder(model_id: str, revision: str | None = None, device: str = "auto
     and the device, in eval mode."""
     from transformers import AutoModel
 
-    from .models import load_tokenizer, resolve_device, resolve_id
+    from .models import check_local_model, load_tokenizer, resolve_device, resolve_id
 
+    check_local_model(model_id)
     tok = load_tokenizer(model_id, revision)
     if not getattr(tok, "is_fast", False):
         raise VerbevalError(f"model {model_id!r}: a fast tokenizer (offset mapping) is needed")

@@ -261,7 +261,8 @@ def read_template_file(
         InputError: on the first malformed row (invalid JSON, missing fields, identical sentences,
             sentences differing in more than one word or in length, unknown or underivable label),
             located at ``path:line``, unless ``skip_bad_rows``, in which case such rows go to
-            ``rejects``. Also when the file cannot be read.
+            ``rejects``. Also when the file cannot be read, and when it yields no row at all (empty,
+            or every row rejected), unless ``skip_bad_rows`` (then a warning).
         ValueError: for an unknown ``fmt``.
     """
     if fmt not in FORMATS:
@@ -311,6 +312,16 @@ def read_template_file(
             log.warning("%s: kept %d flagged erratum row(s) (agreement.drop_flagged_errata drops them)", p, len(flagged))
     if rejects:
         log.warning("%s: skipped %d row(s) (%d known errata)", p, len(rejects), len(known))
+    if not rows:
+        if rejects:
+            first = rejects[0]
+            reason = (f"no usable template rows: all {len(rejects)} row(s) rejected "
+                      f"(first, line {first['line']}: {first['reason']})")
+        else:
+            reason = "no template rows: the file is empty"
+        if not skip_bad_rows:
+            raise InputError(p, reason)
+        log.warning("%s: %s; source %r contributes nothing to group %r (skip_bad_rows)", p, reason, source, group)
     return _typed(rows, TEMPLATE_COLUMNS), _typed(rejects, REJECT_COLUMNS)
 
 
@@ -480,12 +491,14 @@ def build_template_table(
 
     Raises:
         VerbevalError: when a group names a source missing from ``inputs`` or with an unknown
-            format; InputError from :func:`read_template_file`.
+            format, or ends up with no row at all (even with ``skip_bad_rows``: its inference
+            could not run); InputError from :func:`read_template_file`.
     """
     tables: list[pd.DataFrame] = []
     rejects: list[pd.DataFrame] = []
     used: set[str] = set()
     for group in groups:
+        n_group_rows = 0
         for source in group["sources"]:
             if source not in inputs:
                 raise VerbevalError(f"group {group['id']!r}: no input file for source {source!r}")
@@ -497,6 +510,11 @@ def build_template_table(
             tables.append(subsample(rows, max_rows_per_source))
             rejects.append(bad)
             used.add(source)
+            n_group_rows += len(rows)
+        if n_group_rows == 0:
+            files = ", ".join(str(inputs[src][0]) for src in group["sources"])
+            raise VerbevalError(f"group {group['id']!r} has no template rows: every source file is empty or "
+                                f"rejected ({files})")
     unused = sorted(set(inputs) - used)
     if unused:
         log.info("inputs not in any agreement group, ignored: %s", ", ".join(unused))

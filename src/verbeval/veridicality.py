@@ -183,8 +183,9 @@ def load_nli(model_id: str, revision: str | None = None, device: str = "auto") -
     checked by name at once (:func:`label_index`)."""
     from transformers import AutoModelForSequenceClassification
 
-    from .models import load_tokenizer, resolve_device, resolve_id
+    from .models import check_local_model, load_tokenizer, resolve_device, resolve_id
 
+    check_local_model(model_id)
     dev = resolve_device(device)
     tok = load_tokenizer(model_id, revision)
     try:

@@ -3,20 +3,54 @@ import os
 import re
 import shlex
 import sys
+from pathlib import Path
 
-from verbeval.config import validate_config, model_entries
+from verbeval.config import check_model_paths, config_layers, config_origin, validate_config, model_entries
 from verbeval.errors import VerbevalError
 from verbeval.fetch import load_manifest, local_filename, mirror_location
-from verbeval.models import is_local, model_fingerprint, written_as_path
+from verbeval.models import is_local, model_fingerprint
 from verbeval.shardstore import MANIFEST_NAME, incomplete_store
 from verbeval.templates import load_groups
 
+
+class ConfigError(WorkflowError):
+    """A setup error found before any job runs. Snakemake prints its message alone: it is about the
+    user's config files (named in the message), not about a line of this file, so no traceback."""
+
+    @property
+    def __traceback__(self):
+        return None
+
+    @__traceback__.setter
+    def __traceback__(self, tb):
+        pass
+
+
+def _config_layers():
+    """The user's configuration sources in merge order: the Snakefile's configfile, every
+    --configfile, then --config pairs (to name the one that set a bad key)."""
+    cli = [str(f) for f in workflow.config_settings.configfiles]
+    cli_abs = {str(Path(f).absolute()) for f in cli}
+    base = [str(f) for f in workflow.configfiles if str(Path(f).absolute()) not in cli_abs]
+    return config_layers(base + cli, dict(workflow.config_settings.config))
+
+
+CONFIG_LAYERS = _config_layers()
+
+
+def config_error(keypath, reason):
+    """ConfigError '<file that set keypath>: <reason>'."""
+    return ConfigError(f"{config_origin(keypath, CONFIG_LAYERS)}: {reason}")
+
+
 try:
-    validate_config(config, "config")
+    validate_config(config, layers=CONFIG_LAYERS)
     MANIFEST = load_manifest(config["manifest"])
     ALL_GROUPS = load_groups(config["agreement"]["groups_file"])
+    # a local model path that is missing, or a folder without config.json (models, veridicality, simverb)
+    check_model_paths(config, layers=CONFIG_LAYERS)
 except VerbevalError as exc:
-    raise WorkflowError(str(exc)) from None
+    raise ConfigError(str(exc)) from None
 
 AGR = config["agreement"]
 RAW = config["raw_dir"]
@@ -28,21 +62,19 @@ GROUPS = [g for g in ALL_GROUPS if AGR["groups"] is None or g["id"] in AGR["grou
 if AGR["groups"] is not None:
     _unknown = sorted(set(AGR["groups"]) - {g["id"] for g in ALL_GROUPS})
     if _unknown:
-        raise WorkflowError(f"config: agreement.groups: unknown group(s) {_unknown}")
+        raise config_error(["agreement", "groups"], f"agreement.groups: unknown group(s) {_unknown}")
 GROUP_IDS = [g["id"] for g in GROUPS]
 SOURCES = list(dict.fromkeys([s for g in GROUPS for s in g["sources"]] + AGR["verb_lists"]))
 for _src in SOURCES:
     if _src not in MANIFEST:
-        raise WorkflowError(f"{config['manifest']}: no source named {_src!r}")
-# fail before any job starts: a mirror without a needed file, or a local model path that is missing
+        raise ConfigError(f"{config['manifest']}: no source named {_src!r}")
+# fail before any job starts: a mirror without a needed file
 if config["data_mirror"]:
     _missing = [str(mirror_location(MANIFEST[s], config["data_mirror"])) for s in SOURCES
                 if not mirror_location(MANIFEST[s], config["data_mirror"]).exists()]
     if _missing:
-        raise WorkflowError(f"data_mirror {config['data_mirror']}: missing {len(_missing)} file(s), e.g. {_missing[0]}")
-for _m in MODELS.values():
-    if written_as_path(_m["id"]) and not is_local(_m["id"]):
-        raise WorkflowError(f"model {_m['name']}: local path {_m['id']} does not exist")
+        raise config_error(["data_mirror"], f"data_mirror {config['data_mirror']}: missing {len(_missing)} file(s), "
+                                            f"e.g. {_missing[0]}")
 
 
 wildcard_constraints:

@@ -1,4 +1,6 @@
 # Phase 1: fetch every manifest source (or copy it from the offline mirror), checking its sha256.
+# Every path in a shell command is quoted ({output:q}, shlex.quote), so results_dir may contain spaces.
+import shlex
 
 
 rule fetch:
@@ -6,7 +8,7 @@ rule fetch:
         f"{RAW}/{{name}}/{{filename}}",
     params:
         manifest=config["manifest"],
-        mirror=f"--mirror {config['data_mirror']}" if config["data_mirror"] else "",
+        mirror=f"--mirror {shlex.quote(config['data_mirror'])}" if config["data_mirror"] else "",
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -14,4 +16,4 @@ rule fetch:
     wildcard_constraints:
         name="|".join(MANIFEST),
     shell:
-        "verbeval fetch --manifest {params.manifest} --name {wildcards.name} --out {output} {params.mirror} 2> {log}"
+        "verbeval fetch --manifest {params.manifest:q} --name {wildcards.name} --out {output:q} {params.mirror} 2> {log:q}"

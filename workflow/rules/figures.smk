@@ -19,9 +19,9 @@ rule figure_top_p:
     log:
         f"{LOGS}/agreement/figures/fig1_top_p.log",
     shell:
-        "verbeval plot-cutoffs --figure scores-top --summary {input.summary} --groups-file {input.groups_file} "
+        "verbeval plot-cutoffs --figure scores-top --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
-        "--confidence {params.confidence} --csv {output.csv} --out {output.images} 2> {log}"
+        "--confidence {params.confidence} --csv {output.csv:q} --out {output.images:q} 2> {log:q}"
 
 
 rule figure_bottom_p:
@@ -38,9 +38,9 @@ rule figure_bottom_p:
     log:
         f"{LOGS}/agreement/figures/fig2_bottom_p.log",
     shell:
-        "verbeval plot-cutoffs --figure scores-bottom --summary {input.summary} --groups-file {input.groups_file} "
+        "verbeval plot-cutoffs --figure scores-bottom --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
-        "--confidence {params.confidence} --csv {output.csv} --out {output.images} 2> {log}"
+        "--confidence {params.confidence} --csv {output.csv:q} --out {output.images:q} 2> {log:q}"
 
 
 rule figure_prob_counted:
@@ -57,9 +57,9 @@ rule figure_prob_counted:
     log:
         f"{LOGS}/agreement/figures/fig3_prob_counted.log",
     shell:
-        "verbeval plot-cutoffs --figure prob-counted --summary {input.summary} --groups-file {input.groups_file} "
+        "verbeval plot-cutoffs --figure prob-counted --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
-        "--confidence {params.confidence} --csv {output.csv} --out {output.images} 2> {log}"
+        "--confidence {params.confidence} --csv {output.csv:q} --out {output.images:q} 2> {log:q}"
 
 
 rule figure_invalid:
@@ -76,9 +76,9 @@ rule figure_invalid:
     log:
         f"{LOGS}/agreement/figures/fig4_invalid.log",
     shell:
-        "verbeval plot-cutoffs --figure invalid --summary {input.summary} --groups-file {input.groups_file} "
+        "verbeval plot-cutoffs --figure invalid --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
-        "--confidence {params.confidence} --csv {output.csv} --out {output.images} 2> {log}"
+        "--confidence {params.confidence} --csv {output.csv:q} --out {output.images:q} 2> {log:q}"
 
 
 rule figure_models:
@@ -95,8 +95,8 @@ rule figure_models:
     log:
         f"{LOGS}/agreement/figures/model_comparison.log",
     shell:
-        "verbeval plot-models --summary {input.summary} --groups-file {input.groups_file} --models {params.models} "
-        "--csv {output.csv} --out {output.images} 2> {log}"
+        "verbeval plot-models --summary {input.summary:q} --groups-file {input.groups_file:q} --models {params.models} "
+        "--csv {output.csv:q} --out {output.images:q} 2> {log:q}"
 
 
 rule lemma_stats:
@@ -138,9 +138,9 @@ rule figure_lemmas:
     log:
         f"{LOGS}/agreement/figures/lemma_accuracy.log",
     shell:
-        "verbeval plot-lemmas --stats {input.stats} --models {params.models} --bins {params.bins} "
-        "--worst {params.worst} --csv {output.csv} --metrics-json {output.metrics} --out {output.images} "
-        "--worst-csv {output.worst_csv} --worst-md {output.worst_md} --worst-html {output.worst_html} 2> {log}"
+        "verbeval plot-lemmas --stats {input.stats:q} --models {params.models} --bins {params.bins} "
+        "--worst {params.worst} --csv {output.csv:q} --metrics-json {output.metrics:q} --out {output.images:q} "
+        "--worst-csv {output.worst_csv:q} --worst-md {output.worst_md:q} --worst-html {output.worst_html:q} 2> {log:q}"
 
 
 rule table3:
@@ -164,5 +164,5 @@ rule table3:
     log:
         f"{LOGS}/agreement/figures/table3_topk.log",
     shell:
-        "verbeval topk-table --templates {input.templates} {params.args} --default-groups {params.default_groups} "
-        "--per-label {params.per_label} --csv {output.csv} --md {output.md} --html {output.html} 2> {log}"
+        "verbeval topk-table --templates {input.templates:q} {params.args} --default-groups {params.default_groups} "
+        "--per-label {params.per_label} --csv {output.csv:q} --md {output.md:q} --html {output.html:q} 2> {log:q}"

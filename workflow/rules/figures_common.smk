@@ -9,7 +9,8 @@ FIGCFG = AGR["figures"]
 T3_GROUPS = table3_groups(GROUP_IDS, FIGCFG["contexts"], FIGCFG["context_groups"])
 _t3_unknown = [g for g in T3_GROUPS if g not in GROUP_IDS]
 if _t3_unknown:
-    raise WorkflowError(f"config: agreement.figures.contexts: group(s) {_t3_unknown} are not run (groups: {GROUP_IDS})")
+    raise config_error(["agreement", "figures", "contexts"],
+                       f"agreement.figures.contexts: group(s) {_t3_unknown} are not run (groups: {GROUP_IDS})")
 
 
 def figure_images(stem, subcategory):

@@ -21,8 +21,8 @@ rule lexicon_forms:
     log:
         f"{LOGS}/lexicon_modes/{{model}}/forms.log",
     shell:
-        "verbeval lexicon-forms --model {params.model} {params.revision} --lexicon {input.lexicon} "
-        "--templates {input.templates} --out {output} 2> {log}"
+        "verbeval lexicon-forms --model {params.model} {params.revision} --lexicon {input.lexicon:q} "
+        "--templates {input.templates:q} --out {output:q} 2> {log:q}"
 
 
 rule lexicon_common:
@@ -31,13 +31,13 @@ rule lexicon_common:
     output:
         f"{LMOUT}/common.parquet",
     params:
-        forms=" ".join(f"{m}={LMOUT}/{m}/forms.parquet" for m in MODELS),
+        forms=" ".join(shlex.quote(f"{m}={LMOUT}/{m}/forms.parquet") for m in MODELS),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{LOGS}/lexicon_modes/common.log",
     shell:
-        "verbeval lexicon-common --forms {params.forms} --out {output} 2> {log}"
+        "verbeval lexicon-common --forms {params.forms} --out {output:q} 2> {log:q}"
 
 
 rule infer_forms:
@@ -92,10 +92,10 @@ rule lexicon_modes:
     log:
         f"{LOGS}/lexicon_modes/{{model}}/modes.log",
     shell:
-        "verbeval lexicon-modes --forms {input.forms} --common {input.common} --model-name {wildcards.model} "
-        "--shards {input.manifest:q} --table2-summaries {input.table2} --resamples {params.resamples} --seed {params.seed} "
-        "--confidence {params.confidence} --summary-out {output.summary} --lemmas-out {output.lemmas} "
-        "--diff-out {output.diff} --consistency-out {output.consistency} 2> {log}"
+        "verbeval lexicon-modes --forms {input.forms:q} --common {input.common:q} --model-name {wildcards.model} "
+        "--shards {input.manifest:q} --table2-summaries {input.table2:q} --resamples {params.resamples} --seed {params.seed} "
+        "--confidence {params.confidence} --summary-out {output.summary:q} --lemmas-out {output.lemmas:q} "
+        "--diff-out {output.diff:q} --consistency-out {output.consistency:q} 2> {log:q}"
 
 
 rule lexicon_modes_table:
@@ -117,13 +117,13 @@ rule lexicon_modes_table:
     params:
         models=",".join(MODELS),
         mode=AGR["lexicon_mode"],
-        forms=" ".join(f"{m}={LMOUT}/{m}/forms.parquet" for m in MODELS),
+        forms=" ".join(shlex.quote(f"{m}={LMOUT}/{m}/forms.parquet") for m in MODELS),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{LOGS}/lexicon_modes/table.log",
     shell:
-        "verbeval lexicon-modes-table --groups-file {input.groups_file} --models {params.models} --mode {params.mode} "
-        "--summaries {input.summaries} --diffs {input.diffs} --forms {params.forms} --common {input.common} "
-        "--consistency {input.consistency} --csv {output.csv} --md {output.md} --tex {output.tex} "
-        "--metrics {output.metrics} --coverage {output.coverage} --diff-csv {output.diff} 2> {log}"
+        "verbeval lexicon-modes-table --groups-file {input.groups_file:q} --models {params.models} --mode {params.mode} "
+        "--summaries {input.summaries:q} --diffs {input.diffs:q} --forms {params.forms} --common {input.common:q} "
+        "--consistency {input.consistency:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
+        "--metrics {output.metrics:q} --coverage {output.coverage:q} --diff-csv {output.diff:q} 2> {log:q}"

@@ -6,9 +6,9 @@ MT_GROUPS = GROUP_IDS if MT["groups"] is None else [g for g in GROUP_IDS if g in
 if MT["groups"] is not None:
     _mt_unknown = sorted(set(MT["groups"]) - set(GROUP_IDS))
     if _mt_unknown:
-        raise WorkflowError(f"config: agreement.multitoken.groups: {_mt_unknown} are not among the run's groups")
+        raise config_error(["agreement", "multitoken", "groups"], f"agreement.multitoken.groups: {_mt_unknown} are not among the run's groups")
 if AGR["lexicon_mode"] != "single_token" and not MT["enabled"]:
-    raise WorkflowError(f"config: agreement.lexicon_mode {AGR['lexicon_mode']!r} needs agreement.multitoken.enabled: true")
+    raise config_error(["agreement", "lexicon_mode"], f"agreement.lexicon_mode {AGR['lexicon_mode']!r} needs agreement.multitoken.enabled: true")
 
 
 if MT["enabled"] and MT_GROUPS:

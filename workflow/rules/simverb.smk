@@ -32,9 +32,9 @@ rule simverb_score:
     log:
         f"{LOGS}/simverb/{{svmodel}}/score.log",
     shell:
-        "verbeval simverb-score --data {input.data} {params.splits} {params.model} "
+        "verbeval simverb-score --data {input.data:q} {params.splits} {params.model} "
         "--multi-token {params.multi_token} --batch-size {params.batch_size} --device {params.device} "
-        "--threads {params.threads} --out {output.sims} --verbs {output.verbs} 2> {log}"
+        "--threads {params.threads} --out {output.sims:q} --verbs {output.verbs:q} 2> {log:q}"
 
 
 rule simverb_table:
@@ -66,10 +66,10 @@ rule simverb_table:
     log:
         f"{LOGS}/simverb/{{svmodel}}/table.log",
     shell:
-        "verbeval simverb-table --similarities {input.sims} --verbs {input.verbs} --model-name {wildcards.svmodel} "
+        "verbeval simverb-table --similarities {input.sims:q} --verbs {input.verbs:q} --model-name {wildcards.svmodel} "
         "--resamples {params.resamples} --seed {params.seed} --confidence {params.confidence} --bins {params.bins} "
-        "--csv {output.csv} --md {output.md} --tex {output.tex} --layers-csv {output.layers_csv} "
-        "--metrics-json {output.metrics} --layers-figure {output.layers} --scatter-figure {output.scatter} 2> {log}"
+        "--csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} --layers-csv {output.layers_csv:q} "
+        "--metrics-json {output.metrics:q} --layers-figure {output.layers:q} --scatter-figure {output.scatter:q} 2> {log:q}"
 
 
 rule simverb_join:
@@ -86,8 +86,8 @@ rule simverb_join:
     log:
         f"{LOGS}/simverb/{{svmodel}}/join.log",
     shell:
-        "verbeval simverb-join --similarities {input.sims} --lemma-stats {input.stats} --model-name {wildcards.svmodel} "
-        "--out {output.joined} --summary {output.summary} 2> {log}"
+        "verbeval simverb-join --similarities {input.sims:q} --lemma-stats {input.stats:q} --model-name {wildcards.svmodel} "
+        "--out {output.joined:q} --summary {output.summary:q} 2> {log:q}"
 
 
 rule simverb_all:

@@ -7,10 +7,10 @@ from verbeval.simverb import score_bins
 SV = config["simverb"]
 SVRES = f"{RES}/simverb"
 if SV["source"] not in MANIFEST:
-    raise WorkflowError(f"{config['manifest']}: no source named {SV['source']!r} (simverb.source)")
+    raise config_error(["simverb", "source"], f"simverb.source: {config['manifest']} has no source named {SV['source']!r}")
 if config["data_mirror"] and not mirror_location(MANIFEST[SV["source"]], config["data_mirror"]).exists():
-    raise WorkflowError(f"data_mirror {config['data_mirror']}: missing "
-                        f"{mirror_location(MANIFEST[SV['source']], config['data_mirror'])}")
+    raise config_error(["data_mirror"], f"data_mirror {config['data_mirror']}: missing "
+                                        f"{mirror_location(MANIFEST[SV['source']], config['data_mirror'])}")
 
 
 def _split_available(source):
@@ -23,7 +23,7 @@ def _split_available(source):
 try:
     score_bins(SV["bins"])
 except VerbevalError as exc:
-    raise WorkflowError(f"config: simverb.bins: {exc}") from None
+    raise config_error(["simverb", "bins"], f"simverb.bins: {exc}") from None
 SV_SPLITS = {name: src for name, src in sorted(SV["split_sources"].items()) if _split_available(src)}
 _AGR_BY_ID = {m["id"]: m for m in MODELS.values()}
 # name -> {id, revision, join}: a model that is also an agreement model keeps its name and is joined
@@ -32,9 +32,7 @@ for _id in (SV["models"] if SV["models"] is not None else [m["id"] for m in MODE
     _m = _AGR_BY_ID.get(_id)
     _name = _m["name"] if _m else _svmodel_name(_id)
     if _name in SVMODELS:
-        raise WorkflowError(f"config: simverb.models: two models named {_name!r}")
-    if written_as_path(_id) and not is_local(_id):
-        raise WorkflowError(f"simverb model {_name}: local path {_id} does not exist")
+        raise config_error(["simverb", "models"], f"simverb.models: two models named {_name!r}")
     SVMODELS[_name] = {"id": _id, "revision": _m["revision"] if _m else None,
                        "join": bool(_m) and SV["agreement_join"]}
 

@@ -27,8 +27,8 @@ rule veridicality_predict:
     log:
         f"{LOGS}/veridicality/{{vmodel}}/predict.log",
     shell:
-        "verbeval veridicality-predict --data {input.data} --model {params.model} --device {params.device} "
-        "--batch-size {params.batch_size} --threads {threads} --out {output} 2> {log}"
+        "verbeval veridicality-predict --data {input.data:q} --model {params.model:q} --device {params.device} "
+        "--batch-size {params.batch_size} --threads {threads} --out {output:q} 2> {log:q}"
 
 
 rule veridicality_table:
@@ -48,8 +48,8 @@ rule veridicality_table:
     log:
         f"{LOGS}/veridicality/{{vmodel}}/table.log",
     shell:
-        "verbeval veridicality-table --predictions {input} --model-name {wildcards.vmodel} --csv {output.csv} "
-        "--md {output.md} --tex {output.tex} --scatter-csv {output.data} --figure {output.figure} 2> {log}"
+        "verbeval veridicality-table --predictions {input:q} --model-name {wildcards.vmodel} --csv {output.csv:q} "
+        "--md {output.md:q} --tex {output.tex:q} --scatter-csv {output.data:q} --figure {output.figure:q} 2> {log:q}"
 
 
 rule veridicality_counterfactuals:
@@ -69,8 +69,8 @@ rule veridicality_counterfactuals:
     log:
         f"{LOGS}/veridicality/counterfactuals.log",
     shell:
-        "verbeval veridicality-counterfactuals --data {input} --samples {params.samples} --seed {params.seed} "
-        "--pairs {output.pairs} --unhandled {output.unhandled} --coverage {output.coverage} 2> {log}"
+        "verbeval veridicality-counterfactuals --data {input:q} --samples {params.samples} --seed {params.seed} "
+        "--pairs {output.pairs:q} --unhandled {output.unhandled:q} --coverage {output.coverage:q} 2> {log:q}"
 
 
 rule veridicality_counterfactual_predict:
@@ -93,8 +93,8 @@ rule veridicality_counterfactual_predict:
     log:
         f"{LOGS}/veridicality/{{vmodel}}/counterfactual_predict.log",
     shell:
-        "verbeval veridicality-counterfactual-predict --pairs {input.pairs} --model {params.model} "
-        "--device {params.device} --batch-size {params.batch_size} --threads {threads} --out {output} 2> {log}"
+        "verbeval veridicality-counterfactual-predict --pairs {input.pairs:q} --model {params.model:q} "
+        "--device {params.device} --batch-size {params.batch_size} --threads {threads} --out {output:q} 2> {log:q}"
 
 
 rule veridicality_kl:
@@ -117,6 +117,6 @@ rule veridicality_kl:
     log:
         f"{LOGS}/veridicality/{{vmodel}}/kl.log",
     shell:
-        "verbeval veridicality-kl --predictions {input.predictions} --counterfactuals {input.counterfactuals} "
-        "--model-name {wildcards.vmodel} --table7 {output.t7_csv} {output.t7_md} {output.t7_tex} "
-        "--table8 {output.t8_csv} {output.t8_md} {output.t8_tex} 2> {log}"
+        "verbeval veridicality-kl --predictions {input.predictions:q} --counterfactuals {input.counterfactuals:q} "
+        "--model-name {wildcards.vmodel} --table7 {output.t7_csv:q} {output.t7_md:q} {output.t7_tex:q} "
+        "--table8 {output.t8_csv:q} {output.t8_md:q} {output.t8_tex:q} 2> {log:q}"

@@ -9,13 +9,11 @@ VMODELS = {(m if m == PSEUDO_MODEL else _vmodel_name(m)): m for m in VER["models
 # the counterfactual manipulations need a model that scores new sentences: not the pseudo-model
 VREAL = {name: m for name, m in VMODELS.items() if m != PSEUDO_MODEL}
 if VER["source"] not in MANIFEST:
-    raise WorkflowError(f"{config['manifest']}: no source named {VER['source']!r} (veridicality.source)")
+    raise config_error(["veridicality", "source"],
+                       f"veridicality.source: {config['manifest']} has no source named {VER['source']!r}")
 if config["data_mirror"] and not mirror_location(MANIFEST[VER["source"]], config["data_mirror"]).exists():
-    raise WorkflowError(f"data_mirror {config['data_mirror']}: missing "
-                        f"{mirror_location(MANIFEST[VER['source']], config['data_mirror'])}")
-for _vm in VREAL.values():
-    if written_as_path(_vm) and not is_local(_vm):
-        raise WorkflowError(f"veridicality.models: local path {_vm} does not exist")
+    raise config_error(["data_mirror"], f"data_mirror {config['data_mirror']}: missing "
+                                        f"{mirror_location(MANIFEST[VER['source']], config['data_mirror'])}")
 
 
 def _alternatives(names):

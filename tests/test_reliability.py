@@ -1,0 +1,364 @@
+"""Issue 13: every expected fault ends with one line naming its cause, and leaves nothing half-written."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from verbeval.cli import main
+from verbeval.errors import VerbevalError
+from verbeval.io import atomic_path, check_writable, stale_temporaries, write_text
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
+
+
+def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------- 4: temporaries of killed jobs
+
+
+def _writer(target: Path, ready: Path) -> subprocess.Popen[bytes]:
+    """A process that opens ``target`` with atomic_path, writes a little and then hangs."""
+    code = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from verbeval.io import atomic_path
+        with atomic_path({str(target)!r}) as tmp:
+            tmp.write_text("partial")
+            Path({str(ready)!r}).write_text(str(tmp))
+            time.sleep(600)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    return subprocess.Popen([sys.executable, "-c", code], env=env)
+
+
+def _wait_for(path: Path) -> str:
+    for _ in range(600):
+        if path.exists() and path.read_text():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+def test_killed_writer_leaves_a_temporary_that_the_next_write_removes(tmp_path: Path) -> None:
+    target = tmp_path / "out" / "1-of-2.parquet"
+    proc = _writer(target, tmp_path / "ready")
+    tmp = Path(_wait_for(tmp_path / "ready"))
+    assert tmp.name.startswith(".1-of-2.parquet.") and tmp.name.endswith(".tmp")
+    assert stale_temporaries(target) == []  # a live writer holds its temporary
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert tmp.exists() and not target.exists()  # what a killed job leaves
+    # another target's temporary, in the same folder, is never touched
+    other = tmp_path / "out" / ".1-of-2.parquet.x.abcd1234.tmp"
+    other.write_text("someone else's")
+    assert stale_temporaries(target) == [tmp]
+    write_text(target, "complete")
+    assert target.read_text() == "complete"
+    assert sorted(p.name for p in target.parent.iterdir()) == [other.name, target.name]
+
+
+def test_a_live_writer_of_the_same_target_is_left_alone(tmp_path: Path) -> None:
+    target = tmp_path / "a.csv"
+    proc = _writer(target, tmp_path / "ready")
+    try:
+        tmp = Path(_wait_for(tmp_path / "ready"))
+        write_text(target, "mine")
+        assert tmp.exists() and tmp.read_text() == "partial"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_failed_block_removes_its_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "t.txt"
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- 6: I/O faults are one line
+
+
+def test_infer_checks_its_output_before_loading_the_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "results"
+    blocker.write_text("a file where the results folder should be")
+    out = blocker / "agreement" / "m" / "shards" / "simple" / "1-of-1.parquet"
+    # the model does not exist either: the output check comes first, before any model is loaded
+    rc = main(["infer", "--model", str(tmp_path / "no-model"), "--templates", "t.parquet", "--lemmas", "l.parquet",
+               "--group", "simple", "--chunk", "0", "--n-chunks", "1", "--out", str(out)])
+    assert rc == 1
+    err = _err_lines(capsys)
+    assert err == [f"verbeval infer: error: cannot write {out}: {blocker}: is a file, not a directory"]
+    assert blocker.read_text().startswith("a file")
+
+
+@pytest.mark.parametrize("errno_, strerror", [(13, "Permission denied"), (28, "No space left on device"),
+                                              (30, "Read-only file system")])
+def test_os_errors_while_writing_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch, errno_: int, strerror: str) -> None:
+    import verbeval.io as vio
+
+    summary = tmp_path / "summary.csv"
+    summary.write_text("model,group,metric,side,cutoff,value,ci_low,ci_high,n,n_total\n")
+    real_replace = os.replace
+
+    def failing_replace(src: str, dst: str) -> None:
+        raise OSError(errno_, strerror, str(dst))
+
+    monkeypatch.setattr(vio.os, "replace", failing_replace)
+    out = tmp_path / "out" / "common.parquet"
+    forms = tmp_path / "forms.parquet"
+    import pandas as pd
+
+    pd.DataFrame({"lemma": ["walk"], "sing": ["walks"], "plur": ["walk"], "in_lexicon": [True],
+                  "single_token": [True], "scorable": [True]}).to_parquet(forms)
+    rc = main(["-q", "lexicon-common", "--forms", f"m={forms}", "--out", str(out)])
+    monkeypatch.setattr(vio.os, "replace", real_replace)
+    err = _err_lines(capsys)
+    assert rc == 1
+    assert err == [f"verbeval lexicon-common: error: {out}: {strerror}"]
+    assert not out.exists() and list(out.parent.iterdir()) == []  # the temporary file was removed
+
+
+def test_missing_input_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.parquet"
+    out = tmp_path / "out.parquet"
+    rc = main(["-q", "lexicon-common", "--forms", f"m={missing}", "--out", str(out)])
+    assert rc == 1
+    err = _err_lines(capsys)
+    assert err == [f"verbeval lexicon-common: error: {missing}: No such file or directory"]
+    assert not out.exists()
+
+
+def test_check_writable_names_the_path(tmp_path: Path) -> None:
+    check_writable(tmp_path / "new" / "dir" / "x.csv", None)
+    assert (tmp_path / "new" / "dir").is_dir() and list((tmp_path / "new" / "dir").iterdir()) == []
+    (tmp_path / "f").write_text("")
+    with pytest.raises(VerbevalError, match=r"cannot write .*/f/x\.csv: .*/f: is a file, not a directory"):
+        check_writable(tmp_path / "f" / "x.csv")
+
+
+# --------------------------------------------------------------------------- 2: empty template sources
+
+
+def _ml_file(shared_dir: Path, stem: str) -> Path:
+    from test_templates import tse_dir
+
+    return tse_dir(shared_dir) / "ML" / f"{stem}_all.jsonl"
+
+
+def _templates(tmp_path: Path, groups: str, files: dict[str, Path], *extra: str) -> tuple[int, Path, Path]:
+    out, rejects = tmp_path / "res" / "templates.parquet", tmp_path / "res" / "template_rejects.csv"
+    argv = ["-q", "templates", "--manifest", str(REPO / "resources" / "manifest.yaml"),
+            "--groups-file", str(REPO / "resources" / "agreement_groups.yaml"), "--groups", groups,
+            "--out", str(out), "--rejects", str(rejects), *extra]
+    for name, path in files.items():
+        argv += ["--input", f"{name}={path}"]
+    return main(argv), out, rejects
+
+
+def _head(src: Path, dst: Path, n: int = 6) -> Path:
+    dst.write_text("".join(src.read_text().splitlines(keepends=True)[:n]))
+    return dst
+
+
+def test_empty_source_of_a_single_source_group_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "simple_agrmt_all.jsonl"
+    empty.write_text("\n\n")
+    rc, out, rejects = _templates(tmp_path, "simple", {"ml_simple_agrmt": empty})
+    assert rc == 1
+    assert _err_lines(capsys) == [f"verbeval templates: error: {empty}: no template rows: the file is empty"]
+    assert not (tmp_path / "res").exists() or list((tmp_path / "res").iterdir()) == []
+
+
+def test_empty_source_of_a_multi_source_group_is_an_error(tmp_path: Path, shared_dir: Path,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    good = _head(_ml_file(shared_dir, "vp_coord"), tmp_path / "vp_coord_all.jsonl")
+    empty = tmp_path / "long_vp_coord_all.jsonl"
+    empty.write_text("")
+    files = {"ml_vp_coord": good, "ml_long_vp_coord": empty}
+    rc, out, _ = _templates(tmp_path, "vp_coord", files)
+    assert rc == 1
+    assert _err_lines(capsys) == [f"verbeval templates: error: {empty}: no template rows: the file is empty"]
+    assert not out.exists()
+    # --skip-bad-rows downgrades it to a warning that names the file; the group keeps its other source
+    rc, out, _ = _templates(tmp_path, "vp_coord", files, "--skip-bad-rows")
+    assert rc == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"{empty}: no template rows: the file is empty; source 'ml_long_vp_coord' contributes nothing to " \
+           "group 'vp_coord' (skip_bad_rows)" in warnings, warnings
+    import pandas as pd
+
+    assert set(pd.read_parquet(out)["source"]) == {"ml_vp_coord"}
+
+
+def test_all_rejected_single_source_group_fails_even_when_skipping(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "simple_agrmt_all.jsonl"
+    bad.write_text('{"sentence_good": "The dog runs", "sentence_bad": "The dog runs"}\nnot json\n')
+    rc, out, _ = _templates(tmp_path, "simple", {"ml_simple_agrmt": bad}, "--skip-bad-rows")
+    assert rc == 1
+    err = [line for line in _err_lines(capsys) if "WARNING" not in line]
+    assert err == [f"verbeval templates: error: group 'simple' has no template rows: every source file is empty "
+                   f"or rejected ({bad})"]
+    assert not out.exists()
+
+
+# --------------------------------------------------------------------------- 5: paths with spaces, local model paths
+
+
+def _snakemake(tmp_path: Path, config: str, *args: str) -> subprocess.CompletedProcess[str]:
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(config)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(cfg), "--cores", "1", *args],
+                          cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_paths_with_spaces_are_quoted(tmp_path: Path) -> None:
+    import shlex
+
+    res = _snakemake(tmp_path, 'results_dir: "results sp"\nraw_dir: "raw sp"\nmodels: [{id: gpt2}]\n',
+                     "-p", "--forceall")
+    assert res.returncode == 0, res.stderr[-2000:]
+    commands = [line.removeprefix("Shell command: ") for line in res.stdout.splitlines()
+                if line.startswith("Shell command: verbeval ")]
+    seen = set()
+    for cmd in commands:
+        argv = shlex.split(cmd)
+        sub = argv[1]
+        if sub not in {"fetch", "plot-cutoffs", "plot-models", "lemma-stats", "plot-lemmas", "topk-table",
+                       "veridicality-predict", "veridicality-table", "simverb-score", "simverb-table", "simverb-join"}:
+            continue  # agreement.smk / lexicon_modes.smk
+        seen.add(sub)
+        log = argv[argv.index("2>") + 1]
+        assert log.startswith("results sp/logs/"), cmd
+        for opt in ("--out", "--csv", "--summary", "--stats", "--predictions", "--similarities"):
+            if opt in argv:
+                assert argv[argv.index(opt) + 1].startswith(("results sp/", "raw sp/")), cmd
+    assert {"fetch", "plot-models", "veridicality-predict", "simverb-score", "topk-table"} <= seen, seen
+
+
+@pytest.mark.parametrize("model_id, reason", [
+    ("models/nope-gpt2", "local path models/nope-gpt2 does not exist (read as a path because ./models is a local "
+                         "folder; a hub id is NAME or ORG/NAME)"),
+    ("a/b/c", "local path a/b/c does not exist (read as a path: a hub id has at most one '/')"),
+    ("./nope", "local path ./nope does not exist"),
+])
+def test_check_config_reports_missing_model_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch, model_id: str,
+                                                    reason: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    cfg = tmp_path / "my.yaml"
+    cfg.write_text(f"models:\n  - id: gpt2\n  - id: {model_id}\n    name: x\n")
+    assert main(["check-config", str(cfg)]) == 1
+    assert _err_lines(capsys) == [f"verbeval check-config: error: {cfg}: models.1.id: model x: {reason}"]
+
+
+def test_model_folder_without_config_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models" / "half").mkdir(parents=True)
+    (tmp_path / "models" / "half" / "tokenizer.json").write_text("{}")
+    cfg = tmp_path / "my.yaml"
+    cfg.write_text("models: [{id: gpt2}]\nveridicality: {models: [ross-pavlick-2019-bert, models/half]}\n")
+    assert main(["check-config", str(cfg)]) == 1
+    assert _err_lines(capsys) == [
+        f"verbeval check-config: error: {cfg}: veridicality.models.1: veridicality model models/half: local model "
+        "directory models/half has no config.json (not a model saved with save_pretrained)"]
+    # the same at load time, before transformers' "Unrecognized model ... model_type" message
+    from verbeval.models import load_model
+
+    with pytest.raises(VerbevalError, match=r"^cannot load model 'models/half': local model directory models/half "
+                                            r"has no config.json"):
+        load_model("models/half")
+    # a hub id (one slash, its first part not a local folder) is not checked
+    cfg.write_text("models: [{id: EleutherAI/pythia-70m}]\n")
+    assert main(["check-config", str(cfg)]) == 0
+
+
+def test_workflow_names_the_config_file_and_key(tmp_path: Path) -> None:
+    res = _snakemake(tmp_path, "models:\n  - id: gpt2\n  - id: checkpoints/nope/gpt2\n    name: nope\n")
+    cfg = tmp_path / "cfg.yaml"
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert (f"{cfg}: models.1.id: model nope: local path checkpoints/nope/gpt2 does not exist (read as a path: a "
+            "hub id has at most one '/')" in out), out[-2000:]
+    assert "common.smk" not in out and "Traceback" not in out and "Job stats" not in out
+    res = _snakemake(tmp_path, "models: [{id: gpt2}]\nagreement: {bootstrap: {resamples: -1}}\n")
+    out = res.stdout + res.stderr
+    assert f"{cfg}: invalid value at agreement.bootstrap.resamples: -1 is less than the minimum of 0" in out, \
+        out[-2000:]
+    assert "common.smk" not in out
+    # a key of config/config.yaml is attributed to it, one given with --config to --config
+    res = _snakemake(tmp_path, "models: [{id: gpt2}]\n", "--config", "results_dir=[1]")
+    out = res.stdout + res.stderr
+    assert "--config: invalid value at results_dir" in out, out[-2000:]
+
+
+# --------------------------------------------------------------------------- 7: errors reach the terminal
+
+
+def test_download_without_network_suggests_the_mirror(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(textwrap.dedent("""\
+        sources:
+          ml_x:
+            url: http://127.0.0.1:9/data/x_all.jsonl
+            sha256: 2d8c8c94734fd725ad3351e5a37691fd58e9ad2e1818787c82095122d7db92bc
+            format: ml_jsonl
+            description: unreachable
+            license: none
+        """))
+    out = tmp_path / "raw" / "ml_x" / "x_all.jsonl"
+    assert main(["-q", "fetch", "--manifest", str(manifest), "--name", "ml_x", "--out", str(out)]) == 1
+    err = _err_lines(capsys)
+    assert len(err) == 1 and err[0].startswith(
+        "verbeval fetch: error: source 'ml_x': download of http://127.0.0.1:9/data/x_all.jsonl failed: "), err
+    assert err[0].endswith("; without network, read the sources from a local copy: --config data_mirror=DIR "
+                           "(docs/data.md)"), err
+    assert not out.exists() and (not out.parent.exists() or list(out.parent.iterdir()) == [])
+
+
+def test_profiles_show_failed_logs() -> None:
+    import yaml
+
+    for profile in ("default", "slurm"):
+        cfg = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())
+        assert cfg.get("show-failed-logs") is True, profile
+
+
+def test_a_failed_job_prints_its_error_line_on_the_console(tmp_path: Path, shared_dir: Path) -> None:
+    import shutil
+
+    mirror = tmp_path / "mirror"
+    shutil.copytree(shared_dir / "data", mirror, symlinks=True, copy_function=os.symlink)
+    bad = next(mirror.rglob("combined_verb_list.csv"))
+    bad.unlink()
+    bad.write_text("not the published file\n")
+    target = tmp_path / "raw" / "verbs_combined" / "combined_verb_list.csv"
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"models: [{{id: gpt2}}]\ndata_mirror: {mirror}\nraw_dir: {tmp_path / 'raw'}\n"
+                   f"results_dir: {tmp_path / 'res'}\n")
+    env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONUNBUFFERED": "1"}
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--configfile", str(cfg), "--cores", "1", str(target)],
+                         cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    # the profile's show-failed-logs puts the job's one-line error on the console
+    assert "verbeval fetch: error: checksum mismatch for source 'verbs_combined'" in out, out[-3000:]
+    assert not target.exists() and (not target.parent.exists() or list(target.parent.iterdir()) == [])
