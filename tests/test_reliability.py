@@ -94,10 +94,10 @@ def test_failed_block_removes_its_temporary(tmp_path: Path) -> None:
 def test_infer_checks_its_output_before_loading_the_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     blocker = tmp_path / "results"
     blocker.write_text("a file where the results folder should be")
-    out = blocker / "agreement" / "m" / "shards" / "simple" / "1-of-1.parquet"
+    out = blocker / "agreement" / "m" / "shards" / "manifest.json"
     # the model does not exist either: the output check comes first, before any model is loaded
     rc = main(["infer", "--model", str(tmp_path / "no-model"), "--templates", "t.parquet", "--lemmas", "l.parquet",
-               "--group", "simple", "--chunk", "0", "--n-chunks", "1", "--out", str(out)])
+               "--groups", "simple", "--n-chunks", "1", "--manifest", str(out)])
     assert rc == 1
     err = _err_lines(capsys)
     assert err == [f"verbeval infer: error: cannot write {out}: {blocker}: is a file, not a directory"]
