@@ -225,7 +225,7 @@ def _snakemake(tmp_path: Path, config: str, *args: str) -> subprocess.CompletedP
     cfg.write_text(config)
     env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONUNBUFFERED": "1"}
     return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(cfg), "--cores", "1", *args],
-                          cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+                          cwd=REPO, capture_output=True, text=True, env=env)
 
 
 def test_paths_with_spaces_are_quoted(tmp_path: Path) -> None:
@@ -356,7 +356,7 @@ def test_a_failed_job_prints_its_error_line_on_the_console(tmp_path: Path, share
                    f"results_dir: {tmp_path / 'res'}\n")
     env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONUNBUFFERED": "1"}
     res = subprocess.run([sys.executable, "-m", "snakemake", "--configfile", str(cfg), "--cores", "1", str(target)],
-                         cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+                         cwd=REPO, capture_output=True, text=True, env=env)
     out = res.stdout + res.stderr
     assert res.returncode != 0
     # the profile's show-failed-logs puts the job's one-line error on the console

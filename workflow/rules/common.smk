@@ -95,14 +95,15 @@ def shard_manifest(root):
 
 def mark_incomplete_stores(root):
     """A store whose manifest lists a shard that is gone (or changed size) is out of date: its
-    manifest is given an old mtime so that the model's inference job runs again. That job keeps
-    every intact shard and computes only the missing ones (nothing is deleted here)."""
+    manifest is removed so that the model's inference job runs again. That job keeps every intact
+    shard (its journal still lists them) and computes only the missing ones."""
     for name in MODELS:
         manifest = shard_manifest(root).format(model=name)
         why = incomplete_store(manifest)
         if why:
-            print(f"{manifest}: {why}; the inference job of {name} will run again and recompute it", file=sys.stderr)
-            os.utime(manifest, (0, 0))
+            print(f"{manifest}: {why}; removed the manifest: the inference job of {name} will run again "
+                  "and recompute what is missing", file=sys.stderr)
+            os.remove(manifest)
 
 
 mark_incomplete_stores(OUT)
