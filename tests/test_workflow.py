@@ -209,6 +209,18 @@ def test_rerun_has_nothing_to_do(workflow: Workflow) -> None:
     assert job_stats(proc.stdout + proc.stderr) == {}
 
 
+def test_a_deleted_aggregate_output_alone_is_regenerated(workflow: Workflow) -> None:
+    """Every per-group output the README lists is a target: deleting one schedules its job."""
+    target = workflow.out / "tiny-gpt2" / "obj_rel_within" / "scores.parquet"
+    before = target.read_bytes()
+    target.unlink()
+    stats = job_stats(workflow.run("-n").stdout)
+    assert stats.get("aggregate") == 1 and "infer" not in stats, stats
+    workflow.run()
+    assert target.read_bytes() == before
+    assert workflow.table2() == workflow.reference_table  # type: ignore[attr-defined]
+
+
 # --------------------------------------------------------------------------- resuming
 
 
