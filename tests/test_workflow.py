@@ -214,7 +214,8 @@ def test_a_deleted_aggregate_output_alone_is_regenerated(workflow: Workflow) -> 
     target = workflow.out / "tiny-gpt2" / "obj_rel_within" / "scores.parquet"
     before = target.read_bytes()
     target.unlink()
-    stats = job_stats(workflow.run("-n").stdout)
+    dry = workflow.run("-n")
+    stats = job_stats(dry.stdout + dry.stderr)
     assert stats.get("aggregate") == 1 and "infer" not in stats, stats
     workflow.run()
     assert target.read_bytes() == before
