@@ -751,6 +751,15 @@ def _model_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
 
 
+def _store_options(s: argparse.ArgumentParser) -> None:
+    """Options of the commands that write a model's shard store (``infer``, ``infer-forms``)."""
+    s.add_argument("--groups", required=True, help="comma-separated template groups to run")
+    s.add_argument("--n-chunks", type=int, default=4, help="shards per group (the unit of resuming)")
+    s.add_argument("--manifest", required=True,
+                   help="output: the store's manifest.json; shards go to <its folder>/<group>/<k>-of-<n>.parquet")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -806,11 +815,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself)")
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
-    s.add_argument("--groups", required=True, help="comma-separated template groups to run")
-    s.add_argument("--n-chunks", type=int, default=4, help="shards per group (the unit of resuming)")
-    s.add_argument("--manifest", required=True,
-                   help="output: the store's manifest.json; shards go to <its folder>/<group>/<k>-of-<n>.parquet")
-    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _store_options(s)
 
     s = add("aggregate", cmd_aggregate,
             "per-context scores, per-row TSE and per-group summaries (bootstrap CIs) of one model from its shards")
@@ -995,11 +1000,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="causal LMs: true, false or auto (follow the tokenizer)")
     s.add_argument("--templates", required=True, help="templates.parquet")
     s.add_argument("--forms", required=True, help="the model's forms.parquet (lexicon-forms)")
-    s.add_argument("--groups", required=True, help="comma-separated template groups to run")
-    s.add_argument("--n-chunks", type=int, default=4, help="shards per group (the unit of resuming)")
-    s.add_argument("--manifest", required=True,
-                   help="output: the store's manifest.json; shards go to <its folder>/<group>/<k>-of-<n>.parquet")
-    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _store_options(s)
 
     s = add("lexicon-modes", cmd_lexicon_modes,
             "TSE, EW and MW (p = 1) of one model in the single_token, all and common lexicon modes")
