@@ -257,8 +257,11 @@ def _interrupt(workflow: Workflow, sig: signal.Signals) -> tuple[list[Path], dic
         p.unlink(missing_ok=True)
     log = workflow.root / f"interrupted-{sig.name}.log"
     with open(log, "w") as fh:
+        # SIGINT as at a terminal: a shell that starts a job in the background (CI runners may) has
+        # it ignored, and an ignored signal stays ignored in every child
         proc = subprocess.Popen(workflow.args(cores=1), cwd=workflow.root, env=_env(), stdout=fh,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             while not any(p.exists() for p in deleted):
                 assert proc.poll() is None, f"snakemake ended before the first shard was written:\n{log.read_text()[-3000:]}"
