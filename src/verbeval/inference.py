@@ -23,16 +23,16 @@ from .agreement import form_statistics
 from .eligibility import single_token_ids, tokenizer_fingerprint
 from .errors import VerbevalError
 from .models import LoadedModel, adds_bos, describe_device
-from .shards import (META_KEY, SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, chunk_range, group_digest,
-                     lemma_set_hash, read_shard_meta, select_chunk, write_shard)
+from .shards import (META_KEY, SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, chunk_range, group_contexts,
+                     group_digest, lemma_set_hash, read_shard_meta, write_shard)
 from .shardstore import PlannedShard, chunk_label, run_plan, shard_key, shard_relpath
 from .templates import render_context
 
 log = logging.getLogger(__name__)
 
 __all__ = ["META_KEY", "SHARD_SCHEMA_VERSION", "ChunkResult", "build_contexts", "chunk_label", "chunk_range",
-           "compute_chunk", "encode_contexts", "group_digest", "infer_chunk", "infer_model", "lemma_set_hash",
-           "read_shard_meta", "run_contexts", "select_chunk", "target_logits", "write_shard"]
+           "compute_chunk", "encode_contexts", "group_contexts", "group_digest", "infer_chunk", "infer_model", "lemma_set_hash",
+           "read_shard_meta", "run_contexts", "target_logits", "write_shard"]
 
 
 @dataclass
@@ -266,10 +266,7 @@ class GroupWork:
 
 
 def prepare_group(lm: LoadedModel, templates: pd.DataFrame, group: str) -> GroupWork:
-    g = templates[templates["group"] == group].reset_index(drop=True)
-    if g.empty:
-        raise VerbevalError(f"group {group!r} has no template rows")
-    contexts, row_context = build_contexts(g, lm.kind)
+    g, contexts, row_context = group_contexts(templates, group, lm.kind)
     sing = np.where(g["plural"], g["incorrect"], g["correct"]).tolist()
     plur = np.where(g["plural"], g["correct"], g["incorrect"]).tolist()
     # one tokenizer call for both forms of every row (each call inspects the tokenizer's pipeline)

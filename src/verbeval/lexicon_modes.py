@@ -33,7 +33,7 @@ from . import __version__
 from .aggregate import bootstrap_means
 from .eligibility import single_token_ids, tokenizer_fingerprint
 from .errors import ShardError, VerbevalError
-from .inference import chunk_range, encode_contexts, group_digest, select_chunk
+from .inference import chunk_range, encode_contexts, group_contexts, group_digest
 from .io import atomic_path
 from .models import LoadedModel, describe_device
 from .multitoken import form_logprobs, form_token_ids
@@ -141,16 +141,20 @@ def infer_forms_chunk(
     :func:`infer_forms_model` (every group and chunk of a model in one process).
     """
     fp = tokenizer_fingerprint(lm.tokenizer)
-    write = _forms_chunk(lm, templates, forms, group, chunk, n_chunks, fp, forms_hash(forms), batch_size=batch_size,
+    prepared = group_contexts(templates, group, lm.kind)
+    write = _forms_chunk(lm, group, prepared, forms, chunk, n_chunks, fp, forms_hash(forms), batch_size=batch_size,
                          prepend_bos=prepend_bos, progress=progress)
     return write(Path(out))
 
 
-def _forms_chunk(lm: LoadedModel, templates: pd.DataFrame, forms: pd.DataFrame, group: str, chunk: int,
-                 n_chunks: int, fingerprint: str, forms_sha: str, *, batch_size: int, prepend_bos: bool | None,
-                 progress: bool, bar: Any = None) -> Callable[[Path], dict[str, Any]]:
-    """Compute one chunk's form log-probabilities; returns the function that writes its shard."""
-    g, contexts, row_context, start, stop = select_chunk(templates, group, lm.kind, chunk, n_chunks)
+def _forms_chunk(lm: LoadedModel, group: str, prepared: tuple[pd.DataFrame, pd.DataFrame, np.ndarray],
+                 forms: pd.DataFrame, chunk: int, n_chunks: int, fingerprint: str, forms_sha: str, *,
+                 batch_size: int, prepend_bos: bool | None, progress: bool,
+                 bar: Any = None) -> Callable[[Path], dict[str, Any]]:
+    """Compute one chunk of a group prepared once (:func:`group_contexts`); returns the function
+    that writes its shard."""
+    g, contexts, row_context = prepared
+    start, stop = chunk_range(len(contexts), n_chunks, chunk)
     chunk_ctx = contexts.iloc[start:stop].reset_index(drop=True)
     in_chunk = (row_context >= start) & (row_context < stop)
     rows = np.flatnonzero(in_chunk)
@@ -221,12 +225,14 @@ def infer_forms_model(
     bos = prepend_bos if lm.kind == "causal" else None
     plan = []
     for group in groups:
-        g, contexts, _, _, _ = select_chunk(templates, group, lm.kind, 0, n_chunks)
+        prepared = group_contexts(templates, group, lm.kind)
+        g, contexts, _ = prepared
         digest = group_digest(g)
         for chunk in range(n_chunks):
-            def compute(bar: Any, group: str = group, chunk: int = chunk) -> Callable[[Path], dict[str, Any]]:
-                return _forms_chunk(lm, templates, forms, group, chunk, n_chunks, fp, fsha, batch_size=batch_size,
-                                    prepend_bos=prepend_bos, progress=False, bar=bar)
+            def compute(bar: Any, group: str = group, prepared: tuple[Any, ...] = prepared,
+                        chunk: int = chunk) -> Callable[[Path], dict[str, Any]]:
+                return _forms_chunk(lm, group, prepared, forms, chunk, n_chunks, fp, fsha,  # type: ignore[arg-type]
+                                    batch_size=batch_size, prepend_bos=prepend_bos, progress=False, bar=bar)
 
             key = shard_key({"model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "dtype": lm.dtype,
                              "tokenizer_fingerprint": fp, "forms_sha256": fsha, "prepend_bos": bos,

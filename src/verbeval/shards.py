@@ -129,17 +129,13 @@ def read_shard_meta(path: str | Path) -> dict[str, Any]:
     return json.loads(md[META_KEY])
 
 
-def select_chunk(
-    templates: pd.DataFrame, group: str, kind: str, chunk: int, n_chunks: int
-) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, int, int]:
-    """One group's rows, its distinct contexts, each row's context index and chunk ``chunk``'s
-    context range ``[start, stop)``: the unit of work of an inference job (any scorer)."""
+def group_contexts(templates: pd.DataFrame, group: str, kind: str) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """One group's rows, its distinct contexts and each row's context index (:func:`build_contexts`)."""
     g = templates[templates["group"] == group].reset_index(drop=True)
     if g.empty:
         raise VerbevalError(f"group {group!r} has no template rows")
     contexts, row_context = build_contexts(g, kind)
-    start, stop = chunk_range(len(contexts), n_chunks, chunk)
-    return g, contexts, row_context, start, stop
+    return g, contexts, row_context
 
 
 def group_digest(g: pd.DataFrame) -> str:
