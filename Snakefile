@@ -11,6 +11,7 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/fetch.smk"
+include: "workflow/rules/tiny_models.smk"
 include: "workflow/rules/agreement.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/veridicality.smk"

@@ -479,3 +479,67 @@ def test_giant_verb_list_real_pdf(tmp_path: Path) -> None:
     path = tmp_path / "Giant-Verb-List-3250-Verbs.pdf"
     path.write_bytes(_text_pdf(PDF_PAGES))
     assert read_giant_verb_list(path) == PDF_VERBS
+
+
+# --------------------------------------------------------------------------- verbeval mirror
+
+
+def _served_manifest(shared_dir: Path, root: Path, base: str, tmp_path: Path) -> Path:
+    """The real manifest with every URL pointing at a local HTTP server that serves the shared
+    mirror's files (each archive source as a zip holding its member), like the real hosts would."""
+    import yaml
+
+    raw = yaml.safe_load(MANIFEST.read_text())
+    for name, entry in raw["sources"].items():
+        source = load_manifest(MANIFEST)[name]
+        data = mirror_location(source, shared_dir / "data").read_bytes()
+        rel = f"{name}/{local_filename(source)}"
+        if source.archive_member:
+            rel = f"{name}/archive.zip"
+            (root / name).mkdir(parents=True, exist_ok=True)
+            with zipfile.ZipFile(root / rel, "w") as zf:
+                zf.writestr(source.archive_member, data)
+        else:
+            (root / name).mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+        entry["url"] = f"{base}/{rel}"
+    path = tmp_path / "manifest.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def test_mirror_command_downloads_every_source_into_the_mirror_layout(
+    shared_dir: Path, http_root: tuple[Path, str], tmp_path: Path
+) -> None:
+    from verbeval.cli import main
+
+    root, base = http_root
+    manifest_path = _served_manifest(shared_dir, root, base, tmp_path)
+    out = tmp_path / "mirror"
+    assert main(["mirror", "--manifest", str(manifest_path), "--out", str(out), "--timeout", "30"]) == 0
+    manifest = load_manifest(manifest_path)
+    for source in manifest.values():
+        location = mirror_location(source, out)
+        assert sha256_file(location) in source.sha256, source.name
+        # the mirror serves the workflow: a fetch from it verifies
+        fetch_source(source, tmp_path / "raw" / source.name / local_filename(source), mirror_dir=out)
+    assert len(list(p for p in out.rglob("*") if p.is_file())) == len(manifest)
+    # a second run keeps what is there
+    results = fetch.build_mirror(manifest.values(), out)
+    assert {r.status for r in results} == {"present"}
+
+
+def test_mirror_reports_failures_and_keeps_the_rest(http_root: tuple[Path, str], tmp_path: Path) -> None:
+    root, base = http_root
+    (root / "good.txt").write_bytes(b"good\n")
+    (root / "bad.txt").write_bytes(b"changed by the publisher\n")
+    good = make_source(f"{base}/good.txt", b"good\n", name="good")
+    bad = make_source(f"{base}/bad.txt", b"original\n", name="bad")
+    missing = make_source(f"{base}/gone.txt", b"x", name="gone")
+    out = tmp_path / "mirror"
+    results = {r.name: r for r in fetch.build_mirror([good, bad, missing], out, timeout=10)}
+    assert results["good"].status == "fetched"
+    assert mirror_location(good, out).read_bytes() == b"good\n"
+    assert results["bad"].status == "failed" and "checksum mismatch" in results["bad"].detail
+    assert results["gone"].status == "failed" and "HTTP 404" in results["gone"].detail
+    assert not mirror_location(bad, out).exists() and not mirror_location(missing, out).exists()

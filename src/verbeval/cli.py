@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import VerbevalError
+from .models import TINY_ARCHS
 
 log = logging.getLogger("verbeval")
 
@@ -56,6 +57,24 @@ def cmd_fetch(a: argparse.Namespace) -> None:
         raise VerbevalError(f"{a.manifest}: no source named {a.name!r}")
     path = fetch_source(manifest[a.name], Path(a.out), Path(a.mirror) if a.mirror else None)
     log.info("fetched %s -> %s", a.name, path)
+
+
+def cmd_mirror(a: argparse.Namespace) -> None:
+    from .fetch import build_mirror, load_manifest
+
+    manifest = load_manifest(a.manifest)
+    names = a.sources or list(manifest)
+    unknown = [n for n in names if n not in manifest]
+    if unknown:
+        raise VerbevalError(f"{a.manifest}: no source named {', '.join(map(repr, unknown))}")
+    results = build_mirror((manifest[n] for n in names), Path(a.out), timeout=a.timeout)
+    for r in results:
+        log.info("%-8s %s -> %s%s", r.status, r.name, r.path, f": {r.detail}" if r.detail else "")
+    failed = [r.name for r in results if r.status == "failed"]
+    if failed:
+        raise VerbevalError(f"{len(failed)} of {len(results)} sources not mirrored ({', '.join(failed)}); "
+                            "the others are in place, rerun to retry the failed ones")
+    log.info("mirror %s: %d sources; use it with: snakemake ... --config data_mirror=%s", a.out, len(results), a.out)
 
 
 def _split_pair(item: str, option: str, what: str = "VALUE") -> tuple[str, str]:
@@ -416,10 +435,27 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
 
 
 def cmd_tiny_model(a: argparse.Namespace) -> None:
-    from .models import make_tiny_model
+    import shutil
+    import tempfile
 
-    out = make_tiny_model(a.tokenizer, a.arch, a.out, seed=a.seed, layers=a.layers, hidden=a.hidden)
-    log.info("tiny %s model on %s -> %s", a.arch, a.tokenizer, out)
+    from .models import MASKED_TINY_ARCHS, make_tiny_model
+    from .wordtok import save_word_tokenizer
+
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # built beside the target and renamed into place: a killed build leaves no half-written model
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp-", dir=out.parent) as tmp:
+        tokenizer = a.tokenizer
+        if a.word_corpus:
+            style = "masked" if a.arch in MASKED_TINY_ARCHS else "causal"
+            tokenizer = save_word_tokenizer(a.word_corpus, style, Path(tmp) / "tokenizer")
+        built = make_tiny_model(tokenizer, a.arch, Path(tmp) / "model", seed=a.seed, layers=a.layers,
+                                hidden=a.hidden)
+        if out.exists():
+            shutil.rmtree(out)
+        built.rename(out)
+    source = "a word-level tokenizer of " + ", ".join(a.word_corpus) if a.word_corpus else a.tokenizer
+    log.info("tiny %s model on %s -> %s", a.arch, source, out)
 
 
 def cmd_dvc_yaml(a: argparse.Namespace) -> None:
@@ -901,14 +937,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--md", required=True)
     s.add_argument("--html")
 
+    s = add("mirror", cmd_mirror, "download every manifest source into an offline mirror (for data_mirror)")
+    s.add_argument("--manifest", default="resources/manifest.yaml",
+                   help="data manifest (URLs and sha256 of every source; default: %(default)s)")
+    s.add_argument("--out", required=True, metavar="DIR",
+                   help="mirror folder; files are laid out as `--config data_mirror=DIR` reads them (docs/data.md)")
+    s.add_argument("--sources", nargs="+", metavar="NAME",
+                   help="only these manifest sources (default: all); a source already in DIR with a matching "
+                        "sha256 is kept")
+    s.add_argument("--timeout", type=float, default=60,
+                   help="seconds to wait on each network operation (default: %(default)s)")
+
     s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM on a real tokenizer (for tests)")
-    s.add_argument("--tokenizer", required=True)
-    s.add_argument("--arch", required=True, choices=["bert", "roberta", "gpt2", "bert-nli"],
-                   help="bert-nli: a 3-label NLI classifier (labels named in id2label) for the veridicality workflow")
-    s.add_argument("--out", required=True)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--layers", type=int, default=2)
-    s.add_argument("--hidden", type=int, default=32)
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--tokenizer", metavar="DIR_OR_HUB_ID",
+                     help="tokenizer to build the model on (a folder with tokenizer files, or a hub id)")
+    src.add_argument("--word-corpus", nargs="+", metavar="FILE",
+                     help="instead of --tokenizer: build a word-level tokenizer whose vocabulary is every word "
+                          "of these files (string columns of .parquet files, lines of any other file); "
+                          "used by the quick start, which downloads no model (verbeval.wordtok)")
+    s.add_argument("--arch", required=True, choices=list(TINY_ARCHS),
+                   help="model architecture; bert-nli: a 3-label NLI classifier (labels named in id2label) "
+                        "for the veridicality workflow")
+    s.add_argument("--out", required=True, metavar="DIR",
+                   help="output folder (model and tokenizer files; replaced atomically if it exists)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the random initialisation (default: %(default)s)")
+    s.add_argument("--layers", type=int, default=2, help="number of transformer layers (default: %(default)s)")
+    s.add_argument("--hidden", type=int, default=32, help="hidden size (default: %(default)s)")
 
     s = add("dvc-yaml", cmd_dvc_yaml, "generate (or --check) a dvc.yaml with one stage per Snakemake job")
     s.add_argument("--configfile", nargs="+", default=["config/config.yaml"],

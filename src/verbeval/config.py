@@ -135,7 +135,10 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
     to the working directory (the workflow's directory).
     """
     problems: list[tuple[list[str | int], str]] = []
+    built = set(tiny_model_specs(config))
     for i, m in enumerate(model_entries(dict(config))):
+        if normalise_model_path(str(m["id"])) in built:
+            continue
         problem = local_model_problem(str(m["id"]))
         if problem:
             problems.append((["models", i, "id"], f"model {m['name']}: {problem}"))
@@ -144,10 +147,29 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
         for j, mid in enumerate(ids):
             if section == "veridicality" and mid == "ross-pavlick-2019-bert":  # veridicality.PSEUDO_MODEL
                 continue
+            if normalise_model_path(str(mid)) in built:
+                continue
             problem = local_model_problem(str(mid))
             if problem:
                 problems.append(([section, "models", j], f"{section} model {mid}: {problem}"))
     return problems
+
+
+def normalise_model_path(model_id: str) -> str:
+    """A model id written as a relative or absolute path, in one spelling (``./m/x/`` -> ``m/x``)."""
+    return os.path.normpath(model_id)
+
+
+def tiny_model_specs(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ``tiny_models`` the workflow builds, by normalised output folder (defaults filled in)."""
+    specs: dict[str, dict[str, Any]] = {}
+    for entry in config.get("tiny_models") or []:
+        spec = {"tokenizer": "words", "seed": 0, "layers": 2, "hidden": 32, **entry}
+        out = normalise_model_path(str(spec["out"]))
+        if out in specs:
+            raise VerbevalError(f"tiny_models: two entries write {out}")
+        specs[out] = spec
+    return specs
 
 
 def check_model_paths(config: Mapping[str, Any], source: str = "config",

@@ -25,6 +25,7 @@ from .errors import VerbevalError
 #: configuration keys each rule reads (DVC ``params``); every rule of the workflow must be listed
 RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "fetch": ("data_mirror", "manifest", "raw_dir"),
+    "tiny_model": ("tiny_models",),
     "lexicon": ("agreement.verb_lists", "agreement.inflection_overrides"),
     "templates": ("agreement.groups", "agreement.groups_file", "agreement.max_rows_per_source",
                   "agreement.skip_bad_rows", "agreement.errata", "agreement.drop_flagged_errata"),

@@ -484,3 +484,49 @@ def read_giant_verb_list(path: str | Path) -> list[str]:
     if not verbs:
         raise InputError(path, "no verbs found")
     return verbs
+
+
+# --------------------------------------------------------------------------- building a mirror
+
+
+@dataclass(frozen=True)
+class MirrorResult:
+    """What :func:`build_mirror` did with one source: ``fetched``, ``present`` (already in the mirror
+    with a matching checksum) or ``failed`` (``detail`` says why)."""
+
+    name: str
+    status: str
+    path: Path
+    detail: str = ""
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def build_mirror(sources: Iterable[Source], mirror_dir: str | Path, timeout: float = 60) -> list[MirrorResult]:
+    """Download every source into ``mirror_dir``, laid out as the workflow's ``data_mirror`` reads it.
+
+    Each file goes to :func:`mirror_location` (the URL's host and path, or the entry's
+    ``mirror_path``); for a zip ``archive_member`` the verified member is stored, not the archive.
+    A file already there with an accepted sha256 is kept (so an interrupted run resumes). A source
+    that fails (network, HTTP status, checksum) is reported and the others go on; nothing
+    unverified is ever left in the mirror.
+    """
+    results = []
+    for source in sources:
+        dest = mirror_location(source, mirror_dir)
+        if dest.is_file() and _sha256_of(dest) in source.sha256:
+            results.append(MirrorResult(source.name, "present", dest))
+            continue
+        try:
+            fetch_source(source, dest, None, timeout=timeout)
+        except VerbevalError as exc:
+            results.append(MirrorResult(source.name, "failed", dest, str(exc)))
+        else:
+            results.append(MirrorResult(source.name, "fetched", dest))
+    return results

@@ -300,6 +300,8 @@ def load_model(
 
 
 TINY_ARCHS = ("bert", "roberta", "gpt2", "bert-nli")
+#: tiny architectures that are masked LMs / classifiers built on a masked-LM tokenizer
+MASKED_TINY_ARCHS = ("bert", "roberta", "bert-nli")
 #: label names of the tiny NLI classifier (deliberately not in MNLI order: consumers must map by name)
 TINY_NLI_LABELS = {0: "contradiction", 1: "entailment", 2: "neutral"}
 

@@ -1,11 +1,13 @@
 # Shared set-up: config validation (schema in the package), manifest, groups, models, paths.
+import json
 import os
 import re
 import shlex
 import sys
 from pathlib import Path
 
-from verbeval.config import check_model_paths, config_layers, config_origin, validate_config, model_entries
+from verbeval.config import (check_model_paths, config_layers, config_origin, model_entries, normalise_model_path,
+                             tiny_model_specs, validate_config)
 from verbeval.errors import VerbevalError
 from verbeval.fetch import load_manifest, local_filename, mirror_location
 from verbeval.models import is_local, model_fingerprint
@@ -58,6 +60,7 @@ RES = config["results_dir"]
 OUT = f"{RES}/agreement"
 LOGS = f"{RES}/logs"
 MODELS = {m["name"]: m for m in model_entries(config)}
+TINY = tiny_model_specs(config)  # models the workflow builds itself (tiny_models.smk)
 GROUPS = [g for g in ALL_GROUPS if AGR["groups"] is None or g["id"] in AGR["groups"]]
 if AGR["groups"] is not None:
     _unknown = sorted(set(AGR["groups"]) - {g["id"] for g in ALL_GROUPS})
@@ -130,15 +133,22 @@ def model_version(wc):
     """Changes when the model's files (local) or resolved commit (hub) change, so that Snakemake's
     params trigger reruns its eligibility and inference jobs."""
     m = MODELS[wc.model]
+    built = TINY.get(normalise_model_path(m["id"]))
+    if built is not None:  # built by the workflow (tiny_model, deterministic), so its recipe, not its files
+        return f"tiny_model {json.dumps(built, sort_keys=True)}"
     if m["name"] not in _FINGERPRINTS:
         _FINGERPRINTS[m["name"]] = model_fingerprint(m["id"], m["revision"])
     return _FINGERPRINTS[m["name"]]
 
 
+def model_dir_input(model_id):
+    """A local model directory is an input (a DVC dependency too; the output of rule tiny_model for a
+    model the workflow builds); a hub model is not."""
+    return [normalise_model_path(model_id)] if is_local(model_id) or normalise_model_path(model_id) in TINY else []
+
+
 def local_model_input(wc):
-    """A local model directory is an input (a DVC dependency too); a hub model is not."""
-    m = MODELS[wc.model]
-    return [m["id"]] if is_local(m["id"]) else []
+    return model_dir_input(MODELS[wc.model]["id"])
 
 
 def cutoffs(key):

@@ -148,7 +148,7 @@ rule table3:
         templates=f"{OUT}/templates.parquet",
         lemmas=expand(f"{OUT}/{{model}}/lemmas.parquet", model=MODELS),
         manifests=expand(shard_manifest(OUT), model=MODELS),
-        tokenizers=[m["id"] for m in MODELS.values() if is_local(m["id"])],
+        tokenizers=[d for m in MODELS.values() for d in model_dir_input(m["id"])],
     output:
         csv=f"{FIGS}/table3_topk.csv",
         md=f"{FIGS}/table3_topk.md",

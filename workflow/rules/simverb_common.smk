@@ -51,8 +51,7 @@ def simverb_model_args(wildcards):
 
 
 def simverb_local_model(wildcards):
-    m = SVMODELS[wildcards.svmodel]
-    return [m["id"]] if is_local(m["id"]) else []
+    return model_dir_input(SVMODELS[wildcards.svmodel]["id"])
 
 
 def simverb_outputs():

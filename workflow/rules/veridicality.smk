@@ -10,7 +10,7 @@ include: "veridicality_common.smk"
 rule veridicality_predict:
     input:
         data=raw_path(VER["source"]),
-        model=lambda wc: [VMODELS[wc.vmodel]] if is_local(VMODELS[wc.vmodel]) else [],
+        model=lambda wc: [] if VMODELS[wc.vmodel] == PSEUDO_MODEL else model_dir_input(VMODELS[wc.vmodel]),
     output:
         f"{VRES}/{{vmodel}}/predictions.parquet",
     params:
@@ -76,7 +76,7 @@ rule veridicality_counterfactuals:
 rule veridicality_counterfactual_predict:
     input:
         pairs=f"{VRES}/counterfactuals/pairs.parquet",
-        model=lambda wc: [VREAL[wc.vmodel]] if is_local(VREAL[wc.vmodel]) else [],
+        model=lambda wc: model_dir_input(VREAL[wc.vmodel]),
     output:
         f"{VRES}/{{vmodel}}/counterfactual_predictions.parquet",
     params:
