@@ -935,7 +935,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--top-cutoffs", type=_floats, required=True,
                    help="comma-separated top-p cutoffs (docs/metrics.md), e.g. 0.5,0.9,1")
     s.add_argument("--bottom-cutoffs", type=_floats, required=True,
-                   help="comma-separated bottom-p cutoffs (docs/metrics.md), e.g. 1e-6,1e-3,1")
+                   help="comma-separated bottom-p cutoffs (docs/metrics.md), e.g. 0.5,0.01,1e-6")
     _bootstrap_options(s)
     s.add_argument("--out-dir", required=True,
                    help="writes <out-dir>/<group>/scores.parquet, tse.parquet and summary.csv")
@@ -970,7 +970,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("plot-cutoffs", cmd_plot_cutoffs,
             "Figures 1-4: a metric against top-p / bottom-p cutoff, per model and group",
-            "Reads only summary_all.csv; the figure's data is written as CSV next to it. Run by the rules "
+            "Reads only summary_all.csv; writes the figure's data (--csv) and images (--out). Run by the rules "
             "figure_top_p, figure_bottom_p, figure_prob_counted and figure_invalid.")
     s.add_argument("--figure", required=True, choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
                    help="scores-top (Fig. 1: EW, MW vs top p), scores-bottom (Fig. 2, log axis), "
@@ -1058,7 +1058,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("veridicality-predict", cmd_veridicality_predict,
             "NLI probabilities on the verb veridicality data (a hub/local NLI model or ross-pavlick-2019-bert)",
-            "Both environments (positive, negated) of every item (docs/veridicality.md). Run by the rule "
+            "Both environments (positive, negative) of every item (docs/veridicality.md). Run by the rule "
             "veridicality_predict, one job per model.")
     s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv (Ross & Pavlick 2019)")
     s.add_argument("--model", required=True,
@@ -1080,14 +1080,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("simverb-score", cmd_simverb_score,
             "SimVerb-3500: cosine of every verb pair under the static embedding and every layer of one model",
-            "docs/simverb.md. Run by the rule simverb_score, one job per model.")
+            "See docs/simverb.md. Run by the rule simverb_score, one job per model.")
     s.add_argument("--data", required=True, help="SimVerb-3500.txt (the full 3,500-pair file)")
     s.add_argument("--split", action="append", default=[], metavar="NAME=PATH",
                    help="an official split file (dev=SimVerb-500-dev.txt, test=SimVerb-3000-test.txt); repeatable")
     s.add_argument("--model", required=True, help="hub id or local path (any model; loaded without its head)")
     s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
     s.add_argument("--frame", action="append", default=[],
-                   help="context with {verb}, repeatable; vectors are averaged over frames (default: 'to {verb}')")
+                   help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
+                        "uses the first (default: 'to {verb}')")
     s.add_argument("--multi-token", choices=["mean", "skip"], default="mean",
                    help="mean over a multi-token verb's sub-tokens, or leave its pairs out")
     s.add_argument("--device", default="auto", help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
@@ -1118,7 +1119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("simverb-join", cmd_simverb_join,
             "SimVerb-3500 x agreement: per-verb rank error against per-lemma agreement accuracy",
-            "Run by the rule simverb_join, one job per model that has agreement results.")
+            "Run by the rule simverb_join (simverb.agreement_join), one job per model that has agreement results.")
     s.add_argument("--similarities", required=True, help="similarities parquet (verbeval simverb-score --out)")
     s.add_argument("--lemma-stats", required=True, help="lemma_stats.csv of the same model (verbeval lemma-stats)")
     s.add_argument("--model-name", required=True, help="model name written into the outputs")
@@ -1229,7 +1230,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("bench", cmd_bench, "benchmarks: workflow phases, aggregation, inference throughput (CPU/GPU), "
                                 "and the paper-style baseline; figures to JSON",
-            "docs/performance.md. Not a rule.")
+            "See docs/performance.md. Not a rule.")
     s.add_argument("--out", default="results-bench/bench.json", help="output: the figures (JSON)")
     s.add_argument("--quick", action="store_true", help="CI slice: 40 rows per source, two tiny models")
     s.add_argument("--config", default="config/tiny-full.yaml", help="data mirror, groups and cutoffs")
