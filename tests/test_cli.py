@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -9,7 +10,8 @@ import pandas as pd
 import pytest
 from transformers import AutoTokenizer
 
-from verbeval.cli import main
+from verbeval.cli import build_parser, main
+from verbeval.clidoc import BEGIN, END, documented_commands, subcommands, subparsers
 from verbeval.eligibility import ELIGIBLE_COLUMNS, eligible_lemmas
 from verbeval.models import load_model
 
@@ -122,3 +124,85 @@ def test_fetch_unknown_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert out == ""
     assert len(err) == 1 and err[0].startswith("verbeval fetch: error: ") and "'no_such_source'" in err[0]
     assert not (tmp_path / "x").exists()
+
+
+# --------------------------------------------------------------------------- help and docs
+
+
+def _sub_parsers() -> dict[str, argparse.ArgumentParser]:
+    return subparsers(build_parser())
+
+
+def test_every_subcommand_and_option_has_help() -> None:
+    parser = build_parser()
+    missing = [f"{name} (sub-command help)" for name, text in subcommands(parser).items() if not text.strip()]
+    for name, sp in subparsers(parser).items():
+        if not (sp.description or "").strip():
+            missing.append(f"{name} (description)")
+        for action in sp._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            if not action.help or action.help == argparse.SUPPRESS or not action.help.strip():
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+    assert len(subcommands(parser)) >= 30
+    assert missing == [], f"sub-commands or options without help: {missing}"
+
+
+def test_help_formatter_states_defaults() -> None:
+    subs = _sub_parsers()
+    text = " ".join(subs["infer"].format_help().split())
+    assert "hub id or local path of the language model" in text
+    assert "(default: 2)" in text and "(default: float32)" in text and "(default: auto)" in text
+    agg = " ".join(subs["aggregate"].format_help().split())
+    assert "bootstrap resamples (default: 1000)" in agg
+    assert "bootstrap seed (numpy.random.default_rng) (default: 0)" in agg
+    # required options, flags, unset and list defaults get no "(default: ...)"
+    for name, sp in subs.items():
+        out = " ".join(sp.format_help().split())  # every %-expansion in every help string is valid
+        assert "(default: None)" not in out and "(default: False)" not in out and "(default: [" not in out, name
+
+
+def test_top_level_help_points_to_workflow_and_docs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "snakemake --cores 8 --resources gpu=1" in out
+    for doc in ("docs/workflow.md", "docs/config.md", "docs/metrics.md"):
+        assert doc in out
+    for name in subcommands(build_parser()):
+        assert name in out
+
+
+def test_docs_workflow_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = REPO_ROOT / "docs" / "workflow.md"
+    listed = documented_commands(doc.read_text(encoding="utf-8"), doc)
+    assert len(listed) == len(set(listed))
+    assert set(listed) == set(subcommands(build_parser()))
+    # the table is exactly what the generator writes from the help strings
+    assert main(["docs-cli", "--doc", str(doc), "--check"]) == 0
+    assert capsys.readouterr().out == f"{doc}: up to date ({len(listed)} sub-commands)\n"
+
+
+def test_docs_cli_writes_and_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = tmp_path / "workflow.md"
+    stale = (f"# Workflow\n\nbefore\n\n{BEGIN}\n| command | what it does |\n| --- | --- |\n"
+             f"| `fetch` | old |\n{END}\nafter\n")
+    doc.write_text(stale)
+    assert main(["docs-cli", "--doc", str(doc), "--check"]) == 1
+    _, err = _stderr_lines(capsys)
+    assert len(err) == 1 and err[0].startswith(f"verbeval docs-cli: error: {doc}: ") and "out of date" in err[0]
+    assert doc.read_text() == stale  # --check writes nothing
+    assert main(["-q", "docs-cli", "--doc", str(doc)]) == 0
+    text = doc.read_text()
+    parser = build_parser()
+    assert text.startswith("# Workflow\n\nbefore\n\n") and text.endswith(f"{END}\nafter\n")
+    assert documented_commands(text, doc) == list(subcommands(parser))
+    assert "| `veridicality-kl` | KL(original \\|\\| manipulated) tables 7 and 8" in text
+    assert main(["docs-cli", "--doc", str(doc), "--check"]) == 0
+    capsys.readouterr()
+    doc.write_text("# no markers\n")
+    assert main(["docs-cli", "--doc", str(doc)]) == 1
+    _, err = _stderr_lines(capsys)
+    assert len(err) == 1 and f"{doc}: expected exactly one line" in err[0]
+    assert doc.read_text() == "# no markers\n"

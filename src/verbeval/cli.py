@@ -773,364 +773,528 @@ def cmd_bench(a: argparse.Namespace) -> None:
               snakemake_extra=a.snakemake_config_values)
 
 
+def cmd_docs_cli(a: argparse.Namespace) -> None:
+    from .clidoc import command_table, render_section, subcommands
+    from .io import write_text
+
+    doc = Path(a.doc)
+    current = doc.read_text(encoding="utf-8")
+    parser = build_parser()
+    text = render_section(current, command_table(parser), doc)
+    n = len(subcommands(parser))
+    if a.check:
+        if current != text:
+            raise VerbevalError(f"{doc}: the sub-command table is out of date with the parser: run "
+                                f"`verbeval docs-cli{'' if a.doc == DOCS_CLI_DEFAULT else ' --doc ' + a.doc}`")
+        print(f"{doc}: up to date ({n} sub-commands)")
+        return
+    write_text(doc, text)
+    log.info("%s: sub-command table (%d sub-commands) written", doc, n)
+
+
 # --------------------------------------------------------------------------- parser
+
+DESCRIPTION = """\
+verbeval: how language models handle English verbs (subject-verb agreement scored as TSE, EW
+and MW after Newman et al. 2021; SimVerb-3500; verb veridicality after Ross & Pavlick 2019).
+
+The sub-commands are the steps of the Snakemake workflow in the repository: each rule runs one
+of them with explicit input and output paths. Run the whole workflow from the repository root:
+
+  snakemake --cores 8 --resources gpu=1
+
+Any step can also be run by hand; `verbeval COMMAND --help` lists its options. A few
+sub-commands (tiny models, config checks, generated files, benchmarks) are tools beside the
+workflow."""
+
+EPILOG = """\
+documentation (in the repository):
+  docs/workflow.md  every sub-command, the rule that runs it, its inputs and outputs
+  docs/config.md    every configuration key of the workflow
+  docs/metrics.md   the metric definitions (TSE, EW, MW, cutoffs)"""
+
+#: Default of ``docs-cli --doc``.
+DOCS_CLI_DEFAULT = "docs/workflow.md"
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help when it has a default worth stating: not for
+    required options, flags, empty or unset defaults, list defaults (their help states them) or
+    help that already names ``%(default)s``."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help_ = action.help or ""
+        default = action.default
+        if ("%(default)" in help_ or action.required or default is None or default is False
+                or default is argparse.SUPPRESS or isinstance(default, list)):
+            return help_
+        if not action.option_strings and action.nargs not in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return help_
+        return help_ + " (default: %(default)s)"
+
+
+class _TopHelpFormatter(argparse.RawDescriptionHelpFormatter, _HelpFormatter):
+    """The top-level help: description and epilog kept as written."""
 
 
 def _model_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that load a model (see :func:`_load_lm`)."""
-    s.add_argument("--model", required=True, help="hub id or local path")
-    s.add_argument("--revision", help="hub revision (branch, tag or commit)")
+    s.add_argument("--model", required=True, help="hub id or local path of the language model")
+    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
     s.add_argument("--kind", default="auto", choices=["auto", "masked", "causal"],
                    help="masked or causal LM; auto reads config.architectures")
-    s.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"], help="weights' dtype")
-    s.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
+    s.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
+                   help="dtype of the weights (the softmax and all metric arithmetic are float64)")
+    s.add_argument("--device", default="auto", help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
     s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
 
 
 def _store_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that write a model's shard store (``infer``, ``infer-forms``)."""
-    s.add_argument("--groups", required=True, help="comma-separated template groups to run")
-    s.add_argument("--n-chunks", type=int, default=4, help="shards per group (the unit of resuming)")
+    s.add_argument("--groups", required=True, help="comma-separated template groups to run (ids in --templates)")
+    s.add_argument("--n-chunks", type=int, default=4,
+                   help="shards per group: contiguous slices of its contexts, the unit of resuming")
     s.add_argument("--manifest", required=True,
                    help="output: the store's manifest.json; shards go to <its folder>/<group>/<k>-of-<n>.parquet")
-    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def _bootstrap_options(s: argparse.ArgumentParser) -> None:
+    """Bootstrap options of the commands that compute confidence intervals."""
+    s.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    s.add_argument("--seed", type=int, default=0, help="bootstrap seed (numpy.random.default_rng)")
+    s.add_argument("--confidence", type=float, default=0.95, help="confidence level of the bootstrap CIs")
+
+
+def _nli_options(s: argparse.ArgumentParser) -> None:
+    """Options of the commands that run an NLI classifier."""
+    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
+    s.add_argument("--device", default="auto", help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
+    s.add_argument("--batch-size", type=int, default=32, help="premise-hypothesis pairs per forward pass")
+    s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    p = argparse.ArgumentParser(prog="verbeval", description="verbeval: one sub-command per workflow step.")
+    p = argparse.ArgumentParser(prog="verbeval", description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=_TopHelpFormatter)
     p.add_argument("--version", action="version", version=f"verbeval {__version__}")
-    p.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p.add_argument("-q", "--quiet", action="store_true", help="log only warnings and errors (stderr)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           title="sub-commands (the rule that runs each: docs/workflow.md)")
 
-    def add(name: str, func: Callable[[argparse.Namespace], None], help_: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help_, description=help_)
+    def add(name: str, func: Callable[[argparse.Namespace], None], help_: str, more: str) -> argparse.ArgumentParser:
+        """A sub-command: ``help_`` is its one-line summary; its description adds ``more``."""
+        sp = sub.add_parser(name, help=help_, description=f"{help_[:1].upper()}{help_[1:]}. {more}",
+                            formatter_class=_HelpFormatter)
         sp.set_defaults(func=func)
         return sp
 
-    s = add("fetch", cmd_fetch, "download (or copy from a mirror) one manifest source, verifying its sha256")
-    s.add_argument("--manifest", required=True)
+    s = add("fetch", cmd_fetch, "download (or copy from a mirror) one manifest source, verifying its sha256",
+            "The file is renamed into place only when its sha256 matches the manifest. "
+            "Run by the rule fetch, one job per source.")
+    s.add_argument("--manifest", required=True,
+                   help="data manifest (YAML: each source's URL, sha256 and format), e.g. resources/manifest.yaml")
     s.add_argument("--name", required=True, help="source name in the manifest")
-    s.add_argument("--out", required=True)
-    s.add_argument("--mirror", help="local mirror directory laid out like the sources")
+    s.add_argument("--out", required=True, help="output: the fetched file")
+    s.add_argument("--mirror", help="local mirror directory laid out like the download URLs "
+                                    "(<mirror>/github.com/<owner>/<repo>/raw/<commit>/<path>, or the entry's "
+                                    "mirror_path); default: download from the URL")
 
-    s = add("lexicon", cmd_lexicon, "build the verb lexicon (lemma, 3sg and plural present forms)")
-    s.add_argument("--manifest", required=True)
+    s = add("lexicon", cmd_lexicon, "build the verb lexicon (lemma, 3sg and plural present forms)",
+            "Union of the verb lists, de-duplicated on the form pair (docs/data.md). Run by the rule lexicon.")
+    s.add_argument("--manifest", required=True, help="data manifest (YAML); gives the format of each --input source")
     s.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
-                   help="a fetched verb list (manifest format verb_csv or giant_verb_list, text or PDF)")
-    s.add_argument("--overrides", help="CSV of lemma,sing,plur,reason overriding the inflector")
-    s.add_argument("--out", required=True)
+                   help="a fetched verb list, NAME its manifest source (format verb_csv or giant_verb_list, text "
+                        "or PDF); repeatable, at most one verb_csv")
+    s.add_argument("--overrides", help="CSV lemma,sing,plur,reason: forms that replace the inflector's (lemminflect) "
+                                       "for the Giant Verb List (default: none; the workflow passes "
+                                       "resources/inflection_overrides.csv)")
+    s.add_argument("--out", required=True, help="output: lexicon.parquet (lemma, sing, plur, source)")
 
-    s = add("templates", cmd_templates, "normalise agreement templates into one table")
-    s.add_argument("--manifest", required=True)
-    s.add_argument("--groups-file", required=True)
-    s.add_argument("--groups", help="comma-separated group ids (default: all)")
-    s.add_argument("--input", action="append", default=[], metavar="NAME=PATH", help="a fetched source file")
-    s.add_argument("--out", required=True)
-    s.add_argument("--rejects", required=True)
+    s = add("templates", cmd_templates, "normalise agreement templates into one table",
+            "One row per template row of the selected groups; malformed rows are errors (file:line: reason) "
+            "unless --skip-bad-rows. Run by the rule templates.")
+    s.add_argument("--manifest", required=True, help="data manifest (YAML); gives the format of each --input source")
+    s.add_argument("--groups-file", required=True,
+                   help="YAML list of agreement groups ({id, name, sources}), e.g. resources/agreement_groups.yaml")
+    s.add_argument("--groups", help="comma-separated group ids to keep (default: every group of --groups-file)")
+    s.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
+                   help="a fetched template file, NAME its manifest source; repeatable")
+    s.add_argument("--out", required=True,
+                   help="output: templates.parquet (group, source, line, left, right, correct, incorrect, label, "
+                        "plural)")
+    s.add_argument("--rejects", required=True, help="output: CSV of the rows left out (source, line, reason, raw)")
     s.add_argument("--skip-bad-rows", action="store_true",
-                   help="malformed rows go to --rejects, and an empty or all-rejected source file is a warning")
-    s.add_argument("--errata", help="CSV (source,line,action,reason) of known-bad rows of the published files")
+                   help="malformed rows go to --rejects, and an empty or all-rejected source file is a warning "
+                        "(default: either is an error)")
+    s.add_argument("--errata", help="CSV (source,line,action,reason) of known-bad rows of the published files: "
+                                    "action reject drops the row (to --rejects), flag keeps it")
     s.add_argument("--drop-flagged-errata", action="store_true", help="also drop the errata rows whose action is flag")
-    s.add_argument("--max-rows-per-source", type=int)
+    s.add_argument("--max-rows-per-source", type=int, metavar="K",
+                   help="keep at most K evenly spaced rows of each source file, both labels kept when K >= 2 "
+                        "(default: every row)")
 
-    s = add("lemmas", cmd_lemmas, "eligible lemmas of a model (both forms single tokens)")
-    s.add_argument("--model", required=True, help="hub id or local path")
-    s.add_argument("--revision")
-    s.add_argument("--lexicon", required=True)
-    s.add_argument("--out", required=True)
+    s = add("lemmas", cmd_lemmas, "eligible lemmas of a model (both forms single tokens)",
+            "Only the model's tokenizer is loaded. Run by the rule lemmas, one job per model.")
+    s.add_argument("--model", required=True, help="hub id or local path (only its tokenizer is loaded)")
+    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
+    s.add_argument("--lexicon", required=True, help="lexicon.parquet (verbeval lexicon)")
+    s.add_argument("--out", required=True, help="output: lemmas.parquet, the eligible lemmas with their token ids")
 
     s = add("infer", cmd_infer, "one model, every group and chunk: probability shards and their manifest "
-                                "(model loaded once; finished shards are kept, so a killed run resumes)")
+                                "(model loaded once; finished shards are kept, so a killed run resumes)",
+            "Per context and eligible form: its probability and the mass ranked above and below it; per context "
+            "the top-k tokens (docs/workflow.md, 'Inference and shards'). Run by the rule infer, one job per "
+            "model (resources: gpu=1).")
     _model_options(s)
     s.add_argument("--batch-size", type=_batch_arg, default="auto",
                    help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory")
-    s.add_argument("--top-k", type=int, default=10, help="top tokens stored per context (Table 3)")
+    s.add_argument("--top-k", type=int, default=10, help="top tokens (ids and probabilities) stored per context, "
+                                                         "for Table 3")
     s.add_argument("--prepend-bos", type=_optional_bool, default=None,
-                   help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself)")
+                   help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) "
+                        "(default: auto)")
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
     _store_options(s)
 
     s = add("aggregate", cmd_aggregate,
-            "per-context scores, per-row TSE and per-group summaries (bootstrap CIs) of one model from its shards")
-    s.add_argument("--templates", required=True, help="templates.parquet")
+            "per-context scores, per-row TSE and per-group summaries (bootstrap CIs) of one model from its shards",
+            "Every shard's size and sha256 are checked against the manifest first. Run by the rule aggregate, "
+            "one job per model.")
+    s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--groups", required=True, help="comma-separated groups to aggregate")
     s.add_argument("--model-name", required=True, help="model name written into the summaries")
     s.add_argument("--manifest", required=True, help="the model's shard manifest (verbeval infer --manifest)")
-    s.add_argument("--top-cutoffs", type=_floats, required=True, help="comma-separated top-p cutoffs")
-    s.add_argument("--bottom-cutoffs", type=_floats, required=True, help="comma-separated bottom-p cutoffs")
-    s.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
-    s.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    s.add_argument("--confidence", type=float, default=0.95, help="CI level")
+    s.add_argument("--top-cutoffs", type=_floats, required=True,
+                   help="comma-separated top-p cutoffs (docs/metrics.md), e.g. 0.5,0.9,1")
+    s.add_argument("--bottom-cutoffs", type=_floats, required=True,
+                   help="comma-separated bottom-p cutoffs (docs/metrics.md), e.g. 0.5,0.01,1e-6")
+    _bootstrap_options(s)
     s.add_argument("--out-dir", required=True,
                    help="writes <out-dir>/<group>/scores.parquet, tse.parquet and summary.csv")
     s.add_argument("--keep-bad-shards", action="store_true",
                    help="leave an unusable shard in place (default: move it to <name>.corrupt so a rerun recomputes it)")
 
-    s = add("table", cmd_table, "Table 2 (CSV, Markdown, LaTeX) from per-group summaries")
-    s.add_argument("--groups-file", required=True)
+    s = add("table", cmd_table, "Table 2 (CSV, Markdown, LaTeX) from per-group summaries",
+            "EW and MW are read at top p = 1. Run by the rule table2.")
+    s.add_argument("--groups-file", required=True, help="agreement groups YAML: row order and group names")
     s.add_argument("--models", required=True, help="comma-separated model names, in column order")
-    s.add_argument("--summaries", nargs="+", required=True)
-    s.add_argument("--csv", required=True)
-    s.add_argument("--md", required=True)
-    s.add_argument("--tex", required=True)
-    s.add_argument("--all-csv", required=True, help="all summaries (every metric and cutoff) in one CSV")
-    s.add_argument("--metrics", required=True, help="Table 2 as JSON {model: {group: {tse, ew, mw}}} (DVC metrics)")
+    s.add_argument("--summaries", nargs="+", required=True,
+                   help="per-group summary.csv files (verbeval aggregate) of every model and group")
+    s.add_argument("--csv", required=True, help="output: Table 2 with CIs and counts (CSV)")
+    s.add_argument("--md", required=True, help="output: Table 2 in Markdown (two decimals)")
+    s.add_argument("--tex", required=True, help="output: Table 2 in LaTeX (two decimals)")
+    s.add_argument("--all-csv", required=True, help="output: all summaries (every metric and cutoff) in one CSV")
+    s.add_argument("--metrics", required=True,
+                   help="output: Table 2 as JSON {model: {group: {tse, ew, mw}}} (DVC metrics)")
     s.add_argument("--errata", help="errata CSV: Table 2's notes count its flag rows per group")
     s.add_argument("--templates", help="templates.parquet: how many flag rows are among the scored rows")
     s.add_argument("--drop-flagged-errata", action="store_true", help="the flag rows were dropped (for the notes)")
 
-    s = add("lemma-stats", cmd_lemma_stats, "per-lemma agreement accuracy and mean probability of one model from its shards")
-    s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet")
+    s = add("lemma-stats", cmd_lemma_stats,
+            "per-lemma agreement accuracy and mean probability of one model from its shards",
+            "Pooled over every context of every group; a tie counts as a failure. Run by the rule lemma_stats, "
+            "one job per model.")
+    s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
     s.add_argument("--shards", nargs="+", required=True,
                    help="the model's shards (any groups), or its shard manifest (every shard it lists)")
-    s.add_argument("--model-name", required=True)
-    s.add_argument("--out", required=True, help="CSV, one row per eligible lemma")
+    s.add_argument("--model-name", required=True, help="model name written into the model column")
+    s.add_argument("--out", required=True, help="output: CSV, one row per eligible lemma")
 
-    s = add("plot-cutoffs", cmd_plot_cutoffs, "Figures 1-4: a metric against top-p / bottom-p cutoff, per model and group")
+    s = add("plot-cutoffs", cmd_plot_cutoffs,
+            "Figures 1-4: a metric against top-p / bottom-p cutoff, per model and group",
+            "Reads only summary_all.csv; writes the figure's data (--csv) and images (--out). Run by the rules "
+            "figure_top_p, figure_bottom_p, figure_prob_counted and figure_invalid.")
     s.add_argument("--figure", required=True, choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
                    help="scores-top (Fig. 1: EW, MW vs top p), scores-bottom (Fig. 2, log axis), "
                         "prob-counted (Fig. 3), invalid (Fig. 4)")
-    s.add_argument("--summary", required=True, help="summary_all.csv")
-    s.add_argument("--groups-file", required=True)
+    s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
+    s.add_argument("--groups-file", required=True, help="agreement groups YAML: group order and names")
     s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
-    s.add_argument("--top-cutoffs", type=_floats, required=True)
-    s.add_argument("--bottom-cutoffs", type=_floats, required=True)
-    s.add_argument("--confidence", type=float, help="CI level, for the figure title")
-    s.add_argument("--csv", required=True, help="the data behind the figure")
-    s.add_argument("--out", nargs="+", required=True, help="figure files (.png, .pdf, .svg)")
+    s.add_argument("--top-cutoffs", type=_floats, required=True,
+                   help="comma-separated top-p cutoffs to plot (each must be in --summary)")
+    s.add_argument("--bottom-cutoffs", type=_floats, required=True,
+                   help="comma-separated bottom-p cutoffs to plot (each must be in --summary)")
+    s.add_argument("--confidence", type=float, help="CI level of the summary's bounds, named in the figure "
+                                                    "(default: not named)")
+    s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
+    s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
 
-    s = add("plot-models", cmd_plot_models, "TSE, EW and MW per group, all models side by side")
-    s.add_argument("--summary", required=True, help="summary_all.csv")
-    s.add_argument("--groups-file", required=True)
+    s = add("plot-models", cmd_plot_models, "TSE, EW and MW per group, all models side by side",
+            "Top p = 1, with the bootstrap CIs of summary_all.csv. Run by the rule figure_models.")
+    s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
+    s.add_argument("--groups-file", required=True, help="agreement groups YAML: group order and names")
     s.add_argument("--models", required=True, help="comma-separated model names")
-    s.add_argument("--csv", required=True, help="the data behind the figure")
-    s.add_argument("--out", nargs="+", required=True, help="figure files (.png, .pdf, .svg)")
+    s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
+    s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
 
-    s = add("plot-lemmas", cmd_plot_lemmas, "per-lemma accuracy against log-probability, and the worst-conjugated lemmas")
-    s.add_argument("--stats", nargs="+", required=True, help="lemma-stats CSVs (one per model)")
+    s = add("plot-lemmas", cmd_plot_lemmas,
+            "per-lemma accuracy against log-probability, and the worst-conjugated lemmas",
+            "Reads the lemma-stats CSVs of the models. Run by the rule figure_lemmas.")
+    s.add_argument("--stats", nargs="+", required=True, help="lemma_stats.csv files (verbeval lemma-stats), one "
+                                                             "per model")
     s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
-    s.add_argument("--bins", type=int, default=10, help="probability bins of the trend line")
+    s.add_argument("--bins", type=int, default=10, help="equal-count probability bins of the trend line")
     s.add_argument("--worst", type=int, default=20, help="lemmas per model in the worst-lemmas table")
-    s.add_argument("--csv", required=True, help="the data behind the figure")
-    s.add_argument("--metrics-json", help="per model: lemmas, mean accuracy, Spearman correlation")
-    s.add_argument("--out", nargs="+", required=True, help="figure files (.png, .pdf, .svg)")
-    s.add_argument("--worst-csv", required=True)
-    s.add_argument("--worst-md")
-    s.add_argument("--worst-html")
+    s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
+    s.add_argument("--metrics-json", help="output: JSON per model: lemmas, mean accuracy, Spearman correlation")
+    s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
+    s.add_argument("--worst-csv", required=True, help="output: the worst-lemmas table (CSV)")
+    s.add_argument("--worst-md", help="output: the worst-lemmas table in Markdown")
+    s.add_argument("--worst-html", help="output: the worst-lemmas table in HTML")
 
-    s = add("topk-table", cmd_topk_table, "Table 3: top-k tokens of selected contexts, correct/incorrect verb forms marked")
-    s.add_argument("--templates", required=True)
+    s = add("topk-table", cmd_topk_table,
+            "Table 3: top-k tokens of selected contexts, correct/incorrect verb forms marked",
+            "Reads the top-k tokens stored in the shards; only tokenizers are loaded, to decode token ids. "
+            "Run by the rule table3.")
+    s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--model", action="append", default=[], required=True, metavar="NAME=ID",
                    help="model name and hub id or path (for its tokenizer); repeat per model, in column order")
-    s.add_argument("--revision", action="append", default=[], metavar="NAME=REV")
-    s.add_argument("--lemmas", action="append", default=[], metavar="NAME=PATH")
-    s.add_argument("--shards", nargs="+", default=[], metavar="NAME=PATH", help="shards of the selected groups, or a model's shard manifest")
+    s.add_argument("--revision", action="append", default=[], metavar="NAME=REV",
+                   help="hub revision of a model's tokenizer (branch, tag or commit); repeatable")
+    s.add_argument("--lemmas", action="append", default=[], metavar="NAME=PATH",
+                   help="a model's lemmas.parquet; repeatable, one per --model")
+    s.add_argument("--shards", nargs="+", default=[], metavar="NAME=PATH",
+                   help="a model's shard manifest, or its shards of the selected groups")
     s.add_argument("--context", nargs=3, action="append", default=[], metavar=("GROUP", "LEFT", "RIGHT"),
                    help="a context to show (RIGHT * = any); repeatable. Default: --default-groups")
     s.add_argument("--default-groups", default="obj_rel_within,obj_rel_across",
-                   help="without --context: the first rows of each label of these groups")
+                   help="without --context: the first rows of each label of these comma-separated groups")
     s.add_argument("--per-label", type=int, default=1, help="without --context: rows per label and group")
-    s.add_argument("--csv", required=True)
-    s.add_argument("--md", required=True)
-    s.add_argument("--html")
+    s.add_argument("--csv", required=True, help="output: Table 3, one row per context, model and rank (CSV)")
+    s.add_argument("--md", required=True, help="output: Table 3 in Markdown")
+    s.add_argument("--html", help="output: Table 3 in HTML")
 
-    s = add("mirror", cmd_mirror, "download every manifest source into an offline mirror (for data_mirror)")
+    s = add("mirror", cmd_mirror, "download every manifest source into an offline mirror (for data_mirror)",
+            "Each file is checked against its sha256 and written where `--config data_mirror=DIR` reads it "
+            "(docs/data.md, 'Building a mirror'); failed sources are listed and the others kept. Not a rule; "
+            "run it on a machine with network access.")
     s.add_argument("--manifest", default="resources/manifest.yaml",
-                   help="data manifest (URLs and sha256 of every source; default: %(default)s)")
+                   help="data manifest (URLs and sha256 of every source)")
     s.add_argument("--out", required=True, metavar="DIR",
                    help="mirror folder; files are laid out as `--config data_mirror=DIR` reads them (docs/data.md)")
     s.add_argument("--sources", nargs="+", metavar="NAME",
                    help="only these manifest sources (default: all); a source already in DIR with a matching "
                         "sha256 is kept")
-    s.add_argument("--timeout", type=float, default=60,
-                   help="seconds to wait on each network operation (default: %(default)s)")
+    s.add_argument("--timeout", type=float, default=60, help="seconds to wait on each network operation")
 
-    s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM on a real tokenizer (for tests)")
+    s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM (tests, CI, the quick start)",
+            "The model has the tokenizer's full vocabulary; its numbers are meaningless. Used by the tests, "
+            "config/ci.yaml, verbeval bench and, through the tiny_model rule, config/quick.yaml.")
     src = s.add_mutually_exclusive_group(required=True)
     src.add_argument("--tokenizer", metavar="DIR_OR_HUB_ID",
-                     help="tokenizer to build the model on (a folder with tokenizer files, or a hub id)")
+                     help="tokenizer to build the model on: a folder with the tokenizer files (e.g. "
+                          "../shared/tokenizers/gpt2) or a hub id")
     src.add_argument("--word-corpus", nargs="+", metavar="FILE",
                      help="instead of --tokenizer: build a word-level tokenizer whose vocabulary is every word "
                           "of these files (string columns of .parquet files, lines of any other file); "
                           "used by the quick start, which downloads no model (verbeval.wordtok)")
     s.add_argument("--arch", required=True, choices=list(TINY_ARCHS),
-                   help="model architecture; bert-nli: a 3-label NLI classifier (labels named in id2label) "
-                        "for the veridicality workflow")
+                   help="architecture, one of %(choices)s; bert-nli: a 3-label NLI classifier (labels named in "
+                        "id2label) for the veridicality workflow")
     s.add_argument("--out", required=True, metavar="DIR",
-                   help="output folder (model and tokenizer files; replaced atomically if it exists)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the random initialisation (default: %(default)s)")
-    s.add_argument("--layers", type=int, default=2, help="number of transformer layers (default: %(default)s)")
-    s.add_argument("--hidden", type=int, default=32, help="hidden size (default: %(default)s)")
+                   help="output folder: model, tokenizer and verbeval_tiny.json (replaced atomically if it exists)")
+    s.add_argument("--seed", type=int, default=0, help="torch seed of the random weights")
+    s.add_argument("--layers", type=int, default=2, help="transformer layers")
+    s.add_argument("--hidden", type=int, default=32, help="hidden size")
 
-    s = add("dvc-yaml", cmd_dvc_yaml, "generate (or --check) a dvc.yaml with one stage per Snakemake job")
+    s = add("dvc-yaml", cmd_dvc_yaml, "generate (or --check) a dvc.yaml with one stage per Snakemake job",
+            "Stages take the jobs' shell commands, inputs, outputs and config params (docs/workflow.md, 'DVC'). "
+            "Not a rule; run after changing the workflow or a config file.")
     s.add_argument("--configfile", nargs="+", default=["config/config.yaml"],
-                   help="workflow config files, later ones override earlier ones (relative to --root)")
-    s.add_argument("--out", default="dvc.yaml")
+                   help="workflow config files, later ones override earlier ones (relative to --root; "
+                        "default: config/config.yaml)")
+    s.add_argument("--out", default="dvc.yaml", help="output: the DVC pipeline file")
     s.add_argument("--root", default=".", help="repository root (where the Snakefile is)")
-    s.add_argument("--check", action="store_true", help="fail if --out differs from the generated pipeline")
+    s.add_argument("--check", action="store_true", help="fail if --out differs from the generated pipeline "
+                                                        "(writes nothing)")
 
     s = add("veridicality-predict", cmd_veridicality_predict,
-            "NLI probabilities on the verb veridicality data (a hub/local NLI model or ross-pavlick-2019-bert)")
-    s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv")
+            "NLI probabilities on the verb veridicality data (a hub/local NLI model or ross-pavlick-2019-bert)",
+            "Both environments (positive, negative) of every item (docs/veridicality.md). Run by the rule "
+            "veridicality_predict, one job per model.")
+    s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv (Ross & Pavlick 2019)")
     s.add_argument("--model", required=True,
                    help="NLI classifier (hub id or path), or ross-pavlick-2019-bert for the released BERT probabilities")
-    s.add_argument("--revision")
-    s.add_argument("--device", default="auto")
-    s.add_argument("--batch-size", type=int, default=32)
-    s.add_argument("--threads", type=int, default=2)
-    s.add_argument("--out", required=True, help="predictions parquet (one row per item and environment)")
+    _nli_options(s)
+    s.add_argument("--out", required=True, help="output: predictions parquet (one row per item and environment)")
 
     s = add("veridicality-table", cmd_veridicality_table,
-            "per-signature accuracy and correlations (CSV, Markdown, LaTeX) and the human-vs-model scatter")
-    s.add_argument("--predictions", required=True)
-    s.add_argument("--model-name", required=True)
-    s.add_argument("--csv", required=True)
-    s.add_argument("--md", required=True)
-    s.add_argument("--tex", required=True)
-    s.add_argument("--scatter-csv", help="the points of the scatter figure (CSV, a DVC plot)")
-    s.add_argument("--figure", nargs="+", default=[], help="scatter figure files (.png, .pdf, .svg)")
+            "per-signature accuracy and correlations (CSV, Markdown, LaTeX) and the human-vs-model scatter",
+            "Run by the rule veridicality_table, one job per model.")
+    s.add_argument("--predictions", required=True, help="predictions.parquet (verbeval veridicality-predict)")
+    s.add_argument("--model-name", required=True, help="model name in the tables and the figure")
+    s.add_argument("--csv", required=True, help="output: n, accuracy, Pearson, Spearman per signature and "
+                                                "environment (CSV)")
+    s.add_argument("--md", required=True, help="output: the same table in Markdown")
+    s.add_argument("--tex", required=True, help="output: the same table in LaTeX")
+    s.add_argument("--scatter-csv", help="output: the points of the scatter figure (CSV, a DVC plot)")
+    s.add_argument("--figure", nargs="+", default=[], help="output: scatter figure files (.png, .pdf, .svg)")
 
     s = add("simverb-score", cmd_simverb_score,
-            "SimVerb-3500: cosine of every verb pair under the static embedding and every layer of one model")
+            "SimVerb-3500: cosine of every verb pair under the static embedding and every layer of one model",
+            "See docs/simverb.md. Run by the rule simverb_score, one job per model.")
     s.add_argument("--data", required=True, help="SimVerb-3500.txt (the full 3,500-pair file)")
     s.add_argument("--split", action="append", default=[], metavar="NAME=PATH",
                    help="an official split file (dev=SimVerb-500-dev.txt, test=SimVerb-3000-test.txt); repeatable")
     s.add_argument("--model", required=True, help="hub id or local path (any model; loaded without its head)")
-    s.add_argument("--revision")
-    s.add_argument("--frame", action="append", default=[], help="context with {verb}, repeatable (default 'to {verb}')")
+    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
+    s.add_argument("--frame", action="append", default=[],
+                   help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
+                        "uses the first (default: 'to {verb}')")
     s.add_argument("--multi-token", choices=["mean", "skip"], default="mean",
                    help="mean over a multi-token verb's sub-tokens, or leave its pairs out")
-    s.add_argument("--device", default="auto")
-    s.add_argument("--batch-size", type=int, default=64)
-    s.add_argument("--threads", type=int, default=2)
-    s.add_argument("--out", required=True, help="similarities parquet (one row per pair and representation)")
-    s.add_argument("--verbs", required=True, help="per-verb tokens and coverage (CSV)")
+    s.add_argument("--device", default="auto", help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
+    s.add_argument("--batch-size", type=int, default=64, help="verbs per forward pass")
+    s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
+    s.add_argument("--out", required=True, help="output: similarities parquet (one row per pair and representation)")
+    s.add_argument("--verbs", required=True, help="output: per-verb tokens and coverage (CSV)")
 
     s = add("simverb-table", cmd_simverb_table,
-            "SimVerb-3500: Spearman's rho with bootstrap CIs per representation, split, relation and rating range")
-    s.add_argument("--similarities", required=True)
-    s.add_argument("--verbs", required=True)
-    s.add_argument("--model-name", required=True)
-    s.add_argument("--resamples", type=int, default=1000)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--confidence", type=float, default=0.95)
-    s.add_argument("--bins", type=_floats, default=[0.0, 2.5, 5.0, 7.5, 10.0], help="rating range edges")
-    s.add_argument("--csv", required=True)
-    s.add_argument("--md", required=True)
-    s.add_argument("--tex", required=True)
-    s.add_argument("--layers-csv", required=True, help="data of the per-layer figure")
-    s.add_argument("--metrics-json")
-    s.add_argument("--layers-figure", nargs="+", default=[], help="per-layer figure files (.png, .pdf, .svg)")
-    s.add_argument("--scatter-figure", nargs="+", default=[], help="human-vs-model scatter files")
+            "SimVerb-3500: Spearman's rho with bootstrap CIs per representation, split, relation and rating range",
+            "Also the per-layer curve and the human-vs-model scatter. Run by the rule simverb_table, one job per "
+            "model.")
+    s.add_argument("--similarities", required=True, help="similarities parquet (verbeval simverb-score --out)")
+    s.add_argument("--verbs", required=True, help="per-verb CSV (verbeval simverb-score --verbs)")
+    s.add_argument("--model-name", required=True, help="model name in the tables and figures")
+    _bootstrap_options(s)
+    s.add_argument("--bins", type=_floats, default=[0.0, 2.5, 5.0, 7.5, 10.0],
+                   help="comma-separated rating range edges on the 0-10 scale (default: 0,2.5,5,7.5,10)")
+    s.add_argument("--csv", required=True, help="output: rho with CIs per representation and subset (CSV)")
+    s.add_argument("--md", required=True, help="output: the table in Markdown")
+    s.add_argument("--tex", required=True, help="output: the table in LaTeX")
+    s.add_argument("--layers-csv", required=True, help="output: data of the per-layer figure (CSV)")
+    s.add_argument("--metrics-json", help="output: JSON with the best representation, verb coverage and rho of "
+                                          "every representation on the full set")
+    s.add_argument("--layers-figure", nargs="+", default=[], help="output: per-layer figure files (.png, .pdf, .svg)")
+    s.add_argument("--scatter-figure", nargs="+", default=[],
+                   help="output: human-vs-model scatter files of the best representation (.png, .pdf, .svg)")
 
     s = add("simverb-join", cmd_simverb_join,
-            "SimVerb-3500 x agreement: per-verb rank error against per-lemma agreement accuracy")
-    s.add_argument("--similarities", required=True)
+            "SimVerb-3500 x agreement: per-verb rank error against per-lemma agreement accuracy",
+            "Run by the rule simverb_join (simverb.agreement_join), one job per model that has agreement results.")
+    s.add_argument("--similarities", required=True, help="similarities parquet (verbeval simverb-score --out)")
     s.add_argument("--lemma-stats", required=True, help="lemma_stats.csv of the same model (verbeval lemma-stats)")
-    s.add_argument("--model-name", required=True)
-    s.add_argument("--out", required=True, help="per-verb joined rows (CSV)")
-    s.add_argument("--summary", required=True, help="per-representation correlations (CSV)")
+    s.add_argument("--model-name", required=True, help="model name written into the outputs")
+    s.add_argument("--out", required=True, help="output: per-verb joined rows (CSV)")
+    s.add_argument("--summary", required=True, help="output: per-representation correlations (CSV)")
 
     s = add("lexicon-forms", cmd_lexicon_forms,
-            "token ids of every lexicon and template verb form of a model, with its single-token flag")
+            "token ids of every lexicon and template verb form of a model, with its single-token flag",
+            "Only the tokenizer is loaded. Run by the rule lexicon_forms (with agreement.multitoken.enabled).")
     s.add_argument("--model", required=True, help="hub id or local path (only the tokenizer is loaded)")
-    s.add_argument("--revision")
-    s.add_argument("--lexicon", required=True)
-    s.add_argument("--templates", required=True)
-    s.add_argument("--out", required=True)
+    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
+    s.add_argument("--lexicon", required=True, help="lexicon.parquet (verbeval lexicon)")
+    s.add_argument("--templates", required=True, help="templates.parquet: its verb pairs not in the lexicon are "
+                                                       "added")
+    s.add_argument("--out", required=True, help="output: the model's forms.parquet")
 
-    s = add("lexicon-common", cmd_lexicon_common, "verb pairs single-token in every model (the `common` lexicon mode)")
-    s.add_argument("--forms", nargs="+", required=True, metavar="NAME=PATH", help="each model's forms.parquet")
-    s.add_argument("--out", required=True)
+    s = add("lexicon-common", cmd_lexicon_common, "verb pairs single-token in every model (the `common` lexicon mode)",
+            "Run by the rule lexicon_common (with agreement.multitoken.enabled).")
+    s.add_argument("--forms", nargs="+", required=True, metavar="NAME=PATH",
+                   help="each model's forms.parquet (verbeval lexicon-forms)")
+    s.add_argument("--out", required=True, help="output: common.parquet")
 
     s = add("infer-forms", cmd_infer_forms,
             "log P(form | context) of every verb form of any length: every group and chunk of one model, "
-            "shards and their manifest (model loaded once; a killed run resumes)")
+            "shards and their manifest (model loaded once; a killed run resumes)",
+            "Chain rule for causal LMs, PLL-word-l2r for masked LMs (docs/metrics.md). Run by the rule "
+            "infer_forms, one job per model (with agreement.multitoken.enabled).")
     _model_options(s)
     s.add_argument("--batch-size", type=int, default=256, help="trie rows (prefixes / masked sequences) per pass")
     s.add_argument("--prepend-bos", type=_optional_bool, default=None,
-                   help="causal LMs: true, false or auto (follow the tokenizer)")
-    s.add_argument("--templates", required=True, help="templates.parquet")
-    s.add_argument("--forms", required=True, help="the model's forms.parquet (lexicon-forms)")
+                   help="causal LMs: true, false or auto (follow the tokenizer) (default: auto)")
+    s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
+    s.add_argument("--forms", required=True, help="the model's forms.parquet (verbeval lexicon-forms)")
     _store_options(s)
 
     s = add("lexicon-modes", cmd_lexicon_modes,
-            "TSE, EW and MW (p = 1) of one model in the single_token, all and common lexicon modes")
-    s.add_argument("--forms", required=True)
-    s.add_argument("--common", required=True)
-    s.add_argument("--model-name", required=True)
+            "TSE, EW and MW (p = 1) of one model in the single_token, all and common lexicon modes",
+            "Also per-lemma scores and the single- vs multi-token lemma comparison. Run by the rule lexicon_modes, "
+            "one job per model (with agreement.multitoken.enabled).")
+    s.add_argument("--forms", required=True, help="the model's forms.parquet (verbeval lexicon-forms)")
+    s.add_argument("--common", required=True, help="common.parquet (verbeval lexicon-common)")
+    s.add_argument("--model-name", required=True, help="model name written into the outputs")
     s.add_argument("--shards", nargs="+", required=True,
                    help="the model's form shards (all groups), or their manifest (every shard it lists)")
-    s.add_argument("--table2-summaries", nargs="*", default=[], help="the single-token pipeline's summary.csv files")
-    s.add_argument("--resamples", type=int, default=1000)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--confidence", type=float, default=0.95)
-    s.add_argument("--summary-out", required=True)
-    s.add_argument("--lemmas-out", required=True, help="per-lemma CSV")
-    s.add_argument("--diff-out", required=True, help="single- vs multi-token lemma comparison CSV")
-    s.add_argument("--consistency-out", help="single_token mode vs Table 2 CSV")
+    s.add_argument("--table2-summaries", nargs="*", default=[],
+                   help="the single-token pipeline's summary.csv files, compared in --consistency-out")
+    _bootstrap_options(s)
+    s.add_argument("--summary-out", required=True, help="output: metrics per group and lexicon mode with CIs (CSV)")
+    s.add_argument("--lemmas-out", required=True, help="output: per-lemma CSV")
+    s.add_argument("--diff-out", required=True, help="output: single- vs multi-token lemma comparison CSV")
+    s.add_argument("--consistency-out", help="output: single_token mode vs Table 2 CSV")
 
     s = add("lexicon-modes-table", cmd_lexicon_modes_table,
-            "groups x models x lexicon modes table (CSV, Markdown, LaTeX), coverage and metrics JSON")
-    s.add_argument("--groups-file", required=True)
-    s.add_argument("--models", required=True)
+            "groups x models x lexicon modes table (CSV, Markdown, LaTeX), coverage and metrics JSON",
+            "Run by the rule lexicon_modes_table (with agreement.multitoken.enabled).")
+    s.add_argument("--groups-file", required=True, help="agreement groups YAML: row order and group names")
+    s.add_argument("--models", required=True, help="comma-separated model names, in column order")
     s.add_argument("--mode", default="single_token", choices=["single_token", "all", "common"],
                    help="headline mode (first in the table, headline_mode in the metrics)")
-    s.add_argument("--summaries", nargs="+", required=True)
-    s.add_argument("--diffs", nargs="+", required=True)
-    s.add_argument("--forms", nargs="+", required=True, metavar="NAME=PATH")
-    s.add_argument("--common", required=True)
-    s.add_argument("--consistency", nargs="*", default=[])
-    s.add_argument("--csv", required=True)
-    s.add_argument("--md", required=True)
-    s.add_argument("--tex", required=True)
-    s.add_argument("--metrics", required=True)
-    s.add_argument("--coverage", required=True)
-    s.add_argument("--diff-csv", required=True)
+    s.add_argument("--summaries", nargs="+", required=True, help="each model's summary CSV (lexicon-modes "
+                                                                 "--summary-out)")
+    s.add_argument("--diffs", nargs="+", required=True, help="each model's lemma comparison CSV (lexicon-modes "
+                                                             "--diff-out)")
+    s.add_argument("--forms", nargs="+", required=True, metavar="NAME=PATH", help="each model's forms.parquet")
+    s.add_argument("--common", required=True, help="common.parquet (verbeval lexicon-common)")
+    s.add_argument("--consistency", nargs="*", default=[],
+                   help="each model's consistency CSV (lexicon-modes --consistency-out), summarised in --md")
+    s.add_argument("--csv", required=True, help="output: the table (CSV)")
+    s.add_argument("--md", required=True, help="output: the table, coverage and lemma comparison in Markdown")
+    s.add_argument("--tex", required=True, help="output: the table in LaTeX")
+    s.add_argument("--metrics", required=True, help="output: JSON of the table and coverage (DVC metrics)")
+    s.add_argument("--coverage", required=True, help="output: lemma coverage per model and mode (CSV)")
+    s.add_argument("--diff-csv", required=True, help="output: every model's single- vs multi-token comparison (CSV)")
 
     s = add("veridicality-counterfactuals", cmd_veridicality_counterfactuals,
-            "manipulated veridicality pairs (verb replacements, to/that swaps) and the sentences left unhandled")
+            "manipulated veridicality pairs (verb replacements, to/that swaps) and the sentences left unhandled",
+            "Section 6.3 of Ross & Pavlick 2019 (docs/veridicality.md). Run by the rule "
+            "veridicality_counterfactuals.")
     s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv")
     s.add_argument("--samples", type=int, default=1, help="replacement verbs per item and manipulation")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--pairs", required=True, help="manipulated pairs (parquet)")
-    s.add_argument("--unhandled", required=True, help="CSV: manipulation, item, environment, reason")
-    s.add_argument("--coverage", required=True, help="CSV: handled and unhandled items per manipulation")
+    s.add_argument("--seed", type=int, default=0, help="seed of the replacement-verb sampling")
+    s.add_argument("--pairs", required=True, help="output: manipulated pairs (parquet)")
+    s.add_argument("--unhandled", required=True, help="output: CSV: manipulation, item, environment, reason")
+    s.add_argument("--coverage", required=True, help="output: CSV: handled and unhandled items per manipulation")
 
     s = add("veridicality-counterfactual-predict", cmd_veridicality_counterfactual_predict,
-            "NLI probabilities of the manipulated pairs (a real NLI model)")
-    s.add_argument("--pairs", required=True)
-    s.add_argument("--model", required=True)
-    s.add_argument("--revision")
-    s.add_argument("--device", default="auto")
-    s.add_argument("--batch-size", type=int, default=32)
-    s.add_argument("--threads", type=int, default=2)
-    s.add_argument("--out", required=True)
+            "NLI probabilities of the manipulated pairs (a real NLI model)",
+            "Run by the rule veridicality_counterfactual_predict, one job per real NLI model.")
+    s.add_argument("--pairs", required=True, help="manipulated pairs (verbeval veridicality-counterfactuals --pairs)")
+    s.add_argument("--model", required=True, help="NLI classifier (hub id or local path)")
+    _nli_options(s)
+    s.add_argument("--out", required=True, help="output: NLI probabilities per manipulated pair (parquet)")
 
     s = add("veridicality-kl", cmd_veridicality_kl,
-            "KL(original || manipulated) tables 7 and 8 (CSV, Markdown, LaTeX)")
+            "KL(original || manipulated) tables 7 and 8 (CSV, Markdown, LaTeX)",
+            "Run by the rule veridicality_kl, one job per real NLI model.")
     s.add_argument("--predictions", required=True, help="predictions.parquet of the original pairs")
     s.add_argument("--counterfactuals", required=True, help="predictions of the manipulated pairs")
-    s.add_argument("--model-name", required=True)
-    s.add_argument("--table7", nargs=3, required=True, metavar=("CSV", "MD", "TEX"))
-    s.add_argument("--table8", nargs=3, required=True, metavar=("CSV", "MD", "TEX"))
+    s.add_argument("--model-name", required=True, help="model name in the table titles")
+    s.add_argument("--table7", nargs=3, required=True, metavar=("CSV", "MD", "TEX"),
+                   help="output: Table 7 (verb replacements) as CSV, Markdown and LaTeX")
+    s.add_argument("--table8", nargs=3, required=True, metavar=("CSV", "MD", "TEX"),
+                   help="output: Table 8 (complement type swap) as CSV, Markdown and LaTeX")
 
-    s = add("check-config", cmd_check_config, "validate a workflow config file against the schema")
-    s.add_argument("config")
+    s = add("check-config", cmd_check_config, "validate a workflow config file against the schema",
+            "Also checks that local model folders exist and hold config.json. Prints '<file>: OK (<n> models)'.")
+    s.add_argument("config", help="workflow config file (YAML), e.g. config/config.yaml")
 
     s = add("bench", cmd_bench, "benchmarks: workflow phases, aggregation, inference throughput (CPU/GPU), "
-                                "and the paper-style baseline; figures to JSON")
-    s.add_argument("--out", default="results-bench/bench.json")
+                                "and the paper-style baseline; figures to JSON",
+            "See docs/performance.md. Not a rule.")
+    s.add_argument("--out", default="results-bench/bench.json", help="output: the figures (JSON)")
     s.add_argument("--quick", action="store_true", help="CI slice: 40 rows per source, two tiny models")
     s.add_argument("--config", default="config/tiny-full.yaml", help="data mirror, groups and cutoffs")
     s.add_argument("--shared", help="shared/ with tokenizers/ (default: $VERBEVAL_SHARED or ../shared)")
     s.add_argument("--workdir", default="results-bench", help="where the benchmark's workflow writes")
     s.add_argument("--threads", type=int, default=1, help="CPU threads (1: as one Snakemake job)")
     s.add_argument("--batch-size", type=int, default=64, help="CPU batch size")
-    s.add_argument("--gpu-batch-size", type=int, default=256)
+    s.add_argument("--gpu-batch-size", type=int, default=256, help="GPU batch size (throughput part, on CUDA)")
     s.add_argument("--baseline-rows", type=int, help="template rows the baseline runs (default 8 quick, 150 full)")
     s.add_argument("--parts", default="workflow,aggregation,throughput,baseline",
                    help="comma-separated parts: snakemake (the Snakemake run end to end, as a user runs it), "
@@ -1140,6 +1304,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--snakemake-cores", type=int, default=2, help="--cores of the snakemake part")
     s.add_argument("--snakemake-config-values", nargs="*", default=[], metavar="KEY=VALUE",
                    help="--config values of the snakemake part (e.g. data_mirror=../shared/data)")
+
+    s = add("docs-cli", cmd_docs_cli,
+            "write the sub-command table of docs/workflow.md from the parser's one-line helps (or --check it)",
+            "The table sits between two marker lines in the file. Not a rule; run after adding a sub-command or "
+            "changing its one-line help.")
+    s.add_argument("--doc", default=DOCS_CLI_DEFAULT, help="Markdown file holding the table between the markers")
+    s.add_argument("--check", action="store_true", help="fail if the table in --doc differs from the generated one "
+                                                        "(writes nothing)")
     return p
 
 
