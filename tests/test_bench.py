@@ -250,3 +250,21 @@ def test_throughput_bookkeeping(lm: LoadedModel) -> None:
     assert r["forward_share_of_pipeline"] == pytest.approx(
         r["pipeline_ctx_per_s"] / r["forward_head_at_target_ctx_per_s"], abs=2e-3)
     assert r["peak_rss_mib_process"] > 0 and "peak_gpu_mib" not in r
+
+
+def test_postprocess_bench_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    from verbeval.bench import bench_postprocess, print_report
+
+    res = bench_postprocess(vocab_sizes=(3_000, 7_000), n_forms=40, batch_size=4, devices=("cpu", "cuda"),
+                            logit_dtypes=("float32", "bfloat16"), repeats=1)
+    rows = res["results"]
+    cuda = torch.cuda.is_available()
+    assert len(rows) == 4 * (2 if cuda else 1)
+    assert [(r["device"], r["vocab"], r["logits"]) for r in rows[:4]] == [
+        ("cpu", 3000, "float32"), ("cpu", 3000, "bfloat16"), ("cpu", 7000, "float32"), ("cpu", 7000, "bfloat16")]
+    for r in rows:
+        assert r["forms"] == 40 and r["batch_size"] == 4
+        assert r["ms_per_context"] > 0
+        assert math.isclose(r["contexts_per_s"], 1000 / r["ms_per_context"], rel_tol=0.01)
+    print_report({"quick": True, "machine": {"load_avg_start": [0.0]}, "postprocess": res})
+    assert "vocab    7000, 40 forms, bfloat16 logits, batch 4" in capsys.readouterr().out

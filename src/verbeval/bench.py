@@ -282,6 +282,61 @@ def _aggregate_pools(workflow: dict[str, Any], agr: dict[str, Any], out: Path, r
     return res
 
 
+# --------------------------------------------------------------------------- post-processing, large vocabularies
+
+#: vocabulary sizes of the post-processing benchmark: GPT-NeoX / OLMo-1 (50,280), OLMo-2 dolma2
+#: (100,278, cl100k-based like Llama 3) and a 256,000-entry head (Gemma-sized; no tokenizer needed)
+POSTPROCESS_VOCABS = (50_280, 100_278, 256_000)
+#: eligible forms scored per context: 2 x 1,288 eligible lemmas of the OLMo-2 tokenizer (docs/models.md)
+POSTPROCESS_FORMS = 2 * 1_288
+
+
+def bench_postprocess(vocab_sizes: Sequence[int] = POSTPROCESS_VOCABS, n_forms: int = POSTPROCESS_FORMS,
+                      batch_size: int = 256, devices: Sequence[str] = ("cpu", "cuda"),
+                      logit_dtypes: Sequence[str] = ("float32", "bfloat16"), repeats: int = 3,
+                      seed: int = 0) -> dict[str, Any]:
+    """Time of the per-context work after the forward pass, per vocabulary size.
+
+    That work is the float64 softmax over the vocabulary and :func:`verbeval.agreement.form_statistics`
+    (each context's vocabulary sorted once; probability, mass above and mass below of every eligible
+    form). The logits are random normal (standard deviation 3, a peaked distribution like an LM's);
+    ``bfloat16`` rounds them to bfloat16 first, as a model run in bfloat16 returns them, which makes
+    many probabilities tie and exercises the exact tie ranking. The best of ``repeats`` timed runs
+    of one batch is reported, in milliseconds per context. CUDA rows appear only when a GPU is present.
+    """
+    from .agreement import form_statistics, probabilities
+    from .models import torch_dtype
+
+    gen = torch.Generator().manual_seed(seed)
+    rows: list[dict[str, Any]] = []
+    for device_name in devices:
+        if device_name == "cuda" and not torch.cuda.is_available():
+            continue
+        dev = torch.device(device_name)
+        for v in vocab_sizes:
+            forms = torch.randperm(v, generator=gen)[: min(n_forms, v)].sort().values.to(dev)
+            base = (torch.randn(batch_size, v, generator=gen) * 3.0)
+            for dt in logit_dtypes:
+                logits = base.to(torch_dtype(dt)).to(torch.float32).to(dev)
+
+                def run() -> None:
+                    form_statistics(probabilities(logits), forms)
+
+                run()  # warm-up
+                _sync(dev)
+                best = math.inf
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    run()
+                    _sync(dev)
+                    best = min(best, time.perf_counter() - t0)
+                rows.append({"device": device_name, "vocab": v, "forms": int(len(forms)), "logits": dt,
+                             "batch_size": batch_size, "ms_per_context": round(best / batch_size * 1000, 4),
+                             "contexts_per_s": round(batch_size / best, 1)})
+                log.info("bench postprocess: %s", rows[-1])
+    return {"threads": torch.get_num_threads(), "results": rows}
+
+
 # --------------------------------------------------------------------------- 3. throughput
 
 
@@ -623,7 +678,6 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
     """Run the benchmarks and write their figures to ``out`` (JSON). Returns the figures."""
     shared, workdir = Path(shared), Path(workdir)
     models_dir = workdir / "models"
-    model_dirs = {s.name: build_model(s, shared, models_dir) for s in WORKFLOW_MODELS}
     report: dict[str, Any] = {
         "quick": quick, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
@@ -632,8 +686,11 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
     if "snakemake" in parts:
         report["snakemake"] = bench_snakemake(snakemake_config or config, workdir, snakemake_cores,
                                               snakemake_extra)
-    if not set(parts) - {"snakemake"}:
+    if "postprocess" in parts:
+        report["postprocess"] = bench_postprocess(batch_size=gpu_batch, repeats=1 if quick else 3)
+    if not set(parts) - {"snakemake", "postprocess"}:
         return _finish(report, out)
+    model_dirs = {s.name: build_model(s, shared, models_dir) for s in WORKFLOW_MODELS}
     wf = run_workflow(config, workdir, model_dirs, quick=quick, threads=threads)
     report["workflow"] = wf
     if "aggregation" in parts:
@@ -675,6 +732,12 @@ def print_report(r: dict[str, Any]) -> None:
         print(f"  start-up: verbeval CLI {st['verbeval_cli_s']:.2f} s per job, torch + transformers import "
               f"{st['import_torch_transformers_s']:.2f} s per model job ({sm['model_jobs']} model jobs); "
               f"estimated start-up share of the run {sm['startup_share_estimate']:.0%}")
+    pp = r.get("postprocess")
+    if pp:
+        print(f"post-processing after the forward pass (softmax + form statistics; {pp['threads']} CPU threads):")
+        for t in pp["results"]:
+            print(f"  {t['device']:4s} vocab {t['vocab']:7d}, {t['forms']} forms, {t['logits']:8s} logits, "
+                  f"batch {t['batch_size']}: {t['ms_per_context']:.3f} ms/context ({t['contexts_per_s']:.0f} ctx/s)")
     if "workflow" not in r:
         return
     wf = r["workflow"]

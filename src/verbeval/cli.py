@@ -1299,7 +1299,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--parts", default="workflow,aggregation,throughput,baseline",
                    help="comma-separated parts: snakemake (the Snakemake run end to end, as a user runs it), "
                         "workflow (in-process phases; aggregation, throughput and baseline read its outputs), "
-                        "aggregation, throughput, baseline")
+                        "aggregation, throughput, baseline, postprocess (softmax and form statistics per "
+                        "context for 50k, 100k and 256k vocabularies, CPU and CUDA; needs no workflow run)")
     s.add_argument("--snakemake-config", help="config of the snakemake part (default: --config)")
     s.add_argument("--snakemake-cores", type=int, default=2, help="--cores of the snakemake part")
     s.add_argument("--snakemake-config-values", nargs="*", default=[], metavar="KEY=VALUE",
