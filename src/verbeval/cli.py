@@ -104,23 +104,44 @@ def cmd_lexicon(a: argparse.Namespace) -> None:
     log.info("lexicon: %d lemmas (%s) -> %s", len(lex), ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), a.out)
 
 
+def _custom_entries(a: argparse.Namespace) -> list[dict[str, str]]:
+    """``--custom-group ID=PATH`` (+ ``--custom-name/-sha256/-format ID=VALUE``) -> config-like entries."""
+    entries: dict[str, dict[str, str]] = {}
+    for item in a.custom_group:
+        gid, path = _split_pair(item, "--custom-group", "PATH")
+        if gid in entries:
+            raise VerbevalError(f"--custom-group {item!r}: {gid!r} is given twice")
+        entries[gid] = {"id": gid, "path": path}
+    for option, key, items in (("--custom-name", "name", a.custom_name), ("--custom-sha256", "sha256", a.custom_sha256),
+                               ("--custom-format", "format", a.custom_format)):
+        for item in items:
+            gid, value = _split_pair(item, option)
+            if gid not in entries:
+                raise VerbevalError(f"{option} {item!r}: no --custom-group {gid}=PATH")
+            entries[gid][key] = value
+    return list(entries.values())
+
+
 def cmd_templates(a: argparse.Namespace) -> None:
     from .io import write_csv, write_parquet
-    from .templates import build_template_table, load_errata, load_groups
+    from .templates import build_template_table, custom_groups, load_errata, load_groups, run_groups, write_groups
 
-    groups = load_groups(a.groups_file)
-    if a.groups:
-        wanted = a.groups.split(",")
+    all_groups = groups = load_groups(a.groups_file)
+    if a.groups is not None:
+        wanted = [x for x in a.groups.split(",") if x]
         unknown = sorted(set(wanted) - {g["id"] for g in groups})
         if unknown:
             raise VerbevalError(f"unknown agreement group(s) {unknown}; known: {[g['id'] for g in groups]}")
         groups = [g for g in groups if g["id"] in wanted]
+    custom = custom_groups(_custom_entries(a), all_groups)
     inputs = _manifest_inputs(a.manifest, a.input)
     errata = load_errata(a.errata) if a.errata else None
     table, rejects = build_template_table(inputs, groups, a.skip_bad_rows, a.max_rows_per_source, errata,
-                                          a.drop_flagged_errata)
+                                          a.drop_flagged_errata, custom)
     write_parquet(table, a.out)
     write_csv(rejects, a.rejects)
+    if a.groups_out:
+        write_groups(a.groups_out, run_groups(groups, custom))
     for gid, n in table.groupby("group", sort=False).size().items():
         log.info("group %s: %d rows", gid, n)
     log.info("templates: %d rows, %d rejected -> %s", len(table), len(rejects), a.out)
@@ -789,7 +810,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("templates", cmd_templates, "normalise agreement templates into one table")
     s.add_argument("--manifest", required=True)
     s.add_argument("--groups-file", required=True)
-    s.add_argument("--groups", help="comma-separated group ids (default: all)")
+    s.add_argument("--groups", help="comma-separated group ids of --groups-file (default: all; --groups= : none, "
+                                     "e.g. to run only --custom-group ones)")
     s.add_argument("--input", action="append", default=[], metavar="NAME=PATH", help="a fetched source file")
     s.add_argument("--out", required=True)
     s.add_argument("--rejects", required=True)
@@ -798,6 +820,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--errata", help="CSV (source,line,action,reason) of known-bad rows of the published files")
     s.add_argument("--drop-flagged-errata", action="store_true", help="also drop the errata rows whose action is flag")
     s.add_argument("--max-rows-per-source", type=int)
+    s.add_argument("--custom-group", action="append", default=[], metavar="ID=PATH",
+                   help="a group of your own minimal pairs (JSONL or CSV, docs/data.md), after the groups file's")
+    s.add_argument("--custom-name", action="append", default=[], metavar="ID=NAME",
+                   help="the table row label of a --custom-group (default: its id)")
+    s.add_argument("--custom-sha256", action="append", default=[], metavar="ID=HEX",
+                   help="sha256 a --custom-group file must have (checked before it is read)")
+    s.add_argument("--custom-format", action="append", default=[], metavar="ID=FORMAT",
+                   help="jsonl or csv for a --custom-group file (default: from its extension)")
+    s.add_argument("--groups-out",
+                   help="write the run's groups (selected ones, then custom ones) as a groups file for "
+                        "the table and figure commands")
 
     s = add("lemmas", cmd_lemmas, "eligible lemmas of a model (both forms single tokens)")
     s.add_argument("--model", required=True, help="hub id or local path")
