@@ -84,7 +84,7 @@ def test_split_form_csv_with_quoted_multiline_record(tmp_path: Path) -> None:
         "id,left,right,correct,incorrect,label,note\n"
         "a,The doctor and the nurse,at the hospital.,are,is,plural,\n"
         "b,Every  student,the new teacher,likes,like,singular,\"spread over\ntwo lines\"\n"
-        "\n"
+        "  \n"
         "c,\"The manager, of course,\",the answer,knows,know,singular,\n"
         "d,The dogs almost always,,bark,barks,plural,verb last\n",
         encoding="utf-8",
@@ -294,7 +294,7 @@ def test_custom_group_in_the_dry_run(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "resources/examples/agreement_new_constructions.jsonl" in out  # an input of the templates rule
-    assert f"--custom-group=new_constructions=resources/examples/agreement_new_constructions.jsonl" in out
+    assert "--custom-group=new_constructions=resources/examples/agreement_new_constructions.jsonl" in out
     assert f"--custom-sha256=new_constructions={sha}" in out and "--groups=simple " in out
     for m in ("tiny-bert-cased", "tiny-gpt2"):
         assert f"results-ci/agreement/{m}/new_constructions/summary.csv" in out

@@ -584,8 +584,8 @@ def _csv_records(p: Path, text: str) -> Iterator[tuple[int, str, Any]]:
             yield start, lines[start - 1] if start <= len(lines) else "", ValueError(f"invalid CSV: {exc}")
             return
         last = reader.line_num
-        if not fields:
-            continue
+        if not fields or (len(fields) == 1 and not fields[0].strip()):
+            continue  # a blank line
         raw = "\n".join(lines[start - 1:last])
         if len(fields) != len(header):
             yield start, raw, ValueError(f"expected {len(header)} fields (as the header), got {len(fields)}")
