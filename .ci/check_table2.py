@@ -11,7 +11,7 @@ from verbeval.templates import load_groups
 cfg = load_config(sys.argv[1])
 out = f"{cfg['results_dir']}/agreement"
 models = [m["name"] for m in model_entries(cfg)]
-groups = [g["id"] for g in load_groups(cfg["agreement"]["groups_file"])]
+groups = [g["id"] for g in load_groups(f"{out}/groups.yaml")]  # the run's groups, custom ones included
 table = pd.read_csv(f"{out}/table2.csv")
 assert table["group"].tolist() == groups, table["group"].tolist()
 for m in models:

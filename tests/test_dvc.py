@@ -78,7 +78,7 @@ def test_stage_runs_the_snakemake_command(ci_jobs: list[JobSpec]) -> None:
     assert stage["outs"] == ["results-ci/agreement/tiny-gpt2/shards/manifest.json"]
     # keys set in ci.yaml come from it, the others from config.yaml
     assert stage["params"] == [{"config/ci.yaml": ["models", "inference", "agreement.chunks"]},
-                               {"config/config.yaml": ["agreement.groups"]}]
+                               {"config/config.yaml": ["agreement.groups", "agreement.custom_groups"]}]
 
 
 def test_table_stage_declares_metrics(ci_jobs: list[JobSpec]) -> None:

@@ -204,7 +204,8 @@ def test_read_ml_file_real_simple_agrmt(shared_dir: Path) -> None:
     first = rows.iloc[0].to_dict()
     # "the authors laugh" carries label -2: -2 is plural.
     assert first == {"group": "simple", "source": "ml_simple_agrmt", "line": 1, "left": "the authors", "right": "",
-                     "correct": "laugh", "incorrect": "laughs", "label": "plural", "plural": True}
+                     "correct": "laugh", "incorrect": "laughs", "label": "plural", "plural": True, "pair_id": "",
+                     "note": ""}
     assert rows.iloc[3][["left", "right", "correct", "incorrect"]].tolist() == ["the authors", "tall", "are", "is"]
     assert rows["line"].tolist() == list(range(1, 141))
     assert (rows["plural"] == (rows["label"] == "plural")).all()

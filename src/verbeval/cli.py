@@ -123,23 +123,44 @@ def cmd_lexicon(a: argparse.Namespace) -> None:
     log.info("lexicon: %d lemmas (%s) -> %s", len(lex), ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), a.out)
 
 
+def _custom_entries(a: argparse.Namespace) -> list[dict[str, str]]:
+    """``--custom-group ID=PATH`` (+ ``--custom-name/-sha256/-format ID=VALUE``) -> config-like entries."""
+    entries: dict[str, dict[str, str]] = {}
+    for item in a.custom_group:
+        gid, path = _split_pair(item, "--custom-group", "PATH")
+        if gid in entries:
+            raise VerbevalError(f"--custom-group {item!r}: {gid!r} is given twice")
+        entries[gid] = {"id": gid, "path": path}
+    for option, key, items in (("--custom-name", "name", a.custom_name), ("--custom-sha256", "sha256", a.custom_sha256),
+                               ("--custom-format", "format", a.custom_format)):
+        for item in items:
+            gid, value = _split_pair(item, option)
+            if gid not in entries:
+                raise VerbevalError(f"{option} {item!r}: no --custom-group {gid}=PATH")
+            entries[gid][key] = value
+    return list(entries.values())
+
+
 def cmd_templates(a: argparse.Namespace) -> None:
     from .io import write_csv, write_parquet
-    from .templates import build_template_table, load_errata, load_groups
+    from .templates import build_template_table, custom_groups, load_errata, load_groups, run_groups, write_groups
 
-    groups = load_groups(a.groups_file)
-    if a.groups:
-        wanted = a.groups.split(",")
+    all_groups = groups = load_groups(a.groups_file)
+    if a.groups is not None:
+        wanted = [x for x in a.groups.split(",") if x]
         unknown = sorted(set(wanted) - {g["id"] for g in groups})
         if unknown:
             raise VerbevalError(f"unknown agreement group(s) {unknown}; known: {[g['id'] for g in groups]}")
         groups = [g for g in groups if g["id"] in wanted]
+    custom = custom_groups(_custom_entries(a), all_groups)
     inputs = _manifest_inputs(a.manifest, a.input)
     errata = load_errata(a.errata) if a.errata else None
     table, rejects = build_template_table(inputs, groups, a.skip_bad_rows, a.max_rows_per_source, errata,
-                                          a.drop_flagged_errata)
+                                          a.drop_flagged_errata, custom)
     write_parquet(table, a.out)
     write_csv(rejects, a.rejects)
+    if a.groups_out:
+        write_groups(a.groups_out, run_groups(groups, custom))
     for gid, n in table.groupby("group", sort=False).size().items():
         log.info("group %s: %d rows", gid, n)
     log.info("templates: %d rows, %d rejected -> %s", len(table), len(rejects), a.out)
@@ -914,12 +935,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="output: lexicon.parquet (lemma, sing, plur, source)")
 
     s = add("templates", cmd_templates, "normalise agreement templates into one table",
-            "One row per template row of the selected groups; malformed rows are errors (file:line: reason) "
+            "One row per template row of the selected groups and of every --custom-group file; malformed rows are errors (file:line: reason) "
             "unless --skip-bad-rows. Run by the rule templates.")
     s.add_argument("--manifest", required=True, help="data manifest (YAML); gives the format of each --input source")
     s.add_argument("--groups-file", required=True,
                    help="YAML list of agreement groups ({id, name, sources}), e.g. resources/agreement_groups.yaml")
-    s.add_argument("--groups", help="comma-separated group ids to keep (default: every group of --groups-file)")
+    s.add_argument("--groups", help="comma-separated group ids of --groups-file to keep (default: all; --groups= : "
+                                     "none, e.g. to run only --custom-group ones)")
     s.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
                    help="a fetched template file, NAME its manifest source; repeatable")
     s.add_argument("--out", required=True,
@@ -935,6 +957,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-rows-per-source", type=int, metavar="K",
                    help="keep at most K evenly spaced rows of each source file, both labels kept when K >= 2 "
                         "(default: every row)")
+    s.add_argument("--custom-group", action="append", default=[], metavar="ID=PATH",
+                   help="a group of your own minimal pairs (JSONL or CSV, docs/data.md), after the groups file's")
+    s.add_argument("--custom-name", action="append", default=[], metavar="ID=NAME",
+                   help="the table row label of a --custom-group (default: its id)")
+    s.add_argument("--custom-sha256", action="append", default=[], metavar="ID=HEX",
+                   help="sha256 a --custom-group file must have (checked before it is read)")
+    s.add_argument("--custom-format", action="append", default=[], metavar="ID=FORMAT",
+                   help="jsonl or csv for a --custom-group file (default: from its extension)")
+    s.add_argument("--groups-out",
+                   help="output: write the run's groups (selected ones, then custom ones) as a groups file for "
+                        "the table and figure commands")
 
     s = add("lemmas", cmd_lemmas, "eligible lemmas of a model (both forms single tokens)",
             "Only the model's tokenizer is loaded. Run by the rule lemmas, one job per model.")

@@ -5,7 +5,7 @@ whitespace token, the verb. The normalised table (:data:`TEMPLATE_COLUMNS`) hold
 left and right context around the verb, the correct and incorrect verb forms and the number
 (``singular`` / ``plural``) of the correct verb.
 
-Two input formats are understood:
+Two published formats are understood (users' own pairs: :func:`read_custom_pairs`):
 
 ``ml_jsonl``
     Marvin & Linzen (2018) templates as released with Newman et al. (2021): one JSON object per
@@ -18,9 +18,12 @@ Two input formats are understood:
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -48,6 +51,8 @@ TEMPLATE_COLUMNS: dict[str, str] = {
     "incorrect": "str",
     "label": "str",
     "plural": "bool",
+    "pair_id": "str",
+    "note": "str",
 }
 #: Column name -> dtype of the table of rejected rows.
 REJECT_COLUMNS: dict[str, str] = {"source": "str", "line": "int64", "reason": "str", "raw": "str"}
@@ -301,7 +306,7 @@ def read_template_file(
         rows.append({
             "group": group, "source": source, "line": lineno, "left": left, "right": right,
             "correct": correct, "incorrect": incorrect, "label": label,
-            "plural": label == "plural",
+            "plural": label == "plural", "pair_id": "", "note": "",
         })
     if known:
         missing = sorted(set(known) - seen)
@@ -312,17 +317,363 @@ def read_template_file(
             log.warning("%s: kept %d flagged erratum row(s) (agreement.drop_flagged_errata drops them)", p, len(flagged))
     if rejects:
         log.warning("%s: skipped %d row(s) (%d known errata)", p, len(rejects), len(known))
-    if not rows:
-        if rejects:
-            first = rejects[0]
-            reason = (f"no usable template rows: all {len(rejects)} row(s) rejected "
-                      f"(first, line {first['line']}: {first['reason']})")
-        else:
-            reason = "no template rows: the file is empty"
-        if not skip_bad_rows:
-            raise InputError(p, reason)
-        log.warning("%s: %s; source %r contributes nothing to group %r (skip_bad_rows)", p, reason, source, group)
+    _check_nonempty(p, rows, rejects, skip_bad_rows, source, group)
     return _typed(rows, TEMPLATE_COLUMNS), _typed(rejects, REJECT_COLUMNS)
+
+
+def _check_nonempty(p: Path, rows: list[dict[str, Any]], rejects: list[dict[str, Any]], skip_bad_rows: bool,
+                    source: str, group: str) -> None:
+    """A file that yields no row is an error (a warning under ``skip_bad_rows``)."""
+    if rows:
+        return
+    if rejects:
+        first = rejects[0]
+        reason = (f"no usable template rows: all {len(rejects)} row(s) rejected "
+                  f"(first, line {first['line']}: {first['reason']})")
+    else:
+        reason = "no template rows: the file is empty"
+    if not skip_bad_rows:
+        raise InputError(p, reason)
+    log.warning("%s: %s; source %r contributes nothing to group %r (skip_bad_rows)", p, reason, source, group)
+
+
+# --------------------------------------------------------------------------- users' own minimal pairs
+
+#: formats of a user's pair file (``agreement.custom_groups[].format``)
+CUSTOM_FORMATS: tuple[str, ...] = ("jsonl", "csv")
+#: file extension -> format, when ``format`` is not given
+CUSTOM_EXTENSIONS: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+#: the two column sets of a pair file: a minimal pair, or the pair already split around the verb
+PAIR_FIELDS: tuple[str, ...] = ("sentence_good", "sentence_bad")
+SPLIT_FIELDS: tuple[str, ...] = ("left", "right", "correct", "incorrect", "label")
+#: optional in either form (``label`` is optional in the pair form), kept in the table as pair_id/note
+OPTIONAL_FIELDS: tuple[str, ...] = ("id", "note", "label")
+_ALLOWED_FIELDS = frozenset(PAIR_FIELDS + SPLIT_FIELDS + OPTIONAL_FIELDS)
+_GROUP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+@dataclass(frozen=True)
+class CustomGroup:
+    """A group of the user's own minimal pairs (one entry of ``agreement.custom_groups``).
+
+    Its rows get ``source`` = ``id`` in the template table; ``sha256`` (lowercase) is checked
+    before the file is read when given.
+    """
+
+    id: str
+    name: str
+    path: Path
+    format: str
+    sha256: str | None = None
+
+    @property
+    def source(self) -> str:
+        return self.id
+
+
+def custom_format(path: str | Path, fmt: str | None = None) -> str:
+    """``fmt`` if given, else the format of ``path``'s extension (:data:`CUSTOM_EXTENSIONS`).
+
+    Raises:
+        VerbevalError: for an unknown ``fmt``, or an unknown extension without ``fmt``.
+    """
+    if fmt is not None:
+        if fmt not in CUSTOM_FORMATS:
+            raise VerbevalError(f"{path}: format {fmt!r} is not one of {', '.join(CUSTOM_FORMATS)}")
+        return fmt
+    found = CUSTOM_EXTENSIONS.get(Path(path).suffix.lower())
+    if found is None:
+        raise VerbevalError(f"{path}: cannot tell the format from the extension "
+                            f"({', '.join(CUSTOM_EXTENSIONS)}); set format: jsonl or csv")
+    return found
+
+
+def custom_groups(entries: Sequence[Mapping[str, Any]], known_groups: Sequence[Mapping[str, Any]] = ()
+                  ) -> list[CustomGroup]:
+    """Validate ``agreement.custom_groups`` entries (``id``, ``path``, optional ``name``, ``sha256``,
+    ``format``, ``description``) into :class:`CustomGroup` objects, in the given order.
+
+    ``known_groups`` are the groups of ``agreement.groups_file``: a custom id may be neither one of
+    their ids nor one of their source names. ``name`` defaults to ``id``.
+
+    Raises:
+        VerbevalError: naming the entry, for a bad or repeated id, an id that clashes with a paper
+            group or source, a sha256 that is not 64 hex digits, an empty path or a bad format.
+    """
+    taken = {g["id"]: "a group of agreement.groups_file" for g in known_groups}
+    taken.update({s: "a source of agreement.groups_file" for g in known_groups for s in g["sources"]})
+    out: list[CustomGroup] = []
+    for n, entry in enumerate(entries):
+        gid = entry.get("id")
+        where = f"agreement.custom_groups[{n}]"
+        if not isinstance(gid, str) or not _GROUP_ID.fullmatch(gid):
+            raise VerbevalError(f"{where}: id {gid!r} must be letters, digits, '_' or '-' (not starting with "
+                                "'_' or '-')")
+        where = f"{where} ({gid})"
+        if gid in taken:
+            raise VerbevalError(f"{where}: id {gid!r} is already {taken[gid]}")
+        taken[gid] = "another custom group"
+        path = entry.get("path")
+        if not isinstance(path, (str, Path)) or not str(path):
+            raise VerbevalError(f"{where}: 'path' must be a non-empty string")
+        sha = entry.get("sha256")
+        if sha is not None and (not isinstance(sha, str) or not _SHA256.fullmatch(sha)):
+            raise VerbevalError(f"{where}: sha256 {sha!r} is not 64 hexadecimal digits")
+        name = entry.get("name") or gid
+        try:
+            fmt = custom_format(path, entry.get("format"))
+        except VerbevalError as exc:
+            raise VerbevalError(f"{where}: {exc}") from None
+        out.append(CustomGroup(gid, str(name), Path(path), fmt, sha.lower() if sha else None))
+    return out
+
+
+def check_sha256(path: str | Path, expected: str) -> None:
+    """Raise InputError naming ``path``, the expected and the actual sha256 when they differ."""
+    from .io import sha256_file
+
+    try:
+        actual = sha256_file(path)
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read file: {exc}") from None
+    if actual != expected.lower():
+        raise InputError(path, f"sha256 mismatch: expected {expected.lower()}, got {actual} (if you changed the "
+                               "file on purpose, put the new sha256 into agreement.custom_groups)")
+
+
+def _text_field(obj: Mapping[str, Any], key: str, allow_empty: bool = False) -> str:
+    value = obj[key]
+    if not isinstance(value, str):
+        raise ValueError(f"field {key!r} must be a string, not {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise ValueError(f"empty field {key!r}")
+    return value
+
+
+def _verb_field(obj: Mapping[str, Any], key: str) -> str:
+    word = _text_field(obj, key).strip()
+    if len(word.split()) != 1:
+        raise ValueError(f"field {key!r} must be one word, got {word!r}")
+    pre, core, post = _split_punct(word)
+    if pre or post or not core:
+        raise ValueError(f"field {key!r} has punctuation ({word!r}): put it into left/right")
+    return word
+
+
+def _checked_label(label: Number | None, correct: str, incorrect: str) -> Number:
+    """The given label, checked against the one derived from the verb forms when that can be derived."""
+    try:
+        derived: Number | None = derive_number(correct, incorrect)
+        why = ""
+    except ValueError as exc:
+        derived, why = None, str(exc)
+    if label is None:
+        if derived is None:
+            raise ValueError(f"{why}; give the number of the correct form in a 'label' field (singular or plural)")
+        return derived
+    if derived is not None and derived != label:
+        raise ValueError(f"label {label!r} contradicts the verb forms: {correct!r}/{incorrect!r} make the correct "
+                         f"form {derived}")
+    return label
+
+
+def _custom_row(obj: Any) -> tuple[str, str, str, str, Number, str, str]:
+    """One record of a pair file -> ``(left, right, correct, incorrect, label, pair_id, note)``."""
+    if not isinstance(obj, dict):
+        raise ValueError("a JSON object is expected")
+    unknown = sorted(set(obj) - _ALLOWED_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(map(repr, unknown))} (expected sentence_good, sentence_bad "
+                         "or left, right, correct, incorrect, label; optional id, note)")
+    split_keys = [k for k in SPLIT_FIELDS if k != "label" and k in obj]
+    pair_keys = [k for k in PAIR_FIELDS if k in obj]
+    if pair_keys and split_keys:
+        raise ValueError(f"mixes the two forms ({', '.join(pair_keys + split_keys)}): use sentence_good/"
+                         "sentence_bad or left/right/correct/incorrect/label")
+    raw_label = obj.get("label")
+    label: Number | None = None
+    if raw_label is not None and raw_label != "":
+        if raw_label not in NUMBERS:
+            raise ValueError(f"label {raw_label!r} is not singular or plural")
+        label = raw_label
+    if pair_keys or not split_keys:
+        missing = [k for k in PAIR_FIELDS if k not in obj]
+        if missing:
+            raise ValueError(f"missing field(s): {', '.join(missing)} (or left, right, correct, incorrect, label)")
+        good, bad = _text_field(obj, "sentence_good"), _text_field(obj, "sentence_bad")
+        left, right, correct, incorrect = split_minimal_pair(good, bad)
+        if not left:
+            raise ValueError("the verb is the first word: no left context")
+    else:
+        missing = [k for k in SPLIT_FIELDS if k not in obj or (k == "label" and label is None)]
+        if missing:
+            raise ValueError(f"missing field(s): {', '.join(missing)}")
+        left = " ".join(_text_field(obj, "left").split())
+        right = " ".join(_strip_final_period(_text_field(obj, "right", allow_empty=True).split()))
+        correct, incorrect = _verb_field(obj, "correct"), _verb_field(obj, "incorrect")
+        if correct == incorrect:
+            raise ValueError(f"correct and incorrect are the same form ({correct!r})")
+    label = _checked_label(label, correct, incorrect)
+    pair_id, note = obj.get("id"), obj.get("note")
+    if pair_id is None:
+        pair_id = ""
+    elif isinstance(pair_id, bool) or not isinstance(pair_id, (str, int)):
+        raise ValueError(f"field 'id' must be a string or an integer, not {type(pair_id).__name__}")
+    if note is None:
+        note = ""
+    elif not isinstance(note, str):
+        raise ValueError(f"field 'note' must be a string, not {type(note).__name__}")
+    return left, right, correct, incorrect, label, str(pair_id).strip(), note.strip()
+
+
+def _jsonl_records(text: str) -> Iterator[tuple[int, str, Any]]:
+    """``(line, raw, object or ValueError)`` of each non-blank line."""
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj: Any = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            obj = ValueError(f"invalid JSON ({exc.msg} at column {exc.colno})")
+        yield lineno, raw, obj
+
+
+def _csv_records(p: Path, text: str) -> Iterator[tuple[int, str, Any]]:
+    """``(first line, raw, {column: value} or ValueError)`` of each record after the header.
+
+    Raises:
+        InputError: at line 1 for a missing header, a repeated or unknown column.
+    """
+    lines = text.splitlines()
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        return
+    except csv.Error as exc:
+        raise InputError(p, f"invalid CSV header: {exc}", 1) from None
+    repeated = sorted({h for h in header if header.count(h) > 1})
+    if repeated:
+        raise InputError(p, f"repeated column(s) {', '.join(repeated)}", 1)
+    unknown = [h for h in header if h not in _ALLOWED_FIELDS]
+    if unknown:
+        raise InputError(p, f"unknown column(s) {', '.join(map(repr, unknown))} (expected sentence_good, "
+                            "sentence_bad or left, right, correct, incorrect, label; optional id, note)", 1)
+    mixed = [h for h in header if h in PAIR_FIELDS or h in SPLIT_FIELDS[:4]]
+    if any(h in PAIR_FIELDS for h in mixed) and any(h in SPLIT_FIELDS for h in mixed):
+        raise InputError(p, f"columns mix the two forms ({', '.join(mixed)}): use sentence_good/sentence_bad or "
+                            "left/right/correct/incorrect/label", 1)
+    if any(h in header for h in PAIR_FIELDS) or not any(h in header for h in SPLIT_FIELDS):
+        wanted, other = PAIR_FIELDS, "or left, right, correct, incorrect, label"
+    else:
+        wanted, other = SPLIT_FIELDS, "or sentence_good, sentence_bad"
+    missing = [h for h in wanted if h not in header]
+    if missing:
+        raise InputError(p, f"missing column(s) {', '.join(missing)} ({other})", 1)
+    last = reader.line_num
+    while True:
+        start = last + 1
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield start, lines[start - 1] if start <= len(lines) else "", ValueError(f"invalid CSV: {exc}")
+            return
+        last = reader.line_num
+        if not fields or (len(fields) == 1 and not fields[0].strip()):
+            continue  # a blank line
+        raw = "\n".join(lines[start - 1:last])
+        if len(fields) != len(header):
+            yield start, raw, ValueError(f"expected {len(header)} fields (as the header), got {len(fields)}")
+        else:
+            yield start, raw, dict(zip(header, fields))
+
+
+def read_custom_pairs(
+    path: str | Path,
+    fmt: str,
+    source: str,
+    group: str,
+    skip_bad_rows: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read a user's own minimal-pair file (JSONL or CSV) into ``(rows, rejects)``.
+
+    Each record is either a minimal pair (``sentence_good``, ``sentence_bad``, optional ``label``)
+    split with :func:`split_minimal_pair`, or an already split one (``left``, ``right``,
+    ``correct``, ``incorrect``, ``label``); ``label`` is ``singular`` or ``plural``. When the
+    number can be derived from the verb forms (:func:`derive_number`) it must agree with a given
+    ``label``; when it cannot, ``label`` is required. Optional ``id`` and ``note`` are kept (as
+    ``pair_id`` and ``note``). ``line`` is the record's first line in the file (for CSV, the header
+    is line 1). The tables are those of :func:`read_template_file`.
+
+    Raises:
+        InputError: at ``path:line`` for an invalid record (bad JSON or CSV, unknown, missing or
+            empty field, both forms mixed, sentences that differ in more than one word, a bad or
+            contradicting label, a repeated pair or id), unless ``skip_bad_rows`` (the record goes to
+            ``rejects``); at ``path:1`` for a bad CSV header; at ``path`` when the file cannot be
+            read or yields no row (a warning under ``skip_bad_rows``).
+        ValueError: for an unknown ``fmt``.
+    """
+    if fmt not in CUSTOM_FORMATS:
+        raise ValueError(f"unknown pair file format {fmt!r}; expected one of {', '.join(CUSTOM_FORMATS)}")
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(p, "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(p, f"cannot read file: {exc}") from None
+    records = _jsonl_records(text) if fmt == "jsonl" else _csv_records(p, text)
+    rows: list[dict[str, Any]] = []
+    rejects: list[dict[str, Any]] = []
+    seen_pairs: dict[tuple[str, str, str, str], int] = {}
+    seen_ids: dict[str, int] = {}
+    for lineno, raw, obj in records:
+        try:
+            if isinstance(obj, ValueError):
+                raise obj
+            left, right, correct, incorrect, label, pair_id, note = _custom_row(obj)
+            key = (left, right, correct, incorrect)
+            if key in seen_pairs:
+                raise ValueError(f"duplicate pair: the same as line {seen_pairs[key]}")
+            if pair_id and pair_id in seen_ids:
+                raise ValueError(f"duplicate id {pair_id!r}: already on line {seen_ids[pair_id]}")
+        except ValueError as exc:
+            if not skip_bad_rows:
+                raise InputError(p, str(exc), lineno) from None
+            rejects.append({"source": source, "line": lineno, "reason": str(exc), "raw": raw})
+            continue
+        seen_pairs[key] = lineno
+        if pair_id:
+            seen_ids[pair_id] = lineno
+        rows.append({
+            "group": group, "source": source, "line": lineno, "left": left, "right": right,
+            "correct": correct, "incorrect": incorrect, "label": label, "plural": label == "plural",
+            "pair_id": pair_id, "note": note,
+        })
+    if rejects:
+        log.warning("%s: skipped %d row(s)", p, len(rejects))
+    _check_nonempty(p, rows, rejects, skip_bad_rows, source, group)
+    return _typed(rows, TEMPLATE_COLUMNS), _typed(rejects, REJECT_COLUMNS)
+
+
+def run_groups(groups: Sequence[Mapping[str, Any]], custom: Sequence[CustomGroup] = ()) -> list[dict[str, Any]]:
+    """The groups of a run in table order: ``groups`` (from the groups file), then the custom ones."""
+    out = [{"id": g["id"], "name": g["name"], "sources": list(g["sources"])} for g in groups]
+    return out + [{"id": c.id, "name": c.name, "sources": [c.source]} for c in custom]
+
+
+def write_groups(path: str | Path, groups: Sequence[Mapping[str, Any]]) -> None:
+    """Write ``groups`` as a groups file that :func:`load_groups` reads (atomically)."""
+    from .io import write_text
+
+    head = "# The agreement groups of this run, in table order (verbeval templates --groups-out).\n"
+    write_text(path, head + yaml.safe_dump({"groups": [dict(g) for g in groups]}, sort_keys=False,
+                                           allow_unicode=True))
 
 
 # --------------------------------------------------------------------------- subsampling
@@ -482,18 +833,25 @@ def build_template_table(
     max_rows_per_source: int | None = None,
     errata: Mapping[str, Mapping[int, str | Erratum]] | None = None,
     drop_flagged: bool = False,
+    custom: Sequence[CustomGroup] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Read every source of ``groups`` and return ``(table, rejects)``.
+    """Read every source of ``groups``, then every ``custom`` group's file; return ``(table, rejects)``.
 
     ``inputs`` maps a source name to ``(path, format)``. Rows are concatenated in group order, then
     the group's source order, then line order; each source is subsampled with
-    :func:`subsample` first. Inputs that no group uses are ignored (logged).
+    :func:`subsample` first. The custom groups come last, each one source (its file, checked
+    against its sha256 when given, read by :func:`read_custom_pairs`, subsampled alike). Inputs
+    that no group uses are ignored (logged).
 
     Raises:
         VerbevalError: when a group names a source missing from ``inputs`` or with an unknown
-            format, or ends up with no row at all (even with ``skip_bad_rows``: its inference
-            could not run); InputError from :func:`read_template_file`.
+            format, a custom id repeats a group id, or a group ends up with no row at all (even with
+            ``skip_bad_rows``: its inference could not run); InputError from
+            :func:`read_template_file`, :func:`read_custom_pairs` and :func:`check_sha256`.
     """
+    ids = [g["id"] for g in groups] + [c.id for c in custom]
+    if len(set(ids)) != len(ids):
+        raise VerbevalError(f"repeated group id(s) {sorted({i for i in ids if ids.count(i) > 1})}")
     tables: list[pd.DataFrame] = []
     rejects: list[pd.DataFrame] = []
     used: set[str] = set()
@@ -515,6 +873,14 @@ def build_template_table(
             files = ", ".join(str(inputs[src][0]) for src in group["sources"])
             raise VerbevalError(f"group {group['id']!r} has no template rows: every source file is empty or "
                                 f"rejected ({files})")
+    for c in custom:
+        if c.sha256:
+            check_sha256(c.path, c.sha256)
+        rows, bad = read_custom_pairs(c.path, c.format, c.source, c.id, skip_bad_rows)
+        if rows.empty:
+            raise VerbevalError(f"group {c.id!r} has no template rows: {c.path} is empty or every row is rejected")
+        tables.append(subsample(rows, max_rows_per_source))
+        rejects.append(bad)
     unused = sorted(set(inputs) - used)
     if unused:
         log.info("inputs not in any agreement group, ignored: %s", ", ".join(unused))

@@ -24,13 +24,16 @@ rule templates:
         sources=[raw_path(s) for g in GROUPS for s in g["sources"]],
         groups_file=AGR["groups_file"],
         errata=AGR["errata"],
+        custom=[str(g.path) for g in CUSTOM_GROUPS],
     output:
         table=f"{OUT}/templates.parquet",
         rejects=f"{OUT}/template_rejects.csv",
+        groups=RUN_GROUPS_FILE,
     params:
         manifest=config["manifest"],
         inputs=" ".join(shlex.quote(f"--input={s}={raw_path(s)}") for g in GROUPS for s in g["sources"]),
-        groups=",".join(GROUP_IDS),
+        groups=shlex.quote("--groups=" + ",".join(g["id"] for g in GROUPS)),  # empty: custom groups only
+        custom=custom_group_options(CUSTOM_GROUPS),
         skip="--skip-bad-rows" if AGR["skip_bad_rows"] else "",
         drop="--drop-flagged-errata" if AGR["drop_flagged_errata"] else "",
         limit=f"--max-rows-per-source {AGR['max_rows_per_source']}" if AGR["max_rows_per_source"] else "",
@@ -39,9 +42,9 @@ rule templates:
     log:
         f"{LOGS}/agreement/templates.log",
     shell:
-        "verbeval templates --manifest {params.manifest:q} --groups-file {input.groups_file:q} --groups {params.groups} "
-        "--errata {input.errata:q} {params.inputs} {params.skip} {params.drop} {params.limit} --out {output.table:q} "
-        "--rejects {output.rejects:q} 2> {log:q}"
+        "verbeval templates --manifest {params.manifest:q} --groups-file {input.groups_file:q} {params.groups} "
+        "--errata {input.errata:q} {params.inputs} {params.custom} {params.skip} {params.drop} {params.limit} "
+        "--out {output.table:q} --rejects {output.rejects:q} --groups-out {output.groups:q} 2> {log:q}"
 
 
 rule lemmas:
@@ -125,7 +128,7 @@ rule aggregate:
 rule table2:
     input:
         summaries=expand(f"{OUT}/{{model}}/{{group}}/summary.csv", model=MODELS, group=GROUP_IDS),
-        groups_file=AGR["groups_file"],
+        groups_file=RUN_GROUPS_FILE,
         errata=AGR["errata"],
         templates=f"{OUT}/templates.parquet",
     output:

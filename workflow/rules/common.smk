@@ -12,7 +12,7 @@ from verbeval.errors import VerbevalError
 from verbeval.fetch import load_manifest, local_filename, mirror_location
 from verbeval.models import is_local, model_fingerprint
 from verbeval.shardstore import MANIFEST_NAME, incomplete_store
-from verbeval.templates import load_groups
+from verbeval.templates import custom_groups, load_groups
 
 
 class ConfigError(WorkflowError):
@@ -66,7 +66,18 @@ if AGR["groups"] is not None:
     _unknown = sorted(set(AGR["groups"]) - {g["id"] for g in ALL_GROUPS})
     if _unknown:
         raise config_error(["agreement", "groups"], f"agreement.groups: unknown group(s) {_unknown}")
-GROUP_IDS = [g["id"] for g in GROUPS]
+try:
+    CUSTOM_GROUPS = custom_groups(AGR["custom_groups"], ALL_GROUPS)
+except VerbevalError as exc:
+    raise config_error(["agreement", "custom_groups"], str(exc)) from None
+_custom_missing = [str(g.path) for g in CUSTOM_GROUPS if not g.path.is_file()]
+if _custom_missing:
+    raise config_error(["agreement", "custom_groups"], f"agreement.custom_groups: file(s) not found: "
+                                                        f"{', '.join(_custom_missing)}")
+# the paper's groups (GROUPS, from manifest sources), then the user's own (CUSTOM_GROUPS, local files)
+GROUP_IDS = [g["id"] for g in GROUPS] + [g.id for g in CUSTOM_GROUPS]
+# the run's groups as a groups file (written by the templates rule): what the tables and figures show
+RUN_GROUPS_FILE = f"{OUT}/groups.yaml"
 SOURCES = list(dict.fromkeys([s for g in GROUPS for s in g["sources"]] + AGR["verb_lists"]))
 for _src in SOURCES:
     if _src not in MANIFEST:
@@ -88,6 +99,19 @@ wildcard_constraints:
 def raw_path(name):
     """Where the fetched copy of manifest source `name` lives."""
     return f"{RAW}/{name}/{local_filename(MANIFEST[name])}"
+
+
+def custom_group_options(groups):
+    """`verbeval templates` options of the custom groups (agreement.custom_groups)."""
+    opts = []
+    for g in groups:
+        opts.append(f"--custom-group={g.id}={g.path}")
+        if g.name != g.id:
+            opts.append(f"--custom-name={g.id}={g.name}")
+        if g.sha256:
+            opts.append(f"--custom-sha256={g.id}={g.sha256}")
+        opts.append(f"--custom-format={g.id}={g.format}")
+    return " ".join(shlex.quote(o) for o in opts)
 
 
 def shard_manifest(root):

@@ -8,7 +8,7 @@ include: "figures_common.smk"
 rule figure_top_p:
     input:
         summary=f"{OUT}/summary_all.csv",
-        groups_file=AGR["groups_file"],
+        groups_file=RUN_GROUPS_FILE,
     output:
         csv=f"{FIGS}/fig1_top_p.csv",
         images=figure_images("fig1_top_p", "Cutoff curves"),
@@ -27,7 +27,7 @@ rule figure_top_p:
 rule figure_bottom_p:
     input:
         summary=f"{OUT}/summary_all.csv",
-        groups_file=AGR["groups_file"],
+        groups_file=RUN_GROUPS_FILE,
     output:
         csv=f"{FIGS}/fig2_bottom_p.csv",
         images=figure_images("fig2_bottom_p", "Cutoff curves"),
@@ -46,7 +46,7 @@ rule figure_bottom_p:
 rule figure_prob_counted:
     input:
         summary=f"{OUT}/summary_all.csv",
-        groups_file=AGR["groups_file"],
+        groups_file=RUN_GROUPS_FILE,
     output:
         csv=f"{FIGS}/fig3_prob_counted.csv",
         images=figure_images("fig3_prob_counted", "Cutoff curves"),
@@ -65,7 +65,7 @@ rule figure_prob_counted:
 rule figure_invalid:
     input:
         summary=f"{OUT}/summary_all.csv",
-        groups_file=AGR["groups_file"],
+        groups_file=RUN_GROUPS_FILE,
     output:
         csv=f"{FIGS}/fig4_invalid.csv",
         images=figure_images("fig4_invalid", "Cutoff curves"),
@@ -84,7 +84,7 @@ rule figure_invalid:
 rule figure_models:
     input:
         summary=f"{OUT}/summary_all.csv",
-        groups_file=AGR["groups_file"],
+        groups_file=RUN_GROUPS_FILE,
     output:
         csv=f"{FIGS}/model_comparison.csv",
         images=figure_images("model_comparison", "Model comparison"),

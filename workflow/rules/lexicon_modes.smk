@@ -105,7 +105,7 @@ rule lexicon_modes_table:
         consistency=expand(f"{LMOUT}/{{model}}/consistency.csv", model=MODELS),
         forms=expand(f"{LMOUT}/{{model}}/forms.parquet", model=MODELS),
         common=f"{LMOUT}/common.parquet",
-        groups_file=AGR["groups_file"],
+        groups_file=RUN_GROUPS_FILE,
     output:
         csv=report(f"{LMOUT}/table.csv", caption="../report/lexicon_modes.rst", category="Agreement",
                    subcategory="Lexicon modes"),
