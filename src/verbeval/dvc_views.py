@@ -21,6 +21,12 @@ import pandas as pd
 from .errors import VerbevalError
 from .tables import METRICS as TABLE2_METRICS
 
+#: DVC plot template of the cutoff curves (.dvc/plots/verbeval_lines.json): straight lines through
+#: the points, no smoothing, one colour per y column (model and metric), one dash per revision.
+#: DVC's own line templates colour by revision and tell series apart by 7 dash patterns only
+#: (``linear`` and ``smooth`` also apply a loess transform).
+TEMPLATE = "verbeval_lines"
+
 #: legend label of each cutoff-figure metric in the DVC plot data
 METRIC_LABELS = {"ew": "EW", "mw": "MW", "prob_counted": "mass counted", "invalid": "invalid"}
 
@@ -107,13 +113,13 @@ def plot_definitions(path_of: Mapping[str, str], *, stem: str, title: str, side:
                      models: Sequence[str]) -> list[dict[str, Any]]:
     """DVC top-level ``plots`` entries for one cutoff figure and side: one plot per group
     (``path_of``: group -> CSV path relative to the dvc.yaml), one series per model and metric,
-    straight lines through the points (template ``simple``: no smoothing)."""
+    straight lines through the points (:data:`TEMPLATE`: no smoothing)."""
     number = stem[3] if stem.startswith("fig") and stem[3:4].isdigit() else ""
     x_label = "log10 bottom-p cutoff" if side == "bottom" else "top-p cutoff"
     which = "" if f"{side}-p" in title else f" ({side}-p)"
     columns = [series_column(m, metric) for m in models for metric in metrics]
     return [{f"{stem}/{side}/{g}": {
-        "template": "simple",
+        "template": TEMPLATE,
         "x": x_column(side),
         "y": {path: list(columns)},
         "title": f"{'Figure ' + number + ': ' if number else ''}{title}{which}, {g}",
