@@ -17,6 +17,7 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/veridicality.smk"
 include: "workflow/rules/simverb.smk"
 include: "workflow/rules/lexicon_modes.smk"
+include: "workflow/rules/dvc_views.smk"
 
 
 rule all:
@@ -26,4 +27,5 @@ rule all:
         veridicality_outputs(),
         simverb_outputs(),
         lexicon_modes_outputs(),
+        dvc_view_outputs(),
     default_target: True

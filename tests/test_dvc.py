@@ -81,11 +81,18 @@ def test_stage_runs_the_snakemake_command(ci_jobs: list[JobSpec]) -> None:
                                {"config/config.yaml": ["agreement.groups", "agreement.custom_groups"]}]
 
 
-def test_table_stage_declares_metrics(ci_jobs: list[JobSpec]) -> None:
-    job = next(j for j in ci_jobs if j.rule == "table2")
-    stage = dvc_pipeline([job], ["config/config.yaml", "config/ci.yaml"], REPO)["stages"]["table2"]
-    assert stage["metrics"] == [{"results-ci/agreement/metrics.json": {"cache": False}}]
-    assert "results-ci/agreement/metrics.json" not in stage["outs"]
+def test_only_a_root_pipeline_declares_metrics(ci_jobs: list[JobSpec]) -> None:
+    jobs = [j for j in ci_jobs if j.rule in ("table2", "dvc_metrics")]
+    stages = dvc_pipeline(jobs, ["config/config.yaml", "config/ci.yaml"], REPO)["stages"]
+    # Table 2 as one {tse, ew, mw} file per model and group; metrics.json is a plain output
+    assert stages["dvc_metrics"]["metrics"][:2] == [{"results-ci/agreement/metrics/tiny-bert-cased/simple.json": {"cache": False}},
+                                                    {"results-ci/agreement/metrics/tiny-bert-cased/sent_comp.json": {"cache": False}}]
+    assert len(stages["dvc_metrics"]["metrics"]) == 2 * 10 and "outs" not in stages["dvc_metrics"]
+    assert "results-ci/agreement/metrics.json" in stages["table2"]["outs"] and "metrics" not in stages["table2"]
+    # a pipeline in a subdirectory (pipelines/ci) declares none: its outputs are plain outs
+    sub = dvc_pipeline(jobs, ["config/config.yaml", "config/ci.yaml"], REPO, "../..")["stages"]
+    assert "metrics" not in sub["dvc_metrics"]
+    assert sub["dvc_metrics"]["outs"] == [next(iter(m)) for m in stages["dvc_metrics"]["metrics"]]
 
 
 def test_params_take_each_key_from_the_last_file_that_sets_it() -> None:
@@ -105,15 +112,12 @@ def test_root_pipeline_is_valid_yaml_with_paper_models() -> None:
 
 def test_figure_data_are_dvc_plots_with_existing_columns(ci_jobs: list[JobSpec]) -> None:
     from verbeval.dvc import PLOTS
-    from verbeval.figures import COMPARISON_COLUMNS, CURVE_COLUMNS, LEMMA_ACCURACY_COLUMNS
-
     from verbeval.simverb import LAYER_COLUMNS
     from verbeval.veridicality import SCATTER_COLUMNS
 
-    columns = {"lemma_accuracy.csv": LEMMA_ACCURACY_COLUMNS, "model_comparison.csv": COMPARISON_COLUMNS,
-               "veridicality_scatter.csv": SCATTER_COLUMNS, "simverb_layers.csv": LAYER_COLUMNS}
+    columns = {"veridicality_scatter.csv": SCATTER_COLUMNS, "simverb_layers.csv": LAYER_COLUMNS}
     for name, spec in PLOTS.items():
-        cols = columns.get(name, CURVE_COLUMNS)
+        cols = columns[name]
         assert spec["x"] in cols and spec["y"] in cols, name
     stages = dvc_pipeline(ci_jobs, ["config/config.yaml", "config/ci.yaml"], REPO)["stages"]
     declared = {Path(next(iter(p))).name for s in stages.values() for p in s.get("plots", [])}

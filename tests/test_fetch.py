@@ -543,3 +543,28 @@ def test_mirror_reports_failures_and_keeps_the_rest(http_root: tuple[Path, str],
     assert results["bad"].status == "failed" and "checksum mismatch" in results["bad"].detail
     assert results["gone"].status == "failed" and "HTTP 404" in results["gone"].detail
     assert not mirror_location(bad, out).exists() and not mirror_location(missing, out).exists()
+
+
+def test_fetch_cli_reads_the_mirror_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dvc repro` of dvc.yaml (no --mirror in its commands) uses a mirror through $VERBEVAL_DATA_MIRROR."""
+    from verbeval.cli import MIRROR_ENV, main
+
+    data = b"the mirror copy\n"
+    url = "https://example.org/o/r/raw/c/f.txt"
+    (tmp_path / "manifest.yaml").write_text(
+        f"sources:\n  toy:\n    url: {url}\n    sha256: '{sha(data)}'\n    format: ml_jsonl\n"
+        "    description: d\n    license: MIT\n")
+    mirror = tmp_path / "mirror"
+    location = mirror_location(make_source(url, data), mirror)
+    location.parent.mkdir(parents=True)
+    location.write_bytes(data)
+    monkeypatch.setenv(MIRROR_ENV, str(mirror))
+    dest = tmp_path / "raw/toy/f.txt"
+    assert main(["-q", "fetch", "--manifest", str(tmp_path / "manifest.yaml"), "--name", "toy", "--out", str(dest)]) == 0
+    assert dest.read_bytes() == data
+    # --mirror wins over the environment
+    monkeypatch.setenv(MIRROR_ENV, str(tmp_path / "nowhere"))
+    assert main(["-q", "fetch", "--manifest", str(tmp_path / "manifest.yaml"), "--name", "toy", "--out", str(dest),
+                 "--mirror", str(mirror)]) == 0
+    assert main(["-q", "fetch", "--manifest", str(tmp_path / "manifest.yaml"), "--name", "toy",
+                 "--out", str(tmp_path / "other.txt")]) == 1  # the environment's mirror is used, and lacks the file

@@ -237,9 +237,10 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
         "the deleted shard was not recomputed; snakemake said: "
         + ("'Nothing to be done'" if "Nothing to be done" in output else output[-2000:]))
     assert stats.get("infer") == 1, stats
-    # downstream of the shard: Table 2, the figures, the SimVerb join (per-lemma agreement results)
-    # and the lexicon-modes check against Table 2
-    downstream = {"infer", "aggregate", "table2", "all", "simverb_join", "lexicon_modes", "lexicon_modes_table"}
+    # downstream of the shard: Table 2, the figures, the SimVerb join (per-lemma agreement results),
+    # the lexicon-modes check against Table 2 and the DVC views of Table 2 and the figures
+    downstream = {"infer", "aggregate", "table2", "all", "simverb_join", "lexicon_modes", "lexicon_modes_table",
+                  "dvc_metrics", "dvc_plot_data"}
     assert set(stats) <= downstream | FIGURE_RULES, stats
     assert stats.get("aggregate", 0) <= 1
     assert {p: p.stat().st_mtime_ns for p in others} == others  # no other shard was touched

@@ -49,13 +49,18 @@ def _check_outputs(*paths: str | None) -> None:
 # --------------------------------------------------------------------------- commands
 
 
+#: a data mirror for `verbeval fetch` without --mirror (how `dvc repro` of dvc.yaml uses one)
+MIRROR_ENV = "VERBEVAL_DATA_MIRROR"
+
+
 def cmd_fetch(a: argparse.Namespace) -> None:
     from .fetch import fetch_source, load_manifest
 
     manifest = load_manifest(a.manifest)
     if a.name not in manifest:
         raise VerbevalError(f"{a.manifest}: no source named {a.name!r}")
-    path = fetch_source(manifest[a.name], Path(a.out), Path(a.mirror) if a.mirror else None)
+    mirror = a.mirror or os.environ.get(MIRROR_ENV) or None
+    path = fetch_source(manifest[a.name], Path(a.out), Path(mirror) if mirror else None)
     log.info("fetched %s -> %s", a.name, path)
 
 
@@ -477,6 +482,42 @@ def cmd_tiny_model(a: argparse.Namespace) -> None:
         built.rename(out)
     source = "a word-level tokenizer of " + ", ".join(a.word_corpus) if a.word_corpus else a.tokenizer
     log.info("tiny %s model on %s -> %s", a.arch, source, out)
+
+
+def cmd_dvc_metrics(a: argparse.Namespace) -> None:
+    import json
+
+    from .dvc_views import split_metrics
+    from .io import write_json
+
+    try:
+        metrics = json.loads(Path(a.metrics).read_text())
+    except (OSError, ValueError) as exc:
+        raise VerbevalError(f"{a.metrics}: cannot read JSON metrics: {exc}") from exc
+    if not isinstance(metrics, dict):
+        raise VerbevalError(f"{a.metrics}: expected {{model: {{group: {{tse, ew, mw}}}}}}")
+    parts = split_metrics(metrics, a.models.split(","), a.groups.split(","), source=a.metrics)
+    for (model, group), values in parts.items():
+        write_json(Path(a.out_dir) / model / f"{group}.json", values)
+    log.info("%d metrics files (model x group) -> %s", len(parts), a.out_dir)
+
+
+def cmd_dvc_plot_data(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .dvc_views import wide_curves
+    from .figures import CUTOFF_FIGURES
+    from .io import write_csv
+
+    spec = CUTOFF_FIGURES[a.figure]
+    if a.side not in spec.sides:
+        raise VerbevalError(f"figure {a.figure} has no {a.side}-p side (sides: {', '.join(spec.sides)})")
+    curves = pd.read_csv(a.curves, keep_default_na=False, na_values=[""])
+    tables = wide_curves(curves, side=a.side, models=a.models.split(","), groups=a.groups.split(","),
+                         metrics=spec.metrics, source=a.curves)
+    for group, table in tables.items():
+        write_csv(table, Path(a.out_dir) / f"{group}.csv", float_format="%.10g")
+    log.info("%s (%s-p): %d DVC plot data files -> %s", spec.stem, a.side, len(tables), a.out_dir)
 
 
 def cmd_dvc_yaml(a: argparse.Namespace) -> None:
@@ -921,7 +962,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="output: the fetched file")
     s.add_argument("--mirror", help="local mirror directory laid out like the download URLs "
                                     "(<mirror>/github.com/<owner>/<repo>/raw/<commit>/<path>, or the entry's "
-                                    "mirror_path); default: download from the URL")
+                                    "mirror_path); default: $VERBEVAL_DATA_MIRROR if set, else download from the URL")
 
     s = add("lexicon", cmd_lexicon, "build the verb lexicon (lemma, 3sg and plural present forms)",
             "Union of the verb lists, de-duplicated on the form pair (docs/data.md). Run by the rule lexicon.")
@@ -1133,6 +1174,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="torch seed of the random weights")
     s.add_argument("--layers", type=int, default=2, help="transformer layers")
     s.add_argument("--hidden", type=int, default=32, help="hidden size")
+
+    s = add("dvc-metrics", cmd_dvc_metrics,
+            "split Table 2's metrics.json into one {tse, ew, mw} file per model and group (DVC metrics)",
+            "The numbers are copied, not recomputed; `dvc metrics show` prints one row per model and group "
+            "(docs/workflow.md, 'DVC'). Run by the rule dvc_metrics.")
+    s.add_argument("--metrics", required=True, help="metrics.json written by `verbeval table`")
+    s.add_argument("--models", required=True, help="comma-separated model names (one directory each)")
+    s.add_argument("--groups", required=True, help="comma-separated group ids (one file per group)")
+    s.add_argument("--out-dir", required=True, help="writes OUT_DIR/<model>/<group>.json")
+
+    s = add("dvc-plot-data", cmd_dvc_plot_data,
+            "a cutoff figure's data as one CSV per group with a column per model and metric (DVC plots)",
+            "Read by the top-level plots of dvc.yaml (`dvc plots show`, docs/workflow.md, 'DVC'). Run by the "
+            "rule dvc_plot_data, one job per figure and side.")
+    s.add_argument("--figure", required=True, choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
+                   help="which cutoff figure the data belong to (as in plot-cutoffs)")
+    s.add_argument("--curves", required=True, help="the figure's data CSV written by plot-cutoffs --csv")
+    s.add_argument("--side", required=True, choices=["top", "bottom"], help="top-p or bottom-p cutoffs")
+    s.add_argument("--models", required=True, help="comma-separated model names (columns, in this order)")
+    s.add_argument("--groups", required=True, help="comma-separated group ids (one file per group)")
+    s.add_argument("--out-dir", required=True, help="writes OUT_DIR/<group>.csv")
 
     s = add("dvc-yaml", cmd_dvc_yaml, "generate (or --check) a dvc.yaml with one stage per Snakemake job",
             "Stages take the jobs' shell commands, inputs, outputs and config params (docs/workflow.md, 'DVC'). "

@@ -11,6 +11,7 @@ generates.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import shlex
 from collections.abc import Sequence
@@ -72,24 +73,26 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "simverb_table": ("simverb.bins", "simverb.bootstrap", "simverb.formats"),
     "simverb_join": ("simverb.agreement_join",),
     "simverb_all": (),
+    # DVC views of Table 2 and Figures 1-4 (workflow/rules/dvc_views.smk): the same numbers, reshaped
+    "dvc_metrics": (),
+    "dvc_plot_data": (),
 }
 
-#: outputs declared as DVC metrics (not cached, so `dvc metrics show` reads them from the workspace)
-METRICS_SUFFIXES = ("metrics.json",)
+#: the rule whose outputs are the DVC metrics: Table 2 as one ``{tse, ew, mw}`` file per model and
+#: group, so that `dvc metrics show` prints a row per model and group (``verbeval.dvc_views``); the
+#: other JSON summaries (metrics.json, lemma_metrics.json, SimVerb, lexicon modes) stay plain outputs
+#: that `dvc metrics show FILE` reads on request
+METRICS_RULE = "dvc_metrics"
 
-#: figure data declared as DVC plots (by file name): `dvc plots show` draws them
+#: the rule whose outputs are the data of Figures 1-4 as DVC plots (top-level ``plots`` in dvc.yaml)
+PLOT_DATA_RULE = "dvc_plot_data"
+
+#: other data declared as DVC plots (by file name), one plot per file, each file a single series
 PLOTS: dict[str, dict[str, str]] = {
-    "fig1_top_p.csv": {"x": "cutoff", "y": "value", "title": "EW and MW against top-p cutoff"},
-    "fig2_bottom_p.csv": {"x": "cutoff", "y": "value", "title": "EW and MW against bottom-p cutoff"},
-    "fig3_prob_counted.csv": {"x": "cutoff", "y": "value", "title": "Probability mass counted"},
-    "fig4_invalid.csv": {"x": "cutoff", "y": "value", "title": "Share of invalid contexts"},
-    "lemma_accuracy.csv": {"x": "mean_log10_prob", "y": "accuracy", "template": "scatter",
-                           "title": "Per-lemma agreement accuracy against mean log10 probability"},
-    "model_comparison.csv": {"x": "value", "y": "group", "template": "bar_horizontal",
-                             "title": "TSE, EW and MW per group and model"},
     "veridicality_scatter.csv": {"x": "human_mean", "y": "score", "template": "scatter",
                     "title": "Verb veridicality: mean human rating against model score (Figure 1)"},
-    "simverb_layers.csv": {"x": "layer", "y": "rho", "title": "SimVerb-3500: Spearman's rho per layer (-1 = static)"},
+    "simverb_layers.csv": {"x": "layer", "y": "rho", "template": "simple",
+                           "title": "SimVerb-3500: Spearman's rho per layer (-1 = static)"},
 }
 
 
@@ -101,6 +104,7 @@ class JobSpec:
     outputs: tuple[str, ...]
     logs: tuple[str, ...]
     cmd: str
+    params: tuple[tuple[str, str], ...] = ()  # the rule's named params (strings), as (name, value)
 
 
 def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -> list[JobSpec]:
@@ -130,6 +134,7 @@ def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -
                     outputs=tuple(str(f) for f in j.output),
                     logs=tuple(str(f) for f in j.log),
                     cmd=" ".join(j.shellcmd.split()) if j.shellcmd else "",
+                    params=tuple((k, str(v)) for k, v in j.params.items() if isinstance(v, (str, int, float))),
                 )
                 for j in wf.dag.jobs
             ]
@@ -164,14 +169,34 @@ def _params(rule: str, configfiles: Sequence[tuple[str, dict[str, Any]]]) -> lis
     return [{name: keys} for name, keys in by_file.items()]
 
 
-def dvc_pipeline(jobs: Sequence[JobSpec], configfiles: Sequence[str], root: Path, wdir: str | None = None) -> dict[str, Any]:
+def _plot_definitions(job: JobSpec, wdir: str | None) -> list[dict[str, Any]]:
+    """Top-level DVC plots of one ``dvc_plot_data`` job (a cutoff figure's side): one per group."""
+    from .dvc_views import plot_definitions
+    from .figures import CUTOFF_FIGURES
+
+    params = dict(job.params)
+    spec = CUTOFF_FIGURES[params["figure"]]
+    paths = {Path(o).stem: (posixpath.normpath(posixpath.join(wdir, o)) if wdir else o) for o in job.outputs}
+    return plot_definitions(paths, stem=spec.stem, title=spec.title, side=job.wildcards["side"],
+                            metrics=spec.metrics, models=params["models"].split(","))
+
+
+def dvc_pipeline(jobs: Sequence[JobSpec], configfiles: Sequence[str], root: Path, wdir: str | None = None,
+                 declare: bool | None = None) -> dict[str, Any]:
     """The ``dvc.yaml`` mapping for ``jobs``.
 
     ``configfiles`` are the workflow config files (relative to the repository ``root``), used as
     DVC params files; ``wdir`` is the repository root relative to the dvc.yaml, when they differ.
+    ``declare``: whether the pipeline declares DVC metrics and plots; by default only a dvc.yaml at
+    the repository root does. `dvc metrics show` and `dvc plots show` read every dvc.yaml of the
+    repository, so a second pipeline's declarations would mix its rows and plots into the paper's
+    and report its files as failing to load until it has run.
     """
+    if declare is None:
+        declare = wdir is None
     cfgs = [(name, yaml.safe_load((root / name).read_text()) or {}) for name in configfiles]
     stages: dict[str, Any] = {}
+    plots_top: list[dict[str, Any]] = []
     for job in jobs:
         if not job.cmd:  # the `all` target has no command
             continue
@@ -185,20 +210,26 @@ def dvc_pipeline(jobs: Sequence[JobSpec], configfiles: Sequence[str], root: Path
         params = _params(job.rule, cfgs)
         if params:
             stage["params"] = params
-        metrics = [o for o in job.outputs if o.endswith(METRICS_SUFFIXES)]
-        plots = [o for o in job.outputs if Path(o).name in PLOTS]
-        outs = [o for o in job.outputs if o not in metrics and o not in plots]
+        metrics = list(job.outputs) if declare and job.rule == METRICS_RULE else []
+        plots = [o for o in job.outputs if declare and Path(o).name in PLOTS]
+        uncached = list(job.outputs) if declare and job.rule == PLOT_DATA_RULE else []
+        outs: list[Any] = [o for o in job.outputs if o not in metrics and o not in plots and o not in uncached]
+        outs += [{o: {"cache": False}} for o in uncached]
         if outs:
             stage["outs"] = outs
         if metrics:
             stage["metrics"] = [{m: {"cache": False}} for m in metrics]
         if plots:
             stage["plots"] = [{p: {**PLOTS[Path(p).name], "cache": False}} for p in plots]
+        if uncached:
+            plots_top += _plot_definitions(job, wdir)
         name = stage_name(job)
         if name in stages:
             raise VerbevalError(f"two jobs map to the DVC stage name {name!r}")
         stages[name] = stage
-    return {"stages": stages}
+    # Figures 1-4 in order, top-p before bottom-p, groups in the workflow's order
+    plots_top.sort(key=lambda p: (next(iter(p)).split("/")[0], next(iter(p)).split("/")[1] != "top"))
+    return {"stages": stages, **({"plots": plots_top} if plots_top else {})}
 
 
 HEADER = """\

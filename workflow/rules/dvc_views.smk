@@ -1,0 +1,45 @@
+# DVC views of results the other rules computed (no new numbers; see src/verbeval/dvc_views.py):
+# Table 2 as one small {tse, ew, mw} file per model and group (the DVC metrics), and the data of
+# Figures 1-4 as one CSV per figure, side and group with a column per model and metric (the DVC
+# plots; `dvc plots show` cannot split one file's rows into series).
+
+include: "dvc_views_common.smk"
+
+rule dvc_metrics:
+    input:
+        f"{OUT}/metrics.json",
+    output:
+        dvc_metrics_files(),
+    params:
+        models=",".join(MODELS),
+        groups=",".join(GROUP_IDS),
+        out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),  # OUT/metrics
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{LOGS}/agreement/dvc_metrics.log",
+    shell:
+        "verbeval dvc-metrics --metrics {input:q} --models {params.models} --groups {params.groups} "
+        "--out-dir {params.out_dir:q} 2> {log:q}"
+
+
+rule dvc_plot_data:
+    input:
+        f"{FIGS}/{{stem}}.csv",
+    output:
+        expand(f"{FIGS}/dvc/{{stem}}/{{side}}/{{group}}.csv", group=GROUP_IDS, allow_missing=True),
+    wildcard_constraints:
+        stem="|".join(DVC_FIGURES),
+        side="top|bottom",
+    params:
+        figure=lambda wc: DVC_FIGURES[wc.stem][0],
+        models=",".join(MODELS),
+        groups=",".join(GROUP_IDS),
+        out_dir=lambda wc, output: os.path.dirname(output[0]),
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{LOGS}/agreement/figures/dvc_{{stem}}_{{side}}.log",
+    shell:
+        "verbeval dvc-plot-data --figure {params.figure} --curves {input:q} --side {wildcards.side} "
+        "--models {params.models} --groups {params.groups} --out-dir {params.out_dir:q} 2> {log:q}"
