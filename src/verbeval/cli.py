@@ -27,6 +27,18 @@ def _floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from exc
 
 
+def _positive_int(text: str) -> int:
+    if text.strip().isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+
+
+#: defaults of plot-cutoffs' --min-contexts / --low-n: verbeval.figures.DEFAULT_MIN_CONTEXTS and
+#: LOW_N_MODES (repeated here so that the CLI starts without importing pandas; a test ties them)
+MIN_CONTEXTS_DEFAULT = 10
+LOW_N_CHOICES = ("fade", "hide")
+
+
 def _optional_bool(text: str) -> bool | None:
     t = text.lower()
     if t in ("auto", "none", "null", ""):
@@ -318,9 +330,10 @@ def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
     models = a.models.split(",")
     groups = _run_groups(a.groups_file, summary["group"].unique())
     data = cutoff_curves(summary, metrics=spec.metrics, sides=spec.sides, models=models, groups=groups,
-                         cutoffs={"top": a.top_cutoffs, "bottom": a.bottom_cutoffs})
+                         cutoffs={"top": a.top_cutoffs, "bottom": a.bottom_cutoffs}, min_contexts=a.min_contexts)
     write_csv(data, a.csv, float_format="%.10g")
-    save_figure(plot_cutoff_curves(data, spec, models, a.confidence), a.out)
+    save_figure(plot_cutoff_curves(data, spec, models, a.confidence, min_contexts=a.min_contexts,
+                                   hide_low_n=a.low_n == "hide"), a.out)
     log.info("%s: %d points -> %s", spec.stem, len(data), ", ".join([a.csv, *a.out]))
 
 
@@ -863,6 +876,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--top-cutoffs", type=_floats, required=True)
     s.add_argument("--bottom-cutoffs", type=_floats, required=True)
     s.add_argument("--confidence", type=float, help="CI level, for the figure title")
+    s.add_argument("--min-contexts", type=_positive_int, default=MIN_CONTEXTS_DEFAULT,
+                   help="estimates averaged over fewer contexts are flagged low_n in the CSV and faded or hidden "
+                        f"in the figure (default {MIN_CONTEXTS_DEFAULT}; agreement.figures.min_contexts)")
+    s.add_argument("--low-n", choices=LOW_N_CHOICES, default="fade",
+                   help="fade: draw low_n estimates hollow on a dotted line without CI band; hide: leave them out "
+                        "(agreement.figures.low_n)")
     s.add_argument("--csv", required=True, help="the data behind the figure")
     s.add_argument("--out", nargs="+", required=True, help="figure files (.png, .pdf, .svg)")
 
