@@ -266,7 +266,7 @@ def cmd_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from .io import write_csv, write_json, write_text
-    from .tables import errata_notes, table2, to_latex, to_markdown, to_metrics
+    from .tables import errata_notes, table2, to_html, to_latex, to_markdown, to_metrics
     from .templates import flagged_errata, load_errata, load_groups
 
     summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
@@ -282,6 +282,8 @@ def cmd_table(a: argparse.Namespace) -> None:
     write_csv(t, a.csv, float_format="%.6f")
     write_text(a.md, to_markdown(t, models, notes=notes))
     write_text(a.tex, to_latex(t, models, notes=notes))
+    if a.html:
+        write_text(a.html, to_html(t, models, notes=notes, confidence=a.confidence))
     write_json(a.metrics, to_metrics(t, models))
     write_csv(summary.sort_values(["model", "group", "metric", "side", "cutoff"], kind="stable"), a.all_csv,
               float_format="%.10g")
@@ -853,6 +855,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--csv", required=True)
     s.add_argument("--md", required=True)
     s.add_argument("--tex", required=True)
+    s.add_argument("--html", help="Table 2 as an HTML page with CIs and counts (an item of the Snakemake report)")
+    s.add_argument("--confidence", type=float, help="the CIs' level, for the HTML page's text")
     s.add_argument("--all-csv", required=True, help="all summaries (every metric and cutoff) in one CSV")
     s.add_argument("--metrics", required=True, help="Table 2 as JSON {model: {group: {tse, ew, mw}}} (DVC metrics)")
     s.add_argument("--errata", help="errata CSV: Table 2's notes count its flag rows per group")

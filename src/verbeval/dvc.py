@@ -31,7 +31,8 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "lemmas": ("models",),
     "infer": ("models", "inference", "agreement.groups", "agreement.chunks"),
     "aggregate": ("agreement.groups", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap"),
-    "table2": ("models", "agreement.groups", "agreement.errata", "agreement.drop_flagged_errata"),
+    "table2": ("models", "agreement.groups", "agreement.errata", "agreement.drop_flagged_errata",
+               "agreement.bootstrap.confidence"),
     # figures (workflow/rules/figures.smk)
     "figure_top_p": ("models", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap",
                      "agreement.figures.formats", "agreement.figures.min_contexts", "agreement.figures.low_n"),
