@@ -94,9 +94,10 @@ def _draw_curve(ax: Any, d: pd.DataFrame, colour: Any, hide_low_n: bool) -> None
     v = d["value"].to_numpy(float)
     low = d["low_n"].to_numpy(bool)
     ok = np.where(low, np.nan, v)
-    if not hide_low_n and (low & np.isfinite(v)).any():
+    faded = low & np.isfinite(v)
+    if not hide_low_n and faded.any():
         ax.plot(x, v, linestyle=":", linewidth=1.0, color=colour, alpha=0.5, zorder=1)
-        ax.scatter(x[low], v[low], s=14, facecolors="none", edgecolors=[colour], linewidths=0.9, alpha=0.7,
+        ax.scatter(x[faded], v[faded], s=14, facecolors="none", edgecolors=[colour], linewidths=0.9, alpha=0.7,
                    zorder=2)
     ax.plot(x, ok, marker="o", markersize=3, linewidth=1.3, color=colour, zorder=3)
     lo = np.where(low, np.nan, d["ci_low"].to_numpy(float))
