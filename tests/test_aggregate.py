@@ -21,7 +21,7 @@ from verbeval.aggregate import bootstrap_means, context_scores, read_shards, row
 from verbeval.agreement import form_statistics, score_logits
 from verbeval.errors import VerbevalError
 from verbeval.inference import META_KEY, ChunkResult, chunk_label, chunk_range, read_shard_meta, write_shard
-from verbeval.tables import table2, to_latex, to_markdown
+from verbeval.tables import table2, to_html, to_latex, to_markdown
 
 V = 40  # vocabulary size of the synthetic distributions
 LEMMA_IDS = np.array([[3, 4], [10, 11], [20, 21], [30, 31]])  # (singular id, plural id)
@@ -345,6 +345,28 @@ def test_table2_markdown_and_latex() -> None:
         r"\bottomrule",
         r"\end{tabular}",
     ]
+
+
+def test_table2_html() -> None:
+    import re
+
+    t = table2(_hand_summary(), GROUPS, MODELS)
+    page = to_html(t, MODELS, notes=["Simple: 2 rows <flagged> & kept."], confidence=0.9)
+    assert page.startswith("<!DOCTYPE html>") and page.endswith("</html>\n")
+    rows = re.findall(r"<tr>(.*?)</tr>", page)
+    assert len(rows) == 2 + len(t)  # two header rows, one per group
+    assert re.findall(r"<th[^>]*>([^<]*)</th>", rows[0]) == ["Group", "bert-a", "gpt_b"]
+    assert re.findall(r"<th>([^<]*)</th>", rows[1]) == ["TSE", "EW", "MW", "rows / contexts"] * 2
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", rows[2])
+    assert cells[0] == "Simple"
+    # value, then its CI; then the counts
+    assert cells[1] == "0.88<br><small>[0.80, 0.95]</small>"
+    assert cells[4] == "<small>110/120 rows<br>60 contexts</small>"
+    across = re.findall(r"<td[^>]*>(.*?)</td>", rows[3])
+    assert across[0] == "Across prepositional phrase &amp; co"  # escaped
+    assert across[5] == "–" and across[8].startswith("<small>0/")  # gpt_b has no TSE in prep: no CI either
+    assert "90% percentile bootstrap CI" in page
+    assert "<li>Simple: 2 rows &lt;flagged&gt; &amp; kept.</li>" in page
 
 
 def _store(tmp_path: Path) -> tuple[Path, list[Path]]:

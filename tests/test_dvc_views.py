@@ -33,7 +33,8 @@ def curves(models: list[str], groups: list[str], metrics: list[str], cuts: dict[
                     for c in cs:
                         v = 100 * i + 10 * j + k + c / 10 + (0.05 if side == "bottom" else 0.0)
                         rows.append(dict(model=m, group=g, group_name=g.upper(), metric=metric, side=side, cutoff=c,
-                                         value=v, ci_low=v - 1, ci_high=v + 1, n=5, n_total=6))
+                                         value=v, ci_low=v - 1, ci_high=v + 1, n=5, n_total=6,
+                                         valid_share=5 / 6, low_n=True))
     return pd.DataFrame(rows)[list(CURVE_COLUMNS)]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,17 @@ from verbeval.diagnostics import (
     worst_lemmas,
 )
 from verbeval.errors import VerbevalError
-from verbeval.figures import CUTOFF_FIGURES, cutoff_curves, lemma_accuracy, lemma_metrics, model_comparison
+from verbeval.figures import (
+    CUTOFF_FIGURES,
+    DEFAULT_MIN_CONTEXTS,
+    LOW_N_MODES,
+    cutoff_curves,
+    lemma_accuracy,
+    lemma_metrics,
+    low_n_flags,
+    model_comparison,
+    shown_cutoffs,
+)
 from verbeval.inference import ChunkResult, lemma_set_hash, write_shard
 
 # --------------------------------------------------------------------------- per-lemma statistics
@@ -209,6 +220,112 @@ def test_cutoff_curves_missing_cutoff_is_an_error() -> None:
                       cutoffs={"top": [0.3, 1.0], "bottom": BOTTOM})
 
 
+def _bottom_curves(n: dict[str, list[int]], n_total: int = 20, metric: str = "ew") -> pd.DataFrame:
+    """Bottom-p curves of one group per model: cutoffs 1e-6 ... 0.5, n valid contexts each."""
+    cuts = [1e-6, 1e-4, 1e-3, 1e-2, 0.5]
+    rows = []
+    for m, ns in n.items():
+        for c, k in zip(cuts, ns):
+            v = 0.6 if k else np.nan
+            rows.append({"model": m, "group": "simple", "group_name": "Simple", "metric": metric, "side": "bottom",
+                         "cutoff": c, "value": v, "ci_low": v - 0.1, "ci_high": v + 0.1, "n": k, "n_total": n_total})
+    return pd.DataFrame(rows)
+
+
+def test_low_n_flags_from_n_and_threshold() -> None:
+    d = _bottom_curves({"m1": [0, 2, 5, 10, 20]})
+    share, low = low_n_flags(d, 5)
+    np.testing.assert_allclose(share, [0.0, 0.1, 0.25, 0.5, 1.0])
+    assert low.tolist() == [True, True, False, False, False]  # n = 0 (NaN) and n = 2 < 5; n = 5 is enough
+    assert low_n_flags(d, 11)[1].tolist() == [True, True, True, True, False]
+    assert low_n_flags(d, 1)[1].tolist() == [True, False, False, False, False]
+    # the invalid share averages over all n_total contexts (its n counts the invalid ones)
+    inv = d.assign(metric="invalid", n=20 - d["n"], value=1 - d["n"] / 20)
+    share, low = low_n_flags(inv, 5)
+    assert share.tolist() == [1.0] * 5 and not low.any()
+    assert low_n_flags(inv, 21)[1].all()  # a group of 20 contexts is itself below 21
+    # an empty group: share 0, low
+    share, low = low_n_flags(d.assign(n=0, n_total=0), 1)
+    assert share.tolist() == [0.0] * 5 and low.all()
+    with pytest.raises(VerbevalError, match="at least 1"):
+        low_n_flags(d, 0)
+
+
+def test_cutoff_curves_flag_low_n_rows() -> None:
+    summary = _summary()
+    ew = (summary["metric"] == "ew") & (summary["side"] == "bottom") & (summary["cutoff"] == 0.01)
+    summary.loc[ew & (summary["model"] == "m1"), ["n", "n_total"]] = [2, 20]
+    summary.loc[ew & (summary["model"] == "m2"), ["n", "n_total"]] = [7, 20]
+    d = cutoff_curves(summary, metrics=("ew",), sides=("bottom",), models=["m1", "m2"], groups=GROUPS,
+                      cutoffs={"top": TOP, "bottom": BOTTOM}, min_contexts=3)
+    assert list(d.columns[-2:]) == ["valid_share", "low_n"]
+    at = d[d["cutoff"] == 0.01].set_index(["model", "group"])
+    assert at.loc[("m1", "simple"), "low_n"] and not at.loc[("m2", "simple"), "low_n"]
+    assert at.loc[("m1", "simple"), "valid_share"] == pytest.approx(0.1)
+    assert at.loc[("m2", "blimp"), "valid_share"] == pytest.approx(0.35)
+    assert (d.loc[d["cutoff"] == 0.5, "valid_share"] == 1.0).all()
+    # every other row has n = n_total = 5 >= 3
+    assert d["low_n"].sum() == 2  # m1 at 0.01 in both groups
+    # the default threshold (10) flags all of them (n = 5)
+    d10 = cutoff_curves(summary, metrics=("ew",), sides=("bottom",), models=["m1"], groups=GROUPS,
+                        cutoffs={"top": TOP, "bottom": BOTTOM})
+    assert DEFAULT_MIN_CONTEXTS == 10 and d10["low_n"].all()
+
+
+def test_shown_cutoffs_drop_the_all_invalid_end() -> None:
+    # m1 has valid contexts from 1e-3 on (2 of them at 1e-3), m2 from 1e-2 on: nothing anywhere below 1e-3
+    d = _bottom_curves({"m1": [0, 0, 2, 8, 20], "m2": [0, 0, 0, 12, 20]})
+    d["valid_share"], d["low_n"] = low_n_flags(d, 5)
+    assert shown_cutoffs(d, "bottom").tolist() == [1e-3, 1e-2, 0.5]
+    # hiding the low-n estimates (n = 2 at 1e-3) moves the start to 1e-2
+    assert shown_cutoffs(d, "bottom", hide_low_n=True).tolist() == [1e-2, 0.5]
+    # a gap inside the range stays (the axis is one interval)
+    gap = _bottom_curves({"m1": [3, 0, 0, 8, 20]}).assign(low_n=False)
+    assert shown_cutoffs(gap, "bottom").tolist() == [1e-6, 1e-4, 1e-3, 1e-2, 0.5]
+    # all invalid: the whole configured range; the invalid share is drawn everywhere
+    none = _bottom_curves({"m1": [0] * 5}).assign(low_n=True)
+    assert shown_cutoffs(none, "bottom").tolist() == [1e-6, 1e-4, 1e-3, 1e-2, 0.5]
+    inv = none.assign(metric="invalid", value=1.0, n=20, low_n=False)
+    assert shown_cutoffs(inv, "bottom").tolist() == [1e-6, 1e-4, 1e-3, 1e-2, 0.5]
+    assert shown_cutoffs(d, "top").tolist() == []
+
+
+def _figure2(d: pd.DataFrame, **kw: Any) -> Any:
+    from verbeval.plots import plot_cutoff_curves
+
+    data = pd.concat([d, d.assign(metric="mw")], ignore_index=True)
+    data["valid_share"], data["low_n"] = low_n_flags(data, 5)
+    return plot_cutoff_curves(data, CUTOFF_FIGURES["scores-bottom"], ["m1", "m2"], 0.95, min_contexts=5, **kw)
+
+
+def test_figure2_axis_low_n_points_and_valid_share_row() -> None:
+    import matplotlib.pyplot as plt
+
+    d = _bottom_curves({"m1": [0, 0, 2, 8, 20], "m2": [0, 0, 0, 12, 20]})
+    fig = _figure2(d)
+    axes = np.array(fig.axes).reshape(3, 2)  # EW, MW, valid share x two models
+    for ax in axes.flat:  # the x axis starts half a decade below 1e-3, not at 1e-6
+        np.testing.assert_allclose(ax.get_xlim(), (1e-3 / 2, 0.5 * 2))
+    # m1's EW panel: the low-n point at 1e-3 hollow (no face colour), the solid line without it
+    hollow = [c for c in axes[0][0].collections if len(c.get_offsets()) and not len(c.get_facecolors())]
+    assert len(hollow) == 1 and np.asarray(hollow[0].get_offsets()).tolist() == [[1e-3, 0.6]]
+    solid = [ln for ln in axes[0][0].get_lines() if ln.get_linestyle() == "-" and ln.get_marker() == "o"]
+    assert len(solid) == 1 and np.isnan(solid[0].get_ydata()[:3]).all() and solid[0].get_ydata()[3] == 0.6
+    # the valid-share row: n / n_total of m2
+    share = axes[2][1].get_lines()[0]
+    np.testing.assert_allclose(share.get_ydata(), [0, 0, 0, 0.6, 1.0])
+    assert axes[2][0].get_ylabel().startswith("valid share")
+    note = " ".join(t.get_text() for t in fig.texts)
+    assert "Not shown: bottom-p cutoff 1e-06, 0.0001" in note
+    plt.close(fig)
+    fig = _figure2(d, hide_low_n=True)
+    axes = np.array(fig.axes).reshape(3, 2)
+    np.testing.assert_allclose(axes[0][0].get_xlim(), (1e-2 / 2, 0.5 * 2))
+    assert not [c for c in axes[0][0].collections if len(c.get_offsets()) and not len(c.get_facecolors())]
+    assert "fewer than 5 contexts are not drawn" in " ".join(t.get_text() for t in fig.texts)
+    plt.close(fig)
+
+
 def test_model_comparison_is_table2_long() -> None:
     summary = _summary()
     d = model_comparison(summary, models=["m1", "m3"], groups=GROUPS)
@@ -253,6 +370,13 @@ def test_plot_commands_write_csv_and_images(tmp_path: Path) -> None:
                  str(groups), "--models", "m1,m2", "--top-cutoffs", "0.5,1", "--bottom-cutoffs", "0.01,0.5",
                  "--csv", str(csv), "--confidence", "0.95", "--out", *map(str, images)]) == 0
     assert [p.read_bytes() for p in images] == first
+    # the threshold flows from --min-contexts into the CSV (every estimate of _summary() has n = 5)
+    for k, flagged in ((5, False), (6, True)):
+        assert main(["-q", "plot-cutoffs", "--figure", "scores-bottom", "--summary", str(summary), "--groups-file",
+                     str(groups), "--models", "m1,m2", "--top-cutoffs", "0.5,1", "--bottom-cutoffs", "0.01,0.5",
+                     "--min-contexts", str(k), "--low-n", "hide", "--csv", str(csv), "--out", str(images[0])]) == 0
+        d = pd.read_csv(csv)
+        assert d["low_n"].tolist() == [flagged] * len(d) and (d["valid_share"] == 1.0).all()
 
 
 def test_plot_lemmas_cli(tmp_path: Path) -> None:
@@ -398,11 +522,67 @@ def test_topk_table_cli(tmp_path: Path, shared_dir: Path) -> None:
 def test_figure_config_defaults() -> None:
     cfg = validate_config({"models": [{"id": "gpt2"}]})
     assert cfg["agreement"]["figures"] == {"formats": ["png", "pdf"], "worst_lemmas": 20, "lemma_bins": 10,
+                                           "min_contexts": 10, "low_n": "fade",
                                            "contexts": None, "context_groups": ["obj_rel_within", "obj_rel_across"],
                                            "contexts_per_label": 1}
     cfg: dict[str, Any] = validate_config({"models": [{"id": "gpt2"}], "agreement": {"figures": {
         "formats": ["svg"], "contexts": [{"group": "simple", "left": "the dog"}]}}})
     assert cfg["agreement"]["figures"]["contexts"] == [{"group": "simple", "left": "the dog", "right": None}]
-    for bad in ({"formats": ["gif"]}, {"formats": []}, {"contexts": [{"left": "x"}]}, {"worst_lemmas": 0}):
+    for bad in ({"formats": ["gif"]}, {"formats": []}, {"contexts": [{"left": "x"}]}, {"worst_lemmas": 0},
+                {"min_contexts": 0}, {"low_n": "drop"}):
         with pytest.raises(VerbevalError, match="agreement.figures"):
             validate_config(copy.deepcopy({"models": [{"id": "gpt2"}], "agreement": {"figures": bad}}))
+
+
+def test_min_contexts_defaults_agree() -> None:
+    """The CLI repeats the figures module's defaults (to start without pandas); config, CLI and
+    module must agree."""
+    from verbeval import cli
+
+    cfg = validate_config({"models": [{"id": "gpt2"}]})["agreement"]["figures"]
+    assert cli.MIN_CONTEXTS_DEFAULT == DEFAULT_MIN_CONTEXTS == cfg["min_contexts"]
+    assert cli.LOW_N_CHOICES == LOW_N_MODES and cfg["low_n"] == LOW_N_MODES[0]
+
+
+# --------------------------------------------------------------------------- the workflow's rules
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def ci_rules() -> Any:
+    """The workflow parsed with the CI configuration (rules only, no DAG)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    cwd = Path.cwd()
+    try:
+        with SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
+            wapi = api.workflow(resource_settings=ResourceSettings(cores=1),
+                                config_settings=ConfigSettings(configfiles=[REPO / "config/config.yaml",
+                                                                            REPO / "config/ci.yaml"]),
+                                snakefile=REPO / "Snakefile", workdir=REPO)
+            wf = wapi._workflow  # noqa: SLF001 - Snakemake offers no public rule listing
+            yield wf
+    finally:
+        os.chdir(cwd)
+
+
+def test_table2_is_a_report_item(ci_rules: Any) -> None:
+    from snakemake.io import is_flagged
+
+    rule = ci_rules.get_rule("table2")
+    flagged = {Path(f).name: f.flags["report"] for f in rule.output if is_flagged(f, "report")}
+    assert list(flagged) == ["table2.html"]
+    item = flagged["table2.html"]
+    assert (item.category, item.subcategory) == ("Agreement", "Tables")
+    assert Path(item.caption.get_path_or_uri(secret_free=True)).resolve() == REPO / "workflow/report/table2.rst"
+    assert "--html {output.html:q}" in rule.shellcmd and "--confidence {params.confidence}" in rule.shellcmd
+
+
+@pytest.mark.parametrize("rule", ["figure_top_p", "figure_bottom_p", "figure_prob_counted", "figure_invalid"])
+def test_cutoff_figure_rules_pass_the_threshold(ci_rules: Any, rule: str) -> None:
+    r = ci_rules.get_rule(rule)
+    figs = ci_rules.config["agreement"]["figures"]
+    assert (r.params.min_contexts, r.params.low_n) == (figs["min_contexts"], figs["low_n"]) == (10, "fade")
+    assert "--min-contexts {params.min_contexts} --low-n {params.low_n}" in r.shellcmd

@@ -196,3 +196,47 @@ def test_load_nli_refuses_positional_labels(tmp_path: Path) -> None:
     tok.save_pretrained(tmp_path)
     with pytest.raises(VerbevalError, match="positional"):
         load_nli(str(tmp_path), device="cpu")
+
+
+def test_scatter_jitter_is_deterministic_per_item_and_drawing_only() -> None:
+    from verbeval.veridicality import SCATTER_JITTER, plot_scatter, scatter_data, scatter_jitter
+
+    preds = _preds()
+    pts = scatter_data(preds)
+    before = pts.copy()
+    dx, dy = scatter_jitter(pts)
+    assert (np.abs(dx) <= SCATTER_JITTER[0]).all() and (np.abs(dy) <= SCATTER_JITTER[1]).all()
+    assert len(set(np.round(dx, 12))) == len(pts)  # every point moves differently
+    again = scatter_jitter(pts)
+    np.testing.assert_array_equal(again[0], dx)
+    np.testing.assert_array_equal(again[1], dy)
+    # the offset belongs to (item, environment): the same after reordering or dropping other rows
+    rev = scatter_jitter(pts.iloc[::-1])
+    np.testing.assert_array_equal(rev[0][::-1], dx)
+    sub = scatter_jitter(pts.iloc[[4]])
+    assert sub[0][0] == dx[4] and sub[1][0] == dy[4]
+    # another seed, other offsets
+    assert not np.allclose(scatter_jitter(pts, seed=1)[0], dx)
+    pd.testing.assert_frame_equal(pts, before)  # the data (the CSV) is untouched
+    # the drawn points are the data plus exactly these offsets
+    fig = plot_scatter(preds, "toy")
+    ax = fig.axes[0]
+    drawn = {c.get_label(): np.asarray(c.get_offsets()) for c in ax.collections}
+    for env in ("positive", "negative"):
+        sel = (pts["environment"] == env).to_numpy()
+        np.testing.assert_allclose(drawn[env][:, 0] - dx[sel], pts.loc[sel, "human_mean"], atol=1e-12)
+        np.testing.assert_allclose(drawn[env][:, 1] - dy[sel], pts.loc[sel, "score"], atol=1e-12)
+    assert all(c.get_alpha() < 1 for c in ax.collections)
+
+
+def test_scatter_draws_the_smaller_class_on_top() -> None:
+    from verbeval.veridicality import draw_order, plot_scatter
+
+    preds = _preds()
+    assert draw_order(preds) == ["positive", "negative"]  # equal: fixed order, negative on top
+    fewer_pos = preds.drop(index=[0, 1])  # 1 positive, 3 negative
+    assert draw_order(fewer_pos) == ["negative", "positive"]
+    assert draw_order(preds[preds["environment"] == "negative"]) == ["negative"]
+    ax = plot_scatter(fewer_pos, "toy").axes[0]
+    z = {c.get_label(): c.get_zorder() for c in ax.collections}
+    assert z["positive"] > z["negative"]

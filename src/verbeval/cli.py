@@ -28,6 +28,18 @@ def _floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from exc
 
 
+def _positive_int(text: str) -> int:
+    if text.strip().isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+
+
+#: defaults of plot-cutoffs' --min-contexts / --low-n: verbeval.figures.DEFAULT_MIN_CONTEXTS and
+#: LOW_N_MODES (repeated here so that the CLI starts without importing pandas; a test ties them)
+MIN_CONTEXTS_DEFAULT = 10
+LOW_N_CHOICES = ("fade", "hide")
+
+
 def _optional_bool(text: str) -> bool | None:
     t = text.lower()
     if t in ("auto", "none", "null", ""):
@@ -299,7 +311,7 @@ def cmd_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from .io import write_csv, write_json, write_text
-    from .tables import errata_notes, table2, to_latex, to_markdown, to_metrics
+    from .tables import errata_notes, table2, to_html, to_latex, to_markdown, to_metrics
     from .templates import flagged_errata, load_errata, load_groups
 
     summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
@@ -315,6 +327,8 @@ def cmd_table(a: argparse.Namespace) -> None:
     write_csv(t, a.csv, float_format="%.6f")
     write_text(a.md, to_markdown(t, models, notes=notes))
     write_text(a.tex, to_latex(t, models, notes=notes))
+    if a.html:
+        write_text(a.html, to_html(t, models, notes=notes, confidence=a.confidence))
     write_json(a.metrics, to_metrics(t, models))
     write_csv(summary.sort_values(["model", "group", "metric", "side", "cutoff"], kind="stable"), a.all_csv,
               float_format="%.10g")
@@ -363,9 +377,10 @@ def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
     models = a.models.split(",")
     groups = _run_groups(a.groups_file, summary["group"].unique())
     data = cutoff_curves(summary, metrics=spec.metrics, sides=spec.sides, models=models, groups=groups,
-                         cutoffs={"top": a.top_cutoffs, "bottom": a.bottom_cutoffs})
+                         cutoffs={"top": a.top_cutoffs, "bottom": a.bottom_cutoffs}, min_contexts=a.min_contexts)
     write_csv(data, a.csv, float_format="%.10g")
-    save_figure(plot_cutoff_curves(data, spec, models, a.confidence), a.out)
+    save_figure(plot_cutoff_curves(data, spec, models, a.confidence, min_contexts=a.min_contexts,
+                                   hide_low_n=a.low_n == "hide"), a.out)
     log.info("%s: %d points -> %s", spec.stem, len(data), ", ".join([a.csv, *a.out]))
 
 
@@ -1061,6 +1076,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--csv", required=True, help="output: Table 2 with CIs and counts (CSV)")
     s.add_argument("--md", required=True, help="output: Table 2 in Markdown (two decimals)")
     s.add_argument("--tex", required=True, help="output: Table 2 in LaTeX (two decimals)")
+    s.add_argument("--html", help="output: Table 2 as an HTML page with CIs and counts (an item of the Snakemake "
+                                  "report)")
+    s.add_argument("--confidence", type=float, help="the CIs' level, for the HTML page's text")
     s.add_argument("--all-csv", required=True, help="output: all summaries (every metric and cutoff) in one CSV")
     s.add_argument("--metrics", required=True,
                    help="output: Table 2 as JSON {model: {group: {tse, ew, mw}}} (DVC metrics)")
@@ -1094,6 +1112,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated bottom-p cutoffs to plot (each must be in --summary)")
     s.add_argument("--confidence", type=float, help="CI level of the summary's bounds, named in the figure "
                                                     "(default: not named)")
+    s.add_argument("--min-contexts", type=_positive_int, default=MIN_CONTEXTS_DEFAULT,
+                   help="estimates averaged over fewer contexts are flagged low_n in the CSV and faded or hidden "
+                        "in the figure (agreement.figures.min_contexts)")
+    s.add_argument("--low-n", choices=LOW_N_CHOICES, default="fade",
+                   help="fade: draw low_n estimates hollow on a dotted line without CI band; hide: leave them out "
+                        "(agreement.figures.low_n)")
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
 

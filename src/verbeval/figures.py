@@ -5,7 +5,9 @@ exactly what a figure shows; the workflow writes it as the CSV next to the figur
 
 * :func:`cutoff_curves`: Figures 1-4 of Newman et al. (2021): EW/MW, counted probability mass or
   the share of invalid contexts against the top-p / bottom-p cutoff, per model and group, with
-  the bootstrap CI of the summary.
+  the bootstrap CI of the summary, the share of contexts behind each estimate and whether it
+  rests on fewer than ``min_contexts`` contexts (``low_n``); :func:`shown_cutoffs`: the cutoffs
+  a figure's x axis spans.
 * :func:`model_comparison`: TSE, EW and MW (top p = 1) per group, all models side by side.
 * :func:`lemma_accuracy`: per-lemma agreement accuracy against mean log-probability.
 """
@@ -37,12 +39,15 @@ class CutoffFigure:
     sides: tuple[str, ...]
     log_y_bottom: bool = False  # log y axis on bottom-p panels
     has_ci: bool = True  # the summary has bootstrap CIs for the metric
+    valid_share_row: bool = False  # a panel row with the share of contexts where the metric is defined
 
 
 #: the cutoff figures, by the name the CLI takes
 CUTOFF_FIGURES: dict[str, CutoffFigure] = {
-    "scores-top": CutoffFigure("fig1_top_p", "EW and MW against top-p cutoff", ("ew", "mw"), ("top",)),
-    "scores-bottom": CutoffFigure("fig2_bottom_p", "EW and MW against bottom-p cutoff", ("ew", "mw"), ("bottom",)),
+    "scores-top": CutoffFigure("fig1_top_p", "EW and MW against top-p cutoff", ("ew", "mw"), ("top",),
+                               valid_share_row=True),
+    "scores-bottom": CutoffFigure("fig2_bottom_p", "EW and MW against bottom-p cutoff", ("ew", "mw"), ("bottom",),
+                                  valid_share_row=True),
     "prob-counted": CutoffFigure("fig3_prob_counted", "Probability mass of the counted lemmas' inflections",
                                  ("prob_counted",), ("top", "bottom"), log_y_bottom=True),
     "invalid": CutoffFigure("fig4_invalid", "Share of contexts with no eligible lemma (invalid)",
@@ -50,7 +55,49 @@ CUTOFF_FIGURES: dict[str, CutoffFigure] = {
 }
 
 CURVE_COLUMNS = ("model", "group", "group_name", "metric", "side", "cutoff", "value", "ci_low", "ci_high", "n",
-                 "n_total")
+                 "n_total", "valid_share", "low_n")
+
+#: default of ``agreement.figures.min_contexts``: estimates averaged over fewer contexts are marked
+DEFAULT_MIN_CONTEXTS = 10
+#: what the figures do with such estimates (``agreement.figures.low_n``)
+LOW_N_MODES = ("fade", "hide")
+
+
+def contexts_averaged(curves: pd.DataFrame) -> np.ndarray:
+    """How many contexts each estimate of a cutoff summary averages: ``n`` (the contexts where the
+    metric is defined) for EW, MW and the counted masses; ``n_total`` for ``invalid``, a share of
+    all contexts (its ``n`` counts the invalid ones)."""
+    is_share = (curves["metric"] == "invalid").to_numpy()
+    return np.where(is_share, curves["n_total"].to_numpy(), curves["n"].to_numpy()).astype(np.int64)
+
+
+def low_n_flags(curves: pd.DataFrame, min_contexts: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(valid_share, low_n)`` of each row: the share of the group's contexts the estimate
+    averages (:func:`contexts_averaged` / ``n_total``; 0 for an empty group) and whether that is
+    fewer than ``min_contexts`` contexts (also when there is none, i.e. the value is NaN)."""
+    if min_contexts < 1:
+        raise VerbevalError(f"min_contexts must be at least 1, not {min_contexts}")
+    used = contexts_averaged(curves)
+    total = curves["n_total"].to_numpy().astype(np.int64)
+    share = np.divide(used, total, out=np.zeros(len(used), float), where=total > 0)
+    return share, used < min_contexts
+
+
+def shown_cutoffs(curves: pd.DataFrame, side: str, *, hide_low_n: bool = False) -> np.ndarray:
+    """The cutoffs of ``side`` that a figure's x axis spans: from the smallest to the largest
+    cutoff at which at least one model and group has an estimate that is drawn (averaged over at
+    least one context, and not ``low_n`` when low-n estimates are hidden). All cutoffs of the
+    side when no estimate is drawn at all (the figure then shows empty panels over the configured
+    range). Sorted ascending."""
+    part = curves[curves["side"] == side]
+    cuts = np.unique(part["cutoff"].to_numpy(float))
+    drawn = (contexts_averaged(part) > 0) & np.isfinite(part["value"].to_numpy(float))
+    if hide_low_n:
+        drawn &= ~part["low_n"].to_numpy(bool)
+    if not drawn.any():
+        return cuts
+    at = part["cutoff"].to_numpy(float)[drawn]
+    return cuts[(cuts >= at.min()) & (cuts <= at.max())]
 
 
 def _group_names(groups: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -69,10 +116,12 @@ def cutoff_curves(
     models: Sequence[str],
     groups: Sequence[Mapping[str, Any]],
     cutoffs: Mapping[str, Sequence[float]],
+    min_contexts: int = DEFAULT_MIN_CONTEXTS,
 ) -> pd.DataFrame:
     """Rows of ``summary`` for ``metrics`` x ``sides`` x ``models`` x ``groups`` at exactly the
     configured ``cutoffs`` (``{"top": [...], "bottom": [...]}``), in model, metric, side, group
-    and cutoff order. ``ci_low``/``ci_high`` are the summary's bootstrap bounds.
+    and cutoff order. ``ci_low``/``ci_high`` are the summary's bootstrap bounds; ``valid_share``
+    and ``low_n`` are :func:`low_n_flags` with ``min_contexts``.
 
     Raises :class:`VerbevalError` naming the first missing (model, group, metric, side, cutoff),
     e.g. when the summary is stale after a cutoff change.
@@ -105,6 +154,7 @@ def cutoff_curves(
     out = out.assign(_m=_order(out, "model", models), _me=_order(out, "metric", metrics),
                      _s=_order(out, "side", sides), _g=_order(out, "group", gids))
     out = out.sort_values(["_m", "_me", "_s", "_g", "cutoff"], kind="stable")
+    out["valid_share"], out["low_n"] = low_n_flags(out, min_contexts)
     return out[list(CURVE_COLUMNS)].reset_index(drop=True)
 
 

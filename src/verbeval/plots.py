@@ -21,7 +21,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .figures import METRIC_LABELS, SIDE_LABELS, CutoffFigure  # noqa: E402
+from .figures import METRIC_LABELS, SIDE_LABELS, CutoffFigure, shown_cutoffs  # noqa: E402
 from .io import atomic_path  # noqa: E402
 
 FORMATS = ("png", "pdf", "svg")
@@ -58,61 +58,133 @@ def save_figure(fig: Figure, paths: Sequence[str | Path]) -> None:
     plt.close(fig)
 
 
-def _legend(fig: Figure, colours: Mapping[str, Any], labels: Mapping[str, str], title: str, marker: str = "o") -> None:
+def _legend(fig: Figure, colours: Mapping[str, Any], labels: Mapping[str, str], title: str, marker: str = "o",
+            extra: Sequence[tuple[Any, str]] = ()) -> None:
     handles = [plt.Line2D([], [], color=c, marker=marker, markersize=4, linewidth=1.5) for c in colours.values()]
-    fig.legend(handles, [labels.get(k, k) for k in colours], title=title, loc="center left",
+    texts = [labels.get(k, k) for k in colours]
+    handles += [h for h, _ in extra]
+    texts += [t for _, t in extra]
+    fig.legend(handles, texts, title=title, loc="center left",
                bbox_to_anchor=(1.0, 0.5), fontsize="small", title_fontsize="small")
 
 
-def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[str], confidence: float | None = None) -> Figure:
+def _cutoff_label(c: float) -> str:
+    return f"{c:g}"
+
+
+def _set_cutoff_axis(ax: Any, side: str, shown: np.ndarray) -> None:
+    """x limits (and top-p ticks) over the shown cutoffs; bottom-p on a log axis."""
+    if not len(shown):
+        return
+    if side == "bottom":
+        ax.set_xscale("log")
+        ax.set_xlim(shown.min() / 2, shown.max() * 2)
+    else:
+        lo, hi = shown.min() - 0.05, shown.max() + 0.03
+        ax.set_xlim(lo, hi)
+        ticks = [t for t in (0.2, 0.4, 0.6, 0.8, 1.0) if lo <= t <= hi]
+        if len(ticks) >= 2:  # no 0.0 label next to the neighbour's 1.0
+            ax.set_xticks(ticks)
+
+
+def _draw_curve(ax: Any, d: pd.DataFrame, colour: Any, hide_low_n: bool) -> None:
+    """One group's line: estimates from enough contexts solid with their CI band; the others
+    (``low_n``) hollow on a faint dotted line, or not at all when ``hide_low_n``."""
+    x = d["cutoff"].to_numpy(float)
+    v = d["value"].to_numpy(float)
+    low = d["low_n"].to_numpy(bool)
+    ok = np.where(low, np.nan, v)
+    faded = low & np.isfinite(v)
+    if not hide_low_n and faded.any():
+        ax.plot(x, v, linestyle=":", linewidth=1.0, color=colour, alpha=0.5, zorder=1)
+        ax.scatter(x[faded], v[faded], s=14, facecolors="none", edgecolors=[colour], linewidths=0.9, alpha=0.7,
+                   zorder=2)
+    ax.plot(x, ok, marker="o", markersize=3, linewidth=1.3, color=colour, zorder=3)
+    lo = np.where(low, np.nan, d["ci_low"].to_numpy(float))
+    hi = np.where(low, np.nan, d["ci_high"].to_numpy(float))
+    if np.isfinite(lo).any():
+        ax.fill_between(x, lo, hi, color=colour, alpha=0.15, linewidth=0)
+
+
+def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[str], confidence: float | None = None,
+                       *, min_contexts: int | None = None, hide_low_n: bool = False) -> Figure:
     """One panel per model (columns) and (metric, side) (rows): a line per group with its CI band.
-    Bottom-p panels have a log x axis."""
+    Bottom-p panels have a log x axis.
+
+    Estimates flagged ``low_n`` (fewer than ``min_contexts`` contexts) are drawn hollow on a faint
+    dotted line without CI band, or left out when ``hide_low_n``. The x axis of each side spans
+    :func:`verbeval.figures.shown_cutoffs` (the same in every panel); configured cutoffs outside it
+    are named under the figure. With ``spec.valid_share_row`` a last, lower panel row per side
+    shows the share of each group's contexts where the metric is defined (``valid_share``)."""
     apply_style()
-    rows = [(m, s) for m in spec.metrics for s in spec.sides]
+    rows: list[tuple[str, str]] = [(m, s) for m in spec.metrics for s in spec.sides]
+    if spec.valid_share_row:
+        rows += [("valid_share", s) for s in spec.sides]
     groups = list(dict.fromkeys(data["group"]))
     names = dict(zip(data["group"], data["group_name"]))
     colours = palette(groups, "group")
-    fig, axes = plt.subplots(len(rows), len(models), figsize=(3.4 * len(models) + 0.4, 2.7 * len(rows)),
-                             squeeze=False, sharey="row", layout="constrained")
+    shown = {s: shown_cutoffs(data, s, hide_low_n=hide_low_n) for s in spec.sides}
+    heights = [0.45 if m == "valid_share" else 1.0 for m, _ in rows]
+    fig, axes = plt.subplots(len(rows), len(models), figsize=(3.4 * len(models) + 0.4, 2.7 * sum(heights)),
+                             squeeze=False, sharey="row", sharex="col" if len(spec.sides) == 1 else False,
+                             layout="constrained", gridspec_kw={"height_ratios": heights})
+    share_metric = spec.metrics[0]
     for i, (metric, side) in enumerate(rows):
         for j, model in enumerate(models):
             ax = axes[i][j]
-            panel = data[(data["model"] == model) & (data["metric"] == metric) & (data["side"] == side)]
+            source = share_metric if metric == "valid_share" else metric
+            panel = data[(data["model"] == model) & (data["metric"] == source) & (data["side"] == side)]
             for g in groups:
                 d = panel[panel["group"] == g].sort_values("cutoff")
                 if d.empty:
                     continue
-                x = d["cutoff"].to_numpy(float)
-                ax.plot(x, d["value"].to_numpy(float), marker="o", markersize=3, linewidth=1.3, color=colours[g])
-                lo, hi = d["ci_low"].to_numpy(float), d["ci_high"].to_numpy(float)
-                if np.isfinite(lo).any():
-                    ax.fill_between(x, lo, hi, color=colours[g], alpha=0.15, linewidth=0)
-            cuts = data.loc[data["side"] == side, "cutoff"].to_numpy(float)
-            if side == "bottom":
-                ax.set_xscale("log")
-                if len(cuts):  # the whole configured range, also where every score is undefined
-                    ax.set_xlim(cuts.min() / 2, cuts.max() * 2)
-            elif len(cuts):
-                ax.set_xlim(min(0.0, cuts.min() - 0.05), max(1.0, cuts.max()) + 0.03)
-                ax.set_xticks([0.2, 0.4, 0.6, 0.8, 1.0])  # no 0.0 label next to the neighbour's 1.0
-            if side == "bottom":
-                if spec.log_y_bottom:
-                    ax.set_yscale("log", nonpositive="mask")
+                if metric == "valid_share":
+                    ax.plot(d["cutoff"].to_numpy(float), d["valid_share"].to_numpy(float), linewidth=1.0,
+                            marker="o", markersize=2, color=colours[g])
+                else:
+                    _draw_curve(ax, d, colours[g], hide_low_n)
+            _set_cutoff_axis(ax, side, shown[side])
+            if side == "bottom" and spec.log_y_bottom and metric != "valid_share":
+                ax.set_yscale("log", nonpositive="mask")
             if metric in ("ew", "mw"):
                 ax.axhline(0.5, **CHANCE_STYLE)
-            if metric == "invalid":
+            if metric in ("invalid", "valid_share"):
                 ax.set_ylim(-0.03, 1.03)
             if i == 0:
                 ax.set_title(model)
-            ax.set_xlabel(SIDE_LABELS[side] + (" (log scale)" if side == "bottom" else ""))
+            last_of_side = all(s != side for _, s in rows[i + 1:])
+            if last_of_side or not spec.valid_share_row:
+                ax.set_xlabel(SIDE_LABELS[side] + (" (log scale)" if side == "bottom" else ""))
             if j == 0:
-                ax.set_ylabel(METRIC_LABELS[metric] + (" (log scale)" if side == "bottom" and spec.log_y_bottom else ""))
+                if metric == "valid_share":
+                    ax.set_ylabel(f"valid share\n({METRIC_LABELS[share_metric]} defined)", fontsize="small")
+                else:
+                    ax.set_ylabel(METRIC_LABELS[metric] + (" (log scale)" if side == "bottom" and spec.log_y_bottom
+                                                           else ""))
     if spec.has_ci:
         band = f"bands: {confidence:.0%} bootstrap CI" if confidence else "bands: bootstrap CI"
         fig.suptitle(f"{spec.title} ({band})", fontsize="medium")
     else:
         fig.suptitle(spec.title, fontsize="medium")
-    _legend(fig, colours, names, "template group")
+    extra: list[tuple[Any, str]] = []
+    notes: list[str] = []
+    low = data["low_n"].to_numpy(bool) & np.isfinite(data["value"].to_numpy(float))
+    if min_contexts is not None and low.any():
+        if hide_low_n:
+            notes.append(f"Estimates from fewer than {min_contexts} contexts are not drawn.")
+        else:
+            extra.append((plt.Line2D([], [], color="0.4", linestyle=":", marker="o", markerfacecolor="none",
+                                     markersize=4, linewidth=1.0), f"< {min_contexts} contexts\n(no CI band)"))
+    for s in spec.sides:
+        every = np.unique(data.loc[data["side"] == s, "cutoff"].to_numpy(float))
+        left_out = every[~np.isin(every, shown[s])]
+        if len(left_out):
+            what = ("no context has a defined value in any model or group" if not hide_low_n
+                    else f"no model or group has an estimate from {min_contexts or 1}+ contexts")
+            notes.append(f"Not shown: {SIDE_LABELS[s]} {', '.join(map(_cutoff_label, left_out))} ({what}).")
+    _legend(fig, colours, names, "template group", extra=extra)
+    if notes:
+        fig.text(0.5, 0.0, "\n".join(notes), ha="center", va="top", fontsize="small")
     return fig
 
 

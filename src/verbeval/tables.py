@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 
 import numpy as np
@@ -90,6 +91,38 @@ def to_markdown(table: pd.DataFrame, models: Sequence[str], digits: int = 2, not
     if notes:
         lines += ["", "Notes:", ""] + [f"* {n}" for n in notes]
     return "\n".join(lines) + "\n"
+
+
+def to_html(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = (),
+            confidence: float | None = None) -> str:
+    """Table 2 as a standalone HTML page (an item of the Snakemake report): per model TSE, EW and MW
+    with their bootstrap CIs below the value, and the counts behind them (rows with single-token
+    forms / all rows, contexts); the notes follow the table."""
+    from .diagnostics import _html_page
+
+    level = f"{confidence:.0%} " if confidence else ""
+    head1 = "<tr><th rowspan=\"2\">Group</th>" + "".join(
+        f"<th colspan=\"4\">{html.escape(m)}</th>" for m in models) + "</tr>"
+    per_model = "".join(f"<th>{LABELS[k]}</th>" for k in METRICS) + "<th>rows / contexts</th>"
+    head2 = "<tr>" + per_model * len(models) + "</tr>"
+    rows = [head1, head2]
+    for _, r in table.iterrows():
+        cells = [f"<td>{html.escape(str(r['name']))}</td>"]
+        for m in models:
+            for k in METRICS:
+                lo, hi = r[f"{m}.{k}_ci_low"], r[f"{m}.{k}_ci_high"]
+                ci = "" if np.isnan(lo) or np.isnan(hi) else \
+                    f"<br><small>[{_fmt(lo, digits)}, {_fmt(hi, digits)}]</small>"
+                cells.append(f"<td class=\"num\">{_fmt(r[f'{m}.{k}'], digits)}{ci}</td>")
+            cells.append(f"<td class=\"num\"><small>{int(r[f'{m}.n_rows'])}/{int(r[f'{m}.n_rows_total'])} rows"
+                         f"<br>{int(r[f'{m}.n_contexts'])} contexts</small></td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    body = [f"<p>TSE over template rows whose two verb forms are single tokens; EW and MW over contexts at "
+            f"top p = 1. Below each value: its {html.escape(level)}percentile bootstrap CI.</p>",
+            "<table>" + "".join(rows) + "</table>"]
+    if notes:
+        body.append("<p>Notes:</p><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    return _html_page("Table 2: TSE, EW and MW per template group", "\n".join(body))
 
 
 def tex_escape(s: str) -> str:

@@ -135,11 +135,13 @@ rule table2:
         csv=f"{OUT}/table2.csv",
         md=f"{OUT}/table2.md",
         tex=f"{OUT}/table2.tex",
+        html=report(f"{OUT}/table2.html", caption="../report/table2.rst", category="Agreement", subcategory="Tables"),
         all_csv=f"{OUT}/summary_all.csv",
         metrics=f"{OUT}/metrics.json",
     params:
         models=",".join(MODELS),
         drop="--drop-flagged-errata" if AGR["drop_flagged_errata"] else "",
+        confidence=AGR["bootstrap"]["confidence"],
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -147,5 +149,6 @@ rule table2:
     shell:
         "verbeval table --groups-file {input.groups_file:q} --models {params.models} --summaries {input.summaries:q} "
         "--errata {input.errata:q} --templates {input.templates:q} {params.drop} "
-        "--csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} --all-csv {output.all_csv:q} "
+        "--csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} --html {output.html:q} "
+        "--confidence {params.confidence} --all-csv {output.all_csv:q} "
         "--metrics {output.metrics:q} 2> {log:q}"

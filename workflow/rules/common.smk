@@ -184,6 +184,7 @@ def agreement_outputs():
         f"{OUT}/table2.csv",
         f"{OUT}/table2.md",
         f"{OUT}/table2.tex",
+        f"{OUT}/table2.html",
         f"{OUT}/summary_all.csv",
         f"{OUT}/metrics.json",
     ] + expand(f"{OUT}/{{model}}/lemmas.parquet", model=MODELS) + expand(

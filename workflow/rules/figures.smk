@@ -21,7 +21,8 @@ rule figure_top_p:
     shell:
         "verbeval plot-cutoffs --figure scores-top --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
-        "--confidence {params.confidence} --csv {output.csv:q} --out {output.images:q} 2> {log:q}"
+        "--confidence {params.confidence} --min-contexts {params.min_contexts} --low-n {params.low_n} "
+        "--csv {output.csv:q} --out {output.images:q} 2> {log:q}"
 
 
 rule figure_bottom_p:
@@ -40,7 +41,8 @@ rule figure_bottom_p:
     shell:
         "verbeval plot-cutoffs --figure scores-bottom --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
-        "--confidence {params.confidence} --csv {output.csv:q} --out {output.images:q} 2> {log:q}"
+        "--confidence {params.confidence} --min-contexts {params.min_contexts} --low-n {params.low_n} "
+        "--csv {output.csv:q} --out {output.images:q} 2> {log:q}"
 
 
 rule figure_prob_counted:
@@ -59,7 +61,8 @@ rule figure_prob_counted:
     shell:
         "verbeval plot-cutoffs --figure prob-counted --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
-        "--confidence {params.confidence} --csv {output.csv:q} --out {output.images:q} 2> {log:q}"
+        "--confidence {params.confidence} --min-contexts {params.min_contexts} --low-n {params.low_n} "
+        "--csv {output.csv:q} --out {output.images:q} 2> {log:q}"
 
 
 rule figure_invalid:
@@ -78,7 +81,8 @@ rule figure_invalid:
     shell:
         "verbeval plot-cutoffs --figure invalid --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
-        "--confidence {params.confidence} --csv {output.csv:q} --out {output.images:q} 2> {log:q}"
+        "--confidence {params.confidence} --min-contexts {params.min_contexts} --low-n {params.low_n} "
+        "--csv {output.csv:q} --out {output.images:q} 2> {log:q}"
 
 
 rule figure_models:

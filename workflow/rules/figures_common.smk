@@ -49,5 +49,7 @@ CUTOFF_FIGURE_PARAMS = dict(
     top=cutoffs("top_cutoffs"),
     bottom=cutoffs("bottom_cutoffs"),
     confidence=AGR["bootstrap"]["confidence"],
+    min_contexts=FIGCFG["min_contexts"],
+    low_n=FIGCFG["low_n"],
 )
 
