@@ -5,7 +5,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from verbeval.config import check_model_paths, config_layers, config_origin, validate_config, model_entries
+from verbeval.config import (check_model_paths, checkpoint_models, config_layers, config_origin, model_entries,
+                             select_models, validate_config)
 from verbeval.errors import VerbevalError
 from verbeval.fetch import load_manifest, local_filename, mirror_location
 from verbeval.models import is_local, model_fingerprint
@@ -58,6 +59,10 @@ RES = config["results_dir"]
 OUT = f"{RES}/agreement"
 LOGS = f"{RES}/logs"
 MODELS = {m["name"]: m for m in model_entries(config)}
+# the revisions of models with `revisions:` (each also a model of MODELS), for the checkpoint figure
+CHECKPOINTS = checkpoint_models(list(MODELS.values()))
+# the models of Table 2 and metrics.json (agreement.table_models; validated above)
+TABLE_MODELS = select_models(list(MODELS), AGR["table_models"])
 GROUPS = [g for g in ALL_GROUPS if AGR["groups"] is None or g["id"] in AGR["groups"]]
 if AGR["groups"] is not None:
     _unknown = sorted(set(AGR["groups"]) - {g["id"] for g in ALL_GROUPS})
