@@ -202,6 +202,9 @@ def plot_checkpoints(data: pd.DataFrame, log_x: bool = False, confidence: float 
     fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.6 * n_cols + 0.4, 2.8 * n_rows), squeeze=False,
                              sharex=True, sharey=True, layout="constrained")
     steps = data["step"].to_numpy(float)
+    scale = ""
+    if log_x and len(steps):
+        scale = " (symmetric log scale)" if (steps <= 0).any() else " (log scale)"
     for k, ax in enumerate(axes.flat):
         if k >= len(groups):
             ax.set_visible(False)
@@ -228,7 +231,7 @@ def plot_checkpoints(data: pd.DataFrame, log_x: bool = False, confidence: float 
                 ax.set_xscale("log")
         ax.set_title(names[g])
         if k // n_cols == n_rows - 1 or k + n_cols >= len(groups):
-            ax.set_xlabel("training step" + (" (log scale)" if log_x else ""))
+            ax.set_xlabel("training step" + scale)
         if k % n_cols == 0:
             ax.set_ylabel("accuracy")
     band = f"{confidence:.0%} bootstrap CI" if confidence else "bootstrap CI"
