@@ -305,3 +305,13 @@ def test_three_local_checkpoints_dag(tmp_path: Path, shared_dir: Path) -> None:
     assert ("--checkpoint tiny tiny@ckpt-0 0 --checkpoint tiny tiny@ckpt-100 100 "
             "--checkpoint tiny tiny@ckpt-1000 1000 --log-x") in out
     assert f"{tmp_path}/results/agreement/figures/checkpoints.png" in out
+    # the DVC pipeline of the same config: one stage per checkpoint, the figure's data a DVC plot
+    from verbeval.dvc import dvc_pipeline, workflow_jobs
+
+    stages = dvc_pipeline(workflow_jobs(REPO / "Snakefile", [path], REPO), [str(path)], REPO)["stages"]
+    assert sorted(n for n in stages if n.startswith("infer--")) == [
+        "infer--tiny_ckpt-0", "infer--tiny_ckpt-100", "infer--tiny_ckpt-1000"]
+    fig = stages["figure_checkpoints"]
+    assert fig["plots"] == [{f"{tmp_path}/results/agreement/figures/checkpoints.csv": {
+        "x": "step", "y": "value", "title": "TSE, EW and MW against training step", "cache": False}}]
+    assert fig["params"] == [{str(path): ["models", "agreement.figures.checkpoints"]}]
