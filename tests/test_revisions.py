@@ -122,6 +122,14 @@ def test_schema_errors_of_revisions() -> None:
     assert "models.0.revisions.0.name" in _error({"models": [{"id": "m", "revisions": [{"revision": "a", "name": "a b"}]}]})
 
 
+def test_check_config_counts_each_revision(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "sweep.yaml"
+    cfg.write_text("models:\n  - {id: EleutherAI/pythia-160m, revisions: [step1000, step2000, step4000]}\n"
+                   "  - {id: gpt2}\n")
+    assert main(["check-config", str(cfg)]) == 0
+    assert capsys.readouterr().out.strip() == f"{cfg}: OK (4 models)"
+
+
 def test_steps_are_optional_without_the_checkpoint_figure() -> None:
     cfg = validate_config({"models": [{"id": "m", "revisions": ["main", "v2"]}],
                            "agreement": {"figures": {"checkpoints": {"enabled": False}}}})
@@ -218,7 +226,7 @@ def test_plot_checkpoints_cli(tmp_path: Path, log_x: bool) -> None:
     summary = tmp_path / "summary_all.csv"
     _summary().to_csv(summary, index=False)
     csv = tmp_path / "checkpoints.csv"
-    images = [tmp_path / "checkpoints.png", tmp_path / "checkpoints.pdf"]
+    images = [tmp_path / "checkpoints.png"] + ([] if log_x else [tmp_path / "checkpoints.pdf"])
     argv = ["-q", "plot-checkpoints", "--summary", str(summary), "--groups-file", str(_groups_file(tmp_path))]
     for sweep, model, step in CHECKPOINTS:
         argv += ["--checkpoint", sweep, model, str(step)]
@@ -229,7 +237,8 @@ def test_plot_checkpoints_cli(tmp_path: Path, log_x: bool) -> None:
     row = d[(d["model"] == "q@ckpt") & (d["group"] == "blimp") & (d["metric"] == "ew")].iloc[0]
     assert (row["sweep"], row["step"]) == ("q", 50)
     assert row["value"] == pytest.approx(0.115) and row["ci_high"] == pytest.approx(0.145)
-    assert images[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and images[1].read_bytes()[:5] == b"%PDF-"
+    assert images[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert all(p.read_bytes()[:5] == b"%PDF-" for p in images[1:])
     first = [p.read_bytes() for p in [csv, *images]]
     assert main(argv) == 0  # a rerun gives identical files
     assert [p.read_bytes() for p in [csv, *images]] == first

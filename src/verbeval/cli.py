@@ -749,11 +749,11 @@ def cmd_veridicality_kl(a: argparse.Namespace) -> None:
 
 
 def cmd_check_config(a: argparse.Namespace) -> None:
-    from .config import check_model_paths, load_config
+    from .config import check_model_paths, load_config, model_entries
 
     cfg = load_config(a.config)
     check_model_paths(cfg, a.config)  # local model folders exist and hold config.json
-    print(f"{a.config}: OK ({len(cfg['models'])} models)")
+    print(f"{a.config}: OK ({len(model_entries(cfg))} models)")  # each revision of a sweep counts
 
 
 def cmd_bench(a: argparse.Namespace) -> None:
