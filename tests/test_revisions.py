@@ -324,3 +324,19 @@ def test_three_local_checkpoints_dag(tmp_path: Path, shared_dir: Path) -> None:
     assert fig["plots"] == [{f"{tmp_path}/results/agreement/figures/checkpoints.csv": {
         "x": "step", "y": "value", "title": "TSE, EW and MW against training step", "cache": False}}]
     assert fig["params"] == [{str(path): ["models", "agreement.figures.checkpoints"]}]
+
+
+def test_hub_sweep_dag_scores_every_revision_on_simverb(tmp_path: Path) -> None:
+    """Revisions of one hub id are distinct models for SimVerb too (the same id twice used to
+    collapse into one SimVerb model name and stop the workflow)."""
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump({"results_dir": str(tmp_path / "results"), "models": [
+        {"id": "EleutherAI/pythia-160m", "name": "p", "revisions": ["step1000", "step143000"]}, {"id": "gpt2"}]}))
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1", "--configfile", str(path)],
+                          cwd=REPO, capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    stats = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.MULTILINE)}
+    assert stats["simverb_score"] == 3 and stats["infer"] == 3 and stats["figure_checkpoints"] == 1
+    assert "--model EleutherAI/pythia-160m --revision step143000" in out
+    assert f"{tmp_path}/results/simverb/p@step1000/similarities.parquet" in out

@@ -25,8 +25,8 @@ try:
 except VerbevalError as exc:
     raise config_error(["simverb", "bins"], f"simverb.bins: {exc}") from None
 SV_SPLITS = {name: src for name, src in sorted(SV["split_sources"].items()) if _split_available(src)}
-# an id listed in simverb.models is joined with the agreement model of that id (the one without a
-# revision when several share it, e.g. the revisions of a swept hub model)
+# an id listed in simverb.models is joined with the agreement model of that id: when several share it
+# (the revisions of a swept hub model), the first one without a revision, else the first one
 _AGR_BY_ID = {}
 for _m in MODELS.values():
     if _m["id"] not in _AGR_BY_ID or (_AGR_BY_ID[_m["id"]]["revision"] and not _m["revision"]):
