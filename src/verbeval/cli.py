@@ -909,7 +909,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("plot-checkpoints", cmd_plot_checkpoints,
             "TSE, EW and MW (top p = 1, with CIs) against training step, one panel per group")
     s.add_argument("--summary", required=True, help="summary_all.csv")
-    s.add_argument("--groups-file", required=True)
+    s.add_argument("--groups-file", required=True, help="the groups (Table 2 rows) file: panel titles and order")
     s.add_argument("--checkpoint", nargs=3, action="append", required=True, metavar=("SWEEP", "MODEL", "STEP"),
                    help="a checkpoint: the swept model (one line style each), the checkpoint's model name in the "
                         "summary and its training step; repeat per checkpoint")
