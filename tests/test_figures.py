@@ -524,7 +524,7 @@ def test_figure_config_defaults() -> None:
     assert cfg["agreement"]["figures"] == {"formats": ["png", "pdf"], "worst_lemmas": 20, "lemma_bins": 10,
                                            "min_contexts": 10, "low_n": "fade",
                                            "contexts": None, "context_groups": ["obj_rel_within", "obj_rel_across"],
-                                           "contexts_per_label": 1}
+                                           "contexts_per_label": 1, "checkpoints": {"enabled": True, "log_x": False}}
     cfg: dict[str, Any] = validate_config({"models": [{"id": "gpt2"}], "agreement": {"figures": {
         "formats": ["svg"], "contexts": [{"group": "simple", "left": "the dog"}]}}})
     assert cfg["agreement"]["figures"]["contexts"] == [{"group": "simple", "left": "the dog", "right": None}]

@@ -319,6 +319,13 @@ def cmd_table(a: argparse.Namespace) -> None:
     present = set(summary["group"])
     groups = [g for g in groups if g["id"] in present]
     models = a.models.split(",")
+    if a.table_models is not None:
+        from .config import select_models
+
+        try:
+            models = select_models(models, [x for x in a.table_models.split(",") if x])
+        except VerbevalError as exc:
+            raise VerbevalError(f"--table-models: {exc}") from None
     t = table2(summary, groups, models)
     notes: list[str] = []
     if a.errata:
@@ -398,6 +405,28 @@ def cmd_plot_models(a: argparse.Namespace) -> None:
     write_csv(data, a.csv, float_format="%.10g")
     save_figure(plot_model_comparison(data, models), a.out)
     log.info("model comparison (%d models x %d groups) -> %s", len(models), len(groups), ", ".join([a.csv, *a.out]))
+
+
+def cmd_plot_checkpoints(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from .figures import checkpoint_curves
+    from .io import write_csv
+    from .plots import plot_checkpoints, save_figure
+
+    checkpoints = []
+    for sweep, model, step in a.checkpoint:
+        try:
+            checkpoints.append((sweep, model, int(step)))
+        except ValueError:
+            raise VerbevalError(f"--checkpoint {sweep} {model} {step}: the step must be an integer") from None
+    summary = pd.read_csv(a.summary)
+    groups = _run_groups(a.groups_file, summary["group"].unique())
+    data = checkpoint_curves(summary, checkpoints=checkpoints, groups=groups)
+    write_csv(data, a.csv, float_format="%.10g")
+    save_figure(plot_checkpoints(data, log_x=a.log_x, confidence=a.confidence), a.out)
+    log.info("checkpoint figure (%d checkpoints x %d groups) -> %s", len(checkpoints), len(groups),
+             ", ".join([a.csv, *a.out]))
 
 
 def cmd_plot_lemmas(a: argparse.Namespace) -> None:
@@ -833,11 +862,11 @@ def cmd_veridicality_kl(a: argparse.Namespace) -> None:
 
 
 def cmd_check_config(a: argparse.Namespace) -> None:
-    from .config import check_model_paths, load_config
+    from .config import check_model_paths, load_config, model_entries
 
     cfg = load_config(a.config)
     check_model_paths(cfg, a.config)  # local model folders exist and hold config.json
-    print(f"{a.config}: OK ({len(cfg['models'])} models)")
+    print(f"{a.config}: OK ({len(model_entries(cfg))} models)")  # each revision of a sweep counts
 
 
 def cmd_bench(a: argparse.Namespace) -> None:
@@ -1071,6 +1100,10 @@ def build_parser() -> argparse.ArgumentParser:
             "EW and MW are read at top p = 1. Run by the rule table2.")
     s.add_argument("--groups-file", required=True, help="agreement groups YAML: row order and group names")
     s.add_argument("--models", required=True, help="comma-separated model names, in column order")
+    s.add_argument("--table-models", metavar="PATTERNS",
+                   help="comma-separated model names or shell-style patterns (e.g. '*@step143000'): Table 2 and "
+                        "--metrics show only the --models they match, in --models order; --all-csv keeps every "
+                        "model (default: all)")
     s.add_argument("--summaries", nargs="+", required=True,
                    help="per-group summary.csv files (verbeval aggregate) of every model and group")
     s.add_argument("--csv", required=True, help="output: Table 2 with CIs and counts (CSV)")
@@ -1126,6 +1159,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
     s.add_argument("--groups-file", required=True, help="agreement groups YAML: group order and names")
     s.add_argument("--models", required=True, help="comma-separated model names")
+    s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
+    s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
+
+    s = add("plot-checkpoints", cmd_plot_checkpoints,
+            "TSE, EW and MW (top p = 1, with CIs) against training step, one panel per group",
+            "For models with `revisions:` (docs/config.md). Run by the rule figure_checkpoints.")
+    s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
+    s.add_argument("--groups-file", required=True, help="the groups (Table 2 rows) file: panel titles and order")
+    s.add_argument("--checkpoint", nargs=3, action="append", required=True, metavar=("SWEEP", "MODEL", "STEP"),
+                   help="a checkpoint: the swept model (one line style each), the checkpoint's model name in the "
+                        "summary and its training step; repeat per checkpoint")
+    s.add_argument("--log-x", action="store_true", help="logarithmic step axis (symmetric-log when a step is 0)")
+    s.add_argument("--confidence", type=float, help="CI level of the summary's bounds, named in the figure (default: not named)")
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
 

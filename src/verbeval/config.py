@@ -7,7 +7,9 @@ and the CLI both validate through :func:`validate_config`.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import os
+import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -117,7 +119,11 @@ def validate_config(config: dict[str, Any], source: str = "config",
             extra = sorted(set(map(str, err.instance)) - set(err.schema.get("properties", {})))
             key_of_origin = keypath + extra[:1]
         raise VerbevalError(f"{origin(key_of_origin)}: invalid value at {_where(keypath)}: {err.message}")
-    entries = model_entries(config)
+    try:
+        entries = model_entries(config)
+        check_table_models(config, entries)
+    except EntryError as exc:
+        raise VerbevalError(f"{origin(exc.keypath)}: {exc.reason}") from None
     names = [m["name"] for m in entries]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -136,12 +142,12 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
     """
     problems: list[tuple[list[str | int], str]] = []
     built = set(tiny_model_specs(config))
-    for i, m in enumerate(model_entries(dict(config))):
+    for keypath, m in _entries_with_keys(dict(config)):
         if normalise_model_path(str(m["id"])) in built:
             continue
         problem = local_model_problem(str(m["id"]))
         if problem:
-            problems.append((["models", i, "id"], f"model {m['name']}: {problem}"))
+            problems.append((keypath, f"model {m['name']}: {problem}"))
     for section in ("veridicality", "simverb"):
         ids = (config.get(section) or {}).get("models") or []
         for j, mid in enumerate(ids):
@@ -196,13 +202,144 @@ def load_config(path: str | Path) -> dict[str, Any]:
     return validate_config(data, str(p))
 
 
+class EntryError(VerbevalError):
+    """A bad model entry (or ``agreement.table_models``), with the key path it is about."""
+
+    def __init__(self, keypath: Sequence[str | int], reason: str) -> None:
+        super().__init__(f"{_where(keypath)}: {reason}")
+        self.keypath = list(keypath)
+        self.reason = f"{_where(keypath)}: {reason}"
+
+
+#: separates a swept model's name from its revision label in the generated names (``pythia-160m@step1000``)
+REVISION_SEP = "@"
+_STEP = re.compile(r"(?:^|[^A-Za-z])(?:step|checkpoint)[-_]?(\d+)(?!\d)", re.IGNORECASE)
+
+
+def parse_step(label: str) -> int | None:
+    """The training step in a revision or checkpoint folder name, or None.
+
+    ``step1000``, ``step1000-tokens4B`` (OLMo), ``global_step1000`` (DeepSpeed) and ``checkpoint-1000``
+    (transformers' Trainer) give 1000; anything else (``main``, a commit hash) gives None.
+    """
+    m = _STEP.search(label)
+    return int(m.group(1)) if m else None
+
+
+def revision_label(text: str) -> str:
+    """A revision or folder name made file-system safe: characters outside ``[A-Za-z0-9._-]`` become ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.rstrip("/")).strip("_") or "_"
+
+
+def _figure_needs_steps(config: Mapping[str, Any]) -> bool:
+    figs = (config.get("agreement") or {}).get("figures") or {}
+    return bool((figs.get("checkpoints") or {}).get("enabled", True))
+
+
+def expand_revisions(entry: dict[str, Any], index: int, needs_step: bool = True) -> list[dict[str, Any]]:
+    """The models of one ``models[]`` entry: itself, or one model per item of its ``revisions``.
+
+    Every key of the entry (also keys this function does not know) is carried to each revision.
+    A revision item is a hub revision string or a mapping with ``revision`` or ``path`` (a local
+    checkpoint folder, then the model's id), and optional ``step`` and ``name``. Each expanded
+    model gets ``name`` (default ``<name>@<label>``, the label being the revision or the folder's
+    last component made file-system safe), ``checkpoint_of`` (the entry's name) and ``step`` (given,
+    or :func:`parse_step` of the label; with ``needs_step`` a missing step is an error).
+    Raises :class:`EntryError` naming the key.
+    """
+    items = entry.get("revisions")
+    if items is None:
+        return [entry]
+    where = ["models", index]
+    if entry.get("revision") is not None:
+        raise EntryError(where, "set either `revision` or `revisions`, not both")
+    base = {k: v for k, v in entry.items() if k != "revisions"}
+    base_name = str(base["name"])
+    out: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str], int] = {}
+    steps: dict[int, int] = {}
+    for j, item in enumerate(items):
+        at = where + ["revisions", j]
+        spec = {"revision": item} if isinstance(item, str) else dict(item)
+        if ("revision" in spec) == ("path" in spec):
+            raise EntryError(at, "give exactly one of `revision` (a hub revision) and `path` (a local folder)")
+        kind, value = ("revision", spec["revision"]) if "revision" in spec else ("path", spec["path"])
+        if (kind, value.rstrip("/")) in seen:
+            raise EntryError(at, f"{kind} {value!r} is listed twice (also item {seen[(kind, value.rstrip('/'))]})")
+        seen[(kind, value.rstrip("/"))] = j
+        label = revision_label(value if kind == "revision" else Path(value.rstrip("/")).name)
+        step = spec.get("step")
+        if step is None:
+            step = parse_step(value if kind == "revision" else Path(value.rstrip("/")).name)
+        if step is None and needs_step:
+            raise EntryError(at, f"no training step for {kind} {value!r}: set `step:` (it is read only from names "
+                                 "like step1000, step1000-tokens4B or checkpoint-1000), or turn off "
+                                 "agreement.figures.checkpoints.enabled")
+        if step is not None and needs_step:
+            if step in steps:
+                raise EntryError(at, f"step {step} is also the step of item {steps[step]}: the checkpoint figure "
+                                     "needs one checkpoint per step")
+            steps[step] = j
+        m = {**base, "name": spec.get("name") or f"{base_name}{REVISION_SEP}{label}",
+             "checkpoint_of": base_name, "step": step}
+        if kind == "revision":
+            m["revision"] = value
+        else:
+            m["id"], m["revision"] = value, None
+        out.append(m)
+    return out
+
+
 def model_entries(config: dict[str, Any]) -> list[dict[str, Any]]:
-    """Model entries with ``name`` filled in and the global inference defaults applied."""
+    """Model entries with ``name`` filled in and the global inference defaults applied.
+
+    An entry with ``revisions`` becomes one model per revision (:func:`expand_revisions`), in
+    the order listed; other entries are returned as they are.
+    """
+    return [m for _, m in _entries_with_keys(config)]
+
+
+def _entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], dict[str, Any]]]:
+    """(key path of the model's id, entry) of every model of :func:`model_entries`."""
     inf = config.get("inference", {})
-    out = []
-    for m in config.get("models", []):
+    needs_step = _figure_needs_steps(config)
+    out: list[tuple[list[str | int], dict[str, Any]]] = []
+    for i, m in enumerate(config.get("models", [])):
         entry = {"kind": "auto", "dtype": "float32", "revision": None, "prepend_bos": None, **m}
         entry.setdefault("name", model_name(entry["id"]))
         entry.setdefault("batch_size", inf.get("batch_size", "auto"))
-        out.append(entry)
+        items = m.get("revisions")
+        for j, e in enumerate(expand_revisions(entry, i, needs_step)):
+            path_item = items is not None and isinstance(items[j], Mapping) and "path" in items[j]
+            out.append((["models", i, "revisions", j, "path"] if path_item else ["models", i, "id"], e))
     return out
+
+
+def checkpoint_models(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The expanded revisions among model entries (those with ``checkpoint_of``), in order."""
+    return [m for m in entries if m.get("checkpoint_of") is not None]
+
+
+def select_models(models: Sequence[str], patterns: Sequence[str] | None) -> list[str]:
+    """The names of ``models`` matched by any of ``patterns`` (exact names or shell-style globs such
+    as ``*@step143000``), in ``models`` order; ``None`` keeps all. A pattern matching no model is an
+    error (:class:`VerbevalError` naming it)."""
+    if patterns is None:
+        return list(models)
+    for pat in patterns:
+        if not any(fnmatch.fnmatchcase(m, pat) for m in models):
+            raise VerbevalError(f"{pat!r} matches no model (models: {', '.join(models)})")
+    return [m for m in models if any(fnmatch.fnmatchcase(m, pat) for pat in patterns)]
+
+
+def check_table_models(config: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> None:
+    """``agreement.table_models`` must select at least one model, and each pattern some model."""
+    patterns = (config.get("agreement") or {}).get("table_models")
+    if patterns is None:
+        return
+    names = [str(m["name"]) for m in entries]
+    for j, pat in enumerate(patterns):
+        try:
+            select_models(names, [pat])
+        except VerbevalError as exc:
+            raise EntryError(["agreement", "table_models", j], str(exc)) from None

@@ -36,7 +36,7 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "aggregate": ("agreement.groups", "agreement.custom_groups", "agreement.top_cutoffs", "agreement.bottom_cutoffs",
                   "agreement.bootstrap"),
     "table2": ("models", "agreement.groups", "agreement.custom_groups", "agreement.errata",
-               "agreement.drop_flagged_errata", "agreement.bootstrap.confidence"),
+               "agreement.drop_flagged_errata", "agreement.bootstrap.confidence", "agreement.table_models"),
     # figures (workflow/rules/figures.smk)
     "figure_top_p": ("models", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap",
                      "agreement.figures.formats", "agreement.figures.min_contexts", "agreement.figures.low_n"),
@@ -47,6 +47,8 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "figure_invalid": ("models", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap",
                        "agreement.figures.formats", "agreement.figures.min_contexts", "agreement.figures.low_n"),
     "figure_models": ("models", "agreement.figures.formats"),
+    "figure_checkpoints": ("models", "agreement.bootstrap", "agreement.figures.formats",
+                           "agreement.figures.checkpoints"),
     "lemma_stats": (),
     "figure_lemmas": ("models", "agreement.figures.formats", "agreement.figures.worst_lemmas",
                       "agreement.figures.lemma_bins"),
@@ -74,7 +76,7 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "simverb_join": ("simverb.agreement_join",),
     "simverb_all": (),
     # DVC views of Table 2 and Figures 1-4 (workflow/rules/dvc_views.smk): the same numbers, reshaped
-    "dvc_metrics": (),
+    "dvc_metrics": ("agreement.table_models",),
     "dvc_plot_data": (),
 }
 

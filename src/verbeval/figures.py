@@ -10,6 +10,8 @@ exactly what a figure shows; the workflow writes it as the CSV next to the figur
   a figure's x axis spans.
 * :func:`model_comparison`: TSE, EW and MW (top p = 1) per group, all models side by side.
 * :func:`lemma_accuracy`: per-lemma agreement accuracy against mean log-probability.
+* :func:`checkpoint_curves`: TSE, EW and MW (top p = 1) of the revisions of swept models against
+  training step.
 """
 
 from __future__ import annotations
@@ -182,6 +184,38 @@ def model_comparison(summary: pd.DataFrame, *, models: Sequence[str], groups: Se
                      _me=_order(out, "metric", ["tse", "ew", "mw"]), _m=_order(out, "model", models))
     out = out.sort_values(["_g", "_me", "_m"], kind="stable")
     return out[list(COMPARISON_COLUMNS)].reset_index(drop=True)
+
+
+CHECKPOINT_COLUMNS = ("sweep", "step", "model", "group", "group_name", "metric", "value", "ci_low", "ci_high", "n",
+                      "n_total")
+
+
+def checkpoint_curves(summary: pd.DataFrame, *, checkpoints: Sequence[tuple[str, str, int]],
+                      groups: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """TSE, EW and MW (top p = 1, with CIs) of training checkpoints, one row per (checkpoint, group,
+    metric), in sweep, group, metric and step order.
+
+    ``checkpoints``: (sweep, model, step) of each checkpoint, where ``sweep`` is the swept model
+    (``checkpoint_of``) and ``model`` the checkpoint's model name in ``summary``. The numbers are
+    those of :func:`model_comparison` (Table 2). Raises :class:`VerbevalError` for no checkpoints, a
+    model listed twice, two checkpoints of one sweep at the same step, or a missing summary row.
+    """
+    if not checkpoints:
+        raise VerbevalError("no checkpoints given")
+    ck = pd.DataFrame([(str(a), str(b), int(c)) for a, b, c in checkpoints], columns=["sweep", "model", "step"])
+    dup = ck[ck["model"].duplicated()]
+    if len(dup):
+        raise VerbevalError(f"model {dup['model'].iloc[0]!r} is listed as a checkpoint twice")
+    dup = ck[ck.duplicated(["sweep", "step"])]
+    if len(dup):
+        raise VerbevalError(f"sweep {dup['sweep'].iloc[0]!r} has two checkpoints at step {dup['step'].iloc[0]}")
+    data = model_comparison(summary, models=list(ck["model"]), groups=groups)
+    out = data.merge(ck, on="model", how="left", validate="many_to_one")
+    sweeps = list(dict.fromkeys(ck["sweep"]))
+    out = out.assign(_s=_order(out, "sweep", sweeps), _g=_order(out, "group", list(_group_names(groups))),
+                     _me=_order(out, "metric", ["tse", "ew", "mw"]))
+    out = out.sort_values(["_s", "_g", "_me", "step"], kind="stable")
+    return out[list(CHECKPOINT_COLUMNS)].reset_index(drop=True)
 
 
 def _num(x: Any) -> float | None:

@@ -252,3 +252,69 @@ def plot_lemma_accuracy(data: pd.DataFrame, models: Sequence[str], metrics: Mapp
             ax.legend(loc="lower right", fontsize="small")
     fig.suptitle("Per-lemma agreement accuracy against the lemma's probability", fontsize="medium")
     return fig
+
+
+#: line styles of the sweeps of the checkpoint figure (colour = metric)
+SWEEP_STYLES = ("-", "--", ":", "-.")
+SWEEP_MARKERS = ("o", "s", "^", "D")
+
+
+def plot_checkpoints(data: pd.DataFrame, log_x: bool = False, confidence: float | None = None) -> Figure:
+    """TSE, EW and MW (top p = 1) against training step, one panel per group (in data order): a line
+    per metric (colour) and sweep (line style), with its CI band. ``log_x``: logarithmic step axis,
+    symmetric-log (linear below the smallest positive step) when a step is 0."""
+    apply_style()
+    metrics = ["tse", "ew", "mw"]
+    groups = list(dict.fromkeys(data["group"]))
+    names = dict(zip(data["group"], data["group_name"]))
+    sweeps = list(dict.fromkeys(data["sweep"]))
+    colours = dict(zip(metrics, sns.color_palette("colorblind", len(metrics))))
+    n_cols = min(3, max(len(groups), 1))
+    n_rows = -(-len(groups) // n_cols) if groups else 1
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.6 * n_cols + 0.4, 2.8 * n_rows), squeeze=False,
+                             sharex=True, sharey=True, layout="constrained")
+    steps = data["step"].to_numpy(float)
+    scale = ""
+    if log_x and len(steps):
+        scale = " (symmetric log scale)" if (steps <= 0).any() else " (log scale)"
+    for k, ax in enumerate(axes.flat):
+        if k >= len(groups):
+            ax.set_visible(False)
+            continue
+        g = groups[k]
+        for si, sweep in enumerate(sweeps):
+            for metric in metrics:
+                d = data[(data["group"] == g) & (data["sweep"] == sweep) & (data["metric"] == metric)].sort_values("step")
+                if d.empty:
+                    continue
+                x = d["step"].to_numpy(float)
+                ax.plot(x, d["value"].to_numpy(float), color=colours[metric], linestyle=SWEEP_STYLES[si % 4],
+                        marker=SWEEP_MARKERS[si % 4], markersize=3, linewidth=1.3)
+                lo, hi = d["ci_low"].to_numpy(float), d["ci_high"].to_numpy(float)
+                if np.isfinite(lo).any():
+                    ax.fill_between(x, lo, hi, color=colours[metric], alpha=0.15, linewidth=0)
+        ax.axhline(0.5, **CHANCE_STYLE)
+        ax.set_ylim(-0.03, 1.03)
+        if log_x and len(steps):
+            positive = steps[steps > 0]
+            if (steps <= 0).any():
+                ax.set_xscale("symlog", linthresh=float(positive.min()) if len(positive) else 1.0)
+            else:
+                ax.set_xscale("log")
+        ax.set_title(names[g])
+        if k // n_cols == n_rows - 1 or k + n_cols >= len(groups):
+            ax.set_xlabel("training step" + scale)
+        if k % n_cols == 0:
+            ax.set_ylabel("accuracy")
+    band = f"{confidence:.0%} bootstrap CI" if confidence else "bootstrap CI"
+    fig.suptitle(f"TSE, EW and MW (top p = 1) against training step (bands: {band}; dashed: chance)",
+                 fontsize="medium")
+    handles = [plt.Line2D([], [], color=colours[m], linewidth=1.5) for m in metrics]
+    labels = [METRIC_LABELS[m] for m in metrics]
+    if len(sweeps) > 1:
+        handles += [plt.Line2D([], [], color="0.3", linestyle=SWEEP_STYLES[i % 4], marker=SWEEP_MARKERS[i % 4],
+                               markersize=4) for i in range(len(sweeps))]
+        labels += sweeps
+    fig.legend(handles, labels, title="metric" + (" / model" if len(sweeps) > 1 else ""), loc="center left",
+               bbox_to_anchor=(1.0, 0.5), fontsize="small", title_fontsize="small")
+    return fig

@@ -140,6 +140,7 @@ rule table2:
         metrics=f"{OUT}/metrics.json",
     params:
         models=",".join(MODELS),
+        table_models=f"--table-models {','.join(TABLE_MODELS)}" if TABLE_MODELS != list(MODELS) else "",
         drop="--drop-flagged-errata" if AGR["drop_flagged_errata"] else "",
         confidence=AGR["bootstrap"]["confidence"],
     conda:
@@ -147,7 +148,8 @@ rule table2:
     log:
         f"{LOGS}/agreement/table2.log",
     shell:
-        "verbeval table --groups-file {input.groups_file:q} --models {params.models} --summaries {input.summaries:q} "
+        "verbeval table --groups-file {input.groups_file:q} --models {params.models} {params.table_models} "
+        "--summaries {input.summaries:q} "
         "--errata {input.errata:q} --templates {input.templates:q} {params.drop} "
         "--csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} --html {output.html:q} "
         "--confidence {params.confidence} --all-csv {output.all_csv:q} "

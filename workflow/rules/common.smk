@@ -6,8 +6,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from verbeval.config import (check_model_paths, config_layers, config_origin, model_entries, normalise_model_path,
-                             tiny_model_specs, validate_config)
+from verbeval.config import (check_model_paths, checkpoint_models, config_layers, config_origin, model_entries,
+                             normalise_model_path, select_models, tiny_model_specs, validate_config)
 from verbeval.errors import VerbevalError
 from verbeval.fetch import load_manifest, local_filename, mirror_location
 from verbeval.models import is_local, model_fingerprint
@@ -61,6 +61,10 @@ OUT = f"{RES}/agreement"
 LOGS = f"{RES}/logs"
 MODELS = {m["name"]: m for m in model_entries(config)}
 TINY = tiny_model_specs(config)  # models the workflow builds itself (tiny_models.smk)
+# the revisions of models with `revisions:` (each also a model of MODELS), for the checkpoint figure
+CHECKPOINTS = checkpoint_models(list(MODELS.values()))
+# the models of Table 2 and metrics.json (agreement.table_models; validated above)
+TABLE_MODELS = select_models(list(MODELS), AGR["table_models"])
 GROUPS = [g for g in ALL_GROUPS if AGR["groups"] is None or g["id"] in AGR["groups"]]
 if AGR["groups"] is not None:
     _unknown = sorted(set(AGR["groups"]) - {g["id"] for g in ALL_GROUPS})

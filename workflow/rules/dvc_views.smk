@@ -11,7 +11,7 @@ rule dvc_metrics:
     output:
         dvc_metrics_files(),
     params:
-        models=",".join(MODELS),
+        models=",".join(TABLE_MODELS),  # the models of metrics.json (agreement.table_models)
         groups=",".join(GROUP_IDS),
         out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),  # OUT/metrics
     conda:

@@ -7,7 +7,7 @@ DVC_FIGURES = {spec.stem: (name, spec.sides) for name, spec in CUTOFF_FIGURES.it
 
 
 def dvc_metrics_files():
-    return expand(f"{OUT}/metrics/{{model}}/{{group}}.json", model=MODELS, group=GROUP_IDS)
+    return expand(f"{OUT}/metrics/{{model}}/{{group}}.json", model=TABLE_MODELS, group=GROUP_IDS)
 
 
 def dvc_plot_files(stem, side):

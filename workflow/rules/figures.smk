@@ -103,6 +103,25 @@ rule figure_models:
         "--csv {output.csv:q} --out {output.images:q} 2> {log:q}"
 
 
+rule figure_checkpoints:
+    input:
+        summary=f"{OUT}/summary_all.csv",
+        groups_file=RUN_GROUPS_FILE,
+    output:
+        csv=f"{FIGS}/checkpoints.csv",
+        images=figure_images("checkpoints", "Training checkpoints"),
+    params:
+        args=checkpoint_args,
+        confidence=AGR["bootstrap"]["confidence"],
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{LOGS}/agreement/figures/checkpoints.log",
+    shell:
+        "verbeval plot-checkpoints --summary {input.summary:q} --groups-file {input.groups_file:q} {params.args} "
+        "--confidence {params.confidence} --csv {output.csv:q} --out {output.images:q} 2> {log:q}"
+
+
 rule lemma_stats:
     input:
         lemmas=f"{OUT}/{{model}}/lemmas.parquet",

@@ -27,7 +27,22 @@ def figure_outputs():
         + [f"{FIGS}/{s}.{ext}" for s in ("table3_topk", "worst_lemmas") for ext in ("csv", "md", "html")]
         + [f"{FIGS}/lemma_metrics.json"]
         + expand(f"{OUT}/{{model}}/lemma_stats.csv", model=MODELS)
+        + ([f"{FIGS}/checkpoints.{ext}" for ext in ["csv", *FIGCFG["formats"]]] if CHECKPOINT_FIGURE else [])
     )
+
+
+# the checkpoint figure: drawn when some model has `revisions:` (and agreement.figures.checkpoints.enabled)
+CHECKPOINT_FIGURE = bool(CHECKPOINTS) and FIGCFG["checkpoints"]["enabled"]
+
+
+def checkpoint_args(wildcards):
+    """--checkpoint SWEEP MODEL STEP options of `verbeval plot-checkpoints`, and --log-x."""
+    args = []
+    for m in CHECKPOINTS:
+        args += ["--checkpoint", m["checkpoint_of"], m["name"], str(m["step"])]
+    if FIGCFG["checkpoints"]["log_x"]:
+        args.append("--log-x")
+    return " ".join(shlex.quote(a) for a in args)
 
 
 def table3_args(wildcards, input):

@@ -25,11 +25,17 @@ try:
 except VerbevalError as exc:
     raise config_error(["simverb", "bins"], f"simverb.bins: {exc}") from None
 SV_SPLITS = {name: src for name, src in sorted(SV["split_sources"].items()) if _split_available(src)}
-_AGR_BY_ID = {m["id"]: m for m in MODELS.values()}
+# an id listed in simverb.models is joined with the agreement model of that id: when several share it
+# (the revisions of a swept hub model), the first one without a revision, else the first one
+_AGR_BY_ID = {}
+for _m in MODELS.values():
+    if _m["id"] not in _AGR_BY_ID or (_AGR_BY_ID[_m["id"]]["revision"] and not _m["revision"]):
+        _AGR_BY_ID[_m["id"]] = _m
 # name -> {id, revision, join}: a model that is also an agreement model keeps its name and is joined
 SVMODELS = {}
-for _id in (SV["models"] if SV["models"] is not None else [m["id"] for m in MODELS.values()]):
-    _m = _AGR_BY_ID.get(_id)
+_SV_SOURCES = ([(_id, _AGR_BY_ID.get(_id)) for _id in SV["models"]] if SV["models"] is not None
+               else [(m["id"], m) for m in MODELS.values()])  # null: every agreement model, each revision too
+for _id, _m in _SV_SOURCES:
     _name = _m["name"] if _m else _svmodel_name(_id)
     if _name in SVMODELS:
         raise config_error(["simverb", "models"], f"simverb.models: two models named {_name!r}")
