@@ -71,7 +71,8 @@ def test_hub_revisions_expand_into_one_model_each() -> None:
             ("EleutherAI/pythia-160m", "bfloat16", 8, False, "auto")
         assert "revisions" not in m
     assert entries[3] == {"id": "gpt2", "name": "gpt2", "revision": None, "kind": "auto", "dtype": "float32",
-                          "prepend_bos": None, "batch_size": "auto"}  # an entry without revisions is unchanged
+                          "prepend_bos": None, "batch_size": "auto", "device_map": None,
+                          "gpus": 1}  # an entry without revisions is unchanged
 
 
 def test_local_checkpoint_folders_are_model_ids(tmp_path: Path) -> None:
@@ -314,15 +315,16 @@ def test_three_local_checkpoints_dag(tmp_path: Path, shared_dir: Path) -> None:
     assert ("--checkpoint tiny tiny@ckpt-0 0 --checkpoint tiny tiny@ckpt-100 100 "
             "--checkpoint tiny tiny@ckpt-1000 1000 --log-x") in out
     assert f"{tmp_path}/results/agreement/figures/checkpoints.png" in out
-    # the DVC pipeline of the same config: one stage per checkpoint, the figure's data a DVC plot
+    # the DVC pipeline of the same config: one stage per checkpoint
     from verbeval.dvc import dvc_pipeline, workflow_jobs
 
     stages = dvc_pipeline(workflow_jobs(REPO / "Snakefile", [path], REPO), [str(path)], REPO)["stages"]
     assert sorted(n for n in stages if n.startswith("infer--")) == [
         "infer--tiny_ckpt-0", "infer--tiny_ckpt-100", "infer--tiny_ckpt-1000"]
     fig = stages["figure_checkpoints"]
-    assert fig["plots"] == [{f"{tmp_path}/results/agreement/figures/checkpoints.csv": {
-        "x": "step", "y": "value", "title": "TSE, EW and MW against training step", "cache": False}}]
+    # an ordinary output: DVC plots are only the per-series views of Figures 1-4 (verbeval.dvc_views)
+    assert "plots" not in fig
+    assert f"{tmp_path}/results/agreement/figures/checkpoints.csv" in fig["outs"]
     assert fig["params"] == [{str(path): ["models", "agreement.figures.checkpoints"]}]
 
 

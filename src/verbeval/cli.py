@@ -199,14 +199,16 @@ def cmd_lemmas(a: argparse.Namespace) -> None:
 
 
 def _load_lm(a: argparse.Namespace) -> Any:
-    """Load the model of an inference command (``--model --revision --kind --dtype --device --threads``)."""
+    """Load the model of an inference command (``--model --revision --kind --dtype --device --device-map
+    --threads``)."""
     import torch
 
     from .models import load_model
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    return load_model(a.model, revision=a.revision, kind=a.kind, dtype=a.dtype, device=a.device)
+    return load_model(a.model, revision=a.revision, kind=a.kind, dtype=a.dtype, device=a.device,
+                      device_map=a.device_map)
 
 
 def _batch_size(value: str, lm: Any, cuda_default: int = 512, cpu_default: int = 64) -> int:
@@ -215,6 +217,15 @@ def _batch_size(value: str, lm: Any, cuda_default: int = 512, cpu_default: int =
     if value != "auto":
         return int(value)
     return cuda_default if lm.device.type == "cuda" else cpu_default
+
+
+def _device_map_arg(text: str) -> Any:
+    from .models import parse_device_map
+
+    try:
+        return parse_device_map(text)
+    except VerbevalError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--device-map: ")) from None
 
 
 def _batch_arg(text: str) -> str:
@@ -952,6 +963,10 @@ def _model_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
                    help="dtype of the weights (the softmax and all metric arithmetic are float64)")
     s.add_argument("--device", default="auto", help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
+    s.add_argument("--device-map", type=_device_map_arg, default=None,
+                   help="split the model across devices with accelerate (replaces --device): auto, balanced, "
+                        "balanced_low_0, sequential, or a JSON object {module: GPU index, cpu, cuda:N or disk}; "
+                        "default: none (the whole model on --device)")
     s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
 
 

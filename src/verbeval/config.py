@@ -129,6 +129,10 @@ def validate_config(config: dict[str, Any], source: str = "config",
     if dupes:
         raise VerbevalError(f"{origin(['models'])}: model names must be unique; duplicated: {', '.join(dupes)} "
                             "(set `name:`)")
+    for i, m in enumerate(entries):
+        if m["gpus"] > 1 and m["device_map"] is None:
+            raise VerbevalError(f"{origin(['models', i, 'gpus'])}: models[{i}] ({m['name']}): gpus: {m['gpus']} "
+                                "without a device_map would use only one GPU; set device_map: auto (or gpus: 1)")
     return config
 
 
@@ -305,7 +309,8 @@ def _entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], di
     needs_step = _figure_needs_steps(config)
     out: list[tuple[list[str | int], dict[str, Any]]] = []
     for i, m in enumerate(config.get("models", [])):
-        entry = {"kind": "auto", "dtype": "float32", "revision": None, "prepend_bos": None, **m}
+        entry = {"kind": "auto", "dtype": "float32", "revision": None, "prepend_bos": None, "device_map": None,
+                 "gpus": 1, **m}
         entry.setdefault("name", model_name(entry["id"]))
         entry.setdefault("batch_size", inf.get("batch_size", "auto"))
         items = m.get("revisions")

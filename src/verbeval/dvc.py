@@ -62,6 +62,7 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "lexicon_modes": ("agreement.multitoken.groups", "agreement.bootstrap"),
     "lexicon_modes_table": ("models", "agreement.lexicon_mode", "agreement.multitoken.groups"),
     # verb veridicality (workflow/rules/veridicality.smk)
+    "veridicality_released": ("veridicality.source",),
     "veridicality_predict": ("veridicality.source", "veridicality.models", "veridicality.batch_size",
                              "inference.device"),
     "veridicality_table": ("veridicality.models", "veridicality.formats"),

@@ -123,7 +123,8 @@ def target_logits(model: torch.nn.Module, ids: torch.Tensor, att: torch.Tensor, 
         if not (isinstance(hidden, torch.Tensor) and hidden.dim() == 3 and hidden.shape[:2] == ids.shape):
             return None
         fired.append(True)
-        picked = hidden[rows, tgt].unsqueeze(1)
+        # a model split by a device map hands the head hidden states on the last layer's device
+        picked = hidden[rows.to(hidden.device), tgt.to(hidden.device)].unsqueeze(1)
         return ((picked, *args[1:]), kwargs) if args else ((picked,), {})
 
     handle = parts[1].register_forward_pre_hook(gather, with_kwargs=True) if parts is not None else None
@@ -132,6 +133,7 @@ def target_logits(model: torch.nn.Module, ids: torch.Tensor, att: torch.Tensor, 
     finally:
         if handle is not None:
             handle.remove()
+    logits = logits.to(ids.device)  # no-op unless a device map left the logits on another device
     if fired and logits.shape[1] == 1:
         return logits[:, 0]
     return logits[rows, tgt]

@@ -13,6 +13,8 @@ import json
 import logging
 import os
 import re
+import shutil
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -134,6 +136,56 @@ def describe_device(device: torch.device) -> str:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "<all>")
         return f"cuda:{idx} ({torch.cuda.get_device_name(idx)}; CUDA_VISIBLE_DEVICES={visible})"
     return f"cpu ({torch.get_num_threads()} threads)"
+
+
+#: device_map strategies of accelerate (config ``device_map``, ``--device-map``); a mapping of module
+#: names to devices (GPU index, ``cpu``, ``cuda:N`` or ``disk``) is accepted too
+DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+
+DeviceMap = str | dict[str, int | str] | None
+
+
+def check_device_map(device_map: Any, where: str = "device_map") -> DeviceMap:
+    """``device_map`` if it is None, a strategy in :data:`DEVICE_MAP_STRATEGIES` or a non-empty
+    mapping {module name: GPU index, ``cpu``, ``cuda[:N]``, ``mps`` or ``disk``}; else VerbevalError."""
+    if device_map is None or device_map in DEVICE_MAP_STRATEGIES:
+        return device_map
+    if isinstance(device_map, dict) and device_map:
+        for module, dev in device_map.items():
+            ok = (isinstance(dev, int) and not isinstance(dev, bool) and dev >= 0) or (
+                isinstance(dev, str) and re.fullmatch(r"cpu|disk|mps|cuda(:\d+)?", dev) is not None)
+            if not isinstance(module, str) or not ok:
+                raise VerbevalError(f"{where}: module {module!r} -> {dev!r}: a device is a GPU index, cpu, "
+                                    "cuda:N, mps or disk")
+        return device_map
+    raise VerbevalError(f"{where}: {device_map!r} is neither one of {list(DEVICE_MAP_STRATEGIES)} nor a "
+                        "non-empty mapping of module names to devices")
+
+
+def parse_device_map(text: str | None) -> DeviceMap:
+    """``--device-map``: empty or ``none`` = no map; a strategy name; or a JSON object."""
+    if text is None or text.strip().lower() in ("", "none", "null"):
+        return None
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise VerbevalError(f"--device-map: invalid JSON ({exc.msg} at character {exc.pos})") from None
+        return check_device_map(value, "--device-map")
+    return check_device_map(text, "--device-map")
+
+
+def input_device(model: torch.nn.Module) -> torch.device:
+    """Where a model's inputs go: the device its input embeddings run on (with a device map whose
+    embeddings are offloaded, accelerate's execution device for them)."""
+    import torch
+
+    emb = model.get_input_embeddings()
+    dev = getattr(getattr(emb, "_hf_hook", None), "execution_device", None)
+    if dev is not None:
+        return torch.device(dev) if not isinstance(dev, int) else torch.device("cuda", dev)
+    return emb.weight.device
 
 
 def resolve_id(model_id: str) -> str:
@@ -264,6 +316,8 @@ class LoadedModel:
     device: torch.device
     dtype: str
     revision: str
+    #: accelerate's placement of the modules ({module: device}) when loaded with a device map, else None
+    device_map: dict[str, Any] | None = None
 
     @property
     def mask_token(self) -> str | None:
@@ -277,26 +331,59 @@ def load_model(
     kind: str = "auto",
     dtype: str = "float32",
     device: str = "auto",
+    device_map: DeviceMap = None,
 ) -> LoadedModel:
-    """Load tokenizer and LM head model, in eval mode on the chosen device."""
+    """Load tokenizer and LM head model, in eval mode on the chosen device.
+
+    With a ``device_map`` (:func:`check_device_map`; needs the ``accelerate`` package) the model is
+    split across devices by accelerate instead, e.g. ``auto`` over every visible GPU for a model
+    larger than one; ``device`` is then ignored and :attr:`LoadedModel.device` is the device of the
+    input embeddings (where inputs go). Modules mapped to ``disk`` are offloaded to a temporary
+    folder removed with the model.
+    """
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
     torch_dtype(dtype)  # an unknown name fails before anything is loaded
+    check_device_map(device_map)
     cfg = load_config(model_id, revision)
     resolved: Kind = detect_kind(cfg) if kind == "auto" else kind  # type: ignore[assignment]
     if resolved not in ("masked", "causal"):
         raise VerbevalError(f"unknown model kind {kind!r}; use auto, masked or causal")
     tok = load_tokenizer(model_id, revision)
-    dev = resolve_device(device)
     cls = AutoModelForMaskedLM if resolved == "masked" else AutoModelForCausalLM
+    extra: dict[str, Any] = {}
+    offload = None
+    if device_map is not None:
+        try:
+            import accelerate  # noqa: F401
+        except ImportError:
+            raise VerbevalError(f"model {model_id!r}: a device_map needs the accelerate package "
+                                "(pip install 'verbeval[gpu]')") from None
+        import tempfile
+
+        offload = tempfile.mkdtemp(prefix="verbeval-offload-")
+        extra = {"device_map": device_map, "offload_folder": offload}
+    else:
+        dev = resolve_device(device)
     try:
-        model = cls.from_pretrained(resolve_id(model_id), revision=revision, dtype=torch_dtype(dtype))
+        model = cls.from_pretrained(resolve_id(model_id), revision=revision, dtype=torch_dtype(dtype), **extra)
     except (OSError, ValueError) as exc:
+        if offload is not None:
+            shutil.rmtree(offload, ignore_errors=True)
         raise VerbevalError(f"cannot load model {model_id!r}: {str(exc).splitlines()[0]}") from exc
-    model.eval().to(dev)
+    placed = None
+    if device_map is None:
+        model.eval().to(dev)
+    else:
+        model.eval()  # accelerate placed (and hooked) every module: moving the model would break that
+        weakref.finalize(model, shutil.rmtree, offload, True)
+        placed = dict(getattr(model, "hf_device_map", None) or {})
+        dev = input_device(model)
+        log.info("%s: device_map %s -> %s; inputs on %s", model_id, device_map, placed, dev)
     if resolved == "masked" and tok.mask_token is None:
         raise VerbevalError(f"model {model_id!r} is masked but its tokenizer has no mask token")
-    return LoadedModel(model_id, model, tok, resolved, is_cased(tok), dev, dtype, model_revision(model_id, cfg, revision))
+    return LoadedModel(model_id, model, tok, resolved, is_cased(tok), dev, dtype, model_revision(model_id, cfg, revision),
+                       placed)
 
 
 TINY_ARCHS = ("bert", "roberta", "gpt2", "bert-nli")

@@ -186,16 +186,17 @@ def causal_form_logprobs(
         for c, seq in enumerate(encoded.ids):
             res = body(input_ids=torch.as_tensor([seq], device=dev), use_cache=True)
             cache = res.past_key_values
-            root_lp = torch.log_softmax(head(res.last_hidden_state[0, -1]).double(), dim=-1)
+            # .to(dev): no-ops unless a device map puts the last layers or the head on another device
+            root_lp = torch.log_softmax(head(res.last_hidden_state[0, -1]).to(dev).double(), dim=-1)
             acc = torch.zeros(trie.n_forms, dtype=torch.float64, device=dev)
             acc.index_add_(0, root_form, root_lp[root_tok])
             for b, ids in zip(batches, row_ids):
                 if not len(b.nodes):
                     continue
                 h = body(input_ids=ids, past_key_values=_expanded_cache(cache, len(b.rows)),
-                         use_cache=True).last_hidden_state
+                         use_cache=True).last_hidden_state.to(dev)
                 hn = h[torch.as_tensor(b.local_row, device=dev), torch.as_tensor(b.pos, device=dev)]
-                logits = head(hn).float()
+                logits = head(hn).to(dev).float()
                 lse = torch.logsumexp(logits, dim=-1).double()  # float32 normaliser: |error| ~1e-6 in log P
                 sl = torch.as_tensor(b.step_local, device=dev)
                 st = torch.as_tensor(b.steps, device=dev)
@@ -313,10 +314,10 @@ def masked_form_logprobs(
                 pos_t = torch.as_tensor(read_pos[sl], device=dev)
                 ar = torch.arange(ids_t.shape[0], device=dev)
                 if head is not None:
-                    h = lm.model.base_model(input_ids=ids_t, attention_mask=att_t).last_hidden_state
-                    logits = head(h[ar, pos_t]).float()
+                    h = lm.model.base_model(input_ids=ids_t, attention_mask=att_t).last_hidden_state.to(dev)
+                    logits = head(h[ar, pos_t]).to(dev).float()  # .to(dev): see causal_form_logprobs
                 else:
-                    logits = lm.model(input_ids=ids_t, attention_mask=att_t).logits[ar, pos_t].float()
+                    logits = lm.model(input_ids=ids_t, attention_mask=att_t).logits.to(dev)[ar, pos_t].float()
                 lse = torch.logsumexp(logits, dim=-1).double()  # float32 normaliser: |error| ~1e-6 in log P
                 one = torch.as_tensor(np.flatnonzero(plan.node_k[order[sl]] == 1), device=dev)
                 if len(one):  # k = 1: float64, exactly as the single-token pipeline's softmax

@@ -78,6 +78,7 @@ rule infer:
         revision=revision_option,
         kind=model_param("kind"),
         dtype=model_param("dtype"),
+        device_map=device_map_option,
         batch_size=model_param("batch_size"),
         bos=bos_option,
         device=config["inference"]["device"],
@@ -86,15 +87,15 @@ rule infer:
         n_chunks=AGR["chunks"],
     threads: config["inference"]["threads"]
     resources:
-        gpu=1,
+        gpu=model_param("gpus"),
     conda:
         "../../envs/inference.yaml"
     log:
         f"{LOGS}/agreement/{{model}}/infer.log",
     shell:
         "verbeval infer --model {params.model:q} {params.revision} --kind {params.kind} --dtype {params.dtype} "
-        "--device {params.device} --batch-size {params.batch_size} --threads {threads} --top-k {params.top_k} "
-        "--prepend-bos {params.bos} --templates {input.templates:q} --lemmas {input.lemmas:q} "
+        "--device {params.device} {params.device_map} --batch-size {params.batch_size} --threads {threads} "
+        "--top-k {params.top_k} --prepend-bos {params.bos} --templates {input.templates:q} --lemmas {input.lemmas:q} "
         "--groups {params.groups} --n-chunks {params.n_chunks} --no-progress --manifest {output:q} 2> {log:q}"
 
 

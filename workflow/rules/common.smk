@@ -54,6 +54,34 @@ try:
 except VerbevalError as exc:
     raise ConfigError(str(exc)) from None
 
+# SLURM (profiles/slurm): the account placeholder must be replaced; a dry run warns, a run stops
+# before anything is submitted (onstart below)
+SLURM_ACCOUNT_PLACEHOLDER = "CHANGE-ME"
+
+
+def slurm_account_placeholder():
+    """Why the default slurm_account (profile default-resources or --default-resources) is still
+    the placeholder, else None."""
+    dr = workflow.resource_settings.default_resources
+    for arg in getattr(dr, "args", None) or []:
+        key, _, value = str(arg).partition("=")
+        if key.strip() == "slurm_account" and value.strip().strip("'\"") == SLURM_ACCOUNT_PLACEHOLDER:
+            return (f"slurm_account is still {SLURM_ACCOUNT_PLACEHOLDER!r} (default-resources of the SLURM profile, "
+                    "profiles/slurm/config.yaml): set it to your SLURM account (see `sacctmgr show assoc user=$USER`)")
+    return None
+
+
+if workflow.is_main_process and slurm_account_placeholder():
+    print(f"WARNING: {slurm_account_placeholder()}; a run (not a dry run) stops before submitting any job",
+          file=sys.stderr)
+
+
+onstart:
+    _executor = getattr(workflow.executor_plugin, "name", "")
+    if _executor == "slurm" and slurm_account_placeholder():
+        raise ConfigError(f"{slurm_account_placeholder()}; nothing was submitted")
+
+
 AGR = config["agreement"]
 RAW = config["raw_dir"]
 RES = config["results_dir"]
@@ -143,6 +171,14 @@ mark_incomplete_stores(OUT)
 def revision_option(wc):
     rev = MODELS[wc.model]["revision"]
     return f"--revision {shlex.quote(rev)}" if rev else ""
+
+
+def device_map_option(wc):
+    """``--device-map`` of a model split across devices (config ``device_map``), else nothing."""
+    dm = MODELS[wc.model]["device_map"]
+    if dm is None:
+        return ""
+    return f"--device-map {shlex.quote(dm if isinstance(dm, str) else json.dumps(dm))}"
 
 
 def bos_option(wc):

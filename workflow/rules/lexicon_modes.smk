@@ -53,6 +53,7 @@ rule infer_forms:
         revision=revision_option,
         kind=model_param("kind"),
         dtype=model_param("dtype"),
+        device_map=device_map_option,
         batch_size=MT["batch_size"],
         bos=bos_option,
         device=config["inference"]["device"],
@@ -60,15 +61,15 @@ rule infer_forms:
         n_chunks=AGR["chunks"],
     threads: config["inference"]["threads"]
     resources:
-        gpu=1,
+        gpu=model_param("gpus"),
     conda:
         "../../envs/inference.yaml"
     log:
         f"{LOGS}/lexicon_modes/{{model}}/infer.log",
     shell:
         "verbeval infer-forms --model {params.model:q} {params.revision} --kind {params.kind} --dtype {params.dtype} "
-        "--device {params.device} --batch-size {params.batch_size} --threads {threads} --prepend-bos {params.bos} "
-        "--templates {input.templates:q} --forms {input.forms:q} --groups {params.groups} "
+        "--device {params.device} {params.device_map} --batch-size {params.batch_size} --threads {threads} "
+        "--prepend-bos {params.bos} --templates {input.templates:q} --forms {input.forms:q} --groups {params.groups} "
         "--n-chunks {params.n_chunks} --no-progress --manifest {output:q} 2> {log:q}"
 
 

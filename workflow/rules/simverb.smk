@@ -21,7 +21,7 @@ rule simverb_score:
         multi_token=SV["multi_token"],
         batch_size=SV["batch_size"],
         device=config["inference"]["device"],
-        threads=config["inference"]["threads"],
+        threads=config["inference"]["threads"],  # a change reruns the job (the command uses {threads})
     wildcard_constraints:
         svmodel="|".join(map(re.escape, SVMODELS)),
     threads: config["inference"]["threads"]
@@ -34,7 +34,7 @@ rule simverb_score:
     shell:
         "verbeval simverb-score --data {input.data:q} {params.splits} {params.model} "
         "--multi-token {params.multi_token} --batch-size {params.batch_size} --device {params.device} "
-        "--threads {params.threads} --out {output.sims:q} --verbs {output.verbs:q} 2> {log:q}"
+        "--threads {threads} --out {output.sims:q} --verbs {output.verbs:q} 2> {log:q}"
 
 
 rule simverb_table:

@@ -7,21 +7,37 @@
 include: "veridicality_common.smk"
 
 
+rule veridicality_released:
+    # the released probabilities of the pseudo-model: no model runs, so no GPU (a rule of its own)
+    input:
+        data=raw_path(VER["source"]),
+    output:
+        f"{VRES}/{{vmodel}}/predictions.parquet",
+    wildcard_constraints:
+        vmodel=_alternatives([m for m in VMODELS if m not in VREAL]),
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{LOGS}/veridicality/{{vmodel}}/predict.log",
+    shell:
+        "verbeval veridicality-predict --data {input.data:q} --model {wildcards.vmodel} --out {output:q} 2> {log:q}"
+
+
 rule veridicality_predict:
     input:
         data=raw_path(VER["source"]),
-        model=lambda wc: [] if VMODELS[wc.vmodel] == PSEUDO_MODEL else model_dir_input(VMODELS[wc.vmodel]),
+        model=lambda wc: model_dir_input(VREAL[wc.vmodel]),
     output:
         f"{VRES}/{{vmodel}}/predictions.parquet",
     params:
-        model=lambda wc: VMODELS[wc.vmodel],
+        model=lambda wc: VREAL[wc.vmodel],
         device=config["inference"]["device"],
         batch_size=VER["batch_size"],
     wildcard_constraints:
-        vmodel=_alternatives(VMODELS),
+        vmodel=_alternatives(VREAL),
     threads: config["inference"]["threads"]
     resources:
-        gpu=veridicality_gpu,
+        gpu=1,
     conda:
         "../../envs/inference.yaml"
     log:

@@ -21,10 +21,6 @@ def _alternatives(names):
     return "|".join(map(re.escape, names)) or "(?!x)x"
 
 
-def veridicality_gpu(wc):
-    return 0 if VMODELS[wc.vmodel] == PSEUDO_MODEL else 1
-
-
 def veridicality_scatter():
     """The scatter images of a model; the first format is registered in the report."""
     first, *rest = [f"{VRES}/{{vmodel}}/scatter.{ext}" for ext in VER["formats"]]
