@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import VerbevalError
+from .models import TINY_ARCHS  # a tuple; models imports torch only inside functions
 
 log = logging.getLogger("verbeval")
 
@@ -902,13 +903,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--html")
 
     s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM on a real tokenizer (for tests)")
-    s.add_argument("--tokenizer", required=True)
-    s.add_argument("--arch", required=True, choices=["bert", "roberta", "gpt2", "bert-nli"],
-                   help="bert-nli: a 3-label NLI classifier (labels named in id2label) for the veridicality workflow")
-    s.add_argument("--out", required=True)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--layers", type=int, default=2)
-    s.add_argument("--hidden", type=int, default=32)
+    s.add_argument("--tokenizer", required=True, help="folder of a real tokenizer (e.g. ../shared/tokenizers/gpt2)")
+    s.add_argument("--arch", required=True, choices=list(TINY_ARCHS),
+                   help="bert, roberta: masked LMs; gpt2, llama, mistral (grouped-query attention), gpt-neox, "
+                        "olmo2: causal LMs (docs/models.md: which tokenizer each family uses); bert-nli: a 3-label "
+                        "NLI classifier (labels named in id2label) for the veridicality workflow")
+    s.add_argument("--out", required=True, help="output folder (model and tokenizer files)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the random weights (same seed: identical files)")
+    s.add_argument("--layers", type=int, default=2, help="number of transformer layers")
+    s.add_argument("--hidden", type=int, default=32, help="hidden size (2 attention heads)")
 
     s = add("dvc-yaml", cmd_dvc_yaml, "generate (or --check) a dvc.yaml with one stage per Snakemake job")
     s.add_argument("--configfile", nargs="+", default=["config/config.yaml"],
