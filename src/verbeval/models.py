@@ -175,8 +175,15 @@ def detect_kind(config: Any) -> Kind:
 
 
 def adds_bos(tokenizer: Any) -> bool:
-    """True when the tokenizer itself starts every encoded text with its BOS token (e.g. Llama),
-    False when it does not (e.g. GPT-2, as in the paper's released code)."""
+    """True when the tokenizer itself starts every encoded text with its BOS token, False when it
+    does not: the rule causal contexts follow unless the config sets ``prepend_bos``.
+
+    It is lm-evaluation-harness's default (``HFLM(add_bos_token=None)`` encodes with the
+    tokenizer's own special tokens). Per family (``docs/models.md``): Llama 2 / Mistral
+    SentencePiece adds ``<s>``, so True; GPT-2 (as in the paper's released code), GPT-NeoX /
+    Pythia / OLMo-1 (a BOS token exists, ``<|endoftext|>``, but is not added) and OLMo-2 dolma2
+    (no BOS token) False.
+    """
     bos = getattr(tokenizer, "bos_token_id", None)
     if bos is None:
         return False
