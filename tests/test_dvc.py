@@ -24,6 +24,8 @@ def ci_models(shared_dir: Path) -> None:
     from verbeval.models import make_tiny_model
 
     for tok, arch, name in (("bert-base-cased", "bert", "tiny-bert-base-cased"), ("gpt2", "gpt2", "tiny-gpt2"),
+                            ("mistral_v1_spm", "mistral", "tiny-mistral"),
+                            ("gpt_neox_olmo1", "gpt-neox", "tiny-gpt-neox"), ("olmo2_dolma2", "olmo2", "tiny-olmo2"),
                             ("bert-base-uncased", "bert-nli", "tiny-bert-nli")):
         out = REPO / "models" / name
         if not (out / "config.json").exists():
@@ -61,7 +63,9 @@ def test_every_rule_has_params_and_every_job_a_stage(ci_jobs: list[JobSpec]) -> 
     stages = pipeline["stages"]
     assert len(stages) == len([j for j in ci_jobs if j.rule != "all"])
     # one inference stage per model in the CI configuration (every group and chunk in one process)
-    assert sum(1 for name in stages if name.startswith("infer--")) == 2
+    infer = sorted(name for name in stages if name.startswith("infer--"))
+    assert infer == ["infer--tiny-bert-cased", "infer--tiny-gpt-neox", "infer--tiny-gpt2", "infer--tiny-mistral",
+                     "infer--tiny-olmo2"]
 
 
 def test_stage_runs_the_snakemake_command(ci_jobs: list[JobSpec]) -> None:
@@ -87,7 +91,7 @@ def test_only_a_root_pipeline_declares_metrics(ci_jobs: list[JobSpec]) -> None:
     # Table 2 as one {tse, ew, mw} file per model and group; metrics.json is a plain output
     assert stages["dvc_metrics"]["metrics"][:2] == [{"results-ci/agreement/metrics/tiny-bert-cased/simple.json": {"cache": False}},
                                                     {"results-ci/agreement/metrics/tiny-bert-cased/sent_comp.json": {"cache": False}}]
-    assert len(stages["dvc_metrics"]["metrics"]) == 2 * 10 and "outs" not in stages["dvc_metrics"]
+    assert len(stages["dvc_metrics"]["metrics"]) == 5 * 10 and "outs" not in stages["dvc_metrics"]  # 5 CI models x 10 groups
     assert "results-ci/agreement/metrics.json" in stages["table2"]["outs"] and "metrics" not in stages["table2"]
     # a pipeline in a subdirectory (pipelines/ci) declares none: its outputs are plain outs
     sub = dvc_pipeline(jobs, ["config/config.yaml", "config/ci.yaml"], REPO, "../..")["stages"]

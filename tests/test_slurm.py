@@ -107,6 +107,8 @@ def workdir(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg["data_mirror"] = str(shared_dir / "data")
     cfg["manifest"] = str(REPO_ROOT / "resources" / "manifest.yaml")
     cfg["inference"]["threads"] = THREADS
+    # the CI config's BERT and GPT-2 (its other causal families route exactly like GPT-2)
+    cfg["models"] = [m for m in cfg["models"] if m["id"] in ("models/tiny-bert-base-cased", "models/tiny-gpt2")]
     cfg["models"].append({"id": "models/tiny-gpt2-split", "name": "tiny-gpt2-split", "device_map": "auto", "gpus": 2,
                           "dtype": "bfloat16"})
     # the repository's resources/ files (defaults relative to the repository) from the working directory

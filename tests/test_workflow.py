@@ -319,7 +319,7 @@ def test_default_config_dry_run() -> None:
 
 
 def test_quick_start_dry_run(shared_dir: Path) -> None:
-    """config/quick.yaml needs nothing beside the repository: it builds its two tiny models through
+    """config/quick.yaml needs nothing beside the repository: it builds its three tiny models through
     the tiny_model rule (on the workflow's own data), before every job that loads them."""
     assert "shared" not in (REPO_ROOT / "config" / "quick.yaml").read_text()
     proc = subprocess.run(_snakemake_cmd("-n", "--cores", "1", "--configfile", "config/quick.yaml", "--config",
@@ -328,9 +328,9 @@ def test_quick_start_dry_run(shared_dir: Path) -> None:
                           cwd=REPO_ROOT, env=_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stats = job_stats(proc.stdout + proc.stderr)
-    assert stats["tiny_model"] == 2 and stats["infer"] == 2 and stats["simverb_score"] == 2
+    assert stats["tiny_model"] == 3 and stats["infer"] == 3 and stats["simverb_score"] == 3
     out = proc.stdout + proc.stderr
-    for arch, folder in (("bert", "models/quick/bert"), ("gpt2", "models/quick/gpt2")):
+    for arch, folder in (("bert", "models/quick/bert"), ("gpt2", "models/quick/gpt2"), ("llama", "models/quick/llama")):
         assert re.search(rf"verbeval tiny-model --word-corpus \S+lexicon.parquet \S+templates.parquet "
                          rf"\S+SimVerb-3500.txt \S+verb_veridicality_evaluation.tsv --arch {arch} .*--out {folder}",
                          out), out[-3000:]

@@ -1252,13 +1252,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "of these files (string columns of .parquet files, lines of any other file); "
                           "used by the quick start, which downloads no model (verbeval.wordtok)")
     s.add_argument("--arch", required=True, choices=list(TINY_ARCHS),
-                   help="architecture, one of %(choices)s; bert-nli: a 3-label NLI classifier (labels named in "
-                        "id2label) for the veridicality workflow")
+                   help="bert, roberta: masked LMs; gpt2, llama, mistral (grouped-query attention), gpt-neox, "
+                        "olmo2: causal LMs (docs/models.md: which tokenizer each family uses); bert-nli: a 3-label "
+                        "NLI classifier (labels named in id2label) for the veridicality workflow")
     s.add_argument("--out", required=True, metavar="DIR",
                    help="output folder: model, tokenizer and verbeval_tiny.json (replaced atomically if it exists)")
-    s.add_argument("--seed", type=int, default=0, help="torch seed of the random weights")
+    s.add_argument("--seed", type=int, default=0, help="seed of the random weights (same seed: identical files)")
     s.add_argument("--layers", type=int, default=2, help="transformer layers")
-    s.add_argument("--hidden", type=int, default=32, help="hidden size")
+    s.add_argument("--hidden", type=int, default=32, help="hidden size (2 attention heads)")
 
     s = add("dvc-metrics", cmd_dvc_metrics,
             "split Table 2's metrics.json into one {tse, ew, mw} file per model and group (DVC metrics)",

@@ -1,15 +1,27 @@
 """Which lemmas a model can score: both present forms must be single tokens of its vocabulary.
 
-For byte-level BPE tokenizers (GPT-2, RoBERTa) a word in running text is preceded by a space,
-which is part of the token (``Ġruns``), so the form is encoded as ``" " + form``. It is encoded
-explicitly: with transformers 5, ``add_prefix_space=True`` passed to ``encode()`` is silently
-ignored, which would make every verb form two tokens. WordPiece (BERT) and SentencePiece
-tokenizers mark word starts themselves and get the bare form.
+A form is judged as the model sees it in running text, after a word: ``"they " + form`` is
+encoded without special tokens and the tokens of ``"they"`` are dropped (:func:`form_token_ids`).
+That is the rule lm-evaluation-harness applies to a continuation (encode context + continuation,
+keep what follows the context's tokens), and it is right for every tokenizer family without
+special cases:
+
+* byte-level BPE (GPT-2, RoBERTa, GPT-NeoX, OLMo-2): the space is part of the token, ``Ġruns``
+  (encoding the bare ``"runs"`` would give the word-initial token; and with transformers 5,
+  ``add_prefix_space=True`` passed to ``encode()`` is silently ignored);
+* SentencePiece with ``▁`` (Llama 2, Mistral): ``▁walks`` (the bare ``" walks"`` encodes to
+  ``▁`` + ``▁walks``, two tokens);
+* WordPiece (BERT): the word, ``runs``.
+
+A word whose in-context encoding does not start with the tokens of ``"they"`` alone (no tokenizer
+the project tests does this) falls back to its standalone encoding (``" " + form`` for byte-level
+BPE, the bare form otherwise).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from typing import Any
 
@@ -69,37 +81,80 @@ def is_byte_level_bpe(tokenizer: Any) -> bool:
     return any(f"{_BYTE_LEVEL_SPACE}{w}" in vocab for w in ("the", "The", "and"))
 
 
-def _encodable(tokenizer: Any, word: str) -> str:
+#: the word a form follows when it is encoded (see the module docstring)
+CONTEXT_WORD = "they"
+
+
+def _standalone(tokenizer: Any, word: str) -> str:
     return " " + word if is_byte_level_bpe(tokenizer) else word
 
 
-def _ids_to_single(encodings: list[list[int]], unk_id: int | None) -> np.ndarray:
-    out = np.full(len(encodings), -1, dtype=np.int64)
-    for i, ids in enumerate(encodings):
-        if len(ids) == 1 and ids[0] != unk_id:
-            out[i] = ids[0]
-    return out
+def _ragged(encodings: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(flat ids, start offsets [n + 1])`` of a list of token id lists."""
+    lens = np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings))
+    flat = np.fromiter(itertools.chain.from_iterable(encodings), dtype=np.int64, count=int(lens.sum()))
+    return flat, np.concatenate([[0], np.cumsum(lens)])
+
+
+def _in_context(tokenizer: Any, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of each word after :data:`CONTEXT_WORD`, as ``(flat ids, offsets [n + 1])``.
+
+    One batched tokenizer call; the context word's ids are checked and dropped with array
+    operations. Words whose encoding does not start with them are encoded standalone.
+    """
+    probe = tokenizer(CONTEXT_WORD, add_special_tokens=False)["input_ids"]
+    enc = tokenizer([f"{CONTEXT_WORD} {w}" for w in words], add_special_tokens=False)["input_ids"]
+    flat, off = _ragged(enc)
+    lens = np.diff(off)
+    p = len(probe)
+    ok = lens > p
+    padded = np.concatenate([flat, np.full(p, -1, dtype=np.int64)])  # every off + k below is in range
+    for k, pid in enumerate(probe):  # the context word's few tokens, not a loop over words
+        ok &= padded[off[:-1] + k] == pid
+    row = np.repeat(np.arange(len(words)), lens)
+    keep = ok[row] & (np.arange(len(flat)) - off[row] >= p)
+    if ok.all():
+        return flat[keep], np.concatenate([[0], np.cumsum(lens - p)])
+    bad = np.flatnonzero(~ok)
+    alone = tokenizer([_standalone(tokenizer, words[i]) for i in bad], add_special_tokens=False)["input_ids"]
+    parts: list[list[int]] = [flat[off[i] + p:off[i + 1]].tolist() for i in range(len(words))]
+    for j, i in enumerate(bad):
+        parts[i] = list(alone[j])
+    return _ragged(parts)
+
+
+def form_token_ids(tokenizer: Any, words: list[str]) -> list[list[int]]:
+    """Token ids of each word as the model sees it in running text, after a word (see the module
+    docstring), without special tokens."""
+    if not words:
+        return []
+    flat, off = _in_context(tokenizer, words)
+    return [flat[a:b].tolist() for a, b in zip(off[:-1], off[1:])]
 
 
 def single_token_ids(tokenizer: Any, words: list[str]) -> np.ndarray:
-    """Token id of each word when it is exactly one token (with a leading space for byte-level
-    BPE), else -1; an ``int64`` array aligned with ``words``.
+    """Token id of each word when it is exactly one token in running text (after a word: ``Ġruns``
+    for byte-level BPE, ``▁walks`` for SentencePiece), else -1; an ``int64`` array aligned with
+    ``words``.
 
     Words are batch-encoded without special tokens. A word that encodes to the unknown token
     counts as not in the vocabulary (-1).
     """
     if not words:
         return np.empty(0, dtype=np.int64)
-    prefix = " " if is_byte_level_bpe(tokenizer) else ""
-    texts = [prefix + w for w in words]
-    encodings = tokenizer(texts, add_special_tokens=False)["input_ids"]
-    return _ids_to_single(encodings, tokenizer.unk_token_id)
+    flat, off = _in_context(tokenizer, words)
+    padded = np.concatenate([flat, [-1]])  # off[i] is in range even for words with no token
+    ids = np.where(np.diff(off) == 1, padded[off[:-1]], -1)
+    unk = tokenizer.unk_token_id
+    if unk is not None:
+        ids = np.where(ids == unk, -1, ids)
+    return ids.astype(np.int64)
 
 
 def single_token_id(tokenizer: Any, word: str) -> int:
-    """Token id of ``word`` if it is exactly one token (``" " + word`` for byte-level BPE), else -1."""
-    ids = tokenizer.encode(_encodable(tokenizer, word), add_special_tokens=False)
-    return int(_ids_to_single([ids], tokenizer.unk_token_id)[0])
+    """Token id of ``word`` if it is exactly one token in running text (see
+    :func:`single_token_ids`), else -1."""
+    return int(single_token_ids(tokenizer, [word])[0])
 
 
 def eligible_lemmas(lexicon: pd.DataFrame, tokenizer: Any) -> pd.DataFrame:

@@ -43,7 +43,13 @@ class Encoded:
 
 
 def encode_contexts(lm: LoadedModel, contexts: pd.DataFrame, prepend_bos: bool | None = None) -> Encoded:
-    """Token ids and target position for each context."""
+    """Token ids and target position for each context.
+
+    A causal context is encoded without special tokens, then BOS is prepended when
+    ``prepend_bos`` says so (None: when the tokenizer adds it itself, :func:`verbeval.models.adds_bos`);
+    an empty context becomes the BOS token, or EOS for a tokenizer without BOS. These are the ids
+    lm-evaluation-harness scores a continuation after (``docs/models.md``).
+    """
     tok = lm.tokenizer
     masked = lm.kind == "masked"
     texts = [render_context(l, r, cased=lm.cased, masked=masked, mask_token=lm.mask_token)
@@ -66,7 +72,12 @@ def encode_contexts(lm: LoadedModel, contexts: pd.DataFrame, prepend_bos: bool |
                 raise VerbevalError(f"prepend_bos requested but {lm.model_id!r} has no BOS token")
             ids = [[bos, *seq] for seq in ids]
         if any(len(seq) == 0 for seq in ids):
-            raise VerbevalError("a causal context is empty (the verb is the first word) and the model has no BOS token")
+            # the verb is the first word: condition on BOS, else EOS (lm-evaluation-harness's prefix token)
+            prefix = bos if bos is not None else tok.eos_token_id
+            if prefix is None:
+                raise VerbevalError(f"a causal context is empty (the verb is the first word) and {lm.model_id!r} "
+                                    "has neither a BOS nor an EOS token to condition on")
+            ids = [seq or [prefix] for seq in ids]
         target = np.array([len(seq) - 1 for seq in ids], dtype=np.int64)
         return Encoded(ids, target, bool(prepend_bos))
     return Encoded(ids, target)

@@ -31,12 +31,12 @@ import pyarrow.parquet as pq
 
 from . import __version__
 from .aggregate import bootstrap_means
-from .eligibility import single_token_ids, tokenizer_fingerprint
+from .eligibility import form_token_ids, single_token_ids, tokenizer_fingerprint
 from .errors import ShardError, VerbevalError
 from .inference import chunk_range, encode_contexts, group_contexts, group_digest
 from .io import atomic_path
 from .models import LoadedModel, describe_device
-from .multitoken import form_logprobs, form_token_ids
+from .multitoken import form_logprobs
 from .shardstore import PlannedShard, run_plan, shard_key, shard_relpath
 from .tables import tex_escape
 

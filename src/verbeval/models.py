@@ -227,8 +227,15 @@ def detect_kind(config: Any) -> Kind:
 
 
 def adds_bos(tokenizer: Any) -> bool:
-    """True when the tokenizer itself starts every encoded text with its BOS token (e.g. Llama),
-    False when it does not (e.g. GPT-2, as in the paper's released code)."""
+    """True when the tokenizer itself starts every encoded text with its BOS token, False when it
+    does not: the rule causal contexts follow unless the config sets ``prepend_bos``.
+
+    It is lm-evaluation-harness's default (``HFLM(add_bos_token=None)`` encodes with the
+    tokenizer's own special tokens). Per family (``docs/models.md``): Llama 2 / Mistral
+    SentencePiece adds ``<s>``, so True; GPT-2 (as in the paper's released code), GPT-NeoX /
+    Pythia / OLMo-1 (a BOS token exists, ``<|endoftext|>``, but is not added) and OLMo-2 dolma2
+    (no BOS token) False.
+    """
     bos = getattr(tokenizer, "bos_token_id", None)
     if bos is None:
         return False
@@ -386,7 +393,11 @@ def load_model(
                        placed)
 
 
-TINY_ARCHS = ("bert", "roberta", "gpt2", "bert-nli")
+TINY_ARCHS = ("bert", "roberta", "gpt2", "bert-nli", "llama", "mistral", "gpt-neox", "olmo2")
+#: the causal architectures of :data:`TINY_ARCHS` beyond GPT-2 and the tokenizer family each is meant for
+#: (``docs/models.md``): Llama-2/Mistral on SentencePiece, Pythia/OLMo-1 on GPT-NeoX BPE, OLMo-2 on dolma2
+TINY_DECODERS = {"llama": "mistral_v1_spm", "mistral": "mistral_v1_spm", "gpt-neox": "gpt_neox_olmo1",
+                 "olmo2": "olmo2_dolma2"}
 #: tiny architectures that are masked LMs / classifiers built on a masked-LM tokenizer
 MASKED_TINY_ARCHS = ("bert", "roberta", "bert-nli")
 #: label names of the tiny NLI classifier (deliberately not in MNLI order: consumers must map by name)
@@ -407,8 +418,12 @@ def make_tiny_model(
 
     ``bert-nli`` is a BERT sequence classifier with three labels named in ``id2label``
     (:data:`TINY_NLI_LABELS`), standing in for an MNLI model in the veridicality workflow.
-    The numbers it produces are meaningless, but tokenisation, vocabulary size and data are real,
-    which exercises the whole workflow at realistic cost without any download.
+    ``llama``, ``mistral``, ``gpt-neox`` and ``olmo2`` are the decoders of those families
+    (:data:`TINY_DECODERS`; ``mistral`` with grouped-query attention, one key/value head), with
+    the tokenizer's BOS, EOS and padding ids in their config. The numbers it produces are
+    meaningless, but tokenisation, vocabulary size and data are real, which exercises the whole
+    workflow at realistic cost without any download. The weights depend only on the arguments
+    (seeded): a rebuild writes byte-identical files.
     """
     from transformers import (
         AutoTokenizer,
@@ -443,6 +458,8 @@ def make_tiny_model(
             vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
             intermediate_size=4 * hidden, max_position_embeddings=512, num_labels=len(TINY_NLI_LABELS),
             id2label=dict(TINY_NLI_LABELS), label2id={v: k for k, v in TINY_NLI_LABELS.items()}))
+    elif arch in TINY_DECODERS:
+        model = _tiny_decoder(arch, tok, vocab, layers=layers, hidden=hidden, heads=heads)
     else:
         model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads,
                                            n_positions=128, bos_token_id=tok.bos_token_id,
@@ -451,6 +468,51 @@ def make_tiny_model(
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
+    _keep_tokenizer_class(Path(tokenizer_dir), out)
     (out / "verbeval_tiny.json").write_text(json.dumps({"arch": arch, "seed": seed, "layers": layers,
                                                         "hidden": hidden, "tokenizer": Path(tokenizer_dir).name}))
     return out
+
+
+def _keep_tokenizer_class(src: Path, out: Path) -> None:
+    """Write the source folder's ``tokenizer_class`` back into the saved tokenizer_config.json.
+
+    transformers 5 saves a tokenizer loaded as ``PreTrainedTokenizerFast`` as ``TokenizersBackend``,
+    a name transformers 4 does not know; and without a class, AutoTokenizer would pick the model
+    type's own (``LlamaTokenizer`` for mistral), which rewrites the SentencePiece set-up on load.
+    """
+    src_cfg, out_cfg = src / "tokenizer_config.json", out / "tokenizer_config.json"
+    if not (src_cfg.is_file() and out_cfg.is_file()):
+        return
+    cls = json.loads(src_cfg.read_text(encoding="utf-8")).get("tokenizer_class")
+    saved = json.loads(out_cfg.read_text(encoding="utf-8"))
+    if cls and saved.get("tokenizer_class") != cls:
+        saved["tokenizer_class"] = cls
+        out_cfg.write_text(json.dumps(saved, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _tiny_decoder(arch: str, tok: Any, vocab: int, *, layers: int, hidden: int, heads: int) -> torch.nn.Module:
+    """A tiny Llama, Mistral, GPT-NeoX or OLMo-2 causal LM (called after seeding torch)."""
+    from transformers import (
+        GPTNeoXConfig,
+        GPTNeoXForCausalLM,
+        LlamaConfig,
+        LlamaForCausalLM,
+        MistralConfig,
+        MistralForCausalLM,
+        Olmo2Config,
+        Olmo2ForCausalLM,
+    )
+
+    if hidden % heads or (hidden // heads) % 2:
+        raise VerbevalError(f"--hidden {hidden} must be a multiple of 2 x {heads} heads (even rotary head size)")
+    ids = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id}
+    common = {"vocab_size": vocab, "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+              "intermediate_size": 4 * hidden, "max_position_embeddings": 512, **ids}
+    if arch == "llama":
+        return LlamaForCausalLM(LlamaConfig(**common, num_key_value_heads=heads))
+    if arch == "mistral":
+        return MistralForCausalLM(MistralConfig(**common, num_key_value_heads=1, sliding_window=None))
+    if arch == "gpt-neox":
+        return GPTNeoXForCausalLM(GPTNeoXConfig(**common))
+    return Olmo2ForCausalLM(Olmo2Config(**common, num_key_value_heads=heads))

@@ -17,8 +17,9 @@ gets a log-probability in every context:
   share the sequences of their shared prefixes (a trie per length). For k = 1 this is exactly the
   single-token score. Scores of forms with different k are not one normalised distribution.
 
-Forms are encoded as in :mod:`verbeval.eligibility`: ``" " + form`` for byte-level BPE
-(GPT-2, RoBERTa), the bare form otherwise, without special tokens. Only the canonical tokenisation
+Forms are encoded as in :mod:`verbeval.eligibility`: as the model sees them after a word in
+running text (``Ġruns`` for byte-level BPE, ``▁walks`` for SentencePiece, ``runs`` for WordPiece),
+without special tokens. Only the canonical tokenisation
 is scored (no marginalisation over other segmentations), and, as for single tokens, no
 end-of-word correction is applied (the probability of ``Ġrun`` includes continuations such as
 ``Ġrun|ning``; Pimentel & Meister 2024, "How to Compute the Probability of a Word").
@@ -35,20 +36,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .eligibility import is_byte_level_bpe
+from .eligibility import form_token_ids as form_token_ids  # re-exported (tests, scripts)
 from .errors import VerbevalError
 from .inference import Encoded
 from .models import LoadedModel
 
 log = logging.getLogger(__name__)
-
-
-def form_token_ids(tokenizer: Any, words: list[str]) -> list[list[int]]:
-    """Token ids of each word in running text (``" " + word`` for byte-level BPE), no special tokens."""
-    if not words:
-        return []
-    prefix = " " if is_byte_level_bpe(tokenizer) else ""
-    return [list(map(int, ids)) for ids in tokenizer([prefix + w for w in words], add_special_tokens=False)["input_ids"]]
 
 
 # --------------------------------------------------------------------------- causal: prefix trie
