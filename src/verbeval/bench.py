@@ -101,6 +101,20 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _best_time(fn: Callable[[], None], device: torch.device, repeats: int) -> float:
+    """Seconds of the fastest of ``repeats`` timed calls of ``fn`` after one warm-up call, the
+    device synchronised around each."""
+    fn()
+    _sync(device)
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def build_model(spec: ModelSpec, shared: Path, models_dir: Path) -> Path:
     from .models import make_tiny_model
 
@@ -322,14 +336,7 @@ def bench_postprocess(vocab_sizes: Sequence[int] = POSTPROCESS_VOCABS, n_forms: 
                 def run() -> None:
                     form_statistics(probabilities(logits), forms)
 
-                run()  # warm-up
-                _sync(dev)
-                best = math.inf
-                for _ in range(repeats):
-                    t0 = time.perf_counter()
-                    run()
-                    _sync(dev)
-                    best = min(best, time.perf_counter() - t0)
+                best = _best_time(run, dev, repeats)
                 rows.append({"device": device_name, "vocab": v, "forms": int(len(forms)), "logits": dt,
                              "batch_size": batch_size, "ms_per_context": round(best / batch_size * 1000, 4),
                              "contexts_per_s": round(batch_size / best, 1)})
@@ -380,15 +387,7 @@ def throughput(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     for key, fn in (("pipeline", pipeline), ("forward_head_at_target", head_at_target), ("forward_raw", raw_forward)):
-        fn()  # warm-up
-        _sync(dev)
-        best = math.inf
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            _sync(dev)
-            best = min(best, time.perf_counter() - t0)
-        out[f"{key}_ctx_per_s"] = round(len(contexts) / best, 1)
+        out[f"{key}_ctx_per_s"] = round(len(contexts) / _best_time(fn, dev, repeats), 1)
     out["forward_share_of_pipeline"] = round(out["pipeline_ctx_per_s"] / out["forward_head_at_target_ctx_per_s"], 3)
     out["raw_forward_over_pipeline"] = round(out["forward_raw_ctx_per_s"] / out["pipeline_ctx_per_s"], 3)
     if dev.type == "cuda":

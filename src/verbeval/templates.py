@@ -79,6 +79,16 @@ _CLOSED_CLASS: dict[str, Number] = {
 # --------------------------------------------------------------------------- minimal pairs
 
 
+def _read_text(p: Path, encoding: str) -> str:
+    """The whole file, or :class:`InputError` naming it (missing, unreadable, not ``encoding``)."""
+    try:
+        return p.read_text(encoding=encoding)
+    except FileNotFoundError:
+        raise InputError(p, "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(p, f"cannot read file: {exc}") from None
+
+
 def _strip_final_period(tokens: list[str]) -> list[str]:
     """Drop a sentence-final period, whether attached to the last word or a token of its own."""
     if tokens and tokens[-1] == ".":
@@ -273,12 +283,7 @@ def read_template_file(
     if fmt not in FORMATS:
         raise ValueError(f"unknown template format {fmt!r}; expected one of {', '.join(FORMATS)}")
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(p, "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(p, f"cannot read file: {exc}") from None
+    text = _read_text(p, "utf-8")
     rows: list[dict[str, Any]] = []
     rejects: list[dict[str, Any]] = []
     known = {k: (v if isinstance(v, Erratum) else Erratum("reject", v)) for k, v in (errata or {}).items()}
@@ -621,12 +626,7 @@ def read_custom_pairs(
     if fmt not in CUSTOM_FORMATS:
         raise ValueError(f"unknown pair file format {fmt!r}; expected one of {', '.join(CUSTOM_FORMATS)}")
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InputError(p, "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(p, f"cannot read file: {exc}") from None
+    text = _read_text(p, "utf-8-sig")  # a CSV saved by a spreadsheet may start with a byte-order mark
     records = _jsonl_records(text) if fmt == "jsonl" else _csv_records(p, text)
     rows: list[dict[str, Any]] = []
     rejects: list[dict[str, Any]] = []
