@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import VerbevalError
-from .tables import METRICS as TABLE2_METRICS
+from verbeval.core.errors import VerbevalError
+from verbeval.agreement.tables import METRICS as TABLE2_METRICS
 
 #: DVC plot template of the cutoff curves (.dvc/plots/verbeval_lines.json): straight lines through
 #: the points, no smoothing, one colour per y column (model and metric), one dash per revision.
@@ -67,7 +67,7 @@ def split_metrics(metrics: Mapping[str, Any], models: Sequence[str], groups: Seq
 
 def wide_curves(curves: pd.DataFrame, *, side: str, models: Sequence[str], groups: Sequence[str],
                 metrics: Sequence[str], source: str = "curves") -> dict[str, pd.DataFrame]:
-    """Per group: the ``side`` rows of a cutoff figure's data (``verbeval.figures.CURVE_COLUMNS``)
+    """Per group: the ``side`` rows of a cutoff figure's data (``verbeval.agreement.figures.CURVE_COLUMNS``)
     as ``cutoff, log10_cutoff`` and one value column per model and metric (:func:`series_column`,
     models outer, metrics inner), one row per cutoff in increasing order. A missing value (an
     undefined score) stays empty.

@@ -102,7 +102,7 @@ def _sync(device: torch.device) -> None:
 
 
 def build_model(spec: ModelSpec, shared: Path, models_dir: Path) -> Path:
-    from .models import make_tiny_model
+    from verbeval.core.models import make_tiny_model
 
     out = models_dir / spec.name
     if not (out / "config.json").exists():
@@ -114,24 +114,24 @@ def build_model(spec: ModelSpec, shared: Path, models_dir: Path) -> Path:
 # --------------------------------------------------------------------------- 1. workflow phases
 
 
-def _cli(argv: list[str]) -> None:
-    from .cli import main
-
-    if main(["-q", *argv]) != 0:
+def _cli(cli: Callable[[Sequence[str]], int], argv: list[str]) -> None:
+    """Run ``verbeval -q ARGV`` in-process through ``cli`` (:func:`verbeval.cli.main`, passed in by
+    the ``bench`` sub-command, so that this package does not import the command line)."""
+    if cli(["-q", *argv]) != 0:
         raise RuntimeError(f"verbeval {' '.join(argv)} failed")
 
 
 def run_workflow(config_path: str | Path, workdir: Path, model_dirs: dict[str, Path], *, quick: bool,
-                 threads: int = 1) -> dict[str, Any]:
+                 cli: Callable[[Sequence[str]], int], threads: int = 1) -> dict[str, Any]:
     """Run the agreement workflow's steps in-process, phase by phase; return timings and counts.
 
     Paths, groups, cutoffs and bootstrap settings come from ``config_path``; its models are
     replaced by ``model_dirs``; ``quick`` keeps 40 rows per source and 200 bootstrap resamples.
     """
-    from .config import load_config
-    from .fetch import load_manifest, local_filename
-    from .inference import read_shard_meta
-    from .templates import load_groups
+    from verbeval.core.config import load_config
+    from verbeval.core.fetch import load_manifest, local_filename
+    from verbeval.agreement.inference import read_shard_meta
+    from verbeval.agreement.templates import load_groups
 
     cfg = load_config(config_path)
     agr = cfg["agreement"]
@@ -157,14 +157,14 @@ def run_workflow(config_path: str | Path, workdir: Path, model_dirs: dict[str, P
         log.info("bench workflow: %s %.1f s", name, times[name])
 
     mirror = ["--mirror", str(cfg["data_mirror"])] if cfg["data_mirror"] else []
-    phase("fetch", lambda: [_cli(["fetch", "--manifest", cfg["manifest"], "--name", s, "--out", str(raw_path(s)),
+    phase("fetch", lambda: [_cli(cli, ["fetch", "--manifest", cfg["manifest"], "--name", s, "--out", str(raw_path(s)),
                                   *mirror]) for s in sources])
 
     def inputs(names: Sequence[str]) -> list[str]:
         return [x for s in names for x in ("--input", f"{s}={raw_path(s)}")]
 
     templates = out / "templates.parquet"
-    phase("normalise", lambda: _cli([
+    phase("normalise", lambda: _cli(cli, [
         "templates", "--manifest", cfg["manifest"], "--groups-file", agr["groups_file"], "--groups", ",".join(gids),
         "--errata", agr["errata"], *inputs([s for g in groups for s in g["sources"]]), "--out", str(templates),
         "--rejects", str(out / "template_rejects.csv"),
@@ -172,10 +172,10 @@ def run_workflow(config_path: str | Path, workdir: Path, model_dirs: dict[str, P
         *(["--max-rows-per-source", str(rows_per_source)] if rows_per_source else [])]))
 
     def lemmas() -> None:
-        _cli(["lexicon", "--manifest", cfg["manifest"], *inputs(agr["verb_lists"]), "--overrides",
+        _cli(cli, ["lexicon", "--manifest", cfg["manifest"], *inputs(agr["verb_lists"]), "--overrides",
               agr["inflection_overrides"], "--out", str(out / "lexicon.parquet")])
         for name, mdir in model_dirs.items():
-            _cli(["lemmas", "--model", str(mdir), "--lexicon", str(out / "lexicon.parquet"),
+            _cli(cli, ["lemmas", "--model", str(mdir), "--lexicon", str(out / "lexicon.parquet"),
                   "--out", str(out / name / "lemmas.parquet")])
 
     phase("lemmas", lemmas)
@@ -183,7 +183,7 @@ def run_workflow(config_path: str | Path, workdir: Path, model_dirs: dict[str, P
     for name, mdir in model_dirs.items():
         t0 = time.perf_counter()
         manifest = out / name / "shards" / "manifest.json"
-        _cli(["infer", "--model", str(mdir), "--device", "cpu", "--batch-size", str(cfg["inference"]["batch_size"]),
+        _cli(cli, ["infer", "--model", str(mdir), "--device", "cpu", "--batch-size", str(cfg["inference"]["batch_size"]),
               "--threads", str(threads), "--top-k", str(cfg["inference"]["top_k"]), "--templates", str(templates),
               "--lemmas", str(out / name / "lemmas.parquet"), "--groups", ",".join(gids), "--n-chunks", "1",
               "--manifest", str(manifest), "--no-progress"])
@@ -196,13 +196,13 @@ def run_workflow(config_path: str | Path, workdir: Path, model_dirs: dict[str, P
 
     for name in model_dirs:
         t0 = time.perf_counter()
-        _cli(["aggregate", "--templates", str(templates), "--groups", ",".join(gids), "--model-name", name,
+        _cli(cli, ["aggregate", "--templates", str(templates), "--groups", ",".join(gids), "--model-name", name,
               "--manifest", str(out / name / "shards" / "manifest.json"), "--top-cutoffs", top,
               "--bottom-cutoffs", bottom, "--resamples", str(resamples), "--seed", str(agr["bootstrap"]["seed"]),
               "--confidence", str(agr["bootstrap"]["confidence"]), "--out-dir", str(out / name)])
         per_model[name]["aggregate_s"] = time.perf_counter() - t0
     times["aggregate"] = sum(m["aggregate_s"] for m in per_model.values())
-    phase("report", lambda: _cli([
+    phase("report", lambda: _cli(cli, [
         "table", "--groups-file", agr["groups_file"], "--models", ",".join(model_dirs),
         "--summaries", *[str(out / n / g / "summary.csv") for n in model_dirs for g in gids],
         "--csv", str(out / "table2.csv"), "--md", str(out / "table2.md"), "--tex", str(out / "table2.tex"),
@@ -219,7 +219,7 @@ def run_workflow(config_path: str | Path, workdir: Path, model_dirs: dict[str, P
 def aggregate_group(shard_paths: list[str], templates_path: str, group: str, model: str,
                     top: list[float], bottom: list[float], resamples: int) -> dict[str, float]:
     """Aggregate one (model, group) in memory, timing each step (worker-process entry point)."""
-    from .aggregate import context_scores, read_shards, row_tse, summarise
+    from verbeval.agreement.aggregate import context_scores, read_shards, row_tse, summarise
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
@@ -238,12 +238,12 @@ def aggregate_group(shard_paths: list[str], templates_path: str, group: str, mod
 
 def _warm_worker() -> None:
     """Import what a worker needs before the timed work starts."""
-    from . import aggregate  # noqa: F401
+    from verbeval.agreement import aggregate  # noqa: F401
 
 
 def bench_aggregation(workflow: dict[str, Any], config_path: str | Path, workers: int = 2) -> dict[str, Any]:
     """Aggregate every group of each workflow model from its shards with ``workers`` processes."""
-    from .config import load_config
+    from verbeval.core.config import load_config
 
     agr = load_config(config_path)["agreement"]
     out = Path(workflow["workdir"]) / "agreement"
@@ -304,8 +304,8 @@ def bench_postprocess(vocab_sizes: Sequence[int] = POSTPROCESS_VOCABS, n_forms: 
     many probabilities tie and exercises the exact tie ranking. The best of ``repeats`` timed runs
     of one batch is reported, in milliseconds per context. CUDA rows appear only when a GPU is present.
     """
-    from .agreement import form_statistics, probabilities
-    from .models import torch_dtype
+    from verbeval.agreement.metrics import form_statistics, probabilities
+    from verbeval.core.models import torch_dtype
 
     gen = torch.Generator().manual_seed(seed)
     rows: list[dict[str, Any]] = []
@@ -342,7 +342,7 @@ def bench_postprocess(vocab_sizes: Sequence[int] = POSTPROCESS_VOCABS, n_forms: 
 
 def _contexts_sample(templates: pd.DataFrame, kind: str, n: int) -> pd.DataFrame:
     """Up to ``n`` distinct contexts spread evenly over all groups."""
-    from .inference import build_contexts
+    from verbeval.agreement.inference import build_contexts
 
     parts = [build_contexts(g.reset_index(drop=True), kind)[0] for _, g in templates.groupby("group", sort=True)]
     ctx = pd.concat(parts, ignore_index=True)
@@ -353,7 +353,7 @@ def _contexts_sample(templates: pd.DataFrame, kind: str, n: int) -> pd.DataFrame
 def throughput(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int,
                repeats: int = 1) -> dict[str, Any]:
     """Contexts/s of the inference pipeline and of the model's forward pass on the same batches."""
-    from .inference import _batches, _pad, encode_contexts, run_contexts, target_logits
+    from verbeval.agreement.inference import _batches, _pad, encode_contexts, run_contexts, target_logits
 
     enc = encode_contexts(lm, contexts)
     dev = lm.device
@@ -401,8 +401,8 @@ def throughput(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size
 def bench_throughput(specs: Sequence[ModelSpec], shared: Path, models_dir: Path, templates: pd.DataFrame,
                      lexicon: pd.DataFrame, *, n_contexts: int, cpu_batch: int, gpu_batch: int,
                      threads: int, repeats: int) -> dict[str, Any]:
-    from .eligibility import eligible_lemmas
-    from .models import load_model
+    from verbeval.agreement.eligibility import eligible_lemmas
+    from verbeval.core.models import load_model
 
     torch.set_num_threads(threads)
     setups = [("cpu", "float32", cpu_batch)]
@@ -446,8 +446,8 @@ class PaperBaseline:
         self.lemmas = [(s, p) for s, p in zip(lemmas["sing_id"], lemmas["plur_id"])]
 
     def score_row(self, left: str, right: str, plural: bool, correct: str, incorrect: str) -> dict[str, float]:
-        from .eligibility import single_token_ids
-        from .templates import render_context
+        from verbeval.agreement.eligibility import single_token_ids
+        from verbeval.agreement.templates import render_context
 
         lm, tok = self.lm, self.lm.tokenizer
         masked = lm.kind == "masked"
@@ -540,8 +540,8 @@ def bench_baseline(workflow: dict[str, Any], model_dirs: dict[str, Path], config
                    n_rows: int, threads: int = 1) -> dict[str, Any]:
     """Time the baseline on ``n_rows`` evenly spaced template rows per model, extrapolate to every
     row of the suite, and compare with verbeval's measured inference + aggregation time and scores."""
-    from .config import load_config
-    from .models import load_model
+    from verbeval.core.config import load_config
+    from verbeval.core.models import load_model
 
     agr = load_config(config_path)["agreement"]
     out = Path(workflow["workdir"]) / "agreement"
@@ -674,8 +674,10 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
               threads: int = 1, cpu_batch: int = 64, gpu_batch: int = 256, baseline_rows: int | None = None,
               parts: Sequence[str] = ("workflow", "aggregation", "throughput", "baseline"),
               snakemake_config: str | Path | None = None, snakemake_cores: int = 2,
-              snakemake_extra: Sequence[str] = ()) -> dict[str, Any]:
-    """Run the benchmarks and write their figures to ``out`` (JSON). Returns the figures."""
+              snakemake_extra: Sequence[str] = (), cli: Callable[[Sequence[str]], int]) -> dict[str, Any]:
+    """Run the benchmarks and write their figures to ``out`` (JSON). Returns the figures.
+
+    ``cli`` runs one ``verbeval`` command line in-process (:func:`verbeval.cli.main`)."""
     shared, workdir = Path(shared), Path(workdir)
     models_dir = workdir / "models"
     report: dict[str, Any] = {
@@ -691,7 +693,7 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
     if not set(parts) - {"snakemake", "postprocess"}:
         return _finish(report, out)
     model_dirs = {s.name: build_model(s, shared, models_dir) for s in WORKFLOW_MODELS}
-    wf = run_workflow(config, workdir, model_dirs, quick=quick, threads=threads)
+    wf = run_workflow(config, workdir, model_dirs, quick=quick, cli=cli, threads=threads)
     report["workflow"] = wf
     if "aggregation" in parts:
         report["aggregation"] = bench_aggregation(wf, config)
@@ -711,7 +713,7 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
 def _finish(report: dict[str, Any], out: str | Path) -> dict[str, Any]:
     report["machine"]["load_avg_end"] = _load()
     report["machine"]["peak_rss_mib_process"] = round(peak_rss_mib(), 1)
-    from .io import write_text
+    from verbeval.core.io import write_text
 
     write_text(out, json.dumps(report, indent=2, sort_keys=False) + "\n")
     print_report(report)

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from .agreement import FormStats, scores_from_stats, tse_scores
-from .errors import ShardError, VerbevalError
-from .shards import SHARD_SCHEMA_VERSION, read_shard_meta
+from verbeval.agreement.metrics import FormStats, scores_from_stats, tse_scores
+from verbeval.core.errors import ShardError, VerbevalError
+from verbeval.agreement.shards import SHARD_SCHEMA_VERSION, read_shard_meta
 
 log = logging.getLogger(__name__)
 

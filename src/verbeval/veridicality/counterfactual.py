@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import VerbevalError
+from verbeval.core.errors import VerbevalError
 
 MAIN_MANIPULATIONS = ("main_verb_matched", "main_verb_mismatched", "complement_verb")
 SWAP_MANIPULATIONS = ("to_that", "that_to")
@@ -512,7 +512,7 @@ _P = ["p_entailment", "p_neutral", "p_contradiction"]
 
 def attach_kl(original: pd.DataFrame, manipulated: pd.DataFrame) -> pd.DataFrame:
     """``manipulated`` (pairs with p_* columns) with ``kl`` = KL(original pair || manipulated pair);
-    ``original`` is the predictions table of :mod:`verbeval.veridicality`."""
+    ``original`` is the predictions table of :mod:`verbeval.veridicality.nli`."""
     orig = original[["index", "environment", *_P]].rename(columns={c: c + "_orig" for c in _P})
     merged = manipulated.merge(orig, on=["index", "environment"], how="left", validate="many_to_one")
     if merged[[c + "_orig" for c in _P]].isna().any().any():
@@ -572,7 +572,7 @@ def kl_markdown(table: pd.DataFrame, title: str) -> str:
 
 
 def kl_latex(table: pd.DataFrame, title: str) -> str:
-    from .tables import tex_escape
+    from verbeval.core.tables import tex_escape
 
     def esc(s: object) -> str:
         return tex_escape(str(s))

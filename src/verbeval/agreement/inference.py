@@ -1,8 +1,8 @@
 """Inference: one forward pass per distinct context, written as probability shards.
 
 Template rows that share a context (and label) share its forward pass; TSE rows read their own
-verb pair's probabilities from it. The shard format is in :mod:`verbeval.shards` (re-exported
-here); the resumable store of a model's shards in :mod:`verbeval.shardstore`.
+verb pair's probabilities from it. The shard format is in :mod:`verbeval.agreement.shards` (re-exported
+here); the resumable store of a model's shards in :mod:`verbeval.agreement.shardstore`.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from . import __version__
-from .agreement import form_statistics
-from .eligibility import single_token_ids, tokenizer_fingerprint
-from .errors import VerbevalError
-from .models import LoadedModel, adds_bos, describe_device
-from .shards import (META_KEY, SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, chunk_range, group_contexts,
+from verbeval import __version__
+from verbeval.agreement.metrics import form_statistics
+from verbeval.agreement.eligibility import single_token_ids, tokenizer_fingerprint
+from verbeval.core.errors import VerbevalError
+from verbeval.core.models import LoadedModel, adds_bos, describe_device
+from verbeval.agreement.shards import (META_KEY, SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, chunk_range, group_contexts,
                      group_digest, lemma_set_hash, read_shard_meta, write_shard)
-from .shardstore import PlannedShard, chunk_label, run_plan, shard_key, shard_relpath
-from .templates import render_context
+from verbeval.agreement.shardstore import PlannedShard, chunk_label, run_plan, shard_key, shard_relpath
+from verbeval.agreement.templates import render_context
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def encode_contexts(lm: LoadedModel, contexts: pd.DataFrame, prepend_bos: bool |
     """Token ids and target position for each context.
 
     A causal context is encoded without special tokens, then BOS is prepended when
-    ``prepend_bos`` says so (None: when the tokenizer adds it itself, :func:`verbeval.models.adds_bos`);
+    ``prepend_bos`` says so (None: when the tokenizer adds it itself, :func:`verbeval.core.models.adds_bos`);
     an empty context becomes the BOS token, or EOS for a tokenizer without BOS. These are the ids
     lm-evaluation-harness scores a continuation after (``docs/models.md``).
     """

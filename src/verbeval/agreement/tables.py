@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from verbeval.core.tables import tex_escape
+
 METRICS = ("tse", "ew", "mw")
 LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW"}
 
@@ -53,7 +55,7 @@ def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str
 def errata_notes(flagged: pd.DataFrame, templates: pd.DataFrame | None, groups: Sequence[dict],
                  dropped: bool) -> list[str]:
     """Table 2 notes on the flagged errata rows (``flagged``: ``source, line, reason``, from
-    :func:`verbeval.templates.flagged_errata`), one note per group that has any.
+    :func:`verbeval.agreement.templates.flagged_errata`), one note per group that has any.
 
     ``templates`` (the normalised table, with ``source`` and ``line``) gives how many of them are
     among the scored rows (fewer under ``max_rows_per_source``); ``dropped``: whether
@@ -98,7 +100,7 @@ def to_html(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: 
     """Table 2 as a standalone HTML page (an item of the Snakemake report): per model TSE, EW and MW
     with their bootstrap CIs below the value, and the counts behind them (rows with single-token
     forms / all rows, contexts); the notes follow the table."""
-    from .diagnostics import _html_page
+    from verbeval.agreement.diagnostics import _html_page
 
     level = f"{confidence:.0%} " if confidence else ""
     head1 = "<tr><th rowspan=\"2\">Group</th>" + "".join(
@@ -123,13 +125,6 @@ def to_html(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: 
     if notes:
         body.append("<p>Notes:</p><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     return _html_page("Table 2: TSE, EW and MW per template group", "\n".join(body))
-
-
-def tex_escape(s: str) -> str:
-    """``s`` with the characters LaTeX treats specially (\\ & % _ # $) escaped."""
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"), ("$", r"\$")):
-        s = s.replace(a, b)
-    return s
 
 
 def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, VerbevalError
+from verbeval.core.errors import InputError, VerbevalError
 
 PSEUDO_MODEL = "ross-pavlick-2019-bert"
 LABELS = ("entailment", "neutral", "contradiction")
@@ -183,7 +183,7 @@ def load_nli(model_id: str, revision: str | None = None, device: str = "auto") -
     checked by name at once (:func:`label_index`)."""
     from transformers import AutoModelForSequenceClassification
 
-    from .models import check_local_model, load_tokenizer, resolve_device, resolve_id
+    from verbeval.core.models import check_local_model, load_tokenizer, resolve_device, resolve_id
 
     check_local_model(model_id)
     dev = resolve_device(device)
@@ -266,7 +266,7 @@ def to_markdown(table: pd.DataFrame, model: str) -> str:
 
 
 def to_latex(table: pd.DataFrame, model: str) -> str:
-    from .tables import tex_escape as tex
+    from verbeval.core.tables import tex_escape as tex
 
     out = [rf"% Verb veridicality, {tex(model)}", r"\begin{tabular}{llrrrr}", r"\toprule",
            r"Signature & Environment & $n$ & Accuracy & Pearson & Spearman \\", r"\midrule"]
@@ -339,7 +339,7 @@ def plot_scatter(predictions: pd.DataFrame, model: str) -> Any:
     panel the smaller environment is drawn on top (:func:`draw_order`)."""
     import matplotlib.pyplot as plt
 
-    from .plots import apply_style, palette
+    from verbeval.core.plots import apply_style, palette
 
     apply_style()
     sigs = sorted(predictions["signature"].unique())

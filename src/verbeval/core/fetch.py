@@ -30,8 +30,8 @@ from typing import IO, Any
 import yaml
 from tqdm import tqdm
 
-from verbeval.errors import InputError, VerbevalError
-from verbeval.io import atomic_path
+from verbeval.core.errors import InputError, VerbevalError
+from verbeval.core.io import atomic_path
 
 __all__ = [
     "FORMATS",
@@ -173,7 +173,7 @@ def _parse_entry(path: Path, name: Any, entry: Any) -> Source:
 def load_manifest(path: str | Path) -> dict[str, Source]:
     """Read and validate a manifest file; return its sources by name, in file order.
 
-    Raises :class:`~verbeval.errors.InputError` naming the manifest (and the entry) on any
+    Raises :class:`~verbeval.core.errors.InputError` naming the manifest (and the entry) on any
     problem: unreadable or malformed YAML, duplicate names, missing or unknown keys, an unknown
     format, a URL scheme other than http/https/file, or a checksum that is not 64 hex digits.
     """
@@ -234,7 +234,7 @@ def _copy_verified(
 ) -> None:
     """Stream ``stream`` into ``dest`` atomically, checking the sha256 against ``source``.
 
-    The bytes go to a temporary file next to ``dest`` (:func:`verbeval.io.atomic_path`), which
+    The bytes go to a temporary file next to ``dest`` (:func:`verbeval.core.io.atomic_path`), which
     is renamed onto ``dest`` only if the checksum matches; otherwise it is removed and a
     :class:`VerbevalError` names the source, ``origin`` and both checksums.
     """
@@ -464,7 +464,7 @@ def read_giant_verb_list(path: str | Path) -> list[str]:
       :func:`_pdf_entry_lines`.
 
     A token that is not a plausible verb (``[a-z][a-z'-]*`` after lowercasing) raises
-    :class:`~verbeval.errors.InputError` with the path and line number.
+    :class:`~verbeval.core.errors.InputError` with the path and line number.
     """
     path = Path(path)
     try:

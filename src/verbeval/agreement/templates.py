@@ -33,7 +33,7 @@ import pandas as pd
 import yaml
 from lemminflect import getAllLemmas, getInflection, getLemma
 
-from verbeval.errors import InputError, VerbevalError
+from verbeval.core.errors import InputError, VerbevalError
 
 log = logging.getLogger(__name__)
 
@@ -431,7 +431,7 @@ def custom_groups(entries: Sequence[Mapping[str, Any]], known_groups: Sequence[M
 
 def check_sha256(path: str | Path, expected: str) -> None:
     """Raise InputError naming ``path``, the expected and the actual sha256 when they differ."""
-    from .io import sha256_file
+    from verbeval.core.io import sha256_file
 
     try:
         actual = sha256_file(path)
@@ -669,7 +669,7 @@ def run_groups(groups: Sequence[Mapping[str, Any]], custom: Sequence[CustomGroup
 
 def write_groups(path: str | Path, groups: Sequence[Mapping[str, Any]]) -> None:
     """Write ``groups`` as a groups file that :func:`load_groups` reads (atomically)."""
-    from .io import write_text
+    from verbeval.core.io import write_text
 
     head = "# The agreement groups of this run, in table order (verbeval templates --groups-out).\n"
     write_text(path, head + yaml.safe_dump({"groups": [dict(g) for g in groups]}, sort_keys=False,

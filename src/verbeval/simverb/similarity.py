@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, VerbevalError
-from .tables import tex_escape
+from verbeval.core.errors import InputError, VerbevalError
+from verbeval.core.tables import tex_escape
 
 #: relation labels of the release, in the order tables show them
 RELATIONS = ("SYNONYMS", "ANTONYMS", "HYPER/HYPONYMS", "COHYPONYMS", "NONE")
@@ -177,7 +177,7 @@ def load_encoder(model_id: str, revision: str | None = None, device: str = "auto
     and the device, in eval mode."""
     from transformers import AutoModel
 
-    from .models import check_local_model, load_tokenizer, resolve_device, resolve_id
+    from verbeval.core.models import check_local_model, load_tokenizer, resolve_device, resolve_id
 
     check_local_model(model_id)
     tok = load_tokenizer(model_id, revision)
@@ -530,7 +530,7 @@ def plot_layers(table: pd.DataFrame, model: str) -> Any:
     reference points as horizontal lines."""
     import matplotlib.pyplot as plt
 
-    from .plots import apply_style
+    from verbeval.core.plots import apply_style
 
     apply_style()
     full = table[table["subset"] == "full"]
@@ -555,7 +555,7 @@ def plot_scatter(pairs: pd.DataFrame, sims: pd.DataFrame, representation: str, m
     """Model cosine against human rating for one representation, coloured by relation."""
     import matplotlib.pyplot as plt
 
-    from .plots import apply_style, palette
+    from verbeval.core.plots import apply_style, palette
 
     apply_style()
     s = sims[(sims["representation"] == representation) & sims["covered"]].merge(

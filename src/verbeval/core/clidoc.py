@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .errors import InputError
+from verbeval.core.errors import InputError
 
 BEGIN = ("<!-- BEGIN verbeval docs-cli: generated from the help strings in src/verbeval/cli.py; "
          "run `verbeval docs-cli` after changing them -->")

@@ -30,8 +30,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from .errors import ShardError, VerbevalError
-from .io import sha256_file, write_json
+from verbeval.core.errors import ShardError, VerbevalError
+from verbeval.core.io import sha256_file, write_json
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .errors import VerbevalError
-from .models import local_model_problem, model_name
+from verbeval.core.errors import VerbevalError
+from verbeval.core.models import local_model_problem, model_name
 
 #: (label, content) of one configuration source, in merge order: a config file or ``--config``
 Layer = tuple[str, Mapping[str, Any]]
@@ -141,7 +141,7 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
 
     A path that does not exist or is not a directory, or a directory without ``config.json``,
     among ``models``, ``veridicality.models`` and ``simverb.models`` (see
-    :func:`verbeval.models.meant_as_path` for when an id is a path). Relative paths are relative
+    :func:`verbeval.core.models.meant_as_path` for when an id is a path). Relative paths are relative
     to the working directory (the workflow's directory).
     """
     problems: list[tuple[list[str | int], str]] = []

@@ -27,8 +27,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import VerbevalError
-from .shards import build_contexts, lemma_set_hash, read_shard_meta
+from verbeval.core.errors import VerbevalError
+from verbeval.agreement.shards import build_contexts, lemma_set_hash, read_shard_meta
 
 #: probability floor for the log of a lemma's mass (float32 shards underflow to 0 below ~1e-45)
 PROB_FLOOR = float(np.finfo(np.float32).tiny)

@@ -1,4 +1,4 @@
-"""The data behind each agreement figure, as DataFrames (drawing is in :mod:`verbeval.plots`).
+"""The data behind each agreement figure, as DataFrames (drawing is in :mod:`verbeval.agreement.plots`).
 
 Every function here reads the aggregates (``summary_all.csv``) or per-lemma statistics and returns
 exactly what a figure shows; the workflow writes it as the CSV next to the figure.
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import VerbevalError
+from verbeval.core.errors import VerbevalError
 
 METRIC_LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW", "prob_counted": "Probability mass counted",
                  "prob_counted_forms": "Probability mass of the counted forms in the set",

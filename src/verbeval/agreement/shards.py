@@ -24,10 +24,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import ShardError, VerbevalError
-from .io import atomic_path
+from verbeval.core.errors import ShardError, VerbevalError
+from verbeval.core.io import atomic_path
 
-log = logging.getLogger("verbeval.inference")
+log = logging.getLogger("verbeval.agreement.inference")
 
 
 SHARD_SCHEMA_VERSION = 1

@@ -1,6 +1,6 @@
 """Agreement scores over three lexicon modes: ``single_token``, ``all`` and ``common``.
 
-Built on :mod:`verbeval.multitoken`, which gives every form of every lexicon lemma (and every
+Built on :mod:`verbeval.agreement.multitoken`, which gives every form of every lexicon lemma (and every
 template verb) a log-probability in every context. The three modes differ only in which lemmas
 (EW, MW) and which template rows (TSE) count:
 
@@ -29,16 +29,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import __version__
-from .aggregate import bootstrap_means
-from .eligibility import form_token_ids, single_token_ids, tokenizer_fingerprint
-from .errors import ShardError, VerbevalError
-from .inference import chunk_range, encode_contexts, group_contexts, group_digest
-from .io import atomic_path
-from .models import LoadedModel, describe_device
-from .multitoken import form_logprobs
-from .shardstore import PlannedShard, run_plan, shard_key, shard_relpath
-from .tables import tex_escape
+from verbeval import __version__
+from verbeval.agreement.aggregate import bootstrap_means
+from verbeval.agreement.eligibility import form_token_ids, single_token_ids, tokenizer_fingerprint
+from verbeval.core.errors import ShardError, VerbevalError
+from verbeval.agreement.inference import chunk_range, encode_contexts, group_contexts, group_digest
+from verbeval.core.io import atomic_path
+from verbeval.core.models import LoadedModel, describe_device
+from verbeval.agreement.multitoken import form_logprobs
+from verbeval.agreement.shardstore import PlannedShard, run_plan, shard_key, shard_relpath
+from verbeval.core.tables import tex_escape
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def form_table(lexicon: pd.DataFrame, templates: pd.DataFrame, tokenizer: Any) -
     Rows: the lexicon lemmas in lexicon order (``in_lexicon`` True), then the template verb pairs
     not in the lexicon, sorted (TSE only). Columns: ``pair, lemma, sing, plur, in_lexicon,
     sing_ids, plur_ids, n_sing, n_plur, single_token, scorable``. ``single_token`` is the
-    eligibility test of :func:`verbeval.eligibility.eligible_lemmas` (both forms single,
+    eligibility test of :func:`verbeval.agreement.eligibility.eligible_lemmas` (both forms single,
     non-unknown, distinct tokens); ``scorable``: no unknown token in either form and the two
     token sequences differ.
     """
@@ -135,7 +135,7 @@ def infer_forms_chunk(
 ) -> dict[str, Any]:
     """Log-probability of both forms of every pair of ``forms`` in every context of one chunk.
 
-    Contexts and chunks are those of :func:`verbeval.inference.infer_chunk`. The shard holds, per
+    Contexts and chunks are those of :func:`verbeval.agreement.inference.infer_chunk`. The shard holds, per
     context, ``logp`` (``2 * n_pairs`` float64, pair-major, singular then plural) and the template
     rows (``rows``) with their pair index (``row_pair``). The workflow runs
     :func:`infer_forms_model` (every group and chunk of a model in one process).
@@ -220,7 +220,7 @@ def infer_forms_model(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Every form shard of one model in one process (model loaded once; finished shards kept, so
-    a killed run resumes), then the store's manifest. See :func:`verbeval.shardstore.run_plan`."""
+    a killed run resumes), then the store's manifest. See :func:`verbeval.agreement.shardstore.run_plan`."""
     fp, fsha = tokenizer_fingerprint(lm.tokenizer), forms_hash(forms)
     bos = prepend_bos if lm.kind == "causal" else None
     plan = []

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import pandas as pd
 
-from .errors import VerbevalError
+from verbeval.core.errors import VerbevalError
 
 try:  # POSIX; elsewhere stale temporaries are simply not cleaned up
     import fcntl

@@ -1,19 +1,14 @@
-"""Drawing the agreement figures (seaborn/matplotlib) from the DataFrames of :mod:`verbeval.figures`.
+"""Drawing the agreement figures from the DataFrames of :mod:`verbeval.agreement.figures`.
 
-One style for every figure (:func:`apply_style`): seaborn's ``whitegrid`` theme in ``paper``
-context, one colour per template group (in Table 2 order) and one per model, shared legends
-outside the panels. Figures are saved without timestamps so that reruns give identical files.
+Style, palettes and saving are in :mod:`verbeval.core.plots`; shared legends sit outside the panels.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
+from verbeval.core.plots import CHANCE_STYLE, apply_style, palette  # first: it selects the Agg backend
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
@@ -21,41 +16,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .figures import METRIC_LABELS, SIDE_LABELS, CutoffFigure, shown_cutoffs  # noqa: E402
-from .io import atomic_path  # noqa: E402
-
-FORMATS = ("png", "pdf", "svg")
-DPI = 150
-CHANCE_STYLE = {"color": "0.4", "linestyle": "--", "linewidth": 0.8, "zorder": 0}
-
-
-def apply_style() -> None:
-    """The common style of every verbeval figure."""
-    sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
-    plt.rcParams.update({"svg.hashsalt": "verbeval", "figure.dpi": DPI, "savefig.dpi": DPI,
-                         "legend.frameon": False, "axes.titleweight": "bold"})
-
-
-def palette(names: Sequence[str], kind: str = "group") -> dict[str, Any]:
-    """A fixed colour per name: ``tab10`` for up to 10 groups, ``Set2``-like ``colorblind`` for models."""
-    n = len(names)
-    base = "tab10" if kind == "group" else "colorblind"
-    colours = sns.color_palette(base, n) if n <= 10 else sns.color_palette("husl", n)
-    return dict(zip(names, colours))
-
-
-def save_figure(fig: Figure, paths: Sequence[str | Path]) -> None:
-    """Save ``fig`` to each path (format from the suffix: png, pdf or svg), atomically and
-    without creation dates."""
-    for p in paths:
-        fmt = Path(p).suffix.lstrip(".").lower()
-        if fmt not in FORMATS:
-            raise ValueError(f"{p}: unsupported figure format {fmt!r} (use {', '.join(FORMATS)})")
-        metadata: dict[str, Any] = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None},
-                                    "svg": {"Date": None}}[fmt]
-        with atomic_path(p) as tmp:
-            fig.savefig(tmp, format=fmt, metadata=metadata, bbox_inches="tight")
-    plt.close(fig)
+from verbeval.agreement.figures import METRIC_LABELS, SIDE_LABELS, CutoffFigure, shown_cutoffs  # noqa: E402
 
 
 def _legend(fig: Figure, colours: Mapping[str, Any], labels: Mapping[str, str], title: str, marker: str = "o",
@@ -113,7 +74,7 @@ def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[
 
     Estimates flagged ``low_n`` (fewer than ``min_contexts`` contexts) are drawn hollow on a faint
     dotted line without CI band, or left out when ``hide_low_n``. The x axis of each side spans
-    :func:`verbeval.figures.shown_cutoffs` (the same in every panel); configured cutoffs outside it
+    :func:`verbeval.agreement.figures.shown_cutoffs` (the same in every panel); configured cutoffs outside it
     are named under the figure. With ``spec.valid_share_row`` a last, lower panel row per side
     shows the share of each group's contexts where the metric is defined (``valid_share``)."""
     apply_style()

@@ -1,6 +1,6 @@
 """Log-probability of verb forms of any length (sub-token count), for every lexicon lemma.
 
-The paper (and :mod:`verbeval.inference`) scores only forms that are one token. Here every form
+The paper (and :mod:`verbeval.agreement.inference`) scores only forms that are one token. Here every form
 gets a log-probability in every context:
 
 * **Causal LM** (exact): the chain rule over the form's sub-tokens,
@@ -17,7 +17,7 @@ gets a log-probability in every context:
   share the sequences of their shared prefixes (a trie per length). For k = 1 this is exactly the
   single-token score. Scores of forms with different k are not one normalised distribution.
 
-Forms are encoded as in :mod:`verbeval.eligibility`: as the model sees them after a word in
+Forms are encoded as in :mod:`verbeval.agreement.eligibility`: as the model sees them after a word in
 running text (``Ġruns`` for byte-level BPE, ``▁walks`` for SentencePiece, ``runs`` for WordPiece),
 without special tokens. Only the canonical tokenisation
 is scored (no marginalisation over other segmentations), and, as for single tokens, no
@@ -36,10 +36,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .eligibility import form_token_ids as form_token_ids  # re-exported (tests, scripts)
-from .errors import VerbevalError
-from .inference import Encoded
-from .models import LoadedModel
+from verbeval.agreement.eligibility import form_token_ids as form_token_ids  # re-exported (tests, scripts)
+from verbeval.core.errors import VerbevalError
+from verbeval.agreement.inference import Encoded
+from verbeval.core.models import LoadedModel
 
 log = logging.getLogger(__name__)
 

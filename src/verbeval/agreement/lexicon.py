@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 from lemminflect import getInflection
 
-from verbeval.errors import InputError
+from verbeval.core.errors import InputError
 
 #: Output columns of :func:`build_lexicon`, in order.
 LEXICON_COLUMNS: tuple[str, ...] = ("lemma", "sing", "plur", "source")

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import VerbevalError
+from verbeval.core.errors import VerbevalError
 
 Style = Literal["masked", "causal"]
 
