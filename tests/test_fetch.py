@@ -547,7 +547,8 @@ def test_mirror_reports_failures_and_keeps_the_rest(http_root: tuple[Path, str],
 
 def test_fetch_cli_reads_the_mirror_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`dvc repro` of dvc.yaml (no --mirror in its commands) uses a mirror through $VERBEVAL_DATA_MIRROR."""
-    from verbeval.cli import MIRROR_ENV, main
+    from verbeval.cli import main
+    from verbeval.core.cli import MIRROR_ENV
 
     data = b"the mirror copy\n"
     url = "https://example.org/o/r/raw/c/f.txt"

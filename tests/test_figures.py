@@ -537,7 +537,7 @@ def test_figure_config_defaults() -> None:
 def test_min_contexts_defaults_agree() -> None:
     """The CLI repeats the figures module's defaults (to start without pandas); config, CLI and
     module must agree."""
-    from verbeval import cli
+    from verbeval.agreement import cli
 
     cfg = validate_config({"models": [{"id": "gpt2"}]})["agreement"]["figures"]
     assert cli.MIN_CONTEXTS_DEFAULT == DEFAULT_MIN_CONTEXTS == cfg["min_contexts"]
