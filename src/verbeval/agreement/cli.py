@@ -26,8 +26,6 @@ def _positive_int(text: str) -> int:
 #: defaults of plot-cutoffs' --min-contexts / --low-n: verbeval.agreement.figures.DEFAULT_MIN_CONTEXTS and
 #: LOW_N_MODES (repeated here so that the CLI starts without importing pandas; a test ties them)
 MIN_CONTEXTS_DEFAULT = 10
-
-
 LOW_N_CHOICES = ("fade", "hide")
 
 
@@ -649,6 +647,7 @@ def register(add: Add) -> None:
                                        "for the Giant Verb List (default: none; the workflow passes "
                                        "resources/inflection_overrides.csv)")
     s.add_argument("--out", required=True, help="output: lexicon.parquet (lemma, sing, plur, source)")
+
     s = add("templates", cmd_templates, "normalise agreement templates into one table",
             "One row per template row of the selected groups and of every --custom-group file; malformed rows are errors (file:line: reason) "
             "unless --skip-bad-rows. Run by the rule templates.")
@@ -683,12 +682,14 @@ def register(add: Add) -> None:
     s.add_argument("--groups-out",
                    help="output: write the run's groups (selected ones, then custom ones) as a groups file for "
                         "the table and figure commands")
+
     s = add("lemmas", cmd_lemmas, "eligible lemmas of a model (both forms single tokens)",
             "Only the model's tokenizer is loaded. Run by the rule lemmas, one job per model.")
     s.add_argument("--model", required=True, help="hub id or local path (only its tokenizer is loaded)")
     s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
     s.add_argument("--lexicon", required=True, help="lexicon.parquet (verbeval lexicon)")
     s.add_argument("--out", required=True, help="output: lemmas.parquet, the eligible lemmas with their token ids")
+
     s = add("infer", cmd_infer, "one model, every group and chunk: probability shards and their manifest "
                                 "(model loaded once; finished shards are kept, so a killed run resumes)",
             "Per context and eligible form: its probability and the mass ranked above and below it; per context "
@@ -705,6 +706,7 @@ def register(add: Add) -> None:
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
     _store_options(s)
+
     s = add("aggregate", cmd_aggregate,
             "per-context scores, per-row TSE and per-group summaries (bootstrap CIs) of one model from its shards",
             "Every shard's size and sha256 are checked against the manifest first. Run by the rule aggregate, "
@@ -722,6 +724,7 @@ def register(add: Add) -> None:
                    help="writes <out-dir>/<group>/scores.parquet, tse.parquet and summary.csv")
     s.add_argument("--keep-bad-shards", action="store_true",
                    help="leave an unusable shard in place (default: move it to <name>.corrupt so a rerun recomputes it)")
+
     s = add("table", cmd_table, "Table 2 (CSV, Markdown, LaTeX) from per-group summaries",
             "EW and MW are read at top p = 1. Run by the rule table2.")
     s.add_argument("--groups-file", required=True, help="agreement groups YAML: row order and group names")
@@ -744,6 +747,7 @@ def register(add: Add) -> None:
     s.add_argument("--errata", help="errata CSV: Table 2's notes count its flag rows per group")
     s.add_argument("--templates", help="templates.parquet: how many flag rows are among the scored rows")
     s.add_argument("--drop-flagged-errata", action="store_true", help="the flag rows were dropped (for the notes)")
+
     s = add("lemma-stats", cmd_lemma_stats,
             "per-lemma agreement accuracy and mean probability of one model from its shards",
             "Pooled over every context of every group; a tie counts as a failure. Run by the rule lemma_stats, "
@@ -753,6 +757,7 @@ def register(add: Add) -> None:
                    help="the model's shards (any groups), or its shard manifest (every shard it lists)")
     s.add_argument("--model-name", required=True, help="model name written into the model column")
     s.add_argument("--out", required=True, help="output: CSV, one row per eligible lemma")
+
     s = add("plot-cutoffs", cmd_plot_cutoffs,
             "Figures 1-4: a metric against top-p / bottom-p cutoff, per model and group",
             "Reads only summary_all.csv; writes the figure's data (--csv) and images (--out). Run by the rules "
@@ -777,6 +782,7 @@ def register(add: Add) -> None:
                         "(agreement.figures.low_n)")
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
+
     s = add("plot-models", cmd_plot_models, "TSE, EW and MW per group, all models side by side",
             "Top p = 1, with the bootstrap CIs of summary_all.csv. Run by the rule figure_models.")
     s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
@@ -784,6 +790,7 @@ def register(add: Add) -> None:
     s.add_argument("--models", required=True, help="comma-separated model names")
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
+
     s = add("plot-checkpoints", cmd_plot_checkpoints,
             "TSE, EW and MW (top p = 1, with CIs) against training step, one panel per group",
             "For models with `revisions:` (docs/config.md). Run by the rule figure_checkpoints.")
@@ -796,6 +803,7 @@ def register(add: Add) -> None:
     s.add_argument("--confidence", type=float, help="CI level of the summary's bounds, named in the figure (default: not named)")
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
+
     s = add("plot-lemmas", cmd_plot_lemmas,
             "per-lemma accuracy against log-probability, and the worst-conjugated lemmas",
             "Reads the lemma-stats CSVs of the models. Run by the rule figure_lemmas.")
@@ -810,6 +818,7 @@ def register(add: Add) -> None:
     s.add_argument("--worst-csv", required=True, help="output: the worst-lemmas table (CSV)")
     s.add_argument("--worst-md", help="output: the worst-lemmas table in Markdown")
     s.add_argument("--worst-html", help="output: the worst-lemmas table in HTML")
+
     s = add("topk-table", cmd_topk_table,
             "Table 3: top-k tokens of selected contexts, correct/incorrect verb forms marked",
             "Reads the top-k tokens stored in the shards; only tokenizers are loaded, to decode token ids. "
@@ -843,6 +852,7 @@ def register_dvc_views(add: Add) -> None:
     s.add_argument("--models", required=True, help="comma-separated model names (one directory each)")
     s.add_argument("--groups", required=True, help="comma-separated group ids (one file per group)")
     s.add_argument("--out-dir", required=True, help="writes OUT_DIR/<model>/<group>.json")
+
     s = add("dvc-plot-data", cmd_dvc_plot_data,
             "a cutoff figure's data as one CSV per group with a column per model and metric (DVC plots)",
             "Read by the top-level plots of dvc.yaml (`dvc plots show`, docs/workflow.md, 'DVC'). Run by the "
@@ -867,11 +877,13 @@ def register_lexicon_modes(add: Add) -> None:
     s.add_argument("--templates", required=True, help="templates.parquet: its verb pairs not in the lexicon are "
                                                        "added")
     s.add_argument("--out", required=True, help="output: the model's forms.parquet")
+
     s = add("lexicon-common", cmd_lexicon_common, "verb pairs single-token in every model (the `common` lexicon mode)",
             "Run by the rule lexicon_common (with agreement.multitoken.enabled).")
     s.add_argument("--forms", nargs="+", required=True, metavar="NAME=PATH",
                    help="each model's forms.parquet (verbeval lexicon-forms)")
     s.add_argument("--out", required=True, help="output: common.parquet")
+
     s = add("infer-forms", cmd_infer_forms,
             "log P(form | context) of every verb form of any length: every group and chunk of one model, "
             "shards and their manifest (model loaded once; a killed run resumes)",
@@ -884,6 +896,7 @@ def register_lexicon_modes(add: Add) -> None:
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--forms", required=True, help="the model's forms.parquet (verbeval lexicon-forms)")
     _store_options(s)
+
     s = add("lexicon-modes", cmd_lexicon_modes,
             "TSE, EW and MW (p = 1) of one model in the single_token, all and common lexicon modes",
             "Also per-lemma scores and the single- vs multi-token lemma comparison. Run by the rule lexicon_modes, "
@@ -900,6 +913,7 @@ def register_lexicon_modes(add: Add) -> None:
     s.add_argument("--lemmas-out", required=True, help="output: per-lemma CSV")
     s.add_argument("--diff-out", required=True, help="output: single- vs multi-token lemma comparison CSV")
     s.add_argument("--consistency-out", help="output: single_token mode vs Table 2 CSV")
+
     s = add("lexicon-modes-table", cmd_lexicon_modes_table,
             "groups x models x lexicon modes table (CSV, Markdown, LaTeX), coverage and metrics JSON",
             "Run by the rule lexicon_modes_table (with agreement.multitoken.enabled).")

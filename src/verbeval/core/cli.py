@@ -107,6 +107,7 @@ def register_tools(add: Add) -> None:
                    help="only these manifest sources (default: all); a source already in DIR with a matching "
                         "sha256 is kept")
     s.add_argument("--timeout", type=float, default=60, help="seconds to wait on each network operation")
+
     s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM (tests, CI, the quick start)",
             "The model has the tokenizer's full vocabulary; its numbers are meaningless. Used by the tests, "
             "config/ci.yaml, verbeval bench and, through the tiny_model rule, config/quick.yaml.")

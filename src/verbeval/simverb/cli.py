@@ -95,6 +95,7 @@ def register(add: Add) -> None:
     s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
     s.add_argument("--out", required=True, help="output: similarities parquet (one row per pair and representation)")
     s.add_argument("--verbs", required=True, help="output: per-verb tokens and coverage (CSV)")
+
     s = add("simverb-table", cmd_simverb_table,
             "SimVerb-3500: Spearman's rho with bootstrap CIs per representation, split, relation and rating range",
             "Also the per-layer curve and the human-vs-model scatter. Run by the rule simverb_table, one job per "
@@ -114,6 +115,7 @@ def register(add: Add) -> None:
     s.add_argument("--layers-figure", nargs="+", default=[], help="output: per-layer figure files (.png, .pdf, .svg)")
     s.add_argument("--scatter-figure", nargs="+", default=[],
                    help="output: human-vs-model scatter files of the best representation (.png, .pdf, .svg)")
+
     s = add("simverb-join", cmd_simverb_join,
             "SimVerb-3500 x agreement: per-verb rank error against per-lemma agreement accuracy",
             "Run by the rule simverb_join (simverb.agreement_join), one job per model that has agreement results.")

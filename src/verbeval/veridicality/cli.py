@@ -125,6 +125,7 @@ def register(add: Add) -> None:
                    help="NLI classifier (hub id or path), or ross-pavlick-2019-bert for the released BERT probabilities")
     _nli_options(s)
     s.add_argument("--out", required=True, help="output: predictions parquet (one row per item and environment)")
+
     s = add("veridicality-table", cmd_veridicality_table,
             "per-signature accuracy and correlations (CSV, Markdown, LaTeX) and the human-vs-model scatter",
             "Run by the rule veridicality_table, one job per model.")
@@ -150,6 +151,7 @@ def register_counterfactuals(add: Add) -> None:
     s.add_argument("--pairs", required=True, help="output: manipulated pairs (parquet)")
     s.add_argument("--unhandled", required=True, help="output: CSV: manipulation, item, environment, reason")
     s.add_argument("--coverage", required=True, help="output: CSV: handled and unhandled items per manipulation")
+
     s = add("veridicality-counterfactual-predict", cmd_veridicality_counterfactual_predict,
             "NLI probabilities of the manipulated pairs (a real NLI model)",
             "Run by the rule veridicality_counterfactual_predict, one job per real NLI model.")
@@ -157,6 +159,7 @@ def register_counterfactuals(add: Add) -> None:
     s.add_argument("--model", required=True, help="NLI classifier (hub id or local path)")
     _nli_options(s)
     s.add_argument("--out", required=True, help="output: NLI probabilities per manipulated pair (parquet)")
+
     s = add("veridicality-kl", cmd_veridicality_kl,
             "KL(original || manipulated) tables 7 and 8 (CSV, Markdown, LaTeX)",
             "Run by the rule veridicality_kl, one job per real NLI model.")
