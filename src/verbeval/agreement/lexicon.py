@@ -29,7 +29,7 @@ from verbeval.core.errors import InputError
 LEXICON_COLUMNS: tuple[str, ...] = ("lemma", "sing", "plur", "source")
 
 #: The overrides shipped with the repository (``resources/inflection_overrides.csv``).
-DEFAULT_OVERRIDES_PATH: Path = Path(__file__).resolve().parents[2] / "resources" / "inflection_overrides.csv"
+DEFAULT_OVERRIDES_PATH: Path = Path(__file__).resolve().parents[3] / "resources" / "inflection_overrides.csv"
 
 # A verb form: letters, with internal hyphens or apostrophes (co-exist, x-ray).
 _FORM_RE = re.compile(r"^[A-Za-z]+(?:['-][A-Za-z]+)*$")
