@@ -13,6 +13,9 @@ from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
 
+#: Default of ``docs-cli --doc``.
+DOCS_CLI_DEFAULT = "docs/workflow.md"
+
 
 def cmd_dvc_yaml(a: argparse.Namespace) -> None:
     from verbeval.dvc import dvc_pipeline, render, workflow_jobs
@@ -54,9 +57,6 @@ def cmd_docs_cli(a: argparse.Namespace, build_parser: Callable[[], argparse.Argu
     write_text(doc, text)
     log.info("%s: sub-command table (%d sub-commands) written", doc, n)
 
-
-#: Default of ``docs-cli --doc``.
-DOCS_CLI_DEFAULT = "docs/workflow.md"
 
 
 def register_dvc_yaml(add: Add) -> None:
