@@ -5,8 +5,8 @@ import sys
 import numpy as np
 import pandas as pd
 
-from verbeval.config import load_config, model_entries
-from verbeval.templates import load_groups
+from verbeval.core.config import load_config, model_entries
+from verbeval.agreement.templates import load_groups
 
 cfg = load_config(sys.argv[1])
 out = f"{cfg['results_dir']}/agreement"

@@ -1,6 +1,6 @@
-"""Tests for verbeval.aggregate (shard validation, bootstrap, summaries) and verbeval.tables.
+"""Tests for verbeval.agreement.aggregate (shard validation, bootstrap, summaries) and verbeval.agreement.tables.
 
-Shards are written with :func:`verbeval.inference.write_shard` from synthetic distributions, so no
+Shards are written with :func:`verbeval.agreement.inference.write_shard` from synthetic distributions, so no
 model is needed.
 """
 
@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from verbeval.aggregate import bootstrap_means, context_scores, read_shards, row_tse, summarise
-from verbeval.agreement import form_statistics, score_logits
-from verbeval.errors import VerbevalError
-from verbeval.inference import META_KEY, ChunkResult, chunk_label, chunk_range, read_shard_meta, write_shard
-from verbeval.tables import table2, to_html, to_latex, to_markdown
+from verbeval.agreement.aggregate import bootstrap_means, context_scores, read_shards, row_tse, summarise
+from verbeval.agreement.metrics import form_statistics, score_logits
+from verbeval.core.errors import VerbevalError
+from verbeval.agreement.inference import META_KEY, ChunkResult, chunk_label, chunk_range, read_shard_meta, write_shard
+from verbeval.agreement.tables import table2, to_html, to_latex, to_markdown
 
 V = 40  # vocabulary size of the synthetic distributions
 LEMMA_IDS = np.array([[3, 4], [10, 11], [20, 21], [30, 31]])  # (singular id, plural id)
@@ -371,7 +371,7 @@ def test_table2_html() -> None:
 
 def _store(tmp_path: Path) -> tuple[Path, list[Path]]:
     """A shard store of group g1 (the synthetic shards) with its manifest."""
-    from verbeval.shardstore import ShardStore
+    from verbeval.agreement.shardstore import ShardStore
 
     root = tmp_path / "store"
     paths = write_synthetic_shards(root / "g1")

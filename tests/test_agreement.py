@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from verbeval.agreement import (
+from verbeval.agreement.metrics import (
     FormStats,
     form_statistics,
     probabilities,

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 import torch
 
-from verbeval import agreement
-from verbeval.agreement import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, _stable_order, form_statistics, score_logits
-from verbeval.bench import PaperBaseline, compare_with_verbeval, throughput
-from verbeval.eligibility import eligible_lemmas, single_token_ids
-from verbeval.inference import encode_contexts, split_head, target_logits
-from verbeval.models import LoadedModel, load_model, make_tiny_model
+from verbeval.agreement import metrics as agreement
+from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, _stable_order, form_statistics, score_logits
+from verbeval.bench.runner import PaperBaseline, compare_with_verbeval, throughput
+from verbeval.agreement.eligibility import eligible_lemmas, single_token_ids
+from verbeval.agreement.inference import encode_contexts, split_head, target_logits
+from verbeval.core.models import LoadedModel, load_model, make_tiny_model
 
 LEXICON = pd.DataFrame(
     [("laugh", "laughs", "laugh"), ("smile", "smiles", "smile"), ("be", "is", "are"), ("run", "runs", "run"),
@@ -253,7 +253,7 @@ def test_throughput_bookkeeping(lm: LoadedModel) -> None:
 
 
 def test_postprocess_bench_rows(capsys: pytest.CaptureFixture[str]) -> None:
-    from verbeval.bench import bench_postprocess, print_report
+    from verbeval.bench.runner import bench_postprocess, print_report
 
     res = bench_postprocess(vocab_sizes=(3_000, 7_000), n_forms=40, batch_size=4, devices=("cpu", "cuda"),
                             logit_dtypes=("float32", "bfloat16"), repeats=1)

@@ -11,9 +11,9 @@ import pytest
 from transformers import AutoTokenizer
 
 from verbeval.cli import build_parser, main
-from verbeval.clidoc import BEGIN, END, documented_commands, subcommands, subparsers
-from verbeval.eligibility import ELIGIBLE_COLUMNS, eligible_lemmas
-from verbeval.models import load_model
+from verbeval.core.clidoc import BEGIN, END, documented_commands, subcommands, subparsers
+from verbeval.agreement.eligibility import ELIGIBLE_COLUMNS, eligible_lemmas
+from verbeval.core.models import load_model
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

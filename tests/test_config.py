@@ -1,4 +1,4 @@
-"""Tests for verbeval.config: schema validation, defaults, one-line errors, model entries."""
+"""Tests for verbeval.core.config: schema validation, defaults, one-line errors, model entries."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from verbeval.config import load_config, load_schema, model_entries, validate_config
-from verbeval.errors import VerbevalError
+from verbeval.core.config import load_config, load_schema, model_entries, validate_config
+from verbeval.core.errors import VerbevalError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MINIMAL: dict[str, Any] = {"models": [{"id": "gpt2"}]}

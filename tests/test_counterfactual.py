@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.counterfactual import (
+from verbeval.veridicality.counterfactual import (
     PAIR_COLUMNS,
     Unhandled,
     attach_kl,
@@ -217,7 +217,7 @@ def test_kl_tables() -> None:
 
 @pytest.mark.skipif(not DATA.exists(), reason="no data mirror")
 def test_coverage_on_the_mirror() -> None:
-    from verbeval.veridicality import read_dataset
+    from verbeval.veridicality.nli import read_dataset
 
     data = read_dataset(DATA)
     pairs, unhandled = build_pairs(data, samples=1, seed=0)

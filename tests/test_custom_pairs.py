@@ -16,9 +16,9 @@ import torch
 import yaml
 
 from verbeval.cli import main as verbeval_main
-from verbeval.config import validate_config
-from verbeval.errors import InputError, VerbevalError
-from verbeval.templates import (
+from verbeval.core.config import validate_config
+from verbeval.core.errors import InputError, VerbevalError
+from verbeval.agreement.templates import (
     REJECT_COLUMNS,
     TEMPLATE_COLUMNS,
     CustomGroup,
@@ -312,8 +312,8 @@ def test_custom_group_in_the_dry_run(tmp_path: Path) -> None:
 
 def test_custom_group_scored_end_to_end(shared_dir: Path, tmp_path: Path) -> None:
     """templates -> lemmas -> infer -> aggregate -> table on the example file with a tiny GPT-2, in process."""
-    from verbeval.eligibility import single_token_ids
-    from verbeval.models import load_model
+    from verbeval.agreement.eligibility import single_token_ids
+    from verbeval.core.models import load_model
 
     model = tmp_path / "tiny-gpt2"
     assert verbeval_main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / "gpt2"),

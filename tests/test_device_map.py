@@ -17,12 +17,12 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
 from verbeval.cli import build_parser
-from verbeval.config import validate_config
-from verbeval.eligibility import eligible_lemmas
-from verbeval.errors import VerbevalError
-from verbeval.inference import encode_contexts, infer_chunk
-from verbeval.models import LoadedModel, check_device_map, load_model, make_tiny_model, parse_device_map
-from verbeval.multitoken import form_logprobs, form_token_ids
+from verbeval.core.config import validate_config
+from verbeval.agreement.eligibility import eligible_lemmas
+from verbeval.core.errors import VerbevalError
+from verbeval.agreement.inference import encode_contexts, infer_chunk
+from verbeval.core.models import LoadedModel, check_device_map, load_model, make_tiny_model, parse_device_map
+from verbeval.agreement.multitoken import form_logprobs, form_token_ids
 
 from test_inference import LEXICON, template_frame
 

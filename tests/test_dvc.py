@@ -21,7 +21,7 @@ PIPELINES = [
 def ci_models(shared_dir: Path) -> None:
     """The CI configuration's local models: their directories are DVC dependencies, so they must
     exist when the pipeline is generated (.ci/run makes them the same way)."""
-    from verbeval.models import make_tiny_model
+    from verbeval.core.models import make_tiny_model
 
     for tok, arch, name in (("bert-base-cased", "bert", "tiny-bert-base-cased"), ("gpt2", "gpt2", "tiny-gpt2"),
                             ("mistral_v1_spm", "mistral", "tiny-mistral"),
@@ -116,8 +116,8 @@ def test_root_pipeline_is_valid_yaml_with_paper_models() -> None:
 
 def test_figure_data_are_dvc_plots_with_existing_columns(ci_jobs: list[JobSpec]) -> None:
     from verbeval.dvc import PLOTS
-    from verbeval.simverb import LAYER_COLUMNS
-    from verbeval.veridicality import SCATTER_COLUMNS
+    from verbeval.simverb.similarity import LAYER_COLUMNS
+    from verbeval.veridicality.nli import SCATTER_COLUMNS
 
     columns = {"veridicality_scatter.csv": SCATTER_COLUMNS, "simverb_layers.csv": LAYER_COLUMNS}
     for name, spec in PLOTS.items():

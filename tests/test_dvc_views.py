@@ -1,4 +1,4 @@
-"""DVC views (verbeval.dvc_views) and what `dvc metrics show` / `dvc plots show` make of the
+"""DVC views (verbeval.agreement.dvc_views) and what `dvc metrics show` / `dvc plots show` make of the
 committed dvc.yaml on small fake outputs."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from verbeval.cli import main
-from verbeval.dvc_views import split_metrics, wide_curves
-from verbeval.errors import VerbevalError
-from verbeval.figures import CURVE_COLUMNS, CUTOFF_FIGURES
+from verbeval.agreement.dvc_views import split_metrics, wide_curves
+from verbeval.core.errors import VerbevalError
+from verbeval.agreement.figures import CURVE_COLUMNS, CUTOFF_FIGURES
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Tests for verbeval.eligibility against the real tokenizers in the shared folder."""
+"""Tests for verbeval.agreement.eligibility against the real tokenizers in the shared folder."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from transformers import AutoTokenizer
 
-from verbeval.eligibility import (
+from verbeval.agreement.eligibility import (
     ELIGIBLE_COLUMNS,
     eligible_lemmas,
     is_byte_level_bpe,
@@ -21,7 +21,7 @@ from verbeval.eligibility import (
     single_token_ids,
     tokenizer_fingerprint,
 )
-from verbeval.lexicon import build_lexicon
+from verbeval.agreement.lexicon import build_lexicon
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TSE_COMMIT = "db423f80246ba2d7c2fc602fc514943949cfaf71"
@@ -157,7 +157,7 @@ def test_fingerprint(toks: dict[str, Any]) -> None:
 def test_fingerprint_stable_across_processes(toks: dict[str, Any], shared_dir: Path) -> None:
     code = (
         "import sys; from transformers import AutoTokenizer; "
-        "from verbeval.eligibility import tokenizer_fingerprint; "
+        "from verbeval.agreement.eligibility import tokenizer_fingerprint; "
         "print(tokenizer_fingerprint(AutoTokenizer.from_pretrained(sys.argv[1])))"
     )
     out = subprocess.run([sys.executable, "-c", code, str(shared_dir / "tokenizers" / "bert-base-uncased")],

@@ -20,13 +20,13 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from verbeval.aggregate import read_shards, row_tse
-from verbeval.eligibility import eligible_lemmas, form_token_ids, single_token_id, single_token_ids
-from verbeval.inference import build_contexts, encode_contexts, infer_chunk, prepare_group
-from verbeval.lexicon import build_lexicon
-from verbeval.models import LoadedModel, adds_bos, load_model, make_tiny_model
-from verbeval.multitoken import causal_form_logprobs
-from verbeval.templates import render_context
+from verbeval.agreement.aggregate import read_shards, row_tse
+from verbeval.agreement.eligibility import eligible_lemmas, form_token_ids, single_token_id, single_token_ids
+from verbeval.agreement.inference import build_contexts, encode_contexts, infer_chunk, prepare_group
+from verbeval.agreement.lexicon import build_lexicon
+from verbeval.core.models import LoadedModel, adds_bos, load_model, make_tiny_model
+from verbeval.agreement.multitoken import causal_form_logprobs
+from verbeval.agreement.templates import render_context
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TSE_COMMIT = "db423f80246ba2d7c2fc602fc514943949cfaf71"

@@ -1,4 +1,4 @@
-"""Tests for verbeval.fetch: manifest, mirror mapping, fetching, and The Giant Verb List."""
+"""Tests for verbeval.core.fetch: manifest, mirror mapping, fetching, and The Giant Verb List."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from verbeval import fetch
-from verbeval.errors import InputError, VerbevalError
-from verbeval.fetch import (
+from verbeval.core import fetch
+from verbeval.core.errors import InputError, VerbevalError
+from verbeval.core.fetch import (
     Source,
     fetch_source,
     load_manifest,
@@ -23,7 +23,7 @@ from verbeval.fetch import (
     mirror_location,
     read_giant_verb_list,
 )
-from verbeval.io import sha256_file
+from verbeval.core.io import sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = REPO_ROOT / "resources" / "manifest.yaml"
@@ -547,7 +547,8 @@ def test_mirror_reports_failures_and_keeps_the_rest(http_root: tuple[Path, str],
 
 def test_fetch_cli_reads_the_mirror_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`dvc repro` of dvc.yaml (no --mirror in its commands) uses a mirror through $VERBEVAL_DATA_MIRROR."""
-    from verbeval.cli import MIRROR_ENV, main
+    from verbeval.cli import main
+    from verbeval.core.cli import MIRROR_ENV
 
     data = b"the mirror copy\n"
     url = "https://example.org/o/r/raw/c/f.txt"

@@ -1,6 +1,6 @@
 """Tests of the data behind the figures, Table 3 and the per-lemma diagnostics (not the pixels).
 
-Shards are written with :func:`verbeval.inference.write_shard` from hand-chosen probabilities, so
+Shards are written with :func:`verbeval.agreement.inference.write_shard` from hand-chosen probabilities, so
 every expected number below is worked out by hand.
 """
 
@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 from verbeval.cli import main
-from verbeval.config import validate_config
-from verbeval.diagnostics import (
+from verbeval.core.config import validate_config
+from verbeval.agreement.diagnostics import (
     PROB_FLOOR,
     ModelTopK,
     form_numbers,
@@ -32,8 +32,8 @@ from verbeval.diagnostics import (
     topk_table,
     worst_lemmas,
 )
-from verbeval.errors import VerbevalError
-from verbeval.figures import (
+from verbeval.core.errors import VerbevalError
+from verbeval.agreement.figures import (
     CUTOFF_FIGURES,
     DEFAULT_MIN_CONTEXTS,
     LOW_N_MODES,
@@ -44,7 +44,7 @@ from verbeval.figures import (
     model_comparison,
     shown_cutoffs,
 )
-from verbeval.inference import ChunkResult, lemma_set_hash, write_shard
+from verbeval.agreement.inference import ChunkResult, lemma_set_hash, write_shard
 
 # --------------------------------------------------------------------------- per-lemma statistics
 
@@ -291,7 +291,7 @@ def test_shown_cutoffs_drop_the_all_invalid_end() -> None:
 
 
 def _figure2(d: pd.DataFrame, **kw: Any) -> Any:
-    from verbeval.plots import plot_cutoff_curves
+    from verbeval.agreement.plots import plot_cutoff_curves
 
     data = pd.concat([d, d.assign(metric="mw")], ignore_index=True)
     data["valid_share"], data["low_n"] = low_n_flags(data, 5)
@@ -489,8 +489,8 @@ def test_topk_table_marks_correct_and_incorrect_forms() -> None:
 
 def test_topk_table_cli(tmp_path: Path, shared_dir: Path) -> None:
     """Real GPT-2 tokenizer: decoding and the marking of the row's own verb."""
-    from verbeval.eligibility import single_token_ids
-    from verbeval.models import load_tokenizer
+    from verbeval.agreement.eligibility import single_token_ids
+    from verbeval.core.models import load_tokenizer
 
     tok_dir = shared_dir / "tokenizers" / "gpt2"
     tok = load_tokenizer(str(tok_dir))
@@ -537,7 +537,7 @@ def test_figure_config_defaults() -> None:
 def test_min_contexts_defaults_agree() -> None:
     """The CLI repeats the figures module's defaults (to start without pandas); config, CLI and
     module must agree."""
-    from verbeval import cli
+    from verbeval.agreement import cli
 
     cfg = validate_config({"models": [{"id": "gpt2"}]})["agreement"]["figures"]
     assert cli.MIN_CONTEXTS_DEFAULT == DEFAULT_MIN_CONTEXTS == cfg["min_contexts"]

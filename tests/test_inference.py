@@ -1,4 +1,4 @@
-"""Tests for verbeval.inference with tiny in-process models on the real tokenizers.
+"""Tests for verbeval.agreement.inference with tiny in-process models on the real tokenizers.
 
 The key test runs the whole shard path (``infer_chunk`` -> ``read_shards`` -> ``context_scores`` /
 ``row_tse``) and compares it with :func:`verbeval.agreement.score_logits` applied to logits that
@@ -18,11 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from verbeval.aggregate import context_scores, read_shards, row_tse
-from verbeval.agreement import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, score_logits
-from verbeval.eligibility import eligible_lemmas, single_token_ids, tokenizer_fingerprint
-from verbeval.errors import VerbevalError
-from verbeval.inference import (
+from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
+from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, score_logits
+from verbeval.agreement.eligibility import eligible_lemmas, single_token_ids, tokenizer_fingerprint
+from verbeval.core.errors import VerbevalError
+from verbeval.agreement.inference import (
     SHARD_SCHEMA_VERSION,
     build_contexts,
     chunk_label,
@@ -33,7 +33,7 @@ from verbeval.inference import (
     read_shard_meta,
     run_contexts,
 )
-from verbeval.models import LoadedModel, load_model, make_tiny_model
+from verbeval.core.models import LoadedModel, load_model, make_tiny_model
 
 GPT2_BOS = 50256  # <|endoftext|> in the real GPT-2 vocabulary
 
@@ -484,8 +484,8 @@ def test_shard_permissions_follow_umask(causal_lm: LoadedModel, tmp_path: Path) 
 def test_infer_model_writes_the_same_shards_as_infer_chunk(lm: LoadedModel, tmp_path: Path) -> None:
     """The per-model engine (group prepared once, background writer) gives byte-identical shards
     to the per-chunk path, and a manifest that checksums each."""
-    from verbeval.inference import infer_model
-    from verbeval.shardstore import manifest_shards
+    from verbeval.agreement.inference import infer_model
+    from verbeval.agreement.shardstore import manifest_shards
 
     templates, lemmas = template_frame(), _lemmas(lm)
     manifest = tmp_path / "store" / "manifest.json"
@@ -502,8 +502,8 @@ def test_infer_model_writes_the_same_shards_as_infer_chunk(lm: LoadedModel, tmp_
 
 def test_infer_model_resumes_without_recomputing_finished_shards(masked_lm: LoadedModel, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from verbeval import inference
-    from verbeval.inference import infer_model
+    from verbeval.agreement import inference
+    from verbeval.agreement.inference import infer_model
 
     templates, lemmas = template_frame(), _lemmas(masked_lm)
     manifest = tmp_path / "store" / "manifest.json"
@@ -538,7 +538,7 @@ def test_infer_model_resumes_without_recomputing_finished_shards(masked_lm: Load
 
 
 def test_infer_model_recomputes_when_the_inputs_change(masked_lm: LoadedModel, tmp_path: Path) -> None:
-    from verbeval.inference import infer_model
+    from verbeval.agreement.inference import infer_model
 
     templates, lemmas = template_frame(), _lemmas(masked_lm)
     manifest = tmp_path / "store" / "manifest.json"

@@ -1,4 +1,4 @@
-"""Tests for verbeval.lexicon: inflection, overrides, the combined csv, the union lexicon."""
+"""Tests for verbeval.agreement.lexicon: inflection, overrides, the combined csv, the union lexicon."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from verbeval.errors import InputError
-from verbeval.lexicon import (
+from verbeval.core.errors import InputError
+from verbeval.agreement.lexicon import (
     DEFAULT_OVERRIDES_PATH,
     LEXICON_COLUMNS,
     build_lexicon,

@@ -1,4 +1,4 @@
-"""Lexicon modes (verbeval.lexicon_modes): hand-worked metrics, mode masks, the form table on the
+"""Lexicon modes (verbeval.agreement.lexicon_modes): hand-worked metrics, mode masks, the form table on the
 real tokenizers, and single_token mode against the single-token pipeline on tiny models."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.aggregate import context_scores, read_shards, row_tse
-from verbeval.eligibility import eligible_lemmas
-from verbeval.inference import infer_chunk
-from verbeval.lexicon_modes import (
+from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
+from verbeval.agreement.eligibility import eligible_lemmas
+from verbeval.agreement.inference import infer_chunk
+from verbeval.agreement.lexicon_modes import (
     MODES,
     common_pairs,
     context_mode_scores,
@@ -30,7 +30,7 @@ from verbeval.lexicon_modes import (
     to_markdown,
     to_metrics,
 )
-from verbeval.models import load_model, load_tokenizer, make_tiny_model
+from verbeval.core.models import load_model, load_tokenizer, make_tiny_model
 
 LEXICON = pd.DataFrame([("laugh", "laughs", "laugh"), ("be", "is", "are"), ("swim", "swims", "swim"),
                         ("run", "runs", "run"), ("know", "knows", "know"), ("abdicate", "abdicates", "abdicate")],
@@ -198,8 +198,8 @@ def test_single_token_mode_equals_table2_pipeline(shared_dir: Path, tmp_path: Pa
 def test_infer_forms_model_equals_per_chunk_shards_and_resumes(shared_dir: Path, tmp_path: Path) -> None:
     """One process for every form shard of a model: the same bytes as the per-chunk path, a manifest
     with their checksums, and nothing recomputed on a rerun."""
-    from verbeval.lexicon_modes import infer_forms_model
-    from verbeval.shardstore import manifest_shards
+    from verbeval.agreement.lexicon_modes import infer_forms_model
+    from verbeval.agreement.shardstore import manifest_shards
 
     lm = load_model(str(make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", tmp_path / "m")), device="cpu")
     tpl = templates()

@@ -1,4 +1,4 @@
-"""Exactness of multi-token form scoring (verbeval.multitoken) against naive oracles.
+"""Exactness of multi-token form scoring (verbeval.agreement.multitoken) against naive oracles.
 
 Causal: the trie + shared key/value cache chain rule equals, for every form, the sum of per-step
 log-probabilities of one full forward pass over ``context + form`` (no cache, no batching).
@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 import torch
 
-from verbeval.errors import VerbevalError
-from verbeval.inference import encode_contexts
-from verbeval.models import LoadedModel, load_model, make_tiny_model
-from verbeval.multitoken import (
+from verbeval.core.errors import VerbevalError
+from verbeval.agreement.inference import encode_contexts
+from verbeval.core.models import LoadedModel, load_model, make_tiny_model
+from verbeval.agreement.multitoken import (
     build_causal_trie,
     build_masked_plan,
     causal_form_logprobs,

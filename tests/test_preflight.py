@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verbeval.models import model_fingerprint
+from verbeval.core.models import model_fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,7 @@ def test_hub_fingerprint_uses_pinned_or_cached_commit(tmp_path: Path, monkeypatc
 
 @pytest.mark.slow
 def test_changed_local_model_reruns_its_jobs(tmp_path: Path, shared_dir: Path) -> None:
-    from verbeval.models import make_tiny_model
+    from verbeval.core.models import make_tiny_model
 
     model = tmp_path / "tiny-gpt2"
     make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", model, seed=0)

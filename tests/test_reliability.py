@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from verbeval.cli import main
-from verbeval.errors import VerbevalError
-from verbeval.io import atomic_path, check_writable, stale_temporaries, write_text
+from verbeval.core.errors import VerbevalError
+from verbeval.core.io import atomic_path, check_writable, stale_temporaries, write_text
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -32,7 +32,7 @@ def _writer(target: Path, ready: Path) -> subprocess.Popen[bytes]:
     code = textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from verbeval.io import atomic_path
+        from verbeval.core.io import atomic_path
         with atomic_path({str(target)!r}) as tmp:
             tmp.write_text("partial")
             Path({str(ready)!r}).write_text(str(tmp))
@@ -108,7 +108,7 @@ def test_infer_checks_its_output_before_loading_the_model(tmp_path: Path, capsys
                                               (30, "Read-only file system")])
 def test_os_errors_while_writing_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                               monkeypatch: pytest.MonkeyPatch, errno_: int, strerror: str) -> None:
-    import verbeval.io as vio
+    import verbeval.core.io as vio
 
     summary = tmp_path / "summary.csv"
     summary.write_text("model,group,metric,side,cutoff,value,ci_low,ci_high,n,n_total\n")
@@ -281,7 +281,7 @@ def test_model_folder_without_config_json(tmp_path: Path, capsys: pytest.Capture
         f"verbeval check-config: error: {cfg}: veridicality.models.1: veridicality model models/half: local model "
         "directory models/half has no config.json (not a model saved with save_pretrained)"]
     # the same at load time, before transformers' "Unrecognized model ... model_type" message
-    from verbeval.models import load_model
+    from verbeval.core.models import load_model
 
     with pytest.raises(VerbevalError, match=r"^cannot load model 'models/half': local model directory models/half "
                                             r"has no config.json"):

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from verbeval.cli import main
-from verbeval.config import (
+from verbeval.core.config import (
     check_model_paths,
     expand_revisions,
     model_entries,
@@ -27,8 +27,8 @@ from verbeval.config import (
     select_models,
     validate_config,
 )
-from verbeval.errors import VerbevalError
-from verbeval.figures import checkpoint_curves
+from verbeval.core.errors import VerbevalError
+from verbeval.agreement.figures import checkpoint_curves
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -287,7 +287,7 @@ def test_table_filter(tmp_path: Path) -> None:
 def test_three_local_checkpoints_dag(tmp_path: Path, shared_dir: Path) -> None:
     """Three tiny GPT-2 "checkpoints" (different seeds) under one model's revisions: three lemmas,
     infer and aggregate jobs, Table 2 restricted by agreement.table_models, and the checkpoint figure."""
-    from verbeval.models import make_tiny_model
+    from verbeval.core.models import make_tiny_model
 
     ckpts = []
     for step, seed in ((0, 0), (100, 1), (1000, 2)):
@@ -322,7 +322,7 @@ def test_three_local_checkpoints_dag(tmp_path: Path, shared_dir: Path) -> None:
     assert sorted(n for n in stages if n.startswith("infer--")) == [
         "infer--tiny_ckpt-0", "infer--tiny_ckpt-100", "infer--tiny_ckpt-1000"]
     fig = stages["figure_checkpoints"]
-    # an ordinary output: DVC plots are only the per-series views of Figures 1-4 (verbeval.dvc_views)
+    # an ordinary output: DVC plots are only the per-series views of Figures 1-4 (verbeval.agreement.dvc_views)
     assert "plots" not in fig
     assert f"{tmp_path}/results/agreement/figures/checkpoints.csv" in fig["outs"]
     assert fig["params"] == [{str(path): ["models", "agreement.figures.checkpoints"]}]

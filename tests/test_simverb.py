@@ -13,8 +13,8 @@ import pytest
 from scipy import stats
 
 from verbeval.cli import main
-from verbeval.errors import InputError, VerbevalError
-from verbeval.simverb import (
+from verbeval.core.errors import InputError, VerbevalError
+from verbeval.simverb.similarity import (
     agreement_join,
     assign_splits,
     best_representation,
@@ -261,7 +261,7 @@ def test_verb_errors_and_join(tmp_path: Path) -> None:
 
 
 def test_cli_score_table_join(tmp_path: Path, shared_dir: Path) -> None:
-    from verbeval.models import make_tiny_model
+    from verbeval.core.models import make_tiny_model
 
     model = make_tiny_model(shared_dir / "tokenizers/gpt2", "gpt2", tmp_path / "tiny-gpt2")
     data = _write(tmp_path, PAIRS)
@@ -326,7 +326,7 @@ def test_workflow_uses_split_files_when_present(tmp_path: Path, shared_dir: Path
 
     import yaml
 
-    from verbeval.fetch import load_manifest
+    from verbeval.core.fetch import load_manifest
 
     repo = Path(__file__).resolve().parent.parent
     mirror = tmp_path / "mirror"

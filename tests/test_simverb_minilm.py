@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from verbeval.simverb import read_simverb, results_table, score_model
+from verbeval.simverb.similarity import read_simverb, results_table, score_model
 
 
 @pytest.fixture(scope="module")

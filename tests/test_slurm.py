@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from verbeval.cli import main as verbeval_main
-from verbeval.config import load_schema
+from verbeval.core.config import load_schema
 
 if sys.version_info < (3, 11):  # the plugin's own requirement; from 3.11 on it is in the test extra
     pytest.skip("snakemake-executor-plugin-slurm needs Python >= 3.11", allow_module_level=True)

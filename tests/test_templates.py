@@ -1,4 +1,4 @@
-"""Tests for verbeval.templates: minimal pairs, number derivation, reading, subsampling, rendering."""
+"""Tests for verbeval.agreement.templates: minimal pairs, number derivation, reading, subsampling, rendering."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.errors import InputError, VerbevalError
-from verbeval.templates import (
+from verbeval.core.errors import InputError, VerbevalError
+from verbeval.agreement.templates import (
     ML_LABELS,
     REJECT_COLUMNS,
     TEMPLATE_COLUMNS,
@@ -434,7 +434,7 @@ def test_render_context_needs_mask_token() -> None:
 
 # --------------------------------------------------------------------------- errata
 
-from verbeval.templates import Erratum, flagged_errata, load_errata  # noqa: E402
+from verbeval.agreement.templates import Erratum, flagged_errata, load_errata  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -545,7 +545,7 @@ def test_shipped_flagged_errata_are_plural_subjects_with_singular_verbs(shared_d
 
 
 def test_table2_notes_count_the_flagged_rows() -> None:
-    from verbeval.tables import errata_notes, to_latex, to_markdown
+    from verbeval.agreement.tables import errata_notes, to_latex, to_markdown
 
     flags = pd.DataFrame({"source": ["b1", "b1", "b2"], "line": [3, 9, 4],
                           "reason": ["plural subject with -s verb marked good: 'A.'"] * 3})

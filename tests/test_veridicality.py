@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from verbeval.errors import InputError, VerbevalError
-from verbeval.veridicality import (
+from verbeval.core.errors import InputError, VerbevalError
+from verbeval.veridicality.nli import (
     PREDICTION_COLUMNS,
     label_index,
     parse_signature,
@@ -151,7 +151,7 @@ def test_read_dataset_names_file_and_line(tmp_path: Path) -> None:
 
 
 def test_scatter_data_and_facets() -> None:
-    from verbeval.veridicality import plot_scatter, scatter_data
+    from verbeval.veridicality.nli import plot_scatter, scatter_data
 
     preds = _preds()
     other = preds.copy()
@@ -171,8 +171,8 @@ def test_scatter_data_and_facets() -> None:
 
 
 def test_tiny_nli_model_labels_by_name(tmp_path: Path, shared_dir: Path) -> None:
-    from verbeval.models import TINY_NLI_LABELS, make_tiny_model
-    from verbeval.veridicality import load_nli
+    from verbeval.core.models import TINY_NLI_LABELS, make_tiny_model
+    from verbeval.veridicality.nli import load_nli
 
     out = make_tiny_model(shared_dir / "tokenizers" / "bert-base-uncased", "bert-nli", tmp_path / "nli")
     model, tok, device = load_nli(str(out), device="cpu")
@@ -185,7 +185,7 @@ def test_tiny_nli_model_labels_by_name(tmp_path: Path, shared_dir: Path) -> None
 def test_load_nli_refuses_positional_labels(tmp_path: Path) -> None:
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from verbeval.veridicality import load_nli
+    from verbeval.veridicality.nli import load_nli
 
     if not TOKENIZER.exists():
         pytest.skip("no local bert-base-uncased tokenizer")
@@ -199,7 +199,7 @@ def test_load_nli_refuses_positional_labels(tmp_path: Path) -> None:
 
 
 def test_scatter_jitter_is_deterministic_per_item_and_drawing_only() -> None:
-    from verbeval.veridicality import SCATTER_JITTER, plot_scatter, scatter_data, scatter_jitter
+    from verbeval.veridicality.nli import SCATTER_JITTER, plot_scatter, scatter_data, scatter_jitter
 
     preds = _preds()
     pts = scatter_data(preds)
@@ -230,7 +230,7 @@ def test_scatter_jitter_is_deterministic_per_item_and_drawing_only() -> None:
 
 
 def test_scatter_draws_the_smaller_class_on_top() -> None:
-    from verbeval.veridicality import draw_order, plot_scatter
+    from verbeval.veridicality.nli import draw_order, plot_scatter
 
     preds = _preds()
     assert draw_order(preds) == ["positive", "negative"]  # equal: fixed order, negative on top

@@ -1,4 +1,4 @@
-"""The word-level tokenizer of the quick-start tiny models (verbeval.wordtok) and the tiny_models
+"""The word-level tokenizer of the quick-start tiny models (verbeval.core.wordtok) and the tiny_models
 config key that has the workflow build them."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from verbeval.cli import main
-from verbeval.config import check_model_paths, tiny_model_specs, validate_config
-from verbeval.eligibility import eligible_lemmas
-from verbeval.errors import VerbevalError
-from verbeval.wordtok import build_word_tokenizer, corpus_texts, vocabulary, word_counts
+from verbeval.core.config import check_model_paths, tiny_model_specs, validate_config
+from verbeval.agreement.eligibility import eligible_lemmas
+from verbeval.core.errors import VerbevalError
+from verbeval.core.wordtok import build_word_tokenizer, corpus_texts, vocabulary, word_counts
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from verbeval.cli import main as verbeval_main
-from verbeval.config import load_schema
+from verbeval.core.config import load_schema
 
 pytestmark = pytest.mark.slow
 

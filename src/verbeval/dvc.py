@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from .errors import VerbevalError
+from verbeval.core.errors import VerbevalError
 
 #: configuration keys each rule reads (DVC ``params``); every rule of the workflow must be listed
 RULE_PARAMS: dict[str, tuple[str, ...]] = {
@@ -82,7 +82,7 @@ RULE_PARAMS: dict[str, tuple[str, ...]] = {
 }
 
 #: the rule whose outputs are the DVC metrics: Table 2 as one ``{tse, ew, mw}`` file per model and
-#: group, so that `dvc metrics show` prints a row per model and group (``verbeval.dvc_views``); the
+#: group, so that `dvc metrics show` prints a row per model and group (``verbeval.agreement.dvc_views``); the
 #: other JSON summaries (metrics.json, lemma_metrics.json, SimVerb, lexicon modes) stay plain outputs
 #: that `dvc metrics show FILE` reads on request
 METRICS_RULE = "dvc_metrics"
@@ -174,8 +174,8 @@ def _params(rule: str, configfiles: Sequence[tuple[str, dict[str, Any]]]) -> lis
 
 def _plot_definitions(job: JobSpec, wdir: str | None) -> list[dict[str, Any]]:
     """Top-level DVC plots of one ``dvc_plot_data`` job (a cutoff figure's side): one per group."""
-    from .dvc_views import plot_definitions
-    from .figures import CUTOFF_FIGURES
+    from verbeval.agreement.dvc_views import plot_definitions
+    from verbeval.agreement.figures import CUTOFF_FIGURES
 
     params = dict(job.params)
     spec = CUTOFF_FIGURES[params["figure"]]

@@ -6,13 +6,13 @@ import shlex
 import sys
 from pathlib import Path
 
-from verbeval.config import (check_model_paths, checkpoint_models, config_layers, config_origin, model_entries,
+from verbeval.core.config import (check_model_paths, checkpoint_models, config_layers, config_origin, model_entries,
                              normalise_model_path, select_models, tiny_model_specs, validate_config)
-from verbeval.errors import VerbevalError
-from verbeval.fetch import load_manifest, local_filename, mirror_location
-from verbeval.models import is_local, model_fingerprint
-from verbeval.shardstore import MANIFEST_NAME, incomplete_store
-from verbeval.templates import custom_groups, load_groups
+from verbeval.core.errors import VerbevalError
+from verbeval.core.fetch import load_manifest, local_filename, mirror_location
+from verbeval.core.models import is_local, model_fingerprint
+from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
+from verbeval.agreement.templates import custom_groups, load_groups
 
 
 class ConfigError(WorkflowError):

@@ -1,7 +1,7 @@
 # Shared set-up of the DVC view rules (dvc_views.smk): the cutoff figures and the output lists.
 import os
 
-from verbeval.figures import CUTOFF_FIGURES
+from verbeval.agreement.figures import CUTOFF_FIGURES
 
 DVC_FIGURES = {spec.stem: (name, spec.sides) for name, spec in CUTOFF_FIGURES.items()}
 

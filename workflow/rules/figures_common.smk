@@ -2,7 +2,7 @@
 # the helpers that build the rules' outputs and options.
 import shlex
 
-from verbeval.diagnostics import table3_groups
+from verbeval.agreement.diagnostics import table3_groups
 
 FIGS = f"{OUT}/figures"
 FIGCFG = AGR["figures"]

@@ -1,8 +1,8 @@
 # Shared set-up of the SimVerb-3500 rules (simverb.smk): models, split files, paths and outputs.
 import shlex
 
-from verbeval.models import model_name as _svmodel_name
-from verbeval.simverb import score_bins
+from verbeval.core.models import model_name as _svmodel_name
+from verbeval.simverb.similarity import score_bins
 
 SV = config["simverb"]
 SVRES = f"{RES}/simverb"

@@ -1,6 +1,6 @@
 # Shared set-up of the veridicality rules (veridicality.smk): models, paths and the output list.
-from verbeval.models import model_name as _vmodel_name
-from verbeval.veridicality import PSEUDO_MODEL
+from verbeval.core.models import model_name as _vmodel_name
+from verbeval.veridicality.nli import PSEUDO_MODEL
 
 VER = config["veridicality"]
 VCF = VER["counterfactual"]

@@ -1,0 +1,129 @@
+"""DVC views of finished results: the same numbers, shaped for ``dvc metrics show`` and ``dvc plots show``.
+
+``dvc metrics show`` prints one row per metrics file with one column per (flattened) key, so
+Table 2 is split into one file per model and group holding ``{tse, ew, mw}``
+(:func:`split_metrics`): a table of three columns with the model and group in the path.
+
+``dvc plots show`` cannot facet or split a file's rows into series; it draws one series per y
+column. :func:`wide_curves` turns the long data of a cutoff figure (``figures/fig*.csv``) into
+one CSV per side and group, one row per cutoff and one column per model and metric
+(:func:`series_column`), which :mod:`verbeval.dvc` declares as plots. Nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from verbeval.core.errors import VerbevalError
+from verbeval.agreement.tables import METRICS as TABLE2_METRICS
+
+#: DVC plot template of the cutoff curves (.dvc/plots/verbeval_lines.json): straight lines through
+#: the points, no smoothing, one colour per y column (model and metric), one dash per revision.
+#: DVC's own line templates colour by revision and tell series apart by 7 dash patterns only
+#: (``linear`` and ``smooth`` also apply a loess transform).
+TEMPLATE = "verbeval_lines"
+
+#: legend label of each cutoff-figure metric in the DVC plot data
+METRIC_LABELS = {"ew": "EW", "mw": "MW", "prob_counted": "mass counted", "invalid": "invalid"}
+
+#: y-axis label of the DVC plots of a cutoff figure, by its metrics
+Y_LABELS = {("ew", "mw"): "EW / MW", ("prob_counted",): "probability mass counted",
+            ("invalid",): "share of invalid contexts"}
+
+
+def series_column(model: str, metric: str) -> str:
+    """The column (and legend entry) of one model and metric in the DVC plot data."""
+    return f"{model} {METRIC_LABELS.get(metric, metric)}"
+
+
+def x_column(side: str) -> str:
+    """The x column of a side's DVC plots: the cutoff, on a log10 scale for bottom-p."""
+    return "log10_cutoff" if side == "bottom" else "cutoff"
+
+
+def split_metrics(metrics: Mapping[str, Any], models: Sequence[str], groups: Sequence[str],
+                  source: str = "metrics") -> dict[tuple[str, str], dict[str, float | None]]:
+    """``{model: {group: {tse, ew, mw}}}`` (Table 2's metrics.json) -> ``{(model, group): {tse, ew, mw}}``
+    for every model and group asked for. Raises :class:`VerbevalError` naming ``source`` and the
+    first missing model, group or metric."""
+    out: dict[tuple[str, str], dict[str, float | None]] = {}
+    for m in models:
+        if not isinstance(metrics.get(m), Mapping):
+            raise VerbevalError(f"{source}: no model {m!r} (has {sorted(metrics)})")
+        for g in groups:
+            entry = metrics[m].get(g)
+            if not isinstance(entry, Mapping):
+                raise VerbevalError(f"{source}: model {m!r} has no group {g!r}")
+            missing = [k for k in TABLE2_METRICS if k not in entry]
+            if missing:
+                raise VerbevalError(f"{source}: model {m!r}, group {g!r} has no {missing[0]!r}")
+            out[(m, g)] = {k: entry[k] for k in TABLE2_METRICS}
+    return out
+
+
+def wide_curves(curves: pd.DataFrame, *, side: str, models: Sequence[str], groups: Sequence[str],
+                metrics: Sequence[str], source: str = "curves") -> dict[str, pd.DataFrame]:
+    """Per group: the ``side`` rows of a cutoff figure's data (``verbeval.agreement.figures.CURVE_COLUMNS``)
+    as ``cutoff, log10_cutoff`` and one value column per model and metric (:func:`series_column`,
+    models outer, metrics inner), one row per cutoff in increasing order. A missing value (an
+    undefined score) stays empty.
+
+    Raises :class:`VerbevalError` naming ``source`` when a group, model or metric has no rows,
+    when a series lacks a cutoff another series has, or on duplicate rows.
+    """
+    need = {"model", "group", "metric", "side", "cutoff", "value"}
+    if not need <= set(curves.columns):
+        raise VerbevalError(f"{source}: missing column(s) {sorted(need - set(curves.columns))}")
+    part = curves[(curves["side"] == side) & curves["model"].isin(models) & curves["group"].isin(groups)
+                  & curves["metric"].isin(metrics)]
+    keys = ["group", "model", "metric", "cutoff"]
+    dup = part.duplicated(keys)
+    if dup.any():
+        r = part[dup].iloc[0]
+        raise VerbevalError(f"{source}: duplicate rows for model {r['model']!r}, group {r['group']!r}, "
+                            f"{r['metric']} ({side}) at cutoff {float(r['cutoff']):g}")
+    wide = part.assign(cutoff=part["cutoff"].astype(float)).pivot(
+        index=["group", "cutoff"], columns=["model", "metric"], values="value")
+    out: dict[str, pd.DataFrame] = {}
+    for g in groups:
+        if g not in wide.index.get_level_values("group"):
+            raise VerbevalError(f"{source}: no {side}-p rows for group {g!r}")
+        rows = wide.loc[g]
+        # a series with no row at some cutoff of the group (a value that is there but undefined is NaN in
+        # `part`, so the two are told apart by counting the rows)
+        counts = part[part["group"] == g].groupby(["model", "metric"]).size()
+        table = pd.DataFrame({"cutoff": rows.index.to_numpy(float)})
+        table["log10_cutoff"] = np.log10(table["cutoff"].to_numpy())
+        for m in models:
+            for metric in metrics:
+                n = int(counts.get((m, metric), 0))
+                if n != len(rows):
+                    raise VerbevalError(f"{source}: model {m!r}, group {g!r}: {n} {metric} ({side}) rows, "
+                                        f"expected one per cutoff ({len(rows)})")
+                table[series_column(m, metric)] = rows[(m, metric)].to_numpy(float)
+        out[g] = table.sort_values("cutoff", kind="stable").reset_index(drop=True)
+    return out
+
+
+def plot_definitions(path_of: Mapping[str, str], *, stem: str, title: str, side: str, metrics: Sequence[str],
+                     models: Sequence[str]) -> list[dict[str, Any]]:
+    """DVC top-level ``plots`` entries for one cutoff figure and side: one plot per group
+    (``path_of``: group -> CSV path relative to the dvc.yaml), one series per model and metric,
+    straight lines through the points (:data:`TEMPLATE`: no smoothing)."""
+    number = stem[3] if stem.startswith("fig") and stem[3:4].isdigit() else ""
+    x_label = "log10 bottom-p cutoff" if side == "bottom" else "top-p cutoff"
+    which = "" if f"{side}-p" in title else f" ({side}-p)"
+    columns = [series_column(m, metric) for m in models for metric in metrics]
+    return [{f"{stem}/{side}/{g}": {
+        "template": TEMPLATE,
+        "x": x_column(side),
+        "y": {path: list(columns)},
+        "title": f"{'Figure ' + number + ': ' if number else ''}{title}{which}, {g}",
+        "x_label": x_label,
+        "y_label": Y_LABELS.get(tuple(metrics), ", ".join(metrics)),
+    }} for g, path in path_of.items()]
+

@@ -1,0 +1,400 @@
+"""Inference: one forward pass per distinct context, written as probability shards.
+
+Template rows that share a context (and label) share its forward pass; TSE rows read their own
+verb pair's probabilities from it. The shard format is in :mod:`verbeval.agreement.shards` (re-exported
+here); the resumable store of a model's shards in :mod:`verbeval.agreement.shardstore`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from verbeval import __version__
+from verbeval.agreement.metrics import form_statistics
+from verbeval.agreement.eligibility import single_token_ids, tokenizer_fingerprint
+from verbeval.core.errors import VerbevalError
+from verbeval.core.models import LoadedModel, adds_bos, describe_device
+from verbeval.agreement.shards import (META_KEY, SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, chunk_range, group_contexts,
+                     group_digest, lemma_set_hash, read_shard_meta, write_shard)
+from verbeval.agreement.shardstore import PlannedShard, chunk_label, run_plan, shard_key, shard_relpath
+from verbeval.agreement.templates import render_context
+
+log = logging.getLogger(__name__)
+
+__all__ = ["META_KEY", "SHARD_SCHEMA_VERSION", "ChunkResult", "build_contexts", "chunk_label", "chunk_range",
+           "compute_chunk", "encode_contexts", "group_contexts", "group_digest", "infer_chunk", "infer_model", "lemma_set_hash",
+           "read_shard_meta", "run_contexts", "target_logits", "write_shard"]
+
+
+@dataclass
+class Encoded:
+    ids: list[list[int]]
+    target: np.ndarray  # position of the predicted token in each sequence
+    bos: bool = False  # whether a BOS token was prepended (causal LMs)
+
+
+def encode_contexts(lm: LoadedModel, contexts: pd.DataFrame, prepend_bos: bool | None = None) -> Encoded:
+    """Token ids and target position for each context.
+
+    A causal context is encoded without special tokens, then BOS is prepended when
+    ``prepend_bos`` says so (None: when the tokenizer adds it itself, :func:`verbeval.core.models.adds_bos`);
+    an empty context becomes the BOS token, or EOS for a tokenizer without BOS. These are the ids
+    lm-evaluation-harness scores a continuation after (``docs/models.md``).
+    """
+    tok = lm.tokenizer
+    masked = lm.kind == "masked"
+    texts = [render_context(l, r, cased=lm.cased, masked=masked, mask_token=lm.mask_token)
+             for l, r in zip(contexts["left"], contexts["right"])]
+    ids: list[list[int]] = tok(texts, add_special_tokens=masked)["input_ids"] if texts else []
+    if masked:
+        mask_id = tok.mask_token_id
+        target = np.empty(len(ids), dtype=np.int64)
+        for i, seq in enumerate(ids):
+            pos = [j for j, t in enumerate(seq) if t == mask_id]
+            if len(pos) != 1:
+                raise VerbevalError(f"context {texts[i]!r} encodes to {len(pos)} mask tokens (expected 1)")
+            target[i] = pos[0]
+    else:
+        bos = tok.bos_token_id
+        if prepend_bos is None:
+            prepend_bos = adds_bos(tok)
+        if prepend_bos:
+            if bos is None:
+                raise VerbevalError(f"prepend_bos requested but {lm.model_id!r} has no BOS token")
+            ids = [[bos, *seq] for seq in ids]
+        if any(len(seq) == 0 for seq in ids):
+            # the verb is the first word: condition on BOS, else EOS (lm-evaluation-harness's prefix token)
+            prefix = bos if bos is not None else tok.eos_token_id
+            if prefix is None:
+                raise VerbevalError(f"a causal context is empty (the verb is the first word) and {lm.model_id!r} "
+                                    "has neither a BOS nor an EOS token to condition on")
+            ids = [seq or [prefix] for seq in ids]
+        target = np.array([len(seq) - 1 for seq in ids], dtype=np.int64)
+        return Encoded(ids, target, bool(prepend_bos))
+    return Encoded(ids, target)
+
+
+def _batches(lengths: np.ndarray, batch_size: int) -> Iterator[np.ndarray]:
+    """Indices grouped into batches of similar length (longest first, so OOM shows up early)."""
+    order = np.argsort(-lengths, kind="stable")
+    for start in range(0, len(order), batch_size):
+        yield order[start : start + batch_size]
+
+
+def _pad(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    mask = np.arange(width) < lens[:, None]
+    ids_np = np.full((len(seqs), width), pad_id, dtype=np.int64)
+    ids_np[mask] = np.fromiter((t for s in seqs for t in s), dtype=np.int64, count=int(lens.sum()))
+    ids, att = torch.from_numpy(ids_np), torch.from_numpy(mask.astype(np.int64))
+    if device.type == "cuda":  # pinned host memory: the copy does not block the host
+        return ids.pin_memory().to(device, non_blocking=True), att.pin_memory().to(device, non_blocking=True)
+    return ids, att
+
+
+def split_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """``(body, head)`` of an LM whose head maps hidden states to vocabulary logits, else None.
+
+    Hugging Face LMs are a base model (``model.base_model``) plus exactly one head module
+    (BERT: ``cls``, RoBERTa: ``lm_head``, GPT-2: ``lm_head``). Applying the head only at the
+    position being predicted skips the vocabulary projection of every other position, which is
+    most of the cost of a small model on a large vocabulary.
+    """
+    body = getattr(model, "base_model", None)
+    if body is None or body is model:
+        return None
+    heads = [m for _, m in model.named_children() if m is not body]
+    return (body, heads[0]) if len(heads) == 1 else None
+
+
+def target_logits(model: torch.nn.Module, ids: torch.Tensor, att: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """``[B, V]`` logits at position ``tgt[b]`` of each sequence.
+
+    The model is called as usual (``model(input_ids=..., attention_mask=...)``); a forward
+    pre-hook on its head hands the head only the hidden state at each target position, so the
+    vocabulary projection runs once per sequence instead of once per token. Models whose head
+    cannot be found are run whole and their logits indexed.
+    """
+    rows = torch.arange(len(ids), device=ids.device)
+    parts = split_head(model)
+    fired: list[bool] = []
+
+    def gather(_mod: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        hidden = args[0] if args else next(iter(kwargs.values()))
+        if not (isinstance(hidden, torch.Tensor) and hidden.dim() == 3 and hidden.shape[:2] == ids.shape):
+            return None
+        fired.append(True)
+        # a model split by a device map hands the head hidden states on the last layer's device
+        picked = hidden[rows.to(hidden.device), tgt.to(hidden.device)].unsqueeze(1)
+        return ((picked, *args[1:]), kwargs) if args else ((picked,), {})
+
+    handle = parts[1].register_forward_pre_hook(gather, with_kwargs=True) if parts is not None else None
+    try:
+        logits = model(input_ids=ids, attention_mask=att).logits
+    finally:
+        if handle is not None:
+            handle.remove()
+    logits = logits.to(ids.device)  # no-op unless a device map left the logits on another device
+    if fired and logits.shape[1] == 1:
+        return logits[:, 0]
+    return logits[rows, tgt]
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+def run_contexts(
+    lm: LoadedModel,
+    encoded: Encoded,
+    form_ids: np.ndarray,
+    row_context: np.ndarray,
+    row_tse_ids: np.ndarray,
+    *,
+    batch_size: int = 64,
+    top_k: int = 10,
+    progress: bool = True,
+    desc: str = "inference",
+    bar: Any = None,
+) -> ChunkResult:
+    """Forward every context once and collect form statistics, TSE probabilities and top-k tokens.
+
+    ``form_ids``: ``[F]`` eligible form ids (lemma-major, singular then plural).
+    ``row_context``: ``[R]`` context index (into ``encoded``) of each TSE row; ``row_tse_ids``: ``[R, 2]``
+    (singular id, plural id) with -1 for a form that is not a single token.
+    """
+    n, f = len(encoded.ids), len(form_ids)
+    out = ChunkResult(
+        prob=np.zeros((n, f), np.float32), cum_above=np.zeros((n, f), np.float32),
+        cum_below=np.zeros((n, f), np.float32), topk_ids=np.zeros((n, top_k), np.int32),
+        topk_probs=np.zeros((n, top_k), np.float32), tse_p=np.full((len(row_context), 2), np.nan),
+    )
+    if n == 0:
+        return out
+    dev = lm.device
+    cuda = dev.type == "cuda"
+    forms = torch.as_tensor(form_ids, dtype=torch.long, device=dev)
+    pad_id = lm.tokenizer.pad_token_id
+    if pad_id is None:
+        pad_id = lm.tokenizer.eos_token_id or 0
+    lengths = np.array([len(s) for s in encoded.ids])
+    # TSE rows grouped by context: rows_sorted[starts[c]:starts[c + 1]] are context c's rows
+    rows_sorted = np.argsort(row_context, kind="stable")
+    starts = np.searchsorted(row_context[rows_sorted], np.arange(n + 1), side="left")
+    local = np.empty(n, dtype=np.int64)  # position of a context inside its batch
+    bs = max(1, batch_size)
+    pending = list(_batches(lengths, bs))
+    own_bar = bar is None
+    if own_bar:
+        bar = tqdm(total=n, desc=desc, unit="ctx", disable=not progress, mininterval=1.0)
+
+    def host(t: torch.Tensor) -> torch.Tensor:
+        """Start the copy of a result to the CPU; on CUDA into pinned memory, without waiting."""
+        if not cuda:
+            return t
+        buf = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        buf.copy_(t, non_blocking=True)
+        return buf
+
+    def collect(job: tuple[Any, ...]) -> None:
+        """Store a finished batch (waits for its copies): the GPU already runs the next batch."""
+        idx, r, event, p, above, below, tki, tkp, tse = job
+        if event is not None:
+            event.synchronize()
+        out.prob[idx] = p.numpy()
+        out.cum_above[idx] = above.numpy()
+        out.cum_below[idx] = below.numpy()
+        out.topk_ids[idx, : tki.shape[1]] = tki.numpy()
+        out.topk_probs[idx, : tkp.shape[1]] = tkp.numpy()
+        if tse is not None:
+            out.tse_p[r] = tse.numpy()
+        bar.update(len(idx))
+
+    in_flight: tuple[Any, ...] | None = None
+    with torch.inference_mode():
+        while pending:
+            idx = pending.pop(0)
+            try:
+                ids, att = _pad([encoded.ids[i] for i in idx], pad_id, dev)
+                tgt = torch.as_tensor(encoded.target[idx]).to(dev, non_blocking=True)
+                picked = target_logits(lm.model, ids, att, tgt)
+                probs = torch.softmax(picked.to(torch.float64), dim=-1)
+                p, above, below = form_statistics(probs, forms)
+                tk = torch.topk(probs, k=min(top_k, probs.shape[1]), dim=-1)
+            except RuntimeError as exc:  # includes torch.OutOfMemoryError
+                if not _is_oom(exc) or len(idx) == 1:
+                    raise
+                del exc
+                if cuda:
+                    torch.cuda.empty_cache()
+                half = len(idx) // 2
+                log.warning("out of memory at batch size %d; retrying with %d", len(idx), half)
+                pending[:0] = [idx[:half], idx[half:]]
+                continue
+            bounds = np.stack([starts[idx], starts[idx + 1]], axis=1)
+            r = np.concatenate([rows_sorted[a:b] for a, b in bounds]) if len(bounds) else np.zeros(0, np.int64)
+            tse = None
+            if len(r):
+                local[idx] = np.arange(len(idx))
+                ctx_pos = torch.as_tensor(local[row_context[r]]).to(dev, non_blocking=True)
+                pair = torch.as_tensor(row_tse_ids[r]).to(dev, non_blocking=True)
+                vals = probs[ctx_pos.unsqueeze(1), pair.clamp(min=0)]
+                tse = host(torch.where(pair >= 0, vals, torch.full_like(vals, float("nan"))))
+            job = (idx, r, None, host(p.float()), host(above.float()), host(below.float()),
+                   host(tk.indices.int()), host(tk.values.float()), tse)
+            if cuda:
+                event = torch.cuda.Event()
+                event.record()
+                job = (*job[:2], event, *job[3:])
+            if in_flight is not None:
+                collect(in_flight)
+            in_flight = job
+        if in_flight is not None:
+            collect(in_flight)
+    if own_bar:
+        bar.close()
+    return out
+
+
+@dataclass
+class GroupWork:
+    """A group prepared once per process: rows, distinct contexts, TSE pair ids."""
+
+    group: str
+    rows: pd.DataFrame
+    contexts: pd.DataFrame
+    row_context: np.ndarray
+    tse_ids: np.ndarray  # [R, 2] (singular id, plural id), -1 where not a single token
+    digest: str
+
+
+def prepare_group(lm: LoadedModel, templates: pd.DataFrame, group: str) -> GroupWork:
+    g, contexts, row_context = group_contexts(templates, group, lm.kind)
+    sing = np.where(g["plural"], g["incorrect"], g["correct"]).tolist()
+    plur = np.where(g["plural"], g["correct"], g["incorrect"]).tolist()
+    # one tokenizer call for both forms of every row (each call inspects the tokenizer's pipeline)
+    tse_ids = single_token_ids(lm.tokenizer, sing + plur).reshape(2, -1).T.copy()
+    return GroupWork(group, g, contexts, row_context, tse_ids, group_digest(g))
+
+
+@dataclass
+class ModelContext:
+    """What every shard of one loaded model shares, computed once per process."""
+
+    form_ids: np.ndarray
+    meta: dict[str, Any]  # model-level shard metadata
+    prepend_bos: bool | None
+
+
+def model_context(lm: LoadedModel, lemmas: pd.DataFrame, top_k: int, prepend_bos: bool | None) -> ModelContext:
+    if lm.kind == "causal":
+        bos = adds_bos(lm.tokenizer) if prepend_bos is None else bool(prepend_bos)
+    else:
+        bos = False
+    meta = {
+        "model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "cased": lm.cased, "dtype": lm.dtype,
+        "tokenizer_fingerprint": tokenizer_fingerprint(lm.tokenizer), "lemma_set_sha256": lemma_set_hash(lemmas),
+        "prepend_bos": bos, "n_lemmas": len(lemmas), "top_k": top_k, "verbeval_version": __version__,
+    }
+    form_ids = lemmas[["sing_id", "plur_id"]].to_numpy(dtype=np.int64).reshape(-1)
+    return ModelContext(form_ids, meta, bos if lm.kind == "causal" else None)
+
+
+@dataclass
+class ComputedChunk:
+    contexts: pd.DataFrame
+    rows: pd.DataFrame
+    result: ChunkResult
+    meta: dict[str, Any]
+
+
+def compute_chunk(lm: LoadedModel, mc: ModelContext, work: GroupWork, chunk: int, n_chunks: int, *,
+                  batch_size: int = 64, progress: bool = True, bar: Any = None) -> ComputedChunk:
+    """Forward one chunk of a prepared group (nothing written)."""
+    start, stop = chunk_range(len(work.contexts), n_chunks, chunk)
+    chunk_ctx = work.contexts.iloc[start:stop].reset_index(drop=True)
+    rc = work.row_context
+    in_chunk = (rc >= start) & (rc < stop)
+    rows = pd.DataFrame({"row": np.flatnonzero(in_chunk), "context_id": rc[in_chunk]})
+    tse_ids = work.tse_ids[rows["row"].to_numpy()] if len(rows) else np.zeros((0, 2), np.int64)
+    encoded = encode_contexts(lm, chunk_ctx, mc.prepend_bos)
+    log.debug("%s %s chunk %d/%d: %d contexts, %d rows on %s", lm.model_id, work.group, chunk + 1, n_chunks,
+              len(chunk_ctx), len(rows), describe_device(lm.device))
+    result = run_contexts(lm, encoded, mc.form_ids, rows["context_id"].to_numpy() - start, tse_ids,
+                          batch_size=batch_size, top_k=mc.meta["top_k"], progress=progress and bar is None,
+                          desc=f"{work.group} {chunk + 1}/{n_chunks}", bar=bar)
+    meta = {**mc.meta, "prepend_bos": encoded.bos, "group": work.group, "chunk": chunk, "n_chunks": n_chunks,
+            "context_start": start, "context_stop": stop, "n_group_contexts": len(work.contexts)}
+    return ComputedChunk(chunk_ctx, rows, result, meta)
+
+
+def infer_chunk(
+    lm: LoadedModel,
+    templates: pd.DataFrame,
+    lemmas: pd.DataFrame,
+    group: str,
+    chunk: int,
+    n_chunks: int,
+    out: str | Path,
+    *,
+    batch_size: int = 64,
+    top_k: int = 10,
+    prepend_bos: bool | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run one (group, chunk) and write its shard. Returns the shard metadata.
+
+    The workflow runs :func:`infer_model` (every group and chunk of a model in one process); this
+    is the same computation for one shard, for scripts and tests."""
+    mc = model_context(lm, lemmas, top_k, prepend_bos)
+    done = compute_chunk(lm, mc, prepare_group(lm, templates, group), chunk, n_chunks, batch_size=batch_size,
+                         progress=progress)
+    return write_shard(out, done.contexts, done.rows, done.result, done.meta)
+
+
+def infer_model(
+    lm: LoadedModel,
+    templates: pd.DataFrame,
+    lemmas: pd.DataFrame,
+    groups: list[str],
+    n_chunks: int,
+    manifest: str | Path,
+    *,
+    batch_size: int = 64,
+    top_k: int = 10,
+    prepend_bos: bool | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Every shard of one model, in one process, then the store's manifest.
+
+    Shards already in the store with the same key (model version, tokenizer, lemma set, the
+    group's rows, chunking, dtype, top-k, BOS) and an intact checksum are kept, so a killed run
+    resumes where it stopped. Each shard is written by a background thread while the next chunk
+    is computed. Returns the manifest body, with timing figures under ``"timing"`` (not written).
+    """
+    mc = model_context(lm, lemmas, top_k, prepend_bos)
+    plan = []
+    for w in (prepare_group(lm, templates, g) for g in groups):
+        for chunk in range(n_chunks):
+            def compute(bar: Any, w: GroupWork = w, chunk: int = chunk) -> Callable[[Path], dict[str, Any]]:
+                done = compute_chunk(lm, mc, w, chunk, n_chunks, batch_size=batch_size, bar=bar)
+                return lambda path: write_shard(path, done.contexts, done.rows, done.result, done.meta)
+
+            key = shard_key({**mc.meta, "verbeval_version": None, "schema_version": SHARD_SCHEMA_VERSION,
+                             "group": w.group, "group_sha256": w.digest, "chunk": chunk, "n_chunks": n_chunks})
+            start, stop = chunk_range(len(w.contexts), n_chunks, chunk)
+            plan.append(PlannedShard(shard_relpath(w.group, chunk, n_chunks), key, stop - start, compute))
+    meta = {k: v for k, v in mc.meta.items() if k != "verbeval_version"}
+    log.info("%s: %d groups, %d lemmas on %s", lm.model_id, len(groups), len(lemmas), describe_device(lm.device))
+    return run_plan(manifest, plan, {**meta, "groups": groups, "n_chunks": n_chunks},
+                    desc=f"inference {lm.model_id}", progress=progress)

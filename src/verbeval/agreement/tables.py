@@ -1,0 +1,143 @@
+"""Table 2 of Newman et al. (2021): TSE, EW and MW (p = 1) per template group, one column block per model."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from verbeval.core.tables import tex_escape
+
+METRICS = ("tse", "ew", "mw")
+LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW"}
+
+
+def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str]) -> pd.DataFrame:
+    """Wide Table 2: rows are groups (in ``groups`` order), columns ``<model>.<metric>`` plus CIs.
+
+    EW and MW are read at top-p cutoff 1.0 (the whole vocabulary).
+    """
+    at_one = summary[(summary["metric"] == "tse") |
+                     ((summary["metric"].isin(["ew", "mw"])) & (summary["side"] == "top") &
+                      np.isclose(summary["cutoff"].astype(float), 1.0))]
+    rows = []
+    for g in groups:
+        row: dict[str, object] = {"group": g["id"], "name": g["name"]}
+        for m in models:
+            sel = at_one[(at_one["group"] == g["id"]) & (at_one["model"] == m)]
+            for metric in METRICS:
+                hit = sel[sel["metric"] == metric]
+                val = hit.iloc[0] if len(hit) else None
+                for suffix, col in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
+                    row[f"{m}.{metric}{suffix}"] = float(val[col]) if val is not None else np.nan
+                if metric == "tse":  # rows whose own verb forms are both single tokens / all rows
+                    row[f"{m}.n_rows"] = int(val["n"]) if val is not None else 0
+                    row[f"{m}.n_rows_total"] = int(val["n_total"]) if val is not None else 0
+                elif metric == "ew":
+                    row[f"{m}.n_contexts"] = int(val["n_total"]) if val is not None else 0
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Table 2 as nested ``{model: {group: {tse, ew, mw}}}`` (DVC metrics); NaN becomes null."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for m in models:
+        out[m] = {}
+        for _, r in table.iterrows():
+            vals = {k: float(r[f"{m}.{k}"]) for k in METRICS}
+            out[m][str(r["group"])] = {k: (None if np.isnan(v) else v) for k, v in vals.items()}
+    return out
+
+
+def errata_notes(flagged: pd.DataFrame, templates: pd.DataFrame | None, groups: Sequence[dict],
+                 dropped: bool) -> list[str]:
+    """Table 2 notes on the flagged errata rows (``flagged``: ``source, line, reason``, from
+    :func:`verbeval.agreement.templates.flagged_errata`), one note per group that has any.
+
+    ``templates`` (the normalised table, with ``source`` and ``line``) gives how many of them are
+    among the scored rows (fewer under ``max_rows_per_source``); ``dropped``: whether
+    ``agreement.drop_flagged_errata`` removed them.
+    """
+    notes = []
+    scored = set(zip(templates["source"], templates["line"].astype(int))) if templates is not None else set()
+    for g in groups:
+        sel = flagged[flagged["source"].isin(g["sources"])]
+        if sel.empty:
+            continue
+        per_source = ", ".join(f"{n} in {s}" for s, n in sel.groupby("source", sort=False).size().items())
+        kinds = "; ".join(dict.fromkeys(str(r).split(":")[0] for r in sel["reason"]))
+        if dropped:
+            what = "dropped (agreement.drop_flagged_errata)"
+        else:
+            n_in = sum((s, int(ln)) in scored for s, ln in zip(sel["source"], sel["line"]))
+            what = (f"{n_in} of them are among the scored rows and are kept, as in the paper "
+                    "(agreement.drop_flagged_errata drops them)")
+        notes.append(f"{g['name']}: {len(sel)} rows of the published files are flagged in the errata list "
+                     f"({kinds}; {per_source}); {what}.")
+    return notes
+
+
+def _fmt(x: float, digits: int) -> str:
+    return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
+
+
+def to_markdown(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
+    header = ["Group"] + [f"{m} {LABELS[k]}" for m in models for k in METRICS]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    for _, r in table.iterrows():
+        cells = [str(r["name"])] + [_fmt(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
+        lines.append("| " + " | ".join(cells) + " |")
+    if notes:
+        lines += ["", "Notes:", ""] + [f"* {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def to_html(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = (),
+            confidence: float | None = None) -> str:
+    """Table 2 as a standalone HTML page (an item of the Snakemake report): per model TSE, EW and MW
+    with their bootstrap CIs below the value, and the counts behind them (rows with single-token
+    forms / all rows, contexts); the notes follow the table."""
+    from verbeval.agreement.diagnostics import _html_page
+
+    level = f"{confidence:.0%} " if confidence else ""
+    head1 = "<tr><th rowspan=\"2\">Group</th>" + "".join(
+        f"<th colspan=\"4\">{html.escape(m)}</th>" for m in models) + "</tr>"
+    per_model = "".join(f"<th>{LABELS[k]}</th>" for k in METRICS) + "<th>rows / contexts</th>"
+    head2 = "<tr>" + per_model * len(models) + "</tr>"
+    rows = [head1, head2]
+    for _, r in table.iterrows():
+        cells = [f"<td>{html.escape(str(r['name']))}</td>"]
+        for m in models:
+            for k in METRICS:
+                lo, hi = r[f"{m}.{k}_ci_low"], r[f"{m}.{k}_ci_high"]
+                ci = "" if np.isnan(lo) or np.isnan(hi) else \
+                    f"<br><small>[{_fmt(lo, digits)}, {_fmt(hi, digits)}]</small>"
+                cells.append(f"<td class=\"num\">{_fmt(r[f'{m}.{k}'], digits)}{ci}</td>")
+            cells.append(f"<td class=\"num\"><small>{int(r[f'{m}.n_rows'])}/{int(r[f'{m}.n_rows_total'])} rows"
+                         f"<br>{int(r[f'{m}.n_contexts'])} contexts</small></td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    body = [f"<p>TSE over template rows whose two verb forms are single tokens; EW and MW over contexts at "
+            f"top p = 1. Below each value: its {html.escape(level)}percentile bootstrap CI.</p>",
+            "<table>" + "".join(rows) + "</table>"]
+    if notes:
+        body.append("<p>Notes:</p><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    return _html_page("Table 2: TSE, EW and MW per template group", "\n".join(body))
+
+
+def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
+    cols = "l" + "ccc" * len(models)
+    out = [r"\begin{tabular}{" + cols + "}", r"\toprule"]
+    out.append(" & " + " & ".join(rf"\multicolumn{{3}}{{c}}{{{tex_escape(m)}}}" for m in models) + r" \\")
+    out.append(" ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(len(models))))
+    out.append("Group & " + " & ".join(LABELS[k] for _ in models for k in METRICS) + r" \\")
+    out.append(r"\midrule")
+    for _, r in table.iterrows():
+        cells = [tex_escape(str(r["name"]))] + [_fmt(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
+        out.append(" & ".join(cells) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}"]
+    for n in notes:
+        out.append(r"\par\smallskip{\footnotesize " + tex_escape(n) + r"\par}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,13 @@
+"""The shared engine every study builds on.
+
+Holds: errors (``VerbevalError``, ``InputError``: one-line messages), io (atomic writes), config
+(the workflow config and its schema), fetch (the data manifest and mirror), models (loading LMs,
+tiny models, devices), wordtok (word-level tokenizers of tiny models), plots (the figure style and
+saving), tables (LaTeX escaping), clidoc (the generated sub-command table) and cliutil (helpers of
+the studies' command lines); cli registers fetch, mirror, tiny-model and check-config.
+
+May import: the standard library and third-party packages only; never a study
+(``verbeval.agreement``, ``verbeval.simverb``, ``verbeval.veridicality``), ``verbeval.bench`` or the
+top-level ``verbeval.cli`` / ``verbeval.dvc`` / ``verbeval.workflow_cli``. torch is imported lazily
+(inside functions), so that ``verbeval --help`` starts without it.
+"""

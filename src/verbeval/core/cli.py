@@ -1,0 +1,137 @@
+"""Sub-commands of the shared infrastructure: fetching data, the offline mirror, tiny models, config checks."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+
+from verbeval.core.cliutil import Add
+from verbeval.core.errors import VerbevalError
+from verbeval.core.models import TINY_ARCHS
+
+log = logging.getLogger("verbeval")
+
+
+#: a data mirror for `verbeval fetch` without --mirror (how `dvc repro` of dvc.yaml uses one)
+MIRROR_ENV = "VERBEVAL_DATA_MIRROR"
+
+
+def cmd_fetch(a: argparse.Namespace) -> None:
+    from verbeval.core.fetch import fetch_source, load_manifest
+
+    manifest = load_manifest(a.manifest)
+    if a.name not in manifest:
+        raise VerbevalError(f"{a.manifest}: no source named {a.name!r}")
+    mirror = a.mirror or os.environ.get(MIRROR_ENV) or None
+    path = fetch_source(manifest[a.name], Path(a.out), Path(mirror) if mirror else None)
+    log.info("fetched %s -> %s", a.name, path)
+
+
+def cmd_mirror(a: argparse.Namespace) -> None:
+    from verbeval.core.fetch import build_mirror, load_manifest
+
+    manifest = load_manifest(a.manifest)
+    names = a.sources or list(manifest)
+    unknown = [n for n in names if n not in manifest]
+    if unknown:
+        raise VerbevalError(f"{a.manifest}: no source named {', '.join(map(repr, unknown))}")
+    results = build_mirror((manifest[n] for n in names), Path(a.out), timeout=a.timeout)
+    for r in results:
+        log.info("%-8s %s -> %s%s", r.status, r.name, r.path, f": {r.detail}" if r.detail else "")
+    failed = [r.name for r in results if r.status == "failed"]
+    if failed:
+        raise VerbevalError(f"{len(failed)} of {len(results)} sources not mirrored ({', '.join(failed)}); "
+                            "the others are in place, rerun to retry the failed ones")
+    log.info("mirror %s: %d sources; use it with: snakemake ... --config data_mirror=%s", a.out, len(results), a.out)
+
+
+def cmd_tiny_model(a: argparse.Namespace) -> None:
+    import shutil
+    import tempfile
+
+    from verbeval.core.models import MASKED_TINY_ARCHS, make_tiny_model
+    from verbeval.core.wordtok import save_word_tokenizer
+
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # built beside the target and renamed into place: a killed build leaves no half-written model
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp-", dir=out.parent) as tmp:
+        tokenizer = a.tokenizer
+        if a.word_corpus:
+            style = "masked" if a.arch in MASKED_TINY_ARCHS else "causal"
+            tokenizer = save_word_tokenizer(a.word_corpus, style, Path(tmp) / "tokenizer")
+        built = make_tiny_model(tokenizer, a.arch, Path(tmp) / "model", seed=a.seed, layers=a.layers,
+                                hidden=a.hidden)
+        if out.exists():
+            shutil.rmtree(out)
+        built.rename(out)
+    source = "a word-level tokenizer of " + ", ".join(a.word_corpus) if a.word_corpus else a.tokenizer
+    log.info("tiny %s model on %s -> %s", a.arch, source, out)
+
+
+def cmd_check_config(a: argparse.Namespace) -> None:
+    from verbeval.core.config import check_model_paths, load_config, model_entries
+
+    cfg = load_config(a.config)
+    check_model_paths(cfg, a.config)  # local model folders exist and hold config.json
+    print(f"{a.config}: OK ({len(model_entries(cfg))} models)")  # each revision of a sweep counts
+
+
+def register_fetch(add: Add) -> None:
+    """``fetch``: one manifest source (the first step of every study)."""
+    s = add("fetch", cmd_fetch, "download (or copy from a mirror) one manifest source, verifying its sha256",
+            "The file is renamed into place only when its sha256 matches the manifest. "
+            "Run by the rule fetch, one job per source.")
+    s.add_argument("--manifest", required=True,
+                   help="data manifest (YAML: each source's URL, sha256 and format), e.g. resources/manifest.yaml")
+    s.add_argument("--name", required=True, help="source name in the manifest")
+    s.add_argument("--out", required=True, help="output: the fetched file")
+    s.add_argument("--mirror", help="local mirror directory laid out like the download URLs "
+                                    "(<mirror>/github.com/<owner>/<repo>/raw/<commit>/<path>, or the entry's "
+                                    "mirror_path); default: $VERBEVAL_DATA_MIRROR if set, else download from the URL")
+
+
+def register_tools(add: Add) -> None:
+    """``mirror`` and ``tiny-model``: tools beside the workflow."""
+    s = add("mirror", cmd_mirror, "download every manifest source into an offline mirror (for data_mirror)",
+            "Each file is checked against its sha256 and written where `--config data_mirror=DIR` reads it "
+            "(docs/data.md, 'Building a mirror'); failed sources are listed and the others kept. Not a rule; "
+            "run it on a machine with network access.")
+    s.add_argument("--manifest", default="resources/manifest.yaml",
+                   help="data manifest (URLs and sha256 of every source)")
+    s.add_argument("--out", required=True, metavar="DIR",
+                   help="mirror folder; files are laid out as `--config data_mirror=DIR` reads them (docs/data.md)")
+    s.add_argument("--sources", nargs="+", metavar="NAME",
+                   help="only these manifest sources (default: all); a source already in DIR with a matching "
+                        "sha256 is kept")
+    s.add_argument("--timeout", type=float, default=60, help="seconds to wait on each network operation")
+
+    s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM (tests, CI, the quick start)",
+            "The model has the tokenizer's full vocabulary; its numbers are meaningless. Used by the tests, "
+            "config/ci.yaml, verbeval bench and, through the tiny_model rule, config/quick.yaml.")
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--tokenizer", metavar="DIR_OR_HUB_ID",
+                     help="tokenizer to build the model on: a folder with the tokenizer files (e.g. "
+                          "../shared/tokenizers/gpt2) or a hub id")
+    src.add_argument("--word-corpus", nargs="+", metavar="FILE",
+                     help="instead of --tokenizer: build a word-level tokenizer whose vocabulary is every word "
+                          "of these files (string columns of .parquet files, lines of any other file); "
+                          "used by the quick start, which downloads no model (verbeval.core.wordtok)")
+    s.add_argument("--arch", required=True, choices=list(TINY_ARCHS),
+                   help="bert, roberta: masked LMs; gpt2, llama, mistral (grouped-query attention), gpt-neox, "
+                        "olmo2: causal LMs (docs/models.md: which tokenizer each family uses); bert-nli: a 3-label "
+                        "NLI classifier (labels named in id2label) for the veridicality workflow")
+    s.add_argument("--out", required=True, metavar="DIR",
+                   help="output folder: model, tokenizer and verbeval_tiny.json (replaced atomically if it exists)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the random weights (same seed: identical files)")
+    s.add_argument("--layers", type=int, default=2, help="transformer layers")
+    s.add_argument("--hidden", type=int, default=32, help="hidden size (2 attention heads)")
+
+
+def register_check_config(add: Add) -> None:
+    """``check-config``."""
+    s = add("check-config", cmd_check_config, "validate a workflow config file against the schema",
+            "Also checks that local model folders exist and hold config.json. Prints '<file>: OK (<n> models)'.")
+    s.add_argument("config", help="workflow config file (YAML), e.g. config/config.yaml")

@@ -1,0 +1,76 @@
+"""Helpers shared by the studies' command lines: argument types, option groups, the output
+pre-flight and the help formatters (``verbeval.cli`` assembles the parser).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from verbeval.core.errors import VerbevalError
+
+#: ``add(name, func, help_, more)``: adds sub-command ``name`` running ``func``; ``help_`` is its
+#: one-line summary, its description adds ``more`` (see :func:`subcommand_adder`)
+Add = Callable[[str, Callable[[argparse.Namespace], None], str, str], argparse.ArgumentParser]
+
+
+def float_list(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from exc
+
+
+def check_outputs(*paths: str | None) -> None:
+    """Pre-flight, before a model is loaded: every output's directory can be written to."""
+    from verbeval.core.io import check_writable
+
+    check_writable(*paths)
+
+
+def split_pair(item: str, option: str, what: str = "VALUE") -> tuple[str, str]:
+    """One ``NAME=VALUE`` argument of ``option`` -> (name, value); both must be non-empty."""
+    name, sep, value = item.partition("=")
+    if not sep or not name or not value:
+        raise VerbevalError(f"{option} {item!r}: expected NAME={what}")
+    return name, value
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help when it has a default worth stating: not for
+    required options, flags, empty or unset defaults, list defaults (their help states them) or
+    help that already names ``%(default)s``."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help_ = action.help or ""
+        default = action.default
+        if ("%(default)" in help_ or action.required or default is None or default is False
+                or default is argparse.SUPPRESS or isinstance(default, list)):
+            return help_
+        if not action.option_strings and action.nargs not in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return help_
+        return help_ + " (default: %(default)s)"
+
+
+class TopHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
+    """The top-level help: description and epilog kept as written."""
+
+
+def bootstrap_options(s: argparse.ArgumentParser) -> None:
+    """Bootstrap options of the commands that compute confidence intervals."""
+    s.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    s.add_argument("--seed", type=int, default=0, help="bootstrap seed (numpy.random.default_rng)")
+    s.add_argument("--confidence", type=float, default=0.95, help="confidence level of the bootstrap CIs")
+
+
+def subcommand_adder(sub: argparse._SubParsersAction) -> Add:
+    """The ``add`` function each study's ``register`` receives, adding sub-commands to ``sub``."""
+
+    def add(name: str, func: Callable[[argparse.Namespace], None], help_: str, more: str) -> argparse.ArgumentParser:
+        """A sub-command: ``help_`` is its one-line summary; its description adds ``more``."""
+        sp = sub.add_parser(name, help=help_, description=f"{help_[:1].upper()}{help_[1:]}. {more}",
+                            formatter_class=HelpFormatter)
+        sp.set_defaults(func=func)
+        return sp
+
+    return add

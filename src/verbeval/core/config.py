@@ -1,0 +1,350 @@
+"""Workflow configuration: JSON-schema validation with defaults, and derived model entries.
+
+The schema (``schemas/config.schema.yaml``) is the single description of every key; the Snakefile
+and the CLI both validate through :func:`validate_config`.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import os
+import re
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from verbeval.core.errors import VerbevalError
+from verbeval.core.models import local_model_problem, model_name
+
+#: (label, content) of one configuration source, in merge order: a config file or ``--config``
+Layer = tuple[str, Mapping[str, Any]]
+
+SCHEMA_FILE = "config.schema.yaml"
+
+
+def schema_path() -> Path:
+    return Path(str(resources.files("verbeval") / "schemas" / SCHEMA_FILE))
+
+
+def load_schema() -> dict[str, Any]:
+    return yaml.safe_load(schema_path().read_text())
+
+
+def _with_defaults(validator_cls: Any) -> Any:
+    validate_props = validator_cls.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, properties: dict[str, Any], instance: Any, schema: dict[str, Any]) -> Any:
+        if isinstance(instance, dict):
+            for prop, sub in properties.items():
+                if "default" in sub and prop not in instance:
+                    instance[prop] = copy.deepcopy(sub["default"])
+        yield from validate_props(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_cls, {"properties": set_defaults})
+
+
+def _label(path: str | Path) -> str:
+    """A config file as the user would write it: relative to the working directory when inside it."""
+    rel = os.path.relpath(os.path.abspath(path))
+    return str(path) if rel.startswith("..") else rel
+
+
+def config_layers(files: Sequence[str | Path], overrides: Mapping[str, Any] | None = None) -> list[Layer]:
+    """The sources of a merged configuration in merge order: each file, then ``--config`` pairs."""
+    layers: list[Layer] = []
+    for f in files:
+        try:
+            data = yaml.safe_load(Path(f).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            data = {}
+        layers.append((_label(f), data if isinstance(data, Mapping) else {}))
+    if overrides:
+        layers.append(("--config", dict(overrides)))
+    return layers
+
+
+def config_origin(keypath: Sequence[str | int], layers: Sequence[Layer], default: str | None = None) -> str:
+    """The source that set the value at ``keypath``: the last layer reaching deepest along it.
+
+    Mappings merge and lists replace, so the layer with the longest prefix of ``keypath`` (the last
+    one among equals) is the one whose value is in effect. Without any layer setting even its first
+    key, ``default`` (or all the layers' names).
+    """
+    best, depth_best = None, 0
+    for label, data in layers:
+        node: Any = data
+        depth = 0
+        for key in keypath:
+            if isinstance(node, Mapping) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+                node = node[key]
+            else:
+                break
+            depth += 1
+        if depth and depth >= depth_best:
+            best, depth_best = label, depth
+    return best or default or ", ".join(label for label, _ in layers) or "config"
+
+
+def _where(keypath: Sequence[str | int]) -> str:
+    return ".".join(str(k) for k in keypath) or "<top level>"
+
+
+def validate_config(config: dict[str, Any], source: str = "config",
+                    layers: Sequence[Layer] | None = None) -> dict[str, Any]:
+    """Validate (in place, filling defaults) and return ``config``.
+
+    Raises :class:`VerbevalError` with a one-line reason naming the offending key and its source:
+    ``source``, or with ``layers`` (the files and ``--config`` merged into ``config``) the one
+    that set the key (:func:`config_origin`).
+    """
+    def origin(keypath: Sequence[str | int]) -> str:
+        return config_origin(keypath, layers) if layers else source
+
+    validator = _with_defaults(jsonschema.Draft7Validator)(load_schema())
+    # two passes: defaults of nested objects are filled on the first
+    for _ in range(2):
+        errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        keypath = list(err.absolute_path)
+        key_of_origin = keypath
+        if err.validator == "additionalProperties" and isinstance(err.instance, Mapping):
+            extra = sorted(set(map(str, err.instance)) - set(err.schema.get("properties", {})))
+            key_of_origin = keypath + extra[:1]
+        raise VerbevalError(f"{origin(key_of_origin)}: invalid value at {_where(keypath)}: {err.message}")
+    try:
+        entries = model_entries(config)
+        check_table_models(config, entries)
+    except EntryError as exc:
+        raise VerbevalError(f"{origin(exc.keypath)}: {exc.reason}") from None
+    names = [m["name"] for m in entries]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise VerbevalError(f"{origin(['models'])}: model names must be unique; duplicated: {', '.join(dupes)} "
+                            "(set `name:`)")
+    for i, m in enumerate(entries):
+        if m["gpus"] > 1 and m["device_map"] is None:
+            raise VerbevalError(f"{origin(['models', i, 'gpus'])}: models[{i}] ({m['name']}): gpus: {m['gpus']} "
+                                "without a device_map would use only one GPU; set device_map: auto (or gpus: 1)")
+    return config
+
+
+def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int], str]]:
+    """(key path, reason) of every local model of a validated config that cannot be loaded.
+
+    A path that does not exist or is not a directory, or a directory without ``config.json``,
+    among ``models``, ``veridicality.models`` and ``simverb.models`` (see
+    :func:`verbeval.core.models.meant_as_path` for when an id is a path). Relative paths are relative
+    to the working directory (the workflow's directory).
+    """
+    problems: list[tuple[list[str | int], str]] = []
+    built = set(tiny_model_specs(config))
+    for keypath, m in _entries_with_keys(dict(config)):
+        if normalise_model_path(str(m["id"])) in built:
+            continue
+        problem = local_model_problem(str(m["id"]))
+        if problem:
+            problems.append((keypath, f"model {m['name']}: {problem}"))
+    for section in ("veridicality", "simverb"):
+        ids = (config.get(section) or {}).get("models") or []
+        for j, mid in enumerate(ids):
+            if section == "veridicality" and mid == "ross-pavlick-2019-bert":  # veridicality.PSEUDO_MODEL
+                continue
+            if normalise_model_path(str(mid)) in built:
+                continue
+            problem = local_model_problem(str(mid))
+            if problem:
+                problems.append(([section, "models", j], f"{section} model {mid}: {problem}"))
+    return problems
+
+
+def normalise_model_path(model_id: str) -> str:
+    """A model id written as a relative or absolute path, in one spelling (``./m/x/`` -> ``m/x``)."""
+    return os.path.normpath(model_id)
+
+
+def tiny_model_specs(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ``tiny_models`` the workflow builds, by normalised output folder (defaults filled in)."""
+    specs: dict[str, dict[str, Any]] = {}
+    for entry in config.get("tiny_models") or []:
+        spec = {"tokenizer": "words", "seed": 0, "layers": 2, "hidden": 32, **entry}
+        out = normalise_model_path(str(spec["out"]))
+        if out in specs:
+            raise VerbevalError(f"tiny_models: two entries write {out}")
+        specs[out] = spec
+    return specs
+
+
+def check_model_paths(config: Mapping[str, Any], source: str = "config",
+                      layers: Sequence[Layer] | None = None) -> None:
+    """Raise :class:`VerbevalError` for the first of :func:`model_path_problems`, naming its key."""
+    for keypath, reason in model_path_problems(config):
+        where = config_origin(keypath, layers) if layers else source
+        raise VerbevalError(f"{where}: {_where(keypath)}: {reason}")
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except OSError as exc:
+        raise VerbevalError(f"{p}: cannot read config: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise VerbevalError(f"{where}: invalid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise VerbevalError(f"{p}: config must be a mapping")
+    return validate_config(data, str(p))
+
+
+class EntryError(VerbevalError):
+    """A bad model entry (or ``agreement.table_models``), with the key path it is about."""
+
+    def __init__(self, keypath: Sequence[str | int], reason: str) -> None:
+        super().__init__(f"{_where(keypath)}: {reason}")
+        self.keypath = list(keypath)
+        self.reason = f"{_where(keypath)}: {reason}"
+
+
+#: separates a swept model's name from its revision label in the generated names (``pythia-160m@step1000``)
+REVISION_SEP = "@"
+_STEP = re.compile(r"(?:^|[^A-Za-z])(?:step|checkpoint)[-_]?(\d+)(?!\d)", re.IGNORECASE)
+
+
+def parse_step(label: str) -> int | None:
+    """The training step in a revision or checkpoint folder name, or None.
+
+    ``step1000``, ``step1000-tokens4B`` (OLMo), ``global_step1000`` (DeepSpeed) and ``checkpoint-1000``
+    (transformers' Trainer) give 1000; anything else (``main``, a commit hash) gives None.
+    """
+    m = _STEP.search(label)
+    return int(m.group(1)) if m else None
+
+
+def revision_label(text: str) -> str:
+    """A revision or folder name made file-system safe: characters outside ``[A-Za-z0-9._-]`` become ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.rstrip("/")).strip("_") or "_"
+
+
+def _figure_needs_steps(config: Mapping[str, Any]) -> bool:
+    figs = (config.get("agreement") or {}).get("figures") or {}
+    return bool((figs.get("checkpoints") or {}).get("enabled", True))
+
+
+def expand_revisions(entry: dict[str, Any], index: int, needs_step: bool = True) -> list[dict[str, Any]]:
+    """The models of one ``models[]`` entry: itself, or one model per item of its ``revisions``.
+
+    Every key of the entry (also keys this function does not know) is carried to each revision.
+    A revision item is a hub revision string or a mapping with ``revision`` or ``path`` (a local
+    checkpoint folder, then the model's id), and optional ``step`` and ``name``. Each expanded
+    model gets ``name`` (default ``<name>@<label>``, the label being the revision or the folder's
+    last component made file-system safe), ``checkpoint_of`` (the entry's name) and ``step`` (given,
+    or :func:`parse_step` of the label; with ``needs_step`` a missing step is an error).
+    Raises :class:`EntryError` naming the key.
+    """
+    items = entry.get("revisions")
+    if items is None:
+        return [entry]
+    where = ["models", index]
+    if entry.get("revision") is not None:
+        raise EntryError(where, "set either `revision` or `revisions`, not both")
+    base = {k: v for k, v in entry.items() if k != "revisions"}
+    base_name = str(base["name"])
+    out: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str], int] = {}
+    steps: dict[int, int] = {}
+    for j, item in enumerate(items):
+        at = where + ["revisions", j]
+        spec = {"revision": item} if isinstance(item, str) else dict(item)
+        if ("revision" in spec) == ("path" in spec):
+            raise EntryError(at, "give exactly one of `revision` (a hub revision) and `path` (a local folder)")
+        kind, value = ("revision", spec["revision"]) if "revision" in spec else ("path", spec["path"])
+        if (kind, value.rstrip("/")) in seen:
+            raise EntryError(at, f"{kind} {value!r} is listed twice (also item {seen[(kind, value.rstrip('/'))]})")
+        seen[(kind, value.rstrip("/"))] = j
+        label = revision_label(value if kind == "revision" else Path(value.rstrip("/")).name)
+        step = spec.get("step")
+        if step is None:
+            step = parse_step(value if kind == "revision" else Path(value.rstrip("/")).name)
+        if step is None and needs_step:
+            raise EntryError(at, f"no training step for {kind} {value!r}: set `step:` (it is read only from names "
+                                 "like step1000, step1000-tokens4B or checkpoint-1000), or turn off "
+                                 "agreement.figures.checkpoints.enabled")
+        if step is not None and needs_step:
+            if step in steps:
+                raise EntryError(at, f"step {step} is also the step of item {steps[step]}: the checkpoint figure "
+                                     "needs one checkpoint per step")
+            steps[step] = j
+        m = {**base, "name": spec.get("name") or f"{base_name}{REVISION_SEP}{label}",
+             "checkpoint_of": base_name, "step": step}
+        if kind == "revision":
+            m["revision"] = value
+        else:
+            m["id"], m["revision"] = value, None
+        out.append(m)
+    return out
+
+
+def model_entries(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Model entries with ``name`` filled in and the global inference defaults applied.
+
+    An entry with ``revisions`` becomes one model per revision (:func:`expand_revisions`), in
+    the order listed; other entries are returned as they are.
+    """
+    return [m for _, m in _entries_with_keys(config)]
+
+
+def _entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], dict[str, Any]]]:
+    """(key path of the model's id, entry) of every model of :func:`model_entries`."""
+    inf = config.get("inference", {})
+    needs_step = _figure_needs_steps(config)
+    out: list[tuple[list[str | int], dict[str, Any]]] = []
+    for i, m in enumerate(config.get("models", [])):
+        entry = {"kind": "auto", "dtype": "float32", "revision": None, "prepend_bos": None, "device_map": None,
+                 "gpus": 1, **m}
+        entry.setdefault("name", model_name(entry["id"]))
+        entry.setdefault("batch_size", inf.get("batch_size", "auto"))
+        items = m.get("revisions")
+        for j, e in enumerate(expand_revisions(entry, i, needs_step)):
+            path_item = items is not None and isinstance(items[j], Mapping) and "path" in items[j]
+            out.append((["models", i, "revisions", j, "path"] if path_item else ["models", i, "id"], e))
+    return out
+
+
+def checkpoint_models(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The expanded revisions among model entries (those with ``checkpoint_of``), in order."""
+    return [m for m in entries if m.get("checkpoint_of") is not None]
+
+
+def select_models(models: Sequence[str], patterns: Sequence[str] | None) -> list[str]:
+    """The names of ``models`` matched by any of ``patterns`` (exact names or shell-style globs such
+    as ``*@step143000``), in ``models`` order; ``None`` keeps all. A pattern matching no model is an
+    error (:class:`VerbevalError` naming it)."""
+    if patterns is None:
+        return list(models)
+    for pat in patterns:
+        if not any(fnmatch.fnmatchcase(m, pat) for m in models):
+            raise VerbevalError(f"{pat!r} matches no model (models: {', '.join(models)})")
+    return [m for m in models if any(fnmatch.fnmatchcase(m, pat) for pat in patterns)]
+
+
+def check_table_models(config: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> None:
+    """``agreement.table_models`` must select at least one model, and each pattern some model."""
+    patterns = (config.get("agreement") or {}).get("table_models")
+    if patterns is None:
+        return
+    names = [str(m["name"]) for m in entries]
+    for j, pat in enumerate(patterns):
+        try:
+            select_models(names, [pat])
+        except VerbevalError as exc:
+            raise EntryError(["agreement", "table_models", j], str(exc)) from None

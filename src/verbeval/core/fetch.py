@@ -1,0 +1,532 @@
+"""Fetching the public data sources listed in ``resources/manifest.yaml``.
+
+Every download is described once, by a :class:`Source` entry of the manifest (URL, accepted
+sha256 checksums, format). :func:`fetch_source` copies a source from a local mirror laid out like
+the remote hosts (``<mirror>/github.com/<owner>/<repo>/raw/<commit>/<path>``) or downloads it
+(``http``, ``https`` and ``file`` URLs), verifying the checksum while it writes. A file whose
+checksum does not match is never left at the destination, and neither is a temporary file.
+
+:func:`read_giant_verb_list` parses The Giant Verb List in its plain-text form (the mirror's copy)
+or its original PDF form.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import re
+import sys
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+
+import yaml
+from tqdm import tqdm
+
+from verbeval.core.errors import InputError, VerbevalError
+from verbeval.core.io import atomic_path
+
+__all__ = [
+    "FORMATS",
+    "Source",
+    "fetch_source",
+    "load_manifest",
+    "local_filename",
+    "mirror_location",
+    "read_giant_verb_list",
+]
+
+#: Formats a manifest entry may declare; each names the parser that reads the file downstream.
+FORMATS: frozenset[str] = frozenset(
+    {"ml_jsonl", "blimp_jsonl", "verb_csv", "giant_verb_list", "simverb_tsv", "veridicality_tsv"}
+)
+
+_REQUIRED_KEYS = ("url", "sha256", "format", "description", "license")
+_OPTIONAL_KEYS = ("mirror_path", "archive_member")
+_URL_SCHEMES = ("http", "https", "file")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_VERB_RE = re.compile(r"^[a-z][a-z'-]*$")
+_PDF_MAGIC = b"%PDF"
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class Source:
+    """One downloadable file of the manifest.
+
+    ``sha256`` holds every accepted checksum (lowercase hex); a fetched file must match one of
+    them. ``mirror_path`` is the file's path inside a data mirror when the mirror does not follow
+    the URL layout. ``archive_member`` is set when ``url`` is a zip archive and the source is one
+    member of it; the checksums are then those of the member.
+    """
+
+    name: str
+    url: str
+    sha256: tuple[str, ...]
+    format: str
+    mirror_path: str | None
+    description: str
+    license: str
+    archive_member: str | None = None
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that rejects duplicate mapping keys instead of keeping the last one."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping
+)
+
+
+def _manifest_error(path: Path, entry: str | None, reason: str) -> InputError:
+    where = f"entry {entry!r}: " if entry is not None else ""
+    return InputError(path, f"invalid manifest: {where}{reason}")
+
+
+def _parse_checksums(path: Path, name: str, value: Any) -> tuple[str, ...]:
+    """Normalise the ``sha256`` field (one string or a list of strings) to a tuple of hex digests."""
+    values = value if isinstance(value, list) else [value]
+    if not values or value is None:
+        raise _manifest_error(path, name, "'sha256' must be a checksum or a non-empty list of checksums")
+    out: list[str] = []
+    for item in values:
+        if not isinstance(item, str):
+            # e.g. an all-digit checksum that YAML read as a number
+            raise _manifest_error(path, name, f"'sha256' value {item!r} must be a (quoted) string")
+        digest = item.strip().lower()
+        if not _SHA256_RE.match(digest):
+            raise _manifest_error(path, name, f"'sha256' value {item!r} is not 64 hexadecimal digits")
+        out.append(digest)
+    return tuple(dict.fromkeys(out))
+
+
+def _check_relative_path(path: Path, name: str, key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _manifest_error(path, name, f"{key!r} must be a non-empty string")
+    parts = PurePosixPath(value).parts
+    if value.startswith("/") or ".." in parts:
+        raise _manifest_error(path, name, f"{key!r} must be a relative path without '..': {value!r}")
+    return value
+
+
+def _parse_entry(path: Path, name: Any, entry: Any) -> Source:
+    """Validate one manifest entry and build its :class:`Source`."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise _manifest_error(path, str(name), "names must match [a-z][a-z0-9_]*")
+    if not isinstance(entry, dict):
+        raise _manifest_error(path, name, "must be a mapping of keys to values")
+    missing = [key for key in _REQUIRED_KEYS if key not in entry]
+    if missing:
+        raise _manifest_error(path, name, f"missing key(s) {', '.join(missing)}")
+    unknown = sorted(set(entry) - set(_REQUIRED_KEYS) - set(_OPTIONAL_KEYS))
+    if unknown:
+        raise _manifest_error(path, name, f"unknown key(s) {', '.join(map(str, unknown))}")
+    for key in ("url", "format", "description", "license"):
+        if not isinstance(entry[key], str) or not entry[key].strip():
+            raise _manifest_error(path, name, f"{key!r} must be a non-empty string")
+    url = entry["url"].strip()
+    scheme = urllib.parse.urlsplit(url).scheme
+    if scheme not in _URL_SCHEMES:
+        raise _manifest_error(path, name, f"url {url!r} must use one of {', '.join(_URL_SCHEMES)}")
+    if entry["format"] not in FORMATS:
+        raise _manifest_error(
+            path, name, f"unknown format {entry['format']!r} (known: {', '.join(sorted(FORMATS))})"
+        )
+    return Source(
+        name=name,
+        url=url,
+        sha256=_parse_checksums(path, name, entry["sha256"]),
+        format=entry["format"],
+        mirror_path=_check_relative_path(path, name, "mirror_path", entry.get("mirror_path")),
+        description=entry["description"].strip(),
+        license=entry["license"].strip(),
+        archive_member=_check_relative_path(path, name, "archive_member", entry.get("archive_member")),
+    )
+
+
+def load_manifest(path: str | Path) -> dict[str, Source]:
+    """Read and validate a manifest file; return its sources by name, in file order.
+
+    Raises :class:`~verbeval.core.errors.InputError` naming the manifest (and the entry) on any
+    problem: unreadable or malformed YAML, duplicate names, missing or unknown keys, an unknown
+    format, a URL scheme other than http/https/file, or a checksum that is not 64 hex digits.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(path, f"cannot read manifest: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(path, f"invalid manifest YAML: {problem}", line) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("sources"), dict) or not data["sources"]:
+        raise _manifest_error(path, None, "expected a non-empty mapping under the top-level key 'sources'")
+    return {name: _parse_entry(path, name, entry) for name, entry in data["sources"].items()}
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def mirror_location(source: Source, mirror_dir: str | Path) -> Path:
+    """Where ``source`` lives inside a mirror directory.
+
+    ``mirror_dir / source.mirror_path`` when the entry sets one; otherwise the URL with its
+    scheme (and any query) dropped, e.g. ``https://github.com/o/r/raw/c/p`` maps to
+    ``mirror_dir/github.com/o/r/raw/c/p``.
+    """
+    mirror_dir = Path(mirror_dir)
+    if source.mirror_path is not None:
+        return mirror_dir / source.mirror_path
+    parts = urllib.parse.urlsplit(source.url)
+    rel = PurePosixPath(parts.netloc, urllib.parse.unquote(parts.path).lstrip("/"))
+    if ".." in rel.parts:
+        raise VerbevalError(f"source {source.name!r}: URL {source.url} cannot be mapped into a mirror")
+    return mirror_dir.joinpath(*rel.parts)
+
+
+def local_filename(source: Source) -> str:
+    """File name for the fetched copy: basename of ``mirror_path``, else of ``archive_member``,
+    else of the URL path (``data/raw/<name>/<local_filename>`` in the workflow)."""
+    for candidate in (source.mirror_path, source.archive_member):
+        if candidate:
+            return PurePosixPath(candidate).name
+    name = PurePosixPath(urllib.parse.unquote(urllib.parse.urlsplit(source.url).path)).name
+    if not name:
+        raise VerbevalError(f"source {source.name!r}: URL {source.url} has no file name")
+    return name
+
+
+# --------------------------------------------------------------------------- fetching
+
+
+def _copy_verified(
+    source: Source, stream: IO[bytes], dest: Path, origin: str, total: int | None = None
+) -> None:
+    """Stream ``stream`` into ``dest`` atomically, checking the sha256 against ``source``.
+
+    The bytes go to a temporary file next to ``dest`` (:func:`verbeval.core.io.atomic_path`), which
+    is renamed onto ``dest`` only if the checksum matches; otherwise it is removed and a
+    :class:`VerbevalError` names the source, ``origin`` and both checksums.
+    """
+    digest = hashlib.sha256()
+    with atomic_path(dest) as tmp, open(tmp, "wb") as out, tqdm(
+        total=total,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=source.name,
+        disable=None if total else True,  # a bar only for a known size, and only on a terminal
+        file=sys.stderr,
+        leave=False,
+    ) as bar:
+        try:
+            for block in iter(lambda: stream.read(_CHUNK), b""):
+                digest.update(block)
+                out.write(block)
+                bar.update(len(block))
+        except (OSError, http.client.HTTPException, zipfile.BadZipFile) as exc:
+            raise VerbevalError(f"source {source.name!r}: copying from {origin} failed: {exc}") from exc
+        actual = digest.hexdigest()
+        if actual not in source.sha256:
+            expected = " or ".join(source.sha256)
+            raise VerbevalError(
+                f"checksum mismatch for source {source.name!r} from {origin}: "
+                f"expected sha256 {expected}, got {actual}; nothing was written. If the publisher changed the "
+                f"file and you trust the new version, add its sha256 to the entry's list in the manifest"
+            )
+
+
+def _mirror_stream(source: Source, mirror_dir: Path) -> tuple[Path, IO[bytes]]:
+    location = mirror_location(source, mirror_dir)
+    if not location.is_file():
+        raise VerbevalError(
+            f"source {source.name!r}: mirror file {location} does not exist "
+            f"(mirror directory {mirror_dir}; expected copy of {source.url})"
+        )
+    try:
+        return location, open(location, "rb")
+    except OSError as exc:
+        raise VerbevalError(f"source {source.name!r}: cannot read mirror file {location}: {exc}") from exc
+
+
+#: appended to a download that failed for lack of network (not to an HTTP error status)
+OFFLINE_HINT = "; without network, read the sources from a local copy: --config data_mirror=DIR (docs/data.md)"
+
+
+@contextlib.contextmanager
+def _open_url(source: Source, timeout: float) -> Iterator[tuple[IO[bytes], int | None]]:
+    """Open ``source.url`` for streaming; yield the response and its size if known."""
+    request = urllib.request.Request(source.url, headers={"User-Agent": "verbeval"})
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - scheme checked
+    except urllib.error.HTTPError as exc:
+        raise VerbevalError(
+            f"source {source.name!r}: download of {source.url} failed: HTTP {exc.code} {exc.reason}"
+        ) from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise VerbevalError(f"source {source.name!r}: download of {source.url} failed: {reason}{OFFLINE_HINT}") from exc
+    with response:
+        length = response.headers.get("Content-Length") if response.headers else None
+        yield response, int(length) if length and length.isdigit() else None
+
+
+@contextlib.contextmanager
+def _archive_member_stream(
+    source: Source, archive: Path, origin: str
+) -> Iterator[tuple[IO[bytes], int | None]]:
+    """Open ``source.archive_member`` inside the zip file ``archive``."""
+    member = source.archive_member
+    assert member is not None
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            try:
+                info = zf.getinfo(member)
+            except KeyError:
+                raise VerbevalError(
+                    f"source {source.name!r}: archive {origin} has no member {member!r}"
+                ) from None
+            with zf.open(info) as stream:
+                yield stream, info.file_size
+    except zipfile.BadZipFile as exc:
+        raise VerbevalError(f"source {source.name!r}: {origin} is not a valid zip archive: {exc}") from exc
+
+
+def _fetch_from_mirror(source: Source, dest: Path, mirror_dir: Path) -> None:
+    location, stream = _mirror_stream(source, mirror_dir)
+    with stream:
+        if source.archive_member is not None and zipfile.is_zipfile(location):
+            # The mirror holds the archive itself (URL layout) rather than the extracted member.
+            with _archive_member_stream(source, location, str(location)) as (member, size):
+                _copy_verified(source, member, dest, f"{location}!{source.archive_member}", size)
+            return
+        _copy_verified(source, stream, dest, str(location), location.stat().st_size)
+
+
+def _fetch_from_url(source: Source, dest: Path, timeout: float) -> None:
+    if source.archive_member is None:
+        with _open_url(source, timeout) as (response, size):
+            _copy_verified(source, response, dest, source.url, size)
+        return
+    # Download the archive to a scratch file next to dest, then extract and verify the member.
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{dest.name}.", dir=dest.parent) as scratch:
+        archive = Path(scratch) / "archive.zip"
+        with _open_url(source, timeout) as (response, size), open(archive, "wb") as out, tqdm(
+            total=size, unit="B", unit_scale=True, unit_divisor=1024, desc=source.name,
+            disable=None if size else True, file=sys.stderr, leave=False,
+        ) as bar:
+            try:
+                for block in iter(lambda: response.read(_CHUNK), b""):
+                    out.write(block)
+                    bar.update(len(block))
+            except (OSError, http.client.HTTPException) as exc:
+                raise VerbevalError(
+                    f"source {source.name!r}: download of {source.url} failed: {exc}{OFFLINE_HINT}") from exc
+        with _archive_member_stream(source, archive, source.url) as (member, msize):
+            _copy_verified(source, member, dest, f"{source.url}!{source.archive_member}", msize)
+
+
+def fetch_source(
+    source: Source, dest: str | Path, mirror_dir: str | Path | None = None, timeout: float = 60
+) -> Path:
+    """Fetch ``source`` to ``dest`` and verify its sha256; return ``dest``.
+
+    With ``mirror_dir`` the file is copied from :func:`mirror_location`; otherwise ``source.url``
+    is downloaded (http, https or file URL) with a timeout of ``timeout`` seconds per socket
+    operation. The bytes are hashed while they are written to a temporary file next to ``dest``,
+    which is renamed onto ``dest`` only when the checksum matches one of ``source.sha256``.
+
+    Raises :class:`VerbevalError` on a checksum mismatch (naming the source, where the bytes came
+    from, and the expected and actual checksums), on a missing mirror file and on download errors
+    (naming the URL and the HTTP status). After a failure there is no file at ``dest`` and no
+    temporary file beside it.
+    """
+    dest = Path(dest)
+    try:
+        if mirror_dir is not None:
+            _fetch_from_mirror(source, dest, Path(mirror_dir))
+        else:
+            _fetch_from_url(source, dest, timeout)
+    except VerbevalError:
+        # A failed fetch never leaves a (stale) file that could pass for the verified one.
+        with contextlib.suppress(FileNotFoundError):
+            dest.unlink()
+        raise
+    return dest
+
+
+# --------------------------------------------------------------------------- giant verb list
+
+
+def _parse_verb_lines(path: Path, lines: Iterable[tuple[int, str]]) -> list[str]:
+    """Keep the lowercased first token of each non-blank line; check it looks like a verb."""
+    verbs: dict[str, None] = {}
+    for lineno, line in lines:
+        tokens = line.split()
+        if not tokens:
+            continue
+        verb = tokens[0].lower()
+        if not _VERB_RE.match(verb):
+            raise InputError(path, f"not a verb: {tokens[0]!r} (expected [a-z][a-z'-]*)", lineno)
+        verbs.setdefault(verb, None)
+    return list(verbs)
+
+
+def _extract_pdf_pages(path: Path) -> list[str]:
+    """Text of each page of the PDF at ``path`` (needs the optional ``pypdf`` package)."""
+    try:
+        from pypdf import PdfReader
+    except ImportError as exc:
+        raise VerbevalError(
+            f"{path} is a PDF; reading it needs the pypdf package: pip install pypdf "
+            "(or pip install 'verbeval[pdf]')"
+        ) from exc
+    try:
+        return [page.extract_text() or "" for page in PdfReader(path).pages]
+    except Exception as exc:  # pypdf raises a variety of errors on damaged files
+        raise InputError(path, f"cannot extract text from PDF: {exc}") from exc
+
+
+_PDF_ENTRY_RE = re.compile(r"(?<!\S)(\d+)\.\s+(\S+)")
+
+
+def _pdf_entry_lines(path: Path, pages: list[str]) -> list[tuple[int, str]]:
+    """Turn the PDF's numbered entries (``1. abandon 2. abate 1 ...``) into verb lines.
+
+    Mirrors the paper's own scraper (refining-tse ``scripts/create_combined_verb_list.py``): only
+    lines of the extracted text that start with an entry number ``<n>.`` are read, and from them
+    the token after each ``<n>.`` is the verb. Titles, running headers, page footers and
+    footnote legends carry no entry number and are ignored. Entries are ordered by their number;
+    if a number occurs more than once (a numbered list in the introduction), the last
+    occurrence wins, since the verb list comes after the introduction. The numbers must then run
+    1..N without gaps, otherwise the layout is not the one this parser knows.
+    Returned pairs are (line number in the joined page text, verb token).
+    """
+    by_number: dict[int, tuple[int, str]] = {}
+    lineno = 0
+    for page in pages:
+        for line in page.splitlines():
+            lineno += 1
+            if not re.match(r"\s*\d+\.\s", line):
+                continue
+            for match in _PDF_ENTRY_RE.finditer(line):
+                by_number[int(match.group(1))] = (lineno, match.group(2))
+    if not by_number:
+        raise InputError(path, "no numbered verb entries ('1. abandon') found in the PDF text")
+    numbers = sorted(by_number)
+    if numbers != list(range(1, len(numbers) + 1)):
+        gaps = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))[:5]
+        raise InputError(path, f"PDF verb entries are not numbered 1..N; missing e.g. {gaps}")
+    return [by_number[n] for n in numbers]
+
+
+def read_giant_verb_list(path: str | Path) -> list[str]:
+    """Read The Giant Verb List; return its verbs, lowercased, de-duplicated in file order.
+
+    Two forms are accepted:
+
+    * plain text, one verb per line, where lines may carry the PDF's trailing footnote marks
+      (``agree 1 RB``, ``be + LV``, ``abhor 2``): the first whitespace token of each non-blank
+      line is the verb;
+    * the original PDF (recognised by its ``%PDF`` magic bytes), whose text is extracted with
+      ``pypdf`` (imported lazily). Its numbered entries are read as described in
+      :func:`_pdf_entry_lines`.
+
+    A token that is not a plausible verb (``[a-z][a-z'-]*`` after lowercasing) raises
+    :class:`~verbeval.core.errors.InputError` with the path and line number.
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(len(_PDF_MAGIC))
+    except OSError as exc:
+        raise InputError(path, f"cannot read giant verb list: {exc.strerror or exc}") from exc
+    if magic == _PDF_MAGIC:
+        lines = _pdf_entry_lines(path, _extract_pdf_pages(path))
+    else:
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise InputError(path, f"not UTF-8 text and not a PDF: {exc.reason}") from exc
+        lines = list(enumerate(text.splitlines(), start=1))
+    verbs = _parse_verb_lines(path, lines)
+    if not verbs:
+        raise InputError(path, "no verbs found")
+    return verbs
+
+
+# --------------------------------------------------------------------------- building a mirror
+
+
+@dataclass(frozen=True)
+class MirrorResult:
+    """What :func:`build_mirror` did with one source: ``fetched``, ``present`` (already in the mirror
+    with a matching checksum) or ``failed`` (``detail`` says why)."""
+
+    name: str
+    status: str
+    path: Path
+    detail: str = ""
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def build_mirror(sources: Iterable[Source], mirror_dir: str | Path, timeout: float = 60) -> list[MirrorResult]:
+    """Download every source into ``mirror_dir``, laid out as the workflow's ``data_mirror`` reads it.
+
+    Each file goes to :func:`mirror_location` (the URL's host and path, or the entry's
+    ``mirror_path``); for a zip ``archive_member`` the verified member is stored, not the archive.
+    A file already there with an accepted sha256 is kept (so an interrupted run resumes). A source
+    that fails (network, HTTP status, checksum) is reported and the others go on; nothing
+    unverified is ever left in the mirror.
+    """
+    results = []
+    for source in sources:
+        dest = mirror_location(source, mirror_dir)
+        if dest.is_file() and _sha256_of(dest) in source.sha256:
+            results.append(MirrorResult(source.name, "present", dest))
+            continue
+        try:
+            fetch_source(source, dest, None, timeout=timeout)
+        except VerbevalError as exc:
+            results.append(MirrorResult(source.name, "failed", dest, str(exc)))
+        else:
+            results.append(MirrorResult(source.name, "fetched", dest))
+    return results

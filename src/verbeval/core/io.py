@@ -1,0 +1,217 @@
+"""Atomic file output and small I/O helpers.
+
+Every artifact is written to a temporary file in the destination directory and renamed into
+place, so a crash never leaves a half-written output behind. The temporary file
+(``.<name>.<random>.tmp``) of a job that was killed is removed by the next write of the same
+target: a writer holds an exclusive ``flock`` on its temporary file while it works, so a
+temporary file nobody holds is stale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import errno
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pandas as pd
+
+from verbeval.core.errors import VerbevalError
+
+try:  # POSIX; elsewhere stale temporaries are simply not cleaned up
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def make_parent(path: Path) -> None:
+    """Create the directory of ``path``; a file in the way is a NotADirectoryError naming it."""
+    parent = path.parent
+    blocker = next((a for a in (parent, *parent.parents) if a.exists() or a.is_symlink()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "is a file, not a directory", str(blocker))
+    parent.mkdir(parents=True, exist_ok=True)
+
+
+def _lock(fd: int) -> bool:
+    """Take an exclusive, non-blocking flock on ``fd``; False when another process holds one."""
+    if fcntl is None:  # pragma: no cover
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return False
+        return True  # a file system without locks: keep writing, as before
+    return True
+
+
+def stale_temporaries(path: str | Path) -> list[Path]:
+    """The temporary files of :func:`atomic_path` for ``path`` that no running writer holds.
+
+    Only names of exactly the form ``.<name>.<8 random characters>.tmp`` count, so the
+    temporaries of another target in the same directory (``<name>.x`` included) are never touched,
+    and a temporary file that a live process is writing is locked, hence skipped.
+    """
+    if fcntl is None:  # pragma: no cover
+        return []
+    dest = Path(path)
+    pattern = re.compile(rf"\.{re.escape(dest.name)}\.[A-Za-z0-9_]{{8}}\.tmp")
+    stale = []
+    try:
+        names = os.listdir(dest.parent)
+    except OSError:
+        return []
+    for name in names:
+        if not pattern.fullmatch(name):
+            continue
+        cand = dest.parent / name
+        try:
+            fd = os.open(cand, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if _lock(fd):
+                stale.append(cand)
+        finally:
+            os.close(fd)  # releases the probe's lock
+    return stale
+
+
+def remove_stale_temporaries(path: str | Path) -> list[Path]:
+    """Remove what :func:`stale_temporaries` finds for ``path`` (left by a killed job); return them."""
+    removed = []
+    for cand in stale_temporaries(path):
+        with contextlib.suppress(FileNotFoundError):
+            cand.unlink()
+            removed.append(cand)
+            log.info("removed %s, the temporary file of an interrupted write of %s", cand, Path(path).name)
+    return removed
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it onto ``path`` if the block succeeds.
+
+    On any exception the temporary file is removed and ``path`` is left untouched. Temporaries of
+    ``path`` left by a killed writer are removed first (:func:`remove_stale_temporaries`).
+    """
+    dest = Path(path)
+    make_parent(dest)
+    remove_stale_temporaries(dest)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    tmp_path = Path(tmp)
+    try:
+        _lock(fd)  # held until the rename: marks the temporary as in use
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; follow the umask like open() does
+        yield tmp_path
+        os.replace(tmp_path, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+        raise
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+    """Open a temporary file for writing that replaces ``path`` atomically on success."""
+    if "b" in mode:
+        encoding = None
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=encoding, newline="" if encoding else None) as fh:
+        yield fh
+
+
+def write_text(path: str | Path, text: str) -> None:
+    with atomic_open(path, "w") as fh:
+        fh.write(text)
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_parquet(df: pd.DataFrame, path: str | Path) -> None:
+    """Write ``df`` to Parquet atomically, without the pandas index, deterministically."""
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False, engine="pyarrow", compression="zstd")
+
+
+def write_csv(df: pd.DataFrame, path: str | Path, **kwargs: Any) -> None:
+    with atomic_open(path, "w") as fh:
+        df.to_csv(fh, index=False, lineterminator="\n", **kwargs)
+
+
+def sha256_file(path: str | Path, chunk_size: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk_size), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_writable(*paths: str | Path | None) -> None:
+    """Fail early, before a model is loaded, when an output could not be written.
+
+    For every output path, its directory is created if needed and a temporary file is created
+    and removed in it. Raises :class:`VerbevalError` naming the path and the reason (permission
+    denied, read-only file system, disk full, a parent that is a file, ...).
+    """
+    seen: set[Path] = set()
+    for path in paths:
+        if path is None:
+            continue
+        parent = Path(path).parent
+        if parent in seen:
+            continue
+        seen.add(parent)
+        try:
+            make_parent(Path(path))
+            with tempfile.TemporaryFile(dir=parent, prefix=".verbeval-write-check."):
+                pass
+        except OSError as exc:
+            raise VerbevalError(f"cannot write {path}: {describe_os_error(exc, parent)}") from None
+
+
+_OS_REASONS: tuple[tuple[type[OSError], int], ...] = (
+    (FileNotFoundError, errno.ENOENT), (PermissionError, errno.EACCES), (IsADirectoryError, errno.EISDIR),
+    (NotADirectoryError, errno.ENOTDIR), (FileExistsError, errno.EEXIST),
+)
+
+
+def describe_os_error(exc: OSError, path: str | Path | None = None) -> str:
+    """One line for an OSError: ``<path>: <reason>`` (the file named by the error when known).
+
+    Some libraries (pyarrow) raise ``FileNotFoundError(path)`` with the path as the only argument;
+    the reason is then taken from the exception type.
+    """
+    where: Any = exc.filename if exc.filename is not None else path
+    if exc.filename2 is not None:
+        where = f"{exc.filename} -> {exc.filename2}"
+    reason = exc.strerror
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if not reason:
+        code = next((c for t, c in _OS_REASONS if isinstance(exc, t)), None)
+        if code is not None:
+            reason = os.strerror(code)
+            if where is None and text:
+                where = text
+        else:
+            reason = text or type(exc).__name__
+    return f"{where}: {reason}" if where is not None else reason

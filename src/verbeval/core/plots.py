@@ -1,0 +1,56 @@
+"""The figure style and saving shared by every study (seaborn/matplotlib, ``Agg`` backend).
+
+One style for every figure (:func:`apply_style`): seaborn's ``whitegrid`` theme in ``paper``
+context, one colour per template group (in Table 2 order) and one per model (:func:`palette`).
+Figures are saved without timestamps so that reruns give identical files (:func:`save_figure`).
+The agreement figures themselves are drawn in :mod:`verbeval.agreement.plots`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from verbeval.core.io import atomic_path  # noqa: E402
+
+FORMATS = ("png", "pdf", "svg")
+DPI = 150
+CHANCE_STYLE = {"color": "0.4", "linestyle": "--", "linewidth": 0.8, "zorder": 0}
+
+
+def apply_style() -> None:
+    """The common style of every verbeval figure."""
+    sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+    plt.rcParams.update({"svg.hashsalt": "verbeval", "figure.dpi": DPI, "savefig.dpi": DPI,
+                         "legend.frameon": False, "axes.titleweight": "bold"})
+
+
+def palette(names: Sequence[str], kind: str = "group") -> dict[str, Any]:
+    """A fixed colour per name: ``tab10`` for up to 10 groups, ``Set2``-like ``colorblind`` for models."""
+    n = len(names)
+    base = "tab10" if kind == "group" else "colorblind"
+    colours = sns.color_palette(base, n) if n <= 10 else sns.color_palette("husl", n)
+    return dict(zip(names, colours))
+
+
+def save_figure(fig: Figure, paths: Sequence[str | Path]) -> None:
+    """Save ``fig`` to each path (format from the suffix: png, pdf or svg), atomically and
+    without creation dates."""
+    for p in paths:
+        fmt = Path(p).suffix.lstrip(".").lower()
+        if fmt not in FORMATS:
+            raise ValueError(f"{p}: unsupported figure format {fmt!r} (use {', '.join(FORMATS)})")
+        metadata: dict[str, Any] = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None},
+                                    "svg": {"Date": None}}[fmt]
+        with atomic_path(p) as tmp:
+            fig.savefig(tmp, format=fmt, metadata=metadata, bbox_inches="tight")
+    plt.close(fig)

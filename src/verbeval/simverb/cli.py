@@ -1,0 +1,126 @@
+"""Sub-commands of the SimVerb-3500 study: scoring, the Spearman table and the join with agreement."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from verbeval.core.cliutil import Add, bootstrap_options, check_outputs, float_list, split_pair
+
+log = logging.getLogger("verbeval")
+
+
+def cmd_simverb_score(a: argparse.Namespace) -> None:
+    check_outputs(a.out, a.verbs)
+    import torch
+
+    from verbeval.core.io import write_csv, write_parquet
+    from verbeval.simverb.similarity import assign_splits, read_simverb, score_model
+
+    torch.set_num_threads(a.threads)
+    pairs = read_simverb(a.data)
+    splits = {name: read_simverb(path) for name, path in (split_pair(s, "--split", "PATH") for s in a.split)}
+    if splits:
+        pairs = assign_splits(pairs, splits)
+    sims, verbs = score_model(pairs, a.model, revision=a.revision, frames=a.frame or ["to {verb}"],
+                              multi_token=a.multi_token, batch_size=a.batch_size, device=a.device)
+    write_parquet(sims, a.out)
+    write_csv(verbs, a.verbs)
+    log.info("simverb %s: %d pairs, %d verbs (%d multi-token, %d covered), %d representations -> %s",
+             a.model, len(pairs), len(verbs), int((verbs["n_tokens"] > 1).sum()), int(verbs["covered"].sum()),
+             sims["representation"].nunique(), a.out)
+
+
+def cmd_simverb_table(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.core.io import write_csv, write_json, write_text
+    from verbeval.simverb.similarity import (best_representation, coverage_summary, layer_curve, plot_layers, plot_scatter,
+                          results_table, split_pairs_and_sims, to_latex, to_markdown)
+
+    pairs, sims = split_pairs_and_sims(pd.read_parquet(a.similarities))
+    verbs = pd.read_csv(a.verbs, keep_default_na=False)
+    t = results_table(pairs, sims, a.model_name, resamples=a.resamples, seed=a.seed, confidence=a.confidence,
+                      bins=a.bins)
+    write_csv(t, a.csv, float_format="%.6f")
+    write_text(a.md, to_markdown(t, a.model_name, verbs))
+    write_text(a.tex, to_latex(t, a.model_name))
+    write_csv(layer_curve(t), a.layers_csv, float_format="%.6f")
+    best = best_representation(t)
+    if a.metrics_json:
+        full = t[t["subset"] == "full"]
+        write_json(a.metrics_json, {"model": a.model_name, "best_representation": best,
+                                    "coverage": coverage_summary(verbs),
+                                    "rho_full": {r.representation: round(float(r.rho), 6) for r in full.itertuples()}})
+    from verbeval.core.plots import save_figure
+
+    if a.layers_figure:
+        save_figure(plot_layers(t, a.model_name), a.layers_figure)
+    if a.scatter_figure:
+        save_figure(plot_scatter(pairs, sims, best, a.model_name), a.scatter_figure)
+    log.info("simverb table of %s (%d rows; best %s) -> %s", a.model_name, len(t), best, a.csv)
+
+
+def cmd_simverb_join(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.core.io import write_csv
+    from verbeval.simverb.similarity import agreement_join, split_pairs_and_sims, verb_errors
+
+    pairs, sims = split_pairs_and_sims(pd.read_parquet(a.similarities))
+    joined, summary = agreement_join(verb_errors(pairs, sims), pd.read_csv(a.lemma_stats), a.model_name)
+    write_csv(joined, a.out, float_format="%.6f")
+    write_csv(summary, a.summary, float_format="%.6f")
+    log.info("simverb x agreement for %s: %d verbs in both -> %s", a.model_name,
+             int(summary["n_verbs"].max()) if len(summary) else 0, a.summary)
+
+
+def register(add: Add) -> None:
+    """``simverb-score``, ``simverb-table``, ``simverb-join``."""
+    s = add("simverb-score", cmd_simverb_score,
+            "SimVerb-3500: cosine of every verb pair under the static embedding and every layer of one model",
+            "See docs/simverb.md. Run by the rule simverb_score, one job per model.")
+    s.add_argument("--data", required=True, help="SimVerb-3500.txt (the full 3,500-pair file)")
+    s.add_argument("--split", action="append", default=[], metavar="NAME=PATH",
+                   help="an official split file (dev=SimVerb-500-dev.txt, test=SimVerb-3000-test.txt); repeatable")
+    s.add_argument("--model", required=True, help="hub id or local path (any model; loaded without its head)")
+    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
+    s.add_argument("--frame", action="append", default=[],
+                   help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
+                        "uses the first (default: 'to {verb}')")
+    s.add_argument("--multi-token", choices=["mean", "skip"], default="mean",
+                   help="mean over a multi-token verb's sub-tokens, or leave its pairs out")
+    s.add_argument("--device", default="auto", help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
+    s.add_argument("--batch-size", type=int, default=64, help="verbs per forward pass")
+    s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
+    s.add_argument("--out", required=True, help="output: similarities parquet (one row per pair and representation)")
+    s.add_argument("--verbs", required=True, help="output: per-verb tokens and coverage (CSV)")
+
+    s = add("simverb-table", cmd_simverb_table,
+            "SimVerb-3500: Spearman's rho with bootstrap CIs per representation, split, relation and rating range",
+            "Also the per-layer curve and the human-vs-model scatter. Run by the rule simverb_table, one job per "
+            "model.")
+    s.add_argument("--similarities", required=True, help="similarities parquet (verbeval simverb-score --out)")
+    s.add_argument("--verbs", required=True, help="per-verb CSV (verbeval simverb-score --verbs)")
+    s.add_argument("--model-name", required=True, help="model name in the tables and figures")
+    bootstrap_options(s)
+    s.add_argument("--bins", type=float_list, default=[0.0, 2.5, 5.0, 7.5, 10.0],
+                   help="comma-separated rating range edges on the 0-10 scale (default: 0,2.5,5,7.5,10)")
+    s.add_argument("--csv", required=True, help="output: rho with CIs per representation and subset (CSV)")
+    s.add_argument("--md", required=True, help="output: the table in Markdown")
+    s.add_argument("--tex", required=True, help="output: the table in LaTeX")
+    s.add_argument("--layers-csv", required=True, help="output: data of the per-layer figure (CSV)")
+    s.add_argument("--metrics-json", help="output: JSON with the best representation, verb coverage and rho of "
+                                          "every representation on the full set")
+    s.add_argument("--layers-figure", nargs="+", default=[], help="output: per-layer figure files (.png, .pdf, .svg)")
+    s.add_argument("--scatter-figure", nargs="+", default=[],
+                   help="output: human-vs-model scatter files of the best representation (.png, .pdf, .svg)")
+
+    s = add("simverb-join", cmd_simverb_join,
+            "SimVerb-3500 x agreement: per-verb rank error against per-lemma agreement accuracy",
+            "Run by the rule simverb_join (simverb.agreement_join), one job per model that has agreement results.")
+    s.add_argument("--similarities", required=True, help="similarities parquet (verbeval simverb-score --out)")
+    s.add_argument("--lemma-stats", required=True, help="lemma_stats.csv of the same model (verbeval lemma-stats)")
+    s.add_argument("--model-name", required=True, help="model name written into the outputs")
+    s.add_argument("--out", required=True, help="output: per-verb joined rows (CSV)")
+    s.add_argument("--summary", required=True, help="output: per-representation correlations (CSV)")

@@ -1,0 +1,172 @@
+"""Sub-commands of the veridicality study: NLI predictions, Table 5 and the scatter, counterfactuals and KL."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from verbeval.core.cliutil import Add, check_outputs
+from verbeval.core.errors import VerbevalError
+
+log = logging.getLogger("verbeval")
+
+
+def cmd_veridicality_predict(a: argparse.Namespace) -> None:
+    check_outputs(a.out)
+    from verbeval.core.io import write_parquet
+    from verbeval.veridicality.nli import PSEUDO_MODEL, model_predictions, pseudo_model_predictions, read_dataset
+
+    data = read_dataset(a.data)
+    if a.model == PSEUDO_MODEL:
+        preds = pseudo_model_predictions(data)
+    else:
+        import torch
+
+        from verbeval.veridicality.nli import load_nli
+
+        torch.set_num_threads(a.threads)
+        model, tok, device = load_nli(a.model, a.revision, a.device)
+        preds = model_predictions(data, model, tok, a.batch_size, device)
+    write_parquet(preds, a.out)
+    log.info("veridicality %s: %d items -> %d predictions -> %s", a.model, len(data), len(preds), a.out)
+
+
+def cmd_veridicality_table(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.core.io import write_csv, write_text
+    from verbeval.veridicality.nli import plot_scatter, signature_table, to_latex, to_markdown
+
+    preds = pd.read_parquet(a.predictions)
+    t = signature_table(preds)
+    write_csv(t, a.csv, float_format="%.6f")
+    write_text(a.md, to_markdown(t, a.model_name))
+    write_text(a.tex, to_latex(t, a.model_name))
+    if a.scatter_csv:
+        from verbeval.veridicality.nli import scatter_data
+
+        write_csv(scatter_data(preds), a.scatter_csv, float_format="%.6f")
+    if a.figure:
+        from verbeval.core.plots import save_figure
+
+        save_figure(plot_scatter(preds, a.model_name), a.figure)
+    log.info("veridicality table of %s (%d rows) -> %s, %s, %s", a.model_name, len(t), a.csv, a.md, a.tex)
+
+
+def cmd_veridicality_counterfactuals(a: argparse.Namespace) -> None:
+    from verbeval.veridicality.counterfactual import build_pairs, coverage
+    from verbeval.core.io import write_csv, write_parquet
+    from verbeval.veridicality.nli import read_dataset
+
+    data = read_dataset(a.data)
+    pairs, unhandled = build_pairs(data, samples=a.samples, seed=a.seed)
+    cov = coverage(data, pairs, unhandled)
+    write_parquet(pairs, a.pairs)
+    write_csv(unhandled, a.unhandled)
+    write_csv(cov, a.coverage)
+    log.info("counterfactuals: %d pairs, %d unhandled (item, environment, manipulation) -> %s, %s", len(pairs),
+             len(unhandled), a.pairs, a.unhandled)
+
+
+def cmd_veridicality_counterfactual_predict(a: argparse.Namespace) -> None:
+    check_outputs(a.out)
+    import pandas as pd
+    import torch
+
+    from verbeval.core.io import write_parquet
+    from verbeval.veridicality.nli import PSEUDO_MODEL, load_nli, score_nli
+
+    if a.model == PSEUDO_MODEL:
+        raise VerbevalError(f"{PSEUDO_MODEL} has only the released probabilities of the original sentences; "
+                            "counterfactuals need a real NLI model")
+    torch.set_num_threads(a.threads)
+    model, tok, device = load_nli(a.model, a.revision, a.device)
+    pairs = pd.read_parquet(a.pairs)
+    probs = score_nli(model, tok, pairs["premise"].tolist(), pairs["hypothesis"].tolist(), a.batch_size, device)
+    out = pd.concat([pairs[["manipulation", "index", "task", "signature", "environment", "sample"]],
+                     probs], axis=1)
+    write_parquet(out, a.out)
+    log.info("counterfactual predictions of %s: %d pairs -> %s", a.model, len(out), a.out)
+
+
+def cmd_veridicality_kl(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.veridicality.counterfactual import attach_kl, kl_latex, kl_markdown, table7, table8
+    from verbeval.core.io import write_csv, write_text
+
+    scored = attach_kl(pd.read_parquet(a.predictions), pd.read_parquet(a.counterfactuals))
+    for table, title, (csv_path, md_path, tex_path) in (
+            (table7(scored), f"Table 7 (KL, verb replacements), {a.model_name}", a.table7),
+            (table8(scored), f"Table 8 (KL, complement type swap), {a.model_name}", a.table8)):
+        write_csv(table, csv_path, float_format="%.6g")
+        write_text(md_path, kl_markdown(table, title))
+        write_text(tex_path, kl_latex(table, title))
+    log.info("KL tables of %s from %d manipulated pairs -> %s, %s", a.model_name, len(scored), a.table7[0],
+             a.table8[0])
+
+
+def _nli_options(s: argparse.ArgumentParser) -> None:
+    """Options of the commands that run an NLI classifier."""
+    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
+    s.add_argument("--device", default="auto", help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
+    s.add_argument("--batch-size", type=int, default=32, help="premise-hypothesis pairs per forward pass")
+    s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
+
+
+def register(add: Add) -> None:
+    """NLI predictions and the per-signature table: ``veridicality-predict``, ``veridicality-table``."""
+    s = add("veridicality-predict", cmd_veridicality_predict,
+            "NLI probabilities on the verb veridicality data (a hub/local NLI model or ross-pavlick-2019-bert)",
+            "Both environments (positive, negative) of every item (docs/veridicality.md). Run by the rule "
+            "veridicality_predict, one job per model.")
+    s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv (Ross & Pavlick 2019)")
+    s.add_argument("--model", required=True,
+                   help="NLI classifier (hub id or path), or ross-pavlick-2019-bert for the released BERT probabilities")
+    _nli_options(s)
+    s.add_argument("--out", required=True, help="output: predictions parquet (one row per item and environment)")
+
+    s = add("veridicality-table", cmd_veridicality_table,
+            "per-signature accuracy and correlations (CSV, Markdown, LaTeX) and the human-vs-model scatter",
+            "Run by the rule veridicality_table, one job per model.")
+    s.add_argument("--predictions", required=True, help="predictions.parquet (verbeval veridicality-predict)")
+    s.add_argument("--model-name", required=True, help="model name in the tables and the figure")
+    s.add_argument("--csv", required=True, help="output: n, accuracy, Pearson, Spearman per signature and "
+                                                "environment (CSV)")
+    s.add_argument("--md", required=True, help="output: the same table in Markdown")
+    s.add_argument("--tex", required=True, help="output: the same table in LaTeX")
+    s.add_argument("--scatter-csv", help="output: the points of the scatter figure (CSV, a DVC plot)")
+    s.add_argument("--figure", nargs="+", default=[], help="output: scatter figure files (.png, .pdf, .svg)")
+
+
+def register_counterfactuals(add: Add) -> None:
+    """The manipulated pairs and their KL tables: ``veridicality-counterfactuals`` to ``veridicality-kl``."""
+    s = add("veridicality-counterfactuals", cmd_veridicality_counterfactuals,
+            "manipulated veridicality pairs (verb replacements, to/that swaps) and the sentences left unhandled",
+            "Section 6.3 of Ross & Pavlick 2019 (docs/veridicality.md). Run by the rule "
+            "veridicality_counterfactuals.")
+    s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv")
+    s.add_argument("--samples", type=int, default=1, help="replacement verbs per item and manipulation")
+    s.add_argument("--seed", type=int, default=0, help="seed of the replacement-verb sampling")
+    s.add_argument("--pairs", required=True, help="output: manipulated pairs (parquet)")
+    s.add_argument("--unhandled", required=True, help="output: CSV: manipulation, item, environment, reason")
+    s.add_argument("--coverage", required=True, help="output: CSV: handled and unhandled items per manipulation")
+
+    s = add("veridicality-counterfactual-predict", cmd_veridicality_counterfactual_predict,
+            "NLI probabilities of the manipulated pairs (a real NLI model)",
+            "Run by the rule veridicality_counterfactual_predict, one job per real NLI model.")
+    s.add_argument("--pairs", required=True, help="manipulated pairs (verbeval veridicality-counterfactuals --pairs)")
+    s.add_argument("--model", required=True, help="NLI classifier (hub id or local path)")
+    _nli_options(s)
+    s.add_argument("--out", required=True, help="output: NLI probabilities per manipulated pair (parquet)")
+
+    s = add("veridicality-kl", cmd_veridicality_kl,
+            "KL(original || manipulated) tables 7 and 8 (CSV, Markdown, LaTeX)",
+            "Run by the rule veridicality_kl, one job per real NLI model.")
+    s.add_argument("--predictions", required=True, help="predictions.parquet of the original pairs")
+    s.add_argument("--counterfactuals", required=True, help="predictions of the manipulated pairs")
+    s.add_argument("--model-name", required=True, help="model name in the table titles")
+    s.add_argument("--table7", nargs=3, required=True, metavar=("CSV", "MD", "TEX"),
+                   help="output: Table 7 (verb replacements) as CSV, Markdown and LaTeX")
+    s.add_argument("--table8", nargs=3, required=True, metavar=("CSV", "MD", "TEX"),
+                   help="output: Table 8 (complement type swap) as CSV, Markdown and LaTeX")

@@ -1,0 +1,134 @@
+"""The package layout of docs/architecture.md: who may import whom, and a light command line.
+
+Every import of every module under src/verbeval (module level and inside functions, relative ones
+resolved) is read with ``ast`` and checked against :data:`ALLOWED`.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import verbeval
+
+PKG = Path(verbeval.__file__).resolve().parent
+
+#: layer of each sub-package -> the layers it may import (besides the standard library, third-party
+#: packages and ``verbeval`` itself, which holds only ``__version__``). The top-level modules
+#: (cli, workflow_cli, dvc) assemble the layers and may import any of them.
+ALLOWED: dict[str, set[str]] = {
+    "core": {"core"},
+    "agreement": {"core", "agreement"},
+    "simverb": {"core", "simverb"},
+    "veridicality": {"core", "veridicality"},
+    "bench": {"core", "agreement", "bench"},
+}
+TOP = {"cli", "workflow_cli", "dvc"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(source: str, module: str, is_package: bool = False) -> list[tuple[int, str]]:
+    """``(line, dotted name)`` of every import in ``source`` (a module named ``module``), at any
+    depth; ``from X import y`` gives ``X.y`` (``y`` may be a module or a name in ``X``)."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            found += [(node.lineno, f"{base}.{a.name}") for a in node.names]
+    return found
+
+
+def layer(dotted: str) -> str | None:
+    """The sub-package (or top-level module) of ``verbeval`` that ``dotted`` lies in; None for
+    other packages and for ``verbeval.__version__``."""
+    parts = dotted.split(".")
+    if parts[0] != "verbeval" or len(parts) < 2 or parts[1] == "__version__":
+        return None
+    return parts[1]
+
+
+def modules() -> list[Path]:
+    return sorted(PKG.rglob("*.py"))
+
+
+def violations() -> list[str]:
+    bad = []
+    for path in modules():
+        name = module_name(path)
+        own = layer(name) if name != "verbeval" else None
+        if own is None or own in TOP:
+            continue
+        assert own in ALLOWED, f"{path}: sub-package {own!r} has no entry in ALLOWED (and docs/architecture.md)"
+        for line, target in imported_modules(path.read_text(), name, path.name == "__init__.py"):
+            other = layer(target)
+            if other is not None and other not in ALLOWED[own]:
+                bad.append(f"{path.relative_to(PKG)}:{line}: {own} imports {target}")
+    return bad
+
+
+def test_import_parser_sees_relative_and_function_level_imports() -> None:
+    source = "import os\nfrom .metrics import score_logits\n\ndef f():\n    from ..core.io import write_text\n"
+    assert imported_modules(source, "verbeval.agreement.aggregate") == [
+        (1, "os"), (2, "verbeval.agreement.metrics.score_logits"), (5, "verbeval.core.io.write_text")]
+    assert imported_modules("from . import cli\n", "verbeval.simverb", is_package=True) == [(1, "verbeval.simverb.cli")]
+    assert layer("verbeval.agreement.metrics.score_logits") == "agreement"
+    assert layer("verbeval.__version__") is None and layer("numpy.linalg") is None
+
+
+def test_every_layer_imports_only_what_it_may() -> None:
+    assert len(modules()) > 40
+    assert violations() == []
+
+
+def test_a_study_importing_another_is_reported(tmp_path: Path) -> None:
+    """The check fails on a forbidden edge (here: core importing the agreement study)."""
+    bad = "def f():\n    from verbeval.agreement.figures import CUTOFF_FIGURES\n"
+    targets = [layer(t) for _, t in imported_modules(bad, "verbeval.core.config")]
+    assert targets == ["agreement"] and "agreement" not in ALLOWED["core"]
+
+
+def test_every_sub_package_says_what_it_holds_and_may_import() -> None:
+    for init in sorted(PKG.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert "Holds:" in doc and "May import:" in doc, init
+    assert {p.parent.name for p in PKG.glob("*/__init__.py")} == set(ALLOWED)
+
+
+def test_score_logits_keeps_its_public_path() -> None:
+    from verbeval.agreement import score_logits
+    from verbeval.agreement.metrics import score_logits as defined
+
+    assert score_logits is defined
+    import verbeval.agreement as agreement
+
+    with pytest.raises(AttributeError):
+        agreement.no_such_name  # noqa: B018
+
+
+def test_cli_is_a_short_entry_point() -> None:
+    assert len((PKG / "cli.py").read_text().splitlines()) < 150
+
+
+def test_help_imports_neither_torch_nor_pandas() -> None:
+    code = ("import sys\nfrom verbeval.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'pandas', 'transformers') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(PKG.parent)}  # this checkout's package
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert "usage: verbeval" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "[]"
