@@ -127,3 +127,15 @@ def test_figure_data_are_dvc_plots_with_existing_columns(ci_jobs: list[JobSpec])
     declared = {Path(next(iter(p))).name for s in stages.values() for p in s.get("plots", [])}
     # the checkpoint figure exists only with revisions (tests/test_revisions.py checks its stage)
     assert declared == set(PLOTS) - {"checkpoints.csv"}
+
+
+def test_no_dvc_lock_file_is_git_ignored() -> None:
+    """DVC refuses to run a pipeline whose dvc.lock git ignores ("'…/dvc.lock' is git-ignored")."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    locks = ["dvc.lock", "pipelines/ci/dvc.lock"]
+    proc = subprocess.run(["git", "check-ignore", "--no-index", *locks], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stdout == "", f"git ignores {proc.stdout.split()}"
