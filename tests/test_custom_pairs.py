@@ -290,19 +290,19 @@ def test_custom_group_in_the_dry_run(tmp_path: Path) -> None:
     extra.write_text(yaml.safe_dump({"agreement": {"groups": ["simple"], "custom_groups": [
         {"id": "new_constructions", "name": "New constructions", "path": str(EXAMPLE.relative_to(REPO_ROOT)),
          "sha256": sha}]}}))
-    proc = _snakemake("-p", "--configfile", "config/ci.yaml", str(extra))
+    proc = _snakemake("-p", "--configfile", "config/quick.yaml", str(extra))  # a config that needs no ../shared
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "resources/examples/agreement_new_constructions.jsonl" in out  # an input of the templates rule
     assert "--custom-group=new_constructions=resources/examples/agreement_new_constructions.jsonl" in out
     assert f"--custom-sha256=new_constructions={sha}" in out and "--groups=simple " in out
-    for m in ("tiny-bert-cased", "tiny-gpt2"):
-        assert f"results-ci/agreement/{m}/new_constructions/summary.csv" in out
+    for m in ("quick-bert", "quick-gpt2", "quick-llama"):
+        assert f"results-quick/agreement/{m}/new_constructions/summary.csv" in out
     # Table 2 and the figures read the run's groups file that the templates rule writes
-    assert "--groups-file results-ci/agreement/groups.yaml" in out
+    assert "--groups-file results-quick/agreement/groups.yaml" in out
     # a missing file stops the run before any job, naming the config file that declared it
     extra.write_text(yaml.safe_dump({"agreement": {"custom_groups": [{"id": "x", "path": "nowhere/pairs.csv"}]}}))
-    proc = _snakemake("--configfile", "config/ci.yaml", str(extra))
+    proc = _snakemake("--configfile", "config/quick.yaml", str(extra))
     assert proc.returncode != 0
     assert f"{extra}: agreement.custom_groups: file(s) not found: nowhere/pairs.csv" in proc.stdout + proc.stderr
 

@@ -551,7 +551,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def ci_rules() -> Any:
-    """The workflow parsed with the CI configuration (rules only, no DAG)."""
+    """The workflow parsed with the quick-start configuration (rules only, no DAG; needs no ../shared)."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
 
@@ -560,7 +560,7 @@ def ci_rules() -> Any:
         with SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
             wapi = api.workflow(resource_settings=ResourceSettings(cores=1),
                                 config_settings=ConfigSettings(configfiles=[REPO / "config/config.yaml",
-                                                                            REPO / "config/ci.yaml"]),
+                                                                            REPO / "config/quick.yaml"]),
                                 snakefile=REPO / "Snakefile", workdir=REPO)
             wf = wapi._workflow  # noqa: SLF001 - Snakemake offers no public rule listing
             yield wf
