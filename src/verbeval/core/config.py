@@ -171,14 +171,14 @@ def normalise_model_path(model_id: str) -> str:
 
 
 def tiny_model_specs(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The ``tiny_models`` the workflow builds, by normalised output folder (defaults filled in)."""
+    """The ``tiny_models`` the workflow builds, by normalised output folder (of a config that
+    :func:`validate_config` checked, which fills in the schema's defaults)."""
     specs: dict[str, dict[str, Any]] = {}
     for entry in config.get("tiny_models") or []:
-        spec = {"tokenizer": "words", "seed": 0, "layers": 2, "hidden": 32, **entry}
-        out = normalise_model_path(str(spec["out"]))
+        out = normalise_model_path(str(entry["out"]))
         if out in specs:
             raise VerbevalError(f"tiny_models: two entries write {out}")
-        specs[out] = spec
+        specs[out] = dict(entry)
     return specs
 
 

@@ -31,7 +31,7 @@ import yaml
 from tqdm import tqdm
 
 from verbeval.core.errors import InputError, VerbevalError
-from verbeval.core.io import atomic_path
+from verbeval.core.io import atomic_path, sha256_file
 
 __all__ = [
     "FORMATS",
@@ -500,14 +500,6 @@ class MirrorResult:
     detail: str = ""
 
 
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def build_mirror(sources: Iterable[Source], mirror_dir: str | Path, timeout: float = 60) -> list[MirrorResult]:
     """Download every source into ``mirror_dir``, laid out as the workflow's ``data_mirror`` reads it.
 
@@ -520,7 +512,7 @@ def build_mirror(sources: Iterable[Source], mirror_dir: str | Path, timeout: flo
     results = []
     for source in sources:
         dest = mirror_location(source, mirror_dir)
-        if dest.is_file() and _sha256_of(dest) in source.sha256:
+        if dest.is_file() and sha256_file(dest) in source.sha256:
             results.append(MirrorResult(source.name, "present", dest))
             continue
         try:
