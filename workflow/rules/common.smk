@@ -8,11 +8,16 @@ from pathlib import Path
 
 from verbeval.core.config import (check_model_paths, checkpoint_models, config_layers, config_origin, model_entries,
                              normalise_model_path, select_models, tiny_model_specs, validate_config)
+from verbeval.core.console import install_short_job_info
 from verbeval.core.errors import VerbevalError
 from verbeval.core.fetch import load_manifest, local_filename, mirror_location
 from verbeval.core.models import is_local, model_fingerprint
 from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
 from verbeval.agreement.templates import custom_groups, load_groups
+
+
+# job descriptions: rule all's hundreds of inputs (and its reason) as the first files and a count
+install_short_job_info()
 
 
 class ConfigError(WorkflowError):

@@ -729,6 +729,10 @@ def subsample(df: pd.DataFrame, max_rows_per_source: int | None) -> pd.DataFrame
 # --------------------------------------------------------------------------- groups and the table
 
 
+#: group ids and source names of a groups file (as the config schema's ``identifier``)
+_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
 def load_groups(path: str | Path) -> list[dict[str, Any]]:
     """Read ``agreement_groups.yaml``: a list of ``{id, name, sources}`` in table order.
 
@@ -759,6 +763,9 @@ def load_groups(path: str | Path) -> list[dict[str, Any]]:
         if not isinstance(gid, str) or not gid:
             raise InputError(p, f"{where}: 'id' must be a non-empty string")
         where = f"group {gid!r}"
+        if not _IDENTIFIER.fullmatch(gid):
+            raise InputError(p, f"{where}: an id may hold only letters, digits, '.', '_' and '-' "
+                                "(it reaches file names and shell commands)")
         if gid in seen_ids:
             raise InputError(p, f"{where}: duplicate id")
         if not isinstance(name, str) or not name:
@@ -768,6 +775,9 @@ def load_groups(path: str | Path) -> list[dict[str, Any]]:
         for s in sources:
             if not isinstance(s, str) or not s:
                 raise InputError(p, f"{where}: source names must be non-empty strings")
+            if not _IDENTIFIER.fullmatch(s):
+                raise InputError(p, f"{where}: source {s!r}: a source name may hold only letters, digits, "
+                                    "'.', '_' and '-' (it reaches file names and shell commands)")
             if s in seen_sources:
                 raise InputError(p, f"{where}: source {s!r} is already in group {seen_sources[s]!r}")
             seen_sources[s] = gid

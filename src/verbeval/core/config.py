@@ -19,7 +19,7 @@ import jsonschema
 import yaml
 
 from verbeval.core.errors import VerbevalError
-from verbeval.core.models import local_model_problem, model_name
+from verbeval.core.models import local_model_problem, meant_as_path, model_name
 
 #: (label, content) of one configuration source, in merge order: a config file or ``--config``
 Layer = tuple[str, Mapping[str, Any]]
@@ -136,6 +136,19 @@ def validate_config(config: dict[str, Any], source: str = "config",
     return config
 
 
+#: a Hugging Face hub id: NAME or ORG/NAME of letters, digits, '.', '_' and '-'
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
+
+
+def model_id_problem(model_id: str) -> str | None:
+    """Why ``model_id`` can be neither loaded from a local folder nor looked up on the hub, or None."""
+    problem = local_model_problem(model_id)
+    if problem is None and not meant_as_path(model_id) and not HUB_ID.fullmatch(model_id):
+        problem = (f"{model_id!r} is neither a local folder nor a hub id (NAME or ORG/NAME of letters, digits, "
+                   "'.', '_' and '-'); write a local folder as a path (./NAME)")
+    return problem
+
+
 def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int], str]]:
     """(key path, reason) of every local model of a validated config that cannot be loaded.
 
@@ -149,7 +162,7 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
     for keypath, m in _entries_with_keys(dict(config)):
         if normalise_model_path(str(m["id"])) in built:
             continue
-        problem = local_model_problem(str(m["id"]))
+        problem = model_id_problem(str(m["id"]))
         if problem:
             problems.append((keypath, f"model {m['name']}: {problem}"))
     for section in ("veridicality", "simverb"):
@@ -159,7 +172,7 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
                 continue
             if normalise_model_path(str(mid)) in built:
                 continue
-            problem = local_model_problem(str(mid))
+            problem = model_id_problem(str(mid))
             if problem:
                 problems.append(([section, "models", j], f"{section} model {mid}: {problem}"))
     return problems
