@@ -173,7 +173,6 @@ def _hostile_workdir(tmp_path: Path) -> tuple[Path, dict[str, Any], list[str]]:
     return work, cfg, hostile_values
 
 
-@pytest.mark.slow
 def test_every_rule_command_passes_free_form_strings_intact(tmp_path: Path) -> None:
     from verbeval.dvc import workflow_jobs
 
