@@ -613,7 +613,7 @@ def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
 
 def _model_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that load a model (see :func:`_load_lm`)."""
-    model_source_options(s, "the language model")
+    model_source_options(s, "of the language model")
     s.add_argument("--kind", default="auto", choices=["auto", "masked", "causal"],
                    help="masked or causal LM; auto reads config.architectures")
     s.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
@@ -686,7 +686,7 @@ def register(add: Add) -> None:
 
     s = add("lemmas", cmd_lemmas, "eligible lemmas of a model (both forms single tokens)",
             "Only the model's tokenizer is loaded. Run by the rule lemmas, one job per model.")
-    model_source_options(s, "only its tokenizer is loaded")
+    model_source_options(s, "(only its tokenizer is loaded)")
     s.add_argument("--lexicon", required=True, help="lexicon.parquet (verbeval lexicon)")
     s.add_argument("--out", required=True, help="output: lemmas.parquet, the eligible lemmas with their token ids")
 
@@ -874,7 +874,7 @@ def register_lexicon_modes(add: Add) -> None:
     s = add("lexicon-forms", cmd_lexicon_forms,
             "token ids of every lexicon and template verb form of a model, with its single-token flag",
             "Only the tokenizer is loaded. Run by the rule lexicon_forms (with agreement.multitoken.enabled).")
-    model_source_options(s, "only the tokenizer is loaded")
+    model_source_options(s, "(only the tokenizer is loaded)")
     s.add_argument("--lexicon", required=True, help="lexicon.parquet (verbeval lexicon)")
     s.add_argument("--templates", required=True, help="templates.parquet: its verb pairs not in the lexicon are "
                                                        "added")

@@ -83,7 +83,7 @@ def register(add: Add) -> None:
     s.add_argument("--data", required=True, help="SimVerb-3500.txt (the full 3,500-pair file)")
     s.add_argument("--split", action="append", default=[], metavar="NAME=PATH",
                    help="an official split file (dev=SimVerb-500-dev.txt, test=SimVerb-3000-test.txt); repeatable")
-    model_source_options(s, "any model; loaded without its head")
+    model_source_options(s, "(any model; loaded without its head)")
     s.add_argument("--frame", action="append", default=[],
                    help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
                         "uses the first (default: 'to {verb}')")
