@@ -6,8 +6,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from verbeval.core.config import (check_model_paths, checkpoint_models, config_layers, config_origin, model_entries,
-                             normalise_model_path, pip_models, select_models, tiny_model_specs,
+from verbeval.core.config import (check_model_paths, checkpoint_models, config_layers, config_origin, hub_problems,
+                             model_entries, normalise_model_path, pip_models, select_models, tiny_model_specs,
                              validate_config)
 from verbeval.core.errors import VerbevalError
 from verbeval.core.fetch import load_manifest, local_filename, mirror_location
@@ -50,8 +50,11 @@ try:
     validate_config(config, layers=CONFIG_LAYERS)
     MANIFEST = load_manifest(config["manifest"])
     ALL_GROUPS = load_groups(config["agreement"]["groups_file"])
-    # a local model path that is missing, or a folder without config.json (models, veridicality, simverb)
-    check_model_paths(config, layers=CONFIG_LAYERS)
+    # a local model path that is missing, or a folder without config.json (models, veridicality, simverb).
+    # Only in the main process: a job run on its own (SLURM, --mode remote) re-reads this file, and must
+    # not fail because another model's folder is gone; its own command checks its own model.
+    if workflow.is_main_process:
+        check_model_paths(config, layers=CONFIG_LAYERS)
 except VerbevalError as exc:
     raise ConfigError(str(exc)) from None
 
@@ -77,10 +80,22 @@ if workflow.is_main_process and slurm_account_placeholder():
           file=sys.stderr)
 
 
+def hub_start_problem():
+    """Why a hub model of the run cannot be loaded here (not cached, no network or HF_HUB_OFFLINE),
+    naming the config key and the fix; None when every one can. Checked at the start of a real
+    run (not a dry run: previewing needs no model)."""
+    for keypath, reason in hub_problems(config):
+        return f"{config_origin(keypath, CONFIG_LAYERS)}: {'.'.join(map(str, keypath))}: {reason}"
+    return None
+
+
 onstart:
     _executor = getattr(workflow.executor_plugin, "name", "")
     if _executor == "slurm" and slurm_account_placeholder():
         raise ConfigError(f"{slurm_account_placeholder()}; nothing was submitted")
+    _hub_problem = hub_start_problem()
+    if _hub_problem:
+        raise ConfigError(f"{_hub_problem}; no job was run")
 
 
 AGR = config["agreement"]

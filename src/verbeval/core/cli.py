@@ -74,10 +74,15 @@ def cmd_tiny_model(a: argparse.Namespace) -> None:
 
 
 def cmd_check_config(a: argparse.Namespace) -> None:
-    from verbeval.core.config import check_model_paths, load_config, model_entries
+    import sys
+
+    from verbeval.core.config import check_model_paths, hub_id_warnings, hub_problems, load_config, model_entries
 
     cfg = load_config(a.config)
     check_model_paths(cfg, a.config)  # local model folders exist and hold config.json
+    # hub ids: one that looks like a folder; one neither cached nor downloadable (a run would stop at start-up)
+    for keypath, warning in hub_id_warnings(cfg) + hub_problems(cfg):
+        print(f"WARNING: {a.config}: {'.'.join(map(str, keypath))}: {warning}", file=sys.stderr)
     print(f"{a.config}: OK ({len(model_entries(cfg))} models)")  # each revision of a sweep counts
 
 
@@ -165,5 +170,7 @@ def register_tools(add: Add) -> None:
 def register_check_config(add: Add) -> None:
     """``check-config``."""
     s = add("check-config", cmd_check_config, "validate a workflow config file against the schema",
-            "Also checks that local model folders exist and hold config.json. Prints '<file>: OK (<n> models)'.")
+            "Also checks that local model folders exist and hold config.json (or their gguf_file), and warns about "
+            "hub ids that look like folders and about hub models neither in the local cache nor downloadable "
+            "(no network, or HF_HUB_OFFLINE). Prints '<file>: OK (<n> models)'.")
     s.add_argument("config", help="workflow config file (YAML), e.g. config/config.yaml")

@@ -19,7 +19,7 @@ import jsonschema
 import yaml
 
 from verbeval.core.errors import VerbevalError
-from verbeval.core.models import local_model_problem, model_name
+from verbeval.core.models import local_model_problem, meant_as_path, model_name
 
 #: (label, content) of one configuration source, in merge order: a config file or ``--config``
 Layer = tuple[str, Mapping[str, Any]]
@@ -163,6 +163,44 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
             if problem:
                 problems.append(([section, "models", j], f"{section} model {mid}: {problem}"))
     return problems
+
+
+def hub_models(config: Mapping[str, Any]) -> list[tuple[list[str | int], str, str | None, str | None]]:
+    """(key path, id, revision, gguf_file) of every model of a validated config that is a hub id:
+    not a local path (:func:`verbeval.core.models.meant_as_path`), not built by the workflow."""
+    built = set(tiny_model_specs(config)) | set(pip_models(dict(config)))
+    out: list[tuple[list[str | int], str, str | None, str | None]] = []
+    for keypath, m in _entries_with_keys(dict(config)):
+        mid = str(m["id"])
+        if not meant_as_path(mid) and normalise_model_path(mid) not in built:
+            out.append((keypath, mid, m["revision"], m.get("gguf_file")))
+    for section in ("veridicality", "simverb"):
+        for j, mid in enumerate((config.get(section) or {}).get("models") or []):
+            if section == "veridicality" and mid == "ross-pavlick-2019-bert":  # veridicality.PSEUDO_MODEL
+                continue
+            if not meant_as_path(str(mid)) and normalise_model_path(str(mid)) not in built:
+                out.append(([section, "models", j], str(mid), None, None))
+    return out
+
+
+def hub_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int], str]]:
+    """(key path, reason) of every hub model that is neither cached nor downloadable here
+    (:func:`verbeval.core.model_sources.hub.hub_problem`; the hub is probed at most once)."""
+    from verbeval.core.model_sources.hub import hub_problem
+
+    out = []
+    for keypath, mid, rev, gguf in hub_models(config):
+        problem = hub_problem(mid, rev, gguf)
+        if problem:
+            out.append((keypath, problem))
+    return out
+
+
+def hub_id_warnings(config: Mapping[str, Any]) -> list[tuple[list[str | int], str]]:
+    """(key path, warning) of every ``A/B`` id read as a hub id although it looks like a folder."""
+    from verbeval.core.model_sources.hub import read_as_hub_id
+
+    return [(keypath, w) for keypath, mid, _, _ in hub_models(config) for w in [read_as_hub_id(mid)] if w]
 
 
 def normalise_model_path(model_id: str) -> str:

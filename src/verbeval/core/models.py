@@ -239,6 +239,43 @@ def load_config(model_id: str, revision: str | None = None, gguf_file: str | Non
         raise VerbevalError(f"cannot load config for model {model_id!r}: {str(exc).splitlines()[0]}") from exc
 
 
+def load_errors() -> tuple[type[BaseException], ...]:
+    """What transformers raises for a checkpoint it cannot read: OSError (unknown id or path),
+    ValueError (bad config, unsupported GGUF), safetensors' SafetensorError (a damaged weights file)."""
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # pragma: no cover - transformers brings safetensors
+        return (OSError, ValueError)
+    return (OSError, ValueError, SafetensorError)
+
+
+def _damaged_safetensors(model_id: str) -> list[str]:
+    """The safetensors files of a local model folder whose header cannot be read."""
+    from safetensors import SafetensorError, safe_open
+
+    bad = []
+    folder = Path(resolve_id(model_id))
+    for f in sorted(folder.glob("*.safetensors")) if folder.is_dir() else []:
+        try:
+            with safe_open(str(f), "pt"):
+                pass
+        except (SafetensorError, OSError):
+            bad.append(str(f))
+    return bad
+
+
+def load_failure(model_id: str, exc: BaseException, what: str = "model") -> VerbevalError:
+    """The one-line error of a model transformers could not load; a damaged safetensors file is
+    named, with the fix."""
+    first = (str(exc).splitlines() or [type(exc).__name__])[0]
+    if type(exc).__name__ == "SafetensorError":
+        files = _damaged_safetensors(model_id)
+        where = f" ({', '.join(files)})" if files else ""
+        return VerbevalError(f"cannot load {what} {model_id!r}: damaged safetensors weights{where}: {first}; "
+                             "download or save the model again")
+    return VerbevalError(f"cannot load {what} {model_id!r}: {first}")
+
+
 def detect_kind(config: Any) -> Kind:
     """Masked or causal, from ``config.architectures`` (e.g. BertForMaskedLM, GPT2LMHeadModel)."""
     archs = list(getattr(config, "architectures", None) or [])
@@ -402,10 +439,10 @@ def load_model(
         model = cls.from_pretrained(where, dtype=torch_dtype(dtype), **source_kwargs, **extra)
         if gguf_file and device_map is None and model.dtype != torch_dtype(dtype):
             model = model.to(torch_dtype(dtype))  # GGUF weights may be dequantised to float32 regardless
-    except (OSError, ValueError) as exc:
+    except load_errors() as exc:
         if offload is not None:
             shutil.rmtree(offload, ignore_errors=True)
-        raise VerbevalError(f"cannot load model {model_id!r}: {str(exc).splitlines()[0]}") from exc
+        raise load_failure(model_id, exc) from None
     placed = None
     if device_map is None:
         model.eval().to(dev)

@@ -179,7 +179,8 @@ def load_encoder(model_id: str, revision: str | None = None, device: str = "auto
     ``model_id`` (dequantised, float32)."""
     from transformers import AutoModel
 
-    from verbeval.core.models import check_local_model, gguf_location, load_tokenizer, resolve_device, resolve_id
+    from verbeval.core.models import (check_local_model, gguf_location, load_errors, load_failure, load_tokenizer,
+                                      resolve_device, resolve_id)
 
     check_local_model(model_id, gguf_file=gguf_file)
     tok = load_tokenizer(model_id, revision, gguf_file)
@@ -192,8 +193,8 @@ def load_encoder(model_id: str, revision: str | None = None, device: str = "auto
             model = AutoModel.from_pretrained(folder, gguf_file=name)
         else:
             model = AutoModel.from_pretrained(resolve_id(model_id), revision=revision)
-    except (OSError, ValueError) as exc:
-        raise VerbevalError(f"cannot load model {model_id!r}: {str(exc).splitlines()[0]}") from exc
+    except load_errors() as exc:
+        raise load_failure(model_id, exc) from None
     model.eval().to(dev)
     return model, tok, dev
 
