@@ -75,3 +75,16 @@ def test_config_checks_the_gguf_file_exists(gguf_dir: Path) -> None:
     bad = validate_config({"models": [{"id": str(gguf_dir), "gguf_file": "other.gguf"}]})
     with pytest.raises(VerbevalError, match="has no GGUF file other.gguf"):
         check_model_paths(bad)
+
+
+def test_simverb_encoder_reads_the_gguf_body(gguf_dir: Path) -> None:
+    from verbeval.simverb.similarity import load_encoder
+
+    model, tok, _ = load_encoder(str(gguf_dir), device="cpu", gguf_file="tiny.gguf")
+    x = torch.tensor([tok(" the cat runs", add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        got = model(x, output_hidden_states=True).hidden_states
+        want = reference_model().model(x, output_hidden_states=True).hidden_states
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
