@@ -80,11 +80,27 @@ if workflow.is_main_process and slurm_account_placeholder():
           file=sys.stderr)
 
 
+def needed_model_ids():
+    """The ids of the models that the jobs about to run load (table3: every model's tokenizer)."""
+    ids = set()
+    for job in workflow.dag.needrun_jobs():
+        wc = job.wildcards_dict
+        if job.rule.name == "table3":
+            ids.update(m["id"] for m in MODELS.values())
+        if wc.get("model") in MODELS:
+            ids.add(MODELS[wc["model"]]["id"])
+        if wc.get("svmodel") in globals().get("SVMODELS", {}):
+            ids.add(SVMODELS[wc["svmodel"]]["id"])
+        if wc.get("vmodel") in globals().get("VREAL", {}):
+            ids.add(VREAL[wc["vmodel"]])
+    return ids
+
+
 def hub_start_problem():
-    """Why a hub model of the run cannot be loaded here (not cached, no network or HF_HUB_OFFLINE),
-    naming the config key and the fix; None when every one can. Checked at the start of a real
-    run (not a dry run: previewing needs no model)."""
-    for keypath, reason in hub_problems(config):
+    """Why a hub model that the run's jobs load cannot be loaded here (not cached, no network or
+    HF_HUB_OFFLINE), naming the config key and the fix; None when every one can. Checked at the
+    start of a real run (not a dry run: previewing needs no model)."""
+    for keypath, reason in hub_problems(config, needed_model_ids()):
         return f"{config_origin(keypath, CONFIG_LAYERS)}: {'.'.join(map(str, keypath))}: {reason}"
     return None
 

@@ -183,13 +183,16 @@ def hub_models(config: Mapping[str, Any]) -> list[tuple[list[str | int], str, st
     return out
 
 
-def hub_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int], str]]:
-    """(key path, reason) of every hub model that is neither cached nor downloadable here
-    (:func:`verbeval.core.model_sources.hub.hub_problem`; the hub is probed at most once)."""
+def hub_problems(config: Mapping[str, Any], ids: set[str] | None = None) -> list[tuple[list[str | int], str]]:
+    """(key path, reason) of every hub model (of those with an id in ``ids``, when given) that is
+    neither cached nor downloadable here (:func:`verbeval.core.model_sources.hub.hub_problem`; the
+    hub is probed at most once)."""
     from verbeval.core.model_sources.hub import hub_problem
 
     out = []
     for keypath, mid, rev, gguf in hub_models(config):
+        if ids is not None and mid not in ids:
+            continue
         problem = hub_problem(mid, rev, gguf)
         if problem:
             out.append((keypath, problem))
