@@ -56,6 +56,8 @@ def test_unsupported_gguf_architecture_is_named(tmp_path: Path) -> None:
         load_model(str(tmp_path), gguf_file="bert.gguf", device="cpu")
     msg = str(err.value)
     assert "cannot read GGUF architecture 'bert'" in msg and "llama" in msg and "\n" not in msg
+    with pytest.raises(VerbevalError, match="cannot read GGUF architecture 'bert'"):  # the lemmas job's way in
+        load_tokenizer(str(tmp_path), gguf_file="bert.gguf")
 
 
 def test_masked_kind_with_gguf_is_refused(gguf_dir: Path) -> None:

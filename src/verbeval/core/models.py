@@ -221,6 +221,10 @@ def load_tokenizer(model_id: str, revision: str | None = None, gguf_file: str | 
     try:
         return AutoTokenizer.from_pretrained(where, **extra)
     except (OSError, ValueError) as exc:  # transformers raises OSError for unknown ids/paths
+        if gguf_file:
+            from verbeval.core.model_sources.gguf import unreadable
+
+            raise unreadable(exc, model_id, gguf_file) from None
         raise VerbevalError(f"cannot load tokenizer for model {model_id!r}: {str(exc).splitlines()[0]}") from exc
 
 
