@@ -440,6 +440,8 @@ def load_model(
     else:
         dev = resolve_device(device)
     try:
+        if gguf_file:  # the config already parsed: the GGUF file is not read a third time for it
+            extra["config"] = cfg
         model = cls.from_pretrained(where, dtype=torch_dtype(dtype), **source_kwargs, **extra)
         if gguf_file and device_map is None and model.dtype != torch_dtype(dtype):
             model = model.to(torch_dtype(dtype))  # GGUF weights may be dequantised to float32 regardless
