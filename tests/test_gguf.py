@@ -90,3 +90,26 @@ def test_simverb_encoder_reads_the_gguf_body(gguf_dir: Path) -> None:
     assert len(got) == len(want)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_gguf_from_a_hub_repository_in_the_cache(gguf_dir: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hub id with gguf_file: the file is taken from the Hugging Face cache (offline here)."""
+    import shutil
+
+    import huggingface_hub.constants as hf_constants
+
+    commit = "1" * 40
+    repo = tmp_path / "hf" / "models--org--tiny-gguf"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    shutil.copy(gguf_dir / "tiny.gguf", repo / "snapshots" / commit / "tiny.gguf")
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    lm = load_model("org/tiny-gguf", gguf_file="tiny.gguf", device="cpu")
+    assert lm.kind == "causal" and lm.revision == f"{commit}/tiny.gguf", lm.revision
+    assert model_fingerprint("org/tiny-gguf", gguf_file="tiny.gguf") == f"hub:{commit}/tiny.gguf"
+    x = torch.tensor([lm.tokenizer(" the dogs run", add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        torch.testing.assert_close(lm.model(x).logits, reference_model()(x).logits, rtol=1e-5, atol=1e-5)

@@ -322,9 +322,10 @@ def model_revision(model_id: str, config: Any, revision: str | None, gguf_file: 
     hash, computed once and cached); for a hub model the commit hash when known."""
     if is_local(model_id):
         return model_fingerprint(model_id, revision, gguf_file)
+    if gguf_file:  # the file's snapshot folder in the Hugging Face cache is named by its commit
+        return f"{Path(gguf_location(model_id, gguf_file, revision)[0]).name}/{gguf_file}"
     commit = getattr(config, "_commit_hash", None)
-    rev = str(commit or revision or "unknown")
-    return f"{rev}/{gguf_file}" if gguf_file else rev
+    return str(commit or revision or "unknown")
 
 
 def is_local(model_id: str) -> bool:
