@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +44,7 @@ def test_local_model_fingerprint_follows_its_files(tmp_path: Path) -> None:
     (d / "config.json").write_text("{}")
     (d / "model.safetensors").write_bytes(b"1234")
     first = model_fingerprint(str(d))
-    assert first.startswith("local:") and first == model_fingerprint(str(d))
+    assert first.startswith("local-sha256:") and first == model_fingerprint(str(d))
     (d / "model.safetensors").write_bytes(b"12345")  # a new checkpoint
     assert model_fingerprint(str(d)) != first
 
@@ -80,7 +81,19 @@ models: [{{id: {model}, name: tiny}}]
     assert done.returncode == 0, done.stderr[-2000:]
     again = subprocess.run(cmd + ["-n"], cwd=REPO, capture_output=True, text=True)
     assert "Nothing to be done" in again.stdout + again.stderr
-    make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", model, seed=1)  # a new checkpoint
+    for f in model.iterdir():
+        f.touch()  # new times, same contents: nothing to recompute (the fingerprint is a content hash)
+    touched = subprocess.run(cmd + ["-n"], cwd=REPO, capture_output=True, text=True)
+    assert "Nothing to be done" in touched.stdout + touched.stderr, (touched.stdout + touched.stderr)[-2000:]
+    # another checkpoint of the same architecture, copied over it with preserved times (cp -p): same
+    # names, sizes, mtimes and safetensors header, other weights
+    other = tmp_path / "other"
+    make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", other, seed=1)
+    for f in other.iterdir():
+        st = (model / f.name).stat()
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+        shutil.copy2(f, model / f.name)
+    assert (model / "model.safetensors").stat().st_mtime_ns == (other / "model.safetensors").stat().st_mtime_ns
     changed = subprocess.run(cmd + ["-n"], cwd=REPO, capture_output=True, text=True)
     out = changed.stdout + changed.stderr
     assert "rule lemmas:" in out and "Nothing to be done" not in out, out[-2000:]

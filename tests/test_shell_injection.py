@@ -130,7 +130,7 @@ def test_every_string_leaf_is_either_refused_or_left_to_quoting() -> None:
         accepted.append(".".join(str(p) for p in path))
     free_form = {"manifest", "raw_dir", "results_dir", "agreement.groups_file", "agreement.errata",
                  "agreement.inflection_overrides", "agreement.figures.contexts.0.left",
-                 "simverb.frames.0", "veridicality.models.0"}
+                 "simverb.frames.0", "veridicality.models.0", "pip_models_dir"}
     # a tiny model's tokenizer reaches its rule through shlex.join (tests/test_wordtok.py builds one);
     # a model's id with metacharacters is no hub id, and as a path it is refused while missing: both
     # are driven through every rule below, as paths that exist
@@ -168,7 +168,11 @@ def _hostile_workdir(tmp_path: Path) -> tuple[Path, dict[str, Any], list[str]]:
     agr["multitoken"] = {"enabled": True}
     cfg["tiny_models"].append({"out": f"{models_dir}/nli", "arch": "bert-nli"})
     cfg["veridicality"] = {"models": ["ross-pavlick-2019-bert", f"{models_dir}/nli"]}
-    hostile_values = [models_dir, rel, f"raw {HOSTILE}", f"out {HOSTILE}", f"The {HOSTILE}",
+    # a model assembled from pip packages, in a folder with metacharacters
+    cfg["pip_models_dir"] = f"pip {HOSTILE}"
+    cfg["models"].append({"name": "pipmodel", "gguf_file": "m.gguf",
+                          "pip": {"sha256": "0" * 64, "parts": [{"package": "pkg", "version": "1.0", "member": "pkg/m.gguf"}]}})
+    hostile_values = [models_dir, rel, f"raw {HOSTILE}", f"out {HOSTILE}", f"The {HOSTILE}", f"pip {HOSTILE}",
                       f"to {{verb}} {HOSTILE}"]
     return work, cfg, hostile_values
 
@@ -181,7 +185,7 @@ def test_every_rule_command_passes_free_form_strings_intact(tmp_path: Path) -> N
     cfgfile.write_text(yaml.safe_dump(cfg, allow_unicode=True))
     jobs = workflow_jobs(REPO / "Snakefile", [cfgfile], work)
     assert {"infer", "lemmas", "templates", "table2", "table3", "simverb_score", "tiny_model", "lexicon_forms",
-            "infer_forms", "veridicality_predict", "veridicality_counterfactual_predict"} <= {j.rule for j in jobs}
+            "infer_forms", "veridicality_predict", "veridicality_counterfactual_predict", "pip_model"} <= {j.rule for j in jobs}
 
     stub = tmp_path / "bin"
     stub.mkdir()

@@ -6,8 +6,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from verbeval.core.config import (check_model_paths, checkpoint_models, config_layers, config_origin, model_entries,
-                             normalise_model_path, select_models, tiny_model_specs, validate_config)
+from verbeval.core.config import (check_model_paths, checkpoint_models, config_layers, config_origin, hub_problems,
+                             model_entries, normalise_model_path, pip_models, select_models, tiny_model_specs,
+                             validate_config)
 from verbeval.core.console import install_short_job_info
 from verbeval.core.errors import VerbevalError
 from verbeval.core.fetch import load_manifest, local_filename, mirror_location
@@ -54,8 +55,11 @@ try:
     validate_config(config, layers=CONFIG_LAYERS)
     MANIFEST = load_manifest(config["manifest"])
     ALL_GROUPS = load_groups(config["agreement"]["groups_file"])
-    # a local model path that is missing, or a folder without config.json (models, veridicality, simverb)
-    check_model_paths(config, layers=CONFIG_LAYERS)
+    # a local model path that is missing, or a folder without config.json (models, veridicality, simverb).
+    # Only in the main process: a job run on its own (SLURM, --mode remote) re-reads this file, and must
+    # not fail because another model's folder is gone; its own command checks its own model.
+    if workflow.is_main_process:
+        check_model_paths(config, layers=CONFIG_LAYERS)
 except VerbevalError as exc:
     raise ConfigError(str(exc)) from None
 
@@ -81,10 +85,38 @@ if workflow.is_main_process and slurm_account_placeholder():
           file=sys.stderr)
 
 
+def needed_model_ids():
+    """The ids of the models that the jobs about to run load (table3: every model's tokenizer)."""
+    ids = set()
+    for job in workflow.dag.needrun_jobs():
+        wc = job.wildcards_dict
+        if job.rule.name == "table3":
+            ids.update(m["id"] for m in MODELS.values())
+        if wc.get("model") in MODELS:
+            ids.add(MODELS[wc["model"]]["id"])
+        if wc.get("svmodel") in globals().get("SVMODELS", {}):
+            ids.add(SVMODELS[wc["svmodel"]]["id"])
+        if wc.get("vmodel") in globals().get("VREAL", {}):
+            ids.add(VREAL[wc["vmodel"]])
+    return ids
+
+
+def hub_start_problem():
+    """Why a hub model that the run's jobs load cannot be loaded here (not cached, no network or
+    HF_HUB_OFFLINE), naming the config key and the fix; None when every one can. Checked at the
+    start of a real run (not a dry run: previewing needs no model)."""
+    for keypath, reason in hub_problems(config, needed_model_ids()):
+        return f"{config_origin(keypath, CONFIG_LAYERS)}: {'.'.join(map(str, keypath))}: {reason}"
+    return None
+
+
 onstart:
     _executor = getattr(workflow.executor_plugin, "name", "")
     if _executor == "slurm" and slurm_account_placeholder():
         raise ConfigError(f"{slurm_account_placeholder()}; nothing was submitted")
+    _hub_problem = hub_start_problem()
+    if _hub_problem:
+        raise ConfigError(f"{_hub_problem}; no job was run")
 
 
 AGR = config["agreement"]
@@ -94,6 +126,7 @@ OUT = f"{RES}/agreement"
 LOGS = f"{RES}/logs"
 MODELS = {m["name"]: m for m in model_entries(config)}
 TINY = tiny_model_specs(config)  # models the workflow builds itself (tiny_models.smk)
+PIP_MODELS = pip_models(config)  # models assembled from pip packages (pip_models.smk), by folder
 # the revisions of models with `revisions:` (each also a model of MODELS), for the checkpoint figure
 CHECKPOINTS = checkpoint_models(list(MODELS.values()))
 # the models of Table 2 and metrics.json (agreement.table_models; validated above)
@@ -174,8 +207,11 @@ mark_incomplete_stores(OUT)
 
 
 def revision_option(wc):
-    rev = MODELS[wc.model]["revision"]
-    return f"--revision {shlex.quote(rev)}" if rev else ""
+    """``--revision`` and ``--gguf-file`` of a model (those it has)."""
+    m = MODELS[wc.model]
+    opts = (["--revision", m["revision"]] if m["revision"] else []) + (["--gguf-file", m["gguf_file"]]
+                                                                       if m["gguf_file"] else [])
+    return shlex.join(opts)
 
 
 def device_map_option(wc):
@@ -205,15 +241,18 @@ def model_version(wc):
     built = TINY.get(normalise_model_path(m["id"]))
     if built is not None:  # built by the workflow (tiny_model, deterministic), so its recipe, not its files
         return f"tiny_model {json.dumps(built, sort_keys=True)}"
+    if m["pip"] is not None:  # assembled by rule pip_model and checked against this sha256
+        return f"gguf-sha256:{m['pip']['sha256']}"
     if m["name"] not in _FINGERPRINTS:
-        _FINGERPRINTS[m["name"]] = model_fingerprint(m["id"], m["revision"])
+        _FINGERPRINTS[m["name"]] = model_fingerprint(m["id"], m["revision"], m["gguf_file"])
     return _FINGERPRINTS[m["name"]]
 
 
 def model_dir_input(model_id):
     """A local model directory is an input (a DVC dependency too; the output of rule tiny_model for a
     model the workflow builds); a hub model is not."""
-    return [normalise_model_path(model_id)] if is_local(model_id) or normalise_model_path(model_id) in TINY else []
+    path = normalise_model_path(model_id)
+    return [path] if is_local(model_id) or path in TINY or path in PIP_MODELS else []
 
 
 def local_model_input(wc):

