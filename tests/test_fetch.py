@@ -100,7 +100,7 @@ def test_manifest_matches_the_shared_mirror(shared_dir: Path) -> None:
     for name, source in load_manifest(MANIFEST).items():
         location = mirror_location(source, mirror)
         assert location.is_file(), f"{name}: {location} missing from the mirror"
-        assert sha256_file(location) in source.sha256, f"{name}: checksum of {location} differs"
+        assert fetch.content_digest(source, location) in source.sha256, f"{name}: checksum of {location} differs"
         assert local_filename(source) == location.name
 
 
@@ -335,7 +335,8 @@ def test_checksum_mismatch_leaves_nothing(
     dest_dir = tmp_path / "out"
     dest_dir.mkdir()
     dest = dest_dir / "f.txt"
-    dest.write_bytes(b"stale copy from an earlier run\n")
+    stale = b"stale copy from an earlier run\n"
+    dest.write_bytes(stale)
     with pytest.raises(VerbevalError) as info:
         fetch_source(source, dest, mirror_dir=mirror if via == "mirror" else None, timeout=10)
     text = str(info.value)
@@ -343,7 +344,10 @@ def test_checksum_mismatch_leaves_nothing(
     assert wrong in text
     assert sha(data) in text
     assert ("f.txt" in text) and ("checksum mismatch" in text)
-    assert leftovers(dest_dir) == []  # no file at dest and no temporary file
+    # no file at dest and no temporary file; the unverified copy was set aside, not deleted
+    aside = f"f.txt.unverified-{sha(stale)[:12]}"
+    assert leftovers(dest_dir) == [aside]
+    assert (dest_dir / aside).read_bytes() == stale
 
 
 # --------------------------------------------------------------------------- giant verb list
@@ -520,7 +524,7 @@ def test_mirror_command_downloads_every_source_into_the_mirror_layout(
     manifest = load_manifest(manifest_path)
     for source in manifest.values():
         location = mirror_location(source, out)
-        assert sha256_file(location) in source.sha256, source.name
+        assert fetch.content_digest(source, location) in source.sha256, source.name
         # the mirror serves the workflow: a fetch from it verifies
         fetch_source(source, tmp_path / "raw" / source.name / local_filename(source), mirror_dir=out)
     assert len(list(p for p in out.rglob("*") if p.is_file())) == len(manifest)
