@@ -24,6 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from glob import escape as glob_escape
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -412,6 +413,8 @@ def fetch_source(
     if moved is not None:
         print(f"{dest}: matches no checksum of source {source.name!r} in {source.manifest}; "
               f"moved to {moved.name}, fetching a verified copy", file=sys.stderr)
+    if _restore_set_aside(source, dest):
+        return dest
     if mirror_dir is not None:
         _fetch_from_mirror(source, dest, Path(mirror_dir))
     else:
@@ -513,6 +516,19 @@ def is_verified(source: Source, path: str | Path) -> bool:
         return cached_content_digest(source, path) in source.sha256
     except (OSError, InputError):
         return False
+
+
+def _restore_set_aside(source: Source, dest: Path) -> bool:
+    """Put back a copy set aside earlier (:func:`set_aside_unverified`, e.g. under another manifest)
+    that verifies now: one atomic rename, no download."""
+    if not dest.parent.is_dir():
+        return False
+    for candidate in sorted(dest.parent.glob(f"{glob_escape(dest.name)}.unverified-*")):
+        if candidate.is_file() and _digest_or_none(source, candidate) in source.sha256:
+            os.replace(candidate, dest)
+            print(f"{dest}: restored the verified copy {candidate.name}", file=sys.stderr)
+            return True
+    return False
 
 
 def set_aside_unverified(source: Source, path: str | Path) -> Path | None:
