@@ -155,3 +155,49 @@ def test_hand_edited_raw_copy_is_set_aside_and_never_used(run: Run, data_dir: Pa
     assert "fetch" in _jobs(rerun.stdout + rerun.stderr)
     assert run.raw_files()[rel] == fetched[rel]
     assert run.target.read_bytes() == lexicon
+
+
+def _clone(tmp_path: Path) -> Path:
+    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True)
+    return clone
+
+
+def test_dvc_on_a_fresh_clone_previews_and_never_loses_a_fetched_file(tmp_path: Path, data_dir: Path) -> None:
+    clone = _clone(tmp_path)
+    dvc = [sys.executable, "-m", "dvc"]
+
+    def run_dvc(*args: str, mirror: bool = False) -> subprocess.CompletedProcess[str]:
+        env = _env()
+        if mirror:
+            env["VERBEVAL_DATA_MIRROR"] = str(data_dir)
+        return subprocess.run([*dvc, *args], cwd=clone, env=env, capture_output=True, text=True)
+
+    # the README's preview works before anything has run (`dvc repro --dry` does not: DVC #9021)
+    status = run_dvc("status")
+    assert status.returncode == 0, status.stderr[-2000:]
+    assert "fetch--combined_verb_list_csv--verbs_combined:" in status.stdout
+    stage = "fetch--combined_verb_list_csv--verbs_combined"
+    raw = clone / "data" / "raw" / "verbs_combined" / "combined_verb_list.csv"
+    first = run_dvc("repro", "-s", stage, mirror=True)
+    assert first.returncode == 0, first.stderr[-2000:]
+    data = raw.read_bytes()
+    # without the mirror, offline: where the bytes came from is not a dependency
+    plain = run_dvc("repro", "-s", stage)
+    assert plain.returncode == 0 and "didn't change, skipping" in plain.stdout + plain.stderr, plain.stdout
+    # a changed manifest entry is a dependency: it runs, fails offline, and loses nothing (set aside)
+    manifest = clone / "resources" / "manifest.yaml"
+    original = manifest.read_text()
+    entry = yaml.safe_load(original)["sources"]["verbs_combined"]["sha256"]
+    manifest.write_text(original.replace(entry, "ab" * 32))
+    failed = run_dvc("repro", "-s", stage)
+    assert failed.returncode != 0
+    aside = list(raw.parent.glob(f"{raw.name}.unverified-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == data
+    # back to the original entry, offline: the set-aside copy is put back without a download
+    manifest.write_text(original)
+    back = run_dvc("repro", "-s", stage)
+    assert back.returncode == 0, back.stderr[-2000:]
+    assert raw.read_bytes() == data
