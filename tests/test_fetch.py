@@ -573,3 +573,76 @@ def test_fetch_cli_reads_the_mirror_from_the_environment(tmp_path: Path, monkeyp
                  "--mirror", str(mirror)]) == 0
     assert main(["-q", "fetch", "--manifest", str(tmp_path / "manifest.yaml"), "--name", "toy",
                  "--out", str(tmp_path / "other.txt")]) == 1  # the environment's mirror is used, and lacks the file
+
+
+# --------------------------------------------------------------------------- the verb list, not the bytes
+
+
+def _original_layout_pdf(verbs_with_marks: list[str], per_line: int = 3, lines_per_page: int = 45) -> bytes:
+    """A PDF laid out like the original Giant Verb List: a title page with its own numbered list, then
+    numbered entries (``12. agree 1 RB``), several per line, over many pages with running header and footer."""
+    entries = [f"{i}. {v}" for i, v in enumerate(verbs_with_marks, start=1)]
+    lines = ["  ".join(entries[i:i + per_line]) for i in range(0, len(entries), per_line)]
+    pages = ["The Giant Verb List\n3,250 Verbs\nHow to use this list\n1. Read every verb\n2. Pick three\n1"]
+    for n, start in enumerate(range(0, len(lines), lines_per_page), start=2):
+        body = "\n".join(lines[start:start + lines_per_page])
+        pages.append(f"Pattern Based Writing: The Giant Verb List\n{body}\n1 = irregular  RB = footnote\n"
+                     f"www.patternbasedwriting.com  {n}")
+    return _text_pdf(pages)
+
+
+def _pinned_checksum(verbs: list[str]) -> str:
+    """Independent of verbeval's code: the sorted distinct lowercased verbs, one per line."""
+    return hashlib.sha256("".join(f"{v}\n" for v in sorted({v.lower() for v in verbs})).encode()).hexdigest()
+
+
+def test_the_real_list_as_the_original_pdf_passes_the_manifest(data_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pypdf")
+    source = load_manifest(MANIFEST)["giant_verb_list"]
+    text_copy = mirror_location(source, data_dir)
+    lines = [line.strip() for line in text_copy.read_text(encoding="utf-8").splitlines() if line.strip()]
+    verbs = [line.split()[0].lower() for line in lines]
+    assert len(verbs) == 3250 and _pinned_checksum(verbs) in source.sha256
+    pdf = tmp_path / "remote" / "Giant-Verb-List-3250-Verbs.pdf"
+    pdf.parent.mkdir()
+    pdf.write_bytes(_original_layout_pdf(lines))  # entries keep the footnote marks ('agree 1 RB')
+    assert len(fetch._extract_pdf_pages(pdf)) > 20
+    online = dataclasses.replace(source, url=pdf.as_uri())
+    dest = tmp_path / "raw" / "giant_verb_list" / local_filename(source)
+    fetch_source(online, dest)
+    assert dest.read_bytes() == pdf.read_bytes()  # the original form is kept; readers parse either
+    assert read_giant_verb_list(dest) == verbs
+    assert fetch.is_verified(online, dest)
+    # and the text copy passes the same pin
+    fetch_source(source, tmp_path / "raw2" / local_filename(source), mirror_dir=data_dir)
+
+
+def test_a_differing_verb_list_names_verbs_added_and_removed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("pypdf")
+    from verbeval.cli import main
+
+    pinned = ["abandon", "abate", "abbreviate", "agree", "be", "abhor", "walk"]
+    published = ["abandon", "abate 1", "abbreviate 1", "agree 1 RB", "be + LV", "zigzag", "quibble", "abhor 2"]
+    pdf = tmp_path / "remote" / "list.pdf"
+    pdf.parent.mkdir()
+    pdf.write_bytes(_original_layout_pdf(published, per_line=2, lines_per_page=2))
+    (tmp_path / "list.verb_index").write_text(fetch.verb_index_lines(pinned))
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(
+        f"sources:\n  gvl:\n    url: {pdf.as_uri()}\n    sha256: '{_pinned_checksum(pinned)}'\n"
+        "    format: giant_verb_list\n    verb_index: list.verb_index\n    description: d\n    license: l\n")
+    dest = tmp_path / "raw" / "list.txt"
+    args = ["-q", "fetch", "--manifest", str(manifest), "--name", "gvl", "--out", str(dest)]
+    assert main(args) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    new = _pinned_checksum([v.split()[0] for v in published])
+    assert err == [
+        f"verbeval fetch: error: source 'gvl' from {pdf.as_uri()}: the verb list differs from the pinned one: "
+        f"2 verb(s) added, 1 removed (8 verbs, the pinned list has 7); nothing was written. If you trust this "
+        f"list, add its checksum {new} to the entry's sha256 list in {manifest}"]
+    assert leftovers(dest.parent) == []  # nothing half-written
+    # accepting it as the message says
+    manifest.write_text(manifest.read_text().replace(f"sha256: '{_pinned_checksum(pinned)}'",
+                                                     f"sha256: ['{_pinned_checksum(pinned)}', '{new}']"))
+    assert main(args) == 0
+    assert dest.read_bytes() == pdf.read_bytes()
