@@ -201,3 +201,17 @@ def test_dvc_on_a_fresh_clone_previews_and_never_loses_a_fetched_file(tmp_path: 
     back = run_dvc("repro", "-s", stage)
     assert back.returncode == 0, back.stderr[-2000:]
     assert raw.read_bytes() == data
+
+
+@pytest.mark.parametrize("configfile", [False, True])
+def test_from_another_working_directory_the_error_says_run_from_the_root(tmp_path: Path, configfile: bool) -> None:
+    cmd = [sys.executable, "-m", "snakemake", "-n", "-s", str(REPO_ROOT / "Snakefile"), "--cores", "1"]
+    if configfile:
+        cmd += ["--configfile", str(REPO_ROOT / "config" / "quick.yaml")]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert (f"working directory {tmp_path}: run the workflow from the repository root ({REPO_ROOT}), "
+            f"or add --directory {REPO_ROOT}") in out, out[-2000:]
+    assert ("config/config.yaml not found" if not configfile else "resources/manifest.yaml: cannot read manifest") in out
+    assert list(tmp_path.iterdir()) in ([], [tmp_path / ".snakemake"])  # nothing written but Snakemake's own folder

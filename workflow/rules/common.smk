@@ -45,6 +45,15 @@ def config_error(keypath, reason):
     return ConfigError(f"{config_origin(keypath, CONFIG_LAYERS)}: {reason}")
 
 
+def workdir_hint():
+    """Why a relative path is missing when snakemake runs outside the repository: appended to such errors."""
+    root = Path(workflow.basedir).resolve()
+    if Path.cwd().resolve() == root or Path("resources").is_dir():
+        return ""
+    return (f"; relative paths are read from the working directory {Path.cwd()}: run the workflow from the "
+            f"repository root ({root}), or add --directory {root}")
+
+
 try:
     validate_config(config, layers=CONFIG_LAYERS)
     MANIFEST = load_manifest(config["manifest"])
@@ -52,7 +61,7 @@ try:
     # a local model path that is missing, or a folder without config.json (models, veridicality, simverb)
     check_model_paths(config, layers=CONFIG_LAYERS)
 except VerbevalError as exc:
-    raise ConfigError(str(exc)) from None
+    raise ConfigError(f"{exc}{workdir_hint()}") from None
 
 # SLURM (profiles/slurm): the account placeholder must be replaced; a dry run warns, a run stops
 # before anything is submitted (onstart below)
