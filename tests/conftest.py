@@ -55,14 +55,18 @@ def data_dir() -> Path:
     from verbeval.core.fetch import build_mirror, load_manifest
 
     mirror = cache_dir() / "mirror"
-    results = build_mirror(load_manifest(MANIFEST).values(), mirror, timeout=30)
+    sources = list(load_manifest(MANIFEST).values())
+    # one source first: without network that fails at once, and the others are not tried
+    results = build_mirror(sources[:1], mirror, timeout=30)
+    if results[0].status != "failed":
+        results += build_mirror(sources[1:], mirror, timeout=30)
     failed = [r for r in results if r.status == "failed"]
     if failed:
+        names = ", ".join(r.name for r in failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
         _skip_or_fail(
-            f"{len(failed)} of {len(results)} data sources could not be downloaded into {mirror} "
-            f"({', '.join(r.name for r in failed)}; e.g. {failed[0].detail}). With network, run pytest again "
-            f"(what was downloaded is kept); offline, copy a mirror built elsewhere with `verbeval mirror --out "
-            f"DIR` to {mirror}, or set VERBEVAL_SHARED to a folder holding it as data/")
+            f"the data sources could not be downloaded into {mirror} ({names}: {failed[0].detail.split('; ')[0]}). "
+            "With network, run pytest again (what was downloaded is kept); offline, copy there a mirror built "
+            "elsewhere with `verbeval mirror --out DIR`, or set VERBEVAL_SHARED to a folder holding it as data/")
     return mirror
 
 

@@ -95,8 +95,8 @@ def test_manifest_lists_every_source_once() -> None:
     assert isinstance(sources["giant_verb_list"].sha256, tuple)
 
 
-def test_manifest_matches_the_shared_mirror(shared_dir: Path) -> None:
-    mirror = shared_dir / "data"
+def test_manifest_matches_the_shared_mirror(data_dir: Path) -> None:
+    mirror = data_dir
     for name, source in load_manifest(MANIFEST).items():
         location = mirror_location(source, mirror)
         assert location.is_file(), f"{name}: {location} missing from the mirror"
@@ -202,9 +202,9 @@ def test_fetch_from_mirror(tmp_path: Path) -> None:
     assert leftovers(dest.parent) == ["t.jsonl"]
 
 
-def test_fetch_real_mirror_entry(shared_dir: Path, tmp_path: Path) -> None:
+def test_fetch_real_mirror_entry(data_dir: Path, tmp_path: Path) -> None:
     source = load_manifest(MANIFEST)["ml_simple_agrmt"]
-    dest = fetch_source(source, tmp_path / local_filename(source), mirror_dir=shared_dir / "data")
+    dest = fetch_source(source, tmp_path / local_filename(source), mirror_dir=data_dir)
     assert sha256_file(dest) == source.sha256[0]
     assert sum(1 for _ in dest.open()) == 140
 
@@ -353,8 +353,8 @@ def test_checksum_mismatch_leaves_nothing(
 # --------------------------------------------------------------------------- giant verb list
 
 
-def test_giant_verb_list_real_mirror(shared_dir: Path) -> None:
-    path = shared_dir / "data" / "giant-verb-list" / "giant-verb-list-3250.txt"
+def test_giant_verb_list_real_mirror(data_dir: Path) -> None:
+    path = data_dir / "giant-verb-list" / "giant-verb-list-3250.txt"
     lines = path.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 3250
     verbs = read_giant_verb_list(path)
@@ -488,7 +488,7 @@ def test_giant_verb_list_real_pdf(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- verbeval mirror
 
 
-def _served_manifest(shared_dir: Path, root: Path, base: str, tmp_path: Path) -> Path:
+def _served_manifest(data_dir: Path, root: Path, base: str, tmp_path: Path) -> Path:
     """The real manifest with every URL pointing at a local HTTP server that serves the shared
     mirror's files (each archive source as a zip holding its member), like the real hosts would."""
     import yaml
@@ -496,7 +496,7 @@ def _served_manifest(shared_dir: Path, root: Path, base: str, tmp_path: Path) ->
     raw = yaml.safe_load(MANIFEST.read_text())
     for name, entry in raw["sources"].items():
         source = load_manifest(MANIFEST)[name]
-        data = mirror_location(source, shared_dir / "data").read_bytes()
+        data = mirror_location(source, data_dir).read_bytes()
         rel = f"{name}/{local_filename(source)}"
         if source.archive_member:
             rel = f"{name}/archive.zip"
@@ -513,12 +513,12 @@ def _served_manifest(shared_dir: Path, root: Path, base: str, tmp_path: Path) ->
 
 
 def test_mirror_command_downloads_every_source_into_the_mirror_layout(
-    shared_dir: Path, http_root: tuple[Path, str], tmp_path: Path
+    data_dir: Path, http_root: tuple[Path, str], tmp_path: Path
 ) -> None:
     from verbeval.cli import main
 
     root, base = http_root
-    manifest_path = _served_manifest(shared_dir, root, base, tmp_path)
+    manifest_path = _served_manifest(data_dir, root, base, tmp_path)
     out = tmp_path / "mirror"
     assert main(["mirror", "--manifest", str(manifest_path), "--out", str(out), "--timeout", "30"]) == 0
     manifest = load_manifest(manifest_path)
@@ -646,3 +646,20 @@ def test_a_differing_verb_list_names_verbs_added_and_removed(tmp_path: Path, cap
                                                      f"sha256: ['{_pinned_checksum(pinned)}', '{new}']"))
     assert main(args) == 0
     assert dest.read_bytes() == pdf.read_bytes()
+
+
+def test_mirror_stores_a_pdf_verb_list_as_a_text_copy(tmp_path: Path) -> None:
+    pytest.importorskip("pypdf")
+    published = ["abandon", "abate 1", "agree 1 RB", "be + LV", "abhor 2"]
+    verbs = ["abandon", "abate", "agree", "be", "abhor"]
+    pdf = tmp_path / "remote" / "list.pdf"
+    pdf.parent.mkdir()
+    pdf.write_bytes(_original_layout_pdf(published, per_line=2, lines_per_page=2))
+    source = make_source(pdf.as_uri(), b"", sha256=(_pinned_checksum(verbs),), format="giant_verb_list",
+                         mirror_path="gvl/list.txt", name="gvl")
+    out = tmp_path / "mirror"
+    assert [r.status for r in fetch.build_mirror([source], out)] == ["fetched"]
+    copy = out / "gvl" / "list.txt"
+    assert copy.read_text(encoding="utf-8") == "abandon\nabate\nagree\nbe\nabhor\n"  # entry order
+    assert [r.status for r in fetch.build_mirror([source], out)] == ["present"]
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["list.txt"]  # nothing else in the mirror

@@ -672,7 +672,8 @@ def build_mirror(sources: Iterable[Source], mirror_dir: str | Path, timeout: flo
     """Download every source into ``mirror_dir``, laid out as the workflow's ``data_mirror`` reads it.
 
     Each file goes to :func:`mirror_location` (the URL's host and path, or the entry's
-    ``mirror_path``); for a zip ``archive_member`` the verified member is stored, not the archive.
+    ``mirror_path``); for a zip ``archive_member`` the verified member is stored, not the archive;
+    a verb list published as a PDF is stored as a text copy of its verbs.
     A file already there with an accepted sha256 is kept (so an interrupted run resumes). A source
     that fails (network, HTTP status, checksum) is reported and the others go on; nothing
     unverified is ever left in the mirror.
@@ -685,8 +686,22 @@ def build_mirror(sources: Iterable[Source], mirror_dir: str | Path, timeout: flo
             continue
         try:
             fetch_source(source, dest, None, timeout=timeout)
+            _pdf_to_text_copy(source, dest)
         except VerbevalError as exc:
             results.append(MirrorResult(source.name, "failed", dest, str(exc)))
         else:
             results.append(MirrorResult(source.name, "fetched", dest))
     return results
+
+
+def _pdf_to_text_copy(source: Source, path: Path) -> None:
+    """A verb list fetched as a PDF is stored in the mirror as a text copy (its verbs in entry order,
+    one per line), the form the mirror documents; it passes the same pin (:func:`content_digest`)."""
+    if source.format not in LIST_FORMATS:
+        return
+    with open(path, "rb") as fh:
+        if fh.read(len(_PDF_MAGIC)) != _PDF_MAGIC:
+            return
+    verbs = read_giant_verb_list(path)
+    with atomic_open(path) as out:
+        out.write("".join(f"{v}\n" for v in verbs))
