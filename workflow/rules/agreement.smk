@@ -8,13 +8,14 @@ rule lexicon:
     output:
         f"{OUT}/lexicon.parquet",
     params:
+        manifest=Untracked(config["manifest"]),  # formats only: no rerun trigger
         inputs=" ".join(shlex.quote(f"--input={s}={raw_path(s)}") for s in AGR["verb_lists"]),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{LOGS}/agreement/lexicon.log",
     shell:
-        "verbeval lexicon --manifest {config[manifest]:q} {params.inputs} --overrides {input.overrides:q} "
+        "verbeval lexicon --manifest {params.manifest:q} {params.inputs} --overrides {input.overrides:q} "
         "--out {output:q} 2> {log:q}"
 
 
@@ -29,6 +30,7 @@ rule templates:
         rejects=f"{OUT}/template_rejects.csv",
         groups=RUN_GROUPS_FILE,
     params:
+        manifest=Untracked(config["manifest"]),  # formats only: no rerun trigger
         inputs=" ".join(shlex.quote(f"--input={s}={raw_path(s)}") for g in GROUPS for s in g["sources"]),
         groups=shlex.quote("--groups=" + ",".join(g["id"] for g in GROUPS)),  # empty: custom groups only
         custom=custom_group_options(CUSTOM_GROUPS),
@@ -40,7 +42,7 @@ rule templates:
     log:
         f"{LOGS}/agreement/templates.log",
     shell:
-        "verbeval templates --manifest {config[manifest]:q} --groups-file {input.groups_file:q} {params.groups} "
+        "verbeval templates --manifest {params.manifest:q} --groups-file {input.groups_file:q} {params.groups} "
         "--errata {input.errata:q} {params.inputs} {params.custom} {params.skip} {params.drop} {params.limit} "
         "--out {output.table:q} --rejects {output.rejects:q} --groups-out {output.groups:q} 2> {log:q}"
 

@@ -137,6 +137,18 @@ wildcard_constraints:
     group="|".join(GROUP_IDS),
 
 
+class Untracked:
+    """A param that is no rerun trigger. Snakemake's params trigger compares only params of builtin
+    types (its persistence records nothing else), so a change of this value reruns nothing. For where
+    the data comes from (data_mirror) and the manifest's path, since the bytes are checked either way."""
+
+    def __init__(self, value):
+        self.value = str(value)
+
+    def __str__(self):
+        return self.value
+
+
 def raw_path(name):
     """Where the fetched copy of manifest source `name` lives."""
     return f"{RAW}/{name}/{local_filename(MANIFEST[name])}"

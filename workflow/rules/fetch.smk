@@ -5,14 +5,12 @@
 # - the output is update()-flagged: Snakemake neither deletes it before the job runs nor after the
 #   job fails (it restores it), and `verbeval fetch` keeps a copy that already verifies and replaces
 #   a file only by an atomic rename, so a run from another clone reading it never finds it missing;
-# - where the bytes come from (data_mirror, VERBEVAL_DATA_MIRROR) and the manifest's path are not
-#   params: switching them reruns nothing. The source's accepted checksums are: a changed entry
-#   fetches again.
+# - where the bytes come from (data_mirror, VERBEVAL_DATA_MIRROR) and the manifest's path are
+#   Untracked params: switching them reruns nothing. The source's accepted checksums are a param: a
+#   changed entry fetches again.
 import shlex
 
 from verbeval.core.fetch import set_aside_unverified
-
-FETCH_MIRROR_OPTION = f"--mirror {shlex.quote(config['data_mirror'])}" if config["data_mirror"] else ""
 
 # a raw copy that matches no checksum of its (current) manifest entry, edited by hand or pinned by an
 # older manifest, is set aside (renamed, never deleted) before the DAG is built, so that it is fetched again
@@ -29,6 +27,8 @@ rule fetch:
         update(f"{RAW}/{{name}}/{{filename}}"),
     params:
         sha256=lambda wc: " ".join(MANIFEST[wc.name].sha256),
+        manifest=Untracked(config["manifest"]),
+        mirror=Untracked(f"--mirror {shlex.quote(config['data_mirror'])}" if config["data_mirror"] else ""),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -36,5 +36,5 @@ rule fetch:
     wildcard_constraints:
         name="|".join(MANIFEST),
     shell:
-        "verbeval fetch --manifest {config[manifest]:q} --name {wildcards.name} --out {output:q} "
-        "{FETCH_MIRROR_OPTION} 2> {log:q}"
+        "verbeval fetch --manifest {params.manifest:q} --name {wildcards.name} --out {output:q} {params.mirror} "
+        "2> {log:q}"
