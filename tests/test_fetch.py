@@ -663,3 +663,47 @@ def test_mirror_stores_a_pdf_verb_list_as_a_text_copy(tmp_path: Path) -> None:
     assert copy.read_text(encoding="utf-8") == "abandon\nabate\nagree\nbe\nabhor\n"  # entry order
     assert [r.status for r in fetch.build_mirror([source], out)] == ["present"]
     assert sorted(p.name for p in copy.parent.iterdir()) == ["list.txt"]  # nothing else in the mirror
+
+
+# --------------------------------------------------------------------------- a verified copy is kept
+
+
+def test_a_verified_copy_is_kept_without_network_and_never_replaced(tmp_path: Path) -> None:
+    """Another clone sharing raw_dir may be reading the file: a fetch of a verified copy leaves it alone."""
+    data = b"verified bytes\n"
+    source = make_source("https://unreachable.invalid/f.txt", data)
+    dest = tmp_path / "raw" / "f.txt"
+    dest.parent.mkdir()
+    dest.write_bytes(data)
+    inode = dest.stat().st_ino
+    assert fetch_source(source, dest, mirror_dir=tmp_path / "no-mirror") == dest  # no mirror, no network needed
+    assert fetch_source(source, dest, timeout=1) == dest
+    assert dest.stat().st_ino == inode and dest.read_bytes() == data
+    assert sorted(p.name for p in dest.parent.iterdir()) == [".f.txt.verified.json", "f.txt"]
+
+
+def test_the_verification_cache_sees_an_edit_that_keeps_size_and_mtime(tmp_path: Path) -> None:
+    """``cp -p`` / ``rsync -a`` keep size and mtime; the ctime still changes, and so the file is hashed again."""
+    import os
+
+    data = b"verified bytes\n"
+    source = make_source("https://unreachable.invalid/f.txt", data)
+    dest = tmp_path / "f.txt"
+    dest.write_bytes(data)
+    assert fetch.is_verified(source, dest)
+    st = dest.stat()
+    dest.write_bytes(b"VERIFIED BYTES\n")  # same size
+    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime
+    assert dest.stat().st_size == st.st_size and dest.stat().st_mtime_ns == st.st_mtime_ns
+    assert not fetch.is_verified(source, dest)
+    aside = fetch.set_aside_unverified(source, dest)
+    assert aside is not None and aside.read_bytes() == b"VERIFIED BYTES\n" and not dest.exists()
+    # a cached digest is used while the file is unchanged: a wrong cached value would show
+    dest.write_bytes(data)
+    assert fetch.is_verified(source, dest)
+    cache = tmp_path / ".f.txt.verified.json"
+    import json
+
+    record = json.loads(cache.read_text())
+    cache.write_text(json.dumps({**record, "sha256": "0" * 64}))
+    assert not fetch.is_verified(source, dest)
