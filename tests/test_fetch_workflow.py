@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from verbeval.core.fetch import load_manifest, local_filename
+from verbeval.core.fetch import load_manifest, local_filename, mirror_location
 
 pytestmark = pytest.mark.slow
 
@@ -79,6 +79,13 @@ def test_offline_run_then_plain_run_keeps_every_verified_file(run: Run, data_dir
     plain = run()
     assert plain.returncode == 0, plain.stderr[-3000:]
     assert "Nothing to be done" in plain.stderr, plain.stderr[-3000:]
+    # nor another mirror, even one that lacks the files fetched already: they are not needed
+    other_mirror = run.root / "other-mirror"
+    shutil.copytree(data_dir, other_mirror, copy_function=os.symlink)
+    for name in SOURCES:
+        mirror_location(manifest[name], other_mirror).unlink()
+    other = run(f"data_mirror={other_mirror}")
+    assert other.returncode == 0 and "Nothing to be done" in other.stderr, other.stderr[-3000:]
     # nor is the path of a manifest with identical bytes
     alt = run.root / "alt"
     alt.mkdir()

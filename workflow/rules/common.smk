@@ -123,10 +123,19 @@ SOURCES = list(dict.fromkeys([s for g in GROUPS for s in g["sources"]] + AGR["ve
 for _src in SOURCES:
     if _src not in MANIFEST:
         raise ConfigError(f"{config['manifest']}: no source named {_src!r}")
+
+
+def mirror_missing(names):
+    """The mirror files of these sources that are missing, for the sources that have no raw copy yet
+    (a fetched copy is not fetched again, so the mirror need not hold it)."""
+    return [str(mirror_location(MANIFEST[s], config["data_mirror"])) for s in names
+            if not os.path.exists(f"{RAW}/{s}/{local_filename(MANIFEST[s])}")
+            and not mirror_location(MANIFEST[s], config["data_mirror"]).exists()]
+
+
 # fail before any job starts: a mirror without a needed file
 if config["data_mirror"]:
-    _missing = [str(mirror_location(MANIFEST[s], config["data_mirror"])) for s in SOURCES
-                if not mirror_location(MANIFEST[s], config["data_mirror"]).exists()]
+    _missing = mirror_missing(SOURCES)
     if _missing:
         raise config_error(["data_mirror"], f"data_mirror {config['data_mirror']}: missing {len(_missing)} file(s), "
                                             f"e.g. {_missing[0]}")
