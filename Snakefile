@@ -2,6 +2,14 @@
 #   snakemake --cores 8 --resources gpu=1                 (workstation)
 #   snakemake --cores 8 --resources gpu=1 --config data_mirror=../shared/data   (offline mirror)
 # Every rule calls one `verbeval` sub-command; all logic lives in the Python package (src/verbeval).
+import os
+
+
+# relative paths (config/, resources/, data/, results/) are read from the working directory
+if not workflow.config_settings.configfiles and not os.path.isfile("config/config.yaml"):
+    raise WorkflowError(f"config/config.yaml not found in the working directory {os.getcwd()}: run the workflow "
+                        f"from the repository root ({workflow.basedir}), or add --directory {workflow.basedir}")
+
 
 configfile: "config/config.yaml"
 

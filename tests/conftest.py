@@ -1,4 +1,13 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures.
+
+What a test needs, and where it comes from (README, "Tests without ../shared"):
+
+* ``data_dir``: the data sources of ``resources/manifest.yaml`` laid out as a mirror. The shared
+  folder's ``data/`` when there is one; otherwise the tests download every source themselves, with the
+  code of ``verbeval mirror``, into ``$VERBEVAL_CACHE_DIR/mirror`` (default ``~/.cache/verbeval/mirror``),
+  once. Skipped only when that download fails (no network), with the reason and the fix.
+* ``shared_dir``: the shared folder, for the real tokenizer files of ``tokenizers/``.
+"""
 
 from __future__ import annotations
 
@@ -8,26 +17,73 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
+MANIFEST = REPO_ROOT / "resources" / "manifest.yaml"
 
 #: set (as .ci/run does) to make a missing shared folder an error instead of a skip
 REQUIRE_SHARED_ENV = "VERBEVAL_REQUIRE_SHARED"
+#: where the tests keep what they download (the data mirror), default ~/.cache/verbeval
+CACHE_ENV = "VERBEVAL_CACHE_DIR"
+
+
+def _shared_path() -> Path:
+    return Path(os.environ.get("VERBEVAL_SHARED", REPO_ROOT.parent / "shared"))
+
+
+def _skip_or_fail(reason: str) -> None:
+    if os.environ.get(REQUIRE_SHARED_ENV):
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+def cache_dir() -> Path:
+    """``$VERBEVAL_CACHE_DIR``, else ``~/.cache/verbeval``."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "verbeval")
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """A data mirror holding every source of the manifest (``--config data_mirror=DIR`` reads it).
+
+    ``<shared>/data`` if it exists; else every source is downloaded and checked, as ``verbeval mirror``
+    does (:func:`verbeval.core.fetch.build_mirror`), into the cache; a source already there and
+    verified is not downloaded again. Skips (fails with ``VERBEVAL_REQUIRE_SHARED=1``) naming the
+    sources that could not be had, and what to do, when any download fails.
+    """
+    shared = _shared_path() / "data"
+    if shared.is_dir():
+        return shared
+    from verbeval.core.fetch import build_mirror, load_manifest
+
+    mirror = cache_dir() / "mirror"
+    sources = list(load_manifest(MANIFEST).values())
+    # one source first: without network that fails at once, and the others are not tried
+    results = build_mirror(sources[:1], mirror, timeout=30)
+    if results[0].status != "failed":
+        results += build_mirror(sources[1:], mirror, timeout=30)
+    failed = [r for r in results if r.status == "failed"]
+    if failed:
+        names = ", ".join(r.name for r in failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+        _skip_or_fail(
+            f"the data sources could not be downloaded into {mirror} ({names}: {failed[0].detail.split('; ')[0]}). "
+            "With network, run pytest again (what was downloaded is kept); offline, copy there a mirror built "
+            "elsewhere with `verbeval mirror --out DIR`, or set VERBEVAL_SHARED to a folder holding it as data/")
+    return mirror
 
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    """The shared folder with the data mirror and tokenizers (``$VERBEVAL_SHARED`` or ``../shared``).
+    """The shared folder with the real tokenizer files (``$VERBEVAL_SHARED`` or ``../shared``).
 
-    Without it, the tests that read the real data or tokenizers are skipped with a message that
-    says so (a fresh clone elsewhere still gets a green ``pytest -q``). With
-    ``VERBEVAL_REQUIRE_SHARED=1`` (set by .ci/run) a missing folder fails instead, so that CI
-    cannot pass silently without the mirror.
+    Without it, the tests that need the real tokenizers are skipped with a message that says what
+    they need. With ``VERBEVAL_REQUIRE_SHARED=1`` (set by .ci/run) a missing folder fails instead, so
+    that CI cannot pass silently without it.
     """
-    path = Path(os.environ.get("VERBEVAL_SHARED", REPO_ROOT.parent / "shared"))
+    path = _shared_path()
     if not path.is_dir():
-        reason = (f"shared data folder {path} not found: set VERBEVAL_SHARED to the folder that holds "
-                  "data/ (the source mirror, `verbeval mirror --out DIR/data`) and tokenizers/")
-        if os.environ.get(REQUIRE_SHARED_ENV):
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
+        _skip_or_fail(
+            f"real tokenizer files not found ({path}/tokenizers): this test builds tiny models on the real "
+            "vocabularies of bert-base-cased, bert-base-uncased, roberta-base, gpt2 and three newer families "
+            "(list and provenance: docs/data.md, 'Tests without ../shared'). Save them with "
+            "`AutoTokenizer.from_pretrained(NAME).save_pretrained(DIR/tokenizers/NAME)` on a machine with "
+            "the model hub, then set VERBEVAL_SHARED=DIR")
     return path

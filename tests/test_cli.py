@@ -119,9 +119,9 @@ def test_lemmas_unknown_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert not (tmp_path / "o.parquet").exists()
 
 
-def test_fetch_unknown_source(tmp_path: Path, capsys: pytest.CaptureFixture[str], shared_dir: Path) -> None:
+def test_fetch_unknown_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["fetch", "--manifest", str(REPO_ROOT / "resources" / "manifest.yaml"), "--name", "no_such_source",
-               "--out", str(tmp_path / "x"), "--mirror", str(shared_dir / "data")])
+               "--out", str(tmp_path / "x"), "--mirror", str(tmp_path)])
     assert rc == 1
     out, err = _stderr_lines(capsys)
     assert out == ""

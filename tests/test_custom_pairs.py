@@ -258,8 +258,8 @@ def test_schema_accepts_entries_and_rejects_bad_ones() -> None:
 # --------------------------------------------------------------------------- the table and the run's groups
 
 
-def test_custom_groups_come_after_the_paper_groups(shared_dir: Path, tmp_path: Path) -> None:
-    ml = next((shared_dir / "data").rglob("ML/simple_agrmt_all.jsonl"))
+def test_custom_groups_come_after_the_paper_groups(data_dir: Path, tmp_path: Path) -> None:
+    ml = next(data_dir.rglob("ML/simple_agrmt_all.jsonl"))
     custom = custom_groups([{"id": "new_constructions", "name": "New constructions", "path": str(EXAMPLE)}],
                            PAPER_GROUPS)
     table, rejects = build_template_table({"ml_simple_agrmt": (ml, "ml_jsonl")}, PAPER_GROUPS,

@@ -95,12 +95,12 @@ def test_manifest_lists_every_source_once() -> None:
     assert isinstance(sources["giant_verb_list"].sha256, tuple)
 
 
-def test_manifest_matches_the_shared_mirror(shared_dir: Path) -> None:
-    mirror = shared_dir / "data"
+def test_manifest_matches_the_shared_mirror(data_dir: Path) -> None:
+    mirror = data_dir
     for name, source in load_manifest(MANIFEST).items():
         location = mirror_location(source, mirror)
         assert location.is_file(), f"{name}: {location} missing from the mirror"
-        assert sha256_file(location) in source.sha256, f"{name}: checksum of {location} differs"
+        assert fetch.content_digest(source, location) in source.sha256, f"{name}: checksum of {location} differs"
         assert local_filename(source) == location.name
 
 
@@ -202,9 +202,9 @@ def test_fetch_from_mirror(tmp_path: Path) -> None:
     assert leftovers(dest.parent) == ["t.jsonl"]
 
 
-def test_fetch_real_mirror_entry(shared_dir: Path, tmp_path: Path) -> None:
+def test_fetch_real_mirror_entry(data_dir: Path, tmp_path: Path) -> None:
     source = load_manifest(MANIFEST)["ml_simple_agrmt"]
-    dest = fetch_source(source, tmp_path / local_filename(source), mirror_dir=shared_dir / "data")
+    dest = fetch_source(source, tmp_path / local_filename(source), mirror_dir=data_dir)
     assert sha256_file(dest) == source.sha256[0]
     assert sum(1 for _ in dest.open()) == 140
 
@@ -335,7 +335,8 @@ def test_checksum_mismatch_leaves_nothing(
     dest_dir = tmp_path / "out"
     dest_dir.mkdir()
     dest = dest_dir / "f.txt"
-    dest.write_bytes(b"stale copy from an earlier run\n")
+    stale = b"stale copy from an earlier run\n"
+    dest.write_bytes(stale)
     with pytest.raises(VerbevalError) as info:
         fetch_source(source, dest, mirror_dir=mirror if via == "mirror" else None, timeout=10)
     text = str(info.value)
@@ -343,14 +344,17 @@ def test_checksum_mismatch_leaves_nothing(
     assert wrong in text
     assert sha(data) in text
     assert ("f.txt" in text) and ("checksum mismatch" in text)
-    assert leftovers(dest_dir) == []  # no file at dest and no temporary file
+    # no file at dest and no temporary file; the unverified copy was set aside, not deleted
+    aside = f"f.txt.unverified-{sha(stale)[:12]}"
+    assert leftovers(dest_dir) == [aside]
+    assert (dest_dir / aside).read_bytes() == stale
 
 
 # --------------------------------------------------------------------------- giant verb list
 
 
-def test_giant_verb_list_real_mirror(shared_dir: Path) -> None:
-    path = shared_dir / "data" / "giant-verb-list" / "giant-verb-list-3250.txt"
+def test_giant_verb_list_real_mirror(data_dir: Path) -> None:
+    path = data_dir / "giant-verb-list" / "giant-verb-list-3250.txt"
     lines = path.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 3250
     verbs = read_giant_verb_list(path)
@@ -484,7 +488,7 @@ def test_giant_verb_list_real_pdf(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- verbeval mirror
 
 
-def _served_manifest(shared_dir: Path, root: Path, base: str, tmp_path: Path) -> Path:
+def _served_manifest(data_dir: Path, root: Path, base: str, tmp_path: Path) -> Path:
     """The real manifest with every URL pointing at a local HTTP server that serves the shared
     mirror's files (each archive source as a zip holding its member), like the real hosts would."""
     import yaml
@@ -492,7 +496,7 @@ def _served_manifest(shared_dir: Path, root: Path, base: str, tmp_path: Path) ->
     raw = yaml.safe_load(MANIFEST.read_text())
     for name, entry in raw["sources"].items():
         source = load_manifest(MANIFEST)[name]
-        data = mirror_location(source, shared_dir / "data").read_bytes()
+        data = mirror_location(source, data_dir).read_bytes()
         rel = f"{name}/{local_filename(source)}"
         if source.archive_member:
             rel = f"{name}/archive.zip"
@@ -509,18 +513,18 @@ def _served_manifest(shared_dir: Path, root: Path, base: str, tmp_path: Path) ->
 
 
 def test_mirror_command_downloads_every_source_into_the_mirror_layout(
-    shared_dir: Path, http_root: tuple[Path, str], tmp_path: Path
+    data_dir: Path, http_root: tuple[Path, str], tmp_path: Path
 ) -> None:
     from verbeval.cli import main
 
     root, base = http_root
-    manifest_path = _served_manifest(shared_dir, root, base, tmp_path)
+    manifest_path = _served_manifest(data_dir, root, base, tmp_path)
     out = tmp_path / "mirror"
     assert main(["mirror", "--manifest", str(manifest_path), "--out", str(out), "--timeout", "30"]) == 0
     manifest = load_manifest(manifest_path)
     for source in manifest.values():
         location = mirror_location(source, out)
-        assert sha256_file(location) in source.sha256, source.name
+        assert fetch.content_digest(source, location) in source.sha256, source.name
         # the mirror serves the workflow: a fetch from it verifies
         fetch_source(source, tmp_path / "raw" / source.name / local_filename(source), mirror_dir=out)
     assert len(list(p for p in out.rglob("*") if p.is_file())) == len(manifest)
@@ -569,3 +573,137 @@ def test_fetch_cli_reads_the_mirror_from_the_environment(tmp_path: Path, monkeyp
                  "--mirror", str(mirror)]) == 0
     assert main(["-q", "fetch", "--manifest", str(tmp_path / "manifest.yaml"), "--name", "toy",
                  "--out", str(tmp_path / "other.txt")]) == 1  # the environment's mirror is used, and lacks the file
+
+
+# --------------------------------------------------------------------------- the verb list, not the bytes
+
+
+def _original_layout_pdf(verbs_with_marks: list[str], per_line: int = 3, lines_per_page: int = 45) -> bytes:
+    """A PDF laid out like the original Giant Verb List: a title page with its own numbered list, then
+    numbered entries (``12. agree 1 RB``), several per line, over many pages with running header and footer."""
+    entries = [f"{i}. {v}" for i, v in enumerate(verbs_with_marks, start=1)]
+    lines = ["  ".join(entries[i:i + per_line]) for i in range(0, len(entries), per_line)]
+    pages = ["The Giant Verb List\n3,250 Verbs\nHow to use this list\n1. Read every verb\n2. Pick three\n1"]
+    for n, start in enumerate(range(0, len(lines), lines_per_page), start=2):
+        body = "\n".join(lines[start:start + lines_per_page])
+        pages.append(f"Pattern Based Writing: The Giant Verb List\n{body}\n1 = irregular  RB = footnote\n"
+                     f"www.patternbasedwriting.com  {n}")
+    return _text_pdf(pages)
+
+
+def _pinned_checksum(verbs: list[str]) -> str:
+    """Independent of verbeval's code: the sorted distinct lowercased verbs, one per line."""
+    return hashlib.sha256("".join(f"{v}\n" for v in sorted({v.lower() for v in verbs})).encode()).hexdigest()
+
+
+def test_the_real_list_as_the_original_pdf_passes_the_manifest(data_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pypdf")
+    source = load_manifest(MANIFEST)["giant_verb_list"]
+    text_copy = mirror_location(source, data_dir)
+    lines = [line.strip() for line in text_copy.read_text(encoding="utf-8").splitlines() if line.strip()]
+    verbs = [line.split()[0].lower() for line in lines]
+    assert len(verbs) == 3250 and _pinned_checksum(verbs) in source.sha256
+    pdf = tmp_path / "remote" / "Giant-Verb-List-3250-Verbs.pdf"
+    pdf.parent.mkdir()
+    pdf.write_bytes(_original_layout_pdf(lines))  # entries keep the footnote marks ('agree 1 RB')
+    assert len(fetch._extract_pdf_pages(pdf)) > 20
+    online = dataclasses.replace(source, url=pdf.as_uri())
+    dest = tmp_path / "raw" / "giant_verb_list" / local_filename(source)
+    fetch_source(online, dest)
+    assert dest.read_bytes() == pdf.read_bytes()  # the original form is kept; readers parse either
+    assert read_giant_verb_list(dest) == verbs
+    assert fetch.is_verified(online, dest)
+    # and the text copy passes the same pin
+    fetch_source(source, tmp_path / "raw2" / local_filename(source), mirror_dir=data_dir)
+
+
+def test_a_differing_verb_list_names_verbs_added_and_removed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("pypdf")
+    from verbeval.cli import main
+
+    pinned = ["abandon", "abate", "abbreviate", "agree", "be", "abhor", "walk"]
+    published = ["abandon", "abate 1", "abbreviate 1", "agree 1 RB", "be + LV", "zigzag", "quibble", "abhor 2"]
+    pdf = tmp_path / "remote" / "list.pdf"
+    pdf.parent.mkdir()
+    pdf.write_bytes(_original_layout_pdf(published, per_line=2, lines_per_page=2))
+    (tmp_path / "list.verb_index").write_text(fetch.verb_index_lines(pinned))
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(
+        f"sources:\n  gvl:\n    url: {pdf.as_uri()}\n    sha256: '{_pinned_checksum(pinned)}'\n"
+        "    format: giant_verb_list\n    verb_index: list.verb_index\n    description: d\n    license: l\n")
+    dest = tmp_path / "raw" / "list.txt"
+    args = ["-q", "fetch", "--manifest", str(manifest), "--name", "gvl", "--out", str(dest)]
+    assert main(args) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    new = _pinned_checksum([v.split()[0] for v in published])
+    assert err == [
+        f"verbeval fetch: error: source 'gvl' from {pdf.as_uri()}: the verb list differs from the pinned one: "
+        f"2 verb(s) added, 1 removed (8 verbs, the pinned list has 7); nothing was written. If you trust this "
+        f"list, add its checksum {new} to the entry's sha256 list in {manifest}"]
+    assert leftovers(dest.parent) == []  # nothing half-written
+    # accepting it as the message says
+    manifest.write_text(manifest.read_text().replace(f"sha256: '{_pinned_checksum(pinned)}'",
+                                                     f"sha256: ['{_pinned_checksum(pinned)}', '{new}']"))
+    assert main(args) == 0
+    assert dest.read_bytes() == pdf.read_bytes()
+
+
+def test_mirror_stores_a_pdf_verb_list_as_a_text_copy(tmp_path: Path) -> None:
+    pytest.importorskip("pypdf")
+    published = ["abandon", "abate 1", "agree 1 RB", "be + LV", "abhor 2"]
+    verbs = ["abandon", "abate", "agree", "be", "abhor"]
+    pdf = tmp_path / "remote" / "list.pdf"
+    pdf.parent.mkdir()
+    pdf.write_bytes(_original_layout_pdf(published, per_line=2, lines_per_page=2))
+    source = make_source(pdf.as_uri(), b"", sha256=(_pinned_checksum(verbs),), format="giant_verb_list",
+                         mirror_path="gvl/list.txt", name="gvl")
+    out = tmp_path / "mirror"
+    assert [r.status for r in fetch.build_mirror([source], out)] == ["fetched"]
+    copy = out / "gvl" / "list.txt"
+    assert copy.read_text(encoding="utf-8") == "abandon\nabate\nagree\nbe\nabhor\n"  # entry order
+    assert [r.status for r in fetch.build_mirror([source], out)] == ["present"]
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["list.txt"]  # nothing else in the mirror
+
+
+# --------------------------------------------------------------------------- a verified copy is kept
+
+
+def test_a_verified_copy_is_kept_without_network_and_never_replaced(tmp_path: Path) -> None:
+    """Another clone sharing raw_dir may be reading the file: a fetch of a verified copy leaves it alone."""
+    data = b"verified bytes\n"
+    source = make_source("https://unreachable.invalid/f.txt", data)
+    dest = tmp_path / "raw" / "f.txt"
+    dest.parent.mkdir()
+    dest.write_bytes(data)
+    inode = dest.stat().st_ino
+    assert fetch_source(source, dest, mirror_dir=tmp_path / "no-mirror") == dest  # no mirror, no network needed
+    assert fetch_source(source, dest, timeout=1) == dest
+    assert dest.stat().st_ino == inode and dest.read_bytes() == data
+    assert sorted(p.name for p in dest.parent.iterdir()) == [".f.txt.verified.json", "f.txt"]
+
+
+def test_the_verification_cache_sees_an_edit_that_keeps_size_and_mtime(tmp_path: Path) -> None:
+    """``cp -p`` / ``rsync -a`` keep size and mtime; the ctime still changes, and so the file is hashed again."""
+    import os
+
+    data = b"verified bytes\n"
+    source = make_source("https://unreachable.invalid/f.txt", data)
+    dest = tmp_path / "f.txt"
+    dest.write_bytes(data)
+    assert fetch.is_verified(source, dest)
+    st = dest.stat()
+    dest.write_bytes(b"VERIFIED BYTES\n")  # same size
+    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime
+    assert dest.stat().st_size == st.st_size and dest.stat().st_mtime_ns == st.st_mtime_ns
+    assert not fetch.is_verified(source, dest)
+    aside = fetch.set_aside_unverified(source, dest)
+    assert aside is not None and aside.read_bytes() == b"VERIFIED BYTES\n" and not dest.exists()
+    # a cached digest is used while the file is unchanged: a wrong cached value would show
+    dest.write_bytes(data)
+    assert fetch.is_verified(source, dest)
+    cache = tmp_path / ".f.txt.verified.json"
+    import json
+
+    record = json.loads(cache.read_text())
+    cache.write_text(json.dumps({**record, "sha256": "0" * 64}))
+    assert not fetch.is_verified(source, dest)

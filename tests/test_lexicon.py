@@ -23,14 +23,14 @@ OVERRIDES = REPO_ROOT / "resources" / "inflection_overrides.csv"
 TSE_COMMIT = "db423f80246ba2d7c2fc602fc514943949cfaf71"
 
 
-def verb_csv(shared_dir: Path) -> Path:
-    return (shared_dir / "data" / "github.com" / "bnewm0609" / "refining-tse" / "raw" / TSE_COMMIT
+def verb_csv(data_dir: Path) -> Path:
+    return (data_dir / "github.com" / "bnewm0609" / "refining-tse" / "raw" / TSE_COMMIT
             / "data" / "verbs" / "combined_verb_list.csv")
 
 
-def giant_verbs(shared_dir: Path) -> list[str]:
+def giant_verbs(data_dir: Path) -> list[str]:
     """The Giant Verb List lemmas: first word of each line (later words are PDF footnote marks)."""
-    text = (shared_dir / "data" / "giant-verb-list" / "giant-verb-list-3250.txt").read_text(encoding="utf-8")
+    text = (data_dir / "giant-verb-list" / "giant-verb-list-3250.txt").read_text(encoding="utf-8")
     return [line.split()[0] for line in text.splitlines() if line.strip()]
 
 
@@ -92,11 +92,11 @@ def test_load_overrides_errors(tmp_path: Path, text: str, line: int, reason: str
 # --------------------------------------------------------------------------- the combined csv
 
 
-def test_read_verb_csv_real(shared_dir: Path) -> None:
-    df = read_verb_csv(verb_csv(shared_dir))
+def test_read_verb_csv_real(data_dir: Path) -> None:
+    df = read_verb_csv(verb_csv(data_dir))
     assert len(df) == 1951
     # idx is "_" on every row: keying by it would give one lemma; keyed by forms, all are distinct
-    assert pd.read_csv(verb_csv(shared_dir))["idx"].unique().tolist() == ["_"]
+    assert pd.read_csv(verb_csv(data_dir))["idx"].unique().tolist() == ["_"]
     assert df["lemma"].nunique() == 1951
     assert (df["lemma"] == df["plur"]).all()
     assert df.iloc[0].tolist() == ["abandon", "abandons", "abandon"]
@@ -139,10 +139,10 @@ def test_inflect_lemmas_dedupes_and_validates() -> None:
 # --------------------------------------------------------------------------- build_lexicon
 
 
-def test_build_lexicon_sizes_real(shared_dir: Path) -> None:
-    combined = build_lexicon(verb_csv(shared_dir), None, OVERRIDES)
-    giant = build_lexicon(None, giant_verbs(shared_dir), OVERRIDES)
-    union = build_lexicon(verb_csv(shared_dir), giant_verbs(shared_dir), OVERRIDES)
+def test_build_lexicon_sizes_real(data_dir: Path) -> None:
+    combined = build_lexicon(verb_csv(data_dir), None, OVERRIDES)
+    giant = build_lexicon(None, giant_verbs(data_dir), OVERRIDES)
+    union = build_lexicon(verb_csv(data_dir), giant_verbs(data_dir), OVERRIDES)
     assert list(union.columns) == list(LEXICON_COLUMNS)
     assert (len(combined), len(giant), len(union)) == (1951, 3250, 3557)
     assert set(combined["source"]) == {"combined"} and set(giant["source"]) == {"giant"}
@@ -158,7 +158,7 @@ def test_build_lexicon_sizes_real(shared_dir: Path) -> None:
     assert rows["instill:instills"] == "both"  # only with the override (lemminflect: instils)
     assert rows["weave:weaves"] == "giant"
     assert union.loc[union["lemma"] == "weave", "plur"].tolist() == ["weave"]
-    no_overrides = build_lexicon(verb_csv(shared_dir), giant_verbs(shared_dir), None)
+    no_overrides = build_lexicon(verb_csv(data_dir), giant_verbs(data_dir), None)
     assert len(no_overrides) == 3558  # instils/instill and instills/instill both survive
 
 

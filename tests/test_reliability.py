@@ -153,10 +153,10 @@ def test_check_writable_names_the_path(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- 2: empty template sources
 
 
-def _ml_file(shared_dir: Path, stem: str) -> Path:
+def _ml_file(data_dir: Path, stem: str) -> Path:
     from test_templates import tse_dir
 
-    return tse_dir(shared_dir) / "ML" / f"{stem}_all.jsonl"
+    return tse_dir(data_dir) / "ML" / f"{stem}_all.jsonl"
 
 
 def _templates(tmp_path: Path, groups: str, files: dict[str, Path], *extra: str) -> tuple[int, Path, Path]:
@@ -183,10 +183,10 @@ def test_empty_source_of_a_single_source_group_is_an_error(tmp_path: Path, capsy
     assert not (tmp_path / "res").exists() or list((tmp_path / "res").iterdir()) == []
 
 
-def test_empty_source_of_a_multi_source_group_is_an_error(tmp_path: Path, shared_dir: Path,
+def test_empty_source_of_a_multi_source_group_is_an_error(tmp_path: Path, data_dir: Path,
                                                           capsys: pytest.CaptureFixture[str],
                                                           caplog: pytest.LogCaptureFixture) -> None:
-    good = _head(_ml_file(shared_dir, "vp_coord"), tmp_path / "vp_coord_all.jsonl")
+    good = _head(_ml_file(data_dir, "vp_coord"), tmp_path / "vp_coord_all.jsonl")
     empty = tmp_path / "long_vp_coord_all.jsonl"
     empty.write_text("")
     files = {"ml_vp_coord": good, "ml_long_vp_coord": empty}
@@ -342,11 +342,11 @@ def test_profiles_show_failed_logs() -> None:
         assert cfg.get("show-failed-logs") is True, profile
 
 
-def test_a_failed_job_prints_its_error_line_on_the_console(tmp_path: Path, shared_dir: Path) -> None:
+def test_a_failed_job_prints_its_error_line_on_the_console(tmp_path: Path, data_dir: Path) -> None:
     import shutil
 
     mirror = tmp_path / "mirror"
-    shutil.copytree(shared_dir / "data", mirror, symlinks=True, copy_function=os.symlink)
+    shutil.copytree(data_dir, mirror, symlinks=True, copy_function=os.symlink)
     bad = next(mirror.rglob("combined_verb_list.csv"))
     bad.unlink()
     bad.write_text("not the published file\n")

@@ -86,8 +86,8 @@ def test_read_simverb_errors_name_the_line(tmp_path: Path, line: str, reason: st
     assert ":2" in str(err.value) and str(p) in str(err.value)
 
 
-def test_mirror_file_has_3500_pairs(shared_dir: Path) -> None:
-    df = read_simverb(shared_dir / "data/simverb/SimVerb-3500.txt")
+def test_mirror_file_has_3500_pairs(data_dir: Path) -> None:
+    df = read_simverb(data_dir / "simverb/SimVerb-3500.txt")
     assert len(df) == 3500
     assert len(set(df["verb1"]) | set(df["verb2"])) == 827
     assert df["relation"].value_counts().to_dict() == {"NONE": 2093, "HYPER/HYPONYMS": 800, "SYNONYMS": 306,

@@ -35,24 +35,24 @@ BLIMP_SETS = (
 )
 
 
-def tse_dir(shared_dir: Path) -> Path:
-    return shared_dir / "data" / "github.com" / "bnewm0609" / "refining-tse" / "raw" / TSE_COMMIT / "data"
+def tse_dir(data_dir: Path) -> Path:
+    return data_dir / "github.com" / "bnewm0609" / "refining-tse" / "raw" / TSE_COMMIT / "data"
 
 
-def blimp_dir(shared_dir: Path) -> Path:
-    return shared_dir / "data" / "github.com" / "alexwarstadt" / "blimp" / "raw" / BLIMP_COMMIT / "data"
+def blimp_dir(data_dir: Path) -> Path:
+    return data_dir / "github.com" / "alexwarstadt" / "blimp" / "raw" / BLIMP_COMMIT / "data"
 
 
-def real_inputs(shared_dir: Path) -> dict[str, tuple[Path, str]]:
+def real_inputs(data_dir: Path) -> dict[str, tuple[Path, str]]:
     """Source name -> (path, format) for every template source, as the manifest names them."""
     inputs: dict[str, tuple[Path, str]] = {}
-    for path in sorted((tse_dir(shared_dir) / "ML").glob("*_all.jsonl")):
+    for path in sorted((tse_dir(data_dir) / "ML").glob("*_all.jsonl")):
         inputs["ml_" + path.stem.removesuffix("_all")] = (path, "ml_jsonl")
     for uid in BLIMP_SETS:
-        inputs["blimp_" + uid] = (blimp_dir(shared_dir) / f"{uid}.jsonl", "blimp_jsonl")
+        inputs["blimp_" + uid] = (blimp_dir(data_dir) / f"{uid}.jsonl", "blimp_jsonl")
     # the paper's copy of distractor_agreement_relative_clause (a different sample of 1,000 pairs)
     inputs["blimp_distractor_agreement_relative_clause_paper"] = (
-        tse_dir(shared_dir) / "blimp" / "distractor_agreement_relative_clause.jsonl", "blimp_jsonl")
+        tse_dir(data_dir) / "blimp" / "distractor_agreement_relative_clause.jsonl", "blimp_jsonl")
     return inputs
 
 
@@ -143,10 +143,10 @@ def test_derive_number_undecidable(correct: str, incorrect: str, reason: str) ->
         derive_number(correct, incorrect)
 
 
-def test_derive_number_agrees_with_every_labelled_row_of_the_refining_tse_release(shared_dir: Path) -> None:
+def test_derive_number_agrees_with_every_labelled_row_of_the_refining_tse_release(data_dir: Path) -> None:
     """All 4 x 1000 labelled BLiMP rows and all 121,220 Marvin & Linzen rows: 100% agreement."""
     counts: dict[str, int] = {}
-    for path in sorted(tse_dir(shared_dir).glob("*/*.jsonl")):
+    for path in sorted(tse_dir(data_dir).glob("*/*.jsonl")):
         n = 0
         for raw in path.read_text(encoding="utf-8").splitlines():
             obj = json.loads(raw)
@@ -159,7 +159,7 @@ def test_derive_number_agrees_with_every_labelled_row_of_the_refining_tse_releas
     assert len(counts) == 19
 
 
-def test_blimp_original_labels_match_refining_tse_by_sentence_good(shared_dir: Path) -> None:
+def test_blimp_original_labels_match_refining_tse_by_sentence_good(data_dir: Path) -> None:
     """Rows of the original release matched by sentence_good to the labelled copies.
 
     Three sets match all 1000 rows. The labelled copy of distractor_agreement_relative_clause comes
@@ -169,10 +169,10 @@ def test_blimp_original_labels_match_refining_tse_by_sentence_good(shared_dir: P
     matched: dict[str, tuple[int, int]] = {}
     for uid in BLIMP_SETS:
         labelled = {}
-        for raw in (tse_dir(shared_dir) / "blimp" / f"{uid}.jsonl").read_text(encoding="utf-8").splitlines():
+        for raw in (tse_dir(data_dir) / "blimp" / f"{uid}.jsonl").read_text(encoding="utf-8").splitlines():
             obj = json.loads(raw)
             labelled[obj["sentence_good"]] = ML_LABELS[obj["label"]]
-        path = blimp_dir(shared_dir) / f"{uid}.jsonl"
+        path = blimp_dir(data_dir) / f"{uid}.jsonl"
         rows, rejects = read_template_file(path, "blimp_jsonl", f"blimp_{uid}", "blimp", skip_bad_rows=True)
         good = [json.loads(raw)["sentence_good"] for raw in path.read_text(encoding="utf-8").splitlines()]
         ref = pd.Series([labelled.get(good[i - 1]) for i in rows["line"]])
@@ -194,8 +194,8 @@ def test_blimp_original_labels_match_refining_tse_by_sentence_good(shared_dir: P
 # --------------------------------------------------------------------------- read_template_file
 
 
-def test_read_ml_file_real_simple_agrmt(shared_dir: Path) -> None:
-    rows, rejects = read_template_file(tse_dir(shared_dir) / "ML" / "simple_agrmt_all.jsonl", "ml_jsonl",
+def test_read_ml_file_real_simple_agrmt(data_dir: Path) -> None:
+    rows, rejects = read_template_file(tse_dir(data_dir) / "ML" / "simple_agrmt_all.jsonl", "ml_jsonl",
                                        "ml_simple_agrmt", "simple")
     assert list(rows.columns) == list(TEMPLATE_COLUMNS)
     assert list(rejects.columns) == list(REJECT_COLUMNS) and rejects.empty
@@ -269,8 +269,8 @@ def test_read_template_file_missing_file_and_format(tmp_path: Path) -> None:
         read_template_file(tmp_path / "nope.jsonl", "csv", "s", "g")  # type: ignore[arg-type]
 
 
-def test_read_real_blimp_fails_loudly_without_skip(shared_dir: Path) -> None:
-    path = blimp_dir(shared_dir) / "distractor_agreement_relative_clause.jsonl"
+def test_read_real_blimp_fails_loudly_without_skip(data_dir: Path) -> None:
+    path = blimp_dir(data_dir) / "distractor_agreement_relative_clause.jsonl"
     with pytest.raises(InputError) as info:
         read_template_file(path, "blimp_jsonl", "blimp_distractor_agreement_relative_clause", "blimp")
     assert info.value.line == 822
@@ -365,9 +365,9 @@ def test_load_groups_validation(tmp_path: Path, text: str, reason: str) -> None:
         load_groups(path)
 
 
-def test_build_template_table_real_slice(shared_dir: Path) -> None:
+def test_build_template_table_real_slice(data_dir: Path) -> None:
     groups = load_groups(GROUPS_YAML)
-    table, rejects = build_template_table(real_inputs(shared_dir), groups, skip_bad_rows=True, max_rows_per_source=20)
+    table, rejects = build_template_table(real_inputs(data_dir), groups, skip_bad_rows=True, max_rows_per_source=20)
     assert list(table.columns) == list(TEMPLATE_COLUMNS)
     assert len(table) == 19 * 20
     # group order, then source order within the group, then line
@@ -380,12 +380,12 @@ def test_build_template_table_real_slice(shared_dir: Path) -> None:
     # the paper's copy of distractor_agreement_relative_clause has no malformed row (the release's
     # line 822 is not in it)
     assert rejects.empty
-    again, _ = build_template_table(real_inputs(shared_dir), groups, skip_bad_rows=True, max_rows_per_source=20)
+    again, _ = build_template_table(real_inputs(data_dir), groups, skip_bad_rows=True, max_rows_per_source=20)
     assert again.equals(table)
 
 
-def test_build_template_table_full_counts(shared_dir: Path) -> None:
-    table, rejects = build_template_table(real_inputs(shared_dir), load_groups(GROUPS_YAML), skip_bad_rows=True,
+def test_build_template_table_full_counts(data_dir: Path) -> None:
+    table, rejects = build_template_table(real_inputs(data_dir), load_groups(GROUPS_YAML), skip_bad_rows=True,
                                           max_rows_per_source=None)
     sizes = table.groupby("group", sort=False).size().to_dict()
     assert sizes == {
@@ -395,7 +395,7 @@ def test_build_template_table_full_counts(shared_dir: Path) -> None:
     }
     assert len(table) == 125_220 and rejects.empty
     release = load_groups(REPO_ROOT / "resources" / "agreement_groups_blimp_release.yaml")[9:]
-    blimp, rejects = build_template_table(real_inputs(shared_dir), release, skip_bad_rows=True)
+    blimp, rejects = build_template_table(real_inputs(data_dir), release, skip_bad_rows=True)
     assert len(blimp) == 3999 and rejects["line"].tolist() == [822]
 
 
@@ -451,11 +451,11 @@ def test_errata_rows_are_rejected_even_without_skip_bad_rows(tmp_path: Path) -> 
         read_template_file(path, "ml_jsonl", "src", "g", errata={7: "gone"})
 
 
-def test_shipped_errata_make_the_full_blimp_set_readable(shared_dir: Path) -> None:
+def test_shipped_errata_make_the_full_blimp_set_readable(data_dir: Path) -> None:
     errata = load_errata(REPO / "resources" / "template_errata.csv")
     source = "blimp_distractor_agreement_relative_clause"
     assert set(errata[source]) == {822}
-    path = blimp_dir(shared_dir) / "distractor_agreement_relative_clause.jsonl"
+    path = blimp_dir(data_dir) / "distractor_agreement_relative_clause.jsonl"
     with pytest.raises(InputError, match=":822: "):
         read_template_file(path, "blimp_jsonl", source, "blimp")
     rows, rejects = read_template_file(path, "blimp_jsonl", source, "blimp", errata=errata[source])
@@ -472,17 +472,17 @@ def test_load_errata_rejects_bad_files(tmp_path: Path) -> None:
         load_errata(bad)
 
 
-def test_paper_blimp_copy_derived_labels_match_the_papers_labels(shared_dir: Path) -> None:
+def test_paper_blimp_copy_derived_labels_match_the_papers_labels(data_dir: Path) -> None:
     """verbeval derives the number of every BLiMP row; on the paper's copies (refining-tse
     data/blimp, which carry the paper's label -1 singular / -2 plural) it agrees on all 4,000."""
-    for path in sorted((tse_dir(shared_dir) / "blimp").glob("*.jsonl")):
+    for path in sorted((tse_dir(data_dir) / "blimp").glob("*.jsonl")):
         rows, rejects = read_template_file(path, "blimp_jsonl", path.stem, "blimp")
         labels = [json.loads(line)["label"] for line in path.read_text(encoding="utf-8").splitlines()]
         assert rejects.empty and len(rows) == len(labels) == 1000
         assert rows["label"].tolist() == [{-1: "singular", -2: "plural"}[x] for x in labels], path.name
     # the paper's relative-clause sample is not the release's: no sentence pair in common
-    paper = tse_dir(shared_dir) / "blimp" / "distractor_agreement_relative_clause.jsonl"
-    release = blimp_dir(shared_dir) / "distractor_agreement_relative_clause.jsonl"
+    paper = tse_dir(data_dir) / "blimp" / "distractor_agreement_relative_clause.jsonl"
+    release = blimp_dir(data_dir) / "distractor_agreement_relative_clause.jsonl"
     pairs = [{(o["sentence_good"], o["sentence_bad"]) for o in map(json.loads, p.read_text(encoding="utf-8").splitlines())}
              for p in (paper, release)]
     assert len(pairs[0]) == 1000 and len(pairs[0] & pairs[1]) == 0
@@ -520,7 +520,7 @@ def test_load_errata_format_versions_and_actions(tmp_path: Path) -> None:
         load_errata(e)
 
 
-def test_shipped_flagged_errata_are_plural_subjects_with_singular_verbs(shared_dir: Path) -> None:
+def test_shipped_flagged_errata_are_plural_subjects_with_singular_verbs(data_dir: Path) -> None:
     """The 14 flag rows (11 + 3) of the BLiMP *_plural_subject_verb_agreement_1 files: each good
     sentence has a plural subject and an -s verb, so verbeval derives 'singular' for it; dropping
     them removes every context of those files that occurs with both labels."""
@@ -533,7 +533,7 @@ def test_shipped_flagged_errata_are_plural_subjects_with_singular_verbs(shared_d
         106, 167, 340, 420, 426, 762, 796, 883, 887, 891, 948]
     for uid in ("regular_plural_subject_verb_agreement_1", "irregular_plural_subject_verb_agreement_1"):
         source = f"blimp_{uid}"
-        path = blimp_dir(shared_dir) / f"{uid}.jsonl"
+        path = blimp_dir(data_dir) / f"{uid}.jsonl"
         kept, rej = read_template_file(path, "blimp_jsonl", source, "blimp", errata=errata[source])
         assert len(kept) == 1000 and rej.empty
         lines = set(errata[source])

@@ -25,7 +25,9 @@ from verbeval.core.errors import VerbevalError
 
 #: configuration keys each rule reads (DVC ``params``); every rule of the workflow must be listed
 RULE_PARAMS: dict[str, tuple[str, ...]] = {
-    "fetch": ("data_mirror", "manifest", "raw_dir"),
+    # where the bytes come from (data_mirror) and the manifest's path are no dependency of a fetch; its
+    # manifest entry's checksums are (MANIFEST_ENTRY_RULES)
+    "fetch": ("raw_dir",),
     "tiny_model": ("tiny_models",),
     "pip_model": ("models", "pip_models_dir"),
     "lexicon": ("agreement.verb_lists", "agreement.inflection_overrides"),
@@ -100,6 +102,11 @@ PLOTS: dict[str, dict[str, str]] = {
 }
 
 
+#: rules whose job depends on one manifest entry's accepted checksums (wildcard ``name``): a DVC params
+#: dependency on ``sources.<name>.sha256`` of the manifest, so that a changed entry fetches again
+MANIFEST_ENTRY_RULES = frozenset({"fetch"})
+
+
 @dataclass(frozen=True)
 class JobSpec:
     rule: str
@@ -109,11 +116,14 @@ class JobSpec:
     logs: tuple[str, ...]
     cmd: str
     params: tuple[tuple[str, str], ...] = ()  # the rule's named params (strings), as (name, value)
+    persist: tuple[str, ...] = ()  # outputs flagged update(): never removed before or after the job (DVC persist)
+    param_keys: tuple[tuple[str, str], ...] = ()  # (params file, key) dependencies beside the config's
 
 
 def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -> list[JobSpec]:
     """Every job of the workflow for these config files, in a stable order (rule, wildcards)."""
     from snakemake.api import SnakemakeApi
+    from snakemake.io import is_flagged
     from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
 
     cwd = os.getcwd()
@@ -139,6 +149,9 @@ def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -
                     logs=tuple(str(f) for f in j.log),
                     cmd=" ".join(j.shellcmd.split()) if j.shellcmd else "",
                     params=tuple((k, str(v)) for k, v in j.params.items() if isinstance(v, (str, int, float))),
+                    persist=tuple(str(f) for f in j.output if is_flagged(f, "update")),
+                    param_keys=((str(wf.config["manifest"]), f"sources.{j.wildcards['name']}.sha256"),)
+                    if j.rule.name in MANIFEST_ENTRY_RULES else (),
                 )
                 for j in wf.dag.jobs
             ]
@@ -212,12 +225,15 @@ def dvc_pipeline(jobs: Sequence[JobSpec], configfiles: Sequence[str], root: Path
         if job.inputs:
             stage["deps"] = list(job.inputs)
         params = _params(job.rule, cfgs)
+        for file, key in job.param_keys:
+            params.append({file: [key]})
         if params:
             stage["params"] = params
         metrics = list(job.outputs) if declare and job.rule == METRICS_RULE else []
         plots = [o for o in job.outputs if declare and Path(o).name in PLOTS]
         uncached = list(job.outputs) if declare and job.rule == PLOT_DATA_RULE else []
-        outs: list[Any] = [o for o in job.outputs if o not in metrics and o not in plots and o not in uncached]
+        outs: list[Any] = [{o: {"persist": True}} if o in job.persist else o
+                           for o in job.outputs if o not in metrics and o not in plots and o not in uncached]
         outs += [{o: {"cache": False}} for o in uncached]
         if outs:
             stage["outs"] = outs

@@ -8,7 +8,7 @@ rule lexicon:
     output:
         f"{OUT}/lexicon.parquet",
     params:
-        manifest=config["manifest"],
+        manifest=Untracked(config["manifest"]),  # formats only: no rerun trigger
         inputs=" ".join(shlex.quote(f"--input={s}={raw_path(s)}") for s in AGR["verb_lists"]),
     conda:
         "../../envs/verbeval.yaml"
@@ -30,7 +30,7 @@ rule templates:
         rejects=f"{OUT}/template_rejects.csv",
         groups=RUN_GROUPS_FILE,
     params:
-        manifest=config["manifest"],
+        manifest=Untracked(config["manifest"]),  # formats only: no rerun trigger
         inputs=" ".join(shlex.quote(f"--input={s}={raw_path(s)}") for g in GROUPS for s in g["sources"]),
         groups=shlex.quote("--groups=" + ",".join(g["id"] for g in GROUPS)),  # empty: custom groups only
         custom=custom_group_options(CUSTOM_GROUPS),

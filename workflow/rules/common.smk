@@ -51,6 +51,15 @@ def config_error(keypath, reason):
     return ConfigError(f"{config_origin(keypath, CONFIG_LAYERS)}: {reason}")
 
 
+def workdir_hint():
+    """Why a relative path is missing when snakemake runs outside the repository: appended to such errors."""
+    root = Path(workflow.basedir).resolve()
+    if Path.cwd().resolve() == root or Path("resources").is_dir():
+        return ""
+    return (f"; relative paths are read from the working directory {Path.cwd()}: run the workflow from the "
+            f"repository root ({root}), or add --directory {root}")
+
+
 try:
     validate_config(config, layers=CONFIG_LAYERS)
     MANIFEST = load_manifest(config["manifest"])
@@ -61,7 +70,7 @@ try:
     if workflow.is_main_process:
         check_model_paths(config, layers=CONFIG_LAYERS)
 except VerbevalError as exc:
-    raise ConfigError(str(exc)) from None
+    raise ConfigError(f"{exc}{workdir_hint()}") from None
 
 # SLURM (profiles/slurm): the account placeholder must be replaced; a dry run warns, a run stops
 # before anything is submitted (onstart below)
@@ -152,10 +161,19 @@ SOURCES = list(dict.fromkeys([s for g in GROUPS for s in g["sources"]] + AGR["ve
 for _src in SOURCES:
     if _src not in MANIFEST:
         raise ConfigError(f"{config['manifest']}: no source named {_src!r}")
+
+
+def mirror_missing(names):
+    """The mirror files of these sources that are missing, for the sources that have no raw copy yet
+    (a fetched copy is not fetched again, so the mirror need not hold it)."""
+    return [str(mirror_location(MANIFEST[s], config["data_mirror"])) for s in names
+            if not os.path.exists(f"{RAW}/{s}/{local_filename(MANIFEST[s])}")
+            and not mirror_location(MANIFEST[s], config["data_mirror"]).exists()]
+
+
 # fail before any job starts: a mirror without a needed file
 if config["data_mirror"]:
-    _missing = [str(mirror_location(MANIFEST[s], config["data_mirror"])) for s in SOURCES
-                if not mirror_location(MANIFEST[s], config["data_mirror"]).exists()]
+    _missing = mirror_missing(SOURCES)
     if _missing:
         raise config_error(["data_mirror"], f"data_mirror {config['data_mirror']}: missing {len(_missing)} file(s), "
                                             f"e.g. {_missing[0]}")
@@ -164,6 +182,18 @@ if config["data_mirror"]:
 wildcard_constraints:
     model="|".join(map(re.escape, MODELS)),
     group="|".join(GROUP_IDS),
+
+
+class Untracked:
+    """A param that is no rerun trigger. Snakemake's params trigger compares only params of builtin
+    types (its persistence records nothing else), so a change of this value reruns nothing. For where
+    the data comes from (data_mirror) and the manifest's path, since the bytes are checked either way."""
+
+    def __init__(self, value):
+        self.value = str(value)
+
+    def __str__(self):
+        return self.value
 
 
 def raw_path(name):

@@ -8,7 +8,7 @@ SV = config["simverb"]
 SVRES = f"{RES}/simverb"
 if SV["source"] not in MANIFEST:
     raise config_error(["simverb", "source"], f"simverb.source: {config['manifest']} has no source named {SV['source']!r}")
-if config["data_mirror"] and not mirror_location(MANIFEST[SV["source"]], config["data_mirror"]).exists():
+if config["data_mirror"] and mirror_missing([SV["source"]]):
     raise config_error(["data_mirror"], f"data_mirror {config['data_mirror']}: missing "
                                         f"{mirror_location(MANIFEST[SV['source']], config['data_mirror'])}")
 

@@ -11,7 +11,7 @@ VREAL = {name: m for name, m in VMODELS.items() if m != PSEUDO_MODEL}
 if VER["source"] not in MANIFEST:
     raise config_error(["veridicality", "source"],
                        f"veridicality.source: {config['manifest']} has no source named {VER['source']!r}")
-if config["data_mirror"] and not mirror_location(MANIFEST[VER["source"]], config["data_mirror"]).exists():
+if config["data_mirror"] and mirror_missing([VER["source"]]):
     raise config_error(["data_mirror"], f"data_mirror {config['data_mirror']}: missing "
                                         f"{mirror_location(MANIFEST[VER['source']], config['data_mirror'])}")
 

@@ -103,8 +103,9 @@ def _sha256_arg(text: str) -> str:
 def register_fetch(add: Add) -> None:
     """``fetch`` (one manifest source, the first step of every study) and ``pip-model``."""
     s = add("fetch", cmd_fetch, "download (or copy from a mirror) one manifest source, verifying its sha256",
-            "The file is renamed into place only when its sha256 matches the manifest. "
-            "Run by the rule fetch, one job per source.")
+            "The file is renamed into place only when its sha256 matches the manifest (for a verb list: that "
+            "of its parsed verbs); a copy at --out that already matches is kept, one that does not is set "
+            "aside (renamed), never deleted. Run by the rule fetch, one job per source.")
     s.add_argument("--manifest", required=True,
                    help="data manifest (YAML: each source's URL, sha256 and format), e.g. resources/manifest.yaml")
     s.add_argument("--name", required=True, help="source name in the manifest")

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.client
+import json
+import os
 import re
 import sys
 import tempfile
@@ -22,6 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from glob import escape as glob_escape
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -31,11 +34,16 @@ import yaml
 from tqdm import tqdm
 
 from verbeval.core.errors import InputError, VerbevalError
-from verbeval.core.io import atomic_path, sha256_file
+from verbeval.core.io import atomic_open, atomic_path, sha256_file
 
 __all__ = [
     "FORMATS",
+    "LIST_FORMATS",
     "Source",
+    "content_digest",
+    "is_verified",
+    "set_aside_unverified",
+    "verb_list_bytes",
     "fetch_source",
     "load_manifest",
     "local_filename",
@@ -48,8 +56,11 @@ FORMATS: frozenset[str] = frozenset(
     {"ml_jsonl", "blimp_jsonl", "verb_csv", "giant_verb_list", "simverb_tsv", "veridicality_tsv"}
 )
 
+#: formats whose manifest checksum pins the parsed list, not the file's bytes (content_digest)
+LIST_FORMATS: frozenset[str] = frozenset({"giant_verb_list"})
+
 _REQUIRED_KEYS = ("url", "sha256", "format", "description", "license")
-_OPTIONAL_KEYS = ("mirror_path", "archive_member")
+_OPTIONAL_KEYS = ("mirror_path", "archive_member", "verb_index")
 _URL_SCHEMES = ("http", "https", "file")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -65,7 +76,11 @@ class Source:
     ``sha256`` holds every accepted checksum (lowercase hex); a fetched file must match one of
     them. ``mirror_path`` is the file's path inside a data mirror when the mirror does not follow
     the URL layout. ``archive_member`` is set when ``url`` is a zip archive and the source is one
-    member of it; the checksums are then those of the member.
+    member of it; the checksums are then those of the member. For a format of
+    :data:`LIST_FORMATS` the checksums are those of the normalised list (:func:`content_digest`),
+    so that every published form of the list (the original PDF, a text copy) passes, and
+    ``verb_index`` is the file of per-verb hashes that counts the verbs added and removed when a
+    list differs. ``manifest`` is the manifest file the entry came from (for messages).
     """
 
     name: str
@@ -76,6 +91,8 @@ class Source:
     description: str
     license: str
     archive_member: str | None = None
+    verb_index: Path | None = None
+    manifest: str = "the manifest"
 
 
 # --------------------------------------------------------------------------- manifest
@@ -158,6 +175,9 @@ def _parse_entry(path: Path, name: Any, entry: Any) -> Source:
         raise _manifest_error(
             path, name, f"unknown format {entry['format']!r} (known: {', '.join(sorted(FORMATS))})"
         )
+    index = _check_relative_path(path, name, "verb_index", entry.get("verb_index"))
+    if index is not None and entry["format"] not in LIST_FORMATS:
+        raise _manifest_error(path, name, f"'verb_index' is only for the formats {', '.join(sorted(LIST_FORMATS))}")
     return Source(
         name=name,
         url=url,
@@ -167,6 +187,8 @@ def _parse_entry(path: Path, name: Any, entry: Any) -> Source:
         description=entry["description"].strip(),
         license=entry["license"].strip(),
         archive_member=_check_relative_path(path, name, "archive_member", entry.get("archive_member")),
+        verb_index=path.parent / index if index is not None else None,
+        manifest=str(path),
     )
 
 
@@ -232,38 +254,45 @@ def local_filename(source: Source) -> str:
 def _copy_verified(
     source: Source, stream: IO[bytes], dest: Path, origin: str, total: int | None = None
 ) -> None:
-    """Stream ``stream`` into ``dest`` atomically, checking the sha256 against ``source``.
+    """Stream ``stream`` into ``dest`` atomically, checking its checksum against ``source``.
 
     The bytes go to a temporary file next to ``dest`` (:func:`verbeval.core.io.atomic_path`), which
-    is renamed onto ``dest`` only if the checksum matches; otherwise it is removed and a
-    :class:`VerbevalError` names the source, ``origin`` and both checksums.
+    is renamed onto ``dest`` only if the checksum matches (an existing ``dest`` is replaced in one
+    step, never deleted first); otherwise it is removed and a :class:`VerbevalError` names the
+    source, ``origin`` and both checksums. For a list format (:data:`LIST_FORMATS`) a file whose
+    bytes match no checksum is parsed and its normalised list checked (:func:`content_digest`).
     """
     digest = hashlib.sha256()
-    with atomic_path(dest) as tmp, open(tmp, "wb") as out, tqdm(
-        total=total,
-        unit="B",
-        unit_scale=True,
-        unit_divisor=1024,
-        desc=source.name,
-        disable=None if total else True,  # a bar only for a known size, and only on a terminal
-        file=sys.stderr,
-        leave=False,
-    ) as bar:
-        try:
-            for block in iter(lambda: stream.read(_CHUNK), b""):
-                digest.update(block)
-                out.write(block)
-                bar.update(len(block))
-        except (OSError, http.client.HTTPException, zipfile.BadZipFile) as exc:
-            raise VerbevalError(f"source {source.name!r}: copying from {origin} failed: {exc}") from exc
+    with atomic_path(dest) as tmp:
+        with open(tmp, "wb") as out, tqdm(
+            total=total,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=source.name,
+            disable=None if total else True,  # a bar only for a known size, and only on a terminal
+            file=sys.stderr,
+            leave=False,
+        ) as bar:
+            try:
+                for block in iter(lambda: stream.read(_CHUNK), b""):
+                    digest.update(block)
+                    out.write(block)
+                    bar.update(len(block))
+            except (OSError, http.client.HTTPException, zipfile.BadZipFile) as exc:
+                raise VerbevalError(f"source {source.name!r}: copying from {origin} failed: {exc}") from exc
         actual = digest.hexdigest()
-        if actual not in source.sha256:
-            expected = " or ".join(source.sha256)
-            raise VerbevalError(
-                f"checksum mismatch for source {source.name!r} from {origin}: "
-                f"expected sha256 {expected}, got {actual}; nothing was written. If the publisher changed the "
-                f"file and you trust the new version, add its sha256 to the entry's list in the manifest"
-            )
+        if actual in source.sha256:
+            return
+        if source.format in LIST_FORMATS:
+            _check_verb_list(source, tmp, origin)
+            return
+        expected = " or ".join(source.sha256)
+        raise VerbevalError(
+            f"checksum mismatch for source {source.name!r} from {origin}: "
+            f"expected sha256 {expected}, got {actual}; nothing was written. If the publisher changed the "
+            f"file and you trust the new version, add its sha256 to the entry's list in {source.manifest}"
+        )
 
 
 def _mirror_stream(source: Source, mirror_dir: Path) -> tuple[Path, IO[bytes]]:
@@ -360,7 +389,12 @@ def _fetch_from_url(source: Source, dest: Path, timeout: float) -> None:
 def fetch_source(
     source: Source, dest: str | Path, mirror_dir: str | Path | None = None, timeout: float = 60
 ) -> Path:
-    """Fetch ``source`` to ``dest`` and verify its sha256; return ``dest``.
+    """Fetch ``source`` to ``dest`` and verify its checksum; return ``dest``.
+
+    A ``dest`` that already verifies (:func:`is_verified`) is kept as it is: where a verified
+    file came from is no reason to fetch it again, and no network is needed. A ``dest`` that does
+    not verify (edited by hand, or pinned by an older manifest) is first set aside
+    (:func:`set_aside_unverified`), never deleted.
 
     With ``mirror_dir`` the file is copied from :func:`mirror_location`; otherwise ``source.url``
     is downloaded (http, https or file URL) with a timeout of ``timeout`` seconds per socket
@@ -369,21 +403,147 @@ def fetch_source(
 
     Raises :class:`VerbevalError` on a checksum mismatch (naming the source, where the bytes came
     from, and the expected and actual checksums), on a missing mirror file and on download errors
-    (naming the URL and the HTTP status). After a failure there is no file at ``dest`` and no
+    (naming the URL and the HTTP status). After a failure there is no new file at ``dest`` and no
     temporary file beside it.
     """
     dest = Path(dest)
-    try:
-        if mirror_dir is not None:
-            _fetch_from_mirror(source, dest, Path(mirror_dir))
-        else:
-            _fetch_from_url(source, dest, timeout)
-    except VerbevalError:
-        # A failed fetch never leaves a (stale) file that could pass for the verified one.
-        with contextlib.suppress(FileNotFoundError):
-            dest.unlink()
-        raise
+    if is_verified(source, dest):
+        return dest
+    moved = set_aside_unverified(source, dest)
+    if moved is not None:
+        print(f"{dest}: matches no checksum of source {source.name!r} in {source.manifest}; "
+              f"moved to {moved.name}, fetching a verified copy", file=sys.stderr)
+    if _restore_set_aside(source, dest):
+        return dest
+    if mirror_dir is not None:
+        _fetch_from_mirror(source, dest, Path(mirror_dir))
+    else:
+        _fetch_from_url(source, dest, timeout)
     return dest
+
+
+# --------------------------------------------------------------------------- verifying a copy
+
+
+def verb_list_bytes(verbs: Iterable[str]) -> bytes:
+    """The normalised form of a verb list whose sha256 the manifest pins: the distinct lowercased
+    verbs, sorted, one per line (so that the PDF and a text copy of one list agree)."""
+    return "".join(f"{v}\n" for v in sorted({v.lower() for v in verbs})).encode("utf-8")
+
+
+def _verb_hash(verb: str) -> str:
+    """A verb's entry in a ``verb_index`` file (the first 16 hex digits of its sha256)."""
+    return hashlib.sha256(verb.encode("utf-8")).hexdigest()[:16]
+
+
+def verb_index_lines(verbs: Iterable[str]) -> str:
+    """The text of a ``verb_index`` file for ``verbs`` (one hash per line, sorted)."""
+    return "".join(f"{h}\n" for h in sorted({_verb_hash(v.lower()) for v in verbs}))
+
+
+def content_digest(source: Source, path: str | Path) -> str:
+    """The checksum of ``path`` that ``source.sha256`` pins: the sha256 of the file's bytes, or for a
+    list format (:data:`LIST_FORMATS`) that of its parsed, normalised list (:func:`verb_list_bytes`)."""
+    if source.format in LIST_FORMATS:
+        return hashlib.sha256(verb_list_bytes(read_giant_verb_list(path))).hexdigest()
+    return sha256_file(path)
+
+
+def _check_verb_list(source: Source, path: Path, origin: str) -> None:
+    """Raise one line naming how many verbs were added and removed when the verb list in ``path``
+    is not the pinned one."""
+    try:
+        verbs = set(read_giant_verb_list(path))
+    except InputError as exc:
+        raise VerbevalError(f"source {source.name!r} from {origin}: not a readable verb list ({exc}); "
+                            "nothing was written") from exc
+    actual = hashlib.sha256(verb_list_bytes(verbs)).hexdigest()
+    if actual in source.sha256:
+        return
+    index: set[str] | None = None
+    if source.verb_index is not None:
+        with contextlib.suppress(OSError):
+            index = set(source.verb_index.read_text(encoding="utf-8").split())
+    if index is None:
+        change = f"{len(verbs)} verbs (no verb_index in {source.manifest} to count the verbs added and removed)"
+    else:
+        kept = sum(_verb_hash(v) in index for v in verbs)
+        change = (f"{len(verbs) - kept} verb(s) added, {len(index) - kept} removed "
+                  f"({len(verbs)} verbs, the pinned list has {len(index)})")
+    raise VerbevalError(
+        f"source {source.name!r} from {origin}: the verb list differs from the pinned one: {change}; "
+        f"nothing was written. If you trust this list, add its checksum {actual} to the entry's sha256 "
+        f"list in {source.manifest}"
+    )
+
+
+def _stat_key(path: Path) -> list[int]:
+    st = path.stat()
+    # ctime cannot be set by a copy that preserves times (cp -p, rsync -a), and changes on every write
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _cache_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.verified.json")
+
+
+def cached_content_digest(source: Source, path: str | Path) -> str:
+    """:func:`content_digest` of ``path``, cached beside it under its size, mtime, ctime and inode
+    (``.<name>.verified.json``), so that checking an unchanged file costs one ``stat``."""
+    path = Path(path)
+    key = _stat_key(path)
+    cache = _cache_path(path)
+    try:
+        cached = json.loads(cache.read_text(encoding="utf-8"))
+        if cached.get("stat") == key and cached.get("format") == source.format:
+            return str(cached["sha256"])
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    digest = content_digest(source, path)
+    if _stat_key(path) == key:  # unchanged while it was read
+        with contextlib.suppress(OSError):
+            with atomic_open(cache) as fh:
+                json.dump({"stat": key, "format": source.format, "sha256": digest}, fh)
+    return digest
+
+
+def is_verified(source: Source, path: str | Path) -> bool:
+    """Whether ``path`` is a file whose checksum (:func:`cached_content_digest`) the manifest accepts."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    try:
+        return cached_content_digest(source, path) in source.sha256
+    except (OSError, InputError):
+        return False
+
+
+def _restore_set_aside(source: Source, dest: Path) -> bool:
+    """Put back a copy set aside earlier (:func:`set_aside_unverified`, e.g. under another manifest)
+    that verifies now: one atomic rename, no download."""
+    if not dest.parent.is_dir():
+        return False
+    for candidate in sorted(dest.parent.glob(f"{glob_escape(dest.name)}.unverified-*")):
+        if candidate.is_file() and _digest_or_none(source, candidate) in source.sha256:
+            os.replace(candidate, dest)
+            print(f"{dest}: restored the verified copy {candidate.name}", file=sys.stderr)
+            return True
+    return False
+
+
+def set_aside_unverified(source: Source, path: str | Path) -> Path | None:
+    """Move a copy of ``source`` at ``path`` that does not verify to
+    ``<name>.unverified-<first 12 hex of its sha256>`` beside it (one atomic rename: nothing is
+    deleted, and the next fetch writes a verified copy); return where it went, or None if ``path``
+    is missing or verifies."""
+    path = Path(path)
+    if not path.is_file() or is_verified(source, path):
+        return None
+    target = path.with_name(f"{path.name}.unverified-{sha256_file(path)[:12]}")
+    os.replace(path, target)
+    with contextlib.suppress(FileNotFoundError):
+        _cache_path(path).unlink()
+    return target
 
 
 # --------------------------------------------------------------------------- giant verb list
@@ -500,11 +660,20 @@ class MirrorResult:
     detail: str = ""
 
 
+def _digest_or_none(source: Source, path: Path) -> str | None:
+    """:func:`content_digest`, or None for an unreadable file (no cache file: a mirror holds only data)."""
+    try:
+        return content_digest(source, path)
+    except (OSError, InputError):
+        return None
+
+
 def build_mirror(sources: Iterable[Source], mirror_dir: str | Path, timeout: float = 60) -> list[MirrorResult]:
     """Download every source into ``mirror_dir``, laid out as the workflow's ``data_mirror`` reads it.
 
     Each file goes to :func:`mirror_location` (the URL's host and path, or the entry's
-    ``mirror_path``); for a zip ``archive_member`` the verified member is stored, not the archive.
+    ``mirror_path``); for a zip ``archive_member`` the verified member is stored, not the archive;
+    a verb list published as a PDF is stored as a text copy of its verbs.
     A file already there with an accepted sha256 is kept (so an interrupted run resumes). A source
     that fails (network, HTTP status, checksum) is reported and the others go on; nothing
     unverified is ever left in the mirror.
@@ -512,13 +681,27 @@ def build_mirror(sources: Iterable[Source], mirror_dir: str | Path, timeout: flo
     results = []
     for source in sources:
         dest = mirror_location(source, mirror_dir)
-        if dest.is_file() and sha256_file(dest) in source.sha256:
+        if dest.is_file() and _digest_or_none(source, dest) in source.sha256:
             results.append(MirrorResult(source.name, "present", dest))
             continue
         try:
             fetch_source(source, dest, None, timeout=timeout)
+            _pdf_to_text_copy(source, dest)
         except VerbevalError as exc:
             results.append(MirrorResult(source.name, "failed", dest, str(exc)))
         else:
             results.append(MirrorResult(source.name, "fetched", dest))
     return results
+
+
+def _pdf_to_text_copy(source: Source, path: Path) -> None:
+    """A verb list fetched as a PDF is stored in the mirror as a text copy (its verbs in entry order,
+    one per line), the form the mirror documents; it passes the same pin (:func:`content_digest`)."""
+    if source.format not in LIST_FORMATS:
+        return
+    with open(path, "rb") as fh:
+        if fh.read(len(_PDF_MAGIC)) != _PDF_MAGIC:
+            return
+    verbs = read_giant_verb_list(path)
+    with atomic_open(path) as out:
+        out.write("".join(f"{v}\n" for v in verbs))

@@ -1,0 +1,224 @@
+"""The fetch rule under real Snakemake runs: where the bytes came from is no rerun trigger, a failed or
+changed run never loses a verified raw copy, a changed manifest entry is fetched again, and switching
+to a manifest with identical bytes reruns nothing (issue 23, items 2 and 7)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from verbeval.core.fetch import load_manifest, local_filename, mirror_location
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ["verbs_combined", "giant_verb_list"]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # the `verbeval` CLI
+    env["TQDM_DISABLE"] = "1"
+    # offline: every download fails at once (a closed local port as the proxy)
+    for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        env[var] = "http://127.0.0.1:9"
+    for var in ("no_proxy", "NO_PROXY", "VERBEVAL_DATA_MIRROR"):
+        env.pop(var, None)
+    return env
+
+
+class Run:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.raw = root / "raw"
+        self.target = root / "results" / "agreement" / "lexicon.parquet"
+
+    def __call__(self, *config: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--cores", "1",
+               "--configfile", "config/quick.yaml", str(self.root / "test.yaml")]
+        if config:
+            cmd += ["--config", *config]
+        return subprocess.run([*cmd, "--", str(self.target)], cwd=self.root, env=_env(), capture_output=True,
+                              text=True)
+
+    def raw_files(self) -> dict[str, bytes]:
+        return {str(p.relative_to(self.raw)): p.read_bytes() for p in sorted(self.raw.rglob("*"))
+                if p.is_file() and not p.name.startswith(".")}
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Run:
+    for name in ("config", "resources"):
+        (tmp_path / name).symlink_to(REPO_ROOT / name)
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump({
+        "raw_dir": str(tmp_path / "raw"), "results_dir": str(tmp_path / "results"),
+        "agreement": {"verb_lists": SOURCES}}))
+    return Run(tmp_path)
+
+
+def _jobs(out: str) -> set[str]:
+    return set(re.findall(r"^\s*rule (\w+):", out, flags=re.M)) | set(re.findall(r"^localrule (\w+):", out, re.M))
+
+
+def test_offline_run_then_plain_run_keeps_every_verified_file(run: Run, data_dir: Path) -> None:
+    first = run(f"data_mirror={data_dir}")
+    assert first.returncode == 0, first.stderr[-3000:]
+    fetched = run.raw_files()
+    manifest = load_manifest(REPO_ROOT / "resources" / "manifest.yaml")
+    assert set(fetched) == {f"{s}/{local_filename(manifest[s])}" for s in SOURCES}
+    inodes = {p: (run.raw / p).stat().st_ino for p in fetched}
+
+    # the README's plain command, offline: where a verified file came from is no reason to fetch it again
+    plain = run()
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert "Nothing to be done" in plain.stderr, plain.stderr[-3000:]
+    # nor another mirror, even one that lacks the files fetched already: they are not needed
+    other_mirror = run.root / "other-mirror"
+    shutil.copytree(data_dir, other_mirror, copy_function=os.symlink)
+    for name in SOURCES:
+        mirror_location(manifest[name], other_mirror).unlink()
+    other = run(f"data_mirror={other_mirror}")
+    assert other.returncode == 0 and "Nothing to be done" in other.stderr, other.stderr[-3000:]
+    # nor is the path of a manifest with identical bytes
+    alt = run.root / "alt"
+    alt.mkdir()
+    for f in ("manifest.yaml", "giant_verb_list.verb_index"):
+        shutil.copy(REPO_ROOT / "resources" / f, alt / f)
+    same = run(f"manifest={alt / 'manifest.yaml'}")
+    assert same.returncode == 0 and "Nothing to be done" in same.stderr, same.stderr[-3000:]
+    # forced to run again, offline: the fetch keeps the verified copies, needs no network, and succeeds
+    forced = subprocess.run([*_cmd(run), "--forcerun", "fetch", "--", str(run.target)], cwd=run.root, env=_env(),
+                            capture_output=True, text=True)
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    assert run.raw_files() == fetched
+    assert {p: (run.raw / p).stat().st_ino for p in fetched} == inodes  # never deleted or replaced
+
+
+def _cmd(run: Run) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--cores", "1",
+            "--configfile", "config/quick.yaml", str(run.root / "test.yaml")]
+
+
+def test_changed_entry_is_fetched_again_and_a_failed_fetch_loses_nothing(run: Run, data_dir: Path) -> None:
+    assert run(f"data_mirror={data_dir}").returncode == 0
+    fetched = run.raw_files()
+    name = "verbs_combined"
+    rel = next(p for p in fetched if p.startswith(f"{name}/"))
+    # the publisher's update: a new checksum (and URL) in a copy of the manifest; offline it cannot be had
+    raw = yaml.safe_load((REPO_ROOT / "resources" / "manifest.yaml").read_text())
+    new_sha = "ab" * 32
+    raw["sources"][name]["sha256"] = new_sha
+    raw["sources"][name]["url"] = raw["sources"][name]["url"].replace("db423f8", "0000000")
+    bumped = run.root / "bumped"
+    bumped.mkdir()
+    (bumped / "manifest.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    shutil.copy(REPO_ROOT / "resources" / "giant_verb_list.verb_index", bumped)
+    failed = run(f"manifest={bumped / 'manifest.yaml'}")
+    assert failed.returncode != 0
+    # the old copy no longer verifies: it is set aside (renamed, never deleted), and the fetch that failed
+    # offline says why and what to do
+    assert f"matches no checksum of source '{name}'" in failed.stderr
+    log = (run.root / "results" / "logs" / "fetch" / rel).with_name(Path(rel).name + ".log").read_text()
+    assert "data_mirror=DIR" in log, log
+    aside = [p for p in run.raw_files() if p.startswith(f"{rel}.unverified-")]
+    assert len(aside) == 1 and run.raw_files()[aside[0]] == fetched[rel]
+    assert not (run.raw / rel).exists()
+    assert not [p for p in (run.raw / name).iterdir() if p.name.endswith(".tmp")]  # nothing half-written
+    # the other source is untouched
+    other = next(p for p in fetched if not p.startswith(f"{name}/"))
+    assert run.raw_files()[other] == fetched[other]
+    # back on the original manifest, offline: the set-aside copy verifies again and is put back, no download
+    back = run()
+    assert back.returncode == 0, back.stderr[-3000:]
+    assert run.raw_files() == fetched
+
+
+def test_hand_edited_raw_copy_is_set_aside_and_never_used(run: Run, data_dir: Path) -> None:
+    assert run(f"data_mirror={data_dir}").returncode == 0
+    fetched = run.raw_files()
+    lexicon = run.target.read_bytes()
+    rel = next(p for p in fetched if p.startswith("verbs_combined/"))
+    edited = fetched[rel].replace(b"abandon", b"abandom", 1)
+    assert edited != fetched[rel]
+    (run.raw / rel).write_bytes(edited)  # newer than the lexicon: it would be read by the next run
+    again = run(f"data_mirror={data_dir}")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{run.raw / rel}: matches no checksum of source 'verbs_combined'" in again.stderr
+    # set aside before the DAG is built, so nothing reads it: the results are still those of the verified copy
+    files = run.raw_files()
+    assert [files[p] for p in files if p.startswith(f"{rel}.unverified-")] == [edited]
+    assert run.target.read_bytes() == lexicon
+    # the next run that reads the source fetches a verified copy again
+    rerun = subprocess.run([*_cmd(run), "--config", f"data_mirror={data_dir}", "--forcerun", "lexicon", "--",
+                            str(run.target)], cwd=run.root, env=_env(), capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "fetch" in _jobs(rerun.stdout + rerun.stderr)
+    assert run.raw_files()[rel] == fetched[rel]
+    assert run.target.read_bytes() == lexicon
+
+
+def _clone(tmp_path: Path) -> Path:
+    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True)
+    return clone
+
+
+def test_dvc_on_a_fresh_clone_previews_and_never_loses_a_fetched_file(tmp_path: Path, data_dir: Path) -> None:
+    clone = _clone(tmp_path)
+    dvc = [sys.executable, "-m", "dvc"]
+
+    def run_dvc(*args: str, mirror: bool = False) -> subprocess.CompletedProcess[str]:
+        env = _env()
+        if mirror:
+            env["VERBEVAL_DATA_MIRROR"] = str(data_dir)
+        return subprocess.run([*dvc, *args], cwd=clone, env=env, capture_output=True, text=True)
+
+    # the README's preview works before anything has run (`dvc repro --dry` does not: DVC #9021)
+    status = run_dvc("status")
+    assert status.returncode == 0, status.stderr[-2000:]
+    assert "fetch--combined_verb_list_csv--verbs_combined:" in status.stdout
+    stage = "fetch--combined_verb_list_csv--verbs_combined"
+    raw = clone / "data" / "raw" / "verbs_combined" / "combined_verb_list.csv"
+    first = run_dvc("repro", "-s", stage, mirror=True)
+    assert first.returncode == 0, first.stderr[-2000:]
+    data = raw.read_bytes()
+    # without the mirror, offline: where the bytes came from is not a dependency
+    plain = run_dvc("repro", "-s", stage)
+    assert plain.returncode == 0 and "didn't change, skipping" in plain.stdout + plain.stderr, plain.stdout
+    # a changed manifest entry is a dependency: it runs, fails offline, and loses nothing (set aside)
+    manifest = clone / "resources" / "manifest.yaml"
+    original = manifest.read_text()
+    entry = yaml.safe_load(original)["sources"]["verbs_combined"]["sha256"]
+    manifest.write_text(original.replace(entry, "ab" * 32))
+    failed = run_dvc("repro", "-s", stage)
+    assert failed.returncode != 0
+    aside = list(raw.parent.glob(f"{raw.name}.unverified-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == data
+    # back to the original entry, offline: the set-aside copy is put back without a download
+    manifest.write_text(original)
+    back = run_dvc("repro", "-s", stage)
+    assert back.returncode == 0, back.stderr[-2000:]
+    assert raw.read_bytes() == data
+
+
+@pytest.mark.parametrize("configfile", [False, True])
+def test_from_another_working_directory_the_error_says_run_from_the_root(tmp_path: Path, configfile: bool) -> None:
+    cmd = [sys.executable, "-m", "snakemake", "-n", "-s", str(REPO_ROOT / "Snakefile"), "--cores", "1"]
+    if configfile:
+        cmd += ["--configfile", str(REPO_ROOT / "config" / "quick.yaml")]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert (f"working directory {tmp_path}: run the workflow from the repository root ({REPO_ROOT}), "
+            f"or add --directory {REPO_ROOT}") in out, out[-2000:]
+    assert ("config/config.yaml not found" if not configfile else "resources/manifest.yaml: cannot read manifest") in out
+    assert list(tmp_path.iterdir()) in ([], [tmp_path / ".snakemake"])  # nothing written but Snakemake's own folder
