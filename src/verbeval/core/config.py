@@ -310,7 +310,7 @@ def _entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], di
     out: list[tuple[list[str | int], dict[str, Any]]] = []
     for i, m in enumerate(config.get("models", [])):
         entry = {"kind": "auto", "dtype": "float32", "revision": None, "prepend_bos": None, "device_map": None,
-                 "gpus": 1, **m}
+                 "gpus": 1, "random_init": None, **m}
         entry.setdefault("name", model_name(entry["id"]))
         entry.setdefault("batch_size", inf.get("batch_size", "auto"))
         items = m.get("revisions")
