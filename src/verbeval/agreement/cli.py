@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from verbeval.core.cliutil import Add, bootstrap_options, check_outputs, float_list, split_pair
+from verbeval.core.cliutil import (Add, bootstrap_options, check_outputs, float_list, optional_bool,
+                                   random_init_option, split_pair)
 from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
@@ -27,17 +28,6 @@ def _positive_int(text: str) -> int:
 #: LOW_N_MODES (repeated here so that the CLI starts without importing pandas; a test ties them)
 MIN_CONTEXTS_DEFAULT = 10
 LOW_N_CHOICES = ("fade", "hide")
-
-
-def _optional_bool(text: str) -> bool | None:
-    t = text.lower()
-    if t in ("auto", "none", "null", ""):
-        return None
-    if t in ("true", "yes", "1"):
-        return True
-    if t in ("false", "no", "0"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true, false or auto, got {text!r}")
 
 
 def _manifest_inputs(manifest_path: str, items: Sequence[str]) -> dict[str, tuple[Path, str]]:
@@ -715,13 +705,10 @@ def register(add: Add) -> None:
                    help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory")
     s.add_argument("--top-k", type=int, default=10, help="top tokens (ids and probabilities) stored per context, "
                                                          "for Table 3")
-    s.add_argument("--prepend-bos", type=_optional_bool, default=None,
+    s.add_argument("--prepend-bos", type=optional_bool, default=None,
                    help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) "
                         "(default: auto)")
-    s.add_argument("--random-init", type=_optional_bool, default=None,
-                   help="whether the model is randomly initialised (recorded in the manifest; the tables and figures "
-                        "label it): true, false or auto (a local folder holding verbeval_tiny.json, written by "
-                        "verbeval tiny-model) (default: auto)")
+    random_init_option(s)
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
     _store_options(s)
@@ -910,7 +897,7 @@ def register_lexicon_modes(add: Add) -> None:
             "infer_forms, one job per model (with agreement.multitoken.enabled).")
     _model_options(s)
     s.add_argument("--batch-size", type=int, default=256, help="trie rows (prefixes / masked sequences) per pass")
-    s.add_argument("--prepend-bos", type=_optional_bool, default=None,
+    s.add_argument("--prepend-bos", type=optional_bool, default=None,
                    help="causal LMs: true, false or auto (follow the tokenizer) (default: auto)")
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--forms", required=True, help="the model's forms.parquet (verbeval lexicon-forms)")

@@ -105,3 +105,19 @@ def random_note(names: Iterable[str], mark: str = RANDOM_MARK) -> str | None:
         return None
     body = f"randomly initialised, so the numbers are meaningless: {', '.join(names)}."
     return f"{mark} {body}" if mark else body[0].upper() + body[1:]
+
+
+#: the key under which a per-model table (SimVerb similarities, veridicality predictions) records it:
+#: pandas ``DataFrame.attrs``, which Parquet files keep
+FRAME_ATTR = "random_init"
+
+
+def tag_frame(frame: Any, random: bool) -> Any:
+    """``frame`` with ``attrs["random_init"]`` set (kept by :func:`verbeval.core.io.write_parquet`)."""
+    frame.attrs[FRAME_ATTR] = bool(random)
+    return frame
+
+
+def frame_random(frame: Any) -> bool:
+    """Whether a table read back from Parquet was written for a random model (no record: False)."""
+    return bool(getattr(frame, "attrs", {}).get(FRAME_ATTR, False))
