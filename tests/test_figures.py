@@ -563,6 +563,12 @@ def test_topk_table_marks_correct_and_incorrect_forms() -> None:
     assert "| 1 | bakes (0.3) ✗ | bake (0.3) ✓ |" in md
     html = table3_html(t)
     assert '<td class="correct">bake (0.2) ✓</td>' in html and '<td class="incorrect">bakes (0.3) ✗</td>' in html
+    # a randomly initialised model is named so in the column header, the other one is not
+    assert "random init" not in md and "random init" not in html
+    models = list(dict.fromkeys(t["model"]))
+    md = table3_markdown(t, random={models[1]})
+    assert f"| rank | {models[0]} | {models[1]} (random init) |" in md
+    assert f"<th>{models[1]} (random init)</th>" in table3_html(t, random={models[1]})
 
 
 def test_topk_table_cli(tmp_path: Path, shared_dir: Path) -> None:

@@ -110,7 +110,7 @@ def _caption(name: str, random_models: str) -> str:
 
 CAPTIONS = ["table2", "fig1_top_p", "fig2_bottom_p", "fig3_prob_counted", "fig4_invalid", "model_comparison",
             "checkpoints", "lemma_accuracy", "worst_lemmas", "table3_topk", "simverb_table", "simverb_layers",
-            "simverb_scatter", "veridicality_signatures", "veridicality_scatter"]
+            "simverb_scatter", "veridicality_signatures", "veridicality_scatter", "lexicon_modes"]
 
 
 @pytest.mark.parametrize("name", CAPTIONS)

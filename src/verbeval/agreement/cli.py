@@ -424,10 +424,15 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
     model_ids = _pairs(a.model, "--model")
     revisions = _pairs(a.revision, "--revision")
     lemma_paths = _pairs(a.lemmas, "--lemmas")
+    from verbeval.agreement.shardstore import manifest_random_init
+
     shard_paths: dict[str, list[str]] = {}
+    random: set[str] = set()
     for item in a.shards:
         name, path = split_pair(item, "--shards", "PATH")
         shard_paths.setdefault(name, []).extend(_expand_shards([path]))
+        if path.endswith(".json") and manifest_random_init(path):
+            random.add(name)
     for name in model_ids:
         if name not in lemma_paths:
             raise VerbevalError(f"--lemmas: no lemmas file for model {name!r}")
@@ -456,9 +461,9 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
                                 render=render))
     table = topk_table(selected, templates, models)
     write_csv(table, a.csv, float_format="%.6g")
-    write_text(a.md, table3_markdown(table))
+    write_text(a.md, table3_markdown(table, random))
     if a.html:
-        write_text(a.html, table3_html(table))
+        write_text(a.html, table3_html(table, random))
     log.info("Table 3: %d contexts x %d models -> %s, %s", len(selected), len(models), a.csv, a.md)
 
 

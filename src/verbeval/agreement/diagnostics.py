@@ -335,8 +335,9 @@ def _md_escape(s: str) -> str:
     return s.replace("|", r"\|")
 
 
-def table3_markdown(table: pd.DataFrame) -> str:
-    """Table 3 as Markdown: one block per context, ranks as rows, models as columns."""
+def table3_markdown(table: pd.DataFrame, random: Collection[str] = ()) -> str:
+    """Table 3 as Markdown: one block per context, ranks as rows, models as columns (a ``random``,
+    randomly initialised, model named so in its header)."""
     lines = ["# Table 3: top tokens in selected contexts", "",
              "✓ correct verb form for the context's number, ✗ incorrect, ? form of both numbers.", ""]
     if table.empty:
@@ -345,7 +346,7 @@ def table3_markdown(table: pd.DataFrame) -> str:
     for sel, block in table.groupby("selection", sort=True):
         first = block.iloc[0]
         lines += [f"## {first['context']} ({first['label']}; {first['group']})", ""]
-        lines.append("| rank | " + " | ".join(_md_escape(m) for m in models) + " |")
+        lines.append("| rank | " + " | ".join(_md_escape(display_name(m, m in random)) for m in models) + " |")
         lines.append("|---:|" + "---|" * len(models))
         ranks = sorted(block["rank"].unique())
         by = {(r.model, r.rank): r for r in block.itertuples(index=False)}
@@ -367,8 +368,8 @@ def _html_page(title: str, body: str) -> str:
             f"<style>{style}</style></head><body>\n<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n")
 
 
-def table3_html(table: pd.DataFrame) -> str:
-    """Table 3 as a standalone HTML page (for the Snakemake report)."""
+def table3_html(table: pd.DataFrame, random: Collection[str] = ()) -> str:
+    """Table 3 as a standalone HTML page (for the Snakemake report); see :func:`table3_markdown`."""
     body = ["<p>Green: a verb form of the context's number (correct); red: of the other number (incorrect); "
             "yellow: a form of both numbers.</p>"]
     if table.empty:
@@ -379,7 +380,8 @@ def table3_html(table: pd.DataFrame) -> str:
         body.append(f"<h2>{html.escape(str(first['context']))} <small>({html.escape(str(first['label']))}; "
                     f"{html.escape(str(first['group']))})</small></h2>")
         by = {(r.model, r.rank): r for r in block.itertuples(index=False)}
-        rows = ["<tr><th>rank</th>" + "".join(f"<th>{html.escape(m)}</th>" for m in models) + "</tr>"]
+        rows = ["<tr><th>rank</th>" + "".join(f"<th>{html.escape(display_name(m, m in random))}</th>" for m in models)
+                + "</tr>"]
         for k in sorted(block["rank"].unique()):
             cells = []
             for m in models:
