@@ -318,7 +318,8 @@ def _texts(fig: Any) -> str:
 def test_figures_label_random_models_and_only_them() -> None:
     import matplotlib.pyplot as plt
 
-    from verbeval.agreement.plots import plot_checkpoints, plot_cutoff_curves, plot_lemma_accuracy, plot_model_comparison
+    from verbeval.agreement.plots import (plot_checkpoints, plot_cutoff_curves, plot_lemma_accuracy,
+                                          plot_model_comparison)
 
     note = "Randomly initialised, so the numbers are meaningless: m2."
     summary = _summary()

@@ -303,7 +303,8 @@ def test_cli_score_table_join(tmp_path: Path, shared_dir: Path) -> None:
                  "--device", "cpu", "--threads", "1", "--out", str(out["sims"]), "--verbs", str(out["verbs"])]) == 0
     assert main(["-q", "simverb-table", "--similarities", str(out["sims"]), "--verbs", str(out["verbs"]),
                  "--model-name", "tiny", "--resamples", "5", "--csv", str(out["csv"]), "--md", str(out["md"]),
-                 "--tex", str(out["tex"]), "--layers-csv", str(out["layers"]), "--metrics-json", str(out["metrics"])]) == 0
+                 "--tex", str(out["tex"]), "--layers-csv", str(out["layers"]),
+                 "--metrics-json", str(out["metrics"])]) == 0
     assert "random init" not in out["md"].read_text() and "random init" not in out["tex"].read_text()
     assert json.loads(out["metrics"].read_text())["random_init"] is False
     ls = tmp_path / "lemma_stats.csv"

@@ -96,7 +96,8 @@ rule infer:
     shell:
         "verbeval infer --model {params.model:q} {params.revision} --kind {params.kind} --dtype {params.dtype} "
         "--device {params.device} {params.device_map} --batch-size {params.batch_size} --threads {threads} "
-        "--top-k {params.top_k} --prepend-bos {params.bos} --random-init {params.random_init} --templates {input.templates:q} --lemmas {input.lemmas:q} "
+        "--top-k {params.top_k} --prepend-bos {params.bos} --random-init {params.random_init} "
+        "--templates {input.templates:q} --lemmas {input.lemmas:q} "
         "--groups {params.groups} --n-chunks {params.n_chunks} --no-progress --manifest {output:q} 2> {log:q}"
 
 

@@ -33,8 +33,8 @@ rule simverb_score:
     log:
         f"{LOGS}/simverb/{{svmodel}}/score.log",
     shell:
-        "verbeval simverb-score --data {input.data:q} {params.splits} {params.model} --random-init {params.random_init} "
-        "--multi-token {params.multi_token} --batch-size {params.batch_size} --device {params.device} "
+        "verbeval simverb-score --data {input.data:q} {params.splits} {params.model} "
+        "--random-init {params.random_init} --multi-token {params.multi_token} --batch-size {params.batch_size} --device {params.device} "
         "--threads {threads} --out {output.sims:q} --verbs {output.verbs:q} 2> {log:q}"
 
 

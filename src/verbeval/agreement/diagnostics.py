@@ -421,7 +421,8 @@ def worst_lemmas_markdown(worst: pd.DataFrame, random: Collection[str] = ()) -> 
     """The worst lemmas per model; a ``random`` (randomly initialised) model says so in its heading."""
     lines = ["# Lemmas most often conjugated wrongly", ""]
     for m, block in worst.groupby("model", sort=False):
-        lines += [f"## {display_name(str(m), m in random)}", "", "| rank | lemma | singular | plural | wrong / contexts | accuracy | mean P | mean log10 P |",
+        lines += [f"## {display_name(str(m), m in random)}", "",
+                  "| rank | lemma | singular | plural | wrong / contexts | accuracy | mean P | mean log10 P |",
                   "|---:|---|---|---|---:|---:|---:|---:|"]
         for r in block.itertuples(index=False):
             lines.append(f"| {r.rank} | {_md_escape(r.lemma)} | {_md_escape(r.sing)} | {_md_escape(r.plur)} | "
