@@ -16,7 +16,6 @@ from verbeval.core.provenance import (
     marked,
     random_flags,
     random_init_record,
-    random_models,
     random_note,
     resolve_random_init,
 )
@@ -51,12 +50,14 @@ def test_labels() -> None:
     assert random_note([]) is None
     assert random_note(["a", "b"]) == "† randomly initialised, so the numbers are meaningless: a, b."
     assert random_note(["a"], mark="") == "Randomly initialised, so the numbers are meaningless: a."
-    assert random_models({"a": True, "b": False, "c": float("nan"), "d": "True"}) == ["a", "d"]
     import pandas as pd
 
     frame = pd.DataFrame({"model": ["a", "a", "b"], "random_init": [False, True, False]})
     assert random_flags(frame) == {"a": True, "b": False}
     assert random_flags(frame.drop(columns="random_init")) == {}  # written by an older verbeval
+    # as read back from a CSV with missing values: text and NaN
+    text = pd.DataFrame({"model": ["a", "b", "c"], "random_init": ["True", "False", float("nan")]})
+    assert random_flags(text) == {"a": True, "b": False, "c": False}
 
 
 def test_tiny_model_is_marked_and_the_inference_manifest_records_it(shared_dir: Path, tmp_path: Path) -> None:

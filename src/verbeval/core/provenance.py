@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -61,30 +61,17 @@ def resolve_random_init(model_id: str | Path, declared: bool | None = None) -> b
     return bool(declared) if declared is not None else is_random_init(model_id)
 
 
-def random_models(flags: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> list[str]:
-    """The names marked random in ``{name: flag}`` (or pairs), in order, each once."""
-    items = flags.items() if isinstance(flags, Mapping) else flags
-    return list(dict.fromkeys(str(n) for n, f in items if _truthy(f)))
-
-
-def _truthy(flag: Any) -> bool:
-    if isinstance(flag, str):
-        return flag.strip().lower() in ("true", "1", "yes")
-    try:
-        return bool(flag) and flag == flag  # NaN (a column missing for some rows) is not True
-    except (TypeError, ValueError):
-        return False
-
-
 def random_flags(frame: Any, column: str = "random_init", by: str = "model") -> dict[str, bool]:
-    """``{model: random}`` from a table with a ``model`` and a ``random_init`` column (summaries,
-    lemma statistics); a table without the column (written by an older verbeval) marks nothing."""
+    """``{model: random}`` from a table (pandas DataFrame) with a ``model`` and a ``random_init``
+    column (summaries, lemma statistics; booleans, or their text as read back from a CSV); a model
+    is random when any of its rows says so. A table without the column (written by an older
+    verbeval) marks nothing."""
     if column not in getattr(frame, "columns", ()):
         return {}
-    out: dict[str, bool] = {}
-    for name, flag in zip(frame[by], frame[column]):
-        out[str(name)] = out.get(str(name), False) or _truthy(flag)
-    return out
+    flags = frame[column]
+    if flags.dtype != bool:
+        flags = flags.astype(str).str.strip().str.lower().isin(["true", "1", "1.0", "yes"])
+    return {str(k): bool(v) for k, v in flags.groupby(frame[by].astype(str), sort=False).any().items()}
 
 
 def marked(name: str, random: bool) -> str:
