@@ -12,7 +12,9 @@ What a test needs, and where it comes from (README, "Tests without ../shared"):
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +89,22 @@ def shared_dir() -> Path:
             "`AutoTokenizer.from_pretrained(NAME).save_pretrained(DIR/tokenizers/NAME)` on a machine with "
             "the model hub, then set VERBEVAL_SHARED=DIR")
     return path
+
+
+@pytest.fixture(scope="module")
+def ci_rules() -> Iterator[Any]:
+    """The workflow parsed with the quick-start configuration (rules only, no DAG; needs no ../shared)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    cwd = Path.cwd()
+    try:
+        with SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
+            wapi = api.workflow(resource_settings=ResourceSettings(cores=1),
+                                config_settings=ConfigSettings(configfiles=[REPO_ROOT / "config/config.yaml",
+                                                                            REPO_ROOT / "config/quick.yaml"]),
+                                snakefile=REPO_ROOT / "Snakefile", workdir=REPO_ROOT)
+            wf = wapi._workflow  # noqa: SLF001 - Snakemake offers no public rule listing
+            yield wf
+    finally:
+        os.chdir(cwd)

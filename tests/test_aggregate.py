@@ -21,7 +21,7 @@ from verbeval.agreement.aggregate import bootstrap_means, context_scores, read_s
 from verbeval.agreement.metrics import form_statistics, score_logits
 from verbeval.core.errors import VerbevalError
 from verbeval.agreement.inference import META_KEY, ChunkResult, chunk_label, chunk_range, read_shard_meta, write_shard
-from verbeval.agreement.tables import table2, to_html, to_latex, to_markdown
+from verbeval.agreement.tables import random_models, table2, to_html, to_latex, to_markdown, to_metrics
 
 V = 40  # vocabulary size of the synthetic distributions
 LEMMA_IDS = np.array([[3, 4], [10, 11], [20, 21], [30, 31]])  # (singular id, plural id)
@@ -369,7 +369,39 @@ def test_table2_html() -> None:
     assert "<li>Simple: 2 rows &lt;flagged&gt; &amp; kept.</li>" in page
 
 
-def _store(tmp_path: Path) -> tuple[Path, list[Path]]:
+def test_table2_labels_a_random_model_and_only_it() -> None:
+    """A model whose summaries say random_init is marked in every Table 2 output; the other is not,
+    and a table without any random model has no mark or note at all."""
+    summary = _hand_summary()
+    marked = summary.assign(random_init=summary["model"] == "gpt_b")
+    t = table2(marked, GROUPS, MODELS)
+    assert t["gpt_b.random_init"].tolist() == [True, True] and t["bert-a.random_init"].tolist() == [False, False]
+    assert random_models(t, MODELS) == ["gpt_b"]
+    md = to_markdown(t, MODELS)
+    assert md.splitlines()[0] == "| Group | bert-a TSE | bert-a EW | bert-a MW | gpt_b† TSE | gpt_b† EW | gpt_b† MW |"
+    assert "* † randomly initialised, so the numbers are meaningless: gpt_b." in md
+    page = to_html(t, MODELS)
+    assert "<th colspan=\"4\">gpt_b†</th>" in page and "<th colspan=\"4\">bert-a</th>" in page
+    assert "<li>† randomly initialised, so the numbers are meaningless: gpt_b.</li>" in page
+    tex = to_latex(t, MODELS)
+    assert r"\multicolumn{3}{c}{gpt\_b$^\dagger$}" in tex and r"\multicolumn{3}{c}{bert-a}" in tex
+    assert r"{\footnotesize $^\dagger$ randomly initialised, so the numbers are meaningless: gpt\_b.\par}" in tex
+    metrics = to_metrics(t, MODELS)
+    assert metrics["gpt_b"]["random_init"] is True and metrics["bert-a"]["random_init"] is False
+    assert metrics["gpt_b"]["simple"] == {"tse": 0.886, "ew": pytest.approx(0.7234), "mw": pytest.approx(0.6)}
+    # the errata notes follow the random-model note
+    assert to_markdown(t, MODELS, notes=["Simple: x."]).splitlines()[-2:] == [
+        "* † randomly initialised, so the numbers are meaningless: gpt_b.", "* Simple: x."]
+    # no model random (or summaries of an older verbeval without the column): no mark, no note
+    for plain in (summary, summary.assign(random_init=False)):
+        t = table2(plain, GROUPS, MODELS)
+        assert random_models(t, MODELS) == []
+        for text in (to_markdown(t, MODELS), to_html(t, MODELS), to_latex(t, MODELS)):
+            assert "†" not in text and "dagger" not in text and "randomly initialised" not in text
+        assert all(v["random_init"] is False for v in to_metrics(t, MODELS).values())
+
+
+def _store(tmp_path: Path, meta: dict[str, Any] | None = None) -> tuple[Path, list[Path]]:
     """A shard store of group g1 (the synthetic shards) with its manifest."""
     from verbeval.agreement.shardstore import ShardStore
 
@@ -379,7 +411,7 @@ def _store(tmp_path: Path) -> tuple[Path, list[Path]]:
     rels = [p.relative_to(root).as_posix() for p in paths]
     for rel in rels:
         store.record(rel, "key")
-    store.finish(root / "manifest.json", rels, {})
+    store.finish(root / "manifest.json", rels, meta or {})
     return root / "manifest.json", paths
 
 
@@ -400,6 +432,18 @@ def test_aggregate_cli_writes_every_group_output(tmp_path: Path) -> None:
     expected = context_scores(read_shards(paths), [1.0], [0.5])
     pd.testing.assert_frame_equal(scores, expected)
     assert (tmp_path / "out" / "g1" / "tse.parquet").exists() and (tmp_path / "out" / "g1" / "summary.csv").exists()
+
+
+@pytest.mark.parametrize("meta", [{"random_init": True}, {"random_init": False}, {}])
+def test_aggregate_cli_carries_random_init_from_the_manifest(tmp_path: Path, meta: dict[str, Any]) -> None:
+    """The summary's random_init column is the manifest's meta.random_init (absent: an older
+    manifest, False)."""
+    from verbeval.cli import main
+
+    manifest, _ = _store(tmp_path, meta)
+    assert main(_aggregate_args(tmp_path, manifest)) == 0
+    summary = pd.read_csv(tmp_path / "out" / "g1" / "summary.csv")
+    assert summary["random_init"].tolist() == [meta.get("random_init", False)] * len(summary)
 
 
 def test_aggregate_cli_moves_a_truncated_shard_aside(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

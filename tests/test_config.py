@@ -53,7 +53,7 @@ def test_defaults_are_filled() -> None:
     assert cfg["inference"] == {"device": "auto", "batch_size": "auto", "threads": 2, "top_k": 10}
     assert cfg["data_mirror"] is None and cfg["results_dir"] == "results"
     assert cfg["models"][0] == {"id": "gpt2", "revision": None, "kind": "auto", "dtype": "float32", "prepend_bos": None,
-                                "device_map": None, "gpus": 1}
+                                "device_map": None, "gpus": 1, "random_init": None}
     # given values are kept; nested defaults are still filled next to them
     cfg = validate_config({"models": [{"id": "gpt2"}], "agreement": {"chunks": 2, "bootstrap": {"seed": 3}}})
     assert cfg["agreement"]["chunks"] == 2

@@ -255,6 +255,16 @@ def test_cli_end_to_end_on_a_slice(tmp_path: Path, shared_dir: Path) -> None:
     assert main(["-q", "veridicality-kl", "--predictions", str(t / "pred.parquet"), "--counterfactuals",
                  str(t / "cf.parquet"), "--model-name", "tiny", "--table7", str(t / "t7.csv"), str(t / "t7.md"),
                  str(t / "t7.tex"), "--table8", str(t / "t8.csv"), str(t / "t8.md"), str(t / "t8.tex")]) == 0
+    # the tiny model (verbeval_tiny.json) is labelled in the KL and signature tables; the pseudo-model is not
+    assert "Table 7 (KL, verb replacements), tiny (random init)" in (t / "t7.md").read_text()
+    assert main(["-q", "veridicality-table", "--predictions", str(t / "pred.parquet"), "--model-name", "tiny",
+                 "--csv", str(t / "s.csv"), "--md", str(t / "s.md"), "--tex", str(t / "s.tex")]) == 0
+    assert (t / "s.md").read_text().startswith("Verb veridicality, tiny (random init)")
+    assert main(["-q", "veridicality-predict", "--data", str(data), "--model", "ross-pavlick-2019-bert",
+                 "--out", str(t / "rp.parquet")]) == 0
+    assert main(["-q", "veridicality-table", "--predictions", str(t / "rp.parquet"), "--model-name", "rp",
+                 "--csv", str(t / "s.csv"), "--md", str(t / "s.md"), "--tex", str(t / "s.tex")]) == 0
+    assert (t / "s.md").read_text().startswith("Verb veridicality, rp\n")
     pairs = pd.read_parquet(t / "pairs.parquet")
     cf = pd.read_parquet(t / "cf.parquet")
     assert len(cf) == len(pairs) and np.allclose(cf[["p_entailment", "p_neutral", "p_contradiction"]].sum(axis=1), 1)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,14 @@ from verbeval.agreement.diagnostics import (
     table3_markdown,
     topk_table,
     worst_lemmas,
+    worst_lemmas_html,
+    worst_lemmas_markdown,
 )
 from verbeval.core.errors import VerbevalError
 from verbeval.agreement.figures import (
     CUTOFF_FIGURES,
     DEFAULT_MIN_CONTEXTS,
+    checkpoint_curves,
     LOW_N_MODES,
     cutoff_curves,
     lemma_accuracy,
@@ -290,6 +292,83 @@ def test_shown_cutoffs_drop_the_all_invalid_end() -> None:
     assert shown_cutoffs(d, "top").tolist() == []
 
 
+def test_figure3_bottom_axis_follows_figure2() -> None:
+    """Where no lemma counts (EW undefined in every context) the counted mass is 0, not an estimate:
+    Figure 3's bottom-p axis leaves out the cutoffs Figure 2's leaves out."""
+    n = {"m1": [0, 0, 2, 8, 20], "m2": [0, 0, 0, 12, 20]}
+    ew = _bottom_curves(n).assign(low_n=False)
+    mass = _bottom_curves(n, metric="prob_counted")
+    # prob_counted is never NaN: 0 with every context counted where no lemma counts
+    mass = mass.assign(value=np.where(mass["n"] > 0, 1e-4, 0.0), n=20, low_n=False)
+    assert shown_cutoffs(ew, "bottom").tolist() == [1e-3, 1e-2, 0.5]
+    assert shown_cutoffs(mass, "bottom").tolist() == shown_cutoffs(ew, "bottom").tolist()
+    # the invalid share (Figure 4) is an estimate everywhere
+    assert shown_cutoffs(mass.assign(metric="invalid", value=1.0), "bottom").tolist() == [1e-6, 1e-4, 1e-3, 1e-2, 0.5]
+
+
+def _texts(fig: Any) -> str:
+    """Every title, legend entry and note of a figure."""
+    parts = [t.get_text() for t in fig.texts] + [ax.get_title() for ax in fig.axes]
+    parts += [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    if fig._suptitle is not None:  # noqa: SLF001
+        parts.append(fig._suptitle.get_text())  # noqa: SLF001
+    return "\n".join(parts)
+
+
+def test_figures_label_random_models_and_only_them() -> None:
+    import matplotlib.pyplot as plt
+
+    from verbeval.agreement.plots import (plot_checkpoints, plot_cutoff_curves, plot_lemma_accuracy,
+                                          plot_model_comparison)
+
+    note = "Randomly initialised, so the numbers are meaningless: m2."
+    summary = _summary()
+    for figure in ("scores-top", "prob-counted"):
+        spec = CUTOFF_FIGURES[figure]
+        data = cutoff_curves(summary, metrics=spec.metrics, sides=spec.sides, models=["m1", "m2"], groups=GROUPS,
+                             cutoffs={"top": TOP, "bottom": BOTTOM})
+        fig = plot_cutoff_curves(data, spec, ["m1", "m2"], 0.95, random={"m2", "m3"})
+        assert [ax.get_title() for ax in fig.axes[:2]] == ["m1", "m2 (random init)"]
+        assert note in _texts(fig) and "m3" not in _texts(fig)
+        plt.close(fig)
+        fig = plot_cutoff_curves(data, spec, ["m1", "m2"], 0.95)
+        assert [ax.get_title() for ax in fig.axes[:2]] == ["m1", "m2"] and "andom" not in _texts(fig)
+        plt.close(fig)
+    comparison = model_comparison(summary, models=["m1", "m2"], groups=GROUPS)
+    fig = plot_model_comparison(comparison, ["m1", "m2"], random={"m2"})
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["m1", "m2 (random init)"] and note in _texts(fig)
+    plt.close(fig)
+    fig = plot_model_comparison(comparison, ["m1", "m2"])
+    assert "andom" not in _texts(fig)
+    plt.close(fig)
+    stats = pd.concat([_stats("m1", [-3.0, -1.0, -2.0], [0.6, 0.9, 0.7]), _stats("m2", [-1.0, -2.0], [0.5, 0.4])])
+    lemmas = lemma_accuracy(stats, ["m1", "m2"], n_bins=2)
+    fig = plot_lemma_accuracy(lemmas, ["m1", "m2"], random={"m2"})
+    assert [ax.get_title() for ax in fig.axes] == ["m1", "m2 (random init)"] and note in _texts(fig)
+    plt.close(fig)
+    ck = checkpoint_curves(summary, checkpoints=[("m", "m1", 0), ("m", "m2", 10), ("n", "m3", 10)], groups=GROUPS)
+    fig = plot_checkpoints(ck, random={"m2"})
+    assert "m (random init)" in _texts(fig) and "\nn\n" in _texts(fig) + "\n" and note in _texts(fig)
+    plt.close(fig)
+    fig = plot_checkpoints(ck)
+    assert "andom" not in _texts(fig)
+    plt.close(fig)
+    # the worst-lemma pages name the random model in its heading
+    worst = worst_lemmas(stats, 1, ["m1", "m2"])
+    assert "## m2 (random init)" in worst_lemmas_markdown(worst, random={"m2"})
+    assert "## m1\n" in worst_lemmas_markdown(worst, random={"m2"}) and "andom" not in worst_lemmas_markdown(worst)
+    assert "<h2>m2 (random init)</h2>" in worst_lemmas_html(worst, random={"m2"})
+
+
+def test_plot_commands_read_random_init_from_their_inputs() -> None:
+    from verbeval.agreement.cli import _random_in
+
+    summary = _summary()
+    assert _random_in(summary) == set()  # an older summary without the column
+    assert _random_in(summary.assign(random_init=summary["model"] == "m3")) == {"m3"}
+    assert _random_in(pd.DataFrame({"model": ["a", "a", "b"], "random_init": ["True", "True", "False"]})) == {"a"}
+
+
 def _figure2(d: pd.DataFrame, **kw: Any) -> Any:
     from verbeval.agreement.plots import plot_cutoff_curves
 
@@ -485,6 +564,12 @@ def test_topk_table_marks_correct_and_incorrect_forms() -> None:
     assert "| 1 | bakes (0.3) ✗ | bake (0.3) ✓ |" in md
     html = table3_html(t)
     assert '<td class="correct">bake (0.2) ✓</td>' in html and '<td class="incorrect">bakes (0.3) ✗</td>' in html
+    # a randomly initialised model is named so in the column header, the other one is not
+    assert "random init" not in md and "random init" not in html
+    models = list(dict.fromkeys(t["model"]))
+    md = table3_markdown(t, random={models[1]})
+    assert f"| rank | {models[0]} | {models[1]} (random init) |" in md
+    assert f"<th>{models[1]} (random init)</th>" in table3_html(t, random={models[1]})
 
 
 def test_topk_table_cli(tmp_path: Path, shared_dir: Path) -> None:
@@ -547,25 +632,6 @@ def test_min_contexts_defaults_agree() -> None:
 # --------------------------------------------------------------------------- the workflow's rules
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def ci_rules() -> Any:
-    """The workflow parsed with the quick-start configuration (rules only, no DAG; needs no ../shared)."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
-
-    cwd = Path.cwd()
-    try:
-        with SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
-            wapi = api.workflow(resource_settings=ResourceSettings(cores=1),
-                                config_settings=ConfigSettings(configfiles=[REPO / "config/config.yaml",
-                                                                            REPO / "config/quick.yaml"]),
-                                snakefile=REPO / "Snakefile", workdir=REPO)
-            wf = wapi._workflow  # noqa: SLF001 - Snakemake offers no public rule listing
-            yield wf
-    finally:
-        os.chdir(cwd)
 
 
 def test_table2_is_a_report_item(ci_rules: Any) -> None:

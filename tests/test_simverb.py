@@ -296,6 +296,17 @@ def test_cli_score_table_join(tmp_path: Path, shared_dir: Path) -> None:
     assert verbs.loc["dine", "tokens"] == "Ġd ine" and verbs.loc["dine", "n_tokens"] == 2
     md = out["md"].read_text()
     assert "| static |" in md and "dev: rho [CI]" in md and "By relation" in md
+    # a tiny model (verbeval_tiny.json) is labelled; declared not random (--random-init false), it is not
+    assert "tiny (random init)" in md and "tiny (random init)" in out["tex"].read_text()
+    assert json.loads(out["metrics"].read_text())["random_init"] is True
+    assert main(["-q", "simverb-score", "--data", str(data), "--model", str(model), "--random-init", "false",
+                 "--device", "cpu", "--threads", "1", "--out", str(out["sims"]), "--verbs", str(out["verbs"])]) == 0
+    assert main(["-q", "simverb-table", "--similarities", str(out["sims"]), "--verbs", str(out["verbs"]),
+                 "--model-name", "tiny", "--resamples", "5", "--csv", str(out["csv"]), "--md", str(out["md"]),
+                 "--tex", str(out["tex"]), "--layers-csv", str(out["layers"]),
+                 "--metrics-json", str(out["metrics"])]) == 0
+    assert "random init" not in out["md"].read_text() and "random init" not in out["tex"].read_text()
+    assert json.loads(out["metrics"].read_text())["random_init"] is False
     ls = tmp_path / "lemma_stats.csv"
     pd.DataFrame({"model": "tiny", "lemma": ["walk", "eat", "run"], "sing": ["walks", "eats", "runs"],
                   "plur": ["walk", "eat", "run"], "n_contexts": 3, "n_correct": [3, 2, 1], "n_wrong": [0, 1, 2],

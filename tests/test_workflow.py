@@ -119,8 +119,10 @@ def workflow(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Work
     cfg["manifest"] = str(REPO_ROOT / "resources" / "manifest.yaml")
     cfg["raw_dir"] = str(root / "data" / "raw")
     cfg["results_dir"] = str(root / "results")
+    # tiny-bert-cased is random by its verbeval_tiny.json; tiny-gpt2 (as random) is declared not to be,
+    # which shows the labels for a marked model and their absence for an unmarked one in one run
     cfg["models"] = [{"id": str(root / "models" / "tiny-bert-base-cased"), "name": "tiny-bert-cased"},
-                     {"id": str(root / "models" / "tiny-gpt2"), "name": "tiny-gpt2"}]
+                     {"id": str(root / "models" / "tiny-gpt2"), "name": "tiny-gpt2", "random_init": False}]
     # the released-probability pseudo-model only: CI (.ci/run) runs the tiny NLI model and its
     # counterfactuals on the whole veridicality set, test_counterfactual.py on a slice
     cfg.setdefault("veridicality", {})["models"] = ["ross-pavlick-2019-bert"]
@@ -170,8 +172,32 @@ def test_table2(workflow: Workflow) -> None:
         assert (t[f"{m}.n_rows"] > 0).all() and (t[f"{m}.n_contexts"] > 0).all()
     md = (workflow.out / "table2.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("|")]  # notes follow the table
-    assert rows[0].startswith("| Group | tiny-bert-cased TSE |") and len(rows) == 2 + len(GROUPS)
+    assert rows[0].startswith("| Group | tiny-bert-cased† TSE |") and len(rows) == 2 + len(GROUPS)
     assert r"\begin{tabular}" in (workflow.out / "table2.tex").read_text()
+
+
+def test_random_model_is_labelled_and_only_it(workflow: Workflow) -> None:
+    """tiny-bert-cased (verbeval_tiny.json) is labelled random in every output; tiny-gpt2
+    (random_init: false) nowhere."""
+    out = workflow.out
+    manifests = {m: json.loads((out / m / "shards" / "manifest.json").read_text())["meta"] for m in MODELS}
+    assert manifests["tiny-bert-cased"]["random_init"] is True and manifests["tiny-gpt2"]["random_init"] is False
+    flags = pd.read_csv(out / "summary_all.csv").groupby("model")["random_init"].unique().to_dict()
+    assert {m: list(v) for m, v in flags.items()} == {"tiny-bert-cased": [True], "tiny-gpt2": [False]}
+    t = pd.read_csv(out / "table2.csv")
+    assert t["tiny-bert-cased.random_init"].all() and not t["tiny-gpt2.random_init"].any()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["tiny-bert-cased"]["random_init"] is True and metrics["tiny-gpt2"]["random_init"] is False
+    note = "randomly initialised, so the numbers are meaningless: tiny-bert-cased."
+    md, tex = (out / "table2.md").read_text(), (out / "table2.tex").read_text()
+    assert f"* † {note}" in md and "tiny-gpt2†" not in md and "tiny-gpt2 TSE" in md
+    assert r"tiny-bert-cased$^\dagger$" in tex and r"tiny-gpt2$^\dagger$" not in tex
+    assert "tiny-bert-cased†</th>" in (out / "table2.html").read_text()
+    for m in MODELS:
+        stats = pd.read_csv(out / m / "lemma_stats.csv")
+        assert stats["random_init"].tolist() == [m == "tiny-bert-cased"] * len(stats)
+    worst = (out / "figures" / "worst_lemmas.md").read_text()
+    assert "## tiny-bert-cased (random init)" in worst and "## tiny-gpt2\n" in worst
 
 
 def test_table2_matches_per_group_outputs(workflow: Workflow) -> None:
@@ -389,3 +415,6 @@ def test_report_builds_offline(workflow: Workflow, tmp_path: Path) -> None:
                  "lemma_accuracy.png", "model_comparison.png", "table3_topk.html", "worst_lemmas.html"):
         assert name in html, name
     assert "95% percentile" in html  # captions are rendered with the run's configuration
+    # the captions name the random model (tiny-bert-cased), not the other
+    assert "Randomly initialised models, whose numbers are meaningless:</strong> tiny-bert-cased" in html
+    assert "meaningless:</strong> tiny-gpt2" not in html

@@ -81,6 +81,7 @@ rule infer:
         device_map=device_map_option,
         batch_size=model_param("batch_size"),
         bos=bos_option,
+        random_init=random_init_option,
         device=config["inference"]["device"],
         top_k=config["inference"]["top_k"],
         groups=",".join(GROUP_IDS),
@@ -95,7 +96,8 @@ rule infer:
     shell:
         "verbeval infer --model {params.model:q} {params.revision} --kind {params.kind} --dtype {params.dtype} "
         "--device {params.device} {params.device_map} --batch-size {params.batch_size} --threads {threads} "
-        "--top-k {params.top_k} --prepend-bos {params.bos} --templates {input.templates:q} --lemmas {input.lemmas:q} "
+        "--top-k {params.top_k} --prepend-bos {params.bos} --random-init {params.random_init} "
+        "--templates {input.templates:q} --lemmas {input.lemmas:q} "
         "--groups {params.groups} --n-chunks {params.n_chunks} --no-progress --manifest {output:q} 2> {log:q}"
 
 
@@ -144,6 +146,7 @@ rule table2:
         table_models=f"--table-models {','.join(TABLE_MODELS)}" if TABLE_MODELS != list(MODELS) else "",
         drop="--drop-flagged-errata" if AGR["drop_flagged_errata"] else "",
         confidence=AGR["bootstrap"]["confidence"],
+        random_models=RANDOM_MODELS,  # named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:

@@ -13,6 +13,7 @@ from verbeval.core.console import install_short_job_info
 from verbeval.core.errors import VerbevalError
 from verbeval.core.fetch import load_manifest, local_filename, mirror_location
 from verbeval.core.models import is_local, model_fingerprint
+from verbeval.core.provenance import resolve_random_init
 from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
 from verbeval.agreement.templates import custom_groups, load_groups
 
@@ -138,6 +139,19 @@ TINY = tiny_model_specs(config)  # models the workflow builds itself (tiny_model
 PIP_MODELS = pip_models(config)  # models assembled from pip packages (pip_models.smk), by folder
 # the revisions of models with `revisions:` (each also a model of MODELS), for the checkpoint figure
 CHECKPOINTS = checkpoint_models(list(MODELS.values()))
+
+
+def random_init(model_id, declared=None):
+    """Whether a model is randomly initialised (verbeval.core.provenance): the config's random_init,
+    else a model the workflow builds itself (tiny_models), else the marker of a local folder. The
+    inference job decides the same from the built folder and records it in its shard manifest."""
+    if declared is None and normalise_model_path(model_id) in TINY:
+        return True
+    return resolve_random_init(model_id, declared)
+
+
+# the randomly initialised models, for the report captions (the outputs read it from the manifests)
+RANDOM_MODELS = ", ".join(n for n, m in MODELS.items() if random_init(m["id"], m["random_init"]))
 # the models of Table 2 and metrics.json (agreement.table_models; validated above)
 TABLE_MODELS = select_models(list(MODELS), AGR["table_models"])
 GROUPS = [g for g in ALL_GROUPS if AGR["groups"] is None or g["id"] in AGR["groups"]]
@@ -250,6 +264,12 @@ def device_map_option(wc):
     if dm is None:
         return ""
     return f"--device-map {shlex.quote(dm if isinstance(dm, str) else json.dumps(dm))}"
+
+
+def random_init_option(wc):
+    """``--random-init`` of the inference job: the config's random_init, else auto (the folder's marker)."""
+    declared = MODELS[wc.model]["random_init"]
+    return "auto" if declared is None else str(declared).lower()
 
 
 def bos_option(wc):

@@ -94,6 +94,7 @@ rule figure_models:
         images=figure_images("model_comparison", "Model comparison"),
     params:
         models=",".join(MODELS),
+        random_models=RANDOM_MODELS,
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -113,6 +114,7 @@ rule figure_checkpoints:
     params:
         args=checkpoint_args,
         confidence=AGR["bootstrap"]["confidence"],
+        random_models=RANDOM_MODELS,
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -156,6 +158,7 @@ rule figure_lemmas:
         models=",".join(MODELS),
         worst=FIGCFG["worst_lemmas"],
         bins=FIGCFG["lemma_bins"],
+        random_models=RANDOM_MODELS,
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -182,6 +185,7 @@ rule table3:
         args=table3_args,
         default_groups=",".join(FIGCFG["context_groups"]),
         per_label=FIGCFG["contexts_per_label"],
+        random_models=RANDOM_MODELS,
     conda:
         "../../envs/verbeval.yaml"
     log:

@@ -68,5 +68,6 @@ CUTOFF_FIGURE_PARAMS = dict(
     confidence=AGR["bootstrap"]["confidence"],
     min_contexts=FIGCFG["min_contexts"],
     low_n=FIGCFG["low_n"],
+    random_models=RANDOM_MODELS,  # named in the report captions
 )
 

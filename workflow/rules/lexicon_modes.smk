@@ -32,6 +32,7 @@ rule lexicon_common:
         f"{LMOUT}/common.parquet",
     params:
         forms=" ".join(shlex.quote(f"{m}={LMOUT}/{m}/forms.parquet") for m in MODELS),
+        random_models=RANDOM_MODELS,  # named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -119,6 +120,7 @@ rule lexicon_modes_table:
         models=",".join(MODELS),
         mode=AGR["lexicon_mode"],
         forms=" ".join(shlex.quote(f"{m}={LMOUT}/{m}/forms.parquet") for m in MODELS),
+        random_models=RANDOM_MODELS,  # named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:

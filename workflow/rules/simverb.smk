@@ -16,6 +16,7 @@ rule simverb_score:
         verbs=f"{SVRES}/{{svmodel}}/verbs.csv",
     params:
         model=simverb_model_args,
+        random_init=simverb_random_init,
         splits=simverb_split_args,
         version=lambda wc: model_fingerprint(SVMODELS[wc.svmodel]["id"], SVMODELS[wc.svmodel]["revision"]),
         multi_token=SV["multi_token"],
@@ -33,7 +34,7 @@ rule simverb_score:
         f"{LOGS}/simverb/{{svmodel}}/score.log",
     shell:
         "verbeval simverb-score --data {input.data:q} {params.splits} {params.model} "
-        "--multi-token {params.multi_token} --batch-size {params.batch_size} --device {params.device} "
+        "--random-init {params.random_init} --multi-token {params.multi_token} --batch-size {params.batch_size} --device {params.device} "
         "--threads {threads} --out {output.sims:q} --verbs {output.verbs:q} 2> {log:q}"
 
 
@@ -59,6 +60,7 @@ rule simverb_table:
         seed=SV["bootstrap"]["seed"],
         confidence=SV["bootstrap"]["confidence"],
         bins=",".join(f"{b:g}" for b in SV["bins"]),
+        random_models=simverb_random_models,  # named in the report captions
     wildcard_constraints:
         svmodel="|".join(map(re.escape, SVMODELS)),
     conda:

@@ -40,7 +40,21 @@ for _id, _m in _SV_SOURCES:
     if _name in SVMODELS:
         raise config_error(["simverb", "models"], f"simverb.models: two models named {_name!r}")
     SVMODELS[_name] = {"id": _id, "revision": _m["revision"] if _m else None,
-                       "gguf_file": _m["gguf_file"] if _m else None, "join": bool(_m) and SV["agreement_join"]}
+                       "gguf_file": _m["gguf_file"] if _m else None, "join": bool(_m) and SV["agreement_join"],
+                       # an agreement model's random_init applies here too; else the folder's marker
+                       "random_init": _m["random_init"] if _m else None}
+
+
+def simverb_random_init(wildcards):
+    """``--random-init`` of simverb-score: the agreement model's random_init, else auto."""
+    declared = SVMODELS[wildcards.svmodel]["random_init"]
+    return "auto" if declared is None else str(declared).lower()
+
+
+def simverb_random_models(wildcards):
+    """The model's name when it is randomly initialised (for the report captions), else ''."""
+    m = SVMODELS[wildcards.svmodel]
+    return wildcards.svmodel if random_init(m["id"], m["random_init"]) else ""
 
 
 def simverb_split_args(wildcards, input):

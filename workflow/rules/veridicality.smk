@@ -57,6 +57,8 @@ rule veridicality_table:
         tex=f"{VRES}/{{vmodel}}/signatures.tex",
         data=f"{VRES}/{{vmodel}}/veridicality_scatter.csv",
         figure=veridicality_scatter(),
+    params:
+        random_models=veridicality_random_models,  # named in the report captions
     wildcard_constraints:
         vmodel=_alternatives(VMODELS),
     conda:

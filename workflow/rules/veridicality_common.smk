@@ -16,6 +16,12 @@ if config["data_mirror"] and mirror_missing([VER["source"]]):
                                         f"{mirror_location(MANIFEST[VER['source']], config['data_mirror'])}")
 
 
+def veridicality_random_models(wildcards):
+    """The model's name when it is randomly initialised (for the report captions), else ''."""
+    model = VMODELS[wildcards.vmodel]
+    return wildcards.vmodel if model != PSEUDO_MODEL and random_init(model) else ""
+
+
 def _alternatives(names):
     # a regex matching none of the result directories when `names` is empty
     return "|".join(map(re.escape, names)) or "(?!x)x"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from verbeval.core.cliutil import (Add, bootstrap_options, check_outputs, float_list, model_source_options,
-                                   split_pair)
+                                   optional_bool, random_init_option, split_pair)
 from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
@@ -28,17 +28,6 @@ def _positive_int(text: str) -> int:
 #: LOW_N_MODES (repeated here so that the CLI starts without importing pandas; a test ties them)
 MIN_CONTEXTS_DEFAULT = 10
 LOW_N_CHOICES = ("fade", "hide")
-
-
-def _optional_bool(text: str) -> bool | None:
-    t = text.lower()
-    if t in ("auto", "none", "null", ""):
-        return None
-    if t in ("true", "yes", "1"):
-        return True
-    if t in ("false", "no", "0"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true, false or auto, got {text!r}")
 
 
 def _manifest_inputs(manifest_path: str, items: Sequence[str]) -> dict[str, tuple[Path, str]]:
@@ -206,16 +195,21 @@ def cmd_infer(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.inference import infer_model
+    from verbeval.core.provenance import resolve_random_init
 
     check_outputs(a.manifest)
     t0 = time.perf_counter()
     lm = _load_lm(a)
+    random_init = resolve_random_init(a.model, a.random_init)
+    if random_init:
+        log.warning("%s is randomly initialised: its numbers are meaningless and are labelled so", a.model)
     load_s = time.perf_counter() - t0
     templates = pd.read_parquet(a.templates)
     lemmas = pd.read_parquet(a.lemmas)
     groups = [g for g in a.groups.split(",") if g]
     body = infer_model(lm, templates, lemmas, groups, a.n_chunks, a.manifest, batch_size=_batch_size(a.batch_size, lm),
-                       top_k=a.top_k, prepend_bos=a.prepend_bos, progress=not a.no_progress)
+                       top_k=a.top_k, prepend_bos=a.prepend_bos, progress=not a.no_progress,
+                       random_init=random_init)
     t = body["timing"]
     log.info("%s: %d shards -> %s; model load %.1f s, %d contexts computed in %.1f s (%.1f contexts/s), "
              "writer busy %.1f s, total %.1f s", a.model, len(body["shards"]), a.manifest, load_s, t["contexts"],
@@ -228,7 +222,7 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
     from verbeval.agreement.aggregate import context_scores, read_shards, row_tse, summarise
     from verbeval.core.errors import ShardError
     from verbeval.core.io import write_csv, write_parquet
-    from verbeval.agreement.shardstore import manifest_shards
+    from verbeval.agreement.shardstore import manifest_random_init, manifest_shards
 
     groups = [g for g in a.groups.split(",") if g]
     out = Path(a.out_dir)
@@ -238,6 +232,7 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
     except ShardError as exc:
         raise _quarantined(exc, a.keep_bad_shards) from None
     templates = pd.read_parquet(a.templates)
+    random_init = manifest_random_init(a.manifest)
     for group in groups:
         try:
             shards = read_shards(by_group[group])
@@ -249,7 +244,7 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
         scores = context_scores(shards, a.top_cutoffs, a.bottom_cutoffs)
         tse = row_tse(shards, g)
         summary = summarise(scores, tse, model=a.model_name, group=group, resamples=a.resamples, seed=a.seed,
-                            confidence=a.confidence)
+                            confidence=a.confidence).assign(random_init=random_init)
         write_parquet(scores, out / group / "scores.parquet")
         write_parquet(tse, out / group / "tse.parquet")
         write_csv(summary, out / group / "summary.csv", float_format="%.10g")
@@ -308,14 +303,23 @@ def _run_groups(groups_file: str, present: Sequence[str]) -> list[dict]:
     return [g for g in load_groups(groups_file) if g["id"] in present_set]
 
 
+def _random_in(frame: Any) -> set[str]:
+    """The models a summary or lemma-statistics table marks randomly initialised (``random_init``)."""
+    from verbeval.core.provenance import random_flags
+
+    return {m for m, r in random_flags(frame).items() if r}
+
+
 def cmd_lemma_stats(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.diagnostics import lemma_stats
+    from verbeval.agreement.shardstore import manifest_random_init
     from verbeval.core.io import write_csv
 
     lemmas = pd.read_parquet(a.lemmas)
-    stats = lemma_stats(_expand_shards(a.shards), lemmas, a.model_name)
+    random_init = any(manifest_random_init(p) for p in a.shards if p.endswith(".json"))
+    stats = lemma_stats(_expand_shards(a.shards), lemmas, a.model_name).assign(random_init=random_init)
     write_csv(stats, a.out, float_format="%.10g")
     n = int(stats["n_contexts"].iloc[0]) if len(stats) else 0
     log.info("%s: %d lemmas over %d contexts, mean accuracy %.4f -> %s", a.model_name, len(stats), n,
@@ -338,7 +342,7 @@ def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
                          cutoffs={"top": a.top_cutoffs, "bottom": a.bottom_cutoffs}, min_contexts=a.min_contexts)
     write_csv(data, a.csv, float_format="%.10g")
     save_figure(plot_cutoff_curves(data, spec, models, a.confidence, min_contexts=a.min_contexts,
-                                   hide_low_n=a.low_n == "hide"), a.out)
+                                   hide_low_n=a.low_n == "hide", random=_random_in(summary)), a.out)
     log.info("%s: %d points -> %s", spec.stem, len(data), ", ".join([a.csv, *a.out]))
 
 
@@ -355,7 +359,7 @@ def cmd_plot_models(a: argparse.Namespace) -> None:
     groups = _run_groups(a.groups_file, summary["group"].unique())
     data = model_comparison(summary, models=models, groups=groups)
     write_csv(data, a.csv, float_format="%.10g")
-    save_figure(plot_model_comparison(data, models), a.out)
+    save_figure(plot_model_comparison(data, models, random=_random_in(summary)), a.out)
     log.info("model comparison (%d models x %d groups) -> %s", len(models), len(groups), ", ".join([a.csv, *a.out]))
 
 
@@ -377,7 +381,7 @@ def cmd_plot_checkpoints(a: argparse.Namespace) -> None:
     groups = _run_groups(a.groups_file, summary["group"].unique())
     data = checkpoint_curves(summary, checkpoints=checkpoints, groups=groups)
     write_csv(data, a.csv, float_format="%.10g")
-    save_figure(plot_checkpoints(data, log_x=a.log_x, confidence=a.confidence), a.out)
+    save_figure(plot_checkpoints(data, log_x=a.log_x, confidence=a.confidence, random=_random_in(summary)), a.out)
     log.info("checkpoint figure (%d checkpoints x %d groups) -> %s", len(checkpoints), len(groups),
              ", ".join([a.csv, *a.out]))
 
@@ -398,13 +402,13 @@ def cmd_plot_lemmas(a: argparse.Namespace) -> None:
     write_csv(data, a.csv, float_format="%.10g")
     if a.metrics_json:
         write_json(a.metrics_json, metrics)
-    save_figure(plot_lemma_accuracy(data, models, metrics), a.out)
+    save_figure(plot_lemma_accuracy(data, models, metrics, random=_random_in(stats)), a.out)
     worst = worst_lemmas(stats, a.worst, models)
     write_csv(worst, a.worst_csv, float_format="%.10g")
     if a.worst_md:
-        write_text(a.worst_md, worst_lemmas_markdown(worst))
+        write_text(a.worst_md, worst_lemmas_markdown(worst, random=_random_in(stats)))
     if a.worst_html:
-        write_text(a.worst_html, worst_lemmas_html(worst))
+        write_text(a.worst_html, worst_lemmas_html(worst, random=_random_in(stats)))
     log.info("lemma diagnostics of %d models -> %s, %s", len(models), ", ".join([a.csv, *a.out]), a.worst_csv)
 
 
@@ -421,10 +425,15 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
     revisions = _pairs(a.revision, "--revision")
     gguf_files = _pairs(a.gguf_file, "--gguf-file")
     lemma_paths = _pairs(a.lemmas, "--lemmas")
+    from verbeval.agreement.shardstore import manifest_random_init
+
     shard_paths: dict[str, list[str]] = {}
+    random: set[str] = set()
     for item in a.shards:
         name, path = split_pair(item, "--shards", "PATH")
         shard_paths.setdefault(name, []).extend(_expand_shards([path]))
+        if path.endswith(".json") and manifest_random_init(path):
+            random.add(name)
     for name in model_ids:
         if name not in lemma_paths:
             raise VerbevalError(f"--lemmas: no lemmas file for model {name!r}")
@@ -453,9 +462,9 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
                                 render=render))
     table = topk_table(selected, templates, models)
     write_csv(table, a.csv, float_format="%.6g")
-    write_text(a.md, table3_markdown(table))
+    write_text(a.md, table3_markdown(table, random))
     if a.html:
-        write_text(a.html, table3_html(table))
+        write_text(a.html, table3_html(table, random))
     log.info("Table 3: %d contexts x %d models -> %s, %s", len(selected), len(models), a.csv, a.md)
 
 
@@ -700,9 +709,10 @@ def register(add: Add) -> None:
                    help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory")
     s.add_argument("--top-k", type=int, default=10, help="top tokens (ids and probabilities) stored per context, "
                                                          "for Table 3")
-    s.add_argument("--prepend-bos", type=_optional_bool, default=None,
+    s.add_argument("--prepend-bos", type=optional_bool, default=None,
                    help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) "
                         "(default: auto)")
+    random_init_option(s)
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
     _store_options(s)
@@ -893,7 +903,7 @@ def register_lexicon_modes(add: Add) -> None:
             "infer_forms, one job per model (with agreement.multitoken.enabled).")
     _model_options(s)
     s.add_argument("--batch-size", type=int, default=256, help="trie rows (prefixes / masked sequences) per pass")
-    s.add_argument("--prepend-bos", type=_optional_bool, default=None,
+    s.add_argument("--prepend-bos", type=optional_bool, default=None,
                    help="causal LMs: true, false or auto (follow the tokenizer) (default: auto)")
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--forms", required=True, help="the model's forms.parquet (verbeval lexicon-forms)")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from verbeval.core.errors import VerbevalError
+from verbeval.core.provenance import display_name
 from verbeval.agreement.shards import build_contexts, lemma_set_hash, read_shard_meta
 
 #: probability floor for the log of a lemma's mass (float32 shards underflow to 0 below ~1e-45)
@@ -334,8 +335,9 @@ def _md_escape(s: str) -> str:
     return s.replace("|", r"\|")
 
 
-def table3_markdown(table: pd.DataFrame) -> str:
-    """Table 3 as Markdown: one block per context, ranks as rows, models as columns."""
+def table3_markdown(table: pd.DataFrame, random: Collection[str] = ()) -> str:
+    """Table 3 as Markdown: one block per context, ranks as rows, models as columns (a ``random``,
+    randomly initialised, model named so in its header)."""
     lines = ["# Table 3: top tokens in selected contexts", "",
              "✓ correct verb form for the context's number, ✗ incorrect, ? form of both numbers.", ""]
     if table.empty:
@@ -344,7 +346,7 @@ def table3_markdown(table: pd.DataFrame) -> str:
     for sel, block in table.groupby("selection", sort=True):
         first = block.iloc[0]
         lines += [f"## {first['context']} ({first['label']}; {first['group']})", ""]
-        lines.append("| rank | " + " | ".join(_md_escape(m) for m in models) + " |")
+        lines.append("| rank | " + " | ".join(_md_escape(display_name(m, m in random)) for m in models) + " |")
         lines.append("|---:|" + "---|" * len(models))
         ranks = sorted(block["rank"].unique())
         by = {(r.model, r.rank): r for r in block.itertuples(index=False)}
@@ -366,8 +368,8 @@ def _html_page(title: str, body: str) -> str:
             f"<style>{style}</style></head><body>\n<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n")
 
 
-def table3_html(table: pd.DataFrame) -> str:
-    """Table 3 as a standalone HTML page (for the Snakemake report)."""
+def table3_html(table: pd.DataFrame, random: Collection[str] = ()) -> str:
+    """Table 3 as a standalone HTML page (for the Snakemake report); see :func:`table3_markdown`."""
     body = ["<p>Green: a verb form of the context's number (correct); red: of the other number (incorrect); "
             "yellow: a form of both numbers.</p>"]
     if table.empty:
@@ -378,7 +380,8 @@ def table3_html(table: pd.DataFrame) -> str:
         body.append(f"<h2>{html.escape(str(first['context']))} <small>({html.escape(str(first['label']))}; "
                     f"{html.escape(str(first['group']))})</small></h2>")
         by = {(r.model, r.rank): r for r in block.itertuples(index=False)}
-        rows = ["<tr><th>rank</th>" + "".join(f"<th>{html.escape(m)}</th>" for m in models) + "</tr>"]
+        rows = ["<tr><th>rank</th>" + "".join(f"<th>{html.escape(display_name(m, m in random))}</th>" for m in models)
+                + "</tr>"]
         for k in sorted(block["rank"].unique()):
             cells = []
             for m in models:
@@ -414,10 +417,12 @@ def worst_lemmas(stats: pd.DataFrame, n: int, models: Sequence[str] | None = Non
     return out[list(WORST_COLUMNS)].reset_index(drop=True)
 
 
-def worst_lemmas_markdown(worst: pd.DataFrame) -> str:
+def worst_lemmas_markdown(worst: pd.DataFrame, random: Collection[str] = ()) -> str:
+    """The worst lemmas per model; a ``random`` (randomly initialised) model says so in its heading."""
     lines = ["# Lemmas most often conjugated wrongly", ""]
     for m, block in worst.groupby("model", sort=False):
-        lines += [f"## {m}", "", "| rank | lemma | singular | plural | wrong / contexts | accuracy | mean P | mean log10 P |",
+        lines += [f"## {display_name(str(m), m in random)}", "",
+                  "| rank | lemma | singular | plural | wrong / contexts | accuracy | mean P | mean log10 P |",
                   "|---:|---|---|---|---:|---:|---:|---:|"]
         for r in block.itertuples(index=False):
             lines.append(f"| {r.rank} | {_md_escape(r.lemma)} | {_md_escape(r.sing)} | {_md_escape(r.plur)} | "
@@ -426,7 +431,8 @@ def worst_lemmas_markdown(worst: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def worst_lemmas_html(worst: pd.DataFrame) -> str:
+def worst_lemmas_html(worst: pd.DataFrame, random: Collection[str] = ()) -> str:
+    """:func:`worst_lemmas_markdown` as an HTML page."""
     body = ["<p>Per model, the eligible lemmas whose correct form was least often more probable than the "
             "incorrect one (EW failures), pooled over all contexts, with the lemma's mean in-context "
             "probability P(singular) + P(plural).</p>"]
@@ -438,5 +444,5 @@ def worst_lemmas_html(worst: pd.DataFrame) -> str:
                         f"<td>{html.escape(str(r.sing))}</td><td>{html.escape(str(r.plur))}</td>"
                         f"<td class=\"num\">{r.n_wrong} / {r.n_contexts}</td><td class=\"num\">{r.accuracy:.3f}</td>"
                         f"<td class=\"num\">{r.mean_prob:.3g}</td><td class=\"num\">{r.mean_log10_prob:.2f}</td></tr>")
-        body.append(f"<h2>{html.escape(str(m))}</h2><table>" + "".join(rows) + "</table>")
+        body.append(f"<h2>{html.escape(display_name(str(m), m in random))}</h2><table>" + "".join(rows) + "</table>")
     return _html_page("Lemmas most often conjugated wrongly", "\n".join(body))

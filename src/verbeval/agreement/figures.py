@@ -59,6 +59,9 @@ CUTOFF_FIGURES: dict[str, CutoffFigure] = {
 CURVE_COLUMNS = ("model", "group", "group_name", "metric", "side", "cutoff", "value", "ci_low", "ci_high", "n",
                  "n_total", "valid_share", "low_n")
 
+#: metrics that are a counted probability mass (0, never NaN, where no lemma counts)
+COUNTED_MASSES = ("prob_counted", "prob_counted_forms")
+
 #: default of ``agreement.figures.min_contexts``: estimates averaged over fewer contexts are marked
 DEFAULT_MIN_CONTEXTS = 10
 #: what the figures do with such estimates (``agreement.figures.low_n``)
@@ -88,12 +91,16 @@ def low_n_flags(curves: pd.DataFrame, min_contexts: int) -> tuple[np.ndarray, np
 def shown_cutoffs(curves: pd.DataFrame, side: str, *, hide_low_n: bool = False) -> np.ndarray:
     """The cutoffs of ``side`` that a figure's x axis spans: from the smallest to the largest
     cutoff at which at least one model and group has an estimate that is drawn (averaged over at
-    least one context, and not ``low_n`` when low-n estimates are hidden). All cutoffs of the
-    side when no estimate is drawn at all (the figure then shows empty panels over the configured
-    range). Sorted ascending."""
+    least one context, and not ``low_n`` when low-n estimates are hidden). A counted mass
+    (:data:`COUNTED_MASSES`) of 0 is no estimate: no lemma counted in any context (EW undefined
+    there), so Figure 3 leaves out the cutoffs Figure 2 leaves out (and 0 has no place on its log
+    axis). All cutoffs of the side when no estimate is drawn at all (the figure then shows empty
+    panels over the configured range). Sorted ascending."""
     part = curves[curves["side"] == side]
     cuts = np.unique(part["cutoff"].to_numpy(float))
-    drawn = (contexts_averaged(part) > 0) & np.isfinite(part["value"].to_numpy(float))
+    values = part["value"].to_numpy(float)
+    drawn = (contexts_averaged(part) > 0) & np.isfinite(values)
+    drawn &= ~part["metric"].isin(COUNTED_MASSES).to_numpy() | (values > 0)
     if hide_low_n:
         drawn &= ~part["low_n"].to_numpy(bool)
     if not drawn.any():

@@ -374,8 +374,12 @@ def infer_model(
     top_k: int = 10,
     prepend_bos: bool | None = None,
     progress: bool = True,
+    random_init: bool = False,
 ) -> dict[str, Any]:
     """Every shard of one model, in one process, then the store's manifest.
+
+    ``random_init`` (:func:`verbeval.core.provenance.resolve_random_init`) is recorded in the
+    manifest's ``meta`` for the tables and figures; it is not part of any shard's key.
 
     Shards already in the store with the same key (model version, tokenizer, lemma set, the
     group's rows, chunking, dtype, top-k, BOS) and an intact checksum are kept, so a killed run
@@ -396,5 +400,5 @@ def infer_model(
             plan.append(PlannedShard(shard_relpath(w.group, chunk, n_chunks), key, stop - start, compute))
     meta = {k: v for k, v in mc.meta.items() if k != "verbeval_version"}
     log.info("%s: %d groups, %d lemmas on %s", lm.model_id, len(groups), len(lemmas), describe_device(lm.device))
-    return run_plan(manifest, plan, {**meta, "groups": groups, "n_chunks": n_chunks},
+    return run_plan(manifest, plan, {**meta, "groups": groups, "n_chunks": n_chunks, "random_init": bool(random_init)},
                     desc=f"inference {lm.model_id}", progress=progress)

@@ -5,7 +5,7 @@ Style, palettes and saving are in :mod:`verbeval.core.plots`; shared legends sit
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from verbeval.core.plots import CHANCE_STYLE, apply_style, palette  # first: it selects the Agg backend
@@ -17,6 +17,18 @@ import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from verbeval.agreement.figures import METRIC_LABELS, SIDE_LABELS, CutoffFigure, shown_cutoffs  # noqa: E402
+from verbeval.core.provenance import display_name, random_note  # noqa: E402
+
+
+def _random_notes(models: Sequence[str], random: Collection[str]) -> list[str]:
+    """The note naming the randomly initialised models among ``models`` (none: no note)."""
+    note = random_note((m for m in models if m in random), mark="")
+    return [note] if note else []
+
+
+def _notes_below(fig: Figure, notes: Sequence[str]) -> None:
+    if notes:
+        fig.text(0.5, 0.0, "\n".join(notes), ha="center", va="top", fontsize="small")
 
 
 def _legend(fig: Figure, colours: Mapping[str, Any], labels: Mapping[str, str], title: str, marker: str = "o",
@@ -68,7 +80,8 @@ def _draw_curve(ax: Any, d: pd.DataFrame, colour: Any, hide_low_n: bool) -> None
 
 
 def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[str], confidence: float | None = None,
-                       *, min_contexts: int | None = None, hide_low_n: bool = False) -> Figure:
+                       *, min_contexts: int | None = None, hide_low_n: bool = False,
+                       random: Collection[str] = ()) -> Figure:
     """One panel per model (columns) and (metric, side) (rows): a line per group with its CI band.
     Bottom-p panels have a log x axis.
 
@@ -76,7 +89,8 @@ def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[
     dotted line without CI band, or left out when ``hide_low_n``. The x axis of each side spans
     :func:`verbeval.agreement.figures.shown_cutoffs` (the same in every panel); configured cutoffs outside it
     are named under the figure. With ``spec.valid_share_row`` a last, lower panel row per side
-    shows the share of each group's contexts where the metric is defined (``valid_share``)."""
+    shows the share of each group's contexts where the metric is defined (``valid_share``). The
+    panels of ``random`` models (randomly initialised) say so in their title and in a note."""
     apply_style()
     rows: list[tuple[str, str]] = [(m, s) for m in spec.metrics for s in spec.sides]
     if spec.valid_share_row:
@@ -112,7 +126,7 @@ def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[
             if metric in ("invalid", "valid_share"):
                 ax.set_ylim(-0.03, 1.03)
             if i == 0:
-                ax.set_title(model)
+                ax.set_title(display_name(model, model in random))
             last_of_side = all(s != side for _, s in rows[i + 1:])
             if last_of_side or not spec.valid_share_row:
                 ax.set_xlabel(SIDE_LABELS[side] + (" (log scale)" if side == "bottom" else ""))
@@ -128,7 +142,7 @@ def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[
     else:
         fig.suptitle(spec.title, fontsize="medium")
     extra: list[tuple[Any, str]] = []
-    notes: list[str] = []
+    notes: list[str] = _random_notes(models, random)
     low = data["low_n"].to_numpy(bool) & np.isfinite(data["value"].to_numpy(float))
     if min_contexts is not None and low.any():
         if hide_low_n:
@@ -140,17 +154,17 @@ def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[
         every = np.unique(data.loc[data["side"] == s, "cutoff"].to_numpy(float))
         left_out = every[~np.isin(every, shown[s])]
         if len(left_out):
-            what = ("no context has a defined value in any model or group" if not hide_low_n
+            what = ("no lemma counts in any context of any model or group" if not hide_low_n
                     else f"no model or group has an estimate from {min_contexts or 1}+ contexts")
             notes.append(f"Not shown: {SIDE_LABELS[s]} {', '.join(map(_cutoff_label, left_out))} ({what}).")
     _legend(fig, colours, names, "template group", extra=extra)
-    if notes:
-        fig.text(0.5, 0.0, "\n".join(notes), ha="center", va="top", fontsize="small")
+    _notes_below(fig, notes)
     return fig
 
 
-def plot_model_comparison(data: pd.DataFrame, models: Sequence[str]) -> Figure:
-    """TSE, EW and MW per group (rows) with one bar per model and its CI; a panel per metric."""
+def plot_model_comparison(data: pd.DataFrame, models: Sequence[str], random: Collection[str] = ()) -> Figure:
+    """TSE, EW and MW per group (rows) with one bar per model and its CI; a panel per metric.
+    ``random`` models (randomly initialised) are named so in the legend and a note."""
     apply_style()
     metrics = ["tse", "ew", "mw"]
     groups = list(dict.fromkeys(data["group"]))
@@ -181,14 +195,17 @@ def plot_model_comparison(data: pd.DataFrame, models: Sequence[str]) -> Figure:
         ax.grid(axis="y", visible=False)
     fig.suptitle("TSE, EW and MW per template group (error bars: bootstrap CI; dashed: chance)", fontsize="medium")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[m]) for m in models]
-    fig.legend(handles, list(models), title="model", loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small",
-               title_fontsize="small")
+    fig.legend(handles, [display_name(m, m in random) for m in models], title="model", loc="center left",
+               bbox_to_anchor=(1.0, 0.5), fontsize="small", title_fontsize="small")
+    _notes_below(fig, _random_notes(models, random))
     return fig
 
 
-def plot_lemma_accuracy(data: pd.DataFrame, models: Sequence[str], metrics: Mapping[str, Any] | None = None) -> Figure:
+def plot_lemma_accuracy(data: pd.DataFrame, models: Sequence[str], metrics: Mapping[str, Any] | None = None,
+                        random: Collection[str] = ()) -> Figure:
     """Per model: each eligible lemma's agreement accuracy against its mean log10 probability,
-    with the mean accuracy of equal-count probability bins as a trend line."""
+    with the mean accuracy of equal-count probability bins as a trend line. ``random`` models
+    (randomly initialised) say so in their panel title and a note."""
     apply_style()
     colours = palette(list(models), "model")
     fig, axes = plt.subplots(1, len(models), figsize=(3.6 * len(models), 3.2), squeeze=False, sharey=True,
@@ -202,7 +219,7 @@ def plot_lemma_accuracy(data: pd.DataFrame, models: Sequence[str], metrics: Mapp
         ax.plot(bins["bin_log10_prob"], bins["bin_accuracy"], color="0.15", marker="o", markersize=3.5, linewidth=1.3,
                 label="bin mean")
         ax.axhline(0.5, **CHANCE_STYLE)
-        title = m
+        title = display_name(m, m in random)
         rho = (metrics or {}).get(m, {}).get("spearman_accuracy_log10_prob")
         if rho is not None:
             title += f"\nSpearman ρ = {rho:.2f}"
@@ -212,6 +229,7 @@ def plot_lemma_accuracy(data: pd.DataFrame, models: Sequence[str], metrics: Mapp
             ax.set_ylabel("agreement accuracy (EW test)")
             ax.legend(loc="lower right", fontsize="small")
     fig.suptitle("Per-lemma agreement accuracy against the lemma's probability", fontsize="medium")
+    _notes_below(fig, _random_notes(models, random))
     return fig
 
 
@@ -220,10 +238,12 @@ SWEEP_STYLES = ("-", "--", ":", "-.")
 SWEEP_MARKERS = ("o", "s", "^", "D")
 
 
-def plot_checkpoints(data: pd.DataFrame, log_x: bool = False, confidence: float | None = None) -> Figure:
+def plot_checkpoints(data: pd.DataFrame, log_x: bool = False, confidence: float | None = None,
+                     random: Collection[str] = ()) -> Figure:
     """TSE, EW and MW (top p = 1) against training step, one panel per group (in data order): a line
     per metric (colour) and sweep (line style), with its CI band. ``log_x``: logarithmic step axis,
-    symmetric-log (linear below the smallest positive step) when a step is 0."""
+    symmetric-log (linear below the smallest positive step) when a step is 0. Checkpoints among
+    ``random`` (randomly initialised models) are named in a note, their sweep in the legend."""
     apply_style()
     metrics = ["tse", "ew", "mw"]
     groups = list(dict.fromkeys(data["group"]))
@@ -272,10 +292,12 @@ def plot_checkpoints(data: pd.DataFrame, log_x: bool = False, confidence: float 
                  fontsize="medium")
     handles = [plt.Line2D([], [], color=colours[m], linewidth=1.5) for m in metrics]
     labels = [METRIC_LABELS[m] for m in metrics]
+    random_sweeps = set(data.loc[data["model"].isin(list(random)), "sweep"])
     if len(sweeps) > 1:
         handles += [plt.Line2D([], [], color="0.3", linestyle=SWEEP_STYLES[i % 4], marker=SWEEP_MARKERS[i % 4],
                                markersize=4) for i in range(len(sweeps))]
-        labels += sweeps
+        labels += [display_name(sw, sw in random_sweeps) for sw in sweeps]
     fig.legend(handles, labels, title="metric" + (" / model" if len(sweeps) > 1 else ""), loc="center left",
                bbox_to_anchor=(1.0, 0.5), fontsize="small", title_fontsize="small")
+    _notes_below(fig, _random_notes(list(dict.fromkeys(data["model"])), random))
     return fig

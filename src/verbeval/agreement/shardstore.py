@@ -222,6 +222,13 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     return body
 
 
+def manifest_random_init(path: str | Path) -> bool:
+    """Whether the store's model is randomly initialised (``meta.random_init``, written by the
+    inference job; :mod:`verbeval.core.provenance`). A manifest of an older verbeval has no such
+    key: False."""
+    return bool(read_manifest(path).get("meta", {}).get("random_init", False))
+
+
 @dataclass(frozen=True)
 class ListedShard:
     path: Path

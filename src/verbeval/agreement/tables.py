@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from verbeval.core.provenance import RANDOM_MARK, marked, random_flags, random_note
 from verbeval.core.tables import tex_escape
 
 METRICS = ("tse", "ew", "mw")
@@ -17,8 +19,11 @@ LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW"}
 def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str]) -> pd.DataFrame:
     """Wide Table 2: rows are groups (in ``groups`` order), columns ``<model>.<metric>`` plus CIs.
 
-    EW and MW are read at top-p cutoff 1.0 (the whole vocabulary).
+    EW and MW are read at top-p cutoff 1.0 (the whole vocabulary). ``<model>.random_init`` says
+    whether the model is randomly initialised (the summaries' ``random_init`` column,
+    :mod:`verbeval.core.provenance`); the writers below mark such a model and add a note.
     """
+    random = random_flags(summary)
     at_one = summary[(summary["metric"] == "tse") |
                      ((summary["metric"].isin(["ew", "mw"])) & (summary["side"] == "top") &
                       np.isclose(summary["cutoff"].astype(float), 1.0))]
@@ -26,6 +31,7 @@ def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str])
     for g in groups:
         row: dict[str, object] = {"group": g["id"], "name": g["name"]}
         for m in models:
+            row[f"{m}.random_init"] = random.get(m, False)
             sel = at_one[(at_one["group"] == g["id"]) & (at_one["model"] == m)]
             for metric in METRICS:
                 hit = sel[sel["metric"] == metric]
@@ -41,11 +47,24 @@ def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str])
     return pd.DataFrame(rows)
 
 
-def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str, dict[str, float | None]]]:
-    """Table 2 as nested ``{model: {group: {tse, ew, mw}}}`` (DVC metrics); NaN becomes null."""
-    out: dict[str, dict[str, dict[str, float | None]]] = {}
+def random_models(table: pd.DataFrame, models: Sequence[str]) -> list[str]:
+    """The models of ``table`` (:func:`table2`) that are randomly initialised, in ``models`` order."""
+    return [m for m in models if f"{m}.random_init" in table.columns and bool(table[f"{m}.random_init"].any())]
+
+
+def _notes(table: pd.DataFrame, models: Sequence[str], notes: Sequence[str]) -> list[str]:
+    """The random-model note (when a model is random) before the other notes."""
+    note = random_note(random_models(table, models))
+    return ([note] if note else []) + list(notes)
+
+
+def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Table 2 as nested ``{model: {"random_init": bool, group: {tse, ew, mw}}}`` (DVC metrics); NaN
+    becomes null. ``random_init``: the model is randomly initialised, its numbers meaningless."""
+    random = set(random_models(table, models))
+    out: dict[str, dict[str, Any]] = {}
     for m in models:
-        out[m] = {}
+        out[m] = {"random_init": m in random}
         for _, r in table.iterrows():
             vals = {k: float(r[f"{m}.{k}"]) for k in METRICS}
             out[m][str(r["group"])] = {k: (None if np.isnan(v) else v) for k, v in vals.items()}
@@ -85,7 +104,9 @@ def _fmt(x: float, digits: int) -> str:
 
 
 def to_markdown(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
-    header = ["Group"] + [f"{m} {LABELS[k]}" for m in models for k in METRICS]
+    random = set(random_models(table, models))
+    notes = _notes(table, models, notes)
+    header = ["Group"] + [f"{marked(m, m in random)} {LABELS[k]}" for m in models for k in METRICS]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for _, r in table.iterrows():
         cells = [str(r["name"])] + [_fmt(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
@@ -103,8 +124,10 @@ def to_html(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: 
     from verbeval.agreement.diagnostics import _html_page
 
     level = f"{confidence:.0%} " if confidence else ""
+    random = set(random_models(table, models))
+    notes = _notes(table, models, notes)
     head1 = "<tr><th rowspan=\"2\">Group</th>" + "".join(
-        f"<th colspan=\"4\">{html.escape(m)}</th>" for m in models) + "</tr>"
+        f"<th colspan=\"4\">{html.escape(marked(m, m in random))}</th>" for m in models) + "</tr>"
     per_model = "".join(f"<th>{LABELS[k]}</th>" for k in METRICS) + "<th>rows / contexts</th>"
     head2 = "<tr>" + per_model * len(models) + "</tr>"
     rows = [head1, head2]
@@ -129,8 +152,11 @@ def to_html(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: 
 
 def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
     cols = "l" + "ccc" * len(models)
+    random = set(random_models(table, models))
+    dagger = r"$^\dagger$"
     out = [r"\begin{tabular}{" + cols + "}", r"\toprule"]
-    out.append(" & " + " & ".join(rf"\multicolumn{{3}}{{c}}{{{tex_escape(m)}}}" for m in models) + r" \\")
+    out.append(" & " + " & ".join(rf"\multicolumn{{3}}{{c}}{{{tex_escape(m)}{dagger if m in random else ''}}}"
+                                  for m in models) + r" \\")
     out.append(" ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(len(models))))
     out.append("Group & " + " & ".join(LABELS[k] for _ in models for k in METRICS) + r" \\")
     out.append(r"\midrule")
@@ -138,6 +164,10 @@ def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes:
         cells = [tex_escape(str(r["name"]))] + [_fmt(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
         out.append(" & ".join(cells) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
+    note = random_note(random_models(table, models))
+    if note:
+        out.append(r"\par\smallskip{\footnotesize " + dagger + tex_escape(note.removeprefix(RANDOM_MARK))
+                   + r"\par}")
     for n in notes:
         out.append(r"\par\smallskip{\footnotesize " + tex_escape(n) + r"\par}")
     return "\n".join(out) + "\n"

@@ -2,7 +2,7 @@
 
 Holds: errors (``VerbevalError``, ``InputError``: one-line messages), io (atomic writes), config
 (the workflow config and its schema), fetch (the data manifest and mirror), models (loading LMs,
-tiny models, devices), wordtok (word-level tokenizers of tiny models), plots (the figure style and
+tiny models, devices), provenance (whether a model is randomly initialised, and its labels), wordtok (word-level tokenizers of tiny models), plots (the figure style and
 saving), tables (LaTeX escaping), clidoc (the generated sub-command table) and cliutil (helpers of
 the studies' command lines); cli registers fetch, mirror, tiny-model and check-config.
 

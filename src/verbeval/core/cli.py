@@ -162,7 +162,8 @@ def register_tools(add: Add) -> None:
                         "olmo2: causal LMs (docs/models.md: which tokenizer each family uses); bert-nli: a 3-label "
                         "NLI classifier (labels named in id2label) for the veridicality workflow")
     s.add_argument("--out", required=True, metavar="DIR",
-                   help="output folder: model, tokenizer and verbeval_tiny.json (replaced atomically if it exists)")
+                   help="output folder: model, tokenizer and verbeval_tiny.json, the record that marks the model as "
+                        "randomly initialised in every output (replaced atomically if it exists)")
     s.add_argument("--seed", type=int, default=0, help="seed of the random weights (same seed: identical files)")
     s.add_argument("--layers", type=int, default=2, help="transformer layers")
     s.add_argument("--hidden", type=int, default=32, help="hidden size (2 attention heads)")

@@ -63,6 +63,26 @@ def bootstrap_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--confidence", type=float, default=0.95, help="confidence level of the bootstrap CIs")
 
 
+def optional_bool(text: str) -> bool | None:
+    """``true``/``false``/``auto`` (None) of an option such as ``--prepend-bos`` or ``--random-init``."""
+    t = text.lower()
+    if t in ("auto", "none", "null", ""):
+        return None
+    if t in ("true", "yes", "1"):
+        return True
+    if t in ("false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true, false or auto, got {text!r}")
+
+
+def random_init_option(s: argparse.ArgumentParser) -> None:
+    """``--random-init`` of a command that loads a model (verbeval.core.provenance)."""
+    s.add_argument("--random-init", type=optional_bool, default=None,
+                   help="whether the model is randomly initialised (recorded with the outputs; the tables and "
+                        "figures label it): true, false or auto (a local folder holding verbeval_tiny.json, "
+                        "written by verbeval tiny-model) (default: auto)")
+
+
 def subcommand_adder(sub: argparse._SubParsersAction) -> Add:
     """The ``add`` function each study's ``register`` receives, adding sub-commands to ``sub``."""
 

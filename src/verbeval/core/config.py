@@ -364,7 +364,7 @@ def _entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], di
     out: list[tuple[list[str | int], dict[str, Any]]] = []
     for i, m in enumerate(config.get("models", [])):
         entry = {"kind": "auto", "dtype": "float32", "revision": None, "prepend_bos": None, "device_map": None,
-                 "gpus": 1, "gguf_file": None, "pip": None, **m}
+                 "gpus": 1, "gguf_file": None, "pip": None, "random_init": None, **m}
         if entry["pip"] is not None:
             entry["id"] = pip_model_id(config, m, i)
         elif "id" not in m:

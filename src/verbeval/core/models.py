@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from verbeval.core.errors import VerbevalError
+from verbeval.core.provenance import RANDOM_INIT_MARKER
 
 if TYPE_CHECKING:  # torch is imported by the functions that need it: start-up of model-free commands stays cheap
     import torch
@@ -541,7 +542,7 @@ def make_tiny_model(
     model.save_pretrained(out)
     tok.save_pretrained(out)
     _keep_tokenizer_class(Path(tokenizer_dir), out)
-    (out / "verbeval_tiny.json").write_text(json.dumps({"arch": arch, "seed": seed, "layers": layers,
+    (out / RANDOM_INIT_MARKER).write_text(json.dumps({"arch": arch, "seed": seed, "layers": layers,
                                                         "hidden": hidden, "tokenizer": Path(tokenizer_dir).name}))
     return out
 

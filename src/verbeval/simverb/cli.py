@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 
-from verbeval.core.cliutil import Add, bootstrap_options, check_outputs, float_list, model_source_options, split_pair
+from verbeval.core.cliutil import (Add, bootstrap_options, check_outputs, float_list, model_source_options,
+                                   random_init_option, split_pair)
 
 log = logging.getLogger("verbeval")
 
@@ -15,6 +16,7 @@ def cmd_simverb_score(a: argparse.Namespace) -> None:
     import torch
 
     from verbeval.core.io import write_csv, write_parquet
+    from verbeval.core.provenance import resolve_random_init, tag_frame
     from verbeval.simverb.similarity import assign_splits, read_simverb, score_model
 
     torch.set_num_threads(a.threads)
@@ -24,7 +26,7 @@ def cmd_simverb_score(a: argparse.Namespace) -> None:
         pairs = assign_splits(pairs, splits)
     sims, verbs = score_model(pairs, a.model, revision=a.revision, gguf_file=a.gguf_file, frames=a.frame or ["to {verb}"],
                               multi_token=a.multi_token, batch_size=a.batch_size, device=a.device)
-    write_parquet(sims, a.out)
+    write_parquet(tag_frame(sims, resolve_random_init(a.model, a.random_init)), a.out)
     write_csv(verbs, a.verbs)
     log.info("simverb %s: %d pairs, %d verbs (%d multi-token, %d covered), %d representations -> %s",
              a.model, len(pairs), len(verbs), int((verbs["n_tokens"] > 1).sum()), int(verbs["covered"].sum()),
@@ -38,26 +40,31 @@ def cmd_simverb_table(a: argparse.Namespace) -> None:
     from verbeval.simverb.similarity import (best_representation, coverage_summary, layer_curve, plot_layers, plot_scatter,
                           results_table, split_pairs_and_sims, to_latex, to_markdown)
 
-    pairs, sims = split_pairs_and_sims(pd.read_parquet(a.similarities))
+    from verbeval.core.provenance import display_name, frame_random
+
+    scored = pd.read_parquet(a.similarities)
+    random = frame_random(scored)
+    name = display_name(a.model_name, random)  # a random model says so in every title
+    pairs, sims = split_pairs_and_sims(scored)
     verbs = pd.read_csv(a.verbs, keep_default_na=False)
     t = results_table(pairs, sims, a.model_name, resamples=a.resamples, seed=a.seed, confidence=a.confidence,
                       bins=a.bins)
     write_csv(t, a.csv, float_format="%.6f")
-    write_text(a.md, to_markdown(t, a.model_name, verbs))
-    write_text(a.tex, to_latex(t, a.model_name))
+    write_text(a.md, to_markdown(t, name, verbs))
+    write_text(a.tex, to_latex(t, name))
     write_csv(layer_curve(t), a.layers_csv, float_format="%.6f")
     best = best_representation(t)
     if a.metrics_json:
         full = t[t["subset"] == "full"]
-        write_json(a.metrics_json, {"model": a.model_name, "best_representation": best,
+        write_json(a.metrics_json, {"model": a.model_name, "random_init": random, "best_representation": best,
                                     "coverage": coverage_summary(verbs),
                                     "rho_full": {r.representation: round(float(r.rho), 6) for r in full.itertuples()}})
     from verbeval.core.plots import save_figure
 
     if a.layers_figure:
-        save_figure(plot_layers(t, a.model_name), a.layers_figure)
+        save_figure(plot_layers(t, name), a.layers_figure)
     if a.scatter_figure:
-        save_figure(plot_scatter(pairs, sims, best, a.model_name), a.scatter_figure)
+        save_figure(plot_scatter(pairs, sims, best, name), a.scatter_figure)
     log.info("simverb table of %s (%d rows; best %s) -> %s", a.model_name, len(t), best, a.csv)
 
 
@@ -84,6 +91,7 @@ def register(add: Add) -> None:
     s.add_argument("--split", action="append", default=[], metavar="NAME=PATH",
                    help="an official split file (dev=SimVerb-500-dev.txt, test=SimVerb-3000-test.txt); repeatable")
     model_source_options(s, "(any model; loaded without its head)")
+    random_init_option(s)
     s.add_argument("--frame", action="append", default=[],
                    help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
                         "uses the first (default: 'to {verb}')")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from verbeval.core.cliutil import Add, check_outputs
+from verbeval.core.cliutil import Add, check_outputs, random_init_option
 from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
@@ -14,6 +14,7 @@ log = logging.getLogger("verbeval")
 def cmd_veridicality_predict(a: argparse.Namespace) -> None:
     check_outputs(a.out)
     from verbeval.core.io import write_parquet
+    from verbeval.core.provenance import resolve_random_init, tag_frame
     from verbeval.veridicality.nli import PSEUDO_MODEL, model_predictions, pseudo_model_predictions, read_dataset
 
     data = read_dataset(a.data)
@@ -27,7 +28,7 @@ def cmd_veridicality_predict(a: argparse.Namespace) -> None:
         torch.set_num_threads(a.threads)
         model, tok, device = load_nli(a.model, a.revision, a.device)
         preds = model_predictions(data, model, tok, a.batch_size, device)
-    write_parquet(preds, a.out)
+    write_parquet(tag_frame(preds, a.model != PSEUDO_MODEL and resolve_random_init(a.model, a.random_init)), a.out)
     log.info("veridicality %s: %d items -> %d predictions -> %s", a.model, len(data), len(preds), a.out)
 
 
@@ -37,11 +38,14 @@ def cmd_veridicality_table(a: argparse.Namespace) -> None:
     from verbeval.core.io import write_csv, write_text
     from verbeval.veridicality.nli import plot_scatter, signature_table, to_latex, to_markdown
 
+    from verbeval.core.provenance import display_name, frame_random
+
     preds = pd.read_parquet(a.predictions)
+    name = display_name(a.model_name, frame_random(preds))  # a random model says so in every title
     t = signature_table(preds)
     write_csv(t, a.csv, float_format="%.6f")
-    write_text(a.md, to_markdown(t, a.model_name))
-    write_text(a.tex, to_latex(t, a.model_name))
+    write_text(a.md, to_markdown(t, name))
+    write_text(a.tex, to_latex(t, name))
     if a.scatter_csv:
         from verbeval.veridicality.nli import scatter_data
 
@@ -49,7 +53,7 @@ def cmd_veridicality_table(a: argparse.Namespace) -> None:
     if a.figure:
         from verbeval.core.plots import save_figure
 
-        save_figure(plot_scatter(preds, a.model_name), a.figure)
+        save_figure(plot_scatter(preds, name), a.figure)
     log.info("veridicality table of %s (%d rows) -> %s, %s, %s", a.model_name, len(t), a.csv, a.md, a.tex)
 
 
@@ -95,10 +99,14 @@ def cmd_veridicality_kl(a: argparse.Namespace) -> None:
     from verbeval.veridicality.counterfactual import attach_kl, kl_latex, kl_markdown, table7, table8
     from verbeval.core.io import write_csv, write_text
 
-    scored = attach_kl(pd.read_parquet(a.predictions), pd.read_parquet(a.counterfactuals))
+    from verbeval.core.provenance import display_name, frame_random
+
+    predictions = pd.read_parquet(a.predictions)
+    name = display_name(a.model_name, frame_random(predictions))
+    scored = attach_kl(predictions, pd.read_parquet(a.counterfactuals))
     for table, title, (csv_path, md_path, tex_path) in (
-            (table7(scored), f"Table 7 (KL, verb replacements), {a.model_name}", a.table7),
-            (table8(scored), f"Table 8 (KL, complement type swap), {a.model_name}", a.table8)):
+            (table7(scored), f"Table 7 (KL, verb replacements), {name}", a.table7),
+            (table8(scored), f"Table 8 (KL, complement type swap), {name}", a.table8)):
         write_csv(table, csv_path, float_format="%.6g")
         write_text(md_path, kl_markdown(table, title))
         write_text(tex_path, kl_latex(table, title))
@@ -124,6 +132,7 @@ def register(add: Add) -> None:
     s.add_argument("--model", required=True,
                    help="NLI classifier (hub id or path), or ross-pavlick-2019-bert for the released BERT probabilities")
     _nli_options(s)
+    random_init_option(s)
     s.add_argument("--out", required=True, help="output: predictions parquet (one row per item and environment)")
 
     s = add("veridicality-table", cmd_veridicality_table,
