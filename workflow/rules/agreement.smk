@@ -85,6 +85,7 @@ rule infer:
         top_k=config["inference"]["top_k"],
         groups=",".join(GROUP_IDS),
         n_chunks=AGR["chunks"],
+        nonfinite="--allow-nonfinite" if config["inference"]["allow_nonfinite"] else "",
     threads: config["inference"]["threads"]
     resources:
         gpu=model_param("gpus"),
@@ -96,7 +97,7 @@ rule infer:
         "verbeval infer --model {params.model:q} {params.revision} --kind {params.kind} --dtype {params.dtype} "
         "--device {params.device} {params.device_map} --batch-size {params.batch_size} --threads {threads} "
         "--top-k {params.top_k} --prepend-bos {params.bos} --templates {input.templates:q} --lemmas {input.lemmas:q} "
-        "--groups {params.groups} --n-chunks {params.n_chunks} --no-progress --manifest {output:q} 2> {log:q}"
+        "--groups {params.groups} --n-chunks {params.n_chunks} --no-progress {params.nonfinite} --manifest {output:q} 2> {log:q}"
 
 
 rule aggregate:

@@ -214,11 +214,13 @@ def cmd_infer(a: argparse.Namespace) -> None:
     lemmas = pd.read_parquet(a.lemmas)
     groups = [g for g in a.groups.split(",") if g]
     body = infer_model(lm, templates, lemmas, groups, a.n_chunks, a.manifest, batch_size=_batch_size(a.batch_size, lm),
-                       top_k=a.top_k, prepend_bos=a.prepend_bos, progress=not a.no_progress)
+                       top_k=a.top_k, prepend_bos=a.prepend_bos, progress=not a.no_progress,
+                       allow_nonfinite=a.allow_nonfinite)
     t = body["timing"]
+    # total: the whole command, model load included
     log.info("%s: %d shards -> %s; model load %.1f s, %d contexts computed in %.1f s (%.1f contexts/s), "
              "writer busy %.1f s, total %.1f s", a.model, len(body["shards"]), a.manifest, load_s, t["contexts"],
-             t["compute_s"], t["contexts_per_s"], t["writer_busy_s"], t["total_s"])
+             t["compute_s"], t["contexts_per_s"], t["writer_busy_s"], time.perf_counter() - t0)
 
 
 def cmd_aggregate(a: argparse.Namespace) -> None:
@@ -532,7 +534,7 @@ def cmd_infer_forms(a: argparse.Namespace) -> None:
     groups = [g for g in a.groups.split(",") if g]
     body = infer_forms_model(lm, pd.read_parquet(a.templates), pd.read_parquet(a.forms), groups, a.n_chunks,
                              a.manifest, batch_size=a.batch_size, prepend_bos=a.prepend_bos,
-                             progress=not a.no_progress)
+                             progress=not a.no_progress, allow_nonfinite=a.allow_nonfinite)
     t = body["timing"]
     log.info("%s: %d form shards -> %s; %d contexts computed in %.1f s (%.2f contexts/s)", a.model,
              len(body["shards"]), a.manifest, t["contexts"], t["compute_s"], t["contexts_per_s"])
@@ -633,6 +635,9 @@ def _store_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--manifest", required=True,
                    help="output: the store's manifest.json; shards go to <its folder>/<group>/<k>-of-<n>.parquet")
     s.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    s.add_argument("--allow-nonfinite", action="store_true",
+                   help="write contexts whose logits hold NaN or inf (their scores are NaN; each shard and the "
+                        "manifest record n_nonfinite) instead of stopping (default: stop, naming the model and group)")
 
 
 def register(add: Add) -> None:
