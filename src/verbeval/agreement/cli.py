@@ -205,14 +205,17 @@ def cmd_infer(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.inference import infer_model
+    from verbeval.agreement.lengths import check_context_lengths
 
     check_outputs(a.manifest)
     t0 = time.perf_counter()
-    lm = _load_lm(a)
-    load_s = time.perf_counter() - t0
     templates = pd.read_parquet(a.templates)
     lemmas = pd.read_parquet(a.lemmas)
     groups = [g for g in a.groups.split(",") if g]
+    check_context_lengths(a.model, a.revision, a.kind, templates, groups, a.prepend_bos)  # before the model loads
+    t_load = time.perf_counter()
+    lm = _load_lm(a)
+    load_s = time.perf_counter() - t_load
     body = infer_model(lm, templates, lemmas, groups, a.n_chunks, a.manifest, batch_size=_batch_size(a.batch_size, lm),
                        top_k=a.top_k, prepend_bos=a.prepend_bos, progress=not a.no_progress,
                        allow_nonfinite=a.allow_nonfinite)
@@ -527,12 +530,16 @@ def cmd_lexicon_common(a: argparse.Namespace) -> None:
 def cmd_infer_forms(a: argparse.Namespace) -> None:
     import pandas as pd
 
+    from verbeval.agreement.lengths import check_context_lengths
     from verbeval.agreement.lexicon_modes import infer_forms_model
 
     check_outputs(a.manifest)
-    lm = _load_lm(a)
+    templates, forms = pd.read_parquet(a.templates), pd.read_parquet(a.forms)
     groups = [g for g in a.groups.split(",") if g]
-    body = infer_forms_model(lm, pd.read_parquet(a.templates), pd.read_parquet(a.forms), groups, a.n_chunks,
+    longest_form = int(forms[["n_sing", "n_plur"]].to_numpy().max()) if len(forms) else 1
+    check_context_lengths(a.model, a.revision, a.kind, templates, groups, a.prepend_bos, extra=longest_form - 1)
+    lm = _load_lm(a)
+    body = infer_forms_model(lm, templates, forms, groups, a.n_chunks,
                              a.manifest, batch_size=a.batch_size, prepend_bos=a.prepend_bos,
                              progress=not a.no_progress, allow_nonfinite=a.allow_nonfinite)
     t = body["timing"]
