@@ -172,15 +172,23 @@ def _batch_arg(text: str) -> str:
     raise argparse.ArgumentTypeError(f"expected a positive integer or auto, got {text!r}")
 
 
-def _quarantined(exc: Any, keep: bool) -> VerbevalError:
+def _quarantined(exc: Any, keep: bool, manifest: str | None = None) -> VerbevalError:
     """The error to raise for an unusable shard; unless ``keep``, the file is moved aside first
-    (``<name>.corrupt``) so that the next run recomputes it."""
+    (``<name>.corrupt``) and the store's ``manifest`` (when given) removed, so that the next run,
+    Snakemake's or ``dvc repro``, runs the model's inference job again: it keeps every intact shard
+    and recomputes this one. (A manifest left in place would make every ``dvc repro`` fail here.)"""
     from verbeval.agreement.aggregate import quarantine
 
-    if not keep and Path(exc.path).exists():
-        moved = quarantine(exc.path)
-        return VerbevalError(f"{exc}; moved it to {moved}: rerun the workflow to recompute it")
-    return VerbevalError(f"{exc}: rerun the workflow to recompute it")
+    if keep:
+        return VerbevalError(f"{exc}: rerun the model's inference job to recompute it")
+    done = []
+    if Path(exc.path).exists():
+        done.append(f"moved it to {quarantine(exc.path)}")
+    if manifest is not None and Path(manifest).exists():
+        Path(manifest).unlink()
+        done.append(f"removed the stale manifest {manifest}")
+    what = f"; {' and '.join(done)}" if done else ""
+    return VerbevalError(f"{exc}{what}: rerun the workflow (snakemake or dvc repro) to recompute it")
 
 
 def _expand_shards(items: Sequence[str], keep_bad: bool = False) -> list[str]:
@@ -197,7 +205,7 @@ def _expand_shards(items: Sequence[str], keep_bad: bool = False) -> list[str]:
         try:
             out += [str(p) for paths in manifest_shards(item).values() for p in paths]
         except ShardError as exc:
-            raise _quarantined(exc, keep_bad) from None
+            raise _quarantined(exc, keep_bad, item) from None
     return out
 
 
@@ -240,13 +248,13 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
     try:
         by_group = manifest_shards(a.manifest, groups)
     except ShardError as exc:
-        raise _quarantined(exc, a.keep_bad_shards) from None
+        raise _quarantined(exc, a.keep_bad_shards, a.manifest) from None
     templates = pd.read_parquet(a.templates)
     for group in groups:
         try:
             shards = read_shards(by_group[group])
         except ShardError as exc:
-            raise _quarantined(exc, a.keep_bad_shards) from None
+            raise _quarantined(exc, a.keep_bad_shards, a.manifest) from None
         if shards.meta["group"] != group:
             raise VerbevalError(f"shards are for group {shards.meta['group']!r}, not {group!r}")
         g = templates[templates["group"] == group].reset_index(drop=True)
