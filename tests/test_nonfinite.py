@@ -112,3 +112,27 @@ def test_form_scores_stop_on_nonfinite_too(clean_lm: LoadedModel, tmp_path: Path
                               progress=False)
     assert [s["path"] for s in clean["shards"]] == ["g2/1-of-1.parquet"]  # 3 chunks capped at 1 context
     assert "n_nonfinite" not in clean["shards"][0]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_simverb_stops_on_nonfinite_verb_vectors(shared_dir: Path, value: float) -> None:
+    """SimVerb reads hidden states, not logits: a damaged embedding weight of a verb's token gives
+    non-finite vectors, which stop the scoring naming the model and the count."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from verbeval.simverb.similarity import check_finite_vectors, verb_vectors
+
+    tok = AutoTokenizer.from_pretrained(shared_dir / "tokenizers/bert-base-cased")
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=32, max_position_embeddings=32)).eval()
+    verbs = ["abduct", "run", "walk"]
+    _, reps = verb_vectors(model, tok, verbs, ["to {verb}"])
+    check_finite_vectors("tiny", verbs, reps)  # a clean model passes
+    with torch.no_grad():
+        model.get_input_embeddings().weight[tok.convert_tokens_to_ids("walk"), 3] = value
+    _, reps = verb_vectors(model, tok, verbs, ["to {verb}"])
+    with pytest.raises(VerbevalError) as err:
+        check_finite_vectors("tiny", verbs, reps)
+    assert str(err.value) == ("model 'tiny': non-finite verb vectors (NaN or inf: are the model's weights damaged?) in "
+                              "3 representation(s), first static: 1 of 3 verbs; nothing written")
