@@ -136,3 +136,20 @@ def test_simverb_stops_on_nonfinite_verb_vectors(shared_dir: Path, value: float)
         check_finite_vectors("tiny", verbs, reps)
     assert str(err.value) == ("model 'tiny': non-finite verb vectors (NaN or inf: are the model's weights damaged?) in "
                               "3 representation(s), first static: 1 of 3 verbs; nothing written")
+
+
+def test_allowed_nonfinite_contexts_score_nan_not_zero(clean_lm: LoadedModel, tmp_path: Path) -> None:
+    """Under allow_nonfinite the damaged contexts get NaN EW/MW/TSE (no score), not EW 0."""
+    from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
+    from verbeval.agreement.shardstore import manifest_shards
+
+    lm = _damaged(clean_lm, float("nan"))
+    templates = template_frame()
+    manifest = tmp_path / "store" / "manifest.json"
+    infer_model(lm, templates, _lemmas(lm), ["g1"], 1, manifest, batch_size=4, progress=False, allow_nonfinite=True)
+    shards = read_shards(manifest_shards(manifest)["g1"])
+    scores = context_scores(shards, [0.5, 1.0], [0.5])
+    metric_cols = [c for c in scores.columns if "@" in c]
+    assert scores[metric_cols].isna().all().all()
+    g1 = templates[templates.group == "g1"].reset_index(drop=True)
+    assert row_tse(shards, g1)["tse"].isna().all()

@@ -145,6 +145,12 @@ def context_scores(
                     cols.setdefault(f"{metric}_{side}@{_fmt_cutoff(p)}", []).append(arr[:, j])
     out = pd.DataFrame({"context_id": shards.context_id, "plural": shards.plural})
     wide = pd.DataFrame({k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()})
+    # contexts whose model output was not finite (kept under inference.allow_nonfinite) have no
+    # score: comparisons with NaN would otherwise count as "not above" and give EW 0
+    bad = ~(np.isfinite(shards.stats.prob) & np.isfinite(shards.stats.cum_above)
+            & np.isfinite(shards.stats.cum_below)).reshape(n, -1).all(axis=1)
+    if bad.any():
+        wide.loc[bad, :] = np.nan
     return pd.concat([out, wide], axis=1)
 
 
