@@ -92,10 +92,10 @@ def test_a_manifest_missing_an_entry_is_named_and_recovers(tmp_path: Path) -> No
     body = json.loads(good)
     body["shards"] = [s for s in body["shards"] if s["path"] != "g/2-of-2.parquet"]
     manifest.write_text(json.dumps(body))
-    assert incomplete_store(manifest) == f"{manifest} lists no entry for g/2-of-2.parquet"
+    assert incomplete_store(manifest) == "it lists no entry for g/2-of-2.parquet"
     body["shards"] = [s for s in json.loads(good)["shards"] if s["path"] != "h/1-of-1.parquet"]
     manifest.write_text(json.dumps(body))
-    assert incomplete_store(manifest) == f"{manifest} lists no shards of group 'h'"
+    assert incomplete_store(manifest) == "it lists no shards of group 'h'"
     # the workflow removes such a manifest at start-up; the rerun recomputes nothing and lists all
     manifest.unlink()
     calls.clear()

@@ -344,7 +344,7 @@ def missing_entry(manifest: Path, shards: list[ListedShard]) -> str | None:
         want = [f"{chunk_label(k, n)}.parquet" for k in range(n)]
         lacking = [w for w in want if w not in names]
         if lacking:
-            return f"{manifest} lists no entry for {group}/{lacking[0]}"
+            return f"it lists no entry for {group}/{lacking[0]}"
     groups = (read_manifest(manifest).get("meta") or {}).get("groups") or []
     absent = [g for g in groups if g not in chunks]
-    return f"{manifest} lists no shards of group {absent[0]!r}" if absent else None
+    return f"it lists no shards of group {absent[0]!r}" if absent else None
