@@ -70,7 +70,7 @@ def test_disk_full_names_the_output(tmp_path: Path, exc: OSError) -> None:
 def test_infer_log_total_includes_the_model_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     """A fake clock: loading takes 100 s, the inference body 5 s; 'total' is the whole command."""
-    from verbeval.agreement import cli, inference
+    from verbeval.agreement import cli, inference, lengths
 
     clock = [0.0]
     monkeypatch.setattr(cli.time, "perf_counter", lambda: clock[0])
@@ -86,10 +86,12 @@ def test_infer_log_total_includes_the_model_load(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(cli, "_load_lm", load)
     monkeypatch.setattr(inference, "infer_model", infer_model)
+    monkeypatch.setattr(lengths, "check_context_lengths", lambda *a, **kw: None)  # no tokenizer here
     pd.DataFrame({"x": [1]}).to_parquet(tmp_path / "t.parquet")
     a = argparse.Namespace(manifest=str(tmp_path / "s" / "manifest.json"), templates=str(tmp_path / "t.parquet"),
                            lemmas=str(tmp_path / "t.parquet"), groups="g", n_chunks=1, batch_size="4", top_k=1,
-                           prepend_bos=None, no_progress=True, allow_nonfinite=False, model="m")
+                           prepend_bos=None, no_progress=True, allow_nonfinite=False, model="m", revision=None,
+                           kind="auto")
     with caplog.at_level(logging.INFO, logger=cli.log.name):
         cli.cmd_infer(a)
     line = next(r.getMessage() for r in caplog.records if "shards ->" in r.getMessage())
