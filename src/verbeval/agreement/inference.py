@@ -23,8 +23,9 @@ from verbeval.agreement.metrics import form_statistics
 from verbeval.agreement.eligibility import single_token_ids, tokenizer_fingerprint
 from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, adds_bos, describe_device
-from verbeval.agreement.shards import (META_KEY, SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, capped_chunks, check_finite, chunk_range,
-                     group_contexts, group_digest, lemma_set_hash, read_shard_meta, write_shard)
+from verbeval.agreement.shards import (META_KEY, SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, capped_chunks,
+                     check_finite, chunk_range, group_contexts, group_digest, lemma_set_hash, read_shard_meta,
+                     write_shard)
 from verbeval.agreement.shardstore import PlannedShard, chunk_label, run_plan, shard_key, shard_relpath
 from verbeval.agreement.templates import render_context
 
@@ -395,8 +396,9 @@ def infer_model(
     Shards already in the store with the same key (model version, tokenizer, lemma set, the
     group's rows, chunking, dtype, top-k, BOS) and an intact checksum are kept, so a killed run
     resumes where it stopped. A group is cut into at most as many chunks as it has contexts
-    (:func:`capped_chunks`). Non-finite logits stop the run (:func:`verbeval.agreement.shards.check_finite`)
-    unless ``allow_nonfinite``; shards of other groups already written stay. Each shard is written by a background thread while the next chunk
+    (:func:`capped_chunks`). Non-finite logits stop the run
+    (:func:`verbeval.agreement.shards.check_finite`) unless ``allow_nonfinite``; the shards already
+    written stay for the rerun. Each shard is written by a background thread while the next chunk
     is computed. Returns the manifest body, with timing figures under ``"timing"`` (not written).
     """
     mc = model_context(lm, lemmas, top_k, prepend_bos)

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 JOURNAL_NAME = ".journal.jsonl"
-OLD_JOURNAL_NAME = ".journal.json"  # verbeval <= this release rewrote one JSON object after every shard
+OLD_JOURNAL_NAME = ".journal.json"  # earlier releases: one JSON object, rewritten after every shard (still read)
 
 
 def chunk_label(chunk: int, n_chunks: int) -> str:
