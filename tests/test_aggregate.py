@@ -117,9 +117,11 @@ def test_read_shards_roundtrip(shards: list[Path]) -> None:
 
 
 def test_read_shards_rejects_missing_chunk(shards: list[Path]) -> None:
-    with pytest.raises(VerbevalError, match=r"shards cover chunks \[0, 2\], expected 0\.\.2"):
+    with pytest.raises(VerbevalError) as err:
         read_shards([shards[0], shards[2]])
-    with pytest.raises(VerbevalError, match=r"chunks \[0, 0, 1, 2\]"):
+    assert str(err.value) == (f"model 'org/tiny', group 'g1': shard 2-of-3.parquet of {shards[0].parent} is not "
+                              "among the shards given (they cover chunks [1, 3] of 3): rerun the model's inference job")
+    with pytest.raises(VerbevalError, match=r"a chunk given twice.*chunks \[1, 1, 2, 3\]"):
         read_shards([shards[0], *shards])
     with pytest.raises(VerbevalError, match="no shards"):
         read_shards([])
@@ -455,11 +457,29 @@ def test_aggregate_cli_moves_a_truncated_shard_aside(tmp_path: Path, capsys: pyt
     assert main(_aggregate_args(tmp_path, manifest)) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "lists" in err[0] and "truncated or replaced" in err[0], err
-    assert "rerun the workflow to recompute it" in err[0]
-    # the bad shard is out of the way (so the workflow recomputes it), nothing was written
+    assert err[0].endswith(f"moved it to {shards[1]}.corrupt and removed the stale manifest {manifest}: rerun the "
+                           "workflow (snakemake or dvc repro) to recompute it")
+    # the bad shard is out of the way and the manifest gone (so Snakemake and dvc repro both run the
+    # model's inference again, which recomputes it), nothing was written
     assert not shards[1].exists() and shards[1].with_name(shards[1].name + ".corrupt").exists()
+    assert not manifest.exists()
     assert not (tmp_path / "out" / "g1" / "summary.csv").exists() and not (tmp_path / "out" / "g1" / "scores.parquet").exists()
     assert shards[0].exists() and shards[2].exists()
+
+
+def test_aggregate_cli_removes_a_manifest_whose_shard_is_gone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A listed shard that is gone (DVC's run-cache restored the manifest alone, or it was deleted):
+    the stale manifest is removed, so the next `dvc repro` reruns the inference stage instead of
+    failing here every time."""
+    from verbeval.cli import main
+
+    manifest, shards = _store(tmp_path)
+    shards[0].unlink()
+    assert main(_aggregate_args(tmp_path, manifest)) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"verbeval aggregate: error: {shards[0]}: missing (listed in the shard manifest); removed the stale "
+                   f"manifest {manifest}: rerun the workflow (snakemake or dvc repro) to recompute it"]
+    assert not manifest.exists() and shards[1].exists() and shards[2].exists()
 
 
 @pytest.mark.parametrize("where", [0.2, 0.5, 0.8, 0.97])

@@ -50,7 +50,8 @@ def test_defaults_are_filled() -> None:
     assert agr["top_cutoffs"] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 1.0]
     assert agr["bottom_cutoffs"] == [0.5, 0.1, 0.01, 0.001, 0.0001, 0.00001, 0.000001]
     assert agr["bootstrap"] == {"resamples": 1000, "seed": 0, "confidence": 0.95}
-    assert cfg["inference"] == {"device": "auto", "batch_size": "auto", "threads": 2, "top_k": 10}
+    assert cfg["inference"] == {"device": "auto", "batch_size": "auto", "threads": 2, "top_k": 10,
+                                "allow_nonfinite": False}
     assert cfg["data_mirror"] is None and cfg["results_dir"] == "results"
     assert cfg["models"][0] == {"id": "gpt2", "revision": None, "kind": "auto", "dtype": "float32", "prepend_bos": None,
                                 "device_map": None, "gpus": 1, "random_init": None}
@@ -73,6 +74,26 @@ def test_unknown_key() -> None:
     assert "agreement" in msg and "'chunkz'" in msg
     msg = _one_line_error({"models": [{"id": "gpt2", "revison": "main"}]})
     assert "models.0" in msg and "'revison'" in msg
+
+
+def test_misspelt_key_suggests_the_right_one() -> None:
+    msg = _one_line_error({**MINIMAL, "agreemnt": {}})
+    assert msg.endswith("('agreemnt' was unexpected) (did you mean `agreement`?)")
+    msg = _one_line_error({**MINIMAL, "inference": {"devcie": "cpu"}})
+    assert msg.endswith("(did you mean `device`?)")
+    assert "did you mean" not in _one_line_error({**MINIMAL, "zzzzzz": 1})  # nothing close: no guess
+
+
+def test_agreement_settings_that_select_nothing_or_lose_table2() -> None:
+    msg = _one_line_error({**MINIMAL, "agreement": {"groups": []}})
+    assert msg == ("cfg.yaml: agreement.groups: [] selects no group and agreement.custom_groups is empty, so there "
+                   "is nothing to evaluate: list group ids, or null for all")
+    # [] with custom groups runs only those
+    validate_config({**MINIMAL, "agreement": {"groups": [], "custom_groups": [{"id": "mine", "path": "p.jsonl"}]}})
+    msg = _one_line_error({**MINIMAL, "agreement": {"top_cutoffs": [0.5, 0.9]}})
+    assert msg == ("cfg.yaml: agreement.top_cutoffs: [0.5, 0.9] lacks 1.0: Table 2 reports EW and MW at top-p 1.0 "
+                   "(the whole vocabulary); add 1.0")
+    validate_config({**MINIMAL, "agreement": {"top_cutoffs": [0.5, 1]}})
 
 
 def test_wrong_type() -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from verbeval.agreement.shardstore import MANIFEST_NAME
 from verbeval.core.errors import VerbevalError
 
 #: configuration keys each rule reads (DVC ``params``); every rule of the workflow must be listed
@@ -198,6 +199,14 @@ def _plot_definitions(job: JobSpec, wdir: str | None) -> list[dict[str, Any]]:
                             metrics=spec.metrics, models=params["models"].split(","))
 
 
+#: a shard store's manifest.json: the shards beside it are not DVC outputs (they are the store's, kept
+#: across failed runs), so DVC must never restore the manifest alone: ``persist`` keeps the stage out
+#: of DVC's run-cache (a run-cache hit after ``rm -rf results`` or an interrupted repro restored the
+#: manifest without its shards, and every later ``aggregate`` failed), ``cache: false`` keeps it out
+#: of ``dvc checkout``. The stage reruns whenever the manifest is missing or differs from dvc.lock.
+STORE_OUT: dict[str, Any] = {"cache": False, "persist": True}
+
+
 def dvc_pipeline(jobs: Sequence[JobSpec], configfiles: Sequence[str], root: Path, wdir: str | None = None,
                  declare: bool | None = None) -> dict[str, Any]:
     """The ``dvc.yaml`` mapping for ``jobs``.
@@ -232,9 +241,11 @@ def dvc_pipeline(jobs: Sequence[JobSpec], configfiles: Sequence[str], root: Path
         metrics = list(job.outputs) if declare and job.rule == METRICS_RULE else []
         plots = [o for o in job.outputs if declare and Path(o).name in PLOTS]
         uncached = list(job.outputs) if declare and job.rule == PLOT_DATA_RULE else []
-        outs: list[Any] = [{o: {"persist": True}} if o in job.persist else o
-                           for o in job.outputs if o not in metrics and o not in plots and o not in uncached]
+        stores = [o for o in job.outputs if Path(o).name == MANIFEST_NAME and Path(o).parent.name == "shards"]
+        outs: list[Any] = [{o: {"persist": True}} if o in job.persist else o for o in job.outputs
+                           if o not in metrics and o not in plots and o not in uncached and o not in stores]
         outs += [{o: {"cache": False}} for o in uncached]
+        outs += [{o: dict(STORE_OUT)} for o in stores]
         if outs:
             stage["outs"] = outs
         if metrics:

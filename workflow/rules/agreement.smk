@@ -86,6 +86,7 @@ rule infer:
         top_k=config["inference"]["top_k"],
         groups=",".join(GROUP_IDS),
         n_chunks=AGR["chunks"],
+        nonfinite="--allow-nonfinite" if config["inference"]["allow_nonfinite"] else "",
     threads: config["inference"]["threads"]
     resources:
         gpu=model_param("gpus"),
@@ -98,7 +99,7 @@ rule infer:
         "--device {params.device} {params.device_map} --batch-size {params.batch_size} --threads {threads} "
         "--top-k {params.top_k} --prepend-bos {params.bos} --random-init {params.random_init} "
         "--templates {input.templates:q} --lemmas {input.lemmas:q} "
-        "--groups {params.groups} --n-chunks {params.n_chunks} --no-progress --manifest {output:q} 2> {log:q}"
+        "--groups {params.groups} --n-chunks {params.n_chunks} --no-progress {params.nonfinite} --manifest {output:q} 2> {log:q}"
 
 
 rule aggregate:

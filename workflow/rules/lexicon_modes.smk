@@ -60,6 +60,7 @@ rule infer_forms:
         device=config["inference"]["device"],
         groups=",".join(MT_GROUPS),
         n_chunks=AGR["chunks"],
+        nonfinite="--allow-nonfinite" if config["inference"]["allow_nonfinite"] else "",
     threads: config["inference"]["threads"]
     resources:
         gpu=model_param("gpus"),
@@ -71,7 +72,7 @@ rule infer_forms:
         "verbeval infer-forms --model {params.model:q} {params.revision} --kind {params.kind} --dtype {params.dtype} "
         "--device {params.device} {params.device_map} --batch-size {params.batch_size} --threads {threads} "
         "--prepend-bos {params.bos} --templates {input.templates:q} --forms {input.forms:q} --groups {params.groups} "
-        "--n-chunks {params.n_chunks} --no-progress --manifest {output:q} 2> {log:q}"
+        "--n-chunks {params.n_chunks} --no-progress {params.nonfinite} --manifest {output:q} 2> {log:q}"
 
 
 rule lexicon_modes:

@@ -60,7 +60,15 @@ def read_shards(paths: Sequence[str | Path]) -> GroupShards:
                 raise VerbevalError(f"{p}: {key}={m.get(key)!r} differs from {paths[0]}: {ref.get(key)!r} (stale shard?)")
     chunks = sorted(m["chunk"] for m in metas)
     if chunks != list(range(ref["n_chunks"])):
-        raise VerbevalError(f"shards cover chunks {chunks}, expected 0..{ref['n_chunks'] - 1}")
+        n = ref["n_chunks"]
+        lacking = [f"{k + 1}-of-{n}.parquet" for k in range(n) if k not in set(chunks)] or ["(a chunk given twice)"]
+        raise VerbevalError(f"model {ref.get('model_id')!r}, group {ref.get('group')!r}: shard "
+                            f"{', '.join(lacking)} of {Path(paths[0]).parent} is not among the shards given "
+                            f"(they cover chunks {[c + 1 for c in chunks]} of {n}): rerun the model's inference job")
+    n_bad = sum(int(m.get("n_nonfinite") or 0) for m in metas)
+    if n_bad:
+        log.warning("model %r, group %r: %d contexts have non-finite logits (written with allow_nonfinite); "
+                    "their scores are NaN", ref.get("model_id"), ref.get("group"), n_bad)
     order = np.argsort([m["chunk"] for m in metas])
     f = 2 * ref["n_lemmas"]
     parts: dict[str, list[np.ndarray]] = {k: [] for k in
@@ -137,6 +145,12 @@ def context_scores(
                     cols.setdefault(f"{metric}_{side}@{_fmt_cutoff(p)}", []).append(arr[:, j])
     out = pd.DataFrame({"context_id": shards.context_id, "plural": shards.plural})
     wide = pd.DataFrame({k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()})
+    # contexts whose model output was not finite (kept under inference.allow_nonfinite) have no
+    # score: comparisons with NaN would otherwise count as "not above" and give EW 0
+    bad = ~(np.isfinite(shards.stats.prob) & np.isfinite(shards.stats.cum_above)
+            & np.isfinite(shards.stats.cum_below)).reshape(n, -1).all(axis=1)
+    if bad.any():
+        wide.loc[bad, :] = np.nan
     return pd.concat([out, wide], axis=1)
 
 

@@ -5,6 +5,7 @@ diagnostics, DVC views and the lexicon modes.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -162,15 +163,23 @@ def _batch_arg(text: str) -> str:
     raise argparse.ArgumentTypeError(f"expected a positive integer or auto, got {text!r}")
 
 
-def _quarantined(exc: Any, keep: bool) -> VerbevalError:
+def _quarantined(exc: Any, keep: bool, manifest: str | None = None) -> VerbevalError:
     """The error to raise for an unusable shard; unless ``keep``, the file is moved aside first
-    (``<name>.corrupt``) so that the next run recomputes it."""
+    (``<name>.corrupt``) and the store's ``manifest`` (when given) removed, so that the next run,
+    Snakemake's or ``dvc repro``, runs the model's inference job again: it keeps every intact shard
+    and recomputes this one. (A manifest left in place would make every ``dvc repro`` fail here.)"""
     from verbeval.agreement.aggregate import quarantine
 
-    if not keep and Path(exc.path).exists():
-        moved = quarantine(exc.path)
-        return VerbevalError(f"{exc}; moved it to {moved}: rerun the workflow to recompute it")
-    return VerbevalError(f"{exc}: rerun the workflow to recompute it")
+    if keep:
+        return VerbevalError(f"{exc}: rerun the model's inference job to recompute it")
+    done = []
+    if Path(exc.path).exists():
+        done.append(f"moved it to {quarantine(exc.path)}")
+    if manifest is not None and Path(manifest).exists():
+        Path(manifest).unlink()
+        done.append(f"removed the stale manifest {manifest}")
+    what = f"; {' and '.join(done)}" if done else ""
+    return VerbevalError(f"{exc}{what}: rerun the workflow (snakemake or dvc repro) to recompute it")
 
 
 def _expand_shards(items: Sequence[str], keep_bad: bool = False) -> list[str]:
@@ -187,8 +196,27 @@ def _expand_shards(items: Sequence[str], keep_bad: bool = False) -> list[str]:
         try:
             out += [str(p) for paths in manifest_shards(item).values() for p in paths]
         except ShardError as exc:
-            raise _quarantined(exc, keep_bad) from None
+            raise _quarantined(exc, keep_bad, item) from None
     return out
+
+
+def _load_checked_lm(a: argparse.Namespace, templates: Any, groups: list[str], extra: int = 0) -> tuple[Any, float]:
+    """The model of ``a`` and its load time, once no context of ``groups`` is longer than it reads
+    (:func:`verbeval.agreement.lengths.check_context_lengths`): checked before the load from the
+    tokenizer and config, or, for a GGUF file (which a tokenizer load would parse a second time),
+    right after it and before any forward pass."""
+    from verbeval.agreement.lengths import check_context_lengths
+
+    check = functools.partial(check_context_lengths, a.model, a.revision, a.kind, templates, groups, a.prepend_bos,
+                              extra, gguf_file=a.gguf_file)
+    if not a.gguf_file:
+        check()
+    t = time.perf_counter()
+    lm = _load_lm(a)
+    load_s = time.perf_counter() - t
+    if a.gguf_file:
+        check(tokenizer=lm.tokenizer, config=lm.model.config)
+    return lm, load_s
 
 
 def cmd_infer(a: argparse.Namespace) -> None:
@@ -199,21 +227,21 @@ def cmd_infer(a: argparse.Namespace) -> None:
 
     check_outputs(a.manifest)
     t0 = time.perf_counter()
-    lm = _load_lm(a)
-    random_init = resolve_random_init(a.model, a.random_init)
-    if random_init:
-        log.warning("%s is randomly initialised: its numbers are meaningless and are labelled so", a.model)
-    load_s = time.perf_counter() - t0
     templates = pd.read_parquet(a.templates)
     lemmas = pd.read_parquet(a.lemmas)
     groups = [g for g in a.groups.split(",") if g]
+    lm, load_s = _load_checked_lm(a, templates, groups)
+    random_init = resolve_random_init(a.model, a.random_init)
+    if random_init:
+        log.warning("%s is randomly initialised: its numbers are meaningless and are labelled so", a.model)
     body = infer_model(lm, templates, lemmas, groups, a.n_chunks, a.manifest, batch_size=_batch_size(a.batch_size, lm),
                        top_k=a.top_k, prepend_bos=a.prepend_bos, progress=not a.no_progress,
-                       random_init=random_init)
+                       random_init=random_init, allow_nonfinite=a.allow_nonfinite)
     t = body["timing"]
+    # total: the whole command, model load included
     log.info("%s: %d shards -> %s; model load %.1f s, %d contexts computed in %.1f s (%.1f contexts/s), "
              "writer busy %.1f s, total %.1f s", a.model, len(body["shards"]), a.manifest, load_s, t["contexts"],
-             t["compute_s"], t["contexts_per_s"], t["writer_busy_s"], t["total_s"])
+             t["compute_s"], t["contexts_per_s"], t["writer_busy_s"], time.perf_counter() - t0)
 
 
 def cmd_aggregate(a: argparse.Namespace) -> None:
@@ -230,14 +258,14 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
     try:
         by_group = manifest_shards(a.manifest, groups)
     except ShardError as exc:
-        raise _quarantined(exc, a.keep_bad_shards) from None
+        raise _quarantined(exc, a.keep_bad_shards, a.manifest) from None
     templates = pd.read_parquet(a.templates)
     random_init = manifest_random_init(a.manifest)
     for group in groups:
         try:
             shards = read_shards(by_group[group])
         except ShardError as exc:
-            raise _quarantined(exc, a.keep_bad_shards) from None
+            raise _quarantined(exc, a.keep_bad_shards, a.manifest) from None
         if shards.meta["group"] != group:
             raise VerbevalError(f"shards are for group {shards.meta['group']!r}, not {group!r}")
         g = templates[templates["group"] == group].reset_index(drop=True)
@@ -539,11 +567,13 @@ def cmd_infer_forms(a: argparse.Namespace) -> None:
     from verbeval.agreement.lexicon_modes import infer_forms_model
 
     check_outputs(a.manifest)
-    lm = _load_lm(a)
+    templates, forms = pd.read_parquet(a.templates), pd.read_parquet(a.forms)
     groups = [g for g in a.groups.split(",") if g]
-    body = infer_forms_model(lm, pd.read_parquet(a.templates), pd.read_parquet(a.forms), groups, a.n_chunks,
+    longest_form = int(forms[["n_sing", "n_plur"]].to_numpy().max()) if len(forms) else 1
+    lm, _ = _load_checked_lm(a, templates, groups, extra=longest_form - 1)
+    body = infer_forms_model(lm, templates, forms, groups, a.n_chunks,
                              a.manifest, batch_size=a.batch_size, prepend_bos=a.prepend_bos,
-                             progress=not a.no_progress)
+                             progress=not a.no_progress, allow_nonfinite=a.allow_nonfinite)
     t = body["timing"]
     log.info("%s: %d form shards -> %s; %d contexts computed in %.1f s (%.2f contexts/s)", a.model,
              len(body["shards"]), a.manifest, t["contexts"], t["compute_s"], t["contexts_per_s"])
@@ -643,6 +673,9 @@ def _store_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--manifest", required=True,
                    help="output: the store's manifest.json; shards go to <its folder>/<group>/<k>-of-<n>.parquet")
     s.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    s.add_argument("--allow-nonfinite", action="store_true",
+                   help="write contexts whose logits hold NaN or inf (their scores are NaN; each shard and the "
+                        "manifest record n_nonfinite) instead of stopping (default: stop, naming the model and group)")
 
 
 def register(add: Add) -> None:

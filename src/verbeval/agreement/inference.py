@@ -23,8 +23,9 @@ from verbeval.agreement.metrics import form_statistics
 from verbeval.agreement.eligibility import single_token_ids, tokenizer_fingerprint
 from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, adds_bos, describe_device
-from verbeval.agreement.shards import (META_KEY, SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, chunk_range, group_contexts,
-                     group_digest, lemma_set_hash, read_shard_meta, write_shard)
+from verbeval.agreement.shards import (META_KEY, SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, capped_chunks,
+                     check_finite, chunk_range, group_contexts, group_digest, lemma_set_hash, read_shard_meta,
+                     write_shard)
 from verbeval.agreement.shardstore import PlannedShard, chunk_label, run_plan, shard_key, shard_relpath
 from verbeval.agreement.templates import render_context
 
@@ -178,6 +179,7 @@ def run_contexts(
         prob=np.zeros((n, f), np.float32), cum_above=np.zeros((n, f), np.float32),
         cum_below=np.zeros((n, f), np.float32), topk_ids=np.zeros((n, top_k), np.int32),
         topk_probs=np.zeros((n, top_k), np.float32), tse_p=np.full((len(row_context), 2), np.nan),
+        nonfinite=np.zeros(n, bool),
     )
     if n == 0:
         return out
@@ -221,6 +223,7 @@ def run_contexts(
         bar.update(len(idx))
 
     in_flight: tuple[Any, ...] | None = None
+    flagged: list[tuple[np.ndarray, torch.Tensor]] = []  # (contexts, whether each one's logits are all finite)
     with torch.inference_mode():
         while pending:
             idx = pending.pop(0)
@@ -228,6 +231,7 @@ def run_contexts(
                 ids, att = _pad([encoded.ids[i] for i in idx], pad_id, dev)
                 tgt = torch.as_tensor(encoded.target[idx]).to(dev, non_blocking=True)
                 picked = target_logits(lm.model, ids, att, tgt)
+                finite = torch.isfinite(picked).all(dim=-1)
                 probs = torch.softmax(picked.to(torch.float64), dim=-1)
                 p, above, below = form_statistics(probs, forms)
                 tk = torch.topk(probs, k=min(top_k, probs.shape[1]), dim=-1)
@@ -241,6 +245,7 @@ def run_contexts(
                 log.warning("out of memory at batch size %d; retrying with %d", len(idx), half)
                 pending[:0] = [idx[:half], idx[half:]]
                 continue
+            flagged.append((idx, host(finite)))
             bounds = np.stack([starts[idx], starts[idx + 1]], axis=1)
             r = np.concatenate([rows_sorted[a:b] for a, b in bounds]) if len(bounds) else np.zeros(0, np.int64)
             tse = None
@@ -261,6 +266,10 @@ def run_contexts(
             in_flight = job
         if in_flight is not None:
             collect(in_flight)
+        if cuda:
+            torch.cuda.synchronize(dev)
+        for idx, finite in flagged:
+            out.nonfinite[idx] = ~finite.numpy()
     if own_bar:
         bar.close()
     return out
@@ -319,8 +328,10 @@ class ComputedChunk:
 
 
 def compute_chunk(lm: LoadedModel, mc: ModelContext, work: GroupWork, chunk: int, n_chunks: int, *,
-                  batch_size: int = 64, progress: bool = True, bar: Any = None) -> ComputedChunk:
-    """Forward one chunk of a prepared group (nothing written)."""
+                  batch_size: int = 64, progress: bool = True, bar: Any = None,
+                  allow_nonfinite: bool = False) -> ComputedChunk:
+    """Forward one chunk of a prepared group (nothing written). Non-finite logits stop it
+    (:func:`verbeval.agreement.shards.check_finite`) unless ``allow_nonfinite``."""
     start, stop = chunk_range(len(work.contexts), n_chunks, chunk)
     chunk_ctx = work.contexts.iloc[start:stop].reset_index(drop=True)
     rc = work.row_context
@@ -333,8 +344,11 @@ def compute_chunk(lm: LoadedModel, mc: ModelContext, work: GroupWork, chunk: int
     result = run_contexts(lm, encoded, mc.form_ids, rows["context_id"].to_numpy() - start, tse_ids,
                           batch_size=batch_size, top_k=mc.meta["top_k"], progress=progress and bar is None,
                           desc=f"{work.group} {chunk + 1}/{n_chunks}", bar=bar)
+    n_bad = int(result.nonfinite.sum()) if result.nonfinite is not None else 0
+    check_finite(lm.model_id, work.group, chunk, n_chunks, n_bad, len(chunk_ctx), allow_nonfinite)
     meta = {**mc.meta, "prepend_bos": encoded.bos, "group": work.group, "chunk": chunk, "n_chunks": n_chunks,
-            "context_start": start, "context_stop": stop, "n_group_contexts": len(work.contexts)}
+            "context_start": start, "context_stop": stop, "n_group_contexts": len(work.contexts),
+            **({"n_nonfinite": n_bad} if n_bad else {})}
     return ComputedChunk(chunk_ctx, rows, result, meta)
 
 
@@ -351,6 +365,7 @@ def infer_chunk(
     top_k: int = 10,
     prepend_bos: bool | None = None,
     progress: bool = True,
+    allow_nonfinite: bool = False,
 ) -> dict[str, Any]:
     """Run one (group, chunk) and write its shard. Returns the shard metadata.
 
@@ -358,7 +373,7 @@ def infer_chunk(
     is the same computation for one shard, for scripts and tests."""
     mc = model_context(lm, lemmas, top_k, prepend_bos)
     done = compute_chunk(lm, mc, prepare_group(lm, templates, group), chunk, n_chunks, batch_size=batch_size,
-                         progress=progress)
+                         progress=progress, allow_nonfinite=allow_nonfinite)
     return write_shard(out, done.contexts, done.rows, done.result, done.meta)
 
 
@@ -375,6 +390,7 @@ def infer_model(
     prepend_bos: bool | None = None,
     progress: bool = True,
     random_init: bool = False,
+    allow_nonfinite: bool = False,
 ) -> dict[str, Any]:
     """Every shard of one model, in one process, then the store's manifest.
 
@@ -383,22 +399,27 @@ def infer_model(
 
     Shards already in the store with the same key (model version, tokenizer, lemma set, the
     group's rows, chunking, dtype, top-k, BOS) and an intact checksum are kept, so a killed run
-    resumes where it stopped. Each shard is written by a background thread while the next chunk
+    resumes where it stopped. A group is cut into at most as many chunks as it has contexts
+    (:func:`capped_chunks`). Non-finite logits stop the run
+    (:func:`verbeval.agreement.shards.check_finite`) unless ``allow_nonfinite``; the shards already
+    written stay for the rerun. Each shard is written by a background thread while the next chunk
     is computed. Returns the manifest body, with timing figures under ``"timing"`` (not written).
     """
     mc = model_context(lm, lemmas, top_k, prepend_bos)
     plan = []
     for w in (prepare_group(lm, templates, g) for g in groups):
-        for chunk in range(n_chunks):
-            def compute(bar: Any, w: GroupWork = w, chunk: int = chunk) -> Callable[[Path], dict[str, Any]]:
-                done = compute_chunk(lm, mc, w, chunk, n_chunks, batch_size=batch_size, bar=bar)
+        n = capped_chunks(len(w.contexts), n_chunks)
+        for chunk in range(n):
+            def compute(bar: Any, w: GroupWork = w, chunk: int = chunk, n: int = n) -> Callable[[Path], dict[str, Any]]:
+                done = compute_chunk(lm, mc, w, chunk, n, batch_size=batch_size, bar=bar,
+                                     allow_nonfinite=allow_nonfinite)
                 return lambda path: write_shard(path, done.contexts, done.rows, done.result, done.meta)
 
             key = shard_key({**mc.meta, "verbeval_version": None, "schema_version": SHARD_SCHEMA_VERSION,
-                             "group": w.group, "group_sha256": w.digest, "chunk": chunk, "n_chunks": n_chunks})
-            start, stop = chunk_range(len(w.contexts), n_chunks, chunk)
-            plan.append(PlannedShard(shard_relpath(w.group, chunk, n_chunks), key, stop - start, compute))
+                             "group": w.group, "group_sha256": w.digest, "chunk": chunk, "n_chunks": n})
+            start, stop = chunk_range(len(w.contexts), n, chunk)
+            plan.append(PlannedShard(shard_relpath(w.group, chunk, n), key, stop - start, compute))
     meta = {k: v for k, v in mc.meta.items() if k != "verbeval_version"}
     log.info("%s: %d groups, %d lemmas on %s", lm.model_id, len(groups), len(lemmas), describe_device(lm.device))
     return run_plan(manifest, plan, {**meta, "groups": groups, "n_chunks": n_chunks, "random_init": bool(random_init)},
-                    desc=f"inference {lm.model_id}", progress=progress)
+                    desc=f"inference {lm.model_id}", progress=progress, allow_nonfinite=allow_nonfinite)

@@ -34,6 +34,7 @@ from verbeval.agreement.aggregate import bootstrap_means
 from verbeval.agreement.eligibility import form_token_ids, single_token_ids, tokenizer_fingerprint
 from verbeval.core.errors import ShardError, VerbevalError
 from verbeval.agreement.inference import chunk_range, encode_contexts, group_contexts, group_digest
+from verbeval.agreement.shards import capped_chunks, check_finite
 from verbeval.core.io import atomic_path
 from verbeval.core.models import LoadedModel, describe_device
 from verbeval.agreement.multitoken import form_logprobs
@@ -150,7 +151,7 @@ def infer_forms_chunk(
 def _forms_chunk(lm: LoadedModel, group: str, prepared: tuple[pd.DataFrame, pd.DataFrame, np.ndarray],
                  forms: pd.DataFrame, chunk: int, n_chunks: int, fingerprint: str, forms_sha: str, *,
                  batch_size: int, prepend_bos: bool | None, progress: bool,
-                 bar: Any = None) -> Callable[[Path], dict[str, Any]]:
+                 bar: Any = None, allow_nonfinite: bool = False) -> Callable[[Path], dict[str, Any]]:
     """Compute one chunk of a group prepared once (:func:`group_contexts`); returns the function
     that writes its shard."""
     g, contexts, row_context = prepared
@@ -172,6 +173,8 @@ def _forms_chunk(lm: LoadedModel, group: str, prepared: tuple[pd.DataFrame, pd.D
                          desc=f"forms {group} {chunk + 1}/{n_chunks}")
     if bar is not None:
         bar.update(len(chunk_ctx))
+    n_bad = int((~np.isfinite(logp).all(axis=1)).sum()) if logp.size else 0
+    check_finite(lm.model_id, group, chunk, n_chunks, n_bad, len(chunk_ctx), allow_nonfinite)
     rctx = row_context[rows]
     order = np.lexsort((rows, rctx))
     offsets = np.append(np.searchsorted(rctx[order], chunk_ctx["context_id"].to_numpy(), side="left"),
@@ -187,6 +190,7 @@ def _forms_chunk(lm: LoadedModel, group: str, prepared: tuple[pd.DataFrame, pd.D
         "context_start": start, "context_stop": stop, "n_group_contexts": len(contexts), "n_contexts": len(chunk_ctx),
         "n_rows": len(rows), "schema_version": FORMS_SHARD_VERSION, "verbeval_version": __version__,
         "method": "chain-rule" if lm.kind == "causal" else "pll-word-l2r",
+        **({"n_nonfinite": n_bad} if n_bad else {}),
     }
 
     def write(out: Path) -> dict[str, Any]:
@@ -218,9 +222,12 @@ def infer_forms_model(
     batch_size: int = 256,
     prepend_bos: bool | None = None,
     progress: bool = True,
+    allow_nonfinite: bool = False,
 ) -> dict[str, Any]:
     """Every form shard of one model in one process (model loaded once; finished shards kept, so
-    a killed run resumes), then the store's manifest. See :func:`verbeval.agreement.shardstore.run_plan`."""
+    a killed run resumes), then the store's manifest. See :func:`verbeval.agreement.shardstore.run_plan`.
+    A group is cut into at most as many chunks as it has contexts; non-finite log-probabilities stop
+    the run unless ``allow_nonfinite`` (:func:`verbeval.agreement.shards.check_finite`)."""
     fp, fsha = tokenizer_fingerprint(lm.tokenizer), forms_hash(forms)
     bos = prepend_bos if lm.kind == "causal" else None
     plan = []
@@ -228,21 +235,24 @@ def infer_forms_model(
         prepared = group_contexts(templates, group, lm.kind)
         g, contexts, _ = prepared
         digest = group_digest(g)
-        for chunk in range(n_chunks):
+        n = capped_chunks(len(contexts), n_chunks)
+        for chunk in range(n):
             def compute(bar: Any, group: str = group, prepared: tuple[Any, ...] = prepared,
-                        chunk: int = chunk) -> Callable[[Path], dict[str, Any]]:
-                return _forms_chunk(lm, group, prepared, forms, chunk, n_chunks, fp, fsha,  # type: ignore[arg-type]
-                                    batch_size=batch_size, prepend_bos=prepend_bos, progress=False, bar=bar)
+                        chunk: int = chunk, n: int = n) -> Callable[[Path], dict[str, Any]]:
+                return _forms_chunk(lm, group, prepared, forms, chunk, n, fp, fsha,  # type: ignore[arg-type]
+                                    batch_size=batch_size, prepend_bos=prepend_bos, progress=False, bar=bar,
+                                    allow_nonfinite=allow_nonfinite)
 
             key = shard_key({"model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "dtype": lm.dtype,
                              "tokenizer_fingerprint": fp, "forms_sha256": fsha, "prepend_bos": bos,
                              "schema_version": FORMS_SHARD_VERSION, "group": group, "group_sha256": digest,
-                             "chunk": chunk, "n_chunks": n_chunks})
-            start, stop = chunk_range(len(contexts), n_chunks, chunk)
-            plan.append(PlannedShard(shard_relpath(group, chunk, n_chunks), key, stop - start, compute))
+                             "chunk": chunk, "n_chunks": n})
+            start, stop = chunk_range(len(contexts), n, chunk)
+            plan.append(PlannedShard(shard_relpath(group, chunk, n), key, stop - start, compute))
     meta = {"model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "dtype": lm.dtype,
             "tokenizer_fingerprint": fp, "forms_sha256": fsha, "groups": groups, "n_chunks": n_chunks}
-    return run_plan(manifest, plan, meta, desc=f"forms {lm.model_id}", progress=progress)
+    return run_plan(manifest, plan, meta, desc=f"forms {lm.model_id}", progress=progress,
+                    allow_nonfinite=allow_nonfinite)
 
 
 _CONSISTENT = ("model_id", "revision", "kind", "dtype", "tokenizer_fingerprint", "forms_sha256", "prepend_bos",

@@ -61,6 +61,12 @@ def chunk_range(n: int, n_chunks: int, chunk: int) -> tuple[int, int]:
     return int(bounds[chunk]), int(bounds[chunk + 1])
 
 
+def capped_chunks(n: int, n_chunks: int) -> int:
+    """Chunks a group of ``n`` contexts is cut into: ``n_chunks``, but never more than ``n`` (at
+    least 1), so that ``agreement.chunks`` larger than a group writes no empty shards."""
+    return max(1, min(n_chunks, n))
+
+
 def lemma_set_hash(lemmas: pd.DataFrame) -> str:
     payload = lemmas[["sing", "plur", "sing_id", "plur_id"]].to_csv(index=False).encode()
     return hashlib.sha256(payload).hexdigest()
@@ -74,6 +80,22 @@ class ChunkResult:
     topk_ids: np.ndarray  # [n, k] int32
     topk_probs: np.ndarray  # [n, k] float32
     tse_p: np.ndarray  # [R, 2] float64, probabilities of each row's (singular, plural) form; NaN if invalid
+    nonfinite: np.ndarray | None = None  # [n] bool: the context's logits held NaN or +-inf (not written)
+
+
+def check_finite(model_id: str, group: str, chunk: int, n_chunks: int, n_bad: int, n_contexts: int,
+                 allow: bool) -> None:
+    """Stop on contexts whose logits (or log-probabilities) are not finite: NaN or infinite model
+    weights give numbers otherwise, silently. With ``allow`` (``inference.allow_nonfinite``) it is a
+    warning, and the shard records ``n_nonfinite`` (the manifest and aggregate then say so)."""
+    if not n_bad:
+        return
+    where = (f"model {model_id!r}, group {group!r}: {n_bad} of {n_contexts} contexts of chunk {chunk + 1}/{n_chunks} "
+             "have non-finite logits (NaN or inf: are the model's weights damaged?)")
+    if not allow:
+        raise VerbevalError(f"{where}; nothing written for them. Check the checkpoint, or set "
+                            "inference.allow_nonfinite: true (--allow-nonfinite) to keep them as NaN scores")
+    log.warning("%s; written anyway (allow_nonfinite): their scores are NaN or meaningless", where)
 
 
 def _fixed_list(values: np.ndarray, pa_type: pa.DataType) -> pa.Array:

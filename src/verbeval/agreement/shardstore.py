@@ -6,8 +6,10 @@ themselves are not workflow outputs, so Snakemake's removal of a failed job's ou
 deletes finished work: a rerun finds them, checks them and computes only what is missing.
 
 - ``<store>/<group>/<k>-of-<n>.parquet``: the shards (written atomically).
-- ``<store>/.journal.json``: after each shard, its key (everything its content depends on) and
-  its size and sha256; a restarted process reuses a shard only when all three still match.
+- ``<store>/.journal.jsonl``: after each shard, one line appended with its key (everything its
+  content depends on) and its size and sha256; a restarted process reuses a shard only when all
+  three still match. Appending keeps the journal's cost linear in the number of shards; the
+  last line of a path wins, and a line cut short by a killed writer is ignored.
 - ``<store>/manifest.json``: the shards of the finished run in order, with size and sha256.
   Readers (:func:`manifest_shards`) verify both, so a shard damaged after it was written (a bit
   flip, a partial copy) is detected every time, not silently decoded.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -31,13 +34,14 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from verbeval.core.errors import ShardError, VerbevalError
-from verbeval.core.io import sha256_file, write_json
+from verbeval.core.io import sha256_file, write_json, write_text
 
 log = logging.getLogger(__name__)
 
 MANIFEST_VERSION = 1
 MANIFEST_NAME = "manifest.json"
-JOURNAL_NAME = ".journal.json"
+JOURNAL_NAME = ".journal.jsonl"
+OLD_JOURNAL_NAME = ".journal.json"  # earlier releases: one JSON object, rewritten after every shard (still read)
 
 
 def chunk_label(chunk: int, n_chunks: int) -> str:
@@ -60,24 +64,59 @@ class ShardStore:
     """The store directory of one model: reuse check, journal and manifest.
 
     :meth:`reusable` is called from the computing thread, :meth:`record` from the writer thread;
-    the journal is guarded by a lock and rewritten atomically after every shard.
+    the journal is guarded by a lock; :meth:`record` appends one line, :meth:`finish` rewrites it
+    once (atomically) with only the shards the manifest lists.
+
+    ``allow_nonfinite``: whether a shard written with non-finite logits (``n_nonfinite`` in its
+    entry, :func:`verbeval.agreement.shards.check_finite`) may be reused; if not, it is recomputed,
+    which stops the run with the reason.
     """
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, allow_nonfinite: bool = False) -> None:
         self.root = Path(root)
+        self.allow_nonfinite = allow_nonfinite
         self.root.mkdir(parents=True, exist_ok=True)
         # one process owns a store while it runs: temporary files are leftovers of a killed writer
         for tmp in [*self.root.glob(".*.tmp"), *self.root.glob("*/.*.tmp")]:
             tmp.unlink(missing_ok=True)
         self._lock = threading.Lock()
         self._journal: dict[str, dict[str, Any]] = {}
-        jp = self.root / JOURNAL_NAME
-        if jp.exists():
+        old = self.root / OLD_JOURNAL_NAME
+        if old.exists():
             try:
-                data = json.loads(jp.read_text())
+                data = json.loads(old.read_text())
                 self._journal = data if isinstance(data, dict) else {}
             except (OSError, ValueError):
-                log.warning("%s: unreadable journal; every shard will be recomputed", jp)
+                log.warning("%s: unreadable journal; every shard will be recomputed", old)
+        jp = self.root / JOURNAL_NAME
+        if jp.exists():
+            torn = self._read_journal(jp)
+            if torn or old.exists():  # a torn last line would swallow the next append: start clean
+                self._rewrite()
+                old.unlink(missing_ok=True)
+
+    def _read_journal(self, jp: Path) -> bool:
+        """Add the journal's lines to ``_journal`` (the last line of a path wins); True when a line
+        could not be read (a writer killed mid-line)."""
+        try:
+            text = jp.read_text()
+        except (OSError, UnicodeDecodeError):
+            log.warning("%s: unreadable journal; every shard will be recomputed", jp)
+            return True
+        torn = bool(text) and not text.endswith("\n")
+        for line in text.splitlines():
+            try:
+                entry = json.loads(line)
+                self._journal[entry.pop("path")] = entry
+            except (ValueError, KeyError, TypeError, AttributeError):
+                torn = True
+        return torn
+
+    def _rewrite(self) -> None:
+        """Replace the journal by one line per shard (atomically). Called with the lock held or
+        before the writer thread starts."""
+        write_text(self.root / JOURNAL_NAME, "".join(json.dumps({"path": r, **e}, sort_keys=True) + "\n"
+                                                     for r, e in self._journal.items()))
 
     def path(self, relpath: str) -> Path:
         return self.root / relpath
@@ -89,6 +128,8 @@ class ShardStore:
         p = self.path(relpath)
         if entry is None or entry.get("key") != key or not p.is_file():
             return None
+        if entry.get("n_nonfinite") and not self.allow_nonfinite:
+            return None
         if p.stat().st_size != entry.get("bytes") or sha256_file(p) != entry.get("sha256"):
             log.warning("%s: changed since it was written; recomputing it", p)
             return None
@@ -98,9 +139,13 @@ class ShardStore:
         """Checksum a shard just written and add it to the journal."""
         p = self.path(relpath)
         entry = {"key": key, "bytes": p.stat().st_size, "sha256": sha256_file(p), **(extra or {})}
+        line = json.dumps({"path": relpath, **entry}, sort_keys=True) + "\n"
         with self._lock:
             self._journal[relpath] = entry
-            write_json(self.root / JOURNAL_NAME, self._journal)
+            with open(self.root / JOURNAL_NAME, "a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
         return entry
 
     def finish(self, manifest: str | Path, relpaths: list[str], meta: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +160,8 @@ class ShardStore:
             stale = [r for r in self._journal if r not in keep]
             for r in stale:
                 del self._journal[r]
-            write_json(self.root / JOURNAL_NAME, self._journal)
+            self._rewrite()
+            (self.root / OLD_JOURNAL_NAME).unlink(missing_ok=True)
         for p in self.root.glob("*/*"):
             rel = p.relative_to(self.root).as_posix()
             if p.is_file() and p.suffix == ".parquet" and rel not in keep:
@@ -172,7 +218,7 @@ class PlannedShard:
 
 
 def run_plan(manifest: str | Path, plan: list[PlannedShard], meta: dict[str, Any], *, desc: str = "inference",
-             progress: bool = True) -> dict[str, Any]:
+             progress: bool = True, allow_nonfinite: bool = False) -> dict[str, Any]:
     """Compute the shards of ``plan`` that the store lacks, then write the manifest.
 
     Shards already in the store with the same key and an intact checksum are kept (a killed run
@@ -180,7 +226,7 @@ def run_plan(manifest: str | Path, plan: list[PlannedShard], meta: dict[str, Any
     is computed. Returns the manifest body, plus timing figures under ``"timing"`` (not written).
     """
     t_start = time.perf_counter()
-    store = ShardStore(Path(manifest).parent)
+    store = ShardStore(Path(manifest).parent, allow_nonfinite)
     todo = [p for p in plan if store.reusable(p.relpath, p.key) is None]
     n_todo = sum(p.n_contexts for p in todo)
     log.info("%s: %d shards, %d to compute (%d contexts), %d kept", desc, len(plan), len(todo), n_todo,
@@ -194,7 +240,10 @@ def run_plan(manifest: str | Path, plan: list[PlannedShard], meta: dict[str, Any
 
             def job(write: Callable[[Path], dict[str, Any]] = write, p: PlannedShard = p) -> None:
                 m = write(store.path(p.relpath))
-                store.record(p.relpath, p.key, {"n_contexts": m.get("n_contexts")})
+                extra = {"n_contexts": m.get("n_contexts")}
+                if m.get("n_nonfinite"):
+                    extra["n_nonfinite"] = m["n_nonfinite"]
+                store.record(p.relpath, p.key, extra)
 
             writer.submit(job)
     finally:
@@ -288,4 +337,21 @@ def incomplete_store(manifest: str | Path) -> str | None:
             return f"{s.path} is missing"
         if s.path.stat().st_size != s.bytes:
             return f"{s.path} has changed size"
-    return None
+    return missing_entry(p, shards)
+
+
+def missing_entry(manifest: Path, shards: list[ListedShard]) -> str | None:
+    """A shard a manifest should list but does not (a chunk ``k-of-n`` of a listed group, or a
+    group of its ``meta.groups`` without shards), else None."""
+    chunks: dict[str, set[str]] = {}
+    for s in shards:
+        chunks.setdefault(s.group, set()).add(s.path.name)
+    for group, names in chunks.items():
+        n = int(next(iter(names)).split("-of-")[-1].split(".")[0])
+        want = [f"{chunk_label(k, n)}.parquet" for k in range(n)]
+        lacking = [w for w in want if w not in names]
+        if lacking:
+            return f"it lists no entry for {group}/{lacking[0]}"
+    groups = (read_manifest(manifest).get("meta") or {}).get("groups") or []
+    absent = [g for g in groups if g not in chunks]
+    return f"it lists no shards of group {absent[0]!r}" if absent else None

@@ -82,11 +82,28 @@ _CLOSED_CLASS: dict[str, Number] = {
 def _read_text(p: Path, encoding: str) -> str:
     """The whole file, or :class:`InputError` naming it (missing, unreadable, not ``encoding``)."""
     try:
-        return p.read_text(encoding=encoding)
+        data = p.read_bytes()
     except FileNotFoundError:
         raise InputError(p, "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(p, f"cannot read file: {exc}") from None
+    except OSError as exc:
+        raise InputError(p, f"cannot read file: {exc.strerror or exc}") from None
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputError(p, f"not {exc.encoding.removesuffix('-sig').upper()} text: byte 0x{data[exc.start]:02x} at "
+                            f"column {column} ({exc.reason}); save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)",
+                         line) from None
+
+
+def _lines(text: str) -> list[str]:
+    """Lines split at ``\\n`` only (``\\r\\n`` too): ``str.splitlines`` also splits at U+2028 and
+    other characters that JSON allows inside a string."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
 
 
 def _strip_final_period(tokens: list[str]) -> list[str]:
@@ -485,6 +502,26 @@ def _checked_label(label: Number | None, correct: str, incorrect: str) -> Number
     return label
 
 
+#: words after which a differing word is a noun or adjective, not the finite verb of an agreement pair
+_DETERMINERS = frozenset("a an the this that these those each every some any no my your his her its our their "
+                         "several many few both all".split())
+
+
+def suspicious_pair(left: str, correct: str, incorrect: str, label_given: bool) -> str | None:
+    """Why a custom pair's differing word may not be its verb (``"the dog runs"/"the dogs runs"``),
+    else None: it follows a determiner, or its number could not be derived from the forms and
+    rests on the given label alone."""
+    before = left.split()[-1].lower() if left.split() else ""
+    if before in _DETERMINERS:
+        return f"the differing word {correct!r}/{incorrect!r} follows {before!r}: a noun, not the verb?"
+    if label_given:
+        try:
+            derive_number(correct, incorrect)
+        except ValueError:
+            return f"{correct!r}/{incorrect!r} is not a verb pair verbeval knows (the label alone gives the number)"
+    return None
+
+
 def _custom_row(obj: Any) -> tuple[str, str, str, str, Number, str, str]:
     """One record of a pair file -> ``(left, right, correct, incorrect, label, pair_id, note)``."""
     if not isinstance(obj, dict):
@@ -536,7 +573,7 @@ def _custom_row(obj: Any) -> tuple[str, str, str, str, Number, str, str]:
 
 def _jsonl_records(text: str) -> Iterator[tuple[int, str, Any]]:
     """``(line, raw, object or ValueError)`` of each non-blank line."""
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    for lineno, raw in enumerate(_lines(text), start=1):
         if not raw.strip():
             continue
         try:
@@ -552,7 +589,7 @@ def _csv_records(p: Path, text: str) -> Iterator[tuple[int, str, Any]]:
     Raises:
         InputError: at line 1 for a missing header, a repeated or unknown column.
     """
-    lines = text.splitlines()
+    lines = _lines(text)
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = [h.strip() for h in next(reader)]
@@ -632,6 +669,7 @@ def read_custom_pairs(
     rejects: list[dict[str, Any]] = []
     seen_pairs: dict[tuple[str, str, str, str], int] = {}
     seen_ids: dict[str, int] = {}
+    doubtful: list[tuple[int, str]] = []
     for lineno, raw, obj in records:
         try:
             if isinstance(obj, ValueError):
@@ -650,6 +688,9 @@ def read_custom_pairs(
         seen_pairs[key] = lineno
         if pair_id:
             seen_ids[pair_id] = lineno
+        why = suspicious_pair(left, correct, incorrect, isinstance(obj, dict) and obj.get("label") is not None)
+        if why:
+            doubtful.append((lineno, why))
         rows.append({
             "group": group, "source": source, "line": lineno, "left": left, "right": right,
             "correct": correct, "incorrect": incorrect, "label": label, "plural": label == "plural",
@@ -657,6 +698,10 @@ def read_custom_pairs(
         })
     if rejects:
         log.warning("%s: skipped %d row(s)", p, len(rejects))
+    if doubtful:
+        lines = ", ".join(str(n) for n, _ in doubtful[:10]) + (", ..." if len(doubtful) > 10 else "")
+        log.warning("%s:%d: %s (%d pair(s) like this, line(s) %s): check that the word that differs is the verb",
+                    p, doubtful[0][0], doubtful[0][1], len(doubtful), lines)
     _check_nonempty(p, rows, rejects, skip_bad_rows, source, group)
     return _typed(rows, TEMPLATE_COLUMNS), _typed(rejects, REJECT_COLUMNS)
 

@@ -7,6 +7,7 @@ and the CLI both validate through :func:`validate_config`.
 from __future__ import annotations
 
 import copy
+import difflib
 import fnmatch
 import os
 import re
@@ -115,11 +116,15 @@ def validate_config(config: dict[str, Any], source: str = "config",
         err = errors[0]
         keypath = list(err.absolute_path)
         key_of_origin = keypath
+        hint = ""
         if err.validator == "additionalProperties" and isinstance(err.instance, Mapping):
-            extra = sorted(set(map(str, err.instance)) - set(err.schema.get("properties", {})))
+            known = list(err.schema.get("properties", {}))
+            extra = sorted(set(map(str, err.instance)) - set(known))
             key_of_origin = keypath + extra[:1]
-        raise VerbevalError(f"{origin(key_of_origin)}: invalid value at {_where(keypath)}: {err.message}")
+            hint = did_you_mean(extra[0], known) if extra else ""
+        raise VerbevalError(f"{origin(key_of_origin)}: invalid value at {_where(keypath)}: {err.message}{hint}")
     try:
+        check_agreement(config)
         entries = model_entries(config)
         check_table_models(config, entries)
     except EntryError as exc:
@@ -147,6 +152,32 @@ def model_id_problem(model_id: str, gguf_file: str | None = None) -> str | None:
         problem = (f"{model_id!r} is neither a local folder nor a hub id (NAME or ORG/NAME of letters, digits, "
                    "'.', '_' and '-'); write a local folder as a path (./NAME)")
     return problem
+
+
+def did_you_mean(word: str, known: Sequence[str]) -> str:
+    """`` (did you mean `x`?)`` for the closest of ``known`` to a misspelt key, else ``""``."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+#: Table 2 reads EW and MW at this top-p cutoff (verbeval.agreement.tables.table2)
+TABLE2_CUTOFF = 1.0
+
+
+def check_agreement(config: Mapping[str, Any]) -> None:
+    """Agreement settings the schema cannot express; raises :class:`EntryError` naming the key.
+
+    ``agreement.groups: []`` with no ``custom_groups`` selects nothing to evaluate; Table 2 reads
+    EW and MW at top-p 1.0, so ``agreement.top_cutoffs`` must include it.
+    """
+    agr = config.get("agreement") or {}
+    if agr.get("groups") == [] and not agr.get("custom_groups"):
+        raise EntryError(["agreement", "groups"], "[] selects no group and agreement.custom_groups is empty, so "
+                                                  "there is nothing to evaluate: list group ids, or null for all")
+    cuts = agr.get("top_cutoffs")
+    if cuts is not None and not any(abs(float(c) - TABLE2_CUTOFF) < 1e-9 for c in cuts):
+        raise EntryError(["agreement", "top_cutoffs"], f"{cuts} lacks 1.0: Table 2 reports EW and MW at top-p 1.0 "
+                                                       "(the whole vocabulary); add 1.0")
 
 
 def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int], str]]:

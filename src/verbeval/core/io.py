@@ -108,8 +108,10 @@ def remove_stale_temporaries(path: str | Path) -> list[Path]:
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` if the block succeeds.
 
-    On any exception the temporary file is removed and ``path`` is left untouched. Temporaries of
-    ``path`` left by a killed writer are removed first (:func:`remove_stale_temporaries`).
+    On any exception the temporary file is removed and ``path`` is left untouched; an ``OSError``
+    that names no file (disk full inside a library's writer) is given ``path`` as its file, so the
+    one-line error says which output failed. Temporaries of ``path`` left by a killed writer are
+    removed first (:func:`remove_stale_temporaries`).
     """
     dest = Path(path)
     make_parent(dest)
@@ -121,9 +123,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; follow the umask like open() does
         yield tmp_path
         os.replace(tmp_path, dest)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+        if type(exc) is OSError and exc.filename is None:  # not a subclass, which names its own file
+            exc.filename = str(dest)
         raise
     finally:
         os.close(fd)
@@ -205,7 +209,8 @@ def describe_os_error(exc: OSError, path: str | Path | None = None) -> str:
     if exc.filename2 is not None:
         where = f"{exc.filename} -> {exc.filename2}"
     reason = exc.strerror
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    raw = str(exc.args[0]) if exc.strerror is None and len(exc.args) == 1 else str(exc)  # str() shows a set filename
+    text = raw.strip().splitlines()[0] if raw.strip() else ""
     if not reason:
         code = next((c for t, c in _OS_REASONS if isinstance(exc, t)), None)
         if code is not None:

@@ -594,6 +594,18 @@ def layer_curve(table: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- one model, end to end
 
 
+def check_finite_vectors(model_id: str, verbs: Sequence[str], reps: dict[str, np.ndarray]) -> None:
+    """Stop when a representation holds NaN or inf (damaged weights): the similarities, and every
+    correlation, would otherwise be computed from them silently."""
+    bad = {name: int((~np.isfinite(v).all(axis=1)).sum()) for name, v in reps.items()}
+    bad = {k: n for k, n in bad.items() if n}
+    if bad:
+        first = next(iter(bad))
+        raise VerbevalError(f"model {model_id!r}: non-finite verb vectors (NaN or inf: are the model's weights "
+                            f"damaged?) in {len(bad)} representation(s), first {first}: {bad[first]} of "
+                            f"{len(verbs)} verbs; nothing written")
+
+
 def score_model(pairs: pd.DataFrame, model_id: str, *, revision: str | None = None, gguf_file: str | None = None,
                 frames: Sequence[str] = ("to {verb}",), multi_token: str = "mean", batch_size: int = 64,
                 device: str = "auto", progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -602,6 +614,7 @@ def score_model(pairs: pd.DataFrame, model_id: str, *, revision: str | None = No
     model, tok, dev = load_encoder(model_id, revision, device, gguf_file)
     verbs = sorted(set(pairs["verb1"]) | set(pairs["verb2"]))
     vt, reps = verb_vectors(model, tok, verbs, frames, batch_size, dev, progress)
+    check_finite_vectors(model_id, verbs, reps)
     sims, vt = pair_similarities(pairs, vt, reps, multi_token)
     sims = pairs.merge(sims, on="pair", how="right", validate="one_to_many")
     return sims[PAIR_COLUMNS + SIM_COLUMNS[1:]], vt
