@@ -46,7 +46,7 @@ def register(add: Add, cli: Callable[[Sequence[str]], int]) -> None:
                         "with the reason printed, when none is there)")
     s.add_argument("--gguf", nargs="*", default=[], metavar="FILE",
                    help="GGUF model files of the real part (e.g. SmolLM2-135M, Gemma 3 270M; docs/performance.md), "
-                        "converted once into WORKDIR/real-models")
+                        "dequantised to float32 by transformers")
     s.add_argument("--repeats", type=int, help="timed rounds of the real part, best of (default 1 quick, 3 full)")
     s.add_argument("--snakemake-config", help="config of the snakemake part (default: --config)")
     s.add_argument("--snakemake-cores", type=int, default=2, help="--cores of the snakemake part")

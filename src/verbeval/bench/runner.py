@@ -401,7 +401,7 @@ def bench_throughput(specs: Sequence[ModelSpec], shared: Path, models_dir: Path,
                      lexicon: pd.DataFrame, *, n_contexts: int, cpu_batch: int, gpu_batch: int,
                      threads: int, repeats: int) -> dict[str, Any]:
     from verbeval.agreement.eligibility import eligible_lemmas
-    from verbeval.core.models import load_model
+    from verbeval.core.models import LoadedModel, is_cased, torch_dtype
 
     torch.set_num_threads(threads)
     setups = [("cpu", "float32", cpu_batch)]
@@ -431,20 +431,14 @@ def bench_throughput(specs: Sequence[ModelSpec], shared: Path, models_dir: Path,
 # --------------------------------------------------------------------------- 3b. real models
 
 
-def convert_gguf(gguf: Path, cache: Path) -> Path:
-    """A Hugging Face folder of the model in ``gguf`` (dequantised to float32 by transformers),
-    converted once into ``cache/<file stem>`` and reused (converting a GGUF takes about a minute)."""
-    out = cache / gguf.stem
-    if not (out / "config.json").exists():
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_gguf(gguf: Path) -> tuple[torch.nn.Module, Any]:
+    """The causal LM and tokenizer in ``gguf``, dequantised to float32 by transformers (a GGUF
+    model cannot be saved again as a Hugging Face folder, so it is converted on every load)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        tmp = out.with_name(out.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(tmp)
-        AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(tmp)
-        shutil.rmtree(out, ignore_errors=True)
-        tmp.rename(out)
-    return out
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    return model.eval(), tok
 
 
 def pipeline_against_forward(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int,
@@ -486,13 +480,13 @@ def pipeline_against_forward(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarr
             "postprocess_ms_per_context": round((best["pipeline"] - best["forward"]) / len(contexts) * 1000, 3)}
 
 
-def bench_real(ggufs: Sequence[str | Path], cache: Path, templates: pd.DataFrame, lexicon: pd.DataFrame, *,
+def bench_real(ggufs: Sequence[str | Path], templates: pd.DataFrame, lexicon: pd.DataFrame, *,
                n_contexts: int, cpu_batch: int, gpu_batch: int, threads: int, repeats: int) -> dict[str, Any]:
     """:func:`pipeline_against_forward` for real pretrained models given as GGUF files, on CPU
     (float32) and, where CUDA is present, on GPU (float32 and bfloat16). Files that are missing
     are skipped with the reason printed (and recorded)."""
     from verbeval.agreement.eligibility import eligible_lemmas
-    from verbeval.core.models import load_model
+    from verbeval.core.models import LoadedModel, is_cased, torch_dtype
 
     torch.set_num_threads(threads)
     setups = [("cpu", "float32", cpu_batch)]
@@ -501,18 +495,22 @@ def bench_real(ggufs: Sequence[str | Path], cache: Path, templates: pd.DataFrame
     rows: list[dict[str, Any]] = []
     skipped = real_model_skips(ggufs)
     for path in (Path(g) for g in ggufs if Path(g).is_file()):
-        folder = convert_gguf(path, cache)
-        for device, dtype, bs in setups:
-            lm = load_model(str(folder), device=device, dtype=dtype)
+        t0 = time.perf_counter()
+        model, tok = load_gguf(path)
+        load_s = round(time.perf_counter() - t0, 1)
+        for device, dtype, bs in setups:  # float32 on CPU first: the casts only go down
+            dev = torch.device(device)
+            lm = LoadedModel(str(path), model.to(dev, torch_dtype(dtype)), tok, "causal", is_cased(tok), dev, dtype,
+                             f"gguf:{path.name}")
             ctx = _contexts_sample(templates, lm.kind, n_contexts * (8 if device == "cuda" else 1))
             forms = eligible_lemmas(lexicon, lm.tokenizer)[["sing_id", "plur_id"]].to_numpy(np.int64).reshape(-1)
             r = pipeline_against_forward(lm, ctx, forms, bs, repeats)
-            rows.append({"model": path.name, "vocab": len(lm.tokenizer), "n_forms": len(forms), "device": device,
+            rows.append({"model": path.name, "load_s": load_s, "vocab": len(tok), "n_forms": len(forms), "device": device,
                          "dtype": dtype, "threads": threads if device == "cpu" else None, **r, "load_avg": _load()})
             log.info("bench real: %s", rows[-1])
-            del lm
-            if device == "cuda":
-                torch.cuda.empty_cache()
+        del model, lm
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
     return {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "skipped": skipped,
             "results": rows}
 
@@ -810,7 +808,7 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
     if "real" in parts and "real" not in report:
         tpl = pd.read_parquet(workdir / "agreement" / "templates.parquet")
         lex = pd.read_parquet(workdir / "agreement" / "lexicon.parquet")
-        report["real"] = bench_real(ggufs, workdir / "real-models", tpl, lex, n_contexts=128 if quick else 256,
+        report["real"] = bench_real(ggufs, tpl, lex, n_contexts=128 if quick else 256,
                                     cpu_batch=cpu_batch, gpu_batch=gpu_batch, threads=threads,
                                     repeats=repeats if repeats is not None else (1 if quick else 3))
     if "baseline" in parts:
