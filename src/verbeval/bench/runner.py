@@ -401,7 +401,7 @@ def bench_throughput(specs: Sequence[ModelSpec], shared: Path, models_dir: Path,
                      lexicon: pd.DataFrame, *, n_contexts: int, cpu_batch: int, gpu_batch: int,
                      threads: int, repeats: int) -> dict[str, Any]:
     from verbeval.agreement.eligibility import eligible_lemmas
-    from verbeval.core.models import LoadedModel, is_cased, torch_dtype
+    from verbeval.core.models import load_model
 
     torch.set_num_threads(threads)
     setups = [("cpu", "float32", cpu_batch)]
