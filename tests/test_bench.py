@@ -335,3 +335,17 @@ def test_form_statistics_equals_numpy_lexsort_reference(monkeypatch: pytest.Monk
         assert distinct_ties > agreement._COMPARED_TIES or kind == "peaked"
     if kind == "tied":  # the compare branch
         assert 0 < distinct_ties <= agreement._COMPARED_TIES
+
+
+def test_real_part_skips_without_gguf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No GGUF file there: the real part prints why, records it, and runs no workflow."""
+    from verbeval.bench.runner import run_bench
+
+    missing = tmp_path / "absent.gguf"
+    report = run_bench(out=tmp_path / "bench.json", quick=True, config="config/ci.yaml", shared=tmp_path,
+                       workdir=tmp_path / "wd", parts=["real"], ggufs=[str(missing)],
+                       cli=lambda argv: pytest.fail(f"no workflow expected: {argv}"))
+    assert report["real"]["results"] == []
+    assert report["real"]["skipped"] == [f"{missing}: no such GGUF file: skipped"]
+    assert f"bench real: {missing}: no such GGUF file: skipped" in capsys.readouterr().out
+    assert "workflow" not in report and not (tmp_path / "wd").exists()
