@@ -268,3 +268,84 @@ def test_postprocess_bench_rows(capsys: pytest.CaptureFixture[str]) -> None:
         assert math.isclose(r["contexts_per_s"], 1000 / r["ms_per_context"], rel_tol=0.01)
     print_report({"quick": True, "machine": {"load_avg_start": [0.0]}, "postprocess": res})
     assert "vocab    7000, 40 forms, bfloat16 logits, batch 4" in capsys.readouterr().out
+
+
+def _numpy_reference(p: np.ndarray, form_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mass above / below each form, written independently: a float64 lexsort by (-p, id) of every
+    row, and the running sums of its descending and ascending values."""
+    b, v = p.shape
+    above, below = np.zeros((b, len(form_ids))), np.zeros((b, len(form_ids)))
+    for i in range(b):
+        order = np.lexsort((np.arange(v), -p[i]))  # descending probability, ties by id
+        rank = np.empty(v, dtype=np.int64)
+        rank[order] = np.arange(v)
+        desc = p[i][order]
+        down, up = np.cumsum(desc), np.cumsum(desc[::-1])
+        r = rank[form_ids]
+        above[i] = np.where(r > 0, down[np.maximum(r - 1, 0)], 0.0)
+        below[i] = np.where(r < v - 1, up[np.maximum(v - 2 - r, 0)], 0.0)
+    return above, below
+
+
+def _distribution(kind: str, rng: np.random.Generator, b: int, v: int) -> np.ndarray:
+    logits = rng.standard_normal((b, v)) * 3.0
+    if kind == "float32":  # a float32 model: a few exact ties in a large vocabulary
+        logits = logits.astype(np.float32).astype(np.float64)
+    elif kind == "bfloat16":  # most of the vocabulary shares a few hundred values
+        logits = torch.from_numpy(logits).to(torch.bfloat16).double().numpy()
+    elif kind == "rounded":  # many ties, each value shared by a few items
+        logits = logits.round(1)
+    elif kind == "peaked":  # p = 1 saturation: float64 cumulative sums reach exactly 1.0
+        logits = logits * 300.0
+    p = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()
+    if kind == "peaked":
+        p[0] = 0.0
+        p[0, 5] = 1.0  # one-hot: every other item tied at zero
+    return p
+
+
+@pytest.mark.parametrize("kind", ["random", "float32", "bfloat16", "tied", "rounded", "peaked"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_form_statistics_equals_numpy_lexsort_reference(monkeypatch: pytest.MonkeyPatch, kind: str, threads: int) -> None:
+    """Bit for bit the sums of an independent full lexsort, on CPU, one thread and several; and,
+    order aside, the definition (the total mass of the items ranked above / below each form)."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    rng = np.random.default_rng(7)
+    v = 20_000 if kind in ("float32", "bfloat16") else 3000
+    p = _distribution(kind, rng, 5, v)
+    forms = np.concatenate([[0, 5, v - 1], rng.choice(v, 400, replace=False)])
+    if kind == "tied":  # a form tied with a vocabulary item on each side of its id, and two tied forms
+        p[:, [10, 11, 12]] = p[:, [11]]
+        p[:, 20] = p[:, 21] = p[:, 22]
+        forms = np.concatenate([forms, [11, 21, 22]])
+    prob, above, below = form_statistics(torch.from_numpy(p), torch.from_numpy(forms))
+    want_above, want_below = _numpy_reference(p, forms)
+    np.testing.assert_array_equal(prob.numpy(), p[:, forms])
+    np.testing.assert_array_equal(above.numpy(), want_above)
+    np.testing.assert_array_equal(below.numpy(), want_below)
+    ids = np.arange(v)
+    for i in range(len(p)):  # the definition, for a few forms: mass strictly above / below in (-p, id) order
+        for f in forms[:4].tolist() + forms[-2:].tolist():
+            higher = (p[i] > p[i, f]) | ((p[i] == p[i, f]) & (ids < f))
+            lower = (p[i] < p[i, f]) | ((p[i] == p[i, f]) & (ids > f))
+            assert above[i, forms.tolist().index(f)].item() == pytest.approx(math.fsum(p[i][higher]), rel=1e-12, abs=1e-300)
+            assert below[i, forms.tolist().index(f)].item() == pytest.approx(math.fsum(p[i][lower]), rel=1e-12, abs=1e-300)
+    distinct_ties = max(len(np.unique(p[i, forms][(p[i][None, :] == p[i, forms][:, None]).sum(1) > 1])) for i in range(len(p)))
+    if kind in ("bfloat16", "rounded", "peaked"):  # the argsort branch of the tie count
+        assert distinct_ties > agreement._COMPARED_TIES or kind == "peaked"
+    if kind == "tied":  # the compare branch
+        assert 0 < distinct_ties <= agreement._COMPARED_TIES
+
+
+def test_real_part_skips_without_gguf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No GGUF file there: the real part prints why, records it, and runs no workflow."""
+    from verbeval.bench.runner import run_bench
+
+    missing = tmp_path / "absent.gguf"
+    report = run_bench(out=tmp_path / "bench.json", quick=True, config="config/ci.yaml", shared=tmp_path,
+                       workdir=tmp_path / "wd", parts=["real"], ggufs=[str(missing)],
+                       cli=lambda argv: pytest.fail(f"no workflow expected: {argv}"))
+    assert report["real"]["results"] == []
+    assert report["real"]["skipped"] == [f"{missing}: no such GGUF file: skipped"]
+    assert f"bench real: {missing}: no such GGUF file: skipped" in capsys.readouterr().out
+    assert "workflow" not in report and not (tmp_path / "wd").exists()

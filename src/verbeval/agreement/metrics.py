@@ -36,6 +36,7 @@ Example (the paper's Table 1 toy: one plural context, two lemmas)::
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -107,18 +108,7 @@ def _numpy_path(t: torch.Tensor) -> bool:
     return t.device.type == "cpu"
 
 
-def _sorted_ascending(probs: torch.Tensor) -> torch.Tensor:
-    """Each row's values in ascending order (values only: no permutation is needed).
-
-    On CPU this is numpy's SIMD sort, an order of magnitude faster than ``torch.sort`` (which
-    always computes the permutation too); elsewhere ``torch.sort``.
-    """
-    if _numpy_path(probs):
-        return torch.from_numpy(np.sort(probs.numpy(), axis=-1))
-    return torch.sort(probs, dim=-1).values
-
-
-#: rows with more tied forms than this are ranked by a full stable sort (see form_statistics)
+#: on accelerators, rows with more tied forms than this are ranked by a full stable sort (see form_statistics)
 MAX_COUNTED_TIES = 8
 
 
@@ -132,11 +122,8 @@ def _stable_ranks(probs: torch.Tensor, form_ids: torch.Tensor) -> torch.Tensor:
 
 
 def _tie_rank(probs: torch.Tensor, rows: torch.Tensor, form_ids: torch.Tensor, block: int = 256) -> torch.Tensor:
-    """For each (row, form) pair, how many vocabulary items with a smaller id have exactly its probability."""
-    if _numpy_path(probs):  # at most MAX_COUNTED_TIES pairs per row: one slice compare each
-        p, r_np, f_np = probs.numpy(), rows.numpy(), form_ids.numpy()
-        counts = [np.count_nonzero(p[r, :f] == p[r, f]) for r, f in zip(r_np.tolist(), f_np.tolist())]
-        return torch.tensor(counts, dtype=torch.long)
+    """For each (row, form) pair, how many vocabulary items with a smaller id have exactly its
+    probability (accelerators; on CPU :func:`_tie_counts`)."""
     out = torch.empty(len(rows), dtype=torch.long, device=probs.device)
     ar = torch.arange(probs.shape[1], device=probs.device)
     for s in range(0, len(rows), block):
@@ -145,24 +132,6 @@ def _tie_rank(probs: torch.Tensor, rows: torch.Tensor, form_ids: torch.Tensor, b
         eq = (pr == pr.gather(1, f.unsqueeze(1))) & (ar.unsqueeze(0) < f.unsqueeze(1))
         out[s : s + block] = eq.sum(dim=1)
     return out
-
-
-def _count_at_most(asc: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """``searchsorted(asc, values, right=True)`` row by row.
-
-    On CPU the queries are sorted first and searched with numpy, whose binary search starts from
-    the previous key's answer when the keys increase: about twice as fast as ``torch.searchsorted``
-    with 2,000 forms in a 30,000-item vocabulary. Same integers.
-    """
-    if not _numpy_path(asc):
-        return torch.searchsorted(asc, values, right=True)
-    a, v = asc.numpy(), values.numpy()
-    order = np.argsort(v, axis=-1)
-    ranked = np.take_along_axis(v, order, axis=-1)
-    out = np.empty(v.shape, dtype=np.int64)
-    for i in range(v.shape[0]):  # one binary-search pass per context (rows of a batch)
-        out[i, order[i]] = np.searchsorted(a[i], ranked[i], side="right")
-    return torch.from_numpy(out)
 
 
 def form_statistics(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -176,18 +145,20 @@ def form_statistics(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.
     are needed: the mass above a form is the running sum of the descending values up to its rank,
     the mass below the running sum of the ascending values, and a form's rank is the number of
     items more probable than it (a binary search in the sorted values) plus the number of equally
-    probable items with a smaller id (counted exactly, only for the rare tied forms). The sums
-    are accumulated in the same order as a full stable sort would give, so the results are
-    identical to sorting the vocabulary with its permutation, at a fraction of the cost.
+    probable items with a smaller id (counted exactly, only for tied forms: :func:`_tie_rank`). The
+    sums are accumulated in the same order as a full stable sort would give, so the results are
+    identical, bit for bit, to sorting the vocabulary with its permutation, at a fraction of the cost.
     """
     if probs.dtype != torch.float64:
         raise TypeError("form_statistics needs float64 probabilities")
     b, v = probs.shape
-    asc = _sorted_ascending(probs)
+    if _numpy_path(probs):
+        return _form_statistics_numpy(probs, form_ids)
+    asc = torch.sort(probs, dim=-1).values
     asc_cum = torch.cumsum(asc, dim=-1)  # mass of the i+1 least probable items
     desc_cum = torch.cumsum(torch.flip(asc, dims=[-1]), dim=-1)  # mass of the i+1 most probable items
     p_f = probs[:, form_ids].contiguous()
-    le = _count_at_most(asc, p_f)  # items with probability <= p_f (the form included)
+    le = torch.searchsorted(asc, p_f, right=True)  # items with probability <= p_f (the form included)
     rank = v - le  # items strictly more probable
     tied = (le >= 2) & (asc.gather(1, (le - 2).clamp(min=0)) == p_f)  # another item has the same probability
     if bool(tied.any()):
@@ -206,6 +177,98 @@ def form_statistics(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.
     below_idx = v - 2 - rank  # ascending position of the form, minus one
     below = torch.where(below_idx >= 0, asc_cum.gather(1, below_idx.clamp(min=0)), zero)
     return p_f, above, below
+
+
+def _form_statistics_numpy(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`form_statistics` on CPU, one context at a time (each row's arrays stay in cache).
+
+    Per context: numpy's SIMD sort of the values (no permutation), two sorted binary searches of
+    the forms, the exact tie count of :func:`_tie_counts` for the forms that share their probability
+    with another item, and two one-dimensional ``torch.cumsum`` (the same sequential float64 sums
+    as a full sort's cumulative sum, several times faster than the row-wise two-dimensional one).
+    The contexts are shared among ``torch.get_num_threads()`` threads (numpy and torch release the
+    GIL in these calls).
+    """
+    p_all, ids = probs.numpy(), form_ids.numpy().astype(np.int64, copy=False)
+    b, v = p_all.shape
+    p_f = np.ascontiguousarray(p_all[:, ids])
+    above = np.zeros((b, len(ids)))
+    below = np.zeros((b, len(ids)))
+
+    def rows(start: int, stop: int) -> None:
+        cum = torch.empty(v, dtype=torch.float64)
+        for i in range(start, stop):
+            above[i], below[i] = _row_statistics(p_all[i], p_f[i], ids, cum)
+
+    workers = max(1, min(torch.get_num_threads(), b, _MAX_THREADS))
+    bounds = np.linspace(0, b, workers + 1).astype(int)
+    if workers == 1:
+        rows(0, b)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            for fut in [pool.submit(rows, int(x), int(y)) for x, y in zip(bounds[:-1], bounds[1:])]:
+                fut.result()
+    return torch.from_numpy(p_f), torch.from_numpy(above), torch.from_numpy(below)
+
+
+#: most threads :func:`_form_statistics_numpy` shares a batch among
+_MAX_THREADS = 16
+
+
+def _row_statistics(p: np.ndarray, pf: np.ndarray, ids: np.ndarray, cum: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Mass above and mass below each form of one context (``pf = p[ids]``); ``cum``: ``[V]`` scratch."""
+    v = len(p)
+    asc = np.sort(p)
+    order = np.argsort(pf)
+    ranked = pf[order]
+    le = np.empty(len(pf), dtype=np.int64)
+    le[order] = np.searchsorted(asc, ranked, side="right")  # items <= p_f, the form included
+    lt = np.empty(len(pf), dtype=np.int64)
+    lt[order] = np.searchsorted(asc, ranked, side="left")  # items < p_f
+    rank = v - le  # items strictly more probable
+    tied = le - lt >= 2  # another item has the same probability
+    if tied.any():
+        rank[tied] += _tie_counts(p, asc, pf[tied], lt[tied], ids[tied])
+    torch.cumsum(torch.from_numpy(asc[::-1].copy()), 0, out=cum)  # mass of the k+1 most probable items
+    c = cum.numpy()
+    above = np.where(rank > 0, c[np.maximum(rank - 1, 0)], 0.0)
+    below_idx = v - 2 - rank  # ascending position of the form, minus one
+    torch.cumsum(torch.from_numpy(asc), 0, out=cum)  # mass of the k+1 least probable items
+    below = np.where(below_idx >= 0, c[np.maximum(below_idx, 0)], 0.0)
+    return above, below
+
+
+#: up to this many distinct tied values, :func:`_tie_counts` compares the vocabulary with each
+#: (one fast pass each); beyond it, it argsorts the row
+_COMPARED_TIES = 8
+
+
+def _tie_counts(p: np.ndarray, asc: np.ndarray, values: np.ndarray, starts: np.ndarray,
+                form_ids: np.ndarray) -> np.ndarray:
+    """For each tied form (``values[j]`` = ``p[form_ids[j]]``, first found at ``asc[starts[j]]`` in
+    the ascending values ``asc``), how many items of ``p`` with a smaller id have exactly its probability.
+
+    With few distinct tied values (float32 logits), the row is compared with each of them (one
+    fast pass each). With many (low-precision logits such as bfloat16, where most of the
+    vocabulary shares a handful of values), the row is argsorted once, the items are keyed by
+    (start of their run of equal values, id), and each form's count is a binary search in the
+    sorted keys.
+    """
+    uniq = np.unique(values)
+    if len(uniq) <= _COMPARED_TIES:
+        vi = np.searchsorted(uniq, values)
+        equal_ids = [np.flatnonzero(p == u) for u in uniq]  # ascending ids of the items equal to each value
+        return np.array([np.searchsorted(equal_ids[j], f) for j, f in zip(vi.tolist(), form_ids.tolist())],
+                        dtype=np.int64)
+    n = len(p)
+    order = np.argsort(p)  # ascending; equal values in any order
+    new_run = np.empty(n, dtype=bool)
+    new_run[0] = True
+    np.not_equal(asc[1:], asc[:-1], out=new_run[1:])
+    run_start = np.maximum.accumulate(np.where(new_run, np.arange(n), 0))
+    keys = run_start * n + order  # (run, id): sorted, the runs' items in id order
+    keys.sort()
+    return np.searchsorted(keys, starts * n + form_ids) - starts
 
 
 def _stable_order(keys: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ def cmd_bench(a: argparse.Namespace, cli: Callable[[Sequence[str]], int]) -> Non
     run_bench(out=a.out, quick=a.quick, config=a.config, shared=shared, workdir=a.workdir, threads=a.threads,
               cpu_batch=a.batch_size, gpu_batch=a.gpu_batch_size, baseline_rows=a.baseline_rows,
               parts=a.parts.split(","), snakemake_config=a.snakemake_config, snakemake_cores=a.snakemake_cores,
-              snakemake_extra=a.snakemake_config_values, cli=cli)
+              snakemake_extra=a.snakemake_config_values, ggufs=a.gguf, repeats=a.repeats, cli=cli)
 
 
 def register(add: Add, cli: Callable[[Sequence[str]], int]) -> None:
@@ -41,7 +41,13 @@ def register(add: Add, cli: Callable[[Sequence[str]], int]) -> None:
                    help="comma-separated parts: snakemake (the Snakemake run end to end, as a user runs it), "
                         "workflow (in-process phases; aggregation, throughput and baseline read its outputs), "
                         "aggregation, throughput, baseline, postprocess (softmax and form statistics per "
-                        "context for 50k, 100k and 256k vocabularies, CPU and CUDA; needs no workflow run)")
+                        "context for 50k, 100k and 256k vocabularies, CPU and CUDA; needs no workflow run), real (the "
+                        "pipeline against the raw forward pass of the real models given with --gguf; skipped, "
+                        "with the reason printed, when none is there)")
+    s.add_argument("--gguf", nargs="*", default=[], metavar="FILE",
+                   help="GGUF model files of the real part (e.g. SmolLM2-135M, Gemma 3 270M; docs/performance.md), "
+                        "dequantised to float32 by transformers")
+    s.add_argument("--repeats", type=int, help="timed rounds of the real part, best of (default 1 quick, 3 full)")
     s.add_argument("--snakemake-config", help="config of the snakemake part (default: --config)")
     s.add_argument("--snakemake-cores", type=int, default=2, help="--cores of the snakemake part")
     s.add_argument("--snakemake-config-values", nargs="*", default=[], metavar="KEY=VALUE",

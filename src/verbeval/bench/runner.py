@@ -428,6 +428,103 @@ def bench_throughput(specs: Sequence[ModelSpec], shared: Path, models_dir: Path,
     return {"gpu": gpu_note, "results": rows}
 
 
+# --------------------------------------------------------------------------- 3b. real models
+
+
+def load_gguf(gguf: Path) -> tuple[torch.nn.Module, Any]:
+    """The causal LM and tokenizer in ``gguf``, dequantised to float32 by transformers (a GGUF
+    model cannot be saved again as a Hugging Face folder, so it is converted on every load)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    return model.eval(), tok
+
+
+def pipeline_against_forward(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int,
+                             repeats: int) -> dict[str, Any]:
+    """Contexts/s of the inference pipeline (:func:`verbeval.agreement.inference.run_contexts`)
+    and of the raw forward pass with the head at the target only (``target_logits``) on the same
+    batches, timed alternately, the best of ``repeats`` each (after one warm-up of each)."""
+    from verbeval.agreement.inference import _batches, _pad, encode_contexts, run_contexts, target_logits
+
+    enc = encode_contexts(lm, contexts)
+    dev = lm.device
+    pad_id = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else (lm.tokenizer.eos_token_id or 0)
+    lengths = np.array([len(s) for s in enc.ids])
+    batches = [(_pad([enc.ids[i] for i in idx], pad_id, dev), torch.as_tensor(enc.target[idx], device=dev))
+               for idx in _batches(lengths, batch_size)]
+
+    def pipeline() -> None:
+        run_contexts(lm, enc, form_ids, np.zeros(0, np.int64), np.zeros((0, 2), np.int64), batch_size=batch_size,
+                     progress=False)
+
+    def forward() -> None:
+        with torch.inference_mode():
+            for (ids, att), tgt in batches:
+                target_logits(lm.model, ids, att, tgt)
+
+    best = {"pipeline": math.inf, "forward": math.inf}
+    for rep in range(repeats + 1):  # the first round warms up
+        for key, fn in (("pipeline", pipeline), ("forward", forward)):
+            _sync(dev)
+            t0 = time.perf_counter()
+            fn()
+            _sync(dev)
+            if rep:
+                best[key] = min(best[key], time.perf_counter() - t0)
+    pipe, fwd = len(contexts) / best["pipeline"], len(contexts) / best["forward"]
+    return {"contexts": len(contexts), "batch_size": batch_size, "mean_tokens": round(float(lengths.mean()), 2),
+            "pipeline_ctx_per_s": round(pipe, 1), "forward_ctx_per_s": round(fwd, 1),
+            "pipeline_over_forward": round(pipe / fwd, 3),
+            "postprocess_ms_per_context": round((best["pipeline"] - best["forward"]) / len(contexts) * 1000, 3)}
+
+
+def bench_real(ggufs: Sequence[str | Path], templates: pd.DataFrame, lexicon: pd.DataFrame, *,
+               n_contexts: int, cpu_batch: int, gpu_batch: int, threads: int, repeats: int) -> dict[str, Any]:
+    """:func:`pipeline_against_forward` for real pretrained models given as GGUF files, on CPU
+    (float32) and, where CUDA is present, on GPU (float32 and bfloat16). Files that are missing
+    are skipped with the reason printed (and recorded)."""
+    from verbeval.agreement.eligibility import eligible_lemmas
+    from verbeval.core.models import LoadedModel, is_cased, torch_dtype
+
+    torch.set_num_threads(threads)
+    setups = [("cpu", "float32", cpu_batch)]
+    if torch.cuda.is_available():
+        setups += [("cuda", "float32", gpu_batch), ("cuda", "bfloat16", gpu_batch)]
+    rows: list[dict[str, Any]] = []
+    skipped = real_model_skips(ggufs)
+    for path in (Path(g) for g in ggufs if Path(g).is_file()):
+        t0 = time.perf_counter()
+        model, tok = load_gguf(path)
+        load_s = round(time.perf_counter() - t0, 1)
+        for device, dtype, bs in setups:  # float32 on CPU first: the casts only go down
+            dev = torch.device(device)
+            lm = LoadedModel(str(path), model.to(dev, torch_dtype(dtype)), tok, "causal", is_cased(tok), dev, dtype,
+                             f"gguf:{path.name}")
+            ctx = _contexts_sample(templates, lm.kind, n_contexts * (8 if device == "cuda" else 1))
+            forms = eligible_lemmas(lexicon, lm.tokenizer)[["sing_id", "plur_id"]].to_numpy(np.int64).reshape(-1)
+            r = pipeline_against_forward(lm, ctx, forms, bs, repeats)
+            rows.append({"model": path.name, "load_s": load_s, "vocab": len(tok), "n_forms": len(forms), "device": device,
+                         "dtype": dtype, "threads": threads if device == "cpu" else None, **r, "load_avg": _load()})
+            log.info("bench real: %s", rows[-1])
+        del model, lm
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "skipped": skipped,
+            "results": rows}
+
+
+def real_model_skips(ggufs: Sequence[str | Path]) -> list[str]:
+    """Why the real-model benchmark skips some (or all) of ``ggufs``, one line each (printed)."""
+    reasons = [f"{g}: no such GGUF file: skipped" for g in ggufs if not Path(g).is_file()]
+    if not ggufs:
+        reasons.append("no GGUF file given (--gguf FILE ...): the real-model benchmark is skipped")
+    for reason in reasons:
+        print(f"bench real: {reason}")
+    return reasons
+
+
 # --------------------------------------------------------------------------- 4. baseline
 
 
@@ -673,7 +770,8 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
               threads: int = 1, cpu_batch: int = 64, gpu_batch: int = 256, baseline_rows: int | None = None,
               parts: Sequence[str] = ("workflow", "aggregation", "throughput", "baseline"),
               snakemake_config: str | Path | None = None, snakemake_cores: int = 2,
-              snakemake_extra: Sequence[str] = (), cli: Callable[[Sequence[str]], int]) -> dict[str, Any]:
+              snakemake_extra: Sequence[str] = (), ggufs: Sequence[str] = (), repeats: int | None = None,
+              cli: Callable[[Sequence[str]], int]) -> dict[str, Any]:
     """Run the benchmarks and write their figures to ``out`` (JSON). Returns the figures.
 
     ``cli`` runs one ``verbeval`` command line in-process (:func:`verbeval.cli.main`)."""
@@ -689,7 +787,11 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
                                               snakemake_extra)
     if "postprocess" in parts:
         report["postprocess"] = bench_postprocess(batch_size=gpu_batch, repeats=1 if quick else 3)
-    if not set(parts) - {"snakemake", "postprocess"}:
+    workflow_free = {"snakemake", "postprocess"}
+    if "real" in parts and not any(Path(g).is_file() for g in ggufs):
+        report["real"] = {"gpu": None, "skipped": real_model_skips(ggufs), "results": []}
+        workflow_free.add("real")
+    if not set(parts) - workflow_free:
         return _finish(report, out)
     model_dirs = {s.name: build_model(s, shared, models_dir) for s in WORKFLOW_MODELS}
     wf = run_workflow(config, workdir, model_dirs, quick=quick, cli=cli, threads=threads)
@@ -703,6 +805,12 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
         report["throughput"] = bench_throughput(specs, shared, models_dir, tpl, lex, n_contexts=128 if quick else 1024,
                                                 cpu_batch=cpu_batch, gpu_batch=gpu_batch, threads=threads,
                                                 repeats=1 if quick else 2)
+    if "real" in parts and "real" not in report:
+        tpl = pd.read_parquet(workdir / "agreement" / "templates.parquet")
+        lex = pd.read_parquet(workdir / "agreement" / "lexicon.parquet")
+        report["real"] = bench_real(ggufs, tpl, lex, n_contexts=128 if quick else 256,
+                                    cpu_batch=cpu_batch, gpu_batch=gpu_batch, threads=threads,
+                                    repeats=repeats if repeats is not None else (1 if quick else 3))
     if "baseline" in parts:
         n = baseline_rows if baseline_rows is not None else (8 if quick else 150)
         report["baseline"] = bench_baseline(wf, model_dirs, config, n, threads)
@@ -764,6 +872,13 @@ def print_report(r: dict[str, Any]) -> None:
                   f"{t['pipeline_ctx_per_s']:8.1f} ctx/s, forward {t['forward_head_at_target_ctx_per_s']:8.1f}, raw "
                   f"forward {t['forward_raw_ctx_per_s']:8.1f}; "
                   f"forward share {t['forward_share_of_pipeline']:.2f}; {mem}")
+    real = r.get("real")
+    if real:
+        for t in real["results"]:
+            print(f"real model {t['model']} (vocab {t['vocab']}, {t['n_forms']} forms) {t['device']} {t['dtype']} "
+                  f"bs {t['batch_size']}: pipeline {t['pipeline_ctx_per_s']:.1f} ctx/s, raw forward (head at target) "
+                  f"{t['forward_ctx_per_s']:.1f} ctx/s, ratio {t['pipeline_over_forward']:.2f}; post-processing "
+                  f"{t['postprocess_ms_per_context']:.2f} ms/context; load {t['load_avg']}")
     bl = r.get("baseline")
     if bl:
         for name, b in bl.items():
