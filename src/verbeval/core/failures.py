@@ -7,7 +7,7 @@ log file: for every ``Error in rule ...`` block it reads the job's logs in the o
 lists them (the rule's ``log:`` first, then the SLURM log the executor adds) and keeps one line:
 
 1. the last ``verbeval <command>: error: ...`` line of the first log that has text;
-2. else a SLURM line that names why the job was stopped (memory limit, time limit, cancel);
+2. else a SLURM line that names why the job was stopped: a memory or time limit first, then a cancel;
 3. else the last ``...Error: ...`` line of a traceback;
 4. else the last non-empty line; with no log text at all, Snakemake's own message for the job.
 
@@ -23,9 +23,10 @@ from pathlib import Path
 
 #: a verbeval sub-command's one-line error (src/verbeval/cli.py prints it so)
 _VERBEVAL_ERROR = re.compile(r"verbeval [\w-]+: error: .*")
-#: SLURM's own words for a job stopped from outside (slurmstepd, OverMemoryKill, time limit, scancel)
-_SLURM_CAUSE = re.compile(r".*(exceeded memory limit|oom[-_ ]kill|out of memory|DUE TO TIME LIMIT|CANCELLED"
-                          r"|slurmstepd: error:).*", re.IGNORECASE)
+#: SLURM's own words for a job stopped for its resources (OverMemoryKill, OOM killer, time limit) ...
+_SLURM_LIMIT = re.compile(r".*(exceeded memory limit|oom[-_ ]kill|out of memory|DUE TO TIME LIMIT).*", re.IGNORECASE)
+#: ... or from outside (scancel, an admin, preemption), or another slurmstepd error
+_SLURM_STOP = re.compile(r".*(CANCELLED|PREEMPTED|slurmstepd: error:).*")
 #: the last line of a Python traceback
 _EXCEPTION = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b.*")
 _ERROR_HEADER = re.compile(r"^Error in rule (\w+):\s*$")
@@ -90,7 +91,7 @@ def cause_in_text(text: str) -> str | None:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if not lines:
         return None
-    for pattern in (_VERBEVAL_ERROR, _SLURM_CAUSE, _EXCEPTION):
+    for pattern in (_VERBEVAL_ERROR, _SLURM_LIMIT, _SLURM_STOP, _EXCEPTION):
         for ln in reversed(lines):
             m = pattern.search(ln) if pattern is _VERBEVAL_ERROR else pattern.match(ln)
             if m:
