@@ -55,7 +55,8 @@ def test_failed_jobs_reads_rule_logs_and_message() -> None:
 def test_summary_names_the_verbeval_error_and_the_slurm_reason_of_an_empty_rule_log(tmp_path: Path) -> None:
     _write(tmp_path, "results/logs/agreement/templates.log",
            "INFO loading\nverbeval templates: error: data/pairs.csv:7: not UTF-8; save it as UTF-8\n")
-    _write(tmp_path, "results/logs/agreement/gpt2/infer.log", "")  # killed before it wrote anything
+    # killed while loading the model: a progress bar, no error line
+    _write(tmp_path, "results/logs/agreement/gpt2/infer.log", "Loading weights:   0%|          | 0/28\n")
     _write(tmp_path, ".snakemake/slurm_logs/rule_infer/gpt2/12.log",
            "host: node1\nBuilding DAG of jobs...\n"
            "slurmstepd: error: Job 12 exceeded memory limit (2100000 > 2048000), being killed\n"
@@ -66,6 +67,13 @@ def test_summary_names_the_verbeval_error_and_the_slurm_reason_of_an_empty_rule_
         "infer: slurmstepd: error: Job 12 exceeded memory limit (2100000 > 2048000), being killed "
         "[.snakemake/slurm_logs/rule_infer/gpt2/12.log]",
     ]
+
+
+def test_summary_without_a_cause_line_gives_the_last_line_of_the_first_log(tmp_path: Path) -> None:
+    _write(tmp_path, "results/logs/agreement/gpt2/infer.log", "Loading weights:   0%|\n")
+    _write(tmp_path, ".snakemake/slurm_logs/rule_infer/gpt2/12.log", "host: node1\nBuilding DAG of jobs...\n")
+    assert failure_summary(SNAKEMAKE_LOG, tmp_path)[1] == (
+        "infer: Loading weights:   0%| [results/logs/agreement/gpt2/infer.log]")
 
 
 def test_summary_without_any_log_text_gives_snakemakes_message(tmp_path: Path) -> None:

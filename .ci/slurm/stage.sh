@@ -26,11 +26,15 @@ done
 CONFIGS=(config/ci.yaml "$HERE/config.yaml")
 LOCAL=results-slurm-local
 CLUSTER=results-slurm
-rm -rf "$LOCAL" "$CLUSTER" .snakemake/slurm_logs
-
+rm -rf "$CLUSTER" .snakemake/slurm_logs
 t0=$SECONDS
-snakemake --cores 2 --quiet --configfile "${CONFIGS[@]}" --config data_mirror="$SHARED/data" results_dir="$LOCAL"
-local_s=$((SECONDS - t0))
+if [ "${VERBEVAL_SLURM_REUSE_LOCAL:-0}" = 1 ] && [ -s "$LOCAL/agreement/table2.csv" ]; then
+  local_s="(reused)"  # a developer's shortcut: keep the local run of a previous stage
+else
+  rm -rf "$LOCAL"
+  snakemake --cores 2 --quiet --configfile "${CONFIGS[@]}" --config data_mirror="$SHARED/data" results_dir="$LOCAL"
+  local_s=$((SECONDS - t0))
+fi
 
 # the shipped profile, with the CI account in place of the placeholder
 mkdir -p "$D/profile"
@@ -78,5 +82,29 @@ for f in table2.csv table2.md summary_all.csv metrics.json; do
   cmp "$LOCAL/agreement/$f" "$CLUSTER/agreement/$f"
 done
 cmp "$LOCAL"/simverb/tiny-gpt2/table.csv "$CLUSTER"/simverb/tiny-gpt2/table.csv
+# a job killed for its memory (OverMemoryKill): the run's last lines name the SLURM reason
+# (its rule log holds no error line); a copy of the profile gives infer 50 MB
+mkdir -p "$D/profile-mem"
+sed "s/    mem_mb: 32000/    mem_mb: 50/" "$D/profile/config.yaml" > "$D/profile-mem/config.yaml"
+grep -q "mem_mb: 50$" "$D/profile-mem/config.yaml"
+if snakemake --workflow-profile "$D/profile-mem" --retries 0 --configfile "${CONFIGS[@]}" \
+     --config data_mirror="$SHARED/data" results_dir="$CLUSTER" --forcerun infer \
+     "$CLUSTER/agreement/tiny-gpt2/shards/manifest.json" > "$D/snakemake-mem.log" 2>&1; then
+  echo "slurm stage: an inference job with 50 MB was not killed" >&2; exit 1
+fi
+tail -n 4 "$D/snakemake-mem.log"
+tail -n 4 "$D/snakemake-mem.log" | grep -q "infer: .*exceeded memory limit" \
+  || { echo "slurm stage: the last lines do not name the memory kill" >&2; tail -40 "$D/snakemake-mem.log" >&2; exit 1; }
+
+# accounting down (sacct fails, as on a cluster without slurmdbd): the run still sees its jobs end
+kill "$(cat "$D/slurmdbd.pid")"
+for _ in $(seq 30); do sacct -X -n >/dev/null 2>&1 || break; sleep 1; done
+if sacct -X -n >/dev/null 2>&1; then echo "slurm stage: sacct still answers without slurmdbd" >&2; exit 1; fi
+t1=$SECONDS
+snakemake --workflow-profile "$D/profile" --configfile "${CONFIGS[@]}" --config data_mirror="$SHARED/data" \
+  results_dir="$CLUSTER" --forcerun lemma_stats "$CLUSTER/agreement/tiny-gpt2/lemma_stats.csv" > "$D/snakemake-nodbd.log" 2>&1 \
+  || { echo "slurm stage: the run without accounting failed" >&2; tail -40 "$D/snakemake-nodbd.log" >&2; exit 1; }
+echo "slurm stage: a one-job run with slurmdbd stopped ended normally in $((SECONDS - t1)) s"
+
 echo "slurm stage: local run ${local_s} s, profile run ${cluster_s} s (with one cancel and resubmission);" \
      "scancel of job $job noticed after ${noticed} s; Table 2 byte-identical"

@@ -98,10 +98,14 @@ onstart:
 
 onerror:
     # the cause of each failed job as the last lines of the output (verbeval.core.failures)
-    try:
-        _causes = failure_summary(Path(log).read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        _causes = []
+    # `log`: Snakemake's log file(s) of this run (a list in Snakemake 9)
+    _text = ""
+    for _f in [log] if isinstance(log, (str, Path)) else log or []:
+        try:
+            _text += Path(_f).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            pass
+    _causes = failure_summary(_text)
     if _causes:
         print(f"verbeval: {len(_causes)} failed job(s), the cause of each (its log in brackets):", file=sys.stderr)
         for _line in _causes:

@@ -4,15 +4,17 @@ Snakemake prints a failed job's error block (and, with ``show-failed-logs``, its
 the run ends; the verbeval error line then sits far above the end of the output. The workflow's
 ``onerror`` handler (workflow/rules/common.smk) calls :func:`failure_summary` on Snakemake's own
 log file: for every ``Error in rule ...`` block it reads the job's logs in the order Snakemake
-lists them (the rule's ``log:`` first, then the SLURM log the executor adds) and keeps one line:
+lists them (the rule's ``log:`` first, then the SLURM log the executor adds) and keeps one line,
+the first of these found in any of them (logs in that order):
 
-1. the last ``verbeval <command>: error: ...`` line of the first log that has text;
-2. else a SLURM line that names why the job was stopped: a memory or time limit first, then a cancel;
-3. else the last ``...Error: ...`` line of a traceback;
-4. else the last non-empty line; with no log text at all, Snakemake's own message for the job.
+1. the last ``verbeval <command>: error: ...`` line;
+2. a SLURM line that names why the job was stopped: a memory or time limit first, then a cancel;
+3. the last ``...Error: ...`` line of a traceback;
+4. else the last non-empty line of the first log with text; with no log text at all, Snakemake's
+   own message for the job.
 
-A rule log that is empty (a job killed before it wrote anything, e.g. for exceeding its memory)
-passes on to the SLURM log, which holds the reason.
+So a rule log that is empty or cut short (a job killed for exceeding its memory) gives way to the
+SLURM log, which holds the reason.
 """
 
 from __future__ import annotations
@@ -86,16 +88,30 @@ def failed_jobs(snakemake_log: str) -> list[FailedJob]:
     return jobs
 
 
+_PATTERNS = (_VERBEVAL_ERROR, _SLURM_LIMIT, _SLURM_STOP, _EXCEPTION)
+
+
+def _lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def _match(pattern: re.Pattern[str], lines: list[str]) -> str | None:
+    """The last of ``lines`` that ``pattern`` finds (the verbeval line anywhere in a line)."""
+    for ln in reversed(lines):
+        m = pattern.search(ln) if pattern is _VERBEVAL_ERROR else pattern.match(ln)
+        if m:
+            return m.group(0)
+    return None
+
+
 def cause_in_text(text: str) -> str | None:
-    """The line of a log that names the failure (see the module's docstring), None for no text."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    """The line of one log that names the failure (see the module's docstring), None for no text."""
+    lines = _lines(text)
     if not lines:
         return None
-    for pattern in (_VERBEVAL_ERROR, _SLURM_LIMIT, _SLURM_STOP, _EXCEPTION):
-        for ln in reversed(lines):
-            m = pattern.search(ln) if pattern is _VERBEVAL_ERROR else pattern.match(ln)
-            if m:
-                return m.group(0)
+    for pattern in _PATTERNS:
+        if (found := _match(pattern, lines)) is not None:
+            return found
     return lines[-1]
 
 
@@ -107,12 +123,15 @@ def _read(path: Path) -> str:
 
 
 def job_cause(job: FailedJob, workdir: Path = Path()) -> Cause:
-    """The cause of one failed job, read from the first of its logs that has text."""
-    for log in job.logs:
-        text = _read(workdir / log)
-        line = cause_in_text(text)
-        if line is not None:
-            return Cause(job.rule, line[:MAX_CAUSE], log)
+    """The cause of one failed job, read from its logs (see the module's docstring)."""
+    texts = [(log, _lines(_read(workdir / log))) for log in job.logs]
+    for pattern in _PATTERNS:
+        for log, lines in texts:
+            if (found := _match(pattern, lines)) is not None:
+                return Cause(job.rule, found[:MAX_CAUSE], log)
+    for log, lines in texts:
+        if lines:
+            return Cause(job.rule, lines[-1][:MAX_CAUSE], log)
     return Cause(job.rule, (job.message or "no log text and no message (see the error above)")[:MAX_CAUSE], None)
 
 
