@@ -231,14 +231,26 @@ def test_command_line_resources_replacing_the_profile_stop_the_run(workdir: Path
     assert "sbatch" not in submitted, submitted
 
 
-def test_light_rules_are_local_and_model_rules_are_cluster_jobs(dry_run: subprocess.CompletedProcess[str]) -> None:
-    out = dry_run.stdout + dry_run.stderr
-    local = set(re.findall(r"^localrule (\w+):$", out, re.M))
-    remote = set(re.findall(r"^rule (\w+):$", out, re.M))
-    # fetch runs where the network is; tables, figures and DVC views cost no submission
-    assert {"fetch", "table2", "figure_top_p", "dvc_metrics", "simverb_table", "veridicality_table"} <= local
-    assert GPU_RULES | {"templates", "lexicon", "lemmas", "aggregate"} <= remote
-    assert not local & remote
+def test_fetch_runs_locally_and_a_failed_submission_is_named_last(workdir: Path, tmp_path: Path) -> None:
+    """A real run of the lexicon with stand-in SLURM commands: its fetch jobs (local rules) run in
+    the Snakemake process and write their files; the lexicon job goes to the cluster, whose
+    (stand-in) account check fails; the last lines of the output name that cause."""
+    bin_dir, calls = _stand_in_slurm(tmp_path)
+    res, raw = tmp_path / "res", tmp_path / "raw"
+    proc = _snakemake(workdir, str(res / "agreement" / "lexicon.parquet"), "--config", f"results_dir={res}",
+                      f"raw_dir={raw}", "--default-resources", "slurm_account=acct", "slurm_partition=cpu",
+                      "runtime=30", "mem_mb=8000", env=_env(bin_dir))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    fetched = sorted(p.parent.name for p in raw.glob("*/*") if p.is_file())
+    verb_lists = load_schema()["properties"]["agreement"]["properties"]["verb_lists"]["default"]
+    assert fetched == sorted(verb_lists), out[-3000:]
+    recorded = calls.read_text()
+    assert "sacctmgr" in recorded and "sbatch" not in recorded, recorded  # the lexicon's submission, refused
+    assert not (res / "agreement" / "lexicon.parquet").exists()
+    tail = out.rstrip().splitlines()[-8:]
+    summary = next(i for i, line in enumerate(tail) if line.startswith("verbeval: 1 failed job(s)"))
+    assert tail[summary + 1].startswith("  lexicon: ") and "SLURM account 'acct'" in tail[summary + 1], tail
 
 
 def test_the_profiles_watch_jobs_with_squeue(dry_run: subprocess.CompletedProcess[str]) -> None:
