@@ -87,13 +87,14 @@ cmp "$LOCAL"/simverb/tiny-gpt2/table.csv "$CLUSTER"/simverb/tiny-gpt2/table.csv
 mkdir -p "$D/profile-mem"
 sed "s/    mem_mb: 32000/    mem_mb: 50/" "$D/profile/config.yaml" > "$D/profile-mem/config.yaml"
 grep -q "mem_mb: 50$" "$D/profile-mem/config.yaml"
-if snakemake --workflow-profile "$D/profile-mem" --retries 0 --configfile "${CONFIGS[@]}" \
-     --config data_mirror="$SHARED/data" results_dir="$CLUSTER" --forcerun infer \
-     "$CLUSTER/agreement/tiny-gpt2/shards/manifest.json" > "$D/snakemake-mem.log" 2>&1; then
+if snakemake "$CLUSTER/agreement/tiny-gpt2/shards/manifest.json" --workflow-profile "$D/profile-mem" --retries 0 \
+     --configfile "${CONFIGS[@]}" --config data_mirror="$SHARED/data" results_dir="$CLUSTER" \
+     --forcerun infer > "$D/snakemake-mem.log" 2>&1; then
   echo "slurm stage: an inference job with 50 MB was not killed" >&2; exit 1
 fi
-tail -n 4 "$D/snakemake-mem.log"
-tail -n 4 "$D/snakemake-mem.log" | grep -q "infer: .*exceeded memory limit" \
+# the summary comes last but for Snakemake's own closing lines (log path, elapsed time, WorkflowError)
+tail -n 8 "$D/snakemake-mem.log"
+tail -n 8 "$D/snakemake-mem.log" | grep -q "^  infer: .*exceeded memory limit" \
   || { echo "slurm stage: the last lines do not name the memory kill" >&2; tail -40 "$D/snakemake-mem.log" >&2; exit 1; }
 
 # accounting down (sacct fails, as on a cluster without slurmdbd): the run still sees its jobs end
@@ -101,8 +102,8 @@ kill "$(cat "$D/slurmdbd.pid")"
 for _ in $(seq 30); do sacct -X -n >/dev/null 2>&1 || break; sleep 1; done
 if sacct -X -n >/dev/null 2>&1; then echo "slurm stage: sacct still answers without slurmdbd" >&2; exit 1; fi
 t1=$SECONDS
-snakemake --workflow-profile "$D/profile" --configfile "${CONFIGS[@]}" --config data_mirror="$SHARED/data" \
-  results_dir="$CLUSTER" --forcerun lemma_stats "$CLUSTER/agreement/tiny-gpt2/lemma_stats.csv" > "$D/snakemake-nodbd.log" 2>&1 \
+snakemake "$CLUSTER/agreement/tiny-gpt2/lemma_stats.csv" --workflow-profile "$D/profile" --configfile "${CONFIGS[@]}" \
+  --config data_mirror="$SHARED/data" results_dir="$CLUSTER" --forcerun lemma_stats > "$D/snakemake-nodbd.log" 2>&1 \
   || { echo "slurm stage: the run without accounting failed" >&2; tail -40 "$D/snakemake-nodbd.log" >&2; exit 1; }
 echo "slurm stage: a one-job run with slurmdbd stopped ended normally in $((SECONDS - t1)) s"
 
