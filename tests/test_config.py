@@ -50,7 +50,7 @@ def test_defaults_are_filled() -> None:
     assert agr["top_cutoffs"] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 1.0]
     assert agr["bottom_cutoffs"] == [0.5, 0.1, 0.01, 0.001, 0.0001, 0.00001, 0.000001]
     assert agr["bootstrap"] == {"resamples": 1000, "seed": 0, "confidence": 0.95}
-    assert cfg["inference"] == {"device": "auto", "batch_size": "auto", "threads": 2, "top_k": 10}
+    assert cfg["inference"] == {"device": "auto", "batch_size": "auto", "threads": 2, "top_k": 10, "gpus": 1}
     assert cfg["data_mirror"] is None and cfg["results_dir"] == "results"
     assert cfg["models"][0] == {"id": "gpt2", "revision": None, "kind": "auto", "dtype": "float32", "prepend_bos": None,
                                 "device_map": None, "gpus": 1}
