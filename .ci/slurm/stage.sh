@@ -82,6 +82,16 @@ for f in table2.csv table2.md summary_all.csv metrics.json; do
   cmp "$LOCAL/agreement/$f" "$CLUSTER/agreement/$f"
 done
 cmp "$LOCAL"/simverb/tiny-gpt2/table.csv "$CLUSTER"/simverb/tiny-gpt2/table.csv
+# accounting down (sacct fails, as on a cluster without slurmdbd): the run still sees its jobs end
+kill "$(cat "$D/slurmdbd.pid")"
+for _ in $(seq 30); do sacct -X -n >/dev/null 2>&1 || break; sleep 1; done
+if sacct -X -n >/dev/null 2>&1; then echo "slurm stage: sacct still answers without slurmdbd" >&2; exit 1; fi
+t1=$SECONDS
+snakemake "$CLUSTER/agreement/tiny-gpt2/lemma_stats.csv" --workflow-profile "$D/profile" --configfile "${CONFIGS[@]}" \
+  --config data_mirror="$SHARED/data" results_dir="$CLUSTER" --forcerun lemma_stats > "$D/snakemake-nodbd.log" 2>&1 \
+  || { echo "slurm stage: the run without accounting failed" >&2; tail -40 "$D/snakemake-nodbd.log" >&2; exit 1; }
+echo "slurm stage: a one-job run with slurmdbd stopped ended normally in $((SECONDS - t1)) s"
+
 # a job killed for its memory (OverMemoryKill): the run's last lines name the SLURM reason
 # (its rule log holds no error line); a copy of the profile gives infer 50 MB
 mkdir -p "$D/profile-mem"
@@ -97,15 +107,5 @@ tail -n 8 "$D/snakemake-mem.log"
 tail -n 8 "$D/snakemake-mem.log" | grep -q "^  infer: .*exceeded memory limit" \
   || { echo "slurm stage: the last lines do not name the memory kill" >&2; tail -40 "$D/snakemake-mem.log" >&2; exit 1; }
 
-# accounting down (sacct fails, as on a cluster without slurmdbd): the run still sees its jobs end
-kill "$(cat "$D/slurmdbd.pid")"
-for _ in $(seq 30); do sacct -X -n >/dev/null 2>&1 || break; sleep 1; done
-if sacct -X -n >/dev/null 2>&1; then echo "slurm stage: sacct still answers without slurmdbd" >&2; exit 1; fi
-t1=$SECONDS
-snakemake "$CLUSTER/agreement/tiny-gpt2/lemma_stats.csv" --workflow-profile "$D/profile" --configfile "${CONFIGS[@]}" \
-  --config data_mirror="$SHARED/data" results_dir="$CLUSTER" --forcerun lemma_stats > "$D/snakemake-nodbd.log" 2>&1 \
-  || { echo "slurm stage: the run without accounting failed" >&2; tail -40 "$D/snakemake-nodbd.log" >&2; exit 1; }
-echo "slurm stage: a one-job run with slurmdbd stopped ended normally in $((SECONDS - t1)) s"
-
 echo "slurm stage: local run ${local_s} s, profile run ${cluster_s} s (with one cancel and resubmission);" \
-     "scancel of job $job noticed after ${noticed} s; Table 2 byte-identical"
+     "scancel of job $job noticed after ${noticed} s; Table 2 byte-identical; stage $SECONDS s"
