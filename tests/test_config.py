@@ -51,7 +51,7 @@ def test_defaults_are_filled() -> None:
     assert agr["bottom_cutoffs"] == [0.5, 0.1, 0.01, 0.001, 0.0001, 0.00001, 0.000001]
     assert agr["bootstrap"] == {"resamples": 1000, "seed": 0, "confidence": 0.95}
     assert cfg["inference"] == {"device": "auto", "batch_size": "auto", "threads": 2, "top_k": 10,
-                                "allow_nonfinite": False}
+                                "allow_nonfinite": False, "gpus": 1}
     assert cfg["data_mirror"] is None and cfg["results_dir"] == "results"
     assert cfg["models"][0] == {"id": "gpt2", "revision": None, "kind": "auto", "dtype": "float32", "prepend_bos": None,
                                 "device_map": None, "gpus": 1, "random_init": None}

@@ -150,11 +150,15 @@ def test_config_model_defaults_and_values() -> None:
     cfg = validate_config(_config(dtype="bfloat16", device_map="auto", gpus=4))
     assert cfg["models"][0]["gpus"] == 4 and check_device_map(cfg["models"][0]["device_map"]) == "auto"
     validate_config(_config(device_map={"model.layers.0": 0, "lm_head": "cuda:3"}, gpus=4))
+    # a cluster or machine without GPUs (profiles/slurm-cpu): no GPU resource at all
+    assert validate_config(_config(gpus=0))["models"][0]["gpus"] == 0
+    cfg = validate_config({**_config(), "inference": {"gpus": 0, "device": "cpu"}})
+    assert cfg["inference"]["gpus"] == 0 and validate_config(_config())["inference"]["gpus"] == 1
 
 
 @pytest.mark.parametrize(("model", "reason"), [
     ({"gpus": 4}, "without a device_map would use only one GPU"),
-    ({"gpus": 0, "device_map": "auto"}, "models.0.gpus"),
+    ({"gpus": -1, "device_map": "auto"}, "models.0.gpus"),
     ({"device_map": "everywhere"}, "models.0.device_map"),
     ({"device_map": {"lm_head": "gpu"}}, "models.0.device_map"),
 ])

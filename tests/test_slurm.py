@@ -28,6 +28,7 @@ from snakemake_executor_plugin_slurm.utils import set_gres_string  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROFILE = REPO_ROOT / "profiles" / "slurm"
+CPU_PROFILE = REPO_ROOT / "profiles" / "slurm-cpu"
 #: the rules that declare a `gpu` resource (workflow/rules/*.smk)
 GPU_RULES = {"infer", "infer_forms", "simverb_score", "veridicality_predict", "veridicality_counterfactual_predict"}
 THREADS = 3  # inference.threads: not the default, so that a hard-coded number shows
@@ -121,9 +122,10 @@ def workdir(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None,
+               profile: Path = PROFILE) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), *args, "--directory", str(workdir),
-           "--workflow-profile", str(PROFILE), "--configfile", str(workdir / "config.yaml")]
+           "--workflow-profile", str(profile), "--configfile", str(workdir / "config.yaml")]
     return subprocess.run(cmd, cwd=workdir, env=env or _env(), capture_output=True, text=True)
 
 
@@ -187,8 +189,8 @@ def test_placeholder_account_warns_in_a_dry_run(dry_run: subprocess.CompletedPro
     assert "WARNING: slurm_account is still 'CHANGE-ME'" in dry_run.stderr
 
 
-def test_placeholder_account_stops_a_run_before_any_submission(workdir: Path, tmp_path: Path) -> None:
-    """A real run: SLURM's commands are stand-ins that record any call; none may be submitted."""
+def _stand_in_slurm(tmp_path: Path) -> tuple[Path, Path]:
+    """SLURM's commands as stand-ins that record any call and fail: (their folder, the record)."""
     calls = tmp_path / "calls.txt"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -196,9 +198,87 @@ def test_placeholder_account_stops_a_run_before_any_submission(workdir: Path, tm
         script = bin_dir / tool
         script.write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {calls}\nexit 1\n")
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return bin_dir, calls
+
+
+def test_placeholder_account_stops_a_run_before_any_submission(workdir: Path, tmp_path: Path) -> None:
+    """A real run: SLURM's commands are stand-ins that record any call; none may be submitted."""
+    bin_dir, calls = _stand_in_slurm(tmp_path)
     proc = _snakemake(workdir, "templates", "--forcerun", "templates", env=_env(bin_dir))
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     assert "slurm_account is still 'CHANGE-ME'" in out and "nothing was submitted" in out, out[-3000:]
     submitted = calls.read_text() if calls.exists() else ""
     assert "sbatch" not in submitted, submitted
+
+
+@pytest.mark.parametrize(("option", "expected"), [
+    # replaces the profile's whole set-resources: infer would go to the CPU partition asking for GPUs
+    (["--set-resources", "infer:mem_mb=200"], "set-resources give no slurm_partition to rule(s) infer, infer_forms"),
+    # replaces the profile's whole default-resources: no partition, time or memory left
+    (["--default-resources", "slurm_account=my-account"], "default-resources lack slurm_partition, runtime, mem_mb"),
+])
+def test_command_line_resources_replacing_the_profile_stop_the_run(workdir: Path, tmp_path: Path, option: list[str],
+                                                                  expected: str) -> None:
+    bin_dir, calls = _stand_in_slurm(tmp_path)
+    account = [] if option[0] == "--default-resources" else ["--default-resources", "slurm_account=acct",
+                                                              "slurm_partition=cpu", "runtime=30", "mem_mb=8000"]
+    proc = _snakemake(workdir, "templates", "--forcerun", "templates", *account, *option, env=_env(bin_dir))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert expected in out and "nothing was submitted" in out, out[-3000:]
+    submitted = calls.read_text() if calls.exists() else ""
+    assert "sbatch" not in submitted, submitted
+
+
+def test_fetch_runs_locally_and_a_failed_submission_is_named_last(workdir: Path, tmp_path: Path) -> None:
+    """A real run of the lexicon with stand-in SLURM commands: its fetch jobs (local rules) run in
+    the Snakemake process and write their files; the lexicon job goes to the cluster, whose
+    (stand-in) account check fails; the last lines of the output name that cause."""
+    bin_dir, calls = _stand_in_slurm(tmp_path)
+    res, raw = tmp_path / "res", tmp_path / "raw"
+    proc = _snakemake(workdir, str(res / "agreement" / "lexicon.parquet"), "--config", f"results_dir={res}",
+                      f"raw_dir={raw}", "--default-resources", "slurm_account=acct", "slurm_partition=cpu",
+                      "runtime=30", "mem_mb=8000", env=_env(bin_dir))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    fetched = sorted(p.parent.name for p in raw.glob("*/*") if p.is_file())
+    verb_lists = load_schema()["properties"]["agreement"]["properties"]["verb_lists"]["default"]
+    assert fetched == sorted(verb_lists), out[-3000:]
+    recorded = calls.read_text()
+    assert "sacctmgr" in recorded and "sbatch" not in recorded, recorded  # the lexicon's submission, refused
+    assert not (res / "agreement" / "lexicon.parquet").exists()
+    tail = out.rstrip().splitlines()[-8:]
+    summary = next(i for i, line in enumerate(tail) if line.startswith("verbeval: 1 failed job(s)"))
+    assert tail[summary + 1].startswith("  lexicon: ") and "SLURM account 'acct'" in tail[summary + 1], tail
+
+
+def test_the_profiles_watch_jobs_with_squeue(dry_run: subprocess.CompletedProcess[str]) -> None:
+    """sacct hangs the run on a cancelled job ("CANCELLED by 0") and without slurmdbd (plugin 2.8.0);
+    the plugin keeps squeue only while MinJobAge (default 300 s) >= 3 x the first status wait."""
+    for profile in (PROFILE, CPU_PROFILE):
+        settings = yaml.safe_load((profile / "config.yaml").read_text())
+        assert settings["slurm-status-command"] == "squeue", profile
+        assert 3 * settings["slurm-init-seconds-before-status-checks"] <= 300, profile
+        assert settings["retries"] >= 1, profile  # a cancelled (preempted) job is resubmitted
+
+
+@pytest.fixture(scope="module")
+def cpu_dry_run(workdir: Path) -> subprocess.CompletedProcess[str]:
+    proc = _snakemake(workdir, "-n", "--cores", "64", profile=CPU_PROFILE)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_the_cpu_profile_asks_for_no_gpu(cpu_dry_run: subprocess.CompletedProcess[str]) -> None:
+    profile = yaml.safe_load((CPU_PROFILE / "config.yaml").read_text())
+    cpu_partition = profile["default-resources"]["slurm_partition"]
+    jobs = [j for j in dry_run_jobs(cpu_dry_run.stdout + cpu_dry_run.stderr) if j["rule"] != "all"]
+    assert {j["rule"] for j in jobs} >= GPU_RULES
+    for job in jobs:
+        sbatch = sbatch_options(job)
+        where = f"{job['rule']} {sbatch}"
+        assert job["resources"]["slurm_partition"] == cpu_partition, where
+        assert job["resources"].get("gpu", 0) == 0, where
+        assert "--gpus" not in sbatch and "--gres" not in sbatch, where
+        assert f"--cpus-per-task={job['threads']}" in sbatch, where

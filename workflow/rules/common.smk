@@ -6,11 +6,13 @@ import shlex
 import sys
 from pathlib import Path
 
+from verbeval.core.cluster import resource_problems
 from verbeval.core.config import (check_model_paths, checkpoint_models, config_layers, config_origin, hub_problems,
                              model_entries, normalise_model_path, pip_models, select_models, tiny_model_specs,
                              validate_config)
 from verbeval.core.console import install_short_job_info
 from verbeval.core.errors import VerbevalError
+from verbeval.core.failures import failure_summary
 from verbeval.core.fetch import load_manifest, local_filename, mirror_location
 from verbeval.core.models import is_local, model_fingerprint
 from verbeval.core.provenance import resolve_random_init
@@ -120,13 +122,67 @@ def hub_start_problem():
     return None
 
 
+def cluster_resource_problems():
+    """What the resources in force lack for a cluster run (verbeval.core.cluster): a command-line
+    --default-resources or --set-resources replaces the profile's whole list."""
+    dr = workflow.resource_settings.default_resources
+    default_keys = [str(a).partition("=")[0].strip() for a in getattr(dr, "args", None) or []]
+    overwrite = workflow.resource_settings.overwrite_resources or {}
+    gpu_rules = [r.name for r in workflow.rules if "gpu" in r.resources]
+    return resource_problems(default_keys, overwrite, gpu_rules)
+
+
 onstart:
     _executor = getattr(workflow.executor_plugin, "name", "")
     if _executor == "slurm" and slurm_account_placeholder():
         raise ConfigError(f"{slurm_account_placeholder()}; nothing was submitted")
+    if _executor == "slurm" and cluster_resource_problems():
+        raise ConfigError("; ".join(cluster_resource_problems()) + "; nothing was submitted")
+
     _hub_problem = hub_start_problem()
     if _hub_problem:
         raise ConfigError(f"{_hub_problem}; no job was run")
+
+
+onerror:
+    # the cause of each failed job as the last lines of the output (verbeval.core.failures)
+    # `log`: Snakemake's log file(s) of this run (a list in Snakemake 9)
+    _text = ""
+    for _f in [log] if isinstance(log, (str, Path)) else log or []:
+        try:
+            _text += Path(_f).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            pass
+    _causes = failure_summary(_text)
+    if _causes:
+        print(f"verbeval: {len(_causes)} failed job(s), the cause of each (its log in brackets):", file=sys.stderr)
+        for _line in _causes:
+            print(f"  {_line}", file=sys.stderr)
+
+
+# Light rules run in the Snakemake process itself (on a cluster: the login node, where the network
+# is) rather than as cluster jobs: fetch (downloads), the tables, figures and DVC views. Each
+# cluster job costs a submission and the executor's status-check wait (docs/workflow.md, "SLURM").
+localrules:
+    all,
+    fetch,
+    table2,
+    figure_top_p,
+    figure_bottom_p,
+    figure_prob_counted,
+    figure_invalid,
+    figure_models,
+    figure_checkpoints,
+    figure_lemmas,
+    simverb_table,
+    simverb_join,
+    simverb_all,
+    lexicon_modes_table,
+    veridicality_released,
+    veridicality_table,
+    veridicality_kl,
+    dvc_metrics,
+    dvc_plot_data,
 
 
 AGR = config["agreement"]

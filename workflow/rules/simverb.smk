@@ -27,7 +27,7 @@ rule simverb_score:
         svmodel="|".join(map(re.escape, SVMODELS)),
     threads: config["inference"]["threads"]
     resources:
-        gpu=1,
+        gpu=config["inference"]["gpus"],
     conda:
         "../../envs/inference.yaml"
     log:

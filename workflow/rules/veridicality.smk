@@ -37,7 +37,7 @@ rule veridicality_predict:
         vmodel=_alternatives(VREAL),
     threads: config["inference"]["threads"]
     resources:
-        gpu=1,
+        gpu=config["inference"]["gpus"],
     conda:
         "../../envs/inference.yaml"
     log:
@@ -105,7 +105,7 @@ rule veridicality_counterfactual_predict:
         vmodel=_alternatives(VREAL),
     threads: config["inference"]["threads"]
     resources:
-        gpu=1,
+        gpu=config["inference"]["gpus"],
     conda:
         "../../envs/inference.yaml"
     log:

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# CI stage: the workflow on a real one-node SLURM cluster (docs/workflow.md, "SLURM", "Tested setup").
+#   1. install, configure and start the cluster (install.sh, configure.sh, start.sh);
+#   2. run .ci/slurm/config.yaml locally (--cores 2), then through the SLURM profile (profiles/slurm,
+#      the account set to the CI account), cancelling (scancel) the first inference job once after
+#      its first shard is written: the run must notice within a minute, resubmit it (retries: 1)
+#      and the new job must keep the finished shards;
+#   3. Table 2 (and the other agreement tables) of both runs must be byte-identical;
+#   4. stop the daemons by PID (stop.sh, also on failure).
+# Prints the wall times of both runs and the seconds from scancel to the run noticing. Root only.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+HERE=.ci/slurm
+. "$HERE/env.sh"
+D="$VERBEVAL_SLURM_DIR"
+bash "$HERE/install.sh"
+bash "$HERE/configure.sh"
+trap 'bash "$HERE/stop.sh"' EXIT
+bash "$HERE/start.sh"
+
+SHARED="${VERBEVAL_SHARED:-$(cd .. && pwd)/shared}"
+for spec in "bert bert-base-cased tiny-bert-base-cased" "gpt2 gpt2 tiny-gpt2"; do
+  set -- $spec
+  [ -f "models/$3/config.json" ] || verbeval -q tiny-model --tokenizer "$SHARED/tokenizers/$2" --arch "$1" --out "models/$3"
+done
+CONFIGS=(config/ci.yaml "$HERE/config.yaml")
+LOCAL=results-slurm-local
+CLUSTER=results-slurm
+rm -rf "$CLUSTER" .snakemake/slurm_logs
+t0=$SECONDS
+if [ "${VERBEVAL_SLURM_REUSE_LOCAL:-0}" = 1 ] && [ -s "$LOCAL/agreement/table2.csv" ]; then
+  local_s="(reused)"  # a developer's shortcut: keep the local run of a previous stage
+else
+  rm -rf "$LOCAL"
+  snakemake --cores 2 --quiet --configfile "${CONFIGS[@]}" --config data_mirror="$SHARED/data" results_dir="$LOCAL"
+  local_s=$((SECONDS - t0))
+fi
+
+# the shipped profile, with the CI account in place of the placeholder
+mkdir -p "$D/profile"
+sed "s/\"CHANGE-ME\"/\"$SLURM_ACCOUNT_CI\"/" profiles/slurm/config.yaml > "$D/profile/config.yaml"
+LOG="$D/snakemake-slurm.log"
+t0=$SECONDS
+snakemake --workflow-profile "$D/profile" --configfile "${CONFIGS[@]}" \
+  --config data_mirror="$SHARED/data" results_dir="$CLUSTER" > "$LOG" 2>&1 &
+SMK=$!
+
+# cancel the first inference job once, after its first shard is written
+job=""
+for _ in $(seq 1800); do
+  kill -0 "$SMK" 2>/dev/null || break
+  job=$(squeue -h -t RUNNING -o "%i %k" | awk '$2 ~ /^rule_infer_/ {print $1; exit}')
+  if [ -n "$job" ] && find "$CLUSTER"/agreement/*/shards -name "*.parquet" 2>/dev/null | grep -q .; then
+    break
+  fi
+  job=""
+  sleep 0.2
+done
+[ -n "$job" ] || { echo "slurm stage: no running inference job with a finished shard was seen" >&2; tail -50 "$LOG" >&2; exit 1; }
+model_log=$(squeue -h -j "$job" -o "%k" | sed -E 's/^rule_infer_wildcards_//')
+scancel "$job"
+t_cancel=$SECONDS
+noticed=""
+for _ in $(seq 300); do
+  if grep -q "SLURM-job '$job' failed" "$LOG"; then noticed=$((SECONDS - t_cancel)); break; fi
+  kill -0 "$SMK" 2>/dev/null || break
+  sleep 0.2
+done
+rc=0
+wait "$SMK" || rc=$?
+cluster_s=$((SECONDS - t0))
+if [ "$rc" -ne 0 ]; then echo "slurm stage: the profile run failed (rc $rc)" >&2; tail -80 "$LOG" >&2; exit 1; fi
+[ -n "$noticed" ] || { echo "slurm stage: the cancel of job $job was not noticed within 60 s" >&2; exit 1; }
+[ "$noticed" -le 60 ] || { echo "slurm stage: the cancel of job $job was noticed after $noticed s (> 60)" >&2; exit 1; }
+grep -q "SLURM status is: 'CANCELLED'" "$LOG"
+# the resubmitted job kept the shards its cancelled predecessor had finished
+infer_log="$CLUSTER/logs/agreement/$model_log/infer.log"
+grep -E "shards, [0-9]+ to compute .* [1-9][0-9]* kept" "$infer_log" \
+  || { echo "slurm stage: $infer_log: the resubmitted inference job kept no shard" >&2; cat "$infer_log" >&2; exit 1; }
+
+for f in table2.csv table2.md summary_all.csv metrics.json; do
+  cmp "$LOCAL/agreement/$f" "$CLUSTER/agreement/$f"
+done
+cmp "$LOCAL"/simverb/tiny-gpt2/table.csv "$CLUSTER"/simverb/tiny-gpt2/table.csv
+# accounting down (sacct fails, as on a cluster without slurmdbd): the run still sees its jobs end
+kill "$(cat "$D/slurmdbd.pid")"
+for _ in $(seq 30); do sacct -X -n >/dev/null 2>&1 || break; sleep 1; done
+if sacct -X -n >/dev/null 2>&1; then echo "slurm stage: sacct still answers without slurmdbd" >&2; exit 1; fi
+t1=$SECONDS
+snakemake "$CLUSTER/agreement/tiny-gpt2/lemma_stats.csv" --workflow-profile "$D/profile" --configfile "${CONFIGS[@]}" \
+  --config data_mirror="$SHARED/data" results_dir="$CLUSTER" --forcerun lemma_stats > "$D/snakemake-nodbd.log" 2>&1 \
+  || { echo "slurm stage: the run without accounting failed" >&2; tail -40 "$D/snakemake-nodbd.log" >&2; exit 1; }
+echo "slurm stage: a one-job run with slurmdbd stopped ended normally in $((SECONDS - t1)) s"
+
+# a job killed for its memory (OverMemoryKill): the run's last lines name the SLURM reason
+# (its rule log holds no error line); a copy of the profile gives infer 50 MB
+mkdir -p "$D/profile-mem"
+sed "s/    mem_mb: 32000/    mem_mb: 50/" "$D/profile/config.yaml" > "$D/profile-mem/config.yaml"
+grep -q "mem_mb: 50$" "$D/profile-mem/config.yaml"
+if snakemake "$CLUSTER/agreement/tiny-gpt2/shards/manifest.json" --workflow-profile "$D/profile-mem" --retries 0 \
+     --configfile "${CONFIGS[@]}" --config data_mirror="$SHARED/data" results_dir="$CLUSTER" \
+     --forcerun infer > "$D/snakemake-mem.log" 2>&1; then
+  echo "slurm stage: an inference job with 50 MB was not killed" >&2; exit 1
+fi
+# the summary comes last but for Snakemake's own closing lines (log path, elapsed time, WorkflowError)
+tail -n 8 "$D/snakemake-mem.log"
+tail -n 8 "$D/snakemake-mem.log" | grep -q "^  infer: .*exceeded memory limit" \
+  || { echo "slurm stage: the last lines do not name the memory kill" >&2; tail -40 "$D/snakemake-mem.log" >&2; exit 1; }
+
+echo "slurm stage: local run ${local_s} s, profile run ${cluster_s} s (with one cancel and resubmission);" \
+     "scancel of job $job noticed after ${noticed} s; Table 2 byte-identical; stage $SECONDS s"
