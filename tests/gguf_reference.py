@@ -165,3 +165,14 @@ def ranked_masses(probs: np.ndarray, form_ids: np.ndarray) -> tuple[np.ndarray, 
     above = cum[r]
     below = cum[-1] - cum[r + 1]
     return above, below
+
+
+def near_tie_mass(probs: np.ndarray, form_ids: np.ndarray, rel: float) -> np.ndarray:
+    """Mass of the other tokens whose probability is within ``rel`` (relative) of each form's: the
+    tokens that a computation accurate to ``rel`` may rank on either side of the form."""
+    asc = np.sort(probs)
+    cum = np.concatenate([[0.0], np.cumsum(asc)])
+    p = probs[form_ids]
+    lo = np.searchsorted(asc, p * (1 - rel), side="left")
+    hi = np.searchsorted(asc, p * (1 + rel), side="right")
+    return np.maximum(cum[hi] - cum[lo] - p, 0.0)
