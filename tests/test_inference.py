@@ -364,7 +364,7 @@ def test_shard_metadata(lm: LoadedModel, tmp_path: Path) -> None:
         meta = read_shard_meta(p)
         start, stop = chunk_range(len(ctx), 3, k)
         assert meta["model_id"] == lm.model_id
-        assert meta["revision"] == lm.revision and meta["revision"].startswith("local:")
+        assert meta["revision"] == lm.revision and meta["revision"].startswith("local-sha256:")
         assert meta["tokenizer_fingerprint"] == fingerprint and len(fingerprint) == 64
         assert meta["lemma_set_sha256"] == lemma_set_hash(lemmas) and len(meta["lemma_set_sha256"]) == 64
         assert meta["kind"] == lm.kind and meta["cased"] is True and meta["dtype"] == "float32"

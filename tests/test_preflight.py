@@ -43,7 +43,7 @@ def test_local_model_fingerprint_follows_its_files(tmp_path: Path) -> None:
     (d / "config.json").write_text("{}")
     (d / "model.safetensors").write_bytes(b"1234")
     first = model_fingerprint(str(d))
-    assert first.startswith("local:") and first == model_fingerprint(str(d))
+    assert first.startswith("local-sha256:") and first == model_fingerprint(str(d))
     (d / "model.safetensors").write_bytes(b"12345")  # a new checkpoint
     assert model_fingerprint(str(d)) != first
 

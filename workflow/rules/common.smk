@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from verbeval.core.config import (check_model_paths, checkpoint_models, config_layers, config_origin, model_entries,
-                             normalise_model_path, select_models, tiny_model_specs, validate_config)
+                             normalise_model_path, pip_models, select_models, tiny_model_specs,
+                             validate_config)
 from verbeval.core.errors import VerbevalError
 from verbeval.core.fetch import load_manifest, local_filename, mirror_location
 from verbeval.core.models import is_local, model_fingerprint
@@ -89,6 +90,7 @@ OUT = f"{RES}/agreement"
 LOGS = f"{RES}/logs"
 MODELS = {m["name"]: m for m in model_entries(config)}
 TINY = tiny_model_specs(config)  # models the workflow builds itself (tiny_models.smk)
+PIP_MODELS = pip_models(config)  # models assembled from pip packages (pip_models.smk), by folder
 # the revisions of models with `revisions:` (each also a model of MODELS), for the checkpoint figure
 CHECKPOINTS = checkpoint_models(list(MODELS.values()))
 # the models of Table 2 and metrics.json (agreement.table_models; validated above)
@@ -169,8 +171,11 @@ mark_incomplete_stores(OUT)
 
 
 def revision_option(wc):
-    rev = MODELS[wc.model]["revision"]
-    return f"--revision {shlex.quote(rev)}" if rev else ""
+    """``--revision`` and ``--gguf-file`` of a model (those it has)."""
+    m = MODELS[wc.model]
+    opts = (["--revision", m["revision"]] if m["revision"] else []) + (["--gguf-file", m["gguf_file"]]
+                                                                       if m["gguf_file"] else [])
+    return shlex.join(opts)
 
 
 def device_map_option(wc):
@@ -200,15 +205,18 @@ def model_version(wc):
     built = TINY.get(normalise_model_path(m["id"]))
     if built is not None:  # built by the workflow (tiny_model, deterministic), so its recipe, not its files
         return f"tiny_model {json.dumps(built, sort_keys=True)}"
+    if m["pip"] is not None:  # assembled by rule pip_model and checked against this sha256
+        return f"gguf-sha256:{m['pip']['sha256']}"
     if m["name"] not in _FINGERPRINTS:
-        _FINGERPRINTS[m["name"]] = model_fingerprint(m["id"], m["revision"])
+        _FINGERPRINTS[m["name"]] = model_fingerprint(m["id"], m["revision"], m["gguf_file"])
     return _FINGERPRINTS[m["name"]]
 
 
 def model_dir_input(model_id):
     """A local model directory is an input (a DVC dependency too; the output of rule tiny_model for a
     model the workflow builds); a hub model is not."""
-    return [normalise_model_path(model_id)] if is_local(model_id) or normalise_model_path(model_id) in TINY else []
+    path = normalise_model_path(model_id)
+    return [path] if is_local(model_id) or path in TINY or path in PIP_MODELS else []
 
 
 def local_model_input(wc):

@@ -46,12 +46,14 @@ def checkpoint_args(wildcards):
 
 
 def table3_args(wildcards, input):
-    """--model/--revision/--lemmas/--shards/--context options of `verbeval topk-table`."""
+    """--model/--revision/--gguf-file/--lemmas/--shards/--context options of `verbeval topk-table`."""
     args = []
     for name, m in MODELS.items():
         args += ["--model", f"{name}={m['id']}", "--lemmas", f"{name}={OUT}/{name}/lemmas.parquet"]
         if m["revision"]:
             args += ["--revision", f"{name}={m['revision']}"]
+        if m["gguf_file"]:
+            args += ["--gguf-file", f"{name}={m['gguf_file']}"]
     args.append("--shards")
     args += [f"{name}={shard_manifest(OUT).format(model=name)}" for name in MODELS]
     for c in FIGCFG["contexts"] or []:

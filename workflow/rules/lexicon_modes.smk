@@ -21,7 +21,7 @@ rule lexicon_forms:
     log:
         f"{LOGS}/lexicon_modes/{{model}}/forms.log",
     shell:
-        "verbeval lexicon-forms --model {params.model} {params.revision} --lexicon {input.lexicon:q} "
+        "verbeval lexicon-forms --model {params.model:q} {params.revision} --lexicon {input.lexicon:q} "
         "--templates {input.templates:q} --out {output:q} 2> {log:q}"
 
 

@@ -40,7 +40,7 @@ for _id, _m in _SV_SOURCES:
     if _name in SVMODELS:
         raise config_error(["simverb", "models"], f"simverb.models: two models named {_name!r}")
     SVMODELS[_name] = {"id": _id, "revision": _m["revision"] if _m else None,
-                       "join": bool(_m) and SV["agreement_join"]}
+                       "gguf_file": _m["gguf_file"] if _m else None, "join": bool(_m) and SV["agreement_join"]}
 
 
 def simverb_split_args(wildcards, input):
@@ -51,6 +51,7 @@ def simverb_split_args(wildcards, input):
 def simverb_model_args(wildcards):
     m = SVMODELS[wildcards.svmodel]
     args = ["--model", m["id"]] + (["--revision", m["revision"]] if m["revision"] else [])
+    args += ["--gguf-file", m["gguf_file"]] if m["gguf_file"] else []
     for frame in SV["frames"]:
         args += ["--frame", frame]
     return " ".join(shlex.quote(a) for a in args)

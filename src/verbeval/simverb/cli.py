@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from verbeval.core.cliutil import Add, bootstrap_options, check_outputs, float_list, split_pair
+from verbeval.core.cliutil import Add, bootstrap_options, check_outputs, float_list, model_source_options, split_pair
 
 log = logging.getLogger("verbeval")
 
@@ -22,7 +22,7 @@ def cmd_simverb_score(a: argparse.Namespace) -> None:
     splits = {name: read_simverb(path) for name, path in (split_pair(s, "--split", "PATH") for s in a.split)}
     if splits:
         pairs = assign_splits(pairs, splits)
-    sims, verbs = score_model(pairs, a.model, revision=a.revision, frames=a.frame or ["to {verb}"],
+    sims, verbs = score_model(pairs, a.model, revision=a.revision, gguf_file=a.gguf_file, frames=a.frame or ["to {verb}"],
                               multi_token=a.multi_token, batch_size=a.batch_size, device=a.device)
     write_parquet(sims, a.out)
     write_csv(verbs, a.verbs)
@@ -83,8 +83,7 @@ def register(add: Add) -> None:
     s.add_argument("--data", required=True, help="SimVerb-3500.txt (the full 3,500-pair file)")
     s.add_argument("--split", action="append", default=[], metavar="NAME=PATH",
                    help="an official split file (dev=SimVerb-500-dev.txt, test=SimVerb-3000-test.txt); repeatable")
-    s.add_argument("--model", required=True, help="hub id or local path (any model; loaded without its head)")
-    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
+    model_source_options(s, "(any model; loaded without its head)")
     s.add_argument("--frame", action="append", default=[],
                    help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
                         "uses the first (default: 'to {verb}')")

@@ -172,20 +172,26 @@ def verb_token_spans(tokenizer: Any, verbs: Sequence[str], frame: str) -> tuple[
     return dict(enc), spans
 
 
-def load_encoder(model_id: str, revision: str | None = None, device: str = "auto") -> tuple[Any, Any, Any]:
+def load_encoder(model_id: str, revision: str | None = None, device: str = "auto",
+                 gguf_file: str | None = None) -> tuple[Any, Any, Any]:
     """The base model (no LM head; an LM checkpoint loads its encoder/decoder body), its tokenizer
-    and the device, in eval mode."""
+    and the device, in eval mode. With ``gguf_file``, that GGUF file of the folder or repository
+    ``model_id`` (dequantised, float32)."""
     from transformers import AutoModel
 
-    from verbeval.core.models import check_local_model, load_tokenizer, resolve_device, resolve_id
+    from verbeval.core.models import check_local_model, gguf_location, load_tokenizer, resolve_device, resolve_id
 
-    check_local_model(model_id)
-    tok = load_tokenizer(model_id, revision)
+    check_local_model(model_id, gguf_file=gguf_file)
+    tok = load_tokenizer(model_id, revision, gguf_file)
     if not getattr(tok, "is_fast", False):
         raise VerbevalError(f"model {model_id!r}: a fast tokenizer (offset mapping) is needed")
     dev = resolve_device(device)
     try:
-        model = AutoModel.from_pretrained(resolve_id(model_id), revision=revision)
+        if gguf_file:
+            folder, name = gguf_location(model_id, gguf_file, revision)
+            model = AutoModel.from_pretrained(folder, gguf_file=name)
+        else:
+            model = AutoModel.from_pretrained(resolve_id(model_id), revision=revision)
     except (OSError, ValueError) as exc:
         raise VerbevalError(f"cannot load model {model_id!r}: {str(exc).splitlines()[0]}") from exc
     model.eval().to(dev)
@@ -587,12 +593,12 @@ def layer_curve(table: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- one model, end to end
 
 
-def score_model(pairs: pd.DataFrame, model_id: str, *, revision: str | None = None,
+def score_model(pairs: pd.DataFrame, model_id: str, *, revision: str | None = None, gguf_file: str | None = None,
                 frames: Sequence[str] = ("to {verb}",), multi_token: str = "mean", batch_size: int = 64,
                 device: str = "auto", progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Load ``model_id`` (base model, no head) and return the similarities table (pair columns
     plus :data:`SIM_COLUMNS`, sorted by representation order then pair) and the verb table."""
-    model, tok, dev = load_encoder(model_id, revision, device)
+    model, tok, dev = load_encoder(model_id, revision, device, gguf_file)
     verbs = sorted(set(pairs["verb1"]) | set(pairs["verb2"]))
     vt, reps = verb_vectors(model, tok, verbs, frames, batch_size, dev, progress)
     sims, vt = pair_similarities(pairs, vt, reps, multi_token)

