@@ -94,15 +94,16 @@ def build_inputs(shared_dir: Path, out: Path) -> dict[str, Path]:
     return {"templates": out / "templates.parquet", "lexicon": out / "lexicon.parquet", "dir": out}
 
 
-def run_agreement(model: list[str], inputs: dict[str, Path], out: Path, *extra: str) -> Path:
+def run_agreement(model: list[str], inputs: dict[str, Path], out: Path, *extra: str,
+                  groups: list[str] = GROUPS) -> Path:
     """lemmas -> infer -> aggregate for ``model`` (the ``--model ...`` options), as the workflow runs them."""
     assert main(["-q", "lemmas", *model, "--lexicon", str(inputs["lexicon"]), "--out", str(out / "lemmas.parquet")]) == 0
     manifest = out / "shards" / "manifest.json"
     assert main(["-q", "infer", *model, "--device", "cpu", "--threads", "2", "--batch-size", "32",
                  "--templates", str(inputs["templates"]), "--lemmas", str(out / "lemmas.parquet"),
-                 "--groups", ",".join(GROUPS), "--n-chunks", "1", "--no-progress", "--manifest", str(manifest),
+                 "--groups", ",".join(groups), "--n-chunks", "1", "--no-progress", "--manifest", str(manifest),
                  *extra]) == 0
-    assert main(["-q", "aggregate", "--templates", str(inputs["templates"]), "--groups", ",".join(GROUPS),
+    assert main(["-q", "aggregate", "--templates", str(inputs["templates"]), "--groups", ",".join(groups),
                  "--model-name", "m", "--manifest", str(manifest), "--top-cutoffs", "1", "--bottom-cutoffs", "1",
                  "--resamples", "10", "--out-dir", str(out)]) == 0
     return out
@@ -227,3 +228,36 @@ def behaviour(out: Path) -> dict[str, float]:
     mass = np.concatenate([np.stack(read_shard(out, g)["prob"].to_numpy()).sum(axis=1) for g in GROUPS])
     return {"tse_simple": tse["simple"], "tse_mean": float(np.mean(list(tse.values()))), "ew_mean": float(np.mean(ew)),
             "verb_mass": float(mass.mean())}
+
+
+# --------------------------------------------------------------------------- Gemma 3 270M
+
+
+def test_gemma3_270m_prepends_bos(real_model: Any, inputs: dict[str, Path], tmp_path: Path) -> None:
+    """The same path on Gemma 3 270M: a SentencePiece vocabulary of 262,144 tokens whose tokenizer adds BOS
+    (the GGUF's ``tokenizer.ggml.add_bos_token``), which a causal context must then start with."""
+    from gguf import GGUFReader
+
+    from verbeval.agreement.shards import read_shard_meta
+
+    gemma = real_model(GEMMA3_270M)
+    fields = GGUFReader(str(gemma.gguf)).fields
+    tokens = list(fields["tokenizer.ggml.tokens"].contents())
+    assert len(tokens) == 262144 and fields["tokenizer.ggml.add_bos_token"].contents() is True
+    groups = ["simple", "prep"]
+    out = run_agreement(gemma.args, inputs, tmp_path, groups=groups)
+    for g in groups:
+        meta = read_shard_meta(out / "shards" / g / "1-of-1.parquet")
+        assert meta["prepend_bos"] is True, g
+    # eligible lemmas counted on the 262k vocabulary: both forms are single '▁form' pieces of the GGUF's
+    # own token list (independent of verbeval's and transformers' tokenizer code)
+    lemmas = pd.read_parquet(out / "lemmas.parquet")
+    lexicon = pd.read_parquet(inputs["lexicon"])
+    vocab = pd.Index(tokens)
+    whole = vocab.get_indexer("\u2581" + lexicon["sing"]) >= 0
+    whole &= vocab.get_indexer("\u2581" + lexicon["plur"]) >= 0
+    print(f"Gemma 3 270M: {len(lemmas)} eligible lemmas of {len(lexicon)} (vocabulary pieces: {int(whole.sum())})")
+    assert set(lemmas["sing"] + "/" + lemmas["plur"]) == set((lexicon["sing"] + "/" + lexicon["plur"])[whole])
+    # a real model that sees BOS: simple agreement is easy for it (measured 1.0 on this slice)
+    tse = float(np.nanmean(pd.read_parquet(out / "simple" / "tse.parquet")["tse"]))
+    assert tse >= 0.9, tse
