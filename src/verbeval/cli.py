@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
                            title="sub-commands (the rule that runs each: docs/workflow.md)")
     add = subcommand_adder(sub)
-    core_cli.register_fetch(add)                    # fetch
+    core_cli.register_fetch(add)                    # fetch, pip-model
     agreement_cli.register(add)                     # lexicon ... topk-table
     core_cli.register_tools(add)                    # mirror, tiny-model
     agreement_cli.register_dvc_views(add)           # dvc-metrics, dvc-plot-data

