@@ -5,7 +5,6 @@ diagnostics, DVC views and the lexicon modes.
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -207,15 +206,14 @@ def _load_checked_lm(a: argparse.Namespace, templates: Any, groups: list[str], e
     right after it and before any forward pass."""
     from verbeval.agreement.lengths import check_context_lengths
 
-    check = functools.partial(check_context_lengths, a.model, a.revision, a.kind, templates, groups, a.prepend_bos,
-                              extra, gguf_file=a.gguf_file)
     if not a.gguf_file:
-        check()
+        check_context_lengths(a.model, a.revision, a.kind, templates, groups, a.prepend_bos, extra)
     t = time.perf_counter()
     lm = _load_lm(a)
     load_s = time.perf_counter() - t
-    if a.gguf_file:
-        check(tokenizer=lm.tokenizer, config=lm.model.config)
+    if a.gguf_file:  # the loaded model's kind: a GGUF config names no architecture
+        check_context_lengths(a.model, a.revision, lm.kind, templates, groups, a.prepend_bos, extra,
+                              tokenizer=lm.tokenizer, config=lm.model.config)
     return lm, load_s
 
 
