@@ -43,6 +43,14 @@ for _id, _m in _SV_SOURCES:
                        "join": bool(_m) and SV["agreement_join"]}
 
 
+# SimVerb models whose branch runs in the agreement model's own job (rule infer, models.smk): an
+# agreement model of the same id and revision loaded at float32, the dtype simverb-score loads; the
+# others (a SimVerb-only model, a float16/bfloat16 agreement model) keep a simverb_score job
+SV_IN_INFER = [n for n, m in SVMODELS.items() if n in MODELS and MODELS[n]["id"] == m["id"]
+               and MODELS[n]["revision"] == m["revision"] and MODELS[n]["dtype"] == "float32"]
+SV_ALONE = [n for n in SVMODELS if n not in SV_IN_INFER]
+
+
 def simverb_split_args(wildcards, input):
     """--split NAME=PATH options of `verbeval simverb-score`."""
     return " ".join(f"--split {shlex.quote(name + '=' + path)}" for name, path in zip(SV_SPLITS, input.splits))
