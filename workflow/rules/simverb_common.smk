@@ -43,9 +43,8 @@ for _id, _m in _SV_SOURCES:
                        "join": bool(_m) and SV["agreement_join"]}
 
 
-# SimVerb models whose branch runs in the agreement model's own job (rule infer, models.smk): an
-# agreement model of the same id and revision loaded at float32, the dtype simverb-score loads; the
-# others (a SimVerb-only model, a float16/bfloat16 agreement model) keep a simverb_score job
+# SimVerb models scored in their agreement model's own job (models.smk): same id and revision, float32
+# weights as simverb-score loads; the others keep their own SimVerb job
 SV_IN_INFER = [n for n, m in SVMODELS.items() if n in MODELS and MODELS[n]["id"] == m["id"]
                and MODELS[n]["revision"] == m["revision"] and MODELS[n]["dtype"] == "float32"]
 SV_ALONE = [n for n in SVMODELS if n not in SV_IN_INFER]
