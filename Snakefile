@@ -26,6 +26,7 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/veridicality.smk"
 include: "workflow/rules/simverb.smk"
 include: "workflow/rules/lexicon_modes.smk"
+include: "workflow/rules/models.smk"
 include: "workflow/rules/dvc_views.smk"
 
 

@@ -28,7 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "veridicality": {"core", "veridicality"},
     "bench": {"core", "agreement", "bench"},
 }
-TOP = {"cli", "workflow_cli", "dvc"}
+TOP = {"cli", "workflow_cli", "dvc", "model_run"}
 
 
 def module_name(path: Path) -> str:

@@ -73,17 +73,27 @@ def test_stage_runs_the_snakemake_command(ci_jobs: list[JobSpec]) -> None:
     stage = dvc_pipeline([job], ["config/config.yaml", "config/ci.yaml"], REPO)["stages"][stage_name(job)]
     assert stage_name(job) == "infer--tiny-gpt2"
     assert stage["cmd"] == "mkdir -p results-ci/logs/agreement/tiny-gpt2 && " + job.cmd
-    assert job.cmd.startswith("verbeval infer --model models/tiny-gpt2 ")
-    assert "--n-chunks 2 --no-progress --manifest results-ci/agreement/tiny-gpt2/shards/manifest.json" in job.cmd
+    assert job.cmd.startswith("verbeval run-model --model models/tiny-gpt2 ")
+    assert "--no-progress --manifest results-ci/agreement/tiny-gpt2/shards/manifest.json" in job.cmd
+    # the one job of the model: its form shards (multitoken on in ci.yaml) and SimVerb embeddings too
+    assert "--forms-manifest=results-ci/agreement/lexicon_modes/tiny-gpt2/shards/manifest.json" in job.cmd
+    assert "--simverb-out results-ci/simverb/tiny-gpt2/similarities.parquet" in job.cmd
     # the local model directory is a dependency: a new checkpoint reruns the stage
     assert stage["deps"] == ["results-ci/agreement/templates.parquet", "results-ci/agreement/tiny-gpt2/lemmas.parquet",
-                             "models/tiny-gpt2"]
-    # the manifest is the output; the shards beside it survive DVC's removal of a stage's outs, and
-    # the manifest is neither run-cached nor checked out alone (tests/test_dvc_store.py)
-    assert stage["outs"] == [{"results-ci/agreement/tiny-gpt2/shards/manifest.json": {"cache": False, "persist": True}}]
+                             "models/tiny-gpt2", "results-ci/agreement/lexicon_modes/tiny-gpt2/forms.parquet",
+                             "data/raw-ci/simverb_3500/SimVerb-3500.txt"]
+    # the manifests are the outputs; the shards beside them survive DVC's removal of a stage's outs, and
+    # the manifests are neither run-cached nor checked out alone (tests/test_dvc_store.py); the SimVerb
+    # outputs are kept across failed runs (update(): DVC persist)
+    store = {"cache": False, "persist": True}
+    assert stage["outs"] == [{"results-ci/simverb/tiny-gpt2/similarities.parquet": {"persist": True}},
+                             {"results-ci/simverb/tiny-gpt2/verbs.csv": {"persist": True}},
+                             {"results-ci/agreement/tiny-gpt2/shards/manifest.json": store},
+                             {"results-ci/agreement/lexicon_modes/tiny-gpt2/shards/manifest.json": store}]
     # keys set in ci.yaml come from it, the others from config.yaml
-    assert stage["params"] == [{"config/ci.yaml": ["models", "inference", "agreement.chunks"]},
-                               {"config/config.yaml": ["agreement.groups", "agreement.custom_groups"]}]
+    assert stage["params"][0] == {"config/ci.yaml": ["models", "inference", "agreement.chunks",
+                                                     "agreement.multitoken.enabled", "agreement.multitoken.groups"]}
+    assert stage["params"][1]["config/config.yaml"][:2] == ["agreement.groups", "agreement.custom_groups"]
 
 
 def test_only_a_root_pipeline_declares_metrics(ci_jobs: list[JobSpec]) -> None:

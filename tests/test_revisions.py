@@ -339,6 +339,7 @@ def test_hub_sweep_dag_scores_every_revision_on_simverb(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     stats = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.MULTILINE)}
-    assert stats["simverb_score"] == 3 and stats["infer"] == 3 and stats["figure_checkpoints"] == 1
+    # SimVerb of each revision runs in that revision's one model job (rule infer), from the same load
+    assert "simverb_score" not in stats and stats["infer"] == 3 and stats["figure_checkpoints"] == 1
     assert "--model EleutherAI/pythia-160m --revision step143000" in out
     assert f"{tmp_path}/results/simverb/p@step1000/similarities.parquet" in out

@@ -329,7 +329,7 @@ def test_latex_and_markdown_without_splits(tmp_path: Path) -> None:
 
 
 def test_workflow_uses_split_files_when_present(tmp_path: Path, shared_dir: Path) -> None:
-    """With manifest entries and mirror files for the splits, simverb_score gets --split options;
+    """With manifest entries and mirror files for the splits, the SimVerb job gets their split options;
     without them (the shipped manifest), it does not."""
     import hashlib
     import shutil
@@ -364,6 +364,7 @@ def test_workflow_uses_split_files_when_present(tmp_path: Path, shared_dir: Path
         return res.stdout
 
     with_splits = dry_run(tmp_path / "manifest.yaml")
-    assert f"--split dev={tmp_path}/raw/simverb_500_dev/SimVerb-500-dev.txt" in with_splits
-    assert f"--split test={tmp_path}/raw/simverb_3000_test/SimVerb-3000-test.txt" in with_splits
-    assert "--split" not in dry_run(repo / "resources/manifest.yaml")
+    # gpt2 is an agreement model too: its SimVerb branch runs in its one model job (verbeval run-model)
+    assert f"--simverb-split=dev={tmp_path}/raw/simverb_500_dev/SimVerb-500-dev.txt" in with_splits
+    assert f"--simverb-split=test={tmp_path}/raw/simverb_3000_test/SimVerb-3000-test.txt" in with_splits
+    assert "--simverb-split" not in dry_run(repo / "resources/manifest.yaml")

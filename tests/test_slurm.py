@@ -30,7 +30,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PROFILE = REPO_ROOT / "profiles" / "slurm"
 CPU_PROFILE = REPO_ROOT / "profiles" / "slurm-cpu"
 #: the rules that declare a `gpu` resource (workflow/rules/*.smk)
-GPU_RULES = {"infer", "infer_forms", "simverb_score", "veridicality_predict", "veridicality_counterfactual_predict"}
+GPU_RULES = {"infer", "infer_no_simverb", "simverb_score", "veridicality_predict"}
 THREADS = 3  # inference.threads: not the default, so that a hard-coded number shows
 
 
@@ -174,15 +174,18 @@ def test_gpu_jobs_go_to_the_gpu_partition_with_their_gpus(dry_run: subprocess.Co
 
 
 def test_a_model_split_over_gpus_asks_for_all_of_them(dry_run: subprocess.CompletedProcess[str]) -> None:
-    jobs = {(j["rule"], m.group(1)): j for j in dry_run_jobs(dry_run.stdout + dry_run.stderr)
-            if (m := re.search(r"--manifest \S+/([\w.-]+)/shards/manifest\.json", j["shell"]))}
-    for rule in ("infer", "infer_forms"):
-        split, whole = jobs[(rule, "tiny-gpt2-split")], jobs[(rule, "tiny-gpt2")]
-        assert split["resources"]["gpu"] == 2 and whole["resources"]["gpu"] == 1
-        assert "--device-map auto" in split["shell"] and "--dtype bfloat16" in split["shell"]
-        assert "--device-map" not in whole["shell"]
-        sbatch = sbatch_options(split)
-        assert "--gpus=2" in sbatch and "--ntasks-per-gpu" not in sbatch and "-p gpu" in sbatch
+    # the model's one job (every branch of it): rule infer, or infer_no_simverb (no SimVerb branch at bfloat16)
+    jobs = {m.group(1): j for j in dry_run_jobs(dry_run.stdout + dry_run.stderr)
+            if j["rule"] in ("infer", "infer_no_simverb")
+            and (m := re.search(r"--manifest \S+/([\w.-]+)/shards/manifest\.json", j["shell"]))}
+    assert jobs["tiny-gpt2-split"]["rule"] == "infer_no_simverb" and jobs["tiny-gpt2"]["rule"] == "infer"
+    assert "--simverb-out" in jobs["tiny-gpt2"]["shell"] and "--simverb-out" not in jobs["tiny-gpt2-split"]["shell"]
+    split, whole = jobs["tiny-gpt2-split"], jobs["tiny-gpt2"]
+    assert split["resources"]["gpu"] == 2 and whole["resources"]["gpu"] == 1
+    assert "--device-map auto" in split["shell"] and "--dtype bfloat16" in split["shell"]
+    assert "--device-map" not in whole["shell"]
+    sbatch = sbatch_options(split)
+    assert "--gpus=2" in sbatch and "--ntasks-per-gpu" not in sbatch and "-p gpu" in sbatch
 
 
 def test_placeholder_account_warns_in_a_dry_run(dry_run: subprocess.CompletedProcess[str]) -> None:
@@ -214,7 +217,7 @@ def test_placeholder_account_stops_a_run_before_any_submission(workdir: Path, tm
 
 @pytest.mark.parametrize(("option", "expected"), [
     # replaces the profile's whole set-resources: infer would go to the CPU partition asking for GPUs
-    (["--set-resources", "infer:mem_mb=200"], "set-resources give no slurm_partition to rule(s) infer, infer_forms"),
+    (["--set-resources", "infer:mem_mb=200"], "set-resources give no slurm_partition to rule(s) infer, infer_no_simverb, simverb_score, veridicality_predict"),
     # replaces the profile's whole default-resources: no partition, time or memory left
     (["--default-resources", "slurm_account=my-account"], "default-resources lack slurm_partition, runtime, mem_mb"),
 ])

@@ -65,41 +65,7 @@ rule lemmas:
         "verbeval lemmas --model {params.model:q} {params.revision} --lexicon {input.lexicon:q} --out {output:q} 2> {log:q}"
 
 
-rule infer:
-    input:
-        templates=f"{OUT}/templates.parquet",
-        lemmas=f"{OUT}/{{model}}/lemmas.parquet",
-        model=local_model_input,
-    output:
-        shard_manifest(OUT),
-    params:
-        model=model_param("id"),
-        version=model_version,
-        revision=revision_option,
-        kind=model_param("kind"),
-        dtype=model_param("dtype"),
-        device_map=device_map_option,
-        batch_size=model_param("batch_size"),
-        bos=bos_option,
-        random_init=random_init_option,
-        device=config["inference"]["device"],
-        top_k=config["inference"]["top_k"],
-        groups=",".join(GROUP_IDS),
-        n_chunks=AGR["chunks"],
-        nonfinite="--allow-nonfinite" if config["inference"]["allow_nonfinite"] else "",
-    threads: config["inference"]["threads"]
-    resources:
-        gpu=model_param("gpus"),
-    conda:
-        "../../envs/inference.yaml"
-    log:
-        f"{LOGS}/agreement/{{model}}/infer.log",
-    shell:
-        "verbeval infer --model {params.model:q} {params.revision} --kind {params.kind} --dtype {params.dtype} "
-        "--device {params.device} {params.device_map} --batch-size {params.batch_size} --threads {threads} "
-        "--top-k {params.top_k} --prepend-bos {params.bos} --random-init {params.random_init} "
-        "--templates {input.templates:q} --lemmas {input.lemmas:q} "
-        "--groups {params.groups} --n-chunks {params.n_chunks} --no-progress {params.nonfinite} --manifest {output:q} 2> {log:q}"
+# rule infer (the model's one job: agreement shards and its other accelerator branches): models.smk
 
 
 rule aggregate:

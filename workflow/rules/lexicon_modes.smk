@@ -41,38 +41,7 @@ rule lexicon_common:
         "verbeval lexicon-common --forms {params.forms} --out {output:q} 2> {log:q}"
 
 
-rule infer_forms:
-    input:
-        templates=f"{OUT}/templates.parquet",
-        forms=f"{LMOUT}/{{model}}/forms.parquet",
-        model=local_model_input,
-    output:
-        shard_manifest(LMOUT),
-    params:
-        model=model_param("id"),
-        version=model_version,
-        revision=revision_option,
-        kind=model_param("kind"),
-        dtype=model_param("dtype"),
-        device_map=device_map_option,
-        batch_size=MT["batch_size"],
-        bos=bos_option,
-        device=config["inference"]["device"],
-        groups=",".join(MT_GROUPS),
-        n_chunks=AGR["chunks"],
-        nonfinite="--allow-nonfinite" if config["inference"]["allow_nonfinite"] else "",
-    threads: config["inference"]["threads"]
-    resources:
-        gpu=model_param("gpus"),
-    conda:
-        "../../envs/inference.yaml"
-    log:
-        f"{LOGS}/lexicon_modes/{{model}}/infer.log",
-    shell:
-        "verbeval infer-forms --model {params.model:q} {params.revision} --kind {params.kind} --dtype {params.dtype} "
-        "--device {params.device} {params.device_map} --batch-size {params.batch_size} --threads {threads} "
-        "--prepend-bos {params.bos} --templates {input.templates:q} --forms {input.forms:q} --groups {params.groups} "
-        "--n-chunks {params.n_chunks} --no-progress {params.nonfinite} --manifest {output:q} 2> {log:q}"
+# the form shards (shard_manifest(LMOUT)) come from the model's one job, rule infer (models.smk)
 
 
 rule lexicon_modes:

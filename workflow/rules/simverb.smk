@@ -24,7 +24,7 @@ rule simverb_score:
         device=config["inference"]["device"],
         threads=config["inference"]["threads"],  # a change reruns the job (the command uses {threads})
     wildcard_constraints:
-        svmodel="|".join(map(re.escape, SVMODELS)),
+        svmodel="|".join(map(re.escape, SV_ALONE)) or "(?!x)x",  # the others: rule infer (models.smk)
     threads: config["inference"]["threads"]
     resources:
         gpu=config["inference"]["gpus"],

@@ -57,6 +57,13 @@ def simverb_random_models(wildcards):
     return wildcards.svmodel if random_init(m["id"], m["random_init"]) else ""
 
 
+# SimVerb models scored in their agreement model's own job (models.smk): same id and revision, float32
+# weights as simverb-score loads; the others keep their own SimVerb job
+SV_IN_INFER = [n for n, m in SVMODELS.items() if n in MODELS and MODELS[n]["id"] == m["id"]
+               and MODELS[n]["revision"] == m["revision"] and MODELS[n]["dtype"] == "float32"]
+SV_ALONE = [n for n in SVMODELS if n not in SV_IN_INFER]
+
+
 def simverb_split_args(wildcards, input):
     """--split NAME=PATH options of `verbeval simverb-score`."""
     return " ".join(f"--split {shlex.quote(name + '=' + path)}" for name, path in zip(SV_SPLITS, input.splits))

@@ -24,15 +24,23 @@ rule veridicality_released:
 
 
 rule veridicality_predict:
+    # one job (one load) per real NLI model: the predictions and, with counterfactuals on, those of the
+    # manipulated pairs; each output is flagged update and kept while its stamp shows it up to date
     input:
         data=raw_path(VER["source"]),
         model=lambda wc: model_dir_input(VREAL[wc.vmodel]),
+        **({"pairs": f"{VRES}/counterfactuals/pairs.parquet"} if veridicality_counterfactuals_on() else {}),
     output:
-        f"{VRES}/{{vmodel}}/predictions.parquet",
+        predictions=update(f"{VRES}/{{vmodel}}/predictions.parquet"),
+        **({"counterfactuals": update(f"{VRES}/{{vmodel}}/counterfactual_predictions.parquet")}
+           if veridicality_counterfactuals_on() else {}),
     params:
         model=lambda wc: VREAL[wc.vmodel],
         device=config["inference"]["device"],
         batch_size=VER["batch_size"],
+        counterfactuals=lambda wc, input, output: (
+            f"--counterfactual-pairs {shlex.quote(input.pairs)} --counterfactual-out {shlex.quote(output.counterfactuals)}"
+            if veridicality_counterfactuals_on() else ""),
     wildcard_constraints:
         vmodel=_alternatives(VREAL),
     threads: config["inference"]["threads"]
@@ -44,7 +52,8 @@ rule veridicality_predict:
         f"{LOGS}/veridicality/{{vmodel}}/predict.log",
     shell:
         "verbeval veridicality-predict --data {input.data:q} --model {params.model:q} --device {params.device} "
-        "--batch-size {params.batch_size} --threads {threads} --out {output:q} 2> {log:q}"
+        "--batch-size {params.batch_size} --threads {threads} {params.counterfactuals} --out {output.predictions:q} "
+        "2> {log:q}"
 
 
 rule veridicality_table:
@@ -91,28 +100,7 @@ rule veridicality_counterfactuals:
         "--pairs {output.pairs:q} --unhandled {output.unhandled:q} --coverage {output.coverage:q} 2> {log:q}"
 
 
-rule veridicality_counterfactual_predict:
-    input:
-        pairs=f"{VRES}/counterfactuals/pairs.parquet",
-        model=lambda wc: model_dir_input(VREAL[wc.vmodel]),
-    output:
-        f"{VRES}/{{vmodel}}/counterfactual_predictions.parquet",
-    params:
-        model=lambda wc: VREAL[wc.vmodel],
-        device=config["inference"]["device"],
-        batch_size=VER["batch_size"],
-    wildcard_constraints:
-        vmodel=_alternatives(VREAL),
-    threads: config["inference"]["threads"]
-    resources:
-        gpu=config["inference"]["gpus"],
-    conda:
-        "../../envs/inference.yaml"
-    log:
-        f"{LOGS}/veridicality/{{vmodel}}/counterfactual_predict.log",
-    shell:
-        "verbeval veridicality-counterfactual-predict --pairs {input.pairs:q} --model {params.model:q} "
-        "--device {params.device} --batch-size {params.batch_size} --threads {threads} --out {output:q} 2> {log:q}"
+# the counterfactual predictions come from rule veridicality_predict (the same load)
 
 
 rule veridicality_kl:

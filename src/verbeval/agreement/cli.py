@@ -116,10 +116,10 @@ def cmd_lemmas(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.eligibility import eligible_lemmas
+    from verbeval.core.fasttok import load_text_tokenizer
     from verbeval.core.io import write_parquet
-    from verbeval.core.models import load_tokenizer
 
-    tok = load_tokenizer(a.model, a.revision, a.gguf_file)
+    tok = load_text_tokenizer(a.model, a.revision, a.gguf_file)  # tokenizers alone where safe: no torch import
     lex = pd.read_parquet(a.lexicon)
     elig = eligible_lemmas(lex, tok)
     write_parquet(elig, a.out)
@@ -536,9 +536,9 @@ def cmd_lexicon_forms(a: argparse.Namespace) -> None:
 
     from verbeval.core.io import write_parquet
     from verbeval.agreement.lexicon_modes import form_table
-    from verbeval.core.models import load_tokenizer
+    from verbeval.core.fasttok import load_text_tokenizer
 
-    tok = load_tokenizer(a.model, a.revision, a.gguf_file)
+    tok = load_text_tokenizer(a.model, a.revision, a.gguf_file)  # tokenizers alone where safe: no torch import
     forms = form_table(pd.read_parquet(a.lexicon), pd.read_parquet(a.templates), tok)
     write_parquet(forms, a.out)
     lex = forms[forms["in_lexicon"]]

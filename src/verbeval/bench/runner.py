@@ -758,8 +758,7 @@ def bench_snakemake(config: str | Path, workdir: Path, cores: int, extra_config:
     startup = {"verbeval_cli_s": _process_s([verbeval, "--version"]),
                "import_torch_transformers_s": _process_s([sys.executable, "-c", "import torch, transformers"])}
     model_jobs = sum(by_rule.get(r, {}).get("jobs", 0) for r in
-                     ("infer", "infer_forms", "simverb_score", "veridicality_predict",
-                      "veridicality_counterfactual_predict", "lemmas", "lexicon_forms"))
+                     ("infer", "infer_no_simverb", "simverb_score", "veridicality_predict", "lemmas", "lexicon_forms"))
     return {"command": " ".join(cmd), "cores": cores, "wall_s": wall, "jobs": len(jobs), "by_rule": by_rule,
             "startup": startup, "model_jobs": model_jobs,
             "startup_share_estimate": (len(jobs) * startup["verbeval_cli_s"]

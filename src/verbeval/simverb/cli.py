@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from verbeval.core.cliutil import (Add, bootstrap_options, check_outputs, float_list, model_source_options,
                                    random_init_option, split_pair)
@@ -11,26 +13,62 @@ from verbeval.core.cliutil import (Add, bootstrap_options, check_outputs, float_
 log = logging.getLogger("verbeval")
 
 
+def read_pairs(data: str, split_items: Sequence[str]) -> Any:
+    """The SimVerb-3500 pairs of ``data``, with their official split when ``split_items`` (NAME=PATH) name the
+    split files."""
+    from verbeval.simverb.similarity import assign_splits, read_simverb
+
+    pairs = read_simverb(data)
+    splits = {name: read_simverb(path) for name, path in (split_pair(s, "--split", "PATH") for s in split_items)}
+    return assign_splits(pairs, splits) if splits else pairs
+
+
+def write_scores(sims: Any, verbs: Any, n_pairs: int, model: str, out: str, verbs_out: str, *,
+                 random_init: bool) -> None:
+    """Write the outputs of ``simverb-score`` (``--out``, ``--verbs``); ``random_init`` is recorded in the
+    similarities' Parquet attributes (:func:`verbeval.core.provenance.tag_frame`)."""
+    from verbeval.core.io import write_csv, write_parquet
+    from verbeval.core.provenance import tag_frame
+
+    write_parquet(tag_frame(sims, random_init), out)
+    write_csv(verbs, verbs_out)
+    log.info("simverb %s: %d pairs, %d verbs (%d multi-token, %d covered), %d representations -> %s",
+             model, n_pairs, len(verbs), int((verbs["n_tokens"] > 1).sum()), int(verbs["covered"].sum()),
+             sims["representation"].nunique(), out)
+
+
 def cmd_simverb_score(a: argparse.Namespace) -> None:
     check_outputs(a.out, a.verbs)
     import torch
 
-    from verbeval.core.io import write_csv, write_parquet
-    from verbeval.core.provenance import resolve_random_init, tag_frame
-    from verbeval.simverb.similarity import assign_splits, read_simverb, score_model
+    from verbeval.core.provenance import resolve_random_init
+    from verbeval.simverb.similarity import score_model
 
     torch.set_num_threads(a.threads)
-    pairs = read_simverb(a.data)
-    splits = {name: read_simverb(path) for name, path in (split_pair(s, "--split", "PATH") for s in a.split)}
-    if splits:
-        pairs = assign_splits(pairs, splits)
-    sims, verbs = score_model(pairs, a.model, revision=a.revision, gguf_file=a.gguf_file, frames=a.frame or ["to {verb}"],
-                              multi_token=a.multi_token, batch_size=a.batch_size, device=a.device)
-    write_parquet(tag_frame(sims, resolve_random_init(a.model, a.random_init)), a.out)
-    write_csv(verbs, a.verbs)
-    log.info("simverb %s: %d pairs, %d verbs (%d multi-token, %d covered), %d representations -> %s",
-             a.model, len(pairs), len(verbs), int((verbs["n_tokens"] > 1).sum()), int(verbs["covered"].sum()),
-             sims["representation"].nunique(), a.out)
+    pairs = read_pairs(a.data, a.split)
+    sims, verbs = score_model(pairs, a.model, revision=a.revision, gguf_file=a.gguf_file,
+                              frames=a.frame or ["to {verb}"], multi_token=a.multi_token, batch_size=a.batch_size,
+                              device=a.device)
+    write_scores(sims, verbs, len(pairs), a.model, a.out, a.verbs, random_init=resolve_random_init(a.model, a.random_init))
+
+
+def score_options(s: Any, prefix: str = "") -> None:
+    """The SimVerb inputs, settings and outputs of ``simverb-score`` (``prefix`` ``""``, all inputs and outputs
+    required) or of the SimVerb branch of ``run-model`` (``prefix`` ``"simverb-"``, the branch runs when
+    ``--simverb-out`` is given)."""
+    req = not prefix
+    s.add_argument(f"--{prefix}data", required=req, help="SimVerb-3500.txt (the full 3,500-pair file)")
+    s.add_argument(f"--{prefix}split", action="append", default=[], metavar="NAME=PATH",
+                   help="an official split file (dev=SimVerb-500-dev.txt, test=SimVerb-3000-test.txt); repeatable")
+    s.add_argument(f"--{prefix}frame", action="append", default=[],
+                   help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
+                        "uses the first (default: 'to {verb}')")
+    s.add_argument(f"--{prefix}multi-token", choices=["mean", "skip"], default="mean",
+                   help="mean over a multi-token verb's sub-tokens, or leave its pairs out")
+    s.add_argument(f"--{prefix}batch-size", type=int, default=64, help="verbs per forward pass")
+    s.add_argument(f"--{prefix}out", required=req,
+                   help="output: similarities parquet (one row per pair and representation)")
+    s.add_argument(f"--{prefix}verbs", required=req, help="output: per-verb tokens and coverage (CSV)")
 
 
 def cmd_simverb_table(a: argparse.Namespace) -> None:
@@ -87,21 +125,11 @@ def register(add: Add) -> None:
     s = add("simverb-score", cmd_simverb_score,
             "SimVerb-3500: cosine of every verb pair under the static embedding and every layer of one model",
             "See docs/simverb.md. Run by the rule simverb_score, one job per model.")
-    s.add_argument("--data", required=True, help="SimVerb-3500.txt (the full 3,500-pair file)")
-    s.add_argument("--split", action="append", default=[], metavar="NAME=PATH",
-                   help="an official split file (dev=SimVerb-500-dev.txt, test=SimVerb-3000-test.txt); repeatable")
     model_source_options(s, "(any model; loaded without its head)")
     random_init_option(s)
-    s.add_argument("--frame", action="append", default=[],
-                   help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
-                        "uses the first (default: 'to {verb}')")
-    s.add_argument("--multi-token", choices=["mean", "skip"], default="mean",
-                   help="mean over a multi-token verb's sub-tokens, or leave its pairs out")
     s.add_argument("--device", default="auto", help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
-    s.add_argument("--batch-size", type=int, default=64, help="verbs per forward pass")
     s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
-    s.add_argument("--out", required=True, help="output: similarities parquet (one row per pair and representation)")
-    s.add_argument("--verbs", required=True, help="output: per-verb tokens and coverage (CSV)")
+    score_options(s)
 
     s = add("simverb-table", cmd_simverb_table,
             "SimVerb-3500: Spearman's rho with bootstrap CIs per representation, split, relation and rating range",

@@ -612,6 +612,17 @@ def score_model(pairs: pd.DataFrame, model_id: str, *, revision: str | None = No
     """Load ``model_id`` (base model, no head) and return the similarities table (pair columns
     plus :data:`SIM_COLUMNS`, sorted by representation order then pair) and the verb table."""
     model, tok, dev = load_encoder(model_id, revision, device, gguf_file)
+    return score_loaded(pairs, model, tok, dev, model_id=model_id, frames=frames, multi_token=multi_token, batch_size=batch_size,
+                        progress=progress)
+
+
+def score_loaded(pairs: pd.DataFrame, model: Any, tok: Any, dev: Any, *, model_id: str, frames: Sequence[str] = ("to {verb}",),
+                 multi_token: str = "mean", batch_size: int = 64,
+                 progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`score_model` on a model already loaded (its base model, no head), e.g. the body of the
+    LM an agreement job loaded (``verbeval run-model``)."""
+    if not getattr(tok, "is_fast", False):
+        raise VerbevalError("SimVerb-3500 needs a fast tokenizer (offset mapping)")
     verbs = sorted(set(pairs["verb1"]) | set(pairs["verb2"]))
     vt, reps = verb_vectors(model, tok, verbs, frames, batch_size, dev, progress)
     check_finite_vectors(model_id, verbs, reps)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from verbeval.core.cliutil import Add, check_outputs, random_init_option
 from verbeval.core.errors import VerbevalError
@@ -11,25 +13,88 @@ from verbeval.core.errors import VerbevalError
 log = logging.getLogger("verbeval")
 
 
-def cmd_veridicality_predict(a: argparse.Namespace) -> None:
-    check_outputs(a.out)
+def _nli_settings(a: argparse.Namespace, branch: str) -> dict[str, object]:
+    """What an NLI branch's outputs depend on besides their input file (the key of their stamp)."""
+    from verbeval import __version__
+    from verbeval.core.models import model_fingerprint
+
+    return {"branch": branch, "verbeval": __version__, "model": a.model, "revision": a.revision,
+            "model_version": model_fingerprint(a.model, a.revision), "batch_size": a.batch_size}
+
+
+def _run_branch(outputs: list[str], key: str, what: str, compute: Callable[[], None]) -> None:
+    """``compute`` (which writes ``outputs``) unless their stamp shows them up to date for ``key``."""
+    from verbeval.core import stamps
+
+    if stamps.is_current(outputs, key):
+        log.info("%s: %s up to date (same inputs and settings): kept", what, ", ".join(outputs))
+        return
+    stamps.clear_stamp(outputs)
+    compute()
+    stamps.write_stamp(outputs, key)
+
+
+def _predict_originals(a: argparse.Namespace, nli: tuple[Any, Any, Any]) -> None:
     from verbeval.core.io import write_parquet
     from verbeval.core.provenance import resolve_random_init, tag_frame
-    from verbeval.veridicality.nli import PSEUDO_MODEL, model_predictions, pseudo_model_predictions, read_dataset
+    from verbeval.veridicality.nli import model_predictions, read_dataset
 
     data = read_dataset(a.data)
-    if a.model == PSEUDO_MODEL:
-        preds = pseudo_model_predictions(data)
-    else:
-        import torch
-
-        from verbeval.veridicality.nli import load_nli
-
-        torch.set_num_threads(a.threads)
-        model, tok, device = load_nli(a.model, a.revision, a.device)
-        preds = model_predictions(data, model, tok, a.batch_size, device)
-    write_parquet(tag_frame(preds, a.model != PSEUDO_MODEL and resolve_random_init(a.model, a.random_init)), a.out)
+    preds = model_predictions(data, *nli[:2], a.batch_size, nli[2])
+    write_parquet(tag_frame(preds, resolve_random_init(a.model, a.random_init)), a.out)
     log.info("veridicality %s: %d items -> %d predictions -> %s", a.model, len(data), len(preds), a.out)
+
+
+def _predict_counterfactuals(a: argparse.Namespace, pairs_path: str, out: str, nli: tuple[Any, Any, Any]) -> None:
+    import pandas as pd
+
+    from verbeval.core.io import write_parquet
+    from verbeval.veridicality.nli import score_nli
+
+    pairs = pd.read_parquet(pairs_path)
+    model, tok, device = nli
+    probs = score_nli(model, tok, pairs["premise"].tolist(), pairs["hypothesis"].tolist(), a.batch_size, device)
+    res = pd.concat([pairs[["manipulation", "index", "task", "signature", "environment", "sample"]], probs], axis=1)
+    write_parquet(res, out)
+    log.info("counterfactual predictions of %s: %d pairs -> %s", a.model, len(res), out)
+
+
+def _load_nli(a: argparse.Namespace) -> tuple[Any, Any, Any]:
+    import torch
+
+    from verbeval.veridicality.nli import load_nli
+
+    torch.set_num_threads(a.threads)
+    return load_nli(a.model, a.revision, a.device)
+
+
+def cmd_veridicality_predict(a: argparse.Namespace) -> None:
+    check_outputs(a.out, a.counterfactual_out)
+    from verbeval.veridicality.nli import PSEUDO_MODEL
+
+    if bool(a.counterfactual_pairs) != bool(a.counterfactual_out):
+        raise VerbevalError("--counterfactual-pairs and --counterfactual-out go together")
+    if a.model == PSEUDO_MODEL:
+        if a.counterfactual_pairs:
+            raise VerbevalError(f"{PSEUDO_MODEL} has only the released probabilities of the original sentences; "
+                                "counterfactuals need a real NLI model")
+        from verbeval.core.io import write_parquet
+        from verbeval.veridicality.nli import pseudo_model_predictions, read_dataset
+
+        data = read_dataset(a.data)
+        preds = pseudo_model_predictions(data)
+        write_parquet(preds, a.out)
+        log.info("veridicality %s: %d items -> %d predictions -> %s", a.model, len(data), len(preds), a.out)
+        return
+    from verbeval.core.stamps import branch_key
+
+    nli = _load_nli(a)  # once for both branches
+    _run_branch([a.out], branch_key(_nli_settings(a, "predictions"), [a.data]), f"veridicality {a.model}",
+                lambda: _predict_originals(a, nli))
+    if a.counterfactual_pairs:
+        _run_branch([a.counterfactual_out], branch_key(_nli_settings(a, "counterfactuals"), [a.counterfactual_pairs]),
+                    f"counterfactuals {a.model}",
+                    lambda: _predict_counterfactuals(a, a.counterfactual_pairs, a.counterfactual_out, nli))
 
 
 def cmd_veridicality_table(a: argparse.Namespace) -> None:
@@ -74,23 +139,12 @@ def cmd_veridicality_counterfactuals(a: argparse.Namespace) -> None:
 
 def cmd_veridicality_counterfactual_predict(a: argparse.Namespace) -> None:
     check_outputs(a.out)
-    import pandas as pd
-    import torch
-
-    from verbeval.core.io import write_parquet
-    from verbeval.veridicality.nli import PSEUDO_MODEL, load_nli, score_nli
+    from verbeval.veridicality.nli import PSEUDO_MODEL
 
     if a.model == PSEUDO_MODEL:
         raise VerbevalError(f"{PSEUDO_MODEL} has only the released probabilities of the original sentences; "
                             "counterfactuals need a real NLI model")
-    torch.set_num_threads(a.threads)
-    model, tok, device = load_nli(a.model, a.revision, a.device)
-    pairs = pd.read_parquet(a.pairs)
-    probs = score_nli(model, tok, pairs["premise"].tolist(), pairs["hypothesis"].tolist(), a.batch_size, device)
-    out = pd.concat([pairs[["manipulation", "index", "task", "signature", "environment", "sample"]],
-                     probs], axis=1)
-    write_parquet(out, a.out)
-    log.info("counterfactual predictions of %s: %d pairs -> %s", a.model, len(out), a.out)
+    _predict_counterfactuals(a, a.pairs, a.out, _load_nli(a))
 
 
 def cmd_veridicality_kl(a: argparse.Namespace) -> None:
@@ -126,14 +180,19 @@ def register(add: Add) -> None:
     """NLI predictions and the per-signature table: ``veridicality-predict``, ``veridicality-table``."""
     s = add("veridicality-predict", cmd_veridicality_predict,
             "NLI probabilities on the verb veridicality data (a hub/local NLI model or ross-pavlick-2019-bert)",
-            "Both environments (positive, negative) of every item (docs/veridicality.md). Run by the rule "
-            "veridicality_predict, one job per model.")
+            "Both environments (positive, negative) of every item (docs/veridicality.md); with --counterfactual-pairs "
+            "the manipulated pairs too, from the same load. Each output is kept when its stamp shows its input and "
+            "settings unchanged. Run by the rules veridicality_predict and veridicality_released, one job per model.")
     s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv (Ross & Pavlick 2019)")
     s.add_argument("--model", required=True,
                    help="NLI classifier (hub id or path), or ross-pavlick-2019-bert for the released BERT probabilities")
     _nli_options(s)
     random_init_option(s)
     s.add_argument("--out", required=True, help="output: predictions parquet (one row per item and environment)")
+    s.add_argument("--counterfactual-pairs",
+                   help="manipulated pairs (verbeval veridicality-counterfactuals --pairs): also predict them with the "
+                        "same loaded model, as veridicality-counterfactual-predict would (real NLI models only)")
+    s.add_argument("--counterfactual-out", help="output: NLI probabilities per manipulated pair (parquet)")
 
     s = add("veridicality-table", cmd_veridicality_table,
             "per-signature accuracy and correlations (CSV, Markdown, LaTeX) and the human-vs-model scatter",
@@ -163,7 +222,7 @@ def register_counterfactuals(add: Add) -> None:
 
     s = add("veridicality-counterfactual-predict", cmd_veridicality_counterfactual_predict,
             "NLI probabilities of the manipulated pairs (a real NLI model)",
-            "Run by the rule veridicality_counterfactual_predict, one job per real NLI model.")
+            "The workflow runs this as part of veridicality-predict (--counterfactual-pairs), from the same load.")
     s.add_argument("--pairs", required=True, help="manipulated pairs (verbeval veridicality-counterfactuals --pairs)")
     s.add_argument("--model", required=True, help="NLI classifier (hub id or local path)")
     _nli_options(s)

@@ -1,0 +1,173 @@
+"""``verbeval run-model``: every accelerator branch of one language model from one load.
+
+The agreement shards (``verbeval infer``), the multi-token form shards (``verbeval infer-forms``,
+when ``agreement.multitoken`` is enabled) and the SimVerb-3500 layer embeddings (``verbeval
+simverb-score``, when the model is a SimVerb model) each used to be a job of its own that imported
+torch and loaded the model again. The rule ``infer`` now runs this one command per model: one
+start-up, then each branch in turn over the same :class:`~verbeval.core.models.LoadedModel`
+(docs/performance.md, "One model load per model").
+
+Resuming is per branch: the two shard stores keep every finished shard (their journals), and the
+SimVerb outputs are kept when their stamp (:mod:`verbeval.core.stamps`) shows that neither their
+inputs nor their settings changed, so a job rerun for one branch recomputes only that branch.
+The numbers are those of the single-branch commands: the same functions run on the same model
+(SimVerb on the LM's base model, which holds the very weights ``AutoModel`` loads).
+
+This module sits above the studies (like :mod:`verbeval.cli`): it may import each of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from typing import Any
+
+from verbeval.agreement import cli as agreement_cli
+from verbeval.core.cliutil import Add, check_outputs, optional_bool, random_init_option
+from verbeval.simverb import cli as simverb_cli
+
+log = logging.getLogger("verbeval")
+
+
+def _agreement_branch(lm: Any, a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.agreement.inference import infer_model
+    from verbeval.core.provenance import resolve_random_init
+
+    groups = [g for g in a.groups.split(",") if g]
+    random_init = resolve_random_init(a.model, a.random_init)
+    if random_init:
+        log.warning("%s is randomly initialised: its numbers are meaningless and are labelled so", a.model)
+    body = infer_model(lm, pd.read_parquet(a.templates), pd.read_parquet(a.lemmas), groups, a.n_chunks, a.manifest,
+                       batch_size=agreement_cli._batch_size(a.batch_size, lm), top_k=a.top_k,
+                       prepend_bos=a.prepend_bos, progress=not a.no_progress, random_init=random_init,
+                       allow_nonfinite=a.allow_nonfinite)
+    t = body["timing"]
+    log.info("%s: %d shards -> %s; %d contexts computed in %.1f s (%.1f contexts/s), writer busy %.1f s, "
+             "total %.1f s", a.model, len(body["shards"]), a.manifest, t["contexts"], t["compute_s"],
+             t["contexts_per_s"], t["writer_busy_s"], t["total_s"])
+
+
+def _forms_branch(lm: Any, a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.agreement.lexicon_modes import infer_forms_model
+
+    groups = [g for g in a.forms_groups.split(",") if g]
+    body = infer_forms_model(lm, pd.read_parquet(a.templates), pd.read_parquet(a.forms), groups, a.n_chunks,
+                             a.forms_manifest, batch_size=a.forms_batch_size, prepend_bos=a.prepend_bos,
+                             progress=not a.no_progress, allow_nonfinite=a.allow_nonfinite)
+    t = body["timing"]
+    log.info("%s: %d form shards -> %s; %d contexts computed in %.1f s (%.2f contexts/s)", a.model,
+             len(body["shards"]), a.forms_manifest, t["contexts"], t["compute_s"], t["contexts_per_s"])
+
+
+def simverb_settings(a: argparse.Namespace) -> dict[str, Any]:
+    """What the SimVerb outputs depend on besides their input files (the key of their stamp)."""
+    from verbeval import __version__
+    from verbeval.core.models import model_fingerprint
+
+    return {"branch": "simverb", "verbeval": __version__, "model": a.model, "revision": a.revision,
+            "gguf_file": a.gguf_file, "random_init": a.random_init,
+            "model_version": model_fingerprint(a.model, a.revision, gguf_file=a.gguf_file), "dtype": a.dtype,
+            "frames": a.simverb_frame or ["to {verb}"], "multi_token": a.simverb_multi_token,
+            "batch_size": a.simverb_batch_size, "splits": [s.partition("=")[0] for s in a.simverb_split]}
+
+
+def _simverb_branch(lm: Any, a: argparse.Namespace) -> None:
+    from verbeval.core import stamps
+    from verbeval.core.provenance import resolve_random_init
+    from verbeval.simverb.similarity import score_loaded
+
+    outputs = [a.simverb_out, a.simverb_verbs]
+    inputs = [a.simverb_data] + [s.partition("=")[2] for s in a.simverb_split]
+    key = stamps.branch_key(simverb_settings(a), inputs)
+    if stamps.is_current(outputs, key):
+        log.info("simverb %s: %s and %s are up to date (same inputs and settings): kept", a.model, *outputs)
+        return
+    stamps.clear_stamp(outputs)
+    pairs = simverb_cli.read_pairs(a.simverb_data, a.simverb_split)
+    sims, verbs = score_loaded(pairs, lm.model.base_model, lm.tokenizer, lm.device, model_id=a.model,
+                               frames=a.simverb_frame or ["to {verb}"], multi_token=a.simverb_multi_token,
+                               batch_size=a.simverb_batch_size, progress=not a.no_progress)
+    simverb_cli.write_scores(sims, verbs, len(pairs), a.model, a.simverb_out, a.simverb_verbs,
+                             random_init=resolve_random_init(a.model, a.random_init))
+    stamps.write_stamp(outputs, key)
+
+
+def check_branches(a: argparse.Namespace) -> None:
+    """Each optional branch is given whole or not at all."""
+    from verbeval.core.errors import VerbevalError
+
+    for name, opts in (("multi-token forms", ("forms", "forms_groups", "forms_manifest")),
+                       ("SimVerb", ("simverb_data", "simverb_out", "simverb_verbs"))):
+        given = [o for o in opts if getattr(a, o)]
+        if given and len(given) != len(opts):
+            missing = ", ".join("--" + o.replace("_", "-") for o in opts if o not in given)
+            raise VerbevalError(f"the {name} branch needs {missing} as well")
+
+
+def _load_checked(a: argparse.Namespace) -> Any:
+    """The model, once no context of its branches is longer than it reads
+    (:func:`verbeval.agreement.lengths.check_context_lengths`; the form branch's longest form included)."""
+    import pandas as pd
+
+    from verbeval.agreement.lengths import check_context_lengths
+
+    templates = pd.read_parquet(a.templates)
+    lm, _ = agreement_cli._load_checked_lm(a, templates, [g for g in a.groups.split(",") if g])
+    if a.forms_manifest:
+        forms = pd.read_parquet(a.forms)
+        longest = int(forms[["n_sing", "n_plur"]].to_numpy().max()) if len(forms) else 1
+        check_context_lengths(a.model, a.revision, lm.kind, templates, [g for g in a.forms_groups.split(",") if g],
+                              a.prepend_bos, longest - 1, tokenizer=lm.tokenizer, config=lm.model.config)
+    return lm
+
+
+def cmd_run_model(a: argparse.Namespace) -> None:
+    check_branches(a)
+    check_outputs(a.manifest, a.forms_manifest, a.simverb_out, a.simverb_verbs)
+    t0 = time.perf_counter()
+    lm = _load_checked(a)
+    log.info("%s: model loaded in %.1f s (once for every branch)", a.model, time.perf_counter() - t0)
+    branches = [("agreement", _agreement_branch, True), ("multi-token forms", _forms_branch, bool(a.forms_manifest)),
+                ("SimVerb-3500", _simverb_branch, bool(a.simverb_out))]
+    for name, run, on in branches:
+        if on:
+            t1 = time.perf_counter()
+            run(lm, a)
+            log.info("%s: %s branch %.1f s", a.model, name, time.perf_counter() - t1)
+    log.info("%s: every branch in %.1f s (load included)", a.model, time.perf_counter() - t0)
+
+
+def register(add: Add) -> None:
+    """``run-model``."""
+    s = add("run-model", cmd_run_model,
+            "one model, one load: its agreement shards, its multi-token form shards and its SimVerb-3500 "
+            "embeddings (each branch resumes on its own)",
+            "The branches are those of `verbeval infer`, `infer-forms` and `simverb-score`, with the same results; "
+            "the form and SimVerb branches run when their outputs are given. Run by the rule infer, one job per "
+            "model (docs/performance.md, 'One model load per model').")
+    agreement_cli._model_options(s)
+    s.add_argument("--prepend-bos", type=optional_bool, default=None,
+                   help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) "
+                        "(default: auto)")
+    random_init_option(s)
+    s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
+    g = s.add_argument_group("agreement shards (as verbeval infer)")
+    g.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
+    g.add_argument("--batch-size", type=agreement_cli._batch_arg, default="auto",
+                   help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory")
+    g.add_argument("--top-k", type=int, default=10, help="top tokens (ids and probabilities) stored per context")
+    agreement_cli._store_options(g)
+    g = s.add_argument_group("multi-token forms (as verbeval infer-forms; optional)")
+    g.add_argument("--forms", help="the model's forms.parquet (verbeval lexicon-forms)")
+    g.add_argument("--forms-groups", help="comma-separated template groups of the form shards")
+    g.add_argument("--forms-batch-size", type=int, default=256, help="trie rows (prefixes / masked sequences) per pass")
+    g.add_argument("--forms-manifest",
+                   help="output: the form store's manifest.json (shards beside it); --n-chunks as for the agreement "
+                        "shards")
+    g = s.add_argument_group("SimVerb-3500 on the model's base model (as verbeval simverb-score; optional)")
+    simverb_cli.score_options(g, prefix="simverb-")

@@ -1,0 +1,91 @@
+"""verbeval.core.fasttok: the tokenizers-only tokenizer against transformers' AutoTokenizer.
+
+Every tokenizer family of the project, as ``verbeval tiny-model`` saves it (transformers'
+``save_pretrained``, so a tokenizer.json beside tokenizer_config.json) and as shipped in
+../shared/tokenizers: where :func:`json_tokenizer_problem` accepts a folder, the word ids, the
+eligible lemmas of the real verb list, the vocabulary, the unknown token and the byte-level test
+must equal transformers' own.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from verbeval.agreement.eligibility import eligible_lemmas, form_token_ids, is_byte_level_bpe
+from verbeval.core.fasttok import JsonTokenizer, json_tokenizer_problem, load_text_tokenizer
+
+FAMILIES = ["bert-base-cased", "bert-base-uncased", "roberta-base", "gpt2", "gpt_neox_olmo1", "mistral_v1_spm",
+            "olmo2_dolma2"]
+#: words with accents, capitals, hyphens, digits, CJK, apostrophes and a long one
+ODD = ["naïve", "Über", "co-operate", "re-enter", "runs2", "日本", "isn't", "Walks", "WALKS", "x" * 40, "déjà", " "]
+
+
+def _verbs(shared: Path) -> pd.DataFrame:
+    path = next((shared / "data").rglob("combined_verb_list.csv"))
+    lex = pd.read_csv(path, keep_default_na=False)
+    lex["lemma"] = lex["plur"]
+    return lex[["lemma", "sing", "plur"]]
+
+
+@pytest.fixture(scope="module")
+def folders(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from transformers import AutoTokenizer
+
+    out = {}
+    root = tmp_path_factory.mktemp("saved")
+    for fam in FAMILIES:
+        src = shared_dir / "tokenizers" / fam
+        out[f"{fam} (shared)"] = src
+        AutoTokenizer.from_pretrained(str(src)).save_pretrained(str(root / fam))  # as tiny-model saves it
+        out[f"{fam} (saved)"] = root / fam
+    return out
+
+
+def test_same_ids_and_lemmas_as_transformers(folders: dict[str, Path], shared_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    lex = _verbs(shared_dir)
+    words = lex["sing"].tolist() + lex["plur"].tolist() + ODD
+    fast_used = []
+    for name, folder in folders.items():
+        if json_tokenizer_problem(folder) is not None:
+            continue
+        fast_used.append(name)
+        ours, ref = JsonTokenizer(folder), AutoTokenizer.from_pretrained(str(folder))
+        assert form_token_ids(ours, words) == form_token_ids(ref, words), name
+        pd.testing.assert_frame_equal(eligible_lemmas(lex, ours), eligible_lemmas(lex, ref), obj=name)
+        assert ours.get_vocab() == ref.get_vocab(), name
+        assert ours.unk_token_id == ref.unk_token_id, name
+        assert is_byte_level_bpe(ours) == is_byte_level_bpe(ref), name
+        assert ours("they walk", add_special_tokens=True)["input_ids"] == ref("they walk")["input_ids"], name
+    # every saved folder (what tiny-model writes) takes the fast path
+    assert {n for n in folders if n.endswith("(saved)")} <= set(fast_used)
+
+
+def test_problems_fall_back(tmp_path: Path, folders: dict[str, Path]) -> None:
+    assert json_tokenizer_problem(folders["bert-base-cased (shared)"]) == "no tokenizer.json"
+    saved = folders["bert-base-uncased (saved)"]
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "tokenizer.json").write_bytes((saved / "tokenizer.json").read_bytes())
+    (bad / "tokenizer_config.json").write_text('{"do_lower_case": false}')  # the file lowercases
+    assert "do_lower_case" in (json_tokenizer_problem(bad) or "")
+    assert not isinstance(load_text_tokenizer(str(folders["bert-base-cased (shared)"])), JsonTokenizer)
+    assert isinstance(load_text_tokenizer(str(saved)), JsonTokenizer)
+
+
+def test_lemmas_imports_neither_torch_nor_transformers(folders: dict[str, Path], shared_dir: Path,
+                                                      tmp_path: Path) -> None:
+    lexicon = tmp_path / "lexicon.parquet"
+    _verbs(shared_dir).to_parquet(lexicon)
+    code = ("import sys; from verbeval.cli import main; "
+            f"rc = main(['lemmas', '--model', {str(folders['gpt2 (saved)'])!r}, '--lexicon', {str(lexicon)!r}, "
+            f"'--out', {str(tmp_path / 'lemmas.parquet')!r}]); "
+            "print(rc, 'torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["0", "False", "False"]

@@ -1,0 +1,103 @@
+"""`verbeval run-model` (one load, every branch) against the single-branch commands, and the stamps
+that keep an up-to-date branch (verbeval.core.stamps)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from verbeval.cli import main
+from verbeval.core import stamps
+
+LEXICON = pd.DataFrame({"lemma": ["walk", "run", "swim", "eat", "write"],
+                        "sing": ["walks", "runs", "swims", "eats", "writes"],
+                        "plur": ["walk", "run", "swim", "eat", "write"]})
+SIMVERB = "\n".join(f"{a}\t{b}\tV\t{s}\tSYNONYMS" for a, b, s in
+                    [("walk", "run", 6.5), ("eat", "swim", 1.2), ("write", "read", 3.3), ("run", "jog", 8.8)]) + "\n"
+
+
+def _templates() -> pd.DataFrame:
+    rows = [("g1", "the dog", "", "walks", "walk", "sing"), ("g1", "the dogs", "", "walk", "walk s", "plur"),
+            ("g1", "the author that the guards like", "", "writes", "write", "sing"),
+            ("g1", "the cats near the door", "", "eat", "eats", "plur")]
+    t = pd.DataFrame(rows, columns=["group", "left", "right", "correct", "incorrect", "label"])
+    t["incorrect"] = t["incorrect"].str.replace(" s", "s", regex=False)
+    t.insert(1, "source", "test")
+    t.insert(2, "line", range(1, len(t) + 1))
+    t["plural"] = t["label"] == "plur"
+    return t
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_stamps(tmp_path: Path) -> None:
+    inp, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    inp.write_text("a")
+    key = stamps.branch_key({"x": 1}, [inp])
+    assert key != stamps.branch_key({"x": 2}, [inp])
+    assert not stamps.is_current([out], key)  # no output, no stamp
+    out.write_text("result")
+    assert not stamps.is_current([out], key)  # no stamp
+    stamps.write_stamp([out], key)
+    assert stamps.is_current([out], key)
+    inp.write_text("b")  # a changed input changes the key
+    assert not stamps.is_current([out], stamps.branch_key({"x": 1}, [inp]))
+    out.write_text("edited")  # an output that is not the one stamped
+    assert not stamps.is_current([out], key)
+
+
+@pytest.mark.parametrize("arch,tokenizer", [("bert", "bert-base-cased"), ("gpt2", "gpt2")])
+def test_run_model_equals_the_single_branch_commands(shared_dir: Path, tmp_path: Path, arch: str,
+                                                      tokenizer: str) -> None:
+    model = tmp_path / "model"
+    assert main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / tokenizer), "--arch", arch,
+                 "--out", str(model)]) == 0
+    tpl, lex, data = tmp_path / "templates.parquet", tmp_path / "lexicon.parquet", tmp_path / "simverb.txt"
+    _templates().to_parquet(tpl)
+    LEXICON.to_parquet(lex)
+    data.write_text(SIMVERB)
+    lemmas, forms = tmp_path / "lemmas.parquet", tmp_path / "forms.parquet"
+    assert main(["-q", "lemmas", "--model", str(model), "--lexicon", str(lex), "--out", str(lemmas)]) == 0
+    assert main(["-q", "lexicon-forms", "--model", str(model), "--lexicon", str(lex), "--templates", str(tpl),
+                 "--out", str(forms)]) == 0
+    common = ["--model", str(model), "--device", "cpu", "--threads", "1", "--templates", str(tpl), "--n-chunks", "2",
+              "--no-progress"]
+    sep, one = tmp_path / "separate", tmp_path / "one"
+    assert main(["-q", "infer", *common, "--lemmas", str(lemmas), "--groups", "g1", "--batch-size", "3",
+                 "--manifest", str(sep / "agr" / "manifest.json")]) == 0
+    assert main(["-q", "infer-forms", *common, "--forms", str(forms), "--groups", "g1", "--batch-size", "5",
+                 "--manifest", str(sep / "forms" / "manifest.json")]) == 0
+    assert main(["-q", "simverb-score", "--model", str(model), "--device", "cpu", "--threads", "1", "--data", str(data),
+                 "--batch-size", "3", "--out", str(sep / "sims.parquet"), "--verbs", str(sep / "verbs.csv")]) == 0
+    run = ["-q", "run-model", *common, "--lemmas", str(lemmas), "--groups", "g1", "--batch-size", "3",
+           "--manifest", str(one / "agr" / "manifest.json"), "--forms", str(forms), "--forms-groups", "g1",
+           "--forms-batch-size", "5", "--forms-manifest", str(one / "forms" / "manifest.json"),
+           "--simverb-data", str(data), "--simverb-batch-size", "3", "--simverb-out", str(one / "sims.parquet"),
+           "--simverb-verbs", str(one / "verbs.csv")]
+    assert main(run) == 0
+    shards = sorted(p.relative_to(sep) for p in sep.rglob("*-of-2.parquet"))
+    assert len(shards) == 4
+    for rel in shards:  # the shards' bytes are those of the single-branch commands
+        assert _sha(one / rel) == _sha(sep / rel), rel
+    for name in ("sims.parquet", "verbs.csv"):
+        assert _sha(one / name) == _sha(sep / name), name
+    # a rerun keeps the stamped SimVerb outputs (same inputs and settings) and every shard
+    before = {p: p.stat().st_mtime_ns for p in [one / "sims.parquet", *(one / r for r in shards)]}
+    assert main(run) == 0
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    # a changed SimVerb setting recomputes that branch only
+    assert main([*run[:-4], "--simverb-multi-token", "skip", *run[-4:]]) == 0
+    assert (one / "sims.parquet").stat().st_mtime_ns != before[one / "sims.parquet"]
+    assert all((one / r).stat().st_mtime_ns == before[one / r] for r in shards)
+
+
+def test_a_branch_is_given_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["run-model", "--model", str(tmp_path), "--templates", "t", "--lemmas", "l", "--groups", "g",
+               "--manifest", str(tmp_path / "m.json"), "--simverb-out", str(tmp_path / "s.parquet")])
+    assert rc == 1
+    assert "the SimVerb branch needs --simverb-data, --simverb-verbs as well" in capsys.readouterr().err
