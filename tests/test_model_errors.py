@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from verbeval.cli import main
@@ -117,6 +118,9 @@ def test_damaged_safetensors_is_one_error_line(tmp_path: Path, capsys: pytest.Ca
     assert main(["tiny-model", "--word-corpus", str(corpus), "--arch", "gpt2", "--out", str(model)]) in (0, None)
     weights = model / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a truncated download
+    # no templates to score (the length check before the load passes): the damaged weights are the error
+    pd.DataFrame({c: pd.Series(dtype=str) for c in ("group", "source", "left", "right")}).to_parquet(tmp_path / "t.parquet")
+    pd.DataFrame({"lemma": pd.Series(dtype=str)}).to_parquet(tmp_path / "l.parquet")
     capsys.readouterr()
     rc = main(["infer", "--model", str(model), "--device", "cpu", "--templates", str(tmp_path / "t.parquet"),
                "--lemmas", str(tmp_path / "l.parquet"), "--groups", "simple", "--manifest",

@@ -72,7 +72,7 @@ def test_hub_revisions_expand_into_one_model_each() -> None:
         assert "revisions" not in m
     assert entries[3] == {"id": "gpt2", "name": "gpt2", "revision": None, "kind": "auto", "dtype": "float32",
                           "prepend_bos": None, "batch_size": "auto", "device_map": None,
-                          "gpus": 1, "random_init": None}  # an entry without revisions is unchanged
+                          "gpus": 1, "random_init": None, "gguf_file": None, "pip": None}  # an entry without revisions is unchanged
 
 
 def test_local_checkpoint_folders_are_model_ids(tmp_path: Path) -> None:
