@@ -24,14 +24,15 @@ def _dry_run(tmp_path: Path, config: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("config, reason", [
-    ("models: [{id: gpt2}]\ndata_mirror: /nonexistent-mirror\n",
+    # (an empty raw_dir of its own: a verified raw copy needs no mirror file, docs/data.md)
+    ("models: [{id: gpt2}]\ndata_mirror: /nonexistent-mirror\nraw_dir: TMP/raw\n",
      "data_mirror /nonexistent-mirror: missing 21 file(s), e.g. /nonexistent-mirror/github.com/"),
     ("models: [{id: ./models/does-not-exist}]\n", "model does-not-exist: local path ./models/does-not-exist does not exist"),
     ("models: [{id: gpt2}]\nagreement: {chunk: 3}\n", "invalid value at agreement: Additional properties are not allowed ('chunk'"),
     ("models: [{id: gpt2}]\nagreement: {groups: [simple, nope]}\n", "agreement.groups: unknown group(s) ['nope']"),
 ])
 def test_bad_setup_fails_before_any_job(tmp_path: Path, config: str, reason: str) -> None:
-    res = _dry_run(tmp_path, config)
+    res = _dry_run(tmp_path, config.replace("TMP", str(tmp_path)))
     assert res.returncode != 0
     out = res.stdout + res.stderr
     assert reason in out, out[-2000:]
