@@ -34,12 +34,9 @@ def _agreement_branch(lm: Any, a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.inference import infer_model
-    from verbeval.core.provenance import resolve_random_init
 
     groups = [g for g in a.groups.split(",") if g]
-    random_init = resolve_random_init(a.model, a.random_init)
-    if random_init:
-        log.warning("%s is randomly initialised: its numbers are meaningless and are labelled so", a.model)
+    random_init = agreement_cli._random_init(a)
     body = infer_model(lm, pd.read_parquet(a.templates), pd.read_parquet(a.lemmas), groups, a.n_chunks, a.manifest,
                        batch_size=agreement_cli._batch_size(a.batch_size, lm), top_k=a.top_k,
                        prepend_bos=a.prepend_bos, progress=not a.no_progress, random_init=random_init,
@@ -119,10 +116,9 @@ def _load_checked(a: argparse.Namespace) -> Any:
     templates = pd.read_parquet(a.templates)
     lm, _ = agreement_cli._load_checked_lm(a, templates, [g for g in a.groups.split(",") if g])
     if a.forms_manifest:
-        forms = pd.read_parquet(a.forms)
-        longest = int(forms[["n_sing", "n_plur"]].to_numpy().max()) if len(forms) else 1
         check_context_lengths(a.model, a.revision, lm.kind, templates, [g for g in a.forms_groups.split(",") if g],
-                              a.prepend_bos, longest - 1, tokenizer=lm.tokenizer, config=lm.model.config)
+                              a.prepend_bos, agreement_cli.forms_extra_tokens(pd.read_parquet(a.forms)),
+                              tokenizer=lm.tokenizer, config=lm.model.config)
     return lm
 
 

@@ -217,11 +217,26 @@ def _load_checked_lm(a: argparse.Namespace, templates: Any, groups: list[str], e
     return lm, load_s
 
 
+def _random_init(a: argparse.Namespace) -> bool:
+    """Whether the model of ``a`` is randomly initialised (``--random-init``, else its marker), with a
+    warning when it is."""
+    from verbeval.core.provenance import resolve_random_init
+
+    random_init = resolve_random_init(a.model, a.random_init)
+    if random_init:
+        log.warning("%s is randomly initialised: its numbers are meaningless and are labelled so", a.model)
+    return random_init
+
+
+def forms_extra_tokens(forms: Any) -> int:
+    """Tokens the longest multi-token form adds to a context beyond its first (forms.parquet)."""
+    return (int(forms[["n_sing", "n_plur"]].to_numpy().max()) if len(forms) else 1) - 1
+
+
 def cmd_infer(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.inference import infer_model
-    from verbeval.core.provenance import resolve_random_init
 
     check_outputs(a.manifest)
     t0 = time.perf_counter()
@@ -229,9 +244,7 @@ def cmd_infer(a: argparse.Namespace) -> None:
     lemmas = pd.read_parquet(a.lemmas)
     groups = [g for g in a.groups.split(",") if g]
     lm, load_s = _load_checked_lm(a, templates, groups)
-    random_init = resolve_random_init(a.model, a.random_init)
-    if random_init:
-        log.warning("%s is randomly initialised: its numbers are meaningless and are labelled so", a.model)
+    random_init = _random_init(a)
     body = infer_model(lm, templates, lemmas, groups, a.n_chunks, a.manifest, batch_size=_batch_size(a.batch_size, lm),
                        top_k=a.top_k, prepend_bos=a.prepend_bos, progress=not a.no_progress,
                        random_init=random_init, allow_nonfinite=a.allow_nonfinite)
@@ -567,8 +580,7 @@ def cmd_infer_forms(a: argparse.Namespace) -> None:
     check_outputs(a.manifest)
     templates, forms = pd.read_parquet(a.templates), pd.read_parquet(a.forms)
     groups = [g for g in a.groups.split(",") if g]
-    longest_form = int(forms[["n_sing", "n_plur"]].to_numpy().max()) if len(forms) else 1
-    lm, _ = _load_checked_lm(a, templates, groups, extra=longest_form - 1)
+    lm, _ = _load_checked_lm(a, templates, groups, extra=forms_extra_tokens(forms))
     body = infer_forms_model(lm, templates, forms, groups, a.n_chunks,
                              a.manifest, batch_size=a.batch_size, prepend_bos=a.prepend_bos,
                              progress=not a.no_progress, allow_nonfinite=a.allow_nonfinite)
