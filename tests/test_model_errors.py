@@ -4,7 +4,6 @@ start-up with the fix (issue 23, item 3)."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,19 +17,13 @@ from verbeval.core.model_sources import hub
 REPO = Path(__file__).resolve().parent.parent
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture()
-def no_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def no_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closed_port: int) -> Path:
     """An empty Hugging Face cache and a hub endpoint nobody listens on."""
     cache = tmp_path / "hf"
     cache.mkdir()
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port}")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     return cache

