@@ -26,8 +26,14 @@ from verbeval.veridicality.counterfactual import (
     tokens,
 )
 
-DATA = Path("/work/shared/data/github.com/alexisjihyeross/verb_veridicality/raw/"
-            "981c35b0402083e0562e221d8078aa4ea88e327f/verb_veridicality_evaluation.tsv")
+#: the Ross & Pavlick data file inside a data mirror (the ``data_dir`` fixture)
+DATA_IN_MIRROR = ("github.com/alexisjihyeross/verb_veridicality/raw/"
+                  "981c35b0402083e0562e221d8078aa4ea88e327f/verb_veridicality_evaluation.tsv")
+
+
+@pytest.fixture()
+def data(data_dir: Path) -> Path:
+    return data_dir / DATA_IN_MIRROR
 
 
 @pytest.mark.parametrize("sentence, lemma, index, tag", [
@@ -215,11 +221,10 @@ def test_kl_tables() -> None:
     assert "| that_to | +/+ | positive | 1 | 0.4394 | 0.4394 |" in md
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="no data mirror")
-def test_coverage_on_the_mirror() -> None:
+def test_coverage_on_the_mirror(data: Path) -> None:
     from verbeval.veridicality.nli import read_dataset
 
-    data = read_dataset(DATA)
+    data = read_dataset(data)
     pairs, unhandled = build_pairs(data, samples=1, seed=0)
     cov = coverage(data, pairs, unhandled)
     assert (cov["handled"] + cov["unhandled"] == cov["items"]).all()
@@ -231,13 +236,12 @@ def test_coverage_on_the_mirror() -> None:
         assert (r.premise, r.hypothesis) != (before, o["complement"])
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="no data mirror")
-def test_cli_end_to_end_on_a_slice(tmp_path: Path, shared_dir: Path) -> None:
+def test_cli_end_to_end_on_a_slice(tmp_path: Path, shared_dir: Path, data: Path) -> None:
     """veridicality-predict, -counterfactuals, -counterfactual-predict and -kl with a tiny NLI model
     on the first 12 items; the pseudo-model is refused by the counterfactual scorer."""
     from verbeval.cli import main
 
-    lines = DATA.read_text().splitlines()
+    lines = data.read_text().splitlines()
     data = tmp_path / "v.tsv"
     data.write_text("\n".join(lines[:13]) + "\n")
     model = tmp_path / "tiny-nli"

@@ -21,9 +21,19 @@ from verbeval.veridicality.nli import (
     signature_table,
 )
 
-DATA = Path("/work/shared/data/github.com/alexisjihyeross/verb_veridicality/raw/"
-            "981c35b0402083e0562e221d8078aa4ea88e327f/verb_veridicality_evaluation.tsv")
-TOKENIZER = Path("/work/shared/tokenizers/bert-base-uncased")
+#: the Ross & Pavlick data file inside a data mirror (the ``data_dir`` fixture)
+DATA_IN_MIRROR = ("github.com/alexisjihyeross/verb_veridicality/raw/"
+                  "981c35b0402083e0562e221d8078aa4ea88e327f/verb_veridicality_evaluation.tsv")
+
+
+@pytest.fixture()
+def data(data_dir: Path) -> Path:
+    return data_dir / DATA_IN_MIRROR
+
+
+@pytest.fixture()
+def uncased_tokenizer(shared_dir: Path) -> Path:
+    return shared_dir / "tokenizers" / "bert-base-uncased"
 
 
 def test_label_index_by_name_in_any_order() -> None:
@@ -91,13 +101,11 @@ def test_signature_table_constant_scores_give_nan() -> None:
     assert t.iloc[0]["n"] == 1 and np.isnan(t.iloc[0]["pearson"]) and np.isnan(t.iloc[0]["spearman"])
 
 
-def test_score_nli_tiny_bert() -> None:
-    torch = pytest.importorskip("torch")
+def test_score_nli_tiny_bert(uncased_tokenizer: Path) -> None:
+    import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    if not TOKENIZER.exists():
-        pytest.skip("no local bert-base-uncased tokenizer")
-    tok = AutoTokenizer.from_pretrained(TOKENIZER)
+    tok = AutoTokenizer.from_pretrained(uncased_tokenizer)
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                      intermediate_size=32, num_labels=3,
@@ -120,9 +128,8 @@ def test_score_nli_tiny_bert() -> None:
     assert out.iloc[0]["p_neutral"] == pytest.approx(probs[2], abs=1e-5)
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="no data mirror")
-def test_pseudo_model_on_the_mirror() -> None:
-    data = read_dataset(DATA)
+def test_pseudo_model_on_the_mirror(data: Path) -> None:
+    data = read_dataset(data)
     assert len(data) == 1498
     preds = pseudo_model_predictions(data)
     assert len(preds) == 2996
@@ -137,10 +144,8 @@ def test_pseudo_model_on_the_mirror() -> None:
     assert t.loc[("overall", "negative"), "pearson"] == pytest.approx(0.565576, abs=1e-6)
 
 
-def test_read_dataset_names_file_and_line(tmp_path: Path) -> None:
-    lines = DATA.read_text().splitlines()[:4] if DATA.exists() else None
-    if lines is None:
-        pytest.skip("no data mirror")
+def test_read_dataset_names_file_and_line(tmp_path: Path, data: Path) -> None:
+    lines = data.read_text().splitlines()[:4]
     bad = lines[3].split("\t")
     bad[-1] = "x/+"
     lines[3] = "\t".join(bad)
@@ -182,14 +187,12 @@ def test_tiny_nli_model_labels_by_name(tmp_path: Path, shared_dir: Path) -> None
     assert probs.shape == (1, 3) and probs.iloc[0].sum() == pytest.approx(1.0, abs=1e-6)
 
 
-def test_load_nli_refuses_positional_labels(tmp_path: Path) -> None:
+def test_load_nli_refuses_positional_labels(tmp_path: Path, uncased_tokenizer: Path) -> None:
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     from verbeval.veridicality.nli import load_nli
 
-    if not TOKENIZER.exists():
-        pytest.skip("no local bert-base-uncased tokenizer")
-    tok = AutoTokenizer.from_pretrained(TOKENIZER)
+    tok = AutoTokenizer.from_pretrained(uncased_tokenizer)
     model = BertForSequenceClassification(BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1,
                                                      num_attention_heads=2, intermediate_size=32, num_labels=3))
     model.save_pretrained(tmp_path)
