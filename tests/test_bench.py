@@ -5,6 +5,7 @@ throughput measurement's bookkeeping. No test asserts a time."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -45,9 +46,9 @@ def _sharpened(path: Path) -> LoadedModel:
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
-def lm(request: pytest.FixtureRequest, shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+def lm(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
     tok = {"bert": "bert-base-cased", "gpt2": "gpt2"}[request.param]
-    return _sharpened(make_tiny_model(shared_dir / "tokenizers" / tok, request.param,
+    return _sharpened(make_tiny_model(tokenizer_path(tok), request.param,
                                       tmp_path_factory.mktemp(request.param)))
 
 

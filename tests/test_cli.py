@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -57,9 +58,9 @@ def test_check_config_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture
     assert len(err) == 1 and "nope.yaml" in err[0]
 
 
-def test_tiny_model(shared_dir: Path, tmp_path: Path) -> None:
+def test_tiny_model(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
     out = tmp_path / "tiny-gpt2"
-    rc = main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / "gpt2"), "--arch", "gpt2",
+    rc = main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path("gpt2")), "--arch", "gpt2",
                "--out", str(out), "--layers", "1", "--hidden", "16", "--seed", "3"])
     assert rc == 0
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
@@ -71,9 +72,9 @@ def test_tiny_model(shared_dir: Path, tmp_path: Path) -> None:
     assert lm.model.config.vocab_size == len(lm.tokenizer) == 50257
 
 
-def test_tiny_model_masked(shared_dir: Path, tmp_path: Path) -> None:
+def test_tiny_model_masked(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
     out = tmp_path / "tiny-bert"
-    assert main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / "bert-base-uncased"),
+    assert main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path("bert-base-uncased")),
                  "--arch", "bert", "--out", str(out), "--layers", "1", "--hidden", "16"]) == 0
     lm = load_model(str(out), device="cpu")
     assert lm.kind == "masked" and not lm.cased and lm.mask_token == "[MASK]"
@@ -87,7 +88,7 @@ def test_tiny_model_bad_arch(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 @pytest.mark.parametrize("tokenizer", ["gpt2", "bert-base-cased"])
-def test_lemmas(shared_dir: Path, tmp_path: Path, tokenizer: str) -> None:
+def test_lemmas(tokenizer_path: Callable[[str], Path], tmp_path: Path, tokenizer: str) -> None:
     lex = pd.DataFrame({
         "lemma": ["run", "be", "swim", "laugh", "admire", "exist", "elope"],
         "sing": ["runs", "is", "swims", "laughs", "admires", "exists", "elopes"],
@@ -97,7 +98,7 @@ def test_lemmas(shared_dir: Path, tmp_path: Path, tokenizer: str) -> None:
     lex_path = tmp_path / "lexicon.parquet"
     lex.to_parquet(lex_path)
     out = tmp_path / "out" / "lemmas.parquet"
-    tok_dir = shared_dir / "tokenizers" / tokenizer
+    tok_dir = tokenizer_path(tokenizer)
     assert main(["-q", "lemmas", "--model", str(tok_dir), "--lexicon", str(lex_path), "--out", str(out)]) == 0
     got = pd.read_parquet(out)
     want = eligible_lemmas(lex, AutoTokenizer.from_pretrained(str(tok_dir)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -236,7 +237,7 @@ def test_coverage_on_the_mirror(data: Path) -> None:
         assert (r.premise, r.hypothesis) != (before, o["complement"])
 
 
-def test_cli_end_to_end_on_a_slice(tmp_path: Path, shared_dir: Path, data: Path) -> None:
+def test_cli_end_to_end_on_a_slice(tmp_path: Path, tokenizer_path: Callable[[str], Path], data: Path) -> None:
     """veridicality-predict, -counterfactuals, -counterfactual-predict and -kl with a tiny NLI model
     on the first 12 items; the pseudo-model is refused by the counterfactual scorer."""
     from verbeval.cli import main
@@ -245,7 +246,7 @@ def test_cli_end_to_end_on_a_slice(tmp_path: Path, shared_dir: Path, data: Path)
     data = tmp_path / "v.tsv"
     data.write_text("\n".join(lines[:13]) + "\n")
     model = tmp_path / "tiny-nli"
-    assert main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / "bert-base-uncased"),
+    assert main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path("bert-base-uncased")),
                  "--arch", "bert-nli", "--out", str(model)]) == 0
     t = tmp_path
     assert main(["-q", "veridicality-predict", "--data", str(data), "--model", str(model), "--device", "cpu",

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -310,13 +311,13 @@ def test_custom_group_in_the_dry_run(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- scoring end to end
 
 
-def test_custom_group_scored_end_to_end(shared_dir: Path, tmp_path: Path) -> None:
+def test_custom_group_scored_end_to_end(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
     """templates -> lemmas -> infer -> aggregate -> table on the example file with a tiny GPT-2, in process."""
     from verbeval.agreement.eligibility import single_token_ids
     from verbeval.core.models import load_model
 
     model = tmp_path / "tiny-gpt2"
-    assert verbeval_main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / "gpt2"),
+    assert verbeval_main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path("gpt2")),
                           "--arch", "gpt2", "--out", str(model)]) == 0
     out = tmp_path / "agreement"
     sha = hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()

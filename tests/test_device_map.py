@@ -7,6 +7,7 @@ over several GPUs. The split model must give the same numbers as the whole one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,12 @@ def _sharpened(tokenizer: Path, arch: str, out: Path) -> Path:
 
 
 @pytest.fixture(scope="module", params=["causal", "masked"])
-def pair(request: pytest.FixtureRequest, shared_dir: Path,
+def pair(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path],
          tmp_path_factory: pytest.TempPathFactory) -> tuple[LoadedModel, LoadedModel]:
     """(whole, split) loads of one tiny model."""
     arch, tok, dmap = (("gpt2", "gpt2", GPT2_MAP) if request.param == "causal"
                        else ("bert", "bert-base-cased", BERT_MAP))
-    path = _sharpened(shared_dir / "tokenizers" / tok, arch, tmp_path_factory.mktemp(arch))
+    path = _sharpened(tokenizer_path(tok), arch, tmp_path_factory.mktemp(arch))
     whole = load_model(str(path), device="cpu")
     split = load_model(str(path), device="cpu", device_map=dict(dmap))
     return whole, split

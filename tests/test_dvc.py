@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ PIPELINES = [
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ci_models(shared_dir: Path) -> None:
+def ci_models(tokenizer_path: Callable[[str], Path]) -> None:
     """The CI configuration's local models: their directories are DVC dependencies, so they must
     exist when the pipeline is generated (.ci/run makes them the same way)."""
     from verbeval.core.models import make_tiny_model
@@ -29,7 +30,7 @@ def ci_models(shared_dir: Path) -> None:
                             ("bert-base-uncased", "bert-nli", "tiny-bert-nli")):
         out = REPO / "models" / name
         if not (out / "config.json").exists():
-            make_tiny_model(shared_dir / "tokenizers" / tok, arch, out)
+            make_tiny_model(tokenizer_path(tok), arch, out)
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import LazyMap
 from transformers import AutoTokenizer
 
 from verbeval.agreement.eligibility import (
@@ -29,16 +31,16 @@ NAMES = ("bert-base-cased", "bert-base-uncased", "gpt2", "roberta-base", "robert
 
 
 @pytest.fixture(scope="module")
-def toks(shared_dir: Path) -> dict[str, Any]:
-    """The five real tokenizers, loaded once for the module."""
-    return {name: AutoTokenizer.from_pretrained(str(shared_dir / "tokenizers" / name)) for name in NAMES}
+def toks(tokenizer_path: Callable[[str], Path]) -> Mapping[str, Any]:
+    """The five real tokenizers, each loaded once for the module when a test first uses it."""
+    return LazyMap(NAMES, lambda name: AutoTokenizer.from_pretrained(str(tokenizer_path(name))))
 
 
 @pytest.fixture(scope="module")
-def union_lexicon(shared_dir: Path) -> pd.DataFrame:
-    csv = (shared_dir / "data" / "github.com" / "bnewm0609" / "refining-tse" / "raw" / TSE_COMMIT
+def union_lexicon(data_dir: Path) -> pd.DataFrame:
+    csv = (data_dir / "github.com" / "bnewm0609" / "refining-tse" / "raw" / TSE_COMMIT
            / "data" / "verbs" / "combined_verb_list.csv")
-    text = (shared_dir / "data" / "giant-verb-list" / "giant-verb-list-3250.txt").read_text(encoding="utf-8")
+    text = (data_dir / "giant-verb-list" / "giant-verb-list-3250.txt").read_text(encoding="utf-8")
     giant = [line.split()[0] for line in text.splitlines() if line.strip()]
     return build_lexicon(csv, giant, REPO_ROOT / "resources" / "inflection_overrides.csv")
 
@@ -154,24 +156,24 @@ def test_fingerprint(toks: dict[str, Any]) -> None:
     assert tokenizer_fingerprint(toks["gpt2"]) == fp["gpt2"]
 
 
-def test_fingerprint_stable_across_processes(toks: dict[str, Any], shared_dir: Path) -> None:
+def test_fingerprint_stable_across_processes(toks: dict[str, Any], tokenizer_path: Callable[[str], Path]) -> None:
     code = (
         "import sys; from transformers import AutoTokenizer; "
         "from verbeval.agreement.eligibility import tokenizer_fingerprint; "
         "print(tokenizer_fingerprint(AutoTokenizer.from_pretrained(sys.argv[1])))"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(shared_dir / "tokenizers" / "bert-base-uncased")],
+    out = subprocess.run([sys.executable, "-c", code, str(tokenizer_path("bert-base-uncased"))],
                          capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONHASHSEED": "12345"})
     assert out.stdout.strip() == tokenizer_fingerprint(toks["bert-base-uncased"])
 
 
-def test_identical_files_identical_fingerprint(tmp_path: Path, shared_dir: Path, toks: dict[str, Any]) -> None:
+def test_identical_files_identical_fingerprint(tmp_path: Path, tokenizer_path: Callable[[str], Path], toks: dict[str, Any]) -> None:
     """A copy of the gpt2 folder fingerprints the same; changing one vocabulary entry changes it."""
     import json
     import shutil
 
-    src = shared_dir / "tokenizers" / "gpt2"
+    src = tokenizer_path("gpt2")
     copy = tmp_path / "gpt2copy"
     shutil.copytree(src, copy)
     assert tokenizer_fingerprint(AutoTokenizer.from_pretrained(str(copy))) == tokenizer_fingerprint(toks["gpt2"])

@@ -10,6 +10,7 @@ for SentencePiece; and one scoring run against the model's own forward pass.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +18,27 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import LazyMap
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from verbeval.agreement.aggregate import read_shards, row_tse
-from verbeval.agreement.eligibility import eligible_lemmas, form_token_ids, single_token_id, single_token_ids
-from verbeval.agreement.inference import build_contexts, encode_contexts, infer_chunk, prepare_group
+from verbeval.agreement.eligibility import (
+    eligible_lemmas,
+    form_token_ids,
+    single_token_id,
+    single_token_ids,
+)
+from verbeval.agreement.inference import (
+    build_contexts,
+    encode_contexts,
+    infer_chunk,
+    prepare_group,
+)
 from verbeval.agreement.lexicon import build_lexicon
-from verbeval.core.models import LoadedModel, adds_bos, load_model, make_tiny_model
 from verbeval.agreement.multitoken import causal_form_logprobs
 from verbeval.agreement.templates import render_context
+from verbeval.core.models import LoadedModel, adds_bos, load_model, make_tiny_model
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TSE_COMMIT = "db423f80246ba2d7c2fc602fc514943949cfaf71"
@@ -38,19 +50,19 @@ LEFTS = ["the author that the guards like", "the farmers", "the pilot next to th
 
 
 @pytest.fixture(scope="module")
-def lms(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, LoadedModel]:
-    out = {}
-    for fam, (tok, arch) in FAMILIES.items():
-        path = make_tiny_model(shared_dir / "tokenizers" / tok, arch, tmp_path_factory.mktemp(fam))
-        out[fam] = load_model(str(path), device="cpu")
-    return out
+def lms(tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, LoadedModel]:
+    def make(fam: str) -> LoadedModel:
+        tok, arch = FAMILIES[fam]
+        return load_model(str(make_tiny_model(tokenizer_path(tok), arch, tmp_path_factory.mktemp(fam))), device="cpu")
+
+    return LazyMap(FAMILIES, make)
 
 
 @pytest.fixture(scope="module")
-def lexicon(shared_dir: Path) -> pd.DataFrame:
-    csv = (shared_dir / "data" / "github.com" / "bnewm0609" / "refining-tse" / "raw" / TSE_COMMIT
+def lexicon(data_dir: Path) -> pd.DataFrame:
+    csv = (data_dir / "github.com" / "bnewm0609" / "refining-tse" / "raw" / TSE_COMMIT
            / "data" / "verbs" / "combined_verb_list.csv")
-    text = (shared_dir / "data" / "giant-verb-list" / "giant-verb-list-3250.txt").read_text(encoding="utf-8")
+    text = (data_dir / "giant-verb-list" / "giant-verb-list-3250.txt").read_text(encoding="utf-8")
     giant = [line.split()[0] for line in text.splitlines() if line.strip()]
     return build_lexicon(csv, giant, REPO_ROOT / "resources" / "inflection_overrides.csv")
 
@@ -165,10 +177,10 @@ def test_sentencepiece_form_is_judged_after_a_word(lms: dict[str, LoadedModel], 
     assert form_token_ids(tok, ["swims"]) == [tok.encode("x swims", add_special_tokens=False)[1:]]
 
 
-def test_sentencepiece_without_dummy_prefix(shared_dir: Path) -> None:
+def test_sentencepiece_without_dummy_prefix(tokenizer_path: Callable[[str], Path]) -> None:
     """A SentencePiece tokenizer that does not prepend "▁" to the text (Gemma-style) gives the bare
     "walks" as word-initial pieces; in running text it is still "▁walks", and that is the form's id."""
-    spec = json.loads((shared_dir / "tokenizers" / "mistral_v1_spm" / "tokenizer.json").read_text(encoding="utf-8"))
+    spec = json.loads((tokenizer_path("mistral_v1_spm") / "tokenizer.json").read_text(encoding="utf-8"))
     spec["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
     tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)), bos_token="<s>",
                                   eos_token="</s>", unk_token="<unk>")
@@ -255,8 +267,8 @@ def test_tiny_model_config(lms: dict[str, LoadedModel], family: str) -> None:
     assert saved["tokenizer_class"] == "PreTrainedTokenizerFast"
 
 
-def test_tiny_model_rebuild_is_byte_identical(shared_dir: Path, tmp_path: Path) -> None:
-    tok = shared_dir / "tokenizers" / "gpt_neox_olmo1"
+def test_tiny_model_rebuild_is_byte_identical(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
+    tok = tokenizer_path("gpt_neox_olmo1")
     a, b, c = (make_tiny_model(tok, "gpt-neox", tmp_path / n, seed=s) for n, s in (("a", 0), ("b", 0), ("c", 1)))
     files = sorted(p.name for p in a.iterdir())
     assert "model.safetensors" in files and files == sorted(p.name for p in b.iterdir())

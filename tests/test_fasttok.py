@@ -11,13 +11,23 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import LazyMap
 
-from verbeval.agreement.eligibility import eligible_lemmas, form_token_ids, is_byte_level_bpe
-from verbeval.core.fasttok import JsonTokenizer, json_tokenizer_problem, load_text_tokenizer
+from verbeval.agreement.eligibility import (
+    eligible_lemmas,
+    form_token_ids,
+    is_byte_level_bpe,
+)
+from verbeval.core.fasttok import (
+    JsonTokenizer,
+    json_tokenizer_problem,
+    load_text_tokenizer,
+)
 
 FAMILIES = ["bert-base-cased", "bert-base-uncased", "roberta-base", "gpt2", "gpt_neox_olmo1", "mistral_v1_spm",
             "olmo2_dolma2"]
@@ -25,31 +35,35 @@ FAMILIES = ["bert-base-cased", "bert-base-uncased", "roberta-base", "gpt2", "gpt
 ODD = ["naïve", "Über", "co-operate", "re-enter", "runs2", "日本", "isn't", "Walks", "WALKS", "x" * 40, "déjà", " "]
 
 
-def _verbs(shared: Path) -> pd.DataFrame:
-    path = next((shared / "data").rglob("combined_verb_list.csv"))
+def _verbs(data_dir: Path) -> pd.DataFrame:
+    path = next(data_dir.rglob("combined_verb_list.csv"))
     lex = pd.read_csv(path, keep_default_na=False)
     lex["lemma"] = lex["plur"]
     return lex[["lemma", "sing", "plur"]]
 
 
 @pytest.fixture(scope="module")
-def folders(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def folders(tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Mapping[str, Path]:
+    """``"<family> (shared)"``: the real tokenizer's folder; ``"<family> (saved)"``: it as tiny-model saves it."""
     from transformers import AutoTokenizer
 
-    out = {}
     root = tmp_path_factory.mktemp("saved")
-    for fam in FAMILIES:
-        src = shared_dir / "tokenizers" / fam
-        out[f"{fam} (shared)"] = src
-        AutoTokenizer.from_pretrained(str(src)).save_pretrained(str(root / fam))  # as tiny-model saves it
-        out[f"{fam} (saved)"] = root / fam
-    return out
+
+    def get(key: str) -> Path:
+        fam, how = key.rsplit(" ", 1)
+        src = tokenizer_path(fam)
+        if how == "(shared)":
+            return src
+        AutoTokenizer.from_pretrained(str(src)).save_pretrained(str(root / fam))
+        return root / fam
+
+    return LazyMap([f"{fam} {how}" for fam in FAMILIES for how in ("(shared)", "(saved)")], get)
 
 
-def test_same_ids_and_lemmas_as_transformers(folders: dict[str, Path], shared_dir: Path) -> None:
+def test_same_ids_and_lemmas_as_transformers(folders: dict[str, Path], data_dir: Path) -> None:
     from transformers import AutoTokenizer
 
-    lex = _verbs(shared_dir)
+    lex = _verbs(data_dir)
     words = lex["sing"].tolist() + lex["plur"].tolist() + ODD
     fast_used = []
     for name, folder in folders.items():
@@ -68,21 +82,21 @@ def test_same_ids_and_lemmas_as_transformers(folders: dict[str, Path], shared_di
 
 
 def test_problems_fall_back(tmp_path: Path, folders: dict[str, Path]) -> None:
-    assert json_tokenizer_problem(folders["bert-base-cased (shared)"]) == "no tokenizer.json"
+    assert json_tokenizer_problem(folders["bert-base-uncased (shared)"]) == "no tokenizer.json"
     saved = folders["bert-base-uncased (saved)"]
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "tokenizer.json").write_bytes((saved / "tokenizer.json").read_bytes())
     (bad / "tokenizer_config.json").write_text('{"do_lower_case": false}')  # the file lowercases
     assert "do_lower_case" in (json_tokenizer_problem(bad) or "")
-    assert not isinstance(load_text_tokenizer(str(folders["bert-base-cased (shared)"])), JsonTokenizer)
+    assert not isinstance(load_text_tokenizer(str(folders["bert-base-uncased (shared)"])), JsonTokenizer)
     assert isinstance(load_text_tokenizer(str(saved)), JsonTokenizer)
 
 
-def test_lemmas_imports_neither_torch_nor_transformers(folders: dict[str, Path], shared_dir: Path,
+def test_lemmas_imports_neither_torch_nor_transformers(folders: dict[str, Path], data_dir: Path,
                                                       tmp_path: Path) -> None:
     lexicon = tmp_path / "lexicon.parquet"
-    _verbs(shared_dir).to_parquet(lexicon)
+    _verbs(data_dir).to_parquet(lexicon)
     code = ("import sys; from verbeval.cli import main; "
             f"rc = main(['lemmas', '--model', {str(folders['gpt2 (saved)'])!r}, '--lexicon', {str(lexicon)!r}, "
             f"'--out', {str(tmp_path / 'lemmas.parquet')!r}]); "

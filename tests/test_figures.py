@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -572,12 +573,12 @@ def test_topk_table_marks_correct_and_incorrect_forms() -> None:
     assert f"<th>{models[1]} (random init)</th>" in table3_html(t, random={models[1]})
 
 
-def test_topk_table_cli(tmp_path: Path, shared_dir: Path) -> None:
+def test_topk_table_cli(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -> None:
     """Real GPT-2 tokenizer: decoding and the marking of the row's own verb."""
     from verbeval.agreement.eligibility import single_token_ids
     from verbeval.core.models import load_tokenizer
 
-    tok_dir = shared_dir / "tokenizers" / "gpt2"
+    tok_dir = tokenizer_path("gpt2")
     tok = load_tokenizer(str(tok_dir))
     is_id, are_id, the_id = (int(i) for i in single_token_ids(tok, ["is", "are", "the"]))
     lemmas = pd.DataFrame({"lemma": ["arrive", "play", "run"], "sing": ["arrives", "plays", "runs"],

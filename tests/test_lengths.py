@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,9 @@ from verbeval.core.models import LoadedModel, load_config, load_model, make_tiny
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
-def tiny(request: pytest.FixtureRequest, shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, LoadedModel]:
+def tiny(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[str, LoadedModel]:
     tok = "bert-base-cased" if request.param == "bert" else "gpt2"
-    path = make_tiny_model(shared_dir / "tokenizers" / tok, request.param, tmp_path_factory.mktemp(request.param))
+    path = make_tiny_model(tokenizer_path(tok), request.param, tmp_path_factory.mktemp(request.param))
     return str(path), load_model(str(path), device="cpu")
 
 

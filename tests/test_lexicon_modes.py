@@ -3,6 +3,7 @@ real tokenizers, and single_token mode against the single-token pipeline on tiny
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -148,8 +149,8 @@ def test_group_summary_lemmas_and_tables_by_hand() -> None:
 
 
 @pytest.mark.parametrize("name,expected_single", [("bert-base-cased", 4), ("gpt2", 4)])
-def test_form_table_real_tokenizers(shared_dir: Path, name: str, expected_single: int) -> None:
-    tok = load_tokenizer(str(shared_dir / "tokenizers" / name))
+def test_form_table_real_tokenizers(tokenizer_path: Callable[[str], Path], name: str, expected_single: int) -> None:
+    tok = load_tokenizer(str(tokenizer_path(name)))
     t = form_table(LEXICON, templates(), tok)
     lex = t[t["in_lexicon"]]
     # single_token is exactly the paper's eligibility test
@@ -166,8 +167,8 @@ def test_form_table_real_tokenizers(shared_dir: Path, name: str, expected_single
 
 
 @pytest.mark.parametrize("arch,tokenizer", [("bert", "bert-base-cased"), ("gpt2", "gpt2")])
-def test_single_token_mode_equals_table2_pipeline(shared_dir: Path, tmp_path: Path, arch: str, tokenizer: str) -> None:
-    lm = load_model(str(make_tiny_model(shared_dir / "tokenizers" / tokenizer, arch, tmp_path / "m")), device="cpu")
+def test_single_token_mode_equals_table2_pipeline(tokenizer_path: Callable[[str], Path], tmp_path: Path, arch: str, tokenizer: str) -> None:
+    lm = load_model(str(make_tiny_model(tokenizer_path(tokenizer), arch, tmp_path / "m")), device="cpu")
     tpl = templates()
     forms = form_table(LEXICON, tpl, lm.tokenizer)
     lemmas = eligible_lemmas(LEXICON, lm.tokenizer)
@@ -195,13 +196,13 @@ def test_single_token_mode_equals_table2_pipeline(shared_dir: Path, tmp_path: Pa
     assert sh["meta"]["method"] == ("pll-word-l2r" if arch == "bert" else "chain-rule")
 
 
-def test_infer_forms_model_equals_per_chunk_shards_and_resumes(shared_dir: Path, tmp_path: Path) -> None:
+def test_infer_forms_model_equals_per_chunk_shards_and_resumes(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
     """One process for every form shard of a model: the same bytes as the per-chunk path, a manifest
     with their checksums, and nothing recomputed on a rerun."""
     from verbeval.agreement.lexicon_modes import infer_forms_model
     from verbeval.agreement.shardstore import manifest_shards
 
-    lm = load_model(str(make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", tmp_path / "m")), device="cpu")
+    lm = load_model(str(make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "m")), device="cpu")
     tpl = templates()
     forms = form_table(LEXICON, tpl, lm.tokenizer)
     manifest = tmp_path / "store" / "manifest.json"

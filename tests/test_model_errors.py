@@ -128,12 +128,12 @@ def test_damaged_safetensors_is_one_error_line(tmp_path: Path, capsys: pytest.Ca
 
 @pytest.mark.slow
 def test_unreachable_hub_model_does_not_stop_jobs_that_do_not_load_it(no_hub: Path, tmp_path: Path,
-                                                                      shared_dir: Path) -> None:
+                                                                      data_dir: Path) -> None:
     import os
 
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\nmodels: [{{id: gpt2}}]\n"
-                   f"data_mirror: {shared_dir / 'data'}\nagreement: {{groups: [simple], verb_lists: [verbs_combined]}}\n")
+                   f"data_mirror: {data_dir}\nagreement: {{groups: [simple], verb_lists: [verbs_combined]}}\n")
     target = str(tmp_path / "res" / "agreement" / "lexicon.parquet")
     res = _run([target, "--cores", "1", "--configfile", str(cfg)],
                {"HF_HUB_CACHE": os.environ["HF_HUB_CACHE"], "HF_ENDPOINT": os.environ["HF_ENDPOINT"]})

@@ -4,6 +4,7 @@ that keep an up-to-date branch (verbeval.core.stamps)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -52,10 +53,10 @@ def test_stamps(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("arch,tokenizer", [("bert", "bert-base-cased"), ("gpt2", "gpt2")])
-def test_run_model_equals_the_single_branch_commands(shared_dir: Path, tmp_path: Path, arch: str,
+def test_run_model_equals_the_single_branch_commands(tokenizer_path: Callable[[str], Path], tmp_path: Path, arch: str,
                                                       tokenizer: str) -> None:
     model = tmp_path / "model"
-    assert main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / tokenizer), "--arch", arch,
+    assert main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path(tokenizer)), "--arch", arch,
                  "--out", str(model)]) == 0
     tpl, lex, data = tmp_path / "templates.parquet", tmp_path / "lexicon.parquet", tmp_path / "simverb.txt"
     _templates().to_parquet(tpl)

@@ -8,6 +8,7 @@ by hand (Kauf & Ivanova 2023).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -42,14 +43,14 @@ def _sharpen(lm: LoadedModel) -> LoadedModel:
 
 
 @pytest.fixture(scope="module")
-def causal_lm(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
-    path = make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", tmp_path_factory.mktemp("gpt2"))
+def causal_lm(tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    path = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("gpt2"))
     return _sharpen(load_model(str(path), device="cpu"))
 
 
 @pytest.fixture(scope="module")
-def masked_lm(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
-    path = make_tiny_model(shared_dir / "tokenizers" / "bert-base-cased", "bert", tmp_path_factory.mktemp("bert"))
+def masked_lm(tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    path = make_tiny_model(tokenizer_path("bert-base-cased"), "bert", tmp_path_factory.mktemp("bert"))
     return _sharpen(load_model(str(path), device="cpu"))
 
 

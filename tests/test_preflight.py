@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -64,14 +65,14 @@ def test_hub_fingerprint_uses_pinned_or_cached_commit(tmp_path: Path, monkeypatc
 
 
 @pytest.mark.slow
-def test_changed_local_model_reruns_its_jobs(tmp_path: Path, shared_dir: Path) -> None:
+def test_changed_local_model_reruns_its_jobs(tmp_path: Path, tokenizer_path: Callable[[str], Path], data_dir: Path) -> None:
     from verbeval.core.models import make_tiny_model
 
     model = tmp_path / "tiny-gpt2"
-    make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", model, seed=0)
+    make_tiny_model(tokenizer_path("gpt2"), "gpt2", model, seed=0)
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(f"""
-data_mirror: {shared_dir / 'data'}
+data_mirror: {data_dir}
 raw_dir: {tmp_path / 'raw'}
 results_dir: {tmp_path / 'results'}
 models: [{{id: {model}, name: tiny}}]
@@ -89,7 +90,7 @@ models: [{{id: {model}, name: tiny}}]
     # another checkpoint of the same architecture, copied over it with preserved times (cp -p): same
     # names, sizes, mtimes and safetensors header, other weights
     other = tmp_path / "other"
-    make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", other, seed=1)
+    make_tiny_model(tokenizer_path("gpt2"), "gpt2", other, seed=1)
     for f in other.iterdir():
         st = (model / f.name).stat()
         os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))

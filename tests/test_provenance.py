@@ -4,6 +4,7 @@ records, and that the report captions name them."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -60,7 +61,7 @@ def test_labels() -> None:
     assert random_flags(text) == {"a": True, "b": False, "c": False}
 
 
-def test_tiny_model_is_marked_and_the_inference_manifest_records_it(shared_dir: Path, tmp_path: Path) -> None:
+def test_tiny_model_is_marked_and_the_inference_manifest_records_it(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
     """verbeval tiny-model writes the marker; infer records meta.random_init (true from the marker,
     false with --random-init false) without changing any shard."""
     import pandas as pd
@@ -68,7 +69,7 @@ def test_tiny_model_is_marked_and_the_inference_manifest_records_it(shared_dir: 
     from verbeval.cli import main
 
     model = tmp_path / "tiny"
-    assert main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / "gpt2"), "--arch", "gpt2",
+    assert main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path("gpt2")), "--arch", "gpt2",
                  "--out", str(model)]) == 0
     assert random_init_record(model) == {"arch": "gpt2", "seed": 0, "layers": 2, "hidden": 32, "tokenizer": "gpt2"}
     templates = pd.DataFrame({"group": "g", "source": "x", "line": [1, 2], "left": ["the dog", "the dogs"],

@@ -69,13 +69,13 @@ GEMMA3_270M: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def inputs(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def inputs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """templates.parquet (an evenly spaced slice of every refining-tse source) and lexicon.parquet,
     from the offline mirror through the workflow's own commands."""
-    return build_inputs(shared_dir, tmp_path_factory.mktemp("agreement"))
+    return build_inputs(data_dir, tmp_path_factory.mktemp("agreement"))
 
 
-def build_inputs(shared_dir: Path, out: Path) -> dict[str, Path]:
+def build_inputs(data_dir: Path, out: Path) -> dict[str, Path]:
     sources = yaml.safe_load(GROUPS_FILE.read_text())["groups"]
     names = [s for g in sources if g["id"] in GROUPS for s in g["sources"]]
     manifest = load_manifest(MANIFEST)
@@ -83,7 +83,7 @@ def build_inputs(shared_dir: Path, out: Path) -> dict[str, Path]:
     for name in [*names, "verbs_combined"]:
         raw[name] = out / "raw" / name / local_filename(manifest[name])
         assert main(["-q", "fetch", "--manifest", str(MANIFEST), "--name", name, "--out", str(raw[name]),
-                     "--mirror", str(shared_dir / "data")]) == 0
+                     "--mirror", str(data_dir)]) == 0
     assert main(["-q", "templates", "--manifest", str(MANIFEST), "--groups-file", str(GROUPS_FILE),
                  "--groups", ",".join(GROUPS), *[f"--input={n}={raw[n]}" for n in names],
                  "--errata", str(REPO_ROOT / "resources" / "template_errata.csv"),

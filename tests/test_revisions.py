@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -284,16 +285,16 @@ def test_table_filter(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the DAG of three local checkpoints
 
 
-def test_three_local_checkpoints_dag(tmp_path: Path, shared_dir: Path) -> None:
+def test_three_local_checkpoints_dag(tmp_path: Path, tokenizer_path: Callable[[str], Path], data_dir: Path) -> None:
     """Three tiny GPT-2 "checkpoints" (different seeds) under one model's revisions: three lemmas,
     infer and aggregate jobs, Table 2 restricted by agreement.table_models, and the checkpoint figure."""
     from verbeval.core.models import make_tiny_model
 
     ckpts = []
     for step, seed in ((0, 0), (100, 1), (1000, 2)):
-        ckpts.append(make_tiny_model(shared_dir / "tokenizers" / "gpt2", "gpt2", tmp_path / f"ckpt-{step}",
+        ckpts.append(make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / f"ckpt-{step}",
                                      seed=seed, layers=1, hidden=16))
-    cfg = {"data_mirror": str(shared_dir / "data"), "raw_dir": str(tmp_path / "raw"),
+    cfg = {"data_mirror": str(data_dir), "raw_dir": str(tmp_path / "raw"),
            "results_dir": str(tmp_path / "results"),
            "models": [{"id": "tiny-run", "name": "tiny", "revisions": [
                {"path": str(c), "step": s} for c, s in zip(ckpts, (0, 100, 1000))]}],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -197,25 +198,25 @@ def test_cosine_and_coverage() -> None:
     assert sims["covered"].tolist() == [False, False, False]
 
 
-def test_verb_token_spans_real_tokenizers(shared_dir: Path) -> None:
+def test_verb_token_spans_real_tokenizers(tokenizer_path: Callable[[str], Path]) -> None:
     from transformers import AutoTokenizer
 
-    gpt2 = AutoTokenizer.from_pretrained(shared_dir / "tokenizers/gpt2")
+    gpt2 = AutoTokenizer.from_pretrained(tokenizer_path("gpt2"))
     enc, spans = verb_token_spans(gpt2, ["walk", "abstain"], "to {verb}")
     toks = [gpt2.convert_ids_to_tokens(enc["input_ids"][i][s].tolist()) for i, s in enumerate(spans)]
     assert toks == [["Ġwalk"], ["Ġabst", "ain"]]  # the word-initial (leading-space) form
-    bert = AutoTokenizer.from_pretrained(shared_dir / "tokenizers/bert-base-cased")
+    bert = AutoTokenizer.from_pretrained(tokenizer_path("bert-base-cased"))
     enc, spans = verb_token_spans(bert, ["walk", "abduct"], "I want to {verb} now")
     toks = [bert.convert_ids_to_tokens(enc["input_ids"][i][s].tolist()) for i, s in enumerate(spans)]
     assert toks == [["walk"], ["a", "##b", "##duct"]]
     assert spans[0] == [4]  # [CLS] I want to walk
 
 
-def test_verb_vectors_tiny_bert(shared_dir: Path) -> None:
+def test_verb_vectors_tiny_bert(tokenizer_path: Callable[[str], Path]) -> None:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    tok = AutoTokenizer.from_pretrained(shared_dir / "tokenizers/bert-base-cased")
+    tok = AutoTokenizer.from_pretrained(tokenizer_path("bert-base-cased"))
     torch.manual_seed(0)
     model = BertModel(BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                                  intermediate_size=32, max_position_embeddings=32)).eval()
@@ -260,10 +261,10 @@ def test_verb_errors_and_join(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- CLI on a small pair file
 
 
-def test_cli_score_table_join(tmp_path: Path, shared_dir: Path) -> None:
+def test_cli_score_table_join(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -> None:
     from verbeval.core.models import make_tiny_model
 
-    model = make_tiny_model(shared_dir / "tokenizers/gpt2", "gpt2", tmp_path / "tiny-gpt2")
+    model = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "tiny-gpt2")
     data = _write(tmp_path, PAIRS)
     dev = _write(tmp_path, "eat\tdine\tV\t2.00\tSYNONYMS\nwalk\trun\tV\t1.00\tNONE\n", "dev.txt")
     out = {k: tmp_path / v for k, v in dict(sims="s.parquet", verbs="v.csv", csv="t.csv", md="t.md", tex="t.tex",
@@ -328,7 +329,7 @@ def test_latex_and_markdown_without_splits(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- workflow: official split files
 
 
-def test_workflow_uses_split_files_when_present(tmp_path: Path, shared_dir: Path) -> None:
+def test_workflow_uses_split_files_when_present(tmp_path: Path, data_dir: Path) -> None:
     """With manifest entries and mirror files for the splits, the SimVerb job gets their split options;
     without them (the shipped manifest), it does not."""
     import hashlib
@@ -341,7 +342,7 @@ def test_workflow_uses_split_files_when_present(tmp_path: Path, shared_dir: Path
 
     repo = Path(__file__).resolve().parent.parent
     mirror = tmp_path / "mirror"
-    shutil.copytree(shared_dir / "data", mirror)
+    shutil.copytree(data_dir, mirror)
     lines = (mirror / "simverb/SimVerb-3500.txt").read_text().splitlines(keepends=True)
     (mirror / "simverb/SimVerb-500-dev.txt").write_text("".join(lines[:500]))  # stand-ins for the official files
     (mirror / "simverb/SimVerb-3000-test.txt").write_text("".join(lines[500:]))

