@@ -44,6 +44,11 @@ def test_split_metrics_one_entry_per_model_and_group() -> None:
     parts = split_metrics(metrics, ["b", "a"], ["g2"])
     assert parts == {("b", "g2"): {"tse": 0.4, "ew": 0.3, "mw": 0.2}, ("a", "g2"): {"tse": 0.1, "ew": 0.2, "mw": 0.3}}
     assert split_metrics(metrics, ["a"], ["g1"])[("a", "g1")]["mw"] is None
+    # a random model's numbers say so in every file (and so in `dvc metrics show`); a real model's do not
+    marked = {**metrics, "b": {**metrics["b"], "random_init": True}, "a": {**metrics["a"], "random_init": False}}
+    parts = split_metrics(marked, ["a", "b"], ["g1"])
+    assert parts[("b", "g1")] == {"tse": 0.5, "ew": 0.6, "mw": 0.7, "random_init": True}
+    assert "random_init" not in parts[("a", "g1")]
     with pytest.raises(VerbevalError, match=r"m.json: no model 'c'"):
         split_metrics(metrics, ["c"], ["g1"], source="m.json")
     with pytest.raises(VerbevalError, match=r"model 'a' has no group 'g3'"):

@@ -2,7 +2,8 @@
 
 ``dvc metrics show`` prints one row per metrics file with one column per (flattened) key, so
 Table 2 is split into one file per model and group holding ``{tse, ew, mw}``
-(:func:`split_metrics`): a table of three columns with the model and group in the path.
+(:func:`split_metrics`): a table of three columns with the model and group in the path (and a
+``random_init`` column marking the randomly initialised models).
 
 ``dvc plots show`` cannot facet or split a file's rows into series; it draws one series per y
 column. :func:`wide_curves` turns the long data of a cutoff figure (``figures/fig*.csv``) into
@@ -46,9 +47,10 @@ def x_column(side: str) -> str:
 
 
 def split_metrics(metrics: Mapping[str, Any], models: Sequence[str], groups: Sequence[str],
-                  source: str = "metrics") -> dict[tuple[str, str], dict[str, float | None]]:
+                  source: str = "metrics") -> dict[tuple[str, str], dict[str, float | bool | None]]:
     """``{model: {group: {tse, ew, mw}}}`` (Table 2's metrics.json) -> ``{(model, group): {tse, ew, mw}}``
-    for every model and group asked for. Raises :class:`VerbevalError` naming ``source`` and the
+    for every model and group asked for; a randomly initialised model's entries (``random_init:
+    true`` in metrics.json) also hold ``random_init: true``, a column of ``dvc metrics show``. Raises :class:`VerbevalError` naming ``source`` and the
     first missing model, group or metric."""
     out: dict[tuple[str, str], dict[str, float | None]] = {}
     for m in models:
@@ -62,6 +64,8 @@ def split_metrics(metrics: Mapping[str, Any], models: Sequence[str], groups: Seq
             if missing:
                 raise VerbevalError(f"{source}: model {m!r}, group {g!r} has no {missing[0]!r}")
             out[(m, g)] = {k: entry[k] for k in TABLE2_METRICS}
+            if metrics[m].get("random_init") is True:  # so `dvc metrics show` says so beside its numbers
+                out[(m, g)]["random_init"] = True
     return out
 
 
