@@ -129,6 +129,24 @@ def test_score_nli_tiny_bert(uncased_tokenizer: Path) -> None:
     assert out.iloc[0]["p_neutral"] == pytest.approx(probs[2], abs=1e-5)
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_score_nli_stops_on_nonfinite_weights(uncased_tokenizer: Path, value: float) -> None:
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    tok = AutoTokenizer.from_pretrained(uncased_tokenizer)
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(
+        vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        num_labels=3, id2label={0: "contradiction", 1: "entailment", 2: "neutral"}))
+    with torch.no_grad():
+        model.classifier.weight[1, 0] = value
+    with pytest.raises(VerbevalError, match=r"2 of 2 premise/hypothesis pairs have non-finite NLI probabilities "
+                                            r"\(the first: 'Nike declined to be a sponsor.' / 'Nike was a sponsor.'\)"):
+        score_nli(model, tok, ["Nike declined to be a sponsor.", "She managed to leave."],
+                  ["Nike was a sponsor.", "She left."], batch_size=1, device="cpu")
+
+
 def test_pseudo_model_on_the_mirror(data: Path) -> None:
     data = read_dataset(data)
     assert len(data) == 1498

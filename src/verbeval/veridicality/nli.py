@@ -160,7 +160,8 @@ def label_index(config: Any) -> dict[str, int]:
 
 def score_nli(model: Any, tokenizer: Any, premises: Sequence[str], hypotheses: Sequence[str],
               batch_size: int = 32, device: Any = "cpu") -> pd.DataFrame:
-    """P(entailment), P(neutral), P(contradiction) per (premise, hypothesis) pair, batched."""
+    """P(entailment), P(neutral), P(contradiction) per (premise, hypothesis) pair, batched. Non-finite
+    probabilities (NaN or inf weights) raise :class:`VerbevalError` naming the model and the first pair."""
     import torch
 
     if len(premises) != len(hypotheses):
@@ -175,6 +176,13 @@ def score_nli(model: Any, tokenizer: Any, premises: Sequence[str], hypotheses: S
             logits = model(**enc).logits.float()
             rows.append(torch.softmax(logits, dim=-1).cpu().numpy())
     probs = np.concatenate(rows) if rows else np.zeros((0, model.config.num_labels))
+    bad = ~np.isfinite(probs).all(axis=1)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        name = getattr(model.config, "_name_or_path", "") or "the NLI model"
+        raise VerbevalError(f"{name}: {int(bad.sum())} of {len(probs)} premise/hypothesis pairs have non-finite NLI "
+                            f"probabilities (the first: {premises[first]!r} / {hypotheses[first]!r}); its weights "
+                            "or inputs hold NaN or inf. Nothing was written")
     return pd.DataFrame({f"p_{lab}": probs[:, idx[lab]] for lab in LABELS})
 
 
