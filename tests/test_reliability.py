@@ -287,6 +287,16 @@ def test_model_folder_without_config_json(tmp_path: Path, capsys: pytest.Capture
     with pytest.raises(VerbevalError, match=r"^cannot load model 'models/half': local model directory models/half "
                                             r"has no config.json"):
         load_model("models/half")
+    # a GGUF folder listed where only save_pretrained folders go: the message says where it belongs
+    (tmp_path / "models" / "smol").mkdir()
+    (tmp_path / "models" / "smol" / "SmolLM2.Q4_1.gguf").write_bytes(b"GGUF")
+    cfg.write_text("models: [{id: gpt2}]\nsimverb: {models: [models/smol]}\n")
+    assert main(["check-config", str(cfg)]) == 1
+    assert _err_lines(capsys) == [
+        f"verbeval check-config: error: {cfg}: simverb.models.0: simverb model models/smol: local model directory "
+        "models/smol has no config.json but holds GGUF file(s) SmolLM2.Q4_1.gguf: list it under models: with "
+        "gguf_file: <one of them> (docs/models.md); simverb.models and veridicality.models take only "
+        "save_pretrained folders and hub ids"]
     # a hub id (one slash, its first part not a local folder) is not checked
     cfg.write_text("models: [{id: EleutherAI/pythia-70m}]\n")
     assert main(["check-config", str(cfg)]) == 0

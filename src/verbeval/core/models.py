@@ -81,6 +81,11 @@ def local_model_problem(model_id: str, need_config: bool = True, gguf_file: str 
         if gguf_file:
             return None if (p / gguf_file).is_file() else f"local model directory {model_id} has no GGUF file {gguf_file}"
         if need_config and not (p / "config.json").is_file():
+            ggufs = sorted(f.name for f in p.glob("*.gguf"))
+            if ggufs:
+                return (f"local model directory {model_id} has no config.json but holds GGUF file(s) "
+                        f"{', '.join(ggufs[:3])}: list it under models: with gguf_file: <one of them> (docs/models.md); "
+                        "simverb.models and veridicality.models take only save_pretrained folders and hub ids")
             return (f"local model directory {model_id} has no config.json "
                     "(not a model saved with save_pretrained)")
         return None
