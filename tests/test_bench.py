@@ -46,9 +46,10 @@ def _sharpened(path: Path) -> LoadedModel:
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
-def lm(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
-    tok = {"bert": "bert-base-cased", "gpt2": "gpt2"}[request.param]
-    return _sharpened(make_tiny_model(tokenizer_path(tok), request.param,
+def lm(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], wordpiece_path: Path,
+       tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    tok = wordpiece_path if request.param == "bert" else tokenizer_path("gpt2")
+    return _sharpened(make_tiny_model(tok, request.param,
                                       tmp_path_factory.mktemp(request.param)))
 
 

@@ -47,12 +47,12 @@ def _sharpened(tokenizer: Path, arch: str, out: Path) -> Path:
 
 
 @pytest.fixture(scope="module", params=["causal", "masked"])
-def pair(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path],
+def pair(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], wordpiece_path: Path,
          tmp_path_factory: pytest.TempPathFactory) -> tuple[LoadedModel, LoadedModel]:
     """(whole, split) loads of one tiny model."""
-    arch, tok, dmap = (("gpt2", "gpt2", GPT2_MAP) if request.param == "causal"
-                       else ("bert", "bert-base-cased", BERT_MAP))
-    path = _sharpened(tokenizer_path(tok), arch, tmp_path_factory.mktemp(arch))
+    arch, tok, dmap = (("gpt2", tokenizer_path("gpt2"), GPT2_MAP) if request.param == "causal"
+                       else ("bert", wordpiece_path, BERT_MAP))
+    path = _sharpened(tok, arch, tmp_path_factory.mktemp(arch))
     whole = load_model(str(path), device="cpu")
     split = load_model(str(path), device="cpu", device_map=dict(dmap))
     return whole, split

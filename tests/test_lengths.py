@@ -19,9 +19,10 @@ from verbeval.core.models import LoadedModel, load_config, load_model, make_tiny
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
-def tiny(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[str, LoadedModel]:
-    tok = "bert-base-cased" if request.param == "bert" else "gpt2"
-    path = make_tiny_model(tokenizer_path(tok), request.param, tmp_path_factory.mktemp(request.param))
+def tiny(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], wordpiece_path: Path,
+         tmp_path_factory: pytest.TempPathFactory) -> tuple[str, LoadedModel]:
+    tok = wordpiece_path if request.param == "bert" else tokenizer_path("gpt2")
+    path = make_tiny_model(tok, request.param, tmp_path_factory.mktemp(request.param))
     return str(path), load_model(str(path), device="cpu")
 
 

@@ -49,8 +49,8 @@ def causal_lm(tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.Te
 
 
 @pytest.fixture(scope="module")
-def masked_lm(tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
-    path = make_tiny_model(tokenizer_path("bert-base-cased"), "bert", tmp_path_factory.mktemp("bert"))
+def masked_lm(wordpiece_path: Path, tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    path = make_tiny_model(wordpiece_path, "bert", tmp_path_factory.mktemp("bert"))
     return _sharpen(load_model(str(path), device="cpu"))
 
 

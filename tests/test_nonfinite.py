@@ -24,9 +24,10 @@ from verbeval.core.models import LoadedModel, load_model, make_tiny_model
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
-def clean_lm(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
-    tok = "bert-base-cased" if request.param == "bert" else "gpt2"
-    path = make_tiny_model(tokenizer_path(tok), request.param, tmp_path_factory.mktemp(request.param))
+def clean_lm(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], wordpiece_path: Path,
+             tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    tok = wordpiece_path if request.param == "bert" else tokenizer_path("gpt2")
+    path = make_tiny_model(tok, request.param, tmp_path_factory.mktemp(request.param))
     return load_model(str(path), device="cpu")
 
 
@@ -116,14 +117,14 @@ def test_form_scores_stop_on_nonfinite_too(clean_lm: LoadedModel, tmp_path: Path
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf")], ids=["nan", "inf"])
-def test_simverb_stops_on_nonfinite_verb_vectors(tokenizer_path: Callable[[str], Path], value: float) -> None:
+def test_simverb_stops_on_nonfinite_verb_vectors(wordpiece_path: Path, value: float) -> None:
     """SimVerb reads hidden states, not logits: a damaged embedding weight of a verb's token gives
     non-finite vectors, which stop the scoring naming the model and the count."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from verbeval.simverb.similarity import check_finite_vectors, verb_vectors
 
-    tok = AutoTokenizer.from_pretrained(tokenizer_path("bert-base-cased"))
+    tok = AutoTokenizer.from_pretrained(wordpiece_path)
     torch.manual_seed(0)
     model = BertModel(BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                  intermediate_size=32, max_position_embeddings=32)).eval()

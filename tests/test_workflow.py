@@ -109,10 +109,12 @@ def _absolute_resources(cfg: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def workflow(tokenizer_path: Callable[[str], Path], data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Workflow:
+def workflow(tokenizer_path: Callable[[str], Path], wordpiece_path: Path, data_dir: Path,
+             tmp_path_factory: pytest.TempPathFactory) -> Workflow:
     root = tmp_path_factory.mktemp("workflow")
-    for arch, tok, name in (("bert", "bert-base-cased", "tiny-bert-base-cased"), ("gpt2", "gpt2", "tiny-gpt2")):
-        rc = verbeval_main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path(tok)), "--arch", arch,
+    # the BERT is cased where the shared folder has that tokenizer (as in CI), else uncased (wordpiece_path)
+    for arch, tok, name in (("bert", wordpiece_path, "tiny-bert-base-cased"), ("gpt2", tokenizer_path("gpt2"), "tiny-gpt2")):
+        rc = verbeval_main(["-q", "tiny-model", "--tokenizer", str(tok), "--arch", arch,
                             "--out", str(root / "models" / name)])
         assert rc == 0
     cfg = yaml.safe_load((REPO_ROOT / "config" / "ci.yaml").read_text())
