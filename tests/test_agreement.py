@@ -131,6 +131,19 @@ def test_p1_counts_the_whole_tail_despite_peaked_distribution():
     assert float(cum32[0, 1]) == 1.0
 
 
+@pytest.mark.parametrize("logit_dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_probabilities_equal_a_float64_softmax_of_float64_logits_bit_for_bit(logit_dtype: torch.dtype) -> None:
+    """The softmax's own float64 conversion (no float64 copy of the logits first) gives the very
+    bits of converting first, at an LM-like scale and a Gemma-sized row."""
+    gen = torch.Generator().manual_seed(3)
+    logits = (torch.randn(4, 262_144, generator=gen) * 3.0).to(logit_dtype)
+    got = probabilities(logits)
+    want = torch.softmax(logits.to(torch.float64), dim=-1)
+    assert got.dtype == torch.float64
+    assert torch.equal(got, want)
+    assert abs(float(got[0].sum()) - 1.0) < 1e-12
+
+
 def test_form_statistics_sum_to_one_and_rank_ties_by_id():
     probs = torch.tensor([[0.25, 0.25, 0.5]], dtype=torch.float64)
     prob, above, below = form_statistics(probs, torch.tensor([0, 1, 2]))

@@ -53,7 +53,7 @@ def test_nonfinite_logits_stop_inference_naming_model_group_and_count(clean_lm: 
     templates = template_frame()
     manifest = tmp_path / "store" / "manifest.json"
     # independent count: contexts whose logits at the predicted position are not all finite
-    from verbeval.agreement.inference import encode_contexts, prepare_group, target_logits, _pad
+    from verbeval.agreement.inference import encode_contexts, prepare_group, _pad
     work = prepare_group(lm, templates, "g2")
     enc = encode_contexts(lm, work.contexts)
     ids, att = _pad(enc.ids, lm.tokenizer.pad_token_id or 0, torch.device("cpu"))

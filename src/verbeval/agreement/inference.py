@@ -19,7 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from verbeval import __version__
-from verbeval.agreement.metrics import form_statistics
+from verbeval.agreement.metrics import form_statistics, probabilities
 from verbeval.agreement.eligibility import single_token_ids, tokenizer_fingerprint
 from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, adds_bos, describe_device
@@ -232,7 +232,7 @@ def run_contexts(
                 tgt = torch.as_tensor(encoded.target[idx]).to(dev, non_blocking=True)
                 picked = target_logits(lm.model, ids, att, tgt)
                 finite = torch.isfinite(picked).all(dim=-1)
-                probs = torch.softmax(picked.to(torch.float64), dim=-1)
+                probs = probabilities(picked)
                 p, above, below = form_statistics(probs, forms)
                 tk = torch.topk(probs, k=min(top_k, probs.shape[1]), dim=-1)
             except RuntimeError as exc:  # includes torch.OutOfMemoryError
