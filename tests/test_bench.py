@@ -306,7 +306,7 @@ def _distribution(kind: str, rng: np.random.Generator, b: int, v: int) -> np.nda
     return p
 
 
-@pytest.mark.parametrize("kind", ["random", "float32", "bfloat16", "tied", "rounded", "peaked"])
+@pytest.mark.parametrize("kind", ["random", "float32", "bfloat16", "tied", "tied20", "rounded", "peaked"])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_form_statistics_equals_numpy_lexsort_reference(monkeypatch: pytest.MonkeyPatch, kind: str, threads: int) -> None:
     """Bit for bit the sums of an independent full lexsort, on CPU, one thread and several; and,
@@ -320,6 +320,10 @@ def test_form_statistics_equals_numpy_lexsort_reference(monkeypatch: pytest.Monk
         p[:, [10, 11, 12]] = p[:, [11]]
         p[:, 20] = p[:, 21] = p[:, 22]
         forms = np.concatenate([forms, [11, 21, 22]])
+    if kind == "tied20":  # 20 distinct tied values (a float32 model at 256k has about 12): still compared
+        for j in range(20):
+            p[:, 100 + 2 * j] = p[:, 101 + 2 * j]
+        forms = np.concatenate([forms[~np.isin(forms, np.arange(100, 140))], 101 + 2 * np.arange(20)])
     prob, above, below = form_statistics(torch.from_numpy(p), torch.from_numpy(forms))
     want_above, want_below = _numpy_reference(p, forms)
     np.testing.assert_array_equal(prob.numpy(), p[:, forms])
@@ -337,6 +341,8 @@ def test_form_statistics_equals_numpy_lexsort_reference(monkeypatch: pytest.Monk
         assert distinct_ties > agreement._COMPARED_TIES or kind == "peaked"
     if kind == "tied":  # the compare branch
         assert 0 < distinct_ties <= agreement._COMPARED_TIES
+    if kind == "tied20":  # the compare branch with more tied values than the earlier limit of 8
+        assert 8 < distinct_ties <= agreement._COMPARED_TIES
 
 
 def test_real_part_skips_without_gguf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
