@@ -1,4 +1,4 @@
-"""verbeval._npy_sort: numpy's AVX2 sort kernels on AMD Zen 4, chosen before numpy loads."""
+"""verbeval.core.npy_sort: numpy's AVX2 sort kernels on AMD Zen 4, chosen before numpy loads."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verbeval import _npy_sort
+from verbeval.core import npy_sort as _npy_sort
 
 ZEN4 = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -54,13 +54,13 @@ def test_numpy_version_is_read_without_importing_numpy() -> None:
 
 
 def test_the_command_line_sets_it_before_anything_imports_numpy() -> None:
-    """``-X importtime`` lists modules as their import finishes: verbeval._npy_sort (which imports
+    """``-X importtime`` lists modules as their import finishes: verbeval.core.npy_sort (which imports
     no numpy itself) must finish before numpy is first imported, by the CLI's modules or later."""
     out = subprocess.run([sys.executable, "-X", "importtime", "-c", "import verbeval.cli; import numpy"],
                          capture_output=True, text=True, check=True).stderr
     names = [line.rsplit("|", 1)[-1].strip() for line in out.splitlines() if line.startswith("import time:")]
-    assert "verbeval._npy_sort" in names and "numpy" in names
-    assert names.index("verbeval._npy_sort") < min(i for i, n in enumerate(names) if n.split(".")[0] == "numpy")
+    assert "verbeval.core.npy_sort" in names and "numpy" in names
+    assert names.index("verbeval.core.npy_sort") < min(i for i, n in enumerate(names) if n.split(".")[0] == "numpy")
 
 
 _STATS = """

@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from verbeval import _npy_sort  # noqa: F401  (first, before numpy loads: numpy's sort kernels on AMD Zen 4)
+from verbeval.core import npy_sort  # noqa: F401  (first, before numpy loads: numpy's sort kernels on AMD Zen 4)
 from verbeval import model_run, workflow_cli
 from verbeval.agreement import cli as agreement_cli
 from verbeval.bench import cli as bench_cli
