@@ -102,3 +102,44 @@ def test_a_branch_is_given_whole(tmp_path: Path, capsys: pytest.CaptureFixture[s
                "--manifest", str(tmp_path / "m.json"), "--simverb-out", str(tmp_path / "s.parquet")])
     assert rc == 1
     assert "the SimVerb branch needs --simverb-data, --simverb-verbs as well" in capsys.readouterr().err
+
+
+def test_run_model_log_totals_include_the_model_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """A fake clock: the load takes 100 s, the agreement branch 5 s. The agreement line's 'total' is what
+    the user waited for (load included), as in `verbeval infer` (infer.log; the rule infer runs this)."""
+    import argparse
+    import logging
+
+    from verbeval import model_run
+    from verbeval.agreement import inference
+
+    clock = [0.0]
+    monkeypatch.setattr(model_run.time, "perf_counter", lambda: clock[0])
+
+    def load(a: argparse.Namespace) -> argparse.Namespace:
+        clock[0] += 100.0
+        return argparse.Namespace(device=argparse.Namespace(type="cpu"))
+
+    def infer_model(*args: object, **kw: object) -> dict[str, object]:
+        clock[0] += 5.0
+        return {"shards": ["a", "b"], "timing": {"contexts": 40, "compute_s": 4.0, "contexts_per_s": 10.0,
+                                                 "writer_busy_s": 0.5, "total_s": 5.0}}
+
+    monkeypatch.setattr(model_run, "_load_checked", load)
+    monkeypatch.setattr(inference, "infer_model", infer_model)
+    pd.DataFrame({"x": [1]}).to_parquet(tmp_path / "t.parquet")
+    a = argparse.Namespace(manifest=str(tmp_path / "s" / "manifest.json"), templates=str(tmp_path / "t.parquet"),
+                           lemmas=str(tmp_path / "t.parquet"), groups="g", n_chunks=1, batch_size="4", top_k=1,
+                           prepend_bos=None, no_progress=True, allow_nonfinite=False, model="m", random_init="false",
+                           forms=None, forms_groups=None, forms_manifest=None, simverb_data=None, simverb_out=None,
+                           simverb_verbs=None)
+    with caplog.at_level(logging.INFO, logger=model_run.log.name):
+        model_run.cmd_run_model(a)
+    lines = [r.getMessage() for r in caplog.records]
+    shards = next(m for m in lines if "shards ->" in m)
+    assert "model load 100.0 s, 40 contexts computed in 4.0 s" in shards
+    assert shards.endswith("total 105.0 s (load included)")
+    assert "m: model loaded in 100.0 s (once for every branch)" in lines
+    assert "m: agreement branch 5.0 s" in lines
+    assert lines[-1] == "m: every branch in 105.0 s (load included)"
