@@ -155,3 +155,51 @@ def test_allowed_nonfinite_contexts_score_nan_not_zero(clean_lm: LoadedModel, tm
     assert scores[metric_cols].isna().all().all()
     g1 = templates[templates.group == "g1"].reset_index(drop=True)
     assert row_tse(shards, g1)["tse"].isna().all()
+
+
+def test_allowed_nonfinite_contexts_are_named_in_table2_and_its_metrics(clean_lm: LoadedModel, tmp_path: Path) -> None:
+    """The outputs say so: with allow_nonfinite, `verbeval aggregate` records the count in the summary and
+    `verbeval table` adds a note per (model, group) to Table 2 (md, tex, html) and the count to metrics.json
+    (and the DVC per-group metrics); the clean model beside it gets neither."""
+    import pandas as pd
+
+    from verbeval.agreement.dvc_views import split_metrics
+    from verbeval.cli import main
+
+    templates = template_frame()
+    tpath = tmp_path / "templates.parquet"
+    templates.to_parquet(tpath)
+    summaries = []
+    for name, lm in (("damaged", _damaged(clean_lm, float("nan"))), ("clean", clean_lm)):
+        manifest = tmp_path / name / "shards" / "manifest.json"
+        infer_model(lm, templates, _lemmas(lm), ["g1"], 2, manifest, batch_size=4, progress=False,
+                    allow_nonfinite=True)
+        assert main(["-q", "aggregate", "--templates", str(tpath), "--groups", "g1", "--model-name", name,
+                     "--manifest", str(manifest), "--top-cutoffs", "0.5,1", "--bottom-cutoffs", "0.5",
+                     "--out-dir", str(tmp_path / name), "--resamples", "10"]) == 0
+        summaries.append(str(tmp_path / name / "g1" / "summary.csv"))
+    damaged, clean = (pd.read_csv(p) for p in summaries)
+    n_ctx = int(damaged.loc[damaged["metric"] == "ew", "n_total"].iloc[0])
+    assert n_ctx > 0 and (damaged["n_nonfinite"] == n_ctx).all()  # every context: the head's NaN reaches all
+    assert "n_nonfinite" not in clean.columns
+    groups = tmp_path / "groups.yaml"
+    groups.write_text("groups:\n  - {id: g1, name: Simple agreement, sources: [test]}\n")
+    out = {k: tmp_path / f"table2.{k}" for k in ("csv", "md", "tex", "html")}
+    assert main(["-q", "table", "--groups-file", str(groups), "--models", "damaged,clean", "--summaries",
+                 *summaries, "--csv", str(out["csv"]), "--md", str(out["md"]), "--tex", str(out["tex"]),
+                 "--html", str(out["html"]), "--all-csv", str(tmp_path / "all.csv"),
+                 "--metrics", str(tmp_path / "metrics.json")]) == 0
+    note = (f"damaged, Simple agreement: {n_ctx} of {n_ctx} contexts had non-finite logits (NaN or inf) and were "
+            "kept under inference.allow_nonfinite: they have no TSE, EW or MW and are left out of the means; "
+            "check the model's weights.")
+    md = out["md"].read_text()
+    assert f"* {note}" in md and md.count("non-finite") == 1
+    assert "| Simple agreement | – | – | – |" in md  # no number for the damaged model
+    assert "non-finite logits" in out["tex"].read_text() and "non-finite logits" in out["html"].read_text()
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["damaged"]["g1"] == {"tse": None, "ew": None, "mw": None, "nonfinite_contexts": n_ctx}
+    assert "nonfinite_contexts" not in metrics["clean"]["g1"] and metrics["clean"]["g1"]["ew"] is not None
+    table = pd.read_csv(out["csv"])
+    assert table["damaged.n_nonfinite"].tolist() == [n_ctx] and table["clean.n_nonfinite"].tolist() == [0]
+    views = split_metrics(metrics, ["damaged", "clean"], ["g1"])
+    assert views[("damaged", "g1")]["nonfinite_contexts"] == n_ctx and "nonfinite_contexts" not in views[("clean", "g1")]

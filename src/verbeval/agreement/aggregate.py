@@ -38,6 +38,7 @@ class GroupShards:
     tse_p: np.ndarray  # [R, 2] (singular, plural) probabilities
     topk_ids: np.ndarray
     topk_probs: np.ndarray
+    n_nonfinite: int = 0  # contexts written with non-finite logits (inference.allow_nonfinite); NaN scores
 
 
 def _fixed(col: Any, width: int, dtype: type) -> np.ndarray:
@@ -105,7 +106,7 @@ def read_shards(paths: Sequence[str | Path]) -> GroupShards:
     shape = (n_ctx, ref["n_lemmas"], 2)
     stats = FormStats(cat["prob"].reshape(shape), cat["above"].reshape(shape), cat["below"].reshape(shape))
     return GroupShards(ref, cat["cid"], cat["plural"].astype(bool), stats, cat["rows"], cat["rctx"],
-                       np.stack([cat["ps"], cat["pp"]], axis=1), cat["tki"], cat["tkp"])
+                       np.stack([cat["ps"], cat["pp"]], axis=1), cat["tki"], cat["tkp"], n_bad)
 
 
 def quarantine(path: str | Path) -> Path:

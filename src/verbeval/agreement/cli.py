@@ -284,6 +284,8 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
         tse = row_tse(shards, g)
         summary = summarise(scores, tse, model=a.model_name, group=group, resamples=a.resamples, seed=a.seed,
                             confidence=a.confidence).assign(random_init=random_init)
+        if shards.n_nonfinite:  # kept under --allow-nonfinite: Table 2 and metrics.json say so
+            summary = summary.assign(n_nonfinite=shards.n_nonfinite)
         write_parquet(scores, out / group / "scores.parquet")
         write_parquet(tse, out / group / "tse.parquet")
         write_csv(summary, out / group / "summary.csv", float_format="%.10g")

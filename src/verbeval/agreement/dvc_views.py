@@ -50,7 +50,8 @@ def split_metrics(metrics: Mapping[str, Any], models: Sequence[str], groups: Seq
                   source: str = "metrics") -> dict[tuple[str, str], dict[str, float | bool | None]]:
     """``{model: {group: {tse, ew, mw}}}`` (Table 2's metrics.json) -> ``{(model, group): {tse, ew, mw}}``
     for every model and group asked for; a randomly initialised model's entries (``random_init:
-    true`` in metrics.json) also hold ``random_init: true``, a column of ``dvc metrics show``. Raises :class:`VerbevalError` naming ``source`` and the
+    true`` in metrics.json) also hold ``random_init: true``, a column of ``dvc metrics show``, and a
+    group with contexts whose logits were not finite holds their count (``nonfinite_contexts``). Raises :class:`VerbevalError` naming ``source`` and the
     first missing model, group or metric."""
     out: dict[tuple[str, str], dict[str, float | None]] = {}
     for m in models:
@@ -66,6 +67,8 @@ def split_metrics(metrics: Mapping[str, Any], models: Sequence[str], groups: Seq
             out[(m, g)] = {k: entry[k] for k in TABLE2_METRICS}
             if metrics[m].get("random_init") is True:  # so `dvc metrics show` says so beside its numbers
                 out[(m, g)]["random_init"] = True
+            if entry.get("nonfinite_contexts"):  # contexts without a score (inference.allow_nonfinite)
+                out[(m, g)]["nonfinite_contexts"] = entry["nonfinite_contexts"]
     return out
 
 

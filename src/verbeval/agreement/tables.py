@@ -22,8 +22,12 @@ def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str])
     EW and MW are read at top-p cutoff 1.0 (the whole vocabulary). ``<model>.random_init`` says
     whether the model is randomly initialised (the summaries' ``random_init`` column,
     :mod:`verbeval.core.provenance`); the writers below mark such a model and add a note.
+    ``<model>.n_nonfinite`` (only when some summary has an ``n_nonfinite`` column, i.e. a model ran
+    under ``inference.allow_nonfinite`` and had such contexts): contexts whose logits were not finite,
+    which have no score; the writers add a note per model and group that has any.
     """
     random = random_flags(summary)
+    nonfinite = _nonfinite_counts(summary)
     at_one = summary[(summary["metric"] == "tse") |
                      ((summary["metric"].isin(["ew", "mw"])) & (summary["side"] == "top") &
                       np.isclose(summary["cutoff"].astype(float), 1.0))]
@@ -43,8 +47,33 @@ def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str])
                     row[f"{m}.n_rows_total"] = int(val["n_total"]) if val is not None else 0
                 elif metric == "ew":
                     row[f"{m}.n_contexts"] = int(val["n_total"]) if val is not None else 0
+            if nonfinite is not None:
+                row[f"{m}.n_nonfinite"] = nonfinite.get((m, g["id"]), 0)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _nonfinite_counts(summary: pd.DataFrame) -> dict[tuple[str, str], int] | None:
+    """``{(model, group): contexts with non-finite logits}`` from the summaries' optional
+    ``n_nonfinite`` column (``verbeval aggregate`` writes it only when there are any); None without it."""
+    if "n_nonfinite" not in summary.columns:
+        return None
+    counts = summary.groupby(["model", "group"], sort=False)["n_nonfinite"].max().fillna(0)
+    return {(str(m), str(g)): int(n) for (m, g), n in counts.items() if n > 0}
+
+
+def nonfinite_notes(table: pd.DataFrame, models: Sequence[str]) -> list[str]:
+    """One note per (model, group) of ``table`` with contexts whose logits were not finite (kept under
+    ``inference.allow_nonfinite``): how many, and that they are left out of every mean."""
+    notes = []
+    for _, r in table.iterrows():
+        for m in models:
+            n = int(r.get(f"{m}.n_nonfinite", 0) or 0)
+            if n:
+                notes.append(f"{m}, {r['name']}: {n} of {int(r[f'{m}.n_contexts'])} contexts had non-finite "
+                             "logits (NaN or inf) and were kept under inference.allow_nonfinite: they have no "
+                             "TSE, EW or MW and are left out of the means; check the model's weights.")
+    return notes
 
 
 def random_models(table: pd.DataFrame, models: Sequence[str]) -> list[str]:
@@ -55,19 +84,25 @@ def random_models(table: pd.DataFrame, models: Sequence[str]) -> list[str]:
 def _notes(table: pd.DataFrame, models: Sequence[str], notes: Sequence[str]) -> list[str]:
     """The random-model note (when a model is random) before the other notes."""
     note = random_note(random_models(table, models))
-    return ([note] if note else []) + list(notes)
+    return ([note] if note else []) + nonfinite_notes(table, models) + list(notes)
 
 
 def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Table 2 as nested ``{model: {"random_init": bool, group: {tse, ew, mw}}}`` (DVC metrics); NaN
-    becomes null. ``random_init``: the model is randomly initialised, its numbers meaningless."""
+    becomes null. ``random_init``: the model is randomly initialised, its numbers meaningless. A group
+    with contexts whose logits were not finite (``inference.allow_nonfinite``) also holds
+    ``nonfinite_contexts``: how many, all without a score."""
     random = set(random_models(table, models))
     out: dict[str, dict[str, Any]] = {}
     for m in models:
         out[m] = {"random_init": m in random}
         for _, r in table.iterrows():
             vals = {k: float(r[f"{m}.{k}"]) for k in METRICS}
-            out[m][str(r["group"])] = {k: (None if np.isnan(v) else v) for k, v in vals.items()}
+            entry: dict[str, Any] = {k: (None if np.isnan(v) else v) for k, v in vals.items()}
+            n_bad = int(r.get(f"{m}.n_nonfinite", 0) or 0)
+            if n_bad:  # contexts without a score (inference.allow_nonfinite)
+                entry["nonfinite_contexts"] = n_bad
+            out[m][str(r["group"])] = entry
     return out
 
 
@@ -168,6 +203,6 @@ def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes:
     if note:
         out.append(r"\par\smallskip{\footnotesize " + dagger + tex_escape(note.removeprefix(RANDOM_MARK))
                    + r"\par}")
-    for n in notes:
+    for n in [*nonfinite_notes(table, models), *notes]:
         out.append(r"\par\smallskip{\footnotesize " + tex_escape(n) + r"\par}")
     return "\n".join(out) + "\n"
