@@ -501,3 +501,37 @@ def test_aggregate_cli_detects_bytes_flipped_in_place(tmp_path: Path, capsys: py
     assert "changed after it was written" in err[0] and str(shards[2]) in err[0]
     assert shards[2].with_name(shards[2].name + ".corrupt").exists() and not shards[2].exists()
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.parquet"))
+
+def test_a_killed_aggregate_leaves_no_summary_and_reruns_to_identical_outputs(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed after scores.parquet, while tse.parquet is written (a SIGKILL's leftover temporary put
+    beside it): summary.csv, the job's last output, is not there, so the job reruns; the rerun removes
+    the leftover and writes outputs byte-identical to a run that was never killed."""
+    import shutil
+
+    import verbeval.core.io as vio
+    from verbeval.cli import main
+
+    manifest, _ = _store(tmp_path)
+    args = _aggregate_args(tmp_path, manifest)
+    out = tmp_path / "out" / "g1"
+    assert main(args) == 0
+    clean = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(clean) == ["scores.parquet", "summary.csv", "tse.parquet"]
+    shutil.rmtree(tmp_path / "out")
+    real, calls = vio.write_parquet, [0]
+
+    def killed_on_second(df: pd.DataFrame, path: Any) -> None:
+        calls[0] += 1
+        if calls[0] == 2:
+            (Path(path).parent / f".{Path(path).name}.k1ll3d_x.tmp").write_bytes(b"PAR1 partial")
+            raise KeyboardInterrupt  # stands for the kill: nothing after this line runs
+        real(df, path)
+
+    monkeypatch.setattr(vio, "write_parquet", killed_on_second)
+    with pytest.raises(KeyboardInterrupt):
+        main(args)
+    assert sorted(p.name for p in out.iterdir()) == [".tse.parquet.k1ll3d_x.tmp", "scores.parquet"]
+    monkeypatch.undo()
+    assert main(args) == 0
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == clean  # the leftover is gone, every byte equal

@@ -539,6 +539,47 @@ def test_infer_model_resumes_without_recomputing_finished_shards(masked_lm: Load
     assert len(body["shards"]) == 3
 
 
+def test_disk_full_during_a_shard_write_then_resume_gives_identical_shards(masked_lm: LoadedModel, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC while the second shard is written (some bytes already on disk): the error names errno 28
+    and the shard's path, nothing half-written is left (no such shard, no temporary, no manifest;
+    the third shard, computed while the writer wrote, may be complete), and the rerun computes only
+    the missing shards, ending byte-identical to a run that never failed."""
+    import errno
+
+    from verbeval.agreement import shards as shards_mod
+    from verbeval.agreement.inference import infer_model
+
+    templates, lemmas = template_frame(), _lemmas(masked_lm)
+    ref = tmp_path / "ref" / "manifest.json"
+    infer_model(masked_lm, templates, lemmas, ["g1"], 3, ref, batch_size=4, progress=False)
+    store = tmp_path / "store"
+    real = shards_mod.pq.write_table
+    writes = [0]
+
+    def disk_full_on_second(table: Any, where: Any, **kw: Any) -> None:
+        writes[0] += 1
+        if writes[0] == 2:
+            Path(where).write_bytes(b"PAR1 partial")  # part of it reached the disk
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(table, where, **kw)
+
+    monkeypatch.setattr(shards_mod.pq, "write_table", disk_full_on_second)
+    with pytest.raises(OSError) as info:
+        infer_model(masked_lm, templates, lemmas, ["g1"], 3, store / "manifest.json", batch_size=4, progress=False)
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(store / "g1" / "2-of-3.parquet")
+    assert str(info.value) == f"[Errno 28] No space left on device: '{store / 'g1' / '2-of-3.parquet'}'"
+    left = sorted(p.name for p in (store / "g1").iterdir())  # no partial shard, no temporary
+    assert "1-of-3.parquet" in left and set(left) <= {"1-of-3.parquet", "3-of-3.parquet"}, left
+    assert not (store / "manifest.json").exists()
+    monkeypatch.undo()
+    body = infer_model(masked_lm, templates, lemmas, ["g1"], 3, store / "manifest.json", batch_size=4, progress=False)
+    assert body["timing"]["contexts"] < len(templates[templates.group == "g1"])  # the first shard was kept
+    for name in ("1-of-3.parquet", "2-of-3.parquet", "3-of-3.parquet"):
+        assert (store / "g1" / name).read_bytes() == (ref.parent / "g1" / name).read_bytes(), name
+    assert not list(store.rglob("*.tmp"))
+
+
 def test_infer_model_recomputes_when_the_inputs_change(masked_lm: LoadedModel, tmp_path: Path) -> None:
     from verbeval.agreement.inference import infer_model
 

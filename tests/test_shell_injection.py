@@ -227,3 +227,17 @@ def test_a_model_id_that_is_neither_a_folder_nor_a_hub_id_is_refused() -> None:
     validate_config(cfg)
     with pytest.raises(VerbevalError, match=rf"models\.{i}\.id: model m: 'gpt2;touch PWNED' is neither a local folder nor a hub id"):
         check_model_paths(cfg)
+
+
+@pytest.mark.parametrize("where", ["custom_group_id", "model_name"])
+def test_custom_group_ids_and_model_names_with_metacharacters_are_refused(where: str) -> None:
+    """Both reach file names and shell commands; the schema refuses them, naming the key (no -x run)."""
+    cfg = _quick_config()
+    if where == "custom_group_id":
+        cfg["agreement"]["custom_groups"] = [{"id": "mine;touch PWNED", "path": "pairs.jsonl"}]
+        key = r"agreement\.custom_groups\.0\.id"
+    else:
+        cfg["models"][0]["name"] = "m$(touch PWNED)"
+        key = r"models\.0\.name"
+    with pytest.raises(VerbevalError, match=r"invalid value at " + key + r": '.*PWNED.*' does not match"):
+        validate_config(cfg)
