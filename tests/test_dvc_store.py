@@ -73,3 +73,44 @@ def test_a_plain_output_shows_the_run_cache_problem(tmp_path: Path) -> None:
     assert (tmp_path / "results" / "shards" / "manifest.json").exists()
     assert not (tmp_path / "results" / "shards" / "g" / "1-of-1.parquet").exists()
     assert again.returncode != 0
+
+
+#: an inference stage that resumes from the shards it finds (as verbeval's shard store does) and dies
+#: (exit 130, as on Ctrl-C) after its shard and before its manifest while the file 'interrupt' exists
+RESUMING_INFER = (
+    "import pathlib, sys; s = pathlib.Path('results/shards'); shard = s / 'g' / '1-of-1.parquet'; "
+    "shard.parent.mkdir(parents=True, exist_ok=True); "
+    "log = pathlib.Path('infer.log'); "
+    "log.write_text((log.read_text() if log.exists() else '') + ('kept' if shard.exists() else 'computed') + '\\n'); "
+    "shard.exists() or shard.write_text(pathlib.Path('in.txt').read_text()); "
+    "pathlib.Path('interrupt').exists() and sys.exit(130); "
+    "(s / 'manifest.json').write_text('{}')")
+
+
+@pytest.mark.slow
+def test_an_interrupted_repro_resumes_from_its_shards_and_ends_as_an_unbroken_one(tmp_path: Path) -> None:
+    """`dvc repro` interrupted inside the inference stage, after a shard and before the manifest: the
+    stage failed, so the next `dvc repro` runs it again. The shards are not DVC outputs (only the
+    manifest is, as STORE_OUT), so DVC leaves the finished shard in place and the stage keeps it; the
+    result is that of an uninterrupted repro, and DVC then reports everything up to date."""
+    py = f"{sys.executable} -c"
+    pipeline = _pipeline({"results/shards/manifest.json": dict(STORE_OUT)})
+    pipeline["stages"]["infer"]["cmd"] = f'{py} "{RESUMING_INFER}"'
+    for args in (("git", "init", "-q"), ("dvc", "init", "-q")):
+        assert _run(tmp_path, *args).returncode == 0
+    (tmp_path / "in.txt").write_text("p=0.5\n")
+    (tmp_path / "cut.txt").write_text("cutoff 1\n")
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump(pipeline))
+    (tmp_path / "interrupt").write_text("")
+    broken = _run(tmp_path, "dvc", "repro")
+    assert broken.returncode != 0
+    assert (tmp_path / "results" / "shards" / "g" / "1-of-1.parquet").exists()
+    assert not (tmp_path / "results" / "shards" / "manifest.json").exists()
+    assert not (tmp_path / "results" / "summary.txt").exists()
+    (tmp_path / "interrupt").unlink()
+    again = _run(tmp_path, "dvc", "repro")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "infer.log").read_text() == "computed\nkept\n"  # the shard survived the rerun's start
+    assert (tmp_path / "results" / "summary.txt").read_text() == "p=0.5\ncutoff 1\n"
+    status = _run(tmp_path, "dvc", "status")
+    assert status.returncode == 0 and "up to date" in status.stdout, status.stdout
