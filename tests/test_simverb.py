@@ -227,7 +227,8 @@ def test_verb_vectors_tiny_bert(wordpiece_path: Path) -> None:
     verbs = ["walk", "abduct"]
     table, reps = verb_vectors(model, tok, verbs, ["to {verb}", "they {verb} ."], batch_size=1)
     assert list(reps) == ["static", "layer0", "layer1", "layer2"]
-    assert table["n_tokens"].tolist() == [1, 3] and table["tokens"].tolist() == ["walk", " ".join(ABDUCT[wordpiece_path.name])]
+    assert table["n_tokens"].tolist() == [1, 3]
+    assert table["tokens"].tolist() == ["walk", " ".join(ABDUCT[wordpiece_path.name])]
     emb = model.get_input_embeddings().weight.detach().double().numpy()
     ids = tok("abduct", add_special_tokens=False)["input_ids"]
     np.testing.assert_allclose(reps["static"][1], emb[ids].mean(0), rtol=1e-12)
