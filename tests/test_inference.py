@@ -38,8 +38,8 @@ from verbeval.core.models import LoadedModel, load_model, make_tiny_model
 
 GPT2_BOS = 50256  # <|endoftext|> in the real GPT-2 vocabulary
 
-# (left, right, correct, incorrect, plural). Every verb form is one token in both the BERT-cased
-# and the GPT-2 vocabulary except "swims" (two tokens in both: TSE is undefined for those rows).
+# (left, right, correct, incorrect, plural). Every verb form is one token in the BERT-cased, the
+# BERT-uncased and the GPT-2 vocabulary except "swims" (two tokens in each: TSE is undefined for those rows).
 ROWS: list[tuple[str, str, str, str, bool]] = [
     ("the author", "", "laughs", "laugh", False),                                   # 0  ctx A
     ("the authors", "", "laugh", "laughs", True),                                   # 1  ctx B
@@ -85,8 +85,21 @@ def _sharpen(lm: LoadedModel, factor: float = 30.0) -> LoadedModel:
 
 
 @pytest.fixture(scope="module")
-def masked_lm(tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
-    path = make_tiny_model(tokenizer_path("bert-base-cased"), "bert", tmp_path_factory.mktemp("bert"))
+def masked_lm(wordpiece_path: Path, tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    """A tiny BERT on bert-base-cased (the shared folder's), else on bert-base-uncased (rebuilt from a
+    PyPI package): the tests that use it hold for either vocabulary."""
+    path = make_tiny_model(wordpiece_path, "bert", tmp_path_factory.mktemp("bert"))
+    return _sharpen(load_model(str(path), device="cpu"))
+
+
+@pytest.fixture(scope="module")
+def cased_masked_lm(masked_lm: LoadedModel, tokenizer_path: Callable[[str], Path],
+                    tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    """A tiny BERT on bert-base-cased, for the assertions about case (skipped where that tokenizer
+    cannot be had: no PyPI package ships it)."""
+    if _tokenizer_name(masked_lm) == "bert-base-cased":
+        return masked_lm
+    path = make_tiny_model(tokenizer_path("bert-base-cased"), "bert", tmp_path_factory.mktemp("bert-cased"))
     return _sharpen(load_model(str(path), device="cpu"))
 
 
@@ -106,6 +119,15 @@ def lm_bos(request: pytest.FixtureRequest) -> tuple[LoadedModel, bool | None]:
     """A model and the prepend_bos setting to run it with."""
     name, _, bos = request.param.partition("+")
     return request.getfixturevalue(f"{name}_lm"), (True if bos else None)
+
+
+def _tokenizer_name(lm: LoadedModel) -> str:
+    """The name of the real tokenizer the tiny model was built on (its verbeval_tiny.json)."""
+    import json
+
+    from verbeval.core.provenance import RANDOM_INIT_MARKER
+
+    return str(json.loads((Path(lm.model_id) / RANDOM_INIT_MARKER).read_text())["tokenizer"])
 
 
 def _lemmas(lm: LoadedModel) -> pd.DataFrame:
@@ -210,6 +232,17 @@ def test_encode_masked_one_mask_at_target(masked_lm: LoadedModel) -> None:
         assert ids.count(tok.mask_token_id) == 1
         assert ids[t] == tok.mask_token_id
         assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
+    # the sentence ends with a period (an uncased tokenizer lower-cases the first word again)
+    assert tok.decode(enc.ids[0]).lower() == "[cls] the author [mask]. [sep]"
+    assert tok.decode(enc.ids[2]).lower() == "[cls] the pilots that the guard likes [mask] to the guards. [sep]"
+
+
+def test_encode_masked_capitalises_the_first_word_for_a_cased_model(cased_masked_lm: LoadedModel) -> None:
+    g = template_frame().query("group == 'g1'").reset_index(drop=True)
+    ctx, _ = build_contexts(g, "masked")
+    enc = encode_contexts(cased_masked_lm, ctx)
+    tok = cased_masked_lm.tokenizer
+    assert cased_masked_lm.cased is True
     # cased model: the first word is capitalised; the sentence ends with a period
     assert tok.decode(enc.ids[0]) == "[CLS] The author [MASK]. [SEP]"
     assert tok.decode(enc.ids[2]) == "[CLS] The pilots that the guard likes [MASK] to the guards. [SEP]"
@@ -368,7 +401,9 @@ def test_shard_metadata(lm: LoadedModel, tmp_path: Path) -> None:
         assert meta["revision"] == lm.revision and meta["revision"].startswith("local-sha256:")
         assert meta["tokenizer_fingerprint"] == fingerprint and len(fingerprint) == 64
         assert meta["lemma_set_sha256"] == lemma_set_hash(lemmas) and len(meta["lemma_set_sha256"]) == 64
-        assert meta["kind"] == lm.kind and meta["cased"] is True and meta["dtype"] == "float32"
+        # GPT-2 and BERT-cased are cased, BERT-uncased (the stand-in without ../shared) is not
+        assert meta["cased"] is (_tokenizer_name(lm) != "bert-base-uncased")
+        assert meta["kind"] == lm.kind and meta["dtype"] == "float32"
         assert (meta["group"], meta["chunk"], meta["n_chunks"]) == ("g1", k, 3)
         assert (meta["context_start"], meta["context_stop"]) == (start, stop)
         assert meta["n_contexts"] == stop - start

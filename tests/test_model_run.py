@@ -52,11 +52,12 @@ def test_stamps(tmp_path: Path) -> None:
     assert not stamps.is_current([out], key)
 
 
-@pytest.mark.parametrize("arch,tokenizer", [("bert", "bert-base-cased"), ("gpt2", "gpt2")])
-def test_run_model_equals_the_single_branch_commands(tokenizer_path: Callable[[str], Path], tmp_path: Path, arch: str,
-                                                      tokenizer: str) -> None:
+@pytest.mark.parametrize("arch,tokenizer", [("bert", "wordpiece"), ("gpt2", "gpt2")])
+def test_run_model_equals_the_single_branch_commands(tokenizer_path: Callable[[str], Path], wordpiece_path: Path,
+                                                      tmp_path: Path, arch: str, tokenizer: str) -> None:
     model = tmp_path / "model"
-    assert main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path(tokenizer)), "--arch", arch,
+    tok = wordpiece_path if tokenizer == "wordpiece" else tokenizer_path(tokenizer)
+    assert main(["-q", "tiny-model", "--tokenizer", str(tok), "--arch", arch,
                  "--out", str(model)]) == 0
     tpl, lex, data = tmp_path / "templates.parquet", tmp_path / "lexicon.parquet", tmp_path / "simverb.txt"
     _templates().to_parquet(tpl)
