@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("gguf")
 torch = pytest.importorskip("torch")
 
-from tinygguf import reference_model, write_tiny_gguf  # noqa: E402
+from tinygguf import ARCHS, arch_reference_model, reference_model, write_arch_gguf, write_tiny_gguf  # noqa: E402
 
 from verbeval.core.config import check_model_paths, validate_config  # noqa: E402
 from verbeval.core.errors import VerbevalError  # noqa: E402
@@ -43,6 +43,30 @@ def test_gguf_model_equals_the_same_weights_loaded_without_gguf(gguf_dir: Path) 
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     digest = hashlib.sha256((gguf_dir / "tiny.gguf").read_bytes()).hexdigest()
     assert lm.revision == f"gguf-sha256:{digest}" == model_fingerprint(str(gguf_dir), gguf_file="tiny.gguf")
+
+
+#: the class transformers builds from each GGUF architecture (llama.cpp writes Mistral as llama, and
+#: transformers reads it as Mistral only when general.name is exactly "mistral", which then fails)
+LOADED_AS = {"mistral": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel"}
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_other_gguf_architectures_equal_the_same_weights_without_gguf(arch: str, tmp_path: Path) -> None:
+    """Each architecture written the way llama.cpp's converter writes it (q/k permuted for llama,
+    norms + 1 for gemma2/gemma3/nemotron, Conv1D transposed for gpt2, bloom's q/k/v regrouped) loads
+    to the transformers model built from the same arrays."""
+    write_arch_gguf(tmp_path / "m" / f"{arch}.gguf", arch)
+    lm = load_model(str(tmp_path / "m"), gguf_file=f"{arch}.gguf", device="cpu")
+    assert lm.kind == "causal"
+    want_cls = LOADED_AS.get(arch, ARCHS[arch][1])
+    assert type(lm.model).__name__ == want_cls
+    ids = lm.tokenizer(" the dogs walk", add_special_tokens=False)["input_ids"]
+    assert lm.tokenizer.convert_ids_to_tokens(ids) == ["Ġthe", "Ġdogs", "Ġwalk"]
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        got, want = lm.model(x).logits, arch_reference_model(arch)(x).logits
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_gguf_dtype_is_applied_after_dequantisation(gguf_dir: Path) -> None:
