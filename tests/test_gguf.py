@@ -84,6 +84,27 @@ def test_unsupported_gguf_architecture_is_named(tmp_path: Path) -> None:
         load_tokenizer(str(tmp_path), gguf_file="bert.gguf")
 
 
+def test_gguf_files_transformers_misreads_are_one_line_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two ways transformers fails on a GGUF file of an architecture it lists (docs/models.md, 'GGUF
+    architectures tried'), each one line naming the file and the way out, not a traceback."""
+    import tinygguf
+
+    # a llama file whose general.name is exactly "mistral" is read as model type mistral (no tensor map)
+    write_arch_gguf(tmp_path / "m" / "tiny.gguf", "mistral", name="mistral")
+    with pytest.raises(VerbevalError) as err:
+        load_model(str(tmp_path / "m"), gguf_file="tiny.gguf", device="cpu")
+    msg = str(err.value)
+    assert "reads tiny.gguf as model type 'mistral'" in msg and "saved folder" in msg and "\n" not in msg, msg
+    # a qwen3 file whose head size is not Qwen3Config's default (128): transformers does not read it
+    cfg_name, cls_name, extra = tinygguf.ARCHS["qwen3"]
+    monkeypatch.setitem(tinygguf.ARCHS, "qwen3", (cfg_name, cls_name, {**extra, "head_dim": tinygguf.HIDDEN // tinygguf.HEADS}))
+    write_arch_gguf(tmp_path / "q" / "tiny.gguf", "qwen3")
+    with pytest.raises(VerbevalError) as err:
+        load_model(str(tmp_path / "q"), gguf_file="tiny.gguf", device="cpu")
+    msg = str(err.value)
+    assert "the config transformers builds from tiny.gguf does not fit its weights" in msg and "\n" not in msg, msg
+
+
 def test_masked_kind_with_gguf_is_refused(gguf_dir: Path) -> None:
     with pytest.raises(VerbevalError, match="kind masked with a gguf_file"):
         load_model(str(gguf_dir), gguf_file="tiny.gguf", kind="masked", device="cpu")

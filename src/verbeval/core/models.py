@@ -452,9 +452,15 @@ def load_model(
         model = cls.from_pretrained(where, dtype=torch_dtype(dtype), **source_kwargs, **extra)
         if gguf_file and device_map is None and model.dtype != torch_dtype(dtype):
             model = model.to(torch_dtype(dtype))  # GGUF weights may be dequantised to float32 regardless
-    except load_errors() as exc:
+    except (*load_errors(), NotImplementedError, RuntimeError) as exc:
         if offload is not None:
             shutil.rmtree(offload, ignore_errors=True)
+        if isinstance(exc, (NotImplementedError, RuntimeError)):
+            from verbeval.core.model_sources.gguf import unreadable, unreadable_errors
+
+            if not (gguf_file and unreadable_errors(exc)):
+                raise  # not a GGUF file transformers cannot read (e.g. out of memory): as it is
+            raise unreadable(exc, model_id, gguf_file) from None
         raise load_failure(model_id, exc) from None
     placed = None
     if device_map is None:

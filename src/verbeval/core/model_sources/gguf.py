@@ -49,15 +49,40 @@ def check_kind(model: str, kind: str) -> None:
 _UNSUPPORTED = re.compile(r"architecture (\S+) is not supported")
 
 
-def unreadable(exc: Exception, model: str, gguf_file: str) -> VerbevalError:
+_UNKNOWN_TYPE = re.compile(r"Unknown gguf model_type: (\S+)")
+_SHAPES = re.compile(r"ignore_mismatched_sizes|size mismatch")
+
+
+def unreadable_errors(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by transformers while reading a GGUF file's weights, means the file is
+    unreadable (rather than, e.g., out of memory): a model type gguf-py has no tensor map for
+    (NotImplementedError), or a config read from the file whose sizes do not fit its tensors
+    (RuntimeError: transformers takes some sizes from its defaults, not from the file)."""
+    if isinstance(exc, NotImplementedError):
+        return bool(_UNKNOWN_TYPE.search(str(exc)))
+    return isinstance(exc, RuntimeError) and bool(_SHAPES.search(str(exc)))
+
+
+def unreadable(exc: BaseException, model: str, gguf_file: str) -> VerbevalError:
     """The one-line error of a GGUF file transformers refused: an unsupported architecture is named,
-    with the ones it reads."""
+    with the ones it reads; a model type without a tensor map and sizes that do not fit say why."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     m = _UNSUPPORTED.search(text)
     if m:
         return VerbevalError(f"model {model!r}: transformers cannot read GGUF architecture {m.group(1)!r} from "
                              f"{gguf_file} (it reads {', '.join(supported_architectures())}); convert the model to "
                              "a saved folder instead")
+    m = _UNKNOWN_TYPE.search(text)
+    if m:
+        return VerbevalError(f"model {model!r}: transformers reads {gguf_file} as model type {m.group(1).rstrip('.')!r}, "
+                             "whose GGUF tensors it cannot map (a llama file whose general.name is exactly that "
+                             "type is read this way); convert the model to a saved folder instead "
+                             "(docs/models.md, 'GGUF architectures tried')")
+    if _SHAPES.search(text):
+        return VerbevalError(f"model {model!r}: the config transformers builds from {gguf_file} does not fit its "
+                             "weights (transformers takes some sizes of this architecture from its defaults, not "
+                             "from the file); convert the model to a saved folder instead (docs/models.md, "
+                             "'GGUF architectures tried')")
     return VerbevalError(f"model {model!r}: cannot read {gguf_file}: {text}")
 
 
