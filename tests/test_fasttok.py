@@ -103,3 +103,39 @@ def test_lemmas_imports_neither_torch_nor_transformers(folders: dict[str, Path],
             "print(rc, 'torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["0", "False", "False"]
+
+
+def _imports_after(argv: list[str]) -> list[str]:
+    """Run ``verbeval <argv>`` in a fresh interpreter; its exit code and which heavy modules it imported."""
+    code = ("import sys; from verbeval.cli import main; "
+            f"rc = main({argv!r}); "
+            "print(rc, *sorted(m for m in ('torch', 'transformers', 'pandas') if m in sys.modules))")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_lexicon_forms_imports_neither_torch_nor_transformers(folders: dict[str, Path], data_dir: Path,
+                                                              tmp_path: Path) -> None:
+    # pandas it needs: it reads the lexicon and templates parquet files and writes a DataFrame
+    lexicon, templates = tmp_path / "lexicon.parquet", tmp_path / "templates.parquet"
+    _verbs(data_dir).to_parquet(lexicon)
+    pd.DataFrame({"group": "g", "left": ["the dog", "the dogs"], "right": [".", "."], "correct": ["barks", "zorp"],
+                  "incorrect": ["bark", "zorps"], "plural": [False, True]}).to_parquet(templates)
+    out = tmp_path / "forms.parquet"
+    argv = ["lexicon-forms", "--model", str(folders["bert-base-cased (saved)"]), "--lexicon", str(lexicon),
+            "--templates", str(templates), "--out", str(out)]
+    assert _imports_after(argv) == ["0", "pandas"]
+    assert pd.read_parquet(out)["in_lexicon"].sum() == len(_verbs(data_dir))
+
+
+def test_fetch_imports_neither_torch_nor_transformers_nor_pandas(tmp_path: Path) -> None:
+    import hashlib
+
+    data = tmp_path / "source.jsonl"
+    data.write_text('{"sent": "the dog barks"}\n')
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(f"sources:\n  toy:\n    url: {data.as_uri()}\n    sha256: "
+                        f"'{hashlib.sha256(data.read_bytes()).hexdigest()}'\n    format: ml_jsonl\n"
+                        "    description: a local file\n    license: MIT\n")
+    out = tmp_path / "raw" / "toy.jsonl"
+    assert _imports_after(["fetch", "--manifest", str(manifest), "--name", "toy", "--out", str(out)]) == ["0"]
+    assert out.read_bytes() == data.read_bytes()

@@ -30,14 +30,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from verbeval import __version__
-from verbeval.agreement.aggregate import bootstrap_means
 from verbeval.agreement.eligibility import form_token_ids, single_token_ids, tokenizer_fingerprint
 from verbeval.core.errors import ShardError, VerbevalError
-from verbeval.agreement.inference import chunk_range, encode_contexts, group_contexts, group_digest
 from verbeval.agreement.shards import capped_chunks, check_finite
 from verbeval.core.io import atomic_path
 from verbeval.core.models import LoadedModel, describe_device
-from verbeval.agreement.multitoken import form_logprobs
 from verbeval.agreement.shardstore import PlannedShard, run_plan, shard_key, shard_relpath
 from verbeval.core.tables import tex_escape
 
@@ -141,6 +138,8 @@ def infer_forms_chunk(
     rows (``rows``) with their pair index (``row_pair``). The workflow runs
     :func:`infer_forms_model` (every group and chunk of a model in one process).
     """
+    from verbeval.agreement.inference import group_contexts  # torch: only the model commands (not lexicon-forms)
+
     fp = tokenizer_fingerprint(lm.tokenizer)
     prepared = group_contexts(templates, group, lm.kind)
     write = _forms_chunk(lm, group, prepared, forms, chunk, n_chunks, fp, forms_hash(forms), batch_size=batch_size,
@@ -154,6 +153,9 @@ def _forms_chunk(lm: LoadedModel, group: str, prepared: tuple[pd.DataFrame, pd.D
                  bar: Any = None, allow_nonfinite: bool = False) -> Callable[[Path], dict[str, Any]]:
     """Compute one chunk of a group prepared once (:func:`group_contexts`); returns the function
     that writes its shard."""
+    from verbeval.agreement.inference import chunk_range, encode_contexts
+    from verbeval.agreement.multitoken import form_logprobs
+
     g, contexts, row_context = prepared
     start, stop = chunk_range(len(contexts), n_chunks, chunk)
     chunk_ctx = contexts.iloc[start:stop].reset_index(drop=True)
@@ -228,6 +230,8 @@ def infer_forms_model(
     a killed run resumes), then the store's manifest. See :func:`verbeval.agreement.shardstore.run_plan`.
     A group is cut into at most as many chunks as it has contexts; non-finite log-probabilities stop
     the run unless ``allow_nonfinite`` (:func:`verbeval.agreement.shards.check_finite`)."""
+    from verbeval.agreement.inference import chunk_range, group_contexts, group_digest
+
     fp, fsha = tokenizer_fingerprint(lm.tokenizer), forms_hash(forms)
     bos = prepend_bos if lm.kind == "causal" else None
     plan = []
@@ -335,6 +339,8 @@ def group_summary(shards: dict[str, Any], masks: dict[str, np.ndarray], n_lexico
                   group: str, resamples: int, seed: int, confidence: float) -> pd.DataFrame:
     """Long summary of one (model, group): one row per (mode, metric) with value, CI, n, n_total and
     the mode's lemma count."""
+    from verbeval.agreement.aggregate import bootstrap_means  # imports torch (agreement.metrics)
+
     lex_logp = shards["logp"][:, :n_lexicon]
     cols, names = [], []
     for mode in MODES:
@@ -387,6 +393,8 @@ def lemma_differences(lemmas: pd.DataFrame, *, resamples: int, seed: int, confid
     """Single-token vs multi-token lemmas of one model: mean accuracy (bootstrap CI), mean log10
     probability, and a two-sided Mann-Whitney U test of the accuracies (scipy)."""
     from scipy.stats import mannwhitneyu
+
+    from verbeval.agreement.aggregate import bootstrap_means
 
     ok = lemmas[lemmas["scorable"]]
     recs: dict[str, Any] = {"model": lemmas["model"].iloc[0] if len(lemmas) else ""}

@@ -34,6 +34,7 @@ import yaml
 from lemminflect import getAllLemmas, getInflection, getLemma
 
 from verbeval.core.errors import InputError, VerbevalError
+from verbeval.core.io import load_yaml
 
 log = logging.getLogger(__name__)
 
@@ -787,7 +788,7 @@ def load_groups(path: str | Path) -> list[dict[str, Any]]:
     """
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = load_yaml(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(p, "file not found") from None
     except yaml.YAMLError as exc:

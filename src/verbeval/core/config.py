@@ -20,6 +20,7 @@ import jsonschema
 import yaml
 
 from verbeval.core.errors import VerbevalError
+from verbeval.core.io import load_yaml
 from verbeval.core.models import local_model_problem, meant_as_path, model_name
 
 #: (label, content) of one configuration source, in merge order: a config file or ``--config``
@@ -33,7 +34,7 @@ def schema_path() -> Path:
 
 
 def load_schema() -> dict[str, Any]:
-    return yaml.safe_load(schema_path().read_text())
+    return load_yaml(schema_path().read_text())
 
 
 def _with_defaults(validator_cls: Any) -> Any:
@@ -60,7 +61,7 @@ def config_layers(files: Sequence[str | Path], overrides: Mapping[str, Any] | No
     layers: list[Layer] = []
     for f in files:
         try:
-            data = yaml.safe_load(Path(f).read_text()) or {}
+            data = load_yaml(Path(f).read_text()) or {}
         except (OSError, yaml.YAMLError):
             data = {}
         layers.append((_label(f), data if isinstance(data, Mapping) else {}))
@@ -278,7 +279,7 @@ def check_model_paths(config: Mapping[str, Any], source: str = "config",
 def load_config(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        data = load_yaml(p.read_text()) or {}
     except OSError as exc:
         raise VerbevalError(f"{p}: cannot read config: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:

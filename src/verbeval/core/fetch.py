@@ -34,7 +34,7 @@ import yaml
 from tqdm import tqdm
 
 from verbeval.core.errors import InputError, VerbevalError
-from verbeval.core.io import atomic_open, atomic_path, sha256_file
+from verbeval.core.io import atomic_open, atomic_path, load_yaml, sha256_file
 
 __all__ = [
     "FORMATS",
@@ -102,6 +102,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """A safe YAML loader that rejects duplicate mapping keys instead of keeping the last one."""
 
 
+#: the same on libyaml's C parser (None without it): the manifest is parsed by it, and a manifest it
+#: refuses (duplicate keys included) is parsed again by _UniqueKeyLoader for the error (core.io.load_yaml)
+_CUniqueKeyLoader: Any = (type("_CUniqueKeyLoader", (yaml.CSafeLoader,), {"__doc__": _UniqueKeyLoader.__doc__})
+                          if hasattr(yaml, "CSafeLoader") else None)
+
+
 def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: set[Any] = set()
     for key_node, _ in node.value:
@@ -114,9 +120,9 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
     return loader.construct_mapping(node, deep=deep)
 
 
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping
-)
+for _loader in (_UniqueKeyLoader, _CUniqueKeyLoader):
+    if _loader is not None:
+        _loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
 
 
 def _manifest_error(path: Path, entry: str | None, reason: str) -> InputError:
@@ -205,7 +211,7 @@ def load_manifest(path: str | Path) -> dict[str, Source]:
     except OSError as exc:
         raise InputError(path, f"cannot read manifest: {exc.strerror or exc}") from exc
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = load_yaml(text, _UniqueKeyLoader, _CUniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
