@@ -144,6 +144,23 @@ def test_probabilities_equal_a_float64_softmax_of_float64_logits_bit_for_bit(log
     assert abs(float(got[0].sum()) - 1.0) < 1e-12
 
 
+def test_probabilities_into_a_reused_buffer_are_the_same_bits() -> None:
+    """``out=``: the pipeline's CPU path writes every batch into one buffer (a view of its first rows
+    for a smaller batch); the bits equal a fresh float64 softmax of float64 logits, whatever the
+    buffer held before. A buffer of another shape or dtype is refused."""
+    gen = torch.Generator().manual_seed(5)
+    buf = torch.full((6, 50_000), float("nan"), dtype=torch.float64)
+    for n in (6, 4):  # a full batch, then a smaller last one into the first rows
+        logits = torch.randn(n, 50_000, generator=gen) * 3.0
+        got = probabilities(logits, out=buf[:n])
+        assert got.data_ptr() == buf.data_ptr()
+        assert torch.equal(got, torch.softmax(logits.to(torch.float64), dim=-1))
+    with pytest.raises(ValueError, match="contiguous float64 tensor of shape"):
+        probabilities(torch.randn(2, 10), out=torch.empty(2, 10, dtype=torch.float32))
+    with pytest.raises(ValueError, match="contiguous float64 tensor of shape"):
+        probabilities(torch.randn(2, 10), out=torch.empty(3, 10, dtype=torch.float64))
+
+
 def test_form_statistics_sum_to_one_and_rank_ties_by_id():
     probs = torch.tensor([[0.25, 0.25, 0.5]], dtype=torch.float64)
     prob, above, below = form_statistics(probs, torch.tensor([0, 1, 2]))

@@ -224,6 +224,9 @@ def run_contexts(
 
     in_flight: tuple[Any, ...] | None = None
     flagged: list[tuple[np.ndarray, torch.Tensor]] = []  # (contexts, whether each one's logits are all finite)
+    # on the CPU, one float64 buffer for every batch's probabilities (no fresh 512 MB per batch at
+    # 256k x 256: page faults); nothing computed below keeps a view of it past its batch
+    prob_buf: torch.Tensor | None = None
     with torch.inference_mode():
         while pending:
             idx = pending.pop(0)
@@ -232,7 +235,12 @@ def run_contexts(
                 tgt = torch.as_tensor(encoded.target[idx]).to(dev, non_blocking=True)
                 picked = target_logits(lm.model, ids, att, tgt)
                 finite = torch.isfinite(picked).all(dim=-1)
-                probs = probabilities(picked)
+                if cuda:
+                    probs = probabilities(picked)
+                else:
+                    if prob_buf is None or prob_buf.shape[0] < len(idx) or prob_buf.shape[1] != picked.shape[1]:
+                        prob_buf = torch.empty((max(bs, len(idx)), picked.shape[1]), dtype=torch.float64)
+                    probs = probabilities(picked, out=prob_buf[: len(idx)])
                 p, above, below = form_statistics(probs, forms)
                 tk = torch.topk(probs, k=min(top_k, probs.shape[1]), dim=-1)
             except RuntimeError as exc:  # includes torch.OutOfMemoryError
