@@ -11,6 +11,7 @@ does (transformers undoes it on load).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -77,6 +78,19 @@ GGUF_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_n
               "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
 
 
+def _add_tokenizer(wr: Any, tokens: list[str], merges: list[str]) -> None:
+    """The byte-level BPE of :func:`vocabulary` as GGUF tokenizer fields (GGUF model ``gpt2``, as
+    SmolLM2's): the last token is BOS and EOS, and the tokenizer adds no BOS."""
+    wr.add_tokenizer_model("gpt2")
+    wr.add_tokenizer_pre("default")
+    wr.add_token_list(tokens)
+    wr.add_token_types([1] * (len(tokens) - 1) + [3])
+    wr.add_token_merges(merges)
+    wr.add_bos_token_id(len(tokens) - 1)
+    wr.add_eos_token_id(len(tokens) - 1)
+    wr.add_add_bos_token(False)
+
+
 def write_tiny_gguf(path: str | Path, arch: str = "llama", seed: int = 0) -> Path:
     """Write the tiny model as GGUF (``arch`` other than llama only for refusal tests: same tensors)."""
     import gguf
@@ -97,14 +111,7 @@ def write_tiny_gguf(path: str | Path, arch: str = "llama", seed: int = 0) -> Pat
     wr.add_rope_freq_base(10000.0)
     wr.add_layer_norm_rms_eps(1e-5)
     wr.add_vocab_size(len(tokens))
-    wr.add_tokenizer_model("gpt2")
-    wr.add_tokenizer_pre("default")
-    wr.add_token_list(tokens)
-    wr.add_token_types([1] * (len(tokens) - 1) + [3])
-    wr.add_token_merges(merges)
-    wr.add_bos_token_id(len(tokens) - 1)
-    wr.add_eos_token_id(len(tokens) - 1)
-    wr.add_add_bos_token(False)
+    _add_tokenizer(wr, tokens, merges)
     wr.add_tensor("token_embd.weight", w["model.embed_tokens.weight"])
     wr.add_tensor("output_norm.weight", w["model.norm.weight"])
     for i in range(LAYERS):
@@ -290,14 +297,7 @@ def write_arch_gguf(path: str | Path, arch: str, seed: int = 0, name: str | None
         wr.add_key_length(HIDDEN // HEADS)
         wr.add_value_length(HIDDEN // HEADS)
         wr.add_sliding_window(cfg.sliding_window)
-    wr.add_tokenizer_model("gpt2")
-    wr.add_tokenizer_pre("default")
-    wr.add_token_list(tokens)
-    wr.add_token_types([1] * (len(tokens) - 1) + [3])
-    wr.add_token_merges(merges)
-    wr.add_bos_token_id(len(tokens) - 1)
-    wr.add_eos_token_id(len(tokens) - 1)
-    wr.add_add_bos_token(False)
+    _add_tokenizer(wr, tokens, merges)
     if cfg.pad_token_id is not None and cfg.pad_token_id < len(tokens):
         wr.add_pad_token_id(cfg.pad_token_id)
     names = gguf.get_tensor_name_map(next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == gguf_arch), LAYERS)
