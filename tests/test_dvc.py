@@ -39,18 +39,16 @@ def ci_models(tokenizer_or: Callable[[str, str], Path]) -> None:
     says so). A folder already there is kept, unless it was built on a stand-in and the real
     tokenizer can now be had.
     """
-    import json
     import shutil
 
     from verbeval.core.models import make_tiny_model
-    from verbeval.core.provenance import RANDOM_INIT_MARKER
+    from verbeval.core.provenance import random_init_record
 
     for name, arch, real, standin in CI_MODELS:
         out = REPO / "models" / name
         tok = tokenizer_or(real, standin)
         if (out / "config.json").exists():
-            marker = out / RANDOM_INIT_MARKER
-            built_on = json.loads(marker.read_text())["tokenizer"] if marker.is_file() else None
+            built_on = (random_init_record(out) or {}).get("tokenizer")
             if not (built_on == standin != real == tok.name):
                 continue
             shutil.rmtree(out)  # a stand-in's files (vocab.json, ...) must not stay beside the real ones

@@ -123,11 +123,9 @@ def lm_bos(request: pytest.FixtureRequest) -> tuple[LoadedModel, bool | None]:
 
 def _tokenizer_name(lm: LoadedModel) -> str:
     """The name of the real tokenizer the tiny model was built on (its verbeval_tiny.json)."""
-    import json
+    from verbeval.core.provenance import random_init_record
 
-    from verbeval.core.provenance import RANDOM_INIT_MARKER
-
-    return str(json.loads((Path(lm.model_id) / RANDOM_INIT_MARKER).read_text())["tokenizer"])
+    return str((random_init_record(lm.model_id) or {})["tokenizer"])
 
 
 def _lemmas(lm: LoadedModel) -> pd.DataFrame:
