@@ -32,10 +32,5 @@ include: "workflow/rules/dvc_views.smk"
 
 rule all:
     input:
-        agreement_outputs(),
-        figure_outputs(),
-        veridicality_outputs(),
-        simverb_outputs(),
-        lexicon_modes_outputs(),
-        dvc_view_outputs(),
+        PLAN.all_outputs(),
     default_target: True

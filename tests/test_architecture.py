@@ -27,6 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "simverb": {"core", "simverb"},
     "veridicality": {"core", "veridicality"},
     "bench": {"core", "agreement", "bench"},
+    "workflow": {"core", "agreement", "simverb", "veridicality", "workflow"},
 }
 TOP = {"cli", "workflow_cli", "dvc", "model_run"}
 

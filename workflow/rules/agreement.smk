@@ -3,17 +3,17 @@
 
 rule lexicon:
     input:
-        lists=[raw_path(s) for s in AGR["verb_lists"]],
-        overrides=AGR["inflection_overrides"],
+        lists=[PLAN.raw_path(s) for s in PLAN.agr["verb_lists"]],
+        overrides=PLAN.agr["inflection_overrides"],
     output:
-        f"{OUT}/lexicon.parquet",
+        f"{PLAN.out}/lexicon.parquet",
     params:
-        manifest=Untracked(config["manifest"]),  # formats only: no rerun trigger
-        inputs=" ".join(shlex.quote(f"--input={s}={raw_path(s)}") for s in AGR["verb_lists"]),
+        manifest=PLAN.manifest_param,  # formats only: no rerun trigger
+        inputs=PLAN.source_inputs(PLAN.agr["verb_lists"]),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/lexicon.log",
+        f"{PLAN.logs}/agreement/lexicon.log",
     shell:
         "verbeval lexicon --manifest {params.manifest:q} {params.inputs} --overrides {input.overrides:q} "
         "--out {output:q} 2> {log:q}"
@@ -21,26 +21,20 @@ rule lexicon:
 
 rule templates:
     input:
-        sources=[raw_path(s) for g in GROUPS for s in g["sources"]],
-        groups_file=AGR["groups_file"],
-        errata=AGR["errata"],
-        custom=[str(g.path) for g in CUSTOM_GROUPS],
+        sources=[PLAN.raw_path(s) for s in PLAN.template_sources],
+        groups_file=PLAN.agr["groups_file"],
+        errata=PLAN.agr["errata"],
+        custom=[str(g.path) for g in PLAN.custom_groups],
     output:
-        table=f"{OUT}/templates.parquet",
-        rejects=f"{OUT}/template_rejects.csv",
-        groups=RUN_GROUPS_FILE,
+        table=f"{PLAN.out}/templates.parquet",
+        rejects=f"{PLAN.out}/template_rejects.csv",
+        groups=PLAN.run_groups_file,
     params:
-        manifest=Untracked(config["manifest"]),  # formats only: no rerun trigger
-        inputs=" ".join(shlex.quote(f"--input={s}={raw_path(s)}") for g in GROUPS for s in g["sources"]),
-        groups=shlex.quote("--groups=" + ",".join(g["id"] for g in GROUPS)),  # empty: custom groups only
-        custom=custom_group_options(CUSTOM_GROUPS),
-        skip="--skip-bad-rows" if AGR["skip_bad_rows"] else "",
-        drop="--drop-flagged-errata" if AGR["drop_flagged_errata"] else "",
-        limit=f"--max-rows-per-source {AGR['max_rows_per_source']}" if AGR["max_rows_per_source"] else "",
+        **PLAN.templates_params(),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/templates.log",
+        f"{PLAN.logs}/agreement/templates.log",
     shell:
         "verbeval templates --manifest {params.manifest:q} --groups-file {input.groups_file:q} {params.groups} "
         "--errata {input.errata:q} {params.inputs} {params.custom} {params.skip} {params.drop} {params.limit} "
@@ -49,18 +43,18 @@ rule templates:
 
 rule lemmas:
     input:
-        lexicon=f"{OUT}/lexicon.parquet",
-        model=local_model_input,
+        lexicon=f"{PLAN.out}/lexicon.parquet",
+        model=lambda wc: PLAN.local_model_input(wc.model),
     output:
-        f"{OUT}/{{model}}/lemmas.parquet",
+        f"{PLAN.out}/{{model}}/lemmas.parquet",
     params:
-        model=model_param("id"),
-        version=model_version,
-        revision=revision_option,
+        model=lambda wc: PLAN.models[wc.model]["id"],
+        version=lambda wc: PLAN.model_version(wc.model),
+        revision=lambda wc: PLAN.model_options(wc.model),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/{{model}}/lemmas.log",
+        f"{PLAN.logs}/agreement/{{model}}/lemmas.log",
     shell:
         "verbeval lemmas --model {params.model:q} {params.revision} --lexicon {input.lexicon:q} --out {output:q} 2> {log:q}"
 
@@ -70,24 +64,24 @@ rule lemmas:
 
 rule aggregate:
     input:
-        templates=f"{OUT}/templates.parquet",
-        manifest=shard_manifest(OUT),
+        templates=f"{PLAN.out}/templates.parquet",
+        manifest=PLAN.shard_manifest(PLAN.out),
     output:
-        scores=expand(f"{OUT}/{{{{model}}}}/{{group}}/scores.parquet", group=GROUP_IDS),
-        tse=expand(f"{OUT}/{{{{model}}}}/{{group}}/tse.parquet", group=GROUP_IDS),
-        summary=expand(f"{OUT}/{{{{model}}}}/{{group}}/summary.csv", group=GROUP_IDS),
+        scores=PLAN.per_group(f"{PLAN.out}/{{model}}/{{group}}/scores.parquet"),
+        tse=PLAN.per_group(f"{PLAN.out}/{{model}}/{{group}}/tse.parquet"),
+        summary=PLAN.per_group(f"{PLAN.out}/{{model}}/{{group}}/summary.csv"),
     params:
-        groups=",".join(GROUP_IDS),
-        out_dir=lambda wc: f"{OUT}/{wc.model}",
-        top=cutoffs("top_cutoffs"),
-        bottom=cutoffs("bottom_cutoffs"),
-        resamples=AGR["bootstrap"]["resamples"],
-        seed=AGR["bootstrap"]["seed"],
-        confidence=AGR["bootstrap"]["confidence"],
+        groups=",".join(PLAN.group_ids),
+        out_dir=lambda wc: f"{PLAN.out}/{wc.model}",
+        top=PLAN.cutoffs("top_cutoffs"),
+        bottom=PLAN.cutoffs("bottom_cutoffs"),
+        resamples=PLAN.agr["bootstrap"]["resamples"],
+        seed=PLAN.agr["bootstrap"]["seed"],
+        confidence=PLAN.agr["bootstrap"]["confidence"],
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/{{model}}/aggregate.log",
+        f"{PLAN.logs}/agreement/{{model}}/aggregate.log",
     shell:
         "verbeval aggregate --templates {input.templates:q} --groups {params.groups} --model-name {wildcards.model} "
         "--manifest {input.manifest:q} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
@@ -97,27 +91,24 @@ rule aggregate:
 
 rule table2:
     input:
-        summaries=expand(f"{OUT}/{{model}}/{{group}}/summary.csv", model=MODELS, group=GROUP_IDS),
-        groups_file=RUN_GROUPS_FILE,
-        errata=AGR["errata"],
-        templates=f"{OUT}/templates.parquet",
+        summaries=[f for m in PLAN.models for f in PLAN.per_group(f"{PLAN.out}/{m}/{{group}}/summary.csv")],
+        groups_file=PLAN.run_groups_file,
+        errata=PLAN.agr["errata"],
+        templates=f"{PLAN.out}/templates.parquet",
     output:
-        csv=f"{OUT}/table2.csv",
-        md=f"{OUT}/table2.md",
-        tex=f"{OUT}/table2.tex",
-        html=report(f"{OUT}/table2.html", caption="../report/table2.rst", category="Agreement", subcategory="Tables"),
-        all_csv=f"{OUT}/summary_all.csv",
-        metrics=f"{OUT}/metrics.json",
+        csv=f"{PLAN.out}/table2.csv",
+        md=f"{PLAN.out}/table2.md",
+        tex=f"{PLAN.out}/table2.tex",
+        html=report(f"{PLAN.out}/table2.html", caption="../report/table2.rst", category="Agreement",
+                    subcategory="Tables"),
+        all_csv=f"{PLAN.out}/summary_all.csv",
+        metrics=f"{PLAN.out}/metrics.json",
     params:
-        models=",".join(MODELS),
-        table_models=f"--table-models {','.join(TABLE_MODELS)}" if TABLE_MODELS != list(MODELS) else "",
-        drop="--drop-flagged-errata" if AGR["drop_flagged_errata"] else "",
-        confidence=AGR["bootstrap"]["confidence"],
-        random_models=RANDOM_MODELS,  # named in the report caption
+        **PLAN.table2_params(),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/table2.log",
+        f"{PLAN.logs}/agreement/table2.log",
     shell:
         "verbeval table --groups-file {input.groups_file:q} --models {params.models} {params.table_models} "
         "--summaries {input.summaries:q} "

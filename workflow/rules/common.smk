@@ -1,23 +1,13 @@
-# Shared set-up: config validation (schema in the package), manifest, groups, models, paths.
-import json
-import os
-import re
-import shlex
+# Shared set-up: the plan (verbeval.workflow.plan: models, groups, sources, paths and options, built
+# from the validated config) and Snakemake's hooks (verbeval.workflow.snakemake: configuration
+# errors, start checks, failure summary). The other rule files use only PLAN and Snakemake's names.
 import sys
-from pathlib import Path
 
-from verbeval.core.cluster import resource_problems
-from verbeval.core.config import (check_model_paths, checkpoint_models, config_layers, config_origin, hub_problems,
-                             model_entries, normalise_model_path, pip_models, select_models, tiny_model_specs,
-                             validate_config)
+from verbeval.core.config import config_origin, hub_problems
 from verbeval.core.console import install_short_job_info
-from verbeval.core.errors import VerbevalError
-from verbeval.core.failures import failure_summary
-from verbeval.core.fetch import load_manifest, local_filename, mirror_location
-from verbeval.core.models import is_local, model_fingerprint
-from verbeval.core.provenance import resolve_random_init
-from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
-from verbeval.agreement.templates import custom_groups, load_groups
+from verbeval.workflow.plan import PlanError, Untracked, alternatives, build_plan
+from verbeval.workflow.snakemake import (failure_lines, force_rerun, slurm_account_placeholder, start_problem,
+                                         workflow_layers)
 
 
 # job descriptions: rule all's hundreds of inputs (and its reason) as the first files and a count
@@ -37,127 +27,46 @@ class ConfigError(WorkflowError):
         pass
 
 
-def _config_layers():
-    """The user's configuration sources in merge order: the Snakefile's configfile, every
-    --configfile, then --config pairs (to name the one that set a bad key)."""
-    cli = [str(f) for f in workflow.config_settings.configfiles]
-    cli_abs = {str(Path(f).absolute()) for f in cli}
-    base = [str(f) for f in workflow.configfiles if str(Path(f).absolute()) not in cli_abs]
-    return config_layers(base + cli, dict(workflow.config_settings.config))
-
-
-CONFIG_LAYERS = _config_layers()
-
-
-def config_error(keypath, reason):
-    """ConfigError '<file that set keypath>: <reason>'."""
-    return ConfigError(f"{config_origin(keypath, CONFIG_LAYERS)}: {reason}")
-
-
-def workdir_hint():
-    """Why a relative path is missing when snakemake runs outside the repository: appended to such errors."""
-    root = Path(workflow.basedir).resolve()
-    if Path.cwd().resolve() == root or Path("resources").is_dir():
-        return ""
-    return (f"; relative paths are read from the working directory {Path.cwd()}: run the workflow from the "
-            f"repository root ({root}), or add --directory {root}")
-
-
+CONFIG_LAYERS = workflow_layers(workflow)
 try:
-    validate_config(config, layers=CONFIG_LAYERS)
-    MANIFEST = load_manifest(config["manifest"])
-    ALL_GROUPS = load_groups(config["agreement"]["groups_file"])
-    # a local model path that is missing, or a folder without config.json (models, veridicality, simverb).
-    # Only in the main process: a job run on its own (SLURM, --mode remote) re-reads this file, and must
-    # not fail because another model's folder is gone; its own command checks its own model.
-    if workflow.is_main_process:
-        check_model_paths(config, layers=CONFIG_LAYERS)
-except VerbevalError as exc:
-    raise ConfigError(f"{exc}{workdir_hint()}") from None
+    PLAN = build_plan(config, CONFIG_LAYERS, basedir=workflow.basedir,
+                      # a job run on its own (SLURM, --mode remote) re-reads this file, and must not fail
+                      # because another model's folder is gone; its own command checks its own model
+                      check_paths=workflow.is_main_process)
+except PlanError as exc:
+    raise ConfigError(str(exc)) from None
 
-# SLURM (profiles/slurm): the account placeholder must be replaced; a dry run warns, a run stops
-# before anything is submitted (onstart below)
-SLURM_ACCOUNT_PLACEHOLDER = "CHANGE-ME"
-
-
-def slurm_account_placeholder():
-    """Why the default slurm_account (profile default-resources or --default-resources) is still
-    the placeholder, else None."""
-    dr = workflow.resource_settings.default_resources
-    for arg in getattr(dr, "args", None) or []:
-        key, _, value = str(arg).partition("=")
-        if key.strip() == "slurm_account" and value.strip().strip("'\"") == SLURM_ACCOUNT_PLACEHOLDER:
-            return (f"slurm_account is still {SLURM_ACCOUNT_PLACEHOLDER!r} (default-resources of the SLURM profile, "
-                    "profiles/slurm/config.yaml): set it to your SLURM account (see `sacctmgr show assoc user=$USER`)")
-    return None
-
-
-if workflow.is_main_process and slurm_account_placeholder():
-    print(f"WARNING: {slurm_account_placeholder()}; a run (not a dry run) stops before submitting any job",
-          file=sys.stderr)
-
-
-def needed_model_ids():
-    """The ids of the models that the jobs about to run load (table3: every model's tokenizer)."""
-    ids = set()
-    for job in workflow.dag.needrun_jobs():
-        wc = job.wildcards_dict
-        if job.rule.name == "table3":
-            ids.update(m["id"] for m in MODELS.values())
-        if wc.get("model") in MODELS:
-            ids.add(MODELS[wc["model"]]["id"])
-        if wc.get("svmodel") in globals().get("SVMODELS", {}):
-            ids.add(SVMODELS[wc["svmodel"]]["id"])
-        if wc.get("vmodel") in globals().get("VREAL", {}):
-            ids.add(VREAL[wc["vmodel"]])
-    return ids
-
-
-def hub_start_problem():
-    """Why a hub model that the run's jobs load cannot be loaded here (not cached, no network or
-    HF_HUB_OFFLINE), naming the config key and the fix; None when every one can. Checked at the
-    start of a real run (not a dry run: previewing needs no model)."""
-    for keypath, reason in hub_problems(config, needed_model_ids()):
-        return f"{config_origin(keypath, CONFIG_LAYERS)}: {'.'.join(map(str, keypath))}: {reason}"
-    return None
-
-
-def cluster_resource_problems():
-    """What the resources in force lack for a cluster run (verbeval.core.cluster): a command-line
-    --default-resources or --set-resources replaces the profile's whole list."""
-    dr = workflow.resource_settings.default_resources
-    default_keys = [str(a).partition("=")[0].strip() for a in getattr(dr, "args", None) or []]
-    overwrite = workflow.resource_settings.overwrite_resources or {}
-    gpu_rules = [r.name for r in workflow.rules if "gpu" in r.resources]
-    return resource_problems(default_keys, overwrite, gpu_rules)
+# Parsing the workflow writes no file. A stale shard store (a listed shard gone or changed) and a raw
+# copy that matches no checksum of its manifest entry are found here and their jobs are forced to
+# run (--forcerun): the inference job keeps every intact shard and computes the missing ones; the
+# fetch job moves the copy aside (renamed, never deleted) and fetches a verified one.
+if workflow.is_main_process:
+    _stale = PLAN.stale_stores() + PLAN.unverified_raw()
+    for _item in _stale:
+        print(_item.message(), file=sys.stderr)
+    force_rerun(workflow, [_item.target for _item in _stale])
+    # SLURM (profiles/slurm): a dry run warns about the account placeholder, a run stops (onstart)
+    if slurm_account_placeholder(workflow):
+        print(f"WARNING: {slurm_account_placeholder(workflow)}; a run (not a dry run) stops before submitting "
+              "any job", file=sys.stderr)
 
 
 onstart:
-    _executor = getattr(workflow.executor_plugin, "name", "")
-    if _executor == "slurm" and slurm_account_placeholder():
-        raise ConfigError(f"{slurm_account_placeholder()}; nothing was submitted")
-    if _executor == "slurm" and cluster_resource_problems():
-        raise ConfigError("; ".join(cluster_resource_problems()) + "; nothing was submitted")
-
-    _hub_problem = hub_start_problem()
-    if _hub_problem:
-        raise ConfigError(f"{_hub_problem}; no job was run")
+    _problem = start_problem(workflow)
+    if _problem:
+        raise ConfigError(_problem)
+    # a hub model that the run's jobs load but cannot be loaded here (not cached, no network or
+    # HF_HUB_OFFLINE); checked at the start of a real run, not a dry run (previewing needs no model)
+    _jobs = [(job.rule.name, job.wildcards_dict) for job in workflow.dag.needrun_jobs()]
+    for _keypath, _reason in hub_problems(config, PLAN.needed_model_ids(_jobs)):
+        raise ConfigError(f"{config_origin(_keypath, CONFIG_LAYERS)}: {'.'.join(map(str, _keypath))}: {_reason}; "
+                          "no job was run")
 
 
 onerror:
-    # the cause of each failed job as the last lines of the output (verbeval.core.failures)
-    # `log`: Snakemake's log file(s) of this run (a list in Snakemake 9)
-    _text = ""
-    for _f in [log] if isinstance(log, (str, Path)) else log or []:
-        try:
-            _text += Path(_f).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            pass
-    _causes = failure_summary(_text)
-    if _causes:
-        print(f"verbeval: {len(_causes)} failed job(s), the cause of each (its log in brackets):", file=sys.stderr)
-        for _line in _causes:
-            print(f"  {_line}", file=sys.stderr)
+    # the cause of each failed job as the last lines of the output (`log`: Snakemake's log file(s))
+    for _line in failure_lines(log):
+        print(_line, file=sys.stderr)
 
 
 # Light rules run in the Snakemake process itself (on a cluster: the login node, where the network
@@ -184,203 +93,12 @@ localrules:
     dvc_metrics,
     dvc_plot_data,
 
-
-AGR = config["agreement"]
-RAW = config["raw_dir"]
-RES = config["results_dir"]
-OUT = f"{RES}/agreement"
-LOGS = f"{RES}/logs"
-MODELS = {m["name"]: m for m in model_entries(config)}
-TINY = tiny_model_specs(config)  # models the workflow builds itself (tiny_models.smk)
-PIP_MODELS = pip_models(config)  # models assembled from pip packages (pip_models.smk), by folder
-# the revisions of models with `revisions:` (each also a model of MODELS), for the checkpoint figure
-CHECKPOINTS = checkpoint_models(list(MODELS.values()))
-
-
-def random_init(model_id, declared=None):
-    """Whether a model is randomly initialised (verbeval.core.provenance): the config's random_init,
-    else a model the workflow builds itself (tiny_models), else the marker of a local folder. The
-    inference job decides the same from the built folder and records it in its shard manifest."""
-    if declared is None and normalise_model_path(model_id) in TINY:
-        return True
-    return resolve_random_init(model_id, declared)
-
-
-# the randomly initialised models, for the report captions (the outputs read it from the manifests)
-RANDOM_MODELS = ", ".join(n for n, m in MODELS.items() if random_init(m["id"], m["random_init"]))
-# the models of Table 2 and metrics.json (agreement.table_models; validated above)
-TABLE_MODELS = select_models(list(MODELS), AGR["table_models"])
-GROUPS = [g for g in ALL_GROUPS if AGR["groups"] is None or g["id"] in AGR["groups"]]
-if AGR["groups"] is not None:
-    _unknown = sorted(set(AGR["groups"]) - {g["id"] for g in ALL_GROUPS})
-    if _unknown:
-        raise config_error(["agreement", "groups"], f"agreement.groups: unknown group(s) {_unknown}")
-try:
-    CUSTOM_GROUPS = custom_groups(AGR["custom_groups"], ALL_GROUPS)
-except VerbevalError as exc:
-    raise config_error(["agreement", "custom_groups"], str(exc)) from None
-_custom_missing = [str(g.path) for g in CUSTOM_GROUPS if not g.path.is_file()]
-if _custom_missing:
-    raise config_error(["agreement", "custom_groups"], f"agreement.custom_groups: file(s) not found: "
-                                                        f"{', '.join(_custom_missing)}")
-# the paper's groups (GROUPS, from manifest sources), then the user's own (CUSTOM_GROUPS, local files)
-GROUP_IDS = [g["id"] for g in GROUPS] + [g.id for g in CUSTOM_GROUPS]
-# the run's groups as a groups file (written by the templates rule): what the tables and figures show
-RUN_GROUPS_FILE = f"{OUT}/groups.yaml"
-SOURCES = list(dict.fromkeys([s for g in GROUPS for s in g["sources"]] + AGR["verb_lists"]))
-for _src in SOURCES:
-    if _src not in MANIFEST:
-        raise ConfigError(f"{config['manifest']}: no source named {_src!r}")
-
-
-def mirror_missing(names):
-    """The mirror files of these sources that are missing, for the sources that have no raw copy yet
-    (a fetched copy is not fetched again, so the mirror need not hold it)."""
-    return [str(mirror_location(MANIFEST[s], config["data_mirror"])) for s in names
-            if not os.path.exists(f"{RAW}/{s}/{local_filename(MANIFEST[s])}")
-            and not mirror_location(MANIFEST[s], config["data_mirror"]).exists()]
-
-
-# fail before any job starts: a mirror without a needed file
-if config["data_mirror"]:
-    _missing = mirror_missing(SOURCES)
-    if _missing:
-        raise config_error(["data_mirror"], f"data_mirror {config['data_mirror']}: missing {len(_missing)} file(s), "
-                                            f"e.g. {_missing[0]}")
-
-
 wildcard_constraints:
-    model="|".join(map(re.escape, MODELS)),
-    group="|".join(GROUP_IDS),
+    model=alternatives(list(PLAN.models)),
+    group=alternatives(PLAN.group_ids),
 
 
-class Untracked:
-    """A param that is no rerun trigger. Snakemake's params trigger compares only params of builtin
-    types (its persistence records nothing else), so a change of this value reruns nothing. For where
-    the data comes from (data_mirror) and the manifest's path, since the bytes are checked either way."""
-
-    def __init__(self, value):
-        self.value = str(value)
-
-    def __str__(self):
-        return self.value
-
-
-def raw_path(name):
-    """Where the fetched copy of manifest source `name` lives."""
-    return f"{RAW}/{name}/{local_filename(MANIFEST[name])}"
-
-
-def custom_group_options(groups):
-    """`verbeval templates` options of the custom groups (agreement.custom_groups)."""
-    opts = []
-    for g in groups:
-        opts.append(f"--custom-group={g.id}={g.path}")
-        if g.name != g.id:
-            opts.append(f"--custom-name={g.id}={g.name}")
-        if g.sha256:
-            opts.append(f"--custom-sha256={g.id}={g.sha256}")
-        opts.append(f"--custom-format={g.id}={g.format}")
-    return " ".join(shlex.quote(o) for o in opts)
-
-
-def shard_manifest(root):
-    """The manifest of a model's shard store under ``root`` (the output of its inference job); the
-    shards beside it are not job outputs, so a failed job's clean-up never deletes finished ones."""
-    return f"{root}/{{model}}/shards/{MANIFEST_NAME}"
-
-
-def mark_incomplete_stores(root):
-    """A store whose manifest lists a shard that is gone (or changed size) is out of date: its
-    manifest is removed so that the model's inference job runs again. That job keeps every intact
-    shard (its journal still lists them) and computes only the missing ones."""
-    for name in MODELS:
-        manifest = shard_manifest(root).format(model=name)
-        why = incomplete_store(manifest)
-        if why:
-            print(f"{manifest}: {why}; removed the manifest: the inference job of {name} will run again "
-                  "and recompute what is missing", file=sys.stderr)
-            os.remove(manifest)
-
-
-mark_incomplete_stores(OUT)
-
-
-def revision_option(wc):
-    """``--revision`` and ``--gguf-file`` of a model (those it has)."""
-    m = MODELS[wc.model]
-    opts = (["--revision", m["revision"]] if m["revision"] else []) + (["--gguf-file", m["gguf_file"]]
-                                                                       if m["gguf_file"] else [])
-    return shlex.join(opts)
-
-
-def device_map_option(wc):
-    """``--device-map`` of a model split across devices (config ``device_map``), else nothing."""
-    dm = MODELS[wc.model]["device_map"]
-    if dm is None:
-        return ""
-    return f"--device-map {shlex.quote(dm if isinstance(dm, str) else json.dumps(dm))}"
-
-
-def random_init_option(wc):
-    """``--random-init`` of the inference job: the config's random_init, else auto (the folder's marker)."""
-    declared = MODELS[wc.model]["random_init"]
-    return "auto" if declared is None else str(declared).lower()
-
-
-def bos_option(wc):
-    bos = MODELS[wc.model]["prepend_bos"]
-    return "auto" if bos is None else str(bos).lower()
-
-
-def model_param(key):
-    return lambda wc: MODELS[wc.model][key]
-
-
-_FINGERPRINTS = {}
-
-
-def model_version(wc):
-    """Changes when the model's files (local) or resolved commit (hub) change, so that Snakemake's
-    params trigger reruns its eligibility and inference jobs."""
-    m = MODELS[wc.model]
-    built = TINY.get(normalise_model_path(m["id"]))
-    if built is not None:  # built by the workflow (tiny_model, deterministic), so its recipe, not its files
-        return f"tiny_model {json.dumps(built, sort_keys=True)}"
-    if m["pip"] is not None:  # assembled by rule pip_model and checked against this sha256
-        return f"gguf-sha256:{m['pip']['sha256']}"
-    if m["name"] not in _FINGERPRINTS:
-        _FINGERPRINTS[m["name"]] = model_fingerprint(m["id"], m["revision"], m["gguf_file"])
-    return _FINGERPRINTS[m["name"]]
-
-
-def model_dir_input(model_id):
-    """A local model directory is an input (a DVC dependency too; the output of rule tiny_model for a
-    model the workflow builds); a hub model is not."""
-    path = normalise_model_path(model_id)
-    return [path] if is_local(model_id) or path in TINY or path in PIP_MODELS else []
-
-
-def local_model_input(wc):
-    return model_dir_input(MODELS[wc.model]["id"])
-
-
-def cutoffs(key):
-    return ",".join(f"{p:g}" for p in AGR[key])
-
-
-def agreement_outputs():
-    return [
-        f"{OUT}/table2.csv",
-        f"{OUT}/table2.md",
-        f"{OUT}/table2.tex",
-        f"{OUT}/table2.html",
-        f"{OUT}/summary_all.csv",
-        f"{OUT}/metrics.json",
-    ] + expand(f"{OUT}/{{model}}/lemmas.parquet", model=MODELS) + expand(
-        shard_manifest(OUT), model=MODELS
-    ) + expand(
-        # every per-group output is a target: one deleted alone is regenerated
-        f"{OUT}/{{model}}/{{group}}/{{name}}", model=MODELS, group=GROUP_IDS,
-        name=["scores.parquet", "tse.parquet", "summary.csv"]
-    )
+def report_first(paths, caption, category, subcategory):
+    """``paths`` with the first one registered in the Snakemake report (the figures' first format)."""
+    first, *rest = paths
+    return [report(first, caption=caption, category=category, subcategory=subcategory), *rest]

@@ -3,21 +3,22 @@
 # Figures 1-4 as one CSV per figure, side and group with a column per model and metric (the DVC
 # plots; `dvc plots show` cannot split one file's rows into series).
 
-include: "dvc_views_common.smk"
+import os
+
 
 rule dvc_metrics:
     input:
-        f"{OUT}/metrics.json",
+        f"{PLAN.out}/metrics.json",
     output:
-        dvc_metrics_files(),
+        PLAN.dvc_metrics_files(),
     params:
-        models=",".join(TABLE_MODELS),  # the models of metrics.json (agreement.table_models)
-        groups=",".join(GROUP_IDS),
+        models=",".join(PLAN.table_models),  # the models of metrics.json (agreement.table_models)
+        groups=",".join(PLAN.group_ids),
         out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),  # OUT/metrics
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/dvc_metrics.log",
+        f"{PLAN.logs}/agreement/dvc_metrics.log",
     shell:
         "verbeval dvc-metrics --metrics {input:q} --models {params.models} --groups {params.groups} "
         "--out-dir {params.out_dir:q} 2> {log:q}"
@@ -25,21 +26,21 @@ rule dvc_metrics:
 
 rule dvc_plot_data:
     input:
-        f"{FIGS}/{{stem}}.csv",
+        f"{PLAN.figs}/{{stem}}.csv",
     output:
-        expand(f"{FIGS}/dvc/{{stem}}/{{side}}/{{group}}.csv", group=GROUP_IDS, allow_missing=True),
+        PLAN.per_group(f"{PLAN.figs}/dvc/{{stem}}/{{side}}/{{group}}.csv"),
     wildcard_constraints:
-        stem="|".join(DVC_FIGURES),
+        stem=alternatives(list(PLAN.dvc_figures)),
         side="top|bottom",
     params:
-        figure=lambda wc: DVC_FIGURES[wc.stem][0],
-        models=",".join(MODELS),
-        groups=",".join(GROUP_IDS),
+        figure=lambda wc: PLAN.dvc_figures[wc.stem][0],
+        models=",".join(PLAN.models),
+        groups=",".join(PLAN.group_ids),
         out_dir=lambda wc, output: os.path.dirname(output[0]),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/figures/dvc_{{stem}}_{{side}}.log",
+        f"{PLAN.logs}/agreement/figures/dvc_{{stem}}_{{side}}.log",
     shell:
         "verbeval dvc-plot-data --figure {params.figure} --curves {input:q} --side {wildcards.side} "
         "--models {params.models} --groups {params.groups} --out-dir {params.out_dir:q} 2> {log:q}"

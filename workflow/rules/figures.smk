@@ -3,21 +3,20 @@
 # first configured image format goes into the Snakemake report (`snakemake --report report.html`).
 
 
-include: "figures_common.smk"
-
 rule figure_top_p:
     input:
-        summary=f"{OUT}/summary_all.csv",
-        groups_file=RUN_GROUPS_FILE,
+        summary=f"{PLAN.out}/summary_all.csv",
+        groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{FIGS}/fig1_top_p.csv",
-        images=figure_images("fig1_top_p", "Cutoff curves"),
+        csv=f"{PLAN.figs}/fig1_top_p.csv",
+        images=report_first(PLAN.figure_images("fig1_top_p"), "../report/fig1_top_p.rst", "Agreement",
+                            "Cutoff curves"),
     params:
-        **CUTOFF_FIGURE_PARAMS,
+        **PLAN.cutoff_figure_params(),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/figures/fig1_top_p.log",
+        f"{PLAN.logs}/agreement/figures/fig1_top_p.log",
     shell:
         "verbeval plot-cutoffs --figure scores-top --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
@@ -27,17 +26,18 @@ rule figure_top_p:
 
 rule figure_bottom_p:
     input:
-        summary=f"{OUT}/summary_all.csv",
-        groups_file=RUN_GROUPS_FILE,
+        summary=f"{PLAN.out}/summary_all.csv",
+        groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{FIGS}/fig2_bottom_p.csv",
-        images=figure_images("fig2_bottom_p", "Cutoff curves"),
+        csv=f"{PLAN.figs}/fig2_bottom_p.csv",
+        images=report_first(PLAN.figure_images("fig2_bottom_p"), "../report/fig2_bottom_p.rst", "Agreement",
+                            "Cutoff curves"),
     params:
-        **CUTOFF_FIGURE_PARAMS,
+        **PLAN.cutoff_figure_params(),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/figures/fig2_bottom_p.log",
+        f"{PLAN.logs}/agreement/figures/fig2_bottom_p.log",
     shell:
         "verbeval plot-cutoffs --figure scores-bottom --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
@@ -47,17 +47,18 @@ rule figure_bottom_p:
 
 rule figure_prob_counted:
     input:
-        summary=f"{OUT}/summary_all.csv",
-        groups_file=RUN_GROUPS_FILE,
+        summary=f"{PLAN.out}/summary_all.csv",
+        groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{FIGS}/fig3_prob_counted.csv",
-        images=figure_images("fig3_prob_counted", "Cutoff curves"),
+        csv=f"{PLAN.figs}/fig3_prob_counted.csv",
+        images=report_first(PLAN.figure_images("fig3_prob_counted"), "../report/fig3_prob_counted.rst", "Agreement",
+                            "Cutoff curves"),
     params:
-        **CUTOFF_FIGURE_PARAMS,
+        **PLAN.cutoff_figure_params(),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/figures/fig3_prob_counted.log",
+        f"{PLAN.logs}/agreement/figures/fig3_prob_counted.log",
     shell:
         "verbeval plot-cutoffs --figure prob-counted --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
@@ -67,17 +68,18 @@ rule figure_prob_counted:
 
 rule figure_invalid:
     input:
-        summary=f"{OUT}/summary_all.csv",
-        groups_file=RUN_GROUPS_FILE,
+        summary=f"{PLAN.out}/summary_all.csv",
+        groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{FIGS}/fig4_invalid.csv",
-        images=figure_images("fig4_invalid", "Cutoff curves"),
+        csv=f"{PLAN.figs}/fig4_invalid.csv",
+        images=report_first(PLAN.figure_images("fig4_invalid"), "../report/fig4_invalid.rst", "Agreement",
+                            "Cutoff curves"),
     params:
-        **CUTOFF_FIGURE_PARAMS,
+        **PLAN.cutoff_figure_params(),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/figures/fig4_invalid.log",
+        f"{PLAN.logs}/agreement/figures/fig4_invalid.log",
     shell:
         "verbeval plot-cutoffs --figure invalid --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
@@ -87,18 +89,19 @@ rule figure_invalid:
 
 rule figure_models:
     input:
-        summary=f"{OUT}/summary_all.csv",
-        groups_file=RUN_GROUPS_FILE,
+        summary=f"{PLAN.out}/summary_all.csv",
+        groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{FIGS}/model_comparison.csv",
-        images=figure_images("model_comparison", "Model comparison"),
+        csv=f"{PLAN.figs}/model_comparison.csv",
+        images=report_first(PLAN.figure_images("model_comparison"), "../report/model_comparison.rst", "Agreement",
+                            "Model comparison"),
     params:
-        models=",".join(MODELS),
-        random_models=RANDOM_MODELS,
+        models=",".join(PLAN.models),
+        random_models=PLAN.random_models,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/figures/model_comparison.log",
+        f"{PLAN.logs}/agreement/figures/model_comparison.log",
     shell:
         "verbeval plot-models --summary {input.summary:q} --groups-file {input.groups_file:q} --models {params.models} "
         "--csv {output.csv:q} --out {output.images:q} 2> {log:q}"
@@ -106,19 +109,20 @@ rule figure_models:
 
 rule figure_checkpoints:
     input:
-        summary=f"{OUT}/summary_all.csv",
-        groups_file=RUN_GROUPS_FILE,
+        summary=f"{PLAN.out}/summary_all.csv",
+        groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{FIGS}/checkpoints.csv",
-        images=figure_images("checkpoints", "Training checkpoints"),
+        csv=f"{PLAN.figs}/checkpoints.csv",
+        images=report_first(PLAN.figure_images("checkpoints"), "../report/checkpoints.rst", "Agreement",
+                            "Training checkpoints"),
     params:
-        args=checkpoint_args,
-        confidence=AGR["bootstrap"]["confidence"],
-        random_models=RANDOM_MODELS,
+        args=PLAN.checkpoint_args(),
+        confidence=PLAN.agr["bootstrap"]["confidence"],
+        random_models=PLAN.random_models,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/figures/checkpoints.log",
+        f"{PLAN.logs}/agreement/figures/checkpoints.log",
     shell:
         "verbeval plot-checkpoints --summary {input.summary:q} --groups-file {input.groups_file:q} {params.args} "
         "--confidence {params.confidence} --csv {output.csv:q} --out {output.images:q} 2> {log:q}"
@@ -126,14 +130,14 @@ rule figure_checkpoints:
 
 rule lemma_stats:
     input:
-        lemmas=f"{OUT}/{{model}}/lemmas.parquet",
-        manifest=shard_manifest(OUT),
+        lemmas=f"{PLAN.out}/{{model}}/lemmas.parquet",
+        manifest=PLAN.shard_manifest(PLAN.out),
     output:
-        f"{OUT}/{{model}}/lemma_stats.csv",
+        f"{PLAN.out}/{{model}}/lemma_stats.csv",
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/{{model}}/lemma_stats.log",
+        f"{PLAN.logs}/agreement/{{model}}/lemma_stats.log",
     shell:
         "verbeval lemma-stats --lemmas {input.lemmas:q} --shards {input.manifest:q} --model-name {wildcards.model} "
         "--out {output:q} 2> {log:q}"
@@ -141,28 +145,29 @@ rule lemma_stats:
 
 rule figure_lemmas:
     input:
-        stats=expand(f"{OUT}/{{model}}/lemma_stats.csv", model=MODELS),
+        stats=PLAN.per_model(f"{PLAN.out}/{{model}}/lemma_stats.csv"),
     output:
-        csv=f"{FIGS}/lemma_accuracy.csv",
-        metrics=f"{FIGS}/lemma_metrics.json",
-        images=figure_images("lemma_accuracy", "Per-lemma diagnostics"),
-        worst_csv=f"{FIGS}/worst_lemmas.csv",
-        worst_md=f"{FIGS}/worst_lemmas.md",
+        csv=f"{PLAN.figs}/lemma_accuracy.csv",
+        metrics=f"{PLAN.figs}/lemma_metrics.json",
+        images=report_first(PLAN.figure_images("lemma_accuracy"), "../report/lemma_accuracy.rst", "Agreement",
+                            "Per-lemma diagnostics"),
+        worst_csv=f"{PLAN.figs}/worst_lemmas.csv",
+        worst_md=f"{PLAN.figs}/worst_lemmas.md",
         worst_html=report(
-            f"{FIGS}/worst_lemmas.html",
+            f"{PLAN.figs}/worst_lemmas.html",
             caption="../report/worst_lemmas.rst",
             category="Agreement",
             subcategory="Per-lemma diagnostics",
         ),
     params:
-        models=",".join(MODELS),
-        worst=FIGCFG["worst_lemmas"],
-        bins=FIGCFG["lemma_bins"],
-        random_models=RANDOM_MODELS,
+        models=",".join(PLAN.models),
+        worst=PLAN.figcfg["worst_lemmas"],
+        bins=PLAN.figcfg["lemma_bins"],
+        random_models=PLAN.random_models,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/figures/lemma_accuracy.log",
+        f"{PLAN.logs}/agreement/figures/lemma_accuracy.log",
     shell:
         "verbeval plot-lemmas --stats {input.stats:q} --models {params.models} --bins {params.bins} "
         "--worst {params.worst} --csv {output.csv:q} --metrics-json {output.metrics:q} --out {output.images:q} "
@@ -171,25 +176,25 @@ rule figure_lemmas:
 
 rule table3:
     input:
-        templates=f"{OUT}/templates.parquet",
-        lemmas=expand(f"{OUT}/{{model}}/lemmas.parquet", model=MODELS),
-        manifests=expand(shard_manifest(OUT), model=MODELS),
-        tokenizers=[d for m in MODELS.values() for d in model_dir_input(m["id"])],
+        templates=f"{PLAN.out}/templates.parquet",
+        lemmas=PLAN.per_model(f"{PLAN.out}/{{model}}/lemmas.parquet"),
+        manifests=PLAN.per_model(PLAN.shard_manifest(PLAN.out)),
+        tokenizers=PLAN.table3_tokenizers(),
     output:
-        csv=f"{FIGS}/table3_topk.csv",
-        md=f"{FIGS}/table3_topk.md",
+        csv=f"{PLAN.figs}/table3_topk.csv",
+        md=f"{PLAN.figs}/table3_topk.md",
         html=report(
-            f"{FIGS}/table3_topk.html", caption="../report/table3_topk.rst", category="Agreement", subcategory="Tables"
+            f"{PLAN.figs}/table3_topk.html", caption="../report/table3_topk.rst", category="Agreement", subcategory="Tables"
         ),
     params:
-        args=table3_args,
-        default_groups=",".join(FIGCFG["context_groups"]),
-        per_label=FIGCFG["contexts_per_label"],
-        random_models=RANDOM_MODELS,
+        args=lambda wc, input: PLAN.table3_args(),  # derived from the inputs: no rerun trigger of its own
+        default_groups=",".join(PLAN.figcfg["context_groups"]),
+        per_label=PLAN.figcfg["contexts_per_label"],
+        random_models=PLAN.random_models,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/agreement/figures/table3_topk.log",
+        f"{PLAN.logs}/agreement/figures/table3_topk.log",
     shell:
         "verbeval topk-table --templates {input.templates:q} {params.args} --default-groups {params.default_groups} "
         "--per-label {params.per_label} --csv {output.csv:q} --md {output.md:q} --html {output.html:q} 2> {log:q}"

@@ -2,24 +2,21 @@
 # (chain rule for causal LMs, PLL-word-l2r for masked LMs), TSE/EW/MW at p = 1 in three modes.
 
 
-include: "lexicon_modes_common.smk"
-
-
 rule lexicon_forms:
     input:
-        lexicon=f"{OUT}/lexicon.parquet",
-        templates=f"{OUT}/templates.parquet",
-        model=local_model_input,
+        lexicon=f"{PLAN.out}/lexicon.parquet",
+        templates=f"{PLAN.out}/templates.parquet",
+        model=lambda wc: PLAN.local_model_input(wc.model),
     output:
-        f"{LMOUT}/{{model}}/forms.parquet",
+        f"{PLAN.lmout}/{{model}}/forms.parquet",
     params:
-        model=model_param("id"),
-        version=model_version,
-        revision=revision_option,
+        model=lambda wc: PLAN.models[wc.model]["id"],
+        version=lambda wc: PLAN.model_version(wc.model),
+        revision=lambda wc: PLAN.model_options(wc.model),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/lexicon_modes/{{model}}/forms.log",
+        f"{PLAN.logs}/lexicon_modes/{{model}}/forms.log",
     shell:
         "verbeval lexicon-forms --model {params.model:q} {params.revision} --lexicon {input.lexicon:q} "
         "--templates {input.templates:q} --out {output:q} 2> {log:q}"
@@ -27,16 +24,16 @@ rule lexicon_forms:
 
 rule lexicon_common:
     input:
-        forms=expand(f"{LMOUT}/{{model}}/forms.parquet", model=MODELS),
+        forms=PLAN.per_model(f"{PLAN.lmout}/{{model}}/forms.parquet"),
     output:
-        f"{LMOUT}/common.parquet",
+        f"{PLAN.lmout}/common.parquet",
     params:
-        forms=" ".join(shlex.quote(f"{m}={LMOUT}/{m}/forms.parquet") for m in MODELS),
-        random_models=RANDOM_MODELS,  # named in the report caption
+        forms=PLAN.forms_options(),
+        random_models=PLAN.random_models,  # named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/lexicon_modes/common.log",
+        f"{PLAN.logs}/lexicon_modes/common.log",
     shell:
         "verbeval lexicon-common --forms {params.forms} --out {output:q} 2> {log:q}"
 
@@ -46,23 +43,23 @@ rule lexicon_common:
 
 rule lexicon_modes:
     input:
-        forms=f"{LMOUT}/{{model}}/forms.parquet",
-        common=f"{LMOUT}/common.parquet",
-        manifest=shard_manifest(LMOUT),
-        table2=expand(f"{OUT}/{{{{model}}}}/{{group}}/summary.csv", group=MT_GROUPS),
+        forms=f"{PLAN.lmout}/{{model}}/forms.parquet",
+        common=f"{PLAN.lmout}/common.parquet",
+        manifest=PLAN.shard_manifest(PLAN.lmout),
+        table2=PLAN.per_group(f"{PLAN.out}/{{model}}/{{group}}/summary.csv", PLAN.mt_groups),
     output:
-        summary=f"{LMOUT}/{{model}}/summary.csv",
-        lemmas=f"{LMOUT}/{{model}}/lemmas.csv",
-        diff=f"{LMOUT}/{{model}}/lemma_differences.csv",
-        consistency=f"{LMOUT}/{{model}}/consistency.csv",
+        summary=f"{PLAN.lmout}/{{model}}/summary.csv",
+        lemmas=f"{PLAN.lmout}/{{model}}/lemmas.csv",
+        diff=f"{PLAN.lmout}/{{model}}/lemma_differences.csv",
+        consistency=f"{PLAN.lmout}/{{model}}/consistency.csv",
     params:
-        resamples=AGR["bootstrap"]["resamples"],
-        seed=AGR["bootstrap"]["seed"],
-        confidence=AGR["bootstrap"]["confidence"],
+        resamples=PLAN.agr["bootstrap"]["resamples"],
+        seed=PLAN.agr["bootstrap"]["seed"],
+        confidence=PLAN.agr["bootstrap"]["confidence"],
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/lexicon_modes/{{model}}/modes.log",
+        f"{PLAN.logs}/lexicon_modes/{{model}}/modes.log",
     shell:
         "verbeval lexicon-modes --forms {input.forms:q} --common {input.common:q} --model-name {wildcards.model} "
         "--shards {input.manifest:q} --table2-summaries {input.table2:q} --resamples {params.resamples} --seed {params.seed} "
@@ -72,29 +69,29 @@ rule lexicon_modes:
 
 rule lexicon_modes_table:
     input:
-        summaries=expand(f"{LMOUT}/{{model}}/summary.csv", model=MODELS),
-        diffs=expand(f"{LMOUT}/{{model}}/lemma_differences.csv", model=MODELS),
-        consistency=expand(f"{LMOUT}/{{model}}/consistency.csv", model=MODELS),
-        forms=expand(f"{LMOUT}/{{model}}/forms.parquet", model=MODELS),
-        common=f"{LMOUT}/common.parquet",
-        groups_file=RUN_GROUPS_FILE,
+        summaries=PLAN.per_model(f"{PLAN.lmout}/{{model}}/summary.csv"),
+        diffs=PLAN.per_model(f"{PLAN.lmout}/{{model}}/lemma_differences.csv"),
+        consistency=PLAN.per_model(f"{PLAN.lmout}/{{model}}/consistency.csv"),
+        forms=PLAN.per_model(f"{PLAN.lmout}/{{model}}/forms.parquet"),
+        common=f"{PLAN.lmout}/common.parquet",
+        groups_file=PLAN.run_groups_file,
     output:
-        csv=report(f"{LMOUT}/table.csv", caption="../report/lexicon_modes.rst", category="Agreement",
+        csv=report(f"{PLAN.lmout}/table.csv", caption="../report/lexicon_modes.rst", category="Agreement",
                    subcategory="Lexicon modes"),
-        md=f"{LMOUT}/table.md",
-        tex=f"{LMOUT}/table.tex",
-        metrics=f"{LMOUT}/metrics.json",
-        coverage=f"{LMOUT}/coverage.csv",
-        diff=f"{LMOUT}/lemma_differences.csv",
+        md=f"{PLAN.lmout}/table.md",
+        tex=f"{PLAN.lmout}/table.tex",
+        metrics=f"{PLAN.lmout}/metrics.json",
+        coverage=f"{PLAN.lmout}/coverage.csv",
+        diff=f"{PLAN.lmout}/lemma_differences.csv",
     params:
-        models=",".join(MODELS),
-        mode=AGR["lexicon_mode"],
-        forms=" ".join(shlex.quote(f"{m}={LMOUT}/{m}/forms.parquet") for m in MODELS),
-        random_models=RANDOM_MODELS,  # named in the report caption
+        models=",".join(PLAN.models),
+        mode=PLAN.agr["lexicon_mode"],
+        forms=PLAN.forms_options(),
+        random_models=PLAN.random_models,  # named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/lexicon_modes/table.log",
+        f"{PLAN.logs}/lexicon_modes/table.log",
     shell:
         "verbeval lexicon-modes-table --groups-file {input.groups_file:q} --models {params.models} --mode {params.mode} "
         "--summaries {input.summaries:q} --diffs {input.diffs:q} --forms {params.forms} --common {input.common:q} "

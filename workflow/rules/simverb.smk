@@ -3,35 +3,32 @@
 # relation and rating range, and the join with the agreement module's per-lemma results.
 
 
-include: "simverb_common.smk"
-
-
 rule simverb_score:
     input:
-        data=raw_path(SV["source"]),
-        splits=[raw_path(src) for src in SV_SPLITS.values()],
-        model=simverb_local_model,
+        data=PLAN.sv.data(),
+        splits=PLAN.sv.split_files(),
+        model=lambda wc: PLAN.sv.local_model(wc.svmodel),
     output:
-        sims=f"{SVRES}/{{svmodel}}/similarities.parquet",
-        verbs=f"{SVRES}/{{svmodel}}/verbs.csv",
+        sims=f"{PLAN.sv.res}/{{svmodel}}/similarities.parquet",
+        verbs=f"{PLAN.sv.res}/{{svmodel}}/verbs.csv",
     params:
-        model=simverb_model_args,
-        random_init=simverb_random_init,
-        splits=simverb_split_args,
-        version=lambda wc: model_fingerprint(SVMODELS[wc.svmodel]["id"], SVMODELS[wc.svmodel]["revision"]),
-        multi_token=SV["multi_token"],
-        batch_size=SV["batch_size"],
+        model=lambda wc: PLAN.sv.model_args(wc.svmodel),
+        random_init=lambda wc: PLAN.sv.random_init_option(wc.svmodel),
+        splits=lambda wc, input: PLAN.sv.split_args(list(input.splits)),
+        version=lambda wc: PLAN.sv.version(wc.svmodel),
+        multi_token=PLAN.sv.config["multi_token"],
+        batch_size=PLAN.sv.config["batch_size"],
         device=config["inference"]["device"],
         threads=config["inference"]["threads"],  # a change reruns the job (the command uses {threads})
     wildcard_constraints:
-        svmodel="|".join(map(re.escape, SV_ALONE)) or "(?!x)x",  # the others: rule infer (models.smk)
+        svmodel=alternatives(PLAN.sv.alone),  # the others: rule infer (models.smk)
     threads: config["inference"]["threads"]
     resources:
         gpu=config["inference"]["gpus"],
     conda:
         "../../envs/inference.yaml"
     log:
-        f"{LOGS}/simverb/{{svmodel}}/score.log",
+        f"{PLAN.logs}/simverb/{{svmodel}}/score.log",
     shell:
         "verbeval simverb-score --data {input.data:q} {params.splits} {params.model} "
         "--random-init {params.random_init} --multi-token {params.multi_token} --batch-size {params.batch_size} --device {params.device} "
@@ -40,33 +37,33 @@ rule simverb_score:
 
 rule simverb_table:
     input:
-        sims=f"{SVRES}/{{svmodel}}/similarities.parquet",
-        verbs=f"{SVRES}/{{svmodel}}/verbs.csv",
+        sims=f"{PLAN.sv.res}/{{svmodel}}/similarities.parquet",
+        verbs=f"{PLAN.sv.res}/{{svmodel}}/verbs.csv",
     output:
-        csv=report(f"{SVRES}/{{svmodel}}/table.csv", caption="../report/simverb_table.rst",
+        csv=report(f"{PLAN.sv.res}/{{svmodel}}/table.csv", caption="../report/simverb_table.rst",
                    category="SimVerb-3500", subcategory="{svmodel}"),
-        md=f"{SVRES}/{{svmodel}}/table.md",
-        tex=f"{SVRES}/{{svmodel}}/table.tex",
-        layers_csv=f"{SVRES}/{{svmodel}}/simverb_layers.csv",
-        metrics=f"{SVRES}/{{svmodel}}/metrics.json",
-        layers=[report(f"{SVRES}/{{svmodel}}/layers.{ext}", caption="../report/simverb_layers.rst",
+        md=f"{PLAN.sv.res}/{{svmodel}}/table.md",
+        tex=f"{PLAN.sv.res}/{{svmodel}}/table.tex",
+        layers_csv=f"{PLAN.sv.res}/{{svmodel}}/simverb_layers.csv",
+        metrics=f"{PLAN.sv.res}/{{svmodel}}/metrics.json",
+        layers=[report(f"{PLAN.sv.res}/{{svmodel}}/layers.{ext}", caption="../report/simverb_layers.rst",
                        category="SimVerb-3500", subcategory="{svmodel}") if i == 0
-                else f"{SVRES}/{{svmodel}}/layers.{ext}" for i, ext in enumerate(SV["formats"])],
-        scatter=[report(f"{SVRES}/{{svmodel}}/scatter.{ext}", caption="../report/simverb_scatter.rst",
+                else f"{PLAN.sv.res}/{{svmodel}}/layers.{ext}" for i, ext in enumerate(PLAN.sv.config["formats"])],
+        scatter=[report(f"{PLAN.sv.res}/{{svmodel}}/scatter.{ext}", caption="../report/simverb_scatter.rst",
                         category="SimVerb-3500", subcategory="{svmodel}") if i == 0
-                 else f"{SVRES}/{{svmodel}}/scatter.{ext}" for i, ext in enumerate(SV["formats"])],
+                 else f"{PLAN.sv.res}/{{svmodel}}/scatter.{ext}" for i, ext in enumerate(PLAN.sv.config["formats"])],
     params:
-        resamples=SV["bootstrap"]["resamples"],
-        seed=SV["bootstrap"]["seed"],
-        confidence=SV["bootstrap"]["confidence"],
-        bins=",".join(f"{b:g}" for b in SV["bins"]),
-        random_models=simverb_random_models,  # named in the report captions
+        resamples=PLAN.sv.config["bootstrap"]["resamples"],
+        seed=PLAN.sv.config["bootstrap"]["seed"],
+        confidence=PLAN.sv.config["bootstrap"]["confidence"],
+        bins=",".join(f"{b:g}" for b in PLAN.sv.config["bins"]),
+        random_models=lambda wc: PLAN.sv.random_models(wc.svmodel),  # named in the report captions
     wildcard_constraints:
-        svmodel="|".join(map(re.escape, SVMODELS)),
+        svmodel=alternatives(list(PLAN.sv.models)),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/simverb/{{svmodel}}/table.log",
+        f"{PLAN.logs}/simverb/{{svmodel}}/table.log",
     shell:
         "verbeval simverb-table --similarities {input.sims:q} --verbs {input.verbs:q} --model-name {wildcards.svmodel} "
         "--resamples {params.resamples} --seed {params.seed} --confidence {params.confidence} --bins {params.bins} "
@@ -76,17 +73,17 @@ rule simverb_table:
 
 rule simverb_join:
     input:
-        sims=f"{SVRES}/{{svmodel}}/similarities.parquet",
-        stats=f"{OUT}/{{svmodel}}/lemma_stats.csv",
+        sims=f"{PLAN.sv.res}/{{svmodel}}/similarities.parquet",
+        stats=f"{PLAN.out}/{{svmodel}}/lemma_stats.csv",
     output:
-        joined=f"{SVRES}/{{svmodel}}/agreement_join.csv",
-        summary=f"{SVRES}/{{svmodel}}/agreement_join_summary.csv",
+        joined=f"{PLAN.sv.res}/{{svmodel}}/agreement_join.csv",
+        summary=f"{PLAN.sv.res}/{{svmodel}}/agreement_join_summary.csv",
     wildcard_constraints:
-        svmodel="|".join(re.escape(n) for n, m in SVMODELS.items() if m["join"]) or "^$",
+        svmodel=alternatives(PLAN.sv.joined),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/simverb/{{svmodel}}/join.log",
+        f"{PLAN.logs}/simverb/{{svmodel}}/join.log",
     shell:
         "verbeval simverb-join --similarities {input.sims:q} --lemma-stats {input.stats:q} --model-name {wildcards.svmodel} "
         "--out {output.joined:q} --summary {output.summary:q} 2> {log:q}"
@@ -94,4 +91,4 @@ rule simverb_join:
 
 rule simverb_all:
     input:
-        simverb_outputs(),
+        PLAN.sv.outputs(),

@@ -4,21 +4,18 @@
 # it has no probabilities for new sentences, so the counterfactual rules run for real models only.
 
 
-include: "veridicality_common.smk"
-
-
 rule veridicality_released:
     # the released probabilities of the pseudo-model: no model runs, so no GPU (a rule of its own)
     input:
-        data=raw_path(VER["source"]),
+        data=PLAN.ver.data(),
     output:
-        f"{VRES}/{{vmodel}}/predictions.parquet",
+        f"{PLAN.ver.res}/{{vmodel}}/predictions.parquet",
     wildcard_constraints:
-        vmodel=_alternatives([m for m in VMODELS if m not in VREAL]),
+        vmodel=alternatives(PLAN.ver.released),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/veridicality/{{vmodel}}/predict.log",
+        f"{PLAN.logs}/veridicality/{{vmodel}}/predict.log",
     shell:
         "verbeval veridicality-predict --data {input.data:q} --model {wildcards.vmodel} --out {output:q} 2> {log:q}"
 
@@ -27,29 +24,27 @@ rule veridicality_predict:
     # one job (one load) per real NLI model: the predictions and, with counterfactuals on, those of the
     # manipulated pairs; each output is flagged update and kept while its stamp shows it up to date
     input:
-        data=raw_path(VER["source"]),
-        model=lambda wc: model_dir_input(VREAL[wc.vmodel]),
-        **({"pairs": f"{VRES}/counterfactuals/pairs.parquet"} if veridicality_counterfactuals_on() else {}),
+        data=PLAN.ver.data(),
+        model=lambda wc: PLAN.ver.local_model(wc.vmodel),
+        **({"pairs": f"{PLAN.ver.res}/counterfactuals/pairs.parquet"} if PLAN.ver.counterfactuals_on else {}),
     output:
-        predictions=update(f"{VRES}/{{vmodel}}/predictions.parquet"),
-        **({"counterfactuals": update(f"{VRES}/{{vmodel}}/counterfactual_predictions.parquet")}
-           if veridicality_counterfactuals_on() else {}),
+        predictions=update(f"{PLAN.ver.res}/{{vmodel}}/predictions.parquet"),
+        **({"counterfactuals": update(f"{PLAN.ver.res}/{{vmodel}}/counterfactual_predictions.parquet")}
+           if PLAN.ver.counterfactuals_on else {}),
     params:
-        model=lambda wc: VREAL[wc.vmodel],
+        model=lambda wc: PLAN.ver.real[wc.vmodel],
         device=config["inference"]["device"],
-        batch_size=VER["batch_size"],
-        counterfactuals=lambda wc, input, output: (
-            f"--counterfactual-pairs {shlex.quote(input.pairs)} --counterfactual-out {shlex.quote(output.counterfactuals)}"
-            if veridicality_counterfactuals_on() else ""),
+        batch_size=PLAN.ver.config["batch_size"],
+        counterfactuals=lambda wc, input, output: PLAN.ver.counterfactual_options(input, output),
     wildcard_constraints:
-        vmodel=_alternatives(VREAL),
+        vmodel=alternatives(list(PLAN.ver.real)),
     threads: config["inference"]["threads"]
     resources:
         gpu=config["inference"]["gpus"],
     conda:
         "../../envs/inference.yaml"
     log:
-        f"{LOGS}/veridicality/{{vmodel}}/predict.log",
+        f"{PLAN.logs}/veridicality/{{vmodel}}/predict.log",
     shell:
         "verbeval veridicality-predict --data {input.data:q} --model {params.model:q} --device {params.device} "
         "--batch-size {params.batch_size} --threads {threads} {params.counterfactuals} --out {output.predictions:q} "
@@ -58,22 +53,22 @@ rule veridicality_predict:
 
 rule veridicality_table:
     input:
-        f"{VRES}/{{vmodel}}/predictions.parquet",
+        f"{PLAN.ver.res}/{{vmodel}}/predictions.parquet",
     output:
-        csv=report(f"{VRES}/{{vmodel}}/signatures.csv", caption="../report/veridicality_signatures.rst",
+        csv=report(f"{PLAN.ver.res}/{{vmodel}}/signatures.csv", caption="../report/veridicality_signatures.rst",
                    category="Veridicality", subcategory="{vmodel}"),
-        md=f"{VRES}/{{vmodel}}/signatures.md",
-        tex=f"{VRES}/{{vmodel}}/signatures.tex",
-        data=f"{VRES}/{{vmodel}}/veridicality_scatter.csv",
-        figure=veridicality_scatter(),
+        md=f"{PLAN.ver.res}/{{vmodel}}/signatures.md",
+        tex=f"{PLAN.ver.res}/{{vmodel}}/signatures.tex",
+        data=f"{PLAN.ver.res}/{{vmodel}}/veridicality_scatter.csv",
+        figure=report_first(PLAN.ver.scatter(), "../report/veridicality_scatter.rst", "Veridicality", "{vmodel}"),
     params:
-        random_models=veridicality_random_models,  # named in the report captions
+        random_models=lambda wc: PLAN.ver.random_models(wc.vmodel),  # named in the report captions
     wildcard_constraints:
-        vmodel=_alternatives(VMODELS),
+        vmodel=alternatives(list(PLAN.ver.models)),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/veridicality/{{vmodel}}/table.log",
+        f"{PLAN.logs}/veridicality/{{vmodel}}/table.log",
     shell:
         "verbeval veridicality-table --predictions {input:q} --model-name {wildcards.vmodel} --csv {output.csv:q} "
         "--md {output.md:q} --tex {output.tex:q} --scatter-csv {output.data:q} --figure {output.figure:q} 2> {log:q}"
@@ -81,20 +76,20 @@ rule veridicality_table:
 
 rule veridicality_counterfactuals:
     input:
-        raw_path(VER["source"]),
+        PLAN.ver.data(),
     output:
-        pairs=f"{VRES}/counterfactuals/pairs.parquet",
-        unhandled=report(f"{VRES}/counterfactuals/unhandled.csv", caption="../report/veridicality_unhandled.rst",
+        pairs=f"{PLAN.ver.res}/counterfactuals/pairs.parquet",
+        unhandled=report(f"{PLAN.ver.res}/counterfactuals/unhandled.csv", caption="../report/veridicality_unhandled.rst",
                          category="Veridicality", subcategory="Counterfactuals"),
-        coverage=report(f"{VRES}/counterfactuals/coverage.csv", caption="../report/veridicality_coverage.rst",
+        coverage=report(f"{PLAN.ver.res}/counterfactuals/coverage.csv", caption="../report/veridicality_coverage.rst",
                         category="Veridicality", subcategory="Counterfactuals"),
     params:
-        samples=VCF["samples"],
-        seed=VCF["seed"],
+        samples=PLAN.ver.cf["samples"],
+        seed=PLAN.ver.cf["seed"],
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/veridicality/counterfactuals.log",
+        f"{PLAN.logs}/veridicality/counterfactuals.log",
     shell:
         "verbeval veridicality-counterfactuals --data {input:q} --samples {params.samples} --seed {params.seed} "
         "--pairs {output.pairs:q} --unhandled {output.unhandled:q} --coverage {output.coverage:q} 2> {log:q}"
@@ -105,23 +100,23 @@ rule veridicality_counterfactuals:
 
 rule veridicality_kl:
     input:
-        predictions=f"{VRES}/{{vmodel}}/predictions.parquet",
-        counterfactuals=f"{VRES}/{{vmodel}}/counterfactual_predictions.parquet",
+        predictions=f"{PLAN.ver.res}/{{vmodel}}/predictions.parquet",
+        counterfactuals=f"{PLAN.ver.res}/{{vmodel}}/counterfactual_predictions.parquet",
     output:
-        t7_csv=report(f"{VRES}/{{vmodel}}/kl_table7.csv", caption="../report/veridicality_kl_table7.rst",
+        t7_csv=report(f"{PLAN.ver.res}/{{vmodel}}/kl_table7.csv", caption="../report/veridicality_kl_table7.rst",
                       category="Veridicality", subcategory="{vmodel}"),
-        t7_md=f"{VRES}/{{vmodel}}/kl_table7.md",
-        t7_tex=f"{VRES}/{{vmodel}}/kl_table7.tex",
-        t8_csv=report(f"{VRES}/{{vmodel}}/kl_table8.csv", caption="../report/veridicality_kl_table8.rst",
+        t7_md=f"{PLAN.ver.res}/{{vmodel}}/kl_table7.md",
+        t7_tex=f"{PLAN.ver.res}/{{vmodel}}/kl_table7.tex",
+        t8_csv=report(f"{PLAN.ver.res}/{{vmodel}}/kl_table8.csv", caption="../report/veridicality_kl_table8.rst",
                       category="Veridicality", subcategory="{vmodel}"),
-        t8_md=f"{VRES}/{{vmodel}}/kl_table8.md",
-        t8_tex=f"{VRES}/{{vmodel}}/kl_table8.tex",
+        t8_md=f"{PLAN.ver.res}/{{vmodel}}/kl_table8.md",
+        t8_tex=f"{PLAN.ver.res}/{{vmodel}}/kl_table8.tex",
     wildcard_constraints:
-        vmodel=_alternatives(VREAL),
+        vmodel=alternatives(list(PLAN.ver.real)),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{LOGS}/veridicality/{{vmodel}}/kl.log",
+        f"{PLAN.logs}/veridicality/{{vmodel}}/kl.log",
     shell:
         "verbeval veridicality-kl --predictions {input.predictions:q} --counterfactuals {input.counterfactuals:q} "
         "--model-name {wildcards.vmodel} --table7 {output.t7_csv:q} {output.t7_md:q} {output.t7_tex:q} "

@@ -493,9 +493,11 @@ def _cache_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.verified.json")
 
 
-def cached_content_digest(source: Source, path: str | Path) -> str:
+def cached_content_digest(source: Source, path: str | Path, write_cache: bool = True) -> str:
     """:func:`content_digest` of ``path``, cached beside it under its size, mtime, ctime and inode
-    (``.<name>.verified.json``), so that checking an unchanged file costs one ``stat``."""
+    (``.<name>.verified.json``), so that checking an unchanged file costs one ``stat``. With
+    ``write_cache=False`` (planning the workflow, which writes no file) a missing or stale cache
+    entry is not written."""
     path = Path(path)
     key = _stat_key(path)
     cache = _cache_path(path)
@@ -506,20 +508,20 @@ def cached_content_digest(source: Source, path: str | Path) -> str:
     except (OSError, ValueError, KeyError, AttributeError):
         pass
     digest = content_digest(source, path)
-    if _stat_key(path) == key:  # unchanged while it was read
+    if write_cache and _stat_key(path) == key:  # unchanged while it was read
         with contextlib.suppress(OSError):
             with atomic_open(cache) as fh:
                 json.dump({"stat": key, "format": source.format, "sha256": digest}, fh)
     return digest
 
 
-def is_verified(source: Source, path: str | Path) -> bool:
+def is_verified(source: Source, path: str | Path, write_cache: bool = True) -> bool:
     """Whether ``path`` is a file whose checksum (:func:`cached_content_digest`) the manifest accepts."""
     path = Path(path)
     if not path.is_file():
         return False
     try:
-        return cached_content_digest(source, path) in source.sha256
+        return cached_content_digest(source, path, write_cache) in source.sha256
     except (OSError, InputError):
         return False
 

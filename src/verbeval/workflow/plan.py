@@ -1,0 +1,585 @@
+"""The workflow's plan: from a configuration, everything the rules of ``workflow/rules/*.smk`` need.
+
+:func:`build_plan` validates the configuration (the schema fills in its defaults), reads the
+manifest and the groups file, and raises :class:`PlanError` naming the configuration file that set
+a bad key. The :class:`Plan` it returns holds the models, groups, sources, result paths, the
+output lists of every part of the workflow and the command options of each rule; the ``.smk``
+files only bind rules to it. Building a plan reads files and never writes one: a stale shard store
+or a raw copy that no longer verifies is *reported* (:meth:`Plan.stale_stores`,
+:meth:`Plan.unverified_raw`), and the job that runs repairs it.
+
+Study-specific parts live beside it: :mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verbeval.agreement.diagnostics import table3_groups
+from verbeval.agreement.figures import CUTOFF_FIGURES
+from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
+from verbeval.agreement.templates import CustomGroup, custom_groups, load_groups
+from verbeval.core.config import (Layer, check_model_paths, checkpoint_models, config_origin, model_entries,
+                                  normalise_model_path, pip_models, select_models, tiny_model_specs, validate_config)
+from verbeval.core.errors import VerbevalError
+from verbeval.core.fetch import Source, is_verified, load_manifest, local_filename, mirror_location
+from verbeval.core.models import is_local, model_fingerprint
+from verbeval.core.provenance import resolve_random_init
+
+#: a regex that matches nothing: the wildcard constraint of a rule with no job in this configuration
+NOTHING = "(?!x)x"
+
+
+class PlanError(VerbevalError):
+    """A setup error found before any job runs, its message naming the configuration file."""
+
+
+class Untracked:
+    """A rule param that is no rerun trigger. Snakemake's params trigger compares only params of
+    builtin types (its persistence records nothing else), so a change of this value reruns nothing.
+    For where the data comes from (data_mirror) and the manifest's path: the bytes are checked
+    either way."""
+
+    def __init__(self, value: object) -> None:
+        self.value = str(value)
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Untracked) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return f"Untracked({self.value!r})"
+
+
+def alternatives(names: Sequence[str]) -> str:
+    """A wildcard constraint matching exactly ``names`` (:data:`NOTHING` when there is none)."""
+    import re
+
+    return "|".join(map(re.escape, names)) or NOTHING
+
+
+def quoted(options: Sequence[str]) -> str:
+    """Shell words, each quoted."""
+    return " ".join(shlex.quote(o) for o in options)
+
+
+@dataclass(frozen=True)
+class StaleStore:
+    """A shard store whose manifest no longer describes it (found when the plan is built)."""
+
+    model: str
+    manifest: str
+    why: str
+
+    @property
+    def target(self) -> str:
+        """The file whose job must run (its model's inference job)."""
+        return self.manifest
+
+    def message(self) -> str:
+        return (f"{self.manifest}: {self.why}; the inference job of {self.model} will run again and recompute "
+                "what is missing")
+
+
+@dataclass(frozen=True)
+class UnverifiedCopy:
+    """A raw copy that matches no checksum of its (current) manifest entry."""
+
+    source: str
+    path: str
+    manifest: str
+
+    @property
+    def target(self) -> str:
+        """The file whose job must run (its fetch job)."""
+        return self.path
+
+    def message(self) -> str:
+        return (f"{self.path}: matches no checksum of source {self.source!r} in {self.manifest}; its fetch job "
+                "will move it aside (renamed, never deleted) and fetch a verified copy")
+
+
+def build_plan(config: dict[str, Any], layers: Sequence[Layer] = (), *, basedir: str | Path | None = None,
+               check_paths: bool = True) -> Plan:
+    """Validate ``config`` (in place: the schema's defaults are filled in) and plan the workflow.
+
+    ``layers`` are the configuration files in merge order (:func:`verbeval.core.config.config_layers`),
+    to name the one that set a bad key. ``basedir`` is the repository root: an error about a
+    relative path says how to run from elsewhere. ``check_paths``: check that local model folders
+    exist (the main Snakemake process; a job run on its own checks only its own model)."""
+    try:
+        validate_config(config, layers=layers)
+        manifest = load_manifest(config["manifest"])
+        all_groups = load_groups(config["agreement"]["groups_file"])
+        if check_paths:
+            check_model_paths(config, layers=layers)
+    except PlanError:
+        raise
+    except VerbevalError as exc:
+        raise PlanError(f"{exc}{workdir_hint(basedir)}") from None
+    return Plan(config, list(layers), manifest, all_groups)
+
+
+def workdir_hint(basedir: str | Path | None) -> str:
+    """Why a relative path is missing when snakemake runs outside the repository: appended to such errors."""
+    if basedir is None:
+        return ""
+    root = Path(basedir).resolve()
+    if Path.cwd().resolve() == root or Path("resources").is_dir():
+        return ""
+    return (f"; relative paths are read from the working directory {Path.cwd()}: run the workflow from the "
+            f"repository root ({root}), or add --directory {root}")
+
+
+class Plan:
+    """Everything the rules need, from a validated configuration (:func:`build_plan`)."""
+
+    def __init__(self, config: dict[str, Any], layers: list[Layer], manifest: dict[str, Source],
+                 all_groups: list[dict[str, Any]]) -> None:
+        from verbeval.workflow.studies import SimverbPlan, VeridicalityPlan
+
+        self.config = config
+        self.layers = layers
+        self.manifest = manifest
+        self.all_groups = all_groups
+        self.agr: dict[str, Any] = config["agreement"]
+        self.raw: str = config["raw_dir"]
+        self.res: str = config["results_dir"]
+        self.out = f"{self.res}/agreement"
+        self.logs = f"{self.res}/logs"
+        self.models: dict[str, dict[str, Any]] = {m["name"]: m for m in model_entries(config)}
+        self.tiny = tiny_model_specs(config)  # models the workflow builds itself (rule tiny_model)
+        self.pip_models = pip_models(config)  # models assembled from pip packages (rule pip_model), by folder
+        self.pip_by_name = {m["name"]: m for m in self.pip_models.values()}
+        self.pip_dir = normalise_model_path(config["pip_models_dir"])
+        self.checkpoints = checkpoint_models(list(self.models.values()))
+        self.table_models = select_models(list(self.models), self.agr["table_models"])
+        self._plan_groups()
+        self.random_models = ", ".join(n for n, m in self.models.items() if self.random_init(m["id"], m["random_init"]))
+        self._fingerprints: dict[str, str] = {}
+        self._plan_figures()
+        self.ver = VeridicalityPlan(self)
+        self.sv = SimverbPlan(self)
+        self._plan_lexicon_modes()
+
+    # ------------------------------------------------------------------ errors
+
+    def error(self, keypath: Sequence[str | int], reason: str) -> PlanError:
+        """PlanError '<file that set keypath>: <reason>'."""
+        return PlanError(f"{config_origin(keypath, self.layers)}: {reason}")
+
+    # ------------------------------------------------------------------ groups and sources
+
+    def _plan_groups(self) -> None:
+        agr = self.agr
+        self.groups = [g for g in self.all_groups if agr["groups"] is None or g["id"] in agr["groups"]]
+        if agr["groups"] is not None:
+            unknown = sorted(set(agr["groups"]) - {g["id"] for g in self.all_groups})
+            if unknown:
+                raise self.error(["agreement", "groups"], f"agreement.groups: unknown group(s) {unknown}")
+        try:
+            self.custom_groups: list[CustomGroup] = custom_groups(agr["custom_groups"], self.all_groups)
+        except VerbevalError as exc:
+            raise self.error(["agreement", "custom_groups"], str(exc)) from None
+        missing = [str(g.path) for g in self.custom_groups if not g.path.is_file()]
+        if missing:
+            raise self.error(["agreement", "custom_groups"],
+                             f"agreement.custom_groups: file(s) not found: {', '.join(missing)}")
+        # the paper's groups (from manifest sources), then the user's own (local files)
+        self.group_ids = [g["id"] for g in self.groups] + [g.id for g in self.custom_groups]
+        # the run's groups as a groups file (written by the templates rule): what the tables and figures show
+        self.run_groups_file = f"{self.out}/groups.yaml"
+        self.template_sources = [s for g in self.groups for s in g["sources"]]
+        self.sources = list(dict.fromkeys(self.template_sources + agr["verb_lists"]))
+        for src in self.sources:
+            if src not in self.manifest:
+                raise PlanError(f"{self.config['manifest']}: no source named {src!r}")
+        if self.config["data_mirror"]:
+            missing = self.mirror_missing(self.sources)
+            if missing:
+                raise self.error(["data_mirror"], f"data_mirror {self.config['data_mirror']}: missing "
+                                                  f"{len(missing)} file(s), e.g. {missing[0]}")
+
+    def raw_path(self, name: str) -> str:
+        """Where the fetched copy of manifest source ``name`` lives."""
+        return f"{self.raw}/{name}/{local_filename(self.manifest[name])}"
+
+    def mirror_missing(self, names: Sequence[str]) -> list[str]:
+        """The mirror files of these sources that are missing, for the sources that have no raw copy
+        yet (a fetched copy is not fetched again, so the mirror need not hold it)."""
+        mirror = self.config["data_mirror"]
+        return [str(mirror_location(self.manifest[s], mirror)) for s in names
+                if not os.path.exists(self.raw_path(s)) and not mirror_location(self.manifest[s], mirror).exists()]
+
+    def check_mirror_has(self, source: str) -> None:
+        """PlanError when data_mirror is set and lacks ``source`` (with no raw copy yet)."""
+        mirror = self.config["data_mirror"]
+        if mirror and self.mirror_missing([source]):
+            raise self.error(["data_mirror"], f"data_mirror {mirror}: missing "
+                                              f"{mirror_location(self.manifest[source], mirror)}")
+
+    def unverified_raw(self) -> list[UnverifiedCopy]:
+        """The raw copies that match no checksum of their manifest entry (edited by hand, or pinned by
+        an older manifest): their fetch jobs must run. Reads only (the verified-copy cache is not
+        written)."""
+        found = []
+        for name, source in self.manifest.items():
+            path = self.raw_path(name)
+            if os.path.isfile(path) and not is_verified(source, path, write_cache=False):
+                found.append(UnverifiedCopy(name, path, str(self.config["manifest"])))
+        return found
+
+    def source_sha256(self, name: str) -> str:
+        """The accepted checksums of source ``name``: a param of its fetch job (a changed entry fetches again)."""
+        return " ".join(self.manifest[name].sha256)
+
+    @property
+    def manifest_param(self) -> Untracked:
+        """The manifest's path as a param: where the formats are read, no rerun trigger."""
+        return Untracked(self.config["manifest"])
+
+    @property
+    def mirror_option(self) -> Untracked:
+        """``--mirror DIR`` of the fetch jobs (data_mirror), no rerun trigger: the bytes are checked either way."""
+        mirror = self.config["data_mirror"]
+        return Untracked(f"--mirror {shlex.quote(mirror)}" if mirror else "")
+
+    def source_inputs(self, names: Sequence[str]) -> str:
+        """``--input=NAME=PATH`` options of the raw copies of these sources."""
+        return quoted([f"--input={s}={self.raw_path(s)}" for s in names])
+
+    def custom_group_options(self) -> str:
+        """`verbeval templates` options of the custom groups (agreement.custom_groups)."""
+        opts = []
+        for g in self.custom_groups:
+            opts.append(f"--custom-group={g.id}={g.path}")
+            if g.name != g.id:
+                opts.append(f"--custom-name={g.id}={g.name}")
+            if g.sha256:
+                opts.append(f"--custom-sha256={g.id}={g.sha256}")
+            opts.append(f"--custom-format={g.id}={g.format}")
+        return quoted(opts)
+
+    def templates_params(self) -> dict[str, str]:
+        agr = self.agr
+        return {
+            "manifest": self.manifest_param,
+            "inputs": self.source_inputs(self.template_sources),
+            "groups": shlex.quote("--groups=" + ",".join(g["id"] for g in self.groups)),  # empty: custom only
+            "custom": self.custom_group_options(),
+            "skip": "--skip-bad-rows" if agr["skip_bad_rows"] else "",
+            "drop": "--drop-flagged-errata" if agr["drop_flagged_errata"] else "",
+            "limit": f"--max-rows-per-source {agr['max_rows_per_source']}" if agr["max_rows_per_source"] else "",
+        }
+
+    # ------------------------------------------------------------------ models
+
+    def random_init(self, model_id: str, declared: bool | None = None) -> bool:
+        """Whether a model is randomly initialised (verbeval.core.provenance): the config's
+        random_init, else a model the workflow builds itself (tiny_models), else the marker of a
+        local folder. The inference job decides the same from the built folder."""
+        if declared is None and normalise_model_path(model_id) in self.tiny:
+            return True
+        return resolve_random_init(model_id, declared)
+
+    def model_options(self, name: str) -> str:
+        """``--revision`` and ``--gguf-file`` of a model (those it has)."""
+        m = self.models[name]
+        opts = (["--revision", m["revision"]] if m["revision"] else []) + (
+            ["--gguf-file", m["gguf_file"]] if m["gguf_file"] else [])
+        return shlex.join(opts)
+
+    def device_map_option(self, name: str) -> str:
+        """``--device-map`` of a model split across devices (config ``device_map``), else nothing."""
+        dm = self.models[name]["device_map"]
+        if dm is None:
+            return ""
+        return f"--device-map {shlex.quote(dm if isinstance(dm, str) else json.dumps(dm))}"
+
+    def random_init_option(self, name: str) -> str:
+        """``--random-init`` of the inference job: the config's random_init, else auto (the folder's marker)."""
+        declared = self.models[name]["random_init"]
+        return "auto" if declared is None else str(declared).lower()
+
+    def bos_option(self, name: str) -> str:
+        bos = self.models[name]["prepend_bos"]
+        return "auto" if bos is None else str(bos).lower()
+
+    def model_version(self, name: str) -> str:
+        """Changes when the model's files (local) or resolved commit (hub) change, so that
+        Snakemake's params trigger reruns its eligibility and inference jobs."""
+        m = self.models[name]
+        built = self.tiny.get(normalise_model_path(m["id"]))
+        if built is not None:  # built by the workflow (tiny_model, deterministic): its recipe, not its files
+            return f"tiny_model {json.dumps(built, sort_keys=True)}"
+        if m["pip"] is not None:  # assembled by rule pip_model and checked against this sha256
+            return f"gguf-sha256:{m['pip']['sha256']}"
+        if name not in self._fingerprints:
+            self._fingerprints[name] = model_fingerprint(m["id"], m["revision"], m["gguf_file"])
+        return self._fingerprints[name]
+
+    def model_dir_input(self, model_id: str) -> list[str]:
+        """A local model directory is an input (a DVC dependency too; the output of rule tiny_model
+        or pip_model for a model the workflow assembles); a hub model is not."""
+        path = normalise_model_path(model_id)
+        return [path] if is_local(model_id) or path in self.tiny or path in self.pip_models else []
+
+    def local_model_input(self, name: str) -> list[str]:
+        return self.model_dir_input(self.models[name]["id"])
+
+    def needed_model_ids(self, jobs: Sequence[tuple[str, Mapping[str, str]]]) -> set[str]:
+        """The ids of the models that these jobs (rule name, wildcards) load (table3: every model's tokenizer)."""
+        ids: set[str] = set()
+        for rule, wc in jobs:
+            if rule == "table3":
+                ids.update(m["id"] for m in self.models.values())
+            if wc.get("model") in self.models:
+                ids.add(self.models[wc["model"]]["id"])
+            if wc.get("svmodel") in self.sv.models:
+                ids.add(self.sv.models[wc["svmodel"]]["id"])
+            if wc.get("vmodel") in self.ver.real:
+                ids.add(self.ver.real[wc["vmodel"]])
+        return ids
+
+    # ------------------------------------------------------------------ tiny and pip models
+
+    def tiny_model_inputs(self, tiny: str) -> list[str]:
+        spec = self.tiny[tiny]
+        if spec["tokenizer"] != "words":
+            return [spec["tokenizer"]] if is_local(spec["tokenizer"]) else []
+        # the word-level tokenizer's vocabulary: every word of the workflow's own data
+        return [f"{self.out}/lexicon.parquet", f"{self.out}/templates.parquet",
+                self.raw_path(self.config["simverb"]["source"]), self.raw_path(self.config["veridicality"]["source"])]
+
+    def tiny_model_source(self, tiny: str, inputs: Sequence[str]) -> str:
+        spec = self.tiny[tiny]
+        if spec["tokenizer"] == "words":
+            return shlex.join(["--word-corpus", *inputs])
+        return shlex.join(["--tokenizer", spec["tokenizer"]])
+
+    def pip_model_parts(self, name: str) -> str:
+        from verbeval.core.model_sources.pip_package import PipSpec
+
+        return shlex.join(f"--part={p}" for p in PipSpec.from_entry(self.pip_by_name[name]).part_args())
+
+    # ------------------------------------------------------------------ shard stores
+
+    @staticmethod
+    def shard_manifest(root: str) -> str:
+        """The manifest of a model's shard store under ``root`` (a pattern with ``{model}``): the
+        output of its inference job; the shards beside it are not job outputs, so a failed job's
+        clean-up never deletes finished ones."""
+        return f"{root}/{{model}}/shards/{MANIFEST_NAME}"
+
+    def store_roots(self) -> list[str]:
+        return [self.out] + ([self.lmout] if self.mt_on else [])
+
+    def stale_stores(self) -> list[StaleStore]:
+        """The shard stores whose manifest lists a shard that is gone (or changed size): their model's
+        inference job must run again; it keeps every intact shard (its journal lists them) and
+        computes only the missing ones. Reads only."""
+        found = []
+        for root in self.store_roots():
+            for name in self.models:
+                manifest = self.shard_manifest(root).format(model=name)
+                why = incomplete_store(manifest)
+                if why:
+                    found.append(StaleStore(name, manifest, why))
+        return found
+
+    def infer_input(self) -> dict[str, Any]:
+        """Inputs of the model's one job, besides the SimVerb data (patterns with ``{model}``; the
+        model's folder is a function of the job's wildcards)."""
+        return {"templates": f"{self.out}/templates.parquet", "lemmas": f"{self.out}/{{model}}/lemmas.parquet",
+                "model": lambda wc: self.local_model_input(wc.model),
+                **({"forms": f"{self.lmout}/{{model}}/forms.parquet"} if self.mt_on else {})}
+
+    def infer_output(self) -> dict[str, str]:
+        return {"manifest": self.shard_manifest(self.out),
+                **({"forms_manifest": self.shard_manifest(self.lmout)} if self.mt_on else {})}
+
+    def infer_options(self, name: str) -> dict[str, Any]:
+        """The per-model params of the model's inference job."""
+        m = self.models[name]
+        return {"model": m["id"], "version": self.model_version(name), "revision": self.model_options(name),
+                "kind": m["kind"], "dtype": m["dtype"], "device_map": self.device_map_option(name),
+                "batch_size": m["batch_size"], "bos": self.bos_option(name),
+                "random_init": self.random_init_option(name)}
+
+    def infer_params(self) -> dict[str, Any]:
+        """Params of the model's inference job: the per-model ones as functions of the wildcards."""
+        inf = self.config["inference"]
+        per_model = {key: (lambda wc, key=key: self.infer_options(wc.model)[key])
+                     for key in ("model", "version", "revision", "kind", "dtype", "device_map", "batch_size", "bos",
+                                 "random_init")}
+        return {**per_model, "device": inf["device"], "top_k": inf["top_k"], "groups": ",".join(self.group_ids),
+                "n_chunks": self.agr["chunks"],
+                "branches": lambda wc, input, output: self.run_model_branches(input, output),
+                "nonfinite": "--allow-nonfinite" if inf["allow_nonfinite"] else ""}
+
+    def run_model_branches(self, inputs: Any, outputs: Any) -> str:
+        """`verbeval run-model` options of the optional branches its job writes (forms, SimVerb);
+        ``inputs``/``outputs``: the job's named files (attributes)."""
+        opts = []
+        if self.mt_on:
+            opts += [f"--forms={inputs.forms}", f"--forms-groups={','.join(self.mt_groups)}",
+                     f"--forms-batch-size={self.mt['batch_size']}", f"--forms-manifest={outputs.forms_manifest}"]
+        if "sims" in outputs.keys():
+            sv = self.sv.config
+            opts += ["--simverb-data", inputs.simverb_data]
+            for name, path in zip(self.sv.splits, inputs.simverb_splits):
+                opts.append(f"--simverb-split={name}={path}")
+            for frame in sv["frames"]:
+                opts.append(f"--simverb-frame={frame}")
+            opts += [f"--simverb-multi-token={sv['multi_token']}", f"--simverb-batch-size={sv['batch_size']}",
+                     "--simverb-out", outputs.sims, "--simverb-verbs", outputs.verbs]
+        return quoted(opts)
+
+    def table2_params(self) -> dict[str, Any]:
+        return {
+            "models": ",".join(self.models),
+            "table_models": (f"--table-models {','.join(self.table_models)}"
+                             if self.table_models != list(self.models) else ""),
+            "drop": "--drop-flagged-errata" if self.agr["drop_flagged_errata"] else "",
+            "confidence": self.agr["bootstrap"]["confidence"],
+            "random_models": self.random_models,  # named in the report caption
+        }
+
+    def cutoffs(self, key: str) -> str:
+        return ",".join(f"{p:g}" for p in self.agr[key])
+
+    def per_group(self, pattern: str, groups: Sequence[str] | None = None) -> list[str]:
+        """``pattern`` (which may hold ``{model}``) with ``{group}`` filled in for every group."""
+        return [pattern.replace("{group}", g) for g in (self.group_ids if groups is None else groups)]
+
+    def per_model(self, pattern: str, models: Sequence[str] | None = None) -> list[str]:
+        return [pattern.replace("{model}", m) for m in (self.models if models is None else models)]
+
+    def agreement_outputs(self) -> list[str]:
+        out = self.out
+        return ([f"{out}/{n}" for n in ("table2.csv", "table2.md", "table2.tex", "table2.html", "summary_all.csv",
+                                        "metrics.json")]
+                + self.per_model(f"{out}/{{model}}/lemmas.parquet") + self.per_model(self.shard_manifest(out))
+                # every per-group output is a target: one deleted alone is regenerated
+                + [f"{out}/{m}/{g}/{n}" for m in self.models for g in self.group_ids
+                   for n in ("scores.parquet", "tse.parquet", "summary.csv")])
+
+    # ------------------------------------------------------------------ figures
+
+    def _plan_figures(self) -> None:
+        self.figs = f"{self.out}/figures"
+        self.figcfg: dict[str, Any] = self.agr["figures"]
+        self.t3_groups = table3_groups(self.group_ids, self.figcfg["contexts"], self.figcfg["context_groups"])
+        unknown = [g for g in self.t3_groups if g not in self.group_ids]
+        if unknown:
+            raise self.error(["agreement", "figures", "contexts"],
+                             f"agreement.figures.contexts: group(s) {unknown} are not run (groups: {self.group_ids})")
+        # the checkpoint figure: drawn when some model has `revisions:` (and figures.checkpoints.enabled)
+        self.checkpoint_figure = bool(self.checkpoints) and self.figcfg["checkpoints"]["enabled"]
+        self.dvc_figures = {spec.stem: (name, spec.sides) for name, spec in CUTOFF_FIGURES.items()}
+
+    def figure_images(self, stem: str) -> list[str]:
+        """The image files of figure ``stem`` (the first is registered in the report)."""
+        return [f"{self.figs}/{stem}.{ext}" for ext in self.figcfg["formats"]]
+
+    def cutoff_figure_params(self) -> dict[str, Any]:
+        return {"models": ",".join(self.models), "top": self.cutoffs("top_cutoffs"),
+                "bottom": self.cutoffs("bottom_cutoffs"), "confidence": self.agr["bootstrap"]["confidence"],
+                "min_contexts": self.figcfg["min_contexts"], "low_n": self.figcfg["low_n"],
+                "random_models": self.random_models}  # named in the report captions
+
+    def checkpoint_args(self) -> str:
+        """--checkpoint SWEEP MODEL STEP options of `verbeval plot-checkpoints`, and --log-x."""
+        args = []
+        for m in self.checkpoints:
+            args += ["--checkpoint", m["checkpoint_of"], m["name"], str(m["step"])]
+        if self.figcfg["checkpoints"]["log_x"]:
+            args.append("--log-x")
+        return quoted(args)
+
+    def table3_args(self) -> str:
+        """--model/--revision/--gguf-file/--lemmas/--shards/--context options of `verbeval topk-table`."""
+        args = []
+        for name, m in self.models.items():
+            args += ["--model", f"{name}={m['id']}", "--lemmas", f"{name}={self.out}/{name}/lemmas.parquet"]
+            if m["revision"]:
+                args += ["--revision", f"{name}={m['revision']}"]
+            if m["gguf_file"]:
+                args += ["--gguf-file", f"{name}={m['gguf_file']}"]
+        args.append("--shards")
+        args += [f"{name}={self.shard_manifest(self.out).format(model=name)}" for name in self.models]
+        for c in self.figcfg["contexts"] or []:
+            args += ["--context", c["group"], c["left"], "*" if c["right"] is None else c["right"]]
+        return quoted(args)
+
+    def table3_tokenizers(self) -> list[str]:
+        return [d for m in self.models.values() for d in self.model_dir_input(m["id"])]
+
+    def figure_outputs(self) -> list[str]:
+        figs, formats = self.figs, self.figcfg["formats"]
+        stems = ["fig1_top_p", "fig2_bottom_p", "fig3_prob_counted", "fig4_invalid", "lemma_accuracy",
+                 "model_comparison"]
+        return ([f"{figs}/{s}.{ext}" for s in stems for ext in ["csv", *formats]]
+                + [f"{figs}/{s}.{ext}" for s in ("table3_topk", "worst_lemmas") for ext in ("csv", "md", "html")]
+                + [f"{figs}/lemma_metrics.json"] + self.per_model(f"{self.out}/{{model}}/lemma_stats.csv")
+                + ([f"{figs}/checkpoints.{ext}" for ext in ["csv", *formats]] if self.checkpoint_figure else []))
+
+    # ------------------------------------------------------------------ lexicon modes (multi-token verbs)
+
+    def _plan_lexicon_modes(self) -> None:
+        self.mt: dict[str, Any] = self.agr["multitoken"]
+        self.lmout = f"{self.out}/lexicon_modes"
+        mt_groups = self.mt["groups"]
+        self.mt_groups = self.group_ids if mt_groups is None else [g for g in self.group_ids if g in mt_groups]
+        if mt_groups is not None:
+            unknown = sorted(set(mt_groups) - set(self.group_ids))
+            if unknown:
+                raise self.error(["agreement", "multitoken", "groups"],
+                                 f"agreement.multitoken.groups: {unknown} are not among the run's groups")
+        if self.agr["lexicon_mode"] != "single_token" and not self.mt["enabled"]:
+            raise self.error(["agreement", "lexicon_mode"], f"agreement.lexicon_mode {self.agr['lexicon_mode']!r} "
+                                                            "needs agreement.multitoken.enabled: true")
+        self.mt_on = bool(self.mt["enabled"] and self.mt_groups)
+
+    def forms_options(self) -> str:
+        """``NAME=PATH`` of every model's forms table."""
+        return quoted([f"{m}={self.lmout}/{m}/forms.parquet" for m in self.models])
+
+    def lexicon_modes_outputs(self) -> list[str]:
+        if not self.mt_on:
+            return []
+        lm = self.lmout
+        return ([f"{lm}/{f}" for f in ("table.csv", "table.md", "table.tex", "metrics.json", "coverage.csv",
+                                       "lemma_differences.csv", "common.parquet")]
+                + [f"{lm}/{m}/{f}" for m in self.models for f in ("summary.csv", "lemmas.csv", "consistency.csv")]
+                + self.per_model(self.shard_manifest(lm)))
+
+    # ------------------------------------------------------------------ DVC views
+
+    def dvc_metrics_files(self) -> list[str]:
+        return [f"{self.out}/metrics/{m}/{g}.json" for m in self.table_models for g in self.group_ids]
+
+    def dvc_plot_files(self, stem: str, side: str) -> list[str]:
+        return self.per_group(f"{self.figs}/dvc/{stem}/{side}/{{group}}.csv")
+
+    def dvc_view_outputs(self) -> list[str]:
+        return self.dvc_metrics_files() + [f for stem, (_, sides) in self.dvc_figures.items() for side in sides
+                                           for f in self.dvc_plot_files(stem, side)]
+
+    # ------------------------------------------------------------------ everything
+
+    def all_outputs(self) -> list[str]:
+        """The targets of rule all."""
+        return (self.agreement_outputs() + self.figure_outputs() + self.ver.outputs() + self.sv.outputs()
+                + self.lexicon_modes_outputs() + self.dvc_view_outputs())
