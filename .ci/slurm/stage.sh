@@ -23,7 +23,7 @@ for spec in "bert bert-base-cased tiny-bert-base-cased" "gpt2 gpt2 tiny-gpt2"; d
   set -- $spec
   [ -f "models/$3/config.json" ] || verbeval -q tiny-model --tokenizer "$SHARED/tokenizers/$2" --arch "$1" --out "models/$3"
 done
-CONFIGS=(config/ci.yaml "$HERE/config.yaml")
+CONFIGS=(.test/config/ci.yaml "$HERE/config.yaml")
 LOCAL=results-slurm-local
 CLUSTER=results-slurm
 rm -rf "$CLUSTER" .snakemake/slurm_logs

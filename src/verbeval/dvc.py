@@ -125,8 +125,16 @@ class JobSpec:
 
 
 def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -> list[JobSpec]:
-    """Every job of the workflow for these config files, in a stable order (rule, wildcards)."""
+    """Every job of the workflow for these config files, in a stable order (rule, wildcards).
+
+    Relative paths of the configuration (local model folders among them: they must exist, with their
+    ``config.json``, for a job to name them as dependencies) are read from ``workdir``, where Snakemake
+    also writes its ``.snakemake/``. A setup error of the workflow (a ConfigError of
+    ``workflow/rules/common.smk``: a missing mirror file, a bad key) is raised as one
+    :class:`VerbevalError` line.
+    """
     from snakemake.api import SnakemakeApi
+    from snakemake.exceptions import WorkflowError
     from snakemake.io import is_flagged
     from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
 
@@ -159,6 +167,8 @@ def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -
                 )
                 for j in wf.dag.jobs
             ]
+    except WorkflowError as exc:  # its traceback is of no use (common.smk's ConfigError even hides it)
+        raise VerbevalError(f"{Path(snakefile)}: {str(exc).strip()}") from None
     finally:
         os.chdir(cwd)
     return sorted(jobs, key=lambda j: (j.rule, sorted(j.wildcards.items()), j.outputs))

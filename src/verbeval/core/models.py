@@ -57,7 +57,7 @@ def meant_as_path(model_id: str) -> bool:
     * has more than one ``/`` (no hub id does);
     * is ``A/B`` where ``A`` is an existing local directory (relative to the working directory, i.e.
       the workflow's directory): ``models/tiny-gpt2`` with a ``models/`` folder here, the style of
-      ``config/ci.yaml``.
+      ``.test/config/ci.yaml``.
 
     Anything else is a hub id. Unlike :func:`model_name`, this depends on the file system; it only
     decides whether a missing directory is an error, never what a model is named.
