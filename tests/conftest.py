@@ -11,11 +11,18 @@ What a test needs, and where it comes from (README, "Tests without ../shared"):
 * ``tokenizer_or``: ``tokenizer_or(NAME, STANDIN)``, NAME's folder from the shared folder, else the
   rebuilt STANDIN (``wordpiece_path``: bert-base-cased, else bert-base-uncased).
 * ``shared_dir``: the shared folder itself, for the tests that compare with its files.
+
+No test writes into the checkout (issue 30): a test that runs the workflow from "the repository"
+runs it from :func:`checkout_view`, a scratch folder that links the checkout's workflow, configuration
+and resources; ``checkout_unchanged`` fails the session when a test created or changed a file in
+the checkout all the same.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +32,10 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = REPO_ROOT / "resources" / "manifest.yaml"
+#: the test and CI configuration (the snakemake-workflows convention: .test/config, apart from config/)
+CI_CONFIG = REPO_ROOT / ".test" / "config" / "ci.yaml"
+#: the checkout's entries that the workflow reads through relative paths (its configurations' defaults)
+CHECKOUT_ENTRIES = ("Snakefile", "workflow", "config", ".test", "resources", "profiles", "envs")
 
 #: set (as .ci/run does) to make a missing shared folder an error instead of a skip
 REQUIRE_SHARED_ENV = "VERBEVAL_REQUIRE_SHARED"
@@ -40,6 +51,104 @@ def _skip_or_fail(reason: str) -> None:
     if os.environ.get(REQUIRE_SHARED_ENV):
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason)
+
+
+def checkout_view(dest: Path, models: Path | None = None) -> Path:
+    """``dest``, made a working directory from which the workflow runs as from the checkout without
+    writing into it: a symlink to each of the checkout's :data:`CHECKOUT_ENTRIES`, and ``models`` (a
+    folder) linked as ``models/`` when given. Snakemake's ``.snakemake/``, and every output of a
+    configuration's relative paths, are written under ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in CHECKOUT_ENTRIES:
+        if (REPO_ROOT / name).exists() and not (dest / name).exists():
+            (dest / name).symlink_to(REPO_ROOT / name)
+    if models is not None:
+        (dest / "models").symlink_to(models)
+    return dest
+
+
+def stand_in_models(dest: Path, config: Path = CI_CONFIG) -> Path:
+    """``dest``, holding an empty stand-in (a folder with a ``config.json`` of ``{}``) for every local
+    model folder ``models/NAME`` of ``config`` (models and veridicality.models), laid out as the
+    checkout's ``models/``: what checking and planning a configuration read of a local model (its
+    folder and config.json exist) without building it. Pass it as :func:`checkout_view`'s ``models``."""
+    import yaml
+
+    cfg = yaml.safe_load(config.read_text()) or {}
+    ids = [m.get("id", "") for m in cfg.get("models") or []] + list((cfg.get("veridicality") or {}).get("models") or [])
+    for mid in ids:
+        if str(mid).startswith("models/"):
+            folder = dest / Path(mid).relative_to("models")
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "config.json").write_text("{}\n")
+    dest.mkdir(parents=True, exist_ok=True)
+    return dest
+
+
+#: what a test session may leave in the checkout: Python's and pytest's caches, the venv, the egg-info
+_GUARD_IGNORED = ("__pycache__", ".pytest_cache", ".venv")
+#: VERBEVAL_CHECKOUT_GUARD=0 turns the guard off (a checkout that other work changes during the run)
+GUARD_ENV = "VERBEVAL_CHECKOUT_GUARD"
+
+
+def _signature(path: Path) -> tuple[int, int] | None:
+    """(number of files, newest mtime in ns) of a file or folder (its caches left out), None if gone."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    if not path.is_dir() or path.is_symlink():
+        return 1, st.st_mtime_ns
+    files, newest = 0, st.st_mtime_ns
+    for top, dirs, names in os.walk(path):
+        dirs[:] = [d for d in dirs if d not in _GUARD_IGNORED and not d.endswith(".egg-info")]
+        for name in dirs + names:
+            try:
+                newest = max(newest, os.lstat(os.path.join(top, name)).st_mtime_ns)
+            except OSError:
+                continue
+        files += len(names)
+    return files, newest
+
+
+def _checkout_snapshot() -> dict[str, tuple[str, tuple[int, int] | None]] | None:
+    """Every untracked, ignored or changed path of the checkout (``git status --porcelain --ignored``)
+    with its status and :func:`_signature`; None when the checkout is no git work tree."""
+    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
+        return None
+    proc = subprocess.run(["git", "status", "--porcelain", "--ignored", "-z"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, check=False)
+    if proc.returncode != 0:
+        return None
+    snap: dict[str, tuple[str, tuple[int, int] | None]] = {}
+    items = iter(proc.stdout.split("\0"))
+    for item in items:
+        if not item:
+            continue
+        status, path = item[:2], item[3:].rstrip("/")
+        if status[0] in "RC":
+            next(items, None)  # the source path of a rename or copy
+        if any(p in _GUARD_IGNORED or p.endswith(".egg-info") for p in Path(path).parts):
+            continue
+        snap[path] = (status, _signature(REPO_ROOT / path))
+    return snap
+
+
+@pytest.fixture(scope="session", autouse=True)
+def checkout_unchanged() -> Iterator[None]:
+    """Fail the session when it created or changed a file in the checkout (beside the caches of
+    :data:`_GUARD_IGNORED`): tests write under ``tmp_path`` only, and depend on nothing a run of the
+    workflow in the checkout left there. Off outside a git checkout, and with ``VERBEVAL_CHECKOUT_GUARD=0``."""
+    before = None if os.environ.get(GUARD_ENV) == "0" else _checkout_snapshot()
+    yield
+    if before is None:
+        return
+    after = _checkout_snapshot() or {}
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    if changed:
+        pytest.fail(f"the test session created or changed {len(changed)} path(s) in the checkout {REPO_ROOT} "
+                    f"(git status --ignored): {', '.join(changed[:20])}{' ...' if len(changed) > 20 else ''}; "
+                    "a test must write under tmp_path only (tests/conftest.py, checkout_view)", pytrace=False)
 
 
 def cache_dir() -> Path:
@@ -169,8 +278,9 @@ def wordpiece_path(tokenizer_or: Callable[[str, str], Path]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ci_rules() -> Iterator[Any]:
-    """The workflow parsed with the quick-start configuration (rules only, no DAG; needs no ../shared)."""
+def ci_rules(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The workflow parsed with the quick-start configuration (rules only, no DAG; needs no ../shared),
+    from a :func:`checkout_view` (Snakemake writes its .snakemake/ there, not into the checkout)."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import (
         ConfigSettings,
@@ -184,7 +294,8 @@ def ci_rules() -> Iterator[Any]:
             wapi = api.workflow(resource_settings=ResourceSettings(cores=1),
                                 config_settings=ConfigSettings(configfiles=[REPO_ROOT / "config/config.yaml",
                                                                             REPO_ROOT / "config/quick.yaml"]),
-                                snakefile=REPO_ROOT / "Snakefile", workdir=REPO_ROOT)
+                                snakefile=REPO_ROOT / "Snakefile",
+                                workdir=checkout_view(tmp_path_factory.mktemp("ci-rules")))
             wf = wapi._workflow  # noqa: SLF001 - Snakemake offers no public rule listing
             yield wf
     finally:

@@ -350,7 +350,7 @@ def test_real_part_skips_without_gguf(tmp_path: Path, capsys: pytest.CaptureFixt
     from verbeval.bench.runner import run_bench
 
     missing = tmp_path / "absent.gguf"
-    report = run_bench(out=tmp_path / "bench.json", quick=True, config="config/ci.yaml", shared=tmp_path,
+    report = run_bench(out=tmp_path / "bench.json", quick=True, config=".test/config/ci.yaml", shared=tmp_path,
                        workdir=tmp_path / "wd", parts=["real"], ggufs=[str(missing)],
                        cli=lambda argv: pytest.fail(f"no workflow expected: {argv}"))
     assert report["real"]["results"] == []

@@ -16,7 +16,7 @@ from verbeval.core.clidoc import BEGIN, END, documented_commands, subcommands, s
 from verbeval.agreement.eligibility import ELIGIBLE_COLUMNS, eligible_lemmas
 from verbeval.core.models import load_model
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from conftest import CI_CONFIG, REPO_ROOT, checkout_view, stand_in_models
 
 
 def _stderr_lines(capsys: pytest.CaptureFixture[str]) -> tuple[str, list[str]]:
@@ -24,14 +24,18 @@ def _stderr_lines(capsys: pytest.CaptureFixture[str]) -> tuple[str, list[str]]:
     return cap.out, [line for line in cap.err.splitlines() if line.strip()]
 
 
-def test_check_config_ok(capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_config_ok(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # local model paths are relative to the working directory: one that holds the CI configuration's
+    # models (stand-ins), whatever the checkout holds (a quick start's models/ folder, or none)
+    monkeypatch.chdir(checkout_view(tmp_path / "wd", models=stand_in_models(tmp_path / "models")))
     cfg = REPO_ROOT / "config" / "config.yaml"
     assert main(["check-config", str(cfg)]) == 0
     out, _ = _stderr_lines(capsys)
     assert out == f"{cfg}: OK (4 models)\n"
-    assert main(["check-config", str(REPO_ROOT / "config" / "ci.yaml")]) == 0
+    assert main(["check-config", str(CI_CONFIG)]) == 0
     assert "OK (5 models)" in capsys.readouterr().out
-    # the quick start's models are built by the workflow: not required to exist yet
+    # the quick start's models are built by the workflow: not required to exist yet (here a models/
+    # folder exists without them)
     assert main(["check-config", str(REPO_ROOT / "config" / "quick.yaml")]) == 0
     assert "OK (2 models)" in capsys.readouterr().out
 

@@ -32,10 +32,11 @@ def test_repo_configs_validate() -> None:
     default = load_config(REPO_ROOT / "config" / "config.yaml")
     assert [m["id"] for m in default["models"]] == ["bert-large-cased", "bert-large-uncased", "roberta-large", "gpt2-xl"]
     assert default["agreement"]["chunks"] == 4
-    ci = load_config(REPO_ROOT / "config" / "ci.yaml")
+    ci = load_config(REPO_ROOT / ".test" / "config" / "ci.yaml")
     assert [m["name"] for m in model_entries(ci)] == ["tiny-bert-cased", "tiny-gpt2", "tiny-mistral", "tiny-gpt-neox",
                                                   "tiny-olmo2"]
     assert ci["agreement"]["chunks"] == 2 and ci["inference"]["device"] == "cpu"
+    assert ci["data_mirror"] is None  # given on the command line or in the environment, never ../shared
     # keys ci.yaml leaves out come from the schema defaults
     assert ci["agreement"]["top_cutoffs"] == default["agreement"]["top_cutoffs"]
     assert ci["agreement"]["bootstrap"]["confidence"] == 0.95

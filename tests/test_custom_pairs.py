@@ -33,7 +33,8 @@ from verbeval.agreement.templates import (
     write_groups,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO_ROOT, checkout_view
+
 EXAMPLE = REPO_ROOT / "resources" / "examples" / "agreement_new_constructions.jsonl"
 PAPER_GROUPS = [{"id": "simple", "name": "Simple", "sources": ["ml_simple_agrmt"]}]
 
@@ -279,10 +280,11 @@ def test_custom_groups_come_after_the_paper_groups(data_dir: Path, tmp_path: Pat
 # --------------------------------------------------------------------------- the workflow DAG
 
 
-def _snakemake(*args: str) -> subprocess.CompletedProcess[str]:
+def _snakemake(wd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A dry run from ``wd``, a view of the checkout (nothing is written into the checkout)."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO_ROOT / "Snakefile"), "-n", "--cores", "1", *args]
-    return subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    return subprocess.run(cmd, cwd=checkout_view(wd), env=env, capture_output=True, text=True)
 
 
 def test_custom_group_in_the_dry_run(tmp_path: Path) -> None:
@@ -291,7 +293,7 @@ def test_custom_group_in_the_dry_run(tmp_path: Path) -> None:
     extra.write_text(yaml.safe_dump({"agreement": {"groups": ["simple"], "custom_groups": [
         {"id": "new_constructions", "name": "New constructions", "path": str(EXAMPLE.relative_to(REPO_ROOT)),
          "sha256": sha}]}}))
-    proc = _snakemake("-p", "--configfile", "config/quick.yaml", str(extra))  # a config that needs no ../shared
+    proc = _snakemake(tmp_path / "wd", "-p", "--configfile", "config/quick.yaml", str(extra))  # a config that needs no ../shared
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "resources/examples/agreement_new_constructions.jsonl" in out  # an input of the templates rule
@@ -303,7 +305,7 @@ def test_custom_group_in_the_dry_run(tmp_path: Path) -> None:
     assert "--groups-file results-quick/agreement/groups.yaml" in out
     # a missing file stops the run before any job, naming the config file that declared it
     extra.write_text(yaml.safe_dump({"agreement": {"custom_groups": [{"id": "x", "path": "nowhere/pairs.csv"}]}}))
-    proc = _snakemake("--configfile", "config/quick.yaml", str(extra))
+    proc = _snakemake(tmp_path / "wd", "--configfile", "config/quick.yaml", str(extra))
     assert proc.returncode != 0
     assert f"{extra}: agreement.custom_groups: file(s) not found: nowhere/pairs.csv" in proc.stdout + proc.stderr
 

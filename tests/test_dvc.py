@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,70 +11,57 @@ import yaml
 from verbeval.cli import main
 from verbeval.dvc import RULE_PARAMS, JobSpec, _params, dvc_pipeline, stage_name, workflow_jobs
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import CI_CONFIG, REPO_ROOT, checkout_view, stand_in_models
+
+REPO = REPO_ROOT
+CI = str(CI_CONFIG.relative_to(REPO))  # .test/config/ci.yaml
 PIPELINES = [
     (["config/config.yaml"], "dvc.yaml"),
-    (["config/config.yaml", "config/ci.yaml"], "pipelines/ci/dvc.yaml"),
+    (["config/config.yaml", CI], "pipelines/ci/dvc.yaml"),
 ]
 
 
-#: the CI configuration's local models as .ci/run builds them (folder, architecture, tokenizer), and a
-#: stand-in tokenizer that the tests can rebuild without ../shared (tests/tokenizer_sources.py)
-CI_MODELS = (("tiny-bert-base-cased", "bert", "bert-base-cased", "bert-base-uncased"),
-             ("tiny-gpt2", "gpt2", "gpt2", "gpt2"),
-             ("tiny-mistral", "mistral", "mistral_v1_spm", "gpt2"),
-             ("tiny-gpt-neox", "gpt-neox", "gpt_neox_olmo1", "gpt_neox_olmo1"),
-             ("tiny-olmo2", "olmo2", "olmo2_dolma2", "olmo2_dolma2"),
-             ("tiny-bert-nli", "bert-nli", "bert-base-uncased", "bert-base-uncased"))
+@pytest.fixture(scope="module")
+def view(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A working directory that reads as the checkout (:func:`conftest.checkout_view`), with the CI
+    configuration's local model folders and a copy of the committed pipelines.
 
-
-@pytest.fixture(scope="module", autouse=True)
-def ci_models(tokenizer_or: Callable[[str, str], Path]) -> None:
-    """The CI configuration's local models: their directories are DVC dependencies, so they must
-    exist when the pipeline is generated (.ci/run makes them the same way).
-
-    What these tests check (stage names, commands, dependencies, the committed pipelines/ci/dvc.yaml)
-    depends on the folders' names and existence only, not on the tokenizer inside: without ../shared,
-    tiny-bert-base-cased is built on bert-base-uncased and tiny-mistral on gpt2 (their marker file
-    says so). A folder already there is kept, unless it was built on a stand-in and the real
-    tokenizer can now be had.
+    Planning the DAG needs each local model folder to exist with a ``config.json``, so that its
+    jobs name it as a dependency (a job checks the model itself when it runs); what these tests check
+    (stage names, commands, dependencies, the committed pipelines/ci/dvc.yaml) depends on nothing
+    inside it, so the folders are empty stand-ins beside the checkout, not the models .ci/run builds.
+    Nothing is written into the checkout.
     """
-    import shutil
-
-    from verbeval.core.models import make_tiny_model
-    from verbeval.core.provenance import random_init_record
-
-    for name, arch, real, standin in CI_MODELS:
-        out = REPO / "models" / name
-        tok = tokenizer_or(real, standin)
-        if (out / "config.json").exists():
-            built_on = (random_init_record(out) or {}).get("tokenizer")
-            if not (built_on == standin != real == tok.name):
-                continue
-            shutil.rmtree(out)  # a stand-in's files (vocab.json, ...) must not stay beside the real ones
-        make_tiny_model(tok, arch, out)
+    root = tmp_path_factory.mktemp("dvc")
+    wd = checkout_view(root / "wd", models=stand_in_models(root / "models"))
+    for _, out in PIPELINES:
+        (wd / out).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / out, wd / out)
+    return wd
 
 
 @pytest.fixture(scope="module")
-def ci_jobs() -> list[JobSpec]:
-    return workflow_jobs(REPO / "Snakefile", [REPO / "config/config.yaml", REPO / "config/ci.yaml"], REPO)
+def ci_jobs(view: Path) -> list[JobSpec]:
+    return workflow_jobs(REPO / "Snakefile", [REPO / "config/config.yaml", CI_CONFIG], view)
 
 
 @pytest.mark.parametrize("configs, out", PIPELINES)
-def test_committed_pipelines_match_the_workflow(configs: list[str], out: str, capsys: pytest.CaptureFixture[str],
+def test_committed_pipelines_match_the_workflow(configs: list[str], out: str, view: Path,
+                                                capsys: pytest.CaptureFixture[str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(view)  # the checkout's files, a copy of the committed pipeline
     code = main(["-q", "dvc-yaml", "--configfile", *configs, "--out", out, "--check"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "up to date" in captured.out
 
 
-def test_check_fails_on_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.chdir(REPO)
+def test_check_fails_on_drift(tmp_path: Path, view: Path, monkeypatch: pytest.MonkeyPatch,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
     stale = tmp_path / "dvc.yaml"
     stale.write_text((REPO / "dvc.yaml").read_text().replace("--resamples 1000", "--resamples 999"))
-    code = main(["-q", "dvc-yaml", "--out", str(stale), "--root", str(REPO), "--check"])
+    code = main(["-q", "dvc-yaml", "--out", str(stale), "--root", str(view), "--check"])
     assert code == 1
     assert "out of date with the workflow" in capsys.readouterr().err
 
@@ -82,7 +69,7 @@ def test_check_fails_on_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c
 def test_every_rule_has_params_and_every_job_a_stage(ci_jobs: list[JobSpec]) -> None:
     rules = {j.rule for j in ci_jobs} - {"all"}
     assert rules <= set(RULE_PARAMS), rules - set(RULE_PARAMS)
-    pipeline = dvc_pipeline(ci_jobs, ["config/config.yaml", "config/ci.yaml"], REPO, "../..")
+    pipeline = dvc_pipeline(ci_jobs, ["config/config.yaml", CI], REPO, "../..")
     stages = pipeline["stages"]
     assert len(stages) == len([j for j in ci_jobs if j.rule != "all"])
     # one inference stage per model in the CI configuration (every group and chunk in one process)
@@ -93,7 +80,7 @@ def test_every_rule_has_params_and_every_job_a_stage(ci_jobs: list[JobSpec]) -> 
 
 def test_stage_runs_the_snakemake_command(ci_jobs: list[JobSpec]) -> None:
     job = next(j for j in ci_jobs if j.rule == "infer" and j.wildcards == {"model": "tiny-gpt2"})
-    stage = dvc_pipeline([job], ["config/config.yaml", "config/ci.yaml"], REPO)["stages"][stage_name(job)]
+    stage = dvc_pipeline([job], ["config/config.yaml", CI], REPO)["stages"][stage_name(job)]
     assert stage_name(job) == "infer--tiny-gpt2"
     assert stage["cmd"] == "mkdir -p results-ci/logs/agreement/tiny-gpt2 && " + job.cmd
     assert job.cmd.startswith("verbeval run-model --model models/tiny-gpt2 ")
@@ -114,21 +101,21 @@ def test_stage_runs_the_snakemake_command(ci_jobs: list[JobSpec]) -> None:
                              {"results-ci/agreement/tiny-gpt2/shards/manifest.json": store},
                              {"results-ci/agreement/lexicon_modes/tiny-gpt2/shards/manifest.json": store}]
     # keys set in ci.yaml come from it, the others from config.yaml
-    assert stage["params"][0] == {"config/ci.yaml": ["models", "inference", "agreement.chunks",
+    assert stage["params"][0] == {CI: ["models", "inference", "agreement.chunks",
                                                      "agreement.multitoken.enabled", "agreement.multitoken.groups"]}
     assert stage["params"][1]["config/config.yaml"][:2] == ["agreement.groups", "agreement.custom_groups"]
 
 
 def test_only_a_root_pipeline_declares_metrics(ci_jobs: list[JobSpec]) -> None:
     jobs = [j for j in ci_jobs if j.rule in ("table2", "dvc_metrics")]
-    stages = dvc_pipeline(jobs, ["config/config.yaml", "config/ci.yaml"], REPO)["stages"]
+    stages = dvc_pipeline(jobs, ["config/config.yaml", CI], REPO)["stages"]
     # Table 2 as one {tse, ew, mw} file per model and group; metrics.json is a plain output
     assert stages["dvc_metrics"]["metrics"][:2] == [{"results-ci/agreement/metrics/tiny-bert-cased/simple.json": {"cache": False}},
                                                     {"results-ci/agreement/metrics/tiny-bert-cased/sent_comp.json": {"cache": False}}]
     assert len(stages["dvc_metrics"]["metrics"]) == 5 * 10 and "outs" not in stages["dvc_metrics"]  # 5 CI models x 10 groups
     assert "results-ci/agreement/metrics.json" in stages["table2"]["outs"] and "metrics" not in stages["table2"]
     # a pipeline in a subdirectory (pipelines/ci) declares none: its outputs are plain outs
-    sub = dvc_pipeline(jobs, ["config/config.yaml", "config/ci.yaml"], REPO, "../..")["stages"]
+    sub = dvc_pipeline(jobs, ["config/config.yaml", CI], REPO, "../..")["stages"]
     assert "metrics" not in sub["dvc_metrics"]
     assert sub["dvc_metrics"]["outs"] == [next(iter(m)) for m in stages["dvc_metrics"]["metrics"]]
 
@@ -157,7 +144,7 @@ def test_figure_data_are_dvc_plots_with_existing_columns(ci_jobs: list[JobSpec])
     for name, spec in PLOTS.items():
         cols = columns[name]
         assert spec["x"] in cols and spec["y"] in cols, name
-    stages = dvc_pipeline(ci_jobs, ["config/config.yaml", "config/ci.yaml"], REPO)["stages"]
+    stages = dvc_pipeline(ci_jobs, ["config/config.yaml", CI], REPO)["stages"]
     declared = {Path(next(iter(p))).name for s in stages.values() for p in s.get("plots", [])}
     # the checkpoint figure exists only with revisions (tests/test_revisions.py checks its stage)
     assert declared == set(PLOTS) - {"checkpoints.csv"}
@@ -173,3 +160,15 @@ def test_no_dvc_lock_file_is_git_ignored() -> None:
     locks = ["dvc.lock", "pipelines/ci/dvc.lock"]
     proc = subprocess.run(["git", "check-ignore", "--no-index", *locks], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stdout == "", f"git ignores {proc.stdout.split()}"
+
+
+def test_a_setup_error_of_the_workflow_is_one_error_line(view: Path, tmp_path: Path) -> None:
+    """A ConfigError of the workflow's parse (here: a mirror without the data) reaches `verbeval dvc-yaml`
+    as one VerbevalError line, not as Snakemake's exception (whose traceback common.smk hides)."""
+    from verbeval.core.errors import VerbevalError
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"data_mirror: /nonexistent-mirror\nraw_dir: {tmp_path / 'raw'}\n")
+    with pytest.raises(VerbevalError, match=r"data_mirror /nonexistent-mirror: missing \d+ file\(s\)") as exc:
+        workflow_jobs(REPO / "Snakefile", [REPO / "config/config.yaml", bad], view)
+    assert "\n" not in str(exc.value)

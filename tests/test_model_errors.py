@@ -14,7 +14,7 @@ import pytest
 from verbeval.cli import main
 from verbeval.core.model_sources import hub
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import checkout_view
 
 
 @pytest.fixture()
@@ -62,12 +62,13 @@ def test_check_config_warns_about_hub_ids(no_hub: Path, tmp_path: Path, monkeypa
     assert any("hub model models/no-such-model-dir is not in the local Hugging Face cache" in ln for ln in err), err
 
 
-def _run(args: list[str], env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(wd: Path, args: list[str], env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Snakemake from ``wd``, a view of the checkout (nothing is written into the checkout)."""
     import os
 
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=REPO, capture_output=True, text=True,
-                          env=env)
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=checkout_view(wd), capture_output=True,
+                          text=True, env=env)
 
 
 @pytest.mark.slow
@@ -78,7 +79,7 @@ def test_real_run_with_unreachable_hub_model_stops_before_any_job(no_hub: Path, 
     cfg.write_text(f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\nmodels: [{{id: gpt2}}]\n"
                    "agreement: {groups: [simple]}\n")
     target = str(tmp_path / "res" / "agreement" / "gpt2" / "lemmas.parquet")
-    res = _run([target, "--cores", "1", "--configfile", str(cfg)],
+    res = _run(tmp_path / "wd", [target, "--cores", "1", "--configfile", str(cfg)],
                {"HF_HUB_CACHE": os.environ["HF_HUB_CACHE"], "HF_ENDPOINT": os.environ["HF_ENDPOINT"]})
     out = res.stdout + res.stderr
     assert res.returncode != 0
@@ -97,9 +98,9 @@ def test_a_job_checks_only_its_own_model(tmp_path: Path) -> None:
                    f"models: [{{id: {a}, name: a}}, {{id: {tmp_path / 'gone'}, name: b}}]\n"
                    "agreement: {groups: [simple]}\n")
     target = str(tmp_path / "res" / "agreement" / "a" / "lemmas.parquet")
-    main_run = _run([target, "-n", "--cores", "1", "--configfile", str(cfg)])
+    main_run = _run(tmp_path / "wd", [target, "-n", "--cores", "1", "--configfile", str(cfg)])
     assert f"models.1.id: model b: local path {tmp_path / 'gone'} does not exist" in main_run.stderr + main_run.stdout
-    job = _run([target, "-n", "--mode", "remote", "--cores", "1", "--configfile", str(cfg)])
+    job = _run(tmp_path / "wd", [target, "-n", "--mode", "remote", "--cores", "1", "--configfile", str(cfg)])
     out = job.stdout + job.stderr
     assert job.returncode == 0 and "does not exist" not in out and "rule lemmas:" in out, out[-3000:]
 
@@ -135,6 +136,6 @@ def test_unreachable_hub_model_does_not_stop_jobs_that_do_not_load_it(no_hub: Pa
     cfg.write_text(f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\nmodels: [{{id: gpt2}}]\n"
                    f"data_mirror: {data_dir}\nagreement: {{groups: [simple], verb_lists: [verbs_combined]}}\n")
     target = str(tmp_path / "res" / "agreement" / "lexicon.parquet")
-    res = _run([target, "--cores", "1", "--configfile", str(cfg)],
+    res = _run(tmp_path / "wd", [target, "--cores", "1", "--configfile", str(cfg)],
                {"HF_HUB_CACHE": os.environ["HF_HUB_CACHE"], "HF_ENDPOINT": os.environ["HF_ENDPOINT"]})
     assert res.returncode == 0 and Path(target).is_file(), (res.stdout + res.stderr)[-3000:]

@@ -13,7 +13,7 @@ import pytest
 
 from verbeval.core.models import model_fingerprint
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import checkout_view
 
 
 def _dry_run(tmp_path: Path, config: str) -> subprocess.CompletedProcess[str]:
@@ -21,7 +21,7 @@ def _dry_run(tmp_path: Path, config: str) -> subprocess.CompletedProcess[str]:
     cfg.write_text(config)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(cfg), "--cores", "1"],
-                          cwd=REPO, capture_output=True, text=True, env=env)
+                          cwd=checkout_view(tmp_path / "wd"), capture_output=True, text=True, env=env)
 
 
 @pytest.mark.parametrize("config, reason", [
@@ -79,13 +79,14 @@ models: [{{id: {model}, name: tiny}}]
 """)
     target = str(tmp_path / "results" / "agreement" / "tiny" / "lemmas.parquet")
     cmd = [sys.executable, "-m", "snakemake", target, "--cores", "1", "--configfile", str(cfg)]
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    wd = checkout_view(tmp_path / "wd")
+    done = subprocess.run(cmd, cwd=wd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    again = subprocess.run(cmd + ["-n"], cwd=REPO, capture_output=True, text=True)
+    again = subprocess.run(cmd + ["-n"], cwd=wd, capture_output=True, text=True)
     assert "Nothing to be done" in again.stdout + again.stderr
     for f in model.iterdir():
         f.touch()  # new times, same contents: nothing to recompute (the fingerprint is a content hash)
-    touched = subprocess.run(cmd + ["-n"], cwd=REPO, capture_output=True, text=True)
+    touched = subprocess.run(cmd + ["-n"], cwd=wd, capture_output=True, text=True)
     assert "Nothing to be done" in touched.stdout + touched.stderr, (touched.stdout + touched.stderr)[-2000:]
     # another checkpoint of the same architecture, copied over it with preserved times (cp -p): same
     # names, sizes, mtimes and safetensors header, other weights
@@ -96,6 +97,6 @@ models: [{{id: {model}, name: tiny}}]
         os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
         shutil.copy2(f, model / f.name)
     assert (model / "model.safetensors").stat().st_mtime_ns == (other / "model.safetensors").stat().st_mtime_ns
-    changed = subprocess.run(cmd + ["-n"], cwd=REPO, capture_output=True, text=True)
+    changed = subprocess.run(cmd + ["-n"], cwd=wd, capture_output=True, text=True)
     out = changed.stdout + changed.stderr
     assert "rule lemmas:" in out and "Nothing to be done" not in out, out[-2000:]

@@ -16,7 +16,8 @@ from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import atomic_path, check_writable, stale_temporaries, write_text
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO_ROOT as REPO, checkout_view
+
 SRC = REPO / "src"
 
 
@@ -225,7 +226,7 @@ def _snakemake(tmp_path: Path, config: str, *args: str) -> subprocess.CompletedP
     cfg.write_text(config)
     env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONUNBUFFERED": "1"}
     return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(cfg), "--cores", "1", *args],
-                          cwd=REPO, capture_output=True, text=True, env=env)
+                          cwd=checkout_view(tmp_path / "wd"), capture_output=True, text=True, env=env)
 
 
 def test_paths_with_spaces_are_quoted(tmp_path: Path) -> None:
@@ -367,7 +368,7 @@ def test_a_failed_job_prints_its_error_line_on_the_console(tmp_path: Path, data_
                    f"results_dir: {tmp_path / 'res'}\n")
     env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONUNBUFFERED": "1"}
     res = subprocess.run([sys.executable, "-m", "snakemake", "--configfile", str(cfg), "--cores", "1", str(target)],
-                         cwd=REPO, capture_output=True, text=True, env=env)
+                         cwd=checkout_view(tmp_path / "wd"), capture_output=True, text=True, env=env)
     out = res.stdout + res.stderr
     assert res.returncode != 0
     # the profile's show-failed-logs puts the job's one-line error on the console

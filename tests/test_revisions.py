@@ -31,7 +31,7 @@ from verbeval.core.config import (
 from verbeval.core.errors import VerbevalError
 from verbeval.agreement.figures import checkpoint_curves
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO_ROOT as REPO, checkout_view
 
 
 def _error(cfg: dict[str, Any]) -> str:
@@ -303,8 +303,9 @@ def test_three_local_checkpoints_dag(tmp_path: Path, tokenizer_path: Callable[[s
     path = tmp_path / "cfg.yaml"
     path.write_text(yaml.safe_dump(cfg))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    wd = checkout_view(tmp_path / "wd")
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1", "--configfile", str(path)],
-                          cwd=REPO, capture_output=True, text=True, env=env)
+                          cwd=wd, capture_output=True, text=True, env=env)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     stats = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.MULTILINE)}
@@ -319,7 +320,7 @@ def test_three_local_checkpoints_dag(tmp_path: Path, tokenizer_path: Callable[[s
     # the DVC pipeline of the same config: one stage per checkpoint
     from verbeval.dvc import dvc_pipeline, workflow_jobs
 
-    stages = dvc_pipeline(workflow_jobs(REPO / "Snakefile", [path], REPO), [str(path)], REPO)["stages"]
+    stages = dvc_pipeline(workflow_jobs(REPO / "Snakefile", [path], wd), [str(path)], REPO)["stages"]
     assert sorted(n for n in stages if n.startswith("infer--")) == [
         "infer--tiny_ckpt-0", "infer--tiny_ckpt-100", "infer--tiny_ckpt-1000"]
     fig = stages["figure_checkpoints"]
@@ -336,7 +337,7 @@ def test_hub_sweep_dag_scores_every_revision_on_simverb(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"results_dir": str(tmp_path / "results"), "models": [
         {"id": "EleutherAI/pythia-160m", "name": "p", "revisions": ["step1000", "step143000"]}, {"id": "gpt2"}]}))
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1", "--configfile", str(path)],
-                          cwd=REPO, capture_output=True, text=True)
+                          cwd=checkout_view(tmp_path / "wd"), capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     stats = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.MULTILINE)}

@@ -100,14 +100,14 @@ def _env(path_prefix: Path | None = None) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def workdir(tokenizer_path: Callable[[str], Path], wordpiece_path: Path, data_dir: Path,
             tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The CI configuration (config/ci.yaml) with its tiny models, plus a model split over 2 GPUs."""
+    """The CI configuration (.test/config/ci.yaml) with its tiny models, plus a model split over 2 GPUs."""
     root = tmp_path_factory.mktemp("slurm")
     gpt2, uncased = tokenizer_path("gpt2"), tokenizer_path("bert-base-uncased")
     for arch, tok, name in (("bert", wordpiece_path, "tiny-bert-base-cased"), ("gpt2", gpt2, "tiny-gpt2"),
                             ("bert-nli", uncased, "tiny-bert-nli"), ("gpt2", gpt2, "tiny-gpt2-split")):
         assert verbeval_main(["-q", "tiny-model", "--tokenizer", str(tok), "--arch", arch,
                               "--out", str(root / "models" / name)]) == 0
-    cfg = yaml.safe_load((REPO_ROOT / "config" / "ci.yaml").read_text())
+    cfg = yaml.safe_load((REPO_ROOT / ".test" / "config" / "ci.yaml").read_text())
     cfg["data_mirror"] = str(data_dir)
     cfg["manifest"] = str(REPO_ROOT / "resources" / "manifest.yaml")
     cfg["inference"]["threads"] = THREADS

