@@ -9,6 +9,7 @@ import http.server
 import threading
 import zipfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -344,10 +345,14 @@ def test_checksum_mismatch_leaves_nothing(
     assert wrong in text
     assert sha(data) in text
     assert ("f.txt" in text) and ("checksum mismatch" in text)
-    # no file at dest and no temporary file; the unverified copy was set aside, not deleted
+    # no temporary file, and the unverified copy is left as it was (set aside only for a verified one)
+    assert [f for f in leftovers(dest_dir) if not f.endswith(".verified.json")] == ["f.txt"]
+    assert dest.read_bytes() == stale
+    # with the right checksum the same fetch sets the stale copy aside (renamed, not deleted) and replaces it
+    fetch_source(replace(source, sha256=(sha(data),)), dest, mirror_dir=mirror if via == "mirror" else None,
+                 timeout=10)
     aside = f"f.txt.unverified-{sha(stale)[:12]}"
-    assert leftovers(dest_dir) == [aside]
-    assert (dest_dir / aside).read_bytes() == stale
+    assert dest.read_bytes() == data and (dest_dir / aside).read_bytes() == stale
 
 
 # --------------------------------------------------------------------------- giant verb list

@@ -122,14 +122,13 @@ def test_changed_entry_is_fetched_again_and_a_failed_fetch_loses_nothing(run: Ru
     shutil.copy(REPO_ROOT / "resources" / "giant_verb_list.verb_index", bumped)
     failed = run(f"manifest={bumped / 'manifest.yaml'}")
     assert failed.returncode != 0
-    # the old copy no longer verifies: it is set aside (renamed, never deleted), and the fetch that failed
-    # offline says why and what to do
+    # the old copy no longer verifies: its fetch job runs and says offline why it failed and what to do;
+    # the copy stays as it was (set aside only once a verified copy replaces it), no job read it, and
+    # the fetch is forced again at the next start
     assert f"matches no checksum of source '{name}'" in failed.stderr
     log = (run.root / "results" / "logs" / "fetch" / rel).with_name(Path(rel).name + ".log").read_text()
     assert "data_mirror=DIR" in log, log
-    aside = [p for p in run.raw_files() if p.startswith(f"{rel}.unverified-")]
-    assert len(aside) == 1 and run.raw_files()[aside[0]] == fetched[rel]
-    assert not (run.raw / rel).exists()
+    assert run.raw_files() == fetched
     assert not [p for p in (run.raw / name).iterdir() if p.name.endswith(".tmp")]  # nothing half-written
     # the other source is untouched
     other = next(p for p in fetched if not p.startswith(f"{name}/"))
@@ -148,20 +147,30 @@ def test_hand_edited_raw_copy_is_set_aside_and_never_used(run: Run, data_dir: Pa
     edited = fetched[rel].replace(b"abandon", b"abandom", 1)
     assert edited != fetched[rel]
     (run.raw / rel).write_bytes(edited)  # newer than the lexicon: it would be read by the next run
+    # a dry run reports it, forces its fetch, and changes no file
+    before = _tree(run.root)
+    dry = subprocess.run([*_cmd(run), "-n", "--config", f"data_mirror={data_dir}", "--", str(run.target)],
+                         cwd=run.root, env=_env(), capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert f"{run.raw / rel}: matches no checksum of source 'verbs_combined'" in dry.stderr
+    assert "fetch" in _jobs(dry.stdout + dry.stderr)
+    assert _tree(run.root) == before
     again = run(f"data_mirror={data_dir}")
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"{run.raw / rel}: matches no checksum of source 'verbs_combined'" in again.stderr
-    # set aside before the DAG is built, so nothing reads it: the results are still those of the verified copy
+    assert "fetch" in _jobs(again.stdout + again.stderr)
+    # the fetch job set it aside and fetched a verified copy: the results are those of the verified copy
     files = run.raw_files()
     assert [files[p] for p in files if p.startswith(f"{rel}.unverified-")] == [edited]
+    assert files[rel] == fetched[rel]
     assert run.target.read_bytes() == lexicon
-    # the next run that reads the source fetches a verified copy again
-    rerun = subprocess.run([*_cmd(run), "--config", f"data_mirror={data_dir}", "--forcerun", "lexicon", "--",
-                            str(run.target)], cwd=run.root, env=_env(), capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert "fetch" in _jobs(rerun.stdout + rerun.stderr)
-    assert run.raw_files()[rel] == fetched[rel]
-    assert run.target.read_bytes() == lexicon
+    assert "Nothing to be done" in run(f"data_mirror={data_dir}").stderr
+
+
+def _tree(root: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file below ``root`` but Snakemake's bookkeeping: (mtime_ns, bytes)."""
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(root.rglob("*"))
+            if p.is_file() and ".snakemake" not in p.parts}
 
 
 def _clone(tmp_path: Path) -> Path:
@@ -201,9 +210,8 @@ def test_dvc_on_a_fresh_clone_previews_and_never_loses_a_fetched_file(tmp_path: 
     manifest.write_text(original.replace(entry, "ab" * 32))
     failed = run_dvc("repro", "-s", stage)
     assert failed.returncode != 0
-    aside = list(raw.parent.glob(f"{raw.name}.unverified-*"))
-    assert len(aside) == 1 and aside[0].read_bytes() == data
-    # back to the original entry, offline: the set-aside copy is put back without a download
+    assert raw.read_bytes() == data and not list(raw.parent.glob(f"{raw.name}.unverified-*"))
+    # back to the original entry, offline: the copy verifies again, no download
     manifest.write_text(original)
     back = run_dvc("repro", "-s", stage)
     assert back.returncode == 0, back.stderr[-2000:]

@@ -281,11 +281,18 @@ def test_unverified_raw_copy_is_found_and_nothing_is_written(in_repo: None, tmp_
     assert "matches no checksum of source 'verbs_combined' in resources/manifest.yaml" in found[0].message()
 
 
-def test_force_rerun_adds_to_the_forcerun_setting() -> None:
-    wf = SimpleNamespace(dag_settings=SimpleNamespace(forcerun=frozenset({"a"})))
+def test_force_rerun_adds_to_the_settings_in_force_when_the_dag_is_prepared() -> None:
+    calls: list[frozenset[str]] = []
+    wf = SimpleNamespace(dag_settings=None)
+    wf._prepare_dag = lambda **kw: calls.append(frozenset(wf.dag_settings.forcerun))
     force_rerun(wf, ["b", "c"])
-    assert wf.dag_settings.forcerun == {"a", "b", "c"}
-    force_rerun(SimpleNamespace(dag_settings=None), ["b"])  # --lint: no DAG settings, nothing to force
+    # Snakemake installs the run's settings after parsing: the forced targets join those
+    wf.dag_settings = SimpleNamespace(forcerun=frozenset({"a"}))
+    wf._prepare_dag(forceall=False)
+    assert calls == [{"a", "b", "c"}]
+    untouched = SimpleNamespace(_prepare_dag=print)
+    force_rerun(untouched, [])  # nothing stale: nothing wrapped
+    assert untouched._prepare_dag is print
 
 
 # ---------------------------------------------------------------- Snakemake's hooks

@@ -260,6 +260,18 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
     others = {p: p.stat().st_mtime_ns for p in workflow.shards() if p != target}
     assert target.exists() and len(others) == 11
     target.unlink()
+    # previewing, linting and generating the DVC pipeline change no file: the stale store is reported
+    # and its inference job forced, not repaired at parse time (the manifest stays until the job runs)
+    before = _tree(workflow.root)
+    dry = workflow.run("-n")
+    manifest = workflow.out / "tiny-gpt2" / "shards" / "manifest.json"
+    assert f"{target} is missing; the inference job of tiny-gpt2 will run again" in dry.stderr, dry.stderr[-2000:]
+    assert job_stats(dry.stdout + dry.stderr).get("infer") == 1
+    workflow.run("--lint", check=False)
+    from verbeval.dvc import workflow_jobs  # what `verbeval dvc-yaml` plans from
+
+    assert any(j.rule == "infer" for j in workflow_jobs(SNAKEFILE, [workflow.config], workflow.root))
+    assert _tree(workflow.root) == before and manifest.exists()
     proc = workflow.run()
     output = proc.stdout + proc.stderr
     stats = job_stats(output)
@@ -280,6 +292,12 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
     log = (workflow.root / "results" / "logs" / "agreement" / "tiny-gpt2" / "infer.log").read_text()
     # the job's SimVerb branch (ci.yaml: every agreement model is a SimVerb model) was not recomputed
     assert "up to date (same inputs and settings): kept" in log, log[-2000:]
+
+
+def _tree(root: Path) -> dict[str, tuple[int, str]]:
+    """Every file below ``root`` but Snakemake's own bookkeeping: (mtime_ns, sha256)."""
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*")) if p.is_file() and ".snakemake" not in p.parts}
 
 
 def _interrupt(workflow: Workflow, sig: signal.Signals) -> tuple[list[Path], dict[Path, int], str]:

@@ -25,7 +25,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from glob import escape as glob_escape
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -258,7 +258,8 @@ def local_filename(source: Source) -> str:
 
 
 def _copy_verified(
-    source: Source, stream: IO[bytes], dest: Path, origin: str, total: int | None = None
+    source: Source, stream: IO[bytes], dest: Path, origin: str, total: int | None = None,
+    before_replace: Callable[[], None] | None = None,
 ) -> None:
     """Stream ``stream`` into ``dest`` atomically, checking its checksum against ``source``.
 
@@ -267,6 +268,7 @@ def _copy_verified(
     step, never deleted first); otherwise it is removed and a :class:`VerbevalError` names the
     source, ``origin`` and both checksums. For a list format (:data:`LIST_FORMATS`) a file whose
     bytes match no checksum is parsed and its normalised list checked (:func:`content_digest`).
+    ``before_replace`` runs once the new bytes verified, just before the rename.
     """
     digest = hashlib.sha256()
     with atomic_path(dest) as tmp:
@@ -288,17 +290,17 @@ def _copy_verified(
             except (OSError, http.client.HTTPException, zipfile.BadZipFile) as exc:
                 raise VerbevalError(f"source {source.name!r}: copying from {origin} failed: {exc}") from exc
         actual = digest.hexdigest()
-        if actual in source.sha256:
-            return
-        if source.format in LIST_FORMATS:
+        if actual not in source.sha256 and source.format in LIST_FORMATS:
             _check_verb_list(source, tmp, origin)
-            return
-        expected = " or ".join(source.sha256)
-        raise VerbevalError(
-            f"checksum mismatch for source {source.name!r} from {origin}: "
-            f"expected sha256 {expected}, got {actual}; nothing was written. If the publisher changed the "
-            f"file and you trust the new version, add its sha256 to the entry's list in {source.manifest}"
-        )
+        elif actual not in source.sha256:
+            expected = " or ".join(source.sha256)
+            raise VerbevalError(
+                f"checksum mismatch for source {source.name!r} from {origin}: "
+                f"expected sha256 {expected}, got {actual}; nothing was written. If the publisher changed the "
+                f"file and you trust the new version, add its sha256 to the entry's list in {source.manifest}"
+            )
+        if before_replace is not None:
+            before_replace()
 
 
 def _mirror_stream(source: Source, mirror_dir: Path) -> tuple[Path, IO[bytes]]:
@@ -357,21 +359,23 @@ def _archive_member_stream(
         raise VerbevalError(f"source {source.name!r}: {origin} is not a valid zip archive: {exc}") from exc
 
 
-def _fetch_from_mirror(source: Source, dest: Path, mirror_dir: Path) -> None:
+def _fetch_from_mirror(source: Source, dest: Path, mirror_dir: Path,
+                       before_replace: Callable[[], None] | None = None) -> None:
     location, stream = _mirror_stream(source, mirror_dir)
     with stream:
         if source.archive_member is not None and zipfile.is_zipfile(location):
             # The mirror holds the archive itself (URL layout) rather than the extracted member.
             with _archive_member_stream(source, location, str(location)) as (member, size):
-                _copy_verified(source, member, dest, f"{location}!{source.archive_member}", size)
+                _copy_verified(source, member, dest, f"{location}!{source.archive_member}", size, before_replace)
             return
-        _copy_verified(source, stream, dest, str(location), location.stat().st_size)
+        _copy_verified(source, stream, dest, str(location), location.stat().st_size, before_replace)
 
 
-def _fetch_from_url(source: Source, dest: Path, timeout: float) -> None:
+def _fetch_from_url(source: Source, dest: Path, timeout: float,
+                    before_replace: Callable[[], None] | None = None) -> None:
     if source.archive_member is None:
         with _open_url(source, timeout) as (response, size):
-            _copy_verified(source, response, dest, source.url, size)
+            _copy_verified(source, response, dest, source.url, size, before_replace)
         return
     # Download the archive to a scratch file next to dest, then extract and verify the member.
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -389,7 +393,7 @@ def _fetch_from_url(source: Source, dest: Path, timeout: float) -> None:
                 raise VerbevalError(
                     f"source {source.name!r}: download of {source.url} failed: {exc}{OFFLINE_HINT}") from exc
         with _archive_member_stream(source, archive, source.url) as (member, msize):
-            _copy_verified(source, member, dest, f"{source.url}!{source.archive_member}", msize)
+            _copy_verified(source, member, dest, f"{source.url}!{source.archive_member}", msize, before_replace)
 
 
 def fetch_source(
@@ -399,8 +403,10 @@ def fetch_source(
 
     A ``dest`` that already verifies (:func:`is_verified`) is kept as it is: where a verified
     file came from is no reason to fetch it again, and no network is needed. A ``dest`` that does
-    not verify (edited by hand, or pinned by an older manifest) is first set aside
-    (:func:`set_aside_unverified`), never deleted.
+    not verify (edited by hand, or pinned by an older manifest) is set aside
+    (:func:`set_aside_unverified`, never deleted) only once a verified copy is there to replace it:
+    a copy set aside earlier that verifies now, or new bytes that passed their checksum. A fetch
+    that fails leaves ``dest`` as it was.
 
     With ``mirror_dir`` the file is copied from :func:`mirror_location`; otherwise ``source.url``
     is downloaded (http, https or file URL) with a timeout of ``timeout`` seconds per socket
@@ -415,16 +421,19 @@ def fetch_source(
     dest = Path(dest)
     if is_verified(source, dest):
         return dest
-    moved = set_aside_unverified(source, dest)
-    if moved is not None:
-        print(f"{dest}: matches no checksum of source {source.name!r} in {source.manifest}; "
-              f"moved to {moved.name}, fetching a verified copy", file=sys.stderr)
-    if _restore_set_aside(source, dest):
+
+    def set_aside() -> None:
+        moved = set_aside_unverified(source, dest)
+        if moved is not None:
+            print(f"{dest}: matches no checksum of source {source.name!r} in {source.manifest}; "
+                  f"moved to {moved.name}, replaced by a verified copy", file=sys.stderr)
+
+    if _restore_set_aside(source, dest, set_aside):
         return dest
     if mirror_dir is not None:
-        _fetch_from_mirror(source, dest, Path(mirror_dir))
+        _fetch_from_mirror(source, dest, Path(mirror_dir), set_aside)
     else:
-        _fetch_from_url(source, dest, timeout)
+        _fetch_from_url(source, dest, timeout, set_aside)
     return dest
 
 
@@ -526,13 +535,15 @@ def is_verified(source: Source, path: str | Path, write_cache: bool = True) -> b
         return False
 
 
-def _restore_set_aside(source: Source, dest: Path) -> bool:
+def _restore_set_aside(source: Source, dest: Path, before_replace: Callable[[], None] | None = None) -> bool:
     """Put back a copy set aside earlier (:func:`set_aside_unverified`, e.g. under another manifest)
-    that verifies now: one atomic rename, no download."""
+    that verifies now: one atomic rename, no download (``before_replace`` runs just before it)."""
     if not dest.parent.is_dir():
         return False
     for candidate in sorted(dest.parent.glob(f"{glob_escape(dest.name)}.unverified-*")):
         if candidate.is_file() and _digest_or_none(source, candidate) in source.sha256:
+            if before_replace is not None:
+                before_replace()
             os.replace(candidate, dest)
             print(f"{dest}: restored the verified copy {candidate.name}", file=sys.stderr)
             return True

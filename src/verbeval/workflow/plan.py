@@ -269,11 +269,17 @@ class Plan:
         an older manifest): their fetch jobs must run. Reads only (the verified-copy cache is not
         written)."""
         found = []
-        for name, source in self.manifest.items():
-            path = self.raw_path(name)
+        for name in self.used_sources():
+            source, path = self.manifest[name], self.raw_path(name)
             if os.path.isfile(path) and not is_verified(source, path, write_cache=False):
                 found.append(UnverifiedCopy(name, path, str(self.config["manifest"])))
         return found
+
+    def used_sources(self) -> list[str]:
+        """The manifest sources this run reads: templates, verb lists, SimVerb (with its split files)
+        and veridicality."""
+        return list(dict.fromkeys(self.sources + [self.sv.config["source"], *self.sv.splits.values(),
+                                                  self.ver.config["source"]]))
 
     def source_sha256(self, name: str) -> str:
         """The accepted checksums of source ``name``: a param of its fetch job (a changed entry fetches again)."""

@@ -26,12 +26,24 @@ def workflow_layers(workflow: Any) -> list[Layer]:
 
 
 def force_rerun(workflow: Any, targets: Iterable[str]) -> None:
-    """Add ``targets`` (output files) to the run's ``--forcerun``: their jobs (and what depends on
-    them) run, and nothing is written before the DAG is built."""
-    targets = list(targets)
-    settings = getattr(workflow, "dag_settings", None)
-    if targets and settings is not None:
-        settings.forcerun = frozenset(settings.forcerun) | frozenset(targets)
+    """Run the jobs of ``targets`` (output files) and what depends on them, as ``--forcerun
+    TARGETS`` would, without writing anything at parse time.
+
+    The Snakefile is parsed before Snakemake installs the run's DAG settings (the API replaces
+    ``workflow.dag_settings`` after parsing), so the targets are added to the settings in force
+    when the DAG is prepared: ``workflow._prepare_dag`` is wrapped on this one workflow object.
+    ``tests/test_workflow.py`` checks the effect on real Snakemake (a dry run schedules the job)."""
+    targets = frozenset(targets)
+    prepare = getattr(workflow, "_prepare_dag", None)
+    if not targets or prepare is None:
+        return
+
+    def prepare_with_forced(*args: Any, **kwargs: Any) -> Any:
+        settings = workflow.dag_settings
+        settings.forcerun = frozenset(settings.forcerun) | targets
+        return prepare(*args, **kwargs)
+
+    workflow._prepare_dag = prepare_with_forced
 
 
 def _default_resource_args(workflow: Any) -> list[str]:
