@@ -58,14 +58,14 @@ def _repro_after_results_removed(tmp_path: Path, manifest_out: Any) -> subproces
     return _run(tmp_path, "dvc", "repro")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_store_manifest_is_not_restored_without_its_shards(tmp_path: Path) -> None:
     again = _repro_after_results_removed(tmp_path, {"results/shards/manifest.json": dict(STORE_OUT)})
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "results" / "summary.txt").read_text() == "p=0.5\ncutoff 0.9\n"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_plain_output_shows_the_run_cache_problem(tmp_path: Path) -> None:
     """The control: with the manifest a plain (cached) output, DVC restores it from the run-cache
     and the shard is gone, which is what STORE_OUT prevents."""
@@ -87,7 +87,7 @@ RESUMING_INFER = (
     "(s / 'manifest.json').write_text('{}')")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_an_interrupted_repro_resumes_from_its_shards_and_ends_as_an_unbroken_one(tmp_path: Path) -> None:
     """`dvc repro` interrupted inside the inference stage, after a shard and before the manifest: the
     stage failed, so the next `dvc repro` runs it again. The shards are not DVC outputs (only the

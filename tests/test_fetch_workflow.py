@@ -16,7 +16,7 @@ import yaml
 
 from verbeval.core.fetch import load_manifest, local_filename, mirror_location
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ["verbs_combined", "giant_verb_list"]

@@ -71,7 +71,7 @@ def _run(wd: Path, args: list[str], env_extra: dict[str, str] | None = None) -> 
                           text=True, env=env)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_real_run_with_unreachable_hub_model_stops_before_any_job(no_hub: Path, tmp_path: Path) -> None:
     import os
 
@@ -127,7 +127,7 @@ def test_damaged_safetensors_is_one_error_line(tmp_path: Path, capsys: pytest.Ca
     json.loads((model / "config.json").read_text())  # the rest of the model is untouched
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_unreachable_hub_model_does_not_stop_jobs_that_do_not_load_it(no_hub: Path, tmp_path: Path,
                                                                       data_dir: Path) -> None:
     import os

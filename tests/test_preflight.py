@@ -64,7 +64,7 @@ def test_hub_fingerprint_uses_pinned_or_cached_commit(tmp_path: Path, monkeypatc
     assert model_fingerprint("org/model") == f"hub:{commit}"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_changed_local_model_reruns_its_jobs(tmp_path: Path, tokenizer_path: Callable[[str], Path], data_dir: Path) -> None:
     from verbeval.core.models import make_tiny_model
 

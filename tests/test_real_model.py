@@ -33,7 +33,7 @@ from gguf_reference import LlamaGGUF, near_tie_mass, ranked_masses, softmax
 from verbeval.cli import main
 from verbeval.core.fetch import load_manifest, local_filename
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 MANIFEST = REPO_ROOT / "resources" / "manifest.yaml"
 GROUPS_FILE = REPO_ROOT / "resources" / "agreement_groups.yaml"

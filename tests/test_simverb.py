@@ -345,7 +345,8 @@ def test_workflow_uses_split_files_when_present(tmp_path: Path, data_dir: Path) 
 
     from verbeval.core.fetch import load_manifest
 
-    repo = Path(__file__).resolve().parent.parent
+    from conftest import REPO_ROOT as repo, checkout_view
+
     mirror = tmp_path / "mirror"
     shutil.copytree(data_dir, mirror)
     lines = (mirror / "simverb/SimVerb-3500.txt").read_text().splitlines(keepends=True)
@@ -364,7 +365,8 @@ def test_workflow_uses_split_files_when_present(tmp_path: Path, data_dir: Path) 
         cfg.write_text(yaml.safe_dump({"data_mirror": str(mirror), "manifest": str(manifest_path),
                                        "raw_dir": str(tmp_path / "raw"), "results_dir": str(tmp_path / "res"),
                                        "models": [{"id": "gpt2"}]}))
-        res = subprocess.run(["snakemake", "simverb_all", "-n", "-p", "--configfile", str(cfg)], cwd=repo,
+        res = subprocess.run(["snakemake", "simverb_all", "-n", "-p", "--configfile", str(cfg)],
+                             cwd=checkout_view(tmp_path / "wd"),
                              capture_output=True, text=True)
         assert res.returncode == 0, (res.stdout + res.stderr)[-2000:]
         return res.stdout

@@ -28,7 +28,7 @@ import yaml
 from verbeval.cli import main as verbeval_main
 from verbeval.core.config import load_schema
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 from conftest import CI_CONFIG, REPO_ROOT, checkout_view
 
