@@ -538,6 +538,31 @@ def test_mirror_command_downloads_every_source_into_the_mirror_layout(
     assert {r.status for r in results} == {"present"}
 
 
+def test_mirror_from_another_mirror_is_what_downloading_leaves(data_dir: Path, http_root: tuple[Path, str],
+                                                               tmp_path: Path) -> None:
+    """`verbeval mirror --from-mirror DIR` (CI's fresh-machine stage fills the tests' download cache with
+    it): the same files, checked the same way, as a download into the mirror layout."""
+    from verbeval.cli import main
+
+    root, base = http_root
+    manifest_path = _served_manifest(data_dir, root, base, tmp_path)
+    downloaded, copied = tmp_path / "downloaded", tmp_path / "copied"
+    assert main(["-q", "mirror", "--manifest", str(manifest_path), "--out", str(downloaded)]) == 0
+    assert main(["-q", "mirror", "--manifest", str(manifest_path), "--out", str(copied), "--from-mirror",
+                 str(downloaded)]) == 0
+
+    def files(d: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*"))
+                if p.is_file() and not p.name.endswith(".verified.json")}
+
+    assert files(copied) == files(downloaded) and len(files(copied)) == len(load_manifest(manifest_path))
+    # a mirror lacking a file fails that source and names it
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    results = fetch.build_mirror(load_manifest(manifest_path).values(), tmp_path / "x", from_mirror=empty)
+    assert {r.status for r in results} == {"failed"} and "does not exist" in results[0].detail
+
+
 def test_mirror_reports_failures_and_keeps_the_rest(http_root: tuple[Path, str], tmp_path: Path) -> None:
     root, base = http_root
     (root / "good.txt").write_bytes(b"good\n")

@@ -39,7 +39,8 @@ def cmd_mirror(a: argparse.Namespace) -> None:
     unknown = [n for n in names if n not in manifest]
     if unknown:
         raise VerbevalError(f"{a.manifest}: no source named {', '.join(map(repr, unknown))}")
-    results = build_mirror((manifest[n] for n in names), Path(a.out), timeout=a.timeout)
+    results = build_mirror((manifest[n] for n in names), Path(a.out), timeout=a.timeout,
+                           from_mirror=Path(a.from_mirror) if a.from_mirror else None)
     for r in results:
         log.info("%-8s %s -> %s%s", r.status, r.name, r.path, f": {r.detail}" if r.detail else "")
     failed = [r.name for r in results if r.status == "failed"]
@@ -145,6 +146,10 @@ def register_tools(add: Add) -> None:
                    help="only these manifest sources (default: all); a source already in DIR with a matching "
                         "sha256 is kept")
     s.add_argument("--timeout", type=float, default=60, help="seconds to wait on each network operation")
+    s.add_argument("--from-mirror", metavar="DIR",
+                   help="copy every file from this mirror instead of downloading it (each checked against its "
+                        "sha256 the same way): e.g. to lay out a copy of a mirror where the tests' download "
+                        "cache expects it")
 
     s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM (tests, CI, the quick start)",
             "The model has the tokenizer's full vocabulary; its numbers are meaningless. Used by the tests, "

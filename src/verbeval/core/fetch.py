@@ -687,8 +687,10 @@ def _digest_or_none(source: Source, path: Path) -> str | None:
         return None
 
 
-def build_mirror(sources: Iterable[Source], mirror_dir: str | Path, timeout: float = 60) -> list[MirrorResult]:
-    """Download every source into ``mirror_dir``, laid out as the workflow's ``data_mirror`` reads it.
+def build_mirror(sources: Iterable[Source], mirror_dir: str | Path, timeout: float = 60,
+                 from_mirror: str | Path | None = None) -> list[MirrorResult]:
+    """Download every source into ``mirror_dir``, laid out as the workflow's ``data_mirror`` reads it
+    (with ``from_mirror``: copy it from that mirror instead, checked the same way).
 
     Each file goes to :func:`mirror_location` (the URL's host and path, or the entry's
     ``mirror_path``); for a zip ``archive_member`` the verified member is stored, not the archive;
@@ -704,7 +706,7 @@ def build_mirror(sources: Iterable[Source], mirror_dir: str | Path, timeout: flo
             results.append(MirrorResult(source.name, "present", dest))
             continue
         try:
-            fetch_source(source, dest, None, timeout=timeout)
+            fetch_source(source, dest, from_mirror, timeout=timeout)
             _pdf_to_text_copy(source, dest)
         except VerbevalError as exc:
             results.append(MirrorResult(source.name, "failed", dest, str(exc)))
