@@ -1,4 +1,7 @@
-"""Failures that must stop the workflow before any job starts, and model-version invalidation."""
+"""Model-version invalidation: a local model's version is the hash of its files.
+
+(The setup errors that stop the workflow before any job starts are tested in process in
+tests/test_plan.py, test_bad_setup_stops_the_plan.)"""
 
 from __future__ import annotations
 
@@ -14,30 +17,7 @@ import pytest
 from verbeval.core.models import model_fingerprint
 
 from conftest import checkout_view
-
-
-def _dry_run(tmp_path: Path, config: str) -> subprocess.CompletedProcess[str]:
-    cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(config)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(cfg), "--cores", "1"],
-                          cwd=checkout_view(tmp_path / "wd"), capture_output=True, text=True, env=env)
-
-
-@pytest.mark.parametrize("config, reason", [
-    # (an empty raw_dir of its own: a verified raw copy needs no mirror file, docs/data.md)
-    ("models: [{id: gpt2}]\ndata_mirror: /nonexistent-mirror\nraw_dir: TMP/raw\n",
-     "data_mirror /nonexistent-mirror: missing 21 file(s), e.g. /nonexistent-mirror/github.com/"),
-    ("models: [{id: ./models/does-not-exist}]\n", "model does-not-exist: local path ./models/does-not-exist does not exist"),
-    ("models: [{id: gpt2}]\nagreement: {chunk: 3}\n", "invalid value at agreement: Additional properties are not allowed ('chunk'"),
-    ("models: [{id: gpt2}]\nagreement: {groups: [simple, nope]}\n", "agreement.groups: unknown group(s) ['nope']"),
-])
-def test_bad_setup_fails_before_any_job(tmp_path: Path, config: str, reason: str) -> None:
-    res = _dry_run(tmp_path, config.replace("TMP", str(tmp_path)))
-    assert res.returncode != 0
-    out = res.stdout + res.stderr
-    assert reason in out, out[-2000:]
-    assert "Job stats" not in out  # no DAG was scheduled
+from inprocess import dry_run
 
 
 def test_local_model_fingerprint_follows_its_files(tmp_path: Path) -> None:
@@ -78,16 +58,16 @@ results_dir: {tmp_path / 'results'}
 models: [{{id: {model}, name: tiny}}]
 """)
     target = str(tmp_path / "results" / "agreement" / "tiny" / "lemmas.parquet")
-    cmd = [sys.executable, "-m", "snakemake", target, "--cores", "1", "--configfile", str(cfg)]
     wd = checkout_view(tmp_path / "wd")
-    done = subprocess.run(cmd, cwd=wd, capture_output=True, text=True)
+    # the run itself is real (a Snakemake process that records each job's parameters in wd/.snakemake);
+    # what would run again afterwards is asked in process, as `snakemake -n TARGET` does
+    done = subprocess.run([sys.executable, "-m", "snakemake", target, "--cores", "1", "--configfile", str(cfg)],
+                          cwd=wd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    again = subprocess.run(cmd + ["-n"], cwd=wd, capture_output=True, text=True)
-    assert "Nothing to be done" in again.stdout + again.stderr
+    assert dry_run(wd, [cfg], targets=[target]).jobs == []  # nothing to be done
     for f in model.iterdir():
         f.touch()  # new times, same contents: nothing to recompute (the fingerprint is a content hash)
-    touched = subprocess.run(cmd + ["-n"], cwd=wd, capture_output=True, text=True)
-    assert "Nothing to be done" in touched.stdout + touched.stderr, (touched.stdout + touched.stderr)[-2000:]
+    assert dry_run(wd, [cfg], targets=[target]).jobs == []
     # another checkpoint of the same architecture, copied over it with preserved times (cp -p): same
     # names, sizes, mtimes and safetensors header, other weights
     other = tmp_path / "other"
@@ -97,6 +77,6 @@ models: [{{id: {model}, name: tiny}}]
         os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
         shutil.copy2(f, model / f.name)
     assert (model / "model.safetensors").stat().st_mtime_ns == (other / "model.safetensors").stat().st_mtime_ns
-    changed = subprocess.run(cmd + ["-n"], cwd=wd, capture_output=True, text=True)
-    out = changed.stdout + changed.stderr
-    assert "rule lemmas:" in out and "Nothing to be done" not in out, out[-2000:]
+    changed = dry_run(wd, [cfg], targets=[target])
+    assert changed.stats == {"lemmas": 1}, changed.jobs
+    assert "Params have changed" in changed.jobs[0]["reason"], changed.jobs[0]["reason"]

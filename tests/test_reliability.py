@@ -15,8 +15,10 @@ import pytest
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import atomic_path, check_writable, stale_temporaries, write_text
+from verbeval.workflow.plan import PlanError, plan_from_files
 
 from conftest import REPO_ROOT as REPO, checkout_view
+from inprocess import DryRunError, dry_run
 
 SRC = REPO / "src"
 
@@ -221,22 +223,19 @@ def test_all_rejected_single_source_group_fails_even_when_skipping(tmp_path: Pat
 # --------------------------------------------------------------------------- 5: paths with spaces, local model paths
 
 
-def _snakemake(tmp_path: Path, config: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _config(tmp_path: Path, text: str) -> Path:
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(config)
-    env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(cfg), "--cores", "1", *args],
-                          cwd=checkout_view(tmp_path / "wd"), capture_output=True, text=True, env=env)
+    cfg.write_text(text)
+    return cfg
 
 
 def test_paths_with_spaces_are_quoted(tmp_path: Path) -> None:
     import shlex
 
-    res = _snakemake(tmp_path, 'results_dir: "results sp"\nraw_dir: "raw sp"\nmodels: [{id: gpt2}]\n',
-                     "-p", "--forceall")
-    assert res.returncode == 0, res.stderr[-2000:]
-    commands = [line.removeprefix("Shell command: ") for line in res.stdout.splitlines()
-                if line.startswith("Shell command: verbeval ")]
+    cfg = _config(tmp_path, 'results_dir: "results sp"\nraw_dir: "raw sp"\nmodels: [{id: gpt2}]\n')
+    # `snakemake -n -p` in process, from an empty working directory: every job is scheduled
+    run = dry_run(checkout_view(tmp_path / "wd"), [cfg])
+    commands = [job["cmd"] for job in run.jobs if job["cmd"].startswith("verbeval ")]
     seen = set()
     for cmd in commands:
         argv = shlex.split(cmd)
@@ -252,6 +251,10 @@ def test_paths_with_spaces_are_quoted(tmp_path: Path) -> None:
                 assert argv[argv.index(opt) + 1].startswith(("results sp/", "raw sp/")), cmd
     # (a model's SimVerb embeddings come from its one job, run-model: docs/performance.md)
     assert {"fetch", "plot-models", "veridicality-predict", "run-model", "topk-table"} <= seen, seen
+    assert run.stats["fetch"] == 23 and run.stats["infer"] == 1  # every source fetched into "raw sp", one model
+    fetch = run.of("fetch")[0]
+    assert fetch["outputs"][0].startswith(f"raw sp/{fetch['wildcards']['name']}/")
+    assert f"--out {shlex.quote(fetch['outputs'][0])}" in fetch["cmd"]
 
 
 @pytest.mark.parametrize("model_id, reason", [
@@ -304,22 +307,31 @@ def test_model_folder_without_config_json(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_workflow_names_the_config_file_and_key(tmp_path: Path) -> None:
-    res = _snakemake(tmp_path, "models:\n  - id: gpt2\n  - id: checkpoints/nope/gpt2\n    name: nope\n")
-    cfg = tmp_path / "cfg.yaml"
-    out = res.stdout + res.stderr
-    assert res.returncode != 0
-    assert (f"{cfg}: models.1.id: model nope: local path checkpoints/nope/gpt2 does not exist (read as a path: a "
-            "hub id has at most one '/')" in out), out[-2000:]
-    assert "common.smk" not in out and "Traceback" not in out and "Job stats" not in out
-    res = _snakemake(tmp_path, "models: [{id: gpt2}]\nagreement: {bootstrap: {resamples: -1}}\n")
-    out = res.stdout + res.stderr
-    assert f"{cfg}: invalid value at agreement.bootstrap.resamples: -1 is less than the minimum of 0" in out, \
-        out[-2000:]
-    assert "common.smk" not in out
-    # a key of config/config.yaml is attributed to it, one given with --config to --config
-    res = _snakemake(tmp_path, "models: [{id: gpt2}]\n", "--config", "results_dir=[1]")
-    out = res.stdout + res.stderr
-    assert "--config: invalid value at results_dir" in out, out[-2000:]
+    from snakemake.exceptions import format_exception_to_string
+
+    cfg = _config(tmp_path, "models:\n  - id: gpt2\n  - id: checkpoints/nope/gpt2\n    name: nope\n")
+    wd = checkout_view(tmp_path / "wd")
+    # the Snakefile stops before any DAG is built (`snakemake -n`, in process) with the plan's one line
+    with pytest.raises(DryRunError) as err:
+        dry_run(wd, [cfg])
+    reason = (f"{cfg}: models.1.id: model nope: local path checkpoints/nope/gpt2 does not exist (read as a path: a "
+              "hub id has at most one '/')")
+    assert str(err.value) == reason
+    # and Snakemake's console shows that line alone: no traceback, no line of common.smk
+    shown = err.value.__context__  # the workflow's exception, as Snakemake caught it
+    assert format_exception_to_string(shown, linemaps={}) == f"ConfigError:\n{reason}"
+    # a bad value is named by the config file that set it (plan_from_files: the Snakefile's configfile first)
+    _config(tmp_path, "models: [{id: gpt2}]\nagreement: {bootstrap: {resamples: -1}}\n")
+    with pytest.raises(PlanError) as plan_err:
+        plan_from_files([REPO / "config" / "config.yaml", cfg])
+    assert str(plan_err.value) == (f"{cfg}: invalid value at agreement.bootstrap.resamples: -1 is less than the "
+                                   "minimum of 0")
+    # a key of config/config.yaml is attributed to it, one given with --config to --config (the
+    # Snakefile's layers: what Snakemake read from its command line)
+    _config(tmp_path, "models: [{id: gpt2}]\n")
+    with pytest.raises(DryRunError) as err:
+        dry_run(wd, [cfg], config={"results_dir": [1]})
+    assert str(err.value).startswith("--config: invalid value at results_dir: [1] is not of type 'string'"), err.value
 
 
 # --------------------------------------------------------------------------- 7: errors reach the terminal
@@ -354,7 +366,9 @@ def test_profiles_show_failed_logs() -> None:
         assert cfg.get("show-failed-logs") is True, profile
 
 
+@pytest.mark.e2e
 def test_a_failed_job_prints_its_error_line_on_the_console(tmp_path: Path, data_dir: Path) -> None:
+    """A real run (the job's own process fails; the profile's show-failed-logs prints its log)."""
     import shutil
 
     mirror = tmp_path / "mirror"

@@ -7,8 +7,9 @@ Two layers, each tested here:
   refused by validation, with a message naming the key;
 * free-form strings (paths of models, data, resources and results; SimVerb frames; Table 3
   contexts; Table 2 model patterns) are accepted and must reach ``verbeval`` as one intact argument.
-  Every job's command of the workflow is executed by bash with a stand-in ``verbeval`` that records
-  its arguments: no command may run, no glob may expand, no argument may split.
+  Every job's command that the workflow renders (an in-process dry run) is read as bash reads it:
+  one simple command, nothing that bash would expand, no argument split. The end-to-end tier
+  executes each of those commands with bash and a stand-in ``verbeval`` that records its arguments.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import yaml
 from verbeval.agreement.templates import load_groups
 from verbeval.core.config import check_model_paths, validate_config
 from verbeval.core.errors import VerbevalError
+
+from inprocess import dry_run
 
 REPO = Path(__file__).resolve().parents[1]
 #: command substitution (both forms), a command separator, a pipe, redirections, a glob and quotes
@@ -179,14 +182,145 @@ def _hostile_workdir(tmp_path: Path) -> tuple[Path, dict[str, Any], list[str]]:
     return work, cfg, hostile_values
 
 
-def test_every_rule_command_passes_free_form_strings_intact(tmp_path: Path) -> None:
-    from verbeval.dvc import workflow_jobs
+#: bash's control operators and redirections (split words; outside quotes they end a simple command)
+_OPERATORS = set(";&|<>()")
+#: what bash expands outside quotes (a substitution, a parameter, a glob); "$" and "`" inside double quotes too
+_EXPANDING = set("$`*?[")
 
+
+def _bash_words(cmd: str) -> list[tuple[str, frozenset[str]]]:
+    """``cmd`` split as bash splits a command line: each word's value after quote removal with the
+    characters bash would expand in it (empty when the word is literal), and each control operator
+    or redirection character as a word of its own (its set holds it). Only single and double quotes
+    and backslashes are modelled: enough to read what the workflow renders, whose only quoting is
+    shlex's."""
+    words: list[tuple[str, frozenset[str]]] = []
+    text: list[str] = []
+    active: set[str] = set()
+    started = False
+    quote = ""
+    i = 0
+
+    def end() -> None:
+        nonlocal started
+        if started:
+            words.append(("".join(text), frozenset(active)))
+        text.clear()
+        active.clear()
+        started = False
+
+    while i < len(cmd):
+        c = cmd[i]
+        if quote == "'":
+            if c == "'":
+                quote = ""
+            else:
+                text.append(c)
+        elif quote == '"':
+            if c == '"':
+                quote = ""
+            elif c == "\\" and i + 1 < len(cmd) and cmd[i + 1] in '$`"\\':
+                i += 1
+                text.append(cmd[i])
+            else:
+                if c in "$`":
+                    active.add(c)
+                text.append(c)
+        elif c.isspace():
+            end()
+        elif c in _OPERATORS:
+            end()
+            words.append((c, frozenset(c)))
+        elif c == "\\":
+            i += 1
+            text.append(cmd[i])
+            started = True
+        elif c in "'\"":
+            quote = c
+            started = True
+        else:
+            if c in _EXPANDING:
+                active.add(c)
+            text.append(c)
+            started = True
+        i += 1
+    assert not quote, f"unterminated {quote} quote: {cmd}"
+    end()
+    return words
+
+
+def test_bash_words_reads_quotes_as_bash_does() -> None:
+    """The reader of the test below: shlex's quoting is literal, what bash would run or expand is not."""
+    import shlex
+
+    assert _bash_words(f"verbeval x --out {shlex.quote(HOSTILE)} 2> 'a b'") == [
+        ("verbeval", frozenset()), ("x", frozenset()), ("--out", frozenset()), (HOSTILE, frozenset()),
+        ("2", frozenset()), (">", frozenset(">")), ("a b", frozenset())]
+    assert _bash_words('a "$(touch P)" b\\;c') == [("a", frozenset()), ("$(touch P)", frozenset("$")),
+                                                   ("b;c", frozenset())]
+    assert [w for w, _ in _bash_words("a x;y q*")] == ["a", "x", ";", "y", "q*"]
+    assert _bash_words("q*")[0][1] == frozenset("*") and _bash_words("'q*'")[0][1] == frozenset()
+
+
+def _hostile_config(tmp_path: Path) -> tuple[Path, Path, list[str]]:
     work, cfg, hostile_values = _hostile_workdir(tmp_path)
     cfgfile = tmp_path / "hostile.yaml"
     cfgfile.write_text(yaml.safe_dump(cfg, allow_unicode=True))
-    jobs = workflow_jobs(REPO / "Snakefile", [cfgfile], work)
+    return work, cfgfile, hostile_values
+
+
+def _assert_passed_intact(calls: list[list[str]], hostile_values: list[str]) -> None:
+    """What every verbeval call received: each free-form value as one argument, never split."""
+    tokens = [t for call in calls for t in call]
+    for value in hostile_values:
+        assert any(value in t for t in tokens), f"{value!r} never reached verbeval as one argument"
+    # the Table 2 model pattern is resolved to model names before it reaches a command
+    assert not any("quick-glob-target" in t or "quick-b*" in t for t in tokens)
+    assert ["--table-models", "quick-bert"] in [call[i:i + 2] for call in calls for i in range(len(call) - 1)]
+    # an argument with metacharacters is never split: every token holding a piece holds all of it
+    pieces = [t for t in tokens if "PWNED1" in t]
+    # (a model name derived from such a path, sanitised to letters, digits and '._@-', is not a piece)
+    split = [t for t in pieces if HOSTILE not in t and not re.fullmatch(r"[A-Za-z0-9._@-]+", t)]
+    assert pieces and not split, split[:3]
+
+
+def test_every_rule_command_passes_free_form_strings_intact(tmp_path: Path) -> None:
+    """Every job's shell command, as the in-process dry run renders it, is one ``verbeval ... 2> LOG``
+    whose every word is literal to bash: no command substitution, separator, pipe, redirection or
+    glob of a config string survives its quoting."""
+    work, cfgfile, hostile_values = _hostile_config(tmp_path)
+    run = dry_run(work, [cfgfile])
     # (each model's one job, infer, runs its agreement, multi-token form and SimVerb branches)
+    assert {"infer", "lemmas", "templates", "table2", "table3", "tiny_model", "lexicon_forms", "veridicality_predict",
+            "veridicality_counterfactuals", "pip_model"} <= set(run.stats)
+    assert run.stats["tiny_model"] == 2 and run.stats["pip_model"] == 2 and run.stats["infer"] == 3
+
+    calls = []
+    for job in run.jobs:
+        if not job["cmd"]:
+            assert job["rule"] == "all", job
+            continue
+        words = _bash_words(job["cmd"])
+        # one simple command: verbeval ARGS 2> LOG, nothing else bash would run, redirect or expand
+        assert [w for w, _ in words if w in _OPERATORS] == [">"], (job["rule"], job["cmd"])
+        gt = words.index((">", frozenset(">")))
+        assert words[0][0] == "verbeval" and words[gt - 1][0] == "2" and gt == len(words) - 2, job["cmd"]
+        expanded = [(w, sorted(a)) for w, a in words if a and w not in _OPERATORS]
+        assert not expanded, (job["rule"], expanded[:3])
+        assert words[-1][0].startswith(f"out {HOSTILE}/logs/"), job["cmd"]  # the log, in results_dir
+        calls.append([w for w, _ in words[1:gt - 1]])
+    assert len(calls) == len(run.jobs) - 1
+    _assert_passed_intact(calls, hostile_values)
+
+
+@pytest.mark.e2e
+def test_every_rule_command_runs_no_config_string_in_bash(tmp_path: Path) -> None:
+    """Each command of the workflow executed by bash, with a stand-in ``verbeval`` that records its
+    arguments: no file is created by a config string, and every value arrives intact."""
+    from verbeval.dvc import workflow_jobs
+
+    work, cfgfile, hostile_values = _hostile_config(tmp_path)
+    jobs = workflow_jobs(REPO / "Snakefile", [cfgfile], work)  # (with each job's log files, created below)
     assert {"infer", "lemmas", "templates", "table2", "table3", "tiny_model", "lexicon_forms", "veridicality_predict",
             "veridicality_counterfactuals", "pip_model"} <= {j.rule for j in jobs}
 
@@ -206,18 +340,8 @@ def test_every_rule_command_passes_free_form_strings_intact(tmp_path: Path) -> N
 
     assert not [p for p in tmp_path.rglob("PWNED*")], "a config string ran a command"
     calls = [c.split("\0") for c in argv_log.read_text().split("\n\0") if c]
-    tokens = [t for call in calls for t in call]
     assert len(calls) == sum(1 for j in jobs if j.cmd)
-    for value in hostile_values:
-        assert any(value in t for t in tokens), f"{value!r} never reached verbeval as one argument"
-    # the Table 2 model pattern is resolved to model names before it reaches a command
-    assert not any("quick-glob-target" in t for t in tokens)
-    assert ["--table-models", "quick-bert"] in [call[i:i + 2] for call in calls for i in range(len(call) - 1)]
-    # an argument with metacharacters is never split: every token holding a piece holds all of it
-    pieces = [t for t in tokens if "PWNED1" in t]
-    # (a model name derived from such a path, sanitised to letters, digits and '._@-', is not a piece)
-    split = [t for t in pieces if HOSTILE not in t and not re.fullmatch(r"[A-Za-z0-9._@-]+", t)]
-    assert pieces and not split, split[:3]
+    _assert_passed_intact(calls, hostile_values)
 
 
 def test_a_model_id_that_is_neither_a_folder_nor_a_hub_id_is_refused() -> None:
