@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,6 +31,7 @@ from verbeval.agreement.templates import (
 )
 
 from conftest import REPO_ROOT, checkout_view
+from inprocess import DryRunError, dry_run
 
 EXAMPLE = REPO_ROOT / "resources" / "examples" / "agreement_new_constructions.jsonl"
 PAPER_GROUPS = [{"id": "simple", "name": "Simple", "sources": ["ml_simple_agrmt"]}]
@@ -280,34 +278,32 @@ def test_custom_groups_come_after_the_paper_groups(data_dir: Path, tmp_path: Pat
 # --------------------------------------------------------------------------- the workflow DAG
 
 
-def _snakemake(wd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """A dry run from ``wd``, a view of the checkout (nothing is written into the checkout)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO_ROOT / "Snakefile"), "-n", "--cores", "1", *args]
-    return subprocess.run(cmd, cwd=checkout_view(wd), env=env, capture_output=True, text=True)
-
-
 def test_custom_group_in_the_dry_run(tmp_path: Path) -> None:
     sha = hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
     extra = tmp_path / "custom.yaml"
     extra.write_text(yaml.safe_dump({"agreement": {"groups": ["simple"], "custom_groups": [
         {"id": "new_constructions", "name": "New constructions", "path": str(EXAMPLE.relative_to(REPO_ROOT)),
          "sha256": sha}]}}))
-    proc = _snakemake(tmp_path / "wd", "-p", "--configfile", "config/quick.yaml", str(extra))  # a config that needs no ../shared
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
-    assert "resources/examples/agreement_new_constructions.jsonl" in out  # an input of the templates rule
-    assert "--custom-group=new_constructions=resources/examples/agreement_new_constructions.jsonl" in out
-    assert f"--custom-sha256=new_constructions={sha}" in out and "--groups=simple " in out
+    wd = checkout_view(tmp_path / "wd")
+    quick = REPO_ROOT / "config" / "quick.yaml"  # a config that needs no ../shared
+    run = dry_run(wd, [quick, extra])
+    [templates] = run.of("templates")
+    assert "resources/examples/agreement_new_constructions.jsonl" in templates["inputs"]
+    cmd = templates["cmd"]
+    assert "--custom-group=new_constructions=resources/examples/agreement_new_constructions.jsonl" in cmd
+    assert f"--custom-sha256=new_constructions={sha}" in cmd and "--groups=simple " in cmd
+    aggregated = {o for j in run.of("aggregate") for o in j["outputs"]}
     for m in ("smollm2-135m", "quick-bert"):
-        assert f"results-quick/agreement/{m}/new_constructions/summary.csv" in out
+        assert f"results-quick/agreement/{m}/new_constructions/summary.csv" in aggregated
     # Table 2 and the figures read the run's groups file that the templates rule writes
-    assert "--groups-file results-quick/agreement/groups.yaml" in out
+    assert "results-quick/agreement/groups.yaml" in templates["outputs"]
+    [table2] = run.commands("table2")
+    assert "--groups-file results-quick/agreement/groups.yaml" in table2
     # a missing file stops the run before any job, naming the config file that declared it
     extra.write_text(yaml.safe_dump({"agreement": {"custom_groups": [{"id": "x", "path": "nowhere/pairs.csv"}]}}))
-    proc = _snakemake(tmp_path / "wd", "--configfile", "config/quick.yaml", str(extra))
-    assert proc.returncode != 0
-    assert f"{extra}: agreement.custom_groups: file(s) not found: nowhere/pairs.csv" in proc.stdout + proc.stderr
+    with pytest.raises(DryRunError) as err:
+        dry_run(wd, [quick, extra])
+    assert f"{extra}: agreement.custom_groups: file(s) not found: nowhere/pairs.csv" in str(err.value)
 
 
 # --------------------------------------------------------------------------- scoring end to end

@@ -15,6 +15,7 @@ from verbeval.cli import main
 from verbeval.core.model_sources import hub
 
 from conftest import checkout_view
+from inprocess import DryRun, DryRunError, dry_run
 
 
 @pytest.fixture()
@@ -87,9 +88,15 @@ def test_real_run_with_unreachable_hub_model_stops_before_any_job(no_hub: Path, 
     assert "no job was run" in out and not (tmp_path / "raw").exists()  # not even a fetch
 
 
-def test_a_job_checks_only_its_own_model(tmp_path: Path) -> None:
+def test_a_job_checks_only_its_own_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A job run on its own (SLURM, `--mode remote`) re-reads the Snakefile: another model's missing
     folder must not fail it (the main process still checks every model before the DAG)."""
+    import functools
+
+    import snakemake.api
+    from snakemake.settings.types import WorkflowSettings
+    from snakemake_interface_executor_plugins.settings import ExecMode
+
     a = tmp_path / "a"
     a.mkdir()
     (a / "config.json").write_text("{}")
@@ -98,11 +105,15 @@ def test_a_job_checks_only_its_own_model(tmp_path: Path) -> None:
                    f"models: [{{id: {a}, name: a}}, {{id: {tmp_path / 'gone'}, name: b}}]\n"
                    "agreement: {groups: [simple]}\n")
     target = str(tmp_path / "res" / "agreement" / "a" / "lemmas.parquet")
-    main_run = _run(tmp_path / "wd", [target, "-n", "--cores", "1", "--configfile", str(cfg)])
-    assert f"models.1.id: model b: local path {tmp_path / 'gone'} does not exist" in main_run.stderr + main_run.stdout
-    job = _run(tmp_path / "wd", [target, "-n", "--mode", "remote", "--cores", "1", "--configfile", str(cfg)])
-    out = job.stdout + job.stderr
-    assert job.returncode == 0 and "does not exist" not in out and "rule lemmas:" in out, out[-3000:]
+    wd = checkout_view(tmp_path / "wd")
+    with pytest.raises(DryRunError) as err:  # snakemake -n TARGET: the main process
+        dry_run(wd, [cfg], targets=[target])
+    assert f"models.1.id: model b: local path {tmp_path / 'gone'} does not exist" in str(err.value)
+    # snakemake -n --mode remote TARGET: the workflow in the execution mode of a job run on its own
+    # (the API builds WorkflowSettings() when none is given: here, with exec_mode=REMOTE)
+    monkeypatch.setattr(snakemake.api, "WorkflowSettings", functools.partial(WorkflowSettings, exec_mode=ExecMode.REMOTE))
+    job = dry_run(wd, [cfg], targets=[target])
+    assert [j["outputs"] for j in job.of("lemmas")] == [[target]], job.stats
 
 
 def test_damaged_safetensors_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -127,15 +138,28 @@ def test_damaged_safetensors_is_one_error_line(tmp_path: Path, capsys: pytest.Ca
     json.loads((model / "config.json").read_text())  # the rest of the model is untouched
 
 
-@pytest.mark.e2e
 def test_unreachable_hub_model_does_not_stop_jobs_that_do_not_load_it(no_hub: Path, tmp_path: Path,
-                                                                      data_dir: Path) -> None:
-    import os
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the workflow's start check (common.smk, onstart) decides for the jobs a run would do:
+    the hub models those jobs load (Plan.needed_model_ids), each checked with hub_problems. The
+    lexicon's jobs load no model, so an unreachable gpt2 does not stop them; gpt2's lemmas job does
+    (the real run that stops: test_real_run_with_unreachable_hub_model_stops_before_any_job)."""
+    from verbeval.core.config import hub_problems
+    from verbeval.workflow.plan import plan_from_files
 
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\nmodels: [{{id: gpt2}}]\n"
-                   f"data_mirror: {data_dir}\nagreement: {{groups: [simple], verb_lists: [verbs_combined]}}\n")
-    target = str(tmp_path / "res" / "agreement" / "lexicon.parquet")
-    res = _run(tmp_path / "wd", [target, "--cores", "1", "--configfile", str(cfg)],
-               {"HF_HUB_CACHE": os.environ["HF_HUB_CACHE"], "HF_ENDPOINT": os.environ["HF_ENDPOINT"]})
-    assert res.returncode == 0 and Path(target).is_file(), (res.stdout + res.stderr)[-3000:]
+                   "agreement: {groups: [simple], verb_lists: [verbs_combined]}\n")
+    wd = checkout_view(tmp_path / "wd")
+    monkeypatch.chdir(wd)  # the configuration's relative paths, as the workflow reads them
+    plan = plan_from_files([wd / "config" / "config.yaml", cfg])
+
+    def start_check(run: DryRun) -> list[tuple[list[str | int], str]]:
+        return hub_problems(plan.config, plan.needed_model_ids([(j["rule"], j["wildcards"]) for j in run.jobs]))
+
+    lexicon = dry_run(wd, [cfg], targets=[str(tmp_path / "res" / "agreement" / "lexicon.parquet")])
+    assert lexicon.stats == {"fetch": 1, "lexicon": 1}, lexicon.stats
+    assert start_check(lexicon) == []
+    lemmas = dry_run(wd, [cfg], targets=[str(tmp_path / "res" / "agreement" / "gpt2" / "lemmas.parquet")])
+    [(keypath, reason)] = start_check(lemmas)
+    assert keypath == ["models", 0, "id"] and "hub model gpt2 is not in the local Hugging Face cache" in reason

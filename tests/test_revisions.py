@@ -6,11 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import re
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +27,7 @@ from verbeval.core.errors import VerbevalError
 from verbeval.agreement.figures import checkpoint_curves
 
 from conftest import REPO_ROOT as REPO, checkout_view
+from inprocess import dry_run
 
 
 def _error(cfg: dict[str, Any]) -> str:
@@ -285,38 +281,36 @@ def test_table_filter(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the DAG of three local checkpoints
 
 
-def test_three_local_checkpoints_dag(tmp_path: Path, tokenizer_path: Callable[[str], Path], data_dir: Path) -> None:
-    """Three tiny GPT-2 "checkpoints" (different seeds) under one model's revisions: three lemmas,
-    infer and aggregate jobs, Table 2 restricted by agreement.table_models, and the checkpoint figure."""
-    from verbeval.core.models import make_tiny_model
-
+def test_three_local_checkpoints_dag(tmp_path: Path) -> None:
+    """Three local "checkpoints" under one model's revisions: three lemmas, infer and aggregate jobs,
+    Table 2 restricted by agreement.table_models, and the checkpoint figure. Planning reads a local
+    model's folder and config.json only (conftest.stand_in_models), so stand-ins do."""
     ckpts = []
-    for step, seed in ((0, 0), (100, 1), (1000, 2)):
-        ckpts.append(make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / f"ckpt-{step}",
-                                     seed=seed, layers=1, hidden=16))
-    cfg = {"data_mirror": str(data_dir), "raw_dir": str(tmp_path / "raw"),
-           "results_dir": str(tmp_path / "results"),
+    for step in (0, 100, 1000):
+        folder = tmp_path / f"ckpt-{step}"
+        folder.mkdir()
+        (folder / "config.json").write_text("{}\n")
+        ckpts.append(folder)
+    cfg = {"raw_dir": str(tmp_path / "raw"), "results_dir": str(tmp_path / "results"),
            "models": [{"id": "tiny-run", "name": "tiny", "revisions": [
                {"path": str(c), "step": s} for c, s in zip(ckpts, (0, 100, 1000))]}],
            "agreement": {"groups": ["simple"], "max_rows_per_source": 5, "table_models": ["*@ckpt-1000"],
                          "figures": {"checkpoints": {"log_x": True}}}}
     path = tmp_path / "cfg.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     wd = checkout_view(tmp_path / "wd")
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1", "--configfile", str(path)],
-                          cwd=wd, capture_output=True, text=True, env=env)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
-    stats = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.MULTILINE)}
+    run = dry_run(wd, [path])
+    stats = run.stats
     assert stats["infer"] == 3 and stats["lemmas"] == 3 and stats["aggregate"] == 3
     assert stats["figure_checkpoints"] == 1 and stats["table2"] == 1
-    for s in (0, 100, 1000):
-        assert f"results/agreement/tiny@ckpt-{s}/shards/" in out
-    assert "--models tiny@ckpt-0,tiny@ckpt-100,tiny@ckpt-1000 --table-models tiny@ckpt-1000 " in out
+    assert sorted(o for j in run.of("infer") for o in j["outputs"] if o.endswith("/shards/manifest.json")) == [
+        f"{tmp_path}/results/agreement/tiny@ckpt-{s}/shards/manifest.json" for s in (0, 100, 1000)]
+    [table2] = run.commands("table2")
+    assert "--models tiny@ckpt-0,tiny@ckpt-100,tiny@ckpt-1000 --table-models tiny@ckpt-1000 " in table2
+    [figure] = run.of("figure_checkpoints")
     assert ("--checkpoint tiny tiny@ckpt-0 0 --checkpoint tiny tiny@ckpt-100 100 "
-            "--checkpoint tiny tiny@ckpt-1000 1000 --log-x") in out
-    assert f"{tmp_path}/results/agreement/figures/checkpoints.png" in out
+            "--checkpoint tiny tiny@ckpt-1000 1000 --log-x") in figure["cmd"]
+    assert f"{tmp_path}/results/agreement/figures/checkpoints.png" in figure["outputs"]
     # the DVC pipeline of the same config: one stage per checkpoint
     from verbeval.dvc import dvc_pipeline, workflow_jobs
 
@@ -336,12 +330,10 @@ def test_hub_sweep_dag_scores_every_revision_on_simverb(tmp_path: Path) -> None:
     path = tmp_path / "cfg.yaml"
     path.write_text(yaml.safe_dump({"results_dir": str(tmp_path / "results"), "models": [
         {"id": "EleutherAI/pythia-160m", "name": "p", "revisions": ["step1000", "step143000"]}, {"id": "gpt2"}]}))
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1", "--configfile", str(path)],
-                          cwd=checkout_view(tmp_path / "wd"), capture_output=True, text=True)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
-    stats = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.MULTILINE)}
+    run = dry_run(checkout_view(tmp_path / "wd"), [path])
     # SimVerb of each revision runs in that revision's one model job (rule infer), from the same load
-    assert "simverb_score" not in stats and stats["infer"] == 3 and stats["figure_checkpoints"] == 1
-    assert "--model EleutherAI/pythia-160m --revision step143000" in out
-    assert f"{tmp_path}/results/simverb/p@step1000/similarities.parquet" in out
+    assert "simverb_score" not in run.stats and run.stats["infer"] == 3 and run.stats["figure_checkpoints"] == 1
+    infer = {j["wildcards"]["model"]: j for j in run.of("infer")}
+    assert sorted(infer) == ["gpt2", "p@step1000", "p@step143000"]
+    assert "--model EleutherAI/pythia-160m --revision step143000" in infer["p@step143000"]["cmd"]
+    assert f"{tmp_path}/results/simverb/p@step1000/similarities.parquet" in infer["p@step1000"]["outputs"]

@@ -1,38 +1,54 @@
-"""The SLURM profile (profiles/slurm) on the CI configuration, without a cluster.
+"""The SLURM profiles (profiles/slurm, profiles/slurm-cpu) on the CI configuration, without a cluster.
 
-A dry run with the profile (the slurm executor plugin installed) prints every job's rule, threads,
-resources and command; each job's sbatch options are then built by the plugin's own functions
-(``get_submit_command``, ``set_gres_string``) from those resources, as a real submission would.
+The fast tier reads each profile as ``snakemake --workflow-profile PROFILE -n`` does, in process:
+Snakemake's own command-line parser (``snakemake.cli.parse_args``, the slurm executor plugin
+installed) turns the profile into default and per-rule resources, and the DAG is built with them
+through Snakemake's API, as ``tests/inprocess.py`` does; each job's sbatch options are then built by
+the plugin's own functions (``get_submit_command``, ``set_gres_string``) from its threads and
+resources, as a real submission would. The start checks (account placeholder, command-line
+resources replacing the profile's) are ``verbeval.workflow.snakemake``'s functions on a stand-in
+workflow object with Snakemake's parsed settings and the workflow's real rules.
+
+The end-to-end tier (``-m e2e``) keeps what needs a Snakemake process: one real ``snakemake
+--workflow-profile profiles/slurm -n`` (its jobs are the in-process ones) and real runs with
+stand-in SLURM commands (nothing submitted; the local fetch jobs run, a failed submission is named).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import stat
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 
-from verbeval.cli import main as verbeval_main
 from verbeval.core.config import load_schema
+from verbeval.workflow.snakemake import start_problem
 
 if sys.version_info < (3, 11):  # the plugin's own requirement; from 3.11 on it is in the test extra
     pytest.skip("snakemake-executor-plugin-slurm needs Python >= 3.11", allow_module_level=True)
 from snakemake_executor_plugin_slurm.submit_string import get_submit_command  # noqa: E402
 from snakemake_executor_plugin_slurm.utils import set_gres_string  # noqa: E402
 
+from conftest import checkout_view, stand_in_models  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
+SNAKEFILE = REPO_ROOT / "Snakefile"
 PROFILE = REPO_ROOT / "profiles" / "slurm"
 CPU_PROFILE = REPO_ROOT / "profiles" / "slurm-cpu"
 #: the rules that declare a `gpu` resource (workflow/rules/*.smk)
 GPU_RULES = {"infer", "infer_no_simverb", "simverb_score", "veridicality_predict"}
 THREADS = 3  # inference.threads: not the default, so that a hard-coded number shows
+#: the resources a job of the profiles asks SLURM for (compared between the in-process and the real dry run)
+SLURM_KEYS = ("slurm_account", "slurm_partition", "runtime", "mem_mb", "gpu", "tasks")
 
 
 class _Resources(dict):
@@ -98,54 +114,80 @@ def _env(path_prefix: Path | None = None) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def workdir(tokenizer_path: Callable[[str], Path], wordpiece_path: Path, data_dir: Path,
-            tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The CI configuration (.test/config/ci.yaml) with its tiny models, plus a model split over 2 GPUs."""
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A view of the checkout (conftest.checkout_view) running the CI configuration (.test/config/ci.yaml,
+    as ``config.yaml``) with a model split over 2 GPUs; its local models are stand-ins (planning and
+    scheduling read a model's folder and config.json only, conftest.stand_in_models)."""
     root = tmp_path_factory.mktemp("slurm")
-    gpt2, uncased = tokenizer_path("gpt2"), tokenizer_path("bert-base-uncased")
-    for arch, tok, name in (("bert", wordpiece_path, "tiny-bert-base-cased"), ("gpt2", gpt2, "tiny-gpt2"),
-                            ("bert-nli", uncased, "tiny-bert-nli"), ("gpt2", gpt2, "tiny-gpt2-split")):
-        assert verbeval_main(["-q", "tiny-model", "--tokenizer", str(tok), "--arch", arch,
-                              "--out", str(root / "models" / name)]) == 0
     cfg = yaml.safe_load((REPO_ROOT / ".test" / "config" / "ci.yaml").read_text())
-    cfg["data_mirror"] = str(data_dir)
-    cfg["manifest"] = str(REPO_ROOT / "resources" / "manifest.yaml")
     cfg["inference"]["threads"] = THREADS
     # the CI config's BERT and GPT-2 (its other causal families route exactly like GPT-2)
     cfg["models"] = [m for m in cfg["models"] if m["id"] in ("models/tiny-bert-base-cased", "models/tiny-gpt2")]
     cfg["models"].append({"id": "models/tiny-gpt2-split", "name": "tiny-gpt2-split", "device_map": "auto", "gpus": 2,
                           "dtype": "bfloat16"})
-    # the repository's resources/ files (defaults relative to the repository) from the working directory
-    schema = load_schema()["properties"]
-    for section, node in ((None, cfg), ("agreement", cfg.setdefault("agreement", {}))):
-        for key, sub in (schema[section]["properties"] if section else schema).items():
-            if isinstance(sub.get("default"), str) and (REPO_ROOT / sub["default"]).is_file():
-                node.setdefault(key, str(REPO_ROOT / sub["default"]))
-    (root / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return root
+    wd = root / "wd"
+    wd.mkdir()
+    (wd / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return checkout_view(wd, models=stand_in_models(root / "models", wd / "config.yaml"))
 
 
-def _snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None,
-               profile: Path = PROFILE) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), *args, "--directory", str(workdir),
-           "--workflow-profile", str(profile), "--configfile", str(workdir / "config.yaml")]
-    return subprocess.run(cmd, cwd=workdir, env=env or _env(), capture_output=True, text=True)
+def _parsed(profile: Path, *argv: str) -> Any:
+    """The options of ``snakemake -s SNAKEFILE --workflow-profile PROFILE ARGV``, parsed by Snakemake
+    itself: the profile's entries are the defaults of its command-line options."""
+    from snakemake.cli import parse_args
+
+    with contextlib.redirect_stderr(io.StringIO()):  # "Using workflow specific profile ..."
+        return parse_args(["-s", str(SNAKEFILE), "--workflow-profile", str(profile), *argv])[1]
+
+
+def profile_dry_run(workdir: Path, profile: Path = PROFILE) -> SimpleNamespace:
+    """``snakemake -n --cores 64 --workflow-profile PROFILE --configfile config.yaml`` from
+    ``workdir``, in process: ``.jobs``, each job's rule, threads, resources (the profile's defaults
+    and per-rule entries applied by Snakemake), shell command and outputs; ``.stderr``, what parsing
+    the workflow printed. --cores: a dry run otherwise caps every job's threads at 1 (a submission
+    does not)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+
+    args = _parsed(profile, "-n", "--cores", "64")
+    resources = ResourceSettings(cores=args.cores, nodes=args.jobs, default_resources=args.default_resources,
+                                 overwrite_resources=args.set_resources)
+    cwd, err = os.getcwd(), io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
+            wapi = api.workflow(resource_settings=resources,
+                                config_settings=ConfigSettings(configfiles=[workdir / "config.yaml"]),
+                                snakefile=SNAKEFILE, workdir=workdir)
+            dapi = wapi.dag(DAGSettings())
+            wf = wapi._workflow  # noqa: SLF001 - as tests/inprocess.py: no public needrun listing
+            wf.dag_settings = dapi.dag_settings
+            wf._prepare_dag(forceall=False, ignore_incomplete=False, lock_warn_only=True, nolock=True)  # noqa: SLF001
+            wf._build_dag()  # noqa: SLF001
+            jobs = [{"rule": j.rule.name, "threads": j.threads, "shell": " ".join(j.shellcmd.split()) if j.shellcmd else "",
+                     "resources": {k: v for k, v in j.resources.items() if not k.startswith("_")},
+                     "outputs": sorted(str(f) for f in j.output)}
+                    for j in wf.dag.needrun_jobs()]
+    finally:
+        os.chdir(cwd)
+    return SimpleNamespace(jobs=jobs, stderr=err.getvalue())
 
 
 @pytest.fixture(scope="module")
-def dry_run(workdir: Path) -> subprocess.CompletedProcess[str]:
-    # --cores: a dry run otherwise caps every job's threads at 1 (a submission does not)
-    proc = _snakemake(workdir, "-n", "--cores", "64")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
+def slurm_run(workdir: Path) -> SimpleNamespace:
+    return profile_dry_run(workdir, PROFILE)
 
 
-def test_gpu_jobs_go_to_the_gpu_partition_with_their_gpus(dry_run: subprocess.CompletedProcess[str]) -> None:
+@pytest.fixture(scope="module")
+def cpu_run(workdir: Path) -> SimpleNamespace:
+    return profile_dry_run(workdir, CPU_PROFILE)
+
+
+def test_gpu_jobs_go_to_the_gpu_partition_with_their_gpus(slurm_run: SimpleNamespace) -> None:
     profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
     gpu_partition = profile["set-resources"]["infer"]["slurm_partition"]
     cpu_partition = profile["default-resources"]["slurm_partition"]
     assert gpu_partition != cpu_partition
-    jobs = dry_run_jobs(dry_run.stdout + dry_run.stderr)
+    jobs = slurm_run.jobs
     assert len(jobs) > 40
     seen_gpu_rules = set()
     for job in jobs:
@@ -176,9 +218,9 @@ def test_gpu_jobs_go_to_the_gpu_partition_with_their_gpus(dry_run: subprocess.Co
     assert routed == GPU_RULES
 
 
-def test_a_model_split_over_gpus_asks_for_all_of_them(dry_run: subprocess.CompletedProcess[str]) -> None:
+def test_a_model_split_over_gpus_asks_for_all_of_them(slurm_run: SimpleNamespace) -> None:
     # the model's one job (every branch of it): rule infer, or infer_no_simverb (no SimVerb branch at bfloat16)
-    jobs = {m.group(1): j for j in dry_run_jobs(dry_run.stdout + dry_run.stderr)
+    jobs = {m.group(1): j for j in slurm_run.jobs
             if j["rule"] in ("infer", "infer_no_simverb")
             and (m := re.search(r"--manifest \S+/([\w.-]+)/shards/manifest\.json", j["shell"]))}
     assert jobs["tiny-gpt2-split"]["rule"] == "infer_no_simverb" and jobs["tiny-gpt2"]["rule"] == "infer"
@@ -191,8 +233,44 @@ def test_a_model_split_over_gpus_asks_for_all_of_them(dry_run: subprocess.Comple
     assert "--gpus=2" in sbatch and "--ntasks-per-gpu" not in sbatch and "-p gpu" in sbatch
 
 
-def test_placeholder_account_warns_in_a_dry_run(dry_run: subprocess.CompletedProcess[str]) -> None:
-    assert "WARNING: slurm_account is still 'CHANGE-ME'" in dry_run.stderr
+def test_placeholder_account_warns_in_a_dry_run(slurm_run: SimpleNamespace) -> None:
+    assert "WARNING: slurm_account is still 'CHANGE-ME'" in slurm_run.stderr
+
+
+#: the profile's default-resources with an account, repeated on the command line
+ACCOUNT = ["--default-resources", "slurm_account=acct", "slurm_partition=cpu", "runtime=30", "mem_mb=8000"]
+
+
+@pytest.mark.parametrize(("option", "expected"), [
+    # the profile as it is: the account placeholder
+    ([], "slurm_account is still 'CHANGE-ME' (default-resources of the SLURM profile"),
+    # replaces the profile's whole set-resources: infer would go to the CPU partition asking for GPUs
+    ([*ACCOUNT, "--set-resources", "infer:mem_mb=200"],
+     "set-resources give no slurm_partition to rule(s) infer, infer_no_simverb, simverb_score, veridicality_predict"),
+    # replaces the profile's whole default-resources: no partition, time or memory left
+    (["--default-resources", "slurm_account=my-account"], "default-resources lack slurm_partition, runtime, mem_mb"),
+    # the profile's entries repeated with an account: nothing stops the run
+    (ACCOUNT, None),
+])
+def test_start_checks_of_the_profile_and_command_line_resources(ci_rules: Any, option: list[str],
+                                                                expected: str | None) -> None:
+    """What ``onstart`` (common.smk: start_problem) says before the first submission of ``snakemake
+    --workflow-profile profiles/slurm OPTION``: Snakemake's parsed resource settings and executor on
+    a stand-in workflow object with the workflow's real rules (those declaring `gpu` among them).
+    The real run that stops: test_placeholder_account_stops_a_run_before_any_submission (e2e)."""
+    args = _parsed(PROFILE, *option)
+    assert args.executor == "slurm"
+    workflow = SimpleNamespace(executor_plugin=SimpleNamespace(name=args.executor), rules=ci_rules.rules,
+                               resource_settings=SimpleNamespace(default_resources=args.default_resources,
+                                                                 overwrite_resources=args.set_resources))
+    problem = start_problem(workflow)
+    if expected is None:
+        assert problem is None, problem
+    else:
+        assert problem is not None and expected in problem and problem.endswith("; nothing was submitted"), problem
+    # the same settings with the local executor: never stopped
+    workflow.executor_plugin = SimpleNamespace(name="local")
+    assert start_problem(workflow) is None
 
 
 def _stand_in_slurm(tmp_path: Path) -> tuple[Path, Path]:
@@ -207,6 +285,33 @@ def _stand_in_slurm(tmp_path: Path) -> tuple[Path, Path]:
     return bin_dir, calls
 
 
+def _snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None,
+               profile: Path = PROFILE) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), *args, "--directory", str(workdir),
+           "--workflow-profile", str(profile), "--configfile", str(workdir / "config.yaml")]
+    return subprocess.run(cmd, cwd=workdir, env=env or _env(), capture_output=True, text=True)
+
+
+@pytest.mark.e2e
+def test_the_profiles_dry_run_schedules_the_in_process_jobs(workdir: Path, slurm_run: SimpleNamespace) -> None:
+    """The one real ``snakemake --workflow-profile profiles/slurm -n`` (the slurm executor plugin in a
+    Snakemake process): the account warning, and the jobs, threads and SLURM resources that the fast
+    tier's in-process reading of the profile (profile_dry_run) checks."""
+    proc = _snakemake(workdir, "-n", "--cores", "64")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "WARNING: slurm_account is still 'CHANGE-ME'" in proc.stderr
+
+    def seen(jobs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        return sorted((j["rule"], j["threads"], tuple((k, j["resources"].get(k)) for k in SLURM_KEYS))
+                      for j in jobs)
+
+    printed = dry_run_jobs(out)
+    assert len(printed) == len(slurm_run.jobs) > 40
+    assert seen(printed) == seen(slurm_run.jobs)
+
+
+@pytest.mark.e2e
 def test_placeholder_account_stops_a_run_before_any_submission(workdir: Path, tmp_path: Path) -> None:
     """A real run: SLURM's commands are stand-ins that record any call; none may be submitted."""
     bin_dir, calls = _stand_in_slurm(tmp_path)
@@ -218,34 +323,16 @@ def test_placeholder_account_stops_a_run_before_any_submission(workdir: Path, tm
     assert "sbatch" not in submitted, submitted
 
 
-@pytest.mark.parametrize(("option", "expected"), [
-    # replaces the profile's whole set-resources: infer would go to the CPU partition asking for GPUs
-    (["--set-resources", "infer:mem_mb=200"], "set-resources give no slurm_partition to rule(s) infer, infer_no_simverb, simverb_score, veridicality_predict"),
-    # replaces the profile's whole default-resources: no partition, time or memory left
-    (["--default-resources", "slurm_account=my-account"], "default-resources lack slurm_partition, runtime, mem_mb"),
-])
-def test_command_line_resources_replacing_the_profile_stop_the_run(workdir: Path, tmp_path: Path, option: list[str],
-                                                                  expected: str) -> None:
-    bin_dir, calls = _stand_in_slurm(tmp_path)
-    account = [] if option[0] == "--default-resources" else ["--default-resources", "slurm_account=acct",
-                                                              "slurm_partition=cpu", "runtime=30", "mem_mb=8000"]
-    proc = _snakemake(workdir, "templates", "--forcerun", "templates", *account, *option, env=_env(bin_dir))
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out[-3000:]
-    assert expected in out and "nothing was submitted" in out, out[-3000:]
-    submitted = calls.read_text() if calls.exists() else ""
-    assert "sbatch" not in submitted, submitted
-
-
-def test_fetch_runs_locally_and_a_failed_submission_is_named_last(workdir: Path, tmp_path: Path) -> None:
+@pytest.mark.e2e
+def test_fetch_runs_locally_and_a_failed_submission_is_named_last(workdir: Path, tmp_path: Path,
+                                                                  data_dir: Path) -> None:
     """A real run of the lexicon with stand-in SLURM commands: its fetch jobs (local rules) run in
     the Snakemake process and write their files; the lexicon job goes to the cluster, whose
     (stand-in) account check fails; the last lines of the output name that cause."""
     bin_dir, calls = _stand_in_slurm(tmp_path)
     res, raw = tmp_path / "res", tmp_path / "raw"
     proc = _snakemake(workdir, str(res / "agreement" / "lexicon.parquet"), "--config", f"results_dir={res}",
-                      f"raw_dir={raw}", "--default-resources", "slurm_account=acct", "slurm_partition=cpu",
-                      "runtime=30", "mem_mb=8000", env=_env(bin_dir))
+                      f"raw_dir={raw}", f"data_mirror={data_dir}", *ACCOUNT, env=_env(bin_dir))
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     fetched = sorted(p.parent.name for p in raw.glob("*/*") if p.is_file())
@@ -259,7 +346,7 @@ def test_fetch_runs_locally_and_a_failed_submission_is_named_last(workdir: Path,
     assert tail[summary + 1].startswith("  lexicon: ") and "SLURM account 'acct'" in tail[summary + 1], tail
 
 
-def test_the_profiles_watch_jobs_with_squeue(dry_run: subprocess.CompletedProcess[str]) -> None:
+def test_the_profiles_watch_jobs_with_squeue() -> None:
     """sacct hangs the run on a cancelled job ("CANCELLED by 0") and without slurmdbd (plugin 2.8.0);
     the plugin keeps squeue only while MinJobAge (default 300 s) >= 3 x the first status wait."""
     for profile in (PROFILE, CPU_PROFILE):
@@ -285,17 +372,10 @@ def test_light_rules_are_local_and_the_first_status_wait_is_short(ci_rules: Any)
         assert settings["slurm-jobname-prefix"] == "verbeval", profile  # docs/workflow.md, "Job names"
 
 
-@pytest.fixture(scope="module")
-def cpu_dry_run(workdir: Path) -> subprocess.CompletedProcess[str]:
-    proc = _snakemake(workdir, "-n", "--cores", "64", profile=CPU_PROFILE)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
-
-
-def test_the_cpu_profile_asks_for_no_gpu(cpu_dry_run: subprocess.CompletedProcess[str]) -> None:
+def test_the_cpu_profile_asks_for_no_gpu(cpu_run: SimpleNamespace) -> None:
     profile = yaml.safe_load((CPU_PROFILE / "config.yaml").read_text())
     cpu_partition = profile["default-resources"]["slurm_partition"]
-    jobs = [j for j in dry_run_jobs(cpu_dry_run.stdout + cpu_dry_run.stderr) if j["rule"] != "all"]
+    jobs = [j for j in cpu_run.jobs if j["rule"] != "all"]
     assert {j["rule"] for j in jobs} >= GPU_RULES
     for job in jobs:
         sbatch = sbatch_options(job)
