@@ -67,10 +67,11 @@ def test_manifest_lists_every_source_once() -> None:
         {f"ml_{s}" for s in ML_STEMS}
         | {f"blimp_{u}" for u in BLIMP_UIDS}
         | {"blimp_distractor_agreement_relative_clause_paper"}
+        | {f"tse_blimp_{u}" for u in BLIMP_UIDS if u != "distractor_agreement_relative_clause"}
         | {"verbs_combined", "giant_verb_list", "simverb_3500", "veridicality"}
     )
     assert set(sources) == expected
-    assert len(sources) == 24
+    assert len(sources) == 27
     assert len({s.url for s in sources.values()}) == len(sources)
     formats = {name: s.format for name, s in sources.items()}
     assert {formats[f"ml_{s}"] for s in ML_STEMS} == {"ml_jsonl"}
