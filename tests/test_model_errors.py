@@ -140,12 +140,11 @@ def test_damaged_safetensors_is_one_error_line(tmp_path: Path, capsys: pytest.Ca
 
 def test_unreachable_hub_model_does_not_stop_jobs_that_do_not_load_it(no_hub: Path, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the workflow's start check (common.smk, onstart) decides for the jobs a run would do:
-    the hub models those jobs load (Plan.needed_model_ids), each checked with hub_problems. The
-    lexicon's jobs load no model, so an unreachable gpt2 does not stop them; gpt2's lemmas job does
-    (the real run that stops: test_real_run_with_unreachable_hub_model_stops_before_any_job)."""
-    from verbeval.core.config import hub_problems
+    """What the workflow's start check (common.smk, onstart: hub_start_problem) decides for the jobs
+    a run would do. The lexicon's jobs load no model, so an unreachable gpt2 does not stop them;
+    gpt2's lemmas job does (the real run that stops: test_real_run_with_unreachable_hub_model_stops_before_any_job)."""
     from verbeval.workflow.plan import plan_from_files
+    from verbeval.workflow.snakemake import hub_start_problem
 
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\nmodels: [{{id: gpt2}}]\n"
@@ -154,12 +153,13 @@ def test_unreachable_hub_model_does_not_stop_jobs_that_do_not_load_it(no_hub: Pa
     monkeypatch.chdir(wd)  # the configuration's relative paths, as the workflow reads them
     plan = plan_from_files([wd / "config" / "config.yaml", cfg])
 
-    def start_check(run: DryRun) -> list[tuple[list[str | int], str]]:
-        return hub_problems(plan.config, plan.needed_model_ids([(j["rule"], j["wildcards"]) for j in run.jobs]))
+    def start_check(run: DryRun) -> str | None:
+        return hub_start_problem(plan, [(j["rule"], j["wildcards"]) for j in run.jobs])
 
     lexicon = dry_run(wd, [cfg], targets=[str(tmp_path / "res" / "agreement" / "lexicon.parquet")])
     assert lexicon.stats == {"fetch": 1, "lexicon": 1}, lexicon.stats
-    assert start_check(lexicon) == []
+    assert start_check(lexicon) is None
     lemmas = dry_run(wd, [cfg], targets=[str(tmp_path / "res" / "agreement" / "gpt2" / "lemmas.parquet")])
-    [(keypath, reason)] = start_check(lemmas)
-    assert keypath == ["models", 0, "id"] and "hub model gpt2 is not in the local Hugging Face cache" in reason
+    problem = start_check(lemmas) or ""
+    assert problem.startswith(f"{cfg}: models.0.id: hub model gpt2 is not in the local Hugging Face cache"), problem
+    assert problem.endswith("; no job was run")

@@ -3,11 +3,10 @@
 # errors, start checks, failure summary). The other rule files use only PLAN and Snakemake's names.
 import sys
 
-from verbeval.core.config import config_origin, hub_problems
 from verbeval.core.console import install_short_job_info
 from verbeval.workflow.plan import PlanError, Untracked, alternatives, build_plan
-from verbeval.workflow.snakemake import (failure_lines, force_rerun, slurm_account_placeholder, start_problem,
-                                         workflow_layers)
+from verbeval.workflow.snakemake import (failure_lines, force_rerun, hub_start_problem, slurm_account_placeholder,
+                                         start_problem, workflow_layers)
 
 
 # job descriptions: rule all's hundreds of inputs (and its reason) as the first files and a count
@@ -57,10 +56,9 @@ onstart:
         raise ConfigError(_problem)
     # a hub model that the run's jobs load but cannot be loaded here (not cached, no network or
     # HF_HUB_OFFLINE); checked at the start of a real run, not a dry run (previewing needs no model)
-    _jobs = [(job.rule.name, job.wildcards_dict) for job in workflow.dag.needrun_jobs()]
-    for _keypath, _reason in hub_problems(config, PLAN.needed_model_ids(_jobs)):
-        raise ConfigError(f"{config_origin(_keypath, CONFIG_LAYERS)}: {'.'.join(map(str, _keypath))}: {_reason}; "
-                          "no job was run")
+    _problem = hub_start_problem(PLAN, [(job.rule.name, job.wildcards_dict) for job in workflow.dag.needrun_jobs()])
+    if _problem:
+        raise ConfigError(_problem)
 
 
 onerror:

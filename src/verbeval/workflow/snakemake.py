@@ -4,7 +4,7 @@ summary of ``onerror``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,17 @@ def start_problem(workflow: Any) -> str | None:
         return f"{problem}; nothing was submitted"
     problems = cluster_resource_problems(workflow)
     return "; ".join(problems) + "; nothing was submitted" if problems else None
+
+
+def hub_start_problem(plan: Any, jobs: Sequence[tuple[str, Mapping[str, str]]]) -> str | None:
+    """Why a hub model that these jobs (rule name, wildcards) load cannot be loaded here (not
+    cached, and no network or HF_HUB_OFFLINE), naming the file and key that set it; None when every
+    one can. ``onstart`` asks it for the jobs a real run is about to do (a dry run loads nothing)."""
+    from verbeval.core.config import config_origin, hub_problems
+
+    for keypath, reason in hub_problems(plan.config, plan.needed_model_ids(jobs)):
+        return f"{config_origin(keypath, plan.layers)}: {'.'.join(map(str, keypath))}: {reason}; no job was run"
+    return None
 
 
 def failure_lines(log: str | Path | Sequence[str | Path] | None) -> list[str]:
