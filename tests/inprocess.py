@@ -42,18 +42,23 @@ class DryRun:
 
 
 def dry_run(workdir: str | Path, configfiles: Sequence[str | Path] = (), config: Mapping[str, Any] | None = None,
-            targets: Iterable[str] = (), forcerun: Iterable[str] = (), snakefile: Path = SNAKEFILE) -> DryRun:
+            targets: Iterable[str] = (), forcerun: Iterable[str] = (), snakefile: Path = SNAKEFILE,
+            resource_settings: Any = None, workflow_settings: Any = None) -> DryRun:
     """``snakemake -n -s SNAKEFILE --directory WORKDIR --configfile FILES --config KEY=VALUE ...
-    [TARGETS]`` in process; the jobs it would run. ``config``: the ``--config`` pairs, parsed."""
+    [TARGETS]`` in process; the jobs it would run. ``config``: the ``--config`` pairs, parsed.
+    ``resource_settings`` (Snakemake's ResourceSettings: --cores, a profile's default and per-rule
+    resources) and ``workflow_settings`` (e.g. ``exec_mode=ExecMode.REMOTE``, a job run on its own)
+    default to one core and the main process."""
     from snakemake.api import SnakemakeApi
     from snakemake.exceptions import WorkflowError
-    from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+    from snakemake.settings.types import (ConfigSettings, DAGSettings, OutputSettings, ResourceSettings,
+                                          WorkflowSettings)
 
     cwd = os.getcwd()
-    resources = ResourceSettings(cores=1)
     try:
         with SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
-            wapi = api.workflow(resource_settings=resources,
+            wapi = api.workflow(resource_settings=resource_settings or ResourceSettings(cores=1),
+                                workflow_settings=workflow_settings or WorkflowSettings(),
                                 config_settings=ConfigSettings(configfiles=[Path(c).resolve() for c in configfiles],
                                                                config=dict(config or {})),
                                 snakefile=Path(snakefile).resolve(), workdir=Path(workdir).resolve())
@@ -63,7 +68,7 @@ def dry_run(workdir: str | Path, configfiles: Sequence[str | Path] = (), config:
             wf._prepare_dag(forceall=False, ignore_incomplete=False, lock_warn_only=True, nolock=True)  # noqa: SLF001
             wf._build_dag()  # noqa: SLF001
             jobs = [{"rule": j.rule.name, "wildcards": {k: str(v) for k, v in j.wildcards.items()},
-                     "cmd": " ".join(j.shellcmd.split()) if j.shellcmd else "",
+                     "cmd": " ".join(j.shellcmd.split()) if j.shellcmd else "", "threads": j.threads,
                      "outputs": [str(f) for f in j.output], "inputs": [str(f) for f in j.input],
                      "resources": {k: v for k, v in j.resources.items() if not k.startswith("_")},
                      "reason": str(wf.dag.reason(j))}

@@ -88,12 +88,9 @@ def test_real_run_with_unreachable_hub_model_stops_before_any_job(no_hub: Path, 
     assert "no job was run" in out and not (tmp_path / "raw").exists()  # not even a fetch
 
 
-def test_a_job_checks_only_its_own_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_job_checks_only_its_own_model(tmp_path: Path) -> None:
     """A job run on its own (SLURM, `--mode remote`) re-reads the Snakefile: another model's missing
     folder must not fail it (the main process still checks every model before the DAG)."""
-    import functools
-
-    import snakemake.api
     from snakemake.settings.types import WorkflowSettings
     from snakemake_interface_executor_plugins.settings import ExecMode
 
@@ -110,9 +107,7 @@ def test_a_job_checks_only_its_own_model(tmp_path: Path, monkeypatch: pytest.Mon
         dry_run(wd, [cfg], targets=[target])
     assert f"models.1.id: model b: local path {tmp_path / 'gone'} does not exist" in str(err.value)
     # snakemake -n --mode remote TARGET: the workflow in the execution mode of a job run on its own
-    # (the API builds WorkflowSettings() when none is given: here, with exec_mode=REMOTE)
-    monkeypatch.setattr(snakemake.api, "WorkflowSettings", functools.partial(WorkflowSettings, exec_mode=ExecMode.REMOTE))
-    job = dry_run(wd, [cfg], targets=[target])
+    job = dry_run(wd, [cfg], targets=[target], workflow_settings=WorkflowSettings(exec_mode=ExecMode.REMOTE))
     assert [j["outputs"] for j in job.of("lemmas")] == [[target]], job.stats
 
 

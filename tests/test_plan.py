@@ -5,7 +5,6 @@ the stale stores and unverified raw copies that force jobs, found without writin
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any

@@ -33,6 +33,8 @@ import yaml
 from verbeval.core.config import load_schema
 from verbeval.workflow.snakemake import start_problem
 
+from inprocess import dry_run  # noqa: E402
+
 if sys.version_info < (3, 11):  # the plugin's own requirement; from 3.11 on it is in the test extra
     pytest.skip("snakemake-executor-plugin-slurm needs Python >= 3.11", allow_module_level=True)
 from snakemake_executor_plugin_slurm.submit_string import get_submit_command  # noqa: E402
@@ -146,29 +148,16 @@ def profile_dry_run(workdir: Path, profile: Path = PROFILE) -> SimpleNamespace:
     and per-rule entries applied by Snakemake), shell command and outputs; ``.stderr``, what parsing
     the workflow printed. --cores: a dry run otherwise caps every job's threads at 1 (a submission
     does not)."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+    from snakemake.settings.types import ResourceSettings
 
     args = _parsed(profile, "-n", "--cores", "64")
     resources = ResourceSettings(cores=args.cores, nodes=args.jobs, default_resources=args.default_resources,
                                  overwrite_resources=args.set_resources)
-    cwd, err = os.getcwd(), io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err), SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
-            wapi = api.workflow(resource_settings=resources,
-                                config_settings=ConfigSettings(configfiles=[workdir / "config.yaml"]),
-                                snakefile=SNAKEFILE, workdir=workdir)
-            dapi = wapi.dag(DAGSettings())
-            wf = wapi._workflow  # noqa: SLF001 - as tests/inprocess.py: no public needrun listing
-            wf.dag_settings = dapi.dag_settings
-            wf._prepare_dag(forceall=False, ignore_incomplete=False, lock_warn_only=True, nolock=True)  # noqa: SLF001
-            wf._build_dag()  # noqa: SLF001
-            jobs = [{"rule": j.rule.name, "threads": j.threads, "shell": " ".join(j.shellcmd.split()) if j.shellcmd else "",
-                     "resources": {k: v for k, v in j.resources.items() if not k.startswith("_")},
-                     "outputs": sorted(str(f) for f in j.output)}
-                    for j in wf.dag.needrun_jobs()]
-    finally:
-        os.chdir(cwd)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        run = dry_run(workdir, [workdir / "config.yaml"], resource_settings=resources)
+    jobs = [{"rule": j["rule"], "threads": j["threads"], "shell": j["cmd"], "resources": j["resources"],
+             "outputs": sorted(j["outputs"])} for j in run.jobs]
     return SimpleNamespace(jobs=jobs, stderr=err.getvalue())
 
 
