@@ -219,6 +219,20 @@ def test_bad_setup_stops_the_plan(in_repo: None, tmp_path: Path, config: str, re
     assert str(err.value).count("\n") == 0  # one line
 
 
+def test_a_mirror_from_the_environment_is_checked_too(in_repo: None, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = _extra(tmp_path, "models: [{id: gpt2}]\nraw_dir: TMP/raw\n")
+    monkeypatch.setenv("VERBEVAL_DATA_MIRROR", str(tmp_path / "no-mirror"))
+    with pytest.raises(PlanError) as err:
+        plan_from_files([BASE, extra])
+    assert str(err.value).startswith(f"VERBEVAL_DATA_MIRROR={tmp_path / 'no-mirror'} (the data mirror of the fetch "
+                                     "jobs): missing 21 file(s), e.g. ")
+    # data_mirror wins over the environment, as in `verbeval fetch`
+    with pytest.raises(PlanError) as err:
+        plan_from_files([BASE, extra], {"data_mirror": str(tmp_path / "configured")})
+    assert f"data_mirror {tmp_path / 'configured'}: missing 21 file(s)" in str(err.value)
+
+
 def test_a_relative_path_from_elsewhere_says_where_to_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(PlanError) as err:

@@ -153,7 +153,7 @@ def register_tools(add: Add) -> None:
 
     s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM (tests, CI, the quick start)",
             "The model has the tokenizer's full vocabulary; its numbers are meaningless. Used by the tests, "
-            "config/ci.yaml, verbeval bench and, through the tiny_model rule, config/quick.yaml.")
+            ".test/config/ci.yaml, verbeval bench and, through the tiny_model rule, config/quick.yaml.")
     src = s.add_mutually_exclusive_group(required=True)
     src.add_argument("--tokenizer", metavar="DIR_OR_HUB_ID",
                      help="tokenizer to build the model on: a folder with the tokenizer files (e.g. "

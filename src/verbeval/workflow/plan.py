@@ -34,6 +34,9 @@ from verbeval.core.fetch import Source, is_verified, load_manifest, local_filena
 from verbeval.core.models import is_local, model_fingerprint
 from verbeval.core.provenance import resolve_random_init
 
+#: the environment variable of the fetch jobs' mirror (read by `verbeval fetch`, e.g. under `dvc repro`)
+MIRROR_ENV = "VERBEVAL_DATA_MIRROR"
+
 #: a regex that matches nothing: the wildcard constraint of a rule with no job in this configuration
 NOTHING = "(?!x)x"
 
@@ -240,29 +243,40 @@ class Plan:
         for src in self.sources:
             if src not in self.manifest:
                 raise PlanError(f"{self.config['manifest']}: no source named {src!r}")
-        if self.config["data_mirror"]:
+        if self.fetch_mirror:
             missing = self.mirror_missing(self.sources)
             if missing:
-                raise self.error(["data_mirror"], f"data_mirror {self.config['data_mirror']}: missing "
-                                                  f"{len(missing)} file(s), e.g. {missing[0]}")
+                raise self._mirror_error(f"missing {len(missing)} file(s), e.g. {missing[0]}")
 
     def raw_path(self, name: str) -> str:
         """Where the fetched copy of manifest source ``name`` lives."""
         return f"{self.raw}/{name}/{local_filename(self.manifest[name])}"
 
+    @property
+    def fetch_mirror(self) -> str | None:
+        """The mirror the fetch jobs read: data_mirror, else $VERBEVAL_DATA_MIRROR (as `verbeval
+        fetch` reads it; the fetch commands name only data_mirror), else None (download)."""
+        return self.config["data_mirror"] or os.environ.get(MIRROR_ENV) or None
+
+    def _mirror_error(self, reason: str) -> PlanError:
+        mirror = self.config["data_mirror"]
+        if mirror:
+            return self.error(["data_mirror"], f"data_mirror {mirror}: {reason}")
+        return PlanError(f"{MIRROR_ENV}={self.fetch_mirror} (the data mirror of the fetch jobs): {reason}")
+
     def mirror_missing(self, names: Sequence[str]) -> list[str]:
         """The mirror files of these sources that are missing, for the sources that have no raw copy
         yet (a fetched copy is not fetched again, so the mirror need not hold it)."""
-        mirror = self.config["data_mirror"]
+        mirror = self.fetch_mirror
+        assert mirror is not None
         return [str(mirror_location(self.manifest[s], mirror)) for s in names
                 if not os.path.exists(self.raw_path(s)) and not mirror_location(self.manifest[s], mirror).exists()]
 
     def check_mirror_has(self, source: str) -> None:
-        """PlanError when data_mirror is set and lacks ``source`` (with no raw copy yet)."""
-        mirror = self.config["data_mirror"]
+        """PlanError when the fetch jobs' mirror lacks ``source`` (with no raw copy yet)."""
+        mirror = self.fetch_mirror
         if mirror and self.mirror_missing([source]):
-            raise self.error(["data_mirror"], f"data_mirror {mirror}: missing "
-                                              f"{mirror_location(self.manifest[source], mirror)}")
+            raise self._mirror_error(f"missing {mirror_location(self.manifest[source], mirror)}")
 
     def unverified_raw(self) -> list[UnverifiedCopy]:
         """The raw copies that match no checksum of their manifest entry (edited by hand, or pinned by
