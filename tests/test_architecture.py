@@ -129,6 +129,7 @@ def test_cli_is_a_short_entry_point() -> None:
 def test_help_imports_neither_torch_nor_pandas() -> None:
     code = ("import sys\nfrom verbeval.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in ('torch', 'pandas', 'transformers') if m in sys.modules))")
+    # a process: what `verbeval --help` imports shows only in a fresh interpreter (pytest's has torch)
     env = {**os.environ, "PYTHONPATH": str(PKG.parent)}  # this checkout's package
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert "usage: verbeval" in out.stdout

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import shutil
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -162,17 +161,29 @@ def test_load_config_file_errors(tmp_path: Path) -> None:
         load_config(wrong)
 
 
-def test_schema_is_shipped_in_the_wheel(tmp_path: Path) -> None:
-    """A non-editable install must carry the config schema (the Snakefile and the CLI load it)."""
+def test_schema_is_shipped_in_the_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A non-editable install must carry the config schema (the Snakefile and the CLI load it). The wheel
+    is built in process by the hook that ``pip wheel --no-build-isolation`` calls (PEP 517, setuptools)."""
+    import logging
+
+    from setuptools import build_meta
+
     src = tmp_path / "src"
     shutil.copytree(REPO_ROOT / "src", src, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         if (REPO_ROOT / name).exists():
             shutil.copy(REPO_ROOT / name, tmp_path / name)
     dist = tmp_path / "dist"
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                           "-q", "-w", str(dist), str(tmp_path)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    (wheel,) = dist.glob("verbeval-*.whl")
+    dist.mkdir()
+    monkeypatch.chdir(tmp_path)  # the hook builds the project in the working directory
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    root = logging.getLogger()
+    level, handlers = root.level, root.handlers[:]
+    try:
+        wheel = dist / build_meta.build_wheel(str(dist))
+    finally:  # setuptools sets the root logger's level (distutils' threshold) and may add handlers
+        root.setLevel(level)
+        root.handlers[:] = handlers
+    assert wheel.name.startswith("verbeval-") and wheel.suffix == ".whl"
     names = zipfile.ZipFile(wheel).namelist()
     assert "verbeval/schemas/config.schema.yaml" in names, sorted(n for n in names if not n.endswith(".py"))

@@ -158,6 +158,7 @@ def test_no_dvc_lock_file_is_git_ignored() -> None:
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
     locks = ["dvc.lock", "pipelines/ci/dvc.lock"]
+    # a process: git's own reading of every .gitignore (and info/exclude) is what DVC consults; cheap
     proc = subprocess.run(["git", "check-ignore", "--no-index", *locks], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stdout == "", f"git ignores {proc.stdout.split()}"
 

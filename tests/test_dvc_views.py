@@ -1,5 +1,5 @@
 """DVC views (verbeval.agreement.dvc_views) and what `dvc metrics show` / `dvc plots show` make of the
-committed dvc.yaml on small fake outputs."""
+committed dvc.yaml on small fake outputs (real `dvc` processes: the end-to-end tier, `pytest -m e2e`)."""
 
 from __future__ import annotations
 
@@ -141,8 +141,10 @@ def _dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(exe), *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
 
 
+@pytest.mark.e2e
 def test_dvc_shows_metrics_per_model_and_group_and_one_series_per_model_and_metric(tmp_path: Path) -> None:
-    """A git + DVC repository with this repository's two pipelines and fake outputs of the paper's."""
+    """A git + DVC repository with this repository's two pipelines and fake outputs of the paper's.
+    End-to-end tier: real `dvc init`, `dvc metrics show` and `dvc plots show` processes."""
     repo = tmp_path / "repo"
     (repo / "pipelines/ci").mkdir(parents=True)
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)

@@ -162,6 +162,7 @@ def test_fingerprint_stable_across_processes(toks: dict[str, Any], tokenizer_pat
         "from verbeval.agreement.eligibility import tokenizer_fingerprint; "
         "print(tokenizer_fingerprint(AutoTokenizer.from_pretrained(sys.argv[1])))"
     )
+    # a process (another hash seed): shard manifests compare fingerprints written by other runs
     out = subprocess.run([sys.executable, "-c", code, str(tokenizer_path("bert-base-uncased"))],
                          capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONHASHSEED": "12345"})

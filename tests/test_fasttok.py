@@ -101,12 +101,14 @@ def test_lemmas_imports_neither_torch_nor_transformers(folders: dict[str, Path],
             f"rc = main(['lemmas', '--model', {str(folders['gpt2 (saved)'])!r}, '--lexicon', {str(lexicon)!r}, "
             f"'--out', {str(tmp_path / 'lemmas.parquet')!r}]); "
             "print(rc, 'torch' in sys.modules, 'transformers' in sys.modules)")
+    # a process: what a command imports shows only in a fresh interpreter (pytest's has torch loaded)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["0", "False", "False"]
 
 
 def _imports_after(argv: list[str]) -> list[str]:
-    """Run ``verbeval <argv>`` in a fresh interpreter; its exit code and which heavy modules it imported."""
+    """Run ``verbeval <argv>`` in a fresh interpreter; its exit code and which heavy modules it imported.
+    A process, because what a command imports shows only in an interpreter that has not loaded them."""
     code = ("import sys; from verbeval.cli import main; "
             f"rc = main({argv!r}); "
             "print(rc, *sorted(m for m in ('torch', 'transformers', 'pandas') if m in sys.modules))")

@@ -56,6 +56,7 @@ def test_numpy_version_is_read_without_importing_numpy() -> None:
 def test_the_command_line_sets_it_before_anything_imports_numpy() -> None:
     """``-X importtime`` lists modules as their import finishes: verbeval.core.npy_sort (which imports
     no numpy itself) must finish before numpy is first imported, by the CLI's modules or later."""
+    # a process: the import order from a fresh start (numpy is long imported in pytest's interpreter)
     out = subprocess.run([sys.executable, "-X", "importtime", "-c", "import verbeval.cli; import numpy"],
                          capture_output=True, text=True, check=True).stderr
     names = [line.rsplit("|", 1)[-1].strip() for line in out.splitlines() if line.startswith("import time:")]
@@ -79,6 +80,7 @@ def test_form_statistics_are_bit_identical_with_and_without_numpys_avx512_kernel
     """The kernel numpy picks only changes the speed: the statistics' bytes are the same."""
     runs = []
     for setting in ("", _npy_sort.AVX512_GROUPS):
+        # a process each: numpy reads NPY_DISABLE_CPU_FEATURES once, when it is first imported
         env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": setting}
         out = subprocess.run([sys.executable, "-c", _STATS], capture_output=True, text=True, check=True, env=env)
         runs.append(json.loads(out.stdout))
