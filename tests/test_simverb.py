@@ -339,13 +339,13 @@ def test_workflow_uses_split_files_when_present(tmp_path: Path, data_dir: Path) 
     without them (the shipped manifest), it does not."""
     import hashlib
     import shutil
-    import subprocess
 
     import yaml
 
     from verbeval.core.fetch import load_manifest
 
     from conftest import REPO_ROOT as repo, checkout_view
+    from inprocess import dry_run
 
     mirror = tmp_path / "mirror"
     shutil.copytree(data_dir, mirror)
@@ -360,19 +360,18 @@ def test_workflow_uses_split_files_when_present(tmp_path: Path, data_dir: Path) 
     (tmp_path / "manifest.yaml").write_text(yaml.safe_dump(manifest))
     assert "simverb_500_dev" in load_manifest(tmp_path / "manifest.yaml")
 
-    def dry_run(manifest_path: Path) -> str:
+    def simverb_commands(manifest_path: Path) -> str:
+        """The commands `snakemake simverb_all -n` schedules (in process)."""
         cfg = tmp_path / "cfg.yaml"
         cfg.write_text(yaml.safe_dump({"data_mirror": str(mirror), "manifest": str(manifest_path),
                                        "raw_dir": str(tmp_path / "raw"), "results_dir": str(tmp_path / "res"),
                                        "models": [{"id": "gpt2"}]}))
-        res = subprocess.run(["snakemake", "simverb_all", "-n", "-p", "--configfile", str(cfg)],
-                             cwd=checkout_view(tmp_path / "wd"),
-                             capture_output=True, text=True)
-        assert res.returncode == 0, (res.stdout + res.stderr)[-2000:]
-        return res.stdout
+        run = dry_run(checkout_view(tmp_path / "wd"), [cfg], targets=["simverb_all"])
+        return "\n".join(j["cmd"] for j in run.jobs)
 
-    with_splits = dry_run(tmp_path / "manifest.yaml")
+    with_splits = simverb_commands(tmp_path / "manifest.yaml")
     # gpt2 is an agreement model too: its SimVerb branch runs in its one model job (verbeval run-model)
     assert f"--simverb-split=dev={tmp_path}/raw/simverb_500_dev/SimVerb-500-dev.txt" in with_splits
     assert f"--simverb-split=test={tmp_path}/raw/simverb_3000_test/SimVerb-3000-test.txt" in with_splits
-    assert "--simverb-split" not in dry_run(repo / "resources/manifest.yaml")
+    assert "verbeval run-model --model gpt2 " in with_splits
+    assert "--simverb-split" not in simverb_commands(repo / "resources/manifest.yaml")
