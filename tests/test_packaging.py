@@ -67,23 +67,24 @@ def _env(name: str) -> dict:
     env = yaml.safe_load((REPO / "envs" / name).read_text())
     conda: dict[str, SpecifierSet] = {}
     pip: dict[str, SpecifierSet] = {}
-    editable: list[str] = []
     for dep in env["dependencies"]:
         if isinstance(dep, dict):
             for line in dep["pip"]:
-                if line.startswith(("--editable", "-e")):
-                    editable.append(line.split(None, 1)[1] if " " in line else line.split("=", 1)[1])
-                else:
-                    req = Requirement(line)
-                    pip[canonicalize_name(req.name)] = req.specifier
+                # Snakemake builds the env from a copy under .snakemake/conda/: a path here would
+                # not point at the checkout (the post-deploy script installs verbeval instead)
+                assert not line.startswith(("--editable", "-e", ".", "/")), f"envs/{name}: pip path {line!r}"
+                req = Requirement(line)
+                pip[canonicalize_name(req.name)] = req.specifier
         else:
             n, spec = _conda_spec(dep)
             assert n not in conda, f"envs/{name}: {n} listed twice"
             conda[n] = spec
-    assert len(editable) == 1, f"envs/{name}: installs verbeval from this checkout exactly once, not {editable}"
-    m = re.fullmatch(r"\.\.(?:\[([^\]]*)\])?", editable[0].strip())
-    assert m, f"envs/{name}: the editable install is the checkout (..[extras]), not {editable[0]!r}"
-    extras = {e.strip() for e in (m.group(1) or "").split(",") if e.strip()}
+    # Snakemake's post-deploy script of the env (same stem) installs verbeval from the working
+    # directory, the repository root, without dependencies (the env lists them)
+    script = (REPO / "envs" / name).with_suffix(".post-deploy.sh").read_text()
+    installs = re.findall(r'^python -m pip install --no-deps --editable "\.(?:\[([^\]]*)\])?"$', script, re.M)
+    assert len(installs) == 1, f"envs/{name}: its post-deploy script installs verbeval exactly once: {installs}"
+    extras = {e.strip() for e in installs[0].split(",") if e.strip()}
     return {"conda": conda, "pip": pip, "extras": extras}
 
 
