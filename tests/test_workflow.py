@@ -260,7 +260,7 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
     others = {p: p.stat().st_mtime_ns for p in workflow.shards() if p != target}
     assert target.exists() and len(others) == 11
     target.unlink()
-    # previewing, linting and generating the DVC pipeline change no file: the stale store is reported
+    # previewing, linting, the report and generating the DVC pipeline change no file: the stale store is reported
     # and its inference job forced, not repaired at parse time (the manifest stays until the job runs)
     before = _tree(workflow.root)
     dry = workflow.run("-n")
@@ -268,6 +268,7 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
     assert f"{target} is missing; the inference job of tiny-gpt2 will run again" in dry.stderr, dry.stderr[-2000:]
     assert job_stats(dry.stdout + dry.stderr).get("infer") == 1
     workflow.run("--lint", check=False)
+    workflow.run("--report", str(workflow.root.parent / "stale-store-report.html"))
     from verbeval.dvc import workflow_jobs  # what `verbeval dvc-yaml` plans from
 
     assert any(j.rule == "infer" for j in workflow_jobs(SNAKEFILE, [workflow.config], workflow.root))
