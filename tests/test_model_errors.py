@@ -138,7 +138,7 @@ def test_unreachable_hub_model_does_not_stop_jobs_that_do_not_load_it(no_hub: Pa
     """What the workflow's start check (common.smk, onstart: hub_start_problem) decides for the jobs
     a run would do. The lexicon's jobs load no model, so an unreachable gpt2 does not stop them;
     gpt2's lemmas job does (the real run that stops: test_real_run_with_unreachable_hub_model_stops_before_any_job)."""
-    from verbeval.workflow.plan import plan_from_files
+    from verbeval.workflow.loading import plan_from_files
     from verbeval.workflow.snakemake import hub_start_problem
 
     cfg = tmp_path / "cfg.yaml"

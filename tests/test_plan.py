@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from verbeval.agreement.shardstore import PlannedShard, run_plan, shard_key
-from verbeval.workflow.plan import NOTHING, PlanError, Untracked, alternatives, merged_config, plan_from_files
+from verbeval.workflow.loading import merged_config, plan_from_files
+from verbeval.workflow.params import NOTHING, Untracked, alternatives
+from verbeval.workflow.plan import PlanError
 from verbeval.workflow.snakemake import (SLURM_ACCOUNT_PLACEHOLDER, failure_lines, force_rerun,
                                          slurm_account_placeholder, start_problem)
 

@@ -15,7 +15,8 @@ import pytest
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import atomic_path, check_writable, stale_temporaries, write_text
-from verbeval.workflow.plan import PlanError, plan_from_files
+from verbeval.workflow.loading import plan_from_files
+from verbeval.workflow.plan import PlanError
 
 from conftest import REPO_ROOT as REPO, checkout_view
 from inprocess import DryRunError, dry_run

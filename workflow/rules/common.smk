@@ -4,7 +4,9 @@
 import sys
 
 from verbeval.core.console import install_short_job_info
-from verbeval.workflow.plan import PlanError, Untracked, alternatives, build_plan
+from verbeval.workflow.loading import build_plan
+from verbeval.workflow.params import Untracked, alternatives
+from verbeval.workflow.plan import PlanError
 from verbeval.workflow.snakemake import (failure_lines, force_rerun, hub_start_problem, slurm_account_placeholder,
                                          start_problem, workflow_layers)
 

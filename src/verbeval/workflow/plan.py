@@ -1,6 +1,6 @@
 """The workflow's plan: from a configuration, everything the rules of ``workflow/rules/*.smk`` need.
 
-:func:`build_plan` validates the configuration (the schema fills in its defaults), reads the
+:func:`verbeval.workflow.loading.build_plan` validates the configuration (the schema fills in its defaults), reads the
 manifest and the groups file, and raises :class:`PlanError` naming the configuration file that set
 a bad key. The :class:`Plan` it returns holds the models, groups, sources, result paths, the
 output lists of every part of the workflow and the command options of each rule; the ``.smk``
@@ -8,75 +8,38 @@ files only bind rules to it. Building a plan reads files and never writes one: a
 or a raw copy that no longer verifies is *reported* (:meth:`Plan.stale_stores`,
 :meth:`Plan.unverified_raw`), and the job that runs repairs it.
 
-Study-specific parts live beside it: :mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality).
+Beside it: :mod:`verbeval.workflow.loading` (configuration files to a plan), :mod:`verbeval.workflow.params`
+(params and wildcard constraints), :mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality).
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from verbeval.agreement.diagnostics import table3_groups
 from verbeval.agreement.figures import CUTOFF_FIGURES
 from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
-from verbeval.agreement.templates import CustomGroup, custom_groups, load_groups
-from verbeval.core.config import (Layer, check_model_paths, checkpoint_models, config_layers, config_origin,
-                                  model_entries,
-                                  normalise_model_path, pip_models, select_models, tiny_model_specs, validate_config)
+from verbeval.agreement.templates import CustomGroup, custom_groups
+from verbeval.core.config import (Layer, checkpoint_models, config_origin, model_entries,
+                                  normalise_model_path, pip_models, select_models, tiny_model_specs)
 from verbeval.core.errors import VerbevalError
-from verbeval.core.fetch import Source, is_verified, load_manifest, local_filename, mirror_location
+from verbeval.core.fetch import Source, is_verified, local_filename, mirror_location
 from verbeval.core.models import is_local, model_fingerprint
 from verbeval.core.provenance import resolve_random_init
+from verbeval.workflow.params import Untracked, quoted
 
 #: the environment variable of the fetch jobs' mirror (read by `verbeval fetch`, e.g. under `dvc repro`)
 MIRROR_ENV = "VERBEVAL_DATA_MIRROR"
 
-#: a regex that matches nothing: the wildcard constraint of a rule with no job in this configuration
-NOTHING = "(?!x)x"
 
 
 class PlanError(VerbevalError):
     """A setup error found before any job runs, its message naming the configuration file."""
-
-
-class Untracked:
-    """A rule param that is no rerun trigger. Snakemake's params trigger compares only params of
-    builtin types (its persistence records nothing else), so a change of this value reruns nothing.
-    For where the data comes from (data_mirror) and the manifest's path: the bytes are checked
-    either way."""
-
-    def __init__(self, value: object) -> None:
-        self.value = str(value)
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Untracked) and other.value == self.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
-    def __repr__(self) -> str:
-        return f"Untracked({self.value!r})"
-
-
-def alternatives(names: Sequence[str]) -> str:
-    """A wildcard constraint matching exactly ``names`` (:data:`NOTHING` when there is none)."""
-    import re
-
-    return "|".join(map(re.escape, names)) or NOTHING
-
-
-def quoted(options: Sequence[str]) -> str:
-    """Shell words, each quoted."""
-    return " ".join(shlex.quote(o) for o in options)
 
 
 @dataclass(frozen=True)
@@ -113,71 +76,6 @@ class UnverifiedCopy:
     def message(self) -> str:
         return (f"{self.path}: matches no checksum of source {self.source!r} in {self.manifest}; its fetch job "
                 "will move it aside (renamed, never deleted) and fetch a verified copy")
-
-
-def build_plan(config: dict[str, Any], layers: Sequence[Layer] = (), *, basedir: str | Path | None = None,
-               check_paths: bool = True) -> Plan:
-    """Validate ``config`` (in place: the schema's defaults are filled in) and plan the workflow.
-
-    ``layers`` are the configuration files in merge order (:func:`verbeval.core.config.config_layers`),
-    to name the one that set a bad key. ``basedir`` is the repository root: an error about a
-    relative path says how to run from elsewhere. ``check_paths``: check that local model folders
-    exist (the main Snakemake process; a job run on its own checks only its own model)."""
-    try:
-        validate_config(config, layers=layers)
-        manifest = load_manifest(config["manifest"])
-        all_groups = load_groups(config["agreement"]["groups_file"])
-        if check_paths:
-            check_model_paths(config, layers=layers)
-    except PlanError:
-        raise
-    except VerbevalError as exc:
-        raise PlanError(f"{exc}{workdir_hint(basedir)}") from None
-    return Plan(config, list(layers), manifest, all_groups)
-
-
-def merged_config(files: Sequence[str | Path], overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The configuration Snakemake builds from ``--configfile`` files and ``--config`` pairs: each
-    file's mapping merged into the previous ones key by key (nested mappings too), then the pairs."""
-    from verbeval.core.io import load_yaml
-
-    def merge(into: dict[str, Any], new: Mapping[str, Any]) -> None:
-        for key, value in new.items():
-            if isinstance(value, Mapping) and isinstance(into.get(key), dict):
-                merge(into[key], value)
-            else:
-                into[key] = copy.deepcopy(value)
-
-    config: dict[str, Any] = {}
-    for f in files:
-        try:
-            data = load_yaml(Path(f).read_text(encoding="utf-8")) or {}
-        except OSError as exc:
-            raise PlanError(f"{f}: cannot read config: {exc.strerror or exc}") from None
-        if not isinstance(data, Mapping):
-            raise PlanError(f"{f}: config must be a mapping")
-        merge(config, data)
-    merge(config, dict(overrides or {}))
-    return config
-
-
-def plan_from_files(files: Sequence[str | Path], overrides: Mapping[str, Any] | None = None, *,
-                    basedir: str | Path | None = None, check_paths: bool = True) -> Plan:
-    """:func:`build_plan` of the configuration that ``snakemake --configfile FILES --config
-    KEY=VALUE...`` reads (``overrides`` are the ``--config`` pairs, already parsed)."""
-    return build_plan(merged_config(files, overrides), config_layers(files, overrides), basedir=basedir,
-                      check_paths=check_paths)
-
-
-def workdir_hint(basedir: str | Path | None) -> str:
-    """Why a relative path is missing when snakemake runs outside the repository: appended to such errors."""
-    if basedir is None:
-        return ""
-    root = Path(basedir).resolve()
-    if Path.cwd().resolve() == root or Path("resources").is_dir():
-        return ""
-    return (f"; relative paths are read from the working directory {Path.cwd()}: run the workflow from the "
-            f"repository root ({root}), or add --directory {root}")
 
 
 class Plan:
