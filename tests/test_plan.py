@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from verbeval.agreement.shardstore import PlannedShard, run_plan, shard_key
+from verbeval.agreement.shardstore import run_plan
 from verbeval.workflow.loading import merged_config, plan_from_files
 from verbeval.workflow.params import NOTHING, Untracked, alternatives
 from verbeval.workflow.plan import PlanError
+from test_shardstore import _plan  # shards that hold their own name, no model
 from verbeval.workflow.snakemake import (SLURM_ACCOUNT_PLACEHOLDER, failure_lines, force_rerun,
                                          slurm_account_placeholder, start_problem)
 
@@ -253,19 +254,9 @@ def test_a_job_on_its_own_does_not_check_other_models_folders(in_repo: None, tmp
 
 def _store(manifest: Path) -> None:
     """A finished shard store of two groups (no model: each shard holds its own name)."""
-    plan = []
-    for group, n in (("simple", 2), ("prep", 1)):
-        for k in range(n):
-            rel = f"{group}/{k + 1}-of-{n}.parquet"
-
-            def compute(bar: Any, rel: str = rel) -> Any:
-                def write(path: Path) -> dict[str, Any]:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_text(rel)
-                    return {"n_contexts": 1}
-                return write
-            plan.append(PlannedShard(rel, shard_key({"rel": rel}), 1, compute))
-    run_plan(manifest, plan, {"groups": ["simple", "prep"]}, progress=False)
+    calls: list[str] = []
+    run_plan(manifest, _plan(2, calls, "simple") + _plan(1, calls, "prep"), {"groups": ["simple", "prep"]},
+             progress=False)
 
 
 def test_stale_store_is_found_and_nothing_is_written(in_repo: None, tmp_path: Path) -> None:

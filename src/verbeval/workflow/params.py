@@ -22,12 +22,6 @@ class Untracked:
     def __str__(self) -> str:
         return self.value
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Untracked) and other.value == self.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
     def __repr__(self) -> str:
         return f"Untracked({self.value!r})"
 

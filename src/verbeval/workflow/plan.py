@@ -25,6 +25,7 @@ from verbeval.agreement.diagnostics import table3_groups
 from verbeval.agreement.figures import CUTOFF_FIGURES
 from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
 from verbeval.agreement.templates import CustomGroup, custom_groups
+from verbeval.core.cli import MIRROR_ENV  # the fetch jobs' mirror, as `verbeval fetch` reads it
 from verbeval.core.config import (Layer, checkpoint_models, config_origin, model_entries,
                                   normalise_model_path, pip_models, select_models, tiny_model_specs)
 from verbeval.core.errors import VerbevalError
@@ -33,8 +34,6 @@ from verbeval.core.models import is_local, model_fingerprint
 from verbeval.core.provenance import resolve_random_init
 from verbeval.workflow.params import Untracked, quoted
 
-#: the environment variable of the fetch jobs' mirror (read by `verbeval fetch`, e.g. under `dvc repro`)
-MIRROR_ENV = "VERBEVAL_DATA_MIRROR"
 
 
 
