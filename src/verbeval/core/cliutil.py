@@ -5,6 +5,7 @@ pre-flight and the help formatters (``verbeval.cli`` assembles the parser).
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 
 from verbeval.core.errors import VerbevalError
@@ -106,3 +107,20 @@ def model_source_options(s: argparse.ArgumentParser, what: str) -> None:
     s.add_argument("--model", required=True, help=f"hub id or local path {what}")
     s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
     s.add_argument("--gguf-file", help=GGUF_HELP)
+    s.add_argument("--sha256", type=sha256_arg, default=None,
+                   help="the sha256 the --gguf-file must have: a file with another one is refused before it is read "
+                        "(default: the sha256 recorded beside a pip model's file, else not checked)")
+
+
+def sha256_arg(text: str) -> str:
+    """``--sha256``: 64 hexadecimal digits (returned in lower case)."""
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", text):
+        raise argparse.ArgumentTypeError(f"expected 64 hexadecimal digits, got {text!r}")
+    return text.lower()
+
+
+def model_pin(a: argparse.Namespace) -> str | None:
+    """``--sha256`` of a command that loads one model; it pins a GGUF file, so it needs ``--gguf-file``."""
+    if a.sha256 and not a.gguf_file:
+        raise VerbevalError("--sha256 pins a GGUF file: give --gguf-file too")
+    return a.sha256

@@ -115,14 +115,16 @@ class JsonTokenizer:
         return None if unk is None else self.backend_tokenizer.token_to_id(unk)
 
 
-def load_text_tokenizer(model_id: str, revision: str | None = None, gguf_file: str | None = None) -> Any:
+def load_text_tokenizer(model_id: str, revision: str | None = None, gguf_file: str | None = None,
+                        sha256: str | None = None) -> Any:
     """The model's tokenizer for encoding words: a :class:`JsonTokenizer` for a local folder where it is
     safe (no torch, no transformers import), else transformers' ``AutoTokenizer`` (a GGUF file's
-    tokenizer, too: transformers builds it from the file's vocabulary)."""
+    tokenizer, too: transformers builds it from the file's vocabulary, once the file is checked against
+    its pin ``sha256``: :func:`verbeval.core.models.gguf_location`)."""
     from verbeval.core.models import check_local_model, is_local, load_tokenizer, resolve_id
 
     if gguf_file:
-        return load_tokenizer(model_id, revision, gguf_file)
+        return load_tokenizer(model_id, revision, gguf_file, sha256)
     if is_local(model_id) and revision is None:
         check_local_model(model_id, need_config=False, what="tokenizer for model")
         folder = Path(resolve_id(model_id))

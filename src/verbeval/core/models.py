@@ -201,29 +201,39 @@ def resolve_id(model_id: str) -> str:
     return os.path.expanduser(model_id) if model_id.startswith("~") else model_id
 
 
-def gguf_location(model_id: str, gguf_file: str, revision: str | None = None) -> tuple[str, str]:
+def gguf_location(model_id: str, gguf_file: str, revision: str | None = None,
+                  sha256: str | None = None) -> tuple[str, str]:
     """(folder, file name) of a GGUF model for ``from_pretrained(folder, gguf_file=name)``: the local
-    folder, or the hub repository's file in the Hugging Face cache (downloaded once)."""
+    folder, or the hub repository's file in the Hugging Face cache (downloaded once).
+
+    The file is checked against its pin first (:func:`verbeval.core.model_sources.pins.check_pinned`:
+    ``sha256`` when given, else the sha256 recorded beside a pip model's file): a file that is not
+    the pinned one is never handed to transformers."""
     from verbeval.core.model_sources.gguf import require_gguf, resolve_file
+    from verbeval.core.model_sources.pins import check_pinned
 
     require_gguf(model_id)
     path = resolve_file(resolve_id(model_id), gguf_file, revision, is_local(model_id))
+    check_pinned(path, model_id, sha256)
     return str(path.parent), path.name
 
 
-def _source(model_id: str, revision: str | None, gguf_file: str | None) -> tuple[str, dict[str, Any]]:
+def _source(model_id: str, revision: str | None, gguf_file: str | None,
+            sha256: str | None = None) -> tuple[str, dict[str, Any]]:
     """(what to pass to ``from_pretrained``, extra keyword arguments) of a model."""
     if gguf_file:
-        folder, name = gguf_location(model_id, gguf_file, revision)
+        folder, name = gguf_location(model_id, gguf_file, revision, sha256)
         return folder, {"gguf_file": name}
     return resolve_id(model_id), {"revision": revision}
 
 
-def load_tokenizer(model_id: str, revision: str | None = None, gguf_file: str | None = None) -> Any:
+def load_tokenizer(model_id: str, revision: str | None = None, gguf_file: str | None = None,
+                   sha256: str | None = None) -> Any:
+    """The model's tokenizer (``sha256``: the pin of its GGUF file, :func:`gguf_location`)."""
     from transformers import AutoTokenizer
 
     check_local_model(model_id, need_config=False, what="tokenizer for model", gguf_file=gguf_file)
-    where, extra = _source(model_id, revision, gguf_file)
+    where, extra = _source(model_id, revision, gguf_file, sha256)
     try:
         return AutoTokenizer.from_pretrained(where, **extra)
     except (OSError, ValueError) as exc:  # transformers raises OSError for unknown ids/paths
@@ -234,11 +244,13 @@ def load_tokenizer(model_id: str, revision: str | None = None, gguf_file: str | 
         raise VerbevalError(f"cannot load tokenizer for model {model_id!r}: {str(exc).splitlines()[0]}") from exc
 
 
-def load_config(model_id: str, revision: str | None = None, gguf_file: str | None = None) -> Any:
+def load_config(model_id: str, revision: str | None = None, gguf_file: str | None = None,
+                sha256: str | None = None) -> Any:
+    """The model's config (``sha256``: the pin of its GGUF file, :func:`gguf_location`)."""
     from transformers import AutoConfig
 
     check_local_model(model_id, gguf_file=gguf_file)
-    where, extra = _source(model_id, revision, gguf_file)
+    where, extra = _source(model_id, revision, gguf_file, sha256)
     try:
         return AutoConfig.from_pretrained(where, **extra)
     except (OSError, ValueError) as exc:
@@ -402,12 +414,15 @@ def load_model(
     device: str = "auto",
     device_map: DeviceMap = None,
     gguf_file: str | None = None,
+    sha256: str | None = None,
 ) -> LoadedModel:
     """Load tokenizer and LM head model, in eval mode on the chosen device.
 
     With ``gguf_file`` the model is that GGUF file in the local folder or hub repository
     ``model_id`` (:mod:`verbeval.core.model_sources.gguf`): always a causal LM, dequantised by
-    transformers, then cast to ``dtype``.
+    transformers, then cast to ``dtype``. ``sha256`` pins that file: a file with another sha256 is
+    refused before anything reads it (:func:`gguf_location`; a pip model's file is checked against
+    the sha256 recorded beside it even without).
 
     With a ``device_map`` (:func:`check_device_map`; needs the ``accelerate`` package) the model is
     split across devices by accelerate instead, e.g. ``auto`` over every visible GPU for a model
@@ -425,12 +440,12 @@ def load_model(
         from verbeval.core.model_sources.gguf import check_config, check_kind
 
         check_kind(model_id, kind)
-    where, source_kwargs = _source(model_id, revision, gguf_file)
-    cfg = load_config(model_id, revision, gguf_file)
+    where, source_kwargs = _source(model_id, revision, gguf_file, sha256)
+    cfg = load_config(model_id, revision, gguf_file, sha256)
     if gguf_file:
         check_config(cfg, model_id)
     resolved: Kind = "causal" if gguf_file else detect_kind(cfg) if kind == "auto" else kind  # type: ignore[assignment]
-    tok = load_tokenizer(model_id, revision, gguf_file)
+    tok = load_tokenizer(model_id, revision, gguf_file, sha256)
     cls = AutoModelForMaskedLM if resolved == "masked" else AutoModelForCausalLM
     extra: dict[str, Any] = {}
     offload = None

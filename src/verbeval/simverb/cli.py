@@ -7,7 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from verbeval.core.cliutil import (Add, bootstrap_options, check_outputs, float_list, model_source_options,
+from verbeval.core.cliutil import (Add, bootstrap_options, check_outputs, float_list, model_pin, model_source_options,
                                    random_init_option, split_pair)
 
 log = logging.getLogger("verbeval")
@@ -46,6 +46,10 @@ def cmd_simverb_score(a: argparse.Namespace) -> None:
 
     torch.set_num_threads(a.threads)
     pairs = read_pairs(a.data, a.split)
+    if model_pin(a):  # the file checked against its pin before anything reads it
+        from verbeval.core.models import gguf_location
+
+        gguf_location(a.model, a.gguf_file, a.revision, model_pin(a))
     sims, verbs = score_model(pairs, a.model, revision=a.revision, gguf_file=a.gguf_file,
                               frames=a.frame or ["to {verb}"], multi_token=a.multi_token, batch_size=a.batch_size,
                               device=a.device)

@@ -19,6 +19,7 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from verbeval.agreement.diagnostics import table3_groups
@@ -32,7 +33,7 @@ from verbeval.core.errors import VerbevalError
 from verbeval.core.fetch import Source, is_verified, local_filename, mirror_location
 from verbeval.core.models import is_local, model_fingerprint
 from verbeval.core.provenance import resolve_random_init
-from verbeval.workflow.params import Untracked, quoted
+from verbeval.workflow.params import Untracked, model_source_args, quoted
 
 
 
@@ -75,6 +76,24 @@ class UnverifiedCopy:
     def message(self) -> str:
         return (f"{self.path}: matches no checksum of source {self.source!r} in {self.manifest}; its fetch job "
                 "will move it aside (renamed, never deleted) and fetch a verified copy")
+
+
+@dataclass(frozen=True)
+class ChangedModelFile:
+    """A pip model's assembled file that is not its pinned one (found when the plan is built)."""
+
+    model: str
+    folder: str
+    why: str
+
+    @property
+    def target(self) -> str:
+        """The output whose job must run (rule pip_model's folder)."""
+        return self.folder
+
+    def message(self) -> str:
+        return (f"{self.why}: model {self.model!r} is assembled again from its verified wheels (rule pip_model) "
+                "before any job loads it")
 
 
 class Plan:
@@ -246,11 +265,8 @@ class Plan:
         return resolve_random_init(model_id, declared)
 
     def model_options(self, name: str) -> str:
-        """``--revision`` and ``--gguf-file`` of a model (those it has)."""
-        m = self.models[name]
-        opts = (["--revision", m["revision"]] if m["revision"] else []) + (
-            ["--gguf-file", m["gguf_file"]] if m["gguf_file"] else [])
-        return shlex.join(opts)
+        """``--revision``, ``--gguf-file`` and ``--sha256`` (a pip model's pin) of a model (those it has)."""
+        return shlex.join(model_source_args(self.models[name]))
 
     def device_map_option(self, name: str) -> str:
         """``--device-map`` of a model split across devices (config ``device_map``), else nothing."""
@@ -336,6 +352,22 @@ class Plan:
 
     def store_roots(self) -> list[str]:
         return [self.out] + ([self.lmout] if self.mt_on else [])
+
+    def changed_pinned_files(self) -> list[ChangedModelFile]:
+        """The pip models whose assembled file is no longer the pinned one (a flipped byte, a
+        truncation, a replacement) or is gone from its folder: rule pip_model must assemble them
+        again from their verified wheels before any job loads them. Reads only (the digest comes
+        from the file-hash cache when the file is unchanged)."""
+        from verbeval.core.model_sources.pins import pin_problem
+
+        found = []
+        for folder, m in self.pip_models.items():
+            if not os.path.isdir(folder):
+                continue  # not assembled yet: rule pip_model runs anyway
+            problem = pin_problem(Path(folder) / m["gguf_file"], m["pip"]["sha256"])
+            if problem:
+                found.append(ChangedModelFile(m["name"], folder, problem))
+        return found
 
     def stale_stores(self) -> list[StaleStore]:
         """The shard stores whose manifest lists a shard that is gone (or changed size): their model's

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from verbeval.core.errors import VerbevalError
 from verbeval.core.fetch import mirror_location
 from verbeval.core.models import model_fingerprint, model_name
+from verbeval.workflow.params import model_source_args
 
 if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan
@@ -50,7 +51,7 @@ class SimverbPlan:
         return not mirror or mirror_location(plan.manifest[source], mirror).exists()
 
     def _models(self) -> dict[str, dict[str, Any]]:
-        """name -> {id, revision, gguf_file, join, random_init}. An id listed in simverb.models is joined
+        """name -> {id, revision, gguf_file, pip, join, random_init}. An id listed in simverb.models is joined
         with the agreement model of that id: when several share it (the revisions of a swept hub
         model), the first one without a revision, else the first one; null: every agreement model."""
         plan, sv = self.plan, self.config
@@ -66,7 +67,8 @@ class SimverbPlan:
             if name in models:
                 raise plan.error(["simverb", "models"], f"simverb.models: two models named {name!r}")
             models[name] = {"id": model_id, "revision": m["revision"] if m else None,
-                            "gguf_file": m["gguf_file"] if m else None, "join": bool(m) and sv["agreement_join"],
+                            "gguf_file": m["gguf_file"] if m else None, "pip": m["pip"] if m else None,
+                            "join": bool(m) and sv["agreement_join"],
                             # an agreement model's random_init applies here too; else the folder's marker
                             "random_init": m["random_init"] if m else None}
         return models
@@ -93,8 +95,7 @@ class SimverbPlan:
 
     def model_args(self, name: str) -> str:
         m = self.models[name]
-        args = ["--model", m["id"]] + (["--revision", m["revision"]] if m["revision"] else [])
-        args += ["--gguf-file", m["gguf_file"]] if m["gguf_file"] else []
+        args = ["--model", m["id"], *model_source_args(m)]
         for frame in self.config["frames"]:
             args += ["--frame", frame]
         return " ".join(shlex.quote(a) for a in args)
