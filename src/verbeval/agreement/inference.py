@@ -22,6 +22,7 @@ from verbeval import __version__
 from verbeval.agreement.metrics import form_statistics, probabilities
 from verbeval.agreement.eligibility import single_token_ids, tokenizer_fingerprint
 from verbeval.core.errors import VerbevalError
+from verbeval.core.memory import fit_batch_size, free_memory, is_oom, model_shape, per_context_bytes
 from verbeval.core.models import LoadedModel, adds_bos, describe_device
 from verbeval.agreement.shards import (META_KEY, SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, capped_chunks,
                      check_finite, chunk_range, group_contexts, group_digest, lemma_set_hash, read_shard_meta,
@@ -32,7 +33,7 @@ from verbeval.agreement.templates import render_context
 log = logging.getLogger(__name__)
 
 __all__ = ["META_KEY", "SHARD_SCHEMA_VERSION", "ChunkResult", "build_contexts", "chunk_label", "chunk_range",
-           "compute_chunk", "encode_contexts", "group_contexts", "group_digest", "infer_chunk", "infer_model", "lemma_set_hash",
+           "compute_chunk", "encode_contexts", "fit_contexts", "group_contexts", "group_digest", "infer_chunk", "infer_model", "lemma_set_hash",
            "read_shard_meta", "run_contexts", "target_logits", "write_shard"]
 
 
@@ -151,8 +152,27 @@ def target_logits(model: torch.nn.Module, ids: torch.Tensor, att: torch.Tensor, 
     return logits[rows, tgt]
 
 
-def _is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+#: bytes per vocabulary entry of one context at the peak after its forward pass, besides its float32
+#: logits. CPU: the float64 probabilities (8) and the float64 copy of the logits the softmax makes
+#: (8), the finiteness test's temporaries before them (7, freed), 4 of slack: a tiny GPT-2 peaked at
+#: 21-24 bytes per entry with the logits (VmHWM, batches of 2,000). Accelerators: the probabilities
+#: (8) and form_statistics' sort values and indices, flipped copy and two cumulative sums (5 x 8),
+#: 4 of slack (32 measured for the torch kernels on CPU, besides the probabilities)
+CPU_VOCAB_BYTES = 20
+ACCELERATOR_VOCAB_BYTES = 52
+
+
+def fit_contexts(lm: LoadedModel, encoded: Encoded, batch_size: int) -> int:
+    """``batch_size`` cut to the number of contexts and to what fits in the free memory of the
+    model's device (:func:`verbeval.core.memory.fit_batch_size`), estimated from the model's output
+    size, hidden size and layers and the longest context; one context that cannot fit stops here,
+    before any forward pass."""
+    shape = model_shape(lm.model)
+    longest = max((len(s) for s in encoded.ids), default=1)
+    per = per_context_bytes(shape, longest, logit_positions=1 if split_head(lm.model) is not None else longest,
+                            vocab_entry_bytes=CPU_VOCAB_BYTES if lm.device.type == "cpu" else ACCELERATOR_VOCAB_BYTES)
+    return fit_batch_size(batch_size, len(encoded.ids), per, free_memory(lm.device), what=lm.model_id,
+                          detail=f"vocabulary {shape.vocab}, {longest} tokens")
 
 
 def run_contexts(
@@ -173,6 +193,9 @@ def run_contexts(
     ``form_ids``: ``[F]`` eligible form ids (lemma-major, singular then plural).
     ``row_context``: ``[R]`` context index (into ``encoded``) of each TSE row; ``row_tse_ids``: ``[R, 2]``
     (singular id, plural id) with -1 for a form that is not a single token.
+    ``batch_size``: contexts per forward pass at most, cut to the number of contexts and to what
+    fits in the device's free memory (:func:`fit_contexts`); a batch that runs out of memory all
+    the same (CUDA, or the CPU allocator) is halved and retried.
     """
     n, f = len(encoded.ids), len(form_ids)
     out = ChunkResult(
@@ -194,7 +217,7 @@ def run_contexts(
     rows_sorted = np.argsort(row_context, kind="stable")
     starts = np.searchsorted(row_context[rows_sorted], np.arange(n + 1), side="left")
     local = np.empty(n, dtype=np.int64)  # position of a context inside its batch
-    bs = max(1, batch_size)
+    bs = fit_contexts(lm, encoded, batch_size)
     pending = list(_batches(lengths, bs))
     own_bar = bar is None
     if own_bar:
@@ -225,7 +248,8 @@ def run_contexts(
     in_flight: tuple[Any, ...] | None = None
     flagged: list[tuple[np.ndarray, torch.Tensor]] = []  # (contexts, whether each one's logits are all finite)
     # on the CPU, one float64 buffer for every batch's probabilities (no fresh 512 MB per batch at
-    # 256k x 256: page faults); nothing computed below keeps a view of it past its batch
+    # 256k x 256: page faults), as large as the largest batch so far (the first: batches are cut
+    # from one size, longest first); nothing computed below keeps a view of it past its batch
     prob_buf: torch.Tensor | None = None
     with torch.inference_mode():
         while pending:
@@ -239,14 +263,16 @@ def run_contexts(
                     probs = probabilities(picked)
                 else:
                     if prob_buf is None or prob_buf.shape[0] < len(idx) or prob_buf.shape[1] != picked.shape[1]:
-                        prob_buf = torch.empty((max(bs, len(idx)), picked.shape[1]), dtype=torch.float64)
+                        prob_buf = None  # the smaller one goes before the larger one is allocated
+                        prob_buf = torch.empty((len(idx), picked.shape[1]), dtype=torch.float64)
                     probs = probabilities(picked, out=prob_buf[: len(idx)])
                 p, above, below = form_statistics(probs, forms)
                 tk = torch.topk(probs, k=min(top_k, probs.shape[1]), dim=-1)
-            except RuntimeError as exc:  # includes torch.OutOfMemoryError
-                if not _is_oom(exc) or len(idx) == 1:
+            except (RuntimeError, MemoryError) as exc:  # includes torch.OutOfMemoryError
+                if not is_oom(exc) or len(idx) == 1:
                     raise
                 del exc
+                prob_buf = None  # its batch was too large; the halves allocate their own
                 if cuda:
                     torch.cuda.empty_cache()
                 half = len(idx) // 2

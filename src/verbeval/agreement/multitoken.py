@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 from verbeval.agreement.eligibility import form_token_ids as form_token_ids  # re-exported (tests, scripts)
 from verbeval.core.errors import VerbevalError
 from verbeval.agreement.inference import Encoded
+from verbeval.core.memory import fit_batch_size, forward_bytes, free_memory, model_shape
 from verbeval.core.models import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,30 @@ def _plan_batches(trie: CausalTrie, batch_size: int) -> list[_Batch]:
     return out
 
 
+def _fit_rows(lm: LoadedModel, encoded: Encoded, batch_size: int, n_rows: int, width: int, *, causal: bool,
+              whole: bool = False) -> int:
+    """``batch_size`` cut to the number of rows (trie rows or masked sequences) and to what fits in
+    the device's free memory (:func:`verbeval.core.memory.fit_batch_size`), for the longest context.
+
+    A causal row is ``width`` prefix tokens run after the context's cache (a batch materialises its
+    own copy of the cache), read at up to ``width`` nodes; a masked row is the context with its mask
+    widened to ``width`` slots, read at one position (``whole``: a model without a separate head,
+    every position). Each read is a float32 logit row and its normaliser, 8 bytes per vocabulary entry.
+    """
+    if not encoded.ids or not n_rows:
+        return max(1, batch_size)  # nothing is run
+    shape = model_shape(lm.model)
+    longest = max(len(s) for s in encoded.ids)
+    if causal:
+        per = forward_bytes(shape, width, past=longest) + width * shape.vocab * 8
+    else:
+        seq = longest - 1 + width
+        per = forward_bytes(shape, seq) + (seq if whole else 1) * shape.vocab * 8
+    unit = "trie row" if causal else "masked sequence"
+    return fit_batch_size(batch_size, n_rows, per, free_memory(lm.device), what=lm.model_id, unit=unit,
+                          detail=f"vocabulary {shape.vocab}, context of {longest} tokens, {width}-token forms")
+
+
 def causal_form_logprobs(
     lm: LoadedModel,
     encoded: Encoded,
@@ -159,7 +184,8 @@ def causal_form_logprobs(
     body, head = _lm_head(lm)
     dev = lm.device
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else (lm.tokenizer.eos_token_id or 0)
-    batches = _plan_batches(trie, max(1, batch_size))
+    batches = _plan_batches(trie, _fit_rows(lm, encoded, batch_size, len(trie.rows),
+                                            max((len(r) for r in trie.rows), default=1), causal=True))
     row_ids = []
     for b in batches:
         width = max(len(trie.rows[r]) for r in b.rows)
@@ -274,7 +300,8 @@ def masked_form_logprobs(
     local_of[order] = np.arange(m_nodes)
     step_form_t = torch.as_tensor(plan.step_form, device=dev)
     step_tok_t = torch.as_tensor(plan.step_token, device=dev)
-    bs = max(1, batch_size)
+    k_max = int(plan.node_k.max()) if m_nodes else 1
+    bs = _fit_rows(lm, encoded, batch_size, m_nodes, k_max, causal=False, whole=head is None)
     step_pos = local_of[plan.step_node]  # node position in `order`
     step_groups = []  # per batch of nodes: (its steps, their node's index within the batch)
     for start in range(0, m_nodes, bs):

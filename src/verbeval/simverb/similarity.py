@@ -199,18 +199,42 @@ def load_encoder(model_id: str, revision: str | None = None, device: str = "auto
     return model, tok, dev
 
 
+def fit_verbs(model: Any, tokenizer: Any, verbs: Sequence[str], frames: Sequence[str], batch_size: int,
+              device: Any, model_id: str) -> int:
+    """``batch_size`` cut to the number of verbs and to what fits in the free memory of ``device``
+    (:func:`verbeval.core.memory.fit_batch_size`). A verb's sequence (its longest frame, in tokens)
+    needs its forward pass, every layer's hidden states in the model's dtype and as the float64
+    copy :func:`verb_vectors` averages, and its float64 input embeddings."""
+    from verbeval.core.memory import fit_batch_size, forward_bytes, free_memory, model_shape
+
+    if not verbs:
+        return max(1, batch_size)
+    texts = [f.replace("{verb}", v) for f in frames for v in verbs]
+    width = max(len(ids) for ids in tokenizer(texts)["input_ids"])
+    shape = model_shape(model)
+    states = (shape.layers + 1) * width * shape.hidden
+    per = forward_bytes(shape, width) + states * (shape.act_bytes + 8) + width * shape.hidden * 8
+    return fit_batch_size(batch_size, len(verbs), per, free_memory(device), what=model_id, unit="verb",
+                          detail=f"{width} tokens, {shape.layers + 1} hidden states of {shape.hidden}")
+
+
 def verb_vectors(model: Any, tokenizer: Any, verbs: Sequence[str], frames: Sequence[str], batch_size: int = 64,
-                 device: Any = "cpu", progress: bool = False) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+                 device: Any = "cpu", progress: bool = False, *,
+                 model_id: str | None = None) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Per-verb token information and vectors.
 
     Returns the verb table (``verb``, ``tokens`` joined by spaces, ``n_tokens``, ``unknown``; in
     the first frame) and ``{representation: float64 array [V, H]}`` with ``static`` and
-    ``layer0`` ... ``layer<L>``.
+    ``layer0`` ... ``layer<L>``. ``batch_size`` verbs per forward pass at most, cut to the number
+    of verbs and to what fits in the device's free memory (:func:`fit_verbs`); ``model_id`` names
+    the model in that warning or stop (default: its config's name or path).
     """
     import torch
     from tqdm import tqdm
 
     frames = check_frames(frames)
+    batch_size = fit_verbs(model, tokenizer, verbs, frames, batch_size, device,
+                           model_id or str(getattr(getattr(model, "config", None), "_name_or_path", "") or "model"))
     emb = model.get_input_embeddings().weight.detach().to(torch.float64).cpu().numpy()
     unk = getattr(tokenizer, "unk_token_id", None)
     sums: np.ndarray | None = None
@@ -624,7 +648,7 @@ def score_loaded(pairs: pd.DataFrame, model: Any, tok: Any, dev: Any, *, model_i
     if not getattr(tok, "is_fast", False):
         raise VerbevalError("SimVerb-3500 needs a fast tokenizer (offset mapping)")
     verbs = sorted(set(pairs["verb1"]) | set(pairs["verb2"]))
-    vt, reps = verb_vectors(model, tok, verbs, frames, batch_size, dev, progress)
+    vt, reps = verb_vectors(model, tok, verbs, frames, batch_size, dev, progress, model_id=model_id)
     check_finite_vectors(model_id, verbs, reps)
     sims, vt = pair_similarities(pairs, vt, reps, multi_token)
     sims = pairs.merge(sims, on="pair", how="right", validate="one_to_many")
