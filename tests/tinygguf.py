@@ -10,6 +10,7 @@ does (transformers undoes it on load).
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -91,26 +92,36 @@ def _add_tokenizer(wr: Any, tokens: list[str], merges: list[str]) -> None:
     wr.add_add_bos_token(False)
 
 
-def write_tiny_gguf(path: str | Path, arch: str = "llama", seed: int = 0) -> Path:
-    """Write the tiny model as GGUF (``arch`` other than llama only for refusal tests: same tensors)."""
+#: the header values :func:`write_tiny_gguf` writes, by GGUFWriter method (``add_<key>``); its
+#: ``header`` argument replaces any of them (hand-edited headers for refusal tests)
+HEADER: dict[str, int] = {"context_length": 64, "embedding_length": HIDDEN, "block_count": LAYERS,
+                          "feed_forward_length": FFN, "head_count": HEADS, "head_count_kv": KV_HEADS,
+                          "rope_dimension_count": HIDDEN // HEADS, "vocab_size": len(vocabulary()[0])}
+
+
+def write_tiny_gguf(path: str | Path, arch: str = "llama", seed: int = 0, *,
+                    header: dict[str, int] | None = None) -> Path:
+    """Write the tiny model as GGUF (``arch`` other than llama only for refusal tests: same tensors).
+    ``header`` replaces values of :data:`HEADER` in the file's metadata (the tensors stay those of the
+    tiny model), e.g. ``{"block_count": 1000000}``."""
     import gguf
 
+    unknown = set(header or {}) - set(HEADER)
+    if unknown:
+        raise KeyError(f"not a header value of the tiny model: {sorted(unknown)}")
+    values = {**HEADER, **(header or {})}
     tokens, merges = vocabulary()
     w = weights(len(tokens), seed)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     wr = gguf.GGUFWriter(str(out), arch)
     wr.add_name("tiny-llama-test")
-    wr.add_context_length(64)
-    wr.add_embedding_length(HIDDEN)
-    wr.add_block_count(LAYERS)
-    wr.add_feed_forward_length(FFN)
-    wr.add_head_count(HEADS)
-    wr.add_head_count_kv(KV_HEADS)
-    wr.add_rope_dimension_count(HIDDEN // HEADS)
+    for key in ("context_length", "embedding_length", "block_count", "feed_forward_length", "head_count",
+                "head_count_kv", "rope_dimension_count"):
+        getattr(wr, f"add_{key}")(values[key])
     wr.add_rope_freq_base(10000.0)
     wr.add_layer_norm_rms_eps(1e-5)
-    wr.add_vocab_size(len(tokens))
+    wr.add_vocab_size(values["vocab_size"])
     _add_tokenizer(wr, tokens, merges)
     wr.add_tensor("token_embd.weight", w["model.embed_tokens.weight"])
     wr.add_tensor("output_norm.weight", w["model.norm.weight"])
@@ -128,6 +139,50 @@ def write_tiny_gguf(path: str | Path, arch: str = "llama", seed: int = 0) -> Pat
     wr.close()
     return out
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Hand edits of a written GGUF file's bytes (refusal tests): the GGUFWriter cannot write a count or
+# length that disagrees with what follows it, so these overwrite one little-endian field in place.
+
+def _string_at(data: bytes, text: str) -> int:
+    """Offset of the GGUF string ``text`` (u64 length + bytes) in ``data``; its first occurrence."""
+    raw = text.encode()
+    at = data.find(struct.pack("<Q", len(raw)) + raw)
+    if at < 0:
+        raise KeyError(f"{text!r} is not in the file")
+    return at
+
+
+def _poke_u64(path: str | Path, offset: int, value: int) -> Path:
+    p = Path(path)
+    data = bytearray(p.read_bytes())
+    data[offset:offset + 8] = struct.pack("<Q", value)
+    p.write_bytes(bytes(data))
+    return p
+
+
+def set_header_count(path: str | Path, which: str, value: int) -> Path:
+    """Overwrite the file's ``tensor_count`` or ``kv_count`` (the u64s after magic and version)."""
+    return _poke_u64(path, {"tensor_count": 8, "kv_count": 16}[which], value)
+
+
+def set_array_count(path: str | Path, key: str, value: int) -> Path:
+    """Overwrite the item count of the metadata array ``key`` (e.g. ``tokenizer.ggml.tokens``)."""
+    at = _string_at(Path(path).read_bytes(), key) + 8 + len(key.encode())
+    return _poke_u64(path, at + 4 + 4, value)  # value type (array), item type, then the count
+
+
+def set_string_length(path: str | Path, key: str, value: int) -> Path:
+    """Overwrite the byte length of the string value of metadata ``key`` (e.g. ``general.name``)."""
+    at = _string_at(Path(path).read_bytes(), key) + 8 + len(key.encode())
+    return _poke_u64(path, at + 4, value)  # value type (string), then the length
+
+
+def set_tensor_dim(path: str | Path, tensor: str, dim: int, value: int) -> Path:
+    """Overwrite dimension ``dim`` (GGUF order: the row width first) of tensor ``tensor``'s info."""
+    at = _string_at(Path(path).read_bytes(), tensor) + 8 + len(tensor.encode())
+    return _poke_u64(path, at + 4 + 8 * dim, value)  # n_dims (u32), then the u64 dimensions
 
 def reference_model(seed: int = 0):  # noqa: ANN201 - a transformers model
     """The same model as a ``LlamaForCausalLM`` built from the arrays, without GGUF."""
