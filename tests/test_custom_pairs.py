@@ -369,3 +369,64 @@ def test_custom_group_scored_end_to_end(tokenizer_path: Callable[[str], Path], t
     assert t2.loc[0, "m.tse"] == pytest.approx(np.nanmean(expected_arr), abs=1e-6)
     assert t2.loc[0, "m.n_rows_total"] == 31
     assert "| New constructions |" in (out / "t2.md").read_text()
+
+
+# --------------------------------------------------------------------------- control characters (issue 34)
+
+OK_LINE = b'{"sentence_good": "The pilot smiles.", "sentence_bad": "The pilot smile."}\n'
+CONTROL_CASES = [
+    ("nul.csv", b"sentence_good,sentence_bad\nThe pilot smiles.,The pilot smile.\nThe authors laugh\x00.,The authors laughs.\n",
+     3, "column 'sentence_good': a control character U+0000 (NUL) at character 18"),
+    ("quoted.csv", b'left,right,correct,incorrect,label\n"The authors",,laugh,"laughs\x07",plural\n',
+     2, "column 'incorrect': a control character U+0007 (BEL) at character 7"),
+    ("header.csv", b"sentence_good\x00,sentence_bad\n", 1, "column name 'sentence_good\\x00': a control character U+0000"),
+    ("escaped.jsonl", OK_LINE + b'{"sentence_good": "The authors laugh\\u0000.", "sentence_bad": "The authors laughs."}\n',
+     2, "field 'sentence_good': a control character U+0000 (NUL) at character 18"),
+    ("raw.jsonl", OK_LINE + b'{"sentence_good": "The authors laugh\x00.", "sentence_bad": "The authors laughs."}\n',
+     2, "a control character U+0000 (NUL) at column 37"),
+    ("del.jsonl", OK_LINE + b'{"sentence_good": "The authors laugh.", "sentence_bad": "The authors laughs.", '
+                            b'"note": "x\\u007f"}\n', 2, "field 'note': a control character U+007F (DEL) at character 2"),
+    ("c1.csv", "sentence_good,sentence_bad\nThe authors laugh\u0085.,The authors laughs.\n".encode(),
+     2, "column 'sentence_good': a control character U+0085 (C1 control) at character 18"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "where", "reason"), CONTROL_CASES, ids=[c[0] for c in CONTROL_CASES])
+def test_control_characters_are_refused_with_file_and_line(tmp_path: Path, name: str, data: bytes, where: int,
+                                                           reason: str) -> None:
+    """A NUL (raw, or JSON-escaped) or another control character in a pair never reaches the contexts:
+    the file, line and field or column, and the character, before anything is written."""
+    f = tmp_path / name
+    f.write_bytes(data)
+    fmt = custom_format(f)
+    with pytest.raises(InputError) as exc:
+        read_custom_pairs(f, fmt, "mine", "mine")
+    msg = str(exc.value)
+    assert msg.startswith(f"{f}:{where}: ") and reason in msg and msg.endswith(": remove it (tab and line breaks "
+                                                                               "are the only control characters allowed)")
+    assert "\x00" not in msg and "\n" not in msg
+    if where > 1:  # skip_bad_rows: a reject whose raw text shows the character escaped
+        rows, rejects = read_custom_pairs(f, fmt, "mine", "mine", skip_bad_rows=True)
+        assert rejects["line"].tolist() == [where] and reason in rejects["reason"].iloc[0]
+        assert not any(ch in rejects["raw"].iloc[0] for ch in "\x00\x07\x7f\x85")
+
+
+def test_tab_and_line_breaks_are_still_allowed(tmp_path: Path) -> None:
+    f = tmp_path / "ws.csv"
+    f.write_bytes(b'sentence_good,sentence_bad\r\n"The authors\tlaugh\r\nloudly.","The authors\tlaughs\r\nloudly."\r\n')
+    rows, _ = read_custom_pairs(f, "csv", "mine", "mine")
+    assert _rows(rows) == [("The authors", "loudly", "laugh", "laughs", "plural")]
+
+
+def test_invalid_json_messages_say_at_once(tmp_path: Path) -> None:
+    """The decoder's message may end in 'at' ('Unterminated string starting at'): never 'at at'."""
+    from verbeval.agreement.templates import read_template_file
+
+    f = tmp_path / "u.jsonl"
+    f.write_text('{"sentence_good": "The pilot smiles.\n', encoding="utf-8")
+    with pytest.raises(InputError) as exc:
+        read_custom_pairs(f, "jsonl", "s", "g")
+    assert str(exc.value) == f"{f}:1: invalid JSON (Unterminated string starting at column 19)"
+    with pytest.raises(InputError) as exc:
+        read_template_file(f, "blimp_jsonl", "s", "g")
+    assert str(exc.value) == f"{f}:1: invalid JSON (Unterminated string starting at column 19)"

