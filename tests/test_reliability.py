@@ -482,6 +482,17 @@ def test_output_root_under_a_file_is_found_without_writing(tmp_path: Path) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["models"]
 
 
+def test_dry_run_with_results_dir_under_a_file_is_one_line(tmp_path: Path) -> None:
+    """Snakemake's own inventory of the outputs would stop in a NotADirectoryError traceback, in a dry
+    run too: parsing stops first, with the one line."""
+    (tmp_path / "f").write_text("")
+    cfg = _config(tmp_path, f"models: [{{id: gpt2}}]\nresults_dir: {tmp_path / 'f' / 'results'}\n")
+    with pytest.raises(DryRunError) as err:
+        dry_run(checkout_view(tmp_path / "wd"), [cfg])
+    assert str(err.value) == (f"results_dir {tmp_path}/f/results: cannot write there ({tmp_path}/f is a file, not a "
+                              "directory): choose another results_dir")
+
+
 def test_tiny_model_folder_and_other_folders_are_named(tmp_path: Path) -> None:
     from verbeval.workflow.snakemake import unwritable_output
 

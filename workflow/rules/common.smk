@@ -7,8 +7,8 @@ from verbeval.core.console import install_short_job_info
 from verbeval.workflow.loading import build_plan
 from verbeval.workflow.params import Untracked, alternatives
 from verbeval.workflow.plan import PlanError
-from verbeval.workflow.snakemake import (failure_lines, force_rerun, hub_start_problem, slurm_account_placeholder,
-                                         start_problem, workflow_layers)
+from verbeval.workflow.snakemake import (blocked_output_root, failure_lines, force_rerun, hub_start_problem,
+                                         slurm_account_placeholder, start_problem, workflow_layers)
 
 
 # job descriptions: rule all's hundreds of inputs (and its reason) as the first files and a count
@@ -36,6 +36,9 @@ try:
                       check_paths=workflow.is_main_process)
 except PlanError as exc:
     raise ConfigError(str(exc)) from None
+# an output folder under a file: Snakemake's own inventory of the outputs would stop in a traceback
+if blocked_output_root(config):
+    raise ConfigError(blocked_output_root(config))
 
 # Parsing the workflow writes no file. A pip model's file that is not its pinned one, a stale shard
 # store (a listed shard gone or changed) and a raw copy that matches no checksum of its manifest

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from verbeval.core.errors import VerbevalError
+from verbeval.core.io import describe_json_error
 from verbeval.core.provenance import RANDOM_INIT_MARKER
 
 if TYPE_CHECKING:  # torch is imported by the functions that need it: start-up of model-free commands stays cheap
@@ -179,7 +180,7 @@ def parse_device_map(text: str | None) -> DeviceMap:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise VerbevalError(f"--device-map: invalid JSON ({exc.msg} at character {exc.pos})") from None
+            raise VerbevalError(f"--device-map: invalid JSON ({describe_json_error(exc, 'character')})") from None
         return check_device_map(value, "--device-map")
     return check_device_map(text, "--device-map")
 
@@ -207,23 +208,33 @@ def gguf_location(model_id: str, gguf_file: str, revision: str | None = None,
     folder, or the hub repository's file in the Hugging Face cache (downloaded once).
 
     The file is checked against its pin first (:func:`verbeval.core.model_sources.pins.check_pinned`:
-    ``sha256`` when given, else the sha256 recorded beside a pip model's file): a file that is not
-    the pinned one is never handed to transformers."""
+    ``sha256`` when given, else the sha256 recorded beside a pip model's file), then its header
+    (:func:`verbeval.core.model_sources.header_checks.check_gguf_header`): a file that is not the
+    pinned one, or whose header states sizes the file does not hold, is never handed to transformers."""
     from verbeval.core.model_sources.gguf import require_gguf, resolve_file
+    from verbeval.core.model_sources.header_checks import check_gguf_header
     from verbeval.core.model_sources.pins import check_pinned
 
     require_gguf(model_id)
     path = resolve_file(resolve_id(model_id), gguf_file, revision, is_local(model_id))
     check_pinned(path, model_id, sha256)
+    check_gguf_header(path, model_id)  # every size in it bounded by the file, before transformers reads it
     return str(path.parent), path.name
 
 
 def _source(model_id: str, revision: str | None, gguf_file: str | None,
             sha256: str | None = None) -> tuple[str, dict[str, Any]]:
-    """(what to pass to ``from_pretrained``, extra keyword arguments) of a model."""
+    """(what to pass to ``from_pretrained``, extra keyword arguments) of a model, once its header is
+    checked: a GGUF file's by :func:`gguf_location`, a local folder's config.json by
+    :func:`verbeval.core.model_sources.header_checks.check_config_sizes` (sizes its weights do not
+    have stop here, before transformers builds anything from them)."""
     if gguf_file:
         folder, name = gguf_location(model_id, gguf_file, revision, sha256)
         return folder, {"gguf_file": name}
+    if is_local(model_id):
+        from verbeval.core.model_sources.header_checks import check_config_sizes
+
+        check_config_sizes(resolve_id(model_id), model_id)
     return resolve_id(model_id), {"revision": revision}
 
 

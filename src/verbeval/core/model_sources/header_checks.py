@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from verbeval.core.errors import VerbevalError
+from verbeval.core.io import describe_json_error
 
 #: the fix every refused GGUF header gets
 GGUF_HINT = "a damaged or hand-edited header; get the file again"
@@ -596,8 +597,7 @@ def check_config_sizes(path: str | Path, model: str) -> None:
         except UnicodeDecodeError as exc:
             raise _Refused(f"not UTF-8 text (byte {exc.start})", CONFIG_HINT) from None
         except json.JSONDecodeError as exc:
-            raise _Refused(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
-                           CONFIG_HINT) from None
+            raise _Refused(f"not valid JSON ({describe_json_error(exc, 'line')})", CONFIG_HINT) from None
         if not isinstance(cfg, dict):
             raise _Refused(f"a JSON {type(cfg).__name__}, not an object", CONFIG_HINT)
         _check_config(cfg, cfg_path.parent)
