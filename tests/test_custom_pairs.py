@@ -386,8 +386,8 @@ CONTROL_CASES = [
      2, "a control character U+0000 (NUL) at column 37"),
     ("del.jsonl", OK_LINE + b'{"sentence_good": "The authors laugh.", "sentence_bad": "The authors laughs.", '
                             b'"note": "x\\u007f"}\n', 2, "field 'note': a control character U+007F (DEL) at character 2"),
-    ("c1.csv", "sentence_good,sentence_bad\nThe authors laugh\u0085.,The authors laughs.\n".encode(),
-     2, "column 'sentence_good': a control character U+0085 (C1 control) at character 18"),
+    ("c1.csv", "sentence_good,sentence_bad\nThe authors laugh\u009b.,The authors laughs.\n".encode(),
+     2, "column 'sentence_good': a control character U+009B (C1 control) at character 18"),
 ]
 
 

@@ -573,9 +573,10 @@ def _custom_row(obj: Any) -> tuple[str, str, str, str, Number, str, str]:
 
 
 #: characters refused in a pair file: the C0 controls but tab, line feed and carriage return (the
-#: formats' whitespace), DEL and the C1 controls. A NUL or BEL in a sentence is an export or
-#: encoding accident that would reach the models' contexts unseen.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+#: formats' whitespace), DEL and the C1 controls but NEL (U+0085, a line break, like U+2028, in
+#: Unicode: text inside a JSON string). A NUL or BEL in a sentence is an export or encoding
+#: accident that would reach the models' contexts unseen.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f]")
 _C0_NAMES = ("NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC "
              "FS GS RS US").split()
 _REMOVE_CONTROL = "remove it (tab and line breaks are the only control characters allowed)"
