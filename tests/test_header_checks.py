@@ -1,5 +1,5 @@
 """Hostile model headers stop with one line before any large allocation (issue 34, item 3):
-verbeval.core.model_sources.header_checks on GGUF files and saved-model config.json files that a
+verbeval.core.model_sources.gguf_header on GGUF files and .config_sizes on saved-model config.json files that a
 hand edit or damage made lie about their sizes.
 
 The hostile GGUF files are the tiny Llama of ``tests/tinygguf.py`` with one header value changed
@@ -8,9 +8,8 @@ every command here runs under :func:`bounded_memory`: an allocation of more than
 the process already holds fails (``RLIMIT_DATA``), so a test passes only if nothing large was
 allocated, and a check that let a file through fails the test instead of exhausting the machine.
 
-The tests named ``test_cli_*`` go through ``verbeval.cli.main``: they need the checks called from
-``verbeval.core.models`` (``check_gguf_header`` in ``gguf_location``, ``check_config_sizes`` in
-``load_config``).
+The tests named ``test_cli_*`` go through ``verbeval.cli.main``, where ``verbeval.core.models`` calls
+the checks (``check_gguf_header`` in ``gguf_location``, ``check_config_sizes`` in ``_source``).
 """
 
 from __future__ import annotations
@@ -30,8 +29,9 @@ from tinygguf import set_array_count, set_header_count, set_string_length, set_t
 
 from verbeval.cli import main  # noqa: E402
 from verbeval.core.errors import VerbevalError  # noqa: E402
-from verbeval.core.model_sources import header_checks  # noqa: E402
-from verbeval.core.model_sources.header_checks import check_config_sizes, check_gguf_header  # noqa: E402
+from verbeval.core.model_sources import gguf_header  # noqa: E402
+from verbeval.core.model_sources.config_sizes import check_config_sizes  # noqa: E402
+from verbeval.core.model_sources.gguf_header import check_gguf_header  # noqa: E402
 
 #: what a check or a command may allocate beyond what the process holds when it starts
 HEADROOM = 2 << 30
@@ -201,7 +201,7 @@ def test_the_header_parse_agrees_with_gguf_reader(tmp_path: Path) -> None:
     import gguf
 
     path = write_tiny_gguf(tmp_path / "tiny.gguf")
-    head = header_checks.read_gguf_header(path)
+    head = gguf_header.read_gguf_header(path)
     reader = gguf.GGUFReader(path)
     assert {t.name: (tuple(int(d) for d in t.shape), t.data_offset, t.n_bytes) for t in reader.tensors} == {
         t.name: (t.dims, t.start, t.n_bytes) for t in head.tensors.values()}
@@ -217,7 +217,7 @@ def test_a_sound_file_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     def no_parse(*args: object) -> None:
         raise AssertionError("parsed again")
 
-    monkeypatch.setattr(header_checks, "_parse", no_parse)
+    monkeypatch.setattr(gguf_header, "_parse", no_parse)
     check_gguf_header(path, "x")  # unchanged: not parsed again
     set_header_count(path, "kv_count", 1 << 40)  # changed (a new modification time): parsed again
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))

