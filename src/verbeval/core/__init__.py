@@ -5,7 +5,8 @@ Holds: errors (``VerbevalError``, ``InputError``: one-line messages), io (atomic
 tiny models, devices), provenance (whether a model is randomly initialised, and its labels), wordtok (word-level tokenizers of tiny models), plots (the figure style and
 saving), tables (LaTeX escaping), clidoc (the generated sub-command table) and cliutil (helpers of
 the studies' command lines), npy_sort (numpy's sort kernels on AMD Zen 4, chosen before numpy
-loads); cli registers fetch, mirror, tiny-model and check-config.
+loads), memory (free memory and batch sizes that fit); cli registers fetch, mirror, tiny-model and
+check-config.
 
 May import: the standard library and third-party packages only; never a study
 (``verbeval.agreement``, ``verbeval.simverb``, ``verbeval.veridicality``), ``verbeval.bench`` or the
