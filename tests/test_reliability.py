@@ -506,10 +506,23 @@ def test_tiny_model_folder_and_other_folders_are_named(tmp_path: Path) -> None:
         f"{tmp_path}/blocker/x/y.csv")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a 0o500 folder")
-def test_results_dir_without_write_permission_is_named(tmp_path: Path) -> None:
+def test_results_dir_without_write_permission_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import stat
+    import tempfile
+
+    from verbeval.core import io as vio
     from verbeval.workflow.snakemake import start_problem
 
+    if os.geteuid() == 0:  # root writes into a 0o500 folder: the probe meets what any other user meets
+        real = tempfile.TemporaryFile
+
+        def probe(*args: object, dir: str | Path, **kwargs: object) -> object:
+            if not Path(dir).stat().st_mode & stat.S_IWUSR:
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+            return real(*args, dir=dir, **kwargs)
+
+        monkeypatch.setattr(vio.tempfile, "TemporaryFile", probe)
     results = tmp_path / "results"
     (results / "agreement").mkdir(parents=True)
     results.chmod(0o500)
