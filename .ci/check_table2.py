@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from verbeval.core.config import load_config, model_entries
-from verbeval.agreement.templates import load_groups
+from verbeval.agreement.groups import load_groups
 
 cfg = load_config(sys.argv[1])
 out = f"{cfg['results_dir']}/agreement"

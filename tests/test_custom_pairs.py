@@ -16,19 +16,10 @@ import yaml
 from verbeval.cli import main as verbeval_main
 from verbeval.core.config import validate_config
 from verbeval.core.errors import InputError, VerbevalError
-from verbeval.agreement.templates import (
-    REJECT_COLUMNS,
-    TEMPLATE_COLUMNS,
-    CustomGroup,
-    build_template_table,
-    check_sha256,
-    custom_format,
-    custom_groups,
-    load_groups,
-    read_custom_pairs,
-    run_groups,
-    write_groups,
-)
+from verbeval.agreement.custom_pairs import CustomGroup, check_sha256, custom_format, custom_groups, read_custom_pairs
+from verbeval.agreement.groups import load_groups, run_groups, write_groups
+from verbeval.agreement.template_files import REJECT_COLUMNS, TEMPLATE_COLUMNS
+from verbeval.agreement.templates import build_template_table
 
 from conftest import REPO_ROOT, checkout_view
 from inprocess import DryRunError, dry_run
@@ -420,7 +411,7 @@ def test_tab_and_line_breaks_are_still_allowed(tmp_path: Path) -> None:
 
 def test_invalid_json_messages_say_at_once(tmp_path: Path) -> None:
     """The decoder's message may end in 'at' ('Unterminated string starting at'): never 'at at'."""
-    from verbeval.agreement.templates import read_template_file
+    from verbeval.agreement.template_files import read_template_file
 
     f = tmp_path / "u.jsonl"
     f.write_text('{"sentence_good": "The pilot smiles.\n', encoding="utf-8")

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from verbeval.agreement.templates import read_custom_pairs
+from verbeval.agreement.custom_pairs import read_custom_pairs
 from verbeval.core.errors import InputError
 from verbeval.core.io import atomic_path, describe_os_error
 
@@ -40,7 +40,7 @@ def test_a_pair_differing_in_a_noun_warns_with_its_line(tmp_path: Path, caplog: 
     p = tmp_path / "pairs.jsonl"
     p.write_text('{"sentence_good": "the dog runs", "sentence_bad": "the dog run"}\n'
                  '{"sentence_good": "the dogs runs", "sentence_bad": "the dog runs"}\n', encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.templates"):
+    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.custom_pairs"):
         rows, _ = read_custom_pairs(p, "jsonl", "mine", "mine")
     assert len(rows) == 2  # kept: a warning, not an error
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -48,7 +48,7 @@ def test_a_pair_differing_in_a_noun_warns_with_its_line(tmp_path: Path, caplog: 
                         "like this, line(s) 2): check that the word that differs is the verb"]
     caplog.clear()
     p.write_text('{"sentence_good": "the dog runs", "sentence_bad": "the dog run"}\n', encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.templates"):
+    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.custom_pairs"):
         read_custom_pairs(p, "jsonl", "mine", "mine")
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
 

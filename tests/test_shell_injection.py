@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from verbeval.agreement.templates import load_groups
+from verbeval.agreement.groups import load_groups
 from verbeval.core.config import check_model_paths, validate_config
 from verbeval.core.errors import VerbevalError
 

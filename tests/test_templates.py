@@ -1,4 +1,5 @@
-"""Tests for verbeval.agreement.templates: minimal pairs, number derivation, reading, subsampling, rendering."""
+"""Tests for the agreement templates (minimal_pairs, template_files, groups, errata, templates): minimal pairs,
+number derivation, reading, subsampling, rendering."""
 
 from __future__ import annotations
 
@@ -10,18 +11,10 @@ import pandas as pd
 import pytest
 
 from verbeval.core.errors import InputError, VerbevalError
-from verbeval.agreement.templates import (
-    ML_LABELS,
-    REJECT_COLUMNS,
-    TEMPLATE_COLUMNS,
-    build_template_table,
-    derive_number,
-    load_groups,
-    read_template_file,
-    render_context,
-    split_minimal_pair,
-    subsample,
-)
+from verbeval.agreement.groups import load_groups
+from verbeval.agreement.minimal_pairs import derive_number, split_minimal_pair
+from verbeval.agreement.template_files import ML_LABELS, REJECT_COLUMNS, TEMPLATE_COLUMNS, read_template_file
+from verbeval.agreement.templates import build_template_table, render_context, subsample
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GROUPS_YAML = REPO_ROOT / "resources" / "agreement_groups.yaml"
@@ -436,7 +429,7 @@ def test_render_context_needs_mask_token() -> None:
 
 # --------------------------------------------------------------------------- errata
 
-from verbeval.agreement.templates import Erratum, flagged_errata, load_errata  # noqa: E402
+from verbeval.agreement.errata import Erratum, flagged_errata, load_errata  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,7 @@
 """The agreement study (Newman et al. 2021): TSE, EW and MW of subject-verb agreement.
 
-Holds: lexicon and templates (the inputs), eligibility (single-token lemmas), inference, shards
+Holds: lexicon, minimal_pairs, template_files, custom_pairs, errata, groups and templates (the
+inputs), eligibility (single-token lemmas), inference, shards
 and shardstore (one forward pass per context, written as resumable probability shards), metrics
 (TSE, EW and MW from a probability row), aggregate (per-context scores, per-group summaries with
 bootstrap CIs), tables (Table 2), figures and plots (Figures 1-4 and the others), diagnostics

@@ -88,7 +88,10 @@ def _custom_entries(a: argparse.Namespace) -> list[dict[str, str]]:
 
 def cmd_templates(a: argparse.Namespace) -> None:
     from verbeval.core.io import write_csv, write_parquet
-    from verbeval.agreement.templates import build_template_table, custom_groups, load_errata, load_groups, run_groups, write_groups
+    from verbeval.agreement.custom_pairs import custom_groups
+    from verbeval.agreement.errata import load_errata
+    from verbeval.agreement.groups import load_groups, run_groups, write_groups
+    from verbeval.agreement.templates import build_template_table
 
     all_groups = groups = load_groups(a.groups_file)
     if a.groups is not None:
@@ -298,7 +301,8 @@ def cmd_table(a: argparse.Namespace) -> None:
 
     from verbeval.core.io import write_csv, write_json, write_text
     from verbeval.agreement.tables import errata_notes, table2, to_html, to_latex, to_markdown, to_metrics
-    from verbeval.agreement.templates import flagged_errata, load_errata, load_groups
+    from verbeval.agreement.errata import flagged_errata, load_errata
+    from verbeval.agreement.groups import load_groups
 
     summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
     groups = load_groups(a.groups_file)
@@ -338,7 +342,7 @@ def _pairs(items: Sequence[str], option: str) -> dict[str, str]:
 
 
 def _run_groups(groups_file: str, present: Sequence[str]) -> list[dict]:
-    from verbeval.agreement.templates import load_groups
+    from verbeval.agreement.groups import load_groups
 
     present_set = set(present)
     return [g for g in load_groups(groups_file) if g["id"] in present_set]

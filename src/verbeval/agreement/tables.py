@@ -109,7 +109,7 @@ def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str
 def errata_notes(flagged: pd.DataFrame, templates: pd.DataFrame | None, groups: Sequence[dict],
                  dropped: bool) -> list[str]:
     """Table 2 notes on the flagged errata rows (``flagged``: ``source, line, reason``, from
-    :func:`verbeval.agreement.templates.flagged_errata`), one note per group that has any.
+    :func:`verbeval.agreement.errata.flagged_errata`), one note per group that has any.
 
     ``templates`` (the normalised table, with ``source`` and ``line``) gives how many of them are
     among the scored rows (fewer under ``max_rows_per_source``); ``dropped``: whether

@@ -145,7 +145,7 @@ def run_workflow(config_path: str | Path, workdir: Path, model_dirs: dict[str, P
     from verbeval.core.config import load_config
     from verbeval.core.fetch import load_manifest, local_filename
     from verbeval.agreement.inference import read_shard_meta
-    from verbeval.agreement.templates import load_groups
+    from verbeval.agreement.groups import load_groups
 
     cfg = load_config(config_path)
     agr = cfg["agreement"]

@@ -25,7 +25,7 @@ from typing import Any
 from verbeval.agreement.diagnostics import table3_groups
 from verbeval.agreement.figures import CUTOFF_FIGURES
 from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
-from verbeval.agreement.templates import CustomGroup, custom_groups
+from verbeval.agreement.custom_pairs import CustomGroup, custom_groups
 from verbeval.core.cli import MIRROR_ENV  # the fetch jobs' mirror, as `verbeval fetch` reads it
 from verbeval.core.config import (Layer, checkpoint_models, config_origin, model_entries,
                                   normalise_model_path, pip_models, select_models, tiny_model_specs)
