@@ -161,14 +161,15 @@ def data_dir() -> Path:
     """A data mirror holding every source of the manifest (``--config data_mirror=DIR`` reads it).
 
     ``<shared>/data`` if it exists; else every source is downloaded and checked, as ``verbeval mirror``
-    does (:func:`verbeval.core.fetch.build_mirror`), into the cache; a source already there and
+    does (:func:`verbeval.core.mirror.build_mirror`), into the cache; a source already there and
     verified is not downloaded again. Skips (fails with ``VERBEVAL_REQUIRE_SHARED=1``) naming the
     sources that could not be had, and what to do, when any download fails.
     """
     shared = _shared_path() / "data"
     if shared.is_dir():
         return shared
-    from verbeval.core.fetch import build_mirror, load_manifest
+    from verbeval.core.manifest import load_manifest
+    from verbeval.core.mirror import build_mirror
 
     mirror = cache_dir() / "mirror"
     sources = list(load_manifest(MANIFEST).values())

@@ -1,4 +1,5 @@
-"""Tests for verbeval.core.fetch: manifest, mirror mapping, fetching, and The Giant Verb List."""
+"""Tests for verbeval.core.manifest, fetch, verified, mirror and verb_list: the manifest, mirror mapping,
+fetching, verified copies, building a mirror, and The Giant Verb List."""
 
 from __future__ import annotations
 
@@ -14,17 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from verbeval.core import fetch
+from verbeval.core import verb_list
 from verbeval.core.errors import InputError, VerbevalError
-from verbeval.core.fetch import (
-    Source,
-    fetch_source,
-    load_manifest,
-    local_filename,
-    mirror_location,
-    read_giant_verb_list,
-)
+from verbeval.core.fetch import fetch_source
 from verbeval.core.io import sha256_file
+from verbeval.core.manifest import Source, load_manifest, local_filename, mirror_location
+from verbeval.core.mirror import build_mirror
+from verbeval.core.verb_list import read_giant_verb_list
+from verbeval.core.verified import content_digest, is_verified, set_aside_unverified, verb_index_lines
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = REPO_ROOT / "resources" / "manifest.yaml"
@@ -102,7 +100,7 @@ def test_manifest_matches_the_shared_mirror(data_dir: Path) -> None:
     for name, source in load_manifest(MANIFEST).items():
         location = mirror_location(source, mirror)
         assert location.is_file(), f"{name}: {location} missing from the mirror"
-        assert fetch.content_digest(source, location) in source.sha256, f"{name}: checksum of {location} differs"
+        assert content_digest(source, location) in source.sha256, f"{name}: checksum of {location} differs"
         assert local_filename(source) == location.name
 
 
@@ -411,7 +409,7 @@ def test_giant_verb_list_pdf_detected_by_magic(tmp_path: Path, monkeypatch: pyte
         seen.append(p)
         return PDF_PAGES
 
-    monkeypatch.setattr(fetch, "_extract_pdf_pages", fake_extract)
+    monkeypatch.setattr(verb_list, "_extract_pdf_pages", fake_extract)
     assert read_giant_verb_list(path) == PDF_VERBS
     assert seen == [path]
 
@@ -419,13 +417,13 @@ def test_giant_verb_list_pdf_detected_by_magic(tmp_path: Path, monkeypatch: pyte
 def test_giant_verb_list_pdf_layout_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "gvl.pdf"
     path.write_bytes(b"%PDF-1.4\n")
-    monkeypatch.setattr(fetch, "_extract_pdf_pages", lambda p: ["1. abandon 3. abate"])
+    monkeypatch.setattr(verb_list, "_extract_pdf_pages", lambda p: ["1. abandon 3. abate"])
     with pytest.raises(InputError, match=r"not numbered 1\.\.N; missing e\.g\. \[2\]"):
         read_giant_verb_list(path)
-    monkeypatch.setattr(fetch, "_extract_pdf_pages", lambda p: ["no entries here"])
+    monkeypatch.setattr(verb_list, "_extract_pdf_pages", lambda p: ["no entries here"])
     with pytest.raises(InputError, match="no numbered verb entries"):
         read_giant_verb_list(path)
-    monkeypatch.setattr(fetch, "_extract_pdf_pages", lambda p: ["1. abandon 2. 3250"])
+    monkeypatch.setattr(verb_list, "_extract_pdf_pages", lambda p: ["1. abandon 2. 3250"])
     with pytest.raises(InputError, match="not a verb: '3250'"):
         read_giant_verb_list(path)
 
@@ -530,12 +528,12 @@ def test_mirror_command_downloads_every_source_into_the_mirror_layout(
     manifest = load_manifest(manifest_path)
     for source in manifest.values():
         location = mirror_location(source, out)
-        assert fetch.content_digest(source, location) in source.sha256, source.name
+        assert content_digest(source, location) in source.sha256, source.name
         # the mirror serves the workflow: a fetch from it verifies
         fetch_source(source, tmp_path / "raw" / source.name / local_filename(source), mirror_dir=out)
     assert len(list(p for p in out.rglob("*") if p.is_file())) == len(manifest)
     # a second run keeps what is there
-    results = fetch.build_mirror(manifest.values(), out)
+    results = build_mirror(manifest.values(), out)
     assert {r.status for r in results} == {"present"}
 
 
@@ -560,7 +558,7 @@ def test_mirror_from_another_mirror_is_what_downloading_leaves(data_dir: Path, h
     # a mirror lacking a file fails that source and names it
     empty = tmp_path / "empty"
     empty.mkdir()
-    results = fetch.build_mirror(load_manifest(manifest_path).values(), tmp_path / "x", from_mirror=empty)
+    results = build_mirror(load_manifest(manifest_path).values(), tmp_path / "x", from_mirror=empty)
     assert {r.status for r in results} == {"failed"} and "does not exist" in results[0].detail
 
 
@@ -572,7 +570,7 @@ def test_mirror_reports_failures_and_keeps_the_rest(http_root: tuple[Path, str],
     bad = make_source(f"{base}/bad.txt", b"original\n", name="bad")
     missing = make_source(f"{base}/gone.txt", b"x", name="gone")
     out = tmp_path / "mirror"
-    results = {r.name: r for r in fetch.build_mirror([good, bad, missing], out, timeout=10)}
+    results = {r.name: r for r in build_mirror([good, bad, missing], out, timeout=10)}
     assert results["good"].status == "fetched"
     assert mirror_location(good, out).read_bytes() == b"good\n"
     assert results["bad"].status == "failed" and "checksum mismatch" in results["bad"].detail
@@ -637,13 +635,13 @@ def test_the_real_list_as_the_original_pdf_passes_the_manifest(data_dir: Path, t
     pdf = tmp_path / "remote" / "Giant-Verb-List-3250-Verbs.pdf"
     pdf.parent.mkdir()
     pdf.write_bytes(_original_layout_pdf(lines))  # entries keep the footnote marks ('agree 1 RB')
-    assert len(fetch._extract_pdf_pages(pdf)) > 20
+    assert len(verb_list._extract_pdf_pages(pdf)) > 20
     online = dataclasses.replace(source, url=pdf.as_uri())
     dest = tmp_path / "raw" / "giant_verb_list" / local_filename(source)
     fetch_source(online, dest)
     assert dest.read_bytes() == pdf.read_bytes()  # the original form is kept; readers parse either
     assert read_giant_verb_list(dest) == verbs
-    assert fetch.is_verified(online, dest)
+    assert is_verified(online, dest)
     # and the text copy passes the same pin
     fetch_source(source, tmp_path / "raw2" / local_filename(source), mirror_dir=data_dir)
 
@@ -657,7 +655,7 @@ def test_a_differing_verb_list_names_verbs_added_and_removed(tmp_path: Path, cap
     pdf = tmp_path / "remote" / "list.pdf"
     pdf.parent.mkdir()
     pdf.write_bytes(_original_layout_pdf(published, per_line=2, lines_per_page=2))
-    (tmp_path / "list.verb_index").write_text(fetch.verb_index_lines(pinned))
+    (tmp_path / "list.verb_index").write_text(verb_index_lines(pinned))
     manifest = tmp_path / "manifest.yaml"
     manifest.write_text(
         f"sources:\n  gvl:\n    url: {pdf.as_uri()}\n    sha256: '{_pinned_checksum(pinned)}'\n"
@@ -689,10 +687,10 @@ def test_mirror_stores_a_pdf_verb_list_as_a_text_copy(tmp_path: Path) -> None:
     source = make_source(pdf.as_uri(), b"", sha256=(_pinned_checksum(verbs),), format="giant_verb_list",
                          mirror_path="gvl/list.txt", name="gvl")
     out = tmp_path / "mirror"
-    assert [r.status for r in fetch.build_mirror([source], out)] == ["fetched"]
+    assert [r.status for r in build_mirror([source], out)] == ["fetched"]
     copy = out / "gvl" / "list.txt"
     assert copy.read_text(encoding="utf-8") == "abandon\nabate\nagree\nbe\nabhor\n"  # entry order
-    assert [r.status for r in fetch.build_mirror([source], out)] == ["present"]
+    assert [r.status for r in build_mirror([source], out)] == ["present"]
     assert sorted(p.name for p in copy.parent.iterdir()) == ["list.txt"]  # nothing else in the mirror
 
 
@@ -721,20 +719,20 @@ def test_the_verification_cache_sees_an_edit_that_keeps_size_and_mtime(tmp_path:
     source = make_source("https://unreachable.invalid/f.txt", data)
     dest = tmp_path / "f.txt"
     dest.write_bytes(data)
-    assert fetch.is_verified(source, dest)
+    assert is_verified(source, dest)
     st = dest.stat()
     dest.write_bytes(b"VERIFIED BYTES\n")  # same size
     os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime
     assert dest.stat().st_size == st.st_size and dest.stat().st_mtime_ns == st.st_mtime_ns
-    assert not fetch.is_verified(source, dest)
-    aside = fetch.set_aside_unverified(source, dest)
+    assert not is_verified(source, dest)
+    aside = set_aside_unverified(source, dest)
     assert aside is not None and aside.read_bytes() == b"VERIFIED BYTES\n" and not dest.exists()
     # a cached digest is used while the file is unchanged: a wrong cached value would show
     dest.write_bytes(data)
-    assert fetch.is_verified(source, dest)
+    assert is_verified(source, dest)
     cache = tmp_path / ".f.txt.verified.json"
     import json
 
     record = json.loads(cache.read_text())
     cache.write_text(json.dumps({**record, "sha256": "0" * 64}))
-    assert not fetch.is_verified(source, dest)
+    assert not is_verified(source, dest)

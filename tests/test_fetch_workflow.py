@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from verbeval.core.fetch import load_manifest, local_filename, mirror_location
+from verbeval.core.manifest import load_manifest, local_filename, mirror_location
 
 pytestmark = pytest.mark.e2e
 

@@ -31,7 +31,7 @@ import yaml
 from conftest import REPO_ROOT
 from gguf_reference import LlamaGGUF, near_tie_mass, ranked_masses, softmax
 from verbeval.cli import main
-from verbeval.core.fetch import load_manifest, local_filename
+from verbeval.core.manifest import load_manifest, local_filename
 
 pytestmark = pytest.mark.e2e
 

@@ -342,7 +342,7 @@ def test_workflow_uses_split_files_when_present(tmp_path: Path, data_dir: Path) 
 
     import yaml
 
-    from verbeval.core.fetch import load_manifest
+    from verbeval.core.manifest import load_manifest
 
     from conftest import REPO_ROOT as repo, checkout_view
     from inprocess import dry_run

@@ -32,7 +32,7 @@ LOW_N_CHOICES = ("fade", "hide")
 
 def _manifest_inputs(manifest_path: str, items: Sequence[str]) -> dict[str, tuple[Path, str]]:
     """``NAME=PATH`` arguments -> {name: (path, format)}, checked against the manifest."""
-    from verbeval.core.fetch import load_manifest
+    from verbeval.core.manifest import load_manifest
 
     manifest = load_manifest(manifest_path)
     inputs: dict[str, tuple[Path, str]] = {}
@@ -45,7 +45,7 @@ def _manifest_inputs(manifest_path: str, items: Sequence[str]) -> dict[str, tupl
 
 
 def cmd_lexicon(a: argparse.Namespace) -> None:
-    from verbeval.core.fetch import read_giant_verb_list
+    from verbeval.core.verb_list import read_giant_verb_list
     from verbeval.core.io import write_parquet
     from verbeval.agreement.lexicon import build_lexicon
 

@@ -143,7 +143,7 @@ def run_workflow(config_path: str | Path, workdir: Path, model_dirs: dict[str, P
     replaced by ``model_dirs``; ``quick`` keeps 40 rows per source and 200 bootstrap resamples.
     """
     from verbeval.core.config import load_config
-    from verbeval.core.fetch import load_manifest, local_filename
+    from verbeval.core.manifest import load_manifest, local_filename
     from verbeval.agreement.inference import read_shard_meta
     from verbeval.agreement.groups import load_groups
 

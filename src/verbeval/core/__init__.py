@@ -1,7 +1,9 @@
 """The shared engine every study builds on.
 
 Holds: errors (``VerbevalError``, ``InputError``: one-line messages), io (atomic writes), config
-(the workflow config and its schema), fetch (the data manifest and mirror), models (loading LMs,
+(the workflow config and its schema), manifest (the data manifest: its sources, loaded and validated),
+fetch (downloading one source, checksum checked), verified (verified copies and their cache), mirror
+(building a data mirror), verb_list (The Giant Verb List's parser), models (loading LMs,
 tiny models, devices), provenance (whether a model is randomly initialised, and its labels), wordtok (word-level tokenizers of tiny models), plots (the figure style and
 saving), tables (LaTeX escaping), clidoc (the generated sub-command table) and cliutil (helpers of
 the studies' command lines), npy_sort (numpy's sort kernels on AMD Zen 4, chosen before numpy

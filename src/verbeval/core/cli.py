@@ -21,7 +21,8 @@ MIRROR_ENV = "VERBEVAL_DATA_MIRROR"
 
 
 def cmd_fetch(a: argparse.Namespace) -> None:
-    from verbeval.core.fetch import fetch_source, load_manifest
+    from verbeval.core.fetch import fetch_source
+    from verbeval.core.manifest import load_manifest
 
     manifest = load_manifest(a.manifest)
     if a.name not in manifest:
@@ -32,7 +33,8 @@ def cmd_fetch(a: argparse.Namespace) -> None:
 
 
 def cmd_mirror(a: argparse.Namespace) -> None:
-    from verbeval.core.fetch import build_mirror, load_manifest
+    from verbeval.core.manifest import load_manifest
+    from verbeval.core.mirror import build_mirror
 
     manifest = load_manifest(a.manifest)
     names = a.sources or list(manifest)

@@ -11,7 +11,7 @@ from typing import Any
 from verbeval.agreement.groups import load_groups
 from verbeval.core.config import Layer, check_model_paths, config_layers, validate_config
 from verbeval.core.errors import VerbevalError
-from verbeval.core.fetch import load_manifest
+from verbeval.core.manifest import load_manifest
 from verbeval.workflow.plan import Plan, PlanError
 
 

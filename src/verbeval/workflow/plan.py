@@ -30,9 +30,10 @@ from verbeval.core.cli import MIRROR_ENV  # the fetch jobs' mirror, as `verbeval
 from verbeval.core.config import (Layer, checkpoint_models, config_origin, model_entries,
                                   normalise_model_path, pip_models, select_models, tiny_model_specs)
 from verbeval.core.errors import VerbevalError
-from verbeval.core.fetch import Source, is_verified, local_filename, mirror_location
+from verbeval.core.manifest import Source, local_filename, mirror_location
 from verbeval.core.models import is_local, model_fingerprint
 from verbeval.core.provenance import resolve_random_init
+from verbeval.core.verified import is_verified
 from verbeval.workflow.params import Untracked, model_source_args, quoted
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from verbeval.core.errors import VerbevalError
-from verbeval.core.fetch import mirror_location
+from verbeval.core.manifest import mirror_location
 from verbeval.core.models import model_fingerprint, model_name
 from verbeval.workflow.params import model_source_args
 
