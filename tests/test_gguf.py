@@ -125,7 +125,7 @@ def test_config_checks_the_gguf_file_exists(gguf_dir: Path) -> None:
 
 
 def test_simverb_encoder_reads_the_gguf_body(gguf_dir: Path) -> None:
-    from verbeval.simverb.similarity import load_encoder
+    from verbeval.simverb.vectors import load_encoder
 
     model, tok, _ = load_encoder(str(gguf_dir), device="cpu", gguf_file="tiny.gguf")
     x = torch.tensor([tok(" the cat runs", add_special_tokens=False)["input_ids"]])

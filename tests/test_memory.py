@@ -312,7 +312,7 @@ def test_simverb_verbs_cut_to_planted_free_memory(wordpiece_path: Path, monkeypa
                                                   caplog: pytest.LogCaptureFixture) -> None:
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from verbeval.simverb import similarity
+    from verbeval.simverb import vectors
 
     tok = AutoTokenizer.from_pretrained(wordpiece_path)
     torch.manual_seed(0)
@@ -320,16 +320,16 @@ def test_simverb_verbs_cut_to_planted_free_memory(wordpiece_path: Path, monkeypa
                                  intermediate_size=32, max_position_embeddings=32)).eval()
     verbs = ["walk", "abduct", "run", "know", "sing"]
     frames = ["to {verb}", "they {verb} ."]
-    reference = similarity.verb_vectors(model, tok, verbs, frames, batch_size=2)
-    np.testing.assert_array_equal(similarity.verb_vectors(model, tok, verbs, frames, batch_size=100000)[1]["layer2"],
-                                  similarity.verb_vectors(model, tok, verbs, frames, batch_size=5)[1]["layer2"])
+    reference = vectors.verb_vectors(model, tok, verbs, frames, batch_size=2)
+    np.testing.assert_array_equal(vectors.verb_vectors(model, tok, verbs, frames, batch_size=100000)[1]["layer2"],
+                                  vectors.verb_vectors(model, tok, verbs, frames, batch_size=5)[1]["layer2"])
     # a verb: its forward over the longest frame (7 tokens), 3 hidden states in float32 and float64,
     # its float64 input embeddings
     width = max(len(ids) for ids in tok([f.replace("{verb}", v) for f in frames for v in verbs])["input_ids"])
     per = forward_bytes(model_shape(model), width) + 3 * width * 16 * (4 + 8) + width * 16 * 8
     monkeypatch.setattr(memory, "free_memory", lambda device: FreeMemory(int(2.5 * per / 0.8), "MemAvailable"))
     with caplog.at_level(logging.WARNING):
-        table, reps = similarity.verb_vectors(model, tok, verbs, frames, batch_size=100000, model_id="tiny-bert")
+        table, reps = vectors.verb_vectors(model, tok, verbs, frames, batch_size=100000, model_id="tiny-bert")
     assert [m.split(":")[:2] for m in _cuts(caplog)] == [["tiny-bert", " batch size 100000 cut to 2"]]
     pd.testing.assert_frame_equal(table, reference[0])
     for name, vec in reference[1].items():
@@ -337,7 +337,7 @@ def test_simverb_verbs_cut_to_planted_free_memory(wordpiece_path: Path, monkeypa
     monkeypatch.setattr(memory, "free_memory", lambda device: FreeMemory(per - 1, "MemAvailable"))
     with pytest.raises(VerbevalError, match=rf"^tiny-bert: one verb \({width} tokens, 3 hidden states of 16\) needs "
                                             rf"about {per / MB:.3f} MB of memory"):
-        similarity.verb_vectors(model, tok, verbs, frames, model_id="tiny-bert")
+        vectors.verb_vectors(model, tok, verbs, frames, model_id="tiny-bert")
 
 
 # --------------------------------------------------------------------------- the real scenario

@@ -122,7 +122,7 @@ def test_simverb_stops_on_nonfinite_verb_vectors(wordpiece_path: Path, value: fl
     non-finite vectors, which stop the scoring naming the model and the count."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from verbeval.simverb.similarity import check_finite_vectors, verb_vectors
+    from verbeval.simverb.vectors import check_finite_vectors, verb_vectors
 
     tok = AutoTokenizer.from_pretrained(wordpiece_path)
     torch.manual_seed(0)

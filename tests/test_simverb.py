@@ -15,24 +15,11 @@ from scipy import stats
 
 from verbeval.cli import main
 from verbeval.core.errors import InputError, VerbevalError
-from verbeval.simverb.similarity import (
-    agreement_join,
-    assign_splits,
-    best_representation,
-    bootstrap_spearman,
-    check_frames,
-    cosine_rows,
-    pair_similarities,
-    read_simverb,
-    results_table,
-    score_bins,
-    spearman,
-    to_latex,
-    to_markdown,
-    verb_errors,
-    verb_token_spans,
-    verb_vectors,
-)
+from verbeval.simverb.data import assign_splits, read_simverb, score_bins
+from verbeval.simverb.join import agreement_join, verb_errors
+from verbeval.simverb.report import to_latex, to_markdown
+from verbeval.simverb.statistics import best_representation, bootstrap_spearman, results_table, spearman
+from verbeval.simverb.vectors import check_frames, cosine_rows, pair_similarities, verb_token_spans, verb_vectors
 
 # five pairs; human ratings 1..5
 PAIRS = """\

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from verbeval.simverb.similarity import read_simverb, results_table, score_model
+from verbeval.simverb.data import read_simverb
+from verbeval.simverb.statistics import results_table
+from verbeval.simverb.vectors import score_model
 
 
 @pytest.fixture(scope="module")

@@ -78,7 +78,7 @@ def simverb_settings(a: argparse.Namespace) -> dict[str, Any]:
 def _simverb_branch(lm: Any, a: argparse.Namespace) -> None:
     from verbeval.core import stamps
     from verbeval.core.provenance import resolve_random_init
-    from verbeval.simverb.similarity import score_loaded
+    from verbeval.simverb.vectors import score_loaded
 
     outputs = [a.simverb_out, a.simverb_verbs]
     inputs = [a.simverb_data] + [s.partition("=")[2] for s in a.simverb_split]

@@ -9,6 +9,7 @@ from typing import Any
 
 from verbeval.core.cliutil import (Add, bootstrap_options, check_outputs, float_list, model_pin, model_source_options,
                                    random_init_option, split_pair)
+from verbeval.simverb.data import DEFAULT_BINS
 
 log = logging.getLogger("verbeval")
 
@@ -16,7 +17,7 @@ log = logging.getLogger("verbeval")
 def read_pairs(data: str, split_items: Sequence[str]) -> Any:
     """The SimVerb-3500 pairs of ``data``, with their official split when ``split_items`` (NAME=PATH) name the
     split files."""
-    from verbeval.simverb.similarity import assign_splits, read_simverb
+    from verbeval.simverb.data import assign_splits, read_simverb
 
     pairs = read_simverb(data)
     splits = {name: read_simverb(path) for name, path in (split_pair(s, "--split", "PATH") for s in split_items)}
@@ -42,7 +43,7 @@ def cmd_simverb_score(a: argparse.Namespace) -> None:
     import torch
 
     from verbeval.core.provenance import resolve_random_init
-    from verbeval.simverb.similarity import score_model
+    from verbeval.simverb.vectors import score_model
 
     torch.set_num_threads(a.threads)
     pairs = read_pairs(a.data, a.split)
@@ -79,8 +80,9 @@ def cmd_simverb_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.core.io import write_csv, write_json, write_text
-    from verbeval.simverb.similarity import (best_representation, coverage_summary, layer_curve, plot_layers, plot_scatter,
-                          results_table, split_pairs_and_sims, to_latex, to_markdown)
+    from verbeval.simverb.report import coverage_summary, plot_layers, plot_scatter, to_latex, to_markdown
+    from verbeval.simverb.statistics import best_representation, layer_curve, results_table
+    from verbeval.simverb.vectors import split_pairs_and_sims
 
     from verbeval.core.provenance import display_name, frame_random
 
@@ -114,7 +116,8 @@ def cmd_simverb_join(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.core.io import write_csv
-    from verbeval.simverb.similarity import agreement_join, split_pairs_and_sims, verb_errors
+    from verbeval.simverb.join import agreement_join, verb_errors
+    from verbeval.simverb.vectors import split_pairs_and_sims
 
     pairs, sims = split_pairs_and_sims(pd.read_parquet(a.similarities))
     joined, summary = agreement_join(verb_errors(pairs, sims), pd.read_csv(a.lemma_stats), a.model_name)
@@ -143,8 +146,9 @@ def register(add: Add) -> None:
     s.add_argument("--verbs", required=True, help="per-verb CSV (verbeval simverb-score --verbs)")
     s.add_argument("--model-name", required=True, help="model name in the tables and figures")
     bootstrap_options(s)
-    s.add_argument("--bins", type=float_list, default=[0.0, 2.5, 5.0, 7.5, 10.0],
-                   help="comma-separated rating range edges on the 0-10 scale (default: 0,2.5,5,7.5,10)")
+    s.add_argument("--bins", type=float_list, default=list(DEFAULT_BINS),
+                   help="comma-separated rating range edges on the 0-10 scale (default: "
+                        f"{','.join(f'{b:g}' for b in DEFAULT_BINS)})")
     s.add_argument("--csv", required=True, help="output: rho with CIs per representation and subset (CSV)")
     s.add_argument("--md", required=True, help="output: the table in Markdown")
     s.add_argument("--tex", required=True, help="output: the table in LaTeX")
@@ -157,7 +161,7 @@ def register(add: Add) -> None:
 
     s = add("simverb-join", cmd_simverb_join,
             "SimVerb-3500 x agreement: per-verb rank error against per-lemma agreement accuracy",
-            "Run by the rule simverb_join (simverb.agreement_join), one job per model that has agreement results.")
+            "Run by the rule simverb_join (simverb.join.agreement_join), one job per model that has agreement results.")
     s.add_argument("--similarities", required=True, help="similarities parquet (verbeval simverb-score --out)")
     s.add_argument("--lemma-stats", required=True, help="lemma_stats.csv of the same model (verbeval lemma-stats)")
     s.add_argument("--model-name", required=True, help="model name written into the outputs")

@@ -20,7 +20,7 @@ class SimverbPlan:
     """SimVerb-3500 (``simverb:``): which models, which official splits, which job scores each model."""
 
     def __init__(self, plan: Plan) -> None:
-        from verbeval.simverb.similarity import score_bins
+        from verbeval.simverb.data import score_bins
 
         self.plan = plan
         sv = self.config = plan.config["simverb"]
