@@ -20,7 +20,8 @@ from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, 
 from verbeval.bench.runner import PaperBaseline, compare_with_verbeval, throughput
 from verbeval.agreement.eligibility import eligible_lemmas, single_token_ids
 from verbeval.agreement.inference import encode_contexts, split_head, target_logits
-from verbeval.core.models import LoadedModel, load_model, make_tiny_model
+from verbeval.core.models import LoadedModel, load_model
+from verbeval.core.tiny_models import make_tiny_model
 
 LEXICON = pd.DataFrame(
     [("laugh", "laughs", "laugh"), ("smile", "smiles", "smile"), ("be", "is", "are"), ("run", "runs", "run"),

@@ -22,7 +22,9 @@ from verbeval.core.config import validate_config
 from verbeval.agreement.eligibility import eligible_lemmas
 from verbeval.core.errors import VerbevalError
 from verbeval.agreement.inference import encode_contexts, infer_chunk
-from verbeval.core.models import LoadedModel, check_device_map, load_model, make_tiny_model, parse_device_map
+from verbeval.core.devices import check_device_map, parse_device_map
+from verbeval.core.models import LoadedModel, load_model
+from verbeval.core.tiny_models import make_tiny_model
 from verbeval.agreement.multitoken import form_logprobs, form_token_ids
 
 from test_inference import LEXICON, template_frame

@@ -38,7 +38,8 @@ from verbeval.agreement.inference import (
 from verbeval.agreement.lexicon import build_lexicon
 from verbeval.agreement.multitoken import causal_form_logprobs
 from verbeval.agreement.templates import render_context
-from verbeval.core.models import LoadedModel, adds_bos, load_model, make_tiny_model
+from verbeval.core.models import LoadedModel, adds_bos, load_model
+from verbeval.core.tiny_models import make_tiny_model
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TSE_COMMIT = "db423f80246ba2d7c2fc602fc514943949cfaf71"

@@ -36,7 +36,8 @@ from verbeval.agreement.inference import (
     read_shard_meta,
     run_contexts,
 )
-from verbeval.core.models import LoadedModel, load_model, make_tiny_model
+from verbeval.core.models import LoadedModel, load_model
+from verbeval.core.tiny_models import make_tiny_model
 
 GPT2_BOS = 50256  # <|endoftext|> in the real GPT-2 vocabulary
 

@@ -15,7 +15,8 @@ from test_inference import template_frame
 from verbeval.agreement.inference import encode_contexts
 from verbeval.agreement.lengths import check_context_lengths, context_lengths, position_limit
 from verbeval.core.errors import VerbevalError
-from verbeval.core.models import LoadedModel, load_config, load_model, make_tiny_model
+from verbeval.core.models import LoadedModel, load_config, load_model
+from verbeval.core.tiny_models import make_tiny_model
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])

@@ -31,7 +31,8 @@ from verbeval.agreement.lexicon_modes import (
     to_markdown,
     to_metrics,
 )
-from verbeval.core.models import load_model, load_tokenizer, make_tiny_model
+from verbeval.core.models import load_model, load_tokenizer
+from verbeval.core.tiny_models import make_tiny_model
 
 LEXICON = pd.DataFrame([("laugh", "laughs", "laugh"), ("be", "is", "are"), ("swim", "swims", "swim"),
                         ("run", "runs", "run"), ("know", "knows", "know"), ("abdicate", "abdicates", "abdicate")],

@@ -29,7 +29,8 @@ from verbeval.core.errors import VerbevalError
 from verbeval.core.memory import (MB, FreeMemory, ModelShape, available_bytes, cgroup_headroom, cpu_free,
                                   fit_batch_size, forward_bytes, is_oom, model_shape, per_context_bytes,
                                   rlimit_headroom)
-from verbeval.core.models import LoadedModel, load_model, make_tiny_model
+from verbeval.core.models import LoadedModel, load_model
+from verbeval.core.tiny_models import make_tiny_model
 
 #: the CPU allocator's message for a tensor that cannot be allocated (torch 2.x, Linux)
 CPU_ALLOCATOR_MESSAGE = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "

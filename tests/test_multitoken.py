@@ -18,7 +18,8 @@ import torch
 
 from verbeval.core.errors import VerbevalError
 from verbeval.agreement.inference import encode_contexts
-from verbeval.core.models import LoadedModel, load_model, make_tiny_model
+from verbeval.core.models import LoadedModel, load_model
+from verbeval.core.tiny_models import make_tiny_model
 from verbeval.agreement.multitoken import (
     build_causal_trie,
     build_masked_plan,

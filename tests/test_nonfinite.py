@@ -20,7 +20,8 @@ from verbeval.agreement.inference import infer_model
 from verbeval.agreement.shards import read_shard_meta
 from verbeval.agreement.shardstore import JOURNAL_NAME
 from verbeval.core.errors import VerbevalError
-from verbeval.core.models import LoadedModel, load_model, make_tiny_model
+from verbeval.core.models import LoadedModel, load_model
+from verbeval.core.tiny_models import make_tiny_model
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])

@@ -46,7 +46,7 @@ def test_hub_fingerprint_uses_pinned_or_cached_commit(tmp_path: Path, monkeypatc
 
 @pytest.mark.e2e
 def test_changed_local_model_reruns_its_jobs(tmp_path: Path, tokenizer_path: Callable[[str], Path], data_dir: Path) -> None:
-    from verbeval.core.models import make_tiny_model
+    from verbeval.core.tiny_models import make_tiny_model
 
     model = tmp_path / "tiny-gpt2"
     make_tiny_model(tokenizer_path("gpt2"), "gpt2", model, seed=0)

@@ -254,7 +254,7 @@ def test_verb_errors_and_join(tmp_path: Path) -> None:
 
 
 def test_cli_score_table_join(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -> None:
-    from verbeval.core.models import make_tiny_model
+    from verbeval.core.tiny_models import make_tiny_model
 
     model = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "tiny-gpt2")
     data = _write(tmp_path, PAIRS)

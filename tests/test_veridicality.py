@@ -195,7 +195,7 @@ def test_scatter_data_and_facets() -> None:
 
 
 def test_tiny_nli_model_labels_by_name(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -> None:
-    from verbeval.core.models import TINY_NLI_LABELS, make_tiny_model
+    from verbeval.core.tiny_models import TINY_NLI_LABELS, make_tiny_model
     from verbeval.veridicality.nli import load_nli
 
     out = make_tiny_model(tokenizer_path("bert-base-uncased"), "bert-nli", tmp_path / "nli")

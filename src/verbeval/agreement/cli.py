@@ -151,7 +151,7 @@ def _batch_size(value: str, lm: Any, cuda_default: int = 512, cpu_default: int =
 
 
 def _device_map_arg(text: str) -> Any:
-    from verbeval.core.models import parse_device_map
+    from verbeval.core.devices import parse_device_map
 
     try:
         return parse_device_map(text)

@@ -23,7 +23,8 @@ from verbeval.agreement.metrics import form_statistics, probabilities
 from verbeval.agreement.eligibility import single_token_ids, tokenizer_fingerprint
 from verbeval.core.errors import VerbevalError
 from verbeval.core.memory import fit_batch_size, free_memory, is_oom, model_shape, per_context_bytes
-from verbeval.core.models import LoadedModel, adds_bos, describe_device
+from verbeval.core.devices import describe_device
+from verbeval.core.models import LoadedModel, adds_bos
 from verbeval.agreement.shards import (META_KEY, SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, capped_chunks,
                      check_finite, chunk_range, group_contexts, group_digest, lemma_set_hash, read_shard_meta,
                      write_shard)

@@ -34,7 +34,8 @@ from verbeval.agreement.eligibility import form_token_ids, single_token_ids, tok
 from verbeval.core.errors import ShardError, VerbevalError
 from verbeval.agreement.shards import capped_chunks, check_finite
 from verbeval.core.io import atomic_path
-from verbeval.core.models import LoadedModel, describe_device
+from verbeval.core.devices import describe_device
+from verbeval.core.models import LoadedModel
 from verbeval.agreement.shardstore import PlannedShard, run_plan, shard_key, shard_relpath
 from verbeval.core.tables import tex_escape
 

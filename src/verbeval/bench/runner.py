@@ -116,7 +116,7 @@ def _best_time(fn: Callable[[], None], device: torch.device, repeats: int) -> fl
 
 
 def build_model(spec: ModelSpec, shared: Path, models_dir: Path) -> Path:
-    from verbeval.core.models import make_tiny_model
+    from verbeval.core.tiny_models import make_tiny_model
 
     out = models_dir / spec.name
     if not (out / "config.json").exists():

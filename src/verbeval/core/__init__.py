@@ -3,8 +3,9 @@
 Holds: errors (``VerbevalError``, ``InputError``: one-line messages), io (atomic writes), config
 (the workflow config and its schema), manifest (the data manifest: its sources, loaded and validated),
 fetch (downloading one source, checksum checked), verified (verified copies and their cache), mirror
-(building a data mirror), verb_list (The Giant Verb List's parser), models (loading LMs,
-tiny models, devices), provenance (whether a model is randomly initialised, and its labels), wordtok (word-level tokenizers of tiny models), plots (the figure style and
+(building a data mirror), verb_list (The Giant Verb List's parser), models (loading LMs, their kind, BOS
+and case, fingerprints), model_ids (what a model id names: local path or hub id), devices (devices and
+device maps), tiny_models (the tiny-model factory), provenance (whether a model is randomly initialised, and its labels), wordtok (word-level tokenizers of tiny models), plots (the figure style and
 saving), tables (LaTeX escaping), clidoc (the generated sub-command table) and cliutil (helpers of
 the studies' command lines), npy_sort (numpy's sort kernels on AMD Zen 4, chosen before numpy
 loads), memory (free memory and batch sizes that fit); cli registers fetch, mirror, tiny-model and

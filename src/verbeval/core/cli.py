@@ -11,7 +11,7 @@ from pathlib import Path
 
 from verbeval.core.cliutil import Add
 from verbeval.core.errors import VerbevalError
-from verbeval.core.models import TINY_ARCHS
+from verbeval.core.tiny_models import TINY_ARCHS
 
 log = logging.getLogger("verbeval")
 
@@ -56,7 +56,7 @@ def cmd_tiny_model(a: argparse.Namespace) -> None:
     import shutil
     import tempfile
 
-    from verbeval.core.models import MASKED_TINY_ARCHS, make_tiny_model
+    from verbeval.core.tiny_models import MASKED_TINY_ARCHS, make_tiny_model
     from verbeval.core.wordtok import save_word_tokenizer
 
     out = Path(a.out)

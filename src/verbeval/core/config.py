@@ -21,7 +21,7 @@ import yaml
 
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import load_yaml
-from verbeval.core.models import local_model_problem, meant_as_path, model_name
+from verbeval.core.model_ids import local_model_problem, meant_as_path, model_name
 
 #: (label, content) of one configuration source, in merge order: a config file or ``--config``
 Layer = tuple[str, Mapping[str, Any]]
@@ -186,7 +186,7 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
 
     A path that does not exist or is not a directory, or a directory without ``config.json``,
     among ``models``, ``veridicality.models`` and ``simverb.models`` (see
-    :func:`verbeval.core.models.meant_as_path` for when an id is a path). Relative paths are relative
+    :func:`verbeval.core.model_ids.meant_as_path` for when an id is a path). Relative paths are relative
     to the working directory (the workflow's directory).
     """
     problems: list[tuple[list[str | int], str]] = []
@@ -212,7 +212,7 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
 
 def hub_models(config: Mapping[str, Any]) -> list[tuple[list[str | int], str, str | None, str | None]]:
     """(key path, id, revision, gguf_file) of every model of a validated config that is a hub id:
-    not a local path (:func:`verbeval.core.models.meant_as_path`), not built by the workflow."""
+    not a local path (:func:`verbeval.core.model_ids.meant_as_path`), not built by the workflow."""
     built = set(tiny_model_specs(config)) | set(pip_models(dict(config)))
     out: list[tuple[list[str | int], str, str | None, str | None]] = []
     for keypath, m in _entries_with_keys(dict(config)):

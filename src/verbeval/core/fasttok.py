@@ -121,7 +121,8 @@ def load_text_tokenizer(model_id: str, revision: str | None = None, gguf_file: s
     safe (no torch, no transformers import), else transformers' ``AutoTokenizer`` (a GGUF file's
     tokenizer, too: transformers builds it from the file's vocabulary, once the file is checked against
     its pin ``sha256``: :func:`verbeval.core.models.gguf_location`)."""
-    from verbeval.core.models import check_local_model, is_local, load_tokenizer, resolve_id
+    from verbeval.core.model_ids import check_local_model, is_local, resolve_id
+    from verbeval.core.models import load_tokenizer
 
     if gguf_file:
         return load_tokenizer(model_id, revision, gguf_file, sha256)

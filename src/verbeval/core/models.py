@@ -1,15 +1,15 @@
-"""Loading Hugging Face language models and tokenizers, by hub id or local path.
+"""Loading Hugging Face language models and tokenizers, by hub id or local path; the kind, BOS and
+case of a loaded model; and the fingerprint that records which version of a model made a shard.
 
 A model is *masked* (BERT, RoBERTa: the verb position is a mask token) or *causal* (GPT-2 and any
 ``*ForCausalLM``: the verb is the next token after the left context). The kind is detected from the
-model config's ``architectures`` and can be forced with ``kind``.
+model config's ``architectures`` and can be forced with ``kind``. What a model id names is
+:mod:`verbeval.core.model_ids`; devices and device maps :mod:`verbeval.core.devices`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
 import shutil
 import weakref
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from verbeval.core.devices import DeviceMap, check_device_map, input_device, resolve_device
 from verbeval.core.errors import VerbevalError
-from verbeval.core.io import describe_json_error
-from verbeval.core.provenance import RANDOM_INIT_MARKER
+from verbeval.core.model_ids import check_local_model, is_local, resolve_id
 
 if TYPE_CHECKING:  # torch is imported by the functions that need it: start-up of model-free commands stays cheap
     import torch
@@ -38,168 +38,6 @@ def torch_dtype(name: str) -> torch.dtype:
     if name not in DTYPES:
         raise VerbevalError(f"unknown dtype {name!r}; choose one of {sorted(DTYPES)}")
     return getattr(torch, name)
-
-
-PATH_PREFIXES = ("/", "./", "../", "~")
-
-
-def written_as_path(model_id: str) -> bool:
-    """True when ``model_id`` is written as a path (absolute, ``./``, ``../`` or ``~``), not a hub id."""
-    return model_id.startswith(PATH_PREFIXES)
-
-
-def meant_as_path(model_id: str) -> bool:
-    """True when ``model_id`` is meant as a local directory rather than a hub id.
-
-    A hub id is ``NAME`` or ``ORG/NAME``. An id is read as a local path when it:
-
-    * is written as a path (:func:`written_as_path`: ``/``, ``./``, ``../``, ``~``);
-    * names an existing directory;
-    * has more than one ``/`` (no hub id does);
-    * is ``A/B`` where ``A`` is an existing local directory (relative to the working directory, i.e.
-      the workflow's directory): ``models/tiny-gpt2`` with a ``models/`` folder here, the style of
-      ``.test/config/ci.yaml``.
-
-    Anything else is a hub id. Unlike :func:`model_name`, this depends on the file system; it only
-    decides whether a missing directory is an error, never what a model is named.
-    """
-    mid = model_id.rstrip("/")
-    if written_as_path(mid) or Path(resolve_id(mid)).is_dir():
-        return True
-    parts = mid.split("/")
-    return len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).is_dir())
-
-
-def local_model_problem(model_id: str, need_config: bool = True, gguf_file: str | None = None) -> str | None:
-    """Why the local model ``model_id`` cannot be loaded, or None (also for hub ids).
-
-    A path (:func:`meant_as_path`) that does not exist, that is not a directory, a directory
-    without ``config.json`` (with ``need_config``), or, with ``gguf_file``, a directory without that
-    GGUF file (a GGUF file holds its own config and tokenizer).
-    """
-    p = Path(resolve_id(model_id))
-    if p.is_dir():
-        if gguf_file:
-            return None if (p / gguf_file).is_file() else f"local model directory {model_id} has no GGUF file {gguf_file}"
-        if need_config and not (p / "config.json").is_file():
-            ggufs = sorted(f.name for f in p.glob("*.gguf"))
-            if ggufs:
-                return (f"local model directory {model_id} has no config.json but holds GGUF file(s) "
-                        f"{', '.join(ggufs[:3])}: list it under models: with gguf_file: <one of them> (docs/models.md); "
-                        "simverb.models and veridicality.models take only save_pretrained folders and hub ids")
-            return (f"local model directory {model_id} has no config.json "
-                    "(not a model saved with save_pretrained)")
-        return None
-    if not meant_as_path(model_id):
-        return None
-    if p.exists():
-        return f"local path {model_id} is not a directory"
-    hint = ""
-    if not written_as_path(model_id):
-        first = model_id.split("/")[0]
-        hint = (f" (read as a path because ./{first} is a local folder; a hub id is NAME or ORG/NAME)"
-                if model_id.count("/") == 1 else " (read as a path: a hub id has at most one '/')")
-    return f"local path {model_id} does not exist{hint}"
-
-
-def check_local_model(model_id: str, need_config: bool = True, what: str = "model",
-                      gguf_file: str | None = None) -> None:
-    """Raise :class:`VerbevalError` when :func:`local_model_problem` finds one."""
-    problem = local_model_problem(model_id, need_config, gguf_file)
-    if problem:
-        raise VerbevalError(f"cannot load {what} {model_id!r}: {problem}")
-
-
-def model_name(model_id: str) -> str:
-    """File-system friendly name of a model, used in result paths.
-
-    A path written as a path (absolute, or starting with ``./``, ``../`` or ``~``) gives its
-    basename; anything else is a hub id, ``org/model`` -> ``org--model``. Set ``name:`` in the config
-    to choose another. The result does not depend on whether the path exists.
-    """
-    mid = model_id.rstrip("/")
-    if written_as_path(mid):
-        base = Path(mid).name
-    else:
-        base = mid.replace("/", "--")
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", base)
-
-
-def resolve_device(preference: str = "auto") -> torch.device:
-    """``auto`` picks CUDA when available (honouring CUDA_VISIBLE_DEVICES), else CPU."""
-    import torch
-
-    if preference == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(preference)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise VerbevalError(f"device {preference!r} requested but CUDA is not available")
-    return dev
-
-
-def describe_device(device: torch.device) -> str:
-    import torch
-
-    if device.type == "cuda":
-        idx = device.index if device.index is not None else torch.cuda.current_device()
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "<all>")
-        return f"cuda:{idx} ({torch.cuda.get_device_name(idx)}; CUDA_VISIBLE_DEVICES={visible})"
-    return f"cpu ({torch.get_num_threads()} threads)"
-
-
-#: device_map strategies of accelerate (config ``device_map``, ``--device-map``); a mapping of module
-#: names to devices (GPU index, ``cpu``, ``cuda:N`` or ``disk``) is accepted too
-DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
-
-DeviceMap = str | dict[str, int | str] | None
-
-
-def check_device_map(device_map: Any, where: str = "device_map") -> DeviceMap:
-    """``device_map`` if it is None, a strategy in :data:`DEVICE_MAP_STRATEGIES` or a non-empty
-    mapping {module name: GPU index, ``cpu``, ``cuda[:N]``, ``mps`` or ``disk``}; else VerbevalError."""
-    if device_map is None or device_map in DEVICE_MAP_STRATEGIES:
-        return device_map
-    if isinstance(device_map, dict) and device_map:
-        for module, dev in device_map.items():
-            ok = (isinstance(dev, int) and not isinstance(dev, bool) and dev >= 0) or (
-                isinstance(dev, str) and re.fullmatch(r"cpu|disk|mps|cuda(:\d+)?", dev) is not None)
-            if not isinstance(module, str) or not ok:
-                raise VerbevalError(f"{where}: module {module!r} -> {dev!r}: a device is a GPU index, cpu, "
-                                    "cuda:N, mps or disk")
-        return device_map
-    raise VerbevalError(f"{where}: {device_map!r} is neither one of {list(DEVICE_MAP_STRATEGIES)} nor a "
-                        "non-empty mapping of module names to devices")
-
-
-def parse_device_map(text: str | None) -> DeviceMap:
-    """``--device-map``: empty or ``none`` = no map; a strategy name; or a JSON object."""
-    if text is None or text.strip().lower() in ("", "none", "null"):
-        return None
-    text = text.strip()
-    if text.startswith("{"):
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise VerbevalError(f"--device-map: invalid JSON ({describe_json_error(exc, 'character')})") from None
-        return check_device_map(value, "--device-map")
-    return check_device_map(text, "--device-map")
-
-
-def input_device(model: torch.nn.Module) -> torch.device:
-    """Where a model's inputs go: the device its input embeddings run on (with a device map whose
-    embeddings are offloaded, accelerate's execution device for them)."""
-    import torch
-
-    emb = model.get_input_embeddings()
-    dev = getattr(getattr(emb, "_hf_hook", None), "execution_device", None)
-    if dev is not None:
-        return torch.device(dev) if not isinstance(dev, int) else torch.device("cuda", dev)
-    return emb.weight.device
-
-
-def resolve_id(model_id: str) -> str:
-    """Expand ``~`` in a local path; hub ids are returned unchanged."""
-    return os.path.expanduser(model_id) if model_id.startswith("~") else model_id
 
 
 def gguf_location(model_id: str, gguf_file: str, revision: str | None = None,
@@ -357,11 +195,6 @@ def model_revision(model_id: str, config: Any, revision: str | None, gguf_file: 
     return str(commit or revision or "unknown")
 
 
-def is_local(model_id: str) -> bool:
-    """True when ``model_id`` names an existing local directory (rather than a hub id)."""
-    return Path(resolve_id(model_id)).is_dir()
-
-
 def model_fingerprint(model_id: str, revision: str | None = None, gguf_file: str | None = None) -> str:
     """An identifier of the model version, used to invalidate shards when the model changes.
 
@@ -501,128 +334,3 @@ def load_model(
         raise VerbevalError(f"model {model_id!r} is masked but its tokenizer has no mask token")
     return LoadedModel(model_id, model, tok, resolved, is_cased(tok), dev, dtype,
                        model_revision(model_id, cfg, revision, gguf_file), placed)
-
-
-TINY_ARCHS = ("bert", "roberta", "gpt2", "bert-nli", "llama", "mistral", "gpt-neox", "olmo2")
-#: the causal architectures of :data:`TINY_ARCHS` beyond GPT-2 and the tokenizer family each is meant for
-#: (``docs/models.md``): Llama-2/Mistral on SentencePiece, Pythia/OLMo-1 on GPT-NeoX BPE, OLMo-2 on dolma2
-TINY_DECODERS = {"llama": "mistral_v1_spm", "mistral": "mistral_v1_spm", "gpt-neox": "gpt_neox_olmo1",
-                 "olmo2": "olmo2_dolma2"}
-#: tiny architectures that are masked LMs / classifiers built on a masked-LM tokenizer
-MASKED_TINY_ARCHS = ("bert", "roberta", "bert-nli")
-#: label names of the tiny NLI classifier (deliberately not in MNLI order: consumers must map by name)
-TINY_NLI_LABELS = {0: "contradiction", 1: "entailment", 2: "neutral"}
-
-
-def make_tiny_model(
-    tokenizer_dir: str | Path,
-    arch: str,
-    out_dir: str | Path,
-    *,
-    seed: int = 0,
-    layers: int = 2,
-    hidden: int = 32,
-    heads: int = 2,
-) -> Path:
-    """Build a tiny randomly initialised LM on a real tokenizer and save it with the tokenizer.
-
-    ``bert-nli`` is a BERT sequence classifier with three labels named in ``id2label``
-    (:data:`TINY_NLI_LABELS`), standing in for an MNLI model in the veridicality workflow.
-    ``llama``, ``mistral``, ``gpt-neox`` and ``olmo2`` are the decoders of those families
-    (:data:`TINY_DECODERS`; ``mistral`` with grouped-query attention, one key/value head), with
-    the tokenizer's BOS, EOS and padding ids in their config. The numbers it produces are
-    meaningless, but tokenisation, vocabulary size and data are real, which exercises the whole
-    workflow at realistic cost without any download. The weights depend only on the arguments
-    (seeded): a rebuild writes byte-identical files.
-    """
-    from transformers import (
-        AutoTokenizer,
-        BertConfig,
-        BertForMaskedLM,
-        BertForSequenceClassification,
-        GPT2Config,
-        GPT2LMHeadModel,
-        RobertaConfig,
-        RobertaForMaskedLM,
-    )
-
-    import torch
-
-    if arch not in TINY_ARCHS:
-        raise VerbevalError(f"unknown tiny architecture {arch!r}; choose one of {TINY_ARCHS}")
-    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    vocab = len(tok)
-    torch.manual_seed(seed)
-    model: torch.nn.Module
-    if arch == "bert":
-        model = BertForMaskedLM(BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
-                                           num_attention_heads=heads, intermediate_size=4 * hidden,
-                                           max_position_embeddings=128))
-    elif arch == "roberta":
-        model = RobertaForMaskedLM(RobertaConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
-                                                 num_attention_heads=heads, intermediate_size=4 * hidden,
-                                                 max_position_embeddings=130, pad_token_id=tok.pad_token_id,
-                                                 bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
-    elif arch == "bert-nli":
-        model = BertForSequenceClassification(BertConfig(
-            vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-            intermediate_size=4 * hidden, max_position_embeddings=512, num_labels=len(TINY_NLI_LABELS),
-            id2label=dict(TINY_NLI_LABELS), label2id={v: k for k, v in TINY_NLI_LABELS.items()}))
-    elif arch in TINY_DECODERS:
-        model = _tiny_decoder(arch, tok, vocab, layers=layers, hidden=hidden, heads=heads)
-    else:
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads,
-                                           n_positions=128, bos_token_id=tok.bos_token_id,
-                                           eos_token_id=tok.eos_token_id))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    _keep_tokenizer_class(Path(tokenizer_dir), out)
-    (out / RANDOM_INIT_MARKER).write_text(json.dumps({"arch": arch, "seed": seed, "layers": layers,
-                                                        "hidden": hidden, "tokenizer": Path(tokenizer_dir).name}))
-    return out
-
-
-def _keep_tokenizer_class(src: Path, out: Path) -> None:
-    """Write the source folder's ``tokenizer_class`` back into the saved tokenizer_config.json.
-
-    transformers 5 saves a tokenizer loaded as ``PreTrainedTokenizerFast`` as ``TokenizersBackend``,
-    a name transformers 4 does not know; and without a class, AutoTokenizer would pick the model
-    type's own (``LlamaTokenizer`` for mistral), which rewrites the SentencePiece set-up on load.
-    """
-    src_cfg, out_cfg = src / "tokenizer_config.json", out / "tokenizer_config.json"
-    if not (src_cfg.is_file() and out_cfg.is_file()):
-        return
-    cls = json.loads(src_cfg.read_text(encoding="utf-8")).get("tokenizer_class")
-    saved = json.loads(out_cfg.read_text(encoding="utf-8"))
-    if cls and saved.get("tokenizer_class") != cls:
-        saved["tokenizer_class"] = cls
-        out_cfg.write_text(json.dumps(saved, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def _tiny_decoder(arch: str, tok: Any, vocab: int, *, layers: int, hidden: int, heads: int) -> torch.nn.Module:
-    """A tiny Llama, Mistral, GPT-NeoX or OLMo-2 causal LM (called after seeding torch)."""
-    from transformers import (
-        GPTNeoXConfig,
-        GPTNeoXForCausalLM,
-        LlamaConfig,
-        LlamaForCausalLM,
-        MistralConfig,
-        MistralForCausalLM,
-        Olmo2Config,
-        Olmo2ForCausalLM,
-    )
-
-    if hidden % heads or (hidden // heads) % 2:
-        raise VerbevalError(f"--hidden {hidden} must be a multiple of 2 x {heads} heads (even rotary head size)")
-    ids = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id}
-    common = {"vocab_size": vocab, "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
-              "intermediate_size": 4 * hidden, "max_position_embeddings": 512, **ids}
-    if arch == "llama":
-        return LlamaForCausalLM(LlamaConfig(**common, num_key_value_heads=heads))
-    if arch == "mistral":
-        return MistralForCausalLM(MistralConfig(**common, num_key_value_heads=1, sliding_window=None))
-    if arch == "gpt-neox":
-        return GPTNeoXForCausalLM(GPTNeoXConfig(**common))
-    return Olmo2ForCausalLM(Olmo2Config(**common, num_key_value_heads=heads))

@@ -7,7 +7,7 @@ name. A model is random when:
 * its config entry says ``random_init: true`` (``random_init: false`` says it is not, whatever its
   folder holds); else
 * it is a local folder holding :data:`RANDOM_INIT_MARKER`, the record ``verbeval tiny-model``
-  (:func:`verbeval.core.models.make_tiny_model`) has written into every model it built since the
+  (:func:`verbeval.core.tiny_models.make_tiny_model`) has written into every model it built since the
   first verbeval version (architecture, seed, layers, hidden size, tokenizer): tiny models built by
   older versions are recognised too.
 

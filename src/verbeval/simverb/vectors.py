@@ -71,8 +71,9 @@ def load_encoder(model_id: str, revision: str | None = None, device: str = "auto
     ``model_id`` (dequantised, float32)."""
     from transformers import AutoModel
 
-    from verbeval.core.models import (check_local_model, gguf_location, load_errors, load_failure, load_tokenizer,
-                                      resolve_device, resolve_id)
+    from verbeval.core.devices import resolve_device
+    from verbeval.core.model_ids import check_local_model, resolve_id
+    from verbeval.core.models import gguf_location, load_errors, load_failure, load_tokenizer
 
     check_local_model(model_id, gguf_file=gguf_file)
     tok = load_tokenizer(model_id, revision, gguf_file)

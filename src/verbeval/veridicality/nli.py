@@ -191,7 +191,9 @@ def load_nli(model_id: str, revision: str | None = None, device: str = "auto") -
     checked by name at once (:func:`label_index`)."""
     from transformers import AutoModelForSequenceClassification
 
-    from verbeval.core.models import check_local_model, load_errors, load_failure, load_tokenizer, resolve_device, resolve_id
+    from verbeval.core.devices import resolve_device
+    from verbeval.core.model_ids import check_local_model, resolve_id
+    from verbeval.core.models import load_errors, load_failure, load_tokenizer
 
     check_local_model(model_id)
     dev = resolve_device(device)

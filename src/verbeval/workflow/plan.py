@@ -31,7 +31,8 @@ from verbeval.core.config import (Layer, checkpoint_models, config_origin, model
                                   normalise_model_path, pip_models, select_models, tiny_model_specs)
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import Source, local_filename, mirror_location
-from verbeval.core.models import is_local, model_fingerprint
+from verbeval.core.model_ids import is_local
+from verbeval.core.models import model_fingerprint
 from verbeval.core.provenance import resolve_random_init
 from verbeval.core.verified import is_verified
 from verbeval.workflow.params import Untracked, model_source_args, quoted

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import mirror_location
-from verbeval.core.models import model_fingerprint, model_name
+from verbeval.core.model_ids import model_name
+from verbeval.core.models import model_fingerprint
 from verbeval.workflow.params import model_source_args
 
 if TYPE_CHECKING:
