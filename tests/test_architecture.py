@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,6 +110,47 @@ def test_every_sub_package_says_what_it_holds_and_may_import() -> None:
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         assert "Holds:" in doc and "May import:" in doc, init
     assert {p.parent.name for p in PKG.glob("*/__init__.py")} == set(ALLOWED)
+
+
+def _architecture_entries() -> dict[str, str]:
+    """docs/architecture.md's package listing: entry (``cli.py``, ``core/``, ``model_sources/``) -> its text
+    (the entry's line and the indented lines that continue it)."""
+    text = (PKG.parents[1] / "docs" / "architecture.md").read_text()
+    block = text.split("## Packages and their allowed imports", 1)[1].split("```")[1]
+    entries: dict[str, str] = {}
+    current = None
+    for line in block.splitlines():
+        head = line.strip().split(" ", 1)[0]
+        if line.startswith(("  ", "    ")) and (head.endswith("/") or head.endswith(".py")) and \
+                len(line) - len(line.lstrip()) <= 4:
+            current = head
+            entries[current] = line
+        elif current is not None:
+            entries[current] += " " + line
+    return entries
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+
+
+def test_the_architecture_doc_and_the_docstrings_list_every_module() -> None:
+    """Every module on disk is named in docs/architecture.md's listing of its package and in its
+    package's docstring (a top-level module by its file name)."""
+    entries = _architecture_entries()
+    missing = []
+    for init in sorted(PKG.rglob("__init__.py")):
+        folder = init.parent
+        if folder == PKG:
+            names = {f.name for f in folder.glob("*.py")} - {"__init__.py", "__main__.py"}
+            missing += [f"docs/architecture.md: {n}" for n in sorted(names) if n not in entries]
+            continue
+        stems = {f.stem for f in folder.glob("*.py")} - {"__init__"}
+        entry = entries.get(f"{folder.name}/", "")
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        missing += [f"docs/architecture.md {folder.name}/: {s}" for s in sorted(stems - _words(entry))]
+        missing += [f"{init.relative_to(PKG.parent)}: {s}" for s in sorted(stems - _words(doc))]
+    assert missing == []
 
 
 def test_score_logits_keeps_its_public_path() -> None:

@@ -6,7 +6,8 @@ and shardstore (one forward pass per context, written as resumable probability s
 (TSE, EW and MW from a probability row), aggregate (per-context scores, per-group summaries with
 bootstrap CIs), tables (Table 2), figures and plots (Figures 1-4 and the others), diagnostics
 (per-lemma statistics, Table 3), dvc_views (DVC metrics and plots), multitoken and lexicon_modes
-(verb forms of any length; the single_token/all/common modes); cli registers its sub-commands.
+(verb forms of any length; the single_token/all/common modes), lengths (contexts longer than a model
+reads, found before it loads); cli registers its sub-commands.
 
 May import: ``verbeval.core`` and its own modules; never another study, ``verbeval.bench`` or the
 top-level ``verbeval.cli`` / ``verbeval.dvc``.

@@ -8,8 +8,11 @@ and case, fingerprints), model_ids (what a model id names: local path or hub id)
 device maps), tiny_models (the tiny-model factory), provenance (whether a model is randomly initialised, and its labels), wordtok (word-level tokenizers of tiny models), plots (the figure style and
 saving), tables (LaTeX escaping), clidoc (the generated sub-command table) and cliutil (helpers of
 the studies' command lines), npy_sort (numpy's sort kernels on AMD Zen 4, chosen before numpy
-loads), memory (free memory and batch sizes that fit); cli registers fetch, mirror, tiny-model and
-check-config.
+loads), memory (free memory and batch sizes that fit), fasttok (word encoding without transformers),
+stamps (up-to-date stamps of a multi-branch job's outputs), cluster (cluster resource checks),
+failures (the failed jobs' causes), console (Snakemake's job descriptions kept short), and the
+model_sources package (GGUF files, pip packages, pins, header checks, fingerprints); cli registers
+fetch, mirror, tiny-model and check-config.
 
 May import: the standard library and third-party packages only; never a study
 (``verbeval.agreement``, ``verbeval.simverb``, ``verbeval.veridicality``), ``verbeval.bench`` or the
