@@ -1,6 +1,6 @@
 """Tests for verbeval.agreement.aggregate (shard validation, bootstrap, summaries) and verbeval.agreement.tables.
 
-Shards are written with :func:`verbeval.agreement.inference.write_shard` from synthetic distributions, so no
+Shards are written with :func:`verbeval.agreement.shards.write_shard` from synthetic distributions, so no
 model is needed.
 """
 
@@ -20,7 +20,8 @@ import torch
 from verbeval.agreement.aggregate import bootstrap_means, context_scores, read_shards, row_tse, summarise
 from verbeval.agreement.metrics import form_statistics, score_logits
 from verbeval.core.errors import VerbevalError
-from verbeval.agreement.inference import META_KEY, ChunkResult, chunk_label, chunk_range, read_shard_meta, write_shard
+from verbeval.agreement.shards import META_KEY, ChunkResult, chunk_range, read_shard_meta, write_shard
+from verbeval.agreement.shardstore import chunk_label
 from verbeval.agreement.tables import random_models, table2, to_html, to_latex, to_markdown, to_metrics
 
 V = 40  # vocabulary size of the synthetic distributions

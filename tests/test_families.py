@@ -29,12 +29,8 @@ from verbeval.agreement.eligibility import (
     single_token_id,
     single_token_ids,
 )
-from verbeval.agreement.inference import (
-    build_contexts,
-    encode_contexts,
-    infer_chunk,
-    prepare_group,
-)
+from verbeval.agreement.inference import encode_contexts, infer_chunk, prepare_group
+from verbeval.agreement.shards import build_contexts
 from verbeval.agreement.lexicon import build_lexicon
 from verbeval.agreement.multitoken import causal_form_logprobs
 from verbeval.agreement.templates import render_context

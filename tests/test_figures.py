@@ -1,6 +1,6 @@
 """Tests of the data behind the figures, Table 3 and the per-lemma diagnostics (not the pixels).
 
-Shards are written with :func:`verbeval.agreement.inference.write_shard` from hand-chosen probabilities, so
+Shards are written with :func:`verbeval.agreement.shards.write_shard` from hand-chosen probabilities, so
 every expected number below is worked out by hand.
 """
 
@@ -47,7 +47,7 @@ from verbeval.agreement.figures import (
     model_comparison,
     shown_cutoffs,
 )
-from verbeval.agreement.inference import ChunkResult, lemma_set_hash, write_shard
+from verbeval.agreement.shards import ChunkResult, lemma_set_hash, write_shard
 
 # --------------------------------------------------------------------------- per-lemma statistics
 
@@ -388,7 +388,7 @@ def test_figures_label_random_models_and_only_them() -> None:
 
 
 def test_plot_commands_read_random_init_from_their_inputs() -> None:
-    from verbeval.agreement.cli import _random_in
+    from verbeval.agreement.cli.figures import _random_in
 
     summary = _summary()
     assert _random_in(summary) == set()  # an older summary without the column
@@ -649,7 +649,7 @@ def test_figure_config_defaults() -> None:
 def test_min_contexts_defaults_agree() -> None:
     """The CLI repeats the figures module's defaults (to start without pandas); config, CLI and
     module must agree."""
-    from verbeval.agreement import cli
+    from verbeval.agreement.cli import figures as cli
 
     cfg = validate_config({"models": [{"id": "gpt2"}]})["agreement"]["figures"]
     assert cli.MIN_CONTEXTS_DEFAULT == DEFAULT_MIN_CONTEXTS == cfg["min_contexts"]

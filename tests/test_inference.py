@@ -24,18 +24,10 @@ from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
 from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, score_logits
 from verbeval.agreement.eligibility import eligible_lemmas, single_token_ids, tokenizer_fingerprint
 from verbeval.core.errors import VerbevalError
-from verbeval.agreement.inference import (
-    SHARD_SCHEMA_VERSION,
-    ChunkResult,
-    build_contexts,
-    chunk_label,
-    chunk_range,
-    encode_contexts,
-    infer_chunk,
-    lemma_set_hash,
-    read_shard_meta,
-    run_contexts,
-)
+from verbeval.agreement.inference import encode_contexts, infer_chunk, run_contexts
+from verbeval.agreement.shards import (SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, chunk_range, lemma_set_hash,
+    read_shard_meta)
+from verbeval.agreement.shardstore import chunk_label
 from verbeval.core.models import LoadedModel, load_model
 from verbeval.core.tiny_models import make_tiny_model
 

@@ -74,7 +74,7 @@ def test_a_too_long_pair_is_named_with_the_limit(tiny: tuple[str, LoadedModel]) 
 
 def test_infer_stops_before_loading_the_model(tiny: tuple[str, LoadedModel], tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from verbeval.agreement import cli
+    from verbeval.agreement.cli import inference as cli
     from verbeval.cli import main
 
     path, _ = tiny

@@ -23,7 +23,8 @@ import torch
 
 import verbeval.agreement.inference as inference
 import verbeval.agreement.multitoken as multitoken
-from verbeval.agreement.inference import ChunkResult, Encoded, encode_contexts, run_contexts
+from verbeval.agreement.inference import Encoded, encode_contexts, run_contexts
+from verbeval.agreement.shards import ChunkResult
 from verbeval.core import memory
 from verbeval.core.errors import VerbevalError
 from verbeval.core.memory import (MB, FreeMemory, ModelShape, available_bytes, cgroup_headroom, cpu_free,

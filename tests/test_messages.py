@@ -70,7 +70,8 @@ def test_disk_full_names_the_output(tmp_path: Path, exc: OSError) -> None:
 def test_infer_log_total_includes_the_model_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     """A fake clock: loading takes 100 s, the inference body 5 s; 'total' is the whole command."""
-    from verbeval.agreement import cli, inference, lengths
+    from verbeval.agreement import inference, lengths
+    from verbeval.agreement.cli import inference as cli
 
     clock = [0.0]
     monkeypatch.setattr(cli.time, "perf_counter", lambda: clock[0])

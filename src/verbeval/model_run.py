@@ -23,30 +23,12 @@ import logging
 import time
 from typing import Any
 
-from verbeval.agreement import cli as agreement_cli
+from verbeval.agreement.cli.inference import (batch_arg, forms_extra_tokens, load_checked_lm, model_options,
+                                              run_agreement_branch, store_options)
 from verbeval.core.cliutil import Add, check_outputs, optional_bool, random_init_option
 from verbeval.simverb import cli as simverb_cli
 
 log = logging.getLogger("verbeval")
-
-
-def _agreement_branch(lm: Any, a: argparse.Namespace, load_s: float = 0.0) -> None:
-    """The agreement shards; the log line's total is the load (``load_s``, shared by every branch) plus
-    this branch, i.e. what the user waited for until the shards were written."""
-    import pandas as pd
-
-    from verbeval.agreement.inference import infer_model
-
-    groups = [g for g in a.groups.split(",") if g]
-    random_init = agreement_cli._random_init(a)
-    body = infer_model(lm, pd.read_parquet(a.templates), pd.read_parquet(a.lemmas), groups, a.n_chunks, a.manifest,
-                       batch_size=agreement_cli._batch_size(a.batch_size, lm), top_k=a.top_k,
-                       prepend_bos=a.prepend_bos, progress=not a.no_progress, random_init=random_init,
-                       allow_nonfinite=a.allow_nonfinite)
-    t = body["timing"]
-    log.info("%s: %d shards -> %s; model load %.1f s, %d contexts computed in %.1f s (%.1f contexts/s), "
-             "writer busy %.1f s, total %.1f s (load included)", a.model, len(body["shards"]), a.manifest, load_s,
-             t["contexts"], t["compute_s"], t["contexts_per_s"], t["writer_busy_s"], load_s + t["total_s"])
 
 
 def _forms_branch(lm: Any, a: argparse.Namespace) -> None:
@@ -116,10 +98,10 @@ def _load_checked(a: argparse.Namespace) -> Any:
     from verbeval.agreement.lengths import check_context_lengths
 
     templates = pd.read_parquet(a.templates)
-    lm, _ = agreement_cli._load_checked_lm(a, templates, [g for g in a.groups.split(",") if g])
+    lm, _ = load_checked_lm(a, templates, [g for g in a.groups.split(",") if g])
     if a.forms_manifest:
         check_context_lengths(a.model, a.revision, lm.kind, templates, [g for g in a.forms_groups.split(",") if g],
-                              a.prepend_bos, agreement_cli.forms_extra_tokens(pd.read_parquet(a.forms)),
+                              a.prepend_bos, forms_extra_tokens(pd.read_parquet(a.forms)),
                               tokenizer=lm.tokenizer, config=lm.model.config)
     return lm
 
@@ -131,7 +113,7 @@ def cmd_run_model(a: argparse.Namespace) -> None:
     lm = _load_checked(a)
     load_s = time.perf_counter() - t0
     log.info("%s: model loaded in %.1f s (once for every branch)", a.model, load_s)
-    branches = [("agreement", lambda lm, a: _agreement_branch(lm, a, load_s), True), ("multi-token forms", _forms_branch, bool(a.forms_manifest)),
+    branches = [("agreement", lambda lm, a: run_agreement_branch(lm, a, load_s), True), ("multi-token forms", _forms_branch, bool(a.forms_manifest)),
                 ("SimVerb-3500", _simverb_branch, bool(a.simverb_out))]
     for name, run, on in branches:
         if on:
@@ -149,7 +131,7 @@ def register(add: Add) -> None:
             "The branches are those of `verbeval infer`, `infer-forms` and `simverb-score`, with the same results; "
             "the form and SimVerb branches run when their outputs are given. Run by the rule infer, one job per "
             "model (docs/performance.md, 'One model load per model').")
-    agreement_cli._model_options(s)
+    model_options(s)
     s.add_argument("--prepend-bos", type=optional_bool, default=None,
                    help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) "
                         "(default: auto)")
@@ -157,10 +139,10 @@ def register(add: Add) -> None:
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     g = s.add_argument_group("agreement shards (as verbeval infer)")
     g.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
-    g.add_argument("--batch-size", type=agreement_cli._batch_arg, default="auto",
+    g.add_argument("--batch-size", type=batch_arg, default="auto",
                    help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory")
     g.add_argument("--top-k", type=int, default=10, help="top tokens (ids and probabilities) stored per context")
-    agreement_cli._store_options(g)
+    store_options(g)
     g = s.add_argument_group("multi-token forms (as verbeval infer-forms; optional)")
     g.add_argument("--forms", help="the model's forms.parquet (verbeval lexicon-forms)")
     g.add_argument("--forms-groups", help="comma-separated template groups of the form shards")

@@ -7,7 +7,8 @@ and shardstore (one forward pass per context, written as resumable probability s
 bootstrap CIs), tables (Table 2), figures and plots (Figures 1-4 and the others), diagnostics
 (per-lemma statistics, Table 3), dvc_views (DVC metrics and plots), multitoken and lexicon_modes
 (verb forms of any length; the single_token/all/common modes), lengths (contexts longer than a model
-reads, found before it loads); cli registers its sub-commands.
+reads, found before it loads); cli (a sub-package, one module per sub-pipeline) registers its
+sub-commands.
 
 May import: ``verbeval.core`` and its own modules; never another study, ``verbeval.bench`` or the
 top-level ``verbeval.cli`` / ``verbeval.dvc``.

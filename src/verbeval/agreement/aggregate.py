@@ -117,6 +117,23 @@ def quarantine(path: str | Path) -> Path:
     return dest
 
 
+def quarantine_bad_shard(exc: ShardError, keep: bool, manifest: str | None = None) -> VerbevalError:
+    """The error to raise for an unusable shard (``exc``); unless ``keep``, the file is moved aside
+    first (:func:`quarantine`) and the store's ``manifest`` (when given) removed, so that the next
+    run, Snakemake's or ``dvc repro``, runs the model's inference job again: it keeps every intact
+    shard and recomputes this one. (A manifest left in place would make every ``dvc repro`` fail.)"""
+    if keep:
+        return VerbevalError(f"{exc}: rerun the model's inference job to recompute it")
+    done = []
+    if Path(exc.path).exists():
+        done.append(f"moved it to {quarantine(exc.path)}")
+    if manifest is not None and Path(manifest).exists():
+        Path(manifest).unlink()
+        done.append(f"removed the stale manifest {manifest}")
+    what = f"; {' and '.join(done)}" if done else ""
+    return VerbevalError(f"{exc}{what}: rerun the workflow (snakemake or dvc repro) to recompute it")
+
+
 def _fmt_cutoff(p: float) -> str:
     return f"{p:g}"
 

@@ -326,6 +326,30 @@ def read_topk(shards: Sequence[str | Path]) -> tuple[dict[str, Any], dict[str, t
 MARK_SYMBOL = {"correct": "✓", "incorrect": "✗", "ambiguous": "?", "": ""}
 
 
+def load_model_topk(name: str, model_id: str, shards: Sequence[str | Path], lemmas: str | Path,
+                    revision: str | None = None, gguf_file: str | None = None) -> ModelTopK:
+    """Table 3's view of one model: the top-k tokens of its ``shards`` (:func:`read_topk`), and from its
+    tokenizer (only the tokenizer is loaded) how to decode token ids, find the ids of verb forms and
+    render a context as the model sees it; ``lemmas``: its lemmas.parquet."""
+    from verbeval.agreement.eligibility import single_token_ids
+    from verbeval.agreement.templates import render_context
+    from verbeval.core.models import load_tokenizer
+
+    meta, topk = read_topk(shards)
+    tok = load_tokenizer(model_id, revision, gguf_file)
+    masked = meta["kind"] == "masked"
+    cased = bool(meta.get("cased"))
+
+    def decode(ids: Sequence[int]) -> list[str]:
+        return [tok.decode([i]).strip() or repr(tok.decode([i])) for i in ids]
+
+    def render(left: str, right: str) -> str:
+        return render_context(left, right, cased=cased, masked=masked, mask_token=getattr(tok, "mask_token", None))
+
+    return ModelTopK(name=name, kind=meta["kind"], topk=topk, lemmas=pd.read_parquet(lemmas), decode=decode,
+                     verb_ids=lambda words: single_token_ids(tok, list(words)), render=render)
+
+
 def _cell(token: str, prob: float, mark: str) -> str:
     sym = MARK_SYMBOL.get(mark, "")
     return f"{token} ({prob:.3g}){' ' + sym if sym else ''}"

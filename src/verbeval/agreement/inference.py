@@ -25,17 +25,15 @@ from verbeval.core.errors import VerbevalError
 from verbeval.core.memory import fit_batch_size, free_memory, is_oom, model_shape, per_context_bytes
 from verbeval.core.devices import describe_device
 from verbeval.core.models import LoadedModel, adds_bos
-from verbeval.agreement.shards import (META_KEY, SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, capped_chunks,
-                     check_finite, chunk_range, group_contexts, group_digest, lemma_set_hash, read_shard_meta,
-                     write_shard)
-from verbeval.agreement.shardstore import PlannedShard, chunk_label, run_plan, shard_key, shard_relpath
+from verbeval.agreement.shards import (SHARD_SCHEMA_VERSION, ChunkResult, capped_chunks, check_finite, chunk_range,
+                                      group_contexts, group_digest, lemma_set_hash, write_shard)
+from verbeval.agreement.shardstore import PlannedShard, run_plan, shard_key, shard_relpath
 from verbeval.agreement.templates import render_context
 
 log = logging.getLogger(__name__)
 
-__all__ = ["META_KEY", "SHARD_SCHEMA_VERSION", "ChunkResult", "build_contexts", "chunk_label", "chunk_range",
-           "compute_chunk", "encode_contexts", "fit_contexts", "group_contexts", "group_digest", "infer_chunk", "infer_model", "lemma_set_hash",
-           "read_shard_meta", "run_contexts", "target_logits", "write_shard"]
+__all__ = ["compute_chunk", "encode_contexts", "fit_contexts", "infer_chunk", "infer_model", "run_contexts",
+           "target_logits"]
 
 
 @dataclass

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from verbeval import __version__
 from verbeval.agreement.eligibility import form_token_ids, single_token_ids, tokenizer_fingerprint
 from verbeval.core.errors import ShardError, VerbevalError
-from verbeval.agreement.shards import capped_chunks, check_finite
+from verbeval.agreement.shards import capped_chunks, check_finite, chunk_range, group_contexts, group_digest
 from verbeval.core.io import atomic_path
 from verbeval.core.devices import describe_device
 from verbeval.core.models import LoadedModel
@@ -139,8 +139,6 @@ def infer_forms_chunk(
     rows (``rows``) with their pair index (``row_pair``). The workflow runs
     :func:`infer_forms_model` (every group and chunk of a model in one process).
     """
-    from verbeval.agreement.inference import group_contexts  # torch: only the model commands (not lexicon-forms)
-
     fp = tokenizer_fingerprint(lm.tokenizer)
     prepared = group_contexts(templates, group, lm.kind)
     write = _forms_chunk(lm, group, prepared, forms, chunk, n_chunks, fp, forms_hash(forms), batch_size=batch_size,
@@ -154,7 +152,7 @@ def _forms_chunk(lm: LoadedModel, group: str, prepared: tuple[pd.DataFrame, pd.D
                  bar: Any = None, allow_nonfinite: bool = False) -> Callable[[Path], dict[str, Any]]:
     """Compute one chunk of a group prepared once (:func:`group_contexts`); returns the function
     that writes its shard."""
-    from verbeval.agreement.inference import chunk_range, encode_contexts
+    from verbeval.agreement.inference import encode_contexts
     from verbeval.agreement.multitoken import form_logprobs
 
     g, contexts, row_context = prepared
@@ -231,7 +229,6 @@ def infer_forms_model(
     a killed run resumes), then the store's manifest. See :func:`verbeval.agreement.shardstore.run_plan`.
     A group is cut into at most as many chunks as it has contexts; non-finite log-probabilities stop
     the run unless ``allow_nonfinite`` (:func:`verbeval.agreement.shards.check_finite`)."""
-    from verbeval.agreement.inference import chunk_range, group_contexts, group_digest
 
     fp, fsha = tokenizer_fingerprint(lm.tokenizer), forms_hash(forms)
     bos = prepend_bos if lm.kind == "causal" else None
@@ -262,6 +259,17 @@ def infer_forms_model(
 
 _CONSISTENT = ("model_id", "revision", "kind", "dtype", "tokenizer_fingerprint", "forms_sha256", "prepend_bos",
                "group", "n_chunks", "n_group_contexts", "schema_version")
+
+
+def form_shards_by_group(paths: Sequence[str | Path]) -> dict[str, list[str]]:
+    """Form shard paths by the group their Parquet metadata names (in the order given)."""
+    by_group: dict[str, list[str]] = {}
+    for path in paths:
+        md = pq.read_schema(path).metadata or {}
+        if META_KEY not in md:
+            raise VerbevalError(f"{path}: not a verbeval form shard")
+        by_group.setdefault(json.loads(md[META_KEY])["group"], []).append(str(path))
+    return by_group
 
 
 def read_form_shards(paths: Sequence[str | Path]) -> dict[str, Any]:

@@ -144,7 +144,7 @@ def run_workflow(config_path: str | Path, workdir: Path, model_dirs: dict[str, P
     """
     from verbeval.core.config import load_config
     from verbeval.core.manifest import load_manifest, local_filename
-    from verbeval.agreement.inference import read_shard_meta
+    from verbeval.agreement.shards import read_shard_meta
     from verbeval.agreement.groups import load_groups
 
     cfg = load_config(config_path)
@@ -351,7 +351,7 @@ def bench_postprocess(vocab_sizes: Sequence[int] = POSTPROCESS_VOCABS, n_forms: 
 
 def _contexts_sample(templates: pd.DataFrame, kind: str, n: int) -> pd.DataFrame:
     """Up to ``n`` distinct contexts spread evenly over all groups."""
-    from verbeval.agreement.inference import build_contexts
+    from verbeval.agreement.shards import build_contexts
 
     parts = [build_contexts(g.reset_index(drop=True), kind)[0] for _, g in templates.groupby("group", sort=True)]
     ctx = pd.concat(parts, ignore_index=True)

@@ -1,0 +1,50 @@
+"""Sub-commands of the agreement study, one module per sub-pipeline, each command's handler next
+to its parser set-up (``register_<command>``).
+
+Holds: data (lexicon, templates, lemmas), inference (infer, and the model, batch and shard-store
+options and helpers that infer-forms and ``verbeval run-model`` share), aggregate (aggregate,
+lemma-stats), tables (table: Table 2; topk-table: Table 3), figures (plot-cutoffs, plot-models,
+plot-checkpoints, plot-lemmas), dvc_views (dvc-metrics, dvc-plot-data), lexicon_modes
+(lexicon-forms to lexicon-modes-table) and common (shard paths from manifests, a run's groups).
+
+May import: ``verbeval.core`` and the agreement study (part of it).
+
+:func:`register`, :func:`register_dvc_views` and :func:`register_lexicon_modes` are what
+``verbeval.cli`` calls, in this order (the order of the sub-commands in ``verbeval --help``).
+"""
+
+from __future__ import annotations
+
+from verbeval.agreement.cli import aggregate, data, dvc_views, figures, inference, lexicon_modes, tables
+from verbeval.core.cliutil import Add
+
+
+def register(add: Add) -> None:
+    """The agreement pipeline: ``lexicon`` to ``topk-table``."""
+    data.register_lexicon(add)
+    data.register_templates(add)
+    data.register_lemmas(add)
+    inference.register_infer(add)
+    aggregate.register_aggregate(add)
+    tables.register_table(add)
+    aggregate.register_lemma_stats(add)
+    figures.register_plot_cutoffs(add)
+    figures.register_plot_models(add)
+    figures.register_plot_checkpoints(add)
+    figures.register_plot_lemmas(add)
+    tables.register_topk_table(add)
+
+
+def register_dvc_views(add: Add) -> None:
+    """``dvc-metrics`` and ``dvc-plot-data``: Table 2 and the cutoff figures as DVC metrics and plots."""
+    dvc_views.register_dvc_metrics(add)
+    dvc_views.register_dvc_plot_data(add)
+
+
+def register_lexicon_modes(add: Add) -> None:
+    """The lexicon modes (single_token, all, common): ``lexicon-forms`` to ``lexicon-modes-table``."""
+    lexicon_modes.register_lexicon_forms(add)
+    lexicon_modes.register_lexicon_common(add)
+    lexicon_modes.register_infer_forms(add)
+    lexicon_modes.register_lexicon_modes(add)
+    lexicon_modes.register_lexicon_modes_table(add)

@@ -1,0 +1,188 @@
+"""The figure sub-commands: ``plot-cutoffs``, ``plot-models``, ``plot-checkpoints`` and ``plot-lemmas``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from verbeval.agreement.cli.common import run_groups
+from verbeval.core.cliutil import Add, float_list
+from verbeval.core.errors import VerbevalError
+
+log = logging.getLogger("verbeval")
+
+
+#: defaults of plot-cutoffs' --min-contexts / --low-n: verbeval.agreement.figures.DEFAULT_MIN_CONTEXTS and
+#: LOW_N_MODES (repeated here so that the CLI starts without importing pandas; a test ties them)
+MIN_CONTEXTS_DEFAULT = 10
+LOW_N_CHOICES = ("fade", "hide")
+
+
+def _positive_int(text: str) -> int:
+    if text.strip().isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+
+
+def _random_in(frame: Any) -> set[str]:
+    """The models a summary or lemma-statistics table marks randomly initialised (``random_init``)."""
+    from verbeval.core.provenance import random_flags
+
+    return {m for m, r in random_flags(frame).items() if r}
+
+
+def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.agreement.figures import CUTOFF_FIGURES, cutoff_curves
+    from verbeval.core.io import write_csv
+    from verbeval.agreement.plots import plot_cutoff_curves
+    from verbeval.core.plots import save_figure
+
+    spec = CUTOFF_FIGURES[a.figure]
+    summary = pd.read_csv(a.summary)
+    models = a.models.split(",")
+    groups = run_groups(a.groups_file, summary["group"].unique())
+    data = cutoff_curves(summary, metrics=spec.metrics, sides=spec.sides, models=models, groups=groups,
+                         cutoffs={"top": a.top_cutoffs, "bottom": a.bottom_cutoffs}, min_contexts=a.min_contexts)
+    write_csv(data, a.csv, float_format="%.10g")
+    save_figure(plot_cutoff_curves(data, spec, models, a.confidence, min_contexts=a.min_contexts,
+                                   hide_low_n=a.low_n == "hide", random=_random_in(summary)), a.out)
+    log.info("%s: %d points -> %s", spec.stem, len(data), ", ".join([a.csv, *a.out]))
+
+
+def register_plot_cutoffs(add: Add) -> None:
+    s = add("plot-cutoffs", cmd_plot_cutoffs,
+            "Figures 1-4: a metric against top-p / bottom-p cutoff, per model and group",
+            "Reads only summary_all.csv; writes the figure's data (--csv) and images (--out). Run by the rules "
+            "figure_top_p, figure_bottom_p, figure_prob_counted and figure_invalid.")
+    s.add_argument("--figure", required=True, choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
+                   help="scores-top (Fig. 1: EW, MW vs top p), scores-bottom (Fig. 2, log axis), "
+                        "prob-counted (Fig. 3), invalid (Fig. 4)")
+    s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
+    s.add_argument("--groups-file", required=True, help="agreement groups YAML: group order and names")
+    s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
+    s.add_argument("--top-cutoffs", type=float_list, required=True,
+                   help="comma-separated top-p cutoffs to plot (each must be in --summary)")
+    s.add_argument("--bottom-cutoffs", type=float_list, required=True,
+                   help="comma-separated bottom-p cutoffs to plot (each must be in --summary)")
+    s.add_argument("--confidence", type=float, help="CI level of the summary's bounds, named in the figure "
+                                                    "(default: not named)")
+    s.add_argument("--min-contexts", type=_positive_int, default=MIN_CONTEXTS_DEFAULT,
+                   help="estimates averaged over fewer contexts are flagged low_n in the CSV and faded or hidden "
+                        "in the figure (agreement.figures.min_contexts)")
+    s.add_argument("--low-n", choices=LOW_N_CHOICES, default="fade",
+                   help="fade: draw low_n estimates hollow on a dotted line without CI band; hide: leave them out "
+                        "(agreement.figures.low_n)")
+    s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
+    s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
+
+
+def cmd_plot_models(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.agreement.figures import model_comparison
+    from verbeval.core.io import write_csv
+    from verbeval.agreement.plots import plot_model_comparison
+    from verbeval.core.plots import save_figure
+
+    summary = pd.read_csv(a.summary)
+    models = a.models.split(",")
+    groups = run_groups(a.groups_file, summary["group"].unique())
+    data = model_comparison(summary, models=models, groups=groups)
+    write_csv(data, a.csv, float_format="%.10g")
+    save_figure(plot_model_comparison(data, models, random=_random_in(summary)), a.out)
+    log.info("model comparison (%d models x %d groups) -> %s", len(models), len(groups), ", ".join([a.csv, *a.out]))
+
+
+def register_plot_models(add: Add) -> None:
+    s = add("plot-models", cmd_plot_models, "TSE, EW and MW per group, all models side by side",
+            "Top p = 1, with the bootstrap CIs of summary_all.csv. Run by the rule figure_models.")
+    s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
+    s.add_argument("--groups-file", required=True, help="agreement groups YAML: group order and names")
+    s.add_argument("--models", required=True, help="comma-separated model names")
+    s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
+    s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
+
+
+def cmd_plot_checkpoints(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.agreement.figures import checkpoint_curves
+    from verbeval.core.io import write_csv
+    from verbeval.agreement.plots import plot_checkpoints
+    from verbeval.core.plots import save_figure
+
+    checkpoints = []
+    for sweep, model, step in a.checkpoint:
+        try:
+            checkpoints.append((sweep, model, int(step)))
+        except ValueError:
+            raise VerbevalError(f"--checkpoint {sweep} {model} {step}: the step must be an integer") from None
+    summary = pd.read_csv(a.summary)
+    groups = run_groups(a.groups_file, summary["group"].unique())
+    data = checkpoint_curves(summary, checkpoints=checkpoints, groups=groups)
+    write_csv(data, a.csv, float_format="%.10g")
+    save_figure(plot_checkpoints(data, log_x=a.log_x, confidence=a.confidence, random=_random_in(summary)), a.out)
+    log.info("checkpoint figure (%d checkpoints x %d groups) -> %s", len(checkpoints), len(groups),
+             ", ".join([a.csv, *a.out]))
+
+
+def register_plot_checkpoints(add: Add) -> None:
+    s = add("plot-checkpoints", cmd_plot_checkpoints,
+            "TSE, EW and MW (top p = 1, with CIs) against training step, one panel per group",
+            "For models with `revisions:` (docs/config.md). Run by the rule figure_checkpoints.")
+    s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
+    s.add_argument("--groups-file", required=True, help="the groups (Table 2 rows) file: panel titles and order")
+    s.add_argument("--checkpoint", nargs=3, action="append", required=True, metavar=("SWEEP", "MODEL", "STEP"),
+                   help="a checkpoint: the swept model (one line style each), the checkpoint's model name in the "
+                        "summary and its training step; repeat per checkpoint")
+    s.add_argument("--log-x", action="store_true", help="logarithmic step axis (symmetric-log when a step is 0)")
+    s.add_argument("--confidence", type=float, help="CI level of the summary's bounds, named in the figure (default: not named)")
+    s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
+    s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
+
+
+def cmd_plot_lemmas(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.agreement.diagnostics import worst_lemmas, worst_lemmas_html, worst_lemmas_markdown
+    from verbeval.agreement.figures import lemma_accuracy, lemma_metrics
+    from verbeval.core.io import write_csv, write_json, write_text
+    from verbeval.agreement.plots import plot_lemma_accuracy
+    from verbeval.core.plots import save_figure
+
+    stats = pd.concat([pd.read_csv(p, keep_default_na=False, na_values=[""]) for p in a.stats], ignore_index=True)
+    models = a.models.split(",")
+    data = lemma_accuracy(stats, models, n_bins=a.bins)
+    metrics = lemma_metrics(data)
+    write_csv(data, a.csv, float_format="%.10g")
+    if a.metrics_json:
+        write_json(a.metrics_json, metrics)
+    save_figure(plot_lemma_accuracy(data, models, metrics, random=_random_in(stats)), a.out)
+    worst = worst_lemmas(stats, a.worst, models)
+    write_csv(worst, a.worst_csv, float_format="%.10g")
+    if a.worst_md:
+        write_text(a.worst_md, worst_lemmas_markdown(worst, random=_random_in(stats)))
+    if a.worst_html:
+        write_text(a.worst_html, worst_lemmas_html(worst, random=_random_in(stats)))
+    log.info("lemma diagnostics of %d models -> %s, %s", len(models), ", ".join([a.csv, *a.out]), a.worst_csv)
+
+
+def register_plot_lemmas(add: Add) -> None:
+    s = add("plot-lemmas", cmd_plot_lemmas,
+            "per-lemma accuracy against log-probability, and the worst-conjugated lemmas",
+            "Reads the lemma-stats CSVs of the models. Run by the rule figure_lemmas.")
+    s.add_argument("--stats", nargs="+", required=True, help="lemma_stats.csv files (verbeval lemma-stats), one "
+                                                             "per model")
+    s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
+    s.add_argument("--bins", type=int, default=10, help="equal-count probability bins of the trend line")
+    s.add_argument("--worst", type=int, default=20, help="lemmas per model in the worst-lemmas table")
+    s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
+    s.add_argument("--metrics-json", help="output: JSON per model: lemmas, mean accuracy, Spearman correlation")
+    s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
+    s.add_argument("--worst-csv", required=True, help="output: the worst-lemmas table (CSV)")
+    s.add_argument("--worst-md", help="output: the worst-lemmas table in Markdown")
+    s.add_argument("--worst-html", help="output: the worst-lemmas table in HTML")
