@@ -28,6 +28,7 @@ end-of-word correction is applied (the probability of ``Ġrun`` includes continu
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,6 +112,21 @@ def _lm_head(lm: LoadedModel) -> tuple[torch.nn.Module, torch.nn.Module]:
     return lm.model.base_model, head
 
 
+def cache_keyword(body: torch.nn.Module) -> str:
+    """The keyword ``body.forward`` takes a key/value cache under: ``cache`` (transformers 5.24 and later
+    renamed it; ``past_key_values`` is removed in 5.40), else ``past_key_values`` (models whose forward
+    has not been renamed, e.g. remote code)."""
+    params = inspect.signature(body.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _output_cache(res: Any) -> Any:
+    """The key/value cache of a model output: ``cache`` in transformers' renamed outputs, else
+    ``past_key_values``."""
+    cache = getattr(res, "cache", None)
+    return cache if cache is not None else res.past_key_values
+
+
 def _expanded_cache(cache: Any, n: int) -> Any:
     """A fresh copy of a batch-1 cache viewed as batch ``n`` (expand: no copy of the tensors)."""
     c = copy.copy(cache)
@@ -182,6 +198,7 @@ def causal_form_logprobs(
     """``[n_contexts, n_forms]`` float64: exact ``log P(form | context)`` by the chain rule."""
     trie = build_causal_trie(forms)
     body, head = _lm_head(lm)
+    cache_kw = cache_keyword(body)
     dev = lm.device
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else (lm.tokenizer.eos_token_id or 0)
     batches = _plan_batches(trie, _fit_rows(lm, encoded, batch_size, len(trie.rows),
@@ -204,7 +221,7 @@ def causal_form_logprobs(
     with torch.inference_mode():
         for c, seq in enumerate(encoded.ids):
             res = body(input_ids=torch.as_tensor([seq], device=dev), use_cache=True)
-            cache = res.past_key_values
+            cache = _output_cache(res)
             # .to(dev): no-ops unless a device map puts the last layers or the head on another device
             root_lp = torch.log_softmax(head(res.last_hidden_state[0, -1]).to(dev).double(), dim=-1)
             acc = torch.zeros(trie.n_forms, dtype=torch.float64, device=dev)
@@ -212,7 +229,7 @@ def causal_form_logprobs(
             for b, ids in zip(batches, row_ids):
                 if not len(b.nodes):
                     continue
-                h = body(input_ids=ids, past_key_values=_expanded_cache(cache, len(b.rows)),
+                h = body(input_ids=ids, **{cache_kw: _expanded_cache(cache, len(b.rows))},
                          use_cache=True).last_hidden_state.to(dev)
                 hn = h[torch.as_tensor(b.local_row, device=dev), torch.as_tensor(b.pos, device=dev)]
                 logits = head(hn).to(dev).float()
