@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from verbeval.agreement.aggregate import bootstrap_means, context_scores, read_shards, row_tse, summarise
+from verbeval.agreement.aggregate import context_scores, read_shards, row_tse, summarise
+from verbeval.core.bootstrap import bootstrap_means
 from verbeval.agreement.metrics import form_statistics, score_logits
 from verbeval.core.errors import VerbevalError
 from verbeval.agreement.shards import META_KEY, ChunkResult, chunk_range, read_shard_meta, write_shard

@@ -6,7 +6,6 @@ No model is needed here: every metric and cutoff is recomputed from the stored f
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from verbeval.agreement.metrics import FormStats, scores_from_stats, tse_scores
+from verbeval.core.bootstrap import bootstrap_means
 from verbeval.core.errors import ShardError, VerbevalError
 from verbeval.agreement.shards import SHARD_SCHEMA_VERSION, read_shard_meta
 
@@ -179,41 +179,6 @@ def row_tse(shards: GroupShards, templates_group: pd.DataFrame) -> pd.DataFrame:
     df = pd.DataFrame({"row": shards.rows, "context_id": shards.row_context, "tse": tse,
                        "p_sing": shards.tse_p[:, 0], "p_plur": shards.tse_p[:, 1]})
     return df.sort_values("row", kind="stable").reset_index(drop=True)
-
-
-def bootstrap_means(values: np.ndarray, resamples: int, seed: int, confidence: float, block: int = 100) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """NaN-ignoring column means of ``values`` [n, k] with percentile bootstrap CIs over rows.
-
-    Resampling is done with multinomial counts and a matrix product, so every column shares the
-    same resamples (seeded) and no Python loop runs over rows.
-    """
-    v = np.asarray(values, dtype=np.float64)
-    if v.ndim == 1:
-        v = v[:, None]
-    n, k = v.shape
-    valid = ~np.isnan(v)
-    filled = np.where(valid, v, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = filled.sum(0) / valid.sum(0)
-    if n == 0 or resamples <= 0:
-        nan = np.full(k, np.nan)
-        return mean, nan, nan.copy()
-    rng = np.random.default_rng(seed)
-    stats = np.empty((resamples, k))
-    for start in range(0, resamples, block):
-        b = min(block, resamples - start)
-        counts = rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            stats[start : start + b] = (counts @ filled) / (counts @ valid.astype(np.float64))
-    alpha = (1.0 - confidence) / 2
-    with warnings.catch_warnings():  # columns undefined in every resample give NaN, as they should
-        warnings.simplefilter("ignore", RuntimeWarning)
-        lo = np.nanquantile(stats, alpha, axis=0)
-        hi = np.nanquantile(stats, 1 - alpha, axis=0)
-    all_nan = ~valid.any(0)
-    lo[all_nan] = np.nan
-    hi[all_nan] = np.nan
-    return mean, lo, hi
 
 
 def summarise(

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from verbeval import __version__
 from verbeval.agreement.eligibility import form_token_ids, single_token_ids, tokenizer_fingerprint
+from verbeval.core.bootstrap import bootstrap_means
 from verbeval.core.errors import ShardError, VerbevalError
 from verbeval.agreement.shards import capped_chunks, check_finite, chunk_range, group_contexts, group_digest
 from verbeval.core.io import atomic_path
@@ -348,8 +349,6 @@ def group_summary(shards: dict[str, Any], masks: dict[str, np.ndarray], n_lexico
                   group: str, resamples: int, seed: int, confidence: float) -> pd.DataFrame:
     """Long summary of one (model, group): one row per (mode, metric) with value, CI, n, n_total and
     the mode's lemma count."""
-    from verbeval.agreement.aggregate import bootstrap_means  # imports torch (agreement.metrics)
-
     lex_logp = shards["logp"][:, :n_lexicon]
     cols, names = [], []
     for mode in MODES:
@@ -403,7 +402,6 @@ def lemma_differences(lemmas: pd.DataFrame, *, resamples: int, seed: int, confid
     probability, and a two-sided Mann-Whitney U test of the accuracies (scipy)."""
     from scipy.stats import mannwhitneyu
 
-    from verbeval.agreement.aggregate import bootstrap_means
 
     ok = lemmas[lemmas["scorable"]]
     recs: dict[str, Any] = {"model": lemmas["model"].iloc[0] if len(lemmas) else ""}

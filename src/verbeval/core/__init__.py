@@ -10,7 +10,8 @@ saving), tables (LaTeX escaping), clidoc (the generated sub-command table) and c
 the studies' command lines), npy_sort (numpy's sort kernels on AMD Zen 4, chosen before numpy
 loads), memory (free memory and batch sizes that fit), fasttok (word encoding without transformers),
 stamps (up-to-date stamps of a multi-branch job's outputs), cluster (cluster resource checks),
-failures (the failed jobs' causes), console (Snakemake's job descriptions kept short), and the
+failures (the failed jobs' causes), console (Snakemake's job descriptions kept short), bootstrap
+(the percentile bootstrap both studies' CIs come from), and the
 model_sources package (GGUF files, pip packages, pins, header checks, fingerprints); cli registers
 fetch, mirror, tiny-model and check-config.
 

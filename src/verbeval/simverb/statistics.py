@@ -8,12 +8,12 @@ the bootstrap is seeded, and every representation of a subset sees the same resa
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
+from verbeval.core.bootstrap import bootstrap_statistic, percentile_ci
 from verbeval.simverb.data import DEFAULT_BINS, RELATIONS, score_bins
 
 TABLE_COLUMNS = ["model", "representation", "layer", "subset", "n_pairs", "n_covered", "coverage", "rho",
@@ -38,10 +38,10 @@ def bootstrap_spearman(x: np.ndarray, y: np.ndarray, resamples: int, seed: int, 
                        block: int = 200) -> tuple[float, float]:
     """Percentile bootstrap CI of Spearman's rho over pairs, vectorised over resamples.
 
-    Resample ``b`` draws ``n`` pair indices with replacement (``numpy.random.default_rng(seed)``,
-    so equal ``n`` and seed give equal resamples); its rho is the Pearson correlation of the
-    average ranks (``scipy.stats.rankdata`` along each row), exactly what ``spearmanr`` computes.
-    Resamples with a constant column are left out.
+    Resample ``b`` draws ``n`` pair indices with replacement (:mod:`verbeval.core.bootstrap`,
+    ``draw="indices"``: equal ``n`` and seed give equal resamples); its rho is the Pearson
+    correlation of the average ranks (``scipy.stats.rankdata`` along each row), exactly what
+    ``spearmanr`` computes. Resamples with a constant column are left out.
     """
     from scipy import stats
 
@@ -50,21 +50,16 @@ def bootstrap_spearman(x: np.ndarray, y: np.ndarray, resamples: int, seed: int, 
     n = len(x)
     if n < 2 or resamples <= 0:
         return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    rhos = np.empty(resamples)
-    for start in range(0, resamples, block):
-        b = min(block, resamples - start)
-        idx = rng.integers(0, n, size=(b, n))
+
+    def rhos(idx: np.ndarray) -> np.ndarray:
         rx = stats.rankdata(x[idx], axis=1)
         ry = stats.rankdata(y[idx], axis=1)
         rx -= rx.mean(axis=1, keepdims=True)
         ry -= ry.mean(axis=1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
-            rhos[start:start + b] = (rx * ry).sum(1) / np.sqrt((rx * rx).sum(1) * (ry * ry).sum(1))
-    alpha = (1.0 - confidence) / 2
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        lo, hi = np.nanquantile(rhos, [alpha, 1 - alpha])
+            return (rx * ry).sum(1) / np.sqrt((rx * rx).sum(1) * (ry * ry).sum(1))
+
+    lo, hi = percentile_ci(bootstrap_statistic(rhos, n, resamples, seed, block, "indices"), confidence)
     return float(lo), float(hi)
 
 

@@ -1,0 +1,97 @@
+"""The percentile bootstrap every study reports its confidence intervals with.
+
+One seeded generator (``numpy.random.default_rng(seed)``) draws every resample of ``n`` rows,
+``block`` resamples at a time (:func:`resample_blocks`), so equal ``n``, seed and block give equal
+resamples; a statistic is computed for a whole block at once (no Python loop over rows), and its CI
+is the percentile interval of its values over the resamples, NaN resamples left out
+(:func:`percentile_ci`). A resample is drawn in one of two ways:
+
+* ``counts``: how often each row is drawn (multinomial counts, ``[block, n]`` float64), for a
+  statistic that is a weighted sum over the rows, such as the column means of :func:`bootstrap_means`
+  (a matrix product; the agreement study's per-group summaries);
+* ``indices``: the drawn row indices (``[block, n]`` int64), for a statistic of the resampled values
+  themselves, such as Spearman's rho of their ranks (:func:`verbeval.simverb.statistics.bootstrap_spearman`).
+
+The two take different numbers from the generator, so each statistic keeps the way it was
+published with.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Literal
+
+import numpy as np
+
+Draw = Literal["counts", "indices"]
+
+
+def resample_blocks(n: int, resamples: int, seed: int, block: int, draw: Draw) -> Iterator[tuple[slice, np.ndarray]]:
+    """``(rows, resampled)`` per block: ``rows`` the block's slice of the ``resamples`` resamples,
+    ``resampled`` its ``[len(rows), n]`` draw (see the module docstring for ``draw``)."""
+    if draw not in ("counts", "indices"):
+        raise ValueError(f"draw must be 'counts' or 'indices', not {draw!r}")
+    rng = np.random.default_rng(seed)
+    for start in range(0, resamples, block):
+        b = min(block, resamples - start)
+        if draw == "counts":
+            resampled = rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(np.float64)
+        else:
+            resampled = rng.integers(0, n, size=(b, n))
+        yield slice(start, start + b), resampled
+
+
+def bootstrap_statistic(statistic: Callable[[np.ndarray], np.ndarray], n: int, resamples: int, seed: int,
+                        block: int, draw: Draw, k: int | None = None) -> np.ndarray:
+    """``statistic`` of every resample: ``[resamples]`` (``k`` None) or ``[resamples, k]``.
+
+    ``statistic`` maps one block's draw (:func:`resample_blocks`) to its ``[b]`` or ``[b, k]`` values."""
+    out = np.empty((resamples,) if k is None else (resamples, k))
+    for rows, resampled in resample_blocks(n, resamples, seed, block, draw):
+        out[rows] = statistic(resampled)
+    return out
+
+
+def percentile_ci(stats: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """The percentile interval of ``stats`` (``[resamples]`` or ``[resamples, k]``, along the
+    resamples) at level ``confidence``, NaN resamples left out; NaN where every resample is NaN."""
+    alpha = (1.0 - confidence) / 2
+    with warnings.catch_warnings():  # a statistic undefined in every resample gives NaN, as it should
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo = np.nanquantile(stats, alpha, axis=0)
+        hi = np.nanquantile(stats, 1 - alpha, axis=0)
+    return lo, hi
+
+
+def bootstrap_means(values: np.ndarray, resamples: int, seed: int, confidence: float,
+                    block: int = 100) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """NaN-ignoring column means of ``values`` ``[n, k]`` (or ``[n]``) with percentile bootstrap CIs
+    over rows: ``(mean, ci_low, ci_high)``, each ``[k]``.
+
+    The resamples are multinomial counts (``draw="counts"``) and each block's means a matrix product,
+    so every column shares the same resamples and no Python loop runs over rows. No rows or no
+    resamples: NaN CIs.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim == 1:
+        v = v[:, None]
+    n, k = v.shape
+    valid = ~np.isnan(v)
+    filled = np.where(valid, v, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = filled.sum(0) / valid.sum(0)
+    if n == 0 or resamples <= 0:
+        nan = np.full(k, np.nan)
+        return mean, nan, nan.copy()
+    weights = valid.astype(np.float64)
+
+    def means(counts: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (counts @ filled) / (counts @ weights)
+
+    lo, hi = percentile_ci(bootstrap_statistic(means, n, resamples, seed, block, "counts", k), confidence)
+    all_nan = ~valid.any(0)
+    lo[all_nan] = np.nan
+    hi[all_nan] = np.nan
+    return mean, lo, hi
