@@ -357,3 +357,25 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.fixture()
+def no_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closed_port: int) -> Path:
+    """An empty Hugging Face cache and a hub endpoint nobody listens on."""
+    cache = tmp_path / "hf"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    return cache
+
+
+def fake_cached(cache: Path, repo: str) -> None:
+    """What huggingface_hub leaves in its cache after downloading ``repo``'s config.json."""
+    commit = "0" * 40
+    root = cache / ("models--" + repo.replace("/", "--"))
+    (root / "refs").mkdir(parents=True)
+    (root / "refs" / "main").write_text(commit)
+    (root / "snapshots" / commit).mkdir(parents=True)
+    (root / "snapshots" / commit / "config.json").write_text("{}")

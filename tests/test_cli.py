@@ -16,7 +16,7 @@ from verbeval.core.clidoc import BEGIN, END, documented_commands, subcommands, s
 from verbeval.agreement.eligibility import ELIGIBLE_COLUMNS, eligible_lemmas
 from verbeval.core.models import load_model
 
-from conftest import CI_CONFIG, REPO_ROOT, checkout_view, stand_in_models
+from conftest import CI_CONFIG, REPO_ROOT, checkout_view, fake_cached, stand_in_models
 
 
 def _stderr_lines(capsys: pytest.CaptureFixture[str]) -> tuple[str, list[str]]:
@@ -24,10 +24,14 @@ def _stderr_lines(capsys: pytest.CaptureFixture[str]) -> tuple[str, list[str]]:
     return cap.out, [line for line in cap.err.splitlines() if line.strip()]
 
 
-def test_check_config_ok(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_config_ok(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                         no_hub: Path) -> None:
     # local model paths are relative to the working directory: one that holds the CI configuration's
     # models (stand-ins), whatever the checkout holds (a quick start's models/ folder, or none)
     monkeypatch.chdir(checkout_view(tmp_path / "wd", models=stand_in_models(tmp_path / "models")))
+    # the paper configuration's hub models, as a cache filled in advance leaves them (no hub is reached)
+    for repo in ("bert-large-cased", "bert-large-uncased", "roberta-large", "gpt2-xl"):
+        fake_cached(no_hub, repo)
     cfg = REPO_ROOT / "config" / "config.yaml"
     assert main(["check-config", str(cfg)]) == 0
     out, _ = _stderr_lines(capsys)

@@ -14,30 +14,8 @@ import pytest
 from verbeval.cli import main
 from verbeval.core.model_sources import hub
 
-from conftest import checkout_view
+from conftest import checkout_view, fake_cached
 from inprocess import DryRun, DryRunError, dry_run
-
-
-@pytest.fixture()
-def no_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closed_port: int) -> Path:
-    """An empty Hugging Face cache and a hub endpoint nobody listens on."""
-    cache = tmp_path / "hf"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port}")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    return cache
-
-
-def fake_cached(cache: Path, repo: str) -> None:
-    """What huggingface_hub leaves in its cache after downloading ``repo``'s config.json."""
-    commit = "0" * 40
-    root = cache / ("models--" + repo.replace("/", "--"))
-    (root / "refs").mkdir(parents=True)
-    (root / "refs" / "main").write_text(commit)
-    (root / "snapshots" / commit).mkdir(parents=True)
-    (root / "snapshots" / commit / "config.json").write_text("{}")
 
 
 def test_hub_model_offline_and_not_cached_is_named_with_the_fix(no_hub: Path,
@@ -56,11 +34,27 @@ def test_check_config_warns_about_hub_ids(no_hub: Path, tmp_path: Path, monkeypa
     monkeypatch.chdir(tmp_path)  # no ./models folder here
     cfg = tmp_path / "c.yaml"
     cfg.write_text("models: [{id: models/no-such-model-dir}]\n")
-    assert main(["check-config", str(cfg)]) == 0
-    err = capsys.readouterr().err.splitlines()
-    assert any("models.0.id: 'models/no-such-model-dir' is read as a hub id" in ln
+    # the run would stop before any job (hub_start_problem): check-config reaches the same verdict
+    assert main(["check-config", str(cfg)]) == 1
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    assert any(ln.startswith("WARNING: ") and "models.0.id: 'models/no-such-model-dir' is read as a hub id" in ln
                and "write ./models/no-such-model-dir" in ln for ln in err), err
-    assert any("hub model models/no-such-model-dir is not in the local Hugging Face cache" in ln for ln in err), err
+    assert any(ln.startswith(f"ERROR: {cfg}: models.0.id: hub model models/no-such-model-dir is not in the local "
+                             "Hugging Face cache") for ln in err), err
+    assert err[-1] == (f"verbeval check-config: error: {cfg}: 1 hub model(s) cannot be loaded here (above); a run "
+                       "of it would stop before any job"), err
+    assert "OK" not in captured.out
+
+
+def test_check_config_ok_for_a_cached_hub_model(no_hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    fake_cached(no_hub, "org/cached")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("models: [{id: org/cached}]\n")
+    assert main(["check-config", str(cfg)]) == 0
+    assert capsys.readouterr().out == f"{cfg}: OK (1 models)\n"
 
 
 def _run(wd: Path, args: list[str], env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -83,9 +83,17 @@ def cmd_check_config(a: argparse.Namespace) -> None:
 
     cfg = load_config(a.config)
     check_model_paths(cfg, a.config)  # local model folders exist and hold config.json
-    # hub ids: one that looks like a folder; one neither cached nor downloadable (a run would stop at start-up)
-    for keypath, warning in hub_id_warnings(cfg) + hub_problems(cfg):
+    # a hub id that looks like a folder: a warning (the run goes on and reads it as a hub id)
+    for keypath, warning in hub_id_warnings(cfg):
         print(f"WARNING: {a.config}: {'.'.join(map(str, keypath))}: {warning}", file=sys.stderr)
+    # a hub model neither cached nor downloadable: the run stops at start-up, before any job
+    # (verbeval.workflow.snakemake.hub_start_problem), so the verdict here is the same
+    problems = hub_problems(cfg)
+    for keypath, reason in problems:
+        print(f"ERROR: {a.config}: {'.'.join(map(str, keypath))}: {reason}", file=sys.stderr)
+    if problems:
+        raise VerbevalError(f"{a.config}: {len(problems)} hub model(s) cannot be loaded here (above); a run of it "
+                            "would stop before any job")
     print(f"{a.config}: OK ({len(model_entries(cfg))} models)")  # each revision of a sweep counts
 
 
@@ -180,6 +188,7 @@ def register_check_config(add: Add) -> None:
     """``check-config``."""
     s = add("check-config", cmd_check_config, "validate a workflow config file against the schema",
             "Also checks that local model folders exist and hold config.json (or their gguf_file), and warns about "
-            "hub ids that look like folders and about hub models neither in the local cache nor downloadable "
-            "(no network, or HF_HUB_OFFLINE). Prints '<file>: OK (<n> models)'.")
+            "hub ids that look like folders. A hub model neither in the local cache nor downloadable (no network, or "
+            "HF_HUB_OFFLINE) is an error, as it is for the run, which stops before any job: exit status 1. "
+            "Prints '<file>: OK (<n> models)' when the run can start.")
     s.add_argument("config", help="workflow config file (YAML), e.g. config/config.yaml")
