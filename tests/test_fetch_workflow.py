@@ -227,6 +227,26 @@ def test_from_another_working_directory_the_error_says_run_from_the_root(tmp_pat
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert (f"working directory {tmp_path}: run the workflow from the repository root ({REPO_ROOT}), "
-            f"or add --directory {REPO_ROOT}") in out, out[-2000:]
+            f"or from elsewhere with -s {REPO_ROOT / 'Snakefile'} --directory {REPO_ROOT}") in out, out[-2000:]
     assert ("config/config.yaml not found" if not configfile else "resources/manifest.yaml: cannot read manifest") in out
     assert list(tmp_path.iterdir()) in ([], [tmp_path / ".snakemake"])  # nothing written but Snakemake's own folder
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("absolute", [True, False])
+def test_the_readme_way_to_run_from_another_directory(tmp_path: Path, absolute: bool) -> None:
+    """The README's advice for running from outside the repository: ``-s REPO/Snakefile --directory
+    REPO``, with a ``--configfile`` path absolute or relative to where the user is."""
+    from conftest import checkout_view
+
+    repo = checkout_view(tmp_path / "repo")  # the checkout as symlinks: Snakemake's .snakemake/ lands here
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    config = repo / "config" / "quick.yaml" if absolute else Path("..") / "repo" / "config" / "quick.yaml"
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "-s", str(repo / "Snakefile"),
+           "--directory", str(repo), "--configfile", str(config)]
+    proc = subprocess.run(cmd, cwd=elsewhere, env=_env(), capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-2000:]
+    assert re.search(r"^infer\s+2$", out, re.M), out[-2000:]  # the quick start's two models
+    assert list(elsewhere.iterdir()) == []  # nothing written where the user stands

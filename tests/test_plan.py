@@ -240,7 +240,7 @@ def test_a_relative_path_from_elsewhere_says_where_to_run(tmp_path: Path, monkey
     monkeypatch.chdir(tmp_path)
     with pytest.raises(PlanError) as err:
         plan_from_files([BASE], basedir=REPO)
-    assert f"run the workflow from the repository root ({REPO}), or add --directory {REPO}" in str(err.value)
+    assert f"run the workflow from the repository root ({REPO}), or from elsewhere with -s {REPO / 'Snakefile'} --directory {REPO}" in str(err.value)
 
 
 def test_a_job_on_its_own_does_not_check_other_models_folders(in_repo: None, tmp_path: Path) -> None:

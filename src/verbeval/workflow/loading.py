@@ -77,4 +77,5 @@ def workdir_hint(basedir: str | Path | None) -> str:
     if Path.cwd().resolve() == root or Path("resources").is_dir():
         return ""
     return (f"; relative paths are read from the working directory {Path.cwd()}: run the workflow from the "
-            f"repository root ({root}), or add --directory {root}")
+            f"repository root ({root}), or from elsewhere with -s {root / 'Snakefile'} --directory {root} "
+            f"(--configfile paths stay relative to where you are)")
