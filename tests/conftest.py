@@ -282,25 +282,11 @@ def wordpiece_path(tokenizer_or: Callable[[str, str], Path]) -> Path:
 def ci_rules(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The workflow parsed with the quick-start configuration (rules only, no DAG; needs no ../shared),
     from a :func:`checkout_view` (Snakemake writes its .snakemake/ there, not into the checkout)."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import (
-        ConfigSettings,
-        OutputSettings,
-        ResourceSettings,
-    )
+    from verbeval.workflow.snakemake_internals import parsed_workflow
 
-    cwd = Path.cwd()
-    try:
-        with SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
-            wapi = api.workflow(resource_settings=ResourceSettings(cores=1),
-                                config_settings=ConfigSettings(configfiles=[REPO_ROOT / "config/config.yaml",
-                                                                            REPO_ROOT / "config/quick.yaml"]),
-                                snakefile=REPO_ROOT / "Snakefile",
-                                workdir=checkout_view(tmp_path_factory.mktemp("ci-rules")))
-            wf = wapi._workflow  # noqa: SLF001 - Snakemake offers no public rule listing
-            yield wf
-    finally:
-        os.chdir(cwd)
+    with parsed_workflow(REPO_ROOT / "Snakefile", checkout_view(tmp_path_factory.mktemp("ci-rules")),
+                         configfiles=[REPO_ROOT / "config/config.yaml", REPO_ROOT / "config/quick.yaml"]) as wf:
+        yield wf
 
 
 

@@ -8,7 +8,6 @@ command prints). Real runs stay in the end-to-end tier (``-m e2e``).
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,32 +48,22 @@ def dry_run(workdir: str | Path, configfiles: Sequence[str | Path] = (), config:
     ``resource_settings`` (Snakemake's ResourceSettings: --cores, a profile's default and per-rule
     resources) and ``workflow_settings`` (e.g. ``exec_mode=ExecMode.REMOTE``, a job run on its own)
     default to one core and the main process."""
-    from snakemake.api import SnakemakeApi
     from snakemake.exceptions import WorkflowError
-    from snakemake.settings.types import (ConfigSettings, DAGSettings, OutputSettings, ResourceSettings,
-                                          WorkflowSettings)
+    from snakemake.settings.types import DAGSettings
 
-    cwd = os.getcwd()
+    from verbeval.workflow.snakemake_internals import build_dag, parsed_workflow
+
     try:
-        with SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
-            wapi = api.workflow(resource_settings=resource_settings or ResourceSettings(cores=1),
-                                workflow_settings=workflow_settings or WorkflowSettings(),
-                                config_settings=ConfigSettings(configfiles=[Path(c).resolve() for c in configfiles],
-                                                               config=dict(config or {})),
-                                snakefile=Path(snakefile).resolve(), workdir=Path(workdir).resolve())
-            dapi = wapi.dag(DAGSettings(targets=frozenset(targets), forcerun=frozenset(forcerun)))
-            wf = wapi._workflow  # noqa: SLF001 - Snakemake offers no public needrun listing
-            wf.dag_settings = dapi.dag_settings
-            wf._prepare_dag(forceall=False, ignore_incomplete=False, lock_warn_only=True, nolock=True)  # noqa: SLF001
-            wf._build_dag()  # noqa: SLF001
+        with parsed_workflow(snakefile, workdir, configfiles=configfiles, config=config,
+                             dag_settings=DAGSettings(targets=frozenset(targets), forcerun=frozenset(forcerun)),
+                             resource_settings=resource_settings, workflow_settings=workflow_settings) as wf:
+            dag = build_dag(wf, forceall=False, ignore_incomplete=False, nolock=True)
             jobs = [{"rule": j.rule.name, "wildcards": {k: str(v) for k, v in j.wildcards.items()},
                      "cmd": " ".join(j.shellcmd.split()) if j.shellcmd else "", "threads": j.threads,
                      "outputs": [str(f) for f in j.output], "inputs": [str(f) for f in j.input],
                      "resources": {k: v for k, v in j.resources.items() if not k.startswith("_")},
-                     "reason": str(wf.dag.reason(j))}
-                    for j in wf.dag.needrun_jobs()]
+                     "reason": str(dag.reason(j))}
+                    for j in dag.needrun_jobs()]
     except WorkflowError as exc:
         raise DryRunError(str(exc).strip()) from None
-    finally:
-        os.chdir(cwd)
     return DryRun(sorted(jobs, key=lambda j: (j["rule"], sorted(j["wildcards"].items()))))

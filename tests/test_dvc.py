@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from verbeval.cli import main
-from verbeval.dvc import RULE_PARAMS, JobSpec, _params, dvc_pipeline, stage_name, workflow_jobs
+from verbeval.core.errors import VerbevalError
+from verbeval.dvc import JobSpec, _params, dvc_pipeline, rule_config_keys, stage_name, workflow_jobs
 
 from conftest import CI_CONFIG, REPO_ROOT, checkout_view, stand_in_models
 
@@ -66,9 +68,34 @@ def test_check_fails_on_drift(tmp_path: Path, view: Path, monkeypatch: pytest.Mo
     assert "out of date with the workflow" in capsys.readouterr().err
 
 
-def test_every_rule_has_params_and_every_job_a_stage(ci_jobs: list[JobSpec]) -> None:
-    rules = {j.rule for j in ci_jobs} - {"all"}
-    assert rules <= set(RULE_PARAMS), rules - set(RULE_PARAMS)
+def test_every_rule_declares_the_config_keys_it_reads(ci_rules: Any) -> None:
+    """Each rule with a command names, in its docstring beside its definition, the configuration keys it
+    reads (its stages' DVC params); each is a key of the configuration schema."""
+    from verbeval.core.config import schema_entry
+
+    rules = [r for r in ci_rules.rules if r.shellcmd]
+    assert len(rules) >= 25
+    for rule in rules:
+        for key in rule_config_keys(rule.name, rule.docstring):  # raises for a rule that declares none
+            assert schema_entry(key) is not None, (rule.name, key)
+    assert rule_config_keys("aggregate", ci_rules.get_rule("aggregate").docstring) == (
+        "agreement.groups", "agreement.custom_groups", "agreement.top_cutoffs", "agreement.bottom_cutoffs",
+        "agreement.bootstrap")
+    assert rule_config_keys("lemma_stats", ci_rules.get_rule("lemma_stats").docstring) == ()  # "Config: none"
+
+
+def test_a_rule_without_a_declaration_is_an_error() -> None:
+    for docstring in (None, "Figures.", "Config: a\nConfig: b", "Figures. Config: models"):
+        with pytest.raises(VerbevalError, match="rule 'r' declares no configuration keys"):
+            rule_config_keys("r", docstring)
+    assert rule_config_keys("r", "What it does.\n    Config: models, agreement.bootstrap,\n    agreement.groups") == (
+        "models", "agreement.bootstrap", "agreement.groups")
+    job = JobSpec("r", {}, (), ("out",), (), "cmd", config_keys=("models",))
+    cfgs = ["config/config.yaml"]
+    assert dvc_pipeline([job], cfgs, REPO)["stages"]["r"]["params"] == [{"config/config.yaml": ["models"]}]
+
+
+def test_every_job_is_a_stage(ci_jobs: list[JobSpec]) -> None:
     pipeline = dvc_pipeline(ci_jobs, ["config/config.yaml", CI], REPO, "../..")
     stages = pipeline["stages"]
     assert len(stages) == len([j for j in ci_jobs if j.rule != "all"])
@@ -123,9 +150,8 @@ def test_only_a_root_pipeline_declares_metrics(ci_jobs: list[JobSpec]) -> None:
 def test_params_take_each_key_from_the_last_file_that_sets_it() -> None:
     cfgs = [("a.yaml", {"agreement": {"top_cutoffs": [1], "bootstrap": {"seed": 0}}, "models": []}),
             ("b.yaml", {"agreement": {"bootstrap": {"seed": 1}}})]
-    assert _params("aggregate", cfgs) == [{"a.yaml": ["agreement.top_cutoffs"]}, {"b.yaml": ["agreement.bootstrap"]}]
-    with pytest.raises(Exception, match="no entry in verbeval.dvc.RULE_PARAMS"):
-        _params("unknown_rule", cfgs)
+    keys = ("agreement.groups", "agreement.top_cutoffs", "agreement.bootstrap")
+    assert _params(keys, cfgs) == [{"a.yaml": ["agreement.top_cutoffs"]}, {"b.yaml": ["agreement.bootstrap"]}]
 
 
 def test_root_pipeline_is_valid_yaml_with_paper_models() -> None:

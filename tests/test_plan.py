@@ -131,13 +131,13 @@ agreement:
     assert plan.group_ids == ["simple", "mine"]
     assert plan.model_options("EleutherAI--pythia-70m@step1000") == "--revision step1000"
     assert plan.model_version("EleutherAI--pythia-70m@step1000") == "hub:step1000"  # not cached here
-    assert plan.checkpoint_figure
-    assert plan.checkpoint_args().split() == [
+    assert plan.fig.checkpoint_figure
+    assert plan.fig.checkpoint_args().split() == [
         "--checkpoint", "EleutherAI--pythia-70m", "EleutherAI--pythia-70m@step1000", "1000",
         "--checkpoint", "EleutherAI--pythia-70m", "EleutherAI--pythia-70m@step143000", "143000"]
     assert plan.table2_params()["table_models"] == "--table-models EleutherAI--pythia-70m@step143000"
-    assert plan.dvc_metrics_files() == ["results/agreement/metrics/EleutherAI--pythia-70m@step143000/simple.json",
-                                        "results/agreement/metrics/EleutherAI--pythia-70m@step143000/mine.json"]
+    assert plan.fig.dvc_metrics_files() == ["results/agreement/metrics/EleutherAI--pythia-70m@step143000/simple.json",
+                                            "results/agreement/metrics/EleutherAI--pythia-70m@step143000/mine.json"]
     assert plan.custom_group_options() == f"--custom-group=mine={pairs} --custom-format=mine=csv"
     assert plan.templates_params()["groups"] == "--groups=simple"
     # SimVerb: every agreement model, each revision too (simverb.models: null)

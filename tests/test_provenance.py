@@ -96,7 +96,8 @@ def test_tiny_model_is_marked_and_the_inference_manifest_records_it(tokenizer_pa
 
 
 def _caption(name: str, random_models: str) -> str:
-    """A report caption rendered as Snakemake renders it (jinja2, then reStructuredText to HTML)."""
+    """A report caption rendered as Snakemake renders it (jinja2, then reStructuredText to HTML); ``name``
+    is the caption file's stem, or ``FILE:STEM`` for a caption shared by the jobs of one rule (wildcard stem)."""
     import yaml
     from docutils.core import publish_parts
     from jinja2 import Environment
@@ -104,13 +105,16 @@ def _caption(name: str, random_models: str) -> str:
     from verbeval.core.config import validate_config
 
     config = validate_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
-    snakemake = SimpleNamespace(config=config, params=SimpleNamespace(random_models=random_models))
+    name, _, stem = name.partition(":")
+    snakemake = SimpleNamespace(config=config, params=SimpleNamespace(random_models=random_models),
+                                wildcards=SimpleNamespace(stem=stem))
     text = Environment(trim_blocks=True, lstrip_blocks=True).from_string(
         (REPO / "workflow" / "report" / f"{name}.rst").read_text()).render(snakemake=snakemake)
     return publish_parts(text, writer="html", settings_overrides={"report_level": 2, "halt_level": 2})["body"]
 
 
-CAPTIONS = ["table2", "fig1_top_p", "fig2_bottom_p", "fig3_prob_counted", "fig4_invalid", "model_comparison",
+CAPTIONS = ["table2", "cutoff_figures:fig1_top_p", "cutoff_figures:fig2_bottom_p", "cutoff_figures:fig3_prob_counted",
+            "cutoff_figures:fig4_invalid", "model_comparison",
             "checkpoints", "lemma_accuracy", "worst_lemmas", "table3_topk", "simverb_table", "simverb_layers",
             "simverb_scatter", "veridicality_signatures", "veridicality_scatter", "lexicon_modes"]
 
@@ -127,7 +131,7 @@ def test_workflow_knows_the_quick_start_models_are_random(ci_rules: object) -> N
     its real SmolLM2 (a pip-packaged GGUF) is not."""
     rules = ci_rules  # type: ignore[assignment]
     expected = "quick-bert"
-    for rule in ("table2", "figure_top_p", "figure_models", "figure_lemmas", "table3"):
+    for rule in ("table2", "figure_cutoffs", "figure_models", "figure_lemmas", "table3"):
         assert rules.get_rule(rule).params.random_models == expected, rule  # type: ignore[attr-defined]
     infer = rules.get_rule("infer")  # type: ignore[attr-defined]
     assert "--random-init {params.random_init}" in infer.shellcmd

@@ -352,7 +352,7 @@ def test_light_rules_are_local_and_the_first_status_wait_is_short(ci_rules: Any)
     first status check comes after at most 10 s."""
     # what a cluster executor runs locally (Snakemake's Workflow.is_local without its local-executor case)
     local = {r.name for r in ci_rules.rules if r.group is None and r.name in ci_rules._localrules}  # noqa: SLF001
-    assert {"fetch", "table2", "figure_top_p", "simverb_table", "dvc_metrics", "dvc_plot_data"} <= local, sorted(local)
+    assert {"fetch", "table2", "figure_cutoffs", "simverb_table", "dvc_metrics", "dvc_plot_data"} <= local, sorted(local)
     assert not {"infer", "aggregate", "templates", "lexicon", "lemmas"} & local, sorted(local)
     assert "pip_model" in local  # installs a model with pip: where the network is
     for profile in (PROFILE, CPU_PROFILE):

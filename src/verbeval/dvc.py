@@ -3,14 +3,14 @@
 The Snakefile is the only description of the DAG. :func:`workflow_jobs` asks Snakemake for every
 job of a configuration (as ``snakemake --forceall -n`` would run them); :func:`dvc_pipeline` turns
 each job into a DVC stage with the *same* shell command, its inputs as ``deps``, its outputs as
-``outs`` (or ``metrics``/``plots``), and the configuration keys the rule reads as ``params``.
+``outs`` (or ``metrics``/``plots``), and the configuration keys the rule reads as ``params``: each
+rule declares them in its docstring, beside its definition (:func:`rule_config_keys`).
 ``verbeval dvc-yaml --check`` fails when a committed ``dvc.yaml`` differs from what the workflow
 generates.
 """
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 import shlex
@@ -24,69 +24,21 @@ import yaml
 from verbeval.agreement.shardstore import MANIFEST_NAME
 from verbeval.core.errors import VerbevalError
 
-#: configuration keys each rule reads (DVC ``params``); every rule of the workflow must be listed
-RULE_PARAMS: dict[str, tuple[str, ...]] = {
-    # where the bytes come from (data_mirror) and the manifest's path are no dependency of a fetch; its
-    # manifest entry's checksums are (MANIFEST_ENTRY_RULES)
-    "fetch": ("raw_dir",),
-    "tiny_model": ("tiny_models",),
-    "pip_model": ("models", "pip_models_dir"),
-    "lexicon": ("agreement.verb_lists", "agreement.inflection_overrides"),
-    "templates": ("agreement.groups", "agreement.custom_groups", "agreement.groups_file",
-                  "agreement.max_rows_per_source", "agreement.skip_bad_rows", "agreement.errata",
-                  "agreement.drop_flagged_errata"),
-    "lemmas": ("models",),
-    # the model's one job (workflow/rules/models.smk): agreement shards, form shards, SimVerb embeddings
-    "infer": ("models", "inference", "agreement.groups", "agreement.custom_groups", "agreement.chunks",
-              "agreement.multitoken.enabled", "agreement.multitoken.groups", "agreement.multitoken.batch_size",
-              "simverb.source", "simverb.split_sources", "simverb.models", "simverb.frames", "simverb.multi_token",
-              "simverb.batch_size"),
-    "infer_no_simverb": ("models", "inference", "agreement.groups", "agreement.custom_groups", "agreement.chunks",
-                         "agreement.multitoken.enabled", "agreement.multitoken.groups",
-                         "agreement.multitoken.batch_size", "simverb.models"),
-    "aggregate": ("agreement.groups", "agreement.custom_groups", "agreement.top_cutoffs", "agreement.bottom_cutoffs",
-                  "agreement.bootstrap"),
-    "table2": ("models", "agreement.groups", "agreement.custom_groups", "agreement.errata",
-               "agreement.drop_flagged_errata", "agreement.bootstrap.confidence", "agreement.table_models"),
-    # figures (workflow/rules/figures.smk)
-    "figure_top_p": ("models", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap",
-                     "agreement.figures.formats", "agreement.figures.min_contexts", "agreement.figures.low_n"),
-    "figure_bottom_p": ("models", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap",
-                        "agreement.figures.formats", "agreement.figures.min_contexts", "agreement.figures.low_n"),
-    "figure_prob_counted": ("models", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap",
-                            "agreement.figures.formats", "agreement.figures.min_contexts", "agreement.figures.low_n"),
-    "figure_invalid": ("models", "agreement.top_cutoffs", "agreement.bottom_cutoffs", "agreement.bootstrap",
-                       "agreement.figures.formats", "agreement.figures.min_contexts", "agreement.figures.low_n"),
-    "figure_models": ("models", "agreement.figures.formats"),
-    "figure_checkpoints": ("models", "agreement.bootstrap", "agreement.figures.formats",
-                           "agreement.figures.checkpoints"),
-    "lemma_stats": (),
-    "figure_lemmas": ("models", "agreement.figures.formats", "agreement.figures.worst_lemmas",
-                      "agreement.figures.lemma_bins"),
-    "table3": ("models", "agreement.figures.contexts", "agreement.figures.context_groups",
-               "agreement.figures.contexts_per_label"),
-    # multi-token forms and lexicon modes (workflow/rules/lexicon_modes.smk)
-    "lexicon_forms": ("models",),
-    "lexicon_common": ("models",),
-    "lexicon_modes": ("agreement.multitoken.groups", "agreement.bootstrap"),
-    "lexicon_modes_table": ("models", "agreement.lexicon_mode", "agreement.multitoken.groups"),
-    # verb veridicality (workflow/rules/veridicality.smk)
-    "veridicality_released": ("veridicality.source",),
-    "veridicality_predict": ("veridicality.source", "veridicality.models", "veridicality.batch_size",
-                             "veridicality.counterfactual", "inference.device"),
-    "veridicality_table": ("veridicality.models", "veridicality.formats"),
-    "veridicality_counterfactuals": ("veridicality.source", "veridicality.counterfactual"),
-    "veridicality_kl": ("veridicality.models", "veridicality.counterfactual"),
-    # SimVerb-3500 (workflow/rules/simverb.smk)
-    "simverb_score": ("models", "simverb.source", "simverb.split_sources", "simverb.models", "simverb.frames",
-                      "simverb.multi_token", "simverb.batch_size", "inference.device", "inference.threads"),
-    "simverb_table": ("simverb.bins", "simverb.bootstrap", "simverb.formats"),
-    "simverb_join": ("simverb.agreement_join",),
-    "simverb_all": (),
-    # DVC views of Table 2 and Figures 1-4 (workflow/rules/dvc_views.smk): the same numbers, reshaped
-    "dvc_metrics": ("agreement.table_models",),
-    "dvc_plot_data": (),
-}
+#: the docstring line of a rule (workflow/rules/*.smk) that names the configuration keys it reads
+#: (its stages' DVC ``params``): ``Config: KEY, KEY...`` (dotted keys, lines may wrap) or ``Config: none``
+CONFIG_LINE = "Config:"
+
+
+def rule_config_keys(rule: str, docstring: str | None) -> tuple[str, ...]:
+    """The configuration keys that ``rule`` declares in its docstring (:data:`CONFIG_LINE`, the
+    docstring's last part); :class:`VerbevalError` when it declares none."""
+    head, found, keys = (docstring or "").partition(CONFIG_LINE)
+    if not found or CONFIG_LINE in keys or (head and not head.rstrip(" ").endswith("\n")):
+        raise VerbevalError(f"rule {rule!r} declares no configuration keys: its docstring (workflow/rules/*.smk) "
+                            f"must end with one line '{CONFIG_LINE} KEY, ...' (or '{CONFIG_LINE} none')")
+    names = tuple(k for k in re.split(r"[,\s]+", keys) if k)
+    return () if names == ("none",) else names
+
 
 #: the rule whose outputs are the DVC metrics: Table 2 as one ``{tse, ew, mw}`` file per model and
 #: group, so that `dvc metrics show` prints a row per model and group (``verbeval.agreement.dvc_views``); the
@@ -122,6 +74,7 @@ class JobSpec:
     params: tuple[tuple[str, str], ...] = ()  # the rule's named params (strings), as (name, value)
     persist: tuple[str, ...] = ()  # outputs flagged update(): never removed before or after the job (DVC persist)
     param_keys: tuple[tuple[str, str], ...] = ()  # (params file, key) dependencies beside the config's
+    config_keys: tuple[str, ...] = ()  # the configuration keys the rule reads (rule_config_keys)
 
 
 def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -> list[JobSpec]:
@@ -133,25 +86,16 @@ def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -
     ``workflow/rules/common.smk``: a missing mirror file, a bad key) is raised as one
     :class:`VerbevalError` line.
     """
-    from snakemake.api import SnakemakeApi
     from snakemake.exceptions import WorkflowError
     from snakemake.io import is_flagged
-    from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+    from snakemake.settings.types import DAGSettings
 
-    cwd = os.getcwd()
+    from verbeval.workflow.snakemake_internals import build_dag, parsed_workflow
+
     try:
-        with SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
-            wapi = api.workflow(
-                resource_settings=ResourceSettings(cores=1),
-                config_settings=ConfigSettings(configfiles=[Path(c).resolve() for c in configfiles]),
-                snakefile=Path(snakefile).resolve(),
-                workdir=Path(workdir).resolve(),
-            )
-            dapi = wapi.dag(DAGSettings(forceall=True))
-            wf = wapi._workflow  # noqa: SLF001 - Snakemake offers no public job listing
-            wf.dag_settings = dapi.dag_settings
-            wf._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)  # noqa: SLF001
-            wf._build_dag()  # noqa: SLF001
+        with parsed_workflow(snakefile, workdir, configfiles=configfiles,
+                             dag_settings=DAGSettings(forceall=True)) as wf:
+            dag = build_dag(wf, forceall=True, ignore_incomplete=True)
             jobs = [
                 JobSpec(
                     rule=j.rule.name,
@@ -164,13 +108,12 @@ def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -
                     persist=tuple(str(f) for f in j.output if is_flagged(f, "update")),
                     param_keys=((str(wf.config["manifest"]), f"sources.{j.wildcards['name']}.sha256"),)
                     if j.rule.name in MANIFEST_ENTRY_RULES else (),
+                    config_keys=rule_config_keys(j.rule.name, j.rule.docstring) if j.shellcmd else (),
                 )
-                for j in wf.dag.jobs
+                for j in dag.jobs
             ]
     except WorkflowError as exc:  # its traceback is of no use (common.smk's ConfigError even hides it)
         raise VerbevalError(f"{Path(snakefile)}: {str(exc).strip()}") from None
-    finally:
-        os.chdir(cwd)
     return sorted(jobs, key=lambda j: (j.rule, sorted(j.wildcards.items()), j.outputs))
 
 
@@ -188,12 +131,10 @@ def _has_key(cfg: dict[str, Any], dotted: str) -> bool:
     return True
 
 
-def _params(rule: str, configfiles: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, list[str]]]:
-    """Each key from the last config file that sets it (later files override earlier ones)."""
-    if rule not in RULE_PARAMS:
-        raise VerbevalError(f"rule {rule!r} has no entry in verbeval.dvc.RULE_PARAMS (which config keys it reads)")
+def _params(keys: Sequence[str], configfiles: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, list[str]]]:
+    """Each of ``keys`` from the last config file that sets it (later files override earlier ones)."""
     by_file: dict[str, list[str]] = {}
-    for key in RULE_PARAMS[rule]:
+    for key in keys:
         owner = next((name for name, cfg in reversed(configfiles) if _has_key(cfg, key)), None)
         if owner is not None:
             by_file.setdefault(owner, []).append(key)
@@ -246,7 +187,7 @@ def dvc_pipeline(jobs: Sequence[JobSpec], configfiles: Sequence[str], root: Path
             stage["wdir"] = wdir
         if job.inputs:
             stage["deps"] = list(job.inputs)
-        params = _params(job.rule, cfgs)
+        params = _params(job.config_keys, cfgs)
         for file, key in job.param_keys:
             params.append({file: [key]})
         if params:

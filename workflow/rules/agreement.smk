@@ -2,6 +2,7 @@
 
 
 rule lexicon:
+    """Config: agreement.verb_lists, agreement.inflection_overrides"""
     input:
         lists=[PLAN.raw_path(s) for s in PLAN.agr["verb_lists"]],
         overrides=PLAN.agr["inflection_overrides"],
@@ -20,6 +21,8 @@ rule lexicon:
 
 
 rule templates:
+    """Config: agreement.groups, agreement.custom_groups, agreement.groups_file, agreement.max_rows_per_source,
+    agreement.skip_bad_rows, agreement.errata, agreement.drop_flagged_errata"""
     input:
         sources=[PLAN.raw_path(s) for s in PLAN.template_sources],
         groups_file=PLAN.agr["groups_file"],
@@ -42,6 +45,7 @@ rule templates:
 
 
 rule lemmas:
+    """Config: models"""
     input:
         lexicon=f"{PLAN.out}/lexicon.parquet",
         model=lambda wc: PLAN.local_model_input(wc.model),
@@ -63,6 +67,8 @@ rule lemmas:
 
 
 rule aggregate:
+    """Config: agreement.groups, agreement.custom_groups, agreement.top_cutoffs, agreement.bottom_cutoffs,
+    agreement.bootstrap"""
     input:
         templates=f"{PLAN.out}/templates.parquet",
         manifest=PLAN.shard_manifest(PLAN.out),
@@ -90,6 +96,8 @@ rule aggregate:
 
 
 rule table2:
+    """Config: models, agreement.groups, agreement.custom_groups, agreement.errata, agreement.drop_flagged_errata,
+    agreement.bootstrap.confidence, agreement.table_models"""
     input:
         summaries=[f for m in PLAN.models for f in PLAN.per_group(f"{PLAN.out}/{m}/{{group}}/summary.csv")],
         groups_file=PLAN.run_groups_file,

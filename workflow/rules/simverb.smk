@@ -4,6 +4,8 @@
 
 
 rule simverb_score:
+    """Config: models, simverb.source, simverb.split_sources, simverb.models, simverb.frames, simverb.multi_token,
+    simverb.batch_size, inference.device, inference.threads"""
     input:
         data=PLAN.sv.data(),
         splits=PLAN.sv.split_files(),
@@ -36,6 +38,7 @@ rule simverb_score:
 
 
 rule simverb_table:
+    """Config: simverb.bins, simverb.bootstrap, simverb.formats"""
     input:
         sims=f"{PLAN.sv.res}/{{svmodel}}/similarities.parquet",
         verbs=f"{PLAN.sv.res}/{{svmodel}}/verbs.csv",
@@ -72,6 +75,7 @@ rule simverb_table:
 
 
 rule simverb_join:
+    """Config: simverb.agreement_join"""
     input:
         sims=f"{PLAN.sv.res}/{{svmodel}}/similarities.parquet",
         stats=f"{PLAN.out}/{{svmodel}}/lemma_stats.csv",

@@ -4,6 +4,7 @@
 
 
 rule tiny_model:
+    """Config: tiny_models"""
     input:
         lambda wc: PLAN.tiny_model_inputs(wc.tiny),
     output:

@@ -5,6 +5,7 @@
 
 
 rule veridicality_released:
+    """Config: veridicality.source"""
     # the released probabilities of the pseudo-model: no model runs, so no GPU (a rule of its own)
     input:
         data=PLAN.ver.data(),
@@ -21,6 +22,8 @@ rule veridicality_released:
 
 
 rule veridicality_predict:
+    """Config: veridicality.source, veridicality.models, veridicality.batch_size, veridicality.counterfactual,
+    inference.device"""
     # one job (one load) per real NLI model: the predictions and, with counterfactuals on, those of the
     # manipulated pairs; each output is flagged update and kept while its stamp shows it up to date
     input:
@@ -52,6 +55,7 @@ rule veridicality_predict:
 
 
 rule veridicality_table:
+    """Config: veridicality.models, veridicality.formats"""
     input:
         f"{PLAN.ver.res}/{{vmodel}}/predictions.parquet",
     output:
@@ -75,6 +79,7 @@ rule veridicality_table:
 
 
 rule veridicality_counterfactuals:
+    """Config: veridicality.source, veridicality.counterfactual"""
     input:
         PLAN.ver.data(),
     output:
@@ -99,6 +104,7 @@ rule veridicality_counterfactuals:
 
 
 rule veridicality_kl:
+    """Config: veridicality.models, veridicality.counterfactual"""
     input:
         predictions=f"{PLAN.ver.res}/{{vmodel}}/predictions.parquet",
         counterfactuals=f"{PLAN.ver.res}/{{vmodel}}/counterfactual_predictions.parquet",

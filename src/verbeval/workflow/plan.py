@@ -9,7 +9,8 @@ or a raw copy that no longer verifies is *reported* (:meth:`Plan.stale_stores`,
 :meth:`Plan.unverified_raw`), and the job that runs repairs it.
 
 Beside it: :mod:`verbeval.workflow.loading` (configuration files to a plan), :mod:`verbeval.workflow.params`
-(params and wildcard constraints), :mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality).
+(params and wildcard constraints), :mod:`verbeval.workflow.figures` (figures, Table 3, DVC views: ``PLAN.fig``),
+:mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality).
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verbeval.agreement.diagnostics import table3_groups
-from verbeval.agreement.figures import CUTOFF_FIGURES
 from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
 from verbeval.agreement.custom_pairs import CustomGroup, custom_groups
 from verbeval.core.cli import MIRROR_ENV  # the fetch jobs' mirror, as `verbeval fetch` reads it
@@ -36,8 +35,6 @@ from verbeval.core.models import model_fingerprint
 from verbeval.core.provenance import resolve_random_init
 from verbeval.core.verified import is_verified
 from verbeval.workflow.params import Untracked, model_source_args, quoted
-
-
 
 
 class PlanError(VerbevalError):
@@ -103,6 +100,7 @@ class Plan:
 
     def __init__(self, config: dict[str, Any], layers: list[Layer], manifest: dict[str, Source],
                  all_groups: list[dict[str, Any]]) -> None:
+        from verbeval.workflow.figures import FiguresPlan
         from verbeval.workflow.studies import SimverbPlan, VeridicalityPlan
 
         self.config = config
@@ -124,7 +122,7 @@ class Plan:
         self._plan_groups()
         self.random_models = ", ".join(n for n, m in self.models.items() if self.random_init(m["id"], m["random_init"]))
         self._fingerprints: dict[str, str] = {}
-        self._plan_figures()
+        self.fig = FiguresPlan(self)
         self.ver = VeridicalityPlan(self)
         self.sv = SimverbPlan(self)
         self._plan_lexicon_modes()
@@ -461,66 +459,6 @@ class Plan:
                 + [f"{out}/{m}/{g}/{n}" for m in self.models for g in self.group_ids
                    for n in ("scores.parquet", "tse.parquet", "summary.csv")])
 
-    # ------------------------------------------------------------------ figures
-
-    def _plan_figures(self) -> None:
-        self.figs = f"{self.out}/figures"
-        self.figcfg: dict[str, Any] = self.agr["figures"]
-        self.t3_groups = table3_groups(self.group_ids, self.figcfg["contexts"], self.figcfg["context_groups"])
-        unknown = [g for g in self.t3_groups if g not in self.group_ids]
-        if unknown:
-            raise self.error(["agreement", "figures", "contexts"],
-                             f"agreement.figures.contexts: group(s) {unknown} are not run (groups: {self.group_ids})")
-        # the checkpoint figure: drawn when some model has `revisions:` (and figures.checkpoints.enabled)
-        self.checkpoint_figure = bool(self.checkpoints) and self.figcfg["checkpoints"]["enabled"]
-        self.dvc_figures = {spec.stem: (name, spec.sides) for name, spec in CUTOFF_FIGURES.items()}
-
-    def figure_images(self, stem: str) -> list[str]:
-        """The image files of figure ``stem`` (the first is registered in the report)."""
-        return [f"{self.figs}/{stem}.{ext}" for ext in self.figcfg["formats"]]
-
-    def cutoff_figure_params(self) -> dict[str, Any]:
-        return {"models": ",".join(self.models), "top": self.cutoffs("top_cutoffs"),
-                "bottom": self.cutoffs("bottom_cutoffs"), "confidence": self.agr["bootstrap"]["confidence"],
-                "min_contexts": self.figcfg["min_contexts"], "low_n": self.figcfg["low_n"],
-                "random_models": self.random_models}  # named in the report captions
-
-    def checkpoint_args(self) -> str:
-        """--checkpoint SWEEP MODEL STEP options of `verbeval plot-checkpoints`, and --log-x."""
-        args = []
-        for m in self.checkpoints:
-            args += ["--checkpoint", m["checkpoint_of"], m["name"], str(m["step"])]
-        if self.figcfg["checkpoints"]["log_x"]:
-            args.append("--log-x")
-        return quoted(args)
-
-    def table3_args(self) -> str:
-        """--model/--revision/--gguf-file/--lemmas/--shards/--context options of `verbeval topk-table`."""
-        args = []
-        for name, m in self.models.items():
-            args += ["--model", f"{name}={m['id']}", "--lemmas", f"{name}={self.out}/{name}/lemmas.parquet"]
-            if m["revision"]:
-                args += ["--revision", f"{name}={m['revision']}"]
-            if m["gguf_file"]:
-                args += ["--gguf-file", f"{name}={m['gguf_file']}"]
-        args.append("--shards")
-        args += [f"{name}={self.shard_manifest(self.out).format(model=name)}" for name in self.models]
-        for c in self.figcfg["contexts"] or []:
-            args += ["--context", c["group"], c["left"], "*" if c["right"] is None else c["right"]]
-        return quoted(args)
-
-    def table3_tokenizers(self) -> list[str]:
-        return [d for m in self.models.values() for d in self.model_dir_input(m["id"])]
-
-    def figure_outputs(self) -> list[str]:
-        figs, formats = self.figs, self.figcfg["formats"]
-        stems = ["fig1_top_p", "fig2_bottom_p", "fig3_prob_counted", "fig4_invalid", "lemma_accuracy",
-                 "model_comparison"]
-        return ([f"{figs}/{s}.{ext}" for s in stems for ext in ["csv", *formats]]
-                + [f"{figs}/{s}.{ext}" for s in ("table3_topk", "worst_lemmas") for ext in ("csv", "md", "html")]
-                + [f"{figs}/lemma_metrics.json"] + self.per_model(f"{self.out}/{{model}}/lemma_stats.csv")
-                + ([f"{figs}/checkpoints.{ext}" for ext in ["csv", *formats]] if self.checkpoint_figure else []))
-
     # ------------------------------------------------------------------ lexicon modes (multi-token verbs)
 
     def _plan_lexicon_modes(self) -> None:
@@ -551,21 +489,9 @@ class Plan:
                 + [f"{lm}/{m}/{f}" for m in self.models for f in ("summary.csv", "lemmas.csv", "consistency.csv")]
                 + self.per_model(self.shard_manifest(lm)))
 
-    # ------------------------------------------------------------------ DVC views
-
-    def dvc_metrics_files(self) -> list[str]:
-        return [f"{self.out}/metrics/{m}/{g}.json" for m in self.table_models for g in self.group_ids]
-
-    def dvc_plot_files(self, stem: str, side: str) -> list[str]:
-        return self.per_group(f"{self.figs}/dvc/{stem}/{side}/{{group}}.csv")
-
-    def dvc_view_outputs(self) -> list[str]:
-        return self.dvc_metrics_files() + [f for stem, (_, sides) in self.dvc_figures.items() for side in sides
-                                           for f in self.dvc_plot_files(stem, side)]
-
     # ------------------------------------------------------------------ everything
 
     def all_outputs(self) -> list[str]:
         """The targets of rule all."""
-        return (self.agreement_outputs() + self.figure_outputs() + self.ver.outputs() + self.sv.outputs()
-                + self.lexicon_modes_outputs() + self.dvc_view_outputs())
+        return (self.agreement_outputs() + self.fig.outputs() + self.ver.outputs() + self.sv.outputs()
+                + self.lexicon_modes_outputs() + self.fig.dvc_view_outputs())

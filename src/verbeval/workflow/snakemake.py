@@ -12,6 +12,7 @@ from typing import Any
 from verbeval.core.cluster import resource_problems
 from verbeval.core.config import Layer, config_layers
 from verbeval.core.failures import failure_summary
+from verbeval.workflow.snakemake_internals import before_dag
 
 #: the SLURM profile's account placeholder (profiles/slurm/config.yaml): a dry run warns, a run stops
 SLURM_ACCOUNT_PLACEHOLDER = "CHANGE-ME"
@@ -32,19 +33,17 @@ def force_rerun(workflow: Any, targets: Iterable[str]) -> None:
 
     The Snakefile is parsed before Snakemake installs the run's DAG settings (the API replaces
     ``workflow.dag_settings`` after parsing), so the targets are added to the settings in force
-    when the DAG is prepared: ``workflow._prepare_dag`` is wrapped on this one workflow object.
+    when the DAG is prepared (:func:`verbeval.workflow.snakemake_internals.before_dag`).
     ``tests/test_workflow.py`` checks the effect on real Snakemake (a dry run schedules the job)."""
     targets = frozenset(targets)
-    prepare = getattr(workflow, "_prepare_dag", None)
-    if not targets or prepare is None:
+    if not targets:
         return
 
-    def prepare_with_forced(*args: Any, **kwargs: Any) -> Any:
+    def add_targets() -> None:
         settings = workflow.dag_settings
         settings.forcerun = frozenset(settings.forcerun) | targets
-        return prepare(*args, **kwargs)
 
-    workflow._prepare_dag = prepare_with_forced
+    before_dag(workflow, add_targets)
 
 
 def _default_resource_args(workflow: Any) -> list[str]:

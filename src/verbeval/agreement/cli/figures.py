@@ -56,8 +56,8 @@ def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
 def register_plot_cutoffs(add: Add) -> None:
     s = add("plot-cutoffs", cmd_plot_cutoffs,
             "Figures 1-4: a metric against top-p / bottom-p cutoff, per model and group",
-            "Reads only summary_all.csv; writes the figure's data (--csv) and images (--out). Run by the rules "
-            "figure_top_p, figure_bottom_p, figure_prob_counted and figure_invalid.")
+            "Reads only summary_all.csv; writes the figure's data (--csv) and images (--out). Run by the rule "
+            "figure_cutoffs, one job per figure.")
     s.add_argument("--figure", required=True, choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
                    help="scores-top (Fig. 1: EW, MW vs top p), scores-bottom (Fig. 2, log axis), "
                         "prob-counted (Fig. 3), invalid (Fig. 4)")

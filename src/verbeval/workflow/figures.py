@@ -1,0 +1,98 @@
+"""The plan of what the workflow draws and reshapes from the agreement results (no model is run):
+the figures (Figures 1-4, the model comparison, the checkpoint and per-lemma figures), Table 3, and
+the DVC views of Table 2 and Figures 1-4 (their paths, outputs and command options). Built by
+:class:`verbeval.workflow.plan.Plan` as ``PLAN.fig``; ``workflow/rules/figures.smk`` and
+``dvc_views.smk`` bind their rules to it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from verbeval.agreement.diagnostics import table3_groups
+from verbeval.agreement.figures import CUTOFF_FIGURES
+from verbeval.workflow.params import quoted
+
+if TYPE_CHECKING:
+    from verbeval.workflow.plan import Plan
+
+
+class FiguresPlan:
+    """The figures, Table 3 and the DVC views (``agreement.figures``), in ``<results_dir>/agreement/figures``."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.out = f"{plan.out}/figures"
+        self.config: dict[str, Any] = plan.agr["figures"]
+        self.t3_groups = table3_groups(plan.group_ids, self.config["contexts"], self.config["context_groups"])
+        unknown = [g for g in self.t3_groups if g not in plan.group_ids]
+        if unknown:
+            raise plan.error(["agreement", "figures", "contexts"],
+                             f"agreement.figures.contexts: group(s) {unknown} are not run (groups: {plan.group_ids})")
+        # the checkpoint figure: drawn when some model has `revisions:` (and figures.checkpoints.enabled)
+        self.checkpoint_figure = bool(plan.checkpoints) and self.config["checkpoints"]["enabled"]
+        #: Figures 1-4 by file stem (the wildcard of rules figure_cutoffs and dvc_plot_data): the name
+        #: `verbeval plot-cutoffs --figure` takes, and the sides (top, bottom) the figure shows
+        self.cutoff_figures = {spec.stem: (name, spec.sides) for name, spec in CUTOFF_FIGURES.items()}
+
+    def images(self, stem: str) -> list[str]:
+        """The image files of figure ``stem`` (the first is registered in the report)."""
+        return [f"{self.out}/{stem}.{ext}" for ext in self.config["formats"]]
+
+    def cutoff_params(self) -> dict[str, Any]:
+        """Params of the cutoff figures' rule shared by Figures 1-4."""
+        plan = self.plan
+        return {"models": ",".join(plan.models), "top": plan.cutoffs("top_cutoffs"),
+                "bottom": plan.cutoffs("bottom_cutoffs"), "confidence": plan.agr["bootstrap"]["confidence"],
+                "min_contexts": self.config["min_contexts"], "low_n": self.config["low_n"],
+                "random_models": plan.random_models}  # named in the report captions
+
+    def checkpoint_args(self) -> str:
+        """--checkpoint SWEEP MODEL STEP options of `verbeval plot-checkpoints`, and --log-x."""
+        args = []
+        for m in self.plan.checkpoints:
+            args += ["--checkpoint", m["checkpoint_of"], m["name"], str(m["step"])]
+        if self.config["checkpoints"]["log_x"]:
+            args.append("--log-x")
+        return quoted(args)
+
+    def table3_args(self) -> str:
+        """--model/--revision/--gguf-file/--lemmas/--shards/--context options of `verbeval topk-table`."""
+        plan = self.plan
+        args = []
+        for name, m in plan.models.items():
+            args += ["--model", f"{name}={m['id']}", "--lemmas", f"{name}={plan.out}/{name}/lemmas.parquet"]
+            if m["revision"]:
+                args += ["--revision", f"{name}={m['revision']}"]
+            if m["gguf_file"]:
+                args += ["--gguf-file", f"{name}={m['gguf_file']}"]
+        args.append("--shards")
+        args += [f"{name}={plan.shard_manifest(plan.out).format(model=name)}" for name in plan.models]
+        for c in self.config["contexts"] or []:
+            args += ["--context", c["group"], c["left"], "*" if c["right"] is None else c["right"]]
+        return quoted(args)
+
+    def table3_tokenizers(self) -> list[str]:
+        return [d for m in self.plan.models.values() for d in self.plan.model_dir_input(m["id"])]
+
+    def outputs(self) -> list[str]:
+        figs, formats = self.out, self.config["formats"]
+        stems = [*self.cutoff_figures, "lemma_accuracy", "model_comparison"]
+        return ([f"{figs}/{s}.{ext}" for s in stems for ext in ["csv", *formats]]
+                + [f"{figs}/{s}.{ext}" for s in ("table3_topk", "worst_lemmas") for ext in ("csv", "md", "html")]
+                + [f"{figs}/lemma_metrics.json"] + self.plan.per_model(f"{self.plan.out}/{{model}}/lemma_stats.csv")
+                + ([f"{figs}/checkpoints.{ext}" for ext in ["csv", *formats]] if self.checkpoint_figure else []))
+
+    # ------------------------------------------------------------------ DVC views
+
+    def dvc_metrics_files(self) -> list[str]:
+        """Table 2 as one ``{tse, ew, mw}`` file per model and group (the DVC metrics)."""
+        plan = self.plan
+        return [f"{plan.out}/metrics/{m}/{g}.json" for m in plan.table_models for g in plan.group_ids]
+
+    def dvc_plot_files(self, stem: str, side: str) -> list[str]:
+        """The data of one side of a cutoff figure, one CSV per group (the DVC plots)."""
+        return self.plan.per_group(f"{self.out}/dvc/{stem}/{side}/{{group}}.csv")
+
+    def dvc_view_outputs(self) -> list[str]:
+        return self.dvc_metrics_files() + [f for stem, (_, sides) in self.cutoff_figures.items() for side in sides
+                                           for f in self.dvc_plot_files(stem, side)]
