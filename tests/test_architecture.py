@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "agreement": {"core", "agreement"},
     "simverb": {"core", "simverb"},
     "veridicality": {"core", "veridicality"},
-    "bench": {"core", "agreement", "bench"},
+    "bench": {"core", "agreement", "workflow", "bench"},
     "workflow": {"core", "agreement", "simverb", "veridicality", "workflow"},
 }
 TOP = {"cli", "workflow_cli", "dvc", "model_run"}

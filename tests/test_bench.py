@@ -1,10 +1,14 @@
 """The benchmark harness: the paper-style baseline against verbeval's vectorised scores (a real
-correctness check of both), the fast kernels against straightforward references, and the
-throughput measurement's bookkeeping. No test asserts a time."""
+correctness check of both), the fast kernels against straightforward references, the throughput
+measurement's bookkeeping, and the workflow parts: Snakemake runs the workflow (no copy of a rule's
+command in the bench) and reports each job's time from its own metadata. No test asserts a time."""
 
 from __future__ import annotations
 
+import ast
 import math
+import re
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +21,9 @@ import torch
 
 from verbeval.agreement import metrics as agreement
 from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, _stable_order, form_statistics, score_logits
-from verbeval.bench.runner import PaperBaseline, compare_with_verbeval, throughput
+from verbeval.bench.baseline_ratio import compare_with_verbeval
+from verbeval.bench.paper_baseline import PaperBaseline
+from verbeval.bench.throughput import throughput
 from verbeval.agreement.eligibility import eligible_lemmas, single_token_ids
 from verbeval.agreement.inference import encode_contexts, split_head, target_logits
 from verbeval.core.models import LoadedModel, load_model
@@ -256,7 +262,8 @@ def test_throughput_bookkeeping(lm: LoadedModel) -> None:
 
 
 def test_postprocess_bench_rows(capsys: pytest.CaptureFixture[str]) -> None:
-    from verbeval.bench.runner import bench_postprocess, print_report
+    from verbeval.bench.postprocess import bench_postprocess
+    from verbeval.bench.report import print_report
 
     res = bench_postprocess(vocab_sizes=(3_000, 7_000), n_forms=40, batch_size=4, devices=("cpu", "cuda"),
                             logit_dtypes=("float32", "bfloat16"), repeats=1)
@@ -352,9 +359,149 @@ def test_real_part_skips_without_gguf(tmp_path: Path, capsys: pytest.CaptureFixt
 
     missing = tmp_path / "absent.gguf"
     report = run_bench(out=tmp_path / "bench.json", quick=True, config=".test/config/ci.yaml", shared=tmp_path,
-                       workdir=tmp_path / "wd", parts=["real"], ggufs=[str(missing)],
-                       cli=lambda argv: pytest.fail(f"no workflow expected: {argv}"))
+                       workdir=tmp_path / "wd", parts=["real"], ggufs=[str(missing)])
     assert report["real"]["results"] == []
     assert report["real"]["skipped"] == [f"{missing}: no such GGUF file: skipped"]
     assert f"bench real: {missing}: no such GGUF file: skipped" in capsys.readouterr().out
     assert "workflow" not in report and not (tmp_path / "wd").exists()
+
+
+# --------------------------------------------------------------------------- the workflow parts
+
+BENCH_SOURCES = sorted((Path(__file__).resolve().parents[1] / "src" / "verbeval" / "bench").glob("*.py"))
+RULES = sorted((Path(__file__).resolve().parents[1] / "workflow" / "rules").glob("*.smk"))
+#: the Snakemake options the bench's own command line uses, and its start-up probe `verbeval --version`
+SNAKEMAKE_OPTIONS = {"--cores", "--configfile", "--config", "--persistence-backend", "--persistence-backend-db-url",
+                     "--version"}
+
+
+def _string_constants(path: Path) -> list[str]:
+    return [n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)]
+
+
+def test_bench_holds_no_copy_of_a_rule_command() -> None:
+    """The bench runs the workflow through Snakemake: none of its strings is a ``verbeval
+    <sub-command>`` line of a rule, and every option string it holds is one of its own or
+    Snakemake's, never an option of the commands the rules run."""
+    from verbeval.cli import build_parser
+    from verbeval.workflow.loading import plan_from_files  # noqa: F401  (the plan it reads, not the rules)
+
+    rule_text = "\n".join(p.read_text() for p in RULES)
+    rule_commands = set(re.findall(r"verbeval ([a-z][a-z0-9-]*)", rule_text))
+    rule_options = set(re.findall(r"(--[a-z][a-z0-9-]*)", rule_text))
+    assert {"fetch", "templates", "lexicon", "lemmas", "run-model", "aggregate", "table"} <= rule_commands
+    assert {"--manifest", "--groups-file", "--top-cutoffs", "--summaries", "--n-chunks"} <= rule_options
+    bench_parser = build_parser()._subparsers._group_actions[0].choices["bench"]  # noqa: SLF001
+    own = {o for a in bench_parser._actions for o in a.option_strings}  # noqa: SLF001
+    found = []
+    for path in BENCH_SOURCES:
+        for text in _string_constants(path):
+            found += [f"{path.name}: verbeval {c}" for c in re.findall(r"\bverbeval ([a-z][a-z0-9-]*)", text)
+                      if c in rule_commands]
+            if re.fullmatch(r"--[a-z][a-z0-9-]*", text) and text not in own | SNAKEMAKE_OPTIONS:
+                found.append(f"{path.name}: {text}")
+    assert found == []
+
+
+def test_snakemake_command_runs_the_workflow(tmp_path: Path) -> None:
+    from verbeval.bench.snakemake_jobs import snakemake_command
+
+    cmd = snakemake_command(configfiles=["config/tiny-full.yaml", tmp_path / "bench.yaml"], targets=["table2"], cores=2,
+                            metadata_db=tmp_path / "m.sqlite", config_values=["data_mirror=DIR"])
+    assert cmd[1:] == ["-m", "snakemake", "table2", "--cores", "2", "--configfile", "config/tiny-full.yaml",
+                       str(tmp_path / "bench.yaml"), "--config", "data_mirror=DIR", "--persistence-backend", "db",
+                       "--persistence-backend-db-url", f"sqlite:///{tmp_path / 'm.sqlite'}"]
+
+
+def test_job_times_from_snakemake_metadata(tmp_path: Path) -> None:
+    """A real Snakemake run: three jobs (one with two outputs) found in its metadata file, by rule,
+    and each output's job."""
+    from verbeval.bench.snakemake_jobs import run_snakemake
+
+    (tmp_path / "Snakefile").write_text(textwrap.dedent("""\
+        rule all:
+            input: "b.txt", "c.txt"
+        rule a:
+            output: "a1.txt", "a2.txt"
+            shell: "echo 1 > {output[0]}; echo 2 > {output[1]}"
+        rule b:
+            input: "a1.txt"
+            output: "b.txt"
+            shell: "cat {input} > {output}"
+        rule c:
+            input: "a2.txt"
+            output: "c.txt"
+            shell: "cat {input} > {output}"
+        """))
+    (tmp_path / "config.yaml").write_text("{}\n")
+    run = run_snakemake(configfiles=[tmp_path / "config.yaml"], run_dir=tmp_path / "run", cores=1, cwd=tmp_path)
+    assert sorted(j.rule for j in run.jobs) == ["a", "b", "c"]
+    assert run.job_writing(tmp_path / "a2.txt").outputs == ("a1.txt", "a2.txt")
+    assert run.jobs[0].rule == "a"  # b and c wait for it
+    summary = run.summary()
+    assert summary["jobs"] == 3 and summary["cores"] == 1
+    assert {r: d["jobs"] for r, d in summary["by_rule"].items()} == {"a": 1, "b": 1, "c": 1}
+    assert all(j.wall_s >= 0 for j in run.jobs)
+    with pytest.raises(LookupError):
+        run.job_writing(tmp_path / "Snakefile")
+
+
+def test_workflow_part_plans_the_agreement_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workflow part's configuration files, given to the real Snakefile (dry run in process):
+    the table2 jobs on the bench models, one thread per inference job on the CPU, the quick slice;
+    and the outputs the other parts read are the ones those jobs write."""
+    from conftest import checkout_view
+    from inprocess import dry_run
+    from verbeval.bench.workflow_runs import plan_workflow
+
+    view = checkout_view(tmp_path / "view")
+    monkeypatch.chdir(view)
+    models = {}
+    for name in ("tiny-bert-cased", "tiny-gpt2"):  # stand-ins: the plan reads a model folder's config.json only
+        models[name] = tmp_path / "models" / name
+        models[name].mkdir(parents=True)
+        (models[name] / "config.json").write_text("{}\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    files, out, agr = plan_workflow("config/tiny-full.yaml", run_dir, models, quick=True, threads=1)
+    assert agr["max_rows_per_source"] == 40 and out.resamples == 200
+    dry = dry_run(view, files, targets=["table2"])
+    stats = dry.stats
+    assert stats.pop("fetch") > 0
+    assert stats == {"lexicon": 1, "templates": 1, "lemmas": 2, "infer": 2, "aggregate": 2, "table2": 1}
+    assert sorted(str(models[n]) in " ".join(dry.commands("lemmas")) for n in models) == [True, True]
+    assert all("--device cpu" in c and "--threads 1" in c for c in dry.commands("infer"))
+    assert all("--resamples 200" in c for c in dry.commands("aggregate"))
+    assert "--max-rows-per-source 40" in dry.commands("templates")[0]
+    written = {Path(o).resolve() for j in dry.jobs for o in j["outputs"]}
+    assert {out.manifests[n].resolve() for n in models} <= written
+    assert out.templates.resolve() in written and out.lexicon.resolve() in written
+    assert out.agreement_dir.resolve() == (run_dir / "results" / "agreement").resolve()
+
+
+def test_model_figures_and_their_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from verbeval.bench.report import print_workflow
+    from verbeval.bench.snakemake_jobs import Job, SnakemakeRun
+    from verbeval.bench.workflow_runs import WorkflowOutputs, model_figures
+
+    agr = tmp_path / "agreement"
+    out = WorkflowOutputs(agr, ["simple", "prep"], [1.0], [0.5], 200, {"m": tmp_path / "m"},
+                          {"m": agr / "m" / "shards" / "manifest.json"})
+    run = SnakemakeRun(["snakemake"], 2, 30.0, [
+        Job("infer", (str(agr / "m" / "shards" / "manifest.json"),), 100.0, 108.0),
+        Job("aggregate", (str(agr / "m" / "simple" / "summary.csv"), str(agr / "m" / "prep" / "summary.csv")),
+            108.5, 111.0),
+        Job("table2", (str(agr / "table2.csv"),), 111.0, 112.0)])
+    fig = model_figures(run, out, "m", contexts=400, rows=500)
+    assert fig == {"contexts": 400, "rows": 500, "infer_job_s": 8.0, "contexts_per_s_infer_job": 50.0,
+                   "aggregate_job_s": 2.5}
+    assert run.by_rule() == {"infer": {"jobs": 1, "wall_s": 8.0}, "aggregate": {"jobs": 1, "wall_s": 2.5},
+                             "table2": {"jobs": 1, "wall_s": 1.0}}
+    print_workflow({**run.summary(), "target": "table2", "job_s_total": 11.5, "models": {"m": fig},
+                    "startup": {"verbeval_cli_s": 0.1, "import_torch_transformers_s": 3.0}, "model_jobs": 1,
+                    "startup_share_estimate": 0.07})
+    printed = capsys.readouterr().out
+    assert "workflow (snakemake table2): 30.0 s wall, 3 jobs on 2 cores, 11.5 s of jobs" in printed
+    assert "infer 1x 8.0 s, aggregate 1x 2.5 s, table2 1x 1.0 s" in printed
+    assert "m: 400 contexts, 500 rows; inference job 8.0 s (50 ctx/s, start-up included), aggregation job 2.5 s" in printed

@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     agreement_cli.register_lexicon_modes(add)       # lexicon-forms ... lexicon-modes-table
     veridicality_cli.register_counterfactuals(add)  # veridicality-counterfactuals ... veridicality-kl
     core_cli.register_check_config(add)             # check-config
-    bench_cli.register(add, main)                   # bench
+    bench_cli.register(add)                         # bench
     workflow_cli.register_docs_cli(add, build_parser)  # docs-cli
     return p
 

@@ -1,0 +1,123 @@
+"""The throughput benchmark: contexts per second of the inference pipeline against the model's own
+forward pass on the same batches (head at the predicted position only, and the raw full-logits
+forward), for masked and causal models of several sizes on the real tokenizers; on the CPU in
+float32 and, where CUDA is present, on the GPU in float32 and bfloat16 with the peak GPU memory.
+Also the helpers the real-model part shares: the context sample, the padded batches, the devices."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from verbeval.bench.model_specs import ModelSpec, build_model
+from verbeval.bench.timing import best_time, peak_rss_mib
+
+log = logging.getLogger(__name__)
+
+#: contexts timed on a GPU per context on the CPU
+GPU_CONTEXTS_FACTOR = 8
+
+
+def device_setups(cpu_batch: int, gpu_batch: int) -> list[tuple[str, str, int]]:
+    """(device, dtype, batch size) to time: the CPU in float32; with CUDA also the GPU in float32 and bfloat16."""
+    setups = [("cpu", "float32", cpu_batch)]
+    if torch.cuda.is_available():
+        setups += [("cuda", "float32", gpu_batch), ("cuda", "bfloat16", gpu_batch)]
+    return setups
+
+
+def contexts_sample(templates: pd.DataFrame, kind: str, n: int) -> pd.DataFrame:
+    """Up to ``n`` distinct contexts spread evenly over all groups."""
+    from verbeval.agreement.shards import build_contexts
+
+    parts = [build_contexts(g.reset_index(drop=True), kind)[0] for _, g in templates.groupby("group", sort=True)]
+    ctx = pd.concat(parts, ignore_index=True)
+    take = np.unique(np.linspace(0, len(ctx) - 1, min(n, len(ctx))).round().astype(int))
+    return ctx.iloc[take].reset_index(drop=True)
+
+
+def padded_batches(lm: Any, enc: Any, batch_size: int) -> tuple[list[Any], np.ndarray]:
+    """The encoded contexts ``enc`` as the pipeline batches them (similar lengths together), padded
+    on ``lm``'s device: ``[((ids, attention), targets)]``, and every context's length."""
+    from verbeval.agreement.inference import _batches, _pad
+
+    pad_id = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else (lm.tokenizer.eos_token_id or 0)
+    lengths = np.array([len(s) for s in enc.ids])
+    batches = [(_pad([enc.ids[i] for i in idx], pad_id, lm.device), torch.as_tensor(enc.target[idx], device=lm.device))
+               for idx in _batches(lengths, batch_size)]
+    return batches, lengths
+
+
+def throughput(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int,
+               repeats: int = 1) -> dict[str, Any]:
+    """Contexts/s of the inference pipeline and of the model's forward pass on the same batches."""
+    from verbeval.agreement.inference import encode_contexts, run_contexts, target_logits
+
+    enc = encode_contexts(lm, contexts)
+    dev = lm.device
+    no_rows = np.zeros(0, np.int64)
+    batches, lengths = padded_batches(lm, enc, batch_size)
+
+    def pipeline() -> None:
+        run_contexts(lm, enc, form_ids, no_rows, np.zeros((0, 2), np.int64), batch_size=batch_size, progress=False)
+
+    def head_at_target() -> None:
+        with torch.inference_mode():
+            for (ids, att), tgt in batches:
+                target_logits(lm.model, ids, att, tgt)
+
+    def raw_forward() -> None:
+        with torch.inference_mode():
+            for (ids, att), _ in batches:
+                lm.model(input_ids=ids, attention_mask=att)
+
+    out: dict[str, Any] = {"contexts": len(contexts), "batch_size": batch_size, "mean_tokens": float(lengths.mean())}
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    for key, fn in (("pipeline", pipeline), ("forward_head_at_target", head_at_target), ("forward_raw", raw_forward)):
+        out[f"{key}_ctx_per_s"] = round(len(contexts) / best_time(fn, dev, repeats), 1)
+    out["forward_share_of_pipeline"] = round(out["pipeline_ctx_per_s"] / out["forward_head_at_target_ctx_per_s"], 3)
+    out["raw_forward_over_pipeline"] = round(out["forward_raw_ctx_per_s"] / out["pipeline_ctx_per_s"], 3)
+    if dev.type == "cuda":
+        out["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated(dev) / 2**20, 1)
+    else:
+        out["peak_rss_mib_process"] = round(peak_rss_mib(), 1)
+    return out
+
+
+def bench_throughput(specs: Sequence[ModelSpec], shared: Path, models_dir: Path, templates: pd.DataFrame,
+                     lexicon: pd.DataFrame, *, n_contexts: int, cpu_batch: int, gpu_batch: int,
+                     threads: int, repeats: int) -> dict[str, Any]:
+    """:func:`throughput` of every model shape in ``specs`` on :func:`device_setups`, on
+    ``n_contexts`` contexts of ``templates`` (times :data:`GPU_CONTEXTS_FACTOR` on a GPU)."""
+    from verbeval.agreement.eligibility import eligible_lemmas
+    from verbeval.core.models import load_model
+
+    torch.set_num_threads(threads)
+    if torch.cuda.is_available():
+        gpu_note = torch.cuda.get_device_name(0)
+    else:
+        gpu_note = "no CUDA device: GPU benchmarks skipped"
+        print(gpu_note)
+    rows = []
+    for spec in specs:
+        mdir = build_model(spec, shared, models_dir)
+        for device, dtype, bs in device_setups(cpu_batch, gpu_batch):
+            lm = load_model(str(mdir), device=device, dtype=dtype)
+            ctx = contexts_sample(templates, lm.kind, n_contexts * (GPU_CONTEXTS_FACTOR if device == "cuda" else 1))
+            forms = eligible_lemmas(lexicon, lm.tokenizer)[["sing_id", "plur_id"]].to_numpy(np.int64).reshape(-1)
+            r = throughput(lm, ctx, forms, bs, repeats)
+            rows.append({"model": spec.name, "kind": lm.kind, **asdict(spec), "device": device, "dtype": dtype,
+                         "threads": threads if device == "cpu" else None, "n_forms": len(forms), **r})
+            log.info("bench throughput: %s", rows[-1])
+            del lm
+            if device == "cuda":
+                torch.cuda.empty_cache()
+    return {"gpu": gpu_note, "results": rows}
