@@ -13,6 +13,8 @@ from transformers import AutoTokenizer
 
 from verbeval.cli import build_parser, main
 from verbeval.core.clidoc import BEGIN, END, documented_commands, subcommands, subparsers
+from verbeval.core.cliutil import ConfigDefault, with_config_defaults
+from verbeval.core.config import load_schema, schema_entry
 from verbeval.agreement.eligibility import ELIGIBLE_COLUMNS, eligible_lemmas
 from verbeval.core.models import load_model
 
@@ -173,6 +175,64 @@ def test_help_formatter_states_defaults() -> None:
     for name, sp in subs.items():
         out = " ".join(sp.format_help().split())  # every %-expansion in every help string is valid
         assert "(default: None)" not in out and "(default: False)" not in out and "(default: [" not in out, name
+
+
+# --------------------------------------------------------------------------- defaults of configuration keys
+
+#: options whose default equals a configuration default of the same name without mirroring it
+NOT_CONFIG = {("bench", "batch_size"): "the benchmark's own batch size (its own configuration)"}
+
+
+def _options() -> list[tuple[str, argparse.Action]]:
+    return [(name, a) for name, sp in _sub_parsers().items() for a in sp._actions if a.option_strings]
+
+
+def _schema_defaults(node: dict, defs: dict, found: dict[str, list[object]]) -> dict[str, list[object]]:
+    """Every default in the schema below ``node``, by the last part of its key."""
+    while "$ref" in node:
+        node = {**defs[node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+    for key, sub in node.get("properties", {}).items():
+        if "default" in sub:
+            found.setdefault(key, []).append(sub["default"])
+        _schema_defaults(sub, defs, found)
+    if isinstance(node.get("items"), dict):
+        _schema_defaults(node["items"], defs, found)
+    return found
+
+
+def test_options_that_mirror_a_config_key_take_its_schema_default() -> None:
+    """Every option that mirrors a configuration key takes the schema's default (ConfigDefault, the
+    one place it is written): a default the option itself accepts as text, and the key's choices."""
+    mirrored = [(name, a) for name, a in _options() if isinstance(a.default, ConfigDefault)]
+    assert len(mirrored) >= 40
+    for name, a in mirrored:
+        where = f"{name} {a.option_strings[-1]} ({a.default.key})"
+        entry = schema_entry(a.default.key)
+        assert entry is not None and "default" in entry, where
+        value = a.default.value
+        assert (a.type or str)(str(a.default)) == value, where  # shown as the option takes it
+        if a.choices is not None or "enum" in entry:
+            assert set(a.choices or ()) == set(entry.get("enum", ())) and value in a.choices, where
+    agg = subparsers(build_parser())["aggregate"].parse_args(["--templates", "t", "--groups", "g", "--model-name", "m",
+                                                              "--manifest", "x", "--top-cutoffs", "1",
+                                                              "--bottom-cutoffs", "0.5", "--out-dir", "o"])
+    assert isinstance(agg.resamples, ConfigDefault)  # resolved when the command runs, the schema read then
+    assert (with_config_defaults(agg).resamples, agg.seed, agg.confidence) == (1000, 0, 0.95)
+
+
+def test_no_option_repeats_a_config_default() -> None:
+    """An option whose default equals the default of a configuration key of the same name mirrors it:
+    it reads it from the schema (ConfigDefault) instead of repeating it."""
+    schema = load_schema()
+    defaults = _schema_defaults(schema, schema["definitions"], {})
+    repeated = []
+    for name, a in _options():
+        if isinstance(a.default, ConfigDefault) or a.default in (None, False, [], argparse.SUPPRESS):
+            continue
+        key = a.dest.removeprefix("simverb_").removeprefix("forms_").removeprefix("n_")
+        if a.default in defaults.get(key, []) and (name, a.dest) not in NOT_CONFIG:
+            repeated.append(f"{name} {a.option_strings[-1]}={a.default!r}")
+    assert repeated == []
 
 
 def test_top_level_help_points_to_workflow_and_docs(capsys: pytest.CaptureFixture[str]) -> None:

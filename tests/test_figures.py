@@ -39,7 +39,6 @@ from verbeval.agreement.figures import (
     CUTOFF_FIGURES,
     DEFAULT_MIN_CONTEXTS,
     checkpoint_curves,
-    LOW_N_MODES,
     cutoff_curves,
     lemma_accuracy,
     lemma_metrics,
@@ -644,16 +643,6 @@ def test_figure_config_defaults() -> None:
                 {"min_contexts": 0}, {"low_n": "drop"}):
         with pytest.raises(VerbevalError, match="agreement.figures"):
             validate_config(copy.deepcopy({"models": [{"id": "gpt2"}], "agreement": {"figures": bad}}))
-
-
-def test_min_contexts_defaults_agree() -> None:
-    """The CLI repeats the figures module's defaults (to start without pandas); config, CLI and
-    module must agree."""
-    from verbeval.agreement.cli import figures as cli
-
-    cfg = validate_config({"models": [{"id": "gpt2"}]})["agreement"]["figures"]
-    assert cli.MIN_CONTEXTS_DEFAULT == DEFAULT_MIN_CONTEXTS == cfg["min_contexts"]
-    assert cli.LOW_N_CHOICES == LOW_N_MODES and cfg["low_n"] == LOW_N_MODES[0]
 
 
 # --------------------------------------------------------------------------- the workflow's rules

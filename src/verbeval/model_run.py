@@ -25,7 +25,7 @@ from typing import Any
 
 from verbeval.agreement.cli.inference import (batch_arg, forms_extra_tokens, load_checked_lm, model_options,
                                               run_agreement_branch, store_options)
-from verbeval.core.cliutil import Add, check_outputs, optional_bool, random_init_option
+from verbeval.core.cliutil import Add, ConfigDefault, check_outputs, optional_bool, random_init_option
 from verbeval.simverb import cli as simverb_cli
 
 log = logging.getLogger("verbeval")
@@ -139,14 +139,16 @@ def register(add: Add) -> None:
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     g = s.add_argument_group("agreement shards (as verbeval infer)")
     g.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
-    g.add_argument("--batch-size", type=batch_arg, default="auto",
+    g.add_argument("--batch-size", type=batch_arg, default=ConfigDefault("inference.batch_size"),
                    help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory")
-    g.add_argument("--top-k", type=int, default=10, help="top tokens (ids and probabilities) stored per context")
+    g.add_argument("--top-k", type=int, default=ConfigDefault("inference.top_k"),
+                   help="top tokens (ids and probabilities) stored per context")
     store_options(g)
     g = s.add_argument_group("multi-token forms (as verbeval infer-forms; optional)")
     g.add_argument("--forms", help="the model's forms.parquet (verbeval lexicon-forms)")
     g.add_argument("--forms-groups", help="comma-separated template groups of the form shards")
-    g.add_argument("--forms-batch-size", type=int, default=256, help="trie rows (prefixes / masked sequences) per pass")
+    g.add_argument("--forms-batch-size", type=int, default=ConfigDefault("agreement.multitoken.batch_size"),
+                   help="trie rows (prefixes / masked sequences) per pass")
     g.add_argument("--forms-manifest",
                    help="output: the form store's manifest.json (shards beside it); --n-chunks as for the agreement "
                         "shards")

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from verbeval.core.config import schema_default
 from verbeval.core.errors import VerbevalError
 
 METRIC_LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW", "prob_counted": "Probability mass counted",
@@ -62,10 +63,8 @@ CURVE_COLUMNS = ("model", "group", "group_name", "metric", "side", "cutoff", "va
 #: metrics that are a counted probability mass (0, never NaN, where no lemma counts)
 COUNTED_MASSES = ("prob_counted", "prob_counted_forms")
 
-#: default of ``agreement.figures.min_contexts``: estimates averaged over fewer contexts are marked
-DEFAULT_MIN_CONTEXTS = 10
-#: what the figures do with such estimates (``agreement.figures.low_n``)
-LOW_N_MODES = ("fade", "hide")
+#: estimates averaged over fewer contexts are marked low_n: the default of ``agreement.figures.min_contexts``
+DEFAULT_MIN_CONTEXTS: int = schema_default("agreement.figures.min_contexts")
 
 
 def contexts_averaged(curves: pd.DataFrame) -> np.ndarray:

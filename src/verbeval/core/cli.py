@@ -9,7 +9,7 @@ import os
 import re
 from pathlib import Path
 
-from verbeval.core.cliutil import Add
+from verbeval.core.cliutil import Add, ConfigDefault
 from verbeval.core.errors import VerbevalError
 from verbeval.core.tiny_models import TINY_ARCHS
 
@@ -148,8 +148,7 @@ def register_tools(add: Add) -> None:
             "Each file is checked against its sha256 and written where `--config data_mirror=DIR` reads it "
             "(docs/data.md, 'Building a mirror'); failed sources are listed and the others kept. Not a rule; "
             "run it on a machine with network access.")
-    s.add_argument("--manifest", default="resources/manifest.yaml",
-                   help="data manifest (URLs and sha256 of every source)")
+    s.add_argument("--manifest", default=ConfigDefault("manifest"), help="data manifest (URLs and sha256 of every source)")
     s.add_argument("--out", required=True, metavar="DIR",
                    help="mirror folder; files are laid out as `--config data_mirror=DIR` reads them (docs/data.md)")
     s.add_argument("--sources", nargs="+", metavar="NAME",
@@ -179,9 +178,11 @@ def register_tools(add: Add) -> None:
     s.add_argument("--out", required=True, metavar="DIR",
                    help="output folder: model, tokenizer and verbeval_tiny.json, the record that marks the model as "
                         "randomly initialised in every output (replaced atomically if it exists)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the random weights (same seed: identical files)")
-    s.add_argument("--layers", type=int, default=2, help="transformer layers")
-    s.add_argument("--hidden", type=int, default=32, help="hidden size (2 attention heads)")
+    s.add_argument("--seed", type=int, default=ConfigDefault("tiny_models[].seed"),
+                   help="seed of the random weights (same seed: identical files)")
+    s.add_argument("--layers", type=int, default=ConfigDefault("tiny_models[].layers"), help="transformer layers")
+    s.add_argument("--hidden", type=int, default=ConfigDefault("tiny_models[].hidden"),
+                   help="hidden size (2 attention heads)")
 
 
 def register_check_config(add: Add) -> None:

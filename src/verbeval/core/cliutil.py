@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
+from typing import Any
 
 from verbeval.core.errors import VerbevalError
 
@@ -57,11 +58,54 @@ class TopHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
     """The top-level help: description and epilog kept as written."""
 
 
-def bootstrap_options(s: argparse.ArgumentParser) -> None:
-    """Bootstrap options of the commands that compute confidence intervals."""
-    s.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
-    s.add_argument("--seed", type=int, default=0, help="bootstrap seed (numpy.random.default_rng)")
-    s.add_argument("--confidence", type=float, default=0.95, help="confidence level of the bootstrap CIs")
+class ConfigDefault:
+    """The default of an option that mirrors configuration key ``key`` (dotted, ``models[].dtype`` for a
+    key of a list's items): the schema's default (:func:`verbeval.core.config.schema_default`), the one
+    place it is written, converted by ``form`` to the option's own form (e.g. a list to ``A,B``).
+
+    It is read when it is used: :func:`subcommand_adder`'s commands replace it by :attr:`value` before
+    they run (when the option was not given), and the help shows it; ``verbeval`` starts without
+    reading the schema. ``tests/test_cli.py`` checks every option's against the schema (value, type,
+    choices) and finds options that repeat a configuration default instead."""
+
+    def __init__(self, key: str, form: Callable[[Any], Any] | None = None) -> None:
+        self.key = key
+        self.form = form
+
+    @property
+    def value(self) -> Any:
+        from verbeval.core.config import schema_default
+
+        value = schema_default(self.key)
+        return self.form(value) if self.form is not None else value
+
+    def __str__(self) -> str:
+        """As the help shows it and the option takes it (a list comma-separated)."""
+        value = self.value
+        if isinstance(value, (list, tuple)):
+            return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+        return str(value)
+
+    def __repr__(self) -> str:
+        return f"ConfigDefault({self.key!r})"
+
+
+def with_config_defaults(a: argparse.Namespace) -> argparse.Namespace:
+    """``a`` with every option left at a :class:`ConfigDefault` set to its value."""
+    for name, value in vars(a).items():
+        if isinstance(value, ConfigDefault):
+            setattr(a, name, value.value)
+    return a
+
+
+def bootstrap_options(s: argparse.ArgumentParser, config: str) -> None:
+    """Bootstrap options of the commands that compute confidence intervals; their defaults are those
+    of configuration key ``config`` (``agreement.bootstrap``, ``simverb.bootstrap``)."""
+    s.add_argument("--resamples", type=int, default=ConfigDefault(f"{config}.resamples"), help="bootstrap resamples")
+    s.add_argument("--seed", type=int, default=ConfigDefault(f"{config}.seed"),
+                   help="bootstrap seed (numpy.random.default_rng)")
+    s.add_argument("--confidence", type=float, default=ConfigDefault(f"{config}.confidence"),
+                   help="confidence level of the bootstrap CIs")
 
 
 def optional_bool(text: str) -> bool | None:
@@ -91,7 +135,7 @@ def subcommand_adder(sub: argparse._SubParsersAction) -> Add:
         """A sub-command: ``help_`` is its one-line summary; its description adds ``more``."""
         sp = sub.add_parser(name, help=help_, description=f"{help_[:1].upper()}{help_[1:]}. {more}",
                             formatter_class=HelpFormatter)
-        sp.set_defaults(func=func)
+        sp.set_defaults(func=lambda a: func(with_config_defaults(a)))
         return sp
 
     return add

@@ -7,9 +7,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from verbeval.core.cliutil import (Add, bootstrap_options, check_outputs, float_list, model_pin, model_source_options,
-                                   random_init_option, split_pair)
-from verbeval.simverb.data import DEFAULT_BINS
+from verbeval.core.cliutil import (Add, ConfigDefault, bootstrap_options, check_outputs, float_list, model_pin,
+                                   model_source_options, random_init_option, split_pair)
 
 log = logging.getLogger("verbeval")
 
@@ -68,9 +67,10 @@ def score_options(s: Any, prefix: str = "") -> None:
     s.add_argument(f"--{prefix}frame", action="append", default=[],
                    help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
                         "uses the first (default: 'to {verb}')")
-    s.add_argument(f"--{prefix}multi-token", choices=["mean", "skip"], default="mean",
+    s.add_argument(f"--{prefix}multi-token", choices=["mean", "skip"], default=ConfigDefault("simverb.multi_token"),
                    help="mean over a multi-token verb's sub-tokens, or leave its pairs out")
-    s.add_argument(f"--{prefix}batch-size", type=int, default=64, help="verbs per forward pass")
+    s.add_argument(f"--{prefix}batch-size", type=int, default=ConfigDefault("simverb.batch_size"),
+                   help="verbs per forward pass")
     s.add_argument(f"--{prefix}out", required=req,
                    help="output: similarities parquet (one row per pair and representation)")
     s.add_argument(f"--{prefix}verbs", required=req, help="output: per-verb tokens and coverage (CSV)")
@@ -134,8 +134,10 @@ def register(add: Add) -> None:
             "See docs/simverb.md. Run by the rule simverb_score, one job per model.")
     model_source_options(s, "(any model; loaded without its head)")
     random_init_option(s)
-    s.add_argument("--device", default="auto", help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
-    s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
+    s.add_argument("--device", default=ConfigDefault("inference.device"),
+                   help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
+    s.add_argument("--threads", type=int, default=ConfigDefault("inference.threads"),
+                   help="CPU threads (torch.set_num_threads)")
     score_options(s)
 
     s = add("simverb-table", cmd_simverb_table,
@@ -145,10 +147,9 @@ def register(add: Add) -> None:
     s.add_argument("--similarities", required=True, help="similarities parquet (verbeval simverb-score --out)")
     s.add_argument("--verbs", required=True, help="per-verb CSV (verbeval simverb-score --verbs)")
     s.add_argument("--model-name", required=True, help="model name in the tables and figures")
-    bootstrap_options(s)
-    s.add_argument("--bins", type=float_list, default=list(DEFAULT_BINS),
-                   help="comma-separated rating range edges on the 0-10 scale (default: "
-                        f"{','.join(f'{b:g}' for b in DEFAULT_BINS)})")
+    bootstrap_options(s, "simverb.bootstrap")
+    s.add_argument("--bins", type=float_list, default=ConfigDefault("simverb.bins", lambda b: [float(x) for x in b]),
+                   help="comma-separated rating range edges on the 0-10 scale")
     s.add_argument("--csv", required=True, help="output: rho with CIs per representation and subset (CSV)")
     s.add_argument("--md", required=True, help="output: the table in Markdown")
     s.add_argument("--tex", required=True, help="output: the table in LaTeX")

@@ -1,9 +1,9 @@
 """SimVerb-3500's pairs (Gerz et al., EMNLP 2016): reading the release and its official splits, and the
 rating ranges (bins) its results are broken down by.
 
-:data:`DEFAULT_BINS` is the one Python definition of the default rating bins (the CLI's ``--bins``
-default and :func:`verbeval.simverb.statistics.results_table`'s). numpy and pandas are imported
-inside the functions, so that ``verbeval --help`` (which reads :data:`DEFAULT_BINS`) imports neither.
+The default rating bins are the configuration schema's (``simverb.bins``): :data:`DEFAULT_BINS`
+(:func:`verbeval.simverb.statistics.results_table`'s default) and the ``--bins`` default of
+``verbeval simverb-table`` read them from there. numpy and pandas are imported inside the functions.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from verbeval.core.config import schema_default
 from verbeval.core.errors import InputError, VerbevalError
 
 if TYPE_CHECKING:
@@ -22,8 +23,8 @@ if TYPE_CHECKING:
 #: relation labels of the release, in the order tables show them
 RELATIONS = ("SYNONYMS", "ANTONYMS", "HYPER/HYPONYMS", "COHYPONYMS", "NONE")
 PAIR_COLUMNS = ["pair", "verb1", "verb2", "score", "relation", "split"]
-#: default edges of the human-rating ranges on the 0-10 scale (the last range is closed)
-DEFAULT_BINS = (0.0, 2.5, 5.0, 7.5, 10.0)
+#: default edges of the human-rating ranges on the 0-10 scale (the last range is closed): ``simverb.bins``
+DEFAULT_BINS: tuple[float, ...] = tuple(float(b) for b in schema_default("simverb.bins"))
 _VERB = re.compile(r"^[a-z][a-z'-]*$")
 
 

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from verbeval.core.cliutil import Add, check_outputs, random_init_option
+from verbeval.core.cliutil import Add, ConfigDefault, check_outputs, random_init_option
 from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
@@ -171,9 +171,12 @@ def cmd_veridicality_kl(a: argparse.Namespace) -> None:
 def _nli_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that run an NLI classifier."""
     s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
-    s.add_argument("--device", default="auto", help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
-    s.add_argument("--batch-size", type=int, default=32, help="premise-hypothesis pairs per forward pass")
-    s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
+    s.add_argument("--device", default=ConfigDefault("inference.device"),
+                   help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
+    s.add_argument("--batch-size", type=int, default=ConfigDefault("veridicality.batch_size"),
+                   help="premise-hypothesis pairs per forward pass")
+    s.add_argument("--threads", type=int, default=ConfigDefault("inference.threads"),
+                   help="CPU threads (torch.set_num_threads)")
 
 
 def register(add: Add) -> None:
@@ -214,8 +217,10 @@ def register_counterfactuals(add: Add) -> None:
             "Section 6.3 of Ross & Pavlick 2019 (docs/veridicality.md). Run by the rule "
             "veridicality_counterfactuals.")
     s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv")
-    s.add_argument("--samples", type=int, default=1, help="replacement verbs per item and manipulation")
-    s.add_argument("--seed", type=int, default=0, help="seed of the replacement-verb sampling")
+    s.add_argument("--samples", type=int, default=ConfigDefault("veridicality.counterfactual.samples"),
+                   help="replacement verbs per item and manipulation")
+    s.add_argument("--seed", type=int, default=ConfigDefault("veridicality.counterfactual.seed"),
+                   help="seed of the replacement-verb sampling")
     s.add_argument("--pairs", required=True, help="output: manipulated pairs (parquet)")
     s.add_argument("--unhandled", required=True, help="output: CSV: manipulation, item, environment, reason")
     s.add_argument("--coverage", required=True, help="output: CSV: handled and unhandled items per manipulation")

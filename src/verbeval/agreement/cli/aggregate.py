@@ -65,7 +65,7 @@ def register_aggregate(add: Add) -> None:
                    help="comma-separated top-p cutoffs (docs/metrics.md), e.g. 0.5,0.9,1")
     s.add_argument("--bottom-cutoffs", type=float_list, required=True,
                    help="comma-separated bottom-p cutoffs (docs/metrics.md), e.g. 0.5,0.01,1e-6")
-    bootstrap_options(s)
+    bootstrap_options(s, "agreement.bootstrap")
     s.add_argument("--out-dir", required=True,
                    help="writes <out-dir>/<group>/scores.parquet, tse.parquet and summary.csv")
     s.add_argument("--keep-bad-shards", action="store_true",

@@ -8,16 +8,10 @@ import logging
 from typing import Any
 
 from verbeval.agreement.cli.common import run_groups
-from verbeval.core.cliutil import Add, float_list
+from verbeval.core.cliutil import Add, ConfigDefault, float_list
 from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
-
-
-#: defaults of plot-cutoffs' --min-contexts / --low-n: verbeval.agreement.figures.DEFAULT_MIN_CONTEXTS and
-#: LOW_N_MODES (repeated here so that the CLI starts without importing pandas; a test ties them)
-MIN_CONTEXTS_DEFAULT = 10
-LOW_N_CHOICES = ("fade", "hide")
 
 
 def _positive_int(text: str) -> int:
@@ -70,10 +64,10 @@ def register_plot_cutoffs(add: Add) -> None:
                    help="comma-separated bottom-p cutoffs to plot (each must be in --summary)")
     s.add_argument("--confidence", type=float, help="CI level of the summary's bounds, named in the figure "
                                                     "(default: not named)")
-    s.add_argument("--min-contexts", type=_positive_int, default=MIN_CONTEXTS_DEFAULT,
+    s.add_argument("--min-contexts", type=_positive_int, default=ConfigDefault("agreement.figures.min_contexts"),
                    help="estimates averaged over fewer contexts are flagged low_n in the CSV and faded or hidden "
                         "in the figure (agreement.figures.min_contexts)")
-    s.add_argument("--low-n", choices=LOW_N_CHOICES, default="fade",
+    s.add_argument("--low-n", choices=["fade", "hide"], default=ConfigDefault("agreement.figures.low_n"),
                    help="fade: draw low_n estimates hollow on a dotted line without CI band; hide: leave them out "
                         "(agreement.figures.low_n)")
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
@@ -178,8 +172,10 @@ def register_plot_lemmas(add: Add) -> None:
     s.add_argument("--stats", nargs="+", required=True, help="lemma_stats.csv files (verbeval lemma-stats), one "
                                                              "per model")
     s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
-    s.add_argument("--bins", type=int, default=10, help="equal-count probability bins of the trend line")
-    s.add_argument("--worst", type=int, default=20, help="lemmas per model in the worst-lemmas table")
+    s.add_argument("--bins", type=int, default=ConfigDefault("agreement.figures.lemma_bins"),
+                   help="equal-count probability bins of the trend line")
+    s.add_argument("--worst", type=int, default=ConfigDefault("agreement.figures.worst_lemmas"),
+                   help="lemmas per model in the worst-lemmas table")
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument("--metrics-json", help="output: JSON per model: lemmas, mean accuracy, Spearman correlation")
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")

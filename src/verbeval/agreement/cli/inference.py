@@ -9,7 +9,8 @@ import logging
 import time
 from typing import Any
 
-from verbeval.core.cliutil import Add, check_outputs, model_pin, model_source_options, optional_bool, random_init_option
+from verbeval.core.cliutil import (Add, ConfigDefault, check_outputs, model_pin, model_source_options, optional_bool,
+                                   random_init_option)
 from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
@@ -88,22 +89,24 @@ def forms_extra_tokens(forms: Any) -> int:
 def model_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that load a model (see :func:`_load_lm`)."""
     model_source_options(s, "of the language model")
-    s.add_argument("--kind", default="auto", choices=["auto", "masked", "causal"],
+    s.add_argument("--kind", default=ConfigDefault("models[].kind"), choices=["auto", "masked", "causal"],
                    help="masked or causal LM; auto reads config.architectures")
-    s.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
+    s.add_argument("--dtype", default=ConfigDefault("models[].dtype"), choices=["float32", "float16", "bfloat16"],
                    help="dtype of the weights (the softmax and all metric arithmetic are float64)")
-    s.add_argument("--device", default="auto", help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
+    s.add_argument("--device", default=ConfigDefault("inference.device"),
+                   help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
     s.add_argument("--device-map", type=_device_map_arg, default=None,
                    help="split the model across devices with accelerate (replaces --device): auto, balanced, "
                         "balanced_low_0, sequential, or a JSON object {module: GPU index, cpu, cuda:N or disk}; "
                         "default: none (the whole model on --device)")
-    s.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
+    s.add_argument("--threads", type=int, default=ConfigDefault("inference.threads"),
+                   help="CPU threads (torch.set_num_threads)")
 
 
 def store_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that write a model's shard store (``infer``, ``infer-forms``)."""
     s.add_argument("--groups", required=True, help="comma-separated template groups to run (ids in --templates)")
-    s.add_argument("--n-chunks", type=int, default=4,
+    s.add_argument("--n-chunks", type=int, default=ConfigDefault("agreement.chunks"),
                    help="shards per group: contiguous slices of its contexts, the unit of resuming")
     s.add_argument("--manifest", required=True,
                    help="output: the store's manifest.json; shards go to <its folder>/<group>/<k>-of-<n>.parquet")
@@ -158,10 +161,10 @@ def register_infer(add: Add) -> None:
             "the top-k tokens (docs/workflow.md, 'Inference and shards'). Run by the rule infer, one job per "
             "model (resources: gpu=1).")
     model_options(s)
-    s.add_argument("--batch-size", type=batch_arg, default="auto",
+    s.add_argument("--batch-size", type=batch_arg, default=ConfigDefault("inference.batch_size"),
                    help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory")
-    s.add_argument("--top-k", type=int, default=10, help="top tokens (ids and probabilities) stored per context, "
-                                                         "for Table 3")
+    s.add_argument("--top-k", type=int, default=ConfigDefault("inference.top_k"),
+                   help="top tokens (ids and probabilities) stored per context, for Table 3")
     s.add_argument("--prepend-bos", type=optional_bool, default=None,
                    help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) "
                         "(default: auto)")

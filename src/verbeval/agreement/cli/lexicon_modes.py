@@ -8,7 +8,8 @@ import logging
 
 from verbeval.agreement.cli.common import expand_shards, run_groups
 from verbeval.agreement.cli.inference import forms_extra_tokens, load_checked_lm, model_options, store_options
-from verbeval.core.cliutil import Add, bootstrap_options, check_outputs, model_pin, model_source_options, optional_bool, split_pair
+from verbeval.core.cliutil import (Add, ConfigDefault, bootstrap_options, check_outputs, model_pin, model_source_options,
+                                   optional_bool, split_pair)
 
 log = logging.getLogger("verbeval")
 
@@ -85,7 +86,8 @@ def register_infer_forms(add: Add) -> None:
             "Chain rule for causal LMs, PLL-word-l2r for masked LMs (docs/metrics.md). Run by the rule "
             "infer_forms, one job per model (with agreement.multitoken.enabled).")
     model_options(s)
-    s.add_argument("--batch-size", type=int, default=256, help="trie rows (prefixes / masked sequences) per pass")
+    s.add_argument("--batch-size", type=int, default=ConfigDefault("agreement.multitoken.batch_size"),
+                   help="trie rows (prefixes / masked sequences) per pass")
     s.add_argument("--prepend-bos", type=optional_bool, default=None,
                    help="causal LMs: true, false or auto (follow the tokenizer) (default: auto)")
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
@@ -139,7 +141,7 @@ def register_lexicon_modes(add: Add) -> None:
                    help="the model's form shards (all groups), or their manifest (every shard it lists)")
     s.add_argument("--table2-summaries", nargs="*", default=[],
                    help="the single-token pipeline's summary.csv files, compared in --consistency-out")
-    bootstrap_options(s)
+    bootstrap_options(s, "agreement.bootstrap")
     s.add_argument("--summary-out", required=True, help="output: metrics per group and lexicon mode with CIs (CSV)")
     s.add_argument("--lemmas-out", required=True, help="output: per-lemma CSV")
     s.add_argument("--diff-out", required=True, help="output: single- vs multi-token lemma comparison CSV")
@@ -181,7 +183,7 @@ def register_lexicon_modes_table(add: Add) -> None:
             "Run by the rule lexicon_modes_table (with agreement.multitoken.enabled).")
     s.add_argument("--groups-file", required=True, help="agreement groups YAML: row order and group names")
     s.add_argument("--models", required=True, help="comma-separated model names, in column order")
-    s.add_argument("--mode", default="single_token", choices=["single_token", "all", "common"],
+    s.add_argument("--mode", default=ConfigDefault("agreement.lexicon_mode"), choices=["single_token", "all", "common"],
                    help="headline mode (first in the table, headline_mode in the metrics)")
     s.add_argument("--summaries", nargs="+", required=True, help="each model's summary CSV (lexicon-modes "
                                                                  "--summary-out)")

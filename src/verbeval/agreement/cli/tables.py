@@ -8,7 +8,7 @@ import logging
 from collections.abc import Sequence
 
 from verbeval.agreement.cli.common import expand_shards
-from verbeval.core.cliutil import Add, split_pair
+from verbeval.core.cliutil import Add, ConfigDefault, split_pair
 from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
@@ -141,9 +141,10 @@ def register_topk_table(add: Add) -> None:
                    help="a model's shard manifest, or its shards of the selected groups")
     s.add_argument("--context", nargs=3, action="append", default=[], metavar=("GROUP", "LEFT", "RIGHT"),
                    help="a context to show (RIGHT * = any); repeatable. Default: --default-groups")
-    s.add_argument("--default-groups", default="obj_rel_within,obj_rel_across",
+    s.add_argument("--default-groups", default=ConfigDefault("agreement.figures.context_groups", ",".join),
                    help="without --context: the first rows of each label of these comma-separated groups")
-    s.add_argument("--per-label", type=int, default=1, help="without --context: rows per label and group")
+    s.add_argument("--per-label", type=int, default=ConfigDefault("agreement.figures.contexts_per_label"),
+                   help="without --context: rows per label and group")
     s.add_argument("--csv", required=True, help="output: Table 3, one row per context, model and rank (CSV)")
     s.add_argument("--md", required=True, help="output: Table 3 in Markdown")
     s.add_argument("--html", help="output: Table 3 in HTML")
