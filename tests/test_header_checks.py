@@ -378,7 +378,7 @@ def test_cli_run_model_stops_on_a_hostile_gguf_with_one_line(case: str, tmp_path
     assert not (tmp_path / "job" / "res" / "manifest.json").exists()
 
 
-@pytest.mark.parametrize("case", sorted(set(HOSTILE_CONFIG) - {"layers_text"}))
+@pytest.mark.parametrize("case", sorted(HOSTILE_CONFIG))
 def test_cli_run_model_stops_on_a_hostile_config_with_one_line(case: str, saved_model: Path, tmp_path: Path,
                                                                bounded_memory: None,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
