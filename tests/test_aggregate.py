@@ -19,7 +19,8 @@ import torch
 
 from verbeval.agreement.aggregate import context_scores, read_shards, row_tse, summarise
 from verbeval.core.bootstrap import bootstrap_means
-from verbeval.agreement.metrics import form_statistics, score_logits
+from verbeval.agreement.kernels import form_statistics
+from verbeval.agreement.metrics import score_logits
 from verbeval.core.errors import VerbevalError
 from verbeval.agreement.shards import META_KEY, ChunkResult, chunk_range, read_shard_meta, write_shard
 from verbeval.agreement.shardstore import chunk_label
@@ -436,6 +437,26 @@ def test_aggregate_cli_writes_every_group_output(tmp_path: Path) -> None:
     expected = context_scores(read_shards(paths), [1.0], [0.5])
     pd.testing.assert_frame_equal(scores, expected)
     assert (tmp_path / "out" / "g1" / "tse.parquet").exists() and (tmp_path / "out" / "g1" / "summary.csv").exists()
+
+
+def test_aggregate_cli_does_not_import_torch(tmp_path: Path) -> None:
+    """``verbeval aggregate`` scores with numpy only (agreement.metrics; the torch kernels sit in
+    agreement.kernels): its jobs never pay torch's import."""
+    import os
+    import subprocess
+    import sys
+
+    import verbeval
+
+    manifest, _ = _store(tmp_path)
+    code = ("import sys; from verbeval.cli import main; "
+            f"rc = main({_aggregate_args(tmp_path, manifest)!r}); print(rc, 'torch' in sys.modules)")
+    # a process: what a command imports shows only in a fresh interpreter (pytest's has torch loaded)
+    env = {**os.environ, "PYTHONPATH": str(Path(verbeval.__file__).resolve().parents[1])}  # this checkout's package
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert out.split()[-2:] == ["0", "False"]
+    summary = pd.read_csv(tmp_path / "out" / "g1" / "summary.csv")
+    assert summary["metric"].iloc[0] == "tse" and summary["n_total"].iloc[0] == len(TSE_ROWS)
 
 
 @pytest.mark.parametrize("meta", [{"random_init": True}, {"random_init": False}, {}])

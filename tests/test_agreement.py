@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from verbeval.agreement.kernels import form_statistics, probabilities
 from verbeval.agreement.metrics import (
     FormStats,
-    form_statistics,
-    probabilities,
     score_logits,
     scores_from_stats,
     tse_scores,
@@ -270,6 +269,21 @@ def test_scores_from_stored_float32_stats_match_logits():
     np.testing.assert_allclose(top.mw, res.mw_top, atol=1e-5, equal_nan=True)
     np.testing.assert_allclose(top.ew, res.ew_top, atol=1e-5, equal_nan=True)
     np.testing.assert_allclose(bottom.mw, res.mw_bottom, atol=1e-5, equal_nan=True)
+
+
+def test_cutoff_search_counts_as_torch_searchsorted_even_with_nan() -> None:
+    """The batched binary search of the numpy scoring gives torch.searchsorted's counts, also on
+    rows holding NaN (contexts with non-finite logits), where numpy.searchsorted would differ."""
+    from verbeval.agreement.metrics import _count_below
+
+    rng = np.random.default_rng(5)
+    keys = np.sort(rng.random((40, 33)), axis=1)
+    keys[::3, rng.integers(0, 33, 14)] = np.nan  # unsorted by NaN, as a bad context's masses are
+    keys[1] = 0.25  # all tied
+    p = np.concatenate([rng.random((40, 6)), np.full((40, 1), 0.25), np.ones((40, 1)), np.full((40, 1), 2.0)], axis=1)
+    want = torch.searchsorted(torch.from_numpy(keys), torch.from_numpy(np.where(p >= 1, np.inf, p)), side="left")
+    assert np.array_equal(_count_below(keys, p), want.numpy())
+    assert _count_below(keys[1:2], p[1:2]).tolist() == [[0 if q <= 0.25 else 33 for q in p[1]]]
 
 
 def test_prob_counted_paper_vs_forms_worked_example():

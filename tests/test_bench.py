@@ -19,8 +19,9 @@ import pandas as pd
 import pytest
 import torch
 
-from verbeval.agreement import metrics as agreement
-from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, _stable_order, form_statistics, score_logits
+from verbeval.agreement import kernels as agreement
+from verbeval.agreement.kernels import form_statistics
+from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, _stable_order, score_logits
 from verbeval.bench.baseline_ratio import compare_with_verbeval
 from verbeval.bench.paper_baseline import PaperBaseline
 from verbeval.bench.throughput import throughput
@@ -220,18 +221,19 @@ def test_form_statistics_accelerator_path(monkeypatch: pytest.MonkeyPatch, decim
     monkeypatch.setattr(agreement, "_numpy_path", lambda t: False)
     for got, ref in zip(form_statistics(probs, forms), want):
         assert torch.equal(got, ref)
-    keys = torch.tensor([[0.5, 0.25, 0.5, 0.0]], dtype=torch.float64)
-    assert _stable_order(keys)[0].tolist() == [3, 1, 0, 2]
 
 
 def test_stable_order_packed_sort() -> None:
+    """The packed float32 sort of the scoring (agreement.metrics) against torch's stable sort."""
     keys32 = torch.tensor([[0.5, 0.25, 0.5, 0.0, -0.0, 1.0], [3.0, 3.0, 3.0, 1e-30, 2.0, 0.0]])
     keys = keys32.double()
-    want = torch.sort(keys, dim=-1, stable=True).indices
-    assert torch.equal(_stable_order(keys), want)
-    assert _stable_order(keys)[0].tolist() == [3, 4, 1, 0, 2, 5]  # ties (0.0/-0.0, 0.5/0.5) by position
-    not_float32 = keys + 1e-12  # not exactly float32: the torch.sort path, same answer
-    assert torch.equal(_stable_order(not_float32), torch.sort(not_float32, dim=-1, stable=True).indices)
+    want = torch.sort(keys, dim=-1, stable=True).indices.numpy()
+    assert np.array_equal(_stable_order(keys.numpy()), want)
+    assert _stable_order(keys.numpy())[0].tolist() == [3, 4, 1, 0, 2, 5]  # ties (0.0/-0.0, 0.5/0.5) by position
+    not_float32 = keys + 1e-12  # not exactly float32: the stable argsort path, same answer
+    assert np.array_equal(_stable_order(not_float32.numpy()), torch.sort(not_float32, dim=-1, stable=True).indices.numpy())
+    with_nan = torch.tensor([[0.5, float("nan"), 0.25, 0.5]], dtype=torch.float64)  # NaN last, as torch puts it
+    assert np.array_equal(_stable_order(with_nan.numpy()), torch.sort(with_nan, dim=-1, stable=True).indices.numpy())
 
 
 def test_compare_with_verbeval(tmp_path: Path) -> None:

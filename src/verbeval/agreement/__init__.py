@@ -1,9 +1,10 @@
 """The agreement study (Newman et al. 2021): TSE, EW and MW of subject-verb agreement.
 
 Holds: lexicon, minimal_pairs, template_files, custom_pairs, errata, groups and templates (the
-inputs), eligibility (single-token lemmas), inference, shards
-and shardstore (one forward pass per context, written as resumable probability shards), metrics
-(TSE, EW and MW from a probability row), aggregate (per-context scores, per-group summaries with
+inputs), eligibility (single-token lemmas), inference, shards and shardstore (one forward pass per
+context, written as resumable probability shards), kernels (the torch kernels of inference: float64
+softmax, each form's probability and the masses ranked above and below it), metrics (TSE, EW and MW
+from those form statistics, numpy only), aggregate (per-context scores, per-group summaries with
 bootstrap CIs), tables (Table 2), figures and plots (Figures 1-4 and the others), diagnostics
 (per-lemma statistics, Table 3), dvc_views (DVC metrics and plots), multitoken and lexicon_modes
 (verb forms of any length; the single_token/all/common modes), lengths (contexts longer than a model
@@ -14,25 +15,26 @@ May import: ``verbeval.core`` and its own modules; never another study, ``verbev
 top-level ``verbeval.cli`` / ``verbeval.dvc``.
 
 ``from verbeval.agreement import score_logits`` (and the other public names of
-:mod:`verbeval.agreement.metrics`) keeps working; they are loaded on first use, so that importing
-the package (the command line does) does not import torch.
+:mod:`verbeval.agreement.metrics` and :mod:`verbeval.agreement.kernels`) keeps working; they are
+loaded on first use, so that importing the package (the command line does) does not import torch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-#: public names of :mod:`verbeval.agreement.metrics` re-exported here
-_METRICS = ("PAPER_TOP_CUTOFFS", "PAPER_BOTTOM_CUTOFFS", "FormStats", "AgreementScores", "SideScores",
-            "MAX_COUNTED_TIES", "form_statistics", "side_scores", "tse_scores", "scores_from_stats",
-            "probabilities", "score_logits")
+#: public names re-exported here -> the module that defines them
+_EXPORTS = {**dict.fromkeys(("PAPER_TOP_CUTOFFS", "PAPER_BOTTOM_CUTOFFS", "FormStats", "AgreementScores",
+                             "SideScores", "side_scores", "tse_scores", "scores_from_stats", "score_logits"),
+                            "metrics"),
+            **dict.fromkeys(("MAX_COUNTED_TIES", "form_statistics", "probabilities"), "kernels")}
 
-__all__ = list(_METRICS)
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _METRICS:
-        from verbeval.agreement import metrics
+    if name in _EXPORTS:
+        import importlib
 
-        return getattr(metrics, name)
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

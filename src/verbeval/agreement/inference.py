@@ -19,7 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from verbeval import __version__
-from verbeval.agreement.metrics import form_statistics, probabilities
+from verbeval.agreement.kernels import form_statistics, probabilities
 from verbeval.agreement.eligibility import single_token_ids, tokenizer_fingerprint
 from verbeval.core.errors import VerbevalError
 from verbeval.core.memory import fit_batch_size, free_memory, is_oom, model_shape, per_context_bytes

@@ -17,10 +17,13 @@ including it ("post"); the reported score interpolates linearly between the two 
 of pre/post is defined, the defined one is reported; when neither is, the score is NaN ("invalid").
 ``p >= 1`` means the whole vocabulary.
 
-Everything here is vectorised: the per-form statistics (probability, mass ranked above, mass
-ranked below) are computed once per context; each side (top, bottom) then sorts the eligible forms
-once per context, and every pre/post set at every cutoff is a prefix of that order, answered with
-prefix sums and a batched binary search: no Python loop over lemmas, vocabulary or cutoffs.
+Everything here is vectorised numpy: the per-form statistics (probability, mass ranked above, mass
+ranked below: :class:`FormStats`, computed once per context by the torch kernels of
+:mod:`verbeval.agreement.kernels` at inference) are all the scores need; each side (top, bottom)
+then sorts the eligible forms once per context, and every pre/post set at every cutoff is a prefix
+of that order, answered with prefix sums and a binary search per context: no Python loop over
+lemmas, vocabulary or cutoffs. Only :func:`score_logits` (raw logits in) imports torch, when called,
+so that aggregation (``verbeval aggregate``) runs without it.
 
 Example (the paper's Table 1 toy: one plural context, two lemmas)::
 
@@ -36,14 +39,11 @@ Example (the paper's Table 1 toy: one plural context, two lemmas)::
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-
-ArrayLike = np.ndarray | torch.Tensor
+from numpy.typing import ArrayLike
 
 #: The paper's cutoffs (Newman et al. 2021, Figures 1-2).
 PAPER_TOP_CUTOFFS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 1.0)
@@ -97,246 +97,74 @@ class SideScores:
     prob_counted_forms: np.ndarray
 
 
-def _as_tensor(x: ArrayLike, dtype: torch.dtype | None = None) -> torch.Tensor:
-    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.array(x))  # copy: inputs may be read-only
-    return t.to(dtype) if dtype is not None else t
-
-
-def _numpy_path(t: torch.Tensor) -> bool:
-    """Whether a kernel takes its numpy (CPU) implementation rather than the torch one used on
-    accelerators (the tests switch this off to run the accelerator code on CPU)."""
-    return t.device.type == "cpu"
-
-
-#: on accelerators, rows with more tied forms than this are ranked by a full stable sort (see form_statistics)
-MAX_COUNTED_TIES = 8
-
-
-def _stable_ranks(probs: torch.Tensor, form_ids: torch.Tensor) -> torch.Tensor:
-    """Rank of each form in descending probability, ties by token id (a full stable sort)."""
-    b, v = probs.shape
-    order = torch.sort(probs, dim=-1, descending=True, stable=True).indices
-    ranks = torch.empty_like(order)
-    ranks.scatter_(1, order, torch.arange(v, device=probs.device).expand(b, v))
-    return ranks[:, form_ids]
-
-
-def _tie_rank(probs: torch.Tensor, rows: torch.Tensor, form_ids: torch.Tensor, block: int = 256) -> torch.Tensor:
-    """For each (row, form) pair, how many vocabulary items with a smaller id have exactly its
-    probability (accelerators; on CPU :func:`_tie_counts`)."""
-    out = torch.empty(len(rows), dtype=torch.long, device=probs.device)
-    ar = torch.arange(probs.shape[1], device=probs.device)
-    for s in range(0, len(rows), block):
-        r, f = rows[s : s + block], form_ids[s : s + block]
-        pr = probs[r]
-        eq = (pr == pr.gather(1, f.unsqueeze(1))) & (ar.unsqueeze(0) < f.unsqueeze(1))
-        out[s : s + block] = eq.sum(dim=1)
-    return out
-
-
-def form_statistics(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Probability, mass ranked above and mass ranked below for ``form_ids`` in each row of ``probs``.
-
-    ``probs``: ``[B, V]`` float64 probabilities (any device). ``form_ids``: ``[F]`` token ids.
-    Returns three ``[B, F]`` float64 tensors on the same device. Cumulative sums are float64, so
-    the tail of a peaked distribution is not lost to saturation (a pitfall of the paper's code).
-
-    The ranking is descending probability with ties broken by token id. Only the sorted *values*
-    are needed: the mass above a form is the running sum of the descending values up to its rank,
-    the mass below the running sum of the ascending values, and a form's rank is the number of
-    items more probable than it (a binary search in the sorted values) plus the number of equally
-    probable items with a smaller id (counted exactly, only for tied forms: :func:`_tie_rank`). The
-    sums are accumulated in the same order as a full stable sort would give, so the results are
-    identical, bit for bit, to sorting the vocabulary with its permutation, at a fraction of the cost.
-    """
-    if probs.dtype != torch.float64:
-        raise TypeError("form_statistics needs float64 probabilities")
-    b, v = probs.shape
-    if _numpy_path(probs):
-        return _form_statistics_numpy(probs, form_ids)
-    asc = torch.sort(probs, dim=-1).values
-    asc_cum = torch.cumsum(asc, dim=-1)  # mass of the i+1 least probable items
-    desc_cum = torch.cumsum(torch.flip(asc, dims=[-1]), dim=-1)  # mass of the i+1 most probable items
-    p_f = probs[:, form_ids].contiguous()
-    le = torch.searchsorted(asc, p_f, right=True)  # items with probability <= p_f (the form included)
-    rank = v - le  # items strictly more probable
-    tied = (le >= 2) & (asc.gather(1, (le - 2).clamp(min=0)) == p_f)  # another item has the same probability
-    if bool(tied.any()):
-        # a few tied forms in a row: count the equal items with a smaller id directly (one pass
-        # over the vocabulary per form); many (low-precision logits, e.g. bfloat16): rank the
-        # row with a full stable sort instead
-        heavy = tied.sum(dim=1) > MAX_COUNTED_TIES
-        r_idx, f_idx = (tied & ~heavy.unsqueeze(1)).nonzero(as_tuple=True)
-        if len(r_idx):
-            rank[r_idx, f_idx] += _tie_rank(probs, r_idx, form_ids[f_idx])
-        if bool(heavy.any()):
-            rows = heavy.nonzero(as_tuple=True)[0]
-            rank[rows] = _stable_ranks(probs[rows], form_ids)
-    zero = torch.zeros((), dtype=probs.dtype, device=probs.device)
-    above = torch.where(rank > 0, desc_cum.gather(1, (rank - 1).clamp(min=0)), zero)
-    below_idx = v - 2 - rank  # ascending position of the form, minus one
-    below = torch.where(below_idx >= 0, asc_cum.gather(1, below_idx.clamp(min=0)), zero)
-    return p_f, above, below
-
-
-def _form_statistics_numpy(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`form_statistics` on CPU, one context at a time (each row's arrays stay in cache).
-
-    Per context: numpy's SIMD sort of the values (no permutation), two sorted binary searches of
-    the forms, the exact tie count of :func:`_tie_counts` for the forms that share their probability
-    with another item, and two one-dimensional ``torch.cumsum`` (the same sequential float64 sums
-    as a full sort's cumulative sum, several times faster than the row-wise two-dimensional one).
-    The contexts are shared among ``torch.get_num_threads()`` threads (numpy and torch release the
-    GIL in these calls).
-    """
-    p_all, ids = probs.numpy(), form_ids.numpy().astype(np.int64, copy=False)
-    b, v = p_all.shape
-    p_f = np.ascontiguousarray(p_all[:, ids])
-    above = np.zeros((b, len(ids)))
-    below = np.zeros((b, len(ids)))
-
-    def rows(start: int, stop: int) -> None:
-        scratch = _RowScratch(v)  # one set of row buffers per thread, reused: no page faults per row
-        for i in range(start, stop):
-            above[i], below[i] = _row_statistics(p_all[i], p_f[i], ids, scratch)
-
-    workers = max(1, min(torch.get_num_threads(), b, _MAX_THREADS))
-    bounds = np.linspace(0, b, workers + 1).astype(int)
-    if workers == 1:
-        rows(0, b)
-    else:
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            for fut in [pool.submit(rows, int(x), int(y)) for x, y in zip(bounds[:-1], bounds[1:])]:
-                fut.result()
-    return torch.from_numpy(p_f), torch.from_numpy(above), torch.from_numpy(below)
-
-
-#: most threads :func:`_form_statistics_numpy` shares a batch among
-_MAX_THREADS = 16
-
-
-class _RowScratch:
-    """Buffers of one vocabulary row reused from context to context by one thread of
-    :func:`_form_statistics_numpy` (fresh 2 MB arrays per row at a 256k vocabulary cost page faults)."""
-
-    def __init__(self, v: int) -> None:
-        self.asc = np.empty(v)  # the row's values, ascending
-        self.desc = np.empty(v)  # the same, descending
-        self.cum = torch.empty(v, dtype=torch.float64)  # running sums
-
-
-def _row_statistics(p: np.ndarray, pf: np.ndarray, ids: np.ndarray,
-                    scratch: _RowScratch) -> tuple[np.ndarray, np.ndarray]:
-    """Mass above and mass below each form of one context (``pf = p[ids]``)."""
-    v = len(p)
-    asc = scratch.asc
-    np.copyto(asc, p)
-    asc.sort()  # in place: the same values as np.sort(p), without a new array
-    order = np.argsort(pf)
-    ranked = pf[order]
-    le = np.empty(len(pf), dtype=np.int64)
-    le[order] = np.searchsorted(asc, ranked, side="right")  # items <= p_f, the form included
-    lt = np.empty(len(pf), dtype=np.int64)
-    lt[order] = np.searchsorted(asc, ranked, side="left")  # items < p_f
-    rank = v - le  # items strictly more probable
-    tied = le - lt >= 2  # another item has the same probability
-    if tied.any():
-        rank[tied] += _tie_counts(p, asc, pf[tied], lt[tied], ids[tied])
-    cum, c = scratch.cum, scratch.cum.numpy()
-    np.copyto(scratch.desc, asc[::-1])
-    torch.cumsum(torch.from_numpy(scratch.desc), 0, out=cum)  # mass of the k+1 most probable items
-    above = np.where(rank > 0, c[np.maximum(rank - 1, 0)], 0.0)
-    below_idx = v - 2 - rank  # ascending position of the form, minus one
-    torch.cumsum(torch.from_numpy(asc), 0, out=cum)  # mass of the k+1 least probable items
-    below = np.where(below_idx >= 0, c[np.maximum(below_idx, 0)], 0.0)
-    return above, below
-
-
-#: up to this many distinct tied values, :func:`_tie_counts` compares the vocabulary with each
-#: (one fast pass each); beyond it, it argsorts the row. A float32 model at a 256k vocabulary has
-#: about 12 (up to 18 seen) tied form values per context; at 256k one pass took 0.05 ms and the
-#: argsort 5.7 ms (AMD Zen 4, numpy's AVX2 kernels), so 32 passes still cost a third of the argsort.
-#: bfloat16 logits give about 1,100 and take the argsort.
-_COMPARED_TIES = 32
-
-
-def _tie_counts(p: np.ndarray, asc: np.ndarray, values: np.ndarray, starts: np.ndarray,
-                form_ids: np.ndarray) -> np.ndarray:
-    """For each tied form (``values[j]`` = ``p[form_ids[j]]``, first found at ``asc[starts[j]]`` in
-    the ascending values ``asc``), how many items of ``p`` with a smaller id have exactly its probability.
-
-    With few distinct tied values (float32 logits), the row is compared with each of them (one
-    fast pass each). With many (low-precision logits such as bfloat16, where most of the
-    vocabulary shares a handful of values), the row is argsorted once, the items are keyed by
-    (start of their run of equal values, id), and each form's count is a binary search in the
-    sorted keys.
-    """
-    uniq = np.unique(values)
-    if len(uniq) <= _COMPARED_TIES:
-        vi = np.searchsorted(uniq, values)
-        equal_ids = [np.flatnonzero(p == u) for u in uniq]  # ascending ids of the items equal to each value
-        return np.array([np.searchsorted(equal_ids[j], f) for j, f in zip(vi.tolist(), form_ids.tolist())],
-                        dtype=np.int64)
-    n = len(p)
-    order = np.argsort(p)  # ascending; equal values in any order
-    new_run = np.empty(n, dtype=bool)
-    new_run[0] = True
-    np.not_equal(asc[1:], asc[:-1], out=new_run[1:])
-    run_start = np.maximum.accumulate(np.where(new_run, np.arange(n), 0))
-    keys = run_start * n + order  # (run, id): sorted, the runs' items in id order
-    keys.sort()
-    return np.searchsorted(keys, starts * n + form_ids) - starts
-
-
-def _stable_order(keys: torch.Tensor) -> torch.Tensor:
+def _stable_order(keys: np.ndarray) -> np.ndarray:
     """Permutation sorting each row of ``[N, F]`` keys ascending, ties kept in position order.
 
     Keys read from shards are float32 values >= 0, whose bit patterns sort like the values: each
     is packed with its position into one int64 and sorted with numpy's SIMD sort, several times
-    faster than a stable ``torch.sort``; other keys take ``torch.sort(stable=True)``. Same result.
+    faster than a stable argsort; other keys take ``np.argsort(kind="stable")``. Same result.
     """
     n, f = keys.shape
-    if _numpy_path(keys) and keys.dtype == torch.float64 and f < 2**31:
-        k32 = keys.to(torch.float32) + 0.0  # + 0.0 turns -0.0 into +0.0
-        if bool(((k32 >= 0) & (k32.to(torch.float64) == keys)).all()):
-            packed = (k32.numpy().view(np.int32).astype(np.int64) << 32) | np.arange(f, dtype=np.int64)
+    if keys.dtype == np.float64 and f < 2**31:
+        k32 = keys.astype(np.float32) + np.float32(0.0)  # + 0.0 turns -0.0 into +0.0
+        if bool(((k32 >= 0) & (k32.astype(np.float64) == keys)).all()):
+            packed = (k32.view(np.int32).astype(np.int64) << 32) | np.arange(f, dtype=np.int64)
             packed.sort(axis=-1)
-            return torch.from_numpy(packed & 0xFFFFFFFF)
-    return torch.sort(keys, dim=-1, stable=True).indices
+            return packed & 0xFFFFFFFF
+    return np.argsort(keys, axis=-1, kind="stable")
 
 
-def _cutoff_tensor(cutoffs: Sequence[float] | np.ndarray, n: int) -> torch.Tensor:
-    c = torch.as_tensor(np.asarray(cutoffs, dtype=np.float64))
+def _cutoff_array(cutoffs: Sequence[float] | np.ndarray, n: int) -> np.ndarray:
+    c = np.asarray(cutoffs, dtype=np.float64)
     if c.ndim != 1:
         raise ValueError("cutoffs must be a 1-d sequence")
-    if bool(((c <= 0) | torch.isnan(c)).any()):
+    if bool(((c <= 0) | np.isnan(c)).any()):
         raise ValueError(f"cutoffs must be > 0, got {c.tolist()}")
-    return c.expand(n, c.shape[0]).contiguous()
+    return np.ascontiguousarray(np.broadcast_to(c, (n, c.shape[0])))
 
 
-def _prefix(values: torch.Tensor) -> torch.Tensor:
-    """Cumulative sums with a leading zero column: ``out[:, k]`` is the sum of the first k values."""
-    out = torch.empty((values.shape[0], values.shape[1] + 1), dtype=values.dtype)
+def _prefix(values: np.ndarray) -> np.ndarray:
+    """Cumulative sums along each row of ``[N, F]`` ``values``, with a leading zero column:
+    ``out[:, k]`` is the sum of the first k values (float64 sums run in sequence along the row)."""
+    out = np.empty((values.shape[0], values.shape[1] + 1), dtype=values.dtype)
     out[:, 0] = 0
     out[:, 1:] = values
-    return out.cumsum_(dim=-1)  # in place on a contiguous tensor: ~3x faster than out=<a strided view>
+    return np.cumsum(out, axis=-1, out=out)  # from the zero: 0 + -0.0 is +0.0, as in a sum
 
 
-def _count_below(sorted_keys: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """Number of keys strictly below each cutoff; ``p >= 1`` selects every key."""
-    p_eff = torch.where(p >= 1.0, torch.full_like(p, float("inf")), p)
-    return torch.searchsorted(sorted_keys.contiguous(), p_eff, side="left")
+def _count_below(sorted_keys: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Number of keys strictly below each cutoff, per row (``[N, F]`` keys, ``[N, C]`` cutoffs);
+    ``p >= 1`` selects every key.
+
+    One binary search per row and cutoff, all run at once: the lower bound with the step
+    ``!(key >= p)`` of ``torch.searchsorted``, so that a row holding NaN (a context with non-finite
+    logits) gives the same counts as there too (``numpy.searchsorted`` sorts NaN last instead).
+    """
+    n, f = sorted_keys.shape
+    p_eff = np.where(p >= 1.0, np.inf, p)
+    flat = sorted_keys.ravel()
+    row_start = (np.arange(n, dtype=np.int64) * f)[:, None]
+    lo = np.zeros(p.shape, dtype=np.int64)
+    hi = np.full(p.shape, f, dtype=np.int64)
+    while True:
+        open_ = lo < hi
+        if not open_.any():
+            return lo
+        mid = lo + ((hi - lo) >> 1)
+        right = ~(flat.take(row_start + np.minimum(mid, f - 1)) >= p_eff)
+        lo = np.where(open_ & right, mid + 1, lo)
+        hi = np.where(open_ & ~right, mid, hi)
 
 
-def _ratio(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
-    out = num / torch.where(den > 0, den, torch.ones_like(den))
-    return torch.where(den > 0, out, torch.full_like(out, float("nan")))
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    out = num / np.where(den > 0, den, 1.0)
+    return np.where(den > 0, out, np.nan)
 
 
-def _interpolate(pre: torch.Tensor, post: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+def _interpolate(pre: np.ndarray, post: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """(1 - alpha) * pre + alpha * post; a NaN side takes the other side's value (paper's code)."""
-    pre_f = torch.where(torch.isnan(pre), post, pre)
-    post_f = torch.where(torch.isnan(post), pre, post)
+    pre_f = np.where(np.isnan(pre), post, pre)
+    post_f = np.where(np.isnan(post), pre, post)
     return pre_f + alpha * (post_f - pre_f)
 
 
@@ -355,79 +183,86 @@ def side_scores(
     ``cum_below`` for bottom-p). ``both_forms``: a lemma counts only when both forms are in the set
     (bottom-p) rather than either (top-p).
     """
-    prob_t = _as_tensor(prob, torch.float64)
-    excl_t = _as_tensor(excl, torch.float64)
-    plural_t = _as_tensor(plural).to(torch.bool)
-    n, n_lemmas, two = prob_t.shape
-    if two != 2 or excl_t.shape != prob_t.shape or plural_t.shape != (n,):
+    prob_a = np.array(prob, dtype=np.float64)
+    excl_a = np.array(excl, dtype=np.float64)
+    plural_a = np.asarray(plural).astype(bool)
+    n, n_lemmas, two = prob_a.shape
+    if two != 2 or excl_a.shape != prob_a.shape or plural_a.shape != (n,):
         raise ValueError("prob/excl must be [N, L, 2] and plural [N]")
-    p = _cutoff_tensor(cutoffs, n)
+    p = _cutoff_array(cutoffs, n)
     if n_lemmas == 0:
-        nan = np.full(tuple(p.shape), np.nan)
-        return SideScores(nan, nan.copy(), np.zeros(tuple(p.shape)), np.zeros(tuple(p.shape)))
+        nan = np.full(p.shape, np.nan)
+        return SideScores(nan, nan.copy(), np.zeros(p.shape), np.zeros(p.shape))
 
     f = 2 * n_lemmas
-    right_idx = plural_t.long().view(n, 1, 1).expand(n, n_lemmas, 1)
-    p_right = prob_t.gather(2, right_idx).squeeze(2)
-    p_wrong = prob_t.gather(2, 1 - right_idx).squeeze(2)
-    lemma_ok = (p_right > p_wrong).to(torch.float64)
-    is_right_form = torch.zeros_like(prob_t)
-    is_right_form.scatter_(2, right_idx, 1.0)
+    row_start = (np.arange(n, dtype=np.int64) * f)[:, None]  # flat index of each row's first form
+    right = plural_a[:, None]  # the plural form (index 1) is the correct one
+    p_right = np.where(right, prob_a[:, :, 1], prob_a[:, :, 0])
+    p_wrong = np.where(right, prob_a[:, :, 0], prob_a[:, :, 1])
+    lemma_ok = p_right > p_wrong
 
     # One sort per context: the forms in ranking order from the end being cut. Every set scored
     # below (pre/post at every cutoff) is a prefix of this order.
-    flat_excl = excl_t.reshape(n, f)
-    order = _stable_order(flat_excl)
-    excl_s = flat_excl.gather(1, order)
-    prob_s = prob_t.reshape(n, f).gather(1, order)
-    # inclusive mass is nondecreasing along the ranking; cummax only irons out storage rounding
-    incl_s = torch.cummax(excl_s + prob_s, dim=-1).values
+    flat_excl = excl_a.reshape(n, f)
+    ranked = _stable_order(flat_excl) + row_start  # flat index of the form at each rank
+    excl_s = flat_excl.ravel().take(ranked)
+    prob_s = prob_a.ravel().take(ranked)
+    # inclusive mass is nondecreasing along the ranking; the running maximum only irons out storage rounding
+    incl_s = np.maximum.accumulate(excl_s + prob_s, axis=-1)
     n_pre = _count_below(incl_s, p)  # forms entirely before the cutoff
     n_post = _count_below(excl_s, p)  # forms starting before it (pre + the straddling form)
 
-    # position of each form in the ranking; a lemma enters the set with its first form (top-p,
-    # either form counts) or its second form (bottom-p, both forms must be in)
-    pos = torch.empty_like(order)
-    pos.scatter_(1, order, torch.arange(f).expand(n, f))
-    pos = pos.view(n, n_lemmas, 2)
-    enter = (torch.maximum if both_forms else torch.minimum)(pos[:, :, 0], pos[:, :, 1])  # [N, L]
+    # rank of each form; a lemma enters the set with its first form (top-p, either form counts)
+    # or its second form (bottom-p, both forms must be in)
+    pos = np.empty(n * f, dtype=np.int64)
+    pos[ranked] = np.arange(f)
+    pos = pos.reshape(n, n_lemmas, 2)
+    enter = (np.maximum if both_forms else np.minimum)(pos[:, :, 0], pos[:, :, 1])  # [N, L]
+    prefix_start = (np.arange(n, dtype=np.int64) * (f + 1))[:, None]  # flat index of a prefix row
+    entry = prefix_start + 1 + enter
 
-    def at_entry(values: torch.Tensor) -> torch.Tensor:
-        """Lemma values placed at the ranking position where the lemma enters the set."""
-        return torch.zeros((n, f), dtype=torch.float64).scatter_(1, enter, values)
+    def entered(values: np.ndarray) -> np.ndarray:
+        """Prefix sums (:func:`_prefix`) of lemma values placed at the rank where the lemma enters the set."""
+        out = np.zeros(n * (f + 1), dtype=values.dtype)
+        out[entry] = values
+        out = out.reshape(n, f + 1)
+        return np.cumsum(out, axis=-1, out=out)
 
-    sums = {
-        "count": at_entry(torch.ones_like(lemma_ok)),
-        "ok": at_entry(lemma_ok),
-    }
+    # lemmas counted and lemmas right, packed into one exact integer prefix sum: count + (right << 32)
+    counts = entered(lemma_ok.astype(np.int64) << 32 | 1)
     # counted mass, lemma level: both forms of every counted lemma (the paper's code, Figure 3)
-    sums["mass"] = at_entry(p_right + p_wrong)
+    prefix = {"mass": entered(p_right + p_wrong)}
     if both_forms:  # MW over counted lemmas, both forms' mass (= the lemma-level counted mass)
-        sums["num"] = at_entry(p_right)
-        sums["den"] = sums["mass"]
+        prefix["num"] = entered(p_right)
+        prefix["den"] = prefix["mass"]
     else:  # MW over the forms in the set (= the form-level counted mass)
-        sums["num"] = (prob_t * is_right_form).reshape(n, f).gather(1, order)
-        sums["den"] = prob_s
-    prefix = {k: _prefix(v) for k, v in sums.items()}
+        is_right_form = np.zeros_like(prob_a)
+        is_right_form[:, :, 1] = right
+        is_right_form[:, :, 0] = ~right
+        prefix["num"] = _prefix((prob_a * is_right_form).ravel().take(ranked))
+        prefix["den"] = _prefix(prob_s)
 
-    def scores_at(k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        count, ok, num, den, mass = (prefix[key].gather(1, k) for key in ("count", "ok", "num", "den", "mass"))
+    def scores_at(k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        at = prefix_start + k
+        packed = counts.ravel().take(at)
+        count, ok = (packed & 0xFFFFFFFF).astype(np.float64), (packed >> 32).astype(np.float64)
+        num, den, mass = (prefix[key].ravel().take(at) for key in ("num", "den", "mass"))
         ew = _ratio(ok, count)
-        mw = torch.where(count > 0, _ratio(num, den), torch.full_like(num, float("nan")))
+        mw = np.where(count > 0, _ratio(num, den), np.nan)
         return ew, mw, mass, den
 
     pre, post = scores_at(n_pre), scores_at(n_post)
     # straddling rank: the first form not entirely before the cutoff, if it starts before it
-    cand = n_pre.clamp(max=f - 1)
-    c_excl, c_prob = excl_s.gather(1, cand), prob_s.gather(1, cand)
+    cand = np.minimum(n_pre, f - 1) + row_start
+    c_excl, c_prob = excl_s.ravel().take(cand), prob_s.ravel().take(cand)
     straddles = (n_pre < f) & (c_excl < p) & (p < 1.0) & (c_prob > 0)
-    alpha = (p - c_excl) / torch.where(c_prob > 0, c_prob, torch.ones_like(c_prob))
-    alpha = torch.where(straddles, alpha.clamp(0.0, 1.0), torch.zeros_like(alpha))
+    alpha = (p - c_excl) / np.where(c_prob > 0, c_prob, 1.0)
+    alpha = np.where(straddles, np.clip(alpha, 0.0, 1.0), 0.0)
     ew = _interpolate(pre[0], post[0], alpha)
     mw = _interpolate(pre[1], post[1], alpha)
     counted = pre[2] + alpha * (post[2] - pre[2])
     counted_forms = pre[3] + alpha * (post[3] - pre[3])
-    return SideScores(ew.numpy(), mw.numpy(), counted.numpy(), counted_forms.numpy())
+    return SideScores(ew, mw, counted, counted_forms)
 
 
 def tse_scores(p_sing: ArrayLike, p_plur: ArrayLike, plural: ArrayLike, valid: ArrayLike | None = None) -> np.ndarray:
@@ -455,27 +290,6 @@ def scores_from_stats(
     return top, bottom
 
 
-def probabilities(logits: ArrayLike, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Softmax in float64 of ``[N, V]`` logits.
-
-    The softmax converts its input to float64 itself (``dtype=``), bit-identical to converting
-    first, without a float64 copy of the logits (at a 256k vocabulary the copy alone was about a
-    sixth of the post-processing time).
-
-    ``out``: a contiguous float64 ``[N, V]`` tensor on the logits' device to write into and return,
-    reused by the caller from batch to batch. The same kernel writes the same bits; a fresh
-    ``[256, 256000]`` float64 result is 512 MB whose first touch costs page faults (2.0 against 1.2 ms
-    per context at 2 threads, AMD Zen 3). The caller must not keep the result past its next call.
-    """
-    t = _as_tensor(logits)
-    if out is None:
-        return torch.softmax(t, dim=-1, dtype=torch.float64)
-    if out.shape != t.shape or out.dtype != torch.float64 or out.device != t.device or not out.is_contiguous():
-        raise ValueError(f"probabilities: out must be a contiguous float64 tensor of shape {tuple(t.shape)} "
-                         f"on {t.device}, not {out.dtype} {tuple(out.shape)} on {out.device}")
-    return torch.ops.aten.softmax.int_out(t, -1, torch.float64, out=out)
-
-
 def score_logits(
     logits: ArrayLike,
     plural: ArrayLike,
@@ -484,7 +298,8 @@ def score_logits(
     bottom_cutoffs: Sequence[float] | np.ndarray = PAPER_BOTTOM_CUTOFFS,
     tse_ids: ArrayLike | None = None,
 ) -> AgreementScores:
-    """Score contexts from raw logits: the library entry point for users with their own models.
+    """Score contexts from raw logits: the library entry point for users with their own models (it
+    runs the torch kernels of :mod:`verbeval.agreement.kernels`, on the logits' device).
 
     Args:
         logits: ``[N, V]`` float array, one row per context (mask-position or next-token logits).
@@ -500,9 +315,11 @@ def score_logits(
         ``prob_counted_forms_*`` only the counted forms inside the cutoff set (the two are equal
         at bottom-p).
     """
+    from verbeval.agreement.kernels import as_tensor, form_statistics, probabilities
+
     probs = probabilities(logits)
     n, v = probs.shape
-    ids = _as_tensor(lemma_ids).long().reshape(-1, 2)
+    ids = as_tensor(lemma_ids).long().reshape(-1, 2)
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= v):
         raise ValueError(f"lemma_ids must be in [0, {v})")
     prob, above, below = form_statistics(probs, ids.reshape(-1))
@@ -513,7 +330,7 @@ def score_logits(
     if tse_ids is None:
         tse = np.full(n, np.nan)
     else:
-        t_ids = _as_tensor(tse_ids).long().reshape(n, 2)
+        t_ids = as_tensor(tse_ids).long().reshape(n, 2)
         valid = (t_ids >= 0).all(dim=1)
         safe = t_ids.clamp(min=0)
         pt = probs.gather(1, safe)
