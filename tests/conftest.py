@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -357,11 +357,13 @@ def no_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closed_port: int) ->
     return cache
 
 
-def fake_cached(cache: Path, repo: str) -> None:
-    """What huggingface_hub leaves in its cache after downloading ``repo``'s config.json."""
+def fake_cached(cache: Path, repo: str, revisions: Sequence[str] = ("main",)) -> None:
+    """What huggingface_hub leaves in its cache after downloading ``repo``'s config.json at each of
+    ``revisions`` (branch names)."""
     commit = "0" * 40
     root = cache / ("models--" + repo.replace("/", "--"))
     (root / "refs").mkdir(parents=True)
-    (root / "refs" / "main").write_text(commit)
+    for rev in revisions:
+        (root / "refs" / rev).write_text(commit)
     (root / "snapshots" / commit).mkdir(parents=True)
     (root / "snapshots" / commit / "config.json").write_text("{}")

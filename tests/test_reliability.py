@@ -19,7 +19,7 @@ from verbeval.core.io import atomic_path, check_writable, stale_temporaries, wri
 from verbeval.workflow.loading import plan_from_files
 from verbeval.workflow.plan import PlanError
 
-from conftest import REPO_ROOT as REPO, checkout_view
+from conftest import REPO_ROOT as REPO, checkout_view, fake_cached
 from inprocess import DryRunError, dry_run
 
 SRC = REPO / "src"
@@ -277,7 +277,7 @@ def test_check_config_reports_missing_model_folders(tmp_path: Path, capsys: pyte
 
 
 def test_model_folder_without_config_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                          monkeypatch: pytest.MonkeyPatch, no_hub: Path) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "models" / "half").mkdir(parents=True)
     (tmp_path / "models" / "half" / "tokenizer.json").write_text("{}")
@@ -303,7 +303,9 @@ def test_model_folder_without_config_json(tmp_path: Path, capsys: pytest.Capture
         "models/smol has no config.json but holds GGUF file(s) SmolLM2.Q4_1.gguf: list it under models: with "
         "gguf_file: <one of them> (docs/models.md); simverb.models and veridicality.models take only "
         "save_pretrained folders and hub ids"]
-    # a hub id (one slash, its first part not a local folder) is not checked
+    # a hub id (one slash, its first part not a local folder) is not checked as a path (here it is in
+    # the hub cache; one neither cached nor downloadable is an error: test_model_errors)
+    fake_cached(no_hub, "EleutherAI/pythia-70m")
     cfg.write_text("models: [{id: EleutherAI/pythia-70m}]\n")
     assert main(["check-config", str(cfg)]) == 0
 

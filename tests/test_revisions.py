@@ -26,7 +26,7 @@ from verbeval.core.config import (
 from verbeval.core.errors import VerbevalError
 from verbeval.agreement.figures import checkpoint_curves
 
-from conftest import REPO_ROOT as REPO, checkout_view
+from conftest import REPO_ROOT as REPO, checkout_view, fake_cached
 from inprocess import dry_run
 
 
@@ -120,7 +120,10 @@ def test_schema_errors_of_revisions() -> None:
     assert "models.0.revisions.0.name" in _error({"models": [{"id": "m", "revisions": [{"revision": "a", "name": "a b"}]}]})
 
 
-def test_check_config_counts_each_revision(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_config_counts_each_revision(tmp_path: Path, capsys: pytest.CaptureFixture[str], no_hub: Path) -> None:
+    # the hub models as a cache filled in advance leaves them (no hub is reached)
+    fake_cached(no_hub, "EleutherAI/pythia-160m", ["step1000", "step2000", "step4000"])
+    fake_cached(no_hub, "gpt2")
     cfg = tmp_path / "sweep.yaml"
     cfg.write_text("models:\n  - {id: EleutherAI/pythia-160m, revisions: [step1000, step2000, step4000]}\n"
                    "  - {id: gpt2}\n")
