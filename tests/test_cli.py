@@ -279,3 +279,17 @@ def test_docs_cli_writes_and_checks(tmp_path: Path, capsys: pytest.CaptureFixtur
     _, err = _stderr_lines(capsys)
     assert len(err) == 1 and f"{doc}: expected exactly one line" in err[0]
     assert doc.read_text() == "# no markers\n"
+
+
+def test_ctrl_c_is_one_line_and_status_130(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during any command: one line naming the command, no traceback, the shell's status 130."""
+    from verbeval.core import cli as core_cli
+
+    def interrupted(a: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(core_cli, "cmd_check_config", interrupted)
+    assert main(["check-config", str(tmp_path / "c.yaml")]) == 130
+    cap = capsys.readouterr()
+    assert cap.err == "verbeval check-config: interrupted\n" and cap.out == ""

@@ -75,6 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C: what the command started (pip, temporaries) was cleaned up on the way out
+        print(f"verbeval {args.command}: interrupted", file=sys.stderr)
+        return 130  # the shell's status for a command ended by SIGINT
     except VerbevalError as exc:
         print(f"verbeval {args.command}: error: {exc}", file=sys.stderr)
         return 1
