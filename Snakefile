@@ -8,7 +8,8 @@ import os
 # relative paths (config/, resources/, data/, results/) are read from the working directory
 if not workflow.config_settings.configfiles and not os.path.isfile("config/config.yaml"):
     raise WorkflowError(f"config/config.yaml not found in the working directory {os.getcwd()}: run the workflow "
-                        f"from the repository root ({workflow.basedir}), or add --directory {workflow.basedir}")
+                        f"from the repository root ({workflow.basedir}), or from elsewhere with -s {workflow.basedir}/Snakefile "
+                        f"--directory {workflow.basedir}")
 
 
 configfile: "config/config.yaml"

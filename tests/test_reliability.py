@@ -495,6 +495,21 @@ def test_dry_run_with_results_dir_under_a_file_is_one_line(tmp_path: Path) -> No
                               "directory): choose another results_dir")
 
 
+def test_dry_run_with_a_file_where_results_dir_needs_a_folder_is_one_line(tmp_path: Path) -> None:
+    """results_dir is a folder, but results_dir/agreement is a file: Snakemake's inventory of the
+    outputs would stop in a NotADirectoryError traceback; parsing stops first, with one line."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "agreement").write_text("")
+    cfg = _config(tmp_path, f"models: [{{id: gpt2}}]\nresults_dir: {results}\n")
+    with pytest.raises(DryRunError) as err:
+        dry_run(checkout_view(tmp_path / "wd"), [cfg])
+    assert str(err.value).startswith(f"results_dir {results}: cannot write {results}/agreement (it is a file, where "
+                                     f"the run needs a folder for {results}/agreement/"), str(err.value)
+    assert str(err.value).endswith("): move it away or choose another results_dir")
+    assert sorted(p.name for p in results.iterdir()) == ["agreement"]  # nothing written
+
+
 def test_tiny_model_folder_and_other_folders_are_named(tmp_path: Path) -> None:
     from verbeval.workflow.snakemake import unwritable_output
 

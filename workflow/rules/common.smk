@@ -39,8 +39,9 @@ try:
 except PlanError as exc:
     raise ConfigError(str(exc)) from None
 # an output folder under a file: Snakemake's own inventory of the outputs would stop in a traceback
-if blocked_output_root(config):
-    raise ConfigError(blocked_output_root(config))
+_blocked = blocked_output_root(config, PLAN.all_outputs())
+if _blocked:
+    raise ConfigError(_blocked)
 
 # Parsing the workflow writes no file. A pip model's file that is not its pinned one, a stale shard
 # store (a listed shard gone or changed) and a raw copy that matches no checksum of its manifest

@@ -133,16 +133,42 @@ def unwritable_output(config: Mapping[str, Any], outputs: Iterable[str | Path]) 
     return f"cannot write {_shown(where)} ({reason}), where the run writes {_shown(path)}"
 
 
-def blocked_output_root(config: Mapping[str, Any]) -> str | None:
+def _not_a_folder(path: Path) -> str | None:
+    """What ``path`` is when something other than a directory is there (a file, a broken link)."""
+    if path.is_symlink() and not path.exists():
+        return "a broken symbolic link"
+    return "a file" if path.exists() and not path.is_dir() else None
+
+
+def blocked_output_root(config: Mapping[str, Any], outputs: Iterable[str | Path] = ()) -> str | None:
     """A configured output folder (:func:`output_roots`) with a file or a broken link in its path,
-    as one line; else None. It writes nothing, so parsing can ask it: Snakemake's own DAG inventory
-    fails with a traceback (NotADirectoryError) on such a path, before ``onstart``."""
+    or one inside such a folder where one of ``outputs`` (the run's targets) needs a folder, as one
+    line; else None. It writes nothing, so parsing can ask it: Snakemake's own DAG inventory fails
+    with a traceback (NotADirectoryError) on such a path, before ``onstart``."""
     for key, folder in output_roots(config):
         path = Path(folder)
         blocker = next((a for a in (path, *path.parents) if a.exists() or a.is_symlink()), None)
         if blocker is not None and not blocker.is_dir():
             what = "a broken symbolic link" if blocker.is_symlink() and not blocker.exists() else "a file"
             return f"{key} {folder}: cannot write there ({blocker} is {what}, not a directory): choose another {key}"
+    roots = [(key, folder, Path(os.path.abspath(folder))) for key, folder in output_roots(config)]
+    seen: set[Path] = set()
+    for output in outputs:
+        absolute = Path(os.path.abspath(output))
+        for key, folder, root in roots:
+            if root not in absolute.parents:
+                continue
+            # the folders between the root and the output, outermost first (each looked at once)
+            for inner in reversed(absolute.relative_to(root).parents[:-1]):
+                here = root / inner
+                if here in seen:
+                    continue
+                seen.add(here)
+                what = _not_a_folder(here)
+                if what is not None:
+                    return (f"{key} {folder}: cannot write {Path(folder) / inner} (it is {what}, where the run "
+                            f"needs a folder for {_shown(absolute)}): move it away or choose another {key}")
+            break
     return None
 
 
