@@ -266,7 +266,8 @@ def test_one_context_that_cannot_fit_stops_before_the_forward(gpt2: LoadedModel,
 
 
 @pytest.mark.parametrize("error", ["cpu-allocator", "memory-error"])
-def test_oom_backoff_on_cpu(gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch, error: str) -> None:
+def test_oom_backoff_on_cpu(gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch, error: str,
+                            caplog: pytest.LogCaptureFixture) -> None:
     reference = _run(gpt2, 2)
     original = gpt2.model.forward
     seen: list[tuple[int, bool]] = []
@@ -279,9 +280,37 @@ def test_oom_backoff_on_cpu(gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch, 
         return original(*args, **kwargs)
 
     monkeypatch.setattr(gpt2.model, "forward", forward)
-    result = _run(gpt2, 8)
+    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.inference"):
+        result = _run(gpt2, 8)
     assert seen[0] == (8, False) and (4, False) in seen
     assert sum(n for n, ok in seen if ok) == len(LEFTS)  # every context once, in batches of 2
+    _assert_same(result, reference)
+    # one warning per cut (8 -> 4 -> 2), not one per batch
+    assert [r.getMessage() for r in caplog.records] == [
+        "out of memory at batch size 8; retrying with 4, and later batches too",
+        "out of memory at batch size 4; retrying with 2, and later batches too"]
+
+
+def test_oom_backoff_keeps_the_cut_for_later_batches(gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """Many batches of a size that does not fit: each later batch starts at the size that fits, so
+    there is one failed allocation and one warning, not one per batch (a probe saw 1128 warnings)."""
+    reference = _run(gpt2, 1)
+    original = gpt2.model.forward
+    sizes: list[int] = []
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        n = kwargs["input_ids"].shape[0]
+        sizes.append(n)
+        if n > 1:
+            raise RuntimeError(CPU_ALLOCATOR_MESSAGE)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(gpt2.model, "forward", forward)
+    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.inference"):
+        result = _run(gpt2, 2)  # four batches of 2
+    assert sizes == [2] + [1] * len(LEFTS)  # one failure, then every context alone
+    assert len(caplog.records) == 1
     _assert_same(result, reference)
 
 

@@ -194,7 +194,8 @@ def run_contexts(
     (singular id, plural id) with -1 for a form that is not a single token.
     ``batch_size``: contexts per forward pass at most, cut to the number of contexts and to what
     fits in the device's free memory (:func:`fit_contexts`); a batch that runs out of memory all
-    the same (CUDA, or the CPU allocator) is halved and retried.
+    the same (CUDA, or the CPU allocator) is halved and retried, and every later batch is cut to
+    that half (one warning per cut, not one failed allocation per batch).
     """
     n, f = len(encoded.ids), len(form_ids)
     out = ChunkResult(
@@ -250,9 +251,13 @@ def run_contexts(
     # 256k x 256: page faults), as large as the largest batch so far (the first: batches are cut
     # from one size, longest first); nothing computed below keeps a view of it past its batch
     prob_buf: torch.Tensor | None = None
+    cap: int | None = None  # after an out-of-memory error: the batch size every later batch is cut to
     with torch.inference_mode():
         while pending:
             idx = pending.pop(0)
+            if cap is not None and len(idx) > cap:  # consecutive slices: the same contexts, in order
+                pending[:0] = [idx[i:i + cap] for i in range(cap, len(idx), cap)]
+                idx = idx[:cap]
             try:
                 ids, att = _pad([encoded.ids[i] for i in idx], pad_id, dev)
                 tgt = torch.as_tensor(encoded.target[idx]).to(dev, non_blocking=True)
@@ -275,7 +280,10 @@ def run_contexts(
                 if cuda:
                     torch.cuda.empty_cache()
                 half = len(idx) // 2
-                log.warning("out of memory at batch size %d; retrying with %d", len(idx), half)
+                if cap is None or half < cap:  # one warning per cut, not one per batch
+                    log.warning("out of memory at batch size %d; retrying with %d, and later batches too",
+                                len(idx), half)
+                cap = half if cap is None else min(cap, half)
                 pending[:0] = [idx[:half], idx[half:]]
                 continue
             flagged.append((idx, host(finite)))
