@@ -38,7 +38,7 @@ from verbeval.core.io import atomic_path
 from verbeval.core.devices import describe_device
 from verbeval.core.models import LoadedModel
 from verbeval.agreement.shardstore import PlannedShard, run_plan, shard_key, shard_relpath
-from verbeval.core.tables import tex_escape
+from verbeval.core.tables import format_number, latex_row, latex_tabular, markdown_table, tex_escape
 
 log = logging.getLogger(__name__)
 
@@ -455,10 +455,6 @@ def modes_table(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[
     return pd.DataFrame(recs)
 
 
-def _fmt(x: Any, digits: int = 2) -> str:
-    return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
-
-
 def to_markdown(table: pd.DataFrame, models: Sequence[str], headline: str) -> str:
     """Groups as rows; per model and mode TSE / EW / MW (headline mode first), lemma counts in the header."""
     order = [headline] + [m for m in MODES if m != headline]
@@ -468,43 +464,39 @@ def to_markdown(table: pd.DataFrame, models: Sequence[str], headline: str) -> st
             sel = table[(table["model"] == m) & (table["mode"] == mode)]
             n = int(sel["n_lemmas"].iloc[0]) if len(sel) else 0
             header += [f"{m} {mode} ({n}) {k.upper()}" for k in METRICS]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    rows = []
     for gid in dict.fromkeys(table["group"]):
         g = table[table["group"] == gid]
         cells = [str(g["name"].iloc[0])]
         for m in models:
             for mode in order:
                 sel = g[(g["model"] == m) & (g["mode"] == mode)]
-                cells += [_fmt(float(sel[k].iloc[0])) if len(sel) else "–" for k in METRICS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+                cells += [format_number(float(sel[k].iloc[0]) if len(sel) else None) for k in METRICS]
+        rows.append(cells)
+    return "\n".join(markdown_table(header, rows, "l" + "r" * (len(header) - 1))) + "\n"
 
 
 def to_latex(table: pd.DataFrame, models: Sequence[str], headline: str) -> str:
     """One block per model: rows are groups, columns TSE/EW/MW for each mode."""
     order = [headline] + [m for m in MODES if m != headline]
-    out = [r"\begin{tabular}{l" + "ccc" * len(order) + "}", r"\toprule"]
+    sections: list[list[str]] = []
     for m in models:
-        out.append(rf"\multicolumn{{{1 + 3 * len(order)}}}{{l}}{{\textbf{{{tex_escape(m)}}}}} \\")
         heads = []
         for mode in order:
             sel = table[(table["model"] == m) & (table["mode"] == mode)]
             n = int(sel["n_lemmas"].iloc[0]) if len(sel) else 0
             heads.append(rf"\multicolumn{{3}}{{c}}{{{tex_escape(mode)} ({n})}}")
-        out.append(" & " + " & ".join(heads) + r" \\")
-        out.append("Group & " + " & ".join("TSE & EW & MW" for _ in order) + r" \\")
-        out.append(r"\midrule")
+        rows = []
         for gid in dict.fromkeys(table["group"]):
             g = table[(table["group"] == gid) & (table["model"] == m)]
             cells = [tex_escape(str(table[table["group"] == gid]["name"].iloc[0]))]
             for mode in order:
                 sel = g[g["mode"] == mode]
-                cells += [_fmt(float(sel[k].iloc[0])) if len(sel) else "–" for k in METRICS]
-            out.append(" & ".join(cells) + r" \\")
-        out.append(r"\midrule")
-    out[-1] = r"\bottomrule"
-    out.append(r"\end{tabular}")
-    return "\n".join(out) + "\n"
+                cells += [format_number(float(sel[k].iloc[0]) if len(sel) else None) for k in METRICS]
+            rows.append(latex_row(cells))
+        sections += [[latex_row([rf"\multicolumn{{{1 + 3 * len(order)}}}{{l}}{{\textbf{{{tex_escape(m)}}}}}"]),
+                      latex_row([""] + heads), latex_row(["Group"] + ["TSE & EW & MW"] * len(order))], rows]
+    return "\n".join(latex_tabular("l" + "ccc" * len(order), *sections)) + "\n"
 
 
 def to_metrics(table: pd.DataFrame, models: Sequence[str], headline: str,

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from verbeval.core.provenance import RANDOM_MARK, marked, random_flags, random_note
-from verbeval.core.tables import tex_escape
+from verbeval.core.tables import format_number, latex_row, latex_tabular, markdown_table, tex_escape
 
 METRICS = ("tse", "ew", "mw")
 LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW"}
@@ -134,18 +134,13 @@ def errata_notes(flagged: pd.DataFrame, templates: pd.DataFrame | None, groups: 
     return notes
 
 
-def _fmt(x: float, digits: int) -> str:
-    return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
-
-
 def to_markdown(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
     random = set(random_models(table, models))
     notes = _notes(table, models, notes)
     header = ["Group"] + [f"{marked(m, m in random)} {LABELS[k]}" for m in models for k in METRICS]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
-    for _, r in table.iterrows():
-        cells = [str(r["name"])] + [_fmt(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
-        lines.append("| " + " | ".join(cells) + " |")
+    rows = [[str(r["name"])] + [format_number(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
+            for _, r in table.iterrows()]
+    lines = markdown_table(header, rows, "l" + "r" * (len(header) - 1))
     if notes:
         lines += ["", "Notes:", ""] + [f"* {n}" for n in notes]
     return "\n".join(lines) + "\n"
@@ -172,8 +167,8 @@ def to_html(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: 
             for k in METRICS:
                 lo, hi = r[f"{m}.{k}_ci_low"], r[f"{m}.{k}_ci_high"]
                 ci = "" if np.isnan(lo) or np.isnan(hi) else \
-                    f"<br><small>[{_fmt(lo, digits)}, {_fmt(hi, digits)}]</small>"
-                cells.append(f"<td class=\"num\">{_fmt(r[f'{m}.{k}'], digits)}{ci}</td>")
+                    f"<br><small>[{format_number(lo, digits)}, {format_number(hi, digits)}]</small>"
+                cells.append(f"<td class=\"num\">{format_number(r[f'{m}.{k}'], digits)}{ci}</td>")
             cells.append(f"<td class=\"num\"><small>{int(r[f'{m}.n_rows'])}/{int(r[f'{m}.n_rows_total'])} rows"
                          f"<br>{int(r[f'{m}.n_contexts'])} contexts</small></td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -186,19 +181,16 @@ def to_html(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: 
 
 
 def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
-    cols = "l" + "ccc" * len(models)
     random = set(random_models(table, models))
     dagger = r"$^\dagger$"
-    out = [r"\begin{tabular}{" + cols + "}", r"\toprule"]
-    out.append(" & " + " & ".join(rf"\multicolumn{{3}}{{c}}{{{tex_escape(m)}{dagger if m in random else ''}}}"
-                                  for m in models) + r" \\")
-    out.append(" ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(len(models))))
-    out.append("Group & " + " & ".join(LABELS[k] for _ in models for k in METRICS) + r" \\")
-    out.append(r"\midrule")
-    for _, r in table.iterrows():
-        cells = [tex_escape(str(r["name"]))] + [_fmt(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
-        out.append(" & ".join(cells) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}"]
+    head = [latex_row([""] + [rf"\multicolumn{{3}}{{c}}{{{tex_escape(m)}{dagger if m in random else ''}}}"
+                              for m in models]),
+            " ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(len(models))),
+            latex_row(["Group"] + [LABELS[k] for _ in models for k in METRICS])]
+    rows = [latex_row([tex_escape(str(r["name"]))] + [format_number(r[f"{m}.{k}"], digits)
+                                                      for m in models for k in METRICS])
+            for _, r in table.iterrows()]
+    out = latex_tabular("l" + "ccc" * len(models), head, rows)
     note = random_note(random_models(table, models))
     if note:
         out.append(r"\par\smallskip{\footnotesize " + dagger + tex_escape(note.removeprefix(RANDOM_MARK))

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from verbeval.core.tables import tex_escape
+from verbeval.core.tables import latex_row, latex_tabular, markdown_table, number, tex_escape
 from verbeval.simverb.data import RELATIONS
 from verbeval.simverb.statistics import spearman
 
@@ -20,12 +19,27 @@ IAA_MEAN = 0.86
 BEST_SYSTEM = 0.628
 
 
-def _fmt(x: Any, digits: int = 3) -> str:
-    return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
+#: rho, its CI and the coverage: three decimals
+_number = number(3)
 
 
 def _rho_ci(r: Any) -> str:
-    return f"{_fmt(r.rho)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
+    return f"{_number(r.rho)} [{_number(r.ci_low)}, {_number(r.ci_high)}]"
+
+
+def _main_cells(table: pd.DataFrame, rep: str, main: list[str]) -> list[str]:
+    """Covered pairs, coverage and rho [CI] of one representation on each main subset."""
+    cells = []
+    for s in main:
+        r = table[(table["representation"] == rep) & (table["subset"] == s)].iloc[0]
+        cells += [str(r.n_covered), _number(r.coverage), _rho_ci(r)]
+    return cells
+
+
+def _rhos(table: pd.DataFrame, rep: str, subsets: list[str]) -> list[str]:
+    """Rho of one representation on each of ``subsets``."""
+    t = table[table["representation"] == rep].set_index("subset")
+    return [_number(t.loc[s, "rho"]) for s in subsets]
 
 
 def _main_subsets(table: pd.DataFrame) -> list[str]:
@@ -48,14 +62,8 @@ def to_markdown(table: pd.DataFrame, model: str, verbs: pd.DataFrame | None = No
         c = coverage_summary(verbs)
         lines += [f"Verbs: {c['verbs']} ({c['single_token']} single-token, {c['multi_token']} multi-token, "
                   f"{c['unknown']} with an unknown sub-token); covered: {c['covered']}.", ""]
-    head = "| Representation | " + " | ".join(f"{s}: pairs | {s}: coverage | {s}: rho [CI]" for s in main) + " |"
-    lines += [head, "|---|" + "---:|" * (3 * len(main))]
-    for rep in reps:
-        cells = []
-        for s in main:
-            r = table[(table["representation"] == rep) & (table["subset"] == s)].iloc[0]
-            cells += [str(r.n_covered), _fmt(r.coverage), _rho_ci(r)]
-        lines.append(f"| {rep} | " + " | ".join(cells) + " |")
+    head = ["Representation"] + [f"{s}: {what}" for s in main for what in ("pairs", "coverage", "rho [CI]")]
+    lines += markdown_table(head, [[rep, *_main_cells(table, rep, main)] for rep in reps], "l" + "rrr" * len(main))
     if main == ["full"]:
         lines += ["", "The official dev/test split files were not available (manifest entries simverb_500_dev / "
                   "simverb_3000_test); full set only."]
@@ -67,14 +75,9 @@ def to_markdown(table: pd.DataFrame, model: str, verbs: pd.DataFrame | None = No
         if not subs:
             continue
         first = table[table["representation"] == reps[0]].set_index("subset")
+        head = ["Representation"] + [f"{s.removeprefix(prefix)} (n={first.loc[s, 'n_covered']})" for s in subs]
         lines += [f"{title} (rho; covered pairs in the header)", "",
-                  "| Representation | " + " | ".join(f"{s.removeprefix(prefix)} (n={first.loc[s, 'n_covered']})"
-                                                    for s in subs) + " |",
-                  "|---|" + "---:|" * len(subs)]
-        for rep in reps:
-            t = table[table["representation"] == rep].set_index("subset")
-            lines.append(f"| {rep} | " + " | ".join(_fmt(t.loc[s, "rho"]) for s in subs) + " |")
-        lines.append("")
+                  *markdown_table(head, [[rep, *_rhos(table, rep, subs)] for rep in reps], "l" + "r" * len(subs)), ""]
     return "\n".join(lines)
 
 
@@ -83,24 +86,15 @@ def to_latex(table: pd.DataFrame, model: str) -> str:
     breakdown, as booktabs tabulars."""
     reps = list(dict.fromkeys(table["representation"]))
     main = _main_subsets(table)
-    out = [rf"% SimVerb-3500, {tex_escape(model)}: Spearman's rho [bootstrap CI]",
-           r"\begin{tabular}{l" + "rrl" * len(main) + "}", r"\toprule",
-           "Representation & " + " & ".join(rf"\multicolumn{{3}}{{c}}{{{s}}}" for s in main) + r" \\",
-           " & " + " & ".join(["$n$ & cov. & $\\rho$ [CI]"] * len(main)) + r" \\", r"\midrule"]
-    for rep in reps:
-        cells = []
-        for s in main:
-            r = table[(table["representation"] == rep) & (table["subset"] == s)].iloc[0]
-            cells += [str(r.n_covered), _fmt(r.coverage), _rho_ci(r)]
-        out.append(f"{tex_escape(rep)} & " + " & ".join(cells) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}", ""]
+    head = [latex_row(["Representation"] + [rf"\multicolumn{{3}}{{c}}{{{s}}}" for s in main]),
+            latex_row([""] + ["$n$ & cov. & $\\rho$ [CI]"] * len(main))]
+    rows = [latex_row([tex_escape(rep), *_main_cells(table, rep, main)]) for rep in reps]
     subs = [s for s in dict.fromkeys(table["subset"]) if s.startswith(("relation:", "range:"))]
-    out += [r"\begin{tabular}{l" + "r" * len(subs) + "}", r"\toprule",
-            "Representation & " + " & ".join(tex_escape(s.split(":", 1)[1]) for s in subs) + r" \\", r"\midrule"]
-    for rep in reps:
-        t = table[table["representation"] == rep].set_index("subset")
-        out.append(f"{tex_escape(rep)} & " + " & ".join(_fmt(t.loc[s, "rho"]) for s in subs) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}"]
+    by_subset = [latex_row(["Representation"] + [tex_escape(s.split(":", 1)[1]) for s in subs])]
+    sub_rows = [latex_row([tex_escape(rep), *_rhos(table, rep, subs)]) for rep in reps]
+    out = [rf"% SimVerb-3500, {tex_escape(model)}: Spearman's rho [bootstrap CI]",
+           *latex_tabular("l" + "rrl" * len(main), head, rows), "",
+           *latex_tabular("l" + "r" * len(subs), by_subset, sub_rows)]
     return "\n".join(out) + "\n"
 
 
@@ -148,6 +142,6 @@ def plot_scatter(pairs: pd.DataFrame, sims: pd.DataFrame, representation: str, m
     ax.set_xlabel("human similarity rating (0-10)")
     ax.set_ylabel(f"cosine ({representation})")
     ax.set_xlim(-0.2, 10.2)
-    ax.set_title(f"SimVerb-3500: {model}, {representation} (rho = {_fmt(rho)}, n = {len(s)})")
+    ax.set_title(f"SimVerb-3500: {model}, {representation} (rho = {_number(rho)}, n = {len(s)})")
     ax.legend(title="relation", loc="center left", bbox_to_anchor=(1.02, 0.5), markerscale=2, fontsize="small")
     return fig

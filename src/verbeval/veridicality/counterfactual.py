@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from verbeval.core.errors import VerbevalError
+from verbeval.core.tables import format_rows, latex_row, latex_tabular, markdown_table, number, tex_escape
 
 MAIN_MANIPULATIONS = ("main_verb_matched", "main_verb_mismatched", "complement_verb")
 SWAP_MANIPULATIONS = ("to_that", "that_to")
@@ -554,33 +555,26 @@ def table8(scored: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["direction", "signature", "environment", *KL_COLUMNS])
 
 
-def _fmt(x: Any) -> str:
-    if not isinstance(x, float):
-        return str(x)
-    if np.isnan(x):
-        return "–"
-    return f"{x:.4f}" if x == 0 or abs(x) >= 1e-3 else f"{x:.2e}"
+#: the KL columns' format: four decimals, a non-zero value below 0.001 in scientific notation
+KL_FORMAT = number(4, tiny_below=1e-3)
+
+
+def _kl_rows(table: pd.DataFrame) -> list[list[str]]:
+    return format_rows(table, dict.fromkeys(("mean_kl", "median_kl"), KL_FORMAT))
+
+
+def _align(table: pd.DataFrame) -> str:
+    """Right for the :data:`KL_COLUMNS`, left for the labels."""
+    return "".join("r" if c in KL_COLUMNS else "l" for c in table.columns)
 
 
 def kl_markdown(table: pd.DataFrame, title: str) -> str:
-    cols = list(table.columns)
-    lines = [title, "", "| " + " | ".join(cols) + " |",
-             "|" + "|".join("---:" if c in KL_COLUMNS else "---" for c in cols) + "|"]
-    for r in table.itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(v) for v in r) + " |")
-    return "\n".join(lines) + "\n"
+    """Table 7 or 8 (:func:`table7`, :func:`table8`) as a Markdown pipe table under ``title``."""
+    return "\n".join([title, "", *markdown_table(list(table.columns), _kl_rows(table), _align(table))]) + "\n"
 
 
 def kl_latex(table: pd.DataFrame, title: str) -> str:
-    from verbeval.core.tables import tex_escape
-
-    def esc(s: object) -> str:
-        return tex_escape(str(s))
-
-    cols = list(table.columns)
-    out = [f"% {esc(title)}", r"\begin{tabular}{" + "".join("r" if c in KL_COLUMNS else "l" for c in cols) + "}",
-           r"\toprule", " & ".join(esc(c) for c in cols) + r" \\", r"\midrule"]
-    for r in table.itertuples(index=False):
-        out.append(" & ".join(esc(_fmt(v)) for v in r) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}"]
-    return "\n".join(out) + "\n"
+    """Table 7 or 8 as a booktabs tabular under a comment line with ``title``; every cell escaped."""
+    head = [latex_row([tex_escape(str(c)) for c in table.columns])]
+    rows = [latex_row([tex_escape(c) for c in cells]) for cells in _kl_rows(table)]
+    return "\n".join([f"% {tex_escape(title)}", *latex_tabular(_align(table), head, rows)]) + "\n"

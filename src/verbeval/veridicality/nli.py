@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from verbeval.core.errors import InputError, VerbevalError
+from verbeval.core.tables import format_rows, latex_row, latex_tabular, markdown_table, number, tex_escape
 
 PSEUDO_MODEL = "ross-pavlick-2019-bert"
 LABELS = ("entailment", "neutral", "contradiction")
@@ -262,29 +263,27 @@ def signature_table(predictions: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
-def _fmt(x: Any, digits: int = 3) -> str:
-    return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
+#: the headings of :data:`TABLE_COLUMNS` in the Markdown file, and the number formats
+_HEADER = ["Signature", "Environment", "n", "Accuracy", "Pearson", "Spearman"]
+_FORMATS = dict.fromkeys(("accuracy", "pearson", "spearman"), number(3))
+
+
+def _tex_signature(signature: str) -> str:
+    """``+/o`` as ``$+/\\circ$`` (``overall`` as it is)."""
+    return signature if signature == "overall" else "$" + signature.replace("o", r"\circ") + "$"
 
 
 def to_markdown(table: pd.DataFrame, model: str) -> str:
-    lines = [f"Verb veridicality, {model}", "",
-             "| Signature | Environment | n | Accuracy | Pearson | Spearman |", "|---|---|---:|---:|---:|---:|"]
-    for r in table.itertuples(index=False):
-        lines.append(f"| {r.signature} | {r.environment} | {r.n} | {_fmt(r.accuracy)} | {_fmt(r.pearson)} | "
-                     f"{_fmt(r.spearman)} |")
-    return "\n".join(lines) + "\n"
+    """The signature table (:func:`signature_table`) as a Markdown pipe table under a title line."""
+    rows = format_rows(table[TABLE_COLUMNS], _FORMATS)
+    return "\n".join([f"Verb veridicality, {model}", "", *markdown_table(_HEADER, rows, "llrrrr")]) + "\n"
 
 
 def to_latex(table: pd.DataFrame, model: str) -> str:
-    from verbeval.core.tables import tex_escape as tex
-
-    out = [rf"% Verb veridicality, {tex(model)}", r"\begin{tabular}{llrrrr}", r"\toprule",
-           r"Signature & Environment & $n$ & Accuracy & Pearson & Spearman \\", r"\midrule"]
-    for r in table.itertuples(index=False):
-        sig = r.signature if r.signature == "overall" else "$" + r.signature.replace("o", r"\circ") + "$"
-        out.append(f"{sig} & {r.environment} & {r.n} & {_fmt(r.accuracy)} & {_fmt(r.pearson)} & "
-                   f"{_fmt(r.spearman)} " + r"\\")
-    out += [r"\bottomrule", r"\end{tabular}"]
+    """The signature table as a booktabs tabular (signatures in math mode) under a comment line."""
+    head = [latex_row([("$n$" if h == "n" else h) for h in _HEADER])]
+    rows = format_rows(table[TABLE_COLUMNS], {**_FORMATS, "signature": _tex_signature})
+    out = [rf"% Verb veridicality, {tex_escape(model)}", *latex_tabular("llrrrr", head, map(latex_row, rows))]
     return "\n".join(out) + "\n"
 
 
