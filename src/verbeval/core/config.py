@@ -22,7 +22,7 @@ import yaml
 
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import load_yaml
-from verbeval.core.model_ids import local_model_problem, meant_as_path, model_name
+from verbeval.core.model_ids import ModelRef
 
 #: (label, content) of one configuration source, in merge order: a config file or ``--config``
 Layer = tuple[str, Mapping[str, Any]]
@@ -184,8 +184,9 @@ HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 
 def model_id_problem(model_id: str, gguf_file: str | None = None) -> str | None:
     """Why ``model_id`` can be neither loaded from a local folder nor looked up on the hub, or None."""
-    problem = local_model_problem(model_id, gguf_file=gguf_file)
-    if problem is None and not meant_as_path(model_id) and not HUB_ID.fullmatch(model_id):
+    ref = ModelRef(model_id)
+    problem = ref.local_problem(gguf_file=gguf_file)
+    if problem is None and not ref.meant_as_path and not HUB_ID.fullmatch(model_id):
         problem = (f"{model_id!r} is neither a local folder nor a hub id (NAME or ORG/NAME of letters, digits, "
                    "'.', '_' and '-'); write a local folder as a path (./NAME)")
     return problem
@@ -222,8 +223,8 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
 
     A path that does not exist or is not a directory, or a directory without ``config.json``,
     among ``models``, ``veridicality.models`` and ``simverb.models`` (see
-    :func:`verbeval.core.model_ids.meant_as_path` for when an id is a path). Relative paths are relative
-    to the working directory (the workflow's directory).
+    :attr:`verbeval.core.model_ids.ModelRef.meant_as_path` for when an id is a path). Relative paths are
+    relative to the working directory (the workflow's directory).
     """
     problems: list[tuple[list[str | int], str]] = []
     built = set(tiny_model_specs(config)) | set(pip_models(dict(config)))
@@ -248,18 +249,18 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
 
 def hub_models(config: Mapping[str, Any]) -> list[tuple[list[str | int], str, str | None, str | None]]:
     """(key path, id, revision, gguf_file) of every model of a validated config that is a hub id:
-    not a local path (:func:`verbeval.core.model_ids.meant_as_path`), not built by the workflow."""
+    not a local path (:attr:`verbeval.core.model_ids.ModelRef.meant_as_path`), not built by the workflow."""
     built = set(tiny_model_specs(config)) | set(pip_models(dict(config)))
     out: list[tuple[list[str | int], str, str | None, str | None]] = []
     for keypath, m in _entries_with_keys(dict(config)):
         mid = str(m["id"])
-        if not meant_as_path(mid) and normalise_model_path(mid) not in built:
+        if not ModelRef(mid).meant_as_path and normalise_model_path(mid) not in built:
             out.append((keypath, mid, m["revision"], m.get("gguf_file")))
     for section in ("veridicality", "simverb"):
         for j, mid in enumerate((config.get(section) or {}).get("models") or []):
             if section == "veridicality" and mid == "ross-pavlick-2019-bert":  # veridicality.PSEUDO_MODEL
                 continue
-            if not meant_as_path(str(mid)) and normalise_model_path(str(mid)) not in built:
+            if not ModelRef(str(mid)).meant_as_path and normalise_model_path(str(mid)) not in built:
                 out.append(([section, "models", j], str(mid), None, None))
     return out
 
@@ -438,7 +439,7 @@ def _entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], di
         elif "id" not in m:
             raise EntryError(["models", i], "a model needs `id` (hub id or local folder), or `pip` with `name` and "
                                             "`gguf_file`")
-        entry.setdefault("name", model_name(entry["id"]))
+        entry.setdefault("name", ModelRef(entry["id"]).name)
         entry.setdefault("batch_size", inf.get("batch_size", "auto"))
         items = m.get("revisions")
         for j, e in enumerate(expand_revisions(entry, i, needs_step)):

@@ -121,14 +121,15 @@ def load_text_tokenizer(model_id: str, revision: str | None = None, gguf_file: s
     safe (no torch, no transformers import), else transformers' ``AutoTokenizer`` (a GGUF file's
     tokenizer, too: transformers builds it from the file's vocabulary, once the file is checked against
     its pin ``sha256``: :func:`verbeval.core.models.gguf_location`)."""
-    from verbeval.core.model_ids import check_local_model, is_local, resolve_id
+    from verbeval.core.model_ids import ModelRef
     from verbeval.core.models import load_tokenizer
 
     if gguf_file:
         return load_tokenizer(model_id, revision, gguf_file, sha256)
-    if is_local(model_id) and revision is None:
-        check_local_model(model_id, need_config=False, what="tokenizer for model")
-        folder = Path(resolve_id(model_id))
+    ref = ModelRef(model_id)
+    if ref.is_dir and revision is None:
+        ref.check_local(need_config=False, what="tokenizer for model")
+        folder = Path(ref.location)
         if json_tokenizer_problem(folder) is None:
             return JsonTokenizer(folder)
     return load_tokenizer(model_id, revision)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from verbeval.core.devices import DeviceMap, check_device_map, input_device, resolve_device
 from verbeval.core.errors import VerbevalError
-from verbeval.core.model_ids import check_local_model, is_local, resolve_id
+from verbeval.core.model_ids import ModelRef
 
 if TYPE_CHECKING:  # torch is imported by the functions that need it: start-up of model-free commands stays cheap
     import torch
@@ -54,7 +54,8 @@ def gguf_location(model_id: str, gguf_file: str, revision: str | None = None,
     from verbeval.core.model_sources.pins import check_pinned
 
     require_gguf(model_id)
-    path = resolve_file(resolve_id(model_id), gguf_file, revision, is_local(model_id))
+    ref = ModelRef(model_id)
+    path = resolve_file(ref.location, gguf_file, revision, ref.is_dir)
     check_pinned(path, model_id, sha256)
     check_gguf_header(path, model_id)  # every size in it bounded by the file, before transformers reads it
     return str(path.parent), path.name
@@ -69,11 +70,12 @@ def _source(model_id: str, revision: str | None, gguf_file: str | None,
     if gguf_file:
         folder, name = gguf_location(model_id, gguf_file, revision, sha256)
         return folder, {"gguf_file": name}
-    if is_local(model_id):
+    ref = ModelRef(model_id)
+    if ref.is_dir:
         from verbeval.core.model_sources.config_sizes import check_config_sizes
 
-        check_config_sizes(resolve_id(model_id), model_id)
-    return resolve_id(model_id), {"revision": revision}
+        check_config_sizes(ref.location, model_id)
+    return ref.location, {"revision": revision}
 
 
 def load_tokenizer(model_id: str, revision: str | None = None, gguf_file: str | None = None,
@@ -81,7 +83,7 @@ def load_tokenizer(model_id: str, revision: str | None = None, gguf_file: str | 
     """The model's tokenizer (``sha256``: the pin of its GGUF file, :func:`gguf_location`)."""
     from transformers import AutoTokenizer
 
-    check_local_model(model_id, need_config=False, what="tokenizer for model", gguf_file=gguf_file)
+    ModelRef(model_id).check_local(need_config=False, what="tokenizer for model", gguf_file=gguf_file)
     where, extra = _source(model_id, revision, gguf_file, sha256)
     try:
         return AutoTokenizer.from_pretrained(where, **extra)
@@ -98,7 +100,7 @@ def load_config(model_id: str, revision: str | None = None, gguf_file: str | Non
     """The model's config (``sha256``: the pin of its GGUF file, :func:`gguf_location`)."""
     from transformers import AutoConfig
 
-    check_local_model(model_id, gguf_file=gguf_file)
+    ModelRef(model_id).check_local(gguf_file=gguf_file)
     where, extra = _source(model_id, revision, gguf_file, sha256)
     try:
         return AutoConfig.from_pretrained(where, **extra)
@@ -125,7 +127,7 @@ def _damaged_safetensors(model_id: str) -> list[str]:
     from safetensors import SafetensorError, safe_open
 
     bad = []
-    folder = Path(resolve_id(model_id))
+    folder = Path(ModelRef(model_id).location)
     for f in sorted(folder.glob("*.safetensors")) if folder.is_dir() else []:
         try:
             with safe_open(str(f), "pt"):
@@ -187,7 +189,7 @@ def is_cased(tokenizer: Any) -> bool:
 def model_revision(model_id: str, config: Any, revision: str | None, gguf_file: str | None = None) -> str:
     """The version recorded in shards: for a local model its :func:`model_fingerprint` (a content
     hash, computed once and cached); for a hub model the commit hash when known."""
-    if is_local(model_id):
+    if ModelRef(model_id).is_dir:
         return model_fingerprint(model_id, revision, gguf_file)
     if gguf_file:  # the file's snapshot folder in the Hugging Face cache is named by its commit
         return f"{Path(gguf_location(model_id, gguf_file, revision)[0]).name}/{gguf_file}"
@@ -211,7 +213,7 @@ def model_fingerprint(model_id: str, revision: str | None = None, gguf_file: str
     """
     from verbeval.core.model_sources.fingerprint import dir_sha256, file_sha256
 
-    p = Path(resolve_id(model_id))
+    p = Path(ModelRef(model_id).location)
     if p.is_dir():
         if gguf_file:
             return "gguf-sha256:" + file_sha256(p / gguf_file)

@@ -72,10 +72,10 @@ def load_encoder(model_id: str, revision: str | None = None, device: str = "auto
     from transformers import AutoModel
 
     from verbeval.core.devices import resolve_device
-    from verbeval.core.model_ids import check_local_model, resolve_id
+    from verbeval.core.model_ids import ModelRef
     from verbeval.core.models import gguf_location, load_errors, load_failure, load_tokenizer
 
-    check_local_model(model_id, gguf_file=gguf_file)
+    ModelRef(model_id).check_local(gguf_file=gguf_file)
     tok = load_tokenizer(model_id, revision, gguf_file)
     if not getattr(tok, "is_fast", False):
         raise VerbevalError(f"model {model_id!r}: a fast tokenizer (offset mapping) is needed")
@@ -85,7 +85,7 @@ def load_encoder(model_id: str, revision: str | None = None, device: str = "auto
             folder, name = gguf_location(model_id, gguf_file, revision)
             model = AutoModel.from_pretrained(folder, gguf_file=name)
         else:
-            model = AutoModel.from_pretrained(resolve_id(model_id), revision=revision)
+            model = AutoModel.from_pretrained(ModelRef(model_id).location, revision=revision)
     except load_errors() as exc:
         raise load_failure(model_id, exc) from None
     model.eval().to(dev)

@@ -193,14 +193,14 @@ def load_nli(model_id: str, revision: str | None = None, device: str = "auto") -
     from transformers import AutoModelForSequenceClassification
 
     from verbeval.core.devices import resolve_device
-    from verbeval.core.model_ids import check_local_model, resolve_id
+    from verbeval.core.model_ids import ModelRef
     from verbeval.core.models import load_errors, load_failure, load_tokenizer
 
-    check_local_model(model_id)
+    ModelRef(model_id).check_local()
     dev = resolve_device(device)
     tok = load_tokenizer(model_id, revision)
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(resolve_id(model_id), revision=revision)
+        model = AutoModelForSequenceClassification.from_pretrained(ModelRef(model_id).location, revision=revision)
     except load_errors() as exc:
         raise load_failure(model_id, exc, "NLI model") from None
     label_index(model.config)

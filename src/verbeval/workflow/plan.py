@@ -30,7 +30,7 @@ from verbeval.core.config import (Layer, checkpoint_models, config_origin, model
                                   normalise_model_path, pip_models, select_models, tiny_model_specs)
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import Source, local_filename, mirror_location
-from verbeval.core.model_ids import is_local
+from verbeval.core.model_ids import ModelRef
 from verbeval.core.models import model_fingerprint
 from verbeval.core.provenance import resolve_random_init
 from verbeval.core.verified import is_verified
@@ -301,7 +301,7 @@ class Plan:
         """A local model directory is an input (a DVC dependency too; the output of rule tiny_model
         or pip_model for a model the workflow assembles); a hub model is not."""
         path = normalise_model_path(model_id)
-        return [path] if is_local(model_id) or path in self.tiny or path in self.pip_models else []
+        return [path] if ModelRef(model_id).is_dir or path in self.tiny or path in self.pip_models else []
 
     def local_model_input(self, name: str) -> list[str]:
         return self.model_dir_input(self.models[name]["id"])
@@ -325,7 +325,7 @@ class Plan:
     def tiny_model_inputs(self, tiny: str) -> list[str]:
         spec = self.tiny[tiny]
         if spec["tokenizer"] != "words":
-            return [spec["tokenizer"]] if is_local(spec["tokenizer"]) else []
+            return [spec["tokenizer"]] if ModelRef(spec["tokenizer"]).is_dir else []
         # the word-level tokenizer's vocabulary: every word of the workflow's own data
         return [f"{self.out}/lexicon.parquet", f"{self.out}/templates.parquet",
                 self.raw_path(self.config["simverb"]["source"]), self.raw_path(self.config["veridicality"]["source"])]

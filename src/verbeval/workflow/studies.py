@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import mirror_location
-from verbeval.core.model_ids import model_name
+from verbeval.core.model_ids import ModelRef
 from verbeval.core.models import model_fingerprint
 from verbeval.workflow.params import model_source_args
 
@@ -64,7 +64,7 @@ class SimverbPlan:
                    else [(m["id"], m) for m in plan.models.values()])
         models: dict[str, dict[str, Any]] = {}
         for model_id, m in sources:
-            name = m["name"] if m else model_name(model_id)
+            name = m["name"] if m else ModelRef(model_id).name
             if name in models:
                 raise plan.error(["simverb", "models"], f"simverb.models: two models named {name!r}")
             models[name] = {"id": model_id, "revision": m["revision"] if m else None,
@@ -129,7 +129,7 @@ class VeridicalityPlan:
         ver = self.config = plan.config["veridicality"]
         self.cf: dict[str, Any] = ver["counterfactual"]
         self.res = f"{plan.res}/veridicality"
-        self.models = {(m if m == PSEUDO_MODEL else model_name(m)): m for m in ver["models"]}
+        self.models = {(m if m == PSEUDO_MODEL else ModelRef(m).name): m for m in ver["models"]}
         # the counterfactual manipulations need a model that scores new sentences: not the pseudo-model
         self.real = {name: m for name, m in self.models.items() if m != PSEUDO_MODEL}
         self.released = [name for name in self.models if name not in self.real]
