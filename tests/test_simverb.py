@@ -362,3 +362,38 @@ def test_workflow_uses_split_files_when_present(tmp_path: Path, data_dir: Path) 
     assert f"--simverb-split=test={tmp_path}/raw/simverb_3000_test/SimVerb-3000-test.txt" in with_splits
     assert "verbeval run-model --model gpt2 " in with_splits
     assert "--simverb-split" not in simverb_commands(repo / "resources/manifest.yaml")
+
+
+@pytest.mark.parametrize("n_layers", [6, 30, 48])
+def test_layer_plot_ticks_are_readable(n_layers: int) -> None:
+    """The x axis of the layer plot names every layer of a small model, and for a 30- or 48-layer
+    model integer ticks whose labels do not run into each other (issue 33: '9101112131415...')."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from verbeval.simverb.report import MAX_LAYER_TICKS, plot_layers
+
+    layers = np.arange(n_layers + 1)
+    rho = 0.2 + 0.1 * np.sin(layers / 5)
+    table = pd.DataFrame({"subset": "full", "representation": [f"layer{i}" for i in layers], "layer": layers,
+                          "rho": rho, "ci_low": rho - 0.02, "ci_high": rho + 0.02})
+    table = pd.concat([table, pd.DataFrame([{"subset": "full", "representation": "static", "layer": -1,
+                                             "rho": 0.1, "ci_low": 0.08, "ci_high": 0.12}])], ignore_index=True)
+    fig = plot_layers(table, f"model with {n_layers} layers")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    shown = [(t, lab) for t, lab in zip(ax.get_xticks(), ax.get_xticklabels()) if lo <= t <= hi and lab.get_text()]
+    values = [t for t, _ in shown]
+    assert all(float(v).is_integer() for v in values)
+    if n_layers + 1 <= MAX_LAYER_TICKS:
+        assert values == list(layers)
+    else:
+        assert 4 <= len(values) <= MAX_LAYER_TICKS + 2
+        assert values[0] <= 5 and values[-1] >= n_layers - 10  # the range is covered
+    boxes = [lab.get_window_extent() for _, lab in shown]
+    gaps = [b.x0 - a.x1 for a, b in zip(boxes, boxes[1:])]
+    assert min(gaps) > 0, gaps  # no label overlaps the next
+    plt.close(fig)

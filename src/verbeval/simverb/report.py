@@ -98,6 +98,10 @@ def to_latex(table: pd.DataFrame, model: str) -> str:
     return "\n".join(out) + "\n"
 
 
+#: at most this many layer ticks on the x axis of :func:`plot_layers` (every layer up to this many)
+MAX_LAYER_TICKS = 13
+
+
 def plot_layers(table: pd.DataFrame, model: str) -> Any:
     """Full-set rho (with its CI band) against layer; the static embedding and the paper's
     reference points as horizontal lines."""
@@ -118,7 +122,13 @@ def plot_layers(table: pd.DataFrame, model: str) -> Any:
     ax.axhline(IAA_PAIRWISE, color="0.2", linestyle=":", linewidth=0.8, label=f"inter-annotator ({IAA_PAIRWISE})")
     ax.set_xlabel("layer (0 = embedding output)")
     ax.set_ylabel("Spearman's rho, full set")
-    ax.set_xticks(layers["layer"].to_numpy())
+    ticks = layers["layer"].to_numpy()
+    if len(ticks) <= MAX_LAYER_TICKS:
+        ax.set_xticks(ticks)
+    else:  # e.g. 31 or 49 layers: every label would run into the next; integer ticks at a readable spacing
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=MAX_LAYER_TICKS, integer=True))
     ax.set_title(f"SimVerb-3500: {model}")
     ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
     return fig
