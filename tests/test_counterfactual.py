@@ -9,22 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.veridicality.counterfactual import (
-    PAIR_COLUMNS,
+from verbeval.veridicality.counterfactual import PAIR_COLUMNS, build_pairs, coverage
+from verbeval.veridicality.kl_tables import attach_kl, kl_divergence, kl_markdown, table7, table8
+from verbeval.veridicality.sentence_edits import (
     Unhandled,
-    attach_kl,
-    build_pairs,
     context_tag,
-    coverage,
-    kl_divergence,
-    kl_markdown,
     replace_complement_verb,
     replace_main_verb,
-    table7,
-    table8,
     that_to,
-    to_that,
     tokens,
+    to_that,
 )
 
 #: the Ross & Pavlick data file inside a data mirror (the ``data_dir`` fixture)

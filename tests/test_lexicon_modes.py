@@ -13,24 +13,19 @@ import pytest
 from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
 from verbeval.agreement.eligibility import eligible_lemmas
 from verbeval.agreement.inference import infer_chunk
+from verbeval.agreement.form_shards import infer_forms_chunk, read_form_shards
 from verbeval.agreement.lexicon_modes import (
     MODES,
     common_pairs,
     context_mode_scores,
-    coverage_table,
     form_table,
     group_summary,
-    infer_forms_chunk,
     lemma_differences,
     lemma_scores,
     mode_masks,
-    modes_table,
-    read_form_shards,
     row_mode_tse,
-    to_latex,
-    to_markdown,
-    to_metrics,
 )
+from verbeval.agreement.lexicon_modes_table import coverage_table, modes_table, to_latex, to_markdown, to_metrics
 from verbeval.core.models import load_model, load_tokenizer
 from verbeval.core.tiny_models import make_tiny_model
 
@@ -204,7 +199,7 @@ def test_single_token_mode_equals_table2_pipeline(tokenizer_path: Callable[[str]
 def test_infer_forms_model_equals_per_chunk_shards_and_resumes(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
     """One process for every form shard of a model: the same bytes as the per-chunk path, a manifest
     with their checksums, and nothing recomputed on a rerun."""
-    from verbeval.agreement.lexicon_modes import infer_forms_model
+    from verbeval.agreement.form_shards import infer_forms_model
     from verbeval.agreement.shardstore import manifest_shards
 
     lm = load_model(str(make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "m")), device="cpu")

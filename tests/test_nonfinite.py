@@ -102,7 +102,8 @@ def test_clean_model_writes_no_nonfinite_field(clean_lm: LoadedModel, tmp_path: 
 
 def test_form_scores_stop_on_nonfinite_too(clean_lm: LoadedModel, tmp_path: Path) -> None:
     """The multi-token form path (lexicon modes) checks its log-probabilities the same way."""
-    from verbeval.agreement.lexicon_modes import form_table, infer_forms_model
+    from verbeval.agreement.form_shards import infer_forms_model
+    from verbeval.agreement.lexicon_modes import form_table
 
     lm = _damaged(clean_lm, float("nan"))
     templates = template_frame()

@@ -34,7 +34,7 @@ log = logging.getLogger("verbeval")
 def _forms_branch(lm: Any, a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.lexicon_modes import infer_forms_model
+    from verbeval.agreement.form_shards import infer_forms_model
 
     groups = [g for g in a.forms_groups.split(",") if g]
     body = infer_forms_model(lm, pd.read_parquet(a.templates), pd.read_parquet(a.forms), groups, a.n_chunks,

@@ -7,7 +7,8 @@ softmax, each form's probability and the masses ranked above and below it), metr
 from those form statistics, numpy only), aggregate (per-context scores, per-group summaries with
 bootstrap CIs), tables (Table 2), figures and plots (Figures 1-4 and the others), diagnostics
 (per-lemma statistics, Table 3), dvc_views (DVC metrics and plots), multitoken and lexicon_modes
-(verb forms of any length; the single_token/all/common modes), lengths (contexts longer than a model
+(verb forms of any length; the single_token/all/common modes and their scores), form_shards (the
+forms' log-probability shards), lexicon_modes_table (the modes' side-by-side table), lengths (contexts longer than a model
 reads, found before it loads); cli (a sub-package, one module per sub-pipeline) registers its
 sub-commands.
 

@@ -150,7 +150,7 @@ def cmd_veridicality_counterfactual_predict(a: argparse.Namespace) -> None:
 def cmd_veridicality_kl(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.veridicality.counterfactual import attach_kl, kl_latex, kl_markdown, table7, table8
+    from verbeval.veridicality.kl_tables import attach_kl, kl_latex, kl_markdown, table7, table8
     from verbeval.core.io import write_csv, write_text
 
     from verbeval.core.provenance import display_name, frame_random

@@ -65,7 +65,7 @@ def register_lexicon_common(add: Add) -> None:
 def cmd_infer_forms(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.lexicon_modes import infer_forms_model
+    from verbeval.agreement.form_shards import infer_forms_model
 
     check_outputs(a.manifest)
     templates, forms = pd.read_parquet(a.templates), pd.read_parquet(a.forms)
@@ -100,8 +100,8 @@ def cmd_lexicon_modes(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.core.io import write_csv
-    from verbeval.agreement.lexicon_modes import (consistency, form_shards_by_group, group_summary, lemma_differences,
-                                                  lemma_scores, mode_masks, read_form_shards)
+    from verbeval.agreement.form_shards import form_shards_by_group, read_form_shards
+    from verbeval.agreement.lexicon_modes import consistency, group_summary, lemma_differences, lemma_scores, mode_masks
 
     forms = pd.read_parquet(a.forms)
     masks = mode_masks(forms, pd.read_parquet(a.common))
@@ -152,7 +152,7 @@ def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.core.io import write_csv, write_json, write_text
-    from verbeval.agreement.lexicon_modes import coverage_table, modes_table, to_latex, to_markdown, to_metrics
+    from verbeval.agreement.lexicon_modes_table import coverage_table, modes_table, to_latex, to_markdown, to_metrics
 
     models = a.models.split(",")
     summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
