@@ -5,8 +5,8 @@ import sys
 import numpy as np
 import pandas as pd
 
-from verbeval.core.config import load_config, model_entries
 from verbeval.agreement.groups import load_groups
+from verbeval.core.config import load_config, model_entries
 
 cfg = load_config(sys.argv[1])
 out = f"{cfg['results_dir']}/agreement"

@@ -116,8 +116,9 @@ def _checkout_snapshot() -> dict[str, tuple[str, tuple[int, int] | None]] | None
     with its status and :func:`_signature`; None when the checkout is no git work tree."""
     if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
         return None
-    proc = subprocess.run(["git", "status", "--porcelain", "--ignored", "-z"], cwd=REPO_ROOT, capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored", "-z"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0:
         return None
     snap: dict[str, tuple[str, tuple[int, int] | None]] = {}
@@ -146,9 +147,12 @@ def checkout_unchanged() -> Iterator[None]:
     after = _checkout_snapshot() or {}
     changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
     if changed:
-        pytest.fail(f"the test session created or changed {len(changed)} path(s) in the checkout {REPO_ROOT} "
-                    f"(git status --ignored): {', '.join(changed[:20])}{' ...' if len(changed) > 20 else ''}; "
-                    "a test must write under tmp_path only (tests/conftest.py, checkout_view)", pytrace=False)
+        pytest.fail(
+            f"the test session created or changed {len(changed)} path(s) in the checkout {REPO_ROOT} "
+            f"(git status --ignored): {', '.join(changed[:20])}{' ...' if len(changed) > 20 else ''}; "
+            "a test must write under tmp_path only (tests/conftest.py, checkout_view)",
+            pytrace=False,
+        )
 
 
 def cache_dir() -> Path:
@@ -183,7 +187,8 @@ def data_dir() -> Path:
         _skip_or_fail(
             f"the data sources could not be downloaded into {mirror} ({names}: {failed[0].detail.split('; ')[0]}). "
             "With network, run pytest again (what was downloaded is kept); offline, copy there a mirror built "
-            "elsewhere with `verbeval mirror --out DIR`, or set VERBEVAL_SHARED to a folder holding it as data/")
+            "elsewhere with `verbeval mirror --out DIR`, or set VERBEVAL_SHARED to a folder holding it as data/"
+        )
     return mirror
 
 
@@ -202,7 +207,8 @@ def shared_dir() -> Path:
             "vocabularies of bert-base-cased, bert-base-uncased, roberta-base, gpt2 and three newer families "
             "(list and provenance: docs/data.md, 'Tests without ../shared'). Save them with "
             "`AutoTokenizer.from_pretrained(NAME).save_pretrained(DIR/tokenizers/NAME)` on a machine with "
-            "the model hub, then set VERBEVAL_SHARED=DIR")
+            "the model hub, then set VERBEVAL_SHARED=DIR"
+        )
     return path
 
 
@@ -284,10 +290,12 @@ def ci_rules(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from a :func:`checkout_view` (Snakemake writes its .snakemake/ there, not into the checkout)."""
     from verbeval.workflow.snakemake_internals import parsed_workflow
 
-    with parsed_workflow(REPO_ROOT / "Snakefile", checkout_view(tmp_path_factory.mktemp("ci-rules")),
-                         configfiles=[REPO_ROOT / "config/config.yaml", REPO_ROOT / "config/quick.yaml"]) as wf:
+    with parsed_workflow(
+        REPO_ROOT / "Snakefile",
+        checkout_view(tmp_path_factory.mktemp("ci-rules")),
+        configfiles=[REPO_ROOT / "config/config.yaml", REPO_ROOT / "config/quick.yaml"],
+    ) as wf:
         yield wf
-
 
 
 @dataclass

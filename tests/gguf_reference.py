@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 
-def _field(reader, key: str):  # noqa: ANN001, ANN202 - gguf has no type stubs
+def _field(reader, key: str):
     f = reader.fields.get(key)
     return None if f is None else f.contents()
 
@@ -47,7 +47,7 @@ class LlamaGGUF:
     add_bos: bool
 
     @classmethod
-    def read(cls, path: str | Path) -> "LlamaGGUF":
+    def read(cls, path: str | Path) -> LlamaGGUF:
         from gguf import GGUFReader
         from gguf.quants import dequantize
 
@@ -59,7 +59,9 @@ class LlamaGGUF:
 
         def w(name: str) -> np.ndarray:
             x = t[name]
-            return dequantize(x.data, x.tensor_type).reshape(tuple(reversed([int(d) for d in x.shape]))).astype(np.float64)
+            return (
+                dequantize(x.data, x.tensor_type).reshape(tuple(reversed([int(d) for d in x.shape]))).astype(np.float64)
+            )
 
         n_layers = int(_field(r, "llama.block_count"))
         hidden = int(_field(r, "llama.embedding_length"))
@@ -67,21 +69,43 @@ class LlamaGGUF:
         head_dim = int(_field(r, "llama.rope.dimension_count") or hidden // n_heads)
         assert head_dim == hidden // n_heads, "partial rotary dimensions are not implemented"
         emb = w("token_embd.weight")
-        layers = [{k: w(f"blk.{i}.{k}.weight") for k in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                                                          "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")}
-                  for i in range(n_layers)]
+        layers = [
+            {
+                k: w(f"blk.{i}.{k}.weight")
+                for k in (
+                    "attn_norm",
+                    "attn_q",
+                    "attn_k",
+                    "attn_v",
+                    "attn_output",
+                    "ffn_norm",
+                    "ffn_gate",
+                    "ffn_up",
+                    "ffn_down",
+                )
+            }
+            for i in range(n_layers)
+        ]
         bos = _field(r, "tokenizer.ggml.bos_token_id")
         return cls(
-            n_layers=n_layers, n_heads=n_heads, n_kv_heads=int(_field(r, "llama.attention.head_count_kv") or n_heads),
-            head_dim=head_dim, rope_base=float(_field(r, "llama.rope.freq_base") or 10000.0),
-            eps=float(_field(r, "llama.attention.layer_norm_rms_epsilon")), emb=emb,
-            out=w("output.weight") if "output.weight" in t else emb, out_norm=w("output_norm.weight"), layers=layers,
-            tokens=list(_field(r, "tokenizer.ggml.tokens")), merges=list(_field(r, "tokenizer.ggml.merges")),
-            bos_id=None if bos is None else int(bos), add_bos=bool(_field(r, "tokenizer.ggml.add_bos_token")),
+            n_layers=n_layers,
+            n_heads=n_heads,
+            n_kv_heads=int(_field(r, "llama.attention.head_count_kv") or n_heads),
+            head_dim=head_dim,
+            rope_base=float(_field(r, "llama.rope.freq_base") or 10000.0),
+            eps=float(_field(r, "llama.attention.layer_norm_rms_epsilon")),
+            emb=emb,
+            out=w("output.weight") if "output.weight" in t else emb,
+            out_norm=w("output_norm.weight"),
+            layers=layers,
+            tokens=list(_field(r, "tokenizer.ggml.tokens")),
+            merges=list(_field(r, "tokenizer.ggml.merges")),
+            bos_id=None if bos is None else int(bos),
+            add_bos=bool(_field(r, "tokenizer.ggml.add_bos_token")),
         )
 
     # ------------------------------------------------------------------ tokenizer
-    def tokenizer(self):  # noqa: ANN201
+    def tokenizer(self):
         """A byte-level BPE from the GGUF's tokens and merges, with the ``smollm`` / GPT-2 pre-tokenisation
         (llama.cpp's ``LLAMA_VOCAB_PRE_TYPE_SMOLLM``: every digit alone, then the GPT-2 regex)."""
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -89,8 +113,12 @@ class LlamaGGUF:
         vocab = {tok: i for i, tok in enumerate(self.tokens)}
         merges = [tuple(m.split(" ", 1)) for m in self.merges]
         tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
-        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        )
         tok.decoder = decoders.ByteLevel()
         return tok
 
@@ -106,7 +134,7 @@ class LlamaGGUF:
             out = np.empty_like(x)
             out[..., 0::2], out[..., 1::2] = a * cos - b * sin, a * sin + b * cos
             return out
-        a, b = x[..., : d // 2], x[..., d // 2:]
+        a, b = x[..., : d // 2], x[..., d // 2 :]
         return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
 
     def _rms(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:

@@ -40,9 +40,16 @@ class DryRun:
         return [j for j in self.jobs if j["rule"] == rule]
 
 
-def dry_run(workdir: str | Path, configfiles: Sequence[str | Path] = (), config: Mapping[str, Any] | None = None,
-            targets: Iterable[str] = (), forcerun: Iterable[str] = (), snakefile: Path = SNAKEFILE,
-            resource_settings: Any = None, workflow_settings: Any = None) -> DryRun:
+def dry_run(
+    workdir: str | Path,
+    configfiles: Sequence[str | Path] = (),
+    config: Mapping[str, Any] | None = None,
+    targets: Iterable[str] = (),
+    forcerun: Iterable[str] = (),
+    snakefile: Path = SNAKEFILE,
+    resource_settings: Any = None,
+    workflow_settings: Any = None,
+) -> DryRun:
     """``snakemake -n -s SNAKEFILE --directory WORKDIR --configfile FILES --config KEY=VALUE ...
     [TARGETS]`` in process; the jobs it would run. ``config``: the ``--config`` pairs, parsed.
     ``resource_settings`` (Snakemake's ResourceSettings: --cores, a profile's default and per-rule
@@ -54,16 +61,29 @@ def dry_run(workdir: str | Path, configfiles: Sequence[str | Path] = (), config:
     from verbeval.workflow.snakemake_internals import build_dag, parsed_workflow
 
     try:
-        with parsed_workflow(snakefile, workdir, configfiles=configfiles, config=config,
-                             dag_settings=DAGSettings(targets=frozenset(targets), forcerun=frozenset(forcerun)),
-                             resource_settings=resource_settings, workflow_settings=workflow_settings) as wf:
+        with parsed_workflow(
+            snakefile,
+            workdir,
+            configfiles=configfiles,
+            config=config,
+            dag_settings=DAGSettings(targets=frozenset(targets), forcerun=frozenset(forcerun)),
+            resource_settings=resource_settings,
+            workflow_settings=workflow_settings,
+        ) as wf:
             dag = build_dag(wf, forceall=False, ignore_incomplete=False, nolock=True)
-            jobs = [{"rule": j.rule.name, "wildcards": {k: str(v) for k, v in j.wildcards.items()},
-                     "cmd": " ".join(j.shellcmd.split()) if j.shellcmd else "", "threads": j.threads,
-                     "outputs": [str(f) for f in j.output], "inputs": [str(f) for f in j.input],
-                     "resources": {k: v for k, v in j.resources.items() if not k.startswith("_")},
-                     "reason": str(dag.reason(j))}
-                    for j in dag.needrun_jobs()]
+            jobs = [
+                {
+                    "rule": j.rule.name,
+                    "wildcards": {k: str(v) for k, v in j.wildcards.items()},
+                    "cmd": " ".join(j.shellcmd.split()) if j.shellcmd else "",
+                    "threads": j.threads,
+                    "outputs": [str(f) for f in j.output],
+                    "inputs": [str(f) for f in j.input],
+                    "resources": {k: v for k, v in j.resources.items() if not k.startswith("_")},
+                    "reason": str(dag.reason(j)),
+                }
+                for j in dag.needrun_jobs()
+            ]
     except WorkflowError as exc:
         raise DryRunError(str(exc).strip()) from None
     return DryRun(sorted(jobs, key=lambda j: (j["rule"], sorted(j["wildcards"].items()))))

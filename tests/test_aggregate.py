@@ -18,13 +18,13 @@ import pytest
 import torch
 
 from verbeval.agreement.aggregate import context_scores, read_shards, row_tse, summarise
-from verbeval.core.bootstrap import bootstrap_means
 from verbeval.agreement.kernels import form_statistics
 from verbeval.agreement.metrics import score_logits
-from verbeval.core.errors import VerbevalError
 from verbeval.agreement.shards import META_KEY, ChunkResult, chunk_range, read_shard_meta, write_shard
 from verbeval.agreement.shardstore import chunk_label
 from verbeval.agreement.tables import random_models, table2, to_html, to_latex, to_markdown, to_metrics
+from verbeval.core.bootstrap import bootstrap_means
+from verbeval.core.errors import VerbevalError
 
 V = 40  # vocabulary size of the synthetic distributions
 LEMMA_IDS = np.array([[3, 4], [10, 11], [20, 21], [30, 31]])  # (singular id, plural id)
@@ -44,9 +44,22 @@ TSE_ROWS = [(0, 3, 4), (1, 10, 11), (2, 20, 21), (2, 30, 31), (3, 3, -1), (4, 10
 
 
 def _base_meta() -> dict[str, Any]:
-    return {"model_id": "org/tiny", "revision": "abc123", "kind": "masked", "cased": True, "dtype": "float32",
-            "tokenizer_fingerprint": "f" * 64, "lemma_set_sha256": "e" * 64, "prepend_bos": False, "n_lemmas": len(LEMMA_IDS),
-            "group": "g1", "n_chunks": N_CHUNKS, "n_group_contexts": N_CTX, "top_k": 5, "verbeval_version": "test"}
+    return {
+        "model_id": "org/tiny",
+        "revision": "abc123",
+        "kind": "masked",
+        "cased": True,
+        "dtype": "float32",
+        "tokenizer_fingerprint": "f" * 64,
+        "lemma_set_sha256": "e" * 64,
+        "prepend_bos": False,
+        "n_lemmas": len(LEMMA_IDS),
+        "group": "g1",
+        "n_chunks": N_CHUNKS,
+        "n_group_contexts": N_CTX,
+        "top_k": 5,
+        "verbeval_version": "test",
+    }
 
 
 def write_synthetic_shards(out: Path, logits: np.ndarray | None = None) -> list[Path]:
@@ -66,14 +79,18 @@ def write_synthetic_shards(out: Path, logits: np.ndarray | None = None) -> list[
         in_chunk = (row_ctx >= start) & (row_ctx < stop)
         rows = pd.DataFrame({"row": np.flatnonzero(in_chunk), "context_id": row_ctx[in_chunk]})
         result = ChunkResult(
-            prob=p[sl].float().numpy(), cum_above=above[sl].float().numpy(), cum_below=below[sl].float().numpy(),
-            topk_ids=topk.indices[sl].int().numpy(), topk_probs=topk.values[sl].float().numpy(),
+            prob=p[sl].float().numpy(),
+            cum_above=above[sl].float().numpy(),
+            cum_below=below[sl].float().numpy(),
+            topk_ids=topk.indices[sl].int().numpy(),
+            topk_probs=topk.values[sl].float().numpy(),
             tse_p=tse_p[in_chunk].reshape(-1, 2),
         )
         contexts = pd.DataFrame({"context_id": np.arange(start, stop), "plural": PLURAL[sl]})
         path = out / f"{chunk_label(k, N_CHUNKS)}.parquet"
-        write_shard(path, contexts, rows, result,
-                    {**_base_meta(), "chunk": k, "context_start": start, "context_stop": stop})
+        write_shard(
+            path, contexts, rows, result, {**_base_meta(), "chunk": k, "context_start": start, "context_stop": stop}
+        )
         paths.append(path)
     return paths
 
@@ -108,13 +125,20 @@ def test_read_shards_roundtrip(shards: list[Path]) -> None:
     for side, cuts in (("top", top), ("bottom", bottom)):
         for metric in ("ew", "mw", "prob_counted"):
             for j, p in enumerate(cuts):
-                np.testing.assert_allclose(scores[f"{metric}_{side}@{p:g}"], getattr(direct, f"{metric}_{side}")[:, j],
-                                           rtol=1e-5, atol=1e-6)
+                np.testing.assert_allclose(
+                    scores[f"{metric}_{side}@{p:g}"], getattr(direct, f"{metric}_{side}")[:, j], rtol=1e-5, atol=1e-6
+                )
 
     templates = pd.DataFrame({"plural": PLURAL[[r[0] for r in TSE_ROWS]]})
     tse = row_tse(g, templates)
-    want = score_logits(_logits()[[r[0] for r in TSE_ROWS]], templates["plural"].to_numpy(), LEMMA_IDS,
-                        [1.0], [1.0], tse_ids=np.array([r[1:] for r in TSE_ROWS])).tse
+    want = score_logits(
+        _logits()[[r[0] for r in TSE_ROWS]],
+        templates["plural"].to_numpy(),
+        LEMMA_IDS,
+        [1.0],
+        [1.0],
+        tse_ids=np.array([r[1:] for r in TSE_ROWS]),
+    ).tse
     assert np.array_equal(tse["tse"].to_numpy(), want, equal_nan=True)
     assert np.isnan(tse["tse"].iloc[4]) and not np.isnan(tse["tse"].drop(index=4)).any()
 
@@ -122,8 +146,10 @@ def test_read_shards_roundtrip(shards: list[Path]) -> None:
 def test_read_shards_rejects_missing_chunk(shards: list[Path]) -> None:
     with pytest.raises(VerbevalError) as err:
         read_shards([shards[0], shards[2]])
-    assert str(err.value) == (f"model 'org/tiny', group 'g1': shard 2-of-3.parquet of {shards[0].parent} is not "
-                              "among the shards given (they cover chunks [1, 3] of 3): rerun the model's inference job")
+    assert str(err.value) == (
+        f"model 'org/tiny', group 'g1': shard 2-of-3.parquet of {shards[0].parent} is not "
+        "among the shards given (they cover chunks [1, 3] of 3): rerun the model's inference job"
+    )
     with pytest.raises(VerbevalError, match=r"a chunk given twice.*chunks \[1, 1, 2, 3\]"):
         read_shards([shards[0], *shards])
     with pytest.raises(VerbevalError, match="no shards"):
@@ -224,19 +250,21 @@ def test_bootstrap_means_edge_cases() -> None:
 
 
 def _hand_scores() -> tuple[pd.DataFrame, pd.DataFrame]:
-    scores = pd.DataFrame({
-        "context_id": [0, 1, 2, 3],
-        "plural": [False, True, False, True],
-        "ew_top@1": [1.0, 0.5, np.nan, 0.0],
-        "mw_top@1": [0.9, 0.6, np.nan, 0.3],
-        "prob_counted_top@1": [0.2, 0.1, 0.0, 0.3],
-        "ew_bottom@0.5": [np.nan, np.nan, np.nan, 1.0],
-        "mw_bottom@0.5": [np.nan, np.nan, np.nan, 0.8],
-        "prob_counted_bottom@0.5": [0.0, 0.0, 0.0, 0.4],
-        "ew_bottom@1e-06": [np.nan] * 4,
-        "mw_bottom@1e-06": [np.nan] * 4,
-        "prob_counted_bottom@1e-06": [0.0] * 4,
-    })
+    scores = pd.DataFrame(
+        {
+            "context_id": [0, 1, 2, 3],
+            "plural": [False, True, False, True],
+            "ew_top@1": [1.0, 0.5, np.nan, 0.0],
+            "mw_top@1": [0.9, 0.6, np.nan, 0.3],
+            "prob_counted_top@1": [0.2, 0.1, 0.0, 0.3],
+            "ew_bottom@0.5": [np.nan, np.nan, np.nan, 1.0],
+            "mw_bottom@0.5": [np.nan, np.nan, np.nan, 0.8],
+            "prob_counted_bottom@0.5": [0.0, 0.0, 0.0, 0.4],
+            "ew_bottom@1e-06": [np.nan] * 4,
+            "mw_bottom@1e-06": [np.nan] * 4,
+            "prob_counted_bottom@1e-06": [0.0] * 4,
+        }
+    )
     tse = pd.DataFrame({"row": [0, 1, 2, 3, 4], "context_id": [0, 0, 1, 2, 3], "tse": [1.0, 0.0, 1.0, np.nan, 1.0]})
     return scores, tse
 
@@ -246,8 +274,18 @@ def test_summarise_by_hand() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the all-NaN column must not warn
         s = summarise(scores, tse, model="m", group="g", resamples=100, seed=0, confidence=0.95)
-    assert list(s.columns) == ["model", "group", "metric", "side", "cutoff", "value", "ci_low", "ci_high", "n",
-                               "n_total"]
+    assert list(s.columns) == [
+        "model",
+        "group",
+        "metric",
+        "side",
+        "cutoff",
+        "value",
+        "ci_low",
+        "ci_high",
+        "n",
+        "n_total",
+    ]
     assert (s["model"] == "m").all() and (s["group"] == "g").all()
 
     def one(metric: str, side: str = "", cutoff: float | None = None) -> pd.Series:
@@ -281,11 +319,32 @@ def test_summarise_by_hand() -> None:
 def _hand_summary() -> pd.DataFrame:
     recs = []
 
-    def add(model: str, group: str, metric: str, side: str, cutoff: float, value: float, lo: float, hi: float,
-            n_total: int, n: int | None = None) -> None:
-        recs.append({"model": model, "group": group, "metric": metric, "side": side, "cutoff": cutoff,
-                     "value": value, "ci_low": lo, "ci_high": hi, "n": n_total if n is None else n,
-                     "n_total": n_total})
+    def add(
+        model: str,
+        group: str,
+        metric: str,
+        side: str,
+        cutoff: float,
+        value: float,
+        lo: float,
+        hi: float,
+        n_total: int,
+        n: int | None = None,
+    ) -> None:
+        recs.append(
+            {
+                "model": model,
+                "group": group,
+                "metric": metric,
+                "side": side,
+                "cutoff": cutoff,
+                "value": value,
+                "ci_low": lo,
+                "ci_high": hi,
+                "n": n_total if n is None else n,
+                "n_total": n_total,
+            }
+        )
 
     for model, base, tse in (("bert-a", 0.0, 0.876), ("gpt_b", 0.1, 0.886)):
         add(model, "simple", "tse", "", np.nan, tse, 0.8, 0.95, 120, n=110)
@@ -302,8 +361,10 @@ def _hand_summary() -> pd.DataFrame:
     return pd.DataFrame(recs)
 
 
-GROUPS = [{"id": "simple", "name": "Simple", "sources": []},
-          {"id": "prep", "name": "Across prepositional phrase & co", "sources": []}]
+GROUPS = [
+    {"id": "simple", "name": "Simple", "sources": []},
+    {"id": "prep", "name": "Across prepositional phrase & co", "sources": []},
+]
 MODELS = ["bert-a", "gpt_b"]
 
 
@@ -334,8 +395,9 @@ def test_table2_markdown_and_latex() -> None:
     assert lines[1] == "|---|---:|---:|---:|---:|---:|---:|"
     assert lines[2] == "| Simple | 0.88 | 0.62 | 0.50 | 0.89 | 0.72 | 0.60 |"
     assert lines[3] == "| Across prepositional phrase & co | 0.50 | 0.25 | 0.33 | – | – | – |"
-    assert to_markdown(t, MODELS, digits=3).splitlines()[2] == \
-        "| Simple | 0.876 | 0.623 | 0.500 | 0.886 | 0.723 | 0.600 |"
+    assert (
+        to_markdown(t, MODELS, digits=3).splitlines()[2] == "| Simple | 0.876 | 0.623 | 0.500 | 0.886 | 0.723 | 0.600 |"
+    )
 
     tex = to_latex(t, MODELS)
     assert tex.splitlines() == [
@@ -386,7 +448,7 @@ def test_table2_labels_a_random_model_and_only_it() -> None:
     assert md.splitlines()[0] == "| Group | bert-a TSE | bert-a EW | bert-a MW | gpt_b† TSE | gpt_b† EW | gpt_b† MW |"
     assert "* † randomly initialised, so the numbers are meaningless: gpt_b." in md
     page = to_html(t, MODELS)
-    assert "<th colspan=\"4\">gpt_b†</th>" in page and "<th colspan=\"4\">bert-a</th>" in page
+    assert '<th colspan="4">gpt_b†</th>' in page and '<th colspan="4">bert-a</th>' in page
     assert "<li>† randomly initialised, so the numbers are meaningless: gpt_b.</li>" in page
     tex = to_latex(t, MODELS)
     assert r"\multicolumn{3}{c}{gpt\_b$^\dagger$}" in tex and r"\multicolumn{3}{c}{bert-a}" in tex
@@ -396,7 +458,9 @@ def test_table2_labels_a_random_model_and_only_it() -> None:
     assert metrics["gpt_b"]["simple"] == {"tse": 0.886, "ew": pytest.approx(0.7234), "mw": pytest.approx(0.6)}
     # the errata notes follow the random-model note
     assert to_markdown(t, MODELS, notes=["Simple: x."]).splitlines()[-2:] == [
-        "* † randomly initialised, so the numbers are meaningless: gpt_b.", "* Simple: x."]
+        "* † randomly initialised, so the numbers are meaningless: gpt_b.",
+        "* Simple: x.",
+    ]
     # no model random (or summaries of an older verbeval without the column): no mark, no note
     for plain in (summary, summary.assign(random_init=False)):
         t = table2(plain, GROUPS, MODELS)
@@ -424,8 +488,25 @@ def _aggregate_args(tmp_path: Path, manifest: Path) -> list[str]:
     templates = pd.DataFrame({"group": "g1", "plural": [False] * len(TSE_ROWS)})
     tpath = tmp_path / "templates.parquet"
     templates.to_parquet(tpath)
-    return ["aggregate", "--templates", str(tpath), "--groups", "g1", "--model-name", "m", "--manifest", str(manifest),
-            "--top-cutoffs", "1", "--bottom-cutoffs", "0.5", "--resamples", "10", "--out-dir", str(tmp_path / "out")]
+    return [
+        "aggregate",
+        "--templates",
+        str(tpath),
+        "--groups",
+        "g1",
+        "--model-name",
+        "m",
+        "--manifest",
+        str(manifest),
+        "--top-cutoffs",
+        "1",
+        "--bottom-cutoffs",
+        "0.5",
+        "--resamples",
+        "10",
+        "--out-dir",
+        str(tmp_path / "out"),
+    ]
 
 
 def test_aggregate_cli_writes_every_group_output(tmp_path: Path) -> None:
@@ -449,8 +530,10 @@ def test_aggregate_cli_does_not_import_torch(tmp_path: Path) -> None:
     import verbeval
 
     manifest, _ = _store(tmp_path)
-    code = ("import sys; from verbeval.cli import main; "
-            f"rc = main({_aggregate_args(tmp_path, manifest)!r}); print(rc, 'torch' in sys.modules)")
+    code = (
+        "import sys; from verbeval.cli import main; "
+        f"rc = main({_aggregate_args(tmp_path, manifest)!r}); print(rc, 'torch' in sys.modules)"
+    )
     # a process: what a command imports shows only in a fresh interpreter (pytest's has torch loaded)
     env = {**os.environ, "PYTHONPATH": str(Path(verbeval.__file__).resolve().parents[1])}  # this checkout's package
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
@@ -480,17 +563,24 @@ def test_aggregate_cli_moves_a_truncated_shard_aside(tmp_path: Path, capsys: pyt
     assert main(_aggregate_args(tmp_path, manifest)) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "lists" in err[0] and "truncated or replaced" in err[0], err
-    assert err[0].endswith(f"moved it to {shards[1]}.corrupt and removed the stale manifest {manifest}: rerun the "
-                           "workflow (snakemake or dvc repro) to recompute it")
+    assert err[0].endswith(
+        f"moved it to {shards[1]}.corrupt and removed the stale manifest {manifest}: rerun the "
+        "workflow (snakemake or dvc repro) to recompute it"
+    )
     # the bad shard is out of the way and the manifest gone (so Snakemake and dvc repro both run the
     # model's inference again, which recomputes it), nothing was written
     assert not shards[1].exists() and shards[1].with_name(shards[1].name + ".corrupt").exists()
     assert not manifest.exists()
-    assert not (tmp_path / "out" / "g1" / "summary.csv").exists() and not (tmp_path / "out" / "g1" / "scores.parquet").exists()
+    assert (
+        not (tmp_path / "out" / "g1" / "summary.csv").exists()
+        and not (tmp_path / "out" / "g1" / "scores.parquet").exists()
+    )
     assert shards[0].exists() and shards[2].exists()
 
 
-def test_aggregate_cli_removes_a_manifest_whose_shard_is_gone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_aggregate_cli_removes_a_manifest_whose_shard_is_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A listed shard that is gone (DVC's run-cache restored the manifest alone, or it was deleted):
     the stale manifest is removed, so the next `dvc repro` reruns the inference stage instead of
     failing here every time."""
@@ -500,14 +590,17 @@ def test_aggregate_cli_removes_a_manifest_whose_shard_is_gone(tmp_path: Path, ca
     shards[0].unlink()
     assert main(_aggregate_args(tmp_path, manifest)) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"verbeval aggregate: error: {shards[0]}: missing (listed in the shard manifest); removed the stale "
-                   f"manifest {manifest}: rerun the workflow (snakemake or dvc repro) to recompute it"]
+    assert err == [
+        f"verbeval aggregate: error: {shards[0]}: missing (listed in the shard manifest); removed the stale "
+        f"manifest {manifest}: rerun the workflow (snakemake or dvc repro) to recompute it"
+    ]
     assert not manifest.exists() and shards[1].exists() and shards[2].exists()
 
 
 @pytest.mark.parametrize("where", [0.2, 0.5, 0.8, 0.97])
-def test_aggregate_cli_detects_bytes_flipped_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                      where: float) -> None:
+def test_aggregate_cli_detects_bytes_flipped_in_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: float
+) -> None:
     """Four bytes XOR-ed anywhere in a shard (same size, often still decodable) are detected by
     the manifest's sha256, every time."""
     from verbeval.cli import main
@@ -525,8 +618,10 @@ def test_aggregate_cli_detects_bytes_flipped_in_place(tmp_path: Path, capsys: py
     assert shards[2].with_name(shards[2].name + ".corrupt").exists() and not shards[2].exists()
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.parquet"))
 
-def test_a_killed_aggregate_leaves_no_summary_and_reruns_to_identical_outputs(tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+
+def test_a_killed_aggregate_leaves_no_summary_and_reruns_to_identical_outputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Killed after scores.parquet, while tse.parquet is written (a SIGKILL's leftover temporary put
     beside it): summary.csv, the job's last output, is not there, so the job reruns; the rerun removes
     the leftover and writes outputs byte-identical to a run that was never killed."""

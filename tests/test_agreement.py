@@ -9,12 +9,7 @@ import pytest
 import torch
 
 from verbeval.agreement.kernels import form_statistics, probabilities
-from verbeval.agreement.metrics import (
-    FormStats,
-    score_logits,
-    scores_from_stats,
-    tse_scores,
-)
+from verbeval.agreement.metrics import FormStats, score_logits, scores_from_stats, tse_scores
 
 # vocabulary of the hand-worked examples: ids 0..4
 IS, ARE, X, EXIST, EXISTS = 0, 1, 2, 3, 4
@@ -99,8 +94,9 @@ def test_singular_context_and_wrong_lemmas():
 
 
 def test_tse_nan_for_multi_token_forms_and_ties():
-    res = score_logits(np.zeros((2, 4)), np.array([True, False]), np.array([[0, 1]]), [1.0], [1.0],
-                       np.array([[0, -1], [2, 3]]))
+    res = score_logits(
+        np.zeros((2, 4)), np.array([True, False]), np.array([[0, 1]]), [1.0], [1.0], np.array([[0, -1], [2, 3]])
+    )
     assert math.isnan(res.tse[0])
     assert res.tse[1] == 0.0  # equal probabilities: not strictly greater
     assert res.ew_top[0, 0] == 0.0  # ties count as wrong in EW too
@@ -250,8 +246,12 @@ def test_vectorised_matches_reference(seed):
             np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True)
         for j, p in enumerate(bottom):
             want = _ref_side(list(probs[i]), lemma_ids.tolist(), plural[i], p, False)
-            got = [res.ew_bottom[i, j], res.mw_bottom[i, j], res.prob_counted_bottom[i, j],
-                   res.prob_counted_forms_bottom[i, j]]
+            got = [
+                res.ew_bottom[i, j],
+                res.mw_bottom[i, j],
+                res.prob_counted_bottom[i, j],
+                res.prob_counted_forms_bottom[i, j],
+            ]
             np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True)
             assert want[2] == pytest.approx(want[3], rel=1e-12, abs=1e-15)  # the definitions coincide at bottom-p
 
@@ -302,8 +302,9 @@ def test_prob_counted_paper_vs_forms_worked_example():
       (its "are" is outside): both quantities .15.
     """
     probs = np.array([[0.3, 0.4, 0.15, 0.1, 0.05]])  # is, are, x, exist, exists
-    res = score_logits(np.log(probs), np.array([True]), np.array([[0, 1], [4, 3]]),
-                       top_cutoffs=[0.5, 0.9, 0.3], bottom_cutoffs=[0.5])
+    res = score_logits(
+        np.log(probs), np.array([True]), np.array([[0, 1], [4, 3]]), top_cutoffs=[0.5, 0.9, 0.3], bottom_cutoffs=[0.5]
+    )
     np.testing.assert_allclose(res.prob_counted_top[0], [0.7, 0.775, 0.525], rtol=1e-12)
     np.testing.assert_allclose(res.prob_counted_forms_top[0], [0.5, 0.75, 0.3], rtol=1e-12)
     np.testing.assert_allclose(res.prob_counted_bottom[0], [0.15], rtol=1e-12)
@@ -311,5 +312,7 @@ def test_prob_counted_paper_vs_forms_worked_example():
     # the literal oracle agrees
     for j, p in enumerate([0.5, 0.9, 0.3]):
         _, _, mass, forms = _ref_side(list(probs[0]), [[0, 1], [4, 3]], True, p, True)
-        assert (mass, forms) == (pytest.approx(res.prob_counted_top[0, j]),
-                                 pytest.approx(res.prob_counted_forms_top[0, j]))
+        assert (mass, forms) == (
+            pytest.approx(res.prob_counted_top[0, j]),
+            pytest.approx(res.prob_counted_forms_top[0, j]),
+        )

@@ -50,7 +50,7 @@ def imported_modules(source: str, module: str, is_package: bool = False) -> list
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
-                anchor = anchor[:len(anchor) - (node.level - 1)]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
             found += [(node.lineno, f"{base}.{a.name}") for a in node.names]
     return found
@@ -87,7 +87,10 @@ def violations() -> list[str]:
 def test_import_parser_sees_relative_and_function_level_imports() -> None:
     source = "import os\nfrom .metrics import score_logits\n\ndef f():\n    from ..core.io import write_text\n"
     assert imported_modules(source, "verbeval.agreement.aggregate") == [
-        (1, "os"), (2, "verbeval.agreement.metrics.score_logits"), (5, "verbeval.core.io.write_text")]
+        (1, "os"),
+        (2, "verbeval.agreement.metrics.score_logits"),
+        (5, "verbeval.core.io.write_text"),
+    ]
     assert imported_modules("from . import cli\n", "verbeval.simverb", is_package=True) == [(1, "verbeval.simverb.cli")]
     assert layer("verbeval.agreement.metrics.score_logits") == "agreement"
     assert layer("verbeval.__version__") is None and layer("numpy.linalg") is None
@@ -121,8 +124,11 @@ def _architecture_entries() -> dict[str, str]:
     current = None
     for line in block.splitlines():
         head = line.strip().split(" ", 1)[0]
-        if line.startswith(("  ", "    ")) and (head.endswith("/") or head.endswith(".py")) and \
-                len(line) - len(line.lstrip()) <= 4:
+        if (
+            line.startswith(("  ", "    "))
+            and (head.endswith("/") or head.endswith(".py"))
+            and len(line) - len(line.lstrip()) <= 4
+        ):
             current = head
             entries[current] = line
         elif current is not None:
@@ -169,8 +175,10 @@ def test_cli_is_a_short_entry_point() -> None:
 
 
 def test_help_imports_neither_torch_nor_pandas() -> None:
-    code = ("import sys\nfrom verbeval.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('torch', 'pandas', 'transformers') if m in sys.modules))")
+    code = (
+        "import sys\nfrom verbeval.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'pandas', 'transformers') if m in sys.modules))"
+    )
     # a process: what `verbeval --help` imports shows only in a fresh interpreter (pytest's has torch)
     env = {**os.environ, "PYTHONPATH": str(PKG.parent)}  # this checkout's package
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)

@@ -20,20 +20,29 @@ import pytest
 import torch
 
 from verbeval.agreement import kernels as agreement
+from verbeval.agreement.eligibility import eligible_lemmas, single_token_ids
+from verbeval.agreement.inference import encode_contexts, split_head, target_logits
 from verbeval.agreement.kernels import form_statistics
 from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, _stable_order, score_logits
 from verbeval.bench.baseline_ratio import compare_with_verbeval
 from verbeval.bench.paper_baseline import PaperBaseline
 from verbeval.bench.throughput import throughput
-from verbeval.agreement.eligibility import eligible_lemmas, single_token_ids
-from verbeval.agreement.inference import encode_contexts, split_head, target_logits
 from verbeval.core.models import LoadedModel, load_model
 from verbeval.core.tiny_models import make_tiny_model
 
 LEXICON = pd.DataFrame(
-    [("laugh", "laughs", "laugh"), ("smile", "smiles", "smile"), ("be", "is", "are"), ("run", "runs", "run"),
-     ("know", "knows", "know"), ("write", "writes", "write"), ("sing", "sings", "sing"),
-     ("dance", "dances", "dance"), ("exist", "exists", "exist"), ("like", "likes", "like")],
+    [
+        ("laugh", "laughs", "laugh"),
+        ("smile", "smiles", "smile"),
+        ("be", "is", "are"),
+        ("run", "runs", "run"),
+        ("know", "knows", "know"),
+        ("write", "writes", "write"),
+        ("sing", "sings", "sing"),
+        ("dance", "dances", "dance"),
+        ("exist", "exists", "exist"),
+        ("like", "likes", "like"),
+    ],
     columns=["lemma", "sing", "plur"],
 )
 # (left, right, plural, correct, incorrect)
@@ -54,11 +63,14 @@ def _sharpened(path: Path) -> LoadedModel:
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
-def lm(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], wordpiece_path: Path,
-       tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+def lm(
+    request: pytest.FixtureRequest,
+    tokenizer_path: Callable[[str], Path],
+    wordpiece_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> LoadedModel:
     tok = wordpiece_path if request.param == "bert" else tokenizer_path("gpt2")
-    return _sharpened(make_tiny_model(tok, request.param,
-                                      tmp_path_factory.mktemp(request.param)))
+    return _sharpened(make_tiny_model(tok, request.param, tmp_path_factory.mktemp(request.param)))
 
 
 def _verbeval_scores(lm: LoadedModel, lemmas: pd.DataFrame) -> Any:
@@ -73,8 +85,9 @@ def _verbeval_scores(lm: LoadedModel, lemmas: pd.DataFrame) -> Any:
     sing = [r[4] if r[2] else r[3] for r in ROWS]
     plur = [r[3] if r[2] else r[4] for r in ROWS]
     tse_ids = np.stack([single_token_ids(lm.tokenizer, sing), single_token_ids(lm.tokenizer, plur)], axis=1)
-    return score_logits(logits, plural, lemmas[["sing_id", "plur_id"]].to_numpy(), PAPER_TOP_CUTOFFS,
-                        PAPER_BOTTOM_CUTOFFS, tse_ids)
+    return score_logits(
+        logits, plural, lemmas[["sing_id", "plur_id"]].to_numpy(), PAPER_TOP_CUTOFFS, PAPER_BOTTOM_CUTOFFS, tse_ids
+    )
 
 
 def test_baseline_matches_verbeval(lm: LoadedModel) -> None:
@@ -93,11 +106,17 @@ def test_baseline_matches_verbeval(lm: LoadedModel) -> None:
                     want = getattr(ref, f"{metric}_{side}")[i, j]
                     # the baseline's own batch-1 forward differs from the batched one by float32
                     # rounding (~1e-7); the exact check with shared logits is the test below
-                    np.testing.assert_allclose(got[f"{metric}_{side}@{p:g}"], want, rtol=1e-5, atol=1e-6,
-                                               err_msg=f"row {i} {metric}_{side}@{p:g}")
+                    np.testing.assert_allclose(
+                        got[f"{metric}_{side}@{p:g}"],
+                        want,
+                        rtol=1e-5,
+                        atol=1e-6,
+                        err_msg=f"row {i} {metric}_{side}@{p:g}",
+                    )
                 counted = getattr(ref, f"prob_counted_{side}")[i, j]
-                seen_non_trivial |= not math.isnan(getattr(ref, f"ew_{side}")[i, j]) \
-                    and counted < ref.prob_counted_top[i, -1] * (1 - 1e-6)
+                seen_non_trivial |= not math.isnan(getattr(ref, f"ew_{side}")[i, j]) and counted < ref.prob_counted_top[
+                    i, -1
+                ] * (1 - 1e-6)
     assert math.isnan(ref.tse[4])
     assert seen_non_trivial, "no cutoff selected a proper subset of the lemmas"
 
@@ -122,8 +141,9 @@ def test_baseline_table1_toy(lm: LoadedModel) -> None:
     ids = dict(zip(lemmas["sing"], lemmas["sing_id"])) | dict(zip(lemmas["plur"], lemmas["plur_id"]))
     for form, p in (("is", 0.1), ("are", 0.6), ("exists", 0.2), ("exist", 0.1)):
         probs[ids[form]] = p
-    toy = LoadedModel(lm.model_id, _FixedLogits(torch.log(probs).float()), tok, lm.kind, lm.cased, lm.device,
-                      "float32", "toy")
+    toy = LoadedModel(
+        lm.model_id, _FixedLogits(torch.log(probs).float()), tok, lm.kind, lm.cased, lm.device, "float32", "toy"
+    )
     base = PaperBaseline(toy, lemmas, [1.0], [1.0])
     got = base.score_row("the pilots that the guard likes", "to the guards", True, "are", "is")
     assert got["tse"] == 1.0
@@ -145,13 +165,23 @@ def test_baseline_equals_score_logits_on_shared_logits(lm: LoadedModel, seed: in
     base = PaperBaseline(toy, lemmas, PAPER_TOP_CUTOFFS, PAPER_BOTTOM_CUTOFFS)
     for plural in (False, True):
         got = base.score_row("the authors", "", plural, "laugh", "laughs")
-        want = score_logits(logits[None], np.array([plural]), lemmas[["sing_id", "plur_id"]].to_numpy(),
-                            PAPER_TOP_CUTOFFS, PAPER_BOTTOM_CUTOFFS)
+        want = score_logits(
+            logits[None],
+            np.array([plural]),
+            lemmas[["sing_id", "plur_id"]].to_numpy(),
+            PAPER_TOP_CUTOFFS,
+            PAPER_BOTTOM_CUTOFFS,
+        )
         for side, cuts in (("top", PAPER_TOP_CUTOFFS), ("bottom", PAPER_BOTTOM_CUTOFFS)):
             for j, p in enumerate(cuts):
                 for metric in ("ew", "mw", "prob_counted", "prob_counted_forms"):
-                    np.testing.assert_allclose(got[f"{metric}_{side}@{p:g}"], getattr(want, f"{metric}_{side}")[0, j],
-                                               rtol=1e-9, atol=1e-12, err_msg=f"{metric}_{side}@{p:g}")
+                    np.testing.assert_allclose(
+                        got[f"{metric}_{side}@{p:g}"],
+                        getattr(want, f"{metric}_{side}")[0, j],
+                        rtol=1e-9,
+                        atol=1e-12,
+                        err_msg=f"{metric}_{side}@{p:g}",
+                    )
 
 
 def test_target_logits_equal_full_forward(lm: LoadedModel) -> None:
@@ -231,7 +261,9 @@ def test_stable_order_packed_sort() -> None:
     assert np.array_equal(_stable_order(keys.numpy()), want)
     assert _stable_order(keys.numpy())[0].tolist() == [3, 4, 1, 0, 2, 5]  # ties (0.0/-0.0, 0.5/0.5) by position
     not_float32 = keys + 1e-12  # not exactly float32: the stable argsort path, same answer
-    assert np.array_equal(_stable_order(not_float32.numpy()), torch.sort(not_float32, dim=-1, stable=True).indices.numpy())
+    assert np.array_equal(
+        _stable_order(not_float32.numpy()), torch.sort(not_float32, dim=-1, stable=True).indices.numpy()
+    )
     with_nan = torch.tensor([[0.5, float("nan"), 0.25, 0.5]], dtype=torch.float64)  # NaN last, as torch puts it
     assert np.array_equal(_stable_order(with_nan.numpy()), torch.sort(with_nan, dim=-1, stable=True).indices.numpy())
 
@@ -251,15 +283,17 @@ def test_compare_with_verbeval(tmp_path: Path) -> None:
 
 
 def test_throughput_bookkeeping(lm: LoadedModel) -> None:
-    ctx = pd.DataFrame({"left": [r[0] for r in ROWS] * 3, "right": [r[1] for r in ROWS] * 3,
-                        "plural": [r[2] for r in ROWS] * 3})
+    ctx = pd.DataFrame(
+        {"left": [r[0] for r in ROWS] * 3, "right": [r[1] for r in ROWS] * 3, "plural": [r[2] for r in ROWS] * 3}
+    )
     forms = eligible_lemmas(LEXICON, lm.tokenizer)[["sing_id", "plur_id"]].to_numpy().reshape(-1)
     r = throughput(lm, ctx, forms, batch_size=4)
     assert r["contexts"] == 15 and r["batch_size"] == 4
     for key in ("pipeline_ctx_per_s", "forward_head_at_target_ctx_per_s", "forward_raw_ctx_per_s"):
         assert r[key] > 0
     assert r["forward_share_of_pipeline"] == pytest.approx(
-        r["pipeline_ctx_per_s"] / r["forward_head_at_target_ctx_per_s"], abs=2e-3)
+        r["pipeline_ctx_per_s"] / r["forward_head_at_target_ctx_per_s"], abs=2e-3
+    )
     assert r["peak_rss_mib_process"] > 0 and "peak_gpu_mib" not in r
 
 
@@ -267,13 +301,23 @@ def test_postprocess_bench_rows(capsys: pytest.CaptureFixture[str]) -> None:
     from verbeval.bench.postprocess import bench_postprocess
     from verbeval.bench.report import print_report
 
-    res = bench_postprocess(vocab_sizes=(3_000, 7_000), n_forms=40, batch_size=4, devices=("cpu", "cuda"),
-                            logit_dtypes=("float32", "bfloat16"), repeats=1)
+    res = bench_postprocess(
+        vocab_sizes=(3_000, 7_000),
+        n_forms=40,
+        batch_size=4,
+        devices=("cpu", "cuda"),
+        logit_dtypes=("float32", "bfloat16"),
+        repeats=1,
+    )
     rows = res["results"]
     cuda = torch.cuda.is_available()
     assert len(rows) == 4 * (2 if cuda else 1)
     assert [(r["device"], r["vocab"], r["logits"]) for r in rows[:4]] == [
-        ("cpu", 3000, "float32"), ("cpu", 3000, "bfloat16"), ("cpu", 7000, "float32"), ("cpu", 7000, "bfloat16")]
+        ("cpu", 3000, "float32"),
+        ("cpu", 3000, "bfloat16"),
+        ("cpu", 7000, "float32"),
+        ("cpu", 7000, "bfloat16"),
+    ]
     for r in rows:
         assert r["forms"] == 40 and r["batch_size"] == 4
         assert r["ms_per_context"] > 0
@@ -318,7 +362,9 @@ def _distribution(kind: str, rng: np.random.Generator, b: int, v: int) -> np.nda
 
 @pytest.mark.parametrize("kind", ["random", "float32", "bfloat16", "tied", "tied20", "rounded", "peaked"])
 @pytest.mark.parametrize("threads", [1, 3])
-def test_form_statistics_equals_numpy_lexsort_reference(monkeypatch: pytest.MonkeyPatch, kind: str, threads: int) -> None:
+def test_form_statistics_equals_numpy_lexsort_reference(
+    monkeypatch: pytest.MonkeyPatch, kind: str, threads: int
+) -> None:
     """Bit for bit the sums of an independent full lexsort, on CPU, one thread and several; and,
     order aside, the definition (the total mass of the items ranked above / below each form)."""
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
@@ -344,9 +390,15 @@ def test_form_statistics_equals_numpy_lexsort_reference(monkeypatch: pytest.Monk
         for f in forms[:4].tolist() + forms[-2:].tolist():
             higher = (p[i] > p[i, f]) | ((p[i] == p[i, f]) & (ids < f))
             lower = (p[i] < p[i, f]) | ((p[i] == p[i, f]) & (ids > f))
-            assert above[i, forms.tolist().index(f)].item() == pytest.approx(math.fsum(p[i][higher]), rel=1e-12, abs=1e-300)
-            assert below[i, forms.tolist().index(f)].item() == pytest.approx(math.fsum(p[i][lower]), rel=1e-12, abs=1e-300)
-    distinct_ties = max(len(np.unique(p[i, forms][(p[i][None, :] == p[i, forms][:, None]).sum(1) > 1])) for i in range(len(p)))
+            assert above[i, forms.tolist().index(f)].item() == pytest.approx(
+                math.fsum(p[i][higher]), rel=1e-12, abs=1e-300
+            )
+            assert below[i, forms.tolist().index(f)].item() == pytest.approx(
+                math.fsum(p[i][lower]), rel=1e-12, abs=1e-300
+            )
+    distinct_ties = max(
+        len(np.unique(p[i, forms][(p[i][None, :] == p[i, forms][:, None]).sum(1) > 1])) for i in range(len(p))
+    )
     if kind in ("bfloat16", "rounded", "peaked"):  # the argsort branch of the tie count
         assert distinct_ties > agreement._COMPARED_TIES or kind == "peaked"
     if kind == "tied":  # the compare branch
@@ -360,8 +412,15 @@ def test_real_part_skips_without_gguf(tmp_path: Path, capsys: pytest.CaptureFixt
     from verbeval.bench.runner import run_bench
 
     missing = tmp_path / "absent.gguf"
-    report = run_bench(out=tmp_path / "bench.json", quick=True, config=".test/config/ci.yaml", shared=tmp_path,
-                       workdir=tmp_path / "wd", parts=["real"], ggufs=[str(missing)])
+    report = run_bench(
+        out=tmp_path / "bench.json",
+        quick=True,
+        config=".test/config/ci.yaml",
+        shared=tmp_path,
+        workdir=tmp_path / "wd",
+        parts=["real"],
+        ggufs=[str(missing)],
+    )
     assert report["real"]["results"] == []
     assert report["real"]["skipped"] == [f"{missing}: no such GGUF file: skipped"]
     assert f"bench real: {missing}: no such GGUF file: skipped" in capsys.readouterr().out
@@ -373,13 +432,22 @@ def test_real_part_skips_without_gguf(tmp_path: Path, capsys: pytest.CaptureFixt
 BENCH_SOURCES = sorted((Path(__file__).resolve().parents[1] / "src" / "verbeval" / "bench").glob("*.py"))
 RULES = sorted((Path(__file__).resolve().parents[1] / "workflow" / "rules").glob("*.smk"))
 #: the Snakemake options the bench's own command line uses, and its start-up probe `verbeval --version`
-SNAKEMAKE_OPTIONS = {"--cores", "--configfile", "--config", "--persistence-backend", "--persistence-backend-db-url",
-                     "--version"}
+SNAKEMAKE_OPTIONS = {
+    "--cores",
+    "--configfile",
+    "--config",
+    "--persistence-backend",
+    "--persistence-backend-db-url",
+    "--version",
+}
 
 
 def _string_constants(path: Path) -> list[str]:
-    return [n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant)
-            and isinstance(n.value, str)]
+    return [
+        n.value
+        for n in ast.walk(ast.parse(path.read_text()))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    ]
 
 
 def test_bench_holds_no_copy_of_a_rule_command() -> None:
@@ -393,13 +461,16 @@ def test_bench_holds_no_copy_of_a_rule_command() -> None:
     rule_options = set(re.findall(r"(--[a-z][a-z0-9-]*)", rule_text))
     assert {"fetch", "templates", "lexicon", "lemmas", "run-model", "aggregate", "table"} <= rule_commands
     assert {"--manifest", "--groups-file", "--top-cutoffs", "--summaries", "--n-chunks"} <= rule_options
-    bench_parser = build_parser()._subparsers._group_actions[0].choices["bench"]  # noqa: SLF001
-    own = {o for a in bench_parser._actions for o in a.option_strings}  # noqa: SLF001
+    bench_parser = build_parser()._subparsers._group_actions[0].choices["bench"]
+    own = {o for a in bench_parser._actions for o in a.option_strings}
     found = []
     for path in BENCH_SOURCES:
         for text in _string_constants(path):
-            found += [f"{path.name}: verbeval {c}" for c in re.findall(r"\bverbeval ([a-z][a-z0-9-]*)", text)
-                      if c in rule_commands]
+            found += [
+                f"{path.name}: verbeval {c}"
+                for c in re.findall(r"\bverbeval ([a-z][a-z0-9-]*)", text)
+                if c in rule_commands
+            ]
             if re.fullmatch(r"--[a-z][a-z0-9-]*", text) and text not in own | SNAKEMAKE_OPTIONS:
                 found.append(f"{path.name}: {text}")
     assert found == []
@@ -408,11 +479,29 @@ def test_bench_holds_no_copy_of_a_rule_command() -> None:
 def test_snakemake_command_runs_the_workflow(tmp_path: Path) -> None:
     from verbeval.bench.snakemake_jobs import snakemake_command
 
-    cmd = snakemake_command(configfiles=["config/tiny-full.yaml", tmp_path / "bench.yaml"], targets=["table2"], cores=2,
-                            metadata_db=tmp_path / "m.sqlite", config_values=["data_mirror=DIR"])
-    assert cmd[1:] == ["-m", "snakemake", "table2", "--cores", "2", "--configfile", "config/tiny-full.yaml",
-                       str(tmp_path / "bench.yaml"), "--config", "data_mirror=DIR", "--persistence-backend", "db",
-                       "--persistence-backend-db-url", f"sqlite:///{tmp_path / 'm.sqlite'}"]
+    cmd = snakemake_command(
+        configfiles=["config/tiny-full.yaml", tmp_path / "bench.yaml"],
+        targets=["table2"],
+        cores=2,
+        metadata_db=tmp_path / "m.sqlite",
+        config_values=["data_mirror=DIR"],
+    )
+    assert cmd[1:] == [
+        "-m",
+        "snakemake",
+        "table2",
+        "--cores",
+        "2",
+        "--configfile",
+        "config/tiny-full.yaml",
+        str(tmp_path / "bench.yaml"),
+        "--config",
+        "data_mirror=DIR",
+        "--persistence-backend",
+        "db",
+        "--persistence-backend-db-url",
+        f"sqlite:///{tmp_path / 'm.sqlite'}",
+    ]
 
 
 def test_job_times_from_snakemake_metadata(tmp_path: Path) -> None:
@@ -420,7 +509,8 @@ def test_job_times_from_snakemake_metadata(tmp_path: Path) -> None:
     and each output's job."""
     from verbeval.bench.snakemake_jobs import run_snakemake
 
-    (tmp_path / "Snakefile").write_text(textwrap.dedent("""\
+    (tmp_path / "Snakefile").write_text(
+        textwrap.dedent("""\
         rule all:
             input: "b.txt", "c.txt"
         rule a:
@@ -434,7 +524,8 @@ def test_job_times_from_snakemake_metadata(tmp_path: Path) -> None:
             input: "a2.txt"
             output: "c.txt"
             shell: "cat {input} > {output}"
-        """))
+        """)
+    )
     (tmp_path / "config.yaml").write_text("{}\n")
     run = run_snakemake(configfiles=[tmp_path / "config.yaml"], run_dir=tmp_path / "run", cores=1, cwd=tmp_path)
     assert sorted(j.rule for j in run.jobs) == ["a", "b", "c"]
@@ -487,22 +578,51 @@ def test_model_figures_and_their_summary(tmp_path: Path, capsys: pytest.CaptureF
     from verbeval.bench.workflow_runs import WorkflowOutputs, model_figures
 
     agr = tmp_path / "agreement"
-    out = WorkflowOutputs(agr, ["simple", "prep"], [1.0], [0.5], 200, {"m": tmp_path / "m"},
-                          {"m": agr / "m" / "shards" / "manifest.json"})
-    run = SnakemakeRun(["snakemake"], 2, 30.0, [
-        Job("infer", (str(agr / "m" / "shards" / "manifest.json"),), 100.0, 108.0),
-        Job("aggregate", (str(agr / "m" / "simple" / "summary.csv"), str(agr / "m" / "prep" / "summary.csv")),
-            108.5, 111.0),
-        Job("table2", (str(agr / "table2.csv"),), 111.0, 112.0)])
+    out = WorkflowOutputs(
+        agr, ["simple", "prep"], [1.0], [0.5], 200, {"m": tmp_path / "m"}, {"m": agr / "m" / "shards" / "manifest.json"}
+    )
+    run = SnakemakeRun(
+        ["snakemake"],
+        2,
+        30.0,
+        [
+            Job("infer", (str(agr / "m" / "shards" / "manifest.json"),), 100.0, 108.0),
+            Job(
+                "aggregate",
+                (str(agr / "m" / "simple" / "summary.csv"), str(agr / "m" / "prep" / "summary.csv")),
+                108.5,
+                111.0,
+            ),
+            Job("table2", (str(agr / "table2.csv"),), 111.0, 112.0),
+        ],
+    )
     fig = model_figures(run, out, "m", contexts=400, rows=500)
-    assert fig == {"contexts": 400, "rows": 500, "infer_job_s": 8.0, "contexts_per_s_infer_job": 50.0,
-                   "aggregate_job_s": 2.5}
-    assert run.by_rule() == {"infer": {"jobs": 1, "wall_s": 8.0}, "aggregate": {"jobs": 1, "wall_s": 2.5},
-                             "table2": {"jobs": 1, "wall_s": 1.0}}
-    print_workflow({**run.summary(), "target": "table2", "job_s_total": 11.5, "models": {"m": fig},
-                    "startup": {"verbeval_cli_s": 0.1, "import_torch_transformers_s": 3.0}, "model_jobs": 1,
-                    "startup_share_estimate": 0.07})
+    assert fig == {
+        "contexts": 400,
+        "rows": 500,
+        "infer_job_s": 8.0,
+        "contexts_per_s_infer_job": 50.0,
+        "aggregate_job_s": 2.5,
+    }
+    assert run.by_rule() == {
+        "infer": {"jobs": 1, "wall_s": 8.0},
+        "aggregate": {"jobs": 1, "wall_s": 2.5},
+        "table2": {"jobs": 1, "wall_s": 1.0},
+    }
+    print_workflow(
+        {
+            **run.summary(),
+            "target": "table2",
+            "job_s_total": 11.5,
+            "models": {"m": fig},
+            "startup": {"verbeval_cli_s": 0.1, "import_torch_transformers_s": 3.0},
+            "model_jobs": 1,
+            "startup_share_estimate": 0.07,
+        }
+    )
     printed = capsys.readouterr().out
     assert "workflow (snakemake table2): 30.0 s wall, 3 jobs on 2 cores, 11.5 s of jobs" in printed
     assert "infer 1x 8.0 s, aggregate 1x 2.5 s, table2 1x 1.0 s" in printed
-    assert "m: 400 contexts, 500 rows; inference job 8.0 s (50 ctx/s, start-up included), aggregation job 2.5 s" in printed
+    assert (
+        "m: 400 contexts, 500 rows; inference job 8.0 s (50 ctx/s, start-up included), aggregation job 2.5 s" in printed
+    )

@@ -9,8 +9,16 @@ import pytest
 from verbeval.core.bootstrap import bootstrap_means, bootstrap_statistic, percentile_ci, resample_blocks
 from verbeval.simverb.statistics import bootstrap_spearman
 
-VALUES = np.array([[0.0, 1.0, np.nan], [1.0, np.nan, np.nan], [1.0, 0.5, np.nan], [0.0, 0.25, np.nan],
-                   [1.0, 1.0, np.nan], [0.5, 0.0, np.nan]])
+VALUES = np.array(
+    [
+        [0.0, 1.0, np.nan],
+        [1.0, np.nan, np.nan],
+        [1.0, 0.5, np.nan],
+        [0.0, 0.25, np.nan],
+        [1.0, 1.0, np.nan],
+        [0.5, 0.0, np.nan],
+    ]
+)
 X = np.array([0.1, 0.4, 0.35, 0.8, 0.2, 0.9, 0.5, 0.55])
 Y = np.array([1.0, 3.0, 2.0, 8.0, 2.0, 7.5, 4.0, 9.0])
 
@@ -26,8 +34,10 @@ def test_bootstrap_means_recorded_values() -> None:
 
 def test_bootstrap_spearman_recorded_values() -> None:
     """Bit for bit what simverb.statistics.bootstrap_spearman gave with its own resampling loop."""
-    assert bootstrap_spearman(X, Y, resamples=41, seed=5, confidence=0.8, block=16) == (0.5609756097560974,
-                                                                                     0.9815368735540919)
+    assert bootstrap_spearman(X, Y, resamples=41, seed=5, confidence=0.8, block=16) == (
+        0.5609756097560974,
+        0.9815368735540919,
+    )
 
 
 def test_bootstrap_means_equals_a_loop_over_resamples() -> None:
@@ -38,8 +48,15 @@ def test_bootstrap_means_equals_a_loop_over_resamples() -> None:
     resamples, block = 45, 20
     draws = np.concatenate([rng_block for _, rng_block in resample_blocks(23, resamples, 4, block, "counts")])
     assert draws.shape == (resamples, 23) and (draws.sum(axis=1) == 23).all()
-    ref = np.array([[np.nansum(np.repeat(v[:, j], c.astype(int))) / np.repeat(~np.isnan(v[:, j]), c.astype(int)).sum()
-                     for j in range(2)] for c in draws])
+    ref = np.array(
+        [
+            [
+                np.nansum(np.repeat(v[:, j], c.astype(int))) / np.repeat(~np.isnan(v[:, j]), c.astype(int)).sum()
+                for j in range(2)
+            ]
+            for c in draws
+        ]
+    )
     mean, lo, hi = bootstrap_means(v, resamples, seed=4, confidence=0.9, block=block)
     np.testing.assert_allclose(mean, np.nanmean(v, axis=0), rtol=1e-12)
     np.testing.assert_allclose(lo, np.quantile(ref, 0.05, axis=0), rtol=1e-12)

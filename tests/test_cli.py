@@ -11,14 +11,13 @@ import pandas as pd
 import pytest
 from transformers import AutoTokenizer
 
+from conftest import CI_CONFIG, REPO_ROOT, checkout_view, fake_cached, stand_in_models
+from verbeval.agreement.eligibility import ELIGIBLE_COLUMNS, eligible_lemmas
 from verbeval.cli import build_parser, main
 from verbeval.core.clidoc import BEGIN, END, documented_commands, subcommands, subparsers
 from verbeval.core.cliutil import ConfigDefault, with_config_defaults
 from verbeval.core.config import load_schema, schema_entry
-from verbeval.agreement.eligibility import ELIGIBLE_COLUMNS, eligible_lemmas
 from verbeval.core.models import load_model
-
-from conftest import CI_CONFIG, REPO_ROOT, checkout_view, fake_cached, stand_in_models
 
 
 def _stderr_lines(capsys: pytest.CaptureFixture[str]) -> tuple[str, list[str]]:
@@ -26,8 +25,9 @@ def _stderr_lines(capsys: pytest.CaptureFixture[str]) -> tuple[str, list[str]]:
     return cap.out, [line for line in cap.err.splitlines() if line.strip()]
 
 
-def test_check_config_ok(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-                         no_hub: Path) -> None:
+def test_check_config_ok(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], no_hub: Path
+) -> None:
     # local model paths are relative to the working directory: one that holds the CI configuration's
     # models (stand-ins), whatever the checkout holds (a quick start's models/ folder, or none)
     monkeypatch.chdir(checkout_view(tmp_path / "wd", models=stand_in_models(tmp_path / "models")))
@@ -46,12 +46,15 @@ def test_check_config_ok(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert "OK (2 models)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("content, needle", [
-    ("models: [{id: gpt2}]\nagreement: {chunks: four}\n", "agreement.chunks"),
-    ("models: [{id: gpt2}]\nunknown_key: 1\n", "'unknown_key'"),
-    ("models: [{id: gpt2}, {id: gpt2}]\n", "duplicated: gpt2"),
-    ("models: [\n", "invalid YAML"),
-])
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("models: [{id: gpt2}]\nagreement: {chunks: four}\n", "agreement.chunks"),
+        ("models: [{id: gpt2}]\nunknown_key: 1\n", "'unknown_key'"),
+        ("models: [{id: gpt2}, {id: gpt2}]\n", "duplicated: gpt2"),
+        ("models: [\n", "invalid YAML"),
+    ],
+)
 def test_check_config_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, needle: str) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(content)
@@ -70,8 +73,24 @@ def test_check_config_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def test_tiny_model(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
     out = tmp_path / "tiny-gpt2"
-    rc = main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path("gpt2")), "--arch", "gpt2",
-               "--out", str(out), "--layers", "1", "--hidden", "16", "--seed", "3"])
+    rc = main(
+        [
+            "-q",
+            "tiny-model",
+            "--tokenizer",
+            str(tokenizer_path("gpt2")),
+            "--arch",
+            "gpt2",
+            "--out",
+            str(out),
+            "--layers",
+            "1",
+            "--hidden",
+            "16",
+            "--seed",
+            "3",
+        ]
+    )
     assert rc == 0
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
     info = json.loads((out / "verbeval_tiny.json").read_text())
@@ -84,8 +103,25 @@ def test_tiny_model(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> No
 
 def test_tiny_model_masked(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
     out = tmp_path / "tiny-bert"
-    assert main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path("bert-base-uncased")),
-                 "--arch", "bert", "--out", str(out), "--layers", "1", "--hidden", "16"]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "tiny-model",
+                "--tokenizer",
+                str(tokenizer_path("bert-base-uncased")),
+                "--arch",
+                "bert",
+                "--out",
+                str(out),
+                "--layers",
+                "1",
+                "--hidden",
+                "16",
+            ]
+        )
+        == 0
+    )
     lm = load_model(str(out), device="cpu")
     assert lm.kind == "masked" and not lm.cased and lm.mask_token == "[MASK]"
 
@@ -99,12 +135,14 @@ def test_tiny_model_bad_arch(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 @pytest.mark.parametrize("tokenizer", ["gpt2", "wordpiece"])
 def test_lemmas(tokenizer_path: Callable[[str], Path], wordpiece_path: Path, tmp_path: Path, tokenizer: str) -> None:
-    lex = pd.DataFrame({
-        "lemma": ["run", "be", "swim", "laugh", "admire", "exist", "elope"],
-        "sing": ["runs", "is", "swims", "laughs", "admires", "exists", "elopes"],
-        "plur": ["run", "are", "swim", "laugh", "admire", "exist", "elope"],
-        "source": "test",
-    })
+    lex = pd.DataFrame(
+        {
+            "lemma": ["run", "be", "swim", "laugh", "admire", "exist", "elope"],
+            "sing": ["runs", "is", "swims", "laughs", "admires", "exists", "elopes"],
+            "plur": ["run", "are", "swim", "laugh", "admire", "exist", "elope"],
+            "source": "test",
+        }
+    )
     lex_path = tmp_path / "lexicon.parquet"
     lex.to_parquet(lex_path)
     out = tmp_path / "out" / "lemmas.parquet"
@@ -123,8 +161,17 @@ def test_lemmas(tokenizer_path: Callable[[str], Path], wordpiece_path: Path, tmp
 def test_lemmas_unknown_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lex_path = tmp_path / "lexicon.parquet"
     pd.DataFrame({"lemma": ["run"], "sing": ["runs"], "plur": ["run"]}).to_parquet(lex_path)
-    rc = main(["lemmas", "--model", str(tmp_path / "no-such-model"), "--lexicon", str(lex_path),
-               "--out", str(tmp_path / "o.parquet")])
+    rc = main(
+        [
+            "lemmas",
+            "--model",
+            str(tmp_path / "no-such-model"),
+            "--lexicon",
+            str(lex_path),
+            "--out",
+            str(tmp_path / "o.parquet"),
+        ]
+    )
     assert rc == 1
     _, err = _stderr_lines(capsys)
     assert len(err) == 1 and "cannot load tokenizer" in err[0]
@@ -132,8 +179,19 @@ def test_lemmas_unknown_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 
 def test_fetch_unknown_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["fetch", "--manifest", str(REPO_ROOT / "resources" / "manifest.yaml"), "--name", "no_such_source",
-               "--out", str(tmp_path / "x"), "--mirror", str(tmp_path)])
+    rc = main(
+        [
+            "fetch",
+            "--manifest",
+            str(REPO_ROOT / "resources" / "manifest.yaml"),
+            "--name",
+            "no_such_source",
+            "--out",
+            str(tmp_path / "x"),
+            "--mirror",
+            str(tmp_path),
+        ]
+    )
     assert rc == 1
     out, err = _stderr_lines(capsys)
     assert out == ""
@@ -213,9 +271,24 @@ def test_options_that_mirror_a_config_key_take_its_schema_default() -> None:
         assert (a.type or str)(str(a.default)) == value, where  # shown as the option takes it
         if a.choices is not None or "enum" in entry:
             assert set(a.choices or ()) == set(entry.get("enum", ())) and value in a.choices, where
-    agg = subparsers(build_parser())["aggregate"].parse_args(["--templates", "t", "--groups", "g", "--model-name", "m",
-                                                              "--manifest", "x", "--top-cutoffs", "1",
-                                                              "--bottom-cutoffs", "0.5", "--out-dir", "o"])
+    agg = subparsers(build_parser())["aggregate"].parse_args(
+        [
+            "--templates",
+            "t",
+            "--groups",
+            "g",
+            "--model-name",
+            "m",
+            "--manifest",
+            "x",
+            "--top-cutoffs",
+            "1",
+            "--bottom-cutoffs",
+            "0.5",
+            "--out-dir",
+            "o",
+        ]
+    )
     assert isinstance(agg.resamples, ConfigDefault)  # resolved when the command runs, the schema read then
     assert (with_config_defaults(agg).resamples, agg.seed, agg.confidence) == (1000, 0, 0.95)
 
@@ -259,8 +332,9 @@ def test_docs_workflow_lists_every_subcommand(capsys: pytest.CaptureFixture[str]
 
 def test_docs_cli_writes_and_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = tmp_path / "workflow.md"
-    stale = (f"# Workflow\n\nbefore\n\n{BEGIN}\n| command | what it does |\n| --- | --- |\n"
-             f"| `fetch` | old |\n{END}\nafter\n")
+    stale = (
+        f"# Workflow\n\nbefore\n\n{BEGIN}\n| command | what it does |\n| --- | --- |\n| `fetch` | old |\n{END}\nafter\n"
+    )
     doc.write_text(stale)
     assert main(["docs-cli", "--doc", str(doc), "--check"]) == 1
     _, err = _stderr_lines(capsys)
@@ -281,8 +355,9 @@ def test_docs_cli_writes_and_checks(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert doc.read_text() == "# no markers\n"
 
 
-def test_ctrl_c_is_one_line_and_status_130(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ctrl_c_is_one_line_and_status_130(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Ctrl-C during any command: one line naming the command, no traceback, the shell's status 130."""
     from verbeval.core import cli as core_cli
 

@@ -29,11 +29,21 @@ def _one_line_error(cfg: dict[str, Any]) -> str:
 
 def test_repo_configs_validate() -> None:
     default = load_config(REPO_ROOT / "config" / "config.yaml")
-    assert [m["id"] for m in default["models"]] == ["bert-large-cased", "bert-large-uncased", "roberta-large", "gpt2-xl"]
+    assert [m["id"] for m in default["models"]] == [
+        "bert-large-cased",
+        "bert-large-uncased",
+        "roberta-large",
+        "gpt2-xl",
+    ]
     assert default["agreement"]["chunks"] == 4
     ci = load_config(REPO_ROOT / ".test" / "config" / "ci.yaml")
-    assert [m["name"] for m in model_entries(ci)] == ["tiny-bert-cased", "tiny-gpt2", "tiny-mistral", "tiny-gpt-neox",
-                                                  "tiny-olmo2"]
+    assert [m["name"] for m in model_entries(ci)] == [
+        "tiny-bert-cased",
+        "tiny-gpt2",
+        "tiny-mistral",
+        "tiny-gpt-neox",
+        "tiny-olmo2",
+    ]
     assert ci["agreement"]["chunks"] == 2 and ci["inference"]["device"] == "cpu"
     assert ci["data_mirror"] is None  # given on the command line or in the environment, never ../shared
     # keys ci.yaml leaves out come from the schema defaults
@@ -50,11 +60,25 @@ def test_defaults_are_filled() -> None:
     assert agr["top_cutoffs"] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 1.0]
     assert agr["bottom_cutoffs"] == [0.5, 0.1, 0.01, 0.001, 0.0001, 0.00001, 0.000001]
     assert agr["bootstrap"] == {"resamples": 1000, "seed": 0, "confidence": 0.95}
-    assert cfg["inference"] == {"device": "auto", "batch_size": "auto", "threads": 2, "top_k": 10,
-                                "allow_nonfinite": False, "gpus": 1}
+    assert cfg["inference"] == {
+        "device": "auto",
+        "batch_size": "auto",
+        "threads": 2,
+        "top_k": 10,
+        "allow_nonfinite": False,
+        "gpus": 1,
+    }
     assert cfg["data_mirror"] is None and cfg["results_dir"] == "results"
-    assert cfg["models"][0] == {"id": "gpt2", "revision": None, "kind": "auto", "dtype": "float32", "prepend_bos": None,
-                                "device_map": None, "gpus": 1, "random_init": None}
+    assert cfg["models"][0] == {
+        "id": "gpt2",
+        "revision": None,
+        "kind": "auto",
+        "dtype": "float32",
+        "prepend_bos": None,
+        "device_map": None,
+        "gpus": 1,
+        "random_init": None,
+    }
     # given values are kept; nested defaults are still filled next to them
     cfg = validate_config({"models": [{"id": "gpt2"}], "agreement": {"chunks": 2, "bootstrap": {"seed": 3}}})
     assert cfg["agreement"]["chunks"] == 2
@@ -86,13 +110,17 @@ def test_misspelt_key_suggests_the_right_one() -> None:
 
 def test_agreement_settings_that_select_nothing_or_lose_table2() -> None:
     msg = _one_line_error({**MINIMAL, "agreement": {"groups": []}})
-    assert msg == ("cfg.yaml: agreement.groups: [] selects no group and agreement.custom_groups is empty, so there "
-                   "is nothing to evaluate: list group ids, or null for all")
+    assert msg == (
+        "cfg.yaml: agreement.groups: [] selects no group and agreement.custom_groups is empty, so there "
+        "is nothing to evaluate: list group ids, or null for all"
+    )
     # [] with custom groups runs only those
     validate_config({**MINIMAL, "agreement": {"groups": [], "custom_groups": [{"id": "mine", "path": "p.jsonl"}]}})
     msg = _one_line_error({**MINIMAL, "agreement": {"top_cutoffs": [0.5, 0.9]}})
-    assert msg == ("cfg.yaml: agreement.top_cutoffs: [0.5, 0.9] lacks 1.0: Table 2 reports EW and MW at top-p 1.0 "
-                   "(the whole vocabulary); add 1.0")
+    assert msg == (
+        "cfg.yaml: agreement.top_cutoffs: [0.5, 0.9] lacks 1.0: Table 2 reports EW and MW at top-p 1.0 "
+        "(the whole vocabulary); add 1.0"
+    )
     validate_config({**MINIMAL, "agreement": {"top_cutoffs": [0.5, 1]}})
 
 
@@ -124,17 +152,19 @@ def test_duplicate_model_names() -> None:
 
 
 def test_model_entries_names_and_defaults() -> None:
-    cfg = validate_config({
-        "models": [
-            {"id": "org/model"},
-            {"id": "./models/x"},
-            {"id": "/abs/path/to/y/"},
-            {"id": "../up/z"},
-            {"id": "org/model", "name": "mine", "batch_size": 8},
-            {"id": "bert-base-cased"},
-        ],
-        "inference": {"batch_size": 16},
-    })
+    cfg = validate_config(
+        {
+            "models": [
+                {"id": "org/model"},
+                {"id": "./models/x"},
+                {"id": "/abs/path/to/y/"},
+                {"id": "../up/z"},
+                {"id": "org/model", "name": "mine", "batch_size": 8},
+                {"id": "bert-base-cased"},
+            ],
+            "inference": {"batch_size": 16},
+        }
+    )
     entries = model_entries(cfg)
     assert [m["name"] for m in entries] == ["org--model", "x", "y", "z", "mine", "bert-base-cased"]
     assert [m["batch_size"] for m in entries] == [16, 16, 16, 16, 8, 16]

@@ -17,13 +17,15 @@ from verbeval.veridicality.sentence_edits import (
     replace_complement_verb,
     replace_main_verb,
     that_to,
-    tokens,
     to_that,
+    tokens,
 )
 
 #: the Ross & Pavlick data file inside a data mirror (the ``data_dir`` fixture)
-DATA_IN_MIRROR = ("github.com/alexisjihyeross/verb_veridicality/raw/"
-                  "981c35b0402083e0562e221d8078aa4ea88e327f/verb_veridicality_evaluation.tsv")
+DATA_IN_MIRROR = (
+    "github.com/alexisjihyeross/verb_veridicality/raw/"
+    "981c35b0402083e0562e221d8078aa4ea88e327f/verb_veridicality_evaluation.tsv"
+)
 
 
 @pytest.fixture()
@@ -31,30 +33,53 @@ def data(data_dir: Path) -> Path:
     return data_dir / DATA_IN_MIRROR
 
 
-@pytest.mark.parametrize("sentence, lemma, index, tag", [
-    ("Nike declined to be a sponsor.", "decline", 1, "VBD"),
-    ("Nike did not decline to be a sponsor.", "decline", 3, "VB"),
-    ("Authorities have moved to protect it.", "move", 2, "VBN"),
-    ("It was implied that it rained.", "imply", 2, "VBN"),
-    ("She knows that it rains.", "know", 1, "VBZ"),
-    ("People wishing to get lessons came.", "wish", 1, "VBG"),
-    ("They want to leave.", "want", 1, "VBP"),
-])
+@pytest.mark.parametrize(
+    "sentence, lemma, index, tag",
+    [
+        ("Nike declined to be a sponsor.", "decline", 1, "VBD"),
+        ("Nike did not decline to be a sponsor.", "decline", 3, "VB"),
+        ("Authorities have moved to protect it.", "move", 2, "VBN"),
+        ("It was implied that it rained.", "imply", 2, "VBN"),
+        ("She knows that it rains.", "know", 1, "VBZ"),
+        ("People wishing to get lessons came.", "wish", 1, "VBG"),
+        ("They want to leave.", "want", 1, "VBP"),
+    ],
+)
 def test_context_tag(sentence: str, lemma: str, index: int, tag: str) -> None:
     assert context_tag(tokens(sentence), index, lemma) == tag
 
 
-@pytest.mark.parametrize("premise, lemma, task, new, expected", [
-    ("Nike declined to be a sponsor.", "decline", "to", "refuse", "Nike refused to be a sponsor."),
-    ("Nike did not decline to be a sponsor.", "decline", "to", "manage", "Nike did not manage to be a sponsor."),
-    ("Authorities have moved to protect the areas.", "move", "to", "try", "Authorities have tried to protect the areas."),
-    ("People wishing to get lessons have the chance.", "wish", "to", "hope",
-     "People hoping to get lessons have the chance."),
-    ("It was implied that there was an increase.", "imply", "that", "know", "It was known that there was an increase."),
-    ("She knows that it rains.", "know", "that", "think", "She thinks that it rains."),
-    ("He tried to stop the car.", "try", "to", "strive", "He strove to stop the car."),
-    ("Deciding that it rained, Ann stayed.", "decide", "that", "say", "Saying that it rained, Ann stayed."),
-])
+@pytest.mark.parametrize(
+    "premise, lemma, task, new, expected",
+    [
+        ("Nike declined to be a sponsor.", "decline", "to", "refuse", "Nike refused to be a sponsor."),
+        ("Nike did not decline to be a sponsor.", "decline", "to", "manage", "Nike did not manage to be a sponsor."),
+        (
+            "Authorities have moved to protect the areas.",
+            "move",
+            "to",
+            "try",
+            "Authorities have tried to protect the areas.",
+        ),
+        (
+            "People wishing to get lessons have the chance.",
+            "wish",
+            "to",
+            "hope",
+            "People hoping to get lessons have the chance.",
+        ),
+        (
+            "It was implied that there was an increase.",
+            "imply",
+            "that",
+            "know",
+            "It was known that there was an increase.",
+        ),
+        ("She knows that it rains.", "know", "that", "think", "She thinks that it rains."),
+        ("He tried to stop the car.", "try", "to", "strive", "He strove to stop the car."),
+        ("Deciding that it rained, Ann stayed.", "decide", "that", "say", "Saying that it rained, Ann stayed."),
+    ],
+)
 def test_replace_main_verb_keeps_the_form(premise: str, lemma: str, task: str, new: str, expected: str) -> None:
     out, old = replace_main_verb(premise, lemma, task, new)
     assert out == expected
@@ -66,21 +91,51 @@ def test_replace_main_verb_needs_the_complementizer_right_after() -> None:
         replace_main_verb("Nike declined, to be fair.", "decline", "to", "refuse")
 
 
-@pytest.mark.parametrize("premise, hypothesis, lemma, task, new, expected", [
-    ("He tried to stop the car.", "He stopped the car.", "try", "to", "drive",
-     ("He tried to drive the car.", "He drove the car.", "stopped")),
-    ("People wishing to get lessons have the chance.", "People getting lessons have the chance.", "wish", "to",
-     "take", ("People wishing to take lessons have the chance.", "People taking lessons have the chance.", "getting")),
-    ("Poirot decided that Miss Howard must be kept in the dark.", "Miss howard must be kept in the dark.",
-     "decide", "that", "hide",
-     ("Poirot decided that Miss Howard must be hidden in the dark.", "Miss howard must be hidden in the dark.",
-      "kept")),
-    ("I know that it rains.", "It rains.", "know", "that", "snow", ("I know that it snows.", "It snows.", "rains")),
-    ("The doctor believed that the theory was correct.", "The theory was correct.", "believe", "that", "seem",
-     ("The doctor believed that the theory seemed correct.", "The theory seemed correct.", "was")),
-])
-def test_replace_complement_verb_in_premise_and_hypothesis(premise: str, hypothesis: str, lemma: str, task: str,
-                                                           new: str, expected: tuple[str, str, str]) -> None:
+@pytest.mark.parametrize(
+    "premise, hypothesis, lemma, task, new, expected",
+    [
+        (
+            "He tried to stop the car.",
+            "He stopped the car.",
+            "try",
+            "to",
+            "drive",
+            ("He tried to drive the car.", "He drove the car.", "stopped"),
+        ),
+        (
+            "People wishing to get lessons have the chance.",
+            "People getting lessons have the chance.",
+            "wish",
+            "to",
+            "take",
+            ("People wishing to take lessons have the chance.", "People taking lessons have the chance.", "getting"),
+        ),
+        (
+            "Poirot decided that Miss Howard must be kept in the dark.",
+            "Miss howard must be kept in the dark.",
+            "decide",
+            "that",
+            "hide",
+            (
+                "Poirot decided that Miss Howard must be hidden in the dark.",
+                "Miss howard must be hidden in the dark.",
+                "kept",
+            ),
+        ),
+        ("I know that it rains.", "It rains.", "know", "that", "snow", ("I know that it snows.", "It snows.", "rains")),
+        (
+            "The doctor believed that the theory was correct.",
+            "The theory was correct.",
+            "believe",
+            "that",
+            "seem",
+            ("The doctor believed that the theory seemed correct.", "The theory seemed correct.", "was"),
+        ),
+    ],
+)
+def test_replace_complement_verb_in_premise_and_hypothesis(
+    premise: str, hypothesis: str, lemma: str, task: str, new: str, expected: tuple[str, str, str]
+) -> None:
     assert replace_complement_verb(premise, hypothesis, lemma, task, new) == expected
 
 
@@ -91,50 +146,80 @@ def test_complement_verb_unhandled_cases() -> None:
         replace_complement_verb("He tried to stop the car.", "The car halted.", "try", "to", "drive")
 
 
-@pytest.mark.parametrize("premise, hypothesis, lemma, expected", [
-    ("He tried to stop the car.", "He stopped the car.", "try", "He tried that he stopped the car."),
-    ("He did not try to stop the car.", "He stopped the car.", "try", "He did not try that he stopped the car."),
-    ("Nike declined to be a sponsor.", "Nike was a sponsor.", "decline", "Nike declined that Nike was a sponsor."),
-])
+@pytest.mark.parametrize(
+    "premise, hypothesis, lemma, expected",
+    [
+        ("He tried to stop the car.", "He stopped the car.", "try", "He tried that he stopped the car."),
+        ("He did not try to stop the car.", "He stopped the car.", "try", "He did not try that he stopped the car."),
+        ("Nike declined to be a sponsor.", "Nike was a sponsor.", "decline", "Nike declined that Nike was a sponsor."),
+    ],
+)
 def test_to_that(premise: str, hypothesis: str, lemma: str, expected: str) -> None:
     assert to_that(premise, hypothesis, lemma) == expected
 
 
 def test_to_that_unhandled() -> None:
     with pytest.raises(Unhandled, match="does not start with the main verb's subject"):
-        to_that("When Edinburgh ceased to be a capital, people left.", "When edinburgh was a capital, people left.",
-                "cease")
+        to_that(
+            "When Edinburgh ceased to be a capital, people left.", "When edinburgh was a capital, people left.", "cease"
+        )
     with pytest.raises(Unhandled, match="participle"):
         to_that("My brain refusing to command properly.", "My brain not commanding properly.", "refuse")
     with pytest.raises(Unhandled, match="subordinate or relative clause"):
         to_that("There are rules that aimed to modify it.", "There are rules that modified it.", "aim")
 
 
-@pytest.mark.parametrize("premise, hypothesis, lemma, expected", [
-    ("The doctor believed that the theory was correct.", "The theory was correct.", "believe",
-     "The doctor believed the theory to be correct."),
-    ("I know that he left.", "He left.", "know", "I know him to leave."),
-    ("Poirot decided that Miss Howard must be kept in the dark.", "Miss howard must be kept in the dark.", "decide",
-     "Poirot decided Miss Howard to be kept in the dark."),
-    ("She said that they had already left.", "They had already left.", "say", "She said them to have already left."),
-    ("He said that Mary did leave.", "Mary did leave.", "say", "He said Mary to leave."),
-])
+@pytest.mark.parametrize(
+    "premise, hypothesis, lemma, expected",
+    [
+        (
+            "The doctor believed that the theory was correct.",
+            "The theory was correct.",
+            "believe",
+            "The doctor believed the theory to be correct.",
+        ),
+        ("I know that he left.", "He left.", "know", "I know him to leave."),
+        (
+            "Poirot decided that Miss Howard must be kept in the dark.",
+            "Miss howard must be kept in the dark.",
+            "decide",
+            "Poirot decided Miss Howard to be kept in the dark.",
+        ),
+        (
+            "She said that they had already left.",
+            "They had already left.",
+            "say",
+            "She said them to have already left.",
+        ),
+        ("He said that Mary did leave.", "Mary did leave.", "say", "He said Mary to leave."),
+    ],
+)
 def test_that_to(premise: str, hypothesis: str, lemma: str, expected: str) -> None:
     assert that_to(premise, hypothesis, lemma) == expected
 
 
 def _toy() -> pd.DataFrame:
-    return pd.DataFrame({
-        "index": [0, 1, 2, 3],
-        "task": ["to", "to", "to", "that"],
-        "verb": ["decline", "manage", "try", "know"],
-        "sentence": ["Nike declined to be a sponsor.", "She managed to leave.", "He tried to stop the car.",
-                     "She knows that it rains."],
-        "neg_sentence": ["Nike did not decline to be a sponsor.", "She did not manage to leave.",
-                         "He did not try to stop the car.", "She does not know that it rains."],
-        "complement": ["Nike was a sponsor.", "She left.", "He stopped the car.", "It rains."],
-        "signature": ["-/o", "+/-", "o/o", "+/+"],
-    })
+    return pd.DataFrame(
+        {
+            "index": [0, 1, 2, 3],
+            "task": ["to", "to", "to", "that"],
+            "verb": ["decline", "manage", "try", "know"],
+            "sentence": [
+                "Nike declined to be a sponsor.",
+                "She managed to leave.",
+                "He tried to stop the car.",
+                "She knows that it rains.",
+            ],
+            "neg_sentence": [
+                "Nike did not decline to be a sponsor.",
+                "She did not manage to leave.",
+                "He did not try to stop the car.",
+                "She does not know that it rains.",
+            ],
+            "complement": ["Nike was a sponsor.", "She left.", "He stopped the car.", "It rains."],
+            "signature": ["-/o", "+/-", "o/o", "+/+"],
+        }
+    )
 
 
 def test_build_pairs_is_seeded_and_complete() -> None:
@@ -192,14 +277,27 @@ def test_kl_divergence_hand_computed() -> None:
 
 
 def test_kl_tables() -> None:
-    orig = pd.DataFrame({"index": [0, 0, 1, 1], "environment": ["positive", "negative"] * 2,
-                         "p_entailment": [0.5, 0.2, 0.6, 0.1], "p_neutral": [0.25, 0.6, 0.2, 0.1],
-                         "p_contradiction": [0.25, 0.2, 0.2, 0.8]})
-    man = pd.DataFrame({"manipulation": ["main_verb_matched", "main_verb_matched", "to_that", "that_to"],
-                        "index": [0, 1, 0, 1], "task": ["to", "that", "to", "that"],
-                        "signature": ["-/o", "+/+", "-/o", "+/+"], "environment": ["positive"] * 4,
-                        "p_entailment": [0.25, 0.6, 0.5, 0.2], "p_neutral": [0.25, 0.2, 0.25, 0.2],
-                        "p_contradiction": [0.5, 0.2, 0.25, 0.6]})
+    orig = pd.DataFrame(
+        {
+            "index": [0, 0, 1, 1],
+            "environment": ["positive", "negative"] * 2,
+            "p_entailment": [0.5, 0.2, 0.6, 0.1],
+            "p_neutral": [0.25, 0.6, 0.2, 0.1],
+            "p_contradiction": [0.25, 0.2, 0.2, 0.8],
+        }
+    )
+    man = pd.DataFrame(
+        {
+            "manipulation": ["main_verb_matched", "main_verb_matched", "to_that", "that_to"],
+            "index": [0, 1, 0, 1],
+            "task": ["to", "that", "to", "that"],
+            "signature": ["-/o", "+/+", "-/o", "+/+"],
+            "environment": ["positive"] * 4,
+            "p_entailment": [0.25, 0.6, 0.5, 0.2],
+            "p_neutral": [0.25, 0.2, 0.25, 0.2],
+            "p_contradiction": [0.5, 0.2, 0.25, 0.6],
+        }
+    )
     scored = attach_kl(orig, man)
     assert scored["kl"].tolist() == pytest.approx([0.25 * np.log(2), 0.0, 0.0, 0.6 * np.log(3) + 0.2 * np.log(1 / 3)])
     t7 = table7(scored).set_index(["manipulation", "task", "environment"])
@@ -240,29 +338,171 @@ def test_cli_end_to_end_on_a_slice(tmp_path: Path, tokenizer_path: Callable[[str
     data = tmp_path / "v.tsv"
     data.write_text("\n".join(lines[:13]) + "\n")
     model = tmp_path / "tiny-nli"
-    assert main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path("bert-base-uncased")),
-                 "--arch", "bert-nli", "--out", str(model)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "tiny-model",
+                "--tokenizer",
+                str(tokenizer_path("bert-base-uncased")),
+                "--arch",
+                "bert-nli",
+                "--out",
+                str(model),
+            ]
+        )
+        == 0
+    )
     t = tmp_path
-    assert main(["-q", "veridicality-predict", "--data", str(data), "--model", str(model), "--device", "cpu",
-                 "--threads", "1", "--out", str(t / "pred.parquet")]) == 0
-    assert main(["-q", "veridicality-counterfactuals", "--data", str(data), "--pairs", str(t / "pairs.parquet"),
-                 "--unhandled", str(t / "un.csv"), "--coverage", str(t / "cov.csv")]) == 0
-    assert main(["-q", "veridicality-counterfactual-predict", "--pairs", str(t / "pairs.parquet"), "--model",
-                 str(model), "--device", "cpu", "--threads", "1", "--out", str(t / "cf.parquet")]) == 0
-    assert main(["-q", "veridicality-counterfactual-predict", "--pairs", str(t / "pairs.parquet"), "--model",
-                 "ross-pavlick-2019-bert", "--out", str(t / "x.parquet")]) == 1
-    assert main(["-q", "veridicality-kl", "--predictions", str(t / "pred.parquet"), "--counterfactuals",
-                 str(t / "cf.parquet"), "--model-name", "tiny", "--table7", str(t / "t7.csv"), str(t / "t7.md"),
-                 str(t / "t7.tex"), "--table8", str(t / "t8.csv"), str(t / "t8.md"), str(t / "t8.tex")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "veridicality-predict",
+                "--data",
+                str(data),
+                "--model",
+                str(model),
+                "--device",
+                "cpu",
+                "--threads",
+                "1",
+                "--out",
+                str(t / "pred.parquet"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "veridicality-counterfactuals",
+                "--data",
+                str(data),
+                "--pairs",
+                str(t / "pairs.parquet"),
+                "--unhandled",
+                str(t / "un.csv"),
+                "--coverage",
+                str(t / "cov.csv"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "veridicality-counterfactual-predict",
+                "--pairs",
+                str(t / "pairs.parquet"),
+                "--model",
+                str(model),
+                "--device",
+                "cpu",
+                "--threads",
+                "1",
+                "--out",
+                str(t / "cf.parquet"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "veridicality-counterfactual-predict",
+                "--pairs",
+                str(t / "pairs.parquet"),
+                "--model",
+                "ross-pavlick-2019-bert",
+                "--out",
+                str(t / "x.parquet"),
+            ]
+        )
+        == 1
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "veridicality-kl",
+                "--predictions",
+                str(t / "pred.parquet"),
+                "--counterfactuals",
+                str(t / "cf.parquet"),
+                "--model-name",
+                "tiny",
+                "--table7",
+                str(t / "t7.csv"),
+                str(t / "t7.md"),
+                str(t / "t7.tex"),
+                "--table8",
+                str(t / "t8.csv"),
+                str(t / "t8.md"),
+                str(t / "t8.tex"),
+            ]
+        )
+        == 0
+    )
     # the tiny model (verbeval_tiny.json) is labelled in the KL and signature tables; the pseudo-model is not
     assert "Table 7 (KL, verb replacements), tiny (random init)" in (t / "t7.md").read_text()
-    assert main(["-q", "veridicality-table", "--predictions", str(t / "pred.parquet"), "--model-name", "tiny",
-                 "--csv", str(t / "s.csv"), "--md", str(t / "s.md"), "--tex", str(t / "s.tex")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "veridicality-table",
+                "--predictions",
+                str(t / "pred.parquet"),
+                "--model-name",
+                "tiny",
+                "--csv",
+                str(t / "s.csv"),
+                "--md",
+                str(t / "s.md"),
+                "--tex",
+                str(t / "s.tex"),
+            ]
+        )
+        == 0
+    )
     assert (t / "s.md").read_text().startswith("Verb veridicality, tiny (random init)")
-    assert main(["-q", "veridicality-predict", "--data", str(data), "--model", "ross-pavlick-2019-bert",
-                 "--out", str(t / "rp.parquet")]) == 0
-    assert main(["-q", "veridicality-table", "--predictions", str(t / "rp.parquet"), "--model-name", "rp",
-                 "--csv", str(t / "s.csv"), "--md", str(t / "s.md"), "--tex", str(t / "s.tex")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "veridicality-predict",
+                "--data",
+                str(data),
+                "--model",
+                "ross-pavlick-2019-bert",
+                "--out",
+                str(t / "rp.parquet"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "veridicality-table",
+                "--predictions",
+                str(t / "rp.parquet"),
+                "--model-name",
+                "rp",
+                "--csv",
+                str(t / "s.csv"),
+                "--md",
+                str(t / "s.md"),
+                "--tex",
+                str(t / "s.tex"),
+            ]
+        )
+        == 0
+    )
     assert (t / "s.md").read_text().startswith("Verb veridicality, rp\n")
     pairs = pd.read_parquet(t / "pairs.parquet")
     cf = pd.read_parquet(t / "cf.parquet")
@@ -281,6 +521,21 @@ def test_cli_end_to_end_on_a_slice(tmp_path: Path, tokenizer_path: Callable[[str
     assert set(t8["direction"]) == {"to_that", "that_to"}
     # reruns are byte-identical
     before = {p.name: p.read_bytes() for p in (t / "t7.csv", t / "t8.csv", t / "un.csv")}
-    assert main(["-q", "veridicality-counterfactuals", "--data", str(data), "--pairs", str(t / "pairs.parquet"),
-                 "--unhandled", str(t / "un.csv"), "--coverage", str(t / "cov.csv")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "veridicality-counterfactuals",
+                "--data",
+                str(data),
+                "--pairs",
+                str(t / "pairs.parquet"),
+                "--unhandled",
+                str(t / "un.csv"),
+                "--coverage",
+                str(t / "cov.csv"),
+            ]
+        )
+        == 0
+    )
     assert (t / "un.csv").read_bytes() == before["un.csv"]

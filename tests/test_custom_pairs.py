@@ -13,16 +13,15 @@ import pytest
 import torch
 import yaml
 
-from verbeval.cli import main as verbeval_main
-from verbeval.core.config import validate_config
-from verbeval.core.errors import InputError, VerbevalError
+from conftest import REPO_ROOT, checkout_view
+from inprocess import DryRunError, dry_run
 from verbeval.agreement.custom_pairs import CustomGroup, check_sha256, custom_format, custom_groups, read_custom_pairs
 from verbeval.agreement.groups import load_groups, run_groups, write_groups
 from verbeval.agreement.template_files import REJECT_COLUMNS, TEMPLATE_COLUMNS
 from verbeval.agreement.templates import build_template_table
-
-from conftest import REPO_ROOT, checkout_view
-from inprocess import DryRunError, dry_run
+from verbeval.cli import main as verbeval_main
+from verbeval.core.config import validate_config
+from verbeval.core.errors import InputError, VerbevalError
 
 EXAMPLE = REPO_ROOT / "resources" / "examples" / "agreement_new_constructions.jsonl"
 PAPER_GROUPS = [{"id": "simple", "name": "Simple", "sources": ["ml_simple_agrmt"]}]
@@ -49,15 +48,27 @@ def _rows(df: pd.DataFrame) -> list[tuple[str, str, str, str, str]]:
 
 
 def test_pair_form_jsonl_splits_and_derives_labels(tmp_path: Path) -> None:
-    f = _jsonl(tmp_path / "p.jsonl", [
-        {"id": "c1", "sentence_good": "The doctor and the nurse are at the hospital.",
-         "sentence_bad": "The doctor and the nurse is at the hospital.", "note": "coordination"},
-        {"sentence_good": "Every student likes the new teacher.", "sentence_bad": "Every student like the new teacher.",
-         "label": "singular"},
-        {"sentence_good": "The manager, of course, knows the answer.",
-         "sentence_bad": "The manager, of course, know the answer."},
-        {"id": 7, "sentence_good": "The dogs almost always bark.", "sentence_bad": "The dogs almost always barks."},
-    ])
+    f = _jsonl(
+        tmp_path / "p.jsonl",
+        [
+            {
+                "id": "c1",
+                "sentence_good": "The doctor and the nurse are at the hospital.",
+                "sentence_bad": "The doctor and the nurse is at the hospital.",
+                "note": "coordination",
+            },
+            {
+                "sentence_good": "Every student likes the new teacher.",
+                "sentence_bad": "Every student like the new teacher.",
+                "label": "singular",
+            },
+            {
+                "sentence_good": "The manager, of course, knows the answer.",
+                "sentence_bad": "The manager, of course, know the answer.",
+            },
+            {"id": 7, "sentence_good": "The dogs almost always bark.", "sentence_bad": "The dogs almost always barks."},
+        ],
+    )
     rows, rejects = read_custom_pairs(f, "jsonl", "mine", "mine")
     assert list(rows.columns) == list(TEMPLATE_COLUMNS) and list(rejects.columns) == list(REJECT_COLUMNS)
     assert rejects.empty
@@ -74,9 +85,9 @@ def test_split_form_csv_with_quoted_multiline_record(tmp_path: Path) -> None:
     f.write_text(
         "id,left,right,correct,incorrect,label,note\n"
         "a,The doctor and the nurse,at the hospital.,are,is,plural,\n"
-        "b,Every  student,the new teacher,likes,like,singular,\"spread over\ntwo lines\"\n"
+        'b,Every  student,the new teacher,likes,like,singular,"spread over\ntwo lines"\n'
         "  \n"
-        "c,\"The manager, of course,\",the answer,knows,know,singular,\n"
+        'c,"The manager, of course,",the answer,knows,know,singular,\n'
         "d,The dogs almost always,,bark,barks,plural,verb last\n",
         encoding="utf-8",
     )
@@ -88,22 +99,32 @@ def test_split_form_csv_with_quoted_multiline_record(tmp_path: Path) -> None:
 
 def test_pair_form_csv_with_optional_label_column(tmp_path: Path) -> None:
     f = tmp_path / "p.csv"
-    f.write_text("sentence_good,sentence_bad,label\n"
-                 "The authors laugh.,The authors laughs.,\n"
-                 "The box of apples is heavy.,The box of apples are heavy.,singular\n", encoding="utf-8")
+    f.write_text(
+        "sentence_good,sentence_bad,label\n"
+        "The authors laugh.,The authors laughs.,\n"
+        "The box of apples is heavy.,The box of apples are heavy.,singular\n",
+        encoding="utf-8",
+    )
     rows, _ = read_custom_pairs(f, "csv", "s", "g")
-    assert _rows(rows) == [("The authors", "", "laugh", "laughs", "plural"),
-                           ("The box of apples", "heavy", "is", "are", "singular")]
+    assert _rows(rows) == [
+        ("The authors", "", "laugh", "laughs", "plural"),
+        ("The box of apples", "heavy", "is", "are", "singular"),
+    ]
 
 
 def test_label_is_required_only_when_it_cannot_be_derived(tmp_path: Path) -> None:
     # sang/sings: not a present-tense pair, so the number cannot be derived from the forms
     good, bad = "The choir always sings.", "The choir always sang."
     with pytest.raises(InputError, match=r"p\.jsonl:1: cannot derive number.*give the number .* 'label'"):
-        read_custom_pairs(_jsonl(tmp_path / "p.jsonl", [{"sentence_good": good, "sentence_bad": bad}]), "jsonl",
-                          "s", "g")
-    rows, _ = read_custom_pairs(_jsonl(tmp_path / "q.jsonl", [{"sentence_good": good, "sentence_bad": bad,
-                                                               "label": "singular"}]), "jsonl", "s", "g")
+        read_custom_pairs(
+            _jsonl(tmp_path / "p.jsonl", [{"sentence_good": good, "sentence_bad": bad}]), "jsonl", "s", "g"
+        )
+    rows, _ = read_custom_pairs(
+        _jsonl(tmp_path / "q.jsonl", [{"sentence_good": good, "sentence_bad": bad, "label": "singular"}]),
+        "jsonl",
+        "s",
+        "g",
+    )
     assert _rows(rows) == [("The choir always", "", "sings", "sang", "singular")]
 
 
@@ -114,10 +135,18 @@ def test_example_file_parses_balanced() -> None:
     assert rows["pair_id"].is_unique and (rows["pair_id"] != "").all()
     first = rows.iloc[0]
     assert (first["left"], first["correct"], first["incorrect"], first["label"]) == (
-        "The doctor and the nurse", "are", "is", "plural")
+        "The doctor and the nurse",
+        "are",
+        "is",
+        "plural",
+    )
     split = rows[rows["pair_id"] == "split-1"].iloc[0]
     assert (split["left"], split["right"], split["correct"], split["label"]) == (
-        "The players on the team", "every morning", "train", "plural")
+        "The players on the team",
+        "every morning",
+        "train",
+        "plural",
+    )
 
 
 # --------------------------------------------------------------------------- errors, file:line
@@ -127,17 +156,23 @@ GOOD = {"sentence_good": "The authors laugh.", "sentence_bad": "The authors laug
 JSONL_ERRORS = [
     ({"sentence_good": "The authors laugh."}, "missing field(s): sentence_bad"),
     ({**GOOD, "sentence_good": "  "}, "empty field 'sentence_good'"),
-    ({"sentence_good": "The authors laugh loudly.", "sentence_bad": "The author laughs loudly."},
-     "differ in more than one word"),
+    (
+        {"sentence_good": "The authors laugh loudly.", "sentence_bad": "The author laughs loudly."},
+        "differ in more than one word",
+    ),
     ({**GOOD, "label": "plural-ish"}, "label 'plural-ish' is not singular or plural"),
     ({**GOOD, "label": "singular"}, "label 'singular' contradicts the verb forms"),
     ({**GOOD, "lable": "plural"}, "unknown field(s) 'lable'"),
     ({**GOOD, "left": "The authors"}, "mixes the two forms"),
     ({"left": "The authors", "right": "", "correct": "laugh", "incorrect": "laughs"}, "missing field(s): label"),
-    ({"left": "The authors", "right": "", "correct": "laugh", "incorrect": "laugh", "label": "plural"},
-     "correct and incorrect are the same form"),
-    ({"left": "The authors", "right": "", "correct": "laugh now", "incorrect": "laughs", "label": "plural"},
-     "field 'correct' must be one word"),
+    (
+        {"left": "The authors", "right": "", "correct": "laugh", "incorrect": "laugh", "label": "plural"},
+        "correct and incorrect are the same form",
+    ),
+    (
+        {"left": "The authors", "right": "", "correct": "laugh now", "incorrect": "laughs", "label": "plural"},
+        "field 'correct' must be one word",
+    ),
     ({"left": "", "right": "", "correct": "laugh", "incorrect": "laughs", "label": "plural"}, "empty field 'left'"),
     ({"sentence_good": "Laugh the authors.", "sentence_bad": "Laughs the authors."}, "no left context"),
     ({**GOOD, "id": [1]}, "field 'id' must be a string or an integer"),
@@ -147,8 +182,13 @@ JSONL_ERRORS = [
 @pytest.mark.parametrize(("record", "reason"), JSONL_ERRORS)
 def test_jsonl_errors_name_file_and_line(tmp_path: Path, record: dict, reason: str) -> None:
     f = tmp_path / "mine.jsonl"
-    f.write_text(json.dumps({"sentence_good": "The pilot smiles.", "sentence_bad": "The pilot smile."}) + "\n\n"
-                 + json.dumps(record) + "\n", encoding="utf-8")
+    f.write_text(
+        json.dumps({"sentence_good": "The pilot smiles.", "sentence_bad": "The pilot smile."})
+        + "\n\n"
+        + json.dumps(record)
+        + "\n",
+        encoding="utf-8",
+    )
     with pytest.raises(InputError) as exc:
         read_custom_pairs(f, "jsonl", "mine", "mine")
     assert str(exc.value).startswith(f"{f}:3: ")
@@ -169,22 +209,33 @@ def test_invalid_json_and_duplicates(tmp_path: Path) -> None:
     _jsonl(f, [GOOD, split])  # the same pair in the two forms
     with pytest.raises(InputError, match=r"d\.jsonl:2: duplicate pair: the same as line 1"):
         read_custom_pairs(f, "jsonl", "s", "g")
-    _jsonl(f, [{**GOOD, "id": "x"}, {"sentence_good": "The pilot smiles.", "sentence_bad": "The pilot smile.", "id": "x"}])
+    _jsonl(
+        f, [{**GOOD, "id": "x"}, {"sentence_good": "The pilot smiles.", "sentence_bad": "The pilot smile.", "id": "x"}]
+    )
     with pytest.raises(InputError, match=r"d\.jsonl:2: duplicate id 'x': already on line 1"):
         read_custom_pairs(f, "jsonl", "s", "g")
 
 
-@pytest.mark.parametrize(("text", "where", "reason"), [
-    ("sentence_good,sentence_bad,lable\n", 1, "unknown column(s) 'lable'"),
-    ("sentence_good,label\n", 1, "missing column(s) sentence_bad"),
-    ("left,right,correct,label\n", 1, "missing column(s) incorrect"),
-    ("sentence_good,sentence_bad,left\n", 1, "columns mix the two forms"),
-    ("id,id,sentence_good,sentence_bad\n", 1, "repeated column(s) id"),
-    ("sentence_good,sentence_bad\nThe authors laugh.,The authors laughs.\nThe pilot smiles.\n", 3,
-     "expected 2 fields (as the header), got 1"),
-    ("sentence_good,sentence_bad\n\"The pilot\nsmiles.\",The pilot smile.\nThe authors laugh.,The authors.\n", 4,
-     "different lengths"),
-])
+@pytest.mark.parametrize(
+    ("text", "where", "reason"),
+    [
+        ("sentence_good,sentence_bad,lable\n", 1, "unknown column(s) 'lable'"),
+        ("sentence_good,label\n", 1, "missing column(s) sentence_bad"),
+        ("left,right,correct,label\n", 1, "missing column(s) incorrect"),
+        ("sentence_good,sentence_bad,left\n", 1, "columns mix the two forms"),
+        ("id,id,sentence_good,sentence_bad\n", 1, "repeated column(s) id"),
+        (
+            "sentence_good,sentence_bad\nThe authors laugh.,The authors laughs.\nThe pilot smiles.\n",
+            3,
+            "expected 2 fields (as the header), got 1",
+        ),
+        (
+            'sentence_good,sentence_bad\n"The pilot\nsmiles.",The pilot smile.\nThe authors laugh.,The authors.\n',
+            4,
+            "different lengths",
+        ),
+    ],
+)
 def test_csv_errors_name_file_and_line(tmp_path: Path, text: str, where: int, reason: str) -> None:
     f = tmp_path / "mine.csv"
     f.write_text(text, encoding="utf-8")
@@ -207,10 +258,17 @@ def test_empty_file_and_all_rejected(tmp_path: Path) -> None:
 
 
 def test_custom_groups_validation() -> None:
-    got = custom_groups([{"id": "mine", "path": "x/pairs.CSV", "sha256": "AB" * 32},
-                         {"id": "other-1", "name": "Other", "path": "y.txt", "format": "jsonl"}], PAPER_GROUPS)
-    assert got == [CustomGroup("mine", "mine", Path("x/pairs.CSV"), "csv", "ab" * 32),
-                   CustomGroup("other-1", "Other", Path("y.txt"), "jsonl", None)]
+    got = custom_groups(
+        [
+            {"id": "mine", "path": "x/pairs.CSV", "sha256": "AB" * 32},
+            {"id": "other-1", "name": "Other", "path": "y.txt", "format": "jsonl"},
+        ],
+        PAPER_GROUPS,
+    )
+    assert got == [
+        CustomGroup("mine", "mine", Path("x/pairs.CSV"), "csv", "ab" * 32),
+        CustomGroup("other-1", "Other", Path("y.txt"), "jsonl", None),
+    ]
     for entries, reason in (
         ([{"id": "simple", "path": "a.csv"}], "already a group of agreement.groups_file"),
         ([{"id": "ml_simple_agrmt", "path": "a.csv"}], "already a source of agreement.groups_file"),
@@ -240,8 +298,12 @@ def test_schema_accepts_entries_and_rejects_bad_ones() -> None:
     cfg = validate_config({"models": models, "agreement": {"custom_groups": [{"id": "mine", "path": "p.jsonl"}]}})
     assert cfg["agreement"]["custom_groups"] == [{"id": "mine", "path": "p.jsonl"}]
     assert validate_config({"models": models})["agreement"]["custom_groups"] == []
-    for bad in ({"id": "mine"}, {"id": "mine", "path": "p.jsonl", "format": "tsv"},
-                {"id": "mine", "path": "p.jsonl", "sha": "x"}, {"id": "-x", "path": "p.jsonl"}):
+    for bad in (
+        {"id": "mine"},
+        {"id": "mine", "path": "p.jsonl", "format": "tsv"},
+        {"id": "mine", "path": "p.jsonl", "sha": "x"},
+        {"id": "-x", "path": "p.jsonl"},
+    ):
         with pytest.raises(VerbevalError, match="custom_groups"):
             validate_config({"models": models, "agreement": {"custom_groups": [bad]}})
 
@@ -251,17 +313,21 @@ def test_schema_accepts_entries_and_rejects_bad_ones() -> None:
 
 def test_custom_groups_come_after_the_paper_groups(data_dir: Path, tmp_path: Path) -> None:
     ml = next(data_dir.rglob("ML/simple_agrmt_all.jsonl"))
-    custom = custom_groups([{"id": "new_constructions", "name": "New constructions", "path": str(EXAMPLE)}],
-                           PAPER_GROUPS)
-    table, rejects = build_template_table({"ml_simple_agrmt": (ml, "ml_jsonl")}, PAPER_GROUPS,
-                                          max_rows_per_source=10, custom=custom)
+    custom = custom_groups(
+        [{"id": "new_constructions", "name": "New constructions", "path": str(EXAMPLE)}], PAPER_GROUPS
+    )
+    table, rejects = build_template_table(
+        {"ml_simple_agrmt": (ml, "ml_jsonl")}, PAPER_GROUPS, max_rows_per_source=10, custom=custom
+    )
     assert table["group"].tolist() == ["simple"] * 10 + ["new_constructions"] * 10  # subsampled alike
     assert set(table.loc[table["group"] == "new_constructions", "label"]) == {"singular", "plural"}
     assert (table.loc[table["group"] == "simple", "pair_id"] == "").all() and rejects.empty
     groups_file = tmp_path / "groups.yaml"
     write_groups(groups_file, run_groups(PAPER_GROUPS, custom))
-    assert load_groups(groups_file) == [*PAPER_GROUPS, {"id": "new_constructions", "name": "New constructions",
-                                                         "sources": ["new_constructions"]}]
+    assert load_groups(groups_file) == [
+        *PAPER_GROUPS,
+        {"id": "new_constructions", "name": "New constructions", "sources": ["new_constructions"]},
+    ]
     with pytest.raises(VerbevalError, match="repeated group id"):
         build_template_table({}, PAPER_GROUPS, custom=[CustomGroup("simple", "S", EXAMPLE, "jsonl")])
 
@@ -272,9 +338,23 @@ def test_custom_groups_come_after_the_paper_groups(data_dir: Path, tmp_path: Pat
 def test_custom_group_in_the_dry_run(tmp_path: Path) -> None:
     sha = hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
     extra = tmp_path / "custom.yaml"
-    extra.write_text(yaml.safe_dump({"agreement": {"groups": ["simple"], "custom_groups": [
-        {"id": "new_constructions", "name": "New constructions", "path": str(EXAMPLE.relative_to(REPO_ROOT)),
-         "sha256": sha}]}}))
+    extra.write_text(
+        yaml.safe_dump(
+            {
+                "agreement": {
+                    "groups": ["simple"],
+                    "custom_groups": [
+                        {
+                            "id": "new_constructions",
+                            "name": "New constructions",
+                            "path": str(EXAMPLE.relative_to(REPO_ROOT)),
+                            "sha256": sha,
+                        }
+                    ],
+                }
+            }
+        )
+    )
     wd = checkout_view(tmp_path / "wd")
     quick = REPO_ROOT / "config" / "quick.yaml"  # a config that needs no ../shared
     run = dry_run(wd, [quick, extra])
@@ -306,39 +386,152 @@ def test_custom_group_scored_end_to_end(tokenizer_path: Callable[[str], Path], t
     from verbeval.core.models import load_model
 
     model = tmp_path / "tiny-gpt2"
-    assert verbeval_main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path("gpt2")),
-                          "--arch", "gpt2", "--out", str(model)]) == 0
+    assert (
+        verbeval_main(
+            ["-q", "tiny-model", "--tokenizer", str(tokenizer_path("gpt2")), "--arch", "gpt2", "--out", str(model)]
+        )
+        == 0
+    )
     out = tmp_path / "agreement"
     sha = hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
-    assert verbeval_main([
-        "-q", "templates", "--manifest", str(REPO_ROOT / "resources" / "manifest.yaml"),
-        "--groups-file", str(REPO_ROOT / "resources" / "agreement_groups.yaml"), "--groups=",
-        f"--custom-group=new={EXAMPLE}", "--custom-name=new=New constructions", f"--custom-sha256=new={sha}",
-        "--out", str(out / "templates.parquet"), "--rejects", str(out / "rejects.csv"),
-        "--groups-out", str(out / "groups.yaml")]) == 0
+    assert (
+        verbeval_main(
+            [
+                "-q",
+                "templates",
+                "--manifest",
+                str(REPO_ROOT / "resources" / "manifest.yaml"),
+                "--groups-file",
+                str(REPO_ROOT / "resources" / "agreement_groups.yaml"),
+                "--groups=",
+                f"--custom-group=new={EXAMPLE}",
+                "--custom-name=new=New constructions",
+                f"--custom-sha256=new={sha}",
+                "--out",
+                str(out / "templates.parquet"),
+                "--rejects",
+                str(out / "rejects.csv"),
+                "--groups-out",
+                str(out / "groups.yaml"),
+            ]
+        )
+        == 0
+    )
     templates = pd.read_parquet(out / "templates.parquet")
     assert len(templates) == 31 and set(templates["group"]) == {"new"}
     # a lexicon of the example's verbs (3sg, plural), plus a few others for EW/MW
-    verbs = {("be", "is", "are"), ("have", "has", "have"), ("know", "knows", "know"), ("like", "likes", "like"),
-             ("live", "lives", "live"), ("play", "plays", "play"), ("work", "works", "work"),
-             ("take", "takes", "take"), ("want", "wants", "want"), ("agree", "agrees", "agree"),
-             ("run", "runs", "run"), ("sing", "sings", "sing"), ("bark", "barks", "bark"), ("sleep", "sleeps", "sleep")}
+    verbs = {
+        ("be", "is", "are"),
+        ("have", "has", "have"),
+        ("know", "knows", "know"),
+        ("like", "likes", "like"),
+        ("live", "lives", "live"),
+        ("play", "plays", "play"),
+        ("work", "works", "work"),
+        ("take", "takes", "take"),
+        ("want", "wants", "want"),
+        ("agree", "agrees", "agree"),
+        ("run", "runs", "run"),
+        ("sing", "sings", "sing"),
+        ("bark", "barks", "bark"),
+        ("sleep", "sleeps", "sleep"),
+    }
     lex = pd.DataFrame(sorted(verbs), columns=["lemma", "sing", "plur"]).assign(source="test")
     lex.to_parquet(tmp_path / "lexicon.parquet")
-    assert verbeval_main(["-q", "lemmas", "--model", str(model), "--lexicon", str(tmp_path / "lexicon.parquet"),
-                          "--out", str(out / "m" / "lemmas.parquet")]) == 0
+    assert (
+        verbeval_main(
+            [
+                "-q",
+                "lemmas",
+                "--model",
+                str(model),
+                "--lexicon",
+                str(tmp_path / "lexicon.parquet"),
+                "--out",
+                str(out / "m" / "lemmas.parquet"),
+            ]
+        )
+        == 0
+    )
     manifest = out / "m" / "shards" / "manifest.json"
-    assert verbeval_main(["-q", "infer", "--model", str(model), "--device", "cpu", "--threads", "1",
-                          "--batch-size", "8", "--templates", str(out / "templates.parquet"),
-                          "--lemmas", str(out / "m" / "lemmas.parquet"), "--groups", "new", "--n-chunks", "2",
-                          "--no-progress", "--manifest", str(manifest)]) == 0
-    assert verbeval_main(["-q", "aggregate", "--templates", str(out / "templates.parquet"), "--groups", "new",
-                          "--model-name", "m", "--manifest", str(manifest), "--top-cutoffs", "0.5,1",
-                          "--bottom-cutoffs", "0.5", "--resamples", "20", "--out-dir", str(out / "m")]) == 0
-    assert verbeval_main(["-q", "table", "--groups-file", str(out / "groups.yaml"), "--models", "m",
-                          "--summaries", str(out / "m" / "new" / "summary.csv"), "--csv", str(out / "t2.csv"),
-                          "--md", str(out / "t2.md"), "--tex", str(out / "t2.tex"), "--all-csv",
-                          str(out / "all.csv"), "--metrics", str(out / "metrics.json")]) == 0
+    assert (
+        verbeval_main(
+            [
+                "-q",
+                "infer",
+                "--model",
+                str(model),
+                "--device",
+                "cpu",
+                "--threads",
+                "1",
+                "--batch-size",
+                "8",
+                "--templates",
+                str(out / "templates.parquet"),
+                "--lemmas",
+                str(out / "m" / "lemmas.parquet"),
+                "--groups",
+                "new",
+                "--n-chunks",
+                "2",
+                "--no-progress",
+                "--manifest",
+                str(manifest),
+            ]
+        )
+        == 0
+    )
+    assert (
+        verbeval_main(
+            [
+                "-q",
+                "aggregate",
+                "--templates",
+                str(out / "templates.parquet"),
+                "--groups",
+                "new",
+                "--model-name",
+                "m",
+                "--manifest",
+                str(manifest),
+                "--top-cutoffs",
+                "0.5,1",
+                "--bottom-cutoffs",
+                "0.5",
+                "--resamples",
+                "20",
+                "--out-dir",
+                str(out / "m"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        verbeval_main(
+            [
+                "-q",
+                "table",
+                "--groups-file",
+                str(out / "groups.yaml"),
+                "--models",
+                "m",
+                "--summaries",
+                str(out / "m" / "new" / "summary.csv"),
+                "--csv",
+                str(out / "t2.csv"),
+                "--md",
+                str(out / "t2.md"),
+                "--tex",
+                str(out / "t2.tex"),
+                "--all-csv",
+                str(out / "all.csv"),
+                "--metrics",
+                str(out / "metrics.json"),
+            ]
+        )
+        == 0
+    )
 
     # TSE per row against the model's own next-token distribution after the left context
     lm = load_model(str(model), device="cpu")
@@ -366,25 +559,56 @@ def test_custom_group_scored_end_to_end(tokenizer_path: Callable[[str], Path], t
 
 OK_LINE = b'{"sentence_good": "The pilot smiles.", "sentence_bad": "The pilot smile."}\n'
 CONTROL_CASES = [
-    ("nul.csv", b"sentence_good,sentence_bad\nThe pilot smiles.,The pilot smile.\nThe authors laugh\x00.,The authors laughs.\n",
-     3, "column 'sentence_good': a control character U+0000 (NUL) at character 18"),
-    ("quoted.csv", b'left,right,correct,incorrect,label\n"The authors",,laugh,"laughs\x07",plural\n',
-     2, "column 'incorrect': a control character U+0007 (BEL) at character 7"),
-    ("header.csv", b"sentence_good\x00,sentence_bad\n", 1, "column name 'sentence_good\\x00': a control character U+0000"),
-    ("escaped.jsonl", OK_LINE + b'{"sentence_good": "The authors laugh\\u0000.", "sentence_bad": "The authors laughs."}\n',
-     2, "field 'sentence_good': a control character U+0000 (NUL) at character 18"),
-    ("raw.jsonl", OK_LINE + b'{"sentence_good": "The authors laugh\x00.", "sentence_bad": "The authors laughs."}\n',
-     2, "a control character U+0000 (NUL) at column 37"),
-    ("del.jsonl", OK_LINE + b'{"sentence_good": "The authors laugh.", "sentence_bad": "The authors laughs.", '
-                            b'"note": "x\\u007f"}\n', 2, "field 'note': a control character U+007F (DEL) at character 2"),
-    ("c1.csv", "sentence_good,sentence_bad\nThe authors laugh\u009b.,The authors laughs.\n".encode(),
-     2, "column 'sentence_good': a control character U+009B (C1 control) at character 18"),
+    (
+        "nul.csv",
+        b"sentence_good,sentence_bad\nThe pilot smiles.,The pilot smile.\nThe authors laugh\x00.,The authors laughs.\n",
+        3,
+        "column 'sentence_good': a control character U+0000 (NUL) at character 18",
+    ),
+    (
+        "quoted.csv",
+        b'left,right,correct,incorrect,label\n"The authors",,laugh,"laughs\x07",plural\n',
+        2,
+        "column 'incorrect': a control character U+0007 (BEL) at character 7",
+    ),
+    (
+        "header.csv",
+        b"sentence_good\x00,sentence_bad\n",
+        1,
+        "column name 'sentence_good\\x00': a control character U+0000",
+    ),
+    (
+        "escaped.jsonl",
+        OK_LINE + b'{"sentence_good": "The authors laugh\\u0000.", "sentence_bad": "The authors laughs."}\n',
+        2,
+        "field 'sentence_good': a control character U+0000 (NUL) at character 18",
+    ),
+    (
+        "raw.jsonl",
+        OK_LINE + b'{"sentence_good": "The authors laugh\x00.", "sentence_bad": "The authors laughs."}\n',
+        2,
+        "a control character U+0000 (NUL) at column 37",
+    ),
+    (
+        "del.jsonl",
+        OK_LINE + b'{"sentence_good": "The authors laugh.", "sentence_bad": "The authors laughs.", '
+        b'"note": "x\\u007f"}\n',
+        2,
+        "field 'note': a control character U+007F (DEL) at character 2",
+    ),
+    (
+        "c1.csv",
+        "sentence_good,sentence_bad\nThe authors laugh\u009b.,The authors laughs.\n".encode(),
+        2,
+        "column 'sentence_good': a control character U+009B (C1 control) at character 18",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "data", "where", "reason"), CONTROL_CASES, ids=[c[0] for c in CONTROL_CASES])
-def test_control_characters_are_refused_with_file_and_line(tmp_path: Path, name: str, data: bytes, where: int,
-                                                           reason: str) -> None:
+def test_control_characters_are_refused_with_file_and_line(
+    tmp_path: Path, name: str, data: bytes, where: int, reason: str
+) -> None:
     """A NUL (raw, or JSON-escaped) or another control character in a pair never reaches the contexts:
     the file, line and field or column, and the character, before anything is written."""
     f = tmp_path / name
@@ -393,8 +617,11 @@ def test_control_characters_are_refused_with_file_and_line(tmp_path: Path, name:
     with pytest.raises(InputError) as exc:
         read_custom_pairs(f, fmt, "mine", "mine")
     msg = str(exc.value)
-    assert msg.startswith(f"{f}:{where}: ") and reason in msg and msg.endswith(": remove it (tab and line breaks "
-                                                                               "are the only control characters allowed)")
+    assert (
+        msg.startswith(f"{f}:{where}: ")
+        and reason in msg
+        and msg.endswith(": remove it (tab and line breaks are the only control characters allowed)")
+    )
     assert "\x00" not in msg and "\n" not in msg
     if where > 1:  # skip_bad_rows: a reject whose raw text shows the character escaped
         rows, rejects = read_custom_pairs(f, fmt, "mine", "mine", skip_bad_rows=True)

@@ -17,21 +17,27 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
+from test_inference import LEXICON, template_frame
+from verbeval.agreement.eligibility import eligible_lemmas
+from verbeval.agreement.inference import encode_contexts, infer_chunk
+from verbeval.agreement.multitoken import form_logprobs, form_token_ids
 from verbeval.cli import build_parser
 from verbeval.core.config import validate_config
-from verbeval.agreement.eligibility import eligible_lemmas
-from verbeval.core.errors import VerbevalError
-from verbeval.agreement.inference import encode_contexts, infer_chunk
 from verbeval.core.devices import check_device_map, parse_device_map
+from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, load_model
 from verbeval.core.tiny_models import make_tiny_model
-from verbeval.agreement.multitoken import form_logprobs, form_token_ids
-
-from test_inference import LEXICON, template_frame
 
 #: every module of the tiny GPT-2 (2 layers) placed: the second block and the final norm on disk
-GPT2_MAP = {"transformer.wte": "cpu", "transformer.wpe": "cpu", "transformer.drop": "cpu", "transformer.h.0": "cpu",
-            "transformer.h.1": "disk", "transformer.ln_f": "disk", "lm_head": "cpu"}
+GPT2_MAP = {
+    "transformer.wte": "cpu",
+    "transformer.wpe": "cpu",
+    "transformer.drop": "cpu",
+    "transformer.h.0": "cpu",
+    "transformer.h.1": "disk",
+    "transformer.ln_f": "disk",
+    "lm_head": "cpu",
+}
 #: the tiny BERT MLM: the first encoder layer on disk
 BERT_MAP = {"bert.embeddings": "cpu", "bert.encoder.layer.0": "disk", "bert.encoder.layer.1": "cpu", "cls": "cpu"}
 
@@ -49,11 +55,16 @@ def _sharpened(tokenizer: Path, arch: str, out: Path) -> Path:
 
 
 @pytest.fixture(scope="module", params=["causal", "masked"])
-def pair(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], wordpiece_path: Path,
-         tmp_path_factory: pytest.TempPathFactory) -> tuple[LoadedModel, LoadedModel]:
+def pair(
+    request: pytest.FixtureRequest,
+    tokenizer_path: Callable[[str], Path],
+    wordpiece_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[LoadedModel, LoadedModel]:
     """(whole, split) loads of one tiny model."""
-    arch, tok, dmap = (("gpt2", tokenizer_path("gpt2"), GPT2_MAP) if request.param == "causal"
-                       else ("bert", wordpiece_path, BERT_MAP))
+    arch, tok, dmap = (
+        ("gpt2", tokenizer_path("gpt2"), GPT2_MAP) if request.param == "causal" else ("bert", wordpiece_path, BERT_MAP)
+    )
     path = _sharpened(tok, arch, tmp_path_factory.mktemp(arch))
     whole = load_model(str(path), device="cpu")
     split = load_model(str(path), device="cpu", device_map=dict(dmap))
@@ -79,8 +90,12 @@ def test_the_split_is_real(pair: tuple[LoadedModel, LoadedModel]) -> None:
 
 def _shard_arrays(path: Path) -> dict[str, np.ndarray]:
     t = pq.read_table(path)
-    return {name: np.asarray(t[name].combine_chunks().flatten().to_numpy(zero_copy_only=False))
-            if hasattr(t[name].combine_chunks(), "flatten") else t[name].to_numpy() for name in t.column_names}
+    return {
+        name: np.asarray(t[name].combine_chunks().flatten().to_numpy(zero_copy_only=False))
+        if hasattr(t[name].combine_chunks(), "flatten")
+        else t[name].to_numpy()
+        for name in t.column_names
+    }
 
 
 def test_split_shards_equal_whole(pair: tuple[LoadedModel, LoadedModel], tmp_path: Path) -> None:
@@ -99,7 +114,10 @@ def test_split_shards_equal_whole(pair: tuple[LoadedModel, LoadedModel], tmp_pat
     assert meta["whole"] == meta["split"]
     # the numbers are not trivial: far from uniform, and defined TSE probabilities
     p = np.asarray(arrays["whole"]["topk_probs"], dtype=float)
-    assert p.max() > 1000 / len(whole.tokenizer) and np.isfinite(np.asarray(arrays["whole"]["tse_p_sing"], dtype=float)).any()
+    assert (
+        p.max() > 1000 / len(whole.tokenizer)
+        and np.isfinite(np.asarray(arrays["whole"]["tse_p_sing"], dtype=float)).any()
+    )
 
 
 def test_split_multi_token_forms_equal_whole(pair: tuple[LoadedModel, LoadedModel]) -> None:
@@ -116,19 +134,34 @@ def test_split_multi_token_forms_equal_whole(pair: tuple[LoadedModel, LoadedMode
 # --------------------------------------------------------------------------- options and config
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    (None, None), ("", None), ("none", None), ("auto", "auto"), ("balanced_low_0", "balanced_low_0"),
-    ('{"model.embed_tokens": 0, "model.layers.0": "cuda:1", "lm_head": "cpu", "model.norm": "disk"}',
-     {"model.embed_tokens": 0, "model.layers.0": "cuda:1", "lm_head": "cpu", "model.norm": "disk"}),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (None, None),
+        ("", None),
+        ("none", None),
+        ("auto", "auto"),
+        ("balanced_low_0", "balanced_low_0"),
+        (
+            '{"model.embed_tokens": 0, "model.layers.0": "cuda:1", "lm_head": "cpu", "model.norm": "disk"}',
+            {"model.embed_tokens": 0, "model.layers.0": "cuda:1", "lm_head": "cpu", "model.norm": "disk"},
+        ),
+    ],
+)
 def test_parse_device_map(text: str | None, expected: Any) -> None:
     assert parse_device_map(text) == expected
 
 
-@pytest.mark.parametrize(("text", "reason"), [
-    ("everywhere", "neither one of"), ('{"lm_head": "gpu"}', "a device is a GPU index"),
-    ('{"lm_head": -1}', "a device is a GPU index"), ("{}", "neither one of"), ('{"a": 0', "invalid JSON"),
-])
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("everywhere", "neither one of"),
+        ('{"lm_head": "gpu"}', "a device is a GPU index"),
+        ('{"lm_head": -1}', "a device is a GPU index"),
+        ("{}", "neither one of"),
+        ('{"a": 0', "invalid JSON"),
+    ],
+)
 def test_parse_device_map_rejects(text: str, reason: str) -> None:
     with pytest.raises(VerbevalError, match=reason):
         parse_device_map(text)
@@ -159,12 +192,15 @@ def test_config_model_defaults_and_values() -> None:
     assert cfg["inference"]["gpus"] == 0 and validate_config(_config())["inference"]["gpus"] == 1
 
 
-@pytest.mark.parametrize(("model", "reason"), [
-    ({"gpus": 4}, "without a device_map would use only one GPU"),
-    ({"gpus": -1, "device_map": "auto"}, "models.0.gpus"),
-    ({"device_map": "everywhere"}, "models.0.device_map"),
-    ({"device_map": {"lm_head": "gpu"}}, "models.0.device_map"),
-])
+@pytest.mark.parametrize(
+    ("model", "reason"),
+    [
+        ({"gpus": 4}, "without a device_map would use only one GPU"),
+        ({"gpus": -1, "device_map": "auto"}, "models.0.gpus"),
+        ({"device_map": "everywhere"}, "models.0.device_map"),
+        ({"device_map": {"lm_head": "gpu"}}, "models.0.device_map"),
+    ],
+)
 def test_config_rejects(model: dict[str, Any], reason: str) -> None:
     with pytest.raises(VerbevalError, match=reason):
         validate_config(_config(**model), source="cfg.yaml")

@@ -16,7 +16,6 @@ import doctest
 import importlib
 import io
 import re
-from pathlib import Path
 
 import pytest
 
@@ -81,7 +80,7 @@ def test_doc_examples(where: str, code: str, printed: str | None) -> None:
         return  # no stated output (it may need a hub model): compiled only
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        exec(compiled, {"__name__": "__doc_example__"})  # noqa: S102 - the repository's own documentation
+        exec(compiled, {"__name__": "__doc_example__"})
     got = [ln.rstrip() for ln in buf.getvalue().strip("\n").split("\n")]
     want = [ln.rstrip() for ln in printed.strip("\n").split("\n")]
     assert got == want, f"{where}: the example printed\n" + "\n".join(got)

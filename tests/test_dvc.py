@@ -9,18 +9,14 @@ from typing import Any
 import pytest
 import yaml
 
+from conftest import CI_CONFIG, REPO_ROOT, checkout_view, stand_in_models
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
 from verbeval.dvc import JobSpec, _params, dvc_pipeline, rule_config_keys, stage_name, workflow_jobs
 
-from conftest import CI_CONFIG, REPO_ROOT, checkout_view, stand_in_models
-
 REPO = REPO_ROOT
 CI = str(CI_CONFIG.relative_to(REPO))  # .test/config/ci.yaml
-PIPELINES = [
-    (["config/config.yaml"], "dvc.yaml"),
-    (["config/config.yaml", CI], "pipelines/ci/dvc.yaml"),
-]
+PIPELINES = [(["config/config.yaml"], "dvc.yaml"), (["config/config.yaml", CI], "pipelines/ci/dvc.yaml")]
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +44,9 @@ def ci_jobs(view: Path) -> list[JobSpec]:
 
 
 @pytest.mark.parametrize("configs, out", PIPELINES)
-def test_committed_pipelines_match_the_workflow(configs: list[str], out: str, view: Path,
-                                                capsys: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_committed_pipelines_match_the_workflow(
+    configs: list[str], out: str, view: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(view)  # the checkout's files, a copy of the committed pipeline
     code = main(["-q", "dvc-yaml", "--configfile", *configs, "--out", out, "--check"])
     captured = capsys.readouterr()
@@ -58,8 +54,9 @@ def test_committed_pipelines_match_the_workflow(configs: list[str], out: str, vi
     assert "up to date" in captured.out
 
 
-def test_check_fails_on_drift(tmp_path: Path, view: Path, monkeypatch: pytest.MonkeyPatch,
-                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_fails_on_drift(
+    tmp_path: Path, view: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     stale = tmp_path / "dvc.yaml"
     stale.write_text((REPO / "dvc.yaml").read_text().replace("--resamples 1000", "--resamples 999"))
@@ -79,8 +76,12 @@ def test_every_rule_declares_the_config_keys_it_reads(ci_rules: Any) -> None:
         for key in rule_config_keys(rule.name, rule.docstring):  # raises for a rule that declares none
             assert schema_entry(key) is not None, (rule.name, key)
     assert rule_config_keys("aggregate", ci_rules.get_rule("aggregate").docstring) == (
-        "agreement.groups", "agreement.custom_groups", "agreement.top_cutoffs", "agreement.bottom_cutoffs",
-        "agreement.bootstrap")
+        "agreement.groups",
+        "agreement.custom_groups",
+        "agreement.top_cutoffs",
+        "agreement.bottom_cutoffs",
+        "agreement.bootstrap",
+    )
     assert rule_config_keys("lemma_stats", ci_rules.get_rule("lemma_stats").docstring) == ()  # "Config: none"
 
 
@@ -89,7 +90,10 @@ def test_a_rule_without_a_declaration_is_an_error() -> None:
         with pytest.raises(VerbevalError, match="rule 'r' declares no configuration keys"):
             rule_config_keys("r", docstring)
     assert rule_config_keys("r", "What it does.\n    Config: models, agreement.bootstrap,\n    agreement.groups") == (
-        "models", "agreement.bootstrap", "agreement.groups")
+        "models",
+        "agreement.bootstrap",
+        "agreement.groups",
+    )
     job = JobSpec("r", {}, (), ("out",), (), "cmd", config_keys=("models",))
     cfgs = ["config/config.yaml"]
     assert dvc_pipeline([job], cfgs, REPO)["stages"]["r"]["params"] == [{"config/config.yaml": ["models"]}]
@@ -101,8 +105,13 @@ def test_every_job_is_a_stage(ci_jobs: list[JobSpec]) -> None:
     assert len(stages) == len([j for j in ci_jobs if j.rule != "all"])
     # one inference stage per model in the CI configuration (every group and chunk in one process)
     infer = sorted(name for name in stages if name.startswith("infer--"))
-    assert infer == ["infer--tiny-bert-cased", "infer--tiny-gpt-neox", "infer--tiny-gpt2", "infer--tiny-mistral",
-                     "infer--tiny-olmo2"]
+    assert infer == [
+        "infer--tiny-bert-cased",
+        "infer--tiny-gpt-neox",
+        "infer--tiny-gpt2",
+        "infer--tiny-mistral",
+        "infer--tiny-olmo2",
+    ]
 
 
 def test_stage_runs_the_snakemake_command(ci_jobs: list[JobSpec]) -> None:
@@ -116,20 +125,27 @@ def test_stage_runs_the_snakemake_command(ci_jobs: list[JobSpec]) -> None:
     assert "--forms-manifest=results-ci/agreement/lexicon_modes/tiny-gpt2/shards/manifest.json" in job.cmd
     assert "--simverb-out results-ci/simverb/tiny-gpt2/similarities.parquet" in job.cmd
     # the local model directory is a dependency: a new checkpoint reruns the stage
-    assert stage["deps"] == ["results-ci/agreement/templates.parquet", "results-ci/agreement/tiny-gpt2/lemmas.parquet",
-                             "models/tiny-gpt2", "results-ci/agreement/lexicon_modes/tiny-gpt2/forms.parquet",
-                             "data/raw-ci/simverb_3500/SimVerb-3500.txt"]
+    assert stage["deps"] == [
+        "results-ci/agreement/templates.parquet",
+        "results-ci/agreement/tiny-gpt2/lemmas.parquet",
+        "models/tiny-gpt2",
+        "results-ci/agreement/lexicon_modes/tiny-gpt2/forms.parquet",
+        "data/raw-ci/simverb_3500/SimVerb-3500.txt",
+    ]
     # the manifests are the outputs; the shards beside them survive DVC's removal of a stage's outs, and
     # the manifests are neither run-cached nor checked out alone (tests/test_dvc_store.py); the SimVerb
     # outputs are kept across failed runs (update(): DVC persist)
     store = {"cache": False, "persist": True}
-    assert stage["outs"] == [{"results-ci/simverb/tiny-gpt2/similarities.parquet": {"persist": True}},
-                             {"results-ci/simverb/tiny-gpt2/verbs.csv": {"persist": True}},
-                             {"results-ci/agreement/tiny-gpt2/shards/manifest.json": store},
-                             {"results-ci/agreement/lexicon_modes/tiny-gpt2/shards/manifest.json": store}]
+    assert stage["outs"] == [
+        {"results-ci/simverb/tiny-gpt2/similarities.parquet": {"persist": True}},
+        {"results-ci/simverb/tiny-gpt2/verbs.csv": {"persist": True}},
+        {"results-ci/agreement/tiny-gpt2/shards/manifest.json": store},
+        {"results-ci/agreement/lexicon_modes/tiny-gpt2/shards/manifest.json": store},
+    ]
     # keys set in ci.yaml come from it, the others from config.yaml
-    assert stage["params"][0] == {CI: ["models", "inference", "agreement.chunks",
-                                                     "agreement.multitoken.enabled", "agreement.multitoken.groups"]}
+    assert stage["params"][0] == {
+        CI: ["models", "inference", "agreement.chunks", "agreement.multitoken.enabled", "agreement.multitoken.groups"]
+    }
     assert stage["params"][1]["config/config.yaml"][:2] == ["agreement.groups", "agreement.custom_groups"]
 
 
@@ -137,9 +153,13 @@ def test_only_a_root_pipeline_declares_metrics(ci_jobs: list[JobSpec]) -> None:
     jobs = [j for j in ci_jobs if j.rule in ("table2", "dvc_metrics")]
     stages = dvc_pipeline(jobs, ["config/config.yaml", CI], REPO)["stages"]
     # Table 2 as one {tse, ew, mw} file per model and group; metrics.json is a plain output
-    assert stages["dvc_metrics"]["metrics"][:2] == [{"results-ci/agreement/metrics/tiny-bert-cased/simple.json": {"cache": False}},
-                                                    {"results-ci/agreement/metrics/tiny-bert-cased/sent_comp.json": {"cache": False}}]
-    assert len(stages["dvc_metrics"]["metrics"]) == 5 * 10 and "outs" not in stages["dvc_metrics"]  # 5 CI models x 10 groups
+    assert stages["dvc_metrics"]["metrics"][:2] == [
+        {"results-ci/agreement/metrics/tiny-bert-cased/simple.json": {"cache": False}},
+        {"results-ci/agreement/metrics/tiny-bert-cased/sent_comp.json": {"cache": False}},
+    ]
+    assert (
+        len(stages["dvc_metrics"]["metrics"]) == 5 * 10 and "outs" not in stages["dvc_metrics"]
+    )  # 5 CI models x 10 groups
     assert "results-ci/agreement/metrics.json" in stages["table2"]["outs"] and "metrics" not in stages["table2"]
     # a pipeline in a subdirectory (pipelines/ci) declares none: its outputs are plain outs
     sub = dvc_pipeline(jobs, ["config/config.yaml", CI], REPO, "../..")["stages"]
@@ -148,8 +168,10 @@ def test_only_a_root_pipeline_declares_metrics(ci_jobs: list[JobSpec]) -> None:
 
 
 def test_params_take_each_key_from_the_last_file_that_sets_it() -> None:
-    cfgs = [("a.yaml", {"agreement": {"top_cutoffs": [1], "bootstrap": {"seed": 0}}, "models": []}),
-            ("b.yaml", {"agreement": {"bootstrap": {"seed": 1}}})]
+    cfgs = [
+        ("a.yaml", {"agreement": {"top_cutoffs": [1], "bootstrap": {"seed": 0}}, "models": []}),
+        ("b.yaml", {"agreement": {"bootstrap": {"seed": 1}}}),
+    ]
     keys = ("agreement.groups", "agreement.top_cutoffs", "agreement.bootstrap")
     assert _params(keys, cfgs) == [{"a.yaml": ["agreement.top_cutoffs"]}, {"b.yaml": ["agreement.bootstrap"]}]
 
@@ -157,7 +179,12 @@ def test_params_take_each_key_from_the_last_file_that_sets_it() -> None:
 def test_root_pipeline_is_valid_yaml_with_paper_models() -> None:
     data = yaml.safe_load((REPO / "dvc.yaml").read_text())
     infer = [n for n in data["stages"] if n.startswith("infer--")]
-    assert sorted(infer) == ["infer--bert-large-cased", "infer--bert-large-uncased", "infer--gpt2-xl", "infer--roberta-large"]
+    assert sorted(infer) == [
+        "infer--bert-large-cased",
+        "infer--bert-large-uncased",
+        "infer--gpt2-xl",
+        "infer--roberta-large",
+    ]
     assert any(n.endswith("--gpt2-xl") for n in infer)
 
 

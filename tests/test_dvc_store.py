@@ -20,28 +20,44 @@ import yaml
 
 from verbeval.dvc import STORE_OUT
 
-pytestmark = pytest.mark.skipif(shutil.which("dvc") is None or shutil.which("git") is None,
-                                reason="needs the dvc and git commands")
+pytestmark = pytest.mark.skipif(
+    shutil.which("dvc") is None or shutil.which("git") is None, reason="needs the dvc and git commands"
+)
 
-INFER = ("import pathlib, sys; s = pathlib.Path('results/shards'); (s / 'g').mkdir(parents=True, exist_ok=True); "
-         "(s / 'g' / '1-of-1.parquet').write_text(pathlib.Path('in.txt').read_text()); "
-         "(s / 'manifest.json').write_text('{}')")
-AGGREGATE = ("import pathlib; t = pathlib.Path('results/shards/g/1-of-1.parquet').read_text(); "
-             "pathlib.Path('results/summary.txt').write_text(t + pathlib.Path('cut.txt').read_text())")
+INFER = (
+    "import pathlib, sys; s = pathlib.Path('results/shards'); (s / 'g').mkdir(parents=True, exist_ok=True); "
+    "(s / 'g' / '1-of-1.parquet').write_text(pathlib.Path('in.txt').read_text()); "
+    "(s / 'manifest.json').write_text('{}')"
+)
+AGGREGATE = (
+    "import pathlib; t = pathlib.Path('results/shards/g/1-of-1.parquet').read_text(); "
+    "pathlib.Path('results/summary.txt').write_text(t + pathlib.Path('cut.txt').read_text())"
+)
 
 
 def _pipeline(manifest_out: Any) -> dict[str, Any]:
     py = f"{sys.executable} -c"
-    return {"stages": {
-        "infer": {"cmd": f'{py} "{INFER}"', "deps": ["in.txt"], "outs": [manifest_out]},
-        "aggregate": {"cmd": f'{py} "{AGGREGATE}"', "deps": ["results/shards/manifest.json", "cut.txt"],
-                      "outs": ["results/summary.txt"]},
-    }}
+    return {
+        "stages": {
+            "infer": {"cmd": f'{py} "{INFER}"', "deps": ["in.txt"], "outs": [manifest_out]},
+            "aggregate": {
+                "cmd": f'{py} "{AGGREGATE}"',
+                "deps": ["results/shards/manifest.json", "cut.txt"],
+                "outs": ["results/summary.txt"],
+            },
+        }
+    }
 
 
 def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "DVC_NO_ANALYTICS": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
 
 
@@ -84,7 +100,8 @@ RESUMING_INFER = (
     "log.write_text((log.read_text() if log.exists() else '') + ('kept' if shard.exists() else 'computed') + '\\n'); "
     "shard.exists() or shard.write_text(pathlib.Path('in.txt').read_text()); "
     "pathlib.Path('interrupt').exists() and sys.exit(130); "
-    "(s / 'manifest.json').write_text('{}')")
+    "(s / 'manifest.json').write_text('{}')"
+)
 
 
 @pytest.mark.e2e

@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from verbeval.cli import main
 from verbeval.agreement.dvc_views import split_metrics, wide_curves
-from verbeval.core.errors import VerbevalError
 from verbeval.agreement.figures import CURVE_COLUMNS, CUTOFF_FIGURES
+from verbeval.cli import main
+from verbeval.core.errors import VerbevalError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,15 +32,31 @@ def curves(models: list[str], groups: list[str], metrics: list[str], cuts: dict[
                 for side, cs in cuts.items():
                     for c in cs:
                         v = 100 * i + 10 * j + k + c / 10 + (0.05 if side == "bottom" else 0.0)
-                        rows.append(dict(model=m, group=g, group_name=g.upper(), metric=metric, side=side, cutoff=c,
-                                         value=v, ci_low=v - 1, ci_high=v + 1, n=5, n_total=6,
-                                         valid_share=5 / 6, low_n=True))
+                        rows.append(
+                            dict(
+                                model=m,
+                                group=g,
+                                group_name=g.upper(),
+                                metric=metric,
+                                side=side,
+                                cutoff=c,
+                                value=v,
+                                ci_low=v - 1,
+                                ci_high=v + 1,
+                                n=5,
+                                n_total=6,
+                                valid_share=5 / 6,
+                                low_n=True,
+                            )
+                        )
     return pd.DataFrame(rows)[list(CURVE_COLUMNS)]
 
 
 def test_split_metrics_one_entry_per_model_and_group() -> None:
-    metrics = {"a": {"g1": {"tse": 0.9, "ew": 0.8, "mw": None}, "g2": {"tse": 0.1, "ew": 0.2, "mw": 0.3}},
-               "b": {"g1": {"tse": 0.5, "ew": 0.6, "mw": 0.7}, "g2": {"tse": 0.4, "ew": 0.3, "mw": 0.2}}}
+    metrics = {
+        "a": {"g1": {"tse": 0.9, "ew": 0.8, "mw": None}, "g2": {"tse": 0.1, "ew": 0.2, "mw": 0.3}},
+        "b": {"g1": {"tse": 0.5, "ew": 0.6, "mw": 0.7}, "g2": {"tse": 0.4, "ew": 0.3, "mw": 0.2}},
+    }
     parts = split_metrics(metrics, ["b", "a"], ["g2"])
     assert parts == {("b", "g2"): {"tse": 0.4, "ew": 0.3, "mw": 0.2}, ("a", "g2"): {"tse": 0.1, "ew": 0.2, "mw": 0.3}}
     assert split_metrics(metrics, ["a"], ["g1"])[("a", "g1")]["mw"] is None
@@ -59,8 +75,9 @@ def test_split_metrics_one_entry_per_model_and_group() -> None:
 
 def test_wide_curves_one_column_per_model_and_metric() -> None:
     data = curves(["m1", "m2"], ["g1", "g2"], ["ew", "mw"], {"top": [0.5, 1.0, 0.1], "bottom": [0.01, 0.5]})
-    data.loc[(data["model"] == "m2") & (data["group"] == "g2") & (data["metric"] == "mw")
-             & (data["cutoff"] == 0.01), "value"] = np.nan  # an undefined score stays empty
+    data.loc[
+        (data["model"] == "m2") & (data["group"] == "g2") & (data["metric"] == "mw") & (data["cutoff"] == 0.01), "value"
+    ] = np.nan  # an undefined score stays empty
     top = wide_curves(data, side="top", models=["m2", "m1"], groups=["g2", "g1"], metrics=["ew", "mw"])
     assert list(top) == ["g2", "g1"]
     t = top["g1"]
@@ -81,7 +98,9 @@ def test_wide_curves_errors() -> None:
     data = curves(["m1", "m2"], ["g1"], ["invalid"], {"top": [0.5, 1.0]})
     with pytest.raises(VerbevalError, match=r"x.csv: no top-p rows for group 'g9'"):
         wide_curves(data, side="top", models=["m1"], groups=["g9"], metrics=["invalid"], source="x.csv")
-    with pytest.raises(VerbevalError, match=r"model 'm3', group 'g1': 0 invalid \(top\) rows, expected one per cutoff \(2\)"):
+    with pytest.raises(
+        VerbevalError, match=r"model 'm3', group 'g1': 0 invalid \(top\) rows, expected one per cutoff \(2\)"
+    ):
         wide_curves(data, side="top", models=["m1", "m3"], groups=["g1"], metrics=["invalid"])
     short = data.drop(index=data.index[(data["model"] == "m2") & (data["cutoff"] == 1.0)])
     with pytest.raises(VerbevalError, match=r"model 'm2', group 'g1': 1 invalid \(top\) rows"):
@@ -93,19 +112,74 @@ def test_wide_curves_errors() -> None:
 def test_cli_writes_the_views(tmp_path: Path) -> None:
     metrics = {"a": {"g1": {"tse": 0.25, "ew": 0.5, "mw": 0.75}}}
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
-    assert main(["-q", "dvc-metrics", "--metrics", str(tmp_path / "metrics.json"), "--models", "a", "--groups", "g1",
-                 "--out-dir", str(tmp_path / "m")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "dvc-metrics",
+                "--metrics",
+                str(tmp_path / "metrics.json"),
+                "--models",
+                "a",
+                "--groups",
+                "g1",
+                "--out-dir",
+                str(tmp_path / "m"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "m/a/g1.json").read_text()) == {"tse": 0.25, "ew": 0.5, "mw": 0.75}
-    curves(["a"], ["g1"], ["prob_counted"], {"top": [1.0], "bottom": [0.001, 0.1]}).to_csv(tmp_path / "c.csv", index=False)
-    assert main(["-q", "dvc-plot-data", "--figure", "prob-counted", "--curves", str(tmp_path / "c.csv"), "--side", "bottom",
-                 "--models", "a", "--groups", "g1", "--out-dir", str(tmp_path / "p")]) == 0
+    curves(["a"], ["g1"], ["prob_counted"], {"top": [1.0], "bottom": [0.001, 0.1]}).to_csv(
+        tmp_path / "c.csv", index=False
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "dvc-plot-data",
+                "--figure",
+                "prob-counted",
+                "--curves",
+                str(tmp_path / "c.csv"),
+                "--side",
+                "bottom",
+                "--models",
+                "a",
+                "--groups",
+                "g1",
+                "--out-dir",
+                str(tmp_path / "p"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "p/g1.csv").read_text().splitlines()[0] == "cutoff,log10_cutoff,a mass counted"
     got = pd.read_csv(tmp_path / "p/g1.csv")
     assert list(got.columns) == ["cutoff", "log10_cutoff", "a mass counted"]
     np.testing.assert_allclose(got.to_numpy(), [[0.001, -3, 0.0001 + 0.05], [0.1, -1, 0.01 + 0.05]])
     # a side the figure does not have
-    assert main(["-q", "dvc-plot-data", "--figure", "scores-top", "--curves", str(tmp_path / "c.csv"), "--side", "bottom",
-                 "--models", "a", "--groups", "g1", "--out-dir", str(tmp_path / "p")]) == 1
+    assert (
+        main(
+            [
+                "-q",
+                "dvc-plot-data",
+                "--figure",
+                "scores-top",
+                "--curves",
+                str(tmp_path / "c.csv"),
+                "--side",
+                "bottom",
+                "--models",
+                "a",
+                "--groups",
+                "g1",
+                "--out-dir",
+                str(tmp_path / "p"),
+            ]
+        )
+        == 1
+    )
 
 
 def test_root_pipeline_declares_table2_metrics_and_figure_plots() -> None:
@@ -120,8 +194,11 @@ def test_root_pipeline_declares_table2_metrics_and_figure_plots() -> None:
     assert len(plots) == sum(len(s.sides) for s in CUTOFF_FIGURES.values()) * len(groups)  # 60
     p = plots["fig1_top_p/top/obj_rel_within"]
     assert p["template"] == "verbeval_lines" and p["x"] == "cutoff" and p["x_label"] == "top-p cutoff"
-    assert p["y"] == {"results/agreement/figures/dvc/fig1_top_p/top/obj_rel_within.csv":
-                      [f"{m} {k}" for m in models for k in ("EW", "MW")]}
+    assert p["y"] == {
+        "results/agreement/figures/dvc/fig1_top_p/top/obj_rel_within.csv": [
+            f"{m} {k}" for m in models for k in ("EW", "MW")
+        ]
+    }
     p = plots["fig4_invalid/bottom/blimp"]
     assert p["x"] == "log10_cutoff"
     assert p["y"] == {"results/agreement/figures/dvc/fig4_invalid/bottom/blimp.csv": [f"{m} invalid" for m in models]}
@@ -158,23 +235,58 @@ def test_dvc_shows_metrics_per_model_and_group_and_one_series_per_model_and_metr
     models = cmd["dvc_metrics"].split("--models ")[1].split()[0].split(",")
     groups = cmd["dvc_metrics"].split("--groups ")[1].split()[0].split(",")
     rng = np.random.default_rng(1)
-    table2 = {m: {g: {"tse": float(rng.random()), "ew": float(rng.random()), "mw": float(rng.random())}
-                  for g in groups} for m in models}
+    table2 = {
+        m: {g: {"tse": float(rng.random()), "ew": float(rng.random()), "mw": float(rng.random())} for g in groups}
+        for m in models
+    }
     (repo / "metrics.json").write_text(json.dumps(table2))
-    assert main(["-q", "dvc-metrics", "--metrics", str(repo / "metrics.json"), "--models", ",".join(models),
-                 "--groups", ",".join(groups), "--out-dir", str(repo / "results/agreement/metrics")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "dvc-metrics",
+                "--metrics",
+                str(repo / "metrics.json"),
+                "--models",
+                ",".join(models),
+                "--groups",
+                ",".join(groups),
+                "--out-dir",
+                str(repo / "results/agreement/metrics"),
+            ]
+        )
+        == 0
+    )
     cuts = {"top": [0.5, 1.0], "bottom": [0.001, 0.1]}
     for name, spec in CUTOFF_FIGURES.items():
         data = curves(models, groups, list(spec.metrics), {s: cuts[s] for s in spec.sides})
         data.to_csv(repo / f"{spec.stem}.csv", index=False)
         for side in spec.sides:
-            assert main(["-q", "dvc-plot-data", "--figure", name, "--curves", str(repo / f"{spec.stem}.csv"),
-                         "--side", side, "--models", ",".join(models), "--groups", ",".join(groups),
-                         "--out-dir", str(repo / f"results/agreement/figures/dvc/{spec.stem}/{side}")]) == 0
+            assert (
+                main(
+                    [
+                        "-q",
+                        "dvc-plot-data",
+                        "--figure",
+                        name,
+                        "--curves",
+                        str(repo / f"{spec.stem}.csv"),
+                        "--side",
+                        side,
+                        "--models",
+                        ",".join(models),
+                        "--groups",
+                        ",".join(groups),
+                        "--out-dir",
+                        str(repo / f"results/agreement/figures/dvc/{spec.stem}/{side}"),
+                    ]
+                )
+                == 0
+            )
     # the other declared plots (one series per file), with their declared columns
     for s in stages.values():
         for p in s.get("plots", []):
-            (path, props), = p.items()
+            ((path, props),) = p.items()
             (repo / path).parent.mkdir(parents=True, exist_ok=True)
             pd.DataFrame({props["x"]: [0.0, 1.0], props["y"]: [0.5, 0.25]}).to_csv(repo / path, index=False)
 
@@ -202,14 +314,25 @@ def test_dvc_shows_metrics_per_model_and_group_and_one_series_per_model_and_metr
         series.setdefault(v["field"], []).append((float(v["log10_cutoff"]), float(v["dvc_inferred_y_value"])))
     assert sorted(series) == sorted(f"{m} {k}" for m in models for k in ("EW", "MW"))
     i = 1  # models[1], metric mw (k = 1), group 3, bottom side
-    np.testing.assert_allclose(sorted(series[f"{models[i]} MW"]),
-                               [(-3.0, 100 * i + 30 + 1 + 0.0001 + 0.05), (-1.0, 100 * i + 30 + 1 + 0.01 + 0.05)])
+    np.testing.assert_allclose(
+        sorted(series[f"{models[i]} MW"]),
+        [(-3.0, 100 * i + 30 + 1 + 0.0001 + 0.05), (-1.0, 100 * i + 30 + 1 + 0.01 + 0.05)],
+    )
     assert len(out["data"]) == sum(len(s.sides) for s in CUTOFF_FIGURES.values()) * len(groups) + sum(
-        len(s.get("plots", [])) for s in stages.values())
+        len(s.get("plots", [])) for s in stages.values()
+    )
 
     # the offline HTML template: no script from a CDN
-    shown = _dvc(repo, "plots", "show", "--html-template", str(REPO / "resources/dvc_plots_offline.html"),
-                 "-o", "html", f"fig1_top_p/top/{groups[0]}")
+    shown = _dvc(
+        repo,
+        "plots",
+        "show",
+        "--html-template",
+        str(REPO / "resources/dvc_plots_offline.html"),
+        "-o",
+        "html",
+        f"fig1_top_p/top/{groups[0]}",
+    )
     assert shown.returncode == 0, shown.stderr
     page = (repo / "html/index.html").read_text()
     assert "vegaEmbed" in page and '<script src="vega.min.js"></script>' in page and "https://cdn" not in page

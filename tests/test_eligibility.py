@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import LazyMap
 from transformers import AutoTokenizer
 
+from conftest import LazyMap
 from verbeval.agreement.eligibility import (
     ELIGIBLE_COLUMNS,
     eligible_lemmas,
@@ -38,8 +38,17 @@ def toks(tokenizer_path: Callable[[str], Path]) -> Mapping[str, Any]:
 
 @pytest.fixture(scope="module")
 def union_lexicon(data_dir: Path) -> pd.DataFrame:
-    csv = (data_dir / "github.com" / "bnewm0609" / "refining-tse" / "raw" / TSE_COMMIT
-           / "data" / "verbs" / "combined_verb_list.csv")
+    csv = (
+        data_dir
+        / "github.com"
+        / "bnewm0609"
+        / "refining-tse"
+        / "raw"
+        / TSE_COMMIT
+        / "data"
+        / "verbs"
+        / "combined_verb_list.csv"
+    )
     text = (data_dir / "giant-verb-list" / "giant-verb-list-3250.txt").read_text(encoding="utf-8")
     giant = [line.split()[0] for line in text.splitlines() if line.strip()]
     return build_lexicon(csv, giant, REPO_ROOT / "resources" / "inflection_overrides.csv")
@@ -47,7 +56,12 @@ def union_lexicon(data_dir: Path) -> pd.DataFrame:
 
 def test_is_byte_level_bpe(toks: dict[str, Any]) -> None:
     assert {n: is_byte_level_bpe(t) for n, t in toks.items()} == {
-        "bert-base-cased": False, "bert-base-uncased": False, "gpt2": True, "roberta-base": True, "roberta-large": True}
+        "bert-base-cased": False,
+        "bert-base-uncased": False,
+        "gpt2": True,
+        "roberta-base": True,
+        "roberta-large": True,
+    }
 
 
 def test_is_byte_level_bpe_vocab_fallback() -> None:
@@ -66,15 +80,26 @@ def test_is_byte_level_bpe_vocab_fallback() -> None:
 @pytest.mark.parametrize(
     ("name", "word", "expected"),
     [
-        ("gpt2", "runs", 4539), ("roberta-base", "runs", 1237), ("roberta-large", "runs", 1237),
-        ("bert-base-cased", "runs", 2326), ("bert-base-uncased", "runs", 3216),
-        ("gpt2", "writes", 6797), ("roberta-base", "writes", 5789),
-        ("gpt2", "is", 318), ("bert-base-cased", "is", 1110), ("bert-base-uncased", "are", 2024),
+        ("gpt2", "runs", 4539),
+        ("roberta-base", "runs", 1237),
+        ("roberta-large", "runs", 1237),
+        ("bert-base-cased", "runs", 2326),
+        ("bert-base-uncased", "runs", 3216),
+        ("gpt2", "writes", 6797),
+        ("roberta-base", "writes", 5789),
+        ("gpt2", "is", 318),
+        ("bert-base-cased", "is", 1110),
+        ("bert-base-uncased", "are", 2024),
         # multi-token everywhere: "swims" (swim ##s / Ġswim s), "acculturates"
-        ("gpt2", "swims", -1), ("roberta-base", "swims", -1), ("bert-base-cased", "swims", -1),
-        ("bert-base-uncased", "swims", -1), ("gpt2", "acculturates", -1), ("bert-base-cased", "acculturates", -1),
+        ("gpt2", "swims", -1),
+        ("roberta-base", "swims", -1),
+        ("bert-base-cased", "swims", -1),
+        ("bert-base-uncased", "swims", -1),
+        ("gpt2", "acculturates", -1),
+        ("bert-base-cased", "acculturates", -1),
         # case: "Runs" is Run ##s for cased BERT, lowercased to runs by uncased BERT
-        ("bert-base-cased", "Runs", -1), ("bert-base-uncased", "Runs", 3216),
+        ("bert-base-cased", "Runs", -1),
+        ("bert-base-uncased", "Runs", 3216),
     ],
 )
 def test_single_token_id(toks: dict[str, Any], name: str, word: str, expected: int) -> None:
@@ -114,30 +139,44 @@ def test_eligible_lemma_counts_on_union_lexicon(toks: dict[str, Any], union_lexi
     lexicon de-duplicates on the form pair. See test_paper_counts_when_keyed_by_lemma_name.
     """
     counts = {name: len(eligible_lemmas(union_lexicon, tok)) for name, tok in toks.items()}
-    assert counts == {"bert-base-cased": 979, "bert-base-uncased": 1158, "gpt2": 1264,
-                      "roberta-base": 1264, "roberta-large": 1264}
+    assert counts == {
+        "bert-base-cased": 979,
+        "bert-base-uncased": 1158,
+        "gpt2": 1264,
+        "roberta-base": 1264,
+        "roberta-large": 1264,
+    }
 
 
 def test_paper_counts_when_keyed_by_lemma_name(toks: dict[str, Any], union_lexicon: pd.DataFrame) -> None:
-    with_are = pd.concat([union_lexicon, pd.DataFrame([{"lemma": "are", "sing": "is", "plur": "are",
-                                                         "source": "combined"}])], ignore_index=True)
-    counts = {name: len(eligible_lemmas(with_are, toks[name])) for name in ("bert-base-cased", "bert-base-uncased",
-                                                                          "gpt2")}
+    with_are = pd.concat(
+        [union_lexicon, pd.DataFrame([{"lemma": "are", "sing": "is", "plur": "are", "source": "combined"}])],
+        ignore_index=True,
+    )
+    counts = {
+        name: len(eligible_lemmas(with_are, toks[name])) for name in ("bert-base-cased", "bert-base-uncased", "gpt2")
+    }
     assert counts == {"bert-base-cased": 980, "bert-base-uncased": 1159, "gpt2": 1265}
 
 
 def test_eligible_lemmas_columns_order_and_ids(toks: dict[str, Any]) -> None:
-    lex = pd.DataFrame({
-        "lemma": ["run", "swim", "be", "write", "run2"],
-        "sing": ["runs", "swims", "is", "writes", "Runs"],
-        "plur": ["run", "swim", "are", "write", "runs"],
-        "source": "giant",
-    }, index=[10, 11, 12, 13, 14])
+    lex = pd.DataFrame(
+        {
+            "lemma": ["run", "swim", "be", "write", "run2"],
+            "sing": ["runs", "swims", "is", "writes", "Runs"],
+            "plur": ["run", "swim", "are", "write", "runs"],
+            "source": "giant",
+        },
+        index=[10, 11, 12, 13, 14],
+    )
     gpt2 = eligible_lemmas(lex, toks["gpt2"])
     assert list(gpt2.columns) == list(ELIGIBLE_COLUMNS)
     assert gpt2.values.tolist() == [
-        ["run", "runs", "run", 4539, 1057], ["be", "is", "are", 318, 389], ["write", "writes", "write", 6797, 3551],
-        ["run2", "Runs", "runs", 44743, 4539]]
+        ["run", "runs", "run", 4539, 1057],
+        ["be", "is", "are", 318, 389],
+        ["write", "writes", "write", 6797, 3551],
+        ["run2", "Runs", "runs", 44743, 4539],
+    ]
     assert gpt2.index.tolist() == [0, 1, 2, 3]
     assert gpt2["sing_id"].dtype == np.int64
     # Uncased BERT maps Runs and runs to the same id: not a usable pair.
@@ -163,13 +202,19 @@ def test_fingerprint_stable_across_processes(toks: dict[str, Any], tokenizer_pat
         "print(tokenizer_fingerprint(AutoTokenizer.from_pretrained(sys.argv[1])))"
     )
     # a process (another hash seed): shard manifests compare fingerprints written by other runs
-    out = subprocess.run([sys.executable, "-c", code, str(tokenizer_path("bert-base-uncased"))],
-                         capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONHASHSEED": "12345"})
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tokenizer_path("bert-base-uncased"))],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+    )
     assert out.stdout.strip() == tokenizer_fingerprint(toks["bert-base-uncased"])
 
 
-def test_identical_files_identical_fingerprint(tmp_path: Path, tokenizer_path: Callable[[str], Path], toks: dict[str, Any]) -> None:
+def test_identical_files_identical_fingerprint(
+    tmp_path: Path, tokenizer_path: Callable[[str], Path], toks: dict[str, Any]
+) -> None:
     """A copy of the gpt2 folder fingerprints the same; changing one vocabulary entry changes it."""
     import json
     import shutil

@@ -53,14 +53,20 @@ def test_failed_jobs_reads_rule_logs_and_message() -> None:
 
 
 def test_summary_names_the_verbeval_error_and_the_slurm_reason_of_an_empty_rule_log(tmp_path: Path) -> None:
-    _write(tmp_path, "results/logs/agreement/templates.log",
-           "INFO loading\nverbeval templates: error: data/pairs.csv:7: not UTF-8; save it as UTF-8\n")
+    _write(
+        tmp_path,
+        "results/logs/agreement/templates.log",
+        "INFO loading\nverbeval templates: error: data/pairs.csv:7: not UTF-8; save it as UTF-8\n",
+    )
     # killed while loading the model: a progress bar, no error line
     _write(tmp_path, "results/logs/agreement/gpt2/infer.log", "Loading weights:   0%|          | 0/28\n")
-    _write(tmp_path, ".snakemake/slurm_logs/rule_infer/gpt2/12.log",
-           "host: node1\nBuilding DAG of jobs...\n"
-           "slurmstepd: error: Job 12 exceeded memory limit (2100000 > 2048000), being killed\n"
-           "slurmstepd: error: *** JOB 12 ON node1 CANCELLED AT 2026-11-23T21:41:00 ***\n")
+    _write(
+        tmp_path,
+        ".snakemake/slurm_logs/rule_infer/gpt2/12.log",
+        "host: node1\nBuilding DAG of jobs...\n"
+        "slurmstepd: error: Job 12 exceeded memory limit (2100000 > 2048000), being killed\n"
+        "slurmstepd: error: *** JOB 12 ON node1 CANCELLED AT 2026-11-23T21:41:00 ***\n",
+    )
     assert failure_summary(SNAKEMAKE_LOG, tmp_path) == [
         "templates: verbeval templates: error: data/pairs.csv:7: not UTF-8; save it as UTF-8 "
         "[results/logs/agreement/templates.log]",
@@ -73,7 +79,8 @@ def test_summary_without_a_cause_line_gives_the_last_line_of_the_first_log(tmp_p
     _write(tmp_path, "results/logs/agreement/gpt2/infer.log", "Loading weights:   0%|\n")
     _write(tmp_path, ".snakemake/slurm_logs/rule_infer/gpt2/12.log", "host: node1\nBuilding DAG of jobs...\n")
     assert failure_summary(SNAKEMAKE_LOG, tmp_path)[1] == (
-        "infer: Loading weights:   0%| [results/logs/agreement/gpt2/infer.log]")
+        "infer: Loading weights:   0%| [results/logs/agreement/gpt2/infer.log]"
+    )
 
 
 def test_summary_without_any_log_text_gives_snakemakes_message(tmp_path: Path) -> None:
@@ -85,18 +92,24 @@ def test_summary_without_any_log_text_gives_snakemakes_message(tmp_path: Path) -
 def test_a_retried_job_is_listed_once(tmp_path: Path) -> None:
     _write(tmp_path, "results/logs/agreement/templates.log", "verbeval templates: error: bad\n")
     assert failure_summary(SNAKEMAKE_LOG.split("[Mon Nov 23 21:41")[0] * 2, tmp_path) == [
-        "templates: verbeval templates: error: bad [results/logs/agreement/templates.log]"]
+        "templates: verbeval templates: error: bad [results/logs/agreement/templates.log]"
+    ]
 
 
 def test_cause_in_text_prefers_the_verbeval_line_then_slurm_then_the_traceback() -> None:
     assert cause_in_text("") is None and cause_in_text("\n  \n") is None
-    traceback = "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: bad shape\nexit 1\n"
+    traceback = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad shape\nexit 1\n'
     assert cause_in_text(traceback) == "ValueError: bad shape"
     assert cause_in_text("slurmstepd: error: Job 3 exceeded memory limit\n" + traceback) == (
-        "slurmstepd: error: Job 3 exceeded memory limit")
-    assert cause_in_text("verbeval infer: error: x.json: missing\n" + traceback) == "verbeval infer: error: x.json: missing"
+        "slurmstepd: error: Job 3 exceeded memory limit"
+    )
+    assert (
+        cause_in_text("verbeval infer: error: x.json: missing\n" + traceback)
+        == "verbeval infer: error: x.json: missing"
+    )
     assert cause_in_text("slurmstepd: error: *** JOB 4 ON n1 CANCELLED AT 2026-11-23T21:41:00 ***\n" + traceback) == (
-        "slurmstepd: error: *** JOB 4 ON n1 CANCELLED AT 2026-11-23T21:41:00 ***")
+        "slurmstepd: error: *** JOB 4 ON n1 CANCELLED AT 2026-11-23T21:41:00 ***"
+    )
     assert cause_in_text("just a line\nlast line\n") == "last line"
 
 

@@ -18,21 +18,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import LazyMap
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from conftest import LazyMap
 from verbeval.agreement.aggregate import read_shards, row_tse
-from verbeval.agreement.eligibility import (
-    eligible_lemmas,
-    form_token_ids,
-    single_token_id,
-    single_token_ids,
-)
+from verbeval.agreement.eligibility import eligible_lemmas, form_token_ids, single_token_id, single_token_ids
 from verbeval.agreement.inference import encode_contexts, infer_chunk, prepare_group
-from verbeval.agreement.shards import build_contexts
 from verbeval.agreement.lexicon import build_lexicon
 from verbeval.agreement.multitoken import causal_form_logprobs
+from verbeval.agreement.shards import build_contexts
 from verbeval.agreement.templates import render_context
 from verbeval.core.models import LoadedModel, adds_bos, load_model
 from verbeval.core.tiny_models import make_tiny_model
@@ -40,8 +35,12 @@ from verbeval.core.tiny_models import make_tiny_model
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TSE_COMMIT = "db423f80246ba2d7c2fc602fc514943949cfaf71"
 #: family -> (tokenizer folder, tiny architecture)
-FAMILIES = {"gpt2": ("gpt2", "gpt2"), "mistral": ("mistral_v1_spm", "mistral"),
-            "gpt-neox": ("gpt_neox_olmo1", "gpt-neox"), "olmo2": ("olmo2_dolma2", "olmo2")}
+FAMILIES = {
+    "gpt2": ("gpt2", "gpt2"),
+    "mistral": ("mistral_v1_spm", "mistral"),
+    "gpt-neox": ("gpt_neox_olmo1", "gpt-neox"),
+    "olmo2": ("olmo2_dolma2", "olmo2"),
+}
 NEW = ("mistral", "gpt-neox", "olmo2")
 LEFTS = ["the author that the guards like", "the farmers", "the pilot next to the old senators", ""]
 
@@ -57,8 +56,17 @@ def lms(tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPath
 
 @pytest.fixture(scope="module")
 def lexicon(data_dir: Path) -> pd.DataFrame:
-    csv = (data_dir / "github.com" / "bnewm0609" / "refining-tse" / "raw" / TSE_COMMIT
-           / "data" / "verbs" / "combined_verb_list.csv")
+    csv = (
+        data_dir
+        / "github.com"
+        / "bnewm0609"
+        / "refining-tse"
+        / "raw"
+        / TSE_COMMIT
+        / "data"
+        / "verbs"
+        / "combined_verb_list.csv"
+    )
     text = (data_dir / "giant-verb-list" / "giant-verb-list-3250.txt").read_text(encoding="utf-8")
     giant = [line.split()[0] for line in text.splitlines() if line.strip()]
     return build_lexicon(csv, giant, REPO_ROOT / "resources" / "inflection_overrides.csv")
@@ -96,7 +104,7 @@ def harness_encode_pair(tok: Any, context: str, continuation: str) -> tuple[list
     if n_spaces > 0:
         continuation, context = context[-n_spaces:] + continuation, context[:-n_spaces]
     whole, ctx = harness_tok_encode(tok, context + continuation), harness_tok_encode(tok, context)
-    return ctx, whole[len(ctx):]
+    return ctx, whole[len(ctx) :]
 
 
 def _contexts(lefts: list[str]) -> pd.DataFrame:
@@ -110,8 +118,12 @@ def test_bos_rule_per_family(lms: dict[str, LoadedModel]) -> None:
     """Mistral's tokenizer adds <s>: prepended; GPT-2 and GPT-NeoX have a BOS (<|endoftext|>) that
     their tokenizer does not add; dolma2 (OLMo-2) has none."""
     got = {f: (adds_bos(lm.tokenizer), lm.tokenizer.bos_token_id, lm.tokenizer.eos_token_id) for f, lm in lms.items()}
-    assert got == {"gpt2": (False, 50256, 50256), "mistral": (True, 1, 2), "gpt-neox": (False, 0, 0),
-                   "olmo2": (False, None, 100257)}
+    assert got == {
+        "gpt2": (False, 50256, 50256),
+        "mistral": (True, 1, 2),
+        "gpt-neox": (False, 0, 0),
+        "olmo2": (False, None, 100257),
+    }
     for fam, lm in lms.items():
         enc = encode_contexts(lm, _contexts(LEFTS[:1]))
         assert enc.bos is (fam == "mistral")
@@ -137,8 +149,9 @@ def test_causal_context_ids_equal_lm_eval_harness(lms: dict[str, LoadedModel], f
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_form_ids_are_the_harness_continuation_for_every_eligible_lemma(lexicon: pd.DataFrame, lms: dict[str, LoadedModel],
-                                                                        family: str) -> None:
+def test_form_ids_are_the_harness_continuation_for_every_eligible_lemma(
+    lexicon: pd.DataFrame, lms: dict[str, LoadedModel], family: str
+) -> None:
     """For every eligible lemma, both forms after a real left context are exactly one token in the
     harness's encoding of context + form, and it is the id eligibility gives; multi-token forms
     are the harness's continuation too. Also the eligible-lemma counts on the real tokenizers."""
@@ -153,10 +166,10 @@ def test_form_ids_are_the_harness_continuation_for_every_eligible_lemma(lexicon:
         ctx = harness_tok_encode(tok, text)
         whole = tok([f"{text} {w}" for w in words + other])["input_ids"]
         assert all(w[: len(ctx)] == ctx for w in whole)
-        cont = [w[len(ctx):] for w in whole]
+        cont = [w[len(ctx) :] for w in whole]
         assert cont[: len(words)] == [[int(i)] for i in ids]
-        assert cont[len(words):] == form_token_ids(tok, other)
-        assert any(len(c) > 1 for c in cont[len(words):])
+        assert cont[len(words) :] == form_token_ids(tok, other)
+        assert any(len(c) > 1 for c in cont[len(words) :])
 
 
 # --------------------------------------------------------------------------- SentencePiece
@@ -179,8 +192,9 @@ def test_sentencepiece_without_dummy_prefix(tokenizer_path: Callable[[str], Path
     "walks" as word-initial pieces; in running text it is still "▁walks", and that is the form's id."""
     spec = json.loads((tokenizer_path("mistral_v1_spm") / "tokenizer.json").read_text(encoding="utf-8"))
     spec["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
-    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)), bos_token="<s>",
-                                  eos_token="</s>", unk_token="<unk>")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(json.dumps(spec)), bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
     assert len(tok.encode("walks", add_special_tokens=False)) == 2
     want = tok.convert_tokens_to_ids(["\u2581walks", "\u2581walk", "\u2581runs"])
     assert single_token_ids(tok, ["walks", "walk", "runs"]).tolist() == want
@@ -188,8 +202,12 @@ def test_sentencepiece_without_dummy_prefix(tokenizer_path: Callable[[str], Path
 
 # --------------------------------------------------------------------------- scoring
 
-ROWS = [("the author that the guards like", "walks", "walk", False), ("the farmers", "walk", "walks", True),
-        ("the pilot", "swims", "swim", False), ("the author that the guards like", "is", "are", False)]
+ROWS = [
+    ("the author that the guards like", "walks", "walk", False),
+    ("the farmers", "walk", "walks", True),
+    ("the pilot", "swims", "swim", False),
+    ("the author that the guards like", "is", "are", False),
+]
 
 
 def _templates() -> pd.DataFrame:
@@ -201,8 +219,9 @@ def _templates() -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("family", NEW)
-def test_tse_ids_and_scores_equal_the_models_own_forward_pass(lms: dict[str, LoadedModel], lexicon: pd.DataFrame,
-                                                              family: str, tmp_path: Path) -> None:
+def test_tse_ids_and_scores_equal_the_models_own_forward_pass(
+    lms: dict[str, LoadedModel], lexicon: pd.DataFrame, family: str, tmp_path: Path
+) -> None:
     """TSE target ids are the first continuation token after the left context (harness
     encoding), and the stored probabilities are the softmax of the model's logits for the
     harness's context ids, computed here one context at a time without padding."""
@@ -244,7 +263,7 @@ def test_multitoken_chain_rule(lms: dict[str, LoadedModel], family: str) -> None
         for c, seq in enumerate(enc.ids):
             for f, form in enumerate(forms):
                 logits = lm.model(input_ids=torch.tensor([seq + form[:-1]])).logits[0].double()
-                lp = torch.log_softmax(logits[len(seq) - 1:], dim=-1)
+                lp = torch.log_softmax(logits[len(seq) - 1 :], dim=-1)
                 assert fast[c, f] == pytest.approx(float(lp[torch.arange(len(form)), form].sum()), abs=2e-5)
 
 
@@ -258,8 +277,11 @@ def test_tiny_model_config(lms: dict[str, LoadedModel], family: str) -> None:
     arch = {"mistral": "MistralForCausalLM", "gpt-neox": "GPTNeoXForCausalLM", "olmo2": "Olmo2ForCausalLM"}[family]
     assert cfg.architectures == [arch] and lm.kind == "causal" and lm.cased
     assert cfg.vocab_size == len(tok) == {"mistral": 32000, "gpt-neox": 50280, "olmo2": 100278}[family]
-    assert (cfg.bos_token_id, cfg.eos_token_id, cfg.pad_token_id) == (tok.bos_token_id, tok.eos_token_id,
-                                                                       tok.pad_token_id)
+    assert (cfg.bos_token_id, cfg.eos_token_id, cfg.pad_token_id) == (
+        tok.bos_token_id,
+        tok.eos_token_id,
+        tok.pad_token_id,
+    )
     saved = json.loads((Path(lm.model_id) / "tokenizer_config.json").read_text(encoding="utf-8"))
     assert saved["tokenizer_class"] == "PreTrainedTokenizerFast"
 

@@ -16,21 +16,20 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from conftest import LazyMap
+from verbeval.agreement.eligibility import eligible_lemmas, form_token_ids, is_byte_level_bpe
+from verbeval.core.fasttok import JsonTokenizer, json_tokenizer_problem, load_text_tokenizer
 
-from verbeval.agreement.eligibility import (
-    eligible_lemmas,
-    form_token_ids,
-    is_byte_level_bpe,
-)
-from verbeval.core.fasttok import (
-    JsonTokenizer,
-    json_tokenizer_problem,
-    load_text_tokenizer,
-)
-
-FAMILIES = ["bert-base-cased", "bert-base-uncased", "roberta-base", "gpt2", "gpt_neox_olmo1", "mistral_v1_spm",
-            "olmo2_dolma2"]
+FAMILIES = [
+    "bert-base-cased",
+    "bert-base-uncased",
+    "roberta-base",
+    "gpt2",
+    "gpt_neox_olmo1",
+    "mistral_v1_spm",
+    "olmo2_dolma2",
+]
 #: words with accents, capitals, hyphens, digits, CJK, apostrophes and a long one
 ODD = ["naïve", "Über", "co-operate", "re-enter", "runs2", "日本", "isn't", "Walks", "WALKS", "x" * 40, "déjà", " "]
 
@@ -93,14 +92,17 @@ def test_problems_fall_back(tmp_path: Path, folders: dict[str, Path]) -> None:
     assert isinstance(load_text_tokenizer(str(saved)), JsonTokenizer)
 
 
-def test_lemmas_imports_neither_torch_nor_transformers(folders: dict[str, Path], data_dir: Path,
-                                                      tmp_path: Path) -> None:
+def test_lemmas_imports_neither_torch_nor_transformers(
+    folders: dict[str, Path], data_dir: Path, tmp_path: Path
+) -> None:
     lexicon = tmp_path / "lexicon.parquet"
     _verbs(data_dir).to_parquet(lexicon)
-    code = ("import sys; from verbeval.cli import main; "
-            f"rc = main(['lemmas', '--model', {str(folders['gpt2 (saved)'])!r}, '--lexicon', {str(lexicon)!r}, "
-            f"'--out', {str(tmp_path / 'lemmas.parquet')!r}]); "
-            "print(rc, 'torch' in sys.modules, 'transformers' in sys.modules)")
+    code = (
+        "import sys; from verbeval.cli import main; "
+        f"rc = main(['lemmas', '--model', {str(folders['gpt2 (saved)'])!r}, '--lexicon', {str(lexicon)!r}, "
+        f"'--out', {str(tmp_path / 'lemmas.parquet')!r}]); "
+        "print(rc, 'torch' in sys.modules, 'transformers' in sys.modules)"
+    )
     # a process: what a command imports shows only in a fresh interpreter (pytest's has torch loaded)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["0", "False", "False"]
@@ -109,22 +111,42 @@ def test_lemmas_imports_neither_torch_nor_transformers(folders: dict[str, Path],
 def _imports_after(argv: list[str]) -> list[str]:
     """Run ``verbeval <argv>`` in a fresh interpreter; its exit code and which heavy modules it imported.
     A process, because what a command imports shows only in an interpreter that has not loaded them."""
-    code = ("import sys; from verbeval.cli import main; "
-            f"rc = main({argv!r}); "
-            "print(rc, *sorted(m for m in ('torch', 'transformers', 'pandas') if m in sys.modules))")
+    code = (
+        "import sys; from verbeval.cli import main; "
+        f"rc = main({argv!r}); "
+        "print(rc, *sorted(m for m in ('torch', 'transformers', 'pandas') if m in sys.modules))"
+    )
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
 
 
-def test_lexicon_forms_imports_neither_torch_nor_transformers(folders: dict[str, Path], data_dir: Path,
-                                                              tmp_path: Path) -> None:
+def test_lexicon_forms_imports_neither_torch_nor_transformers(
+    folders: dict[str, Path], data_dir: Path, tmp_path: Path
+) -> None:
     # pandas it needs: it reads the lexicon and templates parquet files and writes a DataFrame
     lexicon, templates = tmp_path / "lexicon.parquet", tmp_path / "templates.parquet"
     _verbs(data_dir).to_parquet(lexicon)
-    pd.DataFrame({"group": "g", "left": ["the dog", "the dogs"], "right": [".", "."], "correct": ["barks", "zorp"],
-                  "incorrect": ["bark", "zorps"], "plural": [False, True]}).to_parquet(templates)
+    pd.DataFrame(
+        {
+            "group": "g",
+            "left": ["the dog", "the dogs"],
+            "right": [".", "."],
+            "correct": ["barks", "zorp"],
+            "incorrect": ["bark", "zorps"],
+            "plural": [False, True],
+        }
+    ).to_parquet(templates)
     out = tmp_path / "forms.parquet"
-    argv = ["lexicon-forms", "--model", str(folders["bert-base-cased (saved)"]), "--lexicon", str(lexicon),
-            "--templates", str(templates), "--out", str(out)]
+    argv = [
+        "lexicon-forms",
+        "--model",
+        str(folders["bert-base-cased (saved)"]),
+        "--lexicon",
+        str(lexicon),
+        "--templates",
+        str(templates),
+        "--out",
+        str(out),
+    ]
     assert _imports_after(argv) == ["0", "pandas"]
     assert pd.read_parquet(out)["in_lexicon"].sum() == len(_verbs(data_dir))
 
@@ -135,9 +157,11 @@ def test_fetch_imports_neither_torch_nor_transformers_nor_pandas(tmp_path: Path)
     data = tmp_path / "source.jsonl"
     data.write_text('{"sent": "the dog barks"}\n')
     manifest = tmp_path / "manifest.yaml"
-    manifest.write_text(f"sources:\n  toy:\n    url: {data.as_uri()}\n    sha256: "
-                        f"'{hashlib.sha256(data.read_bytes()).hexdigest()}'\n    format: ml_jsonl\n"
-                        "    description: a local file\n    license: MIT\n")
+    manifest.write_text(
+        f"sources:\n  toy:\n    url: {data.as_uri()}\n    sha256: "
+        f"'{hashlib.sha256(data.read_bytes()).hexdigest()}'\n    format: ml_jsonl\n"
+        "    description: a local file\n    license: MIT\n"
+    )
     out = tmp_path / "raw" / "toy.jsonl"
     assert _imports_after(["fetch", "--manifest", str(manifest), "--name", "toy", "--out", str(out)]) == ["0"]
     assert out.read_bytes() == data.read_bytes()

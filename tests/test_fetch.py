@@ -28,14 +28,27 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = REPO_ROOT / "resources" / "manifest.yaml"
 
 ML_STEMS = [
-    "long_vp_coord", "obj_rel_across_anim", "obj_rel_across_inanim", "obj_rel_no_comp_across_anim",
-    "obj_rel_no_comp_across_inanim", "obj_rel_no_comp_within_anim", "obj_rel_no_comp_within_inanim",
-    "obj_rel_within_anim", "obj_rel_within_inanim", "prep_anim", "prep_inanim", "sent_comp",
-    "simple_agrmt", "subj_rel", "vp_coord",
+    "long_vp_coord",
+    "obj_rel_across_anim",
+    "obj_rel_across_inanim",
+    "obj_rel_no_comp_across_anim",
+    "obj_rel_no_comp_across_inanim",
+    "obj_rel_no_comp_within_anim",
+    "obj_rel_no_comp_within_inanim",
+    "obj_rel_within_anim",
+    "obj_rel_within_inanim",
+    "prep_anim",
+    "prep_inanim",
+    "sent_comp",
+    "simple_agrmt",
+    "subj_rel",
+    "vp_coord",
 ]
 BLIMP_UIDS = [
-    "distractor_agreement_relational_noun", "distractor_agreement_relative_clause",
-    "irregular_plural_subject_verb_agreement_1", "regular_plural_subject_verb_agreement_1",
+    "distractor_agreement_relational_noun",
+    "distractor_agreement_relative_clause",
+    "irregular_plural_subject_verb_agreement_1",
+    "regular_plural_subject_verb_agreement_1",
 ]
 
 
@@ -45,8 +58,13 @@ def sha(data: bytes) -> str:
 
 def make_source(url: str, data: bytes, **overrides: object) -> Source:
     fields: dict[str, object] = dict(
-        name="toy", url=url, sha256=(sha(data),), format="ml_jsonl", mirror_path=None,
-        description="toy source", license="MIT",
+        name="toy",
+        url=url,
+        sha256=(sha(data),),
+        format="ml_jsonl",
+        mirror_path=None,
+        description="toy source",
+        license="MIT",
     )
     fields.update(overrides)
     return Source(**fields)  # type: ignore[arg-type]
@@ -85,8 +103,10 @@ def test_manifest_lists_every_source_once() -> None:
     # the paper's copy (refining-tse data/blimp) of the set whose release sample differs
     paper = sources["blimp_distractor_agreement_relative_clause_paper"]
     assert paper.format == "blimp_jsonl"
-    assert paper.url.endswith("/refining-tse/raw/db423f80246ba2d7c2fc602fc514943949cfaf71"
-                              "/data/blimp/distractor_agreement_relative_clause.jsonl")
+    assert paper.url.endswith(
+        "/refining-tse/raw/db423f80246ba2d7c2fc602fc514943949cfaf71"
+        "/data/blimp/distractor_agreement_relative_clause.jsonl"
+    )
     assert sources["ml_simple_agrmt"].url == (
         "https://github.com/bnewm0609/refining-tse/raw/db423f80246ba2d7c2fc602fc514943949cfaf71"
         "/data/ML/simple_agrmt_all.jsonl"
@@ -123,8 +143,11 @@ GOOD_ENTRY = """\
 def test_manifest_accepts_a_list_of_checksums(tmp_path: Path) -> None:
     path = write_manifest(
         tmp_path,
-        "sources:\n  a:\n    url: file:///x/a.txt\n    sha256:\n      - " + "A" * 64
-        + "\n      - " + "b" * 64 + "\n    format: verb_csv\n    description: d\n    license: MIT\n"
+        "sources:\n  a:\n    url: file:///x/a.txt\n    sha256:\n      - "
+        + "A" * 64
+        + "\n      - "
+        + "b" * 64
+        + "\n    format: verb_csv\n    description: d\n    license: MIT\n"
         "    mirror_path: lists/a.txt\n",
     )
     source = load_manifest(path)["a"]
@@ -139,14 +162,22 @@ def test_manifest_accepts_a_list_of_checksums(tmp_path: Path) -> None:
         ("sources:\n" + GOOD_ENTRY.format(name="a", digest="ab" * 31), "64 hexadecimal"),
         ("sources:\n" + GOOD_ENTRY.format(name="a", digest="0" * 64), "quoted"),
         ("sources:\n" + GOOD_ENTRY.format(name="a", digest="g" * 64), "64 hexadecimal"),
-        ("sources:\n" + GOOD_ENTRY.format(name="a", digest="ab" * 32).replace("ml_jsonl", "pdf"),
-         "unknown format 'pdf'"),
-        ("sources:\n" + GOOD_ENTRY.format(name="a", digest="ab" * 32).replace("    license: MIT\n", ""),
-         "missing key(s) license"),
+        (
+            "sources:\n" + GOOD_ENTRY.format(name="a", digest="ab" * 32).replace("ml_jsonl", "pdf"),
+            "unknown format 'pdf'",
+        ),
+        (
+            "sources:\n" + GOOD_ENTRY.format(name="a", digest="ab" * 32).replace("    license: MIT\n", ""),
+            "missing key(s) license",
+        ),
         ("sources:\n" + GOOD_ENTRY.format(name="a", digest="ab" * 32) + "    sha: x\n", "unknown key(s) sha"),
         ("sources:\n" + GOOD_ENTRY.format(name="a", digest="ab" * 32).replace("https:", "ftp:"), "ftp"),
-        ("sources:\n" + GOOD_ENTRY.format(name="a", digest="ab" * 32) + GOOD_ENTRY.format(name="a", digest="cd" * 32),
-         "duplicate key 'a'"),
+        (
+            "sources:\n"
+            + GOOD_ENTRY.format(name="a", digest="ab" * 32)
+            + GOOD_ENTRY.format(name="a", digest="cd" * 32),
+            "duplicate key 'a'",
+        ),
         ("sources:\n" + GOOD_ENTRY.format(name="a", digest="ab" * 32) + "    mirror_path: ../x\n", "'..'"),
         ("sources: {}\n", "non-empty mapping"),
         ("sources: [\n", "invalid manifest YAML"),
@@ -239,7 +270,7 @@ def test_fetch_file_url_missing(tmp_path: Path) -> None:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
@@ -313,9 +344,7 @@ def test_fetch_http_zip_member(http_root: tuple[Path, str], tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("via", ["mirror", "file_url", "http"])
-def test_checksum_mismatch_leaves_nothing(
-    via: str, http_root: tuple[Path, str], tmp_path: Path
-) -> None:
+def test_checksum_mismatch_leaves_nothing(via: str, http_root: tuple[Path, str], tmp_path: Path) -> None:
     root, base = http_root
     data = b"the real bytes\n"
     wrong = "0" * 64
@@ -348,8 +377,7 @@ def test_checksum_mismatch_leaves_nothing(
     assert [f for f in leftovers(dest_dir) if not f.endswith(".verified.json")] == ["f.txt"]
     assert dest.read_bytes() == stale
     # with the right checksum the same fetch sets the stale copy aside (renamed, not deleted) and replaces it
-    fetch_source(replace(source, sha256=(sha(data),)), dest, mirror_dir=mirror if via == "mirror" else None,
-                 timeout=10)
+    fetch_source(replace(source, sha256=(sha(data),)), dest, mirror_dir=mirror if via == "mirror" else None, timeout=10)
     aside = f"f.txt.unverified-{sha(stale)[:12]}"
     assert dest.read_bytes() == data and (dest_dir / aside).read_bytes() == stale
 
@@ -455,7 +483,8 @@ def _text_pdf(pages: list[str]) -> bytes:
     font_id = 3 + 2 * n
     objects: list[bytes] = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [" + b" ".join(f"{3 + 2 * i} 0 R".encode() for i in range(n))
+        b"<< /Type /Pages /Kids ["
+        + b" ".join(f"{3 + 2 * i} 0 R".encode() for i in range(n))
         + f"] /Count {n} >>".encode(),
     ]
     for i, text in enumerate(pages):
@@ -537,8 +566,9 @@ def test_mirror_command_downloads_every_source_into_the_mirror_layout(
     assert {r.status for r in results} == {"present"}
 
 
-def test_mirror_from_another_mirror_is_what_downloading_leaves(data_dir: Path, http_root: tuple[Path, str],
-                                                               tmp_path: Path) -> None:
+def test_mirror_from_another_mirror_is_what_downloading_leaves(
+    data_dir: Path, http_root: tuple[Path, str], tmp_path: Path
+) -> None:
     """`verbeval mirror --from-mirror DIR` (CI's fresh-machine stage fills the tests' download cache with
     it): the same files, checked the same way, as a download into the mirror layout."""
     from verbeval.cli import main
@@ -547,12 +577,17 @@ def test_mirror_from_another_mirror_is_what_downloading_leaves(data_dir: Path, h
     manifest_path = _served_manifest(data_dir, root, base, tmp_path)
     downloaded, copied = tmp_path / "downloaded", tmp_path / "copied"
     assert main(["-q", "mirror", "--manifest", str(manifest_path), "--out", str(downloaded)]) == 0
-    assert main(["-q", "mirror", "--manifest", str(manifest_path), "--out", str(copied), "--from-mirror",
-                 str(downloaded)]) == 0
+    assert (
+        main(["-q", "mirror", "--manifest", str(manifest_path), "--out", str(copied), "--from-mirror", str(downloaded)])
+        == 0
+    )
 
     def files(d: Path) -> dict[str, bytes]:
-        return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*"))
-                if p.is_file() and not p.name.endswith(".verified.json")}
+        return {
+            str(p.relative_to(d)): p.read_bytes()
+            for p in sorted(d.rglob("*"))
+            if p.is_file() and not p.name.endswith(".verified.json")
+        }
 
     assert files(copied) == files(downloaded) and len(files(copied)) == len(load_manifest(manifest_path))
     # a mirror lacking a file fails that source and names it
@@ -587,21 +622,52 @@ def test_fetch_cli_reads_the_mirror_from_the_environment(tmp_path: Path, monkeyp
     url = "https://example.org/o/r/raw/c/f.txt"
     (tmp_path / "manifest.yaml").write_text(
         f"sources:\n  toy:\n    url: {url}\n    sha256: '{sha(data)}'\n    format: ml_jsonl\n"
-        "    description: d\n    license: MIT\n")
+        "    description: d\n    license: MIT\n"
+    )
     mirror = tmp_path / "mirror"
     location = mirror_location(make_source(url, data), mirror)
     location.parent.mkdir(parents=True)
     location.write_bytes(data)
     monkeypatch.setenv(MIRROR_ENV, str(mirror))
     dest = tmp_path / "raw/toy/f.txt"
-    assert main(["-q", "fetch", "--manifest", str(tmp_path / "manifest.yaml"), "--name", "toy", "--out", str(dest)]) == 0
+    assert (
+        main(["-q", "fetch", "--manifest", str(tmp_path / "manifest.yaml"), "--name", "toy", "--out", str(dest)]) == 0
+    )
     assert dest.read_bytes() == data
     # --mirror wins over the environment
     monkeypatch.setenv(MIRROR_ENV, str(tmp_path / "nowhere"))
-    assert main(["-q", "fetch", "--manifest", str(tmp_path / "manifest.yaml"), "--name", "toy", "--out", str(dest),
-                 "--mirror", str(mirror)]) == 0
-    assert main(["-q", "fetch", "--manifest", str(tmp_path / "manifest.yaml"), "--name", "toy",
-                 "--out", str(tmp_path / "other.txt")]) == 1  # the environment's mirror is used, and lacks the file
+    assert (
+        main(
+            [
+                "-q",
+                "fetch",
+                "--manifest",
+                str(tmp_path / "manifest.yaml"),
+                "--name",
+                "toy",
+                "--out",
+                str(dest),
+                "--mirror",
+                str(mirror),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "fetch",
+                "--manifest",
+                str(tmp_path / "manifest.yaml"),
+                "--name",
+                "toy",
+                "--out",
+                str(tmp_path / "other.txt"),
+            ]
+        )
+        == 1
+    )  # the environment's mirror is used, and lacks the file
 
 
 # --------------------------------------------------------------------------- the verb list, not the bytes
@@ -611,12 +677,14 @@ def _original_layout_pdf(verbs_with_marks: list[str], per_line: int = 3, lines_p
     """A PDF laid out like the original Giant Verb List: a title page with its own numbered list, then
     numbered entries (``12. agree 1 RB``), several per line, over many pages with running header and footer."""
     entries = [f"{i}. {v}" for i, v in enumerate(verbs_with_marks, start=1)]
-    lines = ["  ".join(entries[i:i + per_line]) for i in range(0, len(entries), per_line)]
+    lines = ["  ".join(entries[i : i + per_line]) for i in range(0, len(entries), per_line)]
     pages = ["The Giant Verb List\n3,250 Verbs\nHow to use this list\n1. Read every verb\n2. Pick three\n1"]
     for n, start in enumerate(range(0, len(lines), lines_per_page), start=2):
-        body = "\n".join(lines[start:start + lines_per_page])
-        pages.append(f"Pattern Based Writing: The Giant Verb List\n{body}\n1 = irregular  RB = footnote\n"
-                     f"www.patternbasedwriting.com  {n}")
+        body = "\n".join(lines[start : start + lines_per_page])
+        pages.append(
+            f"Pattern Based Writing: The Giant Verb List\n{body}\n1 = irregular  RB = footnote\n"
+            f"www.patternbasedwriting.com  {n}"
+        )
     return _text_pdf(pages)
 
 
@@ -646,7 +714,9 @@ def test_the_real_list_as_the_original_pdf_passes_the_manifest(data_dir: Path, t
     fetch_source(source, tmp_path / "raw2" / local_filename(source), mirror_dir=data_dir)
 
 
-def test_a_differing_verb_list_names_verbs_added_and_removed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_differing_verb_list_names_verbs_added_and_removed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pytest.importorskip("pypdf")
     from verbeval.cli import main
 
@@ -659,7 +729,8 @@ def test_a_differing_verb_list_names_verbs_added_and_removed(tmp_path: Path, cap
     manifest = tmp_path / "manifest.yaml"
     manifest.write_text(
         f"sources:\n  gvl:\n    url: {pdf.as_uri()}\n    sha256: '{_pinned_checksum(pinned)}'\n"
-        "    format: giant_verb_list\n    verb_index: list.verb_index\n    description: d\n    license: l\n")
+        "    format: giant_verb_list\n    verb_index: list.verb_index\n    description: d\n    license: l\n"
+    )
     dest = tmp_path / "raw" / "list.txt"
     args = ["-q", "fetch", "--manifest", str(manifest), "--name", "gvl", "--out", str(dest)]
     assert main(args) == 1
@@ -668,11 +739,15 @@ def test_a_differing_verb_list_names_verbs_added_and_removed(tmp_path: Path, cap
     assert err == [
         f"verbeval fetch: error: source 'gvl' from {pdf.as_uri()}: the verb list differs from the pinned one: "
         f"2 verb(s) added, 1 removed (8 verbs, the pinned list has 7); nothing was written. If you trust this "
-        f"list, add its checksum {new} to the entry's sha256 list in {manifest}"]
+        f"list, add its checksum {new} to the entry's sha256 list in {manifest}"
+    ]
     assert leftovers(dest.parent) == []  # nothing half-written
     # accepting it as the message says
-    manifest.write_text(manifest.read_text().replace(f"sha256: '{_pinned_checksum(pinned)}'",
-                                                     f"sha256: ['{_pinned_checksum(pinned)}', '{new}']"))
+    manifest.write_text(
+        manifest.read_text().replace(
+            f"sha256: '{_pinned_checksum(pinned)}'", f"sha256: ['{_pinned_checksum(pinned)}', '{new}']"
+        )
+    )
     assert main(args) == 0
     assert dest.read_bytes() == pdf.read_bytes()
 
@@ -684,8 +759,14 @@ def test_mirror_stores_a_pdf_verb_list_as_a_text_copy(tmp_path: Path) -> None:
     pdf = tmp_path / "remote" / "list.pdf"
     pdf.parent.mkdir()
     pdf.write_bytes(_original_layout_pdf(published, per_line=2, lines_per_page=2))
-    source = make_source(pdf.as_uri(), b"", sha256=(_pinned_checksum(verbs),), format="giant_verb_list",
-                         mirror_path="gvl/list.txt", name="gvl")
+    source = make_source(
+        pdf.as_uri(),
+        b"",
+        sha256=(_pinned_checksum(verbs),),
+        format="giant_verb_list",
+        mirror_path="gvl/list.txt",
+        name="gvl",
+    )
     out = tmp_path / "mirror"
     assert [r.status for r in build_mirror([source], out)] == ["fetched"]
     copy = out / "gvl" / "list.txt"

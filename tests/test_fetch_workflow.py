@@ -41,25 +41,43 @@ class Run:
         self.target = root / "results" / "agreement" / "lexicon.parquet"
 
     def __call__(self, *config: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--cores", "1",
-               "--configfile", "config/quick.yaml", str(self.root / "test.yaml")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO_ROOT / "Snakefile"),
+            "--cores",
+            "1",
+            "--configfile",
+            "config/quick.yaml",
+            str(self.root / "test.yaml"),
+        ]
         if config:
             cmd += ["--config", *config]
-        return subprocess.run([*cmd, "--", str(self.target)], cwd=self.root, env=_env(), capture_output=True,
-                              text=True)
+        return subprocess.run([*cmd, "--", str(self.target)], cwd=self.root, env=_env(), capture_output=True, text=True)
 
     def raw_files(self) -> dict[str, bytes]:
-        return {str(p.relative_to(self.raw)): p.read_bytes() for p in sorted(self.raw.rglob("*"))
-                if p.is_file() and not p.name.startswith(".")}
+        return {
+            str(p.relative_to(self.raw)): p.read_bytes()
+            for p in sorted(self.raw.rglob("*"))
+            if p.is_file() and not p.name.startswith(".")
+        }
 
 
 @pytest.fixture
 def run(tmp_path: Path) -> Run:
     for name in ("config", "resources"):
         (tmp_path / name).symlink_to(REPO_ROOT / name)
-    (tmp_path / "test.yaml").write_text(yaml.safe_dump({
-        "raw_dir": str(tmp_path / "raw"), "results_dir": str(tmp_path / "results"),
-        "agreement": {"verb_lists": SOURCES}}))
+    (tmp_path / "test.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "raw_dir": str(tmp_path / "raw"),
+                "results_dir": str(tmp_path / "results"),
+                "agreement": {"verb_lists": SOURCES},
+            }
+        )
+    )
     return Run(tmp_path)
 
 
@@ -94,16 +112,31 @@ def test_offline_run_then_plain_run_keeps_every_verified_file(run: Run, data_dir
     same = run(f"manifest={alt / 'manifest.yaml'}")
     assert same.returncode == 0 and "Nothing to be done" in same.stderr, same.stderr[-3000:]
     # forced to run again, offline: the fetch keeps the verified copies, needs no network, and succeeds
-    forced = subprocess.run([*_cmd(run), "--forcerun", "fetch", "--", str(run.target)], cwd=run.root, env=_env(),
-                            capture_output=True, text=True)
+    forced = subprocess.run(
+        [*_cmd(run), "--forcerun", "fetch", "--", str(run.target)],
+        cwd=run.root,
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     assert forced.returncode == 0, forced.stderr[-3000:]
     assert run.raw_files() == fetched
     assert {p: (run.raw / p).stat().st_ino for p in fetched} == inodes  # never deleted or replaced
 
 
 def _cmd(run: Run) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--cores", "1",
-            "--configfile", "config/quick.yaml", str(run.root / "test.yaml")]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO_ROOT / "Snakefile"),
+        "--cores",
+        "1",
+        "--configfile",
+        "config/quick.yaml",
+        str(run.root / "test.yaml"),
+    ]
 
 
 def test_changed_entry_is_fetched_again_and_a_failed_fetch_loses_nothing(run: Run, data_dir: Path) -> None:
@@ -149,8 +182,13 @@ def test_hand_edited_raw_copy_is_set_aside_and_never_used(run: Run, data_dir: Pa
     (run.raw / rel).write_bytes(edited)  # newer than the lexicon: it would be read by the next run
     # a dry run reports it, forces its fetch, and changes no file
     before = _tree(run.root)
-    dry = subprocess.run([*_cmd(run), "-n", "--config", f"data_mirror={data_dir}", "--", str(run.target)],
-                         cwd=run.root, env=_env(), capture_output=True, text=True)
+    dry = subprocess.run(
+        [*_cmd(run), "-n", "--config", f"data_mirror={data_dir}", "--", str(run.target)],
+        cwd=run.root,
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert f"{run.raw / rel}: matches no checksum of source 'verbs_combined'" in dry.stderr
     assert "fetch" in _jobs(dry.stdout + dry.stderr)
@@ -169,8 +207,11 @@ def test_hand_edited_raw_copy_is_set_aside_and_never_used(run: Run, data_dir: Pa
 
 def _tree(root: Path) -> dict[str, tuple[int, bytes]]:
     """Every file below ``root`` but Snakemake's bookkeeping: (mtime_ns, bytes)."""
-    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(root.rglob("*"))
-            if p.is_file() and ".snakemake" not in p.parts}
+    return {
+        str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".snakemake" not in p.parts
+    }
 
 
 def _clone(tmp_path: Path) -> Path:
@@ -226,9 +267,13 @@ def test_from_another_working_directory_the_error_says_run_from_the_root(tmp_pat
     proc = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert (f"working directory {tmp_path}: run the workflow from the repository root ({REPO_ROOT}), "
-            f"or from elsewhere with -s {REPO_ROOT / 'Snakefile'} --directory {REPO_ROOT}") in out, out[-2000:]
-    assert ("config/config.yaml not found" if not configfile else "resources/manifest.yaml: cannot read manifest") in out
+    assert (
+        f"working directory {tmp_path}: run the workflow from the repository root ({REPO_ROOT}), "
+        f"or from elsewhere with -s {REPO_ROOT / 'Snakefile'} --directory {REPO_ROOT}"
+    ) in out, out[-2000:]
+    assert (
+        "config/config.yaml not found" if not configfile else "resources/manifest.yaml: cannot read manifest"
+    ) in out
     assert list(tmp_path.iterdir()) in ([], [tmp_path / ".snakemake"])  # nothing written but Snakemake's own folder
 
 
@@ -243,8 +288,20 @@ def test_the_readme_way_to_run_from_another_directory(tmp_path: Path, absolute: 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     config = repo / "config" / "quick.yaml" if absolute else Path("..") / "repo" / "config" / "quick.yaml"
-    cmd = [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "-s", str(repo / "Snakefile"),
-           "--directory", str(repo), "--configfile", str(config)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-n",
+        "--cores",
+        "1",
+        "-s",
+        str(repo / "Snakefile"),
+        "--directory",
+        str(repo),
+        "--configfile",
+        str(config),
+    ]
     proc = subprocess.run(cmd, cwd=elsewhere, env=_env(), capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-2000:]

@@ -17,8 +17,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.cli import main
-from verbeval.core.config import validate_config
 from verbeval.agreement.diagnostics import (
     PROB_FLOOR,
     ModelTopK,
@@ -34,7 +32,6 @@ from verbeval.agreement.diagnostics import (
     worst_lemmas_html,
     worst_lemmas_markdown,
 )
-from verbeval.core.errors import VerbevalError
 from verbeval.agreement.figures import (
     CUTOFF_FIGURES,
     DEFAULT_MIN_CONTEXTS,
@@ -47,38 +44,78 @@ from verbeval.agreement.figures import (
     shown_cutoffs,
 )
 from verbeval.agreement.shards import ChunkResult, lemma_set_hash, write_shard
+from verbeval.cli import main
+from verbeval.core.config import validate_config
+from verbeval.core.errors import VerbevalError
 
 # --------------------------------------------------------------------------- per-lemma statistics
 
-LEMMAS = pd.DataFrame({"lemma": ["arrive", "bake", "cry"], "sing": ["arrives", "bakes", "cries"],
-                       "plur": ["arrive", "bake", "cry"], "sing_id": [1, 3, 5], "plur_id": [2, 4, 6]})
+LEMMAS = pd.DataFrame(
+    {
+        "lemma": ["arrive", "bake", "cry"],
+        "sing": ["arrives", "bakes", "cries"],
+        "plur": ["arrive", "bake", "cry"],
+        "sing_id": [1, 3, 5],
+        "plur_id": [2, 4, 6],
+    }
+)
 # four contexts (label, then (P(sing), P(plur)) of arrive, bake, cry):
 CONTEXTS = [
-    (True, [(0.1, 0.3), (0.2, 0.2), (0.05, 0.01)]),   # plural:   arrive ok, bake tie (wrong), cry wrong
+    (True, [(0.1, 0.3), (0.2, 0.2), (0.05, 0.01)]),  # plural:   arrive ok, bake tie (wrong), cry wrong
     (False, [(0.3, 0.1), (0.1, 0.3), (0.02, 0.01)]),  # singular: arrive ok, bake wrong, cry ok
-    (True, [(0.1, 0.2), (0.01, 0.1), (0.0, 0.0)]),    # plural:   arrive ok, bake ok, cry tie at 0 (wrong)
+    (True, [(0.1, 0.2), (0.01, 0.1), (0.0, 0.0)]),  # plural:   arrive ok, bake ok, cry tie at 0 (wrong)
     (False, [(0.05, 0.15), (0.4, 0.1), (0.001, 0.002)]),  # singular: arrive wrong, bake ok, cry wrong
 ]
 
 
-def _shard(path: Path, group: str, contexts: list[tuple[bool, list[tuple[float, float]]]], *, chunk: int = 0,
-           n_chunks: int = 1, start: int = 0, n_group: int | None = None, lemmas: pd.DataFrame = LEMMAS,
-           topk: tuple[np.ndarray, np.ndarray] | None = None, kind: str = "masked") -> Path:
+def _shard(
+    path: Path,
+    group: str,
+    contexts: list[tuple[bool, list[tuple[float, float]]]],
+    *,
+    chunk: int = 0,
+    n_chunks: int = 1,
+    start: int = 0,
+    n_group: int | None = None,
+    lemmas: pd.DataFrame = LEMMAS,
+    topk: tuple[np.ndarray, np.ndarray] | None = None,
+    kind: str = "masked",
+) -> Path:
     n = len(contexts)
     prob = np.array([[p for pair in c[1] for p in pair] for c in contexts], dtype=np.float32)
     k = 3
     ids, probs = topk if topk is not None else (np.zeros((n, k), np.int32), np.zeros((n, k), np.float32))
-    result = ChunkResult(prob=prob, cum_above=np.zeros_like(prob), cum_below=np.zeros_like(prob),
-                         topk_ids=np.asarray(ids, np.int32), topk_probs=np.asarray(probs, np.float32),
-                         tse_p=np.zeros((0, 2)))
+    result = ChunkResult(
+        prob=prob,
+        cum_above=np.zeros_like(prob),
+        cum_below=np.zeros_like(prob),
+        topk_ids=np.asarray(ids, np.int32),
+        topk_probs=np.asarray(probs, np.float32),
+        tse_p=np.zeros((0, 2)),
+    )
     ctx = pd.DataFrame({"context_id": np.arange(start, start + n), "plural": [c[0] for c in contexts]})
-    meta = {"model_id": "org/tiny", "revision": "r1", "kind": kind, "cased": False, "dtype": "float32",
-            "tokenizer_fingerprint": "f" * 64, "lemma_set_sha256": lemma_set_hash(lemmas), "prepend_bos": False,
-            "n_lemmas": len(lemmas), "group": group, "chunk": chunk, "n_chunks": n_chunks, "context_start": start,
-            "context_stop": start + n, "n_group_contexts": n_group or n, "top_k": int(np.asarray(ids).shape[1]),
-            "verbeval_version": "test"}
-    write_shard(path, ctx, pd.DataFrame({"row": np.zeros(0, np.int64), "context_id": np.zeros(0, np.int64)}),
-                result, meta)
+    meta = {
+        "model_id": "org/tiny",
+        "revision": "r1",
+        "kind": kind,
+        "cased": False,
+        "dtype": "float32",
+        "tokenizer_fingerprint": "f" * 64,
+        "lemma_set_sha256": lemma_set_hash(lemmas),
+        "prepend_bos": False,
+        "n_lemmas": len(lemmas),
+        "group": group,
+        "chunk": chunk,
+        "n_chunks": n_chunks,
+        "context_start": start,
+        "context_stop": start + n,
+        "n_group_contexts": n_group or n,
+        "top_k": int(np.asarray(ids).shape[1]),
+        "verbeval_version": "test",
+    }
+    write_shard(
+        path, ctx, pd.DataFrame({"row": np.zeros(0, np.int64), "context_id": np.zeros(0, np.int64)}), result, meta
+    )
     return path
 
 
@@ -100,14 +137,18 @@ def test_lemma_stats_by_hand(lemma_shards: list[Path]) -> None:
     assert s["n_wrong"].tolist() == [1, 2, 3]
     assert s["accuracy"].tolist() == [0.75, 0.5, 0.25]
     # mean of P(sing) + P(plur) over the four contexts
-    np.testing.assert_allclose(s["mean_prob"], [(0.4 + 0.4 + 0.3 + 0.2) / 4, (0.4 + 0.4 + 0.11 + 0.5) / 4,
-                                                (0.06 + 0.03 + 0.0 + 0.003) / 4], rtol=1e-6)
+    np.testing.assert_allclose(
+        s["mean_prob"],
+        [(0.4 + 0.4 + 0.3 + 0.2) / 4, (0.4 + 0.4 + 0.11 + 0.5) / 4, (0.06 + 0.03 + 0.0 + 0.003) / 4],
+        rtol=1e-6,
+    )
     log = math.log10
     np.testing.assert_allclose(s.loc["arrive", "mean_log10_prob"], (2 * log(0.4) + log(0.3) + log(0.2)) / 4, rtol=1e-6)
     # a mass of 0 counts as the float32 floor, not -inf
     assert PROB_FLOOR == pytest.approx(1.1754944e-38)
-    np.testing.assert_allclose(s.loc["cry", "mean_log10_prob"],
-                               (log(0.06) + log(0.03) + log(PROB_FLOOR) + log(0.003)) / 4, rtol=1e-6)
+    np.testing.assert_allclose(
+        s.loc["cry", "mean_log10_prob"], (log(0.06) + log(0.03) + log(PROB_FLOOR) + log(0.003)) / 4, rtol=1e-6
+    )
 
 
 def test_lemma_stats_refuses_stale_or_repeated_shards(lemma_shards: list[Path], tmp_path: Path) -> None:
@@ -119,8 +160,13 @@ def test_lemma_stats_refuses_stale_or_repeated_shards(lemma_shards: list[Path], 
 
 
 def test_worst_lemmas(lemma_shards: list[Path]) -> None:
-    s = pd.concat([lemma_stats(lemma_shards, LEMMAS, "m1"), lemma_stats(lemma_shards[:1], LEMMAS, "m2"),
-                   lemma_stats(lemma_shards[2:], LEMMAS, "m3")])
+    s = pd.concat(
+        [
+            lemma_stats(lemma_shards, LEMMAS, "m1"),
+            lemma_stats(lemma_shards[:1], LEMMAS, "m2"),
+            lemma_stats(lemma_shards[2:], LEMMAS, "m3"),
+        ]
+    )
     w = worst_lemmas(s, 2, ["m2", "m1", "m3"])
     assert w["model"].tolist() == ["m2", "m2", "m1", "m1", "m3", "m3"]
     assert w["rank"].tolist() == [1, 2, 1, 2, 1, 2]
@@ -135,8 +181,23 @@ def test_lemma_stats_cli(lemma_shards: list[Path], tmp_path: Path) -> None:
     lemmas = tmp_path / "lemmas.parquet"
     LEMMAS.to_parquet(lemmas)
     out = tmp_path / "stats.csv"
-    assert main(["-q", "lemma-stats", "--lemmas", str(lemmas), "--shards", *map(str, lemma_shards),
-                 "--model-name", "tiny", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "lemma-stats",
+                "--lemmas",
+                str(lemmas),
+                "--shards",
+                *map(str, lemma_shards),
+                "--model-name",
+                "tiny",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     got = pd.read_csv(out)
     assert got["accuracy"].tolist() == [0.75, 0.5, 0.25]
     assert got["n_contexts"].tolist() == [4, 4, 4]
@@ -147,9 +208,20 @@ def test_lemma_stats_cli(lemma_shards: list[Path], tmp_path: Path) -> None:
 
 def _stats(model: str, x: list[float], acc: list[float]) -> pd.DataFrame:
     n = len(x)
-    return pd.DataFrame({"model": model, "lemma": [f"l{i}" for i in range(n)], "sing": "s", "plur": "p",
-                         "n_contexts": 10, "n_correct": 0, "n_wrong": 0, "accuracy": acc, "mean_prob": 0.1,
-                         "mean_log10_prob": x})
+    return pd.DataFrame(
+        {
+            "model": model,
+            "lemma": [f"l{i}" for i in range(n)],
+            "sing": "s",
+            "plur": "p",
+            "n_contexts": 10,
+            "n_correct": 0,
+            "n_wrong": 0,
+            "accuracy": acc,
+            "mean_prob": 0.1,
+            "mean_log10_prob": x,
+        }
+    )
 
 
 def test_lemma_accuracy_bins_and_correlation() -> None:
@@ -182,15 +254,39 @@ def _summary() -> pd.DataFrame:
     for m in ("m1", "m2", "m3"):
         for g in ("simple", "blimp", "prep"):
             v = rng.uniform(0.3, 0.7)
-            rows.append({"model": m, "group": g, "metric": "tse", "side": np.nan, "cutoff": np.nan, "value": v,
-                         "ci_low": v - 0.1, "ci_high": v + 0.1, "n": 9, "n_total": 10})
+            rows.append(
+                {
+                    "model": m,
+                    "group": g,
+                    "metric": "tse",
+                    "side": np.nan,
+                    "cutoff": np.nan,
+                    "value": v,
+                    "ci_low": v - 0.1,
+                    "ci_high": v + 0.1,
+                    "n": 9,
+                    "n_total": 10,
+                }
+            )
             for side, cuts in (("top", [*TOP, 0.9]), ("bottom", [*BOTTOM, 1e-6])):
                 for metric in ("ew", "mw", "prob_counted", "invalid"):
                     for c in cuts:
                         v = rng.uniform(0, 1)
                         ci = (np.nan, np.nan) if metric == "invalid" else (v - 0.05, v + 0.07)
-                        rows.append({"model": m, "group": g, "metric": metric, "side": side, "cutoff": c, "value": v,
-                                     "ci_low": ci[0], "ci_high": ci[1], "n": 5, "n_total": 5})
+                        rows.append(
+                            {
+                                "model": m,
+                                "group": g,
+                                "metric": metric,
+                                "side": side,
+                                "cutoff": c,
+                                "value": v,
+                                "ci_low": ci[0],
+                                "ci_high": ci[1],
+                                "n": 5,
+                                "n_total": 5,
+                            }
+                        )
     return pd.DataFrame(rows)
 
 
@@ -198,8 +294,14 @@ def _summary() -> pd.DataFrame:
 def test_cutoff_curves_hold_exactly_the_configured_cutoffs_groups_and_models(figure: str) -> None:
     spec = CUTOFF_FIGURES[figure]
     summary = _summary()
-    d = cutoff_curves(summary, metrics=spec.metrics, sides=spec.sides, models=["m2", "m1"], groups=GROUPS,
-                      cutoffs={"top": TOP, "bottom": BOTTOM})
+    d = cutoff_curves(
+        summary,
+        metrics=spec.metrics,
+        sides=spec.sides,
+        models=["m2", "m1"],
+        groups=GROUPS,
+        cutoffs={"top": TOP, "bottom": BOTTOM},
+    )
     assert list(dict.fromkeys(d["model"])) == ["m2", "m1"]
     assert list(dict.fromkeys(d["group"])) == ["simple", "blimp"]  # groups-file order, prep not asked for
     assert set(d["group_name"]) == {"Simple", "BLiMP"}
@@ -218,8 +320,14 @@ def test_cutoff_curves_hold_exactly_the_configured_cutoffs_groups_and_models(fig
 
 def test_cutoff_curves_missing_cutoff_is_an_error() -> None:
     with pytest.raises(VerbevalError, match=r"no ew \(top\) for model 'm1', group 'simple' at cutoff 0.3"):
-        cutoff_curves(_summary(), metrics=("ew",), sides=("top",), models=["m1"], groups=GROUPS,
-                      cutoffs={"top": [0.3, 1.0], "bottom": BOTTOM})
+        cutoff_curves(
+            _summary(),
+            metrics=("ew",),
+            sides=("top",),
+            models=["m1"],
+            groups=GROUPS,
+            cutoffs={"top": [0.3, 1.0], "bottom": BOTTOM},
+        )
 
 
 def _bottom_curves(n: dict[str, list[int]], n_total: int = 20, metric: str = "ew") -> pd.DataFrame:
@@ -229,8 +337,21 @@ def _bottom_curves(n: dict[str, list[int]], n_total: int = 20, metric: str = "ew
     for m, ns in n.items():
         for c, k in zip(cuts, ns):
             v = 0.6 if k else np.nan
-            rows.append({"model": m, "group": "simple", "group_name": "Simple", "metric": metric, "side": "bottom",
-                         "cutoff": c, "value": v, "ci_low": v - 0.1, "ci_high": v + 0.1, "n": k, "n_total": n_total})
+            rows.append(
+                {
+                    "model": m,
+                    "group": "simple",
+                    "group_name": "Simple",
+                    "metric": metric,
+                    "side": "bottom",
+                    "cutoff": c,
+                    "value": v,
+                    "ci_low": v - 0.1,
+                    "ci_high": v + 0.1,
+                    "n": k,
+                    "n_total": n_total,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -258,8 +379,15 @@ def test_cutoff_curves_flag_low_n_rows() -> None:
     ew = (summary["metric"] == "ew") & (summary["side"] == "bottom") & (summary["cutoff"] == 0.01)
     summary.loc[ew & (summary["model"] == "m1"), ["n", "n_total"]] = [2, 20]
     summary.loc[ew & (summary["model"] == "m2"), ["n", "n_total"]] = [7, 20]
-    d = cutoff_curves(summary, metrics=("ew",), sides=("bottom",), models=["m1", "m2"], groups=GROUPS,
-                      cutoffs={"top": TOP, "bottom": BOTTOM}, min_contexts=3)
+    d = cutoff_curves(
+        summary,
+        metrics=("ew",),
+        sides=("bottom",),
+        models=["m1", "m2"],
+        groups=GROUPS,
+        cutoffs={"top": TOP, "bottom": BOTTOM},
+        min_contexts=3,
+    )
     assert list(d.columns[-2:]) == ["valid_share", "low_n"]
     at = d[d["cutoff"] == 0.01].set_index(["model", "group"])
     assert at.loc[("m1", "simple"), "low_n"] and not at.loc[("m2", "simple"), "low_n"]
@@ -269,8 +397,14 @@ def test_cutoff_curves_flag_low_n_rows() -> None:
     # every other row has n = n_total = 5 >= 3
     assert d["low_n"].sum() == 2  # m1 at 0.01 in both groups
     # the default threshold (10) flags all of them (n = 5)
-    d10 = cutoff_curves(summary, metrics=("ew",), sides=("bottom",), models=["m1"], groups=GROUPS,
-                        cutoffs={"top": TOP, "bottom": BOTTOM})
+    d10 = cutoff_curves(
+        summary,
+        metrics=("ew",),
+        sides=("bottom",),
+        models=["m1"],
+        groups=GROUPS,
+        cutoffs={"top": TOP, "bottom": BOTTOM},
+    )
     assert DEFAULT_MIN_CONTEXTS == 10 and d10["low_n"].all()
 
 
@@ -317,15 +451,24 @@ def test_figure1_draws_the_chance_line_at_half() -> None:
     spec = CUTOFF_FIGURES["scores-top"]
     summary = _summary()
     summary["value"] = np.where(summary["metric"].isin(["ew", "mw"]), 0.49 + 0.02 * (summary["cutoff"] == 1.0), 0.3)
-    data = cutoff_curves(summary, metrics=spec.metrics, sides=spec.sides, models=["m1", "m2"], groups=GROUPS,
-                         cutoffs={"top": TOP, "bottom": BOTTOM})
+    data = cutoff_curves(
+        summary,
+        metrics=spec.metrics,
+        sides=spec.sides,
+        models=["m1", "m2"],
+        groups=GROUPS,
+        cutoffs={"top": TOP, "bottom": BOTTOM},
+    )
     fig = plot_cutoff_curves(data, spec, ["m1", "m2"], 0.95)
     rows = len(fig.axes) // 2  # EW, MW (and a valid-share row where the figure has one) x two models
-    score_axes = np.array(fig.axes[:rows * 2]).reshape(rows, 2)[:2].ravel()
+    score_axes = np.array(fig.axes[: rows * 2]).reshape(rows, 2)[:2].ravel()
     assert [ax.get_ylabel().split()[0] for ax in score_axes[::2]] == ["EW", "MW"]
     for ax in score_axes:
-        chance = [ln for ln in ax.get_lines()
-                  if ln.get_linestyle() == CHANCE_STYLE["linestyle"] and list(ln.get_ydata()) == [0.5, 0.5]]
+        chance = [
+            ln
+            for ln in ax.get_lines()
+            if ln.get_linestyle() == CHANCE_STYLE["linestyle"] and list(ln.get_ydata()) == [0.5, 0.5]
+        ]
         assert len(chance) == 1, ax.get_ylabel()
         low, high = ax.get_ylim()
         assert low < 0.5 < high
@@ -336,23 +479,33 @@ def _texts(fig: Any) -> str:
     """Every title, legend entry and note of a figure."""
     parts = [t.get_text() for t in fig.texts] + [ax.get_title() for ax in fig.axes]
     parts += [t.get_text() for leg in fig.legends for t in leg.get_texts()]
-    if fig._suptitle is not None:  # noqa: SLF001
-        parts.append(fig._suptitle.get_text())  # noqa: SLF001
+    if fig._suptitle is not None:
+        parts.append(fig._suptitle.get_text())
     return "\n".join(parts)
 
 
 def test_figures_label_random_models_and_only_them() -> None:
     import matplotlib.pyplot as plt
 
-    from verbeval.agreement.plots import (plot_checkpoints, plot_cutoff_curves, plot_lemma_accuracy,
-                                          plot_model_comparison)
+    from verbeval.agreement.plots import (
+        plot_checkpoints,
+        plot_cutoff_curves,
+        plot_lemma_accuracy,
+        plot_model_comparison,
+    )
 
     note = "Randomly initialised, so the numbers are meaningless: m2."
     summary = _summary()
     for figure in ("scores-top", "prob-counted"):
         spec = CUTOFF_FIGURES[figure]
-        data = cutoff_curves(summary, metrics=spec.metrics, sides=spec.sides, models=["m1", "m2"], groups=GROUPS,
-                             cutoffs={"top": TOP, "bottom": BOTTOM})
+        data = cutoff_curves(
+            summary,
+            metrics=spec.metrics,
+            sides=spec.sides,
+            models=["m1", "m2"],
+            groups=GROUPS,
+            cutoffs={"top": TOP, "bottom": BOTTOM},
+        )
         fig = plot_cutoff_curves(data, spec, ["m1", "m2"], 0.95, random={"m2", "m3"})
         assert [ax.get_title() for ax in fig.axes[:2]] == ["m1", "m2 (random init)"]
         assert note in _texts(fig) and "m3" not in _texts(fig)
@@ -436,8 +589,13 @@ def test_model_comparison_is_table2_long() -> None:
     d = model_comparison(summary, models=["m1", "m3"], groups=GROUPS)
     assert len(d) == 2 * 2 * 3
     assert d[["group", "metric", "model"]].head(6).values.tolist() == [
-        ["simple", "tse", "m1"], ["simple", "tse", "m3"], ["simple", "ew", "m1"], ["simple", "ew", "m3"],
-        ["simple", "mw", "m1"], ["simple", "mw", "m3"]]
+        ["simple", "tse", "m1"],
+        ["simple", "tse", "m3"],
+        ["simple", "ew", "m1"],
+        ["simple", "ew", "m3"],
+        ["simple", "mw", "m1"],
+        ["simple", "mw", "m3"],
+    ]
     for r in d.itertuples(index=False):
         s = summary[(summary["model"] == r.model) & (summary["group"] == r.group) & (summary["metric"] == r.metric)]
         if r.metric != "tse":
@@ -445,21 +603,48 @@ def test_model_comparison_is_table2_long() -> None:
         assert len(s) == 1
         assert (r.value, r.ci_low, r.ci_high) == (s["value"].iloc[0], s["ci_low"].iloc[0], s["ci_high"].iloc[0])
     with pytest.raises(VerbevalError, match="EW at top p = 1"):
-        model_comparison(summary[~((summary["metric"] == "ew") & (summary["cutoff"] == 1.0))], models=["m1"],
-                         groups=GROUPS)
+        model_comparison(
+            summary[~((summary["metric"] == "ew") & (summary["cutoff"] == 1.0))], models=["m1"], groups=GROUPS
+        )
 
 
 def test_plot_commands_write_csv_and_images(tmp_path: Path) -> None:
     summary = tmp_path / "summary_all.csv"
     _summary().to_csv(summary, index=False)
     groups = tmp_path / "groups.yaml"
-    groups.write_text("groups:\n" + "".join(f"  - {{id: {g['id']}, name: {g['name']}, sources: [{g['sources'][0]}]}}\n"
-                                            for g in GROUPS))
+    groups.write_text(
+        "groups:\n"
+        + "".join(f"  - {{id: {g['id']}, name: {g['name']}, sources: [{g['sources'][0]}]}}\n" for g in GROUPS)
+    )
     csv = tmp_path / "fig2.csv"
     images = [tmp_path / "fig2.png", tmp_path / "fig2.pdf", tmp_path / "fig2.svg"]
-    assert main(["-q", "plot-cutoffs", "--figure", "scores-bottom", "--summary", str(summary), "--groups-file",
-                 str(groups), "--models", "m1,m2", "--top-cutoffs", "0.5,1", "--bottom-cutoffs", "0.01,0.5",
-                 "--confidence", "0.95", "--csv", str(csv), "--out", *map(str, images)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "plot-cutoffs",
+                "--figure",
+                "scores-bottom",
+                "--summary",
+                str(summary),
+                "--groups-file",
+                str(groups),
+                "--models",
+                "m1,m2",
+                "--top-cutoffs",
+                "0.5,1",
+                "--bottom-cutoffs",
+                "0.01,0.5",
+                "--confidence",
+                "0.95",
+                "--csv",
+                str(csv),
+                "--out",
+                *map(str, images),
+            ]
+        )
+        == 0
+    )
     d = pd.read_csv(csv)
     assert set(d["cutoff"]) == {0.01, 0.5} and set(d["metric"]) == {"ew", "mw"} and set(d["side"]) == {"bottom"}
     assert images[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -467,19 +652,86 @@ def test_plot_commands_write_csv_and_images(tmp_path: Path) -> None:
     assert b"<svg" in images[2].read_bytes()[:2000]
     first = [p.read_bytes() for p in images]
     csv2 = tmp_path / "m.csv"
-    assert main(["-q", "plot-models", "--summary", str(summary), "--groups-file", str(groups), "--models", "m1,m2",
-                 "--csv", str(csv2), "--out", str(tmp_path / "m.png")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "plot-models",
+                "--summary",
+                str(summary),
+                "--groups-file",
+                str(groups),
+                "--models",
+                "m1,m2",
+                "--csv",
+                str(csv2),
+                "--out",
+                str(tmp_path / "m.png"),
+            ]
+        )
+        == 0
+    )
     assert pd.read_csv(csv2)["metric"].tolist()[:2] == ["tse", "tse"]
     # a rerun gives identical files (no timestamps)
-    assert main(["-q", "plot-cutoffs", "--figure", "scores-bottom", "--summary", str(summary), "--groups-file",
-                 str(groups), "--models", "m1,m2", "--top-cutoffs", "0.5,1", "--bottom-cutoffs", "0.01,0.5",
-                 "--csv", str(csv), "--confidence", "0.95", "--out", *map(str, images)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "plot-cutoffs",
+                "--figure",
+                "scores-bottom",
+                "--summary",
+                str(summary),
+                "--groups-file",
+                str(groups),
+                "--models",
+                "m1,m2",
+                "--top-cutoffs",
+                "0.5,1",
+                "--bottom-cutoffs",
+                "0.01,0.5",
+                "--csv",
+                str(csv),
+                "--confidence",
+                "0.95",
+                "--out",
+                *map(str, images),
+            ]
+        )
+        == 0
+    )
     assert [p.read_bytes() for p in images] == first
     # the threshold flows from --min-contexts into the CSV (every estimate of _summary() has n = 5)
     for k, flagged in ((5, False), (6, True)):
-        assert main(["-q", "plot-cutoffs", "--figure", "scores-bottom", "--summary", str(summary), "--groups-file",
-                     str(groups), "--models", "m1,m2", "--top-cutoffs", "0.5,1", "--bottom-cutoffs", "0.01,0.5",
-                     "--min-contexts", str(k), "--low-n", "hide", "--csv", str(csv), "--out", str(images[0])]) == 0
+        assert (
+            main(
+                [
+                    "-q",
+                    "plot-cutoffs",
+                    "--figure",
+                    "scores-bottom",
+                    "--summary",
+                    str(summary),
+                    "--groups-file",
+                    str(groups),
+                    "--models",
+                    "m1,m2",
+                    "--top-cutoffs",
+                    "0.5,1",
+                    "--bottom-cutoffs",
+                    "0.01,0.5",
+                    "--min-contexts",
+                    str(k),
+                    "--low-n",
+                    "hide",
+                    "--csv",
+                    str(csv),
+                    "--out",
+                    str(images[0]),
+                ]
+            )
+            == 0
+        )
         d = pd.read_csv(csv)
         assert d["low_n"].tolist() == [flagged] * len(d) and (d["valid_share"] == 1.0).all()
 
@@ -488,9 +740,35 @@ def test_plot_lemmas_cli(tmp_path: Path) -> None:
     a = tmp_path / "a.csv"
     _stats("a", [-3.0, -1.0, -2.0, -6.0], [0.6, 0.9, 0.7, 0.1]).assign(n_wrong=[4, 1, 3, 9]).to_csv(a, index=False)
     out = {k: tmp_path / f"out.{k}" for k in ("csv", "json", "png", "wcsv", "md", "html")}
-    assert main(["-q", "plot-lemmas", "--stats", str(a), "--models", "a", "--bins", "2", "--worst", "2",
-                 "--csv", str(out["csv"]), "--metrics-json", str(out["json"]), "--out", str(out["png"]),
-                 "--worst-csv", str(out["wcsv"]), "--worst-md", str(out["md"]), "--worst-html", str(out["html"])]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "plot-lemmas",
+                "--stats",
+                str(a),
+                "--models",
+                "a",
+                "--bins",
+                "2",
+                "--worst",
+                "2",
+                "--csv",
+                str(out["csv"]),
+                "--metrics-json",
+                str(out["json"]),
+                "--out",
+                str(out["png"]),
+                "--worst-csv",
+                str(out["wcsv"]),
+                "--worst-md",
+                str(out["md"]),
+                "--worst-html",
+                str(out["html"]),
+            ]
+        )
+        == 0
+    )
     assert json.loads(out["json"].read_text())["a"]["spearman_accuracy_log10_prob"] == 1.0
     assert pd.read_csv(out["wcsv"])["lemma"].tolist() == ["l3", "l0"]
     assert pd.read_csv(out["csv"])["bin"].tolist() == [0, 1, 1, 0]  # probability ranks 2, 4, 3, 1 of 4
@@ -499,17 +777,26 @@ def test_plot_lemmas_cli(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- Table 3
 
-TEMPLATES = pd.DataFrame({
-    "group": ["simple", "simple", "obj_rel_within", "obj_rel_within", "obj_rel_within", "obj_rel_within"],
-    "source": "x", "line": [1, 2, 1, 2, 3, 4],
-    "left": ["the dog", "the dogs", "the cat that the boy", "the cat that the boy", "the cats that the boys",
-             "the cats that the boys"],
-    "right": ["", "", "likes", "hates", "likes", "hates"],
-    "correct": ["is", "are", "arrives", "bakes", "arrive", "bake"],
-    "incorrect": ["are", "is", "arrive", "bake", "arrives", "bakes"],
-    "label": ["singular", "plural", "singular", "singular", "plural", "plural"],
-    "plural": [False, True, False, False, True, True],
-})
+TEMPLATES = pd.DataFrame(
+    {
+        "group": ["simple", "simple", "obj_rel_within", "obj_rel_within", "obj_rel_within", "obj_rel_within"],
+        "source": "x",
+        "line": [1, 2, 1, 2, 3, 4],
+        "left": [
+            "the dog",
+            "the dogs",
+            "the cat that the boy",
+            "the cat that the boy",
+            "the cats that the boys",
+            "the cats that the boys",
+        ],
+        "right": ["", "", "likes", "hates", "likes", "hates"],
+        "correct": ["is", "are", "arrives", "bakes", "arrive", "bake"],
+        "incorrect": ["are", "is", "arrive", "bake", "arrives", "bakes"],
+        "label": ["singular", "plural", "singular", "singular", "plural", "plural"],
+        "plural": [False, True, False, False, True, True],
+    }
+)
 
 
 def test_select_rows_default_and_explicit() -> None:
@@ -520,9 +807,14 @@ def test_select_rows_default_and_explicit() -> None:
     # default groups not run: the first group that was
     assert select_rows(TEMPLATES, ["simple"], default_groups=["obj_rel_across"])["line"].tolist() == [1, 2]
     assert table3_groups(["simple"], None, ["obj_rel_across"]) == ["simple"]
-    sel = select_rows(TEMPLATES, ["simple", "obj_rel_within"],
-                      [{"group": "obj_rel_within", "left": "The Cat  that the boy", "right": "HATES"},
-                       {"group": "simple", "left": "the dogs", "right": None}])
+    sel = select_rows(
+        TEMPLATES,
+        ["simple", "obj_rel_within"],
+        [
+            {"group": "obj_rel_within", "left": "The Cat  that the boy", "right": "HATES"},
+            {"group": "simple", "left": "the dogs", "right": None},
+        ],
+    )
     assert sel["row"].tolist() == [1, 1] and sel["group"].tolist() == ["obj_rel_within", "simple"]
     assert table3_groups(["simple", "obj_rel_within"], [{"group": "simple", "left": "x"}]) == ["simple"]
     with pytest.raises(VerbevalError, match="no row of group 'simple' has left context 'the cow'"):
@@ -532,8 +824,15 @@ def test_select_rows_default_and_explicit() -> None:
 
 
 def test_mark_tokens() -> None:
-    lemmas = pd.DataFrame({"lemma": ["arrive", "put", "bake"], "sing": ["arrives", "puts", "bakes"],
-                           "plur": ["arrive", "put", "bake"], "sing_id": [1, 9, 3], "plur_id": [2, 10, 9]})
+    lemmas = pd.DataFrame(
+        {
+            "lemma": ["arrive", "put", "bake"],
+            "sing": ["arrives", "puts", "bakes"],
+            "plur": ["arrive", "put", "bake"],
+            "sing_id": [1, 9, 3],
+            "plur_id": [2, 10, 9],
+        }
+    )
     numbers = form_numbers(lemmas, [(7, 8, "is/are"), (-1, 11, "xs/x")])
     marks, names = mark_tokens([2, 1, 8, 7, 9, 0, 11, 5], True, numbers)
     assert marks == ["correct", "incorrect", "correct", "incorrect", "ambiguous", "", "correct", ""]
@@ -543,31 +842,64 @@ def test_mark_tokens() -> None:
 
 
 def _topk_model(kind: str, topk: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> ModelTopK:
-    vocab = {1: "arrives", 2: "arrive", 3: "bakes", 4: "bake", 5: "cries", 6: "cry", 7: "is", 8: "are", 20: "the",
-             21: "."}
-    return ModelTopK(name=f"{kind}-lm", kind=kind, topk=topk, lemmas=LEMMAS,
-                     decode=lambda ids: [vocab[i] for i in ids],
-                     verb_ids=lambda words: np.array([{"is": 7, "are": 8}.get(w, -1) for w in words]),
-                     render=lambda left, right: f"{left} [MASK] {right}." if kind == "masked" else left)
+    vocab = {
+        1: "arrives",
+        2: "arrive",
+        3: "bakes",
+        4: "bake",
+        5: "cries",
+        6: "cry",
+        7: "is",
+        8: "are",
+        20: "the",
+        21: ".",
+    }
+    return ModelTopK(
+        name=f"{kind}-lm",
+        kind=kind,
+        topk=topk,
+        lemmas=LEMMAS,
+        decode=lambda ids: [vocab[i] for i in ids],
+        verb_ids=lambda words: np.array([{"is": 7, "are": 8}.get(w, -1) for w in words]),
+        render=lambda left, right: f"{left} [MASK] {right}." if kind == "masked" else left,
+    )
 
 
 def test_topk_table_marks_correct_and_incorrect_forms() -> None:
     # masked LM: the 4 obj_rel_within rows are 4 contexts; causal LM: 2 (the right context is unseen)
-    masked = {"obj_rel_within": (np.arange(4), np.array([[1, 2, 20], [20, 21, 1], [2, 1, 21], [3, 4, 6]]),
-                                 np.array([[0.5, 0.3, 0.1], [0.4, 0.2, 0.1], [0.6, 0.2, 0.1], [0.3, 0.2, 0.1]])),
-              "simple": (np.arange(2), np.array([[7, 8, 20], [7, 8, 21]]),
-                         np.array([[0.7, 0.2, 0.1], [0.6, 0.3, 0.05]]))}
-    causal = {"obj_rel_within": (np.arange(2), np.array([[6, 5, 21], [4, 3, 20]]),
-                                 np.array([[0.2, 0.1, 0.05], [0.3, 0.1, 0.01]])),
-              "simple": (np.arange(2), np.array([[8, 7, 21], [8, 7, 20]]), np.array([[0.5, 0.4, 0.1], [0.5, 0.3, 0.2]]))}
+    masked = {
+        "obj_rel_within": (
+            np.arange(4),
+            np.array([[1, 2, 20], [20, 21, 1], [2, 1, 21], [3, 4, 6]]),
+            np.array([[0.5, 0.3, 0.1], [0.4, 0.2, 0.1], [0.6, 0.2, 0.1], [0.3, 0.2, 0.1]]),
+        ),
+        "simple": (np.arange(2), np.array([[7, 8, 20], [7, 8, 21]]), np.array([[0.7, 0.2, 0.1], [0.6, 0.3, 0.05]])),
+    }
+    causal = {
+        "obj_rel_within": (
+            np.arange(2),
+            np.array([[6, 5, 21], [4, 3, 20]]),
+            np.array([[0.2, 0.1, 0.05], [0.3, 0.1, 0.01]]),
+        ),
+        "simple": (np.arange(2), np.array([[8, 7, 21], [8, 7, 20]]), np.array([[0.5, 0.4, 0.1], [0.5, 0.3, 0.2]])),
+    }
     models = [_topk_model("masked", masked), _topk_model("causal", causal)]
-    sel = select_rows(TEMPLATES, ["simple", "obj_rel_within"],
-                      [{"group": "obj_rel_within", "left": "the cats that the boys", "right": "hates"},
-                       {"group": "simple", "left": "the dog"}])
+    sel = select_rows(
+        TEMPLATES,
+        ["simple", "obj_rel_within"],
+        [
+            {"group": "obj_rel_within", "left": "the cats that the boys", "right": "hates"},
+            {"group": "simple", "left": "the dog"},
+        ],
+    )
     t = topk_table(sel, TEMPLATES, models)
     assert len(t) == 2 * 2 * 3
     assert t[["selection", "model"]].drop_duplicates().values.tolist() == [
-        [0, "masked-lm"], [0, "causal-lm"], [1, "masked-lm"], [1, "causal-lm"]]
+        [0, "masked-lm"],
+        [0, "causal-lm"],
+        [1, "masked-lm"],
+        [1, "causal-lm"],
+    ]
     first = t[(t["selection"] == 0) & (t["model"] == "masked-lm")]  # masked context 3 (plural)
     assert first["token"].tolist() == ["bakes", "bake", "cry"]
     assert first["mark"].tolist() == ["incorrect", "correct", "correct"]
@@ -606,8 +938,9 @@ def test_topk_table_cli(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -
     tok_dir = tokenizer_path("gpt2")
     tok = load_tokenizer(str(tok_dir))
     is_id, are_id, the_id = (int(i) for i in single_token_ids(tok, ["is", "are", "the"]))
-    lemmas = pd.DataFrame({"lemma": ["arrive", "play", "run"], "sing": ["arrives", "plays", "runs"],
-                           "plur": ["arrive", "play", "run"]})
+    lemmas = pd.DataFrame(
+        {"lemma": ["arrive", "play", "run"], "sing": ["arrives", "plays", "runs"], "plur": ["arrive", "play", "run"]}
+    )
     lemmas[["sing_id", "plur_id"]] = np.array([single_token_ids(tok, list(lemmas[c])) for c in ("sing", "plur")]).T
     assert (lemmas[["sing_id", "plur_id"]] > 0).all().all()
     templates = TEMPLATES.copy()
@@ -615,12 +948,40 @@ def test_topk_table_cli(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -
     templates.to_parquet(tpath)
     lemmas.to_parquet(lpath)
     ids = np.array([[are_id, is_id, the_id], [is_id, are_id, int(lemmas["plur_id"][0])]])
-    shard = _shard(tmp_path / "simple.parquet", "simple", [(False, [(0.1, 0.1)] * 3), (True, [(0.1, 0.1)] * 3)],
-                   lemmas=lemmas, kind="causal", topk=(ids, np.array([[0.5, 0.3, 0.1], [0.4, 0.3, 0.2]])))
+    shard = _shard(
+        tmp_path / "simple.parquet",
+        "simple",
+        [(False, [(0.1, 0.1)] * 3), (True, [(0.1, 0.1)] * 3)],
+        lemmas=lemmas,
+        kind="causal",
+        topk=(ids, np.array([[0.5, 0.3, 0.1], [0.4, 0.3, 0.2]])),
+    )
     out = {k: tmp_path / f"t3.{k}" for k in ("csv", "md", "html")}
-    assert main(["-q", "topk-table", "--templates", str(tpath), "--model", f"gpt={tok_dir}", "--lemmas",
-                 f"gpt={lpath}", "--shards", f"gpt={shard}", "--default-groups", "simple", "--csv", str(out["csv"]),
-                 "--md", str(out["md"]), "--html", str(out["html"])]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "topk-table",
+                "--templates",
+                str(tpath),
+                "--model",
+                f"gpt={tok_dir}",
+                "--lemmas",
+                f"gpt={lpath}",
+                "--shards",
+                f"gpt={shard}",
+                "--default-groups",
+                "simple",
+                "--csv",
+                str(out["csv"]),
+                "--md",
+                str(out["md"]),
+                "--html",
+                str(out["html"]),
+            ]
+        )
+        == 0
+    )
     t = pd.read_csv(out["csv"], keep_default_na=False)
     assert t["token"].tolist() == ["are", "is", "the", "is", "are", "arrive"]  # decoded, leading space stripped
     assert t["mark"].tolist() == ["incorrect", "correct", "", "incorrect", "correct", "correct"]
@@ -632,15 +993,32 @@ def test_topk_table_cli(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -
 
 def test_figure_config_defaults() -> None:
     cfg = validate_config({"models": [{"id": "gpt2"}]})
-    assert cfg["agreement"]["figures"] == {"formats": ["png", "pdf"], "worst_lemmas": 20, "lemma_bins": 10,
-                                           "min_contexts": 10, "low_n": "fade",
-                                           "contexts": None, "context_groups": ["obj_rel_within", "obj_rel_across"],
-                                           "contexts_per_label": 1, "checkpoints": {"enabled": True, "log_x": False}}
-    cfg: dict[str, Any] = validate_config({"models": [{"id": "gpt2"}], "agreement": {"figures": {
-        "formats": ["svg"], "contexts": [{"group": "simple", "left": "the dog"}]}}})
+    assert cfg["agreement"]["figures"] == {
+        "formats": ["png", "pdf"],
+        "worst_lemmas": 20,
+        "lemma_bins": 10,
+        "min_contexts": 10,
+        "low_n": "fade",
+        "contexts": None,
+        "context_groups": ["obj_rel_within", "obj_rel_across"],
+        "contexts_per_label": 1,
+        "checkpoints": {"enabled": True, "log_x": False},
+    }
+    cfg: dict[str, Any] = validate_config(
+        {
+            "models": [{"id": "gpt2"}],
+            "agreement": {"figures": {"formats": ["svg"], "contexts": [{"group": "simple", "left": "the dog"}]}},
+        }
+    )
     assert cfg["agreement"]["figures"]["contexts"] == [{"group": "simple", "left": "the dog", "right": None}]
-    for bad in ({"formats": ["gif"]}, {"formats": []}, {"contexts": [{"left": "x"}]}, {"worst_lemmas": 0},
-                {"min_contexts": 0}, {"low_n": "drop"}):
+    for bad in (
+        {"formats": ["gif"]},
+        {"formats": []},
+        {"contexts": [{"left": "x"}]},
+        {"worst_lemmas": 0},
+        {"min_contexts": 0},
+        {"low_n": "drop"},
+    ):
         with pytest.raises(VerbevalError, match="agreement.figures"):
             validate_config(copy.deepcopy({"models": [{"id": "gpt2"}], "agreement": {"figures": bad}}))
 

@@ -46,8 +46,9 @@ def test_preserved_time_copy_of_another_checkpoint_changes_the_fingerprint(tmp_p
     assert before == expected(a)
     for f in b.iterdir():
         shutil.copy2(f, a / f.name)  # cp -p: contents replaced, sizes and mtimes as before
-    assert [(f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(a.iterdir())] == \
-        [(f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(b.iterdir())]
+    assert [(f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(a.iterdir())] == [
+        (f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(b.iterdir())
+    ]
     after = model_fingerprint(str(a))
     assert after != before and after == expected(b).replace(str(b), str(a))
 

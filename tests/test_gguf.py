@@ -13,7 +13,6 @@ pytest.importorskip("gguf")
 torch = pytest.importorskip("torch")
 
 from tinygguf import ARCHS, arch_reference_model, reference_model, write_arch_gguf, write_tiny_gguf  # noqa: E402
-
 from verbeval.core.config import check_model_paths, validate_config  # noqa: E402
 from verbeval.core.errors import VerbevalError  # noqa: E402
 from verbeval.core.models import load_model, load_tokenizer, model_fingerprint  # noqa: E402
@@ -97,7 +96,9 @@ def test_gguf_files_transformers_misreads_are_one_line_errors(tmp_path: Path, mo
     assert "reads tiny.gguf as model type 'mistral'" in msg and "saved folder" in msg and "\n" not in msg, msg
     # a qwen3 file whose head size is not Qwen3Config's default (128): transformers does not read it
     cfg_name, cls_name, extra = tinygguf.ARCHS["qwen3"]
-    monkeypatch.setitem(tinygguf.ARCHS, "qwen3", (cfg_name, cls_name, {**extra, "head_dim": tinygguf.HIDDEN // tinygguf.HEADS}))
+    monkeypatch.setitem(
+        tinygguf.ARCHS, "qwen3", (cfg_name, cls_name, {**extra, "head_dim": tinygguf.HIDDEN // tinygguf.HEADS})
+    )
     write_arch_gguf(tmp_path / "q" / "tiny.gguf", "qwen3")
     with pytest.raises(VerbevalError) as err:
         load_model(str(tmp_path / "q"), gguf_file="tiny.gguf", device="cpu")
@@ -137,8 +138,9 @@ def test_simverb_encoder_reads_the_gguf_body(gguf_dir: Path) -> None:
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
 
 
-def test_gguf_from_a_hub_repository_in_the_cache(gguf_dir: Path, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gguf_from_a_hub_repository_in_the_cache(
+    gguf_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A hub id with gguf_file: the file is taken from the Hugging Face cache (offline here)."""
     import shutil
 

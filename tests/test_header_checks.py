@@ -24,14 +24,13 @@ import pytest
 
 pytest.importorskip("gguf")
 
-import tinygguf  # noqa: E402
-from tinygguf import set_array_count, set_header_count, set_string_length, set_tensor_dim, write_tiny_gguf  # noqa: E402
-
-from verbeval.cli import main  # noqa: E402
-from verbeval.core.errors import VerbevalError  # noqa: E402
-from verbeval.core.model_sources import gguf_header  # noqa: E402
-from verbeval.core.model_sources.config_sizes import check_config_sizes  # noqa: E402
-from verbeval.core.model_sources.gguf_header import check_gguf_header  # noqa: E402
+import tinygguf
+from tinygguf import set_array_count, set_header_count, set_string_length, set_tensor_dim, write_tiny_gguf
+from verbeval.cli import main
+from verbeval.core.errors import VerbevalError
+from verbeval.core.model_sources import gguf_header
+from verbeval.core.model_sources.config_sizes import check_config_sizes
+from verbeval.core.model_sources.gguf_header import check_gguf_header
 
 #: what a check or a command may allocate beyond what the process holds when it starts
 HEADROOM = 2 << 30
@@ -86,6 +85,7 @@ def test_the_memory_bound_holds(bounded_memory: None) -> None:
 # ---------------------------------------------------------------------------------------------
 # GGUF files
 
+
 def _header(**values: int) -> Callable[[Path], Path]:
     return lambda p: write_tiny_gguf(p, header=values)
 
@@ -96,6 +96,7 @@ def _truncated(keep: int | None = None) -> Callable[[Path], Path]:
         data = p.read_bytes()
         p.write_bytes(data[: keep if keep is not None else len(data) // 2])
         return p
+
     return make
 
 
@@ -103,38 +104,57 @@ def _poked(poke: Callable[[Path], Path]) -> Callable[[Path], Path]:
     def make(p: Path) -> Path:
         write_tiny_gguf(p)
         return poke(p)
+
     return make
 
 
 #: case -> (how its file is made from the tiny Llama, what the one line says: the field, its value)
 HOSTILE_GGUF: dict[str, tuple[Callable[[Path], Path], str]] = {
-    "block_count": (_header(block_count=1_000_000),
-                    "llama.block_count is 1000000 but the file holds tensors of 2 blocks (blk.0-blk.1)"),
-    "head_count_0": (_header(head_count=0),
-                     "llama.attention.head_count is 0: a model needs at least one attention head"),
-    "token_array_count": (_poked(lambda p: set_array_count(p, "tokenizer.ggml.tokens", 1 << 40)),
-                          f"tokenizer.ggml.tokens claims {1 << 40} items"),
-    "vocab_size": (_header(vocab_size=10**9),
-                   f"llama.vocab_size is {10**9} but tokenizer.ggml.tokens holds {N_TOKENS} tokens"),
-    "embedding_length": (_header(embedding_length=1 << 31),
-                         f"llama.embedding_length is {1 << 31} but tensor token_embd.weight is {tinygguf.HIDDEN} wide"),
-    "tensor_shape": (_poked(lambda p: set_tensor_dim(p, "token_embd.weight", 1, 10**6)),
-                     f"tensor token_embd.weight of shape {tinygguf.HIDDEN}x1000000 (F32, {10**6 * tinygguf.HIDDEN * 4} "
-                     "bytes at byte"),
+    "block_count": (
+        _header(block_count=1_000_000),
+        "llama.block_count is 1000000 but the file holds tensors of 2 blocks (blk.0-blk.1)",
+    ),
+    "head_count_0": (
+        _header(head_count=0),
+        "llama.attention.head_count is 0: a model needs at least one attention head",
+    ),
+    "token_array_count": (
+        _poked(lambda p: set_array_count(p, "tokenizer.ggml.tokens", 1 << 40)),
+        f"tokenizer.ggml.tokens claims {1 << 40} items",
+    ),
+    "vocab_size": (
+        _header(vocab_size=10**9),
+        f"llama.vocab_size is {10**9} but tokenizer.ggml.tokens holds {N_TOKENS} tokens",
+    ),
+    "embedding_length": (
+        _header(embedding_length=1 << 31),
+        f"llama.embedding_length is {1 << 31} but tensor token_embd.weight is {tinygguf.HIDDEN} wide",
+    ),
+    "tensor_shape": (
+        _poked(lambda p: set_tensor_dim(p, "token_embd.weight", 1, 10**6)),
+        f"tensor token_embd.weight of shape {tinygguf.HIDDEN}x1000000 (F32, {10**6 * tinygguf.HIDDEN * 4} "
+        "bytes at byte",
+    ),
     "truncated_data": (_truncated(), "tensor token_embd.weight of shape"),
     "truncated_header": (_truncated(200), "GGUF.kv_count is "),  # the entries it counts are cut off
     "kv_count": (_poked(lambda p: set_header_count(p, "kv_count", 1 << 40)), f"GGUF.kv_count is {1 << 40} but the"),
-    "tensor_count": (_poked(lambda p: set_header_count(p, "tensor_count", 1 << 40)),
-                     f"GGUF.tensor_count is {1 << 40} but the"),
-    "string_length": (_poked(lambda p: set_string_length(p, "general.name", 1 << 40)),
-                      f"general.name is a string of {1 << 40} bytes but only"),
-    "head_count_not_dividing": (_header(head_count=3),
-                                "llama.attention.head_count is 3, which does not divide llama.embedding_length "
-                                f"{tinygguf.HIDDEN}"),
+    "tensor_count": (
+        _poked(lambda p: set_header_count(p, "tensor_count", 1 << 40)),
+        f"GGUF.tensor_count is {1 << 40} but the",
+    ),
+    "string_length": (
+        _poked(lambda p: set_string_length(p, "general.name", 1 << 40)),
+        f"general.name is a string of {1 << 40} bytes but only",
+    ),
+    "head_count_not_dividing": (
+        _header(head_count=3),
+        f"llama.attention.head_count is 3, which does not divide llama.embedding_length {tinygguf.HIDDEN}",
+    ),
     "head_count_kv_0": (_header(head_count_kv=0), "llama.attention.head_count_kv is 0"),
-    "head_count_kv_not_dividing": (_header(head_count_kv=3),
-                                   "llama.attention.head_count_kv is 3, which does not divide "
-                                   f"llama.attention.head_count {tinygguf.HEADS}"),
+    "head_count_kv_not_dividing": (
+        _header(head_count_kv=3),
+        f"llama.attention.head_count_kv is 3, which does not divide llama.attention.head_count {tinygguf.HEADS}",
+    ),
     "context_length_0": (_header(context_length=0), "llama.context_length is 0; it must be positive"),
 }
 
@@ -147,8 +167,9 @@ def _hostile(tmp_path: Path, case: str) -> tuple[Path, str]:
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_GGUF))
-def test_hostile_gguf_header_is_one_line_naming_the_file_and_field(case: str, tmp_path: Path,
-                                                                   bounded_memory: None) -> None:
+def test_hostile_gguf_header_is_one_line_naming_the_file_and_field(
+    case: str, tmp_path: Path, bounded_memory: None
+) -> None:
     path, said = _hostile(tmp_path, case)
     with pytest.raises(VerbevalError) as err:
         check_gguf_header(path, "x")
@@ -166,9 +187,12 @@ def test_cut_short_file_says_so(tmp_path: Path) -> None:
     data = write_tiny_gguf(tmp_path / "t.gguf").read_bytes()
     cut = data.find(b"tokenizer.ggml.tokens") + 100  # inside the token list
     (tmp_path / "t.gguf").write_bytes(data[:cut])
-    with pytest.raises(VerbevalError, match=rf"tokenizer.ggml.tokens claims {N_TOKENS} items \(string, at least "
-                                            rf"{8 * N_TOKENS} bytes\) but only \d+ bytes are left in the file: the "
-                                            "file is cut short"):
+    with pytest.raises(
+        VerbevalError,
+        match=rf"tokenizer.ggml.tokens claims {N_TOKENS} items \(string, at least "
+        rf"{8 * N_TOKENS} bytes\) but only \d+ bytes are left in the file: the "
+        "file is cut short",
+    ):
         check_gguf_header(tmp_path / "t.gguf", "x")
     path, _ = _hostile(tmp_path, "tensor_shape")
     with pytest.raises(VerbevalError, match="a damaged or hand-edited header"):
@@ -204,7 +228,8 @@ def test_the_header_parse_agrees_with_gguf_reader(tmp_path: Path) -> None:
     head = gguf_header.read_gguf_header(path)
     reader = gguf.GGUFReader(path)
     assert {t.name: (tuple(int(d) for d in t.shape), t.data_offset, t.n_bytes) for t in reader.tensors} == {
-        t.name: (t.dims, t.start, t.n_bytes) for t in head.tensors.values()}
+        t.name: (t.dims, t.start, t.n_bytes) for t in head.tensors.values()
+    }
     assert head.metadata["llama.block_count"] == tinygguf.LAYERS
     assert head.metadata["tokenizer.ggml.tokens"].count == N_TOKENS == len(reader.fields["tokenizer.ggml.tokens"].data)
     assert set(head.metadata) == {k for k in reader.fields if not k.startswith("GGUF.")}
@@ -227,6 +252,7 @@ def test_a_sound_file_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 # ---------------------------------------------------------------------------------------------
 # saved model folders (config.json and safetensors headers)
+
 
 @pytest.fixture(scope="module")
 def saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -253,18 +279,26 @@ def _edited(saved: Path, tmp_path: Path, **values: object) -> Path:
 #: case -> (config.json values, what the one line says after the config.json path)
 HOSTILE_CONFIG: dict[str, tuple[dict[str, object], str]] = {
     "heads_0": ({"num_attention_heads": 0}, "num_attention_heads is 0: a model needs at least one attention head"),
-    "heads_not_dividing": ({"num_attention_heads": 5, "num_key_value_heads": 5},
-                           f"num_attention_heads is 5, which does not divide hidden_size {tinygguf.HIDDEN}"),
-    "kv_heads_not_dividing": ({"num_key_value_heads": 3},
-                              f"num_key_value_heads is 3, which does not divide num_attention_heads {tinygguf.HEADS}"),
-    "vocab": ({"vocab_size": 10**9},
-              f"vocab_size is {10**9} but model.safetensors holds model.embed_tokens.weight of {N_TOKENS} rows"),
-    "hidden": ({"hidden_size": 1 << 31},
-               f"hidden_size is {1 << 31} but model.safetensors holds model.embed_tokens.weight of width "
-               f"{tinygguf.HIDDEN}"),
-    "layers": ({"num_hidden_layers": 1_000_000},
-               "num_hidden_layers is 1000000 but model.safetensors holds tensors of 2 layers "
-               "(model.layers.0-model.layers.1)"),
+    "heads_not_dividing": (
+        {"num_attention_heads": 5, "num_key_value_heads": 5},
+        f"num_attention_heads is 5, which does not divide hidden_size {tinygguf.HIDDEN}",
+    ),
+    "kv_heads_not_dividing": (
+        {"num_key_value_heads": 3},
+        f"num_key_value_heads is 3, which does not divide num_attention_heads {tinygguf.HEADS}",
+    ),
+    "vocab": (
+        {"vocab_size": 10**9},
+        f"vocab_size is {10**9} but model.safetensors holds model.embed_tokens.weight of {N_TOKENS} rows",
+    ),
+    "hidden": (
+        {"hidden_size": 1 << 31},
+        f"hidden_size is {1 << 31} but model.safetensors holds model.embed_tokens.weight of width {tinygguf.HIDDEN}",
+    ),
+    "layers": (
+        {"num_hidden_layers": 1_000_000},
+        "num_hidden_layers is 1000000 but model.safetensors holds tensors of 2 layers (model.layers.0-model.layers.1)",
+    ),
     "layers_text": ({"num_hidden_layers": "2"}, "num_hidden_layers is '2', not a whole number"),
 }
 
@@ -277,8 +311,9 @@ def test_sound_saved_model_passes(saved_model: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_CONFIG))
-def test_hostile_config_is_one_line_naming_the_file_and_field(case: str, saved_model: Path, tmp_path: Path,
-                                                              bounded_memory: None) -> None:
+def test_hostile_config_is_one_line_naming_the_file_and_field(
+    case: str, saved_model: Path, tmp_path: Path, bounded_memory: None
+) -> None:
     values, said = HOSTILE_CONFIG[case]
     model = _edited(saved_model, tmp_path, **values)
     with pytest.raises(VerbevalError) as err:
@@ -299,18 +334,25 @@ def test_layers_are_counted_over_every_safetensors_file(saved_model: Path, tmp_p
     save_file({k: v for k, v in tensors.items() if "layers.1." in k}, model / "model-00002-of-00002.safetensors")
     check_config_sizes(model, "x")
     (model / "model-00002-of-00002.safetensors").unlink()
-    with pytest.raises(VerbevalError, match=r"num_hidden_layers is 2 but model-00001-of-00002.safetensors holds "
-                                            r"tensors of 1 layer \(model.layers.0-model.layers.0\).*or missing weight "
-                                            "files"):
+    with pytest.raises(
+        VerbevalError,
+        match=r"num_hidden_layers is 2 but model-00001-of-00002.safetensors holds "
+        r"tensors of 1 layer \(model.layers.0-model.layers.0\).*or missing weight "
+        "files",
+    ):
         check_config_sizes(model, "x")
 
 
 def test_malformed_config_json_is_one_line(saved_model: Path, tmp_path: Path) -> None:
     model = _edited(saved_model, tmp_path)
     cfg = model / "config.json"
-    for text, said in (('{"num_attention_heads": 4,', "not valid JSON (Expecting property name enclosed in double "
-                                                      "quotes at line 1 column 27)"),
-                       ("[1, 2]", "a JSON list, not an object")):
+    for text, said in (
+        (
+            '{"num_attention_heads": 4,',
+            "not valid JSON (Expecting property name enclosed in double quotes at line 1 column 27)",
+        ),
+        ("[1, 2]", "a JSON list, not an object"),
+    ):
         cfg.write_text(text)
         with pytest.raises(VerbevalError) as err:
             check_config_sizes(model, "x")
@@ -332,6 +374,7 @@ def test_damaged_safetensors_is_left_to_the_loader(saved_model: Path, tmp_path: 
 # ---------------------------------------------------------------------------------------------
 # through the command line: these need the wiring in verbeval.core.models (module docstring)
 
+
 def _one_error_line(capsys: pytest.CaptureFixture[str], rc: object, command: str) -> str:
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert rc == 1 and len(err) == 1, (rc, err)
@@ -347,27 +390,54 @@ def _run_model(model: Path, out: Path, gguf_file: str | None = None) -> list[str
     pd.DataFrame({c: pd.Series(dtype=str) for c in ("group", "source", "left", "right")}).to_parquet(out / "t.parquet")
     lemmas = {"lemma": str, "sing": str, "plur": str, "sing_id": "int64", "plur_id": "int64"}
     pd.DataFrame({c: pd.Series(dtype=t) for c, t in lemmas.items()}).to_parquet(out / "l.parquet")
-    return ["run-model", "--model", str(model), *(["--gguf-file", gguf_file] if gguf_file else []), "--device", "cpu",
-            "--templates", str(out / "t.parquet"), "--lemmas", str(out / "l.parquet"), "--groups", "simple",
-            "--manifest", str(out / "res" / "manifest.json"), "--no-progress"]
+    return [
+        "run-model",
+        "--model",
+        str(model),
+        *(["--gguf-file", gguf_file] if gguf_file else []),
+        "--device",
+        "cpu",
+        "--templates",
+        str(out / "t.parquet"),
+        "--lemmas",
+        str(out / "l.parquet"),
+        "--groups",
+        "simple",
+        "--manifest",
+        str(out / "res" / "manifest.json"),
+        "--no-progress",
+    ]
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_GGUF))
-def test_cli_lemmas_stops_on_a_hostile_gguf_with_one_line(case: str, tmp_path: Path, bounded_memory: None,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_lemmas_stops_on_a_hostile_gguf_with_one_line(
+    case: str, tmp_path: Path, bounded_memory: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``verbeval lemmas`` (the tokenizer alone) stops before transformers reads the file."""
     path, said = _hostile(tmp_path, case)
     capsys.readouterr()
-    rc = main(["lemmas", "--model", str(path.parent), "--gguf-file", path.name, "--lexicon",
-               str(tmp_path / "lexicon.parquet"), "--out", str(tmp_path / "out" / "lemmas.parquet")])
+    rc = main(
+        [
+            "lemmas",
+            "--model",
+            str(path.parent),
+            "--gguf-file",
+            path.name,
+            "--lexicon",
+            str(tmp_path / "lexicon.parquet"),
+            "--out",
+            str(tmp_path / "out" / "lemmas.parquet"),
+        ]
+    )
     line = _one_error_line(capsys, rc, "lemmas")
     assert line.startswith(f"model '{path.parent}': {path}: {said}"), line
     assert not (tmp_path / "out" / "lemmas.parquet").exists()
 
 
 @pytest.mark.parametrize("case", ["block_count", "vocab_size", "embedding_length", "head_count_0"])
-def test_cli_run_model_stops_on_a_hostile_gguf_with_one_line(case: str, tmp_path: Path, bounded_memory: None,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_run_model_stops_on_a_hostile_gguf_with_one_line(
+    case: str, tmp_path: Path, bounded_memory: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``verbeval run-model`` (the whole model): a million blocks are not built, a vocabulary of 10^9
     or a hidden size of 2^31 is named as the header's, not blamed on transformers' defaults."""
     path, said = _hostile(tmp_path, case)
@@ -379,9 +449,9 @@ def test_cli_run_model_stops_on_a_hostile_gguf_with_one_line(case: str, tmp_path
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_CONFIG))
-def test_cli_run_model_stops_on_a_hostile_config_with_one_line(case: str, saved_model: Path, tmp_path: Path,
-                                                               bounded_memory: None,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_run_model_stops_on_a_hostile_config_with_one_line(
+    case: str, saved_model: Path, tmp_path: Path, bounded_memory: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     values, said = HOSTILE_CONFIG[case]
     model = _edited(saved_model, tmp_path, **values)
     args = _run_model(model, tmp_path / "job")
@@ -391,8 +461,9 @@ def test_cli_run_model_stops_on_a_hostile_config_with_one_line(case: str, saved_
     assert not (tmp_path / "job" / "res" / "manifest.json").exists()
 
 
-def test_cli_run_model_stops_on_invalid_config_json_with_one_line(saved_model: Path, tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_run_model_stops_on_invalid_config_json_with_one_line(
+    saved_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model = _edited(saved_model, tmp_path)
     (model / "config.json").write_text('{"num_attention_heads": 4,')
     args = _run_model(model, tmp_path / "job")

@@ -21,13 +21,19 @@ import pytest
 import torch
 
 from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
-from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, score_logits
 from verbeval.agreement.eligibility import eligible_lemmas, single_token_ids, tokenizer_fingerprint
-from verbeval.core.errors import VerbevalError
 from verbeval.agreement.inference import encode_contexts, infer_chunk, run_contexts
-from verbeval.agreement.shards import (SHARD_SCHEMA_VERSION, ChunkResult, build_contexts, chunk_range, lemma_set_hash,
-    read_shard_meta)
+from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, score_logits
+from verbeval.agreement.shards import (
+    SHARD_SCHEMA_VERSION,
+    ChunkResult,
+    build_contexts,
+    chunk_range,
+    lemma_set_hash,
+    read_shard_meta,
+)
 from verbeval.agreement.shardstore import chunk_label
+from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, load_model
 from verbeval.core.tiny_models import make_tiny_model
 
@@ -36,27 +42,42 @@ GPT2_BOS = 50256  # <|endoftext|> in the real GPT-2 vocabulary
 # (left, right, correct, incorrect, plural). Every verb form is one token in the BERT-cased, the
 # BERT-uncased and the GPT-2 vocabulary except "swims" (two tokens in each: TSE is undefined for those rows).
 ROWS: list[tuple[str, str, str, str, bool]] = [
-    ("the author", "", "laughs", "laugh", False),                                   # 0  ctx A
-    ("the authors", "", "laugh", "laughs", True),                                   # 1  ctx B
-    ("the author", "", "smiles", "smile", False),                                   # 2  ctx A again
-    ("the pilots that the guard likes", "to the guards", "are", "is", True),        # 3
-    ("the author", "", "swims", "swim", False),                                     # 4  ctx A, TSE NaN
-    ("the author", "", "swim", "swims", True),                                      # 5  A's text, plural
-    ("the farmer next to the guards", "in the park", "runs", "run", False),         # 6
-    ("the farmer next to the guards", "", "knows", "know", False),                  # 7  causal: = 6
-    ("the skaters that the senators who the pilot likes admire near the old farmhouse", "",
-     "write", "writes", True),                                                       # 8
-    ("the mechanic", "with the guards", "sings", "sing", False),                    # 9
+    ("the author", "", "laughs", "laugh", False),  # 0  ctx A
+    ("the authors", "", "laugh", "laughs", True),  # 1  ctx B
+    ("the author", "", "smiles", "smile", False),  # 2  ctx A again
+    ("the pilots that the guard likes", "to the guards", "are", "is", True),  # 3
+    ("the author", "", "swims", "swim", False),  # 4  ctx A, TSE NaN
+    ("the author", "", "swim", "swims", True),  # 5  A's text, plural
+    ("the farmer next to the guards", "in the park", "runs", "run", False),  # 6
+    ("the farmer next to the guards", "", "knows", "know", False),  # 7  causal: = 6
+    (
+        "the skaters that the senators who the pilot likes admire near the old farmhouse",
+        "",
+        "write",
+        "writes",
+        True,
+    ),  # 8
+    ("the mechanic", "with the guards", "sings", "sing", False),  # 9
     ("the dancers in the big old theatre", "every night", "dance", "dances", True),  # 10
-    ("the customer who the officers like", "", "exists", "exist", False),           # 11
-    ("the ministers", "", "know", "knows", True),                                   # 12
+    ("the customer who the officers like", "", "exists", "exist", False),  # 11
+    ("the ministers", "", "know", "knows", True),  # 12
 ]
 MULTI_TOKEN_ROWS = {4, 5}
 
 LEXICON = pd.DataFrame(
-    [("laugh", "laughs", "laugh"), ("smile", "smiles", "smile"), ("be", "is", "are"), ("swim", "swims", "swim"),
-     ("run", "runs", "run"), ("know", "knows", "know"), ("write", "writes", "write"), ("sing", "sings", "sing"),
-     ("dance", "dances", "dance"), ("exist", "exists", "exist"), ("like", "likes", "like")],
+    [
+        ("laugh", "laughs", "laugh"),
+        ("smile", "smiles", "smile"),
+        ("be", "is", "are"),
+        ("swim", "swims", "swim"),
+        ("run", "runs", "run"),
+        ("know", "knows", "know"),
+        ("write", "writes", "write"),
+        ("sing", "sings", "sing"),
+        ("dance", "dances", "dance"),
+        ("exist", "exists", "exist"),
+        ("like", "likes", "like"),
+    ],
     columns=["lemma", "sing", "plur"],
 )
 
@@ -66,8 +87,19 @@ def template_frame() -> pd.DataFrame:
     df.insert(0, "group", "g1")
     df["label"] = np.where(df["plural"], "plural", "singular")
     # a row of another group, which must never reach group g1's shards
-    other = pd.DataFrame([{"group": "g2", "left": "the guard", "right": "", "correct": "is", "incorrect": "are",
-                           "plural": False, "label": "singular"}])
+    other = pd.DataFrame(
+        [
+            {
+                "group": "g2",
+                "left": "the guard",
+                "right": "",
+                "correct": "is",
+                "incorrect": "are",
+                "plural": False,
+                "label": "singular",
+            }
+        ]
+    )
     return pd.concat([df.iloc[:7], other, df.iloc[7:]], ignore_index=True)
 
 
@@ -88,8 +120,9 @@ def masked_lm(wordpiece_path: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture(scope="module")
-def cased_masked_lm(masked_lm: LoadedModel, tokenizer_path: Callable[[str], Path],
-                    tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+def cased_masked_lm(
+    masked_lm: LoadedModel, tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory
+) -> LoadedModel:
     """A tiny BERT on bert-base-cased, for the assertions about case (skipped where that tokenizer
     cannot be had: no PyPI package ships it)."""
     if _tokenizer_name(masked_lm) == "bert-base-cased":
@@ -135,13 +168,21 @@ def _tse_ids(lm: LoadedModel, g: pd.DataFrame) -> np.ndarray:
     return np.stack([single_token_ids(lm.tokenizer, sing), single_token_ids(lm.tokenizer, plur)], axis=1)
 
 
-def _run_all_chunks(lm: LoadedModel, templates: pd.DataFrame, lemmas: pd.DataFrame, out: Path, n_chunks: int,
-                    batch_size: int, prepend_bos: bool | None = None) -> list[Path]:
+def _run_all_chunks(
+    lm: LoadedModel,
+    templates: pd.DataFrame,
+    lemmas: pd.DataFrame,
+    out: Path,
+    n_chunks: int,
+    batch_size: int,
+    prepend_bos: bool | None = None,
+) -> list[Path]:
     paths = []
     for k in range(n_chunks):
         p = out / f"{chunk_label(k, n_chunks)}.parquet"
-        infer_chunk(lm, templates, lemmas, "g1", k, n_chunks, p, batch_size=batch_size, prepend_bos=prepend_bos,
-                    progress=False)
+        infer_chunk(
+            lm, templates, lemmas, "g1", k, n_chunks, p, batch_size=batch_size, prepend_bos=prepend_bos, progress=False
+        )
         paths.append(p)
     return paths
 
@@ -155,10 +196,16 @@ def test_build_contexts_masked_keys_by_left_right_plural() -> None:
     assert list(ctx.columns) == ["context_id", "left", "right", "plural"]
     assert ctx["context_id"].tolist() == list(range(len(ctx)))
     expected = [
-        ("the author", "", False), ("the authors", "", True), ("the pilots that the guard likes", "to the guards", True),
-        ("the author", "", True), ("the farmer next to the guards", "in the park", False),
-        ("the farmer next to the guards", "", False), (ROWS[8][0], "", True), ("the mechanic", "with the guards", False),
-        ("the dancers in the big old theatre", "every night", True), ("the customer who the officers like", "", False),
+        ("the author", "", False),
+        ("the authors", "", True),
+        ("the pilots that the guard likes", "to the guards", True),
+        ("the author", "", True),
+        ("the farmer next to the guards", "in the park", False),
+        ("the farmer next to the guards", "", False),
+        (ROWS[8][0], "", True),
+        ("the mechanic", "with the guards", False),
+        ("the dancers in the big old theatre", "every night", True),
+        ("the customer who the officers like", "", False),
         ("the ministers", "", True),
     ]
     assert list(ctx[["left", "right", "plural"]].itertuples(index=False, name=None)) == expected
@@ -171,9 +218,15 @@ def test_build_contexts_causal_ignores_right_context() -> None:
     ctx, row_ctx = build_contexts(g, "causal")
     assert (ctx["right"] == "").all()
     assert list(ctx[["left", "plural"]].itertuples(index=False, name=None)) == [
-        ("the author", False), ("the authors", True), ("the pilots that the guard likes", True), ("the author", True),
-        ("the farmer next to the guards", False), (ROWS[8][0], True), ("the mechanic", False),
-        ("the dancers in the big old theatre", True), ("the customer who the officers like", False),
+        ("the author", False),
+        ("the authors", True),
+        ("the pilots that the guard likes", True),
+        ("the author", True),
+        ("the farmer next to the guards", False),
+        (ROWS[8][0], True),
+        ("the mechanic", False),
+        ("the dancers in the big old theatre", True),
+        ("the customer who the officers like", False),
         ("the ministers", True),
     ]
     # rows 6 and 7 differ only in the right context: one causal context
@@ -323,8 +376,9 @@ def test_shards_reproduce_score_logits(lm_bos: tuple[LoadedModel, bool | None], 
     assert tse["context_id"].tolist() == row_ctx.tolist()
     tse_ids = _tse_ids(lm, g)
     assert (tse_ids[sorted(MULTI_TOKEN_ROWS)] == -1).any(axis=1).all()
-    want_tse = score_logits(logits[torch.as_tensor(row_ctx)], g["plural"].to_numpy(), lemma_ids, [1.0], [1.0],
-                            tse_ids=tse_ids).tse
+    want_tse = score_logits(
+        logits[torch.as_tensor(row_ctx)], g["plural"].to_numpy(), lemma_ids, [1.0], [1.0], tse_ids=tse_ids
+    ).tse
     got_tse = tse["tse"].to_numpy()
     assert np.array_equal(got_tse, want_tse, equal_nan=True)
     assert set(np.flatnonzero(np.isnan(got_tse))) == MULTI_TOKEN_ROWS
@@ -355,8 +409,11 @@ def _shard_arrays(path: Path) -> dict[str, np.ndarray]:
     out = {}
     for name in t.column_names:
         col = t[name].combine_chunks()
-        out[name] = np.asarray(col.flatten().to_numpy(zero_copy_only=False)) if hasattr(col, "flatten") \
+        out[name] = (
+            np.asarray(col.flatten().to_numpy(zero_copy_only=False))
+            if hasattr(col, "flatten")
             else col.to_numpy(zero_copy_only=False)
+        )
     return out
 
 
@@ -402,13 +459,16 @@ def _assert_between(name: str, got: np.ndarray, lo: np.ndarray, hi: np.ndarray, 
     e = np.exp(2 * err).reshape(-1, *([1] * (got.ndim - 1)))
     low, high = lo / e * (1 - F32) - TINY, hi * e * (1 + F32) + TINY
     bad = ~((got >= low) & (got <= high))
-    assert not bad.any(), (f"{name}: {int(bad.sum())} values outside the float32 forward error of the unpadded "
-                           f"forward, first at {np.argwhere(bad)[0].tolist()}: {got[bad][0]!r} not in "
-                           f"[{low[bad][0]!r}, {high[bad][0]!r}]")
+    assert not bad.any(), (
+        f"{name}: {int(bad.sum())} values outside the float32 forward error of the unpadded "
+        f"forward, first at {np.argwhere(bad)[0].tolist()}: {got[bad][0]!r} not in "
+        f"[{low[bad][0]!r}, {high[bad][0]!r}]"
+    )
 
 
-def _assert_within_forward_error(res: ChunkResult, ref: Unpadded, form_ids: np.ndarray, row_ctx: np.ndarray,
-                                 tse_ids: np.ndarray) -> np.ndarray:
+def _assert_within_forward_error(
+    res: ChunkResult, ref: Unpadded, form_ids: np.ndarray, row_ctx: np.ndarray, tse_ids: np.ndarray
+) -> np.ndarray:
     """Every number of ``res`` is one that a forward whose logits are each within ``ref.err`` of the
     unpadded ones gives. Returns the [n, F] forms that share their logit with another token within
     ``ref.band``: only their rank, and so their mass above and below, may differ between two
@@ -443,8 +503,9 @@ def _assert_within_forward_error(res: ChunkResult, ref: Unpadded, form_ids: np.n
     return tied
 
 
-def _assert_batch_size_independent(a: ChunkResult, b: ChunkResult, ref: Unpadded, form_ids: np.ndarray,
-                                   row_ctx: np.ndarray, tse_ids: np.ndarray) -> list[str]:
+def _assert_batch_size_independent(
+    a: ChunkResult, b: ChunkResult, ref: Unpadded, form_ids: np.ndarray, row_ctx: np.ndarray, tse_ids: np.ndarray
+) -> list[str]:
     """``a`` and ``b``, the same contexts forwarded in batches of different sizes, are the unpadded
     forward's numbers within the float32 forward error, and make the same decisions except where
     the decision is between items tied within that error (identified from the unpadded logits).
@@ -471,8 +532,9 @@ def _assert_batch_size_independent(a: ChunkResult, b: ChunkResult, ref: Unpadded
         x, y = getattr(a, name).astype(np.float64), getattr(b, name).astype(np.float64)
         moved = np.abs(x - y) > e * np.maximum(x, y) + TINY
         assert not (moved & ~tied_a).any(), f"{name} of an untied form depends on the batch size"
-        exceptions += [f"{name} context {c} form {form_ids[j]} ({x[c, j]:.7g} vs {y[c, j]:.7g})"
-                       for c, j in np.argwhere(moved)]
+        exceptions += [
+            f"{name} context {c} form {form_ids[j]} ({x[c, j]:.7g} vs {y[c, j]:.7g})" for c, j in np.argwhere(moved)
+        ]
     # the exemptions are near-ties only, not most of the decisions (else the test could not fail)
     assert tied_lemma.mean() <= 0.1 and (has & tied_row).sum() <= 0.1 * has.sum(), (tied_lemma.mean(), tied_row)
     assert tied_a.mean() <= 0.5, f"{tied_a.mean():.0%} of the forms are tied within the forward error"
@@ -483,10 +545,14 @@ def _assert_batch_size_independent(a: ChunkResult, b: ChunkResult, ref: Unpadded
 def _shard_result(path: Path) -> ChunkResult:
     arr = _shard_arrays(path)
     n = len(arr["context_id"])
-    return ChunkResult(prob=arr["prob"].reshape(n, -1), cum_above=arr["cum_above"].reshape(n, -1),
-                       cum_below=arr["cum_below"].reshape(n, -1), topk_ids=arr["topk_ids"].reshape(n, -1),
-                       topk_probs=arr["topk_probs"].reshape(n, -1),
-                       tse_p=np.stack([arr["tse_p_sing"], arr["tse_p_plur"]], axis=1))
+    return ChunkResult(
+        prob=arr["prob"].reshape(n, -1),
+        cum_above=arr["cum_above"].reshape(n, -1),
+        cum_below=arr["cum_below"].reshape(n, -1),
+        topk_ids=arr["topk_ids"].reshape(n, -1),
+        topk_probs=arr["topk_probs"].reshape(n, -1),
+        tse_p=np.stack([arr["tse_p_sing"], arr["tse_p_plur"]], axis=1),
+    )
 
 
 def test_batch_size_independence(lm: LoadedModel, tmp_path: Path) -> None:
@@ -508,8 +574,9 @@ def test_batch_size_independence(lm: LoadedModel, tmp_path: Path) -> None:
     assert ra["context_id"].tolist() == ctx["context_id"].tolist()
     rows = ra["rows"]  # the TSE rows in the shard's order
     form_ids = lemmas[["sing_id", "plur_id"]].to_numpy().reshape(-1)
-    _assert_batch_size_independent(_shard_result(one), _shard_result(seven), _unpadded(lm, ctx), form_ids,
-                                   row_ctx[rows], _tse_ids(lm, g)[rows])
+    _assert_batch_size_independent(
+        _shard_result(one), _shard_result(seven), _unpadded(lm, ctx), form_ids, row_ctx[rows], _tse_ids(lm, g)[rows]
+    )
 
 
 # --------------------------------------------------------------------------- metadata
@@ -557,8 +624,9 @@ def test_shards_with_and_without_bos_do_not_mix(causal_lm: LoadedModel, tmp_path
 
 def test_infer_chunk_unknown_group(causal_lm: LoadedModel, tmp_path: Path) -> None:
     with pytest.raises(VerbevalError, match="no template rows"):
-        infer_chunk(causal_lm, template_frame(), _lemmas(causal_lm), "nope", 0, 1, tmp_path / "x.parquet",
-                    progress=False)
+        infer_chunk(
+            causal_lm, template_frame(), _lemmas(causal_lm), "nope", 0, 1, tmp_path / "x.parquet", progress=False
+        )
     assert not (tmp_path / "x.parquet").exists()
 
 
@@ -603,8 +671,9 @@ def test_oom_backoff(lm: LoadedModel, monkeypatch: pytest.MonkeyPatch, error: st
     assert not np.isnan(result.tse_p[[i for i in range(len(row_ctx)) if i not in MULTI_TOKEN_ROWS]]).any()
 
 
-def test_oom_at_batch_size_one_and_other_errors_propagate(causal_lm: LoadedModel,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_oom_at_batch_size_one_and_other_errors_propagate(
+    causal_lm: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
     enc, form_ids, row_ctx, tse_ids = _prepare(causal_lm)
 
     def oom(*args: Any, **kwargs: Any) -> Any:
@@ -651,8 +720,9 @@ def test_infer_model_writes_the_same_shards_as_infer_chunk(lm: LoadedModel, tmp_
     body = infer_model(lm, templates, lemmas, ["g1", "g2"], 3, manifest, batch_size=4, progress=False)
     # g2 has one context: cut into one chunk, not three (two of them empty)
     assert [s["path"] for s in body["shards"]] == [f"g1/{k}-of-3.parquet" for k in (1, 2, 3)] + ["g2/1-of-1.parquet"]
-    assert body["timing"]["contexts"] == sum(m for m in [len(build_contexts(templates[templates.group == g], lm.kind)[0])
-                                                         for g in ("g1", "g2")])
+    assert body["timing"]["contexts"] == sum(
+        m for m in [len(build_contexts(templates[templates.group == g], lm.kind)[0]) for g in ("g1", "g2")]
+    )
     reference = _run_all_chunks(lm, templates, lemmas, tmp_path / "ref", 3, batch_size=4)
     got = manifest_shards(manifest)
     assert list(got) == ["g1", "g2"]
@@ -660,8 +730,9 @@ def test_infer_model_writes_the_same_shards_as_infer_chunk(lm: LoadedModel, tmp_
         assert mine.read_bytes() == ref.read_bytes()
 
 
-def test_infer_model_resumes_without_recomputing_finished_shards(masked_lm: LoadedModel, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_infer_model_resumes_without_recomputing_finished_shards(
+    masked_lm: LoadedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from verbeval.agreement import inference
     from verbeval.agreement.inference import infer_model
 
@@ -697,8 +768,9 @@ def test_infer_model_resumes_without_recomputing_finished_shards(masked_lm: Load
     assert len(body["shards"]) == 3
 
 
-def test_disk_full_during_a_shard_write_then_resume_gives_identical_shards(masked_lm: LoadedModel, tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_disk_full_during_a_shard_write_then_resume_gives_identical_shards(
+    masked_lm: LoadedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """ENOSPC while the second shard is written (some bytes already on disk): the error names errno 28
     and the shard's path, nothing half-written is left (no such shard, no temporary, no manifest;
     the third shard, computed while the writer wrote, may be complete), and the rerun computes only
@@ -752,7 +824,10 @@ def test_infer_model_recomputes_when_the_inputs_change(masked_lm: LoadedModel, t
     # another chunking: the old shards leave the store, the manifest lists the new ones
     body = infer_model(masked_lm, changed, lemmas, ["g1"], 3, manifest, batch_size=4, progress=False)
     assert sorted(p.name for p in (tmp_path / "store" / "g1").glob("*.parquet")) == [
-        "1-of-3.parquet", "2-of-3.parquet", "3-of-3.parquet"]
+        "1-of-3.parquet",
+        "2-of-3.parquet",
+        "3-of-3.parquet",
+    ]
     # a shard damaged in place is recomputed on the next run (its checksum no longer matches)
     shard = tmp_path / "store" / "g1" / "2-of-3.parquet"
     good = shard.read_bytes()

@@ -20,8 +20,12 @@ from verbeval.core.tiny_models import make_tiny_model
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
-def tiny(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], wordpiece_path: Path,
-         tmp_path_factory: pytest.TempPathFactory) -> tuple[str, LoadedModel]:
+def tiny(
+    request: pytest.FixtureRequest,
+    tokenizer_path: Callable[[str], Path],
+    wordpiece_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, LoadedModel]:
     tok = wordpiece_path if request.param == "bert" else tokenizer_path("gpt2")
     path = make_tiny_model(tok, request.param, tmp_path_factory.mktemp(request.param))
     return str(path), load_model(str(path), device="cpu")
@@ -29,15 +33,24 @@ def tiny(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], 
 
 def _with_long_pair(words: int) -> pd.DataFrame:
     t = template_frame().assign(source="t.txt", line=np.arange(len(template_frame())) + 1)
-    long = {"group": "mine", "source": "mine.jsonl", "line": 7, "left": "the dog " + "that the cat sees " * words,
-            "right": "today", "correct": "runs", "incorrect": "run", "plural": False, "label": "singular"}
+    long = {
+        "group": "mine",
+        "source": "mine.jsonl",
+        "line": 7,
+        "left": "the dog " + "that the cat sees " * words,
+        "right": "today",
+        "correct": "runs",
+        "incorrect": "run",
+        "plural": False,
+        "label": "singular",
+    }
     return pd.concat([t, pd.DataFrame([long])], ignore_index=True)
 
 
 def test_lengths_match_what_inference_encodes(tiny: tuple[str, LoadedModel]) -> None:
     _, lm = tiny
     rows = template_frame()
-    for bos in ([False, True] if lm.kind == "causal" else [False]):
+    for bos in [False, True] if lm.kind == "causal" else [False]:
         got = context_lengths(lm.tokenizer, rows, kind=lm.kind, cased=lm.cased, prepend_bos=bos)
         enc = encode_contexts(lm, rows, bos if lm.kind == "causal" else None)
         assert got.tolist() == [len(s) for s in enc.ids]
@@ -55,14 +68,15 @@ def test_a_too_long_pair_is_named_with_the_limit(tiny: tuple[str, LoadedModel]) 
     limit = position_limit(load_config(path), lm.tokenizer)
     templates = _with_long_pair(words=40)
     long_row = templates[templates["group"] == "mine"]
-    n = int(context_lengths(lm.tokenizer, long_row, kind=lm.kind, cased=lm.cased,
-                            prepend_bos=False)[0])
+    n = int(context_lengths(lm.tokenizer, long_row, kind=lm.kind, cased=lm.cased, prepend_bos=False)[0])
     assert n > limit
     with pytest.raises(VerbevalError) as err:
         check_context_lengths(path, None, "auto", templates, ["g1", "mine"], False)
     msg = str(err.value)
-    assert msg.startswith(f"model {path!r} reads at most {limit} positions, but 1 context(s) are longer: the longest "
-                          f"({n} tokens) is group 'mine', mine.jsonl:7 ('the dog that the cat sees")
+    assert msg.startswith(
+        f"model {path!r} reads at most {limit} positions, but 1 context(s) are longer: the longest "
+        f"({n} tokens) is group 'mine', mine.jsonl:7 ('the dog that the cat sees"
+    )
     assert msg.endswith("shorten or remove that pair") and "\n" not in msg
     check_context_lengths(path, None, "auto", templates, ["g1", "g2"], False)  # other groups: fine
     # the scoring's extra tokens (multi-token forms) count too
@@ -72,8 +86,9 @@ def test_a_too_long_pair_is_named_with_the_limit(tiny: tuple[str, LoadedModel]) 
         check_context_lengths(path, None, "auto", fits, ["mine"], False, extra=limit)
 
 
-def test_infer_stops_before_loading_the_model(tiny: tuple[str, LoadedModel], tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_infer_stops_before_loading_the_model(
+    tiny: tuple[str, LoadedModel], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from verbeval.agreement.cli import inference as cli
     from verbeval.cli import main
 
@@ -85,9 +100,24 @@ def test_infer_stops_before_loading_the_model(tiny: tuple[str, LoadedModel], tmp
     monkeypatch.setattr(cli, "_load_lm", must_not_load)
     _with_long_pair(words=40).to_parquet(tmp_path / "templates.parquet")
     pd.DataFrame({"lemma": ["run"]}).to_parquet(tmp_path / "lemmas.parquet")
-    rc = main(["infer", "--model", path, "--templates", str(tmp_path / "templates.parquet"),
-               "--lemmas", str(tmp_path / "lemmas.parquet"), "--groups", "g1,mine", "--manifest",
-               str(tmp_path / "s" / "manifest.json"), "--device", "cpu", "--no-progress"])
+    rc = main(
+        [
+            "infer",
+            "--model",
+            path,
+            "--templates",
+            str(tmp_path / "templates.parquet"),
+            "--lemmas",
+            str(tmp_path / "lemmas.parquet"),
+            "--groups",
+            "g1,mine",
+            "--manifest",
+            str(tmp_path / "s" / "manifest.json"),
+            "--device",
+            "cpu",
+            "--no-progress",
+        ]
+    )
     assert rc == 1 and not (tmp_path / "s" / "manifest.json").exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"verbeval infer: error: model {path!r} reads at most ")

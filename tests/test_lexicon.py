@@ -7,7 +7,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from verbeval.core.errors import InputError
 from verbeval.agreement.lexicon import (
     DEFAULT_OVERRIDES_PATH,
     LEXICON_COLUMNS,
@@ -17,6 +16,7 @@ from verbeval.agreement.lexicon import (
     load_overrides,
     read_verb_csv,
 )
+from verbeval.core.errors import InputError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OVERRIDES = REPO_ROOT / "resources" / "inflection_overrides.csv"
@@ -24,8 +24,17 @@ TSE_COMMIT = "db423f80246ba2d7c2fc602fc514943949cfaf71"
 
 
 def verb_csv(data_dir: Path) -> Path:
-    return (data_dir / "github.com" / "bnewm0609" / "refining-tse" / "raw" / TSE_COMMIT
-            / "data" / "verbs" / "combined_verb_list.csv")
+    return (
+        data_dir
+        / "github.com"
+        / "bnewm0609"
+        / "refining-tse"
+        / "raw"
+        / TSE_COMMIT
+        / "data"
+        / "verbs"
+        / "combined_verb_list.csv"
+    )
 
 
 def giant_verbs(data_dir: Path) -> list[str]:
@@ -40,10 +49,20 @@ def giant_verbs(data_dir: Path) -> list[str]:
 @pytest.mark.parametrize(
     ("lemma", "forms"),
     [
-        ("run", ("runs", "run")), ("be", ("is", "are")), ("have", ("has", "have")), ("do", ("does", "do")),
-        ("go", ("goes", "go")), ("try", ("tries", "try")), ("bus", ("buses", "bus")), ("quiz", ("quizzes", "quiz")),
-        ("fizz", ("fizzes", "fizz")), ("wish", ("wishes", "wish")), ("box", ("boxes", "box")),
-        ("focus", ("focuses", "focus")), ("veto", ("vetoes", "veto")), ("say", ("says", "say")),
+        ("run", ("runs", "run")),
+        ("be", ("is", "are")),
+        ("have", ("has", "have")),
+        ("do", ("does", "do")),
+        ("go", ("goes", "go")),
+        ("try", ("tries", "try")),
+        ("bus", ("buses", "bus")),
+        ("quiz", ("quizzes", "quiz")),
+        ("fizz", ("fizzes", "fizz")),
+        ("wish", ("wishes", "wish")),
+        ("box", ("boxes", "box")),
+        ("focus", ("focuses", "focus")),
+        ("veto", ("vetoes", "veto")),
+        ("say", ("says", "say")),
         ("x-ray", ("x-rays", "x-ray")),  # out of lemminflect's vocabulary: no VBP, plural = lemma
         ("dare", ("dares", "dare")),
     ],

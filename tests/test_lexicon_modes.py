@@ -12,8 +12,8 @@ import pytest
 
 from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
 from verbeval.agreement.eligibility import eligible_lemmas
-from verbeval.agreement.inference import infer_chunk
 from verbeval.agreement.form_shards import infer_forms_chunk, read_form_shards
+from verbeval.agreement.inference import infer_chunk
 from verbeval.agreement.lexicon_modes import (
     MODES,
     common_pairs,
@@ -29,14 +29,25 @@ from verbeval.agreement.lexicon_modes_table import coverage_table, modes_table, 
 from verbeval.core.models import load_model, load_tokenizer
 from verbeval.core.tiny_models import make_tiny_model
 
-LEXICON = pd.DataFrame([("laugh", "laughs", "laugh"), ("be", "is", "are"), ("swim", "swims", "swim"),
-                        ("run", "runs", "run"), ("know", "knows", "know"), ("abdicate", "abdicates", "abdicate")],
-                       columns=["lemma", "sing", "plur"])
-ROWS = [("the author", "", "laughs", "laugh", False), ("the authors", "", "swim", "swims", True),
-        ("the pilots that the guard likes", "to the guards", "are", "is", True),
-        ("the farmer next to the guards", "in the park", "runs", "run", False),
-        ("the author", "", "smiles", "smile", False),  # verb pair not in the lexicon (TSE only)
-        ("the dancers", "every night", "abdicate", "abdicates", True)]
+LEXICON = pd.DataFrame(
+    [
+        ("laugh", "laughs", "laugh"),
+        ("be", "is", "are"),
+        ("swim", "swims", "swim"),
+        ("run", "runs", "run"),
+        ("know", "knows", "know"),
+        ("abdicate", "abdicates", "abdicate"),
+    ],
+    columns=["lemma", "sing", "plur"],
+)
+ROWS = [
+    ("the author", "", "laughs", "laugh", False),
+    ("the authors", "", "swim", "swims", True),
+    ("the pilots that the guard likes", "to the guards", "are", "is", True),
+    ("the farmer next to the guards", "in the park", "runs", "run", False),
+    ("the author", "", "smiles", "smile", False),  # verb pair not in the lexicon (TSE only)
+    ("the dancers", "every night", "abdicate", "abdicates", True),
+]
 
 
 def templates() -> pd.DataFrame:
@@ -83,10 +94,19 @@ def test_row_mode_tse_by_hand() -> None:
 
 def _fake_forms(single: list[bool], scorable: list[bool]) -> pd.DataFrame:
     n = len(single)
-    return pd.DataFrame({"pair": np.arange(n), "lemma": [f"l{i}" for i in range(n)],
-                         "sing": [f"l{i}s" for i in range(n)], "plur": [f"l{i}" for i in range(n)],
-                         "in_lexicon": True, "n_sing": [1 if s else 2 for s in single], "n_plur": 1,
-                         "single_token": single, "scorable": scorable})
+    return pd.DataFrame(
+        {
+            "pair": np.arange(n),
+            "lemma": [f"l{i}" for i in range(n)],
+            "sing": [f"l{i}s" for i in range(n)],
+            "plur": [f"l{i}" for i in range(n)],
+            "in_lexicon": True,
+            "n_sing": [1 if s else 2 for s in single],
+            "n_plur": 1,
+            "single_token": single,
+            "scorable": scorable,
+        }
+    )
 
 
 def test_mode_masks_and_common() -> None:
@@ -105,10 +125,19 @@ def test_mode_masks_and_common() -> None:
 def test_group_summary_lemmas_and_tables_by_hand() -> None:
     forms = _fake_forms([True, False], [True, True])
     # two contexts (singular, plural), two lemmas; one TSE row per context on pair 0 / pair 1
-    p = np.array([[[0.5, 0.1], [0.1, 0.2]],    # singular ctx: l0 right, l1 wrong
-                  [[0.3, 0.3], [0.05, 0.4]]])  # plural ctx:   l0 tie (wrong), l1 right
-    shards = {"logp": np.log(p), "plural": np.array([False, True]), "rows": np.array([0, 1]),
-              "row_context": np.array([0, 1]), "row_pair": np.array([0, 1])}
+    p = np.array(
+        [
+            [[0.5, 0.1], [0.1, 0.2]],  # singular ctx: l0 right, l1 wrong
+            [[0.3, 0.3], [0.05, 0.4]],
+        ]
+    )  # plural ctx:   l0 tie (wrong), l1 right
+    shards = {
+        "logp": np.log(p),
+        "plural": np.array([False, True]),
+        "rows": np.array([0, 1]),
+        "row_context": np.array([0, 1]),
+        "row_pair": np.array([0, 1]),
+    }
     masks = mode_masks(forms, common_pairs([forms]))
     s = group_summary(shards, masks, 2, model="m", group="g", resamples=0, seed=0, confidence=0.95)
     val = s.set_index(["mode", "metric"])["value"]
@@ -125,8 +154,9 @@ def test_group_summary_lemmas_and_tables_by_hand() -> None:
 
     lem = lemma_scores(shards["logp"], shards["plural"], forms, masks, "m")
     assert lem["accuracy"].tolist() == [0.5, 0.5] and lem["n_correct"].tolist() == [1, 1]
-    assert lem["mean_log10_prob"].tolist() == pytest.approx([(np.log10(0.6) + np.log10(0.6)) / 2,
-                                                            (np.log10(0.3) + np.log10(0.45)) / 2])
+    assert lem["mean_log10_prob"].tolist() == pytest.approx(
+        [(np.log10(0.6) + np.log10(0.6)) / 2, (np.log10(0.3) + np.log10(0.45)) / 2]
+    )
     diff = lemma_differences(lem, resamples=10, seed=0, confidence=0.9)
     assert diff.loc[0, "n_single"] == 1 and diff.loc[0, "n_multi"] == 1 and diff.loc[0, "acc_diff"] == 0.0
     assert diff.loc[0, "mannwhitney_p"] == pytest.approx(1.0)
@@ -145,8 +175,9 @@ def test_group_summary_lemmas_and_tables_by_hand() -> None:
 
 
 @pytest.mark.parametrize("name,expected_single", [("wordpiece", 4), ("gpt2", 4)])
-def test_form_table_real_tokenizers(tokenizer_path: Callable[[str], Path], wordpiece_path: Path, name: str,
-                                    expected_single: int) -> None:
+def test_form_table_real_tokenizers(
+    tokenizer_path: Callable[[str], Path], wordpiece_path: Path, name: str, expected_single: int
+) -> None:
     # wordpiece: bert-base-cased, else bert-base-uncased (the same counts)
     tok = load_tokenizer(str(wordpiece_path if name == "wordpiece" else tokenizer_path(name)))
     t = form_table(LEXICON, templates(), tok)
@@ -165,8 +196,9 @@ def test_form_table_real_tokenizers(tokenizer_path: Callable[[str], Path], wordp
 
 
 @pytest.mark.parametrize("arch,tokenizer", [("bert", "wordpiece"), ("gpt2", "gpt2")])
-def test_single_token_mode_equals_table2_pipeline(tokenizer_path: Callable[[str], Path], wordpiece_path: Path,
-                                                  tmp_path: Path, arch: str, tokenizer: str) -> None:
+def test_single_token_mode_equals_table2_pipeline(
+    tokenizer_path: Callable[[str], Path], wordpiece_path: Path, tmp_path: Path, arch: str, tokenizer: str
+) -> None:
     tok = wordpiece_path if tokenizer == "wordpiece" else tokenizer_path(tokenizer)
     lm = load_model(str(make_tiny_model(tok, arch, tmp_path / "m")), device="cpu")
     tpl = templates()
@@ -196,7 +228,9 @@ def test_single_token_mode_equals_table2_pipeline(tokenizer_path: Callable[[str]
     assert sh["meta"]["method"] == ("pll-word-l2r" if arch == "bert" else "chain-rule")
 
 
-def test_infer_forms_model_equals_per_chunk_shards_and_resumes(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
+def test_infer_forms_model_equals_per_chunk_shards_and_resumes(
+    tokenizer_path: Callable[[str], Path], tmp_path: Path
+) -> None:
     """One process for every form shard of a model: the same bytes as the per-chunk path, a manifest
     with their checksums, and nothing recomputed on a rerun."""
     from verbeval.agreement.form_shards import infer_forms_model

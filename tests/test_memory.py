@@ -27,19 +27,39 @@ from verbeval.agreement.inference import Encoded, encode_contexts, run_contexts
 from verbeval.agreement.shards import ChunkResult
 from verbeval.core import memory
 from verbeval.core.errors import VerbevalError
-from verbeval.core.memory import (MB, FreeMemory, ModelShape, available_bytes, cgroup_headroom, cpu_free,
-                                  fit_batch_size, forward_bytes, is_oom, model_shape, per_context_bytes,
-                                  rlimit_headroom)
+from verbeval.core.memory import (
+    MB,
+    FreeMemory,
+    ModelShape,
+    available_bytes,
+    cgroup_headroom,
+    cpu_free,
+    fit_batch_size,
+    forward_bytes,
+    is_oom,
+    model_shape,
+    per_context_bytes,
+    rlimit_headroom,
+)
 from verbeval.core.models import LoadedModel, load_model
 from verbeval.core.tiny_models import make_tiny_model
 
 #: the CPU allocator's message for a tensor that cannot be allocated (torch 2.x, Linux)
-CPU_ALLOCATOR_MESSAGE = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
-                         "you tried to allocate 40205600000 bytes. Error code 12 (Cannot allocate memory)")
+CPU_ALLOCATOR_MESSAGE = (
+    "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+    "you tried to allocate 40205600000 bytes. Error code 12 (Cannot allocate memory)"
+)
 #: eight contexts of different lengths (one batch of 8 holds them all)
-LEFTS = ["the author", "the pilots that the guard likes", "the farmer next to the guards", "the mechanic",
-         "the dancers in the big old theatre", "the customer who the officers like", "the ministers",
-         "the skaters that the senators who the pilot likes admire near the old farmhouse"]
+LEFTS = [
+    "the author",
+    "the pilots that the guard likes",
+    "the farmer next to the guards",
+    "the mechanic",
+    "the dancers in the big old theatre",
+    "the customer who the officers like",
+    "the ministers",
+    "the skaters that the senators who the pilot likes admire near the old farmhouse",
+]
 RESULT_FIELDS = ("prob", "cum_above", "cum_below", "topk_ids", "topk_probs", "tse_p", "nonfinite")
 
 
@@ -61,7 +81,9 @@ def gpt2(gpt2_path: Path) -> LoadedModel:
 
 def _inputs(lm: LoadedModel) -> tuple[Encoded, np.ndarray, np.ndarray, np.ndarray]:
     enc = encode_contexts(lm, pd.DataFrame({"left": LEFTS, "right": [""] * len(LEFTS)}))
-    forms = np.asarray(lm.tokenizer([" runs", " run", " is", " are"], add_special_tokens=False)["input_ids"]).reshape(-1)
+    forms = np.asarray(lm.tokenizer([" runs", " run", " is", " are"], add_special_tokens=False)["input_ids"]).reshape(
+        -1
+    )
     return enc, forms, np.arange(len(LEFTS)), np.tile(forms[:2], (len(LEFTS), 1))
 
 
@@ -82,8 +104,9 @@ def _cuts(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def _one_context_bytes(lm: LoadedModel) -> int:
     enc = _inputs(lm)[0]
-    return per_context_bytes(model_shape(lm.model), max(len(s) for s in enc.ids),
-                             vocab_entry_bytes=inference.CPU_VOCAB_BYTES)
+    return per_context_bytes(
+        model_shape(lm.model), max(len(s) for s in enc.ids), vocab_entry_bytes=inference.CPU_VOCAB_BYTES
+    )
 
 
 # --------------------------------------------------------------------------- fitting arithmetic
@@ -97,7 +120,8 @@ def test_fit_batch_size_cuts_to_what_fits(caplog: pytest.LogCaptureFixture) -> N
         assert fit_batch_size(100000, 1000, 3 * MB, free, what="tiny-gpt2") == 26  # warned once only
         assert fit_batch_size(100000, 1000, 1 * MB, free, what="tiny-gpt2") == 80
     assert _cuts(caplog) == [
-        "tiny-gpt2: batch size 100000 cut to 26: about 3.0 MB per context, 100 MB free (MemAvailable)"]
+        "tiny-gpt2: batch size 100000 cut to 26: about 3.0 MB per context, 100 MB free (MemAvailable)"
+    ]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="verbeval.core.memory"):
         assert fit_batch_size(100000, 10, 3 * MB, free, what="tiny-gpt2") == 10  # never more than the contexts
@@ -112,16 +136,25 @@ def test_fit_batch_size_cuts_to_what_fits(caplog: pytest.LogCaptureFixture) -> N
         assert fit_batch_size(1024, 5000, 4 * MB, FreeMemory(3 * 1024 * MB, "cuda:0"), what="m", unit="verb") == 614
     assert _cuts(caplog) == [
         "tiny-gpt2: batch size 64 cut to 1: about 90.0 MB per context, 100 MB free (MemAvailable)",
-        "m: batch size 1024 cut to 614: about 4.0 MB per verb, 3072 MB free (cuda:0)"]
+        "m: batch size 1024 cut to 614: about 4.0 MB per verb, 3072 MB free (cuda:0)",
+    ]
 
 
 def test_fit_batch_size_stops_when_one_item_cannot_fit() -> None:
     with pytest.raises(VerbevalError) as err:
-        fit_batch_size(100000, 10, 3 * MB, FreeMemory(2 * MB, "RLIMIT_AS headroom"), what="models/tiny-gpt2",
-                       detail="vocabulary 50257, 14 tokens")
-    assert str(err.value) == ("models/tiny-gpt2: one context (vocabulary 50257, 14 tokens) needs about 3.0 MB of "
-                              "memory, but only 2.0 MB is free (RLIMIT_AS headroom); free memory, or run it on a "
-                              "machine or device with more")
+        fit_batch_size(
+            100000,
+            10,
+            3 * MB,
+            FreeMemory(2 * MB, "RLIMIT_AS headroom"),
+            what="models/tiny-gpt2",
+            detail="vocabulary 50257, 14 tokens",
+        )
+    assert str(err.value) == (
+        "models/tiny-gpt2: one context (vocabulary 50257, 14 tokens) needs about 3.0 MB of "
+        "memory, but only 2.0 MB is free (RLIMIT_AS headroom); free memory, or run it on a "
+        "machine or device with more"
+    )
     assert "\n" not in str(err.value)
 
 
@@ -154,8 +187,10 @@ def test_rlimit_headroom_against_vmsize_and_vmdata(tmp_path: Path, monkeypatch: 
 
     status = tmp_path / "status"
     status.write_text("Name:\tpython\nVmPeak:\t 4000000 kB\nVmSize:\t 3000000 kB\nVmData:\t  500000 kB\n")
-    limits = {resource.RLIMIT_AS: (4_000_000 * 1024, resource.RLIM_INFINITY),
-              resource.RLIMIT_DATA: (resource.RLIM_INFINITY, resource.RLIM_INFINITY)}
+    limits = {
+        resource.RLIMIT_AS: (4_000_000 * 1024, resource.RLIM_INFINITY),
+        resource.RLIMIT_DATA: (resource.RLIM_INFINITY, resource.RLIM_INFINITY),
+    }
     monkeypatch.setattr(resource, "getrlimit", lambda which: limits[which])
     assert rlimit_headroom(status) == [("RLIMIT_AS", 1_000_000 * 1024)]
     limits[resource.RLIMIT_DATA] = (400_000 * 1024, resource.RLIM_INFINITY)  # already over: no room
@@ -216,16 +251,16 @@ def test_is_oom_on_the_cpu_allocators_real_message() -> None:
 # --------------------------------------------------------------------------- run_contexts
 
 
-def test_huge_batch_size_gives_the_numbers_of_batch_size_8(gpt2: LoadedModel,
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_huge_batch_size_gives_the_numbers_of_batch_size_8(gpt2: LoadedModel, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
         huge = _run(gpt2, 100000)
     assert not _cuts(caplog)  # cut to the 8 contexts there are, silently
     _assert_same(huge, _run(gpt2, 8))
 
 
-def test_batch_cut_to_planted_free_memory(gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch,
-                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_batch_cut_to_planted_free_memory(
+    gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     per = _one_context_bytes(gpt2)
     planted = FreeMemory(int(3.5 * per / memory.USABLE_FRACTION), "MemAvailable")  # room for 3 contexts
     monkeypatch.setattr(inference, "free_memory", lambda device: planted)
@@ -242,13 +277,15 @@ def test_batch_cut_to_planted_free_memory(gpt2: LoadedModel, monkeypatch: pytest
     assert sizes == [3, 3, 2]
     assert _cuts(caplog) == [
         f"{gpt2.model_id}: batch size 100000 cut to 3: about {per / MB:.1f} MB per context, "
-        f"{planted.bytes / MB:.1f} MB free (MemAvailable)"]
+        f"{planted.bytes / MB:.1f} MB free (MemAvailable)"
+    ]
     monkeypatch.setattr(gpt2.model, "forward", original)
     _assert_same(cut, _run(gpt2, 3))
 
 
-def test_one_context_that_cannot_fit_stops_before_the_forward(gpt2: LoadedModel,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_context_that_cannot_fit_stops_before_the_forward(
+    gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
     per = _one_context_bytes(gpt2)
     monkeypatch.setattr(inference, "free_memory", lambda device: FreeMemory(per // 2, "RLIMIT_AS headroom"))
 
@@ -260,14 +297,17 @@ def test_one_context_that_cannot_fit_stops_before_the_forward(gpt2: LoadedModel,
         _run(gpt2, 100000)
     msg = str(err.value)
     longest = max(len(s) for s in _inputs(gpt2)[0].ids)
-    assert msg.startswith(f"{gpt2.model_id}: one context (vocabulary 50257, {longest} tokens) needs about "
-                          f"{per / MB:.1f} MB of memory, but only {per // 2 / MB:.1f} MB is free (RLIMIT_AS headroom)")
+    assert msg.startswith(
+        f"{gpt2.model_id}: one context (vocabulary 50257, {longest} tokens) needs about "
+        f"{per / MB:.1f} MB of memory, but only {per // 2 / MB:.1f} MB is free (RLIMIT_AS headroom)"
+    )
     assert "\n" not in msg
 
 
 @pytest.mark.parametrize("error", ["cpu-allocator", "memory-error"])
-def test_oom_backoff_on_cpu(gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch, error: str,
-                            caplog: pytest.LogCaptureFixture) -> None:
+def test_oom_backoff_on_cpu(
+    gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch, error: str, caplog: pytest.LogCaptureFixture
+) -> None:
     reference = _run(gpt2, 2)
     original = gpt2.model.forward
     seen: list[tuple[int, bool]] = []
@@ -288,11 +328,13 @@ def test_oom_backoff_on_cpu(gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch, 
     # one warning per cut (8 -> 4 -> 2), not one per batch
     assert [r.getMessage() for r in caplog.records] == [
         "out of memory at batch size 8; retrying with 4, and later batches too",
-        "out of memory at batch size 4; retrying with 2, and later batches too"]
+        "out of memory at batch size 4; retrying with 2, and later batches too",
+    ]
 
 
-def test_oom_backoff_keeps_the_cut_for_later_batches(gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch,
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_oom_backoff_keeps_the_cut_for_later_batches(
+    gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """Many batches of a size that does not fit: each later batch starts at the size that fits, so
     there is one failed allocation and one warning, not one per batch (a probe saw 1128 warnings)."""
     reference = _run(gpt2, 1)
@@ -317,8 +359,9 @@ def test_oom_backoff_keeps_the_cut_for_later_batches(gpt2: LoadedModel, monkeypa
 # --------------------------------------------------------------------------- the other callers
 
 
-def test_multitoken_rows_cut_to_planted_free_memory(gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_multitoken_rows_cut_to_planted_free_memory(
+    gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     enc = _inputs(gpt2)[0]
     forms = multitoken.form_token_ids(gpt2.tokenizer, ["abbreviates", "co-exists", "swims", "abdicates", "swimming"])
     n_rows = len(multitoken.build_causal_trie(forms).rows)
@@ -326,9 +369,12 @@ def test_multitoken_rows_cut_to_planted_free_memory(gpt2: LoadedModel, monkeypat
     reference = multitoken.causal_form_logprobs(gpt2, enc, forms, batch_size=2, progress=False)
     np.testing.assert_array_equal(
         multitoken.causal_form_logprobs(gpt2, enc, forms, batch_size=100000, progress=False),
-        multitoken.causal_form_logprobs(gpt2, enc, forms, batch_size=n_rows, progress=False))
+        multitoken.causal_form_logprobs(gpt2, enc, forms, batch_size=n_rows, progress=False),
+    )
     monkeypatch.setattr(multitoken, "free_memory", lambda device: FreeMemory(1, "RLIMIT_AS headroom"))
-    with pytest.raises(VerbevalError, match=r"one trie row \(.*\) needs about .* MB of memory, but only 0.000 MB is free"):
+    with pytest.raises(
+        VerbevalError, match=r"one trie row \(.*\) needs about .* MB of memory, but only 0.000 MB is free"
+    ):
         multitoken.causal_form_logprobs(gpt2, enc, forms, batch_size=100000, progress=False)
     width = max(len(r) for r in multitoken.build_causal_trie(forms).rows)
     per = forward_bytes(model_shape(gpt2.model), width, past=max(len(s) for s in enc.ids)) + width * 50257 * 8
@@ -339,21 +385,32 @@ def test_multitoken_rows_cut_to_planted_free_memory(gpt2: LoadedModel, monkeypat
     np.testing.assert_array_equal(cut, reference)
 
 
-def test_simverb_verbs_cut_to_planted_free_memory(wordpiece_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_simverb_verbs_cut_to_planted_free_memory(
+    wordpiece_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from verbeval.simverb import vectors
 
     tok = AutoTokenizer.from_pretrained(wordpiece_path)
     torch.manual_seed(0)
-    model = BertModel(BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                                 intermediate_size=32, max_position_embeddings=32)).eval()
+    model = BertModel(
+        BertConfig(
+            vocab_size=len(tok),
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=32,
+        )
+    ).eval()
     verbs = ["walk", "abduct", "run", "know", "sing"]
     frames = ["to {verb}", "they {verb} ."]
     reference = vectors.verb_vectors(model, tok, verbs, frames, batch_size=2)
-    np.testing.assert_array_equal(vectors.verb_vectors(model, tok, verbs, frames, batch_size=100000)[1]["layer2"],
-                                  vectors.verb_vectors(model, tok, verbs, frames, batch_size=5)[1]["layer2"])
+    np.testing.assert_array_equal(
+        vectors.verb_vectors(model, tok, verbs, frames, batch_size=100000)[1]["layer2"],
+        vectors.verb_vectors(model, tok, verbs, frames, batch_size=5)[1]["layer2"],
+    )
     # a verb: its forward over the longest frame (7 tokens), 3 hidden states in float32 and float64,
     # its float64 input embeddings
     width = max(len(ids) for ids in tok([f.replace("{verb}", v) for f in frames for v in verbs])["input_ids"])
@@ -366,8 +423,11 @@ def test_simverb_verbs_cut_to_planted_free_memory(wordpiece_path: Path, monkeypa
     for name, vec in reference[1].items():
         np.testing.assert_array_equal(reps[name], vec, err_msg=name)
     monkeypatch.setattr(memory, "free_memory", lambda device: FreeMemory(per - 1, "MemAvailable"))
-    with pytest.raises(VerbevalError, match=rf"^tiny-bert: one verb \({width} tokens, 3 hidden states of 16\) needs "
-                                            rf"about {per / MB:.3f} MB of memory"):
+    with pytest.raises(
+        VerbevalError,
+        match=rf"^tiny-bert: one verb \({width} tokens, 3 hidden states of 16\) needs "
+        rf"about {per / MB:.3f} MB of memory",
+    ):
         vectors.verb_vectors(model, tok, verbs, frames, model_id="tiny-bert")
 
 
@@ -409,10 +469,22 @@ def test_batch_size_100000_under_an_address_space_limit(gpt2_path: Path, gpt2: L
     the numbers of batch size 8 (or stops with one line), where a buffer of 100000 vocabulary rows
     (40 GB) ended in a traceback."""
     out = tmp_path / "result.npz"
-    env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-           "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(gpt2_path), str(out), *LEFTS], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    env = {
+        **os.environ,
+        "TRANSFORMERS_VERBOSITY": "error",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "TQDM_DISABLE": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(gpt2_path), str(out), *LEFTS],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
         assert "Traceback" not in proc.stderr and lines and lines[-1].startswith("verbeval: "), proc.stderr[-3000:]

@@ -11,15 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import checkout_view, fake_cached
+from inprocess import DryRun, DryRunError, dry_run
 from verbeval.cli import main
 from verbeval.core.model_sources import hub
 
-from conftest import checkout_view, fake_cached
-from inprocess import DryRun, DryRunError, dry_run
 
-
-def test_hub_model_offline_and_not_cached_is_named_with_the_fix(no_hub: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_model_offline_and_not_cached_is_named_with_the_fix(no_hub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     problem = hub.hub_problem("org/not-cached")
     assert problem is not None and "hub model org/not-cached is not in the local Hugging Face cache" in problem
     assert "Connection refused" in problem and "hf download org/not-cached" in problem and "HF_HUB_OFFLINE=1" in problem
@@ -29,8 +27,9 @@ def test_hub_model_offline_and_not_cached_is_named_with_the_fix(no_hub: Path,
     assert "HF_HUB_OFFLINE is set" in (hub.hub_problem("org/not-cached") or "")
 
 
-def test_check_config_warns_about_hub_ids(no_hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_config_warns_about_hub_ids(
+    no_hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)  # no ./models folder here
     cfg = tmp_path / "c.yaml"
     cfg.write_text("models: [{id: models/no-such-model-dir}]\n")
@@ -38,17 +37,28 @@ def test_check_config_warns_about_hub_ids(no_hub: Path, tmp_path: Path, monkeypa
     assert main(["check-config", str(cfg)]) == 1
     captured = capsys.readouterr()
     err = captured.err.splitlines()
-    assert any(ln.startswith("WARNING: ") and "models.0.id: 'models/no-such-model-dir' is read as a hub id" in ln
-               and "write ./models/no-such-model-dir" in ln for ln in err), err
-    assert any(ln.startswith(f"ERROR: {cfg}: models.0.id: hub model models/no-such-model-dir is not in the local "
-                             "Hugging Face cache") for ln in err), err
-    assert err[-1] == (f"verbeval check-config: error: {cfg}: 1 hub model(s) cannot be loaded here (above); a run "
-                       "of it would stop before any job"), err
+    assert any(
+        ln.startswith("WARNING: ")
+        and "models.0.id: 'models/no-such-model-dir' is read as a hub id" in ln
+        and "write ./models/no-such-model-dir" in ln
+        for ln in err
+    ), err
+    assert any(
+        ln.startswith(
+            f"ERROR: {cfg}: models.0.id: hub model models/no-such-model-dir is not in the local Hugging Face cache"
+        )
+        for ln in err
+    ), err
+    assert err[-1] == (
+        f"verbeval check-config: error: {cfg}: 1 hub model(s) cannot be loaded here (above); a run "
+        "of it would stop before any job"
+    ), err
     assert "OK" not in captured.out
 
 
-def test_check_config_ok_for_a_cached_hub_model(no_hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_config_ok_for_a_cached_hub_model(
+    no_hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     fake_cached(no_hub, "org/cached")
     cfg = tmp_path / "c.yaml"
@@ -62,8 +72,9 @@ def _run(wd: Path, args: list[str], env_extra: dict[str, str] | None = None) -> 
     import os
 
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=checkout_view(wd), capture_output=True,
-                          text=True, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args], cwd=checkout_view(wd), capture_output=True, text=True, env=env
+    )
 
 
 @pytest.mark.e2e
@@ -71,11 +82,16 @@ def test_real_run_with_unreachable_hub_model_stops_before_any_job(no_hub: Path, 
     import os
 
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\nmodels: [{{id: gpt2}}]\n"
-                   "agreement: {groups: [simple]}\n")
+    cfg.write_text(
+        f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\nmodels: [{{id: gpt2}}]\n"
+        "agreement: {groups: [simple]}\n"
+    )
     target = str(tmp_path / "res" / "agreement" / "gpt2" / "lemmas.parquet")
-    res = _run(tmp_path / "wd", [target, "--cores", "1", "--configfile", str(cfg)],
-               {"HF_HUB_CACHE": os.environ["HF_HUB_CACHE"], "HF_ENDPOINT": os.environ["HF_ENDPOINT"]})
+    res = _run(
+        tmp_path / "wd",
+        [target, "--cores", "1", "--configfile", str(cfg)],
+        {"HF_HUB_CACHE": os.environ["HF_HUB_CACHE"], "HF_ENDPOINT": os.environ["HF_ENDPOINT"]},
+    )
     out = res.stdout + res.stderr
     assert res.returncode != 0
     assert f"{cfg}: models.0.id: hub model gpt2 is not in the local Hugging Face cache" in out, out[-3000:]
@@ -92,9 +108,11 @@ def test_a_job_checks_only_its_own_model(tmp_path: Path) -> None:
     a.mkdir()
     (a / "config.json").write_text("{}")
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\n"
-                   f"models: [{{id: {a}, name: a}}, {{id: {tmp_path / 'gone'}, name: b}}]\n"
-                   "agreement: {groups: [simple]}\n")
+    cfg.write_text(
+        f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\n"
+        f"models: [{{id: {a}, name: a}}, {{id: {tmp_path / 'gone'}, name: b}}]\n"
+        "agreement: {groups: [simple]}\n"
+    )
     target = str(tmp_path / "res" / "agreement" / "a" / "lemmas.parquet")
     wd = checkout_view(tmp_path / "wd")
     with pytest.raises(DryRunError) as err:  # snakemake -n TARGET: the main process
@@ -113,22 +131,40 @@ def test_damaged_safetensors_is_one_error_line(tmp_path: Path, capsys: pytest.Ca
     weights = model / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a truncated download
     # no templates to score (the length check before the load passes): the damaged weights are the error
-    pd.DataFrame({c: pd.Series(dtype=str) for c in ("group", "source", "left", "right")}).to_parquet(tmp_path / "t.parquet")
+    pd.DataFrame({c: pd.Series(dtype=str) for c in ("group", "source", "left", "right")}).to_parquet(
+        tmp_path / "t.parquet"
+    )
     pd.DataFrame({"lemma": pd.Series(dtype=str)}).to_parquet(tmp_path / "l.parquet")
     capsys.readouterr()
-    rc = main(["infer", "--model", str(model), "--device", "cpu", "--templates", str(tmp_path / "t.parquet"),
-               "--lemmas", str(tmp_path / "l.parquet"), "--groups", "simple", "--manifest",
-               str(tmp_path / "out" / "manifest.json")])
+    rc = main(
+        [
+            "infer",
+            "--model",
+            str(model),
+            "--device",
+            "cpu",
+            "--templates",
+            str(tmp_path / "t.parquet"),
+            "--lemmas",
+            str(tmp_path / "l.parquet"),
+            "--groups",
+            "simple",
+            "--manifest",
+            str(tmp_path / "out" / "manifest.json"),
+        ]
+    )
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert rc == 1 and len(err) == 1, err
-    assert err[0].startswith(f"verbeval infer: error: cannot load model '{model}': damaged safetensors weights "
-                             f"({weights})"), err[0]
+    assert err[0].startswith(
+        f"verbeval infer: error: cannot load model '{model}': damaged safetensors weights ({weights})"
+    ), err[0]
     assert not (tmp_path / "out" / "manifest.json").exists()
     json.loads((model / "config.json").read_text())  # the rest of the model is untouched
 
 
-def test_unreachable_hub_model_does_not_stop_jobs_that_do_not_load_it(no_hub: Path, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_hub_model_does_not_stop_jobs_that_do_not_load_it(
+    no_hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What the workflow's start check (common.smk, onstart: hub_start_problem) decides for the jobs
     a run would do. The lexicon's jobs load no model, so an unreachable gpt2 does not stop them;
     gpt2's lemmas job does (the real run that stops: test_real_run_with_unreachable_hub_model_stops_before_any_job)."""
@@ -136,8 +172,10 @@ def test_unreachable_hub_model_does_not_stop_jobs_that_do_not_load_it(no_hub: Pa
     from verbeval.workflow.snakemake import hub_start_problem
 
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\nmodels: [{{id: gpt2}}]\n"
-                   "agreement: {groups: [simple], verb_lists: [verbs_combined]}\n")
+    cfg.write_text(
+        f"results_dir: {tmp_path / 'res'}\nraw_dir: {tmp_path / 'raw'}\nmodels: [{{id: gpt2}}]\n"
+        "agreement: {groups: [simple], verb_lists: [verbs_combined]}\n"
+    )
     wd = checkout_view(tmp_path / "wd")
     monkeypatch.chdir(wd)  # the configuration's relative paths, as the workflow reads them
     plan = plan_from_files([wd / "config" / "config.yaml", cfg])

@@ -13,17 +13,29 @@ import pytest
 from verbeval.cli import main
 from verbeval.core import stamps
 
-LEXICON = pd.DataFrame({"lemma": ["walk", "run", "swim", "eat", "write"],
-                        "sing": ["walks", "runs", "swims", "eats", "writes"],
-                        "plur": ["walk", "run", "swim", "eat", "write"]})
-SIMVERB = "\n".join(f"{a}\t{b}\tV\t{s}\tSYNONYMS" for a, b, s in
-                    [("walk", "run", 6.5), ("eat", "swim", 1.2), ("write", "read", 3.3), ("run", "jog", 8.8)]) + "\n"
+LEXICON = pd.DataFrame(
+    {
+        "lemma": ["walk", "run", "swim", "eat", "write"],
+        "sing": ["walks", "runs", "swims", "eats", "writes"],
+        "plur": ["walk", "run", "swim", "eat", "write"],
+    }
+)
+SIMVERB = (
+    "\n".join(
+        f"{a}\t{b}\tV\t{s}\tSYNONYMS"
+        for a, b, s in [("walk", "run", 6.5), ("eat", "swim", 1.2), ("write", "read", 3.3), ("run", "jog", 8.8)]
+    )
+    + "\n"
+)
 
 
 def _templates() -> pd.DataFrame:
-    rows = [("g1", "the dog", "", "walks", "walk", "sing"), ("g1", "the dogs", "", "walk", "walk s", "plur"),
-            ("g1", "the author that the guards like", "", "writes", "write", "sing"),
-            ("g1", "the cats near the door", "", "eat", "eats", "plur")]
+    rows = [
+        ("g1", "the dog", "", "walks", "walk", "sing"),
+        ("g1", "the dogs", "", "walk", "walk s", "plur"),
+        ("g1", "the author that the guards like", "", "writes", "write", "sing"),
+        ("g1", "the cats near the door", "", "eat", "eats", "plur"),
+    ]
     t = pd.DataFrame(rows, columns=["group", "left", "right", "correct", "incorrect", "label"])
     t["incorrect"] = t["incorrect"].str.replace(" s", "s", regex=False)
     t.insert(1, "source", "test")
@@ -53,34 +65,137 @@ def test_stamps(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("arch,tokenizer", [("bert", "wordpiece"), ("gpt2", "gpt2")])
-def test_run_model_equals_the_single_branch_commands(tokenizer_path: Callable[[str], Path], wordpiece_path: Path,
-                                                      tmp_path: Path, arch: str, tokenizer: str) -> None:
+def test_run_model_equals_the_single_branch_commands(
+    tokenizer_path: Callable[[str], Path], wordpiece_path: Path, tmp_path: Path, arch: str, tokenizer: str
+) -> None:
     model = tmp_path / "model"
     tok = wordpiece_path if tokenizer == "wordpiece" else tokenizer_path(tokenizer)
-    assert main(["-q", "tiny-model", "--tokenizer", str(tok), "--arch", arch,
-                 "--out", str(model)]) == 0
+    assert main(["-q", "tiny-model", "--tokenizer", str(tok), "--arch", arch, "--out", str(model)]) == 0
     tpl, lex, data = tmp_path / "templates.parquet", tmp_path / "lexicon.parquet", tmp_path / "simverb.txt"
     _templates().to_parquet(tpl)
     LEXICON.to_parquet(lex)
     data.write_text(SIMVERB)
     lemmas, forms = tmp_path / "lemmas.parquet", tmp_path / "forms.parquet"
     assert main(["-q", "lemmas", "--model", str(model), "--lexicon", str(lex), "--out", str(lemmas)]) == 0
-    assert main(["-q", "lexicon-forms", "--model", str(model), "--lexicon", str(lex), "--templates", str(tpl),
-                 "--out", str(forms)]) == 0
-    common = ["--model", str(model), "--device", "cpu", "--threads", "1", "--templates", str(tpl), "--n-chunks", "2",
-              "--no-progress"]
+    assert (
+        main(
+            [
+                "-q",
+                "lexicon-forms",
+                "--model",
+                str(model),
+                "--lexicon",
+                str(lex),
+                "--templates",
+                str(tpl),
+                "--out",
+                str(forms),
+            ]
+        )
+        == 0
+    )
+    common = [
+        "--model",
+        str(model),
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--templates",
+        str(tpl),
+        "--n-chunks",
+        "2",
+        "--no-progress",
+    ]
     sep, one = tmp_path / "separate", tmp_path / "one"
-    assert main(["-q", "infer", *common, "--lemmas", str(lemmas), "--groups", "g1", "--batch-size", "3",
-                 "--manifest", str(sep / "agr" / "manifest.json")]) == 0
-    assert main(["-q", "infer-forms", *common, "--forms", str(forms), "--groups", "g1", "--batch-size", "5",
-                 "--manifest", str(sep / "forms" / "manifest.json")]) == 0
-    assert main(["-q", "simverb-score", "--model", str(model), "--device", "cpu", "--threads", "1", "--data", str(data),
-                 "--batch-size", "3", "--out", str(sep / "sims.parquet"), "--verbs", str(sep / "verbs.csv")]) == 0
-    run = ["-q", "run-model", *common, "--lemmas", str(lemmas), "--groups", "g1", "--batch-size", "3",
-           "--manifest", str(one / "agr" / "manifest.json"), "--forms", str(forms), "--forms-groups", "g1",
-           "--forms-batch-size", "5", "--forms-manifest", str(one / "forms" / "manifest.json"),
-           "--simverb-data", str(data), "--simverb-batch-size", "3", "--simverb-out", str(one / "sims.parquet"),
-           "--simverb-verbs", str(one / "verbs.csv")]
+    assert (
+        main(
+            [
+                "-q",
+                "infer",
+                *common,
+                "--lemmas",
+                str(lemmas),
+                "--groups",
+                "g1",
+                "--batch-size",
+                "3",
+                "--manifest",
+                str(sep / "agr" / "manifest.json"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "infer-forms",
+                *common,
+                "--forms",
+                str(forms),
+                "--groups",
+                "g1",
+                "--batch-size",
+                "5",
+                "--manifest",
+                str(sep / "forms" / "manifest.json"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "simverb-score",
+                "--model",
+                str(model),
+                "--device",
+                "cpu",
+                "--threads",
+                "1",
+                "--data",
+                str(data),
+                "--batch-size",
+                "3",
+                "--out",
+                str(sep / "sims.parquet"),
+                "--verbs",
+                str(sep / "verbs.csv"),
+            ]
+        )
+        == 0
+    )
+    run = [
+        "-q",
+        "run-model",
+        *common,
+        "--lemmas",
+        str(lemmas),
+        "--groups",
+        "g1",
+        "--batch-size",
+        "3",
+        "--manifest",
+        str(one / "agr" / "manifest.json"),
+        "--forms",
+        str(forms),
+        "--forms-groups",
+        "g1",
+        "--forms-batch-size",
+        "5",
+        "--forms-manifest",
+        str(one / "forms" / "manifest.json"),
+        "--simverb-data",
+        str(data),
+        "--simverb-batch-size",
+        "3",
+        "--simverb-out",
+        str(one / "sims.parquet"),
+        "--simverb-verbs",
+        str(one / "verbs.csv"),
+    ]
     assert main(run) == 0
     shards = sorted(p.relative_to(sep) for p in sep.rglob("*-of-2.parquet"))
     assert len(shards) == 4
@@ -99,14 +214,30 @@ def test_run_model_equals_the_single_branch_commands(tokenizer_path: Callable[[s
 
 
 def test_a_branch_is_given_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["run-model", "--model", str(tmp_path), "--templates", "t", "--lemmas", "l", "--groups", "g",
-               "--manifest", str(tmp_path / "m.json"), "--simverb-out", str(tmp_path / "s.parquet")])
+    rc = main(
+        [
+            "run-model",
+            "--model",
+            str(tmp_path),
+            "--templates",
+            "t",
+            "--lemmas",
+            "l",
+            "--groups",
+            "g",
+            "--manifest",
+            str(tmp_path / "m.json"),
+            "--simverb-out",
+            str(tmp_path / "s.parquet"),
+        ]
+    )
     assert rc == 1
     assert "the SimVerb branch needs --simverb-data, --simverb-verbs as well" in capsys.readouterr().err
 
 
-def test_run_model_log_totals_include_the_model_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_run_model_log_totals_include_the_model_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """A fake clock: the load takes 100 s, the agreement branch 5 s. The agreement line's 'total' is what
     the user waited for (load included), as in `verbeval infer` (infer.log; the rule infer runs this)."""
     import argparse
@@ -124,17 +255,34 @@ def test_run_model_log_totals_include_the_model_load(tmp_path: Path, monkeypatch
 
     def infer_model(*args: object, **kw: object) -> dict[str, object]:
         clock[0] += 5.0
-        return {"shards": ["a", "b"], "timing": {"contexts": 40, "compute_s": 4.0, "contexts_per_s": 10.0,
-                                                 "writer_busy_s": 0.5, "total_s": 5.0}}
+        return {
+            "shards": ["a", "b"],
+            "timing": {"contexts": 40, "compute_s": 4.0, "contexts_per_s": 10.0, "writer_busy_s": 0.5, "total_s": 5.0},
+        }
 
     monkeypatch.setattr(model_run, "_load_checked", load)
     monkeypatch.setattr(inference, "infer_model", infer_model)
     pd.DataFrame({"x": [1]}).to_parquet(tmp_path / "t.parquet")
-    a = argparse.Namespace(manifest=str(tmp_path / "s" / "manifest.json"), templates=str(tmp_path / "t.parquet"),
-                           lemmas=str(tmp_path / "t.parquet"), groups="g", n_chunks=1, batch_size="4", top_k=1,
-                           prepend_bos=None, no_progress=True, allow_nonfinite=False, model="m", random_init="false",
-                           forms=None, forms_groups=None, forms_manifest=None, simverb_data=None, simverb_out=None,
-                           simverb_verbs=None)
+    a = argparse.Namespace(
+        manifest=str(tmp_path / "s" / "manifest.json"),
+        templates=str(tmp_path / "t.parquet"),
+        lemmas=str(tmp_path / "t.parquet"),
+        groups="g",
+        n_chunks=1,
+        batch_size="4",
+        top_k=1,
+        prepend_bos=None,
+        no_progress=True,
+        allow_nonfinite=False,
+        model="m",
+        random_init="false",
+        forms=None,
+        forms_groups=None,
+        forms_manifest=None,
+        simverb_data=None,
+        simverb_out=None,
+        simverb_verbs=None,
+    )
     with caplog.at_level(logging.INFO, logger=model_run.log.name):
         model_run.cmd_run_model(a)
     lines = [r.getMessage() for r in caplog.records]

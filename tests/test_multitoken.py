@@ -16,10 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
-from verbeval.core.errors import VerbevalError
 from verbeval.agreement.inference import encode_contexts
-from verbeval.core.models import LoadedModel, load_model
-from verbeval.core.tiny_models import make_tiny_model
 from verbeval.agreement.multitoken import (
     build_causal_trie,
     build_masked_plan,
@@ -29,12 +26,31 @@ from verbeval.agreement.multitoken import (
     masked_form_logprobs,
     trie_size,
 )
+from verbeval.core.errors import VerbevalError
+from verbeval.core.models import LoadedModel, load_model
+from verbeval.core.tiny_models import make_tiny_model
 
 # 1 token (runs, is), 2 (swims in both vocabularies), 3+ (co-exists, abbreviates), shared prefixes
-WORDS = ["runs", "run", "swims", "swim", "abbreviates", "abbreviate", "co-exists", "is", "are",
-         "abdicates", "abdicate", "swimming"]
-CONTEXTS = pd.DataFrame({"left": ["the author", "the pilots that the guard likes", "the farmer"],
-                         "right": ["", "near the park", "every day"]})
+WORDS = [
+    "runs",
+    "run",
+    "swims",
+    "swim",
+    "abbreviates",
+    "abbreviate",
+    "co-exists",
+    "is",
+    "are",
+    "abdicates",
+    "abdicate",
+    "swimming",
+]
+CONTEXTS = pd.DataFrame(
+    {
+        "left": ["the author", "the pilots that the guard likes", "the farmer"],
+        "right": ["", "near the park", "every day"],
+    }
+)
 
 
 def _sharpen(lm: LoadedModel) -> LoadedModel:
@@ -75,7 +91,7 @@ def naive_masked(lm: LoadedModel, ctx_ids: list[list[int]], target: np.ndarray, 
             for f, toks in enumerate(forms):
                 total = 0.0
                 for i, t in enumerate(toks):
-                    x = seq[:m] + toks[:i] + [mask] * (len(toks) - i) + seq[m + 1:]
+                    x = seq[:m] + toks[:i] + [mask] * (len(toks) - i) + seq[m + 1 :]
                     logits = lm.model(input_ids=torch.tensor([x])).logits[0, m + i].double()
                     total += float(torch.log_softmax(logits, dim=-1)[t])
                 out[c, f] = total
@@ -159,7 +175,9 @@ def test_masked_pll_equals_naive(masked_lm: LoadedModel, batch_size: int) -> Non
 def test_dispatch_and_trie_size(causal_lm: LoadedModel, masked_lm: LoadedModel) -> None:
     enc = encode_contexts(masked_lm, CONTEXTS.iloc[:1], None)
     forms = form_token_ids(masked_lm.tokenizer, ["runs", "swims"])
-    np.testing.assert_array_equal(form_logprobs(masked_lm, enc, forms, progress=False),
-                                  masked_form_logprobs(masked_lm, enc, forms, progress=False))
+    np.testing.assert_array_equal(
+        form_logprobs(masked_lm, enc, forms, progress=False),
+        masked_form_logprobs(masked_lm, enc, forms, progress=False),
+    )
     size = trie_size(form_token_ids(causal_lm.tokenizer, ["swims", "swim", "sweeps"]), "causal")
     assert size["forms_per_length"][1] + size["forms_per_length"].get(2, 0) == 3

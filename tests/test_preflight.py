@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from verbeval.core.models import model_fingerprint
-
 from conftest import checkout_view
 from inprocess import dry_run
+from verbeval.core.models import model_fingerprint
 
 
 def test_local_model_fingerprint_follows_its_files(tmp_path: Path) -> None:
@@ -45,7 +44,9 @@ def test_hub_fingerprint_uses_pinned_or_cached_commit(tmp_path: Path, monkeypatc
 
 
 @pytest.mark.e2e
-def test_changed_local_model_reruns_its_jobs(tmp_path: Path, tokenizer_path: Callable[[str], Path], data_dir: Path) -> None:
+def test_changed_local_model_reruns_its_jobs(
+    tmp_path: Path, tokenizer_path: Callable[[str], Path], data_dir: Path
+) -> None:
     from verbeval.core.tiny_models import make_tiny_model
 
     model = tmp_path / "tiny-gpt2"
@@ -53,16 +54,20 @@ def test_changed_local_model_reruns_its_jobs(tmp_path: Path, tokenizer_path: Cal
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(f"""
 data_mirror: {data_dir}
-raw_dir: {tmp_path / 'raw'}
-results_dir: {tmp_path / 'results'}
+raw_dir: {tmp_path / "raw"}
+results_dir: {tmp_path / "results"}
 models: [{{id: {model}, name: tiny}}]
 """)
     target = str(tmp_path / "results" / "agreement" / "tiny" / "lemmas.parquet")
     wd = checkout_view(tmp_path / "wd")
     # the run itself is real (a Snakemake process that records each job's parameters in wd/.snakemake);
     # what would run again afterwards is asked in process, as `snakemake -n TARGET` does
-    done = subprocess.run([sys.executable, "-m", "snakemake", target, "--cores", "1", "--configfile", str(cfg)],
-                          cwd=wd, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", target, "--cores", "1", "--configfile", str(cfg)],
+        cwd=wd,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert dry_run(wd, [cfg], targets=[target]).jobs == []  # nothing to be done
     for f in model.iterdir():

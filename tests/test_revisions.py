@@ -14,6 +14,10 @@ import pandas as pd
 import pytest
 import yaml
 
+from conftest import REPO_ROOT as REPO
+from conftest import checkout_view, fake_cached
+from inprocess import dry_run
+from verbeval.agreement.figures import checkpoint_curves
 from verbeval.cli import main
 from verbeval.core.config import (
     check_model_paths,
@@ -24,10 +28,6 @@ from verbeval.core.config import (
     validate_config,
 )
 from verbeval.core.errors import VerbevalError
-from verbeval.agreement.figures import checkpoint_curves
-
-from conftest import REPO_ROOT as REPO, checkout_view, fake_cached
-from inprocess import dry_run
 
 
 def _error(cfg: dict[str, Any]) -> str:
@@ -41,71 +41,151 @@ def _error(cfg: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- config expansion
 
 
-@pytest.mark.parametrize("label, step", [
-    ("step1000", 1000), ("step0", 0), ("step1000-tokens4B", 1000), ("stage1-step5000-tokens21B", 5000),
-    ("global_step250", 250), ("checkpoint-1500", 1500), ("Step12", 12), ("main", None), ("v1.0", None),
-    ("0123456789abcdef0123456789abcdef01234567", None), ("mystep12", None), ("step", None),
-])
+@pytest.mark.parametrize(
+    "label, step",
+    [
+        ("step1000", 1000),
+        ("step0", 0),
+        ("step1000-tokens4B", 1000),
+        ("stage1-step5000-tokens21B", 5000),
+        ("global_step250", 250),
+        ("checkpoint-1500", 1500),
+        ("Step12", 12),
+        ("main", None),
+        ("v1.0", None),
+        ("0123456789abcdef0123456789abcdef01234567", None),
+        ("mystep12", None),
+        ("step", None),
+    ],
+)
 def test_parse_step(label: str, step: int | None) -> None:
     assert parse_step(label) == step
 
 
 def test_hub_revisions_expand_into_one_model_each() -> None:
-    cfg = validate_config({"models": [
-        {"id": "EleutherAI/pythia-160m", "revisions": ["step1000", {"revision": "step143000"},
-                                                       {"revision": "main", "step": 150000, "name": "final"}],
-         "dtype": "bfloat16", "batch_size": 8, "prepend_bos": False},
-        {"id": "gpt2"},
-    ]})
+    cfg = validate_config(
+        {
+            "models": [
+                {
+                    "id": "EleutherAI/pythia-160m",
+                    "revisions": [
+                        "step1000",
+                        {"revision": "step143000"},
+                        {"revision": "main", "step": 150000, "name": "final"},
+                    ],
+                    "dtype": "bfloat16",
+                    "batch_size": 8,
+                    "prepend_bos": False,
+                },
+                {"id": "gpt2"},
+            ]
+        }
+    )
     entries = model_entries(cfg)
-    assert [m["name"] for m in entries] == ["EleutherAI--pythia-160m@step1000", "EleutherAI--pythia-160m@step143000",
-                                            "final", "gpt2"]
+    assert [m["name"] for m in entries] == [
+        "EleutherAI--pythia-160m@step1000",
+        "EleutherAI--pythia-160m@step143000",
+        "final",
+        "gpt2",
+    ]
     assert [m["revision"] for m in entries] == ["step1000", "step143000", "main", None]
     assert [m.get("step") for m in entries] == [1000, 143000, 150000, None]
     assert [m.get("checkpoint_of") for m in entries] == ["EleutherAI--pythia-160m"] * 3 + [None]
     for m in entries[:3]:  # the entry's settings go to every revision
-        assert (m["id"], m["dtype"], m["batch_size"], m["prepend_bos"], m["kind"]) == \
-            ("EleutherAI/pythia-160m", "bfloat16", 8, False, "auto")
+        assert (m["id"], m["dtype"], m["batch_size"], m["prepend_bos"], m["kind"]) == (
+            "EleutherAI/pythia-160m",
+            "bfloat16",
+            8,
+            False,
+            "auto",
+        )
         assert "revisions" not in m
-    assert entries[3] == {"id": "gpt2", "name": "gpt2", "revision": None, "kind": "auto", "dtype": "float32",
-                          "prepend_bos": None, "batch_size": "auto", "device_map": None,
-                          "gpus": 1, "random_init": None, "gguf_file": None, "pip": None}  # an entry without revisions is unchanged
+    assert entries[3] == {
+        "id": "gpt2",
+        "name": "gpt2",
+        "revision": None,
+        "kind": "auto",
+        "dtype": "float32",
+        "prepend_bos": None,
+        "batch_size": "auto",
+        "device_map": None,
+        "gpus": 1,
+        "random_init": None,
+        "gguf_file": None,
+        "pip": None,
+    }  # an entry without revisions is unchanged
 
 
 def test_local_checkpoint_folders_are_model_ids(tmp_path: Path) -> None:
-    cfg = validate_config({"models": [{"id": "my-run", "name": "run", "revisions": [
-        {"path": str(tmp_path / "ckpt-a"), "step": 10}, {"path": str(tmp_path / "out" / "checkpoint-200") + "/"},
-        {"path": "./runs/odd name!", "step": 7}]}]})
+    cfg = validate_config(
+        {
+            "models": [
+                {
+                    "id": "my-run",
+                    "name": "run",
+                    "revisions": [
+                        {"path": str(tmp_path / "ckpt-a"), "step": 10},
+                        {"path": str(tmp_path / "out" / "checkpoint-200") + "/"},
+                        {"path": "./runs/odd name!", "step": 7},
+                    ],
+                }
+            ]
+        }
+    )
     entries = model_entries(cfg)
-    assert [m["id"] for m in entries] == [str(tmp_path / "ckpt-a"), str(tmp_path / "out" / "checkpoint-200") + "/",
-                                          "./runs/odd name!"]
+    assert [m["id"] for m in entries] == [
+        str(tmp_path / "ckpt-a"),
+        str(tmp_path / "out" / "checkpoint-200") + "/",
+        "./runs/odd name!",
+    ]
     assert [m["name"] for m in entries] == ["run@ckpt-a", "run@checkpoint-200", "run@odd_name"]
     assert [m["step"] for m in entries] == [10, 200, 7]
     assert all(m["revision"] is None and m["checkpoint_of"] == "run" for m in entries)
 
 
 def test_unknown_per_model_keys_are_carried_to_every_revision() -> None:
-    entry = {"id": "org/m", "name": "m", "revision": None, "device_map": "auto", "gpus": 2,
-             "revisions": ["step1", {"path": "/ckpt/step2"}]}
+    entry = {
+        "id": "org/m",
+        "name": "m",
+        "revision": None,
+        "device_map": "auto",
+        "gpus": 2,
+        "revisions": ["step1", {"path": "/ckpt/step2"}],
+    }
     out = expand_revisions(entry, 0)
     assert [(m["name"], m["device_map"], m["gpus"]) for m in out] == [("m@step1", "auto", 2), ("m@step2", "auto", 2)]
     assert out[1]["id"] == "/ckpt/step2" and out[0]["id"] == "org/m"
 
 
-@pytest.mark.parametrize("models, where, reason", [
-    ([{"id": "m", "revision": "main", "revisions": ["step1"]}], "models.0", "either `revision` or `revisions`"),
-    ([{"id": "m", "revisions": [{"revision": "step1", "path": "/x"}]}], "models.0.revisions.0", "exactly one of"),
-    ([{"id": "m", "revisions": [{"step": 3}]}], "models.0.revisions.0", "exactly one of"),
-    ([{"id": "m", "revisions": ["step1", "step2", "step1"]}], "models.0.revisions.2",
-     "revision 'step1' is listed twice (also item 0)"),
-    ([{"id": "m", "revisions": [{"path": "/c/step1"}, {"path": "/c/step1/"}]}], "models.0.revisions.1",
-     "listed twice"),
-    ([{"id": "m", "revisions": ["step1", "main"]}], "models.0.revisions.1", "no training step for revision 'main'"),
-    ([{"id": "m", "revisions": ["step5", {"revision": "main", "step": 5}]}], "models.0.revisions.1",
-     "step 5 is also the step of item 0"),
-    ([{"id": "m", "revisions": [{"revision": "step5", "name": "final"}]}, {"id": "x", "name": "final"}], "model names",
-     "duplicated: final"),
-])
+@pytest.mark.parametrize(
+    "models, where, reason",
+    [
+        ([{"id": "m", "revision": "main", "revisions": ["step1"]}], "models.0", "either `revision` or `revisions`"),
+        ([{"id": "m", "revisions": [{"revision": "step1", "path": "/x"}]}], "models.0.revisions.0", "exactly one of"),
+        ([{"id": "m", "revisions": [{"step": 3}]}], "models.0.revisions.0", "exactly one of"),
+        (
+            [{"id": "m", "revisions": ["step1", "step2", "step1"]}],
+            "models.0.revisions.2",
+            "revision 'step1' is listed twice (also item 0)",
+        ),
+        (
+            [{"id": "m", "revisions": [{"path": "/c/step1"}, {"path": "/c/step1/"}]}],
+            "models.0.revisions.1",
+            "listed twice",
+        ),
+        ([{"id": "m", "revisions": ["step1", "main"]}], "models.0.revisions.1", "no training step for revision 'main'"),
+        (
+            [{"id": "m", "revisions": ["step5", {"revision": "main", "step": 5}]}],
+            "models.0.revisions.1",
+            "step 5 is also the step of item 0",
+        ),
+        (
+            [{"id": "m", "revisions": [{"revision": "step5", "name": "final"}]}, {"id": "x", "name": "final"}],
+            "model names",
+            "duplicated: final",
+        ),
+    ],
+)
 def test_revision_errors(models: list[dict[str, Any]], where: str, reason: str) -> None:
     msg = _error({"models": models})
     assert f"cfg.yaml: {where}" in msg and reason in msg, msg
@@ -116,8 +196,12 @@ def test_schema_errors_of_revisions() -> None:
     assert "models.0.revisions.0" in _error({"models": [{"id": "m", "revisions": [""]}]})
     msg = _error({"models": [{"id": "m", "revisions": [{"revision": "a", "stp": 3}]}]})
     assert "models.0.revisions.0" in msg and "'stp'" in msg
-    assert "models.0.revisions.0.step" in _error({"models": [{"id": "m", "revisions": [{"revision": "a", "step": -1}]}]})
-    assert "models.0.revisions.0.name" in _error({"models": [{"id": "m", "revisions": [{"revision": "a", "name": "a b"}]}]})
+    assert "models.0.revisions.0.step" in _error(
+        {"models": [{"id": "m", "revisions": [{"revision": "a", "step": -1}]}]}
+    )
+    assert "models.0.revisions.0.name" in _error(
+        {"models": [{"id": "m", "revisions": [{"revision": "a", "name": "a b"}]}]}
+    )
 
 
 def test_check_config_counts_each_revision(tmp_path: Path, capsys: pytest.CaptureFixture[str], no_hub: Path) -> None:
@@ -125,25 +209,42 @@ def test_check_config_counts_each_revision(tmp_path: Path, capsys: pytest.Captur
     fake_cached(no_hub, "EleutherAI/pythia-160m", ["step1000", "step2000", "step4000"])
     fake_cached(no_hub, "gpt2")
     cfg = tmp_path / "sweep.yaml"
-    cfg.write_text("models:\n  - {id: EleutherAI/pythia-160m, revisions: [step1000, step2000, step4000]}\n"
-                   "  - {id: gpt2}\n")
+    cfg.write_text(
+        "models:\n  - {id: EleutherAI/pythia-160m, revisions: [step1000, step2000, step4000]}\n  - {id: gpt2}\n"
+    )
     assert main(["check-config", str(cfg)]) == 0
     assert capsys.readouterr().out.strip() == f"{cfg}: OK (4 models)"
 
 
 def test_steps_are_optional_without_the_checkpoint_figure() -> None:
-    cfg = validate_config({"models": [{"id": "m", "revisions": ["main", "v2"]}],
-                           "agreement": {"figures": {"checkpoints": {"enabled": False}}}})
+    cfg = validate_config(
+        {
+            "models": [{"id": "m", "revisions": ["main", "v2"]}],
+            "agreement": {"figures": {"checkpoints": {"enabled": False}}},
+        }
+    )
     assert [(m["name"], m["step"]) for m in model_entries(cfg)] == [("m@main", None), ("m@v2", None)]
 
 
 def test_missing_local_checkpoint_names_its_key(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "config.json").write_text("{}")
-    cfg = validate_config({"models": [{"id": "gpt2"}, {"id": "run", "revisions": [
-        {"path": str(tmp_path / "a"), "step": 1}, {"path": str(tmp_path / "b"), "step": 2}]}]})
-    with pytest.raises(VerbevalError, match=r"^cfg.yaml: models.1.revisions.1.path: model run@b: local path .*/b "
-                                            r"does not exist$"):
+    cfg = validate_config(
+        {
+            "models": [
+                {"id": "gpt2"},
+                {
+                    "id": "run",
+                    "revisions": [{"path": str(tmp_path / "a"), "step": 1}, {"path": str(tmp_path / "b"), "step": 2}],
+                },
+            ]
+        }
+    )
+    with pytest.raises(
+        VerbevalError,
+        match=r"^cfg.yaml: models.1.revisions.1.path: model run@b: local path .*/b "
+        r"does not exist$",
+    ):
         check_model_paths(cfg, "cfg.yaml")
 
 
@@ -154,8 +255,9 @@ def test_table_models_patterns() -> None:
     assert select_models(names, ["p@*"]) == ["p@step1", "p@step143000"]
     with pytest.raises(VerbevalError, match="'r@\\*' matches no model"):
         select_models(names, ["p@*", "r@*"])
-    cfg = validate_config({"models": [{"id": "p", "revisions": ["step1", "step2"]}],
-                           "agreement": {"table_models": ["*@step2"]}})
+    cfg = validate_config(
+        {"models": [{"id": "p", "revisions": ["step1", "step2"]}], "agreement": {"table_models": ["*@step2"]}}
+    )
     assert cfg["agreement"]["table_models"] == ["*@step2"]
     msg = _error({"models": [{"id": "p", "revisions": ["step1"]}], "agreement": {"table_models": ["p", "p@step9"]}})
     assert msg.startswith("cfg.yaml: agreement.table_models.0: 'p' matches no model (models: p@step1)"), msg
@@ -181,20 +283,45 @@ def _summary() -> pd.DataFrame:
                 sides = [(np.nan, np.nan)] if metric == "tse" else [("top", 0.5), ("top", 1.0), ("bottom", 0.01)]
                 for side, cut in sides:
                     val = v if metric == "tse" or cut == 1.0 else v + 0.3
-                    rows.append({"model": m, "group": g, "metric": metric, "side": side, "cutoff": cut, "value": val,
-                                 "ci_low": val - 0.02, "ci_high": val + 0.03, "n": 8, "n_total": 10})
+                    rows.append(
+                        {
+                            "model": m,
+                            "group": g,
+                            "metric": metric,
+                            "side": side,
+                            "cutoff": cut,
+                            "value": val,
+                            "ci_low": val - 0.02,
+                            "ci_high": val + 0.03,
+                            "n": 8,
+                            "n_total": 10,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
 def test_checkpoint_curves_values() -> None:
     d = checkpoint_curves(_summary(), checkpoints=CHECKPOINTS, groups=GROUPS)
     assert len(d) == 4 * 2 * 3
-    assert list(d.columns) == ["sweep", "step", "model", "group", "group_name", "metric", "value", "ci_low", "ci_high",
-                               "n", "n_total"]
+    assert list(d.columns) == [
+        "sweep",
+        "step",
+        "model",
+        "group",
+        "group_name",
+        "metric",
+        "value",
+        "ci_low",
+        "ci_high",
+        "n",
+        "n_total",
+    ]
     first = d.head(3)  # sweep p, group simple, metric tse, in step order
     assert first[["sweep", "model", "step", "group", "metric"]].values.tolist() == [
-        ["p", "p@step0", 0, "simple", "tse"], ["p", "p@step100", 100, "simple", "tse"],
-        ["p", "p@step1000", 1000, "simple", "tse"]]
+        ["p", "p@step0", 0, "simple", "tse"],
+        ["p", "p@step100", 100, "simple", "tse"],
+        ["p", "p@step1000", 1000, "simple", "tse"],
+    ]
     np.testing.assert_allclose(first["value"], [0.0, 0.01, 0.1])
     blimp_mw = d[(d["sweep"] == "p") & (d["group"] == "blimp") & (d["metric"] == "mw")]
     np.testing.assert_allclose(blimp_mw["value"], [0.12, 0.13, 0.22])  # at top p = 1, not 0.5
@@ -204,12 +331,15 @@ def test_checkpoint_curves_values() -> None:
     assert d[d["sweep"] == "q"]["step"].unique().tolist() == [50]
 
 
-@pytest.mark.parametrize("checkpoints, reason", [
-    ([], "no checkpoints"),
-    ([("p", "p@step0", 0), ("p", "p@step100", 0)], "two checkpoints at step 0"),
-    ([("p", "p@step0", 0), ("q", "p@step0", 1)], "listed as a checkpoint twice"),
-    ([("p", "p@step7", 7)], "summary has 0 rows of TSE for model 'p@step7'"),
-])
+@pytest.mark.parametrize(
+    "checkpoints, reason",
+    [
+        ([], "no checkpoints"),
+        ([("p", "p@step0", 0), ("p", "p@step100", 0)], "two checkpoints at step 0"),
+        ([("p", "p@step0", 0), ("q", "p@step0", 1)], "listed as a checkpoint twice"),
+        ([("p", "p@step7", 7)], "summary has 0 rows of TSE for model 'p@step7'"),
+    ],
+)
 def test_checkpoint_curves_errors(checkpoints: list[tuple[str, str, int]], reason: str) -> None:
     with pytest.raises(VerbevalError, match=reason):
         checkpoint_curves(_summary(), checkpoints=checkpoints, groups=GROUPS)
@@ -217,8 +347,10 @@ def test_checkpoint_curves_errors(checkpoints: list[tuple[str, str, int]], reaso
 
 def _groups_file(tmp_path: Path) -> Path:
     p = tmp_path / "groups.yaml"
-    p.write_text("groups:\n" + "".join(f"  - {{id: {g['id']}, name: {g['name']}, sources: [{g['sources'][0]}]}}\n"
-                                       for g in GROUPS))
+    p.write_text(
+        "groups:\n"
+        + "".join(f"  - {{id: {g['id']}, name: {g['name']}, sources: [{g['sources'][0]}]}}\n" for g in GROUPS)
+    )
     return p
 
 
@@ -243,7 +375,11 @@ def test_plot_checkpoints_cli(tmp_path: Path, log_x: bool) -> None:
     first = [p.read_bytes() for p in [csv, *images]]
     assert main(argv) == 0  # a rerun gives identical files
     assert [p.read_bytes() for p in [csv, *images]] == first
-    bad = argv[:argv.index("--checkpoint")] + ["--checkpoint", "p", "p@step0", "zero"] + argv[argv.index("--confidence"):]
+    bad = (
+        argv[: argv.index("--checkpoint")]
+        + ["--checkpoint", "p", "p@step0", "zero"]
+        + argv[argv.index("--confidence") :]
+    )
     assert main(bad) == 1
 
 
@@ -261,9 +397,29 @@ def test_table_filter(tmp_path: Path) -> None:
     models = "p@step0,p@step100,p@step1000,q@ckpt,other"
 
     def run(*extra: str) -> int:
-        return main(["-q", "table", "--groups-file", str(_groups_file(tmp_path)), "--models", models, *extra,
-                     "--summaries", *summaries, "--csv", str(out["csv"]), "--md", str(out["md"]), "--tex",
-                     str(out["tex"]), "--all-csv", str(tmp_path / "all.csv"), "--metrics", str(tmp_path / "m.json")])
+        return main(
+            [
+                "-q",
+                "table",
+                "--groups-file",
+                str(_groups_file(tmp_path)),
+                "--models",
+                models,
+                *extra,
+                "--summaries",
+                *summaries,
+                "--csv",
+                str(out["csv"]),
+                "--md",
+                str(out["md"]),
+                "--tex",
+                str(out["tex"]),
+                "--all-csv",
+                str(tmp_path / "all.csv"),
+                "--metrics",
+                str(tmp_path / "m.json"),
+            ]
+        )
 
     assert run() == 0
     full_all = (tmp_path / "all.csv").read_bytes()
@@ -294,11 +450,23 @@ def test_three_local_checkpoints_dag(tmp_path: Path) -> None:
         folder.mkdir()
         (folder / "config.json").write_text("{}\n")
         ckpts.append(folder)
-    cfg = {"raw_dir": str(tmp_path / "raw"), "results_dir": str(tmp_path / "results"),
-           "models": [{"id": "tiny-run", "name": "tiny", "revisions": [
-               {"path": str(c), "step": s} for c, s in zip(ckpts, (0, 100, 1000))]}],
-           "agreement": {"groups": ["simple"], "max_rows_per_source": 5, "table_models": ["*@ckpt-1000"],
-                         "figures": {"checkpoints": {"log_x": True}}}}
+    cfg = {
+        "raw_dir": str(tmp_path / "raw"),
+        "results_dir": str(tmp_path / "results"),
+        "models": [
+            {
+                "id": "tiny-run",
+                "name": "tiny",
+                "revisions": [{"path": str(c), "step": s} for c, s in zip(ckpts, (0, 100, 1000))],
+            }
+        ],
+        "agreement": {
+            "groups": ["simple"],
+            "max_rows_per_source": 5,
+            "table_models": ["*@ckpt-1000"],
+            "figures": {"checkpoints": {"log_x": True}},
+        },
+    }
     path = tmp_path / "cfg.yaml"
     path.write_text(yaml.safe_dump(cfg))
     wd = checkout_view(tmp_path / "wd")
@@ -307,19 +475,25 @@ def test_three_local_checkpoints_dag(tmp_path: Path) -> None:
     assert stats["infer"] == 3 and stats["lemmas"] == 3 and stats["aggregate"] == 3
     assert stats["figure_checkpoints"] == 1 and stats["table2"] == 1
     assert sorted(o for j in run.of("infer") for o in j["outputs"] if o.endswith("/shards/manifest.json")) == [
-        f"{tmp_path}/results/agreement/tiny@ckpt-{s}/shards/manifest.json" for s in (0, 100, 1000)]
+        f"{tmp_path}/results/agreement/tiny@ckpt-{s}/shards/manifest.json" for s in (0, 100, 1000)
+    ]
     [table2] = run.commands("table2")
     assert "--models tiny@ckpt-0,tiny@ckpt-100,tiny@ckpt-1000 --table-models tiny@ckpt-1000 " in table2
     [figure] = run.of("figure_checkpoints")
-    assert ("--checkpoint tiny tiny@ckpt-0 0 --checkpoint tiny tiny@ckpt-100 100 "
-            "--checkpoint tiny tiny@ckpt-1000 1000 --log-x") in figure["cmd"]
+    assert (
+        "--checkpoint tiny tiny@ckpt-0 0 --checkpoint tiny tiny@ckpt-100 100 "
+        "--checkpoint tiny tiny@ckpt-1000 1000 --log-x"
+    ) in figure["cmd"]
     assert f"{tmp_path}/results/agreement/figures/checkpoints.png" in figure["outputs"]
     # the DVC pipeline of the same config: one stage per checkpoint
     from verbeval.dvc import dvc_pipeline, workflow_jobs
 
     stages = dvc_pipeline(workflow_jobs(REPO / "Snakefile", [path], wd), [str(path)], REPO)["stages"]
     assert sorted(n for n in stages if n.startswith("infer--")) == [
-        "infer--tiny_ckpt-0", "infer--tiny_ckpt-100", "infer--tiny_ckpt-1000"]
+        "infer--tiny_ckpt-0",
+        "infer--tiny_ckpt-100",
+        "infer--tiny_ckpt-1000",
+    ]
     fig = stages["figure_checkpoints"]
     # an ordinary output: DVC plots are only the per-series views of Figures 1-4 (verbeval.agreement.dvc_views)
     assert "plots" not in fig
@@ -331,8 +505,17 @@ def test_hub_sweep_dag_scores_every_revision_on_simverb(tmp_path: Path) -> None:
     """Revisions of one hub id are distinct models for SimVerb too (the same id twice used to
     collapse into one SimVerb model name and stop the workflow)."""
     path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump({"results_dir": str(tmp_path / "results"), "models": [
-        {"id": "EleutherAI/pythia-160m", "name": "p", "revisions": ["step1000", "step143000"]}, {"id": "gpt2"}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "results_dir": str(tmp_path / "results"),
+                "models": [
+                    {"id": "EleutherAI/pythia-160m", "name": "p", "revisions": ["step1000", "step143000"]},
+                    {"id": "gpt2"},
+                ],
+            }
+        )
+    )
     run = dry_run(checkout_view(tmp_path / "wd"), [path])
     # SimVerb of each revision runs in that revision's one model job (rule infer), from the same load
     assert "simverb_score" not in run.stats and run.stats["infer"] == 3 and run.stats["figure_checkpoints"] == 1

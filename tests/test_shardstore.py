@@ -11,8 +11,15 @@ import pytest
 
 from test_inference import _lemmas, masked_lm, template_frame  # noqa: F401  (masked_lm: a fixture)
 from verbeval.agreement.shards import capped_chunks
-from verbeval.agreement.shardstore import (JOURNAL_NAME, OLD_JOURNAL_NAME, PlannedShard, ShardStore, incomplete_store,
-                                           run_plan, shard_key)
+from verbeval.agreement.shardstore import (
+    JOURNAL_NAME,
+    OLD_JOURNAL_NAME,
+    PlannedShard,
+    ShardStore,
+    incomplete_store,
+    run_plan,
+    shard_key,
+)
 
 
 def _plan(n: int, calls: list[str], group: str = "g") -> list[PlannedShard]:
@@ -28,7 +35,9 @@ def _plan(n: int, calls: list[str], group: str = "g") -> list[PlannedShard]:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(rel)
                 return {"n_contexts": 1}
+
             return write
+
         out.append(PlannedShard(rel, shard_key({"rel": rel}), 1, compute))
     return out
 
@@ -108,7 +117,7 @@ def test_capped_chunks(n: int, chunks: int, expected: int) -> None:
     assert capped_chunks(n, chunks) == expected
 
 
-def test_huge_chunks_give_the_same_results_as_one_shard_per_context(masked_lm: Any, tmp_path: Path) -> None:
+def test_huge_chunks_give_the_same_results_as_one_shard_per_context(masked_lm: Any, tmp_path: Path) -> None:  # noqa: F811 - the fixture imported above
     """chunks: 100000 on a group of a few contexts: one shard per context (no empty shards), and the
     aggregated scores equal those of a single chunk."""
     from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
@@ -116,8 +125,9 @@ def test_huge_chunks_give_the_same_results_as_one_shard_per_context(masked_lm: A
     from verbeval.agreement.shardstore import manifest_shards
 
     templates, lemmas = template_frame(), _lemmas(masked_lm)
-    big = infer_model(masked_lm, templates, lemmas, ["g1"], 100_000, tmp_path / "a" / "manifest.json", batch_size=4,
-                      progress=False)
+    big = infer_model(
+        masked_lm, templates, lemmas, ["g1"], 100_000, tmp_path / "a" / "manifest.json", batch_size=4, progress=False
+    )
     n_ctx = sum(s["n_contexts"] for s in big["shards"])
     assert len(big["shards"]) == n_ctx and all(s["n_contexts"] == 1 for s in big["shards"])
     infer_model(masked_lm, templates, lemmas, ["g1"], 1, tmp_path / "b" / "manifest.json", batch_size=4, progress=False)

@@ -26,11 +26,10 @@ from typing import Any
 import pytest
 import yaml
 
+from inprocess import dry_run
 from verbeval.agreement.groups import load_groups
 from verbeval.core.config import check_model_paths, validate_config
 from verbeval.core.errors import VerbevalError
-
-from inprocess import dry_run
 
 REPO = Path(__file__).resolve().parents[1]
 #: command substitution (both forms), a command separator, a pipe, redirections, a glob and quotes
@@ -132,9 +131,18 @@ def test_every_string_leaf_is_either_refused_or_left_to_quoting() -> None:
         except VerbevalError:
             continue
         accepted.append(".".join(str(p) for p in path))
-    free_form = {"manifest", "raw_dir", "results_dir", "agreement.groups_file", "agreement.errata",
-                 "agreement.inflection_overrides", "agreement.figures.contexts.0.left",
-                 "simverb.frames.0", "veridicality.models.0", "pip_models_dir"}
+    free_form = {
+        "manifest",
+        "raw_dir",
+        "results_dir",
+        "agreement.groups_file",
+        "agreement.errata",
+        "agreement.inflection_overrides",
+        "agreement.figures.contexts.0.left",
+        "simverb.frames.0",
+        "veridicality.models.0",
+        "pip_models_dir",
+    }
     # a tiny model's tokenizer reaches its rule through shlex.join (tests/test_wordtok.py builds one);
     # a model's id with metacharacters is no hub id, and as a path it is refused while missing: both
     # are driven through every rule below, as paths that exist
@@ -164,10 +172,16 @@ def _hostile_workdir(tmp_path: Path) -> tuple[Path, dict[str, Any], list[str]]:
     rel = res.name
     cfg.update({"manifest": f"{rel}/manifest.yaml", "raw_dir": f"raw {HOSTILE}", "results_dir": f"out {HOSTILE}"})
     agr = cfg["agreement"]
-    agr.update({"groups_file": f"{rel}/agreement_groups.yaml", "errata": f"{rel}/template_errata.csv",
-                "inflection_overrides": f"{rel}/inflection_overrides.csv", "table_models": ["quick-b*"],
-                "custom_groups": [{"id": "mine", "path": f"{rel}/pairs.jsonl"}],
-                "figures": {"contexts": [{"group": "simple", "left": f"The {HOSTILE}", "right": None}]}})
+    agr.update(
+        {
+            "groups_file": f"{rel}/agreement_groups.yaml",
+            "errata": f"{rel}/template_errata.csv",
+            "inflection_overrides": f"{rel}/inflection_overrides.csv",
+            "table_models": ["quick-b*"],
+            "custom_groups": [{"id": "mine", "path": f"{rel}/pairs.jsonl"}],
+            "figures": {"contexts": [{"group": "simple", "left": f"The {HOSTILE}", "right": None}]},
+        }
+    )
     cfg["simverb"]["frames"] = [f"to {{verb}} {HOSTILE}"]
     # every branch: multi-token forms and lexicon modes, a real (tiny) NLI model with counterfactuals
     agr["multitoken"] = {"enabled": True}
@@ -175,10 +189,22 @@ def _hostile_workdir(tmp_path: Path) -> tuple[Path, dict[str, Any], list[str]]:
     cfg["veridicality"] = {"models": ["ross-pavlick-2019-bert", f"{models_dir}/nli"]}
     # a model assembled from pip packages, in a folder with metacharacters
     cfg["pip_models_dir"] = f"pip {HOSTILE}"
-    cfg["models"].append({"name": "pipmodel", "gguf_file": "m.gguf",
-                          "pip": {"sha256": "0" * 64, "parts": [{"package": "pkg", "version": "1.0", "member": "pkg/m.gguf"}]}})
-    hostile_values = [models_dir, rel, f"raw {HOSTILE}", f"out {HOSTILE}", f"The {HOSTILE}", f"pip {HOSTILE}",
-                      f"to {{verb}} {HOSTILE}"]
+    cfg["models"].append(
+        {
+            "name": "pipmodel",
+            "gguf_file": "m.gguf",
+            "pip": {"sha256": "0" * 64, "parts": [{"package": "pkg", "version": "1.0", "member": "pkg/m.gguf"}]},
+        }
+    )
+    hostile_values = [
+        models_dir,
+        rel,
+        f"raw {HOSTILE}",
+        f"out {HOSTILE}",
+        f"The {HOSTILE}",
+        f"pip {HOSTILE}",
+        f"to {{verb}} {HOSTILE}",
+    ]
     return work, cfg, hostile_values
 
 
@@ -254,10 +280,19 @@ def test_bash_words_reads_quotes_as_bash_does() -> None:
     import shlex
 
     assert _bash_words(f"verbeval x --out {shlex.quote(HOSTILE)} 2> 'a b'") == [
-        ("verbeval", frozenset()), ("x", frozenset()), ("--out", frozenset()), (HOSTILE, frozenset()),
-        ("2", frozenset()), (">", frozenset(">")), ("a b", frozenset())]
-    assert _bash_words('a "$(touch P)" b\\;c') == [("a", frozenset()), ("$(touch P)", frozenset("$")),
-                                                   ("b;c", frozenset())]
+        ("verbeval", frozenset()),
+        ("x", frozenset()),
+        ("--out", frozenset()),
+        (HOSTILE, frozenset()),
+        ("2", frozenset()),
+        (">", frozenset(">")),
+        ("a b", frozenset()),
+    ]
+    assert _bash_words('a "$(touch P)" b\\;c') == [
+        ("a", frozenset()),
+        ("$(touch P)", frozenset("$")),
+        ("b;c", frozenset()),
+    ]
     assert [w for w, _ in _bash_words("a x;y q*")] == ["a", "x", ";", "y", "q*"]
     assert _bash_words("q*")[0][1] == frozenset("*") and _bash_words("'q*'")[0][1] == frozenset()
 
@@ -276,7 +311,7 @@ def _assert_passed_intact(calls: list[list[str]], hostile_values: list[str]) -> 
         assert any(value in t for t in tokens), f"{value!r} never reached verbeval as one argument"
     # the Table 2 model pattern is resolved to model names before it reaches a command
     assert not any("quick-glob-target" in t or "quick-b*" in t for t in tokens)
-    assert ["--table-models", "quick-bert"] in [call[i:i + 2] for call in calls for i in range(len(call) - 1)]
+    assert ["--table-models", "quick-bert"] in [call[i : i + 2] for call in calls for i in range(len(call) - 1)]
     # an argument with metacharacters is never split: every token holding a piece holds all of it
     pieces = [t for t in tokens if "PWNED1" in t]
     # (a model name derived from such a path, sanitised to letters, digits and '._@-', is not a piece)
@@ -291,8 +326,18 @@ def test_every_rule_command_passes_free_form_strings_intact(tmp_path: Path) -> N
     work, cfgfile, hostile_values = _hostile_config(tmp_path)
     run = dry_run(work, [cfgfile])
     # (each model's one job, infer, runs its agreement, multi-token form and SimVerb branches)
-    assert {"infer", "lemmas", "templates", "table2", "table3", "tiny_model", "lexicon_forms", "veridicality_predict",
-            "veridicality_counterfactuals", "pip_model"} <= set(run.stats)
+    assert {
+        "infer",
+        "lemmas",
+        "templates",
+        "table2",
+        "table3",
+        "tiny_model",
+        "lexicon_forms",
+        "veridicality_predict",
+        "veridicality_counterfactuals",
+        "pip_model",
+    } <= set(run.stats)
     assert run.stats["tiny_model"] == 2 and run.stats["pip_model"] == 2 and run.stats["infer"] == 3
 
     calls = []
@@ -308,7 +353,7 @@ def test_every_rule_command_passes_free_form_strings_intact(tmp_path: Path) -> N
         expanded = [(w, sorted(a)) for w, a in words if a and w not in _OPERATORS]
         assert not expanded, (job["rule"], expanded[:3])
         assert words[-1][0].startswith(f"out {HOSTILE}/logs/"), job["cmd"]  # the log, in results_dir
-        calls.append([w for w, _ in words[1:gt - 1]])
+        calls.append([w for w, _ in words[1 : gt - 1]])
     assert len(calls) == len(run.jobs) - 1
     _assert_passed_intact(calls, hostile_values)
 
@@ -321,8 +366,18 @@ def test_every_rule_command_runs_no_config_string_in_bash(tmp_path: Path) -> Non
 
     work, cfgfile, hostile_values = _hostile_config(tmp_path)
     jobs = workflow_jobs(REPO / "Snakefile", [cfgfile], work)  # (with each job's log files, created below)
-    assert {"infer", "lemmas", "templates", "table2", "table3", "tiny_model", "lexicon_forms", "veridicality_predict",
-            "veridicality_counterfactuals", "pip_model"} <= {j.rule for j in jobs}
+    assert {
+        "infer",
+        "lemmas",
+        "templates",
+        "table2",
+        "table3",
+        "tiny_model",
+        "lexicon_forms",
+        "veridicality_predict",
+        "veridicality_counterfactuals",
+        "pip_model",
+    } <= {j.rule for j in jobs}
 
     stub = tmp_path / "bin"
     stub.mkdir()
@@ -349,7 +404,9 @@ def test_a_model_id_that_is_neither_a_folder_nor_a_hub_id_is_refused() -> None:
     i = len(cfg["models"])
     cfg["models"].append({"id": "gpt2;touch PWNED", "name": "m"})
     validate_config(cfg)
-    with pytest.raises(VerbevalError, match=rf"models\.{i}\.id: model m: 'gpt2;touch PWNED' is neither a local folder nor a hub id"):
+    with pytest.raises(
+        VerbevalError, match=rf"models\.{i}\.id: model m: 'gpt2;touch PWNED' is neither a local folder nor a hub id"
+    ):
         check_model_paths(cfg)
 
 

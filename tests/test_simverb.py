@@ -40,9 +40,17 @@ def _write(tmp_path: Path, text: str, name: str = "pairs.txt") -> Path:
 def _sims(pairs: pd.DataFrame, cosines: dict[str, list[float]], covered: list[bool] | None = None) -> pd.DataFrame:
     parts = []
     for rep, cos in cosines.items():
-        parts.append(pd.DataFrame({"pair": pairs["pair"], "representation": rep,
-                                   "layer": -1 if rep == "static" else int(rep.removeprefix("layer")),
-                                   "covered": covered if covered is not None else True, "cosine": cos}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "pair": pairs["pair"],
+                    "representation": rep,
+                    "layer": -1 if rep == "static" else int(rep.removeprefix("layer")),
+                    "covered": covered if covered is not None else True,
+                    "cosine": cos,
+                }
+            )
+        )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -58,15 +66,18 @@ def test_read_simverb(tmp_path: Path) -> None:
     assert (df["split"] == "").all()
 
 
-@pytest.mark.parametrize("line, reason", [
-    ("walk\trun\tV\t1.0", "expected 5 tab-separated fields"),
-    ("walk\trun\tN\t1.0\tNONE", "part of speech 'N'"),
-    ("walk\trun\tV\t11\tNONE", "outside [0, 10]"),
-    ("walk\trun\tV\tx\tNONE", "is not a number"),
-    ("walk\trun\tV\t1.0\tSIMILAR", "unknown relation 'SIMILAR'"),
-    ("Walk1\trun\tV\t1.0\tNONE", "not a verb"),
-    ("walk\trun\tV\t2.0\tNONE", "repeats line 1"),
-])
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        ("walk\trun\tV\t1.0", "expected 5 tab-separated fields"),
+        ("walk\trun\tN\t1.0\tNONE", "part of speech 'N'"),
+        ("walk\trun\tV\t11\tNONE", "outside [0, 10]"),
+        ("walk\trun\tV\tx\tNONE", "is not a number"),
+        ("walk\trun\tV\t1.0\tSIMILAR", "unknown relation 'SIMILAR'"),
+        ("Walk1\trun\tV\t1.0\tNONE", "not a verb"),
+        ("walk\trun\tV\t2.0\tNONE", "repeats line 1"),
+    ],
+)
 def test_read_simverb_errors_name_the_line(tmp_path: Path, line: str, reason: str) -> None:
     p = _write(tmp_path, "walk\trun\tV\t1.00\tNONE\n" + line + "\n")
     with pytest.raises(InputError, match=re.escape(reason)) as err:
@@ -78,8 +89,13 @@ def test_mirror_file_has_3500_pairs(data_dir: Path) -> None:
     df = read_simverb(data_dir / "simverb/SimVerb-3500.txt")
     assert len(df) == 3500
     assert len(set(df["verb1"]) | set(df["verb2"])) == 827
-    assert df["relation"].value_counts().to_dict() == {"NONE": 2093, "HYPER/HYPONYMS": 800, "SYNONYMS": 306,
-                                                       "COHYPONYMS": 190, "ANTONYMS": 111}
+    assert df["relation"].value_counts().to_dict() == {
+        "NONE": 2093,
+        "HYPER/HYPONYMS": 800,
+        "SYNONYMS": 306,
+        "COHYPONYMS": 190,
+        "ANTONYMS": 111,
+    }
 
 
 def test_assign_splits(tmp_path: Path) -> None:
@@ -170,11 +186,26 @@ def test_bootstrap_matches_a_loop_over_scipy() -> None:
 
 def test_cosine_and_coverage() -> None:
     assert cosine_rows(np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([[1.0, 1.0], [1.0, 0.0]]))[0] == pytest.approx(
-        1 / np.sqrt(2))
-    pairs = pd.DataFrame({"pair": [0, 1, 2], "verb1": ["a", "a", "b"], "verb2": ["b", "c", "c"],
-                          "score": [1.0, 2.0, 3.0], "relation": "NONE", "split": ""})
-    verbs = pd.DataFrame({"verb": ["a", "b", "c"], "tokens": ["a", "b ##b", "[UNK]"], "n_tokens": [1, 2, 1],
-                          "unknown": [False, False, True]})
+        1 / np.sqrt(2)
+    )
+    pairs = pd.DataFrame(
+        {
+            "pair": [0, 1, 2],
+            "verb1": ["a", "a", "b"],
+            "verb2": ["b", "c", "c"],
+            "score": [1.0, 2.0, 3.0],
+            "relation": "NONE",
+            "split": "",
+        }
+    )
+    verbs = pd.DataFrame(
+        {
+            "verb": ["a", "b", "c"],
+            "tokens": ["a", "b ##b", "[UNK]"],
+            "n_tokens": [1, 2, 1],
+            "unknown": [False, False, True],
+        }
+    )
     reps = {"static": np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])}
     sims, vt = pair_similarities(pairs, verbs, reps, "mean")
     assert vt["covered"].tolist() == [True, True, False]
@@ -209,8 +240,16 @@ def test_verb_vectors_tiny_bert(wordpiece_path: Path) -> None:
 
     tok = AutoTokenizer.from_pretrained(wordpiece_path)
     torch.manual_seed(0)
-    model = BertModel(BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                                 intermediate_size=32, max_position_embeddings=32)).eval()
+    model = BertModel(
+        BertConfig(
+            vocab_size=len(tok),
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=32,
+        )
+    ).eval()
     verbs = ["walk", "abduct"]
     table, reps = verb_vectors(model, tok, verbs, ["to {verb}", "they {verb} ."], batch_size=1)
     assert list(reps) == ["static", "layer0", "layer1", "layer2"]
@@ -238,9 +277,14 @@ def test_verb_errors_and_join(tmp_path: Path) -> None:
     assert err.loc["walk", "n_pairs"] == 2 and err.loc["walk", "rank_error"] == pytest.approx(0.1)
     assert err.loc["run", "rank_error"] == pytest.approx(0.1)
     assert err.loc["eat", "rank_error"] == pytest.approx(0.2)
-    lemma_stats = pd.DataFrame({"lemma": ["walk", "eat", "give", "sprint", "jump"],
-                                "accuracy": [0.9, 0.5, 0.4, 0.1, 0.7],
-                                "mean_log10_prob": [-3.0, -4.0, -5.0, -6.0, -2.0], "n_contexts": 10})
+    lemma_stats = pd.DataFrame(
+        {
+            "lemma": ["walk", "eat", "give", "sprint", "jump"],
+            "accuracy": [0.9, 0.5, 0.4, 0.1, 0.7],
+            "mean_log10_prob": [-3.0, -4.0, -5.0, -6.0, -2.0],
+            "n_contexts": 10,
+        }
+    )
     joined, summary = agreement_join(verb_errors(pairs, sims), lemma_stats, "m")
     assert joined["verb"].tolist() == ["eat", "give", "sprint", "walk"]
     row = summary.iloc[0]
@@ -259,16 +303,76 @@ def test_cli_score_table_join(tmp_path: Path, tokenizer_path: Callable[[str], Pa
     model = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "tiny-gpt2")
     data = _write(tmp_path, PAIRS)
     dev = _write(tmp_path, "eat\tdine\tV\t2.00\tSYNONYMS\nwalk\trun\tV\t1.00\tNONE\n", "dev.txt")
-    out = {k: tmp_path / v for k, v in dict(sims="s.parquet", verbs="v.csv", csv="t.csv", md="t.md", tex="t.tex",
-                                            layers="l.csv", metrics="m.json", fig="l.png", sc="s.png").items()}
-    assert main(["simverb-score", "--data", str(data), "--split", f"dev={dev}", "--model", str(model),
-                 "--device", "cpu", "--threads", "1", "--out", str(out["sims"]), "--verbs", str(out["verbs"])]) == 0
-    for _ in range(2):  # byte-identical rerun
-        assert main(["simverb-table", "--similarities", str(out["sims"]), "--verbs", str(out["verbs"]),
-                     "--model-name", "tiny", "--resamples", "50", "--csv", str(out["csv"]), "--md", str(out["md"]),
-                     "--tex", str(out["tex"]), "--layers-csv", str(out["layers"]), "--metrics-json",
-                     str(out["metrics"]), "--layers-figure", str(out["fig"]), "--scatter-figure", str(out["sc"])]) == 0
-        first = {k: p.read_bytes() for k, p in out.items()} if _ == 0 else first
+    out = {
+        k: tmp_path / v
+        for k, v in dict(
+            sims="s.parquet",
+            verbs="v.csv",
+            csv="t.csv",
+            md="t.md",
+            tex="t.tex",
+            layers="l.csv",
+            metrics="m.json",
+            fig="l.png",
+            sc="s.png",
+        ).items()
+    }
+    assert (
+        main(
+            [
+                "simverb-score",
+                "--data",
+                str(data),
+                "--split",
+                f"dev={dev}",
+                "--model",
+                str(model),
+                "--device",
+                "cpu",
+                "--threads",
+                "1",
+                "--out",
+                str(out["sims"]),
+                "--verbs",
+                str(out["verbs"]),
+            ]
+        )
+        == 0
+    )
+    first: dict[str, bytes] = {}
+    for run in range(2):  # byte-identical rerun
+        assert (
+            main(
+                [
+                    "simverb-table",
+                    "--similarities",
+                    str(out["sims"]),
+                    "--verbs",
+                    str(out["verbs"]),
+                    "--model-name",
+                    "tiny",
+                    "--resamples",
+                    "50",
+                    "--csv",
+                    str(out["csv"]),
+                    "--md",
+                    str(out["md"]),
+                    "--tex",
+                    str(out["tex"]),
+                    "--layers-csv",
+                    str(out["layers"]),
+                    "--metrics-json",
+                    str(out["metrics"]),
+                    "--layers-figure",
+                    str(out["fig"]),
+                    "--scatter-figure",
+                    str(out["sc"]),
+                ]
+            )
+            == 0
+        )
+        if run == 0:
+            first = {k: p.read_bytes() for k, p in out.items()}
     assert {k: p.read_bytes() for k, p in out.items()} == first
     t = pd.read_csv(out["csv"])
     assert set(t["subset"]) >= {"full", "dev", "relation:SYNONYMS", "range:[7.5, 10]"}
@@ -281,10 +385,16 @@ def test_cli_score_table_join(tmp_path: Path, tokenizer_path: Callable[[str], Pa
     sims = pd.read_parquet(out["sims"])
     s = sims[sims["representation"] == "layer1"]
     assert t.query("subset == 'full' and representation == 'layer1'")["rho"].iat[0] == pytest.approx(
-        stats.spearmanr(s["cosine"], s["score"])[0], abs=1e-6)
+        stats.spearmanr(s["cosine"], s["score"])[0], abs=1e-6
+    )
     # eight verbs; GPT-2 splits " dine" into "Ġd" "ine"
-    assert json.loads(out["metrics"].read_text())["coverage"] == {"verbs": 8, "single_token": 7, "multi_token": 1,
-                                                                   "unknown": 0, "covered": 8}
+    assert json.loads(out["metrics"].read_text())["coverage"] == {
+        "verbs": 8,
+        "single_token": 7,
+        "multi_token": 1,
+        "unknown": 0,
+        "covered": 8,
+    }
     verbs = pd.read_csv(out["verbs"]).set_index("verb")
     assert verbs.loc["dine", "tokens"] == "Ġd ine" and verbs.loc["dine", "n_tokens"] == 2
     md = out["md"].read_text()
@@ -292,20 +402,91 @@ def test_cli_score_table_join(tmp_path: Path, tokenizer_path: Callable[[str], Pa
     # a tiny model (verbeval_tiny.json) is labelled; declared not random (--random-init false), it is not
     assert "tiny (random init)" in md and "tiny (random init)" in out["tex"].read_text()
     assert json.loads(out["metrics"].read_text())["random_init"] is True
-    assert main(["-q", "simverb-score", "--data", str(data), "--model", str(model), "--random-init", "false",
-                 "--device", "cpu", "--threads", "1", "--out", str(out["sims"]), "--verbs", str(out["verbs"])]) == 0
-    assert main(["-q", "simverb-table", "--similarities", str(out["sims"]), "--verbs", str(out["verbs"]),
-                 "--model-name", "tiny", "--resamples", "5", "--csv", str(out["csv"]), "--md", str(out["md"]),
-                 "--tex", str(out["tex"]), "--layers-csv", str(out["layers"]),
-                 "--metrics-json", str(out["metrics"])]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "simverb-score",
+                "--data",
+                str(data),
+                "--model",
+                str(model),
+                "--random-init",
+                "false",
+                "--device",
+                "cpu",
+                "--threads",
+                "1",
+                "--out",
+                str(out["sims"]),
+                "--verbs",
+                str(out["verbs"]),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "-q",
+                "simverb-table",
+                "--similarities",
+                str(out["sims"]),
+                "--verbs",
+                str(out["verbs"]),
+                "--model-name",
+                "tiny",
+                "--resamples",
+                "5",
+                "--csv",
+                str(out["csv"]),
+                "--md",
+                str(out["md"]),
+                "--tex",
+                str(out["tex"]),
+                "--layers-csv",
+                str(out["layers"]),
+                "--metrics-json",
+                str(out["metrics"]),
+            ]
+        )
+        == 0
+    )
     assert "random init" not in out["md"].read_text() and "random init" not in out["tex"].read_text()
     assert json.loads(out["metrics"].read_text())["random_init"] is False
     ls = tmp_path / "lemma_stats.csv"
-    pd.DataFrame({"model": "tiny", "lemma": ["walk", "eat", "run"], "sing": ["walks", "eats", "runs"],
-                  "plur": ["walk", "eat", "run"], "n_contexts": 3, "n_correct": [3, 2, 1], "n_wrong": [0, 1, 2],
-                  "accuracy": [1.0, 2 / 3, 1 / 3], "mean_prob": 0.1, "mean_log10_prob": [-1.0, -2.0, -3.0]}).to_csv(ls, index=False)
-    assert main(["simverb-join", "--similarities", str(out["sims"]), "--lemma-stats", str(ls), "--model-name", "tiny",
-                 "--out", str(tmp_path / "j.csv"), "--summary", str(tmp_path / "js.csv")]) == 0
+    pd.DataFrame(
+        {
+            "model": "tiny",
+            "lemma": ["walk", "eat", "run"],
+            "sing": ["walks", "eats", "runs"],
+            "plur": ["walk", "eat", "run"],
+            "n_contexts": 3,
+            "n_correct": [3, 2, 1],
+            "n_wrong": [0, 1, 2],
+            "accuracy": [1.0, 2 / 3, 1 / 3],
+            "mean_prob": 0.1,
+            "mean_log10_prob": [-1.0, -2.0, -3.0],
+        }
+    ).to_csv(ls, index=False)
+    assert (
+        main(
+            [
+                "simverb-join",
+                "--similarities",
+                str(out["sims"]),
+                "--lemma-stats",
+                str(ls),
+                "--model-name",
+                "tiny",
+                "--out",
+                str(tmp_path / "j.csv"),
+                "--summary",
+                str(tmp_path / "js.csv"),
+            ]
+        )
+        == 0
+    )
     js = pd.read_csv(tmp_path / "js.csv")
     assert js["n_verbs"].tolist() == [3, 3, 3, 3]
 
@@ -329,10 +510,10 @@ def test_workflow_uses_split_files_when_present(tmp_path: Path, data_dir: Path) 
 
     import yaml
 
-    from verbeval.core.manifest import load_manifest
-
-    from conftest import REPO_ROOT as repo, checkout_view
+    from conftest import REPO_ROOT as repo
+    from conftest import checkout_view
     from inprocess import dry_run
+    from verbeval.core.manifest import load_manifest
 
     mirror = tmp_path / "mirror"
     shutil.copytree(data_dir, mirror)
@@ -342,17 +523,29 @@ def test_workflow_uses_split_files_when_present(tmp_path: Path, data_dir: Path) 
     manifest = yaml.safe_load((repo / "resources/manifest.yaml").read_text())
     base = manifest["sources"]["simverb_3500"]
     for name, member in (("simverb_500_dev", "SimVerb-500-dev.txt"), ("simverb_3000_test", "SimVerb-3000-test.txt")):
-        manifest["sources"][name] = {**base, "archive_member": f"data/{member}", "mirror_path": f"simverb/{member}",
-                                     "sha256": hashlib.sha256((mirror / "simverb" / member).read_bytes()).hexdigest()}
+        manifest["sources"][name] = {
+            **base,
+            "archive_member": f"data/{member}",
+            "mirror_path": f"simverb/{member}",
+            "sha256": hashlib.sha256((mirror / "simverb" / member).read_bytes()).hexdigest(),
+        }
     (tmp_path / "manifest.yaml").write_text(yaml.safe_dump(manifest))
     assert "simverb_500_dev" in load_manifest(tmp_path / "manifest.yaml")
 
     def simverb_commands(manifest_path: Path) -> str:
         """The commands `snakemake simverb_all -n` schedules (in process)."""
         cfg = tmp_path / "cfg.yaml"
-        cfg.write_text(yaml.safe_dump({"data_mirror": str(mirror), "manifest": str(manifest_path),
-                                       "raw_dir": str(tmp_path / "raw"), "results_dir": str(tmp_path / "res"),
-                                       "models": [{"id": "gpt2"}]}))
+        cfg.write_text(
+            yaml.safe_dump(
+                {
+                    "data_mirror": str(mirror),
+                    "manifest": str(manifest_path),
+                    "raw_dir": str(tmp_path / "raw"),
+                    "results_dir": str(tmp_path / "res"),
+                    "models": [{"id": "gpt2"}],
+                }
+            )
+        )
         run = dry_run(checkout_view(tmp_path / "wd"), [cfg], targets=["simverb_all"])
         return "\n".join(j["cmd"] for j in run.jobs)
 
@@ -377,10 +570,34 @@ def test_layer_plot_ticks_are_readable(n_layers: int) -> None:
 
     layers = np.arange(n_layers + 1)
     rho = 0.2 + 0.1 * np.sin(layers / 5)
-    table = pd.DataFrame({"subset": "full", "representation": [f"layer{i}" for i in layers], "layer": layers,
-                          "rho": rho, "ci_low": rho - 0.02, "ci_high": rho + 0.02})
-    table = pd.concat([table, pd.DataFrame([{"subset": "full", "representation": "static", "layer": -1,
-                                             "rho": 0.1, "ci_low": 0.08, "ci_high": 0.12}])], ignore_index=True)
+    table = pd.DataFrame(
+        {
+            "subset": "full",
+            "representation": [f"layer{i}" for i in layers],
+            "layer": layers,
+            "rho": rho,
+            "ci_low": rho - 0.02,
+            "ci_high": rho + 0.02,
+        }
+    )
+    table = pd.concat(
+        [
+            table,
+            pd.DataFrame(
+                [
+                    {
+                        "subset": "full",
+                        "representation": "static",
+                        "layer": -1,
+                        "rho": 0.1,
+                        "ci_low": 0.08,
+                        "ci_high": 0.12,
+                    }
+                ]
+            ),
+        ],
+        ignore_index=True,
+    )
     fig = plot_layers(table, f"model with {n_layers} layers")
     fig.canvas.draw()
     ax = fig.axes[0]

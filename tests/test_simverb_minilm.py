@@ -31,7 +31,8 @@ def test_minilm_on_the_full_set(minilm: Path, data_dir: Path) -> None:
     # coverage: uncased WordPiece, 827 verbs of which 156 split into several sub-tokens
     assert len(verbs) == 827 and int((verbs["n_tokens"] > 1).sum()) == 156 and not verbs["unknown"].any()
     assert sims.groupby("representation")["covered"].sum().to_dict() == {f"layer{k}": 3500 for k in range(7)} | {
-        "static": 3500}
+        "static": 3500
+    }
     # oracle for one pair (take/remove, line 1): static rows and layer-6 states computed directly
     tok = AutoTokenizer.from_pretrained(minilm)
     model = AutoModel.from_pretrained(minilm).eval()
@@ -44,9 +45,9 @@ def test_minilm_on_the_full_set(minilm: Path, data_dir: Path) -> None:
         n = len(tok(v, add_special_tokens=False)["input_ids"])
         with torch.no_grad():
             h = model(**tok(f"to {v}", return_tensors="pt"), output_hidden_states=True).hidden_states[6]
-        return h[0, 2:2 + n].double().mean(0)  # [CLS] to <verb tokens> [SEP]
+        return h[0, 2 : 2 + n].double().mean(0)  # [CLS] to <verb tokens> [SEP]
 
-    for rep, fn in (("static", static), ("layer6", layer6)):
+    for rep, fn in (("static", static), ("layer6", layer6)):  # noqa: B007 - rep is read by the query string (@rep)
         a, b = fn("take"), fn("remove")
         expected = float(torch.nn.functional.cosine_similarity(a, b, dim=0))
         got = sims.query("pair == 0 and representation == @rep")["cosine"].iat[0]

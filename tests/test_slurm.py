@@ -29,18 +29,13 @@ from typing import Any
 
 import pytest
 import yaml
+from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+from snakemake_executor_plugin_slurm.utils import set_gres_string
 
+from conftest import checkout_view, stand_in_models
+from inprocess import dry_run
 from verbeval.core.config import load_schema
 from verbeval.workflow.snakemake import start_problem
-
-from inprocess import dry_run  # noqa: E402
-
-if sys.version_info < (3, 11):  # the plugin's own requirement; from 3.11 on it is in the test extra
-    pytest.skip("snakemake-executor-plugin-slurm needs Python >= 3.11", allow_module_level=True)
-from snakemake_executor_plugin_slurm.submit_string import get_submit_command  # noqa: E402
-from snakemake_executor_plugin_slurm.utils import set_gres_string  # noqa: E402
-
-from conftest import checkout_view, stand_in_models  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAKEFILE = REPO_ROOT / "Snakefile"
@@ -101,8 +96,14 @@ def dry_run_jobs(output: str) -> list[dict[str, Any]]:
 def sbatch_options(job: dict[str, Any]) -> str:
     """The sbatch call the plugin builds for a job (account and partition as the executor adds them)."""
     res = job["resources"]
-    params = {"run_uuid": "test", "slurm_logfile": "x.log", "comment_str": f"rule_{job['rule']}",
-              "account": f"-A {res['slurm_account']}", "partition": f"-p {res['slurm_partition']}", "workdir": None}
+    params = {
+        "run_uuid": "test",
+        "slurm_logfile": "x.log",
+        "comment_str": f"rule_{job['rule']}",
+        "account": f"-A {res['slurm_account']}",
+        "partition": f"-p {res['slurm_partition']}",
+        "workdir": None,
+    }
     j = _Job(job["rule"], job["threads"], res)
     return get_submit_command(j, params) + set_gres_string(j)
 
@@ -125,8 +126,15 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg["inference"]["threads"] = THREADS
     # the CI config's BERT and GPT-2 (its other causal families route exactly like GPT-2)
     cfg["models"] = [m for m in cfg["models"] if m["id"] in ("models/tiny-bert-base-cased", "models/tiny-gpt2")]
-    cfg["models"].append({"id": "models/tiny-gpt2-split", "name": "tiny-gpt2-split", "device_map": "auto", "gpus": 2,
-                          "dtype": "bfloat16"})
+    cfg["models"].append(
+        {
+            "id": "models/tiny-gpt2-split",
+            "name": "tiny-gpt2-split",
+            "device_map": "auto",
+            "gpus": 2,
+            "dtype": "bfloat16",
+        }
+    )
     wd = root / "wd"
     wd.mkdir()
     (wd / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -151,13 +159,25 @@ def profile_dry_run(workdir: Path, profile: Path = PROFILE) -> SimpleNamespace:
     from snakemake.settings.types import ResourceSettings
 
     args = _parsed(profile, "-n", "--cores", "64")
-    resources = ResourceSettings(cores=args.cores, nodes=args.jobs, default_resources=args.default_resources,
-                                 overwrite_resources=args.set_resources)
+    resources = ResourceSettings(
+        cores=args.cores,
+        nodes=args.jobs,
+        default_resources=args.default_resources,
+        overwrite_resources=args.set_resources,
+    )
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         run = dry_run(workdir, [workdir / "config.yaml"], resource_settings=resources)
-    jobs = [{"rule": j["rule"], "threads": j["threads"], "shell": j["cmd"], "resources": j["resources"],
-             "outputs": sorted(j["outputs"])} for j in run.jobs]
+    jobs = [
+        {
+            "rule": j["rule"],
+            "threads": j["threads"],
+            "shell": j["cmd"],
+            "resources": j["resources"],
+            "outputs": sorted(j["outputs"]),
+        }
+        for j in run.jobs
+    ]
     return SimpleNamespace(jobs=jobs, stderr=err.getvalue())
 
 
@@ -209,9 +229,12 @@ def test_gpu_jobs_go_to_the_gpu_partition_with_their_gpus(slurm_run: SimpleNames
 
 def test_a_model_split_over_gpus_asks_for_all_of_them(slurm_run: SimpleNamespace) -> None:
     # the model's one job (every branch of it): rule infer, or infer_no_simverb (no SimVerb branch at bfloat16)
-    jobs = {m.group(1): j for j in slurm_run.jobs
-            if j["rule"] in ("infer", "infer_no_simverb")
-            and (m := re.search(r"--manifest \S+/([\w.-]+)/shards/manifest\.json", j["shell"]))}
+    jobs = {
+        m.group(1): j
+        for j in slurm_run.jobs
+        if j["rule"] in ("infer", "infer_no_simverb")
+        and (m := re.search(r"--manifest \S+/([\w.-]+)/shards/manifest\.json", j["shell"]))
+    }
     assert jobs["tiny-gpt2-split"]["rule"] == "infer_no_simverb" and jobs["tiny-gpt2"]["rule"] == "infer"
     assert "--simverb-out" in jobs["tiny-gpt2"]["shell"] and "--simverb-out" not in jobs["tiny-gpt2-split"]["shell"]
     split, whole = jobs["tiny-gpt2-split"], jobs["tiny-gpt2"]
@@ -230,28 +253,41 @@ def test_placeholder_account_warns_in_a_dry_run(slurm_run: SimpleNamespace) -> N
 ACCOUNT = ["--default-resources", "slurm_account=acct", "slurm_partition=cpu", "runtime=30", "mem_mb=8000"]
 
 
-@pytest.mark.parametrize(("option", "expected"), [
-    # the profile as it is: the account placeholder
-    ([], "slurm_account is still 'CHANGE-ME' (default-resources of the SLURM profile"),
-    # replaces the profile's whole set-resources: infer would go to the CPU partition asking for GPUs
-    ([*ACCOUNT, "--set-resources", "infer:mem_mb=200"],
-     "set-resources give no slurm_partition to rule(s) infer, infer_no_simverb, simverb_score, veridicality_predict"),
-    # replaces the profile's whole default-resources: no partition, time or memory left
-    (["--default-resources", "slurm_account=my-account"], "default-resources lack slurm_partition, runtime, mem_mb"),
-    # the profile's entries repeated with an account: nothing stops the run
-    (ACCOUNT, None),
-])
-def test_start_checks_of_the_profile_and_command_line_resources(ci_rules: Any, option: list[str],
-                                                                expected: str | None) -> None:
+@pytest.mark.parametrize(
+    ("option", "expected"),
+    [
+        # the profile as it is: the account placeholder
+        ([], "slurm_account is still 'CHANGE-ME' (default-resources of the SLURM profile"),
+        # replaces the profile's whole set-resources: infer would go to the CPU partition asking for GPUs
+        (
+            [*ACCOUNT, "--set-resources", "infer:mem_mb=200"],
+            "set-resources give no slurm_partition to rule(s) infer, infer_no_simverb, simverb_score, veridicality_predict",
+        ),
+        # replaces the profile's whole default-resources: no partition, time or memory left
+        (
+            ["--default-resources", "slurm_account=my-account"],
+            "default-resources lack slurm_partition, runtime, mem_mb",
+        ),
+        # the profile's entries repeated with an account: nothing stops the run
+        (ACCOUNT, None),
+    ],
+)
+def test_start_checks_of_the_profile_and_command_line_resources(
+    ci_rules: Any, option: list[str], expected: str | None
+) -> None:
     """What ``onstart`` (common.smk: start_problem) says before the first submission of ``snakemake
     --workflow-profile profiles/slurm OPTION``: Snakemake's parsed resource settings and executor on
     a stand-in workflow object with the workflow's real rules (those declaring `gpu` among them).
     The real run that stops: test_placeholder_account_stops_a_run_before_any_submission (e2e)."""
     args = _parsed(PROFILE, *option)
     assert args.executor == "slurm"
-    workflow = SimpleNamespace(executor_plugin=SimpleNamespace(name=args.executor), rules=ci_rules.rules,
-                               resource_settings=SimpleNamespace(default_resources=args.default_resources,
-                                                                 overwrite_resources=args.set_resources))
+    workflow = SimpleNamespace(
+        executor_plugin=SimpleNamespace(name=args.executor),
+        rules=ci_rules.rules,
+        resource_settings=SimpleNamespace(
+            default_resources=args.default_resources, overwrite_resources=args.set_resources
+        ),
+    )
     problem = start_problem(workflow)
     if expected is None:
         assert problem is None, problem
@@ -269,15 +305,28 @@ def _stand_in_slurm(tmp_path: Path) -> tuple[Path, Path]:
     bin_dir.mkdir()
     for tool in ("sbatch", "sinfo", "sacct", "squeue", "scontrol", "sacctmgr", "sshare", "scancel"):
         script = bin_dir / tool
-        script.write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {calls}\nexit 1\n")
+        script.write_text(f'#!/bin/sh\necho {tool} "$@" >> {calls}\nexit 1\n')
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return bin_dir, calls
 
 
-def _snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None,
-               profile: Path = PROFILE) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), *args, "--directory", str(workdir),
-           "--workflow-profile", str(profile), "--configfile", str(workdir / "config.yaml")]
+def _snakemake(
+    workdir: Path, *args: str, env: dict[str, str] | None = None, profile: Path = PROFILE
+) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(SNAKEFILE),
+        *args,
+        "--directory",
+        str(workdir),
+        "--workflow-profile",
+        str(profile),
+        "--configfile",
+        str(workdir / "config.yaml"),
+    ]
     return subprocess.run(cmd, cwd=workdir, env=env or _env(), capture_output=True, text=True)
 
 
@@ -292,8 +341,7 @@ def test_the_profiles_dry_run_schedules_the_in_process_jobs(workdir: Path, slurm
     assert "WARNING: slurm_account is still 'CHANGE-ME'" in proc.stderr
 
     def seen(jobs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-        return sorted((j["rule"], j["threads"], tuple((k, j["resources"].get(k)) for k in SLURM_KEYS))
-                      for j in jobs)
+        return sorted((j["rule"], j["threads"], tuple((k, j["resources"].get(k)) for k in SLURM_KEYS)) for j in jobs)
 
     printed = dry_run_jobs(out)
     assert len(printed) == len(slurm_run.jobs) > 40
@@ -313,15 +361,24 @@ def test_placeholder_account_stops_a_run_before_any_submission(workdir: Path, tm
 
 
 @pytest.mark.e2e
-def test_fetch_runs_locally_and_a_failed_submission_is_named_last(workdir: Path, tmp_path: Path,
-                                                                  data_dir: Path) -> None:
+def test_fetch_runs_locally_and_a_failed_submission_is_named_last(
+    workdir: Path, tmp_path: Path, data_dir: Path
+) -> None:
     """A real run of the lexicon with stand-in SLURM commands: its fetch jobs (local rules) run in
     the Snakemake process and write their files; the lexicon job goes to the cluster, whose
     (stand-in) account check fails; the last lines of the output name that cause."""
     bin_dir, calls = _stand_in_slurm(tmp_path)
     res, raw = tmp_path / "res", tmp_path / "raw"
-    proc = _snakemake(workdir, str(res / "agreement" / "lexicon.parquet"), "--config", f"results_dir={res}",
-                      f"raw_dir={raw}", f"data_mirror={data_dir}", *ACCOUNT, env=_env(bin_dir))
+    proc = _snakemake(
+        workdir,
+        str(res / "agreement" / "lexicon.parquet"),
+        "--config",
+        f"results_dir={res}",
+        f"raw_dir={raw}",
+        f"data_mirror={data_dir}",
+        *ACCOUNT,
+        env=_env(bin_dir),
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     fetched = sorted(p.parent.name for p in raw.glob("*/*") if p.is_file())
@@ -351,8 +408,10 @@ def test_light_rules_are_local_and_the_first_status_wait_is_short(ci_rules: Any)
     in the Snakemake process (local rules), the model and aggregation rules are cluster jobs, and the
     first status check comes after at most 10 s."""
     # what a cluster executor runs locally (Snakemake's Workflow.is_local without its local-executor case)
-    local = {r.name for r in ci_rules.rules if r.group is None and r.name in ci_rules._localrules}  # noqa: SLF001
-    assert {"fetch", "table2", "figure_cutoffs", "simverb_table", "dvc_metrics", "dvc_plot_data"} <= local, sorted(local)
+    local = {r.name for r in ci_rules.rules if r.group is None and r.name in ci_rules._localrules}
+    assert {"fetch", "table2", "figure_cutoffs", "simverb_table", "dvc_metrics", "dvc_plot_data"} <= local, sorted(
+        local
+    )
     assert not {"infer", "aggregate", "templates", "lexicon", "lemmas"} & local, sorted(local)
     assert "pip_model" in local  # installs a model with pip: where the network is
     for profile in (PROFILE, CPU_PROFILE):

@@ -33,8 +33,10 @@ rule b:
 def test_the_private_api_is_still_there(owner: str, name: str, params: tuple[str, ...]) -> None:
     module, _, cls = owner.rpartition(".")
     obj = getattr(importlib.import_module(module), cls)
-    assert hasattr(obj, name), (f"Snakemake {importlib.import_module('snakemake').__version__} has no {owner}.{name}: "
-                                "verbeval.workflow.snakemake_internals must follow it")
+    assert hasattr(obj, name), (
+        f"Snakemake {importlib.import_module('snakemake').__version__} has no {owner}.{name}: "
+        "verbeval.workflow.snakemake_internals must follow it"
+    )
     attr = inspect.getattr_static(obj, name)
     if params:
         missing = set(params) - set(inspect.signature(attr).parameters)
@@ -45,7 +47,8 @@ def test_snakemake_is_the_pinned_major_release() -> None:
     import snakemake
 
     assert int(snakemake.__version__.split(".")[0]) == 9, (
-        f"Snakemake {snakemake.__version__}: pyproject.toml pins <10; check snakemake_internals against it")
+        f"Snakemake {snakemake.__version__}: pyproject.toml pins <10; check snakemake_internals against it"
+    )
 
 
 @pytest.fixture
@@ -58,8 +61,9 @@ def test_parsed_workflow_and_its_dag(two_rules: Path) -> None:
     from snakemake.settings.types import DAGSettings
 
     cwd = Path.cwd()
-    with parsed_workflow(two_rules / "Snakefile", two_rules, config={"k": 1},
-                         dag_settings=DAGSettings(forceall=True)) as wf:
+    with parsed_workflow(
+        two_rules / "Snakefile", two_rules, config={"k": 1}, dag_settings=DAGSettings(forceall=True)
+    ) as wf:
         assert {r.name for r in wf.rules} == {"all", "a", "b"}
         assert wf.get_rule("a").docstring == "Config: x" and wf.config == {"k": 1}
         dag = build_dag(wf, forceall=True, ignore_incomplete=True)

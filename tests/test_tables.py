@@ -21,13 +21,25 @@ from verbeval.core.tables import (
 
 def test_format_number() -> None:
     assert [format_number(x) for x in (0.125, -1.0, 1234567.891, 1e-9, np.float64(0.5), 3)] == [
-        "0.12", "-1.00", "1234567.89", "0.00", "0.50", "3.00"]
+        "0.12",
+        "-1.00",
+        "1234567.89",
+        "0.00",
+        "0.50",
+        "3.00",
+    ]
     assert format_number(None) == format_number(float("nan")) == format_number(np.nan) == MISSING == "–"
     assert format_number(0.123456, 3) == "0.123" and format_number(math.inf, 3) == "inf"
     # small values in scientific notation below a threshold (the KL tables); zero stays fixed
     kl = number(4, tiny_below=1e-3)
     assert [kl(x) for x in (0.0, -0.0, 1e-4, -2.5e-5, 0.001, 12345.6789)] == [
-        "0.0000", "-0.0000", "1.00e-04", "-2.50e-05", "0.0010", "12345.6789"]
+        "0.0000",
+        "-0.0000",
+        "1.00e-04",
+        "-2.50e-05",
+        "0.0010",
+        "12345.6789",
+    ]
 
 
 def test_format_rows_uses_each_columns_format_or_str() -> None:
@@ -38,7 +50,11 @@ def test_format_rows_uses_each_columns_format_or_str() -> None:
 
 def test_markdown_table() -> None:
     assert markdown_table(["Group", "TSE"], [["Simple", "0.50"], ["Across & co", "–"]], "lr") == [
-        "| Group | TSE |", "|---|---:|", "| Simple | 0.50 |", "| Across & co | – |"]
+        "| Group | TSE |",
+        "|---|---:|",
+        "| Simple | 0.50 |",
+        "| Across & co | – |",
+    ]
     assert markdown_table(["a", "b", "c"], [], "llr") == ["| a | b | c |", "|---|---|---:|"]
 
 
@@ -46,13 +62,34 @@ def test_latex_tabular_sections_and_rows() -> None:
     head = [latex_row(["", r"\multicolumn{2}{c}{m}"]), r"\cmidrule(lr){2-3}", latex_row(["Group", "EW", "MW"])]
     rows = [latex_row([tex_escape("Across PP & co_1"), "0.50", "–"])]
     assert latex_tabular("lcc", head, rows) == [
-        r"\begin{tabular}{lcc}", r"\toprule", r" & \multicolumn{2}{c}{m} \\", r"\cmidrule(lr){2-3}",
-        r"Group & EW & MW \\", r"\midrule", r"Across PP \& co\_1 & 0.50 & – \\", r"\bottomrule", r"\end{tabular}"]
+        r"\begin{tabular}{lcc}",
+        r"\toprule",
+        r" & \multicolumn{2}{c}{m} \\",
+        r"\cmidrule(lr){2-3}",
+        r"Group & EW & MW \\",
+        r"\midrule",
+        r"Across PP \& co\_1 & 0.50 & – \\",
+        r"\bottomrule",
+        r"\end{tabular}",
+    ]
     # several blocks (one per model): a rule between each, none after the last
-    assert latex_tabular("l", ["A"], ["1"], ["B"], ["2"])[2:-2] == ["A", r"\midrule", "1", r"\midrule", "B",
-                                                                     r"\midrule", "2"]
-    assert latex_tabular("l", ["h"], []) == [r"\begin{tabular}{l}", r"\toprule", "h", r"\midrule", r"\bottomrule",
-                                              r"\end{tabular}"]
+    assert latex_tabular("l", ["A"], ["1"], ["B"], ["2"])[2:-2] == [
+        "A",
+        r"\midrule",
+        "1",
+        r"\midrule",
+        "B",
+        r"\midrule",
+        "2",
+    ]
+    assert latex_tabular("l", ["h"], []) == [
+        r"\begin{tabular}{l}",
+        r"\toprule",
+        "h",
+        r"\midrule",
+        r"\bottomrule",
+        r"\end{tabular}",
+    ]
 
 
 def test_tex_escape() -> None:

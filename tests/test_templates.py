@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.core.errors import InputError, VerbevalError
 from verbeval.agreement.groups import load_groups
 from verbeval.agreement.minimal_pairs import derive_number, split_minimal_pair
 from verbeval.agreement.template_files import ML_LABELS, REJECT_COLUMNS, TEMPLATE_COLUMNS, read_template_file
 from verbeval.agreement.templates import build_template_table, render_context, subsample
+from verbeval.core.errors import InputError, VerbevalError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GROUPS_YAML = REPO_ROOT / "resources" / "agreement_groups.yaml"
@@ -45,7 +45,9 @@ def real_inputs(data_dir: Path) -> dict[str, tuple[Path, str]]:
         inputs["blimp_" + uid] = (blimp_dir(data_dir) / f"{uid}.jsonl", "blimp_jsonl")
     # the paper's copy of distractor_agreement_relative_clause (a different sample of 1,000 pairs)
     inputs["blimp_distractor_agreement_relative_clause_paper"] = (
-        tse_dir(data_dir) / "blimp" / "distractor_agreement_relative_clause.jsonl", "blimp_jsonl")
+        tse_dir(data_dir) / "blimp" / "distractor_agreement_relative_clause.jsonl",
+        "blimp_jsonl",
+    )
     return inputs
 
 
@@ -70,15 +72,20 @@ def test_split_minimal_pair_strips_final_period_and_keeps_right_context() -> Non
 
 def test_split_minimal_pair_period_on_the_verb_and_contraction() -> None:
     assert split_minimal_pair("Some dogs appear.", "Some dogs appears.") == ("Some dogs", "", "appear", "appears")
-    assert split_minimal_pair("A niece of most senators hasn't descended most slopes.",
-                              "A niece of most senators haven't descended most slopes.") == (
-        "A niece of most senators", "descended most slopes", "hasn't", "haven't")
+    assert split_minimal_pair(
+        "A niece of most senators hasn't descended most slopes.",
+        "A niece of most senators haven't descended most slopes.",
+    ) == ("A niece of most senators", "descended most slopes", "hasn't", "haven't")
 
 
 def test_split_minimal_pair_detached_period_and_punctuation_kept_in_context() -> None:
     assert split_minimal_pair("the dogs run .", "the dogs runs .") == ("the dogs", "", "run", "runs")
     assert split_minimal_pair("the dogs run, and bark", "the dogs runs, and bark") == (
-        "the dogs", ", and bark", "run", "runs")
+        "the dogs",
+        ", and bark",
+        "run",
+        "runs",
+    )
 
 
 @pytest.mark.parametrize(
@@ -103,16 +110,33 @@ def test_split_minimal_pair_rejects(good: str, bad: str, reason: str) -> None:
 @pytest.mark.parametrize(
     ("correct", "incorrect", "number"),
     [
-        ("is", "are", "singular"), ("are", "is", "plural"), ("was", "were", "singular"),
-        ("were", "was", "plural"), ("am", "are", "singular"),
-        ("was", "are", "singular"), ("weren't", "isn't", "plural"),  # tense differs in BLiMP
-        ("isn't", "aren't", "singular"), ("wasn't", "weren't", "singular"), ("aren't", "isn't", "plural"),
-        ("has", "have", "singular"), ("haven't", "hasn't", "plural"), ("hasn't", "haven't", "singular"),
-        ("does", "do", "singular"), ("don't", "doesn't", "plural"), ("doesn't", "don't", "singular"),
-        ("runs", "run", "singular"), ("laugh", "laughs", "plural"), ("tries", "try", "singular"),
-        ("worry", "worries", "plural"), ("goes", "go", "singular"), ("kisses", "kiss", "singular"),
-        ("fixes", "fix", "singular"), ("bore", "bores", "plural"),  # bore is also the past of bear
-        ("hurts", "hurt", "singular"), ("leaves", "leave", "singular"), ("Runs", "run", "singular"),
+        ("is", "are", "singular"),
+        ("are", "is", "plural"),
+        ("was", "were", "singular"),
+        ("were", "was", "plural"),
+        ("am", "are", "singular"),
+        ("was", "are", "singular"),
+        ("weren't", "isn't", "plural"),  # tense differs in BLiMP
+        ("isn't", "aren't", "singular"),
+        ("wasn't", "weren't", "singular"),
+        ("aren't", "isn't", "plural"),
+        ("has", "have", "singular"),
+        ("haven't", "hasn't", "plural"),
+        ("hasn't", "haven't", "singular"),
+        ("does", "do", "singular"),
+        ("don't", "doesn't", "plural"),
+        ("doesn't", "don't", "singular"),
+        ("runs", "run", "singular"),
+        ("laugh", "laughs", "plural"),
+        ("tries", "try", "singular"),
+        ("worry", "worries", "plural"),
+        ("goes", "go", "singular"),
+        ("kisses", "kiss", "singular"),
+        ("fixes", "fix", "singular"),
+        ("bore", "bores", "plural"),  # bore is also the past of bear
+        ("hurts", "hurt", "singular"),
+        ("leaves", "leave", "singular"),
+        ("Runs", "run", "singular"),
     ],
 )
 def test_derive_number(correct: str, incorrect: str, number: str) -> None:
@@ -188,17 +212,28 @@ def test_blimp_original_labels_match_refining_tse_by_sentence_good(data_dir: Pat
 
 
 def test_read_ml_file_real_simple_agrmt(data_dir: Path) -> None:
-    rows, rejects = read_template_file(tse_dir(data_dir) / "ML" / "simple_agrmt_all.jsonl", "ml_jsonl",
-                                       "ml_simple_agrmt", "simple")
+    rows, rejects = read_template_file(
+        tse_dir(data_dir) / "ML" / "simple_agrmt_all.jsonl", "ml_jsonl", "ml_simple_agrmt", "simple"
+    )
     assert list(rows.columns) == list(TEMPLATE_COLUMNS)
     assert list(rejects.columns) == list(REJECT_COLUMNS) and rejects.empty
     assert len(rows) == 140
     assert rows["label"].value_counts().to_dict() == {"plural": 70, "singular": 70}
     first = rows.iloc[0].to_dict()
     # "the authors laugh" carries label -2: -2 is plural.
-    assert first == {"group": "simple", "source": "ml_simple_agrmt", "line": 1, "left": "the authors", "right": "",
-                     "correct": "laugh", "incorrect": "laughs", "label": "plural", "plural": True, "pair_id": "",
-                     "note": ""}
+    assert first == {
+        "group": "simple",
+        "source": "ml_simple_agrmt",
+        "line": 1,
+        "left": "the authors",
+        "right": "",
+        "correct": "laugh",
+        "incorrect": "laughs",
+        "label": "plural",
+        "plural": True,
+        "pair_id": "",
+        "note": "",
+    }
     assert rows.iloc[3][["left", "right", "correct", "incorrect"]].tolist() == ["the authors", "tall", "are", "is"]
     assert rows["line"].tolist() == list(range(1, 141))
     assert (rows["plural"] == (rows["label"] == "plural")).all()
@@ -207,16 +242,19 @@ def test_read_ml_file_real_simple_agrmt(data_dir: Path) -> None:
 
 def test_read_template_file_bad_rows(tmp_path: Path) -> None:
     good = {"sentence_good": "the dogs run", "sentence_bad": "the dogs runs", "label": -2}
-    path = write_jsonl(tmp_path / "t.jsonl", [
-        good,                                                                         # 1
-        "{not json",                                                                  # 2
-        {"sentence_good": "the dog runs", "label": -1},                               # 3
-        {"sentence_good": "the dog runs", "sentence_bad": "the dog runs", "label": -1},  # 4
-        {"sentence_good": "the dog runs", "sentence_bad": "the dogs run", "label": -1},  # 5
-        {"sentence_good": "the dog runs", "sentence_bad": "the dog run", "label": 1},    # 6
-        "",                                                                           # 7 (blank, ignored)
-        {"sentence_good": "The dog runs fast.", "sentence_bad": "The dog run fast.", "label": -1},  # 8
-    ])
+    path = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            good,  # 1
+            "{not json",  # 2
+            {"sentence_good": "the dog runs", "label": -1},  # 3
+            {"sentence_good": "the dog runs", "sentence_bad": "the dog runs", "label": -1},  # 4
+            {"sentence_good": "the dog runs", "sentence_bad": "the dogs run", "label": -1},  # 5
+            {"sentence_good": "the dog runs", "sentence_bad": "the dog run", "label": 1},  # 6
+            "",  # 7 (blank, ignored)
+            {"sentence_good": "The dog runs fast.", "sentence_bad": "The dog run fast.", "label": -1},  # 8
+        ],
+    )
     with pytest.raises(InputError) as info:
         read_template_file(path, "ml_jsonl", "src", "grp")
     assert info.value.line == 2 and "invalid JSON" in info.value.reason
@@ -225,7 +263,12 @@ def test_read_template_file_bad_rows(tmp_path: Path) -> None:
     rows, rejects = read_template_file(path, "ml_jsonl", "src", "grp", skip_bad_rows=True)
     assert rows["line"].tolist() == [1, 8]
     assert rows.iloc[1][["left", "right", "correct", "incorrect", "label"]].tolist() == [
-        "The dog", "fast", "runs", "run", "singular"]
+        "The dog",
+        "fast",
+        "runs",
+        "run",
+        "singular",
+    ]
     assert rejects["line"].tolist() == [2, 3, 4, 5, 6]
     reasons = rejects["reason"].tolist()
     assert "invalid JSON" in reasons[0]
@@ -238,14 +281,23 @@ def test_read_template_file_bad_rows(tmp_path: Path) -> None:
 
 
 def test_read_blimp_file_derives_labels_and_reports_underivable(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "b.jsonl", [
-        {"sentence_good": "This goose isn't bothering Edward.",
-         "sentence_bad": "This goose weren't bothering Edward."},
-        {"sentence_good": "Those radii have scared that teenager.",
-         "sentence_bad": "Those radii has scared that teenager."},
-        {"sentence_good": "All patients that hurts Steven sing.",
-         "sentence_bad": "All patients that hurts Steven singing."},
-    ])
+    path = write_jsonl(
+        tmp_path / "b.jsonl",
+        [
+            {
+                "sentence_good": "This goose isn't bothering Edward.",
+                "sentence_bad": "This goose weren't bothering Edward.",
+            },
+            {
+                "sentence_good": "Those radii have scared that teenager.",
+                "sentence_bad": "Those radii has scared that teenager.",
+            },
+            {
+                "sentence_good": "All patients that hurts Steven sing.",
+                "sentence_bad": "All patients that hurts Steven singing.",
+            },
+        ],
+    )
     with pytest.raises(InputError) as info:
         read_template_file(path, "blimp_jsonl", "b", "blimp")
     assert info.value.line == 3 and "cannot derive number" in info.value.reason
@@ -295,8 +347,9 @@ def test_subsample_keeps_both_labels() -> None:
 
 
 def test_subsample_per_source_none_and_small_sources() -> None:
-    df = pd.concat([_frame(["plural"] * 3 + ["singular"] * 3, "a"), _frame(["singular", "plural"], "b")],
-                   ignore_index=True)
+    df = pd.concat(
+        [_frame(["plural"] * 3 + ["singular"] * 3, "a"), _frame(["singular", "plural"], "b")], ignore_index=True
+    )
     out = subsample(df, 2)
     assert out[["source", "line"]].values.tolist() == [["a", 1], ["a", 6], ["b", 1], ["b", 2]]
     assert subsample(df, None).equals(df)
@@ -311,8 +364,17 @@ def test_subsample_per_source_none_and_small_sources() -> None:
 def test_load_groups_real_file() -> None:
     groups = load_groups(GROUPS_YAML)
     assert [g["id"] for g in groups] == [
-        "simple", "sent_comp", "vp_coord", "prep", "subj_rel", "obj_rel_across",
-        "obj_rel_no_comp_across", "obj_rel_within", "obj_rel_no_comp_within", "blimp"]
+        "simple",
+        "sent_comp",
+        "vp_coord",
+        "prep",
+        "subj_rel",
+        "obj_rel_across",
+        "obj_rel_no_comp_across",
+        "obj_rel_within",
+        "obj_rel_no_comp_within",
+        "blimp",
+    ]
     assert groups[0] == {"id": "simple", "name": "Simple", "sources": ["ml_simple_agrmt"]}
     assert groups[2]["sources"] == ["ml_vp_coord", "ml_long_vp_coord"]
     assert groups[6]["name"] == "Across object relative (no that)"
@@ -335,8 +397,11 @@ def test_group_sources_are_manifest_names() -> None:
 
     manifest = yaml.safe_load((REPO_ROOT / "resources" / "manifest.yaml").read_text(encoding="utf-8"))
     # every template source is in a groups file, but the labelled copies the tests read (tse_blimp_*)
-    templates = {k for k, v in manifest["sources"].items()
-                 if v["format"] in ("ml_jsonl", "blimp_jsonl") and not k.startswith("tse_blimp_")}
+    templates = {
+        k
+        for k, v in manifest["sources"].items()
+        if v["format"] in ("ml_jsonl", "blimp_jsonl") and not k.startswith("tse_blimp_")
+    }
     release = REPO_ROOT / "resources" / "agreement_groups_blimp_release.yaml"
     assert {s for f in (GROUPS_YAML, release) for g in load_groups(f) for s in g["sources"]} == templates
 
@@ -380,13 +445,21 @@ def test_build_template_table_real_slice(data_dir: Path) -> None:
 
 
 def test_build_template_table_full_counts(data_dir: Path) -> None:
-    table, rejects = build_template_table(real_inputs(data_dir), load_groups(GROUPS_YAML), skip_bad_rows=True,
-                                          max_rows_per_source=None)
+    table, rejects = build_template_table(
+        real_inputs(data_dir), load_groups(GROUPS_YAML), skip_bad_rows=True, max_rows_per_source=None
+    )
     sizes = table.groupby("group", sort=False).size().to_dict()
     assert sizes == {
-        "simple": 140, "sent_comp": 1680, "vp_coord": 840 + 400, "prep": 16800 + 5040, "subj_rel": 11200,
-        "obj_rel_across": 11200 + 10080, "obj_rel_no_comp_across": 21280, "obj_rel_within": 21280,
-        "obj_rel_no_comp_within": 21280, "blimp": 4000,
+        "simple": 140,
+        "sent_comp": 1680,
+        "vp_coord": 840 + 400,
+        "prep": 16800 + 5040,
+        "subj_rel": 11200,
+        "obj_rel_across": 11200 + 10080,
+        "obj_rel_no_comp_across": 21280,
+        "obj_rel_within": 21280,
+        "obj_rel_no_comp_within": 21280,
+        "blimp": 4000,
     }
     assert len(table) == 125_220 and rejects.empty
     release = load_groups(REPO_ROOT / "resources" / "agreement_groups_blimp_release.yaml")[9:]
@@ -400,8 +473,10 @@ def test_build_template_table_missing_input(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "a.jsonl", [row])
     with pytest.raises(VerbevalError, match="no input file for source 'b'"):
         build_template_table({"a": (path, "ml_jsonl")}, groups)
-    table, _ = build_template_table({"a": (path, "ml_jsonl"), "b": (path, "ml_jsonl"), "unused": (path, "x")},
-                                    [{"id": "g", "name": "G", "sources": ["b", "a"]}])
+    table, _ = build_template_table(
+        {"a": (path, "ml_jsonl"), "b": (path, "ml_jsonl"), "unused": (path, "x")},
+        [{"id": "g", "name": "G", "sources": ["b", "a"]}],
+    )
     assert table["source"].tolist() == ["b", "a"]
 
 
@@ -435,10 +510,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_errata_rows_are_rejected_even_without_skip_bad_rows(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "t.jsonl", [
-        {"sentence_good": "the author laughs", "sentence_bad": "the author laugh", "label": -1},
-        {"sentence_good": "the authors sing", "sentence_bad": "the authors singing", "label": -2},
-    ])
+    path = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            {"sentence_good": "the author laughs", "sentence_bad": "the author laugh", "label": -1},
+            {"sentence_good": "the authors sing", "sentence_bad": "the authors singing", "label": -2},
+        ],
+    )
     rows, rejects = read_template_file(path, "ml_jsonl", "src", "g", errata={2: "not a pair"})
     assert rows["line"].tolist() == [1]
     assert rejects[["line", "reason"]].values.tolist() == [[2, "known erratum: not a pair"]]
@@ -478,26 +556,35 @@ def test_paper_blimp_copy_derived_labels_match_the_papers_labels(data_dir: Path)
     # the paper's relative-clause sample is not the release's: no sentence pair in common
     paper = tse_dir(data_dir) / "blimp" / "distractor_agreement_relative_clause.jsonl"
     release = blimp_dir(data_dir) / "distractor_agreement_relative_clause.jsonl"
-    pairs = [{(o["sentence_good"], o["sentence_bad"]) for o in map(json.loads, p.read_text(encoding="utf-8").splitlines())}
-             for p in (paper, release)]
+    pairs = [
+        {(o["sentence_good"], o["sentence_bad"]) for o in map(json.loads, p.read_text(encoding="utf-8").splitlines())}
+        for p in (paper, release)
+    ]
     assert len(pairs[0]) == 1000 and len(pairs[0] & pairs[1]) == 0
 
 
 def test_flagged_errata_are_kept_unless_dropped(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "t.jsonl", [
-        {"sentence_good": "the author laughs", "sentence_bad": "the author laugh", "label": -1},
-        {"sentence_good": "the authors sing", "sentence_bad": "the authors singing", "label": -2},
-        {"sentence_good": "senators bothers Daniel", "sentence_bad": "senators bother Daniel", "label": -1},
-    ])
+    path = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            {"sentence_good": "the author laughs", "sentence_bad": "the author laugh", "label": -1},
+            {"sentence_good": "the authors sing", "sentence_bad": "the authors singing", "label": -2},
+            {"sentence_good": "senators bothers Daniel", "sentence_bad": "senators bother Daniel", "label": -1},
+        ],
+    )
     errata = tmp_path / "e.csv"
-    errata.write_text("# comment\nsource,line,action,reason\nsrc,2,reject,not a pair\nsrc,3,flag,plural subject marked -s\n")
+    errata.write_text(
+        "# comment\nsource,line,action,reason\nsrc,2,reject,not a pair\nsrc,3,flag,plural subject marked -s\n"
+    )
     known = load_errata(errata)["src"]
     rows, rejects = read_template_file(path, "ml_jsonl", "src", "g", errata=known)
     assert rows["line"].tolist() == [1, 3] and rejects["line"].tolist() == [2]
     rows, rejects = read_template_file(path, "ml_jsonl", "src", "g", errata=known, drop_flagged=True)
     assert rows["line"].tolist() == [1]
     assert rejects[["line", "reason"]].values.tolist() == [
-        [2, "known erratum: not a pair"], [3, "flagged erratum, dropped: plural subject marked -s"]]
+        [2, "known erratum: not a pair"],
+        [3, "flagged erratum, dropped: plural subject marked -s"],
+    ]
     # a flag naming a line the file lacks is an error too
     with pytest.raises(InputError, match=r"\[9\]"):
         read_template_file(path, "ml_jsonl", "src", "g", errata={9: Erratum("flag", "x")})
@@ -522,10 +609,23 @@ def test_shipped_flagged_errata_are_plural_subjects_with_singular_verbs(data_dir
     errata = load_errata(REPO / "resources" / "template_errata.csv")
     flags = flagged_errata(errata)
     assert flags.groupby("source").size().to_dict() == {
-        "blimp_irregular_plural_subject_verb_agreement_1": 3, "blimp_regular_plural_subject_verb_agreement_1": 11}
+        "blimp_irregular_plural_subject_verb_agreement_1": 3,
+        "blimp_regular_plural_subject_verb_agreement_1": 11,
+    }
     assert flags[flags["source"].str.startswith("blimp_irregular")]["line"].tolist() == [648, 780, 854]
     assert flags[flags["source"].str.startswith("blimp_regular")]["line"].tolist() == [
-        106, 167, 340, 420, 426, 762, 796, 883, 887, 891, 948]
+        106,
+        167,
+        340,
+        420,
+        426,
+        762,
+        796,
+        883,
+        887,
+        891,
+        948,
+    ]
     for uid in ("regular_plural_subject_verb_agreement_1", "irregular_plural_subject_verb_agreement_1"):
         source = f"blimp_{uid}"
         path = blimp_dir(data_dir) / f"{uid}.jsonl"
@@ -534,7 +634,9 @@ def test_shipped_flagged_errata_are_plural_subjects_with_singular_verbs(data_dir
         lines = set(errata[source])
         bad = kept[kept["line"].isin(lines)]
         assert (bad["label"] == "singular").all() and bad["correct"].str.endswith("s").all()
-        dropped, rej = read_template_file(path, "blimp_jsonl", source, "blimp", errata=errata[source], drop_flagged=True)
+        dropped, rej = read_template_file(
+            path, "blimp_jsonl", source, "blimp", errata=errata[source], drop_flagged=True
+        )
         assert len(dropped) == 1000 - len(lines) and set(rej["line"]) == lines
     assert set(errata["blimp_distractor_agreement_relative_clause"]) == {822}
 
@@ -542,15 +644,27 @@ def test_shipped_flagged_errata_are_plural_subjects_with_singular_verbs(data_dir
 def test_table2_notes_count_the_flagged_rows() -> None:
     from verbeval.agreement.tables import errata_notes, to_latex, to_markdown
 
-    flags = pd.DataFrame({"source": ["b1", "b1", "b2"], "line": [3, 9, 4],
-                          "reason": ["plural subject with -s verb marked good: 'A.'"] * 3})
-    groups = [{"id": "ml", "name": "Simple", "sources": ["m"]}, {"id": "blimp", "name": "BLiMP", "sources": ["b1", "b2"]}]
+    flags = pd.DataFrame(
+        {
+            "source": ["b1", "b1", "b2"],
+            "line": [3, 9, 4],
+            "reason": ["plural subject with -s verb marked good: 'A.'"] * 3,
+        }
+    )
+    groups = [
+        {"id": "ml", "name": "Simple", "sources": ["m"]},
+        {"id": "blimp", "name": "BLiMP", "sources": ["b1", "b2"]},
+    ]
     templates = pd.DataFrame({"source": ["b1", "b1", "b2"], "line": [1, 3, 4]})  # b1 line 9 not sampled
     notes = errata_notes(flags, templates, groups, dropped=False)
-    assert notes == ["BLiMP: 3 rows of the published files are flagged in the errata list (plural subject with -s "
-                     "verb marked good; 2 in b1, 1 in b2); 2 of them are among the scored rows and are kept, as in "
-                     "the paper (agreement.drop_flagged_errata drops them)."]
-    assert errata_notes(flags, templates, groups, dropped=True)[0].endswith("; dropped (agreement.drop_flagged_errata).")
+    assert notes == [
+        "BLiMP: 3 rows of the published files are flagged in the errata list (plural subject with -s "
+        "verb marked good; 2 in b1, 1 in b2); 2 of them are among the scored rows and are kept, as in "
+        "the paper (agreement.drop_flagged_errata drops them)."
+    ]
+    assert errata_notes(flags, templates, groups, dropped=True)[0].endswith(
+        "; dropped (agreement.drop_flagged_errata)."
+    )
     table = pd.DataFrame({"group": ["blimp"], "name": ["BLiMP"], "m.tse": [0.5], "m.ew": [0.25], "m.mw": [0.75]})
     md = to_markdown(table, ["m"], notes=notes)
     assert md.endswith("\nNotes:\n\n* " + notes[0] + "\n")

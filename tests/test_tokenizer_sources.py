@@ -5,13 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from conftest import _skip_or_fail, cache_dir
 from tokenizer_sources import BUILDERS, Download, Unavailable, download, rebuilt, wordpiece_from_llama_cpp
 
 #: sentences of the templates, with the verb forms and words a WordPiece / BPE splits
-SENTENCES = ["The author that the guards like laughs.", "The authors that the guard likes laugh.",
-             " walks", "walk", "The pilots who the executive hates are young.", "naïve café: 12,5 € (x)!",
-             "Hundreds of ministers' secretaries RSVP'd."]
+SENTENCES = [
+    "The author that the guards like laughs.",
+    "The authors that the guard likes laugh.",
+    " walks",
+    "walk",
+    "The pilots who the executive hates are young.",
+    "naïve café: 12,5 € (x)!",
+    "Hundreds of ministers' secretaries RSVP'd.",
+]
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
@@ -27,8 +34,11 @@ def test_rebuilt_tokenizer_equals_the_shared_one(name: str, shared_dir: Path, tm
     assert ours.get_vocab() == real.get_vocab() and len(ours) == len(real)
     assert [ours(s)["input_ids"] for s in SENTENCES] == [real(s)["input_ids"] for s in SENTENCES]
     assert ours.all_special_tokens == real.all_special_tokens
-    assert (ours.bos_token_id, ours.eos_token_id, ours.pad_token_id) == (real.bos_token_id, real.eos_token_id,
-                                                                         real.pad_token_id)
+    assert (ours.bos_token_id, ours.eos_token_id, ours.pad_token_id) == (
+        real.bos_token_id,
+        real.eos_token_id,
+        real.pad_token_id,
+    )
 
 
 def test_rebuilt_folder_is_reused(tmp_path: Path) -> None:
@@ -43,8 +53,9 @@ def test_unavailable_names_say_why(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())  # nothing half-built
 
 
-def test_download_without_index_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               closed_port: int) -> None:
+def test_download_without_index_is_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closed_port: int
+) -> None:
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("PIP_RETRIES", "0")
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{closed_port}/simple")
@@ -61,9 +72,16 @@ def test_download_refuses_a_changed_file(tmp_path: Path) -> None:
     assert not (tmp_path / "sources" / "x-1.0-py3-none-any.whl").exists()
 
 
-@pytest.mark.parametrize("token, control, word", [
-    ("\u2581walks", False, "walks"), ("s", False, "##s"), ("[CLS]", True, "[CLS]"),
-    ("[unused7]", False, "[unused7]"), ("\u2581!", False, "!"), ("!", False, "##!"),
-])
+@pytest.mark.parametrize(
+    "token, control, word",
+    [
+        ("\u2581walks", False, "walks"),
+        ("s", False, "##s"),
+        ("[CLS]", True, "[CLS]"),
+        ("[unused7]", False, "[unused7]"),
+        ("\u2581!", False, "!"),
+        ("!", False, "##!"),
+    ],
+)
 def test_wordpiece_from_llama_cpp(token: str, control: bool, word: str) -> None:
     assert wordpiece_from_llama_cpp(token, control) == word

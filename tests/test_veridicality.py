@@ -23,8 +23,10 @@ from verbeval.veridicality.nli import (
 )
 
 #: the Ross & Pavlick data file inside a data mirror (the ``data_dir`` fixture)
-DATA_IN_MIRROR = ("github.com/alexisjihyeross/verb_veridicality/raw/"
-                  "981c35b0402083e0562e221d8078aa4ea88e327f/verb_veridicality_evaluation.tsv")
+DATA_IN_MIRROR = (
+    "github.com/alexisjihyeross/verb_veridicality/raw/"
+    "981c35b0402083e0562e221d8078aa4ea88e327f/verb_veridicality_evaluation.tsv"
+)
 
 
 @pytest.fixture()
@@ -39,11 +41,20 @@ def uncased_tokenizer(tokenizer_path: Callable[[str], Path]) -> Path:
 
 def test_label_index_by_name_in_any_order() -> None:
     assert label_index(SimpleNamespace(id2label={0: "contradiction", 1: "entailment", 2: "neutral"})) == {
-        "contradiction": 0, "entailment": 1, "neutral": 2}
+        "contradiction": 0,
+        "entailment": 1,
+        "neutral": 2,
+    }
     assert label_index(SimpleNamespace(id2label={0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"})) == {
-        "entailment": 0, "neutral": 1, "contradiction": 2}
+        "entailment": 0,
+        "neutral": 1,
+        "contradiction": 2,
+    }
     assert label_index(SimpleNamespace(id2label={2: "Entailment", 0: "Neutral", 1: "Contradiction"})) == {
-        "entailment": 2, "neutral": 0, "contradiction": 1}
+        "entailment": 2,
+        "neutral": 0,
+        "contradiction": 1,
+    }
 
 
 def test_label_index_refuses_positional_and_missing_names() -> None:
@@ -63,8 +74,14 @@ def test_parse_signature() -> None:
 
 def _preds() -> pd.DataFrame:
     # probabilities ordered (entailment, neutral, contradiction)
-    p = [(0.8, 0.1, 0.1), (0.6, 0.3, 0.1), (0.2, 0.3, 0.5),   # +/- positive: argmax e, e, c
-         (0.1, 0.2, 0.7), (0.3, 0.5, 0.2), (0.1, 0.1, 0.8)]   # +/- negative: argmax c, n, c
+    p = [
+        (0.8, 0.1, 0.1),
+        (0.6, 0.3, 0.1),
+        (0.2, 0.3, 0.5),  # +/- positive: argmax e, e, c
+        (0.1, 0.2, 0.7),
+        (0.3, 0.5, 0.2),
+        (0.1, 0.1, 0.8),
+    ]  # +/- negative: argmax c, n, c
     df = pd.DataFrame(p, columns=["p_entailment", "p_neutral", "p_contradiction"])
     df.insert(0, "index", [0, 1, 2, 0, 1, 2])
     df.insert(1, "verb", ["know", "manage", "realize"] * 2)
@@ -108,13 +125,24 @@ def test_score_nli_tiny_bert(uncased_tokenizer: Path) -> None:
 
     tok = AutoTokenizer.from_pretrained(uncased_tokenizer)
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, num_labels=3,
-                     id2label={0: "contradiction", 1: "entailment", 2: "neutral"},
-                     label2id={"contradiction": 0, "entailment": 1, "neutral": 2})
+    cfg = BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_labels=3,
+        id2label={0: "contradiction", 1: "entailment", 2: "neutral"},
+        label2id={"contradiction": 0, "entailment": 1, "neutral": 2},
+    )
     model = BertForSequenceClassification(cfg)
-    premises = ["Nike declined to be a sponsor.", "I know that it rains.", "She managed to leave.",
-                "He pretended to sleep.", "They forgot to call."]
+    premises = [
+        "Nike declined to be a sponsor.",
+        "I know that it rains.",
+        "She managed to leave.",
+        "He pretended to sleep.",
+        "They forgot to call.",
+    ]
     hyps = ["Nike was a sponsor.", "It rains.", "She left.", "He slept.", "They called."]
     out = score_nli(model, tok, premises, hyps, batch_size=2, device="cpu")
     assert list(out.columns) == ["p_entailment", "p_neutral", "p_contradiction"]
@@ -136,15 +164,32 @@ def test_score_nli_stops_on_nonfinite_weights(uncased_tokenizer: Path, value: fl
 
     tok = AutoTokenizer.from_pretrained(uncased_tokenizer)
     torch.manual_seed(0)
-    model = BertForSequenceClassification(BertConfig(
-        vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-        num_labels=3, id2label={0: "contradiction", 1: "entailment", 2: "neutral"}))
+    model = BertForSequenceClassification(
+        BertConfig(
+            vocab_size=tok.vocab_size,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            num_labels=3,
+            id2label={0: "contradiction", 1: "entailment", 2: "neutral"},
+        )
+    )
     with torch.no_grad():
         model.classifier.weight[1, 0] = value
-    with pytest.raises(VerbevalError, match=r"2 of 2 premise/hypothesis pairs have non-finite NLI probabilities "
-                                            r"\(the first: 'Nike declined to be a sponsor.' / 'Nike was a sponsor.'\)"):
-        score_nli(model, tok, ["Nike declined to be a sponsor.", "She managed to leave."],
-                  ["Nike was a sponsor.", "She left."], batch_size=1, device="cpu")
+    with pytest.raises(
+        VerbevalError,
+        match=r"2 of 2 premise/hypothesis pairs have non-finite NLI probabilities "
+        r"\(the first: 'Nike declined to be a sponsor.' / 'Nike was a sponsor.'\)",
+    ):
+        score_nli(
+            model,
+            tok,
+            ["Nike declined to be a sponsor.", "She managed to leave."],
+            ["Nike was a sponsor.", "She left."],
+            batch_size=1,
+            device="cpu",
+        )
 
 
 def test_pseudo_model_on_the_mirror(data: Path) -> None:
@@ -212,8 +257,16 @@ def test_load_nli_refuses_positional_labels(tmp_path: Path, uncased_tokenizer: P
     from verbeval.veridicality.nli import load_nli
 
     tok = AutoTokenizer.from_pretrained(uncased_tokenizer)
-    model = BertForSequenceClassification(BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1,
-                                                     num_attention_heads=2, intermediate_size=32, num_labels=3))
+    model = BertForSequenceClassification(
+        BertConfig(
+            vocab_size=tok.vocab_size,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            num_labels=3,
+        )
+    )
     model.save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     with pytest.raises(VerbevalError, match="positional"):

@@ -9,19 +9,31 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from verbeval.agreement.eligibility import eligible_lemmas
 from verbeval.cli import main
 from verbeval.core.config import check_model_paths, tiny_model_specs, validate_config
-from verbeval.agreement.eligibility import eligible_lemmas
 from verbeval.core.errors import VerbevalError
 from verbeval.core.wordtok import build_word_tokenizer, corpus_texts, vocabulary, word_counts
 
 
 @pytest.fixture
 def corpus(tmp_path: Path) -> list[Path]:
-    lexicon = pd.DataFrame({"lemma": ["walk", "run", "be"], "sing": ["walks", "runs", "is"],
-                            "plur": ["walk", "run", "are"], "freq": [3, 2, 1]})
-    templates = pd.DataFrame({"left": ["The author that the guards like", "The authors"],
-                              "right": [".", "."], "correct": ["laughs", "laugh"], "line": [1, 2]})
+    lexicon = pd.DataFrame(
+        {
+            "lemma": ["walk", "run", "be"],
+            "sing": ["walks", "runs", "is"],
+            "plur": ["walk", "run", "are"],
+            "freq": [3, 2, 1],
+        }
+    )
+    templates = pd.DataFrame(
+        {
+            "left": ["The author that the guards like", "The authors"],
+            "right": [".", "."],
+            "correct": ["laughs", "laugh"],
+            "line": [1, 2],
+        }
+    )
     lexicon.to_parquet(tmp_path / "lexicon.parquet")
     templates.to_parquet(tmp_path / "templates.parquet")
     (tmp_path / "simverb.txt").write_text("take\tremove\tV\t6.81\tSYNONYMS\nwalk\ttrail\tV\t4.81\tCOHYPONYMS\n")
@@ -30,7 +42,8 @@ def corpus(tmp_path: Path) -> list[Path]:
 
 def test_words_are_split_like_bert_and_counted() -> None:
     assert word_counts(["The guards like it.", "the guards, again"]) == Counter(
-        {"The": 1, "the": 1, "guards": 2, "like": 1, "it": 1, ".": 1, ",": 1, "again": 1})
+        {"The": 1, "the": 1, "guards": 2, "like": 1, "it": 1, ".": 1, ",": 1, "again": 1}
+    )
 
 
 def test_vocabulary_order_is_specials_then_count_then_alphabet() -> None:
@@ -71,9 +84,16 @@ def test_causal_style_adds_nothing_and_every_form_is_one_token(corpus: list[Path
 def test_masked_style_is_bert_like(corpus: list[Path]) -> None:
     tok = build_word_tokenizer(corpus, "masked")
     assert tok.convert_ids_to_tokens(tok("The authors", "laugh")["input_ids"]) == [
-        "[CLS]", "The", "authors", "[SEP]", "laugh", "[SEP]"]
+        "[CLS]",
+        "The",
+        "authors",
+        "[SEP]",
+        "laugh",
+        "[SEP]",
+    ]
     assert tok.mask_token == "[MASK]" and tok.convert_ids_to_tokens([0, 1, 2, 3, 4]) == list(
-        ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"))
+        ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+    )
     assert len(eligible_lemmas(pd.read_parquet(corpus[0]), tok)) == 3
 
 
@@ -89,27 +109,47 @@ def test_tiny_model_command_is_deterministic_and_atomic(corpus: list[Path], tmp_
     assert sorted(p.name for p in out.parent.iterdir()) == ["quick"]  # no temporary folder left
     tok = AutoTokenizer.from_pretrained(out)
     model = AutoModelForCausalLM.from_pretrained(out)
-    assert model.config.vocab_size == len(tok) == 2 + len(word_counts(  # <unk>, <|endoftext|>
-        t for p in corpus for t in corpus_texts(p)))
+    assert (
+        model.config.vocab_size
+        == len(tok)
+        == 2
+        + len(
+            word_counts(  # <unk>, <|endoftext|>
+                t for p in corpus for t in corpus_texts(p)
+            )
+        )
+    )
     # a failed build (no words) leaves the existing model untouched and no temporary folder
     (tmp_path / "empty.txt").write_text("")
-    assert main(["-q", "tiny-model", "--word-corpus", str(tmp_path / "empty.txt"), "--arch", "gpt2",
-                 "--out", str(out)]) == 1
+    assert (
+        main(["-q", "tiny-model", "--word-corpus", str(tmp_path / "empty.txt"), "--arch", "gpt2", "--out", str(out)])
+        == 1
+    )
     assert {p.name: p.read_bytes() for p in out.iterdir()} == first
     assert sorted(p.name for p in out.parent.iterdir()) == ["quick"]
 
 
 def test_tiny_models_config_key(tmp_path: Path) -> None:
-    cfg = validate_config({"tiny_models": [{"out": "./models/q/b/", "arch": "bert"}],
-                           "models": [{"id": "models/q/b"}]}, "quick.yaml")
-    assert tiny_model_specs(cfg) == {"models/q/b": {"out": "./models/q/b/", "arch": "bert", "tokenizer": "words",
-                                                    "seed": 0, "layers": 2, "hidden": 32}}
+    cfg = validate_config(
+        {"tiny_models": [{"out": "./models/q/b/", "arch": "bert"}], "models": [{"id": "models/q/b"}]}, "quick.yaml"
+    )
+    assert tiny_model_specs(cfg) == {
+        "models/q/b": {
+            "out": "./models/q/b/",
+            "arch": "bert",
+            "tokenizer": "words",
+            "seed": 0,
+            "layers": 2,
+            "hidden": 32,
+        }
+    }
     check_model_paths(cfg)  # built by the workflow: not required to exist yet
     cfg["models"].append({"id": "models/q/missing"})
     with pytest.raises(VerbevalError, match=r"models\.1\.id.*models/q/missing"):
         check_model_paths(cfg)
     with pytest.raises(VerbevalError, match="two entries write models/q/b"):
-        tiny_model_specs({"tiny_models": [{"out": "models/q/b", "arch": "bert"},
-                                          {"out": "models/q/b/", "arch": "gpt2"}]})
+        tiny_model_specs(
+            {"tiny_models": [{"out": "models/q/b", "arch": "bert"}, {"out": "models/q/b/", "arch": "gpt2"}]}
+        )
     with pytest.raises(VerbevalError, match=r"tiny_models\.0\.arch"):
         validate_config({"tiny_models": [{"out": "m", "arch": "t5"}], "models": [{"id": "gpt2"}]}, "quick.yaml")

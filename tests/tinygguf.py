@@ -53,8 +53,10 @@ def weights(vocab: int, seed: int = 0) -> dict[str, np.ndarray]:
     """transformers-named float32 weights of the tiny Llama (tied embeddings)."""
     rng = np.random.default_rng(seed)
     head = HIDDEN // HEADS
-    w: dict[str, np.ndarray] = {"model.embed_tokens.weight": rng.normal(0, 0.5, (vocab, HIDDEN)),
-                                "model.norm.weight": rng.uniform(0.5, 1.5, HIDDEN)}
+    w: dict[str, np.ndarray] = {
+        "model.embed_tokens.weight": rng.normal(0, 0.5, (vocab, HIDDEN)),
+        "model.norm.weight": rng.uniform(0.5, 1.5, HIDDEN),
+    }
     for i in range(LAYERS):
         p = f"model.layers.{i}."
         w[p + "input_layernorm.weight"] = rng.uniform(0.5, 1.5, HIDDEN)
@@ -74,9 +76,17 @@ def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-GGUF_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
-              "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
-              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+GGUF_NAMES = {
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
 
 
 def _add_tokenizer(wr: Any, tokens: list[str], merges: list[str]) -> None:
@@ -94,13 +104,21 @@ def _add_tokenizer(wr: Any, tokens: list[str], merges: list[str]) -> None:
 
 #: the header values :func:`write_tiny_gguf` writes, by GGUFWriter method (``add_<key>``); its
 #: ``header`` argument replaces any of them (hand-edited headers for refusal tests)
-HEADER: dict[str, int] = {"context_length": 64, "embedding_length": HIDDEN, "block_count": LAYERS,
-                          "feed_forward_length": FFN, "head_count": HEADS, "head_count_kv": KV_HEADS,
-                          "rope_dimension_count": HIDDEN // HEADS, "vocab_size": len(vocabulary()[0])}
+HEADER: dict[str, int] = {
+    "context_length": 64,
+    "embedding_length": HIDDEN,
+    "block_count": LAYERS,
+    "feed_forward_length": FFN,
+    "head_count": HEADS,
+    "head_count_kv": KV_HEADS,
+    "rope_dimension_count": HIDDEN // HEADS,
+    "vocab_size": len(vocabulary()[0]),
+}
 
 
-def write_tiny_gguf(path: str | Path, arch: str = "llama", seed: int = 0, *,
-                    header: dict[str, int] | None = None) -> Path:
+def write_tiny_gguf(
+    path: str | Path, arch: str = "llama", seed: int = 0, *, header: dict[str, int] | None = None
+) -> Path:
     """Write the tiny model as GGUF (``arch`` other than llama only for refusal tests: same tensors).
     ``header`` replaces values of :data:`HEADER` in the file's metadata (the tensors stay those of the
     tiny model), e.g. ``{"block_count": 1000000}``."""
@@ -116,8 +134,15 @@ def write_tiny_gguf(path: str | Path, arch: str = "llama", seed: int = 0, *,
     out.parent.mkdir(parents=True, exist_ok=True)
     wr = gguf.GGUFWriter(str(out), arch)
     wr.add_name("tiny-llama-test")
-    for key in ("context_length", "embedding_length", "block_count", "feed_forward_length", "head_count",
-                "head_count_kv", "rope_dimension_count"):
+    for key in (
+        "context_length",
+        "embedding_length",
+        "block_count",
+        "feed_forward_length",
+        "head_count",
+        "head_count_kv",
+        "rope_dimension_count",
+    ):
         getattr(wr, f"add_{key}")(values[key])
     wr.add_rope_freq_base(10000.0)
     wr.add_layer_norm_rms_eps(1e-5)
@@ -140,10 +165,10 @@ def write_tiny_gguf(path: str | Path, arch: str = "llama", seed: int = 0, *,
     return out
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Hand edits of a written GGUF file's bytes (refusal tests): the GGUFWriter cannot write a count or
 # length that disagrees with what follows it, so these overwrite one little-endian field in place.
+
 
 def _string_at(data: bytes, text: str) -> int:
     """Offset of the GGUF string ``text`` (u64 length + bytes) in ``data``; its first occurrence."""
@@ -157,7 +182,7 @@ def _string_at(data: bytes, text: str) -> int:
 def _poke_u64(path: str | Path, offset: int, value: int) -> Path:
     p = Path(path)
     data = bytearray(p.read_bytes())
-    data[offset:offset + 8] = struct.pack("<Q", value)
+    data[offset : offset + 8] = struct.pack("<Q", value)
     p.write_bytes(bytes(data))
     return p
 
@@ -184,15 +209,25 @@ def set_tensor_dim(path: str | Path, tensor: str, dim: int, value: int) -> Path:
     at = _string_at(Path(path).read_bytes(), tensor) + 8 + len(tensor.encode())
     return _poke_u64(path, at + 4 + 8 * dim, value)  # n_dims (u32), then the u64 dimensions
 
-def reference_model(seed: int = 0):  # noqa: ANN201 - a transformers model
+
+def reference_model(seed: int = 0):
     """The same model as a ``LlamaForCausalLM`` built from the arrays, without GGUF."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tokens, _ = vocabulary()
-    cfg = LlamaConfig(vocab_size=len(tokens), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                      num_key_value_heads=KV_HEADS, intermediate_size=FFN, max_position_embeddings=64,
-                      rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=len(tokens),
+        hidden_size=HIDDEN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        intermediate_size=FFN,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+    )
     model = LlamaForCausalLM(cfg)
     state = {k: torch.from_numpy(v) for k, v in weights(len(tokens), seed).items()}
     model.load_state_dict(state, strict=False)
@@ -230,7 +265,7 @@ CONTEXT = 64
 GPT2_CONTEXT = 1024
 
 
-def arch_config(arch: str):  # noqa: ANN201 - a transformers config
+def arch_config(arch: str):
     """The tiny transformers config of ``arch`` (hidden 16, 2 layers); values a GGUF file cannot
     state are left at the config class's defaults, as transformers leaves them on load."""
     import transformers
@@ -238,20 +273,45 @@ def arch_config(arch: str):  # noqa: ANN201 - a transformers config
     cfg_name, _, extra = ARCHS[arch]
     vocab = len(vocabulary()[0])
     if arch == "gpt2":  # GPT2Config's own names; the position table is n_positions long
-        kw = dict(vocab_size=vocab, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=GPT2_CONTEXT,
-                  n_ctx=GPT2_CONTEXT, layer_norm_epsilon=1e-5)
+        kw = dict(
+            vocab_size=vocab,
+            n_embd=HIDDEN,
+            n_layer=LAYERS,
+            n_head=HEADS,
+            n_positions=GPT2_CONTEXT,
+            n_ctx=GPT2_CONTEXT,
+            layer_norm_epsilon=1e-5,
+        )
     elif arch == "falcon":
-        kw = dict(vocab_size=vocab, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                  max_position_embeddings=CONTEXT, rope_theta=10000.0, layer_norm_epsilon=1e-5)
+        kw = dict(
+            vocab_size=vocab,
+            hidden_size=HIDDEN,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS,
+            max_position_embeddings=CONTEXT,
+            rope_theta=10000.0,
+            layer_norm_epsilon=1e-5,
+        )
     elif arch == "bloom":
         kw = dict(vocab_size=vocab, hidden_size=HIDDEN, n_layer=LAYERS, n_head=HEADS, layer_norm_epsilon=1e-5)
     else:
-        kw = dict(vocab_size=vocab, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                  num_key_value_heads=KV_HEADS, intermediate_size=FFN, max_position_embeddings=CONTEXT,
-                  tie_word_embeddings=True)
-        kw.update({"stablelm": {"layer_norm_eps": 1e-5}, "starcoder2": {"norm_epsilon": 1e-5},
-                   "nemotron": {"norm_eps": 1e-5, "rope_theta": 10000.0}}.get(
-            arch, {"rms_norm_eps": 1e-5, "rope_theta": 10000.0}))
+        kw = dict(
+            vocab_size=vocab,
+            hidden_size=HIDDEN,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS,
+            num_key_value_heads=KV_HEADS,
+            intermediate_size=FFN,
+            max_position_embeddings=CONTEXT,
+            tie_word_embeddings=True,
+        )
+        kw.update(
+            {
+                "stablelm": {"layer_norm_eps": 1e-5},
+                "starcoder2": {"norm_epsilon": 1e-5},
+                "nemotron": {"norm_eps": 1e-5, "rope_theta": 10000.0},
+            }.get(arch, {"rms_norm_eps": 1e-5, "rope_theta": 10000.0})
+        )
     kw.update(extra)
     return getattr(transformers, cfg_name)(**kw)
 
@@ -280,7 +340,7 @@ def arch_weights(arch: str, seed: int = 0) -> dict[str, np.ndarray]:
     return out
 
 
-def arch_reference_model(arch: str, seed: int = 0):  # noqa: ANN201 - a transformers model
+def arch_reference_model(arch: str, seed: int = 0):
     """The tiny ``arch`` model built from :func:`arch_weights`, without GGUF."""
     import torch
     import transformers
@@ -307,8 +367,9 @@ def _gguf_tensor(arch: str, name: str, a: np.ndarray) -> np.ndarray:
     if arch == "bloom" and name.endswith("query_key_value.bias"):
         b = a.reshape(HEADS, 3, HIDDEN // HEADS)
         return np.concatenate([b[:, i].reshape(-1) for i in range(3)])
-    if arch == "gpt2" and name.endswith(("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
-                                         "mlp.c_proj.weight")):
+    if arch == "gpt2" and name.endswith(
+        ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+    ):
         return np.ascontiguousarray(a.T)
     return a
 

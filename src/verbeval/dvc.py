@@ -34,8 +34,10 @@ def rule_config_keys(rule: str, docstring: str | None) -> tuple[str, ...]:
     docstring's last part); :class:`VerbevalError` when it declares none."""
     head, found, keys = (docstring or "").partition(CONFIG_LINE)
     if not found or CONFIG_LINE in keys or (head and not head.rstrip(" ").endswith("\n")):
-        raise VerbevalError(f"rule {rule!r} declares no configuration keys: its docstring (workflow/rules/*.smk) "
-                            f"must end with one line '{CONFIG_LINE} KEY, ...' (or '{CONFIG_LINE} none')")
+        raise VerbevalError(
+            f"rule {rule!r} declares no configuration keys: its docstring (workflow/rules/*.smk) "
+            f"must end with one line '{CONFIG_LINE} KEY, ...' (or '{CONFIG_LINE} none')"
+        )
     names = tuple(k for k in re.split(r"[,\s]+", keys) if k)
     return () if names == ("none",) else names
 
@@ -51,10 +53,18 @@ PLOT_DATA_RULE = "dvc_plot_data"
 
 #: other data declared as DVC plots (by file name), one plot per file, each file a single series
 PLOTS: dict[str, dict[str, str]] = {
-    "veridicality_scatter.csv": {"x": "human_mean", "y": "score", "template": "scatter",
-                    "title": "Verb veridicality: mean human rating against model score (Figure 1)"},
-    "simverb_layers.csv": {"x": "layer", "y": "rho", "template": "simple",
-                           "title": "SimVerb-3500: Spearman's rho per layer (-1 = static)"},
+    "veridicality_scatter.csv": {
+        "x": "human_mean",
+        "y": "score",
+        "template": "scatter",
+        "title": "Verb veridicality: mean human rating against model score (Figure 1)",
+    },
+    "simverb_layers.csv": {
+        "x": "layer",
+        "y": "rho",
+        "template": "simple",
+        "title": "SimVerb-3500: Spearman's rho per layer (-1 = static)",
+    },
 }
 
 
@@ -93,8 +103,9 @@ def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -
     from verbeval.workflow.snakemake_internals import build_dag, parsed_workflow
 
     try:
-        with parsed_workflow(snakefile, workdir, configfiles=configfiles,
-                             dag_settings=DAGSettings(forceall=True)) as wf:
+        with parsed_workflow(
+            snakefile, workdir, configfiles=configfiles, dag_settings=DAGSettings(forceall=True)
+        ) as wf:
             dag = build_dag(wf, forceall=True, ignore_incomplete=True)
             jobs = [
                 JobSpec(
@@ -107,7 +118,8 @@ def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -
                     params=tuple((k, str(v)) for k, v in j.params.items() if isinstance(v, (str, int, float))),
                     persist=tuple(str(f) for f in j.output if is_flagged(f, "update")),
                     param_keys=((str(wf.config["manifest"]), f"sources.{j.wildcards['name']}.sha256"),)
-                    if j.rule.name in MANIFEST_ENTRY_RULES else (),
+                    if j.rule.name in MANIFEST_ENTRY_RULES
+                    else (),
                     config_keys=rule_config_keys(j.rule.name, j.rule.docstring) if j.shellcmd else (),
                 )
                 for j in dag.jobs
@@ -149,8 +161,14 @@ def _plot_definitions(job: JobSpec, wdir: str | None) -> list[dict[str, Any]]:
     params = dict(job.params)
     spec = CUTOFF_FIGURES[params["figure"]]
     paths = {Path(o).stem: (posixpath.normpath(posixpath.join(wdir, o)) if wdir else o) for o in job.outputs}
-    return plot_definitions(paths, stem=spec.stem, title=spec.title, side=job.wildcards["side"],
-                            metrics=spec.metrics, models=params["models"].split(","))
+    return plot_definitions(
+        paths,
+        stem=spec.stem,
+        title=spec.title,
+        side=job.wildcards["side"],
+        metrics=spec.metrics,
+        models=params["models"].split(","),
+    )
 
 
 #: a shard store's manifest.json: the shards beside it are not DVC outputs (they are the store's, kept
@@ -161,8 +179,13 @@ def _plot_definitions(job: JobSpec, wdir: str | None) -> list[dict[str, Any]]:
 STORE_OUT: dict[str, Any] = {"cache": False, "persist": True}
 
 
-def dvc_pipeline(jobs: Sequence[JobSpec], configfiles: Sequence[str], root: Path, wdir: str | None = None,
-                 declare: bool | None = None) -> dict[str, Any]:
+def dvc_pipeline(
+    jobs: Sequence[JobSpec],
+    configfiles: Sequence[str],
+    root: Path,
+    wdir: str | None = None,
+    declare: bool | None = None,
+) -> dict[str, Any]:
     """The ``dvc.yaml`` mapping for ``jobs``.
 
     ``configfiles`` are the workflow config files (relative to the repository ``root``), used as
@@ -196,8 +219,11 @@ def dvc_pipeline(jobs: Sequence[JobSpec], configfiles: Sequence[str], root: Path
         plots = [o for o in job.outputs if declare and Path(o).name in PLOTS]
         uncached = list(job.outputs) if declare and job.rule == PLOT_DATA_RULE else []
         stores = [o for o in job.outputs if Path(o).name == MANIFEST_NAME and Path(o).parent.name == "shards"]
-        outs: list[Any] = [{o: {"persist": True}} if o in job.persist else o for o in job.outputs
-                           if o not in metrics and o not in plots and o not in uncached and o not in stores]
+        outs: list[Any] = [
+            {o: {"persist": True}} if o in job.persist else o
+            for o in job.outputs
+            if o not in metrics and o not in plots and o not in uncached and o not in stores
+        ]
         outs += [{o: {"cache": False}} for o in uncached]
         outs += [{o: dict(STORE_OUT)} for o in stores]
         if outs:

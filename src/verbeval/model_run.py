@@ -23,8 +23,14 @@ import logging
 import time
 from typing import Any
 
-from verbeval.agreement.cli.inference import (batch_arg, forms_extra_tokens, load_checked_lm, model_options,
-                                              run_agreement_branch, store_options)
+from verbeval.agreement.cli.inference import (
+    batch_arg,
+    forms_extra_tokens,
+    load_checked_lm,
+    model_options,
+    run_agreement_branch,
+    store_options,
+)
 from verbeval.core.cliutil import Add, ConfigDefault, check_outputs, optional_bool, random_init_option
 from verbeval.simverb import cli as simverb_cli
 
@@ -37,12 +43,28 @@ def _forms_branch(lm: Any, a: argparse.Namespace) -> None:
     from verbeval.agreement.form_shards import infer_forms_model
 
     groups = [g for g in a.forms_groups.split(",") if g]
-    body = infer_forms_model(lm, pd.read_parquet(a.templates), pd.read_parquet(a.forms), groups, a.n_chunks,
-                             a.forms_manifest, batch_size=a.forms_batch_size, prepend_bos=a.prepend_bos,
-                             progress=not a.no_progress, allow_nonfinite=a.allow_nonfinite)
+    body = infer_forms_model(
+        lm,
+        pd.read_parquet(a.templates),
+        pd.read_parquet(a.forms),
+        groups,
+        a.n_chunks,
+        a.forms_manifest,
+        batch_size=a.forms_batch_size,
+        prepend_bos=a.prepend_bos,
+        progress=not a.no_progress,
+        allow_nonfinite=a.allow_nonfinite,
+    )
     t = body["timing"]
-    log.info("%s: %d form shards -> %s; %d contexts computed in %.1f s (%.2f contexts/s)", a.model,
-             len(body["shards"]), a.forms_manifest, t["contexts"], t["compute_s"], t["contexts_per_s"])
+    log.info(
+        "%s: %d form shards -> %s; %d contexts computed in %.1f s (%.2f contexts/s)",
+        a.model,
+        len(body["shards"]),
+        a.forms_manifest,
+        t["contexts"],
+        t["compute_s"],
+        t["contexts_per_s"],
+    )
 
 
 def simverb_settings(a: argparse.Namespace) -> dict[str, Any]:
@@ -50,11 +72,20 @@ def simverb_settings(a: argparse.Namespace) -> dict[str, Any]:
     from verbeval import __version__
     from verbeval.core.models import model_fingerprint
 
-    return {"branch": "simverb", "verbeval": __version__, "model": a.model, "revision": a.revision,
-            "gguf_file": a.gguf_file, "random_init": a.random_init,
-            "model_version": model_fingerprint(a.model, a.revision, gguf_file=a.gguf_file), "dtype": a.dtype,
-            "frames": a.simverb_frame or ["to {verb}"], "multi_token": a.simverb_multi_token,
-            "batch_size": a.simverb_batch_size, "splits": [s.partition("=")[0] for s in a.simverb_split]}
+    return {
+        "branch": "simverb",
+        "verbeval": __version__,
+        "model": a.model,
+        "revision": a.revision,
+        "gguf_file": a.gguf_file,
+        "random_init": a.random_init,
+        "model_version": model_fingerprint(a.model, a.revision, gguf_file=a.gguf_file),
+        "dtype": a.dtype,
+        "frames": a.simverb_frame or ["to {verb}"],
+        "multi_token": a.simverb_multi_token,
+        "batch_size": a.simverb_batch_size,
+        "splits": [s.partition("=")[0] for s in a.simverb_split],
+    }
 
 
 def _simverb_branch(lm: Any, a: argparse.Namespace) -> None:
@@ -70,11 +101,26 @@ def _simverb_branch(lm: Any, a: argparse.Namespace) -> None:
         return
     stamps.clear_stamp(outputs)
     pairs = simverb_cli.read_pairs(a.simverb_data, a.simverb_split)
-    sims, verbs = score_loaded(pairs, lm.model.base_model, lm.tokenizer, lm.device, model_id=a.model,
-                               frames=a.simverb_frame or ["to {verb}"], multi_token=a.simverb_multi_token,
-                               batch_size=a.simverb_batch_size, progress=not a.no_progress)
-    simverb_cli.write_scores(sims, verbs, len(pairs), a.model, a.simverb_out, a.simverb_verbs,
-                             random_init=resolve_random_init(a.model, a.random_init))
+    sims, verbs = score_loaded(
+        pairs,
+        lm.model.base_model,
+        lm.tokenizer,
+        lm.device,
+        model_id=a.model,
+        frames=a.simverb_frame or ["to {verb}"],
+        multi_token=a.simverb_multi_token,
+        batch_size=a.simverb_batch_size,
+        progress=not a.no_progress,
+    )
+    simverb_cli.write_scores(
+        sims,
+        verbs,
+        len(pairs),
+        a.model,
+        a.simverb_out,
+        a.simverb_verbs,
+        random_init=resolve_random_init(a.model, a.random_init),
+    )
     stamps.write_stamp(outputs, key)
 
 
@@ -82,8 +128,10 @@ def check_branches(a: argparse.Namespace) -> None:
     """Each optional branch is given whole or not at all."""
     from verbeval.core.errors import VerbevalError
 
-    for name, opts in (("multi-token forms", ("forms", "forms_groups", "forms_manifest")),
-                       ("SimVerb", ("simverb_data", "simverb_out", "simverb_verbs"))):
+    for name, opts in (
+        ("multi-token forms", ("forms", "forms_groups", "forms_manifest")),
+        ("SimVerb", ("simverb_data", "simverb_out", "simverb_verbs")),
+    ):
         given = [o for o in opts if getattr(a, o)]
         if given and len(given) != len(opts):
             missing = ", ".join("--" + o.replace("_", "-") for o in opts if o not in given)
@@ -100,9 +148,17 @@ def _load_checked(a: argparse.Namespace) -> Any:
     templates = pd.read_parquet(a.templates)
     lm, _ = load_checked_lm(a, templates, [g for g in a.groups.split(",") if g])
     if a.forms_manifest:
-        check_context_lengths(a.model, a.revision, lm.kind, templates, [g for g in a.forms_groups.split(",") if g],
-                              a.prepend_bos, forms_extra_tokens(pd.read_parquet(a.forms)),
-                              tokenizer=lm.tokenizer, config=lm.model.config)
+        check_context_lengths(
+            a.model,
+            a.revision,
+            lm.kind,
+            templates,
+            [g for g in a.forms_groups.split(",") if g],
+            a.prepend_bos,
+            forms_extra_tokens(pd.read_parquet(a.forms)),
+            tokenizer=lm.tokenizer,
+            config=lm.model.config,
+        )
     return lm
 
 
@@ -113,8 +169,11 @@ def cmd_run_model(a: argparse.Namespace) -> None:
     lm = _load_checked(a)
     load_s = time.perf_counter() - t0
     log.info("%s: model loaded in %.1f s (once for every branch)", a.model, load_s)
-    branches = [("agreement", lambda lm, a: run_agreement_branch(lm, a, load_s), True), ("multi-token forms", _forms_branch, bool(a.forms_manifest)),
-                ("SimVerb-3500", _simverb_branch, bool(a.simverb_out))]
+    branches = [
+        ("agreement", lambda lm, a: run_agreement_branch(lm, a, load_s), True),
+        ("multi-token forms", _forms_branch, bool(a.forms_manifest)),
+        ("SimVerb-3500", _simverb_branch, bool(a.simverb_out)),
+    ]
     for name, run, on in branches:
         if on:
             t1 = time.perf_counter()
@@ -125,32 +184,51 @@ def cmd_run_model(a: argparse.Namespace) -> None:
 
 def register(add: Add) -> None:
     """``run-model``."""
-    s = add("run-model", cmd_run_model,
-            "one model, one load: its agreement shards, its multi-token form shards and its SimVerb-3500 "
-            "embeddings (each branch resumes on its own)",
-            "The branches are those of `verbeval infer`, `infer-forms` and `simverb-score`, with the same results; "
-            "the form and SimVerb branches run when their outputs are given. Run by the rule infer, one job per "
-            "model (docs/performance.md, 'One model load per model').")
+    s = add(
+        "run-model",
+        cmd_run_model,
+        "one model, one load: its agreement shards, its multi-token form shards and its SimVerb-3500 "
+        "embeddings (each branch resumes on its own)",
+        "The branches are those of `verbeval infer`, `infer-forms` and `simverb-score`, with the same results; "
+        "the form and SimVerb branches run when their outputs are given. Run by the rule infer, one job per "
+        "model (docs/performance.md, 'One model load per model').",
+    )
     model_options(s)
-    s.add_argument("--prepend-bos", type=optional_bool, default=None,
-                   help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) "
-                        "(default: auto)")
+    s.add_argument(
+        "--prepend-bos",
+        type=optional_bool,
+        default=None,
+        help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) (default: auto)",
+    )
     random_init_option(s)
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     g = s.add_argument_group("agreement shards (as verbeval infer)")
     g.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
-    g.add_argument("--batch-size", type=batch_arg, default=ConfigDefault("inference.batch_size"),
-                   help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory")
-    g.add_argument("--top-k", type=int, default=ConfigDefault("inference.top_k"),
-                   help="top tokens (ids and probabilities) stored per context")
+    g.add_argument(
+        "--batch-size",
+        type=batch_arg,
+        default=ConfigDefault("inference.batch_size"),
+        help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory",
+    )
+    g.add_argument(
+        "--top-k",
+        type=int,
+        default=ConfigDefault("inference.top_k"),
+        help="top tokens (ids and probabilities) stored per context",
+    )
     store_options(g)
     g = s.add_argument_group("multi-token forms (as verbeval infer-forms; optional)")
     g.add_argument("--forms", help="the model's forms.parquet (verbeval lexicon-forms)")
     g.add_argument("--forms-groups", help="comma-separated template groups of the form shards")
-    g.add_argument("--forms-batch-size", type=int, default=ConfigDefault("agreement.multitoken.batch_size"),
-                   help="trie rows (prefixes / masked sequences) per pass")
-    g.add_argument("--forms-manifest",
-                   help="output: the form store's manifest.json (shards beside it); --n-chunks as for the agreement "
-                        "shards")
+    g.add_argument(
+        "--forms-batch-size",
+        type=int,
+        default=ConfigDefault("agreement.multitoken.batch_size"),
+        help="trie rows (prefixes / masked sequences) per pass",
+    )
+    g.add_argument(
+        "--forms-manifest",
+        help="output: the form store's manifest.json (shards beside it); --n-chunks as for the agreement shards",
+    )
     g = s.add_argument_group("SimVerb-3500 on the model's base model (as verbeval simverb-score; optional)")
     simverb_cli.score_options(g, prefix="simverb-")

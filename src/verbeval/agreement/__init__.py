@@ -25,10 +25,23 @@ from __future__ import annotations
 from typing import Any
 
 #: public names re-exported here -> the module that defines them
-_EXPORTS = {**dict.fromkeys(("PAPER_TOP_CUTOFFS", "PAPER_BOTTOM_CUTOFFS", "FormStats", "AgreementScores",
-                             "SideScores", "side_scores", "tse_scores", "scores_from_stats", "score_logits"),
-                            "metrics"),
-            **dict.fromkeys(("MAX_COUNTED_TIES", "form_statistics", "probabilities"), "kernels")}
+_EXPORTS = {
+    **dict.fromkeys(
+        (
+            "PAPER_TOP_CUTOFFS",
+            "PAPER_BOTTOM_CUTOFFS",
+            "FormStats",
+            "AgreementScores",
+            "SideScores",
+            "side_scores",
+            "tse_scores",
+            "scores_from_stats",
+            "score_logits",
+        ),
+        "metrics",
+    ),
+    **dict.fromkeys(("MAX_COUNTED_TIES", "form_statistics", "probabilities"), "kernels"),
+}
 
 __all__ = list(_EXPORTS)
 

@@ -16,15 +16,27 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from verbeval.agreement.metrics import FormStats, scores_from_stats, tse_scores
+from verbeval.agreement.shards import SHARD_SCHEMA_VERSION, read_shard_meta
 from verbeval.core.bootstrap import bootstrap_means
 from verbeval.core.errors import ShardError, VerbevalError
-from verbeval.agreement.shards import SHARD_SCHEMA_VERSION, read_shard_meta
 
 log = logging.getLogger(__name__)
 
 #: metadata fields that must agree across the shards of one (model, group)
-CONSISTENT_META = ("model_id", "revision", "kind", "dtype", "tokenizer_fingerprint", "lemma_set_sha256",
-                   "prepend_bos", "group", "n_chunks", "n_group_contexts", "top_k", "schema_version")
+CONSISTENT_META = (
+    "model_id",
+    "revision",
+    "kind",
+    "dtype",
+    "tokenizer_fingerprint",
+    "lemma_set_sha256",
+    "prepend_bos",
+    "group",
+    "n_chunks",
+    "n_group_contexts",
+    "top_k",
+    "schema_version",
+)
 
 
 @dataclass
@@ -58,22 +70,32 @@ def read_shards(paths: Sequence[str | Path]) -> GroupShards:
             raise ShardError(p, f"shard schema version {m.get('schema_version')} != {SHARD_SCHEMA_VERSION}")
         for key in CONSISTENT_META:
             if m.get(key) != ref.get(key):
-                raise VerbevalError(f"{p}: {key}={m.get(key)!r} differs from {paths[0]}: {ref.get(key)!r} (stale shard?)")
+                raise VerbevalError(
+                    f"{p}: {key}={m.get(key)!r} differs from {paths[0]}: {ref.get(key)!r} (stale shard?)"
+                )
     chunks = sorted(m["chunk"] for m in metas)
     if chunks != list(range(ref["n_chunks"])):
         n = ref["n_chunks"]
         lacking = [f"{k + 1}-of-{n}.parquet" for k in range(n) if k not in set(chunks)] or ["(a chunk given twice)"]
-        raise VerbevalError(f"model {ref.get('model_id')!r}, group {ref.get('group')!r}: shard "
-                            f"{', '.join(lacking)} of {Path(paths[0]).parent} is not among the shards given "
-                            f"(they cover chunks {[c + 1 for c in chunks]} of {n}): rerun the model's inference job")
+        raise VerbevalError(
+            f"model {ref.get('model_id')!r}, group {ref.get('group')!r}: shard "
+            f"{', '.join(lacking)} of {Path(paths[0]).parent} is not among the shards given "
+            f"(they cover chunks {[c + 1 for c in chunks]} of {n}): rerun the model's inference job"
+        )
     n_bad = sum(int(m.get("n_nonfinite") or 0) for m in metas)
     if n_bad:
-        log.warning("model %r, group %r: %d contexts have non-finite logits (written with allow_nonfinite); "
-                    "their scores are NaN", ref.get("model_id"), ref.get("group"), n_bad)
+        log.warning(
+            "model %r, group %r: %d contexts have non-finite logits (written with allow_nonfinite); "
+            "their scores are NaN",
+            ref.get("model_id"),
+            ref.get("group"),
+            n_bad,
+        )
     order = np.argsort([m["chunk"] for m in metas])
     f = 2 * ref["n_lemmas"]
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in
-                                          ("cid", "plural", "prob", "above", "below", "rows", "rctx", "ps", "pp", "tki", "tkp")}
+    parts: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("cid", "plural", "prob", "above", "below", "rows", "rctx", "ps", "pp", "tki", "tkp")
+    }
     for i in order:
         path, m = paths[i], metas[i]
         t = pq.read_table(path)
@@ -105,8 +127,18 @@ def read_shards(paths: Sequence[str | Path]) -> GroupShards:
         raise VerbevalError(f"shards hold {n_ctx} contexts, expected {ref['n_group_contexts']}")
     shape = (n_ctx, ref["n_lemmas"], 2)
     stats = FormStats(cat["prob"].reshape(shape), cat["above"].reshape(shape), cat["below"].reshape(shape))
-    return GroupShards(ref, cat["cid"], cat["plural"].astype(bool), stats, cat["rows"], cat["rctx"],
-                       np.stack([cat["ps"], cat["pp"]], axis=1), cat["tki"], cat["tkp"], n_bad)
+    return GroupShards(
+        ref,
+        cat["cid"],
+        cat["plural"].astype(bool),
+        stats,
+        cat["rows"],
+        cat["rctx"],
+        np.stack([cat["ps"], cat["pp"]], axis=1),
+        cat["tki"],
+        cat["tkp"],
+        n_bad,
+    )
 
 
 def quarantine(path: str | Path) -> Path:
@@ -139,10 +171,7 @@ def _fmt_cutoff(p: float) -> str:
 
 
 def context_scores(
-    shards: GroupShards,
-    top_cutoffs: Sequence[float],
-    bottom_cutoffs: Sequence[float],
-    block: int = 128,
+    shards: GroupShards, top_cutoffs: Sequence[float], bottom_cutoffs: Sequence[float], block: int = 128
 ) -> pd.DataFrame:
     """Per-context EW, MW and counted mass at every cutoff (wide table, one row per context).
 
@@ -157,16 +186,21 @@ def context_scores(
         st = FormStats(shards.stats.prob[sl], shards.stats.cum_above[sl], shards.stats.cum_below[sl])
         top, bottom = scores_from_stats(st, shards.plural[sl], top_cutoffs, bottom_cutoffs)
         for side, res, cuts in (("top", top, top_cutoffs), ("bottom", bottom, bottom_cutoffs)):
-            for metric, arr in (("ew", res.ew), ("mw", res.mw), ("prob_counted", res.prob_counted),
-                                ("prob_counted_forms", res.prob_counted_forms)):
+            for metric, arr in (
+                ("ew", res.ew),
+                ("mw", res.mw),
+                ("prob_counted", res.prob_counted),
+                ("prob_counted_forms", res.prob_counted_forms),
+            ):
                 for j, p in enumerate(cuts):
                     cols.setdefault(f"{metric}_{side}@{_fmt_cutoff(p)}", []).append(arr[:, j])
     out = pd.DataFrame({"context_id": shards.context_id, "plural": shards.plural})
     wide = pd.DataFrame({k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()})
     # contexts whose model output was not finite (kept under inference.allow_nonfinite) have no
     # score: comparisons with NaN would otherwise count as "not above" and give EW 0
-    bad = ~(np.isfinite(shards.stats.prob) & np.isfinite(shards.stats.cum_above)
-            & np.isfinite(shards.stats.cum_below)).reshape(n, -1).all(axis=1)
+    bad = ~(
+        np.isfinite(shards.stats.prob) & np.isfinite(shards.stats.cum_above) & np.isfinite(shards.stats.cum_below)
+    ).reshape(n, -1).all(axis=1)
     if bad.any():
         wide.loc[bad, :] = np.nan
     return pd.concat([out, wide], axis=1)
@@ -176,8 +210,15 @@ def row_tse(shards: GroupShards, templates_group: pd.DataFrame) -> pd.DataFrame:
     """TSE per template row of the group (NaN where the row's verb forms are not single tokens)."""
     plural = templates_group["plural"].to_numpy(dtype=bool)[shards.rows]
     tse = tse_scores(shards.tse_p[:, 0], shards.tse_p[:, 1], plural, ~np.isnan(shards.tse_p).any(axis=1))
-    df = pd.DataFrame({"row": shards.rows, "context_id": shards.row_context, "tse": tse,
-                       "p_sing": shards.tse_p[:, 0], "p_plur": shards.tse_p[:, 1]})
+    df = pd.DataFrame(
+        {
+            "row": shards.rows,
+            "context_id": shards.row_context,
+            "tse": tse,
+            "p_sing": shards.tse_p[:, 0],
+            "p_plur": shards.tse_p[:, 1],
+        }
+    )
     return df.sort_values("row", kind="stable").reset_index(drop=True)
 
 
@@ -203,20 +244,49 @@ def summarise(
     records: list[dict[str, Any]] = []
     tse_vals = tse["tse"].to_numpy()
     t_mean, t_lo, t_hi = bootstrap_means(tse_vals, resamples, seed, confidence)
-    records.append({"metric": "tse", "side": "", "cutoff": np.nan, "value": t_mean[0], "ci_low": t_lo[0],
-                    "ci_high": t_hi[0], "n": int((~np.isnan(tse_vals)).sum()), "n_total": len(tse_vals)})
+    records.append(
+        {
+            "metric": "tse",
+            "side": "",
+            "cutoff": np.nan,
+            "value": t_mean[0],
+            "ci_low": t_lo[0],
+            "ci_high": t_hi[0],
+            "n": int((~np.isnan(tse_vals)).sum()),
+            "n_total": len(tse_vals),
+        }
+    )
     n_ctx = len(scores)
     for j, col in enumerate(metric_cols):
         name, cut = col.split("@")
         metric, side = name.rsplit("_", 1)
         vals = scores[col].to_numpy()
         n_valid = int((~np.isnan(vals)).sum())
-        records.append({"metric": metric, "side": side, "cutoff": float(cut), "value": mean[j], "ci_low": lo[j],
-                        "ci_high": hi[j], "n": n_valid, "n_total": n_ctx})
+        records.append(
+            {
+                "metric": metric,
+                "side": side,
+                "cutoff": float(cut),
+                "value": mean[j],
+                "ci_low": lo[j],
+                "ci_high": hi[j],
+                "n": n_valid,
+                "n_total": n_ctx,
+            }
+        )
         if metric == "ew":
-            records.append({"metric": "invalid", "side": side, "cutoff": float(cut),
-                            "value": (1 - n_valid / n_ctx) if n_ctx else np.nan, "ci_low": np.nan,
-                            "ci_high": np.nan, "n": n_ctx - n_valid, "n_total": n_ctx})
+            records.append(
+                {
+                    "metric": "invalid",
+                    "side": side,
+                    "cutoff": float(cut),
+                    "value": (1 - n_valid / n_ctx) if n_ctx else np.nan,
+                    "ci_low": np.nan,
+                    "ci_high": np.nan,
+                    "n": n_ctx - n_valid,
+                    "n_total": n_ctx,
+                }
+            )
     df = pd.DataFrame.from_records(records)
     df.insert(0, "group", group)
     df.insert(0, "model", model)

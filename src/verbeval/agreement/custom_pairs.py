@@ -21,12 +21,25 @@ from typing import Any
 
 import pandas as pd
 
+from verbeval.agreement.minimal_pairs import (
+    NUMBERS,
+    Number,
+    _split_punct,
+    _strip_final_period,
+    derive_number,
+    split_minimal_pair,
+    suspicious_pair,
+)
+from verbeval.agreement.template_files import (
+    REJECT_COLUMNS,
+    TEMPLATE_COLUMNS,
+    _check_nonempty,
+    _lines,
+    _read_text,
+    _typed,
+)
 from verbeval.core.errors import InputError, VerbevalError
 from verbeval.core.io import describe_json_error
-from verbeval.agreement.minimal_pairs import (NUMBERS, Number, _split_punct, _strip_final_period, derive_number,
-                                              split_minimal_pair, suspicious_pair)
-from verbeval.agreement.template_files import (REJECT_COLUMNS, TEMPLATE_COLUMNS, _check_nonempty, _lines, _read_text,
-                                               _typed)
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +88,16 @@ def custom_format(path: str | Path, fmt: str | None = None) -> str:
         return fmt
     found = CUSTOM_EXTENSIONS.get(Path(path).suffix.lower())
     if found is None:
-        raise VerbevalError(f"{path}: cannot tell the format from the extension "
-                            f"({', '.join(CUSTOM_EXTENSIONS)}); set format: jsonl or csv")
+        raise VerbevalError(
+            f"{path}: cannot tell the format from the extension "
+            f"({', '.join(CUSTOM_EXTENSIONS)}); set format: jsonl or csv"
+        )
     return found
 
 
-def custom_groups(entries: Sequence[Mapping[str, Any]], known_groups: Sequence[Mapping[str, Any]] = ()
-                  ) -> list[CustomGroup]:
+def custom_groups(
+    entries: Sequence[Mapping[str, Any]], known_groups: Sequence[Mapping[str, Any]] = ()
+) -> list[CustomGroup]:
     """Validate ``agreement.custom_groups`` entries (``id``, ``path``, optional ``name``, ``sha256``,
     ``format``, ``description``) into :class:`CustomGroup` objects, in the given order.
 
@@ -99,8 +115,9 @@ def custom_groups(entries: Sequence[Mapping[str, Any]], known_groups: Sequence[M
         gid = entry.get("id")
         where = f"agreement.custom_groups[{n}]"
         if not isinstance(gid, str) or not _GROUP_ID.fullmatch(gid):
-            raise VerbevalError(f"{where}: id {gid!r} must be letters, digits, '_' or '-' (not starting with "
-                                "'_' or '-')")
+            raise VerbevalError(
+                f"{where}: id {gid!r} must be letters, digits, '_' or '-' (not starting with '_' or '-')"
+            )
         where = f"{where} ({gid})"
         if gid in taken:
             raise VerbevalError(f"{where}: id {gid!r} is already {taken[gid]}")
@@ -131,8 +148,11 @@ def check_sha256(path: str | Path, expected: str) -> None:
     except OSError as exc:
         raise InputError(path, f"cannot read file: {exc}") from None
     if actual != expected.lower():
-        raise InputError(path, f"sha256 mismatch: expected {expected.lower()}, got {actual} (if you changed the "
-                               "file on purpose, put the new sha256 into agreement.custom_groups)")
+        raise InputError(
+            path,
+            f"sha256 mismatch: expected {expected.lower()}, got {actual} (if you changed the "
+            "file on purpose, put the new sha256 into agreement.custom_groups)",
+        )
 
 
 def _text_field(obj: Mapping[str, Any], key: str, allow_empty: bool = False) -> str:
@@ -166,8 +186,9 @@ def _checked_label(label: Number | None, correct: str, incorrect: str) -> Number
             raise ValueError(f"{why}; give the number of the correct form in a 'label' field (singular or plural)")
         return derived
     if derived is not None and derived != label:
-        raise ValueError(f"label {label!r} contradicts the verb forms: {correct!r}/{incorrect!r} make the correct "
-                         f"form {derived}")
+        raise ValueError(
+            f"label {label!r} contradicts the verb forms: {correct!r}/{incorrect!r} make the correct form {derived}"
+        )
     return label
 
 
@@ -177,13 +198,17 @@ def _custom_row(obj: Any) -> tuple[str, str, str, str, Number, str, str]:
         raise ValueError("a JSON object is expected")
     unknown = sorted(set(obj) - _ALLOWED_FIELDS)
     if unknown:
-        raise ValueError(f"unknown field(s) {', '.join(map(repr, unknown))} (expected sentence_good, sentence_bad "
-                         "or left, right, correct, incorrect, label; optional id, note)")
+        raise ValueError(
+            f"unknown field(s) {', '.join(map(repr, unknown))} (expected sentence_good, sentence_bad "
+            "or left, right, correct, incorrect, label; optional id, note)"
+        )
     split_keys = [k for k in SPLIT_FIELDS if k != "label" and k in obj]
     pair_keys = [k for k in PAIR_FIELDS if k in obj]
     if pair_keys and split_keys:
-        raise ValueError(f"mixes the two forms ({', '.join(pair_keys + split_keys)}): use sentence_good/"
-                         "sentence_bad or left/right/correct/incorrect/label")
+        raise ValueError(
+            f"mixes the two forms ({', '.join(pair_keys + split_keys)}): use sentence_good/"
+            "sentence_bad or left/right/correct/incorrect/label"
+        )
     raw_label = obj.get("label")
     label: Number | None = None
     if raw_label is not None and raw_label != "":
@@ -225,8 +250,9 @@ def _custom_row(obj: Any) -> tuple[str, str, str, str, Number, str, str]:
 #: Unicode: text inside a JSON string). A NUL or BEL in a sentence is an export or encoding
 #: accident that would reach the models' contexts unseen.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f]")
-_C0_NAMES = ("NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC "
-             "FS GS RS US").split()
+_C0_NAMES = (
+    "NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC FS GS RS US"
+).split()
 _REMOVE_CONTROL = "remove it (tab and line breaks are the only control characters allowed)"
 
 
@@ -297,12 +323,20 @@ def _csv_records(p: Path, text: str) -> Iterator[tuple[int, str, Any]]:
         raise InputError(p, f"repeated column(s) {', '.join(repeated)}", 1)
     unknown = [h for h in header if h not in _ALLOWED_FIELDS]
     if unknown:
-        raise InputError(p, f"unknown column(s) {', '.join(map(repr, unknown))} (expected sentence_good, "
-                            "sentence_bad or left, right, correct, incorrect, label; optional id, note)", 1)
+        raise InputError(
+            p,
+            f"unknown column(s) {', '.join(map(repr, unknown))} (expected sentence_good, "
+            "sentence_bad or left, right, correct, incorrect, label; optional id, note)",
+            1,
+        )
     mixed = [h for h in header if h in PAIR_FIELDS or h in SPLIT_FIELDS[:4]]
     if any(h in PAIR_FIELDS for h in mixed) and any(h in SPLIT_FIELDS for h in mixed):
-        raise InputError(p, f"columns mix the two forms ({', '.join(mixed)}): use sentence_good/sentence_bad or "
-                            "left/right/correct/incorrect/label", 1)
+        raise InputError(
+            p,
+            f"columns mix the two forms ({', '.join(mixed)}): use sentence_good/sentence_bad or "
+            "left/right/correct/incorrect/label",
+            1,
+        )
     if any(h in header for h in PAIR_FIELDS) or not any(h in header for h in SPLIT_FIELDS):
         wanted, other = PAIR_FIELDS, "or left, right, correct, incorrect, label"
     else:
@@ -323,7 +357,7 @@ def _csv_records(p: Path, text: str) -> Iterator[tuple[int, str, Any]]:
         last = reader.line_num
         if not fields or (len(fields) == 1 and not fields[0].strip()):
             continue  # a blank line
-        raw = "\n".join(lines[start - 1:last])
+        raw = "\n".join(lines[start - 1 : last])
         if len(fields) != len(header):
             yield start, raw, ValueError(f"expected {len(header)} fields (as the header), got {len(fields)}")
         else:
@@ -331,11 +365,7 @@ def _csv_records(p: Path, text: str) -> Iterator[tuple[int, str, Any]]:
 
 
 def read_custom_pairs(
-    path: str | Path,
-    fmt: str,
-    source: str,
-    group: str,
-    skip_bad_rows: bool = False,
+    path: str | Path, fmt: str, source: str, group: str, skip_bad_rows: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read a user's own minimal-pair file (JSONL or CSV) into ``(rows, rejects)``.
 
@@ -390,16 +420,32 @@ def read_custom_pairs(
         why = suspicious_pair(left, correct, incorrect, isinstance(obj, dict) and obj.get("label") is not None)
         if why:
             doubtful.append((lineno, why))
-        rows.append({
-            "group": group, "source": source, "line": lineno, "left": left, "right": right,
-            "correct": correct, "incorrect": incorrect, "label": label, "plural": label == "plural",
-            "pair_id": pair_id, "note": note,
-        })
+        rows.append(
+            {
+                "group": group,
+                "source": source,
+                "line": lineno,
+                "left": left,
+                "right": right,
+                "correct": correct,
+                "incorrect": incorrect,
+                "label": label,
+                "plural": label == "plural",
+                "pair_id": pair_id,
+                "note": note,
+            }
+        )
     if rejects:
         log.warning("%s: skipped %d row(s)", p, len(rejects))
     if doubtful:
         lines = ", ".join(str(n) for n, _ in doubtful[:10]) + (", ..." if len(doubtful) > 10 else "")
-        log.warning("%s:%d: %s (%d pair(s) like this, line(s) %s): check that the word that differs is the verb",
-                    p, doubtful[0][0], doubtful[0][1], len(doubtful), lines)
+        log.warning(
+            "%s:%d: %s (%d pair(s) like this, line(s) %s): check that the word that differs is the verb",
+            p,
+            doubtful[0][0],
+            doubtful[0][1],
+            len(doubtful),
+            lines,
+        )
     _check_nonempty(p, rows, rejects, skip_bad_rows, source, group)
     return _typed(rows, TEMPLATE_COLUMNS), _typed(rejects, REJECT_COLUMNS)

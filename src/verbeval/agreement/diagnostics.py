@@ -27,15 +27,25 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from verbeval.agreement.shards import build_contexts, lemma_set_hash, read_shard_meta
 from verbeval.core.errors import VerbevalError
 from verbeval.core.provenance import display_name
-from verbeval.agreement.shards import build_contexts, lemma_set_hash, read_shard_meta
 
 #: probability floor for the log of a lemma's mass (float32 shards underflow to 0 below ~1e-45)
 PROB_FLOOR = float(np.finfo(np.float32).tiny)
 
-LEMMA_STATS_COLUMNS = ("model", "lemma", "sing", "plur", "n_contexts", "n_correct", "n_wrong", "accuracy",
-                       "mean_prob", "mean_log10_prob")
+LEMMA_STATS_COLUMNS = (
+    "model",
+    "lemma",
+    "sing",
+    "plur",
+    "n_contexts",
+    "n_correct",
+    "n_wrong",
+    "accuracy",
+    "mean_prob",
+    "mean_log10_prob",
+)
 
 
 def _fixed(col: pa.ChunkedArray, width: int, dtype: type) -> np.ndarray:
@@ -83,25 +93,30 @@ def lemma_table(lemmas: pd.DataFrame, counts: LemmaCounts, model: str) -> pd.Dat
         acc = counts.n_correct / n if n else np.full(len(lemmas), np.nan)
         mean_prob = counts.sum_prob / n if n else np.full(len(lemmas), np.nan)
         mean_log = counts.sum_log10_prob / n if n else np.full(len(lemmas), np.nan)
-    return pd.DataFrame({
-        "model": model,
-        "lemma": lemmas["lemma"].to_numpy(),
-        "sing": lemmas["sing"].to_numpy(),
-        "plur": lemmas["plur"].to_numpy(),
-        "n_contexts": n,
-        "n_correct": counts.n_correct,
-        "n_wrong": n - counts.n_correct,
-        "accuracy": acc,
-        "mean_prob": mean_prob,
-        "mean_log10_prob": mean_log,
-    }, columns=list(LEMMA_STATS_COLUMNS))
+    return pd.DataFrame(
+        {
+            "model": model,
+            "lemma": lemmas["lemma"].to_numpy(),
+            "sing": lemmas["sing"].to_numpy(),
+            "plur": lemmas["plur"].to_numpy(),
+            "n_contexts": n,
+            "n_correct": counts.n_correct,
+            "n_wrong": n - counts.n_correct,
+            "accuracy": acc,
+            "mean_prob": mean_prob,
+            "mean_log10_prob": mean_log,
+        },
+        columns=list(LEMMA_STATS_COLUMNS),
+    )
 
 
-def _check_shard(path: str | Path, meta: dict[str, Any], lemmas: pd.DataFrame, lemma_hash: str,
-                 ref: dict[str, Any] | None) -> None:
+def _check_shard(
+    path: str | Path, meta: dict[str, Any], lemmas: pd.DataFrame, lemma_hash: str, ref: dict[str, Any] | None
+) -> None:
     if meta.get("n_lemmas") != len(lemmas) or meta.get("lemma_set_sha256") != lemma_hash:
-        raise VerbevalError(f"{path}: shard was made with a different lemma set than the given lemmas file "
-                            "(stale shard?)")
+        raise VerbevalError(
+            f"{path}: shard was made with a different lemma set than the given lemmas file (stale shard?)"
+        )
     if ref is not None:
         for key in ("model_id", "revision", "tokenizer_fingerprint"):
             if meta.get(key) != ref.get(key):
@@ -192,9 +207,11 @@ def select_rows(
             if entry.get("right") is not None:
                 hit &= sub["right"].map(_norm) == _norm(entry["right"])
             if not hit.any():
-                raise VerbevalError(f"Table 3 context #{i + 1}: no row of group {g!r} has left context "
-                                    f"{entry.get('left')!r}" + (f" and right context {entry['right']!r}"
-                                                                 if entry.get("right") is not None else ""))
+                raise VerbevalError(
+                    f"Table 3 context #{i + 1}: no row of group {g!r} has left context "
+                    f"{entry.get('left')!r}"
+                    + (f" and right context {entry['right']!r}" if entry.get("right") is not None else "")
+                )
             picked.append(sub[hit].iloc[[0]])
     else:
         for g in table3_groups(run, None, default_groups):
@@ -211,7 +228,9 @@ def display_context(left: str, right: str) -> str:
     return " ".join(p for p in (left, "___", right) if p) + "."
 
 
-def form_numbers(lemmas: pd.DataFrame, extra_pairs: Sequence[tuple[int, int, str]] = ()) -> dict[int, dict[str, set[str]]]:
+def form_numbers(
+    lemmas: pd.DataFrame, extra_pairs: Sequence[tuple[int, int, str]] = ()
+) -> dict[int, dict[str, set[str]]]:
     """token id -> {"sing"/"plur": lemmas having that id as that form}.
 
     ``extra_pairs``: (singular id, plural id, name) of further verbs (a template row's own verb,
@@ -226,7 +245,9 @@ def form_numbers(lemmas: pd.DataFrame, extra_pairs: Sequence[tuple[int, int, str
     return out
 
 
-def mark_tokens(ids: Sequence[int], plural: bool, numbers: Mapping[int, Mapping[str, set[str]]]) -> tuple[list[str], list[str]]:
+def mark_tokens(
+    ids: Sequence[int], plural: bool, numbers: Mapping[int, Mapping[str, set[str]]]
+) -> tuple[list[str], list[str]]:
     """For each token id: ``correct`` (a verb form of the context's number), ``incorrect`` (of the
     other number), ``ambiguous`` (a form of both numbers, e.g. of two different lemmas) or ``""``
     (not a known verb form); and the lemmas it is a form of (``/``-joined)."""
@@ -235,8 +256,9 @@ def mark_tokens(ids: Sequence[int], plural: bool, numbers: Mapping[int, Mapping[
     for t in ids:
         entry = numbers.get(int(t), {})
         has_want, has_other = bool(entry.get(want)), bool(entry.get(other))
-        marks.append("ambiguous" if has_want and has_other else "correct" if has_want else
-                     "incorrect" if has_other else "")
+        marks.append(
+            "ambiguous" if has_want and has_other else "correct" if has_want else "incorrect" if has_other else ""
+        )
         names.append("/".join(sorted(set().union(*entry.values()))) if entry else "")
     return marks, names
 
@@ -254,8 +276,20 @@ class ModelTopK:
     render: Callable[[str, str], str]  # (left, right) -> the text the model sees
 
 
-TABLE3_COLUMNS = ("selection", "group", "context", "label", "model", "model_input", "rank", "token_id", "token",
-                  "prob", "mark", "lemma")
+TABLE3_COLUMNS = (
+    "selection",
+    "group",
+    "context",
+    "label",
+    "model",
+    "model_input",
+    "rank",
+    "token_id",
+    "token",
+    "prob",
+    "mark",
+    "lemma",
+)
 
 
 def topk_table(selected: pd.DataFrame, templates: pd.DataFrame, models: Sequence[ModelTopK]) -> pd.DataFrame:
@@ -284,11 +318,22 @@ def topk_table(selected: pd.DataFrame, templates: pd.DataFrame, models: Sequence
             marks, names = mark_tokens(ids, plural, numbers)
             tokens = m.decode([int(t) for t in ids])
             for k, (tid, p, tok, mark, name) in enumerate(zip(ids, probs, tokens, marks, names), start=1):
-                records.append({"selection": int(r["selection"]), "group": g,
-                                "context": display_context(str(r["left"]), str(r["right"])),
-                                "label": "plural" if plural else "singular", "model": m.name,
-                                "model_input": m.render(str(r["left"]), str(r["right"])), "rank": k,
-                                "token_id": int(tid), "token": tok, "prob": float(p), "mark": mark, "lemma": name})
+                records.append(
+                    {
+                        "selection": int(r["selection"]),
+                        "group": g,
+                        "context": display_context(str(r["left"]), str(r["right"])),
+                        "label": "plural" if plural else "singular",
+                        "model": m.name,
+                        "model_input": m.render(str(r["left"]), str(r["right"])),
+                        "rank": k,
+                        "token_id": int(tid),
+                        "token": tok,
+                        "prob": float(p),
+                        "mark": mark,
+                        "lemma": name,
+                    }
+                )
     df = pd.DataFrame.from_records(records, columns=list(TABLE3_COLUMNS))
     order = {m.name: i for i, m in enumerate(models)}
     df["_model_order"] = df["model"].map(order)
@@ -296,7 +341,9 @@ def topk_table(selected: pd.DataFrame, templates: pd.DataFrame, models: Sequence
     return df.drop(columns="_model_order").reset_index(drop=True)
 
 
-def read_topk(shards: Sequence[str | Path]) -> tuple[dict[str, Any], dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+def read_topk(
+    shards: Sequence[str | Path],
+) -> tuple[dict[str, Any], dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
     """Top-k columns of a model's shards: (metadata of the first shard, group -> (ids, tokens, probs))."""
     parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     ref: dict[str, Any] | None = None
@@ -305,19 +352,26 @@ def read_topk(shards: Sequence[str | Path]) -> tuple[dict[str, Any], dict[str, t
         if ref is not None:
             for key in ("model_id", "revision", "kind", "tokenizer_fingerprint", "top_k"):
                 if meta.get(key) != ref.get(key):
-                    raise VerbevalError(f"{path}: {key}={meta.get(key)!r} differs from the other shards: {ref.get(key)!r}")
+                    raise VerbevalError(
+                        f"{path}: {key}={meta.get(key)!r} differs from the other shards: {ref.get(key)!r}"
+                    )
         ref = ref or meta
         t = pq.read_table(path, columns=["context_id", "topk_ids", "topk_probs"])
         k = int(meta["top_k"])
         parts.setdefault(str(meta["group"]), []).append(
-            (t["context_id"].to_numpy(), _fixed(t["topk_ids"], k, np.int32), _fixed(t["topk_probs"], k, np.float32)))
+            (t["context_id"].to_numpy(), _fixed(t["topk_ids"], k, np.int32), _fixed(t["topk_probs"], k, np.float32))
+        )
     if ref is None:
         raise VerbevalError("no shards given")
     out = {}
     for g, chunks in parts.items():
         cid = np.concatenate([c[0] for c in chunks])
         order = np.argsort(cid, kind="stable")
-        out[g] = (cid[order], np.concatenate([c[1] for c in chunks])[order], np.concatenate([c[2] for c in chunks])[order])
+        out[g] = (
+            cid[order],
+            np.concatenate([c[1] for c in chunks])[order],
+            np.concatenate([c[2] for c in chunks])[order],
+        )
     return ref, out
 
 
@@ -326,8 +380,14 @@ def read_topk(shards: Sequence[str | Path]) -> tuple[dict[str, Any], dict[str, t
 MARK_SYMBOL = {"correct": "✓", "incorrect": "✗", "ambiguous": "?", "": ""}
 
 
-def load_model_topk(name: str, model_id: str, shards: Sequence[str | Path], lemmas: str | Path,
-                    revision: str | None = None, gguf_file: str | None = None) -> ModelTopK:
+def load_model_topk(
+    name: str,
+    model_id: str,
+    shards: Sequence[str | Path],
+    lemmas: str | Path,
+    revision: str | None = None,
+    gguf_file: str | None = None,
+) -> ModelTopK:
     """Table 3's view of one model: the top-k tokens of its ``shards`` (:func:`read_topk`), and from its
     tokenizer (only the tokenizer is loaded) how to decode token ids, find the ids of verb forms and
     render a context as the model sees it; ``lemmas``: its lemmas.parquet."""
@@ -346,8 +406,15 @@ def load_model_topk(name: str, model_id: str, shards: Sequence[str | Path], lemm
     def render(left: str, right: str) -> str:
         return render_context(left, right, cased=cased, masked=masked, mask_token=getattr(tok, "mask_token", None))
 
-    return ModelTopK(name=name, kind=meta["kind"], topk=topk, lemmas=pd.read_parquet(lemmas), decode=decode,
-                     verb_ids=lambda words: single_token_ids(tok, list(words)), render=render)
+    return ModelTopK(
+        name=name,
+        kind=meta["kind"],
+        topk=topk,
+        lemmas=pd.read_parquet(lemmas),
+        decode=decode,
+        verb_ids=lambda words: single_token_ids(tok, list(words)),
+        render=render,
+    )
 
 
 def _cell(token: str, prob: float, mark: str) -> str:
@@ -362,12 +429,16 @@ def _md_escape(s: str) -> str:
 def table3_markdown(table: pd.DataFrame, random: Collection[str] = ()) -> str:
     """Table 3 as Markdown: one block per context, ranks as rows, models as columns (a ``random``,
     randomly initialised, model named so in its header)."""
-    lines = ["# Table 3: top tokens in selected contexts", "",
-             "✓ correct verb form for the context's number, ✗ incorrect, ? form of both numbers.", ""]
+    lines = [
+        "# Table 3: top tokens in selected contexts",
+        "",
+        "✓ correct verb form for the context's number, ✗ incorrect, ? form of both numbers.",
+        "",
+    ]
     if table.empty:
         return "\n".join(lines + ["(no contexts selected)", ""])
     models = list(dict.fromkeys(table["model"]))
-    for sel, block in table.groupby("selection", sort=True):
+    for _, block in table.groupby("selection", sort=True):
         first = block.iloc[0]
         lines += [f"## {first['context']} ({first['label']}; {first['group']})", ""]
         lines.append("| rank | " + " | ".join(_md_escape(display_name(m, m in random)) for m in models) + " |")
@@ -375,37 +446,52 @@ def table3_markdown(table: pd.DataFrame, random: Collection[str] = ()) -> str:
         ranks = sorted(block["rank"].unique())
         by = {(r.model, r.rank): r for r in block.itertuples(index=False)}
         for k in ranks:
-            cells = [_md_escape(_cell(by[(m, k)].token, by[(m, k)].prob, by[(m, k)].mark)) if (m, k) in by else ""
-                     for m in models]
+            cells = [
+                _md_escape(_cell(by[(m, k)].token, by[(m, k)].prob, by[(m, k)].mark)) if (m, k) in by else ""
+                for m in models
+            ]
             lines.append(f"| {k} | " + " | ".join(cells) + " |")
         inputs = block.drop_duplicates("model")[["model", "model_input"]]
-        lines += [""] + [f"- {_md_escape(r.model)} sees: `{r.model_input}`" for r in inputs.itertuples(index=False)] + [""]
+        lines += (
+            [""] + [f"- {_md_escape(r.model)} sees: `{r.model_input}`" for r in inputs.itertuples(index=False)] + [""]
+        )
     return "\n".join(lines)
 
 
 def _html_page(title: str, body: str) -> str:
-    style = ("body{font-family:sans-serif;font-size:14px;margin:1em}table{border-collapse:collapse;margin:0 0 1.5em}"
-             "th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}th{background:#f0f0f0}"
-             "td.correct{background:#d9f2d9}td.incorrect{background:#f8d7d7}td.ambiguous{background:#fff3cd}"
-             "td.num{text-align:right}")
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body>\n<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n")
+    style = (
+        "body{font-family:sans-serif;font-size:14px;margin:1em}table{border-collapse:collapse;margin:0 0 1.5em}"
+        "th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}th{background:#f0f0f0}"
+        "td.correct{background:#d9f2d9}td.incorrect{background:#f8d7d7}td.ambiguous{background:#fff3cd}"
+        "td.num{text-align:right}"
+    )
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{style}</style></head><body>\n<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n"
+    )
 
 
 def table3_html(table: pd.DataFrame, random: Collection[str] = ()) -> str:
     """Table 3 as a standalone HTML page (for the Snakemake report); see :func:`table3_markdown`."""
-    body = ["<p>Green: a verb form of the context's number (correct); red: of the other number (incorrect); "
-            "yellow: a form of both numbers.</p>"]
+    body = [
+        "<p>Green: a verb form of the context's number (correct); red: of the other number (incorrect); "
+        "yellow: a form of both numbers.</p>"
+    ]
     if table.empty:
         body.append("<p>No contexts selected.</p>")
     models = list(dict.fromkeys(table["model"]))
-    for sel, block in table.groupby("selection", sort=True):
+    for _, block in table.groupby("selection", sort=True):
         first = block.iloc[0]
-        body.append(f"<h2>{html.escape(str(first['context']))} <small>({html.escape(str(first['label']))}; "
-                    f"{html.escape(str(first['group']))})</small></h2>")
+        body.append(
+            f"<h2>{html.escape(str(first['context']))} <small>({html.escape(str(first['label']))}; "
+            f"{html.escape(str(first['group']))})</small></h2>"
+        )
         by = {(r.model, r.rank): r for r in block.itertuples(index=False)}
-        rows = ["<tr><th>rank</th>" + "".join(f"<th>{html.escape(display_name(m, m in random))}</th>" for m in models)
-                + "</tr>"]
+        rows = [
+            "<tr><th>rank</th>"
+            + "".join(f"<th>{html.escape(display_name(m, m in random))}</th>" for m in models)
+            + "</tr>"
+        ]
         for k in sorted(block["rank"].unique()):
             cells = []
             for m in models:
@@ -413,18 +499,34 @@ def table3_html(table: pd.DataFrame, random: Collection[str] = ()) -> str:
                 if r is None:
                     cells.append("<td></td>")
                 else:
-                    cls = f" class=\"{r.mark}\"" if r.mark else ""
+                    cls = f' class="{r.mark}"' if r.mark else ""
                     cells.append(f"<td{cls}>{html.escape(_cell(r.token, r.prob, r.mark))}</td>")
-            rows.append(f"<tr><td class=\"num\">{k}</td>" + "".join(cells) + "</tr>")
+            rows.append(f'<tr><td class="num">{k}</td>' + "".join(cells) + "</tr>")
         body.append("<table>" + "".join(rows) + "</table>")
         inputs = block.drop_duplicates("model")[["model", "model_input"]]
-        body.append("<ul>" + "".join(f"<li>{html.escape(r.model)} sees: <code>{html.escape(r.model_input)}</code></li>"
-                                     for r in inputs.itertuples(index=False)) + "</ul>")
+        body.append(
+            "<ul>"
+            + "".join(
+                f"<li>{html.escape(r.model)} sees: <code>{html.escape(r.model_input)}</code></li>"
+                for r in inputs.itertuples(index=False)
+            )
+            + "</ul>"
+        )
     return _html_page("Table 3: top tokens in selected contexts", "\n".join(body))
 
 
-WORST_COLUMNS = ("model", "rank", "lemma", "sing", "plur", "n_contexts", "n_wrong", "accuracy", "mean_prob",
-                 "mean_log10_prob")
+WORST_COLUMNS = (
+    "model",
+    "rank",
+    "lemma",
+    "sing",
+    "plur",
+    "n_contexts",
+    "n_wrong",
+    "accuracy",
+    "mean_prob",
+    "mean_log10_prob",
+)
 
 
 def worst_lemmas(stats: pd.DataFrame, n: int, models: Sequence[str] | None = None) -> pd.DataFrame:
@@ -445,28 +547,39 @@ def worst_lemmas_markdown(worst: pd.DataFrame, random: Collection[str] = ()) -> 
     """The worst lemmas per model; a ``random`` (randomly initialised) model says so in its heading."""
     lines = ["# Lemmas most often conjugated wrongly", ""]
     for m, block in worst.groupby("model", sort=False):
-        lines += [f"## {display_name(str(m), m in random)}", "",
-                  "| rank | lemma | singular | plural | wrong / contexts | accuracy | mean P | mean log10 P |",
-                  "|---:|---|---|---|---:|---:|---:|---:|"]
+        lines += [
+            f"## {display_name(str(m), m in random)}",
+            "",
+            "| rank | lemma | singular | plural | wrong / contexts | accuracy | mean P | mean log10 P |",
+            "|---:|---|---|---|---:|---:|---:|---:|",
+        ]
         for r in block.itertuples(index=False):
-            lines.append(f"| {r.rank} | {_md_escape(r.lemma)} | {_md_escape(r.sing)} | {_md_escape(r.plur)} | "
-                         f"{r.n_wrong} / {r.n_contexts} | {r.accuracy:.3f} | {r.mean_prob:.3g} | {r.mean_log10_prob:.2f} |")
+            lines.append(
+                f"| {r.rank} | {_md_escape(r.lemma)} | {_md_escape(r.sing)} | {_md_escape(r.plur)} | "
+                f"{r.n_wrong} / {r.n_contexts} | {r.accuracy:.3f} | {r.mean_prob:.3g} | {r.mean_log10_prob:.2f} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
 
 def worst_lemmas_html(worst: pd.DataFrame, random: Collection[str] = ()) -> str:
     """:func:`worst_lemmas_markdown` as an HTML page."""
-    body = ["<p>Per model, the eligible lemmas whose correct form was least often more probable than the "
-            "incorrect one (EW failures), pooled over all contexts, with the lemma's mean in-context "
-            "probability P(singular) + P(plural).</p>"]
+    body = [
+        "<p>Per model, the eligible lemmas whose correct form was least often more probable than the "
+        "incorrect one (EW failures), pooled over all contexts, with the lemma's mean in-context "
+        "probability P(singular) + P(plural).</p>"
+    ]
     for m, block in worst.groupby("model", sort=False):
-        rows = ["<tr><th>rank</th><th>lemma</th><th>singular</th><th>plural</th><th>wrong / contexts</th>"
-                "<th>accuracy</th><th>mean P</th><th>mean log10 P</th></tr>"]
+        rows = [
+            "<tr><th>rank</th><th>lemma</th><th>singular</th><th>plural</th><th>wrong / contexts</th>"
+            "<th>accuracy</th><th>mean P</th><th>mean log10 P</th></tr>"
+        ]
         for r in block.itertuples(index=False):
-            rows.append(f"<tr><td class=\"num\">{r.rank}</td><td>{html.escape(str(r.lemma))}</td>"
-                        f"<td>{html.escape(str(r.sing))}</td><td>{html.escape(str(r.plur))}</td>"
-                        f"<td class=\"num\">{r.n_wrong} / {r.n_contexts}</td><td class=\"num\">{r.accuracy:.3f}</td>"
-                        f"<td class=\"num\">{r.mean_prob:.3g}</td><td class=\"num\">{r.mean_log10_prob:.2f}</td></tr>")
+            rows.append(
+                f'<tr><td class="num">{r.rank}</td><td>{html.escape(str(r.lemma))}</td>'
+                f"<td>{html.escape(str(r.sing))}</td><td>{html.escape(str(r.plur))}</td>"
+                f'<td class="num">{r.n_wrong} / {r.n_contexts}</td><td class="num">{r.accuracy:.3f}</td>'
+                f'<td class="num">{r.mean_prob:.3g}</td><td class="num">{r.mean_log10_prob:.2f}</td></tr>'
+            )
         body.append(f"<h2>{html.escape(display_name(str(m), m in random))}</h2><table>" + "".join(rows) + "</table>")
     return _html_page("Lemmas most often conjugated wrongly", "\n".join(body))

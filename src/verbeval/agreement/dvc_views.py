@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from verbeval.core.errors import VerbevalError
 from verbeval.agreement.tables import METRICS as TABLE2_METRICS
+from verbeval.core.errors import VerbevalError
 
 #: DVC plot template of the cutoff curves (.dvc/plots/verbeval_lines.json): straight lines through
 #: the points, no smoothing, one colour per y column (model and metric), one dash per revision.
@@ -32,8 +32,11 @@ TEMPLATE = "verbeval_lines"
 METRIC_LABELS = {"ew": "EW", "mw": "MW", "prob_counted": "mass counted", "invalid": "invalid"}
 
 #: y-axis label of the DVC plots of a cutoff figure, by its metrics
-Y_LABELS = {("ew", "mw"): "EW / MW", ("prob_counted",): "probability mass counted",
-            ("invalid",): "share of invalid contexts"}
+Y_LABELS = {
+    ("ew", "mw"): "EW / MW",
+    ("prob_counted",): "probability mass counted",
+    ("invalid",): "share of invalid contexts",
+}
 
 
 def series_column(model: str, metric: str) -> str:
@@ -46,8 +49,9 @@ def x_column(side: str) -> str:
     return "log10_cutoff" if side == "bottom" else "cutoff"
 
 
-def split_metrics(metrics: Mapping[str, Any], models: Sequence[str], groups: Sequence[str],
-                  source: str = "metrics") -> dict[tuple[str, str], dict[str, float | bool | None]]:
+def split_metrics(
+    metrics: Mapping[str, Any], models: Sequence[str], groups: Sequence[str], source: str = "metrics"
+) -> dict[tuple[str, str], dict[str, float | bool | None]]:
     """``{model: {group: {tse, ew, mw}}}`` (Table 2's metrics.json) -> ``{(model, group): {tse, ew, mw}}``
     for every model and group asked for; a randomly initialised model's entries (``random_init:
     true`` in metrics.json) also hold ``random_init: true``, a column of ``dvc metrics show``, and a
@@ -72,8 +76,15 @@ def split_metrics(metrics: Mapping[str, Any], models: Sequence[str], groups: Seq
     return out
 
 
-def wide_curves(curves: pd.DataFrame, *, side: str, models: Sequence[str], groups: Sequence[str],
-                metrics: Sequence[str], source: str = "curves") -> dict[str, pd.DataFrame]:
+def wide_curves(
+    curves: pd.DataFrame,
+    *,
+    side: str,
+    models: Sequence[str],
+    groups: Sequence[str],
+    metrics: Sequence[str],
+    source: str = "curves",
+) -> dict[str, pd.DataFrame]:
     """Per group: the ``side`` rows of a cutoff figure's data (``verbeval.agreement.figures.CURVE_COLUMNS``)
     as ``cutoff, log10_cutoff`` and one value column per model and metric (:func:`series_column`,
     models outer, metrics inner), one row per cutoff in increasing order. A missing value (an
@@ -85,16 +96,23 @@ def wide_curves(curves: pd.DataFrame, *, side: str, models: Sequence[str], group
     need = {"model", "group", "metric", "side", "cutoff", "value"}
     if not need <= set(curves.columns):
         raise VerbevalError(f"{source}: missing column(s) {sorted(need - set(curves.columns))}")
-    part = curves[(curves["side"] == side) & curves["model"].isin(models) & curves["group"].isin(groups)
-                  & curves["metric"].isin(metrics)]
+    part = curves[
+        (curves["side"] == side)
+        & curves["model"].isin(models)
+        & curves["group"].isin(groups)
+        & curves["metric"].isin(metrics)
+    ]
     keys = ["group", "model", "metric", "cutoff"]
     dup = part.duplicated(keys)
     if dup.any():
         r = part[dup].iloc[0]
-        raise VerbevalError(f"{source}: duplicate rows for model {r['model']!r}, group {r['group']!r}, "
-                            f"{r['metric']} ({side}) at cutoff {float(r['cutoff']):g}")
+        raise VerbevalError(
+            f"{source}: duplicate rows for model {r['model']!r}, group {r['group']!r}, "
+            f"{r['metric']} ({side}) at cutoff {float(r['cutoff']):g}"
+        )
     wide = part.assign(cutoff=part["cutoff"].astype(float)).pivot(
-        index=["group", "cutoff"], columns=["model", "metric"], values="value")
+        index=["group", "cutoff"], columns=["model", "metric"], values="value"
+    )
     out: dict[str, pd.DataFrame] = {}
     for g in groups:
         if g not in wide.index.get_level_values("group"):
@@ -109,15 +127,18 @@ def wide_curves(curves: pd.DataFrame, *, side: str, models: Sequence[str], group
             for metric in metrics:
                 n = int(counts.get((m, metric), 0))
                 if n != len(rows):
-                    raise VerbevalError(f"{source}: model {m!r}, group {g!r}: {n} {metric} ({side}) rows, "
-                                        f"expected one per cutoff ({len(rows)})")
+                    raise VerbevalError(
+                        f"{source}: model {m!r}, group {g!r}: {n} {metric} ({side}) rows, "
+                        f"expected one per cutoff ({len(rows)})"
+                    )
                 table[series_column(m, metric)] = rows[(m, metric)].to_numpy(float)
         out[g] = table.sort_values("cutoff", kind="stable").reset_index(drop=True)
     return out
 
 
-def plot_definitions(path_of: Mapping[str, str], *, stem: str, title: str, side: str, metrics: Sequence[str],
-                     models: Sequence[str]) -> list[dict[str, Any]]:
+def plot_definitions(
+    path_of: Mapping[str, str], *, stem: str, title: str, side: str, metrics: Sequence[str], models: Sequence[str]
+) -> list[dict[str, Any]]:
     """DVC top-level ``plots`` entries for one cutoff figure and side: one plot per group
     (``path_of``: group -> CSV path relative to the dvc.yaml), one series per model and metric,
     straight lines through the points (:data:`TEMPLATE`: no smoothing)."""
@@ -125,12 +146,16 @@ def plot_definitions(path_of: Mapping[str, str], *, stem: str, title: str, side:
     x_label = "log10 bottom-p cutoff" if side == "bottom" else "top-p cutoff"
     which = "" if f"{side}-p" in title else f" ({side}-p)"
     columns = [series_column(m, metric) for m in models for metric in metrics]
-    return [{f"{stem}/{side}/{g}": {
-        "template": TEMPLATE,
-        "x": x_column(side),
-        "y": {path: list(columns)},
-        "title": f"{'Figure ' + number + ': ' if number else ''}{title}{which}, {g}",
-        "x_label": x_label,
-        "y_label": Y_LABELS.get(tuple(metrics), ", ".join(metrics)),
-    }} for g, path in path_of.items()]
-
+    return [
+        {
+            f"{stem}/{side}/{g}": {
+                "template": TEMPLATE,
+                "x": x_column(side),
+                "y": {path: list(columns)},
+                "title": f"{'Figure ' + number + ': ' if number else ''}{title}{which}, {g}",
+                "x_label": x_label,
+                "y_label": Y_LABELS.get(tuple(metrics), ", ".join(metrics)),
+            }
+        }
+        for g, path in path_of.items()
+    ]

@@ -117,7 +117,7 @@ def _in_context(tokenizer: Any, words: list[str]) -> tuple[np.ndarray, np.ndarra
         return flat[keep], np.concatenate([[0], np.cumsum(lens - p)])
     bad = np.flatnonzero(~ok)
     alone = tokenizer([_standalone(tokenizer, words[i]) for i in bad], add_special_tokens=False)["input_ids"]
-    parts: list[list[int]] = [flat[off[i] + p:off[i + 1]].tolist() for i in range(len(words))]
+    parts: list[list[int]] = [flat[off[i] + p : off[i + 1]].tolist() for i in range(len(words))]
     for j, i in enumerate(bad):
         parts[i] = list(alone[j])
     return _ragged(parts)
@@ -166,7 +166,7 @@ def eligible_lemmas(lexicon: pd.DataFrame, tokenizer: Any) -> pd.DataFrame:
     sing = lexicon["sing"].astype(str).tolist()
     plur = lexicon["plur"].astype(str).tolist()
     ids = single_token_ids(tokenizer, sing + plur)
-    sing_id, plur_id = ids[: len(sing)], ids[len(sing):]
+    sing_id, plur_id = ids[: len(sing)], ids[len(sing) :]
     keep = (sing_id != -1) & (plur_id != -1) & (sing_id != plur_id)
     out = lexicon.loc[keep, ["lemma", "sing", "plur"]].reset_index(drop=True)
     out["sing_id"] = sing_id[keep]

@@ -14,7 +14,6 @@ import pandas as pd
 
 from verbeval.core.errors import InputError
 
-
 ERRATA_COLUMNS = ("source", "line", "action", "reason")
 #: the earlier format, without ``action`` (every row is ``reject``); still read
 ERRATA_COLUMNS_V1 = ("source", "line", "reason")
@@ -59,7 +58,11 @@ def load_errata(path: str | Path) -> dict[str, dict[int, Erratum]]:
 
 def flagged_errata(errata: Mapping[str, Mapping[int, Erratum]], sources: Sequence[str] | None = None) -> pd.DataFrame:
     """The ``flag`` errata (``source, line, reason``) of ``sources`` (all when None), in file order."""
-    recs = [{"source": s, "line": line, "reason": e.reason}
-            for s, rows in errata.items() if sources is None or s in sources
-            for line, e in sorted(rows.items()) if e.action == "flag"]
+    recs = [
+        {"source": s, "line": line, "reason": e.reason}
+        for s, rows in errata.items()
+        if sources is None or s in sources
+        for line, e in sorted(rows.items())
+        if e.action == "flag"
+    ]
     return pd.DataFrame(recs, columns=["source", "line", "reason"]).astype({"line": "int64"})

@@ -26,9 +26,14 @@ import pandas as pd
 from verbeval.core.config import schema_default
 from verbeval.core.errors import VerbevalError
 
-METRIC_LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW", "prob_counted": "Probability mass counted",
-                 "prob_counted_forms": "Probability mass of the counted forms in the set",
-                 "invalid": "Share of invalid contexts"}
+METRIC_LABELS = {
+    "tse": "TSE",
+    "ew": "EW",
+    "mw": "MW",
+    "prob_counted": "Probability mass counted",
+    "prob_counted_forms": "Probability mass of the counted forms in the set",
+    "invalid": "Share of invalid contexts",
+}
 SIDE_LABELS = {"top": "top-p cutoff", "bottom": "bottom-p cutoff"}
 
 
@@ -47,18 +52,43 @@ class CutoffFigure:
 
 #: the cutoff figures, by the name the CLI takes
 CUTOFF_FIGURES: dict[str, CutoffFigure] = {
-    "scores-top": CutoffFigure("fig1_top_p", "EW and MW against top-p cutoff", ("ew", "mw"), ("top",),
-                               valid_share_row=True),
-    "scores-bottom": CutoffFigure("fig2_bottom_p", "EW and MW against bottom-p cutoff", ("ew", "mw"), ("bottom",),
-                                  valid_share_row=True),
-    "prob-counted": CutoffFigure("fig3_prob_counted", "Probability mass of the counted lemmas' inflections",
-                                 ("prob_counted",), ("top", "bottom"), log_y_bottom=True),
-    "invalid": CutoffFigure("fig4_invalid", "Share of contexts with no eligible lemma (invalid)",
-                            ("invalid",), ("top", "bottom"), has_ci=False),
+    "scores-top": CutoffFigure(
+        "fig1_top_p", "EW and MW against top-p cutoff", ("ew", "mw"), ("top",), valid_share_row=True
+    ),
+    "scores-bottom": CutoffFigure(
+        "fig2_bottom_p", "EW and MW against bottom-p cutoff", ("ew", "mw"), ("bottom",), valid_share_row=True
+    ),
+    "prob-counted": CutoffFigure(
+        "fig3_prob_counted",
+        "Probability mass of the counted lemmas' inflections",
+        ("prob_counted",),
+        ("top", "bottom"),
+        log_y_bottom=True,
+    ),
+    "invalid": CutoffFigure(
+        "fig4_invalid",
+        "Share of contexts with no eligible lemma (invalid)",
+        ("invalid",),
+        ("top", "bottom"),
+        has_ci=False,
+    ),
 }
 
-CURVE_COLUMNS = ("model", "group", "group_name", "metric", "side", "cutoff", "value", "ci_low", "ci_high", "n",
-                 "n_total", "valid_share", "low_n")
+CURVE_COLUMNS = (
+    "model",
+    "group",
+    "group_name",
+    "metric",
+    "side",
+    "cutoff",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n",
+    "n_total",
+    "valid_share",
+    "low_n",
+)
 
 #: metrics that are a counted probability mass (0, never NaN, where no lemma counts)
 COUNTED_MASSES = ("prob_counted", "prob_counted_forms")
@@ -136,15 +166,22 @@ def cutoff_curves(
     """
     names = _group_names(groups)
     gids = list(names)
-    s = summary[summary["metric"].isin(metrics) & summary["side"].isin(sides) & summary["model"].isin(models)
-                & summary["group"].isin(gids)].copy()
+    s = summary[
+        summary["metric"].isin(metrics)
+        & summary["side"].isin(sides)
+        & summary["model"].isin(models)
+        & summary["group"].isin(gids)
+    ].copy()
     s["cutoff"] = s["cutoff"].astype(float)
     parts = []
     for side in sides:
         cuts = np.asarray(sorted(float(c) for c in cutoffs[side]), dtype=float)
         part = s[s["side"] == side]
-        keep = np.isclose(part["cutoff"].to_numpy()[:, None], cuts[None, :], rtol=1e-9, atol=0).any(axis=1) \
-            if len(cuts) else np.zeros(len(part), bool)
+        keep = (
+            np.isclose(part["cutoff"].to_numpy()[:, None], cuts[None, :], rtol=1e-9, atol=0).any(axis=1)
+            if len(cuts)
+            else np.zeros(len(part), bool)
+        )
         part = part[keep]
         for m in models:
             for g in gids:
@@ -152,15 +189,23 @@ def cutoff_curves(
                     got = part[(part["model"] == m) & (part["group"] == g) & (part["metric"] == metric)]["cutoff"]
                     missing = [c for c in cuts if not np.isclose(got.to_numpy(), c, rtol=1e-9, atol=0).any()]
                     if missing:
-                        raise VerbevalError(f"summary has no {metric} ({side}) for model {m!r}, group {g!r} at cutoff "
-                                            f"{missing[0]:g} (stale summary? rerun aggregate)")
+                        raise VerbevalError(
+                            f"summary has no {metric} ({side}) for model {m!r}, group {g!r} at cutoff "
+                            f"{missing[0]:g} (stale summary? rerun aggregate)"
+                        )
                     if len(got) != len(cuts):
-                        raise VerbevalError(f"summary has duplicate {metric} ({side}) rows for model {m!r}, group {g!r}")
+                        raise VerbevalError(
+                            f"summary has duplicate {metric} ({side}) rows for model {m!r}, group {g!r}"
+                        )
         parts.append(part)
     out = pd.concat(parts, ignore_index=True) if parts else s.iloc[:0]
     out["group_name"] = out["group"].map(names)
-    out = out.assign(_m=_order(out, "model", models), _me=_order(out, "metric", metrics),
-                     _s=_order(out, "side", sides), _g=_order(out, "group", gids))
+    out = out.assign(
+        _m=_order(out, "model", models),
+        _me=_order(out, "metric", metrics),
+        _s=_order(out, "side", sides),
+        _g=_order(out, "group", gids),
+    )
     out = out.sort_values(["_m", "_me", "_s", "_g", "cutoff"], kind="stable")
     out["valid_share"], out["low_n"] = low_n_flags(out, min_contexts)
     return out[list(CURVE_COLUMNS)].reset_index(drop=True)
@@ -169,15 +214,20 @@ def cutoff_curves(
 COMPARISON_COLUMNS = ("model", "group", "group_name", "metric", "value", "ci_low", "ci_high", "n", "n_total")
 
 
-def model_comparison(summary: pd.DataFrame, *, models: Sequence[str], groups: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+def model_comparison(
+    summary: pd.DataFrame, *, models: Sequence[str], groups: Sequence[Mapping[str, Any]]
+) -> pd.DataFrame:
     """TSE (over rows) and EW, MW (over contexts, top p = 1) per model and group, with CIs: the
     numbers of Table 2, long format, in group, metric, model order."""
     names = _group_names(groups)
     gids = list(names)
     s = summary[summary["model"].isin(models) & summary["group"].isin(gids)]
     tse = s[s["metric"] == "tse"]
-    at_one = s[s["metric"].isin(["ew", "mw"]) & (s["side"] == "top")
-               & np.isclose(s["cutoff"].astype(float), 1.0, rtol=0, atol=1e-12)]
+    at_one = s[
+        s["metric"].isin(["ew", "mw"])
+        & (s["side"] == "top")
+        & np.isclose(s["cutoff"].astype(float), 1.0, rtol=0, atol=1e-12)
+    ]
     out = pd.concat([tse, at_one], ignore_index=True)
     for m in models:
         for g in gids:
@@ -186,18 +236,34 @@ def model_comparison(summary: pd.DataFrame, *, models: Sequence[str], groups: Se
                 if n != 1:
                     what = "TSE" if metric == "tse" else f"{metric.upper()} at top p = 1"
                     raise VerbevalError(f"summary has {n} rows of {what} for model {m!r}, group {g!r} (expected 1)")
-    out = out.assign(group_name=out["group"].map(names), _g=_order(out, "group", gids),
-                     _me=_order(out, "metric", ["tse", "ew", "mw"]), _m=_order(out, "model", models))
+    out = out.assign(
+        group_name=out["group"].map(names),
+        _g=_order(out, "group", gids),
+        _me=_order(out, "metric", ["tse", "ew", "mw"]),
+        _m=_order(out, "model", models),
+    )
     out = out.sort_values(["_g", "_me", "_m"], kind="stable")
     return out[list(COMPARISON_COLUMNS)].reset_index(drop=True)
 
 
-CHECKPOINT_COLUMNS = ("sweep", "step", "model", "group", "group_name", "metric", "value", "ci_low", "ci_high", "n",
-                      "n_total")
+CHECKPOINT_COLUMNS = (
+    "sweep",
+    "step",
+    "model",
+    "group",
+    "group_name",
+    "metric",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n",
+    "n_total",
+)
 
 
-def checkpoint_curves(summary: pd.DataFrame, *, checkpoints: Sequence[tuple[str, str, int]],
-                      groups: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+def checkpoint_curves(
+    summary: pd.DataFrame, *, checkpoints: Sequence[tuple[str, str, int]], groups: Sequence[Mapping[str, Any]]
+) -> pd.DataFrame:
     """TSE, EW and MW (top p = 1, with CIs) of training checkpoints, one row per (checkpoint, group,
     metric), in sweep, group, metric and step order.
 
@@ -218,8 +284,11 @@ def checkpoint_curves(summary: pd.DataFrame, *, checkpoints: Sequence[tuple[str,
     data = model_comparison(summary, models=list(ck["model"]), groups=groups)
     out = data.merge(ck, on="model", how="left", validate="many_to_one")
     sweeps = list(dict.fromkeys(ck["sweep"]))
-    out = out.assign(_s=_order(out, "sweep", sweeps), _g=_order(out, "group", list(_group_names(groups))),
-                     _me=_order(out, "metric", ["tse", "ew", "mw"]))
+    out = out.assign(
+        _s=_order(out, "sweep", sweeps),
+        _g=_order(out, "group", list(_group_names(groups))),
+        _me=_order(out, "metric", ["tse", "ew", "mw"]),
+    )
     out = out.sort_values(["_s", "_g", "_me", "step"], kind="stable")
     return out[list(CHECKPOINT_COLUMNS)].reset_index(drop=True)
 
@@ -229,8 +298,19 @@ def _num(x: Any) -> float | None:
     return None if np.isnan(v) else round(v, 6)
 
 
-LEMMA_ACCURACY_COLUMNS = ("model", "lemma", "sing", "plur", "n_contexts", "accuracy", "mean_prob",
-                          "mean_log10_prob", "bin", "bin_log10_prob", "bin_accuracy")
+LEMMA_ACCURACY_COLUMNS = (
+    "model",
+    "lemma",
+    "sing",
+    "plur",
+    "n_contexts",
+    "accuracy",
+    "mean_prob",
+    "mean_log10_prob",
+    "bin",
+    "bin_log10_prob",
+    "bin_accuracy",
+)
 
 
 def lemma_accuracy(stats: pd.DataFrame, models: Sequence[str], n_bins: int = 10) -> pd.DataFrame:
@@ -272,6 +352,9 @@ def lemma_metrics(data: pd.DataFrame) -> dict[str, Any]:
         rho = None
         if ok.sum() > 2 and np.ptp(x[ok]) > 0 and np.ptp(y[ok]) > 0:
             rho = _num(spearmanr(x[ok], y[ok]).statistic)
-        out[str(m)] = {"n_lemmas": int(len(part)), "mean_accuracy": _num(np.nanmean(y)) if ok.any() else None,
-                       "spearman_accuracy_log10_prob": rho}
+        out[str(m)] = {
+            "n_lemmas": int(len(part)),
+            "mean_accuracy": _num(np.nanmean(y)) if ok.any() else None,
+            "spearman_accuracy_log10_prob": rho,
+        }
     return out

@@ -39,7 +39,8 @@ META_KEY = b"verbeval_forms"
 def forms_hash(forms: pd.DataFrame) -> str:
     """The sha256 of a form table's verb pairs and token ids (``forms_sha256`` in every form shard)."""
     payload = forms[["sing", "plur"]].to_csv(index=False) + json.dumps(
-        [[int(x) for x in a] + [-1] + [int(x) for x in b] for a, b in zip(forms["sing_ids"], forms["plur_ids"])])
+        [[int(x) for x in a] + [-1] + [int(x) for x in b] for a, b in zip(forms["sing_ids"], forms["plur_ids"])]
+    )
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -65,15 +66,38 @@ def infer_forms_chunk(
     """
     fp = tokenizer_fingerprint(lm.tokenizer)
     prepared = group_contexts(templates, group, lm.kind)
-    write = _forms_chunk(lm, group, prepared, forms, chunk, n_chunks, fp, forms_hash(forms), batch_size=batch_size,
-                         prepend_bos=prepend_bos, progress=progress)
+    write = _forms_chunk(
+        lm,
+        group,
+        prepared,
+        forms,
+        chunk,
+        n_chunks,
+        fp,
+        forms_hash(forms),
+        batch_size=batch_size,
+        prepend_bos=prepend_bos,
+        progress=progress,
+    )
     return write(Path(out))
 
 
-def _forms_chunk(lm: LoadedModel, group: str, prepared: tuple[pd.DataFrame, pd.DataFrame, np.ndarray],
-                 forms: pd.DataFrame, chunk: int, n_chunks: int, fingerprint: str, forms_sha: str, *,
-                 batch_size: int, prepend_bos: bool | None, progress: bool,
-                 bar: Any = None, allow_nonfinite: bool = False) -> Callable[[Path], dict[str, Any]]:
+def _forms_chunk(
+    lm: LoadedModel,
+    group: str,
+    prepared: tuple[pd.DataFrame, pd.DataFrame, np.ndarray],
+    forms: pd.DataFrame,
+    chunk: int,
+    n_chunks: int,
+    fingerprint: str,
+    forms_sha: str,
+    *,
+    batch_size: int,
+    prepend_bos: bool | None,
+    progress: bool,
+    bar: Any = None,
+    allow_nonfinite: bool = False,
+) -> Callable[[Path], dict[str, Any]]:
     """Compute one chunk of a group prepared once (:func:`group_contexts`); returns the function
     that writes its shard."""
     from verbeval.agreement.inference import encode_contexts
@@ -92,45 +116,80 @@ def _forms_chunk(lm: LoadedModel, group: str, prepared: tuple[pd.DataFrame, pd.D
         raise VerbevalError("a template verb pair is missing from the form table (stale forms.parquet?)")
     seqs = [list(x) for pair in zip(forms["sing_ids"], forms["plur_ids"]) for x in pair]
     encoded = encode_contexts(lm, chunk_ctx, prepend_bos)
-    log.debug("%s %s chunk %d/%d: %d contexts, %d forms on %s", lm.model_id, group, chunk + 1, n_chunks,
-              len(chunk_ctx), len(seqs), describe_device(lm.device))
-    logp = form_logprobs(lm, encoded, seqs, batch_size=batch_size, progress=progress and bar is None,
-                         desc=f"forms {group} {chunk + 1}/{n_chunks}")
+    log.debug(
+        "%s %s chunk %d/%d: %d contexts, %d forms on %s",
+        lm.model_id,
+        group,
+        chunk + 1,
+        n_chunks,
+        len(chunk_ctx),
+        len(seqs),
+        describe_device(lm.device),
+    )
+    logp = form_logprobs(
+        lm,
+        encoded,
+        seqs,
+        batch_size=batch_size,
+        progress=progress and bar is None,
+        desc=f"forms {group} {chunk + 1}/{n_chunks}",
+    )
     if bar is not None:
         bar.update(len(chunk_ctx))
     n_bad = int((~np.isfinite(logp).all(axis=1)).sum()) if logp.size else 0
     check_finite(lm.model_id, group, chunk, n_chunks, n_bad, len(chunk_ctx), allow_nonfinite)
     rctx = row_context[rows]
     order = np.lexsort((rows, rctx))
-    offsets = np.append(np.searchsorted(rctx[order], chunk_ctx["context_id"].to_numpy(), side="left"),
-                        len(order)).astype(np.int32)
+    offsets = np.append(
+        np.searchsorted(rctx[order], chunk_ctx["context_id"].to_numpy(), side="left"), len(order)
+    ).astype(np.int32)
 
     def lists(values: np.ndarray, typ: pa.DataType) -> pa.Array:
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, type=typ))
 
     meta = {
-        "model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "dtype": lm.dtype,
-        "tokenizer_fingerprint": fingerprint, "forms_sha256": forms_sha,
-        "prepend_bos": encoded.bos, "n_pairs": len(forms), "group": group, "chunk": chunk, "n_chunks": n_chunks,
-        "context_start": start, "context_stop": stop, "n_group_contexts": len(contexts), "n_contexts": len(chunk_ctx),
-        "n_rows": len(rows), "schema_version": FORMS_SHARD_VERSION, "verbeval_version": __version__,
+        "model_id": lm.model_id,
+        "revision": lm.revision,
+        "kind": lm.kind,
+        "dtype": lm.dtype,
+        "tokenizer_fingerprint": fingerprint,
+        "forms_sha256": forms_sha,
+        "prepend_bos": encoded.bos,
+        "n_pairs": len(forms),
+        "group": group,
+        "chunk": chunk,
+        "n_chunks": n_chunks,
+        "context_start": start,
+        "context_stop": stop,
+        "n_group_contexts": len(contexts),
+        "n_contexts": len(chunk_ctx),
+        "n_rows": len(rows),
+        "schema_version": FORMS_SHARD_VERSION,
+        "verbeval_version": __version__,
         "method": "chain-rule" if lm.kind == "causal" else "pll-word-l2r",
         **({"n_nonfinite": n_bad} if n_bad else {}),
     }
 
     def write(out: Path) -> dict[str, Any]:
         width = logp.shape[1]
-        table = pa.table({
-            "context_id": pa.array(chunk_ctx["context_id"].to_numpy(), pa.int64()),
-            "plural": pa.array(chunk_ctx["plural"].to_numpy(dtype=bool)),
-            "logp": pa.FixedSizeListArray.from_arrays(pa.array(logp.reshape(-1), pa.float64()), width),
-            "rows": lists(rows[order].astype(np.int64), pa.int64()),
-            "row_pair": lists(row_pair[order].astype(np.int64), pa.int64()),
-        })
+        table = pa.table(
+            {
+                "context_id": pa.array(chunk_ctx["context_id"].to_numpy(), pa.int64()),
+                "plural": pa.array(chunk_ctx["plural"].to_numpy(dtype=bool)),
+                "logp": pa.FixedSizeListArray.from_arrays(pa.array(logp.reshape(-1), pa.float64()), width),
+                "rows": lists(rows[order].astype(np.int64), pa.int64()),
+                "row_pair": lists(row_pair[order].astype(np.int64), pa.int64()),
+            }
+        )
         table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
         with atomic_path(out) as tmp:
-            pq.write_table(table, tmp, compression="zstd", use_dictionary=["context_id", "plural"],
-                           use_byte_stream_split=["logp.list.element"])
+            pq.write_table(
+                table,
+                tmp,
+                compression="zstd",
+                use_dictionary=["context_id", "plural"],
+                use_byte_stream_split=["logp.list.element"],
+            )
         return meta
 
     return write
@@ -163,26 +222,72 @@ def infer_forms_model(
         digest = group_digest(g)
         n = capped_chunks(len(contexts), n_chunks)
         for chunk in range(n):
-            def compute(bar: Any, group: str = group, prepared: tuple[Any, ...] = prepared,
-                        chunk: int = chunk, n: int = n) -> Callable[[Path], dict[str, Any]]:
-                return _forms_chunk(lm, group, prepared, forms, chunk, n, fp, fsha,  # type: ignore[arg-type]
-                                    batch_size=batch_size, prepend_bos=prepend_bos, progress=False, bar=bar,
-                                    allow_nonfinite=allow_nonfinite)
 
-            key = shard_key({"model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "dtype": lm.dtype,
-                             "tokenizer_fingerprint": fp, "forms_sha256": fsha, "prepend_bos": bos,
-                             "schema_version": FORMS_SHARD_VERSION, "group": group, "group_sha256": digest,
-                             "chunk": chunk, "n_chunks": n})
+            def compute(
+                bar: Any, group: str = group, prepared: tuple[Any, ...] = prepared, chunk: int = chunk, n: int = n
+            ) -> Callable[[Path], dict[str, Any]]:
+                return _forms_chunk(
+                    lm,
+                    group,
+                    prepared,
+                    forms,
+                    chunk,
+                    n,
+                    fp,
+                    fsha,  # type: ignore[arg-type]
+                    batch_size=batch_size,
+                    prepend_bos=prepend_bos,
+                    progress=False,
+                    bar=bar,
+                    allow_nonfinite=allow_nonfinite,
+                )
+
+            key = shard_key(
+                {
+                    "model_id": lm.model_id,
+                    "revision": lm.revision,
+                    "kind": lm.kind,
+                    "dtype": lm.dtype,
+                    "tokenizer_fingerprint": fp,
+                    "forms_sha256": fsha,
+                    "prepend_bos": bos,
+                    "schema_version": FORMS_SHARD_VERSION,
+                    "group": group,
+                    "group_sha256": digest,
+                    "chunk": chunk,
+                    "n_chunks": n,
+                }
+            )
             start, stop = chunk_range(len(contexts), n, chunk)
             plan.append(PlannedShard(shard_relpath(group, chunk, n), key, stop - start, compute))
-    meta = {"model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "dtype": lm.dtype,
-            "tokenizer_fingerprint": fp, "forms_sha256": fsha, "groups": groups, "n_chunks": n_chunks}
-    return run_plan(manifest, plan, meta, desc=f"forms {lm.model_id}", progress=progress,
-                    allow_nonfinite=allow_nonfinite)
+    meta = {
+        "model_id": lm.model_id,
+        "revision": lm.revision,
+        "kind": lm.kind,
+        "dtype": lm.dtype,
+        "tokenizer_fingerprint": fp,
+        "forms_sha256": fsha,
+        "groups": groups,
+        "n_chunks": n_chunks,
+    }
+    return run_plan(
+        manifest, plan, meta, desc=f"forms {lm.model_id}", progress=progress, allow_nonfinite=allow_nonfinite
+    )
 
 
-_CONSISTENT = ("model_id", "revision", "kind", "dtype", "tokenizer_fingerprint", "forms_sha256", "prepend_bos",
-               "group", "n_chunks", "n_group_contexts", "schema_version")
+_CONSISTENT = (
+    "model_id",
+    "revision",
+    "kind",
+    "dtype",
+    "tokenizer_fingerprint",
+    "forms_sha256",
+    "prepend_bos",
+    "group",
+    "n_chunks",
+    "n_group_contexts",
+    "schema_version",
+)
 
 
 def form_shards_by_group(paths: Sequence[str | Path]) -> dict[str, list[str]]:
@@ -229,5 +334,11 @@ def read_form_shards(paths: Sequence[str | Path]) -> dict[str, Any]:
     lp = np.concatenate(logp)
     if len(lp) != ref["n_group_contexts"]:
         raise VerbevalError(f"form shards hold {len(lp)} contexts, expected {ref['n_group_contexts']}")
-    return {"meta": ref, "logp": lp.reshape(len(lp), ref["n_pairs"], 2), "plural": np.concatenate(plural),
-            "rows": np.concatenate(rows), "row_context": np.concatenate(rctx), "row_pair": np.concatenate(rpair)}
+    return {
+        "meta": ref,
+        "logp": lp.reshape(len(lp), ref["n_pairs"], 2),
+        "plural": np.concatenate(plural),
+        "rows": np.concatenate(rows),
+        "row_context": np.concatenate(rctx),
+        "row_pair": np.concatenate(rpair),
+    }

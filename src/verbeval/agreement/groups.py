@@ -13,10 +13,9 @@ from typing import Any
 
 import yaml
 
+from verbeval.agreement.custom_pairs import CustomGroup
 from verbeval.core.errors import InputError
 from verbeval.core.io import load_yaml
-from verbeval.agreement.custom_pairs import CustomGroup
-
 
 #: group ids and source names of a groups file (as the config schema's ``identifier``)
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -53,8 +52,11 @@ def load_groups(path: str | Path) -> list[dict[str, Any]]:
             raise InputError(p, f"{where}: 'id' must be a non-empty string")
         where = f"group {gid!r}"
         if not _IDENTIFIER.fullmatch(gid):
-            raise InputError(p, f"{where}: an id may hold only letters, digits, '.', '_' and '-' "
-                                "(it reaches file names and shell commands)")
+            raise InputError(
+                p,
+                f"{where}: an id may hold only letters, digits, '.', '_' and '-' "
+                "(it reaches file names and shell commands)",
+            )
         if gid in seen_ids:
             raise InputError(p, f"{where}: duplicate id")
         if not isinstance(name, str) or not name:
@@ -65,8 +67,11 @@ def load_groups(path: str | Path) -> list[dict[str, Any]]:
             if not isinstance(s, str) or not s:
                 raise InputError(p, f"{where}: source names must be non-empty strings")
             if not _IDENTIFIER.fullmatch(s):
-                raise InputError(p, f"{where}: source {s!r}: a source name may hold only letters, digits, "
-                                    "'.', '_' and '-' (it reaches file names and shell commands)")
+                raise InputError(
+                    p,
+                    f"{where}: source {s!r}: a source name may hold only letters, digits, "
+                    "'.', '_' and '-' (it reaches file names and shell commands)",
+                )
             if s in seen_sources:
                 raise InputError(p, f"{where}: source {s!r} is already in group {seen_sources[s]!r}")
             seen_sources[s] = gid
@@ -86,5 +91,4 @@ def write_groups(path: str | Path, groups: Sequence[Mapping[str, Any]]) -> None:
     from verbeval.core.io import write_text
 
     head = "# The agreement groups of this run, in table order (verbeval templates --groups-out).\n"
-    write_text(path, head + yaml.safe_dump({"groups": [dict(g) for g in groups]}, sort_keys=False,
-                                           allow_unicode=True))
+    write_text(path, head + yaml.safe_dump({"groups": [dict(g) for g in groups]}, sort_keys=False, allow_unicode=True))

@@ -19,21 +19,37 @@ import torch
 from tqdm.auto import tqdm
 
 from verbeval import __version__
-from verbeval.agreement.kernels import form_statistics, probabilities
 from verbeval.agreement.eligibility import single_token_ids, tokenizer_fingerprint
-from verbeval.core.errors import VerbevalError
-from verbeval.core.memory import fit_batch_size, free_memory, is_oom, model_shape, per_context_bytes
-from verbeval.core.devices import describe_device
-from verbeval.core.models import LoadedModel, adds_bos
-from verbeval.agreement.shards import (SHARD_SCHEMA_VERSION, ChunkResult, capped_chunks, check_finite, chunk_range,
-                                      group_contexts, group_digest, lemma_set_hash, write_shard)
+from verbeval.agreement.kernels import form_statistics, probabilities
+from verbeval.agreement.shards import (
+    SHARD_SCHEMA_VERSION,
+    ChunkResult,
+    capped_chunks,
+    check_finite,
+    chunk_range,
+    group_contexts,
+    group_digest,
+    lemma_set_hash,
+    write_shard,
+)
 from verbeval.agreement.shardstore import PlannedShard, run_plan, shard_key, shard_relpath
 from verbeval.agreement.templates import render_context
+from verbeval.core.devices import describe_device
+from verbeval.core.errors import VerbevalError
+from verbeval.core.memory import fit_batch_size, free_memory, is_oom, model_shape, per_context_bytes
+from verbeval.core.models import LoadedModel, adds_bos
 
 log = logging.getLogger(__name__)
 
-__all__ = ["compute_chunk", "encode_contexts", "fit_contexts", "infer_chunk", "infer_model", "run_contexts",
-           "target_logits"]
+__all__ = [
+    "compute_chunk",
+    "encode_contexts",
+    "fit_contexts",
+    "infer_chunk",
+    "infer_model",
+    "run_contexts",
+    "target_logits",
+]
 
 
 @dataclass
@@ -53,8 +69,10 @@ def encode_contexts(lm: LoadedModel, contexts: pd.DataFrame, prepend_bos: bool |
     """
     tok = lm.tokenizer
     masked = lm.kind == "masked"
-    texts = [render_context(l, r, cased=lm.cased, masked=masked, mask_token=lm.mask_token)
-             for l, r in zip(contexts["left"], contexts["right"])]
+    texts = [
+        render_context(left, right, cased=lm.cased, masked=masked, mask_token=lm.mask_token)
+        for left, right in zip(contexts["left"], contexts["right"])
+    ]
     ids: list[list[int]] = tok(texts, add_special_tokens=masked)["input_ids"] if texts else []
     if masked:
         mask_id = tok.mask_token_id
@@ -76,8 +94,10 @@ def encode_contexts(lm: LoadedModel, contexts: pd.DataFrame, prepend_bos: bool |
             # the verb is the first word: condition on BOS, else EOS (lm-evaluation-harness's prefix token)
             prefix = bos if bos is not None else tok.eos_token_id
             if prefix is None:
-                raise VerbevalError(f"a causal context is empty (the verb is the first word) and {lm.model_id!r} "
-                                    "has neither a BOS nor an EOS token to condition on")
+                raise VerbevalError(
+                    f"a causal context is empty (the verb is the first word) and {lm.model_id!r} "
+                    "has neither a BOS nor an EOS token to condition on"
+                )
             ids = [seq or [prefix] for seq in ids]
         target = np.array([len(seq) - 1 for seq in ids], dtype=np.int64)
         return Encoded(ids, target, bool(prepend_bos))
@@ -168,10 +188,20 @@ def fit_contexts(lm: LoadedModel, encoded: Encoded, batch_size: int) -> int:
     before any forward pass."""
     shape = model_shape(lm.model)
     longest = max((len(s) for s in encoded.ids), default=1)
-    per = per_context_bytes(shape, longest, logit_positions=1 if split_head(lm.model) is not None else longest,
-                            vocab_entry_bytes=CPU_VOCAB_BYTES if lm.device.type == "cpu" else ACCELERATOR_VOCAB_BYTES)
-    return fit_batch_size(batch_size, len(encoded.ids), per, free_memory(lm.device), what=lm.model_id,
-                          detail=f"vocabulary {shape.vocab}, {longest} tokens")
+    per = per_context_bytes(
+        shape,
+        longest,
+        logit_positions=1 if split_head(lm.model) is not None else longest,
+        vocab_entry_bytes=CPU_VOCAB_BYTES if lm.device.type == "cpu" else ACCELERATOR_VOCAB_BYTES,
+    )
+    return fit_batch_size(
+        batch_size,
+        len(encoded.ids),
+        per,
+        free_memory(lm.device),
+        what=lm.model_id,
+        detail=f"vocabulary {shape.vocab}, {longest} tokens",
+    )
 
 
 def run_contexts(
@@ -199,9 +229,12 @@ def run_contexts(
     """
     n, f = len(encoded.ids), len(form_ids)
     out = ChunkResult(
-        prob=np.zeros((n, f), np.float32), cum_above=np.zeros((n, f), np.float32),
-        cum_below=np.zeros((n, f), np.float32), topk_ids=np.zeros((n, top_k), np.int32),
-        topk_probs=np.zeros((n, top_k), np.float32), tse_p=np.full((len(row_context), 2), np.nan),
+        prob=np.zeros((n, f), np.float32),
+        cum_above=np.zeros((n, f), np.float32),
+        cum_below=np.zeros((n, f), np.float32),
+        topk_ids=np.zeros((n, top_k), np.int32),
+        topk_probs=np.zeros((n, top_k), np.float32),
+        tse_p=np.full((len(row_context), 2), np.nan),
         nonfinite=np.zeros(n, bool),
     )
     if n == 0:
@@ -256,7 +289,7 @@ def run_contexts(
         while pending:
             idx = pending.pop(0)
             if cap is not None and len(idx) > cap:  # consecutive slices: the same contexts, in order
-                pending[:0] = [idx[i:i + cap] for i in range(cap, len(idx), cap)]
+                pending[:0] = [idx[i : i + cap] for i in range(cap, len(idx), cap)]
                 idx = idx[:cap]
             try:
                 ids, att = _pad([encoded.ids[i] for i in idx], pad_id, dev)
@@ -281,8 +314,9 @@ def run_contexts(
                     torch.cuda.empty_cache()
                 half = len(idx) // 2
                 if cap is None or half < cap:  # one warning per cut, not one per batch
-                    log.warning("out of memory at batch size %d; retrying with %d, and later batches too",
-                                len(idx), half)
+                    log.warning(
+                        "out of memory at batch size %d; retrying with %d, and later batches too", len(idx), half
+                    )
                 cap = half if cap is None else min(cap, half)
                 pending[:0] = [idx[:half], idx[half:]]
                 continue
@@ -296,8 +330,17 @@ def run_contexts(
                 pair = torch.as_tensor(row_tse_ids[r]).to(dev, non_blocking=True)
                 vals = probs[ctx_pos.unsqueeze(1), pair.clamp(min=0)]
                 tse = host(torch.where(pair >= 0, vals, torch.full_like(vals, float("nan"))))
-            job = (idx, r, None, host(p.float()), host(above.float()), host(below.float()),
-                   host(tk.indices.int()), host(tk.values.float()), tse)
+            job = (
+                idx,
+                r,
+                None,
+                host(p.float()),
+                host(above.float()),
+                host(below.float()),
+                host(tk.indices.int()),
+                host(tk.values.float()),
+                tse,
+            )
             if cuda:
                 event = torch.cuda.Event()
                 event.record()
@@ -352,9 +395,17 @@ def model_context(lm: LoadedModel, lemmas: pd.DataFrame, top_k: int, prepend_bos
     else:
         bos = False
     meta = {
-        "model_id": lm.model_id, "revision": lm.revision, "kind": lm.kind, "cased": lm.cased, "dtype": lm.dtype,
-        "tokenizer_fingerprint": tokenizer_fingerprint(lm.tokenizer), "lemma_set_sha256": lemma_set_hash(lemmas),
-        "prepend_bos": bos, "n_lemmas": len(lemmas), "top_k": top_k, "verbeval_version": __version__,
+        "model_id": lm.model_id,
+        "revision": lm.revision,
+        "kind": lm.kind,
+        "cased": lm.cased,
+        "dtype": lm.dtype,
+        "tokenizer_fingerprint": tokenizer_fingerprint(lm.tokenizer),
+        "lemma_set_sha256": lemma_set_hash(lemmas),
+        "prepend_bos": bos,
+        "n_lemmas": len(lemmas),
+        "top_k": top_k,
+        "verbeval_version": __version__,
     }
     form_ids = lemmas[["sing_id", "plur_id"]].to_numpy(dtype=np.int64).reshape(-1)
     return ModelContext(form_ids, meta, bos if lm.kind == "causal" else None)
@@ -368,9 +419,18 @@ class ComputedChunk:
     meta: dict[str, Any]
 
 
-def compute_chunk(lm: LoadedModel, mc: ModelContext, work: GroupWork, chunk: int, n_chunks: int, *,
-                  batch_size: int = 64, progress: bool = True, bar: Any = None,
-                  allow_nonfinite: bool = False) -> ComputedChunk:
+def compute_chunk(
+    lm: LoadedModel,
+    mc: ModelContext,
+    work: GroupWork,
+    chunk: int,
+    n_chunks: int,
+    *,
+    batch_size: int = 64,
+    progress: bool = True,
+    bar: Any = None,
+    allow_nonfinite: bool = False,
+) -> ComputedChunk:
     """Forward one chunk of a prepared group (nothing written). Non-finite logits stop it
     (:func:`verbeval.agreement.shards.check_finite`) unless ``allow_nonfinite``."""
     start, stop = chunk_range(len(work.contexts), n_chunks, chunk)
@@ -380,16 +440,41 @@ def compute_chunk(lm: LoadedModel, mc: ModelContext, work: GroupWork, chunk: int
     rows = pd.DataFrame({"row": np.flatnonzero(in_chunk), "context_id": rc[in_chunk]})
     tse_ids = work.tse_ids[rows["row"].to_numpy()] if len(rows) else np.zeros((0, 2), np.int64)
     encoded = encode_contexts(lm, chunk_ctx, mc.prepend_bos)
-    log.debug("%s %s chunk %d/%d: %d contexts, %d rows on %s", lm.model_id, work.group, chunk + 1, n_chunks,
-              len(chunk_ctx), len(rows), describe_device(lm.device))
-    result = run_contexts(lm, encoded, mc.form_ids, rows["context_id"].to_numpy() - start, tse_ids,
-                          batch_size=batch_size, top_k=mc.meta["top_k"], progress=progress and bar is None,
-                          desc=f"{work.group} {chunk + 1}/{n_chunks}", bar=bar)
+    log.debug(
+        "%s %s chunk %d/%d: %d contexts, %d rows on %s",
+        lm.model_id,
+        work.group,
+        chunk + 1,
+        n_chunks,
+        len(chunk_ctx),
+        len(rows),
+        describe_device(lm.device),
+    )
+    result = run_contexts(
+        lm,
+        encoded,
+        mc.form_ids,
+        rows["context_id"].to_numpy() - start,
+        tse_ids,
+        batch_size=batch_size,
+        top_k=mc.meta["top_k"],
+        progress=progress and bar is None,
+        desc=f"{work.group} {chunk + 1}/{n_chunks}",
+        bar=bar,
+    )
     n_bad = int(result.nonfinite.sum()) if result.nonfinite is not None else 0
     check_finite(lm.model_id, work.group, chunk, n_chunks, n_bad, len(chunk_ctx), allow_nonfinite)
-    meta = {**mc.meta, "prepend_bos": encoded.bos, "group": work.group, "chunk": chunk, "n_chunks": n_chunks,
-            "context_start": start, "context_stop": stop, "n_group_contexts": len(work.contexts),
-            **({"n_nonfinite": n_bad} if n_bad else {})}
+    meta = {
+        **mc.meta,
+        "prepend_bos": encoded.bos,
+        "group": work.group,
+        "chunk": chunk,
+        "n_chunks": n_chunks,
+        "context_start": start,
+        "context_stop": stop,
+        "n_group_contexts": len(work.contexts),
+        **({"n_nonfinite": n_bad} if n_bad else {}),
+    }
     return ComputedChunk(chunk_ctx, rows, result, meta)
 
 
@@ -413,8 +498,16 @@ def infer_chunk(
     The workflow runs :func:`infer_model` (every group and chunk of a model in one process); this
     is the same computation for one shard, for scripts and tests."""
     mc = model_context(lm, lemmas, top_k, prepend_bos)
-    done = compute_chunk(lm, mc, prepare_group(lm, templates, group), chunk, n_chunks, batch_size=batch_size,
-                         progress=progress, allow_nonfinite=allow_nonfinite)
+    done = compute_chunk(
+        lm,
+        mc,
+        prepare_group(lm, templates, group),
+        chunk,
+        n_chunks,
+        batch_size=batch_size,
+        progress=progress,
+        allow_nonfinite=allow_nonfinite,
+    )
     return write_shard(out, done.contexts, done.rows, done.result, done.meta)
 
 
@@ -451,16 +544,33 @@ def infer_model(
     for w in (prepare_group(lm, templates, g) for g in groups):
         n = capped_chunks(len(w.contexts), n_chunks)
         for chunk in range(n):
+
             def compute(bar: Any, w: GroupWork = w, chunk: int = chunk, n: int = n) -> Callable[[Path], dict[str, Any]]:
-                done = compute_chunk(lm, mc, w, chunk, n, batch_size=batch_size, bar=bar,
-                                     allow_nonfinite=allow_nonfinite)
+                done = compute_chunk(
+                    lm, mc, w, chunk, n, batch_size=batch_size, bar=bar, allow_nonfinite=allow_nonfinite
+                )
                 return lambda path: write_shard(path, done.contexts, done.rows, done.result, done.meta)
 
-            key = shard_key({**mc.meta, "verbeval_version": None, "schema_version": SHARD_SCHEMA_VERSION,
-                             "group": w.group, "group_sha256": w.digest, "chunk": chunk, "n_chunks": n})
+            key = shard_key(
+                {
+                    **mc.meta,
+                    "verbeval_version": None,
+                    "schema_version": SHARD_SCHEMA_VERSION,
+                    "group": w.group,
+                    "group_sha256": w.digest,
+                    "chunk": chunk,
+                    "n_chunks": n,
+                }
+            )
             start, stop = chunk_range(len(w.contexts), n, chunk)
             plan.append(PlannedShard(shard_relpath(w.group, chunk, n), key, stop - start, compute))
     meta = {k: v for k, v in mc.meta.items() if k != "verbeval_version"}
     log.info("%s: %d groups, %d lemmas on %s", lm.model_id, len(groups), len(lemmas), describe_device(lm.device))
-    return run_plan(manifest, plan, {**meta, "groups": groups, "n_chunks": n_chunks, "random_init": bool(random_init)},
-                    desc=f"inference {lm.model_id}", progress=progress, allow_nonfinite=allow_nonfinite)
+    return run_plan(
+        manifest,
+        plan,
+        {**meta, "groups": groups, "n_chunks": n_chunks, "random_init": bool(random_init)},
+        desc=f"inference {lm.model_id}",
+        progress=progress,
+        allow_nonfinite=allow_nonfinite,
+    )

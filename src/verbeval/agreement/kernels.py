@@ -100,7 +100,9 @@ def form_statistics(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.
     return p_f, above, below
 
 
-def _form_statistics_numpy(probs: torch.Tensor, form_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _form_statistics_numpy(
+    probs: torch.Tensor, form_ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`form_statistics` on CPU, one context at a time (each row's arrays stay in cache).
 
     Per context: numpy's SIMD sort of the values (no permutation), two sorted binary searches of
@@ -146,8 +148,9 @@ class _RowScratch:
         self.cum = torch.empty(v, dtype=torch.float64)  # running sums
 
 
-def _row_statistics(p: np.ndarray, pf: np.ndarray, ids: np.ndarray,
-                    scratch: _RowScratch) -> tuple[np.ndarray, np.ndarray]:
+def _row_statistics(
+    p: np.ndarray, pf: np.ndarray, ids: np.ndarray, scratch: _RowScratch
+) -> tuple[np.ndarray, np.ndarray]:
     """Mass above and mass below each form of one context (``pf = p[ids]``)."""
     v = len(p)
     asc = scratch.asc
@@ -181,8 +184,9 @@ def _row_statistics(p: np.ndarray, pf: np.ndarray, ids: np.ndarray,
 _COMPARED_TIES = 32
 
 
-def _tie_counts(p: np.ndarray, asc: np.ndarray, values: np.ndarray, starts: np.ndarray,
-                form_ids: np.ndarray) -> np.ndarray:
+def _tie_counts(
+    p: np.ndarray, asc: np.ndarray, values: np.ndarray, starts: np.ndarray, form_ids: np.ndarray
+) -> np.ndarray:
     """For each tied form (``values[j]`` = ``p[form_ids[j]]``, first found at ``asc[starts[j]]`` in
     the ascending values ``asc``), how many items of ``p`` with a smaller id have exactly its probability.
 
@@ -196,8 +200,9 @@ def _tie_counts(p: np.ndarray, asc: np.ndarray, values: np.ndarray, starts: np.n
     if len(uniq) <= _COMPARED_TIES:
         vi = np.searchsorted(uniq, values)
         equal_ids = [np.flatnonzero(p == u) for u in uniq]  # ascending ids of the items equal to each value
-        return np.array([np.searchsorted(equal_ids[j], f) for j, f in zip(vi.tolist(), form_ids.tolist())],
-                        dtype=np.int64)
+        return np.array(
+            [np.searchsorted(equal_ids[j], f) for j, f in zip(vi.tolist(), form_ids.tolist())], dtype=np.int64
+        )
     n = len(p)
     order = np.argsort(p)  # ascending; equal values in any order
     new_run = np.empty(n, dtype=bool)
@@ -225,6 +230,8 @@ def probabilities(logits: ArrayLike, out: torch.Tensor | None = None) -> torch.T
     if out is None:
         return torch.softmax(t, dim=-1, dtype=torch.float64)
     if out.shape != t.shape or out.dtype != torch.float64 or out.device != t.device or not out.is_contiguous():
-        raise ValueError(f"probabilities: out must be a contiguous float64 tensor of shape {tuple(t.shape)} "
-                         f"on {t.device}, not {out.dtype} {tuple(out.shape)} on {out.device}")
+        raise ValueError(
+            f"probabilities: out must be a contiguous float64 tensor of shape {tuple(t.shape)} "
+            f"on {t.device}, not {out.dtype} {tuple(out.shape)} on {out.device}"
+        )
     return torch.ops.aten.softmax.int_out(t, -1, torch.float64, out=out)

@@ -35,9 +35,12 @@ def context_lengths(tokenizer: Any, rows: pd.DataFrame, *, kind: str, cased: boo
     :func:`verbeval.agreement.inference.encode_contexts` builds it: special tokens of a masked LM,
     BOS of a causal LM when prepended, an empty causal context as one token)."""
     masked = kind == "masked"
-    texts = [render_context(left, right if masked else "", cased=cased, masked=masked,
-                            mask_token=getattr(tokenizer, "mask_token", None))
-             for left, right in zip(rows["left"], rows["right"])]
+    texts = [
+        render_context(
+            left, right if masked else "", cased=cased, masked=masked, mask_token=getattr(tokenizer, "mask_token", None)
+        )
+        for left, right in zip(rows["left"], rows["right"])
+    ]
     if not texts:
         return np.zeros(0, np.int64)
     ids = tokenizer(texts, add_special_tokens=masked)["input_ids"]
@@ -55,14 +58,26 @@ def too_long(rows: pd.DataFrame, lengths: np.ndarray, limit: int, model_id: str,
     worst = over[np.argmax(lengths[over])]
     r = rows.iloc[worst]
     text = f"{r['left']} ___ {r['right']}".strip()
-    return (f"model {model_id!r} reads at most {limit} positions, but {len(over)} context(s) are longer: the longest "
-            f"({int(lengths[worst]) + extra} tokens) is group {r['group']!r}, {r['source']}:{r['line']} "
-            f"({text[:80]!r}{'...' if len(text) > 80 else ''}): shorten or remove that pair")
+    return (
+        f"model {model_id!r} reads at most {limit} positions, but {len(over)} context(s) are longer: the longest "
+        f"({int(lengths[worst]) + extra} tokens) is group {r['group']!r}, {r['source']}:{r['line']} "
+        f"({text[:80]!r}{'...' if len(text) > 80 else ''}): shorten or remove that pair"
+    )
 
 
-def check_context_lengths(model_id: str, revision: str | None, kind: str, templates: pd.DataFrame,
-                          groups: Sequence[str], prepend_bos: bool | None, extra: int = 0, *,
-                          gguf_file: str | None = None, tokenizer: Any = None, config: Any = None) -> None:
+def check_context_lengths(
+    model_id: str,
+    revision: str | None,
+    kind: str,
+    templates: pd.DataFrame,
+    groups: Sequence[str],
+    prepend_bos: bool | None,
+    extra: int = 0,
+    *,
+    gguf_file: str | None = None,
+    tokenizer: Any = None,
+    config: Any = None,
+) -> None:
     """Raise :class:`VerbevalError` when a context of ``groups`` is longer than the model reads
     (:func:`too_long`). Loads only the tokenizer and the config (unless given: a GGUF model is parsed
     once, by the model load); ``kind`` ``auto`` is detected."""
@@ -78,7 +93,8 @@ def check_context_lengths(model_id: str, revision: str | None, kind: str, templa
     rows = templates[templates["group"].isin(list(groups))]
     keys = ["left", "right"] if kind == "masked" else ["left"]
     rows = rows.drop_duplicates(keys).reset_index(drop=True)
-    why = too_long(rows, context_lengths(tok, rows, kind=kind, cased=is_cased(tok), prepend_bos=bos), limit,
-                   model_id, extra)
+    why = too_long(
+        rows, context_lengths(tok, rows, kind=kind, cased=is_cased(tok), prepend_bos=bos), limit, model_id, extra
+    )
     if why:
         raise VerbevalError(why)

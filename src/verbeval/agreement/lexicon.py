@@ -135,9 +135,7 @@ def read_verb_csv(path: str | Path) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=["lemma", "sing", "plur"]).astype("str")
 
 
-def inflect_lemmas(
-    lemmas: Iterable[str], overrides: Mapping[str, tuple[str, str]] | None = None
-) -> pd.DataFrame:
+def inflect_lemmas(lemmas: Iterable[str], overrides: Mapping[str, tuple[str, str]] | None = None) -> pd.DataFrame:
     """Inflect Giant-Verb-List lemmas into ``lemma, sing, plur`` (first occurrence of a lemma kept).
 
     Raises:
@@ -162,9 +160,7 @@ def inflect_lemmas(
 
 
 def build_lexicon(
-    verb_csv: str | Path | None,
-    giant_verbs: list[str] | None,
-    overrides: str | Path | None = None,
+    verb_csv: str | Path | None, giant_verbs: list[str] | None, overrides: str | Path | None = None
 ) -> pd.DataFrame:
     """The union lexicon: columns ``lemma, sing, plur, source``.
 

@@ -41,9 +41,13 @@ METRICS: tuple[str, ...] = ("tse", "ew", "mw")
 def row_pairs(templates: pd.DataFrame) -> pd.DataFrame:
     """(sing, plur) verb forms of each template row (columns ``sing``, ``plur``; same index)."""
     pl = templates["plural"].to_numpy(dtype=bool)
-    return pd.DataFrame({"sing": np.where(pl, templates["incorrect"], templates["correct"]).astype(str),
-                         "plur": np.where(pl, templates["correct"], templates["incorrect"]).astype(str)},
-                        index=templates.index)
+    return pd.DataFrame(
+        {
+            "sing": np.where(pl, templates["incorrect"], templates["correct"]).astype(str),
+            "plur": np.where(pl, templates["correct"], templates["incorrect"]).astype(str),
+        },
+        index=templates.index,
+    )
 
 
 def form_table(lexicon: pd.DataFrame, templates: pd.DataFrame, tokenizer: Any) -> pd.DataFrame:
@@ -71,7 +75,7 @@ def form_table(lexicon: pd.DataFrame, templates: pd.DataFrame, tokenizer: Any) -
     t["n_sing"] = np.array([len(x) for x in s_ids], np.int64)
     t["n_plur"] = np.array([len(x) for x in p_ids], np.int64)
     single = single_token_ids(tokenizer, sing + plur)
-    ss, sp = single[: len(t)], single[len(t):]
+    ss, sp = single[: len(t)], single[len(t) :]
     t["single_token"] = (ss != -1) & (sp != -1) & (ss != sp)
     unk = tokenizer.unk_token_id
     t["scorable"] = [bool(a) and bool(b) and a != b and unk not in a and unk not in b for a, b in zip(s_ids, p_ids)]
@@ -91,11 +95,17 @@ def common_pairs(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
 
 def mode_masks(forms: pd.DataFrame, common: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per pair of ``forms``: whether it counts in each mode (bool arrays aligned with ``forms``)."""
-    in_common = pd.MultiIndex.from_frame(forms[["sing", "plur"]]).isin(
-        pd.MultiIndex.from_frame(common[["sing", "plur"]])) if len(common) else np.zeros(len(forms), bool)
+    in_common = (
+        pd.MultiIndex.from_frame(forms[["sing", "plur"]]).isin(pd.MultiIndex.from_frame(common[["sing", "plur"]]))
+        if len(common)
+        else np.zeros(len(forms), bool)
+    )
     scorable = forms["scorable"].to_numpy(bool)
-    return {"single_token": forms["single_token"].to_numpy(bool), "all": scorable,
-            "common": np.asarray(in_common, bool) & scorable}
+    return {
+        "single_token": forms["single_token"].to_numpy(bool),
+        "all": scorable,
+        "common": np.asarray(in_common, bool) & scorable,
+    }
 
 
 # --------------------------------------------------------------------------- metrics
@@ -121,8 +131,9 @@ def context_mode_scores(logp: np.ndarray, plural: np.ndarray, mask: np.ndarray) 
     return ew, mw
 
 
-def row_mode_tse(logp: np.ndarray, plural: np.ndarray, row_context: np.ndarray, row_pair: np.ndarray,
-                 pair_mask: np.ndarray) -> np.ndarray:
+def row_mode_tse(
+    logp: np.ndarray, plural: np.ndarray, row_context: np.ndarray, row_pair: np.ndarray, pair_mask: np.ndarray
+) -> np.ndarray:
     """TSE per row (1 / 0 / NaN where the row's pair is outside ``pair_mask``); ``logp`` ``[N, P, 2]``."""
     lp = np.asarray(logp)[row_context, row_pair]  # [R, 2]
     pl = np.asarray(plural, bool)[row_context]
@@ -133,8 +144,17 @@ def row_mode_tse(logp: np.ndarray, plural: np.ndarray, row_context: np.ndarray, 
     return out
 
 
-def group_summary(shards: dict[str, Any], masks: dict[str, np.ndarray], n_lexicon: int, *, model: str,
-                  group: str, resamples: int, seed: int, confidence: float) -> pd.DataFrame:
+def group_summary(
+    shards: dict[str, Any],
+    masks: dict[str, np.ndarray],
+    n_lexicon: int,
+    *,
+    model: str,
+    group: str,
+    resamples: int,
+    seed: int,
+    confidence: float,
+) -> pd.DataFrame:
     """Long summary of one (model, group): one row per (mode, metric) with value, CI, n, n_total and
     the mode's lemma count."""
     lex_logp = shards["logp"][:, :n_lexicon]
@@ -144,27 +164,53 @@ def group_summary(shards: dict[str, Any], masks: dict[str, np.ndarray], n_lexico
         cols += [ew, mw]
         names += [(mode, "ew"), (mode, "mw")]
     mean, lo, hi = bootstrap_means(np.stack(cols, axis=1), resamples, seed, confidence)
-    tse = np.stack([row_mode_tse(shards["logp"], shards["plural"], shards["row_context"], shards["row_pair"],
-                                 masks[mode]) for mode in MODES], axis=1)
+    tse = np.stack(
+        [
+            row_mode_tse(shards["logp"], shards["plural"], shards["row_context"], shards["row_pair"], masks[mode])
+            for mode in MODES
+        ],
+        axis=1,
+    )
     t_mean, t_lo, t_hi = bootstrap_means(tse, resamples, seed, confidence)
     recs = []
     n_ctx = lex_logp.shape[0]
     for j, mode in enumerate(MODES):
         n_lem = int(masks[mode][:n_lexicon].sum())
-        recs.append({"mode": mode, "metric": "tse", "value": t_mean[j], "ci_low": t_lo[j], "ci_high": t_hi[j],
-                     "n": int((~np.isnan(tse[:, j])).sum()), "n_total": len(tse), "n_lemmas": n_lem})
+        recs.append(
+            {
+                "mode": mode,
+                "metric": "tse",
+                "value": t_mean[j],
+                "ci_low": t_lo[j],
+                "ci_high": t_hi[j],
+                "n": int((~np.isnan(tse[:, j])).sum()),
+                "n_total": len(tse),
+                "n_lemmas": n_lem,
+            }
+        )
         for metric in ("ew", "mw"):
             k = names.index((mode, metric))
-            recs.append({"mode": mode, "metric": metric, "value": mean[k], "ci_low": lo[k], "ci_high": hi[k],
-                         "n": int((~np.isnan(cols[k])).sum()), "n_total": n_ctx, "n_lemmas": n_lem})
+            recs.append(
+                {
+                    "mode": mode,
+                    "metric": metric,
+                    "value": mean[k],
+                    "ci_low": lo[k],
+                    "ci_high": hi[k],
+                    "n": int((~np.isnan(cols[k])).sum()),
+                    "n_total": n_ctx,
+                    "n_lemmas": n_lem,
+                }
+            )
     df = pd.DataFrame(recs)
     df.insert(0, "group", group)
     df.insert(0, "model", model)
     return df
 
 
-def lemma_scores(logp: np.ndarray, plural: np.ndarray, forms: pd.DataFrame, masks: dict[str, np.ndarray],
-                 model: str) -> pd.DataFrame:
+def lemma_scores(
+    logp: np.ndarray, plural: np.ndarray, forms: pd.DataFrame, masks: dict[str, np.ndarray], model: str
+) -> pd.DataFrame:
     """Per lexicon lemma over all given contexts: accuracy (EW test) and mean log10 P(sing) + P(plur)."""
     n_lex = int(forms["in_lexicon"].sum())
     lp = np.asarray(logp, np.float64)[:, :n_lex]
@@ -174,14 +220,23 @@ def lemma_scores(logp: np.ndarray, plural: np.ndarray, forms: pd.DataFrame, mask
     lex = forms.iloc[:n_lex]
     n = lp.shape[0]
     correct = (right > wrong).sum(axis=0)
-    out = pd.DataFrame({
-        "model": model, "lemma": lex["lemma"].to_numpy(), "sing": lex["sing"].to_numpy(), "plur": lex["plur"].to_numpy(),
-        "n_sing": lex["n_sing"].to_numpy(), "n_plur": lex["n_plur"].to_numpy(),
-        "single_token": masks["single_token"][:n_lex], "common": masks["common"][:n_lex],
-        "scorable": masks["all"][:n_lex], "n_contexts": n, "n_correct": correct,
-        "accuracy": correct / n if n else np.full(n_lex, np.nan),
-        "mean_log10_prob": np.logaddexp(lp[:, :, 0], lp[:, :, 1]).mean(axis=0) / np.log(10) if n else np.nan,
-    })
+    out = pd.DataFrame(
+        {
+            "model": model,
+            "lemma": lex["lemma"].to_numpy(),
+            "sing": lex["sing"].to_numpy(),
+            "plur": lex["plur"].to_numpy(),
+            "n_sing": lex["n_sing"].to_numpy(),
+            "n_plur": lex["n_plur"].to_numpy(),
+            "single_token": masks["single_token"][:n_lex],
+            "common": masks["common"][:n_lex],
+            "scorable": masks["all"][:n_lex],
+            "n_contexts": n,
+            "n_correct": correct,
+            "accuracy": correct / n if n else np.full(n_lex, np.nan),
+            "mean_log10_prob": np.logaddexp(lp[:, :, 0], lp[:, :, 1]).mean(axis=0) / np.log(10) if n else np.nan,
+        }
+    )
     return out
 
 
@@ -189,7 +244,6 @@ def lemma_differences(lemmas: pd.DataFrame, *, resamples: int, seed: int, confid
     """Single-token vs multi-token lemmas of one model: mean accuracy (bootstrap CI), mean log10
     probability, and a two-sided Mann-Whitney U test of the accuracies (scipy)."""
     from scipy.stats import mannwhitneyu
-
 
     ok = lemmas[lemmas["scorable"]]
     recs: dict[str, Any] = {"model": lemmas["model"].iloc[0] if len(lemmas) else ""}
@@ -210,9 +264,14 @@ def lemma_differences(lemmas: pd.DataFrame, *, resamples: int, seed: int, confid
 
 def consistency(summary: pd.DataFrame, table2_summaries: pd.DataFrame) -> pd.DataFrame:
     """single_token mode against the single-token pipeline (Table 2 summaries): TSE, EW and MW at top p = 1."""
-    ref = table2_summaries[(table2_summaries["metric"] == "tse") |
-                           (table2_summaries["metric"].isin(["ew", "mw"]) & (table2_summaries["side"] == "top") &
-                            np.isclose(table2_summaries["cutoff"].astype(float), 1.0))]
+    ref = table2_summaries[
+        (table2_summaries["metric"] == "tse")
+        | (
+            table2_summaries["metric"].isin(["ew", "mw"])
+            & (table2_summaries["side"] == "top")
+            & np.isclose(table2_summaries["cutoff"].astype(float), 1.0)
+        )
+    ]
     ref = ref[["model", "group", "metric", "value", "n"]].rename(columns={"value": "table2", "n": "n_table2"})
     st = summary[summary["mode"] == "single_token"][["model", "group", "metric", "value", "n"]]
     out = st.merge(ref, on=["model", "group", "metric"], how="left")

@@ -27,7 +27,11 @@ def modes_table(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[
                 r: dict[str, Any] = {"group": g["id"], "name": g["name"], "model": m, "mode": mode}
                 for metric in METRICS:
                     hit = sel[sel["metric"] == metric].iloc[0]
-                    r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"] = hit["value"], hit["ci_low"], hit["ci_high"]
+                    r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"] = (
+                        hit["value"],
+                        hit["ci_low"],
+                        hit["ci_high"],
+                    )
                     if metric == "tse":
                         r["n_rows"], r["n_rows_total"] = int(hit["n"]), int(hit["n_total"])
                 r["n_lemmas"] = int(sel["n_lemmas"].iloc[0])
@@ -74,13 +78,18 @@ def to_latex(table: pd.DataFrame, models: Sequence[str], headline: str) -> str:
                 sel = g[g["mode"] == mode]
                 cells += [format_number(float(sel[k].iloc[0]) if len(sel) else None) for k in METRICS]
             rows.append(latex_row(cells))
-        sections += [[latex_row([rf"\multicolumn{{{1 + 3 * len(order)}}}{{l}}{{\textbf{{{tex_escape(m)}}}}}"]),
-                      latex_row([""] + heads), latex_row(["Group"] + ["TSE & EW & MW"] * len(order))], rows]
+        sections += [
+            [
+                latex_row([rf"\multicolumn{{{1 + 3 * len(order)}}}{{l}}{{\textbf{{{tex_escape(m)}}}}}"]),
+                latex_row([""] + heads),
+                latex_row(["Group"] + ["TSE & EW & MW"] * len(order)),
+            ],
+            rows,
+        ]
     return "\n".join(latex_tabular("l" + "ccc" * len(order), *sections)) + "\n"
 
 
-def to_metrics(table: pd.DataFrame, models: Sequence[str], headline: str,
-               coverage: pd.DataFrame) -> dict[str, Any]:
+def to_metrics(table: pd.DataFrame, models: Sequence[str], headline: str, coverage: pd.DataFrame) -> dict[str, Any]:
     """``{model: {headline_mode, coverage: {mode: n}, <mode>: {group: {tse, ew, mw}}}}``; NaN -> null."""
     out: dict[str, Any] = {}
     for m in models:
@@ -89,8 +98,10 @@ def to_metrics(table: pd.DataFrame, models: Sequence[str], headline: str,
         entry["coverage"] = {mode: int(cov[f"n_{mode}"].iloc[0]) for mode in MODES} if len(cov) else {}
         for mode in [headline] + [x for x in MODES if x != headline]:
             sel = table[(table["model"] == m) & (table["mode"] == mode)]
-            entry[mode] = {str(r["group"]): {k: (None if np.isnan(r[k]) else float(r[k])) for k in METRICS}
-                           for _, r in sel.iterrows()}
+            entry[mode] = {
+                str(r["group"]): {k: (None if np.isnan(r[k]) else float(r[k])) for k in METRICS}
+                for _, r in sel.iterrows()
+            }
         out[m] = entry
     return out
 
@@ -101,7 +112,12 @@ def coverage_table(forms: dict[str, pd.DataFrame], common: pd.DataFrame) -> pd.D
     for m, f in forms.items():
         masks = mode_masks(f, common)
         lex = f["in_lexicon"].to_numpy(bool)
-        recs.append({"model": m, "n_lexicon": int(lex.sum()),
-                     **{f"n_{mode}": int(masks[mode][lex].sum()) for mode in MODES},
-                     "n_multi_token": int(((f["n_sing"] > 1) | (f["n_plur"] > 1))[lex].sum())})
+        recs.append(
+            {
+                "model": m,
+                "n_lexicon": int(lex.sum()),
+                **{f"n_{mode}": int(masks[mode][lex].sum()) for mode in MODES},
+                "n_multi_token": int(((f["n_sing"] > 1) | (f["n_plur"] > 1))[lex].sum()),
+            }
+        )
     return pd.DataFrame(recs)

@@ -169,12 +169,7 @@ def _interpolate(pre: np.ndarray, post: np.ndarray, alpha: np.ndarray) -> np.nda
 
 
 def side_scores(
-    prob: ArrayLike,
-    excl: ArrayLike,
-    plural: ArrayLike,
-    cutoffs: Sequence[float] | np.ndarray,
-    *,
-    both_forms: bool,
+    prob: ArrayLike, excl: ArrayLike, plural: ArrayLike, cutoffs: Sequence[float] | np.ndarray, *, both_forms: bool
 ) -> SideScores:
     """EW, MW and counted mass for one side of the distribution.
 

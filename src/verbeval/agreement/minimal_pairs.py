@@ -16,15 +16,27 @@ Number = Literal["singular", "plural"]
 NUMBERS: tuple[Number, Number] = ("singular", "plural")
 
 # Punctuation stripped from around the differing word (the apostrophe is part of "isn't").
-_WORD_PUNCT = ".,;:!?\"()[]{}"
+_WORD_PUNCT = '.,;:!?"()[]{}'
 
 # Closed-class verb forms whose number does not follow the regular -s pattern.
 _CLOSED_CLASS: dict[str, Number] = {
-    "is": "singular", "was": "singular", "am": "singular",
-    "isn't": "singular", "wasn't": "singular",
-    "are": "plural", "were": "plural", "aren't": "plural", "weren't": "plural",
-    "has": "singular", "hasn't": "singular", "have": "plural", "haven't": "plural",
-    "does": "singular", "doesn't": "singular", "do": "plural", "don't": "plural",
+    "is": "singular",
+    "was": "singular",
+    "am": "singular",
+    "isn't": "singular",
+    "wasn't": "singular",
+    "are": "plural",
+    "were": "plural",
+    "aren't": "plural",
+    "weren't": "plural",
+    "has": "singular",
+    "hasn't": "singular",
+    "have": "plural",
+    "haven't": "plural",
+    "does": "singular",
+    "doesn't": "singular",
+    "do": "plural",
+    "don't": "plural",
 }
 
 
@@ -46,7 +58,7 @@ def _split_punct(word: str) -> tuple[str, str, str]:
     if not core:
         return word, "", ""
     start = word.index(core)
-    return word[:start], core, word[start + len(core):]
+    return word[:start], core, word[start + len(core) :]
 
 
 def split_minimal_pair(good: str, bad: str) -> tuple[str, str, str, str]:
@@ -85,7 +97,7 @@ def split_minimal_pair(good: str, bad: str) -> tuple[str, str, str, str]:
     if correct == incorrect:
         raise ValueError(f"sentences differ only in punctuation ({g[i]!r}/{b[i]!r})")
     left_tokens = g[:i]
-    right_tokens = g[i + 1:]
+    right_tokens = g[i + 1 :]
     if g_pre:
         left_tokens = [*left_tokens, g_pre]
     if g_post:
@@ -134,9 +146,7 @@ def derive_number(correct: str, incorrect: str) -> Number:
     nc, ni = _CLOSED_CLASS.get(c), _CLOSED_CLASS.get(i)
     if nc is not None or ni is not None:
         if nc is None or ni is None:
-            raise ValueError(
-                f"cannot derive number: {correct!r}/{incorrect!r} mixes an auxiliary with another verb"
-            )
+            raise ValueError(f"cannot derive number: {correct!r}/{incorrect!r} mixes an auxiliary with another verb")
         if nc == ni:
             raise ValueError(f"cannot derive number: {correct!r} and {incorrect!r} are both {nc}")
         return nc
@@ -155,8 +165,10 @@ def derive_number(correct: str, incorrect: str) -> Number:
 
 
 #: words after which a differing word is a noun or adjective, not the finite verb of an agreement pair
-_DETERMINERS = frozenset("a an the this that these those each every some any no my your his her its our their "
-                         "several many few both all".split())
+_DETERMINERS = frozenset(
+    "a an the this that these those each every some any no my your his her its our their "
+    "several many few both all".split()
+)
 
 
 def suspicious_pair(left: str, correct: str, incorrect: str, label_given: bool) -> str | None:

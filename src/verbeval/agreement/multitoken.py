@@ -38,8 +38,8 @@ import torch
 from tqdm.auto import tqdm
 
 from verbeval.agreement.eligibility import form_token_ids as form_token_ids  # re-exported (tests, scripts)
-from verbeval.core.errors import VerbevalError
 from verbeval.agreement.inference import Encoded
+from verbeval.core.errors import VerbevalError
 from verbeval.core.memory import fit_batch_size, forward_bytes, free_memory, model_shape
 from verbeval.core.models import LoadedModel
 
@@ -97,9 +97,16 @@ def build_causal_trie(forms: list[list[int]]) -> CausalTrie:
     depth: dict[int, int] = {}
     for k in keys:
         depth[len(k)] = depth.get(len(k), 0) + 1
-    return CausalTrie(len(forms), [list(k) for k in maximal], node_row, node_pos,
-                      np.asarray(step_form, np.int64), np.asarray(step_node, np.int64),
-                      np.asarray(step_token, np.int64), dict(sorted(depth.items())))
+    return CausalTrie(
+        len(forms),
+        [list(k) for k in maximal],
+        node_row,
+        node_pos,
+        np.asarray(step_form, np.int64),
+        np.asarray(step_node, np.int64),
+        np.asarray(step_token, np.int64),
+        dict(sorted(depth.items())),
+    )
 
 
 def _lm_head(lm: LoadedModel) -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -157,13 +164,22 @@ def _plan_batches(trie: CausalTrie, batch_size: int) -> list[_Batch]:
         local = np.full(len(trie.node_row), -1, np.int64)
         local[nodes] = np.arange(len(nodes))
         steps = np.flatnonzero(inner & (local[np.where(inner, trie.step_node, 0)] >= 0))
-        out.append(_Batch(np.arange(start, stop), nodes, trie.node_row[nodes] - start, trie.node_pos[nodes],
-                          steps, local[trie.step_node[steps]]))
+        out.append(
+            _Batch(
+                np.arange(start, stop),
+                nodes,
+                trie.node_row[nodes] - start,
+                trie.node_pos[nodes],
+                steps,
+                local[trie.step_node[steps]],
+            )
+        )
     return out
 
 
-def _fit_rows(lm: LoadedModel, encoded: Encoded, batch_size: int, n_rows: int, width: int, *, causal: bool,
-              whole: bool = False) -> int:
+def _fit_rows(
+    lm: LoadedModel, encoded: Encoded, batch_size: int, n_rows: int, width: int, *, causal: bool, whole: bool = False
+) -> int:
     """``batch_size`` cut to the number of rows (trie rows or masked sequences) and to what fits in
     the device's free memory (:func:`verbeval.core.memory.fit_batch_size`), for the longest context.
 
@@ -182,8 +198,15 @@ def _fit_rows(lm: LoadedModel, encoded: Encoded, batch_size: int, n_rows: int, w
         seq = longest - 1 + width
         per = forward_bytes(shape, seq) + (seq if whole else 1) * shape.vocab * 8
     unit = "trie row" if causal else "masked sequence"
-    return fit_batch_size(batch_size, n_rows, per, free_memory(lm.device), what=lm.model_id, unit=unit,
-                          detail=f"vocabulary {shape.vocab}, context of {longest} tokens, {width}-token forms")
+    return fit_batch_size(
+        batch_size,
+        n_rows,
+        per,
+        free_memory(lm.device),
+        what=lm.model_id,
+        unit=unit,
+        detail=f"vocabulary {shape.vocab}, context of {longest} tokens, {width}-token forms",
+    )
 
 
 def causal_form_logprobs(
@@ -201,8 +224,10 @@ def causal_form_logprobs(
     cache_kw = cache_keyword(body)
     dev = lm.device
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else (lm.tokenizer.eos_token_id or 0)
-    batches = _plan_batches(trie, _fit_rows(lm, encoded, batch_size, len(trie.rows),
-                                            max((len(r) for r in trie.rows), default=1), causal=True))
+    batches = _plan_batches(
+        trie,
+        _fit_rows(lm, encoded, batch_size, len(trie.rows), max((len(r) for r in trie.rows), default=1), causal=True),
+    )
     row_ids = []
     for b in batches:
         width = max(len(trie.rows[r]) for r in b.rows)
@@ -229,8 +254,9 @@ def causal_form_logprobs(
             for b, ids in zip(batches, row_ids):
                 if not len(b.nodes):
                     continue
-                h = body(input_ids=ids, **{cache_kw: _expanded_cache(cache, len(b.rows))},
-                         use_cache=True).last_hidden_state.to(dev)
+                h = body(
+                    input_ids=ids, **{cache_kw: _expanded_cache(cache, len(b.rows))}, use_cache=True
+                ).last_hidden_state.to(dev)
                 hn = h[torch.as_tensor(b.local_row, device=dev), torch.as_tensor(b.pos, device=dev)]
                 logits = head(hn).to(dev).float()
                 lse = torch.logsumexp(logits, dim=-1).double()  # float32 normaliser: |error| ~1e-6 in log P
@@ -283,8 +309,15 @@ def build_masked_plan(forms: list[list[int]], mask_id: int) -> MaskedPlan:
         node_k[n], node_i[n] = k, len(prefix)
         toks[n, : len(prefix)] = prefix
         toks[n, len(prefix) : k] = mask_id
-    return MaskedPlan(len(forms), node_k, node_i, toks, np.asarray(step_form, np.int64),
-                      np.asarray(step_node, np.int64), np.asarray(step_token, np.int64))
+    return MaskedPlan(
+        len(forms),
+        node_k,
+        node_i,
+        toks,
+        np.asarray(step_form, np.int64),
+        np.asarray(step_node, np.int64),
+        np.asarray(step_token, np.int64),
+    )
 
 
 def _masked_head(lm: LoadedModel) -> torch.nn.Module | None:
@@ -366,8 +399,15 @@ def masked_form_logprobs(
     return out
 
 
-def form_logprobs(lm: LoadedModel, encoded: Encoded, forms: list[list[int]], *, batch_size: int = 256,
-                  progress: bool = True, desc: str = "forms") -> np.ndarray:
+def form_logprobs(
+    lm: LoadedModel,
+    encoded: Encoded,
+    forms: list[list[int]],
+    *,
+    batch_size: int = 256,
+    progress: bool = True,
+    desc: str = "forms",
+) -> np.ndarray:
     """Dispatch on the model kind: chain rule (causal) or PLL-word-l2r (masked)."""
     fn = masked_form_logprobs if lm.kind == "masked" else causal_form_logprobs
     return fn(lm, encoded, forms, batch_size=batch_size, progress=progress, desc=desc)
@@ -379,7 +419,11 @@ def trie_size(forms: list[list[int]], kind: str, mask_id: int = 0) -> dict[str, 
     per_len = {int(k): int((lengths == k).sum()) for k in np.unique(lengths)}
     if kind == "causal":
         t = build_causal_trie(forms)
-        return {"forms_per_length": per_len, "prefix_nodes_per_depth": t.nodes_per_depth,
-                "rows": len(t.rows), "positions": int(sum(len(r) for r in t.rows))}
+        return {
+            "forms_per_length": per_len,
+            "prefix_nodes_per_depth": t.nodes_per_depth,
+            "rows": len(t.rows),
+            "positions": int(sum(len(r) for r in t.rows)),
+        }
     p = build_masked_plan(forms, mask_id)
     return {"forms_per_length": per_len, "sequences_per_context": len(p.node_k)}

@@ -8,16 +8,18 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+# isort: off
 from verbeval.core.plots import CHANCE_STYLE, apply_style, palette  # first: it selects the Agg backend
+# isort: on
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
 
-from verbeval.agreement.figures import METRIC_LABELS, SIDE_LABELS, CutoffFigure, shown_cutoffs  # noqa: E402
-from verbeval.core.provenance import display_name, random_note  # noqa: E402
+from verbeval.agreement.figures import METRIC_LABELS, SIDE_LABELS, CutoffFigure, shown_cutoffs
+from verbeval.core.provenance import display_name, random_note
 
 
 def _random_notes(models: Sequence[str], random: Collection[str]) -> list[str]:
@@ -31,14 +33,27 @@ def _notes_below(fig: Figure, notes: Sequence[str]) -> None:
         fig.text(0.5, 0.0, "\n".join(notes), ha="center", va="top", fontsize="small")
 
 
-def _legend(fig: Figure, colours: Mapping[str, Any], labels: Mapping[str, str], title: str, marker: str = "o",
-            extra: Sequence[tuple[Any, str]] = ()) -> None:
+def _legend(
+    fig: Figure,
+    colours: Mapping[str, Any],
+    labels: Mapping[str, str],
+    title: str,
+    marker: str = "o",
+    extra: Sequence[tuple[Any, str]] = (),
+) -> None:
     handles = [plt.Line2D([], [], color=c, marker=marker, markersize=4, linewidth=1.5) for c in colours.values()]
     texts = [labels.get(k, k) for k in colours]
     handles += [h for h, _ in extra]
     texts += [t for _, t in extra]
-    fig.legend(handles, texts, title=title, loc="center left",
-               bbox_to_anchor=(1.0, 0.5), fontsize="small", title_fontsize="small")
+    fig.legend(
+        handles,
+        texts,
+        title=title,
+        loc="center left",
+        bbox_to_anchor=(1.0, 0.5),
+        fontsize="small",
+        title_fontsize="small",
+    )
 
 
 def _cutoff_label(c: float) -> str:
@@ -70,8 +85,9 @@ def _draw_curve(ax: Any, d: pd.DataFrame, colour: Any, hide_low_n: bool) -> None
     faded = low & np.isfinite(v)
     if not hide_low_n and faded.any():
         ax.plot(x, v, linestyle=":", linewidth=1.0, color=colour, alpha=0.5, zorder=1)
-        ax.scatter(x[faded], v[faded], s=14, facecolors="none", edgecolors=[colour], linewidths=0.9, alpha=0.7,
-                   zorder=2)
+        ax.scatter(
+            x[faded], v[faded], s=14, facecolors="none", edgecolors=[colour], linewidths=0.9, alpha=0.7, zorder=2
+        )
     ax.plot(x, ok, marker="o", markersize=3, linewidth=1.3, color=colour, zorder=3)
     lo = np.where(low, np.nan, d["ci_low"].to_numpy(float))
     hi = np.where(low, np.nan, d["ci_high"].to_numpy(float))
@@ -79,9 +95,16 @@ def _draw_curve(ax: Any, d: pd.DataFrame, colour: Any, hide_low_n: bool) -> None
         ax.fill_between(x, lo, hi, color=colour, alpha=0.15, linewidth=0)
 
 
-def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[str], confidence: float | None = None,
-                       *, min_contexts: int | None = None, hide_low_n: bool = False,
-                       random: Collection[str] = ()) -> Figure:
+def plot_cutoff_curves(
+    data: pd.DataFrame,
+    spec: CutoffFigure,
+    models: Sequence[str],
+    confidence: float | None = None,
+    *,
+    min_contexts: int | None = None,
+    hide_low_n: bool = False,
+    random: Collection[str] = (),
+) -> Figure:
     """One panel per model (columns) and (metric, side) (rows): a line per group with its CI band.
     Bottom-p panels have a log x axis.
 
@@ -100,9 +123,16 @@ def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[
     colours = palette(groups, "group")
     shown = {s: shown_cutoffs(data, s, hide_low_n=hide_low_n) for s in spec.sides}
     heights = [0.45 if m == "valid_share" else 1.0 for m, _ in rows]
-    fig, axes = plt.subplots(len(rows), len(models), figsize=(3.4 * len(models) + 0.4, 2.7 * sum(heights)),
-                             squeeze=False, sharey="row", sharex="col" if len(spec.sides) == 1 else False,
-                             layout="constrained", gridspec_kw={"height_ratios": heights})
+    fig, axes = plt.subplots(
+        len(rows),
+        len(models),
+        figsize=(3.4 * len(models) + 0.4, 2.7 * sum(heights)),
+        squeeze=False,
+        sharey="row",
+        sharex="col" if len(spec.sides) == 1 else False,
+        layout="constrained",
+        gridspec_kw={"height_ratios": heights},
+    )
     share_metric = spec.metrics[0]
     for i, (metric, side) in enumerate(rows):
         for j, model in enumerate(models):
@@ -114,8 +144,14 @@ def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[
                 if d.empty:
                     continue
                 if metric == "valid_share":
-                    ax.plot(d["cutoff"].to_numpy(float), d["valid_share"].to_numpy(float), linewidth=1.0,
-                            marker="o", markersize=2, color=colours[g])
+                    ax.plot(
+                        d["cutoff"].to_numpy(float),
+                        d["valid_share"].to_numpy(float),
+                        linewidth=1.0,
+                        marker="o",
+                        markersize=2,
+                        color=colours[g],
+                    )
                 else:
                     _draw_curve(ax, d, colours[g], hide_low_n)
             _set_cutoff_axis(ax, side, shown[side])
@@ -127,15 +163,16 @@ def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[
                 ax.set_ylim(-0.03, 1.03)
             if i == 0:
                 ax.set_title(display_name(model, model in random))
-            last_of_side = all(s != side for _, s in rows[i + 1:])
+            last_of_side = all(s != side for _, s in rows[i + 1 :])
             if last_of_side or not spec.valid_share_row:
                 ax.set_xlabel(SIDE_LABELS[side] + (" (log scale)" if side == "bottom" else ""))
             if j == 0:
                 if metric == "valid_share":
                     ax.set_ylabel(f"valid share\n({METRIC_LABELS[share_metric]} defined)", fontsize="small")
                 else:
-                    ax.set_ylabel(METRIC_LABELS[metric] + (" (log scale)" if side == "bottom" and spec.log_y_bottom
-                                                           else ""))
+                    ax.set_ylabel(
+                        METRIC_LABELS[metric] + (" (log scale)" if side == "bottom" and spec.log_y_bottom else "")
+                    )
     if spec.has_ci:
         band = f"bands: {confidence:.0%} bootstrap CI" if confidence else "bands: bootstrap CI"
         fig.suptitle(f"{spec.title} ({band})", fontsize="medium")
@@ -148,14 +185,30 @@ def plot_cutoff_curves(data: pd.DataFrame, spec: CutoffFigure, models: Sequence[
         if hide_low_n:
             notes.append(f"Estimates from fewer than {min_contexts} contexts are not drawn.")
         else:
-            extra.append((plt.Line2D([], [], color="0.4", linestyle=":", marker="o", markerfacecolor="none",
-                                     markersize=4, linewidth=1.0), f"< {min_contexts} contexts\n(no CI band)"))
+            extra.append(
+                (
+                    plt.Line2D(
+                        [],
+                        [],
+                        color="0.4",
+                        linestyle=":",
+                        marker="o",
+                        markerfacecolor="none",
+                        markersize=4,
+                        linewidth=1.0,
+                    ),
+                    f"< {min_contexts} contexts\n(no CI band)",
+                )
+            )
     for s in spec.sides:
         every = np.unique(data.loc[data["side"] == s, "cutoff"].to_numpy(float))
         left_out = every[~np.isin(every, shown[s])]
         if len(left_out):
-            what = ("no lemma counts in any context of any model or group" if not hide_low_n
-                    else f"no model or group has an estimate from {min_contexts or 1}+ contexts")
+            what = (
+                "no lemma counts in any context of any model or group"
+                if not hide_low_n
+                else f"no model or group has an estimate from {min_contexts or 1}+ contexts"
+            )
             notes.append(f"Not shown: {SIDE_LABELS[s]} {', '.join(map(_cutoff_label, left_out))} ({what}).")
     _legend(fig, colours, names, "template group", extra=extra)
     _notes_below(fig, notes)
@@ -172,8 +225,14 @@ def plot_model_comparison(data: pd.DataFrame, models: Sequence[str], random: Col
     colours = palette(list(models), "model")
     n_m = max(len(models), 1)
     height = 0.8 / n_m
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.3 * len(metrics) + 2.2, 0.2 * len(groups) * max(n_m, 2) + 1.4),
-                             sharey=True, squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        1,
+        len(metrics),
+        figsize=(3.3 * len(metrics) + 2.2, 0.2 * len(groups) * max(n_m, 2) + 1.4),
+        sharey=True,
+        squeeze=False,
+        layout="constrained",
+    )
     y0 = np.arange(len(groups))
     for j, metric in enumerate(metrics):
         ax = axes[0][j]
@@ -183,8 +242,15 @@ def plot_model_comparison(data: pd.DataFrame, models: Sequence[str], random: Col
             lo = np.nan_to_num(v - d["ci_low"].to_numpy(float), nan=0.0)
             hi = np.nan_to_num(d["ci_high"].to_numpy(float) - v, nan=0.0)
             y = y0 - 0.4 + height * (k + 0.5)
-            ax.barh(y, np.nan_to_num(v), height=height * 0.95, color=colours[m], xerr=np.vstack([lo, hi]),
-                    error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "0.2"}, label=m)
+            ax.barh(
+                y,
+                np.nan_to_num(v),
+                height=height * 0.95,
+                color=colours[m],
+                xerr=np.vstack([lo, hi]),
+                error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "0.2"},
+                label=m,
+            )
         ax.axvline(0.5, **CHANCE_STYLE)
         ax.set_xlim(0, 1)
         ax.set_title(METRIC_LABELS[metric] + (" (top p = 1)" if metric != "tse" else ""))
@@ -195,29 +261,44 @@ def plot_model_comparison(data: pd.DataFrame, models: Sequence[str], random: Col
         ax.grid(axis="y", visible=False)
     fig.suptitle("TSE, EW and MW per template group (error bars: bootstrap CI; dashed: chance)", fontsize="medium")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[m]) for m in models]
-    fig.legend(handles, [display_name(m, m in random) for m in models], title="model", loc="center left",
-               bbox_to_anchor=(1.0, 0.5), fontsize="small", title_fontsize="small")
+    fig.legend(
+        handles,
+        [display_name(m, m in random) for m in models],
+        title="model",
+        loc="center left",
+        bbox_to_anchor=(1.0, 0.5),
+        fontsize="small",
+        title_fontsize="small",
+    )
     _notes_below(fig, _random_notes(models, random))
     return fig
 
 
-def plot_lemma_accuracy(data: pd.DataFrame, models: Sequence[str], metrics: Mapping[str, Any] | None = None,
-                        random: Collection[str] = ()) -> Figure:
+def plot_lemma_accuracy(
+    data: pd.DataFrame, models: Sequence[str], metrics: Mapping[str, Any] | None = None, random: Collection[str] = ()
+) -> Figure:
     """Per model: each eligible lemma's agreement accuracy against its mean log10 probability,
     with the mean accuracy of equal-count probability bins as a trend line. ``random`` models
     (randomly initialised) say so in their panel title and a note."""
     apply_style()
     colours = palette(list(models), "model")
-    fig, axes = plt.subplots(1, len(models), figsize=(3.6 * len(models), 3.2), squeeze=False, sharey=True,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        1, len(models), figsize=(3.6 * len(models), 3.2), squeeze=False, sharey=True, layout="constrained"
+    )
     for j, m in enumerate(models):
         ax = axes[0][j]
         d = data[data["model"] == m]
-        ax.scatter(d["mean_log10_prob"], d["accuracy"], s=5, alpha=0.35, color=colours[m], linewidths=0,
-                   label="lemma")
+        ax.scatter(d["mean_log10_prob"], d["accuracy"], s=5, alpha=0.35, color=colours[m], linewidths=0, label="lemma")
         bins = d.drop_duplicates("bin").sort_values("bin")
-        ax.plot(bins["bin_log10_prob"], bins["bin_accuracy"], color="0.15", marker="o", markersize=3.5, linewidth=1.3,
-                label="bin mean")
+        ax.plot(
+            bins["bin_log10_prob"],
+            bins["bin_accuracy"],
+            color="0.15",
+            marker="o",
+            markersize=3.5,
+            linewidth=1.3,
+            label="bin mean",
+        )
         ax.axhline(0.5, **CHANCE_STYLE)
         title = display_name(m, m in random)
         rho = (metrics or {}).get(m, {}).get("spearman_accuracy_log10_prob")
@@ -238,8 +319,9 @@ SWEEP_STYLES = ("-", "--", ":", "-.")
 SWEEP_MARKERS = ("o", "s", "^", "D")
 
 
-def plot_checkpoints(data: pd.DataFrame, log_x: bool = False, confidence: float | None = None,
-                     random: Collection[str] = ()) -> Figure:
+def plot_checkpoints(
+    data: pd.DataFrame, log_x: bool = False, confidence: float | None = None, random: Collection[str] = ()
+) -> Figure:
     """TSE, EW and MW (top p = 1) against training step, one panel per group (in data order): a line
     per metric (colour) and sweep (line style), with its CI band. ``log_x``: logarithmic step axis,
     symmetric-log (linear below the smallest positive step) when a step is 0. Checkpoints among
@@ -252,8 +334,15 @@ def plot_checkpoints(data: pd.DataFrame, log_x: bool = False, confidence: float 
     colours = dict(zip(metrics, sns.color_palette("colorblind", len(metrics))))
     n_cols = min(3, max(len(groups), 1))
     n_rows = -(-len(groups) // n_cols) if groups else 1
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.6 * n_cols + 0.4, 2.8 * n_rows), squeeze=False,
-                             sharex=True, sharey=True, layout="constrained")
+    fig, axes = plt.subplots(
+        n_rows,
+        n_cols,
+        figsize=(3.6 * n_cols + 0.4, 2.8 * n_rows),
+        squeeze=False,
+        sharex=True,
+        sharey=True,
+        layout="constrained",
+    )
     steps = data["step"].to_numpy(float)
     scale = ""
     if log_x and len(steps):
@@ -265,12 +354,21 @@ def plot_checkpoints(data: pd.DataFrame, log_x: bool = False, confidence: float 
         g = groups[k]
         for si, sweep in enumerate(sweeps):
             for metric in metrics:
-                d = data[(data["group"] == g) & (data["sweep"] == sweep) & (data["metric"] == metric)].sort_values("step")
+                d = data[(data["group"] == g) & (data["sweep"] == sweep) & (data["metric"] == metric)].sort_values(
+                    "step"
+                )
                 if d.empty:
                     continue
                 x = d["step"].to_numpy(float)
-                ax.plot(x, d["value"].to_numpy(float), color=colours[metric], linestyle=SWEEP_STYLES[si % 4],
-                        marker=SWEEP_MARKERS[si % 4], markersize=3, linewidth=1.3)
+                ax.plot(
+                    x,
+                    d["value"].to_numpy(float),
+                    color=colours[metric],
+                    linestyle=SWEEP_STYLES[si % 4],
+                    marker=SWEEP_MARKERS[si % 4],
+                    markersize=3,
+                    linewidth=1.3,
+                )
                 lo, hi = d["ci_low"].to_numpy(float), d["ci_high"].to_numpy(float)
                 if np.isfinite(lo).any():
                     ax.fill_between(x, lo, hi, color=colours[metric], alpha=0.15, linewidth=0)
@@ -288,16 +386,24 @@ def plot_checkpoints(data: pd.DataFrame, log_x: bool = False, confidence: float 
         if k % n_cols == 0:
             ax.set_ylabel("accuracy")
     band = f"{confidence:.0%} bootstrap CI" if confidence else "bootstrap CI"
-    fig.suptitle(f"TSE, EW and MW (top p = 1) against training step (bands: {band}; dashed: chance)",
-                 fontsize="medium")
+    fig.suptitle(f"TSE, EW and MW (top p = 1) against training step (bands: {band}; dashed: chance)", fontsize="medium")
     handles = [plt.Line2D([], [], color=colours[m], linewidth=1.5) for m in metrics]
     labels = [METRIC_LABELS[m] for m in metrics]
     random_sweeps = set(data.loc[data["model"].isin(list(random)), "sweep"])
     if len(sweeps) > 1:
-        handles += [plt.Line2D([], [], color="0.3", linestyle=SWEEP_STYLES[i % 4], marker=SWEEP_MARKERS[i % 4],
-                               markersize=4) for i in range(len(sweeps))]
+        handles += [
+            plt.Line2D([], [], color="0.3", linestyle=SWEEP_STYLES[i % 4], marker=SWEEP_MARKERS[i % 4], markersize=4)
+            for i in range(len(sweeps))
+        ]
         labels += [display_name(sw, sw in random_sweeps) for sw in sweeps]
-    fig.legend(handles, labels, title="metric" + (" / model" if len(sweeps) > 1 else ""), loc="center left",
-               bbox_to_anchor=(1.0, 0.5), fontsize="small", title_fontsize="small")
+    fig.legend(
+        handles,
+        labels,
+        title="metric" + (" / model" if len(sweeps) > 1 else ""),
+        loc="center left",
+        bbox_to_anchor=(1.0, 0.5),
+        fontsize="small",
+        title_fontsize="small",
+    )
     _notes_below(fig, _random_notes(list(dict.fromkeys(data["model"])), random))
     return fig

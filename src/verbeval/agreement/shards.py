@@ -42,8 +42,13 @@ def build_contexts(templates: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, np
     A context is keyed by its text and its label (a causal LM ignores the right context).
     """
     right = templates["right"] if kind == "masked" else pd.Series("", index=templates.index)
-    keys = pd.DataFrame({"left": templates["left"].to_numpy(), "right": right.to_numpy(),
-                         "plural": templates["plural"].to_numpy(dtype=bool)})
+    keys = pd.DataFrame(
+        {
+            "left": templates["left"].to_numpy(),
+            "right": right.to_numpy(),
+            "plural": templates["plural"].to_numpy(dtype=bool),
+        }
+    )
     codes = keys.groupby(["left", "right", "plural"], sort=False).ngroup().to_numpy()
     ctx = keys.drop_duplicates().reset_index(drop=True)
     ctx.insert(0, "context_id", np.arange(len(ctx), dtype=np.int64))
@@ -83,18 +88,23 @@ class ChunkResult:
     nonfinite: np.ndarray | None = None  # [n] bool: the context's logits held NaN or +-inf (not written)
 
 
-def check_finite(model_id: str, group: str, chunk: int, n_chunks: int, n_bad: int, n_contexts: int,
-                 allow: bool) -> None:
+def check_finite(
+    model_id: str, group: str, chunk: int, n_chunks: int, n_bad: int, n_contexts: int, allow: bool
+) -> None:
     """Stop on contexts whose logits (or log-probabilities) are not finite: NaN or infinite model
     weights give numbers otherwise, silently. With ``allow`` (``inference.allow_nonfinite``) it is a
     warning, and the shard records ``n_nonfinite`` (the manifest and aggregate then say so)."""
     if not n_bad:
         return
-    where = (f"model {model_id!r}, group {group!r}: {n_bad} of {n_contexts} contexts of chunk {chunk + 1}/{n_chunks} "
-             "have non-finite logits (NaN or inf: are the model's weights damaged?)")
+    where = (
+        f"model {model_id!r}, group {group!r}: {n_bad} of {n_contexts} contexts of chunk {chunk + 1}/{n_chunks} "
+        "have non-finite logits (NaN or inf: are the model's weights damaged?)"
+    )
     if not allow:
-        raise VerbevalError(f"{where}; nothing written for them. Check the checkpoint, or set "
-                            "inference.allow_nonfinite: true (--allow-nonfinite) to keep them as NaN scores")
+        raise VerbevalError(
+            f"{where}; nothing written for them. Check the checkpoint, or set "
+            "inference.allow_nonfinite: true (--allow-nonfinite) to keep them as NaN scores"
+        )
     log.warning("%s; written anyway (allow_nonfinite): their scores are NaN or meaningless", where)
 
 
@@ -104,8 +114,9 @@ def _fixed_list(values: np.ndarray, pa_type: pa.DataType) -> pa.Array:
     return pa.FixedSizeListArray.from_arrays(flat, width)
 
 
-def write_shard(path: str | Path, contexts: pd.DataFrame, rows: pd.DataFrame, result: ChunkResult,
-                meta: dict[str, Any]) -> dict[str, Any]:
+def write_shard(
+    path: str | Path, contexts: pd.DataFrame, rows: pd.DataFrame, result: ChunkResult, meta: dict[str, Any]
+) -> dict[str, Any]:
     """Write one shard atomically.
 
     ``contexts``: the chunk's contexts (``context_id``, ``plural``); ``rows``: its TSE rows with
@@ -119,25 +130,36 @@ def write_shard(path: str | Path, contexts: pd.DataFrame, rows: pd.DataFrame, re
     def lists(values: np.ndarray, typ: pa.DataType) -> pa.Array:
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, type=typ))
 
-    table = pa.table({
-        "context_id": pa.array(contexts["context_id"].to_numpy(), pa.int64()),
-        "plural": pa.array(contexts["plural"].to_numpy(dtype=bool)),
-        "prob": _fixed_list(result.prob, pa.float32()),
-        "cum_above": _fixed_list(result.cum_above, pa.float32()),
-        "cum_below": _fixed_list(result.cum_below, pa.float32()),
-        "topk_ids": _fixed_list(result.topk_ids, pa.int32()),
-        "topk_probs": _fixed_list(result.topk_probs, pa.float32()),
-        "rows": lists(order["row"].to_numpy(), pa.int64()),
-        "tse_p_sing": lists(tse[:, 0], pa.float64()),
-        "tse_p_plur": lists(tse[:, 1], pa.float64()),
-    })
+    table = pa.table(
+        {
+            "context_id": pa.array(contexts["context_id"].to_numpy(), pa.int64()),
+            "plural": pa.array(contexts["plural"].to_numpy(dtype=bool)),
+            "prob": _fixed_list(result.prob, pa.float32()),
+            "cum_above": _fixed_list(result.cum_above, pa.float32()),
+            "cum_below": _fixed_list(result.cum_below, pa.float32()),
+            "topk_ids": _fixed_list(result.topk_ids, pa.int32()),
+            "topk_probs": _fixed_list(result.topk_probs, pa.float32()),
+            "rows": lists(order["row"].to_numpy(), pa.int64()),
+            "tse_p_sing": lists(tse[:, 0], pa.float64()),
+            "tse_p_plur": lists(tse[:, 1], pa.float64()),
+        }
+    )
     meta = {**meta, "schema_version": SHARD_SCHEMA_VERSION, "n_contexts": len(contexts), "n_rows": len(rows)}
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
     with atomic_path(path) as tmp:
         # float columns: no dictionary (it only grows them), byte-stream-split before zstd
-        pq.write_table(table, tmp, compression="zstd", use_dictionary=["context_id", "plural"],
-                       use_byte_stream_split=["prob.list.element", "cum_above.list.element",
-                                              "cum_below.list.element", "topk_probs.list.element"])
+        pq.write_table(
+            table,
+            tmp,
+            compression="zstd",
+            use_dictionary=["context_id", "plural"],
+            use_byte_stream_split=[
+                "prob.list.element",
+                "cum_above.list.element",
+                "cum_below.list.element",
+                "topk_probs.list.element",
+            ],
+        )
     return meta
 
 

@@ -115,8 +115,10 @@ class ShardStore:
     def _rewrite(self) -> None:
         """Replace the journal by one line per shard (atomically). Called with the lock held or
         before the writer thread starts."""
-        write_text(self.root / JOURNAL_NAME, "".join(json.dumps({"path": r, **e}, sort_keys=True) + "\n"
-                                                     for r, e in self._journal.items()))
+        write_text(
+            self.root / JOURNAL_NAME,
+            "".join(json.dumps({"path": r, **e}, sort_keys=True) + "\n" for r, e in self._journal.items()),
+        )
 
     def path(self, relpath: str) -> Path:
         return self.root / relpath
@@ -217,8 +219,15 @@ class PlannedShard:
     compute: Callable[[Any], Callable[[Path], dict[str, Any]]]
 
 
-def run_plan(manifest: str | Path, plan: list[PlannedShard], meta: dict[str, Any], *, desc: str = "inference",
-             progress: bool = True, allow_nonfinite: bool = False) -> dict[str, Any]:
+def run_plan(
+    manifest: str | Path,
+    plan: list[PlannedShard],
+    meta: dict[str, Any],
+    *,
+    desc: str = "inference",
+    progress: bool = True,
+    allow_nonfinite: bool = False,
+) -> dict[str, Any]:
     """Compute the shards of ``plan`` that the store lacks, then write the manifest.
 
     Shards already in the store with the same key and an intact checksum are kept (a killed run
@@ -229,8 +238,9 @@ def run_plan(manifest: str | Path, plan: list[PlannedShard], meta: dict[str, Any
     store = ShardStore(Path(manifest).parent, allow_nonfinite)
     todo = [p for p in plan if store.reusable(p.relpath, p.key) is None]
     n_todo = sum(p.n_contexts for p in todo)
-    log.info("%s: %d shards, %d to compute (%d contexts), %d kept", desc, len(plan), len(todo), n_todo,
-             len(plan) - len(todo))
+    log.info(
+        "%s: %d shards, %d to compute (%d contexts), %d kept", desc, len(plan), len(todo), n_todo, len(plan) - len(todo)
+    )
     writer = BackgroundWriter()
     bar = tqdm(total=n_todo, desc=desc, unit="ctx", disable=not progress, mininterval=1.0)
     t0 = time.perf_counter()
@@ -251,9 +261,13 @@ def run_plan(manifest: str | Path, plan: list[PlannedShard], meta: dict[str, Any
         compute_s = time.perf_counter() - t0
         writer.close()
     body = store.finish(manifest, [p.relpath for p in plan], meta)
-    body["timing"] = {"contexts": n_todo, "compute_s": compute_s, "writer_busy_s": writer.busy_s,
-                      "total_s": time.perf_counter() - t_start,
-                      "contexts_per_s": n_todo / compute_s if compute_s > 0 else float("nan")}
+    body["timing"] = {
+        "contexts": n_todo,
+        "compute_s": compute_s,
+        "writer_busy_s": writer.busy_s,
+        "total_s": time.perf_counter() - t_start,
+        "contexts_per_s": n_todo / compute_s if compute_s > 0 else float("nan"),
+    }
     return body
 
 
@@ -309,8 +323,11 @@ def verify_shard(shard: ListedShard) -> None:
         raise ShardError(shard.path, f"{size} bytes but the shard manifest lists {shard.bytes} (truncated or replaced)")
     digest = sha256_file(shard.path)
     if digest != shard.sha256:
-        raise ShardError(shard.path, f"sha256 {digest[:12]}... differs from the shard manifest's {shard.sha256[:12]}... "
-                                     "(the file changed after it was written)")
+        raise ShardError(
+            shard.path,
+            f"sha256 {digest[:12]}... differs from the shard manifest's {shard.sha256[:12]}... "
+            "(the file changed after it was written)",
+        )
 
 
 def manifest_shards(manifest: str | Path, groups: list[str] | None = None) -> dict[str, list[Path]]:

@@ -28,9 +28,14 @@ def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str])
     """
     random = random_flags(summary)
     nonfinite = _nonfinite_counts(summary)
-    at_one = summary[(summary["metric"] == "tse") |
-                     ((summary["metric"].isin(["ew", "mw"])) & (summary["side"] == "top") &
-                      np.isclose(summary["cutoff"].astype(float), 1.0))]
+    at_one = summary[
+        (summary["metric"] == "tse")
+        | (
+            (summary["metric"].isin(["ew", "mw"]))
+            & (summary["side"] == "top")
+            & np.isclose(summary["cutoff"].astype(float), 1.0)
+        )
+    ]
     rows = []
     for g in groups:
         row: dict[str, object] = {"group": g["id"], "name": g["name"]}
@@ -70,9 +75,11 @@ def nonfinite_notes(table: pd.DataFrame, models: Sequence[str]) -> list[str]:
         for m in models:
             n = int(r.get(f"{m}.n_nonfinite", 0) or 0)
             if n:
-                notes.append(f"{m}, {r['name']}: {n} of {int(r[f'{m}.n_contexts'])} contexts had non-finite "
-                             "logits (NaN or inf) and were kept under inference.allow_nonfinite: they have no "
-                             "TSE, EW or MW and are left out of the means; check the model's weights.")
+                notes.append(
+                    f"{m}, {r['name']}: {n} of {int(r[f'{m}.n_contexts'])} contexts had non-finite "
+                    "logits (NaN or inf) and were kept under inference.allow_nonfinite: they have no "
+                    "TSE, EW or MW and are left out of the means; check the model's weights."
+                )
     return notes
 
 
@@ -106,8 +113,9 @@ def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str
     return out
 
 
-def errata_notes(flagged: pd.DataFrame, templates: pd.DataFrame | None, groups: Sequence[dict],
-                 dropped: bool) -> list[str]:
+def errata_notes(
+    flagged: pd.DataFrame, templates: pd.DataFrame | None, groups: Sequence[dict], dropped: bool
+) -> list[str]:
     """Table 2 notes on the flagged errata rows (``flagged``: ``source, line, reason``, from
     :func:`verbeval.agreement.errata.flagged_errata`), one note per group that has any.
 
@@ -127,10 +135,14 @@ def errata_notes(flagged: pd.DataFrame, templates: pd.DataFrame | None, groups: 
             what = "dropped (agreement.drop_flagged_errata)"
         else:
             n_in = sum((s, int(ln)) in scored for s, ln in zip(sel["source"], sel["line"]))
-            what = (f"{n_in} of them are among the scored rows and are kept, as in the paper "
-                    "(agreement.drop_flagged_errata drops them)")
-        notes.append(f"{g['name']}: {len(sel)} rows of the published files are flagged in the errata list "
-                     f"({kinds}; {per_source}); {what}.")
+            what = (
+                f"{n_in} of them are among the scored rows and are kept, as in the paper "
+                "(agreement.drop_flagged_errata drops them)"
+            )
+        notes.append(
+            f"{g['name']}: {len(sel)} rows of the published files are flagged in the errata list "
+            f"({kinds}; {per_source}); {what}."
+        )
     return notes
 
 
@@ -138,16 +150,23 @@ def to_markdown(table: pd.DataFrame, models: Sequence[str], digits: int = 2, not
     random = set(random_models(table, models))
     notes = _notes(table, models, notes)
     header = ["Group"] + [f"{marked(m, m in random)} {LABELS[k]}" for m in models for k in METRICS]
-    rows = [[str(r["name"])] + [format_number(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
-            for _, r in table.iterrows()]
+    rows = [
+        [str(r["name"])] + [format_number(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
+        for _, r in table.iterrows()
+    ]
     lines = markdown_table(header, rows, "l" + "r" * (len(header) - 1))
     if notes:
         lines += ["", "Notes:", ""] + [f"* {n}" for n in notes]
     return "\n".join(lines) + "\n"
 
 
-def to_html(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = (),
-            confidence: float | None = None) -> str:
+def to_html(
+    table: pd.DataFrame,
+    models: Sequence[str],
+    digits: int = 2,
+    notes: Sequence[str] = (),
+    confidence: float | None = None,
+) -> str:
     """Table 2 as a standalone HTML page (an item of the Snakemake report): per model TSE, EW and MW
     with their bootstrap CIs below the value, and the counts behind them (rows with single-token
     forms / all rows, contexts); the notes follow the table."""
@@ -156,8 +175,11 @@ def to_html(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: 
     level = f"{confidence:.0%} " if confidence else ""
     random = set(random_models(table, models))
     notes = _notes(table, models, notes)
-    head1 = "<tr><th rowspan=\"2\">Group</th>" + "".join(
-        f"<th colspan=\"4\">{html.escape(marked(m, m in random))}</th>" for m in models) + "</tr>"
+    head1 = (
+        '<tr><th rowspan="2">Group</th>'
+        + "".join(f'<th colspan="4">{html.escape(marked(m, m in random))}</th>' for m in models)
+        + "</tr>"
+    )
     per_model = "".join(f"<th>{LABELS[k]}</th>" for k in METRICS) + "<th>rows / contexts</th>"
     head2 = "<tr>" + per_model * len(models) + "</tr>"
     rows = [head1, head2]
@@ -166,15 +188,22 @@ def to_html(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: 
         for m in models:
             for k in METRICS:
                 lo, hi = r[f"{m}.{k}_ci_low"], r[f"{m}.{k}_ci_high"]
-                ci = "" if np.isnan(lo) or np.isnan(hi) else \
-                    f"<br><small>[{format_number(lo, digits)}, {format_number(hi, digits)}]</small>"
-                cells.append(f"<td class=\"num\">{format_number(r[f'{m}.{k}'], digits)}{ci}</td>")
-            cells.append(f"<td class=\"num\"><small>{int(r[f'{m}.n_rows'])}/{int(r[f'{m}.n_rows_total'])} rows"
-                         f"<br>{int(r[f'{m}.n_contexts'])} contexts</small></td>")
+                ci = (
+                    ""
+                    if np.isnan(lo) or np.isnan(hi)
+                    else f"<br><small>[{format_number(lo, digits)}, {format_number(hi, digits)}]</small>"
+                )
+                cells.append(f'<td class="num">{format_number(r[f"{m}.{k}"], digits)}{ci}</td>')
+            cells.append(
+                f'<td class="num"><small>{int(r[f"{m}.n_rows"])}/{int(r[f"{m}.n_rows_total"])} rows'
+                f"<br>{int(r[f'{m}.n_contexts'])} contexts</small></td>"
+            )
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    body = [f"<p>TSE over template rows whose two verb forms are single tokens; EW and MW over contexts at "
-            f"top p = 1. Below each value: its {html.escape(level)}percentile bootstrap CI.</p>",
-            "<table>" + "".join(rows) + "</table>"]
+    body = [
+        f"<p>TSE over template rows whose two verb forms are single tokens; EW and MW over contexts at "
+        f"top p = 1. Below each value: its {html.escape(level)}percentile bootstrap CI.</p>",
+        "<table>" + "".join(rows) + "</table>",
+    ]
     if notes:
         body.append("<p>Notes:</p><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     return _html_page("Table 2: TSE, EW and MW per template group", "\n".join(body))
@@ -183,18 +212,23 @@ def to_html(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: 
 def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
     random = set(random_models(table, models))
     dagger = r"$^\dagger$"
-    head = [latex_row([""] + [rf"\multicolumn{{3}}{{c}}{{{tex_escape(m)}{dagger if m in random else ''}}}"
-                              for m in models]),
-            " ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(len(models))),
-            latex_row(["Group"] + [LABELS[k] for _ in models for k in METRICS])]
-    rows = [latex_row([tex_escape(str(r["name"]))] + [format_number(r[f"{m}.{k}"], digits)
-                                                      for m in models for k in METRICS])
-            for _, r in table.iterrows()]
+    head = [
+        latex_row(
+            [""] + [rf"\multicolumn{{3}}{{c}}{{{tex_escape(m)}{dagger if m in random else ''}}}" for m in models]
+        ),
+        " ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(len(models))),
+        latex_row(["Group"] + [LABELS[k] for _ in models for k in METRICS]),
+    ]
+    rows = [
+        latex_row(
+            [tex_escape(str(r["name"]))] + [format_number(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
+        )
+        for _, r in table.iterrows()
+    ]
     out = latex_tabular("l" + "ccc" * len(models), head, rows)
     note = random_note(random_models(table, models))
     if note:
-        out.append(r"\par\smallskip{\footnotesize " + dagger + tex_escape(note.removeprefix(RANDOM_MARK))
-                   + r"\par}")
+        out.append(r"\par\smallskip{\footnotesize " + dagger + tex_escape(note.removeprefix(RANDOM_MARK)) + r"\par}")
     for n in [*nonfinite_notes(table, models), *notes]:
         out.append(r"\par\smallskip{\footnotesize " + tex_escape(n) + r"\par}")
     return "\n".join(out) + "\n"

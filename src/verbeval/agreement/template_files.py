@@ -26,10 +26,10 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from verbeval.core.errors import InputError
-from verbeval.core.io import describe_json_error
 from verbeval.agreement.errata import Erratum
 from verbeval.agreement.minimal_pairs import Number, derive_number, split_minimal_pair
+from verbeval.core.errors import InputError
+from verbeval.core.io import describe_json_error
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +74,12 @@ def _read_text(p: Path, encoding: str) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise InputError(p, f"not {exc.encoding.removesuffix('-sig').upper()} text: byte 0x{data[exc.start]:02x} at "
-                            f"column {column} ({exc.reason}); save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)",
-                         line) from None
+        raise InputError(
+            p,
+            f"not {exc.encoding.removesuffix('-sig').upper()} text: byte 0x{data[exc.start]:02x} at "
+            f"column {column} ({exc.reason}); save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)",
+            line,
+        ) from None
 
 
 def _lines(text: str) -> list[str]:
@@ -174,8 +177,9 @@ def read_template_file(
                 rejects.append({"source": source, "line": lineno, "reason": f"known erratum: {err.reason}", "raw": raw})
                 continue
             if drop_flagged:
-                rejects.append({"source": source, "line": lineno, "reason": f"flagged erratum, dropped: {err.reason}",
-                                "raw": raw})
+                rejects.append(
+                    {"source": source, "line": lineno, "reason": f"flagged erratum, dropped: {err.reason}", "raw": raw}
+                )
                 continue
         try:
             left, right, correct, incorrect, label = _parse_row(raw, fmt)
@@ -184,33 +188,48 @@ def read_template_file(
                 raise InputError(p, str(exc), lineno) from None
             rejects.append({"source": source, "line": lineno, "reason": str(exc), "raw": raw})
             continue
-        rows.append({
-            "group": group, "source": source, "line": lineno, "left": left, "right": right,
-            "correct": correct, "incorrect": incorrect, "label": label,
-            "plural": label == "plural", "pair_id": "", "note": "",
-        })
+        rows.append(
+            {
+                "group": group,
+                "source": source,
+                "line": lineno,
+                "left": left,
+                "right": right,
+                "correct": correct,
+                "incorrect": incorrect,
+                "label": label,
+                "plural": label == "plural",
+                "pair_id": "",
+                "note": "",
+            }
+        )
     if known:
         missing = sorted(set(known) - seen)
         if missing:
             raise InputError(p, f"errata list names line(s) {missing} that the file does not have")
         flagged = {k for k, e in known.items() if e.action == "flag"}
         if flagged and not drop_flagged:
-            log.warning("%s: kept %d flagged erratum row(s) (agreement.drop_flagged_errata drops them)", p, len(flagged))
+            log.warning(
+                "%s: kept %d flagged erratum row(s) (agreement.drop_flagged_errata drops them)", p, len(flagged)
+            )
     if rejects:
         log.warning("%s: skipped %d row(s) (%d known errata)", p, len(rejects), len(known))
     _check_nonempty(p, rows, rejects, skip_bad_rows, source, group)
     return _typed(rows, TEMPLATE_COLUMNS), _typed(rejects, REJECT_COLUMNS)
 
 
-def _check_nonempty(p: Path, rows: list[dict[str, Any]], rejects: list[dict[str, Any]], skip_bad_rows: bool,
-                    source: str, group: str) -> None:
+def _check_nonempty(
+    p: Path, rows: list[dict[str, Any]], rejects: list[dict[str, Any]], skip_bad_rows: bool, source: str, group: str
+) -> None:
     """A file that yields no row is an error (a warning under ``skip_bad_rows``)."""
     if rows:
         return
     if rejects:
         first = rejects[0]
-        reason = (f"no usable template rows: all {len(rejects)} row(s) rejected "
-                  f"(first, line {first['line']}: {first['reason']})")
+        reason = (
+            f"no usable template rows: all {len(rejects)} row(s) rejected "
+            f"(first, line {first['line']}: {first['reason']})"
+        )
     else:
         reason = "no template rows: the file is empty"
     if not skip_bad_rows:

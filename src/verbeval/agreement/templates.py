@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from verbeval.core.errors import VerbevalError
 from verbeval.agreement.custom_pairs import CustomGroup, check_sha256, read_custom_pairs
 from verbeval.agreement.errata import Erratum
 from verbeval.agreement.template_files import FORMATS, REJECT_COLUMNS, TEMPLATE_COLUMNS, _empty, read_template_file
+from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger(__name__)
 
@@ -116,16 +116,24 @@ def build_template_table(
             path, fmt = inputs[source]
             if fmt not in FORMATS:
                 raise VerbevalError(f"source {source!r}: format {fmt!r} is not a template format")
-            rows, bad = read_template_file(path, fmt, source, group["id"], skip_bad_rows,  # type: ignore[arg-type]
-                                           (errata or {}).get(source), drop_flagged)
+            rows, bad = read_template_file(
+                path,
+                fmt,
+                source,
+                group["id"],
+                skip_bad_rows,  # type: ignore[arg-type]
+                (errata or {}).get(source),
+                drop_flagged,
+            )
             tables.append(subsample(rows, max_rows_per_source))
             rejects.append(bad)
             used.add(source)
             n_group_rows += len(rows)
         if n_group_rows == 0:
             files = ", ".join(str(inputs[src][0]) for src in group["sources"])
-            raise VerbevalError(f"group {group['id']!r} has no template rows: every source file is empty or "
-                                f"rejected ({files})")
+            raise VerbevalError(
+                f"group {group['id']!r} has no template rows: every source file is empty or rejected ({files})"
+            )
     for c in custom:
         if c.sha256:
             check_sha256(c.path, c.sha256)
@@ -145,14 +153,7 @@ def build_template_table(
 # --------------------------------------------------------------------------- rendering
 
 
-def render_context(
-    left: str,
-    right: str,
-    *,
-    cased: bool,
-    masked: bool,
-    mask_token: str | None = None,
-) -> str:
+def render_context(left: str, right: str, *, cased: bool, masked: bool, mask_token: str | None = None) -> str:
     """The text a model sees for a template row.
 
     A masked LM sees ``"{left} {mask} {right}."`` (``"{left} {mask}."`` when ``right`` is empty);

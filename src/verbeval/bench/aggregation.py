@@ -20,8 +20,15 @@ from verbeval.bench.workflow_runs import WorkflowOutputs
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def aggregate_group(shard_paths: list[str], templates_path: str, group: str, model: str,
-                    top: list[float], bottom: list[float], resamples: int) -> dict[str, float]:
+def aggregate_group(
+    shard_paths: list[str],
+    templates_path: str,
+    group: str,
+    model: str,
+    top: list[float],
+    bottom: list[float],
+    resamples: int,
+) -> dict[str, float]:
     """Aggregate one (model, group) in memory, timing each step (worker-process entry point)."""
     from verbeval.agreement.aggregate import context_scores, read_shards, row_tse, summarise
 
@@ -36,8 +43,14 @@ def aggregate_group(shard_paths: list[str], templates_path: str, group: str, mod
     t3 = time.perf_counter()
     summarise(scores, tse, model=model, group=group, resamples=resamples)
     t4 = time.perf_counter()
-    return {"read_s": t1 - t0, "scores_s": t2 - t1, "tse_s": t3 - t2, "bootstrap_s": t4 - t3,
-            "contexts": len(scores), "peak_rss_mib": peak_rss_mib()}
+    return {
+        "read_s": t1 - t0,
+        "scores_s": t2 - t1,
+        "tse_s": t3 - t2,
+        "bootstrap_s": t4 - t3,
+        "contexts": len(scores),
+        "peak_rss_mib": peak_rss_mib(),
+    }
 
 
 def _warm_worker() -> None:
@@ -71,11 +84,24 @@ def _aggregate_model(out: WorkflowOutputs, name: str, ctx: Any, workers: int) ->
         for f in [pool.submit(_warm_worker) for _ in range(workers)]:
             f.result()
         t0 = time.perf_counter()
-        futs = [pool.submit(aggregate_group, [str(p) for p in shards[g]], str(out.templates), g, name,
-                            out.top_cutoffs, out.bottom_cutoffs, out.resamples)
-                for g in out.groups]
+        futs = [
+            pool.submit(
+                aggregate_group,
+                [str(p) for p in shards[g]],
+                str(out.templates),
+                g,
+                name,
+                out.top_cutoffs,
+                out.bottom_cutoffs,
+                out.resamples,
+            )
+            for g in out.groups
+        ]
         parts = [f.result() for f in futs]
         wall = time.perf_counter() - t0
-    return {"wall_s": round(wall, 3), "contexts": sum(p["contexts"] for p in parts),
-            **{k: round(sum(p[k] for p in parts), 3) for k in ("read_s", "scores_s", "tse_s", "bootstrap_s")},
-            "peak_rss_mib_per_worker": round(max(p["peak_rss_mib"] for p in parts), 1)}
+    return {
+        "wall_s": round(wall, 3),
+        "contexts": sum(p["contexts"] for p in parts),
+        **{k: round(sum(p[k] for p in parts), 3) for k in ("read_s", "scores_s", "tse_s", "bootstrap_s")},
+        "peak_rss_mib_per_worker": round(max(p["peak_rss_mib"] for p in parts), 1),
+    }

@@ -17,13 +17,16 @@ import torch
 from verbeval.bench.paper_baseline import PaperBaseline
 from verbeval.bench.workflow_runs import WorkflowOutputs
 
-EXTRAPOLATION = ("baseline seconds per row (mean over an evenly spaced sample of template rows) x every row of the "
-                 "suite; verbeval: the wall time of the model's inference and aggregation jobs in the workflow part's "
-                 "snakemake run (start-up and model load included)")
+EXTRAPOLATION = (
+    "baseline seconds per row (mean over an evenly spaced sample of template rows) x every row of the "
+    "suite; verbeval: the wall time of the model's inference and aggregation jobs in the workflow part's "
+    "snakemake run (start-up and model load included)"
+)
 
 
-def bench_baseline(out: WorkflowOutputs, models: dict[str, dict[str, Any]], n_rows: int,
-                   threads: int = 1) -> dict[str, Any]:
+def bench_baseline(
+    out: WorkflowOutputs, models: dict[str, dict[str, Any]], n_rows: int, threads: int = 1
+) -> dict[str, Any]:
     """Time the baseline on ``n_rows`` evenly spaced template rows per model, extrapolate to every
     row of the suite, and compare with verbeval's job times (``models``: the workflow part's
     per-model figures) and scores."""
@@ -45,11 +48,15 @@ def bench_baseline(out: WorkflowOutputs, models: dict[str, dict[str, Any]], n_ro
         diff = compare_with_verbeval(sample, scored, out.agreement_dir / name)
         verbeval_s = models[name]["infer_job_s"] + models[name]["aggregate_job_s"]
         extrapolated = per_row * len(templates)
-        res[name] = {"baseline_s_per_row": round(per_row, 5), "rows_total": len(templates),
-                     "baseline_extrapolated_s": round(extrapolated, 1),
-                     "verbeval_infer_aggregate_s": round(verbeval_s, 2),
-                     "speedup": round(extrapolated / verbeval_s, 1),
-                     "verbeval_s_per_row": round(verbeval_s / len(templates), 6), **diff}
+        res[name] = {
+            "baseline_s_per_row": round(per_row, 5),
+            "rows_total": len(templates),
+            "baseline_extrapolated_s": round(extrapolated, 1),
+            "verbeval_infer_aggregate_s": round(verbeval_s, 2),
+            "speedup": round(extrapolated / verbeval_s, 1),
+            "verbeval_s_per_row": round(verbeval_s / len(templates), 6),
+            **diff,
+        }
     return res
 
 
@@ -63,8 +70,10 @@ def compare_with_verbeval(sample: pd.DataFrame, scored: list[dict[str, float]], 
     tables: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = {}
     for (gid, row), res in zip(zip(sample["group"], sample["row_in_group"]), scored):
         if gid not in tables:
-            tables[gid] = (pd.read_parquet(model_out / gid / "scores.parquet").set_index("context_id"),
-                           pd.read_parquet(model_out / gid / "tse.parquet").set_index("row"))
+            tables[gid] = (
+                pd.read_parquet(model_out / gid / "scores.parquet").set_index("context_id"),
+                pd.read_parquet(model_out / gid / "tse.parquet").set_index("row"),
+            )
         scores, tse = tables[gid]
         ctx = int(tse.loc[row, "context_id"])
         for key, val in res.items():

@@ -13,43 +13,81 @@ def cmd_bench(a: argparse.Namespace) -> None:
     from verbeval.bench.runner import run_bench
 
     shared = a.shared or os.environ.get("VERBEVAL_SHARED", "../shared")
-    run_bench(out=a.out, quick=a.quick, config=a.config, shared=shared, workdir=a.workdir, threads=a.threads,
-              cpu_batch=a.batch_size, gpu_batch=a.gpu_batch_size, baseline_rows=a.baseline_rows,
-              parts=a.parts.split(","), snakemake_config=a.snakemake_config, snakemake_cores=a.snakemake_cores,
-              snakemake_extra=a.snakemake_config_values, snakemake_targets=a.snakemake_targets, ggufs=a.gguf,
-              repeats=a.repeats)
+    run_bench(
+        out=a.out,
+        quick=a.quick,
+        config=a.config,
+        shared=shared,
+        workdir=a.workdir,
+        threads=a.threads,
+        cpu_batch=a.batch_size,
+        gpu_batch=a.gpu_batch_size,
+        baseline_rows=a.baseline_rows,
+        parts=a.parts.split(","),
+        snakemake_config=a.snakemake_config,
+        snakemake_cores=a.snakemake_cores,
+        snakemake_extra=a.snakemake_config_values,
+        snakemake_targets=a.snakemake_targets,
+        ggufs=a.gguf,
+        repeats=a.repeats,
+    )
 
 
 def register(add: Add) -> None:
     """``bench``."""
-    s = add("bench", cmd_bench, "benchmarks: workflow phases, aggregation, inference throughput (CPU/GPU), "
-                                "and the paper-style baseline; figures to JSON",
-            "See docs/performance.md. Not a rule.")
+    s = add(
+        "bench",
+        cmd_bench,
+        "benchmarks: workflow phases, aggregation, inference throughput (CPU/GPU), "
+        "and the paper-style baseline; figures to JSON",
+        "See docs/performance.md. Not a rule.",
+    )
     s.add_argument("--out", default="results-bench/bench.json", help="output: the figures (JSON)")
     s.add_argument("--quick", action="store_true", help="CI slice: 40 rows per source, two tiny models")
-    s.add_argument("--config", default="config/tiny-full.yaml",
-                   help="configuration of the workflow part (data mirror, groups, cutoffs; its models are replaced)")
+    s.add_argument(
+        "--config",
+        default="config/tiny-full.yaml",
+        help="configuration of the workflow part (data mirror, groups, cutoffs; its models are replaced)",
+    )
     s.add_argument("--shared", help="shared/ with tokenizers/ (default: $VERBEVAL_SHARED or ../shared)")
     s.add_argument("--workdir", default="results-bench", help="where the benchmark's models and workflow runs go")
     s.add_argument("--threads", type=int, default=1, help="CPU threads (1: as one Snakemake job)")
     s.add_argument("--batch-size", type=int, default=64, help="CPU batch size (throughput and real parts)")
     s.add_argument("--gpu-batch-size", type=int, default=256, help="GPU batch size (throughput part, on CUDA)")
     s.add_argument("--baseline-rows", type=int, help="template rows the baseline runs (default 8 quick, 150 full)")
-    s.add_argument("--parts", default="workflow,aggregation,throughput,baseline",
-                   help="comma-separated parts: workflow (snakemake table2 on the bench models, from scratch; "
-                        "aggregation, throughput, real and baseline read its outputs), "
-                        "aggregation, throughput, baseline, postprocess (softmax and form statistics per "
-                        "context for 50k, 100k and 256k vocabularies, CPU and CUDA; needs no workflow run), real (the "
-                        "pipeline against the raw forward pass of the real models given with --gguf; skipped, "
-                        "with the reason printed, when none is there), snakemake (snakemake on --snakemake-config, "
-                        "every target, as a user runs it)")
-    s.add_argument("--gguf", nargs="*", default=[], metavar="FILE",
-                   help="GGUF model files of the real part (e.g. SmolLM2-135M, Gemma 3 270M; docs/performance.md), "
-                        "dequantised to float32 by transformers")
+    s.add_argument(
+        "--parts",
+        default="workflow,aggregation,throughput,baseline",
+        help="comma-separated parts: workflow (snakemake table2 on the bench models, from scratch; "
+        "aggregation, throughput, real and baseline read its outputs), "
+        "aggregation, throughput, baseline, postprocess (softmax and form statistics per "
+        "context for 50k, 100k and 256k vocabularies, CPU and CUDA; needs no workflow run), real (the "
+        "pipeline against the raw forward pass of the real models given with --gguf; skipped, "
+        "with the reason printed, when none is there), snakemake (snakemake on --snakemake-config, "
+        "every target, as a user runs it)",
+    )
+    s.add_argument(
+        "--gguf",
+        nargs="*",
+        default=[],
+        metavar="FILE",
+        help="GGUF model files of the real part (e.g. SmolLM2-135M, Gemma 3 270M; docs/performance.md), "
+        "dequantised to float32 by transformers",
+    )
     s.add_argument("--repeats", type=int, help="timed rounds of the real part, best of (default 1 quick, 3 full)")
     s.add_argument("--snakemake-config", help="config of the snakemake part (default: --config)")
-    s.add_argument("--snakemake-targets", nargs="*", default=[], metavar="TARGET",
-                   help="targets of the snakemake part (default: the workflow's default target, every output)")
+    s.add_argument(
+        "--snakemake-targets",
+        nargs="*",
+        default=[],
+        metavar="TARGET",
+        help="targets of the snakemake part (default: the workflow's default target, every output)",
+    )
     s.add_argument("--snakemake-cores", type=int, default=2, help="--cores of the workflow and snakemake parts")
-    s.add_argument("--snakemake-config-values", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="--config values of the snakemake part (e.g. data_mirror=../shared/data)")
+    s.add_argument(
+        "--snakemake-config-values",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="--config values of the snakemake part (e.g. data_mirror=../shared/data)",
+    )

@@ -20,8 +20,10 @@ class ModelSpec:
 
 
 #: the models the workflow part runs (and the quick throughput part times)
-WORKFLOW_MODELS = (ModelSpec("tiny-bert-cased", "bert", "bert-base-cased", 2, 32, 2),
-                   ModelSpec("tiny-gpt2", "gpt2", "gpt2", 2, 32, 2))
+WORKFLOW_MODELS = (
+    ModelSpec("tiny-bert-cased", "bert", "bert-base-cased", 2, 32, 2),
+    ModelSpec("tiny-gpt2", "gpt2", "gpt2", 2, 32, 2),
+)
 #: the shapes the full throughput part times
 THROUGHPUT_MODELS = WORKFLOW_MODELS + (
     ModelSpec("small-bert-cased", "bert", "bert-base-cased", 4, 128, 4),
@@ -36,6 +38,12 @@ def build_model(spec: ModelSpec, shared: Path, models_dir: Path) -> Path:
 
     out = models_dir / spec.name
     if not (out / "config.json").exists():
-        make_tiny_model(shared / "tokenizers" / spec.tokenizer, spec.arch, out, layers=spec.layers,
-                        hidden=spec.hidden, heads=spec.heads)
+        make_tiny_model(
+            shared / "tokenizers" / spec.tokenizer,
+            spec.arch,
+            out,
+            layers=spec.layers,
+            hidden=spec.hidden,
+            heads=spec.heads,
+        )
     return out

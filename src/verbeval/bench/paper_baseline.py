@@ -25,8 +25,14 @@ class PaperBaseline:
     Python loops over lemmas at every cutoff. Scores follow the definitions in DESIGN.md (with
     float64 sums: Python floats), so they are an independent check of the vectorised code."""
 
-    def __init__(self, lm: Any, lemmas: pd.DataFrame, top_cutoffs: Sequence[float], bottom_cutoffs: Sequence[float],
-                 prepend_bos: bool = False) -> None:
+    def __init__(
+        self,
+        lm: Any,
+        lemmas: pd.DataFrame,
+        top_cutoffs: Sequence[float],
+        bottom_cutoffs: Sequence[float],
+        prepend_bos: bool = False,
+    ) -> None:
         self.lm, self.top, self.bottom, self.bos = lm, list(top_cutoffs), list(bottom_cutoffs), prepend_bos
         tok = lm.tokenizer
         self.vocab = tok.convert_ids_to_tokens(list(range(len(tok))))
@@ -86,8 +92,16 @@ class PaperBaseline:
                     res[f"{metric}_{side}@{p:g}"] = a + alpha * (b - a)
         return res
 
-    def _set_scores(self, word_prob: dict[str, float], rank: dict[str, int], plural: bool, side: str,
-                    r_star: int, n: int, inclusive: bool) -> tuple[float, float, float, float]:
+    def _set_scores(
+        self,
+        word_prob: dict[str, float],
+        rank: dict[str, int],
+        plural: bool,
+        side: str,
+        r_star: int,
+        n: int,
+        inclusive: bool,
+    ) -> tuple[float, float, float, float]:
         """EW, MW, counted mass (both forms of every counted lemma, as in the paper's code) and
         the counted forms' mass inside the set, over the ranks before (or up to) ``r_star``."""
         count = ok = num = den = mass = 0.0

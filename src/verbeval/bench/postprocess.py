@@ -21,10 +21,15 @@ POSTPROCESS_VOCABS = (50_280, 100_278, 256_000)
 POSTPROCESS_FORMS = 2 * 1_288
 
 
-def bench_postprocess(vocab_sizes: Sequence[int] = POSTPROCESS_VOCABS, n_forms: int = POSTPROCESS_FORMS,
-                      batch_size: int = 256, devices: Sequence[str] = ("cpu", "cuda"),
-                      logit_dtypes: Sequence[str] = ("float32", "bfloat16"), repeats: int = 3,
-                      seed: int = 0) -> dict[str, Any]:
+def bench_postprocess(
+    vocab_sizes: Sequence[int] = POSTPROCESS_VOCABS,
+    n_forms: int = POSTPROCESS_FORMS,
+    batch_size: int = 256,
+    devices: Sequence[str] = ("cpu", "cuda"),
+    logit_dtypes: Sequence[str] = ("float32", "bfloat16"),
+    repeats: int = 3,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Time of the per-context work after the forward pass, per vocabulary size.
 
     That work is the float64 softmax over the vocabulary and :func:`verbeval.agreement.form_statistics`
@@ -45,18 +50,28 @@ def bench_postprocess(vocab_sizes: Sequence[int] = POSTPROCESS_VOCABS, n_forms: 
         dev = torch.device(device_name)
         for v in vocab_sizes:
             forms = torch.randperm(v, generator=gen)[: min(n_forms, v)].sort().values.to(dev)
-            base = (torch.randn(batch_size, v, generator=gen) * 3.0)
+            base = torch.randn(batch_size, v, generator=gen) * 3.0
             for dt in logit_dtypes:
                 logits = base.to(torch_dtype(dt)).to(torch.float32).to(dev)
                 # the inference pipeline's CPU path reuses one float64 buffer for every batch
                 buf = torch.empty(logits.shape, dtype=torch.float64) if dev.type == "cpu" else None
 
-                def run() -> None:
+                def run(
+                    logits: torch.Tensor = logits, buf: torch.Tensor | None = buf, forms: torch.Tensor = forms
+                ) -> None:  # this iteration's tensors, bound now
                     form_statistics(probabilities(logits, out=buf), forms)
 
                 best = best_time(run, dev, repeats)
-                rows.append({"device": device_name, "vocab": v, "forms": int(len(forms)), "logits": dt,
-                             "batch_size": batch_size, "ms_per_context": round(best / batch_size * 1000, 4),
-                             "contexts_per_s": round(batch_size / best, 1)})
+                rows.append(
+                    {
+                        "device": device_name,
+                        "vocab": v,
+                        "forms": int(len(forms)),
+                        "logits": dt,
+                        "batch_size": batch_size,
+                        "ms_per_context": round(best / batch_size * 1000, 4),
+                        "contexts_per_s": round(batch_size / best, 1),
+                    }
+                )
                 log.info("bench postprocess: %s", rows[-1])
     return {"threads": torch.get_num_threads(), "results": rows}

@@ -31,8 +31,9 @@ def load_gguf(gguf: Path) -> tuple[torch.nn.Module, Any]:
     return model.eval(), tok
 
 
-def pipeline_against_forward(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int,
-                             repeats: int) -> dict[str, Any]:
+def pipeline_against_forward(
+    lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int, repeats: int
+) -> dict[str, Any]:
     """Contexts/s of the inference pipeline (:func:`verbeval.agreement.inference.run_contexts`)
     and of the raw forward pass with the head at the target only (``target_logits``) on the same
     batches, timed alternately, the best of ``repeats`` each (after one warm-up of each)."""
@@ -43,8 +44,9 @@ def pipeline_against_forward(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarr
     batches, lengths = padded_batches(lm, enc, batch_size)
 
     def pipeline() -> None:
-        run_contexts(lm, enc, form_ids, np.zeros(0, np.int64), np.zeros((0, 2), np.int64), batch_size=batch_size,
-                     progress=False)
+        run_contexts(
+            lm, enc, form_ids, np.zeros(0, np.int64), np.zeros((0, 2), np.int64), batch_size=batch_size, progress=False
+        )
 
     def forward() -> None:
         with torch.inference_mode():
@@ -61,14 +63,28 @@ def pipeline_against_forward(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarr
             if rep:
                 best[key] = min(best[key], time.perf_counter() - t0)
     pipe, fwd = len(contexts) / best["pipeline"], len(contexts) / best["forward"]
-    return {"contexts": len(contexts), "batch_size": batch_size, "mean_tokens": round(float(lengths.mean()), 2),
-            "pipeline_ctx_per_s": round(pipe, 1), "forward_ctx_per_s": round(fwd, 1),
-            "pipeline_over_forward": round(pipe / fwd, 3),
-            "postprocess_ms_per_context": round((best["pipeline"] - best["forward"]) / len(contexts) * 1000, 3)}
+    return {
+        "contexts": len(contexts),
+        "batch_size": batch_size,
+        "mean_tokens": round(float(lengths.mean()), 2),
+        "pipeline_ctx_per_s": round(pipe, 1),
+        "forward_ctx_per_s": round(fwd, 1),
+        "pipeline_over_forward": round(pipe / fwd, 3),
+        "postprocess_ms_per_context": round((best["pipeline"] - best["forward"]) / len(contexts) * 1000, 3),
+    }
 
 
-def bench_real(ggufs: Sequence[str | Path], templates: pd.DataFrame, lexicon: pd.DataFrame, *,
-               n_contexts: int, cpu_batch: int, gpu_batch: int, threads: int, repeats: int) -> dict[str, Any]:
+def bench_real(
+    ggufs: Sequence[str | Path],
+    templates: pd.DataFrame,
+    lexicon: pd.DataFrame,
+    *,
+    n_contexts: int,
+    cpu_batch: int,
+    gpu_batch: int,
+    threads: int,
+    repeats: int,
+) -> dict[str, Any]:
     """:func:`pipeline_against_forward` for real pretrained models given as GGUF files, on CPU
     (float32) and, where CUDA is present, on GPU (float32 and bfloat16). Files that are missing
     are skipped with the reason printed (and recorded)."""
@@ -84,19 +100,41 @@ def bench_real(ggufs: Sequence[str | Path], templates: pd.DataFrame, lexicon: pd
         load_s = round(time.perf_counter() - t0, 1)
         for device, dtype, bs in device_setups(cpu_batch, gpu_batch):  # float32 on CPU first: the casts only go down
             dev = torch.device(device)
-            lm = LoadedModel(str(path), model.to(dev, torch_dtype(dtype)), tok, "causal", is_cased(tok), dev, dtype,
-                             f"gguf:{path.name}")
+            lm = LoadedModel(
+                str(path),
+                model.to(dev, torch_dtype(dtype)),
+                tok,
+                "causal",
+                is_cased(tok),
+                dev,
+                dtype,
+                f"gguf:{path.name}",
+            )
             ctx = contexts_sample(templates, lm.kind, n_contexts * (GPU_CONTEXTS_FACTOR if device == "cuda" else 1))
             forms = eligible_lemmas(lexicon, lm.tokenizer)[["sing_id", "plur_id"]].to_numpy(np.int64).reshape(-1)
             r = pipeline_against_forward(lm, ctx, forms, bs, repeats)
-            rows.append({"model": path.name, "load_s": load_s, "vocab": len(tok), "n_forms": len(forms), "device": device,
-                         "dtype": dtype, "threads": threads if device == "cpu" else None, **r, "load_avg": load_avg()})
+            rows.append(
+                {
+                    "model": path.name,
+                    "load_s": load_s,
+                    "vocab": len(tok),
+                    "n_forms": len(forms),
+                    "device": device,
+                    "dtype": dtype,
+                    "threads": threads if device == "cpu" else None,
+                    **r,
+                    "load_avg": load_avg(),
+                }
+            )
             log.info("bench real: %s", rows[-1])
         del model, lm
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    return {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "skipped": skipped,
-            "results": rows}
+    return {
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "skipped": skipped,
+        "results": rows,
+    }
 
 
 def real_model_skips(ggufs: Sequence[str | Path]) -> list[str]:

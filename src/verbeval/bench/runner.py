@@ -39,12 +39,25 @@ from verbeval.bench.timing import load_avg, peak_rss_mib
 WORKFLOW_FREE = frozenset({"snakemake", "postprocess"})
 
 
-def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str | Path, workdir: str | Path,
-              threads: int = 1, cpu_batch: int = 64, gpu_batch: int = 256, baseline_rows: int | None = None,
-              parts: Sequence[str] = ("workflow", "aggregation", "throughput", "baseline"),
-              snakemake_config: str | Path | None = None, snakemake_cores: int = 2,
-              snakemake_extra: Sequence[str] = (), snakemake_targets: Sequence[str] = (), ggufs: Sequence[str] = (),
-              repeats: int | None = None) -> dict[str, Any]:
+def run_bench(
+    *,
+    out: str | Path,
+    quick: bool,
+    config: str | Path,
+    shared: str | Path,
+    workdir: str | Path,
+    threads: int = 1,
+    cpu_batch: int = 64,
+    gpu_batch: int = 256,
+    baseline_rows: int | None = None,
+    parts: Sequence[str] = ("workflow", "aggregation", "throughput", "baseline"),
+    snakemake_config: str | Path | None = None,
+    snakemake_cores: int = 2,
+    snakemake_extra: Sequence[str] = (),
+    snakemake_targets: Sequence[str] = (),
+    ggufs: Sequence[str] = (),
+    repeats: int | None = None,
+) -> dict[str, Any]:
     """Run the benchmarks and write their figures to ``out`` (JSON). Returns the figures.
 
     ``snakemake_cores`` is the ``--cores`` of both Snakemake runs (the workflow and snakemake parts)."""
@@ -52,13 +65,21 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
 
     shared, workdir = Path(shared), Path(workdir)
     report: dict[str, Any] = {
-        "quick": quick, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "torch": torch.__version__, "cuda": torch.cuda.is_available(), "load_avg_start": load_avg()},
+        "quick": quick,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "cuda": torch.cuda.is_available(),
+            "load_avg_start": load_avg(),
+        },
     }
     if "snakemake" in parts:
-        report["snakemake"] = bench_snakemake(snakemake_config or config, workdir, snakemake_cores, snakemake_extra,
-                                              snakemake_targets)
+        report["snakemake"] = bench_snakemake(
+            snakemake_config or config, workdir, snakemake_cores, snakemake_extra, snakemake_targets
+        )
     if "postprocess" in parts:
         from verbeval.bench.postprocess import bench_postprocess
 
@@ -70,22 +91,46 @@ def run_bench(*, out: str | Path, quick: bool, config: str | Path, shared: str |
         report["real"] = {"gpu": None, "skipped": real_model_skips(ggufs), "results": []}
         workflow_free.add("real")
     if set(parts) - workflow_free:
-        _workflow_parts(report, parts, quick=quick, config=config, shared=shared, workdir=workdir, threads=threads,
-                        cpu_batch=cpu_batch, gpu_batch=gpu_batch, baseline_rows=baseline_rows, cores=snakemake_cores,
-                        ggufs=ggufs, repeats=repeats)
+        _workflow_parts(
+            report,
+            parts,
+            quick=quick,
+            config=config,
+            shared=shared,
+            workdir=workdir,
+            threads=threads,
+            cpu_batch=cpu_batch,
+            gpu_batch=gpu_batch,
+            baseline_rows=baseline_rows,
+            cores=snakemake_cores,
+            ggufs=ggufs,
+            repeats=repeats,
+        )
     return _finish(report, out)
 
 
-def _workflow_parts(report: dict[str, Any], parts: Sequence[str], *, quick: bool, config: str | Path, shared: Path,
-                    workdir: Path, threads: int, cpu_batch: int, gpu_batch: int, baseline_rows: int | None,
-                    cores: int, ggufs: Sequence[str], repeats: int | None) -> None:
+def _workflow_parts(
+    report: dict[str, Any],
+    parts: Sequence[str],
+    *,
+    quick: bool,
+    config: str | Path,
+    shared: Path,
+    workdir: Path,
+    threads: int,
+    cpu_batch: int,
+    gpu_batch: int,
+    baseline_rows: int | None,
+    cores: int,
+    ggufs: Sequence[str],
+    repeats: int | None,
+) -> None:
     """The workflow part, then the parts that read its outputs, into ``report``."""
     from verbeval.bench.workflow_runs import bench_workflow
 
     models_dir = workdir / "models"
     model_dirs = {s.name: build_model(s, shared, models_dir) for s in WORKFLOW_MODELS}
-    report["workflow"], outputs = bench_workflow(config, workdir, model_dirs, quick=quick, threads=threads,
-                                                 cores=cores)
+    report["workflow"], outputs = bench_workflow(config, workdir, model_dirs, quick=quick, threads=threads, cores=cores)
     if "aggregation" in parts:
         from verbeval.bench.aggregation import bench_aggregation
 
@@ -94,15 +139,30 @@ def _workflow_parts(report: dict[str, Any], parts: Sequence[str], *, quick: bool
         from verbeval.bench.throughput import bench_throughput
 
         report["throughput"] = bench_throughput(
-            WORKFLOW_MODELS if quick else THROUGHPUT_MODELS, shared, models_dir, pd.read_parquet(outputs.templates),
-            pd.read_parquet(outputs.lexicon), n_contexts=128 if quick else 1024, cpu_batch=cpu_batch,
-            gpu_batch=gpu_batch, threads=threads, repeats=1 if quick else 2)
+            WORKFLOW_MODELS if quick else THROUGHPUT_MODELS,
+            shared,
+            models_dir,
+            pd.read_parquet(outputs.templates),
+            pd.read_parquet(outputs.lexicon),
+            n_contexts=128 if quick else 1024,
+            cpu_batch=cpu_batch,
+            gpu_batch=gpu_batch,
+            threads=threads,
+            repeats=1 if quick else 2,
+        )
     if "real" in parts and "real" not in report:
         from verbeval.bench.real_models import bench_real
 
-        report["real"] = bench_real(ggufs, pd.read_parquet(outputs.templates), pd.read_parquet(outputs.lexicon),
-                                    n_contexts=128 if quick else 256, cpu_batch=cpu_batch, gpu_batch=gpu_batch,
-                                    threads=threads, repeats=repeats if repeats is not None else (1 if quick else 3))
+        report["real"] = bench_real(
+            ggufs,
+            pd.read_parquet(outputs.templates),
+            pd.read_parquet(outputs.lexicon),
+            n_contexts=128 if quick else 256,
+            cpu_batch=cpu_batch,
+            gpu_batch=gpu_batch,
+            threads=threads,
+            repeats=repeats if repeats is not None else (1 if quick else 3),
+        )
     if "baseline" in parts:
         from verbeval.bench.baseline_ratio import bench_baseline
 

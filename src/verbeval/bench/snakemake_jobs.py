@@ -68,38 +68,71 @@ class SnakemakeRun:
         raise LookupError(f"no job of this snakemake run wrote {path}")
 
     def summary(self) -> dict[str, Any]:
-        return {"command": " ".join(self.command), "cores": self.cores, "wall_s": round(self.wall_s, 3),
-                "jobs": len(self.jobs), "by_rule": self.by_rule()}
+        return {
+            "command": " ".join(self.command),
+            "cores": self.cores,
+            "wall_s": round(self.wall_s, 3),
+            "jobs": len(self.jobs),
+            "by_rule": self.by_rule(),
+        }
 
 
-def snakemake_command(*, configfiles: Sequence[str | Path], targets: Sequence[str] = (), cores: int,
-                      metadata_db: Path, config_values: Sequence[str] = ()) -> list[str]:
+def snakemake_command(
+    *,
+    configfiles: Sequence[str | Path],
+    targets: Sequence[str] = (),
+    cores: int,
+    metadata_db: Path,
+    config_values: Sequence[str] = (),
+) -> list[str]:
     """The ``snakemake`` command line of a benchmark run: the workflow's own Snakefile and profile
     (from the current directory), ``configfiles`` in order, ``config_values`` (``--config
     KEY=VALUE``), and Snakemake's job metadata kept in ``metadata_db``."""
-    return [sys.executable, "-m", "snakemake", *targets, "--cores", str(cores),
-            "--configfile", *(str(c) for c in configfiles),
-            *(["--config", *config_values] if config_values else []),
-            "--persistence-backend", "db", "--persistence-backend-db-url", f"sqlite:///{metadata_db.resolve()}"]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        *targets,
+        "--cores",
+        str(cores),
+        "--configfile",
+        *(str(c) for c in configfiles),
+        *(["--config", *config_values] if config_values else []),
+        "--persistence-backend",
+        "db",
+        "--persistence-backend-db-url",
+        f"sqlite:///{metadata_db.resolve()}",
+    ]
 
 
 def job_records(metadata_db: Path) -> list[Job]:
     """The jobs recorded in a run's metadata file: the records of one job's outputs share its
     ``job_hash``; the job starts at the earliest recorded start and ends at the latest output."""
     with sqlite3.connect(f"file:{metadata_db}?mode=ro", uri=True) as con:
-        rows = con.execute("SELECT job_hash, rule, target, starttime, endtime FROM snakemake_metadata "
-                           "WHERE COALESCE(incomplete, 0) = 0 AND endtime IS NOT NULL").fetchall()
+        rows = con.execute(
+            "SELECT job_hash, rule, target, starttime, endtime FROM snakemake_metadata "
+            "WHERE COALESCE(incomplete, 0) = 0 AND endtime IS NOT NULL"
+        ).fetchall()
     jobs: dict[Any, dict[str, Any]] = {}
     for job_hash, rule, target, start, end in rows:
         j = jobs.setdefault(job_hash, {"rule": rule, "outputs": [], "start": start, "end": end})
         j["outputs"].append(target)
         j["start"], j["end"] = min(j["start"], start), max(j["end"], end)
-    return sorted((Job(j["rule"], tuple(sorted(j["outputs"])), j["start"], j["end"]) for j in jobs.values()),
-                  key=lambda j: (j.start, j.rule))
+    return sorted(
+        (Job(j["rule"], tuple(sorted(j["outputs"])), j["start"], j["end"]) for j in jobs.values()),
+        key=lambda j: (j.start, j.rule),
+    )
 
 
-def run_snakemake(*, configfiles: Sequence[str | Path], run_dir: Path, targets: Sequence[str] = (), cores: int,
-                  config_values: Sequence[str] = (), cwd: str | Path | None = None) -> SnakemakeRun:
+def run_snakemake(
+    *,
+    configfiles: Sequence[str | Path],
+    run_dir: Path,
+    targets: Sequence[str] = (),
+    cores: int,
+    config_values: Sequence[str] = (),
+    cwd: str | Path | None = None,
+) -> SnakemakeRun:
     """Run ``snakemake`` (:func:`snakemake_command`) to its end, its metadata in ``run_dir``
     (created; the caller empties it first for a run from scratch). Raises with the end of
     Snakemake's output if it fails."""
@@ -107,14 +140,16 @@ def run_snakemake(*, configfiles: Sequence[str | Path], run_dir: Path, targets: 
 
     run_dir.mkdir(parents=True, exist_ok=True)
     db = run_dir / "snakemake-metadata.sqlite"
-    cmd = snakemake_command(configfiles=configfiles, targets=targets, cores=cores, metadata_db=db,
-                            config_values=config_values)
+    cmd = snakemake_command(
+        configfiles=configfiles, targets=targets, cores=cores, metadata_db=db, config_values=config_values
+    )
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise RuntimeError(f"snakemake failed ({proc.returncode}): {' '.join(cmd)}\n"
-                           f"{(proc.stdout + proc.stderr)[-3000:]}")
+        raise RuntimeError(
+            f"snakemake failed ({proc.returncode}): {' '.join(cmd)}\n{(proc.stdout + proc.stderr)[-3000:]}"
+        )
     return SnakemakeRun(cmd, cores, wall, job_records(db), Path(cwd or Path.cwd()))
 
 
@@ -123,9 +158,10 @@ def startup_costs() -> dict[str, float]:
     """What every job pays before its work: the ``verbeval`` command's start (``verbeval
     --version``), and the torch + transformers import of a job that loads a model."""
     verbeval = str(Path(sys.executable).parent / "verbeval")
-    return {"verbeval_cli_s": round(process_seconds([verbeval, "--version"]), 3),
-            "import_torch_transformers_s": round(process_seconds([sys.executable, "-c", "import torch, transformers"]),
-                                                 3)}
+    return {
+        "verbeval_cli_s": round(process_seconds([verbeval, "--version"]), 3),
+        "import_torch_transformers_s": round(process_seconds([sys.executable, "-c", "import torch, transformers"]), 3),
+    }
 
 
 def startup_share(run: SnakemakeRun) -> dict[str, Any]:
@@ -133,6 +169,7 @@ def startup_share(run: SnakemakeRun) -> dict[str, Any]:
     that went to start-ups (every job's CLI start, every model job's imports)."""
     startup = startup_costs()
     model_jobs = sum(1 for j in run.jobs if j.rule in MODEL_RULES)
-    share = (len(run.jobs) * startup["verbeval_cli_s"]
-             + model_jobs * startup["import_torch_transformers_s"]) / (run.cores * run.wall_s)
+    share = (len(run.jobs) * startup["verbeval_cli_s"] + model_jobs * startup["import_torch_transformers_s"]) / (
+        run.cores * run.wall_s
+    )
     return {"startup": startup, "model_jobs": model_jobs, "startup_share_estimate": round(share, 3)}

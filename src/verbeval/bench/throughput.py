@@ -50,13 +50,16 @@ def padded_batches(lm: Any, enc: Any, batch_size: int) -> tuple[list[Any], np.nd
 
     pad_id = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else (lm.tokenizer.eos_token_id or 0)
     lengths = np.array([len(s) for s in enc.ids])
-    batches = [(_pad([enc.ids[i] for i in idx], pad_id, lm.device), torch.as_tensor(enc.target[idx], device=lm.device))
-               for idx in _batches(lengths, batch_size)]
+    batches = [
+        (_pad([enc.ids[i] for i in idx], pad_id, lm.device), torch.as_tensor(enc.target[idx], device=lm.device))
+        for idx in _batches(lengths, batch_size)
+    ]
     return batches, lengths
 
 
-def throughput(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int,
-               repeats: int = 1) -> dict[str, Any]:
+def throughput(
+    lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int, repeats: int = 1
+) -> dict[str, Any]:
     """Contexts/s of the inference pipeline and of the model's forward pass on the same batches."""
     from verbeval.agreement.inference import encode_contexts, run_contexts, target_logits
 
@@ -92,9 +95,19 @@ def throughput(lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size
     return out
 
 
-def bench_throughput(specs: Sequence[ModelSpec], shared: Path, models_dir: Path, templates: pd.DataFrame,
-                     lexicon: pd.DataFrame, *, n_contexts: int, cpu_batch: int, gpu_batch: int,
-                     threads: int, repeats: int) -> dict[str, Any]:
+def bench_throughput(
+    specs: Sequence[ModelSpec],
+    shared: Path,
+    models_dir: Path,
+    templates: pd.DataFrame,
+    lexicon: pd.DataFrame,
+    *,
+    n_contexts: int,
+    cpu_batch: int,
+    gpu_batch: int,
+    threads: int,
+    repeats: int,
+) -> dict[str, Any]:
     """:func:`throughput` of every model shape in ``specs`` on :func:`device_setups`, on
     ``n_contexts`` contexts of ``templates`` (times :data:`GPU_CONTEXTS_FACTOR` on a GPU)."""
     from verbeval.agreement.eligibility import eligible_lemmas
@@ -114,8 +127,18 @@ def bench_throughput(specs: Sequence[ModelSpec], shared: Path, models_dir: Path,
             ctx = contexts_sample(templates, lm.kind, n_contexts * (GPU_CONTEXTS_FACTOR if device == "cuda" else 1))
             forms = eligible_lemmas(lexicon, lm.tokenizer)[["sing_id", "plur_id"]].to_numpy(np.int64).reshape(-1)
             r = throughput(lm, ctx, forms, bs, repeats)
-            rows.append({"model": spec.name, "kind": lm.kind, **asdict(spec), "device": device, "dtype": dtype,
-                         "threads": threads if device == "cpu" else None, "n_forms": len(forms), **r})
+            rows.append(
+                {
+                    "model": spec.name,
+                    "kind": lm.kind,
+                    **asdict(spec),
+                    "device": device,
+                    "dtype": dtype,
+                    "threads": threads if device == "cpu" else None,
+                    "n_forms": len(forms),
+                    **r,
+                }
+            )
             log.info("bench throughput: %s", rows[-1])
             del lm
             if device == "cuda":

@@ -61,13 +61,16 @@ def workflow_overlay(run_dir: Path, model_dirs: dict[str, Path], *, quick: bool,
     folders under ``run_dir``, inference on the CPU with ``threads`` threads per job, and the
     ``--quick`` slice."""
     overlay: dict[str, Any] = {
-        "results_dir": str(run_dir / "results"), "raw_dir": str(run_dir / "raw"),
+        "results_dir": str(run_dir / "results"),
+        "raw_dir": str(run_dir / "raw"),
         "models": [{"id": str(d), "name": n} for n, d in model_dirs.items()],
         "inference": {"device": "cpu", "threads": threads},
     }
     if quick:
-        overlay["agreement"] = {"max_rows_per_source": QUICK_ROWS_PER_SOURCE,
-                                "bootstrap": {"resamples": QUICK_RESAMPLES}}
+        overlay["agreement"] = {
+            "max_rows_per_source": QUICK_ROWS_PER_SOURCE,
+            "bootstrap": {"resamples": QUICK_RESAMPLES},
+        }
     return overlay
 
 
@@ -78,8 +81,9 @@ def _fresh(run_dir: Path) -> Path:
     return run_dir
 
 
-def plan_workflow(config: str | Path, run_dir: Path, model_dirs: dict[str, Path], *, quick: bool,
-                  threads: int) -> tuple[list[Path], WorkflowOutputs, dict[str, Any]]:
+def plan_workflow(
+    config: str | Path, run_dir: Path, model_dirs: dict[str, Path], *, quick: bool, threads: int
+) -> tuple[list[Path], WorkflowOutputs, dict[str, Any]]:
     """Write :func:`workflow_overlay` into ``run_dir`` and plan the run as the Snakefile does: the
     ``--configfile`` files of the run, what it will write (from the workflow's plan of those
     files; config/config.yaml, which the Snakefile reads first, holds the schema's defaults) and
@@ -89,18 +93,26 @@ def plan_workflow(config: str | Path, run_dir: Path, model_dirs: dict[str, Path]
     from verbeval.workflow.loading import plan_from_files
 
     overlay = run_dir / "bench-config.yaml"
-    overlay.write_text(yaml.safe_dump(workflow_overlay(run_dir, model_dirs, quick=quick, threads=threads),
-                                      sort_keys=False))
+    overlay.write_text(
+        yaml.safe_dump(workflow_overlay(run_dir, model_dirs, quick=quick, threads=threads), sort_keys=False)
+    )
     files = [Path(config), overlay]
     plan = plan_from_files(files)
-    out = WorkflowOutputs(Path(plan.out), list(plan.group_ids), list(plan.agr["top_cutoffs"]),
-                          list(plan.agr["bottom_cutoffs"]), int(plan.agr["bootstrap"]["resamples"]), dict(model_dirs),
-                          {n: Path(plan.shard_manifest(plan.out).format(model=n)) for n in model_dirs})
+    out = WorkflowOutputs(
+        Path(plan.out),
+        list(plan.group_ids),
+        list(plan.agr["top_cutoffs"]),
+        list(plan.agr["bottom_cutoffs"]),
+        int(plan.agr["bootstrap"]["resamples"]),
+        dict(model_dirs),
+        {n: Path(plan.shard_manifest(plan.out).format(model=n)) for n in model_dirs},
+    )
     return files, out, plan.agr
 
 
-def bench_workflow(config: str | Path, workdir: Path, model_dirs: dict[str, Path], *, quick: bool, threads: int,
-                   cores: int) -> tuple[dict[str, Any], WorkflowOutputs]:
+def bench_workflow(
+    config: str | Path, workdir: Path, model_dirs: dict[str, Path], *, quick: bool, threads: int, cores: int
+) -> tuple[dict[str, Any], WorkflowOutputs]:
     """Run ``snakemake table2`` on ``config`` with :func:`workflow_overlay` from scratch in
     ``workdir/workflow``; its figures and what it wrote.
 
@@ -115,12 +127,23 @@ def bench_workflow(config: str | Path, workdir: Path, model_dirs: dict[str, Path
     models: dict[str, dict[str, Any]] = {}
     for name in model_dirs:
         metas = [read_shard_meta(p) for paths in out.shards(name).values() for p in paths]
-        models[name] = model_figures(run, out, name, contexts=sum(m["n_contexts"] for m in metas),
-                                     rows=sum(m["n_rows"] for m in metas))
-    figures = {**run.summary(), "target": WORKFLOW_TARGET, "configfiles": [str(f) for f in files], "quick": quick,
-               "threads": threads, "groups": out.groups, "rows_per_source": agr["max_rows_per_source"],
-               "bootstrap_resamples": out.resamples, "job_s_total": round(sum(j.wall_s for j in run.jobs), 3),
-               "models": models, **startup_share(run), "results_dir": str(run_dir / "results")}
+        models[name] = model_figures(
+            run, out, name, contexts=sum(m["n_contexts"] for m in metas), rows=sum(m["n_rows"] for m in metas)
+        )
+    figures = {
+        **run.summary(),
+        "target": WORKFLOW_TARGET,
+        "configfiles": [str(f) for f in files],
+        "quick": quick,
+        "threads": threads,
+        "groups": out.groups,
+        "rows_per_source": agr["max_rows_per_source"],
+        "bootstrap_resamples": out.resamples,
+        "job_s_total": round(sum(j.wall_s for j in run.jobs), 3),
+        "models": models,
+        **startup_share(run),
+        "results_dir": str(run_dir / "results"),
+    }
     return figures, out
 
 
@@ -129,19 +152,28 @@ def model_figures(run: SnakemakeRun, out: WorkflowOutputs, name: str, *, context
     and its aggregation job (the one writing its first group's summary)."""
     infer = run.job_writing(out.manifests[name])
     aggregate = run.job_writing(out.agreement_dir / name / out.groups[0] / "summary.csv")
-    return {"contexts": contexts, "rows": rows, "infer_job_s": round(infer.wall_s, 3),
-            "contexts_per_s_infer_job": round(contexts / infer.wall_s, 1) if infer.wall_s > 0 else None,
-            "aggregate_job_s": round(aggregate.wall_s, 3)}
+    return {
+        "contexts": contexts,
+        "rows": rows,
+        "infer_job_s": round(infer.wall_s, 3),
+        "contexts_per_s_infer_job": round(contexts / infer.wall_s, 1) if infer.wall_s > 0 else None,
+        "aggregate_job_s": round(aggregate.wall_s, 3),
+    }
 
 
-def bench_snakemake(config: str | Path, workdir: Path, cores: int, extra_config: Sequence[str] = (),
-                    targets: Sequence[str] = ()) -> dict[str, Any]:
+def bench_snakemake(
+    config: str | Path, workdir: Path, cores: int, extra_config: Sequence[str] = (), targets: Sequence[str] = ()
+) -> dict[str, Any]:
     """What a user waits for: ``snakemake [TARGETS] --cores N --configfile CONFIG`` (no targets:
     the default one, every output) from scratch, run from the current directory with fresh
     results/raw folders under ``workdir/snakemake``, start-up and every job included; the jobs per
     rule, their wall times and the start-up share."""
     run_dir = _fresh(workdir / "snakemake")
-    run = run_snakemake(configfiles=[config], run_dir=run_dir, targets=targets, cores=cores,
-                        config_values=[f"results_dir={run_dir / 'results'}", f"raw_dir={run_dir / 'raw'}",
-                                       *extra_config])
+    run = run_snakemake(
+        configfiles=[config],
+        run_dir=run_dir,
+        targets=targets,
+        cores=cores,
+        config_values=[f"results_dir={run_dir / 'results'}", f"raw_dir={run_dir / 'raw'}", *extra_config],
+    )
     return {**run.summary(), **startup_share(run)}

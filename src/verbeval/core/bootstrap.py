@@ -42,8 +42,15 @@ def resample_blocks(n: int, resamples: int, seed: int, block: int, draw: Draw) -
         yield slice(start, start + b), resampled
 
 
-def bootstrap_statistic(statistic: Callable[[np.ndarray], np.ndarray], n: int, resamples: int, seed: int,
-                        block: int, draw: Draw, k: int | None = None) -> np.ndarray:
+def bootstrap_statistic(
+    statistic: Callable[[np.ndarray], np.ndarray],
+    n: int,
+    resamples: int,
+    seed: int,
+    block: int,
+    draw: Draw,
+    k: int | None = None,
+) -> np.ndarray:
     """``statistic`` of every resample: ``[resamples]`` (``k`` None) or ``[resamples, k]``.
 
     ``statistic`` maps one block's draw (:func:`resample_blocks`) to its ``[b]`` or ``[b, k]`` values."""
@@ -64,8 +71,9 @@ def percentile_ci(stats: np.ndarray, confidence: float) -> tuple[np.ndarray, np.
     return lo, hi
 
 
-def bootstrap_means(values: np.ndarray, resamples: int, seed: int, confidence: float,
-                    block: int = 100) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def bootstrap_means(
+    values: np.ndarray, resamples: int, seed: int, confidence: float, block: int = 100
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """NaN-ignoring column means of ``values`` ``[n, k]`` (or ``[n]``) with percentile bootstrap CIs
     over rows: ``(mean, ci_low, ci_high)``, each ``[k]``.
 

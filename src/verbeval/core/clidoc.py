@@ -13,8 +13,10 @@ from pathlib import Path
 
 from verbeval.core.errors import InputError
 
-BEGIN = ("<!-- BEGIN verbeval docs-cli: generated from the help strings in src/verbeval/*/cli.py; "
-         "run `verbeval docs-cli` after changing them -->")
+BEGIN = (
+    "<!-- BEGIN verbeval docs-cli: generated from the help strings in src/verbeval/*/cli.py; "
+    "run `verbeval docs-cli` after changing them -->"
+)
 END = "<!-- END verbeval docs-cli -->"
 
 

@@ -46,8 +46,14 @@ class HelpFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str | None:
         help_ = action.help or ""
         default = action.default
-        if ("%(default)" in help_ or action.required or default is None or default is False
-                or default is argparse.SUPPRESS or isinstance(default, list)):
+        if (
+            "%(default)" in help_
+            or action.required
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or isinstance(default, list)
+        ):
             return help_
         if not action.option_strings and action.nargs not in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
             return help_
@@ -102,10 +108,15 @@ def bootstrap_options(s: argparse.ArgumentParser, config: str) -> None:
     """Bootstrap options of the commands that compute confidence intervals; their defaults are those
     of configuration key ``config`` (``agreement.bootstrap``, ``simverb.bootstrap``)."""
     s.add_argument("--resamples", type=int, default=ConfigDefault(f"{config}.resamples"), help="bootstrap resamples")
-    s.add_argument("--seed", type=int, default=ConfigDefault(f"{config}.seed"),
-                   help="bootstrap seed (numpy.random.default_rng)")
-    s.add_argument("--confidence", type=float, default=ConfigDefault(f"{config}.confidence"),
-                   help="confidence level of the bootstrap CIs")
+    s.add_argument(
+        "--seed", type=int, default=ConfigDefault(f"{config}.seed"), help="bootstrap seed (numpy.random.default_rng)"
+    )
+    s.add_argument(
+        "--confidence",
+        type=float,
+        default=ConfigDefault(f"{config}.confidence"),
+        help="confidence level of the bootstrap CIs",
+    )
 
 
 def optional_bool(text: str) -> bool | None:
@@ -122,10 +133,14 @@ def optional_bool(text: str) -> bool | None:
 
 def random_init_option(s: argparse.ArgumentParser) -> None:
     """``--random-init`` of a command that loads a model (verbeval.core.provenance)."""
-    s.add_argument("--random-init", type=optional_bool, default=None,
-                   help="whether the model is randomly initialised (recorded with the outputs; the tables and "
-                        "figures label it): true, false or auto (a local folder holding verbeval_tiny.json, "
-                        "written by verbeval tiny-model) (default: auto)")
+    s.add_argument(
+        "--random-init",
+        type=optional_bool,
+        default=None,
+        help="whether the model is randomly initialised (recorded with the outputs; the tables and "
+        "figures label it): true, false or auto (a local folder holding verbeval_tiny.json, "
+        "written by verbeval tiny-model) (default: auto)",
+    )
 
 
 def subcommand_adder(sub: argparse._SubParsersAction) -> Add:
@@ -133,16 +148,19 @@ def subcommand_adder(sub: argparse._SubParsersAction) -> Add:
 
     def add(name: str, func: Callable[[argparse.Namespace], None], help_: str, more: str) -> argparse.ArgumentParser:
         """A sub-command: ``help_`` is its one-line summary; its description adds ``more``."""
-        sp = sub.add_parser(name, help=help_, description=f"{help_[:1].upper()}{help_[1:]}. {more}",
-                            formatter_class=HelpFormatter)
+        sp = sub.add_parser(
+            name, help=help_, description=f"{help_[:1].upper()}{help_[1:]}. {more}", formatter_class=HelpFormatter
+        )
         sp.set_defaults(func=lambda a: func(with_config_defaults(a)))
         return sp
 
     return add
 
 
-GGUF_HELP = ("a GGUF file in the --model folder or hub repository to load (transformers dequantises it; "
-             "default: none, a saved model)")
+GGUF_HELP = (
+    "a GGUF file in the --model folder or hub repository to load (transformers dequantises it; "
+    "default: none, a saved model)"
+)
 
 
 def model_source_options(s: argparse.ArgumentParser, what: str) -> None:
@@ -151,9 +169,13 @@ def model_source_options(s: argparse.ArgumentParser, what: str) -> None:
     s.add_argument("--model", required=True, help=f"hub id or local path {what}")
     s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
     s.add_argument("--gguf-file", help=GGUF_HELP)
-    s.add_argument("--sha256", type=sha256_arg, default=None,
-                   help="the sha256 the --gguf-file must have: a file with another one is refused before it is read "
-                        "(default: the sha256 recorded beside a pip model's file, else not checked)")
+    s.add_argument(
+        "--sha256",
+        type=sha256_arg,
+        default=None,
+        help="the sha256 the --gguf-file must have: a file with another one is refused before it is read "
+        "(default: the sha256 recorded beside a pip model's file, else not checked)",
+    )
 
 
 def sha256_arg(text: str) -> str:

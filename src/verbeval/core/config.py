@@ -134,14 +134,16 @@ def _where(keypath: Sequence[str | int]) -> str:
     return ".".join(str(k) for k in keypath) or "<top level>"
 
 
-def validate_config(config: dict[str, Any], source: str = "config",
-                    layers: Sequence[Layer] | None = None) -> dict[str, Any]:
+def validate_config(
+    config: dict[str, Any], source: str = "config", layers: Sequence[Layer] | None = None
+) -> dict[str, Any]:
     """Validate (in place, filling defaults) and return ``config``.
 
     Raises :class:`VerbevalError` with a one-line reason naming the offending key and its source:
     ``source``, or with ``layers`` (the files and ``--config`` merged into ``config``) the one
     that set the key (:func:`config_origin`).
     """
+
     def origin(keypath: Sequence[str | int]) -> str:
         return config_origin(keypath, layers) if layers else source
 
@@ -169,12 +171,15 @@ def validate_config(config: dict[str, Any], source: str = "config",
     names = [m["name"] for m in entries]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise VerbevalError(f"{origin(['models'])}: model names must be unique; duplicated: {', '.join(dupes)} "
-                            "(set `name:`)")
+        raise VerbevalError(
+            f"{origin(['models'])}: model names must be unique; duplicated: {', '.join(dupes)} (set `name:`)"
+        )
     for i, m in enumerate(entries):
         if m["gpus"] > 1 and m["device_map"] is None:
-            raise VerbevalError(f"{origin(['models', i, 'gpus'])}: models[{i}] ({m['name']}): gpus: {m['gpus']} "
-                                "without a device_map would use only one GPU; set device_map: auto (or gpus: 1)")
+            raise VerbevalError(
+                f"{origin(['models', i, 'gpus'])}: models[{i}] ({m['name']}): gpus: {m['gpus']} "
+                "without a device_map would use only one GPU; set device_map: auto (or gpus: 1)"
+            )
     return config
 
 
@@ -187,8 +192,10 @@ def model_id_problem(model_id: str, gguf_file: str | None = None) -> str | None:
     ref = ModelRef(model_id)
     problem = ref.local_problem(gguf_file=gguf_file)
     if problem is None and not ref.meant_as_path and not HUB_ID.fullmatch(model_id):
-        problem = (f"{model_id!r} is neither a local folder nor a hub id (NAME or ORG/NAME of letters, digits, "
-                   "'.', '_' and '-'); write a local folder as a path (./NAME)")
+        problem = (
+            f"{model_id!r} is neither a local folder nor a hub id (NAME or ORG/NAME of letters, digits, "
+            "'.', '_' and '-'); write a local folder as a path (./NAME)"
+        )
     return problem
 
 
@@ -210,12 +217,17 @@ def check_agreement(config: Mapping[str, Any]) -> None:
     """
     agr = config.get("agreement") or {}
     if agr.get("groups") == [] and not agr.get("custom_groups"):
-        raise EntryError(["agreement", "groups"], "[] selects no group and agreement.custom_groups is empty, so "
-                                                  "there is nothing to evaluate: list group ids, or null for all")
+        raise EntryError(
+            ["agreement", "groups"],
+            "[] selects no group and agreement.custom_groups is empty, so "
+            "there is nothing to evaluate: list group ids, or null for all",
+        )
     cuts = agr.get("top_cutoffs")
     if cuts is not None and not any(abs(float(c) - TABLE2_CUTOFF) < 1e-9 for c in cuts):
-        raise EntryError(["agreement", "top_cutoffs"], f"{cuts} lacks 1.0: Table 2 reports EW and MW at top-p 1.0 "
-                                                       "(the whole vocabulary); add 1.0")
+        raise EntryError(
+            ["agreement", "top_cutoffs"],
+            f"{cuts} lacks 1.0: Table 2 reports EW and MW at top-p 1.0 (the whole vocabulary); add 1.0",
+        )
 
 
 def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int], str]]:
@@ -305,8 +317,7 @@ def tiny_model_specs(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return specs
 
 
-def check_model_paths(config: Mapping[str, Any], source: str = "config",
-                      layers: Sequence[Layer] | None = None) -> None:
+def check_model_paths(config: Mapping[str, Any], source: str = "config", layers: Sequence[Layer] | None = None) -> None:
     """Raise :class:`VerbevalError` for the first of :func:`model_path_problems`, naming its key."""
     for keypath, reason in model_path_problems(config):
         where = config_origin(keypath, layers) if layers else source
@@ -399,16 +410,26 @@ def expand_revisions(entry: dict[str, Any], index: int, needs_step: bool = True)
         if step is None:
             step = parse_step(value if kind == "revision" else Path(value.rstrip("/")).name)
         if step is None and needs_step:
-            raise EntryError(at, f"no training step for {kind} {value!r}: set `step:` (it is read only from names "
-                                 "like step1000, step1000-tokens4B or checkpoint-1000), or turn off "
-                                 "agreement.figures.checkpoints.enabled")
+            raise EntryError(
+                at,
+                f"no training step for {kind} {value!r}: set `step:` (it is read only from names "
+                "like step1000, step1000-tokens4B or checkpoint-1000), or turn off "
+                "agreement.figures.checkpoints.enabled",
+            )
         if step is not None and needs_step:
             if step in steps:
-                raise EntryError(at, f"step {step} is also the step of item {steps[step]}: the checkpoint figure "
-                                     "needs one checkpoint per step")
+                raise EntryError(
+                    at,
+                    f"step {step} is also the step of item {steps[step]}: the checkpoint figure "
+                    "needs one checkpoint per step",
+                )
             steps[step] = j
-        m = {**base, "name": spec.get("name") or f"{base_name}{REVISION_SEP}{label}",
-             "checkpoint_of": base_name, "step": step}
+        m = {
+            **base,
+            "name": spec.get("name") or f"{base_name}{REVISION_SEP}{label}",
+            "checkpoint_of": base_name,
+            "step": step,
+        }
         if kind == "revision":
             m["revision"] = value
         else:
@@ -432,13 +453,24 @@ def _entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], di
     needs_step = _figure_needs_steps(config)
     out: list[tuple[list[str | int], dict[str, Any]]] = []
     for i, m in enumerate(config.get("models", [])):
-        entry = {"kind": "auto", "dtype": "float32", "revision": None, "prepend_bos": None, "device_map": None,
-                 "gpus": 1, "gguf_file": None, "pip": None, "random_init": None, **m}
+        entry = {
+            "kind": "auto",
+            "dtype": "float32",
+            "revision": None,
+            "prepend_bos": None,
+            "device_map": None,
+            "gpus": 1,
+            "gguf_file": None,
+            "pip": None,
+            "random_init": None,
+            **m,
+        }
         if entry["pip"] is not None:
             entry["id"] = pip_model_id(config, m, i)
         elif "id" not in m:
-            raise EntryError(["models", i], "a model needs `id` (hub id or local folder), or `pip` with `name` and "
-                                            "`gguf_file`")
+            raise EntryError(
+                ["models", i], "a model needs `id` (hub id or local folder), or `pip` with `name` and `gguf_file`"
+            )
         entry.setdefault("name", ModelRef(entry["id"]).name)
         entry.setdefault("batch_size", inf.get("batch_size", "auto"))
         items = m.get("revisions")
@@ -455,8 +487,7 @@ def pip_model_id(config: Mapping[str, Any], entry: Mapping[str, Any], index: int
             raise EntryError(["models", index, "pip"], f"a pip model needs `{key}`")
     for key in ("id", "revision", "revisions"):
         if entry.get(key) is not None:
-            raise EntryError(["models", index, key], f"a pip model has no `{key}` (its id is "
-                                                     "<pip_models_dir>/<name>)")
+            raise EntryError(["models", index, key], f"a pip model has no `{key}` (its id is <pip_models_dir>/<name>)")
     return f"{normalise_model_path(str(config.get('pip_models_dir') or 'models/pip'))}/{entry['name']}"
 
 

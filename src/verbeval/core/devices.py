@@ -54,13 +54,17 @@ def check_device_map(device_map: Any, where: str = "device_map") -> DeviceMap:
     if isinstance(device_map, dict) and device_map:
         for module, dev in device_map.items():
             ok = (isinstance(dev, int) and not isinstance(dev, bool) and dev >= 0) or (
-                isinstance(dev, str) and re.fullmatch(r"cpu|disk|mps|cuda(:\d+)?", dev) is not None)
+                isinstance(dev, str) and re.fullmatch(r"cpu|disk|mps|cuda(:\d+)?", dev) is not None
+            )
             if not isinstance(module, str) or not ok:
-                raise VerbevalError(f"{where}: module {module!r} -> {dev!r}: a device is a GPU index, cpu, "
-                                    "cuda:N, mps or disk")
+                raise VerbevalError(
+                    f"{where}: module {module!r} -> {dev!r}: a device is a GPU index, cpu, cuda:N, mps or disk"
+                )
         return device_map
-    raise VerbevalError(f"{where}: {device_map!r} is neither one of {list(DEVICE_MAP_STRATEGIES)} nor a "
-                        "non-empty mapping of module names to devices")
+    raise VerbevalError(
+        f"{where}: {device_map!r} is neither one of {list(DEVICE_MAP_STRATEGIES)} nor a "
+        "non-empty mapping of module names to devices"
+    )
 
 
 def parse_device_map(text: str | None) -> DeviceMap:

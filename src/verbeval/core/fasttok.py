@@ -23,8 +23,11 @@ from typing import Any
 from verbeval.core.errors import VerbevalError
 
 #: BERT normaliser fields transformers sets from tokenizer_config.json: config key -> normaliser key
-_BERT_NORMALIZER_KEYS = {"do_lower_case": "lowercase", "strip_accents": "strip_accents",
-                         "tokenize_chinese_chars": "handle_chinese_chars"}
+_BERT_NORMALIZER_KEYS = {
+    "do_lower_case": "lowercase",
+    "strip_accents": "strip_accents",
+    "tokenize_chinese_chars": "handle_chinese_chars",
+}
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -115,8 +118,9 @@ class JsonTokenizer:
         return None if unk is None else self.backend_tokenizer.token_to_id(unk)
 
 
-def load_text_tokenizer(model_id: str, revision: str | None = None, gguf_file: str | None = None,
-                        sha256: str | None = None) -> Any:
+def load_text_tokenizer(
+    model_id: str, revision: str | None = None, gguf_file: str | None = None, sha256: str | None = None
+) -> Any:
     """The model's tokenizer for encoding words: a :class:`JsonTokenizer` for a local folder where it is
     safe (no torch, no transformers import), else transformers' ``AutoTokenizer`` (a GGUF file's
     tokenizer, too: transformers builds it from the file's vocabulary, once the file is checked against

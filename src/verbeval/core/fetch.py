@@ -35,12 +35,24 @@ _CHUNK = 1 << 16
 
 def _progress(total: int | None, desc: str) -> tqdm:
     """A byte progress bar on stderr: shown only for a known size, and only on a terminal."""
-    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
-                disable=None if total else True, file=sys.stderr, leave=False)
+    return tqdm(
+        total=total,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=desc,
+        disable=None if total else True,
+        file=sys.stderr,
+        leave=False,
+    )
 
 
 def _copy_verified(
-    source: Source, stream: IO[bytes], dest: Path, origin: str, total: int | None = None,
+    source: Source,
+    stream: IO[bytes],
+    dest: Path,
+    origin: str,
+    total: int | None = None,
     before_replace: Callable[[], None] | None = None,
 ) -> None:
     """Stream ``stream`` into ``dest`` atomically, checking its checksum against ``source``.
@@ -99,7 +111,7 @@ def _open_url(source: Source, timeout: float) -> Iterator[tuple[IO[bytes], int |
     """Open ``source.url`` for streaming; yield the response and its size if known."""
     request = urllib.request.Request(source.url, headers={"User-Agent": "verbeval"})
     try:
-        response = urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - scheme checked
+        response = urllib.request.urlopen(request, timeout=timeout)  # the URL's scheme was checked above
     except urllib.error.HTTPError as exc:
         raise VerbevalError(
             f"source {source.name!r}: download of {source.url} failed: HTTP {exc.code} {exc.reason}"
@@ -113,9 +125,7 @@ def _open_url(source: Source, timeout: float) -> Iterator[tuple[IO[bytes], int |
 
 
 @contextlib.contextmanager
-def _archive_member_stream(
-    source: Source, archive: Path, origin: str
-) -> Iterator[tuple[IO[bytes], int | None]]:
+def _archive_member_stream(source: Source, archive: Path, origin: str) -> Iterator[tuple[IO[bytes], int | None]]:
     """Open ``source.archive_member`` inside the zip file ``archive``."""
     member = source.archive_member
     assert member is not None
@@ -124,17 +134,16 @@ def _archive_member_stream(
             try:
                 info = zf.getinfo(member)
             except KeyError:
-                raise VerbevalError(
-                    f"source {source.name!r}: archive {origin} has no member {member!r}"
-                ) from None
+                raise VerbevalError(f"source {source.name!r}: archive {origin} has no member {member!r}") from None
             with zf.open(info) as stream:
                 yield stream, info.file_size
     except zipfile.BadZipFile as exc:
         raise VerbevalError(f"source {source.name!r}: {origin} is not a valid zip archive: {exc}") from exc
 
 
-def _fetch_from_mirror(source: Source, dest: Path, mirror_dir: Path,
-                       before_replace: Callable[[], None] | None = None) -> None:
+def _fetch_from_mirror(
+    source: Source, dest: Path, mirror_dir: Path, before_replace: Callable[[], None] | None = None
+) -> None:
     location, stream = _mirror_stream(source, mirror_dir)
     with stream:
         if source.archive_member is not None and zipfile.is_zipfile(location):
@@ -145,8 +154,9 @@ def _fetch_from_mirror(source: Source, dest: Path, mirror_dir: Path,
         _copy_verified(source, stream, dest, str(location), location.stat().st_size, before_replace)
 
 
-def _fetch_from_url(source: Source, dest: Path, timeout: float,
-                    before_replace: Callable[[], None] | None = None) -> None:
+def _fetch_from_url(
+    source: Source, dest: Path, timeout: float, before_replace: Callable[[], None] | None = None
+) -> None:
     if source.archive_member is None:
         with _open_url(source, timeout) as (response, size):
             _copy_verified(source, response, dest, source.url, size, before_replace)
@@ -155,22 +165,24 @@ def _fetch_from_url(source: Source, dest: Path, timeout: float,
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{dest.name}.", dir=dest.parent) as scratch:
         archive = Path(scratch) / "archive.zip"
-        with _open_url(source, timeout) as (response, size), open(archive, "wb") as out, \
-                _progress(size, source.name) as bar:
+        with (
+            _open_url(source, timeout) as (response, size),
+            open(archive, "wb") as out,
+            _progress(size, source.name) as bar,
+        ):
             try:
                 for block in iter(lambda: response.read(_CHUNK), b""):
                     out.write(block)
                     bar.update(len(block))
             except (OSError, http.client.HTTPException) as exc:
                 raise VerbevalError(
-                    f"source {source.name!r}: download of {source.url} failed: {exc}{OFFLINE_HINT}") from exc
+                    f"source {source.name!r}: download of {source.url} failed: {exc}{OFFLINE_HINT}"
+                ) from exc
         with _archive_member_stream(source, archive, source.url) as (member, msize):
             _copy_verified(source, member, dest, f"{source.url}!{source.archive_member}", msize, before_replace)
 
 
-def fetch_source(
-    source: Source, dest: str | Path, mirror_dir: str | Path | None = None, timeout: float = 60
-) -> Path:
+def fetch_source(source: Source, dest: str | Path, mirror_dir: str | Path | None = None, timeout: float = 60) -> Path:
     """Fetch ``source`` to ``dest`` and verify its checksum; return ``dest``.
 
     A ``dest`` that already verifies (:func:`is_verified`) is kept as it is: where a verified
@@ -197,8 +209,11 @@ def fetch_source(
     def set_aside() -> None:
         moved = set_aside_unverified(source, dest)
         if moved is not None:
-            print(f"{dest}: matches no checksum of source {source.name!r} in {source.manifest}; "
-                  f"moved to {moved.name}, replaced by a verified copy", file=sys.stderr)
+            print(
+                f"{dest}: matches no checksum of source {source.name!r} in {source.manifest}; "
+                f"moved to {moved.name}, replaced by a verified copy",
+                file=sys.stderr,
+            )
 
     if restore_set_aside(source, dest, set_aside):
         return dest

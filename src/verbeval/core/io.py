@@ -12,9 +12,9 @@ use of the same prefix.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
-import errno
 import logging
 import os
 import re
@@ -272,10 +272,10 @@ def load_yaml(text: str, loader: Any = None, fast_loader: Any = None) -> Any:
         fast_loader = getattr(yaml, "CSafeLoader", None)
     if fast_loader is not None:
         try:
-            return yaml.load(text, Loader=fast_loader)  # noqa: S506 - a safe loader
+            return yaml.load(text, Loader=fast_loader)  # a safe loader (CSafeLoader or a subclass)
         except yaml.YAMLError:
             pass  # the pure-Python loader raises the error, as it always did
-    return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    return yaml.load(text, Loader=loader)  # a safe loader
 
 
 def sha256_file(path: str | Path, chunk_size: int = 1 << 20) -> str:
@@ -333,8 +333,11 @@ def write_problem(folder: str | Path) -> tuple[Path, str] | None:
 
 
 _OS_REASONS: tuple[tuple[type[OSError], int], ...] = (
-    (FileNotFoundError, errno.ENOENT), (PermissionError, errno.EACCES), (IsADirectoryError, errno.EISDIR),
-    (NotADirectoryError, errno.ENOTDIR), (FileExistsError, errno.EEXIST),
+    (FileNotFoundError, errno.ENOENT),
+    (PermissionError, errno.EACCES),
+    (IsADirectoryError, errno.EISDIR),
+    (NotADirectoryError, errno.ENOTDIR),
+    (FileExistsError, errno.EEXIST),
 )
 
 
@@ -343,8 +346,11 @@ def describe_json_error(exc: json.JSONDecodeError, unit: str = "column") -> str:
     string starting at column 12`` (the decoder's message may already end in "at", never "at at").
     ``unit``: ``column`` (``exc.colno``, 1-based, for one line of a file), ``line`` (``line 3
     column 5``, for a whole document) or ``character`` (``exc.pos``, 0-based, for a short text)."""
-    where = {"column": f"column {exc.colno}", "line": f"line {exc.lineno} column {exc.colno}",
-             "character": f"character {exc.pos}"}[unit]
+    where = {
+        "column": f"column {exc.colno}",
+        "line": f"line {exc.lineno} column {exc.colno}",
+        "character": f"character {exc.pos}",
+    }[unit]
     msg = exc.msg.rstrip()
     return f"{msg} {where}" if msg.endswith(" at") else f"{msg} at {where}"
 

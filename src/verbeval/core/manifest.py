@@ -68,8 +68,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 #: the same on libyaml's C parser (None without it): the manifest is parsed by it, and a manifest it
 #: refuses (duplicate keys included) is parsed again by _UniqueKeyLoader for the error (core.io.load_yaml)
-_CUniqueKeyLoader: Any = (type("_CUniqueKeyLoader", (yaml.CSafeLoader,), {"__doc__": _UniqueKeyLoader.__doc__})
-                          if hasattr(yaml, "CSafeLoader") else None)
+_CUniqueKeyLoader: Any = (
+    type("_CUniqueKeyLoader", (yaml.CSafeLoader,), {"__doc__": _UniqueKeyLoader.__doc__})
+    if hasattr(yaml, "CSafeLoader")
+    else None
+)
 
 
 def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -77,9 +80,7 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 
@@ -142,9 +143,7 @@ def _parse_entry(path: Path, name: Any, entry: Any) -> Source:
     if scheme not in _URL_SCHEMES:
         raise _manifest_error(path, name, f"url {url!r} must use one of {', '.join(_URL_SCHEMES)}")
     if entry["format"] not in FORMATS:
-        raise _manifest_error(
-            path, name, f"unknown format {entry['format']!r} (known: {', '.join(sorted(FORMATS))})"
-        )
+        raise _manifest_error(path, name, f"unknown format {entry['format']!r} (known: {', '.join(sorted(FORMATS))})")
     index = _check_relative_path(path, name, "verb_index", entry.get("verb_index"))
     if index is not None and entry["format"] not in LIST_FORMATS:
         raise _manifest_error(path, name, f"'verb_index' is only for the formats {', '.join(sorted(LIST_FORMATS))}")

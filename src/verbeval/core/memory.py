@@ -224,9 +224,13 @@ def model_shape(model: Any) -> ModelShape:
         first = next(iter(params()), None)
         if first is not None and first.is_floating_point():
             act = int(first.element_size())
-    return ModelShape(vocab=vocab, hidden=_config_int(text, "hidden_size", "n_embd", "d_model"),
-                      layers=_config_int(text, "num_hidden_layers", "n_layer", "num_layers"),
-                      heads=_config_int(text, "num_attention_heads", "n_head"), act_bytes=act)
+    return ModelShape(
+        vocab=vocab,
+        hidden=_config_int(text, "hidden_size", "n_embd", "d_model"),
+        layers=_config_int(text, "num_hidden_layers", "n_layer", "num_layers"),
+        heads=_config_int(text, "num_attention_heads", "n_head"),
+        act_bytes=act,
+    )
 
 
 def forward_bytes(shape: ModelShape, tokens: int, past: int = 0) -> int:
@@ -249,8 +253,17 @@ def per_context_bytes(shape: ModelShape, seq_len: int, *, vocab_entry_bytes: int
     return forward_bytes(shape, seq_len) + shape.vocab * (4 * logit_positions + vocab_entry_bytes)
 
 
-def fit_batch_size(batch_size: int, n_items: int, per_item: int, free: FreeMemory | None, *, what: str,
-                   unit: str = "context", detail: str = "", usable: float = USABLE_FRACTION) -> int:
+def fit_batch_size(
+    batch_size: int,
+    n_items: int,
+    per_item: int,
+    free: FreeMemory | None,
+    *,
+    what: str,
+    unit: str = "context",
+    detail: str = "",
+    usable: float = USABLE_FRACTION,
+) -> int:
     """The batch size to run: ``batch_size``, at most ``n_items`` (and at least 1), cut to the
     number of items of ``per_item`` bytes that fit in ``usable`` of ``free``.
 
@@ -265,15 +278,26 @@ def fit_batch_size(batch_size: int, n_items: int, per_item: int, free: FreeMemor
         return want
     if per_item > free.bytes:
         about = f" ({detail})" if detail else ""
-        raise VerbevalError(f"{what}: one {unit}{about} needs about {_mb(per_item)} MB of memory, but only "
-                            f"{free.mb} MB is free ({free.source}); free memory, or run it on a machine or "
-                            "device with more")
+        raise VerbevalError(
+            f"{what}: one {unit}{about} needs about {_mb(per_item)} MB of memory, but only "
+            f"{free.mb} MB is free ({free.source}); free memory, or run it on a machine or "
+            "device with more"
+        )
     fits = max(1, int(free.bytes * usable) // per_item)
     if fits >= want:
         return want
     key = (what, batch_size)
     level = logging.DEBUG if key in _WARNED else logging.WARNING
     _WARNED.add(key)
-    log.log(level, "%s: batch size %d cut to %d: about %s MB per %s, %s MB free (%s)", what, batch_size, fits,
-            _mb(per_item), unit, free.mb, free.source)
+    log.log(
+        level,
+        "%s: batch size %d cut to %d: about %s MB per %s, %s MB free (%s)",
+        what,
+        batch_size,
+        fits,
+        _mb(per_item),
+        unit,
+        free.mb,
+        free.source,
+    )
     return fits

@@ -29,8 +29,10 @@ class MirrorResult:
     path: Path
     detail: str = ""
 
-def build_mirror(sources: Iterable[Source], mirror_dir: str | Path, timeout: float = 60,
-                 from_mirror: str | Path | None = None) -> list[MirrorResult]:
+
+def build_mirror(
+    sources: Iterable[Source], mirror_dir: str | Path, timeout: float = 60, from_mirror: str | Path | None = None
+) -> list[MirrorResult]:
     """Download every source into ``mirror_dir``, laid out as the workflow's ``data_mirror`` reads it
     (with ``from_mirror``: copy it from that mirror instead, checked the same way).
 

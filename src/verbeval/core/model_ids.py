@@ -95,12 +95,13 @@ class ModelRef:
             if need_config and not (p / "config.json").is_file():
                 ggufs = sorted(f.name for f in p.glob("*.gguf"))
                 if ggufs:
-                    return (f"local model directory {model_id} has no config.json but holds GGUF file(s) "
-                            f"{', '.join(ggufs[:3])}: list it under models: with gguf_file: <one of them> "
-                            "(docs/models.md); simverb.models and veridicality.models take only save_pretrained "
-                            "folders and hub ids")
-                return (f"local model directory {model_id} has no config.json "
-                        "(not a model saved with save_pretrained)")
+                    return (
+                        f"local model directory {model_id} has no config.json but holds GGUF file(s) "
+                        f"{', '.join(ggufs[:3])}: list it under models: with gguf_file: <one of them> "
+                        "(docs/models.md); simverb.models and veridicality.models take only save_pretrained "
+                        "folders and hub ids"
+                    )
+                return f"local model directory {model_id} has no config.json (not a model saved with save_pretrained)"
             return None
         if not self.meant_as_path:
             return None
@@ -109,8 +110,11 @@ class ModelRef:
         hint = ""
         if not self.written_as_path:
             first = model_id.split("/")[0]
-            hint = (f" (read as a path because ./{first} is a local folder; a hub id is NAME or ORG/NAME)"
-                    if model_id.count("/") == 1 else " (read as a path: a hub id has at most one '/')")
+            hint = (
+                f" (read as a path because ./{first} is a local folder; a hub id is NAME or ORG/NAME)"
+                if model_id.count("/") == 1
+                else " (read as a path: a hub id has at most one '/')"
+            )
         return f"local path {model_id} does not exist{hint}"
 
     def check_local(self, need_config: bool = True, what: str = "model", gguf_file: str | None = None) -> None:

@@ -40,8 +40,9 @@ def torch_dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
-def gguf_location(model_id: str, gguf_file: str, revision: str | None = None,
-                  sha256: str | None = None) -> tuple[str, str]:
+def gguf_location(
+    model_id: str, gguf_file: str, revision: str | None = None, sha256: str | None = None
+) -> tuple[str, str]:
     """(folder, file name) of a GGUF model for ``from_pretrained(folder, gguf_file=name)``: the local
     folder, or the hub repository's file in the Hugging Face cache (downloaded once).
 
@@ -61,8 +62,9 @@ def gguf_location(model_id: str, gguf_file: str, revision: str | None = None,
     return str(path.parent), path.name
 
 
-def _source(model_id: str, revision: str | None, gguf_file: str | None,
-            sha256: str | None = None) -> tuple[str, dict[str, Any]]:
+def _source(
+    model_id: str, revision: str | None, gguf_file: str | None, sha256: str | None = None
+) -> tuple[str, dict[str, Any]]:
     """(what to pass to ``from_pretrained``, extra keyword arguments) of a model, once its header is
     checked: a GGUF file's by :func:`gguf_location`, a local folder's config.json by
     :func:`verbeval.core.model_sources.config_sizes.check_config_sizes` (sizes its weights do not
@@ -78,8 +80,9 @@ def _source(model_id: str, revision: str | None, gguf_file: str | None,
     return ref.location, {"revision": revision}
 
 
-def load_tokenizer(model_id: str, revision: str | None = None, gguf_file: str | None = None,
-                   sha256: str | None = None) -> Any:
+def load_tokenizer(
+    model_id: str, revision: str | None = None, gguf_file: str | None = None, sha256: str | None = None
+) -> Any:
     """The model's tokenizer (``sha256``: the pin of its GGUF file, :func:`gguf_location`)."""
     from transformers import AutoTokenizer
 
@@ -95,8 +98,9 @@ def load_tokenizer(model_id: str, revision: str | None = None, gguf_file: str | 
         raise VerbevalError(f"cannot load tokenizer for model {model_id!r}: {str(exc).splitlines()[0]}") from exc
 
 
-def load_config(model_id: str, revision: str | None = None, gguf_file: str | None = None,
-                sha256: str | None = None) -> Any:
+def load_config(
+    model_id: str, revision: str | None = None, gguf_file: str | None = None, sha256: str | None = None
+) -> Any:
     """The model's config (``sha256``: the pin of its GGUF file, :func:`gguf_location`)."""
     from transformers import AutoConfig
 
@@ -144,8 +148,10 @@ def load_failure(model_id: str, exc: BaseException, what: str = "model") -> Verb
     if type(exc).__name__ == "SafetensorError":
         files = _damaged_safetensors(model_id)
         where = f" ({', '.join(files)})" if files else ""
-        return VerbevalError(f"cannot load {what} {model_id!r}: damaged safetensors weights{where}: {first}; "
-                             "download or save the model again")
+        return VerbevalError(
+            f"cannot load {what} {model_id!r}: damaged safetensors weights{where}: {first}; "
+            "download or save the model again"
+        )
     return VerbevalError(f"cannot load {what} {model_id!r}: {first}")
 
 
@@ -299,8 +305,9 @@ def load_model(
         try:
             import accelerate  # noqa: F401
         except ImportError:
-            raise VerbevalError(f"model {model_id!r}: a device_map needs the accelerate package "
-                                "(pip install 'verbeval[gpu]')") from None
+            raise VerbevalError(
+                f"model {model_id!r}: a device_map needs the accelerate package (pip install 'verbeval[gpu]')"
+            ) from None
         import tempfile
 
         offload = tempfile.mkdtemp(prefix="verbeval-offload-")
@@ -334,5 +341,14 @@ def load_model(
         log.info("%s: device_map %s -> %s; inputs on %s", model_id, device_map, placed, dev)
     if resolved == "masked" and tok.mask_token is None:
         raise VerbevalError(f"model {model_id!r} is masked but its tokenizer has no mask token")
-    return LoadedModel(model_id, model, tok, resolved, is_cased(tok), dev, dtype,
-                       model_revision(model_id, cfg, revision, gguf_file), placed)
+    return LoadedModel(
+        model_id,
+        model,
+        tok,
+        resolved,
+        is_cased(tok),
+        dev,
+        dtype,
+        model_revision(model_id, cfg, revision, gguf_file),
+        placed,
+    )

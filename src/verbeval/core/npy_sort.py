@@ -38,8 +38,11 @@ def is_zen4(cpuinfo: str) -> bool:
         key, sep, value = line.partition(":")
         if sep:
             fields[key.strip()] = value.strip()
-    return (fields.get("vendor_id") == "AuthenticAMD" and fields.get("cpu family") == "25"
-            and "avx512f" in fields.get("flags", "").split())
+    return (
+        fields.get("vendor_id") == "AuthenticAMD"
+        and fields.get("cpu family") == "25"
+        and "avx512f" in fields.get("flags", "").split()
+    )
 
 
 def _numpy_at_least_2_4() -> bool:
@@ -56,8 +59,11 @@ def _numpy_at_least_2_4() -> bool:
     return m is not None and (int(m.group(1)), int(m.group(2))) >= (2, 4)
 
 
-def prefer_avx2_sort(environ: MutableMapping[str, str] = os.environ, cpuinfo: Path = Path("/proc/cpuinfo"),
-                     modules: Mapping[str, object] = sys.modules) -> bool:
+def prefer_avx2_sort(
+    environ: MutableMapping[str, str] = os.environ,
+    cpuinfo: Path = Path("/proc/cpuinfo"),
+    modules: Mapping[str, object] = sys.modules,
+) -> bool:
     """Set ``NPY_DISABLE_CPU_FEATURES`` for a Zen 4 CPU (see the module); True when it was set."""
     if "numpy" in modules or ENV in environ:
         return False

@@ -16,11 +16,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import seaborn as sns
+from matplotlib.figure import Figure
 
-from verbeval.core.io import atomic_path  # noqa: E402
+from verbeval.core.io import atomic_path
 
 FORMATS = ("png", "pdf", "svg")
 DPI = 150
@@ -30,8 +30,15 @@ CHANCE_STYLE = {"color": "0.4", "linestyle": "--", "linewidth": 0.8, "zorder": 0
 def apply_style() -> None:
     """The common style of every verbeval figure."""
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
-    plt.rcParams.update({"svg.hashsalt": "verbeval", "figure.dpi": DPI, "savefig.dpi": DPI,
-                         "legend.frameon": False, "axes.titleweight": "bold"})
+    plt.rcParams.update(
+        {
+            "svg.hashsalt": "verbeval",
+            "figure.dpi": DPI,
+            "savefig.dpi": DPI,
+            "legend.frameon": False,
+            "axes.titleweight": "bold",
+        }
+    )
 
 
 def palette(names: Sequence[str], kind: str = "group") -> dict[str, Any]:
@@ -49,8 +56,11 @@ def save_figure(fig: Figure, paths: Sequence[str | Path]) -> None:
         fmt = Path(p).suffix.lstrip(".").lower()
         if fmt not in FORMATS:
             raise ValueError(f"{p}: unsupported figure format {fmt!r} (use {', '.join(FORMATS)})")
-        metadata: dict[str, Any] = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None},
-                                    "svg": {"Date": None}}[fmt]
+        metadata: dict[str, Any] = {
+            "png": {"Software": None},
+            "pdf": {"CreationDate": None, "Producer": None},
+            "svg": {"Date": None},
+        }[fmt]
         with atomic_path(p) as tmp:
             fig.savefig(tmp, format=fmt, metadata=metadata, bbox_inches="tight")
     plt.close(fig)

@@ -60,8 +60,11 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], align: 
     """A pipe table's lines: the header, the alignment row (``align``: one letter per column, ``l``
     or ``r``), then one line per row; cells are written as given."""
     marks = {"l": "---", "r": "---:"}
-    return ["| " + " | ".join(header) + " |", "|" + "|".join(marks[a] for a in align) + "|",
-            *("| " + " | ".join(cells) + " |" for cells in rows)]
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(marks[a] for a in align) + "|",
+        *("| " + " | ".join(cells) + " |" for cells in rows),
+    ]
 
 
 def latex_row(cells: Sequence[str]) -> str:

@@ -19,8 +19,12 @@ if TYPE_CHECKING:  # torch is imported by the functions that need it: start-up o
 TINY_ARCHS = ("bert", "roberta", "gpt2", "bert-nli", "llama", "mistral", "gpt-neox", "olmo2")
 #: the causal architectures of :data:`TINY_ARCHS` beyond GPT-2 and the tokenizer family each is meant for
 #: (``docs/models.md``): Llama-2/Mistral on SentencePiece, Pythia/OLMo-1 on GPT-NeoX BPE, OLMo-2 on dolma2
-TINY_DECODERS = {"llama": "mistral_v1_spm", "mistral": "mistral_v1_spm", "gpt-neox": "gpt_neox_olmo1",
-                 "olmo2": "olmo2_dolma2"}
+TINY_DECODERS = {
+    "llama": "mistral_v1_spm",
+    "mistral": "mistral_v1_spm",
+    "gpt-neox": "gpt_neox_olmo1",
+    "olmo2": "olmo2_dolma2",
+}
 #: tiny architectures that are masked LMs / classifiers built on a masked-LM tokenizer
 MASKED_TINY_ARCHS = ("bert", "roberta", "bert-nli")
 #: label names of the tiny NLI classifier (deliberately not in MNLI order: consumers must map by name)
@@ -48,6 +52,7 @@ def make_tiny_model(
     workflow at realistic cost without any download. The weights depend only on the arguments
     (seeded): a rebuild writes byte-identical files.
     """
+    import torch
     from transformers import (
         AutoTokenizer,
         BertConfig,
@@ -59,8 +64,6 @@ def make_tiny_model(
         RobertaForMaskedLM,
     )
 
-    import torch
-
     if arch not in TINY_ARCHS:
         raise VerbevalError(f"unknown tiny architecture {arch!r}; choose one of {TINY_ARCHS}")
     tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
@@ -68,32 +71,68 @@ def make_tiny_model(
     torch.manual_seed(seed)
     model: torch.nn.Module
     if arch == "bert":
-        model = BertForMaskedLM(BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
-                                           num_attention_heads=heads, intermediate_size=4 * hidden,
-                                           max_position_embeddings=128))
+        model = BertForMaskedLM(
+            BertConfig(
+                vocab_size=vocab,
+                hidden_size=hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                intermediate_size=4 * hidden,
+                max_position_embeddings=128,
+            )
+        )
     elif arch == "roberta":
-        model = RobertaForMaskedLM(RobertaConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
-                                                 num_attention_heads=heads, intermediate_size=4 * hidden,
-                                                 max_position_embeddings=130, pad_token_id=tok.pad_token_id,
-                                                 bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+        model = RobertaForMaskedLM(
+            RobertaConfig(
+                vocab_size=vocab,
+                hidden_size=hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                intermediate_size=4 * hidden,
+                max_position_embeddings=130,
+                pad_token_id=tok.pad_token_id,
+                bos_token_id=tok.bos_token_id,
+                eos_token_id=tok.eos_token_id,
+            )
+        )
     elif arch == "bert-nli":
-        model = BertForSequenceClassification(BertConfig(
-            vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-            intermediate_size=4 * hidden, max_position_embeddings=512, num_labels=len(TINY_NLI_LABELS),
-            id2label=dict(TINY_NLI_LABELS), label2id={v: k for k, v in TINY_NLI_LABELS.items()}))
+        model = BertForSequenceClassification(
+            BertConfig(
+                vocab_size=vocab,
+                hidden_size=hidden,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                intermediate_size=4 * hidden,
+                max_position_embeddings=512,
+                num_labels=len(TINY_NLI_LABELS),
+                id2label=dict(TINY_NLI_LABELS),
+                label2id={v: k for k, v in TINY_NLI_LABELS.items()},
+            )
+        )
     elif arch in TINY_DECODERS:
         model = _tiny_decoder(arch, tok, vocab, layers=layers, hidden=hidden, heads=heads)
     else:
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=heads,
-                                           n_positions=128, bos_token_id=tok.bos_token_id,
-                                           eos_token_id=tok.eos_token_id))
+        model = GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=vocab,
+                n_embd=hidden,
+                n_layer=layers,
+                n_head=heads,
+                n_positions=128,
+                bos_token_id=tok.bos_token_id,
+                eos_token_id=tok.eos_token_id,
+            )
+        )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
     _keep_tokenizer_class(Path(tokenizer_dir), out)
-    (out / RANDOM_INIT_MARKER).write_text(json.dumps({"arch": arch, "seed": seed, "layers": layers,
-                                                        "hidden": hidden, "tokenizer": Path(tokenizer_dir).name}))
+    (out / RANDOM_INIT_MARKER).write_text(
+        json.dumps(
+            {"arch": arch, "seed": seed, "layers": layers, "hidden": hidden, "tokenizer": Path(tokenizer_dir).name}
+        )
+    )
     return out
 
 
@@ -130,8 +169,15 @@ def _tiny_decoder(arch: str, tok: Any, vocab: int, *, layers: int, hidden: int, 
     if hidden % heads or (hidden // heads) % 2:
         raise VerbevalError(f"--hidden {hidden} must be a multiple of 2 x {heads} heads (even rotary head size)")
     ids = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id}
-    common = {"vocab_size": vocab, "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
-              "intermediate_size": 4 * hidden, "max_position_embeddings": 512, **ids}
+    common = {
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": 4 * hidden,
+        "max_position_embeddings": 512,
+        **ids,
+    }
     if arch == "llama":
         return LlamaForCausalLM(LlamaConfig(**common, num_key_value_heads=heads))
     if arch == "mistral":

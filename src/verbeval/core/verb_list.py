@@ -37,8 +37,7 @@ def _extract_pdf_pages(path: Path) -> list[str]:
         from pypdf import PdfReader
     except ImportError as exc:
         raise VerbevalError(
-            f"{path} is a PDF; reading it needs the pypdf package: pip install pypdf "
-            "(or pip install 'verbeval[pdf]')"
+            f"{path} is a PDF; reading it needs the pypdf package: pip install pypdf (or pip install 'verbeval[pdf]')"
         ) from exc
     try:
         return [page.extract_text() or "" for page in PdfReader(path).pages]

@@ -63,8 +63,9 @@ def check_verb_list(source: Source, path: Path, origin: str) -> None:
     try:
         verbs = set(read_giant_verb_list(path))
     except InputError as exc:
-        raise VerbevalError(f"source {source.name!r} from {origin}: not a readable verb list ({exc}); "
-                            "nothing was written") from exc
+        raise VerbevalError(
+            f"source {source.name!r} from {origin}: not a readable verb list ({exc}); nothing was written"
+        ) from exc
     actual = hashlib.sha256(verb_list_bytes(verbs)).hexdigest()
     if actual in source.sha256:
         return
@@ -76,8 +77,10 @@ def check_verb_list(source: Source, path: Path, origin: str) -> None:
         change = f"{len(verbs)} verbs (no verb_index in {source.manifest} to count the verbs added and removed)"
     else:
         kept = sum(_verb_hash(v) in index for v in verbs)
-        change = (f"{len(verbs) - kept} verb(s) added, {len(index) - kept} removed "
-                  f"({len(verbs)} verbs, the pinned list has {len(index)})")
+        change = (
+            f"{len(verbs) - kept} verb(s) added, {len(index) - kept} removed "
+            f"({len(verbs)} verbs, the pinned list has {len(index)})"
+        )
     raise VerbevalError(
         f"source {source.name!r} from {origin}: the verb list differs from the pinned one: {change}; "
         f"nothing was written. If you trust this list, add its checksum {actual} to the entry's sha256 "

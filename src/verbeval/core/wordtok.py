@@ -92,17 +92,25 @@ def build_word_tokenizer(corpus: Iterable[str | Path], style: Style, *, max_word
     if style == "masked":
         cls, sep = vocab["[CLS]"], vocab["[SEP]"]
         backend.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-            special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-        return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]",
-                                       cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+        )
+        return PreTrainedTokenizerFast(
+            tokenizer_object=backend,
+            pad_token="[PAD]",
+            unk_token="[UNK]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+        )
     eot = "<|endoftext|>"
-    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token=eot, eos_token=eot,
-                                   pad_token=eot)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="<unk>", bos_token=eot, eos_token=eot, pad_token=eot
+    )
 
 
-def save_word_tokenizer(corpus: Iterable[str | Path], style: Style, out_dir: str | Path,
-                        *, max_words: int | None = None) -> Path:
+def save_word_tokenizer(
+    corpus: Iterable[str | Path], style: Style, out_dir: str | Path, *, max_words: int | None = None
+) -> Path:
     """Build (:func:`build_word_tokenizer`) and save the tokenizer to ``out_dir``."""
     tok = build_word_tokenizer(corpus, style, max_words=max_words)
     out = Path(out_dir)

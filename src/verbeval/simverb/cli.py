@@ -7,8 +7,17 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from verbeval.core.cliutil import (Add, ConfigDefault, bootstrap_options, check_outputs, float_list, model_pin,
-                                   model_source_options, random_init_option, split_pair)
+from verbeval.core.cliutil import (
+    Add,
+    ConfigDefault,
+    bootstrap_options,
+    check_outputs,
+    float_list,
+    model_pin,
+    model_source_options,
+    random_init_option,
+    split_pair,
+)
 
 log = logging.getLogger("verbeval")
 
@@ -23,8 +32,9 @@ def read_pairs(data: str, split_items: Sequence[str]) -> Any:
     return assign_splits(pairs, splits) if splits else pairs
 
 
-def write_scores(sims: Any, verbs: Any, n_pairs: int, model: str, out: str, verbs_out: str, *,
-                 random_init: bool) -> None:
+def write_scores(
+    sims: Any, verbs: Any, n_pairs: int, model: str, out: str, verbs_out: str, *, random_init: bool
+) -> None:
     """Write the outputs of ``simverb-score`` (``--out``, ``--verbs``); ``random_init`` is recorded in the
     similarities' Parquet attributes (:func:`verbeval.core.provenance.tag_frame`)."""
     from verbeval.core.io import write_csv, write_parquet
@@ -32,9 +42,16 @@ def write_scores(sims: Any, verbs: Any, n_pairs: int, model: str, out: str, verb
 
     write_parquet(tag_frame(sims, random_init), out)
     write_csv(verbs, verbs_out)
-    log.info("simverb %s: %d pairs, %d verbs (%d multi-token, %d covered), %d representations -> %s",
-             model, n_pairs, len(verbs), int((verbs["n_tokens"] > 1).sum()), int(verbs["covered"].sum()),
-             sims["representation"].nunique(), out)
+    log.info(
+        "simverb %s: %d pairs, %d verbs (%d multi-token, %d covered), %d representations -> %s",
+        model,
+        n_pairs,
+        len(verbs),
+        int((verbs["n_tokens"] > 1).sum()),
+        int(verbs["covered"].sum()),
+        sims["representation"].nunique(),
+        out,
+    )
 
 
 def cmd_simverb_score(a: argparse.Namespace) -> None:
@@ -50,10 +67,19 @@ def cmd_simverb_score(a: argparse.Namespace) -> None:
         from verbeval.core.models import gguf_location
 
         gguf_location(a.model, a.gguf_file, a.revision, model_pin(a))
-    sims, verbs = score_model(pairs, a.model, revision=a.revision, gguf_file=a.gguf_file,
-                              frames=a.frame or ["to {verb}"], multi_token=a.multi_token, batch_size=a.batch_size,
-                              device=a.device)
-    write_scores(sims, verbs, len(pairs), a.model, a.out, a.verbs, random_init=resolve_random_init(a.model, a.random_init))
+    sims, verbs = score_model(
+        pairs,
+        a.model,
+        revision=a.revision,
+        gguf_file=a.gguf_file,
+        frames=a.frame or ["to {verb}"],
+        multi_token=a.multi_token,
+        batch_size=a.batch_size,
+        device=a.device,
+    )
+    write_scores(
+        sims, verbs, len(pairs), a.model, a.out, a.verbs, random_init=resolve_random_init(a.model, a.random_init)
+    )
 
 
 def score_options(s: Any, prefix: str = "") -> None:
@@ -62,17 +88,32 @@ def score_options(s: Any, prefix: str = "") -> None:
     ``--simverb-out`` is given)."""
     req = not prefix
     s.add_argument(f"--{prefix}data", required=req, help="SimVerb-3500.txt (the full 3,500-pair file)")
-    s.add_argument(f"--{prefix}split", action="append", default=[], metavar="NAME=PATH",
-                   help="an official split file (dev=SimVerb-500-dev.txt, test=SimVerb-3000-test.txt); repeatable")
-    s.add_argument(f"--{prefix}frame", action="append", default=[],
-                   help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
-                        "uses the first (default: 'to {verb}')")
-    s.add_argument(f"--{prefix}multi-token", choices=["mean", "skip"], default=ConfigDefault("simverb.multi_token"),
-                   help="mean over a multi-token verb's sub-tokens, or leave its pairs out")
-    s.add_argument(f"--{prefix}batch-size", type=int, default=ConfigDefault("simverb.batch_size"),
-                   help="verbs per forward pass")
-    s.add_argument(f"--{prefix}out", required=req,
-                   help="output: similarities parquet (one row per pair and representation)")
+    s.add_argument(
+        f"--{prefix}split",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="an official split file (dev=SimVerb-500-dev.txt, test=SimVerb-3000-test.txt); repeatable",
+    )
+    s.add_argument(
+        f"--{prefix}frame",
+        action="append",
+        default=[],
+        help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
+        "uses the first (default: 'to {verb}')",
+    )
+    s.add_argument(
+        f"--{prefix}multi-token",
+        choices=["mean", "skip"],
+        default=ConfigDefault("simverb.multi_token"),
+        help="mean over a multi-token verb's sub-tokens, or leave its pairs out",
+    )
+    s.add_argument(
+        f"--{prefix}batch-size", type=int, default=ConfigDefault("simverb.batch_size"), help="verbs per forward pass"
+    )
+    s.add_argument(
+        f"--{prefix}out", required=req, help="output: similarities parquet (one row per pair and representation)"
+    )
     s.add_argument(f"--{prefix}verbs", required=req, help="output: per-verb tokens and coverage (CSV)")
 
 
@@ -80,19 +121,19 @@ def cmd_simverb_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.core.io import write_csv, write_json, write_text
+    from verbeval.core.provenance import display_name, frame_random
     from verbeval.simverb.report import coverage_summary, plot_layers, plot_scatter, to_latex, to_markdown
     from verbeval.simverb.statistics import best_representation, layer_curve, results_table
     from verbeval.simverb.vectors import split_pairs_and_sims
-
-    from verbeval.core.provenance import display_name, frame_random
 
     scored = pd.read_parquet(a.similarities)
     random = frame_random(scored)
     name = display_name(a.model_name, random)  # a random model says so in every title
     pairs, sims = split_pairs_and_sims(scored)
     verbs = pd.read_csv(a.verbs, keep_default_na=False)
-    t = results_table(pairs, sims, a.model_name, resamples=a.resamples, seed=a.seed, confidence=a.confidence,
-                      bins=a.bins)
+    t = results_table(
+        pairs, sims, a.model_name, resamples=a.resamples, seed=a.seed, confidence=a.confidence, bins=a.bins
+    )
     write_csv(t, a.csv, float_format="%.6f")
     write_text(a.md, to_markdown(t, name, verbs))
     write_text(a.tex, to_latex(t, name))
@@ -100,9 +141,16 @@ def cmd_simverb_table(a: argparse.Namespace) -> None:
     best = best_representation(t)
     if a.metrics_json:
         full = t[t["subset"] == "full"]
-        write_json(a.metrics_json, {"model": a.model_name, "random_init": random, "best_representation": best,
-                                    "coverage": coverage_summary(verbs),
-                                    "rho_full": {r.representation: round(float(r.rho), 6) for r in full.itertuples()}})
+        write_json(
+            a.metrics_json,
+            {
+                "model": a.model_name,
+                "random_init": random,
+                "best_representation": best,
+                "coverage": coverage_summary(verbs),
+                "rho_full": {r.representation: round(float(r.rho), 6) for r in full.itertuples()},
+            },
+        )
     from verbeval.core.plots import save_figure
 
     if a.layers_figure:
@@ -123,46 +171,72 @@ def cmd_simverb_join(a: argparse.Namespace) -> None:
     joined, summary = agreement_join(verb_errors(pairs, sims), pd.read_csv(a.lemma_stats), a.model_name)
     write_csv(joined, a.out, float_format="%.6f")
     write_csv(summary, a.summary, float_format="%.6f")
-    log.info("simverb x agreement for %s: %d verbs in both -> %s", a.model_name,
-             int(summary["n_verbs"].max()) if len(summary) else 0, a.summary)
+    log.info(
+        "simverb x agreement for %s: %d verbs in both -> %s",
+        a.model_name,
+        int(summary["n_verbs"].max()) if len(summary) else 0,
+        a.summary,
+    )
 
 
 def register(add: Add) -> None:
     """``simverb-score``, ``simverb-table``, ``simverb-join``."""
-    s = add("simverb-score", cmd_simverb_score,
-            "SimVerb-3500: cosine of every verb pair under the static embedding and every layer of one model",
-            "See docs/simverb.md. Run by the rule simverb_score, one job per model.")
+    s = add(
+        "simverb-score",
+        cmd_simverb_score,
+        "SimVerb-3500: cosine of every verb pair under the static embedding and every layer of one model",
+        "See docs/simverb.md. Run by the rule simverb_score, one job per model.",
+    )
     model_source_options(s, "(any model; loaded without its head)")
     random_init_option(s)
-    s.add_argument("--device", default=ConfigDefault("inference.device"),
-                   help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
-    s.add_argument("--threads", type=int, default=ConfigDefault("inference.threads"),
-                   help="CPU threads (torch.set_num_threads)")
+    s.add_argument(
+        "--device",
+        default=ConfigDefault("inference.device"),
+        help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N",
+    )
+    s.add_argument(
+        "--threads", type=int, default=ConfigDefault("inference.threads"), help="CPU threads (torch.set_num_threads)"
+    )
     score_options(s)
 
-    s = add("simverb-table", cmd_simverb_table,
-            "SimVerb-3500: Spearman's rho with bootstrap CIs per representation, split, relation and rating range",
-            "Also the per-layer curve and the human-vs-model scatter. Run by the rule simverb_table, one job per "
-            "model.")
+    s = add(
+        "simverb-table",
+        cmd_simverb_table,
+        "SimVerb-3500: Spearman's rho with bootstrap CIs per representation, split, relation and rating range",
+        "Also the per-layer curve and the human-vs-model scatter. Run by the rule simverb_table, one job per model.",
+    )
     s.add_argument("--similarities", required=True, help="similarities parquet (verbeval simverb-score --out)")
     s.add_argument("--verbs", required=True, help="per-verb CSV (verbeval simverb-score --verbs)")
     s.add_argument("--model-name", required=True, help="model name in the tables and figures")
     bootstrap_options(s, "simverb.bootstrap")
-    s.add_argument("--bins", type=float_list, default=ConfigDefault("simverb.bins", lambda b: [float(x) for x in b]),
-                   help="comma-separated rating range edges on the 0-10 scale")
+    s.add_argument(
+        "--bins",
+        type=float_list,
+        default=ConfigDefault("simverb.bins", lambda b: [float(x) for x in b]),
+        help="comma-separated rating range edges on the 0-10 scale",
+    )
     s.add_argument("--csv", required=True, help="output: rho with CIs per representation and subset (CSV)")
     s.add_argument("--md", required=True, help="output: the table in Markdown")
     s.add_argument("--tex", required=True, help="output: the table in LaTeX")
     s.add_argument("--layers-csv", required=True, help="output: data of the per-layer figure (CSV)")
-    s.add_argument("--metrics-json", help="output: JSON with the best representation, verb coverage and rho of "
-                                          "every representation on the full set")
+    s.add_argument(
+        "--metrics-json",
+        help="output: JSON with the best representation, verb coverage and rho of every representation on the full set",
+    )
     s.add_argument("--layers-figure", nargs="+", default=[], help="output: per-layer figure files (.png, .pdf, .svg)")
-    s.add_argument("--scatter-figure", nargs="+", default=[],
-                   help="output: human-vs-model scatter files of the best representation (.png, .pdf, .svg)")
+    s.add_argument(
+        "--scatter-figure",
+        nargs="+",
+        default=[],
+        help="output: human-vs-model scatter files of the best representation (.png, .pdf, .svg)",
+    )
 
-    s = add("simverb-join", cmd_simverb_join,
-            "SimVerb-3500 x agreement: per-verb rank error against per-lemma agreement accuracy",
-            "Run by the rule simverb_join (simverb.join.agreement_join), one job per model that has agreement results.")
+    s = add(
+        "simverb-join",
+        cmd_simverb_join,
+        "SimVerb-3500 x agreement: per-verb rank error against per-lemma agreement accuracy",
+        "Run by the rule simverb_join (simverb.join.agreement_join), one job per model that has agreement results.",
+    )
     s.add_argument("--similarities", required=True, help="similarities parquet (verbeval simverb-score --out)")
     s.add_argument("--lemma-stats", required=True, help="lemma_stats.csv of the same model (verbeval lemma-stats)")
     s.add_argument("--model-name", required=True, help="model name written into the outputs")

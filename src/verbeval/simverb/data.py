@@ -94,8 +94,10 @@ def assign_splits(full: pd.DataFrame, splits: Mapping[str, pd.DataFrame]) -> pd.
             if i is None:
                 raise VerbevalError(f"split {name!r}: pair ({v1}, {v2}) is not in the full set")
             if not math.isclose(float(full["score"].iat[i]), float(score), abs_tol=1e-9):
-                raise VerbevalError(f"split {name!r}: pair ({v1}, {v2}) is rated {score} there but "
-                                    f"{full['score'].iat[i]} in the full set")
+                raise VerbevalError(
+                    f"split {name!r}: pair ({v1}, {v2}) is rated {score} there but "
+                    f"{full['score'].iat[i]} in the full set"
+                )
             if split[i]:
                 raise VerbevalError(f"pair ({v1}, {v2}) is in split {split[i]!r} and in split {name!r}")
             split[i] = name

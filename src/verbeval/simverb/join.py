@@ -11,8 +11,16 @@ import pandas as pd
 
 from verbeval.core.errors import VerbevalError
 
-JOIN_COLUMNS = ["model", "representation", "layer", "n_verbs", "rho_accuracy", "p_accuracy", "rho_log10_prob",
-                "p_log10_prob"]
+JOIN_COLUMNS = [
+    "model",
+    "representation",
+    "layer",
+    "n_verbs",
+    "rho_accuracy",
+    "p_accuracy",
+    "rho_log10_prob",
+    "p_log10_prob",
+]
 
 
 def verb_errors(pairs: pd.DataFrame, sims: pd.DataFrame) -> pd.DataFrame:
@@ -28,16 +36,26 @@ def verb_errors(pairs: pd.DataFrame, sims: pd.DataFrame) -> pd.DataFrame:
         n = len(c)
         if n == 0:
             continue
-        err = np.abs(stats.rankdata(c["cosine"].to_numpy(float)) - stats.rankdata(human.loc[c["pair"]].to_numpy(float))) / n
+        err = (
+            np.abs(stats.rankdata(c["cosine"].to_numpy(float)) - stats.rankdata(human.loc[c["pair"]].to_numpy(float)))
+            / n
+        )
         p = pairs.set_index("pair").loc[c["pair"]]
-        long = pd.DataFrame({"verb": np.concatenate([p["verb1"].to_numpy(), p["verb2"].to_numpy()]),
-                             "error": np.concatenate([err, err])})
+        long = pd.DataFrame(
+            {
+                "verb": np.concatenate([p["verb1"].to_numpy(), p["verb2"].to_numpy()]),
+                "error": np.concatenate([err, err]),
+            }
+        )
         g = long.groupby("verb", sort=True)["error"].agg(["size", "mean"]).reset_index()
         g.columns = ["verb", "n_pairs", "rank_error"]
         g.insert(1, "representation", rep)
         parts.append(g)
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["verb", "representation", "n_pairs", "rank_error"])
+    return (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame(columns=["verb", "representation", "n_pairs", "rank_error"])
+    )
 
 
 def agreement_join(errors: pd.DataFrame, lemma_stats: pd.DataFrame, model: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -61,8 +79,12 @@ def agreement_join(errors: pd.DataFrame, lemma_stats: pd.DataFrame, model: str) 
     rows = []
     for rep in order:
         j = joined[joined["representation"] == rep]
-        res = {"model": model, "representation": rep, "layer": -1 if rep == "static" else int(rep.removeprefix("layer")),
-               "n_verbs": len(j)}
+        res = {
+            "model": model,
+            "representation": rep,
+            "layer": -1 if rep == "static" else int(rep.removeprefix("layer")),
+            "n_verbs": len(j),
+        }
         for col, key in (("accuracy", "accuracy"), ("mean_log10_prob", "log10_prob")):
             a, b = j["rank_error"].to_numpy(float), j[col].to_numpy(float)
             ok = ~np.isnan(a) & ~np.isnan(b)

@@ -47,9 +47,13 @@ def _main_subsets(table: pd.DataFrame) -> list[str]:
 
 
 def coverage_summary(verbs: pd.DataFrame) -> dict[str, int]:
-    return {"verbs": len(verbs), "single_token": int((verbs["n_tokens"] == 1).sum()),
-            "multi_token": int((verbs["n_tokens"] > 1).sum()), "unknown": int(verbs["unknown"].sum()),
-            "covered": int(verbs["covered"].sum())}
+    return {
+        "verbs": len(verbs),
+        "single_token": int((verbs["n_tokens"] == 1).sum()),
+        "multi_token": int((verbs["n_tokens"] > 1).sum()),
+        "unknown": int(verbs["unknown"].sum()),
+        "covered": int(verbs["covered"].sum()),
+    }
 
 
 def to_markdown(table: pd.DataFrame, model: str, verbs: pd.DataFrame | None = None) -> str:
@@ -60,24 +64,41 @@ def to_markdown(table: pd.DataFrame, model: str, verbs: pd.DataFrame | None = No
     lines = [f"SimVerb-3500, {model}: Spearman's rho (cosine vs human rating) [bootstrap CI]", ""]
     if verbs is not None:
         c = coverage_summary(verbs)
-        lines += [f"Verbs: {c['verbs']} ({c['single_token']} single-token, {c['multi_token']} multi-token, "
-                  f"{c['unknown']} with an unknown sub-token); covered: {c['covered']}.", ""]
+        lines += [
+            f"Verbs: {c['verbs']} ({c['single_token']} single-token, {c['multi_token']} multi-token, "
+            f"{c['unknown']} with an unknown sub-token); covered: {c['covered']}.",
+            "",
+        ]
     head = ["Representation"] + [f"{s}: {what}" for s in main for what in ("pairs", "coverage", "rho [CI]")]
     lines += markdown_table(head, [[rep, *_main_cells(table, rep, main)] for rep in reps], "l" + "rrr" * len(main))
     if main == ["full"]:
-        lines += ["", "The official dev/test split files were not available (manifest entries simverb_500_dev / "
-                  "simverb_3000_test); full set only."]
-    lines += ["", f"Reference (Gerz et al. 2016): inter-annotator agreement {IAA_PAIRWISE} (pairwise) / "
-              f"{IAA_MEAN} (mean); best system in the paper rho = {BEST_SYSTEM} (full set).", ""]
-    for prefix, title in (("tokens:", "By tokenisation (single: both verbs one sub-token)"),
-                          ("relation:", "By relation"), ("range:", "By human rating range")):
+        lines += [
+            "",
+            "The official dev/test split files were not available (manifest entries simverb_500_dev / "
+            "simverb_3000_test); full set only.",
+        ]
+    lines += [
+        "",
+        f"Reference (Gerz et al. 2016): inter-annotator agreement {IAA_PAIRWISE} (pairwise) / "
+        f"{IAA_MEAN} (mean); best system in the paper rho = {BEST_SYSTEM} (full set).",
+        "",
+    ]
+    for prefix, title in (
+        ("tokens:", "By tokenisation (single: both verbs one sub-token)"),
+        ("relation:", "By relation"),
+        ("range:", "By human rating range"),
+    ):
         subs = [s for s in dict.fromkeys(table["subset"]) if s.startswith(prefix)]
         if not subs:
             continue
         first = table[table["representation"] == reps[0]].set_index("subset")
         head = ["Representation"] + [f"{s.removeprefix(prefix)} (n={first.loc[s, 'n_covered']})" for s in subs]
-        lines += [f"{title} (rho; covered pairs in the header)", "",
-                  *markdown_table(head, [[rep, *_rhos(table, rep, subs)] for rep in reps], "l" + "r" * len(subs)), ""]
+        lines += [
+            f"{title} (rho; covered pairs in the header)",
+            "",
+            *markdown_table(head, [[rep, *_rhos(table, rep, subs)] for rep in reps], "l" + "r" * len(subs)),
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -86,15 +107,20 @@ def to_latex(table: pd.DataFrame, model: str) -> str:
     breakdown, as booktabs tabulars."""
     reps = list(dict.fromkeys(table["representation"]))
     main = _main_subsets(table)
-    head = [latex_row(["Representation"] + [rf"\multicolumn{{3}}{{c}}{{{s}}}" for s in main]),
-            latex_row([""] + ["$n$ & cov. & $\\rho$ [CI]"] * len(main))]
+    head = [
+        latex_row(["Representation"] + [rf"\multicolumn{{3}}{{c}}{{{s}}}" for s in main]),
+        latex_row([""] + ["$n$ & cov. & $\\rho$ [CI]"] * len(main)),
+    ]
     rows = [latex_row([tex_escape(rep), *_main_cells(table, rep, main)]) for rep in reps]
     subs = [s for s in dict.fromkeys(table["subset"]) if s.startswith(("relation:", "range:"))]
     by_subset = [latex_row(["Representation"] + [tex_escape(s.split(":", 1)[1]) for s in subs])]
     sub_rows = [latex_row([tex_escape(rep), *_rhos(table, rep, subs)]) for rep in reps]
-    out = [rf"% SimVerb-3500, {tex_escape(model)}: Spearman's rho [bootstrap CI]",
-           *latex_tabular("l" + "rrl" * len(main), head, rows), "",
-           *latex_tabular("l" + "r" * len(subs), by_subset, sub_rows)]
+    out = [
+        rf"% SimVerb-3500, {tex_escape(model)}: Spearman's rho [bootstrap CI]",
+        *latex_tabular("l" + "rrl" * len(main), head, rows),
+        "",
+        *latex_tabular("l" + "r" * len(subs), by_subset, sub_rows),
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -142,7 +168,8 @@ def plot_scatter(pairs: pd.DataFrame, sims: pd.DataFrame, representation: str, m
 
     apply_style()
     s = sims[(sims["representation"] == representation) & sims["covered"]].merge(
-        pairs[["pair", "score", "relation"]], on="pair")
+        pairs[["pair", "score", "relation"]], on="pair"
+    )
     colours = palette(list(RELATIONS))
     fig, ax = plt.subplots(figsize=(6, 4.5))
     for rel in RELATIONS:

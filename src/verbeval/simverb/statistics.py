@@ -16,8 +16,18 @@ import pandas as pd
 from verbeval.core.bootstrap import bootstrap_statistic, percentile_ci
 from verbeval.simverb.data import DEFAULT_BINS, RELATIONS, score_bins
 
-TABLE_COLUMNS = ["model", "representation", "layer", "subset", "n_pairs", "n_covered", "coverage", "rho",
-                 "ci_low", "ci_high"]
+TABLE_COLUMNS = [
+    "model",
+    "representation",
+    "layer",
+    "subset",
+    "n_pairs",
+    "n_covered",
+    "coverage",
+    "rho",
+    "ci_low",
+    "ci_high",
+]
 #: columns of ``simverb_layers.csv`` (a DVC plot: x = layer, y = rho)
 LAYER_COLUMNS = ("model", "representation", "layer", "n_covered", "rho", "ci_low", "ci_high")
 
@@ -34,8 +44,9 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(stats.spearmanr(x, y)[0])
 
 
-def bootstrap_spearman(x: np.ndarray, y: np.ndarray, resamples: int, seed: int, confidence: float,
-                       block: int = 200) -> tuple[float, float]:
+def bootstrap_spearman(
+    x: np.ndarray, y: np.ndarray, resamples: int, seed: int, confidence: float, block: int = 200
+) -> tuple[float, float]:
     """Percentile bootstrap CI of Spearman's rho over pairs, vectorised over resamples.
 
     Resample ``b`` draws ``n`` pair indices with replacement (:mod:`verbeval.core.bootstrap`,
@@ -63,8 +74,9 @@ def bootstrap_spearman(x: np.ndarray, y: np.ndarray, resamples: int, seed: int, 
     return float(lo), float(hi)
 
 
-def subsets(pairs: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS,
-            single_token: np.ndarray | None = None) -> list[tuple[str, np.ndarray]]:
+def subsets(
+    pairs: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS, single_token: np.ndarray | None = None
+) -> list[tuple[str, np.ndarray]]:
     """(name, boolean mask over ``pairs``) for ``full``, each split present, ``tokens:single`` /
     ``tokens:multi`` (both verbs one sub-token / at least one split into several; when
     ``single_token`` is given), each relation and each rating range."""
@@ -83,8 +95,16 @@ def subsets(pairs: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS,
     return out
 
 
-def results_table(pairs: pd.DataFrame, sims: pd.DataFrame, model: str, *, resamples: int = 1000, seed: int = 0,
-                  confidence: float = 0.95, bins: Sequence[float] = DEFAULT_BINS) -> pd.DataFrame:
+def results_table(
+    pairs: pd.DataFrame,
+    sims: pd.DataFrame,
+    model: str,
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    bins: Sequence[float] = DEFAULT_BINS,
+) -> pd.DataFrame:
     """One row per representation and subset (:data:`TABLE_COLUMNS`): pairs in the subset,
     covered pairs, coverage, rho on the covered pairs and its bootstrap CI."""
     human = pairs.set_index("pair")["score"]
@@ -99,10 +119,20 @@ def results_table(pairs: pd.DataFrame, sims: pd.DataFrame, model: str, *, resamp
             c = s[s["covered"]]
             x, y = c["cosine"].to_numpy(float), human.loc[c["pair"]].to_numpy(float)
             lo, hi = bootstrap_spearman(x, y, resamples, seed, confidence)
-            rows.append({"model": model, "representation": rep, "layer": int(s["layer"].iat[0]) if len(s) else -1,
-                         "subset": sub, "n_pairs": len(s), "n_covered": len(c),
-                         "coverage": len(c) / len(s) if len(s) else float("nan"),
-                         "rho": spearman(x, y), "ci_low": lo, "ci_high": hi})
+            rows.append(
+                {
+                    "model": model,
+                    "representation": rep,
+                    "layer": int(s["layer"].iat[0]) if len(s) else -1,
+                    "subset": sub,
+                    "n_pairs": len(s),
+                    "n_covered": len(c),
+                    "coverage": len(c) / len(s) if len(s) else float("nan"),
+                    "rho": spearman(x, y),
+                    "ci_low": lo,
+                    "ci_high": hi,
+                }
+            )
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 

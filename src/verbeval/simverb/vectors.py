@@ -64,8 +64,9 @@ def verb_token_spans(tokenizer: Any, verbs: Sequence[str], frame: str) -> tuple[
     return dict(enc), spans
 
 
-def load_encoder(model_id: str, revision: str | None = None, device: str = "auto",
-                 gguf_file: str | None = None) -> tuple[Any, Any, Any]:
+def load_encoder(
+    model_id: str, revision: str | None = None, device: str = "auto", gguf_file: str | None = None
+) -> tuple[Any, Any, Any]:
     """The base model (no LM head; an LM checkpoint loads its encoder/decoder body), its tokenizer
     and the device, in eval mode. With ``gguf_file``, that GGUF file of the folder or repository
     ``model_id`` (dequantised, float32)."""
@@ -92,8 +93,9 @@ def load_encoder(model_id: str, revision: str | None = None, device: str = "auto
     return model, tok, dev
 
 
-def fit_verbs(model: Any, tokenizer: Any, verbs: Sequence[str], frames: Sequence[str], batch_size: int,
-              device: Any, model_id: str) -> int:
+def fit_verbs(
+    model: Any, tokenizer: Any, verbs: Sequence[str], frames: Sequence[str], batch_size: int, device: Any, model_id: str
+) -> int:
     """``batch_size`` cut to the number of verbs and to what fits in the free memory of ``device``
     (:func:`verbeval.core.memory.fit_batch_size`). A verb's sequence (its longest frame, in tokens)
     needs its forward pass, every layer's hidden states in the model's dtype and as the float64
@@ -107,13 +109,28 @@ def fit_verbs(model: Any, tokenizer: Any, verbs: Sequence[str], frames: Sequence
     shape = model_shape(model)
     states = (shape.layers + 1) * width * shape.hidden
     per = forward_bytes(shape, width) + states * (shape.act_bytes + 8) + width * shape.hidden * 8
-    return fit_batch_size(batch_size, len(verbs), per, free_memory(device), what=model_id, unit="verb",
-                          detail=f"{width} tokens, {shape.layers + 1} hidden states of {shape.hidden}")
+    return fit_batch_size(
+        batch_size,
+        len(verbs),
+        per,
+        free_memory(device),
+        what=model_id,
+        unit="verb",
+        detail=f"{width} tokens, {shape.layers + 1} hidden states of {shape.hidden}",
+    )
 
 
-def verb_vectors(model: Any, tokenizer: Any, verbs: Sequence[str], frames: Sequence[str], batch_size: int = 64,
-                 device: Any = "cpu", progress: bool = False, *,
-                 model_id: str | None = None) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+def verb_vectors(
+    model: Any,
+    tokenizer: Any,
+    verbs: Sequence[str],
+    frames: Sequence[str],
+    batch_size: int = 64,
+    device: Any = "cpu",
+    progress: bool = False,
+    *,
+    model_id: str | None = None,
+) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Per-verb token information and vectors.
 
     Returns the verb table (``verb``, ``tokens`` joined by spaces, ``n_tokens``, ``unknown``; in
@@ -126,8 +143,15 @@ def verb_vectors(model: Any, tokenizer: Any, verbs: Sequence[str], frames: Seque
     from tqdm import tqdm
 
     frames = check_frames(frames)
-    batch_size = fit_verbs(model, tokenizer, verbs, frames, batch_size, device,
-                           model_id or str(getattr(getattr(model, "config", None), "_name_or_path", "") or "model"))
+    batch_size = fit_verbs(
+        model,
+        tokenizer,
+        verbs,
+        frames,
+        batch_size,
+        device,
+        model_id or str(getattr(getattr(model, "config", None), "_name_or_path", "") or "model"),
+    )
     emb = model.get_input_embeddings().weight.detach().to(torch.float64).cpu().numpy()
     unk = getattr(tokenizer, "unk_token_id", None)
     sums: np.ndarray | None = None
@@ -136,7 +160,7 @@ def verb_vectors(model: Any, tokenizer: Any, verbs: Sequence[str], frames: Seque
     steps = [(f, s) for f in range(len(frames)) for s in range(0, len(verbs), batch_size)]
     with torch.inference_mode():
         for fi, start in tqdm(steps, desc="simverb", disable=not progress, leave=False):
-            batch = list(verbs[start:start + batch_size])
+            batch = list(verbs[start : start + batch_size])
             enc, spans = verb_token_spans(tokenizer, batch, frames[fi])
             ids = enc["input_ids"]
             inputs = {k: torch.as_tensor(v).to(device) for k, v in enc.items()}
@@ -148,9 +172,9 @@ def verb_vectors(model: Any, tokenizer: Any, verbs: Sequence[str], frames: Seque
             weights = np.zeros(ids.shape)
             for j, pos in enumerate(spans):
                 weights[j, pos] = 1.0 / len(pos)
-            sums[:, start:start + len(batch)] += np.einsum("lbth,bt->lbh", states, weights)
+            sums[:, start : start + len(batch)] += np.einsum("lbth,bt->lbh", states, weights)
             if fi == 0:
-                static[start:start + len(batch)] = np.einsum("bth,bt->bh", emb[ids], weights)
+                static[start : start + len(batch)] = np.einsum("bth,bt->bh", emb[ids], weights)
                 for j, pos in enumerate(spans):
                     tid = ids[j, pos]
                     toks = tokenizer.convert_ids_to_tokens(tid.tolist())
@@ -171,8 +195,9 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / den, np.nan)
 
 
-def pair_similarities(pairs: pd.DataFrame, verbs: pd.DataFrame, reps: Mapping[str, np.ndarray],
-                      multi_token: str = "mean") -> tuple[pd.DataFrame, pd.DataFrame]:
+def pair_similarities(
+    pairs: pd.DataFrame, verbs: pd.DataFrame, reps: Mapping[str, np.ndarray], multi_token: str = "mean"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Cosine of every pair under every representation (long table, :data:`SIM_COLUMNS`) and the
     verb table with its ``covered`` column."""
     if multi_token not in ("mean", "skip"):
@@ -191,9 +216,18 @@ def pair_similarities(pairs: pd.DataFrame, verbs: pd.DataFrame, reps: Mapping[st
     parts = []
     for name, mat in reps.items():
         cos = cosine_rows(mat[i1], mat[i2])
-        parts.append(pd.DataFrame({"pair": pairs["pair"].to_numpy(), "representation": name,
-                                   "layer": -1 if name == "static" else int(name.removeprefix("layer")),
-                                   "single_token": single, "covered": covered & ~np.isnan(cos), "cosine": cos}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "pair": pairs["pair"].to_numpy(),
+                    "representation": name,
+                    "layer": -1 if name == "static" else int(name.removeprefix("layer")),
+                    "single_token": single,
+                    "covered": covered & ~np.isnan(cos),
+                    "cosine": cos,
+                }
+            )
+        )
     return pd.concat(parts, ignore_index=True)[SIM_COLUMNS], verbs[VERB_COLUMNS]
 
 
@@ -204,24 +238,53 @@ def check_finite_vectors(model_id: str, verbs: Sequence[str], reps: dict[str, np
     bad = {k: n for k, n in bad.items() if n}
     if bad:
         first = next(iter(bad))
-        raise VerbevalError(f"model {model_id!r}: non-finite verb vectors (NaN or inf: are the model's weights "
-                            f"damaged?) in {len(bad)} representation(s), first {first}: {bad[first]} of "
-                            f"{len(verbs)} verbs; nothing written")
+        raise VerbevalError(
+            f"model {model_id!r}: non-finite verb vectors (NaN or inf: are the model's weights "
+            f"damaged?) in {len(bad)} representation(s), first {first}: {bad[first]} of "
+            f"{len(verbs)} verbs; nothing written"
+        )
 
 
-def score_model(pairs: pd.DataFrame, model_id: str, *, revision: str | None = None, gguf_file: str | None = None,
-                frames: Sequence[str] = ("to {verb}",), multi_token: str = "mean", batch_size: int = 64,
-                device: str = "auto", progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+def score_model(
+    pairs: pd.DataFrame,
+    model_id: str,
+    *,
+    revision: str | None = None,
+    gguf_file: str | None = None,
+    frames: Sequence[str] = ("to {verb}",),
+    multi_token: str = "mean",
+    batch_size: int = 64,
+    device: str = "auto",
+    progress: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Load ``model_id`` (base model, no head) and return the similarities table (pair columns
     plus :data:`SIM_COLUMNS`, sorted by representation order then pair) and the verb table."""
     model, tok, dev = load_encoder(model_id, revision, device, gguf_file)
-    return score_loaded(pairs, model, tok, dev, model_id=model_id, frames=frames, multi_token=multi_token, batch_size=batch_size,
-                        progress=progress)
+    return score_loaded(
+        pairs,
+        model,
+        tok,
+        dev,
+        model_id=model_id,
+        frames=frames,
+        multi_token=multi_token,
+        batch_size=batch_size,
+        progress=progress,
+    )
 
 
-def score_loaded(pairs: pd.DataFrame, model: Any, tok: Any, dev: Any, *, model_id: str, frames: Sequence[str] = ("to {verb}",),
-                 multi_token: str = "mean", batch_size: int = 64,
-                 progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+def score_loaded(
+    pairs: pd.DataFrame,
+    model: Any,
+    tok: Any,
+    dev: Any,
+    *,
+    model_id: str,
+    frames: Sequence[str] = ("to {verb}",),
+    multi_token: str = "mean",
+    batch_size: int = 64,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`score_model` on a model already loaded (its base model, no head), e.g. the body of the
     LM an agreement job loaded (``verbeval run-model``)."""
     if not getattr(tok, "is_fast", False):

@@ -18,8 +18,14 @@ def _nli_settings(a: argparse.Namespace, branch: str) -> dict[str, object]:
     from verbeval import __version__
     from verbeval.core.models import model_fingerprint
 
-    return {"branch": branch, "verbeval": __version__, "model": a.model, "revision": a.revision,
-            "model_version": model_fingerprint(a.model, a.revision), "batch_size": a.batch_size}
+    return {
+        "branch": branch,
+        "verbeval": __version__,
+        "model": a.model,
+        "revision": a.revision,
+        "model_version": model_fingerprint(a.model, a.revision),
+        "batch_size": a.batch_size,
+    }
 
 
 def _run_branch(outputs: list[str], key: str, what: str, compute: Callable[[], None]) -> None:
@@ -76,8 +82,10 @@ def cmd_veridicality_predict(a: argparse.Namespace) -> None:
         raise VerbevalError("--counterfactual-pairs and --counterfactual-out go together")
     if a.model == PSEUDO_MODEL:
         if a.counterfactual_pairs:
-            raise VerbevalError(f"{PSEUDO_MODEL} has only the released probabilities of the original sentences; "
-                                "counterfactuals need a real NLI model")
+            raise VerbevalError(
+                f"{PSEUDO_MODEL} has only the released probabilities of the original sentences; "
+                "counterfactuals need a real NLI model"
+            )
         from verbeval.core.io import write_parquet
         from verbeval.veridicality.nli import pseudo_model_predictions, read_dataset
 
@@ -89,21 +97,27 @@ def cmd_veridicality_predict(a: argparse.Namespace) -> None:
     from verbeval.core.stamps import branch_key
 
     nli = _load_nli(a)  # once for both branches
-    _run_branch([a.out], branch_key(_nli_settings(a, "predictions"), [a.data]), f"veridicality {a.model}",
-                lambda: _predict_originals(a, nli))
+    _run_branch(
+        [a.out],
+        branch_key(_nli_settings(a, "predictions"), [a.data]),
+        f"veridicality {a.model}",
+        lambda: _predict_originals(a, nli),
+    )
     if a.counterfactual_pairs:
-        _run_branch([a.counterfactual_out], branch_key(_nli_settings(a, "counterfactuals"), [a.counterfactual_pairs]),
-                    f"counterfactuals {a.model}",
-                    lambda: _predict_counterfactuals(a, a.counterfactual_pairs, a.counterfactual_out, nli))
+        _run_branch(
+            [a.counterfactual_out],
+            branch_key(_nli_settings(a, "counterfactuals"), [a.counterfactual_pairs]),
+            f"counterfactuals {a.model}",
+            lambda: _predict_counterfactuals(a, a.counterfactual_pairs, a.counterfactual_out, nli),
+        )
 
 
 def cmd_veridicality_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.core.io import write_csv, write_text
-    from verbeval.veridicality.nli import plot_scatter, signature_table, to_latex, to_markdown
-
     from verbeval.core.provenance import display_name, frame_random
+    from verbeval.veridicality.nli import plot_scatter, signature_table, to_latex, to_markdown
 
     preds = pd.read_parquet(a.predictions)
     name = display_name(a.model_name, frame_random(preds))  # a random model says so in every title
@@ -123,8 +137,8 @@ def cmd_veridicality_table(a: argparse.Namespace) -> None:
 
 
 def cmd_veridicality_counterfactuals(a: argparse.Namespace) -> None:
-    from verbeval.veridicality.counterfactual import build_pairs, coverage
     from verbeval.core.io import write_csv, write_parquet
+    from verbeval.veridicality.counterfactual import build_pairs, coverage
     from verbeval.veridicality.nli import read_dataset
 
     data = read_dataset(a.data)
@@ -133,8 +147,13 @@ def cmd_veridicality_counterfactuals(a: argparse.Namespace) -> None:
     write_parquet(pairs, a.pairs)
     write_csv(unhandled, a.unhandled)
     write_csv(cov, a.coverage)
-    log.info("counterfactuals: %d pairs, %d unhandled (item, environment, manipulation) -> %s, %s", len(pairs),
-             len(unhandled), a.pairs, a.unhandled)
+    log.info(
+        "counterfactuals: %d pairs, %d unhandled (item, environment, manipulation) -> %s, %s",
+        len(pairs),
+        len(unhandled),
+        a.pairs,
+        a.unhandled,
+    )
 
 
 def cmd_veridicality_counterfactual_predict(a: argparse.Namespace) -> None:
@@ -142,68 +161,89 @@ def cmd_veridicality_counterfactual_predict(a: argparse.Namespace) -> None:
     from verbeval.veridicality.nli import PSEUDO_MODEL
 
     if a.model == PSEUDO_MODEL:
-        raise VerbevalError(f"{PSEUDO_MODEL} has only the released probabilities of the original sentences; "
-                            "counterfactuals need a real NLI model")
+        raise VerbevalError(
+            f"{PSEUDO_MODEL} has only the released probabilities of the original sentences; "
+            "counterfactuals need a real NLI model"
+        )
     _predict_counterfactuals(a, a.pairs, a.out, _load_nli(a))
 
 
 def cmd_veridicality_kl(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.veridicality.kl_tables import attach_kl, kl_latex, kl_markdown, table7, table8
     from verbeval.core.io import write_csv, write_text
-
     from verbeval.core.provenance import display_name, frame_random
+    from verbeval.veridicality.kl_tables import attach_kl, kl_latex, kl_markdown, table7, table8
 
     predictions = pd.read_parquet(a.predictions)
     name = display_name(a.model_name, frame_random(predictions))
     scored = attach_kl(predictions, pd.read_parquet(a.counterfactuals))
     for table, title, (csv_path, md_path, tex_path) in (
-            (table7(scored), f"Table 7 (KL, verb replacements), {name}", a.table7),
-            (table8(scored), f"Table 8 (KL, complement type swap), {name}", a.table8)):
+        (table7(scored), f"Table 7 (KL, verb replacements), {name}", a.table7),
+        (table8(scored), f"Table 8 (KL, complement type swap), {name}", a.table8),
+    ):
         write_csv(table, csv_path, float_format="%.6g")
         write_text(md_path, kl_markdown(table, title))
         write_text(tex_path, kl_latex(table, title))
-    log.info("KL tables of %s from %d manipulated pairs -> %s, %s", a.model_name, len(scored), a.table7[0],
-             a.table8[0])
+    log.info("KL tables of %s from %d manipulated pairs -> %s, %s", a.model_name, len(scored), a.table7[0], a.table8[0])
 
 
 def _nli_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that run an NLI classifier."""
     s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
-    s.add_argument("--device", default=ConfigDefault("inference.device"),
-                   help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
-    s.add_argument("--batch-size", type=int, default=ConfigDefault("veridicality.batch_size"),
-                   help="premise-hypothesis pairs per forward pass")
-    s.add_argument("--threads", type=int, default=ConfigDefault("inference.threads"),
-                   help="CPU threads (torch.set_num_threads)")
+    s.add_argument(
+        "--device",
+        default=ConfigDefault("inference.device"),
+        help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N",
+    )
+    s.add_argument(
+        "--batch-size",
+        type=int,
+        default=ConfigDefault("veridicality.batch_size"),
+        help="premise-hypothesis pairs per forward pass",
+    )
+    s.add_argument(
+        "--threads", type=int, default=ConfigDefault("inference.threads"), help="CPU threads (torch.set_num_threads)"
+    )
 
 
 def register(add: Add) -> None:
     """NLI predictions and the per-signature table: ``veridicality-predict``, ``veridicality-table``."""
-    s = add("veridicality-predict", cmd_veridicality_predict,
-            "NLI probabilities on the verb veridicality data (a hub/local NLI model or ross-pavlick-2019-bert)",
-            "Both environments (positive, negative) of every item (docs/veridicality.md); with --counterfactual-pairs "
-            "the manipulated pairs too, from the same load. Each output is kept when its stamp shows its input and "
-            "settings unchanged. Run by the rules veridicality_predict and veridicality_released, one job per model.")
+    s = add(
+        "veridicality-predict",
+        cmd_veridicality_predict,
+        "NLI probabilities on the verb veridicality data (a hub/local NLI model or ross-pavlick-2019-bert)",
+        "Both environments (positive, negative) of every item (docs/veridicality.md); with --counterfactual-pairs "
+        "the manipulated pairs too, from the same load. Each output is kept when its stamp shows its input and "
+        "settings unchanged. Run by the rules veridicality_predict and veridicality_released, one job per model.",
+    )
     s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv (Ross & Pavlick 2019)")
-    s.add_argument("--model", required=True,
-                   help="NLI classifier (hub id or path), or ross-pavlick-2019-bert for the released BERT probabilities")
+    s.add_argument(
+        "--model",
+        required=True,
+        help="NLI classifier (hub id or path), or ross-pavlick-2019-bert for the released BERT probabilities",
+    )
     _nli_options(s)
     random_init_option(s)
     s.add_argument("--out", required=True, help="output: predictions parquet (one row per item and environment)")
-    s.add_argument("--counterfactual-pairs",
-                   help="manipulated pairs (verbeval veridicality-counterfactuals --pairs): also predict them with the "
-                        "same loaded model, as veridicality-counterfactual-predict would (real NLI models only)")
+    s.add_argument(
+        "--counterfactual-pairs",
+        help="manipulated pairs (verbeval veridicality-counterfactuals --pairs): also predict them with the "
+        "same loaded model, as veridicality-counterfactual-predict would (real NLI models only)",
+    )
     s.add_argument("--counterfactual-out", help="output: NLI probabilities per manipulated pair (parquet)")
 
-    s = add("veridicality-table", cmd_veridicality_table,
-            "per-signature accuracy and correlations (CSV, Markdown, LaTeX) and the human-vs-model scatter",
-            "Run by the rule veridicality_table, one job per model.")
+    s = add(
+        "veridicality-table",
+        cmd_veridicality_table,
+        "per-signature accuracy and correlations (CSV, Markdown, LaTeX) and the human-vs-model scatter",
+        "Run by the rule veridicality_table, one job per model.",
+    )
     s.add_argument("--predictions", required=True, help="predictions.parquet (verbeval veridicality-predict)")
     s.add_argument("--model-name", required=True, help="model name in the tables and the figure")
-    s.add_argument("--csv", required=True, help="output: n, accuracy, Pearson, Spearman per signature and "
-                                                "environment (CSV)")
+    s.add_argument(
+        "--csv", required=True, help="output: n, accuracy, Pearson, Spearman per signature and environment (CSV)"
+    )
     s.add_argument("--md", required=True, help="output: the same table in Markdown")
     s.add_argument("--tex", required=True, help="output: the same table in LaTeX")
     s.add_argument("--scatter-csv", help="output: the points of the scatter figure (CSV, a DVC plot)")
@@ -212,34 +252,60 @@ def register(add: Add) -> None:
 
 def register_counterfactuals(add: Add) -> None:
     """The manipulated pairs and their KL tables: ``veridicality-counterfactuals`` to ``veridicality-kl``."""
-    s = add("veridicality-counterfactuals", cmd_veridicality_counterfactuals,
-            "manipulated veridicality pairs (verb replacements, to/that swaps) and the sentences left unhandled",
-            "Section 6.3 of Ross & Pavlick 2019 (docs/veridicality.md). Run by the rule "
-            "veridicality_counterfactuals.")
+    s = add(
+        "veridicality-counterfactuals",
+        cmd_veridicality_counterfactuals,
+        "manipulated veridicality pairs (verb replacements, to/that swaps) and the sentences left unhandled",
+        "Section 6.3 of Ross & Pavlick 2019 (docs/veridicality.md). Run by the rule veridicality_counterfactuals.",
+    )
     s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv")
-    s.add_argument("--samples", type=int, default=ConfigDefault("veridicality.counterfactual.samples"),
-                   help="replacement verbs per item and manipulation")
-    s.add_argument("--seed", type=int, default=ConfigDefault("veridicality.counterfactual.seed"),
-                   help="seed of the replacement-verb sampling")
+    s.add_argument(
+        "--samples",
+        type=int,
+        default=ConfigDefault("veridicality.counterfactual.samples"),
+        help="replacement verbs per item and manipulation",
+    )
+    s.add_argument(
+        "--seed",
+        type=int,
+        default=ConfigDefault("veridicality.counterfactual.seed"),
+        help="seed of the replacement-verb sampling",
+    )
     s.add_argument("--pairs", required=True, help="output: manipulated pairs (parquet)")
     s.add_argument("--unhandled", required=True, help="output: CSV: manipulation, item, environment, reason")
     s.add_argument("--coverage", required=True, help="output: CSV: handled and unhandled items per manipulation")
 
-    s = add("veridicality-counterfactual-predict", cmd_veridicality_counterfactual_predict,
-            "NLI probabilities of the manipulated pairs (a real NLI model)",
-            "The workflow runs this as part of veridicality-predict (--counterfactual-pairs), from the same load.")
+    s = add(
+        "veridicality-counterfactual-predict",
+        cmd_veridicality_counterfactual_predict,
+        "NLI probabilities of the manipulated pairs (a real NLI model)",
+        "The workflow runs this as part of veridicality-predict (--counterfactual-pairs), from the same load.",
+    )
     s.add_argument("--pairs", required=True, help="manipulated pairs (verbeval veridicality-counterfactuals --pairs)")
     s.add_argument("--model", required=True, help="NLI classifier (hub id or local path)")
     _nli_options(s)
     s.add_argument("--out", required=True, help="output: NLI probabilities per manipulated pair (parquet)")
 
-    s = add("veridicality-kl", cmd_veridicality_kl,
-            "KL(original || manipulated) tables 7 and 8 (CSV, Markdown, LaTeX)",
-            "Run by the rule veridicality_kl, one job per real NLI model.")
+    s = add(
+        "veridicality-kl",
+        cmd_veridicality_kl,
+        "KL(original || manipulated) tables 7 and 8 (CSV, Markdown, LaTeX)",
+        "Run by the rule veridicality_kl, one job per real NLI model.",
+    )
     s.add_argument("--predictions", required=True, help="predictions.parquet of the original pairs")
     s.add_argument("--counterfactuals", required=True, help="predictions of the manipulated pairs")
     s.add_argument("--model-name", required=True, help="model name in the table titles")
-    s.add_argument("--table7", nargs=3, required=True, metavar=("CSV", "MD", "TEX"),
-                   help="output: Table 7 (verb replacements) as CSV, Markdown and LaTeX")
-    s.add_argument("--table8", nargs=3, required=True, metavar=("CSV", "MD", "TEX"),
-                   help="output: Table 8 (complement type swap) as CSV, Markdown and LaTeX")
+    s.add_argument(
+        "--table7",
+        nargs=3,
+        required=True,
+        metavar=("CSV", "MD", "TEX"),
+        help="output: Table 7 (verb replacements) as CSV, Markdown and LaTeX",
+    )
+    s.add_argument(
+        "--table8",
+        nargs=3,
+        required=True,
+        metavar=("CSV", "MD", "TEX"),
+        help="output: Table 8 (complement type swap) as CSV, Markdown and LaTeX",
+    )

@@ -53,8 +53,19 @@ from verbeval.veridicality.sentence_edits import (
 MAIN_MANIPULATIONS = ("main_verb_matched", "main_verb_mismatched", "complement_verb")
 SWAP_MANIPULATIONS = ("to_that", "that_to")
 MANIPULATIONS = (*MAIN_MANIPULATIONS, *SWAP_MANIPULATIONS)
-PAIR_COLUMNS = ["manipulation", "index", "task", "verb", "signature", "environment", "sample", "replaced",
-                "replacement", "premise", "hypothesis"]
+PAIR_COLUMNS = [
+    "manipulation",
+    "index",
+    "task",
+    "verb",
+    "signature",
+    "environment",
+    "sample",
+    "replaced",
+    "replacement",
+    "premise",
+    "hypothesis",
+]
 UNHANDLED_COLUMNS = ["manipulation", "index", "task", "verb", "environment", "reason", "premise"]
 
 
@@ -86,8 +97,9 @@ def verb_pools(data: pd.DataFrame) -> dict[str, list[str]]:
     return pools
 
 
-def build_pairs(data: pd.DataFrame, samples: int = 1, seed: int = 0,
-                manipulations: Iterable[str] = MANIPULATIONS) -> tuple[pd.DataFrame, pd.DataFrame]:
+def build_pairs(
+    data: pd.DataFrame, samples: int = 1, seed: int = 0, manipulations: Iterable[str] = MANIPULATIONS
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(pairs, unhandled) for every item, environment and manipulation.
 
     ``samples`` replacement verbs per item for the verb replacements (the same verbs in both
@@ -111,8 +123,9 @@ def build_pairs(data: pd.DataFrame, samples: int = 1, seed: int = 0,
             if m == "main_verb_matched":
                 news = _rng_choice(pools[r.task], lemma, samples, seed, r.index, m)
             elif m == "main_verb_mismatched":
-                news = _rng_choice([v for v in pools[other] if v not in pools[r.task]], lemma, samples, seed,
-                                   r.index, m)
+                news = _rng_choice(
+                    [v for v in pools[other] if v not in pools[r.task]], lemma, samples, seed, r.index, m
+                )
             elif m == "complement_verb":
                 news = _rng_choice(pools["complement"], "", samples + 1, seed, r.index, m)
             else:
@@ -144,13 +157,24 @@ def build_pairs(data: pd.DataFrame, samples: int = 1, seed: int = 0,
                     unhandled.append({**base, "reason": str(exc), "premise": premise})
                     continue
                 for s, (p2, h2, old, new) in enumerate(rows):
-                    pairs.append({**base, "signature": r.signature, "sample": s, "replaced": old,
-                                  "replacement": new, "premise": p2, "hypothesis": h2})
+                    pairs.append(
+                        {
+                            **base,
+                            "signature": r.signature,
+                            "sample": s,
+                            "replaced": old,
+                            "replacement": new,
+                            "premise": p2,
+                            "hypothesis": h2,
+                        }
+                    )
     pairs_df = pd.DataFrame(pairs, columns=PAIR_COLUMNS)
-    pairs_df = pairs_df.sort_values(["manipulation", "index", "environment", "sample"], kind="stable",
-                                    ignore_index=True)
+    pairs_df = pairs_df.sort_values(
+        ["manipulation", "index", "environment", "sample"], kind="stable", ignore_index=True
+    )
     un_df = pd.DataFrame(unhandled, columns=UNHANDLED_COLUMNS).sort_values(
-        ["manipulation", "index", "environment"], kind="stable", ignore_index=True)
+        ["manipulation", "index", "environment"], kind="stable", ignore_index=True
+    )
     return pairs_df, un_df
 
 
@@ -163,6 +187,7 @@ def coverage(data: pd.DataFrame, pairs: pd.DataFrame, unhandled: pd.DataFrame) -
         for env in ("positive", "negative"):
             handled = pairs[(pairs["manipulation"] == m) & (pairs["environment"] == env)]["index"].nunique()
             bad = int(((unhandled["manipulation"] == m) & (unhandled["environment"] == env)).sum())
-            rows.append({"manipulation": m, "environment": env, "items": eligible, "handled": int(handled),
-                         "unhandled": bad})
+            rows.append(
+                {"manipulation": m, "environment": env, "items": eligible, "handled": int(handled), "unhandled": bad}
+            )
     return pd.DataFrame(rows)

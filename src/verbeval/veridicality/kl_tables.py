@@ -42,8 +42,11 @@ def attach_kl(original: pd.DataFrame, manipulated: pd.DataFrame) -> pd.DataFrame
 
 def _summary(part: pd.DataFrame) -> dict[str, Any]:
     kl = part["kl"].to_numpy(float)
-    return {"n": len(kl), "mean_kl": float(kl.mean()) if len(kl) else float("nan"),
-            "median_kl": float(np.median(kl)) if len(kl) else float("nan")}
+    return {
+        "n": len(kl),
+        "mean_kl": float(kl.mean()) if len(kl) else float("nan"),
+        "median_kl": float(np.median(kl)) if len(kl) else float("nan"),
+    }
 
 
 def table7(scored: pd.DataFrame) -> pd.DataFrame:

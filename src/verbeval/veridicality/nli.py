@@ -29,19 +29,45 @@ PSEUDO_MODEL = "ross-pavlick-2019-bert"
 LABELS = ("entailment", "neutral", "contradiction")
 ENVIRONMENTS = ("positive", "negative")
 SYMBOL_LABELS = {"+": "entailment", "-": "contradiction", "o": "neutral"}
-PREDICTION_COLUMNS = ["index", "verb", "signature", "environment", "p_entailment", "p_neutral",
-                      "p_contradiction", "score", "human_mean"]
+PREDICTION_COLUMNS = [
+    "index",
+    "verb",
+    "signature",
+    "environment",
+    "p_entailment",
+    "p_neutral",
+    "p_contradiction",
+    "score",
+    "human_mean",
+]
 TABLE_COLUMNS = ["signature", "environment", "n", "accuracy", "pearson", "spearman"]
 
-_TEXT_COLUMNS = ["index", "task", "verb", "sentence", "neg_sentence", "complement", "turker_pos_ratings",
-                 "turker_neg_ratings"]
-_PROB_COLUMNS = [f"bert_{env}_{lab}_prob" for env in ("pos", "neg") for lab in ("entailment", "contradiction", "neutral")]
+_TEXT_COLUMNS = [
+    "index",
+    "task",
+    "verb",
+    "sentence",
+    "neg_sentence",
+    "complement",
+    "turker_pos_ratings",
+    "turker_neg_ratings",
+]
+_PROB_COLUMNS = [
+    f"bert_{env}_{lab}_prob" for env in ("pos", "neg") for lab in ("entailment", "contradiction", "neutral")
+]
 REQUIRED_COLUMNS = [*_TEXT_COLUMNS, *_PROB_COLUMNS, "signature"]
 _SIGNATURE = re.compile(r"^[+\-o]/[+\-o]$")
 # label name variants -> canonical name
-_LABEL_ALIASES = {"entailment": "entailment", "entail": "entailment", "entailed": "entailment",
-                  "neutral": "neutral", "contradiction": "contradiction", "contradict": "contradiction",
-                  "contradictory": "contradiction", "not_entailment": "contradiction"}
+_LABEL_ALIASES = {
+    "entailment": "entailment",
+    "entail": "entailment",
+    "entailed": "entailment",
+    "neutral": "neutral",
+    "contradiction": "contradiction",
+    "contradict": "contradiction",
+    "contradictory": "contradiction",
+    "not_entailment": "contradiction",
+}
 
 
 # --------------------------------------------------------------------------- dataset
@@ -112,13 +138,17 @@ def _long_frame(data: pd.DataFrame, probs: Mapping[str, pd.DataFrame]) -> pd.Dat
     parts = []
     for env, human in (("positive", "human_pos_mean"), ("negative", "human_neg_mean")):
         p = probs[env].reset_index(drop=True)
-        part = pd.DataFrame({
-            "index": data["index"].to_numpy(), "verb": data["verb"].to_numpy(),
-            "signature": data["signature"].to_numpy(), "environment": env,
-            "p_entailment": p["p_entailment"].to_numpy(dtype=float),
-            "p_neutral": p["p_neutral"].to_numpy(dtype=float),
-            "p_contradiction": p["p_contradiction"].to_numpy(dtype=float),
-        })
+        part = pd.DataFrame(
+            {
+                "index": data["index"].to_numpy(),
+                "verb": data["verb"].to_numpy(),
+                "signature": data["signature"].to_numpy(),
+                "environment": env,
+                "p_entailment": p["p_entailment"].to_numpy(dtype=float),
+                "p_neutral": p["p_neutral"].to_numpy(dtype=float),
+                "p_contradiction": p["p_contradiction"].to_numpy(dtype=float),
+            }
+        )
         part["score"] = part["p_entailment"] - part["p_contradiction"]
         part["human_mean"] = data[human].to_numpy(dtype=float)
         parts.append(part)
@@ -127,8 +157,10 @@ def _long_frame(data: pd.DataFrame, probs: Mapping[str, pd.DataFrame]) -> pd.Dat
 
 def pseudo_model_predictions(data: pd.DataFrame) -> pd.DataFrame:
     """The predictions table of the BERT model released with the dataset (no model is run)."""
-    probs = {env: pd.DataFrame({f"p_{lab}": data[f"bert_{short}_{lab}_prob"] for lab in LABELS})
-             for env, short in (("positive", "pos"), ("negative", "neg"))}
+    probs = {
+        env: pd.DataFrame({f"p_{lab}": data[f"bert_{short}_{lab}_prob"] for lab in LABELS})
+        for env, short in (("positive", "pos"), ("negative", "neg"))
+    }
     return _long_frame(data, probs)
 
 
@@ -145,7 +177,8 @@ def label_index(config: Any) -> dict[str, int]:
         if re.fullmatch(r"label_\d+", key):
             raise VerbevalError(
                 f"model config id2label {dict(id2label)} has positional label names ({name!r}); the NLI labels "
-                "must be named (entailment, neutral, contradiction) - refusing to guess their order")
+                "must be named (entailment, neutral, contradiction) - refusing to guess their order"
+            )
         canon = _LABEL_ALIASES.get(key)
         if canon is None:
             continue
@@ -154,13 +187,21 @@ def label_index(config: Any) -> dict[str, int]:
         found[canon] = int(idx)
     missing = [lab for lab in LABELS if lab not in found]
     if missing:
-        raise VerbevalError(f"model config id2label {dict(id2label)}: no label named {missing} "
-                            "(an NLI model fine-tuned on MNLI has entailment, neutral and contradiction)")
+        raise VerbevalError(
+            f"model config id2label {dict(id2label)}: no label named {missing} "
+            "(an NLI model fine-tuned on MNLI has entailment, neutral and contradiction)"
+        )
     return found
 
 
-def score_nli(model: Any, tokenizer: Any, premises: Sequence[str], hypotheses: Sequence[str],
-              batch_size: int = 32, device: Any = "cpu") -> pd.DataFrame:
+def score_nli(
+    model: Any,
+    tokenizer: Any,
+    premises: Sequence[str],
+    hypotheses: Sequence[str],
+    batch_size: int = 32,
+    device: Any = "cpu",
+) -> pd.DataFrame:
     """P(entailment), P(neutral), P(contradiction) per (premise, hypothesis) pair, batched. Non-finite
     probabilities (NaN or inf weights) raise :class:`VerbevalError` naming the model and the first pair."""
     import torch
@@ -172,8 +213,13 @@ def score_nli(model: Any, tokenizer: Any, premises: Sequence[str], hypotheses: S
     rows: list[np.ndarray] = []
     with torch.inference_mode():
         for start in range(0, len(premises), batch_size):
-            enc = tokenizer(list(premises[start:start + batch_size]), list(hypotheses[start:start + batch_size]),
-                            padding=True, truncation=True, return_tensors="pt").to(device)
+            enc = tokenizer(
+                list(premises[start : start + batch_size]),
+                list(hypotheses[start : start + batch_size]),
+                padding=True,
+                truncation=True,
+                return_tensors="pt",
+            ).to(device)
             logits = model(**enc).logits.float()
             rows.append(torch.softmax(logits, dim=-1).cpu().numpy())
     probs = np.concatenate(rows) if rows else np.zeros((0, model.config.num_labels))
@@ -181,9 +227,11 @@ def score_nli(model: Any, tokenizer: Any, premises: Sequence[str], hypotheses: S
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
         name = getattr(model.config, "_name_or_path", "") or "the NLI model"
-        raise VerbevalError(f"{name}: {int(bad.sum())} of {len(probs)} premise/hypothesis pairs have non-finite NLI "
-                            f"probabilities (the first: {premises[first]!r} / {hypotheses[first]!r}); its weights "
-                            "or inputs hold NaN or inf. Nothing was written")
+        raise VerbevalError(
+            f"{name}: {int(bad.sum())} of {len(probs)} premise/hypothesis pairs have non-finite NLI "
+            f"probabilities (the first: {premises[first]!r} / {hypotheses[first]!r}); its weights "
+            "or inputs hold NaN or inf. Nothing was written"
+        )
     return pd.DataFrame({f"p_{lab}": probs[:, idx[lab]] for lab in LABELS})
 
 
@@ -207,12 +255,15 @@ def load_nli(model_id: str, revision: str | None = None, device: str = "auto") -
     return model.eval().to(dev), tok, dev
 
 
-def model_predictions(data: pd.DataFrame, model: Any, tokenizer: Any, batch_size: int = 32,
-                      device: Any = "cpu") -> pd.DataFrame:
+def model_predictions(
+    data: pd.DataFrame, model: Any, tokenizer: Any, batch_size: int = 32, device: Any = "cpu"
+) -> pd.DataFrame:
     """The predictions table of a real NLI model on both environments."""
     hyp = data["complement"].tolist()
-    probs = {"positive": score_nli(model, tokenizer, data["sentence"].tolist(), hyp, batch_size, device),
-             "negative": score_nli(model, tokenizer, data["neg_sentence"].tolist(), hyp, batch_size, device)}
+    probs = {
+        "positive": score_nli(model, tokenizer, data["sentence"].tolist(), hyp, batch_size, device),
+        "negative": score_nli(model, tokenizer, data["neg_sentence"].tolist(), hyp, batch_size, device),
+    }
     return _long_frame(data, probs)
 
 
@@ -221,8 +272,11 @@ def model_predictions(data: pd.DataFrame, model: Any, tokenizer: Any, batch_size
 
 def expected_labels(predictions: pd.DataFrame) -> pd.Series:
     """The label each row's signature predicts in its environment."""
-    return pd.Series([parse_signature(s)[e] for s, e in zip(predictions["signature"], predictions["environment"])],
-                     index=predictions.index, dtype=object)
+    return pd.Series(
+        [parse_signature(s)[e] for s, e in zip(predictions["signature"], predictions["environment"])],
+        index=predictions.index,
+        dtype=object,
+    )
 
 
 def predicted_labels(predictions: pd.DataFrame) -> pd.Series:
@@ -241,9 +295,14 @@ def _correlations(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 def _row(signature: str, environment: str, part: pd.DataFrame, correct: pd.Series) -> dict[str, Any]:
     pearson, spearman = _correlations(part["score"].to_numpy(float), part["human_mean"].to_numpy(float))
-    return {"signature": signature, "environment": environment, "n": len(part),
-            "accuracy": float(correct.loc[part.index].mean()) if len(part) else float("nan"),
-            "pearson": pearson, "spearman": spearman}
+    return {
+        "signature": signature,
+        "environment": environment,
+        "n": len(part),
+        "accuracy": float(correct.loc[part.index].mean()) if len(part) else float("nan"),
+        "pearson": pearson,
+        "spearman": spearman,
+    }
 
 
 def signature_table(predictions: pd.DataFrame) -> pd.DataFrame:
@@ -316,16 +375,20 @@ def _mix64(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-def scatter_jitter(points: pd.DataFrame, seed: int = SCATTER_SEED,
-                   widths: tuple[float, float] = SCATTER_JITTER) -> tuple[np.ndarray, np.ndarray]:
+def scatter_jitter(
+    points: pd.DataFrame, seed: int = SCATTER_SEED, widths: tuple[float, float] = SCATTER_JITTER
+) -> tuple[np.ndarray, np.ndarray]:
     """Deterministic (dx, dy) offsets, uniform in ±``widths``, one per row of ``points``.
 
     Each offset is a hash of (``seed``, item ``index``, environment), so a point moves the same
     way whatever the row order, the other rows or the model (an item sits at the same x in every
     model's figure). Used only to draw the scatter."""
     env = points["environment"].map({e: i for i, e in enumerate(ENVIRONMENTS)}).to_numpy(np.int64)
-    key = (points["index"].to_numpy(np.int64).astype(np.uint64) * np.uint64(4) + env.astype(np.uint64) * np.uint64(2)
-           + np.uint64(seed) * np.uint64(0x2545F4914F6CDD1D))
+    key = (
+        points["index"].to_numpy(np.int64).astype(np.uint64) * np.uint64(4)
+        + env.astype(np.uint64) * np.uint64(2)
+        + np.uint64(seed) * np.uint64(0x2545F4914F6CDD1D)
+    )
     with np.errstate(over="ignore"):
         u = [(_mix64(key + np.uint64(k)) >> np.uint64(11)).astype(np.float64) / float(1 << 53) for k in (0, 1)]
     return (2 * u[0] - 1) * widths[0], (2 * u[1] - 1) * widths[1]
@@ -355,8 +418,7 @@ def plot_scatter(predictions: pd.DataFrame, model: str) -> Any:
     colours = palette(list(ENVIRONMENTS), kind="environment")
     ncols = min(4, len(sigs))
     nrows = -(-len(sigs) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.0 * nrows), sharex=True, sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.0 * nrows), sharex=True, sharey=True, squeeze=False)
     points = scatter_data(predictions)
     dx, dy = scatter_jitter(points)
     x, y = points["human_mean"].to_numpy(float) + dx, points["score"].to_numpy(float) + dy
@@ -364,22 +426,36 @@ def plot_scatter(predictions: pd.DataFrame, model: str) -> Any:
         in_sig = (points["signature"] == sig).to_numpy()
         for rank, env in enumerate(draw_order(points[in_sig])):
             sel = in_sig & (points["environment"] == env).to_numpy()
-            ax.scatter(x[sel], y[sel], s=10, alpha=SCATTER_ALPHA, color=colours[env], marker=SCATTER_MARKERS[env],
-                       linewidths=0, label=env, zorder=2 + rank)
+            ax.scatter(
+                x[sel],
+                y[sel],
+                s=10,
+                alpha=SCATTER_ALPHA,
+                color=colours[env],
+                marker=SCATTER_MARKERS[env],
+                linewidths=0,
+                label=env,
+                zorder=2 + rank,
+            )
         ax.axhline(0, color="0.8", lw=0.6, zorder=0)
         ax.axvline(0, color="0.8", lw=0.6, zorder=0)
         ax.set_title(f"{sig}  (n={int(in_sig.sum()) // 2})")
         ax.set_xlim(-2.1, 2.1)
         ax.set_ylim(-1.08, 1.08)
-    for ax in axes.flat[len(sigs):]:
+    for ax in axes.flat[len(sigs) :]:
         ax.set_visible(False)
     for ax in axes[-1]:
         ax.set_xlabel("mean human rating")
     for ax in axes[:, 0]:
         ax.set_ylabel("P(E) − P(C)")
-    handles = [plt.Line2D([], [], linestyle="", marker=SCATTER_MARKERS[e], color=colours[e], markersize=5)
-               for e in ENVIRONMENTS]
+    handles = [
+        plt.Line2D([], [], linestyle="", marker=SCATTER_MARKERS[e], color=colours[e], markersize=5)
+        for e in ENVIRONMENTS
+    ]
     fig.legend(handles, list(ENVIRONMENTS), title="environment", loc="upper right")
-    fig.suptitle(f"Verb veridicality: {model} (points jittered by up to ±{SCATTER_JITTER[0]:g} in x, "
-                 f"±{SCATTER_JITTER[1]:g} in y)", fontsize="medium")
+    fig.suptitle(
+        f"Verb veridicality: {model} (points jittered by up to ±{SCATTER_JITTER[0]:g} in x, "
+        f"±{SCATTER_JITTER[1]:g} in y)",
+        fontsize="medium",
+    )
     return fig

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 DO = {"do", "does", "did"}
 MODALS = {"can", "could", "may", "might", "must", "shall", "should", "will", "would"}
@@ -22,20 +22,137 @@ HAVE = {"have", "has", "had", "having", "'ve", "'d"}
 BE = {"be", "is", "are", "am", "was", "were", "been", "being", "'s", "'re", "'m"}
 NEGATION = {"not", "n't", "never"}
 AUXILIARY_LEMMAS = {"be", "have", "do"}
-DETERMINERS = {"the", "a", "an", "this", "that", "these", "those", "his", "her", "its", "their", "our", "my",
-               "your", "some", "any", "no", "every", "each", "all", "both", "either", "neither", "many", "much",
-               "several", "such", "another", "other", "which", "what", "whose", "to", "of", "in", "on", "for",
-               "with", "by", "at", "from", "as", "and", "or"}
+DETERMINERS = {
+    "the",
+    "a",
+    "an",
+    "this",
+    "that",
+    "these",
+    "those",
+    "his",
+    "her",
+    "its",
+    "their",
+    "our",
+    "my",
+    "your",
+    "some",
+    "any",
+    "no",
+    "every",
+    "each",
+    "all",
+    "both",
+    "either",
+    "neither",
+    "many",
+    "much",
+    "several",
+    "such",
+    "another",
+    "other",
+    "which",
+    "what",
+    "whose",
+    "to",
+    "of",
+    "in",
+    "on",
+    "for",
+    "with",
+    "by",
+    "at",
+    "from",
+    "as",
+    "and",
+    "or",
+}
 # clause openers: a sentence starting with one of these has no subject directly before its main verb
-SUBORDINATORS = {"when", "if", "while", "although", "though", "because", "after", "before", "as", "since",
-                 "until", "unless", "once", "whether", "where", "whereas", "so", "but", "and", "or", "yet",
-                 "however", "then", "also", "in", "on", "at", "for", "with", "by", "from", "of", "to"}
-LOWER_FIRST = {"he", "she", "it", "they", "we", "you", "the", "a", "an", "this", "that", "these", "those",
-               "his", "her", "its", "their", "our", "my", "your", "some", "many", "most", "all", "people"}
+SUBORDINATORS = {
+    "when",
+    "if",
+    "while",
+    "although",
+    "though",
+    "because",
+    "after",
+    "before",
+    "as",
+    "since",
+    "until",
+    "unless",
+    "once",
+    "whether",
+    "where",
+    "whereas",
+    "so",
+    "but",
+    "and",
+    "or",
+    "yet",
+    "however",
+    "then",
+    "also",
+    "in",
+    "on",
+    "at",
+    "for",
+    "with",
+    "by",
+    "from",
+    "of",
+    "to",
+}
+LOWER_FIRST = {
+    "he",
+    "she",
+    "it",
+    "they",
+    "we",
+    "you",
+    "the",
+    "a",
+    "an",
+    "this",
+    "that",
+    "these",
+    "those",
+    "his",
+    "her",
+    "its",
+    "their",
+    "our",
+    "my",
+    "your",
+    "some",
+    "many",
+    "most",
+    "all",
+    "people",
+}
 DEMONSTRATIVES = {"this", "that", "these", "those"}
 WH = {"that", "who", "whom", "whose", "which", "what", "how", "where", "when", "why", "whether", "if"}
-PRONOUNS = {"i", "you", "he", "she", "it", "we", "they", "who", "there", "this", "that", "everyone", "someone",
-            "nobody", "everybody", "somebody", "anyone", "anybody"}
+PRONOUNS = {
+    "i",
+    "you",
+    "he",
+    "she",
+    "it",
+    "we",
+    "they",
+    "who",
+    "there",
+    "this",
+    "that",
+    "everyone",
+    "someone",
+    "nobody",
+    "everybody",
+    "somebody",
+    "anyone",
+    "anybody",
+}
 ACCUSATIVE = {"i": "me", "he": "him", "she": "her", "we": "us", "they": "them", "who": "whom"}
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|'[A-Za-z]+")
 
@@ -63,7 +180,7 @@ def tokens(text: str) -> list[Token]:
 # --------------------------------------------------------------------------- verb forms
 
 
-@lru_cache(maxsize=None)
+@cache
 def verb_lemmas(word: str) -> tuple[str, ...]:
     """Verb lemmas lemminflect's dictionary knows for ``word`` (no out-of-vocabulary guessing)."""
     from lemminflect import getAllLemmas
@@ -71,7 +188,7 @@ def verb_lemmas(word: str) -> tuple[str, ...]:
     return tuple(getAllLemmas(word.lower(), "VERB").get("VERB", ()))
 
 
-@lru_cache(maxsize=None)
+@cache
 def forms(lemma: str) -> dict[str, tuple[str, ...]]:
     """Penn tag -> forms of a verb lemma (VBN falls back to VBD where lemminflect merges them)."""
     from lemminflect import getAllInflections, getInflection
@@ -146,7 +263,7 @@ def inflect(lemma: str, tag: str, like: str) -> str:
 
 
 def _replace(text: str, tok: Token, new: str) -> str:
-    return text[:tok.start] + new + text[tok.end:]
+    return text[: tok.start] + new + text[tok.end :]
 
 
 # --------------------------------------------------------------------------- locating the verbs
@@ -157,7 +274,7 @@ def find_main_verb(sentence: str, lemma: str, task: str) -> int:
     toks = tokens(sentence)
     for i, t in enumerate(toks[:-1]):
         nxt = toks[i + 1]
-        if nxt.low == task and sentence[t.end:nxt.start].strip() == "" and is_form_of(t.text, lemma):
+        if nxt.low == task and sentence[t.end : nxt.start].strip() == "" and is_form_of(t.text, lemma):
             return i
     raise Unhandled(f"no form of {lemma!r} directly followed by {task!r}")
 
@@ -255,19 +372,23 @@ def complement_verb_spans(premise: str, hypothesis: str, lemma: str, task: str) 
     if not lems:
         raise Unhandled(f"{h.text!r} is not a verb")
     tag = context_tag(htoks, last, lems[0])
-    after = [t for t in ptoks[i + 2:] if t.low == h.low]
+    after = [t for t in ptoks[i + 2 :] if t.low == h.low]
     if not after:
         raise Unhandled(f"the complement verb {h.text!r} does not occur after 'that' in the premise")
     return after[0], tag, h, tag
 
 
-def replace_complement_verb(premise: str, hypothesis: str, lemma: str, task: str,
-                            new_lemma: str) -> tuple[str, str, str]:
+def replace_complement_verb(
+    premise: str, hypothesis: str, lemma: str, task: str, new_lemma: str
+) -> tuple[str, str, str]:
     """(edited premise, edited hypothesis, replaced word): the embedded verb becomes ``new_lemma``
     in both, each inflected like the word it replaces."""
     p, ptag, h, htag = complement_verb_spans(premise, hypothesis, lemma, task)
-    return (_replace(premise, p, inflect(new_lemma, ptag, p.text)),
-            _replace(hypothesis, h, inflect(new_lemma, htag, h.text)), h.text)
+    return (
+        _replace(premise, p, inflect(new_lemma, ptag, p.text)),
+        _replace(hypothesis, h, inflect(new_lemma, htag, h.text)),
+        h.text,
+    )
 
 
 def _clause_subject(subject: str) -> str:
@@ -278,7 +399,7 @@ def _clause_subject(subject: str) -> str:
     first = subject.split()[0]
     low = first.lower()
     if first != "I" and (low in LOWER_FIRST or getAllLemmas(low)):
-        return low + subject[len(first):]
+        return low + subject[len(first) :]
     return subject
 
 
@@ -304,15 +425,15 @@ def to_that(premise: str, hypothesis: str, lemma: str) -> str:
     k = chain_start(toks, i)
     if tag == "VBG" and not any(t.low in BE for t in toks[k:i]):
         raise Unhandled("the main verb is a participle (no finite clause to embed under)")
-    subject = premise[:toks[k].start].strip()
+    subject = premise[: toks[k].start].strip()
     if not subject or "," in subject or subject.split()[0].lower() in SUBORDINATORS:
         raise Unhandled("the sentence does not start with the main verb's subject")
     if any(t.low in WH or _only_verb(t.low) for t in toks[:k]):
         raise Unhandled("the main verb is inside a subordinate or relative clause")
     if not hypothesis.lower().startswith(subject.lower() + " "):
         raise Unhandled("the hypothesis does not start with the main verb's subject")
-    clause = _clause_subject(subject) + hypothesis[len(subject):]
-    return premise[:toks[i].end] + " that " + clause
+    clause = _clause_subject(subject) + hypothesis[len(subject) :]
+    return premise[: toks[i].end] + " that " + clause
 
 
 def that_to(premise: str, hypothesis: str, lemma: str) -> str:
@@ -321,7 +442,7 @@ def that_to(premise: str, hypothesis: str, lemma: str) -> str:
     i = find_main_verb(premise, lemma, "that")
     first, last = clause_verb_group(htoks)
     n = last + 1
-    rest = ptoks[i + 2:]
+    rest = ptoks[i + 2 :]
     if len(rest) < n or [t.low for t in rest[:n]] != [t.low for t in htoks[:n]]:
         raise Unhandled("the clause after 'that' does not start like the hypothesis")
     group = [t.text for t in rest[first:n]]  # the premise's spelling, adverbs kept
@@ -339,10 +460,10 @@ def that_to(premise: str, hypothesis: str, lemma: str) -> str:
         raise Unhandled(f"{group[h0]!r} is not a verb")
     group[h0] = inflect(head[0], "VB", group[h0])
     subj_toks = rest[:first]
-    subj = premise[subj_toks[0].start:subj_toks[-1].end] if subj_toks else ""
+    subj = premise[subj_toks[0].start : subj_toks[-1].end] if subj_toks else ""
     if not subj:
         raise Unhandled("the clause has no subject before its verb")
     if len(subj_toks) == 1 and subj.lower() in ACCUSATIVE:
         subj = ACCUSATIVE[subj.lower()]
-    tail = premise[rest[n - 1].end:]
-    return premise[:ptoks[i].end] + " " + subj + " to " + " ".join(group) + tail
+    tail = premise[rest[n - 1].end :]
+    return premise[: ptoks[i].end] + " " + subj + " to " + " ".join(group) + tail

@@ -26,8 +26,10 @@ class FiguresPlan:
         self.t3_groups = table3_groups(plan.group_ids, self.config["contexts"], self.config["context_groups"])
         unknown = [g for g in self.t3_groups if g not in plan.group_ids]
         if unknown:
-            raise plan.error(["agreement", "figures", "contexts"],
-                             f"agreement.figures.contexts: group(s) {unknown} are not run (groups: {plan.group_ids})")
+            raise plan.error(
+                ["agreement", "figures", "contexts"],
+                f"agreement.figures.contexts: group(s) {unknown} are not run (groups: {plan.group_ids})",
+            )
         # the checkpoint figure: drawn when some model has `revisions:` (and figures.checkpoints.enabled)
         self.checkpoint_figure = bool(plan.checkpoints) and self.config["checkpoints"]["enabled"]
         #: Figures 1-4 by file stem (the wildcard of rules figure_cutoffs and dvc_plot_data): the name
@@ -41,10 +43,15 @@ class FiguresPlan:
     def cutoff_params(self) -> dict[str, Any]:
         """Params of the cutoff figures' rule shared by Figures 1-4."""
         plan = self.plan
-        return {"models": ",".join(plan.models), "top": plan.cutoffs("top_cutoffs"),
-                "bottom": plan.cutoffs("bottom_cutoffs"), "confidence": plan.agr["bootstrap"]["confidence"],
-                "min_contexts": self.config["min_contexts"], "low_n": self.config["low_n"],
-                "random_models": plan.random_models}  # named in the report captions
+        return {
+            "models": ",".join(plan.models),
+            "top": plan.cutoffs("top_cutoffs"),
+            "bottom": plan.cutoffs("bottom_cutoffs"),
+            "confidence": plan.agr["bootstrap"]["confidence"],
+            "min_contexts": self.config["min_contexts"],
+            "low_n": self.config["low_n"],
+            "random_models": plan.random_models,
+        }  # named in the report captions
 
     def checkpoint_args(self) -> str:
         """--checkpoint SWEEP MODEL STEP options of `verbeval plot-checkpoints`, and --log-x."""
@@ -77,10 +84,13 @@ class FiguresPlan:
     def outputs(self) -> list[str]:
         figs, formats = self.out, self.config["formats"]
         stems = [*self.cutoff_figures, "lemma_accuracy", "model_comparison"]
-        return ([f"{figs}/{s}.{ext}" for s in stems for ext in ["csv", *formats]]
-                + [f"{figs}/{s}.{ext}" for s in ("table3_topk", "worst_lemmas") for ext in ("csv", "md", "html")]
-                + [f"{figs}/lemma_metrics.json"] + self.plan.per_model(f"{self.plan.out}/{{model}}/lemma_stats.csv")
-                + ([f"{figs}/checkpoints.{ext}" for ext in ["csv", *formats]] if self.checkpoint_figure else []))
+        return (
+            [f"{figs}/{s}.{ext}" for s in stems for ext in ["csv", *formats]]
+            + [f"{figs}/{s}.{ext}" for s in ("table3_topk", "worst_lemmas") for ext in ("csv", "md", "html")]
+            + [f"{figs}/lemma_metrics.json"]
+            + self.plan.per_model(f"{self.plan.out}/{{model}}/lemma_stats.csv")
+            + ([f"{figs}/checkpoints.{ext}" for ext in ["csv", *formats]] if self.checkpoint_figure else [])
+        )
 
     # ------------------------------------------------------------------ DVC views
 
@@ -94,5 +104,9 @@ class FiguresPlan:
         return self.plan.per_group(f"{self.out}/dvc/{stem}/{side}/{{group}}.csv")
 
     def dvc_view_outputs(self) -> list[str]:
-        return self.dvc_metrics_files() + [f for stem, (_, sides) in self.cutoff_figures.items() for side in sides
-                                           for f in self.dvc_plot_files(stem, side)]
+        return self.dvc_metrics_files() + [
+            f
+            for stem, (_, sides) in self.cutoff_figures.items()
+            for side in sides
+            for f in self.dvc_plot_files(stem, side)
+        ]

@@ -15,8 +15,9 @@ from verbeval.core.manifest import load_manifest
 from verbeval.workflow.plan import Plan, PlanError
 
 
-def build_plan(config: dict[str, Any], layers: Sequence[Layer] = (), *, basedir: str | Path | None = None,
-               check_paths: bool = True) -> Plan:
+def build_plan(
+    config: dict[str, Any], layers: Sequence[Layer] = (), *, basedir: str | Path | None = None, check_paths: bool = True
+) -> Plan:
     """Validate ``config`` (in place: the schema's defaults are filled in) and plan the workflow.
 
     ``layers`` are the configuration files in merge order (:func:`verbeval.core.config.config_layers`),
@@ -61,12 +62,18 @@ def merged_config(files: Sequence[str | Path], overrides: Mapping[str, Any] | No
     return config
 
 
-def plan_from_files(files: Sequence[str | Path], overrides: Mapping[str, Any] | None = None, *,
-                    basedir: str | Path | None = None, check_paths: bool = True) -> Plan:
+def plan_from_files(
+    files: Sequence[str | Path],
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    basedir: str | Path | None = None,
+    check_paths: bool = True,
+) -> Plan:
     """:func:`build_plan` of the configuration that ``snakemake --configfile FILES --config
     KEY=VALUE...`` reads (``overrides`` are the ``--config`` pairs, already parsed)."""
-    return build_plan(merged_config(files, overrides), config_layers(files, overrides), basedir=basedir,
-                      check_paths=check_paths)
+    return build_plan(
+        merged_config(files, overrides), config_layers(files, overrides), basedir=basedir, check_paths=check_paths
+    )
 
 
 def workdir_hint(basedir: str | Path | None) -> str:
@@ -76,6 +83,8 @@ def workdir_hint(basedir: str | Path | None) -> str:
     root = Path(basedir).resolve()
     if Path.cwd().resolve() == root or Path("resources").is_dir():
         return ""
-    return (f"; relative paths are read from the working directory {Path.cwd()}: run the workflow from the "
-            f"repository root ({root}), or from elsewhere with -s {root / 'Snakefile'} --directory {root} "
-            f"(--configfile paths stay relative to where you are)")
+    return (
+        f"; relative paths are read from the working directory {Path.cwd()}: run the workflow from the "
+        f"repository root ({root}), or from elsewhere with -s {root / 'Snakefile'} --directory {root} "
+        f"(--configfile paths stay relative to where you are)"
+    )

@@ -40,6 +40,8 @@ def quoted(options: Sequence[str]) -> str:
 def model_source_args(m: Mapping[str, Any]) -> list[str]:
     """``--revision``, ``--gguf-file`` and ``--sha256`` of a model entry (those it has): the options
     of every command that loads the model or its tokenizer."""
-    return ((["--revision", m["revision"]] if m.get("revision") else [])
-            + (["--gguf-file", m["gguf_file"]] if m.get("gguf_file") else [])
-            + (["--sha256", m["pip"]["sha256"]] if m.get("pip") else []))
+    return (
+        (["--revision", m["revision"]] if m.get("revision") else [])
+        + (["--gguf-file", m["gguf_file"]] if m.get("gguf_file") else [])
+        + (["--sha256", m["pip"]["sha256"]] if m.get("pip") else [])
+    )

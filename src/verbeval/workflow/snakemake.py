@@ -57,8 +57,10 @@ def slurm_account_placeholder(workflow: Any) -> str | None:
     for arg in _default_resource_args(workflow):
         key, _, value = arg.partition("=")
         if key.strip() == "slurm_account" and value.strip().strip("'\"") == SLURM_ACCOUNT_PLACEHOLDER:
-            return (f"slurm_account is still {SLURM_ACCOUNT_PLACEHOLDER!r} (default-resources of the SLURM profile, "
-                    "profiles/slurm/config.yaml): set it to your SLURM account (see `sacctmgr show assoc user=$USER`)")
+            return (
+                f"slurm_account is still {SLURM_ACCOUNT_PLACEHOLDER!r} (default-resources of the SLURM profile, "
+                "profiles/slurm/config.yaml): set it to your SLURM account (see `sacctmgr show assoc user=$USER`)"
+            )
     return None
 
 
@@ -166,8 +168,10 @@ def blocked_output_root(config: Mapping[str, Any], outputs: Iterable[str | Path]
                 seen.add(here)
                 what = _not_a_folder(here)
                 if what is not None:
-                    return (f"{key} {folder}: cannot write {Path(folder) / inner} (it is {what}, where the run "
-                            f"needs a folder for {_shown(absolute)}): move it away or choose another {key}")
+                    return (
+                        f"{key} {folder}: cannot write {Path(folder) / inner} (it is {what}, where the run "
+                        f"needs a folder for {_shown(absolute)}): move it away or choose another {key}"
+                    )
             break
     return None
 
@@ -219,5 +223,7 @@ def failure_lines(log: str | Path | Sequence[str | Path] | None) -> list[str]:
     causes = failure_summary(text)
     if not causes:
         return []
-    return [f"verbeval: {len(causes)} failed job(s), the cause of each (its log in brackets):",
-            *(f"  {line}" for line in causes)]
+    return [
+        f"verbeval: {len(causes)} failed job(s), the cause of each (its log in brackets):",
+        *(f"  {line}" for line in causes),
+    ]

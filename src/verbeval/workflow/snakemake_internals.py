@@ -34,29 +34,39 @@ PRIVATE_API: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 
 
 @contextmanager
-def parsed_workflow(snakefile: str | Path, workdir: str | Path, *, configfiles: Sequence[str | Path] = (),
-                    config: Mapping[str, Any] | None = None, dag_settings: Any = None, resource_settings: Any = None,
-                    workflow_settings: Any = None) -> Iterator[Any]:
+def parsed_workflow(
+    snakefile: str | Path,
+    workdir: str | Path,
+    *,
+    configfiles: Sequence[str | Path] = (),
+    config: Mapping[str, Any] | None = None,
+    dag_settings: Any = None,
+    resource_settings: Any = None,
+    workflow_settings: Any = None,
+) -> Iterator[Any]:
     """Snakemake's ``Workflow`` of ``snakefile`` parsed in ``workdir`` with ``--configfile
     CONFIGFILES --config KEY=VALUE...`` (``config``: the pairs, parsed), inside Snakemake's API
     context (quiet). ``dag_settings`` (Snakemake's DAGSettings) are installed as a run installs
     them, for :func:`build_dag`; ``resource_settings`` default to one core. The working directory
     is restored on exit."""
     from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import (ConfigSettings, OutputSettings, ResourceSettings,
-                                          WorkflowSettings)
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, WorkflowSettings
 
     cwd = os.getcwd()
     try:
         with SnakemakeApi(OutputSettings(quiet={"all"})) as api:  # type: ignore[arg-type]
-            wapi = api.workflow(resource_settings=resource_settings or ResourceSettings(cores=1),
-                                workflow_settings=workflow_settings or WorkflowSettings(),
-                                config_settings=ConfigSettings(configfiles=[Path(c).resolve() for c in configfiles],
-                                                               config=dict(config or {})),
-                                snakefile=Path(snakefile).resolve(), workdir=Path(workdir).resolve())
+            wapi = api.workflow(
+                resource_settings=resource_settings or ResourceSettings(cores=1),
+                workflow_settings=workflow_settings or WorkflowSettings(),
+                config_settings=ConfigSettings(
+                    configfiles=[Path(c).resolve() for c in configfiles], config=dict(config or {})
+                ),
+                snakefile=Path(snakefile).resolve(),
+                workdir=Path(workdir).resolve(),
+            )
             if dag_settings is not None:
                 wapi.dag(dag_settings)  # parses the Snakefile and installs the settings on its workflow
-            yield wapi._workflow  # noqa: SLF001 - no public access to the parsed workflow
+            yield wapi._workflow  # private: no public access to the parsed workflow
     finally:
         os.chdir(cwd)
 
@@ -65,9 +75,8 @@ def build_dag(workflow: Any, *, forceall: bool, ignore_incomplete: bool, nolock:
     """The DAG of ``workflow`` (from :func:`parsed_workflow` with ``dag_settings``), built as
     ``snakemake -n`` builds it: its ``jobs`` (every job of the targets), ``needrun_jobs()`` and
     ``reason(job)``."""
-    workflow._prepare_dag(forceall=forceall, ignore_incomplete=ignore_incomplete, lock_warn_only=True,  # noqa: SLF001
-                          nolock=nolock)
-    workflow._build_dag()  # noqa: SLF001
+    workflow._prepare_dag(forceall=forceall, ignore_incomplete=ignore_incomplete, lock_warn_only=True, nolock=nolock)
+    workflow._build_dag()
     return workflow.dag
 
 
@@ -84,5 +93,5 @@ def before_dag(workflow: Any, hook: Callable[[], None]) -> bool:
         hook()
         return prepare(*args, **kwargs)
 
-    workflow._prepare_dag = prepare_after_hook  # noqa: SLF001
+    workflow._prepare_dag = prepare_after_hook
     return True

@@ -27,8 +27,9 @@ class SimverbPlan:
         sv = self.config = plan.config["simverb"]
         self.res = f"{plan.res}/simverb"
         if sv["source"] not in plan.manifest:
-            raise plan.error(["simverb", "source"],
-                             f"simverb.source: {plan.config['manifest']} has no source named {sv['source']!r}")
+            raise plan.error(
+                ["simverb", "source"], f"simverb.source: {plan.config['manifest']} has no source named {sv['source']!r}"
+            )
         plan.check_mirror_has(sv["source"])
         try:
             score_bins(sv["bins"])
@@ -38,8 +39,14 @@ class SimverbPlan:
         self.models = self._models()
         # SimVerb models scored in their agreement model's own job (rule infer): same id and revision,
         # float32 weights as simverb-score loads; the others keep their own SimVerb job
-        self.in_infer = [n for n, m in self.models.items() if n in plan.models and plan.models[n]["id"] == m["id"]
-                         and plan.models[n]["revision"] == m["revision"] and plan.models[n]["dtype"] == "float32"]
+        self.in_infer = [
+            n
+            for n, m in self.models.items()
+            if n in plan.models
+            and plan.models[n]["id"] == m["id"]
+            and plan.models[n]["revision"] == m["revision"]
+            and plan.models[n]["dtype"] == "float32"
+        ]
         self.alone = [n for n in self.models if n not in self.in_infer]
         self.joined = [n for n, m in self.models.items() if m["join"]]
 
@@ -60,18 +67,25 @@ class SimverbPlan:
         for m in plan.models.values():
             if m["id"] not in by_id or (by_id[m["id"]]["revision"] and not m["revision"]):
                 by_id[m["id"]] = m
-        sources = ([(i, by_id.get(i)) for i in sv["models"]] if sv["models"] is not None
-                   else [(m["id"], m) for m in plan.models.values()])
+        sources = (
+            [(i, by_id.get(i)) for i in sv["models"]]
+            if sv["models"] is not None
+            else [(m["id"], m) for m in plan.models.values()]
+        )
         models: dict[str, dict[str, Any]] = {}
         for model_id, m in sources:
             name = m["name"] if m else ModelRef(model_id).name
             if name in models:
                 raise plan.error(["simverb", "models"], f"simverb.models: two models named {name!r}")
-            models[name] = {"id": model_id, "revision": m["revision"] if m else None,
-                            "gguf_file": m["gguf_file"] if m else None, "pip": m["pip"] if m else None,
-                            "join": bool(m) and sv["agreement_join"],
-                            # an agreement model's random_init applies here too; else the folder's marker
-                            "random_init": m["random_init"] if m else None}
+            models[name] = {
+                "id": model_id,
+                "revision": m["revision"] if m else None,
+                "gguf_file": m["gguf_file"] if m else None,
+                "pip": m["pip"] if m else None,
+                "join": bool(m) and sv["agreement_join"],
+                # an agreement model's random_init applies here too; else the folder's marker
+                "random_init": m["random_init"] if m else None,
+            }
         return models
 
     def data(self) -> str:
@@ -111,9 +125,21 @@ class SimverbPlan:
     def outputs(self) -> list[str]:
         out = []
         for name, m in self.models.items():
-            out += [f"{self.res}/{name}/{f}" for f in ("similarities.parquet", "verbs.csv", "table.csv", "table.md",
-                                                        "table.tex", "simverb_layers.csv", "metrics.json")]
-            out += [f"{self.res}/{name}/{stem}.{ext}" for stem in ("layers", "scatter") for ext in self.config["formats"]]
+            out += [
+                f"{self.res}/{name}/{f}"
+                for f in (
+                    "similarities.parquet",
+                    "verbs.csv",
+                    "table.csv",
+                    "table.md",
+                    "table.tex",
+                    "simverb_layers.csv",
+                    "metrics.json",
+                )
+            ]
+            out += [
+                f"{self.res}/{name}/{stem}.{ext}" for stem in ("layers", "scatter") for ext in self.config["formats"]
+            ]
             if m["join"]:
                 out += [f"{self.res}/{name}/agreement_join.csv", f"{self.res}/{name}/agreement_join_summary.csv"]
         return out
@@ -134,8 +160,10 @@ class VeridicalityPlan:
         self.real = {name: m for name, m in self.models.items() if m != PSEUDO_MODEL}
         self.released = [name for name in self.models if name not in self.real]
         if ver["source"] not in plan.manifest:
-            raise plan.error(["veridicality", "source"],
-                             f"veridicality.source: {plan.config['manifest']} has no source named {ver['source']!r}")
+            raise plan.error(
+                ["veridicality", "source"],
+                f"veridicality.source: {plan.config['manifest']} has no source named {ver['source']!r}",
+            )
         plan.check_mirror_has(ver["source"])
         self.counterfactuals_on = bool(self.cf["enabled"] and self.real)
 
@@ -154,19 +182,35 @@ class VeridicalityPlan:
         ``outputs.counterfactuals``: the job's named files), when it has one."""
         if not self.counterfactuals_on:
             return ""
-        return (f"--counterfactual-pairs {shlex.quote(str(inputs.pairs))} "
-                f"--counterfactual-out {shlex.quote(str(outputs.counterfactuals))}")
+        return (
+            f"--counterfactual-pairs {shlex.quote(str(inputs.pairs))} "
+            f"--counterfactual-out {shlex.quote(str(outputs.counterfactuals))}"
+        )
 
     def scatter(self) -> list[str]:
         return [f"{self.res}/{{vmodel}}/scatter.{ext}" for ext in self.config["formats"]]
 
     def outputs(self) -> list[str]:
-        out = [f"{self.res}/{m}/{f}" for m in self.models
-               for f in ["predictions.parquet", "signatures.csv", "signatures.md", "signatures.tex",
-                         "veridicality_scatter.csv", *[f"scatter.{ext}" for ext in self.config["formats"]]]]
+        out = [
+            f"{self.res}/{m}/{f}"
+            for m in self.models
+            for f in [
+                "predictions.parquet",
+                "signatures.csv",
+                "signatures.md",
+                "signatures.tex",
+                "veridicality_scatter.csv",
+                *[f"scatter.{ext}" for ext in self.config["formats"]],
+            ]
+        ]
         if self.counterfactuals_on:
             out += [f"{self.res}/counterfactuals/{f}" for f in ("pairs.parquet", "unhandled.csv", "coverage.csv")]
-            out += [f"{self.res}/{m}/{f}" for m in self.real
-                    for f in ["counterfactual_predictions.parquet",
-                              *[f"kl_table{t}.{ext}" for t in (7, 8) for ext in ("csv", "md", "tex")]]]
+            out += [
+                f"{self.res}/{m}/{f}"
+                for m in self.real
+                for f in [
+                    "counterfactual_predictions.parquet",
+                    *[f"kl_table{t}.{ext}" for t in (7, 8) for ext in ("csv", "md", "tex")],
+                ]
+            ]
         return out

@@ -1,5 +1,4 @@
-"""The sub-commands that read a model's shards: ``aggregate`` and ``lemma-stats``.
-"""
+"""The sub-commands that read a model's shards: ``aggregate`` and ``lemma-stats``."""
 
 from __future__ import annotations
 
@@ -18,9 +17,9 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.aggregate import context_scores, quarantine_bad_shard, read_shards, row_tse, summarise
+    from verbeval.agreement.shardstore import manifest_random_init, manifest_shards
     from verbeval.core.errors import ShardError
     from verbeval.core.io import write_csv, write_parquet
-    from verbeval.agreement.shardstore import manifest_random_init, manifest_shards
 
     groups = [g for g in a.groups.split(",") if g]
     out = Path(a.out_dir)
@@ -41,8 +40,9 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
         g = templates[templates["group"] == group].reset_index(drop=True)
         scores = context_scores(shards, a.top_cutoffs, a.bottom_cutoffs)
         tse = row_tse(shards, g)
-        summary = summarise(scores, tse, model=a.model_name, group=group, resamples=a.resamples, seed=a.seed,
-                            confidence=a.confidence).assign(random_init=random_init)
+        summary = summarise(
+            scores, tse, model=a.model_name, group=group, resamples=a.resamples, seed=a.seed, confidence=a.confidence
+        ).assign(random_init=random_init)
         if shards.n_nonfinite:  # kept under --allow-nonfinite: Table 2 and metrics.json say so
             summary = summary.assign(n_nonfinite=shards.n_nonfinite)
         write_parquet(scores, out / group / "scores.parquet")
@@ -53,23 +53,38 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
 
 
 def register_aggregate(add: Add) -> None:
-    s = add("aggregate", cmd_aggregate,
-            "per-context scores, per-row TSE and per-group summaries (bootstrap CIs) of one model from its shards",
-            "Every shard's size and sha256 are checked against the manifest first. Run by the rule aggregate, "
-            "one job per model.")
+    s = add(
+        "aggregate",
+        cmd_aggregate,
+        "per-context scores, per-row TSE and per-group summaries (bootstrap CIs) of one model from its shards",
+        "Every shard's size and sha256 are checked against the manifest first. Run by the rule aggregate, "
+        "one job per model.",
+    )
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--groups", required=True, help="comma-separated groups to aggregate")
     s.add_argument("--model-name", required=True, help="model name written into the summaries")
     s.add_argument("--manifest", required=True, help="the model's shard manifest (verbeval infer --manifest)")
-    s.add_argument("--top-cutoffs", type=float_list, required=True,
-                   help="comma-separated top-p cutoffs (docs/metrics.md), e.g. 0.5,0.9,1")
-    s.add_argument("--bottom-cutoffs", type=float_list, required=True,
-                   help="comma-separated bottom-p cutoffs (docs/metrics.md), e.g. 0.5,0.01,1e-6")
+    s.add_argument(
+        "--top-cutoffs",
+        type=float_list,
+        required=True,
+        help="comma-separated top-p cutoffs (docs/metrics.md), e.g. 0.5,0.9,1",
+    )
+    s.add_argument(
+        "--bottom-cutoffs",
+        type=float_list,
+        required=True,
+        help="comma-separated bottom-p cutoffs (docs/metrics.md), e.g. 0.5,0.01,1e-6",
+    )
     bootstrap_options(s, "agreement.bootstrap")
-    s.add_argument("--out-dir", required=True,
-                   help="writes <out-dir>/<group>/scores.parquet, tse.parquet and summary.csv")
-    s.add_argument("--keep-bad-shards", action="store_true",
-                   help="leave an unusable shard in place (default: move it to <name>.corrupt so a rerun recomputes it)")
+    s.add_argument(
+        "--out-dir", required=True, help="writes <out-dir>/<group>/scores.parquet, tse.parquet and summary.csv"
+    )
+    s.add_argument(
+        "--keep-bad-shards",
+        action="store_true",
+        help="leave an unusable shard in place (default: move it to <name>.corrupt so a rerun recomputes it)",
+    )
 
 
 def cmd_lemma_stats(a: argparse.Namespace) -> None:
@@ -84,17 +99,30 @@ def cmd_lemma_stats(a: argparse.Namespace) -> None:
     stats = lemma_stats(expand_shards(a.shards), lemmas, a.model_name).assign(random_init=random_init)
     write_csv(stats, a.out, float_format="%.10g")
     n = int(stats["n_contexts"].iloc[0]) if len(stats) else 0
-    log.info("%s: %d lemmas over %d contexts, mean accuracy %.4f -> %s", a.model_name, len(stats), n,
-             stats["accuracy"].mean() if len(stats) else float("nan"), a.out)
+    log.info(
+        "%s: %d lemmas over %d contexts, mean accuracy %.4f -> %s",
+        a.model_name,
+        len(stats),
+        n,
+        stats["accuracy"].mean() if len(stats) else float("nan"),
+        a.out,
+    )
 
 
 def register_lemma_stats(add: Add) -> None:
-    s = add("lemma-stats", cmd_lemma_stats,
-            "per-lemma agreement accuracy and mean probability of one model from its shards",
-            "Pooled over every context of every group; a tie counts as a failure. Run by the rule lemma_stats, "
-            "one job per model.")
+    s = add(
+        "lemma-stats",
+        cmd_lemma_stats,
+        "per-lemma agreement accuracy and mean probability of one model from its shards",
+        "Pooled over every context of every group; a tie counts as a failure. Run by the rule lemma_stats, "
+        "one job per model.",
+    )
     s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
-    s.add_argument("--shards", nargs="+", required=True,
-                   help="the model's shards (any groups), or its shard manifest (every shard it lists)")
+    s.add_argument(
+        "--shards",
+        nargs="+",
+        required=True,
+        help="the model's shards (any groups), or its shard manifest (every shard it lists)",
+    )
     s.add_argument("--model-name", required=True, help="model name written into the model column")
     s.add_argument("--out", required=True, help="output: CSV, one row per eligible lemma")

@@ -1,5 +1,4 @@
-"""The data sub-commands: ``lexicon``, ``templates`` and ``lemmas``.
-"""
+"""The data sub-commands: ``lexicon``, ``templates`` and ``lemmas``."""
 
 from __future__ import annotations
 
@@ -29,9 +28,9 @@ def _manifest_inputs(manifest_path: str, items: Sequence[str]) -> dict[str, tupl
 
 
 def cmd_lexicon(a: argparse.Namespace) -> None:
-    from verbeval.core.verb_list import read_giant_verb_list
-    from verbeval.core.io import write_parquet
     from verbeval.agreement.lexicon import build_lexicon
+    from verbeval.core.io import write_parquet
+    from verbeval.core.verb_list import read_giant_verb_list
 
     verb_csvs: list[Path] = []
     giant: list[str] = []
@@ -49,19 +48,33 @@ def cmd_lexicon(a: argparse.Namespace) -> None:
     lex = build_lexicon(verb_csvs[0] if verb_csvs else None, giant or None, Path(a.overrides) if a.overrides else None)
     write_parquet(lex, a.out)
     counts = lex["source"].value_counts().to_dict()
-    log.info("lexicon: %d lemmas (%s) -> %s", len(lex), ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), a.out)
+    log.info(
+        "lexicon: %d lemmas (%s) -> %s", len(lex), ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), a.out
+    )
 
 
 def register_lexicon(add: Add) -> None:
-    s = add("lexicon", cmd_lexicon, "build the verb lexicon (lemma, 3sg and plural present forms)",
-            "Union of the verb lists, de-duplicated on the form pair (docs/data.md). Run by the rule lexicon.")
+    s = add(
+        "lexicon",
+        cmd_lexicon,
+        "build the verb lexicon (lemma, 3sg and plural present forms)",
+        "Union of the verb lists, de-duplicated on the form pair (docs/data.md). Run by the rule lexicon.",
+    )
     s.add_argument("--manifest", required=True, help="data manifest (YAML); gives the format of each --input source")
-    s.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
-                   help="a fetched verb list, NAME its manifest source (format verb_csv or giant_verb_list, text "
-                        "or PDF); repeatable, at most one verb_csv")
-    s.add_argument("--overrides", help="CSV lemma,sing,plur,reason: forms that replace the inflector's (lemminflect) "
-                                       "for the Giant Verb List (default: none; the workflow passes "
-                                       "resources/inflection_overrides.csv)")
+    s.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a fetched verb list, NAME its manifest source (format verb_csv or giant_verb_list, text "
+        "or PDF); repeatable, at most one verb_csv",
+    )
+    s.add_argument(
+        "--overrides",
+        help="CSV lemma,sing,plur,reason: forms that replace the inflector's (lemminflect) "
+        "for the Giant Verb List (default: none; the workflow passes "
+        "resources/inflection_overrides.csv)",
+    )
     s.add_argument("--out", required=True, help="output: lexicon.parquet (lemma, sing, plur, source)")
 
 
@@ -73,8 +86,11 @@ def _custom_entries(a: argparse.Namespace) -> list[dict[str, str]]:
         if gid in entries:
             raise VerbevalError(f"--custom-group {item!r}: {gid!r} is given twice")
         entries[gid] = {"id": gid, "path": path}
-    for option, key, items in (("--custom-name", "name", a.custom_name), ("--custom-sha256", "sha256", a.custom_sha256),
-                               ("--custom-format", "format", a.custom_format)):
+    for option, key, items in (
+        ("--custom-name", "name", a.custom_name),
+        ("--custom-sha256", "sha256", a.custom_sha256),
+        ("--custom-format", "format", a.custom_format),
+    ):
         for item in items:
             gid, value = split_pair(item, option)
             if gid not in entries:
@@ -84,11 +100,11 @@ def _custom_entries(a: argparse.Namespace) -> list[dict[str, str]]:
 
 
 def cmd_templates(a: argparse.Namespace) -> None:
-    from verbeval.core.io import write_csv, write_parquet
     from verbeval.agreement.custom_pairs import custom_groups
     from verbeval.agreement.errata import load_errata
     from verbeval.agreement.groups import load_groups, run_groups, write_groups
     from verbeval.agreement.templates import build_template_table
+    from verbeval.core.io import write_csv, write_parquet
 
     all_groups = groups = load_groups(a.groups_file)
     if a.groups is not None:
@@ -100,8 +116,9 @@ def cmd_templates(a: argparse.Namespace) -> None:
     custom = custom_groups(_custom_entries(a), all_groups)
     inputs = _manifest_inputs(a.manifest, a.input)
     errata = load_errata(a.errata) if a.errata else None
-    table, rejects = build_template_table(inputs, groups, a.skip_bad_rows, a.max_rows_per_source, errata,
-                                          a.drop_flagged_errata, custom)
+    table, rejects = build_template_table(
+        inputs, groups, a.skip_bad_rows, a.max_rows_per_source, errata, a.drop_flagged_errata, custom
+    )
     write_parquet(table, a.out)
     write_csv(rejects, a.rejects)
     if a.groups_out:
@@ -112,40 +129,88 @@ def cmd_templates(a: argparse.Namespace) -> None:
 
 
 def register_templates(add: Add) -> None:
-    s = add("templates", cmd_templates, "normalise agreement templates into one table",
-            "One row per template row of the selected groups and of every --custom-group file; malformed rows are errors (file:line: reason) "
-            "unless --skip-bad-rows. Run by the rule templates.")
+    s = add(
+        "templates",
+        cmd_templates,
+        "normalise agreement templates into one table",
+        "One row per template row of the selected groups and of every --custom-group file; malformed rows are errors (file:line: reason) "
+        "unless --skip-bad-rows. Run by the rule templates.",
+    )
     s.add_argument("--manifest", required=True, help="data manifest (YAML); gives the format of each --input source")
-    s.add_argument("--groups-file", required=True,
-                   help="YAML list of agreement groups ({id, name, sources}), e.g. resources/agreement_groups.yaml")
-    s.add_argument("--groups", help="comma-separated group ids of --groups-file to keep (default: all; --groups= : "
-                                     "none, e.g. to run only --custom-group ones)")
-    s.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
-                   help="a fetched template file, NAME its manifest source; repeatable")
-    s.add_argument("--out", required=True,
-                   help="output: templates.parquet (group, source, line, left, right, correct, incorrect, label, "
-                        "plural)")
+    s.add_argument(
+        "--groups-file",
+        required=True,
+        help="YAML list of agreement groups ({id, name, sources}), e.g. resources/agreement_groups.yaml",
+    )
+    s.add_argument(
+        "--groups",
+        help="comma-separated group ids of --groups-file to keep (default: all; --groups= : "
+        "none, e.g. to run only --custom-group ones)",
+    )
+    s.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a fetched template file, NAME its manifest source; repeatable",
+    )
+    s.add_argument(
+        "--out",
+        required=True,
+        help="output: templates.parquet (group, source, line, left, right, correct, incorrect, label, plural)",
+    )
     s.add_argument("--rejects", required=True, help="output: CSV of the rows left out (source, line, reason, raw)")
-    s.add_argument("--skip-bad-rows", action="store_true",
-                   help="malformed rows go to --rejects, and an empty or all-rejected source file is a warning "
-                        "(default: either is an error)")
-    s.add_argument("--errata", help="CSV (source,line,action,reason) of known-bad rows of the published files: "
-                                    "action reject drops the row (to --rejects), flag keeps it")
+    s.add_argument(
+        "--skip-bad-rows",
+        action="store_true",
+        help="malformed rows go to --rejects, and an empty or all-rejected source file is a warning "
+        "(default: either is an error)",
+    )
+    s.add_argument(
+        "--errata",
+        help="CSV (source,line,action,reason) of known-bad rows of the published files: "
+        "action reject drops the row (to --rejects), flag keeps it",
+    )
     s.add_argument("--drop-flagged-errata", action="store_true", help="also drop the errata rows whose action is flag")
-    s.add_argument("--max-rows-per-source", type=int, metavar="K",
-                   help="keep at most K evenly spaced rows of each source file, both labels kept when K >= 2 "
-                        "(default: every row)")
-    s.add_argument("--custom-group", action="append", default=[], metavar="ID=PATH",
-                   help="a group of your own minimal pairs (JSONL or CSV, docs/data.md), after the groups file's")
-    s.add_argument("--custom-name", action="append", default=[], metavar="ID=NAME",
-                   help="the table row label of a --custom-group (default: its id)")
-    s.add_argument("--custom-sha256", action="append", default=[], metavar="ID=HEX",
-                   help="sha256 a --custom-group file must have (checked before it is read)")
-    s.add_argument("--custom-format", action="append", default=[], metavar="ID=FORMAT",
-                   help="jsonl or csv for a --custom-group file (default: from its extension)")
-    s.add_argument("--groups-out",
-                   help="output: write the run's groups (selected ones, then custom ones) as a groups file for "
-                        "the table and figure commands")
+    s.add_argument(
+        "--max-rows-per-source",
+        type=int,
+        metavar="K",
+        help="keep at most K evenly spaced rows of each source file, both labels kept when K >= 2 (default: every row)",
+    )
+    s.add_argument(
+        "--custom-group",
+        action="append",
+        default=[],
+        metavar="ID=PATH",
+        help="a group of your own minimal pairs (JSONL or CSV, docs/data.md), after the groups file's",
+    )
+    s.add_argument(
+        "--custom-name",
+        action="append",
+        default=[],
+        metavar="ID=NAME",
+        help="the table row label of a --custom-group (default: its id)",
+    )
+    s.add_argument(
+        "--custom-sha256",
+        action="append",
+        default=[],
+        metavar="ID=HEX",
+        help="sha256 a --custom-group file must have (checked before it is read)",
+    )
+    s.add_argument(
+        "--custom-format",
+        action="append",
+        default=[],
+        metavar="ID=FORMAT",
+        help="jsonl or csv for a --custom-group file (default: from its extension)",
+    )
+    s.add_argument(
+        "--groups-out",
+        help="output: write the run's groups (selected ones, then custom ones) as a groups file for "
+        "the table and figure commands",
+    )
 
 
 def cmd_lemmas(a: argparse.Namespace) -> None:
@@ -156,7 +221,9 @@ def cmd_lemmas(a: argparse.Namespace) -> None:
     from verbeval.core.fasttok import load_text_tokenizer
     from verbeval.core.io import write_parquet
 
-    tok = load_text_tokenizer(a.model, a.revision, a.gguf_file, model_pin(a))  # tokenizers alone where safe: no torch import
+    tok = load_text_tokenizer(
+        a.model, a.revision, a.gguf_file, model_pin(a)
+    )  # tokenizers alone where safe: no torch import
     lex = pd.read_parquet(a.lexicon)
     elig = eligible_lemmas(lex, tok)
     write_parquet(elig, a.out)
@@ -164,8 +231,12 @@ def cmd_lemmas(a: argparse.Namespace) -> None:
 
 
 def register_lemmas(add: Add) -> None:
-    s = add("lemmas", cmd_lemmas, "eligible lemmas of a model (both forms single tokens)",
-            "Only the model's tokenizer is loaded. Run by the rule lemmas, one job per model.")
+    s = add(
+        "lemmas",
+        cmd_lemmas,
+        "eligible lemmas of a model (both forms single tokens)",
+        "Only the model's tokenizer is loaded. Run by the rule lemmas, one job per model.",
+    )
     model_source_options(s, "(only its tokenizer is loaded)")
     s.add_argument("--lexicon", required=True, help="lexicon.parquet (verbeval lexicon)")
     s.add_argument("--out", required=True, help="output: lemmas.parquet, the eligible lemmas with their token ids")

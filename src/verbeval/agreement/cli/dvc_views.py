@@ -1,5 +1,4 @@
-"""``dvc-metrics`` and ``dvc-plot-data``: Table 2 and the cutoff figures as DVC metrics and plots.
-"""
+"""``dvc-metrics`` and ``dvc-plot-data``: Table 2 and the cutoff figures as DVC metrics and plots."""
 
 from __future__ import annotations
 
@@ -32,10 +31,13 @@ def cmd_dvc_metrics(a: argparse.Namespace) -> None:
 
 
 def register_dvc_metrics(add: Add) -> None:
-    s = add("dvc-metrics", cmd_dvc_metrics,
-            "split Table 2's metrics.json into one {tse, ew, mw} file per model and group (DVC metrics)",
-            "The numbers are copied, not recomputed; `dvc metrics show` prints one row per model and group "
-            "(docs/workflow.md, 'DVC'). Run by the rule dvc_metrics.")
+    s = add(
+        "dvc-metrics",
+        cmd_dvc_metrics,
+        "split Table 2's metrics.json into one {tse, ew, mw} file per model and group (DVC metrics)",
+        "The numbers are copied, not recomputed; `dvc metrics show` prints one row per model and group "
+        "(docs/workflow.md, 'DVC'). Run by the rule dvc_metrics.",
+    )
     s.add_argument("--metrics", required=True, help="metrics.json written by `verbeval table`")
     s.add_argument("--models", required=True, help="comma-separated model names (one directory each)")
     s.add_argument("--groups", required=True, help="comma-separated group ids (one file per group)")
@@ -53,20 +55,33 @@ def cmd_dvc_plot_data(a: argparse.Namespace) -> None:
     if a.side not in spec.sides:
         raise VerbevalError(f"figure {a.figure} has no {a.side}-p side (sides: {', '.join(spec.sides)})")
     curves = pd.read_csv(a.curves, keep_default_na=False, na_values=[""])
-    tables = wide_curves(curves, side=a.side, models=a.models.split(","), groups=a.groups.split(","),
-                         metrics=spec.metrics, source=a.curves)
+    tables = wide_curves(
+        curves,
+        side=a.side,
+        models=a.models.split(","),
+        groups=a.groups.split(","),
+        metrics=spec.metrics,
+        source=a.curves,
+    )
     for group, table in tables.items():
         write_csv(table, Path(a.out_dir) / f"{group}.csv", float_format="%.10g")
     log.info("%s (%s-p): %d DVC plot data files -> %s", spec.stem, a.side, len(tables), a.out_dir)
 
 
 def register_dvc_plot_data(add: Add) -> None:
-    s = add("dvc-plot-data", cmd_dvc_plot_data,
-            "a cutoff figure's data as one CSV per group with a column per model and metric (DVC plots)",
-            "Read by the top-level plots of dvc.yaml (`dvc plots show`, docs/workflow.md, 'DVC'). Run by the "
-            "rule dvc_plot_data, one job per figure and side.")
-    s.add_argument("--figure", required=True, choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
-                   help="which cutoff figure the data belong to (as in plot-cutoffs)")
+    s = add(
+        "dvc-plot-data",
+        cmd_dvc_plot_data,
+        "a cutoff figure's data as one CSV per group with a column per model and metric (DVC plots)",
+        "Read by the top-level plots of dvc.yaml (`dvc plots show`, docs/workflow.md, 'DVC'). Run by the "
+        "rule dvc_plot_data, one job per figure and side.",
+    )
+    s.add_argument(
+        "--figure",
+        required=True,
+        choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
+        help="which cutoff figure the data belong to (as in plot-cutoffs)",
+    )
     s.add_argument("--curves", required=True, help="the figure's data CSV written by plot-cutoffs --csv")
     s.add_argument("--side", required=True, choices=["top", "bottom"], help="top-p or bottom-p cutoffs")
     s.add_argument("--models", required=True, help="comma-separated model names (columns, in this order)")

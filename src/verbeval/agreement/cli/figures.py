@@ -1,5 +1,4 @@
-"""The figure sub-commands: ``plot-cutoffs``, ``plot-models``, ``plot-checkpoints`` and ``plot-lemmas``.
-"""
+"""The figure sub-commands: ``plot-cutoffs``, ``plot-models``, ``plot-checkpoints`` and ``plot-lemmas``."""
 
 from __future__ import annotations
 
@@ -31,45 +30,86 @@ def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.figures import CUTOFF_FIGURES, cutoff_curves
-    from verbeval.core.io import write_csv
     from verbeval.agreement.plots import plot_cutoff_curves
+    from verbeval.core.io import write_csv
     from verbeval.core.plots import save_figure
 
     spec = CUTOFF_FIGURES[a.figure]
     summary = pd.read_csv(a.summary)
     models = a.models.split(",")
     groups = run_groups(a.groups_file, summary["group"].unique())
-    data = cutoff_curves(summary, metrics=spec.metrics, sides=spec.sides, models=models, groups=groups,
-                         cutoffs={"top": a.top_cutoffs, "bottom": a.bottom_cutoffs}, min_contexts=a.min_contexts)
+    data = cutoff_curves(
+        summary,
+        metrics=spec.metrics,
+        sides=spec.sides,
+        models=models,
+        groups=groups,
+        cutoffs={"top": a.top_cutoffs, "bottom": a.bottom_cutoffs},
+        min_contexts=a.min_contexts,
+    )
     write_csv(data, a.csv, float_format="%.10g")
-    save_figure(plot_cutoff_curves(data, spec, models, a.confidence, min_contexts=a.min_contexts,
-                                   hide_low_n=a.low_n == "hide", random=_random_in(summary)), a.out)
+    save_figure(
+        plot_cutoff_curves(
+            data,
+            spec,
+            models,
+            a.confidence,
+            min_contexts=a.min_contexts,
+            hide_low_n=a.low_n == "hide",
+            random=_random_in(summary),
+        ),
+        a.out,
+    )
     log.info("%s: %d points -> %s", spec.stem, len(data), ", ".join([a.csv, *a.out]))
 
 
 def register_plot_cutoffs(add: Add) -> None:
-    s = add("plot-cutoffs", cmd_plot_cutoffs,
-            "Figures 1-4: a metric against top-p / bottom-p cutoff, per model and group",
-            "Reads only summary_all.csv; writes the figure's data (--csv) and images (--out). Run by the rule "
-            "figure_cutoffs, one job per figure.")
-    s.add_argument("--figure", required=True, choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
-                   help="scores-top (Fig. 1: EW, MW vs top p), scores-bottom (Fig. 2, log axis), "
-                        "prob-counted (Fig. 3), invalid (Fig. 4)")
+    s = add(
+        "plot-cutoffs",
+        cmd_plot_cutoffs,
+        "Figures 1-4: a metric against top-p / bottom-p cutoff, per model and group",
+        "Reads only summary_all.csv; writes the figure's data (--csv) and images (--out). Run by the rule "
+        "figure_cutoffs, one job per figure.",
+    )
+    s.add_argument(
+        "--figure",
+        required=True,
+        choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
+        help="scores-top (Fig. 1: EW, MW vs top p), scores-bottom (Fig. 2, log axis), "
+        "prob-counted (Fig. 3), invalid (Fig. 4)",
+    )
     s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
     s.add_argument("--groups-file", required=True, help="agreement groups YAML: group order and names")
     s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
-    s.add_argument("--top-cutoffs", type=float_list, required=True,
-                   help="comma-separated top-p cutoffs to plot (each must be in --summary)")
-    s.add_argument("--bottom-cutoffs", type=float_list, required=True,
-                   help="comma-separated bottom-p cutoffs to plot (each must be in --summary)")
-    s.add_argument("--confidence", type=float, help="CI level of the summary's bounds, named in the figure "
-                                                    "(default: not named)")
-    s.add_argument("--min-contexts", type=_positive_int, default=ConfigDefault("agreement.figures.min_contexts"),
-                   help="estimates averaged over fewer contexts are flagged low_n in the CSV and faded or hidden "
-                        "in the figure (agreement.figures.min_contexts)")
-    s.add_argument("--low-n", choices=["fade", "hide"], default=ConfigDefault("agreement.figures.low_n"),
-                   help="fade: draw low_n estimates hollow on a dotted line without CI band; hide: leave them out "
-                        "(agreement.figures.low_n)")
+    s.add_argument(
+        "--top-cutoffs",
+        type=float_list,
+        required=True,
+        help="comma-separated top-p cutoffs to plot (each must be in --summary)",
+    )
+    s.add_argument(
+        "--bottom-cutoffs",
+        type=float_list,
+        required=True,
+        help="comma-separated bottom-p cutoffs to plot (each must be in --summary)",
+    )
+    s.add_argument(
+        "--confidence", type=float, help="CI level of the summary's bounds, named in the figure (default: not named)"
+    )
+    s.add_argument(
+        "--min-contexts",
+        type=_positive_int,
+        default=ConfigDefault("agreement.figures.min_contexts"),
+        help="estimates averaged over fewer contexts are flagged low_n in the CSV and faded or hidden "
+        "in the figure (agreement.figures.min_contexts)",
+    )
+    s.add_argument(
+        "--low-n",
+        choices=["fade", "hide"],
+        default=ConfigDefault("agreement.figures.low_n"),
+        help="fade: draw low_n estimates hollow on a dotted line without CI band; hide: leave them out "
+        "(agreement.figures.low_n)",
+    )
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
 
@@ -78,8 +118,8 @@ def cmd_plot_models(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.figures import model_comparison
-    from verbeval.core.io import write_csv
     from verbeval.agreement.plots import plot_model_comparison
+    from verbeval.core.io import write_csv
     from verbeval.core.plots import save_figure
 
     summary = pd.read_csv(a.summary)
@@ -92,8 +132,12 @@ def cmd_plot_models(a: argparse.Namespace) -> None:
 
 
 def register_plot_models(add: Add) -> None:
-    s = add("plot-models", cmd_plot_models, "TSE, EW and MW per group, all models side by side",
-            "Top p = 1, with the bootstrap CIs of summary_all.csv. Run by the rule figure_models.")
+    s = add(
+        "plot-models",
+        cmd_plot_models,
+        "TSE, EW and MW per group, all models side by side",
+        "Top p = 1, with the bootstrap CIs of summary_all.csv. Run by the rule figure_models.",
+    )
     s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
     s.add_argument("--groups-file", required=True, help="agreement groups YAML: group order and names")
     s.add_argument("--models", required=True, help="comma-separated model names")
@@ -105,8 +149,8 @@ def cmd_plot_checkpoints(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.figures import checkpoint_curves
-    from verbeval.core.io import write_csv
     from verbeval.agreement.plots import plot_checkpoints
+    from verbeval.core.io import write_csv
     from verbeval.core.plots import save_figure
 
     checkpoints = []
@@ -120,21 +164,36 @@ def cmd_plot_checkpoints(a: argparse.Namespace) -> None:
     data = checkpoint_curves(summary, checkpoints=checkpoints, groups=groups)
     write_csv(data, a.csv, float_format="%.10g")
     save_figure(plot_checkpoints(data, log_x=a.log_x, confidence=a.confidence, random=_random_in(summary)), a.out)
-    log.info("checkpoint figure (%d checkpoints x %d groups) -> %s", len(checkpoints), len(groups),
-             ", ".join([a.csv, *a.out]))
+    log.info(
+        "checkpoint figure (%d checkpoints x %d groups) -> %s",
+        len(checkpoints),
+        len(groups),
+        ", ".join([a.csv, *a.out]),
+    )
 
 
 def register_plot_checkpoints(add: Add) -> None:
-    s = add("plot-checkpoints", cmd_plot_checkpoints,
-            "TSE, EW and MW (top p = 1, with CIs) against training step, one panel per group",
-            "For models with `revisions:` (docs/config.md). Run by the rule figure_checkpoints.")
+    s = add(
+        "plot-checkpoints",
+        cmd_plot_checkpoints,
+        "TSE, EW and MW (top p = 1, with CIs) against training step, one panel per group",
+        "For models with `revisions:` (docs/config.md). Run by the rule figure_checkpoints.",
+    )
     s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
     s.add_argument("--groups-file", required=True, help="the groups (Table 2 rows) file: panel titles and order")
-    s.add_argument("--checkpoint", nargs=3, action="append", required=True, metavar=("SWEEP", "MODEL", "STEP"),
-                   help="a checkpoint: the swept model (one line style each), the checkpoint's model name in the "
-                        "summary and its training step; repeat per checkpoint")
+    s.add_argument(
+        "--checkpoint",
+        nargs=3,
+        action="append",
+        required=True,
+        metavar=("SWEEP", "MODEL", "STEP"),
+        help="a checkpoint: the swept model (one line style each), the checkpoint's model name in the "
+        "summary and its training step; repeat per checkpoint",
+    )
     s.add_argument("--log-x", action="store_true", help="logarithmic step axis (symmetric-log when a step is 0)")
-    s.add_argument("--confidence", type=float, help="CI level of the summary's bounds, named in the figure (default: not named)")
+    s.add_argument(
+        "--confidence", type=float, help="CI level of the summary's bounds, named in the figure (default: not named)"
+    )
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
 
@@ -144,8 +203,8 @@ def cmd_plot_lemmas(a: argparse.Namespace) -> None:
 
     from verbeval.agreement.diagnostics import worst_lemmas, worst_lemmas_html, worst_lemmas_markdown
     from verbeval.agreement.figures import lemma_accuracy, lemma_metrics
-    from verbeval.core.io import write_csv, write_json, write_text
     from verbeval.agreement.plots import plot_lemma_accuracy
+    from verbeval.core.io import write_csv, write_json, write_text
     from verbeval.core.plots import save_figure
 
     stats = pd.concat([pd.read_csv(p, keep_default_na=False, na_values=[""]) for p in a.stats], ignore_index=True)
@@ -166,16 +225,28 @@ def cmd_plot_lemmas(a: argparse.Namespace) -> None:
 
 
 def register_plot_lemmas(add: Add) -> None:
-    s = add("plot-lemmas", cmd_plot_lemmas,
-            "per-lemma accuracy against log-probability, and the worst-conjugated lemmas",
-            "Reads the lemma-stats CSVs of the models. Run by the rule figure_lemmas.")
-    s.add_argument("--stats", nargs="+", required=True, help="lemma_stats.csv files (verbeval lemma-stats), one "
-                                                             "per model")
+    s = add(
+        "plot-lemmas",
+        cmd_plot_lemmas,
+        "per-lemma accuracy against log-probability, and the worst-conjugated lemmas",
+        "Reads the lemma-stats CSVs of the models. Run by the rule figure_lemmas.",
+    )
+    s.add_argument(
+        "--stats", nargs="+", required=True, help="lemma_stats.csv files (verbeval lemma-stats), one per model"
+    )
     s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
-    s.add_argument("--bins", type=int, default=ConfigDefault("agreement.figures.lemma_bins"),
-                   help="equal-count probability bins of the trend line")
-    s.add_argument("--worst", type=int, default=ConfigDefault("agreement.figures.worst_lemmas"),
-                   help="lemmas per model in the worst-lemmas table")
+    s.add_argument(
+        "--bins",
+        type=int,
+        default=ConfigDefault("agreement.figures.lemma_bins"),
+        help="equal-count probability bins of the trend line",
+    )
+    s.add_argument(
+        "--worst",
+        type=int,
+        default=ConfigDefault("agreement.figures.worst_lemmas"),
+        help="lemmas per model in the worst-lemmas table",
+    )
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument("--metrics-json", help="output: JSON per model: lemmas, mean accuracy, Spearman correlation")
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")

@@ -9,8 +9,15 @@ import logging
 import time
 from typing import Any
 
-from verbeval.core.cliutil import (Add, ConfigDefault, check_outputs, model_pin, model_source_options, optional_bool,
-                                   random_init_option)
+from verbeval.core.cliutil import (
+    Add,
+    ConfigDefault,
+    check_outputs,
+    model_pin,
+    model_source_options,
+    optional_bool,
+    random_init_option,
+)
 from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
@@ -25,8 +32,16 @@ def _load_lm(a: argparse.Namespace) -> Any:
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    return load_model(a.model, revision=a.revision, kind=a.kind, dtype=a.dtype, device=a.device,
-                      device_map=a.device_map, gguf_file=a.gguf_file, sha256=model_pin(a))
+    return load_model(
+        a.model,
+        revision=a.revision,
+        kind=a.kind,
+        dtype=a.dtype,
+        device=a.device,
+        device_map=a.device_map,
+        gguf_file=a.gguf_file,
+        sha256=model_pin(a),
+    )
 
 
 def batch_size(value: str, lm: Any, cuda_default: int = 512, cpu_default: int = 64) -> int:
@@ -65,8 +80,17 @@ def load_checked_lm(a: argparse.Namespace, templates: Any, groups: list[str], ex
     lm = _load_lm(a)
     load_s = time.perf_counter() - t
     if a.gguf_file:  # the loaded model's kind: a GGUF config names no architecture
-        check_context_lengths(a.model, a.revision, lm.kind, templates, groups, a.prepend_bos, extra,
-                              tokenizer=lm.tokenizer, config=lm.model.config)
+        check_context_lengths(
+            a.model,
+            a.revision,
+            lm.kind,
+            templates,
+            groups,
+            a.prepend_bos,
+            extra,
+            tokenizer=lm.tokenizer,
+            config=lm.model.config,
+        )
     return lm, load_s
 
 
@@ -89,35 +113,68 @@ def forms_extra_tokens(forms: Any) -> int:
 def model_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that load a model (see :func:`_load_lm`)."""
     model_source_options(s, "of the language model")
-    s.add_argument("--kind", default=ConfigDefault("models[].kind"), choices=["auto", "masked", "causal"],
-                   help="masked or causal LM; auto reads config.architectures")
-    s.add_argument("--dtype", default=ConfigDefault("models[].dtype"), choices=["float32", "float16", "bfloat16"],
-                   help="dtype of the weights (the softmax and all metric arithmetic are float64)")
-    s.add_argument("--device", default=ConfigDefault("inference.device"),
-                   help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N")
-    s.add_argument("--device-map", type=_device_map_arg, default=None,
-                   help="split the model across devices with accelerate (replaces --device): auto, balanced, "
-                        "balanced_low_0, sequential, or a JSON object {module: GPU index, cpu, cuda:N or disk}; "
-                        "default: none (the whole model on --device)")
-    s.add_argument("--threads", type=int, default=ConfigDefault("inference.threads"),
-                   help="CPU threads (torch.set_num_threads)")
+    s.add_argument(
+        "--kind",
+        default=ConfigDefault("models[].kind"),
+        choices=["auto", "masked", "causal"],
+        help="masked or causal LM; auto reads config.architectures",
+    )
+    s.add_argument(
+        "--dtype",
+        default=ConfigDefault("models[].dtype"),
+        choices=["float32", "float16", "bfloat16"],
+        help="dtype of the weights (the softmax and all metric arithmetic are float64)",
+    )
+    s.add_argument(
+        "--device",
+        default=ConfigDefault("inference.device"),
+        help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N",
+    )
+    s.add_argument(
+        "--device-map",
+        type=_device_map_arg,
+        default=None,
+        help="split the model across devices with accelerate (replaces --device): auto, balanced, "
+        "balanced_low_0, sequential, or a JSON object {module: GPU index, cpu, cuda:N or disk}; "
+        "default: none (the whole model on --device)",
+    )
+    s.add_argument(
+        "--threads", type=int, default=ConfigDefault("inference.threads"), help="CPU threads (torch.set_num_threads)"
+    )
 
 
 def store_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that write a model's shard store (``infer``, ``infer-forms``)."""
     s.add_argument("--groups", required=True, help="comma-separated template groups to run (ids in --templates)")
-    s.add_argument("--n-chunks", type=int, default=ConfigDefault("agreement.chunks"),
-                   help="shards per group: contiguous slices of its contexts, the unit of resuming")
-    s.add_argument("--manifest", required=True,
-                   help="output: the store's manifest.json; shards go to <its folder>/<group>/<k>-of-<n>.parquet")
+    s.add_argument(
+        "--n-chunks",
+        type=int,
+        default=ConfigDefault("agreement.chunks"),
+        help="shards per group: contiguous slices of its contexts, the unit of resuming",
+    )
+    s.add_argument(
+        "--manifest",
+        required=True,
+        help="output: the store's manifest.json; shards go to <its folder>/<group>/<k>-of-<n>.parquet",
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    s.add_argument("--allow-nonfinite", action="store_true",
-                   help="write contexts whose logits hold NaN or inf (their scores are NaN; each shard and the "
-                        "manifest record n_nonfinite) instead of stopping (default: stop, naming the model and group)")
+    s.add_argument(
+        "--allow-nonfinite",
+        action="store_true",
+        help="write contexts whose logits hold NaN or inf (their scores are NaN; each shard and the "
+        "manifest record n_nonfinite) instead of stopping (default: stop, naming the model and group)",
+    )
 
 
-def run_agreement_branch(lm: Any, a: argparse.Namespace, load_s: float = 0.0, *, templates: Any = None,
-                         lemmas: Any = None, started: float | None = None) -> None:
+def run_agreement_branch(
+    lm: Any,
+    a: argparse.Namespace,
+    load_s: float = 0.0,
+    *,
+    templates: Any = None,
+    lemmas: Any = None,
+    started: float | None = None,
+) -> None:
     """The agreement shards of the loaded model ``lm`` (``verbeval infer`` and ``run-model``'s agreement
     branch): :func:`~verbeval.agreement.inference.infer_model`, then the log line. Its total is the
     whole command since ``started`` (``infer``: model load included), or else the load (``load_s``,
@@ -130,17 +187,39 @@ def run_agreement_branch(lm: Any, a: argparse.Namespace, load_s: float = 0.0, *,
     templates = pd.read_parquet(a.templates) if templates is None else templates
     lemmas = pd.read_parquet(a.lemmas) if lemmas is None else lemmas
     groups = [g for g in a.groups.split(",") if g]
-    body = infer_model(lm, templates, lemmas, groups, a.n_chunks, a.manifest, batch_size=batch_size(a.batch_size, lm),
-                       top_k=a.top_k, prepend_bos=a.prepend_bos, progress=not a.no_progress,
-                       random_init=random_init(a), allow_nonfinite=a.allow_nonfinite)
+    body = infer_model(
+        lm,
+        templates,
+        lemmas,
+        groups,
+        a.n_chunks,
+        a.manifest,
+        batch_size=batch_size(a.batch_size, lm),
+        top_k=a.top_k,
+        prepend_bos=a.prepend_bos,
+        progress=not a.no_progress,
+        random_init=random_init(a),
+        allow_nonfinite=a.allow_nonfinite,
+    )
     t = body["timing"]
     if started is not None:  # total: the whole command, model load included
         total, note = time.perf_counter() - started, ""
     else:
         total, note = load_s + t["total_s"], " (load included)"
-    log.info("%s: %d shards -> %s; model load %.1f s, %d contexts computed in %.1f s (%.1f contexts/s), "
-             "writer busy %.1f s, total %.1f s%s", a.model, len(body["shards"]), a.manifest, load_s, t["contexts"],
-             t["compute_s"], t["contexts_per_s"], t["writer_busy_s"], total, note)
+    log.info(
+        "%s: %d shards -> %s; model load %.1f s, %d contexts computed in %.1f s (%.1f contexts/s), "
+        "writer busy %.1f s, total %.1f s%s",
+        a.model,
+        len(body["shards"]),
+        a.manifest,
+        load_s,
+        t["contexts"],
+        t["compute_s"],
+        t["contexts_per_s"],
+        t["writer_busy_s"],
+        total,
+        note,
+    )
 
 
 def cmd_infer(a: argparse.Namespace) -> None:
@@ -155,19 +234,34 @@ def cmd_infer(a: argparse.Namespace) -> None:
 
 
 def register_infer(add: Add) -> None:
-    s = add("infer", cmd_infer, "one model, every group and chunk: probability shards and their manifest "
-                                "(model loaded once; finished shards are kept, so a killed run resumes)",
-            "Per context and eligible form: its probability and the mass ranked above and below it; per context "
-            "the top-k tokens (docs/workflow.md, 'Inference and shards'). Run by the rule infer, one job per "
-            "model (resources: gpu=1).")
+    s = add(
+        "infer",
+        cmd_infer,
+        "one model, every group and chunk: probability shards and their manifest "
+        "(model loaded once; finished shards are kept, so a killed run resumes)",
+        "Per context and eligible form: its probability and the mass ranked above and below it; per context "
+        "the top-k tokens (docs/workflow.md, 'Inference and shards'). Run by the rule infer, one job per "
+        "model (resources: gpu=1).",
+    )
     model_options(s)
-    s.add_argument("--batch-size", type=batch_arg, default=ConfigDefault("inference.batch_size"),
-                   help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory")
-    s.add_argument("--top-k", type=int, default=ConfigDefault("inference.top_k"),
-                   help="top tokens (ids and probabilities) stored per context, for Table 3")
-    s.add_argument("--prepend-bos", type=optional_bool, default=None,
-                   help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) "
-                        "(default: auto)")
+    s.add_argument(
+        "--batch-size",
+        type=batch_arg,
+        default=ConfigDefault("inference.batch_size"),
+        help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory",
+    )
+    s.add_argument(
+        "--top-k",
+        type=int,
+        default=ConfigDefault("inference.top_k"),
+        help="top tokens (ids and probabilities) stored per context, for Table 3",
+    )
+    s.add_argument(
+        "--prepend-bos",
+        type=optional_bool,
+        default=None,
+        help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) (default: auto)",
+    )
     random_init_option(s)
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")

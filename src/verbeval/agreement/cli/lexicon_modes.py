@@ -1,5 +1,4 @@
-"""The lexicon modes (single_token, all, common): ``lexicon-forms`` to ``lexicon-modes-table``.
-"""
+"""The lexicon modes (single_token, all, common): ``lexicon-forms`` to ``lexicon-modes-table``."""
 
 from __future__ import annotations
 
@@ -8,8 +7,16 @@ import logging
 
 from verbeval.agreement.cli.common import expand_shards, run_groups
 from verbeval.agreement.cli.inference import forms_extra_tokens, load_checked_lm, model_options, store_options
-from verbeval.core.cliutil import (Add, ConfigDefault, bootstrap_options, check_outputs, model_pin, model_source_options,
-                                   optional_bool, split_pair)
+from verbeval.core.cliutil import (
+    Add,
+    ConfigDefault,
+    bootstrap_options,
+    check_outputs,
+    model_pin,
+    model_source_options,
+    optional_bool,
+    split_pair,
+)
 
 log = logging.getLogger("verbeval")
 
@@ -18,47 +25,71 @@ def cmd_lexicon_forms(a: argparse.Namespace) -> None:
     check_outputs(a.out)
     import pandas as pd
 
-    from verbeval.core.io import write_parquet
     from verbeval.agreement.lexicon_modes import form_table
     from verbeval.core.fasttok import load_text_tokenizer
+    from verbeval.core.io import write_parquet
 
-    tok = load_text_tokenizer(a.model, a.revision, a.gguf_file, model_pin(a))  # tokenizers alone where safe: no torch import
+    tok = load_text_tokenizer(
+        a.model, a.revision, a.gguf_file, model_pin(a)
+    )  # tokenizers alone where safe: no torch import
     forms = form_table(pd.read_parquet(a.lexicon), pd.read_parquet(a.templates), tok)
     write_parquet(forms, a.out)
     lex = forms[forms["in_lexicon"]]
-    log.info("%s: %d lexicon lemmas (%d single-token, %d scorable) + %d template-only verb pairs -> %s", a.model,
-             len(lex), int(lex["single_token"].sum()), int(lex["scorable"].sum()), len(forms) - len(lex), a.out)
+    log.info(
+        "%s: %d lexicon lemmas (%d single-token, %d scorable) + %d template-only verb pairs -> %s",
+        a.model,
+        len(lex),
+        int(lex["single_token"].sum()),
+        int(lex["scorable"].sum()),
+        len(forms) - len(lex),
+        a.out,
+    )
 
 
 def register_lexicon_forms(add: Add) -> None:
-    s = add("lexicon-forms", cmd_lexicon_forms,
-            "token ids of every lexicon and template verb form of a model, with its single-token flag",
-            "Only the tokenizer is loaded. Run by the rule lexicon_forms (with agreement.multitoken.enabled).")
+    s = add(
+        "lexicon-forms",
+        cmd_lexicon_forms,
+        "token ids of every lexicon and template verb form of a model, with its single-token flag",
+        "Only the tokenizer is loaded. Run by the rule lexicon_forms (with agreement.multitoken.enabled).",
+    )
     model_source_options(s, "(only the tokenizer is loaded)")
     s.add_argument("--lexicon", required=True, help="lexicon.parquet (verbeval lexicon)")
-    s.add_argument("--templates", required=True, help="templates.parquet: its verb pairs not in the lexicon are "
-                                                       "added")
+    s.add_argument("--templates", required=True, help="templates.parquet: its verb pairs not in the lexicon are added")
     s.add_argument("--out", required=True, help="output: the model's forms.parquet")
 
 
 def cmd_lexicon_common(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.core.io import write_parquet
     from verbeval.agreement.lexicon_modes import common_pairs
+    from verbeval.core.io import write_parquet
 
     tables = [pd.read_parquet(path) for _, path in (split_pair(x, "--forms", "PATH") for x in a.forms)]
     common = common_pairs(tables)
     write_parquet(common, a.out)
-    log.info("common: %d lexicon lemmas single-token in all %d models -> %s", int(common["in_lexicon"].sum()),
-             len(tables), a.out)
+    log.info(
+        "common: %d lexicon lemmas single-token in all %d models -> %s",
+        int(common["in_lexicon"].sum()),
+        len(tables),
+        a.out,
+    )
 
 
 def register_lexicon_common(add: Add) -> None:
-    s = add("lexicon-common", cmd_lexicon_common, "verb pairs single-token in every model (the `common` lexicon mode)",
-            "Run by the rule lexicon_common (with agreement.multitoken.enabled).")
-    s.add_argument("--forms", nargs="+", required=True, metavar="NAME=PATH",
-                   help="each model's forms.parquet (verbeval lexicon-forms)")
+    s = add(
+        "lexicon-common",
+        cmd_lexicon_common,
+        "verb pairs single-token in every model (the `common` lexicon mode)",
+        "Run by the rule lexicon_common (with agreement.multitoken.enabled).",
+    )
+    s.add_argument(
+        "--forms",
+        nargs="+",
+        required=True,
+        metavar="NAME=PATH",
+        help="each model's forms.parquet (verbeval lexicon-forms)",
+    )
     s.add_argument("--out", required=True, help="output: common.parquet")
 
 
@@ -71,25 +102,52 @@ def cmd_infer_forms(a: argparse.Namespace) -> None:
     templates, forms = pd.read_parquet(a.templates), pd.read_parquet(a.forms)
     groups = [g for g in a.groups.split(",") if g]
     lm, _ = load_checked_lm(a, templates, groups, extra=forms_extra_tokens(forms))
-    body = infer_forms_model(lm, templates, forms, groups, a.n_chunks,
-                             a.manifest, batch_size=a.batch_size, prepend_bos=a.prepend_bos,
-                             progress=not a.no_progress, allow_nonfinite=a.allow_nonfinite)
+    body = infer_forms_model(
+        lm,
+        templates,
+        forms,
+        groups,
+        a.n_chunks,
+        a.manifest,
+        batch_size=a.batch_size,
+        prepend_bos=a.prepend_bos,
+        progress=not a.no_progress,
+        allow_nonfinite=a.allow_nonfinite,
+    )
     t = body["timing"]
-    log.info("%s: %d form shards -> %s; %d contexts computed in %.1f s (%.2f contexts/s)", a.model,
-             len(body["shards"]), a.manifest, t["contexts"], t["compute_s"], t["contexts_per_s"])
+    log.info(
+        "%s: %d form shards -> %s; %d contexts computed in %.1f s (%.2f contexts/s)",
+        a.model,
+        len(body["shards"]),
+        a.manifest,
+        t["contexts"],
+        t["compute_s"],
+        t["contexts_per_s"],
+    )
 
 
 def register_infer_forms(add: Add) -> None:
-    s = add("infer-forms", cmd_infer_forms,
-            "log P(form | context) of every verb form of any length: every group and chunk of one model, "
-            "shards and their manifest (model loaded once; a killed run resumes)",
-            "Chain rule for causal LMs, PLL-word-l2r for masked LMs (docs/metrics.md). Run by the rule "
-            "infer_forms, one job per model (with agreement.multitoken.enabled).")
+    s = add(
+        "infer-forms",
+        cmd_infer_forms,
+        "log P(form | context) of every verb form of any length: every group and chunk of one model, "
+        "shards and their manifest (model loaded once; a killed run resumes)",
+        "Chain rule for causal LMs, PLL-word-l2r for masked LMs (docs/metrics.md). Run by the rule "
+        "infer_forms, one job per model (with agreement.multitoken.enabled).",
+    )
     model_options(s)
-    s.add_argument("--batch-size", type=int, default=ConfigDefault("agreement.multitoken.batch_size"),
-                   help="trie rows (prefixes / masked sequences) per pass")
-    s.add_argument("--prepend-bos", type=optional_bool, default=None,
-                   help="causal LMs: true, false or auto (follow the tokenizer) (default: auto)")
+    s.add_argument(
+        "--batch-size",
+        type=int,
+        default=ConfigDefault("agreement.multitoken.batch_size"),
+        help="trie rows (prefixes / masked sequences) per pass",
+    )
+    s.add_argument(
+        "--prepend-bos",
+        type=optional_bool,
+        default=None,
+        help="causal LMs: true, false or auto (follow the tokenizer) (default: auto)",
+    )
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--forms", required=True, help="the model's forms.parquet (verbeval lexicon-forms)")
     store_options(s)
@@ -99,9 +157,9 @@ def cmd_lexicon_modes(a: argparse.Namespace) -> None:
     import numpy as np
     import pandas as pd
 
-    from verbeval.core.io import write_csv
     from verbeval.agreement.form_shards import form_shards_by_group, read_form_shards
     from verbeval.agreement.lexicon_modes import consistency, group_summary, lemma_differences, lemma_scores, mode_masks
+    from verbeval.core.io import write_csv
 
     forms = pd.read_parquet(a.forms)
     masks = mode_masks(forms, pd.read_parquet(a.common))
@@ -110,8 +168,18 @@ def cmd_lexicon_modes(a: argparse.Namespace) -> None:
     summaries, logps, plurals = [], [], []
     for group in sorted(by_group):
         sh = read_form_shards(by_group[group])
-        summaries.append(group_summary(sh, masks, n_lex, model=a.model_name, group=group, resamples=a.resamples,
-                                       seed=a.seed, confidence=a.confidence))
+        summaries.append(
+            group_summary(
+                sh,
+                masks,
+                n_lex,
+                model=a.model_name,
+                group=group,
+                resamples=a.resamples,
+                seed=a.seed,
+                confidence=a.confidence,
+            )
+        )
         logps.append(sh["logp"][:, :n_lex])
         plurals.append(sh["plural"])
     summary = pd.concat(summaries, ignore_index=True)
@@ -121,8 +189,11 @@ def cmd_lexicon_modes(a: argparse.Namespace) -> None:
     write_csv(lemmas, a.lemmas_out, float_format="%.10g")
     write_csv(diff, a.diff_out, float_format="%.10g")
     if a.consistency_out:
-        ref = pd.concat([pd.read_csv(p) for p in a.table2_summaries], ignore_index=True) if a.table2_summaries \
+        ref = (
+            pd.concat([pd.read_csv(p) for p in a.table2_summaries], ignore_index=True)
+            if a.table2_summaries
             else pd.DataFrame(columns=["model", "group", "metric", "side", "cutoff", "value", "n"])
+        )
         cons = consistency(summary, ref)
         write_csv(cons, a.consistency_out, float_format="%.10g")
         log.info("single_token mode vs Table 2: max |diff| %.3g", cons["abs_diff"].max())
@@ -130,17 +201,28 @@ def cmd_lexicon_modes(a: argparse.Namespace) -> None:
 
 
 def register_lexicon_modes(add: Add) -> None:
-    s = add("lexicon-modes", cmd_lexicon_modes,
-            "TSE, EW and MW (p = 1) of one model in the single_token, all and common lexicon modes",
-            "Also per-lemma scores and the single- vs multi-token lemma comparison. Run by the rule lexicon_modes, "
-            "one job per model (with agreement.multitoken.enabled).")
+    s = add(
+        "lexicon-modes",
+        cmd_lexicon_modes,
+        "TSE, EW and MW (p = 1) of one model in the single_token, all and common lexicon modes",
+        "Also per-lemma scores and the single- vs multi-token lemma comparison. Run by the rule lexicon_modes, "
+        "one job per model (with agreement.multitoken.enabled).",
+    )
     s.add_argument("--forms", required=True, help="the model's forms.parquet (verbeval lexicon-forms)")
     s.add_argument("--common", required=True, help="common.parquet (verbeval lexicon-common)")
     s.add_argument("--model-name", required=True, help="model name written into the outputs")
-    s.add_argument("--shards", nargs="+", required=True,
-                   help="the model's form shards (all groups), or their manifest (every shard it lists)")
-    s.add_argument("--table2-summaries", nargs="*", default=[],
-                   help="the single-token pipeline's summary.csv files, compared in --consistency-out")
+    s.add_argument(
+        "--shards",
+        nargs="+",
+        required=True,
+        help="the model's form shards (all groups), or their manifest (every shard it lists)",
+    )
+    s.add_argument(
+        "--table2-summaries",
+        nargs="*",
+        default=[],
+        help="the single-token pipeline's summary.csv files, compared in --consistency-out",
+    )
     bootstrap_options(s, "agreement.bootstrap")
     s.add_argument("--summary-out", required=True, help="output: metrics per group and lexicon mode with CIs (CSV)")
     s.add_argument("--lemmas-out", required=True, help="output: per-lemma CSV")
@@ -151,8 +233,8 @@ def register_lexicon_modes(add: Add) -> None:
 def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.core.io import write_csv, write_json, write_text
     from verbeval.agreement.lexicon_modes_table import coverage_table, modes_table, to_latex, to_markdown, to_metrics
+    from verbeval.core.io import write_csv, write_json, write_text
 
     models = a.models.split(",")
     summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
@@ -164,35 +246,57 @@ def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
     write_csv(t, a.csv, float_format="%.6f")
     write_csv(coverage, a.coverage, float_format="%.6f")
     write_csv(diffs, a.diff_csv, float_format="%.6g")
-    md = [to_markdown(t, models, a.mode), "", "Lemma coverage per mode:", "",
-          coverage.to_markdown(index=False), "", "Single-token vs multi-token lemmas (mode all):", "",
-          diffs.to_markdown(index=False, floatfmt=".4g")]
+    md = [
+        to_markdown(t, models, a.mode),
+        "",
+        "Lemma coverage per mode:",
+        "",
+        coverage.to_markdown(index=False),
+        "",
+        "Single-token vs multi-token lemmas (mode all):",
+        "",
+        diffs.to_markdown(index=False, floatfmt=".4g"),
+    ]
     if a.consistency:
         cons = pd.concat([pd.read_csv(p) for p in a.consistency], ignore_index=True)
         md += ["", f"single_token mode vs Table 2 (p = 1): max |difference| = {cons['abs_diff'].max():.3g}"]
     write_text(a.md, "\n".join(md) + "\n")
     write_text(a.tex, to_latex(t, models, a.mode))
     write_json(a.metrics, to_metrics(t, models, a.mode, coverage))
-    log.info("lexicon modes (%d groups x %d models x 3 modes) -> %s, %s, %s", len(groups), len(models), a.csv,
-             a.md, a.tex)
+    log.info(
+        "lexicon modes (%d groups x %d models x 3 modes) -> %s, %s, %s", len(groups), len(models), a.csv, a.md, a.tex
+    )
 
 
 def register_lexicon_modes_table(add: Add) -> None:
-    s = add("lexicon-modes-table", cmd_lexicon_modes_table,
-            "groups x models x lexicon modes table (CSV, Markdown, LaTeX), coverage and metrics JSON",
-            "Run by the rule lexicon_modes_table (with agreement.multitoken.enabled).")
+    s = add(
+        "lexicon-modes-table",
+        cmd_lexicon_modes_table,
+        "groups x models x lexicon modes table (CSV, Markdown, LaTeX), coverage and metrics JSON",
+        "Run by the rule lexicon_modes_table (with agreement.multitoken.enabled).",
+    )
     s.add_argument("--groups-file", required=True, help="agreement groups YAML: row order and group names")
     s.add_argument("--models", required=True, help="comma-separated model names, in column order")
-    s.add_argument("--mode", default=ConfigDefault("agreement.lexicon_mode"), choices=["single_token", "all", "common"],
-                   help="headline mode (first in the table, headline_mode in the metrics)")
-    s.add_argument("--summaries", nargs="+", required=True, help="each model's summary CSV (lexicon-modes "
-                                                                 "--summary-out)")
-    s.add_argument("--diffs", nargs="+", required=True, help="each model's lemma comparison CSV (lexicon-modes "
-                                                             "--diff-out)")
+    s.add_argument(
+        "--mode",
+        default=ConfigDefault("agreement.lexicon_mode"),
+        choices=["single_token", "all", "common"],
+        help="headline mode (first in the table, headline_mode in the metrics)",
+    )
+    s.add_argument(
+        "--summaries", nargs="+", required=True, help="each model's summary CSV (lexicon-modes --summary-out)"
+    )
+    s.add_argument(
+        "--diffs", nargs="+", required=True, help="each model's lemma comparison CSV (lexicon-modes --diff-out)"
+    )
     s.add_argument("--forms", nargs="+", required=True, metavar="NAME=PATH", help="each model's forms.parquet")
     s.add_argument("--common", required=True, help="common.parquet (verbeval lexicon-common)")
-    s.add_argument("--consistency", nargs="*", default=[],
-                   help="each model's consistency CSV (lexicon-modes --consistency-out), summarised in --md")
+    s.add_argument(
+        "--consistency",
+        nargs="*",
+        default=[],
+        help="each model's consistency CSV (lexicon-modes --consistency-out), summarised in --md",
+    )
     s.add_argument("--csv", required=True, help="output: the table (CSV)")
     s.add_argument("--md", required=True, help="output: the table, coverage and lemma comparison in Markdown")
     s.add_argument("--tex", required=True, help="output: the table in LaTeX")

@@ -1,5 +1,4 @@
-"""The table sub-commands: ``table`` (Table 2) and ``topk-table`` (Table 3).
-"""
+"""The table sub-commands: ``table`` (Table 2) and ``topk-table`` (Table 3)."""
 
 from __future__ import annotations
 
@@ -17,10 +16,10 @@ log = logging.getLogger("verbeval")
 def cmd_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.core.io import write_csv, write_json, write_text
-    from verbeval.agreement.tables import errata_notes, table2, to_html, to_latex, to_markdown, to_metrics
     from verbeval.agreement.errata import flagged_errata, load_errata
     from verbeval.agreement.groups import load_groups
+    from verbeval.agreement.tables import errata_notes, table2, to_html, to_latex, to_markdown, to_metrics
+    from verbeval.core.io import write_csv, write_json, write_text
 
     summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
     groups = load_groups(a.groups_file)
@@ -45,31 +44,47 @@ def cmd_table(a: argparse.Namespace) -> None:
     if a.html:
         write_text(a.html, to_html(t, models, notes=notes, confidence=a.confidence))
     write_json(a.metrics, to_metrics(t, models))
-    write_csv(summary.sort_values(["model", "group", "metric", "side", "cutoff"], kind="stable"), a.all_csv,
-              float_format="%.10g")
+    write_csv(
+        summary.sort_values(["model", "group", "metric", "side", "cutoff"], kind="stable"),
+        a.all_csv,
+        float_format="%.10g",
+    )
     log.info("Table 2 (%d groups x %d models) -> %s, %s, %s", len(t), len(models), a.csv, a.md, a.tex)
 
 
 def register_table(add: Add) -> None:
-    s = add("table", cmd_table, "Table 2 (CSV, Markdown, LaTeX) from per-group summaries",
-            "EW and MW are read at top p = 1. Run by the rule table2.")
+    s = add(
+        "table",
+        cmd_table,
+        "Table 2 (CSV, Markdown, LaTeX) from per-group summaries",
+        "EW and MW are read at top p = 1. Run by the rule table2.",
+    )
     s.add_argument("--groups-file", required=True, help="agreement groups YAML: row order and group names")
     s.add_argument("--models", required=True, help="comma-separated model names, in column order")
-    s.add_argument("--table-models", metavar="PATTERNS",
-                   help="comma-separated model names or shell-style patterns (e.g. '*@step143000'): Table 2 and "
-                        "--metrics show only the --models they match, in --models order; --all-csv keeps every "
-                        "model (default: all)")
-    s.add_argument("--summaries", nargs="+", required=True,
-                   help="per-group summary.csv files (verbeval aggregate) of every model and group")
+    s.add_argument(
+        "--table-models",
+        metavar="PATTERNS",
+        help="comma-separated model names or shell-style patterns (e.g. '*@step143000'): Table 2 and "
+        "--metrics show only the --models they match, in --models order; --all-csv keeps every "
+        "model (default: all)",
+    )
+    s.add_argument(
+        "--summaries",
+        nargs="+",
+        required=True,
+        help="per-group summary.csv files (verbeval aggregate) of every model and group",
+    )
     s.add_argument("--csv", required=True, help="output: Table 2 with CIs and counts (CSV)")
     s.add_argument("--md", required=True, help="output: Table 2 in Markdown (two decimals)")
     s.add_argument("--tex", required=True, help="output: Table 2 in LaTeX (two decimals)")
-    s.add_argument("--html", help="output: Table 2 as an HTML page with CIs and counts (an item of the Snakemake "
-                                  "report)")
+    s.add_argument(
+        "--html", help="output: Table 2 as an HTML page with CIs and counts (an item of the Snakemake report)"
+    )
     s.add_argument("--confidence", type=float, help="the CIs' level, for the HTML page's text")
     s.add_argument("--all-csv", required=True, help="output: all summaries (every metric and cutoff) in one CSV")
-    s.add_argument("--metrics", required=True,
-                   help="output: Table 2 as JSON {model: {group: {tse, ew, mw}}} (DVC metrics)")
+    s.add_argument(
+        "--metrics", required=True, help="output: Table 2 as JSON {model: {group: {tse, ew, mw}}} (DVC metrics)"
+    )
     s.add_argument("--errata", help="errata CSV: Table 2's notes count its flag rows per group")
     s.add_argument("--templates", help="templates.parquet: how many flag rows are among the scored rows")
     s.add_argument("--drop-flagged-errata", action="store_true", help="the flag rows were dropped (for the notes)")
@@ -109,11 +124,19 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
     templates = pd.read_parquet(a.templates)
     run_groups = list(dict.fromkeys(templates["group"]))
     contexts = [{"group": g, "left": left, "right": None if right == "*" else right} for g, left, right in a.context]
-    selected = select_rows(templates, run_groups, contexts or None,
-                           default_groups=a.default_groups.split(",") if a.default_groups else (),
-                           per_label=a.per_label)
-    models = [load_model_topk(name, model_id, shard_paths.get(name, []), lemma_paths[name], revisions.get(name),
-                              gguf_files.get(name)) for name, model_id in model_ids.items()]
+    selected = select_rows(
+        templates,
+        run_groups,
+        contexts or None,
+        default_groups=a.default_groups.split(",") if a.default_groups else (),
+        per_label=a.per_label,
+    )
+    models = [
+        load_model_topk(
+            name, model_id, shard_paths.get(name, []), lemma_paths[name], revisions.get(name), gguf_files.get(name)
+        )
+        for name, model_id in model_ids.items()
+    ]
     table = topk_table(selected, templates, models)
     write_csv(table, a.csv, float_format="%.6g")
     write_text(a.md, table3_markdown(table, random))
@@ -123,28 +146,69 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
 
 
 def register_topk_table(add: Add) -> None:
-    s = add("topk-table", cmd_topk_table,
-            "Table 3: top-k tokens of selected contexts, correct/incorrect verb forms marked",
-            "Reads the top-k tokens stored in the shards; only tokenizers are loaded, to decode token ids. "
-            "Run by the rule table3.")
+    s = add(
+        "topk-table",
+        cmd_topk_table,
+        "Table 3: top-k tokens of selected contexts, correct/incorrect verb forms marked",
+        "Reads the top-k tokens stored in the shards; only tokenizers are loaded, to decode token ids. "
+        "Run by the rule table3.",
+    )
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
-    s.add_argument("--model", action="append", default=[], required=True, metavar="NAME=ID",
-                   help="model name and hub id or path (for its tokenizer); repeat per model, in column order")
-    s.add_argument("--revision", action="append", default=[], metavar="NAME=REV",
-                   help="hub revision of a model's tokenizer (branch, tag or commit); repeatable")
-    s.add_argument("--gguf-file", action="append", default=[], metavar="NAME=FILE",
-                   help="a model's GGUF file in its --model folder or repository (its tokenizer is read from it); "
-                        "repeatable")
-    s.add_argument("--lemmas", action="append", default=[], metavar="NAME=PATH",
-                   help="a model's lemmas.parquet; repeatable, one per --model")
-    s.add_argument("--shards", nargs="+", default=[], metavar="NAME=PATH",
-                   help="a model's shard manifest, or its shards of the selected groups")
-    s.add_argument("--context", nargs=3, action="append", default=[], metavar=("GROUP", "LEFT", "RIGHT"),
-                   help="a context to show (RIGHT * = any); repeatable. Default: --default-groups")
-    s.add_argument("--default-groups", default=ConfigDefault("agreement.figures.context_groups", ",".join),
-                   help="without --context: the first rows of each label of these comma-separated groups")
-    s.add_argument("--per-label", type=int, default=ConfigDefault("agreement.figures.contexts_per_label"),
-                   help="without --context: rows per label and group")
+    s.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        required=True,
+        metavar="NAME=ID",
+        help="model name and hub id or path (for its tokenizer); repeat per model, in column order",
+    )
+    s.add_argument(
+        "--revision",
+        action="append",
+        default=[],
+        metavar="NAME=REV",
+        help="hub revision of a model's tokenizer (branch, tag or commit); repeatable",
+    )
+    s.add_argument(
+        "--gguf-file",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="a model's GGUF file in its --model folder or repository (its tokenizer is read from it); repeatable",
+    )
+    s.add_argument(
+        "--lemmas",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a model's lemmas.parquet; repeatable, one per --model",
+    )
+    s.add_argument(
+        "--shards",
+        nargs="+",
+        default=[],
+        metavar="NAME=PATH",
+        help="a model's shard manifest, or its shards of the selected groups",
+    )
+    s.add_argument(
+        "--context",
+        nargs=3,
+        action="append",
+        default=[],
+        metavar=("GROUP", "LEFT", "RIGHT"),
+        help="a context to show (RIGHT * = any); repeatable. Default: --default-groups",
+    )
+    s.add_argument(
+        "--default-groups",
+        default=ConfigDefault("agreement.figures.context_groups", ",".join),
+        help="without --context: the first rows of each label of these comma-separated groups",
+    )
+    s.add_argument(
+        "--per-label",
+        type=int,
+        default=ConfigDefault("agreement.figures.contexts_per_label"),
+        help="without --context: rows per label and group",
+    )
     s.add_argument("--csv", required=True, help="output: Table 3, one row per context, model and rank (CSV)")
     s.add_argument("--md", required=True, help="output: Table 3 in Markdown")
     s.add_argument("--html", help="output: Table 3 in HTML")

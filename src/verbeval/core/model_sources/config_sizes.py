@@ -45,8 +45,13 @@ CONFIG_KEYS: dict[str, tuple[str, ...]] = {
 #: keys that state the embedding width when it is not the hidden size (ALBERT, ELECTRA, OPT)
 EMBED_WIDTH_KEYS = ("embedding_size", "word_embed_proj_dim")
 #: name endings of token embedding tensors (rows: the vocabulary)
-EMBED_SUFFIXES = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight",
-                  "tok_embeddings.weight")
+EMBED_SUFFIXES = (
+    "embed_tokens.weight",
+    "wte.weight",
+    "word_embeddings.weight",
+    "embed_in.weight",
+    "tok_embeddings.weight",
+)
 #: a layer's tensors: <prefix>.<container>.<N>.… (model.layers.0., transformer.h.0., bert.encoder.layer.0.)
 _LAYER = re.compile(r"^(?:(.*)\.)?(layers|layer|h|blocks|block)\.(\d+)\.")
 
@@ -82,7 +87,7 @@ def _safetensors_shapes(folder: Path) -> tuple[list[str], dict[str, tuple[str, l
                     names.append(key)
                     if key.endswith(EMBED_SUFFIXES):
                         embeds[key] = (f.name, list(st.get_slice(key).get_shape()))
-    except Exception:  # noqa: BLE001 - safetensors' SafetensorError and OSError: the load reports it
+    except Exception:  # safetensors' SafetensorError and OSError: the load reports it
         return None
     return [f.name for f in files], embeds, names
 
@@ -135,11 +140,17 @@ def _check_config(cfg: dict[str, Any], folder: Path) -> None:
     if not any(len(v) in allowed for v in groups.values()):
         biggest = max(groups, key=lambda g: len(groups[g]))
         idx = sorted(groups[biggest])
-        where = (f"{biggest}.0-{biggest}.{idx[-1]}" if idx == list(range(len(idx)))
-                 else ", ".join(f"{biggest}.{i}" for i in idx[:4]) + (", …" if len(idx) > 4 else ""))
+        where = (
+            f"{biggest}.0-{biggest}.{idx[-1]}"
+            if idx == list(range(len(idx)))
+            else ", ".join(f"{biggest}.{i}" for i in idx[:4]) + (", …" if len(idx) > 4 else "")
+        )
         holds = files[0] if len(files) == 1 else f"the {len(files)} safetensors files"
-        raise _Refused(f"{layers[0]} is {layers[1]} but {holds} hold{'s' if len(files) == 1 else ''} tensors of "
-                       f"{len(idx)} layer{'' if len(idx) == 1 else 's'} ({where})", WEIGHTS_HINT)
+        raise _Refused(
+            f"{layers[0]} is {layers[1]} but {holds} hold{'s' if len(files) == 1 else ''} tensors of "
+            f"{len(idx)} layer{'' if len(idx) == 1 else 's'} ({where})",
+            WEIGHTS_HINT,
+        )
 
 
 #: (config.json, safetensors files) stamps of model folders already found sound in this process

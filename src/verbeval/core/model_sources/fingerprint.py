@@ -67,8 +67,9 @@ def file_sha256(path: str | Path) -> str:
     if _stamp(p) != stamp:  # changed while being read: hash what is there now
         return file_sha256(p)
     if stamp[1] > 1 << 28:
-        log.info("hashed %s (%.1f GB) in %.1f s; cached in %s", p, stamp[1] / 1e9, time.perf_counter() - start,
-                 record.parent)
+        log.info(
+            "hashed %s (%.1f GB) in %.1f s; cached in %s", p, stamp[1] / 1e9, time.perf_counter() - start, record.parent
+        )
     _MEMO[stamp] = digest
     try:
         write_json(record, {"stamp": list(stamp), "sha256": digest})

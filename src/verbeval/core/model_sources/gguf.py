@@ -27,8 +27,10 @@ def require_gguf(model: str) -> None:
     try:
         import gguf  # noqa: F401
     except ImportError:
-        raise VerbevalError(f"model {model!r}: reading a GGUF file needs the gguf package: pip install gguf "
-                            "(a dependency of verbeval: reinstall it with `pip install -e .`)") from None
+        raise VerbevalError(
+            f"model {model!r}: reading a GGUF file needs the gguf package: pip install gguf "
+            "(a dependency of verbeval: reinstall it with `pip install -e .`)"
+        ) from None
 
 
 def supported_architectures() -> list[str]:
@@ -41,9 +43,11 @@ def supported_architectures() -> list[str]:
 def check_kind(model: str, kind: str) -> None:
     """A masked LM cannot come as GGUF: transformers reads only decoders from it."""
     if kind == "masked":
-        raise VerbevalError(f"model {model!r}: kind masked with a gguf_file: transformers reads only decoder "
-                            "(causal) LMs from GGUF; give a masked LM as a saved model folder or hub id, "
-                            "without gguf_file")
+        raise VerbevalError(
+            f"model {model!r}: kind masked with a gguf_file: transformers reads only decoder "
+            "(causal) LMs from GGUF; give a masked LM as a saved model folder or hub id, "
+            "without gguf_file"
+        )
 
 
 _UNSUPPORTED = re.compile(r"architecture (\S+) is not supported")
@@ -69,20 +73,26 @@ def unreadable(exc: BaseException, model: str, gguf_file: str) -> VerbevalError:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     m = _UNSUPPORTED.search(text)
     if m:
-        return VerbevalError(f"model {model!r}: transformers cannot read GGUF architecture {m.group(1)!r} from "
-                             f"{gguf_file} (it reads {', '.join(supported_architectures())}); convert the model to "
-                             "a saved folder instead")
+        return VerbevalError(
+            f"model {model!r}: transformers cannot read GGUF architecture {m.group(1)!r} from "
+            f"{gguf_file} (it reads {', '.join(supported_architectures())}); convert the model to "
+            "a saved folder instead"
+        )
     m = _UNKNOWN_TYPE.search(text)
     if m:
-        return VerbevalError(f"model {model!r}: transformers reads {gguf_file} as model type {m.group(1).rstrip('.')!r}, "
-                             "whose GGUF tensors it cannot map (a llama file whose general.name is exactly that "
-                             "type is read this way); convert the model to a saved folder instead "
-                             "(docs/models.md, 'GGUF architectures tried')")
+        return VerbevalError(
+            f"model {model!r}: transformers reads {gguf_file} as model type {m.group(1).rstrip('.')!r}, "
+            "whose GGUF tensors it cannot map (a llama file whose general.name is exactly that "
+            "type is read this way); convert the model to a saved folder instead "
+            "(docs/models.md, 'GGUF architectures tried')"
+        )
     if _SHAPES.search(text):
-        return VerbevalError(f"model {model!r}: the config transformers builds from {gguf_file} does not fit its "
-                             "weights (transformers takes some sizes of this architecture from its defaults, not "
-                             "from the file); convert the model to a saved folder instead (docs/models.md, "
-                             "'GGUF architectures tried')")
+        return VerbevalError(
+            f"model {model!r}: the config transformers builds from {gguf_file} does not fit its "
+            "weights (transformers takes some sizes of this architecture from its defaults, not "
+            "from the file); convert the model to a saved folder instead (docs/models.md, "
+            "'GGUF architectures tried')"
+        )
     return VerbevalError(f"model {model!r}: cannot read {gguf_file}: {text}")
 
 
@@ -93,8 +103,9 @@ def check_config(config: Any, model: str) -> None:
         raise VerbevalError(f"model {model!r}: GGUF architecture {model_type!r} is an encoder-decoder, not a causal LM")
 
 
-def resolve_file(model_id: str, gguf_file: str, revision: str | None, local_dir: bool,
-                 local_files_only: bool = False) -> Path:
+def resolve_file(
+    model_id: str, gguf_file: str, revision: str | None, local_dir: bool, local_files_only: bool = False
+) -> Path:
     """The local path of the GGUF file: ``<folder>/<gguf_file>``, or the hub repository's file
     (downloaded into the Hugging Face cache once; with ``local_files_only`` only looked up there)."""
     if local_dir:
@@ -104,8 +115,10 @@ def resolve_file(model_id: str, gguf_file: str, revision: str | None, local_dir:
     try:
         return Path(hf_hub_download(model_id, gguf_file, revision=revision, local_files_only=local_files_only))
     except Exception as exc:  # huggingface_hub raises many error types (offline, 404, auth)
-        raise VerbevalError(f"model {model_id!r}: cannot get {gguf_file} from the hub "
-                            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+        raise VerbevalError(
+            f"model {model_id!r}: cannot get {gguf_file} from the hub "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+        ) from None
 
 
 def load_kwargs(gguf_file: str | None) -> dict[str, Any]:

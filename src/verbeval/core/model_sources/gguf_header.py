@@ -40,8 +40,21 @@ MAX_PER_BLOCK = 4096
 _STRING, _ARRAY = 8, 9
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _INTEGERS = (0, 1, 2, 3, 4, 5, 10, 11)
-_TYPE_NAMES = {0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "int32", 6: "float32",
-               7: "bool", 8: "string", 9: "array", 10: "uint64", 11: "int64", 12: "float64"}
+_TYPE_NAMES = {
+    0: "uint8",
+    1: "int8",
+    2: "uint16",
+    3: "int16",
+    4: "uint32",
+    5: "int32",
+    6: "float32",
+    7: "bool",
+    8: "string",
+    9: "array",
+    10: "uint64",
+    11: "int64",
+    12: "float64",
+}
 _BLOCK = re.compile(r"^(?:(.*)\.)?blk\.(\d+)\.")
 
 
@@ -103,8 +116,9 @@ class _Cursor:
 
     def need(self, n: int, what: str) -> None:
         if n > self.left():
-            raise _Refused(f"the file ends at byte {self.size}, inside {what} (byte {self.pos}, "
-                           f"{n} bytes needed)", CUT_HINT)
+            raise _Refused(
+                f"the file ends at byte {self.size}, inside {what} (byte {self.pos}, {n} bytes needed)", CUT_HINT
+            )
 
     def scalar(self, fmt: str, what: str) -> Any:
         n = struct.calcsize(fmt)
@@ -116,9 +130,10 @@ class _Cursor:
     def string(self, what: str) -> bytes:
         n = self.scalar("Q", f"the length of {what}")
         if n > self.left():
-            raise _Refused(f"{what} is a string of {n} bytes but only {self.left()} bytes are left in the file",
-                           CUT_HINT)
-        raw = bytes(self.buf[self.pos:self.pos + n])
+            raise _Refused(
+                f"{what} is a string of {n} bytes but only {self.left()} bytes are left in the file", CUT_HINT
+            )
+        raw = bytes(self.buf[self.pos : self.pos + n])
         self.pos += n
         return raw
 
@@ -140,8 +155,10 @@ class _Cursor:
             (n,) = unpack(order, buf, pos)
             pos += 8
             if n > size - pos:
-                raise _Refused(f"item {i} of {what} is a string of {n} bytes but only {size - pos} bytes are "
-                               "left in the file", CUT_HINT)
+                raise _Refused(
+                    f"item {i} of {what} is a string of {n} bytes but only {size - pos} bytes are left in the file",
+                    CUT_HINT,
+                )
             pos += n
         self.pos = pos
 
@@ -162,8 +179,11 @@ def _value(cur: _Cursor, vtype: int, key: str) -> Any:
         raise _Refused(f"{key} is an array of value type {item}, which GGUF does not define")
     least = struct.calcsize(_SCALARS[item]) if item in _SCALARS else 8  # a string: its u64 length at least
     if count * least > cur.left():
-        raise _Refused(f"{key} claims {count} items ({_TYPE_NAMES[item]}, at least {count * least} bytes) but only "
-                       f"{cur.left()} bytes are left in the file", CUT_HINT)
+        raise _Refused(
+            f"{key} claims {count} items ({_TYPE_NAMES[item]}, at least {count * least} bytes) but only "
+            f"{cur.left()} bytes are left in the file",
+            CUT_HINT,
+        )
     arr = _Array(item, count, cur.pos)
     if item == _STRING:
         cur.skip_strings(count, key)
@@ -205,26 +225,33 @@ def _parse(buf: Any, size: int) -> GGUFHeader:
 
     cur = _Cursor(buf, size)
     if bytes(buf[:4]) != b"GGUF":
-        raise _Refused(f"the file does not start with the GGUF magic (it starts with {bytes(buf[:4])!r})",
-                       "not a GGUF file; check gguf_file")
+        raise _Refused(
+            f"the file does not start with the GGUF magic (it starts with {bytes(buf[:4])!r})",
+            "not a GGUF file; check gguf_file",
+        )
     cur.pos = 4
     version = cur.scalar("I", "the version")
     if version & 0xFFFF == 0:  # written on a big-endian machine (gguf.GGUFReader's test)
         cur.order = ">"
         version = struct.unpack_from(">I", buf, 4)[0]
     if version not in GGUF_VERSIONS:
-        raise _Refused(f"GGUF.version is {version}; readers take versions "
-                       f"{', '.join(map(str, GGUF_VERSIONS))}")
+        raise _Refused(f"GGUF.version is {version}; readers take versions {', '.join(map(str, GGUF_VERSIONS))}")
     tensor_count = cur.scalar("Q", "GGUF.tensor_count")
     kv_count = cur.scalar("Q", "GGUF.kv_count")
     # a metadata entry is at least 13 bytes (key length, value type, one byte of value); a tensor
     # info at least 24 (name length, dimension count, type, offset)
     if kv_count * 13 > cur.left():
-        raise _Refused(f"GGUF.kv_count is {kv_count} but the {cur.left()} bytes after the header's counts hold "
-                       f"at most {cur.left() // 13} metadata entries", CUT_HINT)
+        raise _Refused(
+            f"GGUF.kv_count is {kv_count} but the {cur.left()} bytes after the header's counts hold "
+            f"at most {cur.left() // 13} metadata entries",
+            CUT_HINT,
+        )
     if tensor_count * 24 > cur.left():
-        raise _Refused(f"GGUF.tensor_count is {tensor_count} but the {cur.left()} bytes after the header's "
-                       f"counts hold at most {cur.left() // 24} tensor infos", CUT_HINT)
+        raise _Refused(
+            f"GGUF.tensor_count is {tensor_count} but the {cur.left()} bytes after the header's "
+            f"counts hold at most {cur.left() // 24} tensor infos",
+            CUT_HINT,
+        )
     head = GGUFHeader(version=version, size=size, order=cur.order)
     for i in range(kv_count):
         key = cur.text(f"the key of metadata entry {i}")
@@ -250,8 +277,10 @@ def _parse(buf: Any, size: int) -> GGUFHeader:
     if "general.alignment" in head.metadata:
         align = head.metadata["general.alignment"]
         if head.types["general.alignment"] != 4 or align <= 0 or align & (align - 1):
-            raise _Refused(f"general.alignment is {align!r} ({_TYPE_NAMES.get(head.types['general.alignment'])}); "
-                           "it must be a uint32 power of two")
+            raise _Refused(
+                f"general.alignment is {align!r} ({_TYPE_NAMES.get(head.types['general.alignment'])}); "
+                "it must be a uint32 power of two"
+            )
         head.alignment = int(align)
     data_start = cur.pos + (-cur.pos) % head.alignment
     for name, dims, ggml_type, offset in infos:
@@ -264,18 +293,23 @@ def _parse(buf: Any, size: int) -> GGUFHeader:
         for d in dims:
             n_elems *= d
         if dims and dims[0] % block:
-            raise _Refused(f"tensor {name}: its rows of {dims[0]} values are not whole blocks of {block} "
-                           f"({qtype.name})")
+            raise _Refused(
+                f"tensor {name}: its rows of {dims[0]} values are not whole blocks of {block} ({qtype.name})"
+            )
         if offset % head.alignment:
-            raise _Refused(f"tensor {name}: its data offset {offset} is not a multiple of the alignment "
-                           f"{head.alignment}")
+            raise _Refused(
+                f"tensor {name}: its data offset {offset} is not a multiple of the alignment {head.alignment}"
+            )
         n_bytes = n_elems * type_size // block
         start = data_start + offset
         if start + n_bytes > size:
             shape = "x".join(map(str, dims)) or "scalar"
             cut = n_bytes <= size  # a tensor larger than the whole file: its shape is wrong, not the length
-            raise _Refused(f"tensor {name} of shape {shape} ({qtype.name}, {n_bytes} bytes at byte {start}) runs "
-                           f"past the end of the file ({size} bytes)", CUT_HINT if cut else GGUF_HINT)
+            raise _Refused(
+                f"tensor {name} of shape {shape} ({qtype.name}, {n_bytes} bytes at byte {start}) runs "
+                f"past the end of the file ({size} bytes)",
+                CUT_HINT if cut else GGUF_HINT,
+            )
         head.tensors[name] = _Tensor(name, dims, ggml_type, start, n_bytes)
     last_end, last_name = data_start, None
     for t in sorted(head.tensors.values(), key=lambda t: t.start):
@@ -337,8 +371,7 @@ def _check_gguf_sizes(head: GGUFHeader, buf: Any) -> None:
     if vocab is not None and n_tokens is not None and vocab != n_tokens:
         raise _Refused(f"{arch}.vocab_size is {vocab} but tokenizer.ggml.tokens holds {n_tokens} tokens")
     rows_wanted = n_tokens if n_tokens is not None else vocab
-    what = (f"tokenizer.ggml.tokens holds {n_tokens} tokens" if n_tokens is not None
-            else f"{arch}.vocab_size is {vocab}")
+    what = f"tokenizer.ggml.tokens holds {n_tokens} tokens" if n_tokens is not None else f"{arch}.vocab_size is {vocab}"
     hidden = _int(head, f"{arch}.embedding_length")
     if hidden is not None and hidden <= 0:
         raise _Refused(f"{arch}.embedding_length is {hidden}; it must be positive")
@@ -365,8 +398,10 @@ def _check_gguf_sizes(head: GGUFHeader, buf: Any) -> None:
             biggest = max(groups, key=lambda g: len(groups[g])) if groups else ""
             names = [n for n in head.tensors if (m := _BLOCK.match(n)) and (m.group(1) or "") == biggest]
             n = len(groups.get(biggest, ()))
-            raise _Refused(f"{arch}.block_count is {blocks} but the file holds tensors of {n} block"
-                           f"{'' if n == 1 else 's'} ({(biggest + '.') if biggest else ''}{_blocks(names)})")
+            raise _Refused(
+                f"{arch}.block_count is {blocks} but the file holds tensors of {n} block"
+                f"{'' if n == 1 else 's'} ({(biggest + '.') if biggest else ''}{_blocks(names)})"
+            )
     context = _int(head, f"{arch}.context_length")
     if context is not None and context <= 0:
         raise _Refused(f"{arch}.context_length is {context}; it must be positive")
@@ -377,8 +412,7 @@ def _check_gguf_sizes(head: GGUFHeader, buf: Any) -> None:
         return
     key = f"{arch}.attention.head_count"
     if len(heads) == 1 and heads[0] <= 0 or not any(h > 0 for h in heads):
-        raise _Refused(f"{key} is {heads[0] if len(heads) == 1 else heads}: a model needs at least one "
-                       "attention head")
+        raise _Refused(f"{key} is {heads[0] if len(heads) == 1 else heads}: a model needs at least one attention head")
     for h in heads:
         if h < 0:
             raise _Refused(f"{key} holds {h}; head counts cannot be negative")
@@ -422,12 +456,13 @@ def check_gguf_header(path: str | Path, model: str) -> None:
             _check_gguf_sizes(_parse(buf, size), buf)
     except _Refused as bad:
         raise VerbevalError(f"model {model!r}: {path}: {bad.message}: {bad.hint}") from None
-    except Exception as exc:  # noqa: BLE001 - any failure to read the header is the file's
+    except Exception as exc:  # any failure to read the header is the file's
         if isinstance(exc, ImportError):  # the gguf package (its table of tensor types) is missing
             from verbeval.core.model_sources.gguf import require_gguf
 
             require_gguf(model)
         first = (str(exc).splitlines() or [""])[0]
-        raise VerbevalError(f"model {model!r}: {path}: cannot read the GGUF header "
-                            f"({type(exc).__name__}: {first})") from None
+        raise VerbevalError(
+            f"model {model!r}: {path}: cannot read the GGUF header ({type(exc).__name__}: {first})"
+        ) from None
     _SOUND.add(stamp)

