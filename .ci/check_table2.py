@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from verbeval.agreement.groups import load_groups
-from verbeval.core.config import load_config, model_entries
+from verbeval.core.config import load_config
+from verbeval.core.model_entries import model_entries
 
 cfg = load_config(sys.argv[1])
 out = f"{cfg['results_dir']}/agreement"

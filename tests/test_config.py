@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from verbeval.core.config import load_config, load_schema, model_entries, validate_config
+from verbeval.core.config import load_config, load_schema, validate_config
 from verbeval.core.errors import VerbevalError
+from verbeval.core.model_entries import model_entries
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MINIMAL: dict[str, Any] = {"models": [{"id": "gpt2"}]}

@@ -13,8 +13,9 @@ pytest.importorskip("gguf")
 torch = pytest.importorskip("torch")
 
 from tinygguf import ARCHS, arch_reference_model, reference_model, write_arch_gguf, write_tiny_gguf  # noqa: E402
-from verbeval.core.config import check_model_paths, validate_config  # noqa: E402
+from verbeval.core.config import validate_config  # noqa: E402
 from verbeval.core.errors import VerbevalError  # noqa: E402
+from verbeval.core.model_checks import check_model_paths  # noqa: E402
 from verbeval.core.models import load_model, load_tokenizer, model_fingerprint  # noqa: E402
 
 

@@ -237,14 +237,14 @@ def test_the_plan_finds_a_changed_pip_model_and_the_workflow_assembles_it_again(
     cfg = _pip_config(tmp_path, folder, pin)
     monkeypatch.chdir(REPO_ROOT)
     plan = plan_from_files([REPO_ROOT / "config" / "config.yaml", cfg])
-    assert plan.model_options("tiny") == f"--gguf-file {GGUF} --sha256 {pin}"
-    assert plan.changed_pinned_files() == []
+    assert plan.model.source_options("tiny") == f"--gguf-file {GGUF} --sha256 {pin}"
+    assert plan.repairs.changed_pinned_files() == []
     wd = checkout_view(tmp_path / "wd")
     assert dry_run(wd, [cfg], targets=[str(folder)]).jobs == []  # assembled and intact: nothing to do
 
     CHANGES[change](folder / GGUF)
     before = (folder / GGUF).read_bytes()
-    changed = plan.changed_pinned_files()
+    changed = plan.repairs.changed_pinned_files()
     assert [(c.model, c.target) for c in changed] == [("tiny", str(folder))]
     assert changed[0].message() == (
         f"{folder / GGUF} has sha256 {_sha(folder / GGUF)}, pinned {pin} ({len(before)} bytes): model 'tiny' is "
@@ -276,7 +276,7 @@ def test_the_plan_finds_a_changed_pip_model_and_the_workflow_assembles_it_again(
         )
         == 0
     )
-    assert _sha(folder / GGUF) == pin and plan.changed_pinned_files() == []
+    assert _sha(folder / GGUF) == pin and plan.repairs.changed_pinned_files() == []
 
 
 def test_a_pip_model_folder_without_its_file_is_assembled_again(
@@ -286,4 +286,6 @@ def test_a_pip_model_folder_without_its_file_is_assembled_again(
     (folder / GGUF).unlink()
     monkeypatch.chdir(REPO_ROOT)
     plan = plan_from_files([REPO_ROOT / "config" / "config.yaml", _pip_config(tmp_path, folder, pin)])
-    assert [(c.target, c.why) for c in plan.changed_pinned_files()] == [(str(folder), f"{folder / GGUF} is missing")]
+    assert [(c.target, c.why) for c in plan.repairs.changed_pinned_files()] == [
+        (str(folder), f"{folder / GGUF} is missing")
+    ]

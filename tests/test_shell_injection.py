@@ -28,8 +28,9 @@ import yaml
 
 from inprocess import dry_run
 from verbeval.agreement.groups import load_groups
-from verbeval.core.config import check_model_paths, validate_config
+from verbeval.core.config import validate_config
 from verbeval.core.errors import VerbevalError
+from verbeval.core.model_checks import check_model_paths
 
 REPO = Path(__file__).resolve().parents[1]
 #: command substitution (both forms), a command separator, a pipe, redirections, a glob and quotes

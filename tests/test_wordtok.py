@@ -11,8 +11,10 @@ import pytest
 
 from verbeval.agreement.eligibility import eligible_lemmas
 from verbeval.cli import main
-from verbeval.core.config import check_model_paths, tiny_model_specs, validate_config
+from verbeval.core.config import validate_config
 from verbeval.core.errors import VerbevalError
+from verbeval.core.model_checks import check_model_paths
+from verbeval.core.model_entries import tiny_model_specs
 from verbeval.core.wordtok import build_word_tokenizer, corpus_texts, vocabulary, word_counts
 
 

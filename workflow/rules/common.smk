@@ -49,7 +49,7 @@ if _blocked:
 # file again from its verified wheels; the inference job keeps every intact shard and computes the
 # missing ones; the fetch job moves the copy aside (renamed, never deleted) and fetches a verified one.
 if workflow.is_main_process:
-    _stale = PLAN.changed_pinned_files() + PLAN.stale_stores() + PLAN.unverified_raw()
+    _stale = PLAN.repairs.changed_pinned_files() + PLAN.repairs.stale_stores() + PLAN.repairs.unverified_raw()
     for _item in _stale:
         print(_item.message(), file=sys.stderr)
     force_rerun(workflow, [_item.target for _item in _stale])

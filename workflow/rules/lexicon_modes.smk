@@ -7,13 +7,13 @@ rule lexicon_forms:
     input:
         lexicon=f"{PLAN.out}/lexicon.parquet",
         templates=f"{PLAN.out}/templates.parquet",
-        model=lambda wc: PLAN.local_model_input(wc.model),
+        model=lambda wc: PLAN.model.local_model(wc.model),
     output:
         f"{PLAN.lmout}/{{model}}/forms.parquet",
     params:
         model=lambda wc: PLAN.models[wc.model]["id"],
-        version=lambda wc: PLAN.model_version(wc.model),
-        revision=lambda wc: PLAN.model_options(wc.model),
+        version=lambda wc: PLAN.model.version(wc.model),
+        revision=lambda wc: PLAN.model.source_options(wc.model),
     conda:
         "../../envs/verbeval.yaml"
     log:

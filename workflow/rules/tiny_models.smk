@@ -6,17 +6,17 @@
 rule tiny_model:
     """Config: tiny_models"""
     input:
-        lambda wc: PLAN.tiny_model_inputs(wc.tiny),
+        lambda wc: PLAN.model.tiny_inputs(wc.tiny),
     output:
         directory("{tiny}"),
     wildcard_constraints:
-        tiny=alternatives(list(PLAN.tiny)),
+        tiny=alternatives(list(PLAN.model.tiny)),
     params:
-        source=lambda wc, input: PLAN.tiny_model_source(wc.tiny, list(input)),
-        arch=lambda wc: PLAN.tiny[wc.tiny]["arch"],
-        seed=lambda wc: PLAN.tiny[wc.tiny]["seed"],
-        layers=lambda wc: PLAN.tiny[wc.tiny]["layers"],
-        hidden=lambda wc: PLAN.tiny[wc.tiny]["hidden"],
+        source=lambda wc, input: PLAN.model.tiny_source(wc.tiny, list(input)),
+        arch=lambda wc: PLAN.model.tiny[wc.tiny]["arch"],
+        seed=lambda wc: PLAN.model.tiny[wc.tiny]["seed"],
+        layers=lambda wc: PLAN.model.tiny[wc.tiny]["layers"],
+        hidden=lambda wc: PLAN.model.tiny[wc.tiny]["hidden"],
     conda:
         "../../envs/verbeval.yaml"
     log:

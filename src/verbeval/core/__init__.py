@@ -1,7 +1,9 @@
 """The shared engine every study builds on.
 
 Holds: errors (``VerbevalError``, ``InputError``: one-line messages), io (atomic writes), config
-(the workflow config and its schema), manifest (the data manifest: its sources, loaded and validated),
+(the workflow config's layers and its schema validation), model_entries (the models a config
+describes: defaults, revisions, pip and tiny models), model_checks (whether each model loads here:
+local folders, hub ids, the hub), manifest (the data manifest: its sources, loaded and validated),
 fetch (downloading one source, checksum checked), verified (verified copies and their cache), mirror
 (building a data mirror), verb_list (The Giant Verb List's parser), models (loading LMs, their kind, BOS
 and case, fingerprints), model_ids (what a model id names: local path or hub id), devices (devices and

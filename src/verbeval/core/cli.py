@@ -84,7 +84,9 @@ def cmd_tiny_model(a: argparse.Namespace) -> None:
 def cmd_check_config(a: argparse.Namespace) -> None:
     import sys
 
-    from verbeval.core.config import check_model_paths, hub_id_warnings, hub_problems, load_config, model_entries
+    from verbeval.core.config import load_config
+    from verbeval.core.model_checks import check_model_paths, hub_id_warnings, hub_problems
+    from verbeval.core.model_entries import model_entries
 
     cfg = load_config(a.config)
     check_model_paths(cfg, a.config)  # local model folders exist and hold config.json

@@ -1,12 +1,14 @@
 """The Snakemake workflow's plan as plain Python, so that every rule's plan is tested in process.
 
 Holds: loading (configuration files to a plan: Snakemake's merge, validation), params (what rule
-params and wildcard constraints are made of), plan (from a validated configuration: models, groups, sources, result paths, output lists and
-each rule's command options; stale shard stores and unverified raw copies, found without writing),
+params and wildcard constraints are made of), plan (from a validated configuration: models, groups,
+sources, result paths, output lists and each rule's command options), models (each model's
+sources, options and folders, and the tiny and pip models the workflow builds: ``PLAN.model``),
 figures (the figures, Table 3 and the DVC views of Table 2 and Figures 1-4: ``PLAN.fig``), studies
-(the SimVerb-3500 and veridicality parts of the plan), snakemake (what the Snakefile asks of
-Snakemake's ``workflow`` object: configuration layers, forced reruns, SLURM start checks, the
-failure summary), snakemake_internals (every use of Snakemake's private API: the parsed workflow,
+(the SimVerb-3500 and veridicality parts of the plan), repairs (changed pinned files, stale shard
+stores and unverified raw copies, found without writing: ``PLAN.repairs``), snakemake (what the
+Snakefile asks of Snakemake's ``workflow`` object: configuration layers, forced reruns, SLURM start
+checks, the failure summary), snakemake_internals (every use of Snakemake's private API: the parsed workflow,
 its DAG, a hook before the DAG is prepared). ``workflow/rules/*.smk`` only bind rules to a
 :class:`~verbeval.workflow.plan.Plan`.
 

@@ -79,7 +79,7 @@ class FiguresPlan:
         return quoted(args)
 
     def table3_tokenizers(self) -> list[str]:
-        return [d for m in self.plan.models.values() for d in self.plan.model_dir_input(m["id"])]
+        return [d for m in self.plan.models.values() for d in self.plan.model.dir_input(m["id"])]
 
     def outputs(self) -> list[str]:
         figs, formats = self.out, self.config["formats"]

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from verbeval.agreement.groups import load_groups
-from verbeval.core.config import Layer, check_model_paths, config_layers, validate_config
+from verbeval.core.config import Layer, config_layers, validate_config
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import load_manifest
+from verbeval.core.model_checks import check_model_paths
 from verbeval.workflow.plan import Plan, PlanError
 
 

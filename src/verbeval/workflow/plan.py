@@ -5,108 +5,36 @@ manifest and the groups file, and raises :class:`PlanError` naming the configura
 a bad key. The :class:`Plan` it returns holds the models, groups, sources, result paths, the
 output lists of every part of the workflow and the command options of each rule; the ``.smk``
 files only bind rules to it. Building a plan reads files and never writes one: a stale shard store
-or a raw copy that no longer verifies is *reported* (:meth:`Plan.stale_stores`,
-:meth:`Plan.unverified_raw`), and the job that runs repairs it.
+or a raw copy that no longer verifies is *reported* (:class:`verbeval.workflow.repairs.RepairsPlan`),
+and the job that runs repairs it.
 
 Beside it: :mod:`verbeval.workflow.loading` (configuration files to a plan), :mod:`verbeval.workflow.params`
-(params and wildcard constraints), :mod:`verbeval.workflow.figures` (figures, Table 3, DVC views: ``PLAN.fig``),
-:mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality).
+(params and wildcard constraints), :mod:`verbeval.workflow.models` (each model's sources, options and
+folders, the tiny and pip models: ``PLAN.model``), :mod:`verbeval.workflow.figures` (figures, Table 3,
+DVC views: ``PLAN.fig``), :mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality: ``PLAN.sv``,
+``PLAN.ver``), :mod:`verbeval.workflow.repairs` (pinned files, shard stores and raw copies to repair:
+``PLAN.repairs``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from verbeval.agreement.custom_pairs import CustomGroup, custom_groups
-from verbeval.agreement.shardstore import MANIFEST_NAME, incomplete_store
+from verbeval.agreement.shardstore import MANIFEST_NAME
 from verbeval.core.cli import MIRROR_ENV  # the fetch jobs' mirror, as `verbeval fetch` reads it
-from verbeval.core.config import (
-    Layer,
-    checkpoint_models,
-    config_origin,
-    model_entries,
-    normalise_model_path,
-    pip_models,
-    select_models,
-    tiny_model_specs,
-)
+from verbeval.core.config import Layer, config_origin
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import Source, local_filename, mirror_location
-from verbeval.core.model_ids import ModelRef
-from verbeval.core.models import model_fingerprint
-from verbeval.core.provenance import resolve_random_init
-from verbeval.core.verified import is_verified
-from verbeval.workflow.params import Untracked, model_source_args, quoted
+from verbeval.core.model_entries import checkpoint_models, model_entries, select_models
+from verbeval.workflow.params import Untracked, quoted
 
 
 class PlanError(VerbevalError):
     """A setup error found before any job runs, its message naming the configuration file."""
-
-
-@dataclass(frozen=True)
-class StaleStore:
-    """A shard store whose manifest no longer describes it (found when the plan is built)."""
-
-    model: str
-    manifest: str
-    why: str
-
-    @property
-    def target(self) -> str:
-        """The file whose job must run (its model's inference job)."""
-        return self.manifest
-
-    def message(self) -> str:
-        return (
-            f"{self.manifest}: {self.why}; the inference job of {self.model} will run again and recompute "
-            "what is missing"
-        )
-
-
-@dataclass(frozen=True)
-class UnverifiedCopy:
-    """A raw copy that matches no checksum of its (current) manifest entry."""
-
-    source: str
-    path: str
-    manifest: str
-
-    @property
-    def target(self) -> str:
-        """The file whose job must run (its fetch job)."""
-        return self.path
-
-    def message(self) -> str:
-        return (
-            f"{self.path}: matches no checksum of source {self.source!r} in {self.manifest}; its fetch job "
-            "will move it aside (renamed, never deleted) and fetch a verified copy"
-        )
-
-
-@dataclass(frozen=True)
-class ChangedModelFile:
-    """A pip model's assembled file that is not its pinned one (found when the plan is built)."""
-
-    model: str
-    folder: str
-    why: str
-
-    @property
-    def target(self) -> str:
-        """The output whose job must run (rule pip_model's folder)."""
-        return self.folder
-
-    def message(self) -> str:
-        return (
-            f"{self.why}: model {self.model!r} is assembled again from its verified wheels (rule pip_model) "
-            "before any job loads it"
-        )
 
 
 class Plan:
@@ -116,6 +44,8 @@ class Plan:
         self, config: dict[str, Any], layers: list[Layer], manifest: dict[str, Source], all_groups: list[dict[str, Any]]
     ) -> None:
         from verbeval.workflow.figures import FiguresPlan
+        from verbeval.workflow.models import ModelsPlan
+        from verbeval.workflow.repairs import RepairsPlan
         from verbeval.workflow.studies import SimverbPlan, VeridicalityPlan
 
         self.config = config
@@ -128,19 +58,18 @@ class Plan:
         self.out = f"{self.res}/agreement"
         self.logs = f"{self.res}/logs"
         self.models: dict[str, dict[str, Any]] = {m["name"]: m for m in model_entries(config)}
-        self.tiny = tiny_model_specs(config)  # models the workflow builds itself (rule tiny_model)
-        self.pip_models = pip_models(config)  # models assembled from pip packages (rule pip_model), by folder
-        self.pip_by_name = {m["name"]: m for m in self.pip_models.values()}
-        self.pip_dir = normalise_model_path(config["pip_models_dir"])
+        self.model = ModelsPlan(self)  # each model's sources, options and folders; the tiny and pip models
         self.checkpoints = checkpoint_models(list(self.models.values()))
         self.table_models = select_models(list(self.models), self.agr["table_models"])
         self._plan_groups()
-        self.random_models = ", ".join(n for n, m in self.models.items() if self.random_init(m["id"], m["random_init"]))
-        self._fingerprints: dict[str, str] = {}
+        self.random_models = ", ".join(
+            n for n, m in self.models.items() if self.model.random_init(m["id"], m["random_init"])
+        )
         self.fig = FiguresPlan(self)
         self.ver = VeridicalityPlan(self)
         self.sv = SimverbPlan(self)
         self._plan_lexicon_modes()
+        self.repairs = RepairsPlan(self)
 
     # ------------------------------------------------------------------ errors
 
@@ -213,17 +142,6 @@ class Plan:
         if mirror and self.mirror_missing([source]):
             raise self._mirror_error(f"missing {mirror_location(self.manifest[source], mirror)}")
 
-    def unverified_raw(self) -> list[UnverifiedCopy]:
-        """The raw copies that match no checksum of their manifest entry (edited by hand, or pinned by
-        an older manifest): their fetch jobs must run. Reads only (the verified-copy cache is not
-        written)."""
-        found = []
-        for name in self.used_sources():
-            source, path = self.manifest[name], self.raw_path(name)
-            if os.path.isfile(path) and not is_verified(source, path, write_cache=False):
-                found.append(UnverifiedCopy(name, path, str(self.config["manifest"])))
-        return found
-
     def used_sources(self) -> list[str]:
         """The manifest sources this run reads: templates, verb lists, SimVerb (with its split files)
         and veridicality."""
@@ -276,97 +194,6 @@ class Plan:
             "limit": f"--max-rows-per-source {agr['max_rows_per_source']}" if agr["max_rows_per_source"] else "",
         }
 
-    # ------------------------------------------------------------------ models
-
-    def random_init(self, model_id: str, declared: bool | None = None) -> bool:
-        """Whether a model is randomly initialised (verbeval.core.provenance): the config's
-        random_init, else a model the workflow builds itself (tiny_models), else the marker of a
-        local folder. The inference job decides the same from the built folder."""
-        if declared is None and normalise_model_path(model_id) in self.tiny:
-            return True
-        return resolve_random_init(model_id, declared)
-
-    def model_options(self, name: str) -> str:
-        """``--revision``, ``--gguf-file`` and ``--sha256`` (a pip model's pin) of a model (those it has)."""
-        return shlex.join(model_source_args(self.models[name]))
-
-    def device_map_option(self, name: str) -> str:
-        """``--device-map`` of a model split across devices (config ``device_map``), else nothing."""
-        dm = self.models[name]["device_map"]
-        if dm is None:
-            return ""
-        return f"--device-map {shlex.quote(dm if isinstance(dm, str) else json.dumps(dm))}"
-
-    def random_init_option(self, name: str) -> str:
-        """``--random-init`` of the inference job: the config's random_init, else auto (the folder's marker)."""
-        declared = self.models[name]["random_init"]
-        return "auto" if declared is None else str(declared).lower()
-
-    def bos_option(self, name: str) -> str:
-        bos = self.models[name]["prepend_bos"]
-        return "auto" if bos is None else str(bos).lower()
-
-    def model_version(self, name: str) -> str:
-        """Changes when the model's files (local) or resolved commit (hub) change, so that
-        Snakemake's params trigger reruns its eligibility and inference jobs."""
-        m = self.models[name]
-        built = self.tiny.get(normalise_model_path(m["id"]))
-        if built is not None:  # built by the workflow (tiny_model, deterministic): its recipe, not its files
-            return f"tiny_model {json.dumps(built, sort_keys=True)}"
-        if m["pip"] is not None:  # assembled by rule pip_model and checked against this sha256
-            return f"gguf-sha256:{m['pip']['sha256']}"
-        if name not in self._fingerprints:
-            self._fingerprints[name] = model_fingerprint(m["id"], m["revision"], m["gguf_file"])
-        return self._fingerprints[name]
-
-    def model_dir_input(self, model_id: str) -> list[str]:
-        """A local model directory is an input (a DVC dependency too; the output of rule tiny_model
-        or pip_model for a model the workflow assembles); a hub model is not."""
-        path = normalise_model_path(model_id)
-        return [path] if ModelRef(model_id).is_dir or path in self.tiny or path in self.pip_models else []
-
-    def local_model_input(self, name: str) -> list[str]:
-        return self.model_dir_input(self.models[name]["id"])
-
-    def needed_model_ids(self, jobs: Sequence[tuple[str, Mapping[str, str]]]) -> set[str]:
-        """The ids of the models that these jobs (rule name, wildcards) load (table3: every model's tokenizer)."""
-        ids: set[str] = set()
-        for rule, wc in jobs:
-            if rule == "table3":
-                ids.update(m["id"] for m in self.models.values())
-            if wc.get("model") in self.models:
-                ids.add(self.models[wc["model"]]["id"])
-            if wc.get("svmodel") in self.sv.models:
-                ids.add(self.sv.models[wc["svmodel"]]["id"])
-            if wc.get("vmodel") in self.ver.real:
-                ids.add(self.ver.real[wc["vmodel"]])
-        return ids
-
-    # ------------------------------------------------------------------ tiny and pip models
-
-    def tiny_model_inputs(self, tiny: str) -> list[str]:
-        spec = self.tiny[tiny]
-        if spec["tokenizer"] != "words":
-            return [spec["tokenizer"]] if ModelRef(spec["tokenizer"]).is_dir else []
-        # the word-level tokenizer's vocabulary: every word of the workflow's own data
-        return [
-            f"{self.out}/lexicon.parquet",
-            f"{self.out}/templates.parquet",
-            self.raw_path(self.config["simverb"]["source"]),
-            self.raw_path(self.config["veridicality"]["source"]),
-        ]
-
-    def tiny_model_source(self, tiny: str, inputs: Sequence[str]) -> str:
-        spec = self.tiny[tiny]
-        if spec["tokenizer"] == "words":
-            return shlex.join(["--word-corpus", *inputs])
-        return shlex.join(["--tokenizer", spec["tokenizer"]])
-
-    def pip_model_parts(self, name: str) -> str:
-        from verbeval.core.model_sources.pip_package import PipSpec
-
-        return shlex.join(f"--part={p}" for p in PipSpec.from_entry(self.pip_by_name[name]).part_args())
-
     # ------------------------------------------------------------------ shard stores
 
     @staticmethod
@@ -379,42 +206,13 @@ class Plan:
     def store_roots(self) -> list[str]:
         return [self.out] + ([self.lmout] if self.mt_on else [])
 
-    def changed_pinned_files(self) -> list[ChangedModelFile]:
-        """The pip models whose assembled file is no longer the pinned one (a flipped byte, a
-        truncation, a replacement) or is gone from its folder: rule pip_model must assemble them
-        again from their verified wheels before any job loads them. Reads only (the digest comes
-        from the file-hash cache when the file is unchanged)."""
-        from verbeval.core.model_sources.pins import pin_problem
-
-        found = []
-        for folder, m in self.pip_models.items():
-            if not os.path.isdir(folder):
-                continue  # not assembled yet: rule pip_model runs anyway
-            problem = pin_problem(Path(folder) / m["gguf_file"], m["pip"]["sha256"])
-            if problem:
-                found.append(ChangedModelFile(m["name"], folder, problem))
-        return found
-
-    def stale_stores(self) -> list[StaleStore]:
-        """The shard stores whose manifest lists a shard that is gone (or changed size): their model's
-        inference job must run again; it keeps every intact shard (its journal lists them) and
-        computes only the missing ones. Reads only."""
-        found = []
-        for root in self.store_roots():
-            for name in self.models:
-                manifest = self.shard_manifest(root).format(model=name)
-                why = incomplete_store(manifest)
-                if why:
-                    found.append(StaleStore(name, manifest, why))
-        return found
-
     def infer_input(self) -> dict[str, Any]:
         """Inputs of the model's one job, besides the SimVerb data (patterns with ``{model}``; the
         model's folder is a function of the job's wildcards)."""
         return {
             "templates": f"{self.out}/templates.parquet",
             "lemmas": f"{self.out}/{{model}}/lemmas.parquet",
-            "model": lambda wc: self.local_model_input(wc.model),
+            "model": lambda wc: self.model.local_model(wc.model),
             **({"forms": f"{self.lmout}/{{model}}/forms.parquet"} if self.mt_on else {}),
         }
 
@@ -429,14 +227,14 @@ class Plan:
         m = self.models[name]
         return {
             "model": m["id"],
-            "version": self.model_version(name),
-            "revision": self.model_options(name),
+            "version": self.model.version(name),
+            "revision": self.model.source_options(name),
             "kind": m["kind"],
             "dtype": m["dtype"],
-            "device_map": self.device_map_option(name),
+            "device_map": self.model.device_map_option(name),
             "batch_size": m["batch_size"],
-            "bos": self.bos_option(name),
-            "random_init": self.random_init_option(name),
+            "bos": self.model.bos_option(name),
+            "random_init": self.model.random_init_option(name),
         }
 
     def infer_params(self) -> dict[str, Any]:

@@ -204,9 +204,10 @@ def hub_start_problem(plan: Any, jobs: Sequence[tuple[str, Mapping[str, str]]]) 
     """Why a hub model that these jobs (rule name, wildcards) load cannot be loaded here (not
     cached, and no network or HF_HUB_OFFLINE), naming the file and key that set it; None when every
     one can. ``onstart`` asks it for the jobs a real run is about to do (a dry run loads nothing)."""
-    from verbeval.core.config import config_origin, hub_problems
+    from verbeval.core.config import config_origin
+    from verbeval.core.model_checks import hub_problems
 
-    for keypath, reason in hub_problems(plan.config, plan.needed_model_ids(jobs)):
+    for keypath, reason in hub_problems(plan.config, plan.model.needed_ids(jobs)):
         return f"{config_origin(keypath, plan.layers)}: {'.'.join(map(str, keypath))}: {reason}; no job was run"
     return None
 

@@ -102,7 +102,7 @@ class SimverbPlan:
     def random_models(self, name: str) -> str:
         """The model's name when it is randomly initialised (for the report captions), else ''."""
         m = self.models[name]
-        return name if self.plan.random_init(m["id"], m["random_init"]) else ""
+        return name if self.plan.model.random_init(m["id"], m["random_init"]) else ""
 
     def split_args(self, split_files: Sequence[str]) -> str:
         """--split NAME=PATH options of `verbeval simverb-score`."""
@@ -120,7 +120,7 @@ class SimverbPlan:
         return model_fingerprint(m["id"], m["revision"])
 
     def local_model(self, name: str) -> list[str]:
-        return self.plan.model_dir_input(self.models[name]["id"])
+        return self.plan.model.dir_input(self.models[name]["id"])
 
     def outputs(self) -> list[str]:
         out = []
@@ -172,10 +172,10 @@ class VeridicalityPlan:
 
     def random_models(self, name: str) -> str:
         """The model's name when it is randomly initialised (for the report captions), else ''."""
-        return name if name in self.real and self.plan.random_init(self.real[name]) else ""
+        return name if name in self.real and self.plan.model.random_init(self.real[name]) else ""
 
     def local_model(self, name: str) -> list[str]:
-        return self.plan.model_dir_input(self.real[name])
+        return self.plan.model.dir_input(self.real[name])
 
     def counterfactual_options(self, inputs: Any, outputs: Any) -> str:
         """Options of the counterfactual branch of the prediction job (``inputs.pairs`` and

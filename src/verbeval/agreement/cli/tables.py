@@ -27,7 +27,7 @@ def cmd_table(a: argparse.Namespace) -> None:
     groups = [g for g in groups if g["id"] in present]
     models = a.models.split(",")
     if a.table_models is not None:
-        from verbeval.core.config import select_models
+        from verbeval.core.model_entries import select_models
 
         try:
             models = select_models(models, [x for x in a.table_models.split(",") if x])

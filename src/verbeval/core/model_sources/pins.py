@@ -5,7 +5,7 @@ A model file has a *pin* when its sha256 is known in advance: a pip model's (con
 ``verbeval pip-model`` assembled (its provenance file, :data:`PROVENANCE`, records the sha256 the
 file was checked against). Every GGUF file is checked against its pin where it is read
 (:func:`verbeval.core.models.gguf_location`), and the workflow checks the pip models' files when
-it plans a run (:meth:`verbeval.workflow.plan.Plan.changed_pinned_files`): a file changed after it
+it plans a run (:meth:`verbeval.workflow.repairs.RepairsPlan.changed_pinned_files`): a file changed after it
 was assembled (a flipped byte, a truncation, a replacement) is assembled again from its verified
 wheels, never loaded.
 

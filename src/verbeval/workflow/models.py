@@ -1,0 +1,126 @@
+"""The plan of the agreement models' sources and options: what each model's jobs are told about it
+(revision, GGUF file, pin, device map, BOS, random init, version), which local folders are their
+inputs, and the models the workflow builds itself (``tiny_models``: rule tiny_model; pip models:
+rule pip_model). Built by :class:`verbeval.workflow.plan.Plan` as ``PLAN.model`` (``PLAN.models``
+holds the entries by name); ``workflow/rules/agreement.smk``, ``lexicon_modes.smk``,
+``tiny_models.smk`` and ``pip_models.smk`` bind their rules to it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from verbeval.core.model_entries import normalise_model_path, pip_models, tiny_model_specs
+from verbeval.core.model_ids import ModelRef
+from verbeval.core.models import model_fingerprint
+from verbeval.core.provenance import resolve_random_init
+from verbeval.workflow.params import model_source_args
+
+if TYPE_CHECKING:
+    from verbeval.workflow.plan import Plan
+
+
+class ModelsPlan:
+    """The models' sources, options and folders, and the tiny and pip models the workflow builds."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        config = plan.config
+        self.tiny = tiny_model_specs(config)  # models the workflow builds itself (rule tiny_model)
+        self.pip_models = pip_models(config)  # models assembled from pip packages (rule pip_model), by folder
+        self.pip_by_name = {m["name"]: m for m in self.pip_models.values()}
+        self.pip_dir = normalise_model_path(config["pip_models_dir"])
+        self._fingerprints: dict[str, str] = {}
+
+    def random_init(self, model_id: str, declared: bool | None = None) -> bool:
+        """Whether a model is randomly initialised (verbeval.core.provenance): the config's
+        random_init, else a model the workflow builds itself (tiny_models), else the marker of a
+        local folder. The inference job decides the same from the built folder."""
+        if declared is None and normalise_model_path(model_id) in self.tiny:
+            return True
+        return resolve_random_init(model_id, declared)
+
+    def source_options(self, name: str) -> str:
+        """``--revision``, ``--gguf-file`` and ``--sha256`` (a pip model's pin) of a model (those it has)."""
+        return shlex.join(model_source_args(self.plan.models[name]))
+
+    def device_map_option(self, name: str) -> str:
+        """``--device-map`` of a model split across devices (config ``device_map``), else nothing."""
+        dm = self.plan.models[name]["device_map"]
+        if dm is None:
+            return ""
+        return f"--device-map {shlex.quote(dm if isinstance(dm, str) else json.dumps(dm))}"
+
+    def random_init_option(self, name: str) -> str:
+        """``--random-init`` of the inference job: the config's random_init, else auto (the folder's marker)."""
+        declared = self.plan.models[name]["random_init"]
+        return "auto" if declared is None else str(declared).lower()
+
+    def bos_option(self, name: str) -> str:
+        bos = self.plan.models[name]["prepend_bos"]
+        return "auto" if bos is None else str(bos).lower()
+
+    def version(self, name: str) -> str:
+        """Changes when the model's files (local) or resolved commit (hub) change, so that
+        Snakemake's params trigger reruns its eligibility and inference jobs."""
+        m = self.plan.models[name]
+        built = self.tiny.get(normalise_model_path(m["id"]))
+        if built is not None:  # built by the workflow (tiny_model, deterministic): its recipe, not its files
+            return f"tiny_model {json.dumps(built, sort_keys=True)}"
+        if m["pip"] is not None:  # assembled by rule pip_model and checked against this sha256
+            return f"gguf-sha256:{m['pip']['sha256']}"
+        if name not in self._fingerprints:
+            self._fingerprints[name] = model_fingerprint(m["id"], m["revision"], m["gguf_file"])
+        return self._fingerprints[name]
+
+    def dir_input(self, model_id: str) -> list[str]:
+        """A local model directory is an input (a DVC dependency too; the output of rule tiny_model
+        or pip_model for a model the workflow assembles); a hub model is not."""
+        path = normalise_model_path(model_id)
+        return [path] if ModelRef(model_id).is_dir or path in self.tiny or path in self.pip_models else []
+
+    def local_model(self, name: str) -> list[str]:
+        return self.dir_input(self.plan.models[name]["id"])
+
+    def needed_ids(self, jobs: Sequence[tuple[str, Mapping[str, str]]]) -> set[str]:
+        """The ids of the models that these jobs (rule name, wildcards) load (table3: every model's tokenizer)."""
+        plan = self.plan
+        ids: set[str] = set()
+        for rule, wc in jobs:
+            if rule == "table3":
+                ids.update(m["id"] for m in plan.models.values())
+            if wc.get("model") in plan.models:
+                ids.add(plan.models[wc["model"]]["id"])
+            if wc.get("svmodel") in plan.sv.models:
+                ids.add(plan.sv.models[wc["svmodel"]]["id"])
+            if wc.get("vmodel") in plan.ver.real:
+                ids.add(plan.ver.real[wc["vmodel"]])
+        return ids
+
+    # ------------------------------------------------------------------ tiny and pip models
+
+    def tiny_inputs(self, tiny: str) -> list[str]:
+        spec = self.tiny[tiny]
+        if spec["tokenizer"] != "words":
+            return [spec["tokenizer"]] if ModelRef(spec["tokenizer"]).is_dir else []
+        # the word-level tokenizer's vocabulary: every word of the workflow's own data
+        plan = self.plan
+        return [
+            f"{plan.out}/lexicon.parquet",
+            f"{plan.out}/templates.parquet",
+            plan.raw_path(plan.config["simverb"]["source"]),
+            plan.raw_path(plan.config["veridicality"]["source"]),
+        ]
+
+    def tiny_source(self, tiny: str, inputs: Sequence[str]) -> str:
+        spec = self.tiny[tiny]
+        if spec["tokenizer"] == "words":
+            return shlex.join(["--word-corpus", *inputs])
+        return shlex.join(["--tokenizer", spec["tokenizer"]])
+
+    def pip_parts(self, name: str) -> str:
+        from verbeval.core.model_sources.pip_package import PipSpec
+
+        return shlex.join(f"--part={p}" for p in PipSpec.from_entry(self.pip_by_name[name]).part_args())

@@ -1,0 +1,127 @@
+"""What a run must repair, found when the plan is built, reading only: a pip model's file that is not
+its pinned one, a stale shard store (a listed shard gone or changed) and a raw copy that matches no
+checksum of its manifest entry. Each is reported with the file whose job must run (``target``); the
+Snakefile forces those jobs (``workflow/rules/common.smk``), and the job that runs repairs it. Built
+by :class:`verbeval.workflow.plan.Plan` as ``PLAN.repairs``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from verbeval.agreement.shardstore import incomplete_store
+from verbeval.core.verified import is_verified
+
+if TYPE_CHECKING:
+    from verbeval.workflow.plan import Plan
+
+
+@dataclass(frozen=True)
+class StaleStore:
+    """A shard store whose manifest no longer describes it (found when the plan is built)."""
+
+    model: str
+    manifest: str
+    why: str
+
+    @property
+    def target(self) -> str:
+        """The file whose job must run (its model's inference job)."""
+        return self.manifest
+
+    def message(self) -> str:
+        return (
+            f"{self.manifest}: {self.why}; the inference job of {self.model} will run again and recompute "
+            "what is missing"
+        )
+
+
+@dataclass(frozen=True)
+class UnverifiedCopy:
+    """A raw copy that matches no checksum of its (current) manifest entry."""
+
+    source: str
+    path: str
+    manifest: str
+
+    @property
+    def target(self) -> str:
+        """The file whose job must run (its fetch job)."""
+        return self.path
+
+    def message(self) -> str:
+        return (
+            f"{self.path}: matches no checksum of source {self.source!r} in {self.manifest}; its fetch job "
+            "will move it aside (renamed, never deleted) and fetch a verified copy"
+        )
+
+
+@dataclass(frozen=True)
+class ChangedModelFile:
+    """A pip model's assembled file that is not its pinned one (found when the plan is built)."""
+
+    model: str
+    folder: str
+    why: str
+
+    @property
+    def target(self) -> str:
+        """The output whose job must run (rule pip_model's folder)."""
+        return self.folder
+
+    def message(self) -> str:
+        return (
+            f"{self.why}: model {self.model!r} is assembled again from its verified wheels (rule pip_model) "
+            "before any job loads it"
+        )
+
+
+class RepairsPlan:
+    """The plan's checks of files already there (each reads only and returns what must be repaired)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+
+    def changed_pinned_files(self) -> list[ChangedModelFile]:
+        """The pip models whose assembled file is no longer the pinned one (a flipped byte, a
+        truncation, a replacement) or is gone from its folder: rule pip_model must assemble them
+        again from their verified wheels before any job loads them. Reads only (the digest comes
+        from the file-hash cache when the file is unchanged)."""
+        from verbeval.core.model_sources.pins import pin_problem
+
+        found = []
+        for folder, m in self.plan.model.pip_models.items():
+            if not os.path.isdir(folder):
+                continue  # not assembled yet: rule pip_model runs anyway
+            problem = pin_problem(Path(folder) / m["gguf_file"], m["pip"]["sha256"])
+            if problem:
+                found.append(ChangedModelFile(m["name"], folder, problem))
+        return found
+
+    def stale_stores(self) -> list[StaleStore]:
+        """The shard stores whose manifest lists a shard that is gone (or changed size): their model's
+        inference job must run again; it keeps every intact shard (its journal lists them) and
+        computes only the missing ones. Reads only."""
+        plan = self.plan
+        found = []
+        for root in plan.store_roots():
+            for name in plan.models:
+                manifest = plan.shard_manifest(root).format(model=name)
+                why = incomplete_store(manifest)
+                if why:
+                    found.append(StaleStore(name, manifest, why))
+        return found
+
+    def unverified_raw(self) -> list[UnverifiedCopy]:
+        """The raw copies that match no checksum of their manifest entry (edited by hand, or pinned by
+        an older manifest): their fetch jobs must run. Reads only (the verified-copy cache is not
+        written)."""
+        plan = self.plan
+        found = []
+        for name in plan.used_sources():
+            source, path = plan.manifest[name], plan.raw_path(name)
+            if os.path.isfile(path) and not is_verified(source, path, write_cache=False):
+                found.append(UnverifiedCopy(name, path, str(plan.config["manifest"])))
+        return found
