@@ -21,7 +21,8 @@ import torch
 
 from verbeval.agreement import kernels as agreement
 from verbeval.agreement.eligibility import eligible_lemmas, single_token_ids
-from verbeval.agreement.inference import encode_contexts, split_head, target_logits
+from verbeval.agreement.encoding import encode_contexts
+from verbeval.agreement.forward_pass import split_head, target_logits
 from verbeval.agreement.kernels import form_statistics
 from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, _stable_order, score_logits
 from verbeval.bench.baseline_ratio import compare_with_verbeval

@@ -19,7 +19,8 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
 from test_inference import LEXICON, template_frame
 from verbeval.agreement.eligibility import eligible_lemmas
-from verbeval.agreement.inference import encode_contexts, infer_chunk
+from verbeval.agreement.encoding import encode_contexts
+from verbeval.agreement.inference import infer_chunk
 from verbeval.agreement.multitoken import form_logprobs, form_token_ids
 from verbeval.cli import build_parser
 from verbeval.core.config import validate_config

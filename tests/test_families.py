@@ -24,7 +24,8 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 from conftest import LazyMap
 from verbeval.agreement.aggregate import read_shards, row_tse
 from verbeval.agreement.eligibility import eligible_lemmas, form_token_ids, single_token_id, single_token_ids
-from verbeval.agreement.inference import encode_contexts, infer_chunk, prepare_group
+from verbeval.agreement.encoding import encode_contexts
+from verbeval.agreement.inference import infer_chunk, prepare_group
 from verbeval.agreement.lexicon import build_lexicon
 from verbeval.agreement.multitoken import causal_form_logprobs
 from verbeval.agreement.shards import build_contexts

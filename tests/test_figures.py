@@ -17,21 +17,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.agreement.diagnostics import (
-    PROB_FLOOR,
-    ModelTopK,
-    form_numbers,
-    lemma_stats,
-    mark_tokens,
-    select_rows,
-    table3_groups,
-    table3_html,
-    table3_markdown,
-    topk_table,
-    worst_lemmas,
-    worst_lemmas_html,
-    worst_lemmas_markdown,
-)
 from verbeval.agreement.figures import (
     CUTOFF_FIGURES,
     DEFAULT_MIN_CONTEXTS,
@@ -43,7 +28,24 @@ from verbeval.agreement.figures import (
     model_comparison,
     shown_cutoffs,
 )
+from verbeval.agreement.lemma_diagnostics import (
+    PROB_FLOOR,
+    lemma_stats,
+    worst_lemmas,
+    worst_lemmas_html,
+    worst_lemmas_markdown,
+)
 from verbeval.agreement.shards import ChunkResult, lemma_set_hash, write_shard
+from verbeval.agreement.table3 import (
+    ModelTopK,
+    form_numbers,
+    mark_tokens,
+    select_rows,
+    table3_groups,
+    table3_html,
+    table3_markdown,
+    topk_table,
+)
 from verbeval.cli import main
 from verbeval.core.config import validate_config
 from verbeval.core.errors import VerbevalError

@@ -1,4 +1,5 @@
-"""Tests for verbeval.agreement.inference with tiny in-process models on the real tokenizers.
+"""Tests for verbeval.agreement.inference, encoding and forward_pass with tiny in-process models on
+the real tokenizers.
 
 The key test runs the whole shard path (``infer_chunk`` -> ``read_shards`` -> ``context_scores`` /
 ``row_tse``) and compares it with :func:`verbeval.agreement.score_logits` applied to logits that
@@ -22,7 +23,9 @@ import torch
 
 from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
 from verbeval.agreement.eligibility import eligible_lemmas, single_token_ids, tokenizer_fingerprint
-from verbeval.agreement.inference import encode_contexts, infer_chunk, run_contexts
+from verbeval.agreement.encoding import encode_contexts
+from verbeval.agreement.forward_pass import run_contexts
+from verbeval.agreement.inference import infer_chunk
 from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, score_logits
 from verbeval.agreement.shards import (
     SHARD_SCHEMA_VERSION,

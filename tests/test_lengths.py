@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from test_inference import template_frame
-from verbeval.agreement.inference import encode_contexts
+from verbeval.agreement.encoding import encode_contexts
 from verbeval.agreement.lengths import check_context_lengths, context_lengths, position_limit
 from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, load_config, load_model

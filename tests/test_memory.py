@@ -21,9 +21,10 @@ import pandas as pd
 import pytest
 import torch
 
-import verbeval.agreement.inference as inference
+import verbeval.agreement.forward_pass as forward_pass
 import verbeval.agreement.multitoken as multitoken
-from verbeval.agreement.inference import Encoded, encode_contexts, run_contexts
+from verbeval.agreement.encoding import Encoded, encode_contexts
+from verbeval.agreement.forward_pass import run_contexts
 from verbeval.agreement.shards import ChunkResult
 from verbeval.core import memory
 from verbeval.core.errors import VerbevalError
@@ -105,7 +106,7 @@ def _cuts(caplog: pytest.LogCaptureFixture) -> list[str]:
 def _one_context_bytes(lm: LoadedModel) -> int:
     enc = _inputs(lm)[0]
     return per_context_bytes(
-        model_shape(lm.model), max(len(s) for s in enc.ids), vocab_entry_bytes=inference.CPU_VOCAB_BYTES
+        model_shape(lm.model), max(len(s) for s in enc.ids), vocab_entry_bytes=forward_pass.CPU_VOCAB_BYTES
     )
 
 
@@ -236,7 +237,7 @@ def test_is_oom_on_the_cpu_allocators_real_message() -> None:
     with pytest.raises(RuntimeError) as err:
         torch.empty(1 << 60, dtype=torch.uint8)  # an exbibyte: the CPU allocator refuses it
     assert "can't allocate memory" in str(err.value)
-    assert is_oom(err.value) and inference.is_oom is is_oom
+    assert is_oom(err.value) and forward_pass.is_oom is is_oom
     with pytest.raises(MemoryError) as np_err:
         np.empty(1 << 60, dtype=np.uint8)
     assert is_oom(np_err.value)
@@ -263,7 +264,7 @@ def test_batch_cut_to_planted_free_memory(
 ) -> None:
     per = _one_context_bytes(gpt2)
     planted = FreeMemory(int(3.5 * per / memory.USABLE_FRACTION), "MemAvailable")  # room for 3 contexts
-    monkeypatch.setattr(inference, "free_memory", lambda device: planted)
+    monkeypatch.setattr(forward_pass, "free_memory", lambda device: planted)
     sizes: list[int] = []
     original = gpt2.model.forward
 
@@ -287,7 +288,7 @@ def test_one_context_that_cannot_fit_stops_before_the_forward(
     gpt2: LoadedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     per = _one_context_bytes(gpt2)
-    monkeypatch.setattr(inference, "free_memory", lambda device: FreeMemory(per // 2, "RLIMIT_AS headroom"))
+    monkeypatch.setattr(forward_pass, "free_memory", lambda device: FreeMemory(per // 2, "RLIMIT_AS headroom"))
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the forward pass ran")
@@ -439,7 +440,8 @@ CHILD = textwrap.dedent("""
     import numpy as np, pandas as pd, torch
     from verbeval.core.errors import VerbevalError
     from verbeval.core.models import load_model
-    from verbeval.agreement.inference import encode_contexts, run_contexts
+    from verbeval.agreement.encoding import encode_contexts
+    from verbeval.agreement.forward_pass import run_contexts
 
     torch.set_num_threads(1)
     lm = load_model(sys.argv[1], device="cpu")

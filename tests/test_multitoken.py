@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
-from verbeval.agreement.inference import encode_contexts
+from verbeval.agreement.encoding import encode_contexts
 from verbeval.agreement.multitoken import (
     build_causal_trie,
     build_masked_plan,

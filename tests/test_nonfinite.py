@@ -59,7 +59,9 @@ def test_nonfinite_logits_stop_inference_naming_model_group_and_count(
     templates = template_frame()
     manifest = tmp_path / "store" / "manifest.json"
     # independent count: contexts whose logits at the predicted position are not all finite
-    from verbeval.agreement.inference import _pad, encode_contexts, prepare_group
+    from verbeval.agreement.encoding import encode_contexts
+    from verbeval.agreement.forward_pass import _pad
+    from verbeval.agreement.inference import prepare_group
 
     work = prepare_group(lm, templates, "g2")
     enc = encode_contexts(lm, work.contexts)

@@ -399,7 +399,7 @@ def test_gemma3_270m_prepends_bos(real_model: Any, inputs: dict[str, Path], tmp_
     # the ids the model sees start with the GGUF's own BOS id, once, then the capitalised context
     from types import SimpleNamespace
 
-    from verbeval.agreement.inference import encode_contexts
+    from verbeval.agreement.encoding import encode_contexts
     from verbeval.core.models import is_cased, load_tokenizer
 
     bos_id = int(fields["tokenizer.ggml.bos_token_id"].contents())

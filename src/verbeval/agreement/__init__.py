@@ -1,16 +1,19 @@
 """The agreement study (Newman et al. 2021): TSE, EW and MW of subject-verb agreement.
 
 Holds: lexicon, minimal_pairs, template_files, custom_pairs, errata, groups and templates (the
-inputs), eligibility (single-token lemmas), inference, shards and shardstore (one forward pass per
-context, written as resumable probability shards), kernels (the torch kernels of inference: float64
-softmax, each form's probability and the masses ranked above and below it), metrics (TSE, EW and MW
-from those form statistics, numpy only), aggregate (per-context scores, per-group summaries with
-bootstrap CIs), tables (Table 2), figures and plots (Figures 1-4 and the others), diagnostics
-(per-lemma statistics, Table 3), dvc_views (DVC metrics and plots), multitoken and lexicon_modes
-(verb forms of any length; the single_token/all/common modes and their scores), form_shards (the
-forms' log-probability shards), lexicon_modes_table (the modes' side-by-side table), lengths (contexts longer than a model
-reads, found before it loads); cli (a sub-package, one module per sub-pipeline) registers its
-sub-commands.
+inputs), eligibility (single-token lemmas), encoding (contexts as token ids and target positions),
+forward_pass (the batched forward pass of a chunk's contexts), inference, shards and shardstore
+(every (group, chunk) of a model run once per distinct context and written as resumable probability
+shards), kernels (the torch kernels of inference: float64 softmax, each form's probability and the
+masses ranked above and below it), metrics (TSE, EW and MW from those form statistics, numpy only),
+aggregate (per-context scores, per-group summaries with bootstrap CIs), tables (Table 2), figures
+and plots (Figures 1-4 and the others), lemma_diagnostics (per-lemma statistics, the worst lemmas),
+table3 (Table 3: top-k tokens in selected contexts), report_pages (the HTML page and Markdown cell
+escape of those tables), dvc_views (DVC metrics and plots), multitoken and lexicon_modes (verb forms
+of any length; the single_token/all/common modes and their scores), form_shards (the forms'
+log-probability shards), lexicon_modes_table (the modes' side-by-side table), lengths (contexts
+longer than a model reads, found before it loads); cli (a sub-package, one module per sub-pipeline)
+registers its sub-commands.
 
 May import: ``verbeval.core`` and its own modules; never another study, ``verbeval.bench`` or the
 top-level ``verbeval.cli`` / ``verbeval.dvc``.

@@ -100,7 +100,7 @@ def _forms_chunk(
 ) -> Callable[[Path], dict[str, Any]]:
     """Compute one chunk of a group prepared once (:func:`group_contexts`); returns the function
     that writes its shard."""
-    from verbeval.agreement.inference import encode_contexts
+    from verbeval.agreement.encoding import encode_contexts
     from verbeval.agreement.multitoken import form_logprobs
 
     g, contexts, row_context = prepared

@@ -32,7 +32,7 @@ def position_limit(config: Any, tokenizer: Any) -> int | None:
 
 def context_lengths(tokenizer: Any, rows: pd.DataFrame, *, kind: str, cased: bool, prepend_bos: bool) -> np.ndarray:
     """Token count of the sequence the model reads for each row (as
-    :func:`verbeval.agreement.inference.encode_contexts` builds it: special tokens of a masked LM,
+    :func:`verbeval.agreement.encoding.encode_contexts` builds it: special tokens of a masked LM,
     BOS of a causal LM when prepended, an empty causal context as one token)."""
     masked = kind == "masked"
     texts = [

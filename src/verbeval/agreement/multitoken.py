@@ -38,7 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from verbeval.agreement.eligibility import form_token_ids as form_token_ids  # re-exported (tests, scripts)
-from verbeval.agreement.inference import Encoded
+from verbeval.agreement.encoding import Encoded
 from verbeval.core.errors import VerbevalError
 from verbeval.core.memory import fit_batch_size, forward_bytes, free_memory, model_shape
 from verbeval.core.models import LoadedModel

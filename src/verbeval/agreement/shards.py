@@ -173,6 +173,15 @@ def read_shard_meta(path: str | Path) -> dict[str, Any]:
     return json.loads(md[META_KEY])
 
 
+def fixed_list_values(col: pa.ChunkedArray, width: int, dtype: type) -> np.ndarray:
+    """A fixed-size list column read from a shard (``prob``, ``topk_ids``, ...) as a ``[rows, width]``
+    array of ``dtype``."""
+    if width == 0:
+        return np.zeros((len(col), 0), dtype)
+    flat = col.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return np.asarray(flat, dtype=dtype).reshape(-1, width)
+
+
 def group_contexts(templates: pd.DataFrame, group: str, kind: str) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
     """One group's rows, its distinct contexts and each row's context index (:func:`build_contexts`)."""
     g = templates[templates["group"] == group].reset_index(drop=True)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from verbeval.agreement.report_pages import html_page
 from verbeval.core.provenance import RANDOM_MARK, marked, random_flags, random_note
 from verbeval.core.tables import format_number, latex_row, latex_tabular, markdown_table, tex_escape
 
@@ -170,8 +171,6 @@ def to_html(
     """Table 2 as a standalone HTML page (an item of the Snakemake report): per model TSE, EW and MW
     with their bootstrap CIs below the value, and the counts behind them (rows with single-token
     forms / all rows, contexts); the notes follow the table."""
-    from verbeval.agreement.diagnostics import _html_page
-
     level = f"{confidence:.0%} " if confidence else ""
     random = set(random_models(table, models))
     notes = _notes(table, models, notes)
@@ -206,7 +205,7 @@ def to_html(
     ]
     if notes:
         body.append("<p>Notes:</p><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
-    return _html_page("Table 2: TSE, EW and MW per template group", "\n".join(body))
+    return html_page("Table 2: TSE, EW and MW per template group", "\n".join(body))
 
 
 def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:

@@ -34,10 +34,11 @@ def load_gguf(gguf: Path) -> tuple[torch.nn.Module, Any]:
 def pipeline_against_forward(
     lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int, repeats: int
 ) -> dict[str, Any]:
-    """Contexts/s of the inference pipeline (:func:`verbeval.agreement.inference.run_contexts`)
+    """Contexts/s of the inference pipeline (:func:`verbeval.agreement.forward_pass.run_contexts`)
     and of the raw forward pass with the head at the target only (``target_logits``) on the same
     batches, timed alternately, the best of ``repeats`` each (after one warm-up of each)."""
-    from verbeval.agreement.inference import encode_contexts, run_contexts, target_logits
+    from verbeval.agreement.encoding import encode_contexts
+    from verbeval.agreement.forward_pass import run_contexts, target_logits
 
     enc = encode_contexts(lm, contexts)
     dev = lm.device

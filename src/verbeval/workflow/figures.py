@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from verbeval.agreement.diagnostics import table3_groups
 from verbeval.agreement.figures import CUTOFF_FIGURES
+from verbeval.agreement.table3 import table3_groups
 from verbeval.workflow.params import quoted
 
 if TYPE_CHECKING:

@@ -90,7 +90,7 @@ def register_aggregate(add: Add) -> None:
 def cmd_lemma_stats(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.diagnostics import lemma_stats
+    from verbeval.agreement.lemma_diagnostics import lemma_stats
     from verbeval.agreement.shardstore import manifest_random_init
     from verbeval.core.io import write_csv
 

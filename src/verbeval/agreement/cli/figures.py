@@ -201,8 +201,8 @@ def register_plot_checkpoints(add: Add) -> None:
 def cmd_plot_lemmas(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.diagnostics import worst_lemmas, worst_lemmas_html, worst_lemmas_markdown
     from verbeval.agreement.figures import lemma_accuracy, lemma_metrics
+    from verbeval.agreement.lemma_diagnostics import worst_lemmas, worst_lemmas_html, worst_lemmas_markdown
     from verbeval.agreement.plots import plot_lemma_accuracy
     from verbeval.core.io import write_csv, write_json, write_text
     from verbeval.core.plots import save_figure

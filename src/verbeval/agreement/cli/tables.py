@@ -102,7 +102,7 @@ def _pairs(items: Sequence[str], option: str) -> dict[str, str]:
 def cmd_topk_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.diagnostics import load_model_topk, select_rows, table3_html, table3_markdown, topk_table
+    from verbeval.agreement.table3 import load_model_topk, select_rows, table3_html, table3_markdown, topk_table
     from verbeval.core.io import write_csv, write_text
 
     model_ids = _pairs(a.model, "--model")
