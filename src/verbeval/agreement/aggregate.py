@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from verbeval.agreement.metrics import FormStats, scores_from_stats, tse_scores
-from verbeval.agreement.shards import SHARD_SCHEMA_VERSION, read_shard_meta
+from verbeval.agreement.shards import SHARD_SCHEMA_VERSION, fixed_list_values, read_shard_meta
 from verbeval.core.bootstrap import bootstrap_means
 from verbeval.core.errors import ShardError, VerbevalError
 
@@ -51,11 +51,6 @@ class GroupShards:
     topk_ids: np.ndarray
     topk_probs: np.ndarray
     n_nonfinite: int = 0  # contexts written with non-finite logits (inference.allow_nonfinite); NaN scores
-
-
-def _fixed(col: Any, width: int, dtype: type) -> np.ndarray:
-    flat = col.combine_chunks().flatten().to_numpy(zero_copy_only=False)
-    return np.asarray(flat, dtype=dtype).reshape(-1, width) if width else np.zeros((len(col), 0), dtype)
 
 
 def read_shards(paths: Sequence[str | Path]) -> GroupShards:
@@ -107,12 +102,12 @@ def read_shards(paths: Sequence[str | Path]) -> GroupShards:
             raise ShardError(path, "context ids do not match the chunk range (corrupted shard)")
         parts["cid"].append(cid)
         parts["plural"].append(t["plural"].to_numpy(zero_copy_only=False))
-        parts["prob"].append(_fixed(t["prob"], f, np.float32))
-        parts["above"].append(_fixed(t["cum_above"], f, np.float32))
-        parts["below"].append(_fixed(t["cum_below"], f, np.float32))
+        parts["prob"].append(fixed_list_values(t["prob"], f, np.float32))
+        parts["above"].append(fixed_list_values(t["cum_above"], f, np.float32))
+        parts["below"].append(fixed_list_values(t["cum_below"], f, np.float32))
         k = m["top_k"]
-        parts["tki"].append(_fixed(t["topk_ids"], k, np.int32))
-        parts["tkp"].append(_fixed(t["topk_probs"], k, np.float32))
+        parts["tki"].append(fixed_list_values(t["topk_ids"], k, np.int32))
+        parts["tkp"].append(fixed_list_values(t["topk_probs"], k, np.float32))
         lens = t["rows"].combine_chunks().value_lengths().to_numpy(zero_copy_only=False)
         rows = t["rows"].combine_chunks().flatten().to_numpy()
         if len(rows) != m["n_rows"]:
