@@ -149,6 +149,16 @@ def test_stage_runs_the_snakemake_command(ci_jobs: list[JobSpec]) -> None:
     assert stage["params"][1]["config/config.yaml"][:2] == ["agreement.groups", "agreement.custom_groups"]
 
 
+def test_a_raw_copy_is_neither_removed_nor_replaced_by_dvc(ci_jobs: list[JobSpec]) -> None:
+    """A fetch stage's raw copy is ``persist`` (not removed before the stage runs) and ``cache: false``:
+    DVC replaces a cached output by a copy from its cache after every run, with a new mtime, although
+    `verbeval fetch` kept it (tests/test_fetch_workflow.py runs it between two Snakemake runs)."""
+    job = next(j for j in ci_jobs if j.rule == "fetch" and j.wildcards["name"] == "verbs_combined")
+    stage = dvc_pipeline([job], ["config/config.yaml", CI], REPO)["stages"][stage_name(job)]
+    assert stage["outs"] == [{"data/raw-ci/verbs_combined/combined_verb_list.csv": {"cache": False, "persist": True}}]
+    assert stage["params"][-1] == {"resources/manifest.yaml": ["sources.verbs_combined.sha256"]}
+
+
 def test_only_a_root_pipeline_declares_metrics(ci_jobs: list[JobSpec]) -> None:
     jobs = [j for j in ci_jobs if j.rule in ("table2", "dvc_metrics")]
     stages = dvc_pipeline(jobs, ["config/config.yaml", CI], REPO)["stages"]

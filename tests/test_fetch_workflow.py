@@ -259,6 +259,62 @@ def test_dvc_on_a_fresh_clone_previews_and_never_loses_a_fetched_file(tmp_path: 
     assert raw.read_bytes() == data
 
 
+def _stat_tree(root: Path) -> dict[str, tuple[int, int, int, bytes]]:
+    """Every data file below ``root`` (not the ``.verified.json`` caches): (inode, mtime_ns, ctime_ns, bytes)."""
+    return {
+        str(p.relative_to(root)): (p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_ctime_ns, p.read_bytes())
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    }
+
+
+def test_dvc_repro_between_two_snakemake_runs_reruns_nothing(tmp_path: Path, data_dir: Path) -> None:
+    """Snakemake and DVC sharing ``raw_dir`` (as the quick start and the paper's dvc.yaml do): a Snakemake
+    run, then `dvc repro` of a stage whose fetch stages keep the verified raw copies, then Snakemake
+    again, which has nothing to do. DVC must not replace a raw copy that its stage left as it was
+    (a cached output is deleted and copied back from DVC's cache after each run, with a new mtime:
+    the generated fetch outputs are ``cache: false``, :data:`verbeval.dvc.RAW_OUT`)."""
+    from conftest import checkout_view
+    from verbeval.dvc import dvc_pipeline, render, stage_name, workflow_jobs
+
+    root = checkout_view(tmp_path / "wd")
+    for name, results in (("snake.yaml", "results"), ("dvc-run.yaml", "results-dvc")):
+        config = {"raw_dir": "raw", "results_dir": results, "agreement": {"verb_lists": SOURCES}}
+        (root / name).write_text(yaml.safe_dump(config))
+    configs = ["config/config.yaml", "config/quick.yaml", "dvc-run.yaml"]
+    jobs = workflow_jobs(root / "Snakefile", [root / c for c in configs], root)
+    lexicon = next(j for j in jobs if j.rule == "lexicon")
+    jobs = [lexicon, *(j for j in jobs if j.rule == "fetch" and set(j.outputs) & set(lexicon.inputs))]
+    assert len(jobs) == 1 + len(SOURCES)
+    (root / "dvc.yaml").write_text(render(dvc_pipeline(jobs, configs, root), "(test)"))
+    env = {**_env(), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+    for args in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(args, cwd=root, env=env, check=True)
+    snakemake = [sys.executable, "-m", "snakemake", "-s", "Snakefile", "--cores", "1", "--configfile"]
+    snakemake += ["config/quick.yaml", "snake.yaml", "--config", f"data_mirror={data_dir}", "--"]
+    snakemake += ["results/agreement/lexicon.parquet"]
+
+    first = subprocess.run(snakemake, cwd=root, env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr[-3000:]
+    raw = _stat_tree(root / "raw")
+    assert len(raw) == len(SOURCES)
+    repro = subprocess.run(
+        [sys.executable, "-m", "dvc", "repro", stage_name(lexicon)],
+        cwd=root,
+        env={**env, "VERBEVAL_DATA_MIRROR": str(data_dir)},
+        capture_output=True,
+        text=True,
+    )
+    assert repro.returncode == 0, repro.stdout[-3000:] + repro.stderr[-3000:]
+    assert "Running stage 'fetch--" in repro.stdout  # DVC ran the fetch stages: they kept the raw copies
+    lexicon_bytes = (root / "results" / "agreement" / "lexicon.parquet").read_bytes()
+    assert (root / "results-dvc" / "agreement" / "lexicon.parquet").read_bytes() == lexicon_bytes
+    assert _stat_tree(root / "raw") == raw  # neither replaced nor touched
+    again = subprocess.run(snakemake, cwd=root, env=env, capture_output=True, text=True)
+    assert again.returncode == 0 and "Nothing to be done" in again.stderr, again.stderr[-3000:]
+
+
 @pytest.mark.parametrize("configfile", [False, True])
 def test_from_another_working_directory_the_error_says_run_from_the_root(tmp_path: Path, configfile: bool) -> None:
     cmd = [sys.executable, "-m", "snakemake", "-n", "-s", str(REPO_ROOT / "Snakefile"), "--cores", "1"]

@@ -178,6 +178,14 @@ def _plot_definitions(job: JobSpec, wdir: str | None) -> list[dict[str, Any]]:
 #: of ``dvc checkout``. The stage reruns whenever the manifest is missing or differs from dvc.lock.
 STORE_OUT: dict[str, Any] = {"cache": False, "persist": True}
 
+#: a fetched raw copy (the output of a :data:`MANIFEST_ENTRY_RULES` job): ``persist``, so that
+#: `dvc repro` never removes it before the stage runs (a fetch that fails offline loses nothing), and
+#: ``cache: false``, so that DVC never replaces it: after every run of a stage DVC deletes a cached
+#: output and copies it back from its cache ("relink"), a new file with a new mtime although
+#: `verbeval fetch` kept it as it was, and Snakemake then reran every job that reads it. Its bytes
+#: are pinned by the manifest and fetched again from there, so a copy in DVC's cache adds nothing.
+RAW_OUT: dict[str, Any] = {"cache": False, "persist": True}
+
 
 def dvc_pipeline(
     jobs: Sequence[JobSpec],
@@ -219,8 +227,9 @@ def dvc_pipeline(
         plots = [o for o in job.outputs if declare and Path(o).name in PLOTS]
         uncached = list(job.outputs) if declare and job.rule == PLOT_DATA_RULE else []
         stores = [o for o in job.outputs if Path(o).name == MANIFEST_NAME and Path(o).parent.name == "shards"]
+        raw = job.rule in MANIFEST_ENTRY_RULES
         outs: list[Any] = [
-            {o: {"persist": True}} if o in job.persist else o
+            {o: dict(RAW_OUT)} if raw else {o: {"persist": True}} if o in job.persist else o
             for o in job.outputs
             if o not in metrics and o not in plots and o not in uncached and o not in stores
         ]
