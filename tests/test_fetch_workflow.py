@@ -232,10 +232,15 @@ def test_dvc_on_a_fresh_clone_previews_and_never_loses_a_fetched_file(tmp_path: 
             env["VERBEVAL_DATA_MIRROR"] = str(data_dir)
         return subprocess.run([*dvc, *args], cwd=clone, env=env, capture_output=True, text=True)
 
-    # the README's preview works before anything has run (`dvc repro --dry` does not: DVC #9021)
-    status = run_dvc("status")
+    # the README's preview works before anything has run (`dvc repro --dry` does not: DVC #9021), and
+    # lists the paper pipeline alone (a bare `dvc status` adds pipelines/ci/dvc.yaml's stages)
+    status = run_dvc("status", "dvc.yaml")
     assert status.returncode == 0, status.stderr[-2000:]
     assert "fetch--combined_verb_list_csv--verbs_combined:" in status.stdout
+    assert "pipelines/ci/dvc.yaml:" not in status.stdout
+    dry = run_dvc("repro", "--dry")
+    assert dry.returncode != 0
+    assert re.search(r"ERROR: failed to reproduce '[^']+': \[Errno 2\] No such file or directory: ", dry.stderr)
     stage = "fetch--combined_verb_list_csv--verbs_combined"
     raw = clone / "data" / "raw" / "verbs_combined" / "combined_verb_list.csv"
     first = run_dvc("repro", "-s", stage, mirror=True)
