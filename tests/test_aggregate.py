@@ -454,8 +454,16 @@ def test_table2_labels_a_random_model_and_only_it() -> None:
     assert r"\multicolumn{3}{c}{gpt\_b$^\dagger$}" in tex and r"\multicolumn{3}{c}{bert-a}" in tex
     assert r"{\footnotesize $^\dagger$ randomly initialised, so the numbers are meaningless: gpt\_b.\par}" in tex
     metrics = to_metrics(t, MODELS)
-    assert metrics["gpt_b"]["random_init"] is True and metrics["bert-a"]["random_init"] is False
-    assert metrics["gpt_b"]["simple"] == {"tse": 0.886, "ew": pytest.approx(0.7234), "mw": pytest.approx(0.6)}
+    # the flag is in every group's record: a model's keys are its groups alone
+    assert list(metrics["gpt_b"]) == ["simple", "prep"] == list(metrics["bert-a"])
+    assert [metrics["gpt_b"][g]["random_init"] for g in metrics["gpt_b"]] == [True, True]
+    assert [metrics["bert-a"][g]["random_init"] for g in metrics["bert-a"]] == [False, False]
+    assert metrics["gpt_b"]["simple"] == {
+        "tse": 0.886,
+        "ew": pytest.approx(0.7234),
+        "mw": pytest.approx(0.6),
+        "random_init": True,
+    }
     # the errata notes follow the random-model note
     assert to_markdown(t, MODELS, notes=["Simple: x."]).splitlines()[-2:] == [
         "* † randomly initialised, so the numbers are meaningless: gpt_b.",
@@ -467,7 +475,7 @@ def test_table2_labels_a_random_model_and_only_it() -> None:
         assert random_models(t, MODELS) == []
         for text in (to_markdown(t, MODELS), to_html(t, MODELS), to_latex(t, MODELS)):
             assert "†" not in text and "dagger" not in text and "randomly initialised" not in text
-        assert all(v["random_init"] is False for v in to_metrics(t, MODELS).values())
+        assert all(r["random_init"] is False for v in to_metrics(t, MODELS).values() for r in v.values())
 
 
 def _store(tmp_path: Path, meta: dict[str, Any] | None = None) -> tuple[Path, list[Path]]:

@@ -464,11 +464,16 @@ def test_cli_end_to_end_on_a_slice(tmp_path: Path, tokenizer_path: Callable[[str
                 str(t / "s.md"),
                 "--tex",
                 str(t / "s.tex"),
+                "--scatter-csv",
+                str(t / "sc.csv"),
             ]
         )
         == 0
     )
     assert (t / "s.md").read_text().startswith("Verb veridicality, tiny (random init)")
+    for name in ("s.csv", "sc.csv", "t7.csv", "t8.csv"):  # and every data file, in its last column
+        got = pd.read_csv(t / name)
+        assert got.columns[-1] == "random_init" and got["random_init"].tolist() == [True] * len(got), name
     assert (
         main(
             [
@@ -504,13 +509,14 @@ def test_cli_end_to_end_on_a_slice(tmp_path: Path, tokenizer_path: Callable[[str
         == 0
     )
     assert (t / "s.md").read_text().startswith("Verb veridicality, rp\n")
+    assert not pd.read_csv(t / "s.csv")["random_init"].any()
     pairs = pd.read_parquet(t / "pairs.parquet")
     cf = pd.read_parquet(t / "cf.parquet")
     assert len(cf) == len(pairs) and np.allclose(cf[["p_entailment", "p_neutral", "p_contradiction"]].sum(axis=1), 1)
     cov = pd.read_csv(t / "cov.csv")
     assert (cov["handled"] + cov["unhandled"] == cov["items"]).all()
     t7 = pd.read_csv(t / "t7.csv")
-    assert list(t7.columns) == ["manipulation", "task", "environment", "n", "mean_kl", "median_kl"]
+    assert list(t7.columns) == ["manipulation", "task", "environment", "n", "mean_kl", "median_kl", "random_init"]
     assert len(t7) == 3 * 3 * 2
     all7 = t7[t7["task"] == "all"].set_index(["manipulation", "environment"])
     counts = pairs.groupby(["manipulation", "environment"]).size()

@@ -60,11 +60,14 @@ def test_split_metrics_one_entry_per_model_and_group() -> None:
     parts = split_metrics(metrics, ["b", "a"], ["g2"])
     assert parts == {("b", "g2"): {"tse": 0.4, "ew": 0.3, "mw": 0.2}, ("a", "g2"): {"tse": 0.1, "ew": 0.2, "mw": 0.3}}
     assert split_metrics(metrics, ["a"], ["g1"])[("a", "g1")]["mw"] is None
-    # a random model's numbers say so in every file (and so in `dvc metrics show`); a real model's do not
-    marked = {**metrics, "b": {**metrics["b"], "random_init": True}, "a": {**metrics["a"], "random_init": False}}
-    parts = split_metrics(marked, ["a", "b"], ["g1"])
-    assert parts[("b", "g1")] == {"tse": 0.5, "ew": 0.6, "mw": 0.7, "random_init": True}
-    assert "random_init" not in parts[("a", "g1")]
+    # a random model's numbers say so in every file (and so in `dvc metrics show`); a real model's do not:
+    # from metrics.json's group records, and from a file of an older verbeval (the flag beside the groups)
+    marked = {m: {g: {**r, "random_init": m == "b"} for g, r in groups.items()} for m, groups in metrics.items()}
+    older = {**metrics, "b": {**metrics["b"], "random_init": True}, "a": {**metrics["a"], "random_init": False}}
+    for source in (marked, older):
+        parts = split_metrics(source, ["a", "b"], ["g1"])
+        assert parts[("b", "g1")] == {"tse": 0.5, "ew": 0.6, "mw": 0.7, "random_init": True}
+        assert "random_init" not in parts[("a", "g1")]
     with pytest.raises(VerbevalError, match=r"m.json: no model 'c'"):
         split_metrics(metrics, ["c"], ["g1"], source="m.json")
     with pytest.raises(VerbevalError, match=r"model 'a' has no group 'g3'"):
@@ -130,9 +133,9 @@ def test_cli_writes_the_views(tmp_path: Path) -> None:
         == 0
     )
     assert json.loads((tmp_path / "m/a/g1.json").read_text()) == {"tse": 0.25, "ew": 0.5, "mw": 0.75}
-    curves(["a"], ["g1"], ["prob_counted"], {"top": [1.0], "bottom": [0.001, 0.1]}).to_csv(
-        tmp_path / "c.csv", index=False
-    )
+    # the figure's data mark model b random (plot-cutoffs' random_init column): each file says so per model
+    data = curves(["a", "b"], ["g1"], ["prob_counted"], {"top": [1.0], "bottom": [0.001, 0.1]})
+    data.assign(random_init=data["model"] == "b").to_csv(tmp_path / "c.csv", index=False)
     assert (
         main(
             [
@@ -145,7 +148,7 @@ def test_cli_writes_the_views(tmp_path: Path) -> None:
                 "--side",
                 "bottom",
                 "--models",
-                "a",
+                "a,b",
                 "--groups",
                 "g1",
                 "--out-dir",
@@ -154,10 +157,15 @@ def test_cli_writes_the_views(tmp_path: Path) -> None:
         )
         == 0
     )
-    assert (tmp_path / "p/g1.csv").read_text().splitlines()[0] == "cutoff,log10_cutoff,a mass counted"
+    assert (tmp_path / "p/g1.csv").read_text().splitlines()[:2] == [
+        "cutoff,log10_cutoff,a mass counted,b mass counted,a random_init,b random_init",
+        "0.001,-3,0.0501,100.0501,False,True",
+    ]
     got = pd.read_csv(tmp_path / "p/g1.csv")
-    assert list(got.columns) == ["cutoff", "log10_cutoff", "a mass counted"]
-    np.testing.assert_allclose(got.to_numpy(), [[0.001, -3, 0.0001 + 0.05], [0.1, -1, 0.01 + 0.05]])
+    np.testing.assert_allclose(
+        got[["cutoff", "log10_cutoff", "a mass counted"]], [[0.001, -3, 0.0501], [0.1, -1, 0.06]]
+    )
+    assert got["a random_init"].tolist() == [False, False] and got["b random_init"].tolist() == [True, True]
     # a side the figure does not have
     assert (
         main(

@@ -777,6 +777,47 @@ def test_plot_lemmas_cli(tmp_path: Path) -> None:
     assert "| 1 | l3 |" in out["md"].read_text() and "<td>l3</td>" in out["html"].read_text()
 
 
+def test_figure_data_files_say_which_model_is_random(tmp_path: Path) -> None:
+    """Every figure's data CSV carries the summary's (or lemma statistics') random_init as its last
+    column, per row's model; lemma_metrics.json a random_init field per model."""
+    summary, stats = tmp_path / "summary_all.csv", tmp_path / "stats.csv"
+    _summary().assign(random_init=lambda d: d["model"] == "m2").to_csv(summary, index=False)
+    groups = tmp_path / "groups.yaml"
+    groups.write_text(
+        "groups:\n"
+        + "".join(f"  - {{id: {g['id']}, name: {g['name']}, sources: [{g['sources'][0]}]}}\n" for g in GROUPS)
+    )
+    common = ["--summary", str(summary), "--groups-file", str(groups), "--out", str(tmp_path / "f.png")]
+    cutoffs = ["--top-cutoffs", "0.5,1", "--bottom-cutoffs", "0.01,0.5"]
+    runs = {
+        "cutoffs.csv": ["plot-cutoffs", "--figure", "invalid", "--models", "m1,m2", *cutoffs],
+        "models.csv": ["plot-models", "--models", "m1,m2"],
+        "checkpoints.csv": ["plot-checkpoints", "--checkpoint", "m", "m1", "0", "--checkpoint", "m", "m2", "10"],
+    }
+    for name, args in runs.items():
+        assert main(["-q", *args, *common, "--csv", str(tmp_path / name)]) == 0, name
+    pd.concat(
+        [
+            _stats("a", [-3.0, -1.0, -2.0], [0.6, 0.9, 0.7]),
+            _stats("b", [-1.0, -2.0], [0.5, 0.4]).assign(random_init=True),
+        ]
+    ).assign(random_init=lambda d: d["random_init"].fillna(False).astype(bool)).to_csv(stats, index=False)
+    out = {k: tmp_path / f"lemmas.{k}" for k in ("csv", "json", "png", "worst.csv")}
+    args = ["plot-lemmas", "--stats", str(stats), "--models", "a,b", "--bins", "2", "--worst", "1"]
+    args += ["--csv", str(out["csv"]), "--metrics-json", str(out["json"]), "--out", str(out["png"])]
+    assert main(["-q", *args, "--worst-csv", str(out["worst.csv"])]) == 0
+    expected = {"cutoffs.csv": ["m1", "m2"], "models.csv": ["m1", "m2"], "checkpoints.csv": ["m1", "m2"]}
+    expected |= {"lemmas.csv": ["a", "b"], "lemmas.worst.csv": ["a", "b"]}
+    for name, models in expected.items():
+        data = pd.read_csv(tmp_path / name)
+        assert data.columns[-1] == "random_init", name
+        flags = data.groupby("model")["random_init"].unique().map(list).to_dict()
+        assert flags == {models[0]: [False], models[1]: [True]}, name
+    metrics = json.loads(out["json"].read_text())
+    assert metrics["a"]["random_init"] is False and metrics["b"]["random_init"] is True
+    assert metrics["a"]["n_lemmas"] == 3  # beside the per-model numbers, which are unchanged
+
+
 # --------------------------------------------------------------------------- Table 3
 
 TEMPLATES = pd.DataFrame(
@@ -958,6 +999,14 @@ def test_topk_table_cli(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -
         kind="causal",
         topk=(ids, np.array([[0.5, 0.3, 0.1], [0.4, 0.3, 0.2]])),
     )
+    # the same shard in a store whose manifest says its model is random (meta.random_init): model "rnd"
+    from verbeval.agreement.shardstore import ShardStore
+
+    store = ShardStore(tmp_path / "store")
+    (tmp_path / "store" / "simple").mkdir()
+    store.path("simple/1-of-1.parquet").write_bytes(shard.read_bytes())
+    store.record("simple/1-of-1.parquet", "key")
+    store.finish(tmp_path / "store" / "manifest.json", ["simple/1-of-1.parquet"], {"random_init": True})
     out = {k: tmp_path / f"t3.{k}" for k in ("csv", "md", "html")}
     assert (
         main(
@@ -968,10 +1017,15 @@ def test_topk_table_cli(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -
                 str(tpath),
                 "--model",
                 f"gpt={tok_dir}",
+                "--model",
+                f"rnd={tok_dir}",
                 "--lemmas",
                 f"gpt={lpath}",
+                "--lemmas",
+                f"rnd={lpath}",
                 "--shards",
                 f"gpt={shard}",
+                f"rnd={tmp_path / 'store' / 'manifest.json'}",
                 "--default-groups",
                 "simple",
                 "--csv",
@@ -984,10 +1038,15 @@ def test_topk_table_cli(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -
         )
         == 0
     )
-    t = pd.read_csv(out["csv"], keep_default_na=False)
+    table = pd.read_csv(out["csv"], keep_default_na=False)
+    t = table[table["model"] == "gpt"]
     assert t["token"].tolist() == ["are", "is", "the", "is", "are", "arrive"]  # decoded, leading space stripped
     assert t["mark"].tolist() == ["incorrect", "correct", "", "incorrect", "correct", "correct"]
     assert t["model_input"].tolist()[:1] == ["the dog"]  # causal, uncased shard: left context only
+    # the random model says so: in the CSV's last column (and the real one is false), the Markdown and HTML
+    assert table.columns[-1] == "random_init"
+    assert table.groupby("model")["random_init"].unique().map(list).to_dict() == {"gpt": [False], "rnd": [True]}
+    assert "rnd (random init)" in out["md"].read_text() and "rnd (random init)" in out["html"].read_text()
 
 
 # --------------------------------------------------------------------------- configuration

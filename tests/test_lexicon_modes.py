@@ -3,6 +3,7 @@ real tokenizers, and single_token mode against the single-token pipeline on tiny
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -248,3 +249,53 @@ def test_infer_forms_model_equals_per_chunk_shards_and_resumes(
         assert path.read_bytes() == ref.read_bytes()
     again = infer_forms_model(lm, tpl, forms, ["g1"], 2, manifest, batch_size=7, progress=False)
     assert again["timing"]["contexts"] == 0 and again["shards"] == body["shards"]
+
+
+def test_lexicon_modes_outputs_say_which_model_is_random(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
+    """lexicon-modes reads whether its model is random from the model's Table 2 summaries
+    (random_init column) and writes it into each of its CSVs; lexicon-modes-table carries it into
+    its CSVs and into each model's record of metrics.json. Two models on one store: rnd (random)
+    and real (not)."""
+    from verbeval.agreement.form_shards import infer_forms_model
+    from verbeval.cli import main
+
+    lm = load_model(str(make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "m")), device="cpu")
+    tpl = templates()
+    forms = form_table(LEXICON, tpl, lm.tokenizer)
+    manifest = tmp_path / "store" / "manifest.json"
+    infer_forms_model(lm, tpl, forms, ["g1"], 1, manifest, batch_size=7, progress=False)
+    forms.to_parquet(tmp_path / "forms.parquet")
+    common = tmp_path / "common.parquet"
+    assert main(["-q", "lexicon-common", "--forms", f"rnd={tmp_path / 'forms.parquet'}", "--out", str(common)]) == 0
+    groups = tmp_path / "groups.yaml"
+    groups.write_text("groups:\n  - {id: g1, name: Group one, sources: [x]}\n")
+    out: dict[str, dict[str, Path]] = {}
+    for model in ("rnd", "real"):
+        table2 = tmp_path / f"{model}-summary.csv"
+        pd.DataFrame(
+            {"model": model, "group": "g1", "metric": ["tse"], "side": [np.nan], "cutoff": [np.nan], "value": 0.5}
+        ).assign(n=4, random_init=model == "rnd").to_csv(table2, index=False)
+        out[model] = {k: tmp_path / f"{model}-{k}.csv" for k in ("summary", "lemmas", "diff", "consistency")}
+        args = ["lexicon-modes", "--forms", str(tmp_path / "forms.parquet"), "--common", str(common)]
+        args += ["--model-name", model, "--shards", str(manifest), "--table2-summaries", str(table2)]
+        args += ["--resamples", "5", *[f"--{k}-out={p}" for k, p in out[model].items()]]
+        assert main(["-q", *args]) == 0
+        for name, path in out[model].items():
+            got = pd.read_csv(path)
+            assert got.columns[-1] == "random_init" and got["random_init"].tolist() == [model == "rnd"] * len(got), name
+    table = {k: tmp_path / f"table.{k}" for k in ("csv", "md", "tex", "json", "coverage.csv", "diff.csv")}
+    args = ["lexicon-modes-table", "--groups-file", str(groups), "--models", "rnd,real", "--mode", "all"]
+    args += ["--summaries", *[str(out[m]["summary"]) for m in ("rnd", "real")]]
+    args += ["--diffs", *[str(out[m]["diff"]) for m in ("rnd", "real")], "--common", str(common)]
+    args += ["--forms", *[f"{m}={tmp_path / 'forms.parquet'}" for m in ("rnd", "real")]]
+    args += ["--csv", str(table["csv"]), "--md", str(table["md"]), "--tex", str(table["tex"])]
+    args += ["--metrics", str(table["json"]), "--coverage", str(table["coverage.csv"])]
+    assert main(["-q", *args, "--diff-csv", str(table["diff.csv"])]) == 0
+    for name in ("csv", "coverage.csv", "diff.csv"):
+        got = pd.read_csv(table[name])
+        assert got.columns[-1] == "random_init", name
+        assert got.groupby("model")["random_init"].unique().map(list).to_dict() == {"rnd": [True], "real": [False]}
+    metrics = json.loads(table["json"].read_text())
+    assert metrics["rnd"]["random_init"] is True and metrics["real"]["random_init"] is False
+    assert sorted(metrics["rnd"]) == ["all", "common", "coverage", "headline_mode", "random_init", "single_token"]
+    assert "random_init" not in table["md"].read_text()  # the Markdown names no column it did not name before

@@ -267,7 +267,13 @@ def test_allowed_nonfinite_contexts_are_named_in_table2_and_its_metrics(clean_lm
     assert "| Simple agreement | – | – | – |" in md  # no number for the damaged model
     assert "non-finite logits" in out["tex"].read_text() and "non-finite logits" in out["html"].read_text()
     metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert metrics["damaged"]["g1"] == {"tse": None, "ew": None, "mw": None, "nonfinite_contexts": n_ctx}
+    assert metrics["damaged"]["g1"] == {
+        "tse": None,
+        "ew": None,
+        "mw": None,
+        "nonfinite_contexts": n_ctx,
+        "random_init": False,
+    }
     assert "nonfinite_contexts" not in metrics["clean"]["g1"] and metrics["clean"]["g1"]["ew"] is not None
     table = pd.read_csv(out["csv"])
     assert table["damaged.n_nonfinite"].tolist() == [n_ctx] and table["clean.n_nonfinite"].tolist() == [0]

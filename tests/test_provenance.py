@@ -19,6 +19,8 @@ from verbeval.core.provenance import (
     random_init_record,
     random_note,
     resolve_random_init,
+    with_random_field,
+    with_random_init,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,6 +61,29 @@ def test_labels() -> None:
     # as read back from a CSV with missing values: text and NaN
     text = pd.DataFrame({"model": ["a", "b", "c"], "random_init": ["True", "False", float("nan")]})
     assert random_flags(text) == {"a": True, "b": False, "c": False}
+
+
+def test_data_files_get_a_random_init_column_and_field() -> None:
+    """with_random_init: a last boolean column per row's model (or one flag for a per-model file), in
+    place when the table has one; with_random_field: a field in each model's JSON record."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"model": ["a", "b", "c"], "value": [0.5, 0.6, 0.7]})
+    flagged = with_random_init(frame, {"a": True, "b": False})
+    assert list(flagged.columns) == ["model", "value", "random_init"] and flagged["random_init"].dtype == bool
+    assert flagged["random_init"].tolist() == [True, False, False]  # c: not listed, not random
+    assert "random_init" not in frame.columns  # the caller's table is left as it was
+    assert with_random_init(frame[["value"]], True)["random_init"].tolist() == [True] * 3
+    again = with_random_init(flagged.assign(n=1), {"b": True})
+    assert list(again.columns) == ["model", "value", "random_init", "n"]
+    assert again["random_init"].tolist() == [False, True, False]
+    assert with_random_init(frame.iloc[:0], True).to_csv(index=False) == "model,value,random_init\n"
+    records = {"a": {"n": 1}, "b": {"n": 2}}
+    assert with_random_field(records, {"a": True}) == {
+        "a": {"n": 1, "random_init": True},
+        "b": {"n": 2, "random_init": False},
+    }
+    assert records == {"a": {"n": 1}, "b": {"n": 2}}
 
 
 def test_tiny_model_is_marked_and_the_inference_manifest_records_it(

@@ -402,6 +402,9 @@ def test_cli_score_table_join(tmp_path: Path, tokenizer_path: Callable[[str], Pa
     # a tiny model (verbeval_tiny.json) is labelled; declared not random (--random-init false), it is not
     assert "tiny (random init)" in md and "tiny (random init)" in out["tex"].read_text()
     assert json.loads(out["metrics"].read_text())["random_init"] is True
+    for data_file in ("csv", "layers", "verbs"):  # and so does every data file, in a last column
+        got = pd.read_csv(out[data_file])
+        assert got.columns[-1] == "random_init" and got["random_init"].tolist() == [True] * len(got), data_file
     assert (
         main(
             [
@@ -454,6 +457,9 @@ def test_cli_score_table_join(tmp_path: Path, tokenizer_path: Callable[[str], Pa
     )
     assert "random init" not in out["md"].read_text() and "random init" not in out["tex"].read_text()
     assert json.loads(out["metrics"].read_text())["random_init"] is False
+    for data_file in ("csv", "layers", "verbs"):
+        got = pd.read_csv(out[data_file])
+        assert got["random_init"].tolist() == [False] * len(got), data_file
     ls = tmp_path / "lemma_stats.csv"
     pd.DataFrame(
         {
@@ -489,6 +495,15 @@ def test_cli_score_table_join(tmp_path: Path, tokenizer_path: Callable[[str], Pa
     )
     js = pd.read_csv(tmp_path / "js.csv")
     assert js["n_verbs"].tolist() == [3, 3, 3, 3]
+    joined = pd.read_csv(tmp_path / "j.csv")
+    assert js["random_init"].tolist() == [False] * 4 and joined["random_init"].tolist() == [False] * len(joined)
+    # lemma statistics of a random model (their random_init column) mark the join as random too
+    pd.read_csv(ls).assign(random_init=True).to_csv(ls, index=False)
+    join = ["-q", "simverb-join", "--similarities", str(out["sims"]), "--lemma-stats", str(ls), "--model-name", "tiny"]
+    assert main([*join, "--out", str(tmp_path / "j.csv"), "--summary", str(tmp_path / "js.csv")]) == 0
+    for name in ("j.csv", "js.csv"):
+        got = pd.read_csv(tmp_path / name)
+        assert got.columns[-1] == "random_init" and got["random_init"].all() and len(got) > 0, name
 
 
 def test_latex_and_markdown_without_splits(tmp_path: Path) -> None:

@@ -54,9 +54,10 @@ def split_metrics(
 ) -> dict[tuple[str, str], dict[str, float | bool | None]]:
     """``{model: {group: {tse, ew, mw}}}`` (Table 2's metrics.json) -> ``{(model, group): {tse, ew, mw}}``
     for every model and group asked for; a randomly initialised model's entries (``random_init:
-    true`` in metrics.json) also hold ``random_init: true``, a column of ``dvc metrics show``, and a
-    group with contexts whose logits were not finite holds their count (``nonfinite_contexts``). Raises :class:`VerbevalError` naming ``source`` and the
-    first missing model, group or metric."""
+    true`` in metrics.json's group records, or beside the groups in a file of an older verbeval) also
+    hold ``random_init: true``, a column of ``dvc metrics show``, and a group with contexts whose
+    logits were not finite holds their count (``nonfinite_contexts``). Raises
+    :class:`VerbevalError` naming ``source`` and the first missing model, group or metric."""
     out: dict[tuple[str, str], dict[str, float | None]] = {}
     for m in models:
         if not isinstance(metrics.get(m), Mapping):
@@ -69,8 +70,9 @@ def split_metrics(
             if missing:
                 raise VerbevalError(f"{source}: model {m!r}, group {g!r} has no {missing[0]!r}")
             out[(m, g)] = {k: entry[k] for k in TABLE2_METRICS}
-            if metrics[m].get("random_init") is True:  # so `dvc metrics show` says so beside its numbers
-                out[(m, g)]["random_init"] = True
+            # in the group's record (beside the groups in a metrics.json of an older verbeval)
+            if entry.get("random_init") is True or metrics[m].get("random_init") is True:
+                out[(m, g)]["random_init"] = True  # so `dvc metrics show` says so beside its numbers
             if entry.get("nonfinite_contexts"):  # contexts without a score (inference.allow_nonfinite)
                 out[(m, g)]["nonfinite_contexts"] = entry["nonfinite_contexts"]
     return out

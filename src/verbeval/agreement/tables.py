@@ -96,17 +96,19 @@ def _notes(table: pd.DataFrame, models: Sequence[str], notes: Sequence[str]) -> 
 
 
 def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Table 2 as nested ``{model: {"random_init": bool, group: {tse, ew, mw}}}`` (DVC metrics); NaN
-    becomes null. ``random_init``: the model is randomly initialised, its numbers meaningless. A group
-    with contexts whose logits were not finite (``inference.allow_nonfinite``) also holds
-    ``nonfinite_contexts``: how many, all without a score."""
+    """Table 2 as nested ``{model: {group: {tse, ew, mw, random_init}}}`` (metrics.json); NaN becomes
+    null. ``random_init``: the model is randomly initialised, its numbers meaningless (in every group's
+    record, so that a model's keys are its groups alone). A group with contexts whose logits were not
+    finite (``inference.allow_nonfinite``) also holds ``nonfinite_contexts``: how many, all without a
+    score."""
     random = set(random_models(table, models))
     out: dict[str, dict[str, Any]] = {}
     for m in models:
-        out[m] = {"random_init": m in random}
+        out[m] = {}
         for _, r in table.iterrows():
             vals = {k: float(r[f"{m}.{k}"]) for k in METRICS}
             entry: dict[str, Any] = {k: (None if np.isnan(v) else v) for k, v in vals.items()}
+            entry["random_init"] = m in random
             n_bad = int(r.get(f"{m}.n_nonfinite", 0) or 0)
             if n_bad:  # contexts without a score (inference.allow_nonfinite)
                 entry["nonfinite_contexts"] = n_bad

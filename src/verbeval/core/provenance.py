@@ -14,14 +14,16 @@ name. A model is random when:
 A hub id, a pip-packaged or GGUF checkpoint is never random unless its entry says so. The inference
 job records the answer in its shard manifest (``meta.random_init``); the aggregates carry it on as
 the ``random_init`` column of ``summary.csv`` / ``summary_all.csv`` and ``lemma_stats.csv``, which
-the tables and figures read.
+the tables and figures read. Every other data file says it too: :func:`with_random_init` adds the
+``random_init`` column to a table before it is written as a CSV, :func:`with_random_field` the field
+to a JSON file's per-model records.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,25 @@ def random_flags(frame: Any, column: str = "random_init", by: str = "model") -> 
     if flags.dtype != bool:
         flags = flags.astype(str).str.strip().str.lower().isin(["true", "1", "1.0", "yes"])
     return {str(k): bool(v) for k, v in flags.groupby(frame[by].astype(str), sort=False).any().items()}
+
+
+def with_random_init(frame: Any, random: bool | Mapping[str, bool], by: str = "model") -> Any:
+    """``frame`` (a pandas DataFrame about to be written as a data file) with a boolean
+    ``random_init`` column, so that the file says which of its numbers are a random model's:
+    ``random`` is the one flag of a per-model file, or ``{model: random}`` looked up in the ``by``
+    column (a model it lacks: False). The column is added last, or overwritten in place."""
+    if isinstance(random, Mapping):
+        flags = [bool(random.get(str(m), False)) for m in frame[by]]
+    else:
+        flags = [bool(random)] * len(frame)
+    return frame.assign(random_init=flags)
+
+
+def with_random_field(entries: Mapping[str, Any], random: Mapping[str, bool]) -> dict[str, Any]:
+    """``{model: {..., "random_init": bool}}`` from ``{model: {...}}`` (a JSON file's per-model
+    records, keyed by the record's own fields, not by groups): ``random`` as in
+    :func:`with_random_init`."""
+    return {m: {**entry, "random_init": bool(random.get(m, False))} for m, entry in entries.items()}
 
 
 def marked(name: str, random: bool) -> str:

@@ -36,12 +36,12 @@ def write_scores(
     sims: Any, verbs: Any, n_pairs: int, model: str, out: str, verbs_out: str, *, random_init: bool
 ) -> None:
     """Write the outputs of ``simverb-score`` (``--out``, ``--verbs``); ``random_init`` is recorded in the
-    similarities' Parquet attributes (:func:`verbeval.core.provenance.tag_frame`)."""
+    similarities' Parquet attributes (:func:`verbeval.core.provenance.tag_frame`) and the verbs' column."""
     from verbeval.core.io import write_csv, write_parquet
-    from verbeval.core.provenance import tag_frame
+    from verbeval.core.provenance import tag_frame, with_random_init
 
     write_parquet(tag_frame(sims, random_init), out)
-    write_csv(verbs, verbs_out)
+    write_csv(with_random_init(verbs, random_init), verbs_out)
     log.info(
         "simverb %s: %d pairs, %d verbs (%d multi-token, %d covered), %d representations -> %s",
         model,
@@ -121,7 +121,7 @@ def cmd_simverb_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.core.io import write_csv, write_json, write_text
-    from verbeval.core.provenance import display_name, frame_random
+    from verbeval.core.provenance import display_name, frame_random, with_random_init
     from verbeval.simverb.report import coverage_summary, plot_layers, plot_scatter, to_latex, to_markdown
     from verbeval.simverb.statistics import best_representation, layer_curve, results_table
     from verbeval.simverb.vectors import split_pairs_and_sims
@@ -134,10 +134,10 @@ def cmd_simverb_table(a: argparse.Namespace) -> None:
     t = results_table(
         pairs, sims, a.model_name, resamples=a.resamples, seed=a.seed, confidence=a.confidence, bins=a.bins
     )
-    write_csv(t, a.csv, float_format="%.6f")
+    write_csv(with_random_init(t, random), a.csv, float_format="%.6f")
     write_text(a.md, to_markdown(t, name, verbs))
     write_text(a.tex, to_latex(t, name))
-    write_csv(layer_curve(t), a.layers_csv, float_format="%.6f")
+    write_csv(with_random_init(layer_curve(t), random), a.layers_csv, float_format="%.6f")
     best = best_representation(t)
     if a.metrics_json:
         full = t[t["subset"] == "full"]
@@ -164,13 +164,17 @@ def cmd_simverb_join(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.core.io import write_csv
+    from verbeval.core.provenance import frame_random, random_flags, with_random_init
     from verbeval.simverb.join import agreement_join, verb_errors
     from verbeval.simverb.vectors import split_pairs_and_sims
 
-    pairs, sims = split_pairs_and_sims(pd.read_parquet(a.similarities))
-    joined, summary = agreement_join(verb_errors(pairs, sims), pd.read_csv(a.lemma_stats), a.model_name)
-    write_csv(joined, a.out, float_format="%.6f")
-    write_csv(summary, a.summary, float_format="%.6f")
+    scored, stats = pd.read_parquet(a.similarities), pd.read_csv(a.lemma_stats)
+    pairs, sims = split_pairs_and_sims(scored)
+    joined, summary = agreement_join(verb_errors(pairs, sims), stats, a.model_name)
+    # the similarities' record, or the lemma statistics' column (one model's numbers both)
+    random = frame_random(scored) or any(random_flags(stats).values())
+    write_csv(with_random_init(joined, random), a.out, float_format="%.6f")
+    write_csv(with_random_init(summary, random), a.summary, float_format="%.6f")
     log.info(
         "simverb x agreement for %s: %d verbs in both -> %s",
         a.model_name,

@@ -116,19 +116,20 @@ def cmd_veridicality_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.core.io import write_csv, write_text
-    from verbeval.core.provenance import display_name, frame_random
+    from verbeval.core.provenance import display_name, frame_random, with_random_init
     from verbeval.veridicality.nli import plot_scatter, signature_table, to_latex, to_markdown
 
     preds = pd.read_parquet(a.predictions)
-    name = display_name(a.model_name, frame_random(preds))  # a random model says so in every title
+    random = frame_random(preds)
+    name = display_name(a.model_name, random)  # a random model says so in every title
     t = signature_table(preds)
-    write_csv(t, a.csv, float_format="%.6f")
+    write_csv(with_random_init(t, random), a.csv, float_format="%.6f")
     write_text(a.md, to_markdown(t, name))
     write_text(a.tex, to_latex(t, name))
     if a.scatter_csv:
         from verbeval.veridicality.nli import scatter_data
 
-        write_csv(scatter_data(preds), a.scatter_csv, float_format="%.6f")
+        write_csv(with_random_init(scatter_data(preds), random), a.scatter_csv, float_format="%.6f")
     if a.figure:
         from verbeval.core.plots import save_figure
 
@@ -172,17 +173,18 @@ def cmd_veridicality_kl(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.core.io import write_csv, write_text
-    from verbeval.core.provenance import display_name, frame_random
+    from verbeval.core.provenance import display_name, frame_random, with_random_init
     from verbeval.veridicality.kl_tables import attach_kl, kl_latex, kl_markdown, table7, table8
 
     predictions = pd.read_parquet(a.predictions)
-    name = display_name(a.model_name, frame_random(predictions))
+    random = frame_random(predictions)
+    name = display_name(a.model_name, random)
     scored = attach_kl(predictions, pd.read_parquet(a.counterfactuals))
     for table, title, (csv_path, md_path, tex_path) in (
         (table7(scored), f"Table 7 (KL, verb replacements), {name}", a.table7),
         (table8(scored), f"Table 8 (KL, complement type swap), {name}", a.table8),
     ):
-        write_csv(table, csv_path, float_format="%.6g")
+        write_csv(with_random_init(table, random), csv_path, float_format="%.6g")
         write_text(md_path, kl_markdown(table, title))
         write_text(tex_path, kl_latex(table, title))
     log.info("KL tables of %s from %d manipulated pairs -> %s, %s", a.model_name, len(scored), a.table7[0], a.table8[0])

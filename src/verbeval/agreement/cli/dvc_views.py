@@ -47,24 +47,24 @@ def register_dvc_metrics(add: Add) -> None:
 def cmd_dvc_plot_data(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.dvc_views import wide_curves
+    from verbeval.agreement.dvc_views import series_column, wide_curves
     from verbeval.agreement.figures import CUTOFF_FIGURES
     from verbeval.core.io import write_csv
+    from verbeval.core.provenance import random_flags
 
     spec = CUTOFF_FIGURES[a.figure]
     if a.side not in spec.sides:
         raise VerbevalError(f"figure {a.figure} has no {a.side}-p side (sides: {', '.join(spec.sides)})")
     curves = pd.read_csv(a.curves, keep_default_na=False, na_values=[""])
+    models = a.models.split(",")
     tables = wide_curves(
-        curves,
-        side=a.side,
-        models=a.models.split(","),
-        groups=a.groups.split(","),
-        metrics=spec.metrics,
-        source=a.curves,
+        curves, side=a.side, models=models, groups=a.groups.split(","), metrics=spec.metrics, source=a.curves
     )
+    random = random_flags(curves)  # the figure data's random_init column
     for group, table in tables.items():
-        write_csv(table, Path(a.out_dir) / f"{group}.csv", float_format="%.10g")
+        # one `<model> random_init` column per model (true/false), after the series: not a declared plot series
+        flags = {series_column(m, "random_init"): random.get(m, False) for m in models}
+        write_csv(table.assign(**flags), Path(a.out_dir) / f"{group}.csv", float_format="%.10g")
     log.info("%s (%s-p): %d DVC plot data files -> %s", spec.stem, a.side, len(tables), a.out_dir)
 
 

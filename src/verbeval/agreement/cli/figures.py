@@ -26,12 +26,20 @@ def _random_in(frame: Any) -> set[str]:
     return {m for m, r in random_flags(frame).items() if r}
 
 
+def _write_data(data: Any, path: str, source: Any) -> None:
+    """A figure's data CSV, with the ``random_init`` column of ``source`` (the summary or lemma
+    statistics it was read from) for each row's model."""
+    from verbeval.core.io import write_csv
+    from verbeval.core.provenance import random_flags, with_random_init
+
+    write_csv(with_random_init(data, random_flags(source)), path, float_format="%.10g")
+
+
 def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.figures import CUTOFF_FIGURES, cutoff_curves
     from verbeval.agreement.plots import plot_cutoff_curves
-    from verbeval.core.io import write_csv
     from verbeval.core.plots import save_figure
 
     spec = CUTOFF_FIGURES[a.figure]
@@ -47,7 +55,7 @@ def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
         cutoffs={"top": a.top_cutoffs, "bottom": a.bottom_cutoffs},
         min_contexts=a.min_contexts,
     )
-    write_csv(data, a.csv, float_format="%.10g")
+    _write_data(data, a.csv, summary)
     save_figure(
         plot_cutoff_curves(
             data,
@@ -119,14 +127,13 @@ def cmd_plot_models(a: argparse.Namespace) -> None:
 
     from verbeval.agreement.figures import model_comparison
     from verbeval.agreement.plots import plot_model_comparison
-    from verbeval.core.io import write_csv
     from verbeval.core.plots import save_figure
 
     summary = pd.read_csv(a.summary)
     models = a.models.split(",")
     groups = run_groups(a.groups_file, summary["group"].unique())
     data = model_comparison(summary, models=models, groups=groups)
-    write_csv(data, a.csv, float_format="%.10g")
+    _write_data(data, a.csv, summary)
     save_figure(plot_model_comparison(data, models, random=_random_in(summary)), a.out)
     log.info("model comparison (%d models x %d groups) -> %s", len(models), len(groups), ", ".join([a.csv, *a.out]))
 
@@ -150,7 +157,6 @@ def cmd_plot_checkpoints(a: argparse.Namespace) -> None:
 
     from verbeval.agreement.figures import checkpoint_curves
     from verbeval.agreement.plots import plot_checkpoints
-    from verbeval.core.io import write_csv
     from verbeval.core.plots import save_figure
 
     checkpoints = []
@@ -162,7 +168,7 @@ def cmd_plot_checkpoints(a: argparse.Namespace) -> None:
     summary = pd.read_csv(a.summary)
     groups = run_groups(a.groups_file, summary["group"].unique())
     data = checkpoint_curves(summary, checkpoints=checkpoints, groups=groups)
-    write_csv(data, a.csv, float_format="%.10g")
+    _write_data(data, a.csv, summary)
     save_figure(plot_checkpoints(data, log_x=a.log_x, confidence=a.confidence, random=_random_in(summary)), a.out)
     log.info(
         "checkpoint figure (%d checkpoints x %d groups) -> %s",
@@ -204,19 +210,20 @@ def cmd_plot_lemmas(a: argparse.Namespace) -> None:
     from verbeval.agreement.figures import lemma_accuracy, lemma_metrics
     from verbeval.agreement.lemma_diagnostics import worst_lemmas, worst_lemmas_html, worst_lemmas_markdown
     from verbeval.agreement.plots import plot_lemma_accuracy
-    from verbeval.core.io import write_csv, write_json, write_text
+    from verbeval.core.io import write_json, write_text
     from verbeval.core.plots import save_figure
+    from verbeval.core.provenance import random_flags, with_random_field
 
     stats = pd.concat([pd.read_csv(p, keep_default_na=False, na_values=[""]) for p in a.stats], ignore_index=True)
     models = a.models.split(",")
     data = lemma_accuracy(stats, models, n_bins=a.bins)
     metrics = lemma_metrics(data)
-    write_csv(data, a.csv, float_format="%.10g")
+    _write_data(data, a.csv, stats)
     if a.metrics_json:
-        write_json(a.metrics_json, metrics)
+        write_json(a.metrics_json, with_random_field(metrics, random_flags(stats)))
     save_figure(plot_lemma_accuracy(data, models, metrics, random=_random_in(stats)), a.out)
     worst = worst_lemmas(stats, a.worst, models)
-    write_csv(worst, a.worst_csv, float_format="%.10g")
+    _write_data(worst, a.worst_csv, stats)
     if a.worst_md:
         write_text(a.worst_md, worst_lemmas_markdown(worst, random=_random_in(stats)))
     if a.worst_html:
@@ -248,7 +255,9 @@ def register_plot_lemmas(add: Add) -> None:
         help="lemmas per model in the worst-lemmas table",
     )
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
-    s.add_argument("--metrics-json", help="output: JSON per model: lemmas, mean accuracy, Spearman correlation")
+    s.add_argument(
+        "--metrics-json", help="output: JSON per model: lemmas, mean accuracy, Spearman correlation, random_init"
+    )
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
     s.add_argument("--worst-csv", required=True, help="output: the worst-lemmas table (CSV)")
     s.add_argument("--worst-md", help="output: the worst-lemmas table in Markdown")

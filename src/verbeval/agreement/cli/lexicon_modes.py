@@ -160,6 +160,7 @@ def cmd_lexicon_modes(a: argparse.Namespace) -> None:
     from verbeval.agreement.form_shards import form_shards_by_group, read_form_shards
     from verbeval.agreement.lexicon_modes import consistency, group_summary, lemma_differences, lemma_scores, mode_masks
     from verbeval.core.io import write_csv
+    from verbeval.core.provenance import random_flags, with_random_init
 
     forms = pd.read_parquet(a.forms)
     masks = mode_masks(forms, pd.read_parquet(a.common))
@@ -185,17 +186,18 @@ def cmd_lexicon_modes(a: argparse.Namespace) -> None:
     summary = pd.concat(summaries, ignore_index=True)
     lemmas = lemma_scores(np.concatenate(logps), np.concatenate(plurals), forms, masks, a.model_name)
     diff = lemma_differences(lemmas, resamples=a.resamples, seed=a.seed, confidence=a.confidence)
-    write_csv(summary, a.summary_out, float_format="%.10g")
-    write_csv(lemmas, a.lemmas_out, float_format="%.10g")
-    write_csv(diff, a.diff_out, float_format="%.10g")
+    ref = (
+        pd.concat([pd.read_csv(p) for p in a.table2_summaries], ignore_index=True)
+        if a.table2_summaries
+        else pd.DataFrame(columns=["model", "group", "metric", "side", "cutoff", "value", "n"])
+    )
+    random = random_flags(ref).get(a.model_name, False)  # the model's Table 2 summaries say whether it is random
+    write_csv(with_random_init(summary, random), a.summary_out, float_format="%.10g")
+    write_csv(with_random_init(lemmas, random), a.lemmas_out, float_format="%.10g")
+    write_csv(with_random_init(diff, random), a.diff_out, float_format="%.10g")
     if a.consistency_out:
-        ref = (
-            pd.concat([pd.read_csv(p) for p in a.table2_summaries], ignore_index=True)
-            if a.table2_summaries
-            else pd.DataFrame(columns=["model", "group", "metric", "side", "cutoff", "value", "n"])
-        )
         cons = consistency(summary, ref)
-        write_csv(cons, a.consistency_out, float_format="%.10g")
+        write_csv(with_random_init(cons, random), a.consistency_out, float_format="%.10g")
         log.info("single_token mode vs Table 2: max |diff| %.3g", cons["abs_diff"].max())
     log.info("%s: %d groups x 3 modes, %d lemmas -> %s", a.model_name, len(by_group), len(lemmas), a.summary_out)
 
@@ -221,7 +223,8 @@ def register_lexicon_modes(add: Add) -> None:
         "--table2-summaries",
         nargs="*",
         default=[],
-        help="the single-token pipeline's summary.csv files, compared in --consistency-out",
+        help="the single-token pipeline's summary.csv files, compared in --consistency-out; their random_init "
+        "column marks the outputs of a randomly initialised model",
     )
     bootstrap_options(s, "agreement.bootstrap")
     s.add_argument("--summary-out", required=True, help="output: metrics per group and lexicon mode with CIs (CSV)")
@@ -235,17 +238,20 @@ def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
 
     from verbeval.agreement.lexicon_modes_table import coverage_table, modes_table, to_latex, to_markdown, to_metrics
     from verbeval.core.io import write_csv, write_json, write_text
+    from verbeval.core.provenance import random_flags, with_random_field, with_random_init
 
     models = a.models.split(",")
     summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
+    random = random_flags(summary)  # the lexicon-modes summaries' random_init column
     groups = run_groups(a.groups_file, summary["group"].unique())
     forms = {name: pd.read_parquet(path) for name, path in (split_pair(x, "--forms", "PATH") for x in a.forms)}
     coverage = coverage_table({m: forms[m] for m in models}, pd.read_parquet(a.common))
     t = modes_table(summary, groups, models)
     diffs = pd.concat([pd.read_csv(p) for p in a.diffs], ignore_index=True)
-    write_csv(t, a.csv, float_format="%.6f")
-    write_csv(coverage, a.coverage, float_format="%.6f")
-    write_csv(diffs, a.diff_csv, float_format="%.6g")
+    diffs = diffs.drop(columns="random_init", errors="ignore")  # set again from `random` below, not in --md
+    write_csv(with_random_init(t, random), a.csv, float_format="%.6f")
+    write_csv(with_random_init(coverage, random), a.coverage, float_format="%.6f")
+    write_csv(with_random_init(diffs, random), a.diff_csv, float_format="%.6g")
     md = [
         to_markdown(t, models, a.mode),
         "",
@@ -262,7 +268,7 @@ def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
         md += ["", f"single_token mode vs Table 2 (p = 1): max |difference| = {cons['abs_diff'].max():.3g}"]
     write_text(a.md, "\n".join(md) + "\n")
     write_text(a.tex, to_latex(t, models, a.mode))
-    write_json(a.metrics, to_metrics(t, models, a.mode, coverage))
+    write_json(a.metrics, with_random_field(to_metrics(t, models, a.mode, coverage), random))
     log.info(
         "lexicon modes (%d groups x %d models x 3 modes) -> %s, %s, %s", len(groups), len(models), a.csv, a.md, a.tex
     )

@@ -83,7 +83,9 @@ def register_table(add: Add) -> None:
     s.add_argument("--confidence", type=float, help="the CIs' level, for the HTML page's text")
     s.add_argument("--all-csv", required=True, help="output: all summaries (every metric and cutoff) in one CSV")
     s.add_argument(
-        "--metrics", required=True, help="output: Table 2 as JSON {model: {group: {tse, ew, mw}}} (DVC metrics)"
+        "--metrics",
+        required=True,
+        help="output: Table 2 as JSON {model: {group: {tse, ew, mw, random_init}}} (DVC metrics)",
     )
     s.add_argument("--errata", help="errata CSV: Table 2's notes count its flag rows per group")
     s.add_argument("--templates", help="templates.parquet: how many flag rows are among the scored rows")
@@ -104,6 +106,7 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
 
     from verbeval.agreement.table3 import load_model_topk, select_rows, table3_html, table3_markdown, topk_table
     from verbeval.core.io import write_csv, write_text
+    from verbeval.core.provenance import with_random_init
 
     model_ids = _pairs(a.model, "--model")
     revisions = _pairs(a.revision, "--revision")
@@ -138,7 +141,7 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
         for name, model_id in model_ids.items()
     ]
     table = topk_table(selected, templates, models)
-    write_csv(table, a.csv, float_format="%.6g")
+    write_csv(with_random_init(table, {name: name in random for name in model_ids}), a.csv, float_format="%.6g")
     write_text(a.md, table3_markdown(table, random))
     if a.html:
         write_text(a.html, table3_html(table, random))
