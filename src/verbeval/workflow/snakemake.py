@@ -150,8 +150,8 @@ def blocked_output_root(config: Mapping[str, Any], outputs: Iterable[str | Path]
     for key, folder in output_roots(config):
         path = Path(folder)
         blocker = next((a for a in (path, *path.parents) if a.exists() or a.is_symlink()), None)
-        if blocker is not None and not blocker.is_dir():
-            what = "a broken symbolic link" if blocker.is_symlink() and not blocker.exists() else "a file"
+        what = _not_a_folder(blocker) if blocker is not None else None
+        if what is not None:
             return f"{key} {folder}: cannot write there ({blocker} is {what}, not a directory): choose another {key}"
     roots = [(key, folder, Path(os.path.abspath(folder))) for key, folder in output_roots(config)]
     seen: set[Path] = set()
