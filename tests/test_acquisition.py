@@ -19,14 +19,7 @@ import pandas as pd
 import pytest
 
 from verbeval.agreement.acquisition import AcquisitionSettings, run_acquisition
-from verbeval.agreement.acquisition_fit import (
-    REASONS,
-    aoa_estimates,
-    crossing,
-    fit_sigmoids,
-    sigmoid,
-    step_positions,
-)
+from verbeval.agreement.acquisition_fit import REASONS, aoa_estimates, crossing, fit_sigmoids, sigmoid, step_positions
 from verbeval.agreement.acquisition_frequency import aoa_frequency, file_zipf, spearman_rows, wordfreq_zipf
 from verbeval.agreement.acquisition_index import (
     INDEX_COLUMNS,
@@ -47,7 +40,7 @@ from verbeval.agreement.lemma_contexts import (
 from verbeval.agreement.lemma_diagnostics import lemma_stats
 from verbeval.agreement.shards import ChunkResult, lemma_set_hash, write_shard
 from verbeval.cli import main
-from verbeval.core.errors import InputError, VerbevalError
+from verbeval.core.errors import InputError
 
 STEPS = np.array([0, 10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000])
 GROUPS = ("g_a", "g_b", "g_c")
@@ -60,8 +53,7 @@ def planted_lemmas(n: int = 16) -> pd.DataFrame:
     one that never rises (flat at chance) and one whose curve no sigmoid describes (zigzag)."""
     x0 = np.linspace(1.8, 4.2, n)
     rows = [
-        {"lemma": f"v{i:02d}", "lo": 0.5, "hi": 0.95, "k": 4.0, "x0": float(x0[i]), "kind": "sigmoid"}
-        for i in range(n)
+        {"lemma": f"v{i:02d}", "lo": 0.5, "hi": 0.95, "k": 4.0, "x0": float(x0[i]), "kind": "sigmoid"} for i in range(n)
     ]
     rows.append({"lemma": "zflat", "lo": 0.5, "hi": 0.5, "k": 0.0, "x0": 3.0, "kind": "flat"})
     rows.append({"lemma": "zzigzag", "lo": 0.0, "hi": 0.0, "k": 0.0, "x0": 0.0, "kind": "zigzag"})
@@ -105,15 +97,41 @@ def summary_rows(model: str, table: pd.DataFrame, random_init: bool, jump: bool)
         tse = (0.9 if step >= 1000 else 0.55) if (jump and g == "g_a") else ew
         for metric, side, cutoff, v in (("tse", "", np.nan, tse), ("ew", "top", 1.0, ew), ("mw", "top", 1.0, ew)):
             rows.append(
-                dict(model=model, group=g, metric=metric, side=side, cutoff=cutoff, value=v,
-                     ci_low=v - 0.02, ci_high=v + 0.02, n=60, n_total=60, random_init=random_init)
+                dict(
+                    model=model,
+                    group=g,
+                    metric=metric,
+                    side=side,
+                    cutoff=cutoff,
+                    value=v,
+                    ci_low=v - 0.02,
+                    ci_high=v + 0.02,
+                    n=60,
+                    n_total=60,
+                    random_init=random_init,
+                )
             )
-        rows.append(dict(model=model, group=g, metric="invalid", side="top", cutoff=1.0, value=0.0,
-                         ci_low=np.nan, ci_high=np.nan, n=0, n_total=60, random_init=random_init))
+        rows.append(
+            dict(
+                model=model,
+                group=g,
+                metric="invalid",
+                side="top",
+                cutoff=1.0,
+                value=0.0,
+                ci_low=np.nan,
+                ci_high=np.nan,
+                n=0,
+                n_total=60,
+                random_init=random_init,
+            )
+        )
     return pd.DataFrame(rows)
 
 
-def write_sweep(root: Path, seeds: tuple[str, ...] = ("",), jump: bool = True, lemmas: pd.DataFrame | None = None) -> Path:
+def write_sweep(
+    root: Path, seeds: tuple[str, ...] = ("",), jump: bool = True, lemmas: pd.DataFrame | None = None
+) -> Path:
     """A sweep's files and its checkpoints.csv under ``root`` (family 'toy', one row per step and seed)."""
     lemmas = planted_lemmas() if lemmas is None else lemmas
     index = []
@@ -124,8 +142,15 @@ def write_sweep(root: Path, seeds: tuple[str, ...] = ("",), jump: bool = True, l
             write_lemma_contexts(table, folder / "lemma_contexts.parquet", {"model": model, "toy": True})
             summary_rows(model, table, False, jump).to_csv(folder / "summary.csv", index=False)
             index.append(
-                dict(model=model, family="toy", seed=seed, step=int(step), random_init=False,
-                     summary=f"{model}/summary.csv", lemma_contexts=f"{model}/lemma_contexts.parquet")
+                dict(
+                    model=model,
+                    family="toy",
+                    seed=seed,
+                    step=int(step),
+                    random_init=False,
+                    summary=f"{model}/summary.csv",
+                    lemma_contexts=f"{model}/lemma_contexts.parquet",
+                )
             )
     write_checkpoint_index(pd.DataFrame(index), root / "checkpoints.csv")
     return root / "checkpoints.csv"
@@ -152,31 +177,58 @@ def _random_shards(tmp_path: Path, rng: np.random.Generator, lemmas: pd.DataFram
     """Shards of two groups (one in two chunks) with random probabilities and some ties."""
     paths = []
     meta0 = {
-        "model_id": "org/tiny", "revision": "r1", "kind": "causal", "cased": False, "dtype": "float32",
-        "tokenizer_fingerprint": "f" * 64, "lemma_set_sha256": lemma_set_hash(lemmas), "prepend_bos": False,
-        "n_lemmas": len(lemmas), "top_k": 2, "verbeval_version": "test",
+        "model_id": "org/tiny",
+        "revision": "r1",
+        "kind": "causal",
+        "cased": False,
+        "dtype": "float32",
+        "tokenizer_fingerprint": "f" * 64,
+        "lemma_set_sha256": lemma_set_hash(lemmas),
+        "prepend_bos": False,
+        "n_lemmas": len(lemmas),
+        "top_k": 2,
+        "verbeval_version": "test",
     }
     for group, sizes in (("ga", (7, 5)), ("gb", (9,))):
         n_group, start = sum(sizes), 0
         for chunk, n in enumerate(sizes):
             prob = rng.uniform(size=(n, 2 * len(lemmas))).astype(np.float32)
             prob[0, :2] = 0.25  # a tie: a failure
-            res = ChunkResult(prob, np.zeros_like(prob), np.zeros_like(prob), np.zeros((n, 2), np.int32),
-                              np.zeros((n, 2), np.float32), np.zeros((0, 2)))
+            res = ChunkResult(
+                prob,
+                np.zeros_like(prob),
+                np.zeros_like(prob),
+                np.zeros((n, 2), np.int32),
+                np.zeros((n, 2), np.float32),
+                np.zeros((0, 2)),
+            )
             ctx = pd.DataFrame({"context_id": np.arange(start, start + n), "plural": rng.uniform(size=n) < 0.5})
-            meta = {**meta0, "group": group, "chunk": chunk, "n_chunks": len(sizes), "context_start": start,
-                    "context_stop": start + n, "n_group_contexts": n_group}
+            meta = {
+                **meta0,
+                "group": group,
+                "chunk": chunk,
+                "n_chunks": len(sizes),
+                "context_start": start,
+                "context_stop": start + n,
+                "n_group_contexts": n_group,
+            }
             p = tmp_path / f"{group}-{chunk}.parquet"
-            write_shard(p, ctx, pd.DataFrame({"row": np.zeros(0, np.int64), "context_id": np.zeros(0, np.int64)}),
-                        res, meta)
+            write_shard(
+                p, ctx, pd.DataFrame({"row": np.zeros(0, np.int64), "context_id": np.zeros(0, np.int64)}), res, meta
+            )
             paths.append(p)
             start += n
     return paths
 
 
 LEMMAS = pd.DataFrame(
-    {"lemma": ["walk", "bake", "cry", "eat"], "sing": ["walks", "bakes", "cries", "eats"],
-     "plur": ["walk", "bake", "cry", "eat"], "sing_id": [1, 3, 5, 7], "plur_id": [2, 4, 6, 8]}
+    {
+        "lemma": ["walk", "bake", "cry", "eat"],
+        "sing": ["walks", "bakes", "cries", "eats"],
+        "plur": ["walk", "bake", "cry", "eat"],
+        "sing_id": [1, 3, 5, 7],
+        "plur_id": [2, 4, 6, 8],
+    }
 )
 
 
@@ -232,8 +284,9 @@ def test_read_lemma_contexts_rejects_bad_tables(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such lemma-contexts file"):
         read_lemma_contexts(tmp_path / "none.parquet")
     bad = tmp_path / "bad.parquet"
-    pd.DataFrame({"group": ["g"], "lemma": ["x"], "n_contexts": [3], "n_correct": [1],
-                  "correct_bits": [b"\x01\x00"]}).to_parquet(bad)
+    pd.DataFrame(
+        {"group": ["g"], "lemma": ["x"], "n_contexts": [3], "n_correct": [1], "correct_bits": [b"\x01\x00"]}
+    ).to_parquet(bad)
     with pytest.raises(InputError, match="do not fit n_contexts"):
         read_lemma_contexts(bad)
 
@@ -345,8 +398,19 @@ def test_planted_changepoint_found() -> None:
     assert cps == [5]
     flat, _ = changepoints(0.6 + rng.normal(0, 0.01, 10), 0.01**2, 2.0)
     assert flat == []
-    curves = pd.DataFrame({"family": "f", "seed": "", "group": "g", "metric": "tse", "step": STEPS, "value": v,
-                           "ci_low": v - 0.0196, "ci_high": v + 0.0196, "random_init": False})
+    curves = pd.DataFrame(
+        {
+            "family": "f",
+            "seed": "",
+            "group": "g",
+            "metric": "tse",
+            "step": STEPS,
+            "value": v,
+            "ci_low": v - 0.0196,
+            "ci_high": v + 0.0196,
+            "random_init": False,
+        }
+    )
     rows = curve_changepoints(curves, beta=2.0, confidence=0.95)
     assert rows[["step_before", "step_after"]].values.tolist() == [[300, 1000]]
     assert rows["segment_mean_before"].iloc[0] == pytest.approx(0.55, abs=0.01)
@@ -354,15 +418,33 @@ def test_planted_changepoint_found() -> None:
 
 
 def test_seed_band_and_agreement() -> None:
-    curves = pd.DataFrame({
-        "family": "f", "seed": ["s1", "s1", "s2", "s2"], "group": "g", "metric": "ew", "side": "top",
-        "cutoff": 1.0, "step": [10, 20, 10, 20], "value": [0.5, 0.7, 0.6, 0.9], "random_init": False,
-    })
+    curves = pd.DataFrame(
+        {
+            "family": "f",
+            "seed": ["s1", "s1", "s2", "s2"],
+            "group": "g",
+            "metric": "ew",
+            "side": "top",
+            "cutoff": 1.0,
+            "step": [10, 20, 10, 20],
+            "value": [0.5, 0.7, 0.6, 0.9],
+            "random_init": False,
+        }
+    )
     band = seed_band(curves)
-    assert band[["step", "n_seeds", "mean", "min", "max"]].values.tolist() == [[10, 2, 0.55, 0.5, 0.6],
-                                                                             [20, 2, 0.8, 0.7, 0.9]]
-    aoa = pd.DataFrame({"family": "f", "seed": ["s1"] * 4 + ["s2"] * 4, "lemma": list("abcd") * 2,
-                        "aoa_log10_step": [1.0, 2.0, 3.0, np.nan, 1.2, 2.1, 3.3, 2.0], "random_init": False})
+    assert band[["step", "n_seeds", "mean", "min", "max"]].values.tolist() == [
+        [10, 2, 0.55, 0.5, 0.6],
+        [20, 2, 0.8, 0.7, 0.9],
+    ]
+    aoa = pd.DataFrame(
+        {
+            "family": "f",
+            "seed": ["s1"] * 4 + ["s2"] * 4,
+            "lemma": list("abcd") * 2,
+            "aoa_log10_step": [1.0, 2.0, 3.0, np.nan, 1.2, 2.1, 3.3, 2.0],
+            "random_init": False,
+        }
+    )
     agree = seed_aoa_agreement(aoa)
     assert agree[["seed_a", "seed_b", "n_lemmas"]].values.tolist() == [["s1", "s2", 3]]
     assert agree["spearman"].iloc[0] == pytest.approx(1.0)
@@ -378,22 +460,36 @@ def _index_rows(tmp_path: Path, n: int = 4) -> pd.DataFrame:
         for name in ("s.csv", "lc.parquet"):
             (tmp_path / f"m{i}").mkdir(exist_ok=True)
             (tmp_path / f"m{i}" / name).write_text("x")
-        rows.append(dict(model=f"m{i}", family="f", seed="", step=10**i, random_init=False,
-                         summary=f"m{i}/s.csv", lemma_contexts=f"m{i}/lc.parquet"))
+        rows.append(
+            dict(
+                model=f"m{i}",
+                family="f",
+                seed="",
+                step=10**i,
+                random_init=False,
+                summary=f"m{i}/s.csv",
+                lemma_contexts=f"m{i}/lc.parquet",
+            )
+        )
     return pd.DataFrame(rows)
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.assign(step=d["step"].astype(object).where(d.index != 2, "")),
-         r"checkpoints.csv:4: checkpoint 'm2' has no step"),
-        (lambda d: d.assign(step=[1, 10, 10, 1000]),
-         r"checkpoints.csv:4: family 'f' has two checkpoints at step 10 \(also line 3\)"),
-        (lambda d: d.assign(summary=["m0/s.csv", "m1/s.csv", "gone.csv", "m3/s.csv"]),
-         r"checkpoints.csv:4: checkpoint 'm2': summary file .*gone.csv not found"),
-        (lambda d: d.assign(model=["m0", "m1", "m1", "m3"]),
-         r"checkpoints.csv:4: model 'm1' is listed twice"),
+        (
+            lambda d: d.assign(step=d["step"].astype(object).where(d.index != 2, "")),
+            r"checkpoints.csv:4: checkpoint 'm2' has no step",
+        ),
+        (
+            lambda d: d.assign(step=[1, 10, 10, 1000]),
+            r"checkpoints.csv:4: family 'f' has two checkpoints at step 10 \(also line 3\)",
+        ),
+        (
+            lambda d: d.assign(summary=["m0/s.csv", "m1/s.csv", "gone.csv", "m3/s.csv"]),
+            r"checkpoints.csv:4: checkpoint 'm2': summary file .*gone.csv not found",
+        ),
+        (lambda d: d.assign(model=["m0", "m1", "m1", "m3"]), r"checkpoints.csv:4: model 'm1' is listed twice"),
     ],
 )
 def test_index_errors_are_one_line(tmp_path: Path, change, message: str) -> None:
@@ -409,7 +505,9 @@ def test_index_too_few_checkpoints_and_missing_index(tmp_path: Path) -> None:
     write_checkpoint_index(_index_rows(tmp_path, 3), path)
     index = read_checkpoint_index(path)
     assert index["step"].tolist() == [1, 10, 100]
-    with pytest.raises(InputError, match=r"family 'f' has 3 checkpoints with distinct steps; a sigmoid fit needs at least 4"):
+    with pytest.raises(
+        InputError, match=r"family 'f' has 3 checkpoints with distinct steps; a sigmoid fit needs at least 4"
+    ):
         check_fit_ready(index, 4)
     with pytest.raises(InputError, match="no such checkpoint index"):
         read_checkpoint_index(tmp_path / "none.csv")
@@ -421,8 +519,11 @@ def test_seeds_that_are_not_the_same_model(tmp_path: Path) -> None:
     lc = tmp_path / "toys2@step-100000" / "lemma_contexts.parquet"
     t = read_lemma_contexts(lc)
     write_lemma_contexts(t[~t["lemma"].isin(["v00", "v01"])], lc)
-    with pytest.raises(InputError, match=r"family 'toy': seed 'toys2@step-100000' is not the same model as "
-                                         r"'toys1@step-0' \(lemmas 2 missing \(v00, v01\)\)") as exc:
+    with pytest.raises(
+        InputError,
+        match=r"family 'toy': seed 'toys2@step-100000' is not the same model as "
+        r"'toys1@step-0' \(lemmas 2 missing \(v00, v01\)\)",
+    ) as exc:
         run_acquisition(index, tmp_path / "out", settings())
     assert "\n" not in str(exc.value)
 
@@ -436,8 +537,17 @@ def test_acquisition_end_to_end_with_seeds_and_planted_frequencies(tmp_path: Pat
     freq = freq_file(tmp_path / "freq.csv", lemmas, drop="v05")
     out = tmp_path / "out"
     summary = run_acquisition(index, out, settings(frequencies=str(freq)), figures=False)  # figures: below
-    for name in ("curves.csv", "lemma_curves.parquet", "lemma_aoa.csv", "group_aoa.csv", "aoa_frequency.csv",
-                 "changepoints.csv", "seeds.csv", "seed_aoa.csv", "acquisition.json"):
+    for name in (
+        "curves.csv",
+        "lemma_curves.parquet",
+        "lemma_aoa.csv",
+        "group_aoa.csv",
+        "aoa_frequency.csv",
+        "changepoints.csv",
+        "seeds.csv",
+        "seed_aoa.csv",
+        "acquisition.json",
+    ):
         assert (out / name).is_file(), name
     aoa = pd.read_csv(out / "lemma_aoa.csv", keep_default_na=False, na_values=[""])
     assert "random_init" in aoa.columns and len(aoa) == 2 * len(lemmas)
@@ -474,8 +584,12 @@ def test_acquisition_reruns_byte_identical(tmp_path: Path) -> None:
     index = write_sweep(tmp_path / "sweep")
     outs = [tmp_path / "out0", tmp_path / "out1"]
     run_acquisition(index, outs[0], settings(resamples=30), figures=False)
-    assert main(["-q", "acquisition", "--index", str(index), "--out", str(outs[1]), "--bootstrap", "30",
-                 "--formats", "png"]) == 0
+    assert (
+        main(
+            ["-q", "acquisition", "--index", str(index), "--out", str(outs[1]), "--bootstrap", "30", "--formats", "png"]
+        )
+        == 0
+    )
     tables = sorted(p.relative_to(outs[0]) for p in outs[0].rglob("*") if p.is_file())
     assert len(tables) == 9
     for f in tables:
@@ -503,14 +617,17 @@ def test_benchmark_acquisition_speed(tmp_path: Path) -> None:
     x0 = rng.uniform(1.5, 4.5, n_l)
     p = sigmoid(step_positions(STEPS), np.column_stack([np.full(n_l, 0.5), np.full(n_l, 0.9), np.full(n_l, 4.0), x0]))
     correct = {f"g{g}": rng.uniform(size=(1, n_c, n_l)) < p.T[:, None, :] for g in range(n_g)}
-    data = SweepData(STEPS, [f"m{i}" for i in range(len(STEPS))], [f"l{i}" for i in range(n_l)],
-                     sorted(correct), correct)
+    data = SweepData(
+        STEPS, [f"m{i}" for i in range(len(STEPS))], [f"l{i}" for i in range(n_l)], sorted(correct), correct
+    )
     t0 = time.perf_counter()
     counts = context_resamples(data, 200, 0)
     est = aoa_estimates(data.steps, data.lemma_point(), lemma_shares(data, counts), **SETTINGS)
     gboot = np.stack([group_shares(data, counts, g) for g in data.groups], axis=1)
     aoa_estimates(data.steps, np.stack([data.group_point(g) for g in data.groups]), gboot, **SETTINGS)
     dt = time.perf_counter() - t0
-    print(f"\nacquisition fits: {n_l} lemmas x {n_g} groups x {n_c} contexts x {len(STEPS)} steps, 200 resamples: "
-          f"{dt:.2f} s")
+    print(
+        f"\nacquisition fits: {n_l} lemmas x {n_g} groups x {n_c} contexts x {len(STEPS)} steps, 200 resamples: "
+        f"{dt:.2f} s"
+    )
     assert (est["reason"] == "").mean() > 0.9

@@ -161,9 +161,7 @@ def run_acquisition(
         point = data.lemma_point()
         boot = lemma_shares(data, counts) if settings.resamples > 0 else None
         est = aoa_estimates(data.steps, point, boot, **opts)
-        lemma_rows.append(
-            est.assign(**ident, lemma=data.lemmas, n_contexts=data.n_contexts, final_share=point[:, -1])
-        )
+        lemma_rows.append(est.assign(**ident, lemma=data.lemmas, n_contexts=data.n_contexts, final_share=point[:, -1]))
         gpoint = np.stack([data.group_point(g) for g in data.groups])
         gboot = (
             np.stack([group_shares(data, counts, g) for g in data.groups], axis=1) if settings.resamples > 0 else None
@@ -286,14 +284,11 @@ def _figures(
     toy: set[str],
     confidence: float,
 ) -> None:
-    from verbeval.agreement.acquisition_figures import (
-        figure_paths,
-        plot_aoa_frequency,
-        plot_curves,
-        plot_lemma_heatmap,
-    )
+    from verbeval.agreement.acquisition_figures import figure_paths, plot_aoa_frequency, plot_curves, plot_lemma_heatmap
     from verbeval.core.plots import save_figure
 
     save_figure(plot_curves(heads, random, toy, confidence), figure_paths(str(folder), "curves", formats))
     save_figure(plot_aoa_frequency(lemma_aoa, random, toy), figure_paths(str(folder), "aoa_frequency", formats))
-    save_figure(plot_lemma_heatmap(lcurves, lemma_aoa, random, toy), figure_paths(str(folder), "lemma_heatmap", formats))
+    save_figure(
+        plot_lemma_heatmap(lcurves, lemma_aoa, random, toy), figure_paths(str(folder), "lemma_heatmap", formats)
+    )

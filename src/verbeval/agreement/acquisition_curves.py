@@ -107,13 +107,17 @@ def lemma_curves(index: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> pd.
         t = tables[r.model]
         pooled = t.groupby("lemma", sort=True)[["n_contexts", "n_correct"]].sum().reset_index().assign(group="")
         both = pd.concat([t[["group", "lemma", "n_contexts", "n_correct"]], pooled], ignore_index=True)
-        both = both.assign(family=r.family, seed=r.seed, step=int(r.step), model=r.model, random_init=bool(r.random_init))
+        both = both.assign(
+            family=r.family, seed=r.seed, step=int(r.step), model=r.model, random_init=bool(r.random_init)
+        )
         parts.append(both)
     out = pd.concat(parts, ignore_index=True)
     out["n_contexts"] = out["n_contexts"].astype(np.int64)
     out["n_correct"] = out["n_correct"].astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out["share"] = np.where(out["n_contexts"] > 0, out["n_correct"] / out["n_contexts"].where(out["n_contexts"] > 0, 1), np.nan)
+        out["share"] = np.where(
+            out["n_contexts"] > 0, out["n_correct"] / out["n_contexts"].where(out["n_contexts"] > 0, 1), np.nan
+        )
     out = out.sort_values(["family", "seed", "group", "lemma", "step"], kind="stable")
     return out[list(LEMMA_CURVE_COLUMNS)].reset_index(drop=True)
 
@@ -163,7 +167,11 @@ def context_resamples(data: SweepData, resamples: int, seed: int) -> dict[str, n
     out = {}
     for g in data.groups:
         n = data.correct[g].shape[1]
-        out[g] = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(np.float64) if n else np.zeros((resamples, 0))
+        out[g] = (
+            rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(np.float64)
+            if n
+            else np.zeros((resamples, 0))
+        )
     return out
 
 

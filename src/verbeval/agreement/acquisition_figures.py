@@ -70,7 +70,12 @@ def plot_curves(
     n_cols = min(3, max(len(groups), 1))
     n_rows = max(1, -(-len(groups) // n_cols))
     fig, axes = plt.subplots(
-        n_rows, n_cols, figsize=(3.6 * n_cols + 0.4, 2.8 * n_rows), squeeze=False, sharex=True, sharey=True,
+        n_rows,
+        n_cols,
+        figsize=(3.6 * n_cols + 0.4, 2.8 * n_rows),
+        squeeze=False,
+        sharex=True,
+        sharey=True,
         layout="constrained",
     )
     steps = curves["step"].to_numpy(float)
@@ -141,7 +146,9 @@ def plot_aoa_frequency(
             out = e[e["outlier"] != ""].reindex()
             out = out.loc[out["residual"].abs().sort_values(ascending=False, kind="stable").index].head(max_labels)
             for r in out.itertuples(index=False):
-                ax.annotate(r.lemma, (r.zipf, r.aoa_step), fontsize="x-small", xytext=(3, 3), textcoords="offset points")
+                ax.annotate(
+                    r.lemma, (r.zipf, r.aoa_step), fontsize="x-small", xytext=(3, 3), textcoords="offset points"
+                )
                 ax.scatter([r.zipf], [r.aoa_step], s=22, facecolors="none", edgecolors="black", linewidths=0.8)
         ax.set_yscale("log")
         ax.set_xlabel("frequency (Zipf)")
@@ -157,10 +164,7 @@ def plot_aoa_frequency(
 
 
 def plot_lemma_heatmap(
-    lemma_curves: pd.DataFrame,
-    lemma_aoa: pd.DataFrame,
-    random: Collection[str] = (),
-    toy: Collection[str] = (),
+    lemma_curves: pd.DataFrame, lemma_aoa: pd.DataFrame, random: Collection[str] = (), toy: Collection[str] = ()
 ) -> Figure:
     """Each lemma's share of contexts preferring the correct form (pooled over groups), lemma x step,
     one panel per family (its first seed); lemmas ordered by AoA, those without one last (by their
@@ -171,7 +175,10 @@ def plot_lemma_heatmap(
     n_lemmas = pooled["lemma"].nunique()
     height = min(max(3.0, 0.12 * n_lemmas + 1.5), 16.0)
     fig, axes = plt.subplots(
-        1, max(1, len(families)), figsize=(4.6 * max(1, len(families)) + 0.8, height), squeeze=False,
+        1,
+        max(1, len(families)),
+        figsize=(4.6 * max(1, len(families)) + 0.8, height),
+        squeeze=False,
         layout="constrained",
     )
     image = None

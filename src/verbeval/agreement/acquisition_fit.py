@@ -36,7 +36,7 @@ K_MAX = 50.0
 X0_MARGIN = 2.0
 
 #: a fit stops when its damping grows past this (no step improves it: a minimum, or one on a bound)
-LAMBDA_MAX = 1e6
+LAMBDA_MAX = 1e4
 
 #: the reasons a curve gets no AoA (an empty reason: it has one)
 REASONS = {
@@ -126,7 +126,7 @@ def _levenberg_marquardt(
         small = (np.abs(gain) <= tol * np.maximum(sse[act], 1e-12)) | (np.abs(cand - pa).max(-1) < 1e-10)
         sse[act[better]] = new_sse[better]
         lam[act] = np.where(better, lam[act] / 3.0, lam[act] * 4.0)
-        done[act[(better & small) | (lam[act] > LAMBDA_MAX)]] = True
+        done[act[small | (lam[act] > LAMBDA_MAX)]] = True
     return p, sse, done
 
 
@@ -154,7 +154,7 @@ def fit_sigmoids(
     weights: np.ndarray | None = None,
     init: np.ndarray | None = None,
     iterations: int = 200,
-    tol: float = 1e-9,
+    tol: float = 1e-8,
 ) -> SigmoidFits:
     """Fit :func:`sigmoid` to every row of ``y`` ``[n, T]`` over ``x`` ``[T]`` (``weights``
     ``[n, T]``: 1 observed, 0 missing; NaN in ``y`` counts as missing). Without ``init``, three
@@ -233,19 +233,7 @@ def aoa_reasons(
     return x_aoa, reason
 
 
-AOA_COLUMNS = (
-    "aoa_step",
-    "aoa_log10_step",
-    "ci_low",
-    "ci_high",
-    "boot_share",
-    "lo",
-    "hi",
-    "k",
-    "x0",
-    "r2",
-    "reason",
-)
+AOA_COLUMNS = ("aoa_step", "aoa_log10_step", "ci_low", "ci_high", "boot_share", "lo", "hi", "k", "x0", "r2", "reason")
 
 
 def aoa_estimates(

@@ -70,7 +70,11 @@ def changepoints(values: np.ndarray, sigma2: float, beta: float) -> tuple[list[i
 
 
 def curve_changepoints(
-    curves: pd.DataFrame, *, beta: float, confidence: float, key: tuple[str, ...] = ("family", "seed", "group", "metric")
+    curves: pd.DataFrame,
+    *,
+    beta: float,
+    confidence: float,
+    key: tuple[str, ...] = ("family", "seed", "group", "metric"),
 ) -> pd.DataFrame:
     """Changepoint rows (:data:`CHANGEPOINT_COLUMNS`) of every curve of ``curves`` (the headline rows
     of :func:`verbeval.agreement.acquisition_curves.headline`, one value per step)."""

@@ -18,28 +18,8 @@ import pandas as pd
 
 from verbeval.agreement.acquisition_frequency import spearman_rows
 
-BAND_COLUMNS = (
-    "family",
-    "random_init",
-    "group",
-    "metric",
-    "side",
-    "cutoff",
-    "step",
-    "n_seeds",
-    "mean",
-    "min",
-    "max",
-)
-AGREEMENT_COLUMNS = (
-    "family",
-    "random_init",
-    "seed_a",
-    "seed_b",
-    "n_lemmas",
-    "spearman",
-    "mean_abs_log10_diff",
-)
+BAND_COLUMNS = ("family", "random_init", "group", "metric", "side", "cutoff", "step", "n_seeds", "mean", "min", "max")
+AGREEMENT_COLUMNS = ("family", "random_init", "seed_a", "seed_b", "n_lemmas", "spearman", "mean_abs_log10_diff")
 
 
 def multi_seed(frame: pd.DataFrame) -> pd.DataFrame:

@@ -200,9 +200,14 @@ def read_lemma_contexts(path: str | Path) -> pd.DataFrame:
         raise InputError(p, f"group {n_ctx[n_ctx > 1].index[0]!r}: its lemmas have different n_contexts")
     nbytes = df["correct_bits"].map(len).to_numpy()
     if (nbytes != (df["n_contexts"].to_numpy() + 7) // 8).any() or (df["n_correct"] > df["n_contexts"]).any():
-        i = int(np.flatnonzero((nbytes != (df["n_contexts"].to_numpy() + 7) // 8) | (df["n_correct"] > df["n_contexts"]))[0])
-        raise InputError(p, f"row {i + 1} (group {df['group'].iloc[i]!r}, lemma {df['lemma'].iloc[i]!r}): "
-                         "correct_bits or n_correct do not fit n_contexts")
+        i = int(
+            np.flatnonzero((nbytes != (df["n_contexts"].to_numpy() + 7) // 8) | (df["n_correct"] > df["n_contexts"]))[0]
+        )
+        raise InputError(
+            p,
+            f"row {i + 1} (group {df['group'].iloc[i]!r}, lemma {df['lemma'].iloc[i]!r}): "
+            "correct_bits or n_correct do not fit n_contexts",
+        )
     out = sort_lemma_contexts(df)
     out.attrs["verbeval"] = json.loads(md[META_KEY]) if META_KEY in md else {}
     return out
