@@ -392,12 +392,17 @@ def test_aoa_frequency_correlation_and_outliers() -> None:
 
 
 def test_planted_changepoint_found() -> None:
+    x = step_positions(STEPS)
     rng = np.random.default_rng(2)
     v = np.r_[np.full(5, 0.55), np.full(5, 0.9)] + rng.normal(0, 0.01, 10)
-    cps, _ = changepoints(v, 0.01**2, 2.0)
+    cps, _ = changepoints(v, x, 0.01**2, 3.0)
     assert cps == [5]
-    flat, _ = changepoints(0.6 + rng.normal(0, 0.01, 10), 0.01**2, 2.0)
+    flat, _ = changepoints(0.6 + rng.normal(0, 0.01, 10), x, 0.01**2, 3.0)
     assert flat == []
+    # a sigmoid in log step: plateau, rise, plateau
+    s = sigmoid(x, np.array([0.5, 0.9, 3.0, 3.0])) + rng.normal(0, 0.005, 10)
+    rise, _ = changepoints(s, x, 0.005**2, 3.0)
+    assert len(rise) == 2 and rise[0] in (3, 4) and rise[1] in (6, 7)
     curves = pd.DataFrame(
         {
             "family": "f",
@@ -411,10 +416,11 @@ def test_planted_changepoint_found() -> None:
             "random_init": False,
         }
     )
-    rows = curve_changepoints(curves, beta=2.0, confidence=0.95)
+    rows = curve_changepoints(curves, beta=3.0, confidence=0.95)
     assert rows[["step_before", "step_after"]].values.tolist() == [[300, 1000]]
-    assert rows["segment_mean_before"].iloc[0] == pytest.approx(0.55, abs=0.01)
-    assert rows["segment_mean_after"].iloc[0] == pytest.approx(0.9, abs=0.01)
+    assert rows["value_before"].iloc[0] == pytest.approx(0.55, abs=0.03)
+    assert rows["value_after"].iloc[0] == pytest.approx(0.9, abs=0.03)
+    assert abs(rows["slope_before"].iloc[0]) < 0.03 and abs(rows["slope_after"].iloc[0]) < 0.03  # two plateaus
 
 
 def test_seed_band_and_agreement() -> None:

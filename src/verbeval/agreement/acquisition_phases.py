@@ -1,15 +1,17 @@
 """Phases of a learning curve: changepoints of each group's TSE, EW and MW (top p = 1) against step.
 
-A curve (values ``v_1..v_T`` at ascending steps) is cut into segments of constant mean by penalised
-exact search (``ruptures.Pelt``, cost ``l2``: the sum of squared deviations from each segment's
-mean, segments of at least :data:`MIN_SIZE` checkpoints), minimising cost + ``pen`` per changepoint
-with the BIC-like penalty ``pen = beta * sigma^2 * ln(T)``: ``beta`` is the configured
-``changepoint_penalty`` (2: each changepoint adds a location and a mean, BIC's ``ln T`` per
-parameter in units of the noise variance) and ``sigma^2`` the noise variance of one value, the mean
-of ``((ci_high - ci_low) / (2 z))^2`` over the curve's bootstrap CIs (``z`` the normal quantile of the
+A curve (values ``v_1..v_T`` at ascending steps, ``x_t = log10(step)`` with step 0 placed as in
+:func:`verbeval.agreement.acquisition_fit.step_positions`) is cut into segments, each a straight line
+in ``x`` (a plateau, a rise, ...), by penalised exact search: ``ruptures.Pelt`` with cost ``linear``
+(the residual sum of squares of each segment's least-squares line ``v = a + b x``), segments of at
+least :data:`MIN_SIZE` checkpoints, minimising cost + ``pen`` per changepoint with the BIC-like
+penalty ``pen = beta * sigma^2 * ln(T)``: ``beta`` is the configured ``changepoint_penalty`` (3: each
+changepoint adds a location, an intercept and a slope, BIC's ``ln T`` per parameter in units of the
+noise variance) and ``sigma^2`` the noise variance of one value, the mean of
+``((ci_high - ci_low) / (2 z))^2`` over the curve's bootstrap CIs (``z`` the normal quantile of the
 CI's confidence), or, without CIs, ``(1.4826 * MAD of the first differences)^2 / 2``. A changepoint
-lies between two checkpoints; it is reported with the last step before and the first step after,
-the values there, and the means of the segments on either side.
+lies between two checkpoints; it is reported with the last step before and the first step after, the
+values there, and the slopes (change per decade of steps) of the segments on either side.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-#: fewest checkpoints of one phase
-MIN_SIZE = 2
+from verbeval.agreement.acquisition_fit import step_positions
+
+#: fewest checkpoints of one phase (so a 10-checkpoint sweep has at most 3 phases)
+MIN_SIZE = 3
 
 CHANGEPOINT_COLUMNS = (
     "family",
@@ -34,8 +38,8 @@ CHANGEPOINT_COLUMNS = (
     "step_after",
     "value_before",
     "value_after",
-    "segment_mean_before",
-    "segment_mean_after",
+    "slope_before",
+    "slope_after",
     "penalty",
 )
 
@@ -55,7 +59,14 @@ def noise_variance(values: np.ndarray, ci_low: np.ndarray, ci_high: np.ndarray, 
     return float((1.4826 * np.median(np.abs(d - np.median(d)))) ** 2 / 2)
 
 
-def changepoints(values: np.ndarray, sigma2: float, beta: float) -> tuple[list[int], float]:
+def segment_slope(x: np.ndarray, v: np.ndarray) -> float:
+    """The slope of the least-squares line of ``v`` on ``x`` (0 for a single point or one ``x``)."""
+    if len(x) < 2 or np.ptp(x) == 0:
+        return 0.0
+    return float(np.polyfit(x, v, 1)[0])
+
+
+def changepoints(values: np.ndarray, x: np.ndarray, sigma2: float, beta: float) -> tuple[list[int], float]:
     """Indices ``i`` (1..T-1) where a new phase starts at value ``i``, and the penalty used."""
     import ruptures
 
@@ -64,7 +75,8 @@ def changepoints(values: np.ndarray, sigma2: float, beta: float) -> tuple[list[i
     pen = beta * max(sigma2, 1e-12) * np.log(max(t, 2))
     if t < 2 * MIN_SIZE or not np.isfinite(v).all():
         return [], float(pen)
-    algo = ruptures.Pelt(model="l2", min_size=MIN_SIZE, jump=1).fit(v.reshape(-1, 1))
+    signal = np.column_stack([v, np.asarray(x, float), np.ones(t)])
+    algo = ruptures.Pelt(model="linear", min_size=MIN_SIZE, jump=1).fit(signal)
     bkps = algo.predict(pen=pen)
     return [int(b) for b in bkps[:-1]], float(pen)
 
@@ -83,8 +95,9 @@ def curve_changepoints(
         d = d.sort_values("step", kind="stable")
         v = d["value"].to_numpy(float)
         s = d["step"].to_numpy(np.int64)
+        x = step_positions(s)
         sigma2 = noise_variance(v, d["ci_low"].to_numpy(float), d["ci_high"].to_numpy(float), confidence)
-        cps, pen = changepoints(v, sigma2, beta)
+        cps, pen = changepoints(v, x, sigma2, beta)
         bounds = [0, *cps, len(v)]
         ident = dict(zip(key, k))
         for j, c in enumerate(cps, start=1):
@@ -98,8 +111,8 @@ def curve_changepoints(
                     "step_after": int(s[c]),
                     "value_before": float(v[c - 1]),
                     "value_after": float(v[c]),
-                    "segment_mean_before": float(v[bounds[j - 1] : c].mean()),
-                    "segment_mean_after": float(v[c : bounds[j + 1]].mean()),
+                    "slope_before": segment_slope(x[bounds[j - 1] : c], v[bounds[j - 1] : c]),
+                    "slope_after": segment_slope(x[c : bounds[j + 1]], v[c : bounds[j + 1]]),
                     "penalty": pen,
                 }
             )

@@ -136,7 +136,7 @@ def register_acquisition(add: Add) -> None:
         "--changepoint-penalty",
         type=float,
         default=ConfigDefault(f"{KEY}.changepoint_penalty"),
-        help="beta of the changepoint penalty beta * sigma^2 * ln(T)",
+        help="beta of the changepoint penalty beta * sigma^2 * ln(T), segments linear in log step",
     )
     s.add_argument(
         "--outlier-sd",
