@@ -23,6 +23,7 @@ from verbeval.agreement.acquisition_fit import REASONS, aoa_estimates, crossing,
 from verbeval.agreement.acquisition_frequency import aoa_frequency, file_zipf, spearman_rows, wordfreq_zipf
 from verbeval.agreement.acquisition_index import (
     INDEX_COLUMNS,
+    add_checkpoint,
     check_fit_ready,
     read_checkpoint_index,
     write_checkpoint_index,
@@ -506,6 +507,28 @@ def test_index_errors_are_one_line(tmp_path: Path, change, message: str) -> None
     assert "\n" not in str(exc.value)
 
 
+def test_add_checkpoint_appends_and_replaces(tmp_path: Path) -> None:
+    rows = _index_rows(tmp_path, 4)
+    path = tmp_path / "checkpoints.csv"
+    for r in rows.iloc[[2, 0, 1]].to_dict("records"):
+        add_checkpoint(path, r)
+    add_checkpoint(path, {**rows.iloc[0].to_dict(), "random_init": True})  # the same model again: replaced
+    add_checkpoint(path, rows.iloc[3].to_dict())
+    index = read_checkpoint_index(path)
+    assert index["model"].tolist() == ["m0", "m1", "m2", "m3"] and index["step"].tolist() == [1, 10, 100, 1000]
+    assert index["random_init"].tolist() == [True, False, False, False]
+    assert index["seed"].tolist() == [""] * 4
+
+
+def test_figure_labels_say_random_and_toy() -> None:
+    from verbeval.agreement.acquisition_figures import _title_note, family_label, thin_ticks
+
+    assert family_label("toy", False, True) == "toy (toy model)"
+    assert family_label("pythia", True, False) == "pythia (random init)"
+    assert _title_note({"a"}, {"b"}) == " [random init: meaningless numbers; toy model]"
+    assert thin_ticks(300).tolist() == list(range(0, 300, 8)) and thin_ticks(10).tolist() == list(range(10))
+
+
 def test_index_too_few_checkpoints_and_missing_index(tmp_path: Path) -> None:
     path = tmp_path / "checkpoints.csv"
     write_checkpoint_index(_index_rows(tmp_path, 3), path)
@@ -568,6 +591,11 @@ def test_acquisition_end_to_end_with_seeds_and_planted_frequencies(tmp_path: Pat
     assert len(fr) == 2 and (fr["spearman"] < -0.9).all() and (fr["ci_high"] < -0.7).all()
     assert (fr["n_lemmas"] == 15).all()  # 16 rising lemmas, one without a frequency
     groups = pd.read_csv(out / "group_aoa.csv", keep_default_na=False, na_values=[""])
+    # the group curve is the group's EW at top p = 1: the same as the summaries' EW at the last step
+    last = pd.read_csv(tmp_path / "sweep" / "toys1@step-100000" / "summary.csv")
+    ew = last[last["metric"] == "ew"].set_index("group")["value"]
+    g1 = groups[groups["seed"] == "s1"].set_index("group")["final_share"]
+    np.testing.assert_allclose(g1.to_numpy(), ew.loc[g1.index].to_numpy(), rtol=1e-9)  # %.10g in the CSV
     assert groups["reason"].isna().all() and groups["group"].tolist() == list(GROUPS) * 2
     cps = pd.read_csv(out / "changepoints.csv", keep_default_na=False, na_values=[""])
     tse_a = cps[(cps["group"] == "g_a") & (cps["metric"] == "tse")]

@@ -128,6 +128,18 @@ def write_checkpoint_index(df: pd.DataFrame, path: str | Path) -> None:
     write_csv(out, path)
 
 
+def add_checkpoint(path: str | Path, row: Mapping[str, object]) -> None:
+    """Add one checkpoint (``row``: the index columns) to the index at ``path``, replacing a row of
+    the same model, creating the file when there is none (what a training callback does at each
+    scored step); written with :func:`write_checkpoint_index`."""
+    p = Path(path)
+    new = pd.DataFrame([{c: row[c] for c in INDEX_COLUMNS}])
+    if p.is_file():
+        old = pd.read_csv(p, dtype={"seed": str, "model": str, "family": str}, keep_default_na=False)
+        new = pd.concat([old[old["model"] != str(row["model"])], new], ignore_index=True)
+    write_checkpoint_index(new, p)
+
+
 def check_fit_ready(index: pd.DataFrame, min_checkpoints: int) -> None:
     """Every family (each seed of it) has at least ``min_checkpoints`` distinct steps."""
     where = index.attrs.get("path", "checkpoint index")
