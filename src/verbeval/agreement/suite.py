@@ -63,11 +63,7 @@ class AgreementSuite:
 
     @classmethod
     def from_results(
-        cls,
-        results_dir: str | Path,
-        *,
-        groups: Sequence[str] | None = None,
-        max_rows_per_source: int | None = None,
+        cls, results_dir: str | Path, *, groups: Sequence[str] | None = None, max_rows_per_source: int | None = None
     ) -> AgreementSuite:
         """The suite of a finished run: ``templates.parquet``, ``lexicon.parquet`` and ``groups.yaml``
         of ``results_dir/agreement`` (or of ``results_dir`` itself when it is that folder).
@@ -139,7 +135,9 @@ class AgreementSuite:
         csvs = [files[n][0] for n in verb_lists if files[n][1] == "verb_csv"]
         giant = [v for n in verb_lists if files[n][1] == "giant_verb_list" for v in read_giant_verb_list(files[n][0])]
         lexicon = build_lexicon(csvs[0] if csvs else None, giant or None, inflection_overrides)
-        return cls(table, lexicon, chosen, origin=f"{manifest} ({groups_file})", max_rows_per_source=max_rows_per_source)
+        return cls(
+            table, lexicon, chosen, origin=f"{manifest} ({groups_file})", max_rows_per_source=max_rows_per_source
+        )
 
     # ------------------------------------------------------------------ narrowing
 
