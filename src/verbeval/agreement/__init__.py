@@ -12,14 +12,18 @@ table3 (Table 3: top-k tokens in selected contexts), report_pages (the HTML page
 escape of those tables), dvc_views (DVC metrics and plots), multitoken and lexicon_modes (verb forms
 of any length; the single_token/all/common modes and their scores), form_shards (the forms'
 log-probability shards), lexicon_modes_table (the modes' side-by-side table), lengths (contexts
-longer than a model reads, found before it loads); cli (a sub-package, one module per sub-pipeline)
-registers its sub-commands.
+longer than a model reads, found before it loads); suite, evaluation and callback (the in-process
+API: the templates and lexicon loaded once, ``evaluate`` of a model in memory and its typed result,
+a ``transformers`` TrainerCallback that scores during training), lemma_contexts (per (group, lemma),
+the contexts where the correct form wins) and acquisition_index (the checkpoint index of a sweep);
+cli (a sub-package, one module per sub-pipeline) registers its sub-commands.
 
 May import: ``verbeval.core`` and its own modules; never another study, ``verbeval.bench`` or the
 top-level ``verbeval.cli`` / ``verbeval.dvc``.
 
 ``from verbeval.agreement import score_logits`` (and the other public names of
-:mod:`verbeval.agreement.metrics` and :mod:`verbeval.agreement.kernels`) keeps working; they are
+:mod:`verbeval.agreement.metrics` and :mod:`verbeval.agreement.kernels`) keeps working, as do
+``evaluate``, ``AgreementResult``, ``AgreementSuite`` and ``AgreementCallback`` (docs/api.md); they are
 loaded on first use, so that importing the package (the command line does) does not import torch.
 """
 
@@ -44,6 +48,9 @@ _EXPORTS = {
         "metrics",
     ),
     **dict.fromkeys(("MAX_COUNTED_TIES", "form_statistics", "probabilities"), "kernels"),
+    **dict.fromkeys(("evaluate", "AgreementResult"), "evaluation"),
+    "AgreementSuite": "suite",
+    "AgreementCallback": "callback",
 }
 
 __all__ = list(_EXPORTS)
