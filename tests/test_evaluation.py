@@ -151,3 +151,21 @@ def test_evaluate_max_rows_and_groups(run_inputs: Path, tokenizer_path: Any, tmp
     again = evaluate(model, tok, suite, groups=["simple"], max_rows=4, resamples=0)
     pd.testing.assert_frame_equal(res.summary, again.summary)
     assert np.isfinite(res.per_group[["tse", "ew", "mw"]].to_numpy()).all()
+
+
+def test_api_bench_part_runs_and_prints(
+    data_dir: Path, tokenizer_path: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """The bench's api part (verbeval bench --parts api) on a one-layer model and two rows per source."""
+    from verbeval.bench.api_calls import bench_api
+    from verbeval.bench.report import print_report
+
+    monkeypatch.chdir(REPO_ROOT)  # the suite's default resources/ paths
+    res = bench_api(
+        tokenizer_path("gpt2"), tmp_path, data_dir, max_rows=2, groups=["simple"], repeats=1, models={"t": (1, 16, 2)}
+    )
+    (row,) = res["results"]
+    assert row["groups"] == 1 and row["contexts"] == 2 and row["rows"] == 2
+    assert row["call_s"] > 0 and row["call_with_suite_s"] == pytest.approx(row["call_s"] + res["suite_s"], abs=2e-3)
+    print_report({"quick": True, "machine": {"load_avg_start": [0.0]}, "api": res})
+    assert "t (1 layers x 16, random init): 1 groups, 2 contexts, 2 rows" in capsys.readouterr().out
