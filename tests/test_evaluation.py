@@ -53,15 +53,15 @@ def run_inputs(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path
     return tmp / "results"
 
 
-def _workflow(model: Path, results: Path, out: Path) -> dict[str, Any]:
+def _workflow(model: Path, results: Path, out: Path, chunks: int, batch: int) -> dict[str, Any]:
     """The workflow's sub-commands, in process: summary_all.csv, table2.csv, lemma_stats.csv."""
     agr = results / "agreement"
     groups = ",".join(GROUPS)
     assert main(["-q", "lemmas", "--model", str(model), "--lexicon", str(agr / "lexicon.parquet"), "--out", str(out / "lemmas.parquet")]) == 0  # fmt: skip
     common = ["--templates", str(agr / "templates.parquet"), "--groups", groups]
     manifest = str(out / "shards" / "manifest.json")
-    infer = ["-q", "infer", "--model", str(model), "--device", "cpu", "--threads", "1", "--batch-size", "64"]
-    assert main([*infer, *common, "--lemmas", str(out / "lemmas.parquet"), "--n-chunks", "1", "--manifest", manifest, "--no-progress"]) == 0  # fmt: skip
+    infer = ["-q", "infer", "--model", str(model), "--device", "cpu", "--threads", "1", "--batch-size", str(batch)]
+    assert main([*infer, *common, "--lemmas", str(out / "lemmas.parquet"), "--n-chunks", str(chunks), "--manifest", manifest, "--no-progress"]) == 0  # fmt: skip
     assert main(["-q", "aggregate", *common, "--model-name", "tiny", "--manifest", manifest, "--top-cutoffs", TOP, "--bottom-cutoffs", BOTTOM, "--out-dir", str(out / "tiny")]) == 0  # fmt: skip
     summaries = [str(out / "tiny" / g / "summary.csv") for g in GROUPS]
     names = {n: str(out / n) for n in ("table2.csv", "t.md", "t.tex", "metrics.json", "summary_all.csv")}
@@ -75,14 +75,19 @@ def _text(df: pd.DataFrame, path: Path, fmt: str) -> str:
     return path.read_text()
 
 
-@pytest.mark.parametrize(("arch", "tok"), [("gpt2", "gpt2"), ("bert", "bert-base-cased")])
+# (architecture, tokenizer, agreement.chunks, batch size): one chunk per group, and several
+# chunks with small batches (the last bits of a forward pass depend on its batch)
+CASES = [("gpt2", "gpt2", 1, 64), ("bert", "bert-base-cased", 4, 3)]
+
+
+@pytest.mark.parametrize(("arch", "tok", "chunks", "batch"), CASES)
 def test_evaluate_equals_the_workflow(
-    arch: str, tok: str, run_inputs: Path, tokenizer_path: Any, tmp_path: Path
+    arch: str, tok: str, chunks: int, batch: int, run_inputs: Path, tokenizer_path: Any, tmp_path: Path
 ) -> None:
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     model_dir = make_tiny_model(tokenizer_path(tok), arch, tmp_path / "model")
-    wf = _workflow(model_dir, run_inputs, tmp_path / "wf")
+    wf = _workflow(model_dir, run_inputs, tmp_path / "wf", chunks, batch)
     cls = AutoModelForCausalLM if arch == "gpt2" else AutoModelForMaskedLM
     model = cls.from_pretrained(model_dir)
     model.train()  # evaluate scores in eval mode and gives the mode back
@@ -94,6 +99,8 @@ def test_evaluate_equals_the_workflow(
         AutoTokenizer.from_pretrained(model_dir),
         suite,
         name="tiny",
+        batch_size=batch,
+        chunks=chunks,
         top_cutoffs=top,
         bottom_cutoffs=bottom,
         random_init=True,

@@ -2,14 +2,14 @@
 :class:`~verbeval.agreement.suite.AgreementSuite` and returns an :class:`AgreementResult`.
 
 It runs the workflow's own engine with nothing written to disk: each group's contexts are prepared
-(:func:`verbeval.agreement.inference.prepare_group`) and forwarded as one chunk
-(:func:`verbeval.agreement.inference.compute_chunk`), the chunk is read as the shards of that group
+(:func:`verbeval.agreement.inference.prepare_group`) and forwarded chunk by chunk
+(:func:`verbeval.agreement.inference.compute_chunk`), the chunks are read as the group's shards
 would be (float32 form statistics, the TSE rows in shard order), scored by
 :func:`verbeval.agreement.aggregate.context_scores` and :func:`~verbeval.agreement.aggregate.row_tse`,
 summarised by :func:`~verbeval.agreement.aggregate.summarise` and tabled by
-:func:`verbeval.agreement.tables.table2`. So the numbers equal the workflow's (``infer`` with one
-chunk per group and the same batch size, then ``aggregate`` and ``table``) for the same model, rows
-and lexicon; ``tests/test_evaluation.py`` compares them.
+:func:`verbeval.agreement.tables.table2`. So the numbers equal the workflow's (``infer``,
+``aggregate``, ``table``) for the same model, rows and lexicon, batch size and chunks;
+``tests/test_evaluation.py`` compares them.
 """
 
 from __future__ import annotations
@@ -119,24 +119,30 @@ def _kind(model: Any, kind: str | None) -> str:
     return detect_kind(SimpleNamespace(architectures=archs, model_type=getattr(cfg, "model_type", "?")))
 
 
-def _group_shards(done: Any, n_lemmas: int) -> GroupShards:
-    """A computed chunk as :func:`verbeval.agreement.aggregate.read_shards` reads its shard back: form
-    statistics as stored (float32), TSE rows in shard order (by context, then row)."""
-    res, ctx = done.result, done.contexts
-    order = done.rows.sort_values(["context_id", "row"], kind="stable")
+def _group_shards(chunks: Sequence[Any], n_lemmas: int) -> GroupShards:
+    """A group's computed chunks as :func:`verbeval.agreement.aggregate.read_shards` reads their shards
+    back: form statistics as stored (float32), TSE rows in shard order (by context, then row)."""
+    ctx = pd.concat([c.contexts for c in chunks], ignore_index=True)
+    rows = pd.concat([c.rows for c in chunks], ignore_index=True)
+    tse_p = np.concatenate([c.result.tse_p for c in chunks])
+    order = rows.sort_values(["context_id", "row"], kind="stable")
     shape = (len(ctx), n_lemmas, 2)
-    stats = FormStats(res.prob.reshape(shape), res.cum_above.reshape(shape), res.cum_below.reshape(shape))
+
+    def cat(attr: str) -> np.ndarray:
+        return np.concatenate([getattr(c.result, attr) for c in chunks])
+
+    stats = FormStats(cat("prob").reshape(shape), cat("cum_above").reshape(shape), cat("cum_below").reshape(shape))
     return GroupShards(
-        done.meta,
+        chunks[0].meta,
         ctx["context_id"].to_numpy(dtype=np.int64),
         ctx["plural"].to_numpy(dtype=bool),
         stats,
         order["row"].to_numpy(dtype=np.int64),
         order["context_id"].to_numpy(dtype=np.int64),
-        res.tse_p[order.index.to_numpy()] if len(order) else np.zeros((0, 2)),
-        res.topk_ids,
-        res.topk_probs,
-        int(done.meta.get("n_nonfinite") or 0),
+        tse_p[order.index.to_numpy()] if len(order) else np.zeros((0, 2)),
+        cat("topk_ids"),
+        cat("topk_probs"),
+        sum(int(c.meta.get("n_nonfinite") or 0) for c in chunks),
     )
 
 
@@ -149,6 +155,7 @@ def evaluate(
     *,
     name: str = "model",
     batch_size: int = 64,
+    chunks: int = 1,
     device: str | None = None,
     kind: str | None = None,
     prepend_bos: bool | None = None,
@@ -167,7 +174,10 @@ def evaluate(
     ``groups``: group ids to score (default: every group of the suite); ``max_rows``: at most that
     many rows per template source (:meth:`AgreementSuite.select`). ``name``: the model's name in
     the tables. ``batch_size``: contexts per forward pass (cut to the free memory, as ``infer``
-    does). ``device``: where to run (default: where the model is; another device moves the model
+    does); ``chunks``: each group's contexts run in that many slices, as ``agreement.chunks`` cuts
+    them into shards. A forward pass's last bits depend on the batch it is in, so the numbers equal a
+    run's exactly when both settings are the run's (``inference.batch_size``, ``agreement.chunks``),
+    and to float32 rounding otherwise. ``device``: where to run (default: where the model is; another device moves the model
     there and back). ``kind``: masked or causal (default: from the model). ``prepend_bos``, the
     cutoffs and the bootstrap settings: as ``inference.prepend_bos``, ``agreement.top_cutoffs``,
     ``agreement.bottom_cutoffs`` and ``agreement.bootstrap`` (whose defaults these are).
@@ -178,6 +188,7 @@ def evaluate(
 
     from verbeval.agreement.eligibility import eligible_lemmas
     from verbeval.agreement.inference import compute_chunk, model_context, prepare_group
+    from verbeval.agreement.shards import capped_chunks
     from verbeval.core.models import LoadedModel, is_cased
 
     t0 = time.perf_counter()
@@ -204,9 +215,13 @@ def evaluate(
         with torch.no_grad():
             for gid in suite.group_ids:
                 work = suite.prepared((*tok_key, "group", gid), lambda gid=gid: prepare_group(lm, suite.templates, gid))
-                done = compute_chunk(
-                    lm, mc, work, 0, 1, batch_size=batch_size, progress=progress, allow_nonfinite=allow_nonfinite
-                )
+                n = capped_chunks(len(work.contexts), chunks)
+                done = [
+                    compute_chunk(
+                        lm, mc, work, k, n, batch_size=batch_size, progress=progress, allow_nonfinite=allow_nonfinite
+                    )
+                    for k in range(n)
+                ]
                 shards = _group_shards(done, len(lemmas))
                 scores[gid] = context_scores(shards, top_cutoffs, bottom_cutoffs)
                 tses[gid] = row_tse(shards, work.rows)
