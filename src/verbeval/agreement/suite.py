@@ -47,7 +47,7 @@ class AgreementSuite:
     groups: list[dict[str, Any]]
     origin: str = ""
     max_rows_per_source: int | None = None
-    _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    _cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         present = set(self.templates["group"])
