@@ -176,3 +176,24 @@ def test_api_bench_part_runs_and_prints(
     assert row["call_s"] > 0 and row["call_with_suite_s"] == pytest.approx(row["call_s"] + res["suite_s"], abs=2e-3)
     print_report({"quick": True, "machine": {"load_avg_start": [0.0]}, "api": res})
     assert "t (1 layers x 16, random init): 1 groups, 2 contexts, 2 rows" in capsys.readouterr().out
+
+
+def test_evaluate_bad_input(run_inputs: Path, tokenizer_path: Any, tmp_path: Path) -> None:
+    """One line naming the cause: a context longer than the model reads, a model of unknown kind."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_dir = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "model")
+    model, tok = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
+    suite = AgreementSuite.from_results(run_inputs, groups=["simple"])
+    long = suite.templates.assign(left="the " + "very " * 200 + "old author")
+    with pytest.raises(VerbevalError, match=r"reads at most 128 positions, but \d+ context\(s\) are longer"):
+        evaluate(model, tok, AgreementSuite(long, suite.lexicon, suite.groups), name="tiny")
+
+    class Body(torch.nn.Module):  # neither a masked nor a causal LM by its name
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Linear(2, 2)
+
+    with pytest.raises(VerbevalError, match="pass kind='masked' or kind='causal' to evaluate"):
+        evaluate(Body(), tok, suite)

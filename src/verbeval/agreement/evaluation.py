@@ -116,7 +116,13 @@ def _kind(model: Any, kind: str | None) -> str:
         return kind
     cfg = getattr(model, "config", None)
     archs = list(getattr(cfg, "architectures", None) or []) or [type(model).__name__]
-    return detect_kind(SimpleNamespace(architectures=archs, model_type=getattr(cfg, "model_type", "?")))
+    try:
+        return detect_kind(SimpleNamespace(architectures=archs, model_type=getattr(cfg, "model_type", "?")))
+    except VerbevalError:
+        raise VerbevalError(
+            f"cannot tell whether {type(model).__name__} (architectures {archs}) is a masked or a causal LM: "
+            "pass kind='masked' or kind='causal' to evaluate"
+        ) from None
 
 
 def _group_shards(chunks: Sequence[Any], n_lemmas: int) -> GroupShards:
@@ -188,6 +194,7 @@ def evaluate(
 
     from verbeval.agreement.eligibility import eligible_lemmas
     from verbeval.agreement.inference import compute_chunk, model_context, prepare_group
+    from verbeval.agreement.lengths import check_context_lengths, position_limit
     from verbeval.agreement.shards import capped_chunks
     from verbeval.core.models import LoadedModel, is_cased
 
@@ -205,6 +212,13 @@ def evaluate(
     )
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     lm = LoadedModel(name, model, tokenizer, kind_, cased, dev, dtype, "in-memory")  # type: ignore[arg-type]
+    limit = position_limit(getattr(model, "config", None), tokenizer)
+    suite.prepared(  # contexts longer than the model reads: one line naming the longest, before any forward pass
+        (*tok_key, "lengths", prepend_bos, limit),
+        lambda: check_context_lengths(
+            name, None, kind_, suite.templates, suite.group_ids, prepend_bos, tokenizer=tokenizer, config=model.config
+        ),
+    )
     mc = suite.prepared((*tok_key, "context", prepend_bos), lambda: model_context(lm, lemmas, 10, prepend_bos))
     was_training = model.training
     parts, scores, tses, lcs = [], {}, {}, []
