@@ -17,7 +17,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from verbeval.agreement.evaluation import AgreementResult, evaluate
-from verbeval.agreement.lemma_contexts import correct_vector, read_lemma_contexts
+from verbeval.agreement.lemma_contexts import read_lemma_contexts, unpack_bits
 from verbeval.agreement.suite import AgreementSuite
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
@@ -126,7 +126,7 @@ def test_evaluate_equals_the_workflow(
     assert paths["summary.csv"].read_text() == (out / "summary_all.csv").read_text()
     lc = read_lemma_contexts(paths["lemma_contexts.parquet"])
     assert list(lc["group"]) == sorted(lc["group"]) and lc.groupby("group")["lemma"].is_monotonic_increasing.all()
-    assert all(correct_vector(r).sum() == r["n_correct"] for r in lc.head(50).to_dict("records"))
+    assert all(unpack_bits(r["correct_bits"], r["n_contexts"]).sum() == r["n_correct"] for r in lc.to_dict("records"))
     assert str(lc["n_contexts"].dtype) == "int32"
 
 

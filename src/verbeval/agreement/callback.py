@@ -5,7 +5,7 @@ steps, hands TSE, EW and MW (top p = 1) of every group to the Trainer's own logg
 (``Trainer.log``: the console, ``log_history`` and every ``report_to`` logger), and, with an output
 folder, writes the per-step tables the acquisition analysis reads: ``<out>/<model>@step-<N>/``
 (``summary.csv``, ``lemma_contexts.parquet``, ``table2.csv``) and the index ``<out>/checkpoints.csv``
-(:mod:`verbeval.agreement.acquisition_index`), rewritten atomically after each step.
+(:func:`verbeval.agreement.acquisition_index.add_checkpoint`), rewritten atomically after each step.
 
 A ``TrainerCallback`` is not handed the Trainer, so the callback is attached to it:
 ``AgreementCallback(...).attach(trainer)`` adds it to the trainer's callbacks and lets it call
@@ -21,7 +21,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from verbeval.agreement.acquisition_index import CHECKPOINT_INDEX_COLUMNS, read_checkpoint_index, write_checkpoint_index
+from verbeval.agreement.acquisition_index import add_checkpoint
 from verbeval.agreement.evaluation import AgreementResult, evaluate
 from verbeval.agreement.suite import AgreementSuite
 from verbeval.core.errors import VerbevalError
@@ -143,11 +143,8 @@ class AgreementCallback(TrainerCallback):  # type: ignore[misc]
         log.info("%s: agreement scored in %.2f s", name, result.seconds)
 
     def _write(self, result: AgreementResult, step: int) -> None:
-        import pandas as pd
-
         assert self.out_dir is not None
         result.to_files(self.out_dir / result.model)
-        index = self.out_dir / "checkpoints.csv"
         row = {
             "model": result.model,
             "family": self.family,
@@ -157,7 +154,4 @@ class AgreementCallback(TrainerCallback):  # type: ignore[misc]
             "summary": f"{result.model}/summary.csv",
             "lemma_contexts": f"{result.model}/lemma_contexts.parquet",
         }
-        old = read_checkpoint_index(index) if index.is_file() else pd.DataFrame(columns=list(CHECKPOINT_INDEX_COLUMNS))
-        old = old[old["model"] != result.model]
-        new = pd.DataFrame([row]) if old.empty else pd.concat([old, pd.DataFrame([row])], ignore_index=True)
-        write_checkpoint_index(new, index)
+        add_checkpoint(self.out_dir / "checkpoints.csv", row)

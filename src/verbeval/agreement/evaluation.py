@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from verbeval.agreement.aggregate import GroupShards, context_scores, row_tse, summarise
-from verbeval.agreement.lemma_contexts import combine, lemma_contexts_from_stats, write_lemma_contexts
+from verbeval.agreement.lemma_contexts import forms_of, lemma_contexts_from_stats, write_lemma_contexts
 from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, FormStats
 from verbeval.agreement.suite import AgreementSuite
 from verbeval.agreement.tables import table2
@@ -99,9 +99,8 @@ class AgreementResult:
         paths = {n: out / n for n in ("summary.csv", "table2.csv", "lemma_contexts.parquet")}
         write_csv(self.summary, paths["summary.csv"], float_format="%.10g")
         write_csv(self.table2, paths["table2.csv"], float_format="%.6f")
-        write_lemma_contexts(
-            self.lemma_contexts, paths["lemma_contexts.parquet"], {"model": self.model, "random_init": self.random_init}
-        )
+        meta = {"model": self.model, "random_init": self.random_init, "forms": forms_of(self.lemmas)}
+        write_lemma_contexts(self.lemma_contexts, paths["lemma_contexts.parquet"], meta)
         return paths
 
 
@@ -221,7 +220,7 @@ def evaluate(
     )
     mc = suite.prepared((*tok_key, "context", prepend_bos), lambda: model_context(lm, lemmas, 10, prepend_bos))
     was_training = model.training
-    parts, scores, tses, lcs = [], {}, {}, []
+    parts, scores, tses, stats = [], {}, {}, {}
     try:
         if dev != home:
             model.to(dev)
@@ -245,7 +244,7 @@ def evaluate(
                 if shards.n_nonfinite:
                     summary = summary.assign(n_nonfinite=shards.n_nonfinite)
                 parts.append(summary)
-                lcs.append(lemma_contexts_from_stats(gid, shards.stats.prob, shards.plural, lemmas))
+                stats[gid] = (shards.stats, shards.plural)
     finally:
         if dev != home:
             model.to(home)
@@ -257,7 +256,7 @@ def evaluate(
         groups=[{"id": g["id"], "name": g["name"]} for g in suite.groups],
         summary=summary,
         table2=table2(summary, suite.groups, [name]),
-        lemma_contexts=combine(lcs),
+        lemma_contexts=lemma_contexts_from_stats(stats, lemmas),
         lemmas=lemmas,
         context_scores=scores,
         row_tse=tses,
