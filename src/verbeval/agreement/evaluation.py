@@ -182,8 +182,8 @@ def evaluate(
     does); ``chunks``: each group's contexts run in that many slices, as ``agreement.chunks`` cuts
     them into shards. A forward pass's last bits depend on the batch it is in, so the numbers equal a
     run's exactly when both settings are the run's (``inference.batch_size``, ``agreement.chunks``),
-    and to float32 rounding otherwise. ``device``: where to run (default: where the model is; another device moves the model
-    there and back). ``kind``: masked or causal (default: from the model). ``prepend_bos``, the
+    and to float32 rounding otherwise. ``device``: where to run (default: where the model is;
+    another device moves the model there and back). ``kind``: masked or causal (default: from the model). ``prepend_bos``, the
     cutoffs and the bootstrap settings: as ``inference.prepend_bos``, ``agreement.top_cutoffs``,
     ``agreement.bottom_cutoffs`` and ``agreement.bootstrap`` (whose defaults these are).
     ``random_init``: the model is randomly initialised or a toy (recorded, and marked in Table 2).
@@ -206,16 +206,16 @@ def evaluate(
     dev = torch.device(device) if device is not None else home
     tok_key = ("tokenizer", id(tokenizer), kind_)
     # the tokenizer itself is kept in the cache entry, so that its id is not reused while cached
-    tok_ref, lemmas, cased = suite.prepared(
+    _, lemmas, cased = suite.prepared(
         tok_key, lambda: (tokenizer, eligible_lemmas(suite.lexicon, tokenizer), is_cased(tokenizer))
     )
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     lm = LoadedModel(name, model, tokenizer, kind_, cased, dev, dtype, "in-memory")  # type: ignore[arg-type]
-    limit = position_limit(getattr(model, "config", None), tokenizer)
+    cfg = getattr(model, "config", None) or SimpleNamespace()
     suite.prepared(  # contexts longer than the model reads: one line naming the longest, before any forward pass
-        (*tok_key, "lengths", prepend_bos, limit),
+        (*tok_key, "lengths", prepend_bos, position_limit(cfg, tokenizer)),
         lambda: check_context_lengths(
-            name, None, kind_, suite.templates, suite.group_ids, prepend_bos, tokenizer=tokenizer, config=model.config
+            name, None, kind_, suite.templates, suite.group_ids, prepend_bos, tokenizer=tokenizer, config=cfg
         ),
     )
     mc = suite.prepared((*tok_key, "context", prepend_bos), lambda: model_context(lm, lemmas, 10, prepend_bos))
