@@ -133,7 +133,14 @@ def test_quick_start_plan(in_repo: None) -> None:
     templates = plan.templates_params()
     assert templates["limit"] == "--max-rows-per-source 100" and templates["skip"] == "" == templates["custom"]
     assert isinstance(templates["manifest"], Untracked)  # no rerun trigger
-    assert len(plan.all_outputs()) == 210
+    assert len(plan.all_outputs()) == 213
+    # the report's pages of the CSV tables: SimVerb-3500 per model, the signatures of the pseudo-model
+    pages = [p for p in plan.all_outputs() if p.endswith(".html") and ("/simverb/" in p or "/veridicality/" in p)]
+    assert pages == [
+        "results-quick/veridicality/ross-pavlick-2019-bert/signatures_ross-pavlick-2019-bert.html",
+        "results-quick/simverb/smollm2-135m/simverb_smollm2-135m.html",
+        "results-quick/simverb/quick-bert/simverb_quick-bert.html",
+    ]
 
 
 def test_run_model_branches_name_every_branch(in_repo: None, tmp_path: Path) -> None:

@@ -633,6 +633,9 @@ def test_report_builds_offline(workflow: Workflow, tmp_path: Path) -> None:
         "model_comparison.png",
         "table3_topk.html",
         "worst_lemmas.html",
+        # the tables whose data file is a CSV, as pages (verbeval report-table), one per model
+        *(f"simverb_{m}.html" for m in MODELS),
+        "signatures_ross-pavlick-2019-bert.html",
     ):
         assert name in html, name
     assert "95% percentile" in html  # captions are rendered with the run's configuration

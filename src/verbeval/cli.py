@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     core_cli.register_tools(add)  # mirror, tiny-model
     agreement_cli.register_dvc_views(add)  # dvc-metrics, dvc-plot-data
     workflow_cli.register_dvc_yaml(add)  # dvc-yaml
+    workflow_cli.register_report_table(add)  # report-table
     veridicality_cli.register(add)  # veridicality-predict, veridicality-table
     simverb_cli.register(add)  # simverb-score, simverb-table, simverb-join
     agreement_cli.register_lexicon_modes(add)  # lexicon-forms ... lexicon-modes-table

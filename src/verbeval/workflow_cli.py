@@ -1,4 +1,5 @@
-"""Sub-commands about the workflow and the repository as a whole: ``dvc-yaml`` and ``docs-cli``."""
+"""Sub-commands about the workflow and the repository as a whole: ``dvc-yaml``, ``docs-cli`` and
+``report-table`` (a CSV table as a page of the Snakemake report)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,34 @@ def register_dvc_yaml(add: Add) -> None:
     s.add_argument(
         "--check", action="store_true", help="fail if --out differs from the generated pipeline (writes nothing)"
     )
+
+
+def cmd_report_table(a: argparse.Namespace) -> None:
+    from verbeval.core.io import write_text
+    from verbeval.report_tables import csv_page
+
+    if not len(a.csv) == len(a.title) == len(a.out):
+        raise VerbevalError(
+            f"{len(a.csv)} --csv, {len(a.title)} --title and {len(a.out)} --out: give one of each per page"
+        )
+    for csv, title, out in zip(a.csv, a.title, a.out):
+        write_text(Path(out), csv_page(Path(csv), title))
+        log.info("%s: %s as an HTML page", out, csv)
+
+
+def register_report_table(add: Add) -> None:
+    """``report-table``."""
+    s = add(
+        "report-table",
+        cmd_report_table,
+        "write a CSV table as an HTML page of the Snakemake report",
+        "Every row and column of the CSV, numbers with 3 decimals (scientific below 0.0001), integers as they are. "
+        "Rules simverb_page, veridicality_page, veridicality_kl_pages, veridicality_counterfactual_pages, "
+        "lexicon_modes_page: the report shows these pages instead of handing out the CSV files.",
+    )
+    s.add_argument("--csv", nargs="+", required=True, help="input: the CSV tables, one per page")
+    s.add_argument("--title", nargs="+", required=True, help="each page's title and heading (in --csv order)")
+    s.add_argument("--out", nargs="+", required=True, help="output: the HTML pages (in --csv order)")
 
 
 def register_docs_cli(add: Add, build_parser: Callable[[], argparse.ArgumentParser]) -> None:

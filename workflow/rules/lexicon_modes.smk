@@ -80,8 +80,7 @@ rule lexicon_modes_table:
         common=f"{PLAN.lmout}/common.parquet",
         groups_file=PLAN.run_groups_file,
     output:
-        csv=report(f"{PLAN.lmout}/table.csv", caption="../report/lexicon_modes.rst", category="Agreement",
-                   subcategory="Lexicon modes"),
+        csv=f"{PLAN.lmout}/table.csv",
         md=f"{PLAN.lmout}/table.md",
         tex=f"{PLAN.lmout}/table.tex",
         metrics=f"{PLAN.lmout}/metrics.json",
@@ -101,3 +100,21 @@ rule lexicon_modes_table:
         "--summaries {input.summaries:q} --diffs {input.diffs:q} --forms {params.forms} --common {input.common:q} "
         "--consistency {input.consistency:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
         "--metrics {output.metrics:q} --coverage {output.coverage:q} --diff-csv {output.diff:q} 2> {log:q}"
+
+
+rule lexicon_modes_page:
+    """Config: none"""
+    input:
+        f"{PLAN.lmout}/table.csv",
+    output:
+        report(f"{PLAN.lmout}/lexicon_modes.html", caption="../report/lexicon_modes.rst", category="Agreement",
+               subcategory="Lexicon modes"),
+    params:
+        title="Agreement scores in three lexicon modes",
+        random_models=PLAN.random_models,  # named in the report caption
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{PLAN.logs}/lexicon_modes/page.log",
+    shell:
+        "verbeval report-table --csv {input:q} --title {params.title:q} --out {output:q} 2> {log:q}"

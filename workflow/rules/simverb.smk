@@ -43,8 +43,7 @@ rule simverb_table:
         sims=f"{PLAN.sv.res}/{{svmodel}}/similarities.parquet",
         verbs=f"{PLAN.sv.res}/{{svmodel}}/verbs.csv",
     output:
-        csv=report(f"{PLAN.sv.res}/{{svmodel}}/table.csv", caption="../report/simverb_table.rst",
-                   category="SimVerb-3500", subcategory="{svmodel}"),
+        csv=f"{PLAN.sv.res}/{{svmodel}}/table.csv",
         md=f"{PLAN.sv.res}/{{svmodel}}/table.md",
         tex=f"{PLAN.sv.res}/{{svmodel}}/table.tex",
         layers_csv=f"{PLAN.sv.res}/{{svmodel}}/simverb_layers.csv",
@@ -72,6 +71,26 @@ rule simverb_table:
         "--resamples {params.resamples} --seed {params.seed} --confidence {params.confidence} --bins {params.bins} "
         "--csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} --layers-csv {output.layers_csv:q} "
         "--metrics-json {output.metrics:q} --layers-figure {output.layers:q} --scatter-figure {output.scatter:q} 2> {log:q}"
+
+
+rule simverb_page:
+    """Config: none"""
+    input:
+        f"{PLAN.sv.res}/{{svmodel}}/table.csv",
+    output:
+        report(f"{PLAN.sv.res}/{{svmodel}}/simverb_{{svmodel}}.html", caption="../report/simverb_table.rst",
+               category="SimVerb-3500", subcategory="{svmodel}"),
+    params:
+        title=lambda wc: f"SimVerb-3500: Spearman rho per representation and subset ({wc.svmodel})",
+        random_models=lambda wc: PLAN.sv.random_models(wc.svmodel),  # named in the report caption
+    wildcard_constraints:
+        svmodel=alternatives(list(PLAN.sv.models)),
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{PLAN.logs}/simverb/{{svmodel}}/page.log",
+    shell:
+        "verbeval report-table --csv {input:q} --title {params.title:q} --out {output:q} 2> {log:q}"
 
 
 rule simverb_join:

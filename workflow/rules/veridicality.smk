@@ -59,8 +59,7 @@ rule veridicality_table:
     input:
         f"{PLAN.ver.res}/{{vmodel}}/predictions.parquet",
     output:
-        csv=report(f"{PLAN.ver.res}/{{vmodel}}/signatures.csv", caption="../report/veridicality_signatures.rst",
-                   category="Veridicality", subcategory="{vmodel}"),
+        csv=f"{PLAN.ver.res}/{{vmodel}}/signatures.csv",
         md=f"{PLAN.ver.res}/{{vmodel}}/signatures.md",
         tex=f"{PLAN.ver.res}/{{vmodel}}/signatures.tex",
         data=f"{PLAN.ver.res}/{{vmodel}}/veridicality_scatter.csv",
@@ -84,10 +83,8 @@ rule veridicality_counterfactuals:
         PLAN.ver.data(),
     output:
         pairs=f"{PLAN.ver.res}/counterfactuals/pairs.parquet",
-        unhandled=report(f"{PLAN.ver.res}/counterfactuals/unhandled.csv", caption="../report/veridicality_unhandled.rst",
-                         category="Veridicality", subcategory="Counterfactuals"),
-        coverage=report(f"{PLAN.ver.res}/counterfactuals/coverage.csv", caption="../report/veridicality_coverage.rst",
-                        category="Veridicality", subcategory="Counterfactuals"),
+        unhandled=f"{PLAN.ver.res}/counterfactuals/unhandled.csv",
+        coverage=f"{PLAN.ver.res}/counterfactuals/coverage.csv",
     params:
         samples=PLAN.ver.cf["samples"],
         seed=PLAN.ver.cf["seed"],
@@ -109,12 +106,10 @@ rule veridicality_kl:
         predictions=f"{PLAN.ver.res}/{{vmodel}}/predictions.parquet",
         counterfactuals=f"{PLAN.ver.res}/{{vmodel}}/counterfactual_predictions.parquet",
     output:
-        t7_csv=report(f"{PLAN.ver.res}/{{vmodel}}/kl_table7.csv", caption="../report/veridicality_kl_table7.rst",
-                      category="Veridicality", subcategory="{vmodel}"),
+        t7_csv=f"{PLAN.ver.res}/{{vmodel}}/kl_table7.csv",
         t7_md=f"{PLAN.ver.res}/{{vmodel}}/kl_table7.md",
         t7_tex=f"{PLAN.ver.res}/{{vmodel}}/kl_table7.tex",
-        t8_csv=report(f"{PLAN.ver.res}/{{vmodel}}/kl_table8.csv", caption="../report/veridicality_kl_table8.rst",
-                      category="Veridicality", subcategory="{vmodel}"),
+        t8_csv=f"{PLAN.ver.res}/{{vmodel}}/kl_table8.csv",
         t8_md=f"{PLAN.ver.res}/{{vmodel}}/kl_table8.md",
         t8_tex=f"{PLAN.ver.res}/{{vmodel}}/kl_table8.tex",
     wildcard_constraints:
@@ -127,3 +122,73 @@ rule veridicality_kl:
         "verbeval veridicality-kl --predictions {input.predictions:q} --counterfactuals {input.counterfactuals:q} "
         "--model-name {wildcards.vmodel} --table7 {output.t7_csv:q} {output.t7_md:q} {output.t7_tex:q} "
         "--table8 {output.t8_csv:q} {output.t8_md:q} {output.t8_tex:q} 2> {log:q}"
+
+
+# the report's pages of the tables above (verbeval report-table): the report shows these, not the CSV files
+
+
+rule veridicality_page:
+    """Config: none"""
+    input:
+        f"{PLAN.ver.res}/{{vmodel}}/signatures.csv",
+    output:
+        report(f"{PLAN.ver.res}/{{vmodel}}/signatures_{{vmodel}}.html", caption="../report/veridicality_signatures.rst",
+               category="Veridicality", subcategory="{vmodel}"),
+    params:
+        title=lambda wc: f"Verb veridicality per signature, Ross & Pavlick 2019 ({wc.vmodel})",
+        random_models=lambda wc: PLAN.ver.random_models(wc.vmodel),  # named in the report caption
+    wildcard_constraints:
+        vmodel=alternatives(list(PLAN.ver.models)),
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{PLAN.logs}/veridicality/{{vmodel}}/page.log",
+    shell:
+        "verbeval report-table --csv {input:q} --title {params.title:q} --out {output:q} 2> {log:q}"
+
+
+rule veridicality_kl_pages:
+    """Config: none"""
+    input:
+        t7=f"{PLAN.ver.res}/{{vmodel}}/kl_table7.csv",
+        t8=f"{PLAN.ver.res}/{{vmodel}}/kl_table8.csv",
+    output:
+        t7=report(f"{PLAN.ver.res}/{{vmodel}}/kl_table7_{{vmodel}}.html", caption="../report/veridicality_kl_table7.rst",
+                  category="Veridicality", subcategory="{vmodel}"),
+        t8=report(f"{PLAN.ver.res}/{{vmodel}}/kl_table8_{{vmodel}}.html", caption="../report/veridicality_kl_table8.rst",
+                  category="Veridicality", subcategory="{vmodel}"),
+    params:
+        t7=lambda wc: f"Table 7 (reconstruction): KL divergence after replacing a verb ({wc.vmodel})",
+        t8=lambda wc: f"Table 8 (reconstruction): KL divergence after swapping the complement type ({wc.vmodel})",
+    wildcard_constraints:
+        vmodel=alternatives(list(PLAN.ver.real)),
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{PLAN.logs}/veridicality/{{vmodel}}/kl_pages.log",
+    shell:
+        "verbeval report-table --csv {input.t7:q} {input.t8:q} --title {params.t7:q} {params.t8:q} "
+        "--out {output.t7:q} {output.t8:q} 2> {log:q}"
+
+
+rule veridicality_counterfactual_pages:
+    """Config: none"""
+    input:
+        unhandled=f"{PLAN.ver.res}/counterfactuals/unhandled.csv",
+        coverage=f"{PLAN.ver.res}/counterfactuals/coverage.csv",
+    output:
+        unhandled=report(f"{PLAN.ver.res}/counterfactuals/unhandled.html",
+                         caption="../report/veridicality_unhandled.rst", category="Veridicality",
+                         subcategory="Counterfactuals"),
+        coverage=report(f"{PLAN.ver.res}/counterfactuals/coverage.html", caption="../report/veridicality_coverage.rst",
+                        category="Veridicality", subcategory="Counterfactuals"),
+    params:
+        unhandled="Counterfactuals: sentences a manipulation cannot handle",
+        coverage="Counterfactuals: coverage",
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{PLAN.logs}/veridicality/counterfactual_pages.log",
+    shell:
+        "verbeval report-table --csv {input.unhandled:q} {input.coverage:q} --title {params.unhandled:q} "
+        "{params.coverage:q} --out {output.unhandled:q} {output.coverage:q} 2> {log:q}"

@@ -367,6 +367,7 @@ class Plan:
                     "table.csv",
                     "table.md",
                     "table.tex",
+                    "lexicon_modes.html",
                     "metrics.json",
                     "coverage.csv",
                     "lemma_differences.csv",

@@ -134,6 +134,7 @@ class SimverbPlan:
                     "table.csv",
                     "table.md",
                     "table.tex",
+                    f"simverb_{name}.html",
                     "simverb_layers.csv",
                     "metrics.json",
                 )
@@ -200,18 +201,23 @@ class VeridicalityPlan:
                 "signatures.csv",
                 "signatures.md",
                 "signatures.tex",
+                f"signatures_{m}.html",
                 "veridicality_scatter.csv",
                 *[f"scatter.{ext}" for ext in self.config["formats"]],
             ]
         ]
         if self.counterfactuals_on:
-            out += [f"{self.res}/counterfactuals/{f}" for f in ("pairs.parquet", "unhandled.csv", "coverage.csv")]
+            out += [
+                f"{self.res}/counterfactuals/{f}"
+                for f in ("pairs.parquet", "unhandled.csv", "coverage.csv", "unhandled.html", "coverage.html")
+            ]
             out += [
                 f"{self.res}/{m}/{f}"
                 for m in self.real
                 for f in [
                     "counterfactual_predictions.parquet",
                     *[f"kl_table{t}.{ext}" for t in (7, 8) for ext in ("csv", "md", "tex")],
+                    *[f"kl_table{t}_{m}.html" for t in (7, 8)],
                 ]
             ]
         return out

@@ -1,0 +1,72 @@
+"""``verbeval report-table``: a CSV table as an HTML page of the Snakemake report."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from verbeval.cli import main as verbeval_main
+from verbeval.core.errors import InputError
+from verbeval.report_tables import csv_page
+
+
+def _cells(page: str) -> list[list[str]]:
+    """The body rows of the page's table as cell texts."""
+    body = page.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", body)]
+
+
+def test_every_row_and_column_with_the_one_number_format(tmp_path: Path) -> None:
+    csv = tmp_path / "table.csv"
+    csv.write_text(
+        "model,representation,layer,n,rho,kl,random_init\n"
+        "gpt2,layer0,0,3500,0.317346,3.13575e-11,False\n"
+        "gpt2,layer1,1,3499,-0.0229,,False\n"
+        "a<b&c,static,-1,12,1.0,0.5,False\n"
+    )
+    page = csv_page(csv, "SimVerb-3500 (gpt2)")
+    assert "<title>SimVerb-3500 (gpt2)</title>" in page and "<h1>SimVerb-3500 (gpt2)</h1>" in page
+    head = re.findall(r"<th>(.*?)</th>", page)
+    assert head == ["model", "representation", "layer", "n", "rho", "kl", "random_init"]
+    assert _cells(page) == [
+        ["gpt2", "layer0", "0", "3500", "0.317", "3.14e-11", "False"],
+        ["gpt2", "layer1", "1", "3499", "-0.023", "–", "False"],  # a missing number: the tables' dash
+        ["a&lt;b&amp;c", "static", "-1", "12", "1.000", "0.500", "False"],
+    ]
+    # numbers right-aligned, text not
+    assert '<td class="num">0.317</td>' in page and "<td>layer0</td>" in page
+    assert "randomly initialised" not in page  # no random model in the table
+
+
+def test_a_random_models_numbers_are_named_above_the_table(tmp_path: Path) -> None:
+    csv = tmp_path / "table.csv"
+    csv.write_text("model,rho,random_init\nreal,0.5,False\ntiny-b,0.1,True\ntiny-a,0.0,True\n")
+    page = csv_page(csv, "t")
+    warning = "<p><strong>Randomly initialised, so the numbers are meaningless: tiny-a, tiny-b.</strong></p>"
+    assert warning in page and page.index(warning) < page.index("<table>")
+    # a per-model table (no model column): the sentence names none
+    csv.write_text("signature,accuracy,random_init\n+/+,0.5,True\n")
+    assert "The model is randomly initialised, so the numbers are meaningless." in csv_page(csv, "t")
+
+
+def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(InputError, match=r"missing\.csv: not a readable CSV table"):
+        csv_page(tmp_path / "missing.csv", "t")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(InputError, match=r"empty\.csv: not a readable CSV table"):
+        csv_page(empty, "t")
+    # the command: one page per --csv, with a title and an output each
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("x\n1\n")
+    b.write_text("y\n2.5\n")
+    args = ["-q", "report-table", "--csv", str(a), str(b), "--title", "A", "B"]
+    assert verbeval_main([*args, "--out", str(tmp_path / "a.html"), str(tmp_path / "b.html")]) == 0
+    assert "<h1>B</h1>" in (tmp_path / "b.html").read_text() and "2.500" in (tmp_path / "b.html").read_text()
+    capsys.readouterr()
+    assert verbeval_main([*args, "--out", str(tmp_path / "c.html")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["verbeval report-table: error: 2 --csv, 2 --title and 1 --out: give one of each per page"]
+    assert not (tmp_path / "c.html").exists()
