@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -63,6 +64,10 @@ def test_cached_folder_gives_the_gguf_files_weights_bit_for_bit(gguf_dir: Path, 
     assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(record["files"])
     assert "quantization_config" not in json.loads((folder / "config.json").read_text())
     assert lm.revision == f"gguf-sha256:{digest}"  # the model's version is still the GGUF file's
+    umask = os.umask(0)
+    os.umask(umask)  # an ordinary folder under the umask, not a private temporary one
+    assert folder.stat().st_mode & 0o777 == 0o777 & ~umask
+    assert (folder / "model.safetensors").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_later_loads_read_the_folder_not_the_gguf_file(gguf_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -183,6 +183,16 @@ def _provenance(gguf_path: Path) -> Any:
         return None
 
 
+def _readable(folder: Path) -> None:
+    """Give ``folder`` and its files the modes of an ordinary folder under the umask (a temporary
+    folder is private), so that a cache shared by several users can be read by each."""
+    umask = os.umask(0)
+    os.umask(umask)
+    folder.chmod(0o777 & ~umask)
+    for p in folder.iterdir():
+        p.chmod(0o666 & ~umask)
+
+
 def _build(gguf_path: Path, sha256: str, model_id: str, dest: Path) -> None:
     from verbeval.core.io import sha256_file, temporary_folder, write_json
 
@@ -207,6 +217,7 @@ def _build(gguf_path: Path, sha256: str, model_id: str, dest: Path) -> None:
                 "note": NOTE,
             },
         )
+        _readable(tmp)
         stale = None
         if dest.exists():  # damaged or outdated (checked under the lock): moved aside, then removed
             stale = dest.with_name(f".{sha256[:16]}.stale-{os.getpid()}")
