@@ -141,33 +141,48 @@ def results_table(
     reps = list(dict.fromkeys(sims["representation"]))
     first = sims[sims["representation"] == reps[0]].set_index("pair")
     single = first["single_token"].reindex(pairs["pair"]).to_numpy(bool) if "single_token" in sims else None
+    # each representation's rows once, as arrays (in the order of ``sims``): a subset selects from them
+    columns = {
+        rep: (
+            frame["pair"].to_numpy(),
+            frame["covered"].to_numpy(bool),
+            frame["cosine"].to_numpy(float),
+            frame["layer"].to_numpy(),
+        )
+        for rep, frame in ((rep, sims[sims["representation"] == rep]) for rep in reps)
+    }
     for sub, mask in subsets(pairs, bins, single):
-        ids = set(pairs["pair"].to_numpy()[mask].tolist())
+        ids = pairs["pair"].to_numpy()[mask]
         found = []
         for rep in reps:
-            s = sims[(sims["representation"] == rep) & sims["pair"].isin(ids)]
-            c = s[s["covered"]]
-            found.append((rep, s, c, c["cosine"].to_numpy(float), human.loc[c["pair"]].to_numpy(float)))
+            pair, covered, cosine, layer = columns[rep]
+            chosen = np.isin(pair, ids)
+            kept = chosen & covered
+            n_pairs = int(chosen.sum())
+            layer_of = int(layer[chosen][0]) if n_pairs else -1
+            x = cosine[kept]
+            y = human.loc[pair[kept]].to_numpy(float)
+            found.append((rep, n_pairs, int(kept.sum()), layer_of, x, y))
         # representations that cover the same pairs share the human ratings' ranks of each resample
         sharing: dict[bytes, list[int]] = {}
         for i, (*_, y) in enumerate(found):
             sharing.setdefault(y.tobytes(), []).append(i)
         cis: dict[int, tuple[float, float]] = {}
         for members in sharing.values():
-            y = found[members[0]][4]
-            many = bootstrap_spearman_many([found[i][3] for i in members], y, resamples, seed, confidence)
+            y = found[members[0]][5]
+            many = bootstrap_spearman_many([found[i][4] for i in members], y, resamples, seed, confidence)
             cis.update(zip(members, many))
-        for i, (rep, s, c, x, y) in enumerate(found):
+        for i, (rep, n_pairs, n_covered, layer_of, x, y) in enumerate(found):
             lo, hi = cis[i]
             rows.append(
                 {
                     "model": model,
                     "representation": rep,
-                    "layer": int(s["layer"].iat[0]) if len(s) else -1,
+                    "layer": layer_of,
                     "subset": sub,
-                    "n_pairs": len(s),
-                    "n_covered": len(c),
-                    "coverage": len(c) / len(s) if len(s) else float("nan"),
+                    "n_pairs": n_pairs,
+                    "n_covered": n_covered,
+                    "coverage": n_covered / n_pairs if n_pairs else float("nan"),
                     "rho": spearman(x, y),
                     "ci_low": lo,
                     "ci_high": hi,
