@@ -20,6 +20,7 @@ from verbeval.workflow.snakemake import (
     SLURM_ACCOUNT_PLACEHOLDER,
     failure_lines,
     force_rerun,
+    jobs_run_here,
     slurm_account_placeholder,
     start_problem,
 )
@@ -351,6 +352,48 @@ def test_a_job_on_its_own_does_not_check_other_models_folders(in_repo: None, tmp
     assert list(plan.models) == ["does-not-exist"]
 
 
+@pytest.mark.parametrize(
+    ("device", "gpu_files", "visible", "local", "expected"),
+    [
+        ("cuda", False, None, True, 1),  # an explicit GPU keeps its token
+        ("auto", True, None, True, 1),  # a GPU machine: jobs stay serialised on the profile's gpu=1
+        ("auto", True, "", True, 0),  # CUDA_VISIBLE_DEVICES hides every GPU: auto resolves to the CPU
+        ("auto", False, None, True, 0),  # no GPU here: CPU jobs of two models overlap
+        ("cpu", True, None, True, 0),
+        ("cpu", True, None, False, 1),  # a cluster (SLURM) asks for the configured GPUs, as before
+        ("auto", False, None, False, 1),  # planned on a login node without GPU: the nodes have them
+    ],
+)
+def test_a_job_on_this_machines_cpu_claims_no_gpu(
+    in_repo: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    device: str,
+    gpu_files: bool,
+    visible: str | None,
+    local: bool,
+    expected: int,
+) -> None:
+    import glob
+
+    real_glob = glob.glob
+    monkeypatch.setattr(
+        glob, "glob", lambda p: ["/dev/nvidia0"] if gpu_files and p.startswith("/dev/") else real_glob(p)
+    )
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    monkeypatch.setattr("sys.platform", "linux")
+    extra = _extra(tmp_path, f"inference: {{device: {device}, gpus: 1}}\n")
+    plan = plan_from_files([BASE, QUICK, extra])
+    assert [plan.model_gpus(name, local) for name in plan.models] == [expected, expected]
+    assert plan.gpu_resource(1, local=local) == expected  # simverb_score, veridicality_predict
+    # a model split over GPUs by a device map keeps its GPUs wherever it runs
+    plan.models["smollm2-135m"].update(device_map="auto", gpus=2)
+    assert plan.model_gpus("smollm2-135m", local) == 2
+
+
 # ---------------------------------------------------------------- found at parse time, repaired by the job
 
 
@@ -416,6 +459,18 @@ def _workflow(executor: str, defaults: list[str], gpu_rule: bool = True) -> Any:
         rules=rules,
         resource_settings=SimpleNamespace(default_resources=SimpleNamespace(args=defaults), overwrite_resources={}),
     )
+
+
+def test_jobs_run_here_only_without_a_cluster_executor_or_slurm_resources() -> None:
+    def workflow(local: bool, defaults: list[str]) -> Any:
+        wf = _workflow("local" if local else "slurm", defaults)
+        wf.local_exec = local
+        return wf
+
+    assert jobs_run_here(workflow(True, []))
+    assert jobs_run_here(workflow(True, ["mem_mb=100"]))
+    assert not jobs_run_here(workflow(False, []))  # a real cluster run
+    assert not jobs_run_here(workflow(True, ["slurm_partition=cpu", "runtime=30"]))  # a SLURM profile's dry run
 
 
 def test_slurm_account_placeholder_stops_a_slurm_run_only() -> None:

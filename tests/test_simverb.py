@@ -18,7 +18,7 @@ from verbeval.core.errors import InputError, VerbevalError
 from verbeval.simverb.data import assign_splits, read_simverb, score_bins
 from verbeval.simverb.join import agreement_join, verb_errors
 from verbeval.simverb.report import to_latex, to_markdown
-from verbeval.simverb.statistics import best_representation, bootstrap_spearman, results_table, spearman
+from verbeval.simverb.statistics import best_representation, bootstrap_spearman, resample_ranks, results_table, spearman
 from verbeval.simverb.vectors import check_frames, cosine_rows, pair_similarities, verb_token_spans, verb_vectors
 
 # five pairs; human ratings 1..5
@@ -179,6 +179,122 @@ def test_bootstrap_matches_a_loop_over_scipy() -> None:
     assert hi == pytest.approx(np.nanquantile(rhos, 0.95), abs=1e-12)
     assert (lo, hi) == bootstrap_spearman(x, y, resamples=300, seed=7, confidence=0.9, block=64)
     assert lo < spearman(x, y) < hi
+
+
+def _reference_bootstrap_spearman(
+    x: np.ndarray, y: np.ndarray, resamples: int, seed: int, confidence: float, block: int = 200
+) -> tuple[float, float]:
+    """The bootstrap as it was before issue 35 (scipy's rankdata of every resample, y re-ranked for
+    each representation), kept as the reference the shared-rank implementation must equal bit for bit."""
+    from verbeval.core.bootstrap import bootstrap_statistic, percentile_ci
+
+    x = np.asarray(x, float)
+    y = np.asarray(y, float)
+    n = len(x)
+    if n < 2 or resamples <= 0:
+        return float("nan"), float("nan")
+
+    def rhos(idx: np.ndarray) -> np.ndarray:
+        rx = stats.rankdata(x[idx], axis=1)
+        ry = stats.rankdata(y[idx], axis=1)
+        rx -= rx.mean(axis=1, keepdims=True)
+        ry -= ry.mean(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (rx * ry).sum(1) / np.sqrt((rx * rx).sum(1) * (ry * ry).sum(1))
+
+    lo, hi = percentile_ci(bootstrap_statistic(rhos, n, resamples, seed, block, "indices"), confidence)
+    return float(lo), float(hi)
+
+
+def _reference_results_table(
+    pairs: pd.DataFrame, sims: pd.DataFrame, model: str, resamples: int, seed: int, confidence: float
+) -> pd.DataFrame:
+    """results_table as it was before issue 35 (a pandas filter per representation and subset, the
+    reference bootstrap above), kept as the reference of the table's bytes."""
+    from verbeval.simverb.data import DEFAULT_BINS
+    from verbeval.simverb.statistics import TABLE_COLUMNS, subsets
+
+    human = pairs.set_index("pair")["score"]
+    rows = []
+    reps = list(dict.fromkeys(sims["representation"]))
+    first = sims[sims["representation"] == reps[0]].set_index("pair")
+    single = first["single_token"].reindex(pairs["pair"]).to_numpy(bool) if "single_token" in sims else None
+    for sub, mask in subsets(pairs, DEFAULT_BINS, single):
+        ids = set(pairs["pair"].to_numpy()[mask].tolist())
+        for rep in reps:
+            s = sims[(sims["representation"] == rep) & sims["pair"].isin(ids)]
+            c = s[s["covered"]]
+            x, y = c["cosine"].to_numpy(float), human.loc[c["pair"]].to_numpy(float)
+            lo, hi = _reference_bootstrap_spearman(x, y, resamples, seed, confidence)
+            rows.append(
+                {
+                    "model": model,
+                    "representation": rep,
+                    "layer": int(s["layer"].iat[0]) if len(s) else -1,
+                    "subset": sub,
+                    "n_pairs": len(s),
+                    "n_covered": len(c),
+                    "coverage": len(c) / len(s) if len(s) else float("nan"),
+                    "rho": spearman(x, y),
+                    "ci_low": lo,
+                    "ci_high": hi,
+                }
+            )
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def test_resample_ranks_are_scipys_average_ranks_bit_for_bit() -> None:
+    rng = np.random.default_rng(3)
+    values = np.round(rng.normal(size=60), 1)  # many ties
+    values[:4] = -0.0  # -0.0 and 0.0 tie, as in scipy
+    values[4:6] = 0.0
+    idx = rng.integers(0, 60, size=(37, 60))
+    got = resample_ranks(values, idx)
+    assert got.dtype == np.float64 and np.array_equal(got, stats.rankdata(values[idx], axis=1))
+    with_nan = values.copy()
+    with_nan[7] = np.nan
+    assert np.array_equal(resample_ranks(with_nan, idx), stats.rankdata(with_nan[idx], axis=1), equal_nan=True)
+
+
+def test_results_table_equals_the_reference_bootstrap_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """table.csv is unchanged by the shared ranks (issue 35): every CI equals the reference's bits,
+    with ties, partly covered representations (their own y) and constant subsets."""
+    import verbeval.simverb.statistics as st
+
+    rng = np.random.default_rng(11)
+    n = 300
+    pairs = pd.DataFrame(
+        {
+            "pair": np.arange(n),
+            "verb1": "a",
+            "verb2": "b",
+            "score": np.round(rng.uniform(0, 10, n), 1),
+            "relation": rng.choice(["SYNONYMS", "ANTONYMS", "NONE"], n),
+            "split": rng.choice(["dev", "test"], n),
+        }
+    )
+    base = rng.normal(size=n)
+    cosines = {"static": np.round(base, 2).tolist()}
+    cosines.update({f"layer{k}": np.round(base + rng.normal(scale=k + 1, size=n), 3).tolist() for k in range(4)})
+    sims = _sims(pairs, cosines)
+    sims.loc[(sims["representation"] == "layer2") & (sims["pair"] % 7 == 0), "covered"] = False
+    sims["single_token"] = sims["pair"] % 3 > 0
+    new = results_table(pairs, sims, "m", resamples=250, seed=4, confidence=0.9)
+    reference = _reference_results_table(pairs, sims, "m", resamples=250, seed=4, confidence=0.9)
+    assert new.to_csv(index=False, float_format="%r") == reference.to_csv(index=False, float_format="%r")
+    pd.testing.assert_frame_equal(new, reference, check_exact=True)
+    calls = []
+
+    def reference_many(xs, y, resamples, seed, confidence, block=200):  # noqa: ANN001, ANN202
+        calls.append(len(xs))
+        return [_reference_bootstrap_spearman(x, y, resamples, seed, confidence, block) for x in xs]
+
+    monkeypatch.setattr(st, "bootstrap_spearman_many", reference_many)
+    old = results_table(pairs, sims, "m", resamples=250, seed=4, confidence=0.9)
+    assert 4 in calls and 1 in calls  # four representations share y where layer2 covers other pairs
+    assert new["ci_low"].notna().sum() >= 60  # real intervals, not NaN = NaN
+    assert new.to_csv(index=False, float_format="%r") == old.to_csv(index=False, float_format="%r")
+    pd.testing.assert_frame_equal(new, old, check_exact=True)
 
 
 # --------------------------------------------------------------------------- representations

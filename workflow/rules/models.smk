@@ -24,7 +24,8 @@ rule infer:
         model=alternatives(PLAN.sv.in_infer),
     threads: config["inference"]["threads"]
     resources:
-        gpu=lambda wc: PLAN.models[wc.model]["gpus"],
+        # 0 for a job on this machine's CPU (PLAN.gpu_resource): CPU jobs of two models run side by side
+        gpu=lambda wc: PLAN.model_gpus(wc.model, jobs_run_here(workflow)),
     conda:
         "../../envs/inference.yaml"
     log:

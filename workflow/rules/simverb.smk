@@ -26,7 +26,7 @@ rule simverb_score:
         svmodel=alternatives(PLAN.sv.alone),  # the others: rule infer (models.smk)
     threads: config["inference"]["threads"]
     resources:
-        gpu=config["inference"]["gpus"],
+        gpu=lambda wc: PLAN.gpu_resource(config["inference"]["gpus"], local=jobs_run_here(workflow)),
     conda:
         "../../envs/inference.yaml"
     log:

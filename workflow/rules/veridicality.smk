@@ -43,7 +43,7 @@ rule veridicality_predict:
         vmodel=alternatives(list(PLAN.ver.real)),
     threads: config["inference"]["threads"]
     resources:
-        gpu=config["inference"]["gpus"],
+        gpu=lambda wc: PLAN.gpu_resource(config["inference"]["gpus"], local=jobs_run_here(workflow)),
     conda:
         "../../envs/inference.yaml"
     log:

@@ -29,6 +29,35 @@ def resolve_device(preference: str = "auto") -> torch.device:
     return dev
 
 
+#: device files of a GPU that torch can use as ``cuda``: NVIDIA, AMD ROCm, WSL 2
+GPU_DEVICE_FILES = ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg")
+
+
+def gpu_present() -> bool:
+    """Whether ``auto`` may pick a GPU on this machine, without importing torch (the workflow plans
+    jobs with it: importing torch costs seconds, this a few stat calls): False when
+    CUDA_VISIBLE_DEVICES hides every GPU or no GPU device file exists, or on macOS (``auto`` never
+    picks MPS); True otherwise, even where torch then finds no usable GPU."""
+    import glob
+    import sys
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    if sys.platform == "darwin":
+        return False
+    return any(glob.glob(pattern) for pattern in GPU_DEVICE_FILES)
+
+
+def runs_on_cpu(preference: str, device_map: Any = None) -> bool:
+    """Whether a job with this device (``inference.device``) and ``device_map`` runs on this
+    machine's CPU alone: device ``cpu``, or ``auto`` where :func:`gpu_present` finds no GPU, with no
+    device map (a map may place modules on GPUs)."""
+    if device_map is not None:
+        return False
+    return preference == "cpu" or (preference == "auto" and not gpu_present())
+
+
 def describe_device(device: torch.device) -> str:
     import torch
 

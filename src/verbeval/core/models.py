@@ -62,16 +62,25 @@ def gguf_location(
     return str(path.parent), path.name
 
 
+def gguf_model_folder(model_id: str, gguf_file: str, revision: str | None = None, sha256: str | None = None) -> str:
+    """The ordinary model folder of a GGUF model, dequantised once and cached
+    (:func:`verbeval.core.model_sources.gguf_cache.cached_folder`), once the file is checked
+    (:func:`gguf_location`): what every job reads instead of the GGUF file."""
+    from verbeval.core.model_sources.gguf_cache import cached_folder
+
+    folder, name = gguf_location(model_id, gguf_file, revision, sha256)
+    return str(cached_folder(Path(folder) / name, model_id))
+
+
 def _source(
     model_id: str, revision: str | None, gguf_file: str | None, sha256: str | None = None
 ) -> tuple[str, dict[str, Any]]:
     """(what to pass to ``from_pretrained``, extra keyword arguments) of a model, once its header is
-    checked: a GGUF file's by :func:`gguf_location`, a local folder's config.json by
-    :func:`verbeval.core.model_sources.config_sizes.check_config_sizes` (sizes its weights do not
-    have stop here, before transformers builds anything from them)."""
+    checked: a GGUF file's by :func:`gguf_location` (then its cached folder, :func:`gguf_model_folder`),
+    a local folder's config.json by :func:`verbeval.core.model_sources.config_sizes.check_config_sizes`
+    (sizes its weights do not have stop here, before transformers builds anything from them)."""
     if gguf_file:
-        folder, name = gguf_location(model_id, gguf_file, revision, sha256)
-        return folder, {"gguf_file": name}
+        return gguf_model_folder(model_id, gguf_file, revision, sha256), {}
     ref = ModelRef(model_id)
     if ref.is_dir:
         from verbeval.core.model_sources.config_sizes import check_config_sizes
@@ -88,6 +97,12 @@ def load_tokenizer(
 
     ModelRef(model_id).check_local(need_config=False, what="tokenizer for model", gguf_file=gguf_file)
     where, extra = _source(model_id, revision, gguf_file, sha256)
+    if gguf_file:
+        from verbeval.core.model_sources.gguf_cache import has_tokenizer
+
+        if not has_tokenizer(where):  # a tokenizer that does not survive a save: from the GGUF file
+            where, name = gguf_location(model_id, gguf_file, revision, sha256)
+            extra = {"gguf_file": name}
     try:
         return AutoTokenizer.from_pretrained(where, **extra)
     except (OSError, ValueError) as exc:  # transformers raises OSError for unknown ids/paths
@@ -272,7 +287,7 @@ def load_model(
 
     With ``gguf_file`` the model is that GGUF file in the local folder or hub repository
     ``model_id`` (:mod:`verbeval.core.model_sources.gguf`): always a causal LM, dequantised by
-    transformers, then cast to ``dtype``. ``sha256`` pins that file: a file with another sha256 is
+    transformers once and read from its cached folder (:func:`gguf_model_folder`), then cast to ``dtype``. ``sha256`` pins that file: a file with another sha256 is
     refused before anything reads it (:func:`gguf_location`; a pip model's file is checked against
     the sha256 recorded beside it even without).
 
@@ -293,7 +308,7 @@ def load_model(
 
         check_kind(model_id, kind)
     where, source_kwargs = _source(model_id, revision, gguf_file, sha256)
-    cfg = load_config(model_id, revision, gguf_file, sha256)
+    cfg = load_config(model_id, revision, gguf_file, sha256)  # a GGUF model: the cached folder's config.json
     if gguf_file:
         check_config(cfg, model_id)
     resolved: Kind = "causal" if gguf_file else detect_kind(cfg) if kind == "auto" else kind  # type: ignore[assignment]
@@ -315,7 +330,7 @@ def load_model(
     else:
         dev = resolve_device(device)
     try:
-        if gguf_file:  # the config already parsed: the GGUF file is not read a third time for it
+        if gguf_file:  # the config already read
             extra["config"] = cfg
         model = cls.from_pretrained(where, dtype=torch_dtype(dtype), **source_kwargs, **extra)
         if gguf_file and device_map is None and model.dtype != torch_dtype(dtype):

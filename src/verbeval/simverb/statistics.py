@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from verbeval.core.bootstrap import bootstrap_statistic, percentile_ci
+from verbeval.core.bootstrap import percentile_ci, resample_blocks
 from verbeval.simverb.data import DEFAULT_BINS, RELATIONS, score_bins
 
 TABLE_COLUMNS = [
@@ -44,34 +44,63 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(stats.spearmanr(x, y)[0])
 
 
+def resample_ranks(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Average ranks of ``values[idx]`` along each row of ``idx`` (``[b, n]`` indices into
+    ``values``), equal to ``scipy.stats.rankdata(values[idx], axis=1)`` bit for bit, without
+    sorting every row: each row's ranks follow from how often it drew each distinct value (a
+    count and a running sum over the values sorted once). Every rank is an integer or a half, exact
+    in float64. Values with NaN are ranked by scipy (it gives NaN rows)."""
+    values = np.asarray(values, float)
+    if np.isnan(values).any():
+        from scipy import stats
+
+        return stats.rankdata(values[idx], axis=1)
+    distinct, dense = np.unique(values, return_inverse=True)  # dense: each value's place among the distinct
+    b, u = idx.shape[0], len(distinct)
+    drawn = dense[idx]  # [b, n]
+    counts = np.bincount((drawn + (np.arange(b) * u)[:, None]).ravel(), minlength=b * u).reshape(b, u)
+    below = np.cumsum(counts, axis=1) - counts  # drawn values smaller than each distinct value
+    average = below + (counts + 1) / 2.0  # scipy: 0.5 * (end + start + 1) of the tied block
+    return np.take_along_axis(average, drawn, axis=1)
+
+
+def bootstrap_spearman_many(
+    xs: Sequence[np.ndarray], y: np.ndarray, resamples: int, seed: int, confidence: float, block: int = 200
+) -> list[tuple[float, float]]:
+    """Percentile bootstrap CIs of Spearman's rho of each of ``xs`` against the same ``y`` over
+    the same pairs (one subset's representations), vectorised over resamples.
+
+    Resample ``b`` draws ``n`` pair indices with replacement (:mod:`verbeval.core.bootstrap`,
+    ``draw="indices"``: equal ``n`` and seed give equal resamples, so every representation sees the
+    same ones); its rho is the Pearson correlation of the average ranks (:func:`resample_ranks`,
+    ``scipy.stats.rankdata`` along each row), exactly what ``spearmanr`` computes. The ranks of
+    ``y`` are computed once per resample block for every representation. Resamples with a constant
+    column are left out.
+    """
+    y = np.asarray(y, float)
+    xs = [np.asarray(x, float) for x in xs]
+    n = len(y)
+    if n < 2 or resamples <= 0:
+        return [(float("nan"), float("nan")) for _ in xs]
+    out = np.empty((resamples, len(xs)))
+    for rows, idx in resample_blocks(n, resamples, seed, block, "indices"):
+        ry = resample_ranks(y, idx)
+        ry -= ry.mean(axis=1, keepdims=True)
+        ryy = (ry * ry).sum(1)
+        for k, x in enumerate(xs):
+            rx = resample_ranks(x, idx)
+            rx -= rx.mean(axis=1, keepdims=True)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[rows, k] = (rx * ry).sum(1) / np.sqrt((rx * rx).sum(1) * ryy)
+    lo, hi = percentile_ci(out, confidence)
+    return [(float(a), float(b)) for a, b in zip(lo, hi)]
+
+
 def bootstrap_spearman(
     x: np.ndarray, y: np.ndarray, resamples: int, seed: int, confidence: float, block: int = 200
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of Spearman's rho over pairs, vectorised over resamples.
-
-    Resample ``b`` draws ``n`` pair indices with replacement (:mod:`verbeval.core.bootstrap`,
-    ``draw="indices"``: equal ``n`` and seed give equal resamples); its rho is the Pearson
-    correlation of the average ranks (``scipy.stats.rankdata`` along each row), exactly what
-    ``spearmanr`` computes. Resamples with a constant column are left out.
-    """
-    from scipy import stats
-
-    x = np.asarray(x, float)
-    y = np.asarray(y, float)
-    n = len(x)
-    if n < 2 or resamples <= 0:
-        return float("nan"), float("nan")
-
-    def rhos(idx: np.ndarray) -> np.ndarray:
-        rx = stats.rankdata(x[idx], axis=1)
-        ry = stats.rankdata(y[idx], axis=1)
-        rx -= rx.mean(axis=1, keepdims=True)
-        ry -= ry.mean(axis=1, keepdims=True)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return (rx * ry).sum(1) / np.sqrt((rx * rx).sum(1) * (ry * ry).sum(1))
-
-    lo, hi = percentile_ci(bootstrap_statistic(rhos, n, resamples, seed, block, "indices"), confidence)
-    return float(lo), float(hi)
+    """Percentile bootstrap CI of Spearman's rho over pairs (:func:`bootstrap_spearman_many` of one ``x``)."""
+    return bootstrap_spearman_many([x], y, resamples, seed, confidence, block)[0]
 
 
 def subsets(
@@ -112,22 +141,48 @@ def results_table(
     reps = list(dict.fromkeys(sims["representation"]))
     first = sims[sims["representation"] == reps[0]].set_index("pair")
     single = first["single_token"].reindex(pairs["pair"]).to_numpy(bool) if "single_token" in sims else None
+    # each representation's rows once, as arrays (in the order of ``sims``): a subset selects from them
+    columns = {
+        rep: (
+            frame["pair"].to_numpy(),
+            frame["covered"].to_numpy(bool),
+            frame["cosine"].to_numpy(float),
+            frame["layer"].to_numpy(),
+        )
+        for rep, frame in ((rep, sims[sims["representation"] == rep]) for rep in reps)
+    }
     for sub, mask in subsets(pairs, bins, single):
-        ids = set(pairs["pair"].to_numpy()[mask].tolist())
+        ids = pairs["pair"].to_numpy()[mask]
+        found = []
         for rep in reps:
-            s = sims[(sims["representation"] == rep) & sims["pair"].isin(ids)]
-            c = s[s["covered"]]
-            x, y = c["cosine"].to_numpy(float), human.loc[c["pair"]].to_numpy(float)
-            lo, hi = bootstrap_spearman(x, y, resamples, seed, confidence)
+            pair, covered, cosine, layer = columns[rep]
+            chosen = np.isin(pair, ids)
+            kept = chosen & covered
+            n_pairs = int(chosen.sum())
+            layer_of = int(layer[chosen][0]) if n_pairs else -1
+            x = cosine[kept]
+            y = human.loc[pair[kept]].to_numpy(float)
+            found.append((rep, n_pairs, int(kept.sum()), layer_of, x, y))
+        # representations that cover the same pairs share the human ratings' ranks of each resample
+        sharing: dict[bytes, list[int]] = {}
+        for i, (*_, y) in enumerate(found):
+            sharing.setdefault(y.tobytes(), []).append(i)
+        cis: dict[int, tuple[float, float]] = {}
+        for members in sharing.values():
+            y = found[members[0]][5]
+            many = bootstrap_spearman_many([found[i][4] for i in members], y, resamples, seed, confidence)
+            cis.update(zip(members, many))
+        for i, (rep, n_pairs, n_covered, layer_of, x, y) in enumerate(found):
+            lo, hi = cis[i]
             rows.append(
                 {
                     "model": model,
                     "representation": rep,
-                    "layer": int(s["layer"].iat[0]) if len(s) else -1,
+                    "layer": layer_of,
                     "subset": sub,
-                    "n_pairs": len(s),
-                    "n_covered": len(c),
-                    "coverage": len(c) / len(s) if len(s) else float("nan"),
+                    "n_pairs": n_pairs,
+                    "n_covered": n_covered,
+                    "coverage": n_covered / n_pairs if n_pairs else float("nan"),
                     "rho": spearman(x, y),
                     "ci_low": lo,
                     "ci_high": hi,

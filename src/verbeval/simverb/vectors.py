@@ -74,7 +74,7 @@ def load_encoder(
 
     from verbeval.core.devices import resolve_device
     from verbeval.core.model_ids import ModelRef
-    from verbeval.core.models import gguf_location, load_errors, load_failure, load_tokenizer
+    from verbeval.core.models import gguf_model_folder, load_errors, load_failure, load_tokenizer
 
     ModelRef(model_id).check_local(gguf_file=gguf_file)
     tok = load_tokenizer(model_id, revision, gguf_file)
@@ -82,9 +82,8 @@ def load_encoder(
         raise VerbevalError(f"model {model_id!r}: a fast tokenizer (offset mapping) is needed")
     dev = resolve_device(device)
     try:
-        if gguf_file:
-            folder, name = gguf_location(model_id, gguf_file, revision)
-            model = AutoModel.from_pretrained(folder, gguf_file=name)
+        if gguf_file:  # its cached folder, dequantised once (float32)
+            model = AutoModel.from_pretrained(gguf_model_folder(model_id, gguf_file, revision))
         else:
             model = AutoModel.from_pretrained(ModelRef(model_id).location, revision=revision)
     except load_errors() as exc:

@@ -237,6 +237,24 @@ class Plan:
             "random_init": self.model.random_init_option(name),
         }
 
+    def gpu_resource(self, gpus: int, device_map: Any = None, local: bool = True) -> int:
+        """Snakemake resource ``gpu`` of a job configured with ``gpus`` (``models[].gpus``,
+        ``inference.gpus``): 0 when the run executes its jobs on this machine (``local``:
+        :func:`verbeval.workflow.snakemake.jobs_run_here`) and the job runs on its CPU (:func:`verbeval.core.devices.runs_on_cpu`:
+        device ``cpu``, or ``auto`` with no GPU here), so that CPU jobs of several models run side by
+        side instead of queueing for the profile's one GPU token; else ``gpus`` (a GPU machine, and
+        a cluster, whose jobs run on the nodes the resources ask for)."""
+        from verbeval.core.devices import runs_on_cpu
+
+        if local and runs_on_cpu(self.config["inference"]["device"], device_map):
+            return 0
+        return gpus
+
+    def model_gpus(self, name: str, local: bool = True) -> int:
+        """Resource ``gpu`` of a model's inference job (:meth:`gpu_resource` of its gpus and device map)."""
+        m = self.models[name]
+        return self.gpu_resource(m["gpus"], m["device_map"], local)
+
     def infer_params(self) -> dict[str, Any]:
         """Params of the model's inference job: the per-model ones as functions of the wildcards."""
         inf = self.config["inference"]

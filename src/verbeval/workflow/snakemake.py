@@ -51,6 +51,16 @@ def _default_resource_args(workflow: Any) -> list[str]:
     return [str(a) for a in getattr(dr, "args", None) or []]
 
 
+def jobs_run_here(workflow: Any) -> bool:
+    """Whether the run's jobs run on this machine (:meth:`verbeval.workflow.plan.Plan.gpu_resource`):
+    a local executor, and no SLURM default resources in force (a dry run of a SLURM profile runs
+    with Snakemake's local dry-run executor, yet shows the jobs the cluster would get). Called when
+    a job's resources are evaluated, after Snakemake has installed the run's executor."""
+    if not workflow.local_exec:
+        return False
+    return not any(arg.partition("=")[0].strip().startswith("slurm_") for arg in _default_resource_args(workflow))
+
+
 def slurm_account_placeholder(workflow: Any) -> str | None:
     """Why the default slurm_account (profile default-resources or --default-resources) is still
     the placeholder, else None."""

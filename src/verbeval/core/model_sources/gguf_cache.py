@@ -1,0 +1,252 @@
+"""A GGUF file read once: its dequantised model kept as an ordinary model folder.
+
+transformers parses a GGUF file again for each of its config, tokenizer and weights (seconds
+each), and every job that needs the model did so (lemmas, infer, table3, SimVerb). The first job
+that needs a GGUF model now writes :func:`cached_folder`: ``$VERBEVAL_CACHE_DIR/gguf/<sha256 of the
+GGUF file>/`` (default ``~/.cache/verbeval``), holding ``model.safetensors`` (the weights exactly as
+transformers dequantises them: float32, which every GGUF tensor type converts to without loss),
+``config.json``, the tokenizer (``tokenizer.json`` and its config, when it reads back as the same
+tokenizer: :func:`same_tokenizer`) and :data:`RECORD`: where the
+folder came from (the GGUF file, its sha256, the pip provenance beside it), the versions of
+transformers and gguf that dequantised it, the sha256 of every file, and the note that its numbers
+belong to the quantised checkpoint. Every job, the first included, reads that folder: the weights
+are the same dequantised values, cast to the model's ``dtype`` when loaded, as before.
+
+The folder is keyed by the file's content, so every run, checkout and pip model with the same file
+shares it. It is written in a temporary folder beside it and renamed into place under a lock
+(``.<sha256>.lock``): two jobs that need it at once build it once, and a half-written folder is
+never seen. A folder whose record is unreadable, written by other transformers or gguf versions, or
+whose files no longer have their recorded sha256 (hashed once per change of a file,
+:func:`verbeval.core.model_sources.fingerprint.file_sha256`) is rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from verbeval.core.errors import VerbevalError
+from verbeval.core.model_sources.fingerprint import cache_dir, file_sha256
+
+log = logging.getLogger(__name__)
+
+#: the record of a cached folder: source, versions, the sha256 of each file, the note
+RECORD = "verbeval_gguf_cache.json"
+#: what the numbers of a model read from a GGUF file belong to (kept in the record)
+NOTE = (
+    "dequantised from a GGUF file: the numbers of this model belong to that quantised checkpoint, "
+    "not to the full-precision model it was made from"
+)
+
+
+def cache_root() -> Path:
+    """Where the folders live: ``$VERBEVAL_CACHE_DIR/gguf``."""
+    return cache_dir() / "gguf"
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("transformers", "gguf"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "none"
+    return out
+
+
+def folder_problem(folder: Path, sha256: str) -> str | None:
+    """Why ``folder`` is not a complete cached folder of the GGUF file with this sha256 (missing,
+    record unreadable, other versions, a file missing or changed), else None."""
+    try:
+        record = json.loads((folder / RECORD).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, ValueError) as exc:
+        return f"its record is unreadable ({exc})"
+    if not isinstance(record, dict) or record.get("gguf_sha256") != sha256 or not isinstance(record.get("files"), dict):
+        return "its record is not this file's"
+    if record.get("versions") != _versions():
+        return f"written by {record.get('versions')}, not {_versions()}"
+    for name, digest in record["files"].items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if file_sha256(path) != digest:
+            return f"{name} is not the file written there (sha256 changed)"
+    return None
+
+
+@contextlib.contextmanager
+def _locked(root: Path, sha256: str) -> Iterator[None]:
+    import fcntl
+
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{sha256}.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _read_gguf(folder: str, name: str, model_id: str) -> tuple[Any, Any, Any]:
+    """(config, tokenizer, float32 model) as transformers reads them from the GGUF file, its
+    refusals as the one-line errors of :func:`verbeval.core.model_sources.gguf.unreadable`."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from verbeval.core.model_sources.gguf import check_config, unreadable, unreadable_errors
+
+    try:
+        cfg = AutoConfig.from_pretrained(folder, gguf_file=name)
+        check_config(cfg, model_id)
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        # the config already parsed: the GGUF file is not read a third time for it
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, config=cfg, dtype=torch.float32)
+    except (OSError, ValueError) as exc:
+        raise unreadable(exc, model_id, name) from None
+    except (NotImplementedError, RuntimeError) as exc:
+        if not unreadable_errors(exc):
+            raise  # not a GGUF file transformers cannot read (e.g. out of memory): as it is
+        raise unreadable(exc, model_id, name) from None
+    if model.dtype != torch.float32:
+        model = model.to(torch.float32)
+    # the weights are dequantised: an ordinary model now, saved and read without the GGUF quantizer
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    return cfg, tok, model
+
+
+#: texts both tokenizers must encode alike for the saved tokenizer to replace the GGUF file's
+PROBES = (" the dogs walk", "The dog walks.", "Hello, world! 123 \u00e9t\u00e9", "  two  spaces\nand a line")
+
+
+def same_tokenizer(read: Any, saved: Any) -> bool:
+    """Whether ``saved`` (the tokenizer read back from the cached folder) is ``read`` (the one read
+    from the GGUF file): class, tokenizers pipeline, special tokens, vocabulary and the encodings of
+    :data:`PROBES` with and without special tokens. Some tokenizer classes do not survive a save
+    (transformers rebuilds them from their config: Gemma's fails on its unknown token); their
+    folder keeps no tokenizer and the tokenizer is read from the GGUF file as before."""
+    try:
+        if type(read) is not type(saved) or read.backend_tokenizer.to_str() != saved.backend_tokenizer.to_str():
+            return False
+        if read.special_tokens_map != saved.special_tokens_map or read.get_vocab() != saved.get_vocab():
+            return False
+        return all(
+            read(t, add_special_tokens=special)["input_ids"] == saved(t, add_special_tokens=special)["input_ids"]
+            for t in PROBES
+            for special in (True, False)
+        )
+    except Exception:  # noqa: BLE001 - a tokenizer that cannot even be compared is not the same
+        return False
+
+
+def _save_tokenizer(tok: Any, folder: Path) -> bool:
+    """Save ``tok`` in ``folder`` if it reads back as the same tokenizer (:func:`same_tokenizer`);
+    else remove what was saved. Whether it was kept."""
+    from transformers import AutoTokenizer
+
+    before = {p.name for p in folder.iterdir()}
+    tok.save_pretrained(folder)
+    try:
+        kept = same_tokenizer(tok, AutoTokenizer.from_pretrained(str(folder)))
+    except Exception:  # noqa: BLE001 - transformers cannot rebuild this tokenizer from its files
+        kept = False
+    if not kept:
+        for p in folder.iterdir():
+            if p.name not in before:
+                p.unlink()
+    return kept
+
+
+def has_tokenizer(folder: str | Path) -> bool:
+    """Whether a cached folder holds the tokenizer (else it is read from the GGUF file)."""
+    return (Path(folder) / "tokenizer_config.json").is_file()
+
+
+def _provenance(gguf_path: Path) -> Any:
+    from verbeval.core.model_sources.pip_package import PROVENANCE
+
+    try:
+        return json.loads((gguf_path.parent / PROVENANCE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _readable(folder: Path) -> None:
+    """Give ``folder`` and its files the modes of an ordinary folder under the umask (a temporary
+    folder is private), so that a cache shared by several users can be read by each."""
+    umask = os.umask(0)
+    os.umask(umask)
+    folder.chmod(0o777 & ~umask)
+    for p in folder.iterdir():
+        p.chmod(0o666 & ~umask)
+
+
+def _build(gguf_path: Path, sha256: str, model_id: str, dest: Path) -> None:
+    from verbeval.core.io import sha256_file, temporary_folder, write_json
+
+    start = time.perf_counter()
+    cfg, tok, model = _read_gguf(str(gguf_path.parent), gguf_path.name, model_id)
+    with temporary_folder(dest.parent, f".{sha256[:16]}.tmp-", "an interrupted GGUF cache build") as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)  # model.safetensors and config.json (cfg)
+        tokenizer = _save_tokenizer(tok, tmp)
+        files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+        write_json(
+            tmp / RECORD,
+            {
+                "gguf_file": gguf_path.name,
+                "gguf_path": str(gguf_path.resolve()),
+                "gguf_sha256": sha256,
+                "model": model_id,
+                "pip_provenance": _provenance(gguf_path),
+                "dtype": "float32",
+                "tokenizer": "saved here" if tokenizer else "read from the GGUF file (it does not survive a save)",
+                "versions": _versions(),
+                "files": files,
+                "note": NOTE,
+            },
+        )
+        _readable(tmp)
+        stale = None
+        if dest.exists():  # damaged or outdated (checked under the lock): moved aside, then removed
+            stale = dest.with_name(f".{sha256[:16]}.stale-{os.getpid()}")
+            os.rename(dest, stale)
+        os.rename(tmp, dest)
+        tmp.mkdir()  # temporary_folder removes its folder afterwards
+    if stale is not None:
+        shutil.rmtree(stale, ignore_errors=True)
+    log.info("%s: %s read once, cached as %s (%.1f s)", model_id, gguf_path.name, dest, time.perf_counter() - start)
+
+
+def cached_folder(gguf_path: str | Path, model_id: str, sha256: str | None = None) -> Path:
+    """The cached model folder of the GGUF file at ``gguf_path`` (its pin checked and its header
+    bounded by the caller, :func:`verbeval.core.models.gguf_location`), built now if it is missing or
+    damaged. ``sha256``: the file's, when already known (its pin)."""
+    path = Path(gguf_path)
+    digest = (sha256 or file_sha256(path)).lower()
+    root = cache_root()
+    dest = root / digest
+    if folder_problem(dest, digest) is None:
+        return dest
+    try:
+        with _locked(root, digest):
+            problem = folder_problem(dest, digest)  # another job may have built it meanwhile
+            if problem is None:
+                return dest
+            if problem != "missing":
+                log.warning("%s: the cached folder %s is rebuilt: %s", model_id, dest, problem)
+            _build(path, digest, model_id, dest)
+    except OSError as exc:
+        raise VerbevalError(f"model {model_id!r}: cannot write the GGUF cache folder {dest}: {exc}") from None
+    return dest
