@@ -96,6 +96,7 @@ localrules:
     veridicality_kl,
     dvc_metrics,
     dvc_plot_data,
+    acquisition_index,
 
 wildcard_constraints:
     model=alternatives(list(PLAN.models)),

@@ -5,7 +5,8 @@ Holds: data (lexicon, templates, lemmas), inference (infer, and the model, batch
 options and helpers that infer-forms and ``verbeval run-model`` share), aggregate (aggregate,
 lemma-stats), tables (table: Table 2; topk-table: Table 3), figures (plot-cutoffs, plot-models,
 plot-checkpoints, plot-lemmas), dvc_views (dvc-metrics, dvc-plot-data), lexicon_modes
-(lexicon-forms to lexicon-modes-table) and common (shard paths from manifests, a run's groups).
+(lexicon-forms to lexicon-modes-table), checkpoint_index (acquisition-index: the checkpoint index of
+the workflow's sweeps) and common (shard paths from manifests, a run's groups).
 
 May import: ``verbeval.core`` and the agreement study (part of it).
 
@@ -15,7 +16,16 @@ May import: ``verbeval.core`` and the agreement study (part of it).
 
 from __future__ import annotations
 
-from verbeval.agreement.cli import aggregate, data, dvc_views, figures, inference, lexicon_modes, tables
+from verbeval.agreement.cli import (
+    aggregate,
+    checkpoint_index,
+    data,
+    dvc_views,
+    figures,
+    inference,
+    lexicon_modes,
+    tables,
+)
 from verbeval.core.cliutil import Add
 
 
@@ -33,6 +43,7 @@ def register(add: Add) -> None:
     figures.register_plot_checkpoints(add)
     figures.register_plot_lemmas(add)
     tables.register_topk_table(add)
+    checkpoint_index.register_acquisition_index(add)
 
 
 def register_dvc_views(add: Add) -> None:
