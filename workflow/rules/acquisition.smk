@@ -39,13 +39,15 @@ rule lemma_contexts:
         f"{PLAN.out}/{{model}}/lemma_contexts.parquet",
     wildcard_constraints:
         model=alternatives(PLAN.acq.models),
+    params:
+        toy=lambda wc: PLAN.acq.toy_option(wc.model),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{PLAN.logs}/agreement/{{model}}/lemma_contexts.log",
     shell:
         "verbeval lemma-contexts --lemmas {input.lemmas:q} --shards {input.manifest:q} --model-name {wildcards.model} "
-        "--out {output:q} 2> {log:q}"
+        "{params.toy} --out {output:q} 2> {log:q}"
 
 
 rule acquisition_index:
@@ -66,8 +68,7 @@ rule acquisition_index:
 
 
 rule acquisition:
-    """Config: agreement.acquisition.frequencies, agreement.bootstrap, agreement.top_cutoffs, agreement.bottom_cutoffs,
-    agreement.figures.formats"""
+    """Config: agreement.acquisition"""
     input:
         index=PLAN.acq.index,
         frequencies=PLAN.acq.frequency_inputs(),
@@ -80,13 +81,7 @@ rule acquisition:
         heatmap=report_first(PLAN.acq.images("lemma_heatmap"), "../report/acquisition_lemma_heatmap.rst",
                              "Agreement", "Acquisition"),
     params:
-        frequencies=PLAN.acq.frequency_option(),
-        top=PLAN.cutoffs("top_cutoffs"),
-        bottom=PLAN.cutoffs("bottom_cutoffs"),
-        resamples=PLAN.agr["bootstrap"]["resamples"],
-        seed=PLAN.agr["bootstrap"]["seed"],
-        confidence=PLAN.agr["bootstrap"]["confidence"],
-        formats=",".join(PLAN.fig.config["formats"]),
+        options=PLAN.acq.analysis_options(),
         out_dir=PLAN.acq.out,
         random_models=PLAN.random_models,
     conda:
@@ -94,6 +89,4 @@ rule acquisition:
     log:
         f"{PLAN.logs}/agreement/acquisition/acquisition.log",
     shell:
-        "verbeval acquisition --index {input.index:q} {params.frequencies} --top-cutoffs {params.top} "
-        "--bottom-cutoffs {params.bottom} --resamples {params.resamples} --seed {params.seed} "
-        "--confidence {params.confidence} --formats {params.formats} --out {params.out_dir:q} 2> {log:q}"
+        "verbeval acquisition --index {input.index:q} {params.options} --out {params.out_dir:q} 2> {log:q}"

@@ -34,6 +34,7 @@ TABLES = (
     "aoa_frequency.csv",
     "changepoints.csv",
     "seeds.csv",
+    "seed_aoa.csv",
     "acquisition.json",
 )
 #: figure stems under <results_dir>/agreement/acquisition/figures (one file per configured format)
@@ -253,11 +254,31 @@ class AcquisitionPlan:
                 args += ["--checkpoint", m["name"], s.family, s.seed, str(m["step"]), self.lemma_contexts(m["name"])]
         return quoted(args)
 
-    def frequency_option(self) -> str:
-        return quoted(["--frequencies", self.frequencies])
+    def analysis_options(self) -> str:
+        """The options of `verbeval acquisition` from ``agreement.acquisition`` (every one: the config is the
+        single source of the values, and each is a rerun trigger of the job)."""
+        cfg = self.config
+        return quoted(
+            [
+                f"--frequencies={self.frequencies}",
+                f"--bootstrap={cfg['resamples']}",
+                f"--seed={cfg['seed']}",
+                f"--confidence={cfg['confidence']:g}",
+                f"--min-checkpoints={cfg['min_checkpoints']}",
+                f"--min-rise={cfg['min_rise']:g}",
+                f"--min-r2={cfg['min_r2']:g}",
+                f"--changepoint-penalty={cfg['changepoint_penalty']:g}",
+                f"--outlier-sd={cfg['outlier_sd']:g}",
+                f"--formats={','.join(cfg['formats'])}",
+            ]
+        )
+
+    def toy_option(self, model: str) -> str:
+        """``--toy`` of `verbeval lemma-contexts` for a toy model's checkpoint (its figures say so)."""
+        return "--toy" if self.toy_dir(self.plan.models[model]["id"]) is not None else ""
 
     def images(self, stem: str) -> list[str]:
-        return [f"{self.figures_out}/{stem}.{ext}" for ext in self.plan.fig.config["formats"]]
+        return [f"{self.figures_out}/{stem}.{ext}" for ext in self.config["formats"]]
 
     def outputs(self) -> list[str]:
         if not self.on:
