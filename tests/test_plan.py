@@ -472,13 +472,16 @@ def test_acquisition_demo_plan(in_repo: None) -> None:
     assert args.count("--checkpoint") == 16
     # the planted frequencies are written by the first toy model's training job: that folder is the input
     assert acq.frequency_inputs() == ["models/acquisition-demo/seed0"]
-    assert acq.frequency_option() == "--frequencies models/acquisition-demo/seed0/corpus_frequencies.csv"
+    options = acq.analysis_options().split()
+    assert options[0] == "--frequencies=models/acquisition-demo/seed0/corpus_frequencies.csv"
+    assert options[-1] == "--formats=png" and "--min-checkpoints=4" in options and "--bootstrap=200" in options
+    assert acq.toy_option("toy-s1@step-4") == "--toy"  # its lemma contexts (and figures) say toy model
     outputs = plan.all_outputs()
     assert len(outputs) == len(set(outputs))
     a = "results-acquisition-demo/agreement/acquisition"
     for name in ("checkpoints.csv", "curves.csv", "lemma_aoa.csv", "group_aoa.csv", "aoa_frequency.csv"):
         assert f"{a}/{name}" in outputs
-    for name in ("changepoints.csv", "seeds.csv", "acquisition.json", "lemma_curves.parquet"):
+    for name in ("changepoints.csv", "seeds.csv", "seed_aoa.csv", "acquisition.json", "lemma_curves.parquet"):
         assert f"{a}/{name}" in outputs
     assert [f for f in outputs if f.startswith(f"{a}/figures/")] == [
         f"{a}/figures/curves.png",
