@@ -90,3 +90,22 @@ rule acquisition:
         f"{PLAN.logs}/agreement/acquisition/acquisition.log",
     shell:
         "verbeval acquisition --index {input.index:q} {params.options} --out {params.out_dir:q} 2> {log:q}"
+
+
+rule dvc_acquisition_plots:
+    """Config: none"""
+    input:
+        f"{PLAN.acq.out}/curves.csv",
+    output:
+        PLAN.acq.dvc_plot_files(),
+    params:
+        series=PLAN.acq.series_args(),
+        groups=",".join(PLAN.group_ids),
+        out_dir=f"{PLAN.acq.out}/dvc",
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{PLAN.logs}/agreement/acquisition/dvc_plots.log",
+    shell:
+        "verbeval dvc-acquisition-plots --curves {input:q} {params.series} --groups {params.groups} "
+        "--out-dir {params.out_dir:q} 2> {log:q}"

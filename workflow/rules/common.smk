@@ -97,6 +97,7 @@ localrules:
     dvc_metrics,
     dvc_plot_data,
     acquisition_index,
+    dvc_acquisition_plots,
 
 wildcard_constraints:
     model=alternatives(list(PLAN.models)),

@@ -280,6 +280,16 @@ class AcquisitionPlan:
     def images(self, stem: str) -> list[str]:
         return [f"{self.figures_out}/{stem}.{ext}" for ext in self.config["formats"]]
 
+    # ------------------------------------------------------------------ the DVC plots of the curves
+
+    def dvc_plot_files(self) -> list[str]:
+        """The learning curves as DVC plot data, one CSV per group (rule dvc_acquisition_plots)."""
+        return self.plan.per_group(f"{self.out}/dvc/{{group}}.csv")
+
+    def series_args(self) -> str:
+        """``--series FAMILY SEED`` of every analysed sweep (the columns of the DVC plot data), in config order."""
+        return quoted([w for s in self.sweeps for w in ("--series", s.family, s.seed)])
+
     def outputs(self) -> list[str]:
         if not self.on:
             return []
@@ -288,6 +298,7 @@ class AcquisitionPlan:
             + [f"{self.out}/{t}" for t in TABLES]
             + [f for stem in FIGURES for f in self.images(stem)]
             + [self.lemma_contexts(m) for m in self.models]
+            + self.dvc_plot_files()
         )
 
 

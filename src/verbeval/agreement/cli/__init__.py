@@ -4,7 +4,7 @@ to its parser set-up (``register_<command>``).
 Holds: data (lexicon, templates, lemmas), inference (infer, and the model, batch and shard-store
 options and helpers that infer-forms and ``verbeval run-model`` share), aggregate (aggregate,
 lemma-stats), tables (table: Table 2; topk-table: Table 3), figures (plot-cutoffs, plot-models,
-plot-checkpoints, plot-lemmas), dvc_views (dvc-metrics, dvc-plot-data), lexicon_modes
+plot-checkpoints, plot-lemmas), dvc_views (dvc-metrics, dvc-plot-data, dvc-acquisition-plots), lexicon_modes
 (lexicon-forms to lexicon-modes-table), checkpoint_index (acquisition-index: the checkpoint index of
 the workflow's sweeps) and common (shard paths from manifests, a run's groups).
 
@@ -47,9 +47,11 @@ def register(add: Add) -> None:
 
 
 def register_dvc_views(add: Add) -> None:
-    """``dvc-metrics`` and ``dvc-plot-data``: Table 2 and the cutoff figures as DVC metrics and plots."""
+    """``dvc-metrics``, ``dvc-plot-data`` and ``dvc-acquisition-plots``: Table 2, the cutoff figures and the
+    acquisition curves as DVC metrics and plots."""
     dvc_views.register_dvc_metrics(add)
     dvc_views.register_dvc_plot_data(add)
+    dvc_views.register_dvc_acquisition_plots(add)
 
 
 def register_lexicon_modes(add: Add) -> None:
