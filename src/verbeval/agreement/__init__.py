@@ -12,8 +12,13 @@ table3 (Table 3: top-k tokens in selected contexts), report_pages (the HTML page
 escape of those tables), dvc_views (DVC metrics and plots), multitoken and lexicon_modes (verb forms
 of any length; the single_token/all/common modes and their scores), form_shards (the forms'
 log-probability shards), lexicon_modes_table (the modes' side-by-side table), lengths (contexts
-longer than a model reads, found before it loads), acquisition_index (the checkpoint index of a training
-sweep, checkpoints.csv); cli (a sub-package, one module per sub-pipeline) registers its sub-commands.
+longer than a model reads, found before it loads), lemma_contexts (per checkpoint and (group, lemma)
+the contexts where the correct form wins), acquisition (acquisition over training of a checkpoint
+sweep: index in, tables and figures out) with acquisition_index (the checkpoint index),
+acquisition_curves (learning curves, context resamples), acquisition_fit (sigmoid fits, age of
+acquisition), acquisition_frequency (lemma frequency, its correlation with AoA, outliers),
+acquisition_phases (changepoints), acquisition_seeds (seed band, AoA agreement across seeds) and
+acquisition_figures; cli (a sub-package, one module per sub-pipeline) registers its sub-commands.
 
 May import: ``verbeval.core`` and its own modules; never another study, ``verbeval.bench`` or the
 top-level ``verbeval.cli`` / ``verbeval.dvc``.

@@ -4,9 +4,10 @@ to its parser set-up (``register_<command>``).
 Holds: data (lexicon, templates, lemmas), inference (infer, and the model, batch and shard-store
 options and helpers that infer-forms and ``verbeval run-model`` share), aggregate (aggregate,
 lemma-stats), tables (table: Table 2; topk-table: Table 3), figures (plot-cutoffs, plot-models,
-plot-checkpoints, plot-lemmas), dvc_views (dvc-metrics, dvc-plot-data, dvc-acquisition-plots), lexicon_modes
-(lexicon-forms to lexicon-modes-table), checkpoint_index (acquisition-index: the checkpoint index of
-the workflow's sweeps) and common (shard paths from manifests, a run's groups).
+plot-checkpoints, plot-lemmas), acquisition (lemma-contexts, acquisition: acquisition over training),
+checkpoint_index (acquisition-index: the checkpoint index of the workflow's sweeps), dvc_views (dvc-metrics,
+dvc-plot-data, dvc-acquisition-plots), lexicon_modes (lexicon-forms to lexicon-modes-table) and common (shard
+paths from manifests, a run's groups).
 
 May import: ``verbeval.core`` and the agreement study (part of it).
 
@@ -17,6 +18,7 @@ May import: ``verbeval.core`` and the agreement study (part of it).
 from __future__ import annotations
 
 from verbeval.agreement.cli import (
+    acquisition,
     aggregate,
     checkpoint_index,
     data,
@@ -30,7 +32,7 @@ from verbeval.core.cliutil import Add
 
 
 def register(add: Add) -> None:
-    """The agreement pipeline: ``lexicon`` to ``topk-table``."""
+    """The agreement pipeline: ``lexicon`` to ``topk-table``, then ``lemma-contexts`` and ``acquisition``."""
     data.register_lexicon(add)
     data.register_templates(add)
     data.register_lemmas(add)
@@ -43,6 +45,8 @@ def register(add: Add) -> None:
     figures.register_plot_checkpoints(add)
     figures.register_plot_lemmas(add)
     tables.register_topk_table(add)
+    acquisition.register_lemma_contexts(add)
+    acquisition.register_acquisition(add)
     checkpoint_index.register_acquisition_index(add)
 
 
