@@ -5,17 +5,18 @@ Holds: data (lexicon, templates, lemmas), inference (infer, and the model, batch
 options and helpers that infer-forms and ``verbeval run-model`` share), aggregate (aggregate,
 lemma-stats), tables (table: Table 2; topk-table: Table 3), figures (plot-cutoffs, plot-models,
 plot-checkpoints, plot-lemmas), dvc_views (dvc-metrics, dvc-plot-data), lexicon_modes
-(lexicon-forms to lexicon-modes-table) and common (shard paths from manifests, a run's groups).
+(lexicon-forms to lexicon-modes-table), toy (train-toy: the toy model) and common (shard paths
+from manifests, a run's groups).
 
 May import: ``verbeval.core`` and the agreement study (part of it).
 
-:func:`register`, :func:`register_dvc_views` and :func:`register_lexicon_modes` are what
-``verbeval.cli`` calls, in this order (the order of the sub-commands in ``verbeval --help``).
+:func:`register`, :func:`register_toy`, :func:`register_dvc_views` and :func:`register_lexicon_modes`
+are what ``verbeval.cli`` calls, in this order (the order of the sub-commands in ``verbeval --help``).
 """
 
 from __future__ import annotations
 
-from verbeval.agreement.cli import aggregate, data, dvc_views, figures, inference, lexicon_modes, tables
+from verbeval.agreement.cli import aggregate, data, dvc_views, figures, inference, lexicon_modes, tables, toy
 from verbeval.core.cliutil import Add
 
 
@@ -48,3 +49,8 @@ def register_lexicon_modes(add: Add) -> None:
     lexicon_modes.register_infer_forms(add)
     lexicon_modes.register_lexicon_modes(add)
     lexicon_modes.register_lexicon_modes_table(add)
+
+
+def register_toy(add: Add) -> None:
+    """``train-toy``: the toy model that learns agreement on a CPU."""
+    toy.register_train_toy(add)
