@@ -12,7 +12,9 @@ table3 (Table 3: top-k tokens in selected contexts), report_pages (the HTML page
 escape of those tables), dvc_views (DVC metrics and plots), multitoken and lexicon_modes (verb forms
 of any length; the single_token/all/common modes and their scores), form_shards (the forms'
 log-probability shards), lexicon_modes_table (the modes' side-by-side table), lengths (contexts
-longer than a model reads, found before it loads); cli (a sub-package, one module per sub-pipeline)
+longer than a model reads, found before it loads), toy_corpus and toy_training (the toy model: a
+synthetic agreement corpus with planted lemma frequencies and graded constructions, and a small GPT-2
+trained on it from scratch on a CPU, saved at log-spaced steps); cli (a sub-package, one module per sub-pipeline)
 registers its sub-commands.
 
 May import: ``verbeval.core`` and its own modules; never another study, ``verbeval.bench`` or the
