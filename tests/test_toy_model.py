@@ -201,7 +201,11 @@ def test_training_writes_checkpoints_and_records(tiny_run: Path) -> None:
     ]
     assert [p.name for p in tiny_run.parent.iterdir()] == ["out"]  # no temporary folder left
     freq = pd.read_csv(tiny_run / "corpus_frequencies.csv")
-    assert list(freq.columns) == ["lemma", "count", "zipf"] and len(freq) == 12
+    assert list(freq.columns) == ["lemma", "count", "zipf"]
+    planted = pd.read_csv(tiny_run / "corpus_lemmas.csv")
+    assert list(freq["lemma"][:12]) == list(planted["lemma"]) and list(freq["count"][:12]) == list(planted["count"])
+    # then the lexicon lemmas the tokenizer makes eligible without planting them: 'guard' (the noun)
+    assert list(freq["lemma"][12:]) == ["guard"] and freq["count"].iloc[12] > 0
     record = json.loads((tiny_run / "training.json").read_text())
     assert record["seed"] == 7 and record["steps"] == 6 and record["checkpoints"] == [0, 3, 6]
     assert record["corpus"]["sentences"] == 400 and "toy model" in record["note"]

@@ -236,12 +236,17 @@ def generate_corpus(lexicon: pd.DataFrame, templates: pd.DataFrame, spec: Corpus
     return ToyCorpus(sentences=sentences, lemmas=lemmas, slots=slots)
 
 
-def _form_counts(sentences: list[str], lemmas: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Every occurrence of each lemma's forms (case-insensitive words) and its Zipf frequency:
-    log10 of the occurrences per billion words of the corpus."""
+def _word_counts(sentences: list[str]) -> Counter[str]:
     words: Counter[str] = Counter()
     for s in sentences:
         words.update(w.lower() for w in _TOKEN.findall(s))
+    return words
+
+
+def _form_counts(sentences: list[str], lemmas: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Every occurrence of each lemma's forms (case-insensitive words, the period a word too) and its
+    Zipf frequency: log10 of the occurrences per billion words of the corpus."""
+    words = _word_counts(sentences)
     total = sum(words.values())
     count = np.array(
         [
@@ -253,3 +258,22 @@ def _form_counts(sentences: list[str], lemmas: pd.DataFrame) -> dict[str, np.nda
     with np.errstate(divide="ignore"):
         zipf = np.round(np.log10(count / total * 1e9), 6)
     return {"count": count, "zipf": zipf}
+
+
+def corpus_frequencies(corpus: ToyCorpus, lexicon: pd.DataFrame) -> pd.DataFrame:
+    """``lemma, count, zipf`` of every lemma the toy model's tokenizer makes eligible: the planted
+    lemmas, then (by lemma) every other lexicon lemma whose two forms are both words of the corpus
+    (a noun such as ``guards`` of the frames, a verb of a BLiMP context), which the scored model
+    counts among its lemmas too. Counted as in :attr:`ToyCorpus.lemmas`."""
+    words = _word_counts(corpus.sentences)
+    planted = set(corpus.lemmas["lemma"])
+    others = lexicon[
+        ~lexicon["lemma"].isin(planted)
+        & (lexicon["sing"] != lexicon["plur"])
+        & lexicon["sing"].str.lower().isin(words.keys())
+        & lexicon["plur"].str.lower().isin(words.keys())
+    ]
+    others = others.drop_duplicates("lemma").sort_values("lemma", kind="stable")[["lemma", "sing", "plur"]]
+    others = others.assign(**_form_counts(corpus.sentences, others))
+    cols = ["lemma", "count", "zipf"]
+    return pd.concat([corpus.lemmas[cols], others[cols]], ignore_index=True)

@@ -17,8 +17,10 @@ The output folder ``OUT`` holds
 - ``corpus.txt``: the training sentences, one a line;
 - ``corpus_lemmas.csv``: the planted lemmas (lemma, sing, plur, rank, planted verb-slot count,
   count of every occurrence of its forms, zipf, from_templates);
-- ``corpus_frequencies.csv``: ``lemma,count,zipf`` of the same (the frequency file of the
-  acquisition analysis);
+- ``corpus_frequencies.csv``: ``lemma,count,zipf`` of the same, then of every other lexicon lemma
+  whose two forms are words of the corpus (eligible for the toy tokenizer too: nouns of the frames
+  such as ``guards``, verbs of BLiMP contexts), the frequency file of the acquisition analysis
+  (:func:`verbeval.agreement.toy_corpus.corpus_frequencies`);
 - ``training.json``: seed, steps, checkpoints, corpus and model sizes, library versions and the
   note that this is a toy model trained on synthetic data.
 
@@ -214,7 +216,7 @@ def train_toy(
         torch.use_deterministic_algorithms(True)
         with temporary_folder(out.parent, f".{out.name}.tmp-", "an interrupted train-toy") as tmp:
             built = tmp / "out"
-            _train(corpus, built, tmp / "trainer", spec, progress)
+            _train(corpus, lexicon, built, tmp / "trainer", spec, progress)
             if out.exists():
                 shutil.rmtree(out)
             built.rename(out)
@@ -224,10 +226,13 @@ def train_toy(
     return out
 
 
-def _train(corpus: ToyCorpus, built: Path, scratch: Path, spec: TrainSpec, progress: bool) -> None:
+def _train(
+    corpus: ToyCorpus, lexicon: pd.DataFrame, built: Path, scratch: Path, spec: TrainSpec, progress: bool
+) -> None:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments, set_seed
 
+    from verbeval.agreement.toy_corpus import corpus_frequencies
     from verbeval.core.io import write_csv, write_json, write_text
     from verbeval.core.wordtok import build_word_tokenizer
 
@@ -288,7 +293,7 @@ def _train(corpus: ToyCorpus, built: Path, scratch: Path, spec: TrainSpec, progr
     losses = [round(float(e["loss"]), 6) for e in trainer.state.log_history if "loss" in e]
     lemmas = corpus.lemmas
     write_csv(lemmas, built / "corpus_lemmas.csv")
-    write_csv(lemmas[["lemma", "count", "zipf"]], built / "corpus_frequencies.csv")
+    write_csv(corpus_frequencies(corpus, lexicon), built / "corpus_frequencies.csv")
     write_json(
         built / "training.json",
         {
