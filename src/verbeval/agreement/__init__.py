@@ -18,7 +18,9 @@ sweep: index in, tables and figures out) with acquisition_index (the checkpoint 
 acquisition_curves (learning curves, context resamples), acquisition_fit (sigmoid fits, age of
 acquisition), acquisition_frequency (lemma frequency, its correlation with AoA, outliers),
 acquisition_phases (changepoints), acquisition_seeds (seed band, AoA agreement across seeds) and
-acquisition_figures; cli (a sub-package, one module per sub-pipeline) registers its sub-commands.
+acquisition_figures; toy_corpus and toy_training (the toy model: a
+synthetic agreement corpus with planted lemma frequencies and graded constructions, and a small GPT-2
+trained on it from scratch on a CPU, saved at log-spaced steps); cli (a sub-package, one module per sub-pipeline) registers its sub-commands.
 
 May import: ``verbeval.core`` and its own modules; never another study, ``verbeval.bench`` or the
 top-level ``verbeval.cli`` / ``verbeval.dvc``.

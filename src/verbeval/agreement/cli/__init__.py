@@ -6,13 +6,13 @@ options and helpers that infer-forms and ``verbeval run-model`` share), aggregat
 lemma-stats), tables (table: Table 2; topk-table: Table 3), figures (plot-cutoffs, plot-models,
 plot-checkpoints, plot-lemmas), acquisition (lemma-contexts, acquisition: acquisition over training),
 checkpoint_index (acquisition-index: the checkpoint index of the workflow's sweeps), dvc_views (dvc-metrics,
-dvc-plot-data, dvc-acquisition-plots), lexicon_modes (lexicon-forms to lexicon-modes-table) and common (shard
+dvc-plot-data, dvc-acquisition-plots), lexicon_modes (lexicon-forms to lexicon-modes-table), toy (train-toy: the toy model) and common (shard
 paths from manifests, a run's groups).
 
 May import: ``verbeval.core`` and the agreement study (part of it).
 
-:func:`register`, :func:`register_dvc_views` and :func:`register_lexicon_modes` are what
-``verbeval.cli`` calls, in this order (the order of the sub-commands in ``verbeval --help``).
+:func:`register`, :func:`register_toy`, :func:`register_dvc_views` and :func:`register_lexicon_modes`
+are what ``verbeval.cli`` calls, in this order (the order of the sub-commands in ``verbeval --help``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from verbeval.agreement.cli import (
     inference,
     lexicon_modes,
     tables,
+    toy,
 )
 from verbeval.core.cliutil import Add
 
@@ -65,3 +66,8 @@ def register_lexicon_modes(add: Add) -> None:
     lexicon_modes.register_infer_forms(add)
     lexicon_modes.register_lexicon_modes(add)
     lexicon_modes.register_lexicon_modes_table(add)
+
+
+def register_toy(add: Add) -> None:
+    """``train-toy``: the toy model that learns agreement on a CPU."""
+    toy.register_train_toy(add)
