@@ -18,7 +18,9 @@ sweep: index in, tables and figures out) with acquisition_index (the checkpoint 
 acquisition_curves (learning curves, context resamples), acquisition_fit (sigmoid fits, age of
 acquisition), acquisition_frequency (lemma frequency, its correlation with AoA, outliers),
 acquisition_phases (changepoints), acquisition_seeds (seed band, AoA agreement across seeds) and
-acquisition_figures; toy_corpus and toy_training (the toy model: a
+acquisition_figures; suite, evaluation and callback (the in-process
+API: the templates and lexicon loaded once, ``evaluate`` of a model in memory and its typed result,
+a ``transformers`` TrainerCallback that scores during training); toy_corpus and toy_training (the toy model: a
 synthetic agreement corpus with planted lemma frequencies and graded constructions, and a small GPT-2
 trained on it from scratch on a CPU, saved at log-spaced steps); cli (a sub-package, one module per sub-pipeline) registers its sub-commands.
 
@@ -26,7 +28,8 @@ May import: ``verbeval.core`` and its own modules; never another study, ``verbev
 top-level ``verbeval.cli`` / ``verbeval.dvc``.
 
 ``from verbeval.agreement import score_logits`` (and the other public names of
-:mod:`verbeval.agreement.metrics` and :mod:`verbeval.agreement.kernels`) keeps working; they are
+:mod:`verbeval.agreement.metrics` and :mod:`verbeval.agreement.kernels`) keeps working, as do
+``evaluate``, ``AgreementResult``, ``AgreementSuite`` and ``AgreementCallback`` (docs/api.md); they are
 loaded on first use, so that importing the package (the command line does) does not import torch.
 """
 
@@ -51,6 +54,9 @@ _EXPORTS = {
         "metrics",
     ),
     **dict.fromkeys(("MAX_COUNTED_TIES", "form_statistics", "probabilities"), "kernels"),
+    **dict.fromkeys(("evaluate", "AgreementResult"), "evaluation"),
+    "AgreementSuite": "suite",
+    "AgreementCallback": "callback",
 }
 
 __all__ = list(_EXPORTS)

@@ -5,7 +5,8 @@ Holds: runner (the driver: parts, order, the JSON), workflow_runs (the workflow 
 ``snakemake`` on the bench models or any configuration), snakemake_jobs (running ``snakemake`` and
 each job's wall time from Snakemake's own job metadata), model_specs (the bench models' shapes and
 their build), timing (best-of-N timing, subprocess time, load, peak memory), aggregation,
-throughput, postprocess, real_models (the benchmarks of those parts), paper_baseline (the
+throughput, postprocess, api_calls (the in-process API's evaluate calls), real_models (the benchmarks of
+those parts), paper_baseline (the
 paper-code oracle, which the tests import as their independent reference), baseline_ratio (the
 oracle timed against verbeval's jobs), report (the printed summary) and cli (the ``bench``
 sub-command).

@@ -61,7 +61,9 @@ def register(add: Add) -> None:
         help="comma-separated parts: workflow (snakemake table2 on the bench models, from scratch; "
         "aggregation, throughput, real and baseline read its outputs), "
         "aggregation, throughput, baseline, postprocess (softmax and form statistics per "
-        "context for 50k, 100k and 256k vocabularies, CPU and CUDA; needs no workflow run), real (the "
+        "context for 50k, 100k and 256k vocabularies, CPU and CUDA; needs no workflow run), api (one "
+        "verbeval.agreement.evaluate call on a tiny and a small GPT-2, 100 rows per source, 40 with --quick, "
+        "with and without the suite's loading; needs no workflow run), real (the "
         "pipeline against the raw forward pass of the real models given with --gguf; skipped, "
         "with the reason printed, when none is there), snakemake (snakemake on --snakemake-config, "
         "every target, as a user runs it)",

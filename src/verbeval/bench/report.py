@@ -35,6 +35,20 @@ def print_postprocess(pp: dict[str, Any]) -> None:
         )
 
 
+def print_api(api: dict[str, Any]) -> None:
+    print(
+        f"in-process API (verbeval.agreement.evaluate; {api['max_rows_per_source']} rows per source, "
+        f"{api['threads']} CPU threads): suite loaded in {api['suite_s']:.2f} s ({api['suite_cpu_s']:.2f} s CPU)"
+    )
+    for t in api["results"]:
+        print(
+            f"  {t['model']} ({t['layers']} layers x {t['hidden']}, random init): {t['groups']} groups, "
+            f"{t['contexts']} contexts, {t['rows']} rows: {t['call_s']:.2f} s per call ({t['call_cpu_s']:.2f} s CPU) "
+            f"({t['call_with_suite_s']:.2f} s with the suite's loading; first call {t['first_call_s']:.2f} s); "
+            f"load {t['load_avg']}"
+        )
+
+
 def print_workflow(wf: dict[str, Any]) -> None:
     print(
         f"workflow (snakemake {wf['target']}): {wf['wall_s']:.1f} s wall, {wf['jobs']} jobs on {wf['cores']} cores, "
@@ -98,6 +112,7 @@ def print_baseline(bl: dict[str, Any]) -> None:
 PRINTERS = (
     ("snakemake", print_snakemake),
     ("postprocess", print_postprocess),
+    ("api", print_api),
     ("workflow", print_workflow),
     ("aggregation", print_aggregation),
     ("throughput", print_throughput),

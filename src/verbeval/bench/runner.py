@@ -36,7 +36,7 @@ from verbeval.bench.report import print_report
 from verbeval.bench.timing import load_avg, peak_rss_mib
 
 #: the parts that need no workflow run
-WORKFLOW_FREE = frozenset({"snakemake", "postprocess"})
+WORKFLOW_FREE = frozenset({"snakemake", "postprocess", "api"})
 
 
 def run_bench(
@@ -84,6 +84,19 @@ def run_bench(
         from verbeval.bench.postprocess import bench_postprocess
 
         report["postprocess"] = bench_postprocess(batch_size=gpu_batch, repeats=1 if quick else 3)
+    if "api" in parts:
+        from verbeval.bench.api_calls import bench_api
+
+        mirror = os.environ.get("VERBEVAL_DATA_MIRROR") or (shared / "data" if (shared / "data").is_dir() else None)
+        report["api"] = bench_api(
+            shared / "tokenizers" / "gpt2",
+            workdir,
+            mirror,
+            max_rows=40 if quick else 100,
+            threads=threads,
+            batch_size=cpu_batch,
+            repeats=1 if quick else 3,
+        )
     workflow_free = set(WORKFLOW_FREE)
     if "real" in parts and not any(Path(g).is_file() for g in ggufs):
         from verbeval.bench.real_models import real_model_skips
