@@ -440,7 +440,7 @@ DEMO = REPO / "config" / "acquisition-demo.yaml"
 
 def test_acquisition_demo_plan(in_repo: None) -> None:
     plan = plan_from_files([BASE, DEMO])
-    steps = [1, 4, 10, 25, 60, 130, 260, 500]
+    steps = [32, 64, 91, 128, 181, 256, 362, 512]
     assert list(plan.models) == [f"toy-s{s}@step-{n}" for s in (0, 1) for n in steps]
     assert len(plan.group_ids) == 9 and "blimp" not in plan.group_ids
     acq = plan.acq
@@ -448,13 +448,14 @@ def test_acquisition_demo_plan(in_repo: None) -> None:
     assert list(acq.toy) == ["models/acquisition-demo/seed0", "models/acquisition-demo/seed1"]
     assert acq.train_params("models/acquisition-demo/seed1") == {
         "seed": 1,
-        "steps": 500,
-        "checkpoints": "1,4,10,25,60,130,260,500",
+        "steps": 512,
+        "checkpoints": "32,64,91,128,181,256,362,512",
         "threads": 1,
+        "corpus_seed": "--corpus-seed 0",  # both seeds train on one corpus
     }
-    assert plan.model.local_model("toy-s1@step-25") == ["models/acquisition-demo/seed1"]
-    assert plan.model.version("toy-s0@step-4").startswith('toy_model {"checkpoints": [1, 4, 10')
-    assert plan.model.version("toy-s0@step-4").endswith('"seed": 0, "steps": 500} step 4')
+    assert plan.model.local_model("toy-s1@step-128") == ["models/acquisition-demo/seed1"]
+    assert plan.model.version("toy-s0@step-64").startswith('toy_model {"checkpoints": [32, 64, 91')
+    assert plan.model.version("toy-s0@step-64").endswith('"seed": 0, "steps": 512} step 64')
     assert plan.random_models == ""  # trained toy models, not random ones: the figures call them toy models
     # one family of two seeds; every checkpoint is indexed
     assert {f: [(s.name, s.seed) for s in m] for f, m in acq.families.items()} == {
@@ -463,11 +464,11 @@ def test_acquisition_demo_plan(in_repo: None) -> None:
     args = acq.index_args().split()
     assert args[:6] == [
         "--checkpoint",
-        "toy-s0@step-1",
+        "toy-s0@step-32",
         "toy",
         "0",
-        "1",
-        "results-acquisition-demo/agreement/toy-s0@step-1/lemma_contexts.parquet",
+        "32",
+        "results-acquisition-demo/agreement/toy-s0@step-32/lemma_contexts.parquet",
     ]
     assert args.count("--checkpoint") == 16
     # the planted frequencies are written by the first toy model's training job: that folder is the input
@@ -475,7 +476,7 @@ def test_acquisition_demo_plan(in_repo: None) -> None:
     options = acq.analysis_options().split()
     assert options[0] == "--frequencies=models/acquisition-demo/seed0/corpus_frequencies.csv"
     assert options[-1] == "--formats=png" and "--min-checkpoints=4" in options and "--bootstrap=200" in options
-    assert acq.toy_option("toy-s1@step-4") == "--toy"  # its lemma contexts (and figures) say toy model
+    assert acq.toy_option("toy-s1@step-64") == "--toy"  # its lemma contexts (and figures) say toy model
     outputs = plan.all_outputs()
     assert len(outputs) == len(set(outputs))
     a = "results-acquisition-demo/agreement/acquisition"
@@ -490,7 +491,7 @@ def test_acquisition_demo_plan(in_repo: None) -> None:
     ]
     assert sum(f.endswith("/lemma_contexts.parquet") for f in outputs) == 16
     assert "results-acquisition-demo/agreement/figures/checkpoints.png" in outputs  # the sweep's checkpoint figure
-    assert list(plan.sv.models) == ["toy-s0@step-500"]  # SimVerb on the last checkpoint of one seed only
+    assert list(plan.sv.models) == ["toy-s0@step-512"]  # SimVerb on the last checkpoint of one seed only
 
 
 def _sweeps(tmp_path: Path, *members: str, acquisition: str = "{enabled: true}", toys: str = "") -> Path:
@@ -564,6 +565,15 @@ def test_seeds_of_different_toy_recipes_or_architectures_are_refused(in_repo: No
         PlanError, match=r"models.1 \(b\): family 'f': not a seed .*: their toy_models differ in steps$"
     ):
         plan_from_files([BASE, extra])
+    # two seeds (0, 1) of one toy recipe but each its own corpus (corpus_seed: null = the seed)
+    seeds = _sweeps(tmp_path, "a:1,2,4,8:family: f", "b:1,2,4,8:family: f")
+    seeds.write_text(
+        seeds.read_text().replace(
+            "{out: TMP/b, ".replace("TMP", str(tmp_path)), "{seed: 1, out: TMP/b, ".replace("TMP", str(tmp_path))
+        )
+    )
+    with pytest.raises(PlanError, match=r"models.1 \(b\): family 'f': .*: their toy_models differ in corpus_seed$"):
+        plan_from_files([BASE, seeds])
     # local folders: the architecture in their config.json
     for name, hidden in (("x", 32), ("y", 64)):
         for n in (1, 2, 4, 8):

@@ -20,6 +20,7 @@ rule train_toy:
         seed=lambda wc: PLAN.acq.train_params(wc.toy)["seed"],
         steps=lambda wc: PLAN.acq.train_params(wc.toy)["steps"],
         checkpoints=lambda wc: PLAN.acq.train_params(wc.toy)["checkpoints"],
+        corpus_seed=lambda wc: PLAN.acq.train_params(wc.toy)["corpus_seed"],
     threads: lambda wc: PLAN.acq.train_params(wc.toy)["threads"]
     conda:
         "../../envs/inference.yaml"
@@ -27,7 +28,8 @@ rule train_toy:
         f"{PLAN.logs}/toy_models/{{toy}}.log",
     shell:
         "verbeval train-toy --templates {input.templates:q} --lexicon {input.lexicon:q} --seed {params.seed} "
-        "--steps {params.steps} --checkpoints {params.checkpoints} --threads {threads} --out {output:q} 2> {log:q}"
+        "{params.corpus_seed} --steps {params.steps} --checkpoints {params.checkpoints} --threads {threads} --no-progress "
+        "--out {output:q} 2> {log:q}"
 
 
 rule lemma_contexts:

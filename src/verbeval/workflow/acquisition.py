@@ -185,7 +185,10 @@ class AcquisitionPlan:
         found = self.toy_folders.get(normalise_model_path(model_id))
         if found is None:
             return None
-        return {k: v for k, v in self.toy[found[0]].items() if k not in ("seed", "out", "threads")}
+        spec = self.toy[found[0]]
+        recipe = {k: v for k, v in spec.items() if k not in ("seed", "out", "threads")}
+        recipe["corpus_seed"] = spec["seed"] if spec["corpus_seed"] is None else spec["corpus_seed"]  # the one in force
+        return recipe
 
     # ------------------------------------------------------------------ frequencies
 
@@ -238,6 +241,7 @@ class AcquisitionPlan:
             "steps": spec["steps"],
             "checkpoints": ",".join(str(c) for c in spec["checkpoints"]),
             "threads": spec["threads"],
+            "corpus_seed": "" if spec["corpus_seed"] is None else f"--corpus-seed {spec['corpus_seed']}",
         }
 
     # ------------------------------------------------------------------ the analysis' jobs

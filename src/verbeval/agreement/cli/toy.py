@@ -34,7 +34,7 @@ def cmd_train_toy(a: argparse.Namespace) -> None:
     check_outputs(a.out)
     templates, lexicon = read_inputs(a.templates, a.lexicon)
     corpus = CorpusSpec(
-        seed=a.seed,
+        seed=a.seed if a.corpus_seed is None else a.corpus_seed,
         n_sentences=a.sentences,
         n_lemmas=a.lemmas,
         zipf_exponent=a.zipf,
@@ -81,6 +81,13 @@ def register_train_toy(add: Add) -> None:
     )
     s.add_argument(
         "--seed", type=int, default=TrainSpec.seed, help="seed of the corpus, the initialisation and the data order"
+    )
+    s.add_argument(
+        "--corpus-seed",
+        type=int,
+        default=None,
+        help="seed of the corpus alone (default: --seed); seeds of one model share it, so they see the same "
+        "corpus and planted frequencies",
     )
     s.add_argument("--steps", type=int, default=TrainSpec.steps, help="training steps (batches)")
     s.add_argument(
