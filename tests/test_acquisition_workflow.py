@@ -20,7 +20,7 @@ from test_workflow import Workflow, _absolute_resources, job_stats
 
 pytestmark = pytest.mark.e2e
 
-STEPS = [32, 91, 128, 181, 256, 512]
+STEPS = [8, 64, 128, 181, 256, 512]
 GROUPS = ["simple", "sent_comp", "prep", "obj_rel_across"]
 
 
@@ -48,7 +48,7 @@ def demo(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Workflow:
     agr = cfg["agreement"]
     agr.update({"groups": GROUPS, "max_rows_per_source": 40})
     agr["acquisition"]["frequencies"] = "models/toy/corpus_frequencies.csv"
-    cfg["simverb"]["models"] = ["models/toy/step-512"]
+    cfg["simverb"]["models"] = [f"models/toy/step-{STEPS[-1]}"]
     _absolute_resources(cfg)
     config = root / "config.yaml"
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -59,7 +59,8 @@ def demo(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Workflow:
 
 
 def _acq(demo: Workflow, name: str) -> pd.DataFrame:
-    return pd.read_csv(demo.out / "acquisition" / name, keep_default_na=False, na_values=[""], dtype={"seed": str})
+    table = pd.read_csv(demo.out / "acquisition" / name, keep_default_na=False, na_values=[""], dtype={"seed": str})
+    return table.assign(seed=table["seed"].fillna("")) if "seed" in table.columns else table
 
 
 def test_the_workflow_trains_scores_and_analyses(demo: Workflow) -> None:
@@ -76,23 +77,25 @@ def test_the_workflow_trains_scores_and_analyses(demo: Workflow) -> None:
 def test_simple_agreement_is_learned(demo: Workflow) -> None:
     curves = _acq(demo, "curves.csv")
     tse = curves[(curves["metric"] == "tse") & (curves["group"] == "simple")].set_index("step")["value"]
-    # measured: 0.45-0.55 at step 32 (the model predicts the corpus's words, not yet their number), 1.0 at
-    # step 512; chance is 0.5 and the simple group has 40 rows here, so +-0.15 is about 2 binomial SDs
+    # measured: the demo 0.47 and 0.45 at step 32 and 1.0 from step 256; this smaller corpus (four groups,
+    # 40 rows a file) is learned sooner (0.75 at step 32, 1.0 at 256 and 512), hence step 8 here, before
+    # the model tells the numbers apart (a bias to one form scores 0.5: the labels are balanced); +-0.15
+    # is about 2 binomial SDs of the group's 40 rows
     assert abs(tse[STEPS[0]] - 0.5) < 0.15
     assert tse[STEPS[-1]] > 0.9
 
 
 def test_frequent_verbs_are_acquired_earlier(demo: Workflow) -> None:
     corr = _acq(demo, "aoa_frequency.csv").iloc[0]
-    # measured: Spearman -0.39 and -0.31 (the demo's two seeds, CIs ending at -0.11 and -0.11); a
-    # correlation this strong is not a chance finding among about 57 lemmas (|rho| > 0.26 at p < 0.05)
-    assert corr["spearman"] < -0.2
+    # measured: Spearman -0.63 here (95% CI -0.79 to -0.38, 60 lemmas), -0.57 and -0.76 for the demo's two
+    # seeds; |rho| > 0.26 is significant at p < 0.05 among 60 lemmas, so -0.3 leaves room for another machine
+    assert corr["spearman"] < -0.3
     assert corr["n_lemmas"] >= 40 and corr["source"].endswith("corpus_frequencies.csv")
 
 
 def test_a_hard_construction_is_acquired_later(demo: Workflow) -> None:
     aoa = _acq(demo, "group_aoa.csv").set_index("group")
-    # measured: simple 152 and 173 steps, across an object relative clause 258 and 207 (the demo's seeds)
+    # measured: simple 106 steps, across an object relative clause 143 here; 129/125 and 184/224 in the demo
     assert aoa.loc["obj_rel_across", "aoa_step"] > aoa.loc["simple", "aoa_step"]
 
 
@@ -102,7 +105,7 @@ def test_the_in_process_api_gives_the_workflows_numbers(demo: Workflow) -> None:
     from verbeval.agreement import evaluate
     from verbeval.agreement.suite import AgreementSuite
 
-    folder = demo.root / "models" / "toy" / "step-181"
+    folder = demo.root / "models" / "toy" / "step-181"  # mid-acquisition: neither chance nor perfect
     model = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     suite = AgreementSuite.from_results(demo.root / "results")
@@ -112,6 +115,6 @@ def test_the_in_process_api_gives_the_workflows_numbers(demo: Workflow) -> None:
     theirs = result.summary.reset_index(drop=True)
     assert len(ours) == len(theirs) > 0
     for col in ("group", "metric", "side", "n", "n_total"):
-        assert ours[col].astype(str).tolist() == theirs[col].astype(str).tolist(), col
+        assert ours[col].fillna("").astype(str).tolist() == theirs[col].fillna("").astype(str).tolist(), col
     for col in ("cutoff", "value", "ci_low", "ci_high"):
         pd.testing.assert_series_equal(ours[col].astype(float), theirs[col].astype(float), rtol=1e-9, check_names=False)
