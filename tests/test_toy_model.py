@@ -305,12 +305,13 @@ def test_the_toy_model_learns_agreement(data_dir: Path, tmp_path: Path) -> None:
     """The default toy model (seed 0), scored at every checkpoint by :func:`_score`.
 
     Bounds from measured runs of the defaults on the quick start's inputs (100 rows a template source,
-    the refining-tse verb list), seeds 0, 1 and 2 (docs/toy_model.md): simple TSE at the first
-    checkpoint (step 32) 0.45-0.55, at the last (512) 1.00 in every seed; the first step with simple
-    TSE >= 0.75 was 128 in every seed, with the relative-clause groups 181-362; Spearman(planted count,
-    first step with a lemma's accuracy >= 0.75) -0.50 / -0.xx / -0.xx. The bounds leave room for
-    another machine's rounding: the first checkpoint within 0.15 of chance, the last >= 0.95, the
-    hard constructions at least one checkpoint later than simple, Spearman <= -0.3.
+    the refining-tse verb list), seeds 0, 1 and 2 (docs/toy_model.md, "What it learns"): simple TSE at
+    the first checkpoint (step 32) 0.45 / 0.50 / 0.52, at the last (512) 1.00 in every seed; the first
+    step with simple TSE >= 0.75 was 128 / 181 / 181, with each construction across an attractor
+    (prep, subj_rel, obj_rel_across, obj_rel_no_comp_across) 256-362 (always at least one checkpoint later); Spearman(planted count, first step with a lemma's accuracy >= 0.75)
+    -0.50 / -0.44 / -0.33. Seed 0 is deterministic on one machine (this test reproduces its row); the
+    bounds leave room for another machine's rounding: the first checkpoint within 0.15 of chance, the
+    last >= 0.95, every construction across an attractor later than simple, Spearman <= -0.3.
     """
     from scipy.stats import spearmanr
 
@@ -331,7 +332,9 @@ def test_the_toy_model_learns_agreement(data_dir: Path, tmp_path: Path) -> None:
     assert abs(tse["simple"].iloc[0] - 0.5) <= 0.15
     assert tse["simple"].iloc[-1] >= 0.95
     first = {g: next((s for s in steps if tse.loc[s, g] >= 0.75), 2 * steps[-1]) for g in tse.columns}
-    hard = ("subj_rel", "obj_rel_across", "obj_rel_no_comp_across", "obj_rel_within", "obj_rel_no_comp_within")
+    # the constructions with an attractor between subject and verb (not the within-relative groups,
+    # whose verb agrees with the adjacent embedded subject: also later here, but a local dependency)
+    hard = ("prep", "subj_rel", "obj_rel_across", "obj_rel_no_comp_across")
     for g in hard:
         assert first[g] > first["simple"], (g, first)
     acc = np.stack([per_lemma for _, per_lemma in scored])  # steps x lemmas

@@ -6,10 +6,10 @@ CPU, in minutes. Its numbers are a toy model's.
 
 **Lemmas.** :func:`plant_lemmas` picks the planted verbs: every verb pair of the templates (both
 forms one word, e.g. ``laugh``/``laughs``, ``is``/``are``; named by their lexicon lemma when the
-lexicon has the pair, else by the plural form) and, up to ``n_lemmas``, lexicon lemmas drawn at
-random (seeded) among the regular ones (lemma = plural form) whose forms are single words that no
-template context uses otherwise
-(so no verb form doubles as a noun of the templates, e.g. ``guards``). The planted lemmas are put
+lexicon has the pair, else by the plural form; BLiMP's pairs are left out by default) and, up to
+``n_lemmas``, lexicon lemmas drawn at random (seeded) among the regular ones (lemma = plural form)
+whose forms are single words that no template context uses otherwise (so no verb form doubles as a
+noun of the templates, e.g. ``guards``). The planted lemmas are put
 in a random order (seeded) and the lemma of rank r gets a share proportional to 1 / r^s (Zipf's
 law, exponent ``zipf_exponent``) of the corpus's ``n_sentences`` verb slots, at least
 ``min_count``, by largest remainders: some verbs are frequent, some rare.
@@ -17,9 +17,9 @@ law, exponent ``zipf_exponent``) of the corpus's ``n_sentences`` verb slots, at 
 **Sentences.** Each template row is a frame: its left context, the verb slot, its right context
 and the slot's number (the row's label). :func:`generate_corpus` writes ``n_sentences``
 sentences, one per planted verb occurrence: a group drawn with the construction weights (by
-default simple agreement frequent, the relative clauses rare: :data:`DEFAULT_WEIGHTS`), a frame
-of that group with the number wanted (half of a lemma's occurrences are singular, half plural),
-then
+default simple agreement frequent, the relative clauses rare:
+:data:`verbeval.agreement.toy_training.DEFAULT_WEIGHTS`), a frame of that group with the number
+wanted (half of a lemma's occurrences are singular, half plural), then
 
 - every noun of the frame that is a subject of the simple group (``the author``, ``the taxi
   drivers``) replaced by a random noun of the same number, so the corpus holds noun combinations
@@ -36,8 +36,8 @@ model sees a template (:func:`verbeval.agreement.templates.render_context`). Tes
 ``The author`` (the only shape that group has) recurs in training; what varies is which verbs fill
 it, and how often. The toy model is a model of acquisition dynamics, not a generalisation test.
 
-Everything is drawn from one ``numpy`` generator seeded with ``seed``: the same inputs and seed
-give the same corpus, byte for byte.
+Everything is drawn from ``numpy`` generators seeded with ``seed`` (one for the lemmas, one for the
+sentences): the same inputs and seed give the same corpus, byte for byte.
 """
 
 from __future__ import annotations

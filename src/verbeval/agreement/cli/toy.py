@@ -38,7 +38,7 @@ def cmd_train_toy(a: argparse.Namespace) -> None:
         n_sentences=a.sentences,
         n_lemmas=a.lemmas,
         zipf_exponent=a.zipf,
-        weights={**DEFAULT_WEIGHTS, **_weights(a.weights)},
+        weights={**DEFAULT_WEIGHTS, **_weights(a.weights or "")},
     )
     spec = TrainSpec(
         seed=a.seed,
@@ -113,7 +113,6 @@ def register_train_toy(add: Add) -> None:
     )
     s.add_argument(
         "--weights",
-        default="",
         metavar="GROUP=W,...",
         help="construction weights replacing the defaults ("
         + ", ".join(f"{g} {w:g}" for g, w in DEFAULT_WEIGHTS.items())
