@@ -5,6 +5,8 @@
 # in <results_dir>/agreement/acquisition. A model entry whose revisions are a toy model's checkpoint
 # folders depends on rule train_toy's output, so the model is trained before any job loads it.
 
+import os
+
 
 rule train_toy:
     """A toy causal LM trained from scratch on a synthetic agreement corpus (a CPU job).
@@ -84,7 +86,7 @@ rule acquisition:
                              "Agreement", "Acquisition"),
     params:
         options=PLAN.acq.analysis_options(),
-        out_dir=PLAN.acq.out,
+        out_dir=lambda wc, output: os.path.dirname(output.tables[0]),  # the acquisition folder
         random_models=PLAN.random_models,
     conda:
         "../../envs/verbeval.yaml"
@@ -103,7 +105,7 @@ rule dvc_acquisition_plots:
     params:
         series=PLAN.acq.series_args(),
         groups=",".join(PLAN.group_ids),
-        out_dir=f"{PLAN.acq.out}/dvc",
+        out_dir=lambda wc, output: os.path.dirname(output[0]),  # acquisition/dvc
     conda:
         "../../envs/verbeval.yaml"
     log:
