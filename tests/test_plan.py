@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -618,3 +619,13 @@ def test_checkpoints_without_steps_and_short_sweeps(in_repo: None, tmp_path: Pat
         PlanError, match="on.yaml: agreement.acquisition.enabled: true, but no model entry has revisions"
     ):
         plan_from_files([BASE, on])
+
+
+def test_acquisition_options_are_quoted(in_repo: None, tmp_path: Path) -> None:
+    hostile = tmp_path / "f $(touch x); `y` 'z'.csv"
+    hostile.write_text("lemma,zipf\nrun,5\n")
+    extra = _sweeps(tmp_path, 'a:1,2,4,8:seed: "s $(x)"', acquisition=f"{{frequencies: {json.dumps(str(hostile))}}}")
+    acq = plan_from_files([BASE, extra]).acq
+    assert shlex.split(acq.analysis_options())[0] == f"--frequencies={hostile}"
+    assert shlex.split(acq.index_args())[:4] == ["--checkpoint", "a@step-1", "a", "s $(x)"]
+    assert shlex.split(acq.series_args()) == ["--series", "a", "s $(x)"]
