@@ -29,6 +29,7 @@ include: "workflow/rules/simverb.smk"
 include: "workflow/rules/lexicon_modes.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/dvc_views.smk"
+include: "workflow/rules/acquisition.smk"
 
 
 rule all:

@@ -238,7 +238,11 @@ def test_help_formatter_states_defaults() -> None:
 # --------------------------------------------------------------------------- defaults of configuration keys
 
 #: options whose default equals a configuration default of the same name without mirroring it
-NOT_CONFIG = {("bench", "batch_size"): "the benchmark's own batch size (its own configuration)"}
+NOT_CONFIG = {
+    ("bench", "batch_size"): "the benchmark's own batch size (its own configuration)",
+    ("train-toy", "batch_size"): "the toy model's training batch (TrainSpec, docs/toy_model.md), not inference's",
+    ("train-toy", "layers"): "the toy model's layers (TrainSpec), not a random tiny model's (tiny_models[].layers)",
+}
 
 
 def _options() -> list[tuple[str, argparse.Action]]:

@@ -5,6 +5,8 @@ the stale stores and unverified raw copies that force jobs, found without writin
 from __future__ import annotations
 
 import hashlib
+import json
+import shlex
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -492,3 +494,200 @@ def test_failure_lines_name_each_failed_jobs_cause(tmp_path: Path) -> None:
     assert lines[0] == "verbeval: 1 failed job(s), the cause of each (its log in brackets):"
     assert len(lines) == 2 and "verbeval run-model: error: models/m: no config.json" in lines[1]
     assert lines[1].startswith("  ")
+
+
+# ---------------------------------------------------------------- the acquisition demo: sweeps, seeds, toy models
+
+DEMO = REPO / "config" / "acquisition-demo.yaml"
+
+
+def test_acquisition_demo_plan(in_repo: None) -> None:
+    plan = plan_from_files([BASE, DEMO])
+    steps = [32, 64, 91, 128, 181, 256, 362, 512]
+    assert list(plan.models) == [f"toy-s{s}@step-{n}" for s in (0, 1) for n in steps]
+    assert len(plan.group_ids) == 9 and "blimp" not in plan.group_ids
+    acq = plan.acq
+    # two toy models, trained by the workflow (rule train_toy): each checkpoint folder's input is its model's folder
+    assert list(acq.toy) == ["models/acquisition-demo/seed0", "models/acquisition-demo/seed1"]
+    assert acq.train_params("models/acquisition-demo/seed1") == {
+        "seed": 1,
+        "steps": 512,
+        "checkpoints": "32,64,91,128,181,256,362,512",
+        "threads": 1,
+        "corpus_seed": "--corpus-seed 0",  # both seeds train on one corpus
+    }
+    assert plan.model.local_model("toy-s1@step-128") == ["models/acquisition-demo/seed1"]
+    assert plan.model.version("toy-s0@step-64").startswith('toy_model {"checkpoints": [32, 64, 91')
+    assert plan.model.version("toy-s0@step-64").endswith('"seed": 0, "steps": 512} step 64')
+    assert plan.random_models == ""  # trained toy models, not random ones: the figures call them toy models
+    # one family of two seeds; every checkpoint is indexed
+    assert {f: [(s.name, s.seed) for s in m] for f, m in acq.families.items()} == {
+        "toy": [("toy-s0", "0"), ("toy-s1", "1")]
+    }
+    args = acq.index_args().split()
+    assert args[:6] == [
+        "--checkpoint",
+        "toy-s0@step-32",
+        "toy",
+        "0",
+        "32",
+        "results-acquisition-demo/agreement/toy-s0@step-32/lemma_contexts.parquet",
+    ]
+    assert args.count("--checkpoint") == 16
+    # the planted frequencies are written by the first toy model's training job: that folder is the input
+    assert acq.frequency_inputs() == ["models/acquisition-demo/seed0"]
+    options = acq.analysis_options().split()
+    assert options[0] == "--frequencies=models/acquisition-demo/seed0/corpus_frequencies.csv"
+    assert options[-1] == "--formats=png" and "--min-checkpoints=4" in options and "--bootstrap=200" in options
+    assert acq.toy_option("toy-s1@step-64") == "--toy"  # its lemma contexts (and figures) say toy model
+    outputs = plan.all_outputs()
+    assert len(outputs) == len(set(outputs))
+    a = "results-acquisition-demo/agreement/acquisition"
+    for name in ("checkpoints.csv", "curves.csv", "lemma_aoa.csv", "group_aoa.csv", "aoa_frequency.csv"):
+        assert f"{a}/{name}" in outputs
+    for name in ("changepoints.csv", "seeds.csv", "seed_aoa.csv", "acquisition.json", "lemma_curves.parquet"):
+        assert f"{a}/{name}" in outputs
+    assert [f for f in outputs if f.startswith(f"{a}/figures/")] == [
+        f"{a}/figures/curves.png",
+        f"{a}/figures/aoa_frequency.png",
+        f"{a}/figures/lemma_heatmap.png",
+    ]
+    assert sum(f.endswith("/lemma_contexts.parquet") for f in outputs) == 16
+    assert "results-acquisition-demo/agreement/figures/checkpoints.png" in outputs  # the sweep's checkpoint figure
+    assert list(plan.sv.models) == ["toy-s0@step-512"]  # SimVerb on the last checkpoint of one seed only
+
+
+def _sweeps(tmp_path: Path, *members: str, acquisition: str = "{enabled: true}", toys: str = "") -> Path:
+    """A config of toy models TMP/<name> and one sweep entry per ``members`` item
+    ("NAME:STEPS[:extra keys]"): revisions TMP/<name>/step-<n> (the step read from the folder name)."""
+    lines = ["toy_models:"]
+    entries = ["models:"]
+    for member in members:
+        name, steps, *extra = member.split(":", 2)
+        lines.append(f"  - {{out: TMP/{name}, checkpoints: [{steps}]{toys}}}")
+        revs = ", ".join(f"{{path: TMP/{name}/step-{n}}}" for n in steps.split(","))
+        entries.append(f"  - {{name: {name}, revisions: [{revs}]{(', ' + extra[0]) if extra else ''}}}")
+    text = "\n".join(lines + entries) + f"\nagreement: {{acquisition: {acquisition}}}\n"
+    return _extra(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    "members, acquisition, reason",
+    [
+        (
+            ["a:1,2,4,8:family: f", "b:1,2,4,16:family: f"],
+            "{enabled: true}",
+            "models.1 (b): family 'f': not a seed of the same model as models.0 (a): checkpoint steps differ "
+            "([1, 2, 4, 8] vs [1, 2, 4, 16])",
+        ),
+        (
+            ["a:1,2,4,8:family: f", "b:1,2,4,8:family: f, kind: masked"],
+            "{enabled: true}",
+            "models.1 (b): family 'f': not a seed of the same model as models.0 (a): kind differs (auto vs masked)",
+        ),
+        (
+            ["a:1,2,4,8:family: f, seed: 1", "b:1,2,4,8:family: f, seed: 1"],
+            "{enabled: true}",
+            "models.1 (b): seed '1' of family 'f' is also the seed of models.0 (a)",
+        ),
+        (
+            ["a:1,2,4"],
+            "{enabled: true}",
+            "models.0 (a): 3 checkpoint(s), the acquisition analysis needs at least 4 "
+            "(agreement.acquisition.min_checkpoints) for its sigmoid fits",
+        ),
+        (
+            ["a:1,2,4,8"],
+            "{min_checkpoints: 6, enabled: true}",
+            "models.0 (a): 4 checkpoint(s), the acquisition analysis needs at least 6",
+        ),
+        (
+            ["a:1,2,4,8"],
+            "{frequencies: TMP/none.csv}",
+            "agreement.acquisition.frequencies: TMP/none.csv: no such file (wordfreq, or a CSV lemma,zipf|count)",
+        ),
+    ],
+)
+def test_bad_sweeps_stop_the_plan(
+    in_repo: None, tmp_path: Path, members: list[str], acquisition: str, reason: str
+) -> None:
+    extra = _sweeps(tmp_path, *members, acquisition=acquisition)
+    with pytest.raises(PlanError) as err:
+        plan_from_files([BASE, extra])
+    assert str(err.value).startswith(f"{extra}: ")  # the file that set it
+    assert reason.replace("TMP", str(tmp_path)) in str(err.value)
+    assert str(err.value).count("\n") == 0  # one line
+
+
+def test_seeds_of_different_toy_recipes_or_architectures_are_refused(in_repo: None, tmp_path: Path) -> None:
+    extra = _sweeps(tmp_path, "a:1,2,4,8:family: f", "b:1,2,4,8:family: f")
+    extra.write_text(
+        extra.read_text().replace("checkpoints: [1,2,4,8]}\nmodels", "checkpoints: [1,2,4,8], steps: 9}\nmodels")
+    )
+    with pytest.raises(
+        PlanError, match=r"models.1 \(b\): family 'f': not a seed .*: their toy_models differ in steps$"
+    ):
+        plan_from_files([BASE, extra])
+    # two seeds (0, 1) of one toy recipe but each its own corpus (corpus_seed: null = the seed)
+    seeds = _sweeps(tmp_path, "a:1,2,4,8:family: f", "b:1,2,4,8:family: f")
+    seeds.write_text(
+        seeds.read_text().replace(
+            "{out: TMP/b, ".replace("TMP", str(tmp_path)), "{seed: 1, out: TMP/b, ".replace("TMP", str(tmp_path))
+        )
+    )
+    with pytest.raises(PlanError, match=r"models.1 \(b\): family 'f': .*: their toy_models differ in corpus_seed$"):
+        plan_from_files([BASE, seeds])
+    # local folders: the architecture in their config.json
+    for name, hidden in (("x", 32), ("y", 64)):
+        for n in (1, 2, 4, 8):
+            folder = tmp_path / name / f"checkpoint-{n}"
+            folder.mkdir(parents=True)
+            (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_embd": hidden}))
+    revs = {k: ", ".join(f"{{path: {tmp_path}/{k}/checkpoint-{n}}}" for n in (1, 2, 4, 8)) for k in "xy"}
+    local = _extra(
+        tmp_path,
+        f"models:\n  - {{name: x, family: g, revisions: [{revs['x']}]}}\n  - {{name: y, family: g, revisions: [{revs['y']}]}}\n",
+        "local.yaml",
+    )
+    with pytest.raises(PlanError, match=r"models.1 \(y\): family 'g': .*: config.json n_embd differs \(32 vs 64\)$"):
+        plan_from_files([BASE, local])
+
+
+def test_checkpoints_without_steps_and_short_sweeps(in_repo: None, tmp_path: Path) -> None:
+    # the checkpoint figure off: steps are optional there, but the acquisition analysis needs them
+    extra = _extra(
+        tmp_path,
+        "models: [{id: EleutherAI/pythia-70m, revisions: [main, a1, a2, a3]}]\n"
+        "agreement: {figures: {checkpoints: {enabled: false}}}\n",
+    )
+    with pytest.raises(PlanError) as err:
+        plan_from_files([BASE, extra])
+    assert str(err.value) == (
+        f"{extra}: models.0.revisions.0 (EleutherAI--pythia-70m@main): no training step; the acquisition "
+        "analysis needs one per checkpoint: set `step:`, or agreement.acquisition.enabled: false"
+    )
+    off = _extra(tmp_path, "agreement: {acquisition: {enabled: false}}\n", "off.yaml")
+    assert plan_from_files([BASE, extra, off]).acq.outputs() == []
+    # by default (enabled: null) a sweep shorter than min_checkpoints is left out, the others analysed
+    auto = _sweeps(tmp_path, "a:1,2,4", "b:1,2,4,8", acquisition="{}")
+    plan = plan_from_files([BASE, auto])
+    assert [s.name for s in plan.acq.sweeps] == ["b"] and plan.acq.models == [f"b@step-{n}" for n in (1, 2, 4, 8)]
+    assert plan.acq.sweeps[0].seed == ""  # a family of one: no seed label
+    assert plan.acq.frequency_inputs() == []  # wordfreq
+    # no sweep at all: nothing planned, unless asked for
+    assert plan_from_files([BASE]).acq.outputs() == []
+    on = _extra(tmp_path, "models: [{id: gpt2}]\nagreement: {acquisition: {enabled: true}}\n", "on.yaml")
+    with pytest.raises(
+        PlanError, match="on.yaml: agreement.acquisition.enabled: true, but no model entry has revisions"
+    ):
+        plan_from_files([BASE, on])
+
+
+def test_acquisition_options_are_quoted(in_repo: None, tmp_path: Path) -> None:
+    hostile = tmp_path / "f $(touch x); `y` 'z'.csv"
+    hostile.write_text("lemma,zipf\nrun,5\n")
+    extra = _sweeps(tmp_path, 'a:1,2,4,8:seed: "s $(x)"', acquisition=f"{{frequencies: {json.dumps(str(hostile))}}}")
+    acq = plan_from_files([BASE, extra]).acq
+    assert shlex.split(acq.analysis_options())[0] == f"--frequencies={hostile}"
+    assert shlex.split(acq.index_args())[:4] == ["--checkpoint", "a@step-1", "a", "s $(x)"]
+    assert shlex.split(acq.series_args()) == ["--series", "a", "s $(x)"]

@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     agreement_cli.register(add)  # lexicon ... topk-table
     model_run.register(add)  # run-model
     core_cli.register_tools(add)  # mirror, tiny-model
+    agreement_cli.register_toy(add)  # train-toy
     agreement_cli.register_dvc_views(add)  # dvc-metrics, dvc-plot-data
     workflow_cli.register_dvc_yaml(add)  # dvc-yaml
     workflow_cli.register_report_table(add)  # report-table

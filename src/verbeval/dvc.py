@@ -51,6 +51,9 @@ METRICS_RULE = "dvc_metrics"
 #: the rule whose outputs are the data of Figures 1-4 as DVC plots (top-level ``plots`` in dvc.yaml)
 PLOT_DATA_RULE = "dvc_plot_data"
 
+#: the rule whose outputs are the acquisition learning curves as DVC plots (top-level ``plots``)
+ACQUISITION_PLOT_RULE = "dvc_acquisition_plots"
+
 #: other data declared as DVC plots (by file name), one plot per file, each file a single series
 PLOTS: dict[str, dict[str, str]] = {
     "veridicality_scatter.csv": {
@@ -153,8 +156,22 @@ def _params(keys: Sequence[str], configfiles: Sequence[tuple[str, dict[str, Any]
     return [{name: keys} for name, keys in by_file.items()]
 
 
+def _acquisition_plots(job: JobSpec, wdir: str | None) -> list[dict[str, Any]]:
+    """Top-level DVC plots of the ``dvc_acquisition_plots`` job: one per group, a series per family,
+    seed and metric (its ``--series`` params)."""
+    from verbeval.agreement.dvc_views import ACQUISITION_METRICS, acquisition_plot_definitions, acquisition_series
+
+    words = shlex.split(str(dict(job.params)["series"]))
+    pairs = [(words[i + 1], words[i + 2]) for i in range(0, len(words), 3)]
+    paths = {Path(o).stem: (posixpath.normpath(posixpath.join(wdir, o)) if wdir else o) for o in job.outputs}
+    columns = [acquisition_series(f, s, m) for f, s in pairs for m in ACQUISITION_METRICS]
+    return acquisition_plot_definitions(paths, columns)
+
+
 def _plot_definitions(job: JobSpec, wdir: str | None) -> list[dict[str, Any]]:
     """Top-level DVC plots of one ``dvc_plot_data`` job (a cutoff figure's side): one per group."""
+    if job.rule != PLOT_DATA_RULE:
+        return []
     from verbeval.agreement.dvc_views import plot_definitions
     from verbeval.agreement.figures import CUTOFF_FIGURES
 
@@ -225,7 +242,7 @@ def dvc_pipeline(
             stage["params"] = params
         metrics = list(job.outputs) if declare and job.rule == METRICS_RULE else []
         plots = [o for o in job.outputs if declare and Path(o).name in PLOTS]
-        uncached = list(job.outputs) if declare and job.rule == PLOT_DATA_RULE else []
+        uncached = list(job.outputs) if declare and job.rule in (PLOT_DATA_RULE, ACQUISITION_PLOT_RULE) else []
         stores = [o for o in job.outputs if Path(o).name == MANIFEST_NAME and Path(o).parent.name == "shards"]
         raw = job.rule in MANIFEST_ENTRY_RULES
         outs: list[Any] = [
@@ -243,6 +260,8 @@ def dvc_pipeline(
             stage["plots"] = [{p: {**PLOTS[Path(p).name], "cache": False}} for p in plots]
         if uncached:
             plots_top += _plot_definitions(job, wdir)
+        if uncached and job.rule == ACQUISITION_PLOT_RULE:
+            plots_top += _acquisition_plots(job, wdir)
         name = stage_name(job)
         if name in stages:
             raise VerbevalError(f"two jobs map to the DVC stage name {name!r}")

@@ -101,6 +101,8 @@ localrules:
     veridicality_counterfactual_pages,
     dvc_metrics,
     dvc_plot_data,
+    acquisition_index,
+    dvc_acquisition_plots,
 
 wildcard_constraints:
     model=alternatives(list(PLAN.models)),

@@ -20,7 +20,9 @@ acquisition), acquisition_frequency (lemma frequency, its correlation with AoA, 
 acquisition_phases (changepoints), acquisition_seeds (seed band, AoA agreement across seeds) and
 acquisition_figures; suite, evaluation and callback (the in-process
 API: the templates and lexicon loaded once, ``evaluate`` of a model in memory and its typed result,
-a ``transformers`` TrainerCallback that scores during training); cli (a sub-package, one module per sub-pipeline) registers its sub-commands.
+a ``transformers`` TrainerCallback that scores during training); toy_corpus and toy_training (the toy model: a
+synthetic agreement corpus with planted lemma frequencies and graded constructions, and a small GPT-2
+trained on it from scratch on a CPU, saved at log-spaced steps); cli (a sub-package, one module per sub-pipeline) registers its sub-commands.
 
 May import: ``verbeval.core`` and its own modules; never another study, ``verbeval.bench`` or the
 top-level ``verbeval.cli`` / ``verbeval.dvc``.

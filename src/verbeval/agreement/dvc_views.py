@@ -161,3 +161,72 @@ def plot_definitions(
         }
         for g, path in path_of.items()
     ]
+
+
+# ---------------------------------------------------------------- the acquisition curves
+
+
+#: the metrics of the acquisition curves' DVC plots: Table 2's (TSE over rows, EW and MW at top p = 1)
+ACQUISITION_METRICS = ("tse", "ew", "mw")
+
+
+def acquisition_series(family: str, seed: str, metric: str) -> str:
+    """The column (and legend entry) of one family, seed and metric in the acquisition curves' DVC plot data."""
+    who = f"{family} seed {seed}" if seed else family
+    return f"{who} {metric.upper()}"
+
+
+def wide_acquisition_curves(
+    curves: pd.DataFrame, *, series: Sequence[tuple[str, str]], groups: Sequence[str], source: str = "curves"
+) -> dict[str, pd.DataFrame]:
+    """Per group: the acquisition learning curves (``acquisition/curves.csv``: one row per family, seed,
+    step, group, metric, side and cutoff) of TSE, and EW and MW at top p = 1, as ``step`` and one column
+    per (family, seed) of ``series`` and metric (:func:`acquisition_series`), one row per step in
+    increasing order; a step one series lacks stays empty. Raises :class:`VerbevalError` naming
+    ``source`` when a column is missing or a series has no rows in a group."""
+    need = {"family", "seed", "step", "group", "metric", "side", "cutoff", "value"}
+    if not need <= set(curves.columns):
+        raise VerbevalError(f"{source}: missing column(s) {sorted(need - set(curves.columns))}")
+    c = curves.assign(
+        seed=curves["seed"].fillna("").astype(str),
+        family=curves["family"].astype(str),
+        side=curves["side"].fillna("").astype(str),
+    )
+    head = (c["metric"] == "tse") | (
+        c["metric"].isin(["ew", "mw"]) & (c["side"] == "top") & np.isclose(c["cutoff"], 1.0)
+    )
+    c = c[head & c["metric"].isin(ACQUISITION_METRICS)]
+    out: dict[str, pd.DataFrame] = {}
+    for g in groups:
+        part = c[c["group"] == g]
+        cols: dict[str, pd.Series] = {}
+        for family, seed in series:
+            rows = part[(part["family"] == family) & (part["seed"] == seed)]
+            if rows.empty:
+                who = f"family {family!r}" + (f", seed {seed!r}" if seed else "")
+                raise VerbevalError(f"{source}: {who} has no rows in group {g!r}")
+            for metric in ACQUISITION_METRICS:
+                m = rows[rows["metric"] == metric]
+                cols[acquisition_series(family, seed, metric)] = m.groupby("step")["value"].first()
+        table = pd.DataFrame(cols).sort_index()
+        table.index.name = "step"
+        out[g] = table.reset_index()
+    return out
+
+
+def acquisition_plot_definitions(path_of: Mapping[str, str], columns: Sequence[str]) -> list[dict[str, Any]]:
+    """DVC top-level ``plots`` entries of the acquisition curves: one plot per group (``path_of``: group
+    -> CSV path relative to the dvc.yaml), one series per family, seed and metric."""
+    return [
+        {
+            f"acquisition/{g}": {
+                "template": TEMPLATE,
+                "x": "step",
+                "y": {path: list(columns)},
+                "title": f"Acquisition: TSE, EW and MW (top p = 1) against training step, {g}",
+                "x_label": "training step",
+                "y_label": "TSE / EW / MW",
+            }
+        }
+        for g, path in path_of.items()
+    ]

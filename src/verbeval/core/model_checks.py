@@ -11,13 +11,7 @@ from typing import Any
 
 from verbeval.core.config import Layer, config_origin
 from verbeval.core.errors import VerbevalError
-from verbeval.core.model_entries import (
-    entries_with_keys,
-    keypath_text,
-    normalise_model_path,
-    pip_models,
-    tiny_model_specs,
-)
+from verbeval.core.model_entries import built_model_folders, entries_with_keys, keypath_text, normalise_model_path
 from verbeval.core.model_ids import ModelRef
 
 #: a Hugging Face hub id: NAME or ORG/NAME of letters, digits, '.', '_' and '-'
@@ -45,7 +39,7 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
     relative to the working directory (the workflow's directory).
     """
     problems: list[tuple[list[str | int], str]] = []
-    built = set(tiny_model_specs(config)) | set(pip_models(dict(config)))
+    built = built_model_folders(config)
     for keypath, m in entries_with_keys(dict(config)):
         if normalise_model_path(str(m["id"])) in built:
             continue
@@ -75,7 +69,7 @@ def check_model_paths(config: Mapping[str, Any], source: str = "config", layers:
 def hub_models(config: Mapping[str, Any]) -> list[tuple[list[str | int], str, str | None, str | None]]:
     """(key path, id, revision, gguf_file) of every model of a validated config that is a hub id:
     not a local path (:attr:`verbeval.core.model_ids.ModelRef.meant_as_path`), not built by the workflow."""
-    built = set(tiny_model_specs(config)) | set(pip_models(dict(config)))
+    built = built_model_folders(config)
     out: list[tuple[list[str | int], str, str | None, str | None]] = []
     for keypath, m in entries_with_keys(dict(config)):
         mid = str(m["id"])

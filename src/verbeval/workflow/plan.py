@@ -12,7 +12,7 @@ Beside it: :mod:`verbeval.workflow.loading` (configuration files to a plan), :mo
 (params and wildcard constraints), :mod:`verbeval.workflow.models` (each model's sources, options and
 folders, the tiny and pip models: ``PLAN.model``), :mod:`verbeval.workflow.figures` (figures, Table 3,
 DVC views: ``PLAN.fig``), :mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality: ``PLAN.sv``,
-``PLAN.ver``), :mod:`verbeval.workflow.repairs` (pinned files, shard stores and raw copies to repair:
+``PLAN.ver``), :mod:`verbeval.workflow.acquisition` (the acquisition analysis and the toy models: ``PLAN.acq``), :mod:`verbeval.workflow.repairs` (pinned files, shard stores and raw copies to repair:
 ``PLAN.repairs``).
 """
 
@@ -43,6 +43,7 @@ class Plan:
     def __init__(
         self, config: dict[str, Any], layers: list[Layer], manifest: dict[str, Source], all_groups: list[dict[str, Any]]
     ) -> None:
+        from verbeval.workflow.acquisition import AcquisitionPlan
         from verbeval.workflow.figures import FiguresPlan
         from verbeval.workflow.models import ModelsPlan
         from verbeval.workflow.repairs import RepairsPlan
@@ -62,6 +63,7 @@ class Plan:
         self.checkpoints = checkpoint_models(list(self.models.values()))
         self.table_models = select_models(list(self.models), self.agr["table_models"])
         self._plan_groups()
+        self.acq = AcquisitionPlan(self)  # the acquisition analysis of the sweeps; the toy models
         self.random_models = ", ".join(
             n for n, m in self.models.items() if self.model.random_init(m["id"], m["random_init"])
         )
@@ -407,4 +409,5 @@ class Plan:
             + self.sv.outputs()
             + self.lexicon_modes_outputs()
             + self.fig.dvc_view_outputs()
+            + self.acq.outputs()
         )

@@ -85,11 +85,12 @@ def cluster_resource_problems(workflow: Any) -> list[str]:
 
 def output_roots(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(config key, folder)`` of the folders the workflow writes into, in the order a problem is
-    reported: results_dir, raw_dir, pip_models_dir, then each tiny_models[].out."""
+    reported: results_dir, raw_dir, pip_models_dir, then each tiny_models[].out and toy_models[].out."""
     roots = [(key, str(config[key])) for key in ("results_dir", "raw_dir", "pip_models_dir") if config.get(key)]
-    for i, tiny in enumerate(config.get("tiny_models") or []):
-        if isinstance(tiny, Mapping) and tiny.get("out"):
-            roots.append((f"tiny_models[{i}].out", str(tiny["out"])))
+    for section in ("tiny_models", "toy_models"):
+        for i, tiny in enumerate(config.get(section) or []):
+            if isinstance(tiny, Mapping) and tiny.get("out"):
+                roots.append((f"{section}[{i}].out", str(tiny["out"])))
     return roots
 
 

@@ -87,3 +87,38 @@ def register_dvc_plot_data(add: Add) -> None:
     s.add_argument("--models", required=True, help="comma-separated model names (columns, in this order)")
     s.add_argument("--groups", required=True, help="comma-separated group ids (one file per group)")
     s.add_argument("--out-dir", required=True, help="writes OUT_DIR/<group>.csv")
+
+
+def cmd_dvc_acquisition_plots(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.agreement.dvc_views import wide_acquisition_curves
+    from verbeval.core.io import write_csv
+
+    curves = pd.read_csv(a.curves, keep_default_na=False, na_values=[""], dtype={"seed": str, "family": str})
+    series = [(family, seed) for family, seed in a.series]
+    tables = wide_acquisition_curves(curves, series=series, groups=a.groups.split(","), source=a.curves)
+    for group, table in tables.items():
+        write_csv(table, Path(a.out_dir) / f"{group}.csv", float_format="%.10g")
+    log.info("acquisition curves: %d DVC plot data files -> %s", len(tables), a.out_dir)
+
+
+def register_dvc_acquisition_plots(add: Add) -> None:
+    s = add(
+        "dvc-acquisition-plots",
+        cmd_dvc_acquisition_plots,
+        "the acquisition learning curves as one CSV per group with a column per family, seed and metric (DVC plots)",
+        "TSE, and EW and MW at top p = 1, against training step (read from acquisition/curves.csv); read by the "
+        "top-level plots of dvc.yaml. Run by the rule dvc_acquisition_plots.",
+    )
+    s.add_argument("--curves", required=True, help="curves.csv written by `verbeval acquisition`")
+    s.add_argument(
+        "--series",
+        nargs=2,
+        action="append",
+        required=True,
+        metavar=("FAMILY", "SEED"),
+        help="a family and seed label ('' for none): its columns, in this order (repeat)",
+    )
+    s.add_argument("--groups", required=True, help="comma-separated group ids (one file per group)")
+    s.add_argument("--out-dir", required=True, help="writes OUT_DIR/<group>.csv")

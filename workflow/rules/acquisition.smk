@@ -1,0 +1,115 @@
+# How agreement is acquired over training (agreement.acquisition; planned by
+# verbeval.workflow.acquisition as PLAN.acq): the toy models the workflow trains itself (toy_models),
+# each analysed checkpoint's lemma contexts (from its shards), the checkpoint index of the sweeps
+# and the acquisition analysis (learning curves, ages of acquisition, frequency, changepoints, seeds)
+# in <results_dir>/agreement/acquisition. A model entry whose revisions are a toy model's checkpoint
+# folders depends on rule train_toy's output, so the model is trained before any job loads it.
+
+import os
+
+
+rule train_toy:
+    """A toy causal LM trained from scratch on a synthetic agreement corpus (a CPU job).
+    Config: toy_models"""
+    input:
+        templates=f"{PLAN.out}/templates.parquet",
+        lexicon=f"{PLAN.out}/lexicon.parquet",
+    output:
+        directory("{toy}"),
+    wildcard_constraints:
+        toy=alternatives(list(PLAN.acq.toy)),
+    params:
+        seed=lambda wc: PLAN.acq.train_params(wc.toy)["seed"],
+        steps=lambda wc: PLAN.acq.train_params(wc.toy)["steps"],
+        checkpoints=lambda wc: PLAN.acq.train_params(wc.toy)["checkpoints"],
+        corpus_seed=lambda wc: PLAN.acq.train_params(wc.toy)["corpus_seed"],
+    threads: lambda wc: PLAN.acq.train_params(wc.toy)["threads"]
+    conda:
+        "../../envs/inference.yaml"
+    log:
+        f"{PLAN.logs}/toy_models/{{toy}}.log",
+    shell:
+        "verbeval train-toy --templates {input.templates:q} --lexicon {input.lexicon:q} --seed {params.seed} "
+        "{params.corpus_seed} --steps {params.steps} --checkpoints {params.checkpoints} --threads {threads} --no-progress "
+        "--out {output:q} 2> {log:q}"
+
+
+rule lemma_contexts:
+    """Config: none"""
+    input:
+        lemmas=f"{PLAN.out}/{{model}}/lemmas.parquet",
+        manifest=PLAN.shard_manifest(PLAN.out),
+    output:
+        f"{PLAN.out}/{{model}}/lemma_contexts.parquet",
+    wildcard_constraints:
+        model=alternatives(PLAN.acq.models),
+    params:
+        toy=lambda wc: PLAN.acq.toy_option(wc.model),
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{PLAN.logs}/agreement/{{model}}/lemma_contexts.log",
+    shell:
+        "verbeval lemma-contexts --lemmas {input.lemmas:q} --shards {input.manifest:q} --model-name {wildcards.model} "
+        "{params.toy} --out {output:q} 2> {log:q}"
+
+
+rule acquisition_index:
+    """Config: models, agreement.acquisition.enabled, agreement.acquisition.min_checkpoints"""
+    input:
+        summary=f"{PLAN.out}/summary_all.csv",
+        lemma_contexts=[PLAN.acq.lemma_contexts(m) for m in PLAN.acq.models],
+    output:
+        PLAN.acq.index,
+    params:
+        args=PLAN.acq.index_args(),
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{PLAN.logs}/agreement/acquisition/checkpoints.log",
+    shell:
+        "verbeval acquisition-index --summary {input.summary:q} {params.args} --out {output:q} 2> {log:q}"
+
+
+rule acquisition:
+    """Config: agreement.acquisition"""
+    input:
+        index=PLAN.acq.index,
+        frequencies=PLAN.acq.frequency_inputs(),
+    output:
+        tables=[f"{PLAN.acq.out}/{t}" for t in PLAN.acq.TABLES],
+        curves=report_first(PLAN.acq.images("curves"), "../report/acquisition_curves.rst", "Agreement",
+                            "Acquisition"),
+        aoa=report_first(PLAN.acq.images("aoa_frequency"), "../report/acquisition_aoa_frequency.rst", "Agreement",
+                         "Acquisition"),
+        heatmap=report_first(PLAN.acq.images("lemma_heatmap"), "../report/acquisition_lemma_heatmap.rst",
+                             "Agreement", "Acquisition"),
+    params:
+        options=PLAN.acq.analysis_options(),
+        out_dir=lambda wc, output: os.path.dirname(output.tables[0]),  # the acquisition folder
+        random_models=PLAN.random_models,
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{PLAN.logs}/agreement/acquisition/acquisition.log",
+    shell:
+        "verbeval acquisition --index {input.index:q} {params.options} --out {params.out_dir:q} 2> {log:q}"
+
+
+rule dvc_acquisition_plots:
+    """Config: none"""
+    input:
+        f"{PLAN.acq.out}/curves.csv",
+    output:
+        PLAN.acq.dvc_plot_files(),
+    params:
+        series=PLAN.acq.series_args(),
+        groups=",".join(PLAN.group_ids),
+        out_dir=lambda wc, output: os.path.dirname(output[0]),  # acquisition/dvc
+    conda:
+        "../../envs/verbeval.yaml"
+    log:
+        f"{PLAN.logs}/agreement/acquisition/dvc_plots.log",
+    shell:
+        "verbeval dvc-acquisition-plots --curves {input:q} {params.series} --groups {params.groups} "
+        "--out-dir {params.out_dir:q} 2> {log:q}"
