@@ -318,8 +318,9 @@ def _assert_passed_intact(calls: list[list[str]], hostile_values: list[str]) -> 
     assert ["--table-models", "quick-bert"] in [call[i : i + 2] for call in calls for i in range(len(call) - 1)]
     # an argument with metacharacters is never split: every token holding a piece holds all of it
     pieces = [t for t in tokens if "PWNED1" in t]
-    # (a model name derived from such a path, sanitised to letters, digits and '._@-', is not a piece)
-    split = [t for t in pieces if HOSTILE not in t and not re.fullmatch(r"[A-Za-z0-9._@-]+", t)]
+    # (a model name derived from such a path, sanitised to letters, digits and '._@-', is not a piece,
+    # alone or inside a longer argument such as a report page's title)
+    split = [t for t in pieces if HOSTILE not in t and re.search(r"[^A-Za-z0-9._@-]PWNED1|PWNED1[^A-Za-z0-9._@-]", t)]
     assert pieces and not split, split[:3]
 
 
