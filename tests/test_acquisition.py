@@ -529,6 +529,30 @@ def test_figure_labels_say_random_and_toy() -> None:
     assert thin_ticks(300).tolist() == list(range(0, 300, 8)) and thin_ticks(10).tolist() == list(range(10))
 
 
+def test_step_axis_is_labelled_at_the_checkpoints_steps() -> None:
+    """The log step axis names the checkpoints' own steps as plain integers (every k-th of many) and
+    labels no minor tick: matplotlib's defaults ran '3x10^1 4x10^1 6x10^1' together on a sweep of less
+    than two decades."""
+    import matplotlib.pyplot as plt
+
+    from verbeval.agreement.acquisition_figures import MAX_STEP_LABELS, _step_axis
+
+    fig, ax = plt.subplots()
+    steps = np.array([32, 45, 64, 91, 128, 181, 256, 362, 512])
+    ax.plot(steps, np.linspace(0.5, 1, len(steps)))
+    assert _step_axis(ax, steps) == " (log scale)"
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["32", "64", "128", "256", "512"] and len(labels) <= MAX_STEP_LABELS
+    assert [t.get_text() for t in ax.get_xticklabels(minor=True)] == []
+    fig2, ax2 = plt.subplots()
+    assert _step_axis(ax2, np.array([0, 1, 10, 100])) == " (symmetric log scale)"
+    fig2.canvas.draw()
+    assert [t.get_text() for t in ax2.get_xticklabels()] == ["0", "1", "10", "100"]
+    plt.close(fig)
+    plt.close(fig2)
+
+
 def test_index_too_few_checkpoints_and_missing_index(tmp_path: Path) -> None:
     path = tmp_path / "checkpoints.csv"
     write_checkpoint_index(_index_rows(tmp_path, 3), path)

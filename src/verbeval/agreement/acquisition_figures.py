@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedFormatter, FixedLocator, LogLocator, NullFormatter, NullLocator, ScalarFormatter
 
 from verbeval.core.provenance import display_name
 
@@ -48,13 +49,27 @@ def _title_note(random: Collection[str], toy: Collection[str]) -> str:
     return f" [{'; '.join(notes)}]" if notes else ""
 
 
+#: most step labels on a learning curve's x axis (the checkpoints' own steps, every k-th beyond)
+MAX_STEP_LABELS = 6
+
+
 def _step_axis(ax: plt.Axes, steps: np.ndarray) -> str:
+    """A log (or symmetric-log) step axis labelled at the checkpoints' own steps, as plain integers,
+    at most MAX_STEP_LABELS of them and no minor labels (matplotlib's default labels the minor
+    ticks of a log axis spanning less than a decade or two, and they run together)."""
     positive = steps[steps > 0]
     if (steps <= 0).any():
         ax.set_xscale("symlog", linthresh=float(positive.min()) if len(positive) else 1.0)
-        return " (symmetric log scale)"
-    ax.set_xscale("log")
-    return " (log scale)"
+        scale = " (symmetric log scale)"
+    else:
+        ax.set_xscale("log")
+        scale = " (log scale)"
+    ticks = np.unique(steps)
+    ticks = ticks[thin_ticks(len(ticks), MAX_STEP_LABELS)]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FixedFormatter([f"{int(t):d}" if float(t).is_integer() else f"{t:g}" for t in ticks]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    return scale
 
 
 def plot_curves(
@@ -151,6 +166,10 @@ def plot_aoa_frequency(
                 )
                 ax.scatter([r.zipf], [r.aoa_step], s=22, facecolors="none", edgecolors="black", linewidths=0.8)
         ax.set_yscale("log")
+        # plain step labels at 1, 2 and 5 times a power of ten (not 2x10^2, 3x10^2 on the minor ticks)
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("frequency (Zipf)")
         ax.set_ylabel("age of acquisition (step)")
         ax.set_title(family_label(fam, fam in random, fam in toy), fontsize="small")
