@@ -19,26 +19,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from verbeval.agreement.acquisition import FIGURES, OUTPUTS
 from verbeval.core.model_entries import normalise_model_path, toy_checkpoint_folders, toy_model_specs
 from verbeval.workflow.params import quoted
 
 if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan
 
-#: the tables and figures of the analysis (file names under <results_dir>/agreement/acquisition)
-TABLES = (
-    "curves.csv",
-    "lemma_curves.parquet",
-    "lemma_aoa.csv",
-    "group_aoa.csv",
-    "aoa_frequency.csv",
-    "changepoints.csv",
-    "seeds.csv",
-    "seed_aoa.csv",
-    "acquisition.json",
-)
-#: figure stems under <results_dir>/agreement/acquisition/figures (one file per configured format)
-FIGURES = ("curves", "aoa_frequency", "lemma_heatmap")
+#: the tables and figures of the analysis (file names under <results_dir>/agreement/acquisition, and
+#: figure stems under its figures/, one file per configured format): the analysis's own lists
+TABLES = OUTPUTS
+
 #: config.json keys that two seeds of one model must share (when their folders are already there)
 ARCH_KEYS = ("model_type", "architectures", "hidden_size", "n_embd", "num_hidden_layers", "n_layer", "vocab_size")
 
