@@ -9,6 +9,8 @@ machine, with margins for another machine's rounding: every number is a toy mode
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -122,3 +124,18 @@ def test_the_in_process_api_gives_the_workflows_numbers(demo: Workflow) -> None:
         assert ours[col].fillna("").astype(str).tolist() == theirs[col].fillna("").astype(str).tolist(), col
     for col in ("cutoff", "value", "ci_low", "ci_high"):
         pd.testing.assert_series_equal(ours[col].astype(float), theirs[col].astype(float), rtol=1e-9, check_names=False)
+
+
+def test_the_report_shows_the_acquisition_figures(demo: Workflow) -> None:
+    """The demo's report holds the three acquisition figures under their captions' titles."""
+    report = demo.root / "report.html"
+    demo.run("--report", str(report))
+    text = report.read_text()
+    for name in ("acquisition_curves", "acquisition_aoa_frequency", "acquisition_lemma_heatmap"):
+        rst = (REPO_ROOT / "workflow" / "report" / f"{name}.rst").read_text()
+        titles = re.findall(r"^\*\*(.+?)\.?\*\*$", rst, re.M)
+        assert titles, name
+        for title in titles:
+            assert html.escape(title) in text or title in text, f"{name}.rst: caption title {title!r} not in the report"
+    for figure in ("curves.png", "aoa_frequency.png", "lemma_heatmap.png"):
+        assert figure in text, figure

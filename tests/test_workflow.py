@@ -404,7 +404,7 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
     # downstream of the shard: Table 2, the figures, the SimVerb join (per-lemma agreement results),
     # the lexicon-modes check against Table 2 and the DVC views of Table 2 and the figures
     # (infer is the model's one job: its SimVerb outputs are kept, their stamp unchanged, but the table
-    # reading them is redrawn)
+    # reading them is redrawn, and so are the report pages of the redrawn tables)
     downstream = {
         "infer",
         "aggregate",
@@ -412,8 +412,10 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
         "all",
         "simverb_join",
         "simverb_table",
+        "simverb_page",
         "lexicon_modes",
         "lexicon_modes_table",
+        "lexicon_modes_page",
         "dvc_metrics",
         "dvc_plot_data",
     }
@@ -614,8 +616,11 @@ def test_report_builds_offline(workflow: Workflow, tmp_path: Path) -> None:
         "veridicality_kl_table8",
     }
     assert counterfactual <= referenced
-    # nor, without `revisions:`, the training-checkpoint figure
-    absent = counterfactual | {"checkpoints"}
+    # nor, without `revisions:`, the training-checkpoint figure, nor, without a sweep, the acquisition
+    # analysis (its captions: tests/test_acquisition_workflow.py, in the demo's report)
+    acquisition = {c.stem for c in captions if c.stem.startswith("acquisition_")}
+    assert acquisition == {"acquisition_curves", "acquisition_aoa_frequency", "acquisition_lemma_heatmap"}
+    absent = counterfactual | {"checkpoints"} | acquisition
     for caption in (c for c in captions if c.stem not in absent):
         # a caption's title is its first bold line (one per figure in the caption that Figures 1-4 share)
         titles = re.findall(r"^\*\*(.+?)\.?\*\*$", caption.read_text(), re.M)
