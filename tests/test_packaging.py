@@ -253,5 +253,9 @@ def test_newest_releases_step_never_fails_ci():
     tests = re.search(r"NEWEST_TESTS=\((.*?)\)", code, re.S).group(1).split()
     assert tests and all((REPO / t).is_file() for t in tests), tests
     run = (REPO / ".ci" / "run").read_text()
-    assert re.search(r'^VERBEVAL_DATA_MIRROR="\$SHARED/data" \.ci/newest \|\| echo "newest releases: ', run, re.M)
+    assert re.search(
+        r'^VERBEVAL_DATA_MIRROR="\$SHARED/data" \.ci/newest > "\$NEWEST_LOG" 2>&1 \|\| echo "newest releases: ',
+        run,
+        re.M,
+    )
     assert 'say "$n failures (non-blocking)' in newest and 'say() { echo "newest releases: $*"; }' in newest
