@@ -137,3 +137,30 @@ def test_a_tokenizer_that_does_not_survive_a_save_is_read_from_the_gguf_file(tmp
     (folder,) = [p for p in (_cache / "gguf").iterdir() if p.is_dir()]
     assert not gguf_cache.has_tokenizer(folder) and (folder / "model.safetensors").is_file()
     assert "read from the GGUF file" in json.loads((folder / gguf_cache.RECORD).read_text())["tokenizer"]
+
+
+def test_the_build_parses_the_gguf_file_once(gguf_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers reads the file three times (config, tokenizer, weights): within the build the
+    gguf package parses it once (gguf_cache.parsed_once), and its names are put back afterwards; the
+    weights are still those of an unshared read (test_cached_folder_gives_the_gguf_files_weights_bit_for_bit)."""
+    import gguf
+
+    opened: list[str] = []
+    real = gguf.GGUFReader
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self, path: object, mode: str = "r") -> None:
+            opened.append(str(path))
+            super().__init__(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    name_map = gguf.get_tensor_name_map
+    load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu")
+    assert opened == [str(gguf_dir / "tiny.gguf")]
+    assert gguf.GGUFReader is Counting and gguf.get_tensor_name_map is name_map
+    with gguf_cache.parsed_once():  # a failure inside the block restores them too
+        with pytest.raises(ZeroDivisionError):
+            with gguf_cache.parsed_once():
+                assert gguf.GGUFReader is not Counting
+                raise ZeroDivisionError
+    assert gguf.GGUFReader is Counting

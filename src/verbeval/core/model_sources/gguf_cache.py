@@ -23,6 +23,7 @@ whose files no longer have their recorded sha256 (hashed once per change of a fi
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -98,9 +99,48 @@ def _locked(root: Path, sha256: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def parsed_once() -> Iterator[None]:
+    """Within the block, the ``gguf`` package parses each file once and builds each tensor name map once.
+
+    transformers reads a GGUF file through ``gguf.GGUFReader`` for each of the config, the tokenizer
+    and the weights, and each read parses the file's whole metadata (the tokenizer's vocabulary
+    included) again; while mapping the weights it also rebuilds gguf's tensor name table
+    (``gguf.get_tensor_name_map``) once for every module of the model. Both are pure functions of
+    their arguments (a reader only reads its memory map), so the block serves every later call from
+    the first one's result: SmolLM2-135M's build went from 35 s to about a third of it (docs/performance.md).
+    transformers imports both names from ``gguf`` when it calls them, so replacing them on the module
+    reaches it; they are put back when the block ends. Without the gguf package nothing changes."""
+    try:
+        import gguf
+    except ImportError:
+        yield
+        return
+    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple[str, str], Any] = {}
+
+    def reader(path: Any, mode: str = "r") -> Any:
+        key = (os.path.realpath(os.fspath(path)), mode)
+        if key not in readers:
+            readers[key] = reader_class(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.cache(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
+
+
 def _read_gguf(folder: str, name: str, model_id: str) -> tuple[Any, Any, Any]:
-    """(config, tokenizer, float32 model) as transformers reads them from the GGUF file, its
-    refusals as the one-line errors of :func:`verbeval.core.model_sources.gguf.unreadable`."""
+    """(config, tokenizer, float32 model) as transformers reads them from the GGUF file (parsed once:
+    :func:`parsed_once`), its refusals as the one-line errors of
+    :func:`verbeval.core.model_sources.gguf.unreadable`."""
+    with parsed_once():
+        return _read_gguf_files(folder, name, model_id)
+
+
+def _read_gguf_files(folder: str, name: str, model_id: str) -> tuple[Any, Any, Any]:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
