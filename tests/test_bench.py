@@ -627,3 +627,62 @@ def test_model_figures_and_their_summary(tmp_path: Path, capsys: pytest.CaptureF
     assert (
         "m: 400 contexts, 500 rows; inference job 8.0 s (50 ctx/s, start-up included), aggregation job 2.5 s" in printed
     )
+
+
+def test_paper_part_runs_the_paper_configuration_at_the_paper_sizes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], wordpiece_path: Path
+) -> None:
+    """The paper part (verbeval.bench.paper_shapes): its models are config/config.yaml's four at the
+    released sizes; its configuration file replaces the paper configuration's models by the built
+    folders (dry run of the real Snakefile, in process); its timing rows on a tiny model (CPU here);
+    without CUDA it is skipped with the reason."""
+    import yaml
+
+    from conftest import checkout_view
+    from inprocess import dry_run
+    from verbeval.bench import paper_shapes
+    from verbeval.bench.report import print_paper
+
+    paper = yaml.safe_load(Path(paper_shapes.PAPER_CONFIG).read_text())
+    assert [m["id"] for m in paper["models"]] == [s.name for s in paper_shapes.PAPER_MODELS]
+    sizes = {s.name: (s.layers, s.hidden, s.heads) for s in paper_shapes.PAPER_MODELS}
+    assert sizes["gpt2-xl"] == (48, 1600, 25) and sizes["roberta-large"] == (24, 1024, 16)
+
+    view = checkout_view(tmp_path / "view")
+    monkeypatch.chdir(view)
+    dirs = {}
+    for s in paper_shapes.PAPER_MODELS:  # stand-ins: the plan reads a model folder's config.json only
+        dirs[s.name] = tmp_path / "models" / s.name
+        dirs[s.name].mkdir(parents=True)
+        (dirs[s.name] / "config.json").write_text("{}\n")
+    extra = tmp_path / "paper-models.yaml"
+    extra.write_text(paper_shapes.models_config(dirs))
+    dry = dry_run(view, [paper_shapes.PAPER_CONFIG, str(extra)], targets=["table2"])
+    assert dry.stats["infer"] == 4
+    assert sorted(c.split("--model ")[1].split()[0] for c in dry.commands("infer")) == sorted(
+        str(d.resolve()) for d in dirs.values()
+    )
+
+    tiny = tmp_path / "tiny"
+    make_tiny_model(wordpiece_path, "bert", tiny)
+    templates = pd.DataFrame(
+        [
+            {"group": "simple", "left": left, "right": right, "plural": plural, "correct": c, "incorrect": i}
+            for left, right, plural, c, i in ROWS
+        ]
+    )
+    rows = paper_shapes._throughput(
+        {"tiny": tiny}, templates, LEXICON, device="cpu", n_contexts=8, batch_size=4, repeats=1
+    )
+    assert [(r["model"], r["dtype"]) for r in rows] == [("tiny", "float32"), ("tiny", "bfloat16")]
+    for r in rows:
+        assert r["pipeline_over_raw_forward"] == round(r["pipeline_ctx_per_s"] / r["forward_raw_ctx_per_s"], 3)
+        assert r["contexts"] == len(templates) - 1  # distinct contexts: two rows share "the author"
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = paper_shapes.bench_paper(tmp_path, tmp_path / "work", cores=2)
+    assert out == {"skipped": "no CUDA device: paper part skipped (the paper's model sizes take hours on a CPU)"}
+    assert not (tmp_path / "work").exists()  # nothing built
+    capsys.readouterr()
+    print_paper(out)
+    assert "paper configuration: no CUDA device" in capsys.readouterr().out

@@ -66,7 +66,10 @@ def register(add: Add) -> None:
         "with and without the suite's loading; needs no workflow run), real (the "
         "pipeline against the raw forward pass of the real models given with --gguf; skipped, "
         "with the reason printed, when none is there), snakemake (snakemake on --snakemake-config, "
-        "every target, as a user runs it)",
+        "every target, as a user runs it), paper (on CUDA: config/config.yaml from scratch with its four models "
+        "built at the paper's sizes with random weights, --snakemake-cores, --snakemake-config-values; then "
+        "each model's pipeline against its raw forward pass in float32 and bfloat16, --gpu-batch-size; "
+        "skipped without CUDA)",
     )
     s.add_argument(
         "--gguf",

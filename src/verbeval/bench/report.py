@@ -108,9 +108,28 @@ def print_baseline(bl: dict[str, Any]) -> None:
             )
 
 
+def print_paper(pp: dict[str, Any]) -> None:
+    if "skipped" in pp:
+        print(f"paper configuration: {pp['skipped']}")
+        return
+    sm = pp["snakemake"]
+    print(
+        f"paper configuration ({pp['gpu'] or 'CPU'}; models randomly initialised at the paper's sizes): "
+        f"{sm['wall_s']:.1f} s wall, {sm['jobs']} jobs on {sm['cores']} cores"
+    )
+    print(f"  jobs and summed job wall time per rule: {_rules(sm['by_rule'])}")
+    for t in pp["throughput"]:
+        print(
+            f"  {t['model']:20s} {t['device']:4s} {t['dtype']:8s} bs {t['batch_size']}: pipeline "
+            f"{t['pipeline_ctx_per_s']:8.0f} ctx/s, raw forward {t['forward_raw_ctx_per_s']:8.0f} ctx/s, "
+            f"pipeline / raw forward {t['pipeline_over_raw_forward']:.2f}"
+        )
+
+
 #: each part's summary, in the order printed
 PRINTERS = (
     ("snakemake", print_snakemake),
+    ("paper", print_paper),
     ("postprocess", print_postprocess),
     ("api", print_api),
     ("workflow", print_workflow),

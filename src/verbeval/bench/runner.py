@@ -36,7 +36,7 @@ from verbeval.bench.report import print_report
 from verbeval.bench.timing import load_avg, peak_rss_mib
 
 #: the parts that need no workflow run
-WORKFLOW_FREE = frozenset({"snakemake", "postprocess", "api"})
+WORKFLOW_FREE = frozenset({"snakemake", "paper", "postprocess", "api"})
 
 
 def run_bench(
@@ -79,6 +79,17 @@ def run_bench(
     if "snakemake" in parts:
         report["snakemake"] = bench_snakemake(
             snakemake_config or config, workdir, snakemake_cores, snakemake_extra, snakemake_targets
+        )
+    if "paper" in parts:
+        from verbeval.bench.paper_shapes import bench_paper
+
+        report["paper"] = bench_paper(
+            shared,
+            workdir,
+            cores=snakemake_cores,
+            config_values=snakemake_extra,
+            batch_size=gpu_batch,
+            repeats=repeats if repeats is not None else 2,
         )
     if "postprocess" in parts:
         from verbeval.bench.postprocess import bench_postprocess
