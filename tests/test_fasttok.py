@@ -76,6 +76,15 @@ def test_same_ids_and_lemmas_as_transformers(folders: dict[str, Path], data_dir:
         assert ours.unk_token_id == ref.unk_token_id, name
         assert is_byte_level_bpe(ours) == is_byte_level_bpe(ref), name
         assert ours("they walk", add_special_tokens=True)["input_ids"] == ref("they walk")["input_ids"], name
+        # Table 3 decodes single tokens and strips them: 3,000 tokens spread over the vocabulary and
+        # every special or added one
+        vocab = sorted(ref.get_vocab().values())
+        ids = sorted({*vocab[:: max(1, len(vocab) // 3000)], *ref.all_special_ids, *ref.added_tokens_decoder})
+        assert [ours.decode([i]).strip() for i in ids] == [ref.decode([i]).strip() for i in ids], name
+        assert [ours.decode([i]) for i in ids if not ref.decode([i]).strip()] == [
+            ref.decode([i]) for i in ids if not ref.decode([i]).strip()
+        ], name  # whitespace-only tokens are shown unstripped (repr)
+        assert ours.mask_token == getattr(ref, "mask_token", None), name
     # every saved folder (what tiny-model writes) takes the fast path
     assert {n for n in folders if n.endswith("(saved)")} <= set(fast_used)
 

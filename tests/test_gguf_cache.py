@@ -164,3 +164,19 @@ def test_the_build_parses_the_gguf_file_once(gguf_dir: Path, monkeypatch: pytest
                 assert gguf.GGUFReader is not Counting
                 raise ZeroDivisionError
     assert gguf.GGUFReader is Counting
+
+
+def test_text_jobs_read_the_cached_tokenizer_without_transformers(gguf_dir: Path) -> None:
+    """The tokenizing jobs (lemmas, Table 3) read a GGUF model's tokenizer from its cached folder
+    with the tokenizers library alone (verbeval.core.fasttok.JsonTokenizer), the same ids, vocabulary and
+    single-token decodings as transformers' tokenizer read from that folder."""
+    from verbeval.core.fasttok import JsonTokenizer, load_text_tokenizer
+
+    fast = load_text_tokenizer(str(gguf_dir), gguf_file="tiny.gguf")
+    ref = load_tokenizer(str(gguf_dir), gguf_file="tiny.gguf")
+    assert isinstance(fast, JsonTokenizer) and not isinstance(ref, JsonTokenizer)
+    assert fast.get_vocab() == ref.get_vocab()
+    for text in gguf_cache.PROBES:
+        assert fast(text)["input_ids"] == ref(text)["input_ids"]
+    ids = sorted(ref.get_vocab().values())
+    assert [fast.decode([i]).strip() for i in ids] == [ref.decode([i]).strip() for i in ids]

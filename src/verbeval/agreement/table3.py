@@ -271,10 +271,10 @@ def load_model_topk(
     render a context as the model sees it; ``lemmas``: its lemmas.parquet."""
     from verbeval.agreement.eligibility import single_token_ids
     from verbeval.agreement.templates import render_context
-    from verbeval.core.models import load_tokenizer
+    from verbeval.core.fasttok import load_text_tokenizer
 
     meta, topk = read_topk(shards)
-    tok = load_tokenizer(model_id, revision, gguf_file)
+    tok = load_text_tokenizer(model_id, revision, gguf_file)  # no torch, no transformers where it is safe
     masked = meta["kind"] == "masked"
     cased = bool(meta.get("cased"))
 

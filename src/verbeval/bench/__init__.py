@@ -6,7 +6,7 @@ Holds: runner (the driver: parts, order, the JSON), workflow_runs (the workflow 
 each job's wall time from Snakemake's own job metadata), model_specs (the bench models' shapes and
 their build), timing (best-of-N timing, subprocess time, load, peak memory), aggregation,
 throughput, postprocess, api_calls (the in-process API's evaluate calls), real_models (the benchmarks of
-those parts), paper_baseline (the
+those parts), paper_shapes (the paper configuration at the paper's model sizes, on CUDA), paper_baseline (the
 paper-code oracle, which the tests import as their independent reference), baseline_ratio (the
 oracle timed against verbeval's jobs), report (the printed summary) and cli (the ``bench``
 sub-command).

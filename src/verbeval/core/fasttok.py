@@ -117,18 +117,36 @@ class JsonTokenizer:
         unk = self.special_tokens_map.get("unk_token")
         return None if unk is None else self.backend_tokenizer.token_to_id(unk)
 
+    @property
+    def mask_token(self) -> str | None:
+        return self.special_tokens_map.get("mask_token")
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        """The backend's decoding of ``ids``, special tokens kept unless asked (as transformers does).
+        transformers may also tidy the spaces before punctuation (``clean_up_tokenization_spaces``):
+        a caller that strips the text of one token (Table 3) gets the same either way
+        (``tests/test_fasttok.py`` checks every token of every tokenizer family)."""
+        return self.backend_tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
 
 def load_text_tokenizer(
     model_id: str, revision: str | None = None, gguf_file: str | None = None, sha256: str | None = None
 ) -> Any:
-    """The model's tokenizer for encoding words: a :class:`JsonTokenizer` for a local folder where it is
-    safe (no torch, no transformers import), else transformers' ``AutoTokenizer`` (a GGUF file's
-    tokenizer, too: transformers builds it from the file's vocabulary, once the file is checked against
-    its pin ``sha256``: :func:`verbeval.core.models.gguf_location`)."""
+    """The model's tokenizer for encoding words and decoding single tokens: a :class:`JsonTokenizer`
+    for a local folder where it is safe (no torch, no transformers import), a GGUF model's too where
+    its cached folder holds the tokenizer (:func:`verbeval.core.models.gguf_model_folder`, once the
+    file is checked against its pin ``sha256``; the first job to need it builds that folder), else
+    transformers' ``AutoTokenizer``."""
     from verbeval.core.model_ids import ModelRef
     from verbeval.core.models import load_tokenizer
 
     if gguf_file:
+        from verbeval.core.model_sources.gguf_cache import has_tokenizer
+        from verbeval.core.models import gguf_model_folder
+
+        cached = Path(gguf_model_folder(model_id, gguf_file, revision, sha256))
+        if has_tokenizer(cached) and json_tokenizer_problem(cached) is None:
+            return JsonTokenizer(cached)
         return load_tokenizer(model_id, revision, gguf_file, sha256)
     ref = ModelRef(model_id)
     if ref.is_dir and revision is None:
