@@ -582,6 +582,26 @@ def test_batch_size_independence(lm: LoadedModel, tmp_path: Path) -> None:
     )
 
 
+def test_thread_count_changes_no_number(lm: LoadedModel, tmp_path: Path) -> None:
+    """The same shards, bit for bit, on 1 and on 2 CPU threads (inference.threads: config/quick.yaml
+    runs its model jobs on 2, and its outputs must equal the 1-thread run's)."""
+    templates = template_frame()
+    lemmas = _lemmas(lm)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        (one,) = _run_all_chunks(lm, templates, lemmas, tmp_path / "t1", 1, batch_size=8)
+        torch.set_num_threads(2)
+        (two,) = _run_all_chunks(lm, templates, lemmas, tmp_path / "t2", 1, batch_size=8)
+    finally:
+        torch.set_num_threads(before)
+    ra, rb = _shard_arrays(one), _shard_arrays(two)
+    assert ra.keys() == rb.keys() and len(ra["context_id"]) > 8
+    for key in ra:
+        np.testing.assert_array_equal(ra[key], rb[key], err_msg=key)
+    assert read_shard_meta(one) == read_shard_meta(two)
+
+
 # --------------------------------------------------------------------------- metadata
 
 
