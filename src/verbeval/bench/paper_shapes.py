@@ -59,8 +59,7 @@ def bench_paper(
     import pandas as pd
     import torch
 
-    from verbeval.bench.snakemake_jobs import run_snakemake
-    from verbeval.bench.workflow_runs import _fresh
+    from verbeval.bench.workflow_runs import run_from_scratch
     from verbeval.core.io import write_text
 
     cuda = torch.cuda.is_available()
@@ -69,15 +68,10 @@ def bench_paper(
         print(reason)
         return {"skipped": reason}
     model_dirs = {s.name: build_model(s, shared, workdir / "models") for s in specs}
-    run_dir = _fresh(workdir / "paper")
-    extra = run_dir / "paper-models.yaml"
+    extra = workdir / "paper-models.yaml"
     write_text(extra, models_config(model_dirs))
-    run = run_snakemake(
-        configfiles=[PAPER_CONFIG, extra],
-        run_dir=run_dir,
-        cores=cores,
-        config_values=[f"results_dir={run_dir / 'results'}", f"raw_dir={run_dir / 'raw'}", *config_values],
-    )
+    run_dir = workdir / "paper"
+    run = run_from_scratch([PAPER_CONFIG, extra], run_dir, cores=cores, config_values=config_values)
     agreement = run_dir / "results" / "agreement"
     rows = _throughput(
         model_dirs,
@@ -111,28 +105,15 @@ def _throughput(
     repeats: int,
 ) -> list[dict[str, Any]]:
     """Pipeline against the raw forward pass of each model in float32 and bfloat16 on ``device``."""
-    import time
-
-    import numpy as np
-    import torch
-
-    from verbeval.agreement.eligibility import eligible_lemmas
-    from verbeval.bench.throughput import contexts_sample, throughput
-    from verbeval.core.models import load_model
+    from verbeval.bench.throughput import time_model
 
     rows = []
     for name, folder in model_dirs.items():
         for dtype in ("float32", "bfloat16"):
-            t0 = time.perf_counter()
-            lm = load_model(str(folder), device=device, dtype=dtype)
-            load_s = time.perf_counter() - t0
-            ctx = contexts_sample(templates, lm.kind, n_contexts)
-            forms = eligible_lemmas(lexicon, lm.tokenizer)[["sing_id", "plur_id"]].to_numpy(np.int64).reshape(-1)
-            r = throughput(lm, ctx, forms, batch_size, repeats)
+            _, _, load_s, r = time_model(
+                folder, device, dtype, templates, lexicon, n_contexts=n_contexts, batch_size=batch_size, repeats=repeats
+            )
             r["pipeline_over_raw_forward"] = round(r["pipeline_ctx_per_s"] / r["forward_raw_ctx_per_s"], 3)
             rows.append({"model": name, "device": device, "dtype": dtype, "load_s": round(load_s, 2), **r})
             log.info("bench paper: %s", rows[-1])
-            del lm
-            if device == "cuda":
-                torch.cuda.empty_cache()
     return rows

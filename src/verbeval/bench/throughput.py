@@ -96,6 +96,38 @@ def throughput(
     return out
 
 
+def time_model(
+    folder: Path,
+    device: str,
+    dtype: str,
+    templates: pd.DataFrame,
+    lexicon: pd.DataFrame,
+    *,
+    n_contexts: int,
+    batch_size: int,
+    repeats: int,
+) -> tuple[str, int, float, dict[str, Any]]:
+    """Load the model in ``folder`` on ``device`` in ``dtype`` and time :func:`throughput` on
+    ``n_contexts`` contexts of ``templates`` with its eligible forms of ``lexicon``, then free it:
+    (its kind, the number of forms, the load's seconds, the throughput figures)."""
+    import time
+
+    from verbeval.agreement.eligibility import eligible_lemmas
+    from verbeval.core.models import load_model
+
+    t0 = time.perf_counter()
+    lm = load_model(str(folder), device=device, dtype=dtype)
+    load_s = time.perf_counter() - t0
+    ctx = contexts_sample(templates, lm.kind, n_contexts)
+    forms = eligible_lemmas(lexicon, lm.tokenizer)[["sing_id", "plur_id"]].to_numpy(np.int64).reshape(-1)
+    figures = throughput(lm, ctx, forms, batch_size, repeats)
+    kind = lm.kind
+    del lm
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return kind, len(forms), load_s, figures
+
+
 def bench_throughput(
     specs: Sequence[ModelSpec],
     shared: Path,
@@ -111,9 +143,6 @@ def bench_throughput(
 ) -> dict[str, Any]:
     """:func:`throughput` of every model shape in ``specs`` on :func:`device_setups`, on
     ``n_contexts`` contexts of ``templates`` (times :data:`GPU_CONTEXTS_FACTOR` on a GPU)."""
-    from verbeval.agreement.eligibility import eligible_lemmas
-    from verbeval.core.models import load_model
-
     torch.set_num_threads(threads)
     if torch.cuda.is_available():
         gpu_note = torch.cuda.get_device_name(0)
@@ -124,24 +153,21 @@ def bench_throughput(
     for spec in specs:
         mdir = build_model(spec, shared, models_dir)
         for device, dtype, bs in device_setups(cpu_batch, gpu_batch):
-            lm = load_model(str(mdir), device=device, dtype=dtype)
-            ctx = contexts_sample(templates, lm.kind, n_contexts * (GPU_CONTEXTS_FACTOR if device == "cuda" else 1))
-            forms = eligible_lemmas(lexicon, lm.tokenizer)[["sing_id", "plur_id"]].to_numpy(np.int64).reshape(-1)
-            r = throughput(lm, ctx, forms, bs, repeats)
+            n = n_contexts * (GPU_CONTEXTS_FACTOR if device == "cuda" else 1)
+            kind, n_forms, _, r = time_model(
+                mdir, device, dtype, templates, lexicon, n_contexts=n, batch_size=bs, repeats=repeats
+            )
             rows.append(
                 {
                     "model": spec.name,
-                    "kind": lm.kind,
+                    "kind": kind,
                     **asdict(spec),
                     "device": device,
                     "dtype": dtype,
                     "threads": threads if device == "cpu" else None,
-                    "n_forms": len(forms),
+                    "n_forms": n_forms,
                     **r,
                 }
             )
             log.info("bench throughput: %s", rows[-1])
-            del lm
-            if device == "cuda":
-                torch.cuda.empty_cache()
     return {"gpu": gpu_note, "results": rows}

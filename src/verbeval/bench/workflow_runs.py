@@ -168,12 +168,25 @@ def bench_snakemake(
     the default one, every output) from scratch, run from the current directory with fresh
     results/raw folders under ``workdir/snakemake``, start-up and every job included; the jobs per
     rule, their wall times and the start-up share."""
-    run_dir = _fresh(workdir / "snakemake")
-    run = run_snakemake(
-        configfiles=[config],
+    run = run_from_scratch([config], workdir / "snakemake", cores=cores, config_values=extra_config, targets=targets)
+    return {**run.summary(), **startup_share(run)}
+
+
+def run_from_scratch(
+    configfiles: Sequence[str | Path],
+    run_dir: Path,
+    *,
+    cores: int,
+    config_values: Sequence[str] = (),
+    targets: Sequence[str] = (),
+) -> SnakemakeRun:
+    """``snakemake`` on ``configfiles`` from scratch, from the current directory: ``run_dir`` emptied,
+    the run's results and raw folders inside it (``config_values``: more ``--config KEY=VALUE``)."""
+    run_dir = _fresh(run_dir)
+    return run_snakemake(
+        configfiles=configfiles,
         run_dir=run_dir,
         targets=targets,
         cores=cores,
-        config_values=[f"results_dir={run_dir / 'results'}", f"raw_dir={run_dir / 'raw'}", *extra_config],
+        config_values=[f"results_dir={run_dir / 'results'}", f"raw_dir={run_dir / 'raw'}", *config_values],
     )
-    return {**run.summary(), **startup_share(run)}
