@@ -27,6 +27,7 @@ from verbeval.agreement.toy_training import (
     train_toy,
 )
 from verbeval.core.errors import VerbevalError
+from verbeval.core.outfolders import MARKER
 
 SG = ["author", "pilot", "guard", "chef"]
 PL = ["authors", "pilots", "guards", "chefs"]
@@ -191,6 +192,7 @@ def test_training_writes_checkpoints_and_records(tiny_run: Path) -> None:
     from verbeval.core.models import load_model
 
     assert sorted(p.name for p in tiny_run.iterdir()) == [
+        MARKER,  # train-toy's own output: the next run may replace it
         "corpus.txt",
         "corpus_frequencies.csv",
         "corpus_lemmas.csv",
@@ -234,13 +236,15 @@ def test_train_toy_command(tmp_path: Path) -> None:
 
     _templates().to_parquet(tmp_path / "t.parquet")
     _lexicon().to_parquet(tmp_path / "l.parquet")
-    (tmp_path / "out").mkdir()
+    (tmp_path / "out").mkdir()  # an earlier output of train-toy (its marker lists its files): replaced
     (tmp_path / "out" / "stale.txt").write_text("replaced")
+    (tmp_path / "out" / MARKER).write_text('{"command": "train-toy", "files": ["stale.txt"]}')
     args = ["train-toy", "--templates", str(tmp_path / "t.parquet"), "--lexicon", str(tmp_path / "l.parquet")]
     args += ["--out", str(tmp_path / "out"), "--steps", "2", "--checkpoints", "2", "--sentences", "100"]
     args += ["--lemmas", "8", "--hidden", "16", "--layers", "1", "--weights", "blimp=0", "--no-progress"]
     assert main(args) == 0
     assert sorted(p.name for p in (tmp_path / "out").iterdir())[-2:] == ["step-2", "training.json"]
+    assert not (tmp_path / "out" / "stale.txt").exists()
     record = json.loads((tmp_path / "out" / "training.json").read_text())
     assert record["corpus"]["weights"]["blimp"] == 0 and record["corpus"]["groups"].get("blimp") is None
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import platform
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -80,6 +79,8 @@ DEFAULT_STEPS = 512
 DEFAULT_CHECKPOINTS: tuple[int, ...] = log_spaced(DEFAULT_STEPS)
 #: the record in every checkpoint folder that names it a toy model
 TOY_RECORD = "verbeval_toy.json"
+#: what proves a folder to be train-toy's output from before verbeval.core.outfolders.MARKER: a checkpoint's record
+TOY_LEGACY_RECORDS = (f"step-*/{TOY_RECORD}",)
 TOY_NOTE = (
     "toy model: a small GPT-2 trained from scratch on a synthetic agreement corpus (verbeval train-toy); "
     "its numbers are a toy model's, not a language model's"
@@ -203,11 +204,13 @@ def train_toy(
     import torch
 
     from verbeval.agreement.toy_corpus import generate_corpus
+    from verbeval.core.io import temporary_folder
+    from verbeval.core.outfolders import check_replaceable, replace_folder
 
     spec.check()
-    corpus = generate_corpus(lexicon, templates, spec.corpus)
     out = Path(out)
-    from verbeval.core.io import temporary_folder
+    check_replaceable(out, "train-toy", TOY_LEGACY_RECORDS)  # before any training
+    corpus = generate_corpus(lexicon, templates, spec.corpus)
 
     old_threads = torch.get_num_threads()
     old_deterministic = torch.are_deterministic_algorithms_enabled()
@@ -217,9 +220,7 @@ def train_toy(
         with temporary_folder(out.parent, f".{out.name}.tmp-", "an interrupted train-toy") as tmp:
             built = tmp / "out"
             _train(corpus, lexicon, built, tmp / "trainer", spec, progress)
-            if out.exists():
-                shutil.rmtree(out)
-            built.rename(out)
+            replace_folder(built, out, "train-toy", TOY_LEGACY_RECORDS)
     finally:
         torch.set_num_threads(old_threads)
         torch.use_deterministic_algorithms(old_deterministic)

@@ -59,13 +59,14 @@ def cmd_mirror(a: argparse.Namespace) -> None:
 
 
 def cmd_tiny_model(a: argparse.Namespace) -> None:
-    import shutil
     import tempfile
 
-    from verbeval.core.tiny_models import MASKED_TINY_ARCHS, make_tiny_model
+    from verbeval.core.outfolders import check_replaceable, replace_folder
+    from verbeval.core.tiny_models import MASKED_TINY_ARCHS, TINY_LEGACY_RECORDS, make_tiny_model
     from verbeval.core.wordtok import save_word_tokenizer
 
     out = Path(a.out)
+    check_replaceable(out, "tiny-model", TINY_LEGACY_RECORDS)  # before anything is built
     out.parent.mkdir(parents=True, exist_ok=True)
     # built beside the target and renamed into place: a killed build leaves no half-written model
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp-", dir=out.parent) as tmp:
@@ -74,9 +75,7 @@ def cmd_tiny_model(a: argparse.Namespace) -> None:
             style = "masked" if a.arch in MASKED_TINY_ARCHS else "causal"
             tokenizer = save_word_tokenizer(a.word_corpus, style, Path(tmp) / "tokenizer")
         built = make_tiny_model(tokenizer, a.arch, Path(tmp) / "model", seed=a.seed, layers=a.layers, hidden=a.hidden)
-        if out.exists():
-            shutil.rmtree(out)
-        built.rename(out)
+        replace_folder(built, out, "tiny-model", TINY_LEGACY_RECORDS)
     source = "a word-level tokenizer of " + ", ".join(a.word_corpus) if a.word_corpus else a.tokenizer
     log.info("tiny %s model on %s -> %s", a.arch, source, out)
 
@@ -245,7 +244,8 @@ def register_tools(add: Add) -> None:
         required=True,
         metavar="DIR",
         help="output folder: model, tokenizer and verbeval_tiny.json, the record that marks the model as "
-        "randomly initialised in every output (replaced atomically if it exists)",
+        "randomly initialised in every output (replaced atomically; an existing folder only when it is an earlier "
+        "tiny-model output, else refused)",
     )
     s.add_argument(
         "--seed",

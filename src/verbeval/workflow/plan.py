@@ -64,6 +64,7 @@ class Plan:
         self.table_models = select_models(list(self.models), self.agr["table_models"])
         self._plan_groups()
         self.acq = AcquisitionPlan(self)  # the acquisition analysis of the sweeps; the toy models
+        self._check_built_folders()
         self.random_models = ", ".join(
             n for n, m in self.models.items() if self.model.random_init(m["id"], m["random_init"])
         )
@@ -78,6 +79,25 @@ class Plan:
     def error(self, keypath: Sequence[str | int], reason: str) -> PlanError:
         """PlanError '<file that set keypath>: <reason>'."""
         return PlanError(f"{config_origin(keypath, self.layers)}: {reason}")
+
+    def _check_built_folders(self) -> None:
+        """A ``tiny_models``/``toy_models`` ``out`` that its rule may not replace (a folder the
+        command did not write, a tracked folder, the working folder: verbeval.core.outfolders) stops
+        the run here: Snakemake removes a job's output folder before the job runs."""
+        from verbeval.agreement.toy_training import TOY_LEGACY_RECORDS
+        from verbeval.core.outfolders import replace_problem
+        from verbeval.core.tiny_models import TINY_LEGACY_RECORDS
+
+        rules = {"tiny_models": ("tiny-model", TINY_LEGACY_RECORDS), "toy_models": ("train-toy", TOY_LEGACY_RECORDS)}
+        for section, (command, legacy) in rules.items():
+            for i, entry in enumerate(self.config.get(section) or []):
+                problem = replace_problem(entry["out"], command, legacy)
+                if problem is not None:
+                    raise self.error(
+                        [section, i, "out"],
+                        f"{section}.{i}.out {entry['out']}: the workflow would replace it: {problem}; "
+                        "move it away or choose another folder",
+                    )
 
     # ------------------------------------------------------------------ groups and sources
 

@@ -77,7 +77,11 @@ def register_train_toy(add: Add) -> None:
     s.add_argument("--templates", required=True, metavar="PARQUET", help="the template table (templates.parquet)")
     s.add_argument("--lexicon", required=True, metavar="PARQUET", help="the verb lexicon (lexicon.parquet)")
     s.add_argument(
-        "--out", required=True, metavar="DIR", help="output folder (built beside it, replaced atomically if it exists)"
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="output folder (built beside it, then renamed into place; an existing folder is replaced only "
+        "when it is an earlier train-toy output, else refused)",
     )
     s.add_argument(
         "--seed", type=int, default=TrainSpec.seed, help="seed of the corpus, the initialisation and the data order"
