@@ -24,7 +24,9 @@ from transformers import TrainerCallback
 from verbeval.agreement.acquisition_index import add_checkpoint
 from verbeval.agreement.evaluation import AgreementResult, evaluate
 from verbeval.agreement.suite import AgreementSuite
+from verbeval.core import api_args as args
 from verbeval.core.errors import VerbevalError
+from verbeval.core.io import describe_os_error, write_problem
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,7 @@ class AgreementCallback(TrainerCallback):  # type: ignore[misc]
     ``processing_class``. ``prefix``: the logged names are ``<prefix>/<group>/<tse|ew|mw>``. Further
     keyword arguments go to :func:`~verbeval.agreement.evaluation.evaluate` (``batch_size``,
     ``resamples``, ...). Only the main process scores. ``results`` holds the
-    :class:`~verbeval.agreement.evaluation.AgreementResult` of the last ``keep`` scored steps (at least one).
+    :class:`~verbeval.agreement.evaluation.AgreementResult` of the last ``keep`` (>= 1) scored steps.
     """
 
     def __init__(
@@ -73,14 +75,18 @@ class AgreementCallback(TrainerCallback):  # type: ignore[misc]
             raise VerbevalError(f"AgreementCallback: steps {self.steps}: a step cannot be negative")
         self.every = every
         self.suite = suite.select(groups, max_rows)
+        self.model_name = args.plain_name("AgreementCallback", "model_name", model_name)
+        self.keep = args.positive_int("AgreementCallback", "keep", keep)
         self.out_dir = Path(out_dir) if out_dir is not None else None
-        self.model_name = model_name
+        if self.out_dir is not None:  # before any training: not at the first scored step
+            problem = write_problem(self.out_dir)
+            if problem is not None:
+                raise VerbevalError(f"AgreementCallback: out_dir {self.out_dir}: cannot write there: {problem[1]}")
         self.family = family or model_name
         self.seed = "" if seed is None else str(seed)
         self.random_init = random_init
         self.tokenizer = tokenizer
         self.prefix = prefix
-        self.keep = keep
         self.evaluate_kwargs = evaluate_kwargs
         self.results: dict[int, AgreementResult] = {}
         self._trainer: Any = None
@@ -125,10 +131,8 @@ class AgreementCallback(TrainerCallback):  # type: ignore[misc]
         )
         self._done.add(step)
         self.results[step] = result
-        while len(self.results) > max(self.keep, 1):
+        while len(self.results) > self.keep:
             del self.results[min(self.results)]
-        if self.out_dir is not None:
-            self._write(result, step)
         values = result.log_values(self.prefix)
         if self._trainer is not None:
             self._trainer.log(dict(values))
@@ -140,6 +144,12 @@ class AgreementCallback(TrainerCallback):  # type: ignore[misc]
                     "go to state.log_history only, not to the Trainer's loggers"
                 )
                 self._warned = True
+        if self.out_dir is not None:  # after the scores are logged; a failure to write does not stop training
+            try:
+                self._write(result, step)
+            except (OSError, VerbevalError) as exc:
+                reason = describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
+                log.warning("AgreementCallback: %s: its tables were not written (%s); training goes on", name, reason)
         log.info("%s: agreement scored in %.2f s", name, result.seconds)
 
     def _write(self, result: AgreementResult, step: int) -> None:

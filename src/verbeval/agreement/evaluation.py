@@ -29,6 +29,7 @@ from verbeval.agreement.lemma_contexts import forms_of, lemma_contexts_from_stat
 from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, FormStats
 from verbeval.agreement.suite import AgreementSuite
 from verbeval.agreement.tables import table2
+from verbeval.core import api_args as args
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import write_csv
 
@@ -195,9 +196,18 @@ def evaluate(
     from verbeval.agreement.inference import compute_chunk, model_context, prepare_group
     from verbeval.agreement.lengths import check_context_lengths, position_limit
     from verbeval.agreement.shards import capped_chunks
+    from verbeval.core.model_state import borrowed
     from verbeval.core.models import LoadedModel, is_cased
 
     t0 = time.perf_counter()
+    where = "evaluate"
+    batch_size = args.positive_int(where, "batch_size", batch_size)
+    chunks = args.positive_int(where, "chunks", chunks)
+    max_rows = args.positive_int(where, "max_rows", max_rows, optional=True)
+    resamples = args.non_negative_int(where, "resamples", resamples)
+    confidence = args.open_unit(where, "confidence", confidence)
+    groups = args.group_ids(where, "groups", groups)
+    args.loaded_model(where, model)
     suite = (suite or AgreementSuite.from_sources()).select(groups, max_rows)
     kind_ = _kind(model, kind)
     if kind_ == "masked" and getattr(tokenizer, "mask_token", None) is None:
@@ -219,36 +229,27 @@ def evaluate(
         ),
     )
     mc = suite.prepared((*tok_key, "context", prepend_bos), lambda: model_context(lm, lemmas, 10, prepend_bos))
-    was_training = model.training
     parts, scores, tses, stats = [], {}, {}, {}
-    try:
-        if dev != home:
-            model.to(dev)
-        model.eval()
-        with torch.no_grad():
-            for gid in suite.group_ids:
-                work = suite.prepared((*tok_key, "group", gid), lambda gid=gid: prepare_group(lm, suite.templates, gid))
-                n = capped_chunks(len(work.contexts), chunks)
-                done = [
-                    compute_chunk(
-                        lm, mc, work, k, n, batch_size=batch_size, progress=progress, allow_nonfinite=allow_nonfinite
-                    )
-                    for k in range(n)
-                ]
-                shards = _group_shards(done, len(lemmas))
-                scores[gid] = context_scores(shards, top_cutoffs, bottom_cutoffs)
-                tses[gid] = row_tse(shards, work.rows)
-                summary = summarise(
-                    scores[gid], tses[gid], model=name, group=gid, resamples=resamples, seed=seed, confidence=confidence
-                ).assign(random_init=bool(random_init))
-                if shards.n_nonfinite:
-                    summary = summary.assign(n_nonfinite=shards.n_nonfinite)
-                parts.append(summary)
-                stats[gid] = (shards.stats, shards.plural)
-    finally:
-        if dev != home:
-            model.to(home)
-        model.train(was_training)
+    with borrowed(model, None if device is None else dev), torch.no_grad():
+        for gid in suite.group_ids:
+            work = suite.prepared((*tok_key, "group", gid), lambda gid=gid: prepare_group(lm, suite.templates, gid))
+            n = capped_chunks(len(work.contexts), chunks)
+            done = [
+                compute_chunk(
+                    lm, mc, work, k, n, batch_size=batch_size, progress=progress, allow_nonfinite=allow_nonfinite
+                )
+                for k in range(n)
+            ]
+            shards = _group_shards(done, len(lemmas))
+            scores[gid] = context_scores(shards, top_cutoffs, bottom_cutoffs)
+            tses[gid] = row_tse(shards, work.rows)
+            summary = summarise(
+                scores[gid], tses[gid], model=name, group=gid, resamples=resamples, seed=seed, confidence=confidence
+            ).assign(random_init=bool(random_init))
+            if shards.n_nonfinite:
+                summary = summary.assign(n_nonfinite=shards.n_nonfinite)
+            parts.append(summary)
+            stats[gid] = (shards.stats, shards.plural)
     summary = pd.concat(parts, ignore_index=True)
     summary = summary.sort_values(["model", "group", "metric", "side", "cutoff"], kind="stable").reset_index(drop=True)
     return AgreementResult(

@@ -61,6 +61,19 @@ def prepare_group(lm: LoadedModel, templates: pd.DataFrame, group: str) -> Group
     plur = np.where(g["plural"], g["correct"], g["incorrect"]).tolist()
     # one tokenizer call for both forms of every row (each call inspects the tokenizer's pipeline)
     tse_ids = single_token_ids(lm.tokenizer, sing + plur).reshape(2, -1).T.copy()
+    # a pair whose two forms are the same token (an undeclared unknown token) cannot be told apart:
+    # excluded from TSE like a pair of multi-token forms, and counted, never scored as an error
+    same = (tse_ids[:, 0] == tse_ids[:, 1]) & (tse_ids[:, 0] >= 0)
+    if same.any():
+        tse_ids[same] = -1
+        log.warning(
+            "%s: group %s: %d of %d row(s) whose correct and incorrect forms have the same token id are "
+            "excluded from TSE",
+            lm.model_id,
+            group,
+            int(same.sum()),
+            len(same),
+        )
     return GroupWork(group, g, contexts, row_context, tse_ids, group_digest(g))
 
 

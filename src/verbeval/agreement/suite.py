@@ -22,6 +22,7 @@ import pandas as pd
 
 from verbeval.agreement.groups import load_groups
 from verbeval.agreement.templates import subsample
+from verbeval.core import api_args as args
 from verbeval.core.errors import InputError, VerbevalError
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,10 @@ __all__ = ["AgreementSuite"]
 
 #: the environment variable naming a data mirror (as ``verbeval fetch`` reads it)
 MIRROR_ENV = "VERBEVAL_DATA_MIRROR"
+#: the template columns the engine reads (of :data:`verbeval.agreement.template_files.TEMPLATE_COLUMNS`)
+SUITE_TEMPLATE_COLUMNS = ("group", "source", "left", "right", "correct", "incorrect", "plural")
+#: the lexicon columns the engine reads
+SUITE_LEXICON_COLUMNS = ("lemma", "sing", "plur")
 
 
 @dataclass
@@ -50,6 +55,8 @@ class AgreementSuite:
     _cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        args.columns("AgreementSuite", "templates", self.templates, SUITE_TEMPLATE_COLUMNS)
+        args.columns("AgreementSuite", "lexicon", self.lexicon, SUITE_LEXICON_COLUMNS)
         present = set(self.templates["group"])
         self.groups = [dict(g) for g in self.groups if g["id"] in present]
         if not self.groups:
@@ -110,6 +117,10 @@ class AgreementSuite:
         from verbeval.core.manifest import load_manifest, local_filename
         from verbeval.core.verb_list import read_giant_verb_list
 
+        groups = args.group_ids("AgreementSuite.from_sources", "groups", groups)
+        max_rows_per_source = args.positive_int(
+            "AgreementSuite.from_sources", "max_rows_per_source", max_rows_per_source, optional=True
+        )
         sources = load_manifest(manifest)
         chosen = load_groups(groups_file)
         if groups is not None:
@@ -148,6 +159,10 @@ class AgreementSuite:
         every row gives the rows of a run with ``agreement.max_rows_per_source`` set to it; None: as
         it is).
         Returns ``self`` when nothing changes, so that its per-tokenizer cache is kept."""
+        groups = args.group_ids("AgreementSuite.select", "groups", groups)
+        max_rows_per_source = args.positive_int(
+            "AgreementSuite.select", "max_rows_per_source", max_rows_per_source, optional=True
+        )
         if groups is None and (max_rows_per_source is None or max_rows_per_source == self.max_rows_per_source):
             return self
         key = ("select", tuple(groups) if groups is not None else None, max_rows_per_source)
