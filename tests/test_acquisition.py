@@ -373,6 +373,21 @@ def test_frequency_sources(tmp_path: Path) -> None:
         file_zipf(bad, ["a"])
 
 
+def test_a_frequency_file_of_another_corpus_is_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    counts = tmp_path / "other.csv"
+    pd.DataFrame({"lemma": ["x", "y", "walk"], "count": [5, 3, 2]}).to_csv(counts, index=False)
+    with caplog.at_level("WARNING"):
+        file_zipf(counts, ["walk", "run", "swim"])  # 1 of 3: below the share
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{counts}: the frequency file lists 1 of the sweep's 3 lemmas (fewer than 50%): is it this sweep's "
+        "corpus? Only those enter the frequency analysis"
+    ]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        file_zipf(counts, ["walk", "x"])  # 2 of 2
+    assert caplog.records == []
+
+
 def test_aoa_frequency_correlation_and_outliers() -> None:
     rng = np.random.default_rng(5)
     z = rng.uniform(2, 6, 80)

@@ -70,3 +70,14 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["verbeval report-table: error: 2 --csv, 2 --title and 1 --out: give one of each per page"]
     assert not (tmp_path / "c.html").exists()
+
+
+def test_no_field_taken_for_an_index_and_integers_stay_integers(tmp_path: Path) -> None:
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("model,n\ngpt2,2,7\nbert,3,8\n")  # a field more than the header in every row
+    with pytest.raises(InputError) as err:
+        csv_page(ragged, "t")
+    assert str(err.value) == f"{ragged}: not a readable CSV table (a row has more fields than the header)"
+    short = tmp_path / "short.csv"
+    short.write_text("model,n,rho\ngpt2,2,0.5\nbert,,0.25\n")  # an integer column with an empty cell
+    assert _cells(csv_page(short, "t")) == [["gpt2", "2", "0.500"], ["bert", "–", "0.250"]]

@@ -94,3 +94,18 @@ def test_latex_tabular_sections_and_rows() -> None:
 
 def test_tex_escape() -> None:
     assert tex_escape(r"50% of a_b & c #1 $5 \x") == r"50\% of a\_b \& c \#1 \$5 \textbackslash{}x"
+
+
+def test_markdown_cells_are_escaped_everywhere() -> None:
+    """A custom group's name with a pipe or HTML stays one cell of text (table2.md and every pipe table)."""
+    from verbeval.agreement.tables import to_markdown
+    from verbeval.core.tables import md_escaped_frame
+
+    name = "A|B <script>alert(1)</script> &amp; back\\slash\nnext"
+    escaped = r"A\|B &lt;script&gt;alert(1)&lt;/script&gt; &amp;amp; back\\slash next"
+    table = pd.DataFrame({"group": ["custom"], "name": [name], "m.tse": [0.5], "m.ew": [0.25], "m.mw": [np.nan]})
+    lines = to_markdown(table, ["m"]).splitlines()
+    assert lines[2] == f"| {escaped} | 0.50 | 0.25 | – |"
+    assert markdown_table([name], [[name]], "l")[0] == f"| {escaped} |"
+    frame = md_escaped_frame(pd.DataFrame({"a|b": [name], "n": [3]}))
+    assert list(frame.columns) == [r"a\|b", "n"] and frame.iloc[0].tolist() == [escaped, 3]

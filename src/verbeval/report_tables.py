@@ -12,6 +12,7 @@ A top-level module, because it serves every study and the studies do not import 
 from __future__ import annotations
 
 import html
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,7 +38,16 @@ def csv_page(csv: Path, title: str) -> str:
     from verbeval.core.tables import format_number
 
     try:
-        frame = pd.read_csv(csv, keep_default_na=False, na_values=[""])
+        # index_col=False: a first field is never taken for an index; a row longer than the header is
+        # refused (pandas would drop its last fields with a ParserWarning). Nullable dtypes: an integer
+        # column with an empty cell stays integer.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(
+                csv, keep_default_na=False, na_values=[""], index_col=False, dtype_backend="numpy_nullable"
+            )
+    except pd.errors.ParserWarning:
+        raise InputError(csv, "not a readable CSV table (a row has more fields than the header)") from None
     except (OSError, ValueError) as e:  # pandas' ParserError and EmptyDataError are ValueErrors
         raise InputError(csv, f"not a readable CSV table ({e})") from e
     # per column: the decimals of its numbers (0 for an integer column), None for a text or boolean one
@@ -53,6 +63,7 @@ def csv_page(csv: Path, title: str) -> str:
     def cell(value: object, decimals: int | None) -> str:
         if decimals is None:
             return f"<td>{html.escape('' if pd.isna(value) else str(value))}</td>"
+        value = float("nan") if pd.isna(value) else value  # pd.NA of a nullable column
         return f'<td class="num">{format_number(value, decimals, tiny_below=TINY if decimals else 0.0)}</td>'
 
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)

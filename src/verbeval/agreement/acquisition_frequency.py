@@ -8,7 +8,9 @@ Frequency of a lemma, in Zipf units (log10 of its frequency per billion words), 
   ``unknown_to_wordfreq``), never 0. Library and version are recorded.
 * a CSV ``lemma,zipf`` (used as is) or ``lemma,count`` (``log10(count / total count) + 9``, the
   same units over the file's own counts), e.g. the toy corpus's planted frequencies; a lemma not in
-  the file is missing (``not_in_frequency_file``), one with count 0 too (``zero_count``).
+  the file is missing (``not_in_frequency_file``), one with count 0 too (``zero_count``). A file
+  that holds fewer than :data:`MIN_SHARED_LEMMAS` of the sweep's lemmas is probably another
+  corpus's: one warning names it and the share.
 
 Correlation (:func:`aoa_frequency`): Spearman's rho of log10 AoA and Zipf frequency over the lemmas
 with both, with a percentile bootstrap CI over lemmas (resampled indices, ties ranked by their
@@ -20,6 +22,7 @@ residuals from their median): ``later`` (acquired later than their frequency pre
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -30,7 +33,11 @@ import pandas as pd
 
 from verbeval.core.errors import InputError
 
+log = logging.getLogger(__name__)
+
 FREQUENCY_COLUMNS = ("lemma", "zipf", "frequency_reason")
+#: a frequency file holding fewer than this share of the sweep's lemmas is warned about
+MIN_SHARED_LEMMAS = 0.5
 
 
 def wordfreq_zipf(forms: Mapping[str, tuple[str, str]]) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -90,6 +97,16 @@ def file_zipf(path: str | Path, lemmas: list[str]) -> tuple[pd.DataFrame, dict[s
         else:
             z = by[lemma] if col == "zipf" else float(np.log10(by[lemma] / total) + 9.0)
             rows.append((lemma, z, ""))
+    shared = sum(1 for lemma in set(lemmas) if lemma in by)
+    if lemmas and shared < MIN_SHARED_LEMMAS * len(set(lemmas)):
+        log.warning(
+            "%s: the frequency file lists %d of the sweep's %d lemmas (fewer than %d%%): is it this sweep's "
+            "corpus? Only those enter the frequency analysis",
+            p,
+            shared,
+            len(set(lemmas)),
+            round(MIN_SHARED_LEMMAS * 100),
+        )
     info = {"source": str(p), "library": "", "version": "", "wordlist": f"column {col}"}
     return pd.DataFrame(rows, columns=list(FREQUENCY_COLUMNS)), info
 

@@ -25,10 +25,11 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from verbeval.agreement.report_pages import html_page, md_escape
+from verbeval.agreement.report_pages import html_page
 from verbeval.agreement.shards import fixed_list_values, lemma_set_hash, read_shard_meta
 from verbeval.core.errors import VerbevalError
 from verbeval.core.provenance import display_name
+from verbeval.core.tables import md_escape
 
 #: probability floor for the log of a lemma's mass (float32 shards underflow to 0 below ~1e-45)
 PROB_FLOOR = float(np.finfo(np.float32).tiny)

@@ -1,15 +1,10 @@
 """The standalone HTML page of an agreement report item (Table 2, Table 3, the worst lemmas), with
-its one style sheet, and the escape of a Markdown table cell.
+its one style sheet.
 """
 
 from __future__ import annotations
 
 import html
-
-
-def md_escape(s: str) -> str:
-    """``s`` as a Markdown table cell: ``|`` escaped."""
-    return s.replace("|", r"\|")
 
 
 def html_page(title: str, body: str) -> str:

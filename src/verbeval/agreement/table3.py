@@ -21,10 +21,11 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from verbeval.agreement.report_pages import html_page, md_escape
+from verbeval.agreement.report_pages import html_page
 from verbeval.agreement.shards import build_contexts, fixed_list_values, read_shard_meta
 from verbeval.core.errors import VerbevalError
 from verbeval.core.provenance import display_name
+from verbeval.core.tables import md_escape
 
 
 def _norm(text: str) -> str:

@@ -18,6 +18,7 @@ summaries, whose bytes are tabulate's.)
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -56,14 +57,32 @@ def format_rows(frame: pd.DataFrame, formats: Mapping[str, Format] | None = None
     return [[f(v) for f, v in zip(fmts, row)] for row in frame.itertuples(index=False)]
 
 
+def md_escape(text: Any) -> str:
+    """``text`` as one Markdown table cell that renders as the text itself: ``\\`` and ``|``
+    backslash-escaped, ``<``, ``>`` and an ``&`` that would start an entity (``&amp;``) as HTML
+    entities (a name is never markup), line breaks as spaces."""
+    s = str(text).replace("\\", "\\\\").replace("|", r"\|")
+    s = re.sub(r"&(?=#?\w+;)", "&amp;", s).replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"[\r\n]+", " ", s)
+
+
+def md_escaped_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its column names and text cells through :func:`md_escape` (for ``DataFrame.to_markdown``)."""
+    out = frame.rename(columns=lambda c: md_escape(c))
+    for col in out.columns:
+        if out[col].dtype == object or str(out[col].dtype).startswith("str"):
+            out[col] = out[col].map(lambda v: v if not isinstance(v, str) else md_escape(v))
+    return out
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str) -> list[str]:
     """A pipe table's lines: the header, the alignment row (``align``: one letter per column, ``l``
-    or ``r``), then one line per row; cells are written as given."""
+    or ``r``), then one line per row; every header and cell through :func:`md_escape`."""
     marks = {"l": "---", "r": "---:"}
     return [
-        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(map(md_escape, header)) + " |",
         "|" + "|".join(marks[a] for a in align) + "|",
-        *("| " + " | ".join(cells) + " |" for cells in rows),
+        *("| " + " | ".join(map(md_escape, cells)) + " |" for cells in rows),
     ]
 
 

@@ -239,6 +239,7 @@ def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
     from verbeval.agreement.lexicon_modes_table import coverage_table, modes_table, to_latex, to_markdown, to_metrics
     from verbeval.core.io import write_csv, write_json, write_text
     from verbeval.core.provenance import random_flags, with_random_field, with_random_init
+    from verbeval.core.tables import md_escaped_frame
 
     models = a.models.split(",")
     summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
@@ -257,11 +258,11 @@ def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
         "",
         "Lemma coverage per mode:",
         "",
-        coverage.to_markdown(index=False),
+        md_escaped_frame(coverage).to_markdown(index=False),
         "",
         "Single-token vs multi-token lemmas (mode all):",
         "",
-        diffs.to_markdown(index=False, floatfmt=".4g"),
+        md_escaped_frame(diffs).to_markdown(index=False, floatfmt=".4g"),
     ]
     if a.consistency:
         cons = pd.concat([pd.read_csv(p) for p in a.consistency], ignore_index=True)
