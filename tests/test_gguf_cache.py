@@ -180,3 +180,50 @@ def test_text_jobs_read_the_cached_tokenizer_without_transformers(gguf_dir: Path
         assert fast(text)["input_ids"] == ref(text)["input_ids"]
     ids = sorted(ref.get_vocab().values())
     assert [fast.decode([i]).strip() for i in ids] == [ref.decode([i]).strip() for i in ids]
+
+
+def test_a_record_edited_to_match_a_changed_config_is_checked_against_the_gguf_file(
+    gguf_dir: Path, _cache: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu")
+    (folder,) = [p for p in (_cache / "gguf").iterdir() if p.is_dir()]
+    cfg = json.loads((folder / "config.json").read_text())
+    assert cfg["num_hidden_layers"] == 2 and cfg["vocab_size"] == 277
+    (folder / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 1}))
+    record = json.loads((folder / gguf_cache.RECORD).read_text())
+    record["files"]["config.json"] = hashlib.sha256((folder / "config.json").read_bytes()).hexdigest()
+    (folder / gguf_cache.RECORD).write_text(json.dumps(record))  # the record agrees with the changed file
+    assert gguf_cache.folder_problem(folder, folder.name) is None  # consistent with itself
+    assert gguf_cache.folder_problem(folder, folder.name, gguf_dir / "tiny.gguf") == (
+        "its config.json is not the GGUF file's model: layers 1 (the GGUF file: 2)"
+    )
+    with caplog.at_level("WARNING"):
+        lm = load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu")
+    assert lm.model.config.num_hidden_layers == 2  # rebuilt from the GGUF file
+    assert "is rebuilt: its config.json is not the GGUF file's model: layers 1 (the GGUF file: 2)" in caplog.text
+
+
+def test_a_file_in_the_cache_folders_place_and_stale_leftovers_are_removed(gguf_dir: Path, _cache: Path) -> None:
+    from verbeval.core.errors import VerbevalError
+    from verbeval.core.model_sources.fingerprint import file_sha256
+
+    digest = file_sha256(gguf_dir / "tiny.gguf")
+    root = _cache / "gguf"
+    root.mkdir(parents=True)
+    (root / digest).write_text("a plain file")
+    (root / f".{digest[:16]}.stale-999999").mkdir()  # left by a killed build
+    (root / f".{digest[:16]}.stale-999999" / "model.safetensors").write_text("x")
+    load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu")
+    assert sorted(p.name for p in root.iterdir()) == [f".{digest}.lock", digest]
+    assert gguf_cache.folder_problem(root / digest, digest, gguf_dir / "tiny.gguf") is None
+    # a cache folder that cannot be made: the error names it
+    for p in list(root.iterdir()):
+        gguf_cache._remove(p)
+    root.rmdir()
+    root.write_text("a file where the cache folder goes")
+    with pytest.raises(VerbevalError) as err:
+        load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu")
+    assert str(err.value) == (
+        f"model {str(gguf_dir)!r}: cannot write the GGUF cache folder {root} (for {digest}): {root}: File exists; "
+        "set VERBEVAL_CACHE_DIR to a writable folder"
+    )

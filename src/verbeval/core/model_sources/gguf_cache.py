@@ -64,9 +64,11 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def folder_problem(folder: Path, sha256: str) -> str | None:
+def folder_problem(folder: Path, sha256: str, gguf_path: Path | None = None) -> str | None:
     """Why ``folder`` is not a complete cached folder of the GGUF file with this sha256 (missing,
-    record unreadable, other versions, a file missing or changed), else None."""
+    record unreadable, other versions, a file missing or changed; with ``gguf_path``, a
+    ``config.json`` whose layer count or vocabulary is not the one the GGUF file's header states),
+    else None."""
     try:
         record = json.loads((folder / RECORD).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -83,7 +85,36 @@ def folder_problem(folder: Path, sha256: str) -> str | None:
             return f"{name} is missing"
         if file_sha256(path) != digest:
             return f"{name} is not the file written there (sha256 changed)"
+    return None if gguf_path is None else _shape_problem(folder, gguf_path)
+
+
+def _shape_problem(folder: Path, gguf_path: Path) -> str | None:
+    """Why the cached ``config.json`` is not the GGUF file's model (its layer count or vocabulary
+    differs from the file's header, :func:`verbeval.core.model_sources.gguf_header.gguf_facts`), else None:
+    the record is checked against the file itself, not only against itself."""
+    from verbeval.core.model_sources.gguf_header import gguf_facts
+
+    try:
+        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"its config.json is unreadable ({exc})"
+    stamp = gguf_path.stat()
+    facts = _facts(str(gguf_path.resolve()), stamp.st_size, stamp.st_mtime_ns, gguf_facts)
+    cached = {
+        "layers": next((cfg[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if k in cfg), None),
+        "vocab": cfg.get("vocab_size"),
+    }
+    wrong = [k for k in ("layers", "vocab") if None not in (facts[k], cached[k]) and facts[k] != cached[k]]
+    if wrong:
+        said = ", ".join(f"{k} {cached[k]} (the GGUF file: {facts[k]})" for k in wrong)
+        return f"its config.json is not the GGUF file's model: {said}"
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _facts(path: str, size: int, mtime_ns: int, read: Any) -> dict[str, int | None]:
+    """:func:`~verbeval.core.model_sources.gguf_header.gguf_facts` of ``path``, read once per version of the file."""
+    return read(path)
 
 
 @contextlib.contextmanager
@@ -233,6 +264,15 @@ def _readable(folder: Path) -> None:
         p.chmod(0o666 & ~umask)
 
 
+def _remove(path: Path) -> None:
+    """Remove ``path`` of the cache (a folder, a file or a link in a folder's place); quietly."""
+    with contextlib.suppress(OSError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
 def _build(gguf_path: Path, sha256: str, model_id: str, dest: Path) -> None:
     from verbeval.core.io import sha256_file, temporary_folder, write_json
 
@@ -258,14 +298,16 @@ def _build(gguf_path: Path, sha256: str, model_id: str, dest: Path) -> None:
             },
         )
         _readable(tmp)
+        for left in dest.parent.glob(f".{sha256[:16]}.stale-*"):  # of a killed build (we hold the lock)
+            _remove(left)
         stale = None
-        if dest.exists():  # damaged or outdated (checked under the lock): moved aside, then removed
+        if dest.exists() or dest.is_symlink():  # damaged or outdated (checked under the lock): moved aside, then removed
             stale = dest.with_name(f".{sha256[:16]}.stale-{os.getpid()}")
             os.rename(dest, stale)
         os.rename(tmp, dest)
         tmp.mkdir()  # temporary_folder removes its folder afterwards
     if stale is not None:
-        shutil.rmtree(stale, ignore_errors=True)
+        _remove(stale)
     log.info("%s: %s read once, cached as %s (%.1f s)", model_id, gguf_path.name, dest, time.perf_counter() - start)
 
 
@@ -277,16 +319,21 @@ def cached_folder(gguf_path: str | Path, model_id: str, sha256: str | None = Non
     digest = (sha256 or file_sha256(path)).lower()
     root = cache_root()
     dest = root / digest
-    if folder_problem(dest, digest) is None:
+    if folder_problem(dest, digest, path) is None:
         return dest
     try:
         with _locked(root, digest):
-            problem = folder_problem(dest, digest)  # another job may have built it meanwhile
+            problem = folder_problem(dest, digest, path)  # another job may have built it meanwhile
             if problem is None:
                 return dest
             if problem != "missing":
                 log.warning("%s: the cached folder %s is rebuilt: %s", model_id, dest, problem)
             _build(path, digest, model_id, dest)
     except OSError as exc:
-        raise VerbevalError(f"model {model_id!r}: cannot write the GGUF cache folder {dest}: {exc}") from None
+        from verbeval.core.io import describe_os_error
+
+        raise VerbevalError(
+            f"model {model_id!r}: cannot write the GGUF cache folder {root} (for {dest.name}): "
+            f"{describe_os_error(exc)}; set VERBEVAL_CACHE_DIR to a writable folder"
+        ) from None
     return dest

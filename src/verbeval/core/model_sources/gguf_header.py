@@ -345,6 +345,21 @@ def _ints(head: GGUFHeader, key: str, buf: Any) -> list[int] | None:
     return [struct.unpack_from(head.order + fmt, buf, value.offset + i * step)[0] for i in range(value.count)]
 
 
+def gguf_facts(path: str | Path) -> dict[str, int | None]:
+    """What the header of the GGUF file ``path`` says of the model's shape: ``layers``
+    (``<arch>.block_count``) and ``vocab`` (the length of ``tokenizer.ggml.tokens``, else
+    ``<arch>.vocab_size``); None for one the header does not state or cannot be read."""
+    try:
+        with _Mapped(path) as (buf, size):
+            head = _parse(buf, size)
+        arch = head.metadata.get("general.architecture")
+        tokens = head.metadata.get("tokenizer.ggml.tokens")
+        vocab = tokens.count if isinstance(tokens, _Array) else _int(head, f"{arch}.vocab_size")
+        return {"layers": _int(head, f"{arch}.block_count"), "vocab": vocab}
+    except Exception:  # noqa: BLE001 - the header's own check (check_gguf_header) reports a bad file
+        return {"layers": None, "vocab": None}
+
+
 def _blocks(names: list[str]) -> str:
     """``blk.0-blk.1``, or the indices listed when they are not 0..n-1."""
     idx = sorted({int(m.group(2)) for n in names if (m := _BLOCK.match(n))})
