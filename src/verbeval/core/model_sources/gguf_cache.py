@@ -301,7 +301,8 @@ def _build(gguf_path: Path, sha256: str, model_id: str, dest: Path) -> None:
         for left in dest.parent.glob(f".{sha256[:16]}.stale-*"):  # of a killed build (we hold the lock)
             _remove(left)
         stale = None
-        if dest.exists() or dest.is_symlink():  # damaged or outdated (checked under the lock): moved aside, then removed
+        # damaged or outdated (checked under the lock): moved aside, then removed
+        if dest.exists() or dest.is_symlink():
             stale = dest.with_name(f".{sha256[:16]}.stale-{os.getpid()}")
             os.rename(dest, stale)
         os.rename(tmp, dest)
