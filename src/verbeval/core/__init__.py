@@ -12,7 +12,9 @@ saving), tables (the studies' Markdown and LaTeX table renderer and its number f
 the studies' command lines), npy_sort (numpy's sort kernels on AMD Zen 4, chosen before numpy
 loads), memory (free memory and batch sizes that fit), fasttok (word encoding without transformers),
 stamps (up-to-date stamps of a multi-branch job's outputs), cluster (cluster resource checks),
-failures (the failed jobs' causes), console (Snakemake's job descriptions kept short), bootstrap
+failures (the failed jobs' causes), outfolders (an output folder replaced only when it is the
+command's own earlier output), api_args (the in-process API's argument checks), model_state (a model
+borrowed for scoring and handed back exactly), console (Snakemake's job descriptions kept short), bootstrap
 (the percentile bootstrap both studies' CIs come from), and the
 model_sources package (GGUF files, pip packages, pins, header checks, fingerprints); cli registers
 fetch, mirror, tiny-model and check-config.
