@@ -42,6 +42,8 @@ def test_an_earlier_output_is_replaced_and_a_users_folder_refused(tmp_path: Path
     replace_folder(_built(tmp_path, "a.txt", "sub/b.txt"), out, "tiny-model")
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [MARKER, "a.txt", "sub/b.txt"]
     assert replace_problem(out, "tiny-model") is None  # its own output: replaced again
+    (out / ".snakemake_timestamp").touch()  # what Snakemake adds to a directory() output after its job
+    assert replace_problem(out, "tiny-model") is None
     replace_folder(_built(tmp_path, "c.txt"), out, "tiny-model")
     assert sorted(p.name for p in out.iterdir()) == [MARKER, "c.txt"]
     assert not list(tmp_path.glob(".out.old-*"))  # the earlier folder is gone, nothing else left

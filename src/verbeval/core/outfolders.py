@@ -25,6 +25,9 @@ from verbeval.core.errors import VerbevalError
 
 #: the record of the command that wrote a folder (``{"command": ..., "files": [...]}``)
 MARKER = ".verbeval-output.json"
+#: files the workflow's tools add to a finished output folder, not a user's: Snakemake's mtime
+#: carrier of a ``directory()`` output, created after every job that writes one
+TOOL_FILES = (".snakemake_timestamp",)
 
 
 def _files(folder: Path) -> list[str]:
@@ -102,7 +105,7 @@ def replace_problem(out: str | Path, command: str, legacy: Sequence[str] = ()) -
         if any(next(folder.glob(pattern), None) is not None for pattern in legacy):
             return None
         return f"it is not an earlier output of {command} (it holds {_shown(present)})"
-    foreign = [n for n in present if n != MARKER and n not in set(listed)]
+    foreign = [n for n in present if n not in (MARKER, *TOOL_FILES) and n not in set(listed)]
     if foreign:
         return f"it holds files {command} did not write ({_shown(foreign)})"
     return None
