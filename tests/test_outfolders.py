@@ -187,3 +187,37 @@ def test_plan_refuses_a_tracked_folder(tmp_path: Path, monkeypatch: pytest.Monke
     extra.write_text("tiny_models:\n  - {out: resources, arch: gpt2}\n")
     with pytest.raises(PlanError, match=r"tiny_models\.0\.out resources: the workflow would replace it: it holds "):
         plan_from_files([BASE, extra])
+
+
+# ---------------------------------------------------------------- the bench's run folders
+
+
+def test_the_bench_empties_only_its_own_run_folder(tmp_path: Path) -> None:
+    from verbeval.bench.workflow_runs import _fresh
+
+    run = tmp_path / "results-bench" / "workflow"
+    assert _fresh(run) == run
+    assert [p.name for p in run.iterdir()] == [MARKER]
+    (run / "results" / "agreement").mkdir(parents=True)  # what its Snakemake run writes there
+    (run / "results" / "agreement" / "table2.csv").write_text("model\n")
+    _fresh(run)  # its own earlier run folder: emptied
+    assert [p.name for p in run.iterdir()] == [MARKER]
+    # an earlier bench's folder from before the marker: its overlay proves it
+    legacy = tmp_path / "old"
+    legacy.mkdir()
+    (legacy / "bench-config.yaml").write_text("models: []\n")
+    (legacy / "log.txt").write_text("x")
+    _fresh(legacy)
+    assert [p.name for p in legacy.iterdir()] == [MARKER]
+    # a user's folder named as the bench's workdir survives, with one line saying why
+    mine = tmp_path / "mine" / "snakemake"
+    mine.mkdir(parents=True)
+    (mine / "thesis.tex").write_text("\\chapter{}")
+    with pytest.raises(VerbevalError) as err:
+        _fresh(mine)
+    assert str(err.value) == (
+        f"--workdir {mine}: not replaced: it is not an earlier output of bench (it holds thesis.tex); "
+        "move it away or choose another folder"
+    )
+    assert (mine / "thesis.tex").read_text() == "\\chapter{}"
+    assert not list(mine.parent.glob(".snakemake.old-*"))

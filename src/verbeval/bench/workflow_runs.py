@@ -14,7 +14,6 @@ cost every job pays.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,11 +73,17 @@ def workflow_overlay(run_dir: Path, model_dirs: dict[str, Path], *, quick: bool,
     return overlay
 
 
+#: what proves a run folder to be the bench's from before verbeval.core.outfolders.MARKER: the
+#: overlay of its workflow part, or the Snakemake results folder of its other runs
+BENCH_LEGACY = ("bench-config.yaml", "results/.snakemake_timestamp", "results/agreement")
+
+
 def _fresh(run_dir: Path) -> Path:
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
-    return run_dir
+    """``run_dir`` emptied for a run of the bench: only when it is a run folder of an earlier bench
+    (verbeval.core.outfolders.fresh_run_folder), never a user's folder."""
+    from verbeval.core.outfolders import fresh_run_folder
+
+    return fresh_run_folder(run_dir, "bench", BENCH_LEGACY)
 
 
 def plan_workflow(

@@ -23,8 +23,11 @@ from pathlib import Path
 
 from verbeval.core.errors import VerbevalError
 
-#: the record of the command that wrote a folder (``{"command": ..., "files": [...]}``)
+#: the record of the command that wrote a folder (``{"command": ..., "files": [...]}``; ``"files": "all"``
+#: for a run folder, :func:`fresh_run_folder`)
 MARKER = ".verbeval-output.json"
+#: the ``files`` of a run folder's marker: everything below it was written by the command's runs
+RUN_FOLDER = "all"
 #: files the workflow's tools add to a finished output folder, not a user's: Snakemake's mtime
 #: carrier of a ``directory()`` output, created after every job that writes one
 TOOL_FILES = (".snakemake_timestamp",)
@@ -73,15 +76,21 @@ def _protected(folder: Path) -> str | None:
     return None
 
 
-def _marker_files(folder: Path, command: str) -> list[str] | None:
-    """The files the marker of ``command`` in ``folder`` lists, else None (no such marker)."""
+def _marker_files(folder: Path, command: str) -> list[str] | str | None:
+    """The files the marker of ``command`` in ``folder`` lists (:data:`RUN_FOLDER` for a run folder),
+    else None (no such marker)."""
     try:
         record = json.loads((folder / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or record.get("command") != command or not isinstance(record.get("files"), list):
+    if not isinstance(record, dict) or record.get("command") != command:
         return None
-    return [str(f) for f in record["files"]]
+    files = record.get("files")
+    if files == RUN_FOLDER:
+        return RUN_FOLDER
+    if not isinstance(files, list):
+        return None
+    return [str(f) for f in files]
 
 
 def replace_problem(out: str | Path, command: str, legacy: Sequence[str] = ()) -> str | None:
@@ -105,6 +114,8 @@ def replace_problem(out: str | Path, command: str, legacy: Sequence[str] = ()) -
         if any(next(folder.glob(pattern), None) is not None for pattern in legacy):
             return None
         return f"it is not an earlier output of {command} (it holds {_shown(present)})"
+    if listed == RUN_FOLDER:
+        return None
     foreign = [n for n in present if n not in (MARKER, *TOOL_FILES) and n not in set(listed)]
     if foreign:
         return f"it holds files {command} did not write ({_shown(foreign)})"
@@ -136,4 +147,26 @@ def replace_folder(built: Path, out: str | Path, command: str, legacy: Sequence[
     if aside is not None:
         with contextlib.suppress(OSError):
             shutil.rmtree(aside)
+    return target
+
+
+def fresh_run_folder(folder: str | Path, command: str, legacy: Sequence[str] = (), option: str = "--workdir") -> Path:
+    """An empty folder ``folder`` for a run of ``command`` that its children fill (a Snakemake run's
+    results, logs and configuration), marked as the command's (:data:`MARKER`, ``"files": "all"``).
+
+    An existing ``folder`` is emptied only when :func:`replace_problem` allows it: empty, or a run
+    folder of ``command`` (or holding one of the ``legacy`` records); otherwise
+    :class:`VerbevalError`, one line naming it (``option``: the option that chose it)."""
+    from verbeval.core.io import write_json
+
+    target = Path(folder)
+    problem = replace_problem(target, command, legacy)
+    if problem is not None:
+        raise VerbevalError(f"{option} {target}: not replaced: {problem}; move it away or choose another folder")
+    if target.exists():
+        aside = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.rename(target, aside)
+        shutil.rmtree(aside, ignore_errors=True)
+    target.mkdir(parents=True)
+    write_json(target / MARKER, {"command": command, "files": RUN_FOLDER})
     return target
