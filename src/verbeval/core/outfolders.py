@@ -13,7 +13,6 @@ replaced. Anything else is refused with one line naming the folder and what is i
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -31,6 +30,8 @@ RUN_FOLDER = "all"
 #: files the workflow's tools add to a finished output folder, not a user's: Snakemake's mtime
 #: carrier of a ``directory()`` output, created after every job that writes one
 TOOL_FILES = (".snakemake_timestamp",)
+#: the end of every refusal: what the user can do
+ADVICE = "move it away or choose another folder"
 
 
 def _files(folder: Path) -> list[str]:
@@ -127,7 +128,7 @@ def check_replaceable(out: str | Path, command: str, legacy: Sequence[str] = (),
     :func:`replace_problem` refuses it."""
     problem = replace_problem(out, command, legacy)
     if problem is not None:
-        raise VerbevalError(f"{option} {out}: not replaced: {problem}; move it away or choose another folder")
+        raise VerbevalError(f"{option} {out}: not replaced: {problem}; {ADVICE}")
 
 
 def replace_folder(built: Path, out: str | Path, command: str, legacy: Sequence[str] = ()) -> Path:
@@ -139,15 +140,26 @@ def replace_folder(built: Path, out: str | Path, command: str, legacy: Sequence[
     target = Path(out)
     check_replaceable(target, command, legacy)
     write_json(built / MARKER, {"command": command, "files": _files(built)})
-    aside = None
-    if target.exists():
-        aside = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.rename(target, aside)
+    aside = _moved_aside(target)
     built.rename(target)
-    if aside is not None:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(aside)
+    _remove(aside)
     return target
+
+
+def _moved_aside(target: Path) -> Path | None:
+    """``target`` (when it exists) renamed to a hidden name beside it, so that its place is free at
+    once; None when there is none."""
+    if not target.exists():
+        return None
+    aside = target.with_name(f".{target.name}.old-{os.getpid()}")
+    os.rename(target, aside)
+    return aside
+
+
+def _remove(aside: Path | None) -> None:
+    """The folder :func:`_moved_aside` put aside, removed (quietly: it is out of the way already)."""
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def fresh_run_folder(folder: str | Path, command: str, legacy: Sequence[str] = (), option: str = "--workdir") -> Path:
@@ -160,13 +172,8 @@ def fresh_run_folder(folder: str | Path, command: str, legacy: Sequence[str] = (
     from verbeval.core.io import write_json
 
     target = Path(folder)
-    problem = replace_problem(target, command, legacy)
-    if problem is not None:
-        raise VerbevalError(f"{option} {target}: not replaced: {problem}; move it away or choose another folder")
-    if target.exists():
-        aside = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.rename(target, aside)
-        shutil.rmtree(aside, ignore_errors=True)
+    check_replaceable(target, command, legacy, option)
+    _remove(_moved_aside(target))
     target.mkdir(parents=True)
     write_json(target / MARKER, {"command": command, "files": RUN_FOLDER})
     return target

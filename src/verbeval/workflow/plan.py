@@ -85,7 +85,7 @@ class Plan:
         command did not write, a tracked folder, the working folder: verbeval.core.outfolders) stops
         the run here: Snakemake removes a job's output folder before the job runs."""
         from verbeval.agreement.toy_training import TOY_LEGACY_RECORDS
-        from verbeval.core.outfolders import replace_problem
+        from verbeval.core.outfolders import ADVICE, replace_problem
         from verbeval.core.tiny_models import TINY_LEGACY_RECORDS
 
         rules = {"tiny_models": ("tiny-model", TINY_LEGACY_RECORDS), "toy_models": ("train-toy", TOY_LEGACY_RECORDS)}
@@ -95,8 +95,7 @@ class Plan:
                 if problem is not None:
                     raise self.error(
                         [section, i, "out"],
-                        f"{section}.{i}.out {entry['out']}: the workflow would replace it: {problem}; "
-                        "move it away or choose another folder",
+                        f"{section}.{i}.out {entry['out']}: the workflow would replace it: {problem}; {ADVICE}",
                     )
 
     # ------------------------------------------------------------------ groups and sources

@@ -92,14 +92,12 @@ def _shape_problem(folder: Path, gguf_path: Path) -> str | None:
     """Why the cached ``config.json`` is not the GGUF file's model (its layer count or vocabulary
     differs from the file's header, :func:`verbeval.core.model_sources.gguf_header.gguf_facts`), else None:
     the record is checked against the file itself, not only against itself."""
-    from verbeval.core.model_sources.gguf_header import gguf_facts
-
     try:
         cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         return f"its config.json is unreadable ({exc})"
     stamp = gguf_path.stat()
-    facts = _facts(str(gguf_path.resolve()), stamp.st_size, stamp.st_mtime_ns, gguf_facts)
+    facts = _facts(str(gguf_path.resolve()), stamp.st_size, stamp.st_mtime_ns)
     cached = {
         "layers": next((cfg[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if k in cfg), None),
         "vocab": cfg.get("vocab_size"),
@@ -112,9 +110,12 @@ def _shape_problem(folder: Path, gguf_path: Path) -> str | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _facts(path: str, size: int, mtime_ns: int, read: Any) -> dict[str, int | None]:
-    """:func:`~verbeval.core.model_sources.gguf_header.gguf_facts` of ``path``, read once per version of the file."""
-    return read(path)
+def _facts(path: str, size: int, mtime_ns: int) -> dict[str, int | None]:
+    """:func:`~verbeval.core.model_sources.gguf_header.gguf_facts` of ``path``, read once per version of
+    the file (``size`` and ``mtime_ns`` are the cache key's part that tells versions apart)."""
+    from verbeval.core.model_sources.gguf_header import gguf_facts
+
+    return gguf_facts(path)
 
 
 @contextlib.contextmanager
