@@ -28,6 +28,7 @@ include: "workflow/rules/veridicality.smk"
 include: "workflow/rules/simverb.smk"
 include: "workflow/rules/lexicon_modes.smk"
 include: "workflow/rules/models.smk"
+include: "workflow/rules/queues.smk"
 include: "workflow/rules/dvc_views.smk"
 include: "workflow/rules/acquisition.smk"
 

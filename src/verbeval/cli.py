@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from verbeval import model_run, workflow_cli
+from verbeval import model_queue, model_run, workflow_cli
 from verbeval.agreement import cli as agreement_cli
 from verbeval.bench import cli as bench_cli
 from verbeval.core import cli as core_cli
@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     core_cli.register_fetch(add)  # fetch, pip-model
     agreement_cli.register(add)  # lexicon ... topk-table
     model_run.register(add)  # run-model
+    model_queue.register(add)  # run-queue
     core_cli.register_tools(add)  # mirror, tiny-model
     agreement_cli.register_toy(add)  # train-toy
     agreement_cli.register_dvc_views(add)  # dvc-metrics, dvc-plot-data

@@ -42,7 +42,7 @@ rule lemma_contexts:
     output:
         f"{PLAN.out}/{{model}}/lemma_contexts.parquet",
     wildcard_constraints:
-        model=alternatives(PLAN.acq.models),
+        model=alternatives(PLAN.queues.unqueued(PLAN.acq.models)),  # a queued model: its queue_N job
     params:
         toy=lambda wc: PLAN.acq.toy_option(wc.model),
     conda:

@@ -51,6 +51,8 @@ rule lemmas:
         model=lambda wc: PLAN.model.local_model(wc.model),
     output:
         f"{PLAN.out}/{{model}}/lemmas.parquet",
+    wildcard_constraints:
+        model=alternatives(PLAN.queues.lemma_rule_models()),  # a sweep queue's revisions: their queue_N job
     params:
         model=lambda wc: PLAN.models[wc.model]["id"],
         version=lambda wc: PLAN.model.version(wc.model),
@@ -76,6 +78,8 @@ rule aggregate:
         scores=PLAN.per_group(f"{PLAN.out}/{{model}}/{{group}}/scores.parquet"),
         tse=PLAN.per_group(f"{PLAN.out}/{{model}}/{{group}}/tse.parquet"),
         summary=PLAN.per_group(f"{PLAN.out}/{{model}}/{{group}}/summary.csv"),
+    wildcard_constraints:
+        model=alternatives(PLAN.queues.unqueued()),  # a queued model: its queue_N job (queues.smk)
     params:
         groups=",".join(PLAN.group_ids),
         out_dir=lambda wc: f"{PLAN.out}/{wc.model}",

@@ -38,6 +38,9 @@ try:
                       check_paths=workflow.is_main_process)
 except PlanError as exc:
     raise ConfigError(str(exc)) from None
+# the models sharing this machine's GPU are one queue job (inference.gpu_queue) on a run whose jobs run
+# here; a cluster job (not the main process) plans as its main process did: no GPU queue there either
+PLAN.plan_queues(local_gpu=workflow.is_main_process and jobs_run_here(workflow))
 # an output folder under a file: Snakemake's own inventory of the outputs would stop in a traceback
 _blocked = blocked_output_root(config, PLAN.all_outputs())
 if _blocked:

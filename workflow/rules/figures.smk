@@ -79,6 +79,8 @@ rule lemma_stats:
         manifest=PLAN.shard_manifest(PLAN.out),
     output:
         f"{PLAN.out}/{{model}}/lemma_stats.csv",
+    wildcard_constraints:
+        model=alternatives(PLAN.queues.unqueued()),  # a queued model: its queue_N job (queues.smk)
     conda:
         "../../envs/verbeval.yaml"
     log:

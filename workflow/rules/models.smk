@@ -21,7 +21,7 @@ rule infer:
     params:
         **PLAN.infer_params(),
     wildcard_constraints:
-        model=alternatives(PLAN.sv.in_infer),
+        model=alternatives(PLAN.queues.unqueued(PLAN.sv.in_infer)),  # a queued model: its queue_N job
     threads: config["inference"]["threads"]
     resources:
         # 0 for a job on this machine's CPU (PLAN.gpu_resource): CPU jobs of two models run side by side
@@ -47,4 +47,4 @@ use rule infer as infer_no_simverb with:
     output:
         **PLAN.infer_output(),
     wildcard_constraints:
-        model=alternatives([m for m in PLAN.models if m not in PLAN.sv.in_infer]),
+        model=alternatives(PLAN.queues.unqueued([m for m in PLAN.models if m not in PLAN.sv.in_infer])),

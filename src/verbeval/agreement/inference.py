@@ -37,6 +37,7 @@ from verbeval.agreement.shards import (
 from verbeval.agreement.shardstore import PlannedShard, run_plan, shard_key, shard_relpath
 from verbeval.core.devices import describe_device
 from verbeval.core.models import LoadedModel, adds_bos
+from verbeval.core.warm import memo
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +54,30 @@ class GroupWork:
     row_context: np.ndarray
     tse_ids: np.ndarray  # [R, 2] (singular id, plural id), -1 where not a single token
     digest: str
+    n_same_id: int = 0  # rows whose two forms are one token id (excluded from TSE)
 
 
-def prepare_group(lm: LoadedModel, templates: pd.DataFrame, group: str) -> GroupWork:
+def prepare_group(
+    lm: LoadedModel, templates: pd.DataFrame, group: str, templates_key: Any = None
+) -> GroupWork:
+    """A group's rows, distinct contexts and TSE ids for ``lm``'s tokenizer. With ``templates_key`` (the
+    content key of the templates' file) the work is shared by every model of the same tokenizer in
+    this process (:mod:`verbeval.core.warm`)."""
+    key = None if templates_key is None or lm.tokenizer_key is None else (lm.tokenizer_key, lm.kind, group, templates_key)
+    work = memo("group", key, lambda: _prepare_group(lm, templates, group))
+    if work.n_same_id:
+        log.warning(
+            "%s: group %s: %d of %d row(s) whose correct and incorrect forms have the same token id are "
+            "excluded from TSE",
+            lm.model_id,
+            group,
+            work.n_same_id,
+            len(work.tse_ids),
+        )
+    return work
+
+
+def _prepare_group(lm: LoadedModel, templates: pd.DataFrame, group: str) -> GroupWork:
     g, contexts, row_context = group_contexts(templates, group, lm.kind)
     sing = np.where(g["plural"], g["incorrect"], g["correct"]).tolist()
     plur = np.where(g["plural"], g["correct"], g["incorrect"]).tolist()
@@ -64,17 +86,8 @@ def prepare_group(lm: LoadedModel, templates: pd.DataFrame, group: str) -> Group
     # a pair whose two forms are the same token (an undeclared unknown token) cannot be told apart:
     # excluded from TSE like a pair of multi-token forms, and counted, never scored as an error
     same = (tse_ids[:, 0] == tse_ids[:, 1]) & (tse_ids[:, 0] >= 0)
-    if same.any():
-        tse_ids[same] = -1
-        log.warning(
-            "%s: group %s: %d of %d row(s) whose correct and incorrect forms have the same token id are "
-            "excluded from TSE",
-            lm.model_id,
-            group,
-            int(same.sum()),
-            len(same),
-        )
-    return GroupWork(group, g, contexts, row_context, tse_ids, group_digest(g))
+    tse_ids[same] = -1
+    return GroupWork(group, g, contexts, row_context, tse_ids, group_digest(g), int(same.sum()))
 
 
 @dataclass
@@ -97,7 +110,7 @@ def model_context(lm: LoadedModel, lemmas: pd.DataFrame, top_k: int, prepend_bos
         "kind": lm.kind,
         "cased": lm.cased,
         "dtype": lm.dtype,
-        "tokenizer_fingerprint": tokenizer_fingerprint(lm.tokenizer),
+        "tokenizer_fingerprint": memo("tokenizer_fingerprint", lm.tokenizer_key, lambda: tokenizer_fingerprint(lm.tokenizer)),
         "lemma_set_sha256": lemma_set_hash(lemmas),
         "prepend_bos": bos,
         "n_lemmas": len(lemmas),
@@ -136,7 +149,13 @@ def compute_chunk(
     in_chunk = (rc >= start) & (rc < stop)
     rows = pd.DataFrame({"row": np.flatnonzero(in_chunk), "context_id": rc[in_chunk]})
     tse_ids = work.tse_ids[rows["row"].to_numpy()] if len(rows) else np.zeros((0, 2), np.int64)
-    encoded = encode_contexts(lm, chunk_ctx, mc.prepend_bos)
+    # the same contexts, tokenizer and settings give the same ids: shared by the models of one tokenizer
+    key = (
+        None
+        if lm.tokenizer_key is None
+        else (lm.tokenizer_key, lm.kind, lm.cased, lm.mask_token, mc.prepend_bos, work.digest, start, stop)
+    )
+    encoded = memo("encoded", key, lambda: encode_contexts(lm, chunk_ctx, mc.prepend_bos))
     log.debug(
         "%s %s chunk %d/%d: %d contexts, %d rows on %s",
         lm.model_id,
@@ -222,6 +241,7 @@ def infer_model(
     progress: bool = True,
     random_init: bool = False,
     allow_nonfinite: bool = False,
+    templates_key: Any = None,
 ) -> dict[str, Any]:
     """Every shard of one model, in one process, then the store's manifest.
 
@@ -234,11 +254,12 @@ def infer_model(
     (:func:`capped_chunks`). Non-finite logits stop the run
     (:func:`verbeval.agreement.shards.check_finite`) unless ``allow_nonfinite``; the shards already
     written stay for the rerun. Each shard is written by a background thread while the next chunk
-    is computed. Returns the manifest body, with timing figures under ``"timing"`` (not written).
+    is computed. ``templates_key`` (the content key of the templates' file, :func:`verbeval.core.warm.frame_key`)
+    lets the models of one tokenizer in this process share each group's preparation. Returns the manifest body, with timing figures under ``"timing"`` (not written).
     """
     mc = model_context(lm, lemmas, top_k, prepend_bos)
     plan = []
-    for w in (prepare_group(lm, templates, g) for g in groups):
+    for w in (prepare_group(lm, templates, g, templates_key) for g in groups):
         n = capped_chunks(len(w.contexts), n_chunks)
         for chunk in range(n):
 

@@ -266,6 +266,9 @@ class LoadedModel:
     revision: str
     #: accelerate's placement of the modules ({module: device}) when loaded with a device map, else None
     device_map: dict[str, Any] | None = None
+    #: the content key of its tokenizer files (:func:`verbeval.core.warm.tokenizer_files_key`), or None:
+    #: work that depends on the tokenizer alone is shared with every model of the same key in a process
+    tokenizer_key: str | None = None
 
     @property
     def mask_token(self) -> str | None:
@@ -298,6 +301,8 @@ def load_model(
     folder removed with the model.
     """
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+    from verbeval.core.warm import tokenizer_files_key
 
     torch_dtype(dtype)  # an unknown name fails before anything is loaded
     check_device_map(device_map)
@@ -366,4 +371,5 @@ def load_model(
         dtype,
         model_revision(model_id, cfg, revision, gguf_file),
         placed,
+        tokenizer_files_key(model_id, gguf_file),
     )

@@ -72,7 +72,15 @@ class Plan:
         self.ver = VeridicalityPlan(self)
         self.sv = SimverbPlan(self)
         self._plan_lexicon_modes()
+        self.plan_queues(local_gpu=False)
         self.repairs = RepairsPlan(self)
+
+    def plan_queues(self, local_gpu: bool) -> None:
+        """The queue jobs (``PLAN.queues``: a sweep's chunks of revisions; with ``local_gpu``, a run whose
+        jobs run on this machine, the models sharing its GPU): :mod:`verbeval.workflow.queues`."""
+        from verbeval.workflow.queues import QueuesPlan
+
+        self.queues = QueuesPlan(self, local_gpu)
 
     # ------------------------------------------------------------------ errors
 

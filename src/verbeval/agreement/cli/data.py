@@ -220,14 +220,20 @@ def cmd_lemmas(a: argparse.Namespace) -> None:
     from verbeval.agreement.eligibility import eligible_lemmas
     from verbeval.core.fasttok import load_text_tokenizer
     from verbeval.core.io import write_parquet
+    from verbeval.core.warm import frame_key, memo, tokenizer_files_key
 
-    tok = load_text_tokenizer(
-        a.model, a.revision, a.gguf_file, model_pin(a)
-    )  # tokenizers alone where safe: no torch import
-    lex = pd.read_parquet(a.lexicon)
-    elig = eligible_lemmas(lex, tok)
+    def compute() -> tuple[pd.DataFrame, int]:
+        tok = load_text_tokenizer(
+            a.model, a.revision, a.gguf_file, model_pin(a)
+        )  # tokenizers alone where safe: no torch import
+        lex = pd.read_parquet(a.lexicon)
+        return eligible_lemmas(lex, tok), len(lex)
+
+    # the revisions of a sweep in one process (verbeval run-queue) share their tokenizer's lemmas
+    tok_key, lex_key = tokenizer_files_key(a.model, a.gguf_file), frame_key(a.lexicon)
+    elig, n_lex = memo("lemmas", None if tok_key is None or lex_key is None else (tok_key, lex_key), compute)
     write_parquet(elig, a.out)
-    log.info("%s: %d of %d lemmas eligible (both forms single tokens) -> %s", a.model, len(elig), len(lex), a.out)
+    log.info("%s: %d of %d lemmas eligible (both forms single tokens) -> %s", a.model, len(elig), n_lex, a.out)
 
 
 def register_lemmas(add: Add) -> None:

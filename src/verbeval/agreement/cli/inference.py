@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 from typing import Any
 
@@ -28,11 +29,18 @@ def _load_lm(a: argparse.Namespace) -> Any:
     --threads``)."""
     import torch
 
-    from verbeval.core.models import load_model
+    from verbeval.core import prefetch
 
     torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
-    return load_model(
+    # a model queued in this process (verbeval run-queue) may already be loading on a background thread
+    return prefetch.take(load_request(a))
+
+
+def load_request(a: argparse.Namespace) -> Any:
+    """The model load an inference command asks for (:class:`verbeval.core.prefetch.LoadRequest`)."""
+    from verbeval.core.prefetch import LoadRequest
+
+    return LoadRequest(
         a.model,
         revision=a.revision,
         kind=a.kind,
@@ -75,7 +83,22 @@ def load_checked_lm(a: argparse.Namespace, templates: Any, groups: list[str], ex
     from verbeval.agreement.lengths import check_context_lengths
 
     if not a.gguf_file:
-        check_context_lengths(a.model, a.revision, a.kind, templates, groups, a.prepend_bos, extra)
+        from verbeval.core.model_ids import ModelRef
+        from verbeval.core.warm import file_key, frame_key, memo, tokenizer_files_key
+
+        # a sweep's revisions in one process share the check (same tokenizer, config and templates files)
+        tok_key = tokenizer_files_key(a.model)
+        config = f"{ModelRef(a.model).location}/config.json"
+        key = (
+            None
+            if tok_key is None or not os.path.isfile(config) or frame_key(a.templates) is None
+            else (tok_key, file_key(config), frame_key(a.templates), a.kind, tuple(groups), a.prepend_bos, extra)
+        )
+        memo(
+            "context_lengths",
+            key,
+            lambda: check_context_lengths(a.model, a.revision, a.kind, templates, groups, a.prepend_bos, extra),
+        )
     t = time.perf_counter()
     lm = _load_lm(a)
     load_s = time.perf_counter() - t
@@ -183,6 +206,7 @@ def run_agreement_branch(
     import pandas as pd
 
     from verbeval.agreement.inference import infer_model
+    from verbeval.core.warm import frame_key
 
     templates = pd.read_parquet(a.templates) if templates is None else templates
     lemmas = pd.read_parquet(a.lemmas) if lemmas is None else lemmas
@@ -200,6 +224,7 @@ def run_agreement_branch(
         progress=not a.no_progress,
         random_init=random_init(a),
         allow_nonfinite=a.allow_nonfinite,
+        templates_key=frame_key(a.templates),
     )
     t = body["timing"]
     if started is not None:  # total: the whole command, model load included

@@ -1,0 +1,123 @@
+"""The next model of a queue read while the current one computes.
+
+``verbeval run-queue`` announces the model loads its jobs will ask for, in order
+(:func:`announce`). When a job takes its model (:func:`take`), the load of the next announced
+model starts on a background thread, so its weights are read (from disk or the hub), built and
+moved to the device while the current model computes; the next job then finds it loaded. At most
+one model is loaded ahead. A load that fails ahead fails the job that asks for it, with the same
+error as a load of its own. A command that runs one model announces nothing and loads as before.
+
+Each load seeds torch's generator as a load of its own does (``torch.manual_seed(0)``) on the
+thread that runs it: nothing else in a queue draws from that generator while a model computes
+(inference runs in eval mode), so a model's weights are the same whether it was loaded ahead or not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("verbeval")
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """One call of :func:`verbeval.core.models.load_model` (its arguments), comparable and hashable."""
+
+    model_id: str
+    revision: str | None = None
+    kind: str = "auto"
+    dtype: str = "float32"
+    device: str = "auto"
+    device_map: Any = field(default=None, compare=False, hash=False)
+    gguf_file: str | None = None
+    sha256: str | None = None
+    device_map_key: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "device_map_key", json.dumps(self.device_map, sort_keys=True, default=str))
+
+    def load(self) -> Any:
+        import torch
+
+        from verbeval.core.models import load_model
+
+        torch.manual_seed(0)
+        return load_model(
+            self.model_id,
+            revision=self.revision,
+            kind=self.kind,
+            dtype=self.dtype,
+            device=self.device,
+            device_map=self.device_map,
+            gguf_file=self.gguf_file,
+            sha256=self.sha256,
+        )
+
+
+_lock = threading.Lock()
+_upcoming: deque[LoadRequest] = deque()
+_ahead: dict[LoadRequest, tuple[Future[Any], float]] = {}
+_pool: ThreadPoolExecutor | None = None
+
+
+def announce(requests: list[LoadRequest]) -> None:
+    """The loads the coming jobs will ask for, in order (replaces any earlier announcement)."""
+    with _lock:
+        _upcoming.clear()
+        _upcoming.extend(requests)
+
+
+def reset() -> None:
+    """Forget the announcement and drop any model loaded ahead (end of a queue; tests)."""
+    global _pool
+    with _lock:
+        _upcoming.clear()
+        pending = list(_ahead.values())
+        _ahead.clear()
+        pool, _pool = _pool, None
+    for fut, _ in pending:
+        fut.cancel()
+    if pool is not None:
+        pool.shutdown(wait=True)
+
+
+def take(request: LoadRequest) -> Any:
+    """The loaded model of ``request``: the one loaded ahead when there is one (waiting for it to
+    finish), else loaded now. Then the next announced load starts in the background."""
+    with _lock:
+        ahead = _ahead.pop(request, None)
+        # this load is done (or under way): drop it, and anything announced before it, from the queue
+        if request in _upcoming:
+            while _upcoming and _upcoming.popleft() != request:
+                pass
+    if ahead is not None:
+        fut, started = ahead
+        t = time.perf_counter()
+        lm = fut.result()  # a load that failed ahead raises its own error here
+        log.info(
+            "%s: loaded ahead, beside the previous model's work (waited %.1f s for it)",
+            request.model_id,
+            time.perf_counter() - t,
+        )
+    else:
+        lm = request.load()
+    _start_next()
+    return lm
+
+
+def _start_next() -> None:
+    global _pool
+    with _lock:
+        if not _upcoming or _ahead:
+            return
+        nxt = _upcoming[0]
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verbeval-prefetch")
+        _ahead[nxt] = (_pool.submit(nxt.load), time.perf_counter())

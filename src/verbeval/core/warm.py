@@ -1,0 +1,119 @@
+"""Work a warm process does once: results keyed by the content of what they depend on.
+
+``verbeval run-queue`` runs a queue of models (a sweep's revisions, a device's models) in one
+process. What depends only on a model's tokenizer (its eligible lemmas, the tokenizer fingerprint,
+each group's contexts, TSE ids and encoded batches) is the same for every revision that shares the
+tokenizer, so it is computed for the first and reused by the next. Tokenizers are compared by
+content (:func:`tokenizer_files_key`: the sha256 of a local model's tokenizer files), never by
+path or name, so two checkpoint folders with identical tokenizer files share the work and a
+changed file does not. A model whose tokenizer has no content key (a hub id, a GGUF file) simply
+computes its own: the cache only ever skips work whose inputs are byte-identical.
+
+Every value is kept for the life of the process, bounded by :data:`MAX_ENTRIES` per namespace
+(oldest first out); a single ``verbeval`` command that scores one model sees no difference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: the files that define how a Hugging Face tokenizer maps text to ids
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
+#: values kept per namespace (a namespace: one kind of work, e.g. "group")
+MAX_ENTRIES = 256
+
+_lock = threading.Lock()
+_stores: dict[str, OrderedDict[Hashable, Any]] = {}
+_file_keys: dict[tuple[str, int, int, int], str] = {}
+
+
+def memo(namespace: str, key: Hashable | None, compute: Callable[[], T]) -> T:
+    """``compute()``, or its value from an earlier call with the same ``key`` in this process.
+    ``key`` None: computed every time (nothing identifies the inputs by content)."""
+    if key is None:
+        return compute()
+    with _lock:
+        store = _stores.setdefault(namespace, OrderedDict())
+        if key in store:
+            store.move_to_end(key)
+            return store[key]  # type: ignore[no-any-return]
+    value = compute()
+    with _lock:
+        store[key] = value
+        while len(store) > MAX_ENTRIES:
+            store.popitem(last=False)
+    return value
+
+
+def clear() -> None:
+    """Forget every value (tests)."""
+    with _lock:
+        _stores.clear()
+        _file_keys.clear()
+
+
+def file_key(path: str | Path) -> str:
+    """The sha256 of a file's content, computed once per (path, size, mtime, inode) in this process."""
+    st = os.stat(path)
+    ident = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    with _lock:
+        known = _file_keys.get(ident)
+    if known is not None:
+        return known
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    digest = h.hexdigest()
+    with _lock:
+        _file_keys[ident] = digest
+    return digest
+
+
+def tokenizer_files_key(model_id: str, gguf_file: str | None = None) -> str | None:
+    """A content key of a local model folder's tokenizer: the sha256 over the names and contents of
+    its :data:`TOKENIZER_FILES`. None for a hub id, a GGUF model (its tokenizer is in the GGUF file)
+    or a folder without any tokenizer file."""
+    from verbeval.core.model_ids import ModelRef
+
+    if gguf_file:
+        return None
+    ref = ModelRef(model_id)
+    if not ref.is_dir:
+        return None
+    folder = Path(ref.location)
+    h = hashlib.sha256()
+    found = False
+    for name in TOKENIZER_FILES:
+        p = folder / name
+        if p.is_file():
+            found = True
+            h.update(f"{name}\0{file_key(p)}\0".encode())
+    return h.hexdigest() if found else None
+
+
+def frame_key(path: Any) -> tuple[str, str] | None:
+    """A table file's content key (for work that depends on a table read from it); None when
+    ``path`` is not a file (then nothing is shared)."""
+    if not isinstance(path, (str, Path)) or not os.path.isfile(path):
+        return None
+    return (str(path), file_key(path))

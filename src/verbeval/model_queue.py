@@ -1,0 +1,161 @@
+"""``verbeval run-queue``: a queue of verbeval steps in one warm process.
+
+A checkpoint sweep scores hundreds of revisions of one model, and a GPU box scores several models
+on one device. Run as one command per model, each revision pays a Python start, the torch and
+transformers imports and its tokenizer's work again, for a forward pass of seconds. The workflow
+instead gives each (model entry, chunk of revisions), and a local GPU's queue of models, one job:
+this command, with the job's steps as ``--job`` items, each one ordinary ``verbeval`` command line
+(``lemmas``, ``run-model``, ``aggregate``, ``lemma-stats``, ``lemma-contexts``; the same options
+and the same output files, byte for byte, as when the step runs alone). In one process:
+
+* torch, transformers and pandas are imported once;
+* what depends only on a tokenizer (eligible lemmas, the tokenizer fingerprint, each group's
+  contexts, TSE ids and encoded batches) is computed once per distinct tokenizer, compared by the
+  content of its files (:mod:`verbeval.core.warm`);
+* the next model is loaded on a background thread while the current one computes
+  (:mod:`verbeval.core.prefetch`);
+* the CPU steps after a model's shards (``aggregate``, ``lemma-stats``, ``lemma-contexts``) run on
+  ``--post-workers`` background threads beside the next model's forward passes, so the last
+  model's aggregation is all that follows the last forward pass.
+
+Every step is parsed before the first one runs (a bad item stops the queue before any work). A
+failing step stops the queue with its own error, naming the step; the steps already done keep
+their outputs, and each model's shard store keeps its finished shards, so a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from verbeval.core.cliutil import Add
+from verbeval.core.errors import VerbevalError
+
+log = logging.getLogger("verbeval")
+
+#: the steps a queue may hold
+QUEUE_COMMANDS = ("lemmas", "run-model", "aggregate", "lemma-stats", "lemma-contexts")
+#: the steps that read a model's finished shards on the CPU: run beside the next model's forward passes
+POST_COMMANDS = ("aggregate", "lemma-stats", "lemma-contexts")
+
+
+def parse_jobs(items: list[str]) -> list[argparse.Namespace]:
+    """Each ``--job`` item parsed by ``verbeval``'s own parser, its configuration defaults filled in.
+    Raises :class:`VerbevalError` naming the item for an unknown step or a bad option."""
+    from verbeval.cli import build_parser
+    from verbeval.core.cliutil import with_config_defaults
+
+    parser = build_parser()
+    jobs = []
+    for i, item in enumerate(items, 1):
+        try:
+            words = shlex.split(item)
+        except ValueError as exc:
+            raise VerbevalError(f"--job {i}: cannot split {item[:80]!r}: {exc}") from None
+        if not words or words[0] not in QUEUE_COMMANDS:
+            got = words[0] if words else "nothing"
+            raise VerbevalError(f"--job {i}: {got!r} is not a queue step (one of: {', '.join(QUEUE_COMMANDS)})")
+        try:
+            args = parser.parse_args(words)
+        except SystemExit:  # argparse printed the reason
+            raise VerbevalError(f"--job {i}: bad options for `verbeval {words[0]}` (see above)") from None
+        jobs.append(with_config_defaults(args))
+    return jobs
+
+
+def describe(args: argparse.Namespace) -> str:
+    """A step as the log names it: its command and model (``run-model toy@step-32``)."""
+    who = getattr(args, "model_name", None) or getattr(args, "model", None) or ""
+    return f"{args.command} {who}".strip()
+
+
+def run_queue(jobs: list[argparse.Namespace], post_workers: int = 1) -> dict[str, Any]:
+    """Run the parsed steps in order; the :data:`POST_COMMANDS` on ``post_workers`` background
+    threads (0: in order on this thread). Returns timing figures."""
+    from verbeval.agreement.cli.inference import load_request
+    from verbeval.core import prefetch
+
+    t0 = time.perf_counter()
+    prefetch.announce([load_request(a) for a in jobs if a.command == "run-model"])
+    pool = ThreadPoolExecutor(max_workers=post_workers, thread_name_prefix="verbeval-post") if post_workers else None
+    pending: list[tuple[Future[None], int, argparse.Namespace]] = []
+    n = len(jobs)
+
+    def check(wait: bool) -> None:
+        for item in list(pending):
+            fut, i, args = item
+            if wait or fut.done():
+                pending.remove(item)
+                _reraise(fut, i, n, args)
+
+    try:
+        for i, args in enumerate(jobs, 1):
+            check(wait=False)
+            if pool is not None and args.command in POST_COMMANDS:
+                pending.append((pool.submit(_run_step, args, i, n), i, args))
+            else:
+                try:
+                    _run_step(args, i, n)
+                except VerbevalError as exc:
+                    raise VerbevalError(f"step {i} of {n} ({describe(args)}): {exc}") from exc
+        check(wait=True)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        prefetch.reset()
+    total = time.perf_counter() - t0
+    models = sum(a.command == "run-model" for a in jobs)
+    log.info("run-queue: %d steps (%d models) in %.1f s", n, models, total)
+    return {"steps": n, "models": models, "total_s": total}
+
+
+def _run_step(args: argparse.Namespace, i: int, n: int) -> None:
+    t = time.perf_counter()
+    args.func(args)
+    log.info("run-queue: step %d of %d (%s) done in %.1f s", i, n, describe(args), time.perf_counter() - t)
+
+
+def _reraise(fut: Future[None], i: int, n: int, args: argparse.Namespace) -> None:
+    exc = fut.exception()
+    if exc is None:
+        return
+    if isinstance(exc, VerbevalError):
+        raise VerbevalError(f"step {i} of {n} ({describe(args)}): {exc}") from exc
+    raise exc
+
+
+def cmd_run_queue(a: argparse.Namespace) -> None:
+    if a.post_workers < 0:
+        raise VerbevalError(f"--post-workers {a.post_workers}: expected an integer >= 0")
+    run_queue(parse_jobs(a.job), post_workers=a.post_workers)
+
+
+def register(add: Add) -> None:
+    """``run-queue``."""
+    s = add(
+        "run-queue",
+        cmd_run_queue,
+        "a queue of steps (a sweep's revisions, a device's models) in one warm process: one import, "
+        "tokenizer work once per tokenizer, the next model loaded while the current one computes",
+        "Each --job is one verbeval command line (lemmas, run-model, aggregate, lemma-stats, lemma-contexts), "
+        "with the outputs it has when run alone. Run by the workflow's queue jobs, one per (model entry, chunk "
+        "of revisions) and one per local GPU (docs/workflow.md, 'Sweeps and queues').",
+    )
+    s.add_argument(
+        "--job",
+        action="append",
+        required=True,
+        metavar="COMMAND_LINE",
+        help="one step: a verbeval sub-command and its options, as one shell-quoted string; repeat in order",
+    )
+    s.add_argument(
+        "--post-workers",
+        type=int,
+        default=1,
+        help="background threads for the steps that read finished shards (aggregate, lemma-stats, "
+        "lemma-contexts), beside the next model's forward passes; 0 runs every step in order (default: 1)",
+    )

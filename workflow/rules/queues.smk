@@ -1,0 +1,34 @@
+# Queue jobs (verbeval.workflow.queues, PLAN.queues): the models scored one after another by one warm
+# process, `verbeval run-queue` (docs/workflow.md, "Sweeps and queues"): each chunk of a sweep's
+# revisions (inference.revisions_per_job) and, on a run whose jobs run on this machine, the models
+# sharing its GPU (inference.gpu_queue). Each step is the command line of the per-model rule it
+# replaces (lemmas, infer, aggregate, lemma_stats, lemma_contexts), with the same outputs; those rules
+# keep the models that are in no queue. One rule per queue: the DAG grows with sweeps and chunks.
+
+
+for _queue in PLAN.queues.queues:
+
+    rule:
+        """Config: models, inference, agreement.groups, agreement.custom_groups, agreement.chunks,
+        agreement.top_cutoffs, agreement.bottom_cutoffs, agreement.bootstrap, agreement.multitoken.enabled,
+        agreement.multitoken.groups, agreement.multitoken.batch_size, simverb.models"""
+        name:
+            _queue.rule
+        input:
+            PLAN.queues.inputs(_queue),
+        output:
+            PLAN.queues.outputs(_queue),
+            [update(f) for f in PLAN.queues.kept_outputs(_queue)],
+        params:
+            jobs=lambda wc, q=_queue: PLAN.queues.jobs_option(q),
+            versions=lambda wc, q=_queue: PLAN.queues.versions(q),
+            post_workers=PLAN.queues.post_workers,
+        threads: config["inference"]["threads"]
+        resources:
+            gpu=lambda wc, q=_queue: PLAN.queues.gpus(q, jobs_run_here(workflow)),
+        conda:
+            "../../envs/inference.yaml"
+        log:
+            f"{PLAN.logs}/queues/{_queue.label}.log",
+        shell:
+            "verbeval run-queue --post-workers {params.post_workers} {params.jobs} 2> {log:q}"
