@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "bench": {"core", "agreement", "workflow", "bench"},
     "workflow": {"core", "agreement", "simverb", "veridicality", "workflow"},
 }
-TOP = {"cli", "workflow_cli", "dvc", "model_run", "report_tables"}
+TOP = {"cli", "workflow_cli", "dvc", "model_run", "model_queue", "report_tables"}
 
 
 def module_name(path: Path) -> str:

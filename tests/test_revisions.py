@@ -467,9 +467,11 @@ def test_three_local_checkpoints_dag(tmp_path: Path) -> None:
     wd = checkout_view(tmp_path / "wd")
     run = dry_run(wd, [path])
     stats = run.stats
-    assert stats["infer"] == 3 and stats["lemmas"] == 3 and stats["aggregate"] == 3
+    # the sweep is one queue job (inference.revisions_per_job): no per-revision job of any step
+    assert stats["queue_0"] == 1 and not {"infer", "lemmas", "aggregate", "lemma_stats"} & set(stats)
     assert stats["figure_checkpoints"] == 1 and stats["table2"] == 1
-    assert sorted(o for j in run.of("infer") for o in j["outputs"] if o.endswith("/shards/manifest.json")) == [
+    [queue] = run.of("queue_0")
+    assert sorted(o for o in queue["outputs"] if o.endswith("/shards/manifest.json")) == [
         f"{tmp_path}/results/agreement/tiny@ckpt-{s}/shards/manifest.json" for s in (0, 100, 1000)
     ]
     [table2] = run.commands("table2")
@@ -480,15 +482,12 @@ def test_three_local_checkpoints_dag(tmp_path: Path) -> None:
         "--checkpoint tiny tiny@ckpt-1000 1000 --log-x"
     ) in figure["cmd"]
     assert f"{tmp_path}/results/agreement/figures/checkpoints.png" in figure["outputs"]
-    # the DVC pipeline of the same config: one stage per checkpoint
+    # the DVC pipeline of the same config: one stage for the sweep's queue
     from verbeval.dvc import dvc_pipeline, workflow_jobs
 
     stages = dvc_pipeline(workflow_jobs(REPO / "Snakefile", [path], wd), [str(path)], REPO)["stages"]
-    assert sorted(n for n in stages if n.startswith("infer--")) == [
-        "infer--tiny_ckpt-0",
-        "infer--tiny_ckpt-100",
-        "infer--tiny_ckpt-1000",
-    ]
+    assert not [n for n in stages if n.startswith(("infer", "lemmas", "aggregate"))]
+    assert f"{tmp_path}/results/agreement/tiny@ckpt-100/simple/summary.csv" in stages["queue_0"]["outs"]
     fig = stages["figure_checkpoints"]
     # an ordinary output: DVC plots are only the per-series views of Figures 1-4 (verbeval.agreement.dvc_views)
     assert "plots" not in fig
@@ -512,9 +511,73 @@ def test_hub_sweep_dag_scores_every_revision_on_simverb(tmp_path: Path) -> None:
         )
     )
     run = dry_run(checkout_view(tmp_path / "wd"), [path])
-    # SimVerb of each revision runs in that revision's one model job (rule infer), from the same load
-    assert "simverb_score" not in run.stats and run.stats["infer"] == 3 and run.stats["figure_checkpoints"] == 1
-    infer = {j["wildcards"]["model"]: j for j in run.of("infer")}
-    assert sorted(infer) == ["gpt2", "p@step1000", "p@step143000"]
-    assert "--model EleutherAI/pythia-160m --revision step143000" in infer["p@step143000"]["cmd"]
-    assert f"{tmp_path}/results/simverb/p@step1000/similarities.parquet" in infer["p@step1000"]["outputs"]
+    # SimVerb of each revision runs in that revision's run-model step of the sweep's queue job, from the same load
+    assert "simverb_score" not in run.stats and run.stats["infer"] == 1 and run.stats["figure_checkpoints"] == 1
+    assert [j["wildcards"]["model"] for j in run.of("infer")] == ["gpt2"]
+    [queue] = run.of("queue_0")
+    steps = queue_steps(queue["cmd"])
+    [late] = [s for s in steps if s[0] == "run-model" and "step143000" in s]
+    assert late[:5] == ["run-model", "--model", "EleutherAI/pythia-160m", "--revision", "step143000"]
+    assert f"{tmp_path}/results/simverb/p@step1000/similarities.parquet" in queue["outputs"]
+
+
+def queue_steps(cmd: str) -> list[list[str]]:
+    """The steps (argument lists after ``verbeval``) of a queue job's ``verbeval run-queue`` command."""
+    import shlex
+
+    words = shlex.split(cmd)
+    steps = [shlex.split(words[i + 1]) for i, w in enumerate(words) if w == "--job"]
+    threads = words[words.index("--threads") + 1]  # run-queue's --threads replaces the steps' own
+    return [[threads if k and s[k - 1] == "--threads" else w for k, w in enumerate(s)] for s in steps]
+
+
+def own_command(cmd: str) -> list[str]:
+    """A per-model rule's command as arguments after ``verbeval``, without its log redirection."""
+    import shlex
+
+    words = shlex.split(cmd)
+    assert words[0] == "verbeval" and words[-2] == "2>"
+    return words[1:-2]
+
+
+def test_queue_steps_are_the_per_model_rules_commands(tmp_path: Path) -> None:
+    """Every step of a sweep's queue job is, word for word, the command its own rule runs when the
+    sweep is not queued (inference.revisions_per_job: 0, one job per revision and step), so a queue
+    writes the same files; and revisions_per_job cuts the sweep into consecutive chunks."""
+    ckpts = []
+    for step in (10, 20, 30):
+        folder = tmp_path / f"step-{step}"
+        folder.mkdir()
+        (folder / "config.json").write_text("{}\n")
+        ckpts.append(folder)
+    cfg = {
+        "raw_dir": str(tmp_path / "raw"),
+        "results_dir": str(tmp_path / "results"),
+        "models": [
+            {"name": "sw", "kind": "causal", "family": "sw", "revisions": [{"path": str(c)} for c in ckpts]},
+            {"id": "gpt2"},
+        ],
+        "agreement": {"groups": ["simple", "prep"], "max_rows_per_source": 5},
+    }
+    wd = checkout_view(tmp_path / "wd")
+    queued_cfg, alone_cfg = tmp_path / "queued.yaml", tmp_path / "alone.yaml"
+    queued_cfg.write_text(yaml.safe_dump({**cfg, "inference": {"revisions_per_job": 2}}))
+    alone_cfg.write_text(yaml.safe_dump({**cfg, "inference": {"revisions_per_job": 0}}))
+    queued, alone = dry_run(wd, [queued_cfg]), dry_run(wd, [alone_cfg])
+    assert queued.stats["queue_0"] == queued.stats["queue_1"] == 1 and queued.stats["infer"] == 1
+    assert alone.stats["infer"] == 4 and alone.stats["lemmas"] == 4 and "queue_0" not in alone.stats
+    steps = {r: queue_steps(j["cmd"]) for r in ("queue_0", "queue_1") for j in queued.of(r)}
+    expected: dict[str, list[list[str]]] = {}
+    for rule in ("lemmas", "infer", "aggregate", "lemma_stats"):
+        for j in alone.of(rule):
+            expected.setdefault(j["wildcards"]["model"], []).append(own_command(j["cmd"]))
+    sweep = [f"sw@step-{s}" for s in (10, 20, 30)]
+    for rule, names in (("queue_0", sweep[:2]), ("queue_1", sweep[2:])):
+        # per revision, in order: lemmas, run-model, aggregate, lemma-stats
+        assert [s[0] for s in steps[rule]] == ["lemmas", "run-model", "aggregate", "lemma-stats"] * len(names)
+        for k, name in enumerate(names):
+            assert sorted(steps[rule][4 * k : 4 * k + 4]) == sorted(expected[name])
+    # the queue's outputs are the per-model jobs' outputs
+    own_outputs = {o for r in ("lemmas", "infer", "aggregate", "lemma_stats") for j in alone.of(r) for o in j["outputs"]}
+    queue_outputs = {o for r in ("queue_0", "queue_1") for j in queued.of(r) for o in j["outputs"]}
+    assert queue_outputs == {o for o in own_outputs if any(f"/{n}/" in o for n in sweep)}

@@ -43,8 +43,9 @@ QUEUE_COMMANDS = ("lemmas", "run-model", "aggregate", "lemma-stats", "lemma-cont
 POST_COMMANDS = ("aggregate", "lemma-stats", "lemma-contexts")
 
 
-def parse_jobs(items: list[str]) -> list[argparse.Namespace]:
-    """Each ``--job`` item parsed by ``verbeval``'s own parser, its configuration defaults filled in.
+def parse_jobs(items: list[str], threads: int | None = None) -> list[argparse.Namespace]:
+    """Each ``--job`` item parsed by ``verbeval``'s own parser, its configuration defaults filled in;
+    ``threads`` replaces the ``--threads`` of every step that has one (the queue job's threads).
     Raises :class:`VerbevalError` naming the item for an unknown step or a bad option."""
     from verbeval.cli import build_parser
     from verbeval.core.cliutil import with_config_defaults
@@ -63,7 +64,10 @@ def parse_jobs(items: list[str]) -> list[argparse.Namespace]:
             args = parser.parse_args(words)
         except SystemExit:  # argparse printed the reason
             raise VerbevalError(f"--job {i}: bad options for `verbeval {words[0]}` (see above)") from None
-        jobs.append(with_config_defaults(args))
+        args = with_config_defaults(args)
+        if threads is not None and hasattr(args, "threads"):
+            args.threads = threads
+        jobs.append(args)
     return jobs
 
 
@@ -131,7 +135,9 @@ def _reraise(fut: Future[None], i: int, n: int, args: argparse.Namespace) -> Non
 def cmd_run_queue(a: argparse.Namespace) -> None:
     if a.post_workers < 0:
         raise VerbevalError(f"--post-workers {a.post_workers}: expected an integer >= 0")
-    run_queue(parse_jobs(a.job), post_workers=a.post_workers)
+    if a.threads is not None and a.threads < 1:
+        raise VerbevalError(f"--threads {a.threads}: expected a positive integer")
+    run_queue(parse_jobs(a.job, a.threads), post_workers=a.post_workers)
 
 
 def register(add: Add) -> None:
@@ -151,6 +157,13 @@ def register(add: Add) -> None:
         required=True,
         metavar="COMMAND_LINE",
         help="one step: a verbeval sub-command and its options, as one shell-quoted string; repeat in order",
+    )
+    s.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads of every step that takes --threads (replaces theirs: the queue job's threads, as "
+        "Snakemake gives them); default: each step's own",
     )
     s.add_argument(
         "--post-workers",

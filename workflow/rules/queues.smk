@@ -31,4 +31,4 @@ for _queue in PLAN.queues.queues:
         log:
             f"{PLAN.logs}/queues/{_queue.label}.log",
         shell:
-            "verbeval run-queue --post-workers {params.post_workers} {params.jobs} 2> {log:q}"
+            "verbeval run-queue --threads {threads} --post-workers {params.post_workers} {params.jobs} 2> {log:q}"

@@ -14,7 +14,9 @@ loads), memory (free memory and batch sizes that fit), fasttok (word encoding wi
 stamps (up-to-date stamps of a multi-branch job's outputs), cluster (cluster resource checks),
 failures (the failed jobs' causes), outfolders (an output folder replaced only when it is the
 command's own earlier output), api_args (the in-process API's argument checks), model_state (a model
-borrowed for scoring and handed back exactly), console (Snakemake's job descriptions kept short), bootstrap
+borrowed for scoring and handed back exactly), warm (work a warm process does once per
+tokenizer, keyed by file content), prefetch (the next model of a queue loaded while the current one
+computes), console (Snakemake's job descriptions kept short), bootstrap
 (the percentile bootstrap both studies' CIs come from), and the
 model_sources package (GGUF files, pip packages, pins, header checks, fingerprints); cli registers
 fetch, mirror, tiny-model and check-config.

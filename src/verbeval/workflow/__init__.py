@@ -7,7 +7,8 @@ sources, options and folders, and the tiny and pip models the workflow builds: `
 figures (the figures, Table 3 and the DVC views of Table 2 and Figures 1-4: ``PLAN.fig``), studies
 (the SimVerb-3500 and veridicality parts of the plan), acquisition (the acquisition analysis of the checkpoint
 sweeps, their families and seeds, and the toy models the workflow trains: ``PLAN.acq``), repairs (changed pinned files, stale shard
-stores and unverified raw copies, found without writing: ``PLAN.repairs``), snakemake (what the
+stores and unverified raw copies, found without writing: ``PLAN.repairs``), queues (the queue jobs:
+a sweep's chunks of revisions and a local GPU's models, each one ``verbeval run-queue``: ``PLAN.queues``), snakemake (what the
 Snakefile asks of Snakemake's ``workflow`` object: configuration layers, forced reruns, SLURM start
 checks, the failure summary), snakemake_internals (every use of Snakemake's private API: the parsed workflow,
 its DAG, a hook before the DAG is prepared). ``workflow/rules/*.smk`` only bind rules to a

@@ -149,9 +149,10 @@ class QueuesPlan:
 
     # ------------------------------------------------------------------ one queue's steps
 
-    def step_commands(self, name: str, gpu_queue: bool = False) -> list[list[str]]:
+    def step_commands(self, name: str, gpu_queue: bool = False, threads: int | None = None) -> list[list[str]]:
         """The ``verbeval`` command lines (argument lists, without ``verbeval``) of one model's steps,
-        exactly as its own rules (lemmas, infer, aggregate, lemma_stats, lemma_contexts) run them."""
+        exactly as its own rules (lemmas, infer, aggregate, lemma_stats, lemma_contexts) run them;
+        ``threads``: the job's threads (``inference.threads``, as Snakemake cuts it to ``--cores``)."""
         plan = self.plan
         f = self._files(name)
         m = plan.models[name]
@@ -171,7 +172,7 @@ class QueuesPlan:
         steps.append(
             ["run-model", "--model", o["model"], *shlex.split(o["revision"]), "--kind", o["kind"], "--dtype", o["dtype"],
              "--device", inf["device"], *shlex.split(o["device_map"]), "--batch-size", str(o["batch_size"]),
-             "--threads", str(inf["threads"]), "--top-k", str(inf["top_k"]), "--prepend-bos", o["bos"],
+             "--threads", str(inf["threads"] if threads is None else threads), "--top-k", str(inf["top_k"]), "--prepend-bos", o["bos"],
              "--random-init", o["random_init"], "--templates", f["templates"], "--lemmas", f["lemmas"],
              "--groups", ",".join(plan.group_ids), "--n-chunks", str(agr["chunks"]), *shlex.split(branches),
              "--no-progress", *(["--allow-nonfinite"] if inf["allow_nonfinite"] else []),
@@ -196,10 +197,12 @@ class QueuesPlan:
             )  # fmt: skip
         return steps
 
-    def jobs_option(self, q: Queue) -> str:
+    def jobs_option(self, q: Queue, threads: int | None = None) -> str:
         """``--job '...'`` of every step of the queue, in order (the shell words of rule queue_N)."""
         return " ".join(
-            "--job " + shlex.quote(shlex.join(step)) for m in q.models for step in self.step_commands(m, q.gpu_queue)
+            "--job " + shlex.quote(shlex.join(step))
+            for m in q.models
+            for step in self.step_commands(m, q.gpu_queue, threads)
         )
 
     def versions(self, q: Queue) -> list[str]:
