@@ -37,3 +37,10 @@ rule all:
     input:
         PLAN.all_outputs(),
     default_target: True
+
+
+# A rule whose outputs are all plain paths (a queue job's hundreds of per-revision files, the DVC
+# metrics of every model and group) says whether it makes a file by a set lookup: the DAG asks for
+# every file it resolves (verbeval.workflow.snakemake_internals.exact_producer).
+for _rule in workflow.rules:
+    exact_producer(_rule)

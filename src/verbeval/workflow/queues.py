@@ -75,6 +75,7 @@ class QueuesPlan:
                 self._add("gpu", gpu_models, gpu_queue=True)
         self.queued = {m for q in self.queues for m in q.models}
         self.by_rule = {q.rule: q for q in self.queues}
+        self._file_cache: dict[str, dict[str, Any]] = {}
 
     def _add(self, label: str, models: list[str], gpu_queue: bool) -> None:
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label)
@@ -94,6 +95,11 @@ class QueuesPlan:
 
     def _files(self, name: str) -> dict[str, Any]:
         """Every file of one model's steps (inputs and outputs), as its own rules name them."""
+        if name not in self._file_cache:
+            self._file_cache[name] = self._model_files(name)
+        return self._file_cache[name]
+
+    def _model_files(self, name: str) -> dict[str, Any]:
         plan = self.plan
         out, m = plan.out, name
         files: dict[str, Any] = {

@@ -164,24 +164,30 @@ def blocked_output_root(config: Mapping[str, Any], outputs: Iterable[str | Path]
         what = _not_a_folder(blocker) if blocker is not None else None
         if what is not None:
             return f"{key} {folder}: cannot write there ({blocker} is {what}, not a directory): choose another {key}"
-    roots = [(key, folder, Path(os.path.abspath(folder))) for key, folder in output_roots(config)]
-    seen: set[Path] = set()
+    roots = [(key, folder, os.path.abspath(folder)) for key, folder in output_roots(config)]
+    seen: set[str] = set()  # folders looked at (with every folder between them and their root)
     for output in outputs:
-        absolute = Path(os.path.abspath(output))
+        absolute = os.path.abspath(output)
+        parent = os.path.dirname(absolute)
+        if parent in seen:  # a sweep's outputs share folders: each is looked at once
+            continue
         for key, folder, root in roots:
-            if root not in absolute.parents:
+            if not absolute.startswith(root.rstrip(os.sep) + os.sep):
                 continue
             # the folders between the root and the output, outermost first (each looked at once)
-            for inner in reversed(absolute.relative_to(root).parents[:-1]):
-                here = root / inner
-                if here in seen:
-                    continue
+            chain = []
+            here = parent
+            while here != root and here not in seen and len(here) > len(root):
+                chain.append(here)
+                here = os.path.dirname(here)
+            for here in reversed(chain):
                 seen.add(here)
-                what = _not_a_folder(here)
+                what = _not_a_folder(Path(here))
                 if what is not None:
+                    inner = os.path.relpath(here, root)
                     return (
                         f"{key} {folder}: cannot write {Path(folder) / inner} (it is {what}, where the run "
-                        f"needs a folder for {_shown(absolute)}): move it away or choose another {key}"
+                        f"needs a folder for {_shown(Path(absolute))}): move it away or choose another {key}"
                     )
             break
     return None

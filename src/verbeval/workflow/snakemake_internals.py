@@ -10,7 +10,10 @@ the DAG. What verbeval needs of them goes through three functions here:
   (``Workflow._prepare_dag``, ``Workflow._build_dag``); ``verbeval dvc-yaml`` reads every job of it,
   the tests' in-process dry runs (``tests/inprocess.py``) the jobs that would run;
 * :func:`before_dag`: a function run just before the DAG is prepared, with the run's settings in
-  force (wraps ``Workflow._prepare_dag``): the forced reruns of :func:`verbeval.workflow.snakemake.force_rerun`.
+  force (wraps ``Workflow._prepare_dag``): the forced reruns of :func:`verbeval.workflow.snakemake.force_rerun`;
+* :func:`exact_producer`: a rule whose outputs are all plain paths (a queue job's hundreds of
+  per-revision files) answers ``Rule.is_producer`` by a set lookup instead of one regular-expression
+  match per output, for every file the DAG resolves.
 
 :data:`PRIVATE_API` names each private attribute; ``tests/test_snakemake_internals.py`` checks them against
 the installed Snakemake (and runs all three functions on a two-rule Snakefile), so a Snakemake
@@ -30,6 +33,7 @@ PRIVATE_API: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("snakemake.api.WorkflowApi", "_workflow", ()),
     ("snakemake.workflow.Workflow", "_prepare_dag", ("forceall", "ignore_incomplete", "lock_warn_only", "nolock")),
     ("snakemake.workflow.Workflow", "_build_dag", ()),
+    ("snakemake.rules.Rule", "is_producer", ("requested_output",)),
 )
 
 
@@ -94,4 +98,16 @@ def before_dag(workflow: Any, hook: Callable[[], None]) -> bool:
         return prepare(*args, **kwargs)
 
     workflow._prepare_dag = prepare_after_hook
+    return True
+
+
+def exact_producer(rule: Any) -> bool:
+    """Make ``rule`` (Snakemake's ``Rule``) answer ``is_producer(path)`` by a set lookup when every
+    product (outputs, log, benchmark) is a plain path: the same answer as Snakemake's per-output
+    regular-expression match, which for a queue job's hundreds of outputs made a 1,000-revision dry
+    run spend most of its time there. False (nothing changed) for a rule with wildcards."""
+    if rule.has_wildcards():
+        return False
+    products = frozenset(str(p) for p in rule.products())
+    rule.is_producer = products.__contains__
     return True
