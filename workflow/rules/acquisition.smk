@@ -55,7 +55,7 @@ rule lemma_contexts:
 
 
 rule acquisition_index:
-    """Config: models, agreement.acquisition.enabled, agreement.acquisition.min_checkpoints"""
+    """Config: models, agreement.acquisition.enabled, agreement.acquisition.min_checkpoints, agreement.checkpoint_axis"""
     input:
         summary=f"{PLAN.out}/summary_all.csv",
         lemma_contexts=[PLAN.acq.lemma_contexts(m) for m in PLAN.acq.models],

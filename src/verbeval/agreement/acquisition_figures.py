@@ -73,7 +73,11 @@ def _step_axis(ax: plt.Axes, steps: np.ndarray) -> str:
 
 
 def plot_curves(
-    curves: pd.DataFrame, random: Collection[str] = (), toy: Collection[str] = (), confidence: float = 0.95
+    curves: pd.DataFrame,
+    random: Collection[str] = (),
+    toy: Collection[str] = (),
+    confidence: float = 0.95,
+    x_label: str = "training step",
 ) -> Figure:
     """TSE, EW and MW (top p = 1) against step, one panel per group: a line per metric (colour) and
     family (line style); band: the min-max range over seeds (several seeds, line = their mean) or
@@ -121,7 +125,7 @@ def plot_curves(
         if i % n_cols == 0:
             ax.set_ylabel("accuracy")
         if i + n_cols >= len(groups):
-            ax.set_xlabel("training step" + scale)
+            ax.set_xlabel(x_label + scale)
     handles = [plt.Line2D([], [], color=c, linewidth=1.5) for c in colours.values()]
     labels = list(METRIC_LABELS.values())
     for fi, fam in enumerate(families):
@@ -137,7 +141,11 @@ def plot_curves(
 
 
 def plot_aoa_frequency(
-    lemma_aoa: pd.DataFrame, random: Collection[str] = (), toy: Collection[str] = (), max_labels: int = 12
+    lemma_aoa: pd.DataFrame,
+    random: Collection[str] = (),
+    toy: Collection[str] = (),
+    max_labels: int = 12,
+    unit: str = "step",
 ) -> Figure:
     """log AoA against Zipf frequency, one panel per family (a colour per seed), the regression line
     of each seed and its outliers labelled (the ``max_labels`` largest residuals per panel)."""
@@ -171,7 +179,7 @@ def plot_aoa_frequency(
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("frequency (Zipf)")
-        ax.set_ylabel("age of acquisition (step)")
+        ax.set_ylabel(f"age of acquisition ({unit})")
         ax.set_title(family_label(fam, fam in random, fam in toy), fontsize="small")
         if len(seeds) > 1:
             ax.legend(fontsize="x-small")
@@ -183,7 +191,11 @@ def plot_aoa_frequency(
 
 
 def plot_lemma_heatmap(
-    lemma_curves: pd.DataFrame, lemma_aoa: pd.DataFrame, random: Collection[str] = (), toy: Collection[str] = ()
+    lemma_curves: pd.DataFrame,
+    lemma_aoa: pd.DataFrame,
+    random: Collection[str] = (),
+    toy: Collection[str] = (),
+    x_label: str = "training step",
 ) -> Figure:
     """Each lemma's share of contexts preferring the correct form (pooled over groups), lemma x step,
     one panel per family (its first seed); lemmas ordered by AoA, those without one last (by their
@@ -217,7 +229,7 @@ def plot_lemma_heatmap(
         yt = thin_ticks(grid.shape[0])
         ax.set_yticks(yt, [str(x) for x in np.asarray(grid.index)[yt]], fontsize="xx-small")
         ax.grid(False)
-        ax.set_xlabel("training step")
+        ax.set_xlabel(x_label)
         ax.set_ylabel("lemma (by AoA)")
         label = family_label(fam, fam in random, fam in toy)
         ax.set_title(label + (f", seed {seed}" if seed else ""), fontsize="small")
