@@ -555,7 +555,7 @@ def test_words_axis_sweep_expands_with_words_seen() -> None:
                     "id": "babylm/gpt2",
                     "name": "baby",
                     "revisions": ["chck_1M", "chck_10M", {"revision": "main", "words": 2_000_000_000}],
-                },
+                }
             ],
             "agreement": {"checkpoint_axis": "words"},
         }
