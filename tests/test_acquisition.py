@@ -751,4 +751,10 @@ def test_index_by_words_seen(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     from verbeval.agreement.acquisition_figures import plot_curves
 
     fig = plot_curves(curves, x_label="words seen")
-    assert any(ax.get_xlabel() == "words seen (log scale)" for ax in fig.axes)
+    ax = next(a for a in fig.axes if a.get_xlabel() == "words seen (log scale)")
+    labels = ax.xaxis.get_major_formatter().seq  # ticks at the checkpoints (thinned), compact
+    assert labels[0] == "1M" and {x[-1] for x in labels} == {"M", "B"}
+    from verbeval.agreement.dvc_views import acquisition_plot_definitions
+
+    [plot] = acquisition_plot_definitions({"g_a": "dvc/g_a.csv"}, ["toy tse"], "words seen")
+    assert plot["acquisition/g_a"]["x_label"] == "words seen"

@@ -767,6 +767,7 @@ def test_a_words_axis_sweep_plans_words_seen(in_repo: None, tmp_path: Path) -> N
     ]
     assert shlex.split(plan.acq.index_args())[-2:] == ["--axis", "words"]
     assert [s.steps for s in plan.acq.sweeps] == [[10**6, 10**7, 10**8, 10**9]]
+    assert plan.acq.x_label == "words seen"  # the DVC acquisition plots' x axis (rule dvc_acquisition_plots)
     assert plan.table_models == ["baby@chck_1000M"]
     # the default axis: these names have no step
     steps = _extra(tmp_path, "models: [{id: babylm/gpt2-small, revisions: [chck_1M]}]\n", "steps.yaml")

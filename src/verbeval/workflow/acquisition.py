@@ -72,7 +72,7 @@ class AcquisitionPlan:
         self.toy = toy_model_specs(plan.config)  # trained by rule train_toy, by out folder
         self.toy_folders = toy_checkpoint_folders(plan.config)  # {out/step-N: (out, N)}
         self.axis = checkpoint_axis(plan.config)  # agreement.checkpoint_axis: steps, tokens or words
-        self.key = CHECKPOINT_AXES[self.axis][0]  # the revisions' key of that axis
+        self.key, self.x_label = CHECKPOINT_AXES[self.axis]  # the revisions' key of that axis, its label
         self.sweeps = self._sweeps()
         self.families = self._families()
         #: the checkpoint models whose lemma contexts the analysis reads, in config order
