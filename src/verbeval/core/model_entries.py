@@ -1,8 +1,9 @@
 """The model entries of a workflow configuration: ``models[]`` with their defaults, each entry's
-``revisions`` expanded (one model per checkpoint), the pip models and their folders, the
+``revisions`` expanded (one model per checkpoint, with its step and the tokens or words seen read
+from its name, on ``agreement.checkpoint_axis``), the pip models and their folders, the
 ``tiny_models`` the workflow builds, the ``toy_models`` it trains (and their checkpoint folders), and
-``agreement.table_models``' selection. Every bad entry
-raises :class:`EntryError` naming its key path.
+Table 2's selection (``agreement.table_models``, else one model per entry: a sweep's
+``table_revision``). Every bad entry raises :class:`EntryError` naming its key path.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def expand_revisions(
     ``name``. Each expanded model gets ``name`` (default ``<name>@<label>``, the label being the
     revision or the folder's last component made file-system safe), ``checkpoint_of`` (the entry's
     name), ``step`` (given, or :func:`parse_step` of the label), ``tokens`` and ``words`` (given, or
-    :func:`parse_seen` of the label) and ``table`` (whether it is the entry's column block of Table 2
+    :func:`parse_seen` of the label) and ``in_table`` (whether it is the entry's column block of Table 2
     and the model comparison: the revision ``table_revision`` names, else the last one). With
     ``needs_step``, a revision without a value on ``axis`` (``steps``, ``tokens`` or ``words``,
     :data:`CHECKPOINT_AXES`) or with the value of another revision is an error. Raises
@@ -175,7 +176,7 @@ def expand_revisions(
             "checkpoint_of": base_name,
             "step": step,
             **seen_values,
-            "table": False,
+            "in_table": False,
         }
         if kind == "revision":
             m["revision"] = value
@@ -183,7 +184,7 @@ def expand_revisions(
             m["id"], m["revision"] = value, None
         out.append(m)
         labels.append(label)
-    out[_table_item(entry, index, labels, [str(m["name"]) for m in out])]["table"] = True
+    out[_table_item(entry, index, labels, [str(m["name"]) for m in out])]["in_table"] = True
     return out
 
 
@@ -334,9 +335,9 @@ def select_models(models: Sequence[str], patterns: Sequence[str] | None) -> list
 
 def entry_models(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     """One model name per ``models[]`` entry, in order: an entry without revisions as it is, a swept
-    entry's revision marked ``table`` (its ``table_revision``, else its last): Table 2's models when
+    entry's revision marked ``in_table`` (its ``table_revision``, else its last): Table 2's models when
     ``agreement.table_models`` is null, and the model comparison figure's."""
-    return [str(m["name"]) for m in entries if m.get("checkpoint_of") is None or m.get("table")]
+    return [str(m["name"]) for m in entries if m.get("checkpoint_of") is None or m.get("in_table")]
 
 
 def check_table_models(config: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> None:
