@@ -474,6 +474,9 @@ def test_three_local_checkpoints_dag(tmp_path: Path) -> None:
     ]
     [table2] = run.commands("table2")
     assert "--models tiny@ckpt-0,tiny@ckpt-100,tiny@ckpt-1000 --table-models tiny@ckpt-1000 " in table2
+    # the model comparison: one model per entry, the sweep's last revision (table_models is Table 2's only)
+    [models] = run.commands("figure_models")
+    assert " --models tiny@ckpt-1000 " in models, models
     [figure] = run.of("figure_checkpoints")
     assert (
         "--checkpoint tiny tiny@ckpt-0 0 --checkpoint tiny tiny@ckpt-100 100 "
