@@ -704,3 +704,57 @@ def test_benchmark_acquisition_speed(tmp_path: Path) -> None:
         f"{dt:.2f} s"
     )
     assert (est["reason"] == "").mean() > 0.9
+
+
+# --------------------------------------------------------------------------- sweeps by words or tokens seen
+
+
+def test_index_by_words_seen(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`acquisition-index --axis words` keeps each checkpoint's words seen in the step column and
+    records the axis; the analysis reports it and labels its figures in words seen."""
+    sweep = tmp_path / "sweep"
+    write_sweep(sweep)
+    words = {int(s): (int(s) + 1) * 1_000_000 for s in STEPS}  # chck_1M ... (0 steps: 1M words)
+    summary_all = sweep / "summary_all.csv"
+    pd.concat([pd.read_csv(sweep / f"toy@step-{s}" / "summary.csv") for s in STEPS]).to_csv(summary_all, index=False)
+    argv = ["-q", "acquisition-index", "--summary", str(summary_all)]
+    for s in STEPS:
+        m = f"toy@step-{s}"
+        argv += ["--checkpoint", m, "toy", "", str(words[int(s)]), str(sweep / m / "lemma_contexts.parquet")]
+    index = tmp_path / "checkpoints.csv"
+    assert main([*argv, "--axis", "words", "--out", str(index)]) == 0
+    raw = pd.read_csv(index, keep_default_na=False)
+    assert list(raw.columns) == [*INDEX_COLUMNS, "axis"] and set(raw["axis"]) == {"words"}
+    d = read_checkpoint_index(index)
+    assert d.attrs["axis"] == "words" and d["step"].tolist() == [words[int(s)] for s in STEPS]
+    assert d["step"].iloc[-1] == 100_001_000_000
+    # the default: no axis column, byte for byte the index of before
+    steps_index = tmp_path / "steps.csv"
+    assert main([*argv, "--out", str(steps_index)]) == 0
+    assert (
+        "axis" not in pd.read_csv(steps_index).columns and read_checkpoint_index(steps_index).attrs["axis"] == "steps"
+    )
+    # one axis per index
+    mixed = raw.assign(axis=["words"] * (len(raw) - 1) + ["tokens"])
+    mixed.to_csv(index, index=False)
+    with pytest.raises(InputError, match=r"checkpoints.csv:11: axis tokens, but line 2 has axis words"):
+        read_checkpoint_index(index)
+    raw.assign(axis="epochs").to_csv(index, index=False)
+    with pytest.raises(InputError, match=r"checkpoints.csv:2: axis 'epochs' is not one of steps, tokens, words"):
+        read_checkpoint_index(index)
+    # the analysis: AoA in words seen, named in acquisition.json and the figures
+    raw.to_csv(index, index=False)
+    summary = run_acquisition(index, tmp_path / "out", settings(resamples=20), figures=False)
+    assert summary["axis"] == "words"
+    curves = pd.read_csv(tmp_path / "out" / "curves.csv")
+    assert curves["step"].min() == 1_000_000
+    from verbeval.agreement.acquisition_figures import plot_curves
+
+    fig = plot_curves(curves, x_label="words seen")
+    ax = next(a for a in fig.axes if a.get_xlabel() == "words seen (log scale)")
+    labels = ax.xaxis.get_major_formatter().seq  # ticks at the checkpoints (thinned), compact
+    assert labels[0] == "1M" and {x[-1] for x in labels} == {"M", "B"}
+    from verbeval.agreement.dvc_views import acquisition_plot_definitions
+
+    [plot] = acquisition_plot_definitions({"g_a": "dvc/g_a.csv"}, ["toy tse"], "words seen")
+    assert plot["acquisition/g_a"]["x_label"] == "words seen"

@@ -15,6 +15,7 @@ import pytest
 
 from test_shardstore import _plan  # shards that hold their own name, no model
 from verbeval.agreement.shardstore import run_plan
+from verbeval.core.errors import VerbevalError
 from verbeval.workflow.loading import merged_config, plan_from_files
 from verbeval.workflow.params import NOTHING, Untracked, alternatives
 from verbeval.workflow.plan import PlanError
@@ -691,3 +692,84 @@ def test_acquisition_options_are_quoted(in_repo: None, tmp_path: Path) -> None:
     assert shlex.split(acq.analysis_options())[0] == f"--frequencies={hostile}"
     assert shlex.split(acq.index_args())[:4] == ["--checkpoint", "a@step-1", "a", "s $(x)"]
     assert shlex.split(acq.series_args()) == ["--series", "a", "s $(x)"]
+
+
+# ---------------------------------------------------------------- sweeps: one column block per entry, axes
+
+
+def _sweep_and_plain(tmp_path: Path, extra: str = "", sweep: str = "") -> Path:
+    return _extra(
+        tmp_path,
+        "models:\n"
+        "  - {id: gpt2, name: plain}\n"
+        f"  - {{id: EleutherAI/pythia-70m, name: sw, revisions: [step1000, step2000, step143000]{sweep}}}\n"
+        "agreement: {acquisition: {enabled: false}" + extra + "}\n",
+    )
+
+
+def test_a_sweep_is_one_column_block_of_table2_and_the_comparison_figure(in_repo: None, tmp_path: Path) -> None:
+    plan = plan_from_files([BASE, _sweep_and_plain(tmp_path)])
+    assert list(plan.models) == ["plain", "sw@step1000", "sw@step2000", "sw@step143000"]
+    assert plan.table_models == ["plain", "sw@step143000"]  # the sweep's last revision
+    assert plan.table2_params()["table_models"] == "--table-models plain,sw@step143000"
+    assert plan.table2_params()["models"] == "plain,sw@step1000,sw@step2000,sw@step143000"  # summary_all: all
+    assert plan.fig.comparison_models() == ["plain", "sw@step143000"]  # rule figure_models' --models
+    assert plan.fig.dvc_metrics_files()[0].startswith("results/agreement/metrics/plain/")
+    assert len(plan.fig.checkpoint_args().split()) == 3 * 4  # the checkpoint figure keeps every revision
+    # table_revision names the one shown, by label or by model name
+    for chosen in ("step2000", "sw@step2000"):
+        plan = plan_from_files([BASE, _sweep_and_plain(tmp_path, sweep=f", table_revision: {chosen}")])
+        assert plan.table_models == ["plain", "sw@step2000"]
+        assert plan.fig.comparison_models() == ["plain", "sw@step2000"]
+    # an explicit agreement.table_models still wins (Table 2 only)
+    plan = plan_from_files([BASE, _sweep_and_plain(tmp_path, extra=", table_models: ['sw@*']")])
+    assert plan.table_models == ["sw@step1000", "sw@step2000", "sw@step143000"]
+    assert plan.fig.comparison_models() == ["plain", "sw@step143000"]
+
+
+def test_a_bad_table_revision_names_its_key(in_repo: None, tmp_path: Path) -> None:
+    extra = _sweep_and_plain(tmp_path, sweep=", table_revision: step9")
+    with pytest.raises(VerbevalError) as err:
+        plan_from_files([BASE, extra])
+    assert str(err.value) == (
+        f"{extra}: models.1.table_revision: 'step9' is not one of the entry's revisions "
+        "(step1000, step2000, step143000)"
+    )
+    plain = _extra(tmp_path, "models: [{id: gpt2, table_revision: main}]\n", "plain.yaml")
+    with pytest.raises(VerbevalError, match=r"models.0.table_revision: only an entry with `revisions`"):
+        plan_from_files([BASE, plain])
+
+
+def test_a_words_axis_sweep_plans_words_seen(in_repo: None, tmp_path: Path) -> None:
+    """agreement.checkpoint_axis: words: the checkpoint figure and the acquisition index get each
+    BabyLM checkpoint's words seen (read from chck_<N>M), and say so."""
+    extra = _extra(
+        tmp_path,
+        "models:\n"
+        "  - {id: babylm/gpt2-small, name: baby, revisions: [chck_1M, chck_10M, chck_100M, chck_1000M]}\n"
+        "agreement: {checkpoint_axis: words}\n",
+    )
+    plan = plan_from_files([BASE, extra])
+    assert plan.fig.checkpoint_args().split() == [
+        *["--checkpoint", "baby", "baby@chck_1M", "1000000"],
+        *["--checkpoint", "baby", "baby@chck_10M", "10000000"],
+        *["--checkpoint", "baby", "baby@chck_100M", "100000000"],
+        *["--checkpoint", "baby", "baby@chck_1000M", "1000000000"],
+        *["--x-axis", "words"],
+    ]
+    assert shlex.split(plan.acq.index_args())[:6] == [
+        "--checkpoint",
+        "baby@chck_1M",
+        "baby",
+        "",  # no seed label
+        "1000000",
+        "results/agreement/baby@chck_1M/lemma_contexts.parquet",
+    ]
+    assert shlex.split(plan.acq.index_args())[-2:] == ["--axis", "words"]
+    assert [s.steps for s in plan.acq.sweeps] == [[10**6, 10**7, 10**8, 10**9]]
+    assert plan.acq.x_label == "words seen"  # the DVC acquisition plots' x axis (rule dvc_acquisition_plots)
+    assert plan.table_models == ["baby@chck_1000M"]
+    # the default axis: these names have no step
+    steps = _extra(tmp_path, "models: [{id: babylm/gpt2-small, revisions: [chck_1M]}]\n", "steps.yaml")
+    with pytest.raises(VerbevalError, match=r"models.0.revisions.0: no training step for revision 'chck_1M'"):
+        plan_from_files([BASE, steps])

@@ -22,7 +22,7 @@ from verbeval.cli import main
 from verbeval.core.config import validate_config
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_checks import check_model_paths
-from verbeval.core.model_entries import expand_revisions, model_entries, parse_step, select_models
+from verbeval.core.model_entries import expand_revisions, model_entries, parse_seen, parse_step, select_models
 
 
 def _error(cfg: dict[str, Any]) -> str:
@@ -476,6 +476,9 @@ def test_three_local_checkpoints_dag(tmp_path: Path) -> None:
     ]
     [table2] = run.commands("table2")
     assert "--models tiny@ckpt-0,tiny@ckpt-100,tiny@ckpt-1000 --table-models tiny@ckpt-1000 " in table2
+    # the model comparison: one model per entry, the sweep's last revision (table_models is Table 2's only)
+    [models] = run.commands("figure_models")
+    assert " --models tiny@ckpt-1000 " in models, models
     [figure] = run.of("figure_checkpoints")
     assert (
         "--checkpoint tiny tiny@ckpt-0 0 --checkpoint tiny tiny@ckpt-100 100 "
@@ -581,3 +584,115 @@ def test_queue_steps_are_the_per_model_rules_commands(tmp_path: Path) -> None:
     own_outputs = {o for r in ("lemmas", "infer", "aggregate", "lemma_stats") for j in alone.of(r) for o in j["outputs"]}
     queue_outputs = {o for r in ("queue_0", "queue_1") for j in queued.of(r) for o in j["outputs"]}
     assert queue_outputs == {o for o in own_outputs if any(f"/{n}/" in o for n in sweep)}
+
+
+# --------------------------------------------------------------------------- sweeps named by data seen
+
+
+@pytest.mark.parametrize(
+    "label, unit, value",
+    [
+        ("chck_1M", "words", 1_000_000),
+        ("chck_10M", "words", 10_000_000),
+        ("chck_1000M", "words", 1_000_000_000),
+        ("chck_0.5M", "words", 500_000),
+        ("chck_100K", "words", 100_000),
+        ("words2B", "words", 2_000_000_000),
+        ("chck_1.0000005K", "words", None),  # not a whole number of words
+        ("step1000-tokens4B", "tokens", 4_000_000_000),
+        ("stage1-step5000-tokens21B", "tokens", 21_000_000_000),
+        ("step1000-tokens4B", "words", None),
+        ("chck_10M", "tokens", None),
+        ("main", "words", None),
+        ("main", "tokens", None),
+        ("step1000", "tokens", None),
+        ("chck_10Mx", "words", None),
+    ],
+)
+def test_parse_seen(label: str, unit: str, value: int | None) -> None:
+    assert parse_seen(label, unit) == value
+
+
+def test_words_axis_sweep_expands_with_words_seen() -> None:
+    cfg = validate_config(
+        {
+            "models": [
+                {
+                    "id": "babylm/gpt2",
+                    "name": "baby",
+                    "revisions": ["chck_1M", "chck_10M", {"revision": "main", "words": 2_000_000_000}],
+                }
+            ],
+            "agreement": {"checkpoint_axis": "words"},
+        }
+    )
+    got = [(m["name"], m["step"], m["tokens"], m["words"]) for m in model_entries(cfg)]
+    assert got == [
+        ("baby@chck_1M", None, None, 1_000_000),
+        ("baby@chck_10M", None, None, 10_000_000),
+        ("baby@main", None, None, 2_000_000_000),  # given explicitly
+    ]
+    olmo = {"id": "allenai/OLMo-1B", "name": "olmo", "revisions": [{"revision": "step1000-tokens4B", "tokens": 5}]}
+    [m] = expand_revisions(olmo, 0, axis="tokens")
+    assert (m["step"], m["tokens"], m["words"]) == (1000, 5, None)  # an explicit value wins over the name's
+
+
+@pytest.mark.parametrize(
+    "models, axis, where, reason",
+    [
+        (
+            [{"id": "m", "revisions": ["step1000-tokens4B", "step2000"]}],
+            "tokens",
+            "models.0.revisions.1",
+            "no tokens seen for revision 'step2000' (agreement.checkpoint_axis is tokens): set `tokens:`",
+        ),
+        (
+            [{"id": "m", "revisions": ["chck_1M", "step5"]}],
+            "words",
+            "models.0.revisions.1",
+            "no words seen for revision 'step5' (agreement.checkpoint_axis is words): set `words:` (it is read "
+            "only from names like chck_10M or words10M)",
+        ),
+        (
+            [{"id": "m", "revisions": ["chck_1M", {"revision": "main", "words": 1000000}]}],
+            "words",
+            "models.0.revisions.1",
+            "words value 1000000 is also the words value of item 0",
+        ),
+    ],
+)
+def test_checkpoint_axis_errors(models: list[dict[str, Any]], axis: str, where: str, reason: str) -> None:
+    msg = _error({"models": models, "agreement": {"checkpoint_axis": axis}})
+    assert f"cfg.yaml: {where}: " in msg and reason in msg, msg
+
+
+def test_checkpoint_axis_key_is_validated() -> None:
+    msg = _error({"models": [{"id": "m"}], "agreement": {"checkpoint_axis": "epochs"}})
+    assert "agreement.checkpoint_axis" in msg and "epochs" in msg, msg
+    # the words axis needs no step: a sweep of BabyLM names is valid with it, not with steps
+    ok = validate_config({"models": [{"id": "m", "revisions": ["chck_1M"]}], "agreement": {"checkpoint_axis": "words"}})
+    assert model_entries(ok)[0]["words"] == 1_000_000
+    assert "no training step for revision 'chck_1M'" in _error({"models": [{"id": "m", "revisions": ["chck_1M"]}]})
+
+
+def test_plot_checkpoints_cli_words_axis(tmp_path: Path) -> None:
+    """--x-axis words: the CSV's x column is words, the figure's axis says words seen."""
+    from verbeval.agreement.plots import plot_checkpoints
+
+    summary = tmp_path / "summary_all.csv"
+    _summary().to_csv(summary, index=False)
+    csv = tmp_path / "checkpoints.csv"
+    argv = ["-q", "plot-checkpoints", "--summary", str(summary), "--groups-file", str(_groups_file(tmp_path))]
+    words = {"p@step0": 1_000_000, "p@step100": 10_000_000, "p@step1000": 100_000_000, "q@ckpt": 1_000_000_000}
+    for sweep, model, _ in CHECKPOINTS:
+        argv += ["--checkpoint", sweep, model, str(words[model])]
+    argv += ["--x-axis", "words", "--log-x", "--csv", str(csv), "--out", str(tmp_path / "c.png")]
+    assert main(argv) == 0
+    d = pd.read_csv(csv)
+    assert "words" in d.columns and "step" not in d.columns
+    assert d.loc[d["model"] == "q@ckpt", "words"].unique().tolist() == [1_000_000_000]
+    assert d.loc[d["sweep"] == "p", "words"].drop_duplicates().tolist() == [1_000_000, 10_000_000, 100_000_000]
+    data = checkpoint_curves(_summary(), checkpoints=CHECKPOINTS, groups=GROUPS)
+    fig = plot_checkpoints(data, log_x=True, x_label="words seen")
+    assert fig.axes[0].get_xlabel() == "words seen (symmetric log scale)"  # a checkpoint at 0
+    assert "against words seen" in fig._suptitle.get_text()

@@ -165,7 +165,8 @@ def _acquisition_plots(job: JobSpec, wdir: str | None) -> list[dict[str, Any]]:
     pairs = [(words[i + 1], words[i + 2]) for i in range(0, len(words), 3)]
     paths = {Path(o).stem: (posixpath.normpath(posixpath.join(wdir, o)) if wdir else o) for o in job.outputs}
     columns = [acquisition_series(f, s, m) for f, s in pairs for m in ACQUISITION_METRICS]
-    return acquisition_plot_definitions(paths, columns)
+    x_label = str(dict(job.params).get("x_label", "training step"))  # agreement.checkpoint_axis
+    return acquisition_plot_definitions(paths, columns, x_label)
 
 
 def _plot_definitions(job: JobSpec, wdir: str | None) -> list[dict[str, Any]]:

@@ -55,7 +55,7 @@ rule lemma_contexts:
 
 
 rule acquisition_index:
-    """Config: models, agreement.acquisition.enabled, agreement.acquisition.min_checkpoints"""
+    """Config: models, agreement.acquisition.enabled, agreement.acquisition.min_checkpoints, agreement.checkpoint_axis"""
     input:
         summary=f"{PLAN.out}/summary_all.csv",
         lemma_contexts=[PLAN.acq.lemma_contexts(m) for m in PLAN.acq.models],
@@ -97,13 +97,14 @@ rule acquisition:
 
 
 rule dvc_acquisition_plots:
-    """Config: none"""
+    """Config: agreement.checkpoint_axis"""
     input:
         f"{PLAN.acq.out}/curves.csv",
     output:
         PLAN.acq.dvc_plot_files(),
     params:
         series=PLAN.acq.series_args(),
+        x_label=PLAN.acq.x_label,  # the x axis of the DVC plots (dvc.yaml), not of the command
         groups=",".join(PLAN.group_ids),
         out_dir=lambda wc, output: os.path.dirname(output[0]),  # acquisition/dvc
     conda:

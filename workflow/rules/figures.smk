@@ -39,7 +39,7 @@ rule figure_models:
         images=report_first(PLAN.fig.images("model_comparison"), "../report/model_comparison.rst", "Agreement",
                             "Model comparison"),
     params:
-        models=",".join(PLAN.models),
+        models=",".join(PLAN.fig.comparison_models()),
         random_models=PLAN.random_models,
     conda:
         "../../envs/verbeval.yaml"
@@ -51,7 +51,8 @@ rule figure_models:
 
 
 rule figure_checkpoints:
-    """Config: models, agreement.bootstrap, agreement.figures.formats, agreement.figures.checkpoints"""
+    """Config: models, agreement.bootstrap, agreement.figures.formats, agreement.figures.checkpoints,
+    agreement.checkpoint_axis"""
     input:
         summary=f"{PLAN.out}/summary_all.csv",
         groups_file=PLAN.run_groups_file,

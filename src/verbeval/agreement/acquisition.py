@@ -259,9 +259,12 @@ def run_acquisition(
         "n_changepoints": len(cps),
         "frequency_source": info,
     }
+    axis = index.attrs.get("axis", "steps")
+    if axis != "steps":  # the index's x axis (its step column holds tokens or words seen), AoA in its unit
+        summary["axis"] = axis
     write_json(out / "acquisition.json", summary)
     if figures:
-        _figures(out / "figures", settings.formats, heads, lcurves, lemma_aoa, random, toy, settings.confidence)
+        _figures(out / "figures", settings.formats, heads, lcurves, lemma_aoa, random, toy, settings.confidence, axis)
     log.info(
         "%d checkpoints of %d families: %d of %d lemma AoAs, %d changepoints -> %s",
         len(index),
@@ -283,12 +286,18 @@ def _figures(
     random: set[str],
     toy: set[str],
     confidence: float,
+    axis: str = "steps",
 ) -> None:
     from verbeval.agreement.acquisition_figures import figure_paths, plot_aoa_frequency, plot_curves, plot_lemma_heatmap
+    from verbeval.core.model_entries import CHECKPOINT_AXES
     from verbeval.core.plots import save_figure
 
-    save_figure(plot_curves(heads, random, toy, confidence), figure_paths(str(folder), "curves", formats))
-    save_figure(plot_aoa_frequency(lemma_aoa, random, toy), figure_paths(str(folder), "aoa_frequency", formats))
+    unit, x_label = CHECKPOINT_AXES[axis]
+    save_figure(plot_curves(heads, random, toy, confidence, x_label), figure_paths(str(folder), "curves", formats))
     save_figure(
-        plot_lemma_heatmap(lcurves, lemma_aoa, random, toy), figure_paths(str(folder), "lemma_heatmap", formats)
+        plot_aoa_frequency(lemma_aoa, random, toy, unit=unit), figure_paths(str(folder), "aoa_frequency", formats)
+    )
+    save_figure(
+        plot_lemma_heatmap(lcurves, lemma_aoa, random, toy, x_label),
+        figure_paths(str(folder), "lemma_heatmap", formats),
     )

@@ -53,10 +53,20 @@ def _title_note(random: Collection[str], toy: Collection[str]) -> str:
 MAX_STEP_LABELS = 6
 
 
-def _step_axis(ax: plt.Axes, steps: np.ndarray) -> str:
-    """A log (or symmetric-log) step axis labelled at the checkpoints' own steps, as plain integers,
-    at most MAX_STEP_LABELS of them and no minor labels (matplotlib's default labels the minor
-    ticks of a log axis spanning less than a decade or two, and they run together)."""
+def compact_count(value: float) -> str:
+    """A count of tokens or words seen as a tick label: 1000000 -> ``1M``, 2500000000 -> ``2.5B``,
+    below 1000 the plain number."""
+    for scale, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if abs(value) >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{int(value):d}" if float(value).is_integer() else f"{value:g}"
+
+
+def _step_axis(ax: plt.Axes, steps: np.ndarray, compact: bool = False) -> str:
+    """A log (or symmetric-log) step axis labelled at the checkpoints' own steps, as plain integers
+    (``compact``: as :func:`compact_count`, for tokens or words seen), at most MAX_STEP_LABELS of
+    them and no minor labels (matplotlib's default labels the minor ticks of a log axis spanning
+    less than a decade or two, and they run together)."""
     positive = steps[steps > 0]
     if (steps <= 0).any():
         ax.set_xscale("symlog", linthresh=float(positive.min()) if len(positive) else 1.0)
@@ -67,13 +77,18 @@ def _step_axis(ax: plt.Axes, steps: np.ndarray) -> str:
     ticks = np.unique(steps)
     ticks = ticks[thin_ticks(len(ticks), MAX_STEP_LABELS)]
     ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(FixedFormatter([f"{int(t):d}" if float(t).is_integer() else f"{t:g}" for t in ticks]))
+    plain = [f"{int(t):d}" if float(t).is_integer() else f"{t:g}" for t in ticks]
+    ax.xaxis.set_major_formatter(FixedFormatter([compact_count(t) for t in ticks] if compact else plain))
     ax.xaxis.set_minor_locator(NullLocator())
     return scale
 
 
 def plot_curves(
-    curves: pd.DataFrame, random: Collection[str] = (), toy: Collection[str] = (), confidence: float = 0.95
+    curves: pd.DataFrame,
+    random: Collection[str] = (),
+    toy: Collection[str] = (),
+    confidence: float = 0.95,
+    x_label: str = "training step",
 ) -> Figure:
     """TSE, EW and MW (top p = 1) against step, one panel per group: a line per metric (colour) and
     family (line style); band: the min-max range over seeds (several seeds, line = their mean) or
@@ -116,12 +131,12 @@ def plot_curves(
                     ax.fill_between(x, lo.to_numpy(float), hi.to_numpy(float), color=colour, alpha=0.15, linewidth=0)
         ax.axhline(0.5, **CHANCE_STYLE)
         ax.set_ylim(-0.03, 1.03)
-        scale = _step_axis(ax, steps)
+        scale = _step_axis(ax, steps, compact=x_label != "training step")
         ax.set_title(groups[i])
         if i % n_cols == 0:
             ax.set_ylabel("accuracy")
         if i + n_cols >= len(groups):
-            ax.set_xlabel("training step" + scale)
+            ax.set_xlabel(x_label + scale)
     handles = [plt.Line2D([], [], color=c, linewidth=1.5) for c in colours.values()]
     labels = list(METRIC_LABELS.values())
     for fi, fam in enumerate(families):
@@ -137,7 +152,11 @@ def plot_curves(
 
 
 def plot_aoa_frequency(
-    lemma_aoa: pd.DataFrame, random: Collection[str] = (), toy: Collection[str] = (), max_labels: int = 12
+    lemma_aoa: pd.DataFrame,
+    random: Collection[str] = (),
+    toy: Collection[str] = (),
+    max_labels: int = 12,
+    unit: str = "step",
 ) -> Figure:
     """log AoA against Zipf frequency, one panel per family (a colour per seed), the regression line
     of each seed and its outliers labelled (the ``max_labels`` largest residuals per panel)."""
@@ -171,7 +190,7 @@ def plot_aoa_frequency(
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("frequency (Zipf)")
-        ax.set_ylabel("age of acquisition (step)")
+        ax.set_ylabel(f"age of acquisition ({unit})")
         ax.set_title(family_label(fam, fam in random, fam in toy), fontsize="small")
         if len(seeds) > 1:
             ax.legend(fontsize="x-small")
@@ -183,7 +202,11 @@ def plot_aoa_frequency(
 
 
 def plot_lemma_heatmap(
-    lemma_curves: pd.DataFrame, lemma_aoa: pd.DataFrame, random: Collection[str] = (), toy: Collection[str] = ()
+    lemma_curves: pd.DataFrame,
+    lemma_aoa: pd.DataFrame,
+    random: Collection[str] = (),
+    toy: Collection[str] = (),
+    x_label: str = "training step",
 ) -> Figure:
     """Each lemma's share of contexts preferring the correct form (pooled over groups), lemma x step,
     one panel per family (its first seed); lemmas ordered by AoA, those without one last (by their
@@ -213,11 +236,13 @@ def plot_lemma_heatmap(
         grid = grid.loc[order.index]
         image = ax.imshow(grid.to_numpy(float), aspect="auto", cmap="RdBu", vmin=0.0, vmax=1.0, interpolation="nearest")
         xt = thin_ticks(grid.shape[1], 12)
-        ax.set_xticks(xt, [str(s) for s in np.asarray(grid.columns)[xt]], rotation=60, fontsize="x-small")
+        shown = np.asarray(grid.columns)[xt]
+        ticks = [compact_count(s) for s in shown] if x_label != "training step" else [str(s) for s in shown]
+        ax.set_xticks(xt, ticks, rotation=60, fontsize="x-small")
         yt = thin_ticks(grid.shape[0])
         ax.set_yticks(yt, [str(x) for x in np.asarray(grid.index)[yt]], fontsize="xx-small")
         ax.grid(False)
-        ax.set_xlabel("training step")
+        ax.set_xlabel(x_label)
         ax.set_ylabel("lemma (by AoA)")
         label = family_label(fam, fam in random, fam in toy)
         ax.set_title(label + (f", seed {seed}" if seed else ""), fontsize="small")

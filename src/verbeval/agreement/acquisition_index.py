@@ -6,7 +6,9 @@ entry's ``name``; entries sharing a family are seeds of one model), ``seed`` (la
 family has one seed), ``step`` (training step, an integer >= 0), ``random_init`` (true/false),
 ``summary`` (CSV with summary_all.csv's columns holding this model's rows) and ``lemma_contexts``
 (its :mod:`verbeval.agreement.lemma_contexts` table); optional ``toy`` (true/false: a toy model,
-so labelled in the figures). Paths are relative to the index file's
+so labelled in the figures) and ``axis`` (``steps``, ``tokens`` or ``words``: what ``step`` holds, the
+same on every row; absent or empty: training steps, with ``tokens`` or ``words`` the tokens or words
+seen, and the analysis's AoA is in that unit). Paths are relative to the index file's
 folder, or absolute. The training callback writes the same file with :func:`write_checkpoint_index`.
 
 Bad input is one line naming the file (and line) and the cause: no steps, duplicate steps within a
@@ -27,6 +29,8 @@ from verbeval.core.errors import InputError, VerbevalError
 from verbeval.core.io import write_csv
 
 INDEX_COLUMNS = ("model", "family", "seed", "step", "random_init", "summary", "lemma_contexts")
+#: what the ``step`` column holds (optional column ``axis``; absent: steps)
+INDEX_AXES = ("steps", "tokens", "words")
 
 _TRUE = {"true", "1", "yes", "1.0"}
 _FALSE = {"false", "0", "no", "0.0", ""}
@@ -57,6 +61,7 @@ def read_checkpoint_index(path: str | Path) -> pd.DataFrame:
         raise InputError(p, f"no column {', '.join(missing)} (expected {','.join(INDEX_COLUMNS)})", 1)
     col = {c: header.index(c) for c in INDEX_COLUMNS}
     records = []
+    axes: dict[str, int] = {}
     seen_model: dict[str, int] = {}
     seen_step: dict[tuple[str, str, int], int] = {}
     for i, row in enumerate(rows[1:], start=2):
@@ -71,6 +76,13 @@ def read_checkpoint_index(path: str | Path) -> pd.DataFrame:
         if model in seen_model:
             raise InputError(p, f"model {model!r} is listed twice (also line {seen_model[model]})", i)
         seen_model[model] = i
+        axis = (row[header.index("axis")].strip() if "axis" in header else "") or "steps"
+        if axis not in INDEX_AXES:
+            raise InputError(p, f"axis {axis!r} is not one of {', '.join(INDEX_AXES)}", i)
+        if axes and axis not in axes:
+            other = next(iter(axes))
+            raise InputError(p, f"axis {axis}, but line {axes[other]} has axis {other} (one axis per index)", i)
+        axes.setdefault(axis, i)
         if not get["step"]:
             raise InputError(p, f"checkpoint {model!r} has no step (every checkpoint needs its training step)", i)
         try:
@@ -112,15 +124,17 @@ def read_checkpoint_index(path: str | Path) -> pd.DataFrame:
     df = pd.DataFrame.from_records(records)
     df = df.sort_values(["family", "seed", "step"], kind="stable").reset_index(drop=True)
     df.attrs["path"] = str(p)
+    df.attrs["axis"] = next(iter(axes))
     return df
 
 
 def write_checkpoint_index(df: pd.DataFrame, path: str | Path) -> None:
-    """Write an index atomically: the contract's columns, rows sorted by family, seed and step."""
+    """Write an index atomically: the contract's columns (and ``axis`` when ``df`` has it), rows
+    sorted by family, seed and step."""
     missing = [c for c in INDEX_COLUMNS if c not in df.columns]
     if missing:
         raise VerbevalError(f"checkpoint index: no column {', '.join(missing)}")
-    out = df[list(INDEX_COLUMNS)].copy()
+    out = df[list(INDEX_COLUMNS) + (["axis"] if "axis" in df.columns else [])].copy()
     out["seed"] = out["seed"].fillna("").astype(str)
     out["step"] = out["step"].astype("int64")
     out["random_init"] = out["random_init"].astype(bool)

@@ -214,17 +214,20 @@ def wide_acquisition_curves(
     return out
 
 
-def acquisition_plot_definitions(path_of: Mapping[str, str], columns: Sequence[str]) -> list[dict[str, Any]]:
+def acquisition_plot_definitions(
+    path_of: Mapping[str, str], columns: Sequence[str], x_label: str = "training step"
+) -> list[dict[str, Any]]:
     """DVC top-level ``plots`` entries of the acquisition curves: one plot per group (``path_of``: group
-    -> CSV path relative to the dvc.yaml), one series per family, seed and metric."""
+    -> CSV path relative to the dvc.yaml), one series per family, seed and metric; ``x_label``: what
+    the ``step`` column holds (``tokens seen``, ``words seen``: ``agreement.checkpoint_axis``)."""
     return [
         {
             f"acquisition/{g}": {
                 "template": TEMPLATE,
                 "x": "step",
                 "y": {path: list(columns)},
-                "title": f"Acquisition: TSE, EW and MW (top p = 1) against training step, {g}",
-                "x_label": "training step",
+                "title": f"Acquisition: TSE, EW and MW (top p = 1) against {x_label}, {g}",
+                "x_label": x_label,
                 "y_label": "TSE / EW / MW",
             }
         }

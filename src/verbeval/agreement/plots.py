@@ -320,12 +320,18 @@ SWEEP_MARKERS = ("o", "s", "^", "D")
 
 
 def plot_checkpoints(
-    data: pd.DataFrame, log_x: bool = False, confidence: float | None = None, random: Collection[str] = ()
+    data: pd.DataFrame,
+    log_x: bool = False,
+    confidence: float | None = None,
+    random: Collection[str] = (),
+    x_label: str = "training step",
 ) -> Figure:
     """TSE, EW and MW (top p = 1) against training step, one panel per group (in data order): a line
     per metric (colour) and sweep (line style), with its CI band. ``log_x``: logarithmic step axis,
     symmetric-log (linear below the smallest positive step) when a step is 0. Checkpoints among
-    ``random`` (randomly initialised models) are named in a note, their sweep in the legend."""
+    ``random`` (randomly initialised models) are named in a note, their sweep in the legend.
+    ``x_label``: what the ``step`` column holds (``tokens seen``, ``words seen``), named on the axis
+    and in the title."""
     apply_style()
     metrics = ["tse", "ew", "mw"]
     groups = list(dict.fromkeys(data["group"]))
@@ -382,11 +388,11 @@ def plot_checkpoints(
                 ax.set_xscale("log")
         ax.set_title(names[g])
         if k // n_cols == n_rows - 1 or k + n_cols >= len(groups):
-            ax.set_xlabel("training step" + scale)
+            ax.set_xlabel(x_label + scale)
         if k % n_cols == 0:
             ax.set_ylabel("accuracy")
     band = f"{confidence:.0%} bootstrap CI" if confidence else "bootstrap CI"
-    fig.suptitle(f"TSE, EW and MW (top p = 1) against training step (bands: {band}; dashed: chance)", fontsize="medium")
+    fig.suptitle(f"TSE, EW and MW (top p = 1) against {x_label} (bands: {band}; dashed: chance)", fontsize="medium")
     handles = [plt.Line2D([], [], color=colours[m], linewidth=1.5) for m in metrics]
     labels = [METRIC_LABELS[m] for m in metrics]
     random_sweeps = set(data.loc[data["model"].isin(list(random)), "sweep"])

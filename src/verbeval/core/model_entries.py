@@ -1,8 +1,9 @@
 """The model entries of a workflow configuration: ``models[]`` with their defaults, each entry's
-``revisions`` expanded (one model per checkpoint), the pip models and their folders, the
+``revisions`` expanded (one model per checkpoint, with its step and the tokens or words seen read
+from its name, on ``agreement.checkpoint_axis``), the pip models and their folders, the
 ``tiny_models`` the workflow builds, the ``toy_models`` it trains (and their checkpoint folders), and
-``agreement.table_models``' selection. Every bad entry
-raises :class:`EntryError` naming its key path.
+Table 2's selection (``agreement.table_models``, else one model per entry: a sweep's
+``table_revision``). Every bad entry raises :class:`EntryError` naming its key path.
 """
 
 from __future__ import annotations
@@ -52,6 +53,36 @@ def parse_step(label: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+#: the x axes of a checkpoint sweep (``agreement.checkpoint_axis``): the revision's key, the axis label
+CHECKPOINT_AXES = {
+    "steps": ("step", "training step"),
+    "tokens": ("tokens", "tokens seen"),
+    "words": ("words", "words seen"),
+}
+_SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+_SEEN = {
+    "tokens": re.compile(r"(?:^|[^A-Za-z])tokens[-_]?(\d+(?:\.\d+)?)([KMBT]?)(?![A-Za-z0-9.])", re.IGNORECASE),
+    "words": re.compile(r"(?:^|[^A-Za-z])(?:chck|words)[-_]?(\d+(?:\.\d+)?)([KMBT]?)(?![A-Za-z0-9.])", re.IGNORECASE),
+}
+
+
+def parse_seen(label: str, unit: str) -> int | None:
+    """The tokens or words (``unit``) seen in a revision or checkpoint folder name, or None.
+
+    ``step1000-tokens4B`` (OLMo) gives 4,000,000,000 tokens; ``chck_10M`` (BabyLM) and ``words10M``
+    give 10,000,000 words. Suffixes K, M, B and T (case-insensitive) scale by 10^3, 10^6, 10^9 and
+    10^12; a decimal is read when the result is a whole number (``chck_0.5M`` gives 500,000), else
+    the name gives None, as does any other name (``main``, a commit hash).
+    """
+    m = _SEEN[unit].search(label)
+    if not m:
+        return None
+    whole, _, frac = m.group(1).partition(".")
+    scale = _SCALE[m.group(2).upper()]
+    num, den = int(whole + frac), 10 ** len(frac)
+    return num * scale // den if (num * scale) % den == 0 else None
+
+
 def revision_label(text: str) -> str:
     """A revision or folder name made file-system safe: characters outside ``[A-Za-z0-9._-]`` become ``_``."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text.rstrip("/")).strip("_") or "_"
@@ -62,28 +93,43 @@ def _figure_needs_steps(config: Mapping[str, Any]) -> bool:
     return bool((figs.get("checkpoints") or {}).get("enabled", True))
 
 
-def expand_revisions(entry: dict[str, Any], index: int, needs_step: bool = True) -> list[dict[str, Any]]:
+def checkpoint_axis(config: Mapping[str, Any]) -> str:
+    """``agreement.checkpoint_axis``: steps (default), tokens or words."""
+    return str((config.get("agreement") or {}).get("checkpoint_axis") or "steps")
+
+
+def expand_revisions(
+    entry: dict[str, Any], index: int, needs_step: bool = True, axis: str = "steps"
+) -> list[dict[str, Any]]:
     """The models of one ``models[]`` entry: itself, or one model per item of its ``revisions``.
 
     Every key of the entry (also keys this function does not know) is carried to each revision.
     A revision item is a hub revision string or a mapping with ``revision`` or ``path`` (a local
-    checkpoint folder, then the model's id), and optional ``step`` and ``name``. Each expanded
-    model gets ``name`` (default ``<name>@<label>``, the label being the revision or the folder's
-    last component made file-system safe), ``checkpoint_of`` (the entry's name) and ``step`` (given,
-    or :func:`parse_step` of the label; with ``needs_step`` a missing step is an error).
-    Raises :class:`EntryError` naming the key.
+    checkpoint folder, then the model's id), and optional ``step``, ``tokens``, ``words`` and
+    ``name``. Each expanded model gets ``name`` (default ``<name>@<label>``, the label being the
+    revision or the folder's last component made file-system safe), ``checkpoint_of`` (the entry's
+    name), ``step`` (given, or :func:`parse_step` of the label), ``tokens`` and ``words`` (given, or
+    :func:`parse_seen` of the label) and ``in_table`` (whether it is the entry's column block of Table 2
+    and the model comparison: the revision ``table_revision`` names, else the last one). With
+    ``needs_step``, a revision without a value on ``axis`` (``steps``, ``tokens`` or ``words``,
+    :data:`CHECKPOINT_AXES`) or with the value of another revision is an error. Raises
+    :class:`EntryError` naming the key.
     """
     items = entry.get("revisions")
     if items is None:
+        if entry.get("table_revision") is not None:
+            raise EntryError(["models", index, "table_revision"], "only an entry with `revisions` has a table_revision")
         return [entry]
     where = ["models", index]
     if entry.get("revision") is not None:
         raise EntryError(where, "set either `revision` or `revisions`, not both")
-    base = {k: v for k, v in entry.items() if k != "revisions"}
+    base = {k: v for k, v in entry.items() if k not in ("revisions", "table_revision")}
     base_name = str(base["name"])
+    key, unit = CHECKPOINT_AXES[axis]
     out: list[dict[str, Any]] = []
+    labels: list[str] = []
     seen: dict[tuple[str, str], int] = {}
-    steps: dict[int, int] = {}
+    positions: dict[int, int] = {}
     for j, item in enumerate(items):
         at = where + ["revisions", j]
         spec = {"revision": item} if isinstance(item, str) else dict(item)
@@ -93,37 +139,66 @@ def expand_revisions(entry: dict[str, Any], index: int, needs_step: bool = True)
         if (kind, value.rstrip("/")) in seen:
             raise EntryError(at, f"{kind} {value!r} is listed twice (also item {seen[(kind, value.rstrip('/'))]})")
         seen[(kind, value.rstrip("/"))] = j
-        label = revision_label(value if kind == "revision" else Path(value.rstrip("/")).name)
+        text = value if kind == "revision" else Path(value.rstrip("/")).name
+        label = revision_label(text)
         step = spec.get("step")
         if step is None:
-            step = parse_step(value if kind == "revision" else Path(value.rstrip("/")).name)
-        if step is None and needs_step:
-            raise EntryError(
-                at,
-                f"no training step for {kind} {value!r}: set `step:` (it is read only from names "
-                "like step1000, step1000-tokens4B or checkpoint-1000), or turn off "
-                "agreement.figures.checkpoints.enabled",
-            )
-        if step is not None and needs_step:
-            if step in steps:
+            step = parse_step(text)
+        seen_values = {u: spec[u] if spec.get(u) is not None else parse_seen(text, u) for u in ("tokens", "words")}
+        position = step if axis == "steps" else seen_values[axis]
+        if position is None and needs_step:
+            if axis == "steps":
                 raise EntryError(
                     at,
-                    f"step {step} is also the step of item {steps[step]}: the checkpoint figure "
-                    "needs one checkpoint per step",
+                    f"no training step for {kind} {value!r}: set `step:` (it is read only from names "
+                    "like step1000, step1000-tokens4B or checkpoint-1000), or turn off "
+                    "agreement.figures.checkpoints.enabled",
                 )
-            steps[step] = j
+            names = "like step1000-tokens4B" if axis == "tokens" else "like chck_10M or words10M"
+            raise EntryError(
+                at,
+                f"no {unit} for {kind} {value!r} (agreement.checkpoint_axis is {axis}): set `{key}:` (it is read "
+                f"only from names {names}), or set agreement.checkpoint_axis to another axis, or turn off "
+                "agreement.figures.checkpoints.enabled",
+            )
+        if position is not None and needs_step:
+            if position in positions:
+                what = "step" if axis == "steps" else f"{key} value"
+                raise EntryError(
+                    at,
+                    f"{what} {position} is also the {what} of item {positions[position]}: the checkpoint figure "
+                    f"needs one checkpoint per {'step' if axis == 'steps' else key + ' value'}",
+                )
+            positions[position] = j
         m = {
             **base,
             "name": spec.get("name") or f"{base_name}{REVISION_SEP}{label}",
             "checkpoint_of": base_name,
             "step": step,
+            **seen_values,
+            "in_table": False,
         }
         if kind == "revision":
             m["revision"] = value
         else:
             m["id"], m["revision"] = value, None
         out.append(m)
+        labels.append(label)
+    out[_table_item(entry, index, labels, [str(m["name"]) for m in out])]["in_table"] = True
     return out
+
+
+def _table_item(entry: Mapping[str, Any], index: int, labels: list[str], names: list[str]) -> int:
+    """The item of an entry's ``revisions`` that ``table_revision`` names (a revision label, as in
+    ``<name>@<label>``, or the revision's model name), the last one when it names none."""
+    chosen = entry.get("table_revision")
+    if chosen is None:
+        return len(labels) - 1
+    for j, (label, name) in enumerate(zip(labels, names)):
+        if chosen in (label, name):
+            return j
+    listed = ", ".join(labels[:6]) + (", ..." if len(labels) > 6 else "")
+    raise EntryError(["models", index, "table_revision"], f"{chosen!r} is not one of the entry's revisions ({listed})")
 
 
 def model_entries(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,6 +214,7 @@ def entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], dic
     """(key path of the model's id, entry) of every model of :func:`model_entries`."""
     inf = config.get("inference", {})
     needs_step = _figure_needs_steps(config)
+    axis = checkpoint_axis(config)
     out: list[tuple[list[str | int], dict[str, Any]]] = []
     for i, m in enumerate(config.get("models", [])):
         entry = {
@@ -166,7 +242,7 @@ def entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], dic
         entry.setdefault("name", ModelRef(entry["id"]).name)
         entry.setdefault("batch_size", inf.get("batch_size", "auto"))
         items = m.get("revisions")
-        for j, e in enumerate(expand_revisions(entry, i, needs_step)):
+        for j, e in enumerate(expand_revisions(entry, i, needs_step, axis)):
             path_item = items is not None and isinstance(items[j], Mapping) and "path" in items[j]
             out.append((["models", i, "revisions", j, "path"] if path_item else ["models", i, "id"], e))
     return out
@@ -255,6 +331,13 @@ def select_models(models: Sequence[str], patterns: Sequence[str] | None) -> list
         if not any(fnmatch.fnmatchcase(m, pat) for m in models):
             raise VerbevalError(f"{pat!r} matches no model (models: {', '.join(models)})")
     return [m for m in models if any(fnmatch.fnmatchcase(m, pat) for pat in patterns)]
+
+
+def entry_models(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One model name per ``models[]`` entry, in order: an entry without revisions as it is, a swept
+    entry's revision marked ``in_table`` (its ``table_revision``, else its last): Table 2's models when
+    ``agreement.table_models`` is null, and the model comparison figure's."""
+    return [str(m["name"]) for m in entries if m.get("checkpoint_of") is None or m.get("in_table")]
 
 
 def check_table_models(config: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> None:

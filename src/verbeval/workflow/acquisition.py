@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verbeval.agreement.acquisition import FIGURES, OUTPUTS
-from verbeval.core.model_entries import normalise_model_path, toy_checkpoint_folders, toy_model_specs
+from verbeval.core.model_entries import (
+    CHECKPOINT_AXES,
+    checkpoint_axis,
+    normalise_model_path,
+    toy_checkpoint_folders,
+    toy_model_specs,
+)
 from verbeval.workflow.params import quoted
 
 if TYPE_CHECKING:
@@ -37,14 +43,15 @@ ARCH_KEYS = ("model_type", "architectures", "hidden_size", "n_embd", "num_hidden
 class Sweep:
     """One model entry with revisions: its key path, name, family, seed label and checkpoint models."""
 
-    def __init__(self, index: int, entry: Mapping[str, Any], models: list[dict[str, Any]]) -> None:
+    def __init__(self, index: int, entry: Mapping[str, Any], models: list[dict[str, Any]], key: str = "step") -> None:
         self.index = index
         self.name = str(models[0]["checkpoint_of"])
         self.family = str(entry.get("family") or self.name)
         self.seed_given = entry.get("seed")
         self.seed = "" if self.seed_given is None else str(self.seed_given)
         self.models = models
-        self.steps = [m["step"] for m in models]
+        #: each checkpoint's position on agreement.checkpoint_axis (``key``: step, tokens or words)
+        self.steps = [m[key] for m in models]
 
     @property
     def where(self) -> list[str | int]:
@@ -64,6 +71,8 @@ class AcquisitionPlan:
         self.index = f"{self.out}/checkpoints.csv"
         self.toy = toy_model_specs(plan.config)  # trained by rule train_toy, by out folder
         self.toy_folders = toy_checkpoint_folders(plan.config)  # {out/step-N: (out, N)}
+        self.axis = checkpoint_axis(plan.config)  # agreement.checkpoint_axis: steps, tokens or words
+        self.key, self.x_label = CHECKPOINT_AXES[self.axis]  # the revisions' key of that axis, its label
         self.sweeps = self._sweeps()
         self.families = self._families()
         #: the checkpoint models whose lemma contexts the analysis reads, in config order
@@ -85,7 +94,7 @@ class AcquisitionPlan:
         for i, entry in enumerate(plan.config["models"]):
             if entry.get("revisions") is None:
                 continue
-            sweep = Sweep(i, entry, by_entry[next(names)])
+            sweep = Sweep(i, entry, by_entry[next(names)], self.key)
             n, need = len(sweep.models), cfg["min_checkpoints"]
             if n < need:
                 if cfg["enabled"]:
@@ -106,21 +115,23 @@ class AcquisitionPlan:
 
     def _check_steps(self, sweep: Sweep) -> None:
         seen: dict[int, int] = {}
-        for j, m in enumerate(sweep.models):
+        key = self.key
+        for j, (m, pos) in enumerate(zip(sweep.models, sweep.steps)):
             at = ["models", sweep.index, "revisions", j]
-            if m["step"] is None:
+            if pos is None:
+                what = "training step" if key == "step" else f"{key} seen (agreement.checkpoint_axis: {self.axis})"
                 raise self.plan.error(
                     at,
-                    f"models.{sweep.index}.revisions.{j} ({m['name']}): no training step; the acquisition "
-                    "analysis needs one per checkpoint: set `step:`, or agreement.acquisition.enabled: false",
+                    f"models.{sweep.index}.revisions.{j} ({m['name']}): no {what}; the acquisition "
+                    f"analysis needs one per checkpoint: set `{key}:`, or agreement.acquisition.enabled: false",
                 )
-            if m["step"] in seen:
+            if pos in seen:
                 raise self.plan.error(
                     at,
-                    f"models.{sweep.index}.revisions.{j} ({m['name']}): step {m['step']} is also the step of "
-                    f"item {seen[m['step']]}",
+                    f"models.{sweep.index}.revisions.{j} ({m['name']}): {key} {pos} is also the {key} of "
+                    f"item {seen[pos]}",
                 )
-            seen[m["step"]] = j
+            seen[pos] = j
 
     def _families(self) -> dict[str, list[Sweep]]:
         families: dict[str, list[Sweep]] = {}
@@ -242,11 +253,14 @@ class AcquisitionPlan:
 
     def index_args(self) -> str:
         """``--checkpoint MODEL FAMILY SEED STEP LEMMA_CONTEXTS`` of every analysed checkpoint
-        (`verbeval acquisition-index`), in config order."""
+        (`verbeval acquisition-index`), in config order, STEP its position on
+        ``agreement.checkpoint_axis``; ``--axis`` unless that is steps."""
         args: list[str] = []
         for s in self.sweeps:
-            for m in s.models:
-                args += ["--checkpoint", m["name"], s.family, s.seed, str(m["step"]), self.lemma_contexts(m["name"])]
+            for m, pos in zip(s.models, s.steps):
+                args += ["--checkpoint", m["name"], s.family, s.seed, str(pos), self.lemma_contexts(m["name"])]
+        if self.axis != "steps":
+            args += ["--axis", self.axis]
         return quoted(args)
 
     def analysis_options(self) -> str:

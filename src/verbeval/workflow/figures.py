@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from verbeval.agreement.figures import CUTOFF_FIGURES
 from verbeval.agreement.table3 import table3_groups
+from verbeval.core.model_entries import CHECKPOINT_AXES, checkpoint_axis, entry_models
 from verbeval.workflow.params import quoted
 
 if TYPE_CHECKING:
@@ -53,11 +54,21 @@ class FiguresPlan:
             "random_models": plan.random_models,
         }  # named in the report captions
 
+    def comparison_models(self) -> list[str]:
+        """The models of the model comparison figure: one per ``models[]`` entry (a sweep's
+        ``table_revision``, else its last revision), whatever ``agreement.table_models`` says."""
+        return entry_models(list(self.plan.models.values()))
+
     def checkpoint_args(self) -> str:
-        """--checkpoint SWEEP MODEL STEP options of `verbeval plot-checkpoints`, and --log-x."""
+        """--checkpoint SWEEP MODEL POSITION options of `verbeval plot-checkpoints` (the position on
+        ``agreement.checkpoint_axis``), --x-axis unless it is steps, and --log-x."""
+        axis = checkpoint_axis(self.plan.config)
+        key = CHECKPOINT_AXES[axis][0]
         args = []
         for m in self.plan.checkpoints:
-            args += ["--checkpoint", m["checkpoint_of"], m["name"], str(m["step"])]
+            args += ["--checkpoint", m["checkpoint_of"], m["name"], str(m[key])]
+        if axis != "steps":
+            args += ["--x-axis", axis]
         if self.config["checkpoints"]["log_x"]:
             args.append("--log-x")
         return quoted(args)

@@ -29,7 +29,7 @@ from verbeval.core.cli import MIRROR_ENV  # the fetch jobs' mirror, as `verbeval
 from verbeval.core.config import Layer, config_origin
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import Source, local_filename, mirror_location
-from verbeval.core.model_entries import checkpoint_models, model_entries, select_models
+from verbeval.core.model_entries import checkpoint_models, entry_models, model_entries, select_models
 from verbeval.workflow.params import Untracked, quoted
 
 
@@ -61,7 +61,11 @@ class Plan:
         self.models: dict[str, dict[str, Any]] = {m["name"]: m for m in model_entries(config)}
         self.model = ModelsPlan(self)  # each model's sources, options and folders; the tiny and pip models
         self.checkpoints = checkpoint_models(list(self.models.values()))
-        self.table_models = select_models(list(self.models), self.agr["table_models"])
+        # Table 2's models: agreement.table_models, else one per models[] entry (a sweep's table_revision)
+        tm = self.agr["table_models"]
+        self.table_models = (
+            entry_models(list(self.models.values())) if tm is None else select_models(list(self.models), tm)
+        )
         self._plan_groups()
         self.acq = AcquisitionPlan(self)  # the acquisition analysis of the sweeps; the toy models
         self._check_built_folders()

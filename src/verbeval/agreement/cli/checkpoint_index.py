@@ -44,6 +44,7 @@ def cmd_acquisition_index(a: argparse.Namespace) -> None:
                 # relative to the index's folder, so that the results folder can move as a whole
                 "summary": os.path.relpath(a.summary, folder),
                 "lemma_contexts": os.path.relpath(contexts, folder),
+                **({"axis": a.axis} if a.axis != "steps" else {}),  # steps: no column (the contract's default)
             }
         )
     write_checkpoint_index(pd.DataFrame(rows), a.out)
@@ -67,7 +68,14 @@ def register_acquisition_index(add: Add) -> None:
         action="append",
         required=True,
         metavar=("MODEL", "FAMILY", "SEED", "STEP", "LEMMA_CONTEXTS"),
-        help="a scored checkpoint: its model name, family, seed label ('' for none), training step and "
-        "lemma_contexts.parquet (repeat per checkpoint)",
+        help="a scored checkpoint: its model name, family, seed label ('' for none), training step (or "
+        "tokens or words seen, --axis) and lemma_contexts.parquet (repeat per checkpoint)",
+    )
+    s.add_argument(
+        "--axis",
+        choices=["steps", "tokens", "words"],
+        default="steps",
+        help="what STEP holds: training steps (default), tokens seen or words seen; other than steps, the "
+        "index gets a column axis naming it, and the analysis reports AoA in that unit",
     )
     s.add_argument("--out", required=True, help="output: checkpoints.csv")

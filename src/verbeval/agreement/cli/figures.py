@@ -157,19 +157,23 @@ def cmd_plot_checkpoints(a: argparse.Namespace) -> None:
 
     from verbeval.agreement.figures import checkpoint_curves
     from verbeval.agreement.plots import plot_checkpoints
+    from verbeval.core.model_entries import CHECKPOINT_AXES
     from verbeval.core.plots import save_figure
 
+    key, x_label = CHECKPOINT_AXES[a.x_axis]
     checkpoints = []
     for sweep, model, step in a.checkpoint:
         try:
             checkpoints.append((sweep, model, int(step)))
         except ValueError:
-            raise VerbevalError(f"--checkpoint {sweep} {model} {step}: the step must be an integer") from None
+            raise VerbevalError(f"--checkpoint {sweep} {model} {step}: the {key} must be an integer") from None
     summary = pd.read_csv(a.summary)
     groups = run_groups(a.groups_file, summary["group"].unique())
     data = checkpoint_curves(summary, checkpoints=checkpoints, groups=groups)
-    _write_data(data, a.csv, summary)
-    save_figure(plot_checkpoints(data, log_x=a.log_x, confidence=a.confidence, random=_random_in(summary)), a.out)
+    # the CSV names the x column by its axis (step, tokens or words)
+    _write_data(data.rename(columns={"step": key}), a.csv, summary)
+    fig = plot_checkpoints(data, log_x=a.log_x, confidence=a.confidence, random=_random_in(summary), x_label=x_label)
+    save_figure(fig, a.out)
     log.info(
         "checkpoint figure (%d checkpoints x %d groups) -> %s",
         len(checkpoints),
@@ -182,7 +186,7 @@ def register_plot_checkpoints(add: Add) -> None:
     s = add(
         "plot-checkpoints",
         cmd_plot_checkpoints,
-        "TSE, EW and MW (top p = 1, with CIs) against training step, one panel per group",
+        "TSE, EW and MW (top p = 1, with CIs) against training step (or tokens or words seen), one panel per group",
         "For models with `revisions:` (docs/config.md). Run by the rule figure_checkpoints.",
     )
     s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
@@ -194,9 +198,16 @@ def register_plot_checkpoints(add: Add) -> None:
         required=True,
         metavar=("SWEEP", "MODEL", "STEP"),
         help="a checkpoint: the swept model (one line style each), the checkpoint's model name in the "
-        "summary and its training step; repeat per checkpoint",
+        "summary and its training step (or tokens or words seen, --x-axis); repeat per checkpoint",
     )
-    s.add_argument("--log-x", action="store_true", help="logarithmic step axis (symmetric-log when a step is 0)")
+    s.add_argument(
+        "--x-axis",
+        choices=["steps", "tokens", "words"],
+        default="steps",
+        help="what the checkpoints' STEP values are: training steps (default), tokens seen or words seen; "
+        "names the x axis and the CSV's x column (step, tokens or words)",
+    )
+    s.add_argument("--log-x", action="store_true", help="logarithmic x axis (symmetric-log when a value is 0)")
     s.add_argument(
         "--confidence", type=float, help="CI level of the summary's bounds, named in the figure (default: not named)"
     )
