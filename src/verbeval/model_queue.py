@@ -14,9 +14,11 @@ and the same output files, byte for byte, as when the step runs alone). In one p
   content of its files (:mod:`verbeval.core.warm`);
 * the next model is loaded on a background thread while the current one computes
   (:mod:`verbeval.core.prefetch`);
-* the CPU steps after a model's shards (``aggregate``, ``lemma-stats``, ``lemma-contexts``) run on
-  ``--post-workers`` background threads beside the next model's forward passes, so the last
-  model's aggregation is all that follows the last forward pass.
+* the CPU steps after a model's shards (``aggregate``, ``lemma-stats``, ``lemma-contexts``) run in
+  ``--post-workers`` worker processes beside the next model's forward passes, so the last model's
+  aggregation is all that follows the last forward pass. Processes, not threads: on one H200 the
+  paper configuration's aggregations took 53-67 s each as threads of the GPU job (the GIL shared with
+  the thread that drives the GPU), against 38-47 s as processes of their own.
 
 Every step is parsed before the first one runs (a bad item stops the queue before any work). A
 failing step stops the queue with its own error, naming the step; the steps already done keep
@@ -29,7 +31,7 @@ import argparse
 import logging
 import shlex
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from verbeval.core.cliutil import Add
@@ -67,6 +69,8 @@ def parse_jobs(items: list[str], threads: int | None = None) -> list[argparse.Na
         args = with_config_defaults(args)
         if threads is not None and hasattr(args, "threads"):
             args.threads = threads
+            words = [*words, "--threads", str(threads)]  # a worker parses the step again: the same threads
+        args.queue_words = words
         jobs.append(args)
     return jobs
 
@@ -77,16 +81,20 @@ def describe(args: argparse.Namespace) -> str:
     return f"{args.command} {who}".strip()
 
 
-def run_queue(jobs: list[argparse.Namespace], post_workers: int = 1) -> dict[str, Any]:
-    """Run the parsed steps in order; the :data:`POST_COMMANDS` on ``post_workers`` background
-    threads (0: in order on this thread). Returns timing figures."""
+def run_queue(
+    jobs: list[argparse.Namespace], post_workers: int = 1, words: list[list[str]] | None = None
+) -> dict[str, Any]:
+    """Run the parsed steps in order; the :data:`POST_COMMANDS` in ``post_workers`` worker processes
+    (0: in order in this process), which parse their step again from ``words`` (each step's command
+    line; default: :func:`step_words` of ``jobs``). Returns timing figures."""
     from verbeval.agreement.cli.inference import load_request
     from verbeval.core import prefetch
 
     t0 = time.perf_counter()
+    words = words if words is not None else [step_words(a) for a in jobs]
     prefetch.announce([load_request(a) for a in jobs if a.command == "run-model"])
-    pool = ThreadPoolExecutor(max_workers=post_workers, thread_name_prefix="verbeval-post") if post_workers else None
-    pending: list[tuple[Future[None], int, argparse.Namespace]] = []
+    pool = _post_pool(post_workers) if post_workers and any(a.command in POST_COMMANDS for a in jobs) else None
+    pending: list[tuple[Future[str | None], int, argparse.Namespace]] = []
     n = len(jobs)
 
     def check(wait: bool) -> None:
@@ -94,13 +102,15 @@ def run_queue(jobs: list[argparse.Namespace], post_workers: int = 1) -> dict[str
             fut, i, args = item
             if wait or fut.done():
                 pending.remove(item)
-                _reraise(fut, i, n, args)
+                error = fut.result()
+                if error is not None:
+                    raise VerbevalError(f"step {i} of {n} ({describe(args)}): {error}")
 
     try:
         for i, args in enumerate(jobs, 1):
             check(wait=False)
             if pool is not None and args.command in POST_COMMANDS:
-                pending.append((pool.submit(_run_step, args, i, n), i, args))
+                pending.append((pool.submit(_run_words, words[i - 1], i, n), i, args))
             else:
                 try:
                     _run_step(args, i, n)
@@ -117,19 +127,49 @@ def run_queue(jobs: list[argparse.Namespace], post_workers: int = 1) -> dict[str
     return {"steps": n, "models": models, "total_s": total}
 
 
+def step_words(args: argparse.Namespace) -> list[str]:
+    """A parsed step's command line (kept by :func:`parse_jobs` as ``args.queue_words``)."""
+    return list(args.queue_words)
+
+
+def _post_pool(workers: int) -> ProcessPoolExecutor:
+    """Worker processes for the post steps: spawned (never forked from a process that may hold CUDA
+    and torch's threads), each importing verbeval once and logging to this process's stderr."""
+    import multiprocessing
+
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+        initargs=(logging.getLogger().getEffectiveLevel(),),
+    )
+
+
+def _init_worker(level: int) -> None:
+    import sys
+
+    from verbeval import cli  # noqa: F401  (numpy's sort kernels chosen before numpy loads, as the CLI does)
+
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def _run_words(words: list[str], i: int, n: int) -> str | None:
+    """A post step in a worker process: parsed again from its command line, run; its error as one
+    line (None when it succeeded). An unexpected exception propagates with its traceback."""
+    [args] = parse_jobs([shlex.join(words)])
+    try:
+        _run_step(args, i, n)
+    except VerbevalError as exc:
+        return str(exc)
+    except OSError as exc:
+        from verbeval.core.io import describe_os_error
+
+        return describe_os_error(exc)
+    return None
+
+
 def _run_step(args: argparse.Namespace, i: int, n: int) -> None:
     t = time.perf_counter()
     args.func(args)
     log.info("run-queue: step %d of %d (%s) done in %.1f s", i, n, describe(args), time.perf_counter() - t)
-
-
-def _reraise(fut: Future[None], i: int, n: int, args: argparse.Namespace) -> None:
-    exc = fut.exception()
-    if exc is None:
-        return
-    if isinstance(exc, VerbevalError):
-        raise VerbevalError(f"step {i} of {n} ({describe(args)}): {exc}") from exc
-    raise exc
 
 
 def cmd_run_queue(a: argparse.Namespace) -> None:
@@ -169,6 +209,6 @@ def register(add: Add) -> None:
         "--post-workers",
         type=int,
         default=1,
-        help="background threads for the steps that read finished shards (aggregate, lemma-stats, "
+        help="worker processes for the steps that read finished shards (aggregate, lemma-stats, "
         "lemma-contexts), beside the next model's forward passes; 0 runs every step in order (default: 1)",
     )
