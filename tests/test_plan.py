@@ -773,3 +773,82 @@ def test_a_words_axis_sweep_plans_words_seen(in_repo: None, tmp_path: Path) -> N
     steps = _extra(tmp_path, "models: [{id: babylm/gpt2-small, revisions: [chck_1M]}]\n", "steps.yaml")
     with pytest.raises(VerbevalError, match=r"models.0.revisions.0: no training step for revision 'chck_1M'"):
         plan_from_files([BASE, steps])
+
+
+# ---------------------------------------------------------------- queue jobs (verbeval.workflow.queues)
+
+
+def test_the_models_sharing_a_local_gpu_are_one_queue(in_repo: None, tmp_path: Path) -> None:
+    """The paper configuration on a machine whose jobs use its GPU: its four models are one queue job
+    (run-model, aggregate, lemma-stats of each, in config order; the lemmas jobs stay their own);
+    under a cluster profile, on the CPU and with gpu_queue off, each model keeps its own jobs."""
+    gpu = _extra(tmp_path, "inference: {device: cuda}\n")
+    plan = plan_from_files([BASE, gpu])
+    assert plan.queues.queues == []  # as a plan is built: no GPU queue until the run says its jobs run here
+    plan.plan_queues(local_gpu=True)
+    [q] = plan.queues.queues
+    assert (q.rule, q.label, q.gpu_queue) == ("queue_0", "gpu", True)
+    assert q.models == ["bert-large-cased", "bert-large-uncased", "roberta-large", "gpt2-xl"]
+    assert plan.queues.unqueued() == [] and plan.queues.lemma_rule_models() == q.models
+    steps = [shlex.split(w) for w in shlex.split(plan.queues.jobs_option(q))[1::2]]
+    assert [s[0] for s in steps] == ["run-model", "aggregate", "lemma-stats"] * 4
+    assert steps[3][steps[3].index("--model") + 1] == "bert-large-uncased"
+    # its inputs are the lemmas the lemmas jobs made; its outputs every model's shards and summaries
+    assert "results/agreement/gpt2-xl/lemmas.parquet" in plan.queues.inputs(q)
+    outputs = plan.queues.outputs(q)
+    assert "results/agreement/gpt2-xl/lemmas.parquet" not in outputs
+    assert {"results/agreement/roberta-large/shards/manifest.json", "results/agreement/gpt2-xl/blimp/tse.parquet"} <= set(
+        outputs
+    )
+    assert "results/simverb/gpt2-xl/similarities.parquet" in plan.queues.kept_outputs(q)
+    assert plan.queues.gpus(q, local=True) == 1
+    for extra, local in (("inference: {device: cuda}\n", False), ("inference: {device: cpu}\n", True),
+                         ("inference: {device: cuda, gpu_queue: false}\n", True)):  # fmt: skip
+        other = plan_from_files([BASE, _extra(tmp_path, extra, "other.yaml")])
+        other.plan_queues(local_gpu=local)
+        assert other.queues.queues == [] and other.queues.unqueued() == list(other.models)
+
+
+def test_a_sweep_is_cut_into_chunks_of_revisions(in_repo: None, tmp_path: Path) -> None:
+    """inference.revisions_per_job: consecutive chunks of one entry's revisions, one queue job each,
+    named after the entry; 0 = no queue."""
+    revs = ", ".join(f"step{s}" for s in (1, 2, 3, 4, 5))
+    extra = _extra(tmp_path, f"models: [{{id: EleutherAI/pythia-160m, name: p, revisions: [{revs}]}}, {{id: gpt2}}]\n"
+                             "inference: {revisions_per_job: 2}\n")  # fmt: skip
+    plan = plan_from_files([BASE, extra])
+    assert [(q.rule, q.label, q.models) for q in plan.queues.queues] == [
+        ("queue_0", "p.1-of-3", ["p@step1", "p@step2"]),
+        ("queue_1", "p.2-of-3", ["p@step3", "p@step4"]),
+        ("queue_2", "p.3-of-3", ["p@step5"]),
+    ]
+    assert plan.queues.unqueued() == ["gpt2"] and plan.queues.lemma_rule_models() == ["gpt2"]
+    off = plan_from_files([BASE, extra, _extra(tmp_path, "inference: {revisions_per_job: 0}\n", "off.yaml")])
+    assert off.queues.queues == []
+
+
+def test_rules_with_plain_outputs_answer_is_producer_by_lookup() -> None:
+    """verbeval.workflow.snakemake_internals.exact_producer gives Snakemake's own answers."""
+    from snakemake.io import IOFile  # noqa: F401  (the installed Snakemake)
+
+    from verbeval.workflow.snakemake_internals import exact_producer
+
+    class Rule:  # the two methods of snakemake.rules.Rule it reads
+        def __init__(self, products: list[str], wildcards: bool) -> None:
+            self._products, self._wildcards = products, wildcards
+
+        def has_wildcards(self) -> bool:
+            return self._wildcards
+
+        def products(self) -> list[str]:
+            return self._products
+
+        def is_producer(self, requested_output: str) -> bool:
+            return requested_output in self._products
+
+    plain = Rule(["results/a/x.csv", "results/a/y.csv", "logs/a.log"], wildcards=False)
+    assert exact_producer(plain)
+    assert plain.is_producer("results/a/y.csv") and plain.is_producer("logs/a.log")
+    assert not plain.is_producer("results/a/z.csv") and not plain.is_producer("results/a")
+    pattern = Rule(["results/{model}/x.csv"], wildcards=True)
+    assert not exact_producer(pattern)
+    assert "is_producer" not in vars(pattern)  # left to Snakemake's regular expressions

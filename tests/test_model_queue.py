@@ -1,0 +1,187 @@
+"""`verbeval run-queue`: a queue of steps in one process writes what the steps write alone, byte for
+byte; the tokenizer's work is done once per tokenizer (by file content); the next model loads while
+the current one computes; a bad step stops the queue naming it."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shlex
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from verbeval.cli import main
+from verbeval.core import prefetch, warm
+from verbeval.core.errors import VerbevalError
+from verbeval.model_queue import parse_jobs, run_queue
+
+LEXICON = pd.DataFrame(
+    {
+        "lemma": ["walk", "run", "swim", "eat", "write"],
+        "sing": ["walks", "runs", "swims", "eats", "writes"],
+        "plur": ["walk", "run", "swim", "eat", "write"],
+    }
+)
+
+
+def _templates() -> pd.DataFrame:
+    rows = [
+        ("g1", "the dog", "", "walks", "walk", "sing"),
+        ("g1", "the dogs", "", "walk", "walks", "plur"),
+        ("g1", "the author that the guards like", "", "writes", "write", "sing"),
+        ("g2", "the cats near the door", "", "eat", "eats", "plur"),
+        ("g2", "the cat near the doors", "", "swims", "swim", "sing"),
+    ]
+    t = pd.DataFrame(rows, columns=["group", "left", "right", "correct", "incorrect", "label"])
+    t.insert(1, "source", "test")
+    t.insert(2, "line", range(1, len(t) + 1))
+    t["plural"] = t["label"] == "plur"
+    return t
+
+
+@pytest.fixture()
+def sweep(tmp_path: Path) -> dict[str, Path]:
+    """Three "revisions" of one tiny GPT-2 (word-level tokenizer of the test's own words: no
+    ../shared), different weights, identical tokenizer files; the templates and lexicon."""
+    tpl, lex = tmp_path / "templates.parquet", tmp_path / "lexicon.parquet"
+    _templates().to_parquet(tpl)
+    LEXICON.to_parquet(lex)
+    files = {"templates": tpl, "lexicon": lex}
+    for seed in (1, 2, 3):
+        out = tmp_path / f"step-{seed}"
+        args = ["-q", "tiny-model", "--word-corpus", str(tpl), str(lex), "--arch", "gpt2", "--seed", str(seed)]
+        assert main([*args, "--layers", "1", "--hidden", "16", "--out", str(out)]) == 0
+        files[f"step-{seed}"] = out
+    warm.clear()
+    return files
+
+
+def _steps(f: dict[str, Path], name: str, out: Path) -> list[list[str]]:
+    """One revision's steps, as the workflow's queue job lists them."""
+    model, res = f[name], out / name
+    lemmas, manifest = res / "lemmas.parquet", res / "shards" / "manifest.json"
+    return [
+        ["lemmas", "--model", str(model), "--lexicon", str(f["lexicon"]), "--out", str(lemmas)],
+        ["run-model", "--model", str(model), "--kind", "causal", "--device", "cpu", "--threads", "1",
+         "--batch-size", "2", "--random-init", "true", "--templates", str(f["templates"]), "--lemmas", str(lemmas),
+         "--groups", "g1,g2", "--n-chunks", "2", "--no-progress", "--manifest", str(manifest)],
+        ["aggregate", "--templates", str(f["templates"]), "--groups", "g1,g2", "--model-name", name,
+         "--manifest", str(manifest), "--top-cutoffs", "0.5,1", "--bottom-cutoffs", "0.5", "--resamples", "20",
+         "--out-dir", str(res)],
+        ["lemma-stats", "--lemmas", str(lemmas), "--shards", str(manifest), "--model-name", name,
+         "--out", str(res / "lemma_stats.csv")],
+    ]  # fmt: skip
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(".journal")
+    }
+
+
+@pytest.mark.parametrize("post_workers", [0, 1])
+def test_queue_writes_what_the_steps_write_alone(sweep: dict[str, Path], tmp_path: Path, post_workers: int) -> None:
+    """Each step run as its own command, and the same steps as one queue (post steps in this
+    process, or in a worker process): every output file identical."""
+    names = ["step-1", "step-2", "step-3"]
+    alone, queued = tmp_path / "alone", tmp_path / "queued"
+    for name in names:
+        for step in _steps(sweep, name, alone):
+            assert main(["-q", *step]) == 0
+    warm.clear()
+    jobs = [f"--job={shlex.join(s)}" for n in names for s in _steps(sweep, n, queued)]
+    assert main(["-q", "run-queue", "--post-workers", str(post_workers), *jobs]) == 0
+    a, q = _digests(alone), _digests(queued)
+    assert len(a) == 3 * 13  # lemmas, manifest, 4 shards, 2 groups x 3 files, lemma_stats per revision
+    assert a == q
+    # the revisions differ (different weights): the comparison is not of one file with itself
+    s1 = pd.read_csv(alone / "step-1" / "g1" / "summary.csv")
+    s2 = pd.read_csv(alone / "step-2" / "g1" / "summary.csv")
+    assert not s1.equals(s2)
+
+
+def test_tokenizer_work_is_done_once_per_tokenizer(
+    sweep: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lemmas, tokenizer fingerprint and each group's preparation: once for the three revisions that
+    share their tokenizer files; again for a revision whose tokenizer file changed."""
+    from verbeval.agreement import eligibility, inference
+
+    calls = {"lemmas": 0, "fingerprint": 0, "group": 0}
+
+    def counting(name: str, fn):  # type: ignore[no-untyped-def]
+        def wrapped(*args, **kwargs):  # type: ignore[no-untyped-def]
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(eligibility, "eligible_lemmas", counting("lemmas", eligibility.eligible_lemmas))
+    monkeypatch.setattr(inference, "tokenizer_fingerprint", counting("fingerprint", inference.tokenizer_fingerprint))
+    monkeypatch.setattr(inference, "_prepare_group", counting("group", inference._prepare_group))
+    names = ["step-1", "step-2", "step-3"]
+    jobs = [shlex.join(s) for n in names for s in _steps(sweep, n, tmp_path / "q")]
+    run_queue(parse_jobs(jobs), post_workers=0)
+    assert calls == {"lemmas": 1, "fingerprint": 1, "group": 2}  # two groups, once each
+    # a tokenizer is compared by content: one changed file is another tokenizer
+    cfg = sweep["step-3"] / "tokenizer_config.json"
+    cfg.write_text(cfg.read_text().replace("{", '{"model_max_length": 512, ', 1))
+    run_queue(parse_jobs([shlex.join(s) for s in _steps(sweep, "step-3", tmp_path / "r")]), post_workers=0)
+    assert calls == {"lemmas": 2, "fingerprint": 2, "group": 4}
+
+
+def test_the_next_model_loads_while_the_current_one_computes(
+    sweep: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Of a queue of two models, the second's load runs on the prefetch thread and starts before the
+    first model's run-model step has finished."""
+    from verbeval import model_run
+
+    events: list[tuple[str, str, float]] = []
+    load = prefetch.LoadRequest.load
+
+    def recorded_load(self: prefetch.LoadRequest):  # type: ignore[no-untyped-def]
+        events.append(("load", Path(self.model_id).name, time.perf_counter()))
+        events.append(("thread", threading.current_thread().name, 0.0))
+        return load(self)
+
+    run_model = model_run.cmd_run_model
+
+    def slow_run_model(a):  # type: ignore[no-untyped-def]
+        run_model(a)
+        time.sleep(0.5)  # the first model's work outlasts the second's load
+        events.append(("done", Path(a.model).name, time.perf_counter()))
+
+    monkeypatch.setattr(prefetch.LoadRequest, "load", recorded_load)
+    monkeypatch.setattr(model_run, "cmd_run_model", slow_run_model)
+    jobs = [shlex.join(s) for n in ("step-1", "step-2") for s in _steps(sweep, n, tmp_path / "q")]
+    parsed = parse_jobs(jobs)
+    for a in parsed:  # the parser bound the handler before the patch: bind it again
+        if a.command == "run-model":
+            a.func = slow_run_model
+    with caplog.at_level(logging.INFO, logger="verbeval"):
+        run_queue(parsed, post_workers=0)
+    loads = {name: t for kind, name, t in events if kind == "load"}
+    done = {name: t for kind, name, t in events if kind == "done"}
+    threads = [name for kind, name, _ in events if kind == "thread"]
+    assert threads[0] == "MainThread" and threads[1].startswith("verbeval-prefetch")
+    assert loads["step-2"] < done["step-1"]
+    assert "loaded ahead" in caplog.text
+
+
+def test_a_bad_step_stops_the_queue_naming_it(sweep: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(VerbevalError, match=r"--job 2: 'infer-forms' is not a queue step"):
+        parse_jobs(["lemmas --model x --lexicon y --out z", "infer-forms --model x"])
+    steps = _steps(sweep, "step-1", tmp_path / "q")
+    steps[2][steps[2].index("--manifest") + 1] = str(tmp_path / "missing.json")
+    with pytest.raises(VerbevalError, match=r"^step 3 of 4 \(aggregate step-1\): "):
+        run_queue(parse_jobs([shlex.join(s) for s in steps]), post_workers=0)
+    # the steps before it kept their outputs
+    assert (tmp_path / "q" / "step-1" / "shards" / "manifest.json").is_file()
+    assert main(["-q", "run-queue", "--post-workers", "-1", "--job", shlex.join(steps[0])]) == 1
