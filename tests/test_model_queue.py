@@ -185,3 +185,29 @@ def test_a_bad_step_stops_the_queue_naming_it(sweep: dict[str, Path], tmp_path: 
     # the steps before it kept their outputs
     assert (tmp_path / "q" / "step-1" / "shards" / "manifest.json").is_file()
     assert main(["-q", "run-queue", "--post-workers", "-1", "--job", shlex.join(steps[0])]) == 1
+
+
+def test_a_revision_whose_shards_are_all_kept_is_not_loaded(
+    sweep: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A queue job rerun after Snakemake removed its outputs (a failed or interrupted job, a changed
+    cutoff): each revision whose shards are all in its store gets its manifest back without a model
+    load, byte-identical; a revision missing one shard is loaded and computes only that one."""
+    names = ["step-1", "step-2"]
+    out = tmp_path / "q"
+    jobs = [shlex.join(s) for n in names for s in _steps(sweep, n, out)]
+    run_queue(parse_jobs(jobs), post_workers=0)
+    before = _digests(out)
+    for name in names:  # what Snakemake removes: the job's declared outputs
+        for p in [p for p in (out / name).rglob("*") if p.is_file()]:
+            rel = p.relative_to(out / name)
+            if rel.parts[0] != "shards" or rel.name == "manifest.json":  # the shards and their journal stay
+                p.unlink()
+    shards = sorted((out / "step-2" / "shards").rglob("*-of-*.parquet"))
+    shards[0].unlink()
+    loads: list[str] = []
+    load = prefetch.LoadRequest.load
+    monkeypatch.setattr(prefetch.LoadRequest, "load", lambda self: loads.append(Path(self.model_id).name) or load(self))
+    run_queue(parse_jobs(jobs), post_workers=0)
+    assert loads == ["step-2"]
+    assert _digests(out) == before

@@ -162,9 +162,36 @@ def _load_checked(a: argparse.Namespace) -> Any:
     return lm
 
 
+def _kept(a: argparse.Namespace) -> bool:
+    """Whether every branch of the model is already done and its manifest was written without loading
+    it (a queue's revision whose shards a stopped or rerun queue job had finished): the agreement
+    store complete (:func:`verbeval.agreement.cli.inference.kept_without_load`), no form branch, and
+    the SimVerb outputs, if any, up to date by their stamp."""
+    import pandas as pd
+
+    from verbeval.agreement.cli.inference import kept_without_load, load_request
+    from verbeval.core import prefetch, stamps
+
+    if a.forms_manifest:
+        return False
+    if a.simverb_out:
+        inputs = [a.simverb_data] + [s.partition("=")[2] for s in a.simverb_split]
+        if not stamps.is_current([a.simverb_out, a.simverb_verbs], stamps.branch_key(simverb_settings(a), inputs)):
+            return False
+    body = kept_without_load(a, pd.read_parquet(a.templates), pd.read_parquet(a.lemmas))
+    if body is None:
+        return False
+    prefetch.skip(load_request(a))
+    log.info("%s: all %d shards were in the store: manifest %s written, model not loaded", a.model,
+             len(body["shards"]), a.manifest)  # fmt: skip
+    return True
+
+
 def cmd_run_model(a: argparse.Namespace) -> None:
     check_branches(a)
     check_outputs(a.manifest, a.forms_manifest, a.simverb_out, a.simverb_verbs)
+    if _kept(a):
+        return
     t0 = time.perf_counter()
     lm = _load_checked(a)
     load_s = time.perf_counter() - t0

@@ -34,7 +34,7 @@ from verbeval.agreement.shards import (
     lemma_set_hash,
     write_shard,
 )
-from verbeval.agreement.shardstore import PlannedShard, run_plan, shard_key, shard_relpath
+from verbeval.agreement.shardstore import PlannedShard, ShardStore, run_plan, shard_key, shard_relpath
 from verbeval.core.devices import describe_device
 from verbeval.core.models import LoadedModel, adds_bos
 from verbeval.core.warm import memo
@@ -242,7 +242,8 @@ def infer_model(
     random_init: bool = False,
     allow_nonfinite: bool = False,
     templates_key: Any = None,
-) -> dict[str, Any]:
+    only_if_complete: bool = False,
+) -> dict[str, Any] | None:
     """Every shard of one model, in one process, then the store's manifest.
 
     ``random_init`` (:func:`verbeval.core.provenance.resolve_random_init`) is recorded in the
@@ -256,6 +257,10 @@ def infer_model(
     written stay for the rerun. Each shard is written by a background thread while the next chunk
     is computed. ``templates_key`` (the content key of the templates' file, :func:`verbeval.core.warm.frame_key`)
     lets the models of one tokenizer in this process share each group's preparation. Returns the manifest body, with timing figures under ``"timing"`` (not written).
+
+    ``only_if_complete``: write the manifest only when every shard is already in the store (then
+    ``lm`` need hold no weights: :func:`verbeval.agreement.cli.inference.kept_without_load`), else
+    return None and write nothing.
     """
     mc = model_context(lm, lemmas, top_k, prepend_bos)
     plan = []
@@ -283,7 +288,12 @@ def infer_model(
             start, stop = chunk_range(len(w.contexts), n, chunk)
             plan.append(PlannedShard(shard_relpath(w.group, chunk, n), key, stop - start, compute))
     meta = {k: v for k, v in mc.meta.items() if k != "verbeval_version"}
-    log.info("%s: %d groups, %d lemmas on %s", lm.model_id, len(groups), len(lemmas), describe_device(lm.device))
+    if only_if_complete:
+        store = ShardStore(Path(manifest).parent, allow_nonfinite)
+        if any(store.reusable(p.relpath, p.key) is None for p in plan):
+            return None
+    else:
+        log.info("%s: %d groups, %d lemmas on %s", lm.model_id, len(groups), len(lemmas), describe_device(lm.device))
     return run_plan(
         manifest,
         plan,

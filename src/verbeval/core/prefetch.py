@@ -88,6 +88,19 @@ def reset() -> None:
         pool.shutdown(wait=True)
 
 
+def skip(request: LoadRequest) -> None:
+    """``request``'s job needs no model after all (its outputs were complete): drop it from the queue,
+    and its model if it was loaded ahead; the next announced load starts."""
+    with _lock:
+        ahead = _ahead.pop(request, None)
+        if request in _upcoming:
+            while _upcoming and _upcoming.popleft() != request:
+                pass
+    if ahead is not None:
+        ahead[0].cancel()  # a load under way finishes on its thread; its model is dropped
+    _start_next()
+
+
 def take(request: LoadRequest) -> Any:
     """The loaded model of ``request``: the one loaded ahead when there is one (waiting for it to
     finish), else loaded now. Then the next announced load starts in the background."""

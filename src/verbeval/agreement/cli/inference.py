@@ -247,6 +247,51 @@ def run_agreement_branch(
     )
 
 
+def kept_without_load(a: argparse.Namespace, templates: Any, lemmas: Any) -> dict[str, Any] | None:
+    """The agreement store's manifest, written without loading the model's weights, when every shard
+    it needs is already in the store (a sweep's revision scored before the queue job stopped or was
+    rerun for another step): the shard keys come from the tokenizer, the config and the model's
+    version alone. None (nothing written) when a shard is missing, when the store has no journal
+    yet (a first run: nothing to keep, no tokenizer load spent on asking), or for a GGUF file or a
+    device map (loaded as usual)."""
+    from pathlib import Path
+
+    import torch
+
+    from verbeval.agreement.inference import infer_model
+    from verbeval.agreement.shardstore import JOURNAL_NAME, OLD_JOURNAL_NAME
+    from verbeval.core.models import LoadedModel, detect_kind, is_cased, load_config, load_tokenizer, model_revision
+    from verbeval.core.warm import frame_key, tokenizer_files_key
+
+    store = Path(a.manifest).parent
+    if not (store / JOURNAL_NAME).is_file() and not (store / OLD_JOURNAL_NAME).is_file():
+        return None
+    if a.gguf_file or a.device_map is not None:
+        return None
+    tok = load_tokenizer(a.model, a.revision)
+    cfg = load_config(a.model, a.revision)
+    kind = detect_kind(cfg) if a.kind == "auto" else a.kind
+    light = LoadedModel(
+        a.model, None, tok, kind, is_cased(tok), torch.device("cpu"), a.dtype,  # type: ignore[arg-type]
+        model_revision(a.model, cfg, a.revision), None, tokenizer_files_key(a.model),
+    )  # fmt: skip
+    return infer_model(
+        light,
+        templates,
+        lemmas,
+        [g for g in a.groups.split(",") if g],
+        a.n_chunks,
+        a.manifest,
+        top_k=a.top_k,
+        prepend_bos=a.prepend_bos,
+        progress=False,
+        random_init=random_init(a),
+        allow_nonfinite=a.allow_nonfinite,
+        templates_key=frame_key(a.templates),
+        only_if_complete=True,
+    )
+
+
 def cmd_infer(a: argparse.Namespace) -> None:
     import pandas as pd
 
