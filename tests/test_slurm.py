@@ -135,10 +135,20 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "dtype": "bfloat16",
         }
     )
+    # a sweep of three checkpoints, two queue jobs (inference.revisions_per_job): each submitted with
+    # rule infer's partition, runtime and memory, and its GPUs
+    cfg["models"].append(
+        {"name": "sweep", "kind": "causal", "revisions": [{"path": f"models/sweep/step-{s}"} for s in (1, 2, 3)]}
+    )
+    cfg["inference"]["revisions_per_job"] = 2
     wd = root / "wd"
     wd.mkdir()
     (wd / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return checkout_view(wd, models=stand_in_models(root / "models", wd / "config.yaml"))
+    models = stand_in_models(root / "models", wd / "config.yaml")
+    for s in (1, 2, 3):
+        (models / "sweep" / f"step-{s}").mkdir(parents=True)
+        (models / "sweep" / f"step-{s}" / "config.json").write_text("{}\n")
+    return checkout_view(wd, models=models)
 
 
 def _parsed(profile: Path, *argv: str) -> Any:
@@ -221,7 +231,11 @@ def test_gpu_jobs_go_to_the_gpu_partition_with_their_gpus(slurm_run: SimpleNames
         m = re.search(r"--threads (\d+)", job["shell"])
         if m:
             assert int(m.group(1)) == job["threads"] == THREADS, where
-    assert seen_gpu_rules == GPU_RULES
+    # the sweep's queue jobs (queue_N) go where infer goes
+    assert seen_gpu_rules == GPU_RULES | {"queue_0", "queue_1"}
+    queues = [j for j in jobs if j["rule"].startswith("queue_")]
+    assert [j["resources"]["runtime"] for j in queues] == [profile["set-resources"]["infer"]["runtime"]] * 2
+    assert all("--gpus=1" in sbatch_options(j) for j in queues)
     # the profile routes exactly the rules that declare GPUs
     routed = {r for r, v in profile["set-resources"].items() if v.get("slurm_partition") == gpu_partition}
     assert routed == GPU_RULES

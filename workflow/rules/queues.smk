@@ -4,6 +4,7 @@
 # sharing its GPU (inference.gpu_queue). Each step is the command line of the per-model rule it
 # replaces (lemmas, infer, aggregate, lemma_stats, lemma_contexts), with the same outputs; those rules
 # keep the models that are in no queue. One rule per queue: the DAG grows with sweeps and chunks.
+from verbeval.workflow.snakemake import queue_resources
 
 
 for _queue in PLAN.queues.queues:
@@ -25,7 +26,8 @@ for _queue in PLAN.queues.queues:
             post_workers=PLAN.queues.post_workers,
         threads: config["inference"]["threads"]
         resources:
-            gpu=lambda wc, q=_queue: PLAN.queues.gpus(q, jobs_run_here(workflow)),
+            # its models' GPUs; on a cluster rule infer's partition, runtime and memory (a profile cannot name queue_N)
+            **queue_resources(workflow, gpu=lambda wc, q=_queue: PLAN.queues.gpus(q, jobs_run_here(workflow))),
         conda:
             "../../envs/inference.yaml"
         log:

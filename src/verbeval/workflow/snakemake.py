@@ -79,8 +79,29 @@ def cluster_resource_problems(workflow: Any) -> list[str]:
     --default-resources or --set-resources replaces the profile's whole list."""
     default_keys = [a.partition("=")[0].strip() for a in _default_resource_args(workflow)]
     overwrite = workflow.resource_settings.overwrite_resources or {}
-    gpu_rules = [r.name for r in workflow.rules if "gpu" in r.resources]
+    # a queue job (queue_N) is submitted with the set-resources of rule infer (queue_resources)
+    gpu_rules = [QUEUE_RESOURCES_OF if is_queue_rule(r.name) else r.name for r in workflow.rules if "gpu" in r.resources]
     return resource_problems(default_keys, overwrite, gpu_rules)
+
+
+#: the rule whose set-resources (partition, runtime, memory) a queue job is submitted with: it runs infer's steps
+QUEUE_RESOURCES_OF = "infer"
+
+
+def is_queue_rule(name: str) -> bool:
+    """Whether ``name`` is a queue job's rule (``queue_0``, ``queue_1``, ...: verbeval.workflow.queues)."""
+    return name.startswith("queue_") and name[len("queue_") :].isdigit()
+
+
+def queue_resources(workflow: Any, gpu: Any) -> dict[str, Any]:
+    """The resources of a queue job: ``gpu`` (its models' GPUs), and on a cluster rule infer's entries
+    of the set-resources in force (a profile's partition, runtime and memory for the GPU jobs, and
+    its ``gpu`` where it sets one, as the CPU profile does), since a profile cannot name queue_N."""
+    overwrite = workflow.resource_settings.overwrite_resources or {}
+    entries = dict(overwrite.get(QUEUE_RESOURCES_OF) or {}).items()
+    # Snakemake 9 holds each as a Resource (its value as given in .raw); a rule declares the plain value
+    found = {k: getattr(v, "raw", v) for k, v in entries}
+    return {"gpu": gpu, **{k: v for k, v in found.items() if not callable(v)}}
 
 
 def output_roots(config: Mapping[str, Any]) -> list[tuple[str, str]]:
