@@ -68,6 +68,9 @@ def test_defaults_are_filled() -> None:
         "top_k": 10,
         "allow_nonfinite": False,
         "gpus": 1,
+        "revisions_per_job": 64,
+        "gpu_queue": True,
+        "post_workers": 2,
     }
     assert cfg["data_mirror"] is None and cfg["results_dir"] == "results"
     assert cfg["models"][0] == {
