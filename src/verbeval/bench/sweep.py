@@ -161,6 +161,8 @@ _COMPUTED = re.compile(
     r"(?:model load (?P<load>[\d.]+) s, )?(?P<contexts>\d+) contexts computed in (?P<compute>[\d.]+) s"
 )
 _LOADED = re.compile(r"(?P<model>\S+): model loaded in (?P<load>[\d.]+) s")
+#: verbeval.model_run: a model's whole agreement branch (contexts prepared, computed, written)
+_BRANCH = re.compile(r"(?P<model>\S+): agreement branch (?P<s>[\d.]+) s")
 
 
 @dataclass(frozen=True)
@@ -175,9 +177,12 @@ class Computed:
     log: str
 
 
-def parse_log_lines(lines: Iterable[str], log: str = "") -> tuple[list[Computed], dict[str, float]]:
-    """The ``contexts computed`` lines of a log, and each model's ``model loaded in`` time."""
-    computed, loads = [], {}
+def parse_log_lines(lines: Iterable[str], log: str = "") -> tuple[list[Computed], dict[str, float], dict[str, float]]:
+    """The ``contexts computed`` lines of a log, each model's ``model loaded in`` time, and each
+    model's ``agreement branch`` time (summed over its lines)."""
+    computed: list[Computed] = []
+    loads: dict[str, float] = {}
+    branches: dict[str, float] = {}
     for line in lines:
         m = _COMPUTED.search(line)
         if m is not None:
@@ -195,23 +200,34 @@ def parse_log_lines(lines: Iterable[str], log: str = "") -> tuple[list[Computed]
         m = _LOADED.search(line)
         if m is not None:
             loads[m["model"]] = float(m["load"])
-    return computed, loads
+            continue
+        m = _BRANCH.search(line)
+        if m is not None:
+            branches[m["model"]] = round(branches.get(m["model"], 0.0) + float(m["s"]), 3)
+    return computed, loads, branches
 
 
-def parse_logs(logs_dir: Path) -> tuple[list[Computed], dict[str, float]]:
+def parse_logs(logs_dir: Path) -> tuple[list[Computed], dict[str, float], dict[str, float]]:
     """:func:`parse_log_lines` over every ``*.log`` below ``logs_dir``."""
     computed: list[Computed] = []
     loads: dict[str, float] = {}
+    branches: dict[str, float] = {}
     for p in sorted(Path(logs_dir).rglob("*.log")):
-        c, ld = parse_log_lines(p.read_text(errors="replace").splitlines(), str(p))
+        c, ld, br = parse_log_lines(p.read_text(errors="replace").splitlines(), str(p))
         computed += c
         loads.update(ld)
-    return computed, loads
+        for k, v in br.items():
+            branches[k] = round(branches.get(k, 0.0) + v, 3)
+    return computed, loads, branches
 
 
-def per_revision(computed: Sequence[Computed], loads: Mapping[str, float]) -> dict[str, Any]:
+def per_revision(
+    computed: Sequence[Computed], loads: Mapping[str, float], branches: Mapping[str, float] | None = None
+) -> dict[str, Any]:
     """Per model (revision) of the agreement lines: contexts and compute seconds summed, and its model
-    load (the ``model load`` of its line, else its ``model loaded in`` line); their means."""
+    load (the ``model load`` of its line, else its ``model loaded in`` line); their means over the
+    revisions, and the mean ``agreement branch`` time of those that log one."""
+    branches = dict(branches or {})
     models: dict[str, dict[str, Any]] = {}
     for c in computed:
         if c.kind != "agreement":
@@ -232,6 +248,7 @@ def per_revision(computed: Sequence[Computed], loads: Mapping[str, float]) -> di
         "compute_s_per_revision": round(sum(d["compute_s"] for d in models.values()) / n, 3) if n else None,
         "model_load_s_per_revision": round(sum(load_values) / len(load_values), 3) if load_values else None,
         "contexts_per_revision": round(sum(d["contexts"] for d in models.values()) / n, 1) if n else None,
+        "agreement_branch_s_per_revision": round(sum(branches.values()) / len(branches), 3) if branches else None,
     }
 
 
@@ -301,7 +318,7 @@ def bench_sweep_run(
     wall, _ = run_timed(cmd, env)
     run = SnakemakeRun(cmd, cores, wall, job_records(db), Path.cwd())
     infer_jobs = [j for j in run.jobs if INFER_RULE.search(j.rule)]
-    computed, loads = parse_logs(run_dir / "results" / "logs")
+    computed, loads, branches = parse_logs(run_dir / "results" / "logs")
     n = len(checkpoints)
     return {
         "revisions": n,
@@ -313,7 +330,7 @@ def bench_sweep_run(
         # writing, summed over the jobs (a proxy: a job's wall time is its start to its last output)
         "infer_job_s_per_revision": round(sum(j.wall_s for j in infer_jobs) / n, 3),
         # from the logs: forward pass plus scoring per revision (model load excluded)
-        "logs": per_revision(computed, loads),
+        "logs": per_revision(computed, loads, branches),
         "run_dir": str(run_dir),
     }
 
