@@ -896,6 +896,7 @@ def test_sweep_options_reach_the_part(monkeypatch: pytest.MonkeyPatch, tmp_path:
     )
     a.func(a)
     assert seen["parts"] == ["sweep"] and seen["sweep_revisions"] == [2, 4] and seen["sweep_dry_run"] == 10
+    assert seen["sweep_tree"] is None
 
 
 @pytest.mark.e2e

@@ -32,6 +32,7 @@ def cmd_bench(a: argparse.Namespace) -> None:
         repeats=a.repeats,
         sweep_revisions=[int(n) for n in a.sweep_revisions.split(",") if n.strip()],
         sweep_dry_run=a.sweep_dry_run,
+        sweep_tree=a.sweep_tree,
     )
 
 
@@ -113,4 +114,10 @@ def register(add: Add) -> None:
         default=1000,
         metavar="N",
         help="sweep part: revisions of the sweep whose dry run (snakemake -n) is timed (0: none)",
+    )
+    s.add_argument(
+        "--sweep-tree",
+        metavar="DIR",
+        help="sweep part: run the workflow of another checkout (snakemake from DIR, its verbeval through "
+        "PYTHONPATH=DIR/src), e.g. a rework's; default: the current directory's",
     )

@@ -144,8 +144,8 @@ def print_sweep(sw: dict[str, Any]) -> None:
         comp = lg["compute_s_per_revision"]
         load = lg["model_load_s_per_revision"]
         print(
-            f"  N={r['revisions']:4d}: {r['wall_s']:.1f} s wall, {r['jobs']} jobs ({r['infer_jobs']} inference jobs, "
-            f"{r['infer_job_s_per_revision']:.2f} s of inference job per revision); logs: "
+            f"  N={r['revisions']:4d}: {r['wall_s']:.1f} s wall, {r['jobs']} jobs ({r['scoring_jobs']} scoring jobs, "
+            f"{r['scoring_job_s_per_revision']:.2f} s of scoring job per revision); logs: "
             f"{comp if comp is not None else float('nan'):.2f} s forward + scoring and "
             f"{load if load is not None else float('nan'):.2f} s model load per revision; load {r['load_before']}"
         )

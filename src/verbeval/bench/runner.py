@@ -60,6 +60,7 @@ def run_bench(
     repeats: int | None = None,
     sweep_revisions: Sequence[int] = (2, 8, 32),
     sweep_dry_run: int = 1000,
+    sweep_tree: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run the benchmarks and write their figures to ``out`` (JSON). Returns the figures.
 
@@ -98,6 +99,7 @@ def run_bench(
             cores=snakemake_cores,
             config_values=snakemake_extra,
             threads=threads,
+            tree=Path(sweep_tree) if sweep_tree else None,
         )
     if "paper" in parts:
         before["paper"] = load_before("paper")

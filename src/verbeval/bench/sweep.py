@@ -58,8 +58,10 @@ SWEEP_ROWS = 100
 #: the default numbers of revisions timed, and of the dry run's sweep
 SWEEP_REVISIONS = (2, 8, 32)
 SWEEP_DRY_RUN = 1000
-#: rules whose jobs load a model and score contexts (today's ``infer``; other names the rework may use)
-INFER_RULE = re.compile(r"infer|run_model|score")
+#: rules whose jobs load a model and score its contexts: today's ``infer`` and ``infer_no_simverb`` (one
+#: job per revision), issue 43's ``queue_<i>`` (one warm process for a chunk of revisions, which also runs
+#: their lemmas, aggregation and lemma statistics)
+SCORING_RULE = re.compile(r"infer\w*|queue_\d+")
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
 
@@ -308,27 +310,29 @@ def bench_sweep_run(
     config_values: Sequence[str],
     env: Mapping[str, str],
     threads: int = 1,
+    cwd: Path | None = None,
 ) -> dict[str, Any]:
-    """One sweep from scratch in ``run_dir``: its figures."""
+    """One sweep from scratch in ``run_dir`` (``snakemake`` run from ``cwd``, default here): its figures."""
     run_dir = _fresh(run_dir)
     cfg = write_sweep_config(run_dir / "sweep.yaml", sweep_config(checkpoints, run_dir, threads=threads))
     db = run_dir / "snakemake-metadata.sqlite"
     cmd = snakemake_command(configfiles=[cfg], cores=cores, metadata_db=db, config_values=list(config_values))
     load = load_before(f"sweep n={len(checkpoints)}")
-    wall, _ = run_timed(cmd, env)
-    run = SnakemakeRun(cmd, cores, wall, job_records(db), Path.cwd())
-    infer_jobs = [j for j in run.jobs if INFER_RULE.search(j.rule)]
+    wall, _ = run_timed(cmd, env, cwd)
+    run = SnakemakeRun(cmd, cores, wall, job_records(db), Path(cwd or Path.cwd()))
+    scoring = [j for j in run.jobs if SCORING_RULE.fullmatch(j.rule)]
     computed, loads, branches = parse_logs(run_dir / "results" / "logs")
     n = len(checkpoints)
     return {
         "revisions": n,
         "load_before": load,
         **run.summary(),
-        "infer_jobs": len(infer_jobs),
-        "infer_job_s_total": round(sum(j.wall_s for j in infer_jobs), 3),
-        # Snakemake's job wall times of the model-scoring rules: start-up, model load, scoring and
-        # writing, summed over the jobs (a proxy: a job's wall time is its start to its last output)
-        "infer_job_s_per_revision": round(sum(j.wall_s for j in infer_jobs) / n, 3),
+        "scoring_jobs": len(scoring),
+        "scoring_job_s_total": round(sum(j.wall_s for j in scoring), 3),
+        # Snakemake's job wall times of the model-scoring rules (SCORING_RULE): start-up, model load,
+        # scoring and writing, summed over the jobs, per revision (a proxy: a job's wall time is its
+        # start to its last output)
+        "scoring_job_s_per_revision": round(sum(j.wall_s for j in scoring) / n, 3),
         # from the logs: forward pass plus scoring per revision (model load excluded)
         "logs": per_revision(computed, loads, branches),
         "run_dir": str(run_dir),
@@ -344,18 +348,36 @@ def bench_sweep(
     cores: int = 2,
     config_values: Sequence[str] = (),
     threads: int = 1,
+    tree: Path | None = None,
 ) -> dict[str, Any]:
     """The sweep part (module docstring): a run per number of ``revisions``, the marginal cost of a
-    revision, and the dry run of a ``dry_run``-revision sweep (0: none)."""
-    sweep_dir = Path(workdir) / "sweep"
+    revision, and the dry run of a ``dry_run``-revision sweep (0: none).
+
+    ``tree``: another checkout whose workflow runs (``snakemake`` from its root, its ``verbeval``
+    imported through ``PYTHONPATH=<tree>/src``, checked first), e.g. a rework's; default: this one,
+    from the current directory."""
+    sweep_dir = (Path(workdir) / "sweep").resolve()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     env = no_slurm_environ(child_environ(), sweep_dir / "no-slurm")
+    cwd = None
+    if tree is not None:
+        from verbeval.bench.output_hashes import check_imports
+
+        cwd = Path(tree).resolve()
+        env["PYTHONPATH"] = str(cwd / "src")
+        check_imports(cwd, env)
     t0 = time.perf_counter()
     checkpoints = build_checkpoints(Path(tokenizer), sweep_dir / "models", max(revisions, default=1))
     build_s = time.perf_counter() - t0
     runs = [
         bench_sweep_run(
-            checkpoints[:n], sweep_dir / f"n{n}", cores=cores, config_values=config_values, env=env, threads=threads
+            checkpoints[:n],
+            sweep_dir / f"n{n}",
+            cores=cores,
+            config_values=config_values,
+            env=env,
+            threads=threads,
+            cwd=cwd,
         )
         for n in revisions
     ]
@@ -368,6 +390,7 @@ def bench_sweep(
         "rows_per_source": SWEEP_ROWS,
         "cores": cores,
         "threads": threads,
+        "tree": str(cwd or Path.cwd()),
         "checkpoints_build_s": round(build_s, 3),
         "runs": runs,
         "marginal_s_per_revision": round(wall_fit[0], 3) if wall_fit else None,
@@ -375,12 +398,20 @@ def bench_sweep(
         "marginal_jobs_per_revision": round(jobs_fit[0], 3) if jobs_fit else None,
     }
     if dry_run:
-        figures["dry_run"] = bench_dry_run(checkpoints[0], sweep_dir, dry_run, config_values=config_values, env=env)
+        figures["dry_run"] = bench_dry_run(
+            checkpoints[0], sweep_dir, dry_run, config_values=config_values, env=env, cwd=cwd
+        )
     return figures
 
 
 def bench_dry_run(
-    template: Path, sweep_dir: Path, n: int, *, config_values: Sequence[str], env: Mapping[str, str]
+    template: Path,
+    sweep_dir: Path,
+    n: int,
+    *,
+    config_values: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path | None = None,
 ) -> dict[str, Any]:
     """``snakemake -n`` of an ``n``-revision sweep on cheap folders (:func:`cheap_checkpoints`)."""
     folders = cheap_checkpoints(template, sweep_dir / f"dry-models-{n}", n)
@@ -390,7 +421,7 @@ def bench_dry_run(
     if config_values:
         cmd += ["--config", *config_values]
     load = load_1min()
-    wall, out = run_timed(cmd, env)
+    wall, out = run_timed(cmd, env, cwd)
     m = re.search(r"^total\s+(\d+)", out, re.M)
     return {
         "revisions": n,
