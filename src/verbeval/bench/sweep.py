@@ -121,7 +121,9 @@ def sweep_config(
     revision per checkpoint (``{path, step}``), CPU inference, ``groups`` x ``rows`` rows per
     source, results and raw data under ``run_dir``, and the other studies kept small: SimVerb-3500
     scored on the first checkpoint only (the default is every revision), veridicality on the
-    released probabilities only (the default; no model runs), 200 bootstrap resamples, PNG figures."""
+    released probabilities only (the default; no model runs), 200 bootstrap resamples, PNG figures.
+    The acquisition analysis keeps its default (``enabled: null``): it runs for a sweep of at least
+    ``min_checkpoints`` (4) checkpoints, so the runs of fewer revisions do less work per run."""
     return {
         "results_dir": str(run_dir / "results"),
         "raw_dir": str(run_dir / "raw"),
