@@ -903,10 +903,12 @@ def test_sweep_options_reach_the_part(monkeypatch: pytest.MonkeyPatch, tmp_path:
 def test_sweep_part_runs_snakemake(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tokenizer_path: Any, data_dir: Path
 ) -> None:
-    """The sweep part for real: 1 and 2 revisions from scratch, the dry run of 5."""
+    """The sweep part for real: 1 and 2 revisions from scratch, the dry run of 5 (from a view of the
+    checkout: Snakemake's .snakemake/ is written there, not into the checkout)."""
+    from conftest import checkout_view
     from verbeval.bench.sweep import bench_sweep
 
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(checkout_view(tmp_path / "view"))
     figures = bench_sweep(
         tokenizer_path("gpt2"), tmp_path, revisions=(1, 2), dry_run=5, config_values=[f"data_mirror={data_dir}"]
     )
