@@ -467,8 +467,8 @@ def test_bench_holds_no_copy_of_a_rule_command() -> None:
     rule_options = set(re.findall(r"(--[a-z][a-z0-9-]*)", rule_text))
     assert {"fetch", "templates", "lexicon", "lemmas", "run-model", "aggregate", "table"} <= rule_commands
     assert {"--manifest", "--groups-file", "--top-cutoffs", "--summaries", "--n-chunks"} <= rule_options
-    bench_parser = build_parser()._subparsers._group_actions[0].choices["bench"]
-    own = {o for a in bench_parser._actions for o in a.option_strings}
+    commands = build_parser()._subparsers._group_actions[0].choices
+    own = {o for c in ("bench", "bench-hashes") for a in commands[c]._actions for o in a.option_strings}
     found = []
     for path in BENCH_SOURCES:
         for text in _string_constants(path):
@@ -760,3 +760,159 @@ def test_the_workflows_run_the_verbeval_that_runs_the_bench(tmp_path: Path) -> N
     assert env["PATH"] == f"{verbeval_bin()}:/usr/bin:/bin" and env["HOME"] == str(tmp_path)
     found = subprocess.run(["sh", "-c", "command -v verbeval"], env=env, capture_output=True, text=True, check=True)
     assert found.stdout.strip() == str(verbeval_bin() / "verbeval")
+
+
+# --------------------------------------------------------------------------- the sweep part (issue 43)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cheap_sweep(tmp_path: Path, n: int) -> list[Path]:
+    """``n`` dry-run checkpoint folders (a GPT-2 config.json, a tokenizer file) under ``tmp_path``."""
+    import json
+
+    from verbeval.bench.sweep import cheap_checkpoints
+
+    template = tmp_path / "template"
+    template.mkdir()
+    config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 2, "vocab_size": 50257}
+    (template / "config.json").write_text(json.dumps(config))
+    (template / "tokenizer.json").write_text("{}")
+    return cheap_checkpoints(template, tmp_path / "models", n)
+
+
+def test_sweep_config_validates_and_plans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's configuration passes the schema and plans: one model per revision, its step, the
+    two groups, SimVerb on the first checkpoint only, results under the run folder."""
+    from verbeval.bench.sweep import sweep_config, write_sweep_config
+    from verbeval.core.config import validate_config
+    from verbeval.workflow.loading import merged_config, plan_from_files
+
+    monkeypatch.chdir(REPO)
+    folders = _cheap_sweep(tmp_path, 3)
+    assert [p.name for p in folders] == ["step-1", "step-2", "step-3"]
+    assert (folders[2] / "tokenizer.json").is_symlink() and not (folders[2] / "config.json").is_symlink()
+    cfg = write_sweep_config(tmp_path / "run" / "sweep.yaml", sweep_config(folders, tmp_path / "run"))
+    base = REPO / "config" / "config.yaml"
+    validate_config(merged_config([base, cfg]))
+    plan = plan_from_files([base, cfg])
+    assert list(plan.models) == ["sweep@step-1", "sweep@step-2", "sweep@step-3"]
+    assert [plan.models[m]["step"] for m in plan.models] == [1, 2, 3]
+    assert {plan.models[m]["kind"] for m in plan.models} == {"causal"}
+    assert {plan.models[m]["gpus"] for m in plan.models} == {0}
+    assert plan.group_ids == ["simple", "sent_comp"]
+    assert list(plan.sv.models) == ["sweep@step-1"]
+    assert Path(plan.out) == tmp_path / "run" / "results" / "agreement"
+
+
+def test_sweep_steps_and_marginal_cost_fit() -> None:
+    from verbeval.bench.sweep import fit_line, step_of
+
+    assert step_of(Path("/x/step-32")) == 32
+    with pytest.raises(ValueError):
+        step_of(Path("/x/checkpoint-3"))
+    slope, intercept = fit_line([2, 8, 32], [30 + 4.5 * n for n in (2, 8, 32)])
+    assert slope == pytest.approx(4.5) and intercept == pytest.approx(30.0)
+    # noisy: the least-squares slope, not the end points'
+    slope, intercept = fit_line([2, 8, 32], [40.0, 60.0, 170.0])
+    assert slope == pytest.approx(2220 / 504) and intercept == pytest.approx(90 - 14 * 2220 / 504)
+    assert fit_line([8], [60.0]) is None and fit_line([8, 8], [60.0, 61.0]) is None
+
+
+INFER_LOG = """\
+Loading weights: 100%|##########| 28/28 [00:00<00:00, 23177.52it/s]
+2026-11-28 02:42:51,016 INFO verbeval: /m/step-1: model loaded in 13.9 s (once for every branch)
+2026-11-28 02:42:51,624 INFO verbeval.agreement.shardstore: inference /m/step-1: 2 shards, 2 to compute (120 contexts), 0 kept
+2026-11-28 02:42:52,514 INFO verbeval: /m/step-1: 2 shards -> /r/agreement/sweep@step-1/shards/manifest.json; model load 13.9 s, 120 contexts computed in 0.8 s (144.0 contexts/s), writer busy 0.1 s, total 14.8 s (load included)
+2026-11-28 02:42:52,514 INFO verbeval: /m/step-1: agreement branch 1.5 s
+2026-11-28 02:42:52,600 INFO verbeval: /m/step-1: 1 form shards -> /r/lexicon_modes/f.json; 30 contexts computed in 0.2 s (150.00 contexts/s)
+2026-11-28 02:42:52,869 INFO verbeval: /m/step-1: every branch in 15.7 s (load included)
+"""
+#: one warm process scoring two revisions (the rework of issue 43 may log so): no load on the lines
+WARM_LOG = """\
+2026-11-28 03:00:00,000 INFO verbeval: /m/step-2: model loaded in 0.5 s (once for every branch)
+2026-11-28 03:00:01,000 INFO verbeval: /m/step-2: 2 shards -> /r/agreement/sweep@step-2/shards/manifest.json; 120 contexts computed in 1.0 s (120.0 contexts/s), writer busy 0.1 s, total 1.5 s
+2026-11-28 03:00:01,000 INFO verbeval: /m/step-2: agreement branch 1.5 s
+2026-11-28 03:00:02,000 INFO verbeval: /m/step-3: 2 shards -> /r/agreement/sweep@step-3/shards/manifest.json; 120 contexts computed in 1.2 s (100.0 contexts/s), writer busy 0.1 s, total 1.7 s
+"""
+
+
+def test_sweep_log_parser(tmp_path: Path) -> None:
+    """Planted inference logs: the contexts computed (forward plus scoring) per revision, the model
+    loads, the agreement branches; the multi-token forms line counted apart."""
+    from verbeval.bench.sweep import parse_log_lines, parse_logs, per_revision
+
+    computed, loads, branches = parse_log_lines(INFER_LOG.splitlines(), "infer.log")
+    assert [(c.model, c.kind, c.contexts, c.compute_s, c.load_s) for c in computed] == [
+        ("/m/step-1", "agreement", 120, 0.8, 13.9),
+        ("/m/step-1", "forms", 30, 0.2, None),
+    ]
+    assert loads == {"/m/step-1": 13.9} and branches == {"/m/step-1": 1.5}
+    (tmp_path / "a" / "sweep@step-1").mkdir(parents=True)
+    (tmp_path / "a" / "sweep@step-1" / "infer.log").write_text(INFER_LOG)
+    (tmp_path / "a" / "chunk-0.log").write_text(WARM_LOG)
+    (tmp_path / "a" / "not-a-log.txt").write_text(WARM_LOG)
+    figures = per_revision(*parse_logs(tmp_path))
+    assert figures == {
+        "revisions_logged": 3,
+        "compute_s_total": 3.0,
+        "compute_s_per_revision": 1.0,
+        "model_load_s_per_revision": pytest.approx((13.9 + 0.5) / 2),
+        "contexts_per_revision": 120.0,
+        "agreement_branch_s_per_revision": 1.5,
+    }
+    assert per_revision([], {}) == {
+        "revisions_logged": 0,
+        "compute_s_total": 0,
+        "compute_s_per_revision": None,
+        "model_load_s_per_revision": None,
+        "contexts_per_revision": None,
+        "agreement_branch_s_per_revision": None,
+    }
+
+
+def test_sweep_runs_snakemake_without_the_slurm_wait(tmp_path: Path) -> None:
+    """A stand-in scontrol goes first on PATH only where one is installed."""
+    from verbeval.bench.sweep import no_slurm_environ
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    assert no_slurm_environ({"PATH": str(bin_dir)}, tmp_path / "stand-in") == {"PATH": str(bin_dir)}
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    env = no_slurm_environ({"PATH": str(bin_dir)}, tmp_path / "stand-in")
+    assert env["PATH"].split(":")[0] == str(tmp_path / "stand-in")
+    assert (tmp_path / "stand-in" / "scontrol").read_text() == "#!/bin/sh\nexit 127\n"
+
+
+def test_sweep_options_reach_the_part(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from verbeval.bench import runner
+    from verbeval.cli import build_parser
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(runner, "run_bench", lambda **kw: seen.update(kw))
+    a = build_parser().parse_args(
+        ["bench", "--parts", "sweep", "--sweep-revisions", "2,4", "--sweep-dry-run", "10", "--out", "x.json"]
+    )
+    a.func(a)
+    assert seen["parts"] == ["sweep"] and seen["sweep_revisions"] == [2, 4] and seen["sweep_dry_run"] == 10
+    assert seen["sweep_tree"] is None
+
+
+@pytest.mark.e2e
+def test_sweep_part_runs_snakemake(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tokenizer_path: Any, data_dir: Path
+) -> None:
+    """The sweep part for real: 1 and 2 revisions from scratch, the dry run of 5 (from a view of the
+    checkout: Snakemake's .snakemake/ is written there, not into the checkout)."""
+    from conftest import checkout_view
+    from verbeval.bench.sweep import bench_sweep
+
+    monkeypatch.chdir(checkout_view(tmp_path / "view"))
+    figures = bench_sweep(
+        tokenizer_path("gpt2"), tmp_path, revisions=(1, 2), dry_run=5, config_values=[f"data_mirror={data_dir}"]
+    )
+    assert [r["revisions"] for r in figures["runs"]] == [1, 2]
+    assert [r["logs"]["revisions_logged"] for r in figures["runs"]] == [1, 2]
+    assert figures["marginal_s_per_revision"] is not None and figures["marginal_jobs_per_revision"] > 0
+    assert figures["dry_run"]["revisions"] == 5 and figures["dry_run"]["jobs"] > 0

@@ -30,6 +30,9 @@ def cmd_bench(a: argparse.Namespace) -> None:
         snakemake_targets=a.snakemake_targets,
         ggufs=a.gguf,
         repeats=a.repeats,
+        sweep_revisions=[int(n) for n in a.sweep_revisions.split(",") if n.strip()],
+        sweep_dry_run=a.sweep_dry_run,
+        sweep_tree=a.sweep_tree,
     )
 
 
@@ -66,7 +69,10 @@ def register(add: Add) -> None:
         "with and without the suite's loading; needs no workflow run), real (the "
         "pipeline against the raw forward pass of the real models given with --gguf; skipped, "
         "with the reason printed, when none is there), snakemake (snakemake on --snakemake-config, "
-        "every target, as a user runs it), paper (on CUDA: config/config.yaml from scratch with its four models "
+        "every target, as a user runs it), sweep (a checkpoint sweep: one model entry with N revisions of a "
+        "tiny GPT-2 on the real GPT-2 vocabulary, the default target from scratch for each N of --sweep-revisions, "
+        "--snakemake-cores, --snakemake-config-values; the marginal wall time per revision, the logs' forward + "
+        "scoring time per revision, and the dry run of a --sweep-dry-run revision sweep), paper (on CUDA: config/config.yaml from scratch with its four models "
         "built at the paper's sizes with random weights, --snakemake-cores, --snakemake-config-values; then "
         "each model's pipeline against its raw forward pass in float32 and bfloat16, --gpu-batch-size; "
         "skipped without CUDA)",
@@ -95,4 +101,23 @@ def register(add: Add) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="--config values of the snakemake part (e.g. data_mirror=../shared/data)",
+    )
+    s.add_argument(
+        "--sweep-revisions",
+        default="2,8,32",
+        metavar="N,N,...",
+        help="sweep part: the numbers of revisions run, each from scratch",
+    )
+    s.add_argument(
+        "--sweep-dry-run",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="sweep part: revisions of the sweep whose dry run (snakemake -n) is timed (0: none)",
+    )
+    s.add_argument(
+        "--sweep-tree",
+        metavar="DIR",
+        help="sweep part: run the workflow of another checkout (snakemake from DIR, its verbeval through "
+        "PYTHONPATH=DIR/src), e.g. a rework's; default: the current directory's",
     )

@@ -133,8 +133,35 @@ def print_paper(pp: dict[str, Any]) -> None:
 
 
 #: each part's summary, in the order printed
+def print_sweep(sw: dict[str, Any]) -> None:
+    """The part's summary lines."""
+    print(
+        f"sweep ({sw['shape']['layers']}-layer GPT-2 h{sw['shape']['hidden']} checkpoints, "
+        f"{'+'.join(sw['groups'])} x {sw['rows_per_source']} rows per source, --cores {sw['cores']}):"
+    )
+    for r in sw["runs"]:
+        lg = r["logs"]
+        comp = lg["compute_s_per_revision"]
+        load = lg["model_load_s_per_revision"]
+        print(
+            f"  N={r['revisions']:4d}: {r['wall_s']:.1f} s wall, {r['jobs']} jobs ({r['scoring_jobs']} scoring jobs, "
+            f"{r['scoring_job_s_per_revision']:.2f} s of scoring job per revision); logs: "
+            f"{comp if comp is not None else float('nan'):.2f} s forward + scoring and "
+            f"{load if load is not None else float('nan'):.2f} s model load per revision; load {r['load_before']}"
+        )
+    if sw["marginal_s_per_revision"] is not None:
+        print(
+            f"  marginal cost {sw['marginal_s_per_revision']:.2f} s wall per revision (least squares over N; "
+            f"fixed {sw['fixed_s']:.1f} s), {sw['marginal_jobs_per_revision']:.2f} jobs per revision"
+        )
+    dr = sw.get("dry_run")
+    if dr:
+        print(f"  dry run of {dr['revisions']} revisions: {dr['wall_s']:.1f} s, {dr['jobs']} jobs ({dr['folders']})")
+
+
 PRINTERS = (
     ("snakemake", print_snakemake),
+    ("sweep", print_sweep),
     ("paper", print_paper),
     ("postprocess", print_postprocess),
     ("api", print_api),

@@ -13,7 +13,8 @@
 4. **baseline** (:mod:`~verbeval.bench.baseline_ratio`): the paper-code oracle against verbeval's
    inference + aggregation jobs (a ratio), and its scores against verbeval's.
 
-and on request **postprocess**, **real** and **snakemake** (any configuration end to end). The
+and on request **postprocess**, **real**, **snakemake** (any configuration end to end) and
+**sweep** (:mod:`~verbeval.bench.sweep`: a checkpoint sweep of N revisions, its cost per revision). The
 aggregation, throughput, real and baseline parts read the workflow part's outputs, so it runs with
 them. Every figure goes to a JSON file, together with the machine's load average (the figures are
 only comparable within one run). Nothing asserts a time.
@@ -36,7 +37,7 @@ from verbeval.bench.report import print_report
 from verbeval.bench.timing import load_avg, load_before, peak_rss_mib
 
 #: the parts that need no workflow run
-WORKFLOW_FREE = frozenset({"snakemake", "paper", "postprocess", "api"})
+WORKFLOW_FREE = frozenset({"snakemake", "sweep", "paper", "postprocess", "api"})
 
 
 def run_bench(
@@ -57,6 +58,9 @@ def run_bench(
     snakemake_targets: Sequence[str] = (),
     ggufs: Sequence[str] = (),
     repeats: int | None = None,
+    sweep_revisions: Sequence[int] = (2, 8, 32),
+    sweep_dry_run: int = 1000,
+    sweep_tree: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run the benchmarks and write their figures to ``out`` (JSON). Returns the figures.
 
@@ -82,6 +86,20 @@ def run_bench(
         before["snakemake"] = load_before("snakemake")
         report["snakemake"] = bench_snakemake(
             snakemake_config or config, workdir, snakemake_cores, snakemake_extra, snakemake_targets
+        )
+    if "sweep" in parts:
+        before["sweep"] = load_before("sweep")
+        from verbeval.bench.sweep import bench_sweep
+
+        report["sweep"] = bench_sweep(
+            shared / "tokenizers" / "gpt2",
+            workdir,
+            revisions=sweep_revisions,
+            dry_run=sweep_dry_run,
+            cores=snakemake_cores,
+            config_values=snakemake_extra,
+            threads=threads,
+            tree=Path(sweep_tree) if sweep_tree else None,
         )
     if "paper" in parts:
         before["paper"] = load_before("paper")
