@@ -797,9 +797,10 @@ def test_the_models_sharing_a_local_gpu_are_one_queue(in_repo: None, tmp_path: P
     assert "results/agreement/gpt2-xl/lemmas.parquet" in plan.queues.inputs(q)
     outputs = plan.queues.outputs(q)
     assert "results/agreement/gpt2-xl/lemmas.parquet" not in outputs
-    assert {"results/agreement/roberta-large/shards/manifest.json", "results/agreement/gpt2-xl/blimp/tse.parquet"} <= set(
-        outputs
-    )
+    assert {
+        "results/agreement/roberta-large/shards/manifest.json",
+        "results/agreement/gpt2-xl/blimp/tse.parquet",
+    } <= set(outputs)
     assert "results/simverb/gpt2-xl/similarities.parquet" in plan.queues.kept_outputs(q)
     assert plan.queues.gpus(q, local=True) == 1
     for extra, local in (("inference: {device: cuda}\n", False), ("inference: {device: cpu}\n", True),

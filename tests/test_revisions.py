@@ -581,7 +581,9 @@ def test_queue_steps_are_the_per_model_rules_commands(tmp_path: Path) -> None:
         for k, name in enumerate(names):
             assert sorted(steps[rule][4 * k : 4 * k + 4]) == sorted(expected[name])
     # the queue's outputs are the per-model jobs' outputs
-    own_outputs = {o for r in ("lemmas", "infer", "aggregate", "lemma_stats") for j in alone.of(r) for o in j["outputs"]}
+    own_outputs = {
+        o for r in ("lemmas", "infer", "aggregate", "lemma_stats") for j in alone.of(r) for o in j["outputs"]
+    }
     queue_outputs = {o for r in ("queue_0", "queue_1") for j in queued.of(r) for o in j["outputs"]}
     assert queue_outputs == {o for o in own_outputs if any(f"/{n}/" in o for n in sweep)}
 

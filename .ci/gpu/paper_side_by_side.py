@@ -10,7 +10,13 @@ four tokenizers of config/config.yaml (tokenizers/), and $OUT the folder for the
 report.json. The four models are built once at the paper's sizes with random weights
 (verbeval.bench.paper_shapes) and both trees run on them. Not part of CI (no GPU there).
 """
-import hashlib, json, os, subprocess, sys, time
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 OUT = Path(os.environ["OUT"])
@@ -31,8 +37,10 @@ print("models built", report, flush=True)
 def wrapper(tree: Path) -> Path:
     b = work / f"bin-{tree.name}"
     b.mkdir(parents=True, exist_ok=True)
-    (b / "verbeval").write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(tree / 'src')!r})\n"
-                                "from verbeval.cli import main\nsys.exit(main())\n")
+    (b / "verbeval").write_text(
+        f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(tree / 'src')!r})\n"
+        "from verbeval.cli import main\nsys.exit(main())\n"
+    )
     os.chmod(b / "verbeval", 0o755)
     return b
 
@@ -56,8 +64,18 @@ for label in order:
     env = dict(os.environ)
     env["PYTHONPATH"] = f"{tree / 'src'}:/tmp/site"
     env["PATH"] = f"{wrapper(tree)}:/tmp/site/bin:{env['PATH']}"
-    cmd = ["snakemake", "--cores", "8", "--configfile", "config/config.yaml", str(work / "models.yaml"),
-           "--config", f"results_dir={run_dir}/results", f"raw_dir={run_dir}/raw", f"data_mirror={shared / 'data'}"]
+    cmd = [
+        "snakemake",
+        "--cores",
+        "8",
+        "--configfile",
+        "config/config.yaml",
+        str(work / "models.yaml"),
+        "--config",
+        f"results_dir={run_dir}/results",
+        f"raw_dir={run_dir}/raw",
+        f"data_mirror={shared / 'data'}",
+    ]
     t = time.time()
     with open(OUT / f"snakemake-{label}.log", "w") as log:
         rc = subprocess.run(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
@@ -74,21 +92,38 @@ for label in order:
 if set(order) == {"old", "new"}:
     a, b = hashes(work / "old" / "results"), hashes(work / "new" / "results")
     diff = sorted(k for k in a if k in b and a[k] != b[k])
-    report["hashes"] = {"old": len(a), "new": len(b), "differ": len(diff), "only_old": sorted(set(a) - set(b))[:20],
-                        "only_new": sorted(set(b) - set(a))[:20], "differ_files": diff[:40]}
+    report["hashes"] = {
+        "old": len(a),
+        "new": len(b),
+        "differ": len(diff),
+        "only_old": sorted(set(a) - set(b))[:20],
+        "only_new": sorted(set(b) - set(a))[:20],
+        "differ_files": diff[:40],
+    }
     print("hashes", report["hashes"], flush=True)
-report["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                               capture_output=True, text=True).stdout.strip()
+report["gpu"] = subprocess.run(
+    ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+    capture_output=True,
+    text=True,
+).stdout.strip()
 report["total_s"] = round(time.time() - T0, 1)
 (OUT / "report.json").write_text(json.dumps(report, indent=1))
 # pipeline against the raw forward pass (new tree), if time is left
 if time.time() - T0 < 430:
     import pandas as pd
+
     from verbeval.bench.paper_shapes import _throughput
+
     agr = work / "new" / "results" / "agreement"
-    rows = _throughput({k: v for k, v in dirs.items() if k in ("bert-large-cased", "gpt2-xl")},
-                       pd.read_parquet(agr / "templates.parquet"), pd.read_parquet(agr / "lexicon.parquet"),
-                       device="cuda", n_contexts=4096, batch_size=512, repeats=1)
+    rows = _throughput(
+        {k: v for k, v in dirs.items() if k in ("bert-large-cased", "gpt2-xl")},
+        pd.read_parquet(agr / "templates.parquet"),
+        pd.read_parquet(agr / "lexicon.parquet"),
+        device="cuda",
+        n_contexts=4096,
+        batch_size=512,
+        repeats=1,
+    )
     report["throughput"] = rows
     (OUT / "report.json").write_text(json.dumps(report, indent=1))
     print("throughput", rows, flush=True)

@@ -138,7 +138,9 @@ def _post_pool(workers: int) -> ProcessPoolExecutor:
     import multiprocessing
 
     return ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
         initargs=(logging.getLogger().getEffectiveLevel(),),
     )
 

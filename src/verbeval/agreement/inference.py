@@ -57,13 +57,13 @@ class GroupWork:
     n_same_id: int = 0  # rows whose two forms are one token id (excluded from TSE)
 
 
-def prepare_group(
-    lm: LoadedModel, templates: pd.DataFrame, group: str, templates_key: Any = None
-) -> GroupWork:
+def prepare_group(lm: LoadedModel, templates: pd.DataFrame, group: str, templates_key: Any = None) -> GroupWork:
     """A group's rows, distinct contexts and TSE ids for ``lm``'s tokenizer. With ``templates_key`` (the
     content key of the templates' file) the work is shared by every model of the same tokenizer in
     this process (:mod:`verbeval.core.warm`)."""
-    key = None if templates_key is None or lm.tokenizer_key is None else (lm.tokenizer_key, lm.kind, group, templates_key)
+    key = (
+        None if templates_key is None or lm.tokenizer_key is None else (lm.tokenizer_key, lm.kind, group, templates_key)
+    )
     work = memo("group", key, lambda: _prepare_group(lm, templates, group))
     if work.n_same_id:
         log.warning(
@@ -110,7 +110,9 @@ def model_context(lm: LoadedModel, lemmas: pd.DataFrame, top_k: int, prepend_bos
         "kind": lm.kind,
         "cased": lm.cased,
         "dtype": lm.dtype,
-        "tokenizer_fingerprint": memo("tokenizer_fingerprint", lm.tokenizer_key, lambda: tokenizer_fingerprint(lm.tokenizer)),
+        "tokenizer_fingerprint": memo(
+            "tokenizer_fingerprint", lm.tokenizer_key, lambda: tokenizer_fingerprint(lm.tokenizer)
+        ),
         "lemma_set_sha256": lemma_set_hash(lemmas),
         "prepend_bos": bos,
         "n_lemmas": len(lemmas),

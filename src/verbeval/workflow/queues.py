@@ -168,8 +168,16 @@ class QueuesPlan:
         steps: list[list[str]] = []
         if not gpu_queue:
             steps.append(
-                ["lemmas", "--model", m["id"], *shlex.split(plan.model.source_options(name)), "--lexicon", f["lexicon"],
-                 "--out", f["lemmas"]]
+                [
+                    "lemmas",
+                    "--model",
+                    m["id"],
+                    *shlex.split(plan.model.source_options(name)),
+                    "--lexicon",
+                    f["lexicon"],
+                    "--out",
+                    f["lemmas"],
+                ]
             )
         branches = plan.run_model_branches(
             SimpleNamespace(**{k: f[k] for k in ("forms", "simverb_data", "simverb_splits") if k in f}),

@@ -80,7 +80,9 @@ def cluster_resource_problems(workflow: Any) -> list[str]:
     default_keys = [a.partition("=")[0].strip() for a in _default_resource_args(workflow)]
     overwrite = workflow.resource_settings.overwrite_resources or {}
     # a queue job (queue_N) is submitted with the set-resources of rule infer (queue_resources)
-    gpu_rules = [QUEUE_RESOURCES_OF if is_queue_rule(r.name) else r.name for r in workflow.rules if "gpu" in r.resources]
+    gpu_rules = [
+        QUEUE_RESOURCES_OF if is_queue_rule(r.name) else r.name for r in workflow.rules if "gpu" in r.resources
+    ]
     return resource_problems(default_keys, overwrite, gpu_rules)
 
 
