@@ -67,7 +67,10 @@ def _acq(demo: Workflow, name: str) -> pd.DataFrame:
 
 def test_the_workflow_trains_scores_and_analyses(demo: Workflow) -> None:
     stats = demo.first_stats  # type: ignore[attr-defined]
-    assert stats["train_toy"] == 1 and stats["lemma_contexts"] == len(STEPS) and stats["acquisition"] == 1
+    # the sweep's revisions are one queue job (lemmas, run-model, aggregate, lemma-stats, lemma-contexts each)
+    assert stats["train_toy"] == 1 and stats["queue_0"] == 1 and stats["acquisition"] == 1
+    assert not {"infer", "infer_no_simverb", "lemmas", "aggregate", "lemma_contexts"} & set(stats)
+    assert len(list(demo.out.glob("toy@step-*/lemma_contexts.parquet"))) == len(STEPS)
     index = _acq(demo, "checkpoints.csv")
     assert index["model"].tolist() == [f"toy@step-{n}" for n in STEPS] and index["step"].tolist() == STEPS
     assert set(index["family"]) == {"toy"} and (index["seed"] == "").all()

@@ -914,5 +914,7 @@ def test_sweep_part_runs_snakemake(
     )
     assert [r["revisions"] for r in figures["runs"]] == [1, 2]
     assert [r["logs"]["revisions_logged"] for r in figures["runs"]] == [1, 2]
-    assert figures["marginal_s_per_revision"] is not None and figures["marginal_jobs_per_revision"] > 0
+    # one queue job scores the sweep (inference.revisions_per_job): the plan does not grow with revisions
+    assert figures["marginal_s_per_revision"] is not None and figures["marginal_jobs_per_revision"] == 0
+    assert figures["runs"][0]["jobs"] == figures["runs"][1]["jobs"]
     assert figures["dry_run"]["revisions"] == 5 and figures["dry_run"]["jobs"] > 0
