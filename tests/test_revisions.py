@@ -435,16 +435,20 @@ def test_table_filter(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the DAG of three local checkpoints
 
 
+def _stand_in_checkpoints(root: Path, names: list[str]) -> list[Path]:
+    """Checkpoint folders ``root/NAME`` holding only a ``config.json`` of ``{}``: what planning reads."""
+    folders = [root / name for name in names]
+    for folder in folders:
+        folder.mkdir()
+        (folder / "config.json").write_text("{}\n")
+    return folders
+
+
 def test_three_local_checkpoints_dag(tmp_path: Path) -> None:
     """Three local "checkpoints" under one model's revisions: three lemmas, infer and aggregate jobs,
     Table 2 restricted by agreement.table_models, and the checkpoint figure. Planning reads a local
     model's folder and config.json only (conftest.stand_in_models), so stand-ins do."""
-    ckpts = []
-    for step in (0, 100, 1000):
-        folder = tmp_path / f"ckpt-{step}"
-        folder.mkdir()
-        (folder / "config.json").write_text("{}\n")
-        ckpts.append(folder)
+    ckpts = _stand_in_checkpoints(tmp_path, [f"ckpt-{step}" for step in (0, 100, 1000)])
     cfg = {
         "raw_dir": str(tmp_path / "raw"),
         "results_dir": str(tmp_path / "results"),
@@ -547,12 +551,7 @@ def test_queue_steps_are_the_per_model_rules_commands(tmp_path: Path) -> None:
     """Every step of a sweep's queue job is, word for word, the command its own rule runs when the
     sweep is not queued (inference.revisions_per_job: 0, one job per revision and step), so a queue
     writes the same files; and revisions_per_job cuts the sweep into consecutive chunks."""
-    ckpts = []
-    for step in (10, 20, 30):
-        folder = tmp_path / f"step-{step}"
-        folder.mkdir()
-        (folder / "config.json").write_text("{}\n")
-        ckpts.append(folder)
+    ckpts = _stand_in_checkpoints(tmp_path, [f"step-{step}" for step in (10, 20, 30)])
     cfg = {
         "raw_dir": str(tmp_path / "raw"),
         "results_dir": str(tmp_path / "results"),

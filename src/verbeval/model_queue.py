@@ -81,17 +81,14 @@ def describe(args: argparse.Namespace) -> str:
     return f"{args.command} {who}".strip()
 
 
-def run_queue(
-    jobs: list[argparse.Namespace], post_workers: int = 1, words: list[list[str]] | None = None
-) -> dict[str, Any]:
-    """Run the parsed steps in order; the :data:`POST_COMMANDS` in ``post_workers`` worker processes
-    (0: in order in this process), which parse their step again from ``words`` (each step's command
-    line; default: :func:`step_words` of ``jobs``). Returns timing figures."""
+def run_queue(jobs: list[argparse.Namespace], post_workers: int = 1) -> dict[str, Any]:
+    """Run the steps of :func:`parse_jobs` in order; the :data:`POST_COMMANDS` in ``post_workers``
+    worker processes (0: in order in this process), which parse their step again from its command
+    line (``queue_words``). Returns timing figures."""
     from verbeval.agreement.cli.inference import load_request
     from verbeval.core import prefetch
 
     t0 = time.perf_counter()
-    words = words if words is not None else [step_words(a) for a in jobs]
     prefetch.announce([load_request(a) for a in jobs if a.command == "run-model"])
     pool = _post_pool(post_workers) if post_workers and any(a.command in POST_COMMANDS for a in jobs) else None
     pending: list[tuple[Future[str | None], int, argparse.Namespace]] = []
@@ -110,7 +107,7 @@ def run_queue(
         for i, args in enumerate(jobs, 1):
             check(wait=False)
             if pool is not None and args.command in POST_COMMANDS:
-                pending.append((pool.submit(_run_words, words[i - 1], i, n), i, args))
+                pending.append((pool.submit(_run_words, args.queue_words, i, n), i, args))
             else:
                 try:
                     _run_step(args, i, n)
@@ -125,11 +122,6 @@ def run_queue(
     models = sum(a.command == "run-model" for a in jobs)
     log.info("run-queue: %d steps (%d models) in %.1f s", n, models, total)
     return {"steps": n, "models": models, "total_s": total}
-
-
-def step_words(args: argparse.Namespace) -> list[str]:
-    """A parsed step's command line (kept by :func:`parse_jobs` as ``args.queue_words``)."""
-    return list(args.queue_words)
 
 
 def _post_pool(workers: int) -> ProcessPoolExecutor:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import hashlib
 import os
 import shlex
 import shutil
@@ -50,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verbeval.core.cliutil import Add
+from verbeval.core.io import sha256_file
 
 #: folders whose files are never compared (Snakemake's records, logs, Python's caches)
 EXCLUDED_DIRS = frozenset({".snakemake", "logs", "__pycache__", ".git"})
@@ -80,14 +80,6 @@ def excluded(rel: str, patterns: Sequence[str] = ()) -> bool:
     if any(fnmatch.fnmatch(parts[-1], g) for g in EXCLUDED_NAMES):
         return True
     return any(fnmatch.fnmatch(rel, g) for g in patterns)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def hash_outputs(root: Path, sources: frozenset[str] = frozenset(), patterns: Sequence[str] = ()) -> dict[str, str]:

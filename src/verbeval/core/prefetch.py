@@ -63,7 +63,7 @@ class LoadRequest:
 
 _lock = threading.Lock()
 _upcoming: deque[LoadRequest] = deque()
-_ahead: dict[LoadRequest, tuple[Future[Any], float]] = {}
+_ahead: dict[LoadRequest, Future[Any]] = {}
 _pool: ThreadPoolExecutor | None = None
 
 
@@ -82,38 +82,38 @@ def reset() -> None:
         pending = list(_ahead.values())
         _ahead.clear()
         pool, _pool = _pool, None
-    for fut, _ in pending:
+    for fut in pending:
         fut.cancel()
     if pool is not None:
         pool.shutdown(wait=True)
 
 
-def skip(request: LoadRequest) -> None:
-    """``request``'s job needs no model after all (its outputs were complete): drop it from the queue,
-    and its model if it was loaded ahead; the next announced load starts."""
+def _claim(request: LoadRequest) -> Future[Any] | None:
+    """Take ``request`` (and anything announced before it) off the queue; its load begun ahead, if any."""
     with _lock:
         ahead = _ahead.pop(request, None)
         if request in _upcoming:
             while _upcoming and _upcoming.popleft() != request:
                 pass
+    return ahead
+
+
+def skip(request: LoadRequest) -> None:
+    """``request``'s job needs no model after all (its outputs were complete): drop it from the queue,
+    and its model if it was loaded ahead; the next announced load starts."""
+    ahead = _claim(request)
     if ahead is not None:
-        ahead[0].cancel()  # a load under way finishes on its thread; its model is dropped
+        ahead.cancel()  # a load under way finishes on its thread; its model is dropped
     _start_next()
 
 
 def take(request: LoadRequest) -> Any:
     """The loaded model of ``request``: the one loaded ahead when there is one (waiting for it to
     finish), else loaded now. Then the next announced load starts in the background."""
-    with _lock:
-        ahead = _ahead.pop(request, None)
-        # this load is done (or under way): drop it, and anything announced before it, from the queue
-        if request in _upcoming:
-            while _upcoming and _upcoming.popleft() != request:
-                pass
+    ahead = _claim(request)
     if ahead is not None:
-        fut, started = ahead
         t = time.perf_counter()
-        lm = fut.result()  # a load that failed ahead raises its own error here
+        lm = ahead.result()  # a load that failed ahead raises its own error here
         log.info(
             "%s: loaded ahead, beside the previous model's work (waited %.1f s for it)",
             request.model_id,
@@ -133,4 +133,4 @@ def _start_next() -> None:
         nxt = _upcoming[0]
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verbeval-prefetch")
-        _ahead[nxt] = (_pool.submit(nxt.load), time.perf_counter())
+        _ahead[nxt] = _pool.submit(nxt.load)

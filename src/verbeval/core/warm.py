@@ -79,11 +79,9 @@ def file_key(path: str | Path) -> str:
         known = _file_keys.get(ident)
     if known is not None:
         return known
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    digest = h.hexdigest()
+    from verbeval.core.io import sha256_file
+
+    digest = sha256_file(path)
     with _lock:
         _file_keys[ident] = digest
     return digest

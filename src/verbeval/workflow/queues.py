@@ -74,7 +74,6 @@ class QueuesPlan:
             if len(gpu_models) > 1:
                 self._add("gpu", gpu_models, gpu_queue=True)
         self.queued = {m for q in self.queues for m in q.models}
-        self.by_rule = {q.rule: q for q in self.queues}
         self._file_cache: dict[str, dict[str, Any]] = {}
 
     def _add(self, label: str, models: list[str], gpu_queue: bool) -> None:
