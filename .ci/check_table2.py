@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from verbeval.agreement.groups import load_groups
+from verbeval.agreement.data.groups import load_groups
 from verbeval.core.config import load_config
 from verbeval.core.model_entries import model_entries
 

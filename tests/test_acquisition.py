@@ -18,19 +18,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.agreement.acquisition import AcquisitionSettings, run_acquisition
-from verbeval.agreement.acquisition_fit import REASONS, aoa_estimates, crossing, fit_sigmoids, sigmoid, step_positions
-from verbeval.agreement.acquisition_frequency import aoa_frequency, file_zipf, spearman_rows, wordfreq_zipf
-from verbeval.agreement.acquisition_index import (
+from verbeval.acquisition.analysis import AcquisitionSettings, run_acquisition
+from verbeval.acquisition.fit import REASONS, aoa_estimates, crossing, fit_sigmoids, sigmoid, step_positions
+from verbeval.acquisition.frequency import aoa_frequency, file_zipf, spearman_rows, wordfreq_zipf
+from verbeval.acquisition.phases import changepoints, curve_changepoints
+from verbeval.acquisition.seeds import seed_aoa_agreement, seed_band
+from verbeval.agreement.engine.shards import ChunkResult, lemma_set_hash, write_shard
+from verbeval.agreement.report.checkpoint_index import (
     INDEX_COLUMNS,
     add_checkpoint,
     check_fit_ready,
     read_checkpoint_index,
     write_checkpoint_index,
 )
-from verbeval.agreement.acquisition_phases import changepoints, curve_changepoints
-from verbeval.agreement.acquisition_seeds import seed_aoa_agreement, seed_band
-from verbeval.agreement.lemma_contexts import (
+from verbeval.agreement.scores.lemma_contexts import (
     lemma_contexts_from_shards,
     lemma_contexts_from_stats,
     pack_bits,
@@ -38,8 +39,7 @@ from verbeval.agreement.lemma_contexts import (
     unpack_bits,
     write_lemma_contexts,
 )
-from verbeval.agreement.lemma_diagnostics import lemma_stats
-from verbeval.agreement.shards import ChunkResult, lemma_set_hash, write_shard
+from verbeval.agreement.scores.lemma_diagnostics import lemma_stats
 from verbeval.cli import main
 from verbeval.core.errors import InputError
 
@@ -320,7 +320,7 @@ def test_step_zero_sits_one_decade_before_the_first_step() -> None:
 def test_planted_aoas_are_recovered_with_covering_cis() -> None:
     lemmas = planted_lemmas()
     tables = synthetic_tables(lemmas, 1)
-    from verbeval.agreement.acquisition_curves import SweepData, context_resamples, lemma_shares
+    from verbeval.acquisition.curves import SweepData, context_resamples, lemma_shares
 
     index = pd.DataFrame({"model": [f"m{i}" for i in range(len(STEPS))], "step": STEPS})
     data = SweepData.from_tables(index, dict(zip(index["model"], tables)))
@@ -536,7 +536,7 @@ def test_add_checkpoint_appends_and_replaces(tmp_path: Path) -> None:
 
 
 def test_figure_labels_say_random_and_toy() -> None:
-    from verbeval.agreement.acquisition_figures import _title_note, family_label, thin_ticks
+    from verbeval.acquisition.plots import _title_note, family_label, thin_ticks
 
     assert family_label("toy", False, True) == "toy (toy model)"
     assert family_label("pythia", True, False) == "pythia (random init)"
@@ -550,7 +550,7 @@ def test_step_axis_is_labelled_at_the_checkpoints_steps() -> None:
     than two decades."""
     import matplotlib.pyplot as plt
 
-    from verbeval.agreement.acquisition_figures import MAX_STEP_LABELS, _step_axis
+    from verbeval.acquisition.plots import MAX_STEP_LABELS, _step_axis
 
     fig, ax = plt.subplots()
     steps = np.array([32, 45, 64, 91, 128, 181, 256, 362, 512])
@@ -683,7 +683,7 @@ def test_acquisition_cli_too_few_checkpoints_one_line(tmp_path: Path, capsys: py
 def test_benchmark_acquisition_speed(tmp_path: Path) -> None:
     """Printed benchmark (not a timed test): the fits of ~10 checkpoints x 9 groups x 300 lemmas x
     100 contexts with 200 resamples."""
-    from verbeval.agreement.acquisition_curves import SweepData, context_resamples, group_shares, lemma_shares
+    from verbeval.acquisition.curves import SweepData, context_resamples, group_shares, lemma_shares
 
     rng = np.random.default_rng(0)
     n_l, n_g, n_c = 300, 9, 100
@@ -748,13 +748,13 @@ def test_index_by_words_seen(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert summary["axis"] == "words"
     curves = pd.read_csv(tmp_path / "out" / "curves.csv")
     assert curves["step"].min() == 1_000_000
-    from verbeval.agreement.acquisition_figures import plot_curves
+    from verbeval.acquisition.plots import plot_curves
 
     fig = plot_curves(curves, x_label="words seen")
     ax = next(a for a in fig.axes if a.get_xlabel() == "words seen (log scale)")
     labels = ax.xaxis.get_major_formatter().seq  # ticks at the checkpoints (thinned), compact
     assert labels[0] == "1M" and {x[-1] for x in labels} == {"M", "B"}
-    from verbeval.agreement.dvc_views import acquisition_plot_definitions
+    from verbeval.agreement.report.dvc_views import acquisition_plot_definitions
 
     [plot] = acquisition_plot_definitions({"g_a": "dvc/g_a.csv"}, ["toy tse"], "words seen")
     assert plot["acquisition/g_a"]["x_label"] == "words seen"

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.agreement.dvc_views import acquisition_series, wide_acquisition_curves
+from verbeval.agreement.report.dvc_views import acquisition_series, wide_acquisition_curves
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
-from verbeval.dvc import JobSpec, dvc_pipeline
+from verbeval.workflow.dvc_yaml import JobSpec, dvc_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -112,7 +112,7 @@ def test_the_in_process_api_gives_the_workflows_numbers(demo: Workflow) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from verbeval.agreement import evaluate
-    from verbeval.agreement.suite import AgreementSuite
+    from verbeval.agreement.api.suite import AgreementSuite
 
     folder = demo.root / "models" / "toy" / "step-181"  # mid-acquisition: neither chance nor perfect
     model = AutoModelForCausalLM.from_pretrained(folder)

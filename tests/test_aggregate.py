@@ -1,6 +1,6 @@
-"""Tests for verbeval.agreement.aggregate (shard validation, bootstrap, summaries) and verbeval.agreement.tables.
+"""Tests for verbeval.agreement.scores.aggregate (shard validation, bootstrap, summaries) and verbeval.agreement.report.tables.
 
-Shards are written with :func:`verbeval.agreement.shards.write_shard` from synthetic distributions, so no
+Shards are written with :func:`verbeval.agreement.engine.shards.write_shard` from synthetic distributions, so no
 model is needed.
 """
 
@@ -17,12 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from verbeval.agreement.aggregate import context_scores, read_shards, row_tse, summarise
-from verbeval.agreement.kernels import form_statistics
-from verbeval.agreement.metrics import score_logits
-from verbeval.agreement.shards import META_KEY, ChunkResult, chunk_range, read_shard_meta, write_shard
-from verbeval.agreement.shardstore import chunk_label
-from verbeval.agreement.tables import random_models, table2, to_html, to_latex, to_markdown, to_metrics
+from verbeval.agreement.engine.kernels import form_statistics
+from verbeval.agreement.engine.shards import META_KEY, ChunkResult, chunk_range, read_shard_meta, write_shard
+from verbeval.agreement.engine.shardstore import chunk_label
+from verbeval.agreement.report.tables import random_models, table2, to_html, to_latex, to_markdown, to_metrics
+from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse, summarise
+from verbeval.agreement.scores.metrics import score_logits
 from verbeval.core.bootstrap import bootstrap_means
 from verbeval.core.errors import VerbevalError
 
@@ -480,7 +480,7 @@ def test_table2_labels_a_random_model_and_only_it() -> None:
 
 def _store(tmp_path: Path, meta: dict[str, Any] | None = None) -> tuple[Path, list[Path]]:
     """A shard store of group g1 (the synthetic shards) with its manifest."""
-    from verbeval.agreement.shardstore import ShardStore
+    from verbeval.agreement.engine.shardstore import ShardStore
 
     root = tmp_path / "store"
     paths = write_synthetic_shards(root / "g1")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from verbeval.agreement.kernels import form_statistics, probabilities
-from verbeval.agreement.metrics import FormStats, score_logits, scores_from_stats, tse_scores
+from verbeval.agreement.engine.kernels import form_statistics, probabilities
+from verbeval.agreement.scores.metrics import FormStats, score_logits, scores_from_stats, tse_scores
 
 # vocabulary of the hand-worked examples: ids 0..4
 IS, ARE, X, EXIST, EXISTS = 0, 1, 2, 3, 4
@@ -274,7 +274,7 @@ def test_scores_from_stored_float32_stats_match_logits():
 def test_cutoff_search_counts_as_torch_searchsorted_even_with_nan() -> None:
     """The batched binary search of the numpy scoring gives torch.searchsorted's counts, also on
     rows holding NaN (contexts with non-finite logits), where numpy.searchsorted would differ."""
-    from verbeval.agreement.metrics import _count_below
+    from verbeval.agreement.scores.metrics import _count_below
 
     rng = np.random.default_rng(5)
     keys = np.sort(rng.random((40, 33)), axis=1)

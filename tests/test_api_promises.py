@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from test_callback import GROUPS, Recorder, _trainer, suite  # noqa: F401 - the module's hand-made suite
-from verbeval.agreement.callback import AgreementCallback
-from verbeval.agreement.evaluation import evaluate
-from verbeval.agreement.suite import AgreementSuite
+from verbeval.agreement.api.callback import AgreementCallback
+from verbeval.agreement.api.evaluation import evaluate
+from verbeval.agreement.api.suite import AgreementSuite
 from verbeval.core.errors import VerbevalError
 from verbeval.core.tiny_models import make_tiny_model
 

@@ -21,16 +21,17 @@ PKG = Path(verbeval.__file__).resolve().parent
 
 #: layer of each sub-package -> the layers it may import (besides the standard library, third-party
 #: packages and ``verbeval`` itself, which holds only ``__version__``). The top-level modules
-#: (cli, workflow_cli, dvc, model_run, report_tables) assemble the layers and may import any of them.
+#: (cli, model_run, model_queue) assemble the layers and may import any of them.
 ALLOWED: dict[str, set[str]] = {
     "core": {"core"},
     "agreement": {"core", "agreement"},
+    "acquisition": {"core", "agreement", "acquisition"},
     "simverb": {"core", "simverb"},
     "veridicality": {"core", "veridicality"},
-    "bench": {"core", "agreement", "workflow", "bench"},
-    "workflow": {"core", "agreement", "simverb", "veridicality", "workflow"},
+    "bench": {"core", "agreement", "acquisition", "workflow", "bench"},
+    "workflow": {"core", "agreement", "acquisition", "simverb", "veridicality", "workflow"},
 }
-TOP = {"cli", "workflow_cli", "dvc", "model_run", "model_queue", "report_tables"}
+TOP = {"cli", "model_run", "model_queue"}
 
 
 def module_name(path: Path) -> str:
@@ -85,14 +86,14 @@ def violations() -> list[str]:
 
 
 def test_import_parser_sees_relative_and_function_level_imports() -> None:
-    source = "import os\nfrom .metrics import score_logits\n\ndef f():\n    from ..core.io import write_text\n"
-    assert imported_modules(source, "verbeval.agreement.aggregate") == [
+    source = "import os\nfrom .metrics import score_logits\n\ndef f():\n    from ...core.io import write_text\n"
+    assert imported_modules(source, "verbeval.agreement.scores.aggregate") == [
         (1, "os"),
-        (2, "verbeval.agreement.metrics.score_logits"),
+        (2, "verbeval.agreement.scores.metrics.score_logits"),
         (5, "verbeval.core.io.write_text"),
     ]
     assert imported_modules("from . import cli\n", "verbeval.simverb", is_package=True) == [(1, "verbeval.simverb.cli")]
-    assert layer("verbeval.agreement.metrics.score_logits") == "agreement"
+    assert layer("verbeval.agreement.scores.metrics.score_logits") == "agreement"
     assert layer("verbeval.__version__") is None and layer("numpy.linalg") is None
 
 
@@ -103,7 +104,7 @@ def test_every_layer_imports_only_what_it_may() -> None:
 
 def test_a_study_importing_another_is_reported(tmp_path: Path) -> None:
     """The check fails on a forbidden edge (here: core importing the agreement study)."""
-    bad = "def f():\n    from verbeval.agreement.figures import CUTOFF_FIGURES\n"
+    bad = "def f():\n    from verbeval.agreement.report.figures import CUTOFF_FIGURES\n"
     targets = [layer(t) for _, t in imported_modules(bad, "verbeval.core.config")]
     assert targets == ["agreement"] and "agreement" not in ALLOWED["core"]
 
@@ -116,20 +117,22 @@ def test_every_sub_package_says_what_it_holds_and_may_import() -> None:
 
 
 def _architecture_entries() -> dict[str, str]:
-    """docs/architecture.md's package listing: entry (``cli.py``, ``core/``, ``model_sources/``) -> its text
-    (the entry's line and the indented lines that continue it)."""
+    """docs/architecture.md's package listing: entry (``cli.py``, ``core/``, ``core/model_sources/``,
+    ``agreement/cli/``) -> its text (the entry's line and the indented lines that continue it); a
+    folder indented under another is keyed by its path."""
     text = (PKG.parents[1] / "docs" / "architecture.md").read_text()
     block = text.split("## Packages and their allowed imports", 1)[1].split("```")[1]
     entries: dict[str, str] = {}
-    current = None
+    current = parent = None
     for line in block.splitlines():
         head = line.strip().split(" ", 1)[0]
-        if (
-            line.startswith(("  ", "    "))
-            and (head.endswith("/") or head.endswith(".py"))
-            and len(line) - len(line.lstrip()) <= 4
-        ):
-            current = head
+        indent = len(line) - len(line.lstrip())
+        if line.startswith(("  ", "    ")) and (head.endswith("/") or head.endswith(".py")) and indent <= 4:
+            if indent == 2:
+                parent = head if head.endswith("/") else None
+                current = head
+            else:
+                current = f"{parent}{head}"
             entries[current] = line
         elif current is not None:
             entries[current] += " " + line
@@ -152,16 +155,18 @@ def test_the_architecture_doc_and_the_docstrings_list_every_module() -> None:
             missing += [f"docs/architecture.md: {n}" for n in sorted(names) if n not in entries]
             continue
         stems = {f.stem for f in folder.glob("*.py")} - {"__init__"}
-        entry = entries.get(f"{folder.name}/", "")
+        entry = entries.get(f"{folder.relative_to(PKG).as_posix()}/", "")
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
-        missing += [f"docs/architecture.md {folder.name}/: {s}" for s in sorted(stems - _words(entry))]
+        missing += [
+            f"docs/architecture.md {folder.relative_to(PKG).as_posix()}/: {s}" for s in sorted(stems - _words(entry))
+        ]
         missing += [f"{init.relative_to(PKG.parent)}: {s}" for s in sorted(stems - _words(doc))]
     assert missing == []
 
 
 def test_score_logits_keeps_its_public_path() -> None:
     from verbeval.agreement import score_logits
-    from verbeval.agreement.metrics import score_logits as defined
+    from verbeval.agreement.scores.metrics import score_logits as defined
 
     assert score_logits is defined
     import verbeval.agreement as agreement

@@ -19,12 +19,12 @@ import pandas as pd
 import pytest
 import torch
 
-from verbeval.agreement import kernels as agreement
-from verbeval.agreement.eligibility import eligible_lemmas, single_token_ids
-from verbeval.agreement.encoding import encode_contexts
-from verbeval.agreement.forward_pass import split_head, target_logits
-from verbeval.agreement.kernels import form_statistics
-from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, _stable_order, score_logits
+from verbeval.agreement.data.eligibility import eligible_lemmas, single_token_ids
+from verbeval.agreement.engine import kernels as agreement
+from verbeval.agreement.engine.encoding import encode_contexts
+from verbeval.agreement.engine.forward_pass import split_head, target_logits
+from verbeval.agreement.engine.kernels import form_statistics
+from verbeval.agreement.scores.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, _stable_order, score_logits
 from verbeval.bench.baseline_ratio import compare_with_verbeval
 from verbeval.bench.paper_baseline import PaperBaseline
 from verbeval.bench.throughput import throughput
@@ -822,7 +822,7 @@ def test_sweep_steps_and_marginal_cost_fit() -> None:
 INFER_LOG = """\
 Loading weights: 100%|##########| 28/28 [00:00<00:00, 23177.52it/s]
 2026-11-28 02:42:51,016 INFO verbeval: /m/step-1: model loaded in 13.9 s (once for every branch)
-2026-11-28 02:42:51,624 INFO verbeval.agreement.shardstore: inference /m/step-1: 2 shards, 2 to compute (120 contexts), 0 kept
+2026-11-28 02:42:51,624 INFO verbeval.agreement.engine.shardstore: inference /m/step-1: 2 shards, 2 to compute (120 contexts), 0 kept
 2026-11-28 02:42:52,514 INFO verbeval: /m/step-1: 2 shards -> /r/agreement/sweep@step-1/shards/manifest.json; model load 13.9 s, 120 contexts computed in 0.8 s (144.0 contexts/s), writer busy 0.1 s, total 14.8 s (load included)
 2026-11-28 02:42:52,514 INFO verbeval: /m/step-1: agreement branch 1.5 s
 2026-11-28 02:42:52,600 INFO verbeval: /m/step-1: 1 form shards -> /r/lexicon_modes/f.json; 30 contexts computed in 0.2 s (150.00 contexts/s)

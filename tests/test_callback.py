@@ -1,6 +1,6 @@
-"""verbeval.agreement.callback: AgreementCallback in a real ``transformers`` Trainer (tiny GPT-2,
+"""verbeval.agreement.api.callback: AgreementCallback in a real ``transformers`` Trainer (tiny GPT-2,
 CPU, a few steps): its scores reach the Trainer's logging (another callback's ``on_log``), its files
-hold them, and they equal :func:`verbeval.agreement.evaluation.evaluate` on the same model state.
+hold them, and they equal :func:`verbeval.agreement.api.evaluation.evaluate` on the same model state.
 
 The tiny model is randomly initialised and trained for a few steps: its numbers are meaningless.
 """
@@ -13,11 +13,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from verbeval.agreement.acquisition_index import read_checkpoint_index
-from verbeval.agreement.callback import AgreementCallback
-from verbeval.agreement.evaluation import evaluate
-from verbeval.agreement.lemma_contexts import read_lemma_contexts
-from verbeval.agreement.suite import AgreementSuite
+from verbeval.agreement.api.callback import AgreementCallback
+from verbeval.agreement.api.evaluation import evaluate
+from verbeval.agreement.api.suite import AgreementSuite
+from verbeval.agreement.report.checkpoint_index import read_checkpoint_index
+from verbeval.agreement.scores.lemma_contexts import read_lemma_contexts
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import write_csv
 from verbeval.core.tiny_models import make_tiny_model

@@ -12,7 +12,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from conftest import CI_CONFIG, REPO_ROOT, checkout_view, fake_cached, stand_in_models
-from verbeval.agreement.eligibility import ELIGIBLE_COLUMNS, eligible_lemmas
+from verbeval.agreement.data.eligibility import ELIGIBLE_COLUMNS, eligible_lemmas
 from verbeval.cli import build_parser, main
 from verbeval.core.clidoc import BEGIN, END, documented_commands, subcommands, subparsers
 from verbeval.core.cliutil import ConfigDefault, with_config_defaults

@@ -15,10 +15,16 @@ import yaml
 
 from conftest import REPO_ROOT, checkout_view
 from inprocess import DryRunError, dry_run
-from verbeval.agreement.custom_pairs import CustomGroup, check_sha256, custom_format, custom_groups, read_custom_pairs
-from verbeval.agreement.groups import load_groups, run_groups, write_groups
-from verbeval.agreement.template_files import REJECT_COLUMNS, TEMPLATE_COLUMNS
-from verbeval.agreement.templates import build_template_table
+from verbeval.agreement.data.custom_pairs import (
+    CustomGroup,
+    check_sha256,
+    custom_format,
+    custom_groups,
+    read_custom_pairs,
+)
+from verbeval.agreement.data.groups import load_groups, run_groups, write_groups
+from verbeval.agreement.data.template_files import REJECT_COLUMNS, TEMPLATE_COLUMNS
+from verbeval.agreement.data.templates import build_template_table
 from verbeval.cli import main as verbeval_main
 from verbeval.core.config import validate_config
 from verbeval.core.errors import InputError, VerbevalError
@@ -382,7 +388,7 @@ def test_custom_group_in_the_dry_run(tmp_path: Path) -> None:
 
 def test_custom_group_scored_end_to_end(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
     """templates -> lemmas -> infer -> aggregate -> table on the example file with a tiny GPT-2, in process."""
-    from verbeval.agreement.eligibility import single_token_ids
+    from verbeval.agreement.data.eligibility import single_token_ids
     from verbeval.core.models import load_model
 
     model = tmp_path / "tiny-gpt2"
@@ -638,7 +644,7 @@ def test_tab_and_line_breaks_are_still_allowed(tmp_path: Path) -> None:
 
 def test_invalid_json_messages_say_at_once(tmp_path: Path) -> None:
     """The decoder's message may end in 'at' ('Unterminated string starting at'): never 'at at'."""
-    from verbeval.agreement.template_files import read_template_file
+    from verbeval.agreement.data.template_files import read_template_file
 
     f = tmp_path / "u.jsonl"
     f.write_text('{"sentence_good": "The pilot smiles.\n', encoding="utf-8")

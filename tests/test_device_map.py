@@ -18,10 +18,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
 from test_inference import LEXICON, template_frame
-from verbeval.agreement.eligibility import eligible_lemmas
-from verbeval.agreement.encoding import encode_contexts
-from verbeval.agreement.inference import infer_chunk
-from verbeval.agreement.multitoken import form_logprobs, form_token_ids
+from verbeval.agreement.data.eligibility import eligible_lemmas
+from verbeval.agreement.engine.encoding import encode_contexts
+from verbeval.agreement.engine.inference import infer_chunk
+from verbeval.agreement.lexicon_modes.multitoken import form_logprobs, form_token_ids
 from verbeval.cli import build_parser
 from verbeval.core.config import validate_config
 from verbeval.core.devices import check_device_map, parse_device_map

@@ -12,7 +12,7 @@ import yaml
 from conftest import CI_CONFIG, REPO_ROOT, checkout_view, stand_in_models
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
-from verbeval.dvc import JobSpec, _params, dvc_pipeline, rule_config_keys, stage_name, workflow_jobs
+from verbeval.workflow.dvc_yaml import JobSpec, _params, dvc_pipeline, rule_config_keys, stage_name, workflow_jobs
 
 REPO = REPO_ROOT
 CI = str(CI_CONFIG.relative_to(REPO))  # .test/config/ci.yaml
@@ -199,9 +199,9 @@ def test_root_pipeline_is_valid_yaml_with_paper_models() -> None:
 
 
 def test_figure_data_are_dvc_plots_with_existing_columns(ci_jobs: list[JobSpec]) -> None:
-    from verbeval.dvc import PLOTS
     from verbeval.simverb.statistics import LAYER_COLUMNS
     from verbeval.veridicality.nli import SCATTER_COLUMNS
+    from verbeval.workflow.dvc_yaml import PLOTS
 
     columns = {"veridicality_scatter.csv": SCATTER_COLUMNS, "simverb_layers.csv": LAYER_COLUMNS}
     for name, spec in PLOTS.items():

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from verbeval.dvc import STORE_OUT
+from verbeval.workflow.dvc_yaml import STORE_OUT
 
 pytestmark = pytest.mark.skipif(
     shutil.which("dvc") is None or shutil.which("git") is None, reason="needs the dvc and git commands"

@@ -1,4 +1,4 @@
-"""DVC views (verbeval.agreement.dvc_views) and what `dvc metrics show` / `dvc plots show` make of the
+"""DVC views (verbeval.agreement.report.dvc_views) and what `dvc metrics show` / `dvc plots show` make of the
 committed dvc.yaml on small fake outputs (real `dvc` processes: the end-to-end tier, `pytest -m e2e`)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from verbeval.agreement.dvc_views import split_metrics, wide_curves
-from verbeval.agreement.figures import CURVE_COLUMNS, CUTOFF_FIGURES
+from verbeval.agreement.report.dvc_views import split_metrics, wide_curves
+from verbeval.agreement.report.figures import CURVE_COLUMNS, CUTOFF_FIGURES
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
 

@@ -1,4 +1,4 @@
-"""Tests for verbeval.agreement.eligibility against the real tokenizers in the shared folder."""
+"""Tests for verbeval.agreement.data.eligibility against the real tokenizers in the shared folder."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from conftest import LazyMap
-from verbeval.agreement.eligibility import (
+from verbeval.agreement.data.eligibility import (
     ELIGIBLE_COLUMNS,
     eligible_lemmas,
     is_byte_level_bpe,
@@ -23,7 +23,7 @@ from verbeval.agreement.eligibility import (
     single_token_ids,
     tokenizer_fingerprint,
 )
-from verbeval.agreement.lexicon import build_lexicon
+from verbeval.agreement.data.lexicon import build_lexicon
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TSE_COMMIT = "db423f80246ba2d7c2fc602fc514943949cfaf71"
@@ -198,7 +198,7 @@ def test_fingerprint(toks: dict[str, Any]) -> None:
 def test_fingerprint_stable_across_processes(toks: dict[str, Any], tokenizer_path: Callable[[str], Path]) -> None:
     code = (
         "import sys; from transformers import AutoTokenizer; "
-        "from verbeval.agreement.eligibility import tokenizer_fingerprint; "
+        "from verbeval.agreement.data.eligibility import tokenizer_fingerprint; "
         "print(tokenizer_fingerprint(AutoTokenizer.from_pretrained(sys.argv[1])))"
     )
     # a process (another hash seed): shard manifests compare fingerprints written by other runs

@@ -1,4 +1,4 @@
-"""The in-process API (verbeval.agreement.evaluation, verbeval.agreement.suite): its numbers equal the
+"""The in-process API (verbeval.agreement.api.evaluation, verbeval.agreement.api.suite): its numbers equal the
 workflow's own sub-commands (``lemmas``, ``infer``, ``aggregate``, ``table``, run in process) for the
 same tiny model, rows and lexicon, for a causal and a masked model.
 
@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 from conftest import REPO_ROOT
-from verbeval.agreement.evaluation import AgreementResult, evaluate
-from verbeval.agreement.lemma_contexts import read_lemma_contexts, unpack_bits
-from verbeval.agreement.suite import AgreementSuite
+from verbeval.agreement.api.evaluation import AgreementResult, evaluate
+from verbeval.agreement.api.suite import AgreementSuite
+from verbeval.agreement.scores.lemma_contexts import read_lemma_contexts, unpack_bits
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import write_csv, write_parquet
@@ -47,7 +47,7 @@ def run_inputs(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path
     out = tmp / "results" / "agreement"
     write_parquet(suite.templates, out / "templates.parquet")
     write_parquet(suite.lexicon, out / "lexicon.parquet")
-    from verbeval.agreement.groups import write_groups
+    from verbeval.agreement.data.groups import write_groups
 
     write_groups(out / "groups.yaml", suite.groups)
     return tmp / "results"

@@ -22,14 +22,14 @@ from tokenizers import Tokenizer
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from conftest import LazyMap
-from verbeval.agreement.aggregate import read_shards, row_tse
-from verbeval.agreement.eligibility import eligible_lemmas, form_token_ids, single_token_id, single_token_ids
-from verbeval.agreement.encoding import encode_contexts
-from verbeval.agreement.inference import infer_chunk, prepare_group
-from verbeval.agreement.lexicon import build_lexicon
-from verbeval.agreement.multitoken import causal_form_logprobs
-from verbeval.agreement.shards import build_contexts
-from verbeval.agreement.templates import render_context
+from verbeval.agreement.data.eligibility import eligible_lemmas, form_token_ids, single_token_id, single_token_ids
+from verbeval.agreement.data.lexicon import build_lexicon
+from verbeval.agreement.data.templates import render_context
+from verbeval.agreement.engine.encoding import encode_contexts
+from verbeval.agreement.engine.inference import infer_chunk, prepare_group
+from verbeval.agreement.engine.shards import build_contexts
+from verbeval.agreement.lexicon_modes.multitoken import causal_form_logprobs
+from verbeval.agreement.scores.aggregate import read_shards, row_tse
 from verbeval.core.models import LoadedModel, adds_bos, load_model
 from verbeval.core.tiny_models import make_tiny_model
 

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from conftest import LazyMap
-from verbeval.agreement.eligibility import eligible_lemmas, form_token_ids, is_byte_level_bpe
+from verbeval.agreement.data.eligibility import eligible_lemmas, form_token_ids, is_byte_level_bpe
 from verbeval.core.fasttok import JsonTokenizer, json_tokenizer_problem, load_text_tokenizer
 
 FAMILIES = [

@@ -278,9 +278,9 @@ def test_dvc_repro_between_two_snakemake_runs_reruns_nothing(tmp_path: Path, dat
     run, then `dvc repro` of a stage whose fetch stages keep the verified raw copies, then Snakemake
     again, which has nothing to do. DVC must not replace a raw copy that its stage left as it was
     (a cached output is deleted and copied back from DVC's cache after each run, with a new mtime:
-    the generated fetch outputs are ``cache: false``, :data:`verbeval.dvc.RAW_OUT`)."""
+    the generated fetch outputs are ``cache: false``, :data:`verbeval.workflow.dvc_yaml.RAW_OUT`)."""
     from conftest import checkout_view
-    from verbeval.dvc import dvc_pipeline, render, stage_name, workflow_jobs
+    from verbeval.workflow.dvc_yaml import dvc_pipeline, render, stage_name, workflow_jobs
 
     root = checkout_view(tmp_path / "wd")
     for name, results in (("snake.yaml", "results"), ("dvc-run.yaml", "results-dvc")):

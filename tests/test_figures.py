@@ -1,6 +1,6 @@
 """Tests of the data behind the figures, Table 3 and the per-lemma diagnostics (not the pixels).
 
-Shards are written with :func:`verbeval.agreement.shards.write_shard` from hand-chosen probabilities, so
+Shards are written with :func:`verbeval.agreement.engine.shards.write_shard` from hand-chosen probabilities, so
 every expected number below is worked out by hand.
 """
 
@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.agreement.figures import (
+from verbeval.agreement.engine.shards import ChunkResult, lemma_set_hash, write_shard
+from verbeval.agreement.report.figures import (
     CUTOFF_FIGURES,
     DEFAULT_MIN_CONTEXTS,
     checkpoint_curves,
@@ -28,15 +29,7 @@ from verbeval.agreement.figures import (
     model_comparison,
     shown_cutoffs,
 )
-from verbeval.agreement.lemma_diagnostics import (
-    PROB_FLOOR,
-    lemma_stats,
-    worst_lemmas,
-    worst_lemmas_html,
-    worst_lemmas_markdown,
-)
-from verbeval.agreement.shards import ChunkResult, lemma_set_hash, write_shard
-from verbeval.agreement.table3 import (
+from verbeval.agreement.report.table3 import (
     ModelTopK,
     form_numbers,
     mark_tokens,
@@ -45,6 +38,13 @@ from verbeval.agreement.table3 import (
     table3_html,
     table3_markdown,
     topk_table,
+)
+from verbeval.agreement.scores.lemma_diagnostics import (
+    PROB_FLOOR,
+    lemma_stats,
+    worst_lemmas,
+    worst_lemmas_html,
+    worst_lemmas_markdown,
 )
 from verbeval.cli import main
 from verbeval.core.config import validate_config
@@ -447,7 +447,7 @@ def test_figure1_draws_the_chance_line_at_half() -> None:
     random model's 0.48-0.51 reads as noise around chance and not as an effect (issue 21)."""
     import matplotlib.pyplot as plt
 
-    from verbeval.agreement.plots import plot_cutoff_curves
+    from verbeval.agreement.report.plots import plot_cutoff_curves
     from verbeval.core.plots import CHANCE_STYLE
 
     spec = CUTOFF_FIGURES["scores-top"]
@@ -489,7 +489,7 @@ def _texts(fig: Any) -> str:
 def test_figures_label_random_models_and_only_them() -> None:
     import matplotlib.pyplot as plt
 
-    from verbeval.agreement.plots import (
+    from verbeval.agreement.report.plots import (
         plot_checkpoints,
         plot_cutoff_curves,
         plot_lemma_accuracy,
@@ -551,7 +551,7 @@ def test_plot_commands_read_random_init_from_their_inputs() -> None:
 
 
 def _figure2(d: pd.DataFrame, **kw: Any) -> Any:
-    from verbeval.agreement.plots import plot_cutoff_curves
+    from verbeval.agreement.report.plots import plot_cutoff_curves
 
     data = pd.concat([d, d.assign(metric="mw")], ignore_index=True)
     data["valid_share"], data["low_n"] = low_n_flags(data, 5)
@@ -975,7 +975,7 @@ def test_topk_table_marks_correct_and_incorrect_forms() -> None:
 
 def test_topk_table_cli(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -> None:
     """Real GPT-2 tokenizer: decoding and the marking of the row's own verb."""
-    from verbeval.agreement.eligibility import single_token_ids
+    from verbeval.agreement.data.eligibility import single_token_ids
     from verbeval.core.models import load_tokenizer
 
     tok_dir = tokenizer_path("gpt2")
@@ -1000,7 +1000,7 @@ def test_topk_table_cli(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -
         topk=(ids, np.array([[0.5, 0.3, 0.1], [0.4, 0.3, 0.2]])),
     )
     # the same shard in a store whose manifest says its model is random (meta.random_init): model "rnd"
-    from verbeval.agreement.shardstore import ShardStore
+    from verbeval.agreement.engine.shardstore import ShardStore
 
     store = ShardStore(tmp_path / "store")
     (tmp_path / "store" / "simple").mkdir()

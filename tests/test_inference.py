@@ -1,4 +1,4 @@
-"""Tests for verbeval.agreement.inference, encoding and forward_pass with tiny in-process models on
+"""Tests for verbeval.agreement.engine.inference, encoding and forward_pass with tiny in-process models on
 the real tokenizers.
 
 The key test runs the whole shard path (``infer_chunk`` -> ``read_shards`` -> ``context_scores`` /
@@ -21,13 +21,11 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
-from verbeval.agreement.eligibility import eligible_lemmas, single_token_ids, tokenizer_fingerprint
-from verbeval.agreement.encoding import encode_contexts
-from verbeval.agreement.forward_pass import run_contexts
-from verbeval.agreement.inference import infer_chunk
-from verbeval.agreement.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, score_logits
-from verbeval.agreement.shards import (
+from verbeval.agreement.data.eligibility import eligible_lemmas, single_token_ids, tokenizer_fingerprint
+from verbeval.agreement.engine.encoding import encode_contexts
+from verbeval.agreement.engine.forward_pass import run_contexts
+from verbeval.agreement.engine.inference import infer_chunk
+from verbeval.agreement.engine.shards import (
     SHARD_SCHEMA_VERSION,
     ChunkResult,
     build_contexts,
@@ -35,7 +33,9 @@ from verbeval.agreement.shards import (
     lemma_set_hash,
     read_shard_meta,
 )
-from verbeval.agreement.shardstore import chunk_label
+from verbeval.agreement.engine.shardstore import chunk_label
+from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse
+from verbeval.agreement.scores.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, score_logits
 from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, load_model
 from verbeval.core.tiny_models import make_tiny_model
@@ -735,8 +735,8 @@ def test_shard_permissions_follow_umask(causal_lm: LoadedModel, tmp_path: Path) 
 def test_infer_model_writes_the_same_shards_as_infer_chunk(lm: LoadedModel, tmp_path: Path) -> None:
     """The per-model engine (group prepared once, background writer) gives byte-identical shards
     to the per-chunk path, and a manifest that checksums each."""
-    from verbeval.agreement.inference import infer_model
-    from verbeval.agreement.shardstore import manifest_shards
+    from verbeval.agreement.engine.inference import infer_model
+    from verbeval.agreement.engine.shardstore import manifest_shards
 
     templates, lemmas = template_frame(), _lemmas(lm)
     manifest = tmp_path / "store" / "manifest.json"
@@ -756,8 +756,8 @@ def test_infer_model_writes_the_same_shards_as_infer_chunk(lm: LoadedModel, tmp_
 def test_infer_model_resumes_without_recomputing_finished_shards(
     masked_lm: LoadedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from verbeval.agreement import inference
-    from verbeval.agreement.inference import infer_model
+    from verbeval.agreement.engine import inference
+    from verbeval.agreement.engine.inference import infer_model
 
     templates, lemmas = template_frame(), _lemmas(masked_lm)
     manifest = tmp_path / "store" / "manifest.json"
@@ -800,8 +800,8 @@ def test_disk_full_during_a_shard_write_then_resume_gives_identical_shards(
     the missing shards, ending byte-identical to a run that never failed."""
     import errno
 
-    from verbeval.agreement import shards as shards_mod
-    from verbeval.agreement.inference import infer_model
+    from verbeval.agreement.engine import shards as shards_mod
+    from verbeval.agreement.engine.inference import infer_model
 
     templates, lemmas = template_frame(), _lemmas(masked_lm)
     ref = tmp_path / "ref" / "manifest.json"
@@ -834,7 +834,7 @@ def test_disk_full_during_a_shard_write_then_resume_gives_identical_shards(
 
 
 def test_infer_model_recomputes_when_the_inputs_change(masked_lm: LoadedModel, tmp_path: Path) -> None:
-    from verbeval.agreement.inference import infer_model
+    from verbeval.agreement.engine.inference import infer_model
 
     templates, lemmas = template_frame(), _lemmas(masked_lm)
     manifest = tmp_path / "store" / "manifest.json"

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from test_inference import template_frame
-from verbeval.agreement.encoding import encode_contexts
-from verbeval.agreement.lengths import check_context_lengths, context_lengths, position_limit
+from verbeval.agreement.engine.encoding import encode_contexts
+from verbeval.agreement.engine.lengths import check_context_lengths, context_lengths, position_limit
 from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, load_config, load_model
 from verbeval.core.tiny_models import make_tiny_model

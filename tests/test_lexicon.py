@@ -1,4 +1,4 @@
-"""Tests for verbeval.agreement.lexicon: inflection, overrides, the combined csv, the union lexicon."""
+"""Tests for verbeval.agreement.data.lexicon: inflection, overrides, the combined csv, the union lexicon."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from verbeval.agreement.lexicon import (
+from verbeval.agreement.data.lexicon import (
     DEFAULT_OVERRIDES_PATH,
     LEXICON_COLUMNS,
     build_lexicon,

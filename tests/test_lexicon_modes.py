@@ -1,4 +1,4 @@
-"""Lexicon modes (verbeval.agreement.lexicon_modes): hand-worked metrics, mode masks, the form table on the
+"""Lexicon modes (verbeval.agreement.lexicon_modes.modes): hand-worked metrics, mode masks, the form table on the
 real tokenizers, and single_token mode against the single-token pipeline on tiny models."""
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
-from verbeval.agreement.eligibility import eligible_lemmas
-from verbeval.agreement.form_shards import infer_forms_chunk, read_form_shards
-from verbeval.agreement.inference import infer_chunk
-from verbeval.agreement.lexicon_modes import (
+from verbeval.agreement.data.eligibility import eligible_lemmas
+from verbeval.agreement.engine.inference import infer_chunk
+from verbeval.agreement.lexicon_modes.form_shards import infer_forms_chunk, read_form_shards
+from verbeval.agreement.lexicon_modes.modes import (
     MODES,
     common_pairs,
     context_mode_scores,
@@ -26,7 +25,8 @@ from verbeval.agreement.lexicon_modes import (
     mode_masks,
     row_mode_tse,
 )
-from verbeval.agreement.lexicon_modes_table import coverage_table, modes_table, to_latex, to_markdown, to_metrics
+from verbeval.agreement.lexicon_modes.table import coverage_table, modes_table, to_latex, to_markdown, to_metrics
+from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse
 from verbeval.core.models import load_model, load_tokenizer
 from verbeval.core.tiny_models import make_tiny_model
 
@@ -234,8 +234,8 @@ def test_infer_forms_model_equals_per_chunk_shards_and_resumes(
 ) -> None:
     """One process for every form shard of a model: the same bytes as the per-chunk path, a manifest
     with their checksums, and nothing recomputed on a rerun."""
-    from verbeval.agreement.form_shards import infer_forms_model
-    from verbeval.agreement.shardstore import manifest_shards
+    from verbeval.agreement.engine.shardstore import manifest_shards
+    from verbeval.agreement.lexicon_modes.form_shards import infer_forms_model
 
     lm = load_model(str(make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "m")), device="cpu")
     tpl = templates()
@@ -256,7 +256,7 @@ def test_lexicon_modes_outputs_say_which_model_is_random(tokenizer_path: Callabl
     (random_init column) and writes it into each of its CSVs; lexicon-modes-table carries it into
     its CSVs and into each model's record of metrics.json. Two models on one store: rnd (random)
     and real (not)."""
-    from verbeval.agreement.form_shards import infer_forms_model
+    from verbeval.agreement.lexicon_modes.form_shards import infer_forms_model
     from verbeval.cli import main
 
     lm = load_model(str(make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "m")), device="cpu")

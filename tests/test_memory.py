@@ -21,11 +21,11 @@ import pandas as pd
 import pytest
 import torch
 
-import verbeval.agreement.forward_pass as forward_pass
-import verbeval.agreement.multitoken as multitoken
-from verbeval.agreement.encoding import Encoded, encode_contexts
-from verbeval.agreement.forward_pass import run_contexts
-from verbeval.agreement.shards import ChunkResult
+import verbeval.agreement.engine.forward_pass as forward_pass
+import verbeval.agreement.lexicon_modes.multitoken as multitoken
+from verbeval.agreement.engine.encoding import Encoded, encode_contexts
+from verbeval.agreement.engine.forward_pass import run_contexts
+from verbeval.agreement.engine.shards import ChunkResult
 from verbeval.core import memory
 from verbeval.core.errors import VerbevalError
 from verbeval.core.memory import (
@@ -321,7 +321,7 @@ def test_oom_backoff_on_cpu(
         return original(*args, **kwargs)
 
     monkeypatch.setattr(gpt2.model, "forward", forward)
-    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.inference"):
+    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.engine.inference"):
         result = _run(gpt2, 8)
     assert seen[0] == (8, False) and (4, False) in seen
     assert sum(n for n, ok in seen if ok) == len(LEFTS)  # every context once, in batches of 2
@@ -350,7 +350,7 @@ def test_oom_backoff_keeps_the_cut_for_later_batches(
         return original(*args, **kwargs)
 
     monkeypatch.setattr(gpt2.model, "forward", forward)
-    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.inference"):
+    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.engine.inference"):
         result = _run(gpt2, 2)  # four batches of 2
     assert sizes == [2] + [1] * len(LEFTS)  # one failure, then every context alone
     assert len(caplog.records) == 1
@@ -440,8 +440,8 @@ CHILD = textwrap.dedent("""
     import numpy as np, pandas as pd, torch
     from verbeval.core.errors import VerbevalError
     from verbeval.core.models import load_model
-    from verbeval.agreement.encoding import encode_contexts
-    from verbeval.agreement.forward_pass import run_contexts
+    from verbeval.agreement.engine.encoding import encode_contexts
+    from verbeval.agreement.engine.forward_pass import run_contexts
 
     torch.set_num_threads(1)
     lm = load_model(sys.argv[1], device="cpu")

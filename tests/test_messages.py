@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from verbeval.agreement.custom_pairs import read_custom_pairs
+from verbeval.agreement.data.custom_pairs import read_custom_pairs
 from verbeval.core.errors import InputError
 from verbeval.core.io import atomic_path, describe_os_error
 
@@ -51,7 +51,7 @@ def test_a_pair_differing_in_a_noun_warns_with_its_line(tmp_path: Path, caplog: 
         '{"sentence_good": "the dogs runs", "sentence_bad": "the dog runs"}\n',
         encoding="utf-8",
     )
-    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.custom_pairs"):
+    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.data.custom_pairs"):
         rows, _ = read_custom_pairs(p, "jsonl", "mine", "mine")
     assert len(rows) == 2  # kept: a warning, not an error
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -61,7 +61,7 @@ def test_a_pair_differing_in_a_noun_warns_with_its_line(tmp_path: Path, caplog: 
     ]
     caplog.clear()
     p.write_text('{"sentence_good": "the dog runs", "sentence_bad": "the dog run"}\n', encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.custom_pairs"):
+    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.data.custom_pairs"):
         read_custom_pairs(p, "jsonl", "mine", "mine")
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
 
@@ -89,8 +89,8 @@ def test_infer_log_total_includes_the_model_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A fake clock: loading takes 100 s, the inference body 5 s; 'total' is the whole command."""
-    from verbeval.agreement import inference, lengths
     from verbeval.agreement.cli import inference as cli
+    from verbeval.agreement.engine import inference, lengths
 
     clock = [0.0]
     monkeypatch.setattr(cli.time, "perf_counter", lambda: clock[0])

@@ -111,7 +111,8 @@ def test_tokenizer_work_is_done_once_per_tokenizer(
 ) -> None:
     """Lemmas, tokenizer fingerprint and each group's preparation: once for the three revisions that
     share their tokenizer files; again for a revision whose tokenizer file changed."""
-    from verbeval.agreement import eligibility, inference
+    from verbeval.agreement.data import eligibility
+    from verbeval.agreement.engine import inference
 
     calls = {"lemmas": 0, "fingerprint": 0, "group": 0}
 

@@ -244,7 +244,7 @@ def test_run_model_log_totals_include_the_model_load(
     import logging
 
     from verbeval import model_run
-    from verbeval.agreement import inference
+    from verbeval.agreement.engine import inference
 
     clock = [0.0]
     monkeypatch.setattr(model_run.time, "perf_counter", lambda: clock[0])

@@ -1,4 +1,4 @@
-"""Exactness of multi-token form scoring (verbeval.agreement.multitoken) against naive oracles.
+"""Exactness of multi-token form scoring (verbeval.agreement.lexicon_modes.multitoken) against naive oracles.
 
 Causal: the trie + shared key/value cache chain rule equals, for every form, the sum of per-step
 log-probabilities of one full forward pass over ``context + form`` (no cache, no batching).
@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 import torch
 
-from verbeval.agreement.encoding import encode_contexts
-from verbeval.agreement.multitoken import (
+from verbeval.agreement.engine.encoding import encode_contexts
+from verbeval.agreement.lexicon_modes.multitoken import (
     build_causal_trie,
     build_masked_plan,
     causal_form_logprobs,

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from test_inference import LEXICON, template_frame
-from verbeval.agreement.eligibility import eligible_lemmas
-from verbeval.agreement.inference import infer_model
-from verbeval.agreement.shards import read_shard_meta
-from verbeval.agreement.shardstore import JOURNAL_NAME
+from verbeval.agreement.data.eligibility import eligible_lemmas
+from verbeval.agreement.engine.inference import infer_model
+from verbeval.agreement.engine.shards import read_shard_meta
+from verbeval.agreement.engine.shardstore import JOURNAL_NAME
 from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, load_model
 from verbeval.core.tiny_models import make_tiny_model
@@ -59,9 +59,9 @@ def test_nonfinite_logits_stop_inference_naming_model_group_and_count(
     templates = template_frame()
     manifest = tmp_path / "store" / "manifest.json"
     # independent count: contexts whose logits at the predicted position are not all finite
-    from verbeval.agreement.encoding import encode_contexts
-    from verbeval.agreement.forward_pass import _pad
-    from verbeval.agreement.inference import prepare_group
+    from verbeval.agreement.engine.encoding import encode_contexts
+    from verbeval.agreement.engine.forward_pass import _pad
+    from verbeval.agreement.engine.inference import prepare_group
 
     work = prepare_group(lm, templates, "g2")
     enc = encode_contexts(lm, work.contexts)
@@ -112,8 +112,8 @@ def test_clean_model_writes_no_nonfinite_field(clean_lm: LoadedModel, tmp_path: 
 
 def test_form_scores_stop_on_nonfinite_too(clean_lm: LoadedModel, tmp_path: Path) -> None:
     """The multi-token form path (lexicon modes) checks its log-probabilities the same way."""
-    from verbeval.agreement.form_shards import infer_forms_model
-    from verbeval.agreement.lexicon_modes import form_table
+    from verbeval.agreement.lexicon_modes.form_shards import infer_forms_model
+    from verbeval.agreement.lexicon_modes.modes import form_table
 
     lm = _damaged(clean_lm, float("nan"))
     templates = template_frame()
@@ -166,8 +166,8 @@ def test_simverb_stops_on_nonfinite_verb_vectors(wordpiece_path: Path, value: fl
 
 def test_allowed_nonfinite_contexts_score_nan_not_zero(clean_lm: LoadedModel, tmp_path: Path) -> None:
     """Under allow_nonfinite the damaged contexts get NaN EW/MW/TSE (no score), not EW 0."""
-    from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
-    from verbeval.agreement.shardstore import manifest_shards
+    from verbeval.agreement.engine.shardstore import manifest_shards
+    from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse
 
     lm = _damaged(clean_lm, float("nan"))
     templates = template_frame()
@@ -187,7 +187,7 @@ def test_allowed_nonfinite_contexts_are_named_in_table2_and_its_metrics(clean_lm
     (and the DVC per-group metrics); the clean model beside it gets neither."""
     import pandas as pd
 
-    from verbeval.agreement.dvc_views import split_metrics
+    from verbeval.agreement.report.dvc_views import split_metrics
     from verbeval.cli import main
 
     templates = template_frame()

@@ -70,7 +70,7 @@ def test_the_command_line_sets_it_before_anything_imports_numpy() -> None:
 
 _STATS = """
 import json, sys, numpy as np, torch
-from verbeval.agreement.kernels import form_statistics, probabilities
+from verbeval.agreement.engine.kernels import form_statistics, probabilities
 g = torch.Generator().manual_seed(5)
 logits = torch.randn(6, 50_000, generator=g) * 3.0
 logits[1] = logits[1].bfloat16().float()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from test_shardstore import _plan  # shards that hold their own name, no model
-from verbeval.agreement.shardstore import run_plan
+from verbeval.agreement.engine.shardstore import run_plan
 from verbeval.core.errors import VerbevalError
 from verbeval.workflow.loading import merged_config, plan_from_files
 from verbeval.workflow.params import NOTHING, Untracked, alternatives

@@ -385,7 +385,7 @@ def test_gemma3_270m_prepends_bos(real_model: Any, inputs: dict[str, Path], tmp_
     (the GGUF's ``tokenizer.ggml.add_bos_token``), which a causal context must then start with."""
     from gguf import GGUFReader
 
-    from verbeval.agreement.shards import read_shard_meta
+    from verbeval.agreement.engine.shards import read_shard_meta
 
     gemma = real_model(GEMMA3_270M)
     fields = GGUFReader(str(gemma.gguf)).fields
@@ -399,7 +399,7 @@ def test_gemma3_270m_prepends_bos(real_model: Any, inputs: dict[str, Path], tmp_
     # the ids the model sees start with the GGUF's own BOS id, once, then the capitalised context
     from types import SimpleNamespace
 
-    from verbeval.agreement.encoding import encode_contexts
+    from verbeval.agreement.engine.encoding import encode_contexts
     from verbeval.core.models import is_cased, load_tokenizer
 
     bos_id = int(fields["tokenizer.ggml.bos_token_id"].contents())

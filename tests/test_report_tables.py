@@ -9,7 +9,7 @@ import pytest
 
 from verbeval.cli import main as verbeval_main
 from verbeval.core.errors import InputError
-from verbeval.report_tables import csv_page
+from verbeval.workflow.report_tables import csv_page
 
 
 def _cells(page: str) -> list[list[str]]:

@@ -17,7 +17,7 @@ import yaml
 from conftest import REPO_ROOT as REPO
 from conftest import checkout_view, fake_cached
 from inprocess import dry_run
-from verbeval.agreement.figures import checkpoint_curves
+from verbeval.agreement.report.figures import checkpoint_curves
 from verbeval.cli import main
 from verbeval.core.config import validate_config
 from verbeval.core.errors import VerbevalError
@@ -490,13 +490,13 @@ def test_three_local_checkpoints_dag(tmp_path: Path) -> None:
     ) in figure["cmd"]
     assert f"{tmp_path}/results/agreement/figures/checkpoints.png" in figure["outputs"]
     # the DVC pipeline of the same config: one stage for the sweep's queue
-    from verbeval.dvc import dvc_pipeline, workflow_jobs
+    from verbeval.workflow.dvc_yaml import dvc_pipeline, workflow_jobs
 
     stages = dvc_pipeline(workflow_jobs(REPO / "Snakefile", [path], wd), [str(path)], REPO)["stages"]
     assert not [n for n in stages if n.startswith(("infer", "lemmas", "aggregate"))]
     assert f"{tmp_path}/results/agreement/tiny@ckpt-100/simple/summary.csv" in stages["queue_0"]["outs"]
     fig = stages["figure_checkpoints"]
-    # an ordinary output: DVC plots are only the per-series views of Figures 1-4 (verbeval.agreement.dvc_views)
+    # an ordinary output: DVC plots are only the per-series views of Figures 1-4 (verbeval.agreement.report.dvc_views)
     assert "plots" not in fig
     assert f"{tmp_path}/results/agreement/figures/checkpoints.csv" in fig["outs"]
     assert fig["params"] == [{str(path): ["models", "agreement.figures.checkpoints"]}]
@@ -678,7 +678,7 @@ def test_checkpoint_axis_key_is_validated() -> None:
 
 def test_plot_checkpoints_cli_words_axis(tmp_path: Path) -> None:
     """--x-axis words: the CSV's x column is words, the figure's axis says words seen."""
-    from verbeval.agreement.plots import plot_checkpoints
+    from verbeval.agreement.report.plots import plot_checkpoints
 
     summary = tmp_path / "summary_all.csv"
     _summary().to_csv(summary, index=False)

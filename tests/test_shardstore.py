@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from test_inference import _lemmas, masked_lm, template_frame  # noqa: F401  (masked_lm: a fixture)
-from verbeval.agreement.shards import capped_chunks
-from verbeval.agreement.shardstore import (
+from verbeval.agreement.engine.shards import capped_chunks
+from verbeval.agreement.engine.shardstore import (
     JOURNAL_NAME,
     OLD_JOURNAL_NAME,
     PlannedShard,
@@ -120,9 +120,9 @@ def test_capped_chunks(n: int, chunks: int, expected: int) -> None:
 def test_huge_chunks_give_the_same_results_as_one_shard_per_context(masked_lm: Any, tmp_path: Path) -> None:  # noqa: F811 - the fixture imported above
     """chunks: 100000 on a group of a few contexts: one shard per context (no empty shards), and the
     aggregated scores equal those of a single chunk."""
-    from verbeval.agreement.aggregate import context_scores, read_shards, row_tse
-    from verbeval.agreement.inference import infer_model
-    from verbeval.agreement.shardstore import manifest_shards
+    from verbeval.agreement.engine.inference import infer_model
+    from verbeval.agreement.engine.shardstore import manifest_shards
+    from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse
 
     templates, lemmas = template_frame(), _lemmas(masked_lm)
     big = infer_model(

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from inprocess import dry_run
-from verbeval.agreement.groups import load_groups
+from verbeval.agreement.data.groups import load_groups
 from verbeval.core.config import validate_config
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_checks import check_model_paths
@@ -367,7 +367,7 @@ def test_every_rule_command_passes_free_form_strings_intact(tmp_path: Path) -> N
 def test_every_rule_command_runs_no_config_string_in_bash(tmp_path: Path) -> None:
     """Each command of the workflow executed by bash, with a stand-in ``verbeval`` that records its
     arguments: no file is created by a config string, and every value arrives intact."""
-    from verbeval.dvc import workflow_jobs
+    from verbeval.workflow.dvc_yaml import workflow_jobs
 
     work, cfgfile, hostile_values = _hostile_config(tmp_path)
     jobs = workflow_jobs(REPO / "Snakefile", [cfgfile], work)  # (with each job's log files, created below)

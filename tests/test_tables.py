@@ -98,7 +98,7 @@ def test_tex_escape() -> None:
 
 def test_markdown_cells_are_escaped_everywhere() -> None:
     """A custom group's name with a pipe or HTML stays one cell of text (table2.md and every pipe table)."""
-    from verbeval.agreement.tables import to_markdown
+    from verbeval.agreement.report.tables import to_markdown
     from verbeval.core.tables import md_escaped_frame
 
     name = "A|B <script>alert(1)</script> &amp; back\\slash\nnext"

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.agreement.groups import load_groups
-from verbeval.agreement.minimal_pairs import derive_number, split_minimal_pair
-from verbeval.agreement.template_files import ML_LABELS, REJECT_COLUMNS, TEMPLATE_COLUMNS, read_template_file
-from verbeval.agreement.templates import build_template_table, render_context, subsample
+from verbeval.agreement.data.groups import load_groups
+from verbeval.agreement.data.minimal_pairs import derive_number, split_minimal_pair
+from verbeval.agreement.data.template_files import ML_LABELS, REJECT_COLUMNS, TEMPLATE_COLUMNS, read_template_file
+from verbeval.agreement.data.templates import build_template_table, render_context, subsample
 from verbeval.core.errors import InputError, VerbevalError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -504,7 +504,7 @@ def test_render_context_needs_mask_token() -> None:
 
 # --------------------------------------------------------------------------- errata
 
-from verbeval.agreement.errata import Erratum, flagged_errata, load_errata  # noqa: E402
+from verbeval.agreement.data.errata import Erratum, flagged_errata, load_errata  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -642,7 +642,7 @@ def test_shipped_flagged_errata_are_plural_subjects_with_singular_verbs(data_dir
 
 
 def test_table2_notes_count_the_flagged_rows() -> None:
-    from verbeval.agreement.tables import errata_notes, to_latex, to_markdown
+    from verbeval.agreement.report.tables import errata_notes, to_latex, to_markdown
 
     flags = pd.DataFrame(
         {

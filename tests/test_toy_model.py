@@ -1,4 +1,4 @@
-"""Tests for the toy model (verbeval.agreement.toy_corpus, toy_training, ``verbeval train-toy``): the
+"""Tests for the toy model (verbeval.acquisition.toy.corpus, toy_training, ``verbeval train-toy``): the
 planted corpus, its grammar, determinism, the checkpoint folders, and (e2e) that the model learns.
 
 Every number the toy model produces is a toy model's. The learning checks use an independent scorer
@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verbeval.agreement.toy_corpus import generate_corpus, plant_lemmas, template_verb_pairs, zipf_counts
-from verbeval.agreement.toy_training import (
+from verbeval.acquisition.toy.corpus import generate_corpus, plant_lemmas, template_verb_pairs, zipf_counts
+from verbeval.acquisition.toy.spec import CorpusSpec
+from verbeval.acquisition.toy.training import (
     DEFAULT_CHECKPOINTS,
     TOY_RECORD,
-    CorpusSpec,
     TrainSpec,
     log_spaced,
     parse_checkpoints,
@@ -321,9 +321,9 @@ def test_the_toy_model_learns_agreement(data_dir: Path, tmp_path: Path) -> None:
 
     from test_lexicon import OVERRIDES, verb_csv
     from test_templates import GROUPS_YAML, real_inputs
-    from verbeval.agreement.groups import load_groups
-    from verbeval.agreement.lexicon import build_lexicon
-    from verbeval.agreement.templates import build_template_table
+    from verbeval.agreement.data.groups import load_groups
+    from verbeval.agreement.data.lexicon import build_lexicon
+    from verbeval.agreement.data.templates import build_template_table
 
     templates, _ = build_template_table(real_inputs(data_dir), load_groups(GROUPS_YAML), max_rows_per_source=100)
     lexicon = build_lexicon(verb_csv(data_dir), None, OVERRIDES)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from verbeval.agreement.eligibility import eligible_lemmas
+from verbeval.agreement.data.eligibility import eligible_lemmas
 from verbeval.cli import main
 from verbeval.core.config import validate_config
 from verbeval.core.errors import VerbevalError

@@ -390,7 +390,7 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
     assert job_stats(dry.stdout + dry.stderr).get("infer") == 1
     workflow.run("--lint", check=False)
     workflow.run("--report", str(workflow.root.parent / "stale-store-report.html"))
-    from verbeval.dvc import workflow_jobs  # what `verbeval dvc-yaml` plans from
+    from verbeval.workflow.dvc_yaml import workflow_jobs  # what `verbeval dvc-yaml` plans from
 
     assert any(j.rule == "infer" for j in workflow_jobs(SNAKEFILE, [workflow.config], workflow.root))
     assert _tree(workflow.root) == before and manifest.exists()

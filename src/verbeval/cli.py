@@ -13,7 +13,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from verbeval import model_queue, model_run, workflow_cli
+from verbeval import model_queue, model_run
+from verbeval.acquisition import cli as acquisition_cli
 from verbeval.agreement import cli as agreement_cli
 from verbeval.bench import cli as bench_cli
 from verbeval.bench import output_hashes
@@ -23,6 +24,7 @@ from verbeval.core.cliutil import TopHelpFormatter, subcommand_adder
 from verbeval.core.errors import VerbevalError
 from verbeval.simverb import cli as simverb_cli
 from verbeval.veridicality import cli as veridicality_cli
+from verbeval.workflow import cli as workflow_cli
 
 DESCRIPTION = """\
 verbeval: how language models handle English verbs (subject-verb agreement scored as TSE, EW
@@ -61,10 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     add = subcommand_adder(sub)
     core_cli.register_fetch(add)  # fetch, pip-model
     agreement_cli.register(add)  # lexicon ... topk-table
+    acquisition_cli.register(add)  # lemma-contexts, acquisition, acquisition-index
     model_run.register(add)  # run-model
     model_queue.register(add)  # run-queue
     core_cli.register_tools(add)  # mirror, tiny-model
-    agreement_cli.register_toy(add)  # train-toy
+    acquisition_cli.register_toy(add)  # train-toy
     agreement_cli.register_dvc_views(add)  # dvc-metrics, dvc-plot-data
     workflow_cli.register_dvc_yaml(add)  # dvc-yaml
     workflow_cli.register_report_table(add)  # report-table

@@ -40,7 +40,7 @@ log = logging.getLogger("verbeval")
 def _forms_branch(lm: Any, a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.form_shards import infer_forms_model
+    from verbeval.agreement.lexicon_modes.form_shards import infer_forms_model
 
     groups = [g for g in a.forms_groups.split(",") if g]
     body = infer_forms_model(
@@ -140,10 +140,10 @@ def check_branches(a: argparse.Namespace) -> None:
 
 def _load_checked(a: argparse.Namespace) -> Any:
     """The model, once no context of its branches is longer than it reads
-    (:func:`verbeval.agreement.lengths.check_context_lengths`; the form branch's longest form included)."""
+    (:func:`verbeval.agreement.engine.lengths.check_context_lengths`; the form branch's longest form included)."""
     import pandas as pd
 
-    from verbeval.agreement.lengths import check_context_lengths
+    from verbeval.agreement.engine.lengths import check_context_lengths
 
     templates = pd.read_parquet(a.templates)
     lm, _ = load_checked_lm(a, templates, [g for g in a.groups.split(",") if g])

@@ -2,7 +2,7 @@
 # from the validated config) and Snakemake's hooks (verbeval.workflow.snakemake: configuration
 # errors, start checks, failure summary). The other rule files use only PLAN and Snakemake's names.
 # The docstring of each rule's definition ends with `Config: KEY, ...` (or `Config: none`), naming
-# the configuration keys it reads: its stages' DVC params (verbeval.dvc; `snakemake --list-rules`).
+# the configuration keys it reads: its stages' DVC params (verbeval.workflow.dvc_yaml; `snakemake --list-rules`).
 import sys
 
 from verbeval.core.console import install_short_job_info

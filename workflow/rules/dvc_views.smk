@@ -1,4 +1,4 @@
-# DVC views of results the other rules computed (no new numbers; see src/verbeval/agreement/dvc_views.py):
+# DVC views of results the other rules computed (no new numbers; see src/verbeval/agreement/report/dvc_views.py):
 # Table 2 as one small {tse, ew, mw} file per model and group (the DVC metrics), and the data of
 # Figures 1-4 as one CSV per figure, side and group with a column per model and metric (the DVC
 # plots; `dvc plots show` cannot split one file's rows into series).

@@ -1,35 +1,19 @@
 """The agreement study (Newman et al. 2021): TSE, EW and MW of subject-verb agreement.
 
-Holds: lexicon, minimal_pairs, template_files, custom_pairs, errata, groups and templates (the
-inputs), eligibility (single-token lemmas), encoding (contexts as token ids and target positions),
-forward_pass (the batched forward pass of a chunk's contexts), inference, shards and shardstore
-(every (group, chunk) of a model run once per distinct context and written as resumable probability
-shards), kernels (the torch kernels of inference: float64 softmax, each form's probability and the
-masses ranked above and below it), metrics (TSE, EW and MW from those form statistics, numpy only),
-aggregate (per-context scores, per-group summaries with bootstrap CIs), tables (Table 2), figures
-and plots (Figures 1-4 and the others), lemma_diagnostics (per-lemma statistics, the worst lemmas),
-table3 (Table 3: top-k tokens in selected contexts), report_pages (the HTML page and Markdown cell
-escape of those tables), dvc_views (DVC metrics and plots), multitoken and lexicon_modes (verb forms
-of any length; the single_token/all/common modes and their scores), form_shards (the forms'
-log-probability shards), lexicon_modes_table (the modes' side-by-side table), lengths (contexts
-longer than a model reads, found before it loads), lemma_contexts (per checkpoint and (group, lemma)
-the contexts where the correct form wins), acquisition (acquisition over training of a checkpoint
-sweep: index in, tables and figures out) with acquisition_index (the checkpoint index),
-acquisition_curves (learning curves, context resamples), acquisition_fit (sigmoid fits, age of
-acquisition), acquisition_frequency (lemma frequency, its correlation with AoA, outliers),
-acquisition_phases (changepoints), acquisition_seeds (seed band, AoA agreement across seeds) and
-acquisition_figures; suite, evaluation and callback (the in-process
-API: the templates and lexicon loaded once, ``evaluate`` of a model in memory and its typed result,
-a ``transformers`` TrainerCallback that scores during training); toy_corpus and toy_training (the toy model: a
-synthetic agreement corpus with planted lemma frequencies and graded constructions, and a small GPT-2
-trained on it from scratch on a CPU, saved at log-spaced steps); cli (a sub-package, one module per sub-pipeline) registers its sub-commands.
+Holds: data (the inputs: templates, lexicon, groups, errata, users' pair files, eligible lemmas),
+engine (contexts encoded, the batched forward pass, its torch kernels, every shard of a model written
+to its resumable store), scores (TSE, EW and MW from the shards' form statistics, per-group summaries
+with bootstrap CIs, per-lemma diagnostics and contexts), report (Table 2, Table 3, the figures' data
+and drawing, the report pages, DVC views, the checkpoint index), lexicon_modes (verb forms of any
+length: the single_token/all/common modes), api (the in-process API: ``evaluate``, ``AgreementResult``,
+``AgreementSuite``, ``AgreementCallback``) and cli (its sub-commands, one module per sub-pipeline).
 
-May import: ``verbeval.core`` and its own modules; never another study, ``verbeval.bench`` or the
-top-level ``verbeval.cli`` / ``verbeval.dvc``.
+May import: ``verbeval.core`` and its own modules; never another study, ``verbeval.bench`` or
+``verbeval.workflow``.
 
 ``from verbeval.agreement import score_logits`` (and the other public names of
-:mod:`verbeval.agreement.metrics` and :mod:`verbeval.agreement.kernels`) keeps working, as do
-``evaluate``, ``AgreementResult``, ``AgreementSuite`` and ``AgreementCallback`` (docs/api.md); they are
+:mod:`verbeval.agreement.scores.metrics` and :mod:`verbeval.agreement.engine.kernels`) keeps working, as
+do ``evaluate``, ``AgreementResult``, ``AgreementSuite`` and ``AgreementCallback`` (docs/api.md); they are
 loaded on first use, so that importing the package (the command line does) does not import torch.
 """
 
@@ -51,12 +35,12 @@ _EXPORTS = {
             "scores_from_stats",
             "score_logits",
         ),
-        "metrics",
+        "scores.metrics",
     ),
-    **dict.fromkeys(("MAX_COUNTED_TIES", "form_statistics", "probabilities"), "kernels"),
-    **dict.fromkeys(("evaluate", "AgreementResult"), "evaluation"),
-    "AgreementSuite": "suite",
-    "AgreementCallback": "callback",
+    **dict.fromkeys(("MAX_COUNTED_TIES", "form_statistics", "probabilities"), "engine.kernels"),
+    **dict.fromkeys(("evaluate", "AgreementResult"), "api.evaluation"),
+    "AgreementSuite": "api.suite",
+    "AgreementCallback": "api.callback",
 }
 
 __all__ = list(_EXPORTS)

@@ -30,7 +30,7 @@ def aggregate_group(
     resamples: int,
 ) -> dict[str, float]:
     """Aggregate one (model, group) in memory, timing each step (worker-process entry point)."""
-    from verbeval.agreement.aggregate import context_scores, read_shards, row_tse, summarise
+    from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse, summarise
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
@@ -55,7 +55,7 @@ def aggregate_group(
 
 def _warm_worker() -> None:
     """Import what a worker needs before the timed work starts."""
-    from verbeval.agreement import aggregate  # noqa: F401
+    from verbeval.agreement.scores import aggregate  # noqa: F401
 
 
 def bench_aggregation(out: WorkflowOutputs, workers: int = 2) -> dict[str, Any]:

@@ -39,8 +39,8 @@ def bench_api(
     ``repeats`` later calls (what each later step of a training loop pays; wall and CPU seconds, the
     latter telling more on a loaded machine), with the contexts and rows scored. The models are
     randomly initialised: their scores are meaningless, the times are what matters."""
-    from verbeval.agreement.evaluation import evaluate
-    from verbeval.agreement.suite import AgreementSuite
+    from verbeval.agreement.api.evaluation import evaluate
+    from verbeval.agreement.api.suite import AgreementSuite
     from verbeval.core.tiny_models import make_tiny_model
 
     torch.set_num_threads(threads)

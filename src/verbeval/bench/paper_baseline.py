@@ -39,8 +39,8 @@ class PaperBaseline:
         self.lemmas = [(s, p) for s, p in zip(lemmas["sing_id"], lemmas["plur_id"])]
 
     def score_row(self, left: str, right: str, plural: bool, correct: str, incorrect: str) -> dict[str, float]:
-        from verbeval.agreement.eligibility import single_token_ids
-        from verbeval.agreement.templates import render_context
+        from verbeval.agreement.data.eligibility import single_token_ids
+        from verbeval.agreement.data.templates import render_context
 
         lm, tok = self.lm, self.lm.tokenizer
         masked = lm.kind == "masked"

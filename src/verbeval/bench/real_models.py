@@ -34,11 +34,11 @@ def load_gguf(gguf: Path) -> tuple[torch.nn.Module, Any]:
 def pipeline_against_forward(
     lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int, repeats: int
 ) -> dict[str, Any]:
-    """Contexts/s of the inference pipeline (:func:`verbeval.agreement.forward_pass.run_contexts`)
+    """Contexts/s of the inference pipeline (:func:`verbeval.agreement.engine.forward_pass.run_contexts`)
     and of the raw forward pass with the head at the target only (``target_logits``) on the same
     batches, timed alternately, the best of ``repeats`` each (after one warm-up of each)."""
-    from verbeval.agreement.encoding import encode_contexts
-    from verbeval.agreement.forward_pass import run_contexts, target_logits
+    from verbeval.agreement.engine.encoding import encode_contexts
+    from verbeval.agreement.engine.forward_pass import run_contexts, target_logits
 
     enc = encode_contexts(lm, contexts)
     dev = lm.device
@@ -109,7 +109,7 @@ def bench_real(
     """:func:`pipeline_against_forward` for real pretrained models given as GGUF files, on CPU
     (float32) and, where CUDA is present, on GPU (float32 and bfloat16). Files that are missing
     are skipped with the reason printed (and recorded)."""
-    from verbeval.agreement.eligibility import eligible_lemmas
+    from verbeval.agreement.data.eligibility import eligible_lemmas
     from verbeval.core.models import LoadedModel, is_cased, torch_dtype
 
     torch.set_num_threads(threads)

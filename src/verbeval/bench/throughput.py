@@ -35,7 +35,7 @@ def device_setups(cpu_batch: int, gpu_batch: int) -> list[tuple[str, str, int]]:
 
 def contexts_sample(templates: pd.DataFrame, kind: str, n: int) -> pd.DataFrame:
     """Up to ``n`` distinct contexts spread evenly over all groups."""
-    from verbeval.agreement.shards import build_contexts
+    from verbeval.agreement.engine.shards import build_contexts
 
     parts = [build_contexts(g.reset_index(drop=True), kind)[0] for _, g in templates.groupby("group", sort=True)]
     ctx = pd.concat(parts, ignore_index=True)
@@ -46,7 +46,7 @@ def contexts_sample(templates: pd.DataFrame, kind: str, n: int) -> pd.DataFrame:
 def padded_batches(lm: Any, enc: Any, batch_size: int) -> tuple[list[Any], np.ndarray]:
     """The encoded contexts ``enc`` as the pipeline batches them (similar lengths together), padded
     on ``lm``'s device: ``[((ids, attention), targets)]``, and every context's length."""
-    from verbeval.agreement.forward_pass import _batches, _pad
+    from verbeval.agreement.engine.forward_pass import _batches, _pad
 
     pad_id = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else (lm.tokenizer.eos_token_id or 0)
     lengths = np.array([len(s) for s in enc.ids])
@@ -61,8 +61,8 @@ def throughput(
     lm: Any, contexts: pd.DataFrame, form_ids: np.ndarray, batch_size: int, repeats: int = 1
 ) -> dict[str, Any]:
     """Contexts/s of the inference pipeline and of the model's forward pass on the same batches."""
-    from verbeval.agreement.encoding import encode_contexts
-    from verbeval.agreement.forward_pass import run_contexts, target_logits
+    from verbeval.agreement.engine.encoding import encode_contexts
+    from verbeval.agreement.engine.forward_pass import run_contexts, target_logits
 
     enc = encode_contexts(lm, contexts)
     dev = lm.device
@@ -120,7 +120,7 @@ def time_model(
     (its kind, the number of forms, the load's seconds, the throughput figures)."""
     import time
 
-    from verbeval.agreement.eligibility import eligible_lemmas
+    from verbeval.agreement.data.eligibility import eligible_lemmas
     from verbeval.core.models import load_model
 
     t0 = time.perf_counter()

@@ -50,7 +50,7 @@ class WorkflowOutputs:
 
     def shards(self, model: str) -> dict[str, list[Path]]:
         """``{group: [shard paths]}`` of a model's store."""
-        from verbeval.agreement.shardstore import manifest_shards
+        from verbeval.agreement.engine.shardstore import manifest_shards
 
         return manifest_shards(self.manifests[model])
 
@@ -124,7 +124,7 @@ def bench_workflow(
     Per model: the contexts and template rows of its shards, and the wall time of its inference
     job (rule ``infer``: start-up, model load, every group; a model that is also a SimVerb model
     computes its SimVerb-3500 embeddings in that job too) and of its aggregation job."""
-    from verbeval.agreement.shards import read_shard_meta
+    from verbeval.agreement.engine.shards import read_shard_meta
 
     run_dir = _fresh(workdir / "workflow")
     files, out, agr = plan_workflow(config, run_dir, model_dirs, quick=quick, threads=threads)

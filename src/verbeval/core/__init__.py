@@ -23,6 +23,6 @@ fetch, mirror, tiny-model and check-config.
 
 May import: the standard library and third-party packages only; never a study
 (``verbeval.agreement``, ``verbeval.simverb``, ``verbeval.veridicality``), ``verbeval.bench`` or the
-top-level ``verbeval.cli`` / ``verbeval.dvc`` / ``verbeval.workflow_cli``. torch is imported lazily
+top-level ``verbeval.cli`` / ``verbeval.workflow.dvc_yaml`` / ``verbeval.workflow.cli``. torch is imported lazily
 (inside functions), so that ``verbeval --help`` starts without it.
 """

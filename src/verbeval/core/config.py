@@ -186,7 +186,7 @@ def did_you_mean(word: str, known: Sequence[str]) -> str:
     return f" (did you mean `{close[0]}`?)" if close else ""
 
 
-#: Table 2 reads EW and MW at this top-p cutoff (verbeval.agreement.tables.table2)
+#: Table 2 reads EW and MW at this top-p cutoff (verbeval.agreement.report.tables.table2)
 TABLE2_CUTOFF = 1.0
 
 

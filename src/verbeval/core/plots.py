@@ -3,7 +3,7 @@
 One style for every figure (:func:`apply_style`): seaborn's ``whitegrid`` theme in ``paper``
 context, one colour per template group (in Table 2 order) and one per model (:func:`palette`).
 Figures are saved without timestamps so that reruns give identical files (:func:`save_figure`).
-The agreement figures themselves are drawn in :mod:`verbeval.agreement.plots`.
+The agreement figures themselves are drawn in :mod:`verbeval.agreement.report.plots`.
 """
 
 from __future__ import annotations

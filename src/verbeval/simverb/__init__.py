@@ -8,5 +8,5 @@ simverb-score, simverb-table and simverb-join.
 
 May import: ``verbeval.core`` and its own modules; never another study (the join reads the agreement
 study's output files, not its code), ``verbeval.bench`` or the top-level ``verbeval.cli`` /
-``verbeval.dvc``.
+``verbeval.workflow.dvc_yaml``.
 """

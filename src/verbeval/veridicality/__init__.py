@@ -6,5 +6,5 @@ sentence_edits (the edits of one sentence: tokens, verb forms, finding and infle
 kl_tables (KL divergences, Tables 7 and 8); cli registers the veridicality-* sub-commands.
 
 May import: ``verbeval.core`` and its own modules; never another study, ``verbeval.bench`` or the
-top-level ``verbeval.cli`` / ``verbeval.dvc``.
+top-level ``verbeval.cli`` / ``verbeval.workflow.dvc_yaml``.
 """

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verbeval.agreement.acquisition import FIGURES, OUTPUTS
+from verbeval.acquisition.analysis import FIGURES, OUTPUTS
 from verbeval.core.model_entries import (
     CHECKPOINT_AXES,
     checkpoint_axis,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from verbeval.agreement.figures import CUTOFF_FIGURES
-from verbeval.agreement.table3 import table3_groups
+from verbeval.agreement.report.figures import CUTOFF_FIGURES
+from verbeval.agreement.report.table3 import table3_groups
 from verbeval.core.model_entries import CHECKPOINT_AXES, checkpoint_axis, entry_models
 from verbeval.workflow.params import quoted
 

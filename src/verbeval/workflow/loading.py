@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verbeval.agreement.groups import load_groups
+from verbeval.agreement.data.groups import load_groups
 from verbeval.core.config import Layer, config_layers, validate_config
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import load_manifest

@@ -23,8 +23,8 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from verbeval.agreement.custom_pairs import CustomGroup, custom_groups
-from verbeval.agreement.shardstore import MANIFEST_NAME
+from verbeval.agreement.data.custom_pairs import CustomGroup, custom_groups
+from verbeval.agreement.engine.shardstore import MANIFEST_NAME
 from verbeval.core.cli import MIRROR_ENV  # the fetch jobs' mirror, as `verbeval fetch` reads it
 from verbeval.core.config import Layer, config_origin
 from verbeval.core.errors import VerbevalError
@@ -96,7 +96,7 @@ class Plan:
         """A ``tiny_models``/``toy_models`` ``out`` that its rule may not replace (a folder the
         command did not write, a tracked folder, the working folder: verbeval.core.outfolders) stops
         the run here: Snakemake removes a job's output folder before the job runs."""
-        from verbeval.agreement.toy_training import TOY_LEGACY_RECORDS
+        from verbeval.acquisition.toy.training import TOY_LEGACY_RECORDS
         from verbeval.core.outfolders import ADVICE, replace_problem
         from verbeval.core.tiny_models import TINY_LEGACY_RECORDS
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verbeval.agreement.shardstore import incomplete_store
+from verbeval.agreement.engine.shardstore import incomplete_store
 from verbeval.core.verified import is_verified
 
 if TYPE_CHECKING:

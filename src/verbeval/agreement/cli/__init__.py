@@ -4,36 +4,23 @@ to its parser set-up (``register_<command>``).
 Holds: data (lexicon, templates, lemmas), inference (infer, and the model, batch and shard-store
 options and helpers that infer-forms and ``verbeval run-model`` share), aggregate (aggregate,
 lemma-stats), tables (table: Table 2; topk-table: Table 3), figures (plot-cutoffs, plot-models,
-plot-checkpoints, plot-lemmas), acquisition (lemma-contexts, acquisition: acquisition over training),
-checkpoint_index (acquisition-index: the checkpoint index of the workflow's sweeps), dvc_views (dvc-metrics,
-dvc-plot-data, dvc-acquisition-plots), lexicon_modes (lexicon-forms to lexicon-modes-table), toy (train-toy: the toy model) and common (shard
-paths from manifests, a run's groups).
+plot-checkpoints, plot-lemmas), dvc_views (dvc-metrics, dvc-plot-data, dvc-acquisition-plots),
+lexicon_modes (lexicon-forms to lexicon-modes-table) and common (shard paths from manifests, a run's groups).
 
 May import: ``verbeval.core`` and the agreement study (part of it).
 
-:func:`register`, :func:`register_toy`, :func:`register_dvc_views` and :func:`register_lexicon_modes`
-are what ``verbeval.cli`` calls, in this order (the order of the sub-commands in ``verbeval --help``).
+:func:`register`, :func:`register_dvc_views` and :func:`register_lexicon_modes` are what
+``verbeval.cli`` calls (their order is the order of the sub-commands in ``verbeval --help``).
 """
 
 from __future__ import annotations
 
-from verbeval.agreement.cli import (
-    acquisition,
-    aggregate,
-    checkpoint_index,
-    data,
-    dvc_views,
-    figures,
-    inference,
-    lexicon_modes,
-    tables,
-    toy,
-)
+from verbeval.agreement.cli import aggregate, data, dvc_views, figures, inference, lexicon_modes, tables
 from verbeval.core.cliutil import Add
 
 
 def register(add: Add) -> None:
-    """The agreement pipeline: ``lexicon`` to ``topk-table``, then ``lemma-contexts`` and ``acquisition``."""
+    """The agreement pipeline: ``lexicon`` to ``topk-table``."""
     data.register_lexicon(add)
     data.register_templates(add)
     data.register_lemmas(add)
@@ -46,9 +33,6 @@ def register(add: Add) -> None:
     figures.register_plot_checkpoints(add)
     figures.register_plot_lemmas(add)
     tables.register_topk_table(add)
-    acquisition.register_lemma_contexts(add)
-    acquisition.register_acquisition(add)
-    checkpoint_index.register_acquisition_index(add)
 
 
 def register_dvc_views(add: Add) -> None:
@@ -66,8 +50,3 @@ def register_lexicon_modes(add: Add) -> None:
     lexicon_modes.register_infer_forms(add)
     lexicon_modes.register_lexicon_modes(add)
     lexicon_modes.register_lexicon_modes_table(add)
-
-
-def register_toy(add: Add) -> None:
-    """``train-toy``: the toy model that learns agreement on a CPU."""
-    toy.register_train_toy(add)

@@ -16,8 +16,14 @@ log = logging.getLogger("verbeval")
 def cmd_aggregate(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.aggregate import context_scores, quarantine_bad_shard, read_shards, row_tse, summarise
-    from verbeval.agreement.shardstore import manifest_random_init, manifest_shards
+    from verbeval.agreement.engine.shardstore import manifest_random_init, manifest_shards
+    from verbeval.agreement.scores.aggregate import (
+        context_scores,
+        quarantine_bad_shard,
+        read_shards,
+        row_tse,
+        summarise,
+    )
     from verbeval.core.errors import ShardError
     from verbeval.core.io import write_csv, write_parquet
 
@@ -90,8 +96,8 @@ def register_aggregate(add: Add) -> None:
 def cmd_lemma_stats(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.lemma_diagnostics import lemma_stats
-    from verbeval.agreement.shardstore import manifest_random_init
+    from verbeval.agreement.engine.shardstore import manifest_random_init
+    from verbeval.agreement.scores.lemma_diagnostics import lemma_stats
     from verbeval.core.io import write_csv
 
     lemmas = pd.read_parquet(a.lemmas)

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 def expand_shards(items: Sequence[str], keep_bad: bool = False) -> list[str]:
     """Shard paths from shard files and shard-store manifests (``manifest.json``: every shard it
     lists, each checked against the size and sha256 recorded there)."""
-    from verbeval.agreement.aggregate import quarantine_bad_shard
-    from verbeval.agreement.shardstore import manifest_shards
+    from verbeval.agreement.engine.shardstore import manifest_shards
+    from verbeval.agreement.scores.aggregate import quarantine_bad_shard
     from verbeval.core.errors import ShardError
 
     out: list[str] = []
@@ -28,7 +28,7 @@ def expand_shards(items: Sequence[str], keep_bad: bool = False) -> list[str]:
 
 def run_groups(groups_file: str, present: Sequence[str]) -> list[dict]:
     """The groups of ``groups_file`` that are ``present`` (in the file's order)."""
-    from verbeval.agreement.groups import load_groups
+    from verbeval.agreement.data.groups import load_groups
 
     present_set = set(present)
     return [g for g in load_groups(groups_file) if g["id"] in present_set]

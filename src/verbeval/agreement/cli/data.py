@@ -28,7 +28,7 @@ def _manifest_inputs(manifest_path: str, items: Sequence[str]) -> dict[str, tupl
 
 
 def cmd_lexicon(a: argparse.Namespace) -> None:
-    from verbeval.agreement.lexicon import build_lexicon
+    from verbeval.agreement.data.lexicon import build_lexicon
     from verbeval.core.io import write_parquet
     from verbeval.core.verb_list import read_giant_verb_list
 
@@ -100,10 +100,10 @@ def _custom_entries(a: argparse.Namespace) -> list[dict[str, str]]:
 
 
 def cmd_templates(a: argparse.Namespace) -> None:
-    from verbeval.agreement.custom_pairs import custom_groups
-    from verbeval.agreement.errata import load_errata
-    from verbeval.agreement.groups import load_groups, run_groups, write_groups
-    from verbeval.agreement.templates import build_template_table
+    from verbeval.agreement.data.custom_pairs import custom_groups
+    from verbeval.agreement.data.errata import load_errata
+    from verbeval.agreement.data.groups import load_groups, run_groups, write_groups
+    from verbeval.agreement.data.templates import build_template_table
     from verbeval.core.io import write_csv, write_parquet
 
     all_groups = groups = load_groups(a.groups_file)
@@ -217,7 +217,7 @@ def cmd_lemmas(a: argparse.Namespace) -> None:
     check_outputs(a.out)
     import pandas as pd
 
-    from verbeval.agreement.eligibility import eligible_lemmas
+    from verbeval.agreement.data.eligibility import eligible_lemmas
     from verbeval.core.fasttok import load_text_tokenizer
     from verbeval.core.io import write_parquet
     from verbeval.core.warm import frame_key, memo, tokenizer_files_key

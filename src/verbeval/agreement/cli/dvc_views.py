@@ -15,7 +15,7 @@ log = logging.getLogger("verbeval")
 def cmd_dvc_metrics(a: argparse.Namespace) -> None:
     import json
 
-    from verbeval.agreement.dvc_views import split_metrics
+    from verbeval.agreement.report.dvc_views import split_metrics
     from verbeval.core.io import write_json
 
     try:
@@ -47,8 +47,8 @@ def register_dvc_metrics(add: Add) -> None:
 def cmd_dvc_plot_data(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.dvc_views import series_column, wide_curves
-    from verbeval.agreement.figures import CUTOFF_FIGURES
+    from verbeval.agreement.report.dvc_views import series_column, wide_curves
+    from verbeval.agreement.report.figures import CUTOFF_FIGURES
     from verbeval.core.io import write_csv
     from verbeval.core.provenance import random_flags
 
@@ -92,7 +92,7 @@ def register_dvc_plot_data(add: Add) -> None:
 def cmd_dvc_acquisition_plots(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.dvc_views import wide_acquisition_curves
+    from verbeval.agreement.report.dvc_views import wide_acquisition_curves
     from verbeval.core.io import write_csv
 
     curves = pd.read_csv(a.curves, keep_default_na=False, na_values=[""], dtype={"seed": str, "family": str})

@@ -38,8 +38,8 @@ def _write_data(data: Any, path: str, source: Any) -> None:
 def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.figures import CUTOFF_FIGURES, cutoff_curves
-    from verbeval.agreement.plots import plot_cutoff_curves
+    from verbeval.agreement.report.figures import CUTOFF_FIGURES, cutoff_curves
+    from verbeval.agreement.report.plots import plot_cutoff_curves
     from verbeval.core.plots import save_figure
 
     spec = CUTOFF_FIGURES[a.figure]
@@ -125,8 +125,8 @@ def register_plot_cutoffs(add: Add) -> None:
 def cmd_plot_models(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.figures import model_comparison
-    from verbeval.agreement.plots import plot_model_comparison
+    from verbeval.agreement.report.figures import model_comparison
+    from verbeval.agreement.report.plots import plot_model_comparison
     from verbeval.core.plots import save_figure
 
     summary = pd.read_csv(a.summary)
@@ -155,8 +155,8 @@ def register_plot_models(add: Add) -> None:
 def cmd_plot_checkpoints(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.figures import checkpoint_curves
-    from verbeval.agreement.plots import plot_checkpoints
+    from verbeval.agreement.report.figures import checkpoint_curves
+    from verbeval.agreement.report.plots import plot_checkpoints
     from verbeval.core.model_entries import CHECKPOINT_AXES
     from verbeval.core.plots import save_figure
 
@@ -218,9 +218,9 @@ def register_plot_checkpoints(add: Add) -> None:
 def cmd_plot_lemmas(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.figures import lemma_accuracy, lemma_metrics
-    from verbeval.agreement.lemma_diagnostics import worst_lemmas, worst_lemmas_html, worst_lemmas_markdown
-    from verbeval.agreement.plots import plot_lemma_accuracy
+    from verbeval.agreement.report.figures import lemma_accuracy, lemma_metrics
+    from verbeval.agreement.report.plots import plot_lemma_accuracy
+    from verbeval.agreement.scores.lemma_diagnostics import worst_lemmas, worst_lemmas_html, worst_lemmas_markdown
     from verbeval.core.io import write_json, write_text
     from verbeval.core.plots import save_figure
     from verbeval.core.provenance import random_flags, with_random_field

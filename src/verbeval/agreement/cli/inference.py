@@ -77,10 +77,10 @@ def batch_arg(text: str) -> str:
 
 def load_checked_lm(a: argparse.Namespace, templates: Any, groups: list[str], extra: int = 0) -> tuple[Any, float]:
     """The model of ``a`` and its load time, once no context of ``groups`` is longer than it reads
-    (:func:`verbeval.agreement.lengths.check_context_lengths`): checked before the load from the
+    (:func:`verbeval.agreement.engine.lengths.check_context_lengths`): checked before the load from the
     tokenizer and config, or, for a GGUF file (which a tokenizer load would parse a second time),
     right after it and before any forward pass."""
-    from verbeval.agreement.lengths import check_context_lengths
+    from verbeval.agreement.engine.lengths import check_context_lengths
 
     if not a.gguf_file:
         from verbeval.core.model_ids import ModelRef
@@ -199,13 +199,13 @@ def run_agreement_branch(
     started: float | None = None,
 ) -> None:
     """The agreement shards of the loaded model ``lm`` (``verbeval infer`` and ``run-model``'s agreement
-    branch): :func:`~verbeval.agreement.inference.infer_model`, then the log line. Its total is the
+    branch): :func:`~verbeval.agreement.engine.inference.infer_model`, then the log line. Its total is the
     whole command since ``started`` (``infer``: model load included), or else the load (``load_s``,
     shared by every branch of ``run-model``) plus this branch, i.e. what the user waited for until the
     shards were written. ``templates`` and ``lemmas``: the tables when already read."""
     import pandas as pd
 
-    from verbeval.agreement.inference import infer_model
+    from verbeval.agreement.engine.inference import infer_model
     from verbeval.core.warm import frame_key
 
     templates = pd.read_parquet(a.templates) if templates is None else templates
@@ -258,8 +258,8 @@ def kept_without_load(a: argparse.Namespace, templates: Any, lemmas: Any) -> dic
 
     import torch
 
-    from verbeval.agreement.inference import infer_model
-    from verbeval.agreement.shardstore import JOURNAL_NAME, OLD_JOURNAL_NAME
+    from verbeval.agreement.engine.inference import infer_model
+    from verbeval.agreement.engine.shardstore import JOURNAL_NAME, OLD_JOURNAL_NAME
     from verbeval.core.models import LoadedModel, detect_kind, is_cased, load_config, load_tokenizer, model_revision
     from verbeval.core.warm import frame_key, tokenizer_files_key
 

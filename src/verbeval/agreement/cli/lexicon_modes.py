@@ -25,7 +25,7 @@ def cmd_lexicon_forms(a: argparse.Namespace) -> None:
     check_outputs(a.out)
     import pandas as pd
 
-    from verbeval.agreement.lexicon_modes import form_table
+    from verbeval.agreement.lexicon_modes.modes import form_table
     from verbeval.core.fasttok import load_text_tokenizer
     from verbeval.core.io import write_parquet
 
@@ -62,7 +62,7 @@ def register_lexicon_forms(add: Add) -> None:
 def cmd_lexicon_common(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.lexicon_modes import common_pairs
+    from verbeval.agreement.lexicon_modes.modes import common_pairs
     from verbeval.core.io import write_parquet
 
     tables = [pd.read_parquet(path) for _, path in (split_pair(x, "--forms", "PATH") for x in a.forms)]
@@ -96,7 +96,7 @@ def register_lexicon_common(add: Add) -> None:
 def cmd_infer_forms(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.form_shards import infer_forms_model
+    from verbeval.agreement.lexicon_modes.form_shards import infer_forms_model
 
     check_outputs(a.manifest)
     templates, forms = pd.read_parquet(a.templates), pd.read_parquet(a.forms)
@@ -157,8 +157,14 @@ def cmd_lexicon_modes(a: argparse.Namespace) -> None:
     import numpy as np
     import pandas as pd
 
-    from verbeval.agreement.form_shards import form_shards_by_group, read_form_shards
-    from verbeval.agreement.lexicon_modes import consistency, group_summary, lemma_differences, lemma_scores, mode_masks
+    from verbeval.agreement.lexicon_modes.form_shards import form_shards_by_group, read_form_shards
+    from verbeval.agreement.lexicon_modes.modes import (
+        consistency,
+        group_summary,
+        lemma_differences,
+        lemma_scores,
+        mode_masks,
+    )
     from verbeval.core.io import write_csv
     from verbeval.core.provenance import random_flags, with_random_init
 
@@ -236,7 +242,7 @@ def register_lexicon_modes(add: Add) -> None:
 def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.lexicon_modes_table import coverage_table, modes_table, to_latex, to_markdown, to_metrics
+    from verbeval.agreement.lexicon_modes.table import coverage_table, modes_table, to_latex, to_markdown, to_metrics
     from verbeval.core.io import write_csv, write_json, write_text
     from verbeval.core.provenance import random_flags, with_random_field, with_random_init
     from verbeval.core.tables import md_escaped_frame

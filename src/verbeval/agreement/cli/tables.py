@@ -16,9 +16,9 @@ log = logging.getLogger("verbeval")
 def cmd_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.errata import flagged_errata, load_errata
-    from verbeval.agreement.groups import load_groups
-    from verbeval.agreement.tables import errata_notes, table2, to_html, to_latex, to_markdown, to_metrics
+    from verbeval.agreement.data.errata import flagged_errata, load_errata
+    from verbeval.agreement.data.groups import load_groups
+    from verbeval.agreement.report.tables import errata_notes, table2, to_html, to_latex, to_markdown, to_metrics
     from verbeval.core.io import write_csv, write_json, write_text
 
     summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
@@ -104,7 +104,7 @@ def _pairs(items: Sequence[str], option: str) -> dict[str, str]:
 def cmd_topk_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.table3 import load_model_topk, select_rows, table3_html, table3_markdown, topk_table
+    from verbeval.agreement.report.table3 import load_model_topk, select_rows, table3_html, table3_markdown, topk_table
     from verbeval.core.io import write_csv, write_text
     from verbeval.core.provenance import with_random_init
 
@@ -112,7 +112,7 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
     revisions = _pairs(a.revision, "--revision")
     gguf_files = _pairs(a.gguf_file, "--gguf-file")
     lemma_paths = _pairs(a.lemmas, "--lemmas")
-    from verbeval.agreement.shardstore import manifest_random_init
+    from verbeval.agreement.engine.shardstore import manifest_random_init
 
     shard_paths: dict[str, list[str]] = {}
     random: set[str] = set()

@@ -1,0 +1,119 @@
+"""Phases of a learning curve: changepoints of each group's TSE, EW and MW (top p = 1) against step.
+
+A curve (values ``v_1..v_T`` at ascending steps, ``x_t = log10(step)`` with step 0 placed as in
+:func:`verbeval.acquisition.fit.step_positions`) is cut into segments, each a straight line
+in ``x`` (a plateau, a rise, ...), by penalised exact search: ``ruptures.Pelt`` with cost ``linear``
+(the residual sum of squares of each segment's least-squares line ``v = a + b x``), segments of at
+least :data:`MIN_SIZE` checkpoints, minimising cost + ``pen`` per changepoint with the BIC-like
+penalty ``pen = beta * sigma^2 * ln(T)``: ``beta`` is the configured ``changepoint_penalty`` (3: each
+changepoint adds a location, an intercept and a slope, BIC's ``ln T`` per parameter in units of the
+noise variance) and ``sigma^2`` the noise variance of one value, the mean of
+``((ci_high - ci_low) / (2 z))^2`` over the curve's bootstrap CIs (``z`` the normal quantile of the
+CI's confidence), or, without CIs, ``(1.4826 * MAD of the first differences)^2 / 2``. A changepoint
+lies between two checkpoints; it is reported with the last step before and the first step after, the
+values there, and the slopes (change per decade of steps) of the segments on either side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from verbeval.acquisition.fit import step_positions
+
+#: fewest checkpoints of one phase (so a 10-checkpoint sweep has at most 3 phases)
+MIN_SIZE = 3
+
+CHANGEPOINT_COLUMNS = (
+    "family",
+    "seed",
+    "random_init",
+    "group",
+    "metric",
+    "changepoint",
+    "n_changepoints",
+    "step_before",
+    "step_after",
+    "value_before",
+    "value_after",
+    "slope_before",
+    "slope_after",
+    "penalty",
+)
+
+
+def noise_variance(values: np.ndarray, ci_low: np.ndarray, ci_high: np.ndarray, confidence: float) -> float:
+    """The variance of one value of the curve (module docstring)."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    width = np.asarray(ci_high, float) - np.asarray(ci_low, float)
+    width = width[np.isfinite(width)]
+    if len(width) and z > 0:
+        return float(np.mean((width / (2 * z)) ** 2))
+    d = np.diff(np.asarray(values, float))
+    if len(d) == 0:
+        return 0.0
+    return float((1.4826 * np.median(np.abs(d - np.median(d)))) ** 2 / 2)
+
+
+def segment_slope(x: np.ndarray, v: np.ndarray) -> float:
+    """The slope of the least-squares line of ``v`` on ``x`` (0 for a single point or one ``x``)."""
+    if len(x) < 2 or np.ptp(x) == 0:
+        return 0.0
+    return float(np.polyfit(x, v, 1)[0])
+
+
+def changepoints(values: np.ndarray, x: np.ndarray, sigma2: float, beta: float) -> tuple[list[int], float]:
+    """Indices ``i`` (1..T-1) where a new phase starts at value ``i``, and the penalty used."""
+    import ruptures
+
+    v = np.asarray(values, float)
+    t = len(v)
+    pen = beta * max(sigma2, 1e-12) * np.log(max(t, 2))
+    if t < 2 * MIN_SIZE or not np.isfinite(v).all():
+        return [], float(pen)
+    signal = np.column_stack([v, np.asarray(x, float), np.ones(t)])
+    algo = ruptures.Pelt(model="linear", min_size=MIN_SIZE, jump=1).fit(signal)
+    bkps = algo.predict(pen=pen)
+    return [int(b) for b in bkps[:-1]], float(pen)
+
+
+def curve_changepoints(
+    curves: pd.DataFrame,
+    *,
+    beta: float,
+    confidence: float,
+    key: tuple[str, ...] = ("family", "seed", "group", "metric"),
+) -> pd.DataFrame:
+    """Changepoint rows (:data:`CHANGEPOINT_COLUMNS`) of every curve of ``curves`` (the headline rows
+    of :func:`verbeval.acquisition.curves.headline`, one value per step)."""
+    records: list[dict[str, Any]] = []
+    for k, d in curves.groupby(list(key), sort=True):
+        d = d.sort_values("step", kind="stable")
+        v = d["value"].to_numpy(float)
+        s = d["step"].to_numpy(np.int64)
+        x = step_positions(s)
+        sigma2 = noise_variance(v, d["ci_low"].to_numpy(float), d["ci_high"].to_numpy(float), confidence)
+        cps, pen = changepoints(v, x, sigma2, beta)
+        bounds = [0, *cps, len(v)]
+        ident = dict(zip(key, k))
+        for j, c in enumerate(cps, start=1):
+            records.append(
+                {
+                    **ident,
+                    "random_init": bool(d["random_init"].any()),
+                    "changepoint": j,
+                    "n_changepoints": len(cps),
+                    "step_before": int(s[c - 1]),
+                    "step_after": int(s[c]),
+                    "value_before": float(v[c - 1]),
+                    "value_after": float(v[c]),
+                    "slope_before": segment_slope(x[bounds[j - 1] : c], v[bounds[j - 1] : c]),
+                    "slope_after": segment_slope(x[c : bounds[j + 1]], v[c : bounds[j + 1]]),
+                    "penalty": pen,
+                }
+            )
+    return pd.DataFrame.from_records(records, columns=list(CHANGEPOINT_COLUMNS))

@@ -1,0 +1,235 @@
+"""Table 2 of Newman et al. (2021): TSE, EW and MW (p = 1) per template group, one column block per model."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from verbeval.agreement.report.pages import html_page
+from verbeval.core.provenance import RANDOM_MARK, marked, random_flags, random_note
+from verbeval.core.tables import format_number, latex_row, latex_tabular, markdown_table, tex_escape
+
+METRICS = ("tse", "ew", "mw")
+LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW"}
+
+
+def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str]) -> pd.DataFrame:
+    """Wide Table 2: rows are groups (in ``groups`` order), columns ``<model>.<metric>`` plus CIs.
+
+    EW and MW are read at top-p cutoff 1.0 (the whole vocabulary). ``<model>.random_init`` says
+    whether the model is randomly initialised (the summaries' ``random_init`` column,
+    :mod:`verbeval.core.provenance`); the writers below mark such a model and add a note.
+    ``<model>.n_nonfinite`` (only when some summary has an ``n_nonfinite`` column, i.e. a model ran
+    under ``inference.allow_nonfinite`` and had such contexts): contexts whose logits were not finite,
+    which have no score; the writers add a note per model and group that has any.
+    """
+    random = random_flags(summary)
+    nonfinite = _nonfinite_counts(summary)
+    at_one = summary[
+        (summary["metric"] == "tse")
+        | (
+            (summary["metric"].isin(["ew", "mw"]))
+            & (summary["side"] == "top")
+            & np.isclose(summary["cutoff"].astype(float), 1.0)
+        )
+    ]
+    rows = []
+    for g in groups:
+        row: dict[str, object] = {"group": g["id"], "name": g["name"]}
+        for m in models:
+            row[f"{m}.random_init"] = random.get(m, False)
+            sel = at_one[(at_one["group"] == g["id"]) & (at_one["model"] == m)]
+            for metric in METRICS:
+                hit = sel[sel["metric"] == metric]
+                val = hit.iloc[0] if len(hit) else None
+                for suffix, col in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
+                    row[f"{m}.{metric}{suffix}"] = float(val[col]) if val is not None else np.nan
+                if metric == "tse":  # rows whose own verb forms are both single tokens / all rows
+                    row[f"{m}.n_rows"] = int(val["n"]) if val is not None else 0
+                    row[f"{m}.n_rows_total"] = int(val["n_total"]) if val is not None else 0
+                elif metric == "ew":
+                    row[f"{m}.n_contexts"] = int(val["n_total"]) if val is not None else 0
+            if nonfinite is not None:
+                row[f"{m}.n_nonfinite"] = nonfinite.get((m, g["id"]), 0)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _nonfinite_counts(summary: pd.DataFrame) -> dict[tuple[str, str], int] | None:
+    """``{(model, group): contexts with non-finite logits}`` from the summaries' optional
+    ``n_nonfinite`` column (``verbeval aggregate`` writes it only when there are any); None without it."""
+    if "n_nonfinite" not in summary.columns:
+        return None
+    counts = summary.groupby(["model", "group"], sort=False)["n_nonfinite"].max().fillna(0)
+    return {(str(m), str(g)): int(n) for (m, g), n in counts.items() if n > 0}
+
+
+def nonfinite_notes(table: pd.DataFrame, models: Sequence[str]) -> list[str]:
+    """One note per (model, group) of ``table`` with contexts whose logits were not finite (kept under
+    ``inference.allow_nonfinite``): how many, and that they are left out of every mean."""
+    notes = []
+    for _, r in table.iterrows():
+        for m in models:
+            n = int(r.get(f"{m}.n_nonfinite", 0) or 0)
+            if n:
+                notes.append(
+                    f"{m}, {r['name']}: {n} of {int(r[f'{m}.n_contexts'])} contexts had non-finite "
+                    "logits (NaN or inf) and were kept under inference.allow_nonfinite: they have no "
+                    "TSE, EW or MW and are left out of the means; check the model's weights."
+                )
+    return notes
+
+
+def random_models(table: pd.DataFrame, models: Sequence[str]) -> list[str]:
+    """The models of ``table`` (:func:`table2`) that are randomly initialised, in ``models`` order."""
+    return [m for m in models if f"{m}.random_init" in table.columns and bool(table[f"{m}.random_init"].any())]
+
+
+def _notes(table: pd.DataFrame, models: Sequence[str], notes: Sequence[str]) -> list[str]:
+    """The random-model note (when a model is random) before the other notes."""
+    note = random_note(random_models(table, models))
+    return ([note] if note else []) + nonfinite_notes(table, models) + list(notes)
+
+
+def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Table 2 as nested ``{model: {group: {tse, ew, mw, random_init}}}`` (metrics.json); NaN becomes
+    null. ``random_init``: the model is randomly initialised, its numbers meaningless (in every group's
+    record, so that a model's keys are its groups alone). A group with contexts whose logits were not
+    finite (``inference.allow_nonfinite``) also holds ``nonfinite_contexts``: how many, all without a
+    score."""
+    random = set(random_models(table, models))
+    out: dict[str, dict[str, Any]] = {}
+    for m in models:
+        out[m] = {}
+        for _, r in table.iterrows():
+            vals = {k: float(r[f"{m}.{k}"]) for k in METRICS}
+            entry: dict[str, Any] = {k: (None if np.isnan(v) else v) for k, v in vals.items()}
+            entry["random_init"] = m in random
+            n_bad = int(r.get(f"{m}.n_nonfinite", 0) or 0)
+            if n_bad:  # contexts without a score (inference.allow_nonfinite)
+                entry["nonfinite_contexts"] = n_bad
+            out[m][str(r["group"])] = entry
+    return out
+
+
+def errata_notes(
+    flagged: pd.DataFrame, templates: pd.DataFrame | None, groups: Sequence[dict], dropped: bool
+) -> list[str]:
+    """Table 2 notes on the flagged errata rows (``flagged``: ``source, line, reason``, from
+    :func:`verbeval.agreement.data.errata.flagged_errata`), one note per group that has any.
+
+    ``templates`` (the normalised table, with ``source`` and ``line``) gives how many of them are
+    among the scored rows (fewer under ``max_rows_per_source``); ``dropped``: whether
+    ``agreement.drop_flagged_errata`` removed them.
+    """
+    notes = []
+    scored = set(zip(templates["source"], templates["line"].astype(int))) if templates is not None else set()
+    for g in groups:
+        sel = flagged[flagged["source"].isin(g["sources"])]
+        if sel.empty:
+            continue
+        per_source = ", ".join(f"{n} in {s}" for s, n in sel.groupby("source", sort=False).size().items())
+        kinds = "; ".join(dict.fromkeys(str(r).split(":")[0] for r in sel["reason"]))
+        if dropped:
+            what = "dropped (agreement.drop_flagged_errata)"
+        else:
+            n_in = sum((s, int(ln)) in scored for s, ln in zip(sel["source"], sel["line"]))
+            what = (
+                f"{n_in} of them are among the scored rows and are kept, as in the paper "
+                "(agreement.drop_flagged_errata drops them)"
+            )
+        notes.append(
+            f"{g['name']}: {len(sel)} rows of the published files are flagged in the errata list "
+            f"({kinds}; {per_source}); {what}."
+        )
+    return notes
+
+
+def to_markdown(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
+    random = set(random_models(table, models))
+    notes = _notes(table, models, notes)
+    header = ["Group"] + [f"{marked(m, m in random)} {LABELS[k]}" for m in models for k in METRICS]
+    rows = [
+        [str(r["name"])] + [format_number(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
+        for _, r in table.iterrows()
+    ]
+    lines = markdown_table(header, rows, "l" + "r" * (len(header) - 1))
+    if notes:
+        lines += ["", "Notes:", ""] + [f"* {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def to_html(
+    table: pd.DataFrame,
+    models: Sequence[str],
+    digits: int = 2,
+    notes: Sequence[str] = (),
+    confidence: float | None = None,
+) -> str:
+    """Table 2 as a standalone HTML page (an item of the Snakemake report): per model TSE, EW and MW
+    with their bootstrap CIs below the value, and the counts behind them (rows with single-token
+    forms / all rows, contexts); the notes follow the table."""
+    level = f"{confidence:.0%} " if confidence else ""
+    random = set(random_models(table, models))
+    notes = _notes(table, models, notes)
+    head1 = (
+        '<tr><th rowspan="2">Group</th>'
+        + "".join(f'<th colspan="4">{html.escape(marked(m, m in random))}</th>' for m in models)
+        + "</tr>"
+    )
+    per_model = "".join(f"<th>{LABELS[k]}</th>" for k in METRICS) + "<th>rows / contexts</th>"
+    head2 = "<tr>" + per_model * len(models) + "</tr>"
+    rows = [head1, head2]
+    for _, r in table.iterrows():
+        cells = [f"<td>{html.escape(str(r['name']))}</td>"]
+        for m in models:
+            for k in METRICS:
+                lo, hi = r[f"{m}.{k}_ci_low"], r[f"{m}.{k}_ci_high"]
+                ci = (
+                    ""
+                    if np.isnan(lo) or np.isnan(hi)
+                    else f"<br><small>[{format_number(lo, digits)}, {format_number(hi, digits)}]</small>"
+                )
+                cells.append(f'<td class="num">{format_number(r[f"{m}.{k}"], digits)}{ci}</td>')
+            cells.append(
+                f'<td class="num"><small>{int(r[f"{m}.n_rows"])}/{int(r[f"{m}.n_rows_total"])} rows'
+                f"<br>{int(r[f'{m}.n_contexts'])} contexts</small></td>"
+            )
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    body = [
+        f"<p>TSE over template rows whose two verb forms are single tokens; EW and MW over contexts at "
+        f"top p = 1. Below each value: its {html.escape(level)}percentile bootstrap CI.</p>",
+        "<table>" + "".join(rows) + "</table>",
+    ]
+    if notes:
+        body.append("<p>Notes:</p><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    return html_page("Table 2: TSE, EW and MW per template group", "\n".join(body))
+
+
+def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
+    random = set(random_models(table, models))
+    dagger = r"$^\dagger$"
+    head = [
+        latex_row(
+            [""] + [rf"\multicolumn{{3}}{{c}}{{{tex_escape(m)}{dagger if m in random else ''}}}" for m in models]
+        ),
+        " ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(len(models))),
+        latex_row(["Group"] + [LABELS[k] for _ in models for k in METRICS]),
+    ]
+    rows = [
+        latex_row(
+            [tex_escape(str(r["name"]))] + [format_number(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
+        )
+        for _, r in table.iterrows()
+    ]
+    out = latex_tabular("l" + "ccc" * len(models), head, rows)
+    note = random_note(random_models(table, models))
+    if note:
+        out.append(r"\par\smallskip{\footnotesize " + dagger + tex_escape(note.removeprefix(RANDOM_MARK)) + r"\par}")
+    for n in [*nonfinite_notes(table, models), *notes]:
+        out.append(r"\par\smallskip{\footnotesize " + tex_escape(n) + r"\par}")
+    return "\n".join(out) + "\n"

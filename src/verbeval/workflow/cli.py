@@ -1,0 +1,129 @@
+"""Sub-commands about the workflow and the repository as a whole: ``dvc-yaml``, ``docs-cli`` and
+``report-table`` (a CSV table as a page of the Snakemake report)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from verbeval.core.cliutil import Add
+from verbeval.core.errors import VerbevalError
+
+log = logging.getLogger("verbeval")
+
+#: Default of ``docs-cli --doc``.
+DOCS_CLI_DEFAULT = "docs/workflow.md"
+
+
+def cmd_dvc_yaml(a: argparse.Namespace) -> None:
+    from verbeval.core.io import write_text
+    from verbeval.workflow.dvc_yaml import dvc_pipeline, render, workflow_jobs
+
+    out = Path(a.out)
+    root = Path(a.root).resolve()
+    wdir = os.path.relpath(root, out.resolve().parent)
+    jobs = workflow_jobs(root / "Snakefile", [root / c for c in a.configfile], root)
+    pipeline = dvc_pipeline(jobs, a.configfile, root, None if wdir == "." else wdir)
+    args = " ".join(["--configfile", *a.configfile, "--out", a.out] + (["--root", a.root] if a.root != "." else []))
+    text = render(pipeline, args)
+    if a.check:
+        current = out.read_text() if out.exists() else ""
+        if current != text:
+            raise VerbevalError(f"{out} is out of date with the workflow: run `verbeval dvc-yaml {args}`")
+        print(f"{out}: up to date ({len(pipeline['stages'])} stages)")
+        return
+    write_text(out, text)
+    log.info("%s: %d stages", out, len(pipeline["stages"]))
+
+
+def cmd_docs_cli(a: argparse.Namespace, build_parser: Callable[[], argparse.ArgumentParser]) -> None:
+    """Write or check the sub-command table of ``a.doc``; ``build_parser`` is :func:`verbeval.cli.build_parser`."""
+    from verbeval.core.clidoc import command_table, render_section, subcommands
+    from verbeval.core.io import write_text
+
+    doc = Path(a.doc)
+    current = doc.read_text(encoding="utf-8")
+    parser = build_parser()
+    text = render_section(current, command_table(parser), doc)
+    n = len(subcommands(parser))
+    if a.check:
+        if current != text:
+            raise VerbevalError(
+                f"{doc}: the sub-command table is out of date with the parser: run "
+                f"`verbeval docs-cli{'' if a.doc == DOCS_CLI_DEFAULT else ' --doc ' + a.doc}`"
+            )
+        print(f"{doc}: up to date ({n} sub-commands)")
+        return
+    write_text(doc, text)
+    log.info("%s: sub-command table (%d sub-commands) written", doc, n)
+
+
+def register_dvc_yaml(add: Add) -> None:
+    """``dvc-yaml``."""
+    s = add(
+        "dvc-yaml",
+        cmd_dvc_yaml,
+        "generate (or --check) a dvc.yaml with one stage per Snakemake job",
+        "Stages take the jobs' shell commands, inputs, outputs and config params (docs/workflow.md, 'DVC'). "
+        "Not a rule; run after changing the workflow or a config file.",
+    )
+    s.add_argument(
+        "--configfile",
+        nargs="+",
+        default=["config/config.yaml"],
+        help="workflow config files, later ones override earlier ones (relative to --root; "
+        "default: config/config.yaml)",
+    )
+    s.add_argument("--out", default="dvc.yaml", help="output: the DVC pipeline file")
+    s.add_argument("--root", default=".", help="repository root (where the Snakefile is)")
+    s.add_argument(
+        "--check", action="store_true", help="fail if --out differs from the generated pipeline (writes nothing)"
+    )
+
+
+def cmd_report_table(a: argparse.Namespace) -> None:
+    from verbeval.core.io import write_text
+    from verbeval.workflow.report_tables import csv_page
+
+    if not len(a.csv) == len(a.title) == len(a.out):
+        raise VerbevalError(
+            f"{len(a.csv)} --csv, {len(a.title)} --title and {len(a.out)} --out: give one of each per page"
+        )
+    for csv, title, out in zip(a.csv, a.title, a.out):
+        write_text(Path(out), csv_page(Path(csv), title))
+        log.info("%s: %s as an HTML page", out, csv)
+
+
+def register_report_table(add: Add) -> None:
+    """``report-table``."""
+    s = add(
+        "report-table",
+        cmd_report_table,
+        "write a CSV table as an HTML page of the Snakemake report",
+        "Every row and column of the CSV, numbers with 3 decimals (scientific below 0.0001), integers as they are. "
+        "Rules simverb_page, veridicality_page, veridicality_kl_pages, veridicality_counterfactual_pages, "
+        "lexicon_modes_page: the report shows these pages instead of handing out the CSV files.",
+    )
+    s.add_argument("--csv", nargs="+", required=True, help="input: the CSV tables, one per page")
+    s.add_argument("--title", nargs="+", required=True, help="each page's title and heading (in --csv order)")
+    s.add_argument("--out", nargs="+", required=True, help="output: the HTML pages (in --csv order)")
+
+
+def register_docs_cli(add: Add, build_parser: Callable[[], argparse.ArgumentParser]) -> None:
+    """``docs-cli``; ``build_parser`` builds the whole parser whose table it writes."""
+    s = add(
+        "docs-cli",
+        lambda a: cmd_docs_cli(a, build_parser),
+        "write the sub-command table of docs/workflow.md from the parser's one-line helps (or --check it)",
+        "The table sits between two marker lines in the file. Not a rule; run after adding a sub-command or "
+        "changing its one-line help.",
+    )
+    s.add_argument("--doc", default=DOCS_CLI_DEFAULT, help="Markdown file holding the table between the markers")
+    s.add_argument(
+        "--check",
+        action="store_true",
+        help="fail if the table in --doc differs from the generated one (writes nothing)",
+    )

@@ -1,0 +1,90 @@
+"""A CSV table as an HTML page of the Snakemake report (``report-table``): the SimVerb-3500 and
+veridicality tables, the KL tables, the counterfactual coverage and the lexicon modes, which the
+report would otherwise hand out as CSV downloads.
+
+The page is the CSV's rows and columns as they are (no row or column added or dropped), with
+:func:`verbeval.core.tables.format_number`'s number format (:data:`DIGITS` decimals; scientific
+notation below :data:`TINY`, so that a KL divergence of 1e-11 is not written as 0), numbers right
+aligned, in the one page style of the agreement tables (:func:`verbeval.agreement.report.pages.html_page`).
+A top-level module, because it serves every study and the studies do not import each other.
+"""
+
+from __future__ import annotations
+
+import html
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: decimals of a non-integer number
+DIGITS = 3
+#: a non-zero number below this (in absolute value) is written in scientific notation
+TINY = 1e-4
+
+
+def csv_page(csv: Path, title: str) -> str:
+    """The HTML page of ``csv`` under the heading ``title``.
+
+    A table whose ``random_init`` column is true in some row gets a bold line naming the random
+    models (those of its ``model`` column) above it. Raises :class:`verbeval.core.errors.InputError` naming ``csv`` when it is not a readable CSV table.
+    """
+    import pandas as pd
+
+    from verbeval.agreement.report.pages import html_page
+    from verbeval.core.errors import InputError
+    from verbeval.core.tables import format_number
+
+    try:
+        # index_col=False: a first field is never taken for an index; a row longer than the header is
+        # refused (pandas would drop its last fields with a ParserWarning). Nullable dtypes: an integer
+        # column with an empty cell stays integer.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(
+                csv, keep_default_na=False, na_values=[""], index_col=False, dtype_backend="numpy_nullable"
+            )
+    except pd.errors.ParserWarning:
+        raise InputError(csv, "not a readable CSV table (a row has more fields than the header)") from None
+    except (OSError, ValueError) as e:  # pandas' ParserError and EmptyDataError are ValueErrors
+        raise InputError(csv, f"not a readable CSV table ({e})") from e
+    # per column: the decimals of its numbers (0 for an integer column), None for a text or boolean one
+    digits = [
+        None
+        if pd.api.types.is_bool_dtype(frame[c]) or not pd.api.types.is_numeric_dtype(frame[c])
+        else 0
+        if pd.api.types.is_integer_dtype(frame[c])
+        else DIGITS
+        for c in frame
+    ]
+
+    def cell(value: object, decimals: int | None) -> str:
+        if decimals is None:
+            return f"<td>{html.escape('' if pd.isna(value) else str(value))}</td>"
+        value = float("nan") if pd.isna(value) else value  # pd.NA of a nullable column
+        return f'<td class="num">{format_number(value, decimals, tiny_below=TINY if decimals else 0.0)}</td>'
+
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    rows = "\n".join(
+        "<tr>" + "".join(cell(v, d) for v, d in zip(row, digits)) + "</tr>" for row in frame.itertuples(index=False)
+    )
+    warning = _random_warning(frame)
+    intro = f"<p><strong>{html.escape(warning)}</strong></p>\n" if warning else ""
+    body = f"{intro}<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}\n</tbody>\n</table>"
+    return html_page(title, body)
+
+
+def _random_warning(frame: pd.DataFrame) -> str | None:
+    """The line that says which of ``frame``'s numbers are a random model's, None when none is."""
+    from verbeval.core.provenance import random_note
+
+    if "random_init" not in frame.columns:
+        return None
+    random = frame["random_init"].astype(str).str.lower() == "true"
+    if not random.any():
+        return None
+    if "model" in frame.columns:
+        return random_note(sorted(set(frame.loc[random, "model"].astype(str))), mark="")
+    return "The model is randomly initialised, so the numbers are meaningless."
