@@ -437,6 +437,8 @@ def test_real_part_skips_without_gguf(tmp_path: Path, capsys: pytest.CaptureFixt
 
 BENCH_SOURCES = sorted((Path(__file__).resolve().parents[1] / "src" / "verbeval" / "bench").glob("*.py"))
 RULES = sorted((Path(__file__).resolve().parents[1] / "workflow" / "rules").glob("*.smk"))
+MODEL_STEPS = Path(__file__).resolve().parents[1] / "src" / "verbeval" / "workflow" / "model_steps.py"
+AGREEMENT_STEPS = Path(__file__).resolve().parents[1] / "src" / "verbeval" / "agreement" / "steps.py"
 #: the Snakemake options the bench's own command line uses, and its start-up probe `verbeval --version`
 SNAKEMAKE_OPTIONS = {
     "--cores",
@@ -461,9 +463,11 @@ def test_bench_holds_no_copy_of_a_rule_command() -> None:
     <sub-command>`` line of a rule, and every option string it holds is one of its own or
     Snakemake's, never an option of the commands the rules run."""
     from verbeval.cli import build_parser
+    from verbeval.workflow.model_steps import STEP_FILES
 
-    rule_text = "\n".join(p.read_text() for p in RULES)
-    rule_commands = set(re.findall(r"verbeval ([a-z][a-z0-9-]*)", rule_text))
+    # the rules' command lines, and the per-model steps' (verbeval.workflow.model_steps) that rules run
+    rule_text = "\n".join(p.read_text() for p in [*RULES, MODEL_STEPS, AGREEMENT_STEPS])
+    rule_commands = set(re.findall(r"verbeval ([a-z][a-z0-9-]*)", rule_text)) | set(STEP_FILES)
     rule_options = set(re.findall(r"(--[a-z][a-z0-9-]*)", rule_text))
     assert {"fetch", "templates", "lexicon", "lemmas", "run-model", "aggregate", "table"} <= rule_commands
     assert {"--manifest", "--groups-file", "--top-cutoffs", "--summaries", "--n-chunks"} <= rule_options

@@ -80,9 +80,13 @@ def test_every_rule_declares_the_config_keys_it_reads(ci_rules: Any) -> None:
         "agreement.custom_groups",
         "agreement.top_cutoffs",
         "agreement.bottom_cutoffs",
-        "agreement.bootstrap",
-    )
-    assert rule_config_keys("lemma_stats", ci_rules.get_rule("lemma_stats").docstring) == ()  # "Config: none"
+        "agreement.bootstrap.resamples",
+        "agreement.bootstrap.seed",
+        "agreement.bootstrap.confidence",
+    )  # its step's (verbeval.agreement.steps.AGGREGATE)
+    assert rule_config_keys("lemma_stats", ci_rules.get_rule("lemma_stats").docstring) == ()
+    with pytest.raises(VerbevalError, match="rule 'aggregate' declares its configuration keys twice"):
+        rule_config_keys("aggregate", "Config: agreement.bootstrap")
 
 
 def test_a_rule_without_a_declaration_is_an_error() -> None:

@@ -35,23 +35,20 @@ rule train_toy:
 
 
 rule lemma_contexts:
-    """Config: none"""
     input:
-        lemmas=f"{PLAN.out}/{{model}}/lemmas.parquet",
-        manifest=PLAN.shard_manifest(PLAN.out),
+        **PLAN.model_steps.rule_inputs("lemma-contexts"),
     output:
-        f"{PLAN.out}/{{model}}/lemma_contexts.parquet",
+        **PLAN.model_steps.rule_outputs("lemma-contexts"),
     wildcard_constraints:
         model=alternatives(PLAN.queues.unqueued(PLAN.acq.models)),  # a queued model: its queue_N job
     params:
-        toy=lambda wc: PLAN.acq.toy_option(wc.model),
+        command=lambda wc: PLAN.model_steps.command("lemma-contexts", wc.model),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{PLAN.logs}/agreement/{{model}}/lemma_contexts.log",
     shell:
-        "verbeval lemma-contexts --lemmas {input.lemmas:q} --shards {input.manifest:q} --model-name {wildcards.model} "
-        "{params.toy} --out {output:q} 2> {log:q}"
+        "verbeval {params.command} 2> {log:q}"
 
 
 rule acquisition_index:
@@ -72,7 +69,6 @@ rule acquisition_index:
 
 
 rule acquisition:
-    """Config: agreement.acquisition"""
     input:
         index=PLAN.acq.index,
         frequencies=PLAN.acq.frequency_inputs(),

@@ -45,58 +45,41 @@ rule templates:
 
 
 rule lemmas:
-    """Config: models"""
     input:
-        lexicon=f"{PLAN.out}/lexicon.parquet",
-        model=lambda wc: PLAN.model.local_model(wc.model),
+        **PLAN.model_steps.rule_inputs("lemmas"),
     output:
-        f"{PLAN.out}/{{model}}/lemmas.parquet",
+        **PLAN.model_steps.rule_outputs("lemmas"),
     wildcard_constraints:
         model=alternatives(PLAN.queues.lemma_rule_models()),  # a sweep queue's revisions: their queue_N job
     params:
-        model=lambda wc: PLAN.models[wc.model]["id"],
-        version=lambda wc: PLAN.model.version(wc.model),
-        revision=lambda wc: PLAN.model.source_options(wc.model),
+        command=lambda wc: PLAN.model_steps.command("lemmas", wc.model),
+        version=lambda wc: PLAN.model.version(wc.model),  # a rerun trigger: the model's files or commit
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{PLAN.logs}/agreement/{{model}}/lemmas.log",
     shell:
-        "verbeval lemmas --model {params.model:q} {params.revision} --lexicon {input.lexicon:q} --out {output:q} 2> {log:q}"
+        "verbeval {params.command} 2> {log:q}"
 
 
 # rule infer (the model's one job: agreement shards and its other accelerator branches): models.smk
 
 
 rule aggregate:
-    """Config: agreement.groups, agreement.custom_groups, agreement.top_cutoffs, agreement.bottom_cutoffs,
-    agreement.bootstrap"""
     input:
-        templates=f"{PLAN.out}/templates.parquet",
-        manifest=PLAN.shard_manifest(PLAN.out),
+        **PLAN.model_steps.rule_inputs("aggregate"),
     output:
-        scores=PLAN.per_group(f"{PLAN.out}/{{model}}/{{group}}/scores.parquet"),
-        tse=PLAN.per_group(f"{PLAN.out}/{{model}}/{{group}}/tse.parquet"),
-        summary=PLAN.per_group(f"{PLAN.out}/{{model}}/{{group}}/summary.csv"),
+        **PLAN.model_steps.rule_outputs("aggregate"),
     wildcard_constraints:
         model=alternatives(PLAN.queues.unqueued()),  # a queued model: its queue_N job (queues.smk)
     params:
-        groups=",".join(PLAN.group_ids),
-        out_dir=lambda wc: f"{PLAN.out}/{wc.model}",
-        top=PLAN.cutoffs("top_cutoffs"),
-        bottom=PLAN.cutoffs("bottom_cutoffs"),
-        resamples=PLAN.agr["bootstrap"]["resamples"],
-        seed=PLAN.agr["bootstrap"]["seed"],
-        confidence=PLAN.agr["bootstrap"]["confidence"],
+        command=lambda wc: PLAN.model_steps.command("aggregate", wc.model),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{PLAN.logs}/agreement/{{model}}/aggregate.log",
     shell:
-        "verbeval aggregate --templates {input.templates:q} --groups {params.groups} --model-name {wildcards.model} "
-        "--manifest {input.manifest:q} --top-cutoffs {params.top} --bottom-cutoffs {params.bottom} "
-        "--resamples {params.resamples} --seed {params.seed} --confidence {params.confidence} "
-        "--out-dir {params.out_dir:q} 2> {log:q}"
+        "verbeval {params.command} 2> {log:q}"
 
 
 rule table2:

@@ -74,21 +74,20 @@ rule figure_checkpoints:
 
 
 rule lemma_stats:
-    """Config: none"""
     input:
-        lemmas=f"{PLAN.out}/{{model}}/lemmas.parquet",
-        manifest=PLAN.shard_manifest(PLAN.out),
+        **PLAN.model_steps.rule_inputs("lemma-stats"),
     output:
-        f"{PLAN.out}/{{model}}/lemma_stats.csv",
+        **PLAN.model_steps.rule_outputs("lemma-stats"),
     wildcard_constraints:
         model=alternatives(PLAN.queues.unqueued()),  # a queued model: its queue_N job (queues.smk)
+    params:
+        command=lambda wc: PLAN.model_steps.command("lemma-stats", wc.model),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{PLAN.logs}/agreement/{{model}}/lemma_stats.log",
     shell:
-        "verbeval lemma-stats --lemmas {input.lemmas:q} --shards {input.manifest:q} --model-name {wildcards.model} "
-        "--out {output:q} 2> {log:q}"
+        "verbeval {params.command} 2> {log:q}"
 
 
 rule figure_lemmas:

@@ -19,7 +19,8 @@ rule infer:
         sims=update(f"{PLAN.sv.res}/{{model}}/similarities.parquet"),
         verbs=update(f"{PLAN.sv.res}/{{model}}/verbs.csv"),
     params:
-        **PLAN.infer_params(),
+        command=lambda wc, threads: PLAN.model_steps.command("run-model", wc.model, threads),
+        version=lambda wc: PLAN.model.version(wc.model),  # a rerun trigger: the model's files or commit
     wildcard_constraints:
         model=alternatives(PLAN.queues.unqueued(PLAN.sv.in_infer)),  # a queued model: its queue_N job
     threads: config["inference"]["threads"]
@@ -31,12 +32,7 @@ rule infer:
     log:
         f"{PLAN.logs}/agreement/{{model}}/infer.log",
     shell:
-        "verbeval run-model --model {params.model:q} {params.revision} --kind {params.kind} --dtype {params.dtype} "
-        "--device {params.device} {params.device_map} --batch-size {params.batch_size} --threads {threads} "
-        "--top-k {params.top_k} --prepend-bos {params.bos} --random-init {params.random_init} "
-        "--templates {input.templates:q} --lemmas {input.lemmas:q} --groups {params.groups} "
-        "--n-chunks {params.n_chunks} {params.branches} --no-progress {params.nonfinite} "
-        "--manifest {output.manifest:q} 2> {log:q}"
+        "verbeval {params.command} 2> {log:q}"
 
 
 use rule infer as infer_no_simverb with:

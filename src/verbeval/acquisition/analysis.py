@@ -66,6 +66,11 @@ OUTPUTS = (
 FIGURES = ("curves", "aoa_frequency", "lemma_heatmap")
 
 
+def _field(key: str) -> str:
+    """An :class:`AcquisitionSettings` field: its configuration key's last part."""
+    return key.rsplit(".", 1)[1]
+
+
 @dataclass(frozen=True)
 class AcquisitionSettings:
     """The analysis' parameters: the keys of ``agreement.acquisition`` in the configuration (their
@@ -84,14 +89,21 @@ class AcquisitionSettings:
 
     @classmethod
     def defaults(cls, **overrides: Any) -> AcquisitionSettings:
-        """The schema's defaults, with ``overrides``."""
-        from dataclasses import fields
+        """The schema's defaults (:data:`verbeval.acquisition.steps.ACQUISITION`), with ``overrides``."""
+        from verbeval.acquisition.steps import ACQUISITION
 
-        from verbeval.core.config import schema_default
-
-        values = {f.name: schema_default(f"agreement.acquisition.{f.name}") for f in fields(cls)}
+        values = {_field(s.key): ACQUISITION.default(s.dest) for s in ACQUISITION.settings}
         values["formats"] = tuple(values["formats"])
         return cls(**{**values, **overrides})
+
+    @classmethod
+    def from_options(cls, a: Any) -> AcquisitionSettings:
+        """From ``verbeval acquisition``'s parsed options (each setting's option of the step)."""
+        from verbeval.acquisition.steps import ACQUISITION
+
+        values = {_field(s.key): getattr(a, s.dest) for s in ACQUISITION.settings}
+        values["formats"] = tuple(values["formats"])
+        return cls(**values)
 
 
 def _forms(tables: dict[str, pd.DataFrame], lemmas: list[str]) -> tuple[dict[str, tuple[str, str]], str]:

@@ -1,6 +1,7 @@
 """The shared engine every study builds on.
 
-Holds: errors (``VerbevalError``, ``InputError``: one-line messages), io (atomic writes), config
+Holds: steps (a workflow step declared once: its settings as configuration keys, from which its
+command's options, its rules' command lines and DVC params and the API's defaults derive), errors (``VerbevalError``, ``InputError``: one-line messages), io (atomic writes), config
 (the workflow config's layers and its schema validation), model_entries (the models a config
 describes: defaults, revisions, pip and tiny models), model_checks (whether each model loads here:
 local folders, hub ids, the hub), manifest (the data manifest: its sources, loaded and validated),

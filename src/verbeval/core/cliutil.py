@@ -106,17 +106,23 @@ def with_config_defaults(a: argparse.Namespace) -> argparse.Namespace:
 
 def bootstrap_options(s: argparse.ArgumentParser, config: str) -> None:
     """Bootstrap options of the commands that compute confidence intervals; their defaults are those
-    of configuration key ``config`` (``agreement.bootstrap``, ``simverb.bootstrap``)."""
-    s.add_argument("--resamples", type=int, default=ConfigDefault(f"{config}.resamples"), help="bootstrap resamples")
-    s.add_argument(
-        "--seed", type=int, default=ConfigDefault(f"{config}.seed"), help="bootstrap seed (numpy.random.default_rng)"
-    )
-    s.add_argument(
-        "--confidence",
-        type=float,
-        default=ConfigDefault(f"{config}.confidence"),
-        help="confidence level of the bootstrap CIs",
-    )
+    of configuration key ``config`` (``agreement.bootstrap``, ``simverb.bootstrap``):
+    :func:`verbeval.core.steps.bootstrap_settings`."""
+    from verbeval.core.steps import bootstrap_settings
+
+    for setting in bootstrap_settings(config):
+        setting.add_to(s)
+
+
+def format_list(text: str) -> list[str]:
+    """``--formats``: comma-separated figure formats (png, pdf, svg)."""
+    from verbeval.core.plots import FORMATS
+
+    items = [x.strip().lower() for x in text.split(",") if x.strip()]
+    bad = [x for x in items if x not in FORMATS]
+    if not items or bad:
+        raise argparse.ArgumentTypeError(f"expected comma-separated formats among {', '.join(FORMATS)}, got {text!r}")
+    return items
 
 
 def optional_bool(text: str) -> bool | None:

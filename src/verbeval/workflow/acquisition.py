@@ -15,6 +15,7 @@ twice, a family whose members are not the same model (kind, dtype, toy recipe, a
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -264,23 +265,11 @@ class AcquisitionPlan:
         return quoted(args)
 
     def analysis_options(self) -> str:
-        """The options of `verbeval acquisition` from ``agreement.acquisition`` (every one: the config is the
-        single source of the values, and each is a rerun trigger of the job)."""
-        cfg = self.config
-        return quoted(
-            [
-                f"--frequencies={self.frequencies}",
-                f"--bootstrap={cfg['resamples']}",
-                f"--seed={cfg['seed']}",
-                f"--confidence={cfg['confidence']:g}",
-                f"--min-checkpoints={cfg['min_checkpoints']}",
-                f"--min-rise={cfg['min_rise']:g}",
-                f"--min-r2={cfg['min_r2']:g}",
-                f"--changepoint-penalty={cfg['changepoint_penalty']:g}",
-                f"--outlier-sd={cfg['outlier_sd']:g}",
-                f"--formats={','.join(cfg['formats'])}",
-            ]
-        )
+        """The options of `verbeval acquisition`: every setting of its step (the config is the single
+        source of the values, and each is a rerun trigger of the job)."""
+        from verbeval.acquisition.steps import ACQUISITION
+
+        return shlex.join(ACQUISITION.argv(self.plan.config))
 
     def toy_option(self, model: str) -> str:
         """``--toy`` of `verbeval lemma-contexts` for a toy model's checkpoint (its figures say so)."""

@@ -3,7 +3,8 @@
 The Snakefile is the only description of the DAG. :func:`workflow_jobs` asks Snakemake for every
 job of a configuration (as ``snakemake --forceall -n`` would run them); :func:`dvc_pipeline` turns
 each job into a DVC stage with the *same* shell command, its inputs as ``deps``, its outputs as
-``outs`` (or ``metrics``/``plots``), and the configuration keys the rule reads as ``params``: each
+``outs`` (or ``metrics``/``plots``), and the configuration keys the rule reads as ``params``: a
+rule that runs a declared step (``verbeval.<study>.steps``) has its step's keys, every other
 rule declares them in its docstring, beside its definition (:func:`rule_config_keys`).
 ``verbeval dvc-yaml --check`` fails when a committed ``dvc.yaml`` differs from what the workflow
 generates.
@@ -30,8 +31,19 @@ CONFIG_LINE = "Config:"
 
 
 def rule_config_keys(rule: str, docstring: str | None) -> tuple[str, ...]:
-    """The configuration keys that ``rule`` declares in its docstring (:data:`CONFIG_LINE`, the
-    docstring's last part); :class:`VerbevalError` when it declares none."""
+    """The configuration keys of ``rule``: its step's (:meth:`verbeval.core.steps.Step.config_keys`)
+    when it runs a declared step, else those its docstring declares (:data:`CONFIG_LINE`, the
+    docstring's last part); :class:`VerbevalError` when it declares none, or declares them twice."""
+    from verbeval.workflow.model_steps import declared_steps
+
+    step = next((s for s in declared_steps() if rule in s.rules), None)
+    if step is not None:
+        if CONFIG_LINE in (docstring or ""):
+            raise VerbevalError(
+                f"rule {rule!r} declares its configuration keys twice: in its step {step.command!r} "
+                f"(verbeval.<study>.steps) and in its docstring's '{CONFIG_LINE}' line (workflow/rules/*.smk)"
+            )
+        return step.config_keys()
     head, found, keys = (docstring or "").partition(CONFIG_LINE)
     if not found or CONFIG_LINE in keys or (head and not head.rstrip(" ").endswith("\n")):
         raise VerbevalError(

@@ -45,6 +45,7 @@ class Plan:
     ) -> None:
         from verbeval.workflow.acquisition import AcquisitionPlan
         from verbeval.workflow.figures import FiguresPlan
+        from verbeval.workflow.model_steps import ModelSteps
         from verbeval.workflow.models import ModelsPlan
         from verbeval.workflow.repairs import RepairsPlan
         from verbeval.workflow.studies import SimverbPlan, VeridicalityPlan
@@ -76,6 +77,7 @@ class Plan:
         self.ver = VeridicalityPlan(self)
         self.sv = SimverbPlan(self)
         self._plan_lexicon_modes()
+        self.model_steps = ModelSteps(self)  # each model's steps: their files and command lines
         self.plan_queues(local_gpu=False)
         self.repairs = RepairsPlan(self)
 
@@ -241,19 +243,11 @@ class Plan:
 
     def infer_input(self) -> dict[str, Any]:
         """Inputs of the model's one job, besides the SimVerb data (patterns with ``{model}``; the
-        model's folder is a function of the job's wildcards)."""
-        return {
-            "templates": f"{self.out}/templates.parquet",
-            "lemmas": f"{self.out}/{{model}}/lemmas.parquet",
-            "model": lambda wc: self.model.local_model(wc.model),
-            **({"forms": f"{self.lmout}/{{model}}/forms.parquet"} if self.mt_on else {}),
-        }
+        model's folder is a function of the job's wildcards): :mod:`verbeval.workflow.model_steps`."""
+        return self.model_steps.rule_inputs("run-model")
 
     def infer_output(self) -> dict[str, str]:
-        return {
-            "manifest": self.shard_manifest(self.out),
-            **({"forms_manifest": self.shard_manifest(self.lmout)} if self.mt_on else {}),
-        }
+        return self.model_steps.rule_outputs("run-model")
 
     def infer_options(self, name: str) -> dict[str, Any]:
         """The per-model params of the model's inference job."""
@@ -287,33 +281,6 @@ class Plan:
         """Resource ``gpu`` of a model's inference job (:meth:`gpu_resource` of its gpus and device map)."""
         m = self.models[name]
         return self.gpu_resource(m["gpus"], m["device_map"], local)
-
-    def infer_params(self) -> dict[str, Any]:
-        """Params of the model's inference job: the per-model ones as functions of the wildcards."""
-        inf = self.config["inference"]
-        per_model = {
-            key: (lambda wc, key=key: self.infer_options(wc.model)[key])
-            for key in (
-                "model",
-                "version",
-                "revision",
-                "kind",
-                "dtype",
-                "device_map",
-                "batch_size",
-                "bos",
-                "random_init",
-            )
-        }
-        return {
-            **per_model,
-            "device": inf["device"],
-            "top_k": inf["top_k"],
-            "groups": ",".join(self.group_ids),
-            "n_chunks": self.agr["chunks"],
-            "branches": lambda wc, input, output: self.run_model_branches(input, output),
-            "nonfinite": "--allow-nonfinite" if inf["allow_nonfinite"] else "",
-        }
 
     def run_model_branches(self, inputs: Any, outputs: Any) -> str:
         """`verbeval run-model` options of the optional branches its job writes (forms, SimVerb);
@@ -365,22 +332,22 @@ class Plan:
         return [pattern.replace("{model}", m) for m in (self.models if models is None else models)]
 
     def agreement_outputs(self) -> list[str]:
+        """Table 2's files and every model's outputs of its agreement steps (lemmas, its shard
+        manifest, each group's scores, TSE and summary: :mod:`verbeval.workflow.model_steps`); a
+        per-group output deleted alone is regenerated."""
         out = self.out
-        return (
-            [
-                f"{out}/{n}"
-                for n in ("table2.csv", "table2.md", "table2.tex", "table2.html", "summary_all.csv", "metrics.json")
+        steps = self.model_steps
+        per_model = [
+            p
+            for m in self.models
+            for p in [
+                *steps.step_files("lemmas", m)[1],
+                steps.files(m)["manifest"],
+                *steps.step_files("aggregate", m)[1],
             ]
-            + self.per_model(f"{out}/{{model}}/lemmas.parquet")
-            + self.per_model(self.shard_manifest(out))
-            # every per-group output is a target: one deleted alone is regenerated
-            + [
-                f"{out}/{m}/{g}/{n}"
-                for m in self.models
-                for g in self.group_ids
-                for n in ("scores.parquet", "tse.parquet", "summary.csv")
-            ]
-        )
+        ]
+        tables = ("table2.csv", "table2.md", "table2.tex", "table2.html", "summary_all.csv", "metrics.json")
+        return [f"{out}/{n}" for n in tables] + per_model
 
     # ------------------------------------------------------------------ lexicon modes (multi-token verbs)
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from verbeval.workflow.model_steps import KEPT
 
 if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan
@@ -74,7 +75,6 @@ class QueuesPlan:
             if len(gpu_models) > 1:
                 self._add("gpu", gpu_models, gpu_queue=True)
         self.queued = {m for q in self.queues for m in q.models}
-        self._file_cache: dict[str, dict[str, Any]] = {}
 
     def _add(self, label: str, models: list[str], gpu_queue: bool) -> None:
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label)
@@ -92,123 +92,38 @@ class QueuesPlan:
 
     # ------------------------------------------------------------------ one queue's files
 
-    def _files(self, name: str) -> dict[str, Any]:
-        """Every file of one model's steps (inputs and outputs), as its own rules name them."""
-        if name not in self._file_cache:
-            self._file_cache[name] = self._model_files(name)
-        return self._file_cache[name]
-
-    def _model_files(self, name: str) -> dict[str, Any]:
-        plan = self.plan
-        out, m = plan.out, name
-        files: dict[str, Any] = {
-            "templates": f"{out}/templates.parquet",
-            "lexicon": f"{out}/lexicon.parquet",
-            "lemmas": f"{out}/{m}/lemmas.parquet",
-            "manifest": plan.shard_manifest(out).replace("{model}", m),
-            "model_dirs": plan.model.local_model(m),
-            "summaries": plan.per_group(f"{out}/{m}/{{group}}/summary.csv"),
-            "per_group": [
-                f"{out}/{m}/{g}/{n}" for g in plan.group_ids for n in ("scores.parquet", "tse.parquet", "summary.csv")
-            ],
-            "lemma_stats": f"{out}/{m}/lemma_stats.csv",
-            "lemma_contexts": plan.acq.lemma_contexts(m) if m in plan.acq.models else None,
-        }
-        if plan.mt_on:
-            files["forms"] = f"{plan.lmout}/{m}/forms.parquet"
-            files["forms_manifest"] = plan.shard_manifest(plan.lmout).replace("{model}", m)
-        if m in plan.sv.in_infer:
-            files["simverb_data"] = plan.sv.data()
-            files["simverb_splits"] = plan.sv.split_files()
-            files["sims"] = f"{plan.sv.res}/{m}/similarities.parquet"
-            files["verbs"] = f"{plan.sv.res}/{m}/verbs.csv"
-        return files
+    def _step_files(self, q: Queue) -> tuple[list[str], list[str]]:
+        """The queue's inputs (the files its steps read that no step of it writes) and outputs, from
+        each step's declared files (:data:`verbeval.workflow.model_steps.STEP_FILES`)."""
+        steps = self.plan.model_steps
+        inputs: list[str] = []
+        outputs: list[str] = []
+        for m in q.models:
+            for command in steps.step_names(m, q.gpu_queue):
+                ins, outs = steps.step_files(command, m)
+                inputs += [p for p in ins if p not in outputs]
+                outputs += outs
+        return list(dict.fromkeys(inputs)), list(dict.fromkeys(outputs))
 
     def inputs(self, q: Queue) -> list[str]:
         """The queue's inputs: the files its steps read that no step of it writes."""
-        found: list[str] = []
-        for m in q.models:
-            f = self._files(m)
-            found += [f["templates"], *f["model_dirs"]]
-            found += [f["lemmas"]] if q.gpu_queue else [f["lexicon"]]
-            if "forms" in f:
-                found.append(f["forms"])
-            if "simverb_data" in f:
-                found += [f["simverb_data"], *f["simverb_splits"]]
-        return list(dict.fromkeys(found))
+        return self._step_files(q)[0]
 
     def outputs(self, q: Queue) -> list[str]:
         """The queue's outputs (SimVerb's, which Snakemake keeps before the job, in :meth:`kept_outputs`)."""
-        found: list[str] = []
-        for m in q.models:
-            f = self._files(m)
-            found += [] if q.gpu_queue else [f["lemmas"]]
-            found += [f["manifest"], *([f["forms_manifest"]] if "forms_manifest" in f else [])]
-            found += [*f["per_group"], f["lemma_stats"]]
-            found += [f["lemma_contexts"]] if f["lemma_contexts"] else []
-        return found
+        return [p for p in self._step_files(q)[1] if p not in self.kept_outputs(q)]
 
     def kept_outputs(self, q: Queue) -> list[str]:
         """SimVerb outputs of the queue's models (flagged ``update`` as in rule infer: their stamp decides)."""
-        return [p for m in q.models for k in ("sims", "verbs") if (p := self._files(m).get(k))]
+        return [p for m in q.models for k in KEPT if (p := self.plan.model_steps.files(m).get(k))]
 
     # ------------------------------------------------------------------ one queue's steps
 
     def step_commands(self, name: str, gpu_queue: bool = False, threads: int | None = None) -> list[list[str]]:
         """The ``verbeval`` command lines (argument lists, without ``verbeval``) of one model's steps,
-        exactly as its own rules (lemmas, infer, aggregate, lemma_stats, lemma_contexts) run them;
+        the ones its own rules run (:meth:`verbeval.workflow.model_steps.ModelSteps.steps`);
         ``threads``: the job's threads (``inference.threads``, as Snakemake cuts it to ``--cores``)."""
-        plan = self.plan
-        f = self._files(name)
-        m = plan.models[name]
-        o = plan.infer_options(name)
-        inf = plan.config["inference"]
-        agr = plan.agr
-        steps: list[list[str]] = []
-        if not gpu_queue:
-            steps.append(
-                [
-                    "lemmas",
-                    "--model",
-                    m["id"],
-                    *shlex.split(plan.model.source_options(name)),
-                    "--lexicon",
-                    f["lexicon"],
-                    "--out",
-                    f["lemmas"],
-                ]
-            )
-        branches = plan.run_model_branches(
-            SimpleNamespace(**{k: f[k] for k in ("forms", "simverb_data", "simverb_splits") if k in f}),
-            _Outputs({k: f[k] for k in ("forms_manifest", "sims", "verbs") if k in f}),
-        )
-        steps.append(
-            ["run-model", "--model", o["model"], *shlex.split(o["revision"]), "--kind", o["kind"], "--dtype", o["dtype"],
-             "--device", inf["device"], *shlex.split(o["device_map"]), "--batch-size", str(o["batch_size"]),
-             "--threads", str(inf["threads"] if threads is None else threads), "--top-k", str(inf["top_k"]), "--prepend-bos", o["bos"],
-             "--random-init", o["random_init"], "--templates", f["templates"], "--lemmas", f["lemmas"],
-             "--groups", ",".join(plan.group_ids), "--n-chunks", str(agr["chunks"]), *shlex.split(branches),
-             "--no-progress", *(["--allow-nonfinite"] if inf["allow_nonfinite"] else []),
-             "--manifest", f["manifest"]]
-        )  # fmt: skip
-        boot = agr["bootstrap"]
-        steps.append(
-            ["aggregate", "--templates", f["templates"], "--groups", ",".join(plan.group_ids), "--model-name", name,
-             "--manifest", f["manifest"], "--top-cutoffs", plan.cutoffs("top_cutoffs"),
-             "--bottom-cutoffs", plan.cutoffs("bottom_cutoffs"), "--resamples", str(boot["resamples"]),
-             "--seed", str(boot["seed"]), "--confidence", str(boot["confidence"]),
-             "--out-dir", f"{plan.out}/{name}"]
-        )  # fmt: skip
-        steps.append(
-            ["lemma-stats", "--lemmas", f["lemmas"], "--shards", f["manifest"], "--model-name", name,
-             "--out", f["lemma_stats"]]
-        )  # fmt: skip
-        if f["lemma_contexts"]:
-            steps.append(
-                ["lemma-contexts", "--lemmas", f["lemmas"], "--shards", f["manifest"], "--model-name", name,
-                 *shlex.split(plan.acq.toy_option(name)), "--out", f["lemma_contexts"]]
-            )  # fmt: skip
-        return steps
+        return self.plan.model_steps.steps(name, gpu_queue, threads)
 
     def jobs_option(self, q: Queue, threads: int | None = None) -> str:
         """``--job '...'`` of every step of the queue, in order (the shell words of rule queue_N)."""
@@ -224,13 +139,3 @@ class QueuesPlan:
 
     def gpus(self, q: Queue, local: bool) -> int:
         return max(self.plan.model_gpus(m, local) for m in q.models)
-
-
-class _Outputs(dict):
-    """A job's named outputs as :meth:`verbeval.workflow.plan.Plan.run_model_branches` reads them."""
-
-    def __getattr__(self, key: str) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            raise AttributeError(key) from None

@@ -6,23 +6,11 @@ from __future__ import annotations
 import argparse
 import logging
 
+from verbeval.acquisition.steps import ACQUISITION
 from verbeval.agreement.cli.common import expand_shards
-from verbeval.core.cliutil import Add, ConfigDefault, check_outputs
+from verbeval.core.cliutil import Add, check_outputs
 
 log = logging.getLogger("verbeval")
-
-KEY = "agreement.acquisition"
-
-
-def format_list(text: str) -> list[str]:
-    """``--formats``: comma-separated figure formats (png, pdf, svg)."""
-    from verbeval.core.plots import FORMATS
-
-    items = [x.strip().lower() for x in text.split(",") if x.strip()]
-    bad = [x for x in items if x not in FORMATS]
-    if not items or bad:
-        raise argparse.ArgumentTypeError(f"expected comma-separated formats among {', '.join(FORMATS)}, got {text!r}")
-    return items
 
 
 def cmd_lemma_contexts(a: argparse.Namespace) -> None:
@@ -74,18 +62,7 @@ def cmd_acquisition(a: argparse.Namespace) -> None:
 
     out = Path(a.out)
     check_outputs(*[str(out / name) for name in OUTPUTS], str(out / "figures" / "curves.png"))
-    settings = AcquisitionSettings(
-        frequencies=a.frequencies,
-        resamples=a.bootstrap,
-        seed=a.seed,
-        confidence=a.confidence,
-        min_checkpoints=a.min_checkpoints,
-        min_rise=a.min_rise,
-        min_r2=a.min_r2,
-        changepoint_penalty=a.changepoint_penalty,
-        outlier_sd=a.outlier_sd,
-        formats=tuple(a.formats),
-    )
+    settings = AcquisitionSettings.from_options(a)
     run_acquisition(a.index, out, settings)
 
 
@@ -102,51 +79,4 @@ def register_acquisition(add: Add) -> None:
     )
     s.add_argument("--index", required=True, help="checkpoints.csv: one row per scored checkpoint")
     s.add_argument("--out", required=True, help="output folder")
-    s.add_argument(
-        "--frequencies",
-        default=ConfigDefault(f"{KEY}.frequencies"),
-        help="lemma frequency source: wordfreq, or a CSV with columns lemma and zipf or count",
-    )
-    s.add_argument(
-        "--bootstrap",
-        type=int,
-        default=ConfigDefault(f"{KEY}.resamples"),
-        help="bootstrap resamples of the AoA and correlation CIs (0: none)",
-    )
-    s.add_argument("--seed", type=int, default=ConfigDefault(f"{KEY}.seed"), help="bootstrap seed")
-    s.add_argument(
-        "--confidence", type=float, default=ConfigDefault(f"{KEY}.confidence"), help="confidence level of the CIs"
-    )
-    s.add_argument(
-        "--min-checkpoints",
-        type=int,
-        default=ConfigDefault(f"{KEY}.min_checkpoints"),
-        help="fewest distinct steps of a family seed (and of a curve) for a sigmoid fit",
-    )
-    s.add_argument(
-        "--min-rise",
-        type=float,
-        default=ConfigDefault(f"{KEY}.min_rise"),
-        help="a curve rises above chance when a share (and the fit's upper asymptote) exceeds 0.5 + this",
-    )
-    s.add_argument(
-        "--min-r2", type=float, default=ConfigDefault(f"{KEY}.min_r2"), help="a fit with a lower R^2 has failed"
-    )
-    s.add_argument(
-        "--changepoint-penalty",
-        type=float,
-        default=ConfigDefault(f"{KEY}.changepoint_penalty"),
-        help="beta of the changepoint penalty beta * sigma^2 * ln(T), segments linear in log step",
-    )
-    s.add_argument(
-        "--outlier-sd",
-        type=float,
-        default=ConfigDefault(f"{KEY}.outlier_sd"),
-        help="an AoA-frequency outlier lies beyond this many robust SDs of the regression's residuals",
-    )
-    s.add_argument(
-        "--formats",
-        type=format_list,
-        default=ConfigDefault(f"{KEY}.formats"),
-        help="comma-separated figure formats (png, pdf, svg)",
-    )
+    ACQUISITION.add_options(s)  # agreement.acquisition's keys (verbeval.acquisition.steps)

@@ -7,7 +7,7 @@ import logging
 
 from verbeval.acquisition.toy.spec import DEFAULT_WEIGHTS, CorpusSpec
 from verbeval.acquisition.toy.training import TrainSpec
-from verbeval.core.cliutil import Add, check_outputs
+from verbeval.core.cliutil import Add, ConfigDefault, check_outputs
 
 log = logging.getLogger("verbeval")
 
@@ -133,6 +133,9 @@ def register_train_toy(add: Add) -> None:
     s.add_argument("--layers", type=int, default=TrainSpec.layers, help="transformer layers")
     s.add_argument("--hidden", type=int, default=TrainSpec.hidden, help="hidden size (2 attention heads)")
     s.add_argument(
-        "--threads", type=int, default=TrainSpec.threads, help="torch CPU threads (part of what makes a run repeatable)"
+        "--threads",
+        type=int,
+        default=ConfigDefault("toy_models[].threads"),
+        help="torch CPU threads (part of what makes a run repeatable)",
     )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -74,6 +74,12 @@ TOY_NOTE = (
 )
 
 
+def _schema_default(key: str) -> Any:
+    from verbeval.core.config import schema_default
+
+    return schema_default(key)
+
+
 @dataclass(frozen=True)
 class TrainSpec:
     """The model and its training: sizes, optimisation, checkpoints, seed and threads."""
@@ -87,7 +93,8 @@ class TrainSpec:
     layers: int = 2
     hidden: int = 64
     heads: int = 2
-    threads: int = 1
+    #: torch CPU threads: toy_models[].threads' default (the schema's, read when a spec is made)
+    threads: int = field(default_factory=lambda: _schema_default("toy_models[].threads"))
     corpus: CorpusSpec = field(default_factory=CorpusSpec)
 
     def check(self) -> None:

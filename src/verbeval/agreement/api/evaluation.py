@@ -28,7 +28,8 @@ from verbeval.agreement.api.suite import AgreementSuite
 from verbeval.agreement.report.tables import table2
 from verbeval.agreement.scores.aggregate import GroupShards, context_scores, row_tse, summarise
 from verbeval.agreement.scores.lemma_contexts import forms_of, lemma_contexts_from_stats, write_lemma_contexts
-from verbeval.agreement.scores.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, FormStats
+from verbeval.agreement.scores.metrics import FormStats
+from verbeval.agreement.steps import AGGREGATE
 from verbeval.core import api_args as args
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import write_csv
@@ -165,11 +166,11 @@ def evaluate(
     device: str | None = None,
     kind: str | None = None,
     prepend_bos: bool | None = None,
-    top_cutoffs: Sequence[float] = PAPER_TOP_CUTOFFS,
-    bottom_cutoffs: Sequence[float] = PAPER_BOTTOM_CUTOFFS,
-    resamples: int = 1000,
-    seed: int = 0,
-    confidence: float = 0.95,
+    top_cutoffs: Sequence[float] | None = None,
+    bottom_cutoffs: Sequence[float] | None = None,
+    resamples: int | None = None,
+    seed: int | None = None,
+    confidence: float | None = None,
     random_init: bool = False,
     allow_nonfinite: bool = False,
     progress: bool = False,
@@ -186,7 +187,8 @@ def evaluate(
     and to float32 rounding otherwise. ``device``: where to run (default: where the model is;
     another device moves the model there and back). ``kind``: masked or causal (default: from the model). ``prepend_bos``, the
     cutoffs and the bootstrap settings: as ``inference.prepend_bos``, ``agreement.top_cutoffs``,
-    ``agreement.bottom_cutoffs`` and ``agreement.bootstrap`` (whose defaults these are).
+    ``agreement.bottom_cutoffs`` and ``agreement.bootstrap``: None takes the configuration's default
+    (:data:`verbeval.agreement.steps.AGGREGATE`, read from the schema).
     ``random_init``: the model is randomly initialised or a toy (recorded, and marked in Table 2).
     The model is put in eval mode and its mode restored afterwards; no gradient is computed.
     """
@@ -204,6 +206,16 @@ def evaluate(
     batch_size = args.positive_int(where, "batch_size", batch_size)
     chunks = args.positive_int(where, "chunks", chunks)
     max_rows = args.positive_int(where, "max_rows", max_rows, optional=True)
+    top_cutoffs, bottom_cutoffs, resamples, seed, confidence = (
+        AGGREGATE.default(k) if v is None else v
+        for k, v in (
+            ("top_cutoffs", top_cutoffs),
+            ("bottom_cutoffs", bottom_cutoffs),
+            ("resamples", resamples),
+            ("seed", seed),
+            ("confidence", confidence),
+        )
+    )
     resamples = args.non_negative_int(where, "resamples", resamples)
     confidence = args.open_unit(where, "confidence", confidence)
     groups = args.group_ids(where, "groups", groups)

@@ -7,7 +7,8 @@ import logging
 from pathlib import Path
 
 from verbeval.agreement.cli.common import expand_shards
-from verbeval.core.cliutil import Add, bootstrap_options, check_outputs, float_list
+from verbeval.agreement.steps import AGGREGATE
+from verbeval.core.cliutil import Add, check_outputs
 from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
@@ -70,19 +71,7 @@ def register_aggregate(add: Add) -> None:
     s.add_argument("--groups", required=True, help="comma-separated groups to aggregate")
     s.add_argument("--model-name", required=True, help="model name written into the summaries")
     s.add_argument("--manifest", required=True, help="the model's shard manifest (verbeval infer --manifest)")
-    s.add_argument(
-        "--top-cutoffs",
-        type=float_list,
-        required=True,
-        help="comma-separated top-p cutoffs (docs/metrics.md), e.g. 0.5,0.9,1",
-    )
-    s.add_argument(
-        "--bottom-cutoffs",
-        type=float_list,
-        required=True,
-        help="comma-separated bottom-p cutoffs (docs/metrics.md), e.g. 0.5,0.01,1e-6",
-    )
-    bootstrap_options(s, "agreement.bootstrap")
+    AGGREGATE.add_options(s)  # cutoffs and bootstrap: configuration keys (verbeval.agreement.steps)
     s.add_argument(
         "--out-dir", required=True, help="writes <out-dir>/<group>/scores.parquet, tse.parquet and summary.csv"
     )

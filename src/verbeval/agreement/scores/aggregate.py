@@ -223,9 +223,9 @@ def summarise(
     *,
     model: str,
     group: str,
-    resamples: int = 1000,
-    seed: int = 0,
-    confidence: float = 0.95,
+    resamples: int | None = None,
+    seed: int | None = None,
+    confidence: float | None = None,
 ) -> pd.DataFrame:
     """Long summary: one row per (metric, side, cutoff) with value, CI and counts.
 
@@ -233,7 +233,14 @@ def summarise(
     (mean counted mass: both forms of every counted lemma, the paper's Figure 3),
     ``prob_counted_forms`` (mean mass of the counted forms inside the set; equal to
     ``prob_counted`` at bottom-p), ``invalid`` (share of contexts where no lemma counts).
+    ``resamples``, ``seed``, ``confidence``: ``agreement.bootstrap``'s (None: its default,
+    :data:`verbeval.agreement.steps.AGGREGATE`).
     """
+    from verbeval.agreement.steps import AGGREGATE
+
+    resamples = AGGREGATE.default("resamples") if resamples is None else resamples
+    seed = AGGREGATE.default("seed") if seed is None else seed
+    confidence = AGGREGATE.default("confidence") if confidence is None else confidence
     metric_cols = [c for c in scores.columns if "@" in c]
     mean, lo, hi = bootstrap_means(scores[metric_cols].to_numpy(), resamples, seed, confidence)
     records: list[dict[str, Any]] = []

@@ -1,0 +1,59 @@
+"""The acquisition study's workflow steps, each declared once (:class:`verbeval.core.steps.Step`)."""
+
+from __future__ import annotations
+
+from verbeval.core.cliutil import format_list
+from verbeval.core.steps import Setting, Step
+
+KEY = "agreement.acquisition"
+
+#: one scored checkpoint's per-lemma, per-context correctness (from its shards)
+LEMMA_CONTEXTS = Step("lemma-contexts", rules=("lemma_contexts",))
+
+#: the analysis of the sweeps (:class:`verbeval.acquisition.analysis.AcquisitionSettings`: its
+#: settings by their key's last part)
+ACQUISITION = Step(
+    "acquisition",
+    settings=(
+        Setting(
+            f"{KEY}.frequencies",
+            "--frequencies",
+            str,
+            "lemma frequency source: wordfreq, or a CSV with columns lemma and zipf or count",
+        ),
+        Setting(f"{KEY}.resamples", "--bootstrap", int, "bootstrap resamples of the AoA and correlation CIs (0: none)"),
+        Setting(f"{KEY}.seed", "--seed", int, "bootstrap seed"),
+        Setting(f"{KEY}.confidence", "--confidence", float, "confidence level of the CIs"),
+        Setting(
+            f"{KEY}.min_checkpoints",
+            "--min-checkpoints",
+            int,
+            "fewest distinct steps of a family seed (and of a curve) for a sigmoid fit",
+        ),
+        Setting(
+            f"{KEY}.min_rise",
+            "--min-rise",
+            float,
+            "a curve rises above chance when a share (and the fit's upper asymptote) exceeds 0.5 + this",
+        ),
+        Setting(f"{KEY}.min_r2", "--min-r2", float, "a fit with a lower R^2 has failed"),
+        Setting(
+            f"{KEY}.changepoint_penalty",
+            "--changepoint-penalty",
+            float,
+            "beta of the changepoint penalty beta * sigma^2 * ln(T), segments linear in log step",
+        ),
+        Setting(
+            f"{KEY}.outlier_sd",
+            "--outlier-sd",
+            float,
+            "an AoA-frequency outlier lies beyond this many robust SDs of the regression's residuals",
+        ),
+        Setting(f"{KEY}.formats", "--formats", format_list, "comma-separated figure formats (png, pdf, svg)"),
+    ),
+    keys=(f"{KEY}.enabled",),
+    rules=("acquisition",),
+)
+
+#: every step declared here
+STEPS: tuple[Step, ...] = (LEMMA_CONTEXTS, ACQUISITION)

@@ -1,0 +1,110 @@
+"""A workflow step's settings, declared once (:class:`Step`).
+
+A step is one ``verbeval`` sub-command that a rule runs. Its settings are configuration keys
+(:class:`Setting`: the key, the option that carries it, the option's type and help); the schema
+holds each key's default and description, once. From one :class:`Step` come:
+
+- the command's options (:meth:`Step.add_options`, defaults read from the schema when used);
+- the rule's command-line words for a configuration (:meth:`Step.argv`), which the rule and the
+  queue jobs both run (:mod:`verbeval.workflow.model_steps`);
+- the DVC params of its rules (:meth:`Step.config_keys`: ``verbeval dvc-yaml``);
+- the in-process API's defaults (:meth:`Step.default`).
+
+``tests/test_steps.py`` fails when a declared setting's option, default or configuration key is
+written a second time elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+def option_text(value: Any) -> str:
+    """A configuration value as an option takes it: a list comma-separated, floats as ``%g``."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+    return str(value)
+
+
+def config_value(config: Mapping[str, Any], key: str) -> Any:
+    """The value of dotted ``key`` in a validated configuration (the schema filled in its defaults)."""
+    value: Any = config
+    for part in key.split("."):
+        value = value[part]
+    return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configuration key that a step's command takes as an option."""
+
+    key: str  #: dotted configuration key, e.g. ``agreement.bootstrap.resamples``
+    option: str  #: the command's option, e.g. ``--resamples``
+    type: Callable[[str], Any] = str
+    help: str = ""
+
+    @property
+    def dest(self) -> str:
+        """The option's attribute name (``--top-cutoffs`` -> ``top_cutoffs``)."""
+        return self.option.lstrip("-").replace("-", "_")
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        from verbeval.core.cliutil import ConfigDefault
+
+        form = self.type if _is_list(self.type) else None
+        default = ConfigDefault(self.key, (lambda v, t=self.type: t(option_text(v))) if form else None)
+        parser.add_argument(self.option, type=self.type, default=default, help=self.help)
+
+
+def _is_list(parse: Callable[[str], Any]) -> bool:
+    return getattr(parse, "__name__", "").endswith("_list")
+
+
+@dataclass(frozen=True)
+class Step:
+    """A ``verbeval`` sub-command as the workflow runs it: its settings and the other configuration
+    keys its jobs depend on (``keys``: what selects its inputs, groups and models)."""
+
+    command: str
+    settings: tuple[Setting, ...] = ()
+    keys: tuple[str, ...] = ()
+    #: the rules that run it (their DVC params are :meth:`config_keys`)
+    rules: tuple[str, ...] = ()
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        """Every setting's option, its default the schema's."""
+        for s in self.settings:
+            s.add_to(parser)
+
+    def argv(self, config: Mapping[str, Any]) -> list[str]:
+        """The settings' options for ``config`` (a validated configuration), in declaration order, each
+        one word ``--option=value`` (a value that starts with ``-`` is not read as an option)."""
+        return [f"{s.option}={option_text(config_value(config, s.key))}" for s in self.settings]
+
+    def config_keys(self) -> tuple[str, ...]:
+        """The configuration keys of the step's rules: ``keys``, then each setting's (the DVC params)."""
+        return tuple(dict.fromkeys([*self.keys, *(s.key for s in self.settings)]))
+
+    def setting(self, dest: str) -> Setting:
+        for s in self.settings:
+            if s.dest == dest:
+                return s
+        raise KeyError(f"step {self.command!r} has no setting {dest!r}")
+
+    def default(self, dest: str) -> Any:
+        """The schema's default of setting ``dest`` (the in-process API's default)."""
+        from verbeval.core.config import schema_default
+
+        return schema_default(self.setting(dest).key)
+
+
+def bootstrap_settings(prefix: str) -> tuple[Setting, ...]:
+    """The bootstrap settings under configuration key ``prefix`` (``agreement.bootstrap``, ``simverb.bootstrap``)."""
+    return (
+        Setting(f"{prefix}.resamples", "--resamples", int, "bootstrap resamples"),
+        Setting(f"{prefix}.seed", "--seed", int, "bootstrap seed (numpy.random.default_rng)"),
+        Setting(f"{prefix}.confidence", "--confidence", float, "confidence level of the bootstrap CIs"),
+    )

@@ -1,0 +1,193 @@
+"""One model's steps, each written once: the files it reads and writes and the ``verbeval`` command
+line that runs it (``lemmas``, ``run-model``, ``aggregate``, ``lemma-stats``, ``lemma-contexts``).
+
+The per-model rules (``workflow/rules/agreement.smk``, ``models.smk``, ``figures.smk``,
+``acquisition.smk``) declare their inputs and outputs with :meth:`ModelSteps.paths` (with
+``{model}`` for the model: a pattern) and run :meth:`ModelSteps.command`; the queue jobs
+(:mod:`verbeval.workflow.queues`) run :meth:`ModelSteps.argv` of the same steps. A step's settings
+come from its declaration (:mod:`verbeval.agreement.steps`). Built as ``PLAN.model_steps``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from verbeval.agreement.steps import AGGREGATE
+from verbeval.core.steps import Step
+
+if TYPE_CHECKING:
+    from verbeval.workflow.plan import Plan
+
+#: the per-group files that ``aggregate`` writes for each group, in the order of its outputs
+AGGREGATE_FILES = ("scores", "tse", "summary")
+_AGGREGATE_NAMES = {"scores": "scores.parquet", "tse": "tse.parquet", "summary": "summary.csv"}
+
+
+#: each step's inputs and outputs: names of :meth:`ModelSteps.files` (a missing one: the step does not
+#: have it for this model); ``sims`` and ``verbs`` are flagged ``update`` (run-model's stamp decides)
+STEP_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "lemmas": (("lexicon", "model_dirs"), ("lemmas",)),
+    "run-model": (
+        ("templates", "lemmas", "model_dirs", "forms", "simverb_data", "simverb_splits"),
+        ("manifest", "forms_manifest", "sims", "verbs"),
+    ),
+    "aggregate": (("templates", "manifest"), AGGREGATE_FILES),
+    "lemma-stats": (("lemmas", "manifest"), ("lemma_stats",)),
+    "lemma-contexts": (("lemmas", "manifest"), ("lemma_contexts",)),
+}
+KEPT = ("sims", "verbs")
+
+
+def declared_steps() -> tuple[Step, ...]:
+    """Every study's declared steps (``verbeval.<study>.steps``)."""
+    from verbeval.acquisition import steps as acquisition
+    from verbeval.agreement import steps as agreement
+
+    return (*agreement.STEPS, *acquisition.STEPS)
+
+
+class _Named(dict):
+    """A job's named files as :meth:`verbeval.workflow.plan.Plan.run_model_branches` reads them."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+
+class ModelSteps:
+    """Every per-model step of a plan (see the module docstring)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self._cache: dict[str, dict[str, Any]] = {}
+
+    def paths(self, m: str) -> dict[str, Any]:
+        """The files of model ``m``'s steps (``m`` may be ``{model}``: the rules' patterns)."""
+        plan = self.plan
+        out = plan.out
+        found: dict[str, Any] = {
+            "templates": f"{out}/templates.parquet",
+            "lexicon": f"{out}/lexicon.parquet",
+            "lemmas": f"{out}/{m}/lemmas.parquet",
+            "manifest": plan.shard_manifest(out).replace("{model}", m),
+            **{kind: plan.per_group(f"{out}/{m}/{{group}}/{_AGGREGATE_NAMES[kind]}") for kind in AGGREGATE_FILES},
+            "out_dir": f"{out}/{m}",
+            "lemma_stats": f"{out}/{m}/lemma_stats.csv",
+            "lemma_contexts": plan.acq.lemma_contexts(m),
+        }
+        if plan.mt_on:
+            found["forms"] = f"{plan.lmout}/{m}/forms.parquet"
+            found["forms_manifest"] = plan.shard_manifest(plan.lmout).replace("{model}", m)
+        found["sims"] = f"{plan.sv.res}/{m}/similarities.parquet"
+        found["verbs"] = f"{plan.sv.res}/{m}/verbs.csv"
+        return found
+
+    def files(self, name: str) -> dict[str, Any]:
+        """Model ``name``'s files (:meth:`paths`) that its steps use: without SimVerb's for a model
+        whose job has no SimVerb branch, without ``lemma_contexts`` for one no sweep analyses; with its
+        model folders (``model_dirs``) and ``per_group`` (every aggregate output, group by group)."""
+        if name not in self._cache:
+            plan = self.plan
+            f = self.paths(name)
+            if name in plan.sv.in_infer:
+                f["simverb_data"] = plan.sv.data()
+                f["simverb_splits"] = plan.sv.split_files()
+            else:
+                del f["sims"], f["verbs"]
+            if name not in plan.acq.models:
+                f["lemma_contexts"] = None
+            f["model_dirs"] = plan.model.local_model(name)
+            f["per_group"] = [p for ps in zip(*(f[k] for k in AGGREGATE_FILES)) for p in ps]
+            self._cache[name] = f
+        return self._cache[name]
+
+    def step_files(self, command: str, name: str) -> tuple[list[str], list[str]]:
+        """Step ``command``'s input and output files for model ``name`` (:data:`STEP_FILES`), flat."""
+        f = self.files(name)
+
+        def flat(keys: tuple[str, ...]) -> list[str]:
+            found: list[str] = []
+            for k in keys:
+                v = f.get(k)
+                found += [] if v is None else [v] if isinstance(v, str) else list(v)
+            return found
+
+        ins, outs = STEP_FILES[command]
+        return flat(ins), flat(outs)
+
+    def rule_inputs(self, command: str) -> dict[str, Any]:
+        """The named inputs of step ``command``'s own rule: patterns with ``{model}``; the model's
+        folders a function of the job's wildcards."""
+        pattern = self.paths("{model}")
+        found: dict[str, Any] = {}
+        for k in STEP_FILES[command][0]:
+            if k == "model_dirs":
+                found["model"] = lambda wc: self.plan.model.local_model(wc.model)
+            elif k in pattern:
+                found[k] = pattern[k]
+        return found
+
+    def rule_outputs(self, command: str) -> dict[str, Any]:
+        """The named outputs of step ``command``'s own rule (patterns with ``{model}``)."""
+        pattern = self.paths("{model}")
+        return {k: pattern[k] for k in STEP_FILES[command][1] if k in pattern and k not in KEPT}
+
+    # ------------------------------------------------------------------ command lines
+
+    def argv(self, command: str, name: str, threads: int | None = None) -> list[str]:
+        """The ``verbeval`` command line (without ``verbeval``) of step ``command`` for model ``name``;
+        ``threads``: run-model's (default ``inference.threads``; a job gets what Snakemake gives it)."""
+        plan = self.plan
+        f = self.files(name)
+        if command == "lemmas":
+            m = plan.models[name]
+            return ["lemmas", "--model", m["id"], *shlex.split(plan.model.source_options(name)),
+                    "--lexicon", f["lexicon"], "--out", f["lemmas"]]  # fmt: skip
+        if command == "run-model":
+            return self._run_model(name, f, threads)
+        if command == "aggregate":
+            return ["aggregate", "--templates", f["templates"], "--groups", ",".join(plan.group_ids),
+                    "--model-name", name, "--manifest", f["manifest"], *AGGREGATE.argv(plan.config),
+                    "--out-dir", f["out_dir"]]  # fmt: skip
+        if command == "lemma-stats":
+            return ["lemma-stats", "--lemmas", f["lemmas"], "--shards", f["manifest"], "--model-name", name,
+                    "--out", f["lemma_stats"]]  # fmt: skip
+        if command == "lemma-contexts":
+            return ["lemma-contexts", "--lemmas", f["lemmas"], "--shards", f["manifest"], "--model-name", name,
+                    *shlex.split(plan.acq.toy_option(name)), "--out", f["lemma_contexts"]]  # fmt: skip
+        raise KeyError(f"no per-model step {command!r}")
+
+    def _run_model(self, name: str, f: dict[str, Any], threads: int | None) -> list[str]:
+        plan = self.plan
+        o = plan.infer_options(name)
+        inf = plan.config["inference"]
+        branches = plan.run_model_branches(
+            SimpleNamespace(**{k: f[k] for k in ("forms", "simverb_data", "simverb_splits") if k in f}),
+            _Named({k: f[k] for k in ("forms_manifest", "sims", "verbs") if k in f}),
+        )
+        return ["run-model", "--model", o["model"], *shlex.split(o["revision"]), "--kind", o["kind"],
+                "--dtype", o["dtype"], "--device", inf["device"], *shlex.split(o["device_map"]),
+                "--batch-size", str(o["batch_size"]), "--threads", str(inf["threads"] if threads is None else threads),
+                "--top-k", str(inf["top_k"]), "--prepend-bos", o["bos"], "--random-init", o["random_init"],
+                "--templates", f["templates"], "--lemmas", f["lemmas"], "--groups", ",".join(plan.group_ids),
+                "--n-chunks", str(plan.agr["chunks"]), *shlex.split(branches), "--no-progress",
+                *(["--allow-nonfinite"] if inf["allow_nonfinite"] else []), "--manifest", f["manifest"]]  # fmt: skip
+
+    def command(self, command: str, name: str, threads: int | None = None) -> str:
+        """:meth:`argv` as the rule's shell words (``verbeval {params.command} 2> {log:q}``)."""
+        return shlex.join(self.argv(command, name, threads))
+
+    def steps(self, name: str, gpu_queue: bool = False, threads: int | None = None) -> list[list[str]]:
+        """Every step of model ``name`` in a queue, in order: its lemmas (not in a GPU's queue, whose
+        models' lemmas run first in their own jobs), run-model, aggregate, lemma-stats and, for an
+        analysed sweep, lemma-contexts."""
+        return [self.argv(c, name, threads) for c in self.step_names(name, gpu_queue)]
+
+    def step_names(self, name: str, gpu_queue: bool = False) -> list[str]:
+        """The commands of :meth:`steps`."""
+        commands = [*([] if gpu_queue else ["lemmas"]), "run-model", "aggregate", "lemma-stats"]
+        return commands + (["lemma-contexts"] if self.files(name)["lemma_contexts"] else [])

@@ -1,0 +1,142 @@
+"""A workflow step declared once (verbeval.core.steps): its options, command line, DVC params and
+API defaults derive from the declaration, and a test fails when one of them is written twice."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+import verbeval
+from verbeval.core.cliutil import ConfigDefault
+from verbeval.core.config import schema_default, schema_entry
+from verbeval.core.steps import Setting, Step, bootstrap_settings, option_text
+from verbeval.workflow.model_steps import STEP_FILES, declared_steps
+
+PKG = Path(verbeval.__file__).resolve().parent
+RULES = sorted((PKG.parents[1] / "workflow" / "rules").glob("*.smk"))
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    from verbeval.cli import build_parser
+
+    return build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+
+
+def _rule_blocks() -> dict[str, str]:
+    """Each rule's text in workflow/rules/*.smk, by name."""
+    blocks: dict[str, str] = {}
+    for path in RULES:
+        parts = re.split(r"^(?:use rule \w+ as |rule )(\w+)", path.read_text(), flags=re.M)
+        blocks.update({parts[i]: parts[i + 1] for i in range(1, len(parts), 2)})
+    return blocks
+
+
+def test_a_step_gives_its_options_command_line_keys_and_defaults() -> None:
+    step = Step(
+        "demo",
+        settings=(Setting("agreement.top_cutoffs", "--top-cutoffs", str), *bootstrap_settings("simverb.bootstrap")),
+        keys=("models", "simverb.bootstrap.seed"),
+    )
+    config = {
+        "agreement": {"top_cutoffs": [0.5, 1.0]},
+        "simverb": {"bootstrap": {"resamples": 7, "seed": 3, "confidence": 0.9}},
+    }
+    assert step.argv(config) == ["--top-cutoffs=0.5,1", "--resamples=7", "--seed=3", "--confidence=0.9"]
+    assert step.config_keys() == (
+        "models",
+        "simverb.bootstrap.seed",
+        "agreement.top_cutoffs",
+        "simverb.bootstrap.resamples",
+        "simverb.bootstrap.confidence",
+    )
+    assert step.default("resamples") == schema_default("simverb.bootstrap.resamples")
+    assert option_text([1e-6, 0.5]) == "1e-06,0.5" and option_text(3) == "3"
+    p = argparse.ArgumentParser()
+    step.add_options(p)
+    defaults = {a.dest: a.default for a in p._actions if isinstance(a.default, ConfigDefault)}
+    assert {d: c.key for d, c in defaults.items()} == {s.dest: s.key for s in step.settings}
+    with pytest.raises(KeyError, match="no setting 'nope'"):
+        step.default("nope")
+
+
+@pytest.mark.parametrize("step", declared_steps(), ids=lambda s: s.command)
+def test_each_declared_setting_is_a_schema_key_and_its_commands_option(step: Step) -> None:
+    """Every setting names a configuration key with a default, and the command's option takes that
+    default from the schema (a ConfigDefault of the same key: never a second literal)."""
+    actions = {a.dest: a for a in _parser(step.command)._actions}
+    for s in step.settings:
+        assert schema_entry(s.key) is not None and "default" in schema_entry(s.key), s.key
+        default = actions[s.dest].default
+        assert isinstance(default, ConfigDefault) and default.key == s.key, (step.command, s.option)
+    for key in step.keys:
+        assert schema_entry(key) is not None, key
+
+
+def test_no_declared_setting_is_written_a_second_time() -> None:
+    """No module of src/ names a declared setting's configuration key in a string of its own (an
+    option's ConfigDefault, a plan's lookup): each setting's key is written in its step only."""
+    declared = {s.key for step in declared_steps() for s in step.settings}
+    steps_modules = {PKG / "agreement" / "steps.py", PKG / "acquisition" / "steps.py"}
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path in steps_modules:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in declared:
+                found.append(f"{path.relative_to(PKG)}:{node.lineno}: {node.value}")
+    assert found == []
+
+
+def test_the_rules_of_declared_steps_hold_no_copy_of_their_settings_or_files() -> None:
+    """A declared step's rule names no configuration key (its DVC params are the step's) and no option
+    of its settings (the plan derives them); a per-model step's rule runs the plan's command line and
+    takes its files from the step's declaration (verbeval.workflow.model_steps)."""
+    blocks = _rule_blocks()
+    per_model = {
+        "lemmas": "lemmas",
+        "aggregate": "aggregate",
+        "lemma_stats": "lemma-stats",
+        "lemma_contexts": "lemma-contexts",
+    }
+    steps = {r: step for step in declared_steps() for r in step.rules}
+    assert set(per_model) | {"acquisition"} <= set(steps)
+    for rule, step in steps.items():
+        text = blocks[rule]
+        assert "Config:" not in text, rule
+        assert [s.option for s in step.settings if s.option in text] == [], rule
+    for rule, command in per_model.items():
+        text = blocks[rule]
+        assert '"verbeval {params.command} 2> {log:q}"' in text and not re.search(r"--[a-z]", text), rule
+        assert f'PLAN.model_steps.rule_outputs("{command}")' in text and command in STEP_FILES
+    assert '"verbeval {params.command} 2> {log:q}"' in blocks["infer"]
+
+
+def test_api_defaults_are_the_schemas() -> None:
+    """The in-process API's cutoff and bootstrap defaults are the declared settings' (None: read from
+    the schema), not a second literal; the toy model's threads are toy_models[].threads'."""
+    from verbeval.acquisition.analysis import AcquisitionSettings
+    from verbeval.acquisition.steps import ACQUISITION
+    from verbeval.acquisition.toy.training import TrainSpec
+    from verbeval.agreement.api.evaluation import evaluate
+    from verbeval.agreement.scores.aggregate import summarise
+    from verbeval.agreement.scores.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS
+    from verbeval.agreement.steps import AGGREGATE
+
+    defaults = AcquisitionSettings.defaults()
+    assert defaults.resamples == schema_default("agreement.acquisition.resamples")
+    assert defaults.formats == tuple(schema_default("agreement.acquisition.formats"))
+    assert len(ACQUISITION.settings) == len(vars(defaults))  # every field of the settings is a declared setting
+    for fn in (evaluate, summarise):
+        params = inspect.signature(fn).parameters
+        for s in AGGREGATE.settings:
+            if s.dest in params:
+                assert params[s.dest].default is None, (fn.__name__, s.dest)
+    assert TrainSpec().threads == schema_default("toy_models[].threads") == 2
+    # the schema's cutoffs are the paper's (Newman et al. 2021, Figures 1-2)
+    assert tuple(AGGREGATE.default("top_cutoffs")) == PAPER_TOP_CUTOFFS
+    assert tuple(AGGREGATE.default("bottom_cutoffs")) == PAPER_BOTTOM_CUTOFFS
