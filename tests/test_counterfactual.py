@@ -315,7 +315,7 @@ def test_kl_tables() -> None:
 
 
 def test_coverage_on_the_mirror(data: Path) -> None:
-    from verbeval.veridicality.nli import read_dataset
+    from verbeval.veridicality.data import read_dataset
 
     data = read_dataset(data)
     pairs, unhandled = build_pairs(data, samples=1, seed=0)

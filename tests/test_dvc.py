@@ -204,7 +204,7 @@ def test_root_pipeline_is_valid_yaml_with_paper_models() -> None:
 
 def test_figure_data_are_dvc_plots_with_existing_columns(ci_jobs: list[JobSpec]) -> None:
     from verbeval.simverb.statistics import LAYER_COLUMNS
-    from verbeval.veridicality.nli import SCATTER_COLUMNS
+    from verbeval.veridicality.report import SCATTER_COLUMNS
     from verbeval.workflow.dvc_yaml import PLOTS
 
     columns = {"veridicality_scatter.csv": SCATTER_COLUMNS, "simverb_layers.csv": LAYER_COLUMNS}

@@ -12,15 +12,9 @@ import pytest
 from scipy import stats
 
 from verbeval.core.errors import InputError, VerbevalError
-from verbeval.veridicality.nli import (
-    PREDICTION_COLUMNS,
-    label_index,
-    parse_signature,
-    pseudo_model_predictions,
-    read_dataset,
-    score_nli,
-    signature_table,
-)
+from verbeval.veridicality.data import PREDICTION_COLUMNS, parse_signature, pseudo_model_predictions, read_dataset
+from verbeval.veridicality.predict import label_index, score_nli
+from verbeval.veridicality.statistics import signature_table
 
 #: the Ross & Pavlick data file inside a data mirror (the ``data_dir`` fixture)
 DATA_IN_MIRROR = (
@@ -220,7 +214,7 @@ def test_read_dataset_names_file_and_line(tmp_path: Path, data: Path) -> None:
 
 
 def test_scatter_data_and_facets() -> None:
-    from verbeval.veridicality.nli import plot_scatter, scatter_data
+    from verbeval.veridicality.report import plot_scatter, scatter_data
 
     preds = _preds()
     other = preds.copy()
@@ -241,7 +235,7 @@ def test_scatter_data_and_facets() -> None:
 
 def test_tiny_nli_model_labels_by_name(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -> None:
     from verbeval.core.tiny_models import TINY_NLI_LABELS, make_tiny_model
-    from verbeval.veridicality.nli import load_nli
+    from verbeval.veridicality.predict import load_nli
 
     out = make_tiny_model(tokenizer_path("bert-base-uncased"), "bert-nli", tmp_path / "nli")
     model, tok, device = load_nli(str(out), device="cpu")
@@ -254,7 +248,7 @@ def test_tiny_nli_model_labels_by_name(tmp_path: Path, tokenizer_path: Callable[
 def test_load_nli_refuses_positional_labels(tmp_path: Path, uncased_tokenizer: Path) -> None:
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from verbeval.veridicality.nli import load_nli
+    from verbeval.veridicality.predict import load_nli
 
     tok = AutoTokenizer.from_pretrained(uncased_tokenizer)
     model = BertForSequenceClassification(
@@ -274,7 +268,7 @@ def test_load_nli_refuses_positional_labels(tmp_path: Path, uncased_tokenizer: P
 
 
 def test_scatter_jitter_is_deterministic_per_item_and_drawing_only() -> None:
-    from verbeval.veridicality.nli import SCATTER_JITTER, plot_scatter, scatter_data, scatter_jitter
+    from verbeval.veridicality.report import SCATTER_JITTER, plot_scatter, scatter_data, scatter_jitter
 
     preds = _preds()
     pts = scatter_data(preds)
@@ -305,7 +299,7 @@ def test_scatter_jitter_is_deterministic_per_item_and_drawing_only() -> None:
 
 
 def test_scatter_draws_the_smaller_class_on_top() -> None:
-    from verbeval.veridicality.nli import draw_order, plot_scatter
+    from verbeval.veridicality.report import draw_order, plot_scatter
 
     preds = _preds()
     assert draw_order(preds) == ["positive", "negative"]  # equal: fixed order, negative on top

@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cli.register(add)  # bench
     output_hashes.register(add)  # bench-hashes
     workflow_cli.register_docs_cli(add, build_parser)  # docs-cli
+    workflow_cli.register_docs_config(add)  # docs-config
     return p
 
 

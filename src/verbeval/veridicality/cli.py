@@ -43,7 +43,8 @@ def _run_branch(outputs: list[str], key: str, what: str, compute: Callable[[], N
 def _predict_originals(a: argparse.Namespace, nli: tuple[Any, Any, Any]) -> None:
     from verbeval.core.io import write_parquet
     from verbeval.core.provenance import resolve_random_init, tag_frame
-    from verbeval.veridicality.nli import model_predictions, read_dataset
+    from verbeval.veridicality.data import read_dataset
+    from verbeval.veridicality.predict import model_predictions
 
     data = read_dataset(a.data)
     preds = model_predictions(data, *nli[:2], a.batch_size, nli[2])
@@ -55,7 +56,7 @@ def _predict_counterfactuals(a: argparse.Namespace, pairs_path: str, out: str, n
     import pandas as pd
 
     from verbeval.core.io import write_parquet
-    from verbeval.veridicality.nli import score_nli
+    from verbeval.veridicality.predict import score_nli
 
     pairs = pd.read_parquet(pairs_path)
     model, tok, device = nli
@@ -68,7 +69,7 @@ def _predict_counterfactuals(a: argparse.Namespace, pairs_path: str, out: str, n
 def _load_nli(a: argparse.Namespace) -> tuple[Any, Any, Any]:
     import torch
 
-    from verbeval.veridicality.nli import load_nli
+    from verbeval.veridicality.predict import load_nli
 
     torch.set_num_threads(a.threads)
     return load_nli(a.model, a.revision, a.device)
@@ -76,7 +77,7 @@ def _load_nli(a: argparse.Namespace) -> tuple[Any, Any, Any]:
 
 def cmd_veridicality_predict(a: argparse.Namespace) -> None:
     check_outputs(a.out, a.counterfactual_out)
-    from verbeval.veridicality.nli import PSEUDO_MODEL
+    from verbeval.veridicality.data import PSEUDO_MODEL
 
     if bool(a.counterfactual_pairs) != bool(a.counterfactual_out):
         raise VerbevalError("--counterfactual-pairs and --counterfactual-out go together")
@@ -87,7 +88,7 @@ def cmd_veridicality_predict(a: argparse.Namespace) -> None:
                 "counterfactuals need a real NLI model"
             )
         from verbeval.core.io import write_parquet
-        from verbeval.veridicality.nli import pseudo_model_predictions, read_dataset
+        from verbeval.veridicality.data import pseudo_model_predictions, read_dataset
 
         data = read_dataset(a.data)
         preds = pseudo_model_predictions(data)
@@ -117,7 +118,8 @@ def cmd_veridicality_table(a: argparse.Namespace) -> None:
 
     from verbeval.core.io import write_csv, write_text
     from verbeval.core.provenance import display_name, frame_random, with_random_init
-    from verbeval.veridicality.nli import plot_scatter, signature_table, to_latex, to_markdown
+    from verbeval.veridicality.report import plot_scatter, to_latex, to_markdown
+    from verbeval.veridicality.statistics import signature_table
 
     preds = pd.read_parquet(a.predictions)
     random = frame_random(preds)
@@ -127,7 +129,7 @@ def cmd_veridicality_table(a: argparse.Namespace) -> None:
     write_text(a.md, to_markdown(t, name))
     write_text(a.tex, to_latex(t, name))
     if a.scatter_csv:
-        from verbeval.veridicality.nli import scatter_data
+        from verbeval.veridicality.report import scatter_data
 
         write_csv(with_random_init(scatter_data(preds), random), a.scatter_csv, float_format="%.6f")
     if a.figure:
@@ -140,7 +142,7 @@ def cmd_veridicality_table(a: argparse.Namespace) -> None:
 def cmd_veridicality_counterfactuals(a: argparse.Namespace) -> None:
     from verbeval.core.io import write_csv, write_parquet
     from verbeval.veridicality.counterfactual import build_pairs, coverage
-    from verbeval.veridicality.nli import read_dataset
+    from verbeval.veridicality.data import read_dataset
 
     data = read_dataset(a.data)
     pairs, unhandled = build_pairs(data, samples=a.samples, seed=a.seed)
@@ -159,7 +161,7 @@ def cmd_veridicality_counterfactuals(a: argparse.Namespace) -> None:
 
 def cmd_veridicality_counterfactual_predict(a: argparse.Namespace) -> None:
     check_outputs(a.out)
-    from verbeval.veridicality.nli import PSEUDO_MODEL
+    from verbeval.veridicality.data import PSEUDO_MODEL
 
     if a.model == PSEUDO_MODEL:
         raise VerbevalError(

@@ -30,7 +30,8 @@ and environment, and its coverage.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -78,6 +79,80 @@ def _rng_choice(pool: Sequence[str], exclude: str, k: int, seed: int, index: int
     return [candidates[j] for j in picks]  # in draw order: truncating the list stays unbiased
 
 
+#: one edited pair: (premise, hypothesis, the replaced word, its replacement)
+_Row = tuple[str, str, str, str]
+
+
+def _draw_matched(pools: dict[str, list[str]], r: Any, lemma: str, samples: int, seed: int, m: str) -> list[str]:
+    return _rng_choice(pools[r.task], lemma, samples, seed, r.index, m)
+
+
+def _draw_mismatched(pools: dict[str, list[str]], r: Any, lemma: str, samples: int, seed: int, m: str) -> list[str]:
+    other = "that" if r.task == "to" else "to"
+    return _rng_choice([v for v in pools[other] if v not in pools[r.task]], lemma, samples, seed, r.index, m)
+
+
+def _draw_complement(pools: dict[str, list[str]], r: Any, lemma: str, samples: int, seed: int, m: str) -> list[str]:
+    return _rng_choice(pools["complement"], "", samples + 1, seed, r.index, m)
+
+
+def _draw_none(pools: dict[str, list[str]], r: Any, lemma: str, samples: int, seed: int, m: str) -> list[str]:
+    return [""]
+
+
+def _edit_main_verb(premise: str, r: Any, lemma: str, news: list[str], samples: int) -> list[_Row]:
+    if not news:
+        raise Unhandled("no replacement verb available")
+    rows = []
+    for v in news:
+        p2, old = replace_main_verb(premise, lemma, r.task, v)
+        rows.append((p2, r.complement, old, v))
+    return rows
+
+
+def _edit_complement_verb(premise: str, r: Any, lemma: str, news: list[str], samples: int) -> list[_Row]:
+    _, _, h, _ = complement_verb_spans(premise, r.complement, lemma, r.task)
+    own = verb_lemmas(h.low)[:1]
+    chosen = [v for v in news if v not in own][:samples]
+    if not chosen:
+        raise Unhandled("no replacement verb available")
+    rows = []
+    for v in chosen:
+        p2, h2, old = replace_complement_verb(premise, r.complement, lemma, r.task, v)
+        rows.append((p2, h2, old, v))
+    return rows
+
+
+def _edit_to_that(premise: str, r: Any, lemma: str, news: list[str], samples: int) -> list[_Row]:
+    return [(to_that(premise, r.complement, lemma), r.complement, r.verb, "")]
+
+
+def _edit_that_to(premise: str, r: Any, lemma: str, news: list[str], samples: int) -> list[_Row]:
+    return [(that_to(premise, r.complement, lemma), r.complement, r.verb, "")]
+
+
+@dataclass(frozen=True)
+class _Manipulation:
+    """How one manipulation edits an item: the items it applies to (``task``; None: every item), the
+    replacement verbs it draws once per item (``draw(pools, item, lemma, samples, seed, name)``) and
+    the edited pairs of one premise (``edit(premise, item, lemma, drawn, samples)``; raises
+    :class:`Unhandled`)."""
+
+    task: str | None
+    draw: Callable[[dict[str, list[str]], Any, str, int, int, str], list[str]]
+    edit: Callable[[str, Any, str, list[str], int], list[_Row]]
+
+
+#: every manipulation of :data:`MANIPULATIONS`, by name
+_MANIPULATION_SPECS = {
+    "main_verb_matched": _Manipulation(None, _draw_matched, _edit_main_verb),
+    "main_verb_mismatched": _Manipulation(None, _draw_mismatched, _edit_main_verb),
+    "complement_verb": _Manipulation(None, _draw_complement, _edit_complement_verb),
+    "to_that": _Manipulation("to", _draw_none, _edit_to_that),
+    "that_to": _Manipulation("that", _draw_none, _edit_that_to),
+}
+
+
 def verb_pools(data: pd.DataFrame) -> dict[str, list[str]]:
     """Replacement verbs: ``to``/``that`` (dataset verbs by complement type) and ``complement``
     (the base-form verbs right after ``to`` in the to-items, which are unambiguously verbs);
@@ -116,43 +191,15 @@ def build_pairs(
     unhandled: list[dict[str, Any]] = []
     for r in data.itertuples(index=False):
         lemma = normalise_lemma(r.verb)
-        other = "that" if r.task == "to" else "to"
         for m in manipulations:
-            if m == "to_that" and r.task != "to" or m == "that_to" and r.task != "that":
+            spec = _MANIPULATION_SPECS[m]
+            if spec.task is not None and r.task != spec.task:
                 continue
-            if m == "main_verb_matched":
-                news = _rng_choice(pools[r.task], lemma, samples, seed, r.index, m)
-            elif m == "main_verb_mismatched":
-                news = _rng_choice(
-                    [v for v in pools[other] if v not in pools[r.task]], lemma, samples, seed, r.index, m
-                )
-            elif m == "complement_verb":
-                news = _rng_choice(pools["complement"], "", samples + 1, seed, r.index, m)
-            else:
-                news = [""]
+            news = spec.draw(pools, r, lemma, samples, seed, m)
             for env, premise in (("positive", r.sentence), ("negative", r.neg_sentence)):
                 base = {"manipulation": m, "index": r.index, "task": r.task, "verb": r.verb, "environment": env}
                 try:
-                    if m in SWAP_MANIPULATIONS:
-                        fn = to_that if m == "to_that" else that_to
-                        rows = [(fn(premise, r.complement, lemma), r.complement, r.verb, "")]
-                    elif m == "complement_verb":
-                        _, _, h, _ = complement_verb_spans(premise, r.complement, lemma, r.task)
-                        own = verb_lemmas(h.low)[:1]
-                        chosen = [v for v in news if v not in own][:samples]
-                        if not chosen:
-                            raise Unhandled("no replacement verb available")
-                        rows = []
-                        for v in chosen:
-                            p2, h2, old = replace_complement_verb(premise, r.complement, lemma, r.task, v)
-                            rows.append((p2, h2, old, v))
-                    else:
-                        if not news:
-                            raise Unhandled("no replacement verb available")
-                        rows = []
-                        for v in news:
-                            p2, old = replace_main_verb(premise, lemma, r.task, v)
-                            rows.append((p2, r.complement, old, v))
+                    rows = spec.edit(premise, r, lemma, news, samples)
                 except Unhandled as exc:
                     unhandled.append({**base, "reason": str(exc), "premise": premise})
                     continue
@@ -182,7 +229,7 @@ def coverage(data: pd.DataFrame, pairs: pd.DataFrame, unhandled: pd.DataFrame) -
     """Per manipulation and environment: eligible items, handled items, unhandled items."""
     rows = []
     for m in MANIPULATIONS:
-        task = {"to_that": "to", "that_to": "that"}.get(m)
+        task = _MANIPULATION_SPECS[m].task
         eligible = int((data["task"] == task).sum()) if task else len(data)
         for env in ("positive", "negative"):
             handled = pairs[(pairs["manipulation"] == m) & (pairs["environment"] == env)]["index"].nunique()

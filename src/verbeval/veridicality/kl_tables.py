@@ -31,7 +31,7 @@ _P = ["p_entailment", "p_neutral", "p_contradiction"]
 
 def attach_kl(original: pd.DataFrame, manipulated: pd.DataFrame) -> pd.DataFrame:
     """``manipulated`` (pairs with p_* columns) with ``kl`` = KL(original pair || manipulated pair);
-    ``original`` is the predictions table of :mod:`verbeval.veridicality.nli`."""
+    ``original`` is the predictions table of :mod:`verbeval.veridicality.data`."""
     orig = original[["index", "environment", *_P]].rename(columns={c: c + "_orig" for c in _P})
     merged = manipulated.merge(orig, on=["index", "environment"], how="left", validate="many_to_one")
     if merged[[c + "_orig" for c in _P]].isna().any().any():

@@ -14,7 +14,7 @@ checks, the failure summary), snakemake_internals (every use of Snakemake's priv
 its DAG, a hook before the DAG is prepared), model_steps (one model's steps, each written once: their files and command lines, which the
 per-model rules and the queue jobs run), dvc_yaml (the Snakemake DAG as a dvc.yaml),
 report_tables (a CSV table as an HTML page of the Snakemake report) and cli (the sub-commands of the
-workflow and repository as a whole: dvc-yaml, docs-cli, report-table). ``workflow/rules/*.smk`` only bind rules to a
+workflow and repository as a whole: dvc-yaml, docs-cli, docs-config, report-table). ``workflow/rules/*.smk`` only bind rules to a
 :class:`~verbeval.workflow.plan.Plan`.
 
 May import: core, agreement, acquisition, simverb, veridicality, workflow.

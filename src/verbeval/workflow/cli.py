@@ -1,5 +1,5 @@
-"""Sub-commands about the workflow and the repository as a whole: ``dvc-yaml``, ``docs-cli`` and
-``report-table`` (a CSV table as a page of the Snakemake report)."""
+"""Sub-commands about the workflow and the repository as a whole: ``dvc-yaml``, ``docs-cli``,
+``docs-config`` and ``report-table`` (a CSV table as a page of the Snakemake report)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ log = logging.getLogger("verbeval")
 
 #: Default of ``docs-cli --doc``.
 DOCS_CLI_DEFAULT = "docs/workflow.md"
+#: Default of ``docs-config --doc``.
+DOCS_CONFIG_DEFAULT = "docs/config.md"
 
 
 def cmd_dvc_yaml(a: argparse.Namespace) -> None:
@@ -59,6 +61,32 @@ def cmd_docs_cli(a: argparse.Namespace, build_parser: Callable[[], argparse.Argu
         return
     write_text(doc, text)
     log.info("%s: sub-command table (%d sub-commands) written", doc, n)
+
+
+def cmd_docs_config(a: argparse.Namespace) -> None:
+    """Write or check the key tables of ``a.doc`` from the configuration schema."""
+    from verbeval.core.config import load_schema
+    from verbeval.core.configdoc import documented_keys, render, undescribed
+    from verbeval.core.io import write_text
+
+    doc = Path(a.doc)
+    schema = load_schema()
+    missing = undescribed(schema)
+    if missing:
+        raise VerbevalError(f"the configuration schema has no description of {', '.join(missing)}")
+    current = doc.read_text(encoding="utf-8")
+    text = render(current, schema, doc)
+    n = len(documented_keys(text))
+    if a.check:
+        if current != text:
+            raise VerbevalError(
+                f"{doc}: the key tables are out of date with the configuration schema: run "
+                f"`verbeval docs-config{'' if a.doc == DOCS_CONFIG_DEFAULT else ' --doc ' + a.doc}`"
+            )
+        print(f"{doc}: up to date ({n} keys)")
+        return
+    write_text(doc, text)
+    log.info("%s: key tables (%d keys) written", doc, n)
 
 
 def register_dvc_yaml(add: Add) -> None:
@@ -126,4 +154,22 @@ def register_docs_cli(add: Add, build_parser: Callable[[], argparse.ArgumentPars
         "--check",
         action="store_true",
         help="fail if the table in --doc differs from the generated one (writes nothing)",
+    )
+
+
+def register_docs_config(add: Add) -> None:
+    """``docs-config``."""
+    s = add(
+        "docs-config",
+        cmd_docs_config,
+        "write the key tables of docs/config.md from the config schema's descriptions and defaults (or --check them)",
+        "Each table sits between two marker lines naming the key whose keys it lists (top-level, models[], "
+        "agreement, ...); every key is listed once. Not a rule; run after changing src/verbeval/schemas/"
+        "config.schema.yaml.",
+    )
+    s.add_argument("--doc", default=DOCS_CONFIG_DEFAULT, help="Markdown file holding the tables between the markers")
+    s.add_argument(
+        "--check",
+        action="store_true",
+        help="fail if a table in --doc differs from the generated one, or a key has no description (writes nothing)",
     )

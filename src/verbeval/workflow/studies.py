@@ -151,7 +151,7 @@ class VeridicalityPlan:
     """Verb veridicality (``veridicality:``): the released pseudo-model and real NLI models."""
 
     def __init__(self, plan: Plan) -> None:
-        from verbeval.veridicality.nli import PSEUDO_MODEL
+        from verbeval.veridicality.data import PSEUDO_MODEL
 
         self.plan = plan
         ver = self.config = plan.config["veridicality"]
