@@ -20,7 +20,7 @@ from verbeval.agreement.engine.shards import ChunkResult
 from verbeval.core.memory import fit_batch_size, free_memory, is_oom, model_shape, per_context_bytes
 from verbeval.core.models import LoadedModel
 
-#: the inference job's logger: its out-of-memory warnings carry the name they always had
+#: the inference job's logger (its out-of-memory warnings)
 log = logging.getLogger("verbeval.agreement.engine.inference")
 
 __all__ = ["fit_contexts", "run_contexts", "target_logits"]
@@ -126,6 +126,124 @@ def fit_contexts(lm: LoadedModel, encoded: Encoded, batch_size: int) -> int:
     )
 
 
+class _Batches:
+    """The batches still to run (similar lengths, longest first); after an out-of-memory error a batch
+    is halved and retried, and every later batch is cut to that half (one warning per cut)."""
+
+    def __init__(self, lengths: np.ndarray, batch_size: int) -> None:
+        self.pending = list(_batches(lengths, batch_size))
+        self.cap: int | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.pending)
+
+    def next(self) -> np.ndarray:
+        idx = self.pending.pop(0)
+        if self.cap is not None and len(idx) > self.cap:  # consecutive slices: the same contexts, in order
+            cap = self.cap
+            self.pending[:0] = [idx[i : i + cap] for i in range(cap, len(idx), cap)]
+            idx = idx[:cap]
+        return idx
+
+    def halve(self, idx: np.ndarray) -> None:
+        """Run ``idx`` again as two halves, and cut every later batch to that half."""
+        half = len(idx) // 2
+        if self.cap is None or half < self.cap:
+            log.warning("out of memory at batch size %d; retrying with %d, and later batches too", len(idx), half)
+        self.cap = half if self.cap is None else min(self.cap, half)
+        self.pending[:0] = [idx[:half], idx[half:]]
+
+
+class _ProbBuffer:
+    """On the CPU, one float64 buffer for every batch's probabilities (no fresh 512 MB per batch at
+    256k x 256: page faults), as large as the largest batch so far (the first: batches are cut from
+    one size, longest first); nothing computed from it keeps a view of it past its batch."""
+
+    def __init__(self) -> None:
+        self.buf: torch.Tensor | None = None
+
+    def rows(self, n: int, width: int) -> torch.Tensor:
+        if self.buf is None or self.buf.shape[0] < n or self.buf.shape[1] != width:
+            self.buf = None  # the smaller one goes before the larger one is allocated
+            self.buf = torch.empty((n, width), dtype=torch.float64)
+        return self.buf[:n]
+
+
+class _Collector:
+    """A batch's results copied to the host and stored in ``out``: on CUDA into pinned memory without
+    waiting, and stored one batch later (the GPU already runs the next batch meanwhile)."""
+
+    def __init__(self, out: ChunkResult, cuda: bool, bar: Any) -> None:
+        self.out, self.cuda, self.bar = out, cuda, bar
+        self.in_flight: tuple[Any, ...] | None = None
+        self.flagged: list[tuple[np.ndarray, torch.Tensor]] = []  # (contexts, whether each one's logits are finite)
+
+    def host(self, t: torch.Tensor) -> torch.Tensor:
+        """Start the copy of a result to the CPU; on CUDA into pinned memory, without waiting."""
+        if not self.cuda:
+            return t
+        buf = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        buf.copy_(t, non_blocking=True)
+        return buf
+
+    def submit(self, idx: np.ndarray, r: np.ndarray, tensors: tuple[torch.Tensor, ...], tse: Any) -> None:
+        """Queue a computed batch (its copies started: :meth:`host`) and store the one before it."""
+        event = None
+        if self.cuda:
+            event = torch.cuda.Event()
+            event.record()
+        if self.in_flight is not None:
+            self._store(self.in_flight)
+        self.in_flight = (idx, r, event, *tensors, tse)
+
+    def _store(self, job: tuple[Any, ...]) -> None:
+        idx, r, event, p, above, below, tki, tkp, tse = job
+        if event is not None:
+            event.synchronize()
+        out = self.out
+        out.prob[idx] = p.numpy()
+        out.cum_above[idx] = above.numpy()
+        out.cum_below[idx] = below.numpy()
+        out.topk_ids[idx, : tki.shape[1]] = tki.numpy()
+        out.topk_probs[idx, : tkp.shape[1]] = tkp.numpy()
+        if tse is not None:
+            out.tse_p[r] = tse.numpy()
+        self.bar.update(len(idx))
+
+    def finish(self, dev: torch.device) -> None:
+        """Store the last batch, wait for the device, and mark the contexts whose logits were not finite."""
+        if self.in_flight is not None:
+            self._store(self.in_flight)
+        if self.cuda:
+            torch.cuda.synchronize(dev)
+        for idx, finite in self.flagged:
+            self.out.nonfinite[idx] = ~finite.numpy()
+
+
+class _TseRows:
+    """The TSE rows of each context (``rows_sorted[starts[c]:starts[c + 1]]`` are context ``c``'s) and
+    their pair probabilities picked from a batch's probabilities."""
+
+    def __init__(self, n: int, row_context: np.ndarray, row_tse_ids: np.ndarray, dev: torch.device) -> None:
+        self.row_context, self.row_tse_ids, self.dev = row_context, row_tse_ids, dev
+        self.rows_sorted = np.argsort(row_context, kind="stable")
+        self.starts = np.searchsorted(row_context[self.rows_sorted], np.arange(n + 1), side="left")
+        self.local = np.empty(n, dtype=np.int64)  # position of a context inside its batch
+
+    def of_batch(self, idx: np.ndarray, probs: torch.Tensor, host: Any) -> tuple[np.ndarray, Any]:
+        """(the batch's TSE rows, their (singular, plural) probabilities on the way to the host, NaN for a
+        form that is not one token; None when the batch has no TSE row)."""
+        bounds = np.stack([self.starts[idx], self.starts[idx + 1]], axis=1)
+        r = np.concatenate([self.rows_sorted[a:b] for a, b in bounds]) if len(bounds) else np.zeros(0, np.int64)
+        if not len(r):
+            return r, None
+        self.local[idx] = np.arange(len(idx))
+        ctx_pos = torch.as_tensor(self.local[self.row_context[r]]).to(self.dev, non_blocking=True)
+        pair = torch.as_tensor(self.row_tse_ids[r]).to(self.dev, non_blocking=True)
+        vals = probs[ctx_pos.unsqueeze(1), pair.clamp(min=0)]
+        return r, host(torch.where(pair >= 0, vals, torch.full_like(vals, float("nan"))))
+
+
 def run_contexts(
     lm: LoadedModel,
     encoded: Encoded,
@@ -167,52 +285,17 @@ def run_contexts(
     pad_id = lm.tokenizer.pad_token_id
     if pad_id is None:
         pad_id = lm.tokenizer.eos_token_id or 0
-    lengths = np.array([len(s) for s in encoded.ids])
-    # TSE rows grouped by context: rows_sorted[starts[c]:starts[c + 1]] are context c's rows
-    rows_sorted = np.argsort(row_context, kind="stable")
-    starts = np.searchsorted(row_context[rows_sorted], np.arange(n + 1), side="left")
-    local = np.empty(n, dtype=np.int64)  # position of a context inside its batch
-    bs = fit_contexts(lm, encoded, batch_size)
-    pending = list(_batches(lengths, bs))
+    tse_rows = _TseRows(n, row_context, row_tse_ids, dev)
+    batches = _Batches(np.array([len(s) for s in encoded.ids]), fit_contexts(lm, encoded, batch_size))
     own_bar = bar is None
     if own_bar:
         bar = tqdm(total=n, desc=desc, unit="ctx", disable=not progress, mininterval=1.0)
-
-    def host(t: torch.Tensor) -> torch.Tensor:
-        """Start the copy of a result to the CPU; on CUDA into pinned memory, without waiting."""
-        if not cuda:
-            return t
-        buf = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-        buf.copy_(t, non_blocking=True)
-        return buf
-
-    def collect(job: tuple[Any, ...]) -> None:
-        """Store a finished batch (waits for its copies): the GPU already runs the next batch."""
-        idx, r, event, p, above, below, tki, tkp, tse = job
-        if event is not None:
-            event.synchronize()
-        out.prob[idx] = p.numpy()
-        out.cum_above[idx] = above.numpy()
-        out.cum_below[idx] = below.numpy()
-        out.topk_ids[idx, : tki.shape[1]] = tki.numpy()
-        out.topk_probs[idx, : tkp.shape[1]] = tkp.numpy()
-        if tse is not None:
-            out.tse_p[r] = tse.numpy()
-        bar.update(len(idx))
-
-    in_flight: tuple[Any, ...] | None = None
-    flagged: list[tuple[np.ndarray, torch.Tensor]] = []  # (contexts, whether each one's logits are all finite)
-    # on the CPU, one float64 buffer for every batch's probabilities (no fresh 512 MB per batch at
-    # 256k x 256: page faults), as large as the largest batch so far (the first: batches are cut
-    # from one size, longest first); nothing computed below keeps a view of it past its batch
-    prob_buf: torch.Tensor | None = None
-    cap: int | None = None  # after an out-of-memory error: the batch size every later batch is cut to
+    collector = _Collector(out, cuda, bar)
+    host = collector.host
+    prob_buf = _ProbBuffer()
     with torch.inference_mode():
-        while pending:
-            idx = pending.pop(0)
-            if cap is not None and len(idx) > cap:  # consecutive slices: the same contexts, in order
-                pending[:0] = [idx[i : i + cap] for i in range(cap, len(idx), cap)]
-                idx = idx[:cap]
+        while batches:
+            idx = batches.next()
             try:
                 ids, att = _pad([encoded.ids[i] for i in idx], pad_id, dev)
                 tgt = torch.as_tensor(encoded.target[idx]).to(dev, non_blocking=True)
@@ -221,61 +304,24 @@ def run_contexts(
                 if cuda:
                     probs = probabilities(picked)
                 else:
-                    if prob_buf is None or prob_buf.shape[0] < len(idx) or prob_buf.shape[1] != picked.shape[1]:
-                        prob_buf = None  # the smaller one goes before the larger one is allocated
-                        prob_buf = torch.empty((len(idx), picked.shape[1]), dtype=torch.float64)
-                    probs = probabilities(picked, out=prob_buf[: len(idx)])
+                    probs = probabilities(picked, out=prob_buf.rows(len(idx), picked.shape[1]))
                 p, above, below = form_statistics(probs, forms)
                 tk = torch.topk(probs, k=min(top_k, probs.shape[1]), dim=-1)
             except (RuntimeError, MemoryError) as exc:  # includes torch.OutOfMemoryError
                 if not is_oom(exc) or len(idx) == 1:
                     raise
                 del exc
-                prob_buf = None  # its batch was too large; the halves allocate their own
+                prob_buf.buf = None  # its batch was too large; the halves allocate their own
                 if cuda:
                     torch.cuda.empty_cache()
-                half = len(idx) // 2
-                if cap is None or half < cap:  # one warning per cut, not one per batch
-                    log.warning(
-                        "out of memory at batch size %d; retrying with %d, and later batches too", len(idx), half
-                    )
-                cap = half if cap is None else min(cap, half)
-                pending[:0] = [idx[:half], idx[half:]]
+                batches.halve(idx)
                 continue
-            flagged.append((idx, host(finite)))
-            bounds = np.stack([starts[idx], starts[idx + 1]], axis=1)
-            r = np.concatenate([rows_sorted[a:b] for a, b in bounds]) if len(bounds) else np.zeros(0, np.int64)
-            tse = None
-            if len(r):
-                local[idx] = np.arange(len(idx))
-                ctx_pos = torch.as_tensor(local[row_context[r]]).to(dev, non_blocking=True)
-                pair = torch.as_tensor(row_tse_ids[r]).to(dev, non_blocking=True)
-                vals = probs[ctx_pos.unsqueeze(1), pair.clamp(min=0)]
-                tse = host(torch.where(pair >= 0, vals, torch.full_like(vals, float("nan"))))
-            job = (
-                idx,
-                r,
-                None,
-                host(p.float()),
-                host(above.float()),
-                host(below.float()),
-                host(tk.indices.int()),
-                host(tk.values.float()),
-                tse,
-            )
-            if cuda:
-                event = torch.cuda.Event()
-                event.record()
-                job = (*job[:2], event, *job[3:])
-            if in_flight is not None:
-                collect(in_flight)
-            in_flight = job
-        if in_flight is not None:
-            collect(in_flight)
-        if cuda:
-            torch.cuda.synchronize(dev)
-        for idx, finite in flagged:
-            out.nonfinite[idx] = ~finite.numpy()
+            collector.flagged.append((idx, host(finite)))
+            r, tse = tse_rows.of_batch(idx, probs, host)
+            tensors = (host(p.float()), host(above.float()), host(below.float()))
+            tensors += (host(tk.indices.int()), host(tk.values.float()))
+            collector.submit(idx, r, tensors, tse)
+        collector.finish(dev)
     if own_bar:
         bar.close()
     return out
