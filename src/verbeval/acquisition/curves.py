@@ -161,17 +161,17 @@ class SweepData:
 
 
 def context_resamples(data: SweepData, resamples: int, seed: int) -> dict[str, np.ndarray]:
-    """Per group, ``[resamples, n_contexts]`` multinomial counts of its contexts (one generator,
-    ``numpy.random.default_rng(seed)``, groups in sorted order)."""
+    """Per group, ``[resamples, n_contexts]`` multinomial counts of its contexts
+    (:func:`verbeval.core.bootstrap.draw_counts`), drawn jointly: one generator,
+    ``numpy.random.default_rng(seed)``, groups in sorted order, so that the groups' curves are
+    resampled together."""
+    from verbeval.core.bootstrap import draw_counts
+
     rng = np.random.default_rng(seed)
     out = {}
     for g in data.groups:
         n = data.correct[g].shape[1]
-        out[g] = (
-            rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(np.float64)
-            if n
-            else np.zeros((resamples, 0))
-        )
+        out[g] = draw_counts(rng, n, resamples) if n else np.zeros((resamples, 0))
     return out
 
 

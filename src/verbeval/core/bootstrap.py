@@ -27,6 +27,11 @@ import numpy as np
 Draw = Literal["counts", "indices"]
 
 
+def draw_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
+    """``[size, n]`` float64 multinomial counts of ``n`` rows drawn with replacement (``counts`` draws)."""
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=size).astype(np.float64)
+
+
 def resample_blocks(n: int, resamples: int, seed: int, block: int, draw: Draw) -> Iterator[tuple[slice, np.ndarray]]:
     """``(rows, resampled)`` per block: ``rows`` the block's slice of the ``resamples`` resamples,
     ``resampled`` its ``[len(rows), n]`` draw (see the module docstring for ``draw``)."""
@@ -36,7 +41,7 @@ def resample_blocks(n: int, resamples: int, seed: int, block: int, draw: Draw) -
     for start in range(0, resamples, block):
         b = min(block, resamples - start)
         if draw == "counts":
-            resampled = rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(np.float64)
+            resampled = draw_counts(rng, n, b)
         else:
             resampled = rng.integers(0, n, size=(b, n))
         yield slice(start, start + b), resampled
