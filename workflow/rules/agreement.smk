@@ -4,13 +4,13 @@
 rule lexicon:
     """Config: agreement.verb_lists, agreement.inflection_overrides"""
     input:
-        lists=[PLAN.raw_path(s) for s in PLAN.agr["verb_lists"]],
-        overrides=PLAN.agr["inflection_overrides"],
+        lists=[PLAN.raw_path(s) for s in PLAN.agreement["verb_lists"]],
+        overrides=PLAN.agreement["inflection_overrides"],
     output:
-        f"{PLAN.out}/lexicon.parquet",
+        f"{PLAN.agreement_dir}/lexicon.parquet",
     params:
         manifest=PLAN.manifest_param,  # formats only: no rerun trigger
-        inputs=PLAN.source_inputs(PLAN.agr["verb_lists"]),
+        inputs=PLAN.source_inputs(PLAN.agreement["verb_lists"]),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -25,12 +25,12 @@ rule templates:
     agreement.skip_bad_rows, agreement.errata, agreement.drop_flagged_errata"""
     input:
         sources=[PLAN.raw_path(s) for s in PLAN.template_sources],
-        groups_file=PLAN.agr["groups_file"],
-        errata=PLAN.agr["errata"],
+        groups_file=PLAN.agreement["groups_file"],
+        errata=PLAN.agreement["errata"],
         custom=[str(g.path) for g in PLAN.custom_groups],
     output:
-        table=f"{PLAN.out}/templates.parquet",
-        rejects=f"{PLAN.out}/template_rejects.csv",
+        table=f"{PLAN.agreement_dir}/templates.parquet",
+        rejects=f"{PLAN.agreement_dir}/template_rejects.csv",
         groups=PLAN.run_groups_file,
     params:
         **PLAN.templates_params(),
@@ -86,18 +86,18 @@ rule table2:
     """Config: models, agreement.groups, agreement.custom_groups, agreement.errata, agreement.drop_flagged_errata,
     agreement.bootstrap.confidence, agreement.table_models"""
     input:
-        summaries=[f for m in PLAN.models for f in PLAN.per_group(f"{PLAN.out}/{m}/{{group}}/summary.csv")],
+        summaries=[f for m in PLAN.models for f in PLAN.per_group(f"{PLAN.agreement_dir}/{m}/{{group}}/summary.csv")],
         groups_file=PLAN.run_groups_file,
-        errata=PLAN.agr["errata"],
-        templates=f"{PLAN.out}/templates.parquet",
+        errata=PLAN.agreement["errata"],
+        templates=f"{PLAN.agreement_dir}/templates.parquet",
     output:
-        csv=f"{PLAN.out}/table2.csv",
-        md=f"{PLAN.out}/table2.md",
-        tex=f"{PLAN.out}/table2.tex",
-        html=report(f"{PLAN.out}/table2.html", caption="../report/table2.rst", category="Agreement",
+        csv=f"{PLAN.agreement_dir}/table2.csv",
+        md=f"{PLAN.agreement_dir}/table2.md",
+        tex=f"{PLAN.agreement_dir}/table2.tex",
+        html=report(f"{PLAN.agreement_dir}/table2.html", caption="../report/table2.rst", category="Agreement",
                     subcategory="Tables"),
-        all_csv=f"{PLAN.out}/summary_all.csv",
-        metrics=f"{PLAN.out}/metrics.json",
+        all_csv=f"{PLAN.agreement_dir}/summary_all.csv",
+        metrics=f"{PLAN.agreement_dir}/metrics.json",
     params:
         **PLAN.table2_params(),
     conda:

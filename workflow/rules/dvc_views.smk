@@ -9,9 +9,9 @@ import os
 rule dvc_metrics:
     """Config: agreement.table_models"""
     input:
-        f"{PLAN.out}/metrics.json",
+        f"{PLAN.agreement_dir}/metrics.json",
     output:
-        PLAN.fig.dvc_metrics_files(),
+        PLAN.figures.dvc_metrics_files(),
     params:
         models=",".join(PLAN.table_models),  # the models of metrics.json (agreement.table_models)
         groups=",".join(PLAN.group_ids),
@@ -28,14 +28,14 @@ rule dvc_metrics:
 rule dvc_plot_data:
     """Config: none"""
     input:
-        f"{PLAN.fig.out}/{{stem}}.csv",
+        f"{PLAN.figures.out}/{{stem}}.csv",
     output:
-        PLAN.per_group(f"{PLAN.fig.out}/dvc/{{stem}}/{{side}}/{{group}}.csv"),
+        PLAN.per_group(f"{PLAN.figures.out}/dvc/{{stem}}/{{side}}/{{group}}.csv"),
     wildcard_constraints:
-        stem=alternatives(list(PLAN.fig.cutoff_figures)),
+        stem=alternatives(list(PLAN.figures.cutoff_figures)),
         side="top|bottom",
     params:
-        figure=lambda wc: PLAN.fig.cutoff_figures[wc.stem][0],
+        figure=lambda wc: PLAN.figures.cutoff_figures[wc.stem][0],
         models=",".join(PLAN.models),
         groups=",".join(PLAN.group_ids),
         out_dir=lambda wc, output: os.path.dirname(output[0]),

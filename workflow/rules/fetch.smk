@@ -15,7 +15,7 @@
 rule fetch:
     """Config: raw_dir"""
     output:
-        update(f"{PLAN.raw}/{{name}}/{{filename}}"),
+        update(f"{PLAN.raw_dir}/{{name}}/{{filename}}"),
     params:
         sha256=lambda wc: PLAN.source_sha256(wc.name),
         manifest=PLAN.manifest_param,

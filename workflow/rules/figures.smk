@@ -8,16 +8,16 @@ rule figure_cutoffs:
     Config: models, agreement.top_cutoffs, agreement.bottom_cutoffs, agreement.bootstrap, agreement.figures.formats,
     agreement.figures.min_contexts, agreement.figures.low_n"""
     input:
-        summary=f"{PLAN.out}/summary_all.csv",
+        summary=f"{PLAN.agreement_dir}/summary_all.csv",
         groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{PLAN.fig.out}/{{stem}}.csv",
-        images=report_first(PLAN.fig.images("{stem}"), "../report/cutoff_figures.rst", "Agreement", "Cutoff curves"),
+        csv=f"{PLAN.figures.out}/{{stem}}.csv",
+        images=report_first(PLAN.figures.images("{stem}"), "../report/cutoff_figures.rst", "Agreement", "Cutoff curves"),
     wildcard_constraints:
-        stem=alternatives(list(PLAN.fig.cutoff_figures)),
+        stem=alternatives(list(PLAN.figures.cutoff_figures)),
     params:
-        figure=lambda wc: PLAN.fig.cutoff_figures[wc.stem][0],
-        **PLAN.fig.cutoff_params(),
+        figure=lambda wc: PLAN.figures.cutoff_figures[wc.stem][0],
+        **PLAN.figures.cutoff_params(),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -32,14 +32,14 @@ rule figure_cutoffs:
 rule figure_models:
     """Config: models, agreement.figures.formats"""
     input:
-        summary=f"{PLAN.out}/summary_all.csv",
+        summary=f"{PLAN.agreement_dir}/summary_all.csv",
         groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{PLAN.fig.out}/model_comparison.csv",
-        images=report_first(PLAN.fig.images("model_comparison"), "../report/model_comparison.rst", "Agreement",
+        csv=f"{PLAN.figures.out}/model_comparison.csv",
+        images=report_first(PLAN.figures.images("model_comparison"), "../report/model_comparison.rst", "Agreement",
                             "Model comparison"),
     params:
-        models=",".join(PLAN.fig.comparison_models()),
+        models=",".join(PLAN.figures.comparison_models()),
         random_models=PLAN.random_models,
     conda:
         "../../envs/verbeval.yaml"
@@ -54,15 +54,15 @@ rule figure_checkpoints:
     """Config: models, agreement.bootstrap, agreement.figures.formats, agreement.figures.checkpoints,
     agreement.checkpoint_axis"""
     input:
-        summary=f"{PLAN.out}/summary_all.csv",
+        summary=f"{PLAN.agreement_dir}/summary_all.csv",
         groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{PLAN.fig.out}/checkpoints.csv",
-        images=report_first(PLAN.fig.images("checkpoints"), "../report/checkpoints.rst", "Agreement",
+        csv=f"{PLAN.figures.out}/checkpoints.csv",
+        images=report_first(PLAN.figures.images("checkpoints"), "../report/checkpoints.rst", "Agreement",
                             "Training checkpoints"),
     params:
-        args=PLAN.fig.checkpoint_args(),
-        confidence=PLAN.agr["bootstrap"]["confidence"],
+        args=PLAN.figures.checkpoint_args(),
+        confidence=PLAN.agreement["bootstrap"]["confidence"],
         random_models=PLAN.random_models,
     conda:
         "../../envs/verbeval.yaml"
@@ -93,24 +93,24 @@ rule lemma_stats:
 rule figure_lemmas:
     """Config: models, agreement.figures.formats, agreement.figures.worst_lemmas, agreement.figures.lemma_bins"""
     input:
-        stats=PLAN.per_model(f"{PLAN.out}/{{model}}/lemma_stats.csv"),
+        stats=PLAN.per_model(f"{PLAN.agreement_dir}/{{model}}/lemma_stats.csv"),
     output:
-        csv=f"{PLAN.fig.out}/lemma_accuracy.csv",
-        metrics=f"{PLAN.fig.out}/lemma_metrics.json",
-        images=report_first(PLAN.fig.images("lemma_accuracy"), "../report/lemma_accuracy.rst", "Agreement",
+        csv=f"{PLAN.figures.out}/lemma_accuracy.csv",
+        metrics=f"{PLAN.figures.out}/lemma_metrics.json",
+        images=report_first(PLAN.figures.images("lemma_accuracy"), "../report/lemma_accuracy.rst", "Agreement",
                             "Per-lemma diagnostics"),
-        worst_csv=f"{PLAN.fig.out}/worst_lemmas.csv",
-        worst_md=f"{PLAN.fig.out}/worst_lemmas.md",
+        worst_csv=f"{PLAN.figures.out}/worst_lemmas.csv",
+        worst_md=f"{PLAN.figures.out}/worst_lemmas.md",
         worst_html=report(
-            f"{PLAN.fig.out}/worst_lemmas.html",
+            f"{PLAN.figures.out}/worst_lemmas.html",
             caption="../report/worst_lemmas.rst",
             category="Agreement",
             subcategory="Per-lemma diagnostics",
         ),
     params:
         models=",".join(PLAN.models),
-        worst=PLAN.fig.config["worst_lemmas"],
-        bins=PLAN.fig.config["lemma_bins"],
+        worst=PLAN.figures.config["worst_lemmas"],
+        bins=PLAN.figures.config["lemma_bins"],
         random_models=PLAN.random_models,
     conda:
         "../../envs/verbeval.yaml"
@@ -126,20 +126,20 @@ rule table3:
     """Config: models, agreement.figures.contexts, agreement.figures.context_groups,
     agreement.figures.contexts_per_label"""
     input:
-        templates=f"{PLAN.out}/templates.parquet",
-        lemmas=PLAN.per_model(f"{PLAN.out}/{{model}}/lemmas.parquet"),
-        manifests=PLAN.per_model(PLAN.shard_manifest(PLAN.out)),
-        tokenizers=PLAN.fig.table3_tokenizers(),
+        templates=f"{PLAN.agreement_dir}/templates.parquet",
+        lemmas=PLAN.per_model(f"{PLAN.agreement_dir}/{{model}}/lemmas.parquet"),
+        manifests=PLAN.per_model(PLAN.shard_manifest(PLAN.agreement_dir)),
+        tokenizers=PLAN.figures.table3_tokenizers(),
     output:
-        csv=f"{PLAN.fig.out}/table3_topk.csv",
-        md=f"{PLAN.fig.out}/table3_topk.md",
+        csv=f"{PLAN.figures.out}/table3_topk.csv",
+        md=f"{PLAN.figures.out}/table3_topk.md",
         html=report(
-            f"{PLAN.fig.out}/table3_topk.html", caption="../report/table3_topk.rst", category="Agreement", subcategory="Tables"
+            f"{PLAN.figures.out}/table3_topk.html", caption="../report/table3_topk.rst", category="Agreement", subcategory="Tables"
         ),
     params:
-        args=lambda wc, input: PLAN.fig.table3_args(),  # derived from the inputs: no rerun trigger of its own
-        default_groups=",".join(PLAN.fig.config["context_groups"]),
-        per_label=PLAN.fig.config["contexts_per_label"],
+        args=lambda wc, input: PLAN.figures.table3_args(),  # derived from the inputs: no rerun trigger of its own
+        default_groups=",".join(PLAN.figures.config["context_groups"]),
+        per_label=PLAN.figures.config["contexts_per_label"],
         random_models=PLAN.random_models,
     conda:
         "../../envs/verbeval.yaml"

@@ -5,11 +5,11 @@
 rule lexicon_forms:
     """Config: models"""
     input:
-        lexicon=f"{PLAN.out}/lexicon.parquet",
-        templates=f"{PLAN.out}/templates.parquet",
+        lexicon=f"{PLAN.agreement_dir}/lexicon.parquet",
+        templates=f"{PLAN.agreement_dir}/templates.parquet",
         model=lambda wc: PLAN.model.local_model(wc.model),
     output:
-        f"{PLAN.lmout}/{{model}}/forms.parquet",
+        f"{PLAN.lexicon_modes_dir}/{{model}}/forms.parquet",
     params:
         model=lambda wc: PLAN.models[wc.model]["id"],
         version=lambda wc: PLAN.model.version(wc.model),
@@ -26,9 +26,9 @@ rule lexicon_forms:
 rule lexicon_common:
     """Config: models"""
     input:
-        forms=PLAN.per_model(f"{PLAN.lmout}/{{model}}/forms.parquet"),
+        forms=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/forms.parquet"),
     output:
-        f"{PLAN.lmout}/common.parquet",
+        f"{PLAN.lexicon_modes_dir}/common.parquet",
     params:
         forms=PLAN.forms_options(),
         random_models=PLAN.random_models,  # named in the report caption
@@ -46,19 +46,19 @@ rule lexicon_common:
 rule lexicon_modes:
     """Config: agreement.multitoken.groups, agreement.bootstrap"""
     input:
-        forms=f"{PLAN.lmout}/{{model}}/forms.parquet",
-        common=f"{PLAN.lmout}/common.parquet",
-        manifest=PLAN.shard_manifest(PLAN.lmout),
-        table2=PLAN.per_group(f"{PLAN.out}/{{model}}/{{group}}/summary.csv", PLAN.mt_groups),
+        forms=f"{PLAN.lexicon_modes_dir}/{{model}}/forms.parquet",
+        common=f"{PLAN.lexicon_modes_dir}/common.parquet",
+        manifest=PLAN.shard_manifest(PLAN.lexicon_modes_dir),
+        table2=PLAN.per_group(f"{PLAN.agreement_dir}/{{model}}/{{group}}/summary.csv", PLAN.multitoken_groups),
     output:
-        summary=f"{PLAN.lmout}/{{model}}/summary.csv",
-        lemmas=f"{PLAN.lmout}/{{model}}/lemmas.csv",
-        diff=f"{PLAN.lmout}/{{model}}/lemma_differences.csv",
-        consistency=f"{PLAN.lmout}/{{model}}/consistency.csv",
+        summary=f"{PLAN.lexicon_modes_dir}/{{model}}/summary.csv",
+        lemmas=f"{PLAN.lexicon_modes_dir}/{{model}}/lemmas.csv",
+        diff=f"{PLAN.lexicon_modes_dir}/{{model}}/lemma_differences.csv",
+        consistency=f"{PLAN.lexicon_modes_dir}/{{model}}/consistency.csv",
     params:
-        resamples=PLAN.agr["bootstrap"]["resamples"],
-        seed=PLAN.agr["bootstrap"]["seed"],
-        confidence=PLAN.agr["bootstrap"]["confidence"],
+        resamples=PLAN.agreement["bootstrap"]["resamples"],
+        seed=PLAN.agreement["bootstrap"]["seed"],
+        confidence=PLAN.agreement["bootstrap"]["confidence"],
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -73,22 +73,22 @@ rule lexicon_modes:
 rule lexicon_modes_table:
     """Config: models, agreement.lexicon_mode, agreement.multitoken.groups"""
     input:
-        summaries=PLAN.per_model(f"{PLAN.lmout}/{{model}}/summary.csv"),
-        diffs=PLAN.per_model(f"{PLAN.lmout}/{{model}}/lemma_differences.csv"),
-        consistency=PLAN.per_model(f"{PLAN.lmout}/{{model}}/consistency.csv"),
-        forms=PLAN.per_model(f"{PLAN.lmout}/{{model}}/forms.parquet"),
-        common=f"{PLAN.lmout}/common.parquet",
+        summaries=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/summary.csv"),
+        diffs=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/lemma_differences.csv"),
+        consistency=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/consistency.csv"),
+        forms=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/forms.parquet"),
+        common=f"{PLAN.lexicon_modes_dir}/common.parquet",
         groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{PLAN.lmout}/table.csv",
-        md=f"{PLAN.lmout}/table.md",
-        tex=f"{PLAN.lmout}/table.tex",
-        metrics=f"{PLAN.lmout}/metrics.json",
-        coverage=f"{PLAN.lmout}/coverage.csv",
-        diff=f"{PLAN.lmout}/lemma_differences.csv",
+        csv=f"{PLAN.lexicon_modes_dir}/table.csv",
+        md=f"{PLAN.lexicon_modes_dir}/table.md",
+        tex=f"{PLAN.lexicon_modes_dir}/table.tex",
+        metrics=f"{PLAN.lexicon_modes_dir}/metrics.json",
+        coverage=f"{PLAN.lexicon_modes_dir}/coverage.csv",
+        diff=f"{PLAN.lexicon_modes_dir}/lemma_differences.csv",
     params:
         models=",".join(PLAN.models),
-        mode=PLAN.agr["lexicon_mode"],
+        mode=PLAN.agreement["lexicon_mode"],
         forms=PLAN.forms_options(),
         random_models=PLAN.random_models,  # named in the report caption
     conda:
@@ -105,9 +105,9 @@ rule lexicon_modes_table:
 rule lexicon_modes_page:
     """Config: none"""
     input:
-        f"{PLAN.lmout}/table.csv",
+        f"{PLAN.lexicon_modes_dir}/table.csv",
     output:
-        report(f"{PLAN.lmout}/lexicon_modes.html", caption="../report/lexicon_modes.rst", category="Agreement",
+        report(f"{PLAN.lexicon_modes_dir}/lexicon_modes.html", caption="../report/lexicon_modes.rst", category="Agreement",
                subcategory="Lexicon modes"),
     params:
         title="Agreement scores in three lexicon modes",

@@ -1,6 +1,6 @@
 # One job per model for all of its accelerator work (docs/performance.md, "One model load per model"):
 # rule infer loads an agreement model once and writes its agreement shards, its multi-token form shards
-# (agreement.multitoken) and its SimVerb-3500 embeddings (a SimVerb model at float32: PLAN.sv.in_infer);
+# (agreement.multitoken) and its SimVerb-3500 embeddings (a SimVerb model at float32: PLAN.simverb.in_infer);
 # infer_no_simverb is the same job for the agreement models without a SimVerb branch. The shard
 # stores resume shard by shard; the SimVerb outputs are flagged update (Snakemake keeps them) and
 # `verbeval run-model` recomputes them only when their stamp shows changed inputs or settings.
@@ -12,17 +12,17 @@ rule infer:
     simverb.split_sources, simverb.models, simverb.frames, simverb.multi_token, simverb.batch_size"""
     input:
         **PLAN.infer_input(),
-        simverb_data=PLAN.sv.data(),
-        simverb_splits=PLAN.sv.split_files(),
+        simverb_data=PLAN.simverb.data(),
+        simverb_splits=PLAN.simverb.split_files(),
     output:
         **PLAN.infer_output(),
-        sims=update(f"{PLAN.sv.res}/{{model}}/similarities.parquet"),
-        verbs=update(f"{PLAN.sv.res}/{{model}}/verbs.csv"),
+        sims=update(f"{PLAN.simverb.res}/{{model}}/similarities.parquet"),
+        verbs=update(f"{PLAN.simverb.res}/{{model}}/verbs.csv"),
     params:
         command=lambda wc, threads: PLAN.model_steps.command("run-model", wc.model, threads),
         version=lambda wc: PLAN.model.version(wc.model),  # a rerun trigger: the model's files or commit
     wildcard_constraints:
-        model=alternatives(PLAN.queues.unqueued(PLAN.sv.in_infer)),  # a queued model: its queue_N job
+        model=alternatives(PLAN.queues.unqueued(PLAN.simverb.in_infer)),  # a queued model: its queue_N job
     threads: config["inference"]["threads"]
     resources:
         # 0 for a job on this machine's CPU (PLAN.gpu_resource): CPU jobs of two models run side by side
@@ -43,4 +43,4 @@ use rule infer as infer_no_simverb with:
     output:
         **PLAN.infer_output(),
     wildcard_constraints:
-        model=alternatives(PLAN.queues.unqueued([m for m in PLAN.models if m not in PLAN.sv.in_infer])),
+        model=alternatives(PLAN.queues.unqueued([m for m in PLAN.models if m not in PLAN.simverb.in_infer])),

@@ -7,23 +7,23 @@ rule simverb_score:
     """Config: models, simverb.source, simverb.split_sources, simverb.models, simverb.frames, simverb.multi_token,
     simverb.batch_size, inference.device, inference.threads"""
     input:
-        data=PLAN.sv.data(),
-        splits=PLAN.sv.split_files(),
-        model=lambda wc: PLAN.sv.local_model(wc.svmodel),
+        data=PLAN.simverb.data(),
+        splits=PLAN.simverb.split_files(),
+        model=lambda wc: PLAN.simverb.local_model(wc.svmodel),
     output:
-        sims=f"{PLAN.sv.res}/{{svmodel}}/similarities.parquet",
-        verbs=f"{PLAN.sv.res}/{{svmodel}}/verbs.csv",
+        sims=f"{PLAN.simverb.res}/{{svmodel}}/similarities.parquet",
+        verbs=f"{PLAN.simverb.res}/{{svmodel}}/verbs.csv",
     params:
-        model=lambda wc: PLAN.sv.model_args(wc.svmodel),
-        random_init=lambda wc: PLAN.sv.random_init_option(wc.svmodel),
-        splits=lambda wc, input: PLAN.sv.split_args(list(input.splits)),
-        version=lambda wc: PLAN.sv.version(wc.svmodel),
-        multi_token=PLAN.sv.config["multi_token"],
-        batch_size=PLAN.sv.config["batch_size"],
+        model=lambda wc: PLAN.simverb.model_args(wc.svmodel),
+        random_init=lambda wc: PLAN.simverb.random_init_option(wc.svmodel),
+        splits=lambda wc, input: PLAN.simverb.split_args(list(input.splits)),
+        version=lambda wc: PLAN.simverb.version(wc.svmodel),
+        multi_token=PLAN.simverb.config["multi_token"],
+        batch_size=PLAN.simverb.config["batch_size"],
         device=config["inference"]["device"],
         threads=config["inference"]["threads"],  # a change reruns the job (the command uses {threads})
     wildcard_constraints:
-        svmodel=alternatives(PLAN.sv.alone),  # the others: rule infer (models.smk)
+        svmodel=alternatives(PLAN.simverb.alone),  # the others: rule infer (models.smk)
     threads: config["inference"]["threads"]
     resources:
         gpu=lambda wc: PLAN.gpu_resource(config["inference"]["gpus"], local=jobs_run_here(workflow)),
@@ -40,28 +40,28 @@ rule simverb_score:
 rule simverb_table:
     """Config: simverb.bins, simverb.bootstrap, simverb.formats"""
     input:
-        sims=f"{PLAN.sv.res}/{{svmodel}}/similarities.parquet",
-        verbs=f"{PLAN.sv.res}/{{svmodel}}/verbs.csv",
+        sims=f"{PLAN.simverb.res}/{{svmodel}}/similarities.parquet",
+        verbs=f"{PLAN.simverb.res}/{{svmodel}}/verbs.csv",
     output:
-        csv=f"{PLAN.sv.res}/{{svmodel}}/table.csv",
-        md=f"{PLAN.sv.res}/{{svmodel}}/table.md",
-        tex=f"{PLAN.sv.res}/{{svmodel}}/table.tex",
-        layers_csv=f"{PLAN.sv.res}/{{svmodel}}/simverb_layers.csv",
-        metrics=f"{PLAN.sv.res}/{{svmodel}}/metrics.json",
-        layers=[report(f"{PLAN.sv.res}/{{svmodel}}/layers.{ext}", caption="../report/simverb_layers.rst",
+        csv=f"{PLAN.simverb.res}/{{svmodel}}/table.csv",
+        md=f"{PLAN.simverb.res}/{{svmodel}}/table.md",
+        tex=f"{PLAN.simverb.res}/{{svmodel}}/table.tex",
+        layers_csv=f"{PLAN.simverb.res}/{{svmodel}}/simverb_layers.csv",
+        metrics=f"{PLAN.simverb.res}/{{svmodel}}/metrics.json",
+        layers=[report(f"{PLAN.simverb.res}/{{svmodel}}/layers.{ext}", caption="../report/simverb_layers.rst",
                        category="SimVerb-3500", subcategory="{svmodel}") if i == 0
-                else f"{PLAN.sv.res}/{{svmodel}}/layers.{ext}" for i, ext in enumerate(PLAN.sv.config["formats"])],
-        scatter=[report(f"{PLAN.sv.res}/{{svmodel}}/scatter.{ext}", caption="../report/simverb_scatter.rst",
+                else f"{PLAN.simverb.res}/{{svmodel}}/layers.{ext}" for i, ext in enumerate(PLAN.simverb.config["formats"])],
+        scatter=[report(f"{PLAN.simverb.res}/{{svmodel}}/scatter.{ext}", caption="../report/simverb_scatter.rst",
                         category="SimVerb-3500", subcategory="{svmodel}") if i == 0
-                 else f"{PLAN.sv.res}/{{svmodel}}/scatter.{ext}" for i, ext in enumerate(PLAN.sv.config["formats"])],
+                 else f"{PLAN.simverb.res}/{{svmodel}}/scatter.{ext}" for i, ext in enumerate(PLAN.simverb.config["formats"])],
     params:
-        resamples=PLAN.sv.config["bootstrap"]["resamples"],
-        seed=PLAN.sv.config["bootstrap"]["seed"],
-        confidence=PLAN.sv.config["bootstrap"]["confidence"],
-        bins=",".join(f"{b:g}" for b in PLAN.sv.config["bins"]),
-        random_models=lambda wc: PLAN.sv.random_models(wc.svmodel),  # named in the report captions
+        resamples=PLAN.simverb.config["bootstrap"]["resamples"],
+        seed=PLAN.simverb.config["bootstrap"]["seed"],
+        confidence=PLAN.simverb.config["bootstrap"]["confidence"],
+        bins=",".join(f"{b:g}" for b in PLAN.simverb.config["bins"]),
+        random_models=lambda wc: PLAN.simverb.random_models(wc.svmodel),  # named in the report captions
     wildcard_constraints:
-        svmodel=alternatives(list(PLAN.sv.models)),
+        svmodel=alternatives(list(PLAN.simverb.models)),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -76,15 +76,15 @@ rule simverb_table:
 rule simverb_page:
     """Config: none"""
     input:
-        f"{PLAN.sv.res}/{{svmodel}}/table.csv",
+        f"{PLAN.simverb.res}/{{svmodel}}/table.csv",
     output:
-        report(f"{PLAN.sv.res}/{{svmodel}}/simverb_{{svmodel}}.html", caption="../report/simverb_table.rst",
+        report(f"{PLAN.simverb.res}/{{svmodel}}/simverb_{{svmodel}}.html", caption="../report/simverb_table.rst",
                category="SimVerb-3500", subcategory="{svmodel}"),
     params:
         title=lambda wc: f"SimVerb-3500: Spearman rho per representation and subset ({wc.svmodel})",
-        random_models=lambda wc: PLAN.sv.random_models(wc.svmodel),  # named in the report caption
+        random_models=lambda wc: PLAN.simverb.random_models(wc.svmodel),  # named in the report caption
     wildcard_constraints:
-        svmodel=alternatives(list(PLAN.sv.models)),
+        svmodel=alternatives(list(PLAN.simverb.models)),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -96,13 +96,13 @@ rule simverb_page:
 rule simverb_join:
     """Config: simverb.agreement_join"""
     input:
-        sims=f"{PLAN.sv.res}/{{svmodel}}/similarities.parquet",
-        stats=f"{PLAN.out}/{{svmodel}}/lemma_stats.csv",
+        sims=f"{PLAN.simverb.res}/{{svmodel}}/similarities.parquet",
+        stats=f"{PLAN.agreement_dir}/{{svmodel}}/lemma_stats.csv",
     output:
-        joined=f"{PLAN.sv.res}/{{svmodel}}/agreement_join.csv",
-        summary=f"{PLAN.sv.res}/{{svmodel}}/agreement_join_summary.csv",
+        joined=f"{PLAN.simverb.res}/{{svmodel}}/agreement_join.csv",
+        summary=f"{PLAN.simverb.res}/{{svmodel}}/agreement_join_summary.csv",
     wildcard_constraints:
-        svmodel=alternatives(PLAN.sv.joined),
+        svmodel=alternatives(PLAN.simverb.joined),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -114,4 +114,4 @@ rule simverb_join:
 
 rule simverb_all:
     input:
-        PLAN.sv.outputs(),
+        PLAN.simverb.outputs(),

@@ -8,11 +8,11 @@ rule veridicality_released:
     """Config: veridicality.source"""
     # the released probabilities of the pseudo-model: no model runs, so no GPU (a rule of its own)
     input:
-        data=PLAN.ver.data(),
+        data=PLAN.veridicality.data(),
     output:
-        f"{PLAN.ver.res}/{{vmodel}}/predictions.parquet",
+        f"{PLAN.veridicality.res}/{{vmodel}}/predictions.parquet",
     wildcard_constraints:
-        vmodel=alternatives(PLAN.ver.released),
+        vmodel=alternatives(PLAN.veridicality.released),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -27,20 +27,20 @@ rule veridicality_predict:
     # one job (one load) per real NLI model: the predictions and, with counterfactuals on, those of the
     # manipulated pairs; each output is flagged update and kept while its stamp shows it up to date
     input:
-        data=PLAN.ver.data(),
-        model=lambda wc: PLAN.ver.local_model(wc.vmodel),
-        **({"pairs": f"{PLAN.ver.res}/counterfactuals/pairs.parquet"} if PLAN.ver.counterfactuals_on else {}),
+        data=PLAN.veridicality.data(),
+        model=lambda wc: PLAN.veridicality.local_model(wc.vmodel),
+        **({"pairs": f"{PLAN.veridicality.res}/counterfactuals/pairs.parquet"} if PLAN.veridicality.counterfactuals_on else {}),
     output:
-        predictions=update(f"{PLAN.ver.res}/{{vmodel}}/predictions.parquet"),
-        **({"counterfactuals": update(f"{PLAN.ver.res}/{{vmodel}}/counterfactual_predictions.parquet")}
-           if PLAN.ver.counterfactuals_on else {}),
+        predictions=update(f"{PLAN.veridicality.res}/{{vmodel}}/predictions.parquet"),
+        **({"counterfactuals": update(f"{PLAN.veridicality.res}/{{vmodel}}/counterfactual_predictions.parquet")}
+           if PLAN.veridicality.counterfactuals_on else {}),
     params:
-        model=lambda wc: PLAN.ver.real[wc.vmodel],
+        model=lambda wc: PLAN.veridicality.real[wc.vmodel],
         device=config["inference"]["device"],
-        batch_size=PLAN.ver.config["batch_size"],
-        counterfactuals=lambda wc, input, output: PLAN.ver.counterfactual_options(input, output),
+        batch_size=PLAN.veridicality.config["batch_size"],
+        counterfactuals=lambda wc, input, output: PLAN.veridicality.counterfactual_options(input, output),
     wildcard_constraints:
-        vmodel=alternatives(list(PLAN.ver.real)),
+        vmodel=alternatives(list(PLAN.veridicality.real)),
     threads: config["inference"]["threads"]
     resources:
         gpu=lambda wc: PLAN.gpu_resource(config["inference"]["gpus"], local=jobs_run_here(workflow)),
@@ -57,17 +57,17 @@ rule veridicality_predict:
 rule veridicality_table:
     """Config: veridicality.models, veridicality.formats"""
     input:
-        f"{PLAN.ver.res}/{{vmodel}}/predictions.parquet",
+        f"{PLAN.veridicality.res}/{{vmodel}}/predictions.parquet",
     output:
-        csv=f"{PLAN.ver.res}/{{vmodel}}/signatures.csv",
-        md=f"{PLAN.ver.res}/{{vmodel}}/signatures.md",
-        tex=f"{PLAN.ver.res}/{{vmodel}}/signatures.tex",
-        data=f"{PLAN.ver.res}/{{vmodel}}/veridicality_scatter.csv",
-        figure=report_first(PLAN.ver.scatter(), "../report/veridicality_scatter.rst", "Veridicality", "{vmodel}"),
+        csv=f"{PLAN.veridicality.res}/{{vmodel}}/signatures.csv",
+        md=f"{PLAN.veridicality.res}/{{vmodel}}/signatures.md",
+        tex=f"{PLAN.veridicality.res}/{{vmodel}}/signatures.tex",
+        data=f"{PLAN.veridicality.res}/{{vmodel}}/veridicality_scatter.csv",
+        figure=report_first(PLAN.veridicality.scatter(), "../report/veridicality_scatter.rst", "Veridicality", "{vmodel}"),
     params:
-        random_models=lambda wc: PLAN.ver.random_models(wc.vmodel),  # named in the report captions
+        random_models=lambda wc: PLAN.veridicality.random_models(wc.vmodel),  # named in the report captions
     wildcard_constraints:
-        vmodel=alternatives(list(PLAN.ver.models)),
+        vmodel=alternatives(list(PLAN.veridicality.models)),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -80,14 +80,14 @@ rule veridicality_table:
 rule veridicality_counterfactuals:
     """Config: veridicality.source, veridicality.counterfactual"""
     input:
-        PLAN.ver.data(),
+        PLAN.veridicality.data(),
     output:
-        pairs=f"{PLAN.ver.res}/counterfactuals/pairs.parquet",
-        unhandled=f"{PLAN.ver.res}/counterfactuals/unhandled.csv",
-        coverage=f"{PLAN.ver.res}/counterfactuals/coverage.csv",
+        pairs=f"{PLAN.veridicality.res}/counterfactuals/pairs.parquet",
+        unhandled=f"{PLAN.veridicality.res}/counterfactuals/unhandled.csv",
+        coverage=f"{PLAN.veridicality.res}/counterfactuals/coverage.csv",
     params:
-        samples=PLAN.ver.cf["samples"],
-        seed=PLAN.ver.cf["seed"],
+        samples=PLAN.veridicality.cf["samples"],
+        seed=PLAN.veridicality.cf["seed"],
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -103,17 +103,17 @@ rule veridicality_counterfactuals:
 rule veridicality_kl:
     """Config: veridicality.models, veridicality.counterfactual"""
     input:
-        predictions=f"{PLAN.ver.res}/{{vmodel}}/predictions.parquet",
-        counterfactuals=f"{PLAN.ver.res}/{{vmodel}}/counterfactual_predictions.parquet",
+        predictions=f"{PLAN.veridicality.res}/{{vmodel}}/predictions.parquet",
+        counterfactuals=f"{PLAN.veridicality.res}/{{vmodel}}/counterfactual_predictions.parquet",
     output:
-        t7_csv=f"{PLAN.ver.res}/{{vmodel}}/kl_table7.csv",
-        t7_md=f"{PLAN.ver.res}/{{vmodel}}/kl_table7.md",
-        t7_tex=f"{PLAN.ver.res}/{{vmodel}}/kl_table7.tex",
-        t8_csv=f"{PLAN.ver.res}/{{vmodel}}/kl_table8.csv",
-        t8_md=f"{PLAN.ver.res}/{{vmodel}}/kl_table8.md",
-        t8_tex=f"{PLAN.ver.res}/{{vmodel}}/kl_table8.tex",
+        t7_csv=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table7.csv",
+        t7_md=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table7.md",
+        t7_tex=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table7.tex",
+        t8_csv=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table8.csv",
+        t8_md=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table8.md",
+        t8_tex=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table8.tex",
     wildcard_constraints:
-        vmodel=alternatives(list(PLAN.ver.real)),
+        vmodel=alternatives(list(PLAN.veridicality.real)),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -130,15 +130,15 @@ rule veridicality_kl:
 rule veridicality_page:
     """Config: none"""
     input:
-        f"{PLAN.ver.res}/{{vmodel}}/signatures.csv",
+        f"{PLAN.veridicality.res}/{{vmodel}}/signatures.csv",
     output:
-        report(f"{PLAN.ver.res}/{{vmodel}}/signatures_{{vmodel}}.html", caption="../report/veridicality_signatures.rst",
+        report(f"{PLAN.veridicality.res}/{{vmodel}}/signatures_{{vmodel}}.html", caption="../report/veridicality_signatures.rst",
                category="Veridicality", subcategory="{vmodel}"),
     params:
         title=lambda wc: f"Verb veridicality per signature, Ross & Pavlick 2019 ({wc.vmodel})",
-        random_models=lambda wc: PLAN.ver.random_models(wc.vmodel),  # named in the report caption
+        random_models=lambda wc: PLAN.veridicality.random_models(wc.vmodel),  # named in the report caption
     wildcard_constraints:
-        vmodel=alternatives(list(PLAN.ver.models)),
+        vmodel=alternatives(list(PLAN.veridicality.models)),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -150,18 +150,18 @@ rule veridicality_page:
 rule veridicality_kl_pages:
     """Config: none"""
     input:
-        t7=f"{PLAN.ver.res}/{{vmodel}}/kl_table7.csv",
-        t8=f"{PLAN.ver.res}/{{vmodel}}/kl_table8.csv",
+        t7=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table7.csv",
+        t8=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table8.csv",
     output:
-        t7=report(f"{PLAN.ver.res}/{{vmodel}}/kl_table7_{{vmodel}}.html", caption="../report/veridicality_kl_table7.rst",
+        t7=report(f"{PLAN.veridicality.res}/{{vmodel}}/kl_table7_{{vmodel}}.html", caption="../report/veridicality_kl_table7.rst",
                   category="Veridicality", subcategory="{vmodel}"),
-        t8=report(f"{PLAN.ver.res}/{{vmodel}}/kl_table8_{{vmodel}}.html", caption="../report/veridicality_kl_table8.rst",
+        t8=report(f"{PLAN.veridicality.res}/{{vmodel}}/kl_table8_{{vmodel}}.html", caption="../report/veridicality_kl_table8.rst",
                   category="Veridicality", subcategory="{vmodel}"),
     params:
         t7=lambda wc: f"Table 7 (reconstruction): KL divergence after replacing a verb ({wc.vmodel})",
         t8=lambda wc: f"Table 8 (reconstruction): KL divergence after swapping the complement type ({wc.vmodel})",
     wildcard_constraints:
-        vmodel=alternatives(list(PLAN.ver.real)),
+        vmodel=alternatives(list(PLAN.veridicality.real)),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -174,13 +174,13 @@ rule veridicality_kl_pages:
 rule veridicality_counterfactual_pages:
     """Config: none"""
     input:
-        unhandled=f"{PLAN.ver.res}/counterfactuals/unhandled.csv",
-        coverage=f"{PLAN.ver.res}/counterfactuals/coverage.csv",
+        unhandled=f"{PLAN.veridicality.res}/counterfactuals/unhandled.csv",
+        coverage=f"{PLAN.veridicality.res}/counterfactuals/coverage.csv",
     output:
-        unhandled=report(f"{PLAN.ver.res}/counterfactuals/unhandled.html",
+        unhandled=report(f"{PLAN.veridicality.res}/counterfactuals/unhandled.html",
                          caption="../report/veridicality_unhandled.rst", category="Veridicality",
                          subcategory="Counterfactuals"),
-        coverage=report(f"{PLAN.ver.res}/counterfactuals/coverage.html", caption="../report/veridicality_coverage.rst",
+        coverage=report(f"{PLAN.veridicality.res}/counterfactuals/coverage.html", caption="../report/veridicality_coverage.rst",
                         category="Veridicality", subcategory="Counterfactuals"),
     params:
         unhandled="Counterfactuals: sentences a manipulation cannot handle",

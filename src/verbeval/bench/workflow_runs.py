@@ -104,15 +104,15 @@ def plan_workflow(
     files = [Path(config), overlay]
     plan = plan_from_files(files)
     out = WorkflowOutputs(
-        Path(plan.out),
+        Path(plan.agreement_dir),
         list(plan.group_ids),
-        list(plan.agr["top_cutoffs"]),
-        list(plan.agr["bottom_cutoffs"]),
-        int(plan.agr["bootstrap"]["resamples"]),
+        list(plan.agreement["top_cutoffs"]),
+        list(plan.agreement["bottom_cutoffs"]),
+        int(plan.agreement["bootstrap"]["resamples"]),
         dict(model_dirs),
-        {n: Path(plan.shard_manifest(plan.out).format(model=n)) for n in model_dirs},
+        {n: Path(plan.shard_manifest(plan.agreement_dir).format(model=n)) for n in model_dirs},
     )
-    return files, out, plan.agr
+    return files, out, plan.agreement
 
 
 def bench_workflow(

@@ -4,9 +4,9 @@ Holds: loading (configuration files to a plan: Snakemake's merge, validation), p
 params and wildcard constraints are made of), plan (from a validated configuration: models, groups,
 sources, result paths, output lists and each rule's command options), models (each model's
 sources, options and folders, and the tiny and pip models the workflow builds: ``PLAN.model``),
-figures (the figures, Table 3 and the DVC views of Table 2 and Figures 1-4: ``PLAN.fig``), studies
+figures (the figures, Table 3 and the DVC views of Table 2 and Figures 1-4: ``PLAN.figures``), studies
 (the SimVerb-3500 and veridicality parts of the plan), acquisition (the acquisition analysis of the checkpoint
-sweeps, their families and seeds, and the toy models the workflow trains: ``PLAN.acq``), repairs (changed pinned files, stale shard
+sweeps, their families and seeds, and the toy models the workflow trains: ``PLAN.acquisition``), repairs (changed pinned files, stale shard
 stores and unverified raw copies, found without writing: ``PLAN.repairs``), queues (the queue jobs:
 a sweep's chunks of revisions and a local GPU's models, each one ``verbeval run-queue``: ``PLAN.queues``), snakemake (what the
 Snakefile asks of Snakemake's ``workflow`` object: configuration layers, forced reruns, SLURM start

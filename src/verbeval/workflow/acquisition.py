@@ -2,7 +2,7 @@
 workflow trains (``toy_models``): which sweeps are analysed, their seeds (``models[].family`` and
 ``seed``), the checkpoint index's rows, the lemma-contexts tables, the training jobs and every
 output under ``<results_dir>/agreement/acquisition``. Built by :class:`verbeval.workflow.plan.Plan`
-as ``PLAN.acq``; ``workflow/rules/acquisition.smk`` binds its rules to it.
+as ``PLAN.acquisition``; ``workflow/rules/acquisition.smk`` binds its rules to it.
 
 A *sweep* is a model entry with ``revisions`` (one model per checkpoint); a *family* is the sweeps
 that share a ``family:`` (seeds of one model; an entry without one is a family of its own). Setup
@@ -60,14 +60,14 @@ class Sweep:
 
 
 class AcquisitionPlan:
-    """The acquisition analysis and the toy models (``PLAN.acq``)."""
+    """The acquisition analysis and the toy models (``PLAN.acquisition``)."""
 
     TABLES = TABLES
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
-        self.config: dict[str, Any] = plan.agr["acquisition"]
-        self.out = f"{plan.out}/acquisition"
+        self.config: dict[str, Any] = plan.agreement["acquisition"]
+        self.out = f"{plan.agreement_dir}/acquisition"
         self.figures_out = f"{self.out}/figures"
         self.index = f"{self.out}/checkpoints.csv"
         self.toy = toy_model_specs(plan.config)  # trained by rule train_toy, by out folder
@@ -250,7 +250,7 @@ class AcquisitionPlan:
     # ------------------------------------------------------------------ the analysis' jobs
 
     def lemma_contexts(self, model: str) -> str:
-        return f"{self.plan.out}/{model}/lemma_contexts.parquet"
+        return f"{self.plan.agreement_dir}/{model}/lemma_contexts.parquet"
 
     def index_args(self) -> str:
         """``--checkpoint MODEL FAMILY SEED STEP LEMMA_CONTEXTS`` of every analysed checkpoint

@@ -1,7 +1,7 @@
 """The plan of what the workflow draws and reshapes from the agreement results (no model is run):
 the figures (Figures 1-4, the model comparison, the checkpoint and per-lemma figures), Table 3, and
 the DVC views of Table 2 and Figures 1-4 (their paths, outputs and command options). Built by
-:class:`verbeval.workflow.plan.Plan` as ``PLAN.fig``; ``workflow/rules/figures.smk`` and
+:class:`verbeval.workflow.plan.Plan` as ``PLAN.figures``; ``workflow/rules/figures.smk`` and
 ``dvc_views.smk`` bind their rules to it."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ class FiguresPlan:
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
-        self.out = f"{plan.out}/figures"
-        self.config: dict[str, Any] = plan.agr["figures"]
+        self.out = f"{plan.agreement_dir}/figures"
+        self.config: dict[str, Any] = plan.agreement["figures"]
         self.t3_groups = table3_groups(plan.group_ids, self.config["contexts"], self.config["context_groups"])
         unknown = [g for g in self.t3_groups if g not in plan.group_ids]
         if unknown:
@@ -48,7 +48,7 @@ class FiguresPlan:
             "models": ",".join(plan.models),
             "top": plan.cutoffs("top_cutoffs"),
             "bottom": plan.cutoffs("bottom_cutoffs"),
-            "confidence": plan.agr["bootstrap"]["confidence"],
+            "confidence": plan.agreement["bootstrap"]["confidence"],
             "min_contexts": self.config["min_contexts"],
             "low_n": self.config["low_n"],
             "random_models": plan.random_models,
@@ -78,13 +78,13 @@ class FiguresPlan:
         plan = self.plan
         args = []
         for name, m in plan.models.items():
-            args += ["--model", f"{name}={m['id']}", "--lemmas", f"{name}={plan.out}/{name}/lemmas.parquet"]
+            args += ["--model", f"{name}={m['id']}", "--lemmas", f"{name}={plan.agreement_dir}/{name}/lemmas.parquet"]
             if m["revision"]:
                 args += ["--revision", f"{name}={m['revision']}"]
             if m["gguf_file"]:
                 args += ["--gguf-file", f"{name}={m['gguf_file']}"]
         args.append("--shards")
-        args += [f"{name}={plan.shard_manifest(plan.out).format(model=name)}" for name in plan.models]
+        args += [f"{name}={plan.shard_manifest(plan.agreement_dir).format(model=name)}" for name in plan.models]
         for c in self.config["contexts"] or []:
             args += ["--context", c["group"], c["left"], "*" if c["right"] is None else c["right"]]
         return quoted(args)
@@ -99,7 +99,7 @@ class FiguresPlan:
             [f"{figs}/{s}.{ext}" for s in stems for ext in ["csv", *formats]]
             + [f"{figs}/{s}.{ext}" for s in ("table3_topk", "worst_lemmas") for ext in ("csv", "md", "html")]
             + [f"{figs}/lemma_metrics.json"]
-            + self.plan.per_model(f"{self.plan.out}/{{model}}/lemma_stats.csv")
+            + self.plan.per_model(f"{self.plan.agreement_dir}/{{model}}/lemma_stats.csv")
             + ([f"{figs}/checkpoints.{ext}" for ext in ["csv", *formats]] if self.checkpoint_figure else [])
         )
 
@@ -108,7 +108,7 @@ class FiguresPlan:
     def dvc_metrics_files(self) -> list[str]:
         """Table 2 as one ``{tse, ew, mw}`` file per model and group (the DVC metrics)."""
         plan = self.plan
-        return [f"{plan.out}/metrics/{m}/{g}.json" for m in plan.table_models for g in plan.group_ids]
+        return [f"{plan.agreement_dir}/metrics/{m}/{g}.json" for m in plan.table_models for g in plan.group_ids]
 
     def dvc_plot_files(self, stem: str, side: str) -> list[str]:
         """The data of one side of a cutoff figure, one CSV per group (the DVC plots)."""

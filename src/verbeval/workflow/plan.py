@@ -11,8 +11,8 @@ and the job that runs repairs it.
 Beside it: :mod:`verbeval.workflow.loading` (configuration files to a plan), :mod:`verbeval.workflow.params`
 (params and wildcard constraints), :mod:`verbeval.workflow.models` (each model's sources, options and
 folders, the tiny and pip models: ``PLAN.model``), :mod:`verbeval.workflow.figures` (figures, Table 3,
-DVC views: ``PLAN.fig``), :mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality: ``PLAN.sv``,
-``PLAN.ver``), :mod:`verbeval.workflow.acquisition` (the acquisition analysis and the toy models: ``PLAN.acq``), :mod:`verbeval.workflow.repairs` (pinned files, shard stores and raw copies to repair:
+DVC views: ``PLAN.figures``), :mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality: ``PLAN.simverb``,
+``PLAN.veridicality``), :mod:`verbeval.workflow.acquisition` (the acquisition analysis and the toy models: ``PLAN.acquisition``), :mod:`verbeval.workflow.repairs` (pinned files, shard stores and raw copies to repair:
 ``PLAN.repairs``).
 """
 
@@ -54,28 +54,28 @@ class Plan:
         self.layers = layers
         self.manifest = manifest
         self.all_groups = all_groups
-        self.agr: dict[str, Any] = config["agreement"]
-        self.raw: str = config["raw_dir"]
-        self.res: str = config["results_dir"]
-        self.out = f"{self.res}/agreement"
-        self.logs = f"{self.res}/logs"
+        self.agreement: dict[str, Any] = config["agreement"]
+        self.raw_dir: str = config["raw_dir"]
+        self.results_dir: str = config["results_dir"]
+        self.agreement_dir = f"{self.results_dir}/agreement"
+        self.logs = f"{self.results_dir}/logs"
         self.models: dict[str, dict[str, Any]] = {m["name"]: m for m in model_entries(config)}
         self.model = ModelsPlan(self)  # each model's sources, options and folders; the tiny and pip models
         self.checkpoints = checkpoint_models(list(self.models.values()))
         # Table 2's models: agreement.table_models, else one per models[] entry (a sweep's table_revision)
-        tm = self.agr["table_models"]
+        tm = self.agreement["table_models"]
         self.table_models = (
             entry_models(list(self.models.values())) if tm is None else select_models(list(self.models), tm)
         )
         self._plan_groups()
-        self.acq = AcquisitionPlan(self)  # the acquisition analysis of the sweeps; the toy models
+        self.acquisition = AcquisitionPlan(self)  # the acquisition analysis of the sweeps; the toy models
         self._check_built_folders()
         self.random_models = ", ".join(
             n for n, m in self.models.items() if self.model.random_init(m["id"], m["random_init"])
         )
-        self.fig = FiguresPlan(self)
-        self.ver = VeridicalityPlan(self)
-        self.sv = SimverbPlan(self)
+        self.figures = FiguresPlan(self)
+        self.veridicality = VeridicalityPlan(self)
+        self.simverb = SimverbPlan(self)
         self._plan_lexicon_modes()
         self.model_steps = ModelSteps(self)  # each model's steps: their files and command lines
         self.plan_queues(local_gpu=False)
@@ -115,7 +115,7 @@ class Plan:
     # ------------------------------------------------------------------ groups and sources
 
     def _plan_groups(self) -> None:
-        agr = self.agr
+        agr = self.agreement
         self.groups = [g for g in self.all_groups if agr["groups"] is None or g["id"] in agr["groups"]]
         if agr["groups"] is not None:
             unknown = sorted(set(agr["groups"]) - {g["id"] for g in self.all_groups})
@@ -133,7 +133,7 @@ class Plan:
         # the paper's groups (from manifest sources), then the user's own (local files)
         self.group_ids = [g["id"] for g in self.groups] + [g.id for g in self.custom_groups]
         # the run's groups as a groups file (written by the templates rule): what the tables and figures show
-        self.run_groups_file = f"{self.out}/groups.yaml"
+        self.run_groups_file = f"{self.agreement_dir}/groups.yaml"
         self.template_sources = [s for g in self.groups for s in g["sources"]]
         self.sources = list(dict.fromkeys(self.template_sources + agr["verb_lists"]))
         for src in self.sources:
@@ -146,7 +146,7 @@ class Plan:
 
     def raw_path(self, name: str) -> str:
         """Where the fetched copy of manifest source ``name`` lives."""
-        return f"{self.raw}/{name}/{local_filename(self.manifest[name])}"
+        return f"{self.raw_dir}/{name}/{local_filename(self.manifest[name])}"
 
     @property
     def fetch_mirror(self) -> str | None:
@@ -182,7 +182,8 @@ class Plan:
         and veridicality."""
         return list(
             dict.fromkeys(
-                self.sources + [self.sv.config["source"], *self.sv.splits.values(), self.ver.config["source"]]
+                self.sources
+                + [self.simverb.config["source"], *self.simverb.splits.values(), self.veridicality.config["source"]]
             )
         )
 
@@ -218,7 +219,7 @@ class Plan:
         return quoted(opts)
 
     def templates_params(self) -> dict[str, str]:
-        agr = self.agr
+        agr = self.agreement
         return {
             "manifest": self.manifest_param,
             "inputs": self.source_inputs(self.template_sources),
@@ -239,7 +240,7 @@ class Plan:
         return f"{root}/{{model}}/shards/{MANIFEST_NAME}"
 
     def store_roots(self) -> list[str]:
-        return [self.out] + ([self.lmout] if self.mt_on else [])
+        return [self.agreement_dir] + ([self.lexicon_modes_dir] if self.multitoken_on else [])
 
     def infer_input(self) -> dict[str, Any]:
         """Inputs of the model's one job, besides the SimVerb data (patterns with ``{model}``; the
@@ -286,17 +287,17 @@ class Plan:
         """`verbeval run-model` options of the optional branches its job writes (forms, SimVerb);
         ``inputs``/``outputs``: the job's named files (attributes)."""
         opts = []
-        if self.mt_on:
+        if self.multitoken_on:
             opts += [
                 f"--forms={inputs.forms}",
-                f"--forms-groups={','.join(self.mt_groups)}",
-                f"--forms-batch-size={self.mt['batch_size']}",
+                f"--forms-groups={','.join(self.multitoken_groups)}",
+                f"--forms-batch-size={self.multitoken['batch_size']}",
                 f"--forms-manifest={outputs.forms_manifest}",
             ]
         if "sims" in outputs.keys():
-            sv = self.sv.config
+            sv = self.simverb.config
             opts += ["--simverb-data", inputs.simverb_data]
-            for name, path in zip(self.sv.splits, inputs.simverb_splits):
+            for name, path in zip(self.simverb.splits, inputs.simverb_splits):
                 opts.append(f"--simverb-split={name}={path}")
             for frame in sv["frames"]:
                 opts.append(f"--simverb-frame={frame}")
@@ -316,13 +317,13 @@ class Plan:
             "table_models": (
                 f"--table-models {','.join(self.table_models)}" if self.table_models != list(self.models) else ""
             ),
-            "drop": "--drop-flagged-errata" if self.agr["drop_flagged_errata"] else "",
-            "confidence": self.agr["bootstrap"]["confidence"],
+            "drop": "--drop-flagged-errata" if self.agreement["drop_flagged_errata"] else "",
+            "confidence": self.agreement["bootstrap"]["confidence"],
             "random_models": self.random_models,  # named in the report caption
         }
 
     def cutoffs(self, key: str) -> str:
-        return ",".join(f"{p:g}" for p in self.agr[key])
+        return ",".join(f"{p:g}" for p in self.agreement[key])
 
     def per_group(self, pattern: str, groups: Sequence[str] | None = None) -> list[str]:
         """``pattern`` (which may hold ``{model}``) with ``{group}`` filled in for every group."""
@@ -335,7 +336,7 @@ class Plan:
         """Table 2's files and every model's outputs of its agreement steps (lemmas, its shard
         manifest, each group's scores, TSE and summary: :mod:`verbeval.workflow.model_steps`); a
         per-group output deleted alone is regenerated."""
-        out = self.out
+        out = self.agreement_dir
         steps = self.model_steps
         per_model = [
             p
@@ -352,10 +353,10 @@ class Plan:
     # ------------------------------------------------------------------ lexicon modes (multi-token verbs)
 
     def _plan_lexicon_modes(self) -> None:
-        self.mt: dict[str, Any] = self.agr["multitoken"]
-        self.lmout = f"{self.out}/lexicon_modes"
-        mt_groups = self.mt["groups"]
-        self.mt_groups = self.group_ids if mt_groups is None else [g for g in self.group_ids if g in mt_groups]
+        self.multitoken: dict[str, Any] = self.agreement["multitoken"]
+        self.lexicon_modes_dir = f"{self.agreement_dir}/lexicon_modes"
+        mt_groups = self.multitoken["groups"]
+        self.multitoken_groups = self.group_ids if mt_groups is None else [g for g in self.group_ids if g in mt_groups]
         if mt_groups is not None:
             unknown = sorted(set(mt_groups) - set(self.group_ids))
             if unknown:
@@ -363,21 +364,21 @@ class Plan:
                     ["agreement", "multitoken", "groups"],
                     f"agreement.multitoken.groups: {unknown} are not among the run's groups",
                 )
-        if self.agr["lexicon_mode"] != "single_token" and not self.mt["enabled"]:
+        if self.agreement["lexicon_mode"] != "single_token" and not self.multitoken["enabled"]:
             raise self.error(
                 ["agreement", "lexicon_mode"],
-                f"agreement.lexicon_mode {self.agr['lexicon_mode']!r} needs agreement.multitoken.enabled: true",
+                f"agreement.lexicon_mode {self.agreement['lexicon_mode']!r} needs agreement.multitoken.enabled: true",
             )
-        self.mt_on = bool(self.mt["enabled"] and self.mt_groups)
+        self.multitoken_on = bool(self.multitoken["enabled"] and self.multitoken_groups)
 
     def forms_options(self) -> str:
         """``NAME=PATH`` of every model's forms table."""
-        return quoted([f"{m}={self.lmout}/{m}/forms.parquet" for m in self.models])
+        return quoted([f"{m}={self.lexicon_modes_dir}/{m}/forms.parquet" for m in self.models])
 
     def lexicon_modes_outputs(self) -> list[str]:
-        if not self.mt_on:
+        if not self.multitoken_on:
             return []
-        lm = self.lmout
+        lm = self.lexicon_modes_dir
         return (
             [
                 f"{lm}/{f}"
@@ -402,10 +403,10 @@ class Plan:
         """The targets of rule all."""
         return (
             self.agreement_outputs()
-            + self.fig.outputs()
-            + self.ver.outputs()
-            + self.sv.outputs()
+            + self.figures.outputs()
+            + self.veridicality.outputs()
+            + self.simverb.outputs()
             + self.lexicon_modes_outputs()
-            + self.fig.dvc_view_outputs()
-            + self.acq.outputs()
+            + self.figures.dvc_view_outputs()
+            + self.acquisition.outputs()
         )

@@ -25,7 +25,7 @@ class SimverbPlan:
 
         self.plan = plan
         sv = self.config = plan.config["simverb"]
-        self.res = f"{plan.res}/simverb"
+        self.res = f"{plan.results_dir}/simverb"
         if sv["source"] not in plan.manifest:
             raise plan.error(
                 ["simverb", "source"], f"simverb.source: {plan.config['manifest']} has no source named {sv['source']!r}"
@@ -156,7 +156,7 @@ class VeridicalityPlan:
         self.plan = plan
         ver = self.config = plan.config["veridicality"]
         self.cf: dict[str, Any] = ver["counterfactual"]
-        self.res = f"{plan.res}/veridicality"
+        self.res = f"{plan.results_dir}/veridicality"
         self.models = {(m if m == PSEUDO_MODEL else ModelRef(m).name): m for m in ver["models"]}
         # the counterfactual manipulations need a model that scores new sentences: not the pseudo-model
         self.real = {name: m for name, m in self.models.items() if m != PSEUDO_MODEL}
