@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 
 from tinygguf import write_arch_gguf, write_tiny_gguf  # noqa: E402
 from verbeval.core.model_sources import gguf_cache  # noqa: E402
+from verbeval.core.model_sources.source import ModelSource  # noqa: E402
 from verbeval.core.models import load_model, load_tokenizer  # noqa: E402
 
 
@@ -46,7 +47,7 @@ def _direct(folder: Path, name: str, dtype: torch.dtype) -> tuple[dict[str, torc
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_cached_folder_gives_the_gguf_files_weights_bit_for_bit(gguf_dir: Path, _cache: Path, dtype: str) -> None:
-    lm = load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu", dtype=dtype)
+    lm = load_model(ModelSource(str(gguf_dir), file="tiny.gguf"), device="cpu", dtype=dtype)
     want, tok = _direct(gguf_dir, "tiny.gguf", getattr(torch, dtype))
     got = lm.model.state_dict()
     assert set(got) == set(want)
@@ -71,22 +72,22 @@ def test_cached_folder_gives_the_gguf_files_weights_bit_for_bit(gguf_dir: Path, 
 
 
 def test_later_loads_read_the_folder_not_the_gguf_file(gguf_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu").model.state_dict()
+    first = load_model(ModelSource(str(gguf_dir), file="tiny.gguf"), device="cpu").model.state_dict()
 
     def no_parse(*args: object) -> None:
         raise AssertionError("the GGUF file was parsed again")
 
     monkeypatch.setattr(gguf_cache, "_read_gguf", no_parse)
-    again = load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu").model.state_dict()
+    again = load_model(ModelSource(str(gguf_dir), file="tiny.gguf"), device="cpu").model.state_dict()
     assert all(torch.equal(first[k], again[k]) for k in first)
-    assert load_tokenizer(str(gguf_dir), gguf_file="tiny.gguf")(" the dogs")["input_ids"]
+    assert load_tokenizer(ModelSource(str(gguf_dir), file="tiny.gguf"))(" the dogs")["input_ids"]
 
 
 def test_a_damaged_folder_is_found_and_rebuilt(gguf_dir: Path, _cache: Path) -> None:
     # cloned: the loaded tensors may map the very file damaged below
     want = {
         k: v.clone()
-        for k, v in load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu").model.state_dict().items()
+        for k, v in load_model(ModelSource(str(gguf_dir), file="tiny.gguf"), device="cpu").model.state_dict().items()
     }
     (folder,) = [p for p in (_cache / "gguf").iterdir() if p.is_dir()]
     weights = folder / "model.safetensors"
@@ -94,7 +95,7 @@ def test_a_damaged_folder_is_found_and_rebuilt(gguf_dir: Path, _cache: Path) -> 
     data[-1] ^= 0xFF  # a flipped byte in the last weight
     weights.write_bytes(bytes(data))
     assert "model.safetensors is not the file written there" in (gguf_cache.folder_problem(folder, folder.name) or "")
-    got = load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu").model.state_dict()
+    got = load_model(ModelSource(str(gguf_dir), file="tiny.gguf"), device="cpu").model.state_dict()
     assert all(torch.equal(got[k], want[k]) for k in want)
     assert gguf_cache.folder_problem(folder, folder.name) is None
     (folder / gguf_cache.RECORD).write_text("{not json")
@@ -128,7 +129,7 @@ def test_a_tokenizer_that_does_not_survive_a_save_is_read_from_the_gguf_file(tmp
     """Gemma's tokenizer class fails to rebuild from its saved files: the folder keeps the weights
     and the tokenizer is read from the GGUF file, as before."""
     write_arch_gguf(tmp_path / "g" / "gemma2.gguf", "gemma2")
-    tok = load_tokenizer(str(tmp_path / "g"), gguf_file="gemma2.gguf")
+    tok = load_tokenizer(ModelSource(str(tmp_path / "g"), file="gemma2.gguf"))
     assert tok.convert_ids_to_tokens(tok(" the dogs walk", add_special_tokens=False)["input_ids"]) == [
         "Ġthe",
         "Ġdogs",
@@ -155,7 +156,7 @@ def test_the_build_parses_the_gguf_file_once(gguf_dir: Path, monkeypatch: pytest
 
     monkeypatch.setattr(gguf, "GGUFReader", Counting)
     name_map = gguf.get_tensor_name_map
-    load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu")
+    load_model(ModelSource(str(gguf_dir), file="tiny.gguf"), device="cpu")
     assert opened == [str(gguf_dir / "tiny.gguf")]
     assert gguf.GGUFReader is Counting and gguf.get_tensor_name_map is name_map
     with gguf_cache.parsed_once():  # a failure inside the block restores them too
@@ -172,8 +173,8 @@ def test_text_jobs_read_the_cached_tokenizer_without_transformers(gguf_dir: Path
     single-token decodings as transformers' tokenizer read from that folder."""
     from verbeval.core.fasttok import JsonTokenizer, load_text_tokenizer
 
-    fast = load_text_tokenizer(str(gguf_dir), gguf_file="tiny.gguf")
-    ref = load_tokenizer(str(gguf_dir), gguf_file="tiny.gguf")
+    fast = load_text_tokenizer(ModelSource(str(gguf_dir), file="tiny.gguf"))
+    ref = load_tokenizer(ModelSource(str(gguf_dir), file="tiny.gguf"))
     assert isinstance(fast, JsonTokenizer) and not isinstance(ref, JsonTokenizer)
     assert fast.get_vocab() == ref.get_vocab()
     for text in gguf_cache.PROBES:
@@ -185,7 +186,7 @@ def test_text_jobs_read_the_cached_tokenizer_without_transformers(gguf_dir: Path
 def test_a_record_edited_to_match_a_changed_config_is_checked_against_the_gguf_file(
     gguf_dir: Path, _cache: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu")
+    load_model(ModelSource(str(gguf_dir), file="tiny.gguf"), device="cpu")
     (folder,) = [p for p in (_cache / "gguf").iterdir() if p.is_dir()]
     cfg = json.loads((folder / "config.json").read_text())
     assert cfg["num_hidden_layers"] == 2 and cfg["vocab_size"] == 277
@@ -198,7 +199,7 @@ def test_a_record_edited_to_match_a_changed_config_is_checked_against_the_gguf_f
         "its config.json is not the GGUF file's model: layers 1 (the GGUF file: 2)"
     )
     with caplog.at_level("WARNING"):
-        lm = load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu")
+        lm = load_model(ModelSource(str(gguf_dir), file="tiny.gguf"), device="cpu")
     assert lm.model.config.num_hidden_layers == 2  # rebuilt from the GGUF file
     assert "is rebuilt: its config.json is not the GGUF file's model: layers 1 (the GGUF file: 2)" in caplog.text
 
@@ -213,7 +214,7 @@ def test_a_file_in_the_cache_folders_place_and_stale_leftovers_are_removed(gguf_
     (root / digest).write_text("a plain file")
     (root / f".{digest[:16]}.stale-999999").mkdir()  # left by a killed build
     (root / f".{digest[:16]}.stale-999999" / "model.safetensors").write_text("x")
-    load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu")
+    load_model(ModelSource(str(gguf_dir), file="tiny.gguf"), device="cpu")
     assert sorted(p.name for p in root.iterdir()) == [f".{digest}.lock", digest]
     assert gguf_cache.folder_problem(root / digest, digest, gguf_dir / "tiny.gguf") is None
     # a cache folder that cannot be made: the error names it
@@ -222,7 +223,7 @@ def test_a_file_in_the_cache_folders_place_and_stale_leftovers_are_removed(gguf_
     root.rmdir()
     root.write_text("a file where the cache folder goes")
     with pytest.raises(VerbevalError) as err:
-        load_model(str(gguf_dir), gguf_file="tiny.gguf", device="cpu")
+        load_model(ModelSource(str(gguf_dir), file="tiny.gguf"), device="cpu")
     assert str(err.value) == (
         f"model {str(gguf_dir)!r}: cannot write the GGUF cache folder {root} (for {digest}): {root}: File exists; "
         "set VERBEVAL_CACHE_DIR to a writable folder"

@@ -9,7 +9,7 @@ the process already holds fails (``RLIMIT_DATA``), so a test passes only if noth
 allocated, and a check that let a file through fails the test instead of exhausting the machine.
 
 The tests named ``test_cli_*`` go through ``verbeval.cli.main``, where ``verbeval.core.models`` calls
-the checks (``check_gguf_header`` in ``gguf_location``, ``check_config_sizes`` in ``_source``).
+the checks (``check_gguf_header`` in ``ModelSource.gguf_location``, ``check_config_sizes`` in ``ModelSource.resolve``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources import gguf_header
 from verbeval.core.model_sources.config_sizes import check_config_sizes
 from verbeval.core.model_sources.gguf_header import check_gguf_header
+from verbeval.core.model_sources.source import ModelSource
 
 #: what a check or a command may allocate beyond what the process holds when it starts
 HEADROOM = 2 << 30
@@ -479,5 +480,5 @@ def test_sound_files_still_load(saved_model: Path, tmp_path: Path, bounded_memor
 
     gguf_file = write_tiny_gguf(tmp_path / "g" / "tiny.gguf")
     for model, name in ((gguf_file.parent, gguf_file.name), (saved_model, None)):
-        lm = load_model(str(model), gguf_file=name, device="cpu")
+        lm = load_model(ModelSource(str(model), file=name), device="cpu")
         assert lm.model.config.num_hidden_layers == tinygguf.LAYERS

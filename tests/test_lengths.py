@@ -71,19 +71,19 @@ def test_a_too_long_pair_is_named_with_the_limit(tiny: tuple[str, LoadedModel]) 
     n = int(context_lengths(lm.tokenizer, long_row, kind=lm.kind, cased=lm.cased, prepend_bos=False)[0])
     assert n > limit
     with pytest.raises(VerbevalError) as err:
-        check_context_lengths(path, None, "auto", templates, ["g1", "mine"], False)
+        check_context_lengths(path, "auto", templates, ["g1", "mine"], False)
     msg = str(err.value)
     assert msg.startswith(
         f"model {path!r} reads at most {limit} positions, but 1 context(s) are longer: the longest "
         f"({n} tokens) is group 'mine', mine.jsonl:7 ('the dog that the cat sees"
     )
     assert msg.endswith("shorten or remove that pair") and "\n" not in msg
-    check_context_lengths(path, None, "auto", templates, ["g1", "g2"], False)  # other groups: fine
+    check_context_lengths(path, "auto", templates, ["g1", "g2"], False)  # other groups: fine
     # the scoring's extra tokens (multi-token forms) count too
     fits = _with_long_pair(words=0)
-    check_context_lengths(path, None, "auto", fits, ["mine"], False)
+    check_context_lengths(path, "auto", fits, ["mine"], False)
     with pytest.raises(VerbevalError, match="reads at most"):
-        check_context_lengths(path, None, "auto", fits, ["mine"], False, extra=limit)
+        check_context_lengths(path, "auto", fits, ["mine"], False, extra=limit)
 
 
 def test_infer_stops_before_loading_the_model(

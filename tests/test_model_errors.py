@@ -15,16 +15,17 @@ from conftest import checkout_view, fake_cached
 from inprocess import DryRun, DryRunError, dry_run
 from verbeval.cli import main
 from verbeval.core.model_sources import hub
+from verbeval.core.model_sources.source import ModelSource
 
 
 def test_hub_model_offline_and_not_cached_is_named_with_the_fix(no_hub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    problem = hub.hub_problem("org/not-cached")
+    problem = hub.hub_problem(ModelSource("org/not-cached"))
     assert problem is not None and "hub model org/not-cached is not in the local Hugging Face cache" in problem
     assert "Connection refused" in problem and "hf download org/not-cached" in problem and "HF_HUB_OFFLINE=1" in problem
     fake_cached(no_hub, "org/cached")
-    assert hub.hub_problem("org/cached") is None  # cached: loads offline
+    assert hub.hub_problem(ModelSource("org/cached")) is None  # cached: loads offline
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert "HF_HUB_OFFLINE is set" in (hub.hub_problem("org/not-cached") or "")
+    assert "HF_HUB_OFFLINE is set" in (hub.hub_problem(ModelSource("org/not-cached")) or "")
 
 
 def test_check_config_warns_about_hub_ids(

@@ -127,7 +127,7 @@ def test_loadable_models_and_hub_ids_have_no_problem(here: Path) -> None:
         assert ModelRef(model_id).local_problem() is None, model_id
         ModelRef(model_id).check_local()
     assert ModelRef("models/half").local_problem(need_config=False) is None  # a tokenizer needs no config.json
-    assert ModelRef("models/smol").local_problem(gguf_file="a.gguf") is None
+    assert ModelRef("models/smol").local_problem(file="a.gguf") is None
 
 
 @pytest.mark.parametrize(
@@ -167,15 +167,15 @@ def test_local_problem_messages(here: Path, model_id: str, problem: str) -> None
 
 
 def test_gguf_file_replaces_the_config_json_check(here: Path) -> None:
-    assert ModelRef("models/smol").local_problem(gguf_file="z.gguf") == (
+    assert ModelRef("models/smol").local_problem(file="z.gguf") == (
         "local model directory models/smol has no GGUF file z.gguf"
     )
-    assert ModelRef("models/tiny").local_problem(gguf_file="a.gguf") == (
+    assert ModelRef("models/tiny").local_problem(file="a.gguf") == (
         "local model directory models/tiny has no GGUF file a.gguf"
     )
-    assert ModelRef("./gone").local_problem(gguf_file="a.gguf") == "local path ./gone does not exist"
+    assert ModelRef("./gone").local_problem(file="a.gguf") == "local path ./gone does not exist"
     with pytest.raises(VerbevalError) as exc:
-        ModelRef("models/smol").check_local(need_config=False, what="tokenizer for model", gguf_file="z.gguf")
+        ModelRef("models/smol").check_local(need_config=False, what="tokenizer for model", file="z.gguf")
     assert str(exc.value) == (
         "cannot load tokenizer for model 'models/smol': local model directory models/smol has no GGUF file z.gguf"
     )

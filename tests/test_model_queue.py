@@ -148,7 +148,7 @@ def test_the_next_model_loads_while_the_current_one_computes(
     load = prefetch.LoadRequest.load
 
     def recorded_load(self: prefetch.LoadRequest):  # type: ignore[no-untyped-def]
-        events.append(("load", Path(self.model_id).name, time.perf_counter()))
+        events.append(("load", Path(self.source.id).name, time.perf_counter()))
         events.append(("thread", threading.current_thread().name, 0.0))
         return load(self)
 
@@ -208,7 +208,9 @@ def test_a_revision_whose_shards_are_all_kept_is_not_loaded(
     shards[0].unlink()
     loads: list[str] = []
     load = prefetch.LoadRequest.load
-    monkeypatch.setattr(prefetch.LoadRequest, "load", lambda self: loads.append(Path(self.model_id).name) or load(self))
+    monkeypatch.setattr(
+        prefetch.LoadRequest, "load", lambda self: loads.append(Path(self.source.id).name) or load(self)
+    )
     run_queue(parse_jobs(jobs), post_workers=0)
     assert loads == ["step-2"]
     assert _digests(out) == before

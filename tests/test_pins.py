@@ -22,6 +22,7 @@ from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.fingerprint import CACHE_ENV
 from verbeval.core.model_sources.pins import check_pinned, pin_problem, recorded_pin
 from verbeval.core.model_sources.pip_package import PROVENANCE, Part, PipSpec, materialise
+from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.models import load_model, load_tokenizer
 from verbeval.workflow.loading import plan_from_files
 
@@ -124,19 +125,19 @@ def test_the_provenance_of_a_pip_model_is_its_pin(pip_folder: tuple[Path, str]) 
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_a_pip_model_changed_after_extraction_is_never_loaded(pip_folder: tuple[Path, str], change: str) -> None:
     folder, pin = pip_folder
-    assert len(load_tokenizer(str(folder), gguf_file=GGUF)) > 0  # the assembled file loads
+    assert len(load_tokenizer(ModelSource(str(folder), file=GGUF))) > 0  # the assembled file loads
     CHANGES[change](folder / GGUF)
     got = _sha(folder / GGUF)
     # no pin given: the sha256 recorded beside the file is the pin
     with pytest.raises(VerbevalError) as err:
-        load_tokenizer(str(folder), gguf_file=GGUF)
+        load_tokenizer(ModelSource(str(folder), file=GGUF))
     assert str(err.value) == (
         f"model {str(folder)!r}: {folder / GGUF} has sha256 {got}, pinned {pin} "
         f"({(folder / GGUF).stat().st_size} bytes): not loaded; it changed after it was assembled: delete "
         f"{folder} and run again (the workflow assembles it again from its verified wheels)"
     )
     with pytest.raises(VerbevalError, match=f"has sha256 {got}, pinned {pin}"):
-        load_model(str(folder), gguf_file=GGUF, device="cpu", sha256=pin)
+        load_model(ModelSource(str(folder), file=GGUF, pin=pin), device="cpu")
 
 
 def test_run_model_compares_the_file_with_the_config_pin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

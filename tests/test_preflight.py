@@ -16,6 +16,7 @@ import pytest
 
 from conftest import checkout_view
 from inprocess import dry_run
+from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.models import model_fingerprint
 
 
@@ -32,7 +33,7 @@ def test_local_model_fingerprint_follows_its_files(tmp_path: Path) -> None:
 
 def test_hub_fingerprint_uses_pinned_or_cached_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     commit = "0123456789abcdef0123456789abcdef01234567"
-    assert model_fingerprint("org/model", commit) == f"hub:{commit}"
+    assert model_fingerprint(ModelSource("org/model", commit)) == f"hub:{commit}"
     import huggingface_hub.constants as c
 
     monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path))

@@ -32,6 +32,7 @@ from conftest import REPO_ROOT
 from gguf_reference import LlamaGGUF, near_tie_mass, ranked_masses, softmax
 from verbeval.cli import main
 from verbeval.core.manifest import load_manifest, local_filename
+from verbeval.core.model_sources.source import ModelSource
 
 pytestmark = pytest.mark.e2e
 
@@ -403,7 +404,7 @@ def test_gemma3_270m_prepends_bos(real_model: Any, inputs: dict[str, Path], tmp_
     from verbeval.core.models import is_cased, load_tokenizer
 
     bos_id = int(fields["tokenizer.ggml.bos_token_id"].contents())
-    tok = load_tokenizer(str(gemma.folder), gguf_file=gemma.gguf.name)
+    tok = load_tokenizer(ModelSource(str(gemma.folder), file=gemma.gguf.name))
     contexts = pd.read_parquet(inputs["templates"]).query("group == 'simple'").head(8)
     lm = SimpleNamespace(tokenizer=tok, kind="causal", cased=is_cased(tok), mask_token=None, model_id="gemma")
     encoded = encode_contexts(lm, contexts)

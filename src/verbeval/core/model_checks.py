@@ -13,15 +13,16 @@ from verbeval.core.config import Layer, config_origin
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_entries import built_model_folders, entries_with_keys, keypath_text, normalise_model_path
 from verbeval.core.model_ids import ModelRef
+from verbeval.core.model_sources.source import ModelSource
 
 #: a Hugging Face hub id: NAME or ORG/NAME of letters, digits, '.', '_' and '-'
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 
 
-def model_id_problem(model_id: str, gguf_file: str | None = None) -> str | None:
-    """Why ``model_id`` can be neither loaded from a local folder nor looked up on the hub, or None."""
-    ref = ModelRef(model_id)
-    problem = ref.local_problem(gguf_file=gguf_file)
+def model_id_problem(source: ModelSource) -> str | None:
+    """Why the id of ``source`` can be neither loaded from a local folder nor looked up on the hub, or None."""
+    model_id, ref = source.id, source.ref
+    problem = source.local_problem()
     if problem is None and not ref.meant_as_path and not HUB_ID.fullmatch(model_id):
         problem = (
             f"{model_id!r} is neither a local folder nor a hub id (NAME or ORG/NAME of letters, digits, "
@@ -43,7 +44,7 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
     for keypath, m in entries_with_keys(dict(config)):
         if normalise_model_path(str(m["id"])) in built:
             continue
-        problem = model_id_problem(str(m["id"]), gguf_file=m.get("gguf_file"))
+        problem = model_id_problem(ModelSource.from_entry(m))
         if problem:
             problems.append((keypath, f"model {m['name']}: {problem}"))
     for section in ("veridicality", "simverb"):
@@ -53,7 +54,7 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
                 continue
             if normalise_model_path(str(mid)) in built:
                 continue
-            problem = model_id_problem(str(mid))
+            problem = model_id_problem(ModelSource(str(mid)))
             if problem:
                 problems.append(([section, "models", j], f"{section} model {mid}: {problem}"))
     return problems
@@ -66,21 +67,21 @@ def check_model_paths(config: Mapping[str, Any], source: str = "config", layers:
         raise VerbevalError(f"{where}: {keypath_text(keypath)}: {reason}")
 
 
-def hub_models(config: Mapping[str, Any]) -> list[tuple[list[str | int], str, str | None, str | None]]:
-    """(key path, id, revision, gguf_file) of every model of a validated config that is a hub id:
-    not a local path (:attr:`verbeval.core.model_ids.ModelRef.meant_as_path`), not built by the workflow."""
+def hub_models(config: Mapping[str, Any]) -> list[tuple[list[str | int], ModelSource]]:
+    """(key path, source) of every model of a validated config that is a hub id: not a local path
+    (:attr:`verbeval.core.model_ids.ModelRef.meant_as_path`), not built by the workflow."""
     built = built_model_folders(config)
-    out: list[tuple[list[str | int], str, str | None, str | None]] = []
+    out: list[tuple[list[str | int], ModelSource]] = []
     for keypath, m in entries_with_keys(dict(config)):
         mid = str(m["id"])
         if not ModelRef(mid).meant_as_path and normalise_model_path(mid) not in built:
-            out.append((keypath, mid, m["revision"], m.get("gguf_file")))
+            out.append((keypath, ModelSource.from_entry(m)))
     for section in ("veridicality", "simverb"):
         for j, mid in enumerate((config.get(section) or {}).get("models") or []):
             if section == "veridicality" and mid == "ross-pavlick-2019-bert":  # veridicality.PSEUDO_MODEL
                 continue
             if not ModelRef(str(mid)).meant_as_path and normalise_model_path(str(mid)) not in built:
-                out.append(([section, "models", j], str(mid), None, None))
+                out.append(([section, "models", j], ModelSource(str(mid))))
     return out
 
 
@@ -91,10 +92,10 @@ def hub_problems(config: Mapping[str, Any], ids: set[str] | None = None) -> list
     from verbeval.core.model_sources.hub import hub_problem
 
     out = []
-    for keypath, mid, rev, gguf in hub_models(config):
-        if ids is not None and mid not in ids:
+    for keypath, source in hub_models(config):
+        if ids is not None and source.id not in ids:
             continue
-        problem = hub_problem(mid, rev, gguf)
+        problem = hub_problem(source)
         if problem:
             out.append((keypath, problem))
     return out
@@ -104,4 +105,4 @@ def hub_id_warnings(config: Mapping[str, Any]) -> list[tuple[list[str | int], st
     """(key path, warning) of every ``A/B`` id read as a hub id although it looks like a folder."""
     from verbeval.core.model_sources.hub import read_as_hub_id
 
-    return [(keypath, w) for keypath, mid, _, _ in hub_models(config) for w in [read_as_hub_id(mid)] if w]
+    return [(keypath, w) for keypath, source in hub_models(config) for w in [read_as_hub_id(source.id)] if w]

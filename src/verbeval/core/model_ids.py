@@ -78,20 +78,20 @@ class ModelRef:
         base = Path(trimmed.id).name if trimmed.written_as_path else trimmed.id.replace("/", "--")
         return re.sub(r"[^A-Za-z0-9._-]+", "_", base)
 
-    def local_problem(self, need_config: bool = True, gguf_file: str | None = None) -> str | None:
+    def local_problem(self, need_config: bool = True, file: str | None = None) -> str | None:
         """Why the local model cannot be loaded, or None (also for hub ids).
 
         A path (:attr:`meant_as_path`) that does not exist, that is not a directory, a directory
-        without ``config.json`` (with ``need_config``), or, with ``gguf_file``, a directory without that
+        without ``config.json`` (with ``need_config``), or, with a GGUF ``file``, a directory without that
         GGUF file (a GGUF file holds its own config and tokenizer).
         """
         model_id = self.id
         p = Path(self.location)
         if p.is_dir():
-            if gguf_file:
-                if (p / gguf_file).is_file():
+            if file:
+                if (p / file).is_file():
                     return None
-                return f"local model directory {model_id} has no GGUF file {gguf_file}"
+                return f"local model directory {model_id} has no GGUF file {file}"
             if need_config and not (p / "config.json").is_file():
                 ggufs = sorted(f.name for f in p.glob("*.gguf"))
                 if ggufs:
@@ -117,8 +117,8 @@ class ModelRef:
             )
         return f"local path {model_id} does not exist{hint}"
 
-    def check_local(self, need_config: bool = True, what: str = "model", gguf_file: str | None = None) -> None:
-        """Raise :class:`VerbevalError` when :meth:`local_problem` finds one."""
-        problem = self.local_problem(need_config, gguf_file)
+    def check_local(self, need_config: bool = True, what: str = "model", file: str | None = None) -> None:
+        """Raise :class:`VerbevalError` when :meth:`local_problem` finds one (``file``: a GGUF file)."""
+        problem = self.local_problem(need_config, file)
         if problem:
             raise VerbevalError(f"cannot load {what} {self.id!r}: {problem}")

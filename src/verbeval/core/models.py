@@ -3,8 +3,10 @@ case of a loaded model; and the fingerprint that records which version of a mode
 
 A model is *masked* (BERT, RoBERTa: the verb position is a mask token) or *causal* (GPT-2 and any
 ``*ForCausalLM``: the verb is the next token after the left context). The kind is detected from the
-model config's ``architectures`` and can be forced with ``kind``. What a model id names is
-:mod:`verbeval.core.model_ids`; devices and device maps :mod:`verbeval.core.devices`.
+model config's ``architectures`` and can be forced with ``kind``. Every loader takes a model source
+whole (:class:`verbeval.core.model_sources.source.ModelSource`: id, revision, GGUF file, pin; a bare
+id or folder is one). What a model id names is :mod:`verbeval.core.model_ids`; devices and device
+maps :mod:`verbeval.core.devices`.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ import logging
 import re
 import shutil
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from verbeval.core.devices import DeviceMap, check_device_map, input_device, resolve_device
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_ids import ModelRef
+from verbeval.core.model_sources.source import ModelSource
 
 if TYPE_CHECKING:  # torch is imported by the functions that need it: start-up of model-free commands stays cheap
     import torch
@@ -40,95 +43,46 @@ def torch_dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
-def gguf_location(
-    model_id: str, gguf_file: str, revision: str | None = None, sha256: str | None = None
-) -> tuple[str, str]:
-    """(folder, file name) of a GGUF model for ``from_pretrained(folder, gguf_file=name)``: the local
-    folder, or the hub repository's file in the Hugging Face cache (downloaded once).
-
-    The file is checked against its pin first (:func:`verbeval.core.model_sources.pins.check_pinned`:
-    ``sha256`` when given, else the sha256 recorded beside a pip model's file), then its header
-    (:func:`verbeval.core.model_sources.gguf_header.check_gguf_header`): a file that is not the
-    pinned one, or whose header states sizes the file does not hold, is never handed to transformers."""
-    from verbeval.core.model_sources.gguf import require_gguf, resolve_file
-    from verbeval.core.model_sources.gguf_header import check_gguf_header
-    from verbeval.core.model_sources.pins import check_pinned
-
-    require_gguf(model_id)
-    ref = ModelRef(model_id)
-    path = resolve_file(ref.location, gguf_file, revision, ref.is_dir)
-    check_pinned(path, model_id, sha256)
-    check_gguf_header(path, model_id)  # every size in it bounded by the file, before transformers reads it
-    return str(path.parent), path.name
-
-
-def gguf_model_folder(model_id: str, gguf_file: str, revision: str | None = None, sha256: str | None = None) -> str:
-    """The ordinary model folder of a GGUF model, dequantised once and cached
-    (:func:`verbeval.core.model_sources.gguf_cache.cached_folder`), once the file is checked
-    (:func:`gguf_location`): what every job reads instead of the GGUF file."""
-    from verbeval.core.model_sources.gguf_cache import cached_folder
-
-    folder, name = gguf_location(model_id, gguf_file, revision, sha256)
-    return str(cached_folder(Path(folder) / name, model_id))
-
-
-def _source(
-    model_id: str, revision: str | None, gguf_file: str | None, sha256: str | None = None
-) -> tuple[str, dict[str, Any]]:
-    """(what to pass to ``from_pretrained``, extra keyword arguments) of a model, once its header is
-    checked: a GGUF file's by :func:`gguf_location` (then its cached folder, :func:`gguf_model_folder`),
-    a local folder's config.json by :func:`verbeval.core.model_sources.config_sizes.check_config_sizes`
-    (sizes its weights do not have stop here, before transformers builds anything from them)."""
-    if gguf_file:
-        return gguf_model_folder(model_id, gguf_file, revision, sha256), {}
-    ref = ModelRef(model_id)
-    if ref.is_dir:
-        from verbeval.core.model_sources.config_sizes import check_config_sizes
-
-        check_config_sizes(ref.location, model_id)
-    return ref.location, {"revision": revision}
-
-
-def load_tokenizer(
-    model_id: str, revision: str | None = None, gguf_file: str | None = None, sha256: str | None = None
-) -> Any:
-    """The model's tokenizer (``sha256``: the pin of its GGUF file, :func:`gguf_location`)."""
+def load_tokenizer(source: ModelSource | str) -> Any:
+    """The tokenizer of a model source (:class:`verbeval.core.model_sources.source.ModelSource`; a
+    bare id or folder is one without revision, GGUF file or pin)."""
     from transformers import AutoTokenizer
 
-    ModelRef(model_id).check_local(need_config=False, what="tokenizer for model", gguf_file=gguf_file)
-    where, extra = _source(model_id, revision, gguf_file, sha256)
-    if gguf_file:
+    source = ModelSource.of(source)
+    source.check_local(need_config=False, what="tokenizer for model")
+    where, extra = source.resolve()
+    if source.file:
+        from verbeval.core.model_sources.gguf import load_kwargs
         from verbeval.core.model_sources.gguf_cache import has_tokenizer
 
         if not has_tokenizer(where):  # a tokenizer that does not survive a save: from the GGUF file
-            where, name = gguf_location(model_id, gguf_file, revision, sha256)
-            extra = {"gguf_file": name}
+            where, name = source.gguf_location()
+            extra = load_kwargs(name)
     try:
         return AutoTokenizer.from_pretrained(where, **extra)
     except (OSError, ValueError) as exc:  # transformers raises OSError for unknown ids/paths
-        if gguf_file:
+        if source.file:
             from verbeval.core.model_sources.gguf import unreadable
 
-            raise unreadable(exc, model_id, gguf_file) from None
-        raise VerbevalError(f"cannot load tokenizer for model {model_id!r}: {str(exc).splitlines()[0]}") from exc
+            raise unreadable(exc, source.id, source.file) from None
+        raise VerbevalError(f"cannot load tokenizer for model {source.id!r}: {str(exc).splitlines()[0]}") from exc
 
 
-def load_config(
-    model_id: str, revision: str | None = None, gguf_file: str | None = None, sha256: str | None = None
-) -> Any:
-    """The model's config (``sha256``: the pin of its GGUF file, :func:`gguf_location`)."""
+def load_config(source: ModelSource | str) -> Any:
+    """The config of a model source (a GGUF model's: its cached folder's config.json)."""
     from transformers import AutoConfig
 
-    ModelRef(model_id).check_local(gguf_file=gguf_file)
-    where, extra = _source(model_id, revision, gguf_file, sha256)
+    source = ModelSource.of(source)
+    source.check_local()
+    where, extra = source.resolve()
     try:
         return AutoConfig.from_pretrained(where, **extra)
     except (OSError, ValueError) as exc:
-        if gguf_file:
+        if source.file:
             from verbeval.core.model_sources.gguf import unreadable
 
-            raise unreadable(exc, model_id, gguf_file) from None
-        raise VerbevalError(f"cannot load config for model {model_id!r}: {str(exc).splitlines()[0]}") from exc
+            raise unreadable(exc, source.id, source.file) from None
+        raise VerbevalError(f"cannot load config for model {source.id!r}: {str(exc).splitlines()[0]}") from exc
 
 
 def load_errors() -> tuple[type[BaseException], ...]:
@@ -207,26 +161,28 @@ def is_cased(tokenizer: Any) -> bool:
     return bool(a != b)
 
 
-def model_revision(model_id: str, config: Any, revision: str | None, gguf_file: str | None = None) -> str:
+def model_revision(source: ModelSource, config: Any) -> str:
     """The version recorded in shards: for a local model its :func:`model_fingerprint` (a content
     hash, computed once and cached); for a hub model the commit hash when known."""
-    if ModelRef(model_id).is_dir:
-        return model_fingerprint(model_id, revision, gguf_file)
-    if gguf_file:  # the file's snapshot folder in the Hugging Face cache is named by its commit
-        return f"{Path(gguf_location(model_id, gguf_file, revision)[0]).name}/{gguf_file}"
+    if source.ref.is_dir:
+        return model_fingerprint(source)
+    if source.file:  # the file's snapshot folder in the Hugging Face cache is named by its commit
+        where = replace(source, pin=None).gguf_location()[0]  # the file was checked against its pin by the load
+        return f"{Path(where).name}/{source.file}"
     commit = getattr(config, "_commit_hash", None)
-    return str(commit or revision or "unknown")
+    return str(commit or source.revision or "unknown")
 
 
-def model_fingerprint(model_id: str, revision: str | None = None, gguf_file: str | None = None) -> str:
-    """An identifier of the model version, used to invalidate shards when the model changes.
+def model_fingerprint(source: ModelSource | str) -> str:
+    """An identifier of the version of a model source (its pin aside), used to invalidate shards when
+    the model changes.
 
     * Local GGUF file: ``gguf-sha256:<sha256 of the file>`` (for a pip model the same value as its
       pinned sha256).
     * Local directory: ``local-sha256:<sha256 over its files' names and content hashes>``.
     * Hub id: ``hub:<commit>`` the local Hugging Face cache resolves ``revision`` (default ``main``)
       to, when the model is cached, else ``hub:<revision>`` (pin a commit in the config to be
-      exact); with a GGUF file ``hub:<commit>/<gguf_file>``.
+      exact); with a GGUF file ``hub:<commit>/<file>``.
 
     Local hashes are content hashes computed once and cached by (path, size, mtime, inode, ctime)
     (:mod:`verbeval.core.model_sources.fingerprint`): a copy with preserved times changes the
@@ -234,19 +190,20 @@ def model_fingerprint(model_id: str, revision: str | None = None, gguf_file: str
     """
     from verbeval.core.model_sources.fingerprint import dir_sha256, file_sha256
 
-    p = Path(ModelRef(model_id).location)
+    source = ModelSource.of(source)
+    p = Path(source.ref.location)
     if p.is_dir():
-        if gguf_file:
-            return "gguf-sha256:" + file_sha256(p / gguf_file)
+        if source.file:
+            return "gguf-sha256:" + file_sha256(p / source.file)
         return "local-sha256:" + dir_sha256(p)
-    rev = revision or "main"
-    suffix = f"/{gguf_file}" if gguf_file else ""
+    rev = source.revision or "main"
+    suffix = f"/{source.file}" if source.file else ""
     if re.fullmatch(r"[0-9a-f]{40}", rev):
         return f"hub:{rev}{suffix}"
     try:
         from huggingface_hub.constants import HF_HUB_CACHE
 
-        ref = Path(HF_HUB_CACHE) / ("models--" + model_id.replace("/", "--")) / "refs" / rev
+        ref = Path(HF_HUB_CACHE) / ("models--" + source.id.replace("/", "--")) / "refs" / rev
         if ref.is_file():
             return f"hub:{ref.read_text().strip()}{suffix}"
     except ImportError:  # pragma: no cover - transformers always brings huggingface_hub
@@ -276,23 +233,23 @@ class LoadedModel:
 
 
 def load_model(
-    model_id: str,
+    source: ModelSource | str,
     *,
-    revision: str | None = None,
     kind: str = "auto",
     dtype: str = "float32",
     device: str = "auto",
     device_map: DeviceMap = None,
-    gguf_file: str | None = None,
-    sha256: str | None = None,
 ) -> LoadedModel:
-    """Load tokenizer and LM head model, in eval mode on the chosen device.
+    """Load tokenizer and LM head model of a model source
+    (:class:`verbeval.core.model_sources.source.ModelSource`; a bare id or folder is one without
+    revision, GGUF file or pin), in eval mode on the chosen device.
 
-    With ``gguf_file`` the model is that GGUF file in the local folder or hub repository
-    ``model_id`` (:mod:`verbeval.core.model_sources.gguf`): always a causal LM, dequantised by
-    transformers once and read from its cached folder (:func:`gguf_model_folder`), then cast to ``dtype``. ``sha256`` pins that file: a file with another sha256 is
-    refused before anything reads it (:func:`gguf_location`; a pip model's file is checked against
-    the sha256 recorded beside it even without).
+    With a GGUF file the model is that file in the local folder or hub repository
+    (:mod:`verbeval.core.model_sources.gguf`): always a causal LM, dequantised by transformers once
+    and read from its cached folder (:meth:`ModelSource.gguf_folder`), then cast to ``dtype``. The
+    source's pin (sha256) pins that file: a file with another sha256 is refused before anything reads
+    it (:meth:`ModelSource.gguf_location`; a pip model's file is checked against the sha256 recorded
+    beside it even without).
 
     With a ``device_map`` (:func:`check_device_map`; needs the ``accelerate`` package) the model is
     split across devices by accelerate instead, e.g. ``auto`` over every visible GPU for a model
@@ -304,20 +261,22 @@ def load_model(
 
     from verbeval.core.warm import tokenizer_files_key
 
+    source = ModelSource.of(source)
+    model_id, gguf = source.id, bool(source.file)
     torch_dtype(dtype)  # an unknown name fails before anything is loaded
     check_device_map(device_map)
     if kind not in ("auto", "masked", "causal"):
         raise VerbevalError(f"unknown model kind {kind!r}; use auto, masked or causal")
-    if gguf_file:
+    if gguf:
         from verbeval.core.model_sources.gguf import check_config, check_kind
 
         check_kind(model_id, kind)
-    where, source_kwargs = _source(model_id, revision, gguf_file, sha256)
-    cfg = load_config(model_id, revision, gguf_file, sha256)  # a GGUF model: the cached folder's config.json
-    if gguf_file:
+    where, source_kwargs = source.resolve()
+    cfg = load_config(source)  # a GGUF model: the cached folder's config.json
+    if gguf:
         check_config(cfg, model_id)
-    resolved: Kind = "causal" if gguf_file else detect_kind(cfg) if kind == "auto" else kind  # type: ignore[assignment]
-    tok = load_tokenizer(model_id, revision, gguf_file, sha256)
+    resolved: Kind = "causal" if gguf else detect_kind(cfg) if kind == "auto" else kind  # type: ignore[assignment]
+    tok = load_tokenizer(source)
     cls = AutoModelForMaskedLM if resolved == "masked" else AutoModelForCausalLM
     extra: dict[str, Any] = {}
     offload = None
@@ -335,10 +294,10 @@ def load_model(
     else:
         dev = resolve_device(device)
     try:
-        if gguf_file:  # the config already read
+        if gguf:  # the config already read
             extra["config"] = cfg
         model = cls.from_pretrained(where, dtype=torch_dtype(dtype), **source_kwargs, **extra)
-        if gguf_file and device_map is None and model.dtype != torch_dtype(dtype):
+        if gguf and device_map is None and model.dtype != torch_dtype(dtype):
             model = model.to(torch_dtype(dtype))  # GGUF weights may be dequantised to float32 regardless
     except (*load_errors(), NotImplementedError, RuntimeError) as exc:
         if offload is not None:
@@ -346,9 +305,9 @@ def load_model(
         if isinstance(exc, (NotImplementedError, RuntimeError)):
             from verbeval.core.model_sources.gguf import unreadable, unreadable_errors
 
-            if not (gguf_file and unreadable_errors(exc)):
+            if not (source.file and unreadable_errors(exc)):
                 raise  # not a GGUF file transformers cannot read (e.g. out of memory): as it is
-            raise unreadable(exc, model_id, gguf_file) from None
+            raise unreadable(exc, model_id, source.file) from None
         raise load_failure(model_id, exc) from None
     placed = None
     if device_map is None:
@@ -369,7 +328,7 @@ def load_model(
         is_cased(tok),
         dev,
         dtype,
-        model_revision(model_id, cfg, revision, gguf_file),
+        model_revision(source, cfg),
         placed,
-        tokenizer_files_key(model_id, gguf_file),
+        tokenizer_files_key(source),
     )

@@ -21,23 +21,24 @@ import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verbeval.core.model_sources.source import ModelSource
 
 log = logging.getLogger("verbeval")
 
 
 @dataclass(frozen=True)
 class LoadRequest:
-    """One call of :func:`verbeval.core.models.load_model` (its arguments), comparable and hashable."""
+    """One call of :func:`verbeval.core.models.load_model` (its arguments: the model source and how
+    to load it), comparable and hashable."""
 
-    model_id: str
-    revision: str | None = None
+    source: ModelSource
     kind: str = "auto"
     dtype: str = "float32"
     device: str = "auto"
     device_map: Any = field(default=None, compare=False, hash=False)
-    gguf_file: str | None = None
-    sha256: str | None = None
     device_map_key: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
@@ -49,16 +50,7 @@ class LoadRequest:
         from verbeval.core.models import load_model
 
         torch.manual_seed(0)
-        return load_model(
-            self.model_id,
-            revision=self.revision,
-            kind=self.kind,
-            dtype=self.dtype,
-            device=self.device,
-            device_map=self.device_map,
-            gguf_file=self.gguf_file,
-            sha256=self.sha256,
-        )
+        return load_model(self.source, kind=self.kind, dtype=self.dtype, device=self.device, device_map=self.device_map)
 
 
 _lock = threading.Lock()
@@ -116,7 +108,7 @@ def take(request: LoadRequest) -> Any:
         lm = ahead.result()  # a load that failed ahead raises its own error here
         log.info(
             "%s: loaded ahead, beside the previous model's work (waited %.1f s for it)",
-            request.model_id,
+            request.source.id,
             time.perf_counter() - t,
         )
     else:

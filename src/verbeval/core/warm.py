@@ -21,7 +21,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from verbeval.core.model_sources.source import ModelSource
 
 T = TypeVar("T")
 
@@ -87,15 +90,16 @@ def file_key(path: str | Path) -> str:
     return digest
 
 
-def tokenizer_files_key(model_id: str, gguf_file: str | None = None) -> str | None:
-    """A content key of a local model folder's tokenizer: the sha256 over the names and contents of
-    its :data:`TOKENIZER_FILES`. None for a hub id, a GGUF model (its tokenizer is in the GGUF file)
-    or a folder without any tokenizer file."""
-    from verbeval.core.model_ids import ModelRef
+def tokenizer_files_key(source: ModelSource | str) -> str | None:
+    """A content key of a local model folder's tokenizer (a model source, or a bare id or folder): the
+    sha256 over the names and contents of its :data:`TOKENIZER_FILES`. None for a hub id, a GGUF model
+    (its tokenizer is in the GGUF file) or a folder without any tokenizer file."""
+    from verbeval.core.model_sources.source import ModelSource
 
-    if gguf_file:
+    source = ModelSource.of(source)
+    if source.file:
         return None
-    ref = ModelRef(model_id)
+    ref = source.ref
     if not ref.is_dir:
         return None
     folder = Path(ref.location)

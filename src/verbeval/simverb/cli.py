@@ -13,11 +13,11 @@ from verbeval.core.cliutil import (
     bootstrap_options,
     check_outputs,
     float_list,
-    model_pin,
     model_source_options,
     random_init_option,
     split_pair,
 )
+from verbeval.core.model_sources.source import ModelSource
 
 log = logging.getLogger("verbeval")
 
@@ -63,15 +63,12 @@ def cmd_simverb_score(a: argparse.Namespace) -> None:
 
     torch.set_num_threads(a.threads)
     pairs = read_pairs(a.data, a.split)
-    if model_pin(a):  # the file checked against its pin before anything reads it
-        from verbeval.core.models import gguf_location
-
-        gguf_location(a.model, a.gguf_file, a.revision, model_pin(a))
+    source = ModelSource.from_options(a)
+    if source.pin:  # the file checked against its pin before anything reads it
+        source.gguf_location()
     sims, verbs = score_model(
         pairs,
-        a.model,
-        revision=a.revision,
-        gguf_file=a.gguf_file,
+        source,
         frames=a.frame or ["to {verb}"],
         multi_token=a.multi_token,
         batch_size=a.batch_size,

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from verbeval.core.errors import VerbevalError
+from verbeval.core.model_sources.source import ModelSource
 from verbeval.simverb.data import PAIR_COLUMNS
 
 SIM_COLUMNS = ["pair", "representation", "layer", "single_token", "covered", "cosine"]
@@ -64,30 +65,28 @@ def verb_token_spans(tokenizer: Any, verbs: Sequence[str], frame: str) -> tuple[
     return dict(enc), spans
 
 
-def load_encoder(
-    model_id: str, revision: str | None = None, device: str = "auto", gguf_file: str | None = None
-) -> tuple[Any, Any, Any]:
-    """The base model (no LM head; an LM checkpoint loads its encoder/decoder body), its tokenizer
-    and the device, in eval mode. With ``gguf_file``, that GGUF file of the folder or repository
-    ``model_id`` (dequantised, float32)."""
+def load_encoder(source: ModelSource | str, device: str = "auto") -> tuple[Any, Any, Any]:
+    """The base model (no LM head; an LM checkpoint loads its encoder/decoder body) of a model source
+    (or a bare id or folder), its tokenizer and the device, in eval mode. A source with a GGUF file:
+    that file of the folder or repository (dequantised, float32)."""
     from transformers import AutoModel
 
     from verbeval.core.devices import resolve_device
-    from verbeval.core.model_ids import ModelRef
-    from verbeval.core.models import gguf_model_folder, load_errors, load_failure, load_tokenizer
+    from verbeval.core.models import load_errors, load_failure, load_tokenizer
 
-    ModelRef(model_id).check_local(gguf_file=gguf_file)
-    tok = load_tokenizer(model_id, revision, gguf_file)
+    source = ModelSource.of(source)
+    source.check_local()
+    tok = load_tokenizer(source)
     if not getattr(tok, "is_fast", False):
-        raise VerbevalError(f"model {model_id!r}: a fast tokenizer (offset mapping) is needed")
+        raise VerbevalError(f"model {source.id!r}: a fast tokenizer (offset mapping) is needed")
     dev = resolve_device(device)
     try:
-        if gguf_file:  # its cached folder, dequantised once (float32)
-            model = AutoModel.from_pretrained(gguf_model_folder(model_id, gguf_file, revision))
+        if source.file:  # its cached folder, dequantised once (float32)
+            model = AutoModel.from_pretrained(source.gguf_folder())
         else:
-            model = AutoModel.from_pretrained(ModelRef(model_id).location, revision=revision)
+            model = AutoModel.from_pretrained(source.ref.location, revision=source.revision)
     except load_errors() as exc:
-        raise load_failure(model_id, exc) from None
+        raise load_failure(source.id, exc) from None
     model.eval().to(dev)
     return model, tok, dev
 
@@ -246,25 +245,25 @@ def check_finite_vectors(model_id: str, verbs: Sequence[str], reps: dict[str, np
 
 def score_model(
     pairs: pd.DataFrame,
-    model_id: str,
+    source: ModelSource | str,
     *,
-    revision: str | None = None,
-    gguf_file: str | None = None,
     frames: Sequence[str] = ("to {verb}",),
     multi_token: str = "mean",
     batch_size: int = 64,
     device: str = "auto",
     progress: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Load ``model_id`` (base model, no head) and return the similarities table (pair columns
-    plus :data:`SIM_COLUMNS`, sorted by representation order then pair) and the verb table."""
-    model, tok, dev = load_encoder(model_id, revision, device, gguf_file)
+    """Load the model of ``source`` (base model, no head; a bare id or folder is a source) and return
+    the similarities table (pair columns plus :data:`SIM_COLUMNS`, sorted by representation order
+    then pair) and the verb table."""
+    source = ModelSource.of(source)
+    model, tok, dev = load_encoder(source, device)
     return score_loaded(
         pairs,
         model,
         tok,
         dev,
-        model_id=model_id,
+        model_id=source.id,
         frames=frames,
         multi_token=multi_token,
         batch_size=batch_size,

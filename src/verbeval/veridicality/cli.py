@@ -9,6 +9,7 @@ from typing import Any
 
 from verbeval.core.cliutil import Add, ConfigDefault, check_outputs, random_init_option
 from verbeval.core.errors import VerbevalError
+from verbeval.core.model_sources.source import ModelSource
 
 log = logging.getLogger("verbeval")
 
@@ -18,12 +19,13 @@ def _nli_settings(a: argparse.Namespace, branch: str) -> dict[str, object]:
     from verbeval import __version__
     from verbeval.core.models import model_fingerprint
 
+    source = ModelSource.from_options(a)
     return {
         "branch": branch,
         "verbeval": __version__,
-        "model": a.model,
-        "revision": a.revision,
-        "model_version": model_fingerprint(a.model, a.revision),
+        "model": source.id,
+        "revision": source.revision,
+        "model_version": model_fingerprint(source),
         "batch_size": a.batch_size,
     }
 
@@ -72,7 +74,7 @@ def _load_nli(a: argparse.Namespace) -> tuple[Any, Any, Any]:
     from verbeval.veridicality.predict import load_nli
 
     torch.set_num_threads(a.threads)
-    return load_nli(a.model, a.revision, a.device)
+    return load_nli(ModelSource.from_options(a), a.device)
 
 
 def cmd_veridicality_predict(a: argparse.Namespace) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from verbeval.core.errors import VerbevalError
+from verbeval.core.model_sources.source import ModelSource
 from verbeval.veridicality.data import LABELS, long_frame
 
 # label name variants -> canonical name
@@ -95,22 +96,22 @@ def score_nli(
     return pd.DataFrame({f"p_{lab}": probs[:, idx[lab]] for lab in LABELS})
 
 
-def load_nli(model_id: str, revision: str | None = None, device: str = "auto") -> tuple[Any, Any, Any]:
-    """(model, tokenizer, device) of a Hugging Face NLI classifier, in eval mode; its labels are
-    checked by name at once (:func:`label_index`)."""
+def load_nli(source: ModelSource | str, device: str = "auto") -> tuple[Any, Any, Any]:
+    """(model, tokenizer, device) of a Hugging Face NLI classifier (a model source, or a bare id or
+    folder), in eval mode; its labels are checked by name at once (:func:`label_index`)."""
     from transformers import AutoModelForSequenceClassification
 
     from verbeval.core.devices import resolve_device
-    from verbeval.core.model_ids import ModelRef
     from verbeval.core.models import load_errors, load_failure, load_tokenizer
 
-    ModelRef(model_id).check_local()
+    source = ModelSource.of(source)
+    source.check_local()
     dev = resolve_device(device)
-    tok = load_tokenizer(model_id, revision)
+    tok = load_tokenizer(source)
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(ModelRef(model_id).location, revision=revision)
+        model = AutoModelForSequenceClassification.from_pretrained(source.ref.location, revision=source.revision)
     except load_errors() as exc:
-        raise load_failure(model_id, exc, "NLI model") from None
+        raise load_failure(source.id, exc, "NLI model") from None
     label_index(model.config)
     return model.eval().to(dev), tok, dev
 

@@ -79,10 +79,7 @@ class FiguresPlan:
         args = []
         for name, m in plan.models.items():
             args += ["--model", f"{name}={m['id']}", "--lemmas", f"{name}={plan.agreement_dir}/{name}/lemmas.parquet"]
-            if m["revision"]:
-                args += ["--revision", f"{name}={m['revision']}"]
-            if m["gguf_file"]:
-                args += ["--gguf-file", f"{name}={m['gguf_file']}"]
+            args += plan.model.source(name).named_options(name)
         args.append("--shards")
         args += [f"{name}={plan.shard_manifest(plan.agreement_dir).format(model=name)}" for name in plan.models]
         for c in self.config["contexts"] or []:

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from verbeval.core.model_entries import normalise_model_path, pip_models, tiny_model_specs
 from verbeval.core.model_ids import ModelRef
+from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.models import model_fingerprint
 from verbeval.core.provenance import resolve_random_init
-from verbeval.workflow.params import model_source_args
 
 if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan
@@ -34,6 +34,14 @@ class ModelsPlan:
         self.pip_by_name = {m["name"]: m for m in self.pip_models.values()}
         self.pip_dir = normalise_model_path(config["pip_models_dir"])
         self._fingerprints: dict[str, str] = {}
+        self._sources: dict[str, ModelSource] = {}
+
+    def source(self, name: str) -> ModelSource:
+        """The source of a model (:class:`verbeval.core.model_sources.source.ModelSource`), built once
+        from its config entry."""
+        if name not in self._sources:
+            self._sources[name] = ModelSource.from_entry(self.plan.models[name])
+        return self._sources[name]
 
     def random_init(self, model_id: str, declared: bool | None = None) -> bool:
         """Whether a model is randomly initialised (verbeval.core.provenance): the config's
@@ -44,8 +52,9 @@ class ModelsPlan:
         return resolve_random_init(model_id, declared)
 
     def source_options(self, name: str) -> str:
-        """``--revision``, ``--gguf-file`` and ``--sha256`` (a pip model's pin) of a model (those it has)."""
-        return shlex.join(model_source_args(self.plan.models[name]))
+        """``--revision``, ``--gguf-file`` and ``--sha256`` (a pip model's pin) of a model (those it has):
+        :meth:`verbeval.core.model_sources.source.ModelSource.options`."""
+        return shlex.join(self.source(name).options())
 
     def device_map_option(self, name: str) -> str:
         """``--device-map`` of a model split across devices (config ``device_map``), else nothing."""
@@ -76,7 +85,7 @@ class ModelsPlan:
         if m["pip"] is not None:  # assembled by rule pip_model and checked against this sha256
             return f"gguf-sha256:{m['pip']['sha256']}"
         if name not in self._fingerprints:
-            self._fingerprints[name] = model_fingerprint(m["id"], m["revision"], m["gguf_file"])
+            self._fingerprints[name] = model_fingerprint(self.source(name))
         return self._fingerprints[name]
 
     def dir_input(self, model_id: str) -> list[str]:

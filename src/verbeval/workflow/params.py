@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 #: a regex that matches nothing: the wildcard constraint of a rule with no job in this configuration
 NOTHING = "(?!x)x"
@@ -35,13 +34,3 @@ def alternatives(names: Sequence[str]) -> str:
 def quoted(options: Sequence[str]) -> str:
     """Shell words, each quoted."""
     return " ".join(shlex.quote(o) for o in options)
-
-
-def model_source_args(m: Mapping[str, Any]) -> list[str]:
-    """``--revision``, ``--gguf-file`` and ``--sha256`` of a model entry (those it has): the options
-    of every command that loads the model or its tokenizer."""
-    return (
-        (["--revision", m["revision"]] if m.get("revision") else [])
-        + (["--gguf-file", m["gguf_file"]] if m.get("gguf_file") else [])
-        + (["--sha256", m["pip"]["sha256"]] if m.get("pip") else [])
-    )

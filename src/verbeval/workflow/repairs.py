@@ -90,12 +90,14 @@ class RepairsPlan:
         again from their verified wheels before any job loads them. Reads only (the digest comes
         from the file-hash cache when the file is unchanged)."""
         from verbeval.core.model_sources.pins import pin_problem
+        from verbeval.core.model_sources.source import ModelSource
 
         found = []
         for folder, m in self.plan.model.pip_models.items():
             if not os.path.isdir(folder):
                 continue  # not assembled yet: rule pip_model runs anyway
-            problem = pin_problem(Path(folder) / m["gguf_file"], m["pip"]["sha256"])
+            source = ModelSource.from_entry(m)
+            problem = pin_problem(Path(folder) / str(source.file), str(source.pin))
             if problem:
                 found.append(ChangedModelFile(m["name"], folder, problem))
         return found

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import mirror_location
 from verbeval.core.model_ids import ModelRef
+from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.models import model_fingerprint
-from verbeval.workflow.params import model_source_args
 
 if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan
@@ -44,7 +44,7 @@ class SimverbPlan:
             for n, m in self.models.items()
             if n in plan.models
             and plan.models[n]["id"] == m["id"]
-            and plan.models[n]["revision"] == m["revision"]
+            and plan.models[n]["revision"] == m["source"].revision
             and plan.models[n]["dtype"] == "float32"
         ]
         self.alone = [n for n in self.models if n not in self.in_infer]
@@ -60,7 +60,7 @@ class SimverbPlan:
         return not mirror or mirror_location(plan.manifest[source], mirror).exists()
 
     def _models(self) -> dict[str, dict[str, Any]]:
-        """name -> {id, revision, gguf_file, pip, join, random_init}. An id listed in simverb.models is joined
+        """name -> {id, source, join, random_init}. An id listed in simverb.models is joined
         with the agreement model of that id: when several share it (the revisions of a swept hub
         model), the first one without a revision, else the first one; null: every agreement model."""
         plan, sv = self.plan, self.config
@@ -80,9 +80,7 @@ class SimverbPlan:
                 raise plan.error(["simverb", "models"], f"simverb.models: two models named {name!r}")
             models[name] = {
                 "id": model_id,
-                "revision": m["revision"] if m else None,
-                "gguf_file": m["gguf_file"] if m else None,
-                "pip": m["pip"] if m else None,
+                "source": ModelSource.from_entry(m) if m else ModelSource(model_id),
                 "join": bool(m) and sv["agreement_join"],
                 # an agreement model's random_init applies here too; else the folder's marker
                 "random_init": m["random_init"] if m else None,
@@ -111,14 +109,14 @@ class SimverbPlan:
 
     def model_args(self, name: str) -> str:
         m = self.models[name]
-        args = ["--model", m["id"], *model_source_args(m)]
+        args = m["source"].options(model=True)
         for frame in self.config["frames"]:
             args += ["--frame", frame]
         return " ".join(shlex.quote(a) for a in args)
 
     def version(self, name: str) -> str:
-        m = self.models[name]
-        return model_fingerprint(m["id"], m["revision"])
+        source = self.models[name]["source"]
+        return model_fingerprint(ModelSource(source.id, source.revision))  # its GGUF file never was part of it
 
     def local_model(self, name: str) -> list[str]:
         return self.plan.model.dir_input(self.models[name]["id"])

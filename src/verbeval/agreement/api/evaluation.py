@@ -237,7 +237,7 @@ def evaluate(
     suite.prepared(  # contexts longer than the model reads: one line naming the longest, before any forward pass
         (*tok_key, "lengths", prepend_bos, position_limit(cfg, tokenizer)),
         lambda: check_context_lengths(
-            name, None, kind_, suite.templates, suite.group_ids, prepend_bos, tokenizer=tokenizer, config=cfg
+            name, kind_, suite.templates, suite.group_ids, prepend_bos, tokenizer=tokenizer, config=cfg
         ),
     )
     mc = suite.prepared((*tok_key, "context", prepend_bos), lambda: model_context(lm, lemmas, 10, prepend_bos))

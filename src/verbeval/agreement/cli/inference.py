@@ -14,12 +14,12 @@ from verbeval.core.cliutil import (
     Add,
     ConfigDefault,
     check_outputs,
-    model_pin,
     model_source_options,
     optional_bool,
     random_init_option,
 )
 from verbeval.core.errors import VerbevalError
+from verbeval.core.model_sources.source import ModelSource
 
 log = logging.getLogger("verbeval")
 
@@ -41,14 +41,7 @@ def load_request(a: argparse.Namespace) -> Any:
     from verbeval.core.prefetch import LoadRequest
 
     return LoadRequest(
-        a.model,
-        revision=a.revision,
-        kind=a.kind,
-        dtype=a.dtype,
-        device=a.device,
-        device_map=a.device_map,
-        gguf_file=a.gguf_file,
-        sha256=model_pin(a),
+        ModelSource.from_options(a), kind=a.kind, dtype=a.dtype, device=a.device, device_map=a.device_map
     )
 
 
@@ -82,13 +75,13 @@ def load_checked_lm(a: argparse.Namespace, templates: Any, groups: list[str], ex
     right after it and before any forward pass."""
     from verbeval.agreement.engine.lengths import check_context_lengths
 
-    if not a.gguf_file:
-        from verbeval.core.model_ids import ModelRef
+    source = ModelSource.from_options(a)
+    if not source.file:
         from verbeval.core.warm import file_key, frame_key, memo, tokenizer_files_key
 
         # a sweep's revisions in one process share the check (same tokenizer, config and templates files)
-        tok_key = tokenizer_files_key(a.model)
-        config = f"{ModelRef(a.model).location}/config.json"
+        tok_key = tokenizer_files_key(source)
+        config = f"{source.ref.location}/config.json"
         key = (
             None
             if tok_key is None or not os.path.isfile(config) or frame_key(a.templates) is None
@@ -97,22 +90,14 @@ def load_checked_lm(a: argparse.Namespace, templates: Any, groups: list[str], ex
         memo(
             "context_lengths",
             key,
-            lambda: check_context_lengths(a.model, a.revision, a.kind, templates, groups, a.prepend_bos, extra),
+            lambda: check_context_lengths(source, a.kind, templates, groups, a.prepend_bos, extra),
         )
     t = time.perf_counter()
     lm = _load_lm(a)
     load_s = time.perf_counter() - t
-    if a.gguf_file:  # the loaded model's kind: a GGUF config names no architecture
+    if source.file:  # the loaded model's kind: a GGUF config names no architecture
         check_context_lengths(
-            a.model,
-            a.revision,
-            lm.kind,
-            templates,
-            groups,
-            a.prepend_bos,
-            extra,
-            tokenizer=lm.tokenizer,
-            config=lm.model.config,
+            source, lm.kind, templates, groups, a.prepend_bos, extra, tokenizer=lm.tokenizer, config=lm.model.config
         )
     return lm, load_s
 
@@ -266,14 +251,15 @@ def kept_without_load(a: argparse.Namespace, templates: Any, lemmas: Any) -> dic
     store = Path(a.manifest).parent
     if not (store / JOURNAL_NAME).is_file() and not (store / OLD_JOURNAL_NAME).is_file():
         return None
-    if a.gguf_file or a.device_map is not None:
+    source = ModelSource.from_options(a)
+    if source.file or a.device_map is not None:
         return None
-    tok = load_tokenizer(a.model, a.revision)
-    cfg = load_config(a.model, a.revision)
+    tok = load_tokenizer(source)
+    cfg = load_config(source)
     kind = detect_kind(cfg) if a.kind == "auto" else a.kind
     light = LoadedModel(
         a.model, None, tok, kind, is_cased(tok), torch.device("cpu"), a.dtype,  # type: ignore[arg-type]
-        model_revision(a.model, cfg, a.revision), None, tokenizer_files_key(a.model),
+        model_revision(source, cfg), None, tokenizer_files_key(source),
     )  # fmt: skip
     return infer_model(
         light,

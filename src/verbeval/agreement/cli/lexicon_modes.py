@@ -12,11 +12,11 @@ from verbeval.core.cliutil import (
     ConfigDefault,
     bootstrap_options,
     check_outputs,
-    model_pin,
     model_source_options,
     optional_bool,
     split_pair,
 )
+from verbeval.core.model_sources.source import ModelSource
 
 log = logging.getLogger("verbeval")
 
@@ -29,9 +29,7 @@ def cmd_lexicon_forms(a: argparse.Namespace) -> None:
     from verbeval.core.fasttok import load_text_tokenizer
     from verbeval.core.io import write_parquet
 
-    tok = load_text_tokenizer(
-        a.model, a.revision, a.gguf_file, model_pin(a)
-    )  # tokenizers alone where safe: no torch import
+    tok = load_text_tokenizer(ModelSource.from_options(a))  # tokenizers alone where safe: no torch import
     forms = form_table(pd.read_parquet(a.lexicon), pd.read_parquet(a.templates), tok)
     write_parquet(forms, a.out)
     lex = forms[forms["in_lexicon"]]

@@ -7,8 +7,9 @@ import logging
 from collections.abc import Sequence
 
 from verbeval.agreement.cli.common import expand_shards
-from verbeval.core.cliutil import Add, ConfigDefault, split_pair
+from verbeval.core.cliutil import Add, ConfigDefault, named_model_source_options, split_pair
 from verbeval.core.errors import VerbevalError
+from verbeval.core.model_sources.source import ModelSource
 
 log = logging.getLogger("verbeval")
 
@@ -108,9 +109,7 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
     from verbeval.core.io import write_csv, write_text
     from verbeval.core.provenance import with_random_init
 
-    model_ids = _pairs(a.model, "--model")
-    revisions = _pairs(a.revision, "--revision")
-    gguf_files = _pairs(a.gguf_file, "--gguf-file")
+    sources = ModelSource.from_named_options(a)
     lemma_paths = _pairs(a.lemmas, "--lemmas")
     from verbeval.agreement.engine.shardstore import manifest_random_init
 
@@ -121,7 +120,7 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
         shard_paths.setdefault(name, []).extend(expand_shards([path]))
         if path.endswith(".json") and manifest_random_init(path):
             random.add(name)
-    for name in model_ids:
+    for name in sources:
         if name not in lemma_paths:
             raise VerbevalError(f"--lemmas: no lemmas file for model {name!r}")
     templates = pd.read_parquet(a.templates)
@@ -135,13 +134,10 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
         per_label=a.per_label,
     )
     models = [
-        load_model_topk(
-            name, model_id, shard_paths.get(name, []), lemma_paths[name], revisions.get(name), gguf_files.get(name)
-        )
-        for name, model_id in model_ids.items()
+        load_model_topk(name, source, shard_paths.get(name, []), lemma_paths[name]) for name, source in sources.items()
     ]
     table = topk_table(selected, templates, models)
-    write_csv(with_random_init(table, {name: name in random for name in model_ids}), a.csv, float_format="%.6g")
+    write_csv(with_random_init(table, {name: name in random for name in sources}), a.csv, float_format="%.6g")
     write_text(a.md, table3_markdown(table, random))
     if a.html:
         write_text(a.html, table3_html(table, random))
@@ -157,28 +153,7 @@ def register_topk_table(add: Add) -> None:
         "Run by the rule table3.",
     )
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
-    s.add_argument(
-        "--model",
-        action="append",
-        default=[],
-        required=True,
-        metavar="NAME=ID",
-        help="model name and hub id or path (for its tokenizer); repeat per model, in column order",
-    )
-    s.add_argument(
-        "--revision",
-        action="append",
-        default=[],
-        metavar="NAME=REV",
-        help="hub revision of a model's tokenizer (branch, tag or commit); repeatable",
-    )
-    s.add_argument(
-        "--gguf-file",
-        action="append",
-        default=[],
-        metavar="NAME=FILE",
-        help="a model's GGUF file in its --model folder or repository (its tokenizer is read from it); repeatable",
-    )
+    named_model_source_options(s)
     s.add_argument(
         "--lemmas",
         action="append",

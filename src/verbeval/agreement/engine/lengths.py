@@ -8,13 +8,16 @@ limit instead, at the start of the model's inference job.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from verbeval.agreement.data.templates import render_context
 from verbeval.core.errors import VerbevalError
+
+if TYPE_CHECKING:
+    from verbeval.core.model_sources.source import ModelSource
 
 #: tokenizers without a known limit report a huge ``model_max_length`` (transformers' VERY_LARGE_INTEGER)
 _NO_LIMIT = 10**9
@@ -66,25 +69,26 @@ def too_long(rows: pd.DataFrame, lengths: np.ndarray, limit: int, model_id: str,
 
 
 def check_context_lengths(
-    model_id: str,
-    revision: str | None,
+    source: ModelSource | str,
     kind: str,
     templates: pd.DataFrame,
     groups: Sequence[str],
     prepend_bos: bool | None,
     extra: int = 0,
     *,
-    gguf_file: str | None = None,
     tokenizer: Any = None,
     config: Any = None,
 ) -> None:
     """Raise :class:`VerbevalError` when a context of ``groups`` is longer than the model reads
     (:func:`too_long`). Loads only the tokenizer and the config (unless given: a GGUF model is parsed
-    once, by the model load); ``kind`` ``auto`` is detected."""
+    once, by the model load); ``kind`` ``auto`` is detected. ``source``: the model's source, or its
+    bare id (its name in messages)."""
+    from verbeval.core.model_sources.source import ModelSource
     from verbeval.core.models import adds_bos, detect_kind, is_cased, load_config, load_tokenizer
 
-    tok = tokenizer if tokenizer is not None else load_tokenizer(model_id, revision, gguf_file)
-    cfg = config if config is not None else load_config(model_id, revision, gguf_file)
+    source = ModelSource.of(source)
+    tok = tokenizer if tokenizer is not None else load_tokenizer(source)
+    cfg = config if config is not None else load_config(source)
     limit = position_limit(cfg, tok)
     if limit is None:
         return
@@ -94,7 +98,7 @@ def check_context_lengths(
     keys = ["left", "right"] if kind == "masked" else ["left"]
     rows = rows.drop_duplicates(keys).reset_index(drop=True)
     why = too_long(
-        rows, context_lengths(tok, rows, kind=kind, cased=is_cased(tok), prepend_bos=bos), limit, model_id, extra
+        rows, context_lengths(tok, rows, kind=kind, cased=is_cased(tok), prepend_bos=bos), limit, source.id, extra
     )
     if why:
         raise VerbevalError(why)

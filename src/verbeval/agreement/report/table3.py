@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from verbeval.agreement.engine.shards import build_contexts, fixed_list_values, read_shard_meta
 from verbeval.agreement.report.pages import html_page
 from verbeval.core.errors import VerbevalError
+from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.provenance import display_name
 from verbeval.core.tables import md_escape
 
@@ -259,14 +260,7 @@ def read_topk(
 MARK_SYMBOL = {"correct": "✓", "incorrect": "✗", "ambiguous": "?", "": ""}
 
 
-def load_model_topk(
-    name: str,
-    model_id: str,
-    shards: Sequence[str | Path],
-    lemmas: str | Path,
-    revision: str | None = None,
-    gguf_file: str | None = None,
-) -> ModelTopK:
+def load_model_topk(name: str, source: ModelSource, shards: Sequence[str | Path], lemmas: str | Path) -> ModelTopK:
     """Table 3's view of one model: the top-k tokens of its ``shards`` (:func:`read_topk`), and from its
     tokenizer (only the tokenizer is loaded) how to decode token ids, find the ids of verb forms and
     render a context as the model sees it; ``lemmas``: its lemmas.parquet."""
@@ -275,7 +269,7 @@ def load_model_topk(
     from verbeval.core.fasttok import load_text_tokenizer
 
     meta, topk = read_topk(shards)
-    tok = load_text_tokenizer(model_id, revision, gguf_file)  # no torch, no transformers where it is safe
+    tok = load_text_tokenizer(source)  # no torch, no transformers where it is safe
     masked = meta["kind"] == "masked"
     cased = bool(meta.get("cased"))
 

@@ -1,5 +1,7 @@
-"""Model formats and sources beyond a saved folder or a hub id.
+"""What names a model, and the model formats and sources beyond a saved folder or a hub id.
 
+* :mod:`.source`: :class:`~.source.ModelSource`, a model source as one value (id, revision, GGUF
+  file, pin): built from a config entry or a command's options, written back as options, loaded;
 * :mod:`.gguf`: a GGUF file (config ``gguf_file``) in a local folder or a hub repository;
 * :mod:`.pip_package`: a model file shipped inside pip packages (config ``pip``), obtained with pip
   and checked against its pinned sha256;

@@ -176,14 +176,14 @@ def _read_gguf_files(folder: str, name: str, model_id: str) -> tuple[Any, Any, A
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from verbeval.core.model_sources.gguf import check_config, unreadable, unreadable_errors
+    from verbeval.core.model_sources.gguf import check_config, load_kwargs, unreadable, unreadable_errors
 
     try:
-        cfg = AutoConfig.from_pretrained(folder, gguf_file=name)
+        cfg = AutoConfig.from_pretrained(folder, **load_kwargs(name))
         check_config(cfg, model_id)
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        tok = AutoTokenizer.from_pretrained(folder, **load_kwargs(name))
         # the config already parsed: the GGUF file is not read a third time for it
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, config=cfg, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(folder, **load_kwargs(name), config=cfg, dtype=torch.float32)
     except (OSError, ValueError) as exc:
         raise unreadable(exc, model_id, name) from None
     except (NotImplementedError, RuntimeError) as exc:
@@ -315,7 +315,7 @@ def _build(gguf_path: Path, sha256: str, model_id: str, dest: Path) -> None:
 
 def cached_folder(gguf_path: str | Path, model_id: str, sha256: str | None = None) -> Path:
     """The cached model folder of the GGUF file at ``gguf_path`` (its pin checked and its header
-    bounded by the caller, :func:`verbeval.core.models.gguf_location`), built now if it is missing or
+    bounded by the caller, :meth:`verbeval.core.model_sources.source.ModelSource.gguf_location`), built now if it is missing or
     damaged. ``sha256``: the file's, when already known (its pin)."""
     path = Path(gguf_path)
     digest = (sha256 or file_sha256(path)).lower()

