@@ -24,10 +24,12 @@ import numpy as np
 import pandas as pd
 
 from verbeval.agreement.scores.lemma_contexts import correct_matrix
+from verbeval.agreement.scores.registry import NAMES, headline_rows
 from verbeval.core.errors import InputError
 
 SUMMARY_COLUMNS = ("model", "group", "metric", "side", "cutoff", "value", "ci_low", "ci_high", "n", "n_total")
-CURVE_METRICS = ("tse", "ew", "mw")
+#: the metrics of the learning curves: the headline metrics (:mod:`verbeval.agreement.scores.registry`)
+CURVE_METRICS = NAMES
 CURVE_COLUMNS = (
     "family",
     "seed",
@@ -93,10 +95,7 @@ def group_curves(index: pd.DataFrame, summaries: Mapping[str, pd.DataFrame]) -> 
 
 def headline(curves: pd.DataFrame) -> pd.DataFrame:
     """The Table 2 rows of :func:`group_curves`: TSE, and EW and MW at top p = 1."""
-    keep = (curves["metric"] == "tse") | (
-        (curves["side"] == "top") & np.isclose(curves["cutoff"].astype(float).fillna(-1.0), 1.0)
-    )
-    return curves[keep].reset_index(drop=True)
+    return curves[headline_rows(curves)].reset_index(drop=True)
 
 
 def lemma_curves(index: pd.DataFrame, tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:

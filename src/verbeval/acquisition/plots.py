@@ -20,9 +20,11 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedFormatter, FixedLocator, LogLocator, NullFormatter, NullLocator, ScalarFormatter
 
+from verbeval.agreement.scores.registry import LABELS
 from verbeval.core.provenance import display_name
 
-METRIC_LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW"}
+#: label of each learning-curve metric (:mod:`verbeval.agreement.scores.registry`), in legend order
+METRIC_LABELS = dict(LABELS)
 STYLES = ("-", "--", ":", "-.")
 #: most tick labels drawn on an axis (every k-th label beyond)
 MAX_TICK_LABELS = 40
@@ -96,7 +98,7 @@ def plot_curves(
     apply_style()
     groups = sorted(dict.fromkeys(curves["group"]))
     families = sorted(dict.fromkeys(curves["family"]))
-    colours = dict(zip(METRIC_LABELS, sns.color_palette("colorblind", 3)))
+    colours = dict(zip(METRIC_LABELS, sns.color_palette("colorblind", len(METRIC_LABELS))))
     n_cols = min(3, max(len(groups), 1))
     n_rows = max(1, -(-len(groups) // n_cols))
     fig, axes = plt.subplots(

@@ -29,15 +29,13 @@ from verbeval.agreement.report.tables import table2
 from verbeval.agreement.scores.aggregate import GroupShards, context_scores, row_tse, summarise
 from verbeval.agreement.scores.lemma_contexts import forms_of, lemma_contexts_from_stats, write_lemma_contexts
 from verbeval.agreement.scores.metrics import FormStats
+from verbeval.agreement.scores.registry import HEADLINE, NAMES
 from verbeval.agreement.steps import AGGREGATE
 from verbeval.core import api_args as args
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import write_csv
 
 __all__ = ["AgreementResult", "evaluate"]
-
-#: Table 2's metrics, read at top p = 1
-HEADLINE = ("tse", "ew", "mw")
 
 
 @dataclass
@@ -70,9 +68,9 @@ class AgreementResult:
         ``n_rows`` (TSE rows whose forms are single tokens) and ``n_contexts``."""
         t = self.table2
         cols = {"group": t["group"], "name": t["name"]}
-        for metric in HEADLINE:
-            for suffix in ("", "_ci_low", "_ci_high"):
-                cols[f"{metric}{suffix}"] = t[f"{self.model}.{metric}{suffix}"]
+        for metric in HEADLINE:  # Table 2's metrics, read at top p = 1
+            for col, _ in metric.columns:
+                cols[col] = t[f"{self.model}.{col}"]
         cols["n_rows"] = t[f"{self.model}.n_rows"]
         cols["n_contexts"] = t[f"{self.model}.n_contexts"]
         return pd.DataFrame(cols)
@@ -92,7 +90,7 @@ class AgreementResult:
         """``{"<prefix>/<group>/<metric>": value}`` for TSE, EW and MW (top p = 1) of every group: what
         :class:`verbeval.agreement.api.callback.AgreementCallback` hands to the Trainer's logging."""
         pg = self.per_group
-        return {f"{prefix}/{r.group}/{m}": float(getattr(r, m)) for r in pg.itertuples() for m in HEADLINE}
+        return {f"{prefix}/{r.group}/{m}": float(getattr(r, m)) for r in pg.itertuples() for m in NAMES}
 
     def to_files(self, out_dir: str | Path) -> dict[str, Path]:
         """Write ``summary.csv`` (summary_all.csv's columns and number format), ``table2.csv`` (Table

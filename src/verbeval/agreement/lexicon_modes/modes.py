@@ -28,11 +28,13 @@ import numpy as np
 import pandas as pd
 
 from verbeval.agreement.data.eligibility import form_token_ids, single_token_ids
+from verbeval.agreement.scores.registry import LEXICON_MODE_METRICS, headline_rows
 from verbeval.core.bootstrap import bootstrap_means
 from verbeval.core.errors import VerbevalError
 
 MODES: tuple[str, ...] = ("single_token", "all", "common")
-METRICS: tuple[str, ...] = ("tse", "ew", "mw")
+#: the headline metrics scored in every mode (the registry's, :mod:`verbeval.agreement.scores.registry`)
+METRICS: tuple[str, ...] = LEXICON_MODE_METRICS
 
 
 # --------------------------------------------------------------------------- verb pairs of a model
@@ -264,14 +266,7 @@ def lemma_differences(lemmas: pd.DataFrame, *, resamples: int, seed: int, confid
 
 def consistency(summary: pd.DataFrame, table2_summaries: pd.DataFrame) -> pd.DataFrame:
     """single_token mode against the single-token pipeline (Table 2 summaries): TSE, EW and MW at top p = 1."""
-    ref = table2_summaries[
-        (table2_summaries["metric"] == "tse")
-        | (
-            table2_summaries["metric"].isin(["ew", "mw"])
-            & (table2_summaries["side"] == "top")
-            & np.isclose(table2_summaries["cutoff"].astype(float), 1.0)
-        )
-    ]
+    ref = table2_summaries[headline_rows(table2_summaries)]
     ref = ref[["model", "group", "metric", "value", "n"]].rename(columns={"value": "table2", "n": "n_table2"})
     st = summary[summary["mode"] == "single_token"][["model", "group", "metric", "value", "n"]]
     out = st.merge(ref, on=["model", "group", "metric"], how="left")

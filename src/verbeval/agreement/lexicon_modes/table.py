@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 
 from verbeval.agreement.lexicon_modes.modes import METRICS, MODES, mode_masks
+from verbeval.agreement.scores.registry import label_of
+from verbeval.agreement.scores.registry import metric as registry_metric
 from verbeval.core.tables import format_number, latex_row, latex_tabular, markdown_table, tex_escape
 
 
@@ -25,15 +27,14 @@ def modes_table(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[
                 if sel.empty:
                     continue
                 r: dict[str, Any] = {"group": g["id"], "name": g["name"], "model": m, "mode": mode}
-                for metric in METRICS:
-                    hit = sel[sel["metric"] == metric].iloc[0]
-                    r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"] = (
-                        hit["value"],
-                        hit["ci_low"],
-                        hit["ci_high"],
-                    )
-                    if metric == "tse":
-                        r["n_rows"], r["n_rows_total"] = int(hit["n"]), int(hit["n_total"])
+                for name in METRICS:
+                    metric = registry_metric(name)
+                    hit = sel[sel["metric"] == name].iloc[0]
+                    for col, field in metric.columns:
+                        r[col] = hit[field]
+                    if metric.unit == "row":  # rows whose verb forms count in the mode / all rows
+                        for col, field in metric.counts:
+                            r[col] = int(hit[field])
                 r["n_lemmas"] = int(sel["n_lemmas"].iloc[0])
                 recs.append(r)
     return pd.DataFrame(recs)
@@ -47,7 +48,7 @@ def to_markdown(table: pd.DataFrame, models: Sequence[str], headline: str) -> st
         for mode in order:
             sel = table[(table["model"] == m) & (table["mode"] == mode)]
             n = int(sel["n_lemmas"].iloc[0]) if len(sel) else 0
-            header += [f"{m} {mode} ({n}) {k.upper()}" for k in METRICS]
+            header += [f"{m} {mode} ({n}) {label_of(k)}" for k in METRICS]
     rows = []
     for gid in dict.fromkeys(table["group"]):
         g = table[table["group"] == gid]
@@ -69,7 +70,7 @@ def to_latex(table: pd.DataFrame, models: Sequence[str], headline: str) -> str:
         for mode in order:
             sel = table[(table["model"] == m) & (table["mode"] == mode)]
             n = int(sel["n_lemmas"].iloc[0]) if len(sel) else 0
-            heads.append(rf"\multicolumn{{3}}{{c}}{{{tex_escape(mode)} ({n})}}")
+            heads.append(rf"\multicolumn{{{len(METRICS)}}}{{c}}{{{tex_escape(mode)} ({n})}}")
         rows = []
         for gid in dict.fromkeys(table["group"]):
             g = table[(table["group"] == gid) & (table["model"] == m)]
@@ -80,13 +81,13 @@ def to_latex(table: pd.DataFrame, models: Sequence[str], headline: str) -> str:
             rows.append(latex_row(cells))
         sections += [
             [
-                latex_row([rf"\multicolumn{{{1 + 3 * len(order)}}}{{l}}{{\textbf{{{tex_escape(m)}}}}}"]),
+                latex_row([rf"\multicolumn{{{1 + len(METRICS) * len(order)}}}{{l}}{{\textbf{{{tex_escape(m)}}}}}"]),
                 latex_row([""] + heads),
-                latex_row(["Group"] + ["TSE & EW & MW"] * len(order)),
+                latex_row(["Group"] + [" & ".join(label_of(k) for k in METRICS)] * len(order)),
             ],
             rows,
         ]
-    return "\n".join(latex_tabular("l" + "ccc" * len(order), *sections)) + "\n"
+    return "\n".join(latex_tabular("l" + "c" * len(METRICS) * len(order), *sections)) + "\n"
 
 
 def to_metrics(table: pd.DataFrame, models: Sequence[str], headline: str, coverage: pd.DataFrame) -> dict[str, Any]:

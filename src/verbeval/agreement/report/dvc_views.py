@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from verbeval.agreement.report.tables import METRICS as TABLE2_METRICS
+from verbeval.agreement.scores.registry import CUTOFF_METRICS, LABELS, NAMES, headline_rows, label_list, label_of
 from verbeval.core.errors import VerbevalError
 
 #: DVC plot template of the cutoff curves (.dvc/plots/verbeval_lines.json): straight lines through
@@ -29,11 +29,11 @@ from verbeval.core.errors import VerbevalError
 TEMPLATE = "verbeval_lines"
 
 #: legend label of each cutoff-figure metric in the DVC plot data
-METRIC_LABELS = {"ew": "EW", "mw": "MW", "prob_counted": "mass counted", "invalid": "invalid"}
+METRIC_LABELS = {**{m: LABELS[m] for m in CUTOFF_METRICS}, "prob_counted": "mass counted", "invalid": "invalid"}
 
 #: y-axis label of the DVC plots of a cutoff figure, by its metrics
 Y_LABELS = {
-    ("ew", "mw"): "EW / MW",
+    CUTOFF_METRICS: " / ".join(LABELS[m] for m in CUTOFF_METRICS),
     ("prob_counted",): "probability mass counted",
     ("invalid",): "share of invalid contexts",
 }
@@ -66,10 +66,10 @@ def split_metrics(
             entry = metrics[m].get(g)
             if not isinstance(entry, Mapping):
                 raise VerbevalError(f"{source}: model {m!r} has no group {g!r}")
-            missing = [k for k in TABLE2_METRICS if k not in entry]
+            missing = [k for k in NAMES if k not in entry]
             if missing:
                 raise VerbevalError(f"{source}: model {m!r}, group {g!r} has no {missing[0]!r}")
-            out[(m, g)] = {k: entry[k] for k in TABLE2_METRICS}
+            out[(m, g)] = {k: entry[k] for k in NAMES}
             # in the group's record (beside the groups in a metrics.json of an older verbeval)
             if entry.get("random_init") is True or metrics[m].get("random_init") is True:
                 out[(m, g)]["random_init"] = True  # so `dvc metrics show` says so beside its numbers
@@ -167,13 +167,13 @@ def plot_definitions(
 
 
 #: the metrics of the acquisition curves' DVC plots: Table 2's (TSE over rows, EW and MW at top p = 1)
-ACQUISITION_METRICS = ("tse", "ew", "mw")
+ACQUISITION_METRICS = NAMES
 
 
 def acquisition_series(family: str, seed: str, metric: str) -> str:
     """The column (and legend entry) of one family, seed and metric in the acquisition curves' DVC plot data."""
     who = f"{family} seed {seed}" if seed else family
-    return f"{who} {metric.upper()}"
+    return f"{who} {label_of(metric)}"
 
 
 def wide_acquisition_curves(
@@ -192,10 +192,7 @@ def wide_acquisition_curves(
         family=curves["family"].astype(str),
         side=curves["side"].fillna("").astype(str),
     )
-    head = (c["metric"] == "tse") | (
-        c["metric"].isin(["ew", "mw"]) & (c["side"] == "top") & np.isclose(c["cutoff"], 1.0)
-    )
-    c = c[head & c["metric"].isin(ACQUISITION_METRICS)]
+    c = c[headline_rows(c) & c["metric"].isin(ACQUISITION_METRICS)]
     out: dict[str, pd.DataFrame] = {}
     for g in groups:
         part = c[c["group"] == g]
@@ -226,9 +223,9 @@ def acquisition_plot_definitions(
                 "template": TEMPLATE,
                 "x": "step",
                 "y": {path: list(columns)},
-                "title": f"Acquisition: TSE, EW and MW (top p = 1) against {x_label}, {g}",
+                "title": f"Acquisition: {label_list(ACQUISITION_METRICS)} (top p = 1) against {x_label}, {g}",
                 "x_label": x_label,
-                "y_label": "TSE / EW / MW",
+                "y_label": " / ".join(label_of(m) for m in ACQUISITION_METRICS),
             }
         }
         for g, path in path_of.items()

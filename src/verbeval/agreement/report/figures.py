@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from verbeval.agreement.scores.registry import CUTOFF_METRICS, HEADLINE, LABELS, NAMES, headline_rows, label_list
 from verbeval.core.config import schema_default
 from verbeval.core.errors import VerbevalError
 
+#: the label of every metric a figure shows: the headline metrics' (the registry's), then the others
 METRIC_LABELS = {
-    "tse": "TSE",
-    "ew": "EW",
-    "mw": "MW",
+    **LABELS,
     "prob_counted": "Probability mass counted",
     "prob_counted_forms": "Probability mass of the counted forms in the set",
     "invalid": "Share of invalid contexts",
@@ -53,10 +53,18 @@ class CutoffFigure:
 #: the cutoff figures, by the name the CLI takes
 CUTOFF_FIGURES: dict[str, CutoffFigure] = {
     "scores-top": CutoffFigure(
-        "fig1_top_p", "EW and MW against top-p cutoff", ("ew", "mw"), ("top",), valid_share_row=True
+        "fig1_top_p",
+        f"{label_list(CUTOFF_METRICS)} against top-p cutoff",
+        CUTOFF_METRICS,
+        ("top",),
+        valid_share_row=True,
     ),
     "scores-bottom": CutoffFigure(
-        "fig2_bottom_p", "EW and MW against bottom-p cutoff", ("ew", "mw"), ("bottom",), valid_share_row=True
+        "fig2_bottom_p",
+        f"{label_list(CUTOFF_METRICS)} against bottom-p cutoff",
+        CUTOFF_METRICS,
+        ("bottom",),
+        valid_share_row=True,
     ),
     "prob-counted": CutoffFigure(
         "fig3_prob_counted",
@@ -222,24 +230,18 @@ def model_comparison(
     names = _group_names(groups)
     gids = list(names)
     s = summary[summary["model"].isin(models) & summary["group"].isin(gids)]
-    tse = s[s["metric"] == "tse"]
-    at_one = s[
-        s["metric"].isin(["ew", "mw"])
-        & (s["side"] == "top")
-        & np.isclose(s["cutoff"].astype(float), 1.0, rtol=0, atol=1e-12)
-    ]
-    out = pd.concat([tse, at_one], ignore_index=True)
+    out = s[headline_rows(s, rtol=0, atol=1e-12)].reset_index(drop=True)
     for m in models:
         for g in gids:
-            for metric in ("tse", "ew", "mw"):
-                n = ((out["model"] == m) & (out["group"] == g) & (out["metric"] == metric)).sum()
+            for metric in HEADLINE:
+                n = ((out["model"] == m) & (out["group"] == g) & (out["metric"] == metric.name)).sum()
                 if n != 1:
-                    what = "TSE" if metric == "tse" else f"{metric.upper()} at top p = 1"
+                    what = f"{metric.label} at top p = 1" if metric.cutoff_curves else metric.label
                     raise VerbevalError(f"summary has {n} rows of {what} for model {m!r}, group {g!r} (expected 1)")
     out = out.assign(
         group_name=out["group"].map(names),
         _g=_order(out, "group", gids),
-        _me=_order(out, "metric", ["tse", "ew", "mw"]),
+        _me=_order(out, "metric", NAMES),
         _m=_order(out, "model", models),
     )
     out = out.sort_values(["_g", "_me", "_m"], kind="stable")
@@ -287,7 +289,7 @@ def checkpoint_curves(
     out = out.assign(
         _s=_order(out, "sweep", sweeps),
         _g=_order(out, "group", list(_group_names(groups))),
-        _me=_order(out, "metric", ["tse", "ew", "mw"]),
+        _me=_order(out, "metric", NAMES),
     )
     out = out.sort_values(["_s", "_g", "_me", "step"], kind="stable")
     return out[list(CHECKPOINT_COLUMNS)].reset_index(drop=True)

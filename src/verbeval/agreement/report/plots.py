@@ -19,6 +19,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from verbeval.agreement.report.figures import METRIC_LABELS, SIDE_LABELS, CutoffFigure, shown_cutoffs
+from verbeval.agreement.scores.registry import BY_NAME, HEADLINE, NAMES, label_list
 from verbeval.core.provenance import display_name, random_note
 
 
@@ -157,8 +158,9 @@ def plot_cutoff_curves(
             _set_cutoff_axis(ax, side, shown[side])
             if side == "bottom" and spec.log_y_bottom and metric != "valid_share":
                 ax.set_yscale("log", nonpositive="mask")
-            if metric in ("ew", "mw"):
-                ax.axhline(0.5, **CHANCE_STYLE)
+            chance = BY_NAME[metric].chance if metric in BY_NAME else None
+            if chance is not None:
+                ax.axhline(chance, **CHANCE_STYLE)
             if metric in ("invalid", "valid_share"):
                 ax.set_ylim(-0.03, 1.03)
             if i == 0:
@@ -171,7 +173,8 @@ def plot_cutoff_curves(
                     ax.set_ylabel(f"valid share\n({METRIC_LABELS[share_metric]} defined)", fontsize="small")
                 else:
                     ax.set_ylabel(
-                        METRIC_LABELS[metric] + (" (log scale)" if side == "bottom" and spec.log_y_bottom else "")
+                        (BY_NAME[metric].y_label if metric in BY_NAME else METRIC_LABELS[metric])
+                        + (" (log scale)" if side == "bottom" and spec.log_y_bottom else "")
                     )
     if spec.has_ci:
         band = f"bands: {confidence:.0%} bootstrap CI" if confidence else "bands: bootstrap CI"
@@ -219,7 +222,7 @@ def plot_model_comparison(data: pd.DataFrame, models: Sequence[str], random: Col
     """TSE, EW and MW per group (rows) with one bar per model and its CI; a panel per metric.
     ``random`` models (randomly initialised) are named so in the legend and a note."""
     apply_style()
-    metrics = ["tse", "ew", "mw"]
+    metrics = list(HEADLINE)
     groups = list(dict.fromkeys(data["group"]))
     names = dict(zip(data["group"], data["group_name"]))
     colours = palette(list(models), "model")
@@ -237,7 +240,7 @@ def plot_model_comparison(data: pd.DataFrame, models: Sequence[str], random: Col
     for j, metric in enumerate(metrics):
         ax = axes[0][j]
         for k, m in enumerate(models):
-            d = data[(data["metric"] == metric) & (data["model"] == m)].set_index("group").reindex(groups)
+            d = data[(data["metric"] == metric.name) & (data["model"] == m)].set_index("group").reindex(groups)
             v = d["value"].to_numpy(float)
             lo = np.nan_to_num(v - d["ci_low"].to_numpy(float), nan=0.0)
             hi = np.nan_to_num(d["ci_high"].to_numpy(float) - v, nan=0.0)
@@ -251,15 +254,16 @@ def plot_model_comparison(data: pd.DataFrame, models: Sequence[str], random: Col
                 error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "0.2"},
                 label=m,
             )
-        ax.axvline(0.5, **CHANCE_STYLE)
+        if metric.chance is not None:
+            ax.axvline(metric.chance, **CHANCE_STYLE)
         ax.set_xlim(0, 1)
-        ax.set_title(METRIC_LABELS[metric] + (" (top p = 1)" if metric != "tse" else ""))
+        ax.set_title(metric.headline_label)
         ax.set_xlabel("accuracy")
         ax.set_yticks(y0, [names[g] for g in groups])
         if j == 0:  # shared y axis: the first group on top
             ax.invert_yaxis()
         ax.grid(axis="y", visible=False)
-    fig.suptitle("TSE, EW and MW per template group (error bars: bootstrap CI; dashed: chance)", fontsize="medium")
+    fig.suptitle(f"{label_list()} per template group (error bars: bootstrap CI; dashed: chance)", fontsize="medium")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[m]) for m in models]
     fig.legend(
         handles,
@@ -333,7 +337,7 @@ def plot_checkpoints(
     ``x_label``: what the ``step`` column holds (``tokens seen``, ``words seen``), named on the axis
     and in the title."""
     apply_style()
-    metrics = ["tse", "ew", "mw"]
+    metrics = list(NAMES)
     groups = list(dict.fromkeys(data["group"]))
     names = dict(zip(data["group"], data["group_name"]))
     sweeps = list(dict.fromkeys(data["sweep"]))
@@ -392,7 +396,7 @@ def plot_checkpoints(
         if k % n_cols == 0:
             ax.set_ylabel("accuracy")
     band = f"{confidence:.0%} bootstrap CI" if confidence else "bootstrap CI"
-    fig.suptitle(f"TSE, EW and MW (top p = 1) against {x_label} (bands: {band}; dashed: chance)", fontsize="medium")
+    fig.suptitle(f"{label_list()} (top p = 1) against {x_label} (bands: {band}; dashed: chance)", fontsize="medium")
     handles = [plt.Line2D([], [], color=colours[m], linewidth=1.5) for m in metrics]
     labels = [METRIC_LABELS[m] for m in metrics]
     random_sweeps = set(data.loc[data["model"].isin(list(random)), "sweep"])

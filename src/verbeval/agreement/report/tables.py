@@ -10,11 +10,9 @@ import numpy as np
 import pandas as pd
 
 from verbeval.agreement.report.pages import html_page
+from verbeval.agreement.scores.registry import HEADLINE, NAMES, headline_rows, label_list
 from verbeval.core.provenance import RANDOM_MARK, marked, random_flags, random_note
 from verbeval.core.tables import format_number, latex_row, latex_tabular, markdown_table, tex_escape
-
-METRICS = ("tse", "ew", "mw")
-LABELS = {"tse": "TSE", "ew": "EW", "mw": "MW"}
 
 
 def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str]) -> pd.DataFrame:
@@ -29,30 +27,20 @@ def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str])
     """
     random = random_flags(summary)
     nonfinite = _nonfinite_counts(summary)
-    at_one = summary[
-        (summary["metric"] == "tse")
-        | (
-            (summary["metric"].isin(["ew", "mw"]))
-            & (summary["side"] == "top")
-            & np.isclose(summary["cutoff"].astype(float), 1.0)
-        )
-    ]
+    at_one = summary[headline_rows(summary)]
     rows = []
     for g in groups:
         row: dict[str, object] = {"group": g["id"], "name": g["name"]}
         for m in models:
             row[f"{m}.random_init"] = random.get(m, False)
             sel = at_one[(at_one["group"] == g["id"]) & (at_one["model"] == m)]
-            for metric in METRICS:
-                hit = sel[sel["metric"] == metric]
+            for metric in HEADLINE:
+                hit = sel[sel["metric"] == metric.name]
                 val = hit.iloc[0] if len(hit) else None
-                for suffix, col in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
-                    row[f"{m}.{metric}{suffix}"] = float(val[col]) if val is not None else np.nan
-                if metric == "tse":  # rows whose own verb forms are both single tokens / all rows
-                    row[f"{m}.n_rows"] = int(val["n"]) if val is not None else 0
-                    row[f"{m}.n_rows_total"] = int(val["n_total"]) if val is not None else 0
-                elif metric == "ew":
-                    row[f"{m}.n_contexts"] = int(val["n_total"]) if val is not None else 0
+                for col, field in metric.columns:
+                    row[f"{m}.{col}"] = float(val[field]) if val is not None else np.nan
+                for col, field in metric.counts:  # e.g. TSE: rows with single-token forms / all rows
+                    row[f"{m}.{col}"] = int(val[field]) if val is not None else 0
             if nonfinite is not None:
                 row[f"{m}.n_nonfinite"] = nonfinite.get((m, g["id"]), 0)
         rows.append(row)
@@ -79,7 +67,7 @@ def nonfinite_notes(table: pd.DataFrame, models: Sequence[str]) -> list[str]:
                 notes.append(
                     f"{m}, {r['name']}: {n} of {int(r[f'{m}.n_contexts'])} contexts had non-finite "
                     "logits (NaN or inf) and were kept under inference.allow_nonfinite: they have no "
-                    "TSE, EW or MW and are left out of the means; check the model's weights."
+                    f"{label_list(conjunction='or')} and are left out of the means; check the model's weights."
                 )
     return notes
 
@@ -106,7 +94,7 @@ def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str
     for m in models:
         out[m] = {}
         for _, r in table.iterrows():
-            vals = {k: float(r[f"{m}.{k}"]) for k in METRICS}
+            vals = {k: float(r[f"{m}.{k}"]) for k in NAMES}
             entry: dict[str, Any] = {k: (None if np.isnan(v) else v) for k, v in vals.items()}
             entry["random_init"] = m in random
             n_bad = int(r.get(f"{m}.n_nonfinite", 0) or 0)
@@ -152,9 +140,9 @@ def errata_notes(
 def to_markdown(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
     random = set(random_models(table, models))
     notes = _notes(table, models, notes)
-    header = ["Group"] + [f"{marked(m, m in random)} {LABELS[k]}" for m in models for k in METRICS]
+    header = ["Group"] + [f"{marked(m, m in random)} {k.label}" for m in models for k in HEADLINE]
     rows = [
-        [str(r["name"])] + [format_number(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
+        [str(r["name"])] + [format_number(r[f"{m}.{k}"], digits) for m in models for k in NAMES]
         for _, r in table.iterrows()
     ]
     lines = markdown_table(header, rows, "l" + "r" * (len(header) - 1))
@@ -178,16 +166,16 @@ def to_html(
     notes = _notes(table, models, notes)
     head1 = (
         '<tr><th rowspan="2">Group</th>'
-        + "".join(f'<th colspan="4">{html.escape(marked(m, m in random))}</th>' for m in models)
+        + "".join(f'<th colspan="{len(HEADLINE) + 1}">{html.escape(marked(m, m in random))}</th>' for m in models)
         + "</tr>"
     )
-    per_model = "".join(f"<th>{LABELS[k]}</th>" for k in METRICS) + "<th>rows / contexts</th>"
+    per_model = "".join(f"<th>{k.label}</th>" for k in HEADLINE) + "<th>rows / contexts</th>"
     head2 = "<tr>" + per_model * len(models) + "</tr>"
     rows = [head1, head2]
     for _, r in table.iterrows():
         cells = [f"<td>{html.escape(str(r['name']))}</td>"]
         for m in models:
-            for k in METRICS:
+            for k in NAMES:
                 lo, hi = r[f"{m}.{k}_ci_low"], r[f"{m}.{k}_ci_high"]
                 ci = (
                     ""
@@ -207,26 +195,25 @@ def to_html(
     ]
     if notes:
         body.append("<p>Notes:</p><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
-    return html_page("Table 2: TSE, EW and MW per template group", "\n".join(body))
+    return html_page(f"Table 2: {label_list()} per template group", "\n".join(body))
 
 
 def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes: Sequence[str] = ()) -> str:
     random = set(random_models(table, models))
     dagger = r"$^\dagger$"
+    k = len(HEADLINE)
     head = [
         latex_row(
-            [""] + [rf"\multicolumn{{3}}{{c}}{{{tex_escape(m)}{dagger if m in random else ''}}}" for m in models]
+            [""] + [rf"\multicolumn{{{k}}}{{c}}{{{tex_escape(m)}{dagger if m in random else ''}}}" for m in models]
         ),
-        " ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(len(models))),
-        latex_row(["Group"] + [LABELS[k] for _ in models for k in METRICS]),
+        " ".join(rf"\cmidrule(lr){{{2 + k * i}-{1 + k * (i + 1)}}}" for i in range(len(models))),
+        latex_row(["Group"] + [metric.label for _ in models for metric in HEADLINE]),
     ]
     rows = [
-        latex_row(
-            [tex_escape(str(r["name"]))] + [format_number(r[f"{m}.{k}"], digits) for m in models for k in METRICS]
-        )
+        latex_row([tex_escape(str(r["name"]))] + [format_number(r[f"{m}.{n}"], digits) for m in models for n in NAMES])
         for _, r in table.iterrows()
     ]
-    out = latex_tabular("l" + "ccc" * len(models), head, rows)
+    out = latex_tabular("l" + "c" * k * len(models), head, rows)
     note = random_note(random_models(table, models))
     if note:
         out.append(r"\par\smallskip{\footnotesize " + dagger + tex_escape(note.removeprefix(RANDOM_MARK)) + r"\par}")

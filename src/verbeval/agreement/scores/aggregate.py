@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from verbeval.agreement.engine.shards import SHARD_SCHEMA_VERSION, fixed_list_values, read_shard_meta
 from verbeval.agreement.scores.metrics import FormStats, scores_from_stats, tse_scores
+from verbeval.agreement.scores.registry import HEADLINE
 from verbeval.core.bootstrap import bootstrap_means
 from verbeval.core.errors import ShardError, VerbevalError
 
@@ -182,8 +183,8 @@ def context_scores(
         top, bottom = scores_from_stats(st, shards.plural[sl], top_cutoffs, bottom_cutoffs)
         for side, res, cuts in (("top", top, top_cutoffs), ("bottom", bottom, bottom_cutoffs)):
             for metric, arr in (
-                ("ew", res.ew),
-                ("mw", res.mw),
+                # the headline metrics scored at every cutoff (the registry's), then the counted masses
+                *((m.name, getattr(res, m.score_column)) for m in HEADLINE if m.cutoff_curves),
                 ("prob_counted", res.prob_counted),
                 ("prob_counted_forms", res.prob_counted_forms),
             ):
