@@ -24,14 +24,14 @@ import time
 from typing import Any
 
 from verbeval.agreement.cli.inference import (
-    batch_arg,
+    context_options,
     forms_extra_tokens,
     load_checked_lm,
     model_options,
     run_agreement_branch,
-    store_options,
+    shard_options,
 )
-from verbeval.core.cliutil import Add, ConfigDefault, check_outputs, optional_bool, random_init_option
+from verbeval.core.cliutil import Add, ConfigDefault, check_outputs
 from verbeval.simverb import cli as simverb_cli
 
 log = logging.getLogger("verbeval")
@@ -40,31 +40,11 @@ log = logging.getLogger("verbeval")
 def _forms_branch(lm: Any, a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.lexicon_modes.form_shards import infer_forms_model
+    from verbeval.agreement.cli.lexicon_modes import run_forms_branch
 
     groups = [g for g in a.forms_groups.split(",") if g]
-    body = infer_forms_model(
-        lm,
-        pd.read_parquet(a.templates),
-        pd.read_parquet(a.forms),
-        groups,
-        a.n_chunks,
-        a.forms_manifest,
-        batch_size=a.forms_batch_size,
-        prepend_bos=a.prepend_bos,
-        progress=not a.no_progress,
-        allow_nonfinite=a.allow_nonfinite,
-    )
-    t = body["timing"]
-    log.info(
-        "%s: %d form shards -> %s; %d contexts computed in %.1f s (%.2f contexts/s)",
-        a.model,
-        len(body["shards"]),
-        a.forms_manifest,
-        t["contexts"],
-        t["compute_s"],
-        t["contexts_per_s"],
-    )
+    templates, forms = pd.read_parquet(a.templates), pd.read_parquet(a.forms)
+    run_forms_branch(lm, a, templates, forms, groups, a.forms_manifest, a.forms_batch_size)
 
 
 def simverb_settings(a: argparse.Namespace) -> dict[str, Any]:
@@ -223,29 +203,8 @@ def register(add: Add) -> None:
         "model (docs/performance.md, 'One model load per model').",
     )
     model_options(s)
-    s.add_argument(
-        "--prepend-bos",
-        type=optional_bool,
-        default=None,
-        help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) (default: auto)",
-    )
-    random_init_option(s)
-    s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
-    g = s.add_argument_group("agreement shards (as verbeval infer)")
-    g.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
-    g.add_argument(
-        "--batch-size",
-        type=batch_arg,
-        default=ConfigDefault("inference.batch_size"),
-        help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory",
-    )
-    g.add_argument(
-        "--top-k",
-        type=int,
-        default=ConfigDefault("inference.top_k"),
-        help="top tokens (ids and probabilities) stored per context",
-    )
-    store_options(g)
+    context_options(s)
+    shard_options(s.add_argument_group("agreement shards (as verbeval infer)"))
     g = s.add_argument_group("multi-token forms (as verbeval infer-forms; optional)")
     g.add_argument("--forms", help="the model's forms.parquet (verbeval lexicon-forms)")
     g.add_argument("--forms-groups", help="comma-separated template groups of the form shards")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 # isort: off
-from verbeval.core.plots import CHANCE_STYLE, apply_style, palette  # first: it selects the Agg backend
+from verbeval.core.plots import CHANCE_STYLE, apply_style, palette, panel_grid  # first: it selects the Agg backend
 # isort: on
 
 import matplotlib.pyplot as plt
@@ -99,17 +99,8 @@ def plot_curves(
     groups = sorted(dict.fromkeys(curves["group"]))
     families = sorted(dict.fromkeys(curves["family"]))
     colours = dict(zip(METRIC_LABELS, sns.color_palette("colorblind", len(METRIC_LABELS))))
-    n_cols = min(3, max(len(groups), 1))
-    n_rows = max(1, -(-len(groups) // n_cols))
-    fig, axes = plt.subplots(
-        n_rows,
-        n_cols,
-        figsize=(3.6 * n_cols + 0.4, 2.8 * n_rows),
-        squeeze=False,
-        sharex=True,
-        sharey=True,
-        layout="constrained",
-    )
+    fig, axes = panel_grid(len(groups))
+    n_rows, n_cols = axes.shape
     steps = curves["step"].to_numpy(float)
     scale = ""
     for i, ax in enumerate(axes.flat):

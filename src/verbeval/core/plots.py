@@ -27,6 +27,23 @@ DPI = 150
 CHANCE_STYLE = {"color": "0.4", "linestyle": "--", "linewidth": 0.8, "zorder": 0}
 
 
+def panel_grid(n_panels: int, columns: int = 3) -> tuple[Figure, Any]:
+    """A figure of one panel per item (at most ``columns`` a row; one empty panel for none): its
+    ``axes`` an array (``squeeze=False``) sharing x and y, each panel 3.6 x 2.8 inches; panels past
+    ``n_panels`` are the caller's to hide."""
+    n_cols = min(columns, max(n_panels, 1))
+    n_rows = max(1, -(-n_panels // n_cols))
+    return plt.subplots(
+        n_rows,
+        n_cols,
+        figsize=(3.6 * n_cols + 0.4, 2.8 * n_rows),
+        squeeze=False,
+        sharex=True,
+        sharey=True,
+        layout="constrained",
+    )
+
+
 def apply_style() -> None:
     """The common style of every verbeval figure."""
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)

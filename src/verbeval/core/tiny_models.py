@@ -72,25 +72,20 @@ def make_tiny_model(
     vocab = len(tok)
     torch.manual_seed(seed)
     model: torch.nn.Module
+    # the sizes of every encoder (BERT, RoBERTa, the NLI BERT)
+    encoder = {
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": 4 * hidden,
+    }
     if arch == "bert":
-        model = BertForMaskedLM(
-            BertConfig(
-                vocab_size=vocab,
-                hidden_size=hidden,
-                num_hidden_layers=layers,
-                num_attention_heads=heads,
-                intermediate_size=4 * hidden,
-                max_position_embeddings=128,
-            )
-        )
+        model = BertForMaskedLM(BertConfig(**encoder, max_position_embeddings=128))
     elif arch == "roberta":
         model = RobertaForMaskedLM(
             RobertaConfig(
-                vocab_size=vocab,
-                hidden_size=hidden,
-                num_hidden_layers=layers,
-                num_attention_heads=heads,
-                intermediate_size=4 * hidden,
+                **encoder,
                 max_position_embeddings=130,
                 pad_token_id=tok.pad_token_id,
                 bos_token_id=tok.bos_token_id,
@@ -100,11 +95,7 @@ def make_tiny_model(
     elif arch == "bert-nli":
         model = BertForSequenceClassification(
             BertConfig(
-                vocab_size=vocab,
-                hidden_size=hidden,
-                num_hidden_layers=layers,
-                num_attention_heads=heads,
-                intermediate_size=4 * hidden,
+                **encoder,
                 max_position_embeddings=512,
                 num_labels=len(TINY_NLI_LABELS),
                 id2label=dict(TINY_NLI_LABELS),

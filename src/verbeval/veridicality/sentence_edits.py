@@ -22,7 +22,8 @@ HAVE = {"have", "has", "had", "having", "'ve", "'d"}
 BE = {"be", "is", "are", "am", "was", "were", "been", "being", "'s", "'re", "'m"}
 NEGATION = {"not", "n't", "never"}
 AUXILIARY_LEMMAS = {"be", "have", "do"}
-DETERMINERS = {
+#: the articles, demonstratives, possessives and 'some' (in DETERMINERS and LOWER_FIRST)
+_ARTICLES_AND_POSSESSIVES = {
     "the",
     "a",
     "an",
@@ -38,6 +39,9 @@ DETERMINERS = {
     "my",
     "your",
     "some",
+}
+DETERMINERS = {
+    *_ARTICLES_AND_POSSESSIVES,
     "any",
     "no",
     "every",
@@ -104,33 +108,7 @@ SUBORDINATORS = {
     "of",
     "to",
 }
-LOWER_FIRST = {
-    "he",
-    "she",
-    "it",
-    "they",
-    "we",
-    "you",
-    "the",
-    "a",
-    "an",
-    "this",
-    "that",
-    "these",
-    "those",
-    "his",
-    "her",
-    "its",
-    "their",
-    "our",
-    "my",
-    "your",
-    "some",
-    "many",
-    "most",
-    "all",
-    "people",
-}
+LOWER_FIRST = {*_ARTICLES_AND_POSSESSIVES, "he", "she", "it", "they", "we", "you", "many", "most", "all", "people"}
 DEMONSTRATIVES = {"this", "that", "these", "those"}
 WH = {"that", "who", "whom", "whose", "which", "what", "how", "where", "when", "why", "whether", "if"}
 PRONOUNS = {

@@ -44,30 +44,20 @@ def cmd_dvc_yaml(a: argparse.Namespace) -> None:
 def cmd_docs_cli(a: argparse.Namespace, build_parser: Callable[[], argparse.ArgumentParser]) -> None:
     """Write or check the sub-command table of ``a.doc``; ``build_parser`` is :func:`verbeval.cli.build_parser`."""
     from verbeval.core.clidoc import command_table, render_section, subcommands
-    from verbeval.core.io import write_text
 
     doc = Path(a.doc)
     current = doc.read_text(encoding="utf-8")
     parser = build_parser()
     text = render_section(current, command_table(parser), doc)
     n = len(subcommands(parser))
-    if a.check:
-        if current != text:
-            raise VerbevalError(
-                f"{doc}: the sub-command table is out of date with the parser: run "
-                f"`verbeval docs-cli{'' if a.doc == DOCS_CLI_DEFAULT else ' --doc ' + a.doc}`"
-            )
-        print(f"{doc}: up to date ({n} sub-commands)")
-        return
-    write_text(doc, text)
-    log.info("%s: sub-command table (%d sub-commands) written", doc, n)
+    command = f"verbeval docs-cli{'' if a.doc == DOCS_CLI_DEFAULT else ' --doc ' + a.doc}"
+    _write_or_check(doc, current, text, a.check, "the sub-command table", "the parser", command, f"{n} sub-commands")
 
 
 def cmd_docs_config(a: argparse.Namespace) -> None:
     """Write or check the key tables of ``a.doc`` from the configuration schema."""
     from verbeval.core.config import load_schema
     from verbeval.core.configdoc import documented_keys, render, undescribed
-    from verbeval.core.io import write_text
 
     doc = Path(a.doc)
     schema = load_schema()
@@ -77,16 +67,26 @@ def cmd_docs_config(a: argparse.Namespace) -> None:
     current = doc.read_text(encoding="utf-8")
     text = render(current, schema, doc)
     n = len(documented_keys(text))
-    if a.check:
+    command = f"verbeval docs-config{'' if a.doc == DOCS_CONFIG_DEFAULT else ' --doc ' + a.doc}"
+    _write_or_check(doc, current, text, a.check, "the key tables", "the configuration schema", command, f"{n} keys")
+
+
+def _write_or_check(
+    doc: Path, current: str, text: str, check: bool, what: str, source: str, command: str, count: str
+) -> None:
+    """Write ``text`` (``what`` of ``doc``, generated from ``source``) to ``doc``; with ``check``, fail
+    when ``doc`` differs from it instead (naming ``command``, which regenerates it)."""
+    from verbeval.core.io import write_text
+
+    if check:
         if current != text:
             raise VerbevalError(
-                f"{doc}: the key tables are out of date with the configuration schema: run "
-                f"`verbeval docs-config{'' if a.doc == DOCS_CONFIG_DEFAULT else ' --doc ' + a.doc}`"
+                f"{doc}: {what} {'is' if what.endswith('table') else 'are'} out of date with {source}: run `{command}`"
             )
-        print(f"{doc}: up to date ({n} keys)")
+        print(f"{doc}: up to date ({count})")
         return
     write_text(doc, text)
-    log.info("%s: key tables (%d keys) written", doc, n)
+    log.info("%s: %s (%s) written", doc, what.removeprefix("the "), count)
 
 
 def register_dvc_yaml(add: Add) -> None:

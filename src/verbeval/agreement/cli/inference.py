@@ -151,6 +151,37 @@ def model_options(s: argparse.ArgumentParser) -> None:
     )
 
 
+def context_options(s: argparse.ArgumentParser) -> None:
+    """How a command that loads a model reads its contexts (``infer``, ``run-model``): BOS, random
+    initialisation, the templates."""
+    s.add_argument(
+        "--prepend-bos",
+        type=optional_bool,
+        default=None,
+        help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) (default: auto)",
+    )
+    random_init_option(s)
+    s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
+
+
+def shard_options(s: Any) -> None:
+    """The agreement shards' options (``infer``, ``run-model``): lemmas, batch size, top-k and the store."""
+    s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
+    s.add_argument(
+        "--batch-size",
+        type=batch_arg,
+        default=ConfigDefault("inference.batch_size"),
+        help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory",
+    )
+    s.add_argument(
+        "--top-k",
+        type=int,
+        default=ConfigDefault("inference.top_k"),
+        help="top tokens (ids and probabilities) stored per context, for Table 3",
+    )
+    store_options(s)
+
+
 def store_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that write a model's shard store (``infer``, ``infer-forms``)."""
     s.add_argument("--groups", required=True, help="comma-separated template groups to run (ids in --templates)")
@@ -300,25 +331,5 @@ def register_infer(add: Add) -> None:
         "model (resources: gpu=1).",
     )
     model_options(s)
-    s.add_argument(
-        "--batch-size",
-        type=batch_arg,
-        default=ConfigDefault("inference.batch_size"),
-        help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory",
-    )
-    s.add_argument(
-        "--top-k",
-        type=int,
-        default=ConfigDefault("inference.top_k"),
-        help="top tokens (ids and probabilities) stored per context, for Table 3",
-    )
-    s.add_argument(
-        "--prepend-bos",
-        type=optional_bool,
-        default=None,
-        help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) (default: auto)",
-    )
-    random_init_option(s)
-    s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
-    s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
-    store_options(s)
+    context_options(s)
+    shard_options(s)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import Any
 
 from verbeval.agreement.cli.common import expand_shards, run_groups
 from verbeval.agreement.cli.inference import forms_extra_tokens, load_checked_lm, model_options, store_options
@@ -91,23 +92,21 @@ def register_lexicon_common(add: Add) -> None:
     s.add_argument("--out", required=True, help="output: common.parquet")
 
 
-def cmd_infer_forms(a: argparse.Namespace) -> None:
-    import pandas as pd
-
+def run_forms_branch(
+    lm: Any, a: argparse.Namespace, templates: Any, forms: Any, groups: list[str], manifest: str, batch_size: int
+) -> None:
+    """The form shards of a loaded model into the store of ``manifest`` (``infer-forms``, and the
+    forms branch of ``verbeval run-model``), logged."""
     from verbeval.agreement.lexicon_modes.form_shards import infer_forms_model
 
-    check_outputs(a.manifest)
-    templates, forms = pd.read_parquet(a.templates), pd.read_parquet(a.forms)
-    groups = [g for g in a.groups.split(",") if g]
-    lm, _ = load_checked_lm(a, templates, groups, extra=forms_extra_tokens(forms))
     body = infer_forms_model(
         lm,
         templates,
         forms,
         groups,
         a.n_chunks,
-        a.manifest,
-        batch_size=a.batch_size,
+        manifest,
+        batch_size=batch_size,
         prepend_bos=a.prepend_bos,
         progress=not a.no_progress,
         allow_nonfinite=a.allow_nonfinite,
@@ -117,11 +116,21 @@ def cmd_infer_forms(a: argparse.Namespace) -> None:
         "%s: %d form shards -> %s; %d contexts computed in %.1f s (%.2f contexts/s)",
         a.model,
         len(body["shards"]),
-        a.manifest,
+        manifest,
         t["contexts"],
         t["compute_s"],
         t["contexts_per_s"],
     )
+
+
+def cmd_infer_forms(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    check_outputs(a.manifest)
+    templates, forms = pd.read_parquet(a.templates), pd.read_parquet(a.forms)
+    groups = [g for g in a.groups.split(",") if g]
+    lm, _ = load_checked_lm(a, templates, groups, extra=forms_extra_tokens(forms))
+    run_forms_branch(lm, a, templates, forms, groups, a.manifest, a.batch_size)
 
 
 def register_infer_forms(add: Add) -> None:

@@ -37,6 +37,7 @@ from verbeval.agreement.data.template_files import (
     _lines,
     _read_text,
     _typed,
+    template_row,
 )
 from verbeval.core.errors import InputError, VerbevalError
 from verbeval.core.io import describe_json_error
@@ -420,21 +421,7 @@ def read_custom_pairs(
         why = suspicious_pair(left, correct, incorrect, isinstance(obj, dict) and obj.get("label") is not None)
         if why:
             doubtful.append((lineno, why))
-        rows.append(
-            {
-                "group": group,
-                "source": source,
-                "line": lineno,
-                "left": left,
-                "right": right,
-                "correct": correct,
-                "incorrect": incorrect,
-                "label": label,
-                "plural": label == "plural",
-                "pair_id": pair_id,
-                "note": note,
-            }
-        )
+        rows.append(template_row(group, source, lineno, left, right, correct, incorrect, label, pair_id, note))
     if rejects:
         log.warning("%s: skipped %d row(s)", p, len(rejects))
     if doubtful:

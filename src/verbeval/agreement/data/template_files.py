@@ -61,6 +61,34 @@ ML_LABELS: dict[int, Number] = {-1: "singular", -2: "plural"}
 # --------------------------------------------------------------------------- reading files
 
 
+def template_row(
+    group: str,
+    source: str,
+    line: int,
+    left: str,
+    right: str,
+    correct: str,
+    incorrect: str,
+    label: str,
+    pair_id: str = "",
+    note: str = "",
+) -> dict[str, object]:
+    """One row of the template table (its columns in order; ``plural`` from ``label``)."""
+    return {
+        "group": group,
+        "source": source,
+        "line": line,
+        "left": left,
+        "right": right,
+        "correct": correct,
+        "incorrect": incorrect,
+        "label": label,
+        "plural": label == "plural",
+        "pair_id": pair_id,
+        "note": note,
+    }
+
+
 def _read_text(p: Path, encoding: str) -> str:
     """The whole file, or :class:`InputError` naming it (missing, unreadable, not ``encoding``)."""
     try:
@@ -188,21 +216,7 @@ def read_template_file(
                 raise InputError(p, str(exc), lineno) from None
             rejects.append({"source": source, "line": lineno, "reason": str(exc), "raw": raw})
             continue
-        rows.append(
-            {
-                "group": group,
-                "source": source,
-                "line": lineno,
-                "left": left,
-                "right": right,
-                "correct": correct,
-                "incorrect": incorrect,
-                "label": label,
-                "plural": label == "plural",
-                "pair_id": "",
-                "note": "",
-            }
-        )
+        rows.append(template_row(group, source, lineno, left, right, correct, incorrect, label))
     if known:
         missing = sorted(set(known) - seen)
         if missing:

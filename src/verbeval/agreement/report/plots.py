@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 # isort: off
-from verbeval.core.plots import CHANCE_STYLE, apply_style, palette  # first: it selects the Agg backend
+from verbeval.core.plots import CHANCE_STYLE, apply_style, palette, panel_grid  # first: it selects the Agg backend
 # isort: on
 
 import matplotlib.pyplot as plt
@@ -342,17 +342,8 @@ def plot_checkpoints(
     names = dict(zip(data["group"], data["group_name"]))
     sweeps = list(dict.fromkeys(data["sweep"]))
     colours = dict(zip(metrics, sns.color_palette("colorblind", len(metrics))))
-    n_cols = min(3, max(len(groups), 1))
-    n_rows = -(-len(groups) // n_cols) if groups else 1
-    fig, axes = plt.subplots(
-        n_rows,
-        n_cols,
-        figsize=(3.6 * n_cols + 0.4, 2.8 * n_rows),
-        squeeze=False,
-        sharex=True,
-        sharey=True,
-        layout="constrained",
-    )
+    fig, axes = panel_grid(len(groups))
+    n_rows, n_cols = axes.shape
     steps = data["step"].to_numpy(float)
     scale = ""
     if log_x and len(steps):
