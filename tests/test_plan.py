@@ -154,14 +154,20 @@ def test_run_model_branches_name_every_branch(in_repo: None, tmp_path: Path) -> 
     extra = _extra(tmp_path, "agreement: {multitoken: {enabled: true, groups: [simple]}, lexicon_mode: all}\n")
     plan = plan_from_files([BASE, QUICK, extra])
     assert plan.multitoken_on and plan.multitoken_groups == ["simple"]
-    inputs = SimpleNamespace(forms="F", simverb_data="S", simverb_splits=[])
-    outputs = SimpleNamespace(forms_manifest="FM", sims="SIM", verbs="V", keys=lambda: ["manifest", "sims"])
-    branches = plan.run_model_branches(inputs, outputs)
+    files = {
+        "forms": "F",
+        "simverb_data": "S",
+        "simverb_splits": [],
+        "forms_manifest": "FM",
+        "sims": "SIM",
+        "verbs": "V",
+    }
+    branches = " ".join(plan.run_model_branches(files))
     assert branches.startswith("--forms=F --forms-groups=simple --forms-batch-size=")
     assert "--forms-manifest=FM --simverb-data S" in branches
     assert branches.endswith("--simverb-out SIM --simverb-verbs V")
-    no_sims = SimpleNamespace(forms_manifest="FM", keys=lambda: ["manifest"])
-    assert "--simverb" not in plan.run_model_branches(inputs, no_sims)
+    no_sims = {"forms": "F", "forms_manifest": "FM"}
+    assert "--simverb" not in " ".join(plan.run_model_branches(no_sims))
     assert plan.infer_output() == {
         "manifest": "results-quick/agreement/{model}/shards/manifest.json",
         "forms_manifest": "results-quick/agreement/lexicon_modes/{model}/shards/manifest.json",

@@ -54,13 +54,9 @@ class Setting:
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         from verbeval.core.cliutil import ConfigDefault
 
-        form = self.type if _is_list(self.type) else None
-        default = ConfigDefault(self.key, (lambda v, t=self.type: t(option_text(v))) if form else None)
+        # a list default takes the option's own form (its parse of the comma-separated text)
+        default = ConfigDefault(self.key, lambda v: self.type(option_text(v)) if isinstance(v, (list, tuple)) else v)
         parser.add_argument(self.option, type=self.type, default=default, help=self.help)
-
-
-def _is_list(parse: Callable[[str], Any]) -> bool:
-    return getattr(parse, "__name__", "").endswith("_list")
 
 
 @dataclass(frozen=True)

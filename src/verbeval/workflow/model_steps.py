@@ -11,7 +11,6 @@ come from its declaration (:mod:`verbeval.agreement.steps`). Built as ``PLAN.mod
 from __future__ import annotations
 
 import shlex
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from verbeval.agreement.steps import AGGREGATE
@@ -48,16 +47,6 @@ def declared_steps() -> tuple[Step, ...]:
     return (*agreement.STEPS, *acquisition.STEPS)
 
 
-class _Named(dict):
-    """A job's named files as :meth:`verbeval.workflow.plan.Plan.run_model_branches` reads them."""
-
-    def __getattr__(self, key: str) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            raise AttributeError(key) from None
-
-
 class ModelSteps:
     """Every per-model step of a plan (see the module docstring)."""
 
@@ -89,7 +78,7 @@ class ModelSteps:
     def files(self, name: str) -> dict[str, Any]:
         """Model ``name``'s files (:meth:`paths`) that its steps use: without SimVerb's for a model
         whose job has no SimVerb branch, without ``lemma_contexts`` for one no sweep analyses; with its
-        model folders (``model_dirs``) and ``per_group`` (every aggregate output, group by group)."""
+        model folders (``model_dirs``)."""
         if name not in self._cache:
             plan = self.plan
             f = self.paths(name)
@@ -101,7 +90,6 @@ class ModelSteps:
             if name not in plan.acquisition.models:
                 f["lemma_contexts"] = None
             f["model_dirs"] = plan.model.local_model(name)
-            f["per_group"] = [p for ps in zip(*(f[k] for k in AGGREGATE_FILES)) for p in ps]
             self._cache[name] = f
         return self._cache[name]
 
@@ -165,16 +153,13 @@ class ModelSteps:
         plan = self.plan
         o = plan.infer_options(name)
         inf = plan.config["inference"]
-        branches = plan.run_model_branches(
-            SimpleNamespace(**{k: f[k] for k in ("forms", "simverb_data", "simverb_splits") if k in f}),
-            _Named({k: f[k] for k in ("forms_manifest", "sims", "verbs") if k in f}),
-        )
+        branches = plan.run_model_branches(f)
         return ["run-model", "--model", o["model"], *shlex.split(o["revision"]), "--kind", o["kind"],
                 "--dtype", o["dtype"], "--device", inf["device"], *shlex.split(o["device_map"]),
                 "--batch-size", str(o["batch_size"]), "--threads", str(inf["threads"] if threads is None else threads),
                 "--top-k", str(inf["top_k"]), "--prepend-bos", o["bos"], "--random-init", o["random_init"],
                 "--templates", f["templates"], "--lemmas", f["lemmas"], "--groups", ",".join(plan.group_ids),
-                "--n-chunks", str(plan.agreement["chunks"]), *shlex.split(branches), "--no-progress",
+                "--n-chunks", str(plan.agreement["chunks"]), *branches, "--no-progress",
                 *(["--allow-nonfinite"] if inf["allow_nonfinite"] else []), "--manifest", f["manifest"]]  # fmt: skip
 
     def command(self, command: str, name: str, threads: int | None = None) -> str:

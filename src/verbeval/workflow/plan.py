@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from verbeval.agreement.data.custom_pairs import CustomGroup, custom_groups
@@ -283,21 +283,22 @@ class Plan:
         m = self.models[name]
         return self.gpu_resource(m["gpus"], m["device_map"], local)
 
-    def run_model_branches(self, inputs: Any, outputs: Any) -> str:
+    def run_model_branches(self, files: Mapping[str, Any]) -> list[str]:
         """`verbeval run-model` options of the optional branches its job writes (forms, SimVerb);
-        ``inputs``/``outputs``: the job's named files (attributes)."""
+        ``files``: the model's files (:meth:`verbeval.workflow.model_steps.ModelSteps.files`: ``sims``
+        among them when its job has a SimVerb branch)."""
         opts = []
         if self.multitoken_on:
             opts += [
-                f"--forms={inputs.forms}",
+                f"--forms={files['forms']}",
                 f"--forms-groups={','.join(self.multitoken_groups)}",
                 f"--forms-batch-size={self.multitoken['batch_size']}",
-                f"--forms-manifest={outputs.forms_manifest}",
+                f"--forms-manifest={files['forms_manifest']}",
             ]
-        if "sims" in outputs.keys():
+        if "sims" in files:
             sv = self.simverb.config
-            opts += ["--simverb-data", inputs.simverb_data]
-            for name, path in zip(self.simverb.splits, inputs.simverb_splits):
+            opts += ["--simverb-data", files["simverb_data"]]
+            for name, path in zip(self.simverb.splits, files["simverb_splits"]):
                 opts.append(f"--simverb-split={name}={path}")
             for frame in sv["frames"]:
                 opts.append(f"--simverb-frame={frame}")
@@ -305,11 +306,11 @@ class Plan:
                 f"--simverb-multi-token={sv['multi_token']}",
                 f"--simverb-batch-size={sv['batch_size']}",
                 "--simverb-out",
-                outputs.sims,
+                files["sims"],
                 "--simverb-verbs",
-                outputs.verbs,
+                files["verbs"],
             ]
-        return quoted(opts)
+        return opts
 
     def table2_params(self) -> dict[str, Any]:
         return {

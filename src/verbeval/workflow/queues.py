@@ -96,14 +96,14 @@ class QueuesPlan:
         """The queue's inputs (the files its steps read that no step of it writes) and outputs, from
         each step's declared files (:data:`verbeval.workflow.model_steps.STEP_FILES`)."""
         steps = self.plan.model_steps
-        inputs: list[str] = []
-        outputs: list[str] = []
+        inputs: dict[str, None] = {}
+        outputs: dict[str, None] = {}  # ordered sets: a sweep's queue writes thousands of files
         for m in q.models:
             for command in steps.step_names(m, q.gpu_queue):
                 ins, outs = steps.step_files(command, m)
-                inputs += [p for p in ins if p not in outputs]
-                outputs += outs
-        return list(dict.fromkeys(inputs)), list(dict.fromkeys(outputs))
+                inputs.update((p, None) for p in ins if p not in outputs)
+                outputs.update((p, None) for p in outs)
+        return list(inputs), list(outputs)
 
     def inputs(self, q: Queue) -> list[str]:
         """The queue's inputs: the files its steps read that no step of it writes."""
@@ -111,7 +111,8 @@ class QueuesPlan:
 
     def outputs(self, q: Queue) -> list[str]:
         """The queue's outputs (SimVerb's, which Snakemake keeps before the job, in :meth:`kept_outputs`)."""
-        return [p for p in self._step_files(q)[1] if p not in self.kept_outputs(q)]
+        kept = set(self.kept_outputs(q))
+        return [p for p in self._step_files(q)[1] if p not in kept]
 
     def kept_outputs(self, q: Queue) -> list[str]:
         """SimVerb outputs of the queue's models (flagged ``update`` as in rule infer: their stamp decides)."""
