@@ -15,7 +15,8 @@ import verbeval
 from verbeval.core.cliutil import ConfigDefault
 from verbeval.core.config import schema_default, schema_entry
 from verbeval.core.steps import Setting, Step, bootstrap_settings, option_text
-from verbeval.workflow.model_steps import STEP_FILES, declared_steps
+from verbeval.workflow.model_steps import STEP_FILES
+from verbeval.workflow.steps import declared_steps, steps_modules
 
 PKG = Path(verbeval.__file__).resolve().parent
 RULES = sorted((PKG.parents[1] / "workflow" / "rules").glob("*.smk"))
@@ -81,10 +82,10 @@ def test_no_declared_setting_is_written_a_second_time() -> None:
     """No module of src/ names a declared setting's configuration key in a string of its own (an
     option's ConfigDefault, a plan's lookup): each setting's key is written in its step only."""
     declared = {s.key for step in declared_steps() for s in step.settings}
-    steps_modules = {PKG / "agreement" / "steps.py", PKG / "acquisition" / "steps.py"}
+    modules = {PKG.parent / (name.replace(".", "/") + ".py") for name in steps_modules()}
     found = []
     for path in sorted(PKG.rglob("*.py")):
-        if path in steps_modules:
+        if path in modules:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value in declared:

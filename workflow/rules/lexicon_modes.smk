@@ -103,7 +103,6 @@ rule lexicon_modes_table:
 
 
 rule lexicon_modes_page:
-    """Config: none"""
     input:
         f"{PLAN.lexicon_modes_dir}/table.csv",
     output:

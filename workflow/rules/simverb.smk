@@ -74,7 +74,6 @@ rule simverb_table:
 
 
 rule simverb_page:
-    """Config: none"""
     input:
         f"{PLAN.simverb.res}/{{svmodel}}/table.csv",
     output:

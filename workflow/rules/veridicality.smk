@@ -128,7 +128,6 @@ rule veridicality_kl:
 
 
 rule veridicality_page:
-    """Config: none"""
     input:
         f"{PLAN.veridicality.res}/{{vmodel}}/signatures.csv",
     output:
@@ -148,7 +147,6 @@ rule veridicality_page:
 
 
 rule veridicality_kl_pages:
-    """Config: none"""
     input:
         t7=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table7.csv",
         t8=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table8.csv",
@@ -172,7 +170,6 @@ rule veridicality_kl_pages:
 
 
 rule veridicality_counterfactual_pages:
-    """Config: none"""
     input:
         unhandled=f"{PLAN.veridicality.res}/counterfactuals/unhandled.csv",
         coverage=f"{PLAN.veridicality.res}/counterfactuals/coverage.csv",

@@ -34,7 +34,7 @@ def rule_config_keys(rule: str, docstring: str | None) -> tuple[str, ...]:
     """The configuration keys of ``rule``: its step's (:meth:`verbeval.core.steps.Step.config_keys`)
     when it runs a declared step, else those its docstring declares (:data:`CONFIG_LINE`, the
     docstring's last part); :class:`VerbevalError` when it declares none, or declares them twice."""
-    from verbeval.workflow.model_steps import declared_steps
+    from verbeval.workflow.steps import declared_steps
 
     step = next((s for s in declared_steps() if rule in s.rules), None)
     if step is not None:

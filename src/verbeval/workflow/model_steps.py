@@ -14,7 +14,6 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from verbeval.agreement.steps import AGGREGATE
-from verbeval.core.steps import Step
 
 if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan
@@ -37,14 +36,6 @@ STEP_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "lemma-contexts": (("lemmas", "manifest"), ("lemma_contexts",)),
 }
 KEPT = ("sims", "verbs")
-
-
-def declared_steps() -> tuple[Step, ...]:
-    """Every study's declared steps (``verbeval.<study>.steps``)."""
-    from verbeval.acquisition import steps as acquisition
-    from verbeval.agreement import steps as agreement
-
-    return (*agreement.STEPS, *acquisition.STEPS)
 
 
 class ModelSteps:

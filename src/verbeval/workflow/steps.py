@@ -1,0 +1,49 @@
+"""Every workflow step, declared once (:class:`verbeval.core.steps.Step`): each study's in its own
+``verbeval.<study>.steps`` module (``STEPS``), and the workflow's own steps here (the report pages).
+
+:func:`declared_steps` gathers them: the DVC params of every rule come from its step
+(``verbeval dvc-yaml``), and ``tests/test_steps.py`` checks that no setting, option or default of a
+declared step is written a second time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+
+import verbeval
+from verbeval.core.steps import Step
+
+#: a results table as a page of the Snakemake report (``verbeval report-table``); no configuration key
+REPORT_TABLE = Step(
+    "report-table",
+    rules=(
+        "simverb_page",
+        "veridicality_page",
+        "veridicality_kl_pages",
+        "veridicality_counterfactual_pages",
+        "lexicon_modes_page",
+    ),
+)
+
+#: the workflow's own steps
+STEPS: tuple[Step, ...] = (REPORT_TABLE,)
+
+
+def steps_modules() -> list[str]:
+    """The modules that declare steps: ``verbeval.<package>.steps`` of every package of verbeval but
+    ``core`` (whose ``steps`` defines :class:`Step`)."""
+    found = []
+    for info in pkgutil.iter_modules(verbeval.__path__):
+        if info.ispkg and info.name != "core" and importlib.util.find_spec(f"verbeval.{info.name}.steps") is not None:
+            found.append(f"verbeval.{info.name}.steps")
+    return sorted(found)
+
+
+def declared_steps() -> tuple[Step, ...]:
+    """Every declared step: each :func:`steps_modules`' ``STEPS``, in module order."""
+    found: list[Step] = []
+    for name in steps_modules():
+        found += importlib.import_module(name).STEPS
+    return tuple(found)
