@@ -141,3 +141,19 @@ def test_api_defaults_are_the_schemas() -> None:
     # the schema's cutoffs are the paper's (Newman et al. 2021, Figures 1-2)
     assert tuple(AGGREGATE.default("top_cutoffs")) == PAPER_TOP_CUTOFFS
     assert tuple(AGGREGATE.default("bottom_cutoffs")) == PAPER_BOTTOM_CUTOFFS
+
+
+def test_a_rules_settings_are_the_steps_options_for_the_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``PLAN.settings(command)``: the declared step's options with the configuration's values, one
+    shell word each (a rule's ``params.settings``); an undeclared command is an error."""
+    from verbeval.workflow.loading import plan_from_files
+
+    monkeypatch.chdir(PKG.parents[1])
+    plan = plan_from_files([PKG.parents[1] / "config" / "config.yaml"])
+    assert plan.settings("aggregate") == (
+        "--top-cutoffs=0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,0.95,0.97,1 "
+        "--bottom-cutoffs=0.5,0.1,0.01,0.001,0.0001,1e-05,1e-06 --resamples=1000 --seed=0 --confidence=0.95"
+    )
+    assert plan.settings("report-table") == ""
+    with pytest.raises(KeyError, match="no declared step runs 'verbeval nope'"):
+        plan.settings("nope")

@@ -312,6 +312,13 @@ class Plan:
             ]
         return opts
 
+    def settings(self, command: str) -> str:
+        """The options of declared step ``command``'s settings for this configuration, as shell words
+        (:meth:`verbeval.core.steps.Step.argv`): a rule's ``params.settings``."""
+        from verbeval.workflow.steps import declared_step
+
+        return shlex.join(declared_step(command).argv(self.config))
+
     def table2_params(self) -> dict[str, Any]:
         return {
             "models": ",".join(self.models),

@@ -47,3 +47,11 @@ def declared_steps() -> tuple[Step, ...]:
     for name in steps_modules():
         found += importlib.import_module(name).STEPS
     return tuple(found)
+
+
+def declared_step(command: str) -> Step:
+    """The declared step of sub-command ``command``."""
+    for step in declared_steps():
+        if step.command == command:
+            return step
+    raise KeyError(f"no declared step runs 'verbeval {command}' (verbeval.<package>.steps)")
