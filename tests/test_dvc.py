@@ -148,7 +148,7 @@ def test_stage_runs_the_snakemake_command(ci_jobs: list[JobSpec]) -> None:
     ]
     # keys set in ci.yaml come from it, the others from config.yaml
     assert stage["params"][0] == {
-        CI: ["models", "inference", "agreement.chunks", "agreement.multitoken.enabled", "agreement.multitoken.groups"]
+        CI: ["models", "inference", "agreement.multitoken.enabled", "agreement.multitoken.groups", "agreement.chunks"]
     }
     assert stage["params"][1]["config/config.yaml"][:2] == ["agreement.groups", "agreement.custom_groups"]
 

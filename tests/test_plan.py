@@ -163,7 +163,7 @@ def test_run_model_branches_name_every_branch(in_repo: None, tmp_path: Path) -> 
         "verbs": "V",
     }
     branches = " ".join(plan.run_model_branches(files))
-    assert branches.startswith("--forms=F --forms-groups=simple --forms-batch-size=")
+    assert branches.startswith("--forms=F --forms-groups=simple --forms-manifest=FM")
     assert "--forms-manifest=FM --simverb-data S" in branches
     assert branches.endswith("--simverb-out SIM --simverb-verbs V")
     no_sims = {"forms": "F", "forms_manifest": "FM"}

@@ -14,6 +14,7 @@ import pytest
 import verbeval
 from verbeval.core.cliutil import ConfigDefault
 from verbeval.core.config import schema_default, schema_entry
+from verbeval.core.errors import VerbevalError
 from verbeval.core.steps import Setting, Step, bootstrap_settings, option_text
 from verbeval.workflow.model_steps import STEP_FILES
 from verbeval.workflow.steps import declared_steps, steps_modules
@@ -157,3 +158,19 @@ def test_a_rules_settings_are_the_steps_options_for_the_configuration(monkeypatc
     assert plan.settings("report-table") == ""
     with pytest.raises(KeyError, match="no declared step runs 'verbeval nope'"):
         plan.settings("nope")
+
+
+def test_a_queue_rule_has_the_keys_of_every_step_it_runs() -> None:
+    """A queue rule (queue_N) runs the per-model steps: its DVC params are theirs, each key once, none
+    inside another (inference.top_k is in inference); a rule named like it but not one is no queue."""
+    from verbeval.core.steps import distinct_keys
+    from verbeval.workflow.dvc_yaml import rule_config_keys
+    from verbeval.workflow.steps import queue_config_keys
+
+    keys = rule_config_keys("queue_12", None)
+    assert keys == queue_config_keys()
+    assert {"models", "inference", "agreement.top_cutoffs", "agreement.bootstrap.seed", "simverb.source"} <= set(keys)
+    assert "inference.top_k" not in keys and len(keys) == len(set(keys))
+    with pytest.raises(VerbevalError, match="rule 'queue_x' declares no configuration keys"):
+        rule_config_keys("queue_x", None)
+    assert distinct_keys(["a", "a.b", "c", "a", "ab"]) == ("a", "c", "ab")

@@ -31,7 +31,8 @@ from verbeval.agreement.cli.inference import (
     run_agreement_branch,
     shard_options,
 )
-from verbeval.core.cliutil import Add, ConfigDefault, check_outputs
+from verbeval.agreement.steps import FORMS_BATCH_SIZE
+from verbeval.core.cliutil import Add, check_outputs
 from verbeval.simverb import cli as simverb_cli
 
 log = logging.getLogger("verbeval")
@@ -208,12 +209,7 @@ def register(add: Add) -> None:
     g = s.add_argument_group("multi-token forms (as verbeval infer-forms; optional)")
     g.add_argument("--forms", help="the model's forms.parquet (verbeval lexicon-forms)")
     g.add_argument("--forms-groups", help="comma-separated template groups of the form shards")
-    g.add_argument(
-        "--forms-batch-size",
-        type=int,
-        default=ConfigDefault("agreement.multitoken.batch_size"),
-        help="trie rows (prefixes / masked sequences) per pass",
-    )
+    FORMS_BATCH_SIZE.add_to(g)
     g.add_argument(
         "--forms-manifest",
         help="output: the form store's manifest.json (shards beside it); --n-chunks as for the agreement shards",

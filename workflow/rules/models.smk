@@ -7,9 +7,6 @@
 
 
 rule infer:
-    """Config: models, inference, agreement.groups, agreement.custom_groups, agreement.chunks,
-    agreement.multitoken.enabled, agreement.multitoken.groups, agreement.multitoken.batch_size, simverb.source,
-    simverb.split_sources, simverb.models, simverb.frames, simverb.multi_token, simverb.batch_size"""
     input:
         **PLAN.infer_input(),
         simverb_data=PLAN.simverb.data(),
@@ -36,8 +33,6 @@ rule infer:
 
 
 use rule infer as infer_no_simverb with:
-    """Config: models, inference, agreement.groups, agreement.custom_groups, agreement.chunks,
-    agreement.multitoken.enabled, agreement.multitoken.groups, agreement.multitoken.batch_size, simverb.models"""
     input:
         **PLAN.infer_input(),
     output:

@@ -10,9 +10,6 @@ from verbeval.workflow.snakemake import queue_resources
 for _queue in PLAN.queues.queues:
 
     rule:
-        """Config: models, inference, agreement.groups, agreement.custom_groups, agreement.chunks,
-        agreement.top_cutoffs, agreement.bottom_cutoffs, agreement.bootstrap, agreement.multitoken.enabled,
-        agreement.multitoken.groups, agreement.multitoken.batch_size, simverb.models"""
         name:
             _queue.rule
         input:

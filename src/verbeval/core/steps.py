@@ -17,8 +17,8 @@ written a second time elsewhere.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -51,7 +51,11 @@ class Setting:
         """The option's attribute name (``--top-cutoffs`` -> ``top_cutoffs``)."""
         return self.option.lstrip("-").replace("-", "_")
 
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
+    def with_option(self, option: str) -> Setting:
+        """The same setting under another command's option name (``infer-forms --batch-size``)."""
+        return replace(self, option=option)
+
+    def add_to(self, parser: Any) -> None:
         from verbeval.core.cliutil import ConfigDefault
 
         # a list default takes the option's own form (its parse of the comma-separated text)
@@ -59,7 +63,7 @@ class Setting:
         parser.add_argument(self.option, type=self.type, default=default, help=self.help)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Step:
     """A ``verbeval`` sub-command as the workflow runs it: its settings and the other configuration
     keys its jobs depend on (``keys``: what selects its inputs, groups and models)."""
@@ -69,6 +73,8 @@ class Step:
     keys: tuple[str, ...] = ()
     #: the rules that run it (their DVC params are :meth:`config_keys`)
     rules: tuple[str, ...] = ()
+    #: keys of one of its rules only (a branch that rule's jobs run), after the step's own
+    rule_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         """Every setting's option, its default the schema's."""
@@ -80,9 +86,11 @@ class Step:
         one word ``--option=value`` (a value that starts with ``-`` is not read as an option)."""
         return [f"{s.option}={option_text(config_value(config, s.key))}" for s in self.settings]
 
-    def config_keys(self) -> tuple[str, ...]:
-        """The configuration keys of the step's rules: ``keys``, then each setting's (the DVC params)."""
-        return tuple(dict.fromkeys([*self.keys, *(s.key for s in self.settings)]))
+    def config_keys(self, rule: str | None = None) -> tuple[str, ...]:
+        """The configuration keys of the step's rules (of ``rule``: with its :attr:`rule_keys`): ``keys``,
+        each setting's, then the rule's own (the DVC params); a key inside another listed one (a
+        setting's ``inference.top_k`` beside ``inference``) is left out."""
+        return distinct_keys([*self.keys, *(s.key for s in self.settings), *self.rule_keys.get(rule or "", ())])
 
     def setting(self, dest: str) -> Setting:
         for s in self.settings:
@@ -95,6 +103,13 @@ class Step:
         from verbeval.core.config import schema_default
 
         return schema_default(self.setting(dest).key)
+
+
+def distinct_keys(keys: Iterable[str]) -> tuple[str, ...]:
+    """``keys`` once each, in order, without a key inside another of them (``inference.top_k`` beside
+    ``inference``)."""
+    found = dict.fromkeys(keys)
+    return tuple(k for k in found if not any(k.startswith(f"{parent}.") for parent in found))
 
 
 def bootstrap_settings(prefix: str) -> tuple[Setting, ...]:

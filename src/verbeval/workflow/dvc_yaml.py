@@ -34,16 +34,16 @@ def rule_config_keys(rule: str, docstring: str | None) -> tuple[str, ...]:
     """The configuration keys of ``rule``: its step's (:meth:`verbeval.core.steps.Step.config_keys`)
     when it runs a declared step, else those its docstring declares (:data:`CONFIG_LINE`, the
     docstring's last part); :class:`VerbevalError` when it declares none, or declares them twice."""
-    from verbeval.workflow.steps import declared_steps
+    from verbeval.workflow.steps import rule_step_keys
 
-    step = next((s for s in declared_steps() if rule in s.rules), None)
-    if step is not None:
+    step_keys = rule_step_keys(rule)
+    if step_keys is not None:
         if CONFIG_LINE in (docstring or ""):
             raise VerbevalError(
-                f"rule {rule!r} declares its configuration keys twice: in its step {step.command!r} "
+                f"rule {rule!r} declares its configuration keys twice: in its step "
                 f"(verbeval.<study>.steps) and in its docstring's '{CONFIG_LINE}' line (workflow/rules/*.smk)"
             )
-        return step.config_keys()
+        return step_keys
     head, found, keys = (docstring or "").partition(CONFIG_LINE)
     if not found or CONFIG_LINE in keys or (head and not head.rstrip(" ").endswith("\n")):
         raise VerbevalError(

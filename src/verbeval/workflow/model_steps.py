@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from verbeval.agreement.steps import AGGREGATE
+from verbeval.agreement.steps import AGGREGATE, RUN_MODEL
 
 if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan
@@ -148,9 +148,9 @@ class ModelSteps:
         return ["run-model", "--model", o["model"], *shlex.split(o["revision"]), "--kind", o["kind"],
                 "--dtype", o["dtype"], "--device", inf["device"], *shlex.split(o["device_map"]),
                 "--batch-size", str(o["batch_size"]), "--threads", str(inf["threads"] if threads is None else threads),
-                "--top-k", str(inf["top_k"]), "--prepend-bos", o["bos"], "--random-init", o["random_init"],
+                "--prepend-bos", o["bos"], "--random-init", o["random_init"],
                 "--templates", f["templates"], "--lemmas", f["lemmas"], "--groups", ",".join(plan.group_ids),
-                "--n-chunks", str(plan.agreement["chunks"]), *branches, "--no-progress",
+                *RUN_MODEL.argv(plan.config), *branches, "--no-progress",
                 *(["--allow-nonfinite"] if inf["allow_nonfinite"] else []), "--manifest", f["manifest"]]  # fmt: skip
 
     def command(self, command: str, name: str, threads: int | None = None) -> str:

@@ -292,7 +292,6 @@ class Plan:
             opts += [
                 f"--forms={files['forms']}",
                 f"--forms-groups={','.join(self.multitoken_groups)}",
-                f"--forms-batch-size={self.multitoken['batch_size']}",
                 f"--forms-manifest={files['forms_manifest']}",
             ]
         if "sims" in files:

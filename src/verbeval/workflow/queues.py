@@ -30,6 +30,14 @@ from verbeval.workflow.model_steps import KEPT
 if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan
 
+#: the queue rules' names: ``queue_0``, ``queue_1``, ...
+QUEUE_RULE_PREFIX = "queue_"
+
+
+def is_queue_rule(rule: str) -> bool:
+    """Whether ``rule`` is a queue rule (its DVC params: :func:`verbeval.workflow.steps.queue_config_keys`)."""
+    return re.fullmatch(rf"{QUEUE_RULE_PREFIX}\d+", rule) is not None
+
 
 @dataclass
 class Queue:
@@ -78,7 +86,7 @@ class QueuesPlan:
 
     def _add(self, label: str, models: list[str], gpu_queue: bool) -> None:
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label)
-        self.queues.append(Queue(f"queue_{len(self.queues)}", safe, models, gpu_queue))
+        self.queues.append(Queue(f"{QUEUE_RULE_PREFIX}{len(self.queues)}", safe, models, gpu_queue))
 
     def lemma_rule_models(self) -> list[str]:
         """The models whose lemmas rule ``lemmas`` makes: all but a sweep queue's (a GPU queue's models

@@ -13,7 +13,7 @@ import importlib.util
 import pkgutil
 
 import verbeval
-from verbeval.core.steps import Step
+from verbeval.core.steps import Step, distinct_keys
 
 #: a results table as a page of the Snakemake report (``verbeval report-table``); no configuration key
 REPORT_TABLE = Step(
@@ -55,3 +55,26 @@ def declared_step(command: str) -> Step:
         if step.command == command:
             return step
     raise KeyError(f"no declared step runs 'verbeval {command}' (verbeval.<package>.steps)")
+
+
+def queue_config_keys() -> tuple[str, ...]:
+    """The configuration keys of a queue rule (``queue_N``: :mod:`verbeval.workflow.queues`): those of
+    each per-model step it runs (:data:`verbeval.workflow.model_steps.STEP_FILES`), each as its own
+    rule has them (run-model's with the SimVerb branch: a queue may hold a SimVerb model)."""
+    from verbeval.workflow.model_steps import STEP_FILES
+
+    keys: list[str] = []
+    for command in STEP_FILES:
+        step = declared_step(command)
+        keys += step.config_keys(step.rules[0])
+    return distinct_keys(keys)
+
+
+def rule_step_keys(rule: str) -> tuple[str, ...] | None:
+    """The configuration keys of ``rule`` from the step it runs; None when it runs no declared step."""
+    from verbeval.workflow.queues import is_queue_rule
+
+    if is_queue_rule(rule):
+        return queue_config_keys()
+    step = next((s for s in declared_steps() if rule in s.rules), None)
+    return None if step is None else step.config_keys(rule)

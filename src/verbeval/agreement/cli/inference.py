@@ -10,6 +10,7 @@ import os
 import time
 from typing import Any
 
+from verbeval.agreement.steps import N_CHUNKS, TOP_K
 from verbeval.core.cliutil import (
     Add,
     ConfigDefault,
@@ -173,24 +174,14 @@ def shard_options(s: Any) -> None:
         default=ConfigDefault("inference.batch_size"),
         help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory",
     )
-    s.add_argument(
-        "--top-k",
-        type=int,
-        default=ConfigDefault("inference.top_k"),
-        help="top tokens (ids and probabilities) stored per context, for Table 3",
-    )
+    TOP_K.add_to(s)
     store_options(s)
 
 
 def store_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that write a model's shard store (``infer``, ``infer-forms``)."""
     s.add_argument("--groups", required=True, help="comma-separated template groups to run (ids in --templates)")
-    s.add_argument(
-        "--n-chunks",
-        type=int,
-        default=ConfigDefault("agreement.chunks"),
-        help="shards per group: contiguous slices of its contexts, the unit of resuming",
-    )
+    N_CHUNKS.add_to(s)
     s.add_argument(
         "--manifest",
         required=True,

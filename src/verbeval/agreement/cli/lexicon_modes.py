@@ -8,6 +8,7 @@ from typing import Any
 
 from verbeval.agreement.cli.common import expand_shards, run_groups
 from verbeval.agreement.cli.inference import forms_extra_tokens, load_checked_lm, model_options, store_options
+from verbeval.agreement.steps import FORMS_BATCH_SIZE
 from verbeval.core.cliutil import (
     Add,
     ConfigDefault,
@@ -143,12 +144,7 @@ def register_infer_forms(add: Add) -> None:
         "infer_forms, one job per model (with agreement.multitoken.enabled).",
     )
     model_options(s)
-    s.add_argument(
-        "--batch-size",
-        type=int,
-        default=ConfigDefault("agreement.multitoken.batch_size"),
-        help="trie rows (prefixes / masked sequences) per pass",
-    )
+    FORMS_BATCH_SIZE.with_option("--batch-size").add_to(s)
     s.add_argument(
         "--prepend-bos",
         type=optional_bool,
