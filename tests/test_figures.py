@@ -39,13 +39,8 @@ from verbeval.agreement.report.table3 import (
     table3_markdown,
     topk_table,
 )
-from verbeval.agreement.scores.lemma_diagnostics import (
-    PROB_FLOOR,
-    lemma_stats,
-    worst_lemmas,
-    worst_lemmas_html,
-    worst_lemmas_markdown,
-)
+from verbeval.agreement.report.worst_lemmas import worst_lemmas_html, worst_lemmas_markdown
+from verbeval.agreement.scores.lemma_diagnostics import PROB_FLOOR, lemma_stats, worst_lemmas
 from verbeval.cli import main
 from verbeval.core.config import validate_config
 from verbeval.core.errors import VerbevalError

@@ -81,3 +81,25 @@ def test_no_field_taken_for_an_index_and_integers_stay_integers(tmp_path: Path) 
     short = tmp_path / "short.csv"
     short.write_text("model,n,rho\ngpt2,2,0.5\nbert,,0.25\n")  # an integer column with an empty cell
     assert _cells(csv_page(short, "t")) == [["gpt2", "2", "0.500"], ["bert", "–", "0.250"]]
+
+
+def test_one_html_table_builder() -> None:
+    """Every HTML table of the report is built by verbeval.core.html_report: its cells escape text
+    (markup only when asked), carry spans and classes, and no other module writes a table tag."""
+    import verbeval
+    from verbeval.core.html_report import cell, row, table
+
+    assert cell("a<b", head=True, span={"colspan": 3}) == '<th colspan="3">a&lt;b</th>'
+    assert cell(0.5, num=True) == '<td class="num">0.5</td>'
+    assert cell("x<br>y", cls="correct", markup=True) == '<td class="correct">x<br>y</td>'
+    assert cell() == "<td></td>"
+    rows = [row([cell(1), cell(2)]), row([cell(3), cell(4)])]
+    assert table(rows) == "<table><tr><td>1</td><td>2</td></tr><tr><td>3</td><td>4</td></tr></table>"
+    assert table(rows[:1], head=[row([cell("h", head=True)])]) == (
+        "<table>\n<thead><tr><th>h</th></tr></thead>\n<tbody>\n<tr><td>1</td><td>2</td></tr>\n</tbody>\n</table>"
+    )
+    pkg = Path(verbeval.__file__).parent
+    writers = sorted(
+        str(p.relative_to(pkg)) for p in pkg.rglob("*.py") if re.search(r"<(table|tr|td|th)[ >]", p.read_text())
+    )
+    assert writers == ["core/html_report.py"]

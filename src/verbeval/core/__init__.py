@@ -9,7 +9,8 @@ fetch (downloading one source, checksum checked), verified (verified copies and 
 (building a data mirror), verb_list (The Giant Verb List's parser), models (loading LMs, their kind, BOS
 and case, fingerprints), model_ids (what a model id names: local path or hub id), devices (devices and
 device maps), tiny_models (the tiny-model factory), provenance (whether a model is randomly initialised, and its labels), wordtok (word-level tokenizers of tiny models), plots (the figure style and
-saving), tables (the studies' Markdown and LaTeX table renderer and its number format), clidoc (the generated sub-command table), configdoc (the
+saving), tables (the studies' Markdown and LaTeX table renderer and its number format), html_report (the
+report pages' one style and HTML table builder), clidoc (the generated sub-command table), configdoc (the
 generated key tables of docs/config.md) and cliutil (helpers of
 the studies' command lines), npy_sort (numpy's sort kernels on AMD Zen 4, chosen before numpy
 loads), memory (free memory and batch sizes that fit), fasttok (word encoding without transformers),

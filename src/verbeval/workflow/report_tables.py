@@ -5,7 +5,7 @@ report would otherwise hand out as CSV downloads.
 The page is the CSV's rows and columns as they are (no row or column added or dropped), with
 :func:`verbeval.core.tables.format_number`'s number format (:data:`DIGITS` decimals; scientific
 notation below :data:`TINY`, so that a KL divergence of 1e-11 is not written as 0), numbers right
-aligned, in the one page style of the agreement tables (:func:`verbeval.agreement.report.pages.html_page`).
+aligned, in the report's one page style and table builder (:mod:`verbeval.core.html_report`).
 A top-level module, because it serves every study and the studies do not import each other.
 """
 
@@ -33,8 +33,8 @@ def csv_page(csv: Path, title: str) -> str:
     """
     import pandas as pd
 
-    from verbeval.agreement.report.pages import html_page
     from verbeval.core.errors import InputError
+    from verbeval.core.html_report import cell, html_page, row, table
     from verbeval.core.tables import format_number
 
     try:
@@ -60,20 +60,17 @@ def csv_page(csv: Path, title: str) -> str:
         for c in frame
     ]
 
-    def cell(value: object, decimals: int | None) -> str:
+    def value_cell(value: object, decimals: int | None) -> str:
         if decimals is None:
-            return f"<td>{html.escape('' if pd.isna(value) else str(value))}</td>"
+            return cell("" if pd.isna(value) else value)
         value = float("nan") if pd.isna(value) else value  # pd.NA of a nullable column
-        return f'<td class="num">{format_number(value, decimals, tiny_below=TINY if decimals else 0.0)}</td>'
+        return cell(format_number(value, decimals, tiny_below=TINY if decimals else 0.0), num=True, markup=True)
 
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    rows = "\n".join(
-        "<tr>" + "".join(cell(v, d) for v, d in zip(row, digits)) + "</tr>" for row in frame.itertuples(index=False)
-    )
+    head = row(cell(c, head=True) for c in frame.columns)
+    rows = [row(value_cell(v, d) for v, d in zip(values, digits)) for values in frame.itertuples(index=False)]
     warning = _random_warning(frame)
     intro = f"<p><strong>{html.escape(warning)}</strong></p>\n" if warning else ""
-    body = f"{intro}<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}\n</tbody>\n</table>"
-    return html_page(title, body)
+    return html_page(title, intro + table(rows, head=[head]))
 
 
 def _random_warning(frame: pd.DataFrame) -> str | None:

@@ -220,7 +220,8 @@ def cmd_plot_lemmas(a: argparse.Namespace) -> None:
 
     from verbeval.agreement.report.figures import lemma_accuracy, lemma_metrics
     from verbeval.agreement.report.plots import plot_lemma_accuracy
-    from verbeval.agreement.scores.lemma_diagnostics import worst_lemmas, worst_lemmas_html, worst_lemmas_markdown
+    from verbeval.agreement.report.worst_lemmas import worst_lemmas_html, worst_lemmas_markdown
+    from verbeval.agreement.scores.lemma_diagnostics import worst_lemmas
     from verbeval.core.io import write_json, write_text
     from verbeval.core.plots import save_figure
     from verbeval.core.provenance import random_flags, with_random_field

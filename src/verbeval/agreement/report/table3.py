@@ -22,8 +22,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from verbeval.agreement.engine.shards import build_contexts, fixed_list_values, read_shard_meta
-from verbeval.agreement.report.pages import html_page
 from verbeval.core.errors import VerbevalError
+from verbeval.core.html_report import cell, html_page, row
+from verbeval.core.html_report import table as html_table
 from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.provenance import display_name
 from verbeval.core.tables import md_escape
@@ -343,22 +344,14 @@ def table3_html(table: pd.DataFrame, random: Collection[str] = ()) -> str:
             f"{html.escape(str(first['group']))})</small></h2>"
         )
         by = {(r.model, r.rank): r for r in block.itertuples(index=False)}
-        rows = [
-            "<tr><th>rank</th>"
-            + "".join(f"<th>{html.escape(display_name(m, m in random))}</th>" for m in models)
-            + "</tr>"
-        ]
+        rows = [row([cell("rank", head=True)] + [cell(display_name(m, m in random), head=True) for m in models])]
         for k in sorted(block["rank"].unique()):
-            cells = []
+            cells = [cell(k, num=True)]
             for m in models:
                 r = by.get((m, k))
-                if r is None:
-                    cells.append("<td></td>")
-                else:
-                    cls = f' class="{r.mark}"' if r.mark else ""
-                    cells.append(f"<td{cls}>{html.escape(_cell(r.token, r.prob, r.mark))}</td>")
-            rows.append(f'<tr><td class="num">{k}</td>' + "".join(cells) + "</tr>")
-        body.append("<table>" + "".join(rows) + "</table>")
+                cells.append(cell() if r is None else cell(_cell(r.token, r.prob, r.mark), cls=r.mark or None))
+            rows.append(row(cells))
+        body.append(html_table(rows))
         inputs = block.drop_duplicates("model")[["model", "model_input"]]
         body.append(
             "<ul>"

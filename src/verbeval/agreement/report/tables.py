@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from verbeval.agreement.report.pages import html_page
 from verbeval.agreement.scores.registry import HEADLINE, NAMES, headline_rows, label_list
+from verbeval.core.html_report import cell, html_page, row
+from verbeval.core.html_report import table as html_table
 from verbeval.core.provenance import RANDOM_MARK, marked, random_flags, random_note
 from verbeval.core.tables import format_number, latex_row, latex_tabular, markdown_table, tex_escape
 
@@ -164,16 +165,14 @@ def to_html(
     level = f"{confidence:.0%} " if confidence else ""
     random = set(random_models(table, models))
     notes = _notes(table, models, notes)
-    head1 = (
-        '<tr><th rowspan="2">Group</th>'
-        + "".join(f'<th colspan="{len(HEADLINE) + 1}">{html.escape(marked(m, m in random))}</th>' for m in models)
-        + "</tr>"
+    head1 = row(
+        [cell("Group", head=True, span={"rowspan": 2})]
+        + [cell(marked(m, m in random), head=True, span={"colspan": len(HEADLINE) + 1}) for m in models]
     )
-    per_model = "".join(f"<th>{k.label}</th>" for k in HEADLINE) + "<th>rows / contexts</th>"
-    head2 = "<tr>" + per_model * len(models) + "</tr>"
-    rows = [head1, head2]
+    per_model = [cell(k.label, head=True) for k in HEADLINE] + [cell("rows / contexts", head=True)]
+    rows = [head1, row(per_model * len(models))]
     for _, r in table.iterrows():
-        cells = [f"<td>{html.escape(str(r['name']))}</td>"]
+        cells = [cell(r["name"])]
         for m in models:
             for k in NAMES:
                 lo, hi = r[f"{m}.{k}_ci_low"], r[f"{m}.{k}_ci_high"]
@@ -182,16 +181,16 @@ def to_html(
                     if np.isnan(lo) or np.isnan(hi)
                     else f"<br><small>[{format_number(lo, digits)}, {format_number(hi, digits)}]</small>"
                 )
-                cells.append(f'<td class="num">{format_number(r[f"{m}.{k}"], digits)}{ci}</td>')
-            cells.append(
-                f'<td class="num"><small>{int(r[f"{m}.n_rows"])}/{int(r[f"{m}.n_rows_total"])} rows'
-                f"<br>{int(r[f'{m}.n_contexts'])} contexts</small></td>"
+                cells.append(cell(f"{format_number(r[f'{m}.{k}'], digits)}{ci}", num=True, markup=True))
+            counts = (
+                f"{int(r[f'{m}.n_rows'])}/{int(r[f'{m}.n_rows_total'])} rows<br>{int(r[f'{m}.n_contexts'])} contexts"
             )
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+            cells.append(cell(f"<small>{counts}</small>", num=True, markup=True))
+        rows.append(row(cells))
     body = [
         f"<p>TSE over template rows whose two verb forms are single tokens; EW and MW over contexts at "
         f"top p = 1. Below each value: its {html.escape(level)}percentile bootstrap CI.</p>",
-        "<table>" + "".join(rows) + "</table>",
+        html_table(rows),
     ]
     if notes:
         body.append("<p>Notes:</p><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")

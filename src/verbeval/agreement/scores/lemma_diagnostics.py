@@ -15,8 +15,7 @@ run on (each distinct context once, as for EW):
 
 from __future__ import annotations
 
-import html
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,10 +25,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from verbeval.agreement.engine.shards import fixed_list_values, lemma_set_hash, read_shard_meta
-from verbeval.agreement.report.pages import html_page
 from verbeval.core.errors import VerbevalError
-from verbeval.core.provenance import display_name
-from verbeval.core.tables import md_escape
 
 #: probability floor for the log of a lemma's mass (float32 shards underflow to 0 below ~1e-45)
 PROB_FLOOR = float(np.finfo(np.float32).tiny)
@@ -166,45 +162,3 @@ def worst_lemmas(stats: pd.DataFrame, n: int, models: Sequence[str] | None = Non
         parts.append(s)
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(WORST_COLUMNS))
     return out[list(WORST_COLUMNS)].reset_index(drop=True)
-
-
-def worst_lemmas_markdown(worst: pd.DataFrame, random: Collection[str] = ()) -> str:
-    """The worst lemmas per model; a ``random`` (randomly initialised) model says so in its heading."""
-    lines = ["# Lemmas most often conjugated wrongly", ""]
-    for m, block in worst.groupby("model", sort=False):
-        lines += [
-            f"## {display_name(str(m), m in random)}",
-            "",
-            "| rank | lemma | singular | plural | wrong / contexts | accuracy | mean P | mean log10 P |",
-            "|---:|---|---|---|---:|---:|---:|---:|",
-        ]
-        for r in block.itertuples(index=False):
-            lines.append(
-                f"| {r.rank} | {md_escape(r.lemma)} | {md_escape(r.sing)} | {md_escape(r.plur)} | "
-                f"{r.n_wrong} / {r.n_contexts} | {r.accuracy:.3f} | {r.mean_prob:.3g} | {r.mean_log10_prob:.2f} |"
-            )
-        lines.append("")
-    return "\n".join(lines)
-
-
-def worst_lemmas_html(worst: pd.DataFrame, random: Collection[str] = ()) -> str:
-    """:func:`worst_lemmas_markdown` as an HTML page."""
-    body = [
-        "<p>Per model, the eligible lemmas whose correct form was least often more probable than the "
-        "incorrect one (EW failures), pooled over all contexts, with the lemma's mean in-context "
-        "probability P(singular) + P(plural).</p>"
-    ]
-    for m, block in worst.groupby("model", sort=False):
-        rows = [
-            "<tr><th>rank</th><th>lemma</th><th>singular</th><th>plural</th><th>wrong / contexts</th>"
-            "<th>accuracy</th><th>mean P</th><th>mean log10 P</th></tr>"
-        ]
-        for r in block.itertuples(index=False):
-            rows.append(
-                f'<tr><td class="num">{r.rank}</td><td>{html.escape(str(r.lemma))}</td>'
-                f"<td>{html.escape(str(r.sing))}</td><td>{html.escape(str(r.plur))}</td>"
-                f'<td class="num">{r.n_wrong} / {r.n_contexts}</td><td class="num">{r.accuracy:.3f}</td>'
-                f'<td class="num">{r.mean_prob:.3g}</td><td class="num">{r.mean_log10_prob:.2f}</td></tr>'
-            )
-        body.append(f"<h2>{html.escape(display_name(str(m), m in random))}</h2><table>" + "".join(rows) + "</table>")
-    return html_page("Lemmas most often conjugated wrongly", "\n".join(body))
