@@ -102,6 +102,65 @@ def test_every_layer_imports_only_what_it_may() -> None:
     assert violations() == []
 
 
+#: the agreement study's sub-packages by concern, lowest first: each may import only those before it
+#: (and ``agreement.steps``, its step declarations)
+AGREEMENT_CONCERNS = ("data", "engine", "scores", "report", "lexicon_modes", "api", "cli")
+#: the modules that may declare command-line options (``add_argument``): each study's ``cli``, the
+#: top-level commands, and core's option helpers (``cliutil``, ``steps``: a setting's option)
+OPTION_MODULES = re.compile(r"(^|/)cli(\.py|/)|^(model_run|model_queue)\.py$|^core/(cliutil|steps)\.py$")
+#: the modules that may draw (import matplotlib or seaborn)
+DRAWING_MODULES = re.compile(r"(^|/)(plots|report)\.py$")
+
+
+def mixed_concerns(paths: list[Path], root: Path = PKG) -> list[str]:
+    """Each module (``paths``, below package folder ``root``) that reaches beyond its concern: an
+    agreement sub-package importing a later one, options declared outside a command-line module,
+    drawing outside a plots or report module."""
+    bad = []
+    for path in paths:
+        rel = path.relative_to(root)
+        parts = rel.parts
+        own = parts[1] if len(parts) > 2 and parts[0] == "agreement" and parts[1] in AGREEMENT_CONCERNS else None
+        source = path.read_text()
+        name = ".".join(["verbeval", *rel.with_suffix("").parts])
+        for line, target in imported_modules(source, name, path.name == "__init__.py"):
+            t = target.split(".")
+            if own and t[:2] == ["verbeval", "agreement"] and len(t) > 2 and t[2] in AGREEMENT_CONCERNS:
+                if AGREEMENT_CONCERNS.index(t[2]) > AGREEMENT_CONCERNS.index(own):
+                    bad.append(f"{rel}:{line}: {own} imports {target}")
+            if t[0] in ("matplotlib", "seaborn") and not DRAWING_MODULES.search(str(rel)):
+                bad.append(f"{rel}:{line}: draws ({target}) outside a plots or report module")
+        if "add_argument(" in source and not OPTION_MODULES.search(str(rel)):
+            bad.append(f"{rel}: declares command-line options outside a cli module")
+    return bad
+
+
+def test_no_module_mixes_two_concerns() -> None:
+    """The agreement sub-packages are layers (data, engine, scores, report, lexicon_modes, api, cli);
+    options are declared in cli modules only, figures drawn in plots/report modules only (and HTML
+    tables built by core.html_report only: tests/test_report_tables.py)."""
+    assert mixed_concerns(modules()) == []
+
+
+def test_a_module_mixing_concerns_is_reported(tmp_path: Path) -> None:
+    engine = tmp_path / "agreement" / "engine" / "planted.py"
+    scores = tmp_path / "agreement" / "scores" / "planted.py"
+    report = tmp_path / "agreement" / "report" / "plots.py"
+    texts = {
+        engine: "from verbeval.agreement.report.tables import table2\nfrom ..data import templates\n",
+        scores: "import matplotlib.pyplot as plt\n\ndef f(s):\n    s.add_argument('--x')\n",
+        report: "import seaborn\nfrom verbeval.agreement.scores import metrics\n",
+    }
+    for path, text in texts.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert mixed_concerns(list(texts), root=tmp_path) == [
+        "agreement/engine/planted.py:1: engine imports verbeval.agreement.report.tables.table2",
+        "agreement/scores/planted.py:1: draws (matplotlib.pyplot) outside a plots or report module",
+        "agreement/scores/planted.py: declares command-line options outside a cli module",
+    ]
+
+
 def test_a_study_importing_another_is_reported(tmp_path: Path) -> None:
     """The check fails on a forbidden edge (here: core importing the agreement study)."""
     bad = "def f():\n    from verbeval.agreement.report.figures import CUTOFF_FIGURES\n"

@@ -134,10 +134,14 @@ def test_any_difference_exits_1(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
         sweep_revisions=32,
         exclude=[],
     )
-    monkeypatch.setattr(oh, "compare_trees", lambda *_, **__: [oh.compare("config/quick.yaml", {"a": "1"}, {"a": "1"})])
-    oh.cmd_bench_hashes(a)
-    monkeypatch.setattr(oh, "compare_trees", lambda *_, **__: [oh.compare("config/quick.yaml", {"a": "1"}, {"a": "2"})])
+    from verbeval.bench import cli as bench_cli
+
+    same = [oh.compare("config/quick.yaml", {"a": "1"}, {"a": "1"})]
+    monkeypatch.setattr(bench_cli, "compare_trees", lambda *_, **__: same)
+    bench_cli.cmd_bench_hashes(a)
+    differ = [oh.compare("config/quick.yaml", {"a": "1"}, {"a": "2"})]
+    monkeypatch.setattr(bench_cli, "compare_trees", lambda *_, **__: differ)
     with pytest.raises(SystemExit) as e:
-        oh.cmd_bench_hashes(a)
+        bench_cli.cmd_bench_hashes(a)
     assert e.value.code == 1
     assert "config/quick.yaml: differs: a" in capsys.readouterr().out

@@ -17,7 +17,6 @@ from verbeval import model_queue, model_run
 from verbeval.acquisition import cli as acquisition_cli
 from verbeval.agreement import cli as agreement_cli
 from verbeval.bench import cli as bench_cli
-from verbeval.bench import output_hashes
 from verbeval.core import cli as core_cli
 from verbeval.core import npy_sort  # noqa: F401  (first, before numpy loads: numpy's sort kernels on AMD Zen 4)
 from verbeval.core.cliutil import TopHelpFormatter, subcommand_adder
@@ -77,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     veridicality_cli.register_counterfactuals(add)  # veridicality-counterfactuals ... veridicality-kl
     core_cli.register_check_config(add)  # check-config
     bench_cli.register(add)  # bench
-    output_hashes.register(add)  # bench-hashes
+    bench_cli.register_hashes(add)  # bench-hashes
     workflow_cli.register_docs_cli(add, build_parser)  # docs-cli
     workflow_cli.register_docs_config(add)  # docs-config
     return p

@@ -36,7 +36,6 @@ or a failed run. The configurations (``--configs``): ``config/acquisition-demo.y
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import os
 import shlex
@@ -48,7 +47,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verbeval.core.cliutil import Add
 from verbeval.core.io import sha256_file
 
 #: folders whose files are never compared (Snakemake's records, logs, Python's caches)
@@ -319,53 +317,3 @@ def compare_trees(
         except (RuntimeError, subprocess.CalledProcessError) as e:
             rows.append(Comparison(config, error=str(e).splitlines()[0]))
     return rows
-
-
-def cmd_bench_hashes(a: argparse.Namespace) -> None:
-    shared = Path(a.shared or os.environ.get("VERBEVAL_SHARED", "../shared")).resolve()
-    rows = compare_trees(
-        Path(a.old).resolve(),
-        Path(a.new).resolve(),
-        a.configs,
-        Path(a.workdir).resolve(),
-        cores=a.cores,
-        config_values=a.config_values,
-        shared=shared,
-        sweep_revisions=a.sweep_revisions,
-        patterns=a.exclude,
-    )
-    print(table(rows))
-    if not all(r.same for r in rows):
-        raise SystemExit(1)
-
-
-def register(add: Add) -> None:
-    """``bench-hashes``."""
-    s = add(
-        "bench-hashes",
-        cmd_bench_hashes,
-        "run configurations with two source trees and compare every output's sha256 (a refactor must leave "
-        "every output byte-identical)",
-        "See docs/performance.md, 'Outputs byte for byte'. Exit code 1 on any difference. Not a rule.",
-    )
-    s.add_argument("--old", required=True, help="the old source tree (a checkout of the repository)")
-    s.add_argument("--new", required=True, help="the new source tree")
-    s.add_argument(
-        "--configs",
-        nargs="+",
-        default=list(DEFAULT_CONFIGS),
-        metavar="CONFIG",
-        help="configuration files, relative to a tree's root, or 'sweep' (the bench's checkpoint sweep)",
-    )
-    s.add_argument("--workdir", default="results-hashes", help="where the runs' copies of the trees go")
-    s.add_argument("--cores", type=int, default=2, help="snakemake --cores")
-    s.add_argument(
-        "--config-values",
-        nargs="*",
-        default=[],
-        metavar="KEY=VALUE",
-        help="snakemake --config values of every run (e.g. data_mirror=/path/to/shared/data)",
-    )
-    s.add_argument("--shared", help="shared/ with tokenizers/ (default: $VERBEVAL_SHARED or ../shared)")
-    s.add_argument("--sweep-revisions", type=int, default=32, help="revisions of the 'sweep' configuration")
-    s.add_argument("--exclude", nargs="*", default=[], metavar="GLOB", help="more relative paths left out")
