@@ -2,15 +2,31 @@
 # counterfactual manipulations (section 6.3) -> KL tables 7 and 8.
 # `ross-pavlick-2019-bert` reads the BERT probabilities released with the dataset (no model is run);
 # it has no probabilities for new sentences, so the counterfactual rules run for real models only.
+# Each rule's settings and DVC params: verbeval.veridicality.steps; its outputs: PLAN.veridicality.rule_outputs.
+
+
+def reported(outputs, category, subcategory, **captions):
+    """Named ``outputs`` with those named in ``captions`` registered in the Snakemake report under
+    ``category`` and ``subcategory`` (a figure: its first format). simverb.smk uses it too."""
+    return {
+        k: v if k not in captions
+        else report_first(v, captions[k], category, subcategory) if isinstance(v, list)
+        else report(v, caption=captions[k], category=category, subcategory=subcategory)
+        for k, v in outputs.items()
+    }
+
+
+def veridicality_reported(rule, subcategory="{vmodel}", **captions):
+    """``rule``'s named outputs, those named in ``captions`` in the report's Veridicality pages."""
+    return reported(PLAN.veridicality.rule_outputs(rule), "Veridicality", subcategory, **captions)
 
 
 rule veridicality_released:
-    """Config: veridicality.source"""
     # the released probabilities of the pseudo-model: no model runs, so no GPU (a rule of its own)
     input:
         data=PLAN.veridicality.data(),
     output:
-        f"{PLAN.veridicality.res}/{{vmodel}}/predictions.parquet",
+        **PLAN.veridicality.rule_outputs("veridicality_released"),
     wildcard_constraints:
         vmodel=alternatives(PLAN.veridicality.released),
     conda:
@@ -22,22 +38,17 @@ rule veridicality_released:
 
 
 rule veridicality_predict:
-    """Config: veridicality.source, veridicality.models, veridicality.batch_size, veridicality.counterfactual,
-    inference.device"""
     # one job (one load) per real NLI model: the predictions and, with counterfactuals on, those of the
     # manipulated pairs; each output is flagged update and kept while its stamp shows it up to date
     input:
         data=PLAN.veridicality.data(),
         model=lambda wc: PLAN.veridicality.local_model(wc.vmodel),
-        **({"pairs": f"{PLAN.veridicality.res}/counterfactuals/pairs.parquet"} if PLAN.veridicality.counterfactuals_on else {}),
+        **({"pairs": PLAN.veridicality.pattern("pairs")} if PLAN.veridicality.counterfactuals_on else {}),
     output:
-        predictions=update(f"{PLAN.veridicality.res}/{{vmodel}}/predictions.parquet"),
-        **({"counterfactuals": update(f"{PLAN.veridicality.res}/{{vmodel}}/counterfactual_predictions.parquet")}
-           if PLAN.veridicality.counterfactuals_on else {}),
+        **{k: update(v) for k, v in PLAN.veridicality.rule_outputs("veridicality_predict").items()},
     params:
         model=lambda wc: PLAN.veridicality.real[wc.vmodel],
-        device=config["inference"]["device"],
-        batch_size=PLAN.veridicality.config["batch_size"],
+        settings=PLAN.settings("veridicality-predict"),
         counterfactuals=lambda wc, input, output: PLAN.veridicality.counterfactual_options(input, output),
     wildcard_constraints:
         vmodel=alternatives(list(PLAN.veridicality.real)),
@@ -49,21 +60,15 @@ rule veridicality_predict:
     log:
         f"{PLAN.logs}/veridicality/{{vmodel}}/predict.log",
     shell:
-        "verbeval veridicality-predict --data {input.data:q} --model {params.model:q} --device {params.device} "
-        "--batch-size {params.batch_size} --threads {threads} {params.counterfactuals} --out {output.predictions:q} "
-        "2> {log:q}"
+        "verbeval veridicality-predict --data {input.data:q} --model {params.model:q} {params.settings} "
+        "--threads {threads} {params.counterfactuals} --out {output.predictions:q} 2> {log:q}"
 
 
 rule veridicality_table:
-    """Config: veridicality.models, veridicality.formats"""
     input:
-        f"{PLAN.veridicality.res}/{{vmodel}}/predictions.parquet",
+        PLAN.veridicality.pattern("predictions"),
     output:
-        csv=f"{PLAN.veridicality.res}/{{vmodel}}/signatures.csv",
-        md=f"{PLAN.veridicality.res}/{{vmodel}}/signatures.md",
-        tex=f"{PLAN.veridicality.res}/{{vmodel}}/signatures.tex",
-        data=f"{PLAN.veridicality.res}/{{vmodel}}/veridicality_scatter.csv",
-        figure=report_first(PLAN.veridicality.scatter(), "../report/veridicality_scatter.rst", "Veridicality", "{vmodel}"),
+        **veridicality_reported("veridicality_table", figure="../report/veridicality_scatter.rst"),
     params:
         random_models=lambda wc: PLAN.veridicality.random_models(wc.vmodel),  # named in the report captions
     wildcard_constraints:
@@ -78,22 +83,18 @@ rule veridicality_table:
 
 
 rule veridicality_counterfactuals:
-    """Config: veridicality.source, veridicality.counterfactual"""
     input:
         PLAN.veridicality.data(),
     output:
-        pairs=f"{PLAN.veridicality.res}/counterfactuals/pairs.parquet",
-        unhandled=f"{PLAN.veridicality.res}/counterfactuals/unhandled.csv",
-        coverage=f"{PLAN.veridicality.res}/counterfactuals/coverage.csv",
+        **PLAN.veridicality.rule_outputs("veridicality_counterfactuals"),
     params:
-        samples=PLAN.veridicality.cf["samples"],
-        seed=PLAN.veridicality.cf["seed"],
+        settings=PLAN.settings("veridicality-counterfactuals"),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{PLAN.logs}/veridicality/counterfactuals.log",
     shell:
-        "verbeval veridicality-counterfactuals --data {input:q} --samples {params.samples} --seed {params.seed} "
+        "verbeval veridicality-counterfactuals --data {input:q} {params.settings} "
         "--pairs {output.pairs:q} --unhandled {output.unhandled:q} --coverage {output.coverage:q} 2> {log:q}"
 
 
@@ -101,17 +102,11 @@ rule veridicality_counterfactuals:
 
 
 rule veridicality_kl:
-    """Config: veridicality.models, veridicality.counterfactual"""
     input:
-        predictions=f"{PLAN.veridicality.res}/{{vmodel}}/predictions.parquet",
-        counterfactuals=f"{PLAN.veridicality.res}/{{vmodel}}/counterfactual_predictions.parquet",
+        predictions=PLAN.veridicality.pattern("predictions"),
+        counterfactuals=PLAN.veridicality.pattern("counterfactuals"),
     output:
-        t7_csv=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table7.csv",
-        t7_md=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table7.md",
-        t7_tex=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table7.tex",
-        t8_csv=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table8.csv",
-        t8_md=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table8.md",
-        t8_tex=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table8.tex",
+        **PLAN.veridicality.rule_outputs("veridicality_kl"),
     wildcard_constraints:
         vmodel=alternatives(list(PLAN.veridicality.real)),
     conda:
@@ -129,10 +124,9 @@ rule veridicality_kl:
 
 rule veridicality_page:
     input:
-        f"{PLAN.veridicality.res}/{{vmodel}}/signatures.csv",
+        PLAN.veridicality.pattern("csv"),
     output:
-        report(f"{PLAN.veridicality.res}/{{vmodel}}/signatures_{{vmodel}}.html", caption="../report/veridicality_signatures.rst",
-               category="Veridicality", subcategory="{vmodel}"),
+        **veridicality_reported("veridicality_page", page="../report/veridicality_signatures.rst"),
     params:
         title=lambda wc: f"Verb veridicality per signature, Ross & Pavlick 2019 ({wc.vmodel})",
         random_models=lambda wc: PLAN.veridicality.random_models(wc.vmodel),  # named in the report caption
@@ -148,13 +142,11 @@ rule veridicality_page:
 
 rule veridicality_kl_pages:
     input:
-        t7=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table7.csv",
-        t8=f"{PLAN.veridicality.res}/{{vmodel}}/kl_table8.csv",
+        t7=PLAN.veridicality.pattern("t7_csv"),
+        t8=PLAN.veridicality.pattern("t8_csv"),
     output:
-        t7=report(f"{PLAN.veridicality.res}/{{vmodel}}/kl_table7_{{vmodel}}.html", caption="../report/veridicality_kl_table7.rst",
-                  category="Veridicality", subcategory="{vmodel}"),
-        t8=report(f"{PLAN.veridicality.res}/{{vmodel}}/kl_table8_{{vmodel}}.html", caption="../report/veridicality_kl_table8.rst",
-                  category="Veridicality", subcategory="{vmodel}"),
+        **veridicality_reported("veridicality_kl_pages", t7="../report/veridicality_kl_table7.rst",
+                                t8="../report/veridicality_kl_table8.rst"),
     params:
         t7=lambda wc: f"Table 7 (reconstruction): KL divergence after replacing a verb ({wc.vmodel})",
         t8=lambda wc: f"Table 8 (reconstruction): KL divergence after swapping the complement type ({wc.vmodel})",
@@ -171,14 +163,12 @@ rule veridicality_kl_pages:
 
 rule veridicality_counterfactual_pages:
     input:
-        unhandled=f"{PLAN.veridicality.res}/counterfactuals/unhandled.csv",
-        coverage=f"{PLAN.veridicality.res}/counterfactuals/coverage.csv",
+        unhandled=PLAN.veridicality.pattern("unhandled"),
+        coverage=PLAN.veridicality.pattern("coverage"),
     output:
-        unhandled=report(f"{PLAN.veridicality.res}/counterfactuals/unhandled.html",
-                         caption="../report/veridicality_unhandled.rst", category="Veridicality",
-                         subcategory="Counterfactuals"),
-        coverage=report(f"{PLAN.veridicality.res}/counterfactuals/coverage.html", caption="../report/veridicality_coverage.rst",
-                        category="Veridicality", subcategory="Counterfactuals"),
+        **veridicality_reported("veridicality_counterfactual_pages", "Counterfactuals",
+                                unhandled_page="../report/veridicality_unhandled.rst",
+                                coverage_page="../report/veridicality_coverage.rst"),
     params:
         unhandled="Counterfactuals: sentences a manipulation cannot handle",
         coverage="Counterfactuals: coverage",
@@ -188,4 +178,4 @@ rule veridicality_counterfactual_pages:
         f"{PLAN.logs}/veridicality/counterfactual_pages.log",
     shell:
         "verbeval report-table --csv {input.unhandled:q} {input.coverage:q} --title {params.unhandled:q} "
-        "{params.coverage:q} --out {output.unhandled:q} {output.coverage:q} 2> {log:q}"
+        "{params.coverage:q} --out {output.unhandled_page:q} {output.coverage_page:q} 2> {log:q}"

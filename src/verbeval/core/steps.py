@@ -45,6 +45,8 @@ class Setting:
     option: str  #: the command's option, e.g. ``--resamples``
     type: Callable[[str], Any] = str
     help: str = ""
+    #: the values the option accepts (the key's ``enum`` in the schema), None: any its type takes
+    choices: tuple[str, ...] | None = None
 
     @property
     def dest(self) -> str:
@@ -60,7 +62,7 @@ class Setting:
 
         # a list default takes the option's own form (its parse of the comma-separated text)
         default = ConfigDefault(self.key, lambda v: self.type(option_text(v)) if isinstance(v, (list, tuple)) else v)
-        parser.add_argument(self.option, type=self.type, default=default, help=self.help)
+        parser.add_argument(self.option, type=self.type, default=default, choices=self.choices, help=self.help)
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,6 +77,9 @@ class Step:
     rules: tuple[str, ...] = ()
     #: keys of one of its rules only (a branch that rule's jobs run), after the step's own
     rule_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: rules among :attr:`rules` that run the command without its settings (veridicality's released
+    #: pseudo-model: no model runs): their keys are ``keys`` and their :attr:`rule_keys` only
+    bare_rules: tuple[str, ...] = ()
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         """Every setting's option, its default the schema's."""
@@ -89,8 +94,10 @@ class Step:
     def config_keys(self, rule: str | None = None) -> tuple[str, ...]:
         """The configuration keys of the step's rules (of ``rule``: with its :attr:`rule_keys`): ``keys``,
         each setting's, then the rule's own (the DVC params); a key inside another listed one (a
-        setting's ``inference.top_k`` beside ``inference``) is left out."""
-        return distinct_keys([*self.keys, *(s.key for s in self.settings), *self.rule_keys.get(rule or "", ())])
+        setting's ``inference.top_k`` beside ``inference``) is left out; a :attr:`bare_rules` rule has
+        no settings' keys."""
+        settings = () if rule in self.bare_rules else self.settings
+        return distinct_keys([*self.keys, *(s.key for s in settings), *self.rule_keys.get(rule or "", ())])
 
     def setting(self, dest: str) -> Setting:
         for s in self.settings:
@@ -110,6 +117,12 @@ def distinct_keys(keys: Iterable[str]) -> tuple[str, ...]:
     ``inference``)."""
     found = dict.fromkeys(keys)
     return tuple(k for k in found if not any(k.startswith(f"{parent}.") for parent in found))
+
+
+#: the device of the commands that run a model (``run-model``, ``simverb-score``, ``veridicality-predict``)
+INFERENCE_DEVICE = Setting(
+    "inference.device", "--device", str, "auto (CUDA if available, else CPU), cpu, cuda or cuda:N"
+)
 
 
 def bootstrap_settings(prefix: str) -> tuple[Setting, ...]:

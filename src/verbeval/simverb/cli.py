@@ -7,17 +7,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from verbeval.core.cliutil import (
-    Add,
-    ConfigDefault,
-    bootstrap_options,
-    check_outputs,
-    float_list,
-    model_source_options,
-    random_init_option,
-    split_pair,
-)
+from verbeval.core.cliutil import Add, ConfigDefault, check_outputs, model_source_options, random_init_option, split_pair
 from verbeval.core.model_sources.source import ModelSource
+from verbeval.simverb.steps import SCORE_SETTINGS, SIMVERB_SCORE, SIMVERB_TABLE
 
 log = logging.getLogger("verbeval")
 
@@ -80,9 +72,9 @@ def cmd_simverb_score(a: argparse.Namespace) -> None:
 
 
 def score_options(s: Any, prefix: str = "") -> None:
-    """The SimVerb inputs, settings and outputs of ``simverb-score`` (``prefix`` ``""``, all inputs and outputs
-    required) or of the SimVerb branch of ``run-model`` (``prefix`` ``"simverb-"``, the branch runs when
-    ``--simverb-out`` is given)."""
+    """The SimVerb inputs and outputs of ``simverb-score`` (``prefix`` ``""``, all required; its settings
+    are :data:`verbeval.simverb.steps.SIMVERB_SCORE`'s) or the inputs, settings and outputs of the SimVerb
+    branch of ``run-model`` (``prefix`` ``"simverb-"``, the branch runs when ``--simverb-out`` is given)."""
     req = not prefix
     s.add_argument(f"--{prefix}data", required=req, help="SimVerb-3500.txt (the full 3,500-pair file)")
     s.add_argument(
@@ -99,15 +91,9 @@ def score_options(s: Any, prefix: str = "") -> None:
         help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
         "uses the first (default: 'to {verb}')",
     )
-    s.add_argument(
-        f"--{prefix}multi-token",
-        choices=["mean", "skip"],
-        default=ConfigDefault("simverb.multi_token"),
-        help="mean over a multi-token verb's sub-tokens, or leave its pairs out",
-    )
-    s.add_argument(
-        f"--{prefix}batch-size", type=int, default=ConfigDefault("simverb.batch_size"), help="verbs per forward pass"
-    )
+    if prefix:  # simverb-score's settings, under run-model's prefix
+        for setting in SCORE_SETTINGS:
+            setting.with_option(f"--{prefix}{setting.option.lstrip('-')}").add_to(s)
     s.add_argument(
         f"--{prefix}out", required=req, help="output: similarities parquet (one row per pair and representation)"
     )
@@ -190,11 +176,7 @@ def register(add: Add) -> None:
     )
     model_source_options(s, "(any model; loaded without its head)")
     random_init_option(s)
-    s.add_argument(
-        "--device",
-        default=ConfigDefault("inference.device"),
-        help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N",
-    )
+    SIMVERB_SCORE.add_options(s)
     s.add_argument(
         "--threads", type=int, default=ConfigDefault("inference.threads"), help="CPU threads (torch.set_num_threads)"
     )
@@ -209,13 +191,7 @@ def register(add: Add) -> None:
     s.add_argument("--similarities", required=True, help="similarities parquet (verbeval simverb-score --out)")
     s.add_argument("--verbs", required=True, help="per-verb CSV (verbeval simverb-score --verbs)")
     s.add_argument("--model-name", required=True, help="model name in the tables and figures")
-    bootstrap_options(s, "simverb.bootstrap")
-    s.add_argument(
-        "--bins",
-        type=float_list,
-        default=ConfigDefault("simverb.bins", lambda b: [float(x) for x in b]),
-        help="comma-separated rating range edges on the 0-10 scale",
-    )
+    SIMVERB_TABLE.add_options(s)
     s.add_argument("--csv", required=True, help="output: rho with CIs per representation and subset (CSV)")
     s.add_argument("--md", required=True, help="output: the table in Markdown")
     s.add_argument("--tex", required=True, help="output: the table in LaTeX")

@@ -1,9 +1,9 @@
 """SimVerb-3500's pairs (Gerz et al., EMNLP 2016): reading the release and its official splits, and the
 rating ranges (bins) its results are broken down by.
 
-The default rating bins are the configuration schema's (``simverb.bins``): :data:`DEFAULT_BINS`
-(:func:`verbeval.simverb.statistics.results_table`'s default) and the ``--bins`` default of
-``verbeval simverb-table`` read them from there. numpy and pandas are imported inside the functions.
+The default rating bins are the configuration schema's (the ``--bins`` setting of
+:data:`verbeval.simverb.steps.SIMVERB_TABLE`): :data:`DEFAULT_BINS`
+(:func:`verbeval.simverb.statistics.results_table`'s default) and the option's default read them from there. numpy and pandas are imported inside the functions.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verbeval.core.config import schema_default
 from verbeval.core.errors import InputError, VerbevalError
+from verbeval.simverb.steps import SIMVERB_TABLE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 #: relation labels of the release, in the order tables show them
 RELATIONS = ("SYNONYMS", "ANTONYMS", "HYPER/HYPONYMS", "COHYPONYMS", "NONE")
 PAIR_COLUMNS = ["pair", "verb1", "verb2", "score", "relation", "split"]
-#: default edges of the human-rating ranges on the 0-10 scale (the last range is closed): ``simverb.bins``
-DEFAULT_BINS: tuple[float, ...] = tuple(float(b) for b in schema_default("simverb.bins"))
+#: default edges of the human-rating ranges on the 0-10 scale (the last range is closed): the schema's
+DEFAULT_BINS: tuple[float, ...] = tuple(float(b) for b in SIMVERB_TABLE.default("bins"))
 _VERB = re.compile(r"^[a-z][a-z'-]*$")
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from verbeval.core.bootstrap import percentile_ci, resample_blocks
 from verbeval.simverb.data import DEFAULT_BINS, RELATIONS, score_bins
+from verbeval.simverb.steps import SIMVERB_TABLE
 
 TABLE_COLUMNS = [
     "model",
@@ -129,13 +130,17 @@ def results_table(
     sims: pd.DataFrame,
     model: str,
     *,
-    resamples: int = 1000,
-    seed: int = 0,
-    confidence: float = 0.95,
+    resamples: int | None = None,
+    seed: int | None = None,
+    confidence: float | None = None,
     bins: Sequence[float] = DEFAULT_BINS,
 ) -> pd.DataFrame:
     """One row per representation and subset (:data:`TABLE_COLUMNS`): pairs in the subset,
-    covered pairs, coverage, rho on the covered pairs and its bootstrap CI."""
+    covered pairs, coverage, rho on the covered pairs and its bootstrap CI. ``resamples``, ``seed``,
+    ``confidence``: ``simverb.bootstrap``'s (None: its default, :data:`verbeval.simverb.steps.SIMVERB_TABLE`)."""
+    resamples = SIMVERB_TABLE.default("resamples") if resamples is None else resamples
+    seed = SIMVERB_TABLE.default("seed") if seed is None else seed
+    confidence = SIMVERB_TABLE.default("confidence") if confidence is None else confidence
     human = pairs.set_index("pair")["score"]
     rows = []
     reps = list(dict.fromkeys(sims["representation"]))

@@ -27,6 +27,7 @@ import pandas as pd
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.source import ModelSource
 from verbeval.simverb.data import PAIR_COLUMNS
+from verbeval.simverb.steps import MULTI_TOKEN, SIMVERB_SCORE
 
 SIM_COLUMNS = ["pair", "representation", "layer", "single_token", "covered", "cosine"]
 VERB_COLUMNS = ["verb", "tokens", "n_tokens", "unknown", "covered"]
@@ -123,7 +124,7 @@ def verb_vectors(
     tokenizer: Any,
     verbs: Sequence[str],
     frames: Sequence[str],
-    batch_size: int = 64,
+    batch_size: int | None = None,
     device: Any = "cpu",
     progress: bool = False,
     *,
@@ -135,12 +136,14 @@ def verb_vectors(
     the first frame) and ``{representation: float64 array [V, H]}`` with ``static`` and
     ``layer0`` ... ``layer<L>``. ``batch_size`` verbs per forward pass at most, cut to the number
     of verbs and to what fits in the device's free memory (:func:`fit_verbs`); ``model_id`` names
-    the model in that warning or stop (default: its config's name or path).
+    the model in that warning or stop (default: its config's name or path); ``batch_size`` None:
+    ``simverb.batch_size``'s default.
     """
     import torch
     from tqdm import tqdm
 
     frames = check_frames(frames)
+    batch_size = SIMVERB_SCORE.default("batch_size") if batch_size is None else batch_size
     batch_size = fit_verbs(
         model,
         tokenizer,
@@ -194,11 +197,12 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def pair_similarities(
-    pairs: pd.DataFrame, verbs: pd.DataFrame, reps: Mapping[str, np.ndarray], multi_token: str = "mean"
+    pairs: pd.DataFrame, verbs: pd.DataFrame, reps: Mapping[str, np.ndarray], multi_token: str | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Cosine of every pair under every representation (long table, :data:`SIM_COLUMNS`) and the
-    verb table with its ``covered`` column."""
-    if multi_token not in ("mean", "skip"):
+    verb table with its ``covered`` column; ``multi_token`` None: ``simverb.multi_token``'s default."""
+    multi_token = SIMVERB_SCORE.default("multi_token") if multi_token is None else multi_token
+    if multi_token not in (MULTI_TOKEN.choices or ()):
         raise VerbevalError(f"multi_token must be 'mean' or 'skip', got {multi_token!r}")
     verbs = verbs.copy()
     verbs["covered"] = ~verbs["unknown"] & ((verbs["n_tokens"] == 1) | (multi_token == "mean"))
@@ -248,15 +252,18 @@ def score_model(
     source: ModelSource | str,
     *,
     frames: Sequence[str] = ("to {verb}",),
-    multi_token: str = "mean",
-    batch_size: int = 64,
-    device: str = "auto",
+    multi_token: str | None = None,
+    batch_size: int | None = None,
+    device: str | None = None,
     progress: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Load the model of ``source`` (base model, no head; a bare id or folder is a source) and return
     the similarities table (pair columns plus :data:`SIM_COLUMNS`, sorted by representation order
-    then pair) and the verb table."""
+    then pair) and the verb table. ``multi_token``, ``batch_size``, ``device`` None: the defaults of
+    ``simverb.multi_token``, ``simverb.batch_size`` and ``inference.device``
+    (:data:`verbeval.simverb.steps.SIMVERB_SCORE`)."""
     source = ModelSource.of(source)
+    device = SIMVERB_SCORE.default("device") if device is None else device
     model, tok, dev = load_encoder(source, device)
     return score_loaded(
         pairs,
@@ -279,8 +286,8 @@ def score_loaded(
     *,
     model_id: str,
     frames: Sequence[str] = ("to {verb}",),
-    multi_token: str = "mean",
-    batch_size: int = 64,
+    multi_token: str | None = None,
+    batch_size: int | None = None,
     progress: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`score_model` on a model already loaded (its base model, no head), e.g. the body of the

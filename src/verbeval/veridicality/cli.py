@@ -10,6 +10,7 @@ from typing import Any
 from verbeval.core.cliutil import Add, ConfigDefault, check_outputs, random_init_option
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.source import ModelSource
+from verbeval.veridicality.steps import VERIDICALITY_COUNTERFACTUALS, VERIDICALITY_PREDICT
 
 log = logging.getLogger("verbeval")
 
@@ -195,19 +196,9 @@ def cmd_veridicality_kl(a: argparse.Namespace) -> None:
 
 
 def _nli_options(s: argparse.ArgumentParser) -> None:
-    """Options of the commands that run an NLI classifier."""
+    """Options of the commands that run an NLI classifier (the settings: veridicality-predict's)."""
     s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
-    s.add_argument(
-        "--device",
-        default=ConfigDefault("inference.device"),
-        help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N",
-    )
-    s.add_argument(
-        "--batch-size",
-        type=int,
-        default=ConfigDefault("veridicality.batch_size"),
-        help="premise-hypothesis pairs per forward pass",
-    )
+    VERIDICALITY_PREDICT.add_options(s)
     s.add_argument(
         "--threads", type=int, default=ConfigDefault("inference.threads"), help="CPU threads (torch.set_num_threads)"
     )
@@ -265,18 +256,7 @@ def register_counterfactuals(add: Add) -> None:
         "Section 6.3 of Ross & Pavlick 2019 (docs/veridicality.md). Run by the rule veridicality_counterfactuals.",
     )
     s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv")
-    s.add_argument(
-        "--samples",
-        type=int,
-        default=ConfigDefault("veridicality.counterfactual.samples"),
-        help="replacement verbs per item and manipulation",
-    )
-    s.add_argument(
-        "--seed",
-        type=int,
-        default=ConfigDefault("veridicality.counterfactual.seed"),
-        help="seed of the replacement-verb sampling",
-    )
+    VERIDICALITY_COUNTERFACTUALS.add_options(s)
     s.add_argument("--pairs", required=True, help="output: manipulated pairs (parquet)")
     s.add_argument("--unhandled", required=True, help="output: CSV: manipulation, item, environment, reason")
     s.add_argument("--coverage", required=True, help="output: CSV: handled and unhandled items per manipulation")

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from verbeval.core.errors import VerbevalError
+from verbeval.veridicality.steps import VERIDICALITY_COUNTERFACTUALS
 from verbeval.veridicality.sentence_edits import (
     AUXILIARY_LEMMAS,
     MODALS,
@@ -173,13 +174,19 @@ def verb_pools(data: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def build_pairs(
-    data: pd.DataFrame, samples: int = 1, seed: int = 0, manipulations: Iterable[str] = MANIPULATIONS
+    data: pd.DataFrame,
+    samples: int | None = None,
+    seed: int | None = None,
+    manipulations: Iterable[str] = MANIPULATIONS,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(pairs, unhandled) for every item, environment and manipulation.
 
     ``samples`` replacement verbs per item for the verb replacements (the same verbs in both
-    environments, drawn from a generator seeded by (seed, item index, manipulation)).
+    environments, drawn from a generator seeded by (seed, item index, manipulation)); None:
+    ``veridicality.counterfactual``'s defaults (:data:`verbeval.veridicality.steps.VERIDICALITY_COUNTERFACTUALS`).
     """
+    samples = VERIDICALITY_COUNTERFACTUALS.default("samples") if samples is None else samples
+    seed = VERIDICALITY_COUNTERFACTUALS.default("seed") if seed is None else seed
     manipulations = list(manipulations)
     bad = [m for m in manipulations if m not in MANIPULATIONS]
     if bad:

@@ -14,6 +14,7 @@ import pandas as pd
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.source import ModelSource
 from verbeval.veridicality.data import LABELS, long_frame
+from verbeval.veridicality.steps import VERIDICALITY_PREDICT
 
 # label name variants -> canonical name
 _LABEL_ALIASES = {
@@ -60,13 +61,15 @@ def score_nli(
     tokenizer: Any,
     premises: Sequence[str],
     hypotheses: Sequence[str],
-    batch_size: int = 32,
+    batch_size: int | None = None,
     device: Any = "cpu",
 ) -> pd.DataFrame:
-    """P(entailment), P(neutral), P(contradiction) per (premise, hypothesis) pair, batched. Non-finite
-    probabilities (NaN or inf weights) raise :class:`VerbevalError` naming the model and the first pair."""
+    """P(entailment), P(neutral), P(contradiction) per (premise, hypothesis) pair, batched (``batch_size``
+    None: ``veridicality.batch_size``'s default). Non-finite probabilities (NaN or inf weights) raise
+    :class:`VerbevalError` naming the model and the first pair."""
     import torch
 
+    batch_size = VERIDICALITY_PREDICT.default("batch_size") if batch_size is None else batch_size
     if len(premises) != len(hypotheses):
         raise VerbevalError(f"{len(premises)} premises but {len(hypotheses)} hypotheses")
     idx = label_index(model.config)
@@ -96,9 +99,10 @@ def score_nli(
     return pd.DataFrame({f"p_{lab}": probs[:, idx[lab]] for lab in LABELS})
 
 
-def load_nli(source: ModelSource | str, device: str = "auto") -> tuple[Any, Any, Any]:
+def load_nli(source: ModelSource | str, device: str | None = None) -> tuple[Any, Any, Any]:
     """(model, tokenizer, device) of a Hugging Face NLI classifier (a model source, or a bare id or
-    folder), in eval mode; its labels are checked by name at once (:func:`label_index`)."""
+    folder), in eval mode; its labels are checked by name at once (:func:`label_index`). ``device``
+    None: ``inference.device``'s default."""
     from transformers import AutoModelForSequenceClassification
 
     from verbeval.core.devices import resolve_device
@@ -106,7 +110,7 @@ def load_nli(source: ModelSource | str, device: str = "auto") -> tuple[Any, Any,
 
     source = ModelSource.of(source)
     source.check_local()
-    dev = resolve_device(device)
+    dev = resolve_device(VERIDICALITY_PREDICT.default("device") if device is None else device)
     tok = load_tokenizer(source)
     try:
         model = AutoModelForSequenceClassification.from_pretrained(source.ref.location, revision=source.revision)
@@ -117,7 +121,7 @@ def load_nli(source: ModelSource | str, device: str = "auto") -> tuple[Any, Any,
 
 
 def model_predictions(
-    data: pd.DataFrame, model: Any, tokenizer: Any, batch_size: int = 32, device: Any = "cpu"
+    data: pd.DataFrame, model: Any, tokenizer: Any, batch_size: int | None = None, device: Any = "cpu"
 ) -> pd.DataFrame:
     """The predictions table of a real NLI model on both environments."""
     hyp = data["complement"].tolist()

@@ -1,10 +1,16 @@
 """The plan of the two studies beside agreement: SimVerb-3500 and verb veridicality (their models,
-split files, paths, outputs and command options). Built by :class:`verbeval.workflow.plan.Plan`."""
+split files, paths, outputs and command options). Built by :class:`verbeval.workflow.plan.Plan`.
+
+Each rule's outputs are written once, here: :meth:`SimverbPlan.rule_outputs` and
+:meth:`VeridicalityPlan.rule_outputs` give a rule's named outputs as patterns (``{svmodel}``,
+``{vmodel}``), which the rule's ``output:`` declares, and ``outputs()`` (rule all) expands the same
+files over the models.
+"""
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from verbeval.core.errors import VerbevalError
@@ -17,8 +23,21 @@ if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan
 
 
+def _flat(files: Iterable[str | list[str]]) -> list[str]:
+    """Files and lists of files (a figure's formats) as one list, in order."""
+    return [f for v in files for f in ([v] if isinstance(v, str) else v)]
+
+
 class SimverbPlan:
     """SimVerb-3500 (``simverb:``): which models, which official splits, which job scores each model."""
+
+    #: each rule's named outputs (names of :meth:`files`)
+    RULE_FILES: dict[str, tuple[str, ...]] = {
+        "simverb_score": ("sims", "verbs"),
+        "simverb_table": ("csv", "md", "tex", "layers_csv", "metrics", "layers", "scatter"),
+        "simverb_page": ("page",),
+        "simverb_join": ("joined", "summary"),
+    }
 
     def __init__(self, plan: Plan) -> None:
         from verbeval.simverb.data import score_bins
@@ -121,32 +140,58 @@ class SimverbPlan:
     def local_model(self, name: str) -> list[str]:
         return self.plan.model.dir_input(self.models[name]["id"])
 
+    def files(self, m: str) -> dict[str, Any]:
+        """Model ``m``'s files by name (``m`` ``{svmodel}``: the rules' patterns), in the order rule all
+        asks for them; a figure is a list, one file per format of ``simverb.formats``."""
+        d = f"{self.res}/{m}"
+        return {
+            "sims": f"{d}/similarities.parquet",
+            "verbs": f"{d}/verbs.csv",
+            "csv": f"{d}/table.csv",
+            "md": f"{d}/table.md",
+            "tex": f"{d}/table.tex",
+            "page": f"{d}/simverb_{m}.html",
+            "layers_csv": f"{d}/simverb_layers.csv",
+            "metrics": f"{d}/metrics.json",
+            "layers": [f"{d}/layers.{ext}" for ext in self.config["formats"]],
+            "scatter": [f"{d}/scatter.{ext}" for ext in self.config["formats"]],
+            "joined": f"{d}/agreement_join.csv",
+            "summary": f"{d}/agreement_join_summary.csv",
+        }
+
+    def pattern(self, name: str) -> Any:
+        """File ``name`` of :meth:`files` as a pattern with ``{svmodel}``."""
+        return self.files("{svmodel}")[name]
+
+    def rule_outputs(self, rule: str) -> dict[str, Any]:
+        """The named outputs of ``rule`` (:data:`RULE_FILES`), patterns with ``{svmodel}``."""
+        return {k: self.pattern(k) for k in self.RULE_FILES[rule]}
+
     def outputs(self) -> list[str]:
+        """Every model's files (rule all): those of its rules, simverb_join's when it is joined."""
         out = []
         for name, m in self.models.items():
-            out += [
-                f"{self.res}/{name}/{f}"
-                for f in (
-                    "similarities.parquet",
-                    "verbs.csv",
-                    "table.csv",
-                    "table.md",
-                    "table.tex",
-                    f"simverb_{name}.html",
-                    "simverb_layers.csv",
-                    "metrics.json",
-                )
-            ]
-            out += [
-                f"{self.res}/{name}/{stem}.{ext}" for stem in ("layers", "scatter") for ext in self.config["formats"]
-            ]
-            if m["join"]:
-                out += [f"{self.res}/{name}/agreement_join.csv", f"{self.res}/{name}/agreement_join_summary.csv"]
+            rules = [r for r in self.RULE_FILES if r != "simverb_join" or m["join"]]
+            kept = {k for r in rules for k in self.RULE_FILES[r]}
+            out += _flat(v for k, v in self.files(name).items() if k in kept)
         return out
 
 
 class VeridicalityPlan:
     """Verb veridicality (``veridicality:``): the released pseudo-model and real NLI models."""
+
+    #: each rule's named outputs (names of :meth:`model_files`, :meth:`real_files` and
+    #: :meth:`counterfactual_files`); veridicality_predict's ``counterfactuals`` when they are on
+    RULE_FILES: dict[str, tuple[str, ...]] = {
+        "veridicality_released": ("predictions",),
+        "veridicality_predict": ("predictions", "counterfactuals"),
+        "veridicality_table": ("csv", "md", "tex", "data", "figure"),
+        "veridicality_page": ("page",),
+        "veridicality_counterfactuals": ("pairs", "unhandled", "coverage"),
+        "veridicality_counterfactual_pages": ("unhandled_page", "coverage_page"),
+        "veridicality_kl": ("t7_csv", "t7_md", "t7_tex", "t8_csv", "t8_md", "t8_tex"),
+        "veridicality_kl_pages": ("t7", "t8"),
+    }
 
     def __init__(self, plan: Plan) -> None:
         from verbeval.veridicality.data import PSEUDO_MODEL
@@ -187,35 +232,57 @@ class VeridicalityPlan:
             f"--counterfactual-out {shlex.quote(str(outputs.counterfactuals))}"
         )
 
-    def scatter(self) -> list[str]:
-        return [f"{self.res}/{{vmodel}}/scatter.{ext}" for ext in self.config["formats"]]
+    def model_files(self, m: str) -> dict[str, Any]:
+        """Every model's files by name (``m`` ``{vmodel}``: the rules' patterns), in the order rule all
+        asks for them; the figure a list, one file per format of ``veridicality.formats``."""
+        d = f"{self.res}/{m}"
+        return {
+            "predictions": f"{d}/predictions.parquet",
+            "csv": f"{d}/signatures.csv",
+            "md": f"{d}/signatures.md",
+            "tex": f"{d}/signatures.tex",
+            "page": f"{d}/signatures_{m}.html",
+            "data": f"{d}/veridicality_scatter.csv",
+            "figure": [f"{d}/scatter.{ext}" for ext in self.config["formats"]],
+        }
+
+    def real_files(self, m: str) -> dict[str, Any]:
+        """A real NLI model's counterfactual files by name (``m`` ``{vmodel}``: patterns), in rule all's order."""
+        d = f"{self.res}/{m}"
+        return {
+            "counterfactuals": f"{d}/counterfactual_predictions.parquet",
+            **{f"t{t}_{ext}": f"{d}/kl_table{t}.{ext}" for t in (7, 8) for ext in ("csv", "md", "tex")},
+            **{f"t{t}": f"{d}/kl_table{t}_{m}.html" for t in (7, 8)},
+        }
+
+    def counterfactual_files(self) -> dict[str, str]:
+        """The manipulated pairs' files (one set for every model) by name, in rule all's order."""
+        d = f"{self.res}/counterfactuals"
+        return {
+            "pairs": f"{d}/pairs.parquet",
+            "unhandled": f"{d}/unhandled.csv",
+            "coverage": f"{d}/coverage.csv",
+            "unhandled_page": f"{d}/unhandled.html",
+            "coverage_page": f"{d}/coverage.html",
+        }
+
+    def pattern(self, name: str) -> Any:
+        """File ``name`` (of :meth:`model_files`, :meth:`real_files`, :meth:`counterfactual_files`), a
+        model's as a pattern with ``{vmodel}``."""
+        m = "{vmodel}"
+        return {**self.model_files(m), **self.real_files(m), **self.counterfactual_files()}[name]
+
+    def rule_outputs(self, rule: str) -> dict[str, Any]:
+        """The named outputs of ``rule`` (:data:`RULE_FILES`), patterns with ``{vmodel}``."""
+        names = self.RULE_FILES[rule]
+        if rule == "veridicality_predict" and not self.counterfactuals_on:
+            names = tuple(n for n in names if n != "counterfactuals")
+        return {k: self.pattern(k) for k in names}
 
     def outputs(self) -> list[str]:
-        out = [
-            f"{self.res}/{m}/{f}"
-            for m in self.models
-            for f in [
-                "predictions.parquet",
-                "signatures.csv",
-                "signatures.md",
-                "signatures.tex",
-                f"signatures_{m}.html",
-                "veridicality_scatter.csv",
-                *[f"scatter.{ext}" for ext in self.config["formats"]],
-            ]
-        ]
+        """Every model's files (rule all); with the counterfactuals on, theirs and each real model's."""
+        out = _flat(f for m in self.models for f in self.model_files(m).values())
         if self.counterfactuals_on:
-            out += [
-                f"{self.res}/counterfactuals/{f}"
-                for f in ("pairs.parquet", "unhandled.csv", "coverage.csv", "unhandled.html", "coverage.html")
-            ]
-            out += [
-                f"{self.res}/{m}/{f}"
-                for m in self.real
-                for f in [
-                    "counterfactual_predictions.parquet",
-                    *[f"kl_table{t}.{ext}" for t in (7, 8) for ext in ("csv", "md", "tex")],
-                    *[f"kl_table{t}_{m}.html" for t in (7, 8)],
-                ]
-            ]
+            out += _flat(self.counterfactual_files().values())
+            out += _flat(f for m in self.real for f in self.real_files(m).values())
         return out
