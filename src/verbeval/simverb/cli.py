@@ -7,7 +7,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from verbeval.core.cliutil import Add, ConfigDefault, check_outputs, model_source_options, random_init_option, split_pair
+from verbeval.core.cliutil import (
+    Add,
+    ConfigDefault,
+    check_outputs,
+    model_source_options,
+    random_init_option,
+    split_pair,
+)
 from verbeval.core.model_sources.source import ModelSource
 from verbeval.simverb.steps import SCORE_SETTINGS, SIMVERB_SCORE, SIMVERB_TABLE
 

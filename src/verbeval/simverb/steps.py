@@ -23,14 +23,7 @@ SCORE_SETTINGS = (MULTI_TOKEN, BATCH_SIZE)
 SIMVERB_SCORE = Step(
     "simverb-score",
     settings=(*SCORE_SETTINGS, INFERENCE_DEVICE),
-    keys=(
-        "models",
-        "simverb.source",
-        "simverb.split_sources",
-        "simverb.models",
-        "simverb.frames",
-        "inference.threads",
-    ),
+    keys=("models", "simverb.source", "simverb.split_sources", "simverb.models", "simverb.frames", "inference.threads"),
     rules=("simverb_score",),
 )
 

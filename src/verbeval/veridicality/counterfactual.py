@@ -38,7 +38,6 @@ import numpy as np
 import pandas as pd
 
 from verbeval.core.errors import VerbevalError
-from verbeval.veridicality.steps import VERIDICALITY_COUNTERFACTUALS
 from verbeval.veridicality.sentence_edits import (
     AUXILIARY_LEMMAS,
     MODALS,
@@ -51,6 +50,7 @@ from verbeval.veridicality.sentence_edits import (
     to_that,
     verb_lemmas,
 )
+from verbeval.veridicality.steps import VERIDICALITY_COUNTERFACTUALS
 
 MAIN_MANIPULATIONS = ("main_verb_matched", "main_verb_mismatched", "complement_verb")
 SWAP_MANIPULATIONS = ("to_that", "that_to")

@@ -30,9 +30,7 @@ VERIDICALITY_TABLE = Step(
 VERIDICALITY_COUNTERFACTUALS = Step(
     "veridicality-counterfactuals",
     settings=(
-        Setting(
-            "veridicality.counterfactual.samples", "--samples", int, "replacement verbs per item and manipulation"
-        ),
+        Setting("veridicality.counterfactual.samples", "--samples", int, "replacement verbs per item and manipulation"),
         Setting("veridicality.counterfactual.seed", "--seed", int, "seed of the replacement-verb sampling"),
     ),
     # veridicality.counterfactual whole: the DVC params name the section (enabled decides the rule runs)
