@@ -6,7 +6,7 @@ derived from these declarations."""
 from __future__ import annotations
 
 from verbeval.core.cliutil import float_list
-from verbeval.core.steps import Setting, Step, bootstrap_settings
+from verbeval.core.steps import INFERENCE_DEVICE, Setting, Step, bootstrap_settings
 
 #: per-context scores, per-row TSE and per-group summaries of one model
 AGGREGATE = Step(
@@ -51,7 +51,7 @@ FORMS_BATCH_SIZE = Setting(
 #: its entry in ``models`` (the plan's ``infer_options``)
 RUN_MODEL = Step(
     "run-model",
-    settings=(TOP_K, N_CHUNKS, FORMS_BATCH_SIZE),
+    settings=(INFERENCE_DEVICE, TOP_K, N_CHUNKS, FORMS_BATCH_SIZE),
     keys=(
         "models",
         "inference",

@@ -87,9 +87,8 @@ class Step:
             s.add_to(parser)
 
     def argv(self, config: Mapping[str, Any]) -> list[str]:
-        """The settings' options for ``config`` (a validated configuration), in declaration order, each
-        one word ``--option=value`` (a value that starts with ``-`` is not read as an option)."""
-        return [f"{s.option}={option_text(config_value(config, s.key))}" for s in self.settings]
+        """The settings' options for ``config`` (:func:`settings_argv`)."""
+        return settings_argv(self.settings, config)
 
     def config_keys(self, rule: str | None = None) -> tuple[str, ...]:
         """The configuration keys of the step's rules (of ``rule``: with its :attr:`rule_keys`): ``keys``,
@@ -110,6 +109,12 @@ class Step:
         from verbeval.core.config import schema_default
 
         return schema_default(self.setting(dest).key)
+
+
+def settings_argv(settings: Iterable[Setting], config: Mapping[str, Any]) -> list[str]:
+    """The options of ``settings`` for ``config`` (a validated configuration), in order, each one word
+    ``--option=value`` (a value that starts with ``-`` is not read as an option)."""
+    return [f"{s.option}={option_text(config_value(config, s.key))}" for s in settings]
 
 
 def distinct_keys(keys: Iterable[str]) -> tuple[str, ...]:

@@ -146,7 +146,7 @@ class ModelSteps:
         inf = plan.config["inference"]
         branches = plan.run_model_branches(f)
         return ["run-model", "--model", o["model"], *shlex.split(o["revision"]), "--kind", o["kind"],
-                "--dtype", o["dtype"], "--device", inf["device"], *shlex.split(o["device_map"]),
+                "--dtype", o["dtype"], *shlex.split(o["device_map"]),
                 "--batch-size", str(o["batch_size"]), "--threads", str(inf["threads"] if threads is None else threads),
                 "--prepend-bos", o["bos"], "--random-init", o["random_init"],
                 "--templates", f["templates"], "--lemmas", f["lemmas"], "--groups", ",".join(plan.group_ids),

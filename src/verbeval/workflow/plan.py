@@ -30,6 +30,8 @@ from verbeval.core.config import Layer, config_origin
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import Source, local_filename, mirror_location
 from verbeval.core.model_entries import checkpoint_models, entry_models, model_entries, select_models
+from verbeval.core.steps import settings_argv
+from verbeval.simverb.steps import SCORE_SETTINGS
 from verbeval.workflow.params import Untracked, quoted
 
 
@@ -302,8 +304,8 @@ class Plan:
             for frame in sv["frames"]:
                 opts.append(f"--simverb-frame={frame}")
             opts += [
-                f"--simverb-multi-token={sv['multi_token']}",
-                f"--simverb-batch-size={sv['batch_size']}",
+                # simverb-score's settings under run-model's names (--simverb-multi-token, ...)
+                *settings_argv([s.with_option("--simverb-" + s.option[2:]) for s in SCORE_SETTINGS], self.config),
                 "--simverb-out",
                 files["sims"],
                 "--simverb-verbs",

@@ -21,6 +21,7 @@ from verbeval.core.cliutil import (
 )
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.source import ModelSource
+from verbeval.core.steps import INFERENCE_DEVICE
 
 log = logging.getLogger("verbeval")
 
@@ -134,11 +135,7 @@ def model_options(s: argparse.ArgumentParser) -> None:
         choices=["float32", "float16", "bfloat16"],
         help="dtype of the weights (the softmax and all metric arithmetic are float64)",
     )
-    s.add_argument(
-        "--device",
-        default=ConfigDefault("inference.device"),
-        help="auto (CUDA if available, else CPU), cpu, cuda or cuda:N",
-    )
+    INFERENCE_DEVICE.add_to(s)
     s.add_argument(
         "--device-map",
         type=_device_map_arg,
