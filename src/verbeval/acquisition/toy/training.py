@@ -84,7 +84,8 @@ def _schema_default(key: str) -> Any:
 class TrainSpec:
     """The model and its training: sizes, optimisation, checkpoints, seed and threads."""
 
-    seed: int = 0
+    #: toy_models[].seed's default (the schema's, read when a spec is made)
+    seed: int = field(default_factory=lambda: _schema_default("toy_models[].seed"))
     steps: int = DEFAULT_STEPS
     checkpoints: tuple[int, ...] = DEFAULT_CHECKPOINTS
     batch_size: int = 32
