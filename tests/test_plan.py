@@ -776,7 +776,7 @@ def test_a_words_axis_sweep_plans_words_seen(in_repo: None, tmp_path: Path) -> N
         "1000000",
         "results/agreement/baby@chck_1M/lemma_contexts.parquet",
     ]
-    assert shlex.split(plan.acquisition.index_args())[-2:] == ["--axis", "words"]
+    assert plan.settings("acquisition-index") == "--axis=words"
     assert [s.steps for s in plan.acquisition.sweeps] == [[10**6, 10**7, 10**8, 10**9]]
     assert plan.acquisition.x_label == "words seen"  # the DVC acquisition plots' x axis (rule dvc_acquisition_plots)
     assert plan.table_models == ["baby@chck_1000M"]

@@ -63,7 +63,7 @@ def test_acquisition_index_axis_is_a_setting(tmp_path: Path, monkeypatch: pytest
     parser = build_parser()._subparsers._group_actions[0].choices["acquisition-index"]  # type: ignore[union-attr]
     axis = parser._option_string_actions["--axis"]
     assert isinstance(axis.default, ConfigDefault) and axis.default.value == "steps"
-    assert axis.choices == ["steps", "tokens", "words"]
+    assert list(axis.choices) == ["steps", "tokens", "words"]
     assert ACQUISITION_INDEX.config_keys()[-1] == "agreement.checkpoint_axis"
     text = _rule_block(RULES / "acquisition.smk", "acquisition_index")
     assert 'settings=PLAN.settings("acquisition-index")' in text and "{params.settings} 2> {log:q}" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from verbeval.core.cliutil import format_list
+from verbeval.core.model_entries import CHECKPOINT_AXES
 from verbeval.core.steps import Setting, Step
 
 KEY = "agreement.acquisition"
@@ -62,6 +63,7 @@ CHECKPOINT_AXIS = Setting(
     str,
     "what STEP holds: training steps, tokens seen or words seen; other than steps, the index gets a column "
     "axis naming it, and the analysis reports AoA in that unit",
+    choices=tuple(CHECKPOINT_AXES),
 )
 
 #: a toy model trained from scratch (its per-entry values, toy_models[].seed, steps, ...: the plan's

@@ -8,10 +8,9 @@ import logging
 import os
 from pathlib import Path
 
-from verbeval.acquisition.steps import ACQUISITION_INDEX, CHECKPOINT_AXIS
+from verbeval.acquisition.steps import ACQUISITION_INDEX
 from verbeval.core.cliutil import Add
 from verbeval.core.errors import InputError, VerbevalError
-from verbeval.core.model_entries import CHECKPOINT_AXES
 
 log = logging.getLogger("verbeval")
 
@@ -74,6 +73,4 @@ def register_acquisition_index(add: Add) -> None:
         "tokens or words seen, --axis) and lemma_contexts.parquet (repeat per checkpoint)",
     )
     ACQUISITION_INDEX.add_options(s)  # --axis: agreement.checkpoint_axis (verbeval.acquisition.steps)
-    # its choices: the axes (a Setting takes none yet)
-    s._option_string_actions[CHECKPOINT_AXIS.option].choices = list(CHECKPOINT_AXES)
     s.add_argument("--out", required=True, help="output: checkpoints.csv")
