@@ -748,7 +748,7 @@ def test_plot_lemmas_cli(tmp_path: Path) -> None:
                 "a",
                 "--bins",
                 "2",
-                "--worst",
+                "--worst-lemmas",
                 "2",
                 "--csv",
                 str(out["csv"]),
@@ -798,7 +798,7 @@ def test_figure_data_files_say_which_model_is_random(tmp_path: Path) -> None:
         ]
     ).assign(random_init=lambda d: d["random_init"].fillna(False).astype(bool)).to_csv(stats, index=False)
     out = {k: tmp_path / f"lemmas.{k}" for k in ("csv", "json", "png", "worst.csv")}
-    args = ["plot-lemmas", "--stats", str(stats), "--models", "a,b", "--bins", "2", "--worst", "1"]
+    args = ["plot-lemmas", "--stats", str(stats), "--models", "a,b", "--bins", "2", "--worst-lemmas", "1"]
     args += ["--csv", str(out["csv"]), "--metrics-json", str(out["json"]), "--out", str(out["png"])]
     assert main(["-q", *args, "--worst-csv", str(out["worst.csv"])]) == 0
     expected = {"cutoffs.csv": ["m1", "m2"], "models.csv": ["m1", "m2"], "checkpoints.csv": ["m1", "m2"]}
