@@ -748,7 +748,7 @@ def test_plot_lemmas_cli(tmp_path: Path) -> None:
                 "a",
                 "--bins",
                 "2",
-                "--worst",
+                "--worst-lemmas",
                 "2",
                 "--csv",
                 str(out["csv"]),
@@ -798,7 +798,7 @@ def test_figure_data_files_say_which_model_is_random(tmp_path: Path) -> None:
         ]
     ).assign(random_init=lambda d: d["random_init"].fillna(False).astype(bool)).to_csv(stats, index=False)
     out = {k: tmp_path / f"lemmas.{k}" for k in ("csv", "json", "png", "worst.csv")}
-    args = ["plot-lemmas", "--stats", str(stats), "--models", "a,b", "--bins", "2", "--worst", "1"]
+    args = ["plot-lemmas", "--stats", str(stats), "--models", "a,b", "--bins", "2", "--worst-lemmas", "1"]
     args += ["--csv", str(out["csv"]), "--metrics-json", str(out["json"]), "--out", str(out["png"])]
     assert main(["-q", *args, "--worst-csv", str(out["worst.csv"])]) == 0
     expected = {"cutoffs.csv": ["m1", "m2"], "models.csv": ["m1", "m2"], "checkpoints.csv": ["m1", "m2"]}
@@ -1093,11 +1093,13 @@ def test_table2_is_a_report_item(ci_rules: Any) -> None:
     item = flagged["table2.html"]
     assert (item.category, item.subcategory) == ("Agreement", "Tables")
     assert Path(item.caption.get_path_or_uri(secret_free=True)).resolve() == REPO / "workflow/report/table2.rst"
-    assert "--html {output.html:q}" in rule.shellcmd and "--confidence {params.confidence}" in rule.shellcmd
+    assert "--html {output.html:q}" in rule.shellcmd and "{params.settings}" in rule.shellcmd
+    assert "--confidence=0.95" in rule.params.settings.split()  # the declared setting (verbeval.agreement.steps)
 
 
 def test_cutoff_figure_rule_passes_the_threshold(ci_rules: Any) -> None:
     r = ci_rules.get_rule("figure_cutoffs")  # Figures 1-4, one job each (wildcard stem)
     figs = ci_rules.config["agreement"]["figures"]
-    assert (r.params.min_contexts, r.params.low_n) == (figs["min_contexts"], figs["low_n"]) == (10, "fade")
-    assert "--min-contexts {params.min_contexts} --low-n {params.low_n}" in r.shellcmd
+    assert (figs["min_contexts"], figs["low_n"]) == (10, "fade")
+    assert {"--min-contexts=10", "--low-n=fade"} <= set(r.params.settings.split())
+    assert "{params.settings}" in r.shellcmd

@@ -284,7 +284,7 @@ def test_lexicon_modes_outputs_say_which_model_is_random(tokenizer_path: Callabl
             got = pd.read_csv(path)
             assert got.columns[-1] == "random_init" and got["random_init"].tolist() == [model == "rnd"] * len(got), name
     table = {k: tmp_path / f"table.{k}" for k in ("csv", "md", "tex", "json", "coverage.csv", "diff.csv")}
-    args = ["lexicon-modes-table", "--groups-file", str(groups), "--models", "rnd,real", "--mode", "all"]
+    args = ["lexicon-modes-table", "--groups-file", str(groups), "--models", "rnd,real", "--lexicon-mode", "all"]
     args += ["--summaries", *[str(out[m]["summary"]) for m in ("rnd", "real")]]
     args += ["--diffs", *[str(out[m]["diff"]) for m in ("rnd", "real")], "--common", str(common)]
     args += ["--forms", *[f"{m}={tmp_path / 'forms.parquet'}" for m in ("rnd", "real")]]

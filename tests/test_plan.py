@@ -79,7 +79,7 @@ def test_paper_configuration(in_repo: None) -> None:
     opts = plan.infer_options("gpt2-xl")
     assert opts["model"] == "gpt2-xl" and opts["random_init"] == "auto" and opts["bos"] == "auto"
     assert opts["revision"] == "" and opts["device_map"] == ""
-    assert plan.cutoffs("top_cutoffs").split(",")[-1] == "1"
+    assert plan.settings("plot-cutoffs").split()[0].split(",")[-1] == "1"
     # one summary per model and group; Table 2 and the figures over all of them
     outputs = plan.all_outputs()
     assert len(outputs) == len(set(outputs))
@@ -138,7 +138,7 @@ def test_quick_start_plan(in_repo: None) -> None:
     ]
     assert plan.model.tiny_source("models/quick/bert", ["a b", "c"]) == "--word-corpus 'a b' c"
     templates = plan.templates_params()
-    assert templates["limit"] == "--max-rows-per-source 100" and templates["skip"] == "" == templates["custom"]
+    assert plan.settings("templates") == "--max-rows-per-source=100" and templates["custom"] == ""
     assert isinstance(templates["manifest"], Untracked)  # no rerun trigger
     assert len(plan.all_outputs()) == 213
     # the report's pages of the CSV tables: SimVerb-3500 per model, the signatures of the pseudo-model
@@ -766,8 +766,8 @@ def test_a_words_axis_sweep_plans_words_seen(in_repo: None, tmp_path: Path) -> N
         *["--checkpoint", "baby", "baby@chck_10M", "10000000"],
         *["--checkpoint", "baby", "baby@chck_100M", "100000000"],
         *["--checkpoint", "baby", "baby@chck_1000M", "1000000000"],
-        *["--x-axis", "words"],
     ]
+    assert plan.settings("plot-checkpoints") == "--x-axis=words --confidence=0.95"
     assert shlex.split(plan.acquisition.index_args())[:6] == [
         "--checkpoint",
         "baby@chck_1M",

@@ -2,7 +2,6 @@
 
 
 rule lexicon:
-    """Config: agreement.verb_lists, agreement.inflection_overrides"""
     input:
         lists=[PLAN.raw_path(s) for s in PLAN.agreement["verb_lists"]],
         overrides=PLAN.agreement["inflection_overrides"],
@@ -21,8 +20,6 @@ rule lexicon:
 
 
 rule templates:
-    """Config: agreement.groups, agreement.custom_groups, agreement.groups_file, agreement.max_rows_per_source,
-    agreement.skip_bad_rows, agreement.errata, agreement.drop_flagged_errata"""
     input:
         sources=[PLAN.raw_path(s) for s in PLAN.template_sources],
         groups_file=PLAN.agreement["groups_file"],
@@ -34,13 +31,14 @@ rule templates:
         groups=PLAN.run_groups_file,
     params:
         **PLAN.templates_params(),
+        settings=PLAN.settings("templates"),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{PLAN.logs}/agreement/templates.log",
     shell:
         "verbeval templates --manifest {params.manifest:q} --groups-file {input.groups_file:q} {params.groups} "
-        "--errata {input.errata:q} {params.inputs} {params.custom} {params.skip} {params.drop} {params.limit} "
+        "--errata {input.errata:q} {params.inputs} {params.custom} {params.settings} "
         "--out {output.table:q} --rejects {output.rejects:q} --groups-out {output.groups:q} 2> {log:q}"
 
 
@@ -83,23 +81,18 @@ rule aggregate:
 
 
 rule table2:
-    """Config: models, agreement.groups, agreement.custom_groups, agreement.errata, agreement.drop_flagged_errata,
-    agreement.bootstrap.confidence, agreement.table_models"""
     input:
         summaries=[f for m in PLAN.models for f in PLAN.per_group(f"{PLAN.agreement_dir}/{m}/{{group}}/summary.csv")],
         groups_file=PLAN.run_groups_file,
         errata=PLAN.agreement["errata"],
         templates=f"{PLAN.agreement_dir}/templates.parquet",
     output:
-        csv=f"{PLAN.agreement_dir}/table2.csv",
-        md=f"{PLAN.agreement_dir}/table2.md",
-        tex=f"{PLAN.agreement_dir}/table2.tex",
-        html=report(f"{PLAN.agreement_dir}/table2.html", caption="../report/table2.rst", category="Agreement",
-                    subcategory="Tables"),
-        all_csv=f"{PLAN.agreement_dir}/summary_all.csv",
-        metrics=f"{PLAN.agreement_dir}/metrics.json",
+        **PLAN.table2_outputs(
+            html=lambda file: report(file, caption="../report/table2.rst", category="Agreement", subcategory="Tables"),
+        ),
     params:
         **PLAN.table2_params(),
+        settings=PLAN.settings("table"),
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -107,7 +100,7 @@ rule table2:
     shell:
         "verbeval table --groups-file {input.groups_file:q} --models {params.models} {params.table_models} "
         "--summaries {input.summaries:q} "
-        "--errata {input.errata:q} --templates {input.templates:q} {params.drop} "
+        "--errata {input.errata:q} --templates {input.templates:q} {params.settings} "
         "--csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} --html {output.html:q} "
-        "--confidence {params.confidence} --all-csv {output.all_csv:q} "
+        "--all-csv {output.all_csv:q} "
         "--metrics {output.metrics:q} 2> {log:q}"

@@ -7,11 +7,10 @@ import os
 
 
 rule dvc_metrics:
-    """Config: agreement.table_models"""
     input:
-        f"{PLAN.agreement_dir}/metrics.json",
+        PLAN.table2_outputs()["metrics"],
     output:
-        PLAN.figures.dvc_metrics_files(),
+        **PLAN.figures.rule_outputs("dvc_metrics"),
     params:
         models=",".join(PLAN.table_models),  # the models of metrics.json (agreement.table_models)
         groups=",".join(PLAN.group_ids),
@@ -26,11 +25,10 @@ rule dvc_metrics:
 
 
 rule dvc_plot_data:
-    """Config: none"""
     input:
-        f"{PLAN.figures.out}/{{stem}}.csv",
+        PLAN.figures.rule_outputs("figure_cutoffs")["csv"],
     output:
-        PLAN.per_group(f"{PLAN.figures.out}/dvc/{{stem}}/{{side}}/{{group}}.csv"),
+        **PLAN.figures.rule_outputs("dvc_plot_data"),
     wildcard_constraints:
         stem=alternatives(list(PLAN.figures.cutoff_figures)),
         side="top|bottom",

@@ -3,13 +3,12 @@
 
 
 rule lexicon_forms:
-    """Config: models"""
     input:
         lexicon=f"{PLAN.agreement_dir}/lexicon.parquet",
         templates=f"{PLAN.agreement_dir}/templates.parquet",
         model=lambda wc: PLAN.model.local_model(wc.model),
     output:
-        f"{PLAN.lexicon_modes_dir}/{{model}}/forms.parquet",
+        **PLAN.lexicon_modes_rule_outputs("lexicon_forms"),
     params:
         model=lambda wc: PLAN.models[wc.model]["id"],
         version=lambda wc: PLAN.model.version(wc.model),
@@ -20,15 +19,14 @@ rule lexicon_forms:
         f"{PLAN.logs}/lexicon_modes/{{model}}/forms.log",
     shell:
         "verbeval lexicon-forms --model {params.model:q} {params.revision} --lexicon {input.lexicon:q} "
-        "--templates {input.templates:q} --out {output:q} 2> {log:q}"
+        "--templates {input.templates:q} --out {output.forms:q} 2> {log:q}"
 
 
 rule lexicon_common:
-    """Config: models"""
     input:
         forms=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/forms.parquet"),
     output:
-        f"{PLAN.lexicon_modes_dir}/common.parquet",
+        **PLAN.lexicon_modes_rule_outputs("lexicon_common"),
     params:
         forms=PLAN.forms_options(),
         random_models=PLAN.random_models,  # named in the report caption
@@ -37,41 +35,34 @@ rule lexicon_common:
     log:
         f"{PLAN.logs}/lexicon_modes/common.log",
     shell:
-        "verbeval lexicon-common --forms {params.forms} --out {output:q} 2> {log:q}"
+        "verbeval lexicon-common --forms {params.forms} --out {output.common:q} 2> {log:q}"
 
 
 # the form shards (shard_manifest(LMOUT)) come from the model's one job, rule infer (models.smk)
 
 
 rule lexicon_modes:
-    """Config: agreement.multitoken.groups, agreement.bootstrap"""
     input:
         forms=f"{PLAN.lexicon_modes_dir}/{{model}}/forms.parquet",
         common=f"{PLAN.lexicon_modes_dir}/common.parquet",
         manifest=PLAN.shard_manifest(PLAN.lexicon_modes_dir),
         table2=PLAN.per_group(f"{PLAN.agreement_dir}/{{model}}/{{group}}/summary.csv", PLAN.multitoken_groups),
     output:
-        summary=f"{PLAN.lexicon_modes_dir}/{{model}}/summary.csv",
-        lemmas=f"{PLAN.lexicon_modes_dir}/{{model}}/lemmas.csv",
-        diff=f"{PLAN.lexicon_modes_dir}/{{model}}/lemma_differences.csv",
-        consistency=f"{PLAN.lexicon_modes_dir}/{{model}}/consistency.csv",
+        **PLAN.lexicon_modes_rule_outputs("lexicon_modes"),
     params:
-        resamples=PLAN.agreement["bootstrap"]["resamples"],
-        seed=PLAN.agreement["bootstrap"]["seed"],
-        confidence=PLAN.agreement["bootstrap"]["confidence"],
+        settings=PLAN.settings("lexicon-modes"),
     conda:
         "../../envs/verbeval.yaml"
     log:
         f"{PLAN.logs}/lexicon_modes/{{model}}/modes.log",
     shell:
         "verbeval lexicon-modes --forms {input.forms:q} --common {input.common:q} --model-name {wildcards.model} "
-        "--shards {input.manifest:q} --table2-summaries {input.table2:q} --resamples {params.resamples} --seed {params.seed} "
-        "--confidence {params.confidence} --summary-out {output.summary:q} --lemmas-out {output.lemmas:q} "
+        "--shards {input.manifest:q} --table2-summaries {input.table2:q} {params.settings} "
+        "--summary-out {output.summary:q} --lemmas-out {output.lemmas:q} "
         "--diff-out {output.diff:q} --consistency-out {output.consistency:q} 2> {log:q}"
 
 
 rule lexicon_modes_table:
-    """Config: models, agreement.lexicon_mode, agreement.multitoken.groups"""
     input:
         summaries=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/summary.csv"),
         diffs=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/lemma_differences.csv"),
@@ -80,15 +71,10 @@ rule lexicon_modes_table:
         common=f"{PLAN.lexicon_modes_dir}/common.parquet",
         groups_file=PLAN.run_groups_file,
     output:
-        csv=f"{PLAN.lexicon_modes_dir}/table.csv",
-        md=f"{PLAN.lexicon_modes_dir}/table.md",
-        tex=f"{PLAN.lexicon_modes_dir}/table.tex",
-        metrics=f"{PLAN.lexicon_modes_dir}/metrics.json",
-        coverage=f"{PLAN.lexicon_modes_dir}/coverage.csv",
-        diff=f"{PLAN.lexicon_modes_dir}/lemma_differences.csv",
+        **PLAN.lexicon_modes_rule_outputs("lexicon_modes_table"),
     params:
         models=",".join(PLAN.models),
-        mode=PLAN.agreement["lexicon_mode"],
+        settings=PLAN.settings("lexicon-modes-table"),
         forms=PLAN.forms_options(),
         random_models=PLAN.random_models,  # named in the report caption
     conda:
@@ -96,7 +82,7 @@ rule lexicon_modes_table:
     log:
         f"{PLAN.logs}/lexicon_modes/table.log",
     shell:
-        "verbeval lexicon-modes-table --groups-file {input.groups_file:q} --models {params.models} --mode {params.mode} "
+        "verbeval lexicon-modes-table --groups-file {input.groups_file:q} --models {params.models} {params.settings} "
         "--summaries {input.summaries:q} --diffs {input.diffs:q} --forms {params.forms} --common {input.common:q} "
         "--consistency {input.consistency:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} "
         "--metrics {output.metrics:q} --coverage {output.coverage:q} --diff-csv {output.diff:q} 2> {log:q}"
@@ -106,8 +92,12 @@ rule lexicon_modes_page:
     input:
         f"{PLAN.lexicon_modes_dir}/table.csv",
     output:
-        report(f"{PLAN.lexicon_modes_dir}/lexicon_modes.html", caption="../report/lexicon_modes.rst", category="Agreement",
-               subcategory="Lexicon modes"),
+        **PLAN.lexicon_modes_rule_outputs(
+            "lexicon_modes_page",
+            html=lambda file: report(
+                file, caption="../report/lexicon_modes.rst", category="Agreement", subcategory="Lexicon modes"
+            ),
+        ),
     params:
         title="Agreement scores in three lexicon modes",
         random_models=PLAN.random_models,  # named in the report caption

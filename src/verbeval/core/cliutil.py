@@ -40,8 +40,8 @@ def split_pair(item: str, option: str, what: str = "VALUE") -> tuple[str, str]:
 
 class HelpFormatter(argparse.HelpFormatter):
     """Appends ``(default: X)`` to an option's help when it has a default worth stating: not for
-    required options, flags, empty or unset defaults, list defaults (their help states them) or
-    help that already names ``%(default)s``."""
+    required options, flags, empty or unset defaults (a configuration key's too: a flag, a null
+    default), list defaults (their help states them) or help that already names ``%(default)s``."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         help_ = action.help or ""
@@ -53,6 +53,7 @@ class HelpFormatter(argparse.HelpFormatter):
             or default is False
             or default is argparse.SUPPRESS
             or isinstance(default, list)
+            or (isinstance(default, ConfigDefault) and (action.nargs == 0 or default.value is None))
         ):
             return help_
         if not action.option_strings and action.nargs not in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):

@@ -43,6 +43,7 @@ class Setting:
 
     key: str  #: dotted configuration key, e.g. ``agreement.bootstrap.resamples``
     option: str  #: the command's option, e.g. ``--resamples``
+    #: the option's parser; ``bool``: a flag (the bare option when true, nothing when false)
     type: Callable[[str], Any] = str
     help: str = ""
     #: the values the option accepts (the key's ``enum`` in the schema), None: any its type takes
@@ -60,9 +61,34 @@ class Setting:
     def add_to(self, parser: Any) -> None:
         from verbeval.core.cliutil import ConfigDefault
 
+        if self.type is bool:
+            # a flag: store_true whose default is the schema's; its type reads the default's text
+            # (``False``), as the help shows it, and is never given a value
+            action = parser.add_argument(
+                self.option, action="store_true", default=ConfigDefault(self.key), help=self.help
+            )
+            action.type = flag_text
+            return
         # a list default takes the option's own form (its parse of the comma-separated text)
         default = ConfigDefault(self.key, lambda v: self.type(option_text(v)) if isinstance(v, (list, tuple)) else v)
         parser.add_argument(self.option, type=self.type, default=default, choices=self.choices, help=self.help)
+
+    def argv(self, value: Any) -> list[str]:
+        """The option for configuration value ``value``: ``--option=value`` (one word: a value that
+        starts with ``-`` is not read as an option); a flag's bare option when true; none for a
+        flag that is false, or a value that is null (the command's default, the schema's, holds)."""
+        if self.type is bool:
+            return [self.option] if value else []
+        if value is None:
+            return []
+        return [f"{self.option}={option_text(value)}"]
+
+
+def flag_text(text: str) -> bool:
+    """A flag setting's value as text (``True``, ``false``): its default as the help shows it."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,9 +138,9 @@ class Step:
 
 
 def settings_argv(settings: Iterable[Setting], config: Mapping[str, Any]) -> list[str]:
-    """The options of ``settings`` for ``config`` (a validated configuration), in order, each one word
-    ``--option=value`` (a value that starts with ``-`` is not read as an option)."""
-    return [f"{s.option}={option_text(config_value(config, s.key))}" for s in settings]
+    """The options of ``settings`` for ``config`` (a validated configuration), in declaration order
+    (:meth:`Setting.argv`: one word each, ``--option=value`` or a flag)."""
+    return [word for s in settings for word in s.argv(config_value(config, s.key))]
 
 
 def distinct_keys(keys: Iterable[str]) -> tuple[str, ...]:

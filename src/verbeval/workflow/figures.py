@@ -6,12 +6,14 @@ the DVC views of Table 2 and Figures 1-4 (their paths, outputs and command optio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from verbeval.agreement.report.figures import CUTOFF_FIGURES
 from verbeval.agreement.report.table3 import table3_groups
 from verbeval.core.model_entries import CHECKPOINT_AXES, checkpoint_axis, entry_models
 from verbeval.workflow.params import quoted
+from verbeval.workflow.plan import output_files, wrapped
 
 if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan
@@ -42,17 +44,9 @@ class FiguresPlan:
         return [f"{self.out}/{stem}.{ext}" for ext in self.config["formats"]]
 
     def cutoff_params(self) -> dict[str, Any]:
-        """Params of the cutoff figures' rule shared by Figures 1-4."""
+        """Params of the cutoff figures' rule shared by Figures 1-4 (its settings: ``PLAN.settings``)."""
         plan = self.plan
-        return {
-            "models": ",".join(plan.models),
-            "top": plan.cutoffs("top_cutoffs"),
-            "bottom": plan.cutoffs("bottom_cutoffs"),
-            "confidence": plan.agreement["bootstrap"]["confidence"],
-            "min_contexts": self.config["min_contexts"],
-            "low_n": self.config["low_n"],
-            "random_models": plan.random_models,
-        }  # named in the report captions
+        return {"models": ",".join(plan.models), "random_models": plan.random_models}  # named in the report captions
 
     def comparison_models(self) -> list[str]:
         """The models of the model comparison figure: one per ``models[]`` entry (a sweep's
@@ -61,16 +55,12 @@ class FiguresPlan:
 
     def checkpoint_args(self) -> str:
         """--checkpoint SWEEP MODEL POSITION options of `verbeval plot-checkpoints` (the position on
-        ``agreement.checkpoint_axis``), --x-axis unless it is steps, and --log-x."""
+        ``agreement.checkpoint_axis``; the axis and its scale are the step's settings)."""
         axis = checkpoint_axis(self.plan.config)
         key = CHECKPOINT_AXES[axis][0]
         args = []
         for m in self.plan.checkpoints:
             args += ["--checkpoint", m["checkpoint_of"], m["name"], str(m[key])]
-        if axis != "steps":
-            args += ["--x-axis", axis]
-        if self.config["checkpoints"]["log_x"]:
-            args.append("--log-x")
         return quoted(args)
 
     def table3_args(self) -> str:
@@ -89,32 +79,67 @@ class FiguresPlan:
     def table3_tokenizers(self) -> list[str]:
         return [d for m in self.plan.models.values() for d in self.plan.model.dir_input(m["id"])]
 
+    # ------------------------------------------------------------------ rule outputs
+
+    def rule_outputs(self, rule: str, **wrap: Callable[[Any], Any]) -> dict[str, Any]:
+        """The named outputs of ``rule`` (patterns with its wildcards: ``{stem}`` of Figures 1-4,
+        ``{side}`` of their DVC views), written once: the rule's ``output:`` (``wrap``: a function of an
+        output's files, per name: its ``report(...)``), and, with the wildcards filled in, the targets
+        of rule all (:meth:`outputs`, :meth:`dvc_view_outputs`)."""
+        figs, agreement_dir = self.out, self.plan.agreement_dir
+        outputs: dict[str, dict[str, Any]] = {
+            "figure_cutoffs": {"csv": f"{figs}/{{stem}}.csv", "images": self.images("{stem}")},
+            "figure_models": {"csv": f"{figs}/model_comparison.csv", "images": self.images("model_comparison")},
+            "figure_checkpoints": {"csv": f"{figs}/checkpoints.csv", "images": self.images("checkpoints")},
+            "figure_lemmas": {
+                "csv": f"{figs}/lemma_accuracy.csv",
+                "metrics": f"{figs}/lemma_metrics.json",
+                "images": self.images("lemma_accuracy"),
+                "worst_csv": f"{figs}/worst_lemmas.csv",
+                "worst_md": f"{figs}/worst_lemmas.md",
+                "worst_html": f"{figs}/worst_lemmas.html",
+            },
+            "table3": {
+                "csv": f"{figs}/table3_topk.csv",
+                "md": f"{figs}/table3_topk.md",
+                "html": f"{figs}/table3_topk.html",
+            },
+            # Table 2 as one {tse, ew, mw} file per model and group (the DVC metrics)
+            "dvc_metrics": {
+                "metrics": [
+                    f"{agreement_dir}/metrics/{m}/{g}.json" for m in self.plan.table_models for g in self.plan.group_ids
+                ]
+            },
+            # the data of one side of a cutoff figure, one CSV per group (the DVC plots)
+            "dvc_plot_data": {"plots": self.plan.per_group(f"{figs}/dvc/{{stem}}/{{side}}/{{group}}.csv")},
+        }
+        return wrapped(outputs[rule], wrap)
+
     def outputs(self) -> list[str]:
-        figs, formats = self.out, self.config["formats"]
-        stems = [*self.cutoff_figures, "lemma_accuracy", "model_comparison"]
+        """The figures, Table 3, the per-lemma statistics and the checkpoint figure (when drawn)."""
+        cutoffs, lemmas = self.rule_outputs("figure_cutoffs"), self.rule_outputs("figure_lemmas")
+        steps = self.plan.model_steps
         return (
-            [f"{figs}/{s}.{ext}" for s in stems for ext in ["csv", *formats]]
-            + [f"{figs}/{s}.{ext}" for s in ("table3_topk", "worst_lemmas") for ext in ("csv", "md", "html")]
-            + [f"{figs}/lemma_metrics.json"]
-            + self.plan.per_model(f"{self.plan.agreement_dir}/{{model}}/lemma_stats.csv")
-            + ([f"{figs}/checkpoints.{ext}" for ext in ["csv", *formats]] if self.checkpoint_figure else [])
+            [f for stem in self.cutoff_figures for f in output_files(cutoffs, stem=stem)]
+            + output_files(lemmas, ["csv", "images"])
+            + output_files(self.rule_outputs("figure_models"))
+            + output_files(self.rule_outputs("table3"))
+            + output_files(lemmas, ["worst_csv", "worst_md", "worst_html", "metrics"])
+            + [f for m in self.plan.models for f in steps.step_files("lemma-stats", m)[1]]
+            + (output_files(self.rule_outputs("figure_checkpoints")) if self.checkpoint_figure else [])
         )
 
     # ------------------------------------------------------------------ DVC views
 
     def dvc_metrics_files(self) -> list[str]:
         """Table 2 as one ``{tse, ew, mw}`` file per model and group (the DVC metrics)."""
-        plan = self.plan
-        return [f"{plan.agreement_dir}/metrics/{m}/{g}.json" for m in plan.table_models for g in plan.group_ids]
-
-    def dvc_plot_files(self, stem: str, side: str) -> list[str]:
-        """The data of one side of a cutoff figure, one CSV per group (the DVC plots)."""
-        return self.plan.per_group(f"{self.out}/dvc/{stem}/{side}/{{group}}.csv")
+        return output_files(self.rule_outputs("dvc_metrics"))
 
     def dvc_view_outputs(self) -> list[str]:
+        plots = self.rule_outputs("dvc_plot_data")
         return self.dvc_metrics_files() + [
             f
             for stem, (_, sides) in self.cutoff_figures.items()
             for side in sides
-            for f in self.dvc_plot_files(stem, side)
+            for f in output_files(plots, stem=stem, side=side)
         ]

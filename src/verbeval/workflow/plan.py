@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from verbeval.agreement.data.custom_pairs import CustomGroup, custom_groups
@@ -37,6 +37,27 @@ from verbeval.workflow.params import Untracked, quoted
 
 class PlanError(VerbevalError):
     """A setup error found before any job runs, its message naming the configuration file."""
+
+
+def wrapped(outputs: Mapping[str, Any], wrap: Mapping[str, Callable[[Any], Any]]) -> dict[str, Any]:
+    """A rule's named outputs with ``wrap[name]`` applied to the files of each output it names (the
+    rule's ``report(...)``: what the Snakemake report registers)."""
+    unknown = sorted(set(wrap) - set(outputs))
+    if unknown:
+        raise KeyError(f"no output named {unknown} (outputs: {list(outputs)})")
+    return {name: wrap[name](files) if name in wrap else files for name, files in outputs.items()}
+
+
+def output_files(outputs: Mapping[str, Any], names: Sequence[str] | None = None, **wildcards: str) -> list[str]:
+    """The files of a rule's named outputs (of ``names``, in that order; default: every one), each
+    pattern's ``{wildcard}`` filled in from ``wildcards``: the rule's targets in rule all."""
+    found: list[str] = []
+    for name in outputs if names is None else names:
+        files = outputs[name]
+        found += [files] if isinstance(files, str) else list(files)
+    for wildcard, value in wildcards.items():
+        found = [f.replace(f"{{{wildcard}}}", value) for f in found]
+    return found
 
 
 class Plan:
@@ -221,15 +242,12 @@ class Plan:
         return quoted(opts)
 
     def templates_params(self) -> dict[str, str]:
-        agr = self.agreement
+        """The plan-computed options of `verbeval templates` (its settings: :meth:`settings`)."""
         return {
             "manifest": self.manifest_param,
             "inputs": self.source_inputs(self.template_sources),
             "groups": shlex.quote("--groups=" + ",".join(g["id"] for g in self.groups)),  # empty: custom only
             "custom": self.custom_group_options(),
-            "skip": "--skip-bad-rows" if agr["skip_bad_rows"] else "",
-            "drop": "--drop-flagged-errata" if agr["drop_flagged_errata"] else "",
-            "limit": f"--max-rows-per-source {agr['max_rows_per_source']}" if agr["max_rows_per_source"] else "",
         }
 
     # ------------------------------------------------------------------ shard stores
@@ -321,18 +339,30 @@ class Plan:
         return shlex.join(declared_step(command).argv(self.config))
 
     def table2_params(self) -> dict[str, Any]:
+        """The plan-computed options of `verbeval table` (its settings: :meth:`settings`)."""
         return {
             "models": ",".join(self.models),
             "table_models": (
                 f"--table-models {','.join(self.table_models)}" if self.table_models != list(self.models) else ""
             ),
-            "drop": "--drop-flagged-errata" if self.agreement["drop_flagged_errata"] else "",
-            "confidence": self.agreement["bootstrap"]["confidence"],
             "random_models": self.random_models,  # named in the report caption
         }
 
-    def cutoffs(self, key: str) -> str:
-        return ",".join(f"{p:g}" for p in self.agreement[key])
+    def table2_outputs(self, **wrap: Callable[[Any], Any]) -> dict[str, Any]:
+        """The named outputs of rule table2, written once: its ``output:`` (``wrap``: :func:`wrapped`)
+        and rule all's targets (:meth:`agreement_outputs`)."""
+        out = self.agreement_dir
+        return wrapped(
+            {
+                "csv": f"{out}/table2.csv",
+                "md": f"{out}/table2.md",
+                "tex": f"{out}/table2.tex",
+                "html": f"{out}/table2.html",
+                "all_csv": f"{out}/summary_all.csv",
+                "metrics": f"{out}/metrics.json",
+            },
+            wrap,
+        )
 
     def per_group(self, pattern: str, groups: Sequence[str] | None = None) -> list[str]:
         """``pattern`` (which may hold ``{model}``) with ``{group}`` filled in for every group."""
@@ -345,7 +375,6 @@ class Plan:
         """Table 2's files and every model's outputs of its agreement steps (lemmas, its shard
         manifest, each group's scores, TSE and summary: :mod:`verbeval.workflow.model_steps`); a
         per-group output deleted alone is regenerated."""
-        out = self.agreement_dir
         steps = self.model_steps
         per_model = [
             p
@@ -356,8 +385,7 @@ class Plan:
                 *steps.step_files("aggregate", m)[1],
             ]
         ]
-        tables = ("table2.csv", "table2.md", "table2.tex", "table2.html", "summary_all.csv", "metrics.json")
-        return [f"{out}/{n}" for n in tables] + per_model
+        return output_files(self.table2_outputs()) + per_model
 
     # ------------------------------------------------------------------ lexicon modes (multi-token verbs)
 
@@ -382,28 +410,49 @@ class Plan:
 
     def forms_options(self) -> str:
         """``NAME=PATH`` of every model's forms table."""
-        return quoted([f"{m}={self.lexicon_modes_dir}/{m}/forms.parquet" for m in self.models])
+        forms = self.lexicon_modes_rule_outputs("lexicon_forms")["forms"]
+        return quoted([f"{m}={forms.replace('{model}', m)}" for m in self.models])
+
+    def lexicon_modes_rule_outputs(self, rule: str, **wrap: Callable[[Any], Any]) -> dict[str, Any]:
+        """The named outputs of lexicon-modes rule ``rule`` (patterns with ``{model}``), written once:
+        the rule's ``output:`` (``wrap``: :func:`wrapped`) and rule all's targets
+        (:meth:`lexicon_modes_outputs`)."""
+        lm = self.lexicon_modes_dir
+        outputs: dict[str, dict[str, str]] = {
+            "lexicon_forms": {"forms": f"{lm}/{{model}}/forms.parquet"},
+            "lexicon_common": {"common": f"{lm}/common.parquet"},
+            "lexicon_modes": {
+                "summary": f"{lm}/{{model}}/summary.csv",
+                "lemmas": f"{lm}/{{model}}/lemmas.csv",
+                "diff": f"{lm}/{{model}}/lemma_differences.csv",
+                "consistency": f"{lm}/{{model}}/consistency.csv",
+            },
+            "lexicon_modes_table": {
+                "csv": f"{lm}/table.csv",
+                "md": f"{lm}/table.md",
+                "tex": f"{lm}/table.tex",
+                "metrics": f"{lm}/metrics.json",
+                "coverage": f"{lm}/coverage.csv",
+                "diff": f"{lm}/lemma_differences.csv",
+            },
+            "lexicon_modes_page": {"html": f"{lm}/lexicon_modes.html"},
+        }
+        return wrapped(outputs[rule], wrap)
 
     def lexicon_modes_outputs(self) -> list[str]:
+        """The lexicon-modes table, its page and common pairs, each model's scores and form shards
+        (the form shards: the model's one job, :mod:`verbeval.workflow.model_steps`)."""
         if not self.multitoken_on:
             return []
-        lm = self.lexicon_modes_dir
+        table = self.lexicon_modes_rule_outputs("lexicon_modes_table")
+        per_model = self.lexicon_modes_rule_outputs("lexicon_modes")
         return (
-            [
-                f"{lm}/{f}"
-                for f in (
-                    "table.csv",
-                    "table.md",
-                    "table.tex",
-                    "lexicon_modes.html",
-                    "metrics.json",
-                    "coverage.csv",
-                    "lemma_differences.csv",
-                    "common.parquet",
-                )
-            ]
-            + [f"{lm}/{m}/{f}" for m in self.models for f in ("summary.csv", "lemmas.csv", "consistency.csv")]
-            + self.per_model(self.shard_manifest(lm))
+            output_files(table, ["csv", "md", "tex"])
+            + output_files(self.lexicon_modes_rule_outputs("lexicon_modes_page"))
+            + output_files(table, ["metrics", "coverage", "diff"])
+            + output_files(self.lexicon_modes_rule_outputs("lexicon_common"))
+            + [f for m in self.models for f in output_files(per_model, ["summary", "lemmas", "consistency"], model=m)]
+            + self.per_model(self.shard_manifest(self.lexicon_modes_dir))
         )
 
     # ------------------------------------------------------------------ everything

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from verbeval.agreement.steps import LEXICON, TEMPLATES
 from verbeval.core.cliutil import Add, check_outputs, model_source_options, split_pair
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.source import ModelSource
@@ -76,6 +77,7 @@ def register_lexicon(add: Add) -> None:
         "for the Giant Verb List (default: none; the workflow passes "
         "resources/inflection_overrides.csv)",
     )
+    LEXICON.add_options(s)
     s.add_argument("--out", required=True, help="output: lexicon.parquet (lemma, sing, plur, source)")
 
 
@@ -162,23 +164,11 @@ def register_templates(add: Add) -> None:
     )
     s.add_argument("--rejects", required=True, help="output: CSV of the rows left out (source, line, reason, raw)")
     s.add_argument(
-        "--skip-bad-rows",
-        action="store_true",
-        help="malformed rows go to --rejects, and an empty or all-rejected source file is a warning "
-        "(default: either is an error)",
-    )
-    s.add_argument(
         "--errata",
         help="CSV (source,line,action,reason) of known-bad rows of the published files: "
         "action reject drops the row (to --rejects), flag keeps it",
     )
-    s.add_argument("--drop-flagged-errata", action="store_true", help="also drop the errata rows whose action is flag")
-    s.add_argument(
-        "--max-rows-per-source",
-        type=int,
-        metavar="K",
-        help="keep at most K evenly spaced rows of each source file, both labels kept when K >= 2 (default: every row)",
-    )
+    TEMPLATES.add_options(s)
     s.add_argument(
         "--custom-group",
         action="append",

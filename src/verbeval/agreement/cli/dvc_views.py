@@ -6,6 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from verbeval.agreement.steps import DVC_METRICS, DVC_PLOT_DATA
 from verbeval.core.cliutil import Add
 from verbeval.core.errors import VerbevalError
 
@@ -41,6 +42,7 @@ def register_dvc_metrics(add: Add) -> None:
     s.add_argument("--metrics", required=True, help="metrics.json written by `verbeval table`")
     s.add_argument("--models", required=True, help="comma-separated model names (one directory each)")
     s.add_argument("--groups", required=True, help="comma-separated group ids (one file per group)")
+    DVC_METRICS.add_options(s)
     s.add_argument("--out-dir", required=True, help="writes OUT_DIR/<model>/<group>.json")
 
 
@@ -86,6 +88,7 @@ def register_dvc_plot_data(add: Add) -> None:
     s.add_argument("--side", required=True, choices=["top", "bottom"], help="top-p or bottom-p cutoffs")
     s.add_argument("--models", required=True, help="comma-separated model names (columns, in this order)")
     s.add_argument("--groups", required=True, help="comma-separated group ids (one file per group)")
+    DVC_PLOT_DATA.add_options(s)
     s.add_argument("--out-dir", required=True, help="writes OUT_DIR/<group>.csv")
 
 

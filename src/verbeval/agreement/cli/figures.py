@@ -7,16 +7,11 @@ import logging
 from typing import Any
 
 from verbeval.agreement.cli.common import run_groups
-from verbeval.core.cliutil import Add, ConfigDefault, float_list
+from verbeval.agreement.steps import PLOT_CHECKPOINTS, PLOT_CUTOFFS, PLOT_LEMMAS, PLOT_MODELS
+from verbeval.core.cliutil import Add
 from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
-
-
-def _positive_int(text: str) -> int:
-    if text.strip().isdigit() and int(text) > 0:
-        return int(text)
-    raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
 
 
 def _random_in(frame: Any) -> set[str]:
@@ -89,35 +84,7 @@ def register_plot_cutoffs(add: Add) -> None:
     s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
     s.add_argument("--groups-file", required=True, help="agreement groups YAML: group order and names")
     s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
-    s.add_argument(
-        "--top-cutoffs",
-        type=float_list,
-        required=True,
-        help="comma-separated top-p cutoffs to plot (each must be in --summary)",
-    )
-    s.add_argument(
-        "--bottom-cutoffs",
-        type=float_list,
-        required=True,
-        help="comma-separated bottom-p cutoffs to plot (each must be in --summary)",
-    )
-    s.add_argument(
-        "--confidence", type=float, help="CI level of the summary's bounds, named in the figure (default: not named)"
-    )
-    s.add_argument(
-        "--min-contexts",
-        type=_positive_int,
-        default=ConfigDefault("agreement.figures.min_contexts"),
-        help="estimates averaged over fewer contexts are flagged low_n in the CSV and faded or hidden "
-        "in the figure (agreement.figures.min_contexts)",
-    )
-    s.add_argument(
-        "--low-n",
-        choices=["fade", "hide"],
-        default=ConfigDefault("agreement.figures.low_n"),
-        help="fade: draw low_n estimates hollow on a dotted line without CI band; hide: leave them out "
-        "(agreement.figures.low_n)",
-    )
+    PLOT_CUTOFFS.add_options(s)
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
 
@@ -148,6 +115,7 @@ def register_plot_models(add: Add) -> None:
     s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
     s.add_argument("--groups-file", required=True, help="agreement groups YAML: group order and names")
     s.add_argument("--models", required=True, help="comma-separated model names")
+    PLOT_MODELS.add_options(s)
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
 
@@ -200,17 +168,7 @@ def register_plot_checkpoints(add: Add) -> None:
         help="a checkpoint: the swept model (one line style each), the checkpoint's model name in the "
         "summary and its training step (or tokens or words seen, --x-axis); repeat per checkpoint",
     )
-    s.add_argument(
-        "--x-axis",
-        choices=["steps", "tokens", "words"],
-        default="steps",
-        help="what the checkpoints' STEP values are: training steps (default), tokens seen or words seen; "
-        "names the x axis and the CSV's x column (step, tokens or words)",
-    )
-    s.add_argument("--log-x", action="store_true", help="logarithmic x axis (symmetric-log when a value is 0)")
-    s.add_argument(
-        "--confidence", type=float, help="CI level of the summary's bounds, named in the figure (default: not named)"
-    )
+    PLOT_CHECKPOINTS.add_options(s)
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
 
@@ -234,7 +192,7 @@ def cmd_plot_lemmas(a: argparse.Namespace) -> None:
     if a.metrics_json:
         write_json(a.metrics_json, with_random_field(metrics, random_flags(stats)))
     save_figure(plot_lemma_accuracy(data, models, metrics, random=_random_in(stats)), a.out)
-    worst = worst_lemmas(stats, a.worst, models)
+    worst = worst_lemmas(stats, a.worst_lemmas, models)
     _write_data(worst, a.worst_csv, stats)
     if a.worst_md:
         write_text(a.worst_md, worst_lemmas_markdown(worst, random=_random_in(stats)))
@@ -254,18 +212,7 @@ def register_plot_lemmas(add: Add) -> None:
         "--stats", nargs="+", required=True, help="lemma_stats.csv files (verbeval lemma-stats), one per model"
     )
     s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
-    s.add_argument(
-        "--bins",
-        type=int,
-        default=ConfigDefault("agreement.figures.lemma_bins"),
-        help="equal-count probability bins of the trend line",
-    )
-    s.add_argument(
-        "--worst",
-        type=int,
-        default=ConfigDefault("agreement.figures.worst_lemmas"),
-        help="lemmas per model in the worst-lemmas table",
-    )
+    PLOT_LEMMAS.add_options(s)
     s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
     s.add_argument(
         "--metrics-json", help="output: JSON per model: lemmas, mean accuracy, Spearman correlation, random_init"

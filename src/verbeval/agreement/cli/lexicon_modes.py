@@ -8,16 +8,8 @@ from typing import Any
 
 from verbeval.agreement.cli.common import expand_shards, run_groups
 from verbeval.agreement.cli.inference import forms_extra_tokens, load_checked_lm, model_options, store_options
-from verbeval.agreement.steps import FORMS_BATCH_SIZE
-from verbeval.core.cliutil import (
-    Add,
-    ConfigDefault,
-    bootstrap_options,
-    check_outputs,
-    model_source_options,
-    optional_bool,
-    split_pair,
-)
+from verbeval.agreement.steps import FORMS_BATCH_SIZE, LEXICON_COMMON, LEXICON_FORMS, LEXICON_MODES, LEXICON_MODES_TABLE
+from verbeval.core.cliutil import Add, check_outputs, model_source_options, optional_bool, split_pair
 from verbeval.core.model_sources.source import ModelSource
 
 log = logging.getLogger("verbeval")
@@ -56,6 +48,7 @@ def register_lexicon_forms(add: Add) -> None:
     model_source_options(s, "(only the tokenizer is loaded)")
     s.add_argument("--lexicon", required=True, help="lexicon.parquet (verbeval lexicon)")
     s.add_argument("--templates", required=True, help="templates.parquet: its verb pairs not in the lexicon are added")
+    LEXICON_FORMS.add_options(s)
     s.add_argument("--out", required=True, help="output: the model's forms.parquet")
 
 
@@ -90,6 +83,7 @@ def register_lexicon_common(add: Add) -> None:
         metavar="NAME=PATH",
         help="each model's forms.parquet (verbeval lexicon-forms)",
     )
+    LEXICON_COMMON.add_options(s)
     s.add_argument("--out", required=True, help="output: common.parquet")
 
 
@@ -235,7 +229,7 @@ def register_lexicon_modes(add: Add) -> None:
         help="the single-token pipeline's summary.csv files, compared in --consistency-out; their random_init "
         "column marks the outputs of a randomly initialised model",
     )
-    bootstrap_options(s, "agreement.bootstrap")
+    LEXICON_MODES.add_options(s)
     s.add_argument("--summary-out", required=True, help="output: metrics per group and lexicon mode with CIs (CSV)")
     s.add_argument("--lemmas-out", required=True, help="output: per-lemma CSV")
     s.add_argument("--diff-out", required=True, help="output: single- vs multi-token lemma comparison CSV")
@@ -263,7 +257,7 @@ def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
     write_csv(with_random_init(coverage, random), a.coverage, float_format="%.6f")
     write_csv(with_random_init(diffs, random), a.diff_csv, float_format="%.6g")
     md = [
-        to_markdown(t, models, a.mode),
+        to_markdown(t, models, a.lexicon_mode),
         "",
         "Lemma coverage per mode:",
         "",
@@ -277,8 +271,8 @@ def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
         cons = pd.concat([pd.read_csv(p) for p in a.consistency], ignore_index=True)
         md += ["", f"single_token mode vs Table 2 (p = 1): max |difference| = {cons['abs_diff'].max():.3g}"]
     write_text(a.md, "\n".join(md) + "\n")
-    write_text(a.tex, to_latex(t, models, a.mode))
-    write_json(a.metrics, with_random_field(to_metrics(t, models, a.mode, coverage), random))
+    write_text(a.tex, to_latex(t, models, a.lexicon_mode))
+    write_json(a.metrics, with_random_field(to_metrics(t, models, a.lexicon_mode, coverage), random))
     log.info(
         "lexicon modes (%d groups x %d models x 3 modes) -> %s, %s, %s", len(groups), len(models), a.csv, a.md, a.tex
     )
@@ -293,12 +287,7 @@ def register_lexicon_modes_table(add: Add) -> None:
     )
     s.add_argument("--groups-file", required=True, help="agreement groups YAML: row order and group names")
     s.add_argument("--models", required=True, help="comma-separated model names, in column order")
-    s.add_argument(
-        "--mode",
-        default=ConfigDefault("agreement.lexicon_mode"),
-        choices=["single_token", "all", "common"],
-        help="headline mode (first in the table, headline_mode in the metrics)",
-    )
+    LEXICON_MODES_TABLE.add_options(s)
     s.add_argument(
         "--summaries", nargs="+", required=True, help="each model's summary CSV (lexicon-modes --summary-out)"
     )

@@ -7,7 +7,8 @@ import logging
 from collections.abc import Sequence
 
 from verbeval.agreement.cli.common import expand_shards
-from verbeval.core.cliutil import Add, ConfigDefault, named_model_source_options, split_pair
+from verbeval.agreement.steps import TABLE, TOPK_TABLE
+from verbeval.core.cliutil import Add, named_model_source_options, split_pair
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.source import ModelSource
 
@@ -81,7 +82,6 @@ def register_table(add: Add) -> None:
     s.add_argument(
         "--html", help="output: Table 2 as an HTML page with CIs and counts (an item of the Snakemake report)"
     )
-    s.add_argument("--confidence", type=float, help="the CIs' level, for the HTML page's text")
     s.add_argument("--all-csv", required=True, help="output: all summaries (every metric and cutoff) in one CSV")
     s.add_argument(
         "--metrics",
@@ -90,7 +90,7 @@ def register_table(add: Add) -> None:
     )
     s.add_argument("--errata", help="errata CSV: Table 2's notes count its flag rows per group")
     s.add_argument("--templates", help="templates.parquet: how many flag rows are among the scored rows")
-    s.add_argument("--drop-flagged-errata", action="store_true", help="the flag rows were dropped (for the notes)")
+    TABLE.add_options(s)
 
 
 def _pairs(items: Sequence[str], option: str) -> dict[str, str]:
@@ -176,17 +176,7 @@ def register_topk_table(add: Add) -> None:
         metavar=("GROUP", "LEFT", "RIGHT"),
         help="a context to show (RIGHT * = any); repeatable. Default: --default-groups",
     )
-    s.add_argument(
-        "--default-groups",
-        default=ConfigDefault("agreement.figures.context_groups", ",".join),
-        help="without --context: the first rows of each label of these comma-separated groups",
-    )
-    s.add_argument(
-        "--per-label",
-        type=int,
-        default=ConfigDefault("agreement.figures.contexts_per_label"),
-        help="without --context: rows per label and group",
-    )
+    TOPK_TABLE.add_options(s)
     s.add_argument("--csv", required=True, help="output: Table 3, one row per context, model and rank (CSV)")
     s.add_argument("--md", required=True, help="output: Table 3 in Markdown")
     s.add_argument("--html", help="output: Table 3 in HTML")

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from verbeval.agreement.scores.registry import CUTOFF_METRICS, HEADLINE, LABELS, NAMES, headline_rows, label_list
-from verbeval.core.config import schema_default
+from verbeval.agreement.steps import PLOT_CUTOFFS, PLOT_LEMMAS
 from verbeval.core.errors import VerbevalError
 
 #: the label of every metric a figure shows: the headline metrics' (the registry's), then the others
@@ -101,8 +101,8 @@ CURVE_COLUMNS = (
 #: metrics that are a counted probability mass (0, never NaN, where no lemma counts)
 COUNTED_MASSES = ("prob_counted", "prob_counted_forms")
 
-#: estimates averaged over fewer contexts are marked low_n: the default of ``agreement.figures.min_contexts``
-DEFAULT_MIN_CONTEXTS: int = schema_default("agreement.figures.min_contexts")
+#: estimates averaged over fewer contexts are marked low_n: the schema's default (``plot-cutoffs --min-contexts``)
+DEFAULT_MIN_CONTEXTS: int = PLOT_CUTOFFS.default("min_contexts")
 
 
 def contexts_averaged(curves: pd.DataFrame) -> np.ndarray:
@@ -315,13 +315,15 @@ LEMMA_ACCURACY_COLUMNS = (
 )
 
 
-def lemma_accuracy(stats: pd.DataFrame, models: Sequence[str], n_bins: int = 10) -> pd.DataFrame:
+def lemma_accuracy(stats: pd.DataFrame, models: Sequence[str], n_bins: int | None = None) -> pd.DataFrame:
     """Per-lemma accuracy against mean log10 probability, one row per (model, lemma).
 
     ``bin``: the lemma's quantile bin of ``mean_log10_prob`` within its model (0 = least probable,
-    up to ``n_bins`` equal-count bins); ``bin_log10_prob`` / ``bin_accuracy``: the bin's mean x and
-    mean accuracy (the trend line of the figure).
+    up to ``n_bins`` equal-count bins; None: the schema's, ``plot-lemmas --bins``); ``bin_log10_prob``
+    / ``bin_accuracy``: the bin's mean x and mean accuracy (the trend line of the figure).
     """
+    if n_bins is None:
+        n_bins = int(PLOT_LEMMAS.default("bins"))
     missing = [m for m in models if m not in set(stats["model"])]
     if missing:
         raise VerbevalError(f"no lemma statistics for model(s) {missing}")

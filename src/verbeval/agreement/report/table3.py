@@ -37,14 +37,18 @@ def _norm(text: str) -> str:
 def table3_groups(
     groups: Sequence[str],
     contexts: Sequence[Mapping[str, str]] | None = None,
-    default_groups: Sequence[str] = ("obj_rel_within", "obj_rel_across"),
+    default_groups: Sequence[str] | None = None,
 ) -> list[str]:
     """The groups Table 3 draws its contexts from (and whose shards it reads): those of the explicit
-    ``contexts``; otherwise the ``default_groups`` that were run (``groups``), or, when none was,
-    the first group that was."""
+    ``contexts``; otherwise the ``default_groups`` (None: the schema's, ``topk-table
+    --default-groups``) that were run (``groups``), or, when none was, the first group that was."""
     run = list(groups)
     if contexts:
         return list(dict.fromkeys(str(c.get("group")) for c in contexts))
+    if default_groups is None:
+        from verbeval.agreement.steps import TOPK_TABLE
+
+        default_groups = TOPK_TABLE.default("default_groups")
     return [g for g in default_groups if g in run] or run[:1]
 
 
@@ -52,15 +56,16 @@ def select_rows(
     templates: pd.DataFrame,
     groups: Sequence[str],
     contexts: Sequence[Mapping[str, str]] | None = None,
-    default_groups: Sequence[str] = ("obj_rel_within", "obj_rel_across"),
-    per_label: int = 1,
+    default_groups: Sequence[str] | None = None,
+    per_label: int | None = None,
 ) -> pd.DataFrame:
     """The template rows whose contexts go into Table 3.
 
     ``contexts``: explicit ``{group, left[, right]}`` entries; each selects the first row of
     ``group`` (in template order) whose left (and right, when given) context matches, ignoring case
     and repeated whitespace. Without explicit entries: the first ``per_label`` singular and plural
-    rows of each of ``default_groups`` that was run (``groups``); when none of them was run, of
+    rows of each of ``default_groups`` (None: the schema's, as ``per_label``: ``topk-table
+    --default-groups``, ``--per-label``) that was run (``groups``); when none of them was run, of
     the first group that was.
 
     Returns the rows (all template columns) plus ``row`` (position within the group's rows, as in
@@ -68,6 +73,10 @@ def select_rows(
     """
     run = list(groups)
     picked: list[pd.DataFrame] = []
+    if per_label is None:
+        from verbeval.agreement.steps import TOPK_TABLE
+
+        per_label = int(TOPK_TABLE.default("per_label"))
 
     def group_rows(g: str) -> pd.DataFrame:
         sub = templates[templates["group"] == g].reset_index(drop=True)
