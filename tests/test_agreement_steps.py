@@ -90,7 +90,7 @@ def _rule_blocks() -> dict[str, str]:
 def test_a_declared_rule_has_no_config_line_and_keeps_its_dvc_params(rule: str) -> None:
     block = _rule_blocks()[rule]
     assert "Config:" not in block
-    keys = rule_config_keys(rule, None)
+    keys = rule_config_keys(rule)
     assert set(keys) == OLD_CONFIG_KEYS[rule] and len(keys) == len(set(keys))
     step = next(s for s in steps.STEPS if rule in s.rules)
     if step.settings:  # the rule runs the declared options, none written by hand

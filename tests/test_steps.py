@@ -168,10 +168,10 @@ def test_a_queue_rule_has_the_keys_of_every_step_it_runs() -> None:
     from verbeval.workflow.dvc_yaml import rule_config_keys
     from verbeval.workflow.steps import queue_config_keys
 
-    keys = rule_config_keys("queue_12", None)
+    keys = rule_config_keys("queue_12")
     assert keys == queue_config_keys()
     assert {"models", "inference", "agreement.top_cutoffs", "agreement.bootstrap.seed", "simverb.source"} <= set(keys)
     assert "inference.top_k" not in keys and len(keys) == len(set(keys))
-    with pytest.raises(VerbevalError, match="rule 'queue_x' declares no configuration keys"):
-        rule_config_keys("queue_x", None)
+    with pytest.raises(VerbevalError, match="rule 'queue_x' runs no declared step"):
+        rule_config_keys("queue_x")
     assert distinct_keys(["a", "a.b", "c", "a", "ab"]) == ("a", "c", "ab")

@@ -67,7 +67,7 @@ def test_a_studys_rules_take_their_keys_and_settings_from_its_steps(study: str) 
         text = blocks[rule]
         assert "Config:" not in text, rule
         assert [s.option for s in steps[rule].settings if f"{s.option} " in text] == [], rule
-        keys = rule_config_keys(rule, None)
+        keys = rule_config_keys(rule)
         assert set(keys) == old and len(keys) == len(old), rule
         if steps[rule].settings and rule not in steps[rule].bare_rules:
             assert "settings=PLAN.settings(" in text and "{params.settings}" in text, rule

@@ -48,7 +48,7 @@ def test_rule_runs_its_declared_step_with_the_old_dvc_params(rule: str) -> None:
     step = declared_step(command)
     assert rule in step.rules
     assert [s.option for s in step.settings if s.option in text] == []  # the plan's settings, not a copy
-    params = rule_config_keys(rule, None)
+    params = rule_config_keys(rule)
     assert set(params) == keys and len(params) == len(keys)
 
 

@@ -1,8 +1,8 @@
 # Shared set-up: the plan (verbeval.workflow.plan: models, groups, sources, paths and options, built
 # from the validated config) and Snakemake's hooks (verbeval.workflow.snakemake: configuration
 # errors, start checks, failure summary). The other rule files use only PLAN and Snakemake's names.
-# The docstring of each rule's definition ends with `Config: KEY, ...` (or `Config: none`), naming
-# the configuration keys it reads: its stages' DVC params (verbeval.workflow.dvc_yaml; `snakemake --list-rules`).
+# Each rule runs one declared step (verbeval.<study>.steps): its settings, options and the configuration
+# keys it reads (its stages' DVC params, verbeval.workflow.dvc_yaml) are declared there, once.
 import sys
 
 from verbeval.core.console import install_short_job_info

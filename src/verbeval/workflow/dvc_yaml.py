@@ -3,9 +3,8 @@
 The Snakefile is the only description of the DAG. :func:`workflow_jobs` asks Snakemake for every
 job of a configuration (as ``snakemake --forceall -n`` would run them); :func:`dvc_pipeline` turns
 each job into a DVC stage with the *same* shell command, its inputs as ``deps``, its outputs as
-``outs`` (or ``metrics``/``plots``), and the configuration keys the rule reads as ``params``: a
-rule that runs a declared step (``verbeval.<study>.steps``) has its step's keys, every other
-rule declares them in its docstring, beside its definition (:func:`rule_config_keys`).
+``outs`` (or ``metrics``/``plots``), and the configuration keys the rule reads as ``params``: those
+of the step it runs, declared once (``verbeval.<study>.steps``; :func:`rule_config_keys`).
 ``verbeval dvc-yaml --check`` fails when a committed ``dvc.yaml`` differs from what the workflow
 generates.
 """
@@ -25,33 +24,20 @@ import yaml
 from verbeval.agreement.engine.shardstore import MANIFEST_NAME
 from verbeval.core.errors import VerbevalError
 
-#: the docstring line of a rule (workflow/rules/*.smk) that names the configuration keys it reads
-#: (its stages' DVC ``params``): ``Config: KEY, KEY...`` (dotted keys, lines may wrap) or ``Config: none``
-CONFIG_LINE = "Config:"
 
-
-def rule_config_keys(rule: str, docstring: str | None) -> tuple[str, ...]:
-    """The configuration keys of ``rule``: its step's (:meth:`verbeval.core.steps.Step.config_keys`)
-    when it runs a declared step, else those its docstring declares (:data:`CONFIG_LINE`, the
-    docstring's last part); :class:`VerbevalError` when it declares none, or declares them twice."""
+def rule_config_keys(rule: str) -> tuple[str, ...]:
+    """The configuration keys of ``rule`` (its stages' DVC ``params``): those of the step it runs
+    (:meth:`verbeval.core.steps.Step.config_keys`, :func:`verbeval.workflow.steps.rule_step_keys`);
+    :class:`VerbevalError` for a rule that runs no declared step."""
     from verbeval.workflow.steps import rule_step_keys
 
-    step_keys = rule_step_keys(rule)
-    if step_keys is not None:
-        if CONFIG_LINE in (docstring or ""):
-            raise VerbevalError(
-                f"rule {rule!r} declares its configuration keys twice: in its step "
-                f"(verbeval.<study>.steps) and in its docstring's '{CONFIG_LINE}' line (workflow/rules/*.smk)"
-            )
-        return step_keys
-    head, found, keys = (docstring or "").partition(CONFIG_LINE)
-    if not found or CONFIG_LINE in keys or (head and not head.rstrip(" ").endswith("\n")):
+    keys = rule_step_keys(rule)
+    if keys is None:
         raise VerbevalError(
-            f"rule {rule!r} declares no configuration keys: its docstring (workflow/rules/*.smk) "
-            f"must end with one line '{CONFIG_LINE} KEY, ...' (or '{CONFIG_LINE} none')"
+            f"rule {rule!r} runs no declared step: name it in the rules of its step (verbeval.<study>.steps: "
+            f"Step(command, settings, keys, rules=(..., {rule!r})))"
         )
-    names = tuple(k for k in re.split(r"[,\s]+", keys) if k)
-    return () if names == ("none",) else names
+    return keys
 
 
 #: the rule whose outputs are the DVC metrics: Table 2 as one ``{tse, ew, mw}`` file per model and
@@ -135,7 +121,7 @@ def workflow_jobs(snakefile: Path, configfiles: Sequence[Path], workdir: Path) -
                     param_keys=((str(wf.config["manifest"]), f"sources.{j.wildcards['name']}.sha256"),)
                     if j.rule.name in MANIFEST_ENTRY_RULES
                     else (),
-                    config_keys=rule_config_keys(j.rule.name, j.rule.docstring) if j.shellcmd else (),
+                    config_keys=rule_config_keys(j.rule.name) if j.shellcmd else (),
                 )
                 for j in dag.jobs
             ]
