@@ -573,9 +573,9 @@ def test_workflow_part_plans_the_agreement_jobs(tmp_path: Path, monkeypatch: pyt
     assert stats.pop("fetch") > 0
     assert stats == {"lexicon": 1, "templates": 1, "lemmas": 2, "infer": 2, "aggregate": 2, "table2": 1}
     assert all(str(models[n]) in " ".join(dry.commands("lemmas")) for n in models)
-    assert all("--device cpu" in c and "--threads 1" in c for c in dry.commands("infer"))
+    assert all("--device=cpu" in c and "--threads 1" in c for c in dry.commands("infer"))
     assert all("--resamples=200" in c for c in dry.commands("aggregate"))
-    assert "--max-rows-per-source 40" in dry.commands("templates")[0]
+    assert "--max-rows-per-source=40" in dry.commands("templates")[0]
     written = {Path(o).resolve() for j in dry.jobs for o in j["outputs"]}
     assert {out.manifests[n].resolve() for n in models} <= written
     assert out.templates.resolve() in written and out.lexicon.resolve() in written

@@ -485,9 +485,9 @@ def test_three_local_checkpoints_dag(tmp_path: Path) -> None:
     assert " --models tiny@ckpt-1000 " in models, models
     [figure] = run.of("figure_checkpoints")
     assert (
-        "--checkpoint tiny tiny@ckpt-0 0 --checkpoint tiny tiny@ckpt-100 100 "
-        "--checkpoint tiny tiny@ckpt-1000 1000 --log-x"
+        "--checkpoint tiny tiny@ckpt-0 0 --checkpoint tiny tiny@ckpt-100 100 --checkpoint tiny tiny@ckpt-1000 1000 "
     ) in figure["cmd"]
+    assert " --log-x " in figure["cmd"]
     assert f"{tmp_path}/results/agreement/figures/checkpoints.png" in figure["outputs"]
     # the DVC pipeline of the same config: one stage for the sweep's queue
     from verbeval.workflow.dvc_yaml import dvc_pipeline, workflow_jobs
