@@ -758,3 +758,48 @@ def test_index_by_words_seen(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
     [plot] = acquisition_plot_definitions({"g_a": "dvc/g_a.csv"}, ["toy tse"], "words seen")
     assert plot["acquisition/g_a"]["x_label"] == "words seen"
+
+
+def _best_segmentation(v: np.ndarray, x: np.ndarray, pen: float, min_size: int = 3) -> tuple[list[int], float]:
+    """Every segmentation enumerated (segments of at least min_size points), each segment's cost the
+    residual sum of squares of its least-squares line by numpy: the penalised optimum, without ruptures."""
+    import itertools
+
+    def rss(a: int, b: int) -> float:
+        design = np.column_stack([x[a:b], np.ones(b - a)])
+        coef = np.linalg.lstsq(design, v[a:b], rcond=None)[0]
+        return float(((v[a:b] - design @ coef) ** 2).sum())
+
+    t, best = len(v), ([], float("inf"))
+    for k in range(t // min_size):
+        for cuts in itertools.combinations(range(min_size, t - min_size + 1), k):
+            b = [0, *cuts, t]
+            if all(b[i + 1] - b[i] >= min_size for i in range(k + 1)):
+                total = sum(rss(b[i], b[i + 1]) for i in range(k + 1)) + k * pen
+                if total < best[1]:
+                    best = (list(cuts), total)
+    return best
+
+
+def test_changepoints_are_the_exact_penalised_optimum_where_pelt_misses_it() -> None:
+    """A curve where ruptures' PELT (pruned) cuts after 3 points, while the documented objective is
+    lowest for the cut after 4 (0.01327 against PELT's higher total): the search finds the optimum that
+    every segmentation enumerated finds; so it does on random sigmoid curves."""
+    import ruptures
+
+    v = np.array([0.5296, 0.5049, 0.5317, 0.7022, 0.8603, 0.8851, 0.9299, 0.8712])
+    x = np.array([0.0, 0.30103, 0.750858, 1.200687, 1.650515, 2.100343, 2.550172, 3.0])
+    sigma2 = 0.02**2
+    cps, pen = changepoints(v, x, sigma2, 3.0)
+    assert pen == pytest.approx(3 * sigma2 * np.log(8))
+    best, total = _best_segmentation(v, x, pen)
+    assert cps == best == [4] and total == pytest.approx(0.0132652, abs=1e-6)
+    signal = np.column_stack([v, x, np.ones(8)])
+    assert ruptures.Pelt(model="linear", min_size=3, jump=1).fit(signal).predict(pen=pen)[:-1] == [3]
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        t = int(rng.integers(6, 12))
+        xs = np.log10(np.r_[1, np.geomspace(2, 1000, t - 1)])
+        vs = 0.5 + 0.4 / (1 + np.exp(-(xs - rng.uniform(0.5, 2.5)) * rng.uniform(1, 6))) + rng.normal(0, 0.02, t)
+        found, pen = changepoints(vs, xs, sigma2, 3.0)
+        assert found == _best_segmentation(vs, xs, pen)[0]

@@ -2,10 +2,13 @@
 
 A curve (values ``v_1..v_T`` at ascending steps, ``x_t = log10(step)`` with step 0 placed as in
 :func:`verbeval.acquisition.fit.step_positions`) is cut into segments, each a straight line
-in ``x`` (a plateau, a rise, ...), by penalised exact search: ``ruptures.Pelt`` with cost ``linear``
-(the residual sum of squares of each segment's least-squares line ``v = a + b x``), segments of at
-least :data:`MIN_SIZE` checkpoints, minimising cost + ``pen`` per changepoint with the BIC-like
-penalty ``pen = beta * sigma^2 * ln(T)``: ``beta`` is the configured ``changepoint_penalty`` (3: each
+in ``x`` (a plateau, a rise, ...), by penalised exact search: the segmentation, of segments of at
+least :data:`MIN_SIZE` checkpoints, that minimises the cost (cost ``linear``: the residual sum of
+squares of each segment's least-squares line ``v = a + b x``) plus ``pen`` per changepoint, over every
+segmentation. For each number of changepoints ``k`` the best cut is ``ruptures.Dynp``'s (an exact
+dynamic programme); the ``k`` with the lowest cost + ``k * pen`` wins, the fewer changepoints on a tie.
+(``ruptures.Pelt`` prunes candidates and, with segments of at least 3 points, can miss the best cut:
+``tests/test_acquisition.py`` holds a curve where it does.) The penalty is the BIC-like ``pen = beta * sigma^2 * ln(T)``: ``beta`` is the configured ``changepoint_penalty`` (3: each
 changepoint adds a location, an intercept and a slope, BIC's ``ln T`` per parameter in units of the
 noise variance) and ``sigma^2`` the noise variance of one value, the mean of
 ``((ci_high - ci_low) / (2 z))^2`` over the curve's bootstrap CIs (``z`` the normal quantile of the
@@ -76,9 +79,14 @@ def changepoints(values: np.ndarray, x: np.ndarray, sigma2: float, beta: float) 
     if t < 2 * MIN_SIZE or not np.isfinite(v).all():
         return [], float(pen)
     signal = np.column_stack([v, np.asarray(x, float), np.ones(t)])
-    algo = ruptures.Pelt(model="linear", min_size=MIN_SIZE, jump=1).fit(signal)
-    bkps = algo.predict(pen=pen)
-    return [int(b) for b in bkps[:-1]], float(pen)
+    algo = ruptures.Dynp(model="linear", min_size=MIN_SIZE, jump=1).fit(signal)
+    best, best_total = [t], algo.cost.sum_of_costs([t])
+    for k in range(1, t // MIN_SIZE):
+        bkps = algo.predict(n_bkps=k)
+        total = algo.cost.sum_of_costs(bkps) + k * pen
+        if total < best_total:
+            best, best_total = bkps, total
+    return [int(b) for b in best[:-1]], float(pen)
 
 
 def curve_changepoints(
