@@ -1,0 +1,209 @@
+"""Paired comparisons of two models (or two checkpoints) of one run: the same template rows and
+contexts, scored by both.
+
+Per group, with ``a`` the reference and ``b`` the model compared with it (differences are b - a):
+
+* **TSE**: McNemar's exact test on the rows where both models' forms are single tokens (both TSE
+  values defined). ``a_only`` counts the rows only ``a`` gets right, ``b_only`` those only ``b``
+  does; the two-sided p-value is the exact binomial one, ``min(1, 2 P(X <= min(a_only, b_only)))``
+  with ``X ~ Binomial(a_only + b_only, 1/2)`` (``scipy.stats.binomtest``); 1 when no row is
+  discordant. A row is correct when P(correct) > P(incorrect): a tie counts as wrong for both
+  (docs/metrics.md, "Ties").
+* **EW and MW** (top p = 1): the difference of the two group means, each NaN-ignoring over the
+  contexts as in the summaries, with a percentile CI from a paired bootstrap: the contexts resampled
+  jointly (one multinomial draw of counts for both models, the ``counts`` stream of
+  :mod:`verbeval.core.bootstrap` with the configured seed).
+
+Across the groups of one comparison, the TSE p-values are Holm-adjusted (``p_adjusted``) and the EW
+and MW intervals are Bonferroni-simultaneous (each at level ``1 - (1 - confidence) / groups``); the
+``correction`` column says which. ``significant``: adjusted p below ``1 - confidence`` (TSE), or an
+interval that excludes 0 (EW, MW).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from verbeval.core.bootstrap import bootstrap_statistic, percentile_ci
+
+#: the columns of ``comparisons.csv`` (one row per pair, group and metric)
+COMPARISON_COLUMNS = (
+    "model_a",
+    "model_b",
+    "group",
+    "metric",
+    "value_a",
+    "value_b",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "confidence",
+    "n",
+    "a_only",
+    "b_only",
+    "p_value",
+    "p_adjusted",
+    "significant",
+    "correction",
+)
+
+#: the per-context columns of EW and MW at top p = 1 (``scores.parquet``)
+CONTEXT_METRICS = {"ew": "ew_top@1", "mw": "mw_top@1"}
+
+
+@dataclass(frozen=True)
+class McNemar:
+    """McNemar's exact test of two paired binary outcomes."""
+
+    n: int  #: paired rows
+    a_only: int  #: rows only ``a`` gets right
+    b_only: int  #: rows only ``b`` gets right
+    p_value: float
+
+
+def mcnemar_exact(a_correct: np.ndarray, b_correct: np.ndarray) -> McNemar:
+    """McNemar's exact two-sided test of paired outcomes (module docstring)."""
+    from scipy.stats import binomtest
+
+    a = np.asarray(a_correct, dtype=bool)
+    b = np.asarray(b_correct, dtype=bool)
+    if a.shape != b.shape:
+        raise ValueError(f"paired outcomes of different lengths: {a.shape} and {b.shape}")
+    a_only, b_only = int((a & ~b).sum()), int((b & ~a).sum())
+    discordant = a_only + b_only
+    p = 1.0 if discordant == 0 else float(binomtest(min(a_only, b_only), discordant, 0.5).pvalue)
+    return McNemar(len(a), a_only, b_only, p)
+
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (NaN entries left out and kept NaN)."""
+    p = np.asarray(p_values, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    idx = np.flatnonzero(~np.isnan(p))
+    m = len(idx)
+    if m == 0:
+        return out
+    order = idx[np.argsort(p[idx], kind="stable")]
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def paired_mean_difference(
+    a: np.ndarray, b: np.ndarray, resamples: int, seed: int, confidence: float, block: int = 100
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``mean(b) - mean(a)`` per column of the paired ``[n, k]`` (or ``[n]``) values, each mean
+    NaN-ignoring, and its percentile CI over resamples of the rows drawn jointly for both:
+    ``(difference, ci_low, ci_high)``, each ``[k]``."""
+    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if va.ndim == 1:
+        va, vb = va[:, None], vb[:, None]
+    if va.shape != vb.shape:
+        raise ValueError(f"paired values of different shapes: {va.shape} and {vb.shape}")
+    n, k = va.shape
+    ok_a, ok_b = ~np.isnan(va), ~np.isnan(vb)
+    fa, fb = np.where(ok_a, va, 0.0), np.where(ok_b, vb, 0.0)
+    wa, wb = ok_a.astype(np.float64), ok_b.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        diff = fb.sum(0) / wb.sum(0) - fa.sum(0) / wa.sum(0)
+    if n == 0 or resamples <= 0:
+        nan = np.full(k, np.nan)
+        return diff, nan, nan.copy()
+
+    def differences(counts: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (counts @ fb) / (counts @ wb) - (counts @ fa) / (counts @ wa)
+
+    lo, hi = percentile_ci(bootstrap_statistic(differences, n, resamples, seed, block, "counts", k), confidence)
+    return diff, lo, hi
+
+
+def compare_groups(
+    model_a: str,
+    model_b: str,
+    row_tse: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]],
+    context_scores: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]],
+    *,
+    resamples: int,
+    seed: int,
+    confidence: float,
+) -> pd.DataFrame:
+    """The comparison rows (:data:`COMPARISON_COLUMNS`) of ``model_b`` against ``model_a``.
+
+    ``row_tse[group]``: both models' per-row TSE (``tse.parquet``: ``row``, ``tse``), paired on
+    ``row``; ``context_scores[group]``: both models' per-context scores (``scores.parquet``), paired
+    on ``context_id``. A group whose rows or contexts differ between the two is an error: they were
+    not scored on the same data."""
+    groups = list(row_tse)
+    alpha = 1.0 - confidence
+    simultaneous = 1.0 - alpha / max(len(groups), 1)
+    records: list[dict[str, object]] = []
+    for group in groups:
+        ta, tb = (t.set_index("row")["tse"] for t in row_tse[group])
+        if not ta.index.equals(tb.index):
+            raise ValueError(f"group {group!r}: {model_a} and {model_b} were scored on different template rows")
+        both = ta.notna().to_numpy() & tb.notna().to_numpy()
+        test = mcnemar_exact(ta.to_numpy()[both] == 1.0, tb.to_numpy()[both] == 1.0)
+        va, vb = (
+            ta.to_numpy()[both].mean() if both.any() else np.nan,
+            tb.to_numpy()[both].mean() if both.any() else np.nan,
+        )
+        records.append(
+            {
+                "group": group,
+                "metric": "tse",
+                "value_a": va,
+                "value_b": vb,
+                "difference": vb - va,
+                "ci_low": np.nan,
+                "ci_high": np.nan,
+                "confidence": np.nan,
+                "n": test.n,
+                "a_only": test.a_only,
+                "b_only": test.b_only,
+                "p_value": test.p_value if test.n else np.nan,
+            }
+        )
+        sa, sb = (s.set_index("context_id") for s in context_scores[group])
+        if not sa.index.equals(sb.index):
+            raise ValueError(f"group {group!r}: {model_a} and {model_b} were scored on different contexts")
+        cols = list(CONTEXT_METRICS.values())
+        diff, lo, hi = paired_mean_difference(sa[cols].to_numpy(), sb[cols].to_numpy(), resamples, seed, simultaneous)
+        for j, metric in enumerate(CONTEXT_METRICS):
+            col = CONTEXT_METRICS[metric]
+            records.append(
+                {
+                    "group": group,
+                    "metric": metric,
+                    "value_a": float(np.nanmean(sa[col])) if sa[col].notna().any() else np.nan,
+                    "value_b": float(np.nanmean(sb[col])) if sb[col].notna().any() else np.nan,
+                    "difference": diff[j],
+                    "ci_low": lo[j],
+                    "ci_high": hi[j],
+                    "confidence": simultaneous,
+                    "n": len(sa),
+                    "a_only": pd.NA,
+                    "b_only": pd.NA,
+                    "p_value": np.nan,
+                }
+            )
+    out = pd.DataFrame.from_records(records)
+    if out.empty:
+        return pd.DataFrame(columns=list(COMPARISON_COLUMNS))
+    out.insert(0, "model_b", model_b)
+    out.insert(0, "model_a", model_a)
+    is_tse = out["metric"] == "tse"
+    out["p_adjusted"] = np.nan
+    out.loc[is_tse, "p_adjusted"] = holm(out.loc[is_tse, "p_value"].to_numpy())
+    out["significant"] = np.where(is_tse, out["p_adjusted"] < alpha, (out["ci_low"] > 0) | (out["ci_high"] < 0)).astype(
+        bool
+    )
+    out["correction"] = np.where(is_tse, "holm", "bonferroni")
+    out[["a_only", "b_only"]] = out[["a_only", "b_only"]].astype("Int64")
+    return out[list(COMPARISON_COLUMNS)]
