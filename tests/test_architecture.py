@@ -108,8 +108,8 @@ AGREEMENT_CONCERNS = ("data", "engine", "scores", "report", "lexicon_modes", "ap
 #: the modules that may declare command-line options (``add_argument``): each study's ``cli``, the
 #: top-level commands, and core's option helpers (``cliutil``, ``steps``: a setting's option)
 OPTION_MODULES = re.compile(r"(^|/)cli(\.py|/)|^(model_run|model_queue)\.py$|^core/(cliutil|steps)\.py$")
-#: the modules that may draw (import matplotlib or seaborn)
-DRAWING_MODULES = re.compile(r"(^|/)(plots|report)\.py$")
+#: the modules that may draw (import matplotlib or seaborn): ``plots``, ``*_plots`` and ``report``
+DRAWING_MODULES = re.compile(r"(^|/|_)(plots|report)\.py$")
 
 
 def mixed_concerns(paths: list[Path], root: Path = PKG) -> list[str]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from verbeval.agreement.scores.precision import FRAGILE_ULPS, decision_counts, margin_ulps, tse_ties_correct
+from verbeval.agreement.scores.precision import decision_counts, margin_ulps, tse_ties_correct
+from verbeval.core.config import schema_default
 
 
 def test_margins_in_float32_spacings_ties_and_near_ties() -> None:
@@ -25,7 +26,7 @@ def test_margins_in_float32_spacings_ties_and_near_ties() -> None:
     assert m[4] == np.inf and m[5] == 0.0 and np.isnan(m[6])
     counts = decision_counts(ps, pp)
     assert counts == {"n": 6, "ties": 2, "fragile": 1}  # the 3-spacing pair; 100 > FRAGILE_ULPS
-    assert FRAGILE_ULPS == 16.0
+    assert schema_default("agreement.precision_audit.fragile_ulps") == 16.0
     assert decision_counts(ps, pp, threshold=101)["fragile"] == 2
 
 

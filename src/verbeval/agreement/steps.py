@@ -266,6 +266,30 @@ LEXICON_MODES_TABLE = Step(
     rules=("lexicon_modes_table",),
 )
 
+#: paired comparisons of the run's models (rule comparisons): McNemar's exact test per group for TSE,
+#: paired bootstrap differences for EW and MW (:mod:`verbeval.agreement.scores.paired`)
+COMPARE = Step(
+    "compare",
+    settings=BOOTSTRAP,
+    keys=("models", "agreement.groups", "agreement.custom_groups", "agreement.comparisons"),
+    rules=("comparisons",),
+)
+
+#: one model's ties and fragile decisions (rule precision_audit; :mod:`verbeval.agreement.scores.precision`)
+PRECISION_AUDIT = Step(
+    "precision-audit",
+    settings=(
+        Setting(
+            "agreement.precision_audit.fragile_ulps",
+            "--fragile-ulps",
+            float,
+            "a decision whose margin is below this many float32 spacings at its magnitude is fragile",
+        ),
+    ),
+    keys=("agreement.precision_audit.enabled",),
+    rules=("precision_audit",),
+)
+
 #: every step declared here
 STEPS: tuple[Step, ...] = (
     LEXICON,
@@ -286,4 +310,6 @@ STEPS: tuple[Step, ...] = (
     LEXICON_COMMON,
     LEXICON_MODES,
     LEXICON_MODES_TABLE,
+    COMPARE,
+    PRECISION_AUDIT,
 )

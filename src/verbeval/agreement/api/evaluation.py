@@ -92,6 +92,35 @@ class AgreementResult:
         pg = self.per_group
         return {f"{prefix}/{r.group}/{m}": float(getattr(r, m)) for r in pg.itertuples() for m in NAMES}
 
+    def compare(
+        self,
+        other: AgreementResult,
+        *,
+        resamples: int | None = None,
+        seed: int | None = None,
+        confidence: float | None = None,
+    ) -> pd.DataFrame:
+        """``other`` against this result on the same rows and contexts, per group: TSE by McNemar's
+        exact test, EW and MW (top p = 1) by a paired bootstrap, corrected across the groups
+        (:func:`verbeval.agreement.scores.paired.compare_groups`: the rows of ``comparisons.csv``,
+        differences ``other - self``). The bootstrap settings default to ``agreement.bootstrap``'s."""
+        from verbeval.agreement.scores.paired import compare_groups
+        from verbeval.agreement.steps import COMPARE
+
+        missing = sorted(set(self.row_tse) ^ set(other.row_tse))
+        if missing:
+            raise ValueError(f"{self.model} and {other.model} were not evaluated on the same groups: {missing}")
+        groups = list(self.row_tse)
+        return compare_groups(
+            self.model,
+            other.model,
+            {g: (self.row_tse[g], other.row_tse[g]) for g in groups},
+            {g: (self.context_scores[g], other.context_scores[g]) for g in groups},
+            resamples=COMPARE.default("resamples") if resamples is None else resamples,
+            seed=COMPARE.default("seed") if seed is None else seed,
+            confidence=COMPARE.default("confidence") if confidence is None else confidence,
+        )
+
     def to_files(self, out_dir: str | Path) -> dict[str, Path]:
         """Write ``summary.csv`` (summary_all.csv's columns and number format), ``table2.csv`` (Table
         2's) and ``lemma_contexts.parquet`` into ``out_dir``, each atomically; returns their paths."""

@@ -4,7 +4,8 @@ to its parser set-up (``register_<command>``).
 Holds: data (lexicon, templates, lemmas), inference (infer, and the model, batch and shard-store
 options and helpers that infer-forms and ``verbeval run-model`` share), aggregate (aggregate,
 lemma-stats), tables (table: Table 2; topk-table: Table 3), figures (plot-cutoffs, plot-models,
-plot-checkpoints, plot-lemmas), dvc_views (dvc-metrics, dvc-plot-data, dvc-acquisition-plots),
+plot-checkpoints, plot-lemmas), comparisons (compare: paired comparisons of models),
+precision (precision-audit: ties and fragile decisions), dvc_views (dvc-metrics, dvc-plot-data, dvc-acquisition-plots),
 lexicon_modes (lexicon-forms to lexicon-modes-table) and common (shard paths from manifests, a run's groups).
 
 May import: ``verbeval.core`` and the agreement study (part of it).
@@ -15,7 +16,17 @@ May import: ``verbeval.core`` and the agreement study (part of it).
 
 from __future__ import annotations
 
-from verbeval.agreement.cli import aggregate, data, dvc_views, figures, inference, lexicon_modes, tables
+from verbeval.agreement.cli import (
+    aggregate,
+    comparisons,
+    data,
+    dvc_views,
+    figures,
+    inference,
+    lexicon_modes,
+    precision,
+    tables,
+)
 from verbeval.core.cliutil import Add
 
 
@@ -33,6 +44,8 @@ def register(add: Add) -> None:
     figures.register_plot_checkpoints(add)
     figures.register_plot_lemmas(add)
     tables.register_topk_table(add)
+    comparisons.register_compare(add)
+    precision.register_precision_audit(add)
 
 
 def register_dvc_views(add: Add) -> None:

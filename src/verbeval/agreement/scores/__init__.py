@@ -1,6 +1,7 @@
 """The agreement scores: registry (the headline metrics TSE, EW and MW, one entry each: name, label,
 columns, compute function, plotting; every table, figure and view reads it), metrics (TSE, EW and MW
 from the form statistics, numpy only), aggregate (per-context scores, per-group summaries with
-bootstrap CIs), lemma_diagnostics (per-lemma statistics, the worst lemmas) and lemma_contexts (per
-(group, lemma) the contexts where the correct form wins).
+bootstrap CIs), lemma_diagnostics (per-lemma statistics, the worst lemmas), lemma_contexts (per
+(group, lemma) the contexts where the correct form wins), paired (paired comparisons of two models:
+McNemar's exact test, paired bootstrap differences, Holm) and precision (ties and fragile decisions).
 """

@@ -10,9 +10,13 @@ Per group, with ``a`` the reference and ``b`` the model compared with it (differ
   discordant. A row is correct when P(correct) > P(incorrect): a tie counts as wrong for both
   (docs/metrics.md, "Ties").
 * **EW and MW** (top p = 1): the difference of the two group means, each NaN-ignoring over the
-  contexts as in the summaries, with a percentile CI from a paired bootstrap: the contexts resampled
-  jointly (one multinomial draw of counts for both models, the ``counts`` stream of
-  :mod:`verbeval.core.bootstrap` with the configured seed).
+  contexts as in the summaries, with a percentile CI from a paired bootstrap (the ``counts`` stream of
+  :mod:`verbeval.core.bootstrap` with the configured seed, one draw for both models). Two models with
+  the same contexts (two of one kind: a sweep's revisions, a model in two dtypes) have their contexts
+  resampled jointly. A masked and a causal LM do not share contexts (a causal LM's context is the
+  prefix several template rows share): their template rows are resampled jointly, and each model's
+  mean weighs each of its contexts by the share of the context's rows drawn (every row drawn once:
+  the group mean of the summaries).
 
 Across the groups of one comparison, the TSE p-values are Holm-adjusted (``p_adjusted``) and the EW
 and MW intervals are Bonferroni-simultaneous (each at level ``1 - (1 - confidence) / groups``); the
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from verbeval.agreement.scores.registry import HEADLINE
 from verbeval.core.bootstrap import bootstrap_statistic, percentile_ci
 
 #: the columns of ``comparisons.csv`` (one row per pair, group and metric)
@@ -51,8 +56,8 @@ COMPARISON_COLUMNS = (
     "correction",
 )
 
-#: the per-context columns of EW and MW at top p = 1 (``scores.parquet``)
-CONTEXT_METRICS = {"ew": "ew_top@1", "mw": "mw_top@1"}
+#: the per-context columns of the headline metrics with cutoff curves (EW, MW) at top p = 1 (``scores.parquet``)
+CONTEXT_METRICS = {m.name: f"{m.name}_top@1" for m in HEADLINE if m.cutoff_curves}
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,56 @@ def paired_mean_difference(
     return diff, lo, hi
 
 
+def paired_row_difference(
+    a: np.ndarray,
+    a_context: np.ndarray,
+    b: np.ndarray,
+    b_context: np.ndarray,
+    resamples: int,
+    seed: int,
+    confidence: float,
+    block: int = 100,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """As :func:`paired_mean_difference` for two models whose contexts differ: ``a`` ``[contexts_a, k]``
+    and ``b`` ``[contexts_b, k]`` per-context values, ``a_context`` / ``b_context`` the index of each
+    template row's context (``[rows]``, paired by row). The rows are resampled; a context's weight is
+    the share of its rows drawn (module docstring)."""
+    from scipy import sparse
+
+    rows = len(a_context)
+    if len(b_context) != rows:
+        raise ValueError(f"paired rows of different lengths: {rows} and {len(b_context)}")
+
+    def weights(index: np.ndarray, n_contexts: int) -> sparse.csr_matrix:
+        per_context = np.bincount(index, minlength=n_contexts).astype(np.float64)
+        return sparse.csr_matrix((1.0 / per_context[index], (np.arange(rows), index)), shape=(rows, n_contexts))
+
+    va, vb = (np.asarray(v, dtype=np.float64) for v in (a, b))
+    va, vb = (v[:, None] if v.ndim == 1 else v for v in (va, vb))
+    sides = []
+    for v, index in ((va, np.asarray(a_context)), (vb, np.asarray(b_context))):
+        ok = ~np.isnan(v)
+        sides.append((weights(index, len(v)), np.where(ok, v, 0.0), ok.astype(np.float64)))
+
+    def means(counts: np.ndarray, side: tuple[sparse.csr_matrix, np.ndarray, np.ndarray]) -> np.ndarray:
+        m, filled, valid = side
+        w = np.asarray((m.T @ counts.T).T)  # [b, contexts]: the share of each context's rows drawn
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (w @ filled) / (w @ valid)
+
+    diff = means(np.ones((1, rows)), sides[1])[0] - means(np.ones((1, rows)), sides[0])[0]
+    if rows == 0 or resamples <= 0:
+        nan = np.full(va.shape[1], np.nan)
+        return diff, nan, nan.copy()
+
+    def differences(counts: np.ndarray) -> np.ndarray:
+        return means(counts, sides[1]) - means(counts, sides[0])
+
+    stats = bootstrap_statistic(differences, rows, resamples, seed, block, "counts", va.shape[1])
+    lo, hi = percentile_ci(stats, confidence)
+    return diff, lo, hi
+
+
 def compare_groups(
     model_a: str,
     model_b: str,
@@ -136,10 +191,11 @@ def compare_groups(
 ) -> pd.DataFrame:
     """The comparison rows (:data:`COMPARISON_COLUMNS`) of ``model_b`` against ``model_a``.
 
-    ``row_tse[group]``: both models' per-row TSE (``tse.parquet``: ``row``, ``tse``), paired on
-    ``row``; ``context_scores[group]``: both models' per-context scores (``scores.parquet``), paired
-    on ``context_id``. A group whose rows or contexts differ between the two is an error: they were
-    not scored on the same data."""
+    ``row_tse[group]``: both models' per-row TSE (``tse.parquet``: ``row``, ``context_id``, ``tse``),
+    paired on ``row``; ``context_scores[group]``: both models' per-context scores (``scores.parquet``),
+    paired on ``context_id`` when both have the same contexts, else through their rows (module
+    docstring; ``n`` counts the unit resampled). A group whose template rows differ between the two
+    is an error: they were not scored on the same data."""
     groups = list(row_tse)
     alpha = 1.0 - confidence
     simultaneous = 1.0 - alpha / max(len(groups), 1)
@@ -171,10 +227,24 @@ def compare_groups(
             }
         )
         sa, sb = (s.set_index("context_id") for s in context_scores[group])
-        if not sa.index.equals(sb.index):
-            raise ValueError(f"group {group!r}: {model_a} and {model_b} were scored on different contexts")
         cols = list(CONTEXT_METRICS.values())
-        diff, lo, hi = paired_mean_difference(sa[cols].to_numpy(), sb[cols].to_numpy(), resamples, seed, simultaneous)
+        if sa.index.equals(sb.index):
+            unit = len(sa)
+            diff, lo, hi = paired_mean_difference(
+                sa[cols].to_numpy(), sb[cols].to_numpy(), resamples, seed, simultaneous
+            )
+        else:  # different contexts (a masked and a causal LM): paired by template row
+            ra, rb = (t.set_index("row")["context_id"] for t in row_tse[group])
+            unit = len(ra)
+            diff, lo, hi = paired_row_difference(
+                sa[cols].to_numpy(),
+                sa.index.get_indexer(ra.to_numpy()),
+                sb[cols].to_numpy(),
+                sb.index.get_indexer(rb.to_numpy()),
+                resamples,
+                seed,
+                simultaneous,
+            )
         for j, metric in enumerate(CONTEXT_METRICS):
             col = CONTEXT_METRICS[metric]
             records.append(
@@ -187,7 +257,7 @@ def compare_groups(
                     "ci_low": lo[j],
                     "ci_high": hi[j],
                     "confidence": simultaneous,
-                    "n": len(sa),
+                    "n": unit,
                     "a_only": pd.NA,
                     "b_only": pd.NA,
                     "p_value": np.nan,

@@ -10,17 +10,37 @@ Its **margin** is ``|ln P(sing) - ln P(plur)|`` (the difference of the two logit
 normaliser cancels) in units of float32 rounding at that magnitude: ``np.spacing(float32(m))`` with
 ``m = max(|ln P(sing)|, |ln P(plur)|)``, the spacing of float32 numbers there (the forward pass's
 logits and the stored probabilities are float32). A decision is **fragile** when its margin is below
-``threshold`` units (:data:`FRAGILE_ULPS`, ``agreement.precision_audit.fragile_ulps``) and it is no
-tie: rounding the same forward pass differently (another kernel, batch size or device) could flip it.
+``threshold`` units (``agreement.precision_audit.fragile_ulps``, 16 by default) and it is no tie: rounding the same forward pass differently (another kernel, batch size or device) could flip it.
 A pair whose two probabilities are both 0 (underflow) is a tie.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-#: the default margin, in float32 spacings, below which a decision is fragile
-FRAGILE_ULPS = 16.0
+import numpy as np
+import pandas as pd
+
+#: the columns of ``precision_audit.csv``: per group and metric (a Table 2 cell) its decisions, ties
+#: and fragile decisions; ``value`` as verbeval scores it, ``value_ties_correct`` with ties right
+AUDIT_COLUMNS = (
+    "model",
+    "group",
+    "metric",
+    "decisions",
+    "ties",
+    "fragile",
+    "fragile_ulps",
+    "value",
+    "value_ties_correct",
+)
+
+
+def _threshold(threshold: float | None) -> float:
+    from verbeval.agreement.steps import PRECISION_AUDIT
+
+    return float(PRECISION_AUDIT.default("fragile_ulps") if threshold is None else threshold)
 
 
 def margin_ulps(p_sing: np.ndarray, p_plur: np.ndarray) -> np.ndarray:
@@ -40,9 +60,10 @@ def margin_ulps(p_sing: np.ndarray, p_plur: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(ps) | np.isnan(pp), np.nan, out)
 
 
-def decision_counts(p_sing: np.ndarray, p_plur: np.ndarray, threshold: float = FRAGILE_ULPS) -> dict[str, int]:
+def decision_counts(p_sing: np.ndarray, p_plur: np.ndarray, threshold: float | None = None) -> dict[str, int]:
     """``n`` decisions (pairs without NaN), ``ties`` and ``fragile`` (margin below ``threshold``
-    spacings, ties left out) of the paired probabilities."""
+    spacings, ties left out; default ``agreement.precision_audit.fragile_ulps``) of the paired probabilities."""
+    threshold = _threshold(threshold)
     m = margin_ulps(p_sing, p_plur)
     valid = ~np.isnan(m)
     ties = valid & (np.asarray(p_sing, np.float64) == np.asarray(p_plur, np.float64))
@@ -59,3 +80,63 @@ def tse_ties_correct(tse: np.ndarray, p_sing: np.ndarray, p_plur: np.ndarray) ->
         return float("nan")
     tie = np.asarray(p_sing, np.float64) == np.asarray(p_plur, np.float64)
     return float(np.where(tie, 1.0, t)[valid].mean())
+
+
+def audit_model(
+    model: str,
+    row_tse: Mapping[str, pd.DataFrame],
+    shards: Mapping[str, Sequence[str | Path]],
+    n_lemmas: int,
+    threshold: float | None = None,
+) -> pd.DataFrame:
+    """The audit rows (:data:`AUDIT_COLUMNS`) of one model: per group, its TSE decisions (``row_tse``:
+    ``tse.parquet``'s ``tse``, ``p_sing``, ``p_plur``) and its per-lemma EW decisions at top p = 1
+    (every context and eligible lemma of the group's ``shards``, their stored probabilities)."""
+    import pyarrow.parquet as pq
+
+    from verbeval.agreement.engine.shards import fixed_list_values
+
+    threshold = _threshold(threshold)
+    records = []
+    for group, t in row_tse.items():
+        ps, pp, tse = (t[c].to_numpy(np.float64) for c in ("p_sing", "p_plur", "tse"))
+        valid = ~np.isnan(tse)
+        counts = decision_counts(ps[valid], pp[valid], threshold)
+        value = float(tse[valid].mean()) if valid.any() else float("nan")
+        records.append(
+            {
+                "group": group,
+                "metric": "tse",
+                **_renamed(counts),
+                "value": value,
+                "value_ties_correct": tse_ties_correct(tse, ps, pp),
+            }  # fmt: skip
+        )
+        right_n = ties_n = fragile_n = n = 0
+        for path in shards.get(group, ()):
+            table = pq.read_table(path, columns=["plural", "prob"])
+            prob = fixed_list_values(table["prob"], 2 * n_lemmas, np.float32).reshape(table.num_rows, n_lemmas, 2)
+            plural = table["plural"].to_numpy(zero_copy_only=False).astype(bool)[:, None]
+            p_sing, p_plur = prob[..., 0].astype(np.float64), prob[..., 1].astype(np.float64)
+            c = decision_counts(p_sing, p_plur, threshold)
+            n, ties_n, fragile_n = n + c["n"], ties_n + c["ties"], fragile_n + c["fragile"]
+            right_n += int(np.where(plural, p_plur > p_sing, p_sing > p_plur).sum())
+        records.append(
+            {
+                "group": group,
+                "metric": "ew",
+                "decisions": n,
+                "ties": ties_n,
+                "fragile": fragile_n,
+                "value": right_n / n if n else float("nan"),
+                "value_ties_correct": (right_n + ties_n) / n if n else float("nan"),
+            }  # fmt: skip
+        )
+    out = pd.DataFrame.from_records(records)
+    out.insert(0, "model", model)
+    out["fragile_ulps"] = threshold
+    return out[list(AUDIT_COLUMNS)]
+
+
+def _renamed(counts: Mapping[str, int]) -> dict[str, int]:
+    return {"decisions": counts["n"], "ties": counts["ties"], "fragile": counts["fragile"]}

@@ -1,0 +1,74 @@
+"""``compare``: paired comparisons of a run's models from their aggregates (comparisons.csv,
+first_gains.csv, the forest figure)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from verbeval.agreement.steps import COMPARE
+from verbeval.core.cliutil import Add, split_pair
+from verbeval.core.errors import VerbevalError
+
+log = logging.getLogger("verbeval")
+
+
+def parse_pair(item: str) -> tuple[str, str, str]:
+    """``KIND=A,B`` of ``--pair`` -> ``(kind, a, b)``."""
+    from verbeval.agreement.report.comparisons import PAIR_KINDS
+
+    kind, models = split_pair(item, "--pair", "A,B")
+    a, sep, b = models.partition(",")
+    if kind not in PAIR_KINDS or not sep or not a or not b or "," in b:
+        raise VerbevalError(f"--pair {item!r}: expected KIND=A,B with KIND one of {', '.join(PAIR_KINDS)}")
+    return kind, a, b
+
+
+def cmd_compare(a: argparse.Namespace) -> None:
+    from verbeval.agreement.report.comparisons import comparisons, first_gains
+    from verbeval.agreement.report.forest_plots import forest_figure
+    from verbeval.core.io import write_csv
+
+    dirs = dict(split_pair(r, "--results", "DIR") for r in a.results)
+    pairs = [parse_pair(p) for p in a.pair]
+    unknown = sorted({m for _, x, y in pairs for m in (x, y)} - set(dirs))
+    if unknown:
+        raise VerbevalError(f"--pair names models without --results: {', '.join(unknown)}")
+    groups = [g for g in a.groups.split(",") if g]
+    rows = comparisons(pairs, dirs, groups, resamples=a.resamples, seed=a.seed, confidence=a.confidence)
+    write_csv(rows, a.csv, float_format="%.10g")
+    write_csv(first_gains(rows), a.first_gains, float_format="%.10g")
+    random = [m for m in (a.random_models or "").split(",") if m]
+    forest_figure(rows, a.figure, random=random)
+    log.info("%d pairs x %d groups -> %s", len(pairs), len(groups), a.csv)
+
+
+def register_compare(add: Add) -> None:
+    s = add(
+        "compare",
+        cmd_compare,
+        "paired comparisons of models on the same rows and contexts: TSE by McNemar's exact test, EW and MW "
+        "by a paired bootstrap, corrected across groups",
+        "Reads each model's tse.parquet and scores.parquet (verbeval aggregate). docs/metrics.md, "
+        "'Paired comparisons'. Run by the rule comparisons.",
+    )
+    s.add_argument(
+        "--results",
+        action="append",
+        required=True,
+        metavar="NAME=DIR",
+        help="a model's aggregate folder (<DIR>/<group>/tse.parquet, scores.parquet); repeatable",
+    )
+    s.add_argument("--groups", required=True, help="comma-separated groups to compare")
+    s.add_argument(
+        "--pair",
+        action="append",
+        default=[],
+        metavar="KIND=A,B",
+        help="B compared with A (differences B - A); KIND: configured, against_first or consecutive; repeatable",
+    )
+    COMPARE.add_options(s)
+    s.add_argument("--random-models", help="comma-separated randomly initialised models (labelled so in the figure)")
+    s.add_argument("--csv", required=True, help="output: comparisons.csv (one row per pair, group and metric)")
+    s.add_argument("--first-gains", required=True, help="output: first_gains.csv (a sweep's first significant gain)")
+    s.add_argument("--figure", nargs="+", required=True, help="output: the forest figure, one path per format")

@@ -1,0 +1,106 @@
+"""Paired comparisons of a run's models from their aggregates (``verbeval compare``): ``comparisons.csv``
+(:data:`verbeval.agreement.scores.paired.COMPARISON_COLUMNS` after ``kind``, one row per pair, group and
+metric) and, for a sweep's consecutive revisions, the first checkpoint that beats its predecessor
+significantly per group and metric (``first_gains.csv``).
+
+A pair's ``kind``: ``configured`` (``agreement.comparisons.pairs``), ``against_first`` (a model against
+the first of Table 2) or ``consecutive`` (a sweep's revision against the one before it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from verbeval.agreement.scores.paired import COMPARISON_COLUMNS, compare_groups
+from verbeval.core.errors import InputError
+
+#: the kinds of pair, in the order their rows are written
+PAIR_KINDS = ("configured", "against_first", "consecutive")
+FIRST_GAIN_COLUMNS = ("sweep", "group", "metric", "first_gain", "difference", "p_adjusted", "ci_low", "ci_high")
+
+
+def read_results(
+    model_dir: str | Path, groups: Sequence[str]
+) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
+    """One model's per-row TSE and per-context scores of each group (``<model_dir>/<group>/tse.parquet``
+    and ``scores.parquet``, written by ``verbeval aggregate``)."""
+    tse, scores = {}, {}
+    for g in groups:
+        for name, into, columns in (
+            ("tse.parquet", tse, ["row", "context_id", "tse"]),
+            ("scores.parquet", scores, None),
+        ):
+            path = Path(model_dir) / g / name
+            try:
+                into[g] = pd.read_parquet(path, columns=columns)
+            except (OSError, ValueError) as e:
+                raise InputError(
+                    path, f"not readable ({str(e).splitlines()[0]}): run `verbeval aggregate` first"
+                ) from None
+    return tse, scores
+
+
+def comparisons(
+    pairs: Sequence[tuple[str, str, str]],
+    model_dirs: Mapping[str, str | Path],
+    groups: Sequence[str],
+    *,
+    resamples: int,
+    seed: int,
+    confidence: float,
+) -> pd.DataFrame:
+    """The rows of every ``(kind, model_a, model_b)`` pair, in order (``kind`` first)."""
+    cache: dict[str, tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]] = {}
+    frames = []
+    for kind, a, b in pairs:
+        for m in (a, b):
+            if m not in cache:
+                cache[m] = read_results(model_dirs[m], groups)
+        rows = compare_groups(
+            a,
+            b,
+            {g: (cache[a][0][g], cache[b][0][g]) for g in groups},
+            {g: (cache[a][1][g], cache[b][1][g]) for g in groups},
+            resamples=resamples,
+            seed=seed,
+            confidence=confidence,
+        )
+        rows.insert(0, "kind", kind)
+        frames.append(rows)
+    if not frames:
+        return pd.DataFrame(columns=["kind", *COMPARISON_COLUMNS])
+    return pd.concat(frames, ignore_index=True)
+
+
+def first_gains(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per sweep (named by its first revision: ``model_a`` of its first consecutive pair), group and metric, the
+    first revision whose difference from its predecessor is significant and positive (empty
+    ``first_gain`` when none is)."""
+    c = rows[rows["kind"] == "consecutive"]
+    records = []
+    if c.empty:
+        return pd.DataFrame(columns=list(FIRST_GAIN_COLUMNS))
+    # a sweep is a chain of pairs: a pair starts a new chain when its model_a is no earlier pair's model_b
+    chain_of: dict[str, str] = {}
+    for a, b in dict.fromkeys(zip(c["model_a"], c["model_b"])):
+        chain_of[b] = chain_of.get(a, a)
+    c = c.assign(sweep=[chain_of[b] for b in c["model_b"]])
+    for (sweep, group, metric), d in c.groupby(["sweep", "group", "metric"], sort=False):
+        hit = d[d["significant"] & (d["difference"] > 0)]
+        first = hit.iloc[0] if len(hit) else None
+        records.append(
+            {
+                "sweep": sweep,
+                "group": group,
+                "metric": metric,
+                "first_gain": "" if first is None else first["model_b"],
+                "difference": float("nan") if first is None else first["difference"],
+                "p_adjusted": float("nan") if first is None else first["p_adjusted"],
+                "ci_low": float("nan") if first is None else first["ci_low"],
+                "ci_high": float("nan") if first is None else first["ci_high"],
+            }
+        )
+    return pd.DataFrame.from_records(records, columns=list(FIRST_GAIN_COLUMNS))
