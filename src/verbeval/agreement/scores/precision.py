@@ -140,3 +140,77 @@ def audit_model(
 
 def _renamed(counts: Mapping[str, int]) -> dict[str, int]:
     return {"decisions": counts["n"], "ties": counts["ties"], "fragile": counts["fragile"]}
+
+
+#: the columns of ``flips.csv``: each decision that another dtype's run decides the other way
+FLIP_COLUMNS = ("group", "metric", "row", "context_id", "lemma", "correct_reference", "correct_other", "margin_ulps")
+
+
+def _ew_decisions(path: str | Path, n_lemmas: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(context_id, correct [N, L], margin_ulps [N, L])`` of one shard's per-lemma EW decisions."""
+    import pyarrow.parquet as pq
+
+    from verbeval.agreement.engine.shards import fixed_list_values
+
+    table = pq.read_table(path, columns=["context_id", "plural", "prob"])
+    prob = fixed_list_values(table["prob"], 2 * n_lemmas, np.float32).reshape(table.num_rows, n_lemmas, 2)
+    plural = table["plural"].to_numpy(zero_copy_only=False).astype(bool)[:, None]
+    ps, pp = prob[..., 0].astype(np.float64), prob[..., 1].astype(np.float64)
+    correct = np.where(plural, pp > ps, ps > pp)
+    return table["context_id"].to_numpy(), correct, margin_ulps(ps, pp)
+
+
+def flip_set(
+    reference: tuple[Mapping[str, pd.DataFrame], Mapping[str, Sequence[str | Path]]],
+    other: tuple[Mapping[str, pd.DataFrame], Mapping[str, Sequence[str | Path]]],
+    lemmas: Sequence[str],
+) -> pd.DataFrame:
+    """Every decision the ``other`` run (the same model in another dtype) decides the other way than
+    the ``reference`` run: its TSE rows and per-lemma EW decisions (:data:`FLIP_COLUMNS`), each with
+    the reference's margin. Each run is ``(row_tse, shards)`` per group (``tse.parquet``; the group's
+    shards, in chunk order); the two must hold the same rows and contexts."""
+    records: list[dict[str, object]] = []
+    ref_tse, ref_shards = reference
+    oth_tse, oth_shards = other
+    for group, rt in ref_tse.items():
+        a, b = rt.set_index("row"), oth_tse[group].set_index("row")
+        if not a.index.equals(b.index):
+            raise ValueError(f"group {group!r}: the two runs hold different template rows")
+        both = a["tse"].notna() & b["tse"].notna()
+        flipped = both & (a["tse"] != b["tse"])
+        margins = margin_ulps(a["p_sing"].to_numpy(), a["p_plur"].to_numpy())
+        for row in np.flatnonzero(flipped.to_numpy()):
+            records.append(
+                {
+                    "group": group,
+                    "metric": "tse",
+                    "row": int(a.index[row]),
+                    "context_id": int(a["context_id"].iloc[row]),
+                    "lemma": "",
+                    "correct_reference": bool(a["tse"].iloc[row] == 1.0),
+                    "correct_other": bool(b["tse"].iloc[row] == 1.0),
+                    "margin_ulps": float(margins[row]),
+                }  # fmt: skip
+            )
+        pairs = list(zip(ref_shards.get(group, ()), oth_shards.get(group, ())))
+        if len(pairs) != len(ref_shards.get(group, ())) or len(pairs) != len(oth_shards.get(group, ())):
+            raise ValueError(f"group {group!r}: the two runs have different numbers of shards")
+        for ref_path, oth_path in pairs:
+            ctx, ok_ref, margin = _ew_decisions(ref_path, len(lemmas))
+            ctx_o, ok_oth, _ = _ew_decisions(oth_path, len(lemmas))
+            if not np.array_equal(ctx, ctx_o):
+                raise ValueError(f"{oth_path}: not the contexts of {ref_path}")
+            for i, j in zip(*np.nonzero(ok_ref != ok_oth)):
+                records.append(
+                    {
+                        "group": group,
+                        "metric": "ew",
+                        "row": -1,
+                        "context_id": int(ctx[i]),
+                        "lemma": lemmas[j],
+                        "correct_reference": bool(ok_ref[i, j]),
+                        "correct_other": bool(ok_oth[i, j]),
+                        "margin_ulps": float(margin[i, j]),
+                    }  # fmt: skip
+                )
+    return pd.DataFrame.from_records(records, columns=list(FLIP_COLUMNS))
