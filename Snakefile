@@ -31,6 +31,7 @@ include: "workflow/rules/models.smk"
 include: "workflow/rules/queues.smk"
 include: "workflow/rules/dvc_views.smk"
 include: "workflow/rules/acquisition.smk"
+include: "workflow/rules/comparisons.smk"
 
 
 rule all:

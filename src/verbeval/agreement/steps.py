@@ -271,7 +271,14 @@ LEXICON_MODES_TABLE = Step(
 COMPARE = Step(
     "compare",
     settings=BOOTSTRAP,
-    keys=("models", "agreement.groups", "agreement.custom_groups", "agreement.comparisons"),
+    keys=(
+        "models",
+        "agreement.groups",
+        "agreement.custom_groups",
+        "agreement.table_models",
+        "agreement.comparisons",
+        FORMATS_KEY,
+    ),
     rules=("comparisons",),
 )
 
@@ -286,7 +293,7 @@ PRECISION_AUDIT = Step(
             "a decision whose margin is below this many float32 spacings at its magnitude is fragile",
         ),
     ),
-    keys=("agreement.precision_audit.enabled",),
+    keys=("models", "agreement.groups", "agreement.custom_groups", "agreement.precision_audit"),
     rules=("precision_audit",),
 )
 

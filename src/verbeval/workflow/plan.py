@@ -67,6 +67,7 @@ class Plan:
         self, config: dict[str, Any], layers: list[Layer], manifest: dict[str, Source], all_groups: list[dict[str, Any]]
     ) -> None:
         from verbeval.workflow.acquisition import AcquisitionPlan
+        from verbeval.workflow.comparisons import ComparisonsPlan
         from verbeval.workflow.figures import FiguresPlan
         from verbeval.workflow.model_steps import ModelSteps
         from verbeval.workflow.models import ModelsPlan
@@ -101,6 +102,7 @@ class Plan:
         self.simverb = SimverbPlan(self)
         self._plan_lexicon_modes()
         self.model_steps = ModelSteps(self)  # each model's steps: their files and command lines
+        self.comparisons = ComparisonsPlan(self)  # the paired comparisons and the precision audit
         self.plan_queues(local_gpu=False)
         self.repairs = RepairsPlan(self)
 
@@ -467,4 +469,5 @@ class Plan:
             + self.lexicon_modes_outputs()
             + self.figures.dvc_view_outputs()
             + self.acquisition.outputs()
+            + self.comparisons.outputs()
         )

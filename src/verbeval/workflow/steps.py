@@ -24,6 +24,8 @@ REPORT_TABLE = Step(
         "veridicality_kl_pages",
         "veridicality_counterfactual_pages",
         "lexicon_modes_page",
+        "comparisons_page",
+        "precision_audit_page",
     ),
 )
 

@@ -1,4 +1,5 @@
-"""``precision-audit``: one model's ties and fragile decisions, from its aggregates and shards."""
+"""``precision-audit``: the ties and fragile decisions of a run's models, from their aggregates and
+shards (one job for every model: the workflow's DAG does not grow with a sweep's revisions)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import argparse
 import logging
 
 from verbeval.agreement.steps import PRECISION_AUDIT
-from verbeval.core.cliutil import Add
+from verbeval.core.cliutil import Add, split_pair
+from verbeval.core.errors import VerbevalError
 
 log = logging.getLogger("verbeval")
 
@@ -15,33 +17,53 @@ def cmd_precision_audit(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.engine.shardstore import manifest_shards
-    from verbeval.agreement.scores.precision import audit_model
+    from verbeval.agreement.scores.precision import AUDIT_COLUMNS, audit_model
+    from verbeval.core.errors import InputError
     from verbeval.core.io import write_csv
 
+    named = {
+        opt: dict(split_pair(x, f"--{opt}", "PATH") for x in getattr(a, opt)) for opt in ("results", "shards", "lemmas")
+    }
+    models = list(named["results"])
+    for opt in ("shards", "lemmas"):
+        if set(named[opt]) != set(models):
+            raise VerbevalError(f"--{opt} must name the models of --results ({', '.join(models)})")
     groups = [g for g in a.groups.split(",") if g]
-    row_tse = {}
-    for g in groups:
-        path = f"{a.results}/{g}/tse.parquet"
-        row_tse[g] = pd.read_parquet(path)
-    n_lemmas = len(pd.read_parquet(a.lemmas, columns=["lemma"]))
-    shards = manifest_shards(a.shards, groups)
-    rows = audit_model(a.model_name, row_tse, shards, n_lemmas, a.fragile_ulps)
+    frames = []
+    for m in models:
+        row_tse = {}
+        for g in groups:
+            path = f"{named['results'][m]}/{g}/tse.parquet"
+            try:
+                row_tse[g] = pd.read_parquet(path)
+            except (OSError, ValueError) as e:
+                raise InputError(
+                    path, f"not readable ({str(e).splitlines()[0]}): run `verbeval aggregate` first"
+                ) from None
+        n_lemmas = len(pd.read_parquet(named["lemmas"][m], columns=["lemma"]))
+        shards = manifest_shards(named["shards"][m], groups)
+        frames.append(audit_model(m, row_tse, shards, n_lemmas, a.fragile_ulps))
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(AUDIT_COLUMNS))
     write_csv(rows, a.out, float_format="%.10g")
-    log.info("%s: %d ties, %d fragile decisions -> %s", a.model_name, rows["ties"].sum(), rows["fragile"].sum(), a.out)
+    log.info(
+        "%d models: %d ties, %d fragile decisions -> %s", len(models), rows["ties"].sum(), rows["fragile"].sum(), a.out
+    )
 
 
 def register_precision_audit(add: Add) -> None:
     s = add(
         "precision-audit",
         cmd_precision_audit,
-        "one model's ties and fragile decisions per group (TSE rows, per-lemma EW decisions), from its stored "
-        "probabilities (no forward pass)",
+        "the ties and fragile decisions of each model per group (TSE rows, per-lemma EW decisions), from its "
+        "stored probabilities (no forward pass)",
         "docs/metrics.md, 'Ties and fragile decisions'. Run by the rule precision_audit.",
     )
-    s.add_argument("--model-name", required=True, help="the model's name in the output")
-    s.add_argument("--results", required=True, help="the model's aggregate folder (<DIR>/<group>/tse.parquet)")
-    s.add_argument("--shards", required=True, help="the model's shard manifest (manifest.json)")
-    s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
+    s.add_argument(
+        "--results", action="append", required=True, metavar="NAME=DIR",
+        help="a model's aggregate folder (<DIR>/<group>/tse.parquet); repeatable, one per model",
+    )  # fmt: skip
+    s.add_argument("--shards", action="append", default=[], metavar="NAME=PATH", help="a model's shard manifest")
+    s.add_argument("--lemmas", action="append", default=[], metavar="NAME=PATH", help="a model's lemmas.parquet")
     s.add_argument("--groups", required=True, help="comma-separated groups")
     PRECISION_AUDIT.add_options(s)
-    s.add_argument("--out", required=True, help="output: precision_audit.csv")
+    s.add_argument("--out", required=True, help="output: precision_audit.csv (a row per model, group and metric)")

@@ -1,0 +1,141 @@
+"""The plan of the paired comparisons and the precision audit (``agreement.comparisons``,
+``agreement.precision_audit``): which pairs of models are compared, their files and command lines.
+Built by :class:`verbeval.workflow.plan.Plan` as ``PLAN.comparisons``; ``workflow/rules/comparisons.smk``
+binds its rules to it.
+
+The pairs (:attr:`ComparisonsPlan.pairs`, each ``(kind, a, b)``: b compared with a), in order:
+the configured ones, each model of Table 2 against the first, each revision of a sweep against the
+one before it; a pair already listed is not listed again. Each is one job for the whole run (the DAG
+does not grow with a sweep's revisions).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from verbeval.agreement.steps import COMPARE, PRECISION_AUDIT
+
+if TYPE_CHECKING:
+    from verbeval.workflow.plan import Plan
+
+
+class ComparisonsPlan:
+    """The comparisons and the precision audit, in ``<results_dir>/agreement``."""
+
+    #: each rule's named outputs (:meth:`files`)
+    RULE_FILES: dict[str, tuple[str, ...]] = {
+        "comparisons": ("csv", "first_gains", "figure"),
+        "comparisons_page": ("page",),
+        "precision_audit": ("audit",),
+        "precision_audit_page": ("audit_page",),
+    }
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.config: dict[str, Any] = plan.agreement["comparisons"]
+        self.audit_config: dict[str, Any] = plan.agreement["precision_audit"]
+        self.pairs: list[tuple[str, str, str]] = []
+        if self.config["enabled"]:
+            self._plan_pairs()
+        self.on = bool(self.pairs)
+        self.audit_on = bool(self.audit_config["enabled"])
+
+    def _plan_pairs(self) -> None:
+        plan, seen = self.plan, set()
+
+        def add(kind: str, a: str, b: str) -> None:
+            if a != b and (a, b) not in seen:
+                seen.add((a, b))
+                self.pairs.append((kind, a, b))
+
+        for i, (a, b) in enumerate(self.config["pairs"]):
+            for m in (a, b):
+                if m not in plan.models:
+                    raise plan.error(
+                        ["agreement", "comparisons", "pairs", i],
+                        f"agreement.comparisons.pairs: {m!r} is not a model of the run (models: {', '.join(plan.models)})",
+                    )
+            add("configured", a, b)
+        if self.config["against_first"] and plan.table_models:
+            first = plan.table_models[0]
+            for m in plan.table_models[1:]:
+                add("against_first", first, m)
+        if self.config["consecutive_revisions"]:
+            sweeps: dict[str, list[str]] = {}
+            for m in plan.checkpoints:
+                sweeps.setdefault(str(m["checkpoint_of"]), []).append(str(m["name"]))
+            for revisions in sweeps.values():
+                for a, b in zip(revisions, revisions[1:]):
+                    add("consecutive", a, b)
+
+    def files(self) -> dict[str, Any]:
+        """The files by name, in the order rule all asks for them; the figure one per format."""
+        out = self.plan.agreement_dir
+        formats = self.plan.figures.config["formats"]
+        return {
+            "csv": f"{out}/comparisons.csv",
+            "first_gains": f"{out}/first_gains.csv",
+            "figure": [f"{out}/figures/comparisons.{ext}" for ext in formats],
+            "page": f"{out}/comparisons.html",
+            "audit": f"{out}/precision_audit.csv",
+            "audit_page": f"{out}/precision_audit.html",
+        }
+
+    def rule_outputs(self, rule: str) -> dict[str, Any]:
+        """The named outputs of ``rule`` (:data:`RULE_FILES`)."""
+        f = self.files()
+        return {k: f[k] for k in self.RULE_FILES[rule]}
+
+    def outputs(self) -> list[str]:
+        """The files of rule all: the comparisons' when there are pairs, the audit's when it is on."""
+        rules = [
+            *(["comparisons", "comparisons_page"] if self.on else []),
+            *(["precision_audit", "precision_audit_page"] if self.audit_on else []),
+        ]
+        found: list[str] = []
+        for r in rules:
+            for v in self.rule_outputs(r).values():
+                found += v if isinstance(v, list) else [v]
+        return found
+
+    # ------------------------------------------------------------------ inputs and command lines
+
+    def models(self) -> list[str]:
+        """The models of the pairs, in order of first appearance."""
+        return list(dict.fromkeys(m for _, a, b in self.pairs for m in (a, b)))
+
+    def _aggregates(self, models: list[str]) -> list[str]:
+        steps = self.plan.model_steps
+        return [p for m in models for kind in ("tse", "scores") for p in steps.files(m)[kind]]
+
+    def compare_inputs(self) -> list[str]:
+        return self._aggregates(self.models())
+
+    def audit_inputs(self) -> list[str]:
+        steps = self.plan.model_steps
+        models = list(self.plan.models)
+        return self._aggregates(models) + [steps.files(m)[k] for m in models for k in ("manifest", "lemmas")]
+
+    def compare_argv(self) -> list[str]:
+        """``verbeval compare``'s command line (without ``verbeval``)."""
+        plan, f = self.plan, self.files()
+        random = [m for m in self.models() if m in plan.random_models.split(", ")]
+        return ["compare", *(f"--results={m}={plan.agreement_dir}/{m}" for m in self.models()),
+                f"--groups={','.join(plan.group_ids)}", *(f"--pair={k}={a},{b}" for k, a, b in self.pairs),
+                *COMPARE.argv(plan.config), *([f"--random-models={','.join(random)}"] if random else []),
+                "--csv", f["csv"], "--first-gains", f["first_gains"], "--figure", *f["figure"]]  # fmt: skip
+
+    def audit_argv(self) -> list[str]:
+        """``verbeval precision-audit``'s command line (without ``verbeval``)."""
+        plan, steps = self.plan, self.plan.model_steps
+        named = [
+            word
+            for m in plan.models
+            for word in (
+                f"--results={m}={plan.agreement_dir}/{m}",
+                f"--shards={m}={steps.files(m)['manifest']}",
+                f"--lemmas={m}={steps.files(m)['lemmas']}",
+            )  # fmt: skip
+        ]
+        return ["precision-audit", *named, f"--groups={','.join(plan.group_ids)}", *PRECISION_AUDIT.argv(plan.config),
+                "--out", self.files()["audit"]]  # fmt: skip
