@@ -67,3 +67,68 @@ rule precision_audit_page:
         f"{PLAN.logs}/agreement/precision_audit_page.log",
     shell:
         "verbeval report-table --csv {input:q} --title {params.title:q} --out {output:q} 2> {log:q}"
+
+
+# The flip sets (agreement.precision_audit.dtypes): each model of Table 2 run again in another dtype (its
+# own shard store and aggregates under <model>/precision/<dtype>/), then the decisions that flip and how
+# far TSE, EW and MW move (verbeval flip-set). Rules of the steps run-model, aggregate and flip-set.
+if PLAN.comparisons.dtype_runs:
+    _dtype_models, _dtypes = PLAN.comparisons.dtype_alternatives()
+
+    rule precision_infer:
+        input:
+            templates=PLAN.model_steps.paths("{model}")["templates"],
+            lemmas=PLAN.model_steps.paths("{model}")["lemmas"],
+            model=lambda wc: PLAN.model.local_model(wc.model),
+        output:
+            manifest=PLAN.model_steps.variant_paths("{model}", "{dtype}")["manifest"],
+        params:
+            command=lambda wc, threads: PLAN.model_steps.command("run-model", wc.model, threads, dtype=wc.dtype),
+        wildcard_constraints:
+            model=alternatives(_dtype_models),
+            dtype=alternatives(_dtypes),
+        threads: config["inference"]["threads"]
+        resources:
+            gpu=lambda wc: PLAN.model_gpus(wc.model, jobs_run_here(workflow)),
+        conda:
+            "../../envs/inference.yaml"
+        log:
+            f"{PLAN.logs}/agreement/{{model}}/precision_{{dtype}}_infer.log",
+        shell:
+            "verbeval {params.command} 2> {log:q}"
+
+    rule precision_aggregate:
+        input:
+            templates=PLAN.model_steps.paths("{model}")["templates"],
+            manifest=PLAN.model_steps.variant_paths("{model}", "{dtype}")["manifest"],
+        output:
+            **{k: PLAN.model_steps.variant_paths("{model}", "{dtype}")[k] for k in ("scores", "tse", "summary")},
+        params:
+            command=lambda wc: PLAN.model_steps.command("aggregate", wc.model, dtype=wc.dtype),
+        wildcard_constraints:
+            model=alternatives(_dtype_models),
+            dtype=alternatives(_dtypes),
+        conda:
+            "../../envs/verbeval.yaml"
+        log:
+            f"{PLAN.logs}/agreement/{{model}}/precision_{{dtype}}_aggregate.log",
+        shell:
+            "verbeval {params.command} 2> {log:q}"
+
+    rule flip_set:
+        input:
+            lambda wc: PLAN.comparisons.flip_inputs(wc.model, wc.dtype),
+        output:
+            flips=PLAN.model_steps.variant_paths("{model}", "{dtype}")["flips"],
+            comparison=PLAN.model_steps.variant_paths("{model}", "{dtype}")["comparison"],
+        params:
+            command=lambda wc: shlex.join(PLAN.comparisons.flip_argv(wc.model, wc.dtype)),
+        wildcard_constraints:
+            model=alternatives(_dtype_models),
+            dtype=alternatives(_dtypes),
+        conda:
+            "../../envs/verbeval.yaml"
+        log:
+            f"{PLAN.logs}/agreement/{{model}}/precision_{{dtype}}_flips.log",
+        shell:
+            "verbeval {params.command} 2> {log:q}"

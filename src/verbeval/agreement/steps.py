@@ -81,7 +81,7 @@ AGGREGATE = Step(
     "aggregate",
     settings=(TOP_CUTOFFS, BOTTOM_CUTOFFS, *BOOTSTRAP),
     keys=("agreement.groups", "agreement.custom_groups"),
-    rules=("aggregate",),
+    rules=("aggregate", "precision_aggregate"),
 )
 
 #: per-lemma agreement statistics of one model
@@ -114,7 +114,7 @@ RUN_MODEL = Step(
         "agreement.multitoken.enabled",
         "agreement.multitoken.groups",
     ),
-    rules=("infer", "infer_no_simverb"),
+    rules=("infer", "infer_no_simverb", "precision_infer"),
     rule_keys={
         # the SimVerb branch of the job (simverb.models: which models have it)
         "infer": (
@@ -126,6 +126,7 @@ RUN_MODEL = Step(
             "simverb.batch_size",
         ),
         "infer_no_simverb": ("simverb.models",),
+        "precision_infer": ("agreement.precision_audit",),
     },
 )
 
@@ -297,6 +298,14 @@ PRECISION_AUDIT = Step(
     rules=("precision_audit",),
 )
 
+#: a model's flip set against its run in another dtype (rule flip_set; agreement.precision_audit.dtypes)
+FLIP_SET = Step(
+    "flip-set",
+    settings=BOOTSTRAP,
+    keys=("models", "agreement.groups", "agreement.custom_groups", "agreement.precision_audit"),
+    rules=("flip_set",),
+)
+
 #: every step declared here
 STEPS: tuple[Step, ...] = (
     LEXICON,
@@ -319,4 +328,5 @@ STEPS: tuple[Step, ...] = (
     LEXICON_MODES_TABLE,
     COMPARE,
     PRECISION_AUDIT,
+    FLIP_SET,
 )

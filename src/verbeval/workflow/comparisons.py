@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from verbeval.agreement.steps import COMPARE, PRECISION_AUDIT
+from verbeval.agreement.steps import COMPARE, FLIP_SET, PRECISION_AUDIT
 
 if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan
@@ -39,6 +39,11 @@ class ComparisonsPlan:
             self._plan_pairs()
         self.on = bool(self.pairs)
         self.audit_on = bool(self.audit_config["enabled"])
+        #: (model, dtype) of each rerun in another dtype (agreement.precision_audit.dtypes): each model of
+        #: Table 2 in each listed dtype but its own
+        self.dtype_runs: list[tuple[str, str]] = [
+            (m, d) for d in self.audit_config["dtypes"] for m in plan.table_models if plan.models[m]["dtype"] != d
+        ]
 
     def _plan_pairs(self) -> None:
         plan, seen = self.plan, set()
@@ -96,7 +101,8 @@ class ComparisonsPlan:
         for r in rules:
             for v in self.rule_outputs(r).values():
                 found += v if isinstance(v, list) else [v]
-        return found
+        steps = self.plan.model_steps
+        return found + [steps.variant_paths(m, d)[k] for m, d in self.dtype_runs for k in ("flips", "comparison")]
 
     # ------------------------------------------------------------------ inputs and command lines
 
@@ -139,3 +145,32 @@ class ComparisonsPlan:
         ]
         return ["precision-audit", *named, f"--groups={','.join(plan.group_ids)}", *PRECISION_AUDIT.argv(plan.config),
                 "--out", self.files()["audit"]]  # fmt: skip
+
+    # ------------------------------------------------------------------ reruns in another dtype
+
+    def dtype_alternatives(self) -> tuple[list[str], list[str]]:
+        """The models and dtypes of :attr:`dtype_runs` (the rules' wildcard constraints)."""
+        return list(dict.fromkeys(m for m, _ in self.dtype_runs)), list(dict.fromkeys(d for _, d in self.dtype_runs))
+
+    def flip_inputs(self, model: str, dtype: str) -> list[str]:
+        steps = self.plan.model_steps
+        own, other = steps.files(model), steps.variant_paths(model, dtype)
+        return [
+            *own["tse"],
+            *own["scores"],
+            own["manifest"],
+            own["lemmas"],
+            *other["tse"],
+            *other["scores"],
+            other["manifest"],
+        ]
+
+    def flip_argv(self, model: str, dtype: str) -> list[str]:
+        """``verbeval flip-set``'s command line (without ``verbeval``) of ``model`` in ``dtype``."""
+        plan, steps = self.plan, self.plan.model_steps
+        own, other = steps.files(model), steps.variant_paths(model, dtype)
+        return ["flip-set", f"--model-name={model}", f"--dtype={dtype}",
+                f"--reference-results={plan.agreement_dir}/{model}", f"--reference-shards={own['manifest']}",
+                f"--other-results={other['out_dir']}", f"--other-shards={other['manifest']}",
+                f"--lemmas={own['lemmas']}", f"--groups={','.join(plan.group_ids)}", *FLIP_SET.argv(plan.config),
+                "--flips", other["flips"], "--comparison", other["comparison"]]  # fmt: skip

@@ -84,6 +84,25 @@ class ModelSteps:
             self._cache[name] = f
         return self._cache[name]
 
+    def variant_paths(self, m: str, dtype: str) -> dict[str, Any]:
+        """The files of model ``m``'s run in another dtype (``agreement.precision_audit.dtypes``): its
+        shards, aggregates, flip set and comparison (``m``, ``dtype`` may be ``{model}``, ``{dtype}``)."""
+        d = f"{self.plan.agreement_dir}/{m}/precision/{dtype}"
+        return {
+            "manifest": f"{d}/shards/manifest.json",
+            "out_dir": d,
+            **{kind: self.plan.per_group(f"{d}/{{group}}/{_AGGREGATE_NAMES[kind]}") for kind in AGGREGATE_FILES},
+            "flips": f"{d}/flips.csv",
+            "comparison": f"{d}/comparison.csv",
+        }
+
+    def variant_files(self, name: str, dtype: str) -> dict[str, Any]:
+        """Model ``name``'s files for its run in ``dtype``: its own inputs (templates, lemmas, its
+        folders) and :meth:`variant_paths`; no forms or SimVerb branch."""
+        branches = ("forms", "forms_manifest", "sims", "verbs", "simverb_data", "simverb_splits")
+        base = {k: v for k, v in self.files(name).items() if k not in branches}
+        return {**base, **self.variant_paths(name, dtype)}
+
     def step_files(self, command: str, name: str) -> tuple[list[str], list[str]]:
         """Step ``command``'s input and output files for model ``name`` (:data:`STEP_FILES`), flat."""
         f = self.files(name)
@@ -117,17 +136,18 @@ class ModelSteps:
 
     # ------------------------------------------------------------------ command lines
 
-    def argv(self, command: str, name: str, threads: int | None = None) -> list[str]:
+    def argv(self, command: str, name: str, threads: int | None = None, dtype: str | None = None) -> list[str]:
         """The ``verbeval`` command line (without ``verbeval``) of step ``command`` for model ``name``;
-        ``threads``: run-model's (default ``inference.threads``; a job gets what Snakemake gives it)."""
+        ``threads``: run-model's (default ``inference.threads``; a job gets what Snakemake gives it);
+        ``dtype``: the model's run in that dtype (run-model and aggregate: :meth:`variant_files`)."""
         plan = self.plan
-        f = self.files(name)
+        f = self.files(name) if dtype is None else self.variant_files(name, dtype)
         if command == "lemmas":
             m = plan.models[name]
             return ["lemmas", "--model", m["id"], *shlex.split(plan.model.source_options(name)),
                     "--lexicon", f["lexicon"], "--out", f["lemmas"]]  # fmt: skip
         if command == "run-model":
-            return self._run_model(name, f, threads)
+            return self._run_model(name, f, threads, dtype)
         if command == "aggregate":
             return ["aggregate", "--templates", f["templates"], "--groups", ",".join(plan.group_ids),
                     "--model-name", name, "--manifest", f["manifest"], *AGGREGATE.argv(plan.config),
@@ -140,9 +160,9 @@ class ModelSteps:
                     *shlex.split(plan.acquisition.toy_option(name)), "--out", f["lemma_contexts"]]  # fmt: skip
         raise KeyError(f"no per-model step {command!r}")
 
-    def _run_model(self, name: str, f: dict[str, Any], threads: int | None) -> list[str]:
+    def _run_model(self, name: str, f: dict[str, Any], threads: int | None, dtype: str | None = None) -> list[str]:
         plan = self.plan
-        o = plan.infer_options(name)
+        o = {**plan.infer_options(name), **({"dtype": dtype} if dtype else {})}
         inf = plan.config["inference"]
         branches = plan.run_model_branches(f)
         return ["run-model", "--model", o["model"], *shlex.split(o["revision"]), "--kind", o["kind"],
@@ -153,9 +173,9 @@ class ModelSteps:
                 *RUN_MODEL.argv(plan.config), *branches, "--no-progress",
                 *(["--allow-nonfinite"] if inf["allow_nonfinite"] else []), "--manifest", f["manifest"]]  # fmt: skip
 
-    def command(self, command: str, name: str, threads: int | None = None) -> str:
+    def command(self, command: str, name: str, threads: int | None = None, dtype: str | None = None) -> str:
         """:meth:`argv` as the rule's shell words (``verbeval {params.command} 2> {log:q}``)."""
-        return shlex.join(self.argv(command, name, threads))
+        return shlex.join(self.argv(command, name, threads, dtype))
 
     def steps(self, name: str, gpu_queue: bool = False, threads: int | None = None) -> list[list[str]]:
         """Every step of model ``name`` in a queue, in order: its lemmas (not in a GPU's queue, whose

@@ -308,9 +308,9 @@ class Plan:
     def run_model_branches(self, files: Mapping[str, Any]) -> list[str]:
         """`verbeval run-model` options of the optional branches its job writes (forms, SimVerb);
         ``files``: the model's files (:meth:`verbeval.workflow.model_steps.ModelSteps.files`: ``sims``
-        among them when its job has a SimVerb branch)."""
+        among them when its job has a SimVerb branch, ``forms`` when it has a forms branch)."""
         opts = []
-        if self.multitoken_on:
+        if self.multitoken_on and "forms" in files:
             opts += [
                 f"--forms={files['forms']}",
                 f"--forms-groups={','.join(self.multitoken_groups)}",

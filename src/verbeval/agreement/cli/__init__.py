@@ -5,7 +5,7 @@ Holds: data (lexicon, templates, lemmas), inference (infer, and the model, batch
 options and helpers that infer-forms and ``verbeval run-model`` share), aggregate (aggregate,
 lemma-stats), tables (table: Table 2; topk-table: Table 3), figures (plot-cutoffs, plot-models,
 plot-checkpoints, plot-lemmas), comparisons (compare: paired comparisons of models),
-precision (precision-audit: ties and fragile decisions), dvc_views (dvc-metrics, dvc-plot-data, dvc-acquisition-plots),
+precision (precision-audit: ties and fragile decisions; flip-set), dvc_views (dvc-metrics, dvc-plot-data, dvc-acquisition-plots),
 lexicon_modes (lexicon-forms to lexicon-modes-table) and common (shard paths from manifests, a run's groups).
 
 May import: ``verbeval.core`` and the agreement study (part of it).
@@ -46,6 +46,7 @@ def register(add: Add) -> None:
     tables.register_topk_table(add)
     comparisons.register_compare(add)
     precision.register_precision_audit(add)
+    precision.register_flip_set(add)
 
 
 def register_dvc_views(add: Add) -> None:

@@ -67,3 +67,61 @@ def register_precision_audit(add: Add) -> None:
     s.add_argument("--groups", required=True, help="comma-separated groups")
     PRECISION_AUDIT.add_options(s)
     s.add_argument("--out", required=True, help="output: precision_audit.csv (a row per model, group and metric)")
+
+
+def cmd_flip_set(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.agreement.engine.shardstore import manifest_shards
+    from verbeval.agreement.report.comparisons import read_results
+    from verbeval.agreement.scores.paired import compare_groups
+    from verbeval.agreement.scores.precision import flip_set
+    from verbeval.core.io import write_csv
+
+    groups = [g for g in a.groups.split(",") if g]
+    tse, scores, shards = {}, {}, {}
+    for side, results, manifest in (
+        ("reference", a.reference_results, a.reference_shards),
+        ("other", a.other_results, a.other_shards),
+    ):
+        tse[side], scores[side] = read_results(results, groups, full_tse=True)
+        shards[side] = manifest_shards(manifest, groups)
+    lemmas = pd.read_parquet(a.lemmas, columns=["lemma"])["lemma"].tolist()
+    flips = flip_set((tse["reference"], shards["reference"]), (tse["other"], shards["other"]), lemmas)
+    flips.insert(0, "model", a.model_name)
+    flips.insert(1, "dtype", a.dtype)
+    write_csv(flips, a.flips, float_format="%.10g")
+    moves = compare_groups(
+        a.model_name,
+        f"{a.model_name}@{a.dtype}",
+        {g: (tse["reference"][g], tse["other"][g]) for g in groups},
+        {g: (scores["reference"][g], scores["other"][g]) for g in groups},
+        resamples=a.resamples,
+        seed=a.seed,
+        confidence=a.confidence,
+    )
+    moves.insert(0, "kind", "dtype")
+    write_csv(moves, a.comparison, float_format="%.10g")
+    log.info("%s in %s: %d decisions flipped -> %s", a.model_name, a.dtype, len(flips), a.flips)
+
+
+def register_flip_set(add: Add) -> None:
+    from verbeval.agreement.steps import FLIP_SET
+
+    s = add(
+        "flip-set",
+        cmd_flip_set,
+        "the decisions a run of a model in another dtype decides the other way (TSE rows, per-lemma EW), and how "
+        "far TSE, EW and MW move per group (a paired comparison)",
+        "docs/metrics.md, 'Ties and fragile decisions'. Run by the rule flip_set (agreement.precision_audit.dtypes).",
+    )
+    s.add_argument("--model-name", required=True, help="the model's name")
+    s.add_argument("--dtype", required=True, help="the other run's dtype (its name in the outputs)")
+    for side in ("reference", "other"):
+        s.add_argument(f"--{side}-results", required=True, help=f"the {side} run's aggregate folder")
+        s.add_argument(f"--{side}-shards", required=True, help=f"the {side} run's shard manifest")
+    s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (both runs')")
+    s.add_argument("--groups", required=True, help="comma-separated groups")
+    FLIP_SET.add_options(s)
+    s.add_argument("--flips", required=True, help="output: flips.csv (one row per flipped decision)")
+    s.add_argument("--comparison", required=True, help="output: the paired comparison of the two runs (CSV)")

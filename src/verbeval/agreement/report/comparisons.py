@@ -23,14 +23,14 @@ FIRST_GAIN_COLUMNS = ("sweep", "group", "metric", "first_gain", "difference", "p
 
 
 def read_results(
-    model_dir: str | Path, groups: Sequence[str]
+    model_dir: str | Path, groups: Sequence[str], full_tse: bool = False
 ) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
     """One model's per-row TSE and per-context scores of each group (``<model_dir>/<group>/tse.parquet``
-    and ``scores.parquet``, written by ``verbeval aggregate``)."""
+    and ``scores.parquet``, written by ``verbeval aggregate``); ``full_tse``: with the probabilities."""
     tse, scores = {}, {}
     for g in groups:
         for name, into, columns in (
-            ("tse.parquet", tse, ["row", "context_id", "tse"]),
+            ("tse.parquet", tse, None if full_tse else ["row", "context_id", "tse"]),
             ("scores.parquet", scores, None),
         ):
             path = Path(model_dir) / g / name

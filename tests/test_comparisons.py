@@ -1,0 +1,100 @@
+"""The plan of the paired comparisons, the precision audit and the flip sets (verbeval.workflow.comparisons),
+in process: which pairs a configuration compares, the files and the command lines of their rules."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from verbeval.workflow.loading import plan_from_files
+from verbeval.workflow.plan import PlanError
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = REPO / "config" / "config.yaml"
+
+
+@pytest.fixture()
+def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+
+
+def _extra(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "extra.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_the_paper_runs_pairs_and_audit(in_repo: None) -> None:
+    """The paper's four models: each compared with the first of Table 2, one job; the audit of all."""
+    plan = plan_from_files([BASE])
+    c = plan.comparisons
+    first = plan.table_models[0]
+    assert c.pairs == [("against_first", first, m) for m in plan.table_models[1:]] and len(c.pairs) == 3
+    assert c.dtype_runs == []
+    out = plan.agreement_dir
+    assert c.outputs() == [
+        f"{out}/comparisons.csv",
+        f"{out}/first_gains.csv",
+        *(f"{out}/figures/comparisons.{ext}" for ext in plan.figures.config["formats"]),
+        f"{out}/comparisons.html",
+        f"{out}/precision_audit.csv",
+        f"{out}/precision_audit.html",
+    ]
+    assert set(c.outputs()) <= set(plan.all_outputs())
+    argv = c.compare_argv()
+    assert argv[0] == "compare" and f"--pair=against_first={first},{plan.table_models[1]}" in argv
+    assert "--resamples=1000" in argv and "--seed=0" in argv and "--confidence=0.95" in argv
+    assert f"{out}/{first}/simple/tse.parquet" in c.compare_inputs()
+    audit = c.audit_argv()
+    one = list(plan.models)[0]  # every model of the run, in order
+    assert audit[:2] == ["precision-audit", f"--results={one}={out}/{one}"] and "--fragile-ulps=16.0" in audit
+    assert audit[-2:] == ["--out", f"{out}/precision_audit.csv"]
+
+
+def test_configured_pairs_sweeps_and_dtype_runs(in_repo: None, tmp_path: Path) -> None:
+    extra = _extra(
+        tmp_path,
+        "models:\n"
+        "  - {name: base, id: gpt2}\n"
+        "  - {name: sweep, id: EleutherAI/pythia-70m, revisions: [step1, step2, step3]}\n"
+        "agreement:\n"
+        "  comparisons: {pairs: [[sweep@step1, base]]}\n"
+        "  precision_audit: {dtypes: [bfloat16, float32]}\n",
+    )
+    plan = plan_from_files([BASE, extra])
+    c = plan.comparisons
+    assert c.pairs == [
+        ("configured", "sweep@step1", "base"),
+        ("against_first", "base", "sweep@step3"),
+        ("consecutive", "sweep@step1", "sweep@step2"),
+        ("consecutive", "sweep@step2", "sweep@step3"),
+    ]
+    # each Table 2 model in each dtype but its own (float32: theirs)
+    assert c.dtype_runs == [("base", "bfloat16"), ("sweep@step3", "bfloat16")]
+    steps = plan.model_steps
+    run = steps.argv("run-model", "base", dtype="bfloat16")
+    assert run[run.index("--dtype") + 1] == "bfloat16"
+    assert run[run.index("--manifest") + 1] == f"{plan.agreement_dir}/base/precision/bfloat16/shards/manifest.json"
+    assert not any(w.startswith(("--forms=", "--forms-manifest", "--simverb")) for w in run)  # no other branch
+    agg = steps.argv("aggregate", "base", dtype="bfloat16")
+    assert agg[agg.index("--out-dir") + 1] == f"{plan.agreement_dir}/base/precision/bfloat16"
+    flip = c.flip_argv("base", "bfloat16")
+    assert "--other-results=" + f"{plan.agreement_dir}/base/precision/bfloat16" in flip
+    assert f"{plan.agreement_dir}/base/precision/bfloat16/flips.csv" in plan.all_outputs()
+    assert shlex.join(flip).startswith("flip-set --model-name=base --dtype=bfloat16 ")
+
+
+def test_a_pair_of_an_unknown_model_is_a_setup_error(in_repo: None, tmp_path: Path) -> None:
+    extra = _extra(tmp_path, "agreement:\n  comparisons: {pairs: [[gpt2-xl, nope]]}\n")
+    with pytest.raises(PlanError, match="agreement.comparisons.pairs: 'nope' is not a model of the run"):
+        plan_from_files([BASE, extra])
+
+
+def test_comparisons_off_and_one_model(in_repo: None, tmp_path: Path) -> None:
+    off = _extra(tmp_path, "agreement:\n  comparisons: {enabled: false}\n  precision_audit: {enabled: false}\n")
+    plan = plan_from_files([BASE, off])
+    assert plan.comparisons.pairs == [] and plan.comparisons.outputs() == []
+    one = _extra(tmp_path, "models:\n  - {name: base, id: gpt2}\n")
+    assert plan_from_files([BASE, one]).comparisons.pairs == []
