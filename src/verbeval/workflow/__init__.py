@@ -4,7 +4,9 @@ Holds: loading (configuration files to a plan: Snakemake's merge, validation), p
 params and wildcard constraints are made of), plan (from a validated configuration: models, groups,
 sources, result paths, output lists and each rule's command options), models (each model's
 sources, options and folders, and the tiny and pip models the workflow builds: ``PLAN.model``),
-figures (the figures, Table 3 and the DVC views of Table 2 and Figures 1-4: ``PLAN.figures``), studies
+figures (the figures, Table 3 and the DVC views of Table 2 and Figures 1-4: ``PLAN.figures``), comparisons
+(the paired comparisons, the precision audit and the flip sets: ``PLAN.comparisons``), steps (every
+declared step), studies
 (the SimVerb-3500 and veridicality parts of the plan), acquisition (the acquisition analysis of the checkpoint
 sweeps, their families and seeds, and the toy models the workflow trains: ``PLAN.acquisition``), repairs (changed pinned files, stale shard
 stores and unverified raw copies, found without writing: ``PLAN.repairs``), queues (the queue jobs:
