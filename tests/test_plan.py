@@ -140,7 +140,8 @@ def test_quick_start_plan(in_repo: None) -> None:
     templates = plan.templates_params()
     assert plan.settings("templates") == "--max-rows-per-source=100" and templates["custom"] == ""
     assert isinstance(templates["manifest"], Untracked)  # no rerun trigger
-    assert len(plan.all_outputs()) == 213
+    # 213, and the comparisons (csv, first gains, two figure formats, page) and the audit (csv, page)
+    assert len(plan.all_outputs()) == 220
     # the report's pages of the CSV tables: SimVerb-3500 per model, the signatures of the pseudo-model
     pages = [p for p in plan.all_outputs() if p.endswith(".html") and ("/simverb/" in p or "/veridicality/" in p)]
     assert pages == [

@@ -33,7 +33,7 @@ def _rule_blocks() -> dict[str, str]:
     """Each rule's text in workflow/rules/*.smk, by name."""
     blocks: dict[str, str] = {}
     for path in RULES:
-        parts = re.split(r"^(?:use rule \w+ as |rule )(\w+)", path.read_text(), flags=re.M)
+        parts = re.split(r"^[ \t]*(?:use rule \w+ as |rule )(\w+)", path.read_text(), flags=re.M)
         blocks.update({parts[i]: parts[i + 1] for i in range(1, len(parts), 2)})
     return blocks
 
