@@ -5,12 +5,15 @@ its nominal rate, and two models that differ on known rows."""
 from __future__ import annotations
 
 from math import comb
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
+from test_callback import GROUPS, suite  # noqa: F401 - the hand-made suite of the in-process test
 from verbeval.agreement.scores.paired import (
     COMPARISON_COLUMNS,
     compare_groups,
@@ -108,3 +111,34 @@ def test_two_models_that_differ_on_known_rows() -> None:
     bad = {"g1": (_tse([1.0]), _tse([1.0, 0.0]))}
     with pytest.raises(ValueError, match="different template rows"):
         compare_groups("a", "b", bad, contexts, resamples=10, seed=0, confidence=0.95)
+
+
+def test_agreement_result_compare_in_process(suite: Any, tmp_path: Path, tokenizer_path: Any) -> None:  # noqa: F811
+    """``AgreementResult.compare``: two tiny GPT-2s (random weights, different seeds) on a hand-made
+    suite; the discordant rows are those a pandas merge of the two results' row TSE finds, the EW
+    difference is that of the two per-group values, and a result compared with itself differs nowhere."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verbeval.agreement.api.evaluation import evaluate
+    from verbeval.core.tiny_models import make_tiny_model
+
+    results = []
+    for seed in (0, 1):
+        model_dir = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / f"m{seed}", seed=seed)
+        model, tok = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
+        results.append(evaluate(model, tok, suite, name=f"seed{seed}", resamples=200))
+    a, b = results
+    rows = a.compare(b)
+    assert list(rows["group"].unique()) == list(GROUPS) and set(rows["correction"]) == {"holm", "bonferroni"}
+    for g in GROUPS:
+        m = a.row_tse[g].merge(b.row_tse[g], on="row", suffixes=("_a", "_b")).dropna(subset=["tse_a", "tse_b"])
+        t = rows[(rows.group == g) & (rows.metric == "tse")].iloc[0]
+        assert t.a_only == int(((m.tse_a == 1) & (m.tse_b == 0)).sum())
+        assert t.b_only == int(((m.tse_a == 0) & (m.tse_b == 1)).sum())
+        ew = rows[(rows.group == g) & (rows.metric == "ew")].iloc[0]
+        per_a, per_b = (r.per_group.set_index("group").loc[g, "ew"] for r in (a, b))
+        assert ew.difference == pytest.approx(per_b - per_a, abs=1e-9)
+        assert ew.ci_low <= ew.difference <= ew.ci_high
+    same = a.compare(a)
+    assert (same["difference"] == 0).all() and not same["significant"].any()
+    assert (same.loc[same.metric == "tse", "p_value"] == 1.0).all()
