@@ -95,7 +95,7 @@ def test_two_models_that_differ_on_known_rows() -> None:
         "g2": (_scores([1.0, 1.0], [0.5, 0.7]), _scores([1.0, 1.0], [0.5, 0.7])),
     }
     out = compare_groups("a", "b", rows, contexts, resamples=200, seed=0, confidence=0.95)
-    assert list(out.columns) == list(COMPARISON_COLUMNS) and len(out) == 6
+    assert list(out.columns) == list(COMPARISON_COLUMNS) and len(out) == 9  # 2 groups and overall
     t1 = out[(out.group == "g1") & (out.metric == "tse")].iloc[0]
     assert (t1.n, t1.a_only, t1.b_only) == (33, 1, 12)
     p = binomtest(1, 13, 0.5).pvalue
@@ -108,6 +108,13 @@ def test_two_models_that_differ_on_known_rows() -> None:
     assert ew1.confidence == pytest.approx(0.975) and ew1.correction == "bonferroni"
     mw2 = out[(out.group == "g2") & (out.metric == "mw")].iloc[0]
     assert mw2.difference == 0.0 and not mw2.significant
+    # overall: both groups' rows and contexts pooled, no correction, the nominal level
+    t_all = out[(out.group == "all") & (out.metric == "tse")].iloc[0]
+    assert (t_all.n, t_all.a_only, t_all.b_only) == (35, 1, 12) and t_all.correction == "none"
+    assert t_all.p_value == pytest.approx(p) and t_all.p_adjusted == t_all.p_value
+    ew_all = out[(out.group == "all") & (out.metric == "ew")].iloc[0]
+    assert ew_all.n == 42 and ew_all.confidence == 0.95
+    assert ew_all.difference == pytest.approx((40 * 0.9 + 2) / 42 - (40 * 0.5 + 2) / 42)
     bad = {"g1": (_tse([1.0]), _tse([1.0, 0.0]))}
     with pytest.raises(ValueError, match="different template rows"):
         compare_groups("a", "b", bad, contexts, resamples=10, seed=0, confidence=0.95)
@@ -129,7 +136,8 @@ def test_agreement_result_compare_in_process(suite: Any, tmp_path: Path, tokeniz
         results.append(evaluate(model, tok, suite, name=f"seed{seed}", resamples=200))
     a, b = results
     rows = a.compare(b)
-    assert list(rows["group"].unique()) == list(GROUPS) and set(rows["correction"]) == {"holm", "bonferroni"}
+    assert list(rows["group"].unique()) == [*GROUPS, "all"]
+    assert set(rows["correction"]) == {"holm", "bonferroni", "none"}
     for g in GROUPS:
         m = a.row_tse[g].merge(b.row_tse[g], on="row", suffixes=("_a", "_b")).dropna(subset=["tse_a", "tse_b"])
         t = rows[(rows.group == g) & (rows.metric == "tse")].iloc[0]

@@ -179,6 +179,92 @@ def paired_row_difference(
     return diff, lo, hi
 
 
+#: the ``group`` of the overall rows: every group's rows and contexts pooled
+OVERALL = "all"
+
+
+def _group_records(
+    group: str,
+    tse: tuple[pd.DataFrame, pd.DataFrame],
+    scores: tuple[pd.DataFrame, pd.DataFrame],
+    names: tuple[str, str],
+    resamples: int,
+    seed: int,
+    level: float,
+) -> list[dict[str, object]]:
+    """The TSE, EW and MW rows of one group (or of every group pooled), EW and MW at CI ``level``."""
+    ta, tb = (t.set_index("row")["tse"] for t in tse)
+    if not ta.index.equals(tb.index):
+        raise ValueError(f"group {group!r}: {names[0]} and {names[1]} were scored on different template rows")
+    both = ta.notna().to_numpy() & tb.notna().to_numpy()
+    test = mcnemar_exact(ta.to_numpy()[both] == 1.0, tb.to_numpy()[both] == 1.0)
+    va, vb = (t.to_numpy()[both].mean() if both.any() else np.nan for t in (ta, tb))
+    records: list[dict[str, object]] = [
+        {
+            "group": group,
+            "metric": "tse",
+            "value_a": va,
+            "value_b": vb,
+            "difference": vb - va,
+            "ci_low": np.nan,
+            "ci_high": np.nan,
+            "confidence": np.nan,
+            "n": test.n,
+            "a_only": test.a_only,
+            "b_only": test.b_only,
+            "p_value": test.p_value if test.n else np.nan,
+        }  # fmt: skip
+    ]
+    sa, sb = (s.set_index("context_id") for s in scores)
+    cols = list(CONTEXT_METRICS.values())
+    if sa.index.equals(sb.index):
+        unit = len(sa)
+        diff, lo, hi = paired_mean_difference(sa[cols].to_numpy(), sb[cols].to_numpy(), resamples, seed, level)
+    else:  # different contexts (a masked and a causal LM): paired by template row
+        ra, rb = (t.set_index("row")["context_id"] for t in tse)
+        unit = len(ra)
+        diff, lo, hi = paired_row_difference(
+            sa[cols].to_numpy(),
+            sa.index.get_indexer(ra.to_numpy()),
+            sb[cols].to_numpy(),
+            sb.index.get_indexer(rb.to_numpy()),
+            resamples,
+            seed,
+            level,
+        )
+    for j, (metric, col) in enumerate(CONTEXT_METRICS.items()):
+        records.append(
+            {
+                "group": group,
+                "metric": metric,
+                "value_a": float(np.nanmean(sa[col])) if sa[col].notna().any() else np.nan,
+                "value_b": float(np.nanmean(sb[col])) if sb[col].notna().any() else np.nan,
+                "difference": diff[j],
+                "ci_low": lo[j],
+                "ci_high": hi[j],
+                "confidence": level,
+                "n": unit,
+                "a_only": pd.NA,
+                "b_only": pd.NA,
+                "p_value": np.nan,
+            }  # fmt: skip
+        )
+    return records
+
+
+def _pooled(frames: Sequence[pd.DataFrame], keys: Sequence[str]) -> pd.DataFrame:
+    """The groups' frames as one, each id column (``row``, ``context_id``) offset past the groups before."""
+    out, offsets = [], dict.fromkeys(keys, 0)
+    for f in frames:
+        f = f.copy()
+        for k in (k for k in keys if k in f):
+            ids = f[k].to_numpy()
+            f[k] = ids + offsets[k]
+            offsets[k] += int(ids.max()) + 1 if len(ids) else 0
+        out.append(f)
+    return pd.concat(out, ignore_index=True)
+
+
 def compare_groups(
     model_a: str,
     model_b: str,
@@ -189,7 +275,9 @@ def compare_groups(
     seed: int,
     confidence: float,
 ) -> pd.DataFrame:
-    """The comparison rows (:data:`COMPARISON_COLUMNS`) of ``model_b`` against ``model_a``.
+    """The comparison rows (:data:`COMPARISON_COLUMNS`) of ``model_b`` against ``model_a``: per group,
+    then overall (group :data:`OVERALL`: every group's rows and contexts pooled, at the nominal level,
+    no correction).
 
     ``row_tse[group]``: both models' per-row TSE (``tse.parquet``: ``row``, ``context_id``, ``tse``),
     paired on ``row``; ``context_scores[group]``: both models' per-context scores (``scores.parquet``),
@@ -199,81 +287,26 @@ def compare_groups(
     groups = list(row_tse)
     alpha = 1.0 - confidence
     simultaneous = 1.0 - alpha / max(len(groups), 1)
+    names = (model_a, model_b)
     records: list[dict[str, object]] = []
     for group in groups:
-        ta, tb = (t.set_index("row")["tse"] for t in row_tse[group])
-        if not ta.index.equals(tb.index):
-            raise ValueError(f"group {group!r}: {model_a} and {model_b} were scored on different template rows")
-        both = ta.notna().to_numpy() & tb.notna().to_numpy()
-        test = mcnemar_exact(ta.to_numpy()[both] == 1.0, tb.to_numpy()[both] == 1.0)
-        va, vb = (
-            ta.to_numpy()[both].mean() if both.any() else np.nan,
-            tb.to_numpy()[both].mean() if both.any() else np.nan,
-        )
-        records.append(
-            {
-                "group": group,
-                "metric": "tse",
-                "value_a": va,
-                "value_b": vb,
-                "difference": vb - va,
-                "ci_low": np.nan,
-                "ci_high": np.nan,
-                "confidence": np.nan,
-                "n": test.n,
-                "a_only": test.a_only,
-                "b_only": test.b_only,
-                "p_value": test.p_value if test.n else np.nan,
-            }
-        )
-        sa, sb = (s.set_index("context_id") for s in context_scores[group])
-        cols = list(CONTEXT_METRICS.values())
-        if sa.index.equals(sb.index):
-            unit = len(sa)
-            diff, lo, hi = paired_mean_difference(
-                sa[cols].to_numpy(), sb[cols].to_numpy(), resamples, seed, simultaneous
-            )
-        else:  # different contexts (a masked and a causal LM): paired by template row
-            ra, rb = (t.set_index("row")["context_id"] for t in row_tse[group])
-            unit = len(ra)
-            diff, lo, hi = paired_row_difference(
-                sa[cols].to_numpy(),
-                sa.index.get_indexer(ra.to_numpy()),
-                sb[cols].to_numpy(),
-                sb.index.get_indexer(rb.to_numpy()),
-                resamples,
-                seed,
-                simultaneous,
-            )
-        for j, metric in enumerate(CONTEXT_METRICS):
-            col = CONTEXT_METRICS[metric]
-            records.append(
-                {
-                    "group": group,
-                    "metric": metric,
-                    "value_a": float(np.nanmean(sa[col])) if sa[col].notna().any() else np.nan,
-                    "value_b": float(np.nanmean(sb[col])) if sb[col].notna().any() else np.nan,
-                    "difference": diff[j],
-                    "ci_low": lo[j],
-                    "ci_high": hi[j],
-                    "confidence": simultaneous,
-                    "n": unit,
-                    "a_only": pd.NA,
-                    "b_only": pd.NA,
-                    "p_value": np.nan,
-                }
-            )
+        records += _group_records(group, row_tse[group], context_scores[group], names, resamples, seed, simultaneous)
+    if len(groups) > 1:
+        tse = tuple(_pooled([row_tse[g][i] for g in groups], ["row", "context_id"]) for i in (0, 1))
+        scores = tuple(_pooled([context_scores[g][i] for g in groups], ["context_id"]) for i in (0, 1))
+        records += _group_records(OVERALL, tse, scores, names, resamples, seed, confidence)  # type: ignore[arg-type]
     out = pd.DataFrame.from_records(records)
     if out.empty:
         return pd.DataFrame(columns=list(COMPARISON_COLUMNS))
     out.insert(0, "model_b", model_b)
     out.insert(0, "model_a", model_a)
-    is_tse = out["metric"] == "tse"
+    is_tse, overall = out["metric"] == "tse", out["group"] == OVERALL
     out["p_adjusted"] = np.nan
-    out.loc[is_tse, "p_adjusted"] = holm(out.loc[is_tse, "p_value"].to_numpy())
+    out.loc[is_tse & ~overall, "p_adjusted"] = holm(out.loc[is_tse & ~overall, "p_value"].to_numpy())
+    out.loc[is_tse & overall, "p_adjusted"] = out.loc[is_tse & overall, "p_value"]
     out["significant"] = np.where(is_tse, out["p_adjusted"] < alpha, (out["ci_low"] > 0) | (out["ci_high"] < 0)).astype(
         bool
     )
-    out["correction"] = np.where(is_tse, "holm", "bonferroni")
+    out["correction"] = np.where(overall, "none", np.where(is_tse, "holm", "bonferroni"))
     out[["a_only", "b_only"]] = out[["a_only", "b_only"]].astype("Int64")
     return out[list(COMPARISON_COLUMNS)]
