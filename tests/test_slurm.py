@@ -42,7 +42,7 @@ SNAKEFILE = REPO_ROOT / "Snakefile"
 PROFILE = REPO_ROOT / "profiles" / "slurm"
 CPU_PROFILE = REPO_ROOT / "profiles" / "slurm-cpu"
 #: the rules that declare a `gpu` resource (workflow/rules/*.smk)
-GPU_RULES = {"infer", "infer_no_simverb", "simverb_score", "veridicality_predict"}
+GPU_RULES = {"infer", "infer_no_simverb", "precision_infer", "simverb_score", "veridicality_predict"}
 THREADS = 3  # inference.threads: not the default, so that a hard-coded number shows
 #: the resources a job of the profiles asks SLURM for (compared between the in-process and the real dry run)
 SLURM_KEYS = ("slurm_account", "slurm_partition", "runtime", "mem_mb", "gpu", "tasks")
