@@ -134,8 +134,8 @@ def register_infer_forms(add: Add) -> None:
         cmd_infer_forms,
         "log P(form | context) of every verb form of any length: every group and chunk of one model, "
         "shards and their manifest (model loaded once; a killed run resumes)",
-        "Chain rule for causal LMs, PLL-word-l2r for masked LMs (docs/metrics.md). Run by the rule "
-        "infer_forms, one job per model (with agreement.multitoken.enabled).",
+        "Chain rule for causal LMs, PLL-word-l2r for masked LMs (docs/metrics.md). The workflow runs the same "
+        "branch in rule infer's job (verbeval run-model, with agreement.multitoken.enabled).",
     )
     model_options(s)
     FORMS_BATCH_SIZE.with_option("--batch-size").add_to(s)
