@@ -907,17 +907,18 @@ def test_sweep_options_reach_the_part(monkeypatch: pytest.MonkeyPatch, tmp_path:
 def test_sweep_part_runs_snakemake(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tokenizer_path: Any, data_dir: Path
 ) -> None:
-    """The sweep part for real: 1 and 2 revisions from scratch, the dry run of 5 (from a view of the
-    checkout: Snakemake's .snakemake/ is written there, not into the checkout)."""
+    """The sweep part for real: 2 and 3 revisions from scratch, the dry run of 5 (from a view of the
+    checkout: Snakemake's .snakemake/ is written there, not into the checkout). From 2 revisions on, a
+    sweep has its consecutive pairs (one comparisons job, whatever their number)."""
     from conftest import checkout_view
     from verbeval.bench.sweep import bench_sweep
 
     monkeypatch.chdir(checkout_view(tmp_path / "view"))
     figures = bench_sweep(
-        tokenizer_path("gpt2"), tmp_path, revisions=(1, 2), dry_run=5, config_values=[f"data_mirror={data_dir}"]
+        tokenizer_path("gpt2"), tmp_path, revisions=(2, 3), dry_run=5, config_values=[f"data_mirror={data_dir}"]
     )
-    assert [r["revisions"] for r in figures["runs"]] == [1, 2]
-    assert [r["logs"]["revisions_logged"] for r in figures["runs"]] == [1, 2]
+    assert [r["revisions"] for r in figures["runs"]] == [2, 3]
+    assert [r["logs"]["revisions_logged"] for r in figures["runs"]] == [2, 3]
     # one queue job scores the sweep (inference.revisions_per_job): the plan does not grow with revisions
     assert figures["marginal_s_per_revision"] is not None and figures["marginal_jobs_per_revision"] == 0
     assert figures["runs"][0]["jobs"] == figures["runs"][1]["jobs"]

@@ -150,3 +150,21 @@ def test_agreement_result_compare_in_process(suite: Any, tmp_path: Path, tokeniz
     same = a.compare(a)
     assert (same["difference"] == 0).all() and not same["significant"].any()
     assert (same.loc[same.metric == "tse", "p_value"] == 1.0).all()
+
+
+def test_each_side_of_a_pair_says_whether_it_is_random() -> None:
+    """comparisons.csv flags each side (random_init_a, random_init_b) after the model names."""
+    from verbeval.agreement.report.comparisons import with_flags
+
+    rows = compare_groups(
+        "a",
+        "b",
+        {"g": (_tse([1.0, 0.0]), _tse([1.0, 1.0]))},
+        {"g": (_scores([0.5, 0.5], [0.5, 0.5]), _scores([0.6, 0.6], [0.6, 0.6]))},
+        resamples=10,
+        seed=0,
+        confidence=0.95,
+    )
+    flagged = with_flags(rows, "configured", random=["b"])
+    assert list(flagged.columns[:5]) == ["kind", "model_a", "model_b", "random_init_a", "random_init_b"]
+    assert not flagged["random_init_a"].any() and flagged["random_init_b"].all()

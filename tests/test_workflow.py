@@ -252,8 +252,9 @@ def _json_flags(doc: Any) -> list[bool]:
 def random_flags_in(path: Path, rel: Path) -> dict[str, list[bool]]:
     """{model: the random_init flags ``path`` holds for it}, for each model of :data:`RANDOM` the file
     names (in its content, or as a folder of its path ``rel``): a CSV's ``random_init`` column (the
-    model's rows when it has a ``model`` column, else every row) or its ``<model>.random_init`` /
-    ``<model> random_init`` columns; a JSON file's ``random_init`` fields under the model's key, or
+    model's rows when it has a ``model`` column, else every row), its ``<model>.random_init`` /
+    ``<model> random_init`` columns, or a pair's ``random_init_a`` / ``random_init_b`` (the rows whose
+    ``model_a`` / ``model_b`` it is); a JSON file's ``random_init`` fields under the model's key, or
     anywhere in a file of the model's own folder."""
     text = path.read_text(encoding="utf-8")
     named = [m for m in RANDOM if m in text or m in rel.parts]
@@ -267,6 +268,9 @@ def random_flags_in(path: Path, rel: Path) -> dict[str, list[bool]]:
             if "random_init" in table.columns:
                 rows = table[table["model"] == m] if "model" in table.columns else table
                 flags[m] += _truth(rows["random_init"]) if "model" in table.columns or m in rel.parts else []
+            for side in ("a", "b"):  # a pair of models per row (comparisons.csv): each side's own flag
+                if f"model_{side}" in table.columns and f"random_init_{side}" in table.columns:
+                    flags[m] += _truth(table.loc[table[f"model_{side}"] == m, f"random_init_{side}"])
     else:
         doc = json.loads(text)
         for m in named:
@@ -418,6 +422,12 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
         "lexicon_modes_page",
         "dvc_metrics",
         "dvc_plot_data",
+        # the paired comparisons, the precision audit and the flip sets read the model's aggregates
+        "comparisons",
+        "comparisons_page",
+        "precision_audit",
+        "precision_audit_page",
+        "flip_set",
     }
     assert set(stats) <= downstream | FIGURE_RULES, stats
     assert stats.get("aggregate", 0) <= 1

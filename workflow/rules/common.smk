@@ -1,8 +1,8 @@
 # Shared set-up: the plan (verbeval.workflow.plan: models, groups, sources, paths and options, built
 # from the validated config) and Snakemake's hooks (verbeval.workflow.snakemake: configuration
 # errors, start checks, failure summary). The other rule files use only PLAN and Snakemake's names.
-# Each rule runs one declared step (verbeval.<study>.steps): its settings, options and the configuration
-# keys it reads (its stages' DVC params, verbeval.workflow.dvc_yaml) are declared there, once.
+# Every rule runs one declared step, in verbeval.<study>.steps; there its settings, options and the
+# configuration keys it reads (its stages' DVC params, verbeval.workflow.dvc_yaml) are declared once.
 import sys
 
 from verbeval.core.console import install_short_job_info
@@ -117,3 +117,24 @@ def report_first(paths, caption, category, subcategory):
     """``paths`` with the first one registered in the Snakemake report (the figures' first format)."""
     first, *rest = paths
     return [report(first, caption=caption, category=category, subcategory=subcategory), *rest]
+
+
+def reported(outputs, category, subcategory, **captions):
+    """Named ``outputs`` with those named in ``captions`` registered in the Snakemake report under
+    ``category`` and ``subcategory`` (a figure: its first format)."""
+    return {
+        k: v if k not in captions
+        else report_first(v, captions[k], category, subcategory) if isinstance(v, list)
+        else report(v, caption=captions[k], category=category, subcategory=subcategory)
+        for k, v in outputs.items()
+    }
+
+
+def veridicality_reported(rule, subcategory="{vmodel}", **captions):
+    """``rule``'s named outputs, those named in ``captions`` in the report's Veridicality pages."""
+    return reported(PLAN.veridicality.rule_outputs(rule), "Veridicality", subcategory, **captions)
+
+
+def simverb_reported(rule, **captions):
+    """``rule``'s named outputs, those named in ``captions`` in the report's SimVerb-3500 pages."""
+    return reported(PLAN.simverb.rule_outputs(rule), "SimVerb-3500", "{svmodel}", **captions)

@@ -2,12 +2,7 @@
 # embedding and every layer), cosine per pair, Spearman's rho with bootstrap CIs per split,
 # relation and rating range, and the join with the agreement module's per-lemma results.
 # Each rule's settings and DVC params: verbeval.simverb.steps; its outputs: PLAN.simverb.rule_outputs
-# (reported: veridicality.smk).
-
-
-def simverb_reported(rule, **captions):
-    """``rule``'s named outputs, those named in ``captions`` in the report's SimVerb-3500 pages."""
-    return reported(PLAN.simverb.rule_outputs(rule), "SimVerb-3500", "{svmodel}", **captions)
+# (simverb_reported: common.smk).
 
 
 rule simverb_score:

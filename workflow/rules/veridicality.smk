@@ -5,22 +5,6 @@
 # Each rule's settings and DVC params: verbeval.veridicality.steps; its outputs: PLAN.veridicality.rule_outputs.
 
 
-def reported(outputs, category, subcategory, **captions):
-    """Named ``outputs`` with those named in ``captions`` registered in the Snakemake report under
-    ``category`` and ``subcategory`` (a figure: its first format). simverb.smk uses it too."""
-    return {
-        k: v if k not in captions
-        else report_first(v, captions[k], category, subcategory) if isinstance(v, list)
-        else report(v, caption=captions[k], category=category, subcategory=subcategory)
-        for k, v in outputs.items()
-    }
-
-
-def veridicality_reported(rule, subcategory="{vmodel}", **captions):
-    """``rule``'s named outputs, those named in ``captions`` in the report's Veridicality pages."""
-    return reported(PLAN.veridicality.rule_outputs(rule), "Veridicality", subcategory, **captions)
-
-
 rule veridicality_released:
     # the released probabilities of the pseudo-model: no model runs, so no GPU (a rule of its own)
     input:

@@ -143,8 +143,9 @@ class ComparisonsPlan:
                 f"--lemmas={m}={steps.files(m)['lemmas']}",
             )  # fmt: skip
         ]
+        random = [m for m in plan.models if m in plan.random_models.split(", ")]
         return ["precision-audit", *named, f"--groups={','.join(plan.group_ids)}", *PRECISION_AUDIT.argv(plan.config),
-                "--out", self.files()["audit"]]  # fmt: skip
+                *([f"--random-models={','.join(random)}"] if random else []), "--out", self.files()["audit"]]  # fmt: skip
 
     # ------------------------------------------------------------------ reruns in another dtype
 
@@ -169,7 +170,8 @@ class ComparisonsPlan:
         """``verbeval flip-set``'s command line (without ``verbeval``) of ``model`` in ``dtype``."""
         plan, steps = self.plan, self.plan.model_steps
         own, other = steps.files(model), steps.variant_paths(model, dtype)
-        return ["flip-set", f"--model-name={model}", f"--dtype={dtype}",
+        random = ["--random-init"] if model in plan.random_models.split(", ") else []
+        return ["flip-set", f"--model-name={model}", *random, f"--dtype={dtype}",
                 f"--reference-results={plan.agreement_dir}/{model}", f"--reference-shards={own['manifest']}",
                 f"--other-results={other['out_dir']}", f"--other-shards={other['manifest']}",
                 f"--lemmas={own['lemmas']}", f"--groups={','.join(plan.group_ids)}", *FLIP_SET.argv(plan.config),

@@ -35,10 +35,10 @@ def cmd_compare(a: argparse.Namespace) -> None:
     if unknown:
         raise VerbevalError(f"--pair names models without --results: {', '.join(unknown)}")
     groups = [g for g in a.groups.split(",") if g]
-    rows = comparisons(pairs, dirs, groups, resamples=a.resamples, seed=a.seed, confidence=a.confidence)
+    random = [m for m in (a.random_models or "").split(",") if m]
+    rows = comparisons(pairs, dirs, groups, resamples=a.resamples, seed=a.seed, confidence=a.confidence, random=random)
     write_csv(rows, a.csv, float_format="%.10g")
     write_csv(first_gains(rows), a.first_gains, float_format="%.10g")
-    random = [m for m in (a.random_models or "").split(",") if m]
     forest_figure(rows, a.figure, random=random)
     log.info("%d pairs x %d groups -> %s", len(pairs), len(groups), a.csv)
 
@@ -68,7 +68,10 @@ def register_compare(add: Add) -> None:
         help="B compared with A (differences B - A); KIND: configured, against_first or consecutive; repeatable",
     )
     COMPARE.add_options(s)
-    s.add_argument("--random-models", help="comma-separated randomly initialised models (labelled so in the figure)")
+    s.add_argument(
+        "--random-models",
+        help="comma-separated randomly initialised models (flagged in the CSVs, labelled in the figure)",
+    )
     s.add_argument("--csv", required=True, help="output: comparisons.csv (one row per pair, group and metric)")
     s.add_argument("--first-gains", required=True, help="output: first_gains.csv (a sweep's first significant gain)")
     s.add_argument("--figure", nargs="+", required=True, help="output: the forest figure, one path per format")

@@ -19,7 +19,17 @@ from verbeval.core.errors import InputError
 
 #: the kinds of pair, in the order their rows are written
 PAIR_KINDS = ("configured", "against_first", "consecutive")
-FIRST_GAIN_COLUMNS = ("sweep", "group", "metric", "first_gain", "difference", "p_adjusted", "ci_low", "ci_high")
+FIRST_GAIN_COLUMNS = (
+    "sweep",
+    "random_init",
+    "group",
+    "metric",
+    "first_gain",
+    "difference",
+    "p_adjusted",
+    "ci_low",
+    "ci_high",
+)
 
 
 def read_results(
@@ -51,8 +61,10 @@ def comparisons(
     resamples: int,
     seed: int,
     confidence: float,
+    random: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """The rows of every ``(kind, model_a, model_b)`` pair, in order (``kind`` first)."""
+    """The rows of every ``(kind, model_a, model_b)`` pair, in order (``kind`` first), each side's
+    ``random_init`` flag beside it (``random``: the randomly initialised models)."""
     cache: dict[str, tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]] = {}
     frames = []
     for kind, a, b in pairs:
@@ -68,11 +80,24 @@ def comparisons(
             seed=seed,
             confidence=confidence,
         )
-        rows.insert(0, "kind", kind)
-        frames.append(rows)
+        frames.append(with_flags(rows, kind, random))
     if not frames:
-        return pd.DataFrame(columns=["kind", *COMPARISON_COLUMNS])
+        return pd.DataFrame(columns=["kind", *COMPARISON_COLUMNS[:2], *RANDOM_COLUMNS, *COMPARISON_COLUMNS[2:]])
     return pd.concat(frames, ignore_index=True)
+
+
+#: each side's random_init flag, after model_a and model_b
+RANDOM_COLUMNS = ("random_init_a", "random_init_b")
+
+
+def with_flags(rows: pd.DataFrame, kind: str, random: Sequence[str]) -> pd.DataFrame:
+    """``rows`` (:func:`verbeval.agreement.scores.paired.compare_groups`) with ``kind`` first and each
+    side's ``random_init`` flag after the model names."""
+    rows = rows.copy()
+    rows.insert(0, "kind", kind)
+    for i, side in enumerate(("a", "b")):
+        rows.insert(3 + i, f"random_init_{side}", rows[f"model_{side}"].isin(list(random)))
+    return rows
 
 
 def first_gains(rows: pd.DataFrame) -> pd.DataFrame:
@@ -94,6 +119,7 @@ def first_gains(rows: pd.DataFrame) -> pd.DataFrame:
         records.append(
             {
                 "sweep": sweep,
+                "random_init": bool(d["random_init_b"].any()) if "random_init_b" in d else False,
                 "group": group,
                 "metric": metric,
                 "first_gain": "" if first is None else first["model_b"],

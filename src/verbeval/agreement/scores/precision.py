@@ -26,6 +26,7 @@ import pandas as pd
 #: and fragile decisions; ``value`` as verbeval scores it, ``value_ties_correct`` with ties right
 AUDIT_COLUMNS = (
     "model",
+    "random_init",
     "group",
     "metric",
     "decisions",
@@ -88,6 +89,7 @@ def audit_model(
     shards: Mapping[str, Sequence[str | Path]],
     n_lemmas: int,
     threshold: float | None = None,
+    random_init: bool = False,
 ) -> pd.DataFrame:
     """The audit rows (:data:`AUDIT_COLUMNS`) of one model: per group, its TSE decisions (``row_tse``:
     ``tse.parquet``'s ``tse``, ``p_sing``, ``p_plur``) and its per-lemma EW decisions at top p = 1
@@ -134,6 +136,7 @@ def audit_model(
         )
     out = pd.DataFrame.from_records(records)
     out.insert(0, "model", model)
+    out.insert(1, "random_init", bool(random_init))
     out["fragile_ulps"] = threshold
     return out[list(AUDIT_COLUMNS)]
 
