@@ -112,7 +112,7 @@ class ComparisonsPlan:
 
     def _aggregates(self, models: list[str]) -> list[str]:
         steps = self.plan.model_steps
-        return [p for m in models for kind in ("tse", "scores") for p in steps.files(m)[kind]]
+        return [p for m in models for kind in ("tse", "scores", "summary") for p in steps.files(m)[kind]]
 
     def compare_inputs(self) -> list[str]:
         return self._aggregates(self.models())
@@ -125,10 +125,9 @@ class ComparisonsPlan:
     def compare_argv(self) -> list[str]:
         """``verbeval compare``'s command line (without ``verbeval``)."""
         plan, f = self.plan, self.files()
-        random = [m for m in self.models() if m in plan.random_models.split(", ")]
         return ["compare", *(f"--results={m}={plan.agreement_dir}/{m}" for m in self.models()),
                 f"--groups={','.join(plan.group_ids)}", *(f"--pair={k}={a},{b}" for k, a, b in self.pairs),
-                *COMPARE.argv(plan.config), *([f"--random-models={','.join(random)}"] if random else []),
+                *COMPARE.argv(plan.config),
                 "--csv", f["csv"], "--first-gains", f["first_gains"], "--figure", *f["figure"]]  # fmt: skip
 
     def audit_argv(self) -> list[str]:
@@ -143,9 +142,8 @@ class ComparisonsPlan:
                 f"--lemmas={m}={steps.files(m)['lemmas']}",
             )  # fmt: skip
         ]
-        random = [m for m in plan.models if m in plan.random_models.split(", ")]
         return ["precision-audit", *named, f"--groups={','.join(plan.group_ids)}", *PRECISION_AUDIT.argv(plan.config),
-                *([f"--random-models={','.join(random)}"] if random else []), "--out", self.files()["audit"]]  # fmt: skip
+                "--out", self.files()["audit"]]  # fmt: skip
 
     # ------------------------------------------------------------------ reruns in another dtype
 
@@ -170,8 +168,7 @@ class ComparisonsPlan:
         """``verbeval flip-set``'s command line (without ``verbeval``) of ``model`` in ``dtype``."""
         plan, steps = self.plan, self.plan.model_steps
         own, other = steps.files(model), steps.variant_paths(model, dtype)
-        random = ["--random-init"] if model in plan.random_models.split(", ") else []
-        return ["flip-set", f"--model-name={model}", *random, f"--dtype={dtype}",
+        return ["flip-set", f"--model-name={model}", f"--dtype={dtype}",
                 f"--reference-results={plan.agreement_dir}/{model}", f"--reference-shards={own['manifest']}",
                 f"--other-results={other['out_dir']}", f"--other-shards={other['manifest']}",
                 f"--lemmas={own['lemmas']}", f"--groups={','.join(plan.group_ids)}", *FLIP_SET.argv(plan.config),

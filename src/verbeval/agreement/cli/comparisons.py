@@ -25,7 +25,7 @@ def parse_pair(item: str) -> tuple[str, str, str]:
 
 
 def cmd_compare(a: argparse.Namespace) -> None:
-    from verbeval.agreement.report.comparisons import comparisons, first_gains
+    from verbeval.agreement.report.comparisons import comparisons, first_gains, read_random_init
     from verbeval.agreement.report.forest_plots import forest_figure
     from verbeval.core.io import write_csv
 
@@ -35,7 +35,7 @@ def cmd_compare(a: argparse.Namespace) -> None:
     if unknown:
         raise VerbevalError(f"--pair names models without --results: {', '.join(unknown)}")
     groups = [g for g in a.groups.split(",") if g]
-    random = [m for m in (a.random_models or "").split(",") if m]
+    random = [m for m in dirs if read_random_init(dirs[m], groups)]
     rows = comparisons(pairs, dirs, groups, resamples=a.resamples, seed=a.seed, confidence=a.confidence, random=random)
     write_csv(rows, a.csv, float_format="%.10g")
     write_csv(first_gains(rows), a.first_gains, float_format="%.10g")
@@ -49,7 +49,7 @@ def register_compare(add: Add) -> None:
         cmd_compare,
         "paired comparisons of models on the same rows and contexts: TSE by McNemar's exact test, EW and MW "
         "by a paired bootstrap, corrected across groups",
-        "Reads each model's tse.parquet and scores.parquet (verbeval aggregate). docs/metrics.md, "
+        "Reads each model's tse.parquet, scores.parquet and summary.csv (its random_init flag; verbeval aggregate). docs/metrics.md, "
         "'Paired comparisons'. Run by the rule comparisons.",
     )
     s.add_argument(
@@ -68,10 +68,6 @@ def register_compare(add: Add) -> None:
         help="B compared with A (differences B - A); KIND: configured, against_first or consecutive; repeatable",
     )
     COMPARE.add_options(s)
-    s.add_argument(
-        "--random-models",
-        help="comma-separated randomly initialised models (flagged in the CSVs, labelled in the figure)",
-    )
     s.add_argument("--csv", required=True, help="output: comparisons.csv (one row per pair, group and metric)")
     s.add_argument("--first-gains", required=True, help="output: first_gains.csv (a sweep's first significant gain)")
     s.add_argument("--figure", nargs="+", required=True, help="output: the forest figure, one path per format")

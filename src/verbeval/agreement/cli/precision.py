@@ -17,6 +17,7 @@ def cmd_precision_audit(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.engine.shardstore import manifest_shards
+    from verbeval.agreement.report.comparisons import read_random_init
     from verbeval.agreement.scores.precision import AUDIT_COLUMNS, audit_model
     from verbeval.core.errors import InputError
     from verbeval.core.io import write_csv
@@ -29,7 +30,6 @@ def cmd_precision_audit(a: argparse.Namespace) -> None:
         if set(named[opt]) != set(models):
             raise VerbevalError(f"--{opt} must name the models of --results ({', '.join(models)})")
     groups = [g for g in a.groups.split(",") if g]
-    random = {m for m in (a.random_models or "").split(",") if m}
     frames = []
     for m in models:
         row_tse = {}
@@ -43,7 +43,11 @@ def cmd_precision_audit(a: argparse.Namespace) -> None:
                 ) from None
         n_lemmas = len(pd.read_parquet(named["lemmas"][m], columns=["lemma"]))
         shards = manifest_shards(named["shards"][m], groups)
-        frames.append(audit_model(m, row_tse, shards, n_lemmas, a.fragile_ulps, random_init=m in random))
+        frames.append(
+            audit_model(
+                m, row_tse, shards, n_lemmas, a.fragile_ulps, random_init=read_random_init(named["results"][m], groups)
+            )
+        )
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(AUDIT_COLUMNS))
     write_csv(rows, a.out, float_format="%.10g")
     log.info(
@@ -67,7 +71,6 @@ def register_precision_audit(add: Add) -> None:
     s.add_argument("--lemmas", action="append", default=[], metavar="NAME=PATH", help="a model's lemmas.parquet")
     s.add_argument("--groups", required=True, help="comma-separated groups")
     PRECISION_AUDIT.add_options(s)
-    s.add_argument("--random-models", help="comma-separated randomly initialised models (flagged in the CSV)")
     s.add_argument("--out", required=True, help="output: precision_audit.csv (a row per model, group and metric)")
 
 
@@ -75,7 +78,7 @@ def cmd_flip_set(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.engine.shardstore import manifest_shards
-    from verbeval.agreement.report.comparisons import read_results, with_flags
+    from verbeval.agreement.report.comparisons import read_random_init, read_results, with_flags
     from verbeval.agreement.scores.paired import compare_groups
     from verbeval.agreement.scores.precision import flip_set
     from verbeval.core.io import write_csv
@@ -91,7 +94,8 @@ def cmd_flip_set(a: argparse.Namespace) -> None:
     lemmas = pd.read_parquet(a.lemmas, columns=["lemma"])["lemma"].tolist()
     flips = flip_set((tse["reference"], shards["reference"]), (tse["other"], shards["other"]), lemmas)
     flips.insert(0, "model", a.model_name)
-    flips.insert(1, "random_init", bool(a.random_init))
+    random_init = read_random_init(a.reference_results, groups)
+    flips.insert(1, "random_init", random_init)
     flips.insert(2, "dtype", a.dtype)
     write_csv(flips, a.flips, float_format="%.10g")
     other = f"{a.model_name}@{a.dtype}"
@@ -105,7 +109,7 @@ def cmd_flip_set(a: argparse.Namespace) -> None:
         confidence=a.confidence,
     )
     write_csv(
-        with_flags(moves, "dtype", [a.model_name, other] if a.random_init else []), a.comparison, float_format="%.10g"
+        with_flags(moves, "dtype", [a.model_name, other] if random_init else []), a.comparison, float_format="%.10g"
     )
     log.info("%s in %s: %d decisions flipped -> %s", a.model_name, a.dtype, len(flips), a.flips)
 
@@ -121,7 +125,6 @@ def register_flip_set(add: Add) -> None:
         "docs/metrics.md, 'Ties and fragile decisions'. Run by the rule flip_set (agreement.precision_audit.dtypes).",
     )
     s.add_argument("--model-name", required=True, help="the model's name")
-    s.add_argument("--random-init", action="store_true", help="the model is randomly initialised (flagged in the CSVs)")
     s.add_argument("--dtype", required=True, help="the other run's dtype (its name in the outputs)")
     for side in ("reference", "other"):
         s.add_argument(f"--{side}-results", required=True, help=f"the {side} run's aggregate folder")

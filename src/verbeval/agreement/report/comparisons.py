@@ -53,6 +53,20 @@ def read_results(
     return tse, scores
 
 
+def read_random_init(model_dir: str | Path, groups: Sequence[str]) -> bool:
+    """Whether the model of an aggregate folder is randomly initialised: the ``random_init`` column of
+    its groups' ``summary.csv`` (``verbeval aggregate`` copies it from the shards' metadata)."""
+    for g in groups:
+        path = Path(model_dir) / g / "summary.csv"
+        try:
+            flags = pd.read_csv(path, usecols=["random_init"])["random_init"]
+        except (OSError, ValueError) as e:
+            raise InputError(path, f"not readable ({str(e).splitlines()[0]}): run `verbeval aggregate` first") from None
+        if flags.astype(str).str.lower().eq("true").any():
+            return True
+    return False
+
+
 def comparisons(
     pairs: Sequence[tuple[str, str, str]],
     model_dirs: Mapping[str, str | Path],
