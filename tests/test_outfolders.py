@@ -5,6 +5,9 @@ output; the workflow's plan refuses a ``tiny_models``/``toy_models`` ``out`` the
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +16,7 @@ import pytest
 
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
-from verbeval.core.outfolders import MARKER, check_replaceable, replace_folder, replace_problem
+from verbeval.core.outfolders import ADVICE, MARKER, check_replaceable, replace_folder, replace_problem
 from verbeval.workflow.loading import plan_from_files
 from verbeval.workflow.plan import PlanError
 
@@ -90,13 +93,55 @@ def test_protected_folders_are_refused_whatever_the_marker(tmp_path: Path, monke
     assert replace_problem(tmp_path / "file", "tiny-model") == "it is not a folder"
 
 
-def test_legacy_records_prove_an_older_output(tmp_path: Path) -> None:
+def test_a_record_alone_never_vouches_for_a_folder(tmp_path: Path) -> None:
+    """Issue 51: an older verbeval's record (a toy checkpoint's verbeval_toy.json, a tiny model's
+    verbeval_tiny.json, a marker that listed names only) never makes a folder replaceable."""
     old = tmp_path / "old"
     (old / "step-4").mkdir(parents=True)
     (old / "step-4" / "verbeval_toy.json").write_text("{}")
-    assert replace_problem(old, "train-toy") is not None
-    assert replace_problem(old, "train-toy", ("step-*/verbeval_toy.json",)) is None
-    check_replaceable(old, "train-toy", ("step-*/verbeval_toy.json",))  # no error
+    (old / "thesis.tex").write_text("mine")
+    assert replace_problem(old, "train-toy") == (
+        "it is not an earlier output of train-toy (it holds step-4/verbeval_toy.json, thesis.tex)"
+    )
+    with pytest.raises(VerbevalError):
+        check_replaceable(old, "train-toy")
+    names_only = tmp_path / "names"
+    names_only.mkdir()
+    (names_only / "config.json").write_text("{}")
+    (names_only / MARKER).write_text('{"command": "tiny-model", "files": ["config.json"]}')
+    assert replace_problem(names_only, "tiny-model") == (
+        f"its record of tiny-model ({MARKER}) is from an older verbeval, which recorded no file hashes "
+        f"(it holds {MARKER}, config.json)"
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "notes.txt").write_text("mine")
+    (run / MARKER).write_text('{"command": "bench", "files": "all"}')  # an older run folder's record
+    assert replace_problem(run, "bench") is not None
+    assert (old / "thesis.tex").read_text() == "mine" and (run / "notes.txt").read_text() == "mine"
+
+
+def test_a_file_changed_since_the_command_wrote_it_is_never_replaced(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    replace_folder(_built(tmp_path, "config.json", "w/weights.bin"), out, "tiny-model")
+    record = json.loads((out / MARKER).read_text())
+    assert record == {
+        "command": "tiny-model",
+        "files": {
+            "config.json": {"size": 11, "sha256": hashlib.sha256(b"config.json").hexdigest()},
+            "w/weights.bin": {"size": 13, "sha256": hashlib.sha256(b"w/weights.bin").hexdigest()},
+        },
+    }
+    (out / "config.json").write_text("config.jsoX")  # the user's edit, same size
+    assert replace_problem(out, "tiny-model") == "it holds files changed since tiny-model wrote them (config.json)"
+    (out / "config.json").write_text('{"user": 1}\n')
+    assert replace_problem(out, "tiny-model") == "it holds files changed since tiny-model wrote them (config.json)"
+    (out / "config.json").write_text("config.json")  # back as written
+    assert replace_problem(out, "tiny-model") is None
+    (out / "w" / "weights.bin").unlink()  # a file removed since: nothing of the user's is lost
+    assert replace_problem(out, "tiny-model") is None
+    (out / "w" / "weights.bin").symlink_to(out / "config.json")  # a link where a file was
+    assert replace_problem(out, "tiny-model") == ("it holds files changed since tiny-model wrote them (w/weights.bin)")
 
 
 # ---------------------------------------------------------------- the commands
@@ -136,6 +181,27 @@ def test_tiny_model_keeps_a_users_folder(
     assert main(["-q", *args, "--out", "model", "--seed", "1"]) == 0
     assert (tmp_path / "model" / "config.json").is_file() and (tmp_path / "model" / MARKER).is_file()
     assert '"seed": 1' in (tmp_path / "model" / "verbeval_tiny.json").read_text()
+    capsys.readouterr()  # the builds' output
+    # a user's edit of the built model is never replaced
+    with open(tmp_path / "model" / "config.json", "a") as fh:
+        fh.write(" ")
+    assert main([*args, "--out", "model"]) == 1
+    assert _err_lines(capsys) == [
+        "verbeval tiny-model: error: --out model: not replaced: it holds files changed since tiny-model wrote "
+        "them (config.json); move it away or choose another folder"
+    ]
+    # issue 51: an older verbeval's record beside a user's files vouches for nothing
+    (tmp_path / "c4" / "data").mkdir(parents=True)
+    (tmp_path / "c4" / "verbeval_tiny.json").write_text("{}")
+    (tmp_path / "c4" / "thesis.tex").write_text("mine")
+    (tmp_path / "c4" / "data" / "d.csv").write_text("1\n")
+    assert main([*args, "--out", "c4"]) == 1
+    assert _err_lines(capsys) == [
+        "verbeval tiny-model: error: --out c4: not replaced: it is not an earlier output of tiny-model "
+        "(it holds data/d.csv, thesis.tex, verbeval_tiny.json); move it away or choose another folder"
+    ]
+    assert (tmp_path / "c4" / "thesis.tex").read_text() == "mine"
+    assert (tmp_path / "c4" / "data" / "d.csv").read_text() == "1\n"
 
 
 def test_train_toy_refuses_the_working_folder_before_training(
@@ -154,6 +220,16 @@ def test_train_toy_refuses_the_working_folder_before_training(
         "move it away or choose another folder"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["l.parquet", "t.parquet", "thesis.tex"]
+    # issue 51: a checkpoint's record of an older verbeval beside a user's file vouches for nothing
+    (tmp_path / "toy" / "step-1").mkdir(parents=True)
+    (tmp_path / "toy" / "step-1" / "verbeval_toy.json").write_text("{}")
+    (tmp_path / "toy" / "thesis.tex").write_text("mine")
+    assert main([*args, "--out", "toy"]) == 1
+    assert _err_lines(capsys) == [
+        "verbeval train-toy: error: --out toy: not replaced: it is not an earlier output of train-toy "
+        "(it holds step-1/verbeval_toy.json, thesis.tex); move it away or choose another folder"
+    ]
+    assert (tmp_path / "toy" / "thesis.tex").read_text() == "mine"
 
 
 # ---------------------------------------------------------------- the workflow's plan
@@ -177,7 +253,17 @@ def test_plan_refuses_an_out_holding_a_users_files(
         f"of {command} (it holds data.csv); move it away or choose another folder"
     )
     assert (tmp_path / "mine" / "data.csv").read_text() == "1\n"
-    (tmp_path / "mine" / "data.csv").unlink()  # an empty folder is the command's to fill
+    # issue 51: an older verbeval's record beside the user's file vouches for nothing
+    record = "verbeval_tiny.json" if section == "tiny_models" else "step-1/verbeval_toy.json"
+    (tmp_path / "mine" / record).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "mine" / record).write_text("{}")
+    with pytest.raises(PlanError) as err:
+        plan_from_files([BASE, extra])
+    shown = "data.csv, step-1/verbeval_toy.json" if section == "toy_models" else "data.csv, verbeval_tiny.json"
+    assert str(err.value).endswith(f"it is not an earlier output of {command} (it holds {shown}); {ADVICE}")
+    assert (tmp_path / "mine" / "data.csv").read_text() == "1\n"
+    shutil.rmtree(tmp_path / "mine")
+    (tmp_path / "mine").mkdir()  # an empty folder is the command's to fill
     plan_from_files([BASE, extra])
 
 
@@ -193,31 +279,59 @@ def test_plan_refuses_a_tracked_folder(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_the_bench_empties_only_its_own_run_folder(tmp_path: Path) -> None:
-    from verbeval.bench.workflow_runs import _fresh
+    from verbeval.bench.workflow_runs import bench_folder
 
     run = tmp_path / "results-bench" / "workflow"
-    assert _fresh(run) == run
-    assert [p.name for p in run.iterdir()] == [MARKER]
-    (run / "results" / "agreement").mkdir(parents=True)  # what its Snakemake run writes there
-    (run / "results" / "agreement" / "table2.csv").write_text("model\n")
-    _fresh(run)  # its own earlier run folder: emptied
-    assert [p.name for p in run.iterdir()] == [MARKER]
-    # an earlier bench's folder from before the marker: its overlay proves it
-    legacy = tmp_path / "old"
-    legacy.mkdir()
-    (legacy / "bench-config.yaml").write_text("models: []\n")
-    (legacy / "log.txt").write_text("x")
-    _fresh(legacy)
-    assert [p.name for p in legacy.iterdir()] == [MARKER]
-    # a user's folder named as the bench's workdir survives, with one line saying why
-    mine = tmp_path / "mine" / "snakemake"
-    mine.mkdir(parents=True)
-    (mine / "thesis.tex").write_text("\\chapter{}")
+    with bench_folder(run) as got:
+        assert got == run and [p.name for p in run.iterdir()] == [MARKER]
+        (run / "results" / "agreement").mkdir(parents=True)  # what its Snakemake run writes there
+        (run / "results" / "agreement" / "table2.csv").write_text("model\n")
+    assert list(json.loads((run / MARKER).read_text())["files"]) == ["results/agreement/table2.csv"]
+    with bench_folder(run):  # its own earlier run folder: emptied
+        assert [p.name for p in run.iterdir()] == [MARKER]
+    # a file added after the run ended is the user's: the folder is kept
+    (run / "notes.txt").write_text("mine")
     with pytest.raises(VerbevalError) as err:
-        _fresh(mine)
+        with bench_folder(run):
+            pass
     assert str(err.value) == (
-        f"--workdir {mine}: not replaced: it is not an earlier output of bench (it holds thesis.tex); "
-        "move it away or choose another folder"
+        f"--workdir {run}: not replaced: it holds files bench did not write (notes.txt); {ADVICE}"
     )
-    assert (mine / "thesis.tex").read_text() == "\\chapter{}"
-    assert not list(mine.parent.glob(".snakemake.old-*"))
+    # issue 51: a user's own workflow run folder that looks like the bench's (results/agreement/,
+    # a config) is never emptied
+    mine = tmp_path / "mine" / "workflow"
+    (mine / "results" / "agreement" / "gpt2-xl").mkdir(parents=True)
+    (mine / "results" / "agreement" / "gpt2-xl" / "table2.csv").write_text("model\n")
+    (mine / "my-config.yaml").write_text("models: []\n")
+    (mine / "bench-config.yaml").write_text("models: []\n")
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(VerbevalError) as err:
+        with bench_folder(mine):
+            pass
+    assert str(err.value) == (
+        f"--workdir {mine}: not replaced: it is not an earlier output of bench (it holds bench-config.yaml, "
+        f"my-config.yaml, notes.txt and 1 more); {ADVICE}"
+    )
+    assert (mine / "notes.txt").read_text() == "mine"
+    assert (mine / "results" / "agreement" / "gpt2-xl" / "table2.csv").is_file()
+    assert not list(mine.parent.glob(".workflow.old-*"))
+    # a run killed before it recorded its files (kill -9): its folder is refused like a user's
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / MARKER).write_text('{"command": "bench", "files": {}}')
+    (killed / "results.csv").write_text("x")
+    assert replace_problem(killed, "bench") == "it holds files bench did not write (results.csv)"
+
+
+def test_bench_hashes_keeps_a_users_folder_at_a_copys_place(tmp_path: Path) -> None:
+    from verbeval.bench.output_hashes import run_one
+
+    copy = tmp_path / "work" / "old" / "config_quick.yaml"
+    copy.mkdir(parents=True)
+    (copy / "thesis.tex").write_text("mine")
+    with pytest.raises(VerbevalError) as err:
+        run_one(REPO, "config/quick.yaml", copy, cores=1, config_values=(), shared=tmp_path, patterns=())
+    assert str(err.value) == (
+        f"--workdir {copy}: not replaced: it is not an earlier output of bench-hashes (it holds thesis.tex); {ADVICE}"
+    )
+    assert (copy / "thesis.tex").read_text() == "mine"

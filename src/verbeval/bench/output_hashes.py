@@ -185,9 +185,7 @@ def source_files(tree: Path) -> list[str]:
 
 
 def copy_tree(tree: Path, dest: Path) -> frozenset[str]:
-    """A fresh copy of ``tree``'s source files in ``dest`` (emptied first); their relative paths."""
-    if dest.exists():
-        shutil.rmtree(dest)
+    """A copy of ``tree``'s source files in ``dest`` (an empty folder); their relative paths."""
     files = source_files(tree)
     for rel in files:
         target = dest / rel
@@ -253,21 +251,26 @@ def run_one(
     patterns: Sequence[str],
 ) -> tuple[dict[str, str], float]:
     """Run ``config`` from scratch with ``tree``'s code in ``copy``: the outputs' hashes and the run's
-    wall time (snakemake only)."""
-    sources = copy_tree(tree, copy)
-    env = run_environ(copy, copy.parent / f"{copy.name}-no-slurm")
-    check_imports(copy, env)
-    prepare(config, copy, env, shared)
-    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", str(config)]
-    if config_values:
-        cmd += ["--config", *config_values]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    (copy.parent / f"{copy.name}.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise RuntimeError(f"snakemake failed ({proc.returncode}) in {copy}; see {copy.parent / f'{copy.name}.log'}")
-    return hash_outputs(copy, sources, patterns), wall
+    wall time (snakemake only). ``copy`` is emptied first only when it is an earlier run's copy
+    (verbeval.core.outfolders.run_folder), never a user's folder."""
+    from verbeval.core.outfolders import run_folder
+
+    with run_folder(copy, "bench-hashes") as copy:
+        sources = copy_tree(tree, copy)
+        env = run_environ(copy, copy.parent / f"{copy.name}-no-slurm")
+        check_imports(copy, env)
+        prepare(config, copy, env, shared)
+        cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", str(config)]
+        if config_values:
+            cmd += ["--config", *config_values]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        log = copy.parent / f"{copy.name}.log"
+        log.write_text(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            raise RuntimeError(f"snakemake failed ({proc.returncode}) in {copy}; see {log}")
+        return hash_outputs(copy, sources, patterns), wall
 
 
 def sweep_configfile(workdir: Path, shared: Path, revisions: int) -> Path:

@@ -298,12 +298,6 @@ def run_timed(cmd: Sequence[str], env: Mapping[str, str], cwd: str | Path | None
     return wall, proc.stdout + proc.stderr
 
 
-def _fresh(run_dir: Path) -> Path:
-    from verbeval.core.outfolders import fresh_run_folder
-
-    return fresh_run_folder(run_dir, "bench")
-
-
 def bench_sweep_run(
     checkpoints: Sequence[Path],
     run_dir: Path,
@@ -315,12 +309,14 @@ def bench_sweep_run(
     cwd: Path | None = None,
 ) -> dict[str, Any]:
     """One sweep from scratch in ``run_dir`` (``snakemake`` run from ``cwd``, default here): its figures."""
-    run_dir = _fresh(run_dir)
-    cfg = write_sweep_config(run_dir / "sweep.yaml", sweep_config(checkpoints, run_dir, threads=threads))
-    db = run_dir / "snakemake-metadata.sqlite"
-    cmd = snakemake_command(configfiles=[cfg], cores=cores, metadata_db=db, config_values=list(config_values))
-    load = load_before(f"sweep n={len(checkpoints)}")
-    wall, _ = run_timed(cmd, env, cwd)
+    from verbeval.bench.workflow_runs import bench_folder
+
+    with bench_folder(run_dir) as run_dir:
+        cfg = write_sweep_config(run_dir / "sweep.yaml", sweep_config(checkpoints, run_dir, threads=threads))
+        db = run_dir / "snakemake-metadata.sqlite"
+        cmd = snakemake_command(configfiles=[cfg], cores=cores, metadata_db=db, config_values=list(config_values))
+        load = load_before(f"sweep n={len(checkpoints)}")
+        wall, _ = run_timed(cmd, env, cwd)
     run = SnakemakeRun(cmd, cores, wall, job_records(db), Path(cwd or Path.cwd()))
     scoring = [j for j in run.jobs if SCORING_RULE.fullmatch(j.rule)]
     computed, loads, branches = parse_logs(run_dir / "results" / "logs")
@@ -417,13 +413,15 @@ def bench_dry_run(
 ) -> dict[str, Any]:
     """``snakemake -n`` of an ``n``-revision sweep on cheap folders (:func:`cheap_checkpoints`)."""
     folders = cheap_checkpoints(template, sweep_dir / f"dry-models-{n}", n)
-    run_dir = _fresh(sweep_dir / f"dry{n}")
-    cfg = write_sweep_config(run_dir / "sweep.yaml", sweep_config(folders, run_dir))
-    cmd = [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--configfile", str(cfg)]
-    if config_values:
-        cmd += ["--config", *config_values]
-    load = load_1min()
-    wall, out = run_timed(cmd, env, cwd)
+    from verbeval.bench.workflow_runs import bench_folder
+
+    with bench_folder(sweep_dir / f"dry{n}") as run_dir:
+        cfg = write_sweep_config(run_dir / "sweep.yaml", sweep_config(folders, run_dir))
+        cmd = [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--configfile", str(cfg)]
+        if config_values:
+            cmd += ["--config", *config_values]
+        load = load_1min()
+        wall, out = run_timed(cmd, env, cwd)
     m = re.search(r"^total\s+(\d+)", out, re.M)
     return {
         "revisions": n,

@@ -15,6 +15,7 @@ cost every job pays.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,17 +74,13 @@ def workflow_overlay(run_dir: Path, model_dirs: dict[str, Path], *, quick: bool,
     return overlay
 
 
-#: what proves a run folder to be the bench's from before verbeval.core.outfolders.MARKER: the
-#: overlay of its workflow part, or the Snakemake results folder of its other runs
-BENCH_LEGACY = ("bench-config.yaml", "results/.snakemake_timestamp", "results/agreement")
+def bench_folder(run_dir: Path) -> AbstractContextManager[Path]:
+    """``run_dir`` emptied for a run of the bench, its files recorded when the run ends: only when
+    every file in it is one an earlier run of the bench recorded (verbeval.core.outfolders.run_folder),
+    never a user's folder."""
+    from verbeval.core.outfolders import run_folder
 
-
-def _fresh(run_dir: Path) -> Path:
-    """``run_dir`` emptied for a run of the bench: only when it is a run folder of an earlier bench
-    (verbeval.core.outfolders.fresh_run_folder), never a user's folder."""
-    from verbeval.core.outfolders import fresh_run_folder
-
-    return fresh_run_folder(run_dir, "bench", BENCH_LEGACY)
+    return run_folder(run_dir, "bench")
 
 
 def plan_workflow(
@@ -126,9 +123,9 @@ def bench_workflow(
     computes its SimVerb-3500 embeddings in that job too) and of its aggregation job."""
     from verbeval.agreement.engine.shards import read_shard_meta
 
-    run_dir = _fresh(workdir / "workflow")
-    files, out, agr = plan_workflow(config, run_dir, model_dirs, quick=quick, threads=threads)
-    run = run_snakemake(configfiles=files, run_dir=run_dir, targets=[WORKFLOW_TARGET], cores=cores)
+    with bench_folder(workdir / "workflow") as run_dir:
+        files, out, agr = plan_workflow(config, run_dir, model_dirs, quick=quick, threads=threads)
+        run = run_snakemake(configfiles=files, run_dir=run_dir, targets=[WORKFLOW_TARGET], cores=cores)
     models: dict[str, dict[str, Any]] = {}
     for name in model_dirs:
         metas = [read_shard_meta(p) for paths in out.shards(name).values() for p in paths]
@@ -187,11 +184,11 @@ def run_from_scratch(
 ) -> SnakemakeRun:
     """``snakemake`` on ``configfiles`` from scratch, from the current directory: ``run_dir`` emptied,
     the run's results and raw folders inside it (``config_values``: more ``--config KEY=VALUE``)."""
-    run_dir = _fresh(run_dir)
-    return run_snakemake(
-        configfiles=configfiles,
-        run_dir=run_dir,
-        targets=targets,
-        cores=cores,
-        config_values=[f"results_dir={run_dir / 'results'}", f"raw_dir={run_dir / 'raw'}", *config_values],
-    )
+    with bench_folder(run_dir) as run_dir:
+        return run_snakemake(
+            configfiles=configfiles,
+            run_dir=run_dir,
+            targets=targets,
+            cores=cores,
+            config_values=[f"results_dir={run_dir / 'results'}", f"raw_dir={run_dir / 'raw'}", *config_values],
+        )

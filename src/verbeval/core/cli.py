@@ -62,11 +62,11 @@ def cmd_tiny_model(a: argparse.Namespace) -> None:
     import tempfile
 
     from verbeval.core.outfolders import check_replaceable, replace_folder
-    from verbeval.core.tiny_models import MASKED_TINY_ARCHS, TINY_LEGACY_RECORDS, make_tiny_model
+    from verbeval.core.tiny_models import MASKED_TINY_ARCHS, make_tiny_model
     from verbeval.core.wordtok import save_word_tokenizer
 
     out = Path(a.out)
-    check_replaceable(out, "tiny-model", TINY_LEGACY_RECORDS)  # before anything is built
+    check_replaceable(out, "tiny-model")  # before anything is built
     out.parent.mkdir(parents=True, exist_ok=True)
     # built beside the target and renamed into place: a killed build leaves no half-written model
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.tmp-", dir=out.parent) as tmp:
@@ -75,7 +75,7 @@ def cmd_tiny_model(a: argparse.Namespace) -> None:
             style = "masked" if a.arch in MASKED_TINY_ARCHS else "causal"
             tokenizer = save_word_tokenizer(a.word_corpus, style, Path(tmp) / "tokenizer")
         built = make_tiny_model(tokenizer, a.arch, Path(tmp) / "model", seed=a.seed, layers=a.layers, hidden=a.hidden)
-        replace_folder(built, out, "tiny-model", TINY_LEGACY_RECORDS)
+        replace_folder(built, out, "tiny-model")
     source = "a word-level tokenizer of " + ", ".join(a.word_corpus) if a.word_corpus else a.tokenizer
     log.info("tiny %s model on %s -> %s", a.arch, source, out)
 

@@ -1,14 +1,21 @@
-"""Output folders that a command replaces as a whole (``tiny-model``, ``train-toy``): never a folder it did not make.
+"""Output folders that a command replaces as a whole (``tiny-model``, ``train-toy``, the bench's run
+folders): never a folder it did not make, never a file it did not write.
 
 A command builds its folder beside the target and, on success, writes :data:`MARKER` into it: a
-record naming the command and every file it wrote. An existing folder at the target is replaced
-only when it is that command's earlier output: empty, or holding the marker (or, for a folder
-written before the marker existed, the command's older record, ``legacy``) and no file the marker
-does not list. Whatever the marker says, the working folder and the folders above it (``.``,
-``..``), ``$HOME``, a git repository's root and a folder holding git-tracked files are never
-replaced. Anything else is refused with one line naming the folder and what is in it
-(:func:`replace_problem`); the workflow's plan asks the same question for ``tiny_models`` and
-``toy_models`` before any job runs.
+record naming the command and every file it wrote, with each file's size and sha256. An existing
+folder at the target is replaced only when it is empty, or when every file in it is one the marker
+lists, unchanged since the command wrote it (same size, same sha256): a marker alone proves nothing,
+and neither does any other record (an older verbeval's ``verbeval_tiny.json``, a bench overlay, a
+marker of an older format that listed names only). Whatever the marker says, the working folder and
+the folders above it (``.``, ``..``), ``$HOME``, a git repository's root and a folder holding
+git-tracked files are never replaced. Anything else is refused with one line naming the folder and
+what is in it (:func:`replace_problem`); the workflow's plan asks the same question for
+``tiny_models`` and ``toy_models`` before any job runs.
+
+A run folder (:func:`run_folder`: a bench's Snakemake run, filled by child processes) is emptied at
+the start of a run and its files recorded, with their hashes, when the run ends, well or not; a run
+killed before that (``kill -9``) leaves its files unrecorded, and the folder is then refused like a
+user's.
 """
 
 from __future__ import annotations
@@ -17,16 +24,14 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from verbeval.core.errors import VerbevalError
 
-#: the record of the command that wrote a folder (``{"command": ..., "files": [...]}``; ``"files": "all"``
-#: for a run folder, :func:`fresh_run_folder`)
+#: the record of the command that wrote a folder: ``{"command": ..., "files": {name: {"size": ..., "sha256": ...}}}``
 MARKER = ".verbeval-output.json"
-#: the ``files`` of a run folder's marker: everything below it was written by the command's runs
-RUN_FOLDER = "all"
 #: files the workflow's tools add to a finished output folder, not a user's: Snakemake's mtime
 #: carrier of a ``directory()`` output, created after every job that writes one
 TOOL_FILES = (".snakemake_timestamp",)
@@ -77,28 +82,56 @@ def _protected(folder: Path) -> str | None:
     return None
 
 
-def _marker_files(folder: Path, command: str) -> list[str] | str | None:
-    """The files the marker of ``command`` in ``folder`` lists (:data:`RUN_FOLDER` for a run folder),
-    else None (no such marker)."""
+def _identity(path: Path) -> dict[str, object]:
+    """What the marker records of one file: its size and sha256 (a link: its target)."""
+    from verbeval.core.io import sha256_file
+
+    if path.is_symlink():
+        return {"link": os.readlink(path)}
+    return {"size": path.stat().st_size, "sha256": sha256_file(path)}
+
+
+def _unchanged(path: Path, recorded: object) -> bool:
+    """Whether ``path`` is the file the marker recorded (``recorded``): same size and sha256, or the
+    same link."""
+    if not isinstance(recorded, dict):
+        return False
+    try:
+        if path.is_symlink():
+            return recorded.get("link") == os.readlink(path)
+        if "sha256" not in recorded or recorded.get("size") != path.stat().st_size:
+            return False
+        return recorded == _identity(path)
+    except OSError:
+        return False
+
+
+def _record(folder: Path, command: str) -> dict[str, object]:
+    """The marker of ``command`` for ``folder`` as it is now: every file with its size and sha256."""
+    files = [n for n in _files(folder) if n not in (MARKER, *TOOL_FILES)]
+    return {"command": command, "files": {n: _identity(folder / n) for n in files}}
+
+
+def _marker(folder: Path, command: str) -> dict[str, object] | str:
+    """The files the marker of ``command`` in ``folder`` records (name: identity), else why there is
+    none to trust (as ``<what it is>``)."""
     try:
         record = json.loads((folder / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        record = None
     if not isinstance(record, dict) or record.get("command") != command:
-        return None
+        return f"it is not an earlier output of {command}"
     files = record.get("files")
-    if files == RUN_FOLDER:
-        return RUN_FOLDER
-    if not isinstance(files, list):
-        return None
-    return [str(f) for f in files]
+    if not isinstance(files, dict):
+        return f"its record of {command} ({MARKER}) is from an older verbeval, which recorded no file hashes"
+    return files
 
 
-def replace_problem(out: str | Path, command: str, legacy: Sequence[str] = ()) -> str | None:
+def replace_problem(out: str | Path, command: str) -> str | None:
     """Why ``command`` may not replace the folder ``out``, as ``<what it is>`` (no path), else None.
 
-    None also when ``out`` does not exist. ``legacy``: glob patterns of the records ``command``
-    wrote before :data:`MARKER` existed; a folder holding one counts as its earlier output."""
+    None also when ``out`` does not exist. Every file in ``out`` must be one that ``command``'s
+    marker records, unchanged (:mod:`module docstring <verbeval.core.outfolders>`)."""
     folder = Path(out)
     if not (folder.exists() or folder.is_symlink()):
         return None
@@ -110,36 +143,37 @@ def replace_problem(out: str | Path, command: str, legacy: Sequence[str] = ()) -
     present = _files(folder)
     if not present:
         return None
-    listed = _marker_files(folder, command)
-    if listed is None:
-        if any(next(folder.glob(pattern), None) is not None for pattern in legacy):
-            return None
-        return f"it is not an earlier output of {command} (it holds {_shown(present)})"
-    if listed == RUN_FOLDER:
-        return None
-    foreign = [n for n in present if n not in (MARKER, *TOOL_FILES) and n not in set(listed)]
+    listed = _marker(folder, command)
+    if isinstance(listed, str):
+        return f"{listed} (it holds {_shown(present)})"
+    present = [n for n in present if n not in (MARKER, *TOOL_FILES)]
+    foreign = [n for n in present if n not in listed]
     if foreign:
         return f"it holds files {command} did not write ({_shown(foreign)})"
+    changed = [n for n in present if not _unchanged(folder / n, listed[n])]
+    if changed:
+        return f"it holds files changed since {command} wrote them ({_shown(changed)})"
     return None
 
 
-def check_replaceable(out: str | Path, command: str, legacy: Sequence[str] = (), option: str = "--out") -> None:
+def check_replaceable(out: str | Path, command: str, option: str = "--out") -> None:
     """Raise :class:`VerbevalError` (one line naming ``out`` and what is in it) when
     :func:`replace_problem` refuses it."""
-    problem = replace_problem(out, command, legacy)
+    problem = replace_problem(out, command)
     if problem is not None:
         raise VerbevalError(f"{option} {out}: not replaced: {problem}; {ADVICE}")
 
 
-def replace_folder(built: Path, out: str | Path, command: str, legacy: Sequence[str] = ()) -> Path:
-    """Mark ``built`` as ``command``'s output (:data:`MARKER`) and rename it onto ``out``, replacing
-    ``out`` only when :func:`replace_problem` allows it (checked again here, just before). ``built``
-    must be on the same file system (beside ``out``). The earlier folder is moved aside, then removed."""
+def replace_folder(built: Path, out: str | Path, command: str) -> Path:
+    """Mark ``built`` as ``command``'s output (:data:`MARKER`, each file's size and sha256) and
+    rename it onto ``out``, replacing ``out`` only when :func:`replace_problem` allows it (checked
+    again here, just before). ``built`` must be on the same file system (beside ``out``). The
+    earlier folder is moved aside, then removed."""
     from verbeval.core.io import write_json
 
     target = Path(out)
-    check_replaceable(target, command, legacy)
-    write_json(built / MARKER, {"command": command, "files": _files(built)})
+    check_replaceable(target, command)
+    write_json(built / MARKER, _record(built, command))
     aside = _moved_aside(target)
     built.rename(target)
     _remove(aside)
@@ -162,18 +196,23 @@ def _remove(aside: Path | None) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-def fresh_run_folder(folder: str | Path, command: str, legacy: Sequence[str] = (), option: str = "--workdir") -> Path:
-    """An empty folder ``folder`` for a run of ``command`` that its children fill (a Snakemake run's
-    results, logs and configuration), marked as the command's (:data:`MARKER`, ``"files": "all"``).
+@contextmanager
+def run_folder(folder: str | Path, command: str, option: str = "--workdir") -> Iterator[Path]:
+    """An empty folder ``folder`` for one run of ``command`` that its children fill (a Snakemake
+    run's results, logs and configuration); when the block ends, well or not, every file in it is
+    recorded in :data:`MARKER` with its size and sha256, so that the next run may empty it.
 
-    An existing ``folder`` is emptied only when :func:`replace_problem` allows it: empty, or a run
-    folder of ``command`` (or holding one of the ``legacy`` records); otherwise
-    :class:`VerbevalError`, one line naming it (``option``: the option that chose it)."""
+    An existing ``folder`` is emptied only when :func:`replace_problem` allows it (empty, or the
+    recorded output of an earlier run of ``command``); otherwise :class:`VerbevalError`, one line
+    naming it (``option``: the option that chose it)."""
     from verbeval.core.io import write_json
 
     target = Path(folder)
-    check_replaceable(target, command, legacy, option)
+    check_replaceable(target, command, option)
     _remove(_moved_aside(target))
     target.mkdir(parents=True)
-    write_json(target / MARKER, {"command": command, "files": RUN_FOLDER})
-    return target
+    write_json(target / MARKER, {"command": command, "files": {}})
+    try:
+        yield target
+    finally:
+        write_json(target / MARKER, _record(target, command))

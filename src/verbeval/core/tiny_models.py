@@ -27,8 +27,6 @@ TINY_DECODERS = {
 }
 #: tiny architectures that are masked LMs / classifiers built on a masked-LM tokenizer
 MASKED_TINY_ARCHS = ("bert", "roberta", "bert-nli")
-#: what proves a folder to be tiny-model's output from before verbeval.core.outfolders.MARKER: its random-init record
-TINY_LEGACY_RECORDS = (RANDOM_INIT_MARKER,)
 #: label names of the tiny NLI classifier (deliberately not in MNLI order: consumers must map by name)
 TINY_NLI_LABELS = {0: "contradiction", 1: "entailment", 2: "neutral"}
 

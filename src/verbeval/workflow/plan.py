@@ -123,14 +123,12 @@ class Plan:
         """A ``tiny_models``/``toy_models`` ``out`` that its rule may not replace (a folder the
         command did not write, a tracked folder, the working folder: verbeval.core.outfolders) stops
         the run here: Snakemake removes a job's output folder before the job runs."""
-        from verbeval.acquisition.toy.training import TOY_LEGACY_RECORDS
         from verbeval.core.outfolders import ADVICE, replace_problem
-        from verbeval.core.tiny_models import TINY_LEGACY_RECORDS
 
-        rules = {"tiny_models": ("tiny-model", TINY_LEGACY_RECORDS), "toy_models": ("train-toy", TOY_LEGACY_RECORDS)}
-        for section, (command, legacy) in rules.items():
+        rules = {"tiny_models": "tiny-model", "toy_models": "train-toy"}
+        for section, command in rules.items():
             for i, entry in enumerate(self.config.get(section) or []):
-                problem = replace_problem(entry["out"], command, legacy)
+                problem = replace_problem(entry["out"], command)
                 if problem is not None:
                     raise self.error(
                         [section, i, "out"],

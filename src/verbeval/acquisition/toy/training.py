@@ -66,8 +66,6 @@ DEFAULT_STEPS = 512
 DEFAULT_CHECKPOINTS: tuple[int, ...] = log_spaced(DEFAULT_STEPS)
 #: the record in every checkpoint folder that names it a toy model
 TOY_RECORD = "verbeval_toy.json"
-#: what proves a folder to be train-toy's output from before verbeval.core.outfolders.MARKER: a checkpoint's record
-TOY_LEGACY_RECORDS = (f"step-*/{TOY_RECORD}",)
 TOY_NOTE = (
     "toy model: a small GPT-2 trained from scratch on a synthetic agreement corpus (verbeval train-toy); "
     "its numbers are a toy model's, not a language model's"
@@ -188,7 +186,7 @@ def train_toy(
 
     spec.check()
     out = Path(out)
-    check_replaceable(out, "train-toy", TOY_LEGACY_RECORDS)  # before any training
+    check_replaceable(out, "train-toy")  # before any training
     corpus = generate_corpus(lexicon, templates, spec.corpus)
 
     old_threads = torch.get_num_threads()
@@ -199,7 +197,7 @@ def train_toy(
         with temporary_folder(out.parent, f".{out.name}.tmp-", "an interrupted train-toy") as tmp:
             built = tmp / "out"
             _train(corpus, lexicon, built, tmp / "trainer", spec, progress)
-            replace_folder(built, out, "train-toy", TOY_LEGACY_RECORDS)
+            replace_folder(built, out, "train-toy")
     finally:
         torch.set_num_threads(old_threads)
         torch.use_deterministic_algorithms(old_deterministic)
