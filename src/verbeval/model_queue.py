@@ -29,7 +29,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
+import os
 import shlex
+import sys
+import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
@@ -126,23 +130,50 @@ def run_queue(jobs: list[argparse.Namespace], post_workers: int = 1) -> dict[str
 
 def _post_pool(workers: int) -> ProcessPoolExecutor:
     """Worker processes for the post steps: spawned (never forked from a process that may hold CUDA
-    and torch's threads), each importing verbeval once and logging to this process's stderr."""
-    import multiprocessing
-
+    and torch's threads), each importing verbeval once and logging to this process's stderr. They
+    end with this process however it ends (:func:`_end_with_parent`)."""
     return ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_init_worker,
-        initargs=(logging.getLogger().getEffectiveLevel(),),
+        initargs=(logging.getLogger().getEffectiveLevel(), os.getpid()),
     )
 
 
-def _init_worker(level: int) -> None:
-    import sys
-
+def _init_worker(level: int, parent: int) -> None:
+    _end_with_parent(parent)
     from verbeval import cli  # noqa: F401  (numpy's sort kernels chosen before numpy loads, as the CLI does)
 
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def _end_with_parent(parent: int) -> None:
+    """End this worker when the queue process ``parent`` ends, however it ends (``kill -9``, the OOM
+    killer): a worker left behind would wait forever on the pool's call queue, whose both ends it
+    holds, keeping its memory and the queue's log open. On Linux the kernel sends SIGKILL when the
+    thread that started the worker ends (``PR_SET_PDEATHSIG``; :func:`run_queue` submits, and so
+    starts the workers, from the main thread, which ends only with the process); everywhere a daemon
+    thread ends the worker within half a second of its parent's death (its parent id changes). The
+    pool's resource tracker then ends by itself: every holder of its pipe is gone."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        from verbeval.core.model_sources.pip_package import _PR_SET_PDEATHSIG
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - a libc without prctl: the thread below
+            pass
+    if os.getppid() != parent:  # the parent died before the call: nobody sends the signal
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="verbeval-parent-watch", daemon=True).start()
 
 
 def _run_words(words: list[str], i: int, n: int) -> str | None:
