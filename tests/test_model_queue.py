@@ -289,3 +289,34 @@ def test_the_post_workers_end_with_the_queue_process(sig: signal.Signals) -> Non
         for pid in children:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("start", ["script without a main guard", "python -m verbeval", "entry point"])
+def test_the_post_workers_work_however_the_cli_was_started(tmp_path: Path, start: str) -> None:
+    """A post step runs in a worker process (here: fails there, with its own one-line error) whether
+    the queue was started by a script that calls ``verbeval.cli.main()`` without a main guard (a
+    spawned worker does not run the parent's script again), by ``python -m verbeval`` or by the
+    ``verbeval`` entry point."""
+    script = tmp_path / "verbeval-wrapper"
+    script.write_text(f"#!{sys.executable}\nimport sys\nfrom verbeval.cli import main\nsys.exit(main())\n")
+    command = {
+        "script without a main guard": [sys.executable, str(script)],
+        "python -m verbeval": [sys.executable, "-m", "verbeval"],
+        "entry point": [str(Path(sys.executable).parent / "verbeval")],
+    }[start]
+    manifest = tmp_path / "missing.json"
+    step = ["aggregate", "--templates", str(tmp_path / "t.parquet"), "--groups", "g1", "--model-name", "m",
+            "--manifest", str(manifest), "--out-dir", str(tmp_path / "out")]  # fmt: skip
+    done = subprocess.run(
+        [*command, "-q", "run-queue", "--post-workers", "1", "--job", shlex.join(step)],
+        capture_output=True,
+        text=True,
+        env=_environ(),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"verbeval run-queue: error: step 1 of 1 (aggregate m): {manifest}: no shard manifest "
+        "(run the model's inference job first)\n",
+    )

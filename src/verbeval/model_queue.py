@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import multiprocessing
+import multiprocessing.context
 import os
 import shlex
 import sys
 import threading
 import time
+import types
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
@@ -131,13 +132,43 @@ def run_queue(jobs: list[argparse.Namespace], post_workers: int = 1) -> dict[str
 def _post_pool(workers: int) -> ProcessPoolExecutor:
     """Worker processes for the post steps: spawned (never forked from a process that may hold CUDA
     and torch's threads), each importing verbeval once and logging to this process's stderr. They
-    end with this process however it ends (:func:`_end_with_parent`)."""
+    end with this process however it ends (:func:`_end_with_parent`), and never run this process's
+    ``__main__`` (:class:`_WorkerProcess`)."""
     return ProcessPoolExecutor(
         max_workers=workers,
-        mp_context=multiprocessing.get_context("spawn"),
+        mp_context=_WorkerContext(),
         initializer=_init_worker,
         initargs=(logging.getLogger().getEffectiveLevel(), os.getpid()),
     )
+
+
+class _WorkerProcess(multiprocessing.context.SpawnProcess):
+    """A spawned worker that is not told this process's ``__main__``. A spawned child imports the
+    parent's main script again (as ``__mp_main__``) unless the preparation data names none
+    (``multiprocessing.spawn.get_preparation_data`` reads ``__main__``'s ``__spec__`` and
+    ``__file__``); a script that calls ``verbeval.cli.main()`` without a main guard would run the
+    queue again in each worker, which fails while the worker starts (``BrokenProcessPool``). The
+    workers run only verbeval's functions, so they need nothing from it: while the child is
+    launched, ``sys.modules['__main__']`` is a stand-in with the same names but neither attribute
+    (the same objects: what another thread pickles from ``__main__`` meanwhile is still found)."""
+
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:  # noqa: N802  (multiprocessing's name)
+        main = sys.modules["__main__"]
+        stand_in = types.ModuleType("__main__")
+        stand_in.__dict__.update({k: v for k, v in vars(main).items() if k not in ("__file__", "__spec__")})
+        stand_in.__spec__ = None
+        sys.modules["__main__"] = stand_in
+        try:
+            return multiprocessing.context.SpawnProcess._Popen(process_obj)
+        finally:
+            sys.modules["__main__"] = main
+
+
+class _WorkerContext(multiprocessing.context.SpawnContext):
+    """The spawn context, its processes :class:`_WorkerProcess`."""
+
+    Process = _WorkerProcess
 
 
 def _init_worker(level: int, parent: int) -> None:
