@@ -18,7 +18,10 @@ and the same output files, byte for byte, as when the step runs alone). In one p
   ``--post-workers`` worker processes beside the next model's forward passes, so the last model's
   aggregation is all that follows the last forward pass. Processes, not threads: on one H200 the
   paper configuration's aggregations took 53-67 s each as threads of the GPU job (the GIL shared with
-  the thread that drives the GPU), against 38-47 s as processes of their own.
+  the thread that drives the GPU), against 38-47 s as processes of their own. The workers end with
+  the queue process however it ends (``kill -9`` or the OOM killer too), and work however the
+  command was started (the ``verbeval`` entry point, ``python -m verbeval``, a script that calls
+  ``verbeval.cli.main()`` without a main guard).
 
 Every step is parsed before the first one runs (a bad item stops the queue before any work). A
 failing step stops the queue with its own error, naming the step; the steps already done keep
