@@ -21,7 +21,7 @@ PKG = Path(verbeval.__file__).resolve().parent
 
 #: layer of each sub-package -> the layers it may import (besides the standard library, third-party
 #: packages and ``verbeval`` itself, which holds only ``__version__``). The top-level modules
-#: (cli, model_run, model_queue) assemble the layers and may import any of them.
+#: (cli, __main__, model_run, model_queue) assemble the layers and may import any of them.
 ALLOWED: dict[str, set[str]] = {
     "core": {"core"},
     "agreement": {"core", "agreement"},
@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "bench": {"core", "agreement", "acquisition", "workflow", "bench"},
     "workflow": {"core", "agreement", "acquisition", "simverb", "veridicality", "workflow"},
 }
-TOP = {"cli", "model_run", "model_queue"}
+TOP = {"cli", "__main__", "model_run", "model_queue"}
 
 
 def module_name(path: Path) -> str:

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shlex
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -214,3 +218,105 @@ def test_a_revision_whose_shards_are_all_kept_is_not_loaded(
     run_queue(parse_jobs(jobs), post_workers=0)
     assert loads == ["step-2"]
     assert _digests(out) == before
+
+
+# --------------------------------------------------------------------------- the post-workers' processes (issue 51)
+
+_SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _environ() -> dict[str, str]:
+    """This checkout's verbeval first on a child's path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([_SRC, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _children(parent: int) -> dict[int, str]:
+    """The child processes of ``parent`` (Linux /proc), each with its kind: a pool worker
+    (``spawn_main``) or the resource tracker."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes().decode(errors="replace")
+        except (OSError, IndexError, ValueError):  # ended meanwhile
+            continue
+        if ppid == parent:
+            found[int(stat.parent.name)] = next(
+                (k for k in ("spawn_main", "resource_tracker") if k in cmdline), cmdline
+            )
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie, ended but not yet reaped by its new parent, is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the processes from Linux's /proc")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill -9", "kill -TERM"])
+def test_the_post_workers_end_with_the_queue_process(sig: signal.Signals) -> None:
+    """A queue process that dies on its own (kill -9, kill -TERM, the OOM killer) takes its two
+    post-workers and the pool's resource tracker with it: none of them is left running."""
+    code = (
+        "import time\n"
+        "from verbeval.model_queue import _post_pool\n"
+        "pool = _post_pool(2)\n"
+        "for f in [pool.submit(time.sleep, 0.5) for _ in range(2)]:\n"  # two at once: two workers
+        "    f.result()\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=_environ())
+    children: dict[int, str] = {}
+    try:
+        assert parent.stdout is not None and parent.stdout.readline() == "ready\n"
+        children = _children(parent.pid)
+        assert sorted(children.values()) == ["resource_tracker", "spawn_main", "spawn_main"]
+        parent.send_signal(sig)
+        assert parent.wait(timeout=10) == -sig
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert {pid: kind for pid, kind in children.items() if _alive(pid)} == {}
+    finally:
+        parent.kill()
+        parent.wait()
+        for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("start", ["script without a main guard", "python -m verbeval", "entry point"])
+def test_the_post_workers_work_however_the_cli_was_started(tmp_path: Path, start: str) -> None:
+    """A post step runs in a worker process (here: fails there, with its own one-line error) whether
+    the queue was started by a script that calls ``verbeval.cli.main()`` without a main guard (a
+    spawned worker does not run the parent's script again), by ``python -m verbeval`` or by the
+    ``verbeval`` entry point."""
+    script = tmp_path / "verbeval-wrapper"
+    script.write_text(f"#!{sys.executable}\nimport sys\nfrom verbeval.cli import main\nsys.exit(main())\n")
+    command = {
+        "script without a main guard": [sys.executable, str(script)],
+        "python -m verbeval": [sys.executable, "-m", "verbeval"],
+        "entry point": [str(Path(sys.executable).parent / "verbeval")],
+    }[start]
+    manifest = tmp_path / "missing.json"
+    step = ["aggregate", "--templates", str(tmp_path / "t.parquet"), "--groups", "g1", "--model-name", "m",
+            "--manifest", str(manifest), "--out-dir", str(tmp_path / "out")]  # fmt: skip
+    done = subprocess.run(
+        [*command, "-q", "run-queue", "--post-workers", "1", "--job", shlex.join(step)],
+        capture_output=True,
+        text=True,
+        env=_environ(),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"verbeval run-queue: error: step 1 of 1 (aggregate m): {manifest}: no shard manifest "
+        "(run the model's inference job first)\n",
+    )

@@ -39,7 +39,7 @@ def wrapper(tree: Path) -> Path:
     b.mkdir(parents=True, exist_ok=True)
     (b / "verbeval").write_text(
         f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(tree / 'src')!r})\n"
-        "from verbeval.cli import main\nsys.exit(main())\n"
+        "from verbeval.cli import main\nif __name__ == '__main__':\n    sys.exit(main())\n"
     )
     os.chmod(b / "verbeval", 0o755)
     return b

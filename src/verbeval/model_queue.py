@@ -18,7 +18,10 @@ and the same output files, byte for byte, as when the step runs alone). In one p
   ``--post-workers`` worker processes beside the next model's forward passes, so the last model's
   aggregation is all that follows the last forward pass. Processes, not threads: on one H200 the
   paper configuration's aggregations took 53-67 s each as threads of the GPU job (the GIL shared with
-  the thread that drives the GPU), against 38-47 s as processes of their own.
+  the thread that drives the GPU), against 38-47 s as processes of their own. The workers end with
+  the queue process however it ends (``kill -9`` or the OOM killer too), and work however the
+  command was started (the ``verbeval`` entry point, ``python -m verbeval``, a script that calls
+  ``verbeval.cli.main()`` without a main guard).
 
 Every step is parsed before the first one runs (a bad item stops the queue before any work). A
 failing step stops the queue with its own error, naming the step; the steps already done keep
@@ -29,8 +32,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing.context
+import os
 import shlex
+import sys
+import threading
 import time
+import types
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
@@ -126,23 +134,80 @@ def run_queue(jobs: list[argparse.Namespace], post_workers: int = 1) -> dict[str
 
 def _post_pool(workers: int) -> ProcessPoolExecutor:
     """Worker processes for the post steps: spawned (never forked from a process that may hold CUDA
-    and torch's threads), each importing verbeval once and logging to this process's stderr."""
-    import multiprocessing
-
+    and torch's threads), each importing verbeval once and logging to this process's stderr. They
+    end with this process however it ends (:func:`_end_with_parent`), and never run this process's
+    ``__main__`` (:class:`_WorkerProcess`)."""
     return ProcessPoolExecutor(
         max_workers=workers,
-        mp_context=multiprocessing.get_context("spawn"),
+        mp_context=_WorkerContext(),
         initializer=_init_worker,
-        initargs=(logging.getLogger().getEffectiveLevel(),),
+        initargs=(logging.getLogger().getEffectiveLevel(), os.getpid()),
     )
 
 
-def _init_worker(level: int) -> None:
-    import sys
+class _WorkerProcess(multiprocessing.context.SpawnProcess):
+    """A spawned worker that is not told this process's ``__main__``. A spawned child imports the
+    parent's main script again (as ``__mp_main__``) unless the preparation data names none
+    (``multiprocessing.spawn.get_preparation_data`` reads ``__main__``'s ``__spec__`` and
+    ``__file__``); a script that calls ``verbeval.cli.main()`` without a main guard would run the
+    queue again in each worker, which fails while the worker starts (``BrokenProcessPool``). The
+    workers run only verbeval's functions, so they need nothing from it: while the child is
+    launched, ``sys.modules['__main__']`` is a stand-in with the same names but neither attribute
+    (the same objects: what another thread pickles from ``__main__`` meanwhile is still found)."""
 
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:  # noqa: N802  (multiprocessing's name)
+        main = sys.modules["__main__"]
+        stand_in = types.ModuleType("__main__")
+        stand_in.__dict__.update({k: v for k, v in vars(main).items() if k not in ("__file__", "__spec__")})
+        stand_in.__spec__ = None
+        sys.modules["__main__"] = stand_in
+        try:
+            return multiprocessing.context.SpawnProcess._Popen(process_obj)
+        finally:
+            sys.modules["__main__"] = main
+
+
+class _WorkerContext(multiprocessing.context.SpawnContext):
+    """The spawn context, its processes :class:`_WorkerProcess`."""
+
+    Process = _WorkerProcess
+
+
+def _init_worker(level: int, parent: int) -> None:
+    _end_with_parent(parent)
     from verbeval import cli  # noqa: F401  (numpy's sort kernels chosen before numpy loads, as the CLI does)
 
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def _end_with_parent(parent: int) -> None:
+    """End this worker when the queue process ``parent`` ends, however it ends (``kill -9``, the OOM
+    killer): a worker left behind would wait forever on the pool's call queue, whose both ends it
+    holds, keeping its memory and the queue's log open. On Linux the kernel sends SIGKILL when the
+    thread that started the worker ends (``PR_SET_PDEATHSIG``; :func:`run_queue` submits, and so
+    starts the workers, from the main thread, which ends only with the process); everywhere a daemon
+    thread ends the worker within half a second of its parent's death (its parent id changes). The
+    pool's resource tracker then ends by itself: every holder of its pipe is gone."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        from verbeval.core.model_sources.pip_package import _PR_SET_PDEATHSIG
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - a libc without prctl: the thread below
+            pass
+    if os.getppid() != parent:  # the parent died before the call: nobody sends the signal
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="verbeval-parent-watch", daemon=True).start()
 
 
 def _run_words(words: list[str], i: int, n: int) -> str | None:
