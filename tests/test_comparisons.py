@@ -47,6 +47,8 @@ def test_the_paper_runs_pairs_and_audit(in_repo: None) -> None:
     assert argv[0] == "compare" and f"--pair=against_first={first},{plan.table_models[1]}" in argv
     assert "--resamples=1000" in argv and "--seed=0" in argv and "--confidence=0.95" in argv
     assert f"{out}/{first}/simple/tse.parquet" in c.compare_inputs()
+    # the rows of a pair are paired by their template identity: the run's templates are an input
+    assert f"--templates={out}/templates.parquet" in argv and f"{out}/templates.parquet" in c.compare_inputs()
     audit = c.audit_argv()
     one = list(plan.models)[0]  # every model of the run, in order
     assert audit[:2] == ["precision-audit", f"--results={one}={out}/{one}"] and "--fragile-ulps=16.0" in audit

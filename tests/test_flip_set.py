@@ -130,3 +130,20 @@ def test_bfloat16_flips_are_the_decisions_float64_calls_close(runs: dict[str, An
     assert (np.abs(m64) < 0.05).all()
     # and the reference run's margin (float32 spacings) of a flipped decision is small too, never huge
     assert ew["margin_ulps"].min() >= 0 and ew["margin_ulps"].median() < 1e4
+
+
+def test_flip_set_command_checks_the_real_runs_and_writes_their_flips(runs: dict[str, Any], tmp_path: Path) -> None:
+    """``verbeval flip-set`` on the two runs: their manifests are one model in float32 and bfloat16, of
+    the lemmas.parquet given (n_lemmas and lemma_set_sha256 match), and it writes the flip set."""
+    tmp = runs["tmp"]
+    argv = ["-q", "flip-set", "--model-name=m", "--dtype=bfloat16", f"--lemmas={tmp / 'lemmas.parquet'}",
+            f"--groups={','.join(GROUPS)}", "--resamples=10", "--flips", str(tmp_path / "flips.csv"),
+            "--comparison", str(tmp_path / "comparison.csv")]  # fmt: skip
+    for side, dtype in (("reference", "float32"), ("other", "bfloat16")):
+        argv += [
+            f"--{side}-results={tmp / dtype / 'agg'}",
+            f"--{side}-shards={tmp / dtype / 'shards' / 'manifest.json'}",
+        ]
+    assert main(argv) == 0
+    expected = flip_set(runs["float32"], runs["bfloat16"], runs["lemmas"])
+    assert len(pd.read_csv(tmp_path / "flips.csv")) == len(expected) > 0

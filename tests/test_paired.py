@@ -4,6 +4,7 @@ its nominal rate, and two models that differ on known rows."""
 
 from __future__ import annotations
 
+import dataclasses
 from math import comb
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from verbeval.agreement.scores.paired import (
     mcnemar_exact,
     paired_mean_difference,
 )
+from verbeval.core.errors import MismatchError, VerbevalError
 
 
 def test_mcnemar_exact_is_the_two_sided_binomial_p_of_the_discordant_rows() -> None:
@@ -116,8 +118,11 @@ def test_two_models_that_differ_on_known_rows() -> None:
     assert ew_all.n == 42 and ew_all.confidence == 0.95
     assert ew_all.difference == pytest.approx((40 * 0.9 + 2) / 42 - (40 * 0.5 + 2) / 42)
     bad = {"g1": (_tse([1.0]), _tse([1.0, 0.0]))}
-    with pytest.raises(ValueError, match="different template rows"):
+    with pytest.raises(MismatchError) as e:  # a VerbevalError (one line), and a ValueError as before
         compare_groups("a", "b", bad, contexts, resamples=10, seed=0, confidence=0.95)
+    assert isinstance(e.value, ValueError) and str(e.value) == (
+        "group 'g1': a and b were scored on different template rows: 0 only in a, 1 only in b (first row 1)"
+    )
 
 
 def test_agreement_result_compare_in_process(suite: Any, tmp_path: Path, tokenizer_path: Any) -> None:  # noqa: F811
@@ -150,6 +155,20 @@ def test_agreement_result_compare_in_process(suite: Any, tmp_path: Path, tokeniz
     same = a.compare(a)
     assert (same["difference"] == 0).all() and not same["significant"].any()
     assert (same.loc[same.metric == "tse", "p_value"] == 1.0).all()
+    with pytest.raises(VerbevalError) as e:  # before: AttributeError: 'str' object has no attribute 'row_tse'
+        a.compare("x")  # type: ignore[arg-type]
+    assert str(e.value) == "compare: expected an AgreementResult, got str"
+    # the rows are paired by their template identity: another run's rows (same count) are refused
+    g = GROUPS[0]
+    ids = b.row_ids[g].copy()
+    ids[0] = "other.jsonl:1"
+    other = dataclasses.replace(b, row_ids={**b.row_ids, g: ids})
+    with pytest.raises(MismatchError) as e:
+        a.compare(other)
+    assert str(e.value) == (
+        f"group {g!r}: seed0 and seed1 were scored on different template rows: 1 only in seed0 "
+        f"(first {a.row_ids[g][0]}), 1 only in seed1 (first other.jsonl:1)"
+    )
 
 
 def test_each_side_of_a_pair_says_whether_it_is_random() -> None:
@@ -168,3 +187,89 @@ def test_each_side_of_a_pair_says_whether_it_is_random() -> None:
     flagged = with_flags(rows, "configured", random=["b"])
     assert list(flagged.columns[:5]) == ["kind", "model_a", "model_b", "random_init_a", "random_init_b"]
     assert not flagged["random_init_a"].any() and flagged["random_init_b"].all()
+
+
+def _ids(rows: list[int]) -> list[str]:
+    return [f"s.jsonl:{r + 1}" for r in rows]
+
+
+def test_rows_are_paired_by_their_template_identity() -> None:
+    """Matching identities give the rows of the comparison by row number, bit for bit; the same
+    rows in another order are paired by identity (contexts through the rows); the same count of other
+    rows (another data version, other errata) is refused, naming how they differ."""
+    a, b = [1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]
+    rows = {"g": (_tse(a), _tse(b))}
+    contexts = {"g": (_scores([0.5, 0.6, 0.7, 0.8], [0.1] * 4), _scores([0.6, 0.6, 0.8, 0.9], [0.2] * 4))}
+    kw: dict[str, Any] = {"resamples": 50, "seed": 0, "confidence": 0.95}
+    plain = compare_groups("a", "b", rows, contexts, **kw)
+    same = compare_groups("a", "b", rows, contexts, **kw, row_ids={"g": (_ids([0, 1, 2, 3]), _ids([0, 1, 2, 3]))})
+    pd.testing.assert_frame_equal(plain, same)
+    # b's templates list rows 2 and 3 the other way round: b's row 2 is a's row 3 (and its context)
+    swapped_b = pd.DataFrame({"row": range(4), "context_id": [0, 1, 3, 2], "tse": [1.0, 1.0, 0.0, 1.0]})
+    swapped = compare_groups(
+        "a",
+        "b",
+        {"g": (_tse(a).assign(context_id=range(4)), swapped_b)},
+        contexts,
+        **kw,
+        row_ids={"g": (_ids([0, 1, 2, 3]), _ids([0, 1, 3, 2]))},
+    )
+    t = swapped[swapped.metric == "tse"].iloc[0]
+    assert (t.n, t.a_only, t.b_only) == (4, 0, 1)  # by row number: (4, 1, 2)
+    assert t.value_b == 0.75
+    ew = swapped[swapped.metric == "ew"].iloc[0]
+    assert ew.difference == pytest.approx(0.075) and ew.n == 4
+    with pytest.raises(MismatchError) as e:
+        compare_groups("a", "b", rows, contexts, **kw, row_ids={"g": (_ids([0, 1, 2, 3]), _ids([0, 1, 2, 4]))})
+    assert str(e.value) == (
+        "group 'g': a and b were scored on different template rows: 1 only in a (first s.jsonl:4), "
+        "1 only in b (first s.jsonl:5)"
+    )
+
+
+def _results(root: Path, tse: list[float], ew: list[float]) -> Path:
+    from verbeval.core.io import write_csv, write_parquet
+
+    write_parquet(_tse(tse).assign(context_id=range(len(tse))), root / "g" / "tse.parquet")
+    write_parquet(_scores(ew, ew), root / "g" / "scores.parquet")
+    write_csv(pd.DataFrame({"random_init": [False]}), root / "g" / "summary.csv")
+    return root
+
+
+def _templates(path: Path, lines: list[int]) -> Path:
+    pd.DataFrame({"group": "g", "source": "s.jsonl", "line": lines}).to_parquet(path)
+    return path
+
+
+def _compare(tmp_path: Path, a: Path, b: Path, *templates: str) -> int:
+    from verbeval.cli import main
+
+    return main(["-q", "compare", f"--results=a={a}", f"--results=b={b}", *(f"--templates={t}" for t in templates),
+                 "--groups=g", "--pair=configured=a,b", "--resamples=20", "--csv", str(tmp_path / "c.csv"),
+                 "--first-gains", str(tmp_path / "f.csv"), "--figure", str(tmp_path / "c.png")])  # fmt: skip
+
+
+def test_compare_refuses_runs_of_other_template_rows_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: a 21-line traceback (rows of another count), or a silent pairing (the same count)."""
+    a = _results(tmp_path / "a", [1.0, 0.0, 1.0], [0.5, 0.6, 0.7])
+    b = _results(tmp_path / "b", [1.0, 1.0], [0.5, 0.6])
+    assert _compare(tmp_path, a, b) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "verbeval compare: error: group 'g': a and b were scored on different template rows: 1 only in a "
+        "(first row 2), 0 only in b"
+    ]
+    # the same row count, another data version: one erratum dropped line 2, another line 3
+    b = _results(tmp_path / "b3", [1.0, 1.0, 0.0], [0.5, 0.6, 0.7])
+    ta, tb = _templates(tmp_path / "ta.parquet", [1, 3, 4]), _templates(tmp_path / "tb.parquet", [1, 2, 4])
+    assert _compare(tmp_path, a, b, f"a={ta}", f"b={tb}") == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "verbeval compare: error: group 'g': a and b were scored on different template rows: 1 only in a "
+        "(first s.jsonl:3), 1 only in b (first s.jsonl:2)"
+    ]
+    # one templates.parquet for both (the workflow's): the rows match, the CSV is that of row numbers
+    assert _compare(tmp_path, a, b, str(ta)) == 0
+    with_ids = (tmp_path / "c.csv").read_bytes()
+    assert _compare(tmp_path, a, b) == 0
+    assert (tmp_path / "c.csv").read_bytes() == with_ids

@@ -1,9 +1,14 @@
 """Ties and fragile decisions (verbeval.agreement.scores.precision) on constructed probabilities with
-known ties and near-ties, their margins checked against float32 spacings computed by hand."""
+known ties and near-ties, their margins checked against float32 spacings computed by hand; and the
+commands that read a run's shards (precision-audit, flip-set) on synthetic stores: a damaged shard, another
+lemma set, another model."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from verbeval.agreement.scores.precision import decision_counts, margin_ulps, tse_ties_correct
@@ -45,3 +50,156 @@ def test_a_softmax_tie_of_equal_logits_is_found_in_float64() -> None:
     p = np.exp(logits - np.log(np.exp(logits).sum()))
     counts = decision_counts(p[[0, 0]], p[[1, 2]])
     assert counts == {"n": 2, "ties": 1, "fragile": 1}
+
+
+# ---- the commands that read shards (precision-audit, flip-set): damaged shards, other lemma sets and models
+
+
+def _run(root: Path, meta: dict[str, object]) -> tuple[Path, list[Path], Path]:
+    """A synthetic shard store of group g1 (tests/test_aggregate.py's) with ``meta`` in its manifest, and
+    its aggregates (``root/out``)."""
+    from test_aggregate import _aggregate_args, _store
+    from verbeval.cli import main
+
+    root.mkdir(parents=True)
+    manifest, shards = _store(root, meta)
+    assert main(["-q", *_aggregate_args(root, manifest)]) == 0
+    return manifest, shards, root / "out"
+
+
+def _lemmas(path: Path, n: int) -> Path:
+    pd.DataFrame({"lemma": [f"v{i}" for i in range(n)]}).to_parquet(path)
+    return path
+
+
+def _audit_args(tmp_path: Path, results: Path, manifest: Path, lemmas: Path) -> list[str]:
+    return ["precision-audit", f"--results=m={results}", f"--shards=m={manifest}", f"--lemmas=m={lemmas}",
+            "--groups=g1", "--out", str(tmp_path / "audit.csv")]  # fmt: skip
+
+
+def _flip_args(tmp_path: Path, ref: tuple[Path, Path], other: tuple[Path, Path], lemmas: Path) -> list[str]:
+    return ["flip-set", "--model-name=m", "--dtype=bfloat16", f"--reference-results={ref[1]}",
+            f"--reference-shards={ref[0]}", f"--other-results={other[1]}", f"--other-shards={other[0]}",
+            f"--lemmas={lemmas}", "--groups=g1", "--resamples=10", "--flips", str(tmp_path / "flips.csv"),
+            "--comparison", str(tmp_path / "comparison.csv")]  # fmt: skip
+
+
+META = {"model_id": "org/tiny", "revision": "abc123", "dtype": "float32", "n_lemmas": 4}
+
+
+def _damage(shard: Path) -> tuple[str, str]:
+    """Four bytes of ``shard`` flipped in place (same size): its sha256 before and after."""
+    from verbeval.core.io import sha256_file
+
+    before = sha256_file(shard)
+    data = bytearray(shard.read_bytes())
+    for i in range(len(data) // 2, len(data) // 2 + 4):
+        data[i] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    return before, sha256_file(shard)
+
+
+@pytest.mark.parametrize("command", ["precision-audit", "flip-set"])
+def test_a_damaged_shard_is_moved_aside_and_its_manifest_removed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """As aggregate does: the next plain run (Snakemake's or dvc repro) lacks the manifest, so it
+    reruns the model's inference job, which keeps the intact shards and recomputes this one."""
+    from verbeval.cli import main
+
+    manifest, shards, results = _run(tmp_path / "ref", META)
+    lemmas = _lemmas(tmp_path / "lemmas.parquet", 4)
+    if command == "precision-audit":
+        args = _audit_args(tmp_path, results, manifest, lemmas)
+    else:
+        other = _run(tmp_path / "bf16", {**META, "dtype": "bfloat16"})
+        args = _flip_args(tmp_path, (manifest, results), (other[0], other[2]), lemmas)
+    listed, found = _damage(shards[1])
+    assert main(["-q", *args]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"verbeval {command}: error: {shards[1]}: sha256 {found[:12]}... differs from the shard manifest's "
+        f"{listed[:12]}... (the file changed after it was written); moved it to {shards[1]}.corrupt and removed "
+        f"the stale manifest {manifest}: rerun the workflow (snakemake or dvc repro) to recompute it"
+    ]
+    assert not shards[1].exists() and shards[1].with_name(shards[1].name + ".corrupt").exists()
+    assert not manifest.exists() and shards[0].exists() and shards[2].exists()
+
+
+@pytest.mark.parametrize("command", ["precision-audit", "flip-set"])
+def test_shards_of_another_lemma_set_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """Before: ``ValueError: cannot reshape array of size ... into shape (...)``."""
+    from verbeval.cli import main
+
+    manifest, _, results = _run(tmp_path / "ref", META)
+    lemmas = _lemmas(tmp_path / "lemmas.parquet", 5)
+    if command == "precision-audit":
+        args = _audit_args(tmp_path, results, manifest, lemmas)
+    else:
+        other = _run(tmp_path / "bf16", {**META, "dtype": "bfloat16"})
+        args = _flip_args(tmp_path, (manifest, results), (other[0], other[2]), lemmas)
+    assert main(["-q", *args]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"verbeval {command}: error: {manifest}: shards of 4 lemmas but {lemmas} lists 5: "
+        "not the lemma set the shards were computed with"
+    ]
+    assert manifest.exists()  # nothing is wrong with the shards
+
+
+def test_shards_of_another_lemma_set_of_the_same_size_are_refused(tmp_path: Path) -> None:
+    from verbeval.agreement.cli.common import check_lemma_set
+    from verbeval.agreement.engine.shards import lemma_set_hash
+    from verbeval.core.errors import MismatchError
+
+    lemmas = pd.DataFrame({"lemma": ["a", "b"], "sing": ["is", "has"], "plur": ["are", "have"],
+                           "sing_id": [1, 2], "plur_id": [3, 4]})  # fmt: skip
+    lemmas.to_parquet(tmp_path / "lemmas.parquet")
+    manifest, _, _ = _run(tmp_path / "ref", {"n_lemmas": 2, "lemma_set_sha256": lemma_set_hash(lemmas)})
+    assert check_lemma_set(manifest, tmp_path / "lemmas.parquet") == 2
+    lemmas.assign(plur_id=[3, 5]).to_parquet(tmp_path / "other.parquet")
+    with pytest.raises(MismatchError) as e:
+        check_lemma_set(manifest, tmp_path / "other.parquet")
+    assert str(e.value) == (
+        f"{manifest}: shards of another lemma set than {tmp_path / 'other.parquet'} (both 2 lemmas, "
+        "their lemma_set_sha256 differs)"
+    )
+
+
+@pytest.mark.parametrize(
+    "other_meta, message",
+    [
+        ({"model_id": "org/other"}, "{other}: model_id 'org/other', but the reference run {ref} has 'org/tiny': "
+         "a flip set compares one model in two dtypes"),
+        ({"revision": "def456"}, "{other}: revision 'def456', but the reference run {ref} has 'abc123': "
+         "a flip set compares one model in two dtypes"),
+        ({"dtype": "float32"}, "{other}: shards in float32, not --dtype bfloat16"),
+        (None, "{ref}: the reference run is in bfloat16 too: a flip set compares two dtypes"),
+    ],
+)  # fmt: skip
+def test_flip_set_compares_one_model_in_two_dtypes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], other_meta: dict[str, str] | None, message: str
+) -> None:
+    """Before: another float32 model given as the bfloat16 run gave its flips silently."""
+    from verbeval.cli import main
+
+    ref_meta = {**META, "dtype": "bfloat16"} if other_meta is None else META
+    ref, _, ref_results = _run(tmp_path / "ref", ref_meta)
+    other, _, other_results = _run(tmp_path / "bf16", {**META, "dtype": "bfloat16", **(other_meta or {})})
+    lemmas = _lemmas(tmp_path / "lemmas.parquet", 4)
+    assert main(["-q", *_flip_args(tmp_path, (ref, ref_results), (other, other_results), lemmas)]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "verbeval flip-set: error: " + message.format(other=other, ref=ref)
+    ]
+
+
+def test_flip_set_of_one_model_in_two_dtypes_runs(tmp_path: Path) -> None:
+    """The same shards as float32 and bfloat16 runs (the checks pass): nothing flips, nothing moves."""
+    from verbeval.cli import main
+
+    ref, _, ref_results = _run(tmp_path / "ref", META)
+    other, _, other_results = _run(tmp_path / "bf16", {**META, "dtype": "bfloat16"})
+    lemmas = _lemmas(tmp_path / "lemmas.parquet", 4)
+    assert main(["-q", *_flip_args(tmp_path, (ref, ref_results), (other, other_results), lemmas)]) == 0
+    assert pd.read_csv(tmp_path / "flips.csv").empty
+    assert (pd.read_csv(tmp_path / "comparison.csv")["difference"] == 0).all()

@@ -18,6 +18,11 @@ class ShardError(VerbevalError):
         super().__init__(f"{self.path}: {reason}")
 
 
+class MismatchError(VerbevalError, ValueError):
+    """Two inputs that must match do not (results scored on other template rows, shards of another
+    lemma set or model). Also a :class:`ValueError`, which these failures raised before."""
+
+
 class InputError(VerbevalError):
     """Bad input data, located at ``path:line`` when the line is known."""
 

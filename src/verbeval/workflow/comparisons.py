@@ -115,7 +115,7 @@ class ComparisonsPlan:
         return [p for m in models for kind in ("tse", "scores", "summary") for p in steps.files(m)[kind]]
 
     def compare_inputs(self) -> list[str]:
-        return self._aggregates(self.models())
+        return [*self._aggregates(self.models()), self.plan.model_steps.paths("{model}")["templates"]]
 
     def audit_inputs(self) -> list[str]:
         steps = self.plan.model_steps
@@ -126,6 +126,7 @@ class ComparisonsPlan:
         """``verbeval compare``'s command line (without ``verbeval``)."""
         plan, f = self.plan, self.files()
         return ["compare", *(f"--results={m}={plan.agreement_dir}/{m}" for m in self.models()),
+                f"--templates={plan.model_steps.paths('{model}')['templates']}",
                 f"--groups={','.join(plan.group_ids)}", *(f"--pair={k}={a},{b}" for k, a, b in self.pairs),
                 *COMPARE.argv(plan.config),
                 "--csv", f["csv"], "--first-gains", f["first_gains"], "--figure", *f["figure"]]  # fmt: skip

@@ -29,6 +29,7 @@ from verbeval.agreement.report.tables import table2
 from verbeval.agreement.scores.aggregate import GroupShards, context_scores, row_tse, summarise
 from verbeval.agreement.scores.lemma_contexts import forms_of, lemma_contexts_from_stats, write_lemma_contexts
 from verbeval.agreement.scores.metrics import FormStats
+from verbeval.agreement.scores.paired import template_row_ids
 from verbeval.agreement.scores.registry import HEADLINE, NAMES
 from verbeval.agreement.steps import AGGREGATE
 from verbeval.core import api_args as args
@@ -61,6 +62,8 @@ class AgreementResult:
     row_tse: dict[str, pd.DataFrame] = field(repr=False)
     random_init: bool = False
     seconds: float = 0.0
+    #: per group, the identity (``source:line``) of each of its template rows, which ``row_tse``'s ``row`` indexes
+    row_ids: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def per_group(self) -> pd.DataFrame:
@@ -103,14 +106,22 @@ class AgreementResult:
         """``other`` against this result on the same rows and contexts, per group: TSE by McNemar's
         exact test, EW and MW (top p = 1) by a paired bootstrap, corrected across the groups
         (:func:`verbeval.agreement.scores.paired.compare_groups`: the rows of ``comparisons.csv``,
-        differences ``other - self``). The bootstrap settings default to ``agreement.bootstrap``'s."""
+        differences ``other - self``). The rows are paired by their template identity (source and line);
+        results of other groups or rows are a :class:`~verbeval.core.errors.MismatchError` (also a
+        ``ValueError``). The bootstrap settings default to ``agreement.bootstrap``'s."""
         from verbeval.agreement.scores.paired import compare_groups
         from verbeval.agreement.steps import COMPARE
+        from verbeval.core.errors import MismatchError
 
+        if not isinstance(other, AgreementResult):
+            raise VerbevalError(f"compare: expected an AgreementResult, got {type(other).__name__}")
         missing = sorted(set(self.row_tse) ^ set(other.row_tse))
         if missing:
-            raise ValueError(f"{self.model} and {other.model} were not evaluated on the same groups: {missing}")
+            raise MismatchError(f"{self.model} and {other.model} were not evaluated on the same groups: {missing}")
         groups = list(self.row_tse)
+        ids = None
+        if all(g in r.row_ids for g in groups for r in (self, other)):
+            ids = {g: tuple(r.row_ids[g][r.row_tse[g]["row"].to_numpy()] for r in (self, other)) for g in groups}
         return compare_groups(
             self.model,
             other.model,
@@ -119,6 +130,7 @@ class AgreementResult:
             resamples=COMPARE.default("resamples") if resamples is None else resamples,
             seed=COMPARE.default("seed") if seed is None else seed,
             confidence=COMPARE.default("confidence") if confidence is None else confidence,
+            row_ids=ids,
         )
 
     def to_files(self, out_dir: str | Path) -> dict[str, Path]:
@@ -268,7 +280,7 @@ def evaluate(
         ),
     )
     mc = suite.prepared((*tok_key, "context", prepend_bos), lambda: model_context(lm, lemmas, 10, prepend_bos))
-    parts, scores, tses, stats = [], {}, {}, {}
+    parts, scores, tses, stats, ids = [], {}, {}, {}, {}
     with borrowed(model, None if device is None else dev), torch.no_grad():
         for gid in suite.group_ids:
             work = suite.prepared((*tok_key, "group", gid), lambda gid=gid: prepare_group(lm, suite.templates, gid))
@@ -282,6 +294,7 @@ def evaluate(
             shards = _group_shards(done, len(lemmas))
             scores[gid] = context_scores(shards, top_cutoffs, bottom_cutoffs)
             tses[gid] = row_tse(shards, work.rows)
+            ids[gid] = template_row_ids(work.rows)
             summary = summarise(
                 scores[gid], tses[gid], model=name, group=gid, resamples=resamples, seed=seed, confidence=confidence
             ).assign(random_init=bool(random_init))
@@ -302,4 +315,5 @@ def evaluate(
         row_tse=tses,
         random_init=bool(random_init),
         seconds=time.perf_counter() - t0,
+        row_ids=ids,
     )

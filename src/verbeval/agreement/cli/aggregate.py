@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from verbeval.agreement.cli.common import expand_shards
+from verbeval.agreement.cli.common import expand_shards, verified_shards
 from verbeval.agreement.steps import AGGREGATE
 from verbeval.core.cliutil import Add, check_outputs
 from verbeval.core.errors import VerbevalError
@@ -17,7 +17,7 @@ log = logging.getLogger("verbeval")
 def cmd_aggregate(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.engine.shardstore import manifest_random_init, manifest_shards
+    from verbeval.agreement.engine.shardstore import manifest_random_init
     from verbeval.agreement.scores.aggregate import (
         context_scores,
         quarantine_bad_shard,
@@ -31,10 +31,7 @@ def cmd_aggregate(a: argparse.Namespace) -> None:
     groups = [g for g in a.groups.split(",") if g]
     out = Path(a.out_dir)
     check_outputs(*[str(out / g / "summary.csv") for g in groups])
-    try:
-        by_group = manifest_shards(a.manifest, groups)
-    except ShardError as exc:
-        raise quarantine_bad_shard(exc, a.keep_bad_shards, a.manifest) from None
+    by_group = verified_shards(a.manifest, groups, a.keep_bad_shards)
     templates = pd.read_parquet(a.templates)
     random_init = manifest_random_init(a.manifest)
     for group in groups:

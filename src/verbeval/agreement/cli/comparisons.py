@@ -34,9 +34,25 @@ def cmd_compare(a: argparse.Namespace) -> None:
     unknown = sorted({m for _, x, y in pairs for m in (x, y)} - set(dirs))
     if unknown:
         raise VerbevalError(f"--pair names models without --results: {', '.join(unknown)}")
+    templates = {}
+    for item in a.templates:
+        name, sep, path = item.partition("=")
+        if sep and name in dirs:
+            templates[name] = path
+        else:  # a path (of every model's templates)
+            templates.update(dict.fromkeys(dirs, item))
     groups = [g for g in a.groups.split(",") if g]
     random = [m for m in dirs if read_random_init(dirs[m], groups)]
-    rows = comparisons(pairs, dirs, groups, resamples=a.resamples, seed=a.seed, confidence=a.confidence, random=random)
+    rows = comparisons(
+        pairs,
+        dirs,
+        groups,
+        resamples=a.resamples,
+        seed=a.seed,
+        confidence=a.confidence,
+        random=random,
+        templates=templates,
+    )
     write_csv(rows, a.csv, float_format="%.10g")
     write_csv(first_gains(rows), a.first_gains, float_format="%.10g")
     forest_figure(rows, a.figure, random=random)
@@ -58,6 +74,15 @@ def register_compare(add: Add) -> None:
         required=True,
         metavar="NAME=DIR",
         help="a model's aggregate folder (<DIR>/<group>/tse.parquet, scores.parquet); repeatable",
+    )
+    s.add_argument(
+        "--templates",
+        action="append",
+        default=[],
+        metavar="[NAME=]PATH",
+        help="the templates.parquet the results were scored on (every model's, or NAME's); each pair's rows are "
+        "paired by their template identity (source:line), and runs that differ in it are refused "
+        "(without: paired by row number)",
     )
     s.add_argument("--groups", required=True, help="comma-separated groups to compare")
     s.add_argument(

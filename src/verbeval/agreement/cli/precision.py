@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from verbeval.agreement.cli.common import check_lemma_set, manifest_meta, verified_shards
 from verbeval.agreement.steps import PRECISION_AUDIT
 from verbeval.core.cliutil import Add, split_pair
 from verbeval.core.errors import VerbevalError
@@ -16,7 +17,6 @@ log = logging.getLogger("verbeval")
 def cmd_precision_audit(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.engine.shardstore import manifest_shards
     from verbeval.agreement.report.comparisons import read_random_init
     from verbeval.agreement.scores.precision import AUDIT_COLUMNS, audit_model
     from verbeval.core.errors import InputError
@@ -41,8 +41,8 @@ def cmd_precision_audit(a: argparse.Namespace) -> None:
                 raise InputError(
                     path, f"not readable ({str(e).splitlines()[0]}): run `verbeval aggregate` first"
                 ) from None
-        n_lemmas = len(pd.read_parquet(named["lemmas"][m], columns=["lemma"]))
-        shards = manifest_shards(named["shards"][m], groups)
+        n_lemmas = check_lemma_set(named["shards"][m], named["lemmas"][m])
+        shards = verified_shards(named["shards"][m], groups, a.keep_bad_shards)
         frames.append(
             audit_model(
                 m, row_tse, shards, n_lemmas, a.fragile_ulps, random_init=read_random_init(named["results"][m], groups)
@@ -71,26 +71,28 @@ def register_precision_audit(add: Add) -> None:
     s.add_argument("--lemmas", action="append", default=[], metavar="NAME=PATH", help="a model's lemmas.parquet")
     s.add_argument("--groups", required=True, help="comma-separated groups")
     PRECISION_AUDIT.add_options(s)
+    _keep_bad_shards(s)
     s.add_argument("--out", required=True, help="output: precision_audit.csv (a row per model, group and metric)")
 
 
 def cmd_flip_set(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.engine.shardstore import manifest_shards
     from verbeval.agreement.report.comparisons import read_random_init, read_results, with_flags
     from verbeval.agreement.scores.paired import compare_groups
     from verbeval.agreement.scores.precision import flip_set
     from verbeval.core.io import write_csv
 
     groups = [g for g in a.groups.split(",") if g]
+    check_dtype_runs(a.reference_shards, a.other_shards, a.dtype)
     tse, scores, shards = {}, {}, {}
     for side, results, manifest in (
         ("reference", a.reference_results, a.reference_shards),
         ("other", a.other_results, a.other_shards),
     ):
+        check_lemma_set(manifest, a.lemmas)
         tse[side], scores[side] = read_results(results, groups, full_tse=True)
-        shards[side] = manifest_shards(manifest, groups)
+        shards[side] = verified_shards(manifest, groups, a.keep_bad_shards)
     lemmas = pd.read_parquet(a.lemmas, columns=["lemma"])["lemma"].tolist()
     flips = flip_set((tse["reference"], shards["reference"]), (tse["other"], shards["other"]), lemmas)
     flips.insert(0, "model", a.model_name)
@@ -114,6 +116,33 @@ def cmd_flip_set(a: argparse.Namespace) -> None:
     log.info("%s in %s: %d decisions flipped -> %s", a.model_name, a.dtype, len(flips), a.flips)
 
 
+def check_dtype_runs(reference: str, other: str, dtype: str) -> None:
+    """That the two shard manifests of ``flip-set`` are one model (``model_id``, ``revision``), the
+    ``other`` in ``dtype`` and the ``reference`` in another dtype."""
+    from verbeval.core.errors import MismatchError
+
+    ref, oth = manifest_meta(reference), manifest_meta(other)
+    for key in ("model_id", "revision"):
+        if ref.get(key) != oth.get(key):
+            raise MismatchError(
+                f"{other}: {key} {oth.get(key)!r}, but the reference run {reference} has {ref.get(key)!r}: "
+                "a flip set compares one model in two dtypes"
+            )
+    if oth.get("dtype") != dtype:
+        raise MismatchError(f"{other}: shards in {oth.get('dtype')}, not --dtype {dtype}")
+    if ref.get("dtype") == dtype:
+        raise MismatchError(f"{reference}: the reference run is in {dtype} too: a flip set compares two dtypes")
+
+
+def _keep_bad_shards(s: argparse.ArgumentParser) -> None:
+    s.add_argument(
+        "--keep-bad-shards",
+        action="store_true",
+        help="leave a damaged shard in place (default: move it to <name>.corrupt and remove its manifest, "
+        "so a rerun recomputes it)",
+    )
+
+
 def register_flip_set(add: Add) -> None:
     from verbeval.agreement.steps import FLIP_SET
 
@@ -132,5 +161,6 @@ def register_flip_set(add: Add) -> None:
     s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (both runs')")
     s.add_argument("--groups", required=True, help="comma-separated groups")
     FLIP_SET.add_options(s)
+    _keep_bad_shards(s)
     s.add_argument("--flips", required=True, help="output: flips.csv (one row per flipped decision)")
     s.add_argument("--comparison", required=True, help="output: the paired comparison of the two runs (CSV)")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from verbeval.agreement.scores.paired import COMPARISON_COLUMNS, compare_groups
-from verbeval.core.errors import InputError
+from verbeval.agreement.scores.paired import COMPARISON_COLUMNS, compare_groups, template_row_ids
+from verbeval.core.errors import InputError, MismatchError
 
 #: the kinds of pair, in the order their rows are written
 PAIR_KINDS = ("configured", "against_first", "consecutive")
@@ -53,6 +53,27 @@ def read_results(
     return tse, scores
 
 
+def row_identities(templates: str | Path, row_tse: Mapping[str, pd.DataFrame], model: str) -> dict[str, list[object]]:
+    """Per group, the identity (``source:line``, :func:`verbeval.agreement.scores.paired.template_row_ids`)
+    of each row of ``model``'s per-row TSE, from the run's ``templates.parquet`` (its ``row`` indexes the
+    group's template rows)."""
+    try:
+        table = pd.read_parquet(templates, columns=["group", "source", "line"])
+    except (OSError, ValueError) as e:
+        raise InputError(templates, f"not readable ({str(e).splitlines()[0]})") from None
+    out = {}
+    for g, t in row_tse.items():
+        ids = template_row_ids(table[table["group"] == g].reset_index(drop=True))
+        rows = t["row"].to_numpy()
+        if len(rows) and (rows.min() < 0 or rows.max() >= len(ids)):
+            raise MismatchError(
+                f"group {g!r}: {model}'s tse.parquet has row {int(rows.max())} but {templates} has {len(ids)} "
+                "rows of the group: not the templates of its run"
+            )
+        out[g] = list(ids[rows])
+    return out
+
+
 def read_random_init(model_dir: str | Path, groups: Sequence[str]) -> bool:
     """Whether the model of an aggregate folder is randomly initialised: the ``random_init`` column of
     its groups' ``summary.csv`` (``verbeval aggregate`` copies it from the shards' metadata)."""
@@ -76,15 +97,21 @@ def comparisons(
     seed: int,
     confidence: float,
     random: Sequence[str] = (),
+    templates: Mapping[str, str | Path] | None = None,
 ) -> pd.DataFrame:
     """The rows of every ``(kind, model_a, model_b)`` pair, in order (``kind`` first), each side's
-    ``random_init`` flag beside it (``random``: the randomly initialised models)."""
+    ``random_init`` flag beside it (``random``: the randomly initialised models). ``templates``: each
+    model's ``templates.parquet``, whose rows' identities pair the two models' rows
+    (:func:`row_identities`); a model without one is paired by row number."""
     cache: dict[str, tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]] = {}
+    ids: dict[str, dict[str, list[object]]] = {}
     frames = []
     for kind, a, b in pairs:
         for m in (a, b):
             if m not in cache:
                 cache[m] = read_results(model_dirs[m], groups)
+                if templates and m in templates:
+                    ids[m] = row_identities(templates[m], cache[m][0], m)
         rows = compare_groups(
             a,
             b,
@@ -93,6 +120,7 @@ def comparisons(
             resamples=resamples,
             seed=seed,
             confidence=confidence,
+            row_ids={g: (ids[a][g], ids[b][g]) for g in groups} if a in ids and b in ids else None,
         )
         frames.append(with_flags(rows, kind, random))
     if not frames:

@@ -18,6 +18,11 @@ Per group, with ``a`` the reference and ``b`` the model compared with it (differ
   mean weighs each of its contexts by the share of the context's rows drawn (every row drawn once:
   the group mean of the summaries).
 
+The two models' rows are paired by their template identity (``source:line`` of ``templates.parquet``,
+:func:`template_row_ids`) when it is given, else by row number; two runs that disagree on it (another
+data version, other errata) are refused with one line (:class:`verbeval.core.errors.MismatchError`).
+Rows in another order are paired by identity, and then so are their contexts (through the rows).
+
 Across the groups of one comparison, the TSE p-values are Holm-adjusted (``p_adjusted``) and the EW
 and MW intervals are Bonferroni-simultaneous (each at level ``1 - (1 - confidence) / groups``); the
 ``correction`` column says which. ``significant``: adjusted p below ``1 - confidence`` (TSE), or an
@@ -34,6 +39,7 @@ import pandas as pd
 
 from verbeval.agreement.scores.registry import HEADLINE
 from verbeval.core.bootstrap import bootstrap_statistic, percentile_ci
+from verbeval.core.errors import MismatchError
 
 #: the columns of ``comparisons.csv`` (one row per pair, group and metric)
 COMPARISON_COLUMNS = (
@@ -77,7 +83,7 @@ def mcnemar_exact(a_correct: np.ndarray, b_correct: np.ndarray) -> McNemar:
     a = np.asarray(a_correct, dtype=bool)
     b = np.asarray(b_correct, dtype=bool)
     if a.shape != b.shape:
-        raise ValueError(f"paired outcomes of different lengths: {a.shape} and {b.shape}")
+        raise MismatchError(f"paired outcomes of different lengths: {a.shape} and {b.shape}")
     a_only, b_only = int((a & ~b).sum()), int((b & ~a).sum())
     discordant = a_only + b_only
     p = 1.0 if discordant == 0 else float(binomtest(min(a_only, b_only), discordant, 0.5).pvalue)
@@ -110,7 +116,7 @@ def paired_mean_difference(
     if va.ndim == 1:
         va, vb = va[:, None], vb[:, None]
     if va.shape != vb.shape:
-        raise ValueError(f"paired values of different shapes: {va.shape} and {vb.shape}")
+        raise MismatchError(f"paired values of different shapes: {va.shape} and {vb.shape}")
     n, k = va.shape
     ok_a, ok_b = ~np.isnan(va), ~np.isnan(vb)
     fa, fb = np.where(ok_a, va, 0.0), np.where(ok_b, vb, 0.0)
@@ -147,7 +153,7 @@ def paired_row_difference(
 
     rows = len(a_context)
     if len(b_context) != rows:
-        raise ValueError(f"paired rows of different lengths: {rows} and {len(b_context)}")
+        raise MismatchError(f"paired rows of different lengths: {rows} and {len(b_context)}")
 
     def weights(index: np.ndarray, n_contexts: int) -> sparse.csr_matrix:
         per_context = np.bincount(index, minlength=n_contexts).astype(np.float64)
@@ -191,11 +197,14 @@ def _group_records(
     resamples: int,
     seed: int,
     level: float,
+    by_row: bool = False,
 ) -> list[dict[str, object]]:
-    """The TSE, EW and MW rows of one group (or of every group pooled), EW and MW at CI ``level``."""
+    """The TSE, EW and MW rows of one group (or of every group pooled), EW and MW at CI ``level``;
+    ``by_row``: pair the contexts through the template rows even when both have the same context ids
+    (the rows were paired by identity, not number: :func:`pair_rows`)."""
     ta, tb = (t.set_index("row")["tse"] for t in tse)
     if not ta.index.equals(tb.index):
-        raise ValueError(f"group {group!r}: {names[0]} and {names[1]} were scored on different template rows")
+        raise MismatchError(f"group {group!r}: {names[0]} and {names[1]} were scored on different template rows")
     both = ta.notna().to_numpy() & tb.notna().to_numpy()
     test = mcnemar_exact(ta.to_numpy()[both] == 1.0, tb.to_numpy()[both] == 1.0)
     va, vb = (t.to_numpy()[both].mean() if both.any() else np.nan for t in (ta, tb))
@@ -217,7 +226,7 @@ def _group_records(
     ]
     sa, sb = (s.set_index("context_id") for s in scores)
     cols = list(CONTEXT_METRICS.values())
-    if sa.index.equals(sb.index):
+    if sa.index.equals(sb.index) and not by_row:
         unit = len(sa)
         diff, lo, hi = paired_mean_difference(sa[cols].to_numpy(), sb[cols].to_numpy(), resamples, seed, level)
     else:  # different contexts (a masked and a causal LM): paired by template row
@@ -252,6 +261,47 @@ def _group_records(
     return records
 
 
+def template_row_ids(templates_group: pd.DataFrame) -> np.ndarray:
+    """The identity of each template row of a group (``templates.parquet``'s rows of the group, in
+    order: ``tse.parquet``'s ``row`` indexes them): ``source:line``."""
+    return (templates_group["source"].astype(str) + ":" + templates_group["line"].astype(str)).to_numpy(dtype=object)
+
+
+def _first(keys: Sequence[object], n: int) -> str:
+    return f" (first {keys[0]})" if n else ""
+
+
+def pair_rows(
+    group: str,
+    names: tuple[str, str],
+    tse: tuple[pd.DataFrame, pd.DataFrame],
+    ids: tuple[Sequence[object], Sequence[object]] | None = None,
+) -> tuple[pd.DataFrame, bool]:
+    """``b``'s per-row TSE (``tse[1]``) with its ``row`` numbers those of ``a``'s rows of the same
+    identity (``ids``: each frame's rows' identities, in its order; None: the row numbers), and
+    whether any row was renumbered. Two runs whose rows differ are a :class:`MismatchError` naming how
+    many rows only each has, with the first of each."""
+    ta, tb = tse
+    keys = [list(ids[i]) if ids is not None else [f"row {r}" for r in t["row"]] for i, t in enumerate(tse)]
+    for side, k in enumerate(keys):
+        if len(k) != len(tse[side]):
+            raise MismatchError(f"group {group!r}: {len(k)} row identities for {len(tse[side])} rows of {names[side]}")
+    if keys[0] == keys[1] and ta["row"].equals(tb["row"]):
+        return tb, False
+    seen = [set(k) for k in keys]
+    only = [[x for x in keys[i] if x not in seen[1 - i]] for i in (0, 1)]
+    if only[0] or only[1] or len(seen[0]) != len(keys[0]) or len(seen[1]) != len(keys[1]):
+        raise MismatchError(
+            f"group {group!r}: {names[0]} and {names[1]} were scored on different template rows: "
+            f"{len(only[0])} only in {names[0]}{_first(only[0], len(only[0]))}, "
+            f"{len(only[1])} only in {names[1]}{_first(only[1], len(only[1]))}"
+            + ("" if only[0] or only[1] else " (a template row given twice)")
+        )
+    number = dict(zip(keys[0], ta["row"]))
+    tb = tb.assign(row=[number[k] for k in keys[1]]).sort_values("row", kind="stable").reset_index(drop=True)
+    return tb, True
+
+
 def _pooled(frames: Sequence[pd.DataFrame], keys: Sequence[str]) -> pd.DataFrame:
     """The groups' frames as one, each id column (``row``, ``context_id``) offset past the groups before."""
     out, offsets = [], dict.fromkeys(keys, 0)
@@ -274,27 +324,37 @@ def compare_groups(
     resamples: int,
     seed: int,
     confidence: float,
+    row_ids: Mapping[str, tuple[Sequence[object], Sequence[object]]] | None = None,
 ) -> pd.DataFrame:
     """The comparison rows (:data:`COMPARISON_COLUMNS`) of ``model_b`` against ``model_a``: per group,
     then overall (group :data:`OVERALL`: every group's rows and contexts pooled, at the nominal level,
     no correction).
 
     ``row_tse[group]``: both models' per-row TSE (``tse.parquet``: ``row``, ``context_id``, ``tse``),
-    paired on ``row``; ``context_scores[group]``: both models' per-context scores (``scores.parquet``),
-    paired on ``context_id`` when both have the same contexts, else through their rows (module
-    docstring; ``n`` counts the unit resampled). A group whose template rows differ between the two
-    is an error: they were not scored on the same data."""
+    paired by the rows' identity (``row_ids[group]``: each frame's rows' :func:`template_row_ids`, in
+    its order; None: by ``row``, :func:`pair_rows`); ``context_scores[group]``: both models' per-context
+    scores (``scores.parquet``), paired on ``context_id`` when both have the same contexts and rows in
+    the same order, else through their rows (module docstring; ``n`` counts the unit resampled). A
+    group whose template rows differ between the two is a :class:`MismatchError`: they were not scored
+    on the same data."""
     groups = list(row_tse)
     alpha = 1.0 - confidence
     simultaneous = 1.0 - alpha / max(len(groups), 1)
     names = (model_a, model_b)
     records: list[dict[str, object]] = []
+    paired: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = {}
+    renumbered = False
     for group in groups:
-        records += _group_records(group, row_tse[group], context_scores[group], names, resamples, seed, simultaneous)
+        ids = None if row_ids is None else row_ids.get(group)
+        tb, moved = pair_rows(group, names, row_tse[group], ids)
+        paired[group], renumbered = (row_tse[group][0], tb), renumbered or moved
+        records += _group_records(
+            group, paired[group], context_scores[group], names, resamples, seed, simultaneous, by_row=moved
+        )
     if len(groups) > 1:
-        tse = tuple(_pooled([row_tse[g][i] for g in groups], ["row", "context_id"]) for i in (0, 1))
+        tse = tuple(_pooled([paired[g][i] for g in groups], ["row", "context_id"]) for i in (0, 1))
         scores = tuple(_pooled([context_scores[g][i] for g in groups], ["context_id"]) for i in (0, 1))
-        records += _group_records(OVERALL, tse, scores, names, resamples, seed, confidence)  # type: ignore[arg-type]
+        records += _group_records(OVERALL, tse, scores, names, resamples, seed, confidence, by_row=renumbered)  # type: ignore[arg-type]
     out = pd.DataFrame.from_records(records)
     if out.empty:
         return pd.DataFrame(columns=list(COMPARISON_COLUMNS))

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from verbeval.core.errors import MismatchError
+
 #: the columns of ``precision_audit.csv``: per group and metric (a Table 2 cell) its decisions, ties
 #: and fragile decisions; ``value`` as verbeval scores it, ``value_ties_correct`` with ties right
 AUDIT_COLUMNS = (
@@ -178,7 +180,7 @@ def flip_set(
     for group, rt in ref_tse.items():
         a, b = rt.set_index("row"), oth_tse[group].set_index("row")
         if not a.index.equals(b.index):
-            raise ValueError(f"group {group!r}: the two runs hold different template rows")
+            raise MismatchError(f"group {group!r}: the two runs hold different template rows")
         both = a["tse"].notna() & b["tse"].notna()
         flipped = both & (a["tse"] != b["tse"])
         margins = margin_ulps(a["p_sing"].to_numpy(), a["p_plur"].to_numpy())
@@ -197,12 +199,12 @@ def flip_set(
             )
         pairs = list(zip(ref_shards.get(group, ()), oth_shards.get(group, ())))
         if len(pairs) != len(ref_shards.get(group, ())) or len(pairs) != len(oth_shards.get(group, ())):
-            raise ValueError(f"group {group!r}: the two runs have different numbers of shards")
+            raise MismatchError(f"group {group!r}: the two runs have different numbers of shards")
         for ref_path, oth_path in pairs:
             ctx, ok_ref, margin = _ew_decisions(ref_path, len(lemmas))
             ctx_o, ok_oth, _ = _ew_decisions(oth_path, len(lemmas))
             if not np.array_equal(ctx, ctx_o):
-                raise ValueError(f"{oth_path}: not the contexts of {ref_path}")
+                raise MismatchError(f"{oth_path}: not the contexts of {ref_path}")
             for i, j in zip(*np.nonzero(ok_ref != ok_oth)):
                 records.append(
                     {
