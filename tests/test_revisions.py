@@ -168,6 +168,16 @@ def test_unknown_per_model_keys_are_carried_to_every_revision() -> None:
             "models.0.revisions.1",
             "listed twice",
         ),
+        (  # one folder spelled through `..`: the plain duplicate's message
+            [{"id": "m", "revisions": [{"path": "/c/ckpt/step1"}, {"path": "/c/ckpt/../ckpt/step1/"}]}],
+            "models.0.revisions.1",
+            "path '/c/ckpt/../ckpt/step1/' is listed twice (also item 0)",
+        ),
+        (
+            [{"id": "m", "revisions": [{"path": "ckpt/step1"}, {"path": "step2"}, {"path": "./ckpt/./step1"}]}],
+            "models.0.revisions.2",
+            "path './ckpt/./step1' is listed twice (also item 0)",
+        ),
         ([{"id": "m", "revisions": ["step1", "main"]}], "models.0.revisions.1", "no training step for revision 'main'"),
         (
             [{"id": "m", "revisions": ["step5", {"revision": "main", "step": 5}]}],
@@ -184,6 +194,17 @@ def test_unknown_per_model_keys_are_carried_to_every_revision() -> None:
 def test_revision_errors(models: list[dict[str, Any]], where: str, reason: str) -> None:
     msg = _error({"models": models})
     assert f"cfg.yaml: {where}" in msg and reason in msg, msg
+
+
+def test_a_checkpoint_folder_through_a_link_is_listed_twice(tmp_path: Path) -> None:
+    (tmp_path / "ckpt" / "step1").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "ckpt")
+    models = [
+        {"id": "m", "revisions": [{"path": str(tmp_path / "ckpt/step1")}, {"path": str(tmp_path / "link/step1")}]}
+    ]
+    assert _error({"models": models}) == (
+        f"cfg.yaml: models.0.revisions.1: path '{tmp_path}/link/step1' is listed twice (also item 0)"
+    )
 
 
 def test_schema_errors_of_revisions() -> None:
