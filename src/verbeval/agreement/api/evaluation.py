@@ -103,22 +103,27 @@ class AgreementResult:
         """``other`` against this result on the same rows and contexts, per group: TSE by McNemar's
         exact test, EW and MW (top p = 1) by a paired bootstrap, corrected across the groups
         (:func:`verbeval.agreement.scores.paired.compare_groups`: the rows of ``comparisons.csv``,
-        differences ``other - self``). The bootstrap settings default to ``agreement.bootstrap``'s."""
+        differences ``other - self``). The bootstrap settings default to ``agreement.bootstrap``'s; too few
+        resamples for the corrected intervals are one warning (:func:`verbeval.core.bootstrap.few_resamples`)."""
         from verbeval.agreement.scores.paired import compare_groups
         from verbeval.agreement.steps import COMPARE
+        from verbeval.core.bootstrap import warn_few_resamples
 
         missing = sorted(set(self.row_tse) ^ set(other.row_tse))
         if missing:
             raise ValueError(f"{self.model} and {other.model} were not evaluated on the same groups: {missing}")
         groups = list(self.row_tse)
+        resamples = COMPARE.default("resamples") if resamples is None else resamples
+        confidence = COMPARE.default("confidence") if confidence is None else confidence
+        warn_few_resamples(resamples, confidence, len(groups), "resamples")
         return compare_groups(
             self.model,
             other.model,
             {g: (self.row_tse[g], other.row_tse[g]) for g in groups},
             {g: (self.context_scores[g], other.context_scores[g]) for g in groups},
-            resamples=COMPARE.default("resamples") if resamples is None else resamples,
+            resamples=resamples,
             seed=COMPARE.default("seed") if seed is None else seed,
-            confidence=COMPARE.default("confidence") if confidence is None else confidence,
+            confidence=confidence,
         )
 
     def to_files(self, out_dir: str | Path) -> dict[str, Path]:
