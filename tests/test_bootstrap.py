@@ -3,10 +3,22 @@ values recorded from the two implementations it replaced, and a loop-over-resamp
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
 
-from verbeval.core.bootstrap import bootstrap_means, bootstrap_statistic, percentile_ci, resample_blocks
+from conftest import REPO_ROOT
+from verbeval.core.bootstrap import (
+    bootstrap_means,
+    bootstrap_statistic,
+    corrected_resamples_needed,
+    few_resamples,
+    percentile_ci,
+    resample_blocks,
+)
 from verbeval.simverb.statistics import bootstrap_spearman
 
 VALUES = np.array(
@@ -78,3 +90,88 @@ def test_percentile_ci_ignores_nan_resamples() -> None:
     lo, hi = percentile_ci(stats, confidence=0.5)
     assert lo.tolist()[0] == 1.75 and hi.tolist()[0] == 3.25
     assert np.isnan(lo[1]) and np.isnan(hi[1])
+
+
+# --------------------------------------------------------------------------- resamples of corrected intervals
+
+
+def test_corrected_intervals_need_ten_draws_beyond_each_end() -> None:
+    """Bonferroni across G groups at 95%: each end at (0.05 / G) / 2, so 10 draws beyond it need
+    20 G / 0.05 resamples; 200 (the acquisition demo's old setting) leave about half a draw."""
+    assert [corrected_resamples_needed(0.95, g) for g in (2, 9, 10)] == [800, 3600, 4000]
+    assert corrected_resamples_needed(0.99, 10) == 20000
+    assert few_resamples(200, 0.95, 9) == (
+        "200 bootstrap resamples leave 0.5556 beyond each end of the intervals corrected across 9 groups "
+        "(level 99.44%, quantiles 0.28% and 99.72%): set agreement.bootstrap.resamples to at least 3600 "
+        "(10 beyond each end)"
+    )
+    # the default (1,000) for the paper configuration's 10 groups
+    assert few_resamples(1000, 0.95, 10) == (
+        "1000 bootstrap resamples leave 2.5 beyond each end of the intervals corrected across 10 groups "
+        "(level 99.50%, quantiles 0.25% and 99.75%): set agreement.bootstrap.resamples to at least 4000 "
+        "(10 beyond each end)"
+    )
+    assert few_resamples(3599, 0.95, 9, "resamples") is not None
+    assert few_resamples(3600, 0.95, 9) is None
+    assert few_resamples(1000, 0.95, 2) is None  # 12.5 beyond each end
+    assert few_resamples(200, 0.95, 1) is None  # one group: no correction
+    assert few_resamples(0, 0.95, 9) is None  # no resamples: no intervals
+
+
+def _aggregate_dir(root: Path, groups: list[str], ew: float) -> Path:
+    """An aggregate folder as `verbeval compare` reads it: each group's tse.parquet and scores.parquet."""
+    for g in groups:
+        (root / g).mkdir(parents=True)
+        pd.DataFrame({"row": [0, 1], "context_id": [0, 1], "tse": [1.0, 0.0]}).to_parquet(root / g / "tse.parquet")
+        pd.DataFrame({"context_id": [0, 1], "ew_top@1": [ew, ew], "mw_top@1": [ew, ew]}).to_parquet(
+            root / g / "scores.parquet"
+        )
+    return root
+
+
+def test_comparisons_warn_once_of_too_few_resamples(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`verbeval compare` (report.comparisons.comparisons): one warning for the run, not one per pair."""
+    from verbeval.agreement.report.comparisons import comparisons
+
+    groups = [f"g{i}" for i in range(9)]
+    dirs = {m: _aggregate_dir(tmp_path / m, groups, ew) for m, ew in (("a", 0.5), ("b", 0.6), ("c", 0.7))}
+    pairs = [("consecutive", "a", "b"), ("consecutive", "b", "c")]
+    with caplog.at_level(logging.WARNING, logger="verbeval.core.bootstrap"):
+        comparisons(pairs, dirs, groups, resamples=200, seed=0, confidence=0.95)
+    assert [r.getMessage() for r in caplog.records] == [few_resamples(200, 0.95, 9)]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="verbeval.core.bootstrap"):
+        comparisons(pairs, dirs, groups, resamples=3600, seed=0, confidence=0.95)
+    assert caplog.records == []
+
+
+def test_the_acquisition_demo_has_enough_resamples() -> None:
+    """config/acquisition-demo.yaml compares its revisions over its groups without the warning."""
+    from verbeval.core.config import validate_config
+    from verbeval.workflow.loading import merged_config
+
+    cfg = validate_config(merged_config([REPO_ROOT / "config" / "acquisition-demo.yaml"]))
+    boot = cfg["agreement"]["bootstrap"]
+    assert len(cfg["agreement"]["groups"]) == 9 and boot["confidence"] == 0.95
+    assert few_resamples(boot["resamples"], boot["confidence"], 9) is None
+    assert boot["resamples"] == 4000  # 3,600 needed (10 beyond each end), rounded up
+
+
+def test_agreement_result_compare_warns_too(caplog: pytest.LogCaptureFixture) -> None:
+    """The in-process comparison (AgreementResult.compare) warns of its own `resamples` argument."""
+    from types import SimpleNamespace
+
+    from verbeval.agreement.api.evaluation import AgreementResult
+
+    def result(name: str, ew: float) -> SimpleNamespace:
+        tse = pd.DataFrame({"row": [0, 1], "context_id": [0, 1], "tse": [1.0, 0.0]})
+        scores = pd.DataFrame({"context_id": [0, 1], "ew_top@1": [ew, ew], "mw_top@1": [ew, ew]})
+        return SimpleNamespace(model=name, row_tse={"g1": tse, "g2": tse}, context_scores={"g1": scores, "g2": scores})
+
+    with caplog.at_level(logging.WARNING, logger="verbeval.core.bootstrap"):
+        rows = AgreementResult.compare(result("a", 0.5), result("b", 0.6), resamples=400)  # type: ignore[arg-type]
+    assert len(rows) == 9
+    assert [r.getMessage() for r in caplog.records] == [
+        "400 bootstrap resamples leave 5 beyond each end of the intervals corrected across 2 groups (level 97.50%, "
+        "quantiles 1.25% and 98.75%): set resamples to at least 800 (10 beyond each end)"
+    ]

@@ -197,3 +197,72 @@ def test_evaluate_bad_input(run_inputs: Path, tokenizer_path: Any, tmp_path: Pat
 
     with pytest.raises(VerbevalError, match="pass kind='masked' or kind='causal' to evaluate"):
         evaluate(Body(), tok, suite)
+
+
+def _small_vocab_gpt2(rows: int = 1000) -> Any:
+    """A one-layer GPT-2 whose input embeddings hold ``rows`` token ids: fewer than GPT-2's tokenizer."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(vocab_size=rows, n_positions=128, n_embd=16, n_layer=1, n_head=2)
+    return GPT2LMHeadModel(cfg).eval()
+
+
+def test_a_tokenizer_larger_than_the_model_is_one_line(run_inputs: Path, tokenizer_path: Any) -> None:
+    """evaluate() with a tokenizer whose ids exceed the model's embeddings: one VerbevalError naming
+    both sizes before any forward pass (torch's IndexError, a device-side assert on CUDA, before)."""
+    from transformers import AutoTokenizer
+
+    from verbeval.agreement.data.eligibility import eligible_lemmas
+
+    suite = AgreementSuite.from_results(run_inputs, groups=["simple"])
+    tok = AutoTokenizer.from_pretrained(tokenizer_path("gpt2"))
+    top = int(eligible_lemmas(suite.lexicon, tok)[["sing_id", "plur_id"]].to_numpy().max())
+    with pytest.raises(VerbevalError) as err:
+        evaluate(_small_vocab_gpt2(), tok, suite, name="small", resamples=0)
+    assert str(err.value) == (
+        f"model 'small': its tokenizer has 50257 tokens but its input embeddings only 1000 rows: the lemma forms "
+        f"include token id {top}; use the model's own tokenizer (or resize the embeddings: "
+        "model.resize_token_embeddings(len(tokenizer)))"
+    )
+
+
+def test_the_workflow_checks_token_ids_too(
+    run_inputs: Path, tokenizer_path: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run-model's path (verbeval infer) shares the check: a saved model folder whose tokenizer is larger
+    than its embeddings stops with the same line, exit 1."""
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "small"
+    _small_vocab_gpt2().save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tokenizer_path("gpt2")).save_pretrained(folder)
+    agr = run_inputs / "agreement"
+    lemmas = str(tmp_path / "lemmas.parquet")
+    assert (
+        main(["-q", "lemmas", "--model", str(folder), "--lexicon", str(agr / "lexicon.parquet"), "--out", lemmas]) == 0
+    )
+    capsys.readouterr()
+    infer = ["-q", "infer", "--model", str(folder), "--device", "cpu", "--threads", "1", "--templates", str(agr / "templates.parquet")]  # fmt: skip
+    assert main([*infer, "--groups", "simple", "--lemmas", lemmas, "--manifest", str(tmp_path / "m" / "manifest.json"), "--no-progress"]) == 1  # fmt: skip
+    top = int(pd.read_parquet(lemmas)[["sing_id", "plur_id"]].to_numpy().max())
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after transformers' loading bar
+    assert err == (
+        f"verbeval infer: error: model '{folder}': its tokenizer has 50257 tokens but its input embeddings only "
+        f"1000 rows: the lemma forms include token id {top}; use the model's own tokenizer (or resize the "
+        "embeddings: model.resize_token_embeddings(len(tokenizer)))"
+    )
+
+
+def test_check_token_ids_bounds() -> None:
+    """The largest id a model reads is its embeddings' rows - 1; a model without embeddings is not checked."""
+    from types import SimpleNamespace
+
+    from verbeval.core.models import check_token_ids, embedding_rows
+
+    model = _small_vocab_gpt2(10)
+    lm = SimpleNamespace(model_id="m", model=model, tokenizer=list(range(12)))
+    assert embedding_rows(model) == 10 and embedding_rows(None) is None
+    check_token_ids(lm, 9, "the simple contexts")  # type: ignore[arg-type]
+    with pytest.raises(VerbevalError, match=r"^model 'm': its tokenizer has 12 tokens but its input embeddings only 10 rows: the simple contexts include token id 10; "):  # fmt: skip
+        check_token_ids(lm, 10, "the simple contexts")  # type: ignore[arg-type]
+    check_token_ids(SimpleNamespace(model_id="m", model=None, tokenizer=[]), 10**6, "x")  # type: ignore[arg-type]

@@ -333,6 +333,31 @@ def test_bad_setup_stops_the_plan(in_repo: None, tmp_path: Path, config: str, re
     assert str(err.value).count("\n") == 0  # one line
 
 
+def test_a_sweep_of_two_models_stops_the_plan(in_repo: None, tmp_path: Path) -> None:
+    """A tiny BERT among a sweep's GPT-2 checkpoints (kind: causal): PlanError naming the file, the
+    entry, the revision and what differs (config.json only; verbeval.core.model_checks.sweep_problems)."""
+    configs = {
+        "a1": {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 50257},
+        "bert": {"model_type": "bert", "architectures": ["BertForMaskedLM"], "vocab_size": 28996},
+        "a2": {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 50257},
+    }
+    for name, cfg in configs.items():
+        (tmp_path / "ckpt" / name).mkdir(parents=True)
+        (tmp_path / "ckpt" / name / "config.json").write_text(json.dumps(cfg))
+    extra = _extra(
+        tmp_path,
+        "models:\n  - name: run\n    kind: causal\n    revisions:\n"
+        + "".join(f"      - {{path: TMP/ckpt/{n}, step: {i}}}\n" for i, n in enumerate(configs)),
+    )
+    with pytest.raises(PlanError) as err:
+        plan_from_files([BASE, extra])
+    assert str(err.value) == (
+        f"{extra}: models.0.revisions.1.path: sweep run: revision run@bert is not a checkpoint of the same "
+        "model as run@a1: config.json model_type is 'bert', not 'gpt2'; one entry's revisions share architecture "
+        "and tokenizer (list another model as an entry of its own)"
+    )
+
+
 def test_a_mirror_from_the_environment_is_checked_too(
     in_repo: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

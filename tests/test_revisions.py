@@ -168,6 +168,16 @@ def test_unknown_per_model_keys_are_carried_to_every_revision() -> None:
             "models.0.revisions.1",
             "listed twice",
         ),
+        (  # one folder spelled through `..`: the plain duplicate's message
+            [{"id": "m", "revisions": [{"path": "/c/ckpt/step1"}, {"path": "/c/ckpt/../ckpt/step1/"}]}],
+            "models.0.revisions.1",
+            "path '/c/ckpt/../ckpt/step1/' is listed twice (also item 0)",
+        ),
+        (
+            [{"id": "m", "revisions": [{"path": "ckpt/step1"}, {"path": "step2"}, {"path": "./ckpt/./step1"}]}],
+            "models.0.revisions.2",
+            "path './ckpt/./step1' is listed twice (also item 0)",
+        ),
         ([{"id": "m", "revisions": ["step1", "main"]}], "models.0.revisions.1", "no training step for revision 'main'"),
         (
             [{"id": "m", "revisions": ["step5", {"revision": "main", "step": 5}]}],
@@ -184,6 +194,17 @@ def test_unknown_per_model_keys_are_carried_to_every_revision() -> None:
 def test_revision_errors(models: list[dict[str, Any]], where: str, reason: str) -> None:
     msg = _error({"models": models})
     assert f"cfg.yaml: {where}" in msg and reason in msg, msg
+
+
+def test_a_checkpoint_folder_through_a_link_is_listed_twice(tmp_path: Path) -> None:
+    (tmp_path / "ckpt" / "step1").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "ckpt")
+    models = [
+        {"id": "m", "revisions": [{"path": str(tmp_path / "ckpt/step1")}, {"path": str(tmp_path / "link/step1")}]}
+    ]
+    assert _error({"models": models}) == (
+        f"cfg.yaml: models.0.revisions.1: path '{tmp_path}/link/step1' is listed twice (also item 0)"
+    )
 
 
 def test_schema_errors_of_revisions() -> None:
@@ -697,3 +718,77 @@ def test_plot_checkpoints_cli_words_axis(tmp_path: Path) -> None:
     fig = plot_checkpoints(data, log_x=True, x_label="words seen")
     assert fig.axes[0].get_xlabel() == "words seen (symmetric log scale)"  # a checkpoint at 0
     assert "against words seen" in fig._suptitle.get_text()
+
+
+# --------------------------------------------------------------------------- one sweep, one model
+
+GPT2_CONFIG = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 50257, "n_layer": 2}
+BERT_CONFIG = {"model_type": "bert", "architectures": ["BertForMaskedLM"], "vocab_size": 28996}
+
+
+def _checkpoint(folder: Path, config: dict[str, Any], vocab: str = '{"a": 0}') -> str:
+    """A checkpoint folder as planning reads it: config.json and a vocabulary file (no weights)."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "vocab.json").write_text(vocab)
+    return str(folder)
+
+
+def _sweep(paths: list[str], kind: str = "causal") -> dict[str, Any]:
+    revisions = [{"path": p, "step": 10 * (i + 1)} for i, p in enumerate(paths)]
+    return validate_config({"models": [{"id": "gpt2"}, {"name": "run", "kind": kind, "revisions": revisions}]})
+
+
+@pytest.mark.parametrize(
+    "odd, vocab, why",
+    [
+        (BERT_CONFIG, '{"a": 0}', "config.json model_type is 'bert', not 'gpt2'"),
+        (
+            {**GPT2_CONFIG, "architectures": ["GPT2ForSequenceClassification"]},
+            '{"a": 0}',
+            "config.json architectures is ['GPT2ForSequenceClassification'], not ['GPT2LMHeadModel']",
+        ),
+        ({**GPT2_CONFIG, "vocab_size": 50258}, '{"a": 0}', "config.json vocab_size is 50258, not 50257"),
+        (GPT2_CONFIG, '{"b": 0}', "its tokenizer's vocab.json differs"),
+    ],
+)
+def test_a_sweep_of_another_model_stops_at_planning(
+    tmp_path: Path, odd: dict[str, Any], vocab: str, why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tiny BERT among GPT-2 checkpoints (kind: causal would score it as a causal LM and pair it
+    with them): one line naming the entry, the revision and what differs; each config.json read once."""
+    import verbeval.core.model_checks as checks
+
+    paths = [_checkpoint(tmp_path / f"a{i}", GPT2_CONFIG) for i in (1, 2)]
+    paths.insert(1, _checkpoint(tmp_path / "odd", odd, vocab))
+    reads: list[str] = []
+    read = checks._sweep_facts
+    monkeypatch.setattr(checks, "_sweep_facts", lambda folder: reads.append(folder) or read(folder))
+    with pytest.raises(VerbevalError) as err:
+        check_model_paths(_sweep(paths), "cfg.yaml")
+    assert str(err.value) == (
+        f"cfg.yaml: models.1.revisions.1.path: sweep run: revision run@odd is not a checkpoint of the same model "
+        f"as run@a1: {why}; one entry's revisions share architecture and tokenizer (list another model as an "
+        "entry of its own)"
+    )
+    assert reads == paths[:2]  # stopped at the odd one: the first two configs read once each
+
+
+def test_a_sweep_of_one_model_plans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkpoints of one model pass, each config.json read once and no weights (a damaged weights
+    file is not opened); a hub revision, a stand-in config of `{}` and a missing key are not compared."""
+    import verbeval.core.model_checks as checks
+
+    paths = [_checkpoint(tmp_path / f"a{i}", GPT2_CONFIG) for i in range(3)]
+    for p in paths:
+        (Path(p) / "model.safetensors").write_bytes(b"not a safetensors file")
+    paths.append(_checkpoint(tmp_path / "stand-in", {}))
+    paths.append(_checkpoint(tmp_path / "no-vocab-size", {k: v for k, v in GPT2_CONFIG.items() if k != "vocab_size"}))
+    reads: list[str] = []
+    read = checks._sweep_facts
+    monkeypatch.setattr(checks, "_sweep_facts", lambda folder: reads.append(folder) or read(folder))
+    cfg = _sweep(paths)
+    cfg["models"][1]["revisions"].append({"revision": "step999"})  # a hub revision: nothing known offline
+    cfg["models"][1]["id"] = "org/run"
+    check_model_paths(validate_config(cfg), "cfg.yaml")
+    assert reads == paths

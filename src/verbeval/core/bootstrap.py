@@ -18,13 +18,20 @@ published with.
 
 from __future__ import annotations
 
+import logging
+import math
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Literal
 
 import numpy as np
 
+log = logging.getLogger(__name__)
+
 Draw = Literal["counts", "indices"]
+
+#: resamples a percentile interval should have beyond each of its ends (fewer: an end is a handful of draws)
+MIN_TAIL_DRAWS = 10
 
 
 def draw_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
@@ -108,3 +115,38 @@ def bootstrap_means(
     lo[all_nan] = np.nan
     hi[all_nan] = np.nan
     return mean, lo, hi
+
+
+def corrected_resamples_needed(confidence: float, tests: int) -> int:
+    """The fewest resamples that put :data:`MIN_TAIL_DRAWS` beyond each end of a percentile interval
+    Bonferroni-corrected across ``tests`` (at level ``1 - (1 - confidence) / tests``):
+    ``MIN_TAIL_DRAWS * 2 * tests / (1 - confidence)``, rounded up (3,600 for 9 groups at 95%)."""
+    return math.ceil(round(MIN_TAIL_DRAWS * 2 * tests / (1.0 - confidence), 9))
+
+
+def few_resamples(
+    resamples: int, confidence: float, tests: int, setting: str = "agreement.bootstrap.resamples"
+) -> str | None:
+    """Why ``resamples`` are too few for intervals corrected across ``tests`` groups (fewer than
+    :data:`MIN_TAIL_DRAWS` beyond each end: :func:`corrected_resamples_needed`), or None (also for
+    one group, no correction, and for no resamples, no intervals); ``setting``: what sets them."""
+    if tests < 2 or resamples <= 0:
+        return None
+    needed = corrected_resamples_needed(confidence, tests)
+    if resamples >= needed:
+        return None
+    tail = (1.0 - confidence) / tests / 2
+    return (
+        f"{resamples} bootstrap resamples leave {resamples * tail:.4g} beyond each end of the intervals corrected "
+        f"across {tests} groups (level {1 - 2 * tail:.2%}, quantiles {tail:.2%} and {1 - tail:.2%}): set "
+        f"{setting} to at least {needed} ({MIN_TAIL_DRAWS} beyond each end)"
+    )
+
+
+def warn_few_resamples(
+    resamples: int, confidence: float, tests: int, setting: str = "agreement.bootstrap.resamples"
+) -> None:
+    """Log :func:`few_resamples`' line as a warning, when it has one."""
+    why = few_resamples(resamples, confidence, tests, setting)
+    if why is not None:
+        log.warning(why)

@@ -1,12 +1,16 @@
 """Whether the models of a validated configuration can be loaded here: local folders that exist
-and hold a model, ids that are hub ids, and hub models that are cached or downloadable (the hub
-is probed only when asked: :func:`hub_problems`).
+and hold a model, ids that are hub ids, the local revisions of one sweep checkpoints of one model
+(:func:`sweep_problems`), and hub models that are cached or downloadable (the hub is probed only
+when asked: :func:`hub_problems`).
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from verbeval.core.config import Layer, config_origin
@@ -60,9 +64,96 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
     return problems
 
 
+#: config.json keys that every local revision of one sweep shares (an entry's ``revisions``)
+SWEEP_CONFIG_KEYS = ("model_type", "architectures", "vocab_size")
+#: the tokenizer files that hold its vocabulary: two revisions that both have one have it with the same content
+VOCAB_FILES = (
+    "tokenizer.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
+
+
+def _sweep_facts(folder: str) -> dict[str, Any] | None:
+    """:data:`SWEEP_CONFIG_KEYS` of a local model folder's config.json (read once, no weights), None
+    when it has none or it cannot be read (the load names a damaged config.json)."""
+    from verbeval.core.model_sources.config_sizes import MAX_CONFIG_BYTES
+
+    path = Path(ModelRef(folder).location) / "config.json"
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            return None
+        cfg = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return {k: cfg[k] for k in SWEEP_CONFIG_KEYS if k in cfg} if isinstance(cfg, dict) else None
+
+
+def _vocab_difference(a: str, b: str) -> str | None:
+    """The first of :data:`VOCAB_FILES` that both folders hold with different content, or None."""
+    from verbeval.core.warm import file_key
+
+    fa, fb = Path(ModelRef(a).location), Path(ModelRef(b).location)
+    for name in VOCAB_FILES:
+        pa, pb = fa / name, fb / name
+        if pa.is_file() and pb.is_file():
+            if pa.stat().st_size != pb.stat().st_size or file_key(pa) != file_key(pb):
+                return name
+    return None
+
+
+def sweep_problems(config: Mapping[str, Any]) -> Iterator[tuple[list[str | int], str]]:
+    """(key path, reason) of every local revision of a sweep (a ``models[]`` entry's ``revisions``)
+    that is not a checkpoint of the same model as the entry's first local revision: another
+    config.json ``model_type``, ``architectures`` or ``vocab_size`` (:data:`SWEEP_CONFIG_KEYS`, each
+    compared where both state it; the kind follows from the architectures), or a vocabulary file
+    (:data:`VOCAB_FILES`) with other content. Only local folders that exist are compared, each
+    config.json read once and no weights: a hub revision, a GGUF file and a folder the workflow
+    builds (toy checkpoints) are not inspected."""
+    built = built_model_folders(config)
+    sweeps: dict[int, list[tuple[list[str | int], dict[str, Any]]]] = {}
+    for keypath, m in entries_with_keys(dict(config)):
+        if keypath[-1] != "path" or m.get("gguf_file") or normalise_model_path(str(m["id"])) in built:
+            continue
+        sweeps.setdefault(int(keypath[1]), []).append((keypath, m))
+    for revisions in sweeps.values():
+        first: tuple[dict[str, Any], dict[str, Any]] | None = None
+        for keypath, m in revisions:
+            facts = _sweep_facts(str(m["id"]))
+            if facts is None:
+                continue
+            if first is None:
+                first = (m, facts)
+                continue
+            ref, ref_facts = first
+            why = next(
+                (
+                    f"config.json {k} is {facts[k]!r}, not {ref_facts[k]!r}"
+                    for k in SWEEP_CONFIG_KEYS
+                    if k in facts and k in ref_facts and facts[k] != ref_facts[k]
+                ),
+                None,
+            )
+            if why is None:
+                name = _vocab_difference(str(ref["id"]), str(m["id"]))
+                why = None if name is None else f"its tokenizer's {name} differs"
+            if why is not None:
+                yield (
+                    keypath,
+                    f"sweep {m['checkpoint_of']}: revision {m['name']} is not a checkpoint of the same model as "
+                    f"{ref['name']}: {why}; one entry's revisions share architecture and tokenizer "
+                    "(list another model as an entry of its own)",
+                )
+
+
 def check_model_paths(config: Mapping[str, Any], source: str = "config", layers: Sequence[Layer] | None = None) -> None:
-    """Raise :class:`VerbevalError` for the first of :func:`model_path_problems`, naming its key."""
-    for keypath, reason in model_path_problems(config):
+    """Raise :class:`VerbevalError` for the first of :func:`model_path_problems`, then of
+    :func:`sweep_problems`, naming its key."""
+    for keypath, reason in itertools.chain(model_path_problems(config), sweep_problems(config)):
         where = config_origin(keypath, layers) if layers else source
         raise VerbevalError(f"{where}: {keypath_text(keypath)}: {reason}")
 

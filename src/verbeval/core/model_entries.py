@@ -83,6 +83,13 @@ def parse_seen(label: str, unit: str) -> int | None:
     return num * scale // den if (num * scale) % den == 0 else None
 
 
+def revision_folder_key(path: str) -> str:
+    """A local checkpoint folder in one spelling, to tell two revisions of one folder: ``~`` expanded,
+    made absolute and resolved (``..``, ``.``, a trailing ``/`` and symbolic links; the folder need not
+    exist yet)."""
+    return os.path.realpath(os.path.expanduser(path))
+
+
 def revision_label(text: str) -> str:
     """A revision or folder name made file-system safe: characters outside ``[A-Za-z0-9._-]`` become ``_``."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text.rstrip("/")).strip("_") or "_"
@@ -136,9 +143,10 @@ def expand_revisions(
         if ("revision" in spec) == ("path" in spec):
             raise EntryError(at, "give exactly one of `revision` (a hub revision) and `path` (a local folder)")
         kind, value = ("revision", spec["revision"]) if "revision" in spec else ("path", spec["path"])
-        if (kind, value.rstrip("/")) in seen:
-            raise EntryError(at, f"{kind} {value!r} is listed twice (also item {seen[(kind, value.rstrip('/'))]})")
-        seen[(kind, value.rstrip("/"))] = j
+        same = (kind, value.rstrip("/") if kind == "revision" else revision_folder_key(value))
+        if same in seen:
+            raise EntryError(at, f"{kind} {value!r} is listed twice (also item {seen[same]})")
+        seen[same] = j
         text = value if kind == "revision" else Path(value.rstrip("/")).name
         label = revision_label(text)
         step = spec.get("step")

@@ -232,6 +232,34 @@ class LoadedModel:
         return getattr(self.tokenizer, "mask_token", None)
 
 
+def embedding_rows(model: Any) -> int | None:
+    """The rows of a model's input embeddings (the token ids it can read: 0 to rows - 1), None for
+    a model without any (a tokenizer-only stand-in, a module of its own making)."""
+    get = getattr(model, "get_input_embeddings", None)
+    if get is None:
+        return None
+    try:
+        rows = getattr(get(), "num_embeddings", None)
+    except (AttributeError, NotImplementedError):
+        return None
+    return rows if isinstance(rows, int) else None
+
+
+def check_token_ids(lm: LoadedModel, max_id: int, what: str) -> None:
+    """VerbevalError, one line naming both sizes, when ``max_id`` (the largest token id of ``what``
+    that the model is fed) is not below its input embeddings' rows (:func:`embedding_rows`): a
+    tokenizer larger than the model's vocabulary, found before the forward pass that would index
+    past the embeddings (torch's ``IndexError``, a device-side assert on CUDA)."""
+    rows = embedding_rows(lm.model)
+    if rows is None or max_id < rows:
+        return
+    raise VerbevalError(
+        f"model {lm.model_id!r}: its tokenizer has {len(lm.tokenizer)} tokens but its input embeddings only {rows} "
+        f"rows: {what} include token id {max_id}; use the model's own tokenizer (or resize the embeddings: "
+        "model.resize_token_embeddings(len(tokenizer)))"
+    )
+
+
 def load_model(
     source: ModelSource | str,
     *,

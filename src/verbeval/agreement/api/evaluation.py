@@ -108,9 +108,11 @@ class AgreementResult:
         (:func:`verbeval.agreement.scores.paired.compare_groups`: the rows of ``comparisons.csv``,
         differences ``other - self``). The rows are paired by their template identity (source and line);
         results of other groups or rows are a :class:`~verbeval.core.errors.MismatchError` (also a
-        ``ValueError``). The bootstrap settings default to ``agreement.bootstrap``'s."""
+        ``ValueError``). The bootstrap settings default to ``agreement.bootstrap``'s; too few
+        resamples for the corrected intervals are one warning (:func:`verbeval.core.bootstrap.few_resamples`)."""
         from verbeval.agreement.scores.paired import compare_groups
         from verbeval.agreement.steps import COMPARE
+        from verbeval.core.bootstrap import warn_few_resamples
         from verbeval.core.errors import MismatchError
 
         if not isinstance(other, AgreementResult):
@@ -122,14 +124,17 @@ class AgreementResult:
         ids = None
         if all(g in r.row_ids for g in groups for r in (self, other)):
             ids = {g: tuple(r.row_ids[g][r.row_tse[g]["row"].to_numpy()] for r in (self, other)) for g in groups}
+        resamples = COMPARE.default("resamples") if resamples is None else resamples
+        confidence = COMPARE.default("confidence") if confidence is None else confidence
+        warn_few_resamples(resamples, confidence, len(groups), "resamples")
         return compare_groups(
             self.model,
             other.model,
             {g: (self.row_tse[g], other.row_tse[g]) for g in groups},
             {g: (self.context_scores[g], other.context_scores[g]) for g in groups},
-            resamples=COMPARE.default("resamples") if resamples is None else resamples,
+            resamples=resamples,
             seed=COMPARE.default("seed") if seed is None else seed,
-            confidence=COMPARE.default("confidence") if confidence is None else confidence,
+            confidence=confidence,
             row_ids=ids,
         )
 

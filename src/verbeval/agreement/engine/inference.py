@@ -36,7 +36,7 @@ from verbeval.agreement.engine.shards import (
 )
 from verbeval.agreement.engine.shardstore import PlannedShard, ShardStore, run_plan, shard_key, shard_relpath
 from verbeval.core.devices import describe_device
-from verbeval.core.models import LoadedModel, adds_bos
+from verbeval.core.models import LoadedModel, adds_bos, check_token_ids
 from verbeval.core.warm import memo
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,8 @@ class ModelContext:
 
 
 def model_context(lm: LoadedModel, lemmas: pd.DataFrame, top_k: int, prepend_bos: bool | None) -> ModelContext:
+    """What every shard of ``lm`` shares; the lemma forms' token ids checked against its embeddings
+    (:func:`verbeval.core.models.check_token_ids`, as each chunk's context ids are in :func:`compute_chunk`)."""
     if lm.kind == "causal":
         bos = adds_bos(lm.tokenizer) if prepend_bos is None else bool(prepend_bos)
     else:
@@ -120,6 +122,8 @@ def model_context(lm: LoadedModel, lemmas: pd.DataFrame, top_k: int, prepend_bos
         "verbeval_version": __version__,
     }
     form_ids = lemmas[["sing_id", "plur_id"]].to_numpy(dtype=np.int64).reshape(-1)
+    if len(form_ids):
+        check_token_ids(lm, int(form_ids.max()), "the lemma forms")
     return ModelContext(form_ids, meta, bos if lm.kind == "causal" else None)
 
 
@@ -158,6 +162,7 @@ def compute_chunk(
         else (lm.tokenizer_key, lm.kind, lm.cased, lm.mask_token, mc.prepend_bos, work.digest, start, stop)
     )
     encoded = memo("encoded", key, lambda: encode_contexts(lm, chunk_ctx, mc.prepend_bos))
+    check_token_ids(lm, max((max(seq) for seq in encoded.ids if seq), default=-1), f"the {work.group} contexts")
     log.debug(
         "%s %s chunk %d/%d: %d contexts, %d rows on %s",
         lm.model_id,

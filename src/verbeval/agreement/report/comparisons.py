@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from verbeval.agreement.scores.paired import COMPARISON_COLUMNS, compare_groups, template_row_ids
+from verbeval.core.bootstrap import warn_few_resamples
 from verbeval.core.errors import InputError, MismatchError
 
 #: the kinds of pair, in the order their rows are written
@@ -102,10 +103,14 @@ def comparisons(
     """The rows of every ``(kind, model_a, model_b)`` pair, in order (``kind`` first), each side's
     ``random_init`` flag beside it (``random``: the randomly initialised models). ``templates``: each
     model's ``templates.parquet``, whose rows' identities pair the two models' rows
-    (:func:`row_identities`); a model without one is paired by row number."""
+    (:func:`row_identities`); a model without one is paired by row number. Too few resamples for
+    the intervals corrected across the groups are one warning
+    (:func:`verbeval.core.bootstrap.warn_few_resamples`)."""
     cache: dict[str, tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]] = {}
     ids: dict[str, dict[str, list[object]]] = {}
     frames = []
+    if pairs:
+        warn_few_resamples(resamples, confidence, len(groups))  # the groups' Bonferroni intervals
     for kind, a, b in pairs:
         for m in (a, b):
             if m not in cache:
