@@ -34,6 +34,9 @@ VALUES = np.array(
 X = np.array([0.1, 0.4, 0.35, 0.8, 0.2, 0.9, 0.5, 0.55])
 Y = np.array([1.0, 3.0, 2.0, 8.0, 2.0, 7.5, 4.0, 9.0])
 
+#: the setting the warnings of the agreement bootstrap name
+KEY = "agreement.bootstrap.resamples"
+
 
 def test_bootstrap_means_recorded_values() -> None:
     """Bit for bit what agreement.aggregate.bootstrap_means gave before it moved to core."""
@@ -100,22 +103,22 @@ def test_corrected_intervals_need_ten_draws_beyond_each_end() -> None:
     20 G / 0.05 resamples; 200 (the acquisition demo's old setting) leave about half a draw."""
     assert [corrected_resamples_needed(0.95, g) for g in (2, 9, 10)] == [800, 3600, 4000]
     assert corrected_resamples_needed(0.99, 10) == 20000
-    assert few_resamples(200, 0.95, 9) == (
+    assert few_resamples(200, 0.95, 9, KEY) == (
         "200 bootstrap resamples leave 0.5556 beyond each end of the intervals corrected across 9 groups "
         "(level 99.44%, quantiles 0.28% and 99.72%): set agreement.bootstrap.resamples to at least 3600 "
         "(10 beyond each end)"
     )
     # the default (1,000) for the paper configuration's 10 groups
-    assert few_resamples(1000, 0.95, 10) == (
+    assert few_resamples(1000, 0.95, 10, KEY) == (
         "1000 bootstrap resamples leave 2.5 beyond each end of the intervals corrected across 10 groups "
         "(level 99.50%, quantiles 0.25% and 99.75%): set agreement.bootstrap.resamples to at least 4000 "
         "(10 beyond each end)"
     )
     assert few_resamples(3599, 0.95, 9, "resamples") is not None
-    assert few_resamples(3600, 0.95, 9) is None
-    assert few_resamples(1000, 0.95, 2) is None  # 12.5 beyond each end
-    assert few_resamples(200, 0.95, 1) is None  # one group: no correction
-    assert few_resamples(0, 0.95, 9) is None  # no resamples: no intervals
+    assert few_resamples(3600, 0.95, 9, KEY) is None
+    assert few_resamples(1000, 0.95, 2, KEY) is None  # 12.5 beyond each end
+    assert few_resamples(200, 0.95, 1, KEY) is None  # one group: no correction
+    assert few_resamples(0, 0.95, 9, KEY) is None  # no resamples: no intervals
 
 
 def _aggregate_dir(root: Path, groups: list[str], ew: float) -> Path:
@@ -138,7 +141,7 @@ def test_comparisons_warn_once_of_too_few_resamples(tmp_path: Path, caplog: pyte
     pairs = [("consecutive", "a", "b"), ("consecutive", "b", "c")]
     with caplog.at_level(logging.WARNING, logger="verbeval.core.bootstrap"):
         comparisons(pairs, dirs, groups, resamples=200, seed=0, confidence=0.95)
-    assert [r.getMessage() for r in caplog.records] == [few_resamples(200, 0.95, 9)]
+    assert [r.getMessage() for r in caplog.records] == [few_resamples(200, 0.95, 9, KEY)]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="verbeval.core.bootstrap"):
         comparisons(pairs, dirs, groups, resamples=3600, seed=0, confidence=0.95)
@@ -153,23 +156,24 @@ def test_the_acquisition_demo_has_enough_resamples() -> None:
     cfg = validate_config(merged_config([REPO_ROOT / "config" / "acquisition-demo.yaml"]))
     boot = cfg["agreement"]["bootstrap"]
     assert len(cfg["agreement"]["groups"]) == 9 and boot["confidence"] == 0.95
-    assert few_resamples(boot["resamples"], boot["confidence"], 9) is None
+    assert few_resamples(boot["resamples"], boot["confidence"], 9, KEY) is None
     assert boot["resamples"] == 4000  # 3,600 needed (10 beyond each end), rounded up
 
 
 def test_agreement_result_compare_warns_too(caplog: pytest.LogCaptureFixture) -> None:
     """The in-process comparison (AgreementResult.compare) warns of its own `resamples` argument."""
-    from types import SimpleNamespace
-
     from verbeval.agreement.api.evaluation import AgreementResult
 
-    def result(name: str, ew: float) -> SimpleNamespace:
+    def result(name: str, ew: float) -> AgreementResult:
         tse = pd.DataFrame({"row": [0, 1], "context_id": [0, 1], "tse": [1.0, 0.0]})
         scores = pd.DataFrame({"context_id": [0, 1], "ew_top@1": [ew, ew], "mw_top@1": [ew, ew]})
-        return SimpleNamespace(model=name, row_tse={"g1": tse, "g2": tse}, context_scores={"g1": scores, "g2": scores})
+        empty = pd.DataFrame()
+        return AgreementResult(
+            name, [], empty, empty, empty, empty, {"g1": scores, "g2": scores}, {"g1": tse, "g2": tse}
+        )
 
     with caplog.at_level(logging.WARNING, logger="verbeval.core.bootstrap"):
-        rows = AgreementResult.compare(result("a", 0.5), result("b", 0.6), resamples=400)  # type: ignore[arg-type]
+        rows = result("a", 0.5).compare(result("b", 0.6), resamples=400)
     assert len(rows) == 9
     assert [r.getMessage() for r in caplog.records] == [
         "400 bootstrap resamples leave 5 beyond each end of the intervals corrected across 2 groups (level 97.50%, "

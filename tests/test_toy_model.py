@@ -236,9 +236,10 @@ def test_train_toy_command(tmp_path: Path) -> None:
 
     _templates().to_parquet(tmp_path / "t.parquet")
     _lexicon().to_parquet(tmp_path / "l.parquet")
-    (tmp_path / "out").mkdir()  # an earlier output of train-toy (its marker lists its files): replaced
+    (tmp_path / "out").mkdir()  # an earlier output of train-toy (its marker records its files): replaced
     (tmp_path / "out" / "stale.txt").write_text("replaced")
-    (tmp_path / "out" / MARKER).write_text('{"command": "train-toy", "files": ["stale.txt"]}')
+    stale = {"size": 8, "sha256": hashlib.sha256(b"replaced").hexdigest()}
+    (tmp_path / "out" / MARKER).write_text(json.dumps({"command": "train-toy", "files": {"stale.txt": stale}}))
     args = ["train-toy", "--templates", str(tmp_path / "t.parquet"), "--lexicon", str(tmp_path / "l.parquet")]
     args += ["--out", str(tmp_path / "out"), "--steps", "2", "--checkpoints", "2", "--sentences", "100"]
     args += ["--lemmas", "8", "--hidden", "16", "--layers", "1", "--weights", "blimp=0", "--no-progress"]

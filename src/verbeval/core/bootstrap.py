@@ -124,9 +124,7 @@ def corrected_resamples_needed(confidence: float, tests: int) -> int:
     return math.ceil(round(MIN_TAIL_DRAWS * 2 * tests / (1.0 - confidence), 9))
 
 
-def few_resamples(
-    resamples: int, confidence: float, tests: int, setting: str = "agreement.bootstrap.resamples"
-) -> str | None:
+def few_resamples(resamples: int, confidence: float, tests: int, setting: str) -> str | None:
     """Why ``resamples`` are too few for intervals corrected across ``tests`` groups (fewer than
     :data:`MIN_TAIL_DRAWS` beyond each end: :func:`corrected_resamples_needed`), or None (also for
     one group, no correction, and for no resamples, no intervals); ``setting``: what sets them."""
@@ -143,9 +141,7 @@ def few_resamples(
     )
 
 
-def warn_few_resamples(
-    resamples: int, confidence: float, tests: int, setting: str = "agreement.bootstrap.resamples"
-) -> None:
+def warn_few_resamples(resamples: int, confidence: float, tests: int, setting: str) -> None:
     """Log :func:`few_resamples`' line as a warning, when it has one."""
     why = few_resamples(resamples, confidence, tests, setting)
     if why is not None:

@@ -117,7 +117,7 @@ def sweep_problems(config: Mapping[str, Any]) -> Iterator[tuple[list[str | int],
     built = built_model_folders(config)
     sweeps: dict[int, list[tuple[list[str | int], dict[str, Any]]]] = {}
     for keypath, m in entries_with_keys(dict(config)):
-        if keypath[-1] != "path" or m.get("gguf_file") or normalise_model_path(str(m["id"])) in built:
+        if keypath[-1] != "path" or ModelSource.from_entry(m).file or normalise_model_path(str(m["id"])) in built:
             continue
         sweeps.setdefault(int(keypath[1]), []).append((keypath, m))
     for revisions in sweeps.values():

@@ -299,7 +299,8 @@ def evaluate(
             shards = _group_shards(done, len(lemmas))
             scores[gid] = context_scores(shards, top_cutoffs, bottom_cutoffs)
             tses[gid] = row_tse(shards, work.rows)
-            ids[gid] = template_row_ids(work.rows)
+            if {"source", "line"} <= set(work.rows.columns):  # a suite of the user's may have no line numbers
+                ids[gid] = template_row_ids(work.rows)
             summary = summarise(
                 scores[gid], tses[gid], model=name, group=gid, resamples=resamples, seed=seed, confidence=confidence
             ).assign(random_init=bool(random_init))

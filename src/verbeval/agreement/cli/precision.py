@@ -81,6 +81,7 @@ def cmd_flip_set(a: argparse.Namespace) -> None:
     from verbeval.agreement.report.comparisons import read_random_init, read_results, with_flags
     from verbeval.agreement.scores.paired import compare_groups
     from verbeval.agreement.scores.precision import flip_set
+    from verbeval.agreement.steps import BOOTSTRAP
     from verbeval.core.bootstrap import warn_few_resamples
     from verbeval.core.io import write_csv
 
@@ -102,7 +103,7 @@ def cmd_flip_set(a: argparse.Namespace) -> None:
     flips.insert(2, "dtype", a.dtype)
     write_csv(flips, a.flips, float_format="%.10g")
     other = f"{a.model_name}@{a.dtype}"
-    warn_few_resamples(a.resamples, a.confidence, len(groups))  # the groups' corrected intervals
+    warn_few_resamples(a.resamples, a.confidence, len(groups), BOOTSTRAP[0].key)  # the groups' corrected intervals
     moves = compare_groups(
         a.model_name,
         other,

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from verbeval.agreement.scores.paired import COMPARISON_COLUMNS, compare_groups, template_row_ids
+from verbeval.agreement.steps import BOOTSTRAP
 from verbeval.core.bootstrap import warn_few_resamples
 from verbeval.core.errors import InputError, MismatchError
 
@@ -110,7 +111,7 @@ def comparisons(
     ids: dict[str, dict[str, list[object]]] = {}
     frames = []
     if pairs:
-        warn_few_resamples(resamples, confidence, len(groups))  # the groups' Bonferroni intervals
+        warn_few_resamples(resamples, confidence, len(groups), BOOTSTRAP[0].key)  # the groups' Bonferroni intervals
     for kind, a, b in pairs:
         for m in (a, b):
             if m not in cache:
