@@ -105,16 +105,6 @@ def with_config_defaults(a: argparse.Namespace) -> argparse.Namespace:
     return a
 
 
-def bootstrap_options(s: argparse.ArgumentParser, config: str) -> None:
-    """Bootstrap options of the commands that compute confidence intervals; their defaults are those
-    of configuration key ``config`` (``agreement.bootstrap``, ``simverb.bootstrap``):
-    :func:`verbeval.core.steps.bootstrap_settings`."""
-    from verbeval.core.steps import bootstrap_settings
-
-    for setting in bootstrap_settings(config):
-        setting.add_to(s)
-
-
 def format_list(text: str) -> list[str]:
     """``--formats``: comma-separated figure formats (png, pdf, svg)."""
     from verbeval.core.plots import FORMATS
