@@ -1,5 +1,5 @@
 """Helpers shared by the studies' command lines: argument types, option groups, the output
-pre-flight and the help formatters (``verbeval.cli`` assembles the parser).
+pre-flight and the help formatters (``verbeval.commands`` assembles the parser).
 """
 
 from __future__ import annotations
