@@ -14,7 +14,7 @@ from verbeval.agreement import steps
 from verbeval.core.cliutil import ConfigDefault, HelpFormatter
 from verbeval.core.steps import Setting, Step, flag_text
 from verbeval.workflow.dvc_yaml import rule_config_keys
-from verbeval.workflow.plan import output_files, wrapped
+from verbeval.workflow.params import output_files, wrapped
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "workflow" / "rules"

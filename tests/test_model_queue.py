@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from verbeval.cli import main
+from verbeval.commands import build_parser
 from verbeval.core import prefetch, warm
 from verbeval.core.errors import VerbevalError
 from verbeval.model_queue import parse_jobs, run_queue
@@ -132,12 +133,16 @@ def test_tokenizer_work_is_done_once_per_tokenizer(
     monkeypatch.setattr(inference, "_prepare_group", counting("group", inference._prepare_group))
     names = ["step-1", "step-2", "step-3"]
     jobs = [shlex.join(s) for n in names for s in _steps(sweep, n, tmp_path / "q")]
-    run_queue(parse_jobs(jobs), post_workers=0)
+    run_queue(parse_jobs(jobs, build_parser), build_parser, post_workers=0)
     assert calls == {"lemmas": 1, "fingerprint": 1, "group": 2}  # two groups, once each
     # a tokenizer is compared by content: one changed file is another tokenizer
     cfg = sweep["step-3"] / "tokenizer_config.json"
     cfg.write_text(cfg.read_text().replace("{", '{"model_max_length": 512, ', 1))
-    run_queue(parse_jobs([shlex.join(s) for s in _steps(sweep, "step-3", tmp_path / "r")]), post_workers=0)
+    run_queue(
+        parse_jobs([shlex.join(s) for s in _steps(sweep, "step-3", tmp_path / "r")], build_parser),
+        build_parser,
+        post_workers=0,
+    )
     assert calls == {"lemmas": 2, "fingerprint": 2, "group": 4}
 
 
@@ -166,12 +171,12 @@ def test_the_next_model_loads_while_the_current_one_computes(
     monkeypatch.setattr(prefetch.LoadRequest, "load", recorded_load)
     monkeypatch.setattr(model_run, "cmd_run_model", slow_run_model)
     jobs = [shlex.join(s) for n in ("step-1", "step-2") for s in _steps(sweep, n, tmp_path / "q")]
-    parsed = parse_jobs(jobs)
+    parsed = parse_jobs(jobs, build_parser)
     for a in parsed:  # the parser bound the handler before the patch: bind it again
         if a.command == "run-model":
             a.func = slow_run_model
     with caplog.at_level(logging.INFO, logger="verbeval"):
-        run_queue(parsed, post_workers=0)
+        run_queue(parsed, build_parser, post_workers=0)
     loads = {name: t for kind, name, t in events if kind == "load"}
     done = {name: t for kind, name, t in events if kind == "done"}
     threads = [name for kind, name, _ in events if kind == "thread"]
@@ -182,11 +187,11 @@ def test_the_next_model_loads_while_the_current_one_computes(
 
 def test_a_bad_step_stops_the_queue_naming_it(sweep: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(VerbevalError, match=r"--job 2: 'infer-forms' is not a queue step"):
-        parse_jobs(["lemmas --model x --lexicon y --out z", "infer-forms --model x"])
+        parse_jobs(["lemmas --model x --lexicon y --out z", "infer-forms --model x"], build_parser)
     steps = _steps(sweep, "step-1", tmp_path / "q")
     steps[2][steps[2].index("--manifest") + 1] = str(tmp_path / "missing.json")
     with pytest.raises(VerbevalError, match=r"^step 3 of 4 \(aggregate step-1\): "):
-        run_queue(parse_jobs([shlex.join(s) for s in steps]), post_workers=0)
+        run_queue(parse_jobs([shlex.join(s) for s in steps], build_parser), build_parser, post_workers=0)
     # the steps before it kept their outputs
     assert (tmp_path / "q" / "step-1" / "shards" / "manifest.json").is_file()
     assert main(["-q", "run-queue", "--post-workers", "-1", "--job", shlex.join(steps[0])]) == 1
@@ -201,7 +206,7 @@ def test_a_revision_whose_shards_are_all_kept_is_not_loaded(
     names = ["step-1", "step-2"]
     out = tmp_path / "q"
     jobs = [shlex.join(s) for n in names for s in _steps(sweep, n, out)]
-    run_queue(parse_jobs(jobs), post_workers=0)
+    run_queue(parse_jobs(jobs, build_parser), build_parser, post_workers=0)
     before = _digests(out)
     for name in names:  # what Snakemake removes: the job's declared outputs
         for p in [p for p in (out / name).rglob("*") if p.is_file()]:
@@ -215,7 +220,7 @@ def test_a_revision_whose_shards_are_all_kept_is_not_loaded(
     monkeypatch.setattr(
         prefetch.LoadRequest, "load", lambda self: loads.append(Path(self.source.id).name) or load(self)
     )
-    run_queue(parse_jobs(jobs), post_workers=0)
+    run_queue(parse_jobs(jobs, build_parser), build_parser, post_workers=0)
     assert loads == ["step-2"]
     assert _digests(out) == before
 

@@ -54,18 +54,31 @@ def test_numpy_version_is_read_without_importing_numpy() -> None:
 
 
 def test_the_command_line_sets_it_before_anything_imports_numpy() -> None:
-    """``-X importtime`` lists modules as their import finishes: verbeval.core.npy_sort (which imports
-    no numpy itself) must finish before numpy is first imported, by the CLI's modules or later."""
+    """Importing ``verbeval.cli`` calls :func:`prefer_avx2_sort` once, before anything imports numpy
+    (importing npy_sort alone sets nothing)."""
     # a process: the import order from a fresh start (numpy is long imported in pytest's interpreter)
-    out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import verbeval.cli; import numpy"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stderr
-    names = [line.rsplit("|", 1)[-1].strip() for line in out.splitlines() if line.startswith("import time:")]
-    assert "verbeval.core.npy_sort" in names and "numpy" in names
-    assert names.index("verbeval.core.npy_sort") < min(i for i, n in enumerate(names) if n.split(".")[0] == "numpy")
+    code = (
+        "import sys\n"
+        "from verbeval.core import npy_sort\n"
+        "calls = []\n"
+        "npy_sort.prefer_avx2_sort = lambda: calls.append('numpy' in sys.modules)\n"
+        "print(calls)\n"
+        "import verbeval.cli\n"
+        "print(calls)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["[]", "[False]"]
+
+
+def test_a_queue_worker_sets_it_before_it_imports_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A post-worker of ``run-queue`` (a spawned process) chooses the kernels as it starts."""
+    from verbeval import model_queue
+
+    calls = []
+    monkeypatch.setattr(_npy_sort, "prefer_avx2_sort", lambda: calls.append("set"))
+    monkeypatch.setattr(model_queue, "_end_with_parent", lambda parent: calls.append(parent))
+    model_queue._init_worker(30, 12345)
+    assert calls == [12345, "set"]
 
 
 _STATS = """

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from verbeval.bench import output_hashes as oh
+from verbeval.bench.snakemake_jobs import check_imports
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -117,9 +118,9 @@ def test_a_run_imports_its_own_trees_package(tmp_path: Path) -> None:
     env = oh.run_environ(copy, tmp_path / "stand-in")
     assert env["PYTHONPATH"] == str((copy / "src").resolve())
     assert str(Path(sys.executable).parent) in env["PATH"].split(os.pathsep)[:2]  # after a stand-in scontrol
-    oh.check_imports(copy, env)
+    check_imports(copy, env)
     with pytest.raises(RuntimeError, match="imports verbeval from"):
-        oh.check_imports(tmp_path / "elsewhere", env)
+        check_imports(tmp_path / "elsewhere", env)
 
 
 def test_any_difference_exits_1(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

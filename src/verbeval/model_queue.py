@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
@@ -52,12 +53,15 @@ QUEUE_COMMANDS = ("lemmas", "run-model", "aggregate", "lemma-stats", "lemma-cont
 #: the steps that read a model's finished shards on the CPU: run beside the next model's forward passes
 POST_COMMANDS = ("aggregate", "lemma-stats", "lemma-contexts")
 
+#: builds ``verbeval``'s whole parser (:func:`verbeval.commands.build_parser`, handed down by it:
+#: this module is one of the commands it registers)
+BuildParser = Callable[[], argparse.ArgumentParser]
 
-def parse_jobs(items: list[str], threads: int | None = None) -> list[argparse.Namespace]:
-    """Each ``--job`` item parsed by ``verbeval``'s own parser, its configuration defaults filled in;
-    ``threads`` replaces the ``--threads`` of every step that has one (the queue job's threads).
-    Raises :class:`VerbevalError` naming the item for an unknown step or a bad option."""
-    from verbeval.cli import build_parser
+
+def parse_jobs(items: list[str], build_parser: BuildParser, threads: int | None = None) -> list[argparse.Namespace]:
+    """Each ``--job`` item parsed by ``verbeval``'s own parser (``build_parser``'s), its configuration
+    defaults filled in; ``threads`` replaces the ``--threads`` of every step that has one (the queue
+    job's threads). Raises :class:`VerbevalError` naming the item for an unknown step or a bad option."""
     from verbeval.core.cliutil import with_config_defaults
 
     parser = build_parser()
@@ -89,10 +93,10 @@ def describe(args: argparse.Namespace) -> str:
     return f"{args.command} {who}".strip()
 
 
-def run_queue(jobs: list[argparse.Namespace], post_workers: int = 1) -> dict[str, Any]:
+def run_queue(jobs: list[argparse.Namespace], build_parser: BuildParser, post_workers: int = 1) -> dict[str, Any]:
     """Run the steps of :func:`parse_jobs` in order; the :data:`POST_COMMANDS` in ``post_workers``
     worker processes (0: in order in this process), which parse their step again from its command
-    line (``queue_words``). Returns timing figures."""
+    line (``queue_words``) with ``build_parser``'s parser. Returns timing figures."""
     from verbeval.agreement.cli.inference import load_request
     from verbeval.core import prefetch
 
@@ -115,7 +119,7 @@ def run_queue(jobs: list[argparse.Namespace], post_workers: int = 1) -> dict[str
         for i, args in enumerate(jobs, 1):
             check(wait=False)
             if pool is not None and args.command in POST_COMMANDS:
-                pending.append((pool.submit(_run_words, args.queue_words, i, n), i, args))
+                pending.append((pool.submit(_run_words, args.queue_words, i, n, build_parser), i, args))
             else:
                 try:
                     _run_step(args, i, n)
@@ -176,7 +180,9 @@ class _WorkerContext(multiprocessing.context.SpawnContext):
 
 def _init_worker(level: int, parent: int) -> None:
     _end_with_parent(parent)
-    from verbeval import cli  # noqa: F401  (numpy's sort kernels chosen before numpy loads, as the CLI does)
+    from verbeval.core import npy_sort
+
+    npy_sort.prefer_avx2_sort()  # numpy's sort kernels chosen before numpy loads, as the CLI does
 
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
@@ -210,10 +216,10 @@ def _end_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="verbeval-parent-watch", daemon=True).start()
 
 
-def _run_words(words: list[str], i: int, n: int) -> str | None:
+def _run_words(words: list[str], i: int, n: int, build_parser: BuildParser) -> str | None:
     """A post step in a worker process: parsed again from its command line, run; its error as one
     line (None when it succeeded). An unexpected exception propagates with its traceback."""
-    [args] = parse_jobs([shlex.join(words)])
+    [args] = parse_jobs([shlex.join(words)], build_parser)
     try:
         _run_step(args, i, n)
     except VerbevalError as exc:
@@ -231,19 +237,19 @@ def _run_step(args: argparse.Namespace, i: int, n: int) -> None:
     log.info("run-queue: step %d of %d (%s) done in %.1f s", i, n, describe(args), time.perf_counter() - t)
 
 
-def cmd_run_queue(a: argparse.Namespace) -> None:
+def cmd_run_queue(a: argparse.Namespace, build_parser: BuildParser) -> None:
     if a.post_workers < 0:
         raise VerbevalError(f"--post-workers {a.post_workers}: expected an integer >= 0")
     if a.threads is not None and a.threads < 1:
         raise VerbevalError(f"--threads {a.threads}: expected a positive integer")
-    run_queue(parse_jobs(a.job, a.threads), post_workers=a.post_workers)
+    run_queue(parse_jobs(a.job, build_parser, a.threads), build_parser, post_workers=a.post_workers)
 
 
-def register(add: Add) -> None:
-    """``run-queue``."""
+def register(add: Add, build_parser: BuildParser) -> None:
+    """``run-queue``; ``build_parser`` builds the whole parser that its steps are parsed with."""
     s = add(
         "run-queue",
-        cmd_run_queue,
+        lambda a: cmd_run_queue(a, build_parser),
         "a queue of steps (a sweep's revisions, a device's models) in one warm process: one import, "
         "tokenizer work once per tokenizer, the next model loaded while the current one computes",
         "Each --job is one verbeval command line (lemmas, run-model, aggregate, lemma-stats, lemma-contexts), "

@@ -11,7 +11,7 @@ repository) and compares the sha256 of every file the runs wrote:
   ``PYTHONPATH=<copy>/src``: ``PYTHONPATH`` comes before the venv's editable install on
   ``sys.path``, so this process's Python, the ``verbeval`` console script (its shebang is that
   Python) and every job of the run import the copy's ``verbeval``; the run checks this before it
-  starts (:func:`check_imports`). One venv (this process's) runs both trees.
+  starts (:func:`verbeval.bench.snakemake_jobs.check_imports`). One venv (this process's) runs both trees.
 * **From scratch, apart.** Each (tree, configuration) has its own copy, so nothing one run wrote
   (results, raw data, built models) is seen by another. What lies outside the copy is shared: the
   data mirror (``--config data_mirror=DIR``), the real tokenizers of ``--shared``, the pip wheels and
@@ -205,27 +205,6 @@ def run_environ(copy: Path, stand_in_dir: Path) -> dict[str, str]:
     return no_slurm_environ(env, stand_in_dir)
 
 
-def check_imports(copy: Path, env: Mapping[str, str]) -> None:
-    """Raise unless this Python, and the ``verbeval`` console script's, import ``copy``'s package."""
-    want = (copy / "src" / "verbeval").resolve()
-    script = Path(sys.executable).parent / "verbeval"
-    pythons = [sys.executable]
-    if script.is_file():
-        first = script.read_text(errors="replace").splitlines()[0]
-        if first.startswith("#!"):
-            pythons.append(first[2:].strip().split()[0])
-    for py in dict.fromkeys(pythons):
-        got = subprocess.run(
-            [py, "-c", "import verbeval, pathlib; print(pathlib.Path(verbeval.__file__).resolve().parent)"],
-            capture_output=True,
-            text=True,
-            env=dict(env),
-            check=True,
-        ).stdout.strip()
-        if Path(got) != want:
-            raise RuntimeError(f"{py} imports verbeval from {got}, not from {want}")
-
-
 def prepare(config: str, copy: Path, env: Mapping[str, str], shared: Path) -> None:
     """What a configuration needs before its run: the CI configuration's tiny models (``.ci/run``)."""
     if Path(config).as_posix() == ".test/config/ci.yaml":
@@ -253,6 +232,7 @@ def run_one(
     """Run ``config`` from scratch with ``tree``'s code in ``copy``: the outputs' hashes and the run's
     wall time (snakemake only). ``copy`` is emptied first only when it is an earlier run's copy
     (verbeval.core.outfolders.run_folder), never a user's folder."""
+    from verbeval.bench.snakemake_jobs import check_imports  # imports torch (bench.timing): not at `verbeval --help`
     from verbeval.core.outfolders import run_folder
 
     with run_folder(copy, "bench-hashes") as copy:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -137,8 +138,6 @@ def run_snakemake(
     """Run ``snakemake`` (:func:`snakemake_command`) to its end, its metadata in ``run_dir``
     (created; the caller empties it first for a run from scratch). Raises with the end of
     Snakemake's output if it fails."""
-    import subprocess
-
     run_dir.mkdir(parents=True, exist_ok=True)
     db = run_dir / "snakemake-metadata.sqlite"
     cmd = snakemake_command(
@@ -166,6 +165,27 @@ def child_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if environ is None else environ)
     env["PATH"] = os.pathsep.join([str(verbeval_bin()), *(p for p in env.get("PATH", "").split(os.pathsep) if p)])
     return env
+
+
+def check_imports(copy: Path, env: Mapping[str, str]) -> None:
+    """Raise unless this Python, and the ``verbeval`` console script's, import ``copy``'s package."""
+    want = (copy / "src" / "verbeval").resolve()
+    script = Path(sys.executable).parent / "verbeval"
+    pythons = [sys.executable]
+    if script.is_file():
+        first = script.read_text(errors="replace").splitlines()[0]
+        if first.startswith("#!"):
+            pythons.append(first[2:].strip().split()[0])
+    for py in dict.fromkeys(pythons):
+        got = subprocess.run(
+            [py, "-c", "import verbeval, pathlib; print(pathlib.Path(verbeval.__file__).resolve().parent)"],
+            capture_output=True,
+            text=True,
+            env=dict(env),
+            check=True,
+        ).stdout.strip()
+        if Path(got) != want:
+            raise RuntimeError(f"{py} imports verbeval from {got}, not from {want}")
 
 
 @cache

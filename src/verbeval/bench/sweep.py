@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verbeval.bench.snakemake_jobs import SnakemakeRun, child_environ, job_records, snakemake_command
+from verbeval.bench.snakemake_jobs import SnakemakeRun, check_imports, child_environ, job_records, snakemake_command
 from verbeval.bench.timing import load_1min, load_before
 
 #: the checkpoints' shape: GPT-2, layers, hidden size, heads (random weights, the real GPT-2 vocabulary)
@@ -359,8 +359,6 @@ def bench_sweep(
     env = no_slurm_environ(child_environ(), sweep_dir / "no-slurm")
     cwd = None
     if tree is not None:
-        from verbeval.bench.output_hashes import check_imports
-
         cwd = Path(tree).resolve()
         env["PYTHONPATH"] = str(cwd / "src")
         check_imports(cwd, env)

@@ -1,6 +1,6 @@
 """The sub-command table of ``docs/workflow.md``, generated from the ``verbeval`` parser.
 
-The one-line help of each sub-command (``src/verbeval/cli.py``) is the single source of the
+The one-line help of each sub-command (``src/verbeval/commands.py``) is the single source of the
 table: :func:`render_section` writes it between :data:`BEGIN` and :data:`END`, and
 ``verbeval docs-cli --check`` fails when the file differs, so the documented list always equals
 the parser's.

@@ -1,5 +1,5 @@
 """Helpers shared by the studies' command lines: argument types, option groups, the output
-pre-flight and the help formatters (``verbeval.cli`` assembles the parser).
+pre-flight and the help formatters (``verbeval.commands`` assembles the parser).
 """
 
 from __future__ import annotations
@@ -103,16 +103,6 @@ def with_config_defaults(a: argparse.Namespace) -> argparse.Namespace:
         if isinstance(value, ConfigDefault):
             setattr(a, name, value.value)
     return a
-
-
-def bootstrap_options(s: argparse.ArgumentParser, config: str) -> None:
-    """Bootstrap options of the commands that compute confidence intervals; their defaults are those
-    of configuration key ``config`` (``agreement.bootstrap``, ``simverb.bootstrap``):
-    :func:`verbeval.core.steps.bootstrap_settings`."""
-    from verbeval.core.steps import bootstrap_settings
-
-    for setting in bootstrap_settings(config):
-        setting.add_to(s)
 
 
 def format_list(text: str) -> list[str]:

@@ -6,9 +6,9 @@ runs in microcode (AMD's optimisation guide; numpy/x86-simd-sort#6, numpy/numpy#
 ``np.sort`` of the 256,000 probabilities of one context took 11.5 ms on the AVX-512 path and 2.1 ms
 on the AVX2 one (docs/performance.md), and that sort is most of the per-context work after the
 forward pass. numpy chooses its kernels once, when it is first imported, from the environment
-variable ``NPY_DISABLE_CPU_FEATURES``; so the ``verbeval`` command imports this module before
-anything imports numpy, and on a Zen 4 CPU sets that variable to the AVX-512 feature groups of
-numpy >= 2.4. The sorted values are the same either way (a sort is exact); only the speed changes.
+variable ``NPY_DISABLE_CPU_FEATURES``; so the ``verbeval`` command (:mod:`verbeval.cli`) and the
+warm queue's worker processes call :func:`prefer_avx2_sort` before anything imports numpy; on a
+Zen 4 CPU it sets that variable to the AVX-512 feature groups of numpy >= 2.4. The sorted values are the same either way (a sort is exact); only the speed changes.
 
 It does nothing when numpy is already imported, when ``NPY_DISABLE_CPU_FEATURES`` is already set
 (set it, even to an empty string, to keep numpy's own choice), on other CPUs, or with a numpy older
@@ -76,6 +76,3 @@ def prefer_avx2_sort(
         return False
     environ[ENV] = AVX512_GROUPS
     return True
-
-
-prefer_avx2_sort()

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 from verbeval.agreement.report.figures import CUTOFF_FIGURES
 from verbeval.agreement.report.table3 import table3_groups
 from verbeval.core.model_entries import CHECKPOINT_AXES, checkpoint_axis, entry_models
-from verbeval.workflow.params import quoted
-from verbeval.workflow.plan import output_files, wrapped
+from verbeval.workflow.params import output_files, quoted, wrapped
 
 if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan

@@ -1,10 +1,12 @@
-"""What a rule's params and wildcard constraints are made of (plain values the Snakefile binds)."""
+"""What a rule's params, wildcard constraints and named outputs are made of (plain values the Snakefile
+binds)."""
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 #: a regex that matches nothing: the wildcard constraint of a rule with no job in this configuration
 NOTHING = "(?!x)x"
@@ -34,3 +36,24 @@ def alternatives(names: Sequence[str]) -> str:
 def quoted(options: Sequence[str]) -> str:
     """Shell words, each quoted."""
     return " ".join(shlex.quote(o) for o in options)
+
+
+def wrapped(outputs: Mapping[str, Any], wrap: Mapping[str, Callable[[Any], Any]]) -> dict[str, Any]:
+    """A rule's named outputs with ``wrap[name]`` applied to the files of each output it names (the
+    rule's ``report(...)``: what the Snakemake report registers)."""
+    unknown = sorted(set(wrap) - set(outputs))
+    if unknown:
+        raise KeyError(f"no output named {unknown} (outputs: {list(outputs)})")
+    return {name: wrap[name](files) if name in wrap else files for name, files in outputs.items()}
+
+
+def output_files(outputs: Mapping[str, Any], names: Sequence[str] | None = None, **wildcards: str) -> list[str]:
+    """The files of a rule's named outputs (of ``names``, in that order; default: every one), each
+    pattern's ``{wildcard}`` filled in from ``wildcards``: the rule's targets in rule all."""
+    found: list[str] = []
+    for name in outputs if names is None else names:
+        files = outputs[name]
+        found += [files] if isinstance(files, str) else list(files)
+    for wildcard, value in wildcards.items():
+        found = [f.replace(f"{{{wildcard}}}", value) for f in found]
+    return found

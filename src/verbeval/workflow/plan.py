@@ -32,32 +32,11 @@ from verbeval.core.manifest import Source, local_filename, mirror_location
 from verbeval.core.model_entries import checkpoint_models, entry_models, model_entries, select_models
 from verbeval.core.steps import settings_argv
 from verbeval.simverb.steps import SCORE_SETTINGS
-from verbeval.workflow.params import Untracked, quoted
+from verbeval.workflow.params import Untracked, output_files, quoted, wrapped
 
 
 class PlanError(VerbevalError):
     """A setup error found before any job runs, its message naming the configuration file."""
-
-
-def wrapped(outputs: Mapping[str, Any], wrap: Mapping[str, Callable[[Any], Any]]) -> dict[str, Any]:
-    """A rule's named outputs with ``wrap[name]`` applied to the files of each output it names (the
-    rule's ``report(...)``: what the Snakemake report registers)."""
-    unknown = sorted(set(wrap) - set(outputs))
-    if unknown:
-        raise KeyError(f"no output named {unknown} (outputs: {list(outputs)})")
-    return {name: wrap[name](files) if name in wrap else files for name, files in outputs.items()}
-
-
-def output_files(outputs: Mapping[str, Any], names: Sequence[str] | None = None, **wildcards: str) -> list[str]:
-    """The files of a rule's named outputs (of ``names``, in that order; default: every one), each
-    pattern's ``{wildcard}`` filled in from ``wildcards``: the rule's targets in rule all."""
-    found: list[str] = []
-    for name in outputs if names is None else names:
-        files = outputs[name]
-        found += [files] if isinstance(files, str) else list(files)
-    for wildcard, value in wildcards.items():
-        found = [f.replace(f"{{{wildcard}}}", value) for f in found]
-    return found
 
 
 class Plan:

@@ -11,7 +11,7 @@ lexicon_modes (lexicon-forms to lexicon-modes-table) and common (shard paths fro
 May import: ``verbeval.core`` and the agreement study (part of it).
 
 :func:`register`, :func:`register_dvc_views` and :func:`register_lexicon_modes` are what
-``verbeval.cli`` calls (their order is the order of the sub-commands in ``verbeval --help``).
+``verbeval.commands`` calls (their order is the order of the sub-commands in ``verbeval --help``).
 """
 
 from __future__ import annotations
