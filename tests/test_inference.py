@@ -833,6 +833,44 @@ def test_disk_full_during_a_shard_write_then_resume_gives_identical_shards(
     assert not list(store.rglob("*.tmp"))
 
 
+def test_a_complete_store_gets_its_manifest_without_the_weights(
+    lm: LoadedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The weight-free path: the model's identity from its tokenizer and config equals the loaded
+    model's, and a store holding every shard writes the manifest the full run wrote, byte for byte,
+    with no model load; a store missing a shard, without a journal, or a device map: None, nothing
+    written."""
+    from dataclasses import replace
+
+    from verbeval.agreement.engine.inference import infer_model, manifest_if_complete
+    from verbeval.core import models
+    from verbeval.core.model_sources.source import ModelSource
+    from verbeval.core.models import model_identity
+
+    templates, lemmas = template_frame(), _lemmas(lm)
+    source = ModelSource.of(lm.model_id)
+    manifest = tmp_path / "store" / "manifest.json"
+    ident = model_identity(source, dtype=lm.dtype)
+    assert replace(ident, tokenizer=None) == replace(lm.identity, tokenizer=None)
+    assert ident.kind == lm.kind and ident.revision.startswith("local-sha256:")
+
+    def kept(**kw: Any) -> dict[str, Any] | None:
+        return manifest_if_complete(source, templates, lemmas, ["g1", "g2"], 3, manifest, random_init=True, **kw)
+
+    assert kept() is None and not manifest.parent.exists()  # a first run: no journal, nothing asked
+    infer_model(lm, templates, lemmas, ["g1", "g2"], 3, manifest, batch_size=4, progress=False, random_init=True)
+    full = manifest.read_bytes()
+    manifest.unlink()
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the weights were loaded"))
+    assert kept(device_map="auto") is None and not manifest.exists()
+    body = kept()
+    assert body is not None and manifest.read_bytes() == full
+    assert [s["path"] for s in body["shards"]] == [f"g1/{k}-of-3.parquet" for k in (1, 2, 3)] + ["g2/1-of-1.parquet"]
+    manifest.unlink()
+    (manifest.parent / "g1" / "3-of-3.parquet").unlink()
+    assert kept() is None and not manifest.exists()
+
+
 def test_infer_model_recomputes_when_the_inputs_change(masked_lm: LoadedModel, tmp_path: Path) -> None:
     from verbeval.agreement.engine.inference import infer_model
 

@@ -16,10 +16,13 @@ from verbeval.agreement.engine.shardstore import (
     OLD_JOURNAL_NAME,
     PlannedShard,
     ShardStore,
+    finish_if_complete,
+    has_journal,
     incomplete_store,
     run_plan,
     shard_key,
 )
+from verbeval.core.errors import VerbevalError
 
 
 def _plan(n: int, calls: list[str], group: str = "g") -> list[PlannedShard]:
@@ -110,6 +113,30 @@ def test_a_manifest_missing_an_entry_is_named_and_recovers(tmp_path: Path) -> No
     calls.clear()
     run_plan(manifest, plan, {"groups": ["g", "h"]}, progress=False)
     assert calls == [] and manifest.read_bytes() == good
+
+
+def test_the_store_says_whether_it_is_complete_and_then_writes_the_manifest(tmp_path: Path) -> None:
+    """A plan without compute functions (no model): the store writes the manifest run_plan writes, byte
+    for byte, when it holds every shard, else nothing; a shard it lacks cannot be computed from it."""
+    calls: list[str] = []
+    manifest = tmp_path / "manifest.json"
+    assert not has_journal(tmp_path)
+    run_plan(manifest, _plan(3, calls), {"groups": ["g"]}, progress=False)
+    full = manifest.read_bytes()
+    assert has_journal(tmp_path)
+    checked = [PlannedShard(p.relpath, p.key, p.n_contexts) for p in _plan(3, calls)]
+    assert ShardStore(tmp_path).complete(checked)
+    manifest.unlink()
+    body = finish_if_complete(manifest, checked, {"groups": ["g"]})
+    assert manifest.read_bytes() == full and [s["path"] for s in body["shards"]] == [p.relpath for p in checked]
+    (tmp_path / "g" / "2-of-3.parquet").unlink()
+    manifest.unlink()
+    assert not ShardStore(tmp_path).complete(checked)
+    assert finish_if_complete(manifest, checked, {"groups": ["g"]}) is None and not manifest.exists()
+    assert (tmp_path / "g" / "1-of-3.parquet").is_file()  # nothing removed
+    with pytest.raises(VerbevalError) as err:
+        run_plan(manifest, checked, {}, progress=False)
+    assert str(err.value) == f"{tmp_path}: shard g/2-of-3.parquet is missing and was planned without a model"
 
 
 @pytest.mark.parametrize(("n", "chunks", "expected"), [(7, 4, 4), (7, 100000, 7), (1, 3, 1), (0, 4, 1)])

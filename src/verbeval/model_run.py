@@ -148,12 +148,15 @@ def _load_checked(a: argparse.Namespace) -> Any:
 def _kept(a: argparse.Namespace) -> bool:
     """Whether every branch of the model is already done and its manifest was written without loading
     it (a queue's revision whose shards a stopped or rerun queue job had finished): the agreement
-    store complete (:func:`verbeval.agreement.cli.inference.kept_without_load`), no form branch, and
-    the SimVerb outputs, if any, up to date by their stamp."""
+    store complete (:func:`verbeval.agreement.engine.inference.manifest_if_complete`), no form branch,
+    and the SimVerb outputs, if any, up to date by their stamp."""
     import pandas as pd
 
-    from verbeval.agreement.cli.inference import kept_without_load, load_request
+    from verbeval.agreement.cli.inference import load_request, random_init
+    from verbeval.agreement.engine.inference import manifest_if_complete
     from verbeval.core import prefetch, stamps
+    from verbeval.core.model_sources.source import ModelSource
+    from verbeval.core.warm import frame_key
 
     if a.forms_manifest:
         return False
@@ -161,9 +164,26 @@ def _kept(a: argparse.Namespace) -> bool:
         inputs = [a.simverb_data] + [s.partition("=")[2] for s in a.simverb_split]
         if not stamps.is_current([a.simverb_out, a.simverb_verbs], stamps.branch_key(simverb_settings(a), inputs)):
             return False
-    body = kept_without_load(a, pd.read_parquet(a.templates), pd.read_parquet(a.lemmas))
+    random = random_init(a, warn=False)  # warned below when kept, else by the branch that runs
+    body = manifest_if_complete(
+        ModelSource.from_options(a),
+        pd.read_parquet(a.templates),
+        pd.read_parquet(a.lemmas),
+        [g for g in a.groups.split(",") if g],
+        a.n_chunks,
+        a.manifest,
+        kind=a.kind,
+        dtype=a.dtype,
+        device_map=a.device_map,
+        top_k=a.top_k,
+        prepend_bos=a.prepend_bos,
+        random_init=random,
+        allow_nonfinite=a.allow_nonfinite,
+        templates_key=frame_key(a.templates),
+    )
     if body is None:
         return False
+    random_init(a)  # its warning, for a random model
     prefetch.skip(load_request(a))
     log.info("%s: all %d shards were in the store: manifest %s written, model not loaded", a.model,
              len(body["shards"]), a.manifest)  # fmt: skip

@@ -211,6 +211,49 @@ def model_fingerprint(source: ModelSource | str) -> str:
     return f"hub:{rev}{suffix}"
 
 
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What identifies a model's shards without its weights: the fields of a :class:`LoadedModel`
+    that shard keys and shard metadata are computed from (its tokenizer, resolved kind, case, dtype,
+    version and tokenizer content key). :func:`model_identity` reads it from the tokenizer and the
+    config alone; a loaded model's is :attr:`LoadedModel.identity`."""
+
+    model_id: str
+    tokenizer: Any
+    kind: Kind
+    cased: bool
+    dtype: str
+    revision: str
+    #: the content key of its tokenizer files (:func:`verbeval.core.warm.tokenizer_files_key`), or None
+    tokenizer_key: str | None = None
+
+
+def _identity(source: ModelSource, tokenizer: Any, config: Any, kind: Kind, dtype: str) -> ModelIdentity:
+    """The identity of ``source`` from its tokenizer and config (``kind`` resolved)."""
+    from verbeval.core.warm import tokenizer_files_key
+
+    return ModelIdentity(
+        source.id,
+        tokenizer,
+        kind,
+        is_cased(tokenizer),
+        dtype,
+        model_revision(source, config),
+        tokenizer_files_key(source),
+    )
+
+
+def model_identity(source: ModelSource | str, *, kind: str = "auto", dtype: str = "float32") -> ModelIdentity:
+    """The identity of a model source without loading its weights: its tokenizer and config are read
+    (``kind`` ``auto`` is detected from the config). Not for a GGUF file, whose config and kind come
+    with the load (:func:`load_model`)."""
+    source = ModelSource.of(source)
+    tok = load_tokenizer(source)
+    cfg = load_config(source)
+    resolved: Kind = detect_kind(cfg) if kind == "auto" else kind  # type: ignore[assignment]
+    return _identity(source, tok, cfg, resolved, dtype)
+
+
 @dataclass
 class LoadedModel:
     model_id: str
@@ -230,6 +273,13 @@ class LoadedModel:
     @property
     def mask_token(self) -> str | None:
         return getattr(self.tokenizer, "mask_token", None)
+
+    @property
+    def identity(self) -> ModelIdentity:
+        """What identifies its shards (:class:`ModelIdentity`): the weight-free path computes the same."""
+        return ModelIdentity(
+            self.model_id, self.tokenizer, self.kind, self.cased, self.dtype, self.revision, self.tokenizer_key
+        )
 
 
 def embedding_rows(model: Any) -> int | None:
@@ -286,8 +336,6 @@ def load_model(
     folder removed with the model.
     """
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
-
-    from verbeval.core.warm import tokenizer_files_key
 
     source = ModelSource.of(source)
     model_id, gguf = source.id, bool(source.file)
@@ -348,15 +396,16 @@ def load_model(
         log.info("%s: device_map %s -> %s; inputs on %s", model_id, device_map, placed, dev)
     if resolved == "masked" and tok.mask_token is None:
         raise VerbevalError(f"model {model_id!r} is masked but its tokenizer has no mask token")
+    ident = _identity(source, tok, cfg, resolved, dtype)
     return LoadedModel(
-        model_id,
+        ident.model_id,
         model,
-        tok,
-        resolved,
-        is_cased(tok),
+        ident.tokenizer,
+        ident.kind,
+        ident.cased,
         dev,
-        dtype,
-        model_revision(source, cfg),
+        ident.dtype,
+        ident.revision,
         placed,
-        tokenizer_files_key(source),
+        ident.tokenizer_key,
     )

@@ -104,13 +104,13 @@ def load_checked_lm(a: argparse.Namespace, templates: Any, groups: list[str], ex
     return lm, load_s
 
 
-def random_init(a: argparse.Namespace) -> bool:
+def random_init(a: argparse.Namespace, warn: bool = True) -> bool:
     """Whether the model of ``a`` is randomly initialised (``--random-init``, else its marker), with a
-    warning when it is."""
+    warning when it is (unless not ``warn``)."""
     from verbeval.core.provenance import resolve_random_init
 
     flag = resolve_random_init(a.model, a.random_init)
-    if flag:
+    if flag and warn:
         log.warning("%s is randomly initialised: its numbers are meaningless and are labelled so", a.model)
     return flag
 
@@ -248,52 +248,6 @@ def run_agreement_branch(
         t["writer_busy_s"],
         total,
         note,
-    )
-
-
-def kept_without_load(a: argparse.Namespace, templates: Any, lemmas: Any) -> dict[str, Any] | None:
-    """The agreement store's manifest, written without loading the model's weights, when every shard
-    it needs is already in the store (a sweep's revision scored before the queue job stopped or was
-    rerun for another step): the shard keys come from the tokenizer, the config and the model's
-    version alone. None (nothing written) when a shard is missing, when the store has no journal
-    yet (a first run: nothing to keep, no tokenizer load spent on asking), or for a GGUF file or a
-    device map (loaded as usual)."""
-    from pathlib import Path
-
-    import torch
-
-    from verbeval.agreement.engine.inference import infer_model
-    from verbeval.agreement.engine.shardstore import JOURNAL_NAME, OLD_JOURNAL_NAME
-    from verbeval.core.models import LoadedModel, detect_kind, is_cased, load_config, load_tokenizer, model_revision
-    from verbeval.core.warm import frame_key, tokenizer_files_key
-
-    store = Path(a.manifest).parent
-    if not (store / JOURNAL_NAME).is_file() and not (store / OLD_JOURNAL_NAME).is_file():
-        return None
-    source = ModelSource.from_options(a)
-    if source.file or a.device_map is not None:
-        return None
-    tok = load_tokenizer(source)
-    cfg = load_config(source)
-    kind = detect_kind(cfg) if a.kind == "auto" else a.kind
-    light = LoadedModel(
-        a.model, None, tok, kind, is_cased(tok), torch.device("cpu"), a.dtype,  # type: ignore[arg-type]
-        model_revision(source, cfg), None, tokenizer_files_key(source),
-    )  # fmt: skip
-    return infer_model(
-        light,
-        templates,
-        lemmas,
-        [g for g in a.groups.split(",") if g],
-        a.n_chunks,
-        a.manifest,
-        top_k=a.top_k,
-        prepend_bos=a.prepend_bos,
-        progress=False,
-        random_init=random_init(a),
-        allow_nonfinite=a.allow_nonfinite,
-        templates_key=frame_key(a.templates),
-        only_if_complete=True,
     )
 
 

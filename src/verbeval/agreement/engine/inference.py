@@ -34,14 +34,22 @@ from verbeval.agreement.engine.shards import (
     lemma_set_hash,
     write_shard,
 )
-from verbeval.agreement.engine.shardstore import PlannedShard, ShardStore, run_plan, shard_key, shard_relpath
-from verbeval.core.devices import describe_device
-from verbeval.core.models import LoadedModel, adds_bos, check_token_ids
+from verbeval.agreement.engine.shardstore import (
+    PlannedShard,
+    finish_if_complete,
+    has_journal,
+    run_plan,
+    shard_key,
+    shard_relpath,
+)
+from verbeval.core.devices import DeviceMap, describe_device
+from verbeval.core.model_sources.source import ModelSource
+from verbeval.core.models import LoadedModel, ModelIdentity, adds_bos, check_token_ids, model_identity
 from verbeval.core.warm import memo
 
 log = logging.getLogger(__name__)
 
-__all__ = ["compute_chunk", "infer_chunk", "infer_model"]
+__all__ = ["compute_chunk", "infer_chunk", "infer_model", "manifest_if_complete"]
 
 
 @dataclass
@@ -57,8 +65,10 @@ class GroupWork:
     n_same_id: int = 0  # rows whose two forms are one token id (excluded from TSE)
 
 
-def prepare_group(lm: LoadedModel, templates: pd.DataFrame, group: str, templates_key: Any = None) -> GroupWork:
-    """A group's rows, distinct contexts and TSE ids for ``lm``'s tokenizer. With ``templates_key`` (the
+def prepare_group(
+    lm: LoadedModel | ModelIdentity, templates: pd.DataFrame, group: str, templates_key: Any = None
+) -> GroupWork:
+    """A group's rows, distinct contexts and TSE ids for ``lm``'s tokenizer (a loaded model or its identity). With ``templates_key`` (the
     content key of the templates' file) the work is shared by every model of the same tokenizer in
     this process (:mod:`verbeval.core.warm`)."""
     key = (
@@ -77,7 +87,7 @@ def prepare_group(lm: LoadedModel, templates: pd.DataFrame, group: str, template
     return work
 
 
-def _prepare_group(lm: LoadedModel, templates: pd.DataFrame, group: str) -> GroupWork:
+def _prepare_group(lm: LoadedModel | ModelIdentity, templates: pd.DataFrame, group: str) -> GroupWork:
     g, contexts, row_context = group_contexts(templates, group, lm.kind)
     sing = np.where(g["plural"], g["incorrect"], g["correct"]).tolist()
     plur = np.where(g["plural"], g["correct"], g["incorrect"]).tolist()
@@ -100,8 +110,17 @@ class ModelContext:
 
 
 def model_context(lm: LoadedModel, lemmas: pd.DataFrame, top_k: int, prepend_bos: bool | None) -> ModelContext:
-    """What every shard of ``lm`` shares; the lemma forms' token ids checked against its embeddings
-    (:func:`verbeval.core.models.check_token_ids`, as each chunk's context ids are in :func:`compute_chunk`)."""
+    """What every shard of ``lm`` shares (:func:`shard_context`); the lemma forms' token ids checked against
+    its embeddings (:func:`verbeval.core.models.check_token_ids`, as each chunk's context ids are in
+    :func:`compute_chunk`)."""
+    mc = shard_context(lm.identity, lemmas, top_k, prepend_bos)
+    if len(mc.form_ids):
+        check_token_ids(lm, int(mc.form_ids.max()), "the lemma forms")
+    return mc
+
+
+def shard_context(lm: ModelIdentity, lemmas: pd.DataFrame, top_k: int, prepend_bos: bool | None) -> ModelContext:
+    """What every shard of the model ``lm`` identifies shares (no weights needed)."""
     if lm.kind == "causal":
         bos = adds_bos(lm.tokenizer) if prepend_bos is None else bool(prepend_bos)
     else:
@@ -122,8 +141,6 @@ def model_context(lm: LoadedModel, lemmas: pd.DataFrame, top_k: int, prepend_bos
         "verbeval_version": __version__,
     }
     form_ids = lemmas[["sing_id", "plur_id"]].to_numpy(dtype=np.int64).reshape(-1)
-    if len(form_ids):
-        check_token_ids(lm, int(form_ids.max()), "the lemma forms")
     return ModelContext(form_ids, meta, bos if lm.kind == "causal" else None)
 
 
@@ -234,6 +251,46 @@ def infer_chunk(
     return write_shard(out, done.contexts, done.rows, done.result, done.meta)
 
 
+def plan_shards(
+    lm: ModelIdentity,
+    mc: ModelContext,
+    templates: pd.DataFrame,
+    groups: list[str],
+    n_chunks: int,
+    templates_key: Any = None,
+    compute: Callable[[GroupWork, int, int], Callable[[Any], Callable[[Path], dict[str, Any]]]] | None = None,
+) -> list[PlannedShard]:
+    """Every shard of the model ``lm`` identifies, with its key (model version, tokenizer, lemma set,
+    the group's rows, chunking, dtype, top-k, BOS): one computation of the keys for the run that loads
+    the model and for :func:`manifest_if_complete`, which does not. ``compute(work, chunk, n)``: how to
+    compute a shard (None: the plan is only checked against the store)."""
+    plan = []
+    for w in (prepare_group(lm, templates, g, templates_key) for g in groups):
+        n = capped_chunks(len(w.contexts), n_chunks)
+        for chunk in range(n):
+            key = shard_key(
+                {
+                    **mc.meta,
+                    "verbeval_version": None,
+                    "schema_version": SHARD_SCHEMA_VERSION,
+                    "group": w.group,
+                    "group_sha256": w.digest,
+                    "chunk": chunk,
+                    "n_chunks": n,
+                }
+            )
+            start, stop = chunk_range(len(w.contexts), n, chunk)
+            run = None if compute is None else compute(w, chunk, n)
+            plan.append(PlannedShard(shard_relpath(w.group, chunk, n), key, stop - start, run))
+    return plan
+
+
+def manifest_meta(mc: ModelContext, groups: list[str], n_chunks: int, random_init: bool) -> dict[str, Any]:
+    """The ``meta`` of a store's manifest."""
+    meta = {k: v for k, v in mc.meta.items() if k != "verbeval_version"}
+    return {**meta, "groups": groups, "n_chunks": n_chunks, "random_init": bool(random_init)}
+
+
 def infer_model(
     lm: LoadedModel,
     templates: pd.DataFrame,
@@ -249,8 +306,7 @@ def infer_model(
     random_init: bool = False,
     allow_nonfinite: bool = False,
     templates_key: Any = None,
-    only_if_complete: bool = False,
-) -> dict[str, Any] | None:
+) -> dict[str, Any]:
     """Every shard of one model, in one process, then the store's manifest.
 
     ``random_init`` (:func:`verbeval.core.provenance.resolve_random_init`) is recorded in the
@@ -263,49 +319,64 @@ def infer_model(
     (:func:`verbeval.agreement.engine.shards.check_finite`) unless ``allow_nonfinite``; the shards already
     written stay for the rerun. Each shard is written by a background thread while the next chunk
     is computed. ``templates_key`` (the content key of the templates' file, :func:`verbeval.core.warm.frame_key`)
-    lets the models of one tokenizer in this process share each group's preparation. Returns the manifest body, with timing figures under ``"timing"`` (not written).
-
-    ``only_if_complete``: write the manifest only when every shard is already in the store (then
-    ``lm`` need hold no weights: :func:`verbeval.agreement.cli.inference.kept_without_load`), else
-    return None and write nothing.
+    lets the models of one tokenizer in this process share each group's preparation. Returns the manifest
+    body, with timing figures under ``"timing"`` (not written). Without loading the model:
+    :func:`manifest_if_complete`.
     """
     mc = model_context(lm, lemmas, top_k, prepend_bos)
-    plan = []
-    for w in (prepare_group(lm, templates, g, templates_key) for g in groups):
-        n = capped_chunks(len(w.contexts), n_chunks)
-        for chunk in range(n):
 
-            def compute(bar: Any, w: GroupWork = w, chunk: int = chunk, n: int = n) -> Callable[[Path], dict[str, Any]]:
-                done = compute_chunk(
-                    lm, mc, w, chunk, n, batch_size=batch_size, bar=bar, allow_nonfinite=allow_nonfinite
-                )
-                return lambda path: write_shard(path, done.contexts, done.rows, done.result, done.meta)
+    def compute(w: GroupWork, chunk: int, n: int) -> Callable[[Any], Callable[[Path], dict[str, Any]]]:
+        def run(bar: Any) -> Callable[[Path], dict[str, Any]]:
+            done = compute_chunk(lm, mc, w, chunk, n, batch_size=batch_size, bar=bar, allow_nonfinite=allow_nonfinite)
+            return lambda path: write_shard(path, done.contexts, done.rows, done.result, done.meta)
 
-            key = shard_key(
-                {
-                    **mc.meta,
-                    "verbeval_version": None,
-                    "schema_version": SHARD_SCHEMA_VERSION,
-                    "group": w.group,
-                    "group_sha256": w.digest,
-                    "chunk": chunk,
-                    "n_chunks": n,
-                }
-            )
-            start, stop = chunk_range(len(w.contexts), n, chunk)
-            plan.append(PlannedShard(shard_relpath(w.group, chunk, n), key, stop - start, compute))
-    meta = {k: v for k, v in mc.meta.items() if k != "verbeval_version"}
-    if only_if_complete:
-        store = ShardStore(Path(manifest).parent, allow_nonfinite)
-        if any(store.reusable(p.relpath, p.key) is None for p in plan):
-            return None
-    else:
-        log.info("%s: %d groups, %d lemmas on %s", lm.model_id, len(groups), len(lemmas), describe_device(lm.device))
+        return run
+
+    plan = plan_shards(lm.identity, mc, templates, groups, n_chunks, templates_key, compute)
+    log.info("%s: %d groups, %d lemmas on %s", lm.model_id, len(groups), len(lemmas), describe_device(lm.device))
     return run_plan(
         manifest,
         plan,
-        {**meta, "groups": groups, "n_chunks": n_chunks, "random_init": bool(random_init)},
+        manifest_meta(mc, groups, n_chunks, random_init),
         desc=f"inference {lm.model_id}",
         progress=progress,
+        allow_nonfinite=allow_nonfinite,
+    )
+
+
+def manifest_if_complete(
+    source: ModelSource,
+    templates: pd.DataFrame,
+    lemmas: pd.DataFrame,
+    groups: list[str],
+    n_chunks: int,
+    manifest: str | Path,
+    *,
+    kind: str = "auto",
+    dtype: str = "float32",
+    device_map: DeviceMap = None,
+    top_k: int = 10,
+    prepend_bos: bool | None = None,
+    random_init: bool = False,
+    allow_nonfinite: bool = False,
+    templates_key: Any = None,
+) -> dict[str, Any] | None:
+    """The manifest :func:`infer_model` would write, written without loading the model's weights,
+    when every shard it needs is already in the store (a sweep's revision scored before the queue job
+    stopped or was rerun for another step): the shard keys come from the tokenizer, the config and the
+    model's version alone (:func:`verbeval.core.models.model_identity`, :func:`plan_shards`), and the
+    store says whether it holds them (:func:`verbeval.agreement.engine.shardstore.finish_if_complete`).
+    Returns the manifest body; None (nothing written) when a shard is missing, when the store has no
+    journal yet (a first run: nothing to keep, no tokenizer load spent on asking), or for a GGUF file or
+    a device map (loaded as usual)."""
+    if not has_journal(Path(manifest).parent) or source.file or device_map is not None:
+        return None
+    ident = model_identity(source, kind=kind, dtype=dtype)
+    mc = shard_context(ident, lemmas, top_k, prepend_bos)
+    return finish_if_complete(
+        manifest,
+        plan_shards(ident, mc, templates, groups, n_chunks, templates_key),
+        manifest_meta(mc, groups, n_chunks, random_init),
+        desc=f"inference {ident.model_id}",
         allow_nonfinite=allow_nonfinite,
     )

@@ -25,7 +25,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +137,10 @@ class ShardStore:
             return None
         return entry
 
+    def complete(self, plan: Iterable[PlannedShard]) -> bool:
+        """Whether every shard of ``plan`` is in the store, with its key and intact (:meth:`reusable`)."""
+        return all(self.reusable(p.relpath, p.key) is not None for p in plan)
+
     def record(self, relpath: str, key: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Checksum a shard just written and add it to the journal."""
         p = self.path(relpath)
@@ -216,7 +220,32 @@ class PlannedShard:
     relpath: str
     key: str
     n_contexts: int
-    compute: Callable[[Any], Callable[[Path], dict[str, Any]]]
+    #: None in a plan that is only checked against the store (:func:`finish_if_complete`: no model)
+    compute: Callable[[Any], Callable[[Path], dict[str, Any]]] | None = None
+
+
+def has_journal(root: str | Path) -> bool:
+    """Whether a store directory has a journal (of this or an earlier release): a run wrote a shard there."""
+    root = Path(root)
+    return (root / JOURNAL_NAME).is_file() or (root / OLD_JOURNAL_NAME).is_file()
+
+
+def finish_if_complete(
+    manifest: str | Path,
+    plan: list[PlannedShard],
+    meta: dict[str, Any],
+    *,
+    desc: str = "inference",
+    allow_nonfinite: bool = False,
+) -> dict[str, Any] | None:
+    """The store answers "am I complete?": when every shard of ``plan`` is in it (:meth:`ShardStore.complete`),
+    its manifest is written (the bytes :func:`run_plan` writes) and returned, nothing computed;
+    else None and nothing is written. The plan's ``compute`` is not needed (a model need not be loaded)."""
+    store = ShardStore(Path(manifest).parent, allow_nonfinite)
+    if not store.complete(plan):
+        return None
+    log.info("%s: %d shards, %d to compute (%d contexts), %d kept", desc, len(plan), 0, 0, len(plan))
+    return store.finish(manifest, [p.relpath for p in plan], meta)
 
 
 def run_plan(
@@ -246,6 +275,8 @@ def run_plan(
     t0 = time.perf_counter()
     try:
         for p in todo:
+            if p.compute is None:
+                raise VerbevalError(f"{store.root}: shard {p.relpath} is missing and was planned without a model")
             write = p.compute(bar)
 
             def job(write: Callable[[Path], dict[str, Any]] = write, p: PlannedShard = p) -> None:
