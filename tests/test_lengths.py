@@ -86,6 +86,29 @@ def test_a_too_long_pair_is_named_with_the_limit(tiny: tuple[str, LoadedModel]) 
         check_context_lengths(path, "auto", fits, ["mine"], False, extra=limit)
 
 
+def test_the_check_is_done_once_per_tokenizer_config_and_templates_file(
+    tiny: tuple[str, LoadedModel], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine keys the check by the content of its files and its settings (no key: each call checks)."""
+    from verbeval.agreement.engine import lengths
+    from verbeval.core import warm
+    from verbeval.core.model_sources.source import ModelSource
+
+    path, _ = tiny
+    templates = _with_long_pair(words=0)
+    templates.to_parquet(tmp_path / "templates.parquet")
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(lengths, "check_context_lengths", lambda *a: calls.append(a[3:]))
+    warm.clear()
+    source = ModelSource.of(path)
+    for bos in (False, False, True):
+        lengths.check_context_lengths_once(source, "auto", templates, str(tmp_path / "templates.parquet"), ["g1"], bos)
+    assert calls == [(["g1"], False, 0), (["g1"], True, 0)]
+    lengths.check_context_lengths_once(source, "auto", templates, str(tmp_path / "missing.parquet"), ["g1"], False)
+    assert len(calls) == 3
+    warm.clear()
+
+
 def test_infer_stops_before_loading_the_model(
     tiny: tuple[str, LoadedModel], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

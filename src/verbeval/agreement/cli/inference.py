@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import time
 from typing import Any
 
@@ -75,25 +74,11 @@ def load_checked_lm(a: argparse.Namespace, templates: Any, groups: list[str], ex
     (:func:`verbeval.agreement.engine.lengths.check_context_lengths`): checked before the load from the
     tokenizer and config, or, for a GGUF file (which a tokenizer load would parse a second time),
     right after it and before any forward pass."""
-    from verbeval.agreement.engine.lengths import check_context_lengths
+    from verbeval.agreement.engine.lengths import check_context_lengths, check_context_lengths_once
 
     source = ModelSource.from_options(a)
-    if not source.file:
-        from verbeval.core.warm import file_key, frame_key, memo, tokenizer_files_key
-
-        # a sweep's revisions in one process share the check (same tokenizer, config and templates files)
-        tok_key = tokenizer_files_key(source)
-        config = f"{source.ref.location}/config.json"
-        key = (
-            None
-            if tok_key is None or not os.path.isfile(config) or frame_key(a.templates) is None
-            else (tok_key, file_key(config), frame_key(a.templates), a.kind, tuple(groups), a.prepend_bos, extra)
-        )
-        memo(
-            "context_lengths",
-            key,
-            lambda: check_context_lengths(source, a.kind, templates, groups, a.prepend_bos, extra),
-        )
+    if not source.file:  # a sweep's revisions in one process share the check
+        check_context_lengths_once(source, a.kind, templates, a.templates, groups, a.prepend_bos, extra)
     t = time.perf_counter()
     lm = _load_lm(a)
     load_s = time.perf_counter() - t

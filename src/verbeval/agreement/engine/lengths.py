@@ -7,6 +7,7 @@ limit instead, at the start of the model's inference job.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -102,3 +103,27 @@ def check_context_lengths(
     )
     if why:
         raise VerbevalError(why)
+
+
+def check_context_lengths_once(
+    source: ModelSource,
+    kind: str,
+    templates: pd.DataFrame,
+    templates_path: str,
+    groups: Sequence[str],
+    prepend_bos: bool | None,
+    extra: int = 0,
+) -> None:
+    """:func:`check_context_lengths` of a model source that is not a GGUF file, done once per process
+    for the same tokenizer files, config file and templates file (``templates_path``, whose table is
+    ``templates``) and settings: a sweep's revisions share it (:mod:`verbeval.core.warm`)."""
+    from verbeval.core.warm import file_key, frame_key, memo, tokenizer_files_key
+
+    tok_key = tokenizer_files_key(source)
+    config = f"{source.ref.location}/config.json"
+    key = (
+        None
+        if tok_key is None or not os.path.isfile(config) or frame_key(templates_path) is None
+        else (tok_key, file_key(config), frame_key(templates_path), kind, tuple(groups), prepend_bos, extra)
+    )
+    memo("context_lengths", key, lambda: check_context_lengths(source, kind, templates, groups, prepend_bos, extra))
