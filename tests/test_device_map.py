@@ -23,6 +23,7 @@ from verbeval.agreement.engine.encoding import encode_contexts
 from verbeval.agreement.engine.inference import infer_chunk
 from verbeval.agreement.lexicon_modes.multitoken import form_logprobs, form_token_ids
 from verbeval.cli import build_parser
+from verbeval.core.cliutil import with_config_defaults
 from verbeval.core.config import validate_config
 from verbeval.core.devices import check_device_map, parse_device_map
 from verbeval.core.errors import VerbevalError
@@ -170,7 +171,8 @@ def test_parse_device_map_rejects(text: str, reason: str) -> None:
 
 def test_cli_device_map_option(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["infer", "--model", "m", "--templates", "t", "--lemmas", "l", "--groups", "g", "--manifest", "x"]
-    assert build_parser().parse_args(base).device_map is None
+    # the schema's default (models[].device_map), read when the command runs
+    assert with_config_defaults(build_parser().parse_args(base)).device_map is None
     assert build_parser().parse_args([*base, "--device-map", '{"lm_head": 1}']).device_map == {"lm_head": 1}
     with pytest.raises(SystemExit):
         build_parser().parse_args([*base, "--device-map", "everywhere"])

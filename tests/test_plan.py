@@ -77,8 +77,20 @@ def test_paper_configuration(in_repo: None) -> None:
     assert plan.random_models == ""  # hub models: none randomly initialised
     assert plan.model.dir_input("gpt2-xl") == []  # a hub id is no file input
     opts = plan.infer_options("gpt2-xl")
-    assert opts["model"] == "gpt2-xl" and opts["random_init"] == "auto" and opts["bos"] == "auto"
-    assert opts["revision"] == "" and opts["device_map"] == ""
+    assert opts["model"] == "gpt2-xl" and opts["random_init"] == "auto" and opts["revision"] == ""
+    # the declared per-model settings, from the entry (no --device-map without a device map)
+    argv = plan.model_steps.argv("run-model", "gpt2-xl", threads=3)
+    assert argv[3:15] == [
+        "--kind", "auto", "--dtype", "float32", "--batch-size", "auto", "--threads", "3",
+        "--prepend-bos", "auto", "--random-init", "auto",
+    ]  # fmt: skip
+    plan.models["gpt2-xl"].update(device_map={"transformer": 0}, prepend_bos=False, batch_size=8)
+    plan.model_steps._cache.clear()
+    argv = plan.model_steps.argv("run-model", "gpt2-xl", dtype="bfloat16")
+    assert argv[3:15] == [
+        "--kind", "auto", "--dtype", "bfloat16", "--device-map", '{"transformer": 0}', "--batch-size", "8",
+        "--threads", "2", "--prepend-bos", "false",
+    ]  # fmt: skip
     assert plan.settings("plot-cutoffs").split()[0].split(",")[-1] == "1"
     # one summary per model and group; Table 2 and the figures over all of them
     outputs = plan.all_outputs()

@@ -95,6 +95,75 @@ def test_no_declared_setting_is_written_a_second_time() -> None:
     assert found == []
 
 
+def test_each_per_model_setting_is_declared_once() -> None:
+    """The per-model settings (batch size, kind, dtype, BOS, threads, device map) are declared once,
+    in verbeval.core.steps: no other module of src/ names their configuration keys, and every command
+    that takes one has the declaration's option (its help, its default the schema's)."""
+    from verbeval.core.model_entries import model_entries
+    from verbeval.core.steps import (
+        INFERENCE_BATCH_SIZE,
+        INFERENCE_THREADS,
+        MODEL_PREPEND_BOS,
+        MODEL_SETTINGS,
+        batch_size_on,
+    )
+
+    keys = {s.key for s in MODEL_SETTINGS}
+    assert keys == {
+        "inference.batch_size",
+        "inference.threads",
+        "models[].kind",
+        "models[].dtype",
+        "models[].prepend_bos",
+        "models[].device_map",
+    }
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path == PKG / "core" / "steps.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in keys:
+                found.append(f"{path.relative_to(PKG)}:{node.lineno}: {node.value}")
+    assert found == []
+    takes = {
+        "run-model": MODEL_SETTINGS,
+        "infer": MODEL_SETTINGS,
+        "infer-forms": tuple(s for s in MODEL_SETTINGS if s is not INFERENCE_BATCH_SIZE),
+        "simverb-score": (INFERENCE_THREADS,),
+        "veridicality-predict": (INFERENCE_THREADS,),
+    }
+    for command, settings in takes.items():
+        actions = {a.option_strings[0]: a for a in _parser(command)._actions if a.option_strings}
+        for s in settings:
+            action = actions[s.option]
+            assert action.help == s.help and isinstance(action.default, ConfigDefault), (command, s.option)
+            assert action.default.key == s.key and schema_entry(s.key) is not None, (command, s.option)
+    # the schema's defaults, for the options, a config's entries and the API
+    (entry,) = model_entries({"models": [{"id": "gpt2"}]})
+    assert {k: entry[k] for k in ("kind", "dtype", "prepend_bos", "device_map", "batch_size")} == {
+        "kind": "auto",
+        "dtype": "float32",
+        "prepend_bos": None,
+        "device_map": None,
+        "batch_size": "auto",
+    }
+    assert (batch_size_on(None, "cpu"), batch_size_on("auto", "cuda"), batch_size_on("8", "cuda")) == (64, 512, 8)
+    assert "or auto (512 on CUDA, 64 on CPU)" in INFERENCE_BATCH_SIZE.help
+    assert MODEL_PREPEND_BOS.model_argv(None) == ["--prepend-bos", "auto"]
+    assert MODEL_PREPEND_BOS.model_argv(True) == ["--prepend-bos", "true"]
+
+
+def test_the_api_takes_the_declared_batch_size() -> None:
+    """The engine's and evaluate's batch size defaults to None: inference.batch_size's default on the
+    model's device (verbeval.core.steps.batch_size_on), not a literal of their own."""
+    from verbeval.agreement.api.evaluation import evaluate
+    from verbeval.agreement.engine.forward_pass import run_contexts
+    from verbeval.agreement.engine.inference import compute_chunk, infer_chunk, infer_model
+
+    for fn in (compute_chunk, infer_chunk, infer_model, run_contexts, evaluate):
+        assert inspect.signature(fn).parameters["batch_size"].default is None, fn.__name__
+
+
 def test_the_rules_of_declared_steps_hold_no_copy_of_their_settings_or_files() -> None:
     """A declared step's rule names no configuration key (its DVC params are the step's) and no option
     of its settings (the plan derives them); a per-model step's rule runs the plan's command line and

@@ -155,6 +155,134 @@ INFERENCE_DEVICE = Setting(
     "inference.device", "--device", str, "auto (CUDA if available, else CPU), cpu, cuda or cuda:N"
 )
 
+#: ``inference.batch_size: auto``: contexts per forward pass on CUDA (large batches keep the GPU
+#: busy), and on any other device
+AUTO_BATCH_SIZE = {"cuda": 512, "other": 64}
+
+
+def batch_arg(text: str) -> str:
+    """``--batch-size``'s value: a positive integer or ``auto`` (as text: ``auto`` is resolved on the
+    loaded model's device, :func:`batch_size_on`)."""
+    if text == "auto" or (text.isdigit() and int(text) > 0):
+        return text
+    raise argparse.ArgumentTypeError(f"expected a positive integer or auto, got {text!r}")
+
+
+def batch_size_on(value: int | str | None, device_type: str) -> int:
+    """Contexts per forward pass on a device of ``device_type`` (``cuda``, ``cpu``) for batch size
+    ``value``: a number, ``auto`` (:data:`AUTO_BATCH_SIZE`), or None (``inference.batch_size``'s
+    default: the in-process API's)."""
+    if value is None:
+        value = INFERENCE_BATCH_SIZE.default()
+    if value != "auto":
+        return int(value)
+    return AUTO_BATCH_SIZE["cuda" if device_type == "cuda" else "other"]
+
+
+@dataclass(frozen=True)
+class ModelSetting(Setting):
+    """A per-model setting: a key of a ``models`` entry (:attr:`entry`) that the model's job
+    (``run-model``, ``infer``) takes as an option. :attr:`key` holds its default: the entry's own
+    (``models[].dtype``) or the key the entry falls back to (``inference.batch_size``). On the job's
+    command line it is two words, ``--option value`` (:meth:`model_argv`)."""
+
+    entry: str = ""  #: the key in a ``models`` entry, e.g. ``dtype``
+    #: the option's value for a null entry (``auto``: the command decides); None: the option is left out
+    null: str | None = None
+
+    def default(self) -> Any:
+        """The schema's default (the in-process API's)."""
+        from verbeval.core.config import schema_default
+
+        return schema_default(self.key)
+
+    def model_argv(self, value: Any) -> list[str]:
+        """The option for the entry's ``value``: a bool as ``true``/``false``, a mapping as JSON, null
+        as :attr:`null` (or nothing)."""
+        import json
+
+        if value is None:
+            return [] if self.null is None else [self.option, self.null]
+        if isinstance(value, bool):
+            text = str(value).lower()
+        elif isinstance(value, Mapping):
+            text = json.dumps(value)
+        else:
+            text = str(value)
+        return [self.option, text]
+
+
+def _device_map_arg(text: str) -> Any:
+    from verbeval.core.devices import parse_device_map
+    from verbeval.core.errors import VerbevalError
+
+    try:
+        return parse_device_map(text)
+    except VerbevalError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--device-map: ")) from None
+
+
+def _optional_bool(text: str) -> bool | None:
+    from verbeval.core.cliutil import optional_bool
+
+    return optional_bool(text)
+
+
+MODEL_KIND = ModelSetting(
+    "models[].kind",
+    "--kind",
+    str,
+    "masked or causal LM; auto reads config.architectures",
+    choices=("auto", "masked", "causal"),
+    entry="kind",
+)
+MODEL_DTYPE = ModelSetting(
+    "models[].dtype",
+    "--dtype",
+    str,
+    "dtype of the weights (the softmax and all metric arithmetic are float64)",
+    choices=("float32", "float16", "bfloat16"),
+    entry="dtype",
+)
+MODEL_DEVICE_MAP = ModelSetting(
+    "models[].device_map",
+    "--device-map",
+    _device_map_arg,
+    "split the model across devices with accelerate (replaces --device): auto, balanced, "
+    "balanced_low_0, sequential, or a JSON object {module: GPU index, cpu, cuda:N or disk}; "
+    "default: none (the whole model on --device)",
+    entry="device_map",
+)
+INFERENCE_BATCH_SIZE = ModelSetting(
+    "inference.batch_size",
+    "--batch-size",
+    batch_arg,
+    f"contexts per forward pass, or auto ({AUTO_BATCH_SIZE['cuda']} on CUDA, {AUTO_BATCH_SIZE['other']} on CPU); "
+    "halved on out-of-memory",
+    entry="batch_size",
+)
+MODEL_PREPEND_BOS = ModelSetting(
+    "models[].prepend_bos",
+    "--prepend-bos",
+    _optional_bool,
+    "causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) (default: auto)",
+    entry="prepend_bos",
+    null="auto",
+)
+#: the CPU threads of the commands that run a model (``run-model``, ``infer``, ``simverb-score``,
+#: ``veridicality-predict``): no ``models`` key; a model's job gets what Snakemake gives it (its ``threads``)
+INFERENCE_THREADS = ModelSetting(
+    "inference.threads", "--threads", int, "CPU threads (torch.set_num_threads)", entry="threads"
+)
+#: the per-model settings of a model's job, in the order of its command line (:func:`model_argv`)
+MODEL_SETTINGS = (MODEL_KIND, MODEL_DTYPE, MODEL_DEVICE_MAP, INFERENCE_BATCH_SIZE, INFERENCE_THREADS, MODEL_PREPEND_BOS)
+
+
+def model_argv(entry: Mapping[str, Any]) -> list[str]:
+    """The per-model options of a model's job for its ``models`` entry (with ``threads``: the job's),
+    in :data:`MODEL_SETTINGS`' order; a key the entry lacks takes the setting's default."""
+    return [word for s in MODEL_SETTINGS for word in s.model_argv(entry[s.entry] if s.entry in entry else s.default())]
+
 
 def bootstrap_settings(prefix: str) -> tuple[Setting, ...]:
     """The bootstrap settings under configuration key ``prefix`` (``agreement.bootstrap``, ``simverb.bootstrap``)."""

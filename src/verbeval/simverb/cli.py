@@ -7,15 +7,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from verbeval.core.cliutil import (
-    Add,
-    ConfigDefault,
-    check_outputs,
-    model_source_options,
-    random_init_option,
-    split_pair,
-)
+from verbeval.core.cliutil import Add, check_outputs, model_source_options, random_init_option, split_pair
 from verbeval.core.model_sources.source import ModelSource
+from verbeval.core.steps import INFERENCE_THREADS
 from verbeval.simverb.steps import SCORE_SETTINGS, SIMVERB_SCORE, SIMVERB_TABLE
 
 log = logging.getLogger("verbeval")
@@ -184,9 +178,7 @@ def register(add: Add) -> None:
     model_source_options(s, "(any model; loaded without its head)")
     random_init_option(s)
     SIMVERB_SCORE.add_options(s)
-    s.add_argument(
-        "--threads", type=int, default=ConfigDefault("inference.threads"), help="CPU threads (torch.set_num_threads)"
-    )
+    INFERENCE_THREADS.add_to(s)
     score_options(s)
 
     s = add(

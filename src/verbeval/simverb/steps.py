@@ -5,7 +5,7 @@ command's options, the rule's command line, the DVC params and the API's default
 from __future__ import annotations
 
 from verbeval.core.cliutil import float_list
-from verbeval.core.steps import INFERENCE_DEVICE, Setting, Step, bootstrap_settings
+from verbeval.core.steps import INFERENCE_DEVICE, INFERENCE_THREADS, Setting, Step, bootstrap_settings
 
 #: simverb-score's settings that run-model's SimVerb branch takes too (as ``--simverb-...``)
 MULTI_TOKEN = Setting(
@@ -23,7 +23,14 @@ SCORE_SETTINGS = (MULTI_TOKEN, BATCH_SIZE)
 SIMVERB_SCORE = Step(
     "simverb-score",
     settings=(*SCORE_SETTINGS, INFERENCE_DEVICE),
-    keys=("models", "simverb.source", "simverb.split_sources", "simverb.models", "simverb.frames", "inference.threads"),
+    keys=(
+        "models",
+        "simverb.source",
+        "simverb.split_sources",
+        "simverb.models",
+        "simverb.frames",
+        INFERENCE_THREADS.key,
+    ),
     rules=("simverb_score",),
 )
 

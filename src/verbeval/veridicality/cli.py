@@ -7,9 +7,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from verbeval.core.cliutil import Add, ConfigDefault, check_outputs, random_init_option
+from verbeval.core.cliutil import Add, check_outputs, random_init_option
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.source import ModelSource
+from verbeval.core.steps import INFERENCE_THREADS
 from verbeval.veridicality.steps import VERIDICALITY_COUNTERFACTUALS, VERIDICALITY_PREDICT
 
 log = logging.getLogger("verbeval")
@@ -199,9 +200,7 @@ def _nli_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that run an NLI classifier (the settings: veridicality-predict's)."""
     s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
     VERIDICALITY_PREDICT.add_options(s)
-    s.add_argument(
-        "--threads", type=int, default=ConfigDefault("inference.threads"), help="CPU threads (torch.set_num_threads)"
-    )
+    INFERENCE_THREADS.add_to(s)
 
 
 def register(add: Add) -> None:

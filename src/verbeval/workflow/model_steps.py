@@ -14,6 +14,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from verbeval.agreement.steps import AGGREGATE, RUN_MODEL
+from verbeval.core.steps import model_argv
 
 if TYPE_CHECKING:
     from verbeval.workflow.plan import Plan
@@ -162,13 +163,13 @@ class ModelSteps:
 
     def _run_model(self, name: str, f: dict[str, Any], threads: int | None, dtype: str | None = None) -> list[str]:
         plan = self.plan
-        o = {**plan.infer_options(name), **({"dtype": dtype} if dtype else {})}
+        o = plan.infer_options(name)
         inf = plan.config["inference"]
+        entry = {**plan.models[name], "threads": inf["threads"] if threads is None else threads,
+                 **({"dtype": dtype} if dtype else {})}  # fmt: skip
         branches = plan.run_model_branches(f)
-        return ["run-model", "--model", o["model"], *shlex.split(o["revision"]), "--kind", o["kind"],
-                "--dtype", o["dtype"], *shlex.split(o["device_map"]),
-                "--batch-size", str(o["batch_size"]), "--threads", str(inf["threads"] if threads is None else threads),
-                "--prepend-bos", o["bos"], "--random-init", o["random_init"],
+        return ["run-model", "--model", o["model"], *shlex.split(o["revision"]), *model_argv(entry),
+                "--random-init", o["random_init"],
                 "--templates", f["templates"], "--lemmas", f["lemmas"], "--groups", ",".join(plan.group_ids),
                 *RUN_MODEL.argv(plan.config), *branches, "--no-progress",
                 *(["--allow-nonfinite"] if inf["allow_nonfinite"] else []), "--manifest", f["manifest"]]  # fmt: skip

@@ -56,21 +56,10 @@ class ModelsPlan:
         :meth:`verbeval.core.model_sources.source.ModelSource.options`."""
         return shlex.join(self.source(name).options())
 
-    def device_map_option(self, name: str) -> str:
-        """``--device-map`` of a model split across devices (config ``device_map``), else nothing."""
-        dm = self.plan.models[name]["device_map"]
-        if dm is None:
-            return ""
-        return f"--device-map {shlex.quote(dm if isinstance(dm, str) else json.dumps(dm))}"
-
     def random_init_option(self, name: str) -> str:
         """``--random-init`` of the inference job: the config's random_init, else auto (the folder's marker)."""
         declared = self.plan.models[name]["random_init"]
         return "auto" if declared is None else str(declared).lower()
-
-    def bos_option(self, name: str) -> str:
-        bos = self.plan.models[name]["prepend_bos"]
-        return "auto" if bos is None else str(bos).lower()
 
     def version(self, name: str) -> str:
         """Changes when the model's files (local) or resolved commit (hub) change, so that

@@ -250,17 +250,13 @@ class Plan:
         return self.model_steps.rule_outputs("run-model")
 
     def infer_options(self, name: str) -> dict[str, Any]:
-        """The per-model params of the model's inference job."""
+        """The per-model params of the model's inference job besides its declared settings
+        (:data:`verbeval.core.steps.MODEL_SETTINGS`, from its entry)."""
         m = self.models[name]
         return {
             "model": m["id"],
             "version": self.model.version(name),
             "revision": self.model.source_options(name),
-            "kind": m["kind"],
-            "dtype": m["dtype"],
-            "device_map": self.model.device_map_option(name),
-            "batch_size": m["batch_size"],
-            "bos": self.model.bos_option(name),
             "random_init": self.model.random_init_option(name),
         }
 

@@ -205,7 +205,7 @@ def evaluate(
     max_rows: int | None = None,
     *,
     name: str = "model",
-    batch_size: int = 64,
+    batch_size: int | None = None,
     chunks: int = 1,
     device: str | None = None,
     kind: str | None = None,
@@ -225,7 +225,7 @@ def evaluate(
     ``groups``: group ids to score (default: every group of the suite); ``max_rows``: at most that
     many rows per template source (:meth:`AgreementSuite.select`). ``name``: the model's name in
     the tables. ``batch_size``: contexts per forward pass (cut to the free memory, as ``infer``
-    does); ``chunks``: each group's contexts run in that many slices, as ``agreement.chunks`` cuts
+    does; None: ``inference.batch_size``'s default, ``auto``: 512 on CUDA, 64 on CPU); ``chunks``: each group's contexts run in that many slices, as ``agreement.chunks`` cuts
     them into shards. A forward pass's last bits depend on the batch it is in, so the numbers equal a
     run's exactly when both settings are the run's (``inference.batch_size``, ``agreement.chunks``),
     and to float32 rounding otherwise. ``device``: where to run (default: where the model is;
@@ -247,7 +247,7 @@ def evaluate(
 
     t0 = time.perf_counter()
     where = "evaluate"
-    batch_size = args.positive_int(where, "batch_size", batch_size)
+    batch_size = None if batch_size is None else args.positive_int(where, "batch_size", batch_size)
     chunks = args.positive_int(where, "chunks", chunks)
     max_rows = args.positive_int(where, "max_rows", max_rows, optional=True)
     top_cutoffs, bottom_cutoffs, resamples, seed, confidence = (

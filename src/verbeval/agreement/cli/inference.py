@@ -10,17 +10,18 @@ import time
 from typing import Any
 
 from verbeval.agreement.steps import N_CHUNKS, TOP_K
-from verbeval.core.cliutil import (
-    Add,
-    ConfigDefault,
-    check_outputs,
-    model_source_options,
-    optional_bool,
-    random_init_option,
-)
-from verbeval.core.errors import VerbevalError
+from verbeval.core.cliutil import Add, check_outputs, model_source_options, random_init_option
 from verbeval.core.model_sources.source import ModelSource
-from verbeval.core.steps import INFERENCE_DEVICE
+from verbeval.core.steps import (
+    INFERENCE_BATCH_SIZE,
+    INFERENCE_DEVICE,
+    INFERENCE_THREADS,
+    MODEL_DEVICE_MAP,
+    MODEL_DTYPE,
+    MODEL_KIND,
+    MODEL_PREPEND_BOS,
+    batch_size_on,
+)
 
 log = logging.getLogger("verbeval")
 
@@ -44,29 +45,6 @@ def load_request(a: argparse.Namespace) -> Any:
     return LoadRequest(
         ModelSource.from_options(a), kind=a.kind, dtype=a.dtype, device=a.device, device_map=a.device_map
     )
-
-
-def batch_size(value: str, lm: Any, cuda_default: int = 512, cpu_default: int = 64) -> int:
-    """``--batch-size``: a number, or ``auto`` (512 on CUDA, where large batches keep the GPU busy;
-    64 on CPU). Out-of-memory batches are halved either way."""
-    if value != "auto":
-        return int(value)
-    return cuda_default if lm.device.type == "cuda" else cpu_default
-
-
-def _device_map_arg(text: str) -> Any:
-    from verbeval.core.devices import parse_device_map
-
-    try:
-        return parse_device_map(text)
-    except VerbevalError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--device-map: ")) from None
-
-
-def batch_arg(text: str) -> str:
-    if text == "auto" or (text.isdigit() and int(text) > 0):
-        return text
-    raise argparse.ArgumentTypeError(f"expected a positive integer or auto, got {text!r}")
 
 
 def load_checked_lm(a: argparse.Namespace, templates: Any, groups: list[str], extra: int = 0) -> tuple[Any, float]:
@@ -108,41 +86,14 @@ def forms_extra_tokens(forms: Any) -> int:
 def model_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that load a model (see :func:`_load_lm`)."""
     model_source_options(s, "of the language model")
-    s.add_argument(
-        "--kind",
-        default=ConfigDefault("models[].kind"),
-        choices=["auto", "masked", "causal"],
-        help="masked or causal LM; auto reads config.architectures",
-    )
-    s.add_argument(
-        "--dtype",
-        default=ConfigDefault("models[].dtype"),
-        choices=["float32", "float16", "bfloat16"],
-        help="dtype of the weights (the softmax and all metric arithmetic are float64)",
-    )
-    INFERENCE_DEVICE.add_to(s)
-    s.add_argument(
-        "--device-map",
-        type=_device_map_arg,
-        default=None,
-        help="split the model across devices with accelerate (replaces --device): auto, balanced, "
-        "balanced_low_0, sequential, or a JSON object {module: GPU index, cpu, cuda:N or disk}; "
-        "default: none (the whole model on --device)",
-    )
-    s.add_argument(
-        "--threads", type=int, default=ConfigDefault("inference.threads"), help="CPU threads (torch.set_num_threads)"
-    )
+    for setting in (MODEL_KIND, MODEL_DTYPE, INFERENCE_DEVICE, MODEL_DEVICE_MAP, INFERENCE_THREADS):
+        setting.add_to(s)
 
 
 def context_options(s: argparse.ArgumentParser) -> None:
     """How a command that loads a model reads its contexts (``infer``, ``run-model``): BOS, random
     initialisation, the templates."""
-    s.add_argument(
-        "--prepend-bos",
-        type=optional_bool,
-        default=None,
-        help="causal LMs: true, false or auto (follow the tokenizer: BOS only if it adds one itself) (default: auto)",
-    )
+    MODEL_PREPEND_BOS.add_to(s)
     random_init_option(s)
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
 
@@ -150,12 +101,7 @@ def context_options(s: argparse.ArgumentParser) -> None:
 def shard_options(s: Any) -> None:
     """The agreement shards' options (``infer``, ``run-model``): lemmas, batch size, top-k and the store."""
     s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
-    s.add_argument(
-        "--batch-size",
-        type=batch_arg,
-        default=ConfigDefault("inference.batch_size"),
-        help="contexts per forward pass, or auto (512 on CUDA, 64 on CPU); halved on out-of-memory",
-    )
+    INFERENCE_BATCH_SIZE.add_to(s)
     TOP_K.add_to(s)
     store_options(s)
 
@@ -207,7 +153,7 @@ def run_agreement_branch(
         groups,
         a.n_chunks,
         a.manifest,
-        batch_size=batch_size(a.batch_size, lm),
+        batch_size=batch_size_on(a.batch_size, lm.device.type),
         top_k=a.top_k,
         prepend_bos=a.prepend_bos,
         progress=not a.no_progress,

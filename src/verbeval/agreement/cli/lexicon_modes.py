@@ -9,8 +9,9 @@ from typing import Any
 from verbeval.agreement.cli.common import expand_shards, run_groups
 from verbeval.agreement.cli.inference import forms_extra_tokens, load_checked_lm, model_options, store_options
 from verbeval.agreement.steps import FORMS_BATCH_SIZE, LEXICON_COMMON, LEXICON_FORMS, LEXICON_MODES, LEXICON_MODES_TABLE
-from verbeval.core.cliutil import Add, check_outputs, model_source_options, optional_bool, split_pair
+from verbeval.core.cliutil import Add, check_outputs, model_source_options, split_pair
 from verbeval.core.model_sources.source import ModelSource
+from verbeval.core.steps import MODEL_PREPEND_BOS
 
 log = logging.getLogger("verbeval")
 
@@ -139,12 +140,7 @@ def register_infer_forms(add: Add) -> None:
     )
     model_options(s)
     FORMS_BATCH_SIZE.with_option("--batch-size").add_to(s)
-    s.add_argument(
-        "--prepend-bos",
-        type=optional_bool,
-        default=None,
-        help="causal LMs: true, false or auto (follow the tokenizer) (default: auto)",
-    )
+    MODEL_PREPEND_BOS.add_to(s)
     s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
     s.add_argument("--forms", required=True, help="the model's forms.parquet (verbeval lexicon-forms)")
     store_options(s)

@@ -19,6 +19,7 @@ from verbeval.agreement.engine.kernels import form_statistics, probabilities
 from verbeval.agreement.engine.shards import ChunkResult
 from verbeval.core.memory import fit_batch_size, free_memory, is_oom, model_shape, per_context_bytes
 from verbeval.core.models import LoadedModel
+from verbeval.core.steps import batch_size_on
 
 #: the inference job's logger (its out-of-memory warnings)
 log = logging.getLogger("verbeval.agreement.engine.inference")
@@ -251,7 +252,7 @@ def run_contexts(
     row_context: np.ndarray,
     row_tse_ids: np.ndarray,
     *,
-    batch_size: int = 64,
+    batch_size: int | str | None = None,
     top_k: int = 10,
     progress: bool = True,
     desc: str = "inference",
@@ -262,7 +263,8 @@ def run_contexts(
     ``form_ids``: ``[F]`` eligible form ids (lemma-major, singular then plural).
     ``row_context``: ``[R]`` context index (into ``encoded``) of each TSE row; ``row_tse_ids``: ``[R, 2]``
     (singular id, plural id) with -1 for a form that is not a single token.
-    ``batch_size``: contexts per forward pass at most, cut to the number of contexts and to what
+    ``batch_size``: contexts per forward pass at most (``auto`` or None: ``inference.batch_size``'s
+    default on the model's device, :func:`verbeval.core.steps.batch_size_on`), cut to the number of contexts and to what
     fits in the device's free memory (:func:`fit_contexts`); a batch that runs out of memory all
     the same (CUDA, or the CPU allocator) is halved and retried, and every later batch is cut to
     that half (one warning per cut, not one failed allocation per batch).
@@ -286,7 +288,9 @@ def run_contexts(
     if pad_id is None:
         pad_id = lm.tokenizer.eos_token_id or 0
     tse_rows = _TseRows(n, row_context, row_tse_ids, dev)
-    batches = _Batches(np.array([len(s) for s in encoded.ids]), fit_contexts(lm, encoded, batch_size))
+    batches = _Batches(
+        np.array([len(s) for s in encoded.ids]), fit_contexts(lm, encoded, batch_size_on(batch_size, dev.type))
+    )
     own_bar = bar is None
     if own_bar:
         bar = tqdm(total=n, desc=desc, unit="ctx", disable=not progress, mininterval=1.0)
