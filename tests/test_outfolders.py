@@ -323,6 +323,27 @@ def test_the_bench_empties_only_its_own_run_folder(tmp_path: Path) -> None:
     assert replace_problem(killed, "bench") == "it holds files bench did not write (results.csv)"
 
 
+def test_the_bench_refuses_a_users_run_folder_before_any_work(tmp_path: Path) -> None:
+    from verbeval.bench.runner import run_bench, run_folders
+
+    assert run_folders(tmp_path, ("sweep", "snakemake"), (2, 8), 1000) == [
+        tmp_path / "snakemake",
+        tmp_path / "sweep" / "n2",
+        tmp_path / "sweep" / "n8",
+        tmp_path / "sweep" / "dry1000",
+    ]
+    assert run_folders(tmp_path, ("aggregation",), (2,), 0) == [tmp_path / "workflow"]
+    mine = tmp_path / "workflow"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(VerbevalError) as err:
+        run_bench(out=tmp_path / "bench.json", quick=True, config="x.yaml", shared=tmp_path, workdir=tmp_path)
+    assert str(err.value) == (
+        f"--workdir {mine}: not replaced: it is not an earlier output of bench (it holds notes.txt); {ADVICE}"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["workflow"]  # nothing built, nothing written
+
+
 def test_bench_hashes_keeps_a_users_folder_at_a_copys_place(tmp_path: Path) -> None:
     from verbeval.bench.output_hashes import run_one
 

@@ -68,6 +68,7 @@ def run_bench(
     from verbeval.bench.workflow_runs import bench_snakemake
 
     shared, workdir = Path(shared), Path(workdir)
+    check_run_folders(workdir, parts, sweep_revisions, sweep_dry_run)  # before any work
     report: dict[str, Any] = {
         "quick": quick,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -155,6 +156,26 @@ def run_bench(
             repeats=repeats,
         )
     return _finish(report, out)
+
+
+def run_folders(workdir: Path, parts: Sequence[str], sweep_revisions: Sequence[int], sweep_dry_run: int) -> list[Path]:
+    """The run folders under ``workdir`` that the ``parts`` empty (verbeval.bench.workflow_runs.bench_folder)."""
+    folders = [workdir / part for part in ("snakemake", "paper") if part in parts]
+    if "sweep" in parts:
+        folders += [workdir / "sweep" / f"n{n}" for n in sweep_revisions]
+        folders += [workdir / "sweep" / f"dry{sweep_dry_run}"] if sweep_dry_run else []
+    if set(parts) - WORKFLOW_FREE:
+        folders.append(workdir / "workflow")
+    return folders
+
+
+def check_run_folders(workdir: Path, parts: Sequence[str], sweep_revisions: Sequence[int], sweep_dry_run: int) -> None:
+    """Refuse, before any part runs, a run folder the bench could not empty (a user's files, one
+    line: verbeval.core.outfolders.check_replaceable); each is checked again when its run starts."""
+    from verbeval.core.outfolders import check_replaceable
+
+    for folder in run_folders(workdir, parts, sweep_revisions, sweep_dry_run):
+        check_replaceable(folder, "bench", "--workdir")
 
 
 def _workflow_parts(
