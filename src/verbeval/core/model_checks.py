@@ -18,6 +18,7 @@ from verbeval.core.errors import VerbevalError
 from verbeval.core.model_entries import built_model_folders, entries_with_keys, keypath_text, normalise_model_path
 from verbeval.core.model_ids import ModelRef
 from verbeval.core.model_sources.source import ModelSource
+from verbeval.core.warm import TOKENIZER_FILES
 
 #: a Hugging Face hub id: NAME or ORG/NAME of letters, digits, '.', '_' and '-'
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
@@ -67,14 +68,8 @@ def model_path_problems(config: Mapping[str, Any]) -> list[tuple[list[str | int]
 #: config.json keys that every local revision of one sweep shares (an entry's ``revisions``)
 SWEEP_CONFIG_KEYS = ("model_type", "architectures", "vocab_size")
 #: the tokenizer files that hold its vocabulary: two revisions that both have one have it with the same content
-VOCAB_FILES = (
-    "tokenizer.json",
-    "vocab.json",
-    "vocab.txt",
-    "merges.txt",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-    "tokenizer.model",
+VOCAB_FILES = tuple(
+    f for f in TOKENIZER_FILES if f not in ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 )
 
 
