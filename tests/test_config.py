@@ -221,3 +221,25 @@ def test_schema_is_shipped_in_the_wheel(tmp_path: Path, monkeypatch: pytest.Monk
     assert wheel.name.startswith("verbeval-") and wheel.suffix == ".whl"
     names = zipfile.ZipFile(wheel).namelist()
     assert "verbeval/schemas/config.schema.yaml" in names, sorted(n for n in names if not n.endswith(".py"))
+
+
+def test_a_models_entry_takes_each_default_from_the_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key a ``models`` entry leaves out gets the schema's default, written only there: a new
+    per-model key with a default needs no second default in model_entries."""
+    import copy
+
+    from verbeval.core import schema
+    from verbeval.core.model_entries import model_entries
+
+    [m] = model_entries({"models": [{"id": "gpt2"}]})
+    assert (m["kind"], m["dtype"], m["gpus"], m["revision"], m["prepend_bos"]) == ("auto", "float32", 1, None, None)
+    assert (m["gguf_file"], m["pip"], m["batch_size"]) == (None, None, "auto")
+
+    changed = copy.deepcopy(schema._schema())
+    props = changed["properties"]["models"]["items"]["properties"]
+    props["dtype"]["default"] = "bfloat16"
+    props["new_key"] = {"type": "integer", "default": 7}
+    changed["properties"]["inference"]["properties"]["batch_size"]["default"] = 32
+    monkeypatch.setattr(schema, "_schema", lambda: changed)
+    [m] = model_entries({"models": [{"id": "gpt2"}]})
+    assert (m["dtype"], m["new_key"], m["batch_size"]) == ("bfloat16", 7, 32)

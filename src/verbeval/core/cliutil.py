@@ -81,7 +81,7 @@ class ConfigDefault:
 
     @property
     def value(self) -> Any:
-        from verbeval.core.config import schema_default
+        from verbeval.core.schema import schema_default
 
         value = schema_default(self.key)
         return self.form(value) if self.form is not None else value

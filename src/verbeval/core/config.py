@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import copy
 import difflib
-import functools
 import os
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -24,54 +22,12 @@ import yaml
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import load_yaml
 from verbeval.core.model_entries import EntryError, check_table_models, keypath_text, model_entries
+from verbeval.core.schema import SCHEMA_FILE, load_schema, schema_default, schema_entry, schema_path
+
+__all__ = ["SCHEMA_FILE", "load_schema", "schema_default", "schema_entry", "schema_path"]
 
 #: (label, content) of one configuration source, in merge order: a config file or ``--config``
 Layer = tuple[str, Mapping[str, Any]]
-
-SCHEMA_FILE = "config.schema.yaml"
-
-
-def schema_path() -> Path:
-    return Path(str(resources.files("verbeval") / "schemas" / SCHEMA_FILE))
-
-
-def load_schema() -> dict[str, Any]:
-    return load_yaml(schema_path().read_text())
-
-
-@functools.lru_cache(maxsize=1)
-def _schema() -> dict[str, Any]:
-    return load_schema()
-
-
-def _resolved(node: dict[str, Any]) -> dict[str, Any]:
-    """``node`` with its ``$ref`` (``#/definitions/NAME``) merged in, its own keys winning."""
-    while "$ref" in node:
-        target = _schema()["definitions"][node["$ref"].rsplit("/", 1)[-1]]
-        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-    return node
-
-
-def schema_entry(key: str) -> dict[str, Any] | None:
-    """The schema of configuration key ``key`` (dotted: ``simverb.bins``; ``models[].dtype`` for a key
-    of a list's items), its ``$ref`` resolved; None when the schema has no such key."""
-    node: dict[str, Any] | None = _schema()
-    for part in key.split("."):
-        name, items = (part[:-2], True) if part.endswith("[]") else (part, False)
-        node = _resolved(node).get("properties", {}).get(name) if node is not None else None
-        if node is not None and items:
-            node = _resolved(node).get("items")
-    return None if node is None else _resolved(node)
-
-
-def schema_default(key: str) -> Any:
-    """The schema's default of configuration key ``key`` (:func:`schema_entry`): the one definition of
-    each default, which the configuration gets when it leaves the key out and ``verbeval``'s options
-    that mirror the key take (:class:`verbeval.core.cliutil.ConfigDefault`)."""
-    entry = schema_entry(key)
-    if entry is None or "default" not in entry:
-        raise KeyError(f"the configuration schema has no default for {key!r}")
-    return copy.deepcopy(entry["default"])
 
 
 def _with_defaults(validator_cls: Any) -> Any:

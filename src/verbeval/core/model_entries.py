@@ -8,6 +8,7 @@ Table 2's selection (``agreement.table_models``, else one model per entry: a swe
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import os
 import re
@@ -17,6 +18,8 @@ from typing import Any
 
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_ids import ModelRef
+from verbeval.core.schema import schema_entry
+from verbeval.core.steps import INFERENCE_BATCH_SIZE
 
 
 def keypath_text(keypath: Sequence[str | int]) -> str:
@@ -225,18 +228,7 @@ def entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], dic
     axis = checkpoint_axis(config)
     out: list[tuple[list[str | int], dict[str, Any]]] = []
     for i, m in enumerate(config.get("models", [])):
-        entry = {
-            "kind": "auto",
-            "dtype": "float32",
-            "revision": None,
-            "prepend_bos": None,
-            "device_map": None,
-            "gpus": 1,
-            "gguf_file": None,
-            "pip": None,
-            "random_init": None,
-            **m,
-        }
+        entry = {**entry_defaults(), **m}
         if entry["pip"] is not None:
             entry["id"] = pip_model_id(config, m, i)
         elif "id" not in m:
@@ -248,12 +240,24 @@ def entries_with_keys(config: dict[str, Any]) -> list[tuple[list[str | int], dic
                 raise EntryError(["models", i], "a sweep of local checkpoint folders without `id` needs `name`")
             entry["id"] = m["revisions"][0]["path"]  # each revision's folder is its own id
         entry.setdefault("name", ModelRef(entry["id"]).name)
-        entry.setdefault("batch_size", inf.get("batch_size", "auto"))
+        entry.setdefault("batch_size", inf.get("batch_size", INFERENCE_BATCH_SIZE.default()))
         items = m.get("revisions")
         for j, e in enumerate(expand_revisions(entry, i, needs_step, axis)):
             path_item = items is not None and isinstance(items[j], Mapping) and "path" in items[j]
             out.append((["models", i, "revisions", j, "path"] if path_item else ["models", i, "id"], e))
     return out
+
+
+def entry_defaults() -> dict[str, Any]:
+    """What a ``models`` entry holds for a key it leaves out: the schema's default of each ``models[]``
+    key that has one (the one place each is written), and None for ``gguf_file`` and ``pip`` (no
+    default: a saved model, no pip package)."""
+    keys = schema_entry("models[]")["properties"]  # type: ignore[index]
+    return {
+        "gguf_file": None,
+        "pip": None,
+        **{k: copy.deepcopy(v["default"]) for k, v in keys.items() if "default" in v},
+    }
 
 
 def _all_paths(items: Any) -> bool:

@@ -132,7 +132,7 @@ class Step:
 
     def default(self, dest: str) -> Any:
         """The schema's default of setting ``dest`` (the in-process API's default)."""
-        from verbeval.core.config import schema_default
+        from verbeval.core.schema import schema_default
 
         return schema_default(self.setting(dest).key)
 
@@ -192,7 +192,7 @@ class ModelSetting(Setting):
 
     def default(self) -> Any:
         """The schema's default (the in-process API's)."""
-        from verbeval.core.config import schema_default
+        from verbeval.core.schema import schema_default
 
         return schema_default(self.key)
 

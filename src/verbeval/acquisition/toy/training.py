@@ -73,7 +73,7 @@ TOY_NOTE = (
 
 
 def _schema_default(key: str) -> Any:
-    from verbeval.core.config import schema_default
+    from verbeval.core.schema import schema_default
 
     return schema_default(key)
 
