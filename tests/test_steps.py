@@ -16,7 +16,7 @@ import verbeval
 from verbeval.core.cliutil import ConfigDefault
 from verbeval.core.config import schema_default, schema_entry
 from verbeval.core.errors import VerbevalError
-from verbeval.core.steps import Setting, Step, bootstrap_settings, option_text
+from verbeval.core.steps import MODEL_NAME, Input, Output, Setting, Step, bootstrap_settings, option_text
 from verbeval.workflow.model_steps import STEP_FILES
 from verbeval.workflow.steps import declared_steps, steps_modules
 
@@ -294,6 +294,36 @@ def test_a_steps_declared_files_are_its_commands_options() -> None:
         for f in step.files:
             action = actions[f.option]
             assert (action.dest, action.required, action.help) == (f.dest, f.required, f.help), (step.command, f)
+
+
+def test_a_steps_files_are_added_around_its_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    """Step.add_options: inputs, settings, outputs, in declaration order; a file is required unless
+    declared otherwise; a list default is a new list per parser; Option.but is the same option."""
+    split = Input("--split", "a split", action="append", default=[], metavar="NAME=PATH", required=False)
+    step = Step(
+        "demo",
+        settings=(Setting("agreement.top_cutoffs", "--top-cutoffs", str),),
+        inputs=(Input("--templates", "the templates"), split),
+        outputs=(Output("--out", "output: figures", nargs="+"),),
+    )
+    p = argparse.ArgumentParser()
+    step.add_options(p)
+    assert [a.option_strings for a in p._actions[1:]] == [["--templates"], ["--split"], ["--top-cutoffs"], ["--out"]]
+    a = p.parse_args(["--templates", "t.parquet", "--out", "a.png", "a.pdf"])
+    assert (a.templates, a.split, a.out) == ("t.parquet", [], ["a.png", "a.pdf"])
+    assert a.split is not split.default and step.file("--split") is split
+    with pytest.raises(SystemExit):
+        p.parse_args(["--out", "a.png"])
+    assert "the following arguments are required: --templates" in capsys.readouterr().err
+    with pytest.raises(KeyError, match="step 'demo' has no file '--csv'"):
+        step.file("--csv")
+    named = MODEL_NAME.but(help="the model's name")
+    assert (named.option, named.required, named.help, named.dest) == (
+        "--model-name",
+        True,
+        "the model's name",
+        "model_name",
+    )
 
 
 def _rule_file_problems(steps: tuple[Step, ...], blocks: dict[str, str]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from verbeval.agreement.steps import LEMMAS_FILE
 from verbeval.core.cliutil import format_list
 from verbeval.core.model_entries import CHECKPOINT_AXES
 from verbeval.core.steps import Input, Output, Setting, Step
@@ -13,7 +14,7 @@ LEMMA_CONTEXTS = Step(
     "lemma-contexts",
     rules=("lemma_contexts",),
     inputs=(
-        Input("--lemmas", "the model's lemmas.parquet (verbeval lemmas)"),
+        LEMMAS_FILE,
         Input(
             "--shards",
             "the model's shards (every chunk of each group), or its shard manifest (every shard it lists)",

@@ -47,6 +47,29 @@ DROP_FLAGGED_ERRATA = Setting(
     "the errata rows whose action is flag are dropped too (by templates; Table 2's notes say so)",
 )
 
+# ------------------------------------------------------------------ files of several steps
+
+#: the data manifest (lexicon, templates)
+DATA_MANIFEST = Input("--manifest", "data manifest (YAML); gives the format of each --input source")
+#: the template table
+TEMPLATES_FILE = Input("--templates", "templates.parquet (verbeval templates)")
+#: a model's eligible lemmas (lemma-stats, lemma-contexts)
+LEMMAS_FILE = Input("--lemmas", "the model's lemmas.parquet (verbeval lemmas)")
+#: the lexicon
+LEXICON_FILE = Input("--lexicon", "lexicon.parquet (verbeval lexicon)")
+#: the groups file of a table (its rows)
+TABLE_GROUPS_FILE = Input("--groups-file", "agreement groups YAML: row order and group names")
+#: the verb pairs single-token in every model
+COMMON_FILE = Input("--common", "common.parquet (verbeval lexicon-common)")
+#: every summary of the run (a figure's input)
+SUMMARY_ALL = Input("--summary", "summary_all.csv (verbeval table --all-csv)")
+#: the groups file of a figure (its panels)
+FIGURE_GROUPS_FILE = Input("--groups-file", "agreement groups YAML: group order and names")
+#: a figure's data
+FIGURE_DATA = Output("--csv", "output: the data behind the figure (CSV)")
+#: a figure's image files
+FIGURE_FILES = Output("--out", "output: figure files (.png, .pdf, .svg)", nargs="+")
+
 # ------------------------------------------------------------------ data
 
 #: the lexicon of verb forms, from the verb lists (the inflection overrides: an input file)
@@ -55,7 +78,7 @@ LEXICON = Step(
     keys=("agreement.verb_lists", "agreement.inflection_overrides"),
     rules=("lexicon",),
     inputs=(
-        Input("--manifest", "data manifest (YAML); gives the format of each --input source"),
+        DATA_MANIFEST,
         Input(
             "--input",
             "a fetched verb list, NAME its manifest source (format verb_csv or giant_verb_list, text "
@@ -99,7 +122,7 @@ TEMPLATES = Step(
     keys=("agreement.groups", "agreement.custom_groups", "agreement.groups_file", "agreement.errata"),
     rules=("templates",),
     inputs=(
-        Input("--manifest", "data manifest (YAML); gives the format of each --input source"),
+        DATA_MANIFEST,
         Input(
             "--groups-file", "YAML list of agreement groups ({id, name, sources}), e.g. resources/agreement_groups.yaml"
         ),
@@ -146,10 +169,7 @@ AGGREGATE = Step(
     settings=(TOP_CUTOFFS, BOTTOM_CUTOFFS, *BOOTSTRAP),
     keys=("agreement.groups", "agreement.custom_groups"),
     rules=("aggregate", "precision_aggregate"),
-    inputs=(
-        Input("--templates", "templates.parquet (verbeval templates)"),
-        Input("--manifest", "the model's shard manifest (verbeval infer --manifest)"),
-    ),
+    inputs=(TEMPLATES_FILE, Input("--manifest", "the model's shard manifest (verbeval infer --manifest)")),
     outputs=(Output("--out-dir", "writes <out-dir>/<group>/scores.parquet, tse.parquet and summary.csv"),),
 )
 
@@ -158,7 +178,7 @@ LEMMA_STATS = Step(
     "lemma-stats",
     rules=("lemma_stats",),
     inputs=(
-        Input("--lemmas", "the model's lemmas.parquet (verbeval lemmas)"),
+        LEMMAS_FILE,
         Input("--shards", "the model's shards (any groups), or its shard manifest (every shard it lists)", nargs="+"),
     ),
     outputs=(Output("--out", "output: CSV, one row per eligible lemma"),),
@@ -169,7 +189,7 @@ LEMMAS = Step(
     "lemmas",
     keys=("models",),
     rules=("lemmas",),
-    inputs=(Input("--lexicon", "lexicon.parquet (verbeval lexicon)"),),
+    inputs=(LEXICON_FILE,),
     outputs=(Output("--out", "output: lemmas.parquet, the eligible lemmas with their token ids"),),
 )
 
@@ -223,7 +243,7 @@ TABLE = Step(
     keys=("models", "agreement.groups", "agreement.custom_groups", "agreement.errata", "agreement.table_models"),
     rules=("table2",),
     inputs=(
-        Input("--groups-file", "agreement groups YAML: row order and group names"),
+        TABLE_GROUPS_FILE,
         Input("--summaries", "per-group summary.csv files (verbeval aggregate) of every model and group", nargs="+"),
         Input("--errata", "errata CSV: Table 2's notes count its flag rows per group", required=False),
         Input("--templates", "templates.parquet: how many flag rows are among the scored rows", required=False),
@@ -259,7 +279,7 @@ TOPK_TABLE = Step(
     keys=("models", "agreement.figures.contexts"),
     rules=("table3",),
     inputs=(
-        Input("--templates", "templates.parquet (verbeval templates)"),
+        TEMPLATES_FILE,
         Input(
             "--lemmas",
             "a model's lemmas.parquet; repeatable, one per --model",
@@ -312,14 +332,8 @@ PLOT_CUTOFFS = Step(
     ),
     keys=("models", "agreement.bootstrap", FORMATS_KEY),
     rules=("figure_cutoffs",),
-    inputs=(
-        Input("--summary", "summary_all.csv (verbeval table --all-csv)"),
-        Input("--groups-file", "agreement groups YAML: group order and names"),
-    ),
-    outputs=(
-        Output("--csv", "output: the data behind the figure (CSV)"),
-        Output("--out", "output: figure files (.png, .pdf, .svg)", nargs="+"),
-    ),
+    inputs=(SUMMARY_ALL, FIGURE_GROUPS_FILE),
+    outputs=(FIGURE_DATA, FIGURE_FILES),
 )
 
 #: TSE, EW and MW per group, every models[] entry side by side
@@ -327,14 +341,8 @@ PLOT_MODELS = Step(
     "plot-models",
     keys=("models", FORMATS_KEY),
     rules=("figure_models",),
-    inputs=(
-        Input("--summary", "summary_all.csv (verbeval table --all-csv)"),
-        Input("--groups-file", "agreement groups YAML: group order and names"),
-    ),
-    outputs=(
-        Output("--csv", "output: the data behind the figure (CSV)"),
-        Output("--out", "output: figure files (.png, .pdf, .svg)", nargs="+"),
-    ),
+    inputs=(SUMMARY_ALL, FIGURE_GROUPS_FILE),
+    outputs=(FIGURE_DATA, FIGURE_FILES),
 )
 
 #: the checkpoint figure (the checkpoints and their positions: plan-computed options)
@@ -359,14 +367,8 @@ PLOT_CHECKPOINTS = Step(
     ),
     keys=("models", "agreement.bootstrap", FORMATS_KEY, "agreement.figures.checkpoints"),
     rules=("figure_checkpoints",),
-    inputs=(
-        Input("--summary", "summary_all.csv (verbeval table --all-csv)"),
-        Input("--groups-file", "the groups (Table 2 rows) file: panel titles and order"),
-    ),
-    outputs=(
-        Output("--csv", "output: the data behind the figure (CSV)"),
-        Output("--out", "output: figure files (.png, .pdf, .svg)", nargs="+"),
-    ),
+    inputs=(SUMMARY_ALL, Input("--groups-file", "the groups (Table 2 rows) file: panel titles and order")),
+    outputs=(FIGURE_DATA, FIGURE_FILES),
 )
 
 #: per-lemma accuracy against log-probability, and the worst-conjugated lemmas
@@ -380,13 +382,13 @@ PLOT_LEMMAS = Step(
     rules=("figure_lemmas",),
     inputs=(Input("--stats", "lemma_stats.csv files (verbeval lemma-stats), one per model", nargs="+"),),
     outputs=(
-        Output("--csv", "output: the data behind the figure (CSV)"),
+        FIGURE_DATA,
         Output(
             "--metrics-json",
             "output: JSON per model: lemmas, mean accuracy, Spearman correlation, random_init",
             required=False,
         ),
-        Output("--out", "output: figure files (.png, .pdf, .svg)", nargs="+"),
+        FIGURE_FILES,
         Output("--worst-csv", "output: the worst-lemmas table (CSV)"),
         Output("--worst-md", "output: the worst-lemmas table in Markdown", required=False),
         Output("--worst-html", "output: the worst-lemmas table in HTML", required=False),
@@ -419,10 +421,7 @@ LEXICON_FORMS = Step(
     "lexicon-forms",
     keys=("models",),
     rules=("lexicon_forms",),
-    inputs=(
-        Input("--lexicon", "lexicon.parquet (verbeval lexicon)"),
-        Input("--templates", "templates.parquet: its verb pairs not in the lexicon are added"),
-    ),
+    inputs=(LEXICON_FILE, Input("--templates", "templates.parquet: its verb pairs not in the lexicon are added")),
     outputs=(Output("--out", "output: the model's forms.parquet"),),
 )
 
@@ -443,7 +442,7 @@ LEXICON_MODES = Step(
     rules=("lexicon_modes",),
     inputs=(
         Input("--forms", "the model's forms.parquet (verbeval lexicon-forms)"),
-        Input("--common", "common.parquet (verbeval lexicon-common)"),
+        COMMON_FILE,
         Input("--shards", "the model's form shards (all groups), or their manifest (every shard it lists)", nargs="+"),
         Input(
             "--table2-summaries",
@@ -477,11 +476,11 @@ LEXICON_MODES_TABLE = Step(
     keys=("models", "agreement.multitoken.groups"),
     rules=("lexicon_modes_table",),
     inputs=(
-        Input("--groups-file", "agreement groups YAML: row order and group names"),
+        TABLE_GROUPS_FILE,
         Input("--summaries", "each model's summary CSV (lexicon-modes --summary-out)", nargs="+"),
         Input("--diffs", "each model's lemma comparison CSV (lexicon-modes --diff-out)", nargs="+"),
         Input("--forms", "each model's forms.parquet", nargs="+", metavar="NAME=PATH"),
-        Input("--common", "common.parquet (verbeval lexicon-common)"),
+        COMMON_FILE,
         Input(
             "--consistency",
             "each model's consistency CSV (lexicon-modes --consistency-out), summarised in --md",

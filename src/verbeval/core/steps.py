@@ -129,7 +129,8 @@ class Option:
             "required": self.required or None,
             "nargs": self.nargs,
             "metavar": self.metavar,
-            "default": self.default,
+            # a list default: a new one per parser (argparse hands it to the command as it is)
+            "default": list(self.default) if isinstance(self.default, list) else self.default,
             "type": self.type,
             "choices": self.choices,
             "action": self.action,

@@ -18,6 +18,9 @@ MULTI_TOKEN = Setting(
 BATCH_SIZE = Setting("simverb.batch_size", "--batch-size", int, "verbs per forward pass")
 SCORE_SETTINGS = (MULTI_TOKEN, BATCH_SIZE)
 
+#: one model's cosines (simverb-table, simverb-join)
+SIMILARITIES = Input("--similarities", "similarities parquet (verbeval simverb-score --out)")
+
 #: one model's cosine per pair and representation (rule simverb_score; a model scored in its agreement
 #: job runs it as run-model's SimVerb branch: rule infer, whose keys list these)
 SIMVERB_SCORE = Step(
@@ -59,10 +62,7 @@ SIMVERB_TABLE = Step(
     # simverb.bootstrap whole: the DVC params name the section (its keys are the settings above)
     keys=("simverb.bootstrap", "simverb.formats"),
     rules=("simverb_table",),
-    inputs=(
-        Input("--similarities", "similarities parquet (verbeval simverb-score --out)"),
-        Input("--verbs", "per-verb CSV (verbeval simverb-score --verbs)"),
-    ),
+    inputs=(SIMILARITIES, Input("--verbs", "per-verb CSV (verbeval simverb-score --verbs)")),
     outputs=(
         Output("--csv", "output: rho with CIs per representation and subset (CSV)"),
         Output("--md", "output: the table in Markdown"),
@@ -95,10 +95,7 @@ SIMVERB_JOIN = Step(
     "simverb-join",
     keys=("simverb.agreement_join",),
     rules=("simverb_join",),
-    inputs=(
-        Input("--similarities", "similarities parquet (verbeval simverb-score --out)"),
-        Input("--lemma-stats", "lemma_stats.csv of the same model (verbeval lemma-stats)"),
-    ),
+    inputs=(SIMILARITIES, Input("--lemma-stats", "lemma_stats.csv of the same model (verbeval lemma-stats)")),
     outputs=(
         Output("--out", "output: per-verb joined rows (CSV)"),
         Output("--summary", "output: per-representation correlations (CSV)"),

@@ -112,8 +112,5 @@ def register_lemma_stats(add: Add) -> None:
         "one job per model.",
     )
     add_options(
-        s,
-        *LEMMA_STATS.inputs,
-        MODEL_NAME.but(help="model name written into the model column"),
-        LEMMA_STATS.file("--out"),
+        s, *LEMMA_STATS.inputs, MODEL_NAME.but(help="model name written into the model column"), *LEMMA_STATS.outputs
     )
