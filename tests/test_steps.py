@@ -7,6 +7,7 @@ import argparse
 import ast
 import inspect
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import verbeval
 from verbeval.core.cliutil import ConfigDefault
 from verbeval.core.config import schema_default, schema_entry
 from verbeval.core.errors import VerbevalError
-from verbeval.core.steps import Setting, Step, bootstrap_settings, option_text
+from verbeval.core.steps import MODEL_NAME, Input, Output, Setting, Step, bootstrap_settings, option_text
 from verbeval.workflow.model_steps import STEP_FILES
 from verbeval.workflow.steps import declared_steps, steps_modules
 
@@ -244,3 +245,161 @@ def test_a_queue_rule_has_the_keys_of_every_step_it_runs() -> None:
     with pytest.raises(VerbevalError, match="rule 'queue_x' runs no declared step"):
         rule_config_keys("queue_x")
     assert distinct_keys(["a", "a.b", "c", "a", "ab"]) == ("a", "c", "ab")
+
+
+# ------------------------------------------------------------------ files declared once (Input, Output)
+
+#: rules whose shell is ``verbeval {params.command}`` (the plan writes the command line, files included:
+#: verbeval.workflow.model_steps, comparisons): nothing of the step's to read in their shell
+COMMAND_PARAM_RULES = frozenset(
+    {
+        "lemmas",
+        "aggregate",
+        "lemma_stats",
+        "lemma_contexts",
+        "infer",
+        "comparisons",
+        "precision_audit",
+        "precision_infer",
+        "precision_aggregate",
+        "flip_set",
+    }
+)
+#: a rule's placeholder that a file's option takes: the rule's own input, output or params
+BOUND = re.compile(r"\{(input|output|params)(\.\w+)?(:q)?\}")
+
+
+def _shell(block: str) -> str | None:
+    """The command of a rule's text (its ``shell:`` string literals joined); None without one."""
+    lines = block.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == "shell:":
+            words = []
+            for more in lines[i + 1 :]:
+                if not more.strip().startswith(('"', "'", 'f"')):
+                    break
+                words.append(more.strip())
+            return ast.literal_eval("(" + "\n".join(words) + ")")
+    return None
+
+
+def _option_values(shell: str, option: str) -> list[str]:
+    """What follows each ``option`` in ``shell`` (``--out {output:q}`` -> ``{output:q}``)."""
+    return re.findall(rf"(?<![\w-]){re.escape(option)}(?:=| +)(\S*)", shell)
+
+
+def test_a_steps_declared_files_are_its_commands_options() -> None:
+    for step in declared_steps():
+        actions = {o: a for a in _parser(step.command)._actions for o in a.option_strings}
+        for f in step.files:
+            action = actions[f.option]
+            assert (action.dest, action.required, action.help) == (f.dest, f.required, f.help), (step.command, f)
+
+
+def test_a_steps_files_are_added_around_its_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    """Step.add_options: inputs, settings, outputs, in declaration order; a file is required unless
+    declared otherwise; a list default is a new list per parser; Option.but is the same option."""
+    split = Input("--split", "a split", action="append", default=[], metavar="NAME=PATH", required=False)
+    step = Step(
+        "demo",
+        settings=(Setting("agreement.top_cutoffs", "--top-cutoffs", str),),
+        inputs=(Input("--templates", "the templates"), split),
+        outputs=(Output("--out", "output: figures", nargs="+"),),
+    )
+    p = argparse.ArgumentParser()
+    step.add_options(p)
+    assert [a.option_strings for a in p._actions[1:]] == [["--templates"], ["--split"], ["--top-cutoffs"], ["--out"]]
+    a = p.parse_args(["--templates", "t.parquet", "--out", "a.png", "a.pdf"])
+    assert (a.templates, a.split, a.out) == ("t.parquet", [], ["a.png", "a.pdf"])
+    assert a.split is not split.default and step.file("--split") is split
+    with pytest.raises(SystemExit):
+        p.parse_args(["--out", "a.png"])
+    assert "the following arguments are required: --templates" in capsys.readouterr().err
+    with pytest.raises(KeyError, match="step 'demo' has no file '--csv'"):
+        step.file("--csv")
+    named = MODEL_NAME.but(help="the model's name")
+    assert (named.option, named.required, named.help, named.dest) == (
+        "--model-name",
+        True,
+        "the model's name",
+        "model_name",
+    )
+
+
+def _rule_file_problems(steps: tuple[Step, ...], blocks: dict[str, str]) -> list[str]:
+    """Each declared file of a step that its rule's shell binds to anything but the rule's own
+    input/output/params, and each option the shell binds to an input or output that is no declared
+    file of the step (when the step declares its files) or no option of its command."""
+    problems = []
+    for step in steps:
+        options = {o for a in _parser(step.command)._actions for o in a.option_strings}
+        files = {f.option for f in step.files}
+        for rule in step.rules:
+            shell = _shell(blocks[rule]) if rule in blocks else None
+            if shell is None or rule in COMMAND_PARAM_RULES:
+                continue
+            assert f"verbeval {step.command} " in shell, (rule, shell)
+            for option in sorted(files):
+                problems += [f"{rule}: {option} {v}" for v in _option_values(shell, option) if not BOUND.fullmatch(v)]
+            for option, value in re.findall(r"(?<![\w-])(--[\w-]+)(?:=| +)(\{(?:input|output)\b[^}]*\})", shell):
+                if option not in options or (files and option not in files):
+                    problems.append(f"{rule}: {option} {value} is no declared file of verbeval {step.command}")
+    return problems
+
+
+def test_a_rule_binds_each_declared_file_of_its_step_to_its_own_files() -> None:
+    """Every rule that runs a declared step (but the COMMAND_PARAM_RULES) binds each declared file's
+    option in its shell to {input.X}, {output.X} or {params.X}, and binds inputs and outputs to no
+    other option: a rule that spells a file's option otherwise fails here."""
+    blocks = _rule_blocks()
+    steps = declared_steps()
+    assert {
+        r for r, text in blocks.items() if "verbeval {params.command}" in (_shell(text) or "")
+    } == COMMAND_PARAM_RULES
+    checked = [r for s in steps for r in s.rules if r in blocks and r not in COMMAND_PARAM_RULES and s.files]
+    assert len(checked) >= 20, checked
+    assert _rule_file_problems(steps, blocks) == []
+
+
+def test_a_rule_that_spells_a_declared_file_otherwise_is_found() -> None:
+    from verbeval.agreement.steps import LEMMAS, LEXICON
+
+    blocks = {
+        "lexicon": 'shell:\n    "verbeval lexicon --manifest {params.manifest:q} --output {output:q} 2> {log:q}"\n',
+        "lemmas_by_hand": 'shell:\n    "verbeval lemmas --lexicon results/lexicon.parquet --out {output.lemmas:q}"\n',
+    }
+    assert _rule_file_problems((LEXICON, replace(LEMMAS, rules=("lemmas_by_hand",))), blocks) == [
+        "lexicon: --output {output:q} is no declared file of verbeval lexicon",
+        "lemmas_by_hand: --lexicon results/lexicon.parquet",
+    ]
+
+
+#: modules that add options by hand: the generic adder, the model source options (core.cliutil: core.steps
+#: imports it), the top-level parser; and run-model, infer and run-queue (turned into typed functions in
+#: issue 52 by another change: drop them here then)
+BY_HAND = {
+    "core/steps.py",
+    "core/cliutil.py",
+    "commands.py",
+    "model_run.py",
+    "model_queue.py",
+    "agreement/cli/inference.py",
+}
+FILES_BY_HAND_FOR_NOW = {"model_run.py", "model_queue.py", "agreement/cli/inference.py"}
+
+
+def test_no_option_is_added_by_hand_outside_the_generic_adder() -> None:
+    """No module adds an option with ``add_argument`` but :data:`BY_HAND`, and none of those (but the
+    ones in FILES_BY_HAND_FOR_NOW) a declared file's option: a file is an Input or Output."""
+    files = {f.option for step in declared_steps() for f in step.files}
+    found: dict[str, set[str]] = {}
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+                first = node.args[0] if node.args else None
+                option = first.value if isinstance(first, ast.Constant) else ast.unparse(first) if first else ""
+                found.setdefault(path.relative_to(PKG).as_posix(), set()).add(str(option))
+    assert set(found) <= BY_HAND, sorted(set(found) - BY_HAND)
+    by_hand_files = {m: sorted(o & files) for m, o in found.items() if m not in FILES_BY_HAND_FOR_NOW and o & files}
+    assert by_hand_files == {}
+    assert sum(1 for _ in re.finditer(r"\badd_argument\(", "".join(p.read_text() for p in PKG.rglob("*.py")))) <= 150

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+from verbeval.agreement.steps import LEMMAS_FILE
 from verbeval.core.cliutil import format_list
 from verbeval.core.model_entries import CHECKPOINT_AXES
-from verbeval.core.steps import Setting, Step
+from verbeval.core.steps import Input, Output, Setting, Step
 
 KEY = "agreement.acquisition"
 
 #: one scored checkpoint's per-lemma, per-context correctness (from its shards)
-LEMMA_CONTEXTS = Step("lemma-contexts", rules=("lemma_contexts",))
+LEMMA_CONTEXTS = Step(
+    "lemma-contexts",
+    rules=("lemma_contexts",),
+    inputs=(
+        LEMMAS_FILE,
+        Input(
+            "--shards",
+            "the model's shards (every chunk of each group), or its shard manifest (every shard it lists)",
+            nargs="+",
+        ),
+    ),
+    outputs=(Output("--out", "output: lemma_contexts.parquet"),),
+)
 
 #: the analysis of the sweeps (:class:`verbeval.acquisition.analysis.AcquisitionSettings`: its
 #: settings by their key's last part)
@@ -54,6 +67,8 @@ ACQUISITION = Step(
     ),
     keys=(f"{KEY}.enabled",),
     rules=("acquisition",),
+    inputs=(Input("--index", "checkpoints.csv: one row per scored checkpoint"),),
+    outputs=(Output("--out", "output folder"),),
 )
 
 #: the x axis of the checkpoint sweeps: what a checkpoint's position counts (the index's column axis)
@@ -68,7 +83,23 @@ CHECKPOINT_AXIS = Setting(
 
 #: a toy model trained from scratch (its per-entry values, toy_models[].seed, steps, ...: the plan's
 #: params of its job, :meth:`verbeval.workflow.acquisition.AcquisitionPlan.train_params`)
-TRAIN_TOY = Step("train-toy", keys=("toy_models",), rules=("train_toy",))
+TRAIN_TOY = Step(
+    "train-toy",
+    keys=("toy_models",),
+    rules=("train_toy",),
+    inputs=(
+        Input("--templates", "the template table (templates.parquet)", metavar="PARQUET"),
+        Input("--lexicon", "the verb lexicon (lexicon.parquet)", metavar="PARQUET"),
+    ),
+    outputs=(
+        Output(
+            "--out",
+            "output folder (built beside it, then renamed into place; an existing folder is replaced only "
+            "when it is an earlier train-toy output, else refused)",
+            metavar="DIR",
+        ),
+    ),
+)
 
 #: the checkpoint index of the sweeps (which models are analysed: models, enabled, min_checkpoints)
 ACQUISITION_INDEX = Step(
@@ -76,6 +107,8 @@ ACQUISITION_INDEX = Step(
     settings=(CHECKPOINT_AXIS,),
     keys=("models", f"{KEY}.enabled", f"{KEY}.min_checkpoints"),
     rules=("acquisition_index",),
+    inputs=(Input("--summary", "summary_all.csv holding every checkpoint model's rows"),),
+    outputs=(Output("--out", "output: checkpoints.csv"),),
 )
 
 #: the learning curves as DVC plot data (the checkpoint axis: the x label of the DVC plots, a param of

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from verbeval.core.cliutil import float_list
-from verbeval.core.steps import INFERENCE_DEVICE, Setting, Step, bootstrap_settings
+from verbeval.core.steps import INFERENCE_DEVICE, Input, Output, Setting, Step, bootstrap_settings
 
 
 def positive_int(text: str) -> int:
@@ -47,10 +47,57 @@ DROP_FLAGGED_ERRATA = Setting(
     "the errata rows whose action is flag are dropped too (by templates; Table 2's notes say so)",
 )
 
+# ------------------------------------------------------------------ files of several steps
+
+#: the data manifest (lexicon, templates)
+DATA_MANIFEST = Input("--manifest", "data manifest (YAML); gives the format of each --input source")
+#: the template table
+TEMPLATES_FILE = Input("--templates", "templates.parquet (verbeval templates)")
+#: a model's eligible lemmas (lemma-stats, lemma-contexts)
+LEMMAS_FILE = Input("--lemmas", "the model's lemmas.parquet (verbeval lemmas)")
+#: the lexicon
+LEXICON_FILE = Input("--lexicon", "lexicon.parquet (verbeval lexicon)")
+#: the groups file of a table (its rows)
+TABLE_GROUPS_FILE = Input("--groups-file", "agreement groups YAML: row order and group names")
+#: the verb pairs single-token in every model
+COMMON_FILE = Input("--common", "common.parquet (verbeval lexicon-common)")
+#: every summary of the run (a figure's input)
+SUMMARY_ALL = Input("--summary", "summary_all.csv (verbeval table --all-csv)")
+#: the groups file of a figure (its panels)
+FIGURE_GROUPS_FILE = Input("--groups-file", "agreement groups YAML: group order and names")
+#: a figure's data
+FIGURE_DATA = Output("--csv", "output: the data behind the figure (CSV)")
+#: a figure's image files
+FIGURE_FILES = Output("--out", "output: figure files (.png, .pdf, .svg)", nargs="+")
+
 # ------------------------------------------------------------------ data
 
 #: the lexicon of verb forms, from the verb lists (the inflection overrides: an input file)
-LEXICON = Step("lexicon", keys=("agreement.verb_lists", "agreement.inflection_overrides"), rules=("lexicon",))
+LEXICON = Step(
+    "lexicon",
+    keys=("agreement.verb_lists", "agreement.inflection_overrides"),
+    rules=("lexicon",),
+    inputs=(
+        DATA_MANIFEST,
+        Input(
+            "--input",
+            "a fetched verb list, NAME its manifest source (format verb_csv or giant_verb_list, text "
+            "or PDF); repeatable, at most one verb_csv",
+            action="append",
+            default=[],
+            metavar="NAME=PATH",
+            required=False,
+        ),
+        Input(
+            "--overrides",
+            "CSV lemma,sing,plur,reason: forms that replace the inflector's (lemminflect) "
+            "for the Giant Verb List (default: none; the workflow passes "
+            "resources/inflection_overrides.csv)",
+            required=False,
+        ),
+    ),
+    outputs=(Output("--out", "output: lexicon.parquet (lemma, sing, plur, source)"),),
+)
 
 #: the templates of the run's groups and custom groups as one table (the groups, the groups file and
 #: the errata: plan-computed options and inputs)
@@ -74,6 +121,46 @@ TEMPLATES = Step(
     ),
     keys=("agreement.groups", "agreement.custom_groups", "agreement.groups_file", "agreement.errata"),
     rules=("templates",),
+    inputs=(
+        DATA_MANIFEST,
+        Input(
+            "--groups-file", "YAML list of agreement groups ({id, name, sources}), e.g. resources/agreement_groups.yaml"
+        ),
+        Input(
+            "--input",
+            "a fetched template file, NAME its manifest source; repeatable",
+            action="append",
+            default=[],
+            metavar="NAME=PATH",
+            required=False,
+        ),
+        Input(
+            "--errata",
+            "CSV (source,line,action,reason) of known-bad rows of the published files: "
+            "action reject drops the row (to --rejects), flag keeps it",
+            required=False,
+        ),
+        Input(
+            "--custom-group",
+            "a group of your own minimal pairs (JSONL or CSV, docs/data.md), after the groups file's",
+            action="append",
+            default=[],
+            metavar="ID=PATH",
+            required=False,
+        ),
+    ),
+    outputs=(
+        Output(
+            "--out", "output: templates.parquet (group, source, line, left, right, correct, incorrect, label, plural)"
+        ),
+        Output("--rejects", "output: CSV of the rows left out (source, line, reason, raw)"),
+        Output(
+            "--groups-out",
+            "output: write the run's groups (selected ones, then custom ones) as a groups file for "
+            "the table and figure commands",
+            required=False,
+        ),
+    ),
 )
 
 #: per-context scores, per-row TSE and per-group summaries of one model
@@ -82,13 +169,29 @@ AGGREGATE = Step(
     settings=(TOP_CUTOFFS, BOTTOM_CUTOFFS, *BOOTSTRAP),
     keys=("agreement.groups", "agreement.custom_groups"),
     rules=("aggregate", "precision_aggregate"),
+    inputs=(TEMPLATES_FILE, Input("--manifest", "the model's shard manifest (verbeval infer --manifest)")),
+    outputs=(Output("--out-dir", "writes <out-dir>/<group>/scores.parquet, tse.parquet and summary.csv"),),
 )
 
 #: per-lemma agreement statistics of one model
-LEMMA_STATS = Step("lemma-stats", rules=("lemma_stats",))
+LEMMA_STATS = Step(
+    "lemma-stats",
+    rules=("lemma_stats",),
+    inputs=(
+        LEMMAS_FILE,
+        Input("--shards", "the model's shards (any groups), or its shard manifest (every shard it lists)", nargs="+"),
+    ),
+    outputs=(Output("--out", "output: CSV, one row per eligible lemma"),),
+)
 
 #: the eligible lemmas of one model's tokenizer
-LEMMAS = Step("lemmas", keys=("models",), rules=("lemmas",))
+LEMMAS = Step(
+    "lemmas",
+    keys=("models",),
+    rules=("lemmas",),
+    inputs=(LEXICON_FILE,),
+    outputs=(Output("--out", "output: lemmas.parquet, the eligible lemmas with their token ids"),),
+)
 
 #: the agreement shards' settings, taken by ``run-model`` and ``infer`` (``shard_options``)
 TOP_K = Setting("inference.top_k", "--top-k", int, "top tokens (ids and probabilities) stored per context, for Table 3")
@@ -139,6 +242,24 @@ TABLE = Step(
     settings=(CONFIDENCE, DROP_FLAGGED_ERRATA),
     keys=("models", "agreement.groups", "agreement.custom_groups", "agreement.errata", "agreement.table_models"),
     rules=("table2",),
+    inputs=(
+        TABLE_GROUPS_FILE,
+        Input("--summaries", "per-group summary.csv files (verbeval aggregate) of every model and group", nargs="+"),
+        Input("--errata", "errata CSV: Table 2's notes count its flag rows per group", required=False),
+        Input("--templates", "templates.parquet: how many flag rows are among the scored rows", required=False),
+    ),
+    outputs=(
+        Output("--csv", "output: Table 2 with CIs and counts (CSV)"),
+        Output("--md", "output: Table 2 in Markdown (two decimals)"),
+        Output("--tex", "output: Table 2 in LaTeX (two decimals)"),
+        Output(
+            "--html",
+            "output: Table 2 as an HTML page with CIs and counts (an item of the Snakemake report)",
+            required=False,
+        ),
+        Output("--all-csv", "output: all summaries (every metric and cutoff) in one CSV"),
+        Output("--metrics", "output: Table 2 as JSON {model: {group: {tse, ew, mw, random_init}}} (DVC metrics)"),
+    ),
 )
 
 #: Table 3: the top-k tokens of selected contexts (the explicit contexts: plan-computed options)
@@ -157,6 +278,30 @@ TOPK_TABLE = Step(
     ),
     keys=("models", "agreement.figures.contexts"),
     rules=("table3",),
+    inputs=(
+        TEMPLATES_FILE,
+        Input(
+            "--lemmas",
+            "a model's lemmas.parquet; repeatable, one per --model",
+            action="append",
+            default=[],
+            metavar="NAME=PATH",
+            required=False,
+        ),
+        Input(
+            "--shards",
+            "a model's shard manifest, or its shards of the selected groups",
+            nargs="+",
+            default=[],
+            metavar="NAME=PATH",
+            required=False,
+        ),
+    ),
+    outputs=(
+        Output("--csv", "output: Table 3, one row per context, model and rank (CSV)"),
+        Output("--md", "output: Table 3 in Markdown"),
+        Output("--html", "output: Table 3 in HTML", required=False),
+    ),
 )
 
 # ------------------------------------------------------------------ figures
@@ -187,10 +332,18 @@ PLOT_CUTOFFS = Step(
     ),
     keys=("models", "agreement.bootstrap", FORMATS_KEY),
     rules=("figure_cutoffs",),
+    inputs=(SUMMARY_ALL, FIGURE_GROUPS_FILE),
+    outputs=(FIGURE_DATA, FIGURE_FILES),
 )
 
 #: TSE, EW and MW per group, every models[] entry side by side
-PLOT_MODELS = Step("plot-models", keys=("models", FORMATS_KEY), rules=("figure_models",))
+PLOT_MODELS = Step(
+    "plot-models",
+    keys=("models", FORMATS_KEY),
+    rules=("figure_models",),
+    inputs=(SUMMARY_ALL, FIGURE_GROUPS_FILE),
+    outputs=(FIGURE_DATA, FIGURE_FILES),
+)
 
 #: the checkpoint figure (the checkpoints and their positions: plan-computed options)
 PLOT_CHECKPOINTS = Step(
@@ -214,6 +367,8 @@ PLOT_CHECKPOINTS = Step(
     ),
     keys=("models", "agreement.bootstrap", FORMATS_KEY, "agreement.figures.checkpoints"),
     rules=("figure_checkpoints",),
+    inputs=(SUMMARY_ALL, Input("--groups-file", "the groups (Table 2 rows) file: panel titles and order")),
+    outputs=(FIGURE_DATA, FIGURE_FILES),
 )
 
 #: per-lemma accuracy against log-probability, and the worst-conjugated lemmas
@@ -225,23 +380,59 @@ PLOT_LEMMAS = Step(
     ),
     keys=("models", FORMATS_KEY),
     rules=("figure_lemmas",),
+    inputs=(Input("--stats", "lemma_stats.csv files (verbeval lemma-stats), one per model", nargs="+"),),
+    outputs=(
+        FIGURE_DATA,
+        Output(
+            "--metrics-json",
+            "output: JSON per model: lemmas, mean accuracy, Spearman correlation, random_init",
+            required=False,
+        ),
+        FIGURE_FILES,
+        Output("--worst-csv", "output: the worst-lemmas table (CSV)"),
+        Output("--worst-md", "output: the worst-lemmas table in Markdown", required=False),
+        Output("--worst-html", "output: the worst-lemmas table in HTML", required=False),
+    ),
 )
 
 # ------------------------------------------------------------------ DVC views
 
 #: Table 2 as one {tse, ew, mw} file per model (of agreement.table_models) and group
-DVC_METRICS = Step("dvc-metrics", keys=("agreement.table_models",), rules=("dvc_metrics",))
+DVC_METRICS = Step(
+    "dvc-metrics",
+    keys=("agreement.table_models",),
+    rules=("dvc_metrics",),
+    inputs=(Input("--metrics", "metrics.json written by `verbeval table`"),),
+    outputs=(Output("--out-dir", "writes OUT_DIR/<model>/<group>.json"),),
+)
 
 #: a cutoff figure's data as one CSV per group (no configuration key: the figure's CSV is its input)
-DVC_PLOT_DATA = Step("dvc-plot-data", rules=("dvc_plot_data",))
+DVC_PLOT_DATA = Step(
+    "dvc-plot-data",
+    rules=("dvc_plot_data",),
+    inputs=(Input("--curves", "the figure's data CSV written by plot-cutoffs --csv"),),
+    outputs=(Output("--out-dir", "writes OUT_DIR/<group>.csv"),),
+)
 
 # ------------------------------------------------------------------ lexicon modes (multi-token verbs)
 
 #: the token ids of every verb form of one model
-LEXICON_FORMS = Step("lexicon-forms", keys=("models",), rules=("lexicon_forms",))
+LEXICON_FORMS = Step(
+    "lexicon-forms",
+    keys=("models",),
+    rules=("lexicon_forms",),
+    inputs=(LEXICON_FILE, Input("--templates", "templates.parquet: its verb pairs not in the lexicon are added")),
+    outputs=(Output("--out", "output: the model's forms.parquet"),),
+)
 
 #: the verb pairs single-token in every model
-LEXICON_COMMON = Step("lexicon-common", keys=("models",), rules=("lexicon_common",))
+LEXICON_COMMON = Step(
+    "lexicon-common",
+    keys=("models",),
+    rules=("lexicon_common",),
+    inputs=(Input("--forms", "each model's forms.parquet (verbeval lexicon-forms)", nargs="+", metavar="NAME=PATH"),),
+    outputs=(Output("--out", "output: common.parquet"),),
+)
 
 #: one model's scores in the three lexicon modes
 LEXICON_MODES = Step(
@@ -249,6 +440,25 @@ LEXICON_MODES = Step(
     settings=BOOTSTRAP,
     keys=("agreement.multitoken.groups", "agreement.bootstrap"),
     rules=("lexicon_modes",),
+    inputs=(
+        Input("--forms", "the model's forms.parquet (verbeval lexicon-forms)"),
+        COMMON_FILE,
+        Input("--shards", "the model's form shards (all groups), or their manifest (every shard it lists)", nargs="+"),
+        Input(
+            "--table2-summaries",
+            "the single-token pipeline's summary.csv files, compared in --consistency-out; their random_init "
+            "column marks the outputs of a randomly initialised model",
+            nargs="*",
+            default=[],
+            required=False,
+        ),
+    ),
+    outputs=(
+        Output("--summary-out", "output: metrics per group and lexicon mode with CIs (CSV)"),
+        Output("--lemmas-out", "output: per-lemma CSV"),
+        Output("--diff-out", "output: single- vs multi-token lemma comparison CSV"),
+        Output("--consistency-out", "output: single_token mode vs Table 2 CSV", required=False),
+    ),
 )
 
 #: the groups x models x lexicon modes table
@@ -265,6 +475,28 @@ LEXICON_MODES_TABLE = Step(
     ),
     keys=("models", "agreement.multitoken.groups"),
     rules=("lexicon_modes_table",),
+    inputs=(
+        TABLE_GROUPS_FILE,
+        Input("--summaries", "each model's summary CSV (lexicon-modes --summary-out)", nargs="+"),
+        Input("--diffs", "each model's lemma comparison CSV (lexicon-modes --diff-out)", nargs="+"),
+        Input("--forms", "each model's forms.parquet", nargs="+", metavar="NAME=PATH"),
+        COMMON_FILE,
+        Input(
+            "--consistency",
+            "each model's consistency CSV (lexicon-modes --consistency-out), summarised in --md",
+            nargs="*",
+            default=[],
+            required=False,
+        ),
+    ),
+    outputs=(
+        Output("--csv", "output: the table (CSV)"),
+        Output("--md", "output: the table, coverage and lemma comparison in Markdown"),
+        Output("--tex", "output: the table in LaTeX"),
+        Output("--metrics", "output: JSON of the table and coverage (DVC metrics)"),
+        Output("--coverage", "output: lemma coverage per model and mode (CSV)"),
+        Output("--diff-csv", "output: every model's single- vs multi-token comparison (CSV)"),
+    ),
 )
 
 #: paired comparisons of the run's models (rule comparisons): McNemar's exact test per group for TSE,
@@ -281,6 +513,29 @@ COMPARE = Step(
         FORMATS_KEY,
     ),
     rules=("comparisons",),
+    inputs=(
+        Input(
+            "--results",
+            "a model's aggregate folder (<DIR>/<group>/tse.parquet, scores.parquet); repeatable",
+            action="append",
+            metavar="NAME=DIR",
+        ),
+        Input(
+            "--templates",
+            "the templates.parquet the results were scored on (every model's, or NAME's); each pair's rows are "
+            "paired by their template identity (source:line), and runs that differ in it are refused "
+            "(without: paired by row number)",
+            action="append",
+            default=[],
+            metavar="[NAME=]PATH",
+            required=False,
+        ),
+    ),
+    outputs=(
+        Output("--csv", "output: comparisons.csv (one row per pair, group and metric)"),
+        Output("--first-gains", "output: first_gains.csv (a sweep's first significant gain)"),
+        Output("--figure", "output: the forest figure, one path per format", nargs="+"),
+    ),
 )
 
 #: one model's ties and fragile decisions (rule precision_audit; :mod:`verbeval.agreement.scores.precision`)
@@ -296,6 +551,17 @@ PRECISION_AUDIT = Step(
     ),
     keys=("models", "agreement.groups", "agreement.custom_groups", "agreement.precision_audit"),
     rules=("precision_audit",),
+    inputs=(
+        Input(
+            "--results",
+            "a model's aggregate folder (<DIR>/<group>/tse.parquet); repeatable, one per model",
+            action="append",
+            metavar="NAME=DIR",
+        ),
+        Input("--shards", "a model's shard manifest", action="append", default=[], metavar="NAME=PATH", required=False),
+        Input("--lemmas", "a model's lemmas.parquet", action="append", default=[], metavar="NAME=PATH", required=False),
+    ),
+    outputs=(Output("--out", "output: precision_audit.csv (a row per model, group and metric)"),),
 )
 
 #: a model's flip set against its run in another dtype (rule flip_set; agreement.precision_audit.dtypes)
@@ -304,6 +570,18 @@ FLIP_SET = Step(
     settings=BOOTSTRAP,
     keys=("models", "agreement.groups", "agreement.custom_groups", "agreement.precision_audit"),
     rules=("flip_set",),
+    inputs=(
+        *(
+            Input(f"--{side}-{what}", f"the {side} run's {help}")
+            for side in ("reference", "other")
+            for what, help in (("results", "aggregate folder"), ("shards", "shard manifest"))
+        ),
+        Input("--lemmas", "the model's lemmas.parquet (both runs')"),
+    ),
+    outputs=(
+        Output("--flips", "output: flips.csv (one row per flipped decision)"),
+        Output("--comparison", "output: the paired comparison of the two runs (CSV)"),
+    ),
 )
 
 #: every step declared here

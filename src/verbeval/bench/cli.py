@@ -8,6 +8,7 @@ from pathlib import Path
 
 from verbeval.bench.output_hashes import DEFAULT_CONFIGS, compare_trees, table
 from verbeval.core.cliutil import Add
+from verbeval.core.steps import THREADS, Input, Option, Output, add_options
 
 
 def cmd_bench(a: argparse.Namespace) -> None:
@@ -47,81 +48,87 @@ def register(add: Add) -> None:
         "and the paper-style baseline; figures to JSON",
         "See docs/performance.md. Not a rule.",
     )
-    s.add_argument("--out", default="results-bench/bench.json", help="output: the figures (JSON)")
-    s.add_argument("--quick", action="store_true", help="CI slice: 40 rows per source, two tiny models")
-    s.add_argument(
-        "--config",
-        default="config/tiny-full.yaml",
-        help="configuration of the workflow part (data mirror, groups, cutoffs; its models are replaced)",
-    )
-    s.add_argument("--shared", help="shared/ with tokenizers/ (default: $VERBEVAL_SHARED or ../shared)")
-    s.add_argument("--workdir", default="results-bench", help="where the benchmark's models and workflow runs go")
-    s.add_argument("--threads", type=int, default=1, help="CPU threads (1: as one Snakemake job)")
-    s.add_argument("--batch-size", type=int, default=64, help="CPU batch size (throughput and real parts)")
-    s.add_argument("--gpu-batch-size", type=int, default=256, help="GPU batch size (throughput part, on CUDA)")
-    s.add_argument("--baseline-rows", type=int, help="template rows the baseline runs (default 8 quick, 150 full)")
-    s.add_argument(
-        "--parts",
-        default="workflow,aggregation,throughput,baseline",
-        help="comma-separated parts: workflow (snakemake table2 on the bench models, from scratch; "
-        "aggregation, throughput, real and baseline read its outputs), "
-        "aggregation, throughput, baseline, postprocess (softmax and form statistics per "
-        "context for 50k, 100k and 256k vocabularies, CPU and CUDA; needs no workflow run), api (one "
-        "verbeval.agreement.evaluate call on a tiny and a small GPT-2, 100 rows per source, 40 with --quick, "
-        "with and without the suite's loading; needs no workflow run), real (the "
-        "pipeline against the raw forward pass of the real models given with --gguf; skipped, "
-        "with the reason printed, when none is there), snakemake (snakemake on --snakemake-config, "
-        "every target, as a user runs it), sweep (a checkpoint sweep: one model entry with N revisions of a "
-        "tiny GPT-2 on the real GPT-2 vocabulary, the default target from scratch for each N of --sweep-revisions, "
-        "--snakemake-cores, --snakemake-config-values; the marginal wall time per revision, the logs' forward + "
-        "scoring time per revision, and the dry run of a --sweep-dry-run revision sweep), paper (on CUDA: config/config.yaml from scratch with its four models "
-        "built at the paper's sizes with random weights, --snakemake-cores, --snakemake-config-values; then "
-        "each model's pipeline against its raw forward pass in float32 and bfloat16, --gpu-batch-size; "
-        "skipped without CUDA)",
-    )
-    s.add_argument(
-        "--gguf",
-        nargs="*",
-        default=[],
-        metavar="FILE",
-        help="GGUF model files of the real part (e.g. SmolLM2-135M, Gemma 3 270M; docs/performance.md), "
-        "dequantised to float32 by transformers",
-    )
-    s.add_argument("--repeats", type=int, help="timed rounds of the real part, best of (default 1 quick, 3 full)")
-    s.add_argument("--snakemake-config", help="config of the snakemake part (default: --config)")
-    s.add_argument(
-        "--snakemake-targets",
-        nargs="*",
-        default=[],
-        metavar="TARGET",
-        help="targets of the snakemake part (default: the workflow's default target, every output)",
-    )
-    s.add_argument("--snakemake-cores", type=int, default=2, help="--cores of the workflow and snakemake parts")
-    s.add_argument(
-        "--snakemake-config-values",
-        nargs="*",
-        default=[],
-        metavar="KEY=VALUE",
-        help="--config values of the snakemake part (e.g. data_mirror=../shared/data)",
-    )
-    s.add_argument(
-        "--sweep-revisions",
-        default="2,8,32",
-        metavar="N,N,...",
-        help="sweep part: the numbers of revisions run, each from scratch",
-    )
-    s.add_argument(
-        "--sweep-dry-run",
-        type=int,
-        default=1000,
-        metavar="N",
-        help="sweep part: revisions of the sweep whose dry run (snakemake -n) is timed (0: none)",
-    )
-    s.add_argument(
-        "--sweep-tree",
-        metavar="DIR",
-        help="sweep part: run the workflow of another checkout (snakemake from DIR, its verbeval through "
-        "PYTHONPATH=DIR/src), e.g. a rework's; default: the current directory's",
+    add_options(
+        s,
+        Output("--out", "output: the figures (JSON)", default="results-bench/bench.json", required=False),
+        Option("--quick", "CI slice: 40 rows per source, two tiny models", action="store_true"),
+        Input(
+            "--config",
+            "configuration of the workflow part (data mirror, groups, cutoffs; its models are replaced)",
+            default="config/tiny-full.yaml",
+            required=False,
+        ),
+        Input("--shared", "shared/ with tokenizers/ (default: $VERBEVAL_SHARED or ../shared)", required=False),
+        Option("--workdir", "where the benchmark's models and workflow runs go", default="results-bench"),
+        THREADS.but(default=1, help="CPU threads (1: as one Snakemake job)"),
+        Option("--batch-size", "CPU batch size (throughput and real parts)", type=int, default=64),
+        Option("--gpu-batch-size", "GPU batch size (throughput part, on CUDA)", type=int, default=256),
+        Option("--baseline-rows", "template rows the baseline runs (default 8 quick, 150 full)", type=int),
+        Option(
+            "--parts",
+            "comma-separated parts: workflow (snakemake table2 on the bench models, from scratch; "
+            "aggregation, throughput, real and baseline read its outputs), "
+            "aggregation, throughput, baseline, postprocess (softmax and form statistics per "
+            "context for 50k, 100k and 256k vocabularies, CPU and CUDA; needs no workflow run), api (one "
+            "verbeval.agreement.evaluate call on a tiny and a small GPT-2, 100 rows per source, 40 with --quick, "
+            "with and without the suite's loading; needs no workflow run), real (the "
+            "pipeline against the raw forward pass of the real models given with --gguf; skipped, "
+            "with the reason printed, when none is there), snakemake (snakemake on --snakemake-config, "
+            "every target, as a user runs it), sweep (a checkpoint sweep: one model entry with N revisions of a "
+            "tiny GPT-2 on the real GPT-2 vocabulary, the default target from scratch for each N of --sweep-revisions, "
+            "--snakemake-cores, --snakemake-config-values; the marginal wall time per revision, the logs' forward + "
+            "scoring time per revision, and the dry run of a --sweep-dry-run revision sweep), paper (on CUDA: config/config.yaml from scratch with its four models "
+            "built at the paper's sizes with random weights, --snakemake-cores, --snakemake-config-values; then "
+            "each model's pipeline against its raw forward pass in float32 and bfloat16, --gpu-batch-size; "
+            "skipped without CUDA)",
+            default="workflow,aggregation,throughput,baseline",
+        ),
+        Input(
+            "--gguf",
+            "GGUF model files of the real part (e.g. SmolLM2-135M, Gemma 3 270M; docs/performance.md), "
+            "dequantised to float32 by transformers",
+            nargs="*",
+            default=[],
+            metavar="FILE",
+            required=False,
+        ),
+        Option("--repeats", "timed rounds of the real part, best of (default 1 quick, 3 full)", type=int),
+        Input("--snakemake-config", "config of the snakemake part (default: --config)", required=False),
+        Option(
+            "--snakemake-targets",
+            "targets of the snakemake part (default: the workflow's default target, every output)",
+            nargs="*",
+            default=[],
+            metavar="TARGET",
+        ),
+        Option("--snakemake-cores", "--cores of the workflow and snakemake parts", type=int, default=2),
+        Option(
+            "--snakemake-config-values",
+            "--config values of the snakemake part (e.g. data_mirror=../shared/data)",
+            nargs="*",
+            default=[],
+            metavar="KEY=VALUE",
+        ),
+        Option(
+            "--sweep-revisions",
+            "sweep part: the numbers of revisions run, each from scratch",
+            default="2,8,32",
+            metavar="N,N,...",
+        ),
+        Option(
+            "--sweep-dry-run",
+            "sweep part: revisions of the sweep whose dry run (snakemake -n) is timed (0: none)",
+            type=int,
+            default=1000,
+            metavar="N",
+        ),
+        Input(
+            "--sweep-tree",
+            "sweep part: run the workflow of another checkout (snakemake from DIR, its verbeval through "
+            "PYTHONPATH=DIR/src), e.g. a rework's; default: the current directory's",
+            metavar="DIR",
+            required=False,
+        ),
     )
 
 
@@ -152,24 +159,28 @@ def register_hashes(add: Add) -> None:
         "every output byte-identical)",
         "See docs/performance.md, 'Outputs byte for byte'. Exit code 1 on any difference. Not a rule.",
     )
-    s.add_argument("--old", required=True, help="the old source tree (a checkout of the repository)")
-    s.add_argument("--new", required=True, help="the new source tree")
-    s.add_argument(
-        "--configs",
-        nargs="+",
-        default=list(DEFAULT_CONFIGS),
-        metavar="CONFIG",
-        help="configuration files, relative to a tree's root, or 'sweep' (the bench's checkpoint sweep)",
+    add_options(
+        s,
+        Input("--old", "the old source tree (a checkout of the repository)"),
+        Input("--new", "the new source tree"),
+        Input(
+            "--configs",
+            "configuration files, relative to a tree's root, or 'sweep' (the bench's checkpoint sweep)",
+            nargs="+",
+            default=list(DEFAULT_CONFIGS),
+            metavar="CONFIG",
+            required=False,
+        ),
+        Option("--workdir", "where the runs' copies of the trees go", default="results-hashes"),
+        Option("--cores", "snakemake --cores", type=int, default=2),
+        Option(
+            "--config-values",
+            "snakemake --config values of every run (e.g. data_mirror=/path/to/shared/data)",
+            nargs="*",
+            default=[],
+            metavar="KEY=VALUE",
+        ),
+        Input("--shared", "shared/ with tokenizers/ (default: $VERBEVAL_SHARED or ../shared)", required=False),
+        Option("--sweep-revisions", "revisions of the 'sweep' configuration", type=int, default=32),
+        Option("--exclude", "more relative paths left out", nargs="*", default=[], metavar="GLOB"),
     )
-    s.add_argument("--workdir", default="results-hashes", help="where the runs' copies of the trees go")
-    s.add_argument("--cores", type=int, default=2, help="snakemake --cores")
-    s.add_argument(
-        "--config-values",
-        nargs="*",
-        default=[],
-        metavar="KEY=VALUE",
-        help="snakemake --config values of every run (e.g. data_mirror=/path/to/shared/data)",
-    )
-    s.add_argument("--shared", help="shared/ with tokenizers/ (default: $VERBEVAL_SHARED or ../shared)")
-    s.add_argument("--sweep-revisions", type=int, default=32, help="revisions of the 'sweep' configuration")
-    s.add_argument("--exclude", nargs="*", default=[], metavar="GLOB", help="more relative paths left out")

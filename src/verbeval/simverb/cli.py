@@ -9,8 +9,8 @@ from typing import Any
 
 from verbeval.core.cliutil import Add, check_outputs, model_source_options, random_init_option, split_pair
 from verbeval.core.model_sources.source import ModelSource
-from verbeval.core.steps import INFERENCE_THREADS
-from verbeval.simverb.steps import SCORE_SETTINGS, SIMVERB_SCORE, SIMVERB_TABLE
+from verbeval.core.steps import INFERENCE_THREADS, MODEL_NAME, Option, add_options
+from verbeval.simverb.steps import SCORE_SETTINGS, SIMVERB_JOIN, SIMVERB_SCORE, SIMVERB_TABLE
 
 log = logging.getLogger("verbeval")
 
@@ -72,33 +72,29 @@ def cmd_simverb_score(a: argparse.Namespace) -> None:
     )
 
 
+#: simverb-score's frames (run-model's SimVerb branch: ``--simverb-frame``)
+FRAME = Option(
+    "--frame",
+    "context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
+    "uses the first (default: 'to {verb}')",
+    action="append",
+    default=[],
+)
+
+
 def score_options(s: Any, prefix: str = "") -> None:
     """The SimVerb inputs and outputs of ``simverb-score`` (``prefix`` ``""``, all required; its settings
     are :data:`verbeval.simverb.steps.SIMVERB_SCORE`'s) or the inputs, settings and outputs of the SimVerb
     branch of ``run-model`` (``prefix`` ``"simverb-"``, the branch runs when ``--simverb-out`` is given)."""
-    req = not prefix
-    s.add_argument(f"--{prefix}data", required=req, help="SimVerb-3500.txt (the full 3,500-pair file)")
-    s.add_argument(
-        f"--{prefix}split",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="an official split file (dev=SimVerb-500-dev.txt, test=SimVerb-3000-test.txt); repeatable",
+
+    def prefixed(option: Option) -> Option:  # run-model's branch: --simverb-data ..., none required
+        return option.but(option=f"--{prefix}{option.option.lstrip('-')}", required=option.required and not prefix)
+
+    # simverb-score's settings under run-model's prefix (simverb-score adds them with its step's)
+    settings = [st.with_option(f"--{prefix}{st.option.lstrip('-')}") for st in SCORE_SETTINGS] if prefix else []
+    add_options(
+        s, *map(prefixed, SIMVERB_SCORE.inputs), prefixed(FRAME), *settings, *map(prefixed, SIMVERB_SCORE.outputs)
     )
-    s.add_argument(
-        f"--{prefix}frame",
-        action="append",
-        default=[],
-        help="context with {verb}, repeatable; layer vectors are averaged over the frames, the static one "
-        "uses the first (default: 'to {verb}')",
-    )
-    if prefix:  # simverb-score's settings, under run-model's prefix
-        for setting in SCORE_SETTINGS:
-            setting.with_option(f"--{prefix}{setting.option.lstrip('-')}").add_to(s)
-    s.add_argument(
-        f"--{prefix}out", required=req, help="output: similarities parquet (one row per pair and representation)"
-    )
-    s.add_argument(f"--{prefix}verbs", required=req, help="output: per-verb tokens and coverage (CSV)")
 
 
 def cmd_simverb_table(a: argparse.Namespace) -> None:
@@ -177,8 +173,7 @@ def register(add: Add) -> None:
     )
     model_source_options(s, "(any model; loaded without its head)")
     random_init_option(s)
-    SIMVERB_SCORE.add_options(s)
-    INFERENCE_THREADS.add_to(s)
+    add_options(s, *SIMVERB_SCORE.settings, INFERENCE_THREADS)
     score_options(s)
 
     s = add(
@@ -187,24 +182,12 @@ def register(add: Add) -> None:
         "SimVerb-3500: Spearman's rho with bootstrap CIs per representation, split, relation and rating range",
         "Also the per-layer curve and the human-vs-model scatter. Run by the rule simverb_table, one job per model.",
     )
-    s.add_argument("--similarities", required=True, help="similarities parquet (verbeval simverb-score --out)")
-    s.add_argument("--verbs", required=True, help="per-verb CSV (verbeval simverb-score --verbs)")
-    s.add_argument("--model-name", required=True, help="model name in the tables and figures")
-    SIMVERB_TABLE.add_options(s)
-    s.add_argument("--csv", required=True, help="output: rho with CIs per representation and subset (CSV)")
-    s.add_argument("--md", required=True, help="output: the table in Markdown")
-    s.add_argument("--tex", required=True, help="output: the table in LaTeX")
-    s.add_argument("--layers-csv", required=True, help="output: data of the per-layer figure (CSV)")
-    s.add_argument(
-        "--metrics-json",
-        help="output: JSON with the best representation, verb coverage and rho of every representation on the full set",
-    )
-    s.add_argument("--layers-figure", nargs="+", default=[], help="output: per-layer figure files (.png, .pdf, .svg)")
-    s.add_argument(
-        "--scatter-figure",
-        nargs="+",
-        default=[],
-        help="output: human-vs-model scatter files of the best representation (.png, .pdf, .svg)",
+    add_options(
+        s,
+        *SIMVERB_TABLE.inputs,
+        MODEL_NAME.but(help="model name in the tables and figures"),
+        *SIMVERB_TABLE.settings,
+        *SIMVERB_TABLE.outputs,
     )
 
     s = add(
@@ -213,8 +196,4 @@ def register(add: Add) -> None:
         "SimVerb-3500 x agreement: per-verb rank error against per-lemma agreement accuracy",
         "Run by the rule simverb_join (simverb.join.agreement_join), one job per model that has agreement results.",
     )
-    s.add_argument("--similarities", required=True, help="similarities parquet (verbeval simverb-score --out)")
-    s.add_argument("--lemma-stats", required=True, help="lemma_stats.csv of the same model (verbeval lemma-stats)")
-    s.add_argument("--model-name", required=True, help="model name written into the outputs")
-    s.add_argument("--out", required=True, help="output: per-verb joined rows (CSV)")
-    s.add_argument("--summary", required=True, help="output: per-representation correlations (CSV)")
+    add_options(s, *SIMVERB_JOIN.inputs, MODEL_NAME, *SIMVERB_JOIN.outputs)

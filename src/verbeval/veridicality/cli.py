@@ -10,8 +10,13 @@ from typing import Any
 from verbeval.core.cliutil import Add, check_outputs, random_init_option
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.source import ModelSource
-from verbeval.core.steps import INFERENCE_THREADS
-from verbeval.veridicality.steps import VERIDICALITY_COUNTERFACTUALS, VERIDICALITY_PREDICT
+from verbeval.core.steps import INFERENCE_THREADS, MODEL_NAME, Input, Option, Output, add_options
+from verbeval.veridicality.steps import (
+    VERIDICALITY_COUNTERFACTUALS,
+    VERIDICALITY_KL,
+    VERIDICALITY_PREDICT,
+    VERIDICALITY_TABLE,
+)
 
 log = logging.getLogger("verbeval")
 
@@ -198,9 +203,12 @@ def cmd_veridicality_kl(a: argparse.Namespace) -> None:
 
 def _nli_options(s: argparse.ArgumentParser) -> None:
     """Options of the commands that run an NLI classifier (the settings: veridicality-predict's)."""
-    s.add_argument("--revision", help="hub revision: branch, tag or commit (default: the hub's default branch)")
-    VERIDICALITY_PREDICT.add_options(s)
-    INFERENCE_THREADS.add_to(s)
+    add_options(
+        s,
+        Option("--revision", "hub revision: branch, tag or commit (default: the hub's default branch)"),
+        *VERIDICALITY_PREDICT.settings,
+        INFERENCE_THREADS,
+    )
 
 
 def register(add: Add) -> None:
@@ -213,21 +221,23 @@ def register(add: Add) -> None:
         "the manipulated pairs too, from the same load. Each output is kept when its stamp shows its input and "
         "settings unchanged. Run by the rules veridicality_predict and veridicality_released, one job per model.",
     )
-    s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv (Ross & Pavlick 2019)")
-    s.add_argument(
-        "--model",
-        required=True,
-        help="NLI classifier (hub id or path), or ross-pavlick-2019-bert for the released BERT probabilities",
+    add_options(
+        s,
+        VERIDICALITY_PREDICT.file("--data"),
+        Option(
+            "--model",
+            "NLI classifier (hub id or path), or ross-pavlick-2019-bert for the released BERT probabilities",
+            required=True,
+        ),
     )
     _nli_options(s)
     random_init_option(s)
-    s.add_argument("--out", required=True, help="output: predictions parquet (one row per item and environment)")
-    s.add_argument(
-        "--counterfactual-pairs",
-        help="manipulated pairs (verbeval veridicality-counterfactuals --pairs): also predict them with the "
-        "same loaded model, as veridicality-counterfactual-predict would (real NLI models only)",
+    add_options(
+        s,
+        VERIDICALITY_PREDICT.file("--out"),
+        VERIDICALITY_PREDICT.file("--counterfactual-pairs"),
+        VERIDICALITY_PREDICT.file("--counterfactual-out"),
     )
-    s.add_argument("--counterfactual-out", help="output: NLI probabilities per manipulated pair (parquet)")
 
     s = add(
         "veridicality-table",
@@ -235,15 +245,12 @@ def register(add: Add) -> None:
         "per-signature accuracy and correlations (CSV, Markdown, LaTeX) and the human-vs-model scatter",
         "Run by the rule veridicality_table, one job per model.",
     )
-    s.add_argument("--predictions", required=True, help="predictions.parquet (verbeval veridicality-predict)")
-    s.add_argument("--model-name", required=True, help="model name in the tables and the figure")
-    s.add_argument(
-        "--csv", required=True, help="output: n, accuracy, Pearson, Spearman per signature and environment (CSV)"
+    add_options(
+        s,
+        VERIDICALITY_TABLE.file("--predictions"),
+        MODEL_NAME.but(help="model name in the tables and the figure"),
+        *VERIDICALITY_TABLE.outputs,
     )
-    s.add_argument("--md", required=True, help="output: the same table in Markdown")
-    s.add_argument("--tex", required=True, help="output: the same table in LaTeX")
-    s.add_argument("--scatter-csv", help="output: the points of the scatter figure (CSV, a DVC plot)")
-    s.add_argument("--figure", nargs="+", default=[], help="output: scatter figure files (.png, .pdf, .svg)")
 
 
 def register_counterfactuals(add: Add) -> None:
@@ -254,11 +261,7 @@ def register_counterfactuals(add: Add) -> None:
         "manipulated veridicality pairs (verb replacements, to/that swaps) and the sentences left unhandled",
         "Section 6.3 of Ross & Pavlick 2019 (docs/veridicality.md). Run by the rule veridicality_counterfactuals.",
     )
-    s.add_argument("--data", required=True, help="verb_veridicality_evaluation.tsv")
     VERIDICALITY_COUNTERFACTUALS.add_options(s)
-    s.add_argument("--pairs", required=True, help="output: manipulated pairs (parquet)")
-    s.add_argument("--unhandled", required=True, help="output: CSV: manipulation, item, environment, reason")
-    s.add_argument("--coverage", required=True, help="output: CSV: handled and unhandled items per manipulation")
 
     s = add(
         "veridicality-counterfactual-predict",
@@ -266,10 +269,13 @@ def register_counterfactuals(add: Add) -> None:
         "NLI probabilities of the manipulated pairs (a real NLI model)",
         "The workflow runs this as part of veridicality-predict (--counterfactual-pairs), from the same load.",
     )
-    s.add_argument("--pairs", required=True, help="manipulated pairs (verbeval veridicality-counterfactuals --pairs)")
-    s.add_argument("--model", required=True, help="NLI classifier (hub id or local path)")
+    add_options(
+        s,
+        Input("--pairs", "manipulated pairs (verbeval veridicality-counterfactuals --pairs)"),
+        Option("--model", "NLI classifier (hub id or local path)", required=True),
+    )
     _nli_options(s)
-    s.add_argument("--out", required=True, help="output: NLI probabilities per manipulated pair (parquet)")
+    add_options(s, Output("--out", "output: NLI probabilities per manipulated pair (parquet)"))
 
     s = add(
         "veridicality-kl",
@@ -277,20 +283,6 @@ def register_counterfactuals(add: Add) -> None:
         "KL(original || manipulated) tables 7 and 8 (CSV, Markdown, LaTeX)",
         "Run by the rule veridicality_kl, one job per real NLI model.",
     )
-    s.add_argument("--predictions", required=True, help="predictions.parquet of the original pairs")
-    s.add_argument("--counterfactuals", required=True, help="predictions of the manipulated pairs")
-    s.add_argument("--model-name", required=True, help="model name in the table titles")
-    s.add_argument(
-        "--table7",
-        nargs=3,
-        required=True,
-        metavar=("CSV", "MD", "TEX"),
-        help="output: Table 7 (verb replacements) as CSV, Markdown and LaTeX",
-    )
-    s.add_argument(
-        "--table8",
-        nargs=3,
-        required=True,
-        metavar=("CSV", "MD", "TEX"),
-        help="output: Table 8 (complement type swap) as CSV, Markdown and LaTeX",
+    add_options(
+        s, *VERIDICALITY_KL.inputs, MODEL_NAME.but(help="model name in the table titles"), *VERIDICALITY_KL.outputs
     )

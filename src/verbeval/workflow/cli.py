@@ -11,6 +11,7 @@ from pathlib import Path
 
 from verbeval.core.cliutil import Add
 from verbeval.core.errors import VerbevalError
+from verbeval.core.steps import Input, Option, Output, add_options
 
 log = logging.getLogger("verbeval")
 
@@ -98,17 +99,18 @@ def register_dvc_yaml(add: Add) -> None:
         "Stages take the jobs' shell commands, inputs, outputs and config params (docs/workflow.md, 'DVC'). "
         "Not a rule; run after changing the workflow or a config file.",
     )
-    s.add_argument(
-        "--configfile",
-        nargs="+",
-        default=["config/config.yaml"],
-        help="workflow config files, later ones override earlier ones (relative to --root; "
-        "default: config/config.yaml)",
-    )
-    s.add_argument("--out", default="dvc.yaml", help="output: the DVC pipeline file")
-    s.add_argument("--root", default=".", help="repository root (where the Snakefile is)")
-    s.add_argument(
-        "--check", action="store_true", help="fail if --out differs from the generated pipeline (writes nothing)"
+    add_options(
+        s,
+        Input(
+            "--configfile",
+            "workflow config files, later ones override earlier ones (relative to --root; default: config/config.yaml)",
+            nargs="+",
+            default=["config/config.yaml"],
+            required=False,
+        ),
+        Output("--out", "output: the DVC pipeline file", default="dvc.yaml", required=False),
+        Option("--root", "repository root (where the Snakefile is)", default="."),
+        Option("--check", "fail if --out differs from the generated pipeline (writes nothing)", action="store_true"),
     )
 
 
@@ -135,9 +137,12 @@ def register_report_table(add: Add) -> None:
         "Rules simverb_page, veridicality_page, veridicality_kl_pages, veridicality_counterfactual_pages, "
         "lexicon_modes_page: the report shows these pages instead of handing out the CSV files.",
     )
-    s.add_argument("--csv", nargs="+", required=True, help="input: the CSV tables, one per page")
-    s.add_argument("--title", nargs="+", required=True, help="each page's title and heading (in --csv order)")
-    s.add_argument("--out", nargs="+", required=True, help="output: the HTML pages (in --csv order)")
+    add_options(
+        s,
+        Input("--csv", "input: the CSV tables, one per page", nargs="+"),
+        Option("--title", "each page's title and heading (in --csv order)", nargs="+", required=True),
+        Output("--out", "output: the HTML pages (in --csv order)", nargs="+"),
+    )
 
 
 def register_docs_cli(add: Add, build_parser: Callable[[], argparse.ArgumentParser]) -> None:
@@ -149,11 +154,12 @@ def register_docs_cli(add: Add, build_parser: Callable[[], argparse.ArgumentPars
         "The table sits between two marker lines in the file. Not a rule; run after adding a sub-command or "
         "changing its one-line help.",
     )
-    s.add_argument("--doc", default=DOCS_CLI_DEFAULT, help="Markdown file holding the table between the markers")
-    s.add_argument(
-        "--check",
-        action="store_true",
-        help="fail if the table in --doc differs from the generated one (writes nothing)",
+    add_options(
+        s,
+        Input("--doc", "Markdown file holding the table between the markers", default=DOCS_CLI_DEFAULT, required=False),
+        Option(
+            "--check", "fail if the table in --doc differs from the generated one (writes nothing)", action="store_true"
+        ),
     )
 
 
@@ -167,9 +173,14 @@ def register_docs_config(add: Add) -> None:
         "agreement, ...); every key is listed once. Not a rule; run after changing src/verbeval/schemas/"
         "config.schema.yaml.",
     )
-    s.add_argument("--doc", default=DOCS_CONFIG_DEFAULT, help="Markdown file holding the tables between the markers")
-    s.add_argument(
-        "--check",
-        action="store_true",
-        help="fail if a table in --doc differs from the generated one, or a key has no description (writes nothing)",
+    add_options(
+        s,
+        Input(
+            "--doc", "Markdown file holding the tables between the markers", default=DOCS_CONFIG_DEFAULT, required=False
+        ),
+        Option(
+            "--check",
+            "fail if a table in --doc differs from the generated one, or a key has no description (writes nothing)",
+            action="store_true",
+        ),
     )

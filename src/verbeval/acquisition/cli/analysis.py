@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import logging
 
-from verbeval.acquisition.steps import ACQUISITION
+from verbeval.acquisition.steps import ACQUISITION, LEMMA_CONTEXTS
 from verbeval.agreement.cli.common import expand_shards
 from verbeval.core.cliutil import Add, check_outputs
+from verbeval.core.steps import MODEL_NAME, Option, add_options
 
 log = logging.getLogger("verbeval")
 
@@ -43,16 +44,13 @@ def register_lemma_contexts(add: Add) -> None:
         "Writes lemma_contexts.parquet (docs/metrics.md, 'Acquisition over training'), which the acquisition "
         "analysis reads per checkpoint. Run by the workflow once per scored checkpoint.",
     )
-    s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
-    s.add_argument(
-        "--shards",
-        nargs="+",
-        required=True,
-        help="the model's shards (every chunk of each group), or its shard manifest (every shard it lists)",
+    add_options(
+        s,
+        *LEMMA_CONTEXTS.inputs,
+        MODEL_NAME.but(help="model name recorded in the table's metadata"),
+        Option("--toy", "mark the model as a toy model (the figures say so)", action="store_true"),
+        LEMMA_CONTEXTS.file("--out"),
     )
-    s.add_argument("--model-name", required=True, help="model name recorded in the table's metadata")
-    s.add_argument("--toy", action="store_true", help="mark the model as a toy model (the figures say so)")
-    s.add_argument("--out", required=True, help="output: lemma_contexts.parquet")
 
 
 def cmd_acquisition(a: argparse.Namespace) -> None:
@@ -77,6 +75,6 @@ def register_acquisition(add: Add) -> None:
         "figures/{curves,aoa_frequency,lemma_heatmap}.<format> under --out (docs/metrics.md, 'Acquisition "
         "over training').",
     )
-    s.add_argument("--index", required=True, help="checkpoints.csv: one row per scored checkpoint")
-    s.add_argument("--out", required=True, help="output folder")
-    ACQUISITION.add_options(s)  # agreement.acquisition's keys (verbeval.acquisition.steps)
+    add_options(
+        s, ACQUISITION.file("--index"), ACQUISITION.file("--out"), *ACQUISITION.settings
+    )  # agreement.acquisition's keys (verbeval.acquisition.steps)

@@ -11,6 +11,7 @@ from pathlib import Path
 from verbeval.acquisition.steps import ACQUISITION_INDEX
 from verbeval.core.cliutil import Add
 from verbeval.core.errors import InputError, VerbevalError
+from verbeval.core.steps import Option, add_options
 
 log = logging.getLogger("verbeval")
 
@@ -62,15 +63,18 @@ def register_acquisition_index(add: Add) -> None:
         "index's folder (docs/metrics.md, 'Acquisition'). Run by the rule acquisition_index; `verbeval "
         "acquisition --index` reads it.",
     )
-    s.add_argument("--summary", required=True, help="summary_all.csv holding every checkpoint model's rows")
-    s.add_argument(
-        "--checkpoint",
-        nargs=5,
-        action="append",
-        required=True,
-        metavar=("MODEL", "FAMILY", "SEED", "STEP", "LEMMA_CONTEXTS"),
-        help="a scored checkpoint: its model name, family, seed label ('' for none), training step (or "
-        "tokens or words seen, --axis) and lemma_contexts.parquet (repeat per checkpoint)",
+    add_options(
+        s,
+        ACQUISITION_INDEX.file("--summary"),
+        Option(
+            "--checkpoint",
+            "a scored checkpoint: its model name, family, seed label ('' for none), training step (or "
+            "tokens or words seen, --axis) and lemma_contexts.parquet (repeat per checkpoint)",
+            nargs=5,
+            action="append",
+            required=True,
+            metavar=("MODEL", "FAMILY", "SEED", "STEP", "LEMMA_CONTEXTS"),
+        ),
+        *ACQUISITION_INDEX.settings,
+        ACQUISITION_INDEX.file("--out"),
     )
-    ACQUISITION_INDEX.add_options(s)  # --axis: agreement.checkpoint_axis (verbeval.acquisition.steps)
-    s.add_argument("--out", required=True, help="output: checkpoints.csv")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 
+from verbeval.acquisition.steps import TRAIN_TOY
 from verbeval.acquisition.toy.spec import DEFAULT_WEIGHTS, CorpusSpec
 from verbeval.acquisition.toy.training import TrainSpec
 from verbeval.core.cliutil import Add, ConfigDefault, check_outputs
+from verbeval.core.steps import NO_PROGRESS, THREADS, Option, add_options
 
 log = logging.getLogger("verbeval")
 
@@ -75,70 +77,63 @@ def register_train_toy(add: Add) -> None:
         "OUT/corpus_lemmas.csv, OUT/corpus.txt and OUT/training.json. Same inputs, seed and threads: identical "
         "files on one machine. Its numbers are a toy model's (docs/toy_model.md).",
     )
-    s.add_argument("--templates", required=True, metavar="PARQUET", help="the template table (templates.parquet)")
-    s.add_argument("--lexicon", required=True, metavar="PARQUET", help="the verb lexicon (lexicon.parquet)")
-    s.add_argument(
-        "--out",
-        required=True,
-        metavar="DIR",
-        help="output folder (built beside it, then renamed into place; an existing folder is replaced only "
-        "when it is an earlier train-toy output, else refused)",
+    add_options(
+        s,
+        TRAIN_TOY.file("--templates"),
+        TRAIN_TOY.file("--lexicon"),
+        TRAIN_TOY.file("--out"),
+        Option(
+            "--seed",
+            "seed of the corpus, the initialisation and the data order",
+            type=int,
+            default=ConfigDefault("toy_models[].seed"),
+        ),
+        Option(
+            "--corpus-seed",
+            "seed of the corpus alone (default: --seed); seeds of one model share it, so they see the same "
+            "corpus and planted frequencies",
+            type=int,
+            default=None,
+        ),
+        Option("--steps", "training steps (batches)", type=int, default=TrainSpec.steps),
+        Option(
+            "--checkpoints",
+            "steps to save, comma-separated, 0 = the initialisation (default: log-spaced, two a doubling from 32 "
+            "below --steps, then --steps: 32,45,64,91,128,181,256,362,512 for 512 steps)",
+            metavar="N,N,...",
+        ),
+        Option("--sentences", "corpus size: one planted verb per sentence", type=int, default=CorpusSpec.n_sentences),
+        Option(
+            "--lemmas",
+            "planted lemmas: the templates' verb pairs, then lexicon lemmas",
+            type=int,
+            default=CorpusSpec.n_lemmas,
+        ),
+        Option(
+            "--zipf",
+            "Zipf exponent s: the lemma of rank r gets a share 1/r^s",
+            type=float,
+            default=CorpusSpec.zipf_exponent,
+        ),
+        Option(
+            "--weights",
+            "construction weights replacing the defaults ("
+            + ", ".join(f"{g} {w:g}" for g, w in DEFAULT_WEIGHTS.items())
+            + "; any other group 1); a weight of 0 leaves a group out of the corpus",
+            metavar="GROUP=W,...",
+        ),
+        Option("--batch-size", "sentences per step", type=int, default=TrainSpec.batch_size),
+        Option(
+            "--learning-rate",
+            "AdamW learning rate (constant after warm-up)",
+            type=float,
+            default=TrainSpec.learning_rate,
+        ),
+        Option("--layers", "transformer layers", type=int, default=TrainSpec.layers),
+        Option("--hidden", "hidden size (2 attention heads)", type=int, default=TrainSpec.hidden),
+        THREADS.but(
+            default=ConfigDefault("toy_models[].threads"),
+            help="torch CPU threads (part of what makes a run repeatable)",
+        ),
+        NO_PROGRESS,
     )
-    s.add_argument(
-        "--seed",
-        type=int,
-        default=ConfigDefault("toy_models[].seed"),
-        help="seed of the corpus, the initialisation and the data order",
-    )
-    s.add_argument(
-        "--corpus-seed",
-        type=int,
-        default=None,
-        help="seed of the corpus alone (default: --seed); seeds of one model share it, so they see the same "
-        "corpus and planted frequencies",
-    )
-    s.add_argument("--steps", type=int, default=TrainSpec.steps, help="training steps (batches)")
-    s.add_argument(
-        "--checkpoints",
-        metavar="N,N,...",
-        help="steps to save, comma-separated, 0 = the initialisation (default: log-spaced, two a doubling from 32 "
-        "below --steps, then --steps: 32,45,64,91,128,181,256,362,512 for 512 steps)",
-    )
-    s.add_argument(
-        "--sentences", type=int, default=CorpusSpec.n_sentences, help="corpus size: one planted verb per sentence"
-    )
-    s.add_argument(
-        "--lemmas",
-        type=int,
-        default=CorpusSpec.n_lemmas,
-        help="planted lemmas: the templates' verb pairs, then lexicon lemmas",
-    )
-    s.add_argument(
-        "--zipf",
-        type=float,
-        default=CorpusSpec.zipf_exponent,
-        help="Zipf exponent s: the lemma of rank r gets a share 1/r^s",
-    )
-    s.add_argument(
-        "--weights",
-        metavar="GROUP=W,...",
-        help="construction weights replacing the defaults ("
-        + ", ".join(f"{g} {w:g}" for g, w in DEFAULT_WEIGHTS.items())
-        + "; any other group 1); a weight of 0 leaves a group out of the corpus",
-    )
-    s.add_argument("--batch-size", type=int, default=TrainSpec.batch_size, help="sentences per step")
-    s.add_argument(
-        "--learning-rate",
-        type=float,
-        default=TrainSpec.learning_rate,
-        help="AdamW learning rate (constant after warm-up)",
-    )
-    s.add_argument("--layers", type=int, default=TrainSpec.layers, help="transformer layers")
-    s.add_argument("--hidden", type=int, default=TrainSpec.hidden, help="hidden size (2 attention heads)")
-    s.add_argument(
-        "--threads",
-        type=int,
-        default=ConfigDefault("toy_models[].threads"),
-        help="torch CPU threads (part of what makes a run repeatable)",
-    )
-    s.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -7,9 +7,10 @@ import logging
 from pathlib import Path
 
 from verbeval.agreement.cli.common import expand_shards, verified_shards
-from verbeval.agreement.steps import AGGREGATE
+from verbeval.agreement.steps import AGGREGATE, LEMMA_STATS
 from verbeval.core.cliutil import Add, check_outputs
 from verbeval.core.errors import VerbevalError
+from verbeval.core.steps import GROUPS, MODEL_NAME, Option, add_options
 
 log = logging.getLogger("verbeval")
 
@@ -64,18 +65,19 @@ def register_aggregate(add: Add) -> None:
         "Every shard's size and sha256 are checked against the manifest first. Run by the rule aggregate, "
         "one job per model.",
     )
-    s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
-    s.add_argument("--groups", required=True, help="comma-separated groups to aggregate")
-    s.add_argument("--model-name", required=True, help="model name written into the summaries")
-    s.add_argument("--manifest", required=True, help="the model's shard manifest (verbeval infer --manifest)")
-    AGGREGATE.add_options(s)  # cutoffs and bootstrap: configuration keys (verbeval.agreement.steps)
-    s.add_argument(
-        "--out-dir", required=True, help="writes <out-dir>/<group>/scores.parquet, tse.parquet and summary.csv"
-    )
-    s.add_argument(
-        "--keep-bad-shards",
-        action="store_true",
-        help="leave an unusable shard in place (default: move it to <name>.corrupt so a rerun recomputes it)",
+    add_options(
+        s,
+        AGGREGATE.file("--templates"),
+        GROUPS.but(help="comma-separated groups to aggregate"),
+        MODEL_NAME.but(help="model name written into the summaries"),
+        AGGREGATE.file("--manifest"),
+        *AGGREGATE.settings,
+        AGGREGATE.file("--out-dir"),
+        Option(
+            "--keep-bad-shards",
+            "leave an unusable shard in place (default: move it to <name>.corrupt so a rerun recomputes it)",
+            action="store_true",
+        ),
     )
 
 
@@ -109,12 +111,6 @@ def register_lemma_stats(add: Add) -> None:
         "Pooled over every context of every group; a tie counts as a failure. Run by the rule lemma_stats, "
         "one job per model.",
     )
-    s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (verbeval lemmas)")
-    s.add_argument(
-        "--shards",
-        nargs="+",
-        required=True,
-        help="the model's shards (any groups), or its shard manifest (every shard it lists)",
+    add_options(
+        s, *LEMMA_STATS.inputs, MODEL_NAME.but(help="model name written into the model column"), *LEMMA_STATS.outputs
     )
-    s.add_argument("--model-name", required=True, help="model name written into the model column")
-    s.add_argument("--out", required=True, help="output: CSV, one row per eligible lemma")

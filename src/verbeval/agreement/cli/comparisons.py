@@ -9,6 +9,7 @@ import logging
 from verbeval.agreement.steps import COMPARE
 from verbeval.core.cliutil import Add, split_pair
 from verbeval.core.errors import VerbevalError
+from verbeval.core.steps import GROUPS, Option, add_options
 
 log = logging.getLogger("verbeval")
 
@@ -68,31 +69,17 @@ def register_compare(add: Add) -> None:
         "Reads each model's tse.parquet, scores.parquet and summary.csv (its random_init flag; verbeval aggregate). docs/metrics.md, "
         "'Paired comparisons'. Run by the rule comparisons.",
     )
-    s.add_argument(
-        "--results",
-        action="append",
-        required=True,
-        metavar="NAME=DIR",
-        help="a model's aggregate folder (<DIR>/<group>/tse.parquet, scores.parquet); repeatable",
+    add_options(
+        s,
+        *COMPARE.inputs,
+        GROUPS.but(help="comma-separated groups to compare"),
+        Option(
+            "--pair",
+            "B compared with A (differences B - A); KIND: configured, against_first or consecutive; repeatable",
+            action="append",
+            default=[],
+            metavar="KIND=A,B",
+        ),
+        *COMPARE.settings,
+        *COMPARE.outputs,
     )
-    s.add_argument(
-        "--templates",
-        action="append",
-        default=[],
-        metavar="[NAME=]PATH",
-        help="the templates.parquet the results were scored on (every model's, or NAME's); each pair's rows are "
-        "paired by their template identity (source:line), and runs that differ in it are refused "
-        "(without: paired by row number)",
-    )
-    s.add_argument("--groups", required=True, help="comma-separated groups to compare")
-    s.add_argument(
-        "--pair",
-        action="append",
-        default=[],
-        metavar="KIND=A,B",
-        help="B compared with A (differences B - A); KIND: configured, against_first or consecutive; repeatable",
-    )
-    COMPARE.add_options(s)
-    s.add_argument("--csv", required=True, help="output: comparisons.csv (one row per pair, group and metric)")
-    s.add_argument("--first-gains", required=True, help="output: first_gains.csv (a sweep's first significant gain)")
-    s.add_argument("--figure", nargs="+", required=True, help="output: the forest figure, one path per format")

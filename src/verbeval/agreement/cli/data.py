@@ -7,10 +7,11 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from verbeval.agreement.steps import LEXICON, TEMPLATES
+from verbeval.agreement.steps import LEMMAS, LEXICON, TEMPLATES
 from verbeval.core.cliutil import Add, check_outputs, model_source_options, split_pair
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.source import ModelSource
+from verbeval.core.steps import GROUPS, Option, add_options
 
 log = logging.getLogger("verbeval")
 
@@ -62,23 +63,7 @@ def register_lexicon(add: Add) -> None:
         "build the verb lexicon (lemma, 3sg and plural present forms)",
         "Union of the verb lists, de-duplicated on the form pair (docs/data.md). Run by the rule lexicon.",
     )
-    s.add_argument("--manifest", required=True, help="data manifest (YAML); gives the format of each --input source")
-    s.add_argument(
-        "--input",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="a fetched verb list, NAME its manifest source (format verb_csv or giant_verb_list, text "
-        "or PDF); repeatable, at most one verb_csv",
-    )
-    s.add_argument(
-        "--overrides",
-        help="CSV lemma,sing,plur,reason: forms that replace the inflector's (lemminflect) "
-        "for the Giant Verb List (default: none; the workflow passes "
-        "resources/inflection_overrides.csv)",
-    )
     LEXICON.add_options(s)
-    s.add_argument("--out", required=True, help="output: lexicon.parquet (lemma, sing, plur, source)")
 
 
 def _custom_entries(a: argparse.Namespace) -> list[dict[str, str]]:
@@ -139,68 +124,43 @@ def register_templates(add: Add) -> None:
         "One row per template row of the selected groups and of every --custom-group file; malformed rows are errors (file:line: reason) "
         "unless --skip-bad-rows. Run by the rule templates.",
     )
-    s.add_argument("--manifest", required=True, help="data manifest (YAML); gives the format of each --input source")
-    s.add_argument(
-        "--groups-file",
-        required=True,
-        help="YAML list of agreement groups ({id, name, sources}), e.g. resources/agreement_groups.yaml",
-    )
-    s.add_argument(
-        "--groups",
-        help="comma-separated group ids of --groups-file to keep (default: all; --groups= : "
-        "none, e.g. to run only --custom-group ones)",
-    )
-    s.add_argument(
-        "--input",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="a fetched template file, NAME its manifest source; repeatable",
-    )
-    s.add_argument(
-        "--out",
-        required=True,
-        help="output: templates.parquet (group, source, line, left, right, correct, incorrect, label, plural)",
-    )
-    s.add_argument("--rejects", required=True, help="output: CSV of the rows left out (source, line, reason, raw)")
-    s.add_argument(
-        "--errata",
-        help="CSV (source,line,action,reason) of known-bad rows of the published files: "
-        "action reject drops the row (to --rejects), flag keeps it",
-    )
-    TEMPLATES.add_options(s)
-    s.add_argument(
-        "--custom-group",
-        action="append",
-        default=[],
-        metavar="ID=PATH",
-        help="a group of your own minimal pairs (JSONL or CSV, docs/data.md), after the groups file's",
-    )
-    s.add_argument(
-        "--custom-name",
-        action="append",
-        default=[],
-        metavar="ID=NAME",
-        help="the table row label of a --custom-group (default: its id)",
-    )
-    s.add_argument(
-        "--custom-sha256",
-        action="append",
-        default=[],
-        metavar="ID=HEX",
-        help="sha256 a --custom-group file must have (checked before it is read)",
-    )
-    s.add_argument(
-        "--custom-format",
-        action="append",
-        default=[],
-        metavar="ID=FORMAT",
-        help="jsonl or csv for a --custom-group file (default: from its extension)",
-    )
-    s.add_argument(
-        "--groups-out",
-        help="output: write the run's groups (selected ones, then custom ones) as a groups file for "
-        "the table and figure commands",
+    add_options(
+        s,
+        TEMPLATES.file("--manifest"),
+        TEMPLATES.file("--groups-file"),
+        GROUPS.but(
+            required=False,
+            help="comma-separated group ids of --groups-file to keep (default: all; --groups= : "
+            "none, e.g. to run only --custom-group ones)",
+        ),
+        TEMPLATES.file("--input"),
+        TEMPLATES.file("--out"),
+        TEMPLATES.file("--rejects"),
+        TEMPLATES.file("--errata"),
+        *TEMPLATES.settings,
+        TEMPLATES.file("--custom-group"),
+        Option(
+            "--custom-name",
+            "the table row label of a --custom-group (default: its id)",
+            action="append",
+            default=[],
+            metavar="ID=NAME",
+        ),
+        Option(
+            "--custom-sha256",
+            "sha256 a --custom-group file must have (checked before it is read)",
+            action="append",
+            default=[],
+            metavar="ID=HEX",
+        ),
+        Option(
+            "--custom-format",
+            "jsonl or csv for a --custom-group file (default: from its extension)",
+            action="append",
+            default=[],
+            metavar="ID=FORMAT",
+        ),
+        TEMPLATES.file("--groups-out"),
     )
 
 
@@ -235,5 +195,4 @@ def register_lemmas(add: Add) -> None:
         "Only the model's tokenizer is loaded. Run by the rule lemmas, one job per model.",
     )
     model_source_options(s, "(only its tokenizer is loaded)")
-    s.add_argument("--lexicon", required=True, help="lexicon.parquet (verbeval lexicon)")
-    s.add_argument("--out", required=True, help="output: lemmas.parquet, the eligible lemmas with their token ids")
+    LEMMAS.add_options(s)

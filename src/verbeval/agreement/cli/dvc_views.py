@@ -9,6 +9,7 @@ from pathlib import Path
 from verbeval.agreement.steps import DVC_METRICS, DVC_PLOT_DATA
 from verbeval.core.cliutil import Add
 from verbeval.core.errors import VerbevalError
+from verbeval.core.steps import GROUPS, Input, Option, Output, add_options
 
 log = logging.getLogger("verbeval")
 
@@ -39,11 +40,14 @@ def register_dvc_metrics(add: Add) -> None:
         "The numbers are copied, not recomputed; `dvc metrics show` prints one row per model and group "
         "(docs/workflow.md, 'DVC'). Run by the rule dvc_metrics.",
     )
-    s.add_argument("--metrics", required=True, help="metrics.json written by `verbeval table`")
-    s.add_argument("--models", required=True, help="comma-separated model names (one directory each)")
-    s.add_argument("--groups", required=True, help="comma-separated group ids (one file per group)")
-    DVC_METRICS.add_options(s)
-    s.add_argument("--out-dir", required=True, help="writes OUT_DIR/<model>/<group>.json")
+    add_options(
+        s,
+        DVC_METRICS.file("--metrics"),
+        Option("--models", "comma-separated model names (one directory each)", required=True),
+        GROUPS.but(help="comma-separated group ids (one file per group)"),
+        *DVC_METRICS.settings,
+        DVC_METRICS.file("--out-dir"),
+    )
 
 
 def cmd_dvc_plot_data(a: argparse.Namespace) -> None:
@@ -78,18 +82,21 @@ def register_dvc_plot_data(add: Add) -> None:
         "Read by the top-level plots of dvc.yaml (`dvc plots show`, docs/workflow.md, 'DVC'). Run by the "
         "rule dvc_plot_data, one job per figure and side.",
     )
-    s.add_argument(
-        "--figure",
-        required=True,
-        choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
-        help="which cutoff figure the data belong to (as in plot-cutoffs)",
+    add_options(
+        s,
+        Option(
+            "--figure",
+            "which cutoff figure the data belong to (as in plot-cutoffs)",
+            required=True,
+            choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
+        ),
+        DVC_PLOT_DATA.file("--curves"),
+        Option("--side", "top-p or bottom-p cutoffs", required=True, choices=["top", "bottom"]),
+        Option("--models", "comma-separated model names (columns, in this order)", required=True),
+        GROUPS.but(help="comma-separated group ids (one file per group)"),
+        *DVC_PLOT_DATA.settings,
+        DVC_PLOT_DATA.file("--out-dir"),
     )
-    s.add_argument("--curves", required=True, help="the figure's data CSV written by plot-cutoffs --csv")
-    s.add_argument("--side", required=True, choices=["top", "bottom"], help="top-p or bottom-p cutoffs")
-    s.add_argument("--models", required=True, help="comma-separated model names (columns, in this order)")
-    s.add_argument("--groups", required=True, help="comma-separated group ids (one file per group)")
-    DVC_PLOT_DATA.add_options(s)
-    s.add_argument("--out-dir", required=True, help="writes OUT_DIR/<group>.csv")
 
 
 def cmd_dvc_acquisition_plots(a: argparse.Namespace) -> None:
@@ -114,14 +121,17 @@ def register_dvc_acquisition_plots(add: Add) -> None:
         "TSE, and EW and MW at top p = 1, against training step (read from acquisition/curves.csv); read by the "
         "top-level plots of dvc.yaml. Run by the rule dvc_acquisition_plots.",
     )
-    s.add_argument("--curves", required=True, help="curves.csv written by `verbeval acquisition`")
-    s.add_argument(
-        "--series",
-        nargs=2,
-        action="append",
-        required=True,
-        metavar=("FAMILY", "SEED"),
-        help="a family and seed label ('' for none): its columns, in this order (repeat)",
+    add_options(
+        s,
+        Input("--curves", "curves.csv written by `verbeval acquisition`"),
+        Option(
+            "--series",
+            "a family and seed label ('' for none): its columns, in this order (repeat)",
+            nargs=2,
+            action="append",
+            required=True,
+            metavar=("FAMILY", "SEED"),
+        ),
+        GROUPS.but(help="comma-separated group ids (one file per group)"),
+        Output("--out-dir", "writes OUT_DIR/<group>.csv"),
     )
-    s.add_argument("--groups", required=True, help="comma-separated group ids (one file per group)")
-    s.add_argument("--out-dir", required=True, help="writes OUT_DIR/<group>.csv")

@@ -10,6 +10,7 @@ from verbeval.agreement.cli.common import run_groups
 from verbeval.agreement.steps import PLOT_CHECKPOINTS, PLOT_CUTOFFS, PLOT_LEMMAS, PLOT_MODELS
 from verbeval.core.cliutil import Add
 from verbeval.core.errors import VerbevalError
+from verbeval.core.steps import Option, add_options
 
 log = logging.getLogger("verbeval")
 
@@ -74,19 +75,20 @@ def register_plot_cutoffs(add: Add) -> None:
         "Reads only summary_all.csv; writes the figure's data (--csv) and images (--out). Run by the rule "
         "figure_cutoffs, one job per figure.",
     )
-    s.add_argument(
-        "--figure",
-        required=True,
-        choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
-        help="scores-top (Fig. 1: EW, MW vs top p), scores-bottom (Fig. 2, log axis), "
-        "prob-counted (Fig. 3), invalid (Fig. 4)",
+    add_options(
+        s,
+        Option(
+            "--figure",
+            "scores-top (Fig. 1: EW, MW vs top p), scores-bottom (Fig. 2, log axis), "
+            "prob-counted (Fig. 3), invalid (Fig. 4)",
+            required=True,
+            choices=["scores-top", "scores-bottom", "prob-counted", "invalid"],
+        ),
+        *PLOT_CUTOFFS.inputs,
+        Option("--models", "comma-separated model names, in panel order", required=True),
+        *PLOT_CUTOFFS.settings,
+        *PLOT_CUTOFFS.outputs,
     )
-    s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
-    s.add_argument("--groups-file", required=True, help="agreement groups YAML: group order and names")
-    s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
-    PLOT_CUTOFFS.add_options(s)
-    s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
-    s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
 
 
 def cmd_plot_models(a: argparse.Namespace) -> None:
@@ -112,12 +114,13 @@ def register_plot_models(add: Add) -> None:
         "TSE, EW and MW per group, all models side by side",
         "Top p = 1, with the bootstrap CIs of summary_all.csv. Run by the rule figure_models.",
     )
-    s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
-    s.add_argument("--groups-file", required=True, help="agreement groups YAML: group order and names")
-    s.add_argument("--models", required=True, help="comma-separated model names")
-    PLOT_MODELS.add_options(s)
-    s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
-    s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
+    add_options(
+        s,
+        *PLOT_MODELS.inputs,
+        Option("--models", "comma-separated model names", required=True),
+        *PLOT_MODELS.settings,
+        *PLOT_MODELS.outputs,
+    )
 
 
 def cmd_plot_checkpoints(a: argparse.Namespace) -> None:
@@ -157,20 +160,21 @@ def register_plot_checkpoints(add: Add) -> None:
         "TSE, EW and MW (top p = 1, with CIs) against training step (or tokens or words seen), one panel per group",
         "For models with `revisions:` (docs/config.md). Run by the rule figure_checkpoints.",
     )
-    s.add_argument("--summary", required=True, help="summary_all.csv (verbeval table --all-csv)")
-    s.add_argument("--groups-file", required=True, help="the groups (Table 2 rows) file: panel titles and order")
-    s.add_argument(
-        "--checkpoint",
-        nargs=3,
-        action="append",
-        required=True,
-        metavar=("SWEEP", "MODEL", "STEP"),
-        help="a checkpoint: the swept model (one line style each), the checkpoint's model name in the "
-        "summary and its training step (or tokens or words seen, --x-axis); repeat per checkpoint",
+    add_options(
+        s,
+        *PLOT_CHECKPOINTS.inputs,
+        Option(
+            "--checkpoint",
+            "a checkpoint: the swept model (one line style each), the checkpoint's model name in the "
+            "summary and its training step (or tokens or words seen, --x-axis); repeat per checkpoint",
+            nargs=3,
+            action="append",
+            required=True,
+            metavar=("SWEEP", "MODEL", "STEP"),
+        ),
+        *PLOT_CHECKPOINTS.settings,
+        *PLOT_CHECKPOINTS.outputs,
     )
-    PLOT_CHECKPOINTS.add_options(s)
-    s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
-    s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
 
 
 def cmd_plot_lemmas(a: argparse.Namespace) -> None:
@@ -208,16 +212,10 @@ def register_plot_lemmas(add: Add) -> None:
         "per-lemma accuracy against log-probability, and the worst-conjugated lemmas",
         "Reads the lemma-stats CSVs of the models. Run by the rule figure_lemmas.",
     )
-    s.add_argument(
-        "--stats", nargs="+", required=True, help="lemma_stats.csv files (verbeval lemma-stats), one per model"
+    add_options(
+        s,
+        PLOT_LEMMAS.file("--stats"),
+        Option("--models", "comma-separated model names, in panel order", required=True),
+        *PLOT_LEMMAS.settings,
+        *PLOT_LEMMAS.outputs,
     )
-    s.add_argument("--models", required=True, help="comma-separated model names, in panel order")
-    PLOT_LEMMAS.add_options(s)
-    s.add_argument("--csv", required=True, help="output: the data behind the figure (CSV)")
-    s.add_argument(
-        "--metrics-json", help="output: JSON per model: lemmas, mean accuracy, Spearman correlation, random_init"
-    )
-    s.add_argument("--out", nargs="+", required=True, help="output: figure files (.png, .pdf, .svg)")
-    s.add_argument("--worst-csv", required=True, help="output: the worst-lemmas table (CSV)")
-    s.add_argument("--worst-md", help="output: the worst-lemmas table in Markdown")
-    s.add_argument("--worst-html", help="output: the worst-lemmas table in HTML")

@@ -11,7 +11,7 @@ from verbeval.agreement.cli.inference import forms_extra_tokens, load_checked_lm
 from verbeval.agreement.steps import FORMS_BATCH_SIZE, LEXICON_COMMON, LEXICON_FORMS, LEXICON_MODES, LEXICON_MODES_TABLE
 from verbeval.core.cliutil import Add, check_outputs, model_source_options, split_pair
 from verbeval.core.model_sources.source import ModelSource
-from verbeval.core.steps import MODEL_PREPEND_BOS
+from verbeval.core.steps import MODEL_NAME, MODEL_PREPEND_BOS, Input, Option, add_options
 
 log = logging.getLogger("verbeval")
 
@@ -47,10 +47,7 @@ def register_lexicon_forms(add: Add) -> None:
         "Only the tokenizer is loaded. Run by the rule lexicon_forms (with agreement.multitoken.enabled).",
     )
     model_source_options(s, "(only the tokenizer is loaded)")
-    s.add_argument("--lexicon", required=True, help="lexicon.parquet (verbeval lexicon)")
-    s.add_argument("--templates", required=True, help="templates.parquet: its verb pairs not in the lexicon are added")
     LEXICON_FORMS.add_options(s)
-    s.add_argument("--out", required=True, help="output: the model's forms.parquet")
 
 
 def cmd_lexicon_common(a: argparse.Namespace) -> None:
@@ -77,15 +74,7 @@ def register_lexicon_common(add: Add) -> None:
         "verb pairs single-token in every model (the `common` lexicon mode)",
         "Run by the rule lexicon_common (with agreement.multitoken.enabled).",
     )
-    s.add_argument(
-        "--forms",
-        nargs="+",
-        required=True,
-        metavar="NAME=PATH",
-        help="each model's forms.parquet (verbeval lexicon-forms)",
-    )
     LEXICON_COMMON.add_options(s)
-    s.add_argument("--out", required=True, help="output: common.parquet")
 
 
 def run_forms_branch(
@@ -139,10 +128,13 @@ def register_infer_forms(add: Add) -> None:
         "branch in rule infer's job (verbeval run-model, with agreement.multitoken.enabled).",
     )
     model_options(s)
-    FORMS_BATCH_SIZE.with_option("--batch-size").add_to(s)
-    MODEL_PREPEND_BOS.add_to(s)
-    s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
-    s.add_argument("--forms", required=True, help="the model's forms.parquet (verbeval lexicon-forms)")
+    add_options(
+        s,
+        FORMS_BATCH_SIZE.with_option("--batch-size"),
+        MODEL_PREPEND_BOS,
+        Input("--templates", "templates.parquet (verbeval templates)"),
+        Input("--forms", "the model's forms.parquet (verbeval lexicon-forms)"),
+    )
     store_options(s)
 
 
@@ -209,27 +201,16 @@ def register_lexicon_modes(add: Add) -> None:
         "Also per-lemma scores and the single- vs multi-token lemma comparison. Run by the rule lexicon_modes, "
         "one job per model (with agreement.multitoken.enabled).",
     )
-    s.add_argument("--forms", required=True, help="the model's forms.parquet (verbeval lexicon-forms)")
-    s.add_argument("--common", required=True, help="common.parquet (verbeval lexicon-common)")
-    s.add_argument("--model-name", required=True, help="model name written into the outputs")
-    s.add_argument(
-        "--shards",
-        nargs="+",
-        required=True,
-        help="the model's form shards (all groups), or their manifest (every shard it lists)",
+    add_options(
+        s,
+        LEXICON_MODES.file("--forms"),
+        LEXICON_MODES.file("--common"),
+        MODEL_NAME,
+        LEXICON_MODES.file("--shards"),
+        LEXICON_MODES.file("--table2-summaries"),
+        *LEXICON_MODES.settings,
+        *LEXICON_MODES.outputs,
     )
-    s.add_argument(
-        "--table2-summaries",
-        nargs="*",
-        default=[],
-        help="the single-token pipeline's summary.csv files, compared in --consistency-out; their random_init "
-        "column marks the outputs of a randomly initialised model",
-    )
-    LEXICON_MODES.add_options(s)
-    s.add_argument("--summary-out", required=True, help="output: metrics per group and lexicon mode with CIs (CSV)")
-    s.add_argument("--lemmas-out", required=True, help="output: per-lemma CSV")
-    s.add_argument("--diff-out", required=True, help="output: single- vs multi-token lemma comparison CSV")
-    s.add_argument("--consistency-out", help="output: single_token mode vs Table 2 CSV")
 
 
 def cmd_lexicon_modes_table(a: argparse.Namespace) -> None:
@@ -281,26 +262,15 @@ def register_lexicon_modes_table(add: Add) -> None:
         "groups x models x lexicon modes table (CSV, Markdown, LaTeX), coverage and metrics JSON",
         "Run by the rule lexicon_modes_table (with agreement.multitoken.enabled).",
     )
-    s.add_argument("--groups-file", required=True, help="agreement groups YAML: row order and group names")
-    s.add_argument("--models", required=True, help="comma-separated model names, in column order")
-    LEXICON_MODES_TABLE.add_options(s)
-    s.add_argument(
-        "--summaries", nargs="+", required=True, help="each model's summary CSV (lexicon-modes --summary-out)"
+    add_options(
+        s,
+        LEXICON_MODES_TABLE.file("--groups-file"),
+        Option("--models", "comma-separated model names, in column order", required=True),
+        *LEXICON_MODES_TABLE.settings,
+        LEXICON_MODES_TABLE.file("--summaries"),
+        LEXICON_MODES_TABLE.file("--diffs"),
+        LEXICON_MODES_TABLE.file("--forms"),
+        LEXICON_MODES_TABLE.file("--common"),
+        LEXICON_MODES_TABLE.file("--consistency"),
+        *LEXICON_MODES_TABLE.outputs,
     )
-    s.add_argument(
-        "--diffs", nargs="+", required=True, help="each model's lemma comparison CSV (lexicon-modes --diff-out)"
-    )
-    s.add_argument("--forms", nargs="+", required=True, metavar="NAME=PATH", help="each model's forms.parquet")
-    s.add_argument("--common", required=True, help="common.parquet (verbeval lexicon-common)")
-    s.add_argument(
-        "--consistency",
-        nargs="*",
-        default=[],
-        help="each model's consistency CSV (lexicon-modes --consistency-out), summarised in --md",
-    )
-    s.add_argument("--csv", required=True, help="output: the table (CSV)")
-    s.add_argument("--md", required=True, help="output: the table, coverage and lemma comparison in Markdown")
-    s.add_argument("--tex", required=True, help="output: the table in LaTeX")
-    s.add_argument("--metrics", required=True, help="output: JSON of the table and coverage (DVC metrics)")
-    s.add_argument("--coverage", required=True, help="output: lemma coverage per model and mode (CSV)")
-    s.add_argument("--diff-csv", required=True, help="output: every model's single- vs multi-token comparison (CSV)")

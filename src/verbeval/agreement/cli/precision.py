@@ -10,6 +10,7 @@ from verbeval.agreement.cli.common import check_lemma_set, manifest_meta, verifi
 from verbeval.agreement.steps import PRECISION_AUDIT
 from verbeval.core.cliutil import Add, split_pair
 from verbeval.core.errors import VerbevalError
+from verbeval.core.steps import GROUPS, MODEL_NAME, Option, add_options
 
 log = logging.getLogger("verbeval")
 
@@ -63,16 +64,9 @@ def register_precision_audit(add: Add) -> None:
         "stored probabilities (no forward pass)",
         "docs/metrics.md, 'Ties and fragile decisions'. Run by the rule precision_audit.",
     )
-    s.add_argument(
-        "--results", action="append", required=True, metavar="NAME=DIR",
-        help="a model's aggregate folder (<DIR>/<group>/tse.parquet); repeatable, one per model",
-    )  # fmt: skip
-    s.add_argument("--shards", action="append", default=[], metavar="NAME=PATH", help="a model's shard manifest")
-    s.add_argument("--lemmas", action="append", default=[], metavar="NAME=PATH", help="a model's lemmas.parquet")
-    s.add_argument("--groups", required=True, help="comma-separated groups")
-    PRECISION_AUDIT.add_options(s)
+    add_options(s, *PRECISION_AUDIT.inputs, GROUPS, *PRECISION_AUDIT.settings)
     _keep_bad_shards(s)
-    s.add_argument("--out", required=True, help="output: precision_audit.csv (a row per model, group and metric)")
+    add_options(s, PRECISION_AUDIT.file("--out"))
 
 
 def cmd_flip_set(a: argparse.Namespace) -> None:
@@ -138,11 +132,14 @@ def check_dtype_runs(reference: str, other: str, dtype: str) -> None:
 
 
 def _keep_bad_shards(s: argparse.ArgumentParser) -> None:
-    s.add_argument(
-        "--keep-bad-shards",
-        action="store_true",
-        help="leave a damaged shard in place (default: move it to <name>.corrupt and remove its manifest, "
-        "so a rerun recomputes it)",
+    add_options(
+        s,
+        Option(
+            "--keep-bad-shards",
+            "leave a damaged shard in place (default: move it to <name>.corrupt and remove its manifest, "
+            "so a rerun recomputes it)",
+            action="store_true",
+        ),
     )
 
 
@@ -156,14 +153,11 @@ def register_flip_set(add: Add) -> None:
         "far TSE, EW and MW move per group (a paired comparison)",
         "docs/metrics.md, 'Ties and fragile decisions'. Run by the rule flip_set (agreement.precision_audit.dtypes).",
     )
-    s.add_argument("--model-name", required=True, help="the model's name")
-    s.add_argument("--dtype", required=True, help="the other run's dtype (its name in the outputs)")
-    for side in ("reference", "other"):
-        s.add_argument(f"--{side}-results", required=True, help=f"the {side} run's aggregate folder")
-        s.add_argument(f"--{side}-shards", required=True, help=f"the {side} run's shard manifest")
-    s.add_argument("--lemmas", required=True, help="the model's lemmas.parquet (both runs')")
-    s.add_argument("--groups", required=True, help="comma-separated groups")
-    FLIP_SET.add_options(s)
+    add_options(
+        s,
+        MODEL_NAME.but(help="the model's name"),
+        Option("--dtype", "the other run's dtype (its name in the outputs)", required=True),
+    )
+    add_options(s, *FLIP_SET.inputs, GROUPS, *FLIP_SET.settings)
     _keep_bad_shards(s)
-    s.add_argument("--flips", required=True, help="output: flips.csv (one row per flipped decision)")
-    s.add_argument("--comparison", required=True, help="output: the paired comparison of the two runs (CSV)")
+    add_options(s, *FLIP_SET.outputs)

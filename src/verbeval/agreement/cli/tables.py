@@ -11,6 +11,7 @@ from verbeval.agreement.steps import TABLE, TOPK_TABLE
 from verbeval.core.cliutil import Add, named_model_source_options, split_pair
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.source import ModelSource
+from verbeval.core.steps import Option, add_options
 
 log = logging.getLogger("verbeval")
 
@@ -61,36 +62,23 @@ def register_table(add: Add) -> None:
         "Table 2 (CSV, Markdown, LaTeX) from per-group summaries",
         "EW and MW are read at top p = 1. Run by the rule table2.",
     )
-    s.add_argument("--groups-file", required=True, help="agreement groups YAML: row order and group names")
-    s.add_argument("--models", required=True, help="comma-separated model names, in column order")
-    s.add_argument(
-        "--table-models",
-        metavar="PATTERNS",
-        help="comma-separated model names or shell-style patterns (e.g. '*@step143000'): Table 2 and "
-        "--metrics show only the --models they match, in --models order; --all-csv keeps every "
-        "model (default: all)",
+    add_options(
+        s,
+        TABLE.file("--groups-file"),
+        Option("--models", "comma-separated model names, in column order", required=True),
+        Option(
+            "--table-models",
+            "comma-separated model names or shell-style patterns (e.g. '*@step143000'): Table 2 and "
+            "--metrics show only the --models they match, in --models order; --all-csv keeps every "
+            "model (default: all)",
+            metavar="PATTERNS",
+        ),
+        TABLE.file("--summaries"),
+        *TABLE.outputs,
+        TABLE.file("--errata"),
+        TABLE.file("--templates"),
+        *TABLE.settings,
     )
-    s.add_argument(
-        "--summaries",
-        nargs="+",
-        required=True,
-        help="per-group summary.csv files (verbeval aggregate) of every model and group",
-    )
-    s.add_argument("--csv", required=True, help="output: Table 2 with CIs and counts (CSV)")
-    s.add_argument("--md", required=True, help="output: Table 2 in Markdown (two decimals)")
-    s.add_argument("--tex", required=True, help="output: Table 2 in LaTeX (two decimals)")
-    s.add_argument(
-        "--html", help="output: Table 2 as an HTML page with CIs and counts (an item of the Snakemake report)"
-    )
-    s.add_argument("--all-csv", required=True, help="output: all summaries (every metric and cutoff) in one CSV")
-    s.add_argument(
-        "--metrics",
-        required=True,
-        help="output: Table 2 as JSON {model: {group: {tse, ew, mw, random_init}}} (DVC metrics)",
-    )
-    s.add_argument("--errata", help="errata CSV: Table 2's notes count its flag rows per group")
-    s.add_argument("--templates", help="templates.parquet: how many flag rows are among the scored rows")
-    TABLE.add_options(s)
 
 
 def _pairs(items: Sequence[str], option: str) -> dict[str, str]:
@@ -152,31 +140,19 @@ def register_topk_table(add: Add) -> None:
         "Reads the top-k tokens stored in the shards; only tokenizers are loaded, to decode token ids. "
         "Run by the rule table3.",
     )
-    s.add_argument("--templates", required=True, help="templates.parquet (verbeval templates)")
+    add_options(s, TOPK_TABLE.file("--templates"))
     named_model_source_options(s)
-    s.add_argument(
-        "--lemmas",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="a model's lemmas.parquet; repeatable, one per --model",
+    add_options(
+        s,
+        *TOPK_TABLE.inputs[1:],
+        Option(
+            "--context",
+            "a context to show (RIGHT * = any); repeatable. Default: --default-groups",
+            nargs=3,
+            action="append",
+            default=[],
+            metavar=("GROUP", "LEFT", "RIGHT"),
+        ),
+        *TOPK_TABLE.settings,
+        *TOPK_TABLE.outputs,
     )
-    s.add_argument(
-        "--shards",
-        nargs="+",
-        default=[],
-        metavar="NAME=PATH",
-        help="a model's shard manifest, or its shards of the selected groups",
-    )
-    s.add_argument(
-        "--context",
-        nargs=3,
-        action="append",
-        default=[],
-        metavar=("GROUP", "LEFT", "RIGHT"),
-        help="a context to show (RIGHT * = any); repeatable. Default: --default-groups",
-    )
-    TOPK_TABLE.add_options(s)
-    s.add_argument("--csv", required=True, help="output: Table 3, one row per context, model and rank (CSV)")
-    s.add_argument("--md", required=True, help="output: Table 3 in Markdown")
-    s.add_argument("--html", help="output: Table 3 in HTML")
