@@ -10,8 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from verbeval.agreement.runs import ShardRun
 from verbeval.cli import main
 from verbeval.core import stamps
+from verbeval.core.model_runs import ModelRun
+from verbeval.core.model_sources.source import ModelSource
 
 LEXICON = pd.DataFrame(
     {
@@ -249,7 +252,7 @@ def test_run_model_log_totals_include_the_model_load(
     clock = [0.0]
     monkeypatch.setattr(model_run.time, "perf_counter", lambda: clock[0])
 
-    def load(a: argparse.Namespace) -> argparse.Namespace:
+    def load(job: object, session: object) -> argparse.Namespace:
         clock[0] += 100.0
         return argparse.Namespace(device=argparse.Namespace(type="cpu"))
 
@@ -263,32 +266,13 @@ def test_run_model_log_totals_include_the_model_load(
     monkeypatch.setattr(model_run, "_load_checked", load)
     monkeypatch.setattr(inference, "infer_model", infer_model)
     pd.DataFrame({"x": [1]}).to_parquet(tmp_path / "t.parquet")
-    a = argparse.Namespace(
-        manifest=str(tmp_path / "s" / "manifest.json"),
-        templates=str(tmp_path / "t.parquet"),
-        lemmas=str(tmp_path / "t.parquet"),
-        groups="g",
-        n_chunks=1,
-        batch_size="4",
-        top_k=1,
-        prepend_bos=None,
-        no_progress=True,
-        allow_nonfinite=False,
-        model="m",
-        revision=None,
-        kind="auto",
-        dtype="float32",
-        device_map=None,
-        random_init="false",
-        forms=None,
-        forms_groups=None,
-        forms_manifest=None,
-        simverb_data=None,
-        simverb_out=None,
-        simverb_verbs=None,
+    t = str(tmp_path / "t.parquet")
+    job = model_run.RunModel(
+        ModelRun(ModelSource("m"), batch_size="4", random_init=False),
+        ShardRun(t, t, ("g",), str(tmp_path / "s" / "manifest.json"), n_chunks=1, top_k=1, progress=False),
     )
     with caplog.at_level(logging.INFO, logger=model_run.log.name):
-        model_run.cmd_run_model(a)
+        model_run.run_model(job)
     lines = [r.getMessage() for r in caplog.records]
     shards = next(m for m in lines if "shards ->" in m)
     assert "model load 100.0 s, 40 contexts computed in 4.0 s" in shards
