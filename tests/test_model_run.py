@@ -280,3 +280,56 @@ def test_run_model_log_totals_include_the_model_load(
     assert "m: model loaded in 100.0 s (once for every branch)" in lines
     assert "m: agreement branch 5.0 s" in lines
     assert lines[-1] == "m: every branch in 105.0 s (load included)"
+
+
+def test_the_model_run_built_from_the_options_equals_the_one_the_api_builds(tmp_path: Path) -> None:
+    """run-model's options become one typed value at the command line; its defaults are the API's
+    (the schema's), every option lands in its field, the source stays one value."""
+    from verbeval.agreement.runs import FormsRun
+    from verbeval.commands import build_parser
+    from verbeval.core.cliutil import with_config_defaults
+    from verbeval.model_run import RunModel, SimVerbRun, run_model_job
+
+    def job(*words: str) -> RunModel:
+        base = [
+            "run-model",
+            "--model",
+            "m",
+            "--templates",
+            "t",
+            "--lemmas",
+            "l",
+            "--groups",
+            "g1,g2",
+            "--manifest",
+            "x",
+        ]
+        return run_model_job(with_config_defaults(build_parser().parse_args([*base, *words])))
+
+    assert job() == RunModel(ModelRun(ModelSource("m")), ShardRun("t", "l", ("g1", "g2"), "x"))
+    full = job(
+        *("--revision", "step-32", "--kind", "causal", "--dtype", "bfloat16", "--device", "cpu", "--threads", "3"),
+        *("--batch-size", "7", "--prepend-bos", "true", "--random-init", "false", "--n-chunks", "5", "--top-k", "2"),
+        *("--allow-nonfinite", "--no-progress", "--device-map", '{"": "cpu"}'),
+        *("--forms", "f.parquet", "--forms-groups", "g1", "--forms-manifest", "fm", "--forms-batch-size", "9"),
+        *("--simverb-data", "sv.txt", "--simverb-out", "so", "--simverb-verbs", "sv.csv", "--simverb-split", "dev=d"),
+        *("--simverb-frame", "to {verb}", "--simverb-batch-size", "11"),
+    )
+    run = ModelRun(
+        ModelSource("m", "step-32"),
+        kind="causal",
+        dtype="bfloat16",
+        device="cpu",
+        device_map={"": "cpu"},
+        threads=3,
+        batch_size="7",
+        prepend_bos=True,
+        random_init=False,
+    )
+    assert full == RunModel(
+        run,
+        ShardRun("t", "l", ("g1", "g2"), "x", n_chunks=5, top_k=2, allow_nonfinite=True, progress=False),
+        FormsRun("t", "f.parquet", ("g1",), "fm", n_chunks=5, batch_size=9, allow_nonfinite=True, progress=False),
+        SimVerbRun("sv.txt", "so", "sv.csv", ("dev=d",), ("to {verb}",), batch_size=11, progress=False),
+    )
+    assert full.run.load_request().source is full.run.source  # one value from the options to the load
