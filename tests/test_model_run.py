@@ -333,3 +333,17 @@ def test_the_model_run_built_from_the_options_equals_the_one_the_api_builds(tmp_
         SimVerbRun("sv.txt", "so", "sv.csv", ("dev=d",), ("to {verb}",), batch_size=11, progress=False),
     )
     assert full.run.load_request().source is full.run.source  # one value from the options to the load
+
+
+def test_every_per_model_setting_is_a_field_of_the_model_run() -> None:
+    """A declared per-model setting (and the device) is a field of ModelRun of its option's name,
+    defaulting to the declaration's default: the command line fills it by that name."""
+    import dataclasses
+
+    from verbeval.core.steps import INFERENCE_DEVICE, MODEL_SETTINGS
+
+    run = ModelRun(ModelSource("m"))
+    fields = {f.name for f in dataclasses.fields(ModelRun)}
+    for setting in (*MODEL_SETTINGS, INFERENCE_DEVICE):
+        assert setting.dest in fields
+    assert {s.dest: getattr(run, s.dest) for s in MODEL_SETTINGS} == {s.dest: s.default() for s in MODEL_SETTINGS}

@@ -15,14 +15,24 @@ from typing import Any
 
 from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.prefetch import LoadRequest
+from verbeval.core.steps import (
+    INFERENCE_BATCH_SIZE,
+    INFERENCE_DEVICE,
+    INFERENCE_THREADS,
+    MODEL_DEVICE_MAP,
+    MODEL_DTYPE,
+    MODEL_KIND,
+    MODEL_PREPEND_BOS,
+    Setting,
+)
 
 log = logging.getLogger("verbeval")
 
 
-def _default(key: str) -> Any:
+def _default(setting: Setting) -> Any:
     from verbeval.core.config import schema_default
 
-    return schema_default(key)
+    return schema_default(setting.key)
 
 
 @dataclass(frozen=True)
@@ -30,14 +40,14 @@ class ModelRun:
     """One model source and its per-model settings (each defaulting to the schema's)."""
 
     source: ModelSource
-    kind: str = field(default_factory=lambda: _default("models[].kind"))
-    dtype: str = field(default_factory=lambda: _default("models[].dtype"))
-    device: str = field(default_factory=lambda: _default("inference.device"))
-    device_map: Any = field(default_factory=lambda: _default("models[].device_map"))
-    threads: int = field(default_factory=lambda: _default("inference.threads"))
+    kind: str = field(default_factory=lambda: _default(MODEL_KIND))
+    dtype: str = field(default_factory=lambda: _default(MODEL_DTYPE))
+    device: str = field(default_factory=lambda: _default(INFERENCE_DEVICE))
+    device_map: Any = field(default_factory=lambda: _default(MODEL_DEVICE_MAP))
+    threads: int = field(default_factory=lambda: _default(INFERENCE_THREADS))
     #: contexts per forward pass: a number or ``auto`` (:func:`verbeval.core.steps.batch_size_on`)
-    batch_size: int | str = field(default_factory=lambda: _default("inference.batch_size"))
-    prepend_bos: bool | None = field(default_factory=lambda: _default("models[].prepend_bos"))
+    batch_size: int | str = field(default_factory=lambda: _default(INFERENCE_BATCH_SIZE))
+    prepend_bos: bool | None = field(default_factory=lambda: _default(MODEL_PREPEND_BOS))
     #: whether the model is randomly initialised; None: its marker says (:meth:`is_random`)
     random_init: bool | None = None
 

@@ -22,6 +22,7 @@ from verbeval.core.steps import (
     MODEL_DTYPE,
     MODEL_KIND,
     MODEL_PREPEND_BOS,
+    MODEL_SETTINGS,
 )
 
 log = logging.getLogger("verbeval")
@@ -29,20 +30,13 @@ log = logging.getLogger("verbeval")
 
 def model_run(a: argparse.Namespace, batch_size: bool = True) -> ModelRun:
     """The model source and per-model settings of a command that loads a model, as one typed value:
-    built here once, at the command line; everything below takes it whole. ``batch_size`` False: the
-    command's ``--batch-size`` is not the model's (``infer-forms``': the forms' batch)."""
-    extra = {"batch_size": a.batch_size} if batch_size else {}
-    return ModelRun(
-        ModelSource.from_options(a),
-        kind=a.kind,
-        dtype=a.dtype,
-        device=a.device,
-        device_map=a.device_map,
-        threads=a.threads,
-        prepend_bos=a.prepend_bos,
-        random_init=getattr(a, "random_init", None),  # infer-forms has none: the marker decides
-        **extra,
-    )
+    built here once, at the command line; everything below takes it whole. Each declared per-model
+    setting (:data:`~verbeval.core.steps.MODEL_SETTINGS`, and the device) fills the field of its name.
+    ``batch_size`` False: the command's ``--batch-size`` is not the model's (``infer-forms``': the forms')."""
+    settings = [s for s in (*MODEL_SETTINGS, INFERENCE_DEVICE) if batch_size or s is not INFERENCE_BATCH_SIZE]
+    given = {s.dest: getattr(a, s.dest) for s in settings if hasattr(a, s.dest)}
+    # --random-init: infer-forms has none (its marker decides)
+    return ModelRun(ModelSource.from_options(a), random_init=getattr(a, "random_init", None), **given)
 
 
 def shard_run(a: argparse.Namespace) -> ShardRun:
