@@ -27,8 +27,8 @@ def lemma_contexts(run: LemmaContextsRun, session: Any = None) -> None:
     """lemma_contexts.parquet of ``run`` (``session``: unused, a queue step's signature)."""
     import pandas as pd
 
-    from verbeval.agreement.cli.common import expand_shards
     from verbeval.agreement.engine.shardstore import manifest_random_init
+    from verbeval.agreement.runs import expand_shards
     from verbeval.agreement.scores.lemma_contexts import forms_of, lemma_contexts_from_shards, write_lemma_contexts
 
     check_outputs(run.out)

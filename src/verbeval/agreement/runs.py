@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,6 +230,35 @@ def infer(run: ModelRun, shards: ShardRun, session: Session | None = None) -> No
 # --------------------------------------------------------------------------- after the shards
 
 
+def verified_shards(
+    manifest: str | Path, groups: list[str] | None = None, keep_bad: bool = False
+) -> dict[str, list[Path]]:
+    """``{group: [shard paths]}`` of a manifest, every shard checked against the size and sha256 it
+    lists (:func:`verbeval.agreement.engine.shardstore.manifest_shards`). A damaged shard is moved
+    aside and the manifest removed (unless ``keep_bad``), so that the next run recomputes it
+    (:func:`verbeval.agreement.scores.aggregate.quarantine_bad_shard`); the error says so."""
+    from verbeval.agreement.engine.shardstore import manifest_shards
+    from verbeval.agreement.scores.aggregate import quarantine_bad_shard
+    from verbeval.core.errors import ShardError
+
+    try:
+        return manifest_shards(manifest, groups)
+    except ShardError as exc:
+        raise quarantine_bad_shard(exc, keep_bad, str(manifest)) from None
+
+
+def expand_shards(items: Sequence[str], keep_bad: bool = False) -> list[str]:
+    """Shard paths from shard files and shard-store manifests (``manifest.json``: every shard it
+    lists, each checked against the size and sha256 recorded there: :func:`verified_shards`)."""
+    out: list[str] = []
+    for item in items:
+        if not item.endswith(".json"):
+            out.append(item)
+            continue
+        out += [str(p) for paths in verified_shards(item, keep_bad=keep_bad).values() for p in paths]
+    return out
+
+
 @dataclass(frozen=True)
 class AggregateRun:
     """``aggregate``: one model's per-context scores, per-row TSE and per-group summaries."""
@@ -252,7 +281,6 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
     """Per group of ``run``: scores.parquet, tse.parquet and summary.csv under ``out_dir``/<group>."""
     import pandas as pd
 
-    from verbeval.agreement.cli.common import verified_shards
     from verbeval.agreement.engine.shardstore import manifest_random_init
     from verbeval.agreement.scores.aggregate import (
         context_scores,
@@ -307,7 +335,6 @@ def lemma_stats(run: LemmaStatsRun, session: Session | None = None) -> None:
     """One CSV row per eligible lemma of ``run``, pooled over every context of every group."""
     import pandas as pd
 
-    from verbeval.agreement.cli.common import expand_shards
     from verbeval.agreement.engine.shardstore import manifest_random_init
     from verbeval.agreement.scores.lemma_diagnostics import lemma_stats as stats_of
     from verbeval.core.io import write_csv
