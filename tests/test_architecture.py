@@ -21,7 +21,7 @@ PKG = Path(verbeval.__file__).resolve().parent
 
 #: layer of each sub-package -> the layers it may import (besides the standard library, third-party
 #: packages and ``verbeval`` itself, which holds only ``__version__``). The top-level modules
-#: (cli, __main__, commands, model_run, model_queue) assemble the layers and may import any of them.
+#: (cli, __main__, commands, model_run, model_queue, queue_cli) assemble the layers and may import any of them.
 ALLOWED: dict[str, set[str]] = {
     "core": {"core"},
     "agreement": {"core", "agreement"},
@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "bench": {"core", "agreement", "acquisition", "workflow", "bench"},
     "workflow": {"core", "agreement", "acquisition", "simverb", "veridicality", "workflow"},
 }
-TOP = {"cli", "__main__", "commands", "model_run", "model_queue"}
+TOP = {"cli", "__main__", "commands", "model_run", "model_queue", "queue_cli"}
 
 
 def module_name(path: Path) -> str:
@@ -239,10 +239,26 @@ def test_an_import_cycle_is_found_and_printed() -> None:
 
 
 def test_nothing_below_the_command_line_imports_it() -> None:
-    """``verbeval.cli`` is the process edge: only ``python -m verbeval`` imports it (it
-    runs the parser of :mod:`verbeval.commands`)."""
+    """``verbeval.cli`` is the process edge: only ``python -m verbeval`` imports it (it runs the
+    parser of :mod:`verbeval.commands`), and only ``verbeval.cli`` imports ``verbeval.commands`` (the
+    commands that parse further, as ``run-queue``'s items, are handed its ``build_parser``). The warm
+    queue's engine (``verbeval.model_queue``) imports neither, nor any module that imports them."""
     graph = src_import_graph()
     assert sorted(m for m, edges in graph.items() if "verbeval.cli" in edges) == ["verbeval.__main__"]
+    assert sorted(m for m, edges in graph.items() if "verbeval.commands" in edges) == ["verbeval.cli"]
+    reached, todo = set(), ["verbeval.model_queue"]
+    while todo:
+        for nxt in graph.get(todo.pop(), {}):
+            if nxt not in reached:
+                reached.add(nxt)
+                todo.append(nxt)
+    assert {"verbeval.cli", "verbeval.commands", "verbeval.queue_cli"} & reached == set()
+    # nor does it parse a command line: it is handed typed steps, not a parser
+    source = (PKG / "model_queue.py").read_text()
+    parsers = [
+        t for _, t in imported_modules(source, "verbeval.model_queue") if t.split(".")[0] in ("argparse", "shlex")
+    ]
+    assert parsers == [] and "build_parser" not in source
 
 
 #: the agreement study's sub-packages by concern, lowest first: each may import only those before it
@@ -250,7 +266,7 @@ def test_nothing_below_the_command_line_imports_it() -> None:
 AGREEMENT_CONCERNS = ("data", "engine", "scores", "report", "lexicon_modes", "api", "cli")
 #: the modules that may declare command-line options (``add_argument``): each study's ``cli``, the
 #: top-level commands, and core's option helpers (``cliutil``, ``steps``: a setting's option)
-OPTION_MODULES = re.compile(r"(^|/)cli(\.py|/)|^(commands|model_run|model_queue)\.py$|^core/(cliutil|steps)\.py$")
+OPTION_MODULES = re.compile(r"(^|/)cli(\.py|/)|^(commands|model_run|queue_cli)\.py$|^core/(cliutil|steps)\.py$")
 #: the modules that may draw (import matplotlib or seaborn): ``plots``, ``*_plots`` and ``report``
 DRAWING_MODULES = re.compile(r"(^|/|_)(plots|report)\.py$")
 

@@ -91,36 +91,40 @@ def test_the_check_is_done_once_per_tokenizer_config_and_templates_file(
 ) -> None:
     """The engine keys the check by the content of its files and its settings (no key: each call checks)."""
     from verbeval.agreement.engine import lengths
-    from verbeval.core import warm
     from verbeval.core.model_sources.source import ModelSource
+    from verbeval.core.session import Session
 
     path, _ = tiny
     templates = _with_long_pair(words=0)
     templates.to_parquet(tmp_path / "templates.parquet")
     calls: list[tuple[Any, ...]] = []
     monkeypatch.setattr(lengths, "check_context_lengths", lambda *a: calls.append(a[3:]))
-    warm.clear()
     source = ModelSource.of(path)
-    for bos in (False, False, True):
-        lengths.check_context_lengths_once(source, "auto", templates, str(tmp_path / "templates.parquet"), ["g1"], bos)
-    assert calls == [(["g1"], False, 0), (["g1"], True, 0)]
-    lengths.check_context_lengths_once(source, "auto", templates, str(tmp_path / "missing.parquet"), ["g1"], False)
-    assert len(calls) == 3
-    warm.clear()
+    with Session().active():  # the session keeps the work
+        for bos in (False, False, True):
+            lengths.check_context_lengths_once(
+                source, "auto", templates, str(tmp_path / "templates.parquet"), ["g1"], bos
+            )
+        assert calls == [(["g1"], False, 0), (["g1"], True, 0)]
+        lengths.check_context_lengths_once(source, "auto", templates, str(tmp_path / "missing.parquet"), ["g1"], False)
+        assert len(calls) == 3
+    # outside a session nothing is kept: each call checks
+    lengths.check_context_lengths_once(source, "auto", templates, str(tmp_path / "templates.parquet"), ["g1"], False)
+    assert len(calls) == 4
 
 
 def test_infer_stops_before_loading_the_model(
     tiny: tuple[str, LoadedModel], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from verbeval.agreement.cli import inference as cli
     from verbeval.cli import main
+    from verbeval.core.prefetch import Prefetcher
 
     path, _ = tiny
 
-    def must_not_load(a: Any) -> Any:
+    def must_not_load(self: Any, request: Any) -> Any:
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr(cli, "_load_lm", must_not_load)
+    monkeypatch.setattr(Prefetcher, "take", must_not_load)
     _with_long_pair(words=40).to_parquet(tmp_path / "templates.parquet")
     pd.DataFrame({"lemma": ["run"]}).to_parquet(tmp_path / "lemmas.parquet")
     rc = main(

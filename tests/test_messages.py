@@ -89,13 +89,16 @@ def test_infer_log_total_includes_the_model_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A fake clock: loading takes 100 s, the inference body 5 s; 'total' is the whole command."""
-    from verbeval.agreement.cli import inference as cli
+    from verbeval.agreement import runs
     from verbeval.agreement.engine import inference, lengths
+    from verbeval.core.model_runs import ModelRun
+    from verbeval.core.model_sources.source import ModelSource
+    from verbeval.core.prefetch import Prefetcher
 
     clock = [0.0]
-    monkeypatch.setattr(cli.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(runs.time, "perf_counter", lambda: clock[0])
 
-    def load(a: Any) -> Any:
+    def load(self: Any, request: Any) -> Any:
         clock[0] += 100.0
         return argparse.Namespace(device=argparse.Namespace(type="cpu"))
 
@@ -106,28 +109,13 @@ def test_infer_log_total_includes_the_model_load(
             "timing": {"contexts": 0, "compute_s": 5.0, "contexts_per_s": 0.0, "writer_busy_s": 0.0, "total_s": 5.0},
         }
 
-    monkeypatch.setattr(cli, "_load_lm", load)
+    monkeypatch.setattr(Prefetcher, "take", load)
     monkeypatch.setattr(inference, "infer_model", infer_model)
     monkeypatch.setattr(lengths, "check_context_lengths", lambda *a, **kw: None)  # no tokenizer here
     pd.DataFrame({"x": [1]}).to_parquet(tmp_path / "t.parquet")
-    a = argparse.Namespace(
-        manifest=str(tmp_path / "s" / "manifest.json"),
-        templates=str(tmp_path / "t.parquet"),
-        lemmas=str(tmp_path / "t.parquet"),
-        groups="g",
-        n_chunks=1,
-        batch_size="4",
-        top_k=1,
-        prepend_bos=None,
-        no_progress=True,
-        allow_nonfinite=False,
-        model="m",
-        revision=None,
-        kind="auto",
-        gguf_file=None,
-        random_init="false",
-    )
-    with caplog.at_level(logging.INFO, logger=cli.log.name):
-        cli.cmd_infer(a)
+    t = str(tmp_path / "t.parquet")
+    shards = runs.ShardRun(t, t, ("g",), str(tmp_path / "s" / "manifest.json"), n_chunks=1, top_k=1, progress=False)
+    with caplog.at_level(logging.INFO, logger=runs.log.name):
+        runs.infer(ModelRun(ModelSource("m"), batch_size="4", random_init=False), shards)
     line = next(r.getMessage() for r in caplog.records if "shards ->" in r.getMessage())
     assert "model load 100.0 s" in line and line.endswith("total 105.0 s")

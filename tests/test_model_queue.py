@@ -4,6 +4,7 @@ the current one computes; a bad step stops the queue naming it."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -20,9 +21,10 @@ import pytest
 
 from verbeval.cli import main
 from verbeval.commands import build_parser
-from verbeval.core import prefetch, warm
+from verbeval.core import prefetch
 from verbeval.core.errors import VerbevalError
-from verbeval.model_queue import parse_jobs, run_queue
+from verbeval.model_queue import run_queue
+from verbeval.queue_cli import parse_jobs
 
 LEXICON = pd.DataFrame(
     {
@@ -61,7 +63,6 @@ def sweep(tmp_path: Path) -> dict[str, Path]:
         args = ["-q", "tiny-model", "--word-corpus", str(tpl), str(lex), "--arch", "gpt2", "--seed", str(seed)]
         assert main([*args, "--layers", "1", "--hidden", "16", "--out", str(out)]) == 0
         files[f"step-{seed}"] = out
-    warm.clear()
     return files
 
 
@@ -99,7 +100,6 @@ def test_queue_writes_what_the_steps_write_alone(sweep: dict[str, Path], tmp_pat
     for name in names:
         for step in _steps(sweep, name, alone):
             assert main(["-q", *step]) == 0
-    warm.clear()
     jobs = [f"--job={shlex.join(s)}" for n in names for s in _steps(sweep, n, queued)]
     assert main(["-q", "run-queue", "--post-workers", str(post_workers), *jobs]) == 0
     a, q = _digests(alone), _digests(queued)
@@ -133,15 +133,13 @@ def test_tokenizer_work_is_done_once_per_tokenizer(
     monkeypatch.setattr(inference, "_prepare_group", counting("group", inference._prepare_group))
     names = ["step-1", "step-2", "step-3"]
     jobs = [shlex.join(s) for n in names for s in _steps(sweep, n, tmp_path / "q")]
-    run_queue(parse_jobs(jobs, build_parser), build_parser, post_workers=0)
+    run_queue(parse_jobs(jobs, build_parser), post_workers=0)
     assert calls == {"lemmas": 1, "fingerprint": 1, "group": 2}  # two groups, once each
     # a tokenizer is compared by content: one changed file is another tokenizer
     cfg = sweep["step-3"] / "tokenizer_config.json"
     cfg.write_text(cfg.read_text().replace("{", '{"model_max_length": 512, ', 1))
     run_queue(
-        parse_jobs([shlex.join(s) for s in _steps(sweep, "step-3", tmp_path / "r")], build_parser),
-        build_parser,
-        post_workers=0,
+        parse_jobs([shlex.join(s) for s in _steps(sweep, "step-3", tmp_path / "r")], build_parser), post_workers=0
     )
     assert calls == {"lemmas": 2, "fingerprint": 2, "group": 4}
 
@@ -161,22 +159,21 @@ def test_the_next_model_loads_while_the_current_one_computes(
         events.append(("thread", threading.current_thread().name, 0.0))
         return load(self)
 
-    run_model = model_run.cmd_run_model
+    run_model = model_run.run_model
 
-    def slow_run_model(a):  # type: ignore[no-untyped-def]
-        run_model(a)
+    def slow_run_model(job, session):  # type: ignore[no-untyped-def]
+        run_model(job, session)
         time.sleep(0.5)  # the first model's work outlasts the second's load
-        events.append(("done", Path(a.model).name, time.perf_counter()))
+        events.append(("done", Path(job.run.source.id).name, time.perf_counter()))
 
     monkeypatch.setattr(prefetch.LoadRequest, "load", recorded_load)
-    monkeypatch.setattr(model_run, "cmd_run_model", slow_run_model)
     jobs = [shlex.join(s) for n in ("step-1", "step-2") for s in _steps(sweep, n, tmp_path / "q")]
-    parsed = parse_jobs(jobs, build_parser)
-    for a in parsed:  # the parser bound the handler before the patch: bind it again
-        if a.command == "run-model":
-            a.func = slow_run_model
+    parsed = [
+        dataclasses.replace(s, func=slow_run_model) if s.command == "run-model" else s
+        for s in parse_jobs(jobs, build_parser)
+    ]
     with caplog.at_level(logging.INFO, logger="verbeval"):
-        run_queue(parsed, build_parser, post_workers=0)
+        run_queue(parsed, post_workers=0)
     loads = {name: t for kind, name, t in events if kind == "load"}
     done = {name: t for kind, name, t in events if kind == "done"}
     threads = [name for kind, name, _ in events if kind == "thread"]
@@ -191,7 +188,7 @@ def test_a_bad_step_stops_the_queue_naming_it(sweep: dict[str, Path], tmp_path: 
     steps = _steps(sweep, "step-1", tmp_path / "q")
     steps[2][steps[2].index("--manifest") + 1] = str(tmp_path / "missing.json")
     with pytest.raises(VerbevalError, match=r"^step 3 of 4 \(aggregate step-1\): "):
-        run_queue(parse_jobs([shlex.join(s) for s in steps], build_parser), build_parser, post_workers=0)
+        run_queue(parse_jobs([shlex.join(s) for s in steps], build_parser), post_workers=0)
     # the steps before it kept their outputs
     assert (tmp_path / "q" / "step-1" / "shards" / "manifest.json").is_file()
     assert main(["-q", "run-queue", "--post-workers", "-1", "--job", shlex.join(steps[0])]) == 1
@@ -206,7 +203,7 @@ def test_a_revision_whose_shards_are_all_kept_is_not_loaded(
     names = ["step-1", "step-2"]
     out = tmp_path / "q"
     jobs = [shlex.join(s) for n in names for s in _steps(sweep, n, out)]
-    run_queue(parse_jobs(jobs, build_parser), build_parser, post_workers=0)
+    run_queue(parse_jobs(jobs, build_parser), post_workers=0)
     before = _digests(out)
     for name in names:  # what Snakemake removes: the job's declared outputs
         for p in [p for p in (out / name).rglob("*") if p.is_file()]:
@@ -220,7 +217,7 @@ def test_a_revision_whose_shards_are_all_kept_is_not_loaded(
     monkeypatch.setattr(
         prefetch.LoadRequest, "load", lambda self: loads.append(Path(self.source.id).name) or load(self)
     )
-    run_queue(parse_jobs(jobs, build_parser), build_parser, post_workers=0)
+    run_queue(parse_jobs(jobs, build_parser), post_workers=0)
     assert loads == ["step-2"]
     assert _digests(out) == before
 
@@ -325,3 +322,113 @@ def test_the_post_workers_work_however_the_cli_was_started(tmp_path: Path, start
         f"verbeval run-queue: error: step 1 of 1 (aggregate m): {manifest}: no shard manifest "
         "(run the model's inference job first)\n",
     )
+
+
+# --------------------------------------------------------------------------- typed steps (issue 52)
+
+
+def _typed_steps(f: dict[str, Path], name: str, out: Path) -> list:  # type: ignore[type-arg]
+    """The steps of :func:`_steps` built as typed values with the API (no command line)."""
+    from verbeval.agreement.runs import AggregateRun, LemmasRun, LemmaStatsRun, ShardRun, aggregate, lemma_stats, lemmas
+    from verbeval.core.model_runs import ModelRun
+    from verbeval.core.model_sources.source import ModelSource
+    from verbeval.model_queue import QueueStep
+    from verbeval.model_run import RunModel, run_model
+
+    model, res = f[name], out / name
+    lemmas_out, manifest = str(res / "lemmas.parquet"), str(res / "shards" / "manifest.json")
+    run = ModelRun(ModelSource(str(model)), kind="causal", device="cpu", threads=1, batch_size="2", random_init=True)
+    job = RunModel(run, ShardRun(str(f["templates"]), lemmas_out, ("g1", "g2"), manifest, n_chunks=2, progress=False))
+    agg = AggregateRun(str(f["templates"]), ("g1", "g2"), name, manifest, str(res), top_cutoffs=(0.5, 1.0),
+                       bottom_cutoffs=(0.5,), resamples=20)  # fmt: skip
+    return [
+        QueueStep("lemmas", lemmas, LemmasRun(ModelSource(str(model)), str(f["lexicon"]), lemmas_out), str(model)),
+        QueueStep("run-model", run_model, job, str(model), load=run.load_request()),
+        QueueStep("aggregate", aggregate, agg, name),
+        QueueStep(
+            "lemma-stats", lemma_stats, LemmaStatsRun(lemmas_out, (manifest,), name, str(res / "lemma_stats.csv")), name
+        ),  # fmt: skip
+    ]
+
+
+def test_the_command_lines_parse_to_the_typed_steps_the_api_builds(sweep: dict[str, Path], tmp_path: Path) -> None:
+    """Each --job string is parsed once into the same typed step value the API builds."""
+    jobs = [shlex.join(s) for s in _steps(sweep, "step-1", tmp_path)]
+    assert parse_jobs(jobs, build_parser) == _typed_steps(sweep, "step-1", tmp_path)
+
+
+def test_a_queue_of_typed_steps_writes_what_the_command_lines_write(sweep: dict[str, Path], tmp_path: Path) -> None:
+    """Typed steps run in process (no string anywhere) write the files of the same steps run as commands."""
+    alone, typed = tmp_path / "alone", tmp_path / "typed"
+    for name in ("step-1", "step-2"):
+        for step in _steps(sweep, name, alone):
+            assert main(["-q", *step]) == 0
+    steps = [s for n in ("step-1", "step-2") for s in _typed_steps(sweep, n, typed)]
+    assert run_queue(steps, post_workers=0)["models"] == 2
+    assert _digests(alone) == _digests(typed) and len(_digests(typed)) == 2 * 13
+
+
+def test_a_worker_is_sent_the_pickled_typed_step(
+    sweep: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The post steps go to the worker pool as their typed values, pickled whole (here: a pool that
+    pickles what it is sent and runs it in this process): no command line is sent or parsed."""
+    import pickle
+    from concurrent.futures import Future
+
+    from verbeval import model_queue
+    from verbeval.agreement.runs import AggregateRun, LemmaStatsRun
+
+    sent: list[tuple[object, ...]] = []
+
+    class PicklingPool:
+        def submit(self, fn, *args):  # type: ignore[no-untyped-def]
+            sent.append(args)
+            fut: Future[object] = Future()
+            fut.set_result(pickle.loads(pickle.dumps(fn))(*pickle.loads(pickle.dumps(args))))
+            return fut
+
+        def shutdown(self, wait: bool, cancel_futures: bool) -> None:
+            pass
+
+    monkeypatch.setattr(model_queue, "_post_pool", lambda workers: PicklingPool())
+    out = tmp_path / "q"
+    steps = parse_jobs([shlex.join(s) for s in _steps(sweep, "step-1", out)], build_parser)
+    run_queue(steps, post_workers=1)
+    assert [(type(s).__name__, type(s.args), i, n) for s, i, n in sent] == [
+        ("QueueStep", AggregateRun, 3, 4),
+        ("QueueStep", LemmaStatsRun, 4, 4),
+    ]
+    assert [s for s, _, _ in sent] == steps[2:]
+    assert (out / "step-1" / "lemma_stats.csv").is_file() and (out / "step-1" / "g2" / "summary.csv").is_file()
+
+
+def test_a_step_whose_options_its_step_rejects_stops_the_queue_before_any_work(tmp_path: Path) -> None:
+    """A run-model item with half a branch is named as a failing step is, and nothing has run."""
+    item = f"run-model --model m --templates t --lemmas l --groups g --manifest {tmp_path / 'm.json'} --simverb-out s"
+    with pytest.raises(VerbevalError) as err:
+        parse_jobs([f"lemmas --model m --lexicon x --out {tmp_path / 'l.parquet'}", item], build_parser)
+    assert (
+        str(err.value) == "step 2 of 2 (run-model m): the SimVerb branch needs --simverb-data, --simverb-verbs as well"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_each_queue_has_its_own_session(sweep: dict[str, Path], tmp_path: Path) -> None:
+    """The warm caches belong to a session: two sessions share nothing, work outside one is not kept."""
+    from verbeval.core import warm
+    from verbeval.core.session import Session
+
+    calls: list[int] = []
+
+    def compute() -> int:
+        calls.append(1)
+        return len(calls)
+
+    first, second = Session(), Session()
+    with first.active():
+        assert warm.memo("x", "k", compute) == warm.memo("x", "k", compute) == 1
+    with second.active():
+        assert warm.memo("x", "k", compute) == 2
+    assert warm.memo("x", "k", compute) == 3 and warm.memo("x", "k", compute) == 4  # no session: computed
+    assert first.prefetch is not second.prefetch

@@ -10,8 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from verbeval.agreement.runs import ShardRun
 from verbeval.cli import main
 from verbeval.core import stamps
+from verbeval.core.model_runs import ModelRun
+from verbeval.core.model_sources.source import ModelSource
 
 LEXICON = pd.DataFrame(
     {
@@ -249,7 +252,7 @@ def test_run_model_log_totals_include_the_model_load(
     clock = [0.0]
     monkeypatch.setattr(model_run.time, "perf_counter", lambda: clock[0])
 
-    def load(a: argparse.Namespace) -> argparse.Namespace:
+    def load(job: object, session: object) -> argparse.Namespace:
         clock[0] += 100.0
         return argparse.Namespace(device=argparse.Namespace(type="cpu"))
 
@@ -263,32 +266,13 @@ def test_run_model_log_totals_include_the_model_load(
     monkeypatch.setattr(model_run, "_load_checked", load)
     monkeypatch.setattr(inference, "infer_model", infer_model)
     pd.DataFrame({"x": [1]}).to_parquet(tmp_path / "t.parquet")
-    a = argparse.Namespace(
-        manifest=str(tmp_path / "s" / "manifest.json"),
-        templates=str(tmp_path / "t.parquet"),
-        lemmas=str(tmp_path / "t.parquet"),
-        groups="g",
-        n_chunks=1,
-        batch_size="4",
-        top_k=1,
-        prepend_bos=None,
-        no_progress=True,
-        allow_nonfinite=False,
-        model="m",
-        revision=None,
-        kind="auto",
-        dtype="float32",
-        device_map=None,
-        random_init="false",
-        forms=None,
-        forms_groups=None,
-        forms_manifest=None,
-        simverb_data=None,
-        simverb_out=None,
-        simverb_verbs=None,
+    t = str(tmp_path / "t.parquet")
+    job = model_run.RunModel(
+        ModelRun(ModelSource("m"), batch_size="4", random_init=False),
+        ShardRun(t, t, ("g",), str(tmp_path / "s" / "manifest.json"), n_chunks=1, top_k=1, progress=False),
     )
     with caplog.at_level(logging.INFO, logger=model_run.log.name):
-        model_run.cmd_run_model(a)
+        model_run.run_model(job)
     lines = [r.getMessage() for r in caplog.records]
     shards = next(m for m in lines if "shards ->" in m)
     assert "model load 100.0 s, 40 contexts computed in 4.0 s" in shards
@@ -296,3 +280,70 @@ def test_run_model_log_totals_include_the_model_load(
     assert "m: model loaded in 100.0 s (once for every branch)" in lines
     assert "m: agreement branch 5.0 s" in lines
     assert lines[-1] == "m: every branch in 105.0 s (load included)"
+
+
+def test_the_model_run_built_from_the_options_equals_the_one_the_api_builds(tmp_path: Path) -> None:
+    """run-model's options become one typed value at the command line; its defaults are the API's
+    (the schema's), every option lands in its field, the source stays one value."""
+    from verbeval.agreement.runs import FormsRun
+    from verbeval.commands import build_parser
+    from verbeval.core.cliutil import with_config_defaults
+    from verbeval.model_run import RunModel, SimVerbRun, run_model_job
+
+    def job(*words: str) -> RunModel:
+        base = [
+            "run-model",
+            "--model",
+            "m",
+            "--templates",
+            "t",
+            "--lemmas",
+            "l",
+            "--groups",
+            "g1,g2",
+            "--manifest",
+            "x",
+        ]
+        return run_model_job(with_config_defaults(build_parser().parse_args([*base, *words])))
+
+    assert job() == RunModel(ModelRun(ModelSource("m")), ShardRun("t", "l", ("g1", "g2"), "x"))
+    full = job(
+        *("--revision", "step-32", "--kind", "causal", "--dtype", "bfloat16", "--device", "cpu", "--threads", "3"),
+        *("--batch-size", "7", "--prepend-bos", "true", "--random-init", "false", "--n-chunks", "5", "--top-k", "2"),
+        *("--allow-nonfinite", "--no-progress", "--device-map", '{"": "cpu"}'),
+        *("--forms", "f.parquet", "--forms-groups", "g1", "--forms-manifest", "fm", "--forms-batch-size", "9"),
+        *("--simverb-data", "sv.txt", "--simverb-out", "so", "--simverb-verbs", "sv.csv", "--simverb-split", "dev=d"),
+        *("--simverb-frame", "to {verb}", "--simverb-batch-size", "11"),
+    )
+    run = ModelRun(
+        ModelSource("m", "step-32"),
+        kind="causal",
+        dtype="bfloat16",
+        device="cpu",
+        device_map={"": "cpu"},
+        threads=3,
+        batch_size="7",
+        prepend_bos=True,
+        random_init=False,
+    )
+    assert full == RunModel(
+        run,
+        ShardRun("t", "l", ("g1", "g2"), "x", n_chunks=5, top_k=2, allow_nonfinite=True, progress=False),
+        FormsRun("t", "f.parquet", ("g1",), "fm", n_chunks=5, batch_size=9, allow_nonfinite=True, progress=False),
+        SimVerbRun("sv.txt", "so", "sv.csv", ("dev=d",), ("to {verb}",), batch_size=11, progress=False),
+    )
+    assert full.run.load_request().source is full.run.source  # one value from the options to the load
+
+
+def test_every_per_model_setting_is_a_field_of_the_model_run() -> None:
+    """A declared per-model setting (and the device) is a field of ModelRun of its option's name,
+    defaulting to the declaration's default: the command line fills it by that name."""
+    import dataclasses
+
+    from verbeval.core.steps import INFERENCE_DEVICE, MODEL_SETTINGS
+
+    run = ModelRun(ModelSource("m"))
+    fields = {f.name for f in dataclasses.fields(ModelRun)}
+    for setting in (*MODEL_SETTINGS, INFERENCE_DEVICE):
+        assert setting.dest in fields
+    assert {s.dest: getattr(run, s.dest) for s in MODEL_SETTINGS} == {s.dest: s.default() for s in MODEL_SETTINGS}

@@ -377,20 +377,12 @@ def test_a_rule_that_spells_a_declared_file_otherwise_is_found() -> None:
 #: modules that add options by hand: the generic adder, the model source options (core.cliutil: core.steps
 #: imports it), the top-level parser; and run-model, infer and run-queue (turned into typed functions in
 #: issue 52 by another change: drop them here then)
-BY_HAND = {
-    "core/steps.py",
-    "core/cliutil.py",
-    "commands.py",
-    "model_run.py",
-    "model_queue.py",
-    "agreement/cli/inference.py",
-}
-FILES_BY_HAND_FOR_NOW = {"model_run.py", "model_queue.py", "agreement/cli/inference.py"}
+BY_HAND = {"core/steps.py", "core/cliutil.py", "commands.py"}
 
 
 def test_no_option_is_added_by_hand_outside_the_generic_adder() -> None:
-    """No module adds an option with ``add_argument`` but :data:`BY_HAND`, and none of those (but the
-    ones in FILES_BY_HAND_FOR_NOW) a declared file's option: a file is an Input or Output."""
+    """No module adds an option with ``add_argument`` but :data:`BY_HAND`, and none of those a declared
+    file's option: a file is an Input or Output."""
     files = {f.option for step in declared_steps() for f in step.files}
     found: dict[str, set[str]] = {}
     for path in sorted(PKG.rglob("*.py")):
@@ -400,6 +392,6 @@ def test_no_option_is_added_by_hand_outside_the_generic_adder() -> None:
                 option = first.value if isinstance(first, ast.Constant) else ast.unparse(first) if first else ""
                 found.setdefault(path.relative_to(PKG).as_posix(), set()).add(str(option))
     assert set(found) <= BY_HAND, sorted(set(found) - BY_HAND)
-    by_hand_files = {m: sorted(o & files) for m, o in found.items() if m not in FILES_BY_HAND_FOR_NOW and o & files}
+    by_hand_files = {m: sorted(o & files) for m, o in found.items() if o & files}
     assert by_hand_files == {}
     assert sum(1 for _ in re.finditer(r"\badd_argument\(", "".join(p.read_text() for p in PKG.rglob("*.py")))) <= 150

@@ -1,16 +1,17 @@
 """The ``verbeval`` parser: every sub-command, registered by its study (:func:`build_parser`).
 
 Each study registers its own sub-commands (``verbeval/<study>/cli.py``, ``model_run``,
-``model_queue``); this module assembles them in the order of ``verbeval --help``. The command line
-(:mod:`verbeval.cli`, the process edge) parses with it and runs one; the warm queue
-(:mod:`verbeval.model_queue`) is handed :func:`build_parser` to parse its queued steps.
+``queue_cli``); this module assembles them in the order of ``verbeval --help``. The command line
+(:mod:`verbeval.cli`, the process edge) parses with it and runs one; the warm queue's command line
+(:mod:`verbeval.queue_cli`) is handed :func:`build_parser` to parse its queued steps once into typed
+steps.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from verbeval import model_queue, model_run
+from verbeval import model_run, queue_cli
 from verbeval.acquisition import cli as acquisition_cli
 from verbeval.agreement import cli as agreement_cli
 from verbeval.bench import cli as bench_cli
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     agreement_cli.register(add)  # lexicon ... topk-table
     acquisition_cli.register(add)  # lemma-contexts, acquisition, acquisition-index
     model_run.register(add)  # run-model
-    model_queue.register(add, build_parser)  # run-queue
+    queue_cli.register(add, build_parser)  # run-queue
     core_cli.register_tools(add)  # mirror, tiny-model
     acquisition_cli.register_toy(add)  # train-toy
     agreement_cli.register_dvc_views(add)  # dvc-metrics, dvc-plot-data

@@ -4,9 +4,12 @@ A checkpoint sweep scores hundreds of revisions of one model, and a GPU box scor
 on one device. Run as one command per model, each revision pays a Python start, the torch and
 transformers imports and its tokenizer's work again, for a forward pass of seconds. The workflow
 instead gives each (model entry, chunk of revisions), and a local GPU's queue of models, one job:
-this command, with the job's steps as ``--job`` items, each one ordinary ``verbeval`` command line
-(``lemmas``, ``run-model``, ``aggregate``, ``lemma-stats``, ``lemma-contexts``; the same options
-and the same output files, byte for byte, as when the step runs alone). In one process:
+``verbeval run-queue``, with the job's steps as ``--job`` items, each one ordinary ``verbeval``
+command line (``lemmas``, ``run-model``, ``aggregate``, ``lemma-stats``, ``lemma-contexts``; the same
+options and the same output files, byte for byte, as when the step runs alone). The command line
+(:mod:`verbeval.queue_cli`, the process edge) parses each item once into a typed step
+(:class:`QueueStep`: the step's function and its typed record); this module runs those values. In one
+process, one :class:`~verbeval.core.session.Session` for the whole queue:
 
 * torch, transformers and pandas are imported once;
 * what depends only on a tokenizer (eligible lemmas, the tokenizer fingerprint, each group's
@@ -21,7 +24,8 @@ and the same output files, byte for byte, as when the step runs alone). In one p
   the thread that drives the GPU), against 38-47 s as processes of their own. The workers end with
   the queue process however it ends (``kill -9`` or the OOM killer too), and work however the
   command was started (the ``verbeval`` entry point, ``python -m verbeval``, a script that calls
-  ``verbeval.cli.main()`` without a main guard).
+  ``verbeval.cli.main()`` without a main guard). A worker is sent the pickled :class:`QueueStep`
+  (never a command line) and calls its function.
 
 Every step is parsed before the first one runs (a bad item stops the queue before any work). A
 failing step stops the queue with its own error, naming the step; the steps already done keep
@@ -30,21 +34,21 @@ their outputs, and each model's shard store keeps its finished shards, so a reru
 
 from __future__ import annotations
 
-import argparse
 import logging
 import multiprocessing.context
 import os
-import shlex
 import sys
 import threading
 import time
 import types
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
-from verbeval.core.cliutil import Add
 from verbeval.core.errors import VerbevalError
+from verbeval.core.prefetch import LoadRequest
+from verbeval.core.session import Session
 
 log = logging.getLogger("verbeval")
 
@@ -53,85 +57,68 @@ QUEUE_COMMANDS = ("lemmas", "run-model", "aggregate", "lemma-stats", "lemma-cont
 #: the steps that read a model's finished shards on the CPU: run beside the next model's forward passes
 POST_COMMANDS = ("aggregate", "lemma-stats", "lemma-contexts")
 
-#: builds ``verbeval``'s whole parser (:func:`verbeval.commands.build_parser`, handed down by it:
-#: this module is one of the commands it registers)
-BuildParser = Callable[[], argparse.ArgumentParser]
+
+@dataclass(frozen=True)
+class QueueStep:
+    """One step of a queue as a value: its command (``aggregate``), its function (a module-level
+    function of the step's typed record and the session, e.g. :func:`verbeval.agreement.runs.aggregate`),
+    its typed record, the model the logs name, and the model load it asks for (``run-model``'s). It
+    pickles whole, so a post step is sent to a worker process as it is."""
+
+    command: str
+    func: Callable[[Any, Session | None], None]
+    args: Any
+    model: str = ""
+    load: LoadRequest | None = None
+
+    def describe(self) -> str:
+        """The step as the log names it: its command and model (``run-model toy@step-32``)."""
+        return f"{self.command} {self.model}".strip()
+
+    @property
+    def post(self) -> bool:
+        """Whether it reads finished shards on the CPU (:data:`POST_COMMANDS`)."""
+        return self.command in POST_COMMANDS
 
 
-def parse_jobs(items: list[str], build_parser: BuildParser, threads: int | None = None) -> list[argparse.Namespace]:
-    """Each ``--job`` item parsed by ``verbeval``'s own parser (``build_parser``'s), its configuration
-    defaults filled in; ``threads`` replaces the ``--threads`` of every step that has one (the queue
-    job's threads). Raises :class:`VerbevalError` naming the item for an unknown step or a bad option."""
-    from verbeval.core.cliutil import with_config_defaults
-
-    parser = build_parser()
-    jobs = []
-    for i, item in enumerate(items, 1):
-        try:
-            words = shlex.split(item)
-        except ValueError as exc:
-            raise VerbevalError(f"--job {i}: cannot split {item[:80]!r}: {exc}") from None
-        if not words or words[0] not in QUEUE_COMMANDS:
-            got = words[0] if words else "nothing"
-            raise VerbevalError(f"--job {i}: {got!r} is not a queue step (one of: {', '.join(QUEUE_COMMANDS)})")
-        try:
-            args = parser.parse_args(words)
-        except SystemExit:  # argparse printed the reason
-            raise VerbevalError(f"--job {i}: bad options for `verbeval {words[0]}` (see above)") from None
-        args = with_config_defaults(args)
-        if threads is not None and hasattr(args, "threads"):
-            args.threads = threads
-            words = [*words, "--threads", str(threads)]  # a worker parses the step again: the same threads
-        args.queue_words = words
-        jobs.append(args)
-    return jobs
-
-
-def describe(args: argparse.Namespace) -> str:
-    """A step as the log names it: its command and model (``run-model toy@step-32``)."""
-    who = getattr(args, "model_name", None) or getattr(args, "model", None) or ""
-    return f"{args.command} {who}".strip()
-
-
-def run_queue(jobs: list[argparse.Namespace], build_parser: BuildParser, post_workers: int = 1) -> dict[str, Any]:
-    """Run the steps of :func:`parse_jobs` in order; the :data:`POST_COMMANDS` in ``post_workers``
-    worker processes (0: in order in this process), which parse their step again from its command
-    line (``queue_words``) with ``build_parser``'s parser. Returns timing figures."""
-    from verbeval.agreement.cli.inference import load_request
-    from verbeval.core import prefetch
-
+def run_queue(steps: list[QueueStep], post_workers: int = 1) -> dict[str, Any]:
+    """Run ``steps`` in order, in one :class:`~verbeval.core.session.Session` (its caches; the model
+    loads of the ``run-model`` steps announced to its prefetcher); the :data:`POST_COMMANDS` in
+    ``post_workers`` worker processes (0: in order in this process), each sent its pickled step.
+    Returns timing figures."""
     t0 = time.perf_counter()
-    prefetch.announce([load_request(a) for a in jobs if a.command == "run-model"])
-    pool = _post_pool(post_workers) if post_workers and any(a.command in POST_COMMANDS for a in jobs) else None
-    pending: list[tuple[Future[str | None], int, argparse.Namespace]] = []
-    n = len(jobs)
+    session = Session()
+    session.prefetch.announce([s.load for s in steps if s.load is not None])
+    pool = _post_pool(post_workers) if post_workers and any(s.post for s in steps) else None
+    pending: list[tuple[Future[str | None], int, QueueStep]] = []
+    n = len(steps)
 
     def check(wait: bool) -> None:
         for item in list(pending):
-            fut, i, args = item
+            fut, i, step = item
             if wait or fut.done():
                 pending.remove(item)
                 error = fut.result()
                 if error is not None:
-                    raise VerbevalError(f"step {i} of {n} ({describe(args)}): {error}")
+                    raise VerbevalError(f"step {i} of {n} ({step.describe()}): {error}")
 
     try:
-        for i, args in enumerate(jobs, 1):
+        for i, step in enumerate(steps, 1):
             check(wait=False)
-            if pool is not None and args.command in POST_COMMANDS:
-                pending.append((pool.submit(_run_words, args.queue_words, i, n, build_parser), i, args))
+            if pool is not None and step.post:
+                pending.append((pool.submit(_run_in_worker, step, i, n), i, step))
             else:
                 try:
-                    _run_step(args, i, n)
+                    _run_step(step, i, n, session)
                 except VerbevalError as exc:
-                    raise VerbevalError(f"step {i} of {n} ({describe(args)}): {exc}") from exc
+                    raise VerbevalError(f"step {i} of {n} ({step.describe()}): {exc}") from exc
         check(wait=True)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-        prefetch.reset()
+        session.close()
     total = time.perf_counter() - t0
-    models = sum(a.command == "run-model" for a in jobs)
+    models = sum(s.command == "run-model" for s in steps)
     log.info("run-queue: %d steps (%d models) in %.1f s", n, models, total)
     return {"steps": n, "models": models, "total_s": total}
 
@@ -216,12 +203,11 @@ def _end_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="verbeval-parent-watch", daemon=True).start()
 
 
-def _run_words(words: list[str], i: int, n: int, build_parser: BuildParser) -> str | None:
-    """A post step in a worker process: parsed again from its command line, run; its error as one
-    line (None when it succeeded). An unexpected exception propagates with its traceback."""
-    [args] = parse_jobs([shlex.join(words)], build_parser)
+def _run_in_worker(step: QueueStep, i: int, n: int) -> str | None:
+    """A post step in a worker process (sent as its pickled value), run in a session of its own; its
+    error as one line (None when it succeeded). An unexpected exception propagates with its traceback."""
     try:
-        _run_step(args, i, n)
+        _run_step(step, i, n, None)
     except VerbevalError as exc:
         return str(exc)
     except OSError as exc:
@@ -231,49 +217,7 @@ def _run_words(words: list[str], i: int, n: int, build_parser: BuildParser) -> s
     return None
 
 
-def _run_step(args: argparse.Namespace, i: int, n: int) -> None:
+def _run_step(step: QueueStep, i: int, n: int, session: Session | None) -> None:
     t = time.perf_counter()
-    args.func(args)
-    log.info("run-queue: step %d of %d (%s) done in %.1f s", i, n, describe(args), time.perf_counter() - t)
-
-
-def cmd_run_queue(a: argparse.Namespace, build_parser: BuildParser) -> None:
-    if a.post_workers < 0:
-        raise VerbevalError(f"--post-workers {a.post_workers}: expected an integer >= 0")
-    if a.threads is not None and a.threads < 1:
-        raise VerbevalError(f"--threads {a.threads}: expected a positive integer")
-    run_queue(parse_jobs(a.job, build_parser, a.threads), build_parser, post_workers=a.post_workers)
-
-
-def register(add: Add, build_parser: BuildParser) -> None:
-    """``run-queue``; ``build_parser`` builds the whole parser that its steps are parsed with."""
-    s = add(
-        "run-queue",
-        lambda a: cmd_run_queue(a, build_parser),
-        "a queue of steps (a sweep's revisions, a device's models) in one warm process: one import, "
-        "tokenizer work once per tokenizer, the next model loaded while the current one computes",
-        "Each --job is one verbeval command line (lemmas, run-model, aggregate, lemma-stats, lemma-contexts), "
-        "with the outputs it has when run alone. Run by the workflow's queue jobs, one per (model entry, chunk "
-        "of revisions) and one per local GPU (docs/workflow.md, 'Sweeps and queues').",
-    )
-    s.add_argument(
-        "--job",
-        action="append",
-        required=True,
-        metavar="COMMAND_LINE",
-        help="one step: a verbeval sub-command and its options, as one shell-quoted string; repeat in order",
-    )
-    s.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="CPU threads of every step that takes --threads (replaces theirs: the queue job's threads, as "
-        "Snakemake gives them); default: each step's own",
-    )
-    s.add_argument(
-        "--post-workers",
-        type=int,
-        default=1,
-        help="worker processes for the steps that read finished shards (aggregate, lemma-stats, "
-        "lemma-contexts), beside the next model's forward passes; 0 runs every step in order (default: 1)",
-    )
+    step.func(step.args, session)
+    log.info("run-queue: step %d of %d (%s) done in %.1f s", i, n, step.describe(), time.perf_counter() - t)

@@ -13,6 +13,12 @@ inputs nor their settings changed, so a job rerun for one branch recomputes only
 The numbers are those of the single-branch commands: the same functions run on the same model
 (SimVerb on the LM's base model, which holds the very weights ``AutoModel`` loads).
 
+The step is a function of typed values: :func:`run_model` takes a :class:`RunModel` (the
+:class:`~verbeval.core.model_runs.ModelRun`, the agreement :class:`~verbeval.agreement.runs.ShardRun`,
+the optional :class:`~verbeval.agreement.runs.FormsRun` and :class:`SimVerbRun`) and the session it runs
+in; the command's handler builds the record from its options once (:func:`run_model_job`), the warm
+queue from each queued ``run-model``.
+
 This module sits above the studies (like :mod:`verbeval.cli`): it may import each of them.
 """
 
@@ -21,90 +27,196 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
-from verbeval.agreement.cli.inference import (
-    context_options,
+from verbeval.agreement.cli.inference import context_options, model_options, model_run, shard_options, shard_run
+from verbeval.agreement.runs import (
+    FormsRun,
+    ShardRun,
     forms_extra_tokens,
+    in_session,
+    kept_manifest,
     load_checked_lm,
-    model_options,
-    run_agreement_branch,
-    shard_options,
+    run_forms,
+    run_shards,
 )
-from verbeval.agreement.steps import FORMS_BATCH_SIZE
+from verbeval.agreement.steps import FORMS_BATCH_SIZE, FORMS_FILE, FORMS_GROUPS, FORMS_MANIFEST
 from verbeval.core.cliutil import Add, check_outputs
+from verbeval.core.model_runs import ModelRun
+from verbeval.core.session import Session
+from verbeval.core.steps import add_options
 from verbeval.simverb import cli as simverb_cli
+from verbeval.simverb.steps import SIMVERB_SCORE
 
 log = logging.getLogger("verbeval")
 
 
-def _forms_branch(lm: Any, a: argparse.Namespace) -> None:
-    import pandas as pd
+@dataclass(frozen=True)
+class SimVerbRun:
+    """The SimVerb-3500 branch of a model: its inputs (``splits``: ``NAME=PATH`` items), settings and outputs."""
 
-    from verbeval.agreement.cli.lexicon_modes import run_forms_branch
+    data: str
+    out: str
+    verbs: str
+    splits: tuple[str, ...] = ()
+    frames: tuple[str, ...] = ()  #: contexts with {verb}; none: ``to {verb}``
+    multi_token: str = field(default_factory=lambda: SIMVERB_SCORE.default("multi_token"))
+    batch_size: int = field(default_factory=lambda: SIMVERB_SCORE.default("batch_size"))
+    progress: bool = True
 
-    groups = [g for g in a.forms_groups.split(",") if g]
-    templates, forms = pd.read_parquet(a.templates), pd.read_parquet(a.forms)
-    run_forms_branch(lm, a, templates, forms, groups, a.forms_manifest, a.forms_batch_size)
+    @property
+    def frame_list(self) -> list[str]:
+        return list(self.frames) or ["to {verb}"]
+
+    @property
+    def inputs(self) -> list[str]:
+        """The files its outputs depend on (the data and the split files)."""
+        return [self.data] + [s.partition("=")[2] for s in self.splits]
 
 
-def simverb_settings(a: argparse.Namespace) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunModel:
+    """``run-model``: one model (``run``), its agreement shards, and its optional form and SimVerb branches."""
+
+    run: ModelRun
+    shards: ShardRun
+    forms: FormsRun | None = None
+    simverb: SimVerbRun | None = None
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+
+def simverb_settings(run: ModelRun, sv: SimVerbRun) -> dict[str, Any]:
     """What the SimVerb outputs depend on besides their input files (the key of their stamp)."""
     from verbeval import __version__
-    from verbeval.core.model_sources.source import ModelSource
     from verbeval.core.models import model_fingerprint
 
-    source = ModelSource.from_options(a)
+    source = run.source
     return {
         "branch": "simverb",
         "verbeval": __version__,
         "model": source.id,
         "revision": source.revision,
         "gguf_file": source.file,
-        "random_init": a.random_init,
+        "random_init": run.random_init,
         "model_version": model_fingerprint(source),
-        "dtype": a.dtype,
-        "frames": a.simverb_frame or ["to {verb}"],
-        "multi_token": a.simverb_multi_token,
-        "batch_size": a.simverb_batch_size,
-        "splits": [s.partition("=")[0] for s in a.simverb_split],
+        "dtype": run.dtype,
+        "frames": sv.frame_list,
+        "multi_token": sv.multi_token,
+        "batch_size": sv.batch_size,
+        "splits": [s.partition("=")[0] for s in sv.splits],
     }
 
 
-def _simverb_branch(lm: Any, a: argparse.Namespace) -> None:
+def _simverb_current(run: ModelRun, sv: SimVerbRun) -> tuple[bool, str]:
+    """Whether the SimVerb outputs are up to date by their stamp, and their key."""
     from verbeval.core import stamps
-    from verbeval.core.provenance import resolve_random_init
+
+    key = stamps.branch_key(simverb_settings(run, sv), sv.inputs)
+    return stamps.is_current([sv.out, sv.verbs], key), key
+
+
+def _simverb_branch(lm: Any, run: ModelRun, sv: SimVerbRun) -> None:
+    from verbeval.core import stamps
     from verbeval.simverb.vectors import score_loaded
 
-    outputs = [a.simverb_out, a.simverb_verbs]
-    inputs = [a.simverb_data] + [s.partition("=")[2] for s in a.simverb_split]
-    key = stamps.branch_key(simverb_settings(a), inputs)
-    if stamps.is_current(outputs, key):
-        log.info("simverb %s: %s and %s are up to date (same inputs and settings): kept", a.model, *outputs)
+    outputs = [sv.out, sv.verbs]
+    current, key = _simverb_current(run, sv)
+    if current:
+        log.info("simverb %s: %s and %s are up to date (same inputs and settings): kept", run.name, *outputs)
         return
     stamps.clear_stamp(outputs)
-    pairs = simverb_cli.read_pairs(a.simverb_data, a.simverb_split)
+    pairs = simverb_cli.read_pairs(sv.data, list(sv.splits))
     sims, verbs = score_loaded(
         pairs,
         lm.model.base_model,
         lm.tokenizer,
         lm.device,
-        model_id=a.model,
-        frames=a.simverb_frame or ["to {verb}"],
-        multi_token=a.simverb_multi_token,
-        batch_size=a.simverb_batch_size,
-        progress=not a.no_progress,
+        model_id=run.name,
+        frames=sv.frame_list,
+        multi_token=sv.multi_token,
+        batch_size=sv.batch_size,
+        progress=sv.progress,
     )
-    simverb_cli.write_scores(
-        sims,
-        verbs,
-        len(pairs),
-        a.model,
-        a.simverb_out,
-        a.simverb_verbs,
-        random_init=resolve_random_init(a.model, a.random_init),
-    )
+    simverb_cli.write_scores(sims, verbs, len(pairs), run.name, sv.out, sv.verbs, random_init=run.is_random(warn=False))
     stamps.write_stamp(outputs, key)
+
+
+def _load_checked(job: RunModel, session: Session) -> Any:
+    """The model, once no context of its branches is longer than it reads
+    (:func:`verbeval.agreement.engine.lengths.check_context_lengths`; the form branch's longest form included)."""
+    import pandas as pd
+
+    from verbeval.agreement.engine.lengths import check_context_lengths
+
+    run, shards = job.run, job.shards
+    templates = pd.read_parquet(shards.templates)
+    lm, _ = load_checked_lm(run, templates, shards.templates, shards.groups, session)
+    if job.forms is not None:
+        check_context_lengths(
+            run.source,
+            lm.kind,
+            templates,
+            list(job.forms.groups),
+            run.prepend_bos,
+            forms_extra_tokens(pd.read_parquet(job.forms.forms)),
+            tokenizer=lm.tokenizer,
+            config=lm.model.config,
+        )
+    return lm
+
+
+def _kept(job: RunModel, session: Session) -> bool:
+    """Whether every branch of the model is already done and its manifest was written without loading
+    it (a queue's revision whose shards a stopped or rerun queue job had finished): the agreement
+    store complete (:func:`verbeval.agreement.runs.kept_manifest`), no form branch, and the SimVerb
+    outputs, if any, up to date by their stamp."""
+    if job.forms is not None:
+        return False
+    if job.simverb is not None and not _simverb_current(job.run, job.simverb)[0]:
+        return False
+    body = kept_manifest(job.run, job.shards, session)
+    if body is None:
+        return False
+    job.run.is_random()  # its warning, for a random model
+    session.prefetch.skip(job.run.load_request())
+    log.info("%s: all %d shards were in the store: manifest %s written, model not loaded", job.name,
+             len(body["shards"]), job.shards.manifest)  # fmt: skip
+    return True
+
+
+def run_model(job: RunModel, session: Session | None = None) -> None:
+    """Every branch of one model from one load: its agreement shards, then its form shards and its
+    SimVerb outputs when ``job`` has them. In a queue, ``session`` is the queue's (its caches and the
+    model loaded ahead); else a fresh one."""
+    check_outputs(
+        job.shards.manifest,
+        job.forms.manifest if job.forms else None,
+        job.simverb.out if job.simverb else None,
+        job.simverb.verbs if job.simverb else None,
+    )
+    with in_session(session) as s:
+        if _kept(job, s):
+            return
+        t0 = time.perf_counter()
+        lm = _load_checked(job, s)
+        load_s = time.perf_counter() - t0
+        log.info("%s: model loaded in %.1f s (once for every branch)", job.name, load_s)
+        branches: list[tuple[str, Any]] = [("agreement", lambda: run_shards(lm, job.run, job.shards, s, load_s))]
+        if job.forms is not None:
+            forms = job.forms
+            branches.append(("multi-token forms", lambda: run_forms(lm, job.run, forms)))
+        if job.simverb is not None:
+            sv = job.simverb
+            branches.append(("SimVerb-3500", lambda: _simverb_branch(lm, job.run, sv)))
+        for name, run in branches:
+            t1 = time.perf_counter()
+            run()
+            log.info("%s: %s branch %.1f s", job.name, name, time.perf_counter() - t1)
+        log.info("%s: every branch in %.1f s (load included)", job.name, time.perf_counter() - t0)
 
 
 def check_branches(a: argparse.Namespace) -> None:
@@ -121,95 +233,38 @@ def check_branches(a: argparse.Namespace) -> None:
             raise VerbevalError(f"the {name} branch needs {missing} as well")
 
 
-def _load_checked(a: argparse.Namespace) -> Any:
-    """The model, once no context of its branches is longer than it reads
-    (:func:`verbeval.agreement.engine.lengths.check_context_lengths`; the form branch's longest form included)."""
-    import pandas as pd
-
-    from verbeval.agreement.engine.lengths import check_context_lengths
-    from verbeval.core.model_sources.source import ModelSource
-
-    templates = pd.read_parquet(a.templates)
-    lm, _ = load_checked_lm(a, templates, [g for g in a.groups.split(",") if g])
+def run_model_job(a: argparse.Namespace) -> RunModel:
+    """``run-model``'s options as its typed step value (the command line's one conversion)."""
+    check_branches(a)
+    shards = shard_run(a)
+    forms = simverb = None
     if a.forms_manifest:
-        check_context_lengths(
-            ModelSource.from_options(a),
-            lm.kind,
-            templates,
-            [g for g in a.forms_groups.split(",") if g],
-            a.prepend_bos,
-            forms_extra_tokens(pd.read_parquet(a.forms)),
-            tokenizer=lm.tokenizer,
-            config=lm.model.config,
+        forms = FormsRun(
+            a.templates,
+            a.forms,
+            tuple(g for g in a.forms_groups.split(",") if g),
+            a.forms_manifest,
+            n_chunks=a.n_chunks,
+            batch_size=a.forms_batch_size,
+            allow_nonfinite=a.allow_nonfinite,
+            progress=not a.no_progress,
         )
-    return lm
-
-
-def _kept(a: argparse.Namespace) -> bool:
-    """Whether every branch of the model is already done and its manifest was written without loading
-    it (a queue's revision whose shards a stopped or rerun queue job had finished): the agreement
-    store complete (:func:`verbeval.agreement.engine.inference.manifest_if_complete`), no form branch,
-    and the SimVerb outputs, if any, up to date by their stamp."""
-    import pandas as pd
-
-    from verbeval.agreement.cli.inference import load_request, random_init
-    from verbeval.agreement.engine.inference import manifest_if_complete
-    from verbeval.core import prefetch, stamps
-    from verbeval.core.model_sources.source import ModelSource
-    from verbeval.core.warm import frame_key
-
-    if a.forms_manifest:
-        return False
     if a.simverb_out:
-        inputs = [a.simverb_data] + [s.partition("=")[2] for s in a.simverb_split]
-        if not stamps.is_current([a.simverb_out, a.simverb_verbs], stamps.branch_key(simverb_settings(a), inputs)):
-            return False
-    random = random_init(a, warn=False)  # warned below when kept, else by the branch that runs
-    body = manifest_if_complete(
-        ModelSource.from_options(a),
-        pd.read_parquet(a.templates),
-        pd.read_parquet(a.lemmas),
-        [g for g in a.groups.split(",") if g],
-        a.n_chunks,
-        a.manifest,
-        kind=a.kind,
-        dtype=a.dtype,
-        device_map=a.device_map,
-        top_k=a.top_k,
-        prepend_bos=a.prepend_bos,
-        random_init=random,
-        allow_nonfinite=a.allow_nonfinite,
-        templates_key=frame_key(a.templates),
-    )
-    if body is None:
-        return False
-    random_init(a)  # its warning, for a random model
-    prefetch.skip(load_request(a))
-    log.info("%s: all %d shards were in the store: manifest %s written, model not loaded", a.model,
-             len(body["shards"]), a.manifest)  # fmt: skip
-    return True
+        simverb = SimVerbRun(
+            a.simverb_data,
+            a.simverb_out,
+            a.simverb_verbs,
+            splits=tuple(a.simverb_split),
+            frames=tuple(a.simverb_frame),
+            multi_token=a.simverb_multi_token,
+            batch_size=a.simverb_batch_size,
+            progress=not a.no_progress,
+        )
+    return RunModel(model_run(a), shards, forms, simverb)
 
 
 def cmd_run_model(a: argparse.Namespace) -> None:
-    check_branches(a)
-    check_outputs(a.manifest, a.forms_manifest, a.simverb_out, a.simverb_verbs)
-    if _kept(a):
-        return
-    t0 = time.perf_counter()
-    lm = _load_checked(a)
-    load_s = time.perf_counter() - t0
-    log.info("%s: model loaded in %.1f s (once for every branch)", a.model, load_s)
-    branches = [
-        ("agreement", lambda lm, a: run_agreement_branch(lm, a, load_s), True),
-        ("multi-token forms", _forms_branch, bool(a.forms_manifest)),
-        ("SimVerb-3500", _simverb_branch, bool(a.simverb_out)),
-    ]
-    for name, run, on in branches:
-        if on:
-            t1 = time.perf_counter()
-            run(lm, a)
-            log.info("%s: %s branch %.1f s", a.model, name, time.perf_counter() - t1)
-    log.info("%s: every branch in %.1f s (load included)", a.model, time.perf_counter() - t0)
+    run_model(run_model_job(a))
 
 
 def register(add: Add) -> None:
@@ -227,12 +282,6 @@ def register(add: Add) -> None:
     context_options(s)
     shard_options(s.add_argument_group("agreement shards (as verbeval infer)"))
     g = s.add_argument_group("multi-token forms (as verbeval infer-forms; optional)")
-    g.add_argument("--forms", help="the model's forms.parquet (verbeval lexicon-forms)")
-    g.add_argument("--forms-groups", help="comma-separated template groups of the form shards")
-    FORMS_BATCH_SIZE.add_to(g)
-    g.add_argument(
-        "--forms-manifest",
-        help="output: the form store's manifest.json (shards beside it); --n-chunks as for the agreement shards",
-    )
+    add_options(g, FORMS_FILE, FORMS_GROUPS, FORMS_BATCH_SIZE, FORMS_MANIFEST)
     g = s.add_argument_group("SimVerb-3500 on the model's base model (as verbeval simverb-score; optional)")
     simverb_cli.score_options(g, prefix="simverb-")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from verbeval.core.cliutil import float_list
-from verbeval.core.steps import INFERENCE_DEVICE, Input, Output, Setting, Step, bootstrap_settings
+from verbeval.core.steps import INFERENCE_DEVICE, Input, Option, Output, Setting, Step, bootstrap_settings
 
 
 def positive_int(text: str) -> int:
@@ -203,6 +203,25 @@ FORMS_BATCH_SIZE = Setting(
     "agreement.multitoken.batch_size", "--forms-batch-size", int, "trie rows (prefixes / masked sequences) per pass"
 )
 
+#: the agreement shard store's manifest (``infer``, ``run-model``; ``infer-forms``: the form store's)
+SHARD_MANIFEST = Output(
+    "--manifest", "output: the store's manifest.json; shards go to <its folder>/<group>/<k>-of-<n>.parquet"
+)
+ALLOW_NONFINITE = Option(
+    "--allow-nonfinite",
+    "write contexts whose logits hold NaN or inf (their scores are NaN; each shard and the "
+    "manifest record n_nonfinite) instead of stopping (default: stop, naming the model and group)",
+    action="store_true",
+)
+#: run-model's optional multi-token form branch (as ``infer-forms``)
+FORMS_FILE = Input("--forms", "the model's forms.parquet (verbeval lexicon-forms)", required=False)
+FORMS_GROUPS = Option("--forms-groups", "comma-separated template groups of the form shards")
+FORMS_MANIFEST = Output(
+    "--forms-manifest",
+    "output: the form store's manifest.json (shards beside it); --n-chunks as for the agreement shards",
+    required=False,
+)
+
 #: one model, one load: its agreement shards, form shards and SimVerb-3500 embeddings (rules infer and
 #: infer_no_simverb, and the queue jobs); the per-model options (dtype, batch size, BOS, ...) come from
 #: its entry in ``models`` (the plan's ``infer_options``)
@@ -218,6 +237,8 @@ RUN_MODEL = Step(
         "agreement.multitoken.groups",
     ),
     rules=("infer", "infer_no_simverb", "precision_infer"),
+    inputs=(TEMPLATES_FILE, LEMMAS_FILE, FORMS_FILE),
+    outputs=(SHARD_MANIFEST, FORMS_MANIFEST),
     rule_keys={
         # the SimVerb branch of the job (simverb.models: which models have it)
         "infer": (

@@ -1,7 +1,7 @@
 """The next model of a queue read while the current one computes.
 
 ``verbeval run-queue`` announces the model loads its jobs will ask for, in order
-(:func:`announce`). When a job takes its model (:func:`take`), the load of the next announced
+(:meth:`Prefetcher.announce`, on the queue's session). When a job takes its model (:meth:`Prefetcher.take`), the load of the next announced
 model starts on a background thread, so its weights are read (from disk or the hub), built and
 moved to the device while the current model computes; the next job then finds it loaded. At most
 one model is loaded ahead. A load that fails ahead fails the job that asks for it, with the same
@@ -53,76 +53,74 @@ class LoadRequest:
         return load_model(self.source, kind=self.kind, dtype=self.dtype, device=self.device, device_map=self.device_map)
 
 
-_lock = threading.Lock()
-_upcoming: deque[LoadRequest] = deque()
-_ahead: dict[LoadRequest, Future[Any]] = {}
-_pool: ThreadPoolExecutor | None = None
+class Prefetcher:
+    """The loads a queue's jobs will ask for, and at most one model loaded ahead on a thread of its
+    own. Owned by a session (:class:`verbeval.core.session.Session`); a session that announces
+    nothing loads each model when it is taken."""
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._upcoming: deque[LoadRequest] = deque()
+        self._ahead: dict[LoadRequest, Future[Any]] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
-def announce(requests: list[LoadRequest]) -> None:
-    """The loads the coming jobs will ask for, in order (replaces any earlier announcement)."""
-    with _lock:
-        _upcoming.clear()
-        _upcoming.extend(requests)
+    def announce(self, requests: list[LoadRequest]) -> None:
+        """The loads the coming jobs will ask for, in order (replaces any earlier announcement)."""
+        with self._lock:
+            self._upcoming.clear()
+            self._upcoming.extend(requests)
 
+    def close(self) -> None:
+        """Forget the announcement and drop any model loaded ahead (the end of a queue)."""
+        with self._lock:
+            self._upcoming.clear()
+            pending = list(self._ahead.values())
+            self._ahead.clear()
+            pool, self._pool = self._pool, None
+        for fut in pending:
+            fut.cancel()
+        if pool is not None:
+            pool.shutdown(wait=True)
 
-def reset() -> None:
-    """Forget the announcement and drop any model loaded ahead (end of a queue; tests)."""
-    global _pool
-    with _lock:
-        _upcoming.clear()
-        pending = list(_ahead.values())
-        _ahead.clear()
-        pool, _pool = _pool, None
-    for fut in pending:
-        fut.cancel()
-    if pool is not None:
-        pool.shutdown(wait=True)
+    def _claim(self, request: LoadRequest) -> Future[Any] | None:
+        """Take ``request`` (and anything announced before it) off the queue; its load begun ahead, if any."""
+        with self._lock:
+            ahead = self._ahead.pop(request, None)
+            if request in self._upcoming:
+                while self._upcoming and self._upcoming.popleft() != request:
+                    pass
+        return ahead
 
+    def skip(self, request: LoadRequest) -> None:
+        """``request``'s job needs no model after all (its outputs were complete): drop it from the
+        queue, and its model if it was loaded ahead; the next announced load starts."""
+        ahead = self._claim(request)
+        if ahead is not None:
+            ahead.cancel()  # a load under way finishes on its thread; its model is dropped
+        self._start_next()
 
-def _claim(request: LoadRequest) -> Future[Any] | None:
-    """Take ``request`` (and anything announced before it) off the queue; its load begun ahead, if any."""
-    with _lock:
-        ahead = _ahead.pop(request, None)
-        if request in _upcoming:
-            while _upcoming and _upcoming.popleft() != request:
-                pass
-    return ahead
+    def take(self, request: LoadRequest) -> Any:
+        """The loaded model of ``request``: the one loaded ahead when there is one (waiting for it to
+        finish), else loaded now. Then the next announced load starts in the background."""
+        ahead = self._claim(request)
+        if ahead is not None:
+            t = time.perf_counter()
+            lm = ahead.result()  # a load that failed ahead raises its own error here
+            log.info(
+                "%s: loaded ahead, beside the previous model's work (waited %.1f s for it)",
+                request.source.id,
+                time.perf_counter() - t,
+            )
+        else:
+            lm = request.load()
+        self._start_next()
+        return lm
 
-
-def skip(request: LoadRequest) -> None:
-    """``request``'s job needs no model after all (its outputs were complete): drop it from the queue,
-    and its model if it was loaded ahead; the next announced load starts."""
-    ahead = _claim(request)
-    if ahead is not None:
-        ahead.cancel()  # a load under way finishes on its thread; its model is dropped
-    _start_next()
-
-
-def take(request: LoadRequest) -> Any:
-    """The loaded model of ``request``: the one loaded ahead when there is one (waiting for it to
-    finish), else loaded now. Then the next announced load starts in the background."""
-    ahead = _claim(request)
-    if ahead is not None:
-        t = time.perf_counter()
-        lm = ahead.result()  # a load that failed ahead raises its own error here
-        log.info(
-            "%s: loaded ahead, beside the previous model's work (waited %.1f s for it)",
-            request.source.id,
-            time.perf_counter() - t,
-        )
-    else:
-        lm = request.load()
-    _start_next()
-    return lm
-
-
-def _start_next() -> None:
-    global _pool
-    with _lock:
-        if not _upcoming or _ahead:
-            return
-        nxt = _upcoming[0]
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verbeval-prefetch")
-        _ahead[nxt] = _pool.submit(nxt.load)
+    def _start_next(self) -> None:
+        with self._lock:
+            if not self._upcoming or self._ahead:
+                return
+            nxt = self._upcoming[0]
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verbeval-prefetch")
+            self._ahead[nxt] = self._pool.submit(nxt.load)

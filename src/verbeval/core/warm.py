@@ -9,8 +9,10 @@ path or name, so two checkpoint folders with identical tokenizer files share the
 changed file does not. A model whose tokenizer has no content key (a hub id, a GGUF file) simply
 computes its own: the cache only ever skips work whose inputs are byte-identical.
 
-Every value is kept for the life of the process, bounded by :data:`MAX_ENTRIES` per namespace
-(oldest first out); a single ``verbeval`` command that scores one model sees no difference.
+The values are kept by a :class:`WarmCache` that a session owns (:class:`verbeval.core.session.Session`:
+one per queue, one per single command), bounded by :data:`MAX_ENTRIES` per namespace (oldest first
+out); outside a session nothing is kept. A single ``verbeval`` command that scores one model sees no
+difference.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,50 +48,82 @@ TOKENIZER_FILES = (
 #: values kept per namespace (a namespace: one kind of work, e.g. "group")
 MAX_ENTRIES = 256
 
-_lock = threading.Lock()
-_stores: dict[str, OrderedDict[Hashable, Any]] = {}
-_file_keys: dict[tuple[str, int, int, int], str] = {}
+
+class WarmCache:
+    """The work a warm process keeps: values per namespace (each bounded by :data:`MAX_ENTRIES`, oldest
+    first out) and the sha256 of files by (path, size, mtime, inode). Owned by a session
+    (:class:`verbeval.core.session.Session`, one per queue or command); the engine reaches the cache of
+    the session its step runs in through :func:`memo`, :func:`file_key` and friends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stores: dict[str, OrderedDict[Hashable, Any]] = {}
+        self._file_keys: dict[tuple[str, int, int, int], str] = {}
+
+    def memo(self, namespace: str, key: Hashable | None, compute: Callable[[], T]) -> T:
+        """``compute()``, or its value from an earlier call with the same ``key`` on this cache.
+        ``key`` None: computed every time (nothing identifies the inputs by content)."""
+        if key is None:
+            return compute()
+        with self._lock:
+            store = self._stores.setdefault(namespace, OrderedDict())
+            if key in store:
+                store.move_to_end(key)
+                return store[key]  # type: ignore[no-any-return]
+        value = compute()
+        with self._lock:
+            store[key] = value
+            while len(store) > MAX_ENTRIES:
+                store.popitem(last=False)
+        return value
+
+    def file_key(self, path: str | Path) -> str:
+        """The sha256 of a file's content, computed once per (path, size, mtime, inode) on this cache."""
+        st = os.stat(path)
+        ident = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+        with self._lock:
+            known = self._file_keys.get(ident)
+        if known is not None:
+            return known
+        from verbeval.core.io import sha256_file
+
+        digest = sha256_file(path)
+        with self._lock:
+            self._file_keys[ident] = digest
+        return digest
+
+
+#: the cache of the session whose step runs in this context (None: no session, nothing kept)
+_active: ContextVar[WarmCache | None] = ContextVar("verbeval_warm_cache", default=None)
+
+
+@contextmanager
+def using(cache: WarmCache) -> Iterator[WarmCache]:
+    """Within the block, :func:`memo` and :func:`file_key` keep their values on ``cache``
+    (:meth:`verbeval.core.session.Session.active`)."""
+    token = _active.set(cache)
+    try:
+        yield cache
+    finally:
+        _active.reset(token)
 
 
 def memo(namespace: str, key: Hashable | None, compute: Callable[[], T]) -> T:
-    """``compute()``, or its value from an earlier call with the same ``key`` in this process.
-    ``key`` None: computed every time (nothing identifies the inputs by content)."""
-    if key is None:
-        return compute()
-    with _lock:
-        store = _stores.setdefault(namespace, OrderedDict())
-        if key in store:
-            store.move_to_end(key)
-            return store[key]  # type: ignore[no-any-return]
-    value = compute()
-    with _lock:
-        store[key] = value
-        while len(store) > MAX_ENTRIES:
-            store.popitem(last=False)
-    return value
-
-
-def clear() -> None:
-    """Forget every value (tests)."""
-    with _lock:
-        _stores.clear()
-        _file_keys.clear()
+    """``compute()``, or its value from an earlier call with the same ``key`` in the active session
+    (:func:`using`); outside a session computed every time."""
+    cache = _active.get()
+    return compute() if cache is None else cache.memo(namespace, key, compute)
 
 
 def file_key(path: str | Path) -> str:
-    """The sha256 of a file's content, computed once per (path, size, mtime, inode) in this process."""
-    st = os.stat(path)
-    ident = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-    with _lock:
-        known = _file_keys.get(ident)
-    if known is not None:
-        return known
+    """The sha256 of a file's content, kept by the active session's cache (outside one: computed)."""
+    cache = _active.get()
+    if cache is not None:
+        return cache.file_key(path)
     from verbeval.core.io import sha256_file
 
-    digest = sha256_file(path)
-    with _lock:
-        _file_keys[ident] = digest
-    return digest
+    os.stat(path)  # a missing file fails as with a cache
+    return sha256_file(path)
 
 
 def tokenizer_files_key(source: ModelSource | str) -> str | None:

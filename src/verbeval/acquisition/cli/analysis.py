@@ -6,34 +6,21 @@ from __future__ import annotations
 import argparse
 import logging
 
+from verbeval.acquisition.runs import LemmaContextsRun, lemma_contexts
 from verbeval.acquisition.steps import ACQUISITION, LEMMA_CONTEXTS
-from verbeval.agreement.cli.common import expand_shards
 from verbeval.core.cliutil import Add, check_outputs
 from verbeval.core.steps import MODEL_NAME, Option, add_options
 
 log = logging.getLogger("verbeval")
 
 
+def lemma_contexts_run(a: argparse.Namespace) -> LemmaContextsRun:
+    """``lemma-contexts``' options as its typed step value."""
+    return LemmaContextsRun(a.lemmas, tuple(a.shards), a.model_name, a.out, bool(a.toy))
+
+
 def cmd_lemma_contexts(a: argparse.Namespace) -> None:
-    import pandas as pd
-
-    from verbeval.agreement.engine.shardstore import manifest_random_init
-    from verbeval.agreement.scores.lemma_contexts import forms_of, lemma_contexts_from_shards, write_lemma_contexts
-
-    check_outputs(a.out)
-    lemmas = pd.read_parquet(a.lemmas)
-    random_init = any(manifest_random_init(p) for p in a.shards if p.endswith(".json"))
-    table = lemma_contexts_from_shards(expand_shards(a.shards), lemmas)
-    meta = {"model": a.model_name, "random_init": random_init, "toy": bool(a.toy), "forms": forms_of(lemmas)}
-    write_lemma_contexts(table, a.out, meta)
-    log.info(
-        "%s: %d groups x %d lemmas, %d contexts -> %s",
-        a.model_name,
-        table["group"].nunique(),
-        table["lemma"].nunique(),
-        int(table.groupby("group")["n_contexts"].first().sum()) if len(table) else 0,
-        a.out,
-    )
+    lemma_contexts(lemma_contexts_run(a))
 
 
 def register_lemma_contexts(add: Add) -> None:

@@ -1,5 +1,5 @@
 """Helpers shared by the agreement sub-commands: shard paths from shard files and manifests (every
-damaged shard quarantined), the checks that a store's shards fit the other inputs, and the groups of a
+damaged shard quarantined: :mod:`verbeval.agreement.runs`' functions, which the steps share), the checks that a store's shards fit the other inputs, and the groups of a
 run.
 """
 
@@ -9,34 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from verbeval.agreement.runs import expand_shards, verified_shards
 
-def verified_shards(
-    manifest: str | Path, groups: list[str] | None = None, keep_bad: bool = False
-) -> dict[str, list[Path]]:
-    """``{group: [shard paths]}`` of a manifest, every shard checked against the size and sha256 it
-    lists (:func:`verbeval.agreement.engine.shardstore.manifest_shards`). A damaged shard is moved
-    aside and the manifest removed (unless ``keep_bad``), so that the next run recomputes it
-    (:func:`verbeval.agreement.scores.aggregate.quarantine_bad_shard`); the error says so."""
-    from verbeval.agreement.engine.shardstore import manifest_shards
-    from verbeval.agreement.scores.aggregate import quarantine_bad_shard
-    from verbeval.core.errors import ShardError
-
-    try:
-        return manifest_shards(manifest, groups)
-    except ShardError as exc:
-        raise quarantine_bad_shard(exc, keep_bad, str(manifest)) from None
-
-
-def expand_shards(items: Sequence[str], keep_bad: bool = False) -> list[str]:
-    """Shard paths from shard files and shard-store manifests (``manifest.json``: every shard it
-    lists, each checked against the size and sha256 recorded there: :func:`verified_shards`)."""
-    out: list[str] = []
-    for item in items:
-        if not item.endswith(".json"):
-            out.append(item)
-            continue
-        out += [str(p) for paths in verified_shards(item, keep_bad=keep_bad).values() for p in paths]
-    return out
+__all__ = ["check_lemma_set", "expand_shards", "manifest_meta", "run_groups", "verified_shards"]
 
 
 def manifest_meta(manifest: str | Path) -> dict[str, Any]:

@@ -7,8 +7,9 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from verbeval.agreement.runs import LemmasRun, lemmas
 from verbeval.agreement.steps import LEMMAS, LEXICON, TEMPLATES
-from verbeval.core.cliutil import Add, check_outputs, model_source_options, split_pair
+from verbeval.core.cliutil import Add, model_source_options, split_pair
 from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.steps import GROUPS, Option, add_options
@@ -164,27 +165,13 @@ def register_templates(add: Add) -> None:
     )
 
 
+def lemmas_run(a: argparse.Namespace) -> LemmasRun:
+    """``lemmas``' options as its typed step value."""
+    return LemmasRun(ModelSource.from_options(a), a.lexicon, a.out)
+
+
 def cmd_lemmas(a: argparse.Namespace) -> None:
-    check_outputs(a.out)
-    import pandas as pd
-
-    from verbeval.agreement.data.eligibility import eligible_lemmas
-    from verbeval.core.fasttok import load_text_tokenizer
-    from verbeval.core.io import write_parquet
-    from verbeval.core.warm import frame_key, memo, tokenizer_files_key
-
-    source = ModelSource.from_options(a)
-
-    def compute() -> tuple[pd.DataFrame, int]:
-        tok = load_text_tokenizer(source)  # tokenizers alone where safe: no torch import
-        lex = pd.read_parquet(a.lexicon)
-        return eligible_lemmas(lex, tok), len(lex)
-
-    # the revisions of a sweep in one process (verbeval run-queue) share their tokenizer's lemmas
-    tok_key, lex_key = tokenizer_files_key(source), frame_key(a.lexicon)
-    elig, n_lex = memo("lemmas", None if tok_key is None or lex_key is None else (tok_key, lex_key), compute)
-    write_parquet(elig, a.out)
-    log.info("%s: %d of %d lemmas eligible (both forms single tokens) -> %s", a.model, len(elig), n_lex, a.out)
+    lemmas(lemmas_run(a))
 
 
 def register_lemmas(add: Add) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
 
 from verbeval.agreement.cli.common import expand_shards, run_groups
-from verbeval.agreement.cli.inference import forms_extra_tokens, load_checked_lm, model_options, store_options
+from verbeval.agreement.cli.inference import model_options, model_run, store_options
+from verbeval.agreement.runs import FormsRun, infer_forms
 from verbeval.agreement.steps import FORMS_BATCH_SIZE, LEXICON_COMMON, LEXICON_FORMS, LEXICON_MODES, LEXICON_MODES_TABLE
 from verbeval.core.cliutil import Add, check_outputs, model_source_options, split_pair
 from verbeval.core.model_sources.source import ModelSource
@@ -77,45 +77,18 @@ def register_lexicon_common(add: Add) -> None:
     LEXICON_COMMON.add_options(s)
 
 
-def run_forms_branch(
-    lm: Any, a: argparse.Namespace, templates: Any, forms: Any, groups: list[str], manifest: str, batch_size: int
-) -> None:
-    """The form shards of a loaded model into the store of ``manifest`` (``infer-forms``, and the
-    forms branch of ``verbeval run-model``), logged."""
-    from verbeval.agreement.lexicon_modes.form_shards import infer_forms_model
-
-    body = infer_forms_model(
-        lm,
-        templates,
-        forms,
-        groups,
-        a.n_chunks,
-        manifest,
-        batch_size=batch_size,
-        prepend_bos=a.prepend_bos,
-        progress=not a.no_progress,
-        allow_nonfinite=a.allow_nonfinite,
-    )
-    t = body["timing"]
-    log.info(
-        "%s: %d form shards -> %s; %d contexts computed in %.1f s (%.2f contexts/s)",
-        a.model,
-        len(body["shards"]),
-        manifest,
-        t["contexts"],
-        t["compute_s"],
-        t["contexts_per_s"],
-    )
-
-
 def cmd_infer_forms(a: argparse.Namespace) -> None:
-    import pandas as pd
-
-    check_outputs(a.manifest)
-    templates, forms = pd.read_parquet(a.templates), pd.read_parquet(a.forms)
-    groups = [g for g in a.groups.split(",") if g]
-    lm, _ = load_checked_lm(a, templates, groups, extra=forms_extra_tokens(forms))
-    run_forms_branch(lm, a, templates, forms, groups, a.manifest, a.batch_size)
+    forms = FormsRun(
+        a.templates,
+        a.forms,
+        tuple(g for g in a.groups.split(",") if g),
+        a.manifest,
+        n_chunks=a.n_chunks,
+        batch_size=a.batch_size,
+        allow_nonfinite=a.allow_nonfinite,
+        progress=not a.no_progress,
+    )
+    infer_forms(model_run(a, batch_size=False), forms)
 
 
 def register_infer_forms(add: Add) -> None:
