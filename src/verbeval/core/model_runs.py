@@ -30,7 +30,7 @@ log = logging.getLogger("verbeval")
 
 
 def _default(setting: Setting) -> Any:
-    from verbeval.core.config import schema_default
+    from verbeval.core.schema import schema_default
 
     return schema_default(setting.key)
 
