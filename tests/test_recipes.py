@@ -31,9 +31,10 @@ def _importers(study: str) -> set[str]:
 
 
 def test_a_study_is_reached_from_the_places_its_recipe_names() -> None:
-    """The acquisition study (the newest) is imported by the parser's registry, its part of the plan and
-    the registry of declared steps; its rules are one included file."""
-    assert _importers("acquisition") == {"commands.py", "workflow/acquisition.py"}
+    """The acquisition study (the newest) is imported by the parser's registry, its part of the plan,
+    the warm queue's command line (``lemma-contexts`` is a queue step) and the registry of declared
+    steps; its rules are one included file."""
+    assert _importers("acquisition") == {"commands.py", "queue_cli.py", "workflow/acquisition.py"}
     assert 'include: "workflow/rules/acquisition.smk"' in (REPO / "Snakefile").read_text()
     from verbeval.acquisition import steps
 
