@@ -74,9 +74,9 @@ def test_paper_configuration(in_repo: None) -> None:
         "blimp",
     ]
     assert plan.agreement_dir == "results/agreement" and plan.raw_dir == "data/raw"
-    assert plan.random_models == ""  # hub models: none randomly initialised
+    assert plan.model.random_models == ""  # hub models: none randomly initialised
     assert plan.model.dir_input("gpt2-xl") == []  # a hub id is no file input
-    opts = plan.infer_options("gpt2-xl")
+    opts = plan.model_steps.infer_options("gpt2-xl")
     assert opts["model"] == "gpt2-xl" and opts["random_init"] == "auto" and opts["revision"] == ""
     # the declared per-model settings, from the entry (no --device-map without a device map)
     argv = plan.model_steps.argv("run-model", "gpt2-xl", threads=3)
@@ -126,7 +126,7 @@ def test_quick_start_plan(in_repo: None) -> None:
     assert plan.model.version("smollm2-135m") == f"gguf-sha256:{SMOLLM2_SHA}"
     assert plan.model.local_model("quick-bert") == ["models/quick/bert"]
     assert plan.model.local_model("smollm2-135m") == ["models/pip/smollm2-135m"]
-    assert plan.random_models == "quick-bert"
+    assert plan.model.random_models == "quick-bert"
     assert (
         plan.model.source_options("smollm2-135m")
         == f"--gguf-file SmolLM2-135M-Instruct.Q4_1.gguf --sha256 {SMOLLM2_SHA}"
@@ -175,12 +175,12 @@ def test_run_model_branches_name_every_branch(in_repo: None, tmp_path: Path) -> 
         "sims": "SIM",
         "verbs": "V",
     }
-    branches = " ".join(plan.run_model_branches(files))
+    branches = " ".join(plan.model_steps.run_model_branches(files))
     assert branches.startswith("--forms=F --forms-groups=simple --forms-manifest=FM")
     assert "--forms-manifest=FM --simverb-data S" in branches
     assert branches.endswith("--simverb-out SIM --simverb-verbs V")
     no_sims = {"forms": "F", "forms_manifest": "FM"}
-    assert "--simverb" not in " ".join(plan.run_model_branches(no_sims))
+    assert "--simverb" not in " ".join(plan.model_steps.run_model_branches(no_sims))
     assert plan.infer_output() == {
         "manifest": "results-quick/agreement/{model}/shards/manifest.json",
         "forms_manifest": "results-quick/agreement/lexicon_modes/{model}/shards/manifest.json",
@@ -261,8 +261,8 @@ veridicality: {{models: [ross-pavlick-2019-bert, {folder}]}}
         ("veridicality_predict", {"vmodel": "nli"}),
         ("fetch", {"name": "simverb_3500"}),
     ]
-    assert plan.model.needed_ids(jobs) == {"gpt2", "bert-base-uncased", str(folder)}
-    assert plan.model.needed_ids([("table3", {})]) == {"gpt2"}
+    assert plan.needed_ids(jobs) == {"gpt2", "bert-base-uncased", str(folder)}
+    assert plan.needed_ids([("table3", {})]) == {"gpt2"}
 
 
 def test_merged_config_is_snakemakes_merge(tmp_path: Path) -> None:
@@ -437,11 +437,11 @@ def test_a_job_on_this_machines_cpu_claims_no_gpu(
     monkeypatch.setattr("sys.platform", "linux")
     extra = _extra(tmp_path, f"inference: {{device: {device}, gpus: 1}}\n")
     plan = plan_from_files([BASE, QUICK, extra])
-    assert [plan.model_gpus(name, local) for name in plan.models] == [expected, expected]
+    assert [plan.model.gpus(name, local) for name in plan.models] == [expected, expected]
     assert plan.gpu_resource(1, local=local) == expected  # simverb_score, veridicality_predict
     # a model split over GPUs by a device map keeps its GPUs wherever it runs
     plan.models["smollm2-135m"].update(device_map="auto", gpus=2)
-    assert plan.model_gpus("smollm2-135m", local) == 2
+    assert plan.model.gpus("smollm2-135m", local) == 2
 
 
 # ---------------------------------------------------------------- found at parse time, repaired by the job
@@ -567,7 +567,7 @@ def test_acquisition_demo_plan(in_repo: None) -> None:
     assert plan.model.local_model("toy-s1@step-128") == ["models/acquisition-demo/seed1"]
     assert plan.model.version("toy-s0@step-64").startswith('toy_model {"checkpoints": [32, 64, 91')
     assert plan.model.version("toy-s0@step-64").endswith('"seed": 0, "steps": 512} step 64')
-    assert plan.random_models == ""  # trained toy models, not random ones: the figures call them toy models
+    assert plan.model.random_models == ""  # trained toy models, not random ones: the figures call them toy models
     # one family of two seeds; every checkpoint is indexed
     assert {f: [(s.name, s.seed) for s in m] for f, m in acq.families.items()} == {
         "toy": [("toy-s0", "0"), ("toy-s1", "1")]

@@ -83,7 +83,7 @@ rule acquisition:
     params:
         options=PLAN.acquisition.analysis_options(),
         out_dir=lambda wc, output: os.path.dirname(output.tables[0]),  # the acquisition folder
-        random_models=PLAN.random_models,
+        random_models=PLAN.model.random_models,
     conda:
         "../../envs/verbeval.yaml"
     log:

@@ -89,7 +89,7 @@ if PLAN.comparisons.dtype_runs:
             dtype=alternatives(_dtypes),
         threads: config["inference"]["threads"]
         resources:
-            gpu=lambda wc: PLAN.model_gpus(wc.model, jobs_run_here(workflow)),
+            gpu=lambda wc: PLAN.model.gpus(wc.model, jobs_run_here(workflow)),
         conda:
             "../../envs/inference.yaml"
         log:

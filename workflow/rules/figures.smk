@@ -39,7 +39,7 @@ rule figure_models:
         ),
     params:
         models=",".join(PLAN.figures.comparison_models()),
-        random_models=PLAN.random_models,
+        random_models=PLAN.model.random_models,
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -61,7 +61,7 @@ rule figure_checkpoints:
     params:
         args=PLAN.figures.checkpoint_args(),
         settings=PLAN.settings("plot-checkpoints"),
-        random_models=PLAN.random_models,
+        random_models=PLAN.model.random_models,
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -102,7 +102,7 @@ rule figure_lemmas:
     params:
         models=",".join(PLAN.models),
         settings=PLAN.settings("plot-lemmas"),
-        random_models=PLAN.random_models,
+        random_models=PLAN.model.random_models,
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -127,7 +127,7 @@ rule table3:
     params:
         args=lambda wc, input: PLAN.figures.table3_args(),  # derived from the inputs: no rerun trigger of its own
         settings=PLAN.settings("topk-table"),
-        random_models=PLAN.random_models,
+        random_models=PLAN.model.random_models,
     conda:
         "../../envs/verbeval.yaml"
     log:

@@ -29,7 +29,7 @@ rule lexicon_common:
         **PLAN.lexicon_modes_rule_outputs("lexicon_common"),
     params:
         forms=PLAN.forms_options(),
-        random_models=PLAN.random_models,  # named in the report caption
+        random_models=PLAN.model.random_models,  # named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -76,7 +76,7 @@ rule lexicon_modes_table:
         models=",".join(PLAN.models),
         settings=PLAN.settings("lexicon-modes-table"),
         forms=PLAN.forms_options(),
-        random_models=PLAN.random_models,  # named in the report caption
+        random_models=PLAN.model.random_models,  # named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:
@@ -100,7 +100,7 @@ rule lexicon_modes_page:
         ),
     params:
         title="Agreement scores in three lexicon modes",
-        random_models=PLAN.random_models,  # named in the report caption
+        random_models=PLAN.model.random_models,  # named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:

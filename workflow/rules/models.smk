@@ -23,7 +23,7 @@ rule infer:
     threads: config["inference"]["threads"]
     resources:
         # 0 for a job on this machine's CPU (PLAN.gpu_resource): CPU jobs of two models run side by side
-        gpu=lambda wc: PLAN.model_gpus(wc.model, jobs_run_here(workflow)),
+        gpu=lambda wc: PLAN.model.gpus(wc.model, jobs_run_here(workflow)),
     conda:
         "../../envs/inference.yaml"
     log:

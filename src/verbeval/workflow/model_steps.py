@@ -11,13 +11,16 @@ come from its declaration (:mod:`verbeval.agreement.steps`). Built as ``PLAN.mod
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from verbeval.agreement.steps import AGGREGATE, RUN_MODEL
-from verbeval.core.steps import model_argv
-
-if TYPE_CHECKING:
-    from verbeval.workflow.plan import Plan
+from verbeval.core.steps import model_argv, settings_argv
+from verbeval.simverb.steps import SCORE_SETTINGS
+from verbeval.workflow.acquisition import AcquisitionPlan
+from verbeval.workflow.layout import Layout
+from verbeval.workflow.models import ModelsPlan
+from verbeval.workflow.studies import SimverbPlan
 
 #: the per-group files that ``aggregate`` writes for each group, in the order of its outputs
 AGGREGATE_FILES = ("scores", "tse", "summary")
@@ -42,29 +45,32 @@ KEPT = ("sims", "verbs")
 class ModelSteps:
     """Every per-model step of a plan (see the module docstring)."""
 
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
+    def __init__(self, layout: Layout, model: ModelsPlan, acquisition: AcquisitionPlan, simverb: SimverbPlan) -> None:
+        self.layout = layout
+        self.model = model
+        self.acquisition = acquisition
+        self.simverb = simverb
         self._cache: dict[str, dict[str, Any]] = {}
 
     def paths(self, m: str) -> dict[str, Any]:
         """The files of model ``m``'s steps (``m`` may be ``{model}``: the rules' patterns)."""
-        plan = self.plan
-        out = plan.agreement_dir
+        layout = self.layout
+        out = layout.agreement_dir
         found: dict[str, Any] = {
             "templates": f"{out}/templates.parquet",
             "lexicon": f"{out}/lexicon.parquet",
             "lemmas": f"{out}/{m}/lemmas.parquet",
-            "manifest": plan.shard_manifest(out).replace("{model}", m),
-            **{kind: plan.per_group(f"{out}/{m}/{{group}}/{_AGGREGATE_NAMES[kind]}") for kind in AGGREGATE_FILES},
+            "manifest": layout.shard_manifest(out).replace("{model}", m),
+            **{kind: layout.per_group(f"{out}/{m}/{{group}}/{_AGGREGATE_NAMES[kind]}") for kind in AGGREGATE_FILES},
             "out_dir": f"{out}/{m}",
             "lemma_stats": f"{out}/{m}/lemma_stats.csv",
-            "lemma_contexts": plan.acquisition.lemma_contexts(m),
+            "lemma_contexts": self.acquisition.lemma_contexts(m),
         }
-        if plan.multitoken_on:
-            found["forms"] = f"{plan.lexicon_modes_dir}/{m}/forms.parquet"
-            found["forms_manifest"] = plan.shard_manifest(plan.lexicon_modes_dir).replace("{model}", m)
-        found["sims"] = f"{plan.simverb.res}/{m}/similarities.parquet"
-        found["verbs"] = f"{plan.simverb.res}/{m}/verbs.csv"
+        if layout.multitoken_on:
+            found["forms"] = f"{layout.lexicon_modes_dir}/{m}/forms.parquet"
+            found["forms_manifest"] = layout.shard_manifest(layout.lexicon_modes_dir).replace("{model}", m)
+        found["sims"] = f"{self.simverb.res}/{m}/similarities.parquet"
+        found["verbs"] = f"{self.simverb.res}/{m}/verbs.csv"
         return found
 
     def files(self, name: str) -> dict[str, Any]:
@@ -72,27 +78,26 @@ class ModelSteps:
         whose job has no SimVerb branch, without ``lemma_contexts`` for one no sweep analyses; with its
         model folders (``model_dirs``)."""
         if name not in self._cache:
-            plan = self.plan
             f = self.paths(name)
-            if name in plan.simverb.in_infer:
-                f["simverb_data"] = plan.simverb.data()
-                f["simverb_splits"] = plan.simverb.split_files()
+            if name in self.simverb.in_infer:
+                f["simverb_data"] = self.simverb.data()
+                f["simverb_splits"] = self.simverb.split_files()
             else:
                 del f["sims"], f["verbs"]
-            if name not in plan.acquisition.models:
+            if name not in self.acquisition.models:
                 f["lemma_contexts"] = None
-            f["model_dirs"] = plan.model.local_model(name)
+            f["model_dirs"] = self.model.local_model(name)
             self._cache[name] = f
         return self._cache[name]
 
     def variant_paths(self, m: str, dtype: str) -> dict[str, Any]:
         """The files of model ``m``'s run in another dtype (``agreement.precision_audit.dtypes``): its
         shards, aggregates, flip set and comparison (``m``, ``dtype`` may be ``{model}``, ``{dtype}``)."""
-        d = f"{self.plan.agreement_dir}/{m}/precision/{dtype}"
+        d = f"{self.layout.agreement_dir}/{m}/precision/{dtype}"
         return {
             "manifest": f"{d}/shards/manifest.json",
             "out_dir": d,
-            **{kind: self.plan.per_group(f"{d}/{{group}}/{_AGGREGATE_NAMES[kind]}") for kind in AGGREGATE_FILES},
+            **{kind: self.layout.per_group(f"{d}/{{group}}/{_AGGREGATE_NAMES[kind]}") for kind in AGGREGATE_FILES},
             "flips": f"{d}/flips.csv",
             "comparison": f"{d}/comparison.csv",
         }
@@ -125,7 +130,7 @@ class ModelSteps:
         found: dict[str, Any] = {}
         for k in STEP_FILES[command][0]:
             if k == "model_dirs":
-                found["model"] = lambda wc: self.plan.model.local_model(wc.model)
+                found["model"] = lambda wc: self.model.local_model(wc.model)
             elif k in pattern:
                 found[k] = pattern[k]
         return found
@@ -141,38 +146,79 @@ class ModelSteps:
         """The ``verbeval`` command line (without ``verbeval``) of step ``command`` for model ``name``;
         ``threads``: run-model's (default ``inference.threads``; a job gets what Snakemake gives it);
         ``dtype``: the model's run in that dtype (run-model and aggregate: :meth:`variant_files`)."""
-        plan = self.plan
+        layout = self.layout
         f = self.files(name) if dtype is None else self.variant_files(name, dtype)
         if command == "lemmas":
-            m = plan.models[name]
-            return ["lemmas", "--model", m["id"], *shlex.split(plan.model.source_options(name)),
+            m = layout.models[name]
+            return ["lemmas", "--model", m["id"], *shlex.split(self.model.source_options(name)),
                     "--lexicon", f["lexicon"], "--out", f["lemmas"]]  # fmt: skip
         if command == "run-model":
             return self._run_model(name, f, threads, dtype)
         if command == "aggregate":
-            return ["aggregate", "--templates", f["templates"], "--groups", ",".join(plan.group_ids),
-                    "--model-name", name, "--manifest", f["manifest"], *AGGREGATE.argv(plan.config),
+            return ["aggregate", "--templates", f["templates"], "--groups", ",".join(layout.group_ids),
+                    "--model-name", name, "--manifest", f["manifest"], *AGGREGATE.argv(layout.config),
                     "--out-dir", f["out_dir"]]  # fmt: skip
         if command == "lemma-stats":
             return ["lemma-stats", "--lemmas", f["lemmas"], "--shards", f["manifest"], "--model-name", name,
                     "--out", f["lemma_stats"]]  # fmt: skip
         if command == "lemma-contexts":
             return ["lemma-contexts", "--lemmas", f["lemmas"], "--shards", f["manifest"], "--model-name", name,
-                    *shlex.split(plan.acquisition.toy_option(name)), "--out", f["lemma_contexts"]]  # fmt: skip
+                    *shlex.split(self.acquisition.toy_option(name)), "--out", f["lemma_contexts"]]  # fmt: skip
         raise KeyError(f"no per-model step {command!r}")
 
     def _run_model(self, name: str, f: dict[str, Any], threads: int | None, dtype: str | None = None) -> list[str]:
-        plan = self.plan
-        o = plan.infer_options(name)
-        inf = plan.config["inference"]
-        entry = {**plan.models[name], "threads": inf["threads"] if threads is None else threads,
+        layout = self.layout
+        o = self.infer_options(name)
+        inf = layout.config["inference"]
+        entry = {**layout.models[name], "threads": inf["threads"] if threads is None else threads,
                  **({"dtype": dtype} if dtype else {})}  # fmt: skip
-        branches = plan.run_model_branches(f)
+        branches = self.run_model_branches(f)
         return ["run-model", "--model", o["model"], *shlex.split(o["revision"]), *model_argv(entry),
                 "--random-init", o["random_init"],
-                "--templates", f["templates"], "--lemmas", f["lemmas"], "--groups", ",".join(plan.group_ids),
-                *RUN_MODEL.argv(plan.config), *branches, "--no-progress",
+                "--templates", f["templates"], "--lemmas", f["lemmas"], "--groups", ",".join(layout.group_ids),
+                *RUN_MODEL.argv(layout.config), *branches, "--no-progress",
                 *(["--allow-nonfinite"] if inf["allow_nonfinite"] else []), "--manifest", f["manifest"]]  # fmt: skip
+
+    def infer_options(self, name: str) -> dict[str, Any]:
+        """The per-model params of the model's inference job besides its declared settings
+        (:data:`verbeval.core.steps.MODEL_SETTINGS`, from its entry)."""
+        m = self.layout.models[name]
+        return {
+            "model": m["id"],
+            "version": self.model.version(name),
+            "revision": self.model.source_options(name),
+            "random_init": self.model.random_init_option(name),
+        }
+
+    def run_model_branches(self, files: Mapping[str, Any]) -> list[str]:
+        """`verbeval run-model` options of the optional branches its job writes (forms, SimVerb);
+        ``files``: the model's files (:meth:`files`: ``sims``
+        among them when its job has a SimVerb branch, ``forms`` when it has a forms branch)."""
+        opts = []
+        if self.layout.multitoken_on and "forms" in files:
+            opts += [
+                f"--forms={files['forms']}",
+                f"--forms-groups={','.join(self.layout.multitoken_groups)}",
+                f"--forms-manifest={files['forms_manifest']}",
+            ]
+        if "sims" in files:
+            sv = self.simverb.config
+            opts += ["--simverb-data", files["simverb_data"]]
+            for name, path in zip(self.simverb.splits, files["simverb_splits"]):
+                opts.append(f"--simverb-split={name}={path}")
+            for frame in sv["frames"]:
+                opts.append(f"--simverb-frame={frame}")
+            opts += [
+                # simverb-score's settings under run-model's names (--simverb-multi-token, ...)
+                *settings_argv(
+                    [s.with_option("--simverb-" + s.option[2:]) for s in SCORE_SETTINGS], self.layout.config
+                ),
+                "--simverb-out",
+                files["sims"],
+                "--simverb-verbs",
+                files["verbs"],
+            ]
+        return opts
 
     def command(self, command: str, name: str, threads: int | None = None, dtype: str | None = None) -> str:
         """:meth:`argv` as the rule's shell words (``verbeval {params.command} 2> {log:q}``)."""
