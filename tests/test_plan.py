@@ -4,9 +4,12 @@ the stale stores and unverified raw copies that force jobs, found without writin
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
+import re
 import shlex
+import string
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +20,7 @@ from test_shardstore import _plan  # shards that hold their own name, no model
 from verbeval.agreement.engine.shardstore import run_plan
 from verbeval.core.errors import VerbevalError
 from verbeval.workflow.loading import merged_config, plan_from_files
+from verbeval.workflow.model_steps import RULE_STEPS
 from verbeval.workflow.params import NOTHING, Untracked, alternatives
 from verbeval.workflow.plan import PlanError
 from verbeval.workflow.snakemake import (
@@ -76,8 +80,7 @@ def test_paper_configuration(in_repo: None) -> None:
     assert plan.agreement_dir == "results/agreement" and plan.raw_dir == "data/raw"
     assert plan.model.random_models == ""  # hub models: none randomly initialised
     assert plan.model.dir_input("gpt2-xl") == []  # a hub id is no file input
-    opts = plan.model_steps.infer_options("gpt2-xl")
-    assert opts["model"] == "gpt2-xl" and opts["random_init"] == "auto" and opts["revision"] == ""
+    assert plan.model.random_init_option("gpt2-xl") == "auto" and plan.model.source_options("gpt2-xl") == ""
     # the declared per-model settings, from the entry (no --device-map without a device map)
     argv = plan.model_steps.argv("run-model", "gpt2-xl", threads=3)
     assert argv[3:15] == [
@@ -181,7 +184,7 @@ def test_run_model_branches_name_every_branch(in_repo: None, tmp_path: Path) -> 
     assert branches.endswith("--simverb-out SIM --simverb-verbs V")
     no_sims = {"forms": "F", "forms_manifest": "FM"}
     assert "--simverb" not in " ".join(plan.model_steps.run_model_branches(no_sims))
-    assert plan.infer_output() == {
+    assert plan.model_steps.rules.infer.output == {
         "manifest": "results-quick/agreement/{model}/shards/manifest.json",
         "forms_manifest": "results-quick/agreement/lexicon_modes/{model}/shards/manifest.json",
     }
@@ -902,3 +905,61 @@ def test_rules_with_plain_outputs_answer_is_producer_by_lookup() -> None:
     pattern = Rule(["results/{model}/x.csv"], wildcards=True)
     assert not exact_producer(pattern)
     assert "is_producer" not in vars(pattern)  # left to Snakemake's regular expressions
+
+
+class _ShellFormatter(string.Formatter):
+    """Snakemake's formatting of a rule's ``shell:``, enough for the per-model rules: ``{x:q}`` quoted."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        return shlex.quote(str(value)) if format_spec == "q" else str(value)
+
+
+def _rule_shell(rule: str) -> str:
+    """The ``shell:`` string of ``rule`` in workflow/rules/*.smk (its adjacent literals joined)."""
+    for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        block = re.search(rf"^rule {rule}:\n(.*?)(?=^\S|\Z)", smk.read_text(), re.M | re.S)
+        if block:
+            shell = re.search(r"^    shell:\n((?:        \".*\"\n?)+)", block.group(1), re.M)
+            assert shell, rule
+            return str(ast.literal_eval("(" + shell.group(1) + ")"))
+    raise AssertionError(f"no rule {rule}")
+
+
+def _resolved(values: dict[str, Any], name: str, threads: int) -> SimpleNamespace:
+    wc = SimpleNamespace(model=name)
+    resolved = {}
+    for key, value in values.items():
+        if callable(value):
+            value = value(wc, threads) if value.__code__.co_argcount == 2 else value(wc)
+        resolved[key] = value.replace("{model}", name) if isinstance(value, str) else value
+    return SimpleNamespace(**resolved)
+
+
+@pytest.mark.parametrize("configs", [["quick", "multitoken"], ["acquisition-demo"]])
+def test_each_per_model_rule_runs_the_words_of_its_queue_step(in_repo: None, tmp_path: Path, configs: list) -> None:
+    """A per-model rule's command, written in its .smk and filled in from its record (STEP.<rule>),
+    has the words of the step a queue job runs (ModelSteps.argv)."""
+    files = [BASE, REPO / "config" / f"{configs[0]}.yaml"]
+    if "multitoken" in configs:
+        files.append(
+            _extra(tmp_path, "agreement: {multitoken: {enabled: true, groups: [simple]}, lexicon_mode: all}\n")
+        )
+    plan = plan_from_files(files)
+    checked = []
+    for rule, command in RULE_STEPS.items():
+        record = getattr(plan.model_steps.rules, rule)
+        for name in plan.models:
+            if command == "lemma-contexts" and name not in plan.acquisition.models:
+                continue
+            shell = _ShellFormatter().format(
+                _rule_shell(rule),
+                input=_resolved({k: v for k, v in record.input.items() if k != "model"}, name, 3),
+                output=_resolved(record.output, name, 3),
+                params=_resolved(record.params, name, 3),
+                wildcards=SimpleNamespace(model=name),
+                log=record.log.replace("{model}", name),
+            )
+            log = f"{plan.logs}/agreement/{name}/{rule}.log"
+            assert shlex.split(shell) == ["verbeval", *plan.model_steps.argv(command, name, threads=3), "2>", log]
+            checked.append(rule)
+    assert set(checked) == set(RULE_STEPS) - ({"lemma_contexts"} if "quick" in configs else set())

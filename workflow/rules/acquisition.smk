@@ -35,19 +35,20 @@ rule train_toy:
 
 rule lemma_contexts:
     input:
-        **PLAN.model_steps.rule_inputs("lemma-contexts"),
+        **STEP.lemma_contexts.input,
     output:
-        **PLAN.model_steps.rule_outputs("lemma-contexts"),
+        **STEP.lemma_contexts.output,
     wildcard_constraints:
         model=alternatives(PLAN.queues.unqueued(PLAN.acquisition.models)),  # a queued model: its queue_N job
     params:
-        command=lambda wc: PLAN.model_steps.command("lemma-contexts", wc.model),
+        **STEP.lemma_contexts.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/{{model}}/lemma_contexts.log",
+        STEP.lemma_contexts.log,
     shell:
-        "verbeval {params.command} 2> {log:q}"
+        "verbeval lemma-contexts --lemmas {input.lemmas:q} --shards {input.manifest:q} "
+        "--model-name {wildcards.model:q} {params.toy} --out {output.lemma_contexts:q} 2> {log:q}"
 
 
 rule acquisition_index:

@@ -44,20 +44,20 @@ rule templates:
 
 rule lemmas:
     input:
-        **PLAN.model_steps.rule_inputs("lemmas"),
+        **STEP.lemmas.input,
     output:
-        **PLAN.model_steps.rule_outputs("lemmas"),
+        **STEP.lemmas.output,
     wildcard_constraints:
         model=alternatives(PLAN.queues.lemma_rule_models()),  # a sweep queue's revisions: their queue_N job
     params:
-        command=lambda wc: PLAN.model_steps.command("lemmas", wc.model),
-        version=lambda wc: PLAN.model.version(wc.model),  # a rerun trigger: the model's files or commit
+        **STEP.lemmas.params,  # version: a rerun trigger, the model's files or commit
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/{{model}}/lemmas.log",
+        STEP.lemmas.log,
     shell:
-        "verbeval {params.command} 2> {log:q}"
+        "verbeval lemmas --model {params.model:q} {params.source} --lexicon {input.lexicon:q} --out {output.lemmas:q} "
+        "2> {log:q}"
 
 
 # rule infer (the model's one job: agreement shards and its other accelerator branches): models.smk
@@ -65,19 +65,20 @@ rule lemmas:
 
 rule aggregate:
     input:
-        **PLAN.model_steps.rule_inputs("aggregate"),
+        **STEP.aggregate.input,
     output:
-        **PLAN.model_steps.rule_outputs("aggregate"),
+        **STEP.aggregate.output,
     wildcard_constraints:
         model=alternatives(PLAN.queues.unqueued()),  # a queued model: its queue_N job (queues.smk)
     params:
-        command=lambda wc: PLAN.model_steps.command("aggregate", wc.model),
+        **STEP.aggregate.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/{{model}}/aggregate.log",
+        STEP.aggregate.log,
     shell:
-        "verbeval {params.command} 2> {log:q}"
+        "verbeval aggregate --templates {input.templates:q} --groups {params.groups:q} --model-name {wildcards.model:q} "
+        "--manifest {input.manifest:q} {params.settings} --out-dir {params.out_dir:q} 2> {log:q}"
 
 
 rule table2:

@@ -1,6 +1,7 @@
 # Shared set-up: the plan (verbeval.workflow.plan: models, groups, sources, paths and options, built
 # from the validated config) and Snakemake's hooks (verbeval.workflow.snakemake: configuration
-# errors, start checks, failure summary). The other rule files use only PLAN and Snakemake's names.
+# errors, start checks, failure summary). The other rule files use only PLAN, STEP (the
+# per-model step rules' records) and Snakemake's names.
 # Every rule runs one declared step, in verbeval.<study>.steps; there its settings, options and the
 # configuration keys it reads (its stages' DVC params, verbeval.workflow.dvc_yaml) are declared once.
 import sys
@@ -42,6 +43,8 @@ except PlanError as exc:
 # the models sharing this machine's GPU are one queue job (inference.gpu_queue) on a run whose jobs run
 # here; a cluster job (not the main process) plans as its main process did: no GPU queue there either
 PLAN.plan_queues(local_gpu=workflow.is_main_process and jobs_run_here(workflow))
+# each per-model step rule's record, read by name: **STEP.aggregate.input, STEP.aggregate.log, ...
+STEP = PLAN.model_steps.rules
 # an output folder under a file: Snakemake's own inventory of the outputs would stop in a traceback
 _blocked = blocked_output_root(config, PLAN.all_outputs())
 if _blocked:

@@ -73,19 +73,18 @@ rule figure_checkpoints:
 
 rule lemma_stats:
     input:
-        **PLAN.model_steps.rule_inputs("lemma-stats"),
+        **STEP.lemma_stats.input,
     output:
-        **PLAN.model_steps.rule_outputs("lemma-stats"),
+        **STEP.lemma_stats.output,
     wildcard_constraints:
         model=alternatives(PLAN.queues.unqueued()),  # a queued model: its queue_N job (queues.smk)
-    params:
-        command=lambda wc: PLAN.model_steps.command("lemma-stats", wc.model),
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/{{model}}/lemma_stats.log",
+        STEP.lemma_stats.log,
     shell:
-        "verbeval {params.command} 2> {log:q}"
+        "verbeval lemma-stats --lemmas {input.lemmas:q} --shards {input.manifest:q} --model-name {wildcards.model:q} "
+        "--out {output.lemma_stats:q} 2> {log:q}"
 
 
 rule figure_lemmas:

@@ -2,9 +2,10 @@
 line that runs it (``lemmas``, ``run-model``, ``aggregate``, ``lemma-stats``, ``lemma-contexts``).
 
 The per-model rules (``workflow/rules/agreement.smk``, ``models.smk``, ``figures.smk``,
-``acquisition.smk``) declare their inputs and outputs with :meth:`ModelSteps.paths` (with
-``{model}`` for the model: a pattern) and run :meth:`ModelSteps.command`; the queue jobs
-(:mod:`verbeval.workflow.queues`) run :meth:`ModelSteps.argv` of the same steps. A step's settings
+``acquisition.smk``) read their record by name, :attr:`ModelSteps.rules` (``STEP.aggregate.input``:
+patterns with ``{model}``, params, log), and write the step's command in their ``shell:`` with it; the
+queue jobs (:mod:`verbeval.workflow.queues`) run :meth:`ModelSteps.argv` of the same steps, the same
+words (``tests/test_plan.py`` checks each rule's command against it). A step's settings
 come from its declaration (:mod:`verbeval.agreement.steps`). Built as ``PLAN.model_steps``.
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from verbeval.agreement.steps import AGGREGATE, RUN_MODEL
@@ -41,6 +44,27 @@ STEP_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 KEPT = ("sims", "verbs")
 
+#: the per-model step of each per-model rule (its record: :attr:`ModelSteps.rules`)
+RULE_STEPS = {
+    "lemmas": "lemmas",
+    "infer": "run-model",
+    "aggregate": "aggregate",
+    "lemma_stats": "lemma-stats",
+    "lemma_contexts": "lemma-contexts",
+}
+
+
+@dataclass(frozen=True)
+class StepRule:
+    """What a per-model step's own rule reads by name (``**STEP.aggregate.input``): its named inputs and
+    outputs (patterns with ``{model}``; the model's folders a function of the job's wildcards), its
+    params (values, and functions of the job's wildcards) and its log file."""
+
+    input: dict[str, Any]
+    output: dict[str, str]
+    params: dict[str, Any]
+    log: str
+
 
 class ModelSteps:
     """Every per-model step of a plan (see the module docstring)."""
@@ -51,6 +75,44 @@ class ModelSteps:
         self.acquisition = acquisition
         self.simverb = simverb
         self._cache: dict[str, dict[str, Any]] = {}
+        #: each per-model rule's record, by rule name (``STEP.aggregate``)
+        self.rules = SimpleNamespace(**{rule: self._rule(rule, step) for rule, step in RULE_STEPS.items()})
+
+    def _rule(self, rule: str, command: str) -> StepRule:
+        layout, model = self.layout, self.model
+        groups = ",".join(layout.group_ids)
+        version = {"version": lambda wc: model.version(wc.model)}  # a rerun trigger: the model's files or commit
+        params: dict[str, dict[str, Any]] = {
+            "lemmas": {
+                "model": lambda wc: layout.models[wc.model]["id"],
+                "source": lambda wc: model.source_options(wc.model),
+                **version,
+            },
+            "run-model": {
+                "model": lambda wc: layout.models[wc.model]["id"],
+                "source": lambda wc: model.source_options(wc.model),
+                "model_settings": lambda wc, threads: shlex.join(self.model_settings(wc.model, threads)),
+                "random_init": lambda wc: model.random_init_option(wc.model),
+                "groups": groups,
+                "settings": shlex.join(RUN_MODEL.argv(layout.config)),
+                "branches": lambda wc: shlex.join(self.run_model_branches(self.files(wc.model))),
+                "nonfinite": "--allow-nonfinite" if layout.config["inference"]["allow_nonfinite"] else "",
+                **version,
+            },
+            "aggregate": {
+                "groups": groups,
+                "settings": shlex.join(AGGREGATE.argv(layout.config)),
+                "out_dir": lambda wc: self.files(wc.model)["out_dir"],
+            },
+            "lemma-stats": {},
+            "lemma-contexts": {"toy": lambda wc: self.acquisition.toy_option(wc.model)},
+        }
+        return StepRule(
+            self.rule_inputs(command),
+            self.rule_outputs(command),
+            params[command],
+            f"{layout.logs}/agreement/{{model}}/{'infer' if rule == 'infer' else rule}.log",
+        )
 
     def paths(self, m: str) -> dict[str, Any]:
         """The files of model ``m``'s steps (``m`` may be ``{model}``: the rules' patterns)."""
@@ -168,27 +230,20 @@ class ModelSteps:
 
     def _run_model(self, name: str, f: dict[str, Any], threads: int | None, dtype: str | None = None) -> list[str]:
         layout = self.layout
-        o = self.infer_options(name)
-        inf = layout.config["inference"]
-        entry = {**layout.models[name], "threads": inf["threads"] if threads is None else threads,
-                 **({"dtype": dtype} if dtype else {})}  # fmt: skip
-        branches = self.run_model_branches(f)
-        return ["run-model", "--model", o["model"], *shlex.split(o["revision"]), *model_argv(entry),
-                "--random-init", o["random_init"],
+        return ["run-model", "--model", layout.models[name]["id"], *self.model.source(name).options(),
+                *self.model_settings(name, threads, dtype), "--random-init", self.model.random_init_option(name),
                 "--templates", f["templates"], "--lemmas", f["lemmas"], "--groups", ",".join(layout.group_ids),
-                *RUN_MODEL.argv(layout.config), *branches, "--no-progress",
-                *(["--allow-nonfinite"] if inf["allow_nonfinite"] else []), "--manifest", f["manifest"]]  # fmt: skip
+                *RUN_MODEL.argv(layout.config), *self.run_model_branches(f), "--no-progress",
+                *(["--allow-nonfinite"] if layout.config["inference"]["allow_nonfinite"] else []),
+                "--manifest", f["manifest"]]  # fmt: skip
 
-    def infer_options(self, name: str) -> dict[str, Any]:
-        """The per-model params of the model's inference job besides its declared settings
-        (:data:`verbeval.core.steps.MODEL_SETTINGS`, from its entry)."""
-        m = self.layout.models[name]
-        return {
-            "model": m["id"],
-            "version": self.model.version(name),
-            "revision": self.model.source_options(name),
-            "random_init": self.model.random_init_option(name),
-        }
+    def model_settings(self, name: str, threads: int | None = None, dtype: str | None = None) -> list[str]:
+        """run-model's options of the model's declared settings (:data:`verbeval.core.steps.MODEL_SETTINGS`,
+        from its entry); ``threads``: the job's (default ``inference.threads``), ``dtype``: another dtype's run."""
+        inf = self.layout.config["inference"]
+        entry = {**self.layout.models[name], "threads": inf["threads"] if threads is None else threads,
+                 **({"dtype": dtype} if dtype else {})}  # fmt: skip
+        return model_argv(entry)
 
     def run_model_branches(self, files: Mapping[str, Any]) -> list[str]:
         """`verbeval run-model` options of the optional branches its job writes (forms, SimVerb);

@@ -137,14 +137,6 @@ class Plan:
             "custom": self.custom_group_options(),
         }
 
-    def infer_input(self) -> dict[str, Any]:
-        """Inputs of the model's one job, besides the SimVerb data (patterns with ``{model}``; the
-        model's folder is a function of the job's wildcards): :mod:`verbeval.workflow.model_steps`."""
-        return self.model_steps.rule_inputs("run-model")
-
-    def infer_output(self) -> dict[str, str]:
-        return self.model_steps.rule_outputs("run-model")
-
     def settings(self, command: str) -> str:
         """The options of declared step ``command``'s settings for this configuration, as shell words
         (:meth:`verbeval.core.steps.Step.argv`): a rule's ``params.settings``."""
