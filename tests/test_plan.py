@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import re
 import shlex
 import string
 from pathlib import Path
@@ -917,22 +916,51 @@ class _ShellFormatter(string.Formatter):
 def _rule_shell(rule: str) -> str:
     """The ``shell:`` string of ``rule`` in workflow/rules/*.smk (its adjacent literals joined)."""
     for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):
-        block = re.search(rf"^rule {rule}:\n(.*?)(?=^\S|\Z)", smk.read_text(), re.M | re.S)
-        if block:
-            shell = re.search(r"^    shell:\n((?:        \".*\"\n?)+)", block.group(1), re.M)
-            assert shell, rule
-            return str(ast.literal_eval("(" + shell.group(1) + ")"))
+        lines = smk.read_text().splitlines()
+        starts = [i for i, line in enumerate(lines) if line.strip() == f"rule {rule}:"]
+        if starts:
+            i = next(i for i in range(starts[0], len(lines)) if lines[i].strip() == "shell:") + 1
+            literal = []
+            while i < len(lines) and lines[i].strip().startswith('"'):
+                literal.append(lines[i].strip())
+                i += 1
+            return str(ast.literal_eval("(" + " ".join(literal) + ")"))
     raise AssertionError(f"no rule {rule}")
 
 
-def _resolved(values: dict[str, Any], name: str, threads: int) -> SimpleNamespace:
-    wc = SimpleNamespace(model=name)
-    resolved = {}
-    for key, value in values.items():
+def _resolved(values: Any, wc: SimpleNamespace, threads: int) -> Any:
+    """A record's inputs, outputs or params for one job: functions called, patterns filled in."""
+
+    def one(value: Any) -> Any:
         if callable(value):
             value = value(wc, threads) if value.__code__.co_argcount == 2 else value(wc)
-        resolved[key] = value.replace("{model}", name) if isinstance(value, str) else value
-    return SimpleNamespace(**resolved)
+        if isinstance(value, list):
+            return [one(v) for v in value]
+        for key, filled in vars(wc).items():
+            value = value.replace(f"{{{key}}}", filled) if isinstance(value, str) else value
+        return value
+
+    if isinstance(values, dict):
+        return SimpleNamespace(**{k: one(v) for k, v in values.items()})
+    return one(values)
+
+
+def rule_words(rule: str, record: Any, threads: int = 3, **wildcards: str) -> list[str]:
+    """The words of ``rule``'s command (its ``shell:`` in workflow/rules/*.smk, filled in from its
+    record as Snakemake fills it in) for the job of these wildcards, without ``verbeval`` and the log."""
+    wc = SimpleNamespace(**wildcards)
+    log = _resolved(record.log, wc, threads)
+    shell = _ShellFormatter().format(
+        _rule_shell(rule),
+        input=_resolved(record.input, wc, threads),
+        output=_resolved(record.output, wc, threads),
+        params=_resolved(record.params, wc, threads),
+        wildcards=wc,
+        log=log,
+    )
+    words = shlex.split(shell)
+    assert words[0] == "verbeval" and words[-2:] == ["2>", log], words
+    return words[1:-2]
 
 
 @pytest.mark.parametrize("configs", [["quick", "multitoken"], ["acquisition-demo"]])
@@ -951,15 +979,7 @@ def test_each_per_model_rule_runs_the_words_of_its_queue_step(in_repo: None, tmp
         for name in plan.models:
             if command == "lemma-contexts" and name not in plan.acquisition.models:
                 continue
-            shell = _ShellFormatter().format(
-                _rule_shell(rule),
-                input=_resolved({k: v for k, v in record.input.items() if k != "model"}, name, 3),
-                output=_resolved(record.output, name, 3),
-                params=_resolved(record.params, name, 3),
-                wildcards=SimpleNamespace(model=name),
-                log=record.log.replace("{model}", name),
-            )
-            log = f"{plan.logs}/agreement/{name}/{rule}.log"
-            assert shlex.split(shell) == ["verbeval", *plan.model_steps.argv(command, name, threads=3), "2>", log]
+            assert record.log.format(model=name) == f"{plan.logs}/agreement/{name}/{rule}.log"
+            assert rule_words(rule, record, model=name) == plan.model_steps.argv(command, name, threads=3)
             checked.append(rule)
     assert set(checked) == set(RULE_STEPS) - ({"lemma_contexts"} if "quick" in configs else set())

@@ -11,12 +11,15 @@ does not grow with a sweep's revisions).
 
 from __future__ import annotations
 
+import shlex
+from types import SimpleNamespace
 from typing import Any
 
 from verbeval.agreement.steps import COMPARE, FLIP_SET, PRECISION_AUDIT
 from verbeval.workflow.figures import FiguresPlan
 from verbeval.workflow.layout import Layout
-from verbeval.workflow.model_steps import ModelSteps
+from verbeval.workflow.model_steps import AGGREGATE_FILES, ModelSteps
+from verbeval.workflow.params import RuleRecord, quoted
 
 
 class ComparisonsPlan:
@@ -46,6 +49,85 @@ class ComparisonsPlan:
         self.dtype_runs: list[tuple[str, str]] = [
             (m, d) for d in self.audit_config["dtypes"] for m in layout.table_models if layout.models[m]["dtype"] != d
         ]
+        #: each rule's record, by rule name (``PLAN.comparisons.rules.comparisons``)
+        self.rules = SimpleNamespace(**self._rules())
+
+    def _rules(self) -> dict[str, RuleRecord]:
+        layout, steps, f = self.layout, self.model_steps, self.files()
+        logs, groups = f"{layout.logs}/agreement", ",".join(layout.group_ids)
+        models = list(layout.models)
+        variant = steps.variant_paths("{model}", "{dtype}")
+        own = steps.paths("{model}")
+        return {
+            "comparisons": RuleRecord(
+                [*self._aggregates(self.models()), own["templates"]],
+                self.rule_outputs("comparisons"),
+                f"{logs}/comparisons.log",
+                {
+                    "results": quoted([f"--results={m}={layout.agreement_dir}/{m}" for m in self.models()]),
+                    "templates": own["templates"],
+                    "groups": groups,
+                    "pairs": quoted([f"--pair={k}={a},{b}" for k, a, b in self.pairs]),
+                    "settings": shlex.join(COMPARE.argv(layout.config)),
+                },
+            ),
+            "comparisons_page": RuleRecord(f["csv"], f["page"], f"{logs}/comparisons_page.log"),
+            "precision_audit": RuleRecord(
+                self._aggregates(models) + [steps.files(m)[k] for m in models for k in ("manifest", "lemmas")],
+                self.rule_outputs("precision_audit"),
+                f"{logs}/precision_audit.log",
+                {
+                    "named": quoted(
+                        [
+                            word
+                            for m in models
+                            for word in (
+                                f"--results={m}={layout.agreement_dir}/{m}",
+                                f"--shards={m}={steps.files(m)['manifest']}",
+                                f"--lemmas={m}={steps.files(m)['lemmas']}",
+                            )
+                        ]
+                    ),
+                    "groups": groups,
+                    "settings": shlex.join(PRECISION_AUDIT.argv(layout.config)),
+                },
+            ),
+            "precision_audit_page": RuleRecord(f["audit"], f["audit_page"], f"{logs}/precision_audit_page.log"),
+            # the model's run in another dtype: rule infer's command (no forms or SimVerb branch)
+            "precision_infer": RuleRecord(
+                {k: v for k, v in steps.rules.infer.input.items() if k in ("templates", "lemmas", "model")},
+                {"manifest": variant["manifest"]},
+                f"{logs}/{{model}}/precision_{{dtype}}_infer.log",
+                {
+                    **{k: v for k, v in steps.rules.infer.params.items() if k != "version"},
+                    "model_settings": lambda wc, threads: shlex.join(steps.model_settings(wc.model, threads, wc.dtype)),
+                    "branches": "",
+                },
+            ),
+            "precision_aggregate": RuleRecord(
+                {"templates": own["templates"], "manifest": variant["manifest"]},
+                {k: variant[k] for k in AGGREGATE_FILES},
+                f"{logs}/{{model}}/precision_{{dtype}}_aggregate.log",
+                {
+                    **steps.rules.aggregate.params,
+                    "out_dir": lambda wc: steps.variant_paths(wc.model, wc.dtype)["out_dir"],
+                },
+            ),
+            "flip_set": RuleRecord(
+                lambda wc: self._flip_inputs(wc.model, wc.dtype),
+                {"flips": variant["flips"], "comparison": variant["comparison"]},
+                f"{logs}/{{model}}/precision_{{dtype}}_flips.log",
+                {
+                    "reference_results": lambda wc: f"{layout.agreement_dir}/{wc.model}",
+                    "reference_shards": lambda wc: steps.files(wc.model)["manifest"],
+                    "other_results": lambda wc: steps.variant_paths(wc.model, wc.dtype)["out_dir"],
+                    "other_shards": lambda wc: steps.variant_paths(wc.model, wc.dtype)["manifest"],
+                    "lemmas": lambda wc: steps.files(wc.model)["lemmas"],
+                    "groups": groups,
+                    "settings": shlex.join(FLIP_SET.argv(layout.config)),
+                },
+            ),
+        }
 
     def _plan_pairs(self) -> None:
         layout, seen = self.layout, set()
@@ -116,45 +198,13 @@ class ComparisonsPlan:
         steps = self.model_steps
         return [p for m in models for kind in ("tse", "scores", "summary") for p in steps.files(m)[kind]]
 
-    def compare_inputs(self) -> list[str]:
-        return [*self._aggregates(self.models()), self.model_steps.paths("{model}")["templates"]]
-
-    def audit_inputs(self) -> list[str]:
-        steps = self.model_steps
-        models = list(self.layout.models)
-        return self._aggregates(models) + [steps.files(m)[k] for m in models for k in ("manifest", "lemmas")]
-
-    def compare_argv(self) -> list[str]:
-        """``verbeval compare``'s command line (without ``verbeval``)."""
-        layout, f = self.layout, self.files()
-        return ["compare", *(f"--results={m}={layout.agreement_dir}/{m}" for m in self.models()),
-                f"--templates={self.model_steps.paths('{model}')['templates']}",
-                f"--groups={','.join(layout.group_ids)}", *(f"--pair={k}={a},{b}" for k, a, b in self.pairs),
-                *COMPARE.argv(layout.config),
-                "--csv", f["csv"], "--first-gains", f["first_gains"], "--figure", *f["figure"]]  # fmt: skip
-
-    def audit_argv(self) -> list[str]:
-        """``verbeval precision-audit``'s command line (without ``verbeval``)."""
-        layout, steps = self.layout, self.model_steps
-        named = [
-            word
-            for m in layout.models
-            for word in (
-                f"--results={m}={layout.agreement_dir}/{m}",
-                f"--shards={m}={steps.files(m)['manifest']}",
-                f"--lemmas={m}={steps.files(m)['lemmas']}",
-            )  # fmt: skip
-        ]
-        return ["precision-audit", *named, f"--groups={','.join(layout.group_ids)}", *PRECISION_AUDIT.argv(layout.config),
-                "--out", self.files()["audit"]]  # fmt: skip
-
     # ------------------------------------------------------------------ reruns in another dtype
 
     def dtype_alternatives(self) -> tuple[list[str], list[str]]:
         """The models and dtypes of :attr:`dtype_runs` (the rules' wildcard constraints)."""
         return list(dict.fromkeys(m for m, _ in self.dtype_runs)), list(dict.fromkeys(d for _, d in self.dtype_runs))
 
-    def flip_inputs(self, model: str, dtype: str) -> list[str]:
+    def _flip_inputs(self, model: str, dtype: str) -> list[str]:
         steps = self.model_steps
         own, other = steps.files(model), steps.variant_paths(model, dtype)
         return [
@@ -166,13 +216,3 @@ class ComparisonsPlan:
             *other["scores"],
             other["manifest"],
         ]
-
-    def flip_argv(self, model: str, dtype: str) -> list[str]:
-        """``verbeval flip-set``'s command line (without ``verbeval``) of ``model`` in ``dtype``."""
-        layout, steps = self.layout, self.model_steps
-        own, other = steps.files(model), steps.variant_paths(model, dtype)
-        return ["flip-set", f"--model-name={model}", f"--dtype={dtype}",
-                f"--reference-results={layout.agreement_dir}/{model}", f"--reference-shards={own['manifest']}",
-                f"--other-results={other['out_dir']}", f"--other-shards={other['manifest']}",
-                f"--lemmas={own['lemmas']}", f"--groups={','.join(layout.group_ids)}", *FLIP_SET.argv(layout.config),
-                "--flips", other["flips"], "--comparison", other["comparison"]]  # fmt: skip

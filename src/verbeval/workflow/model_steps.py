@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,6 +22,7 @@ from verbeval.simverb.steps import SCORE_SETTINGS
 from verbeval.workflow.acquisition import AcquisitionPlan
 from verbeval.workflow.layout import Layout
 from verbeval.workflow.models import ModelsPlan
+from verbeval.workflow.params import RuleRecord
 from verbeval.workflow.studies import SimverbPlan
 
 #: the per-group files that ``aggregate`` writes for each group, in the order of its outputs
@@ -54,18 +54,6 @@ RULE_STEPS = {
 }
 
 
-@dataclass(frozen=True)
-class StepRule:
-    """What a per-model step's own rule reads by name (``**STEP.aggregate.input``): its named inputs and
-    outputs (patterns with ``{model}``; the model's folders a function of the job's wildcards), its
-    params (values, and functions of the job's wildcards) and its log file."""
-
-    input: dict[str, Any]
-    output: dict[str, str]
-    params: dict[str, Any]
-    log: str
-
-
 class ModelSteps:
     """Every per-model step of a plan (see the module docstring)."""
 
@@ -78,7 +66,7 @@ class ModelSteps:
         #: each per-model rule's record, by rule name (``STEP.aggregate``)
         self.rules = SimpleNamespace(**{rule: self._rule(rule, step) for rule, step in RULE_STEPS.items()})
 
-    def _rule(self, rule: str, command: str) -> StepRule:
+    def _rule(self, rule: str, command: str) -> RuleRecord:
         layout, model = self.layout, self.model
         groups = ",".join(layout.group_ids)
         version = {"version": lambda wc: model.version(wc.model)}  # a rerun trigger: the model's files or commit
@@ -107,11 +95,11 @@ class ModelSteps:
             "lemma-stats": {},
             "lemma-contexts": {"toy": lambda wc: self.acquisition.toy_option(wc.model)},
         }
-        return StepRule(
+        return RuleRecord(
             self.rule_inputs(command),
             self.rule_outputs(command),
+            f"{layout.logs}/agreement/{{model}}/{rule}.log",
             params[command],
-            f"{layout.logs}/agreement/{{model}}/{'infer' if rule == 'infer' else rule}.log",
         )
 
     def paths(self, m: str) -> dict[str, Any]:
