@@ -841,18 +841,20 @@ def test_the_models_sharing_a_local_gpu_are_one_queue(in_repo: None, tmp_path: P
     assert (q.rule, q.label, q.gpu_queue) == ("queue_0", "gpu", True)
     assert q.models == ["bert-large-cased", "bert-large-uncased", "roberta-large", "gpt2-xl"]
     assert plan.queues.unqueued() == [] and plan.queues.lemma_rule_models() == q.models
-    steps = [shlex.split(w) for w in shlex.split(plan.queues.jobs_option(q))[1::2]]
+    record = plan.queues.record(q)
+    assert record.log == "results/logs/queues/gpu.log" and record.params["post_workers"] == 2
+    steps = [shlex.split(w) for w in shlex.split(record.params["jobs"](None))[1::2]]
     assert [s[0] for s in steps] == ["run-model", "aggregate", "lemma-stats"] * 4
     assert steps[3][steps[3].index("--model") + 1] == "bert-large-uncased"
     # its inputs are the lemmas the lemmas jobs made; its outputs every model's shards and summaries
-    assert "results/agreement/gpt2-xl/lemmas.parquet" in plan.queues.inputs(q)
-    outputs = plan.queues.outputs(q)
+    assert "results/agreement/gpt2-xl/lemmas.parquet" in record.input
+    outputs = record.output["steps"]
     assert "results/agreement/gpt2-xl/lemmas.parquet" not in outputs
     assert {
         "results/agreement/roberta-large/shards/manifest.json",
         "results/agreement/gpt2-xl/blimp/tse.parquet",
     } <= set(outputs)
-    assert "results/simverb/gpt2-xl/similarities.parquet" in plan.queues.kept_outputs(q)
+    assert "results/simverb/gpt2-xl/similarities.parquet" in record.output["kept"]
     assert plan.queues.gpus(q, local=True) == 1
     for extra, local in (("inference: {device: cuda}\n", False), ("inference: {device: cpu}\n", True),
                          ("inference: {device: cuda, gpu_queue: false}\n", True)):  # fmt: skip

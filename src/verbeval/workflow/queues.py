@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from verbeval.workflow.layout import Layout
 from verbeval.workflow.model_steps import KEPT, ModelSteps
 from verbeval.workflow.models import ModelsPlan
+from verbeval.workflow.params import RuleRecord
 
 #: the queue rules' names: ``queue_0``, ``queue_1``, ...
 QUEUE_RULE_PREFIX = "queue_"
@@ -113,38 +114,28 @@ class QueuesPlan:
                 outputs.update((p, None) for p in outs)
         return list(inputs), list(outputs)
 
-    def inputs(self, q: Queue) -> list[str]:
-        """The queue's inputs: the files its steps read that no step of it writes."""
-        return self._step_files(q)[0]
-
-    def outputs(self, q: Queue) -> list[str]:
-        """The queue's outputs (SimVerb's, which Snakemake keeps before the job, in :meth:`kept_outputs`)."""
-        kept = set(self.kept_outputs(q))
-        return [p for p in self._step_files(q)[1] if p not in kept]
-
-    def kept_outputs(self, q: Queue) -> list[str]:
-        """SimVerb outputs of the queue's models (flagged ``update`` as in rule infer: their stamp decides)."""
-        return [p for m in q.models for k in KEPT if (p := self.model_steps.files(m).get(k))]
-
-    # ------------------------------------------------------------------ one queue's steps
-
-    def step_commands(self, name: str, gpu_queue: bool = False, threads: int | None = None) -> list[list[str]]:
-        """The ``verbeval`` command lines (argument lists, without ``verbeval``) of one model's steps,
-        the ones its own rules run (:meth:`verbeval.workflow.model_steps.ModelSteps.steps`);
-        ``threads``: the job's threads (``inference.threads``, as Snakemake cuts it to ``--cores``)."""
-        return self.model_steps.steps(name, gpu_queue, threads)
-
-    def jobs_option(self, q: Queue, threads: int | None = None) -> str:
-        """``--job '...'`` of every step of the queue, in order (the shell words of rule queue_N)."""
-        return " ".join(
-            "--job " + shlex.quote(shlex.join(step))
-            for m in q.models
-            for step in self.step_commands(m, q.gpu_queue, threads)
+    def record(self, q: Queue) -> RuleRecord:
+        """What rule ``q.rule`` reads by name: its inputs (the files its steps read that no step of it
+        writes), its outputs (``steps``; ``kept``: SimVerb's, flagged ``update`` as in rule infer, their
+        stamp decides), its log and params: ``jobs`` (``--job '...'`` of every step, in order: the
+        command lines its models' own rules run, :meth:`verbeval.workflow.model_steps.ModelSteps.steps`),
+        ``versions`` (each model's files or commit: a rerun trigger, as in the per-model rules) and
+        ``post_workers``."""
+        inputs, outputs = self._step_files(q)
+        kept = [p for m in q.models for k in KEPT if (p := self.model_steps.files(m).get(k))]
+        steps = self.model_steps
+        return RuleRecord(
+            inputs,
+            {"steps": [p for p in outputs if p not in set(kept)], "kept": kept},
+            f"{self.layout.logs}/queues/{q.label}.log",
+            {
+                "jobs": lambda wc: " ".join(
+                    "--job " + shlex.quote(shlex.join(step)) for m in q.models for step in steps.steps(m, q.gpu_queue)
+                ),
+                "versions": lambda wc: [self.model.version(m) for m in q.models],
+                "post_workers": self.post_workers,
+            },
         )
-
-    def versions(self, q: Queue) -> list[str]:
-        """Each model's version (its files or commit): a rerun trigger, as in the per-model rules."""
-        return [self.model.version(m) for m in q.models]
 
     def gpus(self, q: Queue, local: bool) -> int:
         return max(self.model.gpus(m, local) for m in q.models)
