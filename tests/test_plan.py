@@ -985,3 +985,20 @@ def test_each_per_model_rule_runs_the_words_of_its_queue_step(in_repo: None, tmp
             assert rule_words(rule, record, model=name) == plan.model_steps.argv(command, name, threads=3)
             checked.append(rule)
     assert set(checked) == set(RULE_STEPS) - ({"lemma_contexts"} if "quick" in configs else set())
+
+
+def test_veridicality_rules_read_their_records(in_repo: None) -> None:
+    """Each veridicality rule's files, params, log and wildcard constraints are one record, read by name."""
+    plan = plan_from_files([BASE, QUICK])
+    rules = plan.veridicality.rules
+    assert rules.veridicality_released.input == {"data": "data/raw/veridicality/verb_veridicality_evaluation.tsv"}
+    assert rules.veridicality_released.constraints == {"vmodel": "ross\\-pavlick\\-2019\\-bert"}
+    assert rules.veridicality_predict.constraints == {"vmodel": "(?!x)x"}  # no real NLI model in the quick start
+    assert rules.veridicality_predict.params["settings"] == "--batch-size=32 --device=auto"
+    assert rules.veridicality_counterfactuals.params == {"settings": "--samples=1 --seed=0"}
+    assert rules.veridicality_kl.log == "results-quick/logs/veridicality/{vmodel}/kl.log"
+    assert rules.veridicality_table.input == "results-quick/veridicality/{vmodel}/predictions.parquet"
+    assert rules.veridicality_page.params["random_models"](SimpleNamespace(vmodel="ross-pavlick-2019-bert")) == ""
+    assert rules.veridicality_predict.output == {
+        "predictions": "results-quick/veridicality/{vmodel}/predictions.parquet"
+    }

@@ -135,7 +135,7 @@ def reported(outputs, category, subcategory, **captions):
 
 def veridicality_reported(rule, subcategory="{vmodel}", **captions):
     """``rule``'s named outputs, those named in ``captions`` in the report's Veridicality pages."""
-    return reported(PLAN.veridicality.rule_outputs(rule), "Veridicality", subcategory, **captions)
+    return reported(getattr(PLAN.veridicality.rules, rule).output, "Veridicality", subcategory, **captions)
 
 
 def simverb_reported(rule, **captions):

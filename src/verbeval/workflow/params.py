@@ -64,10 +64,11 @@ def output_files(outputs: Mapping[str, Any], names: Sequence[str] | None = None,
 class RuleRecord:
     """What a rule reads by name (``**STEP.aggregate.input``, ``PLAN.comparisons.rules.compare.log``): its
     inputs and outputs (a list, or names to patterns; a function of the job's wildcards where a file
-    depends on the model), its params (values, and functions of the job's wildcards) and its log file.
-    The rule's ``shell:`` writes the command with them."""
+    depends on the model), its params (values, and functions of the job's wildcards), its log file and
+    its wildcard constraints. The rule's ``shell:`` writes the command with them."""
 
     input: Any
     output: Any
     log: str
     params: dict[str, Any] = field(default_factory=dict)
+    constraints: dict[str, str] = field(default_factory=dict)

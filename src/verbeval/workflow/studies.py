@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from verbeval.core.errors import VerbevalError
@@ -20,6 +21,7 @@ from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.models import model_fingerprint
 from verbeval.workflow.layout import Layout
 from verbeval.workflow.models import ModelsPlan
+from verbeval.workflow.params import RuleRecord, alternatives
 
 
 def _flat(files: Iterable[str | list[str]]) -> list[str]:
@@ -213,6 +215,73 @@ class VeridicalityPlan:
             )
         layout.check_mirror_has(ver["source"])
         self.counterfactuals_on = bool(self.cf["enabled"] and self.real)
+        #: each rule's record, by rule name (``PLAN.veridicality.rules.veridicality_kl``)
+        self.rules = SimpleNamespace(**self._rules())
+
+    def _rules(self) -> dict[str, RuleRecord]:
+        from verbeval.veridicality.steps import VERIDICALITY_COUNTERFACTUALS, VERIDICALITY_PREDICT
+
+        config, p = self.layout.config, self.pattern
+        logs = f"{self.layout.logs}/veridicality"
+        every, real = {"vmodel": alternatives(list(self.models))}, {"vmodel": alternatives(list(self.real))}
+        random_models = {"random_models": lambda wc: self.random_models(wc.vmodel)}  # named in the report captions
+        return {
+            # the released probabilities of the pseudo-model: no model runs, so no GPU (a rule of its own)
+            "veridicality_released": RuleRecord(
+                {"data": self.data()},
+                self.rule_outputs("veridicality_released"),
+                f"{logs}/{{vmodel}}/predict.log",
+                constraints={"vmodel": alternatives(self.released)},
+            ),
+            "veridicality_predict": RuleRecord(
+                {
+                    "data": self.data(),
+                    "model": lambda wc: self.local_model(wc.vmodel),
+                    **({"pairs": p("pairs")} if self.counterfactuals_on else {}),
+                },
+                self.rule_outputs("veridicality_predict"),
+                f"{logs}/{{vmodel}}/predict.log",
+                {
+                    "model": lambda wc: self.real[wc.vmodel],
+                    "settings": shlex.join(VERIDICALITY_PREDICT.argv(config)),
+                    "counterfactuals": lambda wc, input, output: self.counterfactual_options(input, output),
+                },
+                real,
+            ),
+            "veridicality_table": RuleRecord(
+                p("predictions"),
+                self.rule_outputs("veridicality_table"),
+                f"{logs}/{{vmodel}}/table.log",
+                random_models,
+                every,
+            ),
+            "veridicality_counterfactuals": RuleRecord(
+                self.data(),
+                self.rule_outputs("veridicality_counterfactuals"),
+                f"{logs}/counterfactuals.log",
+                {"settings": shlex.join(VERIDICALITY_COUNTERFACTUALS.argv(config))},
+            ),
+            "veridicality_kl": RuleRecord(
+                {"predictions": p("predictions"), "counterfactuals": p("counterfactuals")},
+                self.rule_outputs("veridicality_kl"),
+                f"{logs}/{{vmodel}}/kl.log",
+                constraints=real,
+            ),
+            "veridicality_page": RuleRecord(
+                p("csv"), self.rule_outputs("veridicality_page"), f"{logs}/{{vmodel}}/page.log", random_models, every
+            ),
+            "veridicality_kl_pages": RuleRecord(
+                {"t7": p("t7_csv"), "t8": p("t8_csv")},
+                self.rule_outputs("veridicality_kl_pages"),
+                f"{logs}/{{vmodel}}/kl_pages.log",
+                constraints=real,
+            ),
+            "veridicality_counterfactual_pages": RuleRecord(
+                {"unhandled": p("unhandled"), "coverage": p("coverage")},
+                self.rule_outputs("veridicality_counterfactual_pages"),
+                f"{logs}/counterfactual_pages.log",
+            ),
+        }
 
     def data(self) -> str:
         return self.layout.raw_path(self.config["source"])
