@@ -1002,3 +1002,19 @@ def test_veridicality_rules_read_their_records(in_repo: None) -> None:
     assert rules.veridicality_predict.output == {
         "predictions": "results-quick/veridicality/{vmodel}/predictions.parquet"
     }
+
+
+def test_simverb_rules_read_their_records(in_repo: None) -> None:
+    """Each SimVerb rule's files, params, log and wildcard constraints are one record, read by name."""
+    plan = plan_from_files([BASE, QUICK])
+    rules = plan.simverb.rules
+    wc = SimpleNamespace(svmodel="quick-bert")
+    assert rules.simverb_score.log == "results-quick/logs/simverb/{svmodel}/score.log"
+    assert rules.simverb_score.constraints == {"svmodel": "(?!x)x"}  # both scored in their agreement job
+    assert rules.simverb_score.params["random_init"](wc) == "auto"
+    assert rules.simverb_table.input == {
+        "sims": "results-quick/simverb/{svmodel}/similarities.parquet",
+        "verbs": "results-quick/simverb/{svmodel}/verbs.csv",
+    }
+    assert rules.simverb_table.params["random_models"](wc) == "quick-bert"
+    assert rules.simverb_join.input["stats"] == plan.model_steps.paths("{svmodel}")["lemma_stats"]

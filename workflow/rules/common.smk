@@ -140,4 +140,4 @@ def veridicality_reported(rule, subcategory="{vmodel}", **captions):
 
 def simverb_reported(rule, **captions):
     """``rule``'s named outputs, those named in ``captions`` in the report's SimVerb-3500 pages."""
-    return reported(PLAN.simverb.rule_outputs(rule), "SimVerb-3500", "{svmodel}", **captions)
+    return reported(getattr(PLAN.simverb.rules, rule).output, "SimVerb-3500", "{svmodel}", **captions)

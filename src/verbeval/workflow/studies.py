@@ -71,6 +71,47 @@ class SimverbPlan:
         ]
         self.alone = [n for n in self.models if n not in self.in_infer]
         self.joined = [n for n, m in self.models.items() if m["join"]]
+        #: each rule's record, by rule name (``PLAN.simverb.rules.simverb_score``)
+        self.rules = SimpleNamespace(**self._rules())
+
+    def _rules(self) -> dict[str, RuleRecord]:
+        from verbeval.simverb.steps import SIMVERB_SCORE, SIMVERB_TABLE
+
+        config, p, out = self.layout.config, self.pattern, self.rule_outputs
+        logs = f"{self.layout.logs}/simverb/{{svmodel}}"
+        every = {"svmodel": alternatives(list(self.models))}
+        random_models = {"random_models": lambda wc: self.random_models(wc.svmodel)}  # named in the report captions
+        return {
+            "simverb_score": RuleRecord(
+                {"data": self.data(), "splits": self.split_files(), "model": lambda wc: self.local_model(wc.svmodel)},
+                out("simverb_score"),
+                f"{logs}/score.log",
+                {
+                    "model": lambda wc: self.model_args(wc.svmodel),
+                    "random_init": lambda wc: self.random_init_option(wc.svmodel),
+                    "splits": lambda wc, input: self.split_args(list(input.splits)),
+                    "version": lambda wc: self.version(wc.svmodel),
+                    "settings": shlex.join(SIMVERB_SCORE.argv(config)),
+                    "threads": config["inference"]["threads"],  # a change reruns the job (the command uses {threads})
+                },
+                {"svmodel": alternatives(self.alone)},  # the others: rule infer (models.smk)
+            ),
+            "simverb_table": RuleRecord(
+                out("simverb_score"),
+                out("simverb_table"),
+                f"{logs}/table.log",
+                {"settings": shlex.join(SIMVERB_TABLE.argv(config)), **random_models},
+                every,
+            ),
+            "simverb_page": RuleRecord(p("csv"), out("simverb_page"), f"{logs}/page.log", random_models, every),
+            "simverb_join": RuleRecord(
+                # the agreement model's lemma statistics: rule lemma_stats's output
+                {"sims": p("sims"), "stats": f"{self.layout.agreement_dir}/{{svmodel}}/lemma_stats.csv"},
+                out("simverb_join"),
+                f"{logs}/join.log",
+                constraints={"svmodel": alternatives(self.joined)},
+            ),
+        }
 
     def _split_available(self, source: str) -> bool:
         """An official split file is used when the manifest lists it and, with a mirror (data_mirror, else
