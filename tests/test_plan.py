@@ -106,7 +106,7 @@ def test_paper_configuration(in_repo: None) -> None:
         )
         == 4 * 10
     )
-    assert not plan.multitoken_on and plan.lexicon_modes_outputs() == []
+    assert not plan.multitoken_on and plan.lexicon_modes.outputs() == []
     assert plan.table2_params()["table_models"] == ""  # every model is in Table 2
 
 

@@ -15,7 +15,8 @@ is built first, and each sub-plan takes it and the sub-plans it needs: :mod:`ver
 (each model's sources, options and folders, the tiny and pip models: ``PLAN.model``),
 :mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality: ``PLAN.simverb``, ``PLAN.veridicality``),
 :mod:`verbeval.workflow.model_steps` (each model's steps: ``PLAN.model_steps``), :mod:`verbeval.workflow.figures`
-(figures, Table 3, DVC views: ``PLAN.figures``), :mod:`verbeval.workflow.comparisons`, :mod:`verbeval.workflow.queues`
+(figures, Table 3, DVC views: ``PLAN.figures``), :mod:`verbeval.workflow.lexicon_modes` (``PLAN.lexicon_modes``),
+:mod:`verbeval.workflow.comparisons`, :mod:`verbeval.workflow.queues`
 and :mod:`verbeval.workflow.repairs` (pinned files, shard stores and raw copies to repair: ``PLAN.repairs``).
 No sub-plan imports this module. Beside it: :mod:`verbeval.workflow.loading` (configuration files to a
 plan), :mod:`verbeval.workflow.params` (params and wildcard constraints).
@@ -33,6 +34,7 @@ from verbeval.workflow.acquisition import AcquisitionPlan
 from verbeval.workflow.comparisons import ComparisonsPlan
 from verbeval.workflow.figures import FiguresPlan
 from verbeval.workflow.layout import Layout, PlanError
+from verbeval.workflow.lexicon_modes import LexiconModesPlan
 from verbeval.workflow.model_steps import ModelSteps
 from verbeval.workflow.models import ModelsPlan
 from verbeval.workflow.params import Untracked, output_files, quoted, wrapped
@@ -58,6 +60,7 @@ class Plan:
         self.simverb = SimverbPlan(layout, self.model)
         self.model_steps = ModelSteps(layout, self.model, self.acquisition, self.simverb)  # files, command lines
         self.figures = FiguresPlan(layout, self.model, self.model_steps)
+        self.lexicon_modes = LexiconModesPlan(layout, self.model)  # multi-token forms, three lexicon modes
         self.comparisons = ComparisonsPlan(layout, self.figures, self.model_steps)  # paired comparisons, the audit
         self.plan_queues(local_gpu=False)
         self.repairs = RepairsPlan(layout, self.model, self.used_sources())
@@ -186,55 +189,6 @@ class Plan:
         ]
         return output_files(self.table2_outputs()) + per_model
 
-    # ------------------------------------------------------------------ lexicon modes (multi-token verbs)
-
-    def forms_options(self) -> str:
-        """``NAME=PATH`` of every model's forms table."""
-        forms = self.lexicon_modes_rule_outputs("lexicon_forms")["forms"]
-        return quoted([f"{m}={forms.replace('{model}', m)}" for m in self.models])
-
-    def lexicon_modes_rule_outputs(self, rule: str, **wrap: Callable[[Any], Any]) -> dict[str, Any]:
-        """The named outputs of lexicon-modes rule ``rule`` (patterns with ``{model}``), written once:
-        the rule's ``output:`` (``wrap``: :func:`wrapped`) and rule all's targets
-        (:meth:`lexicon_modes_outputs`)."""
-        lm = self.lexicon_modes_dir
-        outputs: dict[str, dict[str, str]] = {
-            "lexicon_forms": {"forms": f"{lm}/{{model}}/forms.parquet"},
-            "lexicon_common": {"common": f"{lm}/common.parquet"},
-            "lexicon_modes": {
-                "summary": f"{lm}/{{model}}/summary.csv",
-                "lemmas": f"{lm}/{{model}}/lemmas.csv",
-                "diff": f"{lm}/{{model}}/lemma_differences.csv",
-                "consistency": f"{lm}/{{model}}/consistency.csv",
-            },
-            "lexicon_modes_table": {
-                "csv": f"{lm}/table.csv",
-                "md": f"{lm}/table.md",
-                "tex": f"{lm}/table.tex",
-                "metrics": f"{lm}/metrics.json",
-                "coverage": f"{lm}/coverage.csv",
-                "diff": f"{lm}/lemma_differences.csv",
-            },
-            "lexicon_modes_page": {"html": f"{lm}/lexicon_modes.html"},
-        }
-        return wrapped(outputs[rule], wrap)
-
-    def lexicon_modes_outputs(self) -> list[str]:
-        """The lexicon-modes table, its page and common pairs, each model's scores and form shards
-        (the form shards: the model's one job, :mod:`verbeval.workflow.model_steps`)."""
-        if not self.multitoken_on:
-            return []
-        table = self.lexicon_modes_rule_outputs("lexicon_modes_table")
-        per_model = self.lexicon_modes_rule_outputs("lexicon_modes")
-        return (
-            output_files(table, ["csv", "md", "tex"])
-            + output_files(self.lexicon_modes_rule_outputs("lexicon_modes_page"))
-            + output_files(table, ["metrics", "coverage", "diff"])
-            + output_files(self.lexicon_modes_rule_outputs("lexicon_common"))
-            + [f for m in self.models for f in output_files(per_model, ["summary", "lemmas", "consistency"], model=m)]
-            + self.per_model(self.shard_manifest(self.lexicon_modes_dir))
-        )
-
     # ------------------------------------------------------------------ everything
 
     def all_outputs(self) -> list[str]:
@@ -244,7 +198,7 @@ class Plan:
             + self.figures.outputs()
             + self.veridicality.outputs()
             + self.simverb.outputs()
-            + self.lexicon_modes_outputs()
+            + self.lexicon_modes.outputs()
             + self.figures.dvc_view_outputs()
             + self.acquisition.outputs()
             + self.comparisons.outputs()
