@@ -586,7 +586,7 @@ def test_acquisition_demo_plan(in_repo: None) -> None:
     assert args.count("--checkpoint") == 16
     # the planted frequencies are written by the first toy model's training job: that folder is the input
     assert acq.frequency_inputs() == ["models/acquisition-demo/seed0"]
-    options = acq.analysis_options().split()
+    options = acq.rules.acquisition.params["options"].split()
     assert options[0] == "--frequencies=models/acquisition-demo/seed0/corpus_frequencies.csv"
     assert options[-1] == "--formats=png" and "--min-checkpoints=4" in options and "--bootstrap=200" in options
     assert acq.toy_option("toy-s1@step-64") == "--toy"  # its lemma contexts (and figures) say toy model
@@ -740,9 +740,9 @@ def test_acquisition_options_are_quoted(in_repo: None, tmp_path: Path) -> None:
     hostile.write_text("lemma,zipf\nrun,5\n")
     extra = _sweeps(tmp_path, 'a:1,2,4,8:seed: "s $(x)"', acquisition=f"{{frequencies: {json.dumps(str(hostile))}}}")
     acq = plan_from_files([BASE, extra]).acquisition
-    assert shlex.split(acq.analysis_options())[0] == f"--frequencies={hostile}"
+    assert shlex.split(acq.rules.acquisition.params["options"])[0] == f"--frequencies={hostile}"
     assert shlex.split(acq.index_args())[:4] == ["--checkpoint", "a@step-1", "a", "s $(x)"]
-    assert shlex.split(acq.series_args()) == ["--series", "a", "s $(x)"]
+    assert shlex.split(acq.rules.dvc_acquisition_plots.params["series"]) == ["--series", "a", "s $(x)"]
 
 
 # ---------------------------------------------------------------- sweeps: one column block per entry, axes

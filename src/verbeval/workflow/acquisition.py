@@ -18,6 +18,7 @@ import json
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from verbeval.acquisition.analysis import FIGURES, OUTPUTS
@@ -29,7 +30,7 @@ from verbeval.core.model_entries import (
     toy_model_specs,
 )
 from verbeval.workflow.layout import Layout
-from verbeval.workflow.params import quoted
+from verbeval.workflow.params import RuleRecord, alternatives, quoted
 
 #: the tables and figures of the analysis (file names under <results_dir>/agreement/acquisition, and
 #: figure stems under its figures/, one file per configured format): the analysis's own lists
@@ -76,6 +77,54 @@ class AcquisitionPlan:
         self.models = [m["name"] for s in self.sweeps for m in s.models]
         self.on = bool(self.sweeps)
         self._check_frequencies()
+        #: each rule's record, by rule name (``PLAN.acquisition.rules.acquisition``)
+        self.rules = SimpleNamespace(**self._rules())
+
+    def _rules(self) -> dict[str, RuleRecord]:
+        from verbeval.acquisition.steps import ACQUISITION, ACQUISITION_INDEX
+
+        layout = self.layout
+        logs, out = f"{layout.logs}/agreement/acquisition", layout.agreement_dir
+
+        def toy(key: str) -> Any:
+            return lambda wc: self.train_params(wc.toy)[key]
+
+        return {
+            # a toy causal LM trained from scratch on a synthetic agreement corpus (a CPU job)
+            "train_toy": RuleRecord(
+                {"templates": f"{out}/templates.parquet", "lexicon": f"{out}/lexicon.parquet"},
+                "{toy}",
+                f"{layout.logs}/toy_models/{{toy}}.log",
+                {k: toy(k) for k in ("seed", "steps", "checkpoints", "corpus_seed")},
+                {"toy": alternatives(list(self.toy))},
+            ),
+            "acquisition_index": RuleRecord(
+                {"summary": f"{out}/summary_all.csv", "lemma_contexts": [self.lemma_contexts(m) for m in self.models]},
+                self.index,
+                f"{logs}/checkpoints.log",
+                {"args": self.index_args(), "settings": shlex.join(ACQUISITION_INDEX.argv(layout.config))},
+            ),
+            "acquisition": RuleRecord(
+                {"index": self.index, "frequencies": self.frequency_inputs()},
+                {"tables": [f"{self.out}/{t}" for t in TABLES], **{stem: self.images(stem) for stem in FIGURES}},
+                f"{logs}/acquisition.log",
+                # every setting of the step: the config is the single source of the values, each a rerun trigger
+                {"options": shlex.join(ACQUISITION.argv(layout.config)), "out_dir": self.out},
+            ),
+            # the learning curves as DVC plot data, one CSV per group, the columns each sweep's
+            # --series FAMILY SEED (in config order); x_label: the x axis of the DVC plots (dvc.yaml)
+            "dvc_acquisition_plots": RuleRecord(
+                f"{self.out}/curves.csv",
+                layout.per_group(f"{self.out}/dvc/{{group}}.csv"),
+                f"{logs}/dvc_plots.log",
+                {
+                    "series": quoted([w for s in self.sweeps for w in ("--series", s.family, s.seed)]),
+                    "x_label": self.x_label,
+                    "groups": ",".join(layout.group_ids),
+                    "out_dir": f"{self.out}/dvc",
+                },
+            ),
+        }
 
     # ------------------------------------------------------------------ sweeps and families
 
@@ -258,43 +307,24 @@ class AcquisitionPlan:
                 args += ["--checkpoint", m["name"], s.family, s.seed, str(pos), self.lemma_contexts(m["name"])]
         return quoted(args)
 
-    def analysis_options(self) -> str:
-        """The options of `verbeval acquisition`: every setting of its step (the config is the single
-        source of the values, and each is a rerun trigger of the job)."""
-        from verbeval.acquisition.steps import ACQUISITION
-
-        return shlex.join(ACQUISITION.argv(self.layout.config))
-
     def toy_option(self, model: str) -> str:
         """``--toy`` of `verbeval lemma-contexts` for a toy model's checkpoint (its figures say so)."""
         return "--toy" if self.toy_dir(self.layout.models[model]["id"]) is not None else ""
-
-    def table_files(self) -> list[str]:
-        """The analysis' tables (rule acquisition's ``tables``)."""
-        return [f"{self.out}/{t}" for t in TABLES]
 
     def images(self, stem: str) -> list[str]:
         return [f"{self.figures_out}/{stem}.{ext}" for ext in self.config["formats"]]
 
     # ------------------------------------------------------------------ the DVC plots of the curves
 
-    def dvc_plot_files(self) -> list[str]:
-        """The learning curves as DVC plot data, one CSV per group (rule dvc_acquisition_plots)."""
-        return self.layout.per_group(f"{self.out}/dvc/{{group}}.csv")
-
-    def series_args(self) -> str:
-        """``--series FAMILY SEED`` of every analysed sweep (the columns of the DVC plot data), in config order."""
-        return quoted([w for s in self.sweeps for w in ("--series", s.family, s.seed)])
-
     def outputs(self) -> list[str]:
         if not self.on:
             return []
         return (
             [self.index]
-            + self.table_files()
+            + self.rules.acquisition.output["tables"]
             + [f for stem in FIGURES for f in self.images(stem)]
             + [self.lemma_contexts(m) for m in self.models]
-            + self.dvc_plot_files()
+            + self.rules.dvc_acquisition_plots.output
         )
 
 
