@@ -162,14 +162,16 @@ def test_rule_all_asks_for_the_declared_outputs(monkeypatch: pytest.MonkeyPatch)
     assert plan.multitoken_on
     per_model = plan.lexicon_modes.rules.lexicon_modes.output
     for record, step in ((plan.lexicon_modes.rules.lexicon_modes, steps.LEXICON_MODES),
-                         (plan.lexicon_modes.rules.lexicon_modes_table, steps.LEXICON_MODES_TABLE)):  # fmt: skip
-        assert record.params["settings"] == shlex.join(step.argv(plan.config))
+                         (plan.lexicon_modes.rules.lexicon_modes_table, steps.LEXICON_MODES_TABLE),
+                         (figs.rules.figure_cutoffs, steps.PLOT_CUTOFFS),
+                         (figs.rules.figure_checkpoints, steps.PLOT_CHECKPOINTS),
+                         (figs.rules.figure_lemmas, steps.PLOT_LEMMAS), (figs.rules.table3, steps.TOPK_TABLE)):  # fmt: skip
+        assert record.params["settings"] == shlex.join(step.argv(plan.config)), step.command
+    assert figs.rules.dvc_metrics.input == f"{plan.agreement_dir}/metrics.json" == plan.table2_outputs()["metrics"]
     assert set(output_files(per_model, ["summary"], model=next(iter(plan.models)))) <= set(plan.lexicon_modes.outputs())
     blocks = _rule_blocks()
     for rule in ("figure_cutoffs", "figure_models", "figure_checkpoints", "figure_lemmas", "table3"):
-        assert f'PLAN.figures.rule_outputs(\n            "{rule}"' in blocks[rule] or (
-            f'PLAN.figures.rule_outputs("{rule}")' in blocks[rule]
-        ), rule
+        assert f"FIG.{rule}.output," in blocks[rule], rule  # its record's outputs (PLAN.figures.rules)
     for rule in ("lexicon_forms", "lexicon_common", "lexicon_modes", "lexicon_modes_table", "lexicon_modes_page"):
         assert f"LM.{rule}.output" in blocks[rule], rule  # its record's outputs (PLAN.lexicon_modes.rules)
     assert "PLAN.table2_outputs(" in blocks["table2"]

@@ -8,7 +8,7 @@ import sys
 
 from verbeval.core.console import install_short_job_info
 from verbeval.workflow.loading import build_plan
-from verbeval.workflow.params import Untracked, alternatives
+from verbeval.workflow.params import Untracked, alternatives, wrapped
 from verbeval.workflow.plan import PlanError
 from verbeval.workflow.snakemake_internals import exact_producer
 from verbeval.workflow.snakemake import (blocked_output_root, failure_lines, force_rerun, hub_start_problem, jobs_run_here,

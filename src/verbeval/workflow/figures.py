@@ -6,7 +6,10 @@ the DVC views of Table 2 and Figures 1-4 (their paths, outputs and command optio
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 from verbeval.agreement.report.figures import CUTOFF_FIGURES
@@ -15,7 +18,7 @@ from verbeval.core.model_entries import CHECKPOINT_AXES, checkpoint_axis, entry_
 from verbeval.workflow.layout import Layout
 from verbeval.workflow.model_steps import ModelSteps
 from verbeval.workflow.models import ModelsPlan
-from verbeval.workflow.params import output_files, quoted, wrapped
+from verbeval.workflow.params import RuleRecord, alternatives, output_files, quoted, wrapped
 
 
 class FiguresPlan:
@@ -39,18 +42,96 @@ class FiguresPlan:
         #: Figures 1-4 by file stem (the wildcard of rules figure_cutoffs and dvc_plot_data): the name
         #: `verbeval plot-cutoffs --figure` takes, and the sides (top, bottom) the figure shows
         self.cutoff_figures = {spec.stem: (name, spec.sides) for name, spec in CUTOFF_FIGURES.items()}
+        #: each rule's record, by rule name (``PLAN.figures.rules.table3``)
+        self.rules = SimpleNamespace(**self._rules())
+
+    def _rules(self) -> dict[str, RuleRecord]:
+        from verbeval.agreement.steps import PLOT_CHECKPOINTS, PLOT_CUTOFFS, PLOT_LEMMAS, TOPK_TABLE
+
+        layout, config, out = self.layout, self.layout.config, self.layout.agreement_dir
+        logs = f"{layout.logs}/agreement/figures"
+        summary = {"summary": f"{out}/summary_all.csv", "groups_file": layout.run_groups_file}
+        random_models = {"random_models": self.model.random_models}  # named in the report captions
+        models, stems = ",".join(layout.models), {"stem": alternatives(list(self.cutoff_figures))}
+        return {
+            # Figures 1-4 (fig1_top_p, fig2_bottom_p, fig3_prob_counted, fig4_invalid), one job each
+            "figure_cutoffs": RuleRecord(
+                summary,
+                self.rule_outputs("figure_cutoffs"),
+                f"{logs}/{{stem}}.log",
+                {
+                    "figure": lambda wc: self.cutoff_figures[wc.stem][0],
+                    "models": models,
+                    **random_models,
+                    "settings": shlex.join(PLOT_CUTOFFS.argv(config)),
+                },
+                stems,
+            ),
+            "figure_models": RuleRecord(
+                summary,
+                self.rule_outputs("figure_models"),
+                f"{logs}/model_comparison.log",
+                {"models": ",".join(self.comparison_models()), **random_models},
+            ),
+            "figure_checkpoints": RuleRecord(
+                summary,
+                self.rule_outputs("figure_checkpoints"),
+                f"{logs}/checkpoints.log",
+                {
+                    "args": self.checkpoint_args(),
+                    "settings": shlex.join(PLOT_CHECKPOINTS.argv(config)),
+                    **random_models,
+                },
+            ),
+            "figure_lemmas": RuleRecord(
+                {"stats": layout.per_model(f"{out}/{{model}}/lemma_stats.csv")},
+                self.rule_outputs("figure_lemmas"),
+                f"{logs}/lemma_accuracy.log",
+                {"models": models, "settings": shlex.join(PLOT_LEMMAS.argv(config)), **random_models},
+            ),
+            "table3": RuleRecord(
+                {
+                    "templates": f"{out}/templates.parquet",
+                    "lemmas": layout.per_model(f"{out}/{{model}}/lemmas.parquet"),
+                    "manifests": layout.per_model(layout.shard_manifest(out)),
+                    "tokenizers": self.table3_tokenizers(),
+                },
+                self.rule_outputs("table3"),
+                f"{logs}/table3_topk.log",
+                {
+                    # derived from the inputs: no rerun trigger of its own
+                    "args": lambda wc, input: self.table3_args(),
+                    "settings": shlex.join(TOPK_TABLE.argv(config)),
+                    **random_models,
+                },
+            ),
+            "dvc_metrics": RuleRecord(
+                f"{out}/metrics.json",  # rule table2's metrics
+                self.rule_outputs("dvc_metrics"),
+                f"{layout.logs}/agreement/dvc_metrics.log",
+                {
+                    "models": ",".join(layout.table_models),  # the models of metrics.json (agreement.table_models)
+                    "groups": ",".join(layout.group_ids),
+                    "out_dir": lambda wc, output: os.path.dirname(os.path.dirname(output[0])),  # OUT/metrics
+                },
+            ),
+            "dvc_plot_data": RuleRecord(
+                self.rule_outputs("figure_cutoffs")["csv"],
+                self.rule_outputs("dvc_plot_data"),
+                f"{logs}/dvc_{{stem}}_{{side}}.log",
+                {
+                    "figure": lambda wc: self.cutoff_figures[wc.stem][0],
+                    "models": models,
+                    "groups": ",".join(layout.group_ids),
+                    "out_dir": lambda wc, output: os.path.dirname(output[0]),
+                },
+                {**stems, "side": "top|bottom"},
+            ),
+        }
 
     def images(self, stem: str) -> list[str]:
         """The image files of figure ``stem`` (the first is registered in the report)."""
         return [f"{self.out}/{stem}.{ext}" for ext in self.config["formats"]]
-
-    def cutoff_params(self) -> dict[str, Any]:
-        """Params of the cutoff figures' rule shared by Figures 1-4 (its settings: ``PLAN.settings``)."""
-        layout = self.layout
-        return {
-            "models": ",".join(layout.models),
-            "random_models": self.model.random_models,
-        }  # named in the report captions
 
     def comparison_models(self) -> list[str]:
         """The models of the model comparison figure: one per ``models[]`` entry (a sweep's
