@@ -165,7 +165,8 @@ def test_rule_all_asks_for_the_declared_outputs(monkeypatch: pytest.MonkeyPatch)
                          (plan.lexicon_modes.rules.lexicon_modes_table, steps.LEXICON_MODES_TABLE),
                          (figs.rules.figure_cutoffs, steps.PLOT_CUTOFFS),
                          (figs.rules.figure_checkpoints, steps.PLOT_CHECKPOINTS),
-                         (figs.rules.figure_lemmas, steps.PLOT_LEMMAS), (figs.rules.table3, steps.TOPK_TABLE)):  # fmt: skip
+                         (figs.rules.figure_lemmas, steps.PLOT_LEMMAS), (figs.rules.table3, steps.TOPK_TABLE),
+                         (plan.rules.templates, steps.TEMPLATES), (plan.rules.table2, steps.TABLE)):  # fmt: skip
         assert record.params["settings"] == shlex.join(step.argv(plan.config)), step.command
     assert figs.rules.dvc_metrics.input == f"{plan.agreement_dir}/metrics.json" == plan.table2_outputs()["metrics"]
     assert set(output_files(per_model, ["summary"], model=next(iter(plan.models)))) <= set(plan.lexicon_modes.outputs())
@@ -174,4 +175,5 @@ def test_rule_all_asks_for_the_declared_outputs(monkeypatch: pytest.MonkeyPatch)
         assert f"FIG.{rule}.output," in blocks[rule], rule  # its record's outputs (PLAN.figures.rules)
     for rule in ("lexicon_forms", "lexicon_common", "lexicon_modes", "lexicon_modes_table", "lexicon_modes_page"):
         assert f"LM.{rule}.output" in blocks[rule], rule  # its record's outputs (PLAN.lexicon_modes.rules)
-    assert "PLAN.table2_outputs(" in blocks["table2"]
+    assert "PLAN.rules.table2.output," in blocks["table2"]
+    assert plan.rules.table2.output == plan.table2_outputs()  # its record's outputs: rule all's Table 2 files

@@ -107,7 +107,7 @@ def test_paper_configuration(in_repo: None) -> None:
         == 4 * 10
     )
     assert not plan.multitoken_on and plan.lexicon_modes.outputs() == []
-    assert plan.table2_params()["table_models"] == ""  # every model is in Table 2
+    assert plan.rules.table2.params["table_models"] == ""  # every model is in Table 2
 
 
 def test_quick_start_plan(in_repo: None) -> None:
@@ -151,7 +151,7 @@ def test_quick_start_plan(in_repo: None) -> None:
         "data/raw/veridicality/verb_veridicality_evaluation.tsv",
     ]
     assert plan.model.tiny_source("models/quick/bert", ["a b", "c"]) == "--word-corpus 'a b' c"
-    templates = plan.templates_params()
+    templates = plan.rules.templates.params
     assert plan.settings("templates") == "--max-rows-per-source=100" and templates["custom"] == ""
     assert isinstance(templates["manifest"], Untracked)  # no rerun trigger
     # 213, and the comparisons (csv, first gains, two figure formats, page) and the audit (csv, page)
@@ -220,13 +220,13 @@ agreement:
         "EleutherAI--pythia-70m@step143000",
         "143000",
     ]
-    assert plan.table2_params()["table_models"] == "--table-models EleutherAI--pythia-70m@step143000"
+    assert plan.rules.table2.params["table_models"] == "--table-models EleutherAI--pythia-70m@step143000"
     assert plan.figures.dvc_metrics_files() == [
         "results/agreement/metrics/EleutherAI--pythia-70m@step143000/simple.json",
         "results/agreement/metrics/EleutherAI--pythia-70m@step143000/mine.json",
     ]
-    assert plan.custom_group_options() == f"--custom-group=mine={pairs} --custom-format=mine=csv"
-    assert plan.templates_params()["groups"] == "--groups=simple"
+    assert plan.rules.templates.params["custom"] == f"--custom-group=mine={pairs} --custom-format=mine=csv"
+    assert plan.rules.templates.params["groups"] == "--groups=simple"
     # SimVerb: every agreement model, each revision too (simverb.models: null)
     assert list(plan.simverb.models) == list(plan.models)
 
@@ -762,8 +762,8 @@ def test_a_sweep_is_one_column_block_of_table2_and_the_comparison_figure(in_repo
     plan = plan_from_files([BASE, _sweep_and_plain(tmp_path)])
     assert list(plan.models) == ["plain", "sw@step1000", "sw@step2000", "sw@step143000"]
     assert plan.table_models == ["plain", "sw@step143000"]  # the sweep's last revision
-    assert plan.table2_params()["table_models"] == "--table-models plain,sw@step143000"
-    assert plan.table2_params()["models"] == "plain,sw@step1000,sw@step2000,sw@step143000"  # summary_all: all
+    assert plan.rules.table2.params["table_models"] == "--table-models plain,sw@step143000"
+    assert plan.rules.table2.params["models"] == "plain,sw@step1000,sw@step2000,sw@step143000"  # summary_all: all
     assert plan.figures.comparison_models() == ["plain", "sw@step143000"]  # rule figure_models' --models
     assert plan.figures.dvc_metrics_files()[0].startswith("results/agreement/metrics/plain/")
     assert len(plan.figures.checkpoint_args().split()) == 3 * 4  # the checkpoint figure keeps every revision

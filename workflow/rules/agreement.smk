@@ -1,19 +1,19 @@
 # Agreement (Newman et al. 2021): templates -> lexicon -> eligible lemmas -> shards -> scores -> Table 2.
+# Each rule's files, params and log: its record, read by name (PLAN.rules.<rule>; STEP.<rule> for a
+# per-model step).
 
 
 rule lexicon:
     input:
-        lists=[PLAN.raw_path(s) for s in PLAN.agreement["verb_lists"]],
-        overrides=PLAN.agreement["inflection_overrides"],
+        **PLAN.rules.lexicon.input,
     output:
-        f"{PLAN.agreement_dir}/lexicon.parquet",
+        PLAN.rules.lexicon.output,
     params:
-        manifest=PLAN.manifest_param,  # formats only: no rerun trigger
-        inputs=PLAN.source_inputs(PLAN.agreement["verb_lists"]),
+        **PLAN.rules.lexicon.params,  # manifest: formats only, no rerun trigger
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/lexicon.log",
+        PLAN.rules.lexicon.log,
     shell:
         "verbeval lexicon --manifest {params.manifest:q} {params.inputs} --overrides {input.overrides:q} "
         "--out {output:q} 2> {log:q}"
@@ -21,21 +21,15 @@ rule lexicon:
 
 rule templates:
     input:
-        sources=[PLAN.raw_path(s) for s in PLAN.template_sources],
-        groups_file=PLAN.agreement["groups_file"],
-        errata=PLAN.agreement["errata"],
-        custom=[str(g.path) for g in PLAN.custom_groups],
+        **PLAN.rules.templates.input,
     output:
-        table=f"{PLAN.agreement_dir}/templates.parquet",
-        rejects=f"{PLAN.agreement_dir}/template_rejects.csv",
-        groups=PLAN.run_groups_file,
+        **PLAN.rules.templates.output,
     params:
-        **PLAN.templates_params(),
-        settings=PLAN.settings("templates"),
+        **PLAN.rules.templates.params,  # manifest: formats only, no rerun trigger
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/templates.log",
+        PLAN.rules.templates.log,
     shell:
         "verbeval templates --manifest {params.manifest:q} --groups-file {input.groups_file:q} {params.groups} "
         "--errata {input.errata:q} {params.inputs} {params.custom} {params.settings} "
@@ -83,21 +77,18 @@ rule aggregate:
 
 rule table2:
     input:
-        summaries=[f for m in PLAN.models for f in PLAN.per_group(f"{PLAN.agreement_dir}/{m}/{{group}}/summary.csv")],
-        groups_file=PLAN.run_groups_file,
-        errata=PLAN.agreement["errata"],
-        templates=f"{PLAN.agreement_dir}/templates.parquet",
+        **PLAN.rules.table2.input,
     output:
-        **PLAN.table2_outputs(
-            html=lambda file: report(file, caption="../report/table2.rst", category="Agreement", subcategory="Tables"),
+        **wrapped(
+            PLAN.rules.table2.output,
+            {"html": lambda file: report(file, caption="../report/table2.rst", category="Agreement", subcategory="Tables")},
         ),
     params:
-        **PLAN.table2_params(),
-        settings=PLAN.settings("table"),
+        **PLAN.rules.table2.params,  # random_models: named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/table2.log",
+        PLAN.rules.table2.log,
     shell:
         "verbeval table --groups-file {input.groups_file:q} --models {params.models} {params.table_models} "
         "--summaries {input.summaries:q} "

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from verbeval.core.config import Layer
@@ -37,7 +38,7 @@ from verbeval.workflow.layout import Layout, PlanError
 from verbeval.workflow.lexicon_modes import LexiconModesPlan
 from verbeval.workflow.model_steps import ModelSteps
 from verbeval.workflow.models import ModelsPlan
-from verbeval.workflow.params import Untracked, output_files, quoted, wrapped
+from verbeval.workflow.params import RuleRecord, Untracked, alternatives, output_files, quoted, wrapped
 from verbeval.workflow.queues import QueuesPlan
 from verbeval.workflow.repairs import RepairsPlan
 from verbeval.workflow.studies import SimverbPlan, VeridicalityPlan
@@ -64,6 +65,87 @@ class Plan:
         self.comparisons = ComparisonsPlan(layout, self.figures, self.model_steps)  # paired comparisons, the audit
         self.plan_queues(local_gpu=False)
         self.repairs = RepairsPlan(layout, self.model, self.used_sources())
+        #: the records of the rules of fetch.smk and agreement.smk's lexicon, templates and table2, by rule name
+        self.rules = SimpleNamespace(**self._rules())
+
+    def _rules(self) -> dict[str, RuleRecord]:
+        agr, out, config = self.agreement, self.agreement_dir, self.config
+        manifest = Untracked(config["manifest"])  # where the formats are read: no rerun trigger
+
+        def inputs(names: Sequence[str]) -> str:  # --input=NAME=PATH of the raw copies of these sources
+            return quoted([f"--input={s}={self.raw_path(s)}" for s in names])
+
+        custom = []  # `verbeval templates` options of the custom groups (agreement.custom_groups)
+        for g in self.custom_groups:
+            custom.append(f"--custom-group={g.id}={g.path}")
+            if g.name != g.id:
+                custom.append(f"--custom-name={g.id}={g.name}")
+            if g.sha256:
+                custom.append(f"--custom-sha256={g.id}={g.sha256}")
+            custom.append(f"--custom-format={g.id}={g.format}")
+        mirror = config["data_mirror"]
+        return {
+            "fetch": RuleRecord(
+                None,
+                f"{self.raw_dir}/{{name}}/{{filename}}",
+                f"{self.logs}/fetch/{{name}}/{{filename}}.log",
+                {
+                    # the accepted checksums: a changed entry fetches again
+                    "sha256": lambda wc: " ".join(self.manifest[wc.name].sha256),
+                    "manifest": manifest,
+                    # --mirror DIR (data_mirror), no rerun trigger: the bytes are checked either way
+                    "mirror": Untracked(f"--mirror {shlex.quote(mirror)}" if mirror else ""),
+                },
+                {"name": alternatives(list(self.manifest))},
+            ),
+            "lexicon": RuleRecord(
+                {"lists": [self.raw_path(s) for s in agr["verb_lists"]], "overrides": agr["inflection_overrides"]},
+                f"{out}/lexicon.parquet",
+                f"{self.logs}/agreement/lexicon.log",
+                {"manifest": manifest, "inputs": inputs(agr["verb_lists"])},
+            ),
+            "templates": RuleRecord(
+                {
+                    "sources": [self.raw_path(s) for s in self.template_sources],
+                    "groups_file": agr["groups_file"],
+                    "errata": agr["errata"],
+                    "custom": [str(g.path) for g in self.custom_groups],
+                },
+                {
+                    "table": f"{out}/templates.parquet",
+                    "rejects": f"{out}/template_rejects.csv",
+                    "groups": self.run_groups_file,
+                },
+                f"{self.logs}/agreement/templates.log",
+                {
+                    "manifest": manifest,
+                    "inputs": inputs(self.template_sources),
+                    "groups": shlex.quote("--groups=" + ",".join(g["id"] for g in self.groups)),  # empty: custom only
+                    "custom": quoted(custom),
+                    "settings": self.settings("templates"),
+                },
+            ),
+            "table2": RuleRecord(
+                {
+                    "summaries": [f for m in self.models for f in self.per_group(f"{out}/{m}/{{group}}/summary.csv")],
+                    "groups_file": self.run_groups_file,
+                    "errata": agr["errata"],
+                    "templates": f"{out}/templates.parquet",
+                },
+                self.table2_outputs(),
+                f"{self.logs}/agreement/table2.log",
+                {
+                    "models": ",".join(self.models),
+                    "table_models": (
+                        f"--table-models {','.join(self.table_models)}"
+                        if self.table_models != list(self.models)
+                        else ""
+                    ),
+                    "random_models": self.model.random_models,  # named in the report caption
+                    "settings": self.settings("table"),
+                },
+            ),
+        }
 
     def __getattr__(self, name: str) -> Any:
         """The layout's fields and helpers as the plan's own (``PLAN.agreement_dir``, ``PLAN.per_group``)."""
@@ -100,62 +182,12 @@ class Plan:
             )
         )
 
-    def source_sha256(self, name: str) -> str:
-        """The accepted checksums of source ``name``: a param of its fetch job (a changed entry fetches again)."""
-        return " ".join(self.manifest[name].sha256)
-
-    @property
-    def manifest_param(self) -> Untracked:
-        """The manifest's path as a param: where the formats are read, no rerun trigger."""
-        return Untracked(self.config["manifest"])
-
-    @property
-    def mirror_option(self) -> Untracked:
-        """``--mirror DIR`` of the fetch jobs (data_mirror), no rerun trigger: the bytes are checked either way."""
-        mirror = self.config["data_mirror"]
-        return Untracked(f"--mirror {shlex.quote(mirror)}" if mirror else "")
-
-    def source_inputs(self, names: Sequence[str]) -> str:
-        """``--input=NAME=PATH`` options of the raw copies of these sources."""
-        return quoted([f"--input={s}={self.raw_path(s)}" for s in names])
-
-    def custom_group_options(self) -> str:
-        """`verbeval templates` options of the custom groups (agreement.custom_groups)."""
-        opts = []
-        for g in self.custom_groups:
-            opts.append(f"--custom-group={g.id}={g.path}")
-            if g.name != g.id:
-                opts.append(f"--custom-name={g.id}={g.name}")
-            if g.sha256:
-                opts.append(f"--custom-sha256={g.id}={g.sha256}")
-            opts.append(f"--custom-format={g.id}={g.format}")
-        return quoted(opts)
-
-    def templates_params(self) -> dict[str, str]:
-        """The plan-computed options of `verbeval templates` (its settings: :meth:`settings`)."""
-        return {
-            "manifest": self.manifest_param,
-            "inputs": self.source_inputs(self.template_sources),
-            "groups": shlex.quote("--groups=" + ",".join(g["id"] for g in self.groups)),  # empty: custom only
-            "custom": self.custom_group_options(),
-        }
-
     def settings(self, command: str) -> str:
         """The options of declared step ``command``'s settings for this configuration, as shell words
         (:meth:`verbeval.core.steps.Step.argv`): a rule's ``params.settings``."""
         from verbeval.workflow.steps import declared_step
 
         return shlex.join(declared_step(command).argv(self.config))
-
-    def table2_params(self) -> dict[str, Any]:
-        """The plan-computed options of `verbeval table` (its settings: :meth:`settings`)."""
-        return {
-            "models": ",".join(self.models),
-            "table_models": (
-                f"--table-models {','.join(self.table_models)}" if self.table_models != list(self.models) else ""
-            ),
-            "random_models": self.model.random_models,  # named in the report caption
-        }
 
     def table2_outputs(self, **wrap: Callable[[Any], Any]) -> dict[str, Any]:
         """The named outputs of rule table2, written once: its ``output:`` (``wrap``: :func:`wrapped`)
