@@ -175,5 +175,5 @@ def test_rule_all_asks_for_the_declared_outputs(monkeypatch: pytest.MonkeyPatch)
         assert f"FIG.{rule}.output," in blocks[rule], rule  # its record's outputs (PLAN.figures.rules)
     for rule in ("lexicon_forms", "lexicon_common", "lexicon_modes", "lexicon_modes_table", "lexicon_modes_page"):
         assert f"LM.{rule}.output" in blocks[rule], rule  # its record's outputs (PLAN.lexicon_modes.rules)
-    assert "PLAN.rules.table2.output," in blocks["table2"]
+    assert "RULE.table2.output," in blocks["table2"]
     assert plan.rules.table2.output == plan.table2_outputs()  # its record's outputs: rule all's Table 2 files

@@ -1,19 +1,19 @@
 # Agreement (Newman et al. 2021): templates -> lexicon -> eligible lemmas -> shards -> scores -> Table 2.
-# Each rule's files, params and log: its record, read by name (PLAN.rules.<rule>; STEP.<rule> for a
+# Each rule's files, params and log: its record, read by name (RULE.<rule>; STEP.<rule> for a
 # per-model step).
 
 
 rule lexicon:
     input:
-        **PLAN.rules.lexicon.input,
+        **RULE.lexicon.input,
     output:
-        PLAN.rules.lexicon.output,
+        RULE.lexicon.output,
     params:
-        **PLAN.rules.lexicon.params,  # manifest: formats only, no rerun trigger
+        **RULE.lexicon.params,  # manifest: formats only, no rerun trigger
     conda:
         "../../envs/verbeval.yaml"
     log:
-        PLAN.rules.lexicon.log,
+        RULE.lexicon.log,
     shell:
         "verbeval lexicon --manifest {params.manifest:q} {params.inputs} --overrides {input.overrides:q} "
         "--out {output:q} 2> {log:q}"
@@ -21,15 +21,15 @@ rule lexicon:
 
 rule templates:
     input:
-        **PLAN.rules.templates.input,
+        **RULE.templates.input,
     output:
-        **PLAN.rules.templates.output,
+        **RULE.templates.output,
     params:
-        **PLAN.rules.templates.params,  # manifest: formats only, no rerun trigger
+        **RULE.templates.params,  # manifest: formats only, no rerun trigger
     conda:
         "../../envs/verbeval.yaml"
     log:
-        PLAN.rules.templates.log,
+        RULE.templates.log,
     shell:
         "verbeval templates --manifest {params.manifest:q} --groups-file {input.groups_file:q} {params.groups} "
         "--errata {input.errata:q} {params.inputs} {params.custom} {params.settings} "
@@ -77,18 +77,18 @@ rule aggregate:
 
 rule table2:
     input:
-        **PLAN.rules.table2.input,
+        **RULE.table2.input,
     output:
         **wrapped(
-            PLAN.rules.table2.output,
+            RULE.table2.output,
             {"html": lambda file: report(file, caption="../report/table2.rst", category="Agreement", subcategory="Tables")},
         ),
     params:
-        **PLAN.rules.table2.params,  # random_models: named in the report caption
+        **RULE.table2.params,  # random_models: named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:
-        PLAN.rules.table2.log,
+        RULE.table2.log,
     shell:
         "verbeval table --groups-file {input.groups_file:q} --models {params.models} {params.table_models} "
         "--summaries {input.summaries:q} "

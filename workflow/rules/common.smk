@@ -1,7 +1,7 @@
 # Shared set-up: the plan (verbeval.workflow.plan: models, groups, sources, paths and options, built
 # from the validated config) and Snakemake's hooks (verbeval.workflow.snakemake: configuration
 # errors, start checks, failure summary). The other rule files use only PLAN, STEP (the
-# per-model step rules' records) and Snakemake's names.
+# per-model step rules' records), RULE and Snakemake's names.
 # Every rule runs one declared step, in verbeval.<study>.steps; there its settings, options and the
 # configuration keys it reads (its stages' DVC params, verbeval.workflow.dvc_yaml) are declared once.
 import sys
@@ -45,6 +45,8 @@ except PlanError as exc:
 PLAN.plan_queues(local_gpu=workflow.is_main_process and jobs_run_here(workflow))
 # each per-model step rule's record, read by name: **STEP.aggregate.input, STEP.aggregate.log, ...
 STEP = PLAN.model_steps.rules
+# the records of fetch, lexicon, templates and table2: RULE.templates.input, ...
+RULE = PLAN.rules
 # an output folder under a file: Snakemake's own inventory of the outputs would stop in a traceback
 _blocked = blocked_output_root(config, PLAN.all_outputs())
 if _blocked:

@@ -14,15 +14,15 @@
 
 rule fetch:
     output:
-        update(PLAN.rules.fetch.output),
+        update(RULE.fetch.output),
     params:
-        **PLAN.rules.fetch.params,
+        **RULE.fetch.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        PLAN.rules.fetch.log,
+        RULE.fetch.log,
     wildcard_constraints:
-        **PLAN.rules.fetch.constraints,
+        **RULE.fetch.constraints,
     shell:
         "verbeval fetch --manifest {params.manifest:q} --name {wildcards.name} --out {output:q} {params.mirror} "
         "2> {log:q}"
