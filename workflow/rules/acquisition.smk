@@ -1,5 +1,5 @@
 # How agreement is acquired over training (agreement.acquisition; planned by
-# verbeval.workflow.acquisition as PLAN.acquisition): the toy models the workflow trains itself (toy_models),
+# verbeval.workflow.acquisition, read as ACQ): the toy models the workflow trains itself (toy_models),
 # each analysed checkpoint's lemma contexts (from its shards), the checkpoint index of the sweeps
 # and the acquisition analysis (learning curves, ages of acquisition, frequency, changepoints, seeds)
 # in <results_dir>/agreement/acquisition. A model entry whose revisions are a toy model's checkpoint

@@ -1,4 +1,4 @@
-# Queue jobs (verbeval.workflow.queues, PLAN.queues): the models scored one after another by one warm
+# Queue jobs (verbeval.workflow.queues): the models scored one after another by one warm
 # process, `verbeval run-queue` (docs/workflow.md, "Sweeps and queues"): each chunk of a sweep's
 # revisions (inference.revisions_per_job) and, on a run whose jobs run on this machine, the models
 # sharing its GPU (inference.gpu_queue). Each step is the command line of the per-model rule it
