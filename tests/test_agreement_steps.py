@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,9 @@ def test_a_declared_rule_has_no_config_line_and_keeps_its_dvc_params(rule: str) 
     assert set(keys) == OLD_CONFIG_KEYS[rule] and len(keys) == len(set(keys))
     step = next(s for s in steps.STEPS if rule in s.rules)
     if step.settings:  # the rule runs the declared options, none written by hand
-        assert "{params.settings}" in block and f'PLAN.settings("{step.command}")' in block
+        # PLAN.settings(command), or its record's params (PLAN.lexicon_modes.rules: checked in process below)
+        assert "{params.settings}" in block
+        assert f'PLAN.settings("{step.command}")' in block or f".{rule}.params," in block
         assert [s.option for s in step.settings if s.option in block] == []
 
 
@@ -157,15 +160,20 @@ def test_rule_all_asks_for_the_declared_outputs(monkeypatch: pytest.MonkeyPatch)
     assert plan.agreement_outputs()[:6] == output_files(plan.table2_outputs())
     assert set(output_files(figs.rule_outputs("dvc_metrics"))) <= set(figs.dvc_view_outputs())
     assert plan.multitoken_on
-    per_model = plan.lexicon_modes_rule_outputs("lexicon_modes")
-    assert set(output_files(per_model, ["summary"], model=next(iter(plan.models)))) <= set(plan.lexicon_modes_outputs())
+    per_model = plan.lexicon_modes.rules.lexicon_modes.output
+    for record, step in ((plan.lexicon_modes.rules.lexicon_modes, steps.LEXICON_MODES),
+                         (plan.lexicon_modes.rules.lexicon_modes_table, steps.LEXICON_MODES_TABLE),
+                         (figs.rules.figure_cutoffs, steps.PLOT_CUTOFFS),
+                         (figs.rules.figure_checkpoints, steps.PLOT_CHECKPOINTS),
+                         (figs.rules.figure_lemmas, steps.PLOT_LEMMAS), (figs.rules.table3, steps.TOPK_TABLE),
+                         (plan.rules.templates, steps.TEMPLATES), (plan.rules.table2, steps.TABLE)):  # fmt: skip
+        assert record.params["settings"] == shlex.join(step.argv(plan.config)), step.command
+    assert figs.rules.dvc_metrics.input == f"{plan.agreement_dir}/metrics.json" == plan.table2_outputs()["metrics"]
+    assert set(output_files(per_model, ["summary"], model=next(iter(plan.models)))) <= set(plan.lexicon_modes.outputs())
     blocks = _rule_blocks()
     for rule in ("figure_cutoffs", "figure_models", "figure_checkpoints", "figure_lemmas", "table3"):
-        assert f'PLAN.figures.rule_outputs(\n            "{rule}"' in blocks[rule] or (
-            f'PLAN.figures.rule_outputs("{rule}")' in blocks[rule]
-        ), rule
+        assert f"FIG.{rule}.output," in blocks[rule], rule  # its record's outputs (PLAN.figures.rules)
     for rule in ("lexicon_forms", "lexicon_common", "lexicon_modes", "lexicon_modes_table", "lexicon_modes_page"):
-        assert f'PLAN.lexicon_modes_rule_outputs(\n            "{rule}"' in blocks[rule] or (
-            f'PLAN.lexicon_modes_rule_outputs("{rule}")' in blocks[rule]
-        ), rule
-    assert "PLAN.table2_outputs(" in blocks["table2"]
+        assert f"LM.{rule}.output" in blocks[rule], rule  # its record's outputs (PLAN.lexicon_modes.rules)
+    assert "RULE.table2.output," in blocks["table2"]
+    assert plan.rules.table2.output == plan.table2_outputs()  # its record's outputs: rule all's Table 2 files

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from test_plan import rule_words
 from verbeval.workflow.loading import plan_from_files
 from verbeval.workflow.plan import PlanError
 
@@ -43,13 +44,13 @@ def test_the_paper_runs_pairs_and_audit(in_repo: None) -> None:
         f"{out}/precision_audit.html",
     ]
     assert set(c.outputs()) <= set(plan.all_outputs())
-    argv = c.compare_argv()
+    argv = rule_words("comparisons", c.rules.comparisons)
     assert argv[0] == "compare" and f"--pair=against_first={first},{plan.table_models[1]}" in argv
     assert "--resamples=1000" in argv and "--seed=0" in argv and "--confidence=0.95" in argv
-    assert f"{out}/{first}/simple/tse.parquet" in c.compare_inputs()
+    assert f"{out}/{first}/simple/tse.parquet" in c.rules.comparisons.input
     # the rows of a pair are paired by their template identity: the run's templates are an input
-    assert f"--templates={out}/templates.parquet" in argv and f"{out}/templates.parquet" in c.compare_inputs()
-    audit = c.audit_argv()
+    assert f"--templates={out}/templates.parquet" in argv and f"{out}/templates.parquet" in c.rules.comparisons.input
+    audit = rule_words("precision_audit", c.rules.precision_audit)
     one = list(plan.models)[0]  # every model of the run, in order
     assert audit[:2] == ["precision-audit", f"--results={one}={out}/{one}"] and "--fragile-ulps=16.0" in audit
     assert audit[-2:] == ["--out", f"{out}/precision_audit.csv"]
@@ -82,7 +83,11 @@ def test_configured_pairs_sweeps_and_dtype_runs(in_repo: None, tmp_path: Path) -
     assert not any(w.startswith(("--forms=", "--forms-manifest", "--simverb")) for w in run)  # no other branch
     agg = steps.argv("aggregate", "base", dtype="bfloat16")
     assert agg[agg.index("--out-dir") + 1] == f"{plan.agreement_dir}/base/precision/bfloat16"
-    flip = c.flip_argv("base", "bfloat16")
+    # the reruns in another dtype: the words of the step a queue job would run (ModelSteps.argv)
+    for rule, command in (("precision_infer", "run-model"), ("precision_aggregate", "aggregate")):
+        words = rule_words(rule, getattr(c.rules, rule), model="base", dtype="bfloat16")
+        assert words == steps.argv(command, "base", threads=3, dtype="bfloat16")
+    flip = rule_words("flip_set", c.rules.flip_set, model="base", dtype="bfloat16")
     assert "--other-results=" + f"{plan.agreement_dir}/base/precision/bfloat16" in flip
     assert f"{plan.agreement_dir}/base/precision/bfloat16/flips.csv" in plan.all_outputs()
     assert shlex.join(flip).startswith("flip-set --model-name=base --dtype=bfloat16 ")

@@ -4,9 +4,11 @@ the stale stores and unverified raw copies that force jobs, found without writin
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import shlex
+import string
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +19,7 @@ from test_shardstore import _plan  # shards that hold their own name, no model
 from verbeval.agreement.engine.shardstore import run_plan
 from verbeval.core.errors import VerbevalError
 from verbeval.workflow.loading import merged_config, plan_from_files
+from verbeval.workflow.model_steps import RULE_STEPS
 from verbeval.workflow.params import NOTHING, Untracked, alternatives
 from verbeval.workflow.plan import PlanError
 from verbeval.workflow.snakemake import (
@@ -74,10 +77,9 @@ def test_paper_configuration(in_repo: None) -> None:
         "blimp",
     ]
     assert plan.agreement_dir == "results/agreement" and plan.raw_dir == "data/raw"
-    assert plan.random_models == ""  # hub models: none randomly initialised
+    assert plan.model.random_models == ""  # hub models: none randomly initialised
     assert plan.model.dir_input("gpt2-xl") == []  # a hub id is no file input
-    opts = plan.infer_options("gpt2-xl")
-    assert opts["model"] == "gpt2-xl" and opts["random_init"] == "auto" and opts["revision"] == ""
+    assert plan.model.random_init_option("gpt2-xl") == "auto" and plan.model.source_options("gpt2-xl") == ""
     # the declared per-model settings, from the entry (no --device-map without a device map)
     argv = plan.model_steps.argv("run-model", "gpt2-xl", threads=3)
     assert argv[3:15] == [
@@ -104,8 +106,8 @@ def test_paper_configuration(in_repo: None) -> None:
         )
         == 4 * 10
     )
-    assert not plan.multitoken_on and plan.lexicon_modes_outputs() == []
-    assert plan.table2_params()["table_models"] == ""  # every model is in Table 2
+    assert not plan.multitoken_on and plan.lexicon_modes.outputs() == []
+    assert plan.rules.table2.params["table_models"] == ""  # every model is in Table 2
 
 
 def test_quick_start_plan(in_repo: None) -> None:
@@ -126,7 +128,7 @@ def test_quick_start_plan(in_repo: None) -> None:
     assert plan.model.version("smollm2-135m") == f"gguf-sha256:{SMOLLM2_SHA}"
     assert plan.model.local_model("quick-bert") == ["models/quick/bert"]
     assert plan.model.local_model("smollm2-135m") == ["models/pip/smollm2-135m"]
-    assert plan.random_models == "quick-bert"
+    assert plan.model.random_models == "quick-bert"
     assert (
         plan.model.source_options("smollm2-135m")
         == f"--gguf-file SmolLM2-135M-Instruct.Q4_1.gguf --sha256 {SMOLLM2_SHA}"
@@ -149,7 +151,7 @@ def test_quick_start_plan(in_repo: None) -> None:
         "data/raw/veridicality/verb_veridicality_evaluation.tsv",
     ]
     assert plan.model.tiny_source("models/quick/bert", ["a b", "c"]) == "--word-corpus 'a b' c"
-    templates = plan.templates_params()
+    templates = plan.rules.templates.params
     assert plan.settings("templates") == "--max-rows-per-source=100" and templates["custom"] == ""
     assert isinstance(templates["manifest"], Untracked)  # no rerun trigger
     # 213, and the comparisons (csv, first gains, two figure formats, page) and the audit (csv, page)
@@ -175,13 +177,13 @@ def test_run_model_branches_name_every_branch(in_repo: None, tmp_path: Path) -> 
         "sims": "SIM",
         "verbs": "V",
     }
-    branches = " ".join(plan.run_model_branches(files))
+    branches = " ".join(plan.model_steps.run_model_branches(files))
     assert branches.startswith("--forms=F --forms-groups=simple --forms-manifest=FM")
     assert "--forms-manifest=FM --simverb-data S" in branches
     assert branches.endswith("--simverb-out SIM --simverb-verbs V")
     no_sims = {"forms": "F", "forms_manifest": "FM"}
-    assert "--simverb" not in " ".join(plan.run_model_branches(no_sims))
-    assert plan.infer_output() == {
+    assert "--simverb" not in " ".join(plan.model_steps.run_model_branches(no_sims))
+    assert plan.model_steps.rules.infer.output == {
         "manifest": "results-quick/agreement/{model}/shards/manifest.json",
         "forms_manifest": "results-quick/agreement/lexicon_modes/{model}/shards/manifest.json",
     }
@@ -218,13 +220,13 @@ agreement:
         "EleutherAI--pythia-70m@step143000",
         "143000",
     ]
-    assert plan.table2_params()["table_models"] == "--table-models EleutherAI--pythia-70m@step143000"
+    assert plan.rules.table2.params["table_models"] == "--table-models EleutherAI--pythia-70m@step143000"
     assert plan.figures.dvc_metrics_files() == [
         "results/agreement/metrics/EleutherAI--pythia-70m@step143000/simple.json",
         "results/agreement/metrics/EleutherAI--pythia-70m@step143000/mine.json",
     ]
-    assert plan.custom_group_options() == f"--custom-group=mine={pairs} --custom-format=mine=csv"
-    assert plan.templates_params()["groups"] == "--groups=simple"
+    assert plan.rules.templates.params["custom"] == f"--custom-group=mine={pairs} --custom-format=mine=csv"
+    assert plan.rules.templates.params["groups"] == "--groups=simple"
     # SimVerb: every agreement model, each revision too (simverb.models: null)
     assert list(plan.simverb.models) == list(plan.models)
 
@@ -261,8 +263,8 @@ veridicality: {{models: [ross-pavlick-2019-bert, {folder}]}}
         ("veridicality_predict", {"vmodel": "nli"}),
         ("fetch", {"name": "simverb_3500"}),
     ]
-    assert plan.model.needed_ids(jobs) == {"gpt2", "bert-base-uncased", str(folder)}
-    assert plan.model.needed_ids([("table3", {})]) == {"gpt2"}
+    assert plan.needed_ids(jobs) == {"gpt2", "bert-base-uncased", str(folder)}
+    assert plan.needed_ids([("table3", {})]) == {"gpt2"}
 
 
 def test_merged_config_is_snakemakes_merge(tmp_path: Path) -> None:
@@ -437,11 +439,11 @@ def test_a_job_on_this_machines_cpu_claims_no_gpu(
     monkeypatch.setattr("sys.platform", "linux")
     extra = _extra(tmp_path, f"inference: {{device: {device}, gpus: 1}}\n")
     plan = plan_from_files([BASE, QUICK, extra])
-    assert [plan.model_gpus(name, local) for name in plan.models] == [expected, expected]
+    assert [plan.model.gpus(name, local) for name in plan.models] == [expected, expected]
     assert plan.gpu_resource(1, local=local) == expected  # simverb_score, veridicality_predict
     # a model split over GPUs by a device map keeps its GPUs wherever it runs
     plan.models["smollm2-135m"].update(device_map="auto", gpus=2)
-    assert plan.model_gpus("smollm2-135m", local) == 2
+    assert plan.model.gpus("smollm2-135m", local) == 2
 
 
 # ---------------------------------------------------------------- found at parse time, repaired by the job
@@ -567,7 +569,7 @@ def test_acquisition_demo_plan(in_repo: None) -> None:
     assert plan.model.local_model("toy-s1@step-128") == ["models/acquisition-demo/seed1"]
     assert plan.model.version("toy-s0@step-64").startswith('toy_model {"checkpoints": [32, 64, 91')
     assert plan.model.version("toy-s0@step-64").endswith('"seed": 0, "steps": 512} step 64')
-    assert plan.random_models == ""  # trained toy models, not random ones: the figures call them toy models
+    assert plan.model.random_models == ""  # trained toy models, not random ones: the figures call them toy models
     # one family of two seeds; every checkpoint is indexed
     assert {f: [(s.name, s.seed) for s in m] for f, m in acq.families.items()} == {
         "toy": [("toy-s0", "0"), ("toy-s1", "1")]
@@ -584,7 +586,7 @@ def test_acquisition_demo_plan(in_repo: None) -> None:
     assert args.count("--checkpoint") == 16
     # the planted frequencies are written by the first toy model's training job: that folder is the input
     assert acq.frequency_inputs() == ["models/acquisition-demo/seed0"]
-    options = acq.analysis_options().split()
+    options = acq.rules.acquisition.params["options"].split()
     assert options[0] == "--frequencies=models/acquisition-demo/seed0/corpus_frequencies.csv"
     assert options[-1] == "--formats=png" and "--min-checkpoints=4" in options and "--bootstrap=200" in options
     assert acq.toy_option("toy-s1@step-64") == "--toy"  # its lemma contexts (and figures) say toy model
@@ -738,9 +740,9 @@ def test_acquisition_options_are_quoted(in_repo: None, tmp_path: Path) -> None:
     hostile.write_text("lemma,zipf\nrun,5\n")
     extra = _sweeps(tmp_path, 'a:1,2,4,8:seed: "s $(x)"', acquisition=f"{{frequencies: {json.dumps(str(hostile))}}}")
     acq = plan_from_files([BASE, extra]).acquisition
-    assert shlex.split(acq.analysis_options())[0] == f"--frequencies={hostile}"
+    assert shlex.split(acq.rules.acquisition.params["options"])[0] == f"--frequencies={hostile}"
     assert shlex.split(acq.index_args())[:4] == ["--checkpoint", "a@step-1", "a", "s $(x)"]
-    assert shlex.split(acq.series_args()) == ["--series", "a", "s $(x)"]
+    assert shlex.split(acq.rules.dvc_acquisition_plots.params["series"]) == ["--series", "a", "s $(x)"]
 
 
 # ---------------------------------------------------------------- sweeps: one column block per entry, axes
@@ -760,8 +762,8 @@ def test_a_sweep_is_one_column_block_of_table2_and_the_comparison_figure(in_repo
     plan = plan_from_files([BASE, _sweep_and_plain(tmp_path)])
     assert list(plan.models) == ["plain", "sw@step1000", "sw@step2000", "sw@step143000"]
     assert plan.table_models == ["plain", "sw@step143000"]  # the sweep's last revision
-    assert plan.table2_params()["table_models"] == "--table-models plain,sw@step143000"
-    assert plan.table2_params()["models"] == "plain,sw@step1000,sw@step2000,sw@step143000"  # summary_all: all
+    assert plan.rules.table2.params["table_models"] == "--table-models plain,sw@step143000"
+    assert plan.rules.table2.params["models"] == "plain,sw@step1000,sw@step2000,sw@step143000"  # summary_all: all
     assert plan.figures.comparison_models() == ["plain", "sw@step143000"]  # rule figure_models' --models
     assert plan.figures.dvc_metrics_files()[0].startswith("results/agreement/metrics/plain/")
     assert len(plan.figures.checkpoint_args().split()) == 3 * 4  # the checkpoint figure keeps every revision
@@ -839,18 +841,20 @@ def test_the_models_sharing_a_local_gpu_are_one_queue(in_repo: None, tmp_path: P
     assert (q.rule, q.label, q.gpu_queue) == ("queue_0", "gpu", True)
     assert q.models == ["bert-large-cased", "bert-large-uncased", "roberta-large", "gpt2-xl"]
     assert plan.queues.unqueued() == [] and plan.queues.lemma_rule_models() == q.models
-    steps = [shlex.split(w) for w in shlex.split(plan.queues.jobs_option(q))[1::2]]
+    record = plan.queues.record(q)
+    assert record.log == "results/logs/queues/gpu.log" and record.params["post_workers"] == 2
+    steps = [shlex.split(w) for w in shlex.split(record.params["jobs"](None))[1::2]]
     assert [s[0] for s in steps] == ["run-model", "aggregate", "lemma-stats"] * 4
     assert steps[3][steps[3].index("--model") + 1] == "bert-large-uncased"
     # its inputs are the lemmas the lemmas jobs made; its outputs every model's shards and summaries
-    assert "results/agreement/gpt2-xl/lemmas.parquet" in plan.queues.inputs(q)
-    outputs = plan.queues.outputs(q)
+    assert "results/agreement/gpt2-xl/lemmas.parquet" in record.input
+    outputs = record.output["steps"]
     assert "results/agreement/gpt2-xl/lemmas.parquet" not in outputs
     assert {
         "results/agreement/roberta-large/shards/manifest.json",
         "results/agreement/gpt2-xl/blimp/tse.parquet",
     } <= set(outputs)
-    assert "results/simverb/gpt2-xl/similarities.parquet" in plan.queues.kept_outputs(q)
+    assert "results/simverb/gpt2-xl/similarities.parquet" in record.output["kept"]
     assert plan.queues.gpus(q, local=True) == 1
     for extra, local in (("inference: {device: cuda}\n", False), ("inference: {device: cpu}\n", True),
                          ("inference: {device: cuda, gpu_queue: false}\n", True)):  # fmt: skip
@@ -902,3 +906,115 @@ def test_rules_with_plain_outputs_answer_is_producer_by_lookup() -> None:
     pattern = Rule(["results/{model}/x.csv"], wildcards=True)
     assert not exact_producer(pattern)
     assert "is_producer" not in vars(pattern)  # left to Snakemake's regular expressions
+
+
+class _ShellFormatter(string.Formatter):
+    """Snakemake's formatting of a rule's ``shell:``, enough for the per-model rules: ``{x:q}`` quoted."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        return shlex.quote(str(value)) if format_spec == "q" else str(value)
+
+
+def _rule_shell(rule: str) -> str:
+    """The ``shell:`` string of ``rule`` in workflow/rules/*.smk (its adjacent literals joined)."""
+    for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        lines = smk.read_text().splitlines()
+        starts = [i for i, line in enumerate(lines) if line.strip() == f"rule {rule}:"]
+        if starts:
+            i = next(i for i in range(starts[0], len(lines)) if lines[i].strip() == "shell:") + 1
+            literal = []
+            while i < len(lines) and lines[i].strip().startswith('"'):
+                literal.append(lines[i].strip())
+                i += 1
+            return str(ast.literal_eval("(" + " ".join(literal) + ")"))
+    raise AssertionError(f"no rule {rule}")
+
+
+def _resolved(values: Any, wc: SimpleNamespace, threads: int) -> Any:
+    """A record's inputs, outputs or params for one job: functions called, patterns filled in."""
+
+    def one(value: Any) -> Any:
+        if callable(value):
+            value = value(wc, threads) if value.__code__.co_argcount == 2 else value(wc)
+        if isinstance(value, list):
+            return [one(v) for v in value]
+        for key, filled in vars(wc).items():
+            value = value.replace(f"{{{key}}}", filled) if isinstance(value, str) else value
+        return value
+
+    if isinstance(values, dict):
+        return SimpleNamespace(**{k: one(v) for k, v in values.items()})
+    return one(values)
+
+
+def rule_words(rule: str, record: Any, threads: int = 3, **wildcards: str) -> list[str]:
+    """The words of ``rule``'s command (its ``shell:`` in workflow/rules/*.smk, filled in from its
+    record as Snakemake fills it in) for the job of these wildcards, without ``verbeval`` and the log."""
+    wc = SimpleNamespace(**wildcards)
+    log = _resolved(record.log, wc, threads)
+    shell = _ShellFormatter().format(
+        _rule_shell(rule),
+        input=_resolved(record.input, wc, threads),
+        output=_resolved(record.output, wc, threads),
+        params=_resolved(record.params, wc, threads),
+        wildcards=wc,
+        log=log,
+    )
+    words = shlex.split(shell)
+    assert words[0] == "verbeval" and words[-2:] == ["2>", log], words
+    return words[1:-2]
+
+
+@pytest.mark.parametrize("configs", [["quick", "multitoken"], ["acquisition-demo"]])
+def test_each_per_model_rule_runs_the_words_of_its_queue_step(in_repo: None, tmp_path: Path, configs: list) -> None:
+    """A per-model rule's command, written in its .smk and filled in from its record (STEP.<rule>),
+    has the words of the step a queue job runs (ModelSteps.argv)."""
+    files = [BASE, REPO / "config" / f"{configs[0]}.yaml"]
+    if "multitoken" in configs:
+        files.append(
+            _extra(tmp_path, "agreement: {multitoken: {enabled: true, groups: [simple]}, lexicon_mode: all}\n")
+        )
+    plan = plan_from_files(files)
+    checked = []
+    for rule, command in RULE_STEPS.items():
+        record = getattr(plan.model_steps.rules, rule)
+        for name in plan.models:
+            if command == "lemma-contexts" and name not in plan.acquisition.models:
+                continue
+            assert record.log.format(model=name) == f"{plan.logs}/agreement/{name}/{rule}.log"
+            assert rule_words(rule, record, model=name) == plan.model_steps.argv(command, name, threads=3)
+            checked.append(rule)
+    assert set(checked) == set(RULE_STEPS) - ({"lemma_contexts"} if "quick" in configs else set())
+
+
+def test_veridicality_rules_read_their_records(in_repo: None) -> None:
+    """Each veridicality rule's files, params, log and wildcard constraints are one record, read by name."""
+    plan = plan_from_files([BASE, QUICK])
+    rules = plan.veridicality.rules
+    assert rules.veridicality_released.input == {"data": "data/raw/veridicality/verb_veridicality_evaluation.tsv"}
+    assert rules.veridicality_released.constraints == {"vmodel": "ross\\-pavlick\\-2019\\-bert"}
+    assert rules.veridicality_predict.constraints == {"vmodel": "(?!x)x"}  # no real NLI model in the quick start
+    assert rules.veridicality_predict.params["settings"] == "--batch-size=32 --device=auto"
+    assert rules.veridicality_counterfactuals.params == {"settings": "--samples=1 --seed=0"}
+    assert rules.veridicality_kl.log == "results-quick/logs/veridicality/{vmodel}/kl.log"
+    assert rules.veridicality_table.input == "results-quick/veridicality/{vmodel}/predictions.parquet"
+    assert rules.veridicality_page.params["random_models"](SimpleNamespace(vmodel="ross-pavlick-2019-bert")) == ""
+    assert rules.veridicality_predict.output == {
+        "predictions": "results-quick/veridicality/{vmodel}/predictions.parquet"
+    }
+
+
+def test_simverb_rules_read_their_records(in_repo: None) -> None:
+    """Each SimVerb rule's files, params, log and wildcard constraints are one record, read by name."""
+    plan = plan_from_files([BASE, QUICK])
+    rules = plan.simverb.rules
+    wc = SimpleNamespace(svmodel="quick-bert")
+    assert rules.simverb_score.log == "results-quick/logs/simverb/{svmodel}/score.log"
+    assert rules.simverb_score.constraints == {"svmodel": "(?!x)x"}  # both scored in their agreement job
+    assert rules.simverb_score.params["random_init"](wc) == "auto"
+    assert rules.simverb_table.input == {
+        "sims": "results-quick/simverb/{svmodel}/similarities.parquet",
+        "verbs": "results-quick/simverb/{svmodel}/verbs.csv",
+    }
+    assert rules.simverb_table.params["random_models"](wc) == "quick-bert"
+    assert rules.simverb_join.input["stats"] == plan.model_steps.paths("{svmodel}")["lemma_stats"]

@@ -167,8 +167,8 @@ def test_the_api_takes_the_declared_batch_size() -> None:
 
 def test_the_rules_of_declared_steps_hold_no_copy_of_their_settings_or_files() -> None:
     """A declared step's rule names no configuration key (its DVC params are the step's) and no option
-    of its settings (the plan derives them); a per-model step's rule runs the plan's command line and
-    takes its files from the step's declaration (verbeval.workflow.model_steps)."""
+    of its settings (the plan derives them); a per-model step's rule writes its command and
+    takes its files and params from its record (``STEP.<rule>``, verbeval.workflow.model_steps)."""
     blocks = _rule_blocks()
     per_model = {
         "lemmas": "lemmas",
@@ -183,10 +183,11 @@ def test_the_rules_of_declared_steps_hold_no_copy_of_their_settings_or_files() -
         assert "Config:" not in text, rule
         assert [s.option for s in step.settings if s.option in text] == [], rule
     for rule, command in per_model.items():
+        # its command written in the rule, its files and params from the step's record (the words of a
+        # queue job's step: tests/test_plan.py, test_each_per_model_rule_runs_the_words_of_its_queue_step)
         text = blocks[rule]
-        assert '"verbeval {params.command} 2> {log:q}"' in text and not re.search(r"--[a-z]", text), rule
-        assert f'PLAN.model_steps.rule_outputs("{command}")' in text and command in STEP_FILES
-    assert '"verbeval {params.command} 2> {log:q}"' in blocks["infer"]
+        assert f'"verbeval {command} ' in text and f"**STEP.{rule}.output," in text and command in STEP_FILES, rule
+    assert '"verbeval run-model ' in blocks["infer"] and "**STEP.infer.output," in blocks["infer"]
 
 
 def test_api_defaults_are_the_schemas() -> None:

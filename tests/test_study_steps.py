@@ -5,6 +5,7 @@ lines listed, their settings reach the commands as options, and rule all's files
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from verbeval.core.steps import INFERENCE_DEVICE
 from verbeval.simverb.steps import SIMVERB_SCORE
 from verbeval.workflow.dvc_yaml import rule_config_keys
+from verbeval.workflow.loading import plan_from_files
 from verbeval.workflow.steps import declared_steps
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,9 +59,14 @@ def _rule_blocks(study: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("study", sorted(OLD_KEYS))
-def test_a_studys_rules_take_their_keys_and_settings_from_its_steps(study: str) -> None:
+def test_a_studys_rules_take_their_keys_and_settings_from_its_steps(
+    study: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every rule of the study that runs a step is declared (no Config: line, none of its settings'
-    options written in the rule); its DVC params are the old Config: line's keys, each once."""
+    options written in the rule); its DVC params are the old Config: line's keys, each once; its
+    settings are its record's (``PLAN.<study>.rules``), the step's options for the configuration."""
+    monkeypatch.chdir(REPO)
+    plan = plan_from_files([REPO / "config" / "config.yaml"])
     blocks = _rule_blocks(study)
     steps = {r: s for s in declared_steps() for r in s.rules if r in blocks}
     assert set(steps) == set(OLD_KEYS[study]) | {r for r in blocks if r.endswith("_page") or r.endswith("_pages")}
@@ -70,7 +77,11 @@ def test_a_studys_rules_take_their_keys_and_settings_from_its_steps(study: str) 
         keys = rule_config_keys(rule)
         assert set(keys) == old and len(keys) == len(old), rule
         if steps[rule].settings and rule not in steps[rule].bare_rules:
-            assert "settings=PLAN.settings(" in text and "{params.settings}" in text, rule
+            assert "{params.settings}" in text, rule
+            if "settings=PLAN.settings(" not in text:  # the rule reads its record's params
+                record = getattr(getattr(plan, study).rules, rule)
+                assert f".{rule}.params," in text, rule
+                assert record.params["settings"] == shlex.join(steps[rule].argv(plan.config)), rule
 
 
 def test_the_steps_share_the_inference_device() -> None:

@@ -54,7 +54,7 @@ def test_rule_runs_its_declared_step_with_the_old_dvc_params(rule: str) -> None:
 
 def test_acquisition_index_axis_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--axis``: agreement.checkpoint_axis, its choices the axes, its default the schema's; the rule
-    takes it from ``PLAN.settings`` (the plan's checkpoints no longer carry it)."""
+    takes it from its record's settings (``PLAN.acquisition.rules``; the plan's checkpoints no longer carry it)."""
     from verbeval.acquisition.steps import ACQUISITION_INDEX
     from verbeval.cli import build_parser
     from verbeval.core.cliutil import ConfigDefault
@@ -66,7 +66,7 @@ def test_acquisition_index_axis_is_a_setting(tmp_path: Path, monkeypatch: pytest
     assert list(axis.choices) == ["steps", "tokens", "words"]
     assert ACQUISITION_INDEX.config_keys()[-1] == "agreement.checkpoint_axis"
     text = _rule_block(RULES / "acquisition.smk", "acquisition_index")
-    assert 'settings=PLAN.settings("acquisition-index")' in text and "{params.settings} 2> {log:q}" in text
+    assert "**ACQ.acquisition_index.params," in text and "{params.settings} 2> {log:q}" in text
 
     monkeypatch.chdir(REPO_ROOT)
     extra = tmp_path / "words.yaml"
@@ -76,9 +76,10 @@ def test_acquisition_index_axis_is_a_setting(tmp_path: Path, monkeypatch: pytest
         "agreement: {checkpoint_axis: words}\n"
     )
     plan = plan_from_files([REPO_ROOT / "config" / "config.yaml", extra])
-    assert plan.settings("acquisition-index") == "--axis=words"
+    assert plan.acquisition.rules.acquisition_index.params["settings"] == "--axis=words"
     assert "--axis" not in plan.acquisition.index_args()
-    assert plan_from_files([REPO_ROOT / "config" / "config.yaml"]).settings("acquisition-index") == "--axis=steps"
+    default = plan_from_files([REPO_ROOT / "config" / "config.yaml"]).acquisition.rules.acquisition_index
+    assert default.params["settings"] == "--axis=steps"
 
 
 def test_train_toy_seed_default_is_the_schemas() -> None:

@@ -1,32 +1,28 @@
 # How agreement is acquired over training (agreement.acquisition; planned by
-# verbeval.workflow.acquisition as PLAN.acquisition): the toy models the workflow trains itself (toy_models),
+# verbeval.workflow.acquisition, read as ACQ): the toy models the workflow trains itself (toy_models),
 # each analysed checkpoint's lemma contexts (from its shards), the checkpoint index of the sweeps
 # and the acquisition analysis (learning curves, ages of acquisition, frequency, changepoints, seeds)
 # in <results_dir>/agreement/acquisition. A model entry whose revisions are a toy model's checkpoint
 # folders depends on rule train_toy's output, so the model is trained before any job loads it.
-
-import os
+# Each rule's files, params, log and wildcard constraints: its record, read by name (ACQ.<rule>).
+ACQ = PLAN.acquisition.rules
 
 
 rule train_toy:
     """A toy causal LM trained from scratch on a synthetic agreement corpus (a CPU job)."""
     input:
-        templates=f"{PLAN.agreement_dir}/templates.parquet",
-        lexicon=f"{PLAN.agreement_dir}/lexicon.parquet",
+        **ACQ.train_toy.input,
     output:
-        directory("{toy}"),
+        directory(ACQ.train_toy.output),
     wildcard_constraints:
-        toy=alternatives(list(PLAN.acquisition.toy)),
+        **ACQ.train_toy.constraints,
     params:
-        seed=lambda wc: PLAN.acquisition.train_params(wc.toy)["seed"],
-        steps=lambda wc: PLAN.acquisition.train_params(wc.toy)["steps"],
-        checkpoints=lambda wc: PLAN.acquisition.train_params(wc.toy)["checkpoints"],
-        corpus_seed=lambda wc: PLAN.acquisition.train_params(wc.toy)["corpus_seed"],
+        **ACQ.train_toy.params,
     threads: lambda wc: PLAN.acquisition.train_params(wc.toy)["threads"]
     conda:
         "../../envs/inference.yaml"
     log:
-        f"{PLAN.logs}/toy_models/{{toy}}.log",
+        ACQ.train_toy.log,
     shell:
         "verbeval train-toy --templates {input.templates:q} --lexicon {input.lexicon:q} --seed {params.seed} "
         "{params.corpus_seed} --steps {params.steps} --checkpoints {params.checkpoints} --threads {threads} --no-progress "
@@ -35,34 +31,33 @@ rule train_toy:
 
 rule lemma_contexts:
     input:
-        **PLAN.model_steps.rule_inputs("lemma-contexts"),
+        **STEP.lemma_contexts.input,
     output:
-        **PLAN.model_steps.rule_outputs("lemma-contexts"),
+        **STEP.lemma_contexts.output,
     wildcard_constraints:
         model=alternatives(PLAN.queues.unqueued(PLAN.acquisition.models)),  # a queued model: its queue_N job
     params:
-        command=lambda wc: PLAN.model_steps.command("lemma-contexts", wc.model),
+        **STEP.lemma_contexts.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/{{model}}/lemma_contexts.log",
+        STEP.lemma_contexts.log,
     shell:
-        "verbeval {params.command} 2> {log:q}"
+        "verbeval lemma-contexts --lemmas {input.lemmas:q} --shards {input.manifest:q} "
+        "--model-name {wildcards.model:q} {params.toy} --out {output.lemma_contexts:q} 2> {log:q}"
 
 
 rule acquisition_index:
     input:
-        summary=f"{PLAN.agreement_dir}/summary_all.csv",
-        lemma_contexts=[PLAN.acquisition.lemma_contexts(m) for m in PLAN.acquisition.models],
+        **ACQ.acquisition_index.input,
     output:
-        PLAN.acquisition.index,
+        ACQ.acquisition_index.output,
     params:
-        args=PLAN.acquisition.index_args(),
-        settings=PLAN.settings("acquisition-index"),
+        **ACQ.acquisition_index.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/acquisition/checkpoints.log",
+        ACQ.acquisition_index.log,
     shell:
         "verbeval acquisition-index --summary {input.summary:q} {params.args} --out {output:q} "
         "{params.settings} 2> {log:q}"
@@ -70,42 +65,37 @@ rule acquisition_index:
 
 rule acquisition:
     input:
-        index=PLAN.acquisition.index,
-        frequencies=PLAN.acquisition.frequency_inputs(),
+        **ACQ.acquisition.input,
     output:
-        tables=PLAN.acquisition.table_files(),
-        curves=report_first(PLAN.acquisition.images("curves"), "../report/acquisition_curves.rst", "Agreement",
+        tables=ACQ.acquisition.output["tables"],
+        curves=report_first(ACQ.acquisition.output["curves"], "../report/acquisition_curves.rst", "Agreement",
                             "Acquisition"),
-        aoa=report_first(PLAN.acquisition.images("aoa_frequency"), "../report/acquisition_aoa_frequency.rst", "Agreement",
-                         "Acquisition"),
-        heatmap=report_first(PLAN.acquisition.images("lemma_heatmap"), "../report/acquisition_lemma_heatmap.rst",
+        aoa=report_first(ACQ.acquisition.output["aoa_frequency"], "../report/acquisition_aoa_frequency.rst",
+                         "Agreement", "Acquisition"),
+        heatmap=report_first(ACQ.acquisition.output["lemma_heatmap"], "../report/acquisition_lemma_heatmap.rst",
                              "Agreement", "Acquisition"),
     params:
-        options=PLAN.acquisition.analysis_options(),
-        out_dir=lambda wc, output: os.path.dirname(output.tables[0]),  # the acquisition folder
-        random_models=PLAN.random_models,
+        **ACQ.acquisition.params,  # out_dir: the acquisition folder
+        random_models=PLAN.model.random_models,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/acquisition/acquisition.log",
+        ACQ.acquisition.log,
     shell:
         "verbeval acquisition --index {input.index:q} {params.options} --out {params.out_dir:q} 2> {log:q}"
 
 
 rule dvc_acquisition_plots:
     input:
-        f"{PLAN.acquisition.out}/curves.csv",
+        ACQ.dvc_acquisition_plots.input,
     output:
-        PLAN.acquisition.dvc_plot_files(),
+        ACQ.dvc_acquisition_plots.output,
     params:
-        series=PLAN.acquisition.series_args(),
-        x_label=PLAN.acquisition.x_label,  # the x axis of the DVC plots (dvc.yaml), not of the command
-        groups=",".join(PLAN.group_ids),
-        out_dir=lambda wc, output: os.path.dirname(output[0]),  # acquisition/dvc
+        **ACQ.dvc_acquisition_plots.params,  # x_label: the x axis of the DVC plots (dvc.yaml), not of the command
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/acquisition/dvc_plots.log",
+        ACQ.dvc_acquisition_plots.log,
     shell:
         "verbeval dvc-acquisition-plots --curves {input:q} {params.series} --groups {params.groups} "
         "--out-dir {params.out_dir:q} 2> {log:q}"

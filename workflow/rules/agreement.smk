@@ -1,19 +1,19 @@
 # Agreement (Newman et al. 2021): templates -> lexicon -> eligible lemmas -> shards -> scores -> Table 2.
+# Each rule's files, params and log: its record, read by name (RULE.<rule>; STEP.<rule> for a
+# per-model step).
 
 
 rule lexicon:
     input:
-        lists=[PLAN.raw_path(s) for s in PLAN.agreement["verb_lists"]],
-        overrides=PLAN.agreement["inflection_overrides"],
+        **RULE.lexicon.input,
     output:
-        f"{PLAN.agreement_dir}/lexicon.parquet",
+        RULE.lexicon.output,
     params:
-        manifest=PLAN.manifest_param,  # formats only: no rerun trigger
-        inputs=PLAN.source_inputs(PLAN.agreement["verb_lists"]),
+        **RULE.lexicon.params,  # manifest: formats only, no rerun trigger
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/lexicon.log",
+        RULE.lexicon.log,
     shell:
         "verbeval lexicon --manifest {params.manifest:q} {params.inputs} --overrides {input.overrides:q} "
         "--out {output:q} 2> {log:q}"
@@ -21,21 +21,15 @@ rule lexicon:
 
 rule templates:
     input:
-        sources=[PLAN.raw_path(s) for s in PLAN.template_sources],
-        groups_file=PLAN.agreement["groups_file"],
-        errata=PLAN.agreement["errata"],
-        custom=[str(g.path) for g in PLAN.custom_groups],
+        **RULE.templates.input,
     output:
-        table=f"{PLAN.agreement_dir}/templates.parquet",
-        rejects=f"{PLAN.agreement_dir}/template_rejects.csv",
-        groups=PLAN.run_groups_file,
+        **RULE.templates.output,
     params:
-        **PLAN.templates_params(),
-        settings=PLAN.settings("templates"),
+        **RULE.templates.params,  # manifest: formats only, no rerun trigger
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/templates.log",
+        RULE.templates.log,
     shell:
         "verbeval templates --manifest {params.manifest:q} --groups-file {input.groups_file:q} {params.groups} "
         "--errata {input.errata:q} {params.inputs} {params.custom} {params.settings} "
@@ -44,20 +38,20 @@ rule templates:
 
 rule lemmas:
     input:
-        **PLAN.model_steps.rule_inputs("lemmas"),
+        **STEP.lemmas.input,
     output:
-        **PLAN.model_steps.rule_outputs("lemmas"),
+        **STEP.lemmas.output,
     wildcard_constraints:
         model=alternatives(PLAN.queues.lemma_rule_models()),  # a sweep queue's revisions: their queue_N job
     params:
-        command=lambda wc: PLAN.model_steps.command("lemmas", wc.model),
-        version=lambda wc: PLAN.model.version(wc.model),  # a rerun trigger: the model's files or commit
+        **STEP.lemmas.params,  # version: a rerun trigger, the model's files or commit
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/{{model}}/lemmas.log",
+        STEP.lemmas.log,
     shell:
-        "verbeval {params.command} 2> {log:q}"
+        "verbeval lemmas --model {params.model:q} {params.source} --lexicon {input.lexicon:q} --out {output.lemmas:q} "
+        "2> {log:q}"
 
 
 # rule infer (the model's one job: agreement shards and its other accelerator branches): models.smk
@@ -65,38 +59,36 @@ rule lemmas:
 
 rule aggregate:
     input:
-        **PLAN.model_steps.rule_inputs("aggregate"),
+        **STEP.aggregate.input,
     output:
-        **PLAN.model_steps.rule_outputs("aggregate"),
+        **STEP.aggregate.output,
     wildcard_constraints:
         model=alternatives(PLAN.queues.unqueued()),  # a queued model: its queue_N job (queues.smk)
     params:
-        command=lambda wc: PLAN.model_steps.command("aggregate", wc.model),
+        **STEP.aggregate.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/{{model}}/aggregate.log",
+        STEP.aggregate.log,
     shell:
-        "verbeval {params.command} 2> {log:q}"
+        "verbeval aggregate --templates {input.templates:q} --groups {params.groups:q} --model-name {wildcards.model:q} "
+        "--manifest {input.manifest:q} {params.settings} --out-dir {params.out_dir:q} 2> {log:q}"
 
 
 rule table2:
     input:
-        summaries=[f for m in PLAN.models for f in PLAN.per_group(f"{PLAN.agreement_dir}/{m}/{{group}}/summary.csv")],
-        groups_file=PLAN.run_groups_file,
-        errata=PLAN.agreement["errata"],
-        templates=f"{PLAN.agreement_dir}/templates.parquet",
+        **RULE.table2.input,
     output:
-        **PLAN.table2_outputs(
-            html=lambda file: report(file, caption="../report/table2.rst", category="Agreement", subcategory="Tables"),
+        **wrapped(
+            RULE.table2.output,
+            {"html": lambda file: report(file, caption="../report/table2.rst", category="Agreement", subcategory="Tables")},
         ),
     params:
-        **PLAN.table2_params(),
-        settings=PLAN.settings("table"),
+        **RULE.table2.params,  # random_models: named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/table2.log",
+        RULE.table2.log,
     shell:
         "verbeval table --groups-file {input.groups_file:q} --models {params.models} {params.table_models} "
         "--summaries {input.summaries:q} "

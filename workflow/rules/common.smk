@@ -1,13 +1,14 @@
 # Shared set-up: the plan (verbeval.workflow.plan: models, groups, sources, paths and options, built
 # from the validated config) and Snakemake's hooks (verbeval.workflow.snakemake: configuration
-# errors, start checks, failure summary). The other rule files use only PLAN and Snakemake's names.
+# errors, start checks, failure summary). The other rule files use only PLAN, STEP (the
+# per-model step rules' records), RULE and Snakemake's names.
 # Every rule runs one declared step, in verbeval.<study>.steps; there its settings, options and the
 # configuration keys it reads (its stages' DVC params, verbeval.workflow.dvc_yaml) are declared once.
 import sys
 
 from verbeval.core.console import install_short_job_info
 from verbeval.workflow.loading import build_plan
-from verbeval.workflow.params import Untracked, alternatives
+from verbeval.workflow.params import Untracked, alternatives, wrapped
 from verbeval.workflow.plan import PlanError
 from verbeval.workflow.snakemake_internals import exact_producer
 from verbeval.workflow.snakemake import (blocked_output_root, failure_lines, force_rerun, hub_start_problem, jobs_run_here,
@@ -42,6 +43,10 @@ except PlanError as exc:
 # the models sharing this machine's GPU are one queue job (inference.gpu_queue) on a run whose jobs run
 # here; a cluster job (not the main process) plans as its main process did: no GPU queue there either
 PLAN.plan_queues(local_gpu=workflow.is_main_process and jobs_run_here(workflow))
+# each per-model step rule's record, read by name: **STEP.aggregate.input, STEP.aggregate.log, ...
+STEP = PLAN.model_steps.rules
+# the records of fetch, lexicon, templates and table2: RULE.templates.input, ...
+RULE = PLAN.rules
 # an output folder under a file: Snakemake's own inventory of the outputs would stop in a traceback
 _blocked = blocked_output_root(config, PLAN.all_outputs())
 if _blocked:
@@ -132,9 +137,9 @@ def reported(outputs, category, subcategory, **captions):
 
 def veridicality_reported(rule, subcategory="{vmodel}", **captions):
     """``rule``'s named outputs, those named in ``captions`` in the report's Veridicality pages."""
-    return reported(PLAN.veridicality.rule_outputs(rule), "Veridicality", subcategory, **captions)
+    return reported(getattr(PLAN.veridicality.rules, rule).output, "Veridicality", subcategory, **captions)
 
 
 def simverb_reported(rule, **captions):
     """``rule``'s named outputs, those named in ``captions`` in the report's SimVerb-3500 pages."""
-    return reported(PLAN.simverb.rule_outputs(rule), "SimVerb-3500", "{svmodel}", **captions)
+    return reported(getattr(PLAN.simverb.rules, rule).output, "SimVerb-3500", "{svmodel}", **captions)

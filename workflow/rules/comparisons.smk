@@ -1,70 +1,74 @@
 # Paired comparisons of the run's models (comparisons.csv, first_gains.csv, the forest figure) and the
 # precision audit (precision_audit.csv: ties and fragile decisions), from the aggregates and shards: no
-# model is run. One job each for the whole run (verbeval.workflow.comparisons, PLAN.comparisons).
-import shlex
+# model is run. One job each for the whole run (verbeval.workflow.comparisons): each rule reads its
+# record by name (CMP.<rule>: input, output, params, log).
+CMP = PLAN.comparisons.rules
 
 
 rule comparisons:
     input:
-        PLAN.comparisons.compare_inputs(),
+        CMP.comparisons.input,
     output:
-        csv=PLAN.comparisons.files()["csv"],
-        first_gains=PLAN.comparisons.files()["first_gains"],
-        figure=report_first(PLAN.comparisons.files()["figure"], "../report/comparisons_forest.rst", "Agreement",
+        csv=CMP.comparisons.output["csv"],
+        first_gains=CMP.comparisons.output["first_gains"],
+        figure=report_first(CMP.comparisons.output["figure"], "../report/comparisons_forest.rst", "Agreement",
                             "Paired comparisons"),
     params:
-        command=shlex.join(PLAN.comparisons.compare_argv()),
+        **CMP.comparisons.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/comparisons.log",
+        CMP.comparisons.log,
     shell:
-        "verbeval {params.command} 2> {log:q}"
+        "verbeval compare {params.results} --templates={params.templates:q} --groups={params.groups:q} {params.pairs} "
+        "{params.settings} --csv {output.csv:q} --first-gains {output.first_gains:q} --figure {output.figure:q} "
+        "2> {log:q}"
 
 
 rule comparisons_page:
     input:
-        PLAN.comparisons.files()["csv"],
+        CMP.comparisons_page.input,
     output:
-        report(PLAN.comparisons.files()["page"], caption="../report/comparisons.rst", category="Agreement",
+        report(CMP.comparisons_page.output, caption="../report/comparisons.rst", category="Agreement",
                subcategory="Paired comparisons"),
     params:
         title="Paired comparisons: differences per group (B - A)",
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/comparisons_page.log",
+        CMP.comparisons_page.log,
     shell:
         "verbeval report-table --csv {input:q} --title {params.title:q} --out {output:q} 2> {log:q}"
 
 
 rule precision_audit:
     input:
-        PLAN.comparisons.audit_inputs(),
+        CMP.precision_audit.input,
     output:
-        **PLAN.comparisons.rule_outputs("precision_audit"),
+        **CMP.precision_audit.output,
     params:
-        command=shlex.join(PLAN.comparisons.audit_argv()),
+        **CMP.precision_audit.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/precision_audit.log",
+        CMP.precision_audit.log,
     shell:
-        "verbeval {params.command} 2> {log:q}"
+        "verbeval precision-audit {params.named} --groups={params.groups:q} {params.settings} --out {output.audit:q} "
+        "2> {log:q}"
 
 
 rule precision_audit_page:
     input:
-        PLAN.comparisons.files()["audit"],
+        CMP.precision_audit_page.input,
     output:
-        report(PLAN.comparisons.files()["audit_page"], caption="../report/precision_audit.rst", category="Agreement",
+        report(CMP.precision_audit_page.output, caption="../report/precision_audit.rst", category="Agreement",
                subcategory="Precision audit"),
     params:
         title="Ties and fragile decisions per model, group and metric",
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/precision_audit_page.log",
+        CMP.precision_audit_page.log,
     shell:
         "verbeval report-table --csv {input:q} --title {params.title:q} --out {output:q} 2> {log:q}"
 
@@ -77,58 +81,63 @@ if PLAN.comparisons.dtype_runs:
 
     rule precision_infer:
         input:
-            templates=PLAN.model_steps.paths("{model}")["templates"],
-            lemmas=PLAN.model_steps.paths("{model}")["lemmas"],
-            model=lambda wc: PLAN.model.local_model(wc.model),
+            **CMP.precision_infer.input,
         output:
-            manifest=PLAN.model_steps.variant_paths("{model}", "{dtype}")["manifest"],
+            **CMP.precision_infer.output,
         params:
-            command=lambda wc, threads: PLAN.model_steps.command("run-model", wc.model, threads, dtype=wc.dtype),
+            **CMP.precision_infer.params,
         wildcard_constraints:
             model=alternatives(_dtype_models),
             dtype=alternatives(_dtypes),
         threads: config["inference"]["threads"]
         resources:
-            gpu=lambda wc: PLAN.model_gpus(wc.model, jobs_run_here(workflow)),
+            gpu=lambda wc: PLAN.model.gpus(wc.model, jobs_run_here(workflow)),
         conda:
             "../../envs/inference.yaml"
         log:
-            f"{PLAN.logs}/agreement/{{model}}/precision_{{dtype}}_infer.log",
+            CMP.precision_infer.log,
         shell:
-            "verbeval {params.command} 2> {log:q}"
+            "verbeval run-model --model {params.model:q} {params.source} {params.model_settings} "
+            "--random-init {params.random_init:q} --templates {input.templates:q} --lemmas {input.lemmas:q} "
+            "--groups {params.groups:q} {params.settings} {params.branches} --no-progress {params.nonfinite} "
+            "--manifest {output.manifest:q} 2> {log:q}"
 
     rule precision_aggregate:
         input:
-            templates=PLAN.model_steps.paths("{model}")["templates"],
-            manifest=PLAN.model_steps.variant_paths("{model}", "{dtype}")["manifest"],
+            **CMP.precision_aggregate.input,
         output:
-            **{k: PLAN.model_steps.variant_paths("{model}", "{dtype}")[k] for k in ("scores", "tse", "summary")},
+            **CMP.precision_aggregate.output,
         params:
-            command=lambda wc: PLAN.model_steps.command("aggregate", wc.model, dtype=wc.dtype),
+            **CMP.precision_aggregate.params,
         wildcard_constraints:
             model=alternatives(_dtype_models),
             dtype=alternatives(_dtypes),
         conda:
             "../../envs/verbeval.yaml"
         log:
-            f"{PLAN.logs}/agreement/{{model}}/precision_{{dtype}}_aggregate.log",
+            CMP.precision_aggregate.log,
         shell:
-            "verbeval {params.command} 2> {log:q}"
+            "verbeval aggregate --templates {input.templates:q} --groups {params.groups:q} "
+            "--model-name {wildcards.model:q} --manifest {input.manifest:q} {params.settings} "
+            "--out-dir {params.out_dir:q} 2> {log:q}"
 
     rule flip_set:
         input:
-            lambda wc: PLAN.comparisons.flip_inputs(wc.model, wc.dtype),
+            CMP.flip_set.input,
         output:
-            flips=PLAN.model_steps.variant_paths("{model}", "{dtype}")["flips"],
-            comparison=PLAN.model_steps.variant_paths("{model}", "{dtype}")["comparison"],
+            **CMP.flip_set.output,
         params:
-            command=lambda wc: shlex.join(PLAN.comparisons.flip_argv(wc.model, wc.dtype)),
+            **CMP.flip_set.params,
         wildcard_constraints:
             model=alternatives(_dtype_models),
             dtype=alternatives(_dtypes),
         conda:
             "../../envs/verbeval.yaml"
         log:
-            f"{PLAN.logs}/agreement/{{model}}/precision_{{dtype}}_flips.log",
+            CMP.flip_set.log,
         shell:
-            "verbeval {params.command} 2> {log:q}"
+            "verbeval flip-set --model-name={wildcards.model:q} --dtype={wildcards.dtype:q} "
+            "--reference-results={params.reference_results:q} --reference-shards={params.reference_shards:q} "
+            "--other-results={params.other_results:q} --other-shards={params.other_shards:q} "
+            "--lemmas={params.lemmas:q} --groups={params.groups:q} {params.settings} "
+            "--flips {output.flips:q} --comparison {output.comparison:q} 2> {log:q}"

@@ -1,24 +1,21 @@
 # DVC views of results the other rules computed (no new numbers; see src/verbeval/agreement/report/dvc_views.py):
 # Table 2 as one small {tse, ew, mw} file per model and group (the DVC metrics), and the data of
 # Figures 1-4 as one CSV per figure, side and group with a column per model and metric (the DVC
-# plots; `dvc plots show` cannot split one file's rows into series).
-
-import os
+# plots; `dvc plots show` cannot split one file's rows into series). Each rule's files, params, log and
+# wildcard constraints: its record, read by name (FIG.<rule>, figures.smk).
 
 
 rule dvc_metrics:
     input:
-        PLAN.table2_outputs()["metrics"],
+        FIG.dvc_metrics.input,
     output:
-        **PLAN.figures.rule_outputs("dvc_metrics"),
+        **FIG.dvc_metrics.output,
     params:
-        models=",".join(PLAN.table_models),  # the models of metrics.json (agreement.table_models)
-        groups=",".join(PLAN.group_ids),
-        out_dir=lambda wc, output: os.path.dirname(os.path.dirname(output[0])),  # OUT/metrics
+        **FIG.dvc_metrics.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/dvc_metrics.log",
+        FIG.dvc_metrics.log,
     shell:
         "verbeval dvc-metrics --metrics {input:q} --models {params.models} --groups {params.groups} "
         "--out-dir {params.out_dir:q} 2> {log:q}"
@@ -26,21 +23,17 @@ rule dvc_metrics:
 
 rule dvc_plot_data:
     input:
-        PLAN.figures.rule_outputs("figure_cutoffs")["csv"],
+        FIG.dvc_plot_data.input,
     output:
-        **PLAN.figures.rule_outputs("dvc_plot_data"),
+        **FIG.dvc_plot_data.output,
     wildcard_constraints:
-        stem=alternatives(list(PLAN.figures.cutoff_figures)),
-        side="top|bottom",
+        **FIG.dvc_plot_data.constraints,
     params:
-        figure=lambda wc: PLAN.figures.cutoff_figures[wc.stem][0],
-        models=",".join(PLAN.models),
-        groups=",".join(PLAN.group_ids),
-        out_dir=lambda wc, output: os.path.dirname(output[0]),
+        **FIG.dvc_plot_data.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/agreement/figures/dvc_{{stem}}_{{side}}.log",
+        FIG.dvc_plot_data.log,
     shell:
         "verbeval dvc-plot-data --figure {params.figure} --curves {input:q} --side {wildcards.side} "
         "--models {params.models} --groups {params.groups} --out-dir {params.out_dir:q} 2> {log:q}"

@@ -14,17 +14,15 @@
 
 rule fetch:
     output:
-        update(f"{PLAN.raw_dir}/{{name}}/{{filename}}"),
+        update(RULE.fetch.output),
     params:
-        sha256=lambda wc: PLAN.source_sha256(wc.name),
-        manifest=PLAN.manifest_param,
-        mirror=PLAN.mirror_option,
+        **RULE.fetch.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/fetch/{{name}}/{{filename}}.log",
+        RULE.fetch.log,
     wildcard_constraints:
-        name=alternatives(list(PLAN.manifest)),
+        **RULE.fetch.constraints,
     shell:
         "verbeval fetch --manifest {params.manifest:q} --name {wildcards.name} --out {output:q} {params.mirror} "
         "2> {log:q}"

@@ -1,22 +1,20 @@
 # Multi-token verb forms and lexicon modes (single_token / all / common): every lexicon form scored
 # (chain rule for causal LMs, PLL-word-l2r for masked LMs), TSE/EW/MW at p = 1 in three modes.
+# Each rule's files, params and log: its record, read by name (LM.<rule>: verbeval.workflow.lexicon_modes).
+LM = PLAN.lexicon_modes.rules
 
 
 rule lexicon_forms:
     input:
-        lexicon=f"{PLAN.agreement_dir}/lexicon.parquet",
-        templates=f"{PLAN.agreement_dir}/templates.parquet",
-        model=lambda wc: PLAN.model.local_model(wc.model),
+        **LM.lexicon_forms.input,
     output:
-        **PLAN.lexicon_modes_rule_outputs("lexicon_forms"),
+        **LM.lexicon_forms.output,
     params:
-        model=lambda wc: PLAN.models[wc.model]["id"],
-        version=lambda wc: PLAN.model.version(wc.model),
-        revision=lambda wc: PLAN.model.source_options(wc.model),
+        **LM.lexicon_forms.params,  # version: a rerun trigger, the model's files or commit
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/lexicon_modes/{{model}}/forms.log",
+        LM.lexicon_forms.log,
     shell:
         "verbeval lexicon-forms --model {params.model:q} {params.revision} --lexicon {input.lexicon:q} "
         "--templates {input.templates:q} --out {output.forms:q} 2> {log:q}"
@@ -24,37 +22,33 @@ rule lexicon_forms:
 
 rule lexicon_common:
     input:
-        forms=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/forms.parquet"),
+        **LM.lexicon_common.input,
     output:
-        **PLAN.lexicon_modes_rule_outputs("lexicon_common"),
+        **LM.lexicon_common.output,
     params:
-        forms=PLAN.forms_options(),
-        random_models=PLAN.random_models,  # named in the report caption
+        **LM.lexicon_common.params,  # random_models: named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/lexicon_modes/common.log",
+        LM.lexicon_common.log,
     shell:
         "verbeval lexicon-common --forms {params.forms} --out {output.common:q} 2> {log:q}"
 
 
-# the form shards (shard_manifest(LMOUT)) come from the model's one job, rule infer (models.smk)
+# the form shards (its input manifest) come from the model's one job, rule infer (models.smk)
 
 
 rule lexicon_modes:
     input:
-        forms=f"{PLAN.lexicon_modes_dir}/{{model}}/forms.parquet",
-        common=f"{PLAN.lexicon_modes_dir}/common.parquet",
-        manifest=PLAN.shard_manifest(PLAN.lexicon_modes_dir),
-        table2=PLAN.per_group(f"{PLAN.agreement_dir}/{{model}}/{{group}}/summary.csv", PLAN.multitoken_groups),
+        **LM.lexicon_modes.input,
     output:
-        **PLAN.lexicon_modes_rule_outputs("lexicon_modes"),
+        **LM.lexicon_modes.output,
     params:
-        settings=PLAN.settings("lexicon-modes"),
+        **LM.lexicon_modes.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/lexicon_modes/{{model}}/modes.log",
+        LM.lexicon_modes.log,
     shell:
         "verbeval lexicon-modes --forms {input.forms:q} --common {input.common:q} --model-name {wildcards.model} "
         "--shards {input.manifest:q} --table2-summaries {input.table2:q} {params.settings} "
@@ -64,23 +58,15 @@ rule lexicon_modes:
 
 rule lexicon_modes_table:
     input:
-        summaries=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/summary.csv"),
-        diffs=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/lemma_differences.csv"),
-        consistency=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/consistency.csv"),
-        forms=PLAN.per_model(f"{PLAN.lexicon_modes_dir}/{{model}}/forms.parquet"),
-        common=f"{PLAN.lexicon_modes_dir}/common.parquet",
-        groups_file=PLAN.run_groups_file,
+        **LM.lexicon_modes_table.input,
     output:
-        **PLAN.lexicon_modes_rule_outputs("lexicon_modes_table"),
+        **LM.lexicon_modes_table.output,
     params:
-        models=",".join(PLAN.models),
-        settings=PLAN.settings("lexicon-modes-table"),
-        forms=PLAN.forms_options(),
-        random_models=PLAN.random_models,  # named in the report caption
+        **LM.lexicon_modes_table.params,  # random_models: named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/lexicon_modes/table.log",
+        LM.lexicon_modes_table.log,
     shell:
         "verbeval lexicon-modes-table --groups-file {input.groups_file:q} --models {params.models} {params.settings} "
         "--summaries {input.summaries:q} --diffs {input.diffs:q} --forms {params.forms} --common {input.common:q} "
@@ -90,20 +76,16 @@ rule lexicon_modes_table:
 
 rule lexicon_modes_page:
     input:
-        f"{PLAN.lexicon_modes_dir}/table.csv",
+        LM.lexicon_modes_page.input,
     output:
-        **PLAN.lexicon_modes_rule_outputs(
-            "lexicon_modes_page",
-            html=lambda file: report(
-                file, caption="../report/lexicon_modes.rst", category="Agreement", subcategory="Lexicon modes"
-            ),
-        ),
+        html=report(LM.lexicon_modes_page.output["html"], caption="../report/lexicon_modes.rst", category="Agreement",
+                    subcategory="Lexicon modes"),
     params:
         title="Agreement scores in three lexicon modes",
-        random_models=PLAN.random_models,  # named in the report caption
+        **LM.lexicon_modes_page.params,  # random_models: named in the report caption
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/lexicon_modes/page.log",
+        LM.lexicon_modes_page.log,
     shell:
         "verbeval report-table --csv {input:q} --title {params.title:q} --out {output:q} 2> {log:q}"

@@ -8,34 +8,36 @@
 
 rule infer:
     input:
-        **PLAN.infer_input(),
+        **STEP.infer.input,
         simverb_data=PLAN.simverb.data(),
         simverb_splits=PLAN.simverb.split_files(),
     output:
-        **PLAN.infer_output(),
+        **STEP.infer.output,
         sims=update(f"{PLAN.simverb.res}/{{model}}/similarities.parquet"),
         verbs=update(f"{PLAN.simverb.res}/{{model}}/verbs.csv"),
     params:
-        command=lambda wc, threads: PLAN.model_steps.command("run-model", wc.model, threads),
-        version=lambda wc: PLAN.model.version(wc.model),  # a rerun trigger: the model's files or commit
+        **STEP.infer.params,  # version: a rerun trigger, the model's files or commit
     wildcard_constraints:
         model=alternatives(PLAN.queues.unqueued(PLAN.simverb.in_infer)),  # a queued model: its queue_N job
     threads: config["inference"]["threads"]
     resources:
         # 0 for a job on this machine's CPU (PLAN.gpu_resource): CPU jobs of two models run side by side
-        gpu=lambda wc: PLAN.model_gpus(wc.model, jobs_run_here(workflow)),
+        gpu=lambda wc: PLAN.model.gpus(wc.model, jobs_run_here(workflow)),
     conda:
         "../../envs/inference.yaml"
     log:
-        f"{PLAN.logs}/agreement/{{model}}/infer.log",
+        STEP.infer.log,
     shell:
-        "verbeval {params.command} 2> {log:q}"
+        "verbeval run-model --model {params.model:q} {params.source} {params.model_settings} "
+        "--random-init {params.random_init:q} --templates {input.templates:q} --lemmas {input.lemmas:q} "
+        "--groups {params.groups:q} {params.settings} {params.branches} --no-progress {params.nonfinite} "
+        "--manifest {output.manifest:q} 2> {log:q}"
 
 
 use rule infer as infer_no_simverb with:
     input:
-        **PLAN.infer_input(),
+        **STEP.infer.input,
     output:
-        **PLAN.infer_output(),
+        **STEP.infer.output,
     wildcard_constraints:
         model=alternatives(PLAN.queues.unqueued([m for m in PLAN.models if m not in PLAN.simverb.in_infer])),

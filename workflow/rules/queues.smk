@@ -1,4 +1,4 @@
-# Queue jobs (verbeval.workflow.queues, PLAN.queues): the models scored one after another by one warm
+# Queue jobs (verbeval.workflow.queues): the models scored one after another by one warm
 # process, `verbeval run-queue` (docs/workflow.md, "Sweeps and queues"): each chunk of a sweep's
 # revisions (inference.revisions_per_job) and, on a run whose jobs run on this machine, the models
 # sharing its GPU (inference.gpu_queue). Each step is the command line of the per-model rule it
@@ -8,19 +8,18 @@ from verbeval.workflow.snakemake import queue_resources
 
 
 for _queue in PLAN.queues.queues:
+    _record = PLAN.queues.record(_queue)  # its files, log and params, read by name
 
     rule:
         name:
             _queue.rule
         input:
-            PLAN.queues.inputs(_queue),
+            _record.input,
         output:
-            PLAN.queues.outputs(_queue),
-            [update(f) for f in PLAN.queues.kept_outputs(_queue)],
+            _record.output["steps"],
+            [update(f) for f in _record.output["kept"]],
         params:
-            jobs=lambda wc, q=_queue: PLAN.queues.jobs_option(q),
-            versions=lambda wc, q=_queue: PLAN.queues.versions(q),
-            post_workers=PLAN.queues.post_workers,
+            **_record.params,
         threads: config["inference"]["threads"]
         resources:
             # its models' GPUs; on a cluster rule infer's partition, runtime and memory (a profile cannot name queue_N)
@@ -28,6 +27,6 @@ for _queue in PLAN.queues.queues:
         conda:
             "../../envs/inference.yaml"
         log:
-            f"{PLAN.logs}/queues/{_queue.label}.log",
+            _record.log,
         shell:
             "verbeval run-queue --threads {threads} --post-workers {params.post_workers} {params.jobs} 2> {log:q}"

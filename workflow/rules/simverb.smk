@@ -1,33 +1,28 @@
 # SimVerb-3500 verb similarity (Gerz et al. 2016): verb vectors from every model (static input
 # embedding and every layer), cosine per pair, Spearman's rho with bootstrap CIs per split,
 # relation and rating range, and the join with the agreement module's per-lemma results.
-# Each rule's settings and DVC params: verbeval.simverb.steps; its outputs: PLAN.simverb.rule_outputs
-# (simverb_reported: common.smk).
+# Each rule's settings and DVC params: verbeval.simverb.steps; its files, params, log and wildcard
+# constraints: its record, read by name (SV.<rule>: verbeval.workflow.studies.SimverbPlan.rules; the
+# report's outputs: simverb_reported, common.smk).
+SV = PLAN.simverb.rules
 
 
 rule simverb_score:
     input:
-        data=PLAN.simverb.data(),
-        splits=PLAN.simverb.split_files(),
-        model=lambda wc: PLAN.simverb.local_model(wc.svmodel),
+        **SV.simverb_score.input,
     output:
-        **PLAN.simverb.rule_outputs("simverb_score"),
+        **SV.simverb_score.output,
     params:
-        model=lambda wc: PLAN.simverb.model_args(wc.svmodel),
-        random_init=lambda wc: PLAN.simverb.random_init_option(wc.svmodel),
-        splits=lambda wc, input: PLAN.simverb.split_args(list(input.splits)),
-        version=lambda wc: PLAN.simverb.version(wc.svmodel),
-        settings=PLAN.settings("simverb-score"),
-        threads=config["inference"]["threads"],  # a change reruns the job (the command uses {threads})
+        **SV.simverb_score.params,  # version, threads: rerun triggers
     wildcard_constraints:
-        svmodel=alternatives(PLAN.simverb.alone),  # the others: rule infer (models.smk)
+        **SV.simverb_score.constraints,  # the others: rule infer (models.smk)
     threads: config["inference"]["threads"]
     resources:
         gpu=lambda wc: PLAN.gpu_resource(config["inference"]["gpus"], local=jobs_run_here(workflow)),
     conda:
         "../../envs/inference.yaml"
     log:
-        f"{PLAN.logs}/simverb/{{svmodel}}/score.log",
+        SV.simverb_score.log,
     shell:
         "verbeval simverb-score --data {input.data:q} {params.splits} {params.model} "
         "--random-init {params.random_init} {params.settings} "
@@ -36,18 +31,17 @@ rule simverb_score:
 
 rule simverb_table:
     input:
-        **PLAN.simverb.rule_outputs("simverb_score"),
+        **SV.simverb_table.input,
     output:
         **simverb_reported("simverb_table", layers="../report/simverb_layers.rst", scatter="../report/simverb_scatter.rst"),
     params:
-        settings=PLAN.settings("simverb-table"),
-        random_models=lambda wc: PLAN.simverb.random_models(wc.svmodel),  # named in the report captions
+        **SV.simverb_table.params,  # random_models: named in the report captions
     wildcard_constraints:
-        svmodel=alternatives(list(PLAN.simverb.models)),
+        **SV.simverb_table.constraints,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/simverb/{{svmodel}}/table.log",
+        SV.simverb_table.log,
     shell:
         "verbeval simverb-table --similarities {input.sims:q} --verbs {input.verbs:q} --model-name {wildcards.svmodel} "
         "{params.settings} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} --layers-csv {output.layers_csv:q} "
@@ -56,34 +50,33 @@ rule simverb_table:
 
 rule simverb_page:
     input:
-        PLAN.simverb.pattern("csv"),
+        SV.simverb_page.input,
     output:
         **simverb_reported("simverb_page", page="../report/simverb_table.rst"),
     params:
         title=lambda wc: f"SimVerb-3500: Spearman rho per representation and subset ({wc.svmodel})",
-        random_models=lambda wc: PLAN.simverb.random_models(wc.svmodel),  # named in the report caption
+        **SV.simverb_page.params,  # random_models: named in the report caption
     wildcard_constraints:
-        svmodel=alternatives(list(PLAN.simverb.models)),
+        **SV.simverb_page.constraints,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/simverb/{{svmodel}}/page.log",
+        SV.simverb_page.log,
     shell:
         "verbeval report-table --csv {input:q} --title {params.title:q} --out {output:q} 2> {log:q}"
 
 
 rule simverb_join:
     input:
-        sims=PLAN.simverb.pattern("sims"),
-        stats=PLAN.model_steps.paths("{svmodel}")["lemma_stats"],
+        **SV.simverb_join.input,
     output:
-        **PLAN.simverb.rule_outputs("simverb_join"),
+        **SV.simverb_join.output,
     wildcard_constraints:
-        svmodel=alternatives(PLAN.simverb.joined),
+        **SV.simverb_join.constraints,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/simverb/{{svmodel}}/join.log",
+        SV.simverb_join.log,
     shell:
         "verbeval simverb-join --similarities {input.sims:q} --lemma-stats {input.stats:q} --model-name {wildcards.svmodel} "
         "--out {output.joined:q} --summary {output.summary:q} 2> {log:q}"

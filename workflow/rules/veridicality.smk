@@ -2,21 +2,23 @@
 # counterfactual manipulations (section 6.3) -> KL tables 7 and 8.
 # `ross-pavlick-2019-bert` reads the BERT probabilities released with the dataset (no model is run);
 # it has no probabilities for new sentences, so the counterfactual rules run for real models only.
-# Each rule's settings and DVC params: verbeval.veridicality.steps; its outputs: PLAN.veridicality.rule_outputs.
+# Each rule's settings and DVC params: verbeval.veridicality.steps; its files, params, log and wildcard
+# constraints: its record, read by name (VER.<rule>: verbeval.workflow.studies.VeridicalityPlan.rules).
+VER = PLAN.veridicality.rules
 
 
 rule veridicality_released:
     # the released probabilities of the pseudo-model: no model runs, so no GPU (a rule of its own)
     input:
-        data=PLAN.veridicality.data(),
+        **VER.veridicality_released.input,
     output:
-        **PLAN.veridicality.rule_outputs("veridicality_released"),
+        **VER.veridicality_released.output,
     wildcard_constraints:
-        vmodel=alternatives(PLAN.veridicality.released),
+        **VER.veridicality_released.constraints,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/veridicality/{{vmodel}}/predict.log",
+        VER.veridicality_released.log,
     shell:
         "verbeval veridicality-predict --data {input.data:q} --model {wildcards.vmodel} --out {output:q} 2> {log:q}"
 
@@ -25,24 +27,20 @@ rule veridicality_predict:
     # one job (one load) per real NLI model: the predictions and, with counterfactuals on, those of the
     # manipulated pairs; each output is flagged update and kept while its stamp shows it up to date
     input:
-        data=PLAN.veridicality.data(),
-        model=lambda wc: PLAN.veridicality.local_model(wc.vmodel),
-        **({"pairs": PLAN.veridicality.pattern("pairs")} if PLAN.veridicality.counterfactuals_on else {}),
+        **VER.veridicality_predict.input,
     output:
-        **{k: update(v) for k, v in PLAN.veridicality.rule_outputs("veridicality_predict").items()},
+        **{k: update(v) for k, v in VER.veridicality_predict.output.items()},
     params:
-        model=lambda wc: PLAN.veridicality.real[wc.vmodel],
-        settings=PLAN.settings("veridicality-predict"),
-        counterfactuals=lambda wc, input, output: PLAN.veridicality.counterfactual_options(input, output),
+        **VER.veridicality_predict.params,
     wildcard_constraints:
-        vmodel=alternatives(list(PLAN.veridicality.real)),
+        **VER.veridicality_predict.constraints,
     threads: config["inference"]["threads"]
     resources:
         gpu=lambda wc: PLAN.gpu_resource(config["inference"]["gpus"], local=jobs_run_here(workflow)),
     conda:
         "../../envs/inference.yaml"
     log:
-        f"{PLAN.logs}/veridicality/{{vmodel}}/predict.log",
+        VER.veridicality_predict.log,
     shell:
         "verbeval veridicality-predict --data {input.data:q} --model {params.model:q} {params.settings} "
         "--threads {threads} {params.counterfactuals} --out {output.predictions:q} 2> {log:q}"
@@ -50,17 +48,17 @@ rule veridicality_predict:
 
 rule veridicality_table:
     input:
-        PLAN.veridicality.pattern("predictions"),
+        VER.veridicality_table.input,
     output:
         **veridicality_reported("veridicality_table", figure="../report/veridicality_scatter.rst"),
     params:
-        random_models=lambda wc: PLAN.veridicality.random_models(wc.vmodel),  # named in the report captions
+        **VER.veridicality_table.params,  # random_models: named in the report captions
     wildcard_constraints:
-        vmodel=alternatives(list(PLAN.veridicality.models)),
+        **VER.veridicality_table.constraints,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/veridicality/{{vmodel}}/table.log",
+        VER.veridicality_table.log,
     shell:
         "verbeval veridicality-table --predictions {input:q} --model-name {wildcards.vmodel} --csv {output.csv:q} "
         "--md {output.md:q} --tex {output.tex:q} --scatter-csv {output.data:q} --figure {output.figure:q} 2> {log:q}"
@@ -68,15 +66,15 @@ rule veridicality_table:
 
 rule veridicality_counterfactuals:
     input:
-        PLAN.veridicality.data(),
+        VER.veridicality_counterfactuals.input,
     output:
-        **PLAN.veridicality.rule_outputs("veridicality_counterfactuals"),
+        **VER.veridicality_counterfactuals.output,
     params:
-        settings=PLAN.settings("veridicality-counterfactuals"),
+        **VER.veridicality_counterfactuals.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/veridicality/counterfactuals.log",
+        VER.veridicality_counterfactuals.log,
     shell:
         "verbeval veridicality-counterfactuals --data {input:q} {params.settings} "
         "--pairs {output.pairs:q} --unhandled {output.unhandled:q} --coverage {output.coverage:q} 2> {log:q}"
@@ -87,16 +85,15 @@ rule veridicality_counterfactuals:
 
 rule veridicality_kl:
     input:
-        predictions=PLAN.veridicality.pattern("predictions"),
-        counterfactuals=PLAN.veridicality.pattern("counterfactuals"),
+        **VER.veridicality_kl.input,
     output:
-        **PLAN.veridicality.rule_outputs("veridicality_kl"),
+        **VER.veridicality_kl.output,
     wildcard_constraints:
-        vmodel=alternatives(list(PLAN.veridicality.real)),
+        **VER.veridicality_kl.constraints,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/veridicality/{{vmodel}}/kl.log",
+        VER.veridicality_kl.log,
     shell:
         "verbeval veridicality-kl --predictions {input.predictions:q} --counterfactuals {input.counterfactuals:q} "
         "--model-name {wildcards.vmodel} --table7 {output.t7_csv:q} {output.t7_md:q} {output.t7_tex:q} "
@@ -108,26 +105,25 @@ rule veridicality_kl:
 
 rule veridicality_page:
     input:
-        PLAN.veridicality.pattern("csv"),
+        VER.veridicality_page.input,
     output:
         **veridicality_reported("veridicality_page", page="../report/veridicality_signatures.rst"),
     params:
         title=lambda wc: f"Verb veridicality per signature, Ross & Pavlick 2019 ({wc.vmodel})",
-        random_models=lambda wc: PLAN.veridicality.random_models(wc.vmodel),  # named in the report caption
+        **VER.veridicality_page.params,  # random_models: named in the report caption
     wildcard_constraints:
-        vmodel=alternatives(list(PLAN.veridicality.models)),
+        **VER.veridicality_page.constraints,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/veridicality/{{vmodel}}/page.log",
+        VER.veridicality_page.log,
     shell:
         "verbeval report-table --csv {input:q} --title {params.title:q} --out {output:q} 2> {log:q}"
 
 
 rule veridicality_kl_pages:
     input:
-        t7=PLAN.veridicality.pattern("t7_csv"),
-        t8=PLAN.veridicality.pattern("t8_csv"),
+        **VER.veridicality_kl_pages.input,
     output:
         **veridicality_reported("veridicality_kl_pages", t7="../report/veridicality_kl_table7.rst",
                                 t8="../report/veridicality_kl_table8.rst"),
@@ -135,11 +131,11 @@ rule veridicality_kl_pages:
         t7=lambda wc: f"Table 7 (reconstruction): KL divergence after replacing a verb ({wc.vmodel})",
         t8=lambda wc: f"Table 8 (reconstruction): KL divergence after swapping the complement type ({wc.vmodel})",
     wildcard_constraints:
-        vmodel=alternatives(list(PLAN.veridicality.real)),
+        **VER.veridicality_kl_pages.constraints,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/veridicality/{{vmodel}}/kl_pages.log",
+        VER.veridicality_kl_pages.log,
     shell:
         "verbeval report-table --csv {input.t7:q} {input.t8:q} --title {params.t7:q} {params.t8:q} "
         "--out {output.t7:q} {output.t8:q} 2> {log:q}"
@@ -147,8 +143,7 @@ rule veridicality_kl_pages:
 
 rule veridicality_counterfactual_pages:
     input:
-        unhandled=PLAN.veridicality.pattern("unhandled"),
-        coverage=PLAN.veridicality.pattern("coverage"),
+        **VER.veridicality_counterfactual_pages.input,
     output:
         **veridicality_reported("veridicality_counterfactual_pages", "Counterfactuals",
                                 unhandled_page="../report/veridicality_unhandled.rst",
@@ -159,7 +154,7 @@ rule veridicality_counterfactual_pages:
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/veridicality/counterfactual_pages.log",
+        VER.veridicality_counterfactual_pages.log,
     shell:
         "verbeval report-table --csv {input.unhandled:q} {input.coverage:q} --title {params.unhandled:q} "
         "{params.coverage:q} --out {output.unhandled_page:q} {output.coverage_page:q} 2> {log:q}"

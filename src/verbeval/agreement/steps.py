@@ -224,7 +224,7 @@ FORMS_MANIFEST = Output(
 
 #: one model, one load: its agreement shards, form shards and SimVerb-3500 embeddings (rules infer and
 #: infer_no_simverb, and the queue jobs); the per-model options (dtype, batch size, BOS, ...) come from
-#: its entry in ``models`` (the plan's ``infer_options``)
+#: its entry in ``models`` (the plan: ``ModelSteps.model_settings``)
 RUN_MODEL = Step(
     "run-model",
     settings=(INFERENCE_DEVICE, TOP_K, N_CHUNKS, FORMS_BATCH_SIZE),

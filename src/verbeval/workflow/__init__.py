@@ -1,10 +1,12 @@
 """The Snakemake workflow's plan as plain Python, so that every rule's plan is tested in process.
 
 Holds: loading (configuration files to a plan: Snakemake's merge, validation), params (what rule
-params, wildcard constraints and named outputs are made of), plan (from a validated configuration: models, groups,
-sources, result paths, output lists and each rule's command options), models (each model's
+params, wildcard constraints and named outputs are made of), layout (what every part of the plan reads, computed
+once: configuration, models, folders, groups, sources), plan (from a validated configuration: the layout and
+the sub-plans built on it, each rule's files and command options), models (each model's
 sources, options and folders, and the tiny and pip models the workflow builds: ``PLAN.model``),
-figures (the figures, Table 3 and the DVC views of Table 2 and Figures 1-4: ``PLAN.figures``), comparisons
+figures (the figures, Table 3 and the DVC views of Table 2 and Figures 1-4: ``PLAN.figures``), lexicon_modes
+(the multi-token forms and the three lexicon modes: ``PLAN.lexicon_modes``), comparisons
 (the paired comparisons, the precision audit and the flip sets: ``PLAN.comparisons``), steps (every
 declared step), studies
 (the SimVerb-3500 and veridicality parts of the plan), acquisition (the acquisition analysis of the checkpoint

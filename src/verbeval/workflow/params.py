@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 #: a regex that matches nothing: the wildcard constraint of a rule with no job in this configuration
@@ -57,3 +58,17 @@ def output_files(outputs: Mapping[str, Any], names: Sequence[str] | None = None,
     for wildcard, value in wildcards.items():
         found = [f.replace(f"{{{wildcard}}}", value) for f in found]
     return found
+
+
+@dataclass(frozen=True)
+class RuleRecord:
+    """What a rule reads by name (``**STEP.aggregate.input``, ``PLAN.comparisons.rules.compare.log``): its
+    inputs and outputs (a list, or names to patterns; a function of the job's wildcards where a file
+    depends on the model), its params (values, and functions of the job's wildcards), its log file and
+    its wildcard constraints. The rule's ``shell:`` writes the command with them."""
+
+    input: Any
+    output: Any
+    log: str
+    params: dict[str, Any] = field(default_factory=dict)
+    constraints: dict[str, str] = field(default_factory=dict)

@@ -8,176 +8,169 @@ files only bind rules to it. Building a plan reads files and never writes one: a
 or a raw copy that no longer verifies is *reported* (:class:`verbeval.workflow.repairs.RepairsPlan`),
 and the job that runs repairs it.
 
-Beside it: :mod:`verbeval.workflow.loading` (configuration files to a plan), :mod:`verbeval.workflow.params`
-(params and wildcard constraints), :mod:`verbeval.workflow.models` (each model's sources, options and
-folders, the tiny and pip models: ``PLAN.model``), :mod:`verbeval.workflow.figures` (figures, Table 3,
-DVC views: ``PLAN.figures``), :mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality: ``PLAN.simverb``,
-``PLAN.veridicality``), :mod:`verbeval.workflow.acquisition` (the acquisition analysis and the toy models: ``PLAN.acquisition``), :mod:`verbeval.workflow.repairs` (pinned files, shard stores and raw copies to repair:
-``PLAN.repairs``).
+The plan is composed bottom-up: :class:`verbeval.workflow.layout.Layout` (the configuration, models,
+directories, groups and sources, computed once; its fields read as the plan's own: ``PLAN.group_ids``)
+is built first, and each sub-plan takes it and the sub-plans it needs: :mod:`verbeval.workflow.acquisition`
+(the acquisition analysis and the toy models: ``PLAN.acquisition``), :mod:`verbeval.workflow.models`
+(each model's sources, options and folders, the tiny and pip models: ``PLAN.model``),
+:mod:`verbeval.workflow.studies` (SimVerb-3500, veridicality: ``PLAN.simverb``, ``PLAN.veridicality``),
+:mod:`verbeval.workflow.model_steps` (each model's steps: ``PLAN.model_steps``), :mod:`verbeval.workflow.figures`
+(figures, Table 3, DVC views: ``PLAN.figures``), :mod:`verbeval.workflow.lexicon_modes` (``PLAN.lexicon_modes``),
+:mod:`verbeval.workflow.comparisons`, :mod:`verbeval.workflow.queues`
+and :mod:`verbeval.workflow.repairs` (pinned files, shard stores and raw copies to repair: ``PLAN.repairs``).
+No sub-plan imports this module. Beside it: :mod:`verbeval.workflow.loading` (configuration files to a
+plan), :mod:`verbeval.workflow.params` (params and wildcard constraints).
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
-from verbeval.agreement.data.custom_pairs import CustomGroup, custom_groups
-from verbeval.agreement.engine.shardstore import MANIFEST_NAME
-from verbeval.core.cli import MIRROR_ENV  # the fetch jobs' mirror, as `verbeval fetch` reads it
-from verbeval.core.config import Layer, config_origin
-from verbeval.core.errors import VerbevalError
-from verbeval.core.manifest import Source, local_filename, mirror_location
-from verbeval.core.model_entries import checkpoint_models, entry_models, model_entries, select_models
-from verbeval.core.steps import settings_argv
-from verbeval.simverb.steps import SCORE_SETTINGS
-from verbeval.workflow.params import Untracked, output_files, quoted, wrapped
+from verbeval.core.config import Layer
+from verbeval.core.manifest import Source
+from verbeval.workflow.acquisition import AcquisitionPlan
+from verbeval.workflow.comparisons import ComparisonsPlan
+from verbeval.workflow.figures import FiguresPlan
+from verbeval.workflow.layout import Layout, PlanError
+from verbeval.workflow.lexicon_modes import LexiconModesPlan
+from verbeval.workflow.model_steps import ModelSteps
+from verbeval.workflow.models import ModelsPlan
+from verbeval.workflow.params import RuleRecord, Untracked, alternatives, output_files, quoted, wrapped
+from verbeval.workflow.queues import QueuesPlan
+from verbeval.workflow.repairs import RepairsPlan
+from verbeval.workflow.studies import SimverbPlan, VeridicalityPlan
 
-
-class PlanError(VerbevalError):
-    """A setup error found before any job runs, its message naming the configuration file."""
+__all__ = ["Plan", "PlanError"]
 
 
 class Plan:
-    """Everything the rules need, from a validated configuration (:func:`build_plan`)."""
+    """Everything the rules need, from a validated configuration (:func:`build_plan`): the layout's
+    fields (read as the plan's own) and the sub-plans built on it."""
 
     def __init__(
         self, config: dict[str, Any], layers: list[Layer], manifest: dict[str, Source], all_groups: list[dict[str, Any]]
     ) -> None:
-        from verbeval.workflow.acquisition import AcquisitionPlan
-        from verbeval.workflow.comparisons import ComparisonsPlan
-        from verbeval.workflow.figures import FiguresPlan
-        from verbeval.workflow.model_steps import ModelSteps
-        from verbeval.workflow.models import ModelsPlan
-        from verbeval.workflow.repairs import RepairsPlan
-        from verbeval.workflow.studies import SimverbPlan, VeridicalityPlan
-
-        self.config = config
-        self.layers = layers
-        self.manifest = manifest
-        self.all_groups = all_groups
-        self.agreement: dict[str, Any] = config["agreement"]
-        self.raw_dir: str = config["raw_dir"]
-        self.results_dir: str = config["results_dir"]
-        self.agreement_dir = f"{self.results_dir}/agreement"
-        self.logs = f"{self.results_dir}/logs"
-        self.models: dict[str, dict[str, Any]] = {m["name"]: m for m in model_entries(config)}
-        self.model = ModelsPlan(self)  # each model's sources, options and folders; the tiny and pip models
-        self.checkpoints = checkpoint_models(list(self.models.values()))
-        # Table 2's models: agreement.table_models, else one per models[] entry (a sweep's table_revision)
-        tm = self.agreement["table_models"]
-        self.table_models = (
-            entry_models(list(self.models.values())) if tm is None else select_models(list(self.models), tm)
-        )
-        self._plan_groups()
-        self.acquisition = AcquisitionPlan(self)  # the acquisition analysis of the sweeps; the toy models
-        self._check_built_folders()
-        self.random_models = ", ".join(
-            n for n, m in self.models.items() if self.model.random_init(m["id"], m["random_init"])
-        )
-        self.figures = FiguresPlan(self)
-        self.veridicality = VeridicalityPlan(self)
-        self.simverb = SimverbPlan(self)
-        self._plan_lexicon_modes()
-        self.model_steps = ModelSteps(self)  # each model's steps: their files and command lines
-        self.comparisons = ComparisonsPlan(self)  # the paired comparisons and the precision audit
+        layout = self.layout = Layout(config, layers, manifest, all_groups)
+        self.acquisition = AcquisitionPlan(layout)  # the acquisition analysis of the sweeps; the toy models
+        layout.check_built_folders()
+        self.model = ModelsPlan(layout, self.acquisition)  # each model's sources, options and folders
+        self.veridicality = VeridicalityPlan(layout, self.model)
+        self.simverb = SimverbPlan(layout, self.model)
+        self.model_steps = ModelSteps(layout, self.model, self.acquisition, self.simverb)  # files, command lines
+        self.figures = FiguresPlan(layout, self.model, self.model_steps)
+        self.lexicon_modes = LexiconModesPlan(layout, self.model)  # multi-token forms, three lexicon modes
+        self.comparisons = ComparisonsPlan(layout, self.figures, self.model_steps)  # paired comparisons, the audit
         self.plan_queues(local_gpu=False)
-        self.repairs = RepairsPlan(self)
+        self.repairs = RepairsPlan(layout, self.model, self.used_sources())
+        #: the records of the rules of fetch.smk and agreement.smk's lexicon, templates and table2, by rule name
+        self.rules = SimpleNamespace(**self._rules())
+
+    def _rules(self) -> dict[str, RuleRecord]:
+        agr, out, config = self.agreement, self.agreement_dir, self.config
+        manifest = Untracked(config["manifest"])  # where the formats are read: no rerun trigger
+
+        def inputs(names: Sequence[str]) -> str:  # --input=NAME=PATH of the raw copies of these sources
+            return quoted([f"--input={s}={self.raw_path(s)}" for s in names])
+
+        custom = []  # `verbeval templates` options of the custom groups (agreement.custom_groups)
+        for g in self.custom_groups:
+            custom.append(f"--custom-group={g.id}={g.path}")
+            if g.name != g.id:
+                custom.append(f"--custom-name={g.id}={g.name}")
+            if g.sha256:
+                custom.append(f"--custom-sha256={g.id}={g.sha256}")
+            custom.append(f"--custom-format={g.id}={g.format}")
+        mirror = config["data_mirror"]
+        return {
+            "fetch": RuleRecord(
+                None,
+                f"{self.raw_dir}/{{name}}/{{filename}}",
+                f"{self.logs}/fetch/{{name}}/{{filename}}.log",
+                {
+                    # the accepted checksums: a changed entry fetches again
+                    "sha256": lambda wc: " ".join(self.manifest[wc.name].sha256),
+                    "manifest": manifest,
+                    # --mirror DIR (data_mirror), no rerun trigger: the bytes are checked either way
+                    "mirror": Untracked(f"--mirror {shlex.quote(mirror)}" if mirror else ""),
+                },
+                {"name": alternatives(list(self.manifest))},
+            ),
+            "lexicon": RuleRecord(
+                {"lists": [self.raw_path(s) for s in agr["verb_lists"]], "overrides": agr["inflection_overrides"]},
+                f"{out}/lexicon.parquet",
+                f"{self.logs}/agreement/lexicon.log",
+                {"manifest": manifest, "inputs": inputs(agr["verb_lists"])},
+            ),
+            "templates": RuleRecord(
+                {
+                    "sources": [self.raw_path(s) for s in self.template_sources],
+                    "groups_file": agr["groups_file"],
+                    "errata": agr["errata"],
+                    "custom": [str(g.path) for g in self.custom_groups],
+                },
+                {
+                    "table": f"{out}/templates.parquet",
+                    "rejects": f"{out}/template_rejects.csv",
+                    "groups": self.run_groups_file,
+                },
+                f"{self.logs}/agreement/templates.log",
+                {
+                    "manifest": manifest,
+                    "inputs": inputs(self.template_sources),
+                    "groups": shlex.quote("--groups=" + ",".join(g["id"] for g in self.groups)),  # empty: custom only
+                    "custom": quoted(custom),
+                    "settings": self.settings("templates"),
+                },
+            ),
+            "table2": RuleRecord(
+                {
+                    "summaries": [f for m in self.models for f in self.per_group(f"{out}/{m}/{{group}}/summary.csv")],
+                    "groups_file": self.run_groups_file,
+                    "errata": agr["errata"],
+                    "templates": f"{out}/templates.parquet",
+                },
+                self.table2_outputs(),
+                f"{self.logs}/agreement/table2.log",
+                {
+                    "models": ",".join(self.models),
+                    "table_models": (
+                        f"--table-models {','.join(self.table_models)}"
+                        if self.table_models != list(self.models)
+                        else ""
+                    ),
+                    "random_models": self.model.random_models,  # named in the report caption
+                    "settings": self.settings("table"),
+                },
+            ),
+        }
+
+    def __getattr__(self, name: str) -> Any:
+        """The layout's fields and helpers as the plan's own (``PLAN.agreement_dir``, ``PLAN.per_group``)."""
+        if name == "layout":  # not built yet
+            raise AttributeError(name)
+        return getattr(self.layout, name)
 
     def plan_queues(self, local_gpu: bool) -> None:
         """The queue jobs (``PLAN.queues``: a sweep's chunks of revisions; with ``local_gpu``, a run whose
         jobs run on this machine, the models sharing its GPU): :mod:`verbeval.workflow.queues`."""
-        from verbeval.workflow.queues import QueuesPlan
+        self.queues = QueuesPlan(self.layout, self.model, self.model_steps, local_gpu)
 
-        self.queues = QueuesPlan(self, local_gpu)
-
-    # ------------------------------------------------------------------ errors
-
-    def error(self, keypath: Sequence[str | int], reason: str) -> PlanError:
-        """PlanError '<file that set keypath>: <reason>'."""
-        return PlanError(f"{config_origin(keypath, self.layers)}: {reason}")
-
-    def _check_built_folders(self) -> None:
-        """A ``tiny_models``/``toy_models`` ``out`` that its rule may not replace (a folder the
-        command did not write, a tracked folder, the working folder: verbeval.core.outfolders) stops
-        the run here: Snakemake removes a job's output folder before the job runs."""
-        from verbeval.core.outfolders import ADVICE, replace_problem
-
-        rules = {"tiny_models": "tiny-model", "toy_models": "train-toy"}
-        for section, command in rules.items():
-            for i, entry in enumerate(self.config.get(section) or []):
-                problem = replace_problem(entry["out"], command)
-                if problem is not None:
-                    raise self.error(
-                        [section, i, "out"],
-                        f"{section}.{i}.out {entry['out']}: the workflow would replace it: {problem}; {ADVICE}",
-                    )
-
-    # ------------------------------------------------------------------ groups and sources
-
-    def _plan_groups(self) -> None:
-        agr = self.agreement
-        self.groups = [g for g in self.all_groups if agr["groups"] is None or g["id"] in agr["groups"]]
-        if agr["groups"] is not None:
-            unknown = sorted(set(agr["groups"]) - {g["id"] for g in self.all_groups})
-            if unknown:
-                raise self.error(["agreement", "groups"], f"agreement.groups: unknown group(s) {unknown}")
-        try:
-            self.custom_groups: list[CustomGroup] = custom_groups(agr["custom_groups"], self.all_groups)
-        except VerbevalError as exc:
-            raise self.error(["agreement", "custom_groups"], str(exc)) from None
-        missing = [str(g.path) for g in self.custom_groups if not g.path.is_file()]
-        if missing:
-            raise self.error(
-                ["agreement", "custom_groups"], f"agreement.custom_groups: file(s) not found: {', '.join(missing)}"
-            )
-        # the paper's groups (from manifest sources), then the user's own (local files)
-        self.group_ids = [g["id"] for g in self.groups] + [g.id for g in self.custom_groups]
-        # the run's groups as a groups file (written by the templates rule): what the tables and figures show
-        self.run_groups_file = f"{self.agreement_dir}/groups.yaml"
-        self.template_sources = [s for g in self.groups for s in g["sources"]]
-        self.sources = list(dict.fromkeys(self.template_sources + agr["verb_lists"]))
-        for src in self.sources:
-            if src not in self.manifest:
-                raise PlanError(f"{self.config['manifest']}: no source named {src!r}")
-        if self.fetch_mirror:
-            missing = self.mirror_missing(self.sources)
-            if missing:
-                raise self._mirror_error(f"missing {len(missing)} file(s), e.g. {missing[0]}")
-
-    def raw_path(self, name: str) -> str:
-        """Where the fetched copy of manifest source ``name`` lives."""
-        return f"{self.raw_dir}/{name}/{local_filename(self.manifest[name])}"
-
-    @property
-    def fetch_mirror(self) -> str | None:
-        """The mirror the fetch jobs read: data_mirror, else $VERBEVAL_DATA_MIRROR (as `verbeval
-        fetch` reads it; the fetch commands name only data_mirror), else None (download)."""
-        return self.config["data_mirror"] or os.environ.get(MIRROR_ENV) or None
-
-    def _mirror_error(self, reason: str) -> PlanError:
-        mirror = self.config["data_mirror"]
-        if mirror:
-            return self.error(["data_mirror"], f"data_mirror {mirror}: {reason}")
-        return PlanError(f"{MIRROR_ENV}={self.fetch_mirror} (the data mirror of the fetch jobs): {reason}")
-
-    def mirror_missing(self, names: Sequence[str]) -> list[str]:
-        """The mirror files of these sources that are missing, for the sources that have no raw copy
-        yet (a fetched copy is not fetched again, so the mirror need not hold it)."""
-        mirror = self.fetch_mirror
-        assert mirror is not None
-        return [
-            str(mirror_location(self.manifest[s], mirror))
-            for s in names
-            if not os.path.exists(self.raw_path(s)) and not mirror_location(self.manifest[s], mirror).exists()
-        ]
-
-    def check_mirror_has(self, source: str) -> None:
-        """PlanError when the fetch jobs' mirror lacks ``source`` (with no raw copy yet)."""
-        mirror = self.fetch_mirror
-        if mirror and self.mirror_missing([source]):
-            raise self._mirror_error(f"missing {mirror_location(self.manifest[source], mirror)}")
+    def needed_ids(self, jobs: Sequence[tuple[str, Mapping[str, str]]]) -> set[str]:
+        """The ids of the models that these jobs (rule name, wildcards) load (table3: every model's tokenizer)."""
+        ids: set[str] = set()
+        for rule, wc in jobs:
+            if rule == "table3":
+                ids.update(m["id"] for m in self.models.values())
+            if wc.get("model") in self.models:
+                ids.add(self.models[wc["model"]]["id"])
+            if wc.get("svmodel") in self.simverb.models:
+                ids.add(self.simverb.models[wc["svmodel"]]["id"])
+            if wc.get("vmodel") in self.veridicality.real:
+                ids.add(self.veridicality.real[wc["vmodel"]])
+        return ids
 
     def used_sources(self) -> list[str]:
         """The manifest sources this run reads: templates, verb lists, SimVerb (with its split files)
@@ -189,139 +182,12 @@ class Plan:
             )
         )
 
-    def source_sha256(self, name: str) -> str:
-        """The accepted checksums of source ``name``: a param of its fetch job (a changed entry fetches again)."""
-        return " ".join(self.manifest[name].sha256)
-
-    @property
-    def manifest_param(self) -> Untracked:
-        """The manifest's path as a param: where the formats are read, no rerun trigger."""
-        return Untracked(self.config["manifest"])
-
-    @property
-    def mirror_option(self) -> Untracked:
-        """``--mirror DIR`` of the fetch jobs (data_mirror), no rerun trigger: the bytes are checked either way."""
-        mirror = self.config["data_mirror"]
-        return Untracked(f"--mirror {shlex.quote(mirror)}" if mirror else "")
-
-    def source_inputs(self, names: Sequence[str]) -> str:
-        """``--input=NAME=PATH`` options of the raw copies of these sources."""
-        return quoted([f"--input={s}={self.raw_path(s)}" for s in names])
-
-    def custom_group_options(self) -> str:
-        """`verbeval templates` options of the custom groups (agreement.custom_groups)."""
-        opts = []
-        for g in self.custom_groups:
-            opts.append(f"--custom-group={g.id}={g.path}")
-            if g.name != g.id:
-                opts.append(f"--custom-name={g.id}={g.name}")
-            if g.sha256:
-                opts.append(f"--custom-sha256={g.id}={g.sha256}")
-            opts.append(f"--custom-format={g.id}={g.format}")
-        return quoted(opts)
-
-    def templates_params(self) -> dict[str, str]:
-        """The plan-computed options of `verbeval templates` (its settings: :meth:`settings`)."""
-        return {
-            "manifest": self.manifest_param,
-            "inputs": self.source_inputs(self.template_sources),
-            "groups": shlex.quote("--groups=" + ",".join(g["id"] for g in self.groups)),  # empty: custom only
-            "custom": self.custom_group_options(),
-        }
-
-    # ------------------------------------------------------------------ shard stores
-
-    @staticmethod
-    def shard_manifest(root: str) -> str:
-        """The manifest of a model's shard store under ``root`` (a pattern with ``{model}``): the
-        output of its inference job; the shards beside it are not job outputs, so a failed job's
-        clean-up never deletes finished ones."""
-        return f"{root}/{{model}}/shards/{MANIFEST_NAME}"
-
-    def store_roots(self) -> list[str]:
-        return [self.agreement_dir] + ([self.lexicon_modes_dir] if self.multitoken_on else [])
-
-    def infer_input(self) -> dict[str, Any]:
-        """Inputs of the model's one job, besides the SimVerb data (patterns with ``{model}``; the
-        model's folder is a function of the job's wildcards): :mod:`verbeval.workflow.model_steps`."""
-        return self.model_steps.rule_inputs("run-model")
-
-    def infer_output(self) -> dict[str, str]:
-        return self.model_steps.rule_outputs("run-model")
-
-    def infer_options(self, name: str) -> dict[str, Any]:
-        """The per-model params of the model's inference job besides its declared settings
-        (:data:`verbeval.core.steps.MODEL_SETTINGS`, from its entry)."""
-        m = self.models[name]
-        return {
-            "model": m["id"],
-            "version": self.model.version(name),
-            "revision": self.model.source_options(name),
-            "random_init": self.model.random_init_option(name),
-        }
-
-    def gpu_resource(self, gpus: int, device_map: Any = None, local: bool = True) -> int:
-        """Snakemake resource ``gpu`` of a job configured with ``gpus`` (``models[].gpus``,
-        ``inference.gpus``): 0 when the run executes its jobs on this machine (``local``:
-        :func:`verbeval.workflow.snakemake.jobs_run_here`) and the job runs on its CPU (:func:`verbeval.core.devices.runs_on_cpu`:
-        device ``cpu``, or ``auto`` with no GPU here), so that CPU jobs of several models run side by
-        side instead of queueing for the profile's one GPU token; else ``gpus`` (a GPU machine, and
-        a cluster, whose jobs run on the nodes the resources ask for)."""
-        from verbeval.core.devices import runs_on_cpu
-
-        if local and runs_on_cpu(self.config["inference"]["device"], device_map):
-            return 0
-        return gpus
-
-    def model_gpus(self, name: str, local: bool = True) -> int:
-        """Resource ``gpu`` of a model's inference job (:meth:`gpu_resource` of its gpus and device map)."""
-        m = self.models[name]
-        return self.gpu_resource(m["gpus"], m["device_map"], local)
-
-    def run_model_branches(self, files: Mapping[str, Any]) -> list[str]:
-        """`verbeval run-model` options of the optional branches its job writes (forms, SimVerb);
-        ``files``: the model's files (:meth:`verbeval.workflow.model_steps.ModelSteps.files`: ``sims``
-        among them when its job has a SimVerb branch, ``forms`` when it has a forms branch)."""
-        opts = []
-        if self.multitoken_on and "forms" in files:
-            opts += [
-                f"--forms={files['forms']}",
-                f"--forms-groups={','.join(self.multitoken_groups)}",
-                f"--forms-manifest={files['forms_manifest']}",
-            ]
-        if "sims" in files:
-            sv = self.simverb.config
-            opts += ["--simverb-data", files["simverb_data"]]
-            for name, path in zip(self.simverb.splits, files["simverb_splits"]):
-                opts.append(f"--simverb-split={name}={path}")
-            for frame in sv["frames"]:
-                opts.append(f"--simverb-frame={frame}")
-            opts += [
-                # simverb-score's settings under run-model's names (--simverb-multi-token, ...)
-                *settings_argv([s.with_option("--simverb-" + s.option[2:]) for s in SCORE_SETTINGS], self.config),
-                "--simverb-out",
-                files["sims"],
-                "--simverb-verbs",
-                files["verbs"],
-            ]
-        return opts
-
     def settings(self, command: str) -> str:
         """The options of declared step ``command``'s settings for this configuration, as shell words
         (:meth:`verbeval.core.steps.Step.argv`): a rule's ``params.settings``."""
         from verbeval.workflow.steps import declared_step
 
         return shlex.join(declared_step(command).argv(self.config))
-
-    def table2_params(self) -> dict[str, Any]:
-        """The plan-computed options of `verbeval table` (its settings: :meth:`settings`)."""
-        return {
-            "models": ",".join(self.models),
-            "table_models": (
-                f"--table-models {','.join(self.table_models)}" if self.table_models != list(self.models) else ""
-            ),
-            "random_models": self.random_models,  # named in the report caption
-        }
 
     def table2_outputs(self, **wrap: Callable[[Any], Any]) -> dict[str, Any]:
         """The named outputs of rule table2, written once: its ``output:`` (``wrap``: :func:`wrapped`)
@@ -339,13 +205,6 @@ class Plan:
             wrap,
         )
 
-    def per_group(self, pattern: str, groups: Sequence[str] | None = None) -> list[str]:
-        """``pattern`` (which may hold ``{model}``) with ``{group}`` filled in for every group."""
-        return [pattern.replace("{group}", g) for g in (self.group_ids if groups is None else groups)]
-
-    def per_model(self, pattern: str, models: Sequence[str] | None = None) -> list[str]:
-        return [pattern.replace("{model}", m) for m in (self.models if models is None else models)]
-
     def agreement_outputs(self) -> list[str]:
         """Table 2's files and every model's outputs of its agreement steps (lemmas, its shard
         manifest, each group's scores, TSE and summary: :mod:`verbeval.workflow.model_steps`); a
@@ -362,74 +221,6 @@ class Plan:
         ]
         return output_files(self.table2_outputs()) + per_model
 
-    # ------------------------------------------------------------------ lexicon modes (multi-token verbs)
-
-    def _plan_lexicon_modes(self) -> None:
-        self.multitoken: dict[str, Any] = self.agreement["multitoken"]
-        self.lexicon_modes_dir = f"{self.agreement_dir}/lexicon_modes"
-        mt_groups = self.multitoken["groups"]
-        self.multitoken_groups = self.group_ids if mt_groups is None else [g for g in self.group_ids if g in mt_groups]
-        if mt_groups is not None:
-            unknown = sorted(set(mt_groups) - set(self.group_ids))
-            if unknown:
-                raise self.error(
-                    ["agreement", "multitoken", "groups"],
-                    f"agreement.multitoken.groups: {unknown} are not among the run's groups",
-                )
-        if self.agreement["lexicon_mode"] != "single_token" and not self.multitoken["enabled"]:
-            raise self.error(
-                ["agreement", "lexicon_mode"],
-                f"agreement.lexicon_mode {self.agreement['lexicon_mode']!r} needs agreement.multitoken.enabled: true",
-            )
-        self.multitoken_on = bool(self.multitoken["enabled"] and self.multitoken_groups)
-
-    def forms_options(self) -> str:
-        """``NAME=PATH`` of every model's forms table."""
-        forms = self.lexicon_modes_rule_outputs("lexicon_forms")["forms"]
-        return quoted([f"{m}={forms.replace('{model}', m)}" for m in self.models])
-
-    def lexicon_modes_rule_outputs(self, rule: str, **wrap: Callable[[Any], Any]) -> dict[str, Any]:
-        """The named outputs of lexicon-modes rule ``rule`` (patterns with ``{model}``), written once:
-        the rule's ``output:`` (``wrap``: :func:`wrapped`) and rule all's targets
-        (:meth:`lexicon_modes_outputs`)."""
-        lm = self.lexicon_modes_dir
-        outputs: dict[str, dict[str, str]] = {
-            "lexicon_forms": {"forms": f"{lm}/{{model}}/forms.parquet"},
-            "lexicon_common": {"common": f"{lm}/common.parquet"},
-            "lexicon_modes": {
-                "summary": f"{lm}/{{model}}/summary.csv",
-                "lemmas": f"{lm}/{{model}}/lemmas.csv",
-                "diff": f"{lm}/{{model}}/lemma_differences.csv",
-                "consistency": f"{lm}/{{model}}/consistency.csv",
-            },
-            "lexicon_modes_table": {
-                "csv": f"{lm}/table.csv",
-                "md": f"{lm}/table.md",
-                "tex": f"{lm}/table.tex",
-                "metrics": f"{lm}/metrics.json",
-                "coverage": f"{lm}/coverage.csv",
-                "diff": f"{lm}/lemma_differences.csv",
-            },
-            "lexicon_modes_page": {"html": f"{lm}/lexicon_modes.html"},
-        }
-        return wrapped(outputs[rule], wrap)
-
-    def lexicon_modes_outputs(self) -> list[str]:
-        """The lexicon-modes table, its page and common pairs, each model's scores and form shards
-        (the form shards: the model's one job, :mod:`verbeval.workflow.model_steps`)."""
-        if not self.multitoken_on:
-            return []
-        table = self.lexicon_modes_rule_outputs("lexicon_modes_table")
-        per_model = self.lexicon_modes_rule_outputs("lexicon_modes")
-        return (
-            output_files(table, ["csv", "md", "tex"])
-            + output_files(self.lexicon_modes_rule_outputs("lexicon_modes_page"))
-            + output_files(table, ["metrics", "coverage", "diff"])
-            + output_files(self.lexicon_modes_rule_outputs("lexicon_common"))
-            + [f for m in self.models for f in output_files(per_model, ["summary", "lemmas", "consistency"], model=m)]
-            + self.per_model(self.shard_manifest(self.lexicon_modes_dir))
-        )
-
     # ------------------------------------------------------------------ everything
 
     def all_outputs(self) -> list[str]:
@@ -439,7 +230,7 @@ class Plan:
             + self.figures.outputs()
             + self.veridicality.outputs()
             + self.simverb.outputs()
-            + self.lexicon_modes_outputs()
+            + self.lexicon_modes.outputs()
             + self.figures.dvc_view_outputs()
             + self.acquisition.outputs()
             + self.comparisons.outputs()

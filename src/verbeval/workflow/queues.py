@@ -23,12 +23,11 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from verbeval.workflow.model_steps import KEPT
-
-if TYPE_CHECKING:
-    from verbeval.workflow.plan import Plan
+from verbeval.workflow.layout import Layout
+from verbeval.workflow.model_steps import KEPT, ModelSteps
+from verbeval.workflow.models import ModelsPlan
+from verbeval.workflow.params import RuleRecord
 
 #: the queue rules' names: ``queue_0``, ``queue_1``, ...
 QUEUE_RULE_PREFIX = "queue_"
@@ -56,17 +55,19 @@ def _chunks(items: list[str], size: int) -> list[list[str]]:
 class QueuesPlan:
     """The queue jobs of a run (see the module docstring)."""
 
-    def __init__(self, plan: Plan, local_gpu: bool = False) -> None:
+    def __init__(self, layout: Layout, model: ModelsPlan, model_steps: ModelSteps, local_gpu: bool = False) -> None:
         """``local_gpu``: the run's jobs run on this machine (no SLURM profile), so the models that
         claim a GPU share it (:meth:`verbeval.workflow.plan.Plan.gpu_resource`)."""
-        self.plan = plan
-        inf = plan.config["inference"]
+        self.layout = layout
+        self.model = model
+        self.model_steps = model_steps
+        inf = layout.config["inference"]
         self.post_workers: int = inf["post_workers"]
         self.queues: list[Queue] = []
         per_job = inf["revisions_per_job"]
         if per_job > 0:
             sweeps: dict[str, list[str]] = {}
-            for name, m in plan.models.items():
+            for name, m in layout.models.items():
                 if m.get("checkpoint_of") is not None:
                     sweeps.setdefault(m["checkpoint_of"], []).append(name)
             for entry, names in sweeps.items():
@@ -77,8 +78,8 @@ class QueuesPlan:
         if inf["gpu_queue"] and local_gpu:
             gpu_models = [
                 n
-                for n, m in plan.models.items()
-                if m.get("checkpoint_of") is None and plan.model_gpus(n, local=True) > 0 and m["device_map"] is None
+                for n, m in layout.models.items()
+                if m.get("checkpoint_of") is None and model.gpus(n, local=True) > 0 and m["device_map"] is None
             ]
             if len(gpu_models) > 1:
                 self._add("gpu", gpu_models, gpu_queue=True)
@@ -92,18 +93,18 @@ class QueuesPlan:
         """The models whose lemmas rule ``lemmas`` makes: all but a sweep queue's (a GPU queue's models
         read their lemmas, made beside each other before the queue starts)."""
         in_sweeps = {m for q in self.queues if not q.gpu_queue for m in q.models}
-        return [n for n in self.plan.models if n not in in_sweeps]
+        return [n for n in self.layout.models if n not in in_sweeps]
 
     def unqueued(self, names: list[str] | None = None) -> list[str]:
         """``names`` (default: every model) without the queued ones: the models of the per-model rules."""
-        return [n for n in (self.plan.models if names is None else names) if n not in self.queued]
+        return [n for n in (self.layout.models if names is None else names) if n not in self.queued]
 
     # ------------------------------------------------------------------ one queue's files
 
     def _step_files(self, q: Queue) -> tuple[list[str], list[str]]:
         """The queue's inputs (the files its steps read that no step of it writes) and outputs, from
         each step's declared files (:data:`verbeval.workflow.model_steps.STEP_FILES`)."""
-        steps = self.plan.model_steps
+        steps = self.model_steps
         inputs: dict[str, None] = {}
         outputs: dict[str, None] = {}  # ordered sets: a sweep's queue writes thousands of files
         for m in q.models:
@@ -113,38 +114,28 @@ class QueuesPlan:
                 outputs.update((p, None) for p in outs)
         return list(inputs), list(outputs)
 
-    def inputs(self, q: Queue) -> list[str]:
-        """The queue's inputs: the files its steps read that no step of it writes."""
-        return self._step_files(q)[0]
-
-    def outputs(self, q: Queue) -> list[str]:
-        """The queue's outputs (SimVerb's, which Snakemake keeps before the job, in :meth:`kept_outputs`)."""
-        kept = set(self.kept_outputs(q))
-        return [p for p in self._step_files(q)[1] if p not in kept]
-
-    def kept_outputs(self, q: Queue) -> list[str]:
-        """SimVerb outputs of the queue's models (flagged ``update`` as in rule infer: their stamp decides)."""
-        return [p for m in q.models for k in KEPT if (p := self.plan.model_steps.files(m).get(k))]
-
-    # ------------------------------------------------------------------ one queue's steps
-
-    def step_commands(self, name: str, gpu_queue: bool = False, threads: int | None = None) -> list[list[str]]:
-        """The ``verbeval`` command lines (argument lists, without ``verbeval``) of one model's steps,
-        the ones its own rules run (:meth:`verbeval.workflow.model_steps.ModelSteps.steps`);
-        ``threads``: the job's threads (``inference.threads``, as Snakemake cuts it to ``--cores``)."""
-        return self.plan.model_steps.steps(name, gpu_queue, threads)
-
-    def jobs_option(self, q: Queue, threads: int | None = None) -> str:
-        """``--job '...'`` of every step of the queue, in order (the shell words of rule queue_N)."""
-        return " ".join(
-            "--job " + shlex.quote(shlex.join(step))
-            for m in q.models
-            for step in self.step_commands(m, q.gpu_queue, threads)
+    def record(self, q: Queue) -> RuleRecord:
+        """What rule ``q.rule`` reads by name: its inputs (the files its steps read that no step of it
+        writes), its outputs (``steps``; ``kept``: SimVerb's, flagged ``update`` as in rule infer, their
+        stamp decides), its log and params: ``jobs`` (``--job '...'`` of every step, in order: the
+        command lines its models' own rules run, :meth:`verbeval.workflow.model_steps.ModelSteps.steps`),
+        ``versions`` (each model's files or commit: a rerun trigger, as in the per-model rules) and
+        ``post_workers``."""
+        inputs, outputs = self._step_files(q)
+        kept = [p for m in q.models for k in KEPT if (p := self.model_steps.files(m).get(k))]
+        steps = self.model_steps
+        return RuleRecord(
+            inputs,
+            {"steps": [p for p in outputs if p not in set(kept)], "kept": kept},
+            f"{self.layout.logs}/queues/{q.label}.log",
+            {
+                "jobs": lambda wc: " ".join(
+                    "--job " + shlex.quote(shlex.join(step)) for m in q.models for step in steps.steps(m, q.gpu_queue)
+                ),
+                "versions": lambda wc: [self.model.version(m) for m in q.models],
+                "post_workers": self.post_workers,
+            },
         )
 
-    def versions(self, q: Queue) -> list[str]:
-        """Each model's version (its files or commit): a rerun trigger, as in the per-model rules."""
-        return [self.plan.model.version(m) for m in q.models]
-
     def gpus(self, q: Queue, local: bool) -> int:
-        return max(self.plan.model_gpus(m, local) for m in q.models)
+        return max(self.model.gpus(m, local) for m in q.models)

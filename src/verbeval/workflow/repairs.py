@@ -7,15 +7,14 @@ by :class:`verbeval.workflow.plan.Plan` as ``PLAN.repairs``."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from verbeval.agreement.engine.shardstore import incomplete_store
 from verbeval.core.verified import is_verified
-
-if TYPE_CHECKING:
-    from verbeval.workflow.plan import Plan
+from verbeval.workflow.layout import Layout
+from verbeval.workflow.models import ModelsPlan
 
 
 @dataclass(frozen=True)
@@ -81,8 +80,11 @@ class ChangedModelFile:
 class RepairsPlan:
     """The plan's checks of files already there (each reads only and returns what must be repaired)."""
 
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
+    def __init__(self, layout: Layout, model: ModelsPlan, sources: Sequence[str]) -> None:
+        """``sources``: the manifest sources the run reads (their raw copies are checked)."""
+        self.layout = layout
+        self.model = model
+        self.sources = sources
 
     def changed_pinned_files(self) -> list[ChangedModelFile]:
         """The pip models whose assembled file is no longer the pinned one (a flipped byte, a
@@ -93,7 +95,7 @@ class RepairsPlan:
         from verbeval.core.model_sources.source import ModelSource
 
         found = []
-        for folder, m in self.plan.model.pip_models.items():
+        for folder, m in self.model.pip_models.items():
             if not os.path.isdir(folder):
                 continue  # not assembled yet: rule pip_model runs anyway
             source = ModelSource.from_entry(m)
@@ -106,11 +108,11 @@ class RepairsPlan:
         """The shard stores whose manifest lists a shard that is gone (or changed size): their model's
         inference job must run again; it keeps every intact shard (its journal lists them) and
         computes only the missing ones. Reads only."""
-        plan = self.plan
+        layout = self.layout
         found = []
-        for root in plan.store_roots():
-            for name in plan.models:
-                manifest = plan.shard_manifest(root).format(model=name)
+        for root in layout.store_roots:
+            for name in layout.models:
+                manifest = layout.shard_manifest(root).format(model=name)
                 why = incomplete_store(manifest)
                 if why:
                     found.append(StaleStore(name, manifest, why))
@@ -120,10 +122,10 @@ class RepairsPlan:
         """The raw copies that match no checksum of their manifest entry (edited by hand, or pinned by
         an older manifest): their fetch jobs must run. Reads only (the verified-copy cache is not
         written)."""
-        plan = self.plan
+        layout = self.layout
         found = []
-        for name in plan.used_sources():
-            source, path = plan.manifest[name], plan.raw_path(name)
+        for name in self.sources:
+            source, path = layout.manifest[name], layout.raw_path(name)
             if os.path.isfile(path) and not is_verified(source, path, write_cache=False):
-                found.append(UnverifiedCopy(name, path, str(plan.config["manifest"])))
+                found.append(UnverifiedCopy(name, path, str(layout.config["manifest"])))
         return found

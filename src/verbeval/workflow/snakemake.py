@@ -247,7 +247,7 @@ def hub_start_problem(plan: Any, jobs: Sequence[tuple[str, Mapping[str, str]]]) 
     from verbeval.core.config import config_origin
     from verbeval.core.model_checks import hub_problems
 
-    for keypath, reason in hub_problems(plan.config, plan.model.needed_ids(jobs)):
+    for keypath, reason in hub_problems(plan.config, plan.needed_ids(jobs)):
         return f"{config_origin(keypath, plan.layers)}: {'.'.join(map(str, keypath))}: {reason}; no job was run"
     return None
 

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from types import SimpleNamespace
+from typing import Any
 
 from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import mirror_location
 from verbeval.core.model_ids import ModelRef
 from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.models import model_fingerprint
-
-if TYPE_CHECKING:
-    from verbeval.workflow.plan import Plan
+from verbeval.workflow.layout import Layout
+from verbeval.workflow.models import ModelsPlan
+from verbeval.workflow.params import RuleRecord, alternatives
 
 
 def _flat(files: Iterable[str | list[str]]) -> list[str]:
@@ -39,21 +40,23 @@ class SimverbPlan:
         "simverb_join": ("joined", "summary"),
     }
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, layout: Layout, model: ModelsPlan) -> None:
         from verbeval.simverb.data import score_bins
 
-        self.plan = plan
-        sv = self.config = plan.config["simverb"]
-        self.res = f"{plan.results_dir}/simverb"
-        if sv["source"] not in plan.manifest:
-            raise plan.error(
-                ["simverb", "source"], f"simverb.source: {plan.config['manifest']} has no source named {sv['source']!r}"
+        self.layout = layout
+        self.model = model
+        sv = self.config = layout.config["simverb"]
+        self.res = f"{layout.results_dir}/simverb"
+        if sv["source"] not in layout.manifest:
+            raise layout.error(
+                ["simverb", "source"],
+                f"simverb.source: {layout.config['manifest']} has no source named {sv['source']!r}",
             )
-        plan.check_mirror_has(sv["source"])
+        layout.check_mirror_has(sv["source"])
         try:
             score_bins(sv["bins"])
         except VerbevalError as exc:
-            raise plan.error(["simverb", "bins"], f"simverb.bins: {exc}") from None
+            raise layout.error(["simverb", "bins"], f"simverb.bins: {exc}") from None
         self.splits = {name: src for name, src in sorted(sv["split_sources"].items()) if self._split_available(src)}
         self.models = self._models()
         # SimVerb models scored in their agreement model's own job (rule infer): same id and revision,
@@ -61,42 +64,83 @@ class SimverbPlan:
         self.in_infer = [
             n
             for n, m in self.models.items()
-            if n in plan.models
-            and plan.models[n]["id"] == m["id"]
-            and plan.models[n]["revision"] == m["source"].revision
-            and plan.models[n]["dtype"] == "float32"
+            if n in layout.models
+            and layout.models[n]["id"] == m["id"]
+            and layout.models[n]["revision"] == m["source"].revision
+            and layout.models[n]["dtype"] == "float32"
         ]
         self.alone = [n for n in self.models if n not in self.in_infer]
         self.joined = [n for n, m in self.models.items() if m["join"]]
+        #: each rule's record, by rule name (``PLAN.simverb.rules.simverb_score``)
+        self.rules = SimpleNamespace(**self._rules())
+
+    def _rules(self) -> dict[str, RuleRecord]:
+        from verbeval.simverb.steps import SIMVERB_SCORE, SIMVERB_TABLE
+
+        config, p, out = self.layout.config, self.pattern, self.rule_outputs
+        logs = f"{self.layout.logs}/simverb/{{svmodel}}"
+        every = {"svmodel": alternatives(list(self.models))}
+        random_models = {"random_models": lambda wc: self.random_models(wc.svmodel)}  # named in the report captions
+        return {
+            "simverb_score": RuleRecord(
+                {"data": self.data(), "splits": self.split_files(), "model": lambda wc: self.local_model(wc.svmodel)},
+                out("simverb_score"),
+                f"{logs}/score.log",
+                {
+                    "model": lambda wc: self.model_args(wc.svmodel),
+                    "random_init": lambda wc: self.random_init_option(wc.svmodel),
+                    "splits": lambda wc, input: self.split_args(list(input.splits)),
+                    "version": lambda wc: self.version(wc.svmodel),
+                    "settings": shlex.join(SIMVERB_SCORE.argv(config)),
+                    "threads": config["inference"]["threads"],  # a change reruns the job (the command uses {threads})
+                },
+                {"svmodel": alternatives(self.alone)},  # the others: rule infer (models.smk)
+            ),
+            "simverb_table": RuleRecord(
+                out("simverb_score"),
+                out("simverb_table"),
+                f"{logs}/table.log",
+                {"settings": shlex.join(SIMVERB_TABLE.argv(config)), **random_models},
+                every,
+            ),
+            "simverb_page": RuleRecord(p("csv"), out("simverb_page"), f"{logs}/page.log", random_models, every),
+            "simverb_join": RuleRecord(
+                # the agreement model's lemma statistics: rule lemma_stats's output
+                {"sims": p("sims"), "stats": f"{self.layout.agreement_dir}/{{svmodel}}/lemma_stats.csv"},
+                out("simverb_join"),
+                f"{logs}/join.log",
+                constraints={"svmodel": alternatives(self.joined)},
+            ),
+        }
 
     def _split_available(self, source: str) -> bool:
         """An official split file is used when the manifest lists it and, with a mirror (data_mirror, else
         $VERBEVAL_DATA_MIRROR: the fetch jobs' own), the mirror has it."""
-        plan = self.plan
-        if source not in plan.manifest:
+        layout = self.layout
+        if source not in layout.manifest:
             return False
-        mirror = plan.fetch_mirror
-        return not mirror or mirror_location(plan.manifest[source], mirror).exists()
+        mirror = layout.fetch_mirror
+        return not mirror or mirror_location(layout.manifest[source], mirror).exists()
 
     def _models(self) -> dict[str, dict[str, Any]]:
         """name -> {id, source, join, random_init}. An id listed in simverb.models is joined
         with the agreement model of that id: when several share it (the revisions of a swept hub
         model), the first one without a revision, else the first one; null: every agreement model."""
-        plan, sv = self.plan, self.config
+        layout, sv = self.layout, self.config
         by_id: dict[str, dict[str, Any]] = {}
-        for m in plan.models.values():
+        for m in layout.models.values():
             if m["id"] not in by_id or (by_id[m["id"]]["revision"] and not m["revision"]):
                 by_id[m["id"]] = m
         sources = (
             [(i, by_id.get(i)) for i in sv["models"]]
             if sv["models"] is not None
-            else [(m["id"], m) for m in plan.models.values()]
+            else [(m["id"], m) for m in layout.models.values()]
         )
         models: dict[str, dict[str, Any]] = {}
         for model_id, m in sources:
             name = m["name"] if m else ModelRef(model_id).name
             if name in models:
-                raise plan.error(["simverb", "models"], f"simverb.models: two models named {name!r}")
+                raise layout.error(["simverb", "models"], f"simverb.models: two models named {name!r}")
             models[name] = {
                 "id": model_id,
                 "source": ModelSource.from_entry(m) if m else ModelSource(model_id),
@@ -107,10 +151,10 @@ class SimverbPlan:
         return models
 
     def data(self) -> str:
-        return self.plan.raw_path(self.config["source"])
+        return self.layout.raw_path(self.config["source"])
 
     def split_files(self) -> list[str]:
-        return [self.plan.raw_path(src) for src in self.splits.values()]
+        return [self.layout.raw_path(src) for src in self.splits.values()]
 
     def random_init_option(self, name: str) -> str:
         """``--random-init`` of simverb-score: the agreement model's random_init, else auto."""
@@ -120,7 +164,7 @@ class SimverbPlan:
     def random_models(self, name: str) -> str:
         """The model's name when it is randomly initialised (for the report captions), else ''."""
         m = self.models[name]
-        return name if self.plan.model.random_init(m["id"], m["random_init"]) else ""
+        return name if self.model.random_init(m["id"], m["random_init"]) else ""
 
     def split_args(self, split_files: Sequence[str]) -> str:
         """--split NAME=PATH options of `verbeval simverb-score`."""
@@ -138,7 +182,7 @@ class SimverbPlan:
         return model_fingerprint(ModelSource(source.id, source.revision))  # its GGUF file never was part of it
 
     def local_model(self, name: str) -> list[str]:
-        return self.plan.model.dir_input(self.models[name]["id"])
+        return self.model.dir_input(self.models[name]["id"])
 
     def files(self, m: str) -> dict[str, Any]:
         """Model ``m``'s files by name (``m`` ``{svmodel}``: the rules' patterns), in the order rule all
@@ -193,34 +237,102 @@ class VeridicalityPlan:
         "veridicality_kl_pages": ("t7", "t8"),
     }
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, layout: Layout, model: ModelsPlan) -> None:
         from verbeval.veridicality.data import PSEUDO_MODEL
 
-        self.plan = plan
-        ver = self.config = plan.config["veridicality"]
+        self.layout = layout
+        self.model = model
+        ver = self.config = layout.config["veridicality"]
         self.cf: dict[str, Any] = ver["counterfactual"]
-        self.res = f"{plan.results_dir}/veridicality"
+        self.res = f"{layout.results_dir}/veridicality"
         self.models = {(m if m == PSEUDO_MODEL else ModelRef(m).name): m for m in ver["models"]}
         # the counterfactual manipulations need a model that scores new sentences: not the pseudo-model
         self.real = {name: m for name, m in self.models.items() if m != PSEUDO_MODEL}
         self.released = [name for name in self.models if name not in self.real]
-        if ver["source"] not in plan.manifest:
-            raise plan.error(
+        if ver["source"] not in layout.manifest:
+            raise layout.error(
                 ["veridicality", "source"],
-                f"veridicality.source: {plan.config['manifest']} has no source named {ver['source']!r}",
+                f"veridicality.source: {layout.config['manifest']} has no source named {ver['source']!r}",
             )
-        plan.check_mirror_has(ver["source"])
+        layout.check_mirror_has(ver["source"])
         self.counterfactuals_on = bool(self.cf["enabled"] and self.real)
+        #: each rule's record, by rule name (``PLAN.veridicality.rules.veridicality_kl``)
+        self.rules = SimpleNamespace(**self._rules())
+
+    def _rules(self) -> dict[str, RuleRecord]:
+        from verbeval.veridicality.steps import VERIDICALITY_COUNTERFACTUALS, VERIDICALITY_PREDICT
+
+        config, p = self.layout.config, self.pattern
+        logs = f"{self.layout.logs}/veridicality"
+        every, real = {"vmodel": alternatives(list(self.models))}, {"vmodel": alternatives(list(self.real))}
+        random_models = {"random_models": lambda wc: self.random_models(wc.vmodel)}  # named in the report captions
+        return {
+            # the released probabilities of the pseudo-model: no model runs, so no GPU (a rule of its own)
+            "veridicality_released": RuleRecord(
+                {"data": self.data()},
+                self.rule_outputs("veridicality_released"),
+                f"{logs}/{{vmodel}}/predict.log",
+                constraints={"vmodel": alternatives(self.released)},
+            ),
+            "veridicality_predict": RuleRecord(
+                {
+                    "data": self.data(),
+                    "model": lambda wc: self.local_model(wc.vmodel),
+                    **({"pairs": p("pairs")} if self.counterfactuals_on else {}),
+                },
+                self.rule_outputs("veridicality_predict"),
+                f"{logs}/{{vmodel}}/predict.log",
+                {
+                    "model": lambda wc: self.real[wc.vmodel],
+                    "settings": shlex.join(VERIDICALITY_PREDICT.argv(config)),
+                    "counterfactuals": lambda wc, input, output: self.counterfactual_options(input, output),
+                },
+                real,
+            ),
+            "veridicality_table": RuleRecord(
+                p("predictions"),
+                self.rule_outputs("veridicality_table"),
+                f"{logs}/{{vmodel}}/table.log",
+                random_models,
+                every,
+            ),
+            "veridicality_counterfactuals": RuleRecord(
+                self.data(),
+                self.rule_outputs("veridicality_counterfactuals"),
+                f"{logs}/counterfactuals.log",
+                {"settings": shlex.join(VERIDICALITY_COUNTERFACTUALS.argv(config))},
+            ),
+            "veridicality_kl": RuleRecord(
+                {"predictions": p("predictions"), "counterfactuals": p("counterfactuals")},
+                self.rule_outputs("veridicality_kl"),
+                f"{logs}/{{vmodel}}/kl.log",
+                constraints=real,
+            ),
+            "veridicality_page": RuleRecord(
+                p("csv"), self.rule_outputs("veridicality_page"), f"{logs}/{{vmodel}}/page.log", random_models, every
+            ),
+            "veridicality_kl_pages": RuleRecord(
+                {"t7": p("t7_csv"), "t8": p("t8_csv")},
+                self.rule_outputs("veridicality_kl_pages"),
+                f"{logs}/{{vmodel}}/kl_pages.log",
+                constraints=real,
+            ),
+            "veridicality_counterfactual_pages": RuleRecord(
+                {"unhandled": p("unhandled"), "coverage": p("coverage")},
+                self.rule_outputs("veridicality_counterfactual_pages"),
+                f"{logs}/counterfactual_pages.log",
+            ),
+        }
 
     def data(self) -> str:
-        return self.plan.raw_path(self.config["source"])
+        return self.layout.raw_path(self.config["source"])
 
     def random_models(self, name: str) -> str:
         """The model's name when it is randomly initialised (for the report captions), else ''."""
-        return name if name in self.real and self.plan.model.random_init(self.real[name]) else ""
+        return name if name in self.real and self.model.random_init(self.real[name]) else ""
 
     def local_model(self, name: str) -> list[str]:
-        return self.plan.model.dir_input(self.real[name])
+        return self.model.dir_input(self.real[name])
 
     def counterfactual_options(self, inputs: Any, outputs: Any) -> str:
         """Options of the counterfactual branch of the prediction job (``inputs.pairs`` and
