@@ -30,34 +30,10 @@ from verbeval.core.errors import InputError
 SUMMARY_COLUMNS = ("model", "group", "metric", "side", "cutoff", "value", "ci_low", "ci_high", "n", "n_total")
 #: the metrics of the learning curves: the headline metrics (:mod:`verbeval.agreement.scores.registry`)
 CURVE_METRICS = NAMES
-CURVE_COLUMNS = (
-    "family",
-    "seed",
-    "step",
-    "model",
-    "random_init",
-    "group",
-    "metric",
-    "side",
-    "cutoff",
-    "value",
-    "ci_low",
-    "ci_high",
-    "n",
-    "n_total",
-)
-LEMMA_CURVE_COLUMNS = (
-    "family",
-    "seed",
-    "step",
-    "model",
-    "random_init",
-    "group",
-    "lemma",
-    "n_contexts",
-    "n_correct",
-    "share",
-)
+#: the columns naming a checkpoint, first in both curve tables
+KEY_COLUMNS = ("family", "seed", "step", "model", "random_init")
+CURVE_COLUMNS = (*KEY_COLUMNS, *SUMMARY_COLUMNS[1:])
+LEMMA_CURVE_COLUMNS = (*KEY_COLUMNS, "group", "lemma", "n_contexts", "n_correct", "share")
 
 
 def read_summary(path: str | Path, model: str) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,7 +146,17 @@ def write_shard(
         }
     )
     meta = {**meta, "schema_version": SHARD_SCHEMA_VERSION, "n_contexts": len(contexts), "n_rows": len(rows)}
-    table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
+    write_shard_table(path, table, meta, ("prob", "cum_above", "cum_below", "topk_probs"))
+    return meta
+
+
+def write_shard_table(
+    path: str | Path, table: pa.Table, meta: dict[str, Any], float_lists: Sequence[str], meta_key: bytes = META_KEY
+) -> None:
+    """Write a shard's ``table`` atomically with ``meta`` under ``meta_key`` in its schema metadata
+    (agreement shards here, form shards in :mod:`verbeval.agreement.lexicon_modes.form_shards`).
+    ``float_lists``: its float list columns."""
+    table = table.replace_schema_metadata({meta_key: json.dumps(meta, sort_keys=True).encode()})
     with atomic_path(path) as tmp:
         # float columns: no dictionary (it only grows them), byte-stream-split before zstd
         pq.write_table(
@@ -153,14 +164,8 @@ def write_shard(
             tmp,
             compression="zstd",
             use_dictionary=["context_id", "plural"],
-            use_byte_stream_split=[
-                "prob.list.element",
-                "cum_above.list.element",
-                "cum_below.list.element",
-                "topk_probs.list.element",
-            ],
+            use_byte_stream_split=[f"{c}.list.element" for c in float_lists],
         )
-    return meta
 
 
 def read_shard_meta(path: str | Path) -> dict[str, Any]:
@@ -171,6 +176,21 @@ def read_shard_meta(path: str | Path) -> dict[str, Any]:
     if META_KEY not in md:
         raise ShardError(path, "not a verbeval shard (no metadata)")
     return json.loads(md[META_KEY])
+
+
+def check_shard_lemmas(
+    path: str | Path, meta: dict[str, Any], lemmas: pd.DataFrame, lemma_hash: str, ref: dict[str, Any] | None
+) -> None:
+    """A shard read with ``lemmas`` (``lemma_hash``: their :func:`lemma_set_hash`) was made with that lemma
+    set and, when ``ref`` (the first shard's metadata) is given, by the same model and tokenizer."""
+    if meta.get("n_lemmas") != len(lemmas) or meta.get("lemma_set_sha256") != lemma_hash:
+        raise VerbevalError(
+            f"{path}: shard was made with a different lemma set than the given lemmas file (stale shard?)"
+        )
+    if ref is not None:
+        for key in ("model_id", "revision", "tokenizer_fingerprint"):
+            if meta.get(key) != ref.get(key):
+                raise VerbevalError(f"{path}: {key}={meta.get(key)!r} differs from the other shards: {ref.get(key)!r}")
 
 
 def fixed_list_values(col: pa.ChunkedArray, width: int, dtype: type) -> np.ndarray:

@@ -22,12 +22,18 @@ import pyarrow.parquet as pq
 
 from verbeval import __version__
 from verbeval.agreement.data.eligibility import tokenizer_fingerprint
-from verbeval.agreement.engine.shards import capped_chunks, check_finite, chunk_range, group_contexts, group_digest
+from verbeval.agreement.engine.shards import (
+    capped_chunks,
+    check_finite,
+    chunk_range,
+    group_contexts,
+    group_digest,
+    write_shard_table,
+)
 from verbeval.agreement.engine.shardstore import PlannedShard, run_plan, shard_key, shard_relpath
 from verbeval.agreement.lexicon_modes.modes import row_pairs
 from verbeval.core.devices import describe_device
 from verbeval.core.errors import ShardError, VerbevalError
-from verbeval.core.io import atomic_path
 from verbeval.core.models import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -181,15 +187,7 @@ def _forms_chunk(
                 "row_pair": lists(row_pair[order].astype(np.int64), pa.int64()),
             }
         )
-        table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
-        with atomic_path(out) as tmp:
-            pq.write_table(
-                table,
-                tmp,
-                compression="zstd",
-                use_dictionary=["context_id", "plural"],
-                use_byte_stream_split=["logp.list.element"],
-            )
+        write_shard_table(out, table, meta, ("logp",), META_KEY)
         return meta
 
     return write
@@ -215,6 +213,15 @@ def infer_forms_model(
 
     fp, fsha = tokenizer_fingerprint(lm.tokenizer), forms_hash(forms)
     bos = prepend_bos if lm.kind == "causal" else None
+    # what both a shard's key and the manifest hold first
+    model_fields = {
+        "model_id": lm.model_id,
+        "revision": lm.revision,
+        "kind": lm.kind,
+        "dtype": lm.dtype,
+        "tokenizer_fingerprint": fp,
+        "forms_sha256": fsha,
+    }
     plan = []
     for group in groups:
         prepared = group_contexts(templates, group, lm.kind)
@@ -244,12 +251,7 @@ def infer_forms_model(
 
             key = shard_key(
                 {
-                    "model_id": lm.model_id,
-                    "revision": lm.revision,
-                    "kind": lm.kind,
-                    "dtype": lm.dtype,
-                    "tokenizer_fingerprint": fp,
-                    "forms_sha256": fsha,
+                    **model_fields,
                     "prepend_bos": bos,
                     "schema_version": FORMS_SHARD_VERSION,
                     "group": group,
@@ -260,16 +262,7 @@ def infer_forms_model(
             )
             start, stop = chunk_range(len(contexts), n, chunk)
             plan.append(PlannedShard(shard_relpath(group, chunk, n), key, stop - start, compute))
-    meta = {
-        "model_id": lm.model_id,
-        "revision": lm.revision,
-        "kind": lm.kind,
-        "dtype": lm.dtype,
-        "tokenizer_fingerprint": fp,
-        "forms_sha256": fsha,
-        "groups": groups,
-        "n_chunks": n_chunks,
-    }
+    meta = {**model_fields, "groups": groups, "n_chunks": n_chunks}
     return run_plan(
         manifest, plan, meta, desc=f"forms {lm.model_id}", progress=progress, allow_nonfinite=allow_nonfinite
     )

@@ -131,7 +131,7 @@ def lemma_contexts_from_shards(shards: Sequence[str | Path], lemmas: pd.DataFram
     """The lemma-contexts table of one model from its shards (any groups; every chunk of each),
     read and validated by :func:`verbeval.agreement.scores.aggregate.read_shards`; every shard must have
     been made with ``lemmas`` (same lemma set)."""
-    from verbeval.agreement.engine.shards import lemma_set_hash, read_shard_meta
+    from verbeval.agreement.engine.shards import check_shard_lemmas, lemma_set_hash, read_shard_meta
     from verbeval.agreement.scores.aggregate import read_shards
 
     if not shards:
@@ -141,16 +141,7 @@ def lemma_contexts_from_shards(shards: Sequence[str | Path], lemmas: pd.DataFram
     ref: dict[str, Any] | None = None
     for path in shards:
         meta = read_shard_meta(path)
-        if meta.get("n_lemmas") != len(lemmas) or meta.get("lemma_set_sha256") != lemma_hash:
-            raise VerbevalError(
-                f"{path}: shard was made with a different lemma set than the given lemmas file (stale shard?)"
-            )
-        if ref is not None:
-            for key in ("model_id", "revision", "tokenizer_fingerprint"):
-                if meta.get(key) != ref.get(key):
-                    raise VerbevalError(
-                        f"{path}: {key}={meta.get(key)!r} differs from the other shards: {ref.get(key)!r}"
-                    )
+        check_shard_lemmas(path, meta, lemmas, lemma_hash, ref)
         ref = ref or meta
         by_group.setdefault(str(meta.get("group")), []).append(path)
     stats = {}

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from verbeval.agreement.engine.shards import fixed_list_values, lemma_set_hash, read_shard_meta
+from verbeval.agreement.engine.shards import check_shard_lemmas, fixed_list_values, lemma_set_hash, read_shard_meta
 from verbeval.core.errors import VerbevalError
 
 #: probability floor for the log of a lemma's mass (float32 shards underflow to 0 below ~1e-45)
@@ -96,19 +96,6 @@ def lemma_table(lemmas: pd.DataFrame, counts: LemmaCounts, model: str) -> pd.Dat
     )
 
 
-def _check_shard(
-    path: str | Path, meta: dict[str, Any], lemmas: pd.DataFrame, lemma_hash: str, ref: dict[str, Any] | None
-) -> None:
-    if meta.get("n_lemmas") != len(lemmas) or meta.get("lemma_set_sha256") != lemma_hash:
-        raise VerbevalError(
-            f"{path}: shard was made with a different lemma set than the given lemmas file (stale shard?)"
-        )
-    if ref is not None:
-        for key in ("model_id", "revision", "tokenizer_fingerprint"):
-            if meta.get(key) != ref.get(key):
-                raise VerbevalError(f"{path}: {key}={meta.get(key)!r} differs from the other shards: {ref.get(key)!r}")
-
-
 def lemma_stats(shards: Sequence[str | Path], lemmas: pd.DataFrame, model: str) -> pd.DataFrame:
     """Per-lemma accuracy and mean in-context probability of one model, pooled over ``shards``.
 
@@ -124,7 +111,7 @@ def lemma_stats(shards: Sequence[str | Path], lemmas: pd.DataFrame, model: str) 
     seen: set[tuple[str, int]] = set()
     for path in shards:
         meta = read_shard_meta(path)
-        _check_shard(path, meta, lemmas, lemma_hash, ref)
+        check_shard_lemmas(path, meta, lemmas, lemma_hash, ref)
         ref = ref or meta
         key = (str(meta.get("group")), int(meta.get("chunk", -1)))
         if key in seen:
