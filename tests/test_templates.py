@@ -425,6 +425,29 @@ def test_load_groups_validation(tmp_path: Path, text: str, reason: str) -> None:
         load_groups(path)
 
 
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        (
+            "{id: 'a b', name: A, sources: [x]}",
+            "group 'a b': an id may hold only letters, digits, '.', '_' and '-' "
+            "(it reaches file names and shell commands)",
+        ),
+        (
+            "{id: a, name: A, sources: [x/y]}",
+            "group 'a': source 'x/y': a source name may hold only letters, digits, '.', '_' and '-' "
+            "(it reaches file names and shell commands)",
+        ),
+    ],
+)
+def test_load_groups_names_reach_file_names(tmp_path: Path, entry: str, reason: str) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(f"groups:\n  - {entry}\n", encoding="utf-8")
+    with pytest.raises(InputError) as exc:
+        load_groups(path)
+    assert str(exc.value) == f"{path}: {reason}"
+
+
 def test_build_template_table_real_slice(data_dir: Path) -> None:
     groups = load_groups(GROUPS_YAML)
     table, rejects = build_template_table(real_inputs(data_dir), groups, skip_bad_rows=True, max_rows_per_source=20)

@@ -30,7 +30,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from verbeval.agreement.cli.inference import context_options, model_options, model_run, shard_options, shard_run
+from verbeval.agreement.cli.inference import (
+    context_options,
+    model_options,
+    model_run,
+    shard_options,
+    shard_run,
+    store_run,
+)
 from verbeval.agreement.runs import (
     FormsRun,
     ShardRun,
@@ -239,15 +246,8 @@ def run_model_job(a: argparse.Namespace) -> RunModel:
     shards = shard_run(a)
     forms = simverb = None
     if a.forms_manifest:
-        forms = FormsRun(
-            a.templates,
-            a.forms,
-            tuple(g for g in a.forms_groups.split(",") if g),
-            a.forms_manifest,
-            n_chunks=a.n_chunks,
-            batch_size=a.forms_batch_size,
-            allow_nonfinite=a.allow_nonfinite,
-            progress=not a.no_progress,
+        forms = store_run(
+            FormsRun, a, a.forms, groups=a.forms_groups, manifest=a.forms_manifest, batch_size=a.forms_batch_size
         )
     if a.simverb_out:
         simverb = SimVerbRun(

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
-from verbeval.agreement.runs import ShardRun, infer
+from verbeval.agreement.runs import FormsRun, ShardRun, infer
 from verbeval.agreement.steps import ALLOW_NONFINITE, LEMMAS_FILE, N_CHUNKS, SHARD_MANIFEST, TEMPLATES_FILE, TOP_K
 from verbeval.core.cliutil import Add, model_source_options, random_init_option
 from verbeval.core.model_runs import ModelRun
@@ -30,6 +30,8 @@ from verbeval.core.steps import (
 
 log = logging.getLogger("verbeval")
 
+Run = TypeVar("Run", ShardRun, FormsRun)
+
 
 def model_run(a: argparse.Namespace, batch_size: bool = True) -> ModelRun:
     """The model source and per-model settings of a command that loads a model, as one typed value:
@@ -42,18 +44,32 @@ def model_run(a: argparse.Namespace, batch_size: bool = True) -> ModelRun:
     return ModelRun(ModelSource.from_options(a), random_init=getattr(a, "random_init", None), **given)
 
 
-def shard_run(a: argparse.Namespace) -> ShardRun:
-    """The agreement shards' options (:func:`shard_options`) as their typed value."""
-    return ShardRun(
+def store_run(
+    record: type[Run],
+    a: argparse.Namespace,
+    data: str,
+    groups: str | None = None,
+    manifest: str | None = None,
+    **settings: Any,
+) -> Run:
+    """A shard store's options (:func:`store_options`, the templates) as its typed value: a
+    :class:`ShardRun` (``data`` the lemmas) or a :class:`FormsRun` (the forms), with ``settings`` its own.
+    ``groups`` and ``manifest``: where the command's options have other names (``run-model``'s forms branch)."""
+    return record(
         a.templates,
-        a.lemmas,
-        tuple(g for g in a.groups.split(",") if g),
-        a.manifest,
+        data,
+        tuple(g for g in (a.groups if groups is None else groups).split(",") if g),
+        a.manifest if manifest is None else manifest,
         n_chunks=a.n_chunks,
-        top_k=a.top_k,
         allow_nonfinite=a.allow_nonfinite,
         progress=not a.no_progress,
+        **settings,
     )
+
+
+def shard_run(a: argparse.Namespace) -> ShardRun:
+    """The agreement shards' options (:func:`shard_options`) as their typed value."""
+    return store_run(ShardRun, a, a.lemmas, top_k=a.top_k)
 
 
 def model_options(s: argparse.ArgumentParser) -> None:

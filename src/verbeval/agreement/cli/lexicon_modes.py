@@ -6,7 +6,7 @@ import argparse
 import logging
 
 from verbeval.agreement.cli.common import expand_shards, run_groups
-from verbeval.agreement.cli.inference import model_options, model_run, store_options
+from verbeval.agreement.cli.inference import model_options, model_run, store_options, store_run
 from verbeval.agreement.runs import FormsRun, infer_forms
 from verbeval.agreement.steps import FORMS_BATCH_SIZE, LEXICON_COMMON, LEXICON_FORMS, LEXICON_MODES, LEXICON_MODES_TABLE
 from verbeval.core.cliutil import Add, check_outputs, model_source_options, split_pair
@@ -78,17 +78,7 @@ def register_lexicon_common(add: Add) -> None:
 
 
 def cmd_infer_forms(a: argparse.Namespace) -> None:
-    forms = FormsRun(
-        a.templates,
-        a.forms,
-        tuple(g for g in a.groups.split(",") if g),
-        a.manifest,
-        n_chunks=a.n_chunks,
-        batch_size=a.batch_size,
-        allow_nonfinite=a.allow_nonfinite,
-        progress=not a.no_progress,
-    )
-    infer_forms(model_run(a, batch_size=False), forms)
+    infer_forms(model_run(a, batch_size=False), store_run(FormsRun, a, a.forms, batch_size=a.batch_size))
 
 
 def register_infer_forms(add: Add) -> None:

@@ -21,6 +21,14 @@ from verbeval.core.io import load_yaml
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
+def _check_identifier(path: str | Path, text: str, what: str) -> None:
+    """An id or source name reaches file names and shell commands: ``what`` begins the error."""
+    if not _IDENTIFIER.fullmatch(text):
+        raise InputError(
+            path, f"{what} may hold only letters, digits, '.', '_' and '-' (it reaches file names and shell commands)"
+        )
+
+
 def load_groups(path: str | Path) -> list[dict[str, Any]]:
     """Read ``agreement_groups.yaml``: a list of ``{id, name, sources}`` in table order.
 
@@ -51,12 +59,7 @@ def load_groups(path: str | Path) -> list[dict[str, Any]]:
         if not isinstance(gid, str) or not gid:
             raise InputError(p, f"{where}: 'id' must be a non-empty string")
         where = f"group {gid!r}"
-        if not _IDENTIFIER.fullmatch(gid):
-            raise InputError(
-                p,
-                f"{where}: an id may hold only letters, digits, '.', '_' and '-' "
-                "(it reaches file names and shell commands)",
-            )
+        _check_identifier(p, gid, f"{where}: an id")
         if gid in seen_ids:
             raise InputError(p, f"{where}: duplicate id")
         if not isinstance(name, str) or not name:
@@ -66,12 +69,7 @@ def load_groups(path: str | Path) -> list[dict[str, Any]]:
         for s in sources:
             if not isinstance(s, str) or not s:
                 raise InputError(p, f"{where}: source names must be non-empty strings")
-            if not _IDENTIFIER.fullmatch(s):
-                raise InputError(
-                    p,
-                    f"{where}: source {s!r}: a source name may hold only letters, digits, "
-                    "'.', '_' and '-' (it reaches file names and shell commands)",
-                )
+            _check_identifier(p, s, f"{where}: source {s!r}: a source name")
             if s in seen_sources:
                 raise InputError(p, f"{where}: source {s!r} is already in group {seen_sources[s]!r}")
             seen_sources[s] = gid
