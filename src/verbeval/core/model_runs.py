@@ -15,24 +15,16 @@ from typing import Any
 
 from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.prefetch import LoadRequest
-from verbeval.core.steps import (
-    INFERENCE_BATCH_SIZE,
-    INFERENCE_DEVICE,
-    INFERENCE_THREADS,
-    MODEL_DEVICE_MAP,
-    MODEL_DTYPE,
-    MODEL_KIND,
-    MODEL_PREPEND_BOS,
-    Setting,
-)
+from verbeval.core.steps import INFERENCE_DEVICE, MODEL_SETTINGS
 
 log = logging.getLogger("verbeval")
 
 
-def _default(setting: Setting) -> Any:
+def _default(dest: str) -> Any:
+    """The schema's default of the declared per-model setting (or the device) of field ``dest``."""
     from verbeval.core.schema import schema_default
 
-    return schema_default(setting.key)
+    return schema_default(next(s.key for s in (*MODEL_SETTINGS, INFERENCE_DEVICE) if s.dest == dest))
 
 
 @dataclass(frozen=True)
@@ -40,14 +32,14 @@ class ModelRun:
     """One model source and its per-model settings (each defaulting to the schema's)."""
 
     source: ModelSource
-    kind: str = field(default_factory=lambda: _default(MODEL_KIND))
-    dtype: str = field(default_factory=lambda: _default(MODEL_DTYPE))
-    device: str = field(default_factory=lambda: _default(INFERENCE_DEVICE))
-    device_map: Any = field(default_factory=lambda: _default(MODEL_DEVICE_MAP))
-    threads: int = field(default_factory=lambda: _default(INFERENCE_THREADS))
+    kind: str = field(default_factory=lambda: _default("kind"))
+    dtype: str = field(default_factory=lambda: _default("dtype"))
+    device: str = field(default_factory=lambda: _default("device"))
+    device_map: Any = field(default_factory=lambda: _default("device_map"))
+    threads: int = field(default_factory=lambda: _default("threads"))
     #: contexts per forward pass: a number or ``auto`` (:func:`verbeval.core.steps.batch_size_on`)
-    batch_size: int | str = field(default_factory=lambda: _default(INFERENCE_BATCH_SIZE))
-    prepend_bos: bool | None = field(default_factory=lambda: _default(MODEL_PREPEND_BOS))
+    batch_size: int | str = field(default_factory=lambda: _default("batch_size"))
+    prepend_bos: bool | None = field(default_factory=lambda: _default("prepend_bos"))
     #: whether the model is randomly initialised; None: its marker says (:meth:`is_random`)
     random_init: bool | None = None
 
