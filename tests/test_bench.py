@@ -923,3 +923,33 @@ def test_sweep_part_runs_snakemake(
     assert figures["marginal_s_per_revision"] is not None and figures["marginal_jobs_per_revision"] == 0
     assert figures["runs"][0]["jobs"] == figures["runs"][1]["jobs"]
     assert figures["dry_run"]["revisions"] == 5 and figures["dry_run"]["jobs"] > 0
+
+
+def test_sizes_setups_time_more_contexts_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verbeval.bench.throughput import Sizes
+
+    sizes = Sizes(128, 16, 64, threads=2, repeats=1)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert sizes.setups() == [("cpu", "float32", 16, 128)]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert sizes.setups() == [
+        ("cpu", "float32", 16, 128),
+        ("cuda", "float32", 64, 1024),
+        ("cuda", "bfloat16", 64, 1024),
+    ]
+
+
+def test_bench_real_without_a_file_skips_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from verbeval.bench.real_models import bench_real
+    from verbeval.bench.throughput import Sizes
+
+    threads: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
+    missing = tmp_path / "m.gguf"
+    report = bench_real([missing], pd.DataFrame(), pd.DataFrame(), Sizes(8, 4, 4, threads=1, repeats=1))
+    assert report["skipped"] == [f"{missing}: no such GGUF file: skipped"]
+    assert report["results"] == []
+    assert threads == [1]
+    assert capsys.readouterr().out == f"bench real: {missing}: no such GGUF file: skipped\n"

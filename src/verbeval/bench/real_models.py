@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from verbeval.bench.throughput import GPU_CONTEXTS_FACTOR, contexts_sample, device_setups, padded_batches
+from verbeval.bench.throughput import Sizes, contexts_sample, padded_batches
 from verbeval.bench.timing import load_1min, load_avg, possible, sync
 
 log = logging.getLogger(__name__)
@@ -98,15 +98,7 @@ def real_figures(
 
 
 def bench_real(
-    ggufs: Sequence[str | Path],
-    templates: pd.DataFrame,
-    lexicon: pd.DataFrame,
-    *,
-    n_contexts: int,
-    cpu_batch: int,
-    gpu_batch: int,
-    threads: int,
-    repeats: int,
+    ggufs: Sequence[str | Path], templates: pd.DataFrame, lexicon: pd.DataFrame, sizes: Sizes
 ) -> dict[str, Any]:
     """:func:`pipeline_against_forward` for real pretrained models given as GGUF files, on CPU
     (float32) and, where CUDA is present, on GPU (float32 and bfloat16). Files that are missing
@@ -114,14 +106,14 @@ def bench_real(
     from verbeval.agreement.data.eligibility import eligible_lemmas
     from verbeval.core.models import LoadedModel, is_cased, torch_dtype
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(sizes.threads)
     rows: list[dict[str, Any]] = []
     skipped = real_model_skips(ggufs)
     for path in (Path(g) for g in ggufs if Path(g).is_file()):
         t0 = time.perf_counter()
         model, tok = load_gguf(path)
         load_s = round(time.perf_counter() - t0, 1)
-        for device, dtype, bs in device_setups(cpu_batch, gpu_batch):  # float32 on CPU first: the casts only go down
+        for device, dtype, bs, n in sizes.setups():  # float32 on CPU first: the casts only go down
             dev = torch.device(device)
             lm = LoadedModel(
                 str(path),
@@ -133,9 +125,9 @@ def bench_real(
                 dtype,
                 f"gguf:{path.name}",
             )
-            ctx = contexts_sample(templates, lm.kind, n_contexts * (GPU_CONTEXTS_FACTOR if device == "cuda" else 1))
+            ctx = contexts_sample(templates, lm.kind, n)
             forms = eligible_lemmas(lexicon, lm.tokenizer)[["sing_id", "plur_id"]].to_numpy(np.int64).reshape(-1)
-            r = pipeline_against_forward(lm, ctx, forms, bs, repeats)
+            r = pipeline_against_forward(lm, ctx, forms, bs, sizes.repeats)
             rows.append(
                 {
                     "model": path.name,
@@ -144,7 +136,7 @@ def bench_real(
                     "n_forms": len(forms),
                     "device": device,
                     "dtype": dtype,
-                    "threads": threads if device == "cpu" else None,
+                    "threads": sizes.threads if device == "cpu" else None,
                     **r,
                     "load_avg": load_avg(),
                 }

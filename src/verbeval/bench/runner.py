@@ -209,7 +209,7 @@ def _workflow_parts(
         report["aggregation"] = bench_aggregation(outputs)
     if "throughput" in parts:
         before["throughput"] = load_before("throughput")
-        from verbeval.bench.throughput import bench_throughput
+        from verbeval.bench.throughput import Sizes, bench_throughput
 
         report["throughput"] = bench_throughput(
             WORKFLOW_MODELS if quick else THROUGHPUT_MODELS,
@@ -217,25 +217,24 @@ def _workflow_parts(
             models_dir,
             pd.read_parquet(outputs.templates),
             pd.read_parquet(outputs.lexicon),
-            n_contexts=128 if quick else 1024,
-            cpu_batch=cpu_batch,
-            gpu_batch=gpu_batch,
-            threads=threads,
-            repeats=1 if quick else 2,
+            Sizes(128 if quick else 1024, cpu_batch, gpu_batch, threads, repeats=1 if quick else 2),
         )
     if "real" in parts and "real" not in report:
         before["real"] = load_before("real")
         from verbeval.bench.real_models import bench_real
+        from verbeval.bench.throughput import Sizes
 
         report["real"] = bench_real(
             ggufs,
             pd.read_parquet(outputs.templates),
             pd.read_parquet(outputs.lexicon),
-            n_contexts=128 if quick else 256,
-            cpu_batch=cpu_batch,
-            gpu_batch=gpu_batch,
-            threads=threads,
-            repeats=repeats if repeats is not None else (1 if quick else 3),
+            Sizes(
+                128 if quick else 256,
+                cpu_batch,
+                gpu_batch,
+                threads,
+                repeats if repeats is not None else (1 if quick else 3),
+            ),
         )
     if "baseline" in parts:
         before["baseline"] = load_before("baseline")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,25 @@ log = logging.getLogger(__name__)
 GPU_CONTEXTS_FACTOR = 8
 
 
-def device_setups(cpu_batch: int, gpu_batch: int) -> list[tuple[str, str, int]]:
-    """(device, dtype, batch size) to time: the CPU in float32; with CUDA also the GPU in float32 and bfloat16."""
-    setups = [("cpu", "float32", cpu_batch)]
-    if torch.cuda.is_available():
-        setups += [("cuda", "float32", gpu_batch), ("cuda", "bfloat16", gpu_batch)]
-    return setups
+@dataclass(frozen=True)
+class Sizes:
+    """How a bench part that times models runs (``throughput``, ``real``): ``n_contexts`` contexts on
+    the CPU (times :data:`GPU_CONTEXTS_FACTOR` on a GPU), the batch size on each, CPU threads, repeats."""
+
+    n_contexts: int
+    cpu_batch: int
+    gpu_batch: int
+    threads: int
+    repeats: int
+
+    def setups(self) -> list[tuple[str, str, int, int]]:
+        """(device, dtype, batch size, contexts) to time: the CPU in float32; with CUDA also the GPU in
+        float32 and bfloat16 (float32 first: the casts only go down)."""
+        setups = [("cpu", "float32", self.cpu_batch, self.n_contexts)]
+        if torch.cuda.is_available():
+            n = self.n_contexts * GPU_CONTEXTS_FACTOR
+            setups += [("cuda", "float32", self.gpu_batch, n), ("cuda", "bfloat16", self.gpu_batch, n)]
+        return setups
 
 
 def contexts_sample(templates: pd.DataFrame, kind: str, n: int) -> pd.DataFrame:
@@ -142,16 +155,11 @@ def bench_throughput(
     models_dir: Path,
     templates: pd.DataFrame,
     lexicon: pd.DataFrame,
-    *,
-    n_contexts: int,
-    cpu_batch: int,
-    gpu_batch: int,
-    threads: int,
-    repeats: int,
+    sizes: Sizes,
 ) -> dict[str, Any]:
-    """:func:`throughput` of every model shape in ``specs`` on :func:`device_setups`, on
-    ``n_contexts`` contexts of ``templates`` (times :data:`GPU_CONTEXTS_FACTOR` on a GPU)."""
-    torch.set_num_threads(threads)
+    """:func:`throughput` of every model shape in ``specs`` on each of :meth:`Sizes.setups`, on
+    that many contexts of ``templates``."""
+    torch.set_num_threads(sizes.threads)
     if torch.cuda.is_available():
         gpu_note = torch.cuda.get_device_name(0)
     else:
@@ -160,10 +168,9 @@ def bench_throughput(
     rows = []
     for spec in specs:
         mdir = build_model(spec, shared, models_dir)
-        for device, dtype, bs in device_setups(cpu_batch, gpu_batch):
-            n = n_contexts * (GPU_CONTEXTS_FACTOR if device == "cuda" else 1)
+        for device, dtype, bs, n in sizes.setups():
             kind, n_forms, _, r = time_model(
-                mdir, device, dtype, templates, lexicon, n_contexts=n, batch_size=bs, repeats=repeats
+                mdir, device, dtype, templates, lexicon, n_contexts=n, batch_size=bs, repeats=sizes.repeats
             )
             rows.append(
                 {
@@ -172,7 +179,7 @@ def bench_throughput(
                     **asdict(spec),
                     "device": device,
                     "dtype": dtype,
-                    "threads": threads if device == "cpu" else None,
+                    "threads": sizes.threads if device == "cpu" else None,
                     "n_forms": n_forms,
                     **r,
                 }
