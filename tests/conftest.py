@@ -215,6 +215,7 @@ RUN_FIRST = (
     # end-to-end tier: files, by their wall time on one worker
     "tests/test_workflow.py",
     "tests/test_acquisition_workflow.py",
+    "tests/test_bench.py::test_sweep_part_runs_snakemake",  # two sweeps from scratch: last by test count
     "tests/test_real_model.py",
     "tests/test_fetch_workflow.py",
     "tests/test_report_browser.py",
