@@ -212,14 +212,15 @@ SHARED_FIXTURES = frozenset({"shared_dir", "tokenizer_path", "tokenizer_or", "wo
 #: tier) or file (the end-to-end tier, --dist loadfile) alone at the end. Measured with --durations on 2
 #: cores (docs/testing.md, "CI"); every other test keeps its place. No test depends on the order.
 RUN_FIRST = (
-    # end-to-end tier: files, by their wall time on one worker (measured 2026-11-29 under load, 2 workers:
-    # about 1,200 s, 850, 700, 460, 430, over 250, 100; the other files under 60 s each)
+    # end-to-end tier: files, by their wall time on one worker (pytest -m e2e --dist loadfile --durations=40,
+    # 2026-11-29, measured under load: about 1,200 s, 850, 750, 700, 465, 430, 90; the others under 50 s
+    # each; in pytest-xdist's order the toy model's test ran last, alone, for 747 s of the tier's 2,649)
     "tests/test_workflow.py",
     "tests/test_real_model.py",
+    "tests/test_toy_model.py::test_the_toy_model_learns_agreement",  # trains the toy model: last by name
     "tests/test_acquisition_workflow.py",
     "tests/test_bench.py::test_sweep_part_runs_snakemake",  # two sweeps from scratch: last by test count
     "tests/test_fetch_workflow.py",
-    "tests/test_toy_model.py::test_the_toy_model_learns_agreement",  # trains the toy model: last by name
     "tests/test_report_browser.py",
     # fast tier
     "tests/test_tokenizer_sources.py::test_rebuilt_tokenizer_equals_the_shared_one",
