@@ -207,10 +207,47 @@ def mirror_for_tests(environ: Mapping[str, str]) -> DataMirror | None:
 SHARED_FIXTURES = frozenset({"shared_dir", "tokenizer_path", "tokenizer_or", "wordpiece_path"})
 
 
+#: the tests that take longest, longest first, as node-id prefixes (a file names all its tests): they run
+#: first, so that pytest-xdist's workers end together instead of one of them running a long test (the fast
+#: tier) or file (the end-to-end tier, --dist loadfile) alone at the end. Measured with --durations on 2
+#: cores (docs/testing.md, "CI"); every other test keeps its place. No test depends on the order.
+RUN_FIRST = (
+    # end-to-end tier: files, by their wall time on one worker (pytest -m e2e --dist loadfile --durations=40,
+    # 2026-11-29, measured under load: about 1,200 s, 850, 750, 700, 465, 430, 90; the others under 50 s
+    # each; in pytest-xdist's order the toy model's test ran last, alone, for 747 s of the tier's 2,649)
+    "tests/test_workflow.py",
+    "tests/test_real_model.py",
+    "tests/test_toy_model.py::test_the_toy_model_learns_agreement",  # trains the toy model: last by name
+    "tests/test_acquisition_workflow.py",
+    "tests/test_bench.py::test_sweep_part_runs_snakemake",  # two sweeps from scratch: last by test count
+    "tests/test_fetch_workflow.py",
+    "tests/test_report_browser.py",
+    # fast tier
+    "tests/test_tokenizer_sources.py::test_rebuilt_tokenizer_equals_the_shared_one",
+    "tests/test_fasttok.py::test_same_ids_and_lemmas_as_transformers",
+    "tests/test_callback.py::test_callback_logs_writes_and_equals_evaluate",
+    "tests/test_figures.py::test_plot_commands_write_csv_and_images",
+    "tests/test_model_run.py::test_run_model_equals_the_single_branch_commands",
+    "tests/test_memory.py::test_batch_size_100000_under_an_address_space_limit",
+)
+
+
+def _run_first_rank(item: pytest.Item) -> int:
+    return next((i for i, prefix in enumerate(RUN_FIRST) if item.nodeid.startswith(prefix)), len(RUN_FIRST))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # --dist loadfile hands out the files in the order of the collection (RUN_FIRST), not sorted by
+    # their number of tests (pytest-xdist's default, which knows nothing of their time)
+    if getattr(config.option, "dist", None) == "loadfile":
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if SHARED_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.shared)
+    items.sort(key=_run_first_rank)  # stable: the others keep their order
 
 
 def pytest_report_header(config: pytest.Config) -> str:
