@@ -49,6 +49,12 @@ else
   ) > "$LOCAL_DIR/local.log" 2>&1 &
   LOCAL_PID=$!
 fi
+# a local run still going when the stage stops (a failed step) is ended: its snakemake first (which ends
+# its jobs), then its subshell
+stop_local() {
+  if [ -n "$LOCAL_PID" ]; then pkill -TERM -P "$LOCAL_PID" 2>/dev/null || true; kill -- "$LOCAL_PID" 2>/dev/null || true; fi
+}
+trap stop_local EXIT
 wait_local() {  # the local run must have ended well; its results become $LOCAL
   [ -n "$LOCAL_PID" ] || return 0
   wait "$LOCAL_PID" || { echo "slurm stage: the local run failed" >&2; tail -60 "$LOCAL_DIR/local.log" >&2; exit 1; }
@@ -61,7 +67,7 @@ wait_local() {  # the local run must have ended well; its results become $LOCAL
 bash "$HERE/install.sh"
 bash "$HERE/configure.sh"
 # the daemons stopped, and a local run still going (the stage failed) ended by its PID
-trap 'bash "$HERE/stop.sh"; if [ -n "$LOCAL_PID" ]; then kill -- "$LOCAL_PID" 2>/dev/null || true; fi' EXIT
+trap 'bash "$HERE/stop.sh"; stop_local' EXIT
 bash "$HERE/start.sh"
 
 # the shipped profile, with the CI account in place of the placeholder
