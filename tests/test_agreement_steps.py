@@ -155,10 +155,11 @@ def test_rule_all_asks_for_the_declared_outputs(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.chdir(REPO)
     plan = plan_from_files([REPO / "config" / "config.yaml", REPO / ".test" / "config" / "ci.yaml"])
     figs = plan.figures
-    assert figs.outputs()[:3] == [f"{figs.out}/fig1_top_p.csv", *figs.images("fig1_top_p")]
-    assert set(output_files(figs.rule_outputs("table3"))) <= set(figs.outputs())
-    assert plan.agreement_outputs()[:6] == output_files(plan.table2_outputs())
-    assert set(output_files(figs.rule_outputs("dvc_metrics"))) <= set(figs.dvc_view_outputs())
+    images = [f"{figs.out}/fig1_top_p.{ext}" for ext in figs.config["formats"]]
+    assert figs.outputs[:3] == [f"{figs.out}/fig1_top_p.csv", *images]
+    assert set(output_files(figs.rules.table3.output)) <= set(figs.outputs)
+    assert plan.all_outputs()[:6] == output_files(plan.rules.table2.output)
+    assert set(output_files(figs.rules.dvc_metrics.output)) <= set(figs.dvc_view_outputs)
     assert plan.multitoken_on
     per_model = plan.lexicon_modes.rules.lexicon_modes.output
     for record, step in ((plan.lexicon_modes.rules.lexicon_modes, steps.LEXICON_MODES),
@@ -168,12 +169,14 @@ def test_rule_all_asks_for_the_declared_outputs(monkeypatch: pytest.MonkeyPatch)
                          (figs.rules.figure_lemmas, steps.PLOT_LEMMAS), (figs.rules.table3, steps.TOPK_TABLE),
                          (plan.rules.templates, steps.TEMPLATES), (plan.rules.table2, steps.TABLE)):  # fmt: skip
         assert record.params["settings"] == shlex.join(step.argv(plan.config)), step.command
-    assert figs.rules.dvc_metrics.input == f"{plan.agreement_dir}/metrics.json" == plan.table2_outputs()["metrics"]
-    assert set(output_files(per_model, ["summary"], model=next(iter(plan.models)))) <= set(plan.lexicon_modes.outputs())
+    assert figs.rules.dvc_metrics.input == f"{plan.agreement_dir}/metrics.json" == plan.rules.table2.output["metrics"]
+    assert set(output_files(per_model, ["summary"], model=next(iter(plan.models)))) <= set(plan.lexicon_modes.outputs)
     blocks = _rule_blocks()
     for rule in ("figure_cutoffs", "figure_models", "figure_checkpoints", "figure_lemmas", "table3"):
         assert f"FIG.{rule}.output," in blocks[rule], rule  # its record's outputs (PLAN.figures.rules)
     for rule in ("lexicon_forms", "lexicon_common", "lexicon_modes", "lexicon_modes_table", "lexicon_modes_page"):
         assert f"LM.{rule}.output" in blocks[rule], rule  # its record's outputs (PLAN.lexicon_modes.rules)
     assert "RULE.table2.output," in blocks["table2"]
-    assert plan.rules.table2.output == plan.table2_outputs()  # its record's outputs: rule all's Table 2 files
+    assert output_files(plan.rules.table2.output) == [  # its record's outputs: rule all's Table 2 files
+        f"{plan.agreement_dir}/{name}" for name in ("table2.csv", "table2.md", "table2.tex", "table2.html")
+    ] + [f"{plan.agreement_dir}/summary_all.csv", f"{plan.agreement_dir}/metrics.json"]

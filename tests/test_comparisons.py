@@ -35,7 +35,7 @@ def test_the_paper_runs_pairs_and_audit(in_repo: None) -> None:
     assert c.pairs == [("against_first", first, m) for m in plan.table_models[1:]] and len(c.pairs) == 3
     assert c.dtype_runs == []
     out = plan.agreement_dir
-    assert c.outputs() == [
+    assert c.outputs == [
         f"{out}/comparisons.csv",
         f"{out}/first_gains.csv",
         *(f"{out}/figures/comparisons.{ext}" for ext in plan.figures.config["formats"]),
@@ -43,7 +43,7 @@ def test_the_paper_runs_pairs_and_audit(in_repo: None) -> None:
         f"{out}/precision_audit.csv",
         f"{out}/precision_audit.html",
     ]
-    assert set(c.outputs()) <= set(plan.all_outputs())
+    assert set(c.outputs) <= set(plan.all_outputs())
     argv = rule_words("comparisons", c.rules.comparisons)
     assert argv[0] == "compare" and f"--pair=against_first={first},{plan.table_models[1]}" in argv
     assert "--resamples=1000" in argv and "--seed=0" in argv and "--confidence=0.95" in argv
@@ -102,6 +102,6 @@ def test_a_pair_of_an_unknown_model_is_a_setup_error(in_repo: None, tmp_path: Pa
 def test_comparisons_off_and_one_model(in_repo: None, tmp_path: Path) -> None:
     off = _extra(tmp_path, "agreement:\n  comparisons: {enabled: false}\n  precision_audit: {enabled: false}\n")
     plan = plan_from_files([BASE, off])
-    assert plan.comparisons.pairs == [] and plan.comparisons.outputs() == []
+    assert plan.comparisons.pairs == [] and plan.comparisons.outputs == []
     one = _extra(tmp_path, "models:\n  - {name: base, id: gpt2}\n")
     assert plan_from_files([BASE, one]).comparisons.pairs == []

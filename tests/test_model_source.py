@@ -20,7 +20,7 @@ PKG = Path(verbeval.__file__).resolve().parent
 PIN = "ab" * 32
 
 #: config model entries (as :func:`verbeval.core.model_entries.model_entries` gives them, the keys that
-#: name the source) -> the source options of their rule commands (``PLAN.model.source_options``)
+#: name the source) -> the source options of their rule commands (``PLAN.model.source(name).options()``)
 ENTRIES = [
     ({"id": "bert-base-uncased", "revision": None, "gguf_file": None, "pip": None}, []),
     (

@@ -9,6 +9,7 @@ import hashlib
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -238,7 +239,9 @@ def test_the_plan_finds_a_changed_pip_model_and_the_workflow_assembles_it_again(
     cfg = _pip_config(tmp_path, folder, pin)
     monkeypatch.chdir(REPO_ROOT)
     plan = plan_from_files([REPO_ROOT / "config" / "config.yaml", cfg])
-    assert plan.model.source_options("tiny") == f"--gguf-file {GGUF} --sha256 {pin}"
+    assert plan.model_steps.rules.lemmas.params["source"](SimpleNamespace(model="tiny")) == (
+        f"--gguf-file {GGUF} --sha256 {pin}"
+    )
     assert plan.repairs.changed_pinned_files() == []
     wd = checkout_view(tmp_path / "wd")
     assert dry_run(wd, [cfg], targets=[str(folder)]).jobs == []  # assembled and intact: nothing to do
@@ -246,8 +249,8 @@ def test_the_plan_finds_a_changed_pip_model_and_the_workflow_assembles_it_again(
     CHANGES[change](folder / GGUF)
     before = (folder / GGUF).read_bytes()
     changed = plan.repairs.changed_pinned_files()
-    assert [(c.model, c.target) for c in changed] == [("tiny", str(folder))]
-    assert changed[0].message() == (
+    assert [(c.name, c.target) for c in changed] == [("tiny", str(folder))]
+    assert changed[0].message == (
         f"{folder / GGUF} has sha256 {_sha(folder / GGUF)}, pinned {pin} ({len(before)} bytes): model 'tiny' is "
         "assembled again from its verified wheels (rule pip_model) before any job loads it"
     )

@@ -220,7 +220,7 @@ def test_workflow_knows_the_quick_start_models_are_random(ci_rules: object) -> N
     expected = "quick-bert"
     for rule in ("table2", "figure_cutoffs", "figure_models", "figure_lemmas", "table3"):
         assert rules.get_rule(rule).params.random_models == expected, rule  # type: ignore[attr-defined]
-    assert rules.get_rule("infer").shellcmd == "verbeval {params.command} 2> {log:q}"  # type: ignore[attr-defined]
+    assert rules.get_rule("infer").shellcmd.startswith("verbeval run-model --model {params.model:q}")  # type: ignore[attr-defined]
     plan = rules.globals["PLAN"]  # type: ignore[attr-defined]
     for name, flag in (("quick-bert", "auto"), ("smollm2-135m", "auto")):  # auto: the model records it
         argv = plan.model_steps.argv("run-model", name)

@@ -103,18 +103,21 @@ def test_rule_all_asks_for_the_rules_own_files(monkeypatch: pytest.MonkeyPatch) 
     for m, entry in sv.models.items():
         for rule in sv.RULE_FILES:
             if rule != "simverb_join" or entry["join"]:
-                for v in sv.rule_outputs(rule).values():
+                for v in getattr(sv.rules, rule).output.values():
                     expected += [f.replace("{svmodel}", m) for f in ([v] if isinstance(v, str) else v)]
-    assert sorted(sv.outputs()) == sorted(expected) and len(set(expected)) == len(expected)
-    assert sv.outputs()[:2] == [f"{sv.res}/tiny-bert-cased/similarities.parquet", f"{sv.res}/tiny-bert-cased/verbs.csv"]
+    assert sorted(sv.outputs) == sorted(expected) and len(set(expected)) == len(expected)
+    assert sv.outputs[:2] == [f"{sv.res}/tiny-bert-cased/similarities.parquet", f"{sv.res}/tiny-bert-cased/verbs.csv"]
     assert ver.counterfactuals_on
     patterns = [
-        f for r in ver.RULE_FILES for v in ver.rule_outputs(r).values() for f in ([v] if isinstance(v, str) else v)
+        f
+        for r in ver.RULE_FILES
+        for v in getattr(ver.rules, r).output.values()
+        for f in ([v] if isinstance(v, str) else v)
     ]
     expanded = {p.replace("{vmodel}", m) for p in patterns for m in ver.models}
-    assert set(ver.outputs()) <= expanded and len(set(ver.outputs())) == len(ver.outputs())
-    assert f"{ver.res}/counterfactuals/coverage.html" in ver.outputs()
-    assert not any("ross-pavlick-2019-bert/kl_table7" in f for f in ver.outputs())  # the pseudo-model: no KL
+    assert set(ver.outputs) <= expanded and len(set(ver.outputs)) == len(ver.outputs)
+    assert f"{ver.res}/counterfactuals/coverage.html" in ver.outputs
+    assert not any("ross-pavlick-2019-bert/kl_table7" in f for f in ver.outputs)  # the pseudo-model: no KL
 
 
 def test_simverb_scores_job_takes_the_settings_as_options(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def test_acquisition_index_axis_is_a_setting(tmp_path: Path, monkeypatch: pytest
     )
     plan = plan_from_files([REPO_ROOT / "config" / "config.yaml", extra])
     assert plan.acquisition.rules.acquisition_index.params["settings"] == "--axis=words"
-    assert "--axis" not in plan.acquisition.index_args()
+    assert "--axis" not in plan.acquisition.rules.acquisition_index.params["args"]
     default = plan_from_files([REPO_ROOT / "config" / "config.yaml"]).acquisition.rules.acquisition_index
     assert default.params["settings"] == "--axis=steps"
 

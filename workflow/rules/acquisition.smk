@@ -18,7 +18,7 @@ rule train_toy:
         **ACQ.train_toy.constraints,
     params:
         **ACQ.train_toy.params,
-    threads: lambda wc: PLAN.acquisition.train_params(wc.toy)["threads"]
+    threads: lambda wc: PLAN.acquisition.toy[wc.toy]["threads"]
     conda:
         "../../envs/inference.yaml"
     log:

@@ -42,7 +42,7 @@ rule lemmas:
     output:
         **STEP.lemmas.output,
     wildcard_constraints:
-        model=alternatives(PLAN.queues.lemma_rule_models()),  # a sweep queue's revisions: their queue_N job
+        model=alternatives(PLAN.queues.lemma_rule_models),  # a sweep queue's revisions: their queue_N job
     params:
         **STEP.lemmas.params,  # version: a rerun trigger, the model's files or commit
     conda:

@@ -60,7 +60,7 @@ if _blocked:
 if workflow.is_main_process:
     _stale = PLAN.repairs.changed_pinned_files() + PLAN.repairs.stale_stores() + PLAN.repairs.unverified_raw()
     for _item in _stale:
-        print(_item.message(), file=sys.stderr)
+        print(_item.message, file=sys.stderr)
     force_rerun(workflow, [_item.target for _item in _stale])
     # SLURM (profiles/slurm): a dry run warns about the account placeholder, a run stops (onstart)
     if slurm_account_placeholder(workflow):

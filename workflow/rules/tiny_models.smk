@@ -3,23 +3,22 @@
 # folders depends on this rule's output, so the model is built before any job loads it.
 
 
+TINY = PLAN.model.rules.tiny_model  # its files, params, log and wildcard constraints, read by name
+
+
 rule tiny_model:
     input:
-        lambda wc: PLAN.model.tiny_inputs(wc.tiny),
+        TINY.input,
     output:
-        directory("{tiny}"),
+        directory(TINY.output),
     wildcard_constraints:
-        tiny=alternatives(list(PLAN.model.tiny)),
+        **TINY.constraints,
     params:
-        source=lambda wc, input: PLAN.model.tiny_source(wc.tiny, list(input)),
-        arch=lambda wc: PLAN.model.tiny[wc.tiny]["arch"],
-        seed=lambda wc: PLAN.model.tiny[wc.tiny]["seed"],
-        layers=lambda wc: PLAN.model.tiny[wc.tiny]["layers"],
-        hidden=lambda wc: PLAN.model.tiny[wc.tiny]["hidden"],
+        **TINY.params,
     conda:
         "../../envs/verbeval.yaml"
     log:
-        f"{PLAN.logs}/tiny_models/{{tiny}}.log",
+        TINY.log,
     shell:
         "verbeval tiny-model {params.source} --arch {params.arch} --seed {params.seed} --layers {params.layers} "
         "--hidden {params.hidden} --out {output:q} 2> {log:q}"

@@ -18,14 +18,14 @@ from typing import Any
 from verbeval.agreement.steps import COMPARE, FLIP_SET, PRECISION_AUDIT
 from verbeval.workflow.figures import FiguresPlan
 from verbeval.workflow.layout import Layout
-from verbeval.workflow.model_steps import AGGREGATE_FILES, ModelSteps
-from verbeval.workflow.params import RuleRecord, quoted
+from verbeval.workflow.model_steps import AGGREGATE_FILES, ModelSteps, model_settings, variant_paths
+from verbeval.workflow.params import RuleRecord, alternatives, quoted
 
 
 class ComparisonsPlan:
     """The comparisons and the precision audit, in ``<results_dir>/agreement``."""
 
-    #: each rule's named outputs (:meth:`files`)
+    #: each rule's named outputs (names of :attr:`files`)
     RULE_FILES: dict[str, tuple[str, ...]] = {
         "comparisons": ("csv", "first_gains", "figure"),
         "comparisons_page": ("page",),
@@ -35,13 +35,12 @@ class ComparisonsPlan:
 
     def __init__(self, layout: Layout, figures: FiguresPlan, model_steps: ModelSteps) -> None:
         self.layout = layout
-        self.figures = figures
         self.model_steps = model_steps
         self.config: dict[str, Any] = layout.agreement["comparisons"]
         self.audit_config: dict[str, Any] = layout.agreement["precision_audit"]
-        self.pairs: list[tuple[str, str, str]] = []
-        if self.config["enabled"]:
-            self._plan_pairs()
+        self.pairs = _pairs(layout, self.config) if self.config["enabled"] else []
+        #: the models of the pairs, in order of first appearance
+        self.models = list(dict.fromkeys(m for _, a, b in self.pairs for m in (a, b)))
         self.on = bool(self.pairs)
         self.audit_on = bool(self.audit_config["enabled"])
         #: (model, dtype) of each rerun in another dtype (agreement.precision_audit.dtypes): each model of
@@ -49,23 +48,54 @@ class ComparisonsPlan:
         self.dtype_runs: list[tuple[str, str]] = [
             (m, d) for d in self.audit_config["dtypes"] for m in layout.table_models if layout.models[m]["dtype"] != d
         ]
+        out = layout.agreement_dir
+        #: the files by name, in the order rule all asks for them; the figure one per format
+        self.files: dict[str, Any] = {
+            "csv": f"{out}/comparisons.csv",
+            "first_gains": f"{out}/first_gains.csv",
+            "figure": [f"{out}/figures/comparisons.{ext}" for ext in figures.config["formats"]],
+            "page": f"{out}/comparisons.html",
+            "audit": f"{out}/precision_audit.csv",
+            "audit_page": f"{out}/precision_audit.html",
+        }
         #: each rule's record, by rule name (``PLAN.comparisons.rules.comparisons``)
         self.rules = SimpleNamespace(**self._rules())
+        #: the files of rule all: the comparisons' when there are pairs, the audit's when it is on, the flip sets
+        shown = [*(self.RULE_FILES["comparisons"] + ("page",) if self.on else ())]
+        shown += ["audit", "audit_page"] if self.audit_on else []
+        self.outputs = [
+            f for k in shown for f in ([self.files[k]] if isinstance(self.files[k], str) else self.files[k])
+        ]
+        self.outputs += [variant_paths(layout, m, d)[k] for m, d in self.dtype_runs for k in ("flips", "comparison")]
 
     def _rules(self) -> dict[str, RuleRecord]:
-        layout, steps, f = self.layout, self.model_steps, self.files()
+        layout, steps, f = self.layout, self.model_steps, self.files
         logs, groups = f"{layout.logs}/agreement", ",".join(layout.group_ids)
         models = list(layout.models)
-        variant = steps.variant_paths("{model}", "{dtype}")
-        own = steps.paths("{model}")
+        variant = variant_paths(layout, "{model}", "{dtype}")
+        templates = f"{layout.agreement_dir}/templates.parquet"
+
+        def aggregates(names: list[str]) -> list[str]:
+            return [p for m in names for kind in ("tse", "scores", "summary") for p in steps.files(m)[kind]]
+
+        def flip_inputs(model: str, dtype: str) -> list[str]:
+            own, other = steps.files(model), variant_paths(layout, model, dtype)
+            return [*own["tse"], *own["scores"], own["manifest"], own["lemmas"], *other["tse"], *other["scores"],
+                    other["manifest"]]  # fmt: skip
+
+        # the models and dtypes of the reruns in another dtype (their rules' wildcard constraints)
+        dtypes = {
+            "model": alternatives(list(dict.fromkeys(m for m, _ in self.dtype_runs))),
+            "dtype": alternatives(list(dict.fromkeys(d for _, d in self.dtype_runs))),
+        }
         return {
             "comparisons": RuleRecord(
-                [*self._aggregates(self.models()), own["templates"]],
-                self.rule_outputs("comparisons"),
+                [*aggregates(self.models), templates],
+                {k: f[k] for k in self.RULE_FILES["comparisons"]},
                 f"{logs}/comparisons.log",
                 {
-                    "results": quoted([f"--results={m}={layout.agreement_dir}/{m}" for m in self.models()]),
-                    "templates": own["templates"],
+                    "results": quoted([f"--results={m}={layout.agreement_dir}/{m}" for m in self.models]),
+                    "templates": templates,
                     "groups": groups,
                     "pairs": quoted([f"--pair={k}={a},{b}" for k, a, b in self.pairs]),
                     "settings": shlex.join(COMPARE.argv(layout.config)),
@@ -73,8 +103,8 @@ class ComparisonsPlan:
             ),
             "comparisons_page": RuleRecord(f["csv"], f["page"], f"{logs}/comparisons_page.log"),
             "precision_audit": RuleRecord(
-                self._aggregates(models) + [steps.files(m)[k] for m in models for k in ("manifest", "lemmas")],
-                self.rule_outputs("precision_audit"),
+                aggregates(models) + [steps.files(m)[k] for m in models for k in ("manifest", "lemmas")],
+                {"audit": f["audit"]},
                 f"{logs}/precision_audit.log",
                 {
                     "named": quoted(
@@ -100,119 +130,68 @@ class ComparisonsPlan:
                 f"{logs}/{{model}}/precision_{{dtype}}_infer.log",
                 {
                     **{k: v for k, v in steps.rules.infer.params.items() if k != "version"},
-                    "model_settings": lambda wc, threads: shlex.join(steps.model_settings(wc.model, threads, wc.dtype)),
+                    "model_settings": lambda wc, threads: shlex.join(
+                        model_settings(layout, wc.model, threads, wc.dtype)
+                    ),
                     "branches": "",
                 },
+                dtypes,
             ),
             "precision_aggregate": RuleRecord(
-                {"templates": own["templates"], "manifest": variant["manifest"]},
+                {"templates": templates, "manifest": variant["manifest"]},
                 {k: variant[k] for k in AGGREGATE_FILES},
                 f"{logs}/{{model}}/precision_{{dtype}}_aggregate.log",
                 {
                     **steps.rules.aggregate.params,
-                    "out_dir": lambda wc: steps.variant_paths(wc.model, wc.dtype)["out_dir"],
+                    "out_dir": lambda wc: variant_paths(layout, wc.model, wc.dtype)["out_dir"],
                 },
+                dtypes,
             ),
             "flip_set": RuleRecord(
-                lambda wc: self._flip_inputs(wc.model, wc.dtype),
+                lambda wc: flip_inputs(wc.model, wc.dtype),
                 {"flips": variant["flips"], "comparison": variant["comparison"]},
                 f"{logs}/{{model}}/precision_{{dtype}}_flips.log",
                 {
                     "reference_results": lambda wc: f"{layout.agreement_dir}/{wc.model}",
                     "reference_shards": lambda wc: steps.files(wc.model)["manifest"],
-                    "other_results": lambda wc: steps.variant_paths(wc.model, wc.dtype)["out_dir"],
-                    "other_shards": lambda wc: steps.variant_paths(wc.model, wc.dtype)["manifest"],
+                    "other_results": lambda wc: variant_paths(layout, wc.model, wc.dtype)["out_dir"],
+                    "other_shards": lambda wc: variant_paths(layout, wc.model, wc.dtype)["manifest"],
                     "lemmas": lambda wc: steps.files(wc.model)["lemmas"],
                     "groups": groups,
                     "settings": shlex.join(FLIP_SET.argv(layout.config)),
                 },
+                dtypes,
             ),
         }
 
-    def _plan_pairs(self) -> None:
-        layout, seen = self.layout, set()
 
-        def add(kind: str, a: str, b: str) -> None:
-            if a != b and (a, b) not in seen:
-                seen.add((a, b))
-                self.pairs.append((kind, a, b))
+def _pairs(layout: Layout, config: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The pairs ``(kind, a, b)`` (see the module docstring), each model checked to be one of the run."""
+    pairs: list[tuple[str, str, str]] = []
+    seen = set()
 
-        for i, (a, b) in enumerate(self.config["pairs"]):
-            for m in (a, b):
-                if m not in layout.models:
-                    raise layout.error(
-                        ["agreement", "comparisons", "pairs", i],
-                        f"agreement.comparisons.pairs: {m!r} is not a model of the run (models: {', '.join(layout.models)})",
-                    )
-            add("configured", a, b)
-        if self.config["against_first"] and layout.table_models:
-            first = layout.table_models[0]
-            for m in layout.table_models[1:]:
-                add("against_first", first, m)
-        if self.config["consecutive_revisions"]:
-            sweeps: dict[str, list[str]] = {}
-            for m in layout.checkpoints:
-                sweeps.setdefault(str(m["checkpoint_of"]), []).append(str(m["name"]))
-            for revisions in sweeps.values():
-                for a, b in zip(revisions, revisions[1:]):
-                    add("consecutive", a, b)
+    def add(kind: str, a: str, b: str) -> None:
+        if a != b and (a, b) not in seen:
+            seen.add((a, b))
+            pairs.append((kind, a, b))
 
-    def files(self) -> dict[str, Any]:
-        """The files by name, in the order rule all asks for them; the figure one per format."""
-        out = self.layout.agreement_dir
-        formats = self.figures.config["formats"]
-        return {
-            "csv": f"{out}/comparisons.csv",
-            "first_gains": f"{out}/first_gains.csv",
-            "figure": [f"{out}/figures/comparisons.{ext}" for ext in formats],
-            "page": f"{out}/comparisons.html",
-            "audit": f"{out}/precision_audit.csv",
-            "audit_page": f"{out}/precision_audit.html",
-        }
-
-    def rule_outputs(self, rule: str) -> dict[str, Any]:
-        """The named outputs of ``rule`` (:data:`RULE_FILES`)."""
-        f = self.files()
-        return {k: f[k] for k in self.RULE_FILES[rule]}
-
-    def outputs(self) -> list[str]:
-        """The files of rule all: the comparisons' when there are pairs, the audit's when it is on."""
-        rules = [
-            *(["comparisons", "comparisons_page"] if self.on else []),
-            *(["precision_audit", "precision_audit_page"] if self.audit_on else []),
-        ]
-        found: list[str] = []
-        for r in rules:
-            for v in self.rule_outputs(r).values():
-                found += v if isinstance(v, list) else [v]
-        steps = self.model_steps
-        return found + [steps.variant_paths(m, d)[k] for m, d in self.dtype_runs for k in ("flips", "comparison")]
-
-    # ------------------------------------------------------------------ inputs and command lines
-
-    def models(self) -> list[str]:
-        """The models of the pairs, in order of first appearance."""
-        return list(dict.fromkeys(m for _, a, b in self.pairs for m in (a, b)))
-
-    def _aggregates(self, models: list[str]) -> list[str]:
-        steps = self.model_steps
-        return [p for m in models for kind in ("tse", "scores", "summary") for p in steps.files(m)[kind]]
-
-    # ------------------------------------------------------------------ reruns in another dtype
-
-    def dtype_alternatives(self) -> tuple[list[str], list[str]]:
-        """The models and dtypes of :attr:`dtype_runs` (the rules' wildcard constraints)."""
-        return list(dict.fromkeys(m for m, _ in self.dtype_runs)), list(dict.fromkeys(d for _, d in self.dtype_runs))
-
-    def _flip_inputs(self, model: str, dtype: str) -> list[str]:
-        steps = self.model_steps
-        own, other = steps.files(model), steps.variant_paths(model, dtype)
-        return [
-            *own["tse"],
-            *own["scores"],
-            own["manifest"],
-            own["lemmas"],
-            *other["tse"],
-            *other["scores"],
-            other["manifest"],
-        ]
+    for i, (a, b) in enumerate(config["pairs"]):
+        for m in (a, b):
+            if m not in layout.models:
+                raise layout.error(
+                    ["agreement", "comparisons", "pairs", i],
+                    f"agreement.comparisons.pairs: {m!r} is not a model of the run (models: {', '.join(layout.models)})",
+                )
+        add("configured", a, b)
+    if config["against_first"] and layout.table_models:
+        first = layout.table_models[0]
+        for m in layout.table_models[1:]:
+            add("against_first", first, m)
+    if config["consecutive_revisions"]:
+        sweeps: dict[str, list[str]] = {}
+        for m in layout.checkpoints:
+            sweeps.setdefault(str(m["checkpoint_of"]), []).append(str(m["name"]))
+        for revisions in sweeps.values():
+            for a, b in zip(revisions, revisions[1:]):
+                add("consecutive", a, b)
+    return pairs

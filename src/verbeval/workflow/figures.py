@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,7 +17,7 @@ from verbeval.core.model_entries import CHECKPOINT_AXES, checkpoint_axis, entry_
 from verbeval.workflow.layout import Layout
 from verbeval.workflow.model_steps import ModelSteps
 from verbeval.workflow.models import ModelsPlan
-from verbeval.workflow.params import RuleRecord, alternatives, output_files, quoted, wrapped
+from verbeval.workflow.params import RuleRecord, alternatives, output_files, quoted
 
 
 class FiguresPlan:
@@ -27,7 +26,6 @@ class FiguresPlan:
     def __init__(self, layout: Layout, model: ModelsPlan, model_steps: ModelSteps) -> None:
         self.layout = layout
         self.model = model
-        self.model_steps = model_steps
         self.out = f"{layout.agreement_dir}/figures"
         self.config: dict[str, Any] = layout.agreement["figures"]
         self.t3_groups = table3_groups(layout.group_ids, self.config["contexts"], self.config["context_groups"])
@@ -44,20 +42,64 @@ class FiguresPlan:
         self.cutoff_figures = {spec.stem: (name, spec.sides) for name, spec in CUTOFF_FIGURES.items()}
         #: each rule's record, by rule name (``PLAN.figures.rules.table3``)
         self.rules = SimpleNamespace(**self._rules())
+        rules = self.rules
+        cutoffs, lemmas = rules.figure_cutoffs.output, rules.figure_lemmas.output
+        #: the targets of rule all: the figures, Table 3, the per-lemma statistics and the checkpoint figure
+        #: (when drawn)
+        self.outputs = (
+            [f for stem in self.cutoff_figures for f in output_files(cutoffs, stem=stem)]
+            + output_files(lemmas, ["csv", "images"])
+            + output_files(rules.figure_models.output)
+            + output_files(rules.table3.output)
+            + output_files(lemmas, ["worst_csv", "worst_md", "worst_html", "metrics"])
+            + [f for m in layout.models for f in model_steps.step_files("lemma-stats", m)[1]]
+            + (output_files(rules.figure_checkpoints.output) if self.checkpoint_figure else [])
+        )
+        #: the targets of rule all of the DVC views: Table 2 as one {tse, ew, mw} file per model and group
+        #: (the DVC metrics), and each side of each cutoff figure
+        self.dvc_view_outputs = output_files(rules.dvc_metrics.output) + [
+            f
+            for stem, (_, sides) in self.cutoff_figures.items()
+            for side in sides
+            for f in output_files(rules.dvc_plot_data.output, stem=stem, side=side)
+        ]
 
     def _rules(self) -> dict[str, RuleRecord]:
+        """Each rule's record; its named outputs patterns with its wildcards (``{stem}`` of Figures 1-4,
+        ``{side}`` of their DVC views), which the rule's ``output:`` declares (wrapped in ``report(...)``
+        there) and, with the wildcards filled in, the targets of rule all (:attr:`outputs`)."""
         from verbeval.agreement.steps import PLOT_CHECKPOINTS, PLOT_CUTOFFS, PLOT_LEMMAS, TOPK_TABLE
 
-        layout, config, out = self.layout, self.layout.config, self.layout.agreement_dir
+        layout, config, out, figs = self.layout, self.layout.config, self.layout.agreement_dir, self.out
         logs = f"{layout.logs}/agreement/figures"
         summary = {"summary": f"{out}/summary_all.csv", "groups_file": layout.run_groups_file}
         random_models = {"random_models": self.model.random_models}  # named in the report captions
         models, stems = ",".join(layout.models), {"stem": alternatives(list(self.cutoff_figures))}
+
+        def images(stem: str) -> list[str]:  # the image files of a figure (the first is registered in the report)
+            return [f"{figs}/{stem}.{ext}" for ext in self.config["formats"]]
+
+        # --checkpoint SWEEP MODEL POSITION options of `verbeval plot-checkpoints` (the position on
+        # agreement.checkpoint_axis; the axis and its scale are the step's settings)
+        key = CHECKPOINT_AXES[checkpoint_axis(config)][0]
+        checkpoints = [
+            w for m in layout.checkpoints for w in ("--checkpoint", m["checkpoint_of"], m["name"], str(m[key]))
+        ]
+        # --model/--revision/--gguf-file/--lemmas/--shards/--context options of `verbeval topk-table`
+        table3 = []
+        for name, m in layout.models.items():
+            table3 += ["--model", f"{name}={m['id']}", "--lemmas", f"{name}={out}/{name}/lemmas.parquet"]
+            table3 += self.model.source(name).named_options(name)
+        table3.append("--shards")
+        table3 += [f"{name}={layout.shard_manifest(out).format(model=name)}" for name in layout.models]
+        for c in self.config["contexts"] or []:
+            table3 += ["--context", c["group"], c["left"], "*" if c["right"] is None else c["right"]]
+        cutoff_outputs = {"csv": f"{figs}/{{stem}}.csv", "images": images("{stem}")}
         return {
             # Figures 1-4 (fig1_top_p, fig2_bottom_p, fig3_prob_counted, fig4_invalid), one job each
             "figure_cutoffs": RuleRecord(
                 summary,
-                self.rule_outputs("figure_cutoffs"),
+                cutoff_outputs,
                 f"{logs}/{{stem}}.log",
                 {
                     "figure": lambda wc: self.cutoff_figures[wc.stem][0],
@@ -67,25 +109,30 @@ class FiguresPlan:
                 },
                 stems,
             ),
+            # the model comparison: one model per models[] entry (a sweep's table_revision, else its last
+            # revision), whatever agreement.table_models says
             "figure_models": RuleRecord(
                 summary,
-                self.rule_outputs("figure_models"),
+                {"csv": f"{figs}/model_comparison.csv", "images": images("model_comparison")},
                 f"{logs}/model_comparison.log",
-                {"models": ",".join(self.comparison_models()), **random_models},
+                {"models": ",".join(entry_models(list(layout.models.values()))), **random_models},
             ),
             "figure_checkpoints": RuleRecord(
                 summary,
-                self.rule_outputs("figure_checkpoints"),
+                {"csv": f"{figs}/checkpoints.csv", "images": images("checkpoints")},
                 f"{logs}/checkpoints.log",
-                {
-                    "args": self.checkpoint_args(),
-                    "settings": shlex.join(PLOT_CHECKPOINTS.argv(config)),
-                    **random_models,
-                },
+                {"args": quoted(checkpoints), "settings": shlex.join(PLOT_CHECKPOINTS.argv(config)), **random_models},
             ),
             "figure_lemmas": RuleRecord(
                 {"stats": layout.per_model(f"{out}/{{model}}/lemma_stats.csv")},
-                self.rule_outputs("figure_lemmas"),
+                {
+                    "csv": f"{figs}/lemma_accuracy.csv",
+                    "metrics": f"{figs}/lemma_metrics.json",
+                    "images": images("lemma_accuracy"),
+                    "worst_csv": f"{figs}/worst_lemmas.csv",
+                    "worst_md": f"{figs}/worst_lemmas.md",
+                    "worst_html": f"{figs}/worst_lemmas.html",
+                },
                 f"{logs}/lemma_accuracy.log",
                 {"models": models, "settings": shlex.join(PLOT_LEMMAS.argv(config)), **random_models},
             ),
@@ -94,20 +141,21 @@ class FiguresPlan:
                     "templates": f"{out}/templates.parquet",
                     "lemmas": layout.per_model(f"{out}/{{model}}/lemmas.parquet"),
                     "manifests": layout.per_model(layout.shard_manifest(out)),
-                    "tokenizers": self.table3_tokenizers(),
+                    "tokenizers": [d for m in layout.models.values() for d in self.model.dir_input(m["id"])],
                 },
-                self.rule_outputs("table3"),
+                {"csv": f"{figs}/table3_topk.csv", "md": f"{figs}/table3_topk.md", "html": f"{figs}/table3_topk.html"},
                 f"{logs}/table3_topk.log",
                 {
                     # derived from the inputs: no rerun trigger of its own
-                    "args": lambda wc, input: self.table3_args(),
+                    "args": lambda wc, input: quoted(table3),
                     "settings": shlex.join(TOPK_TABLE.argv(config)),
                     **random_models,
                 },
             ),
+            # Table 2 as one {tse, ew, mw} file per model and group (the DVC metrics)
             "dvc_metrics": RuleRecord(
                 f"{out}/metrics.json",  # rule table2's metrics
-                self.rule_outputs("dvc_metrics"),
+                {"metrics": [f"{out}/metrics/{m}/{g}.json" for m in layout.table_models for g in layout.group_ids]},
                 f"{layout.logs}/agreement/dvc_metrics.log",
                 {
                     "models": ",".join(layout.table_models),  # the models of metrics.json (agreement.table_models)
@@ -115,9 +163,10 @@ class FiguresPlan:
                     "out_dir": lambda wc, output: os.path.dirname(os.path.dirname(output[0])),  # OUT/metrics
                 },
             ),
+            # the data of one side of a cutoff figure, one CSV per group (the DVC plots)
             "dvc_plot_data": RuleRecord(
-                self.rule_outputs("figure_cutoffs")["csv"],
-                self.rule_outputs("dvc_plot_data"),
+                cutoff_outputs["csv"],
+                {"plots": layout.per_group(f"{figs}/dvc/{{stem}}/{{side}}/{{group}}.csv")},
                 f"{logs}/dvc_{{stem}}_{{side}}.log",
                 {
                     "figure": lambda wc: self.cutoff_figures[wc.stem][0],
@@ -128,105 +177,3 @@ class FiguresPlan:
                 {**stems, "side": "top|bottom"},
             ),
         }
-
-    def images(self, stem: str) -> list[str]:
-        """The image files of figure ``stem`` (the first is registered in the report)."""
-        return [f"{self.out}/{stem}.{ext}" for ext in self.config["formats"]]
-
-    def comparison_models(self) -> list[str]:
-        """The models of the model comparison figure: one per ``models[]`` entry (a sweep's
-        ``table_revision``, else its last revision), whatever ``agreement.table_models`` says."""
-        return entry_models(list(self.layout.models.values()))
-
-    def checkpoint_args(self) -> str:
-        """--checkpoint SWEEP MODEL POSITION options of `verbeval plot-checkpoints` (the position on
-        ``agreement.checkpoint_axis``; the axis and its scale are the step's settings)."""
-        axis = checkpoint_axis(self.layout.config)
-        key = CHECKPOINT_AXES[axis][0]
-        args = []
-        for m in self.layout.checkpoints:
-            args += ["--checkpoint", m["checkpoint_of"], m["name"], str(m[key])]
-        return quoted(args)
-
-    def table3_args(self) -> str:
-        """--model/--revision/--gguf-file/--lemmas/--shards/--context options of `verbeval topk-table`."""
-        layout = self.layout
-        args = []
-        for name, m in layout.models.items():
-            args += ["--model", f"{name}={m['id']}", "--lemmas", f"{name}={layout.agreement_dir}/{name}/lemmas.parquet"]
-            args += self.model.source(name).named_options(name)
-        args.append("--shards")
-        args += [f"{name}={layout.shard_manifest(layout.agreement_dir).format(model=name)}" for name in layout.models]
-        for c in self.config["contexts"] or []:
-            args += ["--context", c["group"], c["left"], "*" if c["right"] is None else c["right"]]
-        return quoted(args)
-
-    def table3_tokenizers(self) -> list[str]:
-        return [d for m in self.layout.models.values() for d in self.model.dir_input(m["id"])]
-
-    # ------------------------------------------------------------------ rule outputs
-
-    def rule_outputs(self, rule: str, **wrap: Callable[[Any], Any]) -> dict[str, Any]:
-        """The named outputs of ``rule`` (patterns with its wildcards: ``{stem}`` of Figures 1-4,
-        ``{side}`` of their DVC views), written once: the rule's ``output:`` (``wrap``: a function of an
-        output's files, per name: its ``report(...)``), and, with the wildcards filled in, the targets
-        of rule all (:meth:`outputs`, :meth:`dvc_view_outputs`)."""
-        figs, agreement_dir = self.out, self.layout.agreement_dir
-        outputs: dict[str, dict[str, Any]] = {
-            "figure_cutoffs": {"csv": f"{figs}/{{stem}}.csv", "images": self.images("{stem}")},
-            "figure_models": {"csv": f"{figs}/model_comparison.csv", "images": self.images("model_comparison")},
-            "figure_checkpoints": {"csv": f"{figs}/checkpoints.csv", "images": self.images("checkpoints")},
-            "figure_lemmas": {
-                "csv": f"{figs}/lemma_accuracy.csv",
-                "metrics": f"{figs}/lemma_metrics.json",
-                "images": self.images("lemma_accuracy"),
-                "worst_csv": f"{figs}/worst_lemmas.csv",
-                "worst_md": f"{figs}/worst_lemmas.md",
-                "worst_html": f"{figs}/worst_lemmas.html",
-            },
-            "table3": {
-                "csv": f"{figs}/table3_topk.csv",
-                "md": f"{figs}/table3_topk.md",
-                "html": f"{figs}/table3_topk.html",
-            },
-            # Table 2 as one {tse, ew, mw} file per model and group (the DVC metrics)
-            "dvc_metrics": {
-                "metrics": [
-                    f"{agreement_dir}/metrics/{m}/{g}.json"
-                    for m in self.layout.table_models
-                    for g in self.layout.group_ids
-                ]
-            },
-            # the data of one side of a cutoff figure, one CSV per group (the DVC plots)
-            "dvc_plot_data": {"plots": self.layout.per_group(f"{figs}/dvc/{{stem}}/{{side}}/{{group}}.csv")},
-        }
-        return wrapped(outputs[rule], wrap)
-
-    def outputs(self) -> list[str]:
-        """The figures, Table 3, the per-lemma statistics and the checkpoint figure (when drawn)."""
-        cutoffs, lemmas = self.rule_outputs("figure_cutoffs"), self.rule_outputs("figure_lemmas")
-        steps = self.model_steps
-        return (
-            [f for stem in self.cutoff_figures for f in output_files(cutoffs, stem=stem)]
-            + output_files(lemmas, ["csv", "images"])
-            + output_files(self.rule_outputs("figure_models"))
-            + output_files(self.rule_outputs("table3"))
-            + output_files(lemmas, ["worst_csv", "worst_md", "worst_html", "metrics"])
-            + [f for m in self.layout.models for f in steps.step_files("lemma-stats", m)[1]]
-            + (output_files(self.rule_outputs("figure_checkpoints")) if self.checkpoint_figure else [])
-        )
-
-    # ------------------------------------------------------------------ DVC views
-
-    def dvc_metrics_files(self) -> list[str]:
-        """Table 2 as one ``{tse, ew, mw}`` file per model and group (the DVC metrics)."""
-        return output_files(self.rule_outputs("dvc_metrics"))
-
-    def dvc_view_outputs(self) -> list[str]:
-        plots = self.rule_outputs("dvc_plot_data")
-        return self.dvc_metrics_files() + [
-            f
-            for stem, (_, sides) in self.cutoff_figures.items()
-            for side in sides
-            for f in output_files(plots, stem=stem, side=side)
-        ]

@@ -60,8 +60,50 @@ class Layout:
         # the mirror the fetch jobs read: data_mirror, else $VERBEVAL_DATA_MIRROR (as `verbeval fetch`
         # reads it; the fetch commands name only data_mirror), else None (download)
         self.fetch_mirror: str | None = config["data_mirror"] or os.environ.get(MIRROR_ENV) or None
-        self._plan_groups()
-        self._plan_lexicon_modes()
+        # the run's groups and sources
+        agr = self.agreement
+        self.groups = [g for g in self.all_groups if agr["groups"] is None or g["id"] in agr["groups"]]
+        if agr["groups"] is not None:
+            unknown = sorted(set(agr["groups"]) - {g["id"] for g in self.all_groups})
+            if unknown:
+                raise self.error(["agreement", "groups"], f"agreement.groups: unknown group(s) {unknown}")
+        try:
+            self.custom_groups: list[CustomGroup] = custom_groups(agr["custom_groups"], self.all_groups)
+        except VerbevalError as exc:
+            raise self.error(["agreement", "custom_groups"], str(exc)) from None
+        missing = [str(g.path) for g in self.custom_groups if not g.path.is_file()]
+        if missing:
+            raise self.error(
+                ["agreement", "custom_groups"], f"agreement.custom_groups: file(s) not found: {', '.join(missing)}"
+            )
+        # the paper's groups (from manifest sources), then the user's own (local files)
+        self.group_ids = [g["id"] for g in self.groups] + [g.id for g in self.custom_groups]
+        # the run's groups as a groups file (written by the templates rule): what the tables and figures show
+        self.run_groups_file = f"{self.agreement_dir}/groups.yaml"
+        self.template_sources = [s for g in self.groups for s in g["sources"]]
+        self.sources = list(dict.fromkeys(self.template_sources + agr["verb_lists"]))
+        for src in self.sources:
+            if src not in self.manifest:
+                raise PlanError(f"{self.config['manifest']}: no source named {src!r}")
+        self.check_mirror_has(self.sources)
+        # the lexicon modes (multi-token verbs)
+        self.multitoken: dict[str, Any] = self.agreement["multitoken"]
+        self.lexicon_modes_dir = f"{self.agreement_dir}/lexicon_modes"
+        mt_groups = self.multitoken["groups"]
+        self.multitoken_groups = self.group_ids if mt_groups is None else [g for g in self.group_ids if g in mt_groups]
+        if mt_groups is not None:
+            unknown = sorted(set(mt_groups) - set(self.group_ids))
+            if unknown:
+                raise self.error(
+                    ["agreement", "multitoken", "groups"],
+                    f"agreement.multitoken.groups: {unknown} are not among the run's groups",
+                )
+        if self.agreement["lexicon_mode"] != "single_token" and not self.multitoken["enabled"]:
+            raise self.error(
+                ["agreement", "lexicon_mode"],
+                f"agreement.lexicon_mode {self.agreement['lexicon_mode']!r} needs agreement.multitoken.enabled: true",
+            )
+        self.multitoken_on = bool(self.multitoken["enabled"] and self.multitoken_groups)
         # the shard stores' roots: the agreement's, and the lexicon modes' forms
         self.store_roots = [self.agreement_dir] + ([self.lexicon_modes_dir] if self.multitoken_on else [])
 
@@ -87,64 +129,34 @@ class Layout:
                         f"{section}.{i}.out {entry['out']}: the workflow would replace it: {problem}; {ADVICE}",
                     )
 
-    # ------------------------------------------------------------------ groups and sources
-
-    def _plan_groups(self) -> None:
-        agr = self.agreement
-        self.groups = [g for g in self.all_groups if agr["groups"] is None or g["id"] in agr["groups"]]
-        if agr["groups"] is not None:
-            unknown = sorted(set(agr["groups"]) - {g["id"] for g in self.all_groups})
-            if unknown:
-                raise self.error(["agreement", "groups"], f"agreement.groups: unknown group(s) {unknown}")
-        try:
-            self.custom_groups: list[CustomGroup] = custom_groups(agr["custom_groups"], self.all_groups)
-        except VerbevalError as exc:
-            raise self.error(["agreement", "custom_groups"], str(exc)) from None
-        missing = [str(g.path) for g in self.custom_groups if not g.path.is_file()]
-        if missing:
-            raise self.error(
-                ["agreement", "custom_groups"], f"agreement.custom_groups: file(s) not found: {', '.join(missing)}"
-            )
-        # the paper's groups (from manifest sources), then the user's own (local files)
-        self.group_ids = [g["id"] for g in self.groups] + [g.id for g in self.custom_groups]
-        # the run's groups as a groups file (written by the templates rule): what the tables and figures show
-        self.run_groups_file = f"{self.agreement_dir}/groups.yaml"
-        self.template_sources = [s for g in self.groups for s in g["sources"]]
-        self.sources = list(dict.fromkeys(self.template_sources + agr["verb_lists"]))
-        for src in self.sources:
-            if src not in self.manifest:
-                raise PlanError(f"{self.config['manifest']}: no source named {src!r}")
-        if self.fetch_mirror:
-            missing = self._mirror_missing(self.sources)
-            if missing:
-                raise self._mirror_error(f"missing {len(missing)} file(s), e.g. {missing[0]}")
+    # ------------------------------------------------------------------ sources
 
     def raw_path(self, name: str) -> str:
         """Where the fetched copy of manifest source ``name`` lives."""
         return f"{self.raw_dir}/{name}/{local_filename(self.manifest[name])}"
 
-    def _mirror_error(self, reason: str) -> PlanError:
-        mirror = self.config["data_mirror"]
-        if mirror:
-            return self.error(["data_mirror"], f"data_mirror {mirror}: {reason}")
-        return PlanError(f"{MIRROR_ENV}={self.fetch_mirror} (the data mirror of the fetch jobs): {reason}")
-
-    def _mirror_missing(self, names: Sequence[str]) -> list[str]:
-        """The mirror files of these sources that are missing, for the sources that have no raw copy
-        yet (a fetched copy is not fetched again, so the mirror need not hold it)."""
+    def check_mirror_has(self, sources: str | Sequence[str]) -> None:
+        """PlanError when the fetch jobs' mirror lacks a file of these sources (a source, or a list of them)
+        that has no raw copy yet (a fetched copy is not fetched again, so the mirror need not hold it)."""
         mirror = self.fetch_mirror
-        assert mirror is not None
-        return [
+        if not mirror:
+            return
+        names = [sources] if isinstance(sources, str) else sources
+        missing = [
             str(mirror_location(self.manifest[s], mirror))
             for s in names
             if not os.path.exists(self.raw_path(s)) and not mirror_location(self.manifest[s], mirror).exists()
         ]
-
-    def check_mirror_has(self, source: str) -> None:
-        """PlanError when the fetch jobs' mirror lacks ``source`` (with no raw copy yet)."""
-        mirror = self.fetch_mirror
-        if mirror and self._mirror_missing([source]):
-            raise self._mirror_error(f"missing {mirror_location(self.manifest[source], mirror)}")
+        if not missing:
+            return
+        reason = (
+            f"missing {missing[0]}"
+            if isinstance(sources, str)
+            else f"missing {len(missing)} file(s), e.g. {missing[0]}"
+        )
+        if self.config["data_mirror"]:
+            raise self.error(["data_mirror"], f"data_mirror {self.config['data_mirror']}: {reason}")
+        raise PlanError(f"{MIRROR_ENV}={mirror} (the data mirror of the fetch jobs): {reason}")
 
     def per_group(self, pattern: str, groups: Sequence[str] | None = None) -> list[str]:
         """``pattern`` (which may hold ``{model}``) with ``{group}`` filled in for every group."""
@@ -167,24 +179,3 @@ class Layout:
         if local and runs_on_cpu(self.config["inference"]["device"], device_map):
             return 0
         return gpus
-
-    # ------------------------------------------------------------------ lexicon modes (multi-token verbs)
-
-    def _plan_lexicon_modes(self) -> None:
-        self.multitoken: dict[str, Any] = self.agreement["multitoken"]
-        self.lexicon_modes_dir = f"{self.agreement_dir}/lexicon_modes"
-        mt_groups = self.multitoken["groups"]
-        self.multitoken_groups = self.group_ids if mt_groups is None else [g for g in self.group_ids if g in mt_groups]
-        if mt_groups is not None:
-            unknown = sorted(set(mt_groups) - set(self.group_ids))
-            if unknown:
-                raise self.error(
-                    ["agreement", "multitoken", "groups"],
-                    f"agreement.multitoken.groups: {unknown} are not among the run's groups",
-                )
-        if self.agreement["lexicon_mode"] != "single_token" and not self.multitoken["enabled"]:
-            raise self.error(
-                ["agreement", "lexicon_mode"],
-                f"agreement.lexicon_mode {self.agreement['lexicon_mode']!r} needs agreement.multitoken.enabled: true",
-            )
-        self.multitoken_on = bool(self.multitoken["enabled"] and self.multitoken_groups)

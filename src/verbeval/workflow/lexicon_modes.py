@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shlex
 from types import SimpleNamespace
-from typing import Any
 
 from verbeval.agreement.steps import LEXICON_MODES, LEXICON_MODES_TABLE
 from verbeval.workflow.layout import Layout
@@ -55,14 +54,14 @@ class LexiconModesPlan:
                 {
                     "lexicon": f"{out}/lexicon.parquet",
                     "templates": f"{out}/templates.parquet",
-                    "model": lambda wc: model.local_model(wc.model),
+                    "model": lambda wc: model.dir_input(layout.models[wc.model]["id"]),
                 },
                 self.files["lexicon_forms"],
                 f"{logs}/{{model}}/forms.log",
                 {
                     "model": lambda wc: layout.models[wc.model]["id"],
                     "version": lambda wc: model.version(wc.model),
-                    "revision": lambda wc: model.source_options(wc.model),
+                    "revision": lambda wc: shlex.join(model.source(wc.model).options()),
                 },
             ),
             lexicon_common=RuleRecord(
@@ -107,21 +106,20 @@ class LexiconModesPlan:
                 random_models,
             ),
         )
-
-    def outputs(self) -> list[str]:
-        """The lexicon-modes table, its page and common pairs, each model's scores and form shards
-        (the form shards: the model's one job, :mod:`verbeval.workflow.model_steps`)."""
-        layout = self.layout
-        if not layout.multitoken_on:
-            return []
-        table, per_model = self.files["lexicon_modes_table"], self.files["lexicon_modes"]
-        out: list[Any] = (
-            output_files(table, ["csv", "md", "tex"])
-            + output_files(self.files["lexicon_modes_page"])
-            + output_files(table, ["metrics", "coverage", "diff"])
-            + output_files(self.files["lexicon_common"])
-        )
-        out += [
-            f for m in layout.models for f in output_files(per_model, ["summary", "lemmas", "consistency"], model=m)
-        ]
-        return out + layout.per_model(layout.shard_manifest(layout.lexicon_modes_dir))
+        #: the targets of rule all: the lexicon-modes table, its page and common pairs, each model's scores
+        #: and form shards (the form shards: the model's one job, :mod:`verbeval.workflow.model_steps`)
+        self.outputs: list[str] = []
+        if layout.multitoken_on:
+            table = self.files["lexicon_modes_table"]
+            self.outputs = (
+                output_files(table, ["csv", "md", "tex"])
+                + output_files(self.files["lexicon_modes_page"])
+                + output_files(table, ["metrics", "coverage", "diff"])
+                + output_files(self.files["lexicon_common"])
+                + [
+                    f
+                    for m in layout.models
+                    for f in output_files(per_model, ["summary", "lemmas", "consistency"], model=m)
+                ]
+                + layout.per_model(layout.shard_manifest(layout.lexicon_modes_dir))
+            )

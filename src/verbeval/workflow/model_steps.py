@@ -17,11 +17,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from verbeval.agreement.steps import AGGREGATE, RUN_MODEL
+from verbeval.core.model_entries import normalise_model_path
 from verbeval.core.steps import model_argv, settings_argv
 from verbeval.simverb.steps import SCORE_SETTINGS
 from verbeval.workflow.acquisition import AcquisitionPlan
 from verbeval.workflow.layout import Layout
-from verbeval.workflow.models import ModelsPlan
+from verbeval.workflow.models import ModelsPlan, random_init_option
 from verbeval.workflow.params import RuleRecord
 from verbeval.workflow.studies import SimverbPlan
 
@@ -30,7 +31,7 @@ AGGREGATE_FILES = ("scores", "tse", "summary")
 _AGGREGATE_NAMES = {"scores": "scores.parquet", "tse": "tse.parquet", "summary": "summary.csv"}
 
 
-#: each step's inputs and outputs: names of :meth:`ModelSteps.files` (a missing one: the step does not
+#: each step's inputs and outputs: names of :func:`step_paths` (a missing one: the step does not
 #: have it for this model); ``sims`` and ``verbs`` are flagged ``update`` (run-model's stamp decides)
 STEP_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "lemmas": (("lexicon", "model_dirs"), ("lemmas",)),
@@ -44,14 +45,59 @@ STEP_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 KEPT = ("sims", "verbs")
 
-#: the per-model step of each per-model rule (its record: :attr:`ModelSteps.rules`)
+#: the per-model step of each per-model rule (its record: :attr:`ModelSteps.rules`); rule infer's record
+#: has the SimVerb branch (its inputs and its outputs ``sims`` and ``verbs``), infer_no_simverb's has not
 RULE_STEPS = {
     "lemmas": "lemmas",
     "infer": "run-model",
+    "infer_no_simverb": "run-model",
     "aggregate": "aggregate",
     "lemma_stats": "lemma-stats",
     "lemma_contexts": "lemma-contexts",
 }
+
+
+def step_paths(layout: Layout, m: str) -> dict[str, Any]:
+    """The files of model ``m``'s steps (``m`` may be ``{model}``: the rules' patterns)."""
+    out = layout.agreement_dir
+    found: dict[str, Any] = {
+        "templates": f"{out}/templates.parquet",
+        "lexicon": f"{out}/lexicon.parquet",
+        "lemmas": f"{out}/{m}/lemmas.parquet",
+        "manifest": layout.shard_manifest(out).replace("{model}", m),
+        **{kind: layout.per_group(f"{out}/{m}/{{group}}/{_AGGREGATE_NAMES[kind]}") for kind in AGGREGATE_FILES},
+        "out_dir": f"{out}/{m}",
+        "lemma_stats": f"{out}/{m}/lemma_stats.csv",
+        "lemma_contexts": f"{out}/{m}/lemma_contexts.parquet",
+    }
+    if layout.multitoken_on:
+        found["forms"] = f"{layout.lexicon_modes_dir}/{m}/forms.parquet"
+        found["forms_manifest"] = layout.shard_manifest(layout.lexicon_modes_dir).replace("{model}", m)
+    found["sims"] = f"{layout.results_dir}/simverb/{m}/similarities.parquet"
+    found["verbs"] = f"{layout.results_dir}/simverb/{m}/verbs.csv"
+    return found
+
+
+def variant_paths(layout: Layout, m: str, dtype: str) -> dict[str, Any]:
+    """The files of model ``m``'s run in another dtype (``agreement.precision_audit.dtypes``): its
+    shards, aggregates, flip set and comparison (``m``, ``dtype`` may be ``{model}``, ``{dtype}``)."""
+    d = f"{layout.agreement_dir}/{m}/precision/{dtype}"
+    return {
+        "manifest": f"{d}/shards/manifest.json",
+        "out_dir": d,
+        **{kind: layout.per_group(f"{d}/{{group}}/{_AGGREGATE_NAMES[kind]}") for kind in AGGREGATE_FILES},
+        "flips": f"{d}/flips.csv",
+        "comparison": f"{d}/comparison.csv",
+    }
+
+
+def model_settings(layout: Layout, name: str, threads: int | None = None, dtype: str | None = None) -> list[str]:
+    """run-model's options of model ``name``'s declared settings (:data:`verbeval.core.steps.MODEL_SETTINGS`,
+    from its entry); ``threads``: the job's (default ``inference.threads``), ``dtype``: another dtype's run."""
+    inf = layout.config["inference"]
+    entry = {**layout.models[name], "threads": inf["threads"] if threads is None else threads,
+             **({"dtype": dtype} if dtype else {})}  # fmt: skip
+    return model_argv(entry)
 
 
 class ModelSteps:
@@ -63,24 +109,30 @@ class ModelSteps:
         self.acquisition = acquisition
         self.simverb = simverb
         self._cache: dict[str, dict[str, Any]] = {}
+        #: ``--toy`` of `verbeval lemma-contexts` for a toy model's checkpoint (its figures say so), by model
+        self.toy_option = {
+            n: "--toy" if normalise_model_path(m["id"]) in acquisition.toy_checkpoints else ""
+            for n, m in layout.models.items()
+        }
         #: each per-model rule's record, by rule name (``STEP.aggregate``)
         self.rules = SimpleNamespace(**{rule: self._rule(rule, step) for rule, step in RULE_STEPS.items()})
 
     def _rule(self, rule: str, command: str) -> RuleRecord:
+        """Rule ``rule``'s record: the named inputs and outputs of its step (patterns with ``{model}``;
+        the model's folders a function of the job's wildcards), its params and log."""
         layout, model = self.layout, self.model
         groups = ",".join(layout.group_ids)
+        source = {  # the model's id and source options (--revision, --gguf-file, --sha256: those it has)
+            "model": lambda wc: layout.models[wc.model]["id"],
+            "source": lambda wc: shlex.join(model.source(wc.model).options()),
+        }
         version = {"version": lambda wc: model.version(wc.model)}  # a rerun trigger: the model's files or commit
         params: dict[str, dict[str, Any]] = {
-            "lemmas": {
-                "model": lambda wc: layout.models[wc.model]["id"],
-                "source": lambda wc: model.source_options(wc.model),
-                **version,
-            },
+            "lemmas": {**source, **version},
             "run-model": {
-                "model": lambda wc: layout.models[wc.model]["id"],
-                "source": lambda wc: model.source_options(wc.model),
-                "model_settings": lambda wc, threads: shlex.join(self.model_settings(wc.model, threads)),
-                "random_init": lambda wc: model.random_init_option(wc.model),
+                **source,
+                "model_settings": lambda wc, threads: shlex.join(model_settings(layout, wc.model, threads)),
+                "random_init": lambda wc: random_init_option(layout.models[wc.model]["random_init"]),
                 "groups": groups,
                 "settings": shlex.join(RUN_MODEL.argv(layout.config)),
                 "branches": lambda wc: shlex.join(self.run_model_branches(self.files(wc.model))),
@@ -93,71 +145,42 @@ class ModelSteps:
                 "out_dir": lambda wc: self.files(wc.model)["out_dir"],
             },
             "lemma-stats": {},
-            "lemma-contexts": {"toy": lambda wc: self.acquisition.toy_option(wc.model)},
+            "lemma-contexts": {"toy": lambda wc: self.toy_option[wc.model]},
         }
+        pattern = step_paths(layout, "{model}")
+        simverb = rule == "infer"  # its SimVerb branch: the data, the split files, the kept outputs
+        if simverb:
+            pattern.update(simverb_data=self.simverb.data, simverb_splits=self.simverb.split_files)
+        ins, outs = STEP_FILES[command]
+        inputs: dict[str, Any] = {}
+        for k in ins:
+            if k == "model_dirs":  # the model's folders: a function of the job's wildcards
+                inputs["model"] = lambda wc: model.dir_input(layout.models[wc.model]["id"])
+            elif k in pattern:
+                inputs[k] = pattern[k]
         return RuleRecord(
-            self.rule_inputs(command),
-            self.rule_outputs(command),
-            f"{layout.logs}/agreement/{{model}}/{rule}.log",
+            inputs,
+            {k: pattern[k] for k in outs if k in pattern and (simverb or k not in KEPT)},
+            f"{layout.logs}/agreement/{{model}}/{'infer' if command == 'run-model' else rule}.log",  # infer_no_simverb's
             params[command],
         )
 
-    def paths(self, m: str) -> dict[str, Any]:
-        """The files of model ``m``'s steps (``m`` may be ``{model}``: the rules' patterns)."""
-        layout = self.layout
-        out = layout.agreement_dir
-        found: dict[str, Any] = {
-            "templates": f"{out}/templates.parquet",
-            "lexicon": f"{out}/lexicon.parquet",
-            "lemmas": f"{out}/{m}/lemmas.parquet",
-            "manifest": layout.shard_manifest(out).replace("{model}", m),
-            **{kind: layout.per_group(f"{out}/{m}/{{group}}/{_AGGREGATE_NAMES[kind]}") for kind in AGGREGATE_FILES},
-            "out_dir": f"{out}/{m}",
-            "lemma_stats": f"{out}/{m}/lemma_stats.csv",
-            "lemma_contexts": self.acquisition.lemma_contexts(m),
-        }
-        if layout.multitoken_on:
-            found["forms"] = f"{layout.lexicon_modes_dir}/{m}/forms.parquet"
-            found["forms_manifest"] = layout.shard_manifest(layout.lexicon_modes_dir).replace("{model}", m)
-        found["sims"] = f"{self.simverb.res}/{m}/similarities.parquet"
-        found["verbs"] = f"{self.simverb.res}/{m}/verbs.csv"
-        return found
-
     def files(self, name: str) -> dict[str, Any]:
-        """Model ``name``'s files (:meth:`paths`) that its steps use: without SimVerb's for a model
+        """Model ``name``'s files (:func:`step_paths`) that its steps use: without SimVerb's for a model
         whose job has no SimVerb branch, without ``lemma_contexts`` for one no sweep analyses; with its
         model folders (``model_dirs``)."""
         if name not in self._cache:
-            f = self.paths(name)
+            f = step_paths(self.layout, name)
             if name in self.simverb.in_infer:
-                f["simverb_data"] = self.simverb.data()
-                f["simverb_splits"] = self.simverb.split_files()
+                f["simverb_data"] = self.simverb.data
+                f["simverb_splits"] = self.simverb.split_files
             else:
                 del f["sims"], f["verbs"]
             if name not in self.acquisition.models:
                 f["lemma_contexts"] = None
-            f["model_dirs"] = self.model.local_model(name)
+            f["model_dirs"] = self.model.dir_input(self.layout.models[name]["id"])
             self._cache[name] = f
         return self._cache[name]
-
-    def variant_paths(self, m: str, dtype: str) -> dict[str, Any]:
-        """The files of model ``m``'s run in another dtype (``agreement.precision_audit.dtypes``): its
-        shards, aggregates, flip set and comparison (``m``, ``dtype`` may be ``{model}``, ``{dtype}``)."""
-        d = f"{self.layout.agreement_dir}/{m}/precision/{dtype}"
-        return {
-            "manifest": f"{d}/shards/manifest.json",
-            "out_dir": d,
-            **{kind: self.layout.per_group(f"{d}/{{group}}/{_AGGREGATE_NAMES[kind]}") for kind in AGGREGATE_FILES},
-            "flips": f"{d}/flips.csv",
-            "comparison": f"{d}/comparison.csv",
-        }
-
-    def variant_files(self, name: str, dtype: str) -> dict[str, Any]:
-        """Model ``name``'s files for its run in ``dtype``: its own inputs (templates, lemmas, its
-        folders) and :meth:`variant_paths`; no forms or SimVerb branch."""
-        branches = ("forms", "forms_manifest", "sims", "verbs", "simverb_data", "simverb_splits")
-        base = {k: v for k, v in self.files(name).items() if k not in branches}
-        return {**base, **self.variant_paths(name, dtype)}
 
     def step_files(self, command: str, name: str) -> tuple[list[str], list[str]]:
         """Step ``command``'s input and output files for model ``name`` (:data:`STEP_FILES`), flat."""
@@ -173,37 +196,29 @@ class ModelSteps:
         ins, outs = STEP_FILES[command]
         return flat(ins), flat(outs)
 
-    def rule_inputs(self, command: str) -> dict[str, Any]:
-        """The named inputs of step ``command``'s own rule: patterns with ``{model}``; the model's
-        folders a function of the job's wildcards."""
-        pattern = self.paths("{model}")
-        found: dict[str, Any] = {}
-        for k in STEP_FILES[command][0]:
-            if k == "model_dirs":
-                found["model"] = lambda wc: self.model.local_model(wc.model)
-            elif k in pattern:
-                found[k] = pattern[k]
-        return found
-
-    def rule_outputs(self, command: str) -> dict[str, Any]:
-        """The named outputs of step ``command``'s own rule (patterns with ``{model}``)."""
-        pattern = self.paths("{model}")
-        return {k: pattern[k] for k in STEP_FILES[command][1] if k in pattern and k not in KEPT}
-
     # ------------------------------------------------------------------ command lines
 
     def argv(self, command: str, name: str, threads: int | None = None, dtype: str | None = None) -> list[str]:
         """The ``verbeval`` command line (without ``verbeval``) of step ``command`` for model ``name``;
         ``threads``: run-model's (default ``inference.threads``; a job gets what Snakemake gives it);
-        ``dtype``: the model's run in that dtype (run-model and aggregate: :meth:`variant_files`)."""
+        ``dtype``: the model's run in that dtype (run-model and aggregate: its own inputs and
+        :func:`variant_paths`; no forms or SimVerb branch)."""
         layout = self.layout
-        f = self.files(name) if dtype is None else self.variant_files(name, dtype)
+        f = self.files(name)
+        if dtype is not None:
+            branches = ("forms", "forms_manifest", "sims", "verbs", "simverb_data", "simverb_splits")
+            f = {**{k: v for k, v in f.items() if k not in branches}, **variant_paths(layout, name, dtype)}
         if command == "lemmas":
-            m = layout.models[name]
-            return ["lemmas", "--model", m["id"], *shlex.split(self.model.source_options(name)),
+            return ["lemmas", "--model", layout.models[name]["id"], *self.model.source(name).options(),
                     "--lexicon", f["lexicon"], "--out", f["lemmas"]]  # fmt: skip
         if command == "run-model":
-            return self._run_model(name, f, threads, dtype)
+            return ["run-model", "--model", layout.models[name]["id"], *self.model.source(name).options(),
+                    *model_settings(layout, name, threads, dtype), "--random-init",
+                    random_init_option(layout.models[name]["random_init"]), "--templates", f["templates"],
+                    "--lemmas", f["lemmas"], "--groups", ",".join(layout.group_ids), *RUN_MODEL.argv(layout.config),
+                    *self.run_model_branches(f), "--no-progress",
+                    *(["--allow-nonfinite"] if layout.config["inference"]["allow_nonfinite"] else []),
+                    "--manifest", f["manifest"]]  # fmt: skip
         if command == "aggregate":
             return ["aggregate", "--templates", f["templates"], "--groups", ",".join(layout.group_ids),
                     "--model-name", name, "--manifest", f["manifest"], *AGGREGATE.argv(layout.config),
@@ -213,25 +228,8 @@ class ModelSteps:
                     "--out", f["lemma_stats"]]  # fmt: skip
         if command == "lemma-contexts":
             return ["lemma-contexts", "--lemmas", f["lemmas"], "--shards", f["manifest"], "--model-name", name,
-                    *shlex.split(self.acquisition.toy_option(name)), "--out", f["lemma_contexts"]]  # fmt: skip
+                    *shlex.split(self.toy_option[name]), "--out", f["lemma_contexts"]]  # fmt: skip
         raise KeyError(f"no per-model step {command!r}")
-
-    def _run_model(self, name: str, f: dict[str, Any], threads: int | None, dtype: str | None = None) -> list[str]:
-        layout = self.layout
-        return ["run-model", "--model", layout.models[name]["id"], *self.model.source(name).options(),
-                *self.model_settings(name, threads, dtype), "--random-init", self.model.random_init_option(name),
-                "--templates", f["templates"], "--lemmas", f["lemmas"], "--groups", ",".join(layout.group_ids),
-                *RUN_MODEL.argv(layout.config), *self.run_model_branches(f), "--no-progress",
-                *(["--allow-nonfinite"] if layout.config["inference"]["allow_nonfinite"] else []),
-                "--manifest", f["manifest"]]  # fmt: skip
-
-    def model_settings(self, name: str, threads: int | None = None, dtype: str | None = None) -> list[str]:
-        """run-model's options of the model's declared settings (:data:`verbeval.core.steps.MODEL_SETTINGS`,
-        from its entry); ``threads``: the job's (default ``inference.threads``), ``dtype``: another dtype's run."""
-        inf = self.layout.config["inference"]
-        entry = {**self.layout.models[name], "threads": inf["threads"] if threads is None else threads,
-                 **({"dtype": dtype} if dtype else {})}  # fmt: skip
-        return model_argv(entry)
 
     def run_model_branches(self, files: Mapping[str, Any]) -> list[str]:
         """`verbeval run-model` options of the optional branches its job writes (forms, SimVerb);
@@ -263,17 +261,9 @@ class ModelSteps:
             ]
         return opts
 
-    def command(self, command: str, name: str, threads: int | None = None, dtype: str | None = None) -> str:
-        """:meth:`argv` as the rule's shell words (``verbeval {params.command} 2> {log:q}``)."""
-        return shlex.join(self.argv(command, name, threads, dtype))
-
-    def steps(self, name: str, gpu_queue: bool = False, threads: int | None = None) -> list[list[str]]:
-        """Every step of model ``name`` in a queue, in order: its lemmas (not in a GPU's queue, whose
-        models' lemmas run first in their own jobs), run-model, aggregate, lemma-stats and, for an
+    def steps(self, name: str, gpu_queue: bool = False) -> list[str]:
+        """The per-model steps of model ``name`` in a queue, in order: its lemmas (not in a GPU's queue,
+        whose models' lemmas run first in their own jobs), run-model, aggregate, lemma-stats and, for an
         analysed sweep, lemma-contexts."""
-        return [self.argv(c, name, threads) for c in self.step_names(name, gpu_queue)]
-
-    def step_names(self, name: str, gpu_queue: bool = False) -> list[str]:
-        """The commands of :meth:`steps`."""
         commands = [*([] if gpu_queue else ["lemmas"]), "run-model", "aggregate", "lemma-stats"]
         return commands + (["lemma-contexts"] if self.files(name)["lemma_contexts"] else [])

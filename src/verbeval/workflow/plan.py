@@ -25,7 +25,7 @@ plan), :mod:`verbeval.workflow.params` (params and wildcard constraints).
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -38,7 +38,7 @@ from verbeval.workflow.layout import Layout, PlanError
 from verbeval.workflow.lexicon_modes import LexiconModesPlan
 from verbeval.workflow.model_steps import ModelSteps
 from verbeval.workflow.models import ModelsPlan
-from verbeval.workflow.params import RuleRecord, Untracked, alternatives, output_files, quoted, wrapped
+from verbeval.workflow.params import RuleRecord, Untracked, alternatives, output_files, quoted
 from verbeval.workflow.queues import QueuesPlan
 from verbeval.workflow.repairs import RepairsPlan
 from verbeval.workflow.studies import SimverbPlan, VeridicalityPlan
@@ -64,7 +64,9 @@ class Plan:
         self.lexicon_modes = LexiconModesPlan(layout, self.model)  # multi-token forms, three lexicon modes
         self.comparisons = ComparisonsPlan(layout, self.figures, self.model_steps)  # paired comparisons, the audit
         self.plan_queues(local_gpu=False)
-        self.repairs = RepairsPlan(layout, self.model, self.used_sources())
+        # the manifest sources this run reads: templates, verb lists, SimVerb (with its split files), veridicality
+        sources = [self.simverb.config["source"], *self.simverb.splits.values(), self.veridicality.config["source"]]
+        self.repairs = RepairsPlan(layout, self.model, list(dict.fromkeys(self.sources + sources)))
         #: the records of the rules of fetch.smk and agreement.smk's lexicon, templates and table2, by rule name
         self.rules = SimpleNamespace(**self._rules())
 
@@ -132,7 +134,14 @@ class Plan:
                     "errata": agr["errata"],
                     "templates": f"{out}/templates.parquet",
                 },
-                self.table2_outputs(),
+                {
+                    "csv": f"{out}/table2.csv",
+                    "md": f"{out}/table2.md",
+                    "tex": f"{out}/table2.tex",
+                    "html": f"{out}/table2.html",
+                    "all_csv": f"{out}/summary_all.csv",
+                    "metrics": f"{out}/metrics.json",
+                },
                 f"{self.logs}/agreement/table2.log",
                 {
                     "models": ",".join(self.models),
@@ -172,16 +181,6 @@ class Plan:
                 ids.add(self.veridicality.real[wc["vmodel"]])
         return ids
 
-    def used_sources(self) -> list[str]:
-        """The manifest sources this run reads: templates, verb lists, SimVerb (with its split files)
-        and veridicality."""
-        return list(
-            dict.fromkeys(
-                self.sources
-                + [self.simverb.config["source"], *self.simverb.splits.values(), self.veridicality.config["source"]]
-            )
-        )
-
     def settings(self, command: str) -> str:
         """The options of declared step ``command``'s settings for this configuration, as shell words
         (:meth:`verbeval.core.steps.Step.argv`): a rule's ``params.settings``."""
@@ -189,26 +188,10 @@ class Plan:
 
         return shlex.join(declared_step(command).argv(self.config))
 
-    def table2_outputs(self, **wrap: Callable[[Any], Any]) -> dict[str, Any]:
-        """The named outputs of rule table2, written once: its ``output:`` (``wrap``: :func:`wrapped`)
-        and rule all's targets (:meth:`agreement_outputs`)."""
-        out = self.agreement_dir
-        return wrapped(
-            {
-                "csv": f"{out}/table2.csv",
-                "md": f"{out}/table2.md",
-                "tex": f"{out}/table2.tex",
-                "html": f"{out}/table2.html",
-                "all_csv": f"{out}/summary_all.csv",
-                "metrics": f"{out}/metrics.json",
-            },
-            wrap,
-        )
-
-    def agreement_outputs(self) -> list[str]:
-        """Table 2's files and every model's outputs of its agreement steps (lemmas, its shard
-        manifest, each group's scores, TSE and summary: :mod:`verbeval.workflow.model_steps`); a
-        per-group output deleted alone is regenerated."""
+    def all_outputs(self) -> list[str]:
+        """The targets of rule all: Table 2's files, every model's outputs of its agreement steps (lemmas,
+        its shard manifest, each group's scores, TSE and summary: :mod:`verbeval.workflow.model_steps`; a
+        per-group output deleted alone is regenerated), and those of every other part."""
         steps = self.model_steps
         per_model = [
             p
@@ -219,19 +202,14 @@ class Plan:
                 *steps.step_files("aggregate", m)[1],
             ]
         ]
-        return output_files(self.table2_outputs()) + per_model
-
-    # ------------------------------------------------------------------ everything
-
-    def all_outputs(self) -> list[str]:
-        """The targets of rule all."""
         return (
-            self.agreement_outputs()
-            + self.figures.outputs()
-            + self.veridicality.outputs()
-            + self.simverb.outputs()
-            + self.lexicon_modes.outputs()
-            + self.figures.dvc_view_outputs()
-            + self.acquisition.outputs()
-            + self.comparisons.outputs()
+            output_files(self.rules.table2.output)
+            + per_model
+            + self.figures.outputs
+            + self.veridicality.outputs
+            + self.simverb.outputs
+            + self.lexicon_modes.outputs
+            + self.figures.dvc_view_outputs
+            + self.acquisition.outputs
+            + self.comparisons.outputs
         )

@@ -63,7 +63,7 @@ class QueuesPlan:
         self.model_steps = model_steps
         inf = layout.config["inference"]
         self.post_workers: int = inf["post_workers"]
-        self.queues: list[Queue] = []
+        found: list[tuple[str, list[str], bool]] = []  # each queue's label, models and whether a GPU's queue
         per_job = inf["revisions_per_job"]
         if per_job > 0:
             sweeps: dict[str, list[str]] = {}
@@ -73,8 +73,7 @@ class QueuesPlan:
             for entry, names in sweeps.items():
                 parts = _chunks(names, per_job)
                 for k, part in enumerate(parts, 1):
-                    label = entry if len(parts) == 1 else f"{entry}.{k}-of-{len(parts)}"
-                    self._add(label, part, gpu_queue=False)
+                    found.append((entry if len(parts) == 1 else f"{entry}.{k}-of-{len(parts)}", part, False))
         if inf["gpu_queue"] and local_gpu:
             gpu_models = [
                 n
@@ -82,55 +81,46 @@ class QueuesPlan:
                 if m.get("checkpoint_of") is None and model.gpus(n, local=True) > 0 and m["device_map"] is None
             ]
             if len(gpu_models) > 1:
-                self._add("gpu", gpu_models, gpu_queue=True)
+                found.append(("gpu", gpu_models, True))
+        self.queues = [
+            Queue(f"{QUEUE_RULE_PREFIX}{i}", re.sub(r"[^A-Za-z0-9._-]+", "_", label), models, gpu_queue)
+            for i, (label, models, gpu_queue) in enumerate(found)
+        ]
         self.queued = {m for q in self.queues for m in q.models}
-
-    def _add(self, label: str, models: list[str], gpu_queue: bool) -> None:
-        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label)
-        self.queues.append(Queue(f"{QUEUE_RULE_PREFIX}{len(self.queues)}", safe, models, gpu_queue))
-
-    def lemma_rule_models(self) -> list[str]:
-        """The models whose lemmas rule ``lemmas`` makes: all but a sweep queue's (a GPU queue's models
-        read their lemmas, made beside each other before the queue starts)."""
+        #: the models whose lemmas rule ``lemmas`` makes: all but a sweep queue's (a GPU queue's models
+        #: read their lemmas, made beside each other before the queue starts)
         in_sweeps = {m for q in self.queues if not q.gpu_queue for m in q.models}
-        return [n for n in self.layout.models if n not in in_sweeps]
+        self.lemma_rule_models = [n for n in layout.models if n not in in_sweeps]
 
     def unqueued(self, names: list[str] | None = None) -> list[str]:
         """``names`` (default: every model) without the queued ones: the models of the per-model rules."""
         return [n for n in (self.layout.models if names is None else names) if n not in self.queued]
 
-    # ------------------------------------------------------------------ one queue's files
-
-    def _step_files(self, q: Queue) -> tuple[list[str], list[str]]:
-        """The queue's inputs (the files its steps read that no step of it writes) and outputs, from
-        each step's declared files (:data:`verbeval.workflow.model_steps.STEP_FILES`)."""
+    def record(self, q: Queue) -> RuleRecord:
+        """What rule ``q.rule`` reads by name: its inputs (the files its steps read that no step of it
+        writes, from each step's declared files: :data:`verbeval.workflow.model_steps.STEP_FILES`), its
+        outputs (``steps``; ``kept``: SimVerb's, flagged ``update`` as in rule infer, their stamp decides),
+        its log and params: ``jobs`` (``--job '...'`` of every step, in order: the command lines its
+        models' own rules run, :meth:`verbeval.workflow.model_steps.ModelSteps.argv`), ``versions`` (each
+        model's files or commit: a rerun trigger, as in the per-model rules) and ``post_workers``."""
         steps = self.model_steps
         inputs: dict[str, None] = {}
         outputs: dict[str, None] = {}  # ordered sets: a sweep's queue writes thousands of files
         for m in q.models:
-            for command in steps.step_names(m, q.gpu_queue):
+            for command in steps.steps(m, q.gpu_queue):
                 ins, outs = steps.step_files(command, m)
                 inputs.update((p, None) for p in ins if p not in outputs)
                 outputs.update((p, None) for p in outs)
-        return list(inputs), list(outputs)
-
-    def record(self, q: Queue) -> RuleRecord:
-        """What rule ``q.rule`` reads by name: its inputs (the files its steps read that no step of it
-        writes), its outputs (``steps``; ``kept``: SimVerb's, flagged ``update`` as in rule infer, their
-        stamp decides), its log and params: ``jobs`` (``--job '...'`` of every step, in order: the
-        command lines its models' own rules run, :meth:`verbeval.workflow.model_steps.ModelSteps.steps`),
-        ``versions`` (each model's files or commit: a rerun trigger, as in the per-model rules) and
-        ``post_workers``."""
-        inputs, outputs = self._step_files(q)
-        kept = [p for m in q.models for k in KEPT if (p := self.model_steps.files(m).get(k))]
-        steps = self.model_steps
+        kept = [p for m in q.models for k in KEPT if (p := steps.files(m).get(k))]
         return RuleRecord(
-            inputs,
+            list(inputs),
             {"steps": [p for p in outputs if p not in set(kept)], "kept": kept},
             f"{self.layout.logs}/queues/{q.label}.log",
             {
                 "jobs": lambda wc: " ".join(
-                    "--job " + shlex.quote(shlex.join(step)) for m in q.models for step in steps.steps(m, q.gpu_queue)
+                    "--job " + shlex.quote(shlex.join(steps.argv(c, m)))
+                    for m in q.models
+                    for c in steps.steps(m, q.gpu_queue)
                 ),
                 "versions": lambda wc: [self.model.version(m) for m in q.models],
                 "post_workers": self.post_workers,

@@ -18,63 +18,15 @@ from verbeval.workflow.models import ModelsPlan
 
 
 @dataclass(frozen=True)
-class StaleStore:
-    """A shard store whose manifest no longer describes it (found when the plan is built)."""
+class Repair:
+    """What a run must repair, found when the plan is built: the file whose job must run (``target``: a
+    model's shard manifest, a raw copy, a pip model's folder), the model or source it belongs to
+    (``name``), why, and the line that tells the user (``message``)."""
 
-    model: str
-    manifest: str
+    target: str
+    name: str
     why: str
-
-    @property
-    def target(self) -> str:
-        """The file whose job must run (its model's inference job)."""
-        return self.manifest
-
-    def message(self) -> str:
-        return (
-            f"{self.manifest}: {self.why}; the inference job of {self.model} will run again and recompute "
-            "what is missing"
-        )
-
-
-@dataclass(frozen=True)
-class UnverifiedCopy:
-    """A raw copy that matches no checksum of its (current) manifest entry."""
-
-    source: str
-    path: str
-    manifest: str
-
-    @property
-    def target(self) -> str:
-        """The file whose job must run (its fetch job)."""
-        return self.path
-
-    def message(self) -> str:
-        return (
-            f"{self.path}: matches no checksum of source {self.source!r} in {self.manifest}; its fetch job "
-            "will move it aside (renamed, never deleted) and fetch a verified copy"
-        )
-
-
-@dataclass(frozen=True)
-class ChangedModelFile:
-    """A pip model's assembled file that is not its pinned one (found when the plan is built)."""
-
-    model: str
-    folder: str
-    why: str
-
-    @property
-    def target(self) -> str:
-        """The output whose job must run (rule pip_model's folder)."""
-        return self.folder
-
-    def message(self) -> str:
-        return (
-            f"{self.why}: model {self.model!r} is assembled again from its verified wheels (rule pip_model) "
-            "before any job loads it"
-        )
+    message: str
 
 
 class RepairsPlan:
@@ -86,7 +38,7 @@ class RepairsPlan:
         self.model = model
         self.sources = sources
 
-    def changed_pinned_files(self) -> list[ChangedModelFile]:
+    def changed_pinned_files(self) -> list[Repair]:
         """The pip models whose assembled file is no longer the pinned one (a flipped byte, a
         truncation, a replacement) or is gone from its folder: rule pip_model must assemble them
         again from their verified wheels before any job loads them. Reads only (the digest comes
@@ -101,10 +53,18 @@ class RepairsPlan:
             source = ModelSource.from_entry(m)
             problem = pin_problem(Path(folder) / str(source.file), str(source.pin))
             if problem:
-                found.append(ChangedModelFile(m["name"], folder, problem))
+                found.append(
+                    Repair(
+                        folder,  # rule pip_model's output
+                        m["name"],
+                        problem,
+                        f"{problem}: model {m['name']!r} is assembled again from its verified wheels (rule "
+                        "pip_model) before any job loads it",
+                    )
+                )
         return found
 
-    def stale_stores(self) -> list[StaleStore]:
+    def stale_stores(self) -> list[Repair]:
         """The shard stores whose manifest lists a shard that is gone (or changed size): their model's
         inference job must run again; it keeps every intact shard (its journal lists them) and
         computes only the missing ones. Reads only."""
@@ -115,10 +75,18 @@ class RepairsPlan:
                 manifest = layout.shard_manifest(root).format(model=name)
                 why = incomplete_store(manifest)
                 if why:
-                    found.append(StaleStore(name, manifest, why))
+                    found.append(
+                        Repair(
+                            manifest,  # its model's inference job's output
+                            name,
+                            why,
+                            f"{manifest}: {why}; the inference job of {name} will run again and recompute what is "
+                            "missing",
+                        )
+                    )
         return found
 
-    def unverified_raw(self) -> list[UnverifiedCopy]:
+    def unverified_raw(self) -> list[Repair]:
         """The raw copies that match no checksum of their manifest entry (edited by hand, or pinned by
         an older manifest): their fetch jobs must run. Reads only (the verified-copy cache is not
         written)."""
@@ -127,5 +95,13 @@ class RepairsPlan:
         for name in self.sources:
             source, path = layout.manifest[name], layout.raw_path(name)
             if os.path.isfile(path) and not is_verified(source, path, write_cache=False):
-                found.append(UnverifiedCopy(name, path, str(layout.config["manifest"])))
+                found.append(
+                    Repair(
+                        path,  # its fetch job's output
+                        name,
+                        "matches no checksum",
+                        f"{path}: matches no checksum of source {name!r} in {layout.config['manifest']}; its fetch "
+                        "job will move it aside (renamed, never deleted) and fetch a verified copy",
+                    )
+                )
         return found
