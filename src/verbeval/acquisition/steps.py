@@ -82,7 +82,7 @@ CHECKPOINT_AXIS = Setting(
 )
 
 #: a toy model trained from scratch (its per-entry values, toy_models[].seed, steps, ...: the plan's
-#: params of its job, :meth:`verbeval.workflow.acquisition.AcquisitionPlan.train_params`)
+#: params of its job, the ``train_toy`` record of :class:`verbeval.workflow.acquisition.AcquisitionPlan`)
 TRAIN_TOY = Step(
     "train-toy",
     keys=("toy_models",),
