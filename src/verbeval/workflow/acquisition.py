@@ -15,6 +15,7 @@ twice, a family whose members are not the same model (kind, dtype, toy recipe, a
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -170,7 +171,11 @@ class AcquisitionPlan:
                 },
                 f"{logs}/acquisition.log",
                 # every setting of the step: the config is the single source of the values, each a rerun trigger
-                {"options": shlex.join(ACQUISITION.argv(layout.config)), "out_dir": self.out},
+                {
+                    "options": shlex.join(ACQUISITION.argv(layout.config)),
+                    # the folder of the tables, from the job's outputs (a hardcoded prefix fails `snakemake --lint`)
+                    "out_dir": lambda wc, output: os.path.dirname(output.tables[0]),
+                },
             ),
             # the learning curves as DVC plot data, one CSV per group, the columns each sweep's
             # --series FAMILY SEED (in config order); x_label: the x axis of the DVC plots (dvc.yaml)
@@ -182,7 +187,7 @@ class AcquisitionPlan:
                     "series": quoted([w for s in self.sweeps for w in ("--series", s.family, s.seed)]),
                     "x_label": self.x_label,
                     "groups": ",".join(layout.group_ids),
-                    "out_dir": f"{self.out}/dvc",
+                    "out_dir": lambda wc, output: os.path.dirname(output[0]),  # acquisition/dvc
                 },
             ),
         }

@@ -95,7 +95,7 @@ class ComparisonsPlan:
                 f"{logs}/comparisons.log",
                 {
                     "results": quoted([f"--results={m}={layout.agreement_dir}/{m}" for m in self.models]),
-                    "templates": templates,
+                    "templates": lambda wc, input: input[-1],  # the run's templates.parquet (its last input)
                     "groups": groups,
                     "pairs": quoted([f"--pair={k}={a},{b}" for k, a, b in self.pairs]),
                     "settings": shlex.join(COMPARE.argv(layout.config)),
