@@ -961,12 +961,16 @@ def _rule_shell(rule: str) -> str:
     raise AssertionError(f"no rule {rule}")
 
 
-def _resolved(values: Any, wc: SimpleNamespace, threads: int) -> Any:
-    """A record's inputs, outputs or params for one job: functions called, patterns filled in."""
+def _resolved(values: Any, wc: SimpleNamespace, threads: int, **files: Any) -> Any:
+    """A record's inputs, outputs or params for one job: functions called as Snakemake calls them (the
+    wildcards, then what their other parameters name: ``threads``, and ``input``/``output`` from
+    ``files``), patterns filled in."""
+    given = {"threads": threads, **files}
 
     def one(value: Any) -> Any:
         if callable(value):
-            value = value(wc, threads) if value.__code__.co_argcount == 2 else value(wc)
+            names = value.__code__.co_varnames[1 : value.__code__.co_argcount]
+            value = value(wc, *(given[n] for n in names))
         if isinstance(value, list):
             return [one(v) for v in value]
         for key, filled in vars(wc).items():
@@ -983,11 +987,12 @@ def rule_words(rule: str, record: Any, threads: int = 3, **wildcards: str) -> li
     record as Snakemake fills it in) for the job of these wildcards, without ``verbeval`` and the log."""
     wc = SimpleNamespace(**wildcards)
     log = _resolved(record.log, wc, threads)
+    input_, output = _resolved(record.input, wc, threads), _resolved(record.output, wc, threads)
     shell = _ShellFormatter().format(
         _rule_shell(rule),
-        input=_resolved(record.input, wc, threads),
-        output=_resolved(record.output, wc, threads),
-        params=_resolved(record.params, wc, threads),
+        input=input_,
+        output=output,
+        params=_resolved(record.params, wc, threads, input=input_, output=output),
         wildcards=wc,
         log=log,
     )
