@@ -28,12 +28,6 @@ from verbeval.core.session import Session
 log = logging.getLogger("verbeval")
 
 
-def _default(key: str) -> Any:
-    from verbeval.core.config import schema_default
-
-    return schema_default(key)
-
-
 @contextmanager
 def in_session(session: Session | None) -> Iterator[Session]:
     """``session`` active (:meth:`Session.active`), or a fresh session for the block, closed after it."""
@@ -92,8 +86,8 @@ class ShardRun:
     lemmas: str
     groups: tuple[str, ...]
     manifest: str
-    n_chunks: int = field(default_factory=lambda: _default(N_CHUNKS.key))
-    top_k: int = field(default_factory=lambda: _default(TOP_K.key))
+    n_chunks: int = field(default_factory=N_CHUNKS.default)
+    top_k: int = field(default_factory=TOP_K.default)
     allow_nonfinite: bool = False
     progress: bool = True
 
@@ -365,8 +359,8 @@ class FormsRun:
     forms: str
     groups: tuple[str, ...]
     manifest: str
-    n_chunks: int = field(default_factory=lambda: _default(N_CHUNKS.key))
-    batch_size: int = field(default_factory=lambda: _default(FORMS_BATCH_SIZE.key))
+    n_chunks: int = field(default_factory=N_CHUNKS.default)
+    batch_size: int = field(default_factory=FORMS_BATCH_SIZE.default)
     allow_nonfinite: bool = False
     progress: bool = True
 

@@ -55,6 +55,12 @@ class Setting:
     #: the values the option accepts (the key's ``enum`` in the schema), None: any its type takes
     choices: tuple[str, ...] | None = None
 
+    def default(self) -> Any:
+        """The schema's default of :attr:`key` (the in-process API's)."""
+        from verbeval.core.schema import schema_default
+
+        return schema_default(self.key)
+
     @property
     def dest(self) -> str:
         """The option's attribute name (``--top-cutoffs`` -> ``top_cutoffs``)."""
@@ -278,12 +284,6 @@ class ModelSetting(Setting):
     entry: str = ""  #: the key in a ``models`` entry, e.g. ``dtype``
     #: the option's value for a null entry (``auto``: the command decides); None: the option is left out
     null: str | None = None
-
-    def default(self) -> Any:
-        """The schema's default (the in-process API's)."""
-        from verbeval.core.schema import schema_default
-
-        return schema_default(self.key)
 
     def model_argv(self, value: Any) -> list[str]:
         """The option for the entry's ``value``: a bool as ``true``/``false``, a mapping as JSON, null
