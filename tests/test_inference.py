@@ -33,7 +33,7 @@ from verbeval.agreement.engine.shards import (
     lemma_set_hash,
     read_shard_meta,
 )
-from verbeval.agreement.engine.shardstore import chunk_label
+from verbeval.agreement.engine.shardstore import chunk_label, manifest_shards
 from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse
 from verbeval.agreement.scores.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, score_logits
 from verbeval.core.errors import VerbevalError
@@ -895,3 +895,55 @@ def test_infer_model_recomputes_when_the_inputs_change(masked_lm: LoadedModel, t
     shard.write_bytes(good[:100] + bytes(b ^ 0xFF for b in good[100:104]) + good[104:])
     body = infer_model(masked_lm, changed, lemmas, ["g1"], 3, manifest, batch_size=4, progress=False)
     assert body["timing"]["contexts"] == read_shard_meta(shard)["n_contexts"] and shard.read_bytes() == good
+
+
+def test_the_forward_job_scores_each_chunk_and_aggregate_gives_the_same_bytes(
+    lm: LoadedModel, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each new chunk's contexts are scored beside its shard by the forward job (at the run's cutoffs);
+    aggregate reads those, and its outputs are byte-identical to scoring the shards (the score files
+    removed, or of other cutoffs, or of another shard)."""
+    import logging
+    import shutil
+
+    from verbeval.agreement.engine.inference import infer_model
+    from verbeval.agreement.engine.shardstore import scores_path
+    from verbeval.agreement.runs import AggregateRun, aggregate
+
+    templates, lemmas = template_frame(), _lemmas(lm)
+    tpath = tmp_path / "templates.parquet"
+    templates.to_parquet(tpath)
+    manifest = tmp_path / "store" / "manifest.json"
+    top, bottom = [0.3, 0.9, 1.0], [0.5, 0.01]
+    body = infer_model(
+        lm, templates, lemmas, ["g1", "g2"], 3, manifest, batch_size=4, progress=False, score_cutoffs=(top, bottom)
+    )
+    shard_files = [tmp_path / "store" / s["path"] for s in body["shards"]]
+    assert all(scores_path(p).is_file() for p in shard_files)
+    assert scores_path(shard_files[0]) == tmp_path / "store" / "scores" / "g1" / "1-of-3.parquet"
+
+    def outputs(out: str) -> dict[str, bytes]:
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            aggregate(AggregateRun(str(tpath), ("g1", "g2"), "m", str(manifest), str(tmp_path / out), tuple(top),
+                                   tuple(bottom), resamples=50))  # fmt: skip
+        return {p.relative_to(tmp_path / out).as_posix(): p.read_bytes() for p in (tmp_path / out).rglob("*.*")}
+
+    from_job = outputs("a")
+    assert caplog.text.count("(scores from the forward job)") == 2
+    # the same cutoffs recomputed from the shards: the score files moved away
+    shutil.move(tmp_path / "store" / "scores", tmp_path / "kept-scores")
+    from_shards = outputs("b")
+    assert caplog.text.count("(scores from the shards)") == 2
+    assert sorted(from_job) == sorted(from_shards) and len(from_job) == 6
+    assert from_job == from_shards
+    # other cutoffs than the score files': scored from the shards, never from the stale files
+    shutil.move(tmp_path / "kept-scores", tmp_path / "store" / "scores")
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        aggregate(
+            AggregateRun(str(tpath), ("g1",), "m", str(manifest), str(tmp_path / "c"), (1.0,), (0.5,), resamples=50)
+        )
+    assert "(scores from the shards)" in caplog.text
+    expected = context_scores(read_shards(manifest_shards(manifest)["g1"]), [1.0], [0.5])
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "c" / "g1" / "scores.parquet"), expected)

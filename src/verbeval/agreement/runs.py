@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verbeval.agreement.steps import AGGREGATE, FORMS_BATCH_SIZE, N_CHUNKS, TOP_K
+from verbeval.agreement.steps import AGGREGATE, BOTTOM_CUTOFFS, FORMS_BATCH_SIZE, N_CHUNKS, TOP_CUTOFFS, TOP_K
 from verbeval.core.cliutil import check_outputs
 from verbeval.core.model_runs import ModelRun
 from verbeval.core.model_sources.source import ModelSource
@@ -90,6 +90,10 @@ class ShardRun:
     top_k: int = field(default_factory=TOP_K.default)
     allow_nonfinite: bool = False
     progress: bool = True
+    # the cutoffs each new chunk's contexts are scored at, beside its shard, for aggregate
+    # (verbeval.agreement.scores.chunk_scores): the aggregate step's
+    top_cutoffs: tuple[float, ...] = field(default_factory=lambda: tuple(TOP_CUTOFFS.default()))
+    bottom_cutoffs: tuple[float, ...] = field(default_factory=lambda: tuple(BOTTOM_CUTOFFS.default()))
 
 
 def load_checked_lm(
@@ -158,6 +162,7 @@ def run_shards(
             random_init=run.is_random(),
             allow_nonfinite=shards.allow_nonfinite,
             templates_key=frame_key(shards.templates),
+            score_cutoffs=(list(shards.top_cutoffs), list(shards.bottom_cutoffs)),
         )
     t = body["timing"]
     if started is not None:  # total: the whole command, model load included
@@ -272,10 +277,17 @@ class AggregateRun:
 
 
 def aggregate(run: AggregateRun, session: Session | None = None) -> None:
-    """Per group of ``run``: scores.parquet, tse.parquet and summary.csv under ``out_dir``/<group>."""
+    """Per group of ``run``: scores.parquet, tse.parquet and summary.csv under ``out_dir``/<group>.
+
+    The per-context scores come from the score files the forward job wrote beside the shards
+    (:mod:`verbeval.agreement.scores.chunk_scores`) when they are those of the manifest's shards at
+    the run's cutoffs, else from the shards' form statistics; the bootstrap's counts of every group
+    are drawn on threads meanwhile (:mod:`verbeval.core.count_draws`)."""
+    import numpy as np
     import pandas as pd
 
-    from verbeval.agreement.engine.shardstore import manifest_random_init
+    from verbeval.agreement.engine.shards import read_shard_meta
+    from verbeval.agreement.engine.shardstore import listed_shards, manifest_random_init
     from verbeval.agreement.scores.aggregate import (
         context_scores,
         quarantine_bad_shard,
@@ -283,6 +295,8 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
         row_tse,
         summarise,
     )
+    from verbeval.agreement.scores.chunk_scores import read_chunk_scores
+    from verbeval.core import count_draws
     from verbeval.core.errors import ShardError, VerbevalError
     from verbeval.core.io import write_csv, write_parquet
 
@@ -290,17 +304,43 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
     out = Path(run.out_dir)
     check_outputs(*[str(out / g / "summary.csv") for g in groups])
     by_group = verified_shards(run.manifest, groups, run.keep_bad_shards)
+    sha = {str(s.path): s.sha256 for s in listed_shards(run.manifest, groups)}
+    # every group's resample counts (its contexts, its rows), drawn while the scores are read
+    streams = []
+    for group in groups:
+        metas = [read_shard_meta(p) for p in by_group[group]]
+        if metas:
+            n_rows = sum(int(m.get("n_rows") or 0) for m in metas)
+            streams += [
+                (int(metas[0]["n_group_contexts"]), run.resamples, run.seed, 100),
+                (n_rows, run.resamples, run.seed, 100),
+            ]
+    count_draws.prefetch(streams)
     templates = pd.read_parquet(run.templates)
     random_init = manifest_random_init(run.manifest)
+    top, bottom = list(run.top_cutoffs), list(run.bottom_cutoffs)
     for group in groups:
+        paths = by_group[group]
+        chunks = [read_chunk_scores(p, sha.get(str(p), ""), top, bottom) for p in paths]
+        scored = all(c is not None for c in chunks)
         try:
-            shards = read_shards(by_group[group])
+            shards = read_shards(paths, forms=not scored)
         except ShardError as exc:
             raise quarantine_bad_shard(exc, run.keep_bad_shards, run.manifest) from None
         if shards.meta["group"] != group:
             raise VerbevalError(f"shards are for group {shards.meta['group']!r}, not {group!r}")
         g = templates[templates["group"] == group].reset_index(drop=True)
-        scores = context_scores(shards, list(run.top_cutoffs), list(run.bottom_cutoffs))
+        if scored:  # the chunks in context order (read_shards checked that they cover the group once)
+            order = sorted(
+                range(len(paths)), key=lambda i: int(chunks[i]["context_id"].iloc[0]) if len(chunks[i]) else -1
+            )
+            scores = pd.concat([chunks[i] for i in order], ignore_index=True)
+            if not np.array_equal(scores["context_id"].to_numpy(), shards.context_id):
+                scored = False
+        if not scored:
+            if shards.stats is None:
+                shards = read_shards(paths)
+            scores = context_scores(shards, top, bottom)
         tse = row_tse(shards, g)
         summary = summarise(
             scores, tse, model=run.model_name, group=group, resamples=run.resamples, seed=run.seed,
@@ -312,7 +352,15 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
         write_parquet(tse, out / group / "tse.parquet")
         write_csv(summary, out / group / "summary.csv", float_format="%.10g")
         head = summary[summary["metric"] == "tse"].iloc[0]
-        log.info("%s / %s: %d contexts, %d rows, TSE %.4f", run.model_name, group, len(scores), len(tse), head["value"])
+        log.info(
+            "%s / %s: %d contexts, %d rows, TSE %.4f (scores %s)",
+            run.model_name,
+            group,
+            len(scores),
+            len(tse),
+            head["value"],
+            "from the forward job" if scored else "from the shards",
+        )
 
 
 @dataclass(frozen=True)

@@ -227,7 +227,7 @@ FORMS_MANIFEST = Output(
 #: its entry in ``models`` (the plan: ``ModelSteps.model_settings``)
 RUN_MODEL = Step(
     "run-model",
-    settings=(INFERENCE_DEVICE, TOP_K, N_CHUNKS, FORMS_BATCH_SIZE),
+    settings=(INFERENCE_DEVICE, TOP_K, N_CHUNKS, FORMS_BATCH_SIZE, TOP_CUTOFFS, BOTTOM_CUTOFFS),
     keys=(
         "models",
         "inference",

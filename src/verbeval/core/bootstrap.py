@@ -26,6 +26,8 @@ from typing import Literal
 
 import numpy as np
 
+from verbeval.core import count_draws
+
 log = logging.getLogger(__name__)
 
 Draw = Literal["counts", "indices"]
@@ -44,6 +46,12 @@ def resample_blocks(n: int, resamples: int, seed: int, block: int, draw: Draw) -
     ``resampled`` its ``[len(rows), n]`` draw (see the module docstring for ``draw``)."""
     if draw not in ("counts", "indices"):
         raise ValueError(f"draw must be 'counts' or 'indices', not {draw!r}")
+    if draw == "counts" and n > 0:  # the same counts, drawn once per stream (verbeval.core.count_draws)
+        stream = count_draws.counts(n, resamples, seed, block)
+        for start in range(0, resamples, block):
+            rows = slice(start, min(start + block, resamples))
+            yield rows, stream[rows].astype(np.float64)
+        return
     rng = np.random.default_rng(seed)
     for start in range(0, resamples, block):
         b = min(block, resamples - start)

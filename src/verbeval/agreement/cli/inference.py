@@ -10,7 +10,16 @@ import logging
 from typing import Any, TypeVar
 
 from verbeval.agreement.runs import FormsRun, ShardRun, infer
-from verbeval.agreement.steps import ALLOW_NONFINITE, LEMMAS_FILE, N_CHUNKS, SHARD_MANIFEST, TEMPLATES_FILE, TOP_K
+from verbeval.agreement.steps import (
+    ALLOW_NONFINITE,
+    BOTTOM_CUTOFFS,
+    LEMMAS_FILE,
+    N_CHUNKS,
+    SHARD_MANIFEST,
+    TEMPLATES_FILE,
+    TOP_CUTOFFS,
+    TOP_K,
+)
 from verbeval.core.cliutil import Add, model_source_options, random_init_option
 from verbeval.core.model_runs import ModelRun
 from verbeval.core.model_sources.source import ModelSource
@@ -69,7 +78,9 @@ def store_run(
 
 def shard_run(a: argparse.Namespace) -> ShardRun:
     """The agreement shards' options (:func:`shard_options`) as their typed value."""
-    return store_run(ShardRun, a, a.lemmas, top_k=a.top_k)
+    return store_run(
+        ShardRun, a, a.lemmas, top_k=a.top_k, top_cutoffs=tuple(a.top_cutoffs), bottom_cutoffs=tuple(a.bottom_cutoffs)
+    )
 
 
 def model_options(s: argparse.ArgumentParser) -> None:
@@ -92,6 +103,8 @@ def shard_options(s: Any) -> None:
     LEMMAS_FILE.add_to(s)
     INFERENCE_BATCH_SIZE.add_to(s)
     TOP_K.add_to(s)
+    for cutoffs in (TOP_CUTOFFS, BOTTOM_CUTOFFS):  # each new chunk's contexts scored beside its shard
+        cutoffs.add_to(s)
     store_options(s)
 
 

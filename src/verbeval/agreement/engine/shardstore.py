@@ -54,6 +54,17 @@ def shard_relpath(group: str, chunk: int, n_chunks: int) -> str:
     return f"{group}/{chunk_label(chunk, n_chunks)}.parquet"
 
 
+#: the store's folder of per-context score files (:mod:`verbeval.agreement.scores.chunk_scores`)
+SCORES_FOLDER = "scores"
+
+
+def scores_path(shard: str | Path) -> Path:
+    """The per-context score file of the shard ``<store>/<group>/<k>-of-<n>.parquet``:
+    ``<store>/scores/<group>/<k>-of-<n>.parquet``."""
+    p = Path(shard)
+    return p.parent.parent / SCORES_FOLDER / p.parent.name / p.name
+
+
 def shard_key(fields: dict[str, Any]) -> str:
     """Digest of everything a shard's content depends on (model version, tokenizer, lemma set,
     the group's template rows, chunk range, dtype, ...)."""
@@ -171,6 +182,10 @@ class ShardStore:
         for p in self.root.glob("*/*"):
             rel = p.relative_to(self.root).as_posix()
             if p.is_file() and p.suffix == ".parquet" and rel not in keep:
+                p.unlink()
+        # the per-context scores beside shards (agreement.scores.chunk_scores) of shards no longer kept
+        for p in self.root.glob(f"{SCORES_FOLDER}/*/*.parquet"):
+            if p.is_file() and p.relative_to(self.root / SCORES_FOLDER).as_posix() not in keep:
                 p.unlink()
         body = {"manifest_version": MANIFEST_VERSION, "meta": meta, "shards": shards}
         write_json(manifest, body)

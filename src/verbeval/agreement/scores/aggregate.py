@@ -45,7 +45,7 @@ class GroupShards:
     meta: dict[str, Any]
     context_id: np.ndarray
     plural: np.ndarray
-    stats: FormStats
+    stats: FormStats | None  # None: read without the form statistics (read_shards(forms=False))
     rows: np.ndarray  # template row index of each TSE row
     row_context: np.ndarray
     tse_p: np.ndarray  # [R, 2] (singular, plural) probabilities
@@ -54,9 +54,14 @@ class GroupShards:
     n_nonfinite: int = 0  # contexts written with non-finite logits (inference.allow_nonfinite); NaN scores
 
 
-def read_shards(paths: Sequence[str | Path]) -> GroupShards:
+#: the shard columns of the contexts and TSE rows, without the per-form statistics
+LIGHT_COLUMNS = ("context_id", "plural", "rows", "tse_p_sing", "tse_p_plur")
+
+
+def read_shards(paths: Sequence[str | Path], forms: bool = True) -> GroupShards:
     """Read and validate the shards of one (model, group): consistent metadata, every chunk present
-    exactly once, row counts matching the metadata."""
+    exactly once, row counts matching the metadata. ``forms`` False: without the per-form statistics
+    and top-k columns (``stats`` None; the contexts and TSE rows only)."""
     if not paths:
         raise VerbevalError("no shards given")
     metas = [read_shard_meta(p) for p in paths]
@@ -94,7 +99,7 @@ def read_shards(paths: Sequence[str | Path]) -> GroupShards:
     }
     for i in order:
         path, m = paths[i], metas[i]
-        t = pq.read_table(path)
+        t = pq.read_table(path) if forms else pq.read_table(path, columns=list(LIGHT_COLUMNS))
         n = t.num_rows
         if n != m["n_contexts"] or n != m["context_stop"] - m["context_start"]:
             raise ShardError(path, f"{n} contexts but metadata says {m['n_contexts']} (truncated shard)")
@@ -103,12 +108,13 @@ def read_shards(paths: Sequence[str | Path]) -> GroupShards:
             raise ShardError(path, "context ids do not match the chunk range (corrupted shard)")
         parts["cid"].append(cid)
         parts["plural"].append(t["plural"].to_numpy(zero_copy_only=False))
-        parts["prob"].append(fixed_list_values(t["prob"], f, np.float32))
-        parts["above"].append(fixed_list_values(t["cum_above"], f, np.float32))
-        parts["below"].append(fixed_list_values(t["cum_below"], f, np.float32))
-        k = m["top_k"]
-        parts["tki"].append(fixed_list_values(t["topk_ids"], k, np.int32))
-        parts["tkp"].append(fixed_list_values(t["topk_probs"], k, np.float32))
+        if forms:
+            parts["prob"].append(fixed_list_values(t["prob"], f, np.float32))
+            parts["above"].append(fixed_list_values(t["cum_above"], f, np.float32))
+            parts["below"].append(fixed_list_values(t["cum_below"], f, np.float32))
+            k = m["top_k"]
+            parts["tki"].append(fixed_list_values(t["topk_ids"], k, np.int32))
+            parts["tkp"].append(fixed_list_values(t["topk_probs"], k, np.float32))
         lens = t["rows"].combine_chunks().value_lengths().to_numpy(zero_copy_only=False)
         rows = t["rows"].combine_chunks().flatten().to_numpy()
         if len(rows) != m["n_rows"]:
@@ -117,12 +123,19 @@ def read_shards(paths: Sequence[str | Path]) -> GroupShards:
         parts["rctx"].append(np.repeat(cid, lens))
         parts["ps"].append(t["tse_p_sing"].combine_chunks().flatten().to_numpy(zero_copy_only=False))
         parts["pp"].append(t["tse_p_plur"].combine_chunks().flatten().to_numpy(zero_copy_only=False))
-    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    cat = {k: np.concatenate(v) for k, v in parts.items() if v}
     n_ctx = len(cat["cid"])
     if n_ctx != ref["n_group_contexts"]:
         raise VerbevalError(f"shards hold {n_ctx} contexts, expected {ref['n_group_contexts']}")
     shape = (n_ctx, ref["n_lemmas"], 2)
-    stats = FormStats(cat["prob"].reshape(shape), cat["above"].reshape(shape), cat["below"].reshape(shape))
+    stats = (
+        FormStats(cat["prob"].reshape(shape), cat["above"].reshape(shape), cat["below"].reshape(shape))
+        if forms
+        else None
+    )
+    if not forms:
+        cat["tki"] = np.zeros((n_ctx, 0), np.int32)
+        cat["tkp"] = np.zeros((n_ctx, 0), np.float32)
     return GroupShards(
         ref,
         cat["cid"],
@@ -169,18 +182,36 @@ def _fmt_cutoff(p: float) -> str:
 def context_scores(
     shards: GroupShards, top_cutoffs: Sequence[float], bottom_cutoffs: Sequence[float], block: int = 128
 ) -> pd.DataFrame:
-    """Per-context EW, MW and counted mass at every cutoff (wide table, one row per context).
+    """Per-context EW, MW and counted mass at every cutoff (wide table, one row per context) of a
+    group's shards (:func:`score_contexts`)."""
+    if shards.stats is None:
+        raise VerbevalError(f"group {shards.meta.get('group')!r}: read without its form statistics")
+    return score_contexts(shards.context_id, shards.plural, shards.stats, top_cutoffs, bottom_cutoffs, block)
 
-    Contexts are scored ``block`` at a time: the scoring is a few dozen passes over ``[block,
-    forms]`` arrays, and blocks whose temporaries stay in the CPU caches (128 contexts x 2,000
-    forms x 8 bytes = 2 MB) are 4-5x faster than blocks of 2,048; the result does not depend on it.
+
+def score_contexts(
+    context_id: np.ndarray,
+    plural: np.ndarray,
+    stats: FormStats,
+    top_cutoffs: Sequence[float],
+    bottom_cutoffs: Sequence[float],
+    block: int = 128,
+) -> pd.DataFrame:
+    """Per-context EW, MW and counted mass at every cutoff (wide table, one row per context) from
+    the contexts' form statistics (``[n, L, 2]``, as a shard stores them) and ``plural`` flags.
+
+    Each context's scores depend on its own row only, so a chunk scored alone gives the rows the
+    whole group gives (:mod:`verbeval.agreement.scores.chunk_scores`). Contexts are scored ``block``
+    at a time: the scoring is a few dozen passes over ``[block, forms]`` arrays, and blocks whose
+    temporaries stay in the CPU caches (128 contexts x 2,000 forms x 8 bytes = 2 MB) are 4-5x faster
+    than blocks of 2,048; the result does not depend on it.
     """
-    n = len(shards.context_id)
+    n = len(context_id)
     cols: dict[str, list[np.ndarray]] = {}
     for start in range(0, n, block):
         sl = slice(start, start + block)
-        st = FormStats(shards.stats.prob[sl], shards.stats.cum_above[sl], shards.stats.cum_below[sl])
-        top, bottom = scores_from_stats(st, shards.plural[sl], top_cutoffs, bottom_cutoffs)
+        st = FormStats(stats.prob[sl], stats.cum_above[sl], stats.cum_below[sl])
+        top, bottom = scores_from_stats(st, plural[sl], top_cutoffs, bottom_cutoffs)
         for side, res, cuts in (("top", top, top_cutoffs), ("bottom", bottom, bottom_cutoffs)):
             for metric, arr in (
                 # the headline metrics scored at every cutoff (the registry's), then the counted masses
@@ -190,13 +221,13 @@ def context_scores(
             ):
                 for j, p in enumerate(cuts):
                     cols.setdefault(f"{metric}_{side}@{_fmt_cutoff(p)}", []).append(arr[:, j])
-    out = pd.DataFrame({"context_id": shards.context_id, "plural": shards.plural})
+    out = pd.DataFrame({"context_id": context_id, "plural": plural})
     wide = pd.DataFrame({k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()})
     # contexts whose model output was not finite (kept under inference.allow_nonfinite) have no
     # score: comparisons with NaN would otherwise count as "not above" and give EW 0
-    bad = ~(
-        np.isfinite(shards.stats.prob) & np.isfinite(shards.stats.cum_above) & np.isfinite(shards.stats.cum_below)
-    ).reshape(n, -1).all(axis=1)
+    bad = ~(np.isfinite(stats.prob) & np.isfinite(stats.cum_above) & np.isfinite(stats.cum_below)).reshape(n, -1).all(
+        axis=1
+    )
     if bad.any():
         wide.loc[bad, :] = np.nan
     return pd.concat([out, wide], axis=1)
