@@ -35,6 +35,38 @@ def test_margins_in_float32_spacings_ties_and_near_ties() -> None:
     assert decision_counts(ps, pp, threshold=101)["fragile"] == 2
 
 
+@pytest.mark.parametrize("threshold", [1.0, 16.0, 1000.0])
+def test_decision_counts_equal_counting_every_margin(threshold: float) -> None:
+    """decision_counts computes margins only where the relative difference allows a fragile one; its
+    counts equal those of every pair's margin_ulps, on planted near-ties (a few float32 spacings apart),
+    ties, zeros, NaN and float64 probabilities below float32's range."""
+    rng = np.random.default_rng(7)
+    for trial in range(120):
+        n = int(rng.integers(1, 800))
+        ps = rng.random(n).astype(np.float32).astype(np.float64) ** int(rng.integers(1, 30))
+        near = rng.choice(n, int(rng.integers(0, n + 1)), replace=False)
+        pp = ps.copy()
+        steps = np.float32(2**-23) * rng.integers(-200, 200, len(near)).astype(np.float32)
+        pp[near] = ((np.float32(1) + steps).astype(np.float64) * ps[near]).astype(np.float32)
+        if trial % 5 == 0:
+            pp[rng.integers(0, n)] = np.nan
+        if trial % 7 == 0:
+            ps[rng.integers(0, n)] = 0.0
+        if trial % 13 == 0:
+            ps = rng.random(n) * 1e-300
+            pp = ps * (1 + 1e-13 * rng.integers(-50, 50, n))
+        m = margin_ulps(ps, pp)
+        valid = ~np.isnan(m)
+        ties = valid & (ps == pp)
+        expected = {
+            "n": int(valid.sum()),
+            "ties": int(ties.sum()),
+            "fragile": int((valid & ~ties & (m < threshold)).sum()),
+        }
+        assert decision_counts(ps, pp, threshold) == expected
+    assert decision_counts(np.zeros(0), np.zeros(0), threshold) == {"n": 0, "ties": 0, "fragile": 0}
+
+
 def test_tse_with_ties_counted_correct_as_lm_evaluation_harness_does() -> None:
     tse = np.array([1.0, 0.0, 0.0, np.nan])
     ps = np.array([0.6, 0.3, 0.2, np.nan])

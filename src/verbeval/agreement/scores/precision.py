@@ -16,6 +16,7 @@ A pair whose two probabilities are both 0 (underflow) is a tie.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -67,11 +68,23 @@ def decision_counts(p_sing: np.ndarray, p_plur: np.ndarray, threshold: float | N
     """``n`` decisions (pairs without NaN), ``ties`` and ``fragile`` (margin below ``threshold``
     spacings, ties left out; default ``agreement.precision_audit.fragile_ulps``) of the paired probabilities."""
     threshold = _threshold(threshold)
-    m = margin_ulps(p_sing, p_plur)
-    valid = ~np.isnan(m)
-    ties = valid & (np.asarray(p_sing, np.float64) == np.asarray(p_plur, np.float64))
-    fragile = valid & ~ties & (m < threshold)
-    return {"n": int(valid.sum()), "ties": int(ties.sum()), "fragile": int(fragile.sum())}
+    ps = np.asarray(p_sing, dtype=np.float64)
+    pp = np.asarray(p_plur, dtype=np.float64)
+    valid = ~(np.isnan(ps) | np.isnan(pp))
+    ties = valid & (ps == pp)
+    # The margin is computed only where it can be below the threshold: |ln a - ln b| >= |a - b| / max(a, b),
+    # and a spacing is at most that of the largest magnitude, so a pair whose relative difference is
+    # above twice ``threshold`` such spacings is not fragile (the same counts as margin_ulps everywhere).
+    hi = np.where(valid, np.maximum(ps, pp), 0.0)
+    lo = np.where(valid & (np.minimum(ps, pp) > 0), np.minimum(ps, pp), np.inf)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        top, bottom = (float(hi.max()), float(lo.min())) if hi.size else (0.0, np.inf)
+        # the largest |ln p| of any positive probability here: at the smallest or the largest one
+        magnitude = max(0.0, -math.log(bottom) if bottom < np.inf else 0.0, math.log(top) if top > 0 else 0.0)
+        widest = float(np.spacing(np.float32(min(magnitude, float(np.finfo(np.float32).max)))))
+        near = valid & (hi > 0) & ~ties & (np.abs(ps - pp) <= 2.0 * threshold * widest * hi)
+    fragile = int((margin_ulps(ps[near], pp[near]) < threshold).sum())
+    return {"n": int(valid.sum()), "ties": int(ties.sum()), "fragile": fragile}
 
 
 def tse_ties_correct(tse: np.ndarray, p_sing: np.ndarray, p_plur: np.ndarray) -> float:
