@@ -51,6 +51,10 @@ SHARED_ENV = "VERBEVAL_SHARED"
 #: where the data mirror is explained once
 MIRROR_DOC = "docs/data.md, 'The data mirror'"
 
+# the bootstrap's count streams stay in each test process (verbeval.core.count_draws): a test run
+# leaves nothing in the user's cache; the tests of the disk copy turn it on in a folder of their own
+os.environ["VERBEVAL_COUNT_CACHE"] = "0"
+
 
 def _shared_path(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(environ.get(SHARED_ENV, REPO_ROOT.parent / "shared"))

@@ -179,3 +179,87 @@ def test_agreement_result_compare_warns_too(caplog: pytest.LogCaptureFixture) ->
         "400 bootstrap resamples leave 5 beyond each end of the intervals corrected across 2 groups (level 97.50%, "
         "quantiles 1.25% and 98.75%): set resamples to at least 800 (10 beyond each end)"
     ]
+
+
+# --------------------------------------------------------------------------- count streams
+
+
+def _drawn_each_time(n: int, resamples: int, seed: int, block: int) -> list[np.ndarray]:
+    """The counts as the bootstrap drew them before streams were kept: numpy's multinomial, block by block."""
+    rng = np.random.default_rng(seed)
+    p = np.full(n, 1.0 / n)
+    return [
+        rng.multinomial(n, p, size=min(block, resamples - s)).astype(np.float64) for s in range(0, resamples, block)
+    ]
+
+
+@pytest.mark.parametrize(("n", "resamples", "block"), [(1, 30, 100), (2, 250, 100), (7, 10, 3), (3000, 120, 50)])
+def test_count_streams_are_the_counts_drawn_each_time(
+    n: int, resamples: int, block: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream kept in memory, on disk, or drawn on a thread gives the very counts numpy draws block by
+    block (so every interval keeps its bytes), stored one byte per count."""
+    from verbeval.core import count_draws
+    from verbeval.core.bootstrap import resample_blocks
+
+    monkeypatch.setenv("VERBEVAL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("VERBEVAL_COUNT_CACHE")
+    count_draws.forget()
+    expected = _drawn_each_time(n, resamples, 5, block)
+
+    def blocks() -> list[np.ndarray]:
+        return [b for _, b in resample_blocks(n, resamples, 5, block, "counts")]
+
+    for how in ("drawn", "memory", "disk", "thread"):
+        if how == "disk":
+            count_draws.forget()
+        if how == "thread":
+            count_draws.forget()
+            monkeypatch.setenv("VERBEVAL_COUNT_CACHE", "0")
+            count_draws.prefetch([(n, resamples, 5, block)], threads=2)
+        got = blocks()
+        assert len(got) == len(expected) and all(g.dtype == np.float64 for g in got), how
+        assert all(np.array_equal(g, e) for g, e in zip(got, expected)), how
+    assert count_draws.counts(n, resamples, 5, block).dtype == np.uint8
+    assert sorted(p.name for p in (tmp_path / "bootstrap-counts").rglob("counts-*")) == [
+        f"counts-n{n}-r{resamples}-s5-b{block}.npy",
+        f"counts-n{n}-r{resamples}-s5-b{block}.sha256",
+    ]
+
+
+def test_a_damaged_count_stream_on_disk_is_drawn_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from verbeval.core import count_draws
+
+    monkeypatch.setenv("VERBEVAL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("VERBEVAL_COUNT_CACHE")
+    count_draws.forget()
+    first = count_draws.counts(500, 40, 1, 100).copy()
+    (path,) = (tmp_path / "bootstrap-counts").rglob("*.npy")
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # one count changed: the sha256 beside it no longer matches
+    path.write_bytes(bytes(data))
+    count_draws.forget()
+    with caplog.at_level(logging.WARNING):
+        again = count_draws.counts(500, 40, 1, 100)
+    assert np.array_equal(again, first)
+    assert f"{path}: differs from its sha256; drawing its counts again" in caplog.text
+
+
+def test_count_streams_on_disk_stay_within_their_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Least recently used first out, and only the files the cache names (a user's file stays)."""
+    from verbeval.core import count_draws
+
+    monkeypatch.setenv("VERBEVAL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("VERBEVAL_COUNT_CACHE")
+    monkeypatch.setattr(count_draws, "DISK_BYTES", 45_000)  # two streams of 20 kB
+    count_draws.forget()
+    folder = count_draws._disk_path((1, 1, 0, 1)).parent
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("mine")
+    for n in (10_000, 10_001, 10_002, 10_003):
+        count_draws.counts(n, 2, 0, 100)
+    kept = sorted(p.name for p in folder.glob("*.npy"))
+    assert kept == ["counts-n10002-r2-s0-b100.npy", "counts-n10003-r2-s0-b100.npy"]
+    assert (folder / "notes.txt").read_text() == "mine"
