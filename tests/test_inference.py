@@ -909,6 +909,7 @@ def test_the_forward_job_scores_each_chunk_and_aggregate_gives_the_same_bytes(
     from verbeval.agreement.engine.inference import infer_model
     from verbeval.agreement.engine.shardstore import scores_path
     from verbeval.agreement.runs import AggregateRun, aggregate
+    from verbeval.agreement.scores.chunk_scores import ChunkScoring
 
     templates, lemmas = template_frame(), _lemmas(lm)
     tpath = tmp_path / "templates.parquet"
@@ -916,7 +917,15 @@ def test_the_forward_job_scores_each_chunk_and_aggregate_gives_the_same_bytes(
     manifest = tmp_path / "store" / "manifest.json"
     top, bottom = [0.3, 0.9, 1.0], [0.5, 0.01]
     body = infer_model(
-        lm, templates, lemmas, ["g1", "g2"], 3, manifest, batch_size=4, progress=False, score_cutoffs=(top, bottom)
+        lm,
+        templates,
+        lemmas,
+        ["g1", "g2"],
+        3,
+        manifest,
+        batch_size=4,
+        progress=False,
+        scoring=ChunkScoring(tuple(top), tuple(bottom), 16.0),
     )
     shard_files = [tmp_path / "store" / s["path"] for s in body["shards"]]
     assert all(scores_path(p).is_file() for p in shard_files)
@@ -947,3 +956,22 @@ def test_the_forward_job_scores_each_chunk_and_aggregate_gives_the_same_bytes(
     assert "(scores from the shards)" in caplog.text
     expected = context_scores(read_shards(manifest_shards(manifest)["g1"]), [1.0], [0.5])
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "c" / "g1" / "scores.parquet"), expected)
+
+    # the precision audit's EW counts, from the forward job's counts and from the shards: the same rows
+    from verbeval.agreement.engine.shardstore import listed_shards
+    from verbeval.agreement.scores.chunk_scores import read_chunk_audit
+    from verbeval.agreement.scores.precision import audit_model
+
+    row_tse = {g: pd.read_parquet(tmp_path / "a" / g / "tse.parquet") for g in ("g1", "g2")}
+    shards = {g: [str(p) for p in ps] for g, ps in manifest_shards(manifest).items()}
+    sha = {str(s.path): s.sha256 for s in listed_shards(manifest)}
+    counted = audit_model("m", row_tse, shards, len(lemmas), 16.0, shard_sha256=sha)
+    read = audit_model("m", row_tse, shards, len(lemmas), 16.0)
+    pd.testing.assert_frame_equal(counted, read)
+    assert counted.loc[counted["metric"] == "ew", "decisions"].sum() == len(lemmas) * len(
+        pd.concat([pd.read_parquet(tmp_path / "a" / g / "scores.parquet") for g in ("g1", "g2")])
+    )
+    first = shard_files[0]
+    assert read_chunk_audit(first, sha[str(first)], 16.0) is not None
+    assert read_chunk_audit(first, sha[str(first)], 8.0) is None  # another threshold: the shard is read
+    assert read_chunk_audit(first, "0" * 64, 16.0) is None  # the counts of another shard: never used

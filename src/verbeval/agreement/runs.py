@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verbeval.agreement.steps import AGGREGATE, BOTTOM_CUTOFFS, FORMS_BATCH_SIZE, N_CHUNKS, TOP_CUTOFFS, TOP_K
+from verbeval.agreement.steps import (
+    AGGREGATE,
+    BOTTOM_CUTOFFS,
+    FORMS_BATCH_SIZE,
+    FRAGILE_ULPS,
+    N_CHUNKS,
+    TOP_CUTOFFS,
+    TOP_K,
+)
 from verbeval.core.cliutil import check_outputs
 from verbeval.core.model_runs import ModelRun
 from verbeval.core.model_sources.source import ModelSource
@@ -94,6 +102,8 @@ class ShardRun:
     # (verbeval.agreement.scores.chunk_scores): the aggregate step's
     top_cutoffs: tuple[float, ...] = field(default_factory=lambda: tuple(TOP_CUTOFFS.default()))
     bottom_cutoffs: tuple[float, ...] = field(default_factory=lambda: tuple(BOTTOM_CUTOFFS.default()))
+    # and each new chunk's EW decisions counted for the precision audit at its threshold
+    fragile_ulps: float = field(default_factory=FRAGILE_ULPS.default)
 
 
 def load_checked_lm(
@@ -142,6 +152,7 @@ def run_shards(
     import pandas as pd
 
     from verbeval.agreement.engine.inference import infer_model
+    from verbeval.agreement.scores.chunk_scores import ChunkScoring
     from verbeval.core.steps import batch_size_on
     from verbeval.core.warm import frame_key
 
@@ -162,7 +173,7 @@ def run_shards(
             random_init=run.is_random(),
             allow_nonfinite=shards.allow_nonfinite,
             templates_key=frame_key(shards.templates),
-            score_cutoffs=(list(shards.top_cutoffs), list(shards.bottom_cutoffs)),
+            scoring=ChunkScoring(shards.top_cutoffs, shards.bottom_cutoffs, shards.fragile_ulps),
         )
     t = body["timing"]
     if started is not None:  # total: the whole command, model load included

@@ -193,6 +193,13 @@ LEMMAS = Step(
     outputs=(Output("--out", "output: lemmas.parquet, the eligible lemmas with their token ids"),),
 )
 
+#: the precision audit's threshold; the forward job counts each chunk's fragile decisions with it
+FRAGILE_ULPS = Setting(
+    "agreement.precision_audit.fragile_ulps",
+    "--fragile-ulps",
+    float,
+    "a decision whose margin is below this many float32 spacings at its magnitude is fragile",
+)
 #: the agreement shards' settings, taken by ``run-model`` and ``infer`` (``shard_options``)
 TOP_K = Setting("inference.top_k", "--top-k", int, "top tokens (ids and probabilities) stored per context, for Table 3")
 N_CHUNKS = Setting(
@@ -227,7 +234,7 @@ FORMS_MANIFEST = Output(
 #: its entry in ``models`` (the plan: ``ModelSteps.model_settings``)
 RUN_MODEL = Step(
     "run-model",
-    settings=(INFERENCE_DEVICE, TOP_K, N_CHUNKS, FORMS_BATCH_SIZE, TOP_CUTOFFS, BOTTOM_CUTOFFS),
+    settings=(INFERENCE_DEVICE, TOP_K, N_CHUNKS, FORMS_BATCH_SIZE, TOP_CUTOFFS, BOTTOM_CUTOFFS, FRAGILE_ULPS),
     keys=(
         "models",
         "inference",
@@ -562,14 +569,7 @@ COMPARE = Step(
 #: one model's ties and fragile decisions (rule precision_audit; :mod:`verbeval.agreement.scores.precision`)
 PRECISION_AUDIT = Step(
     "precision-audit",
-    settings=(
-        Setting(
-            "agreement.precision_audit.fragile_ulps",
-            "--fragile-ulps",
-            float,
-            "a decision whose margin is below this many float32 spacings at its magnitude is fragile",
-        ),
-    ),
+    settings=(FRAGILE_ULPS,),
     keys=("models", "agreement.groups", "agreement.custom_groups", "agreement.precision_audit"),
     rules=("precision_audit",),
     inputs=(

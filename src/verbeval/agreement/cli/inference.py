@@ -13,6 +13,7 @@ from verbeval.agreement.runs import FormsRun, ShardRun, infer
 from verbeval.agreement.steps import (
     ALLOW_NONFINITE,
     BOTTOM_CUTOFFS,
+    FRAGILE_ULPS,
     LEMMAS_FILE,
     N_CHUNKS,
     SHARD_MANIFEST,
@@ -79,7 +80,13 @@ def store_run(
 def shard_run(a: argparse.Namespace) -> ShardRun:
     """The agreement shards' options (:func:`shard_options`) as their typed value."""
     return store_run(
-        ShardRun, a, a.lemmas, top_k=a.top_k, top_cutoffs=tuple(a.top_cutoffs), bottom_cutoffs=tuple(a.bottom_cutoffs)
+        ShardRun,
+        a,
+        a.lemmas,
+        top_k=a.top_k,
+        top_cutoffs=tuple(a.top_cutoffs),
+        bottom_cutoffs=tuple(a.bottom_cutoffs),
+        fragile_ulps=a.fragile_ulps,
     )
 
 
@@ -103,8 +110,8 @@ def shard_options(s: Any) -> None:
     LEMMAS_FILE.add_to(s)
     INFERENCE_BATCH_SIZE.add_to(s)
     TOP_K.add_to(s)
-    for cutoffs in (TOP_CUTOFFS, BOTTOM_CUTOFFS):  # each new chunk's contexts scored beside its shard
-        cutoffs.add_to(s)
+    for setting in (TOP_CUTOFFS, BOTTOM_CUTOFFS, FRAGILE_ULPS):  # each new chunk scored beside its shard
+        setting.add_to(s)
     store_options(s)
 
 

@@ -18,6 +18,7 @@ log = logging.getLogger("verbeval")
 def cmd_precision_audit(a: argparse.Namespace) -> None:
     import pandas as pd
 
+    from verbeval.agreement.engine.shardstore import listed_shards
     from verbeval.agreement.report.comparisons import read_random_init
     from verbeval.agreement.scores.precision import AUDIT_COLUMNS, audit_model
     from verbeval.core.errors import InputError
@@ -44,11 +45,13 @@ def cmd_precision_audit(a: argparse.Namespace) -> None:
                 ) from None
         n_lemmas = check_lemma_set(named["shards"][m], named["lemmas"][m])
         shards = verified_shards(named["shards"][m], groups, a.keep_bad_shards)
+        sha = {str(s.path): s.sha256 for s in listed_shards(named["shards"][m], groups)}
         frames.append(
             audit_model(
-                m, row_tse, shards, n_lemmas, a.fragile_ulps, random_init=read_random_init(named["results"][m], groups)
+                m, row_tse, shards, n_lemmas, a.fragile_ulps, random_init=read_random_init(named["results"][m], groups),
+                shard_sha256=sha,
             )
-        )
+        )  # fmt: skip
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(AUDIT_COLUMNS))
     write_csv(rows, a.out, float_format="%.10g")
     log.info(

@@ -11,10 +11,10 @@ and run by :mod:`verbeval.agreement.engine.forward_pass`; the shard format is in
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -46,6 +46,9 @@ from verbeval.core.devices import DeviceMap, describe_device
 from verbeval.core.model_sources.source import ModelSource
 from verbeval.core.models import LoadedModel, ModelIdentity, adds_bos, check_token_ids, model_identity
 from verbeval.core.warm import memo
+
+if TYPE_CHECKING:
+    from verbeval.agreement.scores.chunk_scores import ChunkScoring
 
 log = logging.getLogger(__name__)
 
@@ -218,13 +221,12 @@ def compute_chunk(
     return ComputedChunk(chunk_ctx, rows, result, meta)
 
 
-def write_scored_shard(
-    path: Path, done: ComputedChunk, score_cutoffs: tuple[Sequence[float], Sequence[float]] | None
-) -> dict[str, Any]:
-    """Write the shard of a computed chunk, then (``score_cutoffs`` given) its contexts' scores beside
-    it (:func:`verbeval.agreement.scores.chunk_scores.write_chunk_scores`). Returns the shard metadata."""
+def write_scored_shard(path: Path, done: ComputedChunk, scoring: ChunkScoring | None) -> dict[str, Any]:
+    """Write the shard of a computed chunk, then (``scoring`` given) its per-context scores and audit
+    counts beside it (:func:`verbeval.agreement.scores.chunk_scores.write_chunk_scores`). Returns the
+    shard metadata."""
     meta = write_shard(path, done.contexts, done.rows, done.result, done.meta)
-    if score_cutoffs is not None:
+    if scoring is not None:
         from verbeval.agreement.scores.chunk_scores import write_chunk_scores
         from verbeval.agreement.scores.metrics import FormStats
         from verbeval.core.io import sha256_file
@@ -238,7 +240,7 @@ def write_scored_shard(
             done.contexts["context_id"].to_numpy(dtype=np.int64),
             done.contexts["plural"].to_numpy(dtype=bool),
             stats,
-            *score_cutoffs,
+            scoring,
         )
     return meta
 
@@ -331,7 +333,7 @@ def infer_model(
     random_init: bool = False,
     allow_nonfinite: bool = False,
     templates_key: Any = None,
-    score_cutoffs: tuple[Sequence[float], Sequence[float]] | None = None,
+    scoring: ChunkScoring | None = None,
 ) -> dict[str, Any]:
     """Every shard of one model, in one process, then the store's manifest.
 
@@ -345,9 +347,9 @@ def infer_model(
     (:func:`verbeval.agreement.engine.shards.check_finite`) unless ``allow_nonfinite``; the shards already
     written stay for the rerun. Each shard is written by a background thread while the next chunk
     is computed. ``templates_key`` (the content key of the templates' file, :func:`verbeval.core.warm.frame_key`)
-    lets the models of one tokenizer in this process share each group's preparation. ``score_cutoffs``
-    (top, bottom): the writer thread also scores each new chunk's contexts at these cutoffs, beside its
-    shard (:mod:`verbeval.agreement.scores.chunk_scores`), for ``aggregate``. Returns the manifest
+    lets the models of one tokenizer in this process share each group's preparation. ``scoring``: the
+    writer thread also scores each new chunk's contexts at its cutoffs and counts its EW decisions for
+    the precision audit, beside its shard (:mod:`verbeval.agreement.scores.chunk_scores`). Returns the manifest
     body, with timing figures under ``"timing"`` (not written). Without loading the model:
     :func:`manifest_if_complete`.
     """
@@ -356,7 +358,7 @@ def infer_model(
     def compute(w: GroupWork, chunk: int, n: int) -> Callable[[Any], Callable[[Path], dict[str, Any]]]:
         def run(bar: Any) -> Callable[[Path], dict[str, Any]]:
             done = compute_chunk(lm, mc, w, chunk, n, batch_size=batch_size, bar=bar, allow_nonfinite=allow_nonfinite)
-            return lambda path: write_scored_shard(path, done, score_cutoffs)
+            return lambda path: write_scored_shard(path, done, scoring)
 
         return run
 

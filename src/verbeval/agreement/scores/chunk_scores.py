@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,25 +42,54 @@ def _cutoffs(values: Sequence[float]) -> list[float]:
     return [float(x) for x in values]
 
 
+@dataclass(frozen=True)
+class ChunkScoring:
+    """What the forward job computes beside each new shard: its contexts' scores at these cutoffs (the
+    aggregate step's) and its EW decisions' counts at the precision audit's ``fragile_ulps``."""
+
+    top_cutoffs: tuple[float, ...]
+    bottom_cutoffs: tuple[float, ...]
+    fragile_ulps: float
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "top_cutoffs": _cutoffs(self.top_cutoffs),
+            "bottom_cutoffs": _cutoffs(self.bottom_cutoffs),
+            "fragile_ulps": float(self.fragile_ulps),
+        }
+
+
+def ew_decisions(plural: np.ndarray, prob: np.ndarray, threshold: float) -> dict[str, int]:
+    """The precision audit's counts of a chunk's per-lemma EW decisions at top p = 1 (``prob``
+    ``[n, L, 2]``): ``decisions``, ``ties``, ``fragile`` (:func:`verbeval.agreement.scores.precision.decision_counts`)
+    and ``right`` (the correct form strictly more probable)."""
+    from verbeval.agreement.scores.precision import decision_counts
+
+    p_sing, p_plur = prob[..., 0].astype(np.float64), prob[..., 1].astype(np.float64)
+    c = decision_counts(p_sing, p_plur, threshold)
+    right = int(np.where(np.asarray(plural, dtype=bool)[:, None], p_plur > p_sing, p_sing > p_plur).sum())
+    return {"decisions": c["n"], "ties": c["ties"], "fragile": c["fragile"], "right": right}
+
+
 def write_chunk_scores(
     shard: str | Path,
     shard_sha256: str,
     context_id: np.ndarray,
     plural: np.ndarray,
     stats: FormStats,
-    top_cutoffs: Sequence[float],
-    bottom_cutoffs: Sequence[float],
+    scoring: ChunkScoring,
 ) -> Path:
-    """Score one chunk's contexts (``stats`` as the shard stores them: float32 ``[n, L, 2]``) and write
-    them beside the shard ``shard`` (:func:`scores_path`), naming its sha256 and the cutoffs."""
+    """Score one chunk's contexts (``stats`` as the shard stores them: float32 ``[n, L, 2]``) and count
+    its EW decisions, and write both beside the shard ``shard`` (:func:`scores_path`), naming its sha256
+    and the settings."""
     from verbeval.agreement.scores.aggregate import score_contexts
 
-    frame = score_contexts(context_id, plural, stats, top_cutoffs, bottom_cutoffs)
+    frame = score_contexts(context_id, plural, stats, scoring.top_cutoffs, scoring.bottom_cutoffs)
     meta = {
         "scores_version": SCORES_VERSION,
         "shard_sha256": shard_sha256,
-        "top_cutoffs": _cutoffs(top_cutoffs),
-        "bottom_cutoffs": _cutoffs(bottom_cutoffs),
+        **scoring.meta(),
+        "audit": ew_decisions(plural, stats.prob, scoring.fragile_ulps),
     }
     table = pa.Table.from_pandas(frame, preserve_index=False)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: json.dumps(meta).encode()})
@@ -69,24 +99,41 @@ def write_chunk_scores(
     return out
 
 
+def _meta(shard: str | Path, shard_sha256: str) -> dict[str, Any] | None:
+    """The metadata of the shard's score file when it is of this shard and version, else None."""
+    try:
+        meta: dict[str, Any] = json.loads((pq.read_schema(scores_path(shard)).metadata or {})[META_KEY])
+    except (OSError, ValueError, KeyError, pa.ArrowException):
+        return None
+    if meta.get("scores_version") != SCORES_VERSION or meta.get("shard_sha256") != shard_sha256:
+        return None
+    return meta
+
+
 def read_chunk_scores(
     shard: str | Path, shard_sha256: str, top_cutoffs: Sequence[float], bottom_cutoffs: Sequence[float]
 ) -> pd.DataFrame | None:
     """The per-context scores of the shard ``shard`` (whose manifest sha256 is ``shard_sha256``) at
     these cutoffs, or None when its score file is missing, unreadable, of another shard or of other
     cutoffs (the caller then scores the shard itself)."""
-    path = scores_path(shard)
-    try:
-        table = pq.read_table(path)
-        meta: dict[str, Any] = json.loads((table.schema.metadata or {})[META_KEY])
-    except (OSError, ValueError, KeyError, pa.ArrowException):
-        return None
+    meta = _meta(shard, shard_sha256)
     if (
-        meta.get("scores_version") != SCORES_VERSION
-        or meta.get("shard_sha256") != shard_sha256
+        meta is None
         or meta.get("top_cutoffs") != _cutoffs(top_cutoffs)
         or meta.get("bottom_cutoffs") != _cutoffs(bottom_cutoffs)
     ):
-        log.debug("%s: not the scores of this shard at these cutoffs; scoring the shard", path)
+        log.debug("%s: no scores of this shard at these cutoffs; scoring the shard", scores_path(shard))
         return None
-    return table.to_pandas()
+    try:
+        return pq.read_table(scores_path(shard)).to_pandas()
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+
+
+def read_chunk_audit(shard: str | Path, shard_sha256: str, threshold: float) -> dict[str, int] | None:
+    """The EW decision counts of the shard ``shard`` (:func:`ew_decisions`) at ``threshold``, from its
+    score file, or None when there are none of this shard at this threshold (the caller reads the shard)."""
+    meta = _meta(shard, shard_sha256)
+    if meta is None or meta.get("fragile_ulps") != float(threshold) or not isinstance(meta.get("audit"), dict):
+        return None
+    return {k: int(meta["audit"][k]) for k in ("decisions", "ties", "fragile", "right")}

@@ -105,13 +105,17 @@ def audit_model(
     n_lemmas: int,
     threshold: float | None = None,
     random_init: bool = False,
+    shard_sha256: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """The audit rows (:data:`AUDIT_COLUMNS`) of one model: per group, its TSE decisions (``row_tse``:
     ``tse.parquet``'s ``tse``, ``p_sing``, ``p_plur``) and its per-lemma EW decisions at top p = 1
-    (every context and eligible lemma of the group's ``shards``, their stored probabilities)."""
+    (every context and eligible lemma of the group's ``shards``, their stored probabilities). A shard
+    whose manifest sha256 is in ``shard_sha256`` (by path) and whose forward job counted its decisions
+    at this threshold (:func:`verbeval.agreement.scores.chunk_scores.read_chunk_audit`) is not read."""
     import pyarrow.parquet as pq
 
     from verbeval.agreement.engine.shards import fixed_list_values
+    from verbeval.agreement.scores.chunk_scores import ew_decisions, read_chunk_audit
 
     threshold = _threshold(threshold)
     records = []
@@ -131,13 +135,13 @@ def audit_model(
         )
         right_n = ties_n = fragile_n = n = 0
         for path in shards.get(group, ()):
-            table = pq.read_table(path, columns=["plural", "prob"])
-            prob = fixed_list_values(table["prob"], 2 * n_lemmas, np.float32).reshape(table.num_rows, n_lemmas, 2)
-            plural = table["plural"].to_numpy(zero_copy_only=False).astype(bool)[:, None]
-            p_sing, p_plur = prob[..., 0].astype(np.float64), prob[..., 1].astype(np.float64)
-            c = decision_counts(p_sing, p_plur, threshold)
-            n, ties_n, fragile_n = n + c["n"], ties_n + c["ties"], fragile_n + c["fragile"]
-            right_n += int(np.where(plural, p_plur > p_sing, p_sing > p_plur).sum())
+            c = None if shard_sha256 is None else read_chunk_audit(path, shard_sha256.get(str(path), ""), threshold)
+            if c is None:
+                table = pq.read_table(path, columns=["plural", "prob"])
+                prob = fixed_list_values(table["prob"], 2 * n_lemmas, np.float32).reshape(table.num_rows, n_lemmas, 2)
+                c = ew_decisions(table["plural"].to_numpy(zero_copy_only=False), prob, threshold)
+            n, ties_n, fragile_n = n + c["decisions"], ties_n + c["ties"], fragile_n + c["fragile"]
+            right_n += c["right"]
         records.append(
             {
                 "group": group,
