@@ -93,6 +93,29 @@ def test_configured_pairs_sweeps_and_dtype_runs(in_repo: None, tmp_path: Path) -
     assert shlex.join(flip).startswith("flip-set --model-name=base --dtype=bfloat16 ")
 
 
+def test_tf32_flip_sets_are_planned_as_bfloat16_ones(in_repo: None, tmp_path: Path) -> None:
+    """``precision_audit.dtypes: [tf32]``: each float32 model of Table 2 run again in tf32 (run-model
+    --dtype tf32, its own store), aggregated, and its flip set against float32 (flip-set --dtype=tf32)."""
+    extra = _extra(
+        tmp_path,
+        "models:\n  - {name: base, id: gpt2}\n  - {name: t, id: gpt2-medium, dtype: tf32}\n"
+        "agreement:\n  precision_audit: {dtypes: [tf32]}\n",
+    )
+    plan = plan_from_files([BASE, extra])
+    c, steps, out = plan.comparisons, plan.model_steps, plan.agreement_dir
+    assert c.dtype_runs == [("base", "tf32")]  # t is in tf32 already
+    words = rule_words("precision_infer", c.rules.precision_infer, model="base", dtype="tf32")
+    assert words == steps.argv("run-model", "base", threads=3, dtype="tf32")
+    assert words[words.index("--dtype") + 1] == "tf32"
+    assert words[words.index("--manifest") + 1] == f"{out}/base/precision/tf32/shards/manifest.json"
+    assert steps.argv("run-model", "t")[steps.argv("run-model", "t").index("--dtype") + 1] == "tf32"
+    flip = rule_words("flip_set", c.rules.flip_set, model="base", dtype="tf32")
+    assert shlex.join(flip).startswith("flip-set --model-name=base --dtype=tf32 ")
+    assert f"--reference-shards={out}/base/shards/manifest.json" in flip
+    assert f"--other-shards={out}/base/precision/tf32/shards/manifest.json" in flip
+    assert {f"{out}/base/precision/tf32/{f}" for f in ("flips.csv", "comparison.csv")} <= set(plan.all_outputs())
+
+
 def test_a_pair_of_an_unknown_model_is_a_setup_error(in_repo: None, tmp_path: Path) -> None:
     extra = _extra(tmp_path, "agreement:\n  comparisons: {pairs: [[gpt2-xl, nope]]}\n")
     with pytest.raises(PlanError, match="agreement.comparisons.pairs: 'nope' is not a model of the run"):

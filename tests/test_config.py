@@ -195,6 +195,26 @@ def test_load_config_file_errors(tmp_path: Path) -> None:
         load_config(wrong)
 
 
+def test_dtype_tf32_is_accepted_and_any_other_name_is_the_schemas_error() -> None:
+    """``tf32`` (float32 weights, TF32 matrix products) beside float32, float16 and bfloat16, for a model
+    and for the precision audit's flip sets; float32 stays the default."""
+    cfg = validate_config(
+        {
+            "models": [{"id": "gpt2", "dtype": "tf32"}, {"id": "x"}],
+            "agreement": {"precision_audit": {"dtypes": ["tf32"]}},
+        }
+    )
+    assert [m["dtype"] for m in model_entries(cfg)] == ["tf32", "float32"]
+    assert cfg["agreement"]["precision_audit"]["dtypes"] == ["tf32"]
+    assert _one_line_error({"models": [{"id": "gpt2", "dtype": "tf16"}]}) == (
+        "cfg.yaml: invalid value at models.0.dtype: 'tf16' is not one of ['float32', 'float16', 'bfloat16', 'tf32']"
+    )
+    assert _one_line_error({**MINIMAL, "agreement": {"precision_audit": {"dtypes": ["TF32"]}}}) == (
+        "cfg.yaml: invalid value at agreement.precision_audit.dtypes.0: "
+        "'TF32' is not one of ['float32', 'float16', 'bfloat16', 'tf32']"
+    )
+
+
 def test_schema_is_shipped_in_the_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A non-editable install must carry the config schema (the Snakefile and the CLI load it). The wheel
     is built in process by the hook that ``pip wheel --no-build-isolation`` calls (PEP 517, setuptools)."""

@@ -147,3 +147,42 @@ def test_flip_set_command_checks_the_real_runs_and_writes_their_flips(runs: dict
     assert main(argv) == 0
     expected = flip_set(runs["float32"], runs["bfloat16"], runs["lemmas"])
     assert len(pd.read_csv(tmp_path / "flips.csv")) == len(expected) > 0
+
+
+def test_a_tf32_run_on_a_cpu_is_the_float32_run_and_its_flip_set_says_so(
+    runs: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same tiny GPT-2 run with ``--dtype tf32`` on this CPU (infer, aggregate, flip-set, as the rules
+    precision_infer, precision_aggregate and flip_set run them): its shards say tf32 and hold the float32
+    run's probabilities, its log says that a CPU's matrix products are float32, and its flip set against
+    float32 is empty and labelled ``tf32 on CPU = float32`` rather than reported as a finding."""
+    import logging
+
+    tmp, model = runs["tmp"], runs["model"]
+    manifest = tmp_path / "shards" / "manifest.json"
+    common = ["--templates", str(tmp / "templates.parquet"), "--groups", ",".join(GROUPS)]
+    assert main(["-q", "infer", "--model", str(model), "--dtype", "tf32", "--device", "cpu", "--threads", "1", *common, "--lemmas", str(tmp / "lemmas.parquet"), "--manifest", str(manifest), "--no-progress"]) == 0  # fmt: skip
+    assert main(["-q", "aggregate", *common, "--model-name", "tf32", "--manifest", str(manifest), "--out-dir", str(tmp_path / "agg")]) == 0  # fmt: skip
+    assert [r.getMessage() for r in caplog.records if r.name == "verbeval.core.models"] == [
+        f"{model}: matrix products on a CPU are float32 with tf32: this run's numbers are those of a float32 run"
+    ]
+    tf32 = manifest_shards(manifest, GROUPS)
+    for g in GROUPS:
+        for mine, ref in zip(tf32[g], runs["float32"][1][g]):
+            a, b = (pd.read_parquet(p, columns=["prob", "cum_above", "cum_below"]) for p in (mine, ref))
+            assert all(np.array_equal(np.stack(a[c]), np.stack(b[c])) for c in a.columns)
+    caplog.clear()
+    argv = ["-q", "flip-set", "--model-name=m", "--dtype=tf32", f"--lemmas={tmp / 'lemmas.parquet'}",
+            f"--groups={','.join(GROUPS)}", "--resamples=10", "--flips", str(tmp_path / "flips.csv"),
+            "--comparison", str(tmp_path / "comparison.csv"),
+            f"--reference-results={tmp / 'float32' / 'agg'}", f"--reference-shards={tmp / 'float32' / 'shards' / 'manifest.json'}",
+            f"--other-results={tmp_path / 'agg'}", f"--other-shards={manifest}"]  # fmt: skip
+    assert main(argv) == 0
+    assert pd.read_csv(tmp_path / "flips.csv").empty
+    moves = pd.read_csv(tmp_path / "comparison.csv")
+    assert moves["kind"].unique().tolist() == ["tf32 on CPU = float32"] and (moves["difference"] == 0).all()
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [w for w in warned if "flipped" in w] == [  # beside the few resamples' warning
+        "m in tf32: tf32 on CPU = float32 (both runs' matrix products were float32): 0 decisions flipped, "
+        f"no finding about TF32 -> {tmp_path / 'flips.csv'}"
+    ]

@@ -975,3 +975,110 @@ def test_the_forward_job_scores_each_chunk_and_aggregate_gives_the_same_bytes(
     assert read_chunk_audit(first, sha[str(first)], 16.0) is not None
     assert read_chunk_audit(first, sha[str(first)], 8.0) is None  # another threshold: the shard is read
     assert read_chunk_audit(first, "0" * 64, 16.0) is None  # the counts of another shard: never used
+
+
+# --------------------------------------------------------------------------- tf32
+
+
+def _ipc_bytes(table: Any) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue())
+
+
+def _tf32_flags() -> tuple[bool, bool]:
+    return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+
+@pytest.mark.parametrize("before", [(False, True), (True, False)])
+def test_tf32_is_set_for_the_run_only_and_each_flag_restored(
+    before: tuple[bool, bool], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``tf32`` turns TF32 on in CUDA's matrix products and cuDNN for the run, then puts each flag back
+    as it was (after an error too); any other dtype leaves both as they are. Off CUDA the run warns."""
+    from verbeval.core.models import run_precision
+
+    saved = _tf32_flags()
+    try:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+        for dtype in ("float32", "float16", "bfloat16"):
+            with run_precision("m", dtype, torch.device("cuda")):
+                assert _tf32_flags() == before
+        with run_precision("m", "tf32", torch.device("cuda")):
+            assert _tf32_flags() == (True, True)
+        assert _tf32_flags() == before
+        with pytest.raises(KeyboardInterrupt), run_precision("m", "tf32", torch.device("cuda")):
+            raise KeyboardInterrupt
+        assert _tf32_flags() == before and not caplog.records  # on CUDA: no warning
+        with run_precision("org/m", "tf32", torch.device("cpu")):
+            assert _tf32_flags() == (True, True)
+        assert _tf32_flags() == before
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        (
+            "WARNING",
+            "org/m: matrix products on a CPU are float32 with tf32: this run's numbers are those of a float32 run",
+        )
+    ]
+
+
+def test_a_tf32_run_loads_float32_weights_and_its_shards_say_tf32(
+    causal_lm: LoadedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tf32 run: float32 weights, TF32 on during its forward passes only (a float32 run's flags are
+    left alone), shards and manifest that say ``dtype: tf32`` and, on this CPU, ``matmul: float32`` (a
+    store of their own: the key differs), and on a CPU the float32 run's very numbers; the weight-free
+    path writes its manifest byte for byte."""
+    import json
+
+    from verbeval.agreement.engine import inference
+    from verbeval.agreement.engine.inference import infer_model, manifest_if_complete
+    from verbeval.agreement.engine.shardstore import manifest_shards
+    from verbeval.core.model_sources.source import ModelSource
+
+    path = causal_lm.model_id
+    runs = {d: load_model(path, device="cpu", dtype=d) for d in ("float32", "tf32")}
+    assert runs["tf32"].dtype == "tf32" and {p.dtype for p in runs["tf32"].model.parameters()} == {torch.float32}
+    seen: list[tuple[str, bool, bool]] = []
+    real = inference.run_contexts
+
+    def spy(lm: LoadedModel, *a: Any, **k: Any) -> Any:
+        seen.append((lm.dtype, *_tf32_flags()))
+        return real(lm, *a, **k)
+
+    monkeypatch.setattr(inference, "run_contexts", spy)
+    before = _tf32_flags()
+    templates, lemmas = template_frame(), _lemmas(causal_lm)
+    shards, meta = {}, {}
+    for d, lm in runs.items():
+        manifest = tmp_path / d / "manifest.json"
+        infer_model(lm, templates, lemmas, ["g1"], 2, manifest, batch_size=4, progress=False, random_init=True)
+        shards[d], meta[d] = manifest_shards(manifest)["g1"], json.loads(manifest.read_text())["meta"]
+    assert seen == [("float32", *before)] * 2 + [("tf32", True, True)] * 2 and _tf32_flags() == before
+    assert meta["float32"]["dtype"] == "float32" and "matmul" not in meta["float32"]
+    assert (meta["tf32"]["dtype"], meta["tf32"]["matmul"]) == ("tf32", "float32")
+    assert {k: v for k, v in meta["tf32"].items() if k not in ("dtype", "matmul")} == {
+        k: v for k, v in meta["float32"].items() if k != "dtype"
+    }
+    for f32, t32 in zip(shards["float32"], shards["tf32"]):
+        assert (read_shard_meta(t32)["dtype"], read_shard_meta(t32)["matmul"]) == ("tf32", "float32")
+        assert "matmul" not in read_shard_meta(f32)
+        # the same bits in every column (NaN included: TSE rows of multi-token forms), metadata aside
+        a, b = (_ipc_bytes(pq.read_table(p).replace_schema_metadata(None)) for p in (t32, f32))
+        assert a == b
+    warned = [r.getMessage() for r in caplog.records if r.name == "verbeval.core.models"]
+    assert warned == [
+        f"{path}: matrix products on a CPU are float32 with tf32: this run's numbers are those of a float32 run"
+    ]
+    # the weight-free path (every shard in the store) writes the tf32 run's manifest byte for byte
+    manifest = tmp_path / "tf32" / "manifest.json"
+    full = manifest.read_bytes()
+    manifest.unlink()
+    body = manifest_if_complete(
+        ModelSource.of(path), templates, lemmas, ["g1"], 2, manifest, dtype="tf32", device="cpu", random_init=True
+    )
+    assert body is not None and manifest.read_bytes() == full

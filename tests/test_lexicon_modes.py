@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -249,6 +250,43 @@ def test_infer_forms_model_equals_per_chunk_shards_and_resumes(
         assert path.read_bytes() == ref.read_bytes()
     again = infer_forms_model(lm, tpl, forms, ["g1"], 2, manifest, batch_size=7, progress=False)
     assert again["timing"]["contexts"] == 0 and again["shards"] == body["shards"]
+
+
+def test_a_tf32_run_s_form_shards_say_tf32_and_hold_the_float32_numbers_on_a_cpu(
+    tokenizer_path: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The form shards of a tf32 run on this CPU: ``dtype: tf32`` and ``matmul: float32`` in each shard and
+    in the manifest, TF32 on while they are computed and restored after, the float32 run's log-probabilities."""
+    import torch
+
+    from verbeval.agreement.engine.shardstore import manifest_shards
+    from verbeval.agreement.lexicon_modes import multitoken
+    from verbeval.agreement.lexicon_modes.form_shards import infer_forms_model
+
+    path = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "m")
+    tpl = templates()
+    flags, logp, seen = [], {}, []
+    real = multitoken.form_logprobs  # the forward passes
+
+    def spy(lm: Any, *a: Any, **k: Any) -> Any:
+        seen.append((lm.dtype, torch.backends.cuda.matmul.allow_tf32))
+        return real(lm, *a, **k)
+
+    monkeypatch.setattr(multitoken, "form_logprobs", spy)
+    before = torch.backends.cuda.matmul.allow_tf32
+    for dtype in ("float32", "tf32"):
+        lm = load_model(str(path), device="cpu", dtype=dtype)
+        forms = form_table(LEXICON, tpl, lm.tokenizer)
+        manifest = tmp_path / dtype / "manifest.json"
+        infer_forms_model(lm, tpl, forms, ["g1"], 2, manifest, batch_size=7, progress=False)
+        meta = json.loads(manifest.read_text())["meta"]
+        sh = read_form_shards(manifest_shards(manifest)["g1"])
+        assert (meta["dtype"], meta.get("matmul")) == (sh["meta"]["dtype"], sh["meta"].get("matmul"))
+        flags.append((meta["dtype"], meta.get("matmul")))
+        logp[dtype] = sh["logp"]
+    assert seen == [("float32", before)] * 2 + [("tf32", True)] * 2
+    assert flags == [("float32", None), ("tf32", "float32")] and torch.backends.cuda.matmul.allow_tf32 == before
+    np.testing.assert_array_equal(logp["tf32"], logp["float32"])
 
 
 def test_lexicon_modes_outputs_say_which_model_is_random(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ lemma set, another model."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -235,3 +236,46 @@ def test_flip_set_of_one_model_in_two_dtypes_runs(tmp_path: Path) -> None:
     assert main(["-q", *_flip_args(tmp_path, (ref, ref_results), (other, other_results), lemmas)]) == 0
     assert pd.read_csv(tmp_path / "flips.csv").empty
     assert (pd.read_csv(tmp_path / "comparison.csv")["difference"] == 0).all()
+
+
+TF32_CPU, TF32_GPU = {**META, "dtype": "tf32", "matmul": "float32"}, {**META, "dtype": "tf32", "matmul": "tf32"}
+
+
+@pytest.mark.parametrize(
+    "ref_meta, other_meta, dtype, kind",
+    [
+        (META, TF32_CPU, "tf32", "tf32 on CPU = float32"),
+        (TF32_CPU, META, "float32", "tf32 on CPU = float32"),  # a model configured in tf32, on a CPU
+        (META, TF32_GPU, "tf32", "dtype"),  # on a GPU: a flip set as bfloat16's
+        (TF32_CPU, {**META, "dtype": "bfloat16"}, "bfloat16", "dtype"),
+    ],
+)
+def test_a_tf32_flip_set_computed_on_a_cpu_says_it_is_float32(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    ref_meta: dict[str, object],
+    other_meta: dict[str, object],
+    dtype: str,
+    kind: str,
+) -> None:
+    """A tf32 run's shards record its matrix products (``matmul``): float32 where it ran on a CPU, where
+    the run is a float32 run. Its flip set against float32 then says ``tf32 on CPU = float32`` in
+    comparison.csv where a flip set says ``dtype``, and the log says that its flips are no finding."""
+    from verbeval.cli import main
+
+    ref, _, ref_results = _run(tmp_path / "ref", ref_meta)
+    other, _, other_results = _run(tmp_path / "other", other_meta)
+    lemmas = _lemmas(tmp_path / "lemmas.parquet", 4)
+    args = [a.replace("--dtype=bfloat16", f"--dtype={dtype}") for a in _flip_args(tmp_path, (ref, ref_results), (other, other_results), lemmas)]  # fmt: skip
+    assert main(["-q", *args]) == 0
+    flips, moves = pd.read_csv(tmp_path / "flips.csv"), pd.read_csv(tmp_path / "comparison.csv")
+    assert flips.empty and (moves["difference"] == 0).all() and len(moves) == 3  # TSE, EW, MW of g1
+    assert moves["model_b"].unique().tolist() == [f"m@{dtype}"] and moves["kind"].unique().tolist() == [kind]
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    if kind == "dtype":
+        assert warned == []
+    else:
+        assert warned == [
+            f"m in {dtype}: tf32 on CPU = float32 (both runs' matrix products were float32): 0 decisions flipped, "
+            f"no finding about TF32 -> {tmp_path / 'flips.csv'}"
+        ]

@@ -215,6 +215,7 @@ def kept_manifest(run: ModelRun, shards: ShardRun, session: Session) -> dict[str
             shards.manifest,
             kind=run.kind,
             dtype=run.dtype,
+            device=run.device,
             device_map=run.device_map,
             top_k=shards.top_k,
             prepend_bos=run.prepend_bos,

@@ -15,6 +15,8 @@ import logging
 import re
 import shutil
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,17 +32,55 @@ if TYPE_CHECKING:  # torch is imported by the functions that need it: start-up o
 log = logging.getLogger(__name__)
 
 Kind = Literal["masked", "causal"]
-#: dtype names accepted for a model's weights (config ``dtype``, ``--dtype``)
-DTYPES = ("float32", "float16", "bfloat16")
+#: dtype names accepted for a model's run (config ``dtype``, ``--dtype``): the weights' dtype, and
+#: ``tf32``: float32 weights whose float32 matrix products use TF32 on a CUDA GPU (:func:`run_precision`)
+DTYPES = ("float32", "float16", "bfloat16", "tf32")
 
 
 def torch_dtype(name: str) -> torch.dtype:
-    """The torch dtype of a name in :data:`DTYPES`."""
+    """The torch dtype of the weights of a name in :data:`DTYPES` (``tf32``: float32)."""
     import torch
 
     if name not in DTYPES:
         raise VerbevalError(f"unknown dtype {name!r}; choose one of {sorted(DTYPES)}")
-    return getattr(torch, name)
+    return torch.float32 if name == "tf32" else getattr(torch, name)
+
+
+def matmul_precision(dtype: str, device: torch.device | str) -> str | None:
+    """What a ``tf32`` run's float32 matrix products are on ``device`` (a device, or a ``--device``
+    choice such as ``auto``): ``tf32`` on a CUDA device, ``float32`` on any other (a CPU's matrix
+    products have no TF32: the run is a float32 run); None for every other dtype. Recorded in a tf32
+    run's shards (``matmul``) and part of their key."""
+    if dtype != "tf32":
+        return None
+    dev = resolve_device(device) if isinstance(device, str) else device
+    return "tf32" if dev.type == "cuda" else "float32"
+
+
+@contextmanager
+def run_precision(model_id: str, dtype: str, device: torch.device) -> Iterator[None]:
+    """The matrix-product precision of one model's run, for its duration only: for ``tf32``, TF32 in
+    CUDA's float32 matrix products and cuDNN's convolutions (``torch.backends.cuda.matmul.allow_tf32``,
+    ``torch.backends.cudnn.allow_tf32``), each flag restored to its value before when the run ends;
+    off a CUDA device a one-line warning that the run is a float32 run. Any other dtype changes nothing."""
+    if dtype != "tf32":
+        yield
+        return
+    import torch
+
+    if matmul_precision(dtype, device) == "float32":
+        where = "a CPU" if device.type == "cpu" else device.type
+        log.warning(
+            "%s: matrix products on %s are float32 with tf32: this run's numbers are those of a float32 run",
+            model_id,
+            where,
+        )
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def load_tokenizer(source: ModelSource | str) -> Any:

@@ -329,8 +329,9 @@ MODEL_DTYPE = ModelSetting(
     "models[].dtype",
     "--dtype",
     str,
-    "dtype of the weights (the softmax and all metric arithmetic are float64)",
-    choices=("float32", "float16", "bfloat16"),
+    "dtype of the weights; tf32: float32 weights, TF32 matrix products on a CUDA GPU (float32 on a CPU) "
+    "(the softmax and all metric arithmetic are float64)",
+    choices=("float32", "float16", "bfloat16", "tf32"),
     entry="dtype",
 )
 MODEL_DEVICE_MAP = ModelSetting(

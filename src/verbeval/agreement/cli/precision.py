@@ -14,6 +14,10 @@ from verbeval.core.steps import GROUPS, MODEL_NAME, Option, add_options
 
 log = logging.getLogger("verbeval")
 
+#: ``comparison.csv``'s ``kind`` for a tf32 run whose matrix products were float32 (its shards' ``matmul``:
+#: run on a CPU) against a float32 run: the flip set of two float32 runs, not a finding about TF32
+TF32_ON_CPU = "tf32 on CPU = float32"
+
 
 def cmd_precision_audit(a: argparse.Namespace) -> None:
     import pandas as pd
@@ -84,6 +88,8 @@ def cmd_flip_set(a: argparse.Namespace) -> None:
 
     groups = [g for g in a.groups.split(",") if g]
     check_dtype_runs(a.reference_shards, a.other_shards, a.dtype)
+    # a tf32 run on a CPU against float32 (either side): two float32 runs
+    as_float32 = {_computed_in(manifest_meta(m)) for m in (a.reference_shards, a.other_shards)} == {"float32"}
     tse, scores, shards = {}, {}, {}
     for side, results, manifest in (
         ("reference", a.reference_results, a.reference_shards),
@@ -110,10 +116,20 @@ def cmd_flip_set(a: argparse.Namespace) -> None:
         seed=a.seed,
         confidence=a.confidence,
     )
-    write_csv(
-        with_flags(moves, "dtype", [a.model_name, other] if random_init else []), a.comparison, float_format="%.10g"
-    )
-    log.info("%s in %s: %d decisions flipped -> %s", a.model_name, a.dtype, len(flips), a.flips)
+    kind = TF32_ON_CPU if as_float32 else "dtype"
+    write_csv(with_flags(moves, kind, [a.model_name, other] if random_init else []), a.comparison, float_format="%.10g")
+    if as_float32:
+        log.warning(
+            "%s in %s: %s (both runs' matrix products were float32): %d decisions flipped, no finding about TF32 -> %s",
+            a.model_name, a.dtype, TF32_ON_CPU, len(flips), a.flips,
+        )  # fmt: skip
+    else:
+        log.info("%s in %s: %d decisions flipped -> %s", a.model_name, a.dtype, len(flips), a.flips)
+
+
+def _computed_in(meta: dict[str, object]) -> object:
+    """The precision a run's matrix products had: its shards' ``matmul`` (a tf32 run), else its dtype."""
+    return meta.get("matmul", meta.get("dtype"))
 
 
 def check_dtype_runs(reference: str, other: str, dtype: str) -> None:

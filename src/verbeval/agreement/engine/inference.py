@@ -44,7 +44,15 @@ from verbeval.agreement.engine.shardstore import (
 )
 from verbeval.core.devices import DeviceMap, describe_device
 from verbeval.core.model_sources.source import ModelSource
-from verbeval.core.models import LoadedModel, ModelIdentity, adds_bos, check_token_ids, model_identity
+from verbeval.core.models import (
+    LoadedModel,
+    ModelIdentity,
+    adds_bos,
+    check_token_ids,
+    matmul_precision,
+    model_identity,
+    run_precision,
+)
 from verbeval.core.warm import memo
 
 if TYPE_CHECKING:
@@ -116,14 +124,18 @@ def model_context(lm: LoadedModel, lemmas: pd.DataFrame, top_k: int, prepend_bos
     """What every shard of ``lm`` shares (:func:`shard_context`); the lemma forms' token ids checked against
     its embeddings (:func:`verbeval.core.models.check_token_ids`, as each chunk's context ids are in
     :func:`compute_chunk`)."""
-    mc = shard_context(lm.identity, lemmas, top_k, prepend_bos)
+    mc = shard_context(lm.identity, lemmas, top_k, prepend_bos, matmul_precision(lm.dtype, lm.device))
     if len(mc.form_ids):
         check_token_ids(lm, int(mc.form_ids.max()), "the lemma forms")
     return mc
 
 
-def shard_context(lm: ModelIdentity, lemmas: pd.DataFrame, top_k: int, prepend_bos: bool | None) -> ModelContext:
-    """What every shard of the model ``lm`` identifies shares (no weights needed)."""
+def shard_context(
+    lm: ModelIdentity, lemmas: pd.DataFrame, top_k: int, prepend_bos: bool | None, matmul: str | None = None
+) -> ModelContext:
+    """What every shard of the model ``lm`` identifies shares (no weights needed). ``matmul``: a tf32
+    run's matrix products on its device (:func:`verbeval.core.models.matmul_precision`), recorded beside
+    its dtype; None (every other dtype) records nothing."""
     if lm.kind == "causal":
         bos = adds_bos(lm.tokenizer) if prepend_bos is None else bool(prepend_bos)
     else:
@@ -134,6 +146,7 @@ def shard_context(lm: ModelIdentity, lemmas: pd.DataFrame, top_k: int, prepend_b
         "kind": lm.kind,
         "cased": lm.cased,
         "dtype": lm.dtype,
+        **({} if matmul is None else {"matmul": matmul}),
         "tokenizer_fingerprint": memo(
             "tokenizer_fingerprint", lm.tokenizer_key, lambda: tokenizer_fingerprint(lm.tokenizer)
         ),
@@ -265,16 +278,17 @@ def infer_chunk(
     The workflow runs :func:`infer_model` (every group and chunk of a model in one process); this
     is the same computation for one shard, for scripts and tests."""
     mc = model_context(lm, lemmas, top_k, prepend_bos)
-    done = compute_chunk(
-        lm,
-        mc,
-        prepare_group(lm, templates, group),
-        chunk,
-        n_chunks,
-        batch_size=batch_size,
-        progress=progress,
-        allow_nonfinite=allow_nonfinite,
-    )
+    with run_precision(lm.model_id, lm.dtype, lm.device):
+        done = compute_chunk(
+            lm,
+            mc,
+            prepare_group(lm, templates, group),
+            chunk,
+            n_chunks,
+            batch_size=batch_size,
+            progress=progress,
+            allow_nonfinite=allow_nonfinite,
+        )
     return write_shard(out, done.contexts, done.rows, done.result, done.meta)
 
 
@@ -364,14 +378,15 @@ def infer_model(
 
     plan = plan_shards(lm.identity, mc, templates, groups, n_chunks, templates_key, compute)
     log.info("%s: %d groups, %d lemmas on %s", lm.model_id, len(groups), len(lemmas), describe_device(lm.device))
-    return run_plan(
-        manifest,
-        plan,
-        manifest_meta(mc, groups, n_chunks, random_init),
-        desc=f"inference {lm.model_id}",
-        progress=progress,
-        allow_nonfinite=allow_nonfinite,
-    )
+    with run_precision(lm.model_id, lm.dtype, lm.device):  # tf32: TF32 matrix products for this run only
+        return run_plan(
+            manifest,
+            plan,
+            manifest_meta(mc, groups, n_chunks, random_init),
+            desc=f"inference {lm.model_id}",
+            progress=progress,
+            allow_nonfinite=allow_nonfinite,
+        )
 
 
 def manifest_if_complete(
@@ -384,6 +399,7 @@ def manifest_if_complete(
     *,
     kind: str = "auto",
     dtype: str = "float32",
+    device: str = "auto",
     device_map: DeviceMap = None,
     top_k: int = 10,
     prepend_bos: bool | None = None,
@@ -398,11 +414,12 @@ def manifest_if_complete(
     store says whether it holds them (:func:`verbeval.agreement.engine.shardstore.finish_if_complete`).
     Returns the manifest body; None (nothing written) when a shard is missing, when the store has no
     journal yet (a first run: nothing to keep, no tokenizer load spent on asking), or for a GGUF file or
-    a device map (loaded as usual)."""
+    a device map (loaded as usual). ``device`` (a run's ``--device``) decides only a tf32 run's
+    ``matmul`` (:func:`verbeval.core.models.matmul_precision`)."""
     if not has_journal(Path(manifest).parent) or source.file or device_map is not None:
         return None
     ident = model_identity(source, kind=kind, dtype=dtype)
-    mc = shard_context(ident, lemmas, top_k, prepend_bos)
+    mc = shard_context(ident, lemmas, top_k, prepend_bos, matmul_precision(dtype, device))
     return finish_if_complete(
         manifest,
         plan_shards(ident, mc, templates, groups, n_chunks, templates_key),

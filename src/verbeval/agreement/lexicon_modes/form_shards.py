@@ -34,7 +34,7 @@ from verbeval.agreement.engine.shardstore import PlannedShard, run_plan, shard_k
 from verbeval.agreement.lexicon_modes.modes import row_pairs
 from verbeval.core.devices import describe_device
 from verbeval.core.errors import ShardError, VerbevalError
-from verbeval.core.models import LoadedModel
+from verbeval.core.models import LoadedModel, matmul_precision, run_precision
 
 log = logging.getLogger(__name__)
 
@@ -72,19 +72,20 @@ def infer_forms_chunk(
     """
     fp = tokenizer_fingerprint(lm.tokenizer)
     prepared = group_contexts(templates, group, lm.kind)
-    write = _forms_chunk(
-        lm,
-        group,
-        prepared,
-        forms,
-        chunk,
-        n_chunks,
-        fp,
-        forms_hash(forms),
-        batch_size=batch_size,
-        prepend_bos=prepend_bos,
-        progress=progress,
-    )
+    with run_precision(lm.model_id, lm.dtype, lm.device):
+        write = _forms_chunk(
+            lm,
+            group,
+            prepared,
+            forms,
+            chunk,
+            n_chunks,
+            fp,
+            forms_hash(forms),
+            batch_size=batch_size,
+            prepend_bos=prepend_bos,
+            progress=progress,
+        )
     return write(Path(out))
 
 
@@ -158,6 +159,7 @@ def _forms_chunk(
         "revision": lm.revision,
         "kind": lm.kind,
         "dtype": lm.dtype,
+        **_matmul(lm),
         "tokenizer_fingerprint": fingerprint,
         "forms_sha256": forms_sha,
         "prepend_bos": encoded.bos,
@@ -219,6 +221,7 @@ def infer_forms_model(
         "revision": lm.revision,
         "kind": lm.kind,
         "dtype": lm.dtype,
+        **_matmul(lm),
         "tokenizer_fingerprint": fp,
         "forms_sha256": fsha,
     }
@@ -263,9 +266,17 @@ def infer_forms_model(
             start, stop = chunk_range(len(contexts), n, chunk)
             plan.append(PlannedShard(shard_relpath(group, chunk, n), key, stop - start, compute))
     meta = {**model_fields, "groups": groups, "n_chunks": n_chunks}
-    return run_plan(
-        manifest, plan, meta, desc=f"forms {lm.model_id}", progress=progress, allow_nonfinite=allow_nonfinite
-    )
+    with run_precision(lm.model_id, lm.dtype, lm.device):  # tf32: TF32 matrix products for this run only
+        return run_plan(
+            manifest, plan, meta, desc=f"forms {lm.model_id}", progress=progress, allow_nonfinite=allow_nonfinite
+        )
+
+
+def _matmul(lm: LoadedModel) -> dict[str, str]:
+    """A tf32 run's ``matmul`` (:func:`verbeval.core.models.matmul_precision`) for its shards' metadata
+    and keys; nothing for any other dtype."""
+    m = matmul_precision(lm.dtype, lm.device)
+    return {} if m is None else {"matmul": m}
 
 
 _CONSISTENT = (
