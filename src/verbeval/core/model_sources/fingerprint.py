@@ -17,12 +17,12 @@ The content hash of each file is cached in one small SQLite database,
 ``$VERBEVAL_CACHE_DIR/file-hashes.sqlite`` (default ``~/.cache/verbeval``), keyed by the absolute path
 and valid while the file's (size, mtime, inode, ctime) are those recorded with it: a replaced file is
 hashed again, a multi-GB checkpoint is read once per change, not once per job. Each lookup and each
-write costs O(1) (no listing of a folder, no fsync); parallel jobs share the database (a rollback
-journal, which works on network file systems too, and a busy timeout); it
-keeps at most :data:`MAX_ENTRIES` entries (the least recently used go first), and every
-:data:`PRUNE_EVERY` writes it drops the entries of a few files that are gone. The cache is best
-effort: an unwritable or broken one only costs a rehash. (The folder ``file-hashes/`` of one JSON file
-per hash, written by earlier versions, is no longer read; it is left as it is.)
+write costs O(1) (no listing of a folder, no fsync). Parallel jobs share the database: a rollback
+journal (not WAL, which needs all its writers on one host) and a busy timeout. It keeps at most
+:data:`MAX_ENTRIES` entries (the least recently used go first), and every :data:`PRUNE_EVERY` writes
+it drops the entries of the files that are gone among the next :data:`PRUNE_BATCH`. The cache is best
+effort: an unwritable, locked or damaged one only costs a rehash. (The folder ``file-hashes/`` of one
+JSON file per hash, written by earlier versions, is no longer read; it is left as it is.)
 """
 
 from __future__ import annotations
