@@ -1,24 +1,47 @@
 """Model fingerprints are content hashes (issue 23, item 7): a checkpoint copied over another with
 preserved sizes and times changes the fingerprint; a ``touch`` does not; each file is hashed once
-per change (cached by path, size, mtime, inode and ctime)."""
+per change (cached by path, size, mtime, inode and ctime).
+
+The plan reads no weights (issue 54): it knows a local model by its files' stat identity, which a
+replacement (a copy with preserved times, a rewrite in place) changes too; the file-hash cache is one
+SQLite database, O(1) per entry, bounded and pruned of gone files."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from verbeval.core import io
 from verbeval.core.model_sources import fingerprint
-from verbeval.core.models import model_fingerprint
+from verbeval.core.model_sources.source import ModelSource
+from verbeval.core.models import model_fingerprint, model_plan_version
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def new_process() -> None:
+    """Forget what this process memoised and its database connections (as a new job would start)."""
+    fingerprint._MEMO.clear()
+    for con in fingerprint._DBS.values():
+        if con is not None:
+            con.close()
+    fingerprint._DBS.clear()
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("VERBEVAL_CACHE_DIR", str(tmp_path / "cache"))
-    fingerprint._MEMO.clear()
+    new_process()
+    yield
+    new_process()
 
 
 def checkpoint(folder: Path, weights: bytes, mtime_ns: int) -> Path:
@@ -79,4 +102,188 @@ def test_unwritable_cache_still_gives_the_hash(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("VERBEVAL_CACHE_DIR", str(blocker))  # the cache cannot be created
     f = tmp_path / "w.bin"
     f.write_bytes(b"abc")
+    assert fingerprint.file_sha256(f) == hashlib.sha256(b"abc").hexdigest()
+
+
+# ------------------------------------------------------------------ the plan's version (issue 54)
+
+
+def stat_version(folder: Path) -> str:
+    """The documented plan version of a local model, computed here from os.stat alone."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        st = f.stat()
+        rel = f.relative_to(folder).as_posix()
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_ctime_ns}\n".encode())
+    return "local-stat:" + h.hexdigest()
+
+
+def later_than(folder: Path) -> None:
+    """Wait until the clock that stamps ctimes has moved past the folder's files' (a replacement by
+    hand comes that much later, at least; the test must not depend on the clock's granularity)."""
+    last = max(f.stat().st_ctime_ns for f in folder.iterdir())
+    probe = folder.parent / "clock-probe"
+    while True:
+        probe.write_bytes(b"")
+        if probe.stat().st_ctime_ns > last:
+            break
+    probe.unlink()
+
+
+@pytest.fixture()
+def no_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a file's contents to hash them fails the test."""
+
+    def refuse(path: Path, *args: object) -> str:
+        raise AssertionError(f"read {path}")
+
+    monkeypatch.setattr(fingerprint, "sha256_file", refuse)
+    monkeypatch.setattr(io, "sha256_file", refuse)
+
+
+def test_the_plan_version_of_a_local_model_reads_no_file(tmp_path: Path, no_reading: None) -> None:
+    a = checkpoint(tmp_path / "a", b"\x01" * 4096, 1_600_000_000_000_000_000)
+    (a / "sub").mkdir()
+    (a / "sub" / "extra.bin").write_bytes(b"x")
+    assert model_plan_version(str(a)) == stat_version(a)
+    gguf = model_plan_version(ModelSource(str(a), file="model.safetensors"))
+    st = (a / "model.safetensors").stat()
+    line = f"model.safetensors\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_ctime_ns}\n"
+    assert gguf == "gguf-stat:" + hashlib.sha256(line.encode()).hexdigest()
+    assert not (tmp_path / "cache").exists()  # nor writes the cache
+
+
+def test_the_plan_version_of_a_hub_model_is_its_commit(no_reading: None) -> None:
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert model_plan_version(ModelSource("org/model", commit)) == f"hub:{commit}"
+    assert model_plan_version(ModelSource("org/m", commit, file="m.gguf")) == f"hub:{commit}/m.gguf"
+
+
+def test_a_replaced_checkpoint_changes_the_plan_version(tmp_path: Path) -> None:
+    a = checkpoint(tmp_path / "a", b"\x01" * 4096, 1_600_000_000_000_000_000)
+    b = checkpoint(tmp_path / "b", b"\x02" * 4096, 1_600_000_000_000_000_000)  # same sizes and mtimes
+    first = model_plan_version(str(a))
+    assert model_plan_version(str(a)) == first  # nothing changed: the same version
+
+    later_than(a)
+    for f in b.iterdir():
+        shutil.copy2(f, a / f.name)  # cp -p: same names, sizes and mtimes, other contents
+    assert [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(a.iterdir())] == [
+        (f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(b.iterdir())
+    ]
+    copied = model_plan_version(str(a))
+    assert copied != first and copied == stat_version(a)
+    assert model_fingerprint(str(a)) == expected(b)  # the jobs' content hash: b's
+
+    later_than(a)
+    w = a / "model.safetensors"
+    st = w.stat()
+    with w.open("r+b") as fh:  # rewritten in place: same inode, size and (restored) mtime
+        fh.write(b"\x03" * 4096)
+    os.utime(w, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (w.stat().st_ino, w.stat().st_size, w.stat().st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+    rewritten = model_plan_version(str(a))
+    assert rewritten not in (first, copied) and rewritten == stat_version(a)
+    assert model_fingerprint(str(a)) not in (expected(b), first)
+
+
+def test_the_workflow_plan_reads_no_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_reading: None) -> None:
+    """A sweep's revisions and a SimVerb score of a local model: their rerun triggers (``version``
+    params) are stat identities; no file is read (the jobs compute the content hashes)."""
+    from verbeval.workflow.loading import plan_from_files
+
+    monkeypatch.chdir(REPO)
+    cfg = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 50257}
+    steps = [checkpoint(tmp_path / f"step-{k}", b"\x01" * 64, 1_600_000_000_000_000_000) for k in (1, 2)]
+    for d in steps:
+        (d / "config.json").write_text(json.dumps(cfg))
+    extra = tmp_path / "extra.yaml"
+    revs = ", ".join(f"{{path: {d}, step: {k}}}" for k, d in enumerate(steps, 1))
+    extra.write_text(f"models: [{{name: run, kind: causal, revisions: [{revs}]}}]\n")
+    plan = plan_from_files([REPO / "config" / "config.yaml", extra])
+    assert [plan.model.version(n) for n in plan.models] == [stat_version(d) for d in steps]
+    simverb = plan.simverb.rules.simverb_score.params["version"]
+    assert list(plan.models) == list(plan.simverb.models) == ["run@step-1", "run@step-2"]
+    assert [simverb(SimpleNamespace(svmodel=n)) for n in plan.models] == [stat_version(d) for d in steps]
+
+
+# ------------------------------------------------------------------ the file-hash cache (issue 54)
+
+
+def rows(cache: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(cache / fingerprint.DB_NAME) as con:
+        return sorted(con.execute("SELECT path, sha256 FROM hashes").fetchall())
+
+
+def test_the_cache_is_one_database_and_lists_no_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = tmp_path / "cache" / "file-hashes" / "0123.json"  # written by an earlier version: left alone
+    old.parent.mkdir(parents=True)
+    old.write_text('{"stamp": [], "sha256": ""}')
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("a folder was listed")
+
+    files = []
+    for k in range(5):
+        f = tmp_path / "w" / f"{k}.bin"
+        f.parent.mkdir(exist_ok=True)
+        f.write_bytes(bytes([k]) * 10)
+        files.append(f)
+    with monkeypatch.context() as m:
+        for mod, name in ((io, "stale_temporaries"), (os, "listdir"), (os, "scandir")):
+            m.setattr(mod, name, refuse)
+        digests = [fingerprint.file_sha256(f) for f in files]
+    assert digests == [hashlib.sha256(bytes([k]) * 10).hexdigest() for k in range(5)]
+    assert rows(tmp_path / "cache") == sorted((str(f.resolve()), d) for f, d in zip(files, digests))
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["file-hashes", "file-hashes.sqlite"]
+    assert [p.name for p in old.parent.iterdir()] == ["0123.json"]  # nothing written beside the old records
+    assert old.read_text() == '{"stamp": [], "sha256": ""}'
+
+
+def test_the_cache_is_bounded_and_pruned_of_gone_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fingerprint, "MAX_ENTRIES", 4)
+    monkeypatch.setattr(fingerprint, "PRUNE_EVERY", 1)  # a pruning step at every write
+    monkeypatch.setattr(fingerprint, "PRUNE_BATCH", 3)  # of 3 entries in turn
+    w = tmp_path / "w"
+    w.mkdir()
+    now = [1_000_000]
+    monkeypatch.setattr(fingerprint, "_now", lambda: now[0])
+
+    def hashed(name: str) -> Path:
+        now[0] += 10_000  # each write an hour and more after the last
+        f = w / name
+        f.write_bytes(name.encode())
+        fingerprint.file_sha256(f)
+        return f
+
+    a, b, c, d = (hashed(n) for n in "abcd")
+    assert [Path(p).name for p, _ in rows(tmp_path / "cache")] == ["a", "b", "c", "d"]
+    now[0] += 10_000
+    new_process()
+    fingerprint.file_sha256(a)  # a hit: a is used again, b is now the least recently used
+    hashed("e")
+    assert [Path(p).name for p, _ in rows(tmp_path / "cache")] == ["a", "c", "d", "e"]
+    monkeypatch.setattr(fingerprint, "MAX_ENTRIES", 100)
+    c.unlink()
+    d.unlink()
+    for name in "fgh":  # the pruning steps go round the table, 3 entries each, and find d, then c, gone
+        hashed(name)
+    assert [Path(p).name for p, _ in rows(tmp_path / "cache")] == ["a", "e", "f", "g", "h"]
+    assert fingerprint.prune() == 0
+
+
+def test_a_locked_or_broken_cache_still_gives_the_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fingerprint, "BUSY_TIMEOUT_S", 0.05)
+    f = tmp_path / "w.bin"
+    f.write_bytes(b"abc")
+    g = tmp_path / "v.bin"
+    g.write_bytes(b"abcd")
+    fingerprint.file_sha256(g)  # the database exists
+    other = sqlite3.connect(tmp_path / "cache" / fingerprint.DB_NAME, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # another job holds it
+    assert fingerprint.file_sha256(f) == hashlib.sha256(b"abc").hexdigest()
+    other.execute("ROLLBACK")
+    other.close()
+    new_process()
+    (tmp_path / "cache" / fingerprint.DB_NAME).write_bytes(b"not a database" * 100)
     assert fingerprint.file_sha256(f) == hashlib.sha256(b"abc").hexdigest()

@@ -1,4 +1,5 @@
-"""Model-version invalidation: a local model's version is the hash of its files.
+"""Model-version invalidation: a local model's version is the hash of its files (in the shards; the
+plan's rerun trigger is their stat identity, tests/test_fingerprint.py).
 
 (The setup errors that stop the workflow before any job starts are tested in process in
 tests/test_plan.py, test_bad_setup_stops_the_plan.)"""
@@ -71,9 +72,14 @@ models: [{{id: {model}, name: tiny}}]
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert dry_run(wd, [cfg], targets=[target]).jobs == []  # nothing to be done
+    lemmas = Path(target).read_bytes()
     for f in model.iterdir():
-        f.touch()  # new times, same contents: nothing to recompute (the fingerprint is a content hash)
-    assert dry_run(wd, [cfg], targets=[target]).jobs == []
+        f.touch()  # new times, same contents: the plan's version (a stat identity, no file read) changes
+    touched = dry_run(wd, [cfg], targets=[target])
+    assert touched.stats == {"lemmas": 1} and "Params have changed" in touched.jobs[0]["reason"], touched.jobs
+    again = subprocess.run(done.args, cwd=wd, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert Path(target).read_bytes() == lemmas and dry_run(wd, [cfg], targets=[target]).jobs == []
     # another checkpoint of the same architecture, copied over it with preserved times (cp -p): same
     # names, sizes, mtimes and safetensors header, other weights
     other = tmp_path / "other"

@@ -89,14 +89,20 @@ def _sweep_facts(folder: str) -> dict[str, Any] | None:
 
 
 def _vocab_difference(a: str, b: str) -> str | None:
-    """The first of :data:`VOCAB_FILES` that both folders hold with different content, or None."""
-    from verbeval.core.warm import file_key
+    """The first of :data:`VOCAB_FILES` that both folders hold with different content, or None. One
+    file under two names (a hard link, a symbolic link to one blob of the Hugging Face cache) is
+    not read; other files are compared by their cached content hashes
+    (:func:`verbeval.core.model_sources.fingerprint.file_sha256`: read once per change)."""
+    from verbeval.core.model_sources.fingerprint import file_sha256
 
     fa, fb = Path(ModelRef(a).location), Path(ModelRef(b).location)
     for name in VOCAB_FILES:
         pa, pb = fa / name, fb / name
         if pa.is_file() and pb.is_file():
-            if pa.stat().st_size != pb.stat().st_size or file_key(pa) != file_key(pb):
+            sa, sb = pa.stat(), pb.stat()
+            if (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino):
+                continue
+            if sa.st_size != sb.st_size or file_sha256(pa) != file_sha256(pb):
                 return name
     return None
 

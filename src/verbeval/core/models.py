@@ -226,7 +226,8 @@ def model_fingerprint(source: ModelSource | str) -> str:
 
     Local hashes are content hashes computed once and cached by (path, size, mtime, inode, ctime)
     (:mod:`verbeval.core.model_sources.fingerprint`): a copy with preserved times changes the
-    fingerprint, a ``touch`` does not.
+    fingerprint, a ``touch`` does not. They read every byte of the model the first time: the jobs
+    that load it compute them; the plan uses :func:`model_plan_version`.
     """
     from verbeval.core.model_sources.fingerprint import dir_sha256, file_sha256
 
@@ -249,6 +250,28 @@ def model_fingerprint(source: ModelSource | str) -> str:
     except ImportError:  # pragma: no cover - transformers always brings huggingface_hub
         pass
     return f"hub:{rev}{suffix}"
+
+
+def model_plan_version(source: ModelSource | str) -> str:
+    """What the plan knows a model's version by (a rerun trigger of its jobs, recorded in no output),
+    read without a byte of its weights.
+
+    * Local directory: ``local-stat:<sha256 over its files' names, sizes, mtimes, inodes and ctimes>``;
+      with a GGUF file, ``gguf-stat:<the same of that file>``
+      (:func:`verbeval.core.model_sources.fingerprint.dir_stat_sha256`). A checkpoint copied over
+      it with preserved times, or rewritten in place, changes it; so does a ``touch`` (its jobs then
+      run again and find the same content hash, :func:`model_fingerprint`, in their shards).
+    * Hub id: :func:`model_fingerprint` (the commit, read from the Hugging Face cache's refs).
+    """
+    from verbeval.core.model_sources.fingerprint import dir_stat_sha256, file_stat_sha256
+
+    source = ModelSource.of(source)
+    p = Path(source.ref.location)
+    if p.is_dir():
+        if source.file:
+            return "gguf-stat:" + file_stat_sha256(p / source.file)
+        return "local-stat:" + dir_stat_sha256(p)
+    return model_fingerprint(source)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 from verbeval.core.model_entries import normalise_model_path, pip_models, tiny_model_specs
 from verbeval.core.model_ids import ModelRef
 from verbeval.core.model_sources.source import ModelSource
-from verbeval.core.models import model_fingerprint
+from verbeval.core.models import model_plan_version
 from verbeval.core.provenance import resolve_random_init
 from verbeval.workflow.acquisition import AcquisitionPlan
 from verbeval.workflow.layout import Layout
@@ -115,7 +115,8 @@ class ModelsPlan:
         return resolve_random_init(model_id, declared)
 
     def version(self, name: str) -> str:
-        """Changes when the model's files (local) or resolved commit (hub) change, so that
+        """Changes when the model's files (local: their stat identity, no byte of them read,
+        :func:`verbeval.core.models.model_plan_version`) or resolved commit (hub) change, so that
         Snakemake's params trigger reruns its eligibility and inference jobs."""
         m = self.layout.models[name]
         built = self.tiny.get(normalise_model_path(m["id"]))
@@ -127,7 +128,7 @@ class ModelsPlan:
         if m["pip"] is not None:  # assembled by rule pip_model and checked against this sha256
             return f"gguf-sha256:{m['pip']['sha256']}"
         if name not in self._fingerprints:
-            self._fingerprints[name] = model_fingerprint(self.source(name))
+            self._fingerprints[name] = model_plan_version(self.source(name))
         return self._fingerprints[name]
 
     def dir_input(self, model_id: str) -> list[str]:

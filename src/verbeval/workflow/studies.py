@@ -17,7 +17,7 @@ from verbeval.core.errors import VerbevalError
 from verbeval.core.manifest import mirror_location
 from verbeval.core.model_ids import ModelRef
 from verbeval.core.model_sources.source import ModelSource
-from verbeval.core.models import model_fingerprint
+from verbeval.core.models import model_plan_version
 from verbeval.workflow.layout import Layout
 from verbeval.workflow.models import ModelsPlan, random_init_option
 from verbeval.workflow.params import RuleRecord, alternatives, quoted
@@ -190,7 +190,7 @@ class SimverbPlan:
 
         def version(name: str) -> str:  # its GGUF file never was part of it
             source = models[name]["source"]
-            return model_fingerprint(ModelSource(source.id, source.revision))
+            return model_plan_version(ModelSource(source.id, source.revision))
 
         frames = [w for frame in self.config["frames"] for w in ("--frame", frame)]
         return {
