@@ -201,7 +201,7 @@ def test_run_model_equals_the_single_branch_commands(
     ]
     assert main(run) == 0
     shards = sorted(p.relative_to(sep) for p in sep.rglob("*-of-2.parquet"))
-    assert len(shards) == 4
+    assert len(shards) == 6  # 2 agreement and 2 form shards, and the agreement shards' score files
     for rel in shards:  # the shards' bytes are those of the single-branch commands
         assert _sha(one / rel) == _sha(sep / rel), rel
     for name in ("sims.parquet", "verbs.csv"):
