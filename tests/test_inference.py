@@ -905,11 +905,12 @@ def test_the_forward_job_scores_each_chunk_and_aggregate_gives_the_same_bytes(
     removed, or of other cutoffs, or of another shard)."""
     import logging
     import shutil
+    from functools import partial
 
     from verbeval.agreement.engine.inference import infer_model
     from verbeval.agreement.engine.shardstore import scores_path
     from verbeval.agreement.runs import AggregateRun, aggregate
-    from verbeval.agreement.scores.chunk_scores import ChunkScoring
+    from verbeval.agreement.scores.chunk_scores import ChunkScoring, score_written_chunk
 
     templates, lemmas = template_frame(), _lemmas(lm)
     tpath = tmp_path / "templates.parquet"
@@ -925,7 +926,7 @@ def test_the_forward_job_scores_each_chunk_and_aggregate_gives_the_same_bytes(
         manifest,
         batch_size=4,
         progress=False,
-        scoring=ChunkScoring(tuple(top), tuple(bottom), 16.0),
+        after_write=partial(score_written_chunk, scoring=ChunkScoring(tuple(top), tuple(bottom), 16.0)),
     )
     shard_files = [tmp_path / "store" / s["path"] for s in body["shards"]]
     assert all(scores_path(p).is_file() for p in shard_files)
@@ -965,7 +966,9 @@ def test_the_forward_job_scores_each_chunk_and_aggregate_gives_the_same_bytes(
     row_tse = {g: pd.read_parquet(tmp_path / "a" / g / "tse.parquet") for g in ("g1", "g2")}
     shards = {g: [str(p) for p in ps] for g, ps in manifest_shards(manifest).items()}
     sha = {str(s.path): s.sha256 for s in listed_shards(manifest)}
-    counted = audit_model("m", row_tse, shards, len(lemmas), 16.0, shard_sha256=sha)
+    counts = {p: read_chunk_audit(p, h, 16.0) for p, h in sha.items()}
+    assert all(c is not None for c in counts.values())
+    counted = audit_model("m", row_tse, shards, len(lemmas), 16.0, counted=counts)  # type: ignore[arg-type]
     read = audit_model("m", row_tse, shards, len(lemmas), 16.0)
     pd.testing.assert_frame_equal(counted, read)
     assert counted.loc[counted["metric"] == "ew", "decisions"].sum() == len(lemmas) * len(

@@ -103,7 +103,7 @@ def test_queue_writes_what_the_steps_write_alone(sweep: dict[str, Path], tmp_pat
     jobs = [f"--job={shlex.join(s)}" for n in names for s in _steps(sweep, n, queued)]
     assert main(["-q", "run-queue", "--post-workers", str(post_workers), *jobs]) == 0
     a, q = _digests(alone), _digests(queued)
-    assert len(a) == 3 * 13  # lemmas, manifest, 4 shards, 2 groups x 3 files, lemma_stats per revision
+    assert len(a) == 3 * 17  # lemmas, manifest, 4 shards and their 4 score files, 2 groups x 3 files, lemma_stats
     assert a == q
     # the revisions differ (different weights): the comparison is not of one file with itself
     s1 = pd.read_csv(alone / "step-1" / "g1" / "summary.csv")
@@ -365,7 +365,7 @@ def test_a_queue_of_typed_steps_writes_what_the_command_lines_write(sweep: dict[
             assert main(["-q", *step]) == 0
     steps = [s for n in ("step-1", "step-2") for s in _typed_steps(sweep, n, typed)]
     assert run_queue(steps, post_workers=0)["models"] == 2
-    assert _digests(alone) == _digests(typed) and len(_digests(typed)) == 2 * 13
+    assert _digests(alone) == _digests(typed) and len(_digests(typed)) == 2 * 17
 
 
 def test_a_worker_is_sent_the_pickled_typed_step(

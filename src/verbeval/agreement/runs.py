@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +153,10 @@ def run_shards(
     import pandas as pd
 
     from verbeval.agreement.engine.inference import infer_model
-    from verbeval.agreement.scores.chunk_scores import ChunkScoring
+    from verbeval.agreement.scores.chunk_scores import ChunkScoring, score_written_chunk
+
+    # each new chunk's scores and audit counts, beside its shard, on the writer thread
+    scoring = ChunkScoring(shards.top_cutoffs, shards.bottom_cutoffs, shards.fragile_ulps)
     from verbeval.core.steps import batch_size_on
     from verbeval.core.warm import frame_key
 
@@ -173,7 +177,7 @@ def run_shards(
             random_init=run.is_random(),
             allow_nonfinite=shards.allow_nonfinite,
             templates_key=frame_key(shards.templates),
-            scoring=ChunkScoring(shards.top_cutoffs, shards.bottom_cutoffs, shards.fragile_ulps),
+            after_write=partial(score_written_chunk, scoring=scoring),
         )
     t = body["timing"]
     if started is not None:  # total: the whole command, model load included

@@ -22,7 +22,8 @@ tokenizer, keyed by file content), prefetch (the next model of a queue loaded wh
 computes), session (a queue's or command's warm caches and prefetcher, passed to the step functions),
 model_runs (ModelRun: a model source and its per-model settings as one typed value), console
 (Snakemake's job descriptions kept short), bootstrap
-(the percentile bootstrap both studies' CIs come from), and the
+(the percentile bootstrap both studies' CIs come from), count_draws (its resample counts, drawn
+once per stream and kept), and the
 model_sources package (GGUF files, pip packages, pins, header checks, fingerprints); cli registers
 fetch, mirror, tiny-model and check-config.
 

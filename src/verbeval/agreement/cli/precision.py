@@ -24,6 +24,7 @@ def cmd_precision_audit(a: argparse.Namespace) -> None:
 
     from verbeval.agreement.engine.shardstore import listed_shards
     from verbeval.agreement.report.comparisons import read_random_init
+    from verbeval.agreement.scores.chunk_scores import read_chunk_audit
     from verbeval.agreement.scores.precision import AUDIT_COLUMNS, audit_model
     from verbeval.core.errors import InputError
     from verbeval.core.io import write_csv
@@ -49,11 +50,13 @@ def cmd_precision_audit(a: argparse.Namespace) -> None:
                 ) from None
         n_lemmas = check_lemma_set(named["shards"][m], named["lemmas"][m])
         shards = verified_shards(named["shards"][m], groups, a.keep_bad_shards)
-        sha = {str(s.path): s.sha256 for s in listed_shards(named["shards"][m], groups)}
+        # each shard's EW decisions as its forward job counted them (else audit_model reads the shard)
+        listed = listed_shards(named["shards"][m], groups)
+        counted = {str(s.path): c for s in listed if (c := read_chunk_audit(s.path, s.sha256, a.fragile_ulps))}
         frames.append(
             audit_model(
                 m, row_tse, shards, n_lemmas, a.fragile_ulps, random_init=read_random_init(named["results"][m], groups),
-                shard_sha256=sha,
+                counted=counted,
             )
         )  # fmt: skip
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(AUDIT_COLUMNS))

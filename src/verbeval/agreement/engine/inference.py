@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -54,9 +54,6 @@ from verbeval.core.models import (
     run_precision,
 )
 from verbeval.core.warm import memo
-
-if TYPE_CHECKING:
-    from verbeval.agreement.scores.chunk_scores import ChunkScoring
 
 log = logging.getLogger(__name__)
 
@@ -234,30 +231,6 @@ def compute_chunk(
     return ComputedChunk(chunk_ctx, rows, result, meta)
 
 
-def write_scored_shard(path: Path, done: ComputedChunk, scoring: ChunkScoring | None) -> dict[str, Any]:
-    """Write the shard of a computed chunk, then (``scoring`` given) its per-context scores and audit
-    counts beside it (:func:`verbeval.agreement.scores.chunk_scores.write_chunk_scores`). Returns the
-    shard metadata."""
-    meta = write_shard(path, done.contexts, done.rows, done.result, done.meta)
-    if scoring is not None:
-        from verbeval.agreement.scores.chunk_scores import write_chunk_scores
-        from verbeval.agreement.scores.metrics import FormStats
-        from verbeval.core.io import sha256_file
-
-        r = done.result
-        shape = (len(done.contexts), r.prob.shape[1] // 2, 2)
-        stats = FormStats(*(np.asarray(x, dtype=np.float32).reshape(shape) for x in (r.prob, r.cum_above, r.cum_below)))
-        write_chunk_scores(
-            path,
-            sha256_file(path),
-            done.contexts["context_id"].to_numpy(dtype=np.int64),
-            done.contexts["plural"].to_numpy(dtype=bool),
-            stats,
-            scoring,
-        )
-    return meta
-
-
 def infer_chunk(
     lm: LoadedModel,
     templates: pd.DataFrame,
@@ -347,7 +320,7 @@ def infer_model(
     random_init: bool = False,
     allow_nonfinite: bool = False,
     templates_key: Any = None,
-    scoring: ChunkScoring | None = None,
+    after_write: Callable[[Path, ComputedChunk], None] | None = None,
 ) -> dict[str, Any]:
     """Every shard of one model, in one process, then the store's manifest.
 
@@ -361,9 +334,9 @@ def infer_model(
     (:func:`verbeval.agreement.engine.shards.check_finite`) unless ``allow_nonfinite``; the shards already
     written stay for the rerun. Each shard is written by a background thread while the next chunk
     is computed. ``templates_key`` (the content key of the templates' file, :func:`verbeval.core.warm.frame_key`)
-    lets the models of one tokenizer in this process share each group's preparation. ``scoring``: the
-    writer thread also scores each new chunk's contexts at its cutoffs and counts its EW decisions for
-    the precision audit, beside its shard (:mod:`verbeval.agreement.scores.chunk_scores`). Returns the manifest
+    lets the models of one tokenizer in this process share each group's preparation. ``after_write(path,
+    chunk)``: what the writer thread does next with each new shard and its computed chunk (the agreement
+    runs: its scores beside it, :mod:`verbeval.agreement.scores.chunk_scores`). Returns the manifest
     body, with timing figures under ``"timing"`` (not written). Without loading the model:
     :func:`manifest_if_complete`.
     """
@@ -372,7 +345,14 @@ def infer_model(
     def compute(w: GroupWork, chunk: int, n: int) -> Callable[[Any], Callable[[Path], dict[str, Any]]]:
         def run(bar: Any) -> Callable[[Path], dict[str, Any]]:
             done = compute_chunk(lm, mc, w, chunk, n, batch_size=batch_size, bar=bar, allow_nonfinite=allow_nonfinite)
-            return lambda path: write_scored_shard(path, done, scoring)
+
+            def write(path: Path) -> dict[str, Any]:
+                meta = write_shard(path, done.contexts, done.rows, done.result, done.meta)
+                if after_write is not None:
+                    after_write(path, done)
+                return meta
+
+            return write
 
         return run
 

@@ -3,5 +3,6 @@ columns, compute function, plotting; every table, figure and view reads it), met
 from the form statistics, numpy only), aggregate (per-context scores, per-group summaries with
 bootstrap CIs), lemma_diagnostics (per-lemma statistics, the worst lemmas), lemma_contexts (per
 (group, lemma) the contexts where the correct form wins), paired (paired comparisons of two models:
-McNemar's exact test, paired bootstrap differences, Holm) and precision (ties and fragile decisions).
+McNemar's exact test, paired bootstrap differences, Holm), precision (ties and fragile decisions) and
+chunk_scores (each chunk's scores and audit counts, computed by the forward job beside its shard).
 """

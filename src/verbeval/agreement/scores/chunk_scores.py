@@ -19,7 +19,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -28,7 +28,10 @@ import pyarrow.parquet as pq
 
 from verbeval.agreement.engine.shardstore import scores_path
 from verbeval.agreement.scores.metrics import FormStats
-from verbeval.core.io import atomic_path
+from verbeval.core.io import atomic_path, sha256_file
+
+if TYPE_CHECKING:  # the forward job's type; scoring itself needs no torch
+    from verbeval.agreement.engine.inference import ComputedChunk
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +62,6 @@ class ChunkScoring:
         }
 
 
-def ew_decisions(plural: np.ndarray, prob: np.ndarray, threshold: float) -> dict[str, int]:
-    """The precision audit's counts of a chunk's per-lemma EW decisions at top p = 1 (``prob``
-    ``[n, L, 2]``): ``decisions``, ``ties``, ``fragile`` (:func:`verbeval.agreement.scores.precision.decision_counts`)
-    and ``right`` (the correct form strictly more probable)."""
-    from verbeval.agreement.scores.precision import decision_counts
-
-    p_sing, p_plur = prob[..., 0].astype(np.float64), prob[..., 1].astype(np.float64)
-    c = decision_counts(p_sing, p_plur, threshold)
-    right = int(np.where(np.asarray(plural, dtype=bool)[:, None], p_plur > p_sing, p_sing > p_plur).sum())
-    return {"decisions": c["n"], "ties": c["ties"], "fragile": c["fragile"], "right": right}
-
-
 def write_chunk_scores(
     shard: str | Path,
     shard_sha256: str,
@@ -83,6 +74,7 @@ def write_chunk_scores(
     its EW decisions, and write both beside the shard ``shard`` (:func:`scores_path`), naming its sha256
     and the settings."""
     from verbeval.agreement.scores.aggregate import score_contexts
+    from verbeval.agreement.scores.precision import ew_decisions
 
     frame = score_contexts(context_id, plural, stats, scoring.top_cutoffs, scoring.bottom_cutoffs)
     meta = {
@@ -97,6 +89,22 @@ def write_chunk_scores(
     with atomic_path(out) as tmp:
         pq.write_table(table, tmp, compression="zstd")
     return out
+
+
+def score_written_chunk(shard: Path, chunk: ComputedChunk, scoring: ChunkScoring) -> Path:
+    """:func:`write_chunk_scores` of a chunk the forward job computed and just wrote to ``shard`` (its
+    form statistics as the shard stores them: float32)."""
+    r = chunk.result
+    shape = (len(chunk.contexts), r.prob.shape[1] // 2, 2)
+    stats = FormStats(*(np.asarray(x, dtype=np.float32).reshape(shape) for x in (r.prob, r.cum_above, r.cum_below)))
+    return write_chunk_scores(
+        shard,
+        sha256_file(shard),
+        chunk.contexts["context_id"].to_numpy(dtype=np.int64),
+        chunk.contexts["plural"].to_numpy(dtype=bool),
+        stats,
+        scoring,
+    )
 
 
 def _meta(shard: str | Path, shard_sha256: str) -> dict[str, Any] | None:

@@ -166,19 +166,23 @@ def paired_row_difference(
         ok = ~np.isnan(v)
         sides.append((weights(index, len(v)), np.where(ok, v, 0.0), ok.astype(np.float64)))
 
-    def means(counts: np.ndarray, side: tuple[sparse.csr_matrix, np.ndarray, np.ndarray]) -> np.ndarray:
+    def means(drawn: np.ndarray, side: tuple[sparse.csr_matrix, np.ndarray, np.ndarray]) -> np.ndarray:
+        """The side's means of the resamples ``drawn`` (``[rows, b]`` counts, C-contiguous: the sparse
+        product reads them as they are, with no copy)."""
         m, filled, valid = side
-        w = np.asarray((m.T @ counts.T).T)  # [b, contexts]: the share of each context's rows drawn
+        w = np.asarray((m.T @ drawn).T)  # [b, contexts]: the share of each context's rows drawn
         with np.errstate(invalid="ignore", divide="ignore"):
             return (w @ filled) / (w @ valid)
 
-    diff = means(np.ones((1, rows)), sides[1])[0] - means(np.ones((1, rows)), sides[0])[0]
+    ones = np.ones((rows, 1))
+    diff = means(ones, sides[1])[0] - means(ones, sides[0])[0]
     if rows == 0 or resamples <= 0:
         nan = np.full(va.shape[1], np.nan)
         return diff, nan, nan.copy()
 
     def differences(counts: np.ndarray) -> np.ndarray:
-        return means(counts, sides[1]) - means(counts, sides[0])
+        drawn = np.ascontiguousarray(counts.T)  # once for both sides
+        return means(drawn, sides[1]) - means(drawn, sides[0])
 
     stats = bootstrap_statistic(differences, rows, resamples, seed, block, "counts", va.shape[1])
     lo, hi = percentile_ci(stats, confidence)

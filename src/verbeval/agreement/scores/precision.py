@@ -98,6 +98,16 @@ def tse_ties_correct(tse: np.ndarray, p_sing: np.ndarray, p_plur: np.ndarray) ->
     return float(np.where(tie, 1.0, t)[valid].mean())
 
 
+def ew_decisions(plural: np.ndarray, prob: np.ndarray, threshold: float) -> dict[str, int]:
+    """The precision audit's counts of a chunk's per-lemma EW decisions at top p = 1 (``prob``
+    ``[n, L, 2]``): ``decisions``, ``ties``, ``fragile`` (:func:`verbeval.agreement.scores.precision.decision_counts`)
+    and ``right`` (the correct form strictly more probable)."""
+    p_sing, p_plur = prob[..., 0].astype(np.float64), prob[..., 1].astype(np.float64)
+    c = decision_counts(p_sing, p_plur, threshold)
+    right = int(np.where(np.asarray(plural, dtype=bool)[:, None], p_plur > p_sing, p_sing > p_plur).sum())
+    return {"decisions": c["n"], "ties": c["ties"], "fragile": c["fragile"], "right": right}
+
+
 def audit_model(
     model: str,
     row_tse: Mapping[str, pd.DataFrame],
@@ -105,17 +115,16 @@ def audit_model(
     n_lemmas: int,
     threshold: float | None = None,
     random_init: bool = False,
-    shard_sha256: Mapping[str, str] | None = None,
+    counted: Mapping[str, Mapping[str, int]] | None = None,
 ) -> pd.DataFrame:
     """The audit rows (:data:`AUDIT_COLUMNS`) of one model: per group, its TSE decisions (``row_tse``:
     ``tse.parquet``'s ``tse``, ``p_sing``, ``p_plur``) and its per-lemma EW decisions at top p = 1
     (every context and eligible lemma of the group's ``shards``, their stored probabilities). A shard
-    whose manifest sha256 is in ``shard_sha256`` (by path) and whose forward job counted its decisions
-    at this threshold (:func:`verbeval.agreement.scores.chunk_scores.read_chunk_audit`) is not read."""
+    in ``counted`` (by path: its :func:`ew_decisions` at this threshold, as its forward job counted them,
+    :func:`verbeval.agreement.scores.chunk_scores.read_chunk_audit`) is not read."""
     import pyarrow.parquet as pq
 
     from verbeval.agreement.engine.shards import fixed_list_values
-    from verbeval.agreement.scores.chunk_scores import ew_decisions, read_chunk_audit
 
     threshold = _threshold(threshold)
     records = []
@@ -135,7 +144,7 @@ def audit_model(
         )
         right_n = ties_n = fragile_n = n = 0
         for path in shards.get(group, ()):
-            c = None if shard_sha256 is None else read_chunk_audit(path, shard_sha256.get(str(path), ""), threshold)
+            c = None if counted is None else counted.get(str(path))
             if c is None:
                 table = pq.read_table(path, columns=["plural", "prob"])
                 prob = fixed_list_values(table["prob"], 2 * n_lemmas, np.float32).reshape(table.num_rows, n_lemmas, 2)
