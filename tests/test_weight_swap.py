@@ -93,6 +93,23 @@ def test_a_swapped_revision_is_the_model_from_pretrained_builds(
     assert [line.split(":")[0] for line in swapped] == [str(folders[2])]
 
 
+def test_weights_copied_in_by_load_state_dict_are_the_same(
+    revisions: dict[str, list[Path]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the files cannot be read straight into the tensors (another device than the CPU), they
+    are memory-mapped and copied in with load_state_dict(strict=True): the same model."""
+    from verbeval.core import weight_swap
+
+    monkeypatch.setattr(weight_swap, "_readable_in_place", lambda tensors: False)
+    folders = revisions["gpt2"]
+    prefetch = Prefetcher()
+    seen = _sweep(folders, prefetch)
+    prefetch.close()
+    assert seen[2][0] is seen[0][0]
+    fresh = load_model(str(folders[2]), dtype="float32", device="cpu")
+    assert (seen[2][1], seen[2][2]) == (_state(fresh.model), _forward(fresh))
+
+
 def test_the_swapped_model_is_named_after_its_own_folder(revisions: dict[str, list[Path]]) -> None:
     folders = revisions["gpt2"]
     prefetch = Prefetcher()
