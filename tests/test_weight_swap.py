@@ -96,11 +96,11 @@ def test_a_swapped_revision_is_the_model_from_pretrained_builds(
 def test_weights_copied_in_by_load_state_dict_are_the_same(
     revisions: dict[str, list[Path]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where the files cannot be read straight into the tensors (another device than the CPU), they
-    are memory-mapped and copied in with load_state_dict(strict=True): the same model."""
+    """On another device than the CPU the mapped tensors are copied in with
+    load_state_dict(strict=True): the same model."""
     from verbeval.core import weight_swap
 
-    monkeypatch.setattr(weight_swap, "_readable_in_place", lambda tensors: False)
+    monkeypatch.setattr(weight_swap, "_on_cpu", lambda tensors: False)
     folders = revisions["gpt2"]
     prefetch = Prefetcher()
     seen = _sweep(folders, prefetch)

@@ -126,9 +126,16 @@ class Prefetcher:
                 time.perf_counter() - t,
             )
         else:
-            lm = self._load(request)
+            lm = self._load(request, self._take_released())
         self._start_next()
         return lm
+
+    def _take_released(self) -> tuple[Any, Any] | None:
+        """The released model (and its blueprint), given to the load that starts now (when it starts,
+        not when its thread runs: which load may reuse it does not depend on the threads' timing)."""
+        with self._lock:
+            released, self._released = self._released, None
+        return released
 
     def release(self, lm: Any) -> None:
         """The step that took ``lm`` is done with it: its module may receive the weights of the next
@@ -137,15 +144,13 @@ class Prefetcher:
             ref, bp = self._blueprints.pop(id(lm), (None, None))
             self._released = (bp, lm) if ref is not None and ref() is lm else None
 
-    def _load(self, request: LoadRequest) -> Any:
-        """``request``'s model: its weights read into the released module when that was built alike
-        (:func:`verbeval.core.weight_swap.swap_weights`), else built by :meth:`LoadRequest.load`. The
-        released module is given up either way (a load that does not use it does not keep it alive)."""
+    def _load(self, request: LoadRequest, released: tuple[Any, Any] | None) -> Any:
+        """``request``'s model: its weights read into the ``released`` model's module when that was built
+        alike (:func:`verbeval.core.weight_swap.swap_weights`), else built by :meth:`LoadRequest.load`.
+        The released module is given up either way (a load that does not use it does not keep it alive)."""
         from verbeval.core.weight_swap import blueprint, swap_weights
 
         bp = blueprint(request)
-        with self._lock:
-            released, self._released = self._released, None
         t = time.perf_counter()
         lm = None
         if bp is not None and released is not None and released[0] == bp:
@@ -181,4 +186,5 @@ class Prefetcher:
             nxt = self._upcoming[0]
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verbeval-prefetch")
-            self._ahead[nxt] = self._pool.submit(self._load, nxt)
+            released, self._released = self._released, None
+            self._ahead[nxt] = self._pool.submit(self._load, nxt, released)

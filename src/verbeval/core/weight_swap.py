@@ -15,9 +15,10 @@ and reads the next revision's weights into it when the two are built alike (:fun
 The files are then checked against the module before a byte of it changes (:func:`swap_weights`):
 every tensor of the module's state dict is in the files exactly once (tied weights: one of the keys
 that share a tensor), with the module's shape and dtype, and the files hold nothing else (the checks
-of ``load_state_dict(strict=True)``, and the dtype). Only then are the tensors read: on the CPU
-straight from the files into the parameters and buffers (one read of the bytes, as ``cat`` reads
-them, no copy beside it); on another device memory-mapped (``safe_open``) and copied in with
+of ``load_state_dict(strict=True)``, and the dtype). Only then are the tensors read (``safe_open``:
+the file memory-mapped): on the CPU they become the module's parameters and buffers, views of the
+mapped file, as ``from_pretrained`` (transformers 5) leaves a CPU model's (no copy: the pages are
+read when the forward pass first touches them); on another device they are copied in with
 ``load_state_dict(strict=True)``. Whenever anything is not so, or a read fails half way, the module
 is dropped and the revision is built by ``from_pretrained`` as before, which also raises the
 errors a user sees for a damaged checkpoint. Non-persistent buffers (attention masks, rotary
@@ -161,8 +162,8 @@ def swap_weights(built: LoadedModel, request: LoadRequest) -> LoadedModel | None
             sources.append((key, keys))
         # every tensor fits: from here on the module changes
         with torch.no_grad():
-            if _readable_in_place([state[key] for key, _ in sources]):
-                _read_into(files, {key: state[key] for key, _ in sources})
+            if _on_cpu(list(state.values())):
+                _assign(model, found, sources, state)
             else:  # another device: read (memory-mapped), then copied in
                 new: dict[str, Any] = {}
                 for key, keys in sources:
@@ -190,36 +191,33 @@ def swap_weights(built: LoadedModel, request: LoadRequest) -> LoadedModel | None
     )
 
 
-def _readable_in_place(tensors: list[Any]) -> bool:
-    """Whether the files can be read straight into ``tensors`` (each on the CPU and contiguous)."""
-    return all(t.device.type == "cpu" and t.is_contiguous() for t in tensors)
+def _on_cpu(tensors: list[Any]) -> bool:
+    """Whether every tensor of the module is on the CPU (then the files' mapped tensors become its own)."""
+    return all(t.device.type == "cpu" for t in tensors)
 
 
-def _read_into(files: list[Path], targets: dict[str, Any]) -> None:
-    """Read each tensor of ``targets`` (CPU, contiguous; checked against the files' headers) straight
-    from its safetensors file into its memory: one read of the file's bytes, no copy beside it (a
-    tied tensor is written once, through the key the file holds)."""
+def _assign(model: Any, found: dict[str, Any], sources: list[tuple[str, list[str]]], state: dict[str, Any]) -> None:
+    """Each tensor of the files (memory-mapped, as ``from_pretrained`` leaves a CPU model's: no copy)
+    put in the module in place of its parameter or buffer under every key that shares it (tied
+    weights: one Parameter, as before). A key that is not a parameter or buffer of its module raises
+    (the module is then dropped)."""
     import torch
 
-    for f in files:
-        with open(f, "rb", buffering=0) as fh:
-            size = int.from_bytes(fh.read(8), "little")
-            header = json.loads(fh.read(size))
-            start = 8 + size
-            for key, entry in sorted(
-                ((k, v) for k, v in header.items() if k in targets), key=lambda kv: kv[1]["data_offsets"][0]
-            ):
-                begin, end = entry["data_offsets"]
-                raw = targets[key].detach().reshape(-1).view(torch.uint8).numpy()
-                if raw.nbytes != end - begin:
-                    raise ValueError(f"{f}: {key}: {end - begin} bytes for {raw.nbytes}")
-                fh.seek(start + begin)
-                view, done = memoryview(raw), 0
-                while done < raw.nbytes:
-                    n = fh.readinto(view[done:])
-                    if not n:
-                        raise OSError(f"{f}: ends inside {key}")
-                    done += n
+    for key, keys in sources:
+        tensor = found[key].get_tensor(key)
+        old = state[key]
+        new = (
+            torch.nn.Parameter(tensor, requires_grad=old.requires_grad)
+            if isinstance(old, torch.nn.Parameter)
+            else tensor
+        )
+        for k in keys:
+            prefix, _, name = k.rpartition(".")
+            module = model.get_submodule(prefix)
+            slot = module._parameters if name in module._parameters else module._buffers
+            if slot.get(name) is not old:
+                raise KeyError(f"{k}: not a parameter or buffer of its module")
+            slot[name] = new
 
 
 def _unfit(request: LoadRequest, why: str) -> None:
