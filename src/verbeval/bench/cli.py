@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from verbeval.bench.output_hashes import DEFAULT_CONFIGS, compare_trees, table
-from verbeval.bench.sweep import SWEEP_SIZES
+from verbeval.bench.sweep_sizes import SWEEP_SIZES
 from verbeval.core.cliutil import Add
 from verbeval.core.steps import THREADS, Input, Option, Output, add_options
 

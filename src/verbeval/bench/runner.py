@@ -91,7 +91,8 @@ def run_bench(
         )
     if "sweep" in parts:
         before["sweep"] = load_before("sweep")
-        from verbeval.bench.sweep import SWEEP_SIZES, bench_sweep
+        from verbeval.bench.sweep import bench_sweep
+        from verbeval.bench.sweep_sizes import SWEEP_SIZES
 
         report["sweep"] = bench_sweep(
             shared / "tokenizers" / SWEEP_SIZES[sweep_size]["tokenizer"],

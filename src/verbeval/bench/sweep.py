@@ -56,18 +56,10 @@ from pathlib import Path
 from typing import Any
 
 from verbeval.bench.snakemake_jobs import SnakemakeRun, check_imports, child_environ, job_records, snakemake_command
+from verbeval.bench.sweep_sizes import SWEEP_SIZES
 from verbeval.bench.timing import load_1min, load_before
 from verbeval.core.model_sources.fingerprint import CACHE_ENV
 
-#: the checkpoints' shapes (``--sweep-size``): architecture, layers, hidden size, heads and the shared
-#: tokenizer (``shared/tokenizers/<name>``, its real vocabulary); random weights, seeded per revision.
-#: ``gpt2-small`` is GPT-2 small's (124M parameters, 0.5 GB in float32), ``pythia-160m`` Pythia-160M's
-#: (GPT-NeoX); their position tables are the tiny factory's (128 and 512 rows)
-SWEEP_SIZES: dict[str, dict[str, Any]] = {
-    "tiny": {"arch": "gpt2", "layers": 2, "hidden": 32, "heads": 2, "tokenizer": "gpt2"},
-    "gpt2-small": {"arch": "gpt2", "layers": 12, "hidden": 768, "heads": 12, "tokenizer": "gpt2"},
-    "pythia-160m": {"arch": "gpt-neox", "layers": 12, "hidden": 768, "heads": 12, "tokenizer": "gpt_neox_olmo1"},
-}
 #: the default size's shape: GPT-2, layers, hidden size, heads (random weights, the real GPT-2 vocabulary)
 SWEEP_SHAPE = {k: SWEEP_SIZES["tiny"][k] for k in ("layers", "hidden", "heads")}
 #: the sweep's model entry name

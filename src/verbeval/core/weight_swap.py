@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from verbeval.core.models import LoadedModel
-    from verbeval.core.prefetch import LoadRequest
 
 log = logging.getLogger("verbeval")
 
@@ -97,8 +96,9 @@ def weight_files(folder: Path) -> list[Path] | None:
     return None
 
 
-def blueprint(request: LoadRequest) -> Blueprint | None:
-    """The blueprint of a load, or None when its module is never swapped into (module docstring)."""
+def blueprint(request: Any) -> Blueprint | None:
+    """The blueprint of a load (a :class:`verbeval.core.prefetch.LoadRequest`), or None when its module
+    is never swapped into (module docstring)."""
     source = request.source
     if request.device_map is not None or source.file or not source.ref.is_dir:
         return None
@@ -115,7 +115,7 @@ def blueprint(request: LoadRequest) -> Blueprint | None:
     return Blueprint(config, generation, request.kind, request.dtype, request.device)
 
 
-def swap_weights(built: LoadedModel, request: LoadRequest) -> LoadedModel | None:
+def swap_weights(built: LoadedModel, request: Any) -> LoadedModel | None:
     """``request``'s model in ``built``'s module, its weights read from ``request``'s safetensors
     files (the two blueprints equal: :func:`blueprint`); None when the files do not fit the module
     exactly (the module is then unchanged) or a read fails (the module is then half written: the
@@ -220,5 +220,5 @@ def _assign(model: Any, found: dict[str, Any], sources: list[tuple[str, list[str
             slot[name] = new
 
 
-def _unfit(request: LoadRequest, why: str) -> None:
+def _unfit(request: Any, why: str) -> None:
     log.info("%s: weights not swapped (%s): built", request.source.id, why)
