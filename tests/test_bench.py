@@ -838,13 +838,16 @@ WARM_LOG = """\
 2026-11-28 03:00:01,000 INFO verbeval: /m/step-2: 2 shards -> /r/agreement/sweep@step-2/shards/manifest.json; 120 contexts computed in 1.0 s (120.0 contexts/s), writer busy 0.1 s, total 1.5 s
 2026-11-28 03:00:01,000 INFO verbeval: /m/step-2: agreement branch 1.5 s
 2026-11-28 03:00:02,000 INFO verbeval: /m/step-3: 2 shards -> /r/agreement/sweep@step-3/shards/manifest.json; 120 contexts computed in 1.2 s (100.0 contexts/s), writer busy 0.1 s, total 1.7 s
+2026-11-28 03:00:00,000 INFO verbeval: /m/step-2: module built (from_pretrained) in 4.20 s
+2026-11-28 03:00:01,500 INFO verbeval: /m/step-3: weights swapped into the built module in 0.31 s
+2026-11-28 03:00:01,500 INFO verbeval: /m/step-4: weights swapped into the built module in 0.29 s
 """
 
 
 def test_sweep_log_parser(tmp_path: Path) -> None:
     """Planted inference logs: the contexts computed (forward plus scoring) per revision, the model
     loads, the agreement branches; the multi-token forms line counted apart."""
-    from verbeval.bench.sweep import parse_log_lines, parse_logs, per_revision
+    from verbeval.bench.sweep import parse_log_lines, parse_logs, parse_weight_loads, per_revision, weights_figures
 
     computed, loads, branches = parse_log_lines(INFER_LOG.splitlines(), "infer.log")
     assert [(c.model, c.kind, c.contexts, c.compute_s, c.load_s) for c in computed] == [
@@ -864,6 +867,20 @@ def test_sweep_log_parser(tmp_path: Path) -> None:
         "model_load_s_per_revision": pytest.approx((13.9 + 0.5) / 2),
         "contexts_per_revision": 120.0,
         "agreement_branch_s_per_revision": 1.5,
+    }
+    loads = parse_weight_loads(tmp_path)
+    assert loads == {"/m/step-2": ("built", 4.2), "/m/step-3": ("swapped", 0.31), "/m/step-4": ("swapped", 0.29)}
+    assert weights_figures(loads) == {
+        "built_revisions": 1,
+        "built_load_s_per_revision": 4.2,
+        "swapped_revisions": 2,
+        "swapped_load_s_per_revision": 0.3,
+    }
+    assert weights_figures({}) == {
+        "built_revisions": 0,
+        "built_load_s_per_revision": None,
+        "swapped_revisions": 0,
+        "swapped_load_s_per_revision": None,
     }
     assert per_revision([], {}) == {
         "revisions_logged": 0,
@@ -900,7 +917,72 @@ def test_sweep_options_reach_the_part(monkeypatch: pytest.MonkeyPatch, tmp_path:
     )
     a.func(a)
     assert seen["parts"] == ["sweep"] and seen["sweep_revisions"] == [2, 4] and seen["sweep_dry_run"] == 10
-    assert seen["sweep_tree"] is None
+    assert seen["sweep_tree"] is None and seen["sweep_size"] == "tiny"
+    a = build_parser().parse_args(["bench", "--parts", "sweep", "--sweep-size", "gpt2-small", "--out", "x.json"])
+    a.func(a)
+    assert seen["sweep_size"] == "gpt2-small"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "--sweep-size", "gpt2-huge"])
+
+
+def test_sweep_size_plumbing_in_process(tmp_path: Path) -> None:
+    """The sized sweep's pieces at the tiny size (no timing asserted): revisions built as files of
+    their own with different weights; the loads as a queue makes them (the first built, the next
+    swapped into its module) beside from_pretrained and one read of the files; the printed lines."""
+    from verbeval.bench.sweep import SWEEP_SIZES, bench_loads, build_checkpoints, report_lines, weights_bytes
+    from verbeval.core.wordtok import save_word_tokenizer
+
+    assert {k: SWEEP_SIZES["gpt2-small"][k] for k in ("arch", "layers", "hidden", "heads", "tokenizer")} == {
+        "arch": "gpt2",
+        "layers": 12,
+        "hidden": 768,
+        "heads": 12,
+        "tokenizer": "gpt2",
+    }
+    assert SWEEP_SIZES["pythia-160m"]["arch"] == "gpt-neox" and SWEEP_SIZES["pythia-160m"]["hidden"] == 768
+    (tmp_path / "corpus.txt").write_text("the dog walks and the dogs walk\n")
+    tok = save_word_tokenizer([tmp_path / "corpus.txt"], "causal", tmp_path / "tok")  # type: ignore[list-item]
+    folders = build_checkpoints(tok, tmp_path / "models", 2, "tiny")
+    weights = [f / "model.safetensors" for f in folders]
+    assert len({w.stat().st_ino for w in weights}) == 2 and len({w.read_bytes() for w in weights}) == 2
+    assert weights_bytes(folders[0]) == weights[0].stat().st_size
+    loads = bench_loads(folders)
+    assert [(r["revision"], r["queue_load"]) for r in loads["revisions"]] == [
+        ("step-1", "built"),
+        ("step-2", "swapped"),
+    ]
+    assert all(r[k] >= 0 for r in loads["revisions"] for k in ("queue_load_s", "from_pretrained_s", "read_once_s"))
+    run = {
+        "revisions": 3,
+        "wall_s": 12.0,
+        "load_before": 0.5,
+        "logs": {"compute_s_per_revision": 1.25},
+        "weights": {
+            "built_revisions": 2,
+            "built_load_s_per_revision": 4.0,
+            "swapped_revisions": 1,
+            "swapped_load_s_per_revision": 0.5,
+        },
+    }
+    figures = {
+        "size": "tiny",
+        "weights_bytes_per_revision": 2_000_000,
+        "cores": 2,
+        "runs": [run],
+        "marginal_s_per_revision": 2.5,
+        "plan": {"revisions": 3, "cold_s": 9.0, "warm_s": 3.0},
+        "loads": loads,
+    }
+    lines = report_lines(figures)
+    assert lines[:4] == [
+        "size tiny: 2 MB of weights per revision, 2 cores",
+        "3 revisions: wall 12.0 s (load before 0.5); per revision: forward + scoring 1.25 s, weights built 2 x 4.0 s, "
+        "swapped 1 x 0.5 s",
+        "marginal wall time per revision: 2.5 s",
+        "plan of 3 revisions (snakemake -n): cold 9.0 s, warm 3.0 s",
+    ]
+    assert [line.split(":")[0] for line in lines[4:]] == ["step-1 in this process", "step-2 in this process"]
+    assert lines[5].startswith("step-2 in this process: swapped in ")
 
 
 @pytest.mark.e2e

@@ -92,9 +92,24 @@ def _digests(root: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("post_workers", [0, 1])
-def test_queue_writes_what_the_steps_write_alone(sweep: dict[str, Path], tmp_path: Path, post_workers: int) -> None:
+def test_queue_writes_what_the_steps_write_alone(
+    sweep: dict[str, Path], tmp_path: Path, post_workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each step run as its own command, and the same steps as one queue (post steps in this
-    process, or in a worker process): every output file identical."""
+    process, or in a worker process): every output file identical, the third revision's included,
+    whose weights went into the first one's module (issue 54)."""
+    from verbeval.core import weight_swap
+
+    swapped: list[str] = []
+    swap = weight_swap.swap_weights
+
+    def recorded_swap(built, request):  # type: ignore[no-untyped-def]
+        lm = swap(built, request)
+        if lm is not None:
+            swapped.append(Path(request.source.id).name)
+        return lm
+
+    monkeypatch.setattr(weight_swap, "swap_weights", recorded_swap)
     names = ["step-1", "step-2", "step-3"]
     alone, queued = tmp_path / "alone", tmp_path / "queued"
     for name in names:
@@ -102,6 +117,7 @@ def test_queue_writes_what_the_steps_write_alone(sweep: dict[str, Path], tmp_pat
             assert main(["-q", *step]) == 0
     jobs = [f"--job={shlex.join(s)}" for n in names for s in _steps(sweep, n, queued)]
     assert main(["-q", "run-queue", "--post-workers", str(post_workers), *jobs]) == 0
+    assert swapped == ["step-3"]
     a, q = _digests(alone), _digests(queued)
     assert len(a) == 3 * 17  # lemmas, manifest, 4 shards and their 4 score files, 2 groups x 3 files, lemma_stats
     assert a == q

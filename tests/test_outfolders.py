@@ -330,6 +330,7 @@ def test_the_bench_refuses_a_users_run_folder_before_any_work(tmp_path: Path) ->
         tmp_path / "snakemake",
         tmp_path / "sweep" / "n2",
         tmp_path / "sweep" / "n8",
+        tmp_path / "sweep" / "plan",
         tmp_path / "sweep" / "dry1000",
     ]
     assert run_folders(tmp_path, ("aggregation",), (2,), 0) == [tmp_path / "workflow"]

@@ -224,6 +224,7 @@ def run_model(job: RunModel, session: Session | None = None) -> None:
             run()
             log.info("%s: %s branch %.1f s", job.name, name, time.perf_counter() - t1)
         log.info("%s: every branch in %.1f s (load included)", job.name, time.perf_counter() - t0)
+        s.prefetch.release(lm)  # done with it: the next revision's weights may go into its module
 
 
 def check_branches(a: argparse.Namespace) -> None:

@@ -9,7 +9,7 @@ throughput, postprocess, api_calls (the in-process API's evaluate calls), real_m
 those parts), paper_shapes (the paper configuration at the paper's model sizes, on CUDA), paper_baseline (the
 paper-code oracle, which the tests import as their independent reference), baseline_ratio (the
 oracle timed against verbeval's jobs), sweep (a checkpoint sweep of N revisions: the cost per
-revision), output_hashes (the ``bench-hashes`` sub-command: two source trees' outputs compared by
+revision), sweep_sizes (its checkpoint shapes, ``--sweep-size``), output_hashes (the ``bench-hashes`` sub-command: two source trees' outputs compared by
 sha256), report (the printed summary) and cli (the ``bench`` sub-command).
 
 May import: ``verbeval.core``, ``verbeval.agreement`` (it times the agreement pipeline) and

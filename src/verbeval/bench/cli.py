@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from verbeval.bench.output_hashes import DEFAULT_CONFIGS, compare_trees, table
+from verbeval.bench.sweep_sizes import SWEEP_SIZES
 from verbeval.core.cliutil import Add
 from verbeval.core.steps import THREADS, Input, Option, Output, add_options
 
@@ -36,6 +37,7 @@ def cmd_bench(a: argparse.Namespace) -> None:
         sweep_revisions=[int(n) for n in a.sweep_revisions.split(",") if n.strip()],
         sweep_dry_run=a.sweep_dry_run,
         sweep_tree=a.sweep_tree,
+        sweep_size=a.sweep_size,
     )
 
 
@@ -121,6 +123,14 @@ def register(add: Add) -> None:
             type=int,
             default=1000,
             metavar="N",
+        ),
+        Option(
+            "--sweep-size",
+            "sweep part: the checkpoints' shape, random weights seeded per revision (tiny: 2 layers, hidden 32; "
+            "gpt2-small: 12 layers, hidden 768, 0.5 GB each; pythia-160m: GPT-NeoX, 12 layers, hidden 768); "
+            "with the plan timed cold and warm and each weight load against reading the weights once",
+            choices=list(SWEEP_SIZES),
+            default="tiny",
         ),
         Input(
             "--sweep-tree",

@@ -61,6 +61,7 @@ def run_bench(
     sweep_revisions: Sequence[int] = (2, 8, 32),
     sweep_dry_run: int = 1000,
     sweep_tree: str | Path | None = None,
+    sweep_size: str = "tiny",
 ) -> dict[str, Any]:
     """Run the benchmarks and write their figures to ``out`` (JSON). Returns the figures.
 
@@ -91,9 +92,10 @@ def run_bench(
     if "sweep" in parts:
         before["sweep"] = load_before("sweep")
         from verbeval.bench.sweep import bench_sweep
+        from verbeval.bench.sweep_sizes import SWEEP_SIZES
 
         report["sweep"] = bench_sweep(
-            shared / "tokenizers" / "gpt2",
+            shared / "tokenizers" / SWEEP_SIZES[sweep_size]["tokenizer"],
             workdir,
             revisions=sweep_revisions,
             dry_run=sweep_dry_run,
@@ -101,6 +103,7 @@ def run_bench(
             config_values=snakemake_extra,
             threads=threads,
             tree=Path(sweep_tree) if sweep_tree else None,
+            size=sweep_size,
         )
     if "paper" in parts:
         before["paper"] = load_before("paper")
@@ -162,7 +165,7 @@ def run_folders(workdir: Path, parts: Sequence[str], sweep_revisions: Sequence[i
     """The run folders under ``workdir`` that the ``parts`` empty (verbeval.bench.workflow_runs.bench_folder)."""
     folders = [workdir / part for part in ("snakemake", "paper") if part in parts]
     if "sweep" in parts:
-        folders += [workdir / "sweep" / f"n{n}" for n in sweep_revisions]
+        folders += [workdir / "sweep" / f"n{n}" for n in sweep_revisions] + [workdir / "sweep" / "plan"]
         folders += [workdir / "sweep" / f"dry{sweep_dry_run}"] if sweep_dry_run else []
     if set(parts) - WORKFLOW_FREE:
         folders.append(workdir / "workflow")

@@ -27,6 +27,16 @@ exists and holds ``config.json`` and fingerprints its files, so each of those fo
 one, ``config.json`` copied and the tokenizer files symlinked from the first checkpoint, no weights
 (the dry run's time therefore leaves out hashing real weight files).
 
+``--sweep-size`` sets the checkpoints' shape (:data:`SWEEP_SIZES`): ``tiny`` (the default, above), or a
+real size with random weights, distinct per revision (seeded by ``k``, each folder its own files, so
+the page cache does not hide reads): ``gpt2-small`` (12 layers, hidden 768, the GPT-2 vocabulary,
+0.5 GB per revision) or ``pythia-160m`` (GPT-NeoX, the GPT-NeoX tokenizer). Every size also reports
+the plan of the largest sweep (``snakemake -n`` on its real weights) cold and warm
+(:func:`bench_plan`), each revision's logged weight load (built by ``from_pretrained`` or swapped into
+the module built before: :mod:`verbeval.core.weight_swap`), and, in the bench's own process, a
+queue's loads of the first revisions against ``from_pretrained`` and one read of their weight files
+(:func:`bench_loads`). Each run has a verbeval cache of its own (``$VERBEVAL_CACHE_DIR``: file hashes).
+
 Snakemake runs with a stand-in ``scontrol`` (``exit 127``) first on ``PATH`` when a ``scontrol`` is
 installed (as ``.ci/run`` does): installed SLURM client tools without a controller slow every
 ``snakemake`` command by about 9 s (docs/performance.md), which would be counted into every run.
@@ -46,10 +56,12 @@ from pathlib import Path
 from typing import Any
 
 from verbeval.bench.snakemake_jobs import SnakemakeRun, check_imports, child_environ, job_records, snakemake_command
+from verbeval.bench.sweep_sizes import SWEEP_SIZES
 from verbeval.bench.timing import load_1min, load_before
+from verbeval.core.model_sources.fingerprint import CACHE_ENV
 
-#: the checkpoints' shape: GPT-2, layers, hidden size, heads (random weights, the real GPT-2 vocabulary)
-SWEEP_SHAPE = {"layers": 2, "hidden": 32, "heads": 2}
+#: the default size's shape: GPT-2, layers, hidden size, heads (random weights, the real GPT-2 vocabulary)
+SWEEP_SHAPE = {k: SWEEP_SIZES["tiny"][k] for k in ("layers", "hidden", "heads")}
 #: the sweep's model entry name
 SWEEP_NAME = "sweep"
 #: the agreement groups the sweep scores, and the rows per template source
@@ -70,16 +82,26 @@ def checkpoint_dir(models_dir: Path, step: int) -> Path:
     return models_dir / f"step-{step}"
 
 
-def build_checkpoints(tokenizer: Path, models_dir: Path, n: int) -> list[Path]:
-    """``models_dir/step-1`` ... ``step-n``: tiny GPT-2s (:data:`SWEEP_SHAPE`) on ``tokenizer``, the
-    weights of ``step-k`` seeded with ``k``; a folder already there (``config.json``) is kept."""
+def build_checkpoints(tokenizer: Path, models_dir: Path, n: int, size: str = "tiny") -> list[Path]:
+    """``models_dir/step-1`` ... ``step-n``: models of ``size`` (:data:`SWEEP_SIZES`, default a tiny
+    GPT-2) on ``tokenizer``, the weights of ``step-k`` seeded with ``k`` (each folder its own files);
+    a folder already there (``config.json``) is kept."""
     from verbeval.core.tiny_models import make_tiny_model
 
+    shape = SWEEP_SIZES[size]
     out = []
     for k in range(1, n + 1):
         d = checkpoint_dir(models_dir, k)
         if not (d / "config.json").is_file():
-            make_tiny_model(tokenizer, "gpt2", d, seed=k, **SWEEP_SHAPE)
+            make_tiny_model(
+                tokenizer,
+                shape["arch"],
+                d,
+                seed=k,
+                layers=shape["layers"],
+                hidden=shape["hidden"],
+                heads=shape["heads"],
+            )
         out.append(d)
     return out
 
@@ -167,6 +189,11 @@ _COMPUTED = re.compile(
 _LOADED = re.compile(r"(?P<model>\S+): model loaded in (?P<load>[\d.]+) s")
 #: verbeval.model_run: a model's whole agreement branch (contexts prepared, computed, written)
 _BRANCH = re.compile(r"(?P<model>\S+): agreement branch (?P<s>[\d.]+) s")
+#: verbeval.core.prefetch: how a model's weights were loaded (on the read-ahead thread or not), and how long it took
+_WEIGHTS = re.compile(
+    r"(?P<model>\S+): (?:(?P<swapped>weights swapped into the built module)|module built \(from_pretrained\)) "
+    r"in (?P<s>[\d.]+) s"
+)
 
 
 @dataclass(frozen=True)
@@ -211,6 +238,17 @@ def parse_log_lines(lines: Iterable[str], log: str = "") -> tuple[list[Computed]
     return computed, loads, branches
 
 
+def weight_loads(lines: Iterable[str]) -> dict[str, tuple[str, float]]:
+    """Each model's weight load of a log (:mod:`verbeval.core.prefetch`): ``swapped`` (into the module
+    an earlier revision built) or ``built`` (``from_pretrained``), and its seconds."""
+    out: dict[str, tuple[str, float]] = {}
+    for line in lines:
+        m = _WEIGHTS.search(line)
+        if m is not None:
+            out[m["model"]] = ("swapped" if m["swapped"] else "built", float(m["s"]))
+    return out
+
+
 def parse_logs(logs_dir: Path) -> tuple[list[Computed], dict[str, float], dict[str, float]]:
     """:func:`parse_log_lines` over every ``*.log`` below ``logs_dir``."""
     computed: list[Computed] = []
@@ -225,12 +263,32 @@ def parse_logs(logs_dir: Path) -> tuple[list[Computed], dict[str, float], dict[s
     return computed, loads, branches
 
 
+def parse_weight_loads(logs_dir: Path) -> dict[str, tuple[str, float]]:
+    """:func:`weight_loads` over every ``*.log`` below ``logs_dir``."""
+    out: dict[str, tuple[str, float]] = {}
+    for p in sorted(Path(logs_dir).rglob("*.log")):
+        out.update(weight_loads(p.read_text(errors="replace").splitlines()))
+    return out
+
+
+def weights_figures(loads: Mapping[str, tuple[str, float]]) -> dict[str, Any]:
+    """The weight loads of a run (:func:`weight_loads`): how many revisions were built and swapped,
+    and the mean seconds of each (None: none, e.g. a tree that does not log them)."""
+    out: dict[str, Any] = {}
+    for how in ("built", "swapped"):
+        secs = [s for h, s in loads.values() if h == how]
+        out[f"{how}_revisions"] = len(secs)
+        out[f"{how}_load_s_per_revision"] = round(sum(secs) / len(secs), 3) if secs else None
+    return out
+
+
 def per_revision(
     computed: Sequence[Computed], loads: Mapping[str, float], branches: Mapping[str, float] | None = None
 ) -> dict[str, Any]:
     """Per model (revision) of the agreement lines: contexts and compute seconds summed, and its model
-    load (the ``model load`` of its line, else its ``model loaded in`` line); their means over the
-    revisions, and the mean ``agreement branch`` time of those that log one."""
+    load (the ``model load`` of its line, else its ``model loaded in`` line: in a queue the wait for
+    the model read ahead); their means over the revisions, and the mean ``agreement branch`` time of
+    those that log one."""
     branches = dict(branches or {})
     models: dict[str, dict[str, Any]] = {}
     for c in computed:
@@ -316,7 +374,8 @@ def bench_sweep_run(
         db = run_dir / "snakemake-metadata.sqlite"
         cmd = snakemake_command(configfiles=[cfg], cores=cores, metadata_db=db, config_values=list(config_values))
         load = load_before(f"sweep n={len(checkpoints)}")
-        wall, _ = run_timed(cmd, env, cwd)
+        # a cache of its own (file hashes): each run from scratch, whichever tree ran before
+        wall, _ = run_timed(cmd, {**env, CACHE_ENV: str(run_dir / "cache")}, cwd)
     run = SnakemakeRun(cmd, cores, wall, job_records(db), Path(cwd or Path.cwd()))
     scoring = [j for j in run.jobs if SCORING_RULE.fullmatch(j.rule)]
     computed, loads, branches = parse_logs(run_dir / "results" / "logs")
@@ -333,6 +392,8 @@ def bench_sweep_run(
         "scoring_job_s_per_revision": round(sum(j.wall_s for j in scoring) / n, 3),
         # from the logs: forward pass plus scoring per revision (model load excluded)
         "logs": per_revision(computed, loads, branches),
+        # from the logs: each revision's weight load, built (from_pretrained) or swapped into a built module
+        "weights": weights_figures(parse_weight_loads(run_dir / "results" / "logs")),
         "run_dir": str(run_dir),
     }
 
@@ -347,13 +408,18 @@ def bench_sweep(
     config_values: Sequence[str] = (),
     threads: int = 1,
     tree: Path | None = None,
+    size: str = "tiny",
 ) -> dict[str, Any]:
     """The sweep part (module docstring): a run per number of ``revisions``, the marginal cost of a
     revision, and the dry run of a ``dry_run``-revision sweep (0: none).
 
     ``tree``: another checkout whose workflow runs (``snakemake`` from its root, its ``verbeval``
     imported through ``PYTHONPATH=<tree>/src``, checked first), e.g. a rework's; default: this one,
-    from the current directory."""
+    from the current directory. ``size``: the checkpoints' shape (:data:`SWEEP_SIZES`; ``tokenizer``
+    is its tokenizer); the checkpoints of each size are built once under ``WORKDIR/sweep/models`` (tiny)
+    or ``WORKDIR/sweep/models-<size>``. Besides the runs: the plan (``snakemake -n``) of the largest
+    sweep cold and warm (:func:`bench_plan`), and its weight loads in this process (:func:`bench_loads`).
+    What it found is printed, a line each."""
     sweep_dir = (Path(workdir) / "sweep").resolve()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     env = no_slurm_environ(child_environ(), sweep_dir / "no-slurm")
@@ -363,7 +429,8 @@ def bench_sweep(
         env["PYTHONPATH"] = str(cwd / "src")
         check_imports(cwd, env)
     t0 = time.perf_counter()
-    checkpoints = build_checkpoints(Path(tokenizer), sweep_dir / "models", max(revisions, default=1))
+    models_dir = sweep_dir / ("models" if size == "tiny" else f"models-{size}")
+    checkpoints = build_checkpoints(Path(tokenizer), models_dir, max(revisions, default=1), size)
     build_s = time.perf_counter() - t0
     runs = [
         bench_sweep_run(
@@ -381,7 +448,9 @@ def bench_sweep(
     wall_fit = fit_line(xs, [r["wall_s"] for r in runs])
     jobs_fit = fit_line(xs, [r["jobs"] for r in runs])
     figures: dict[str, Any] = {
-        "shape": {"arch": "gpt2", **SWEEP_SHAPE, "tokenizer": str(tokenizer)},
+        "size": size,
+        "shape": {**SWEEP_SIZES[size], "tokenizer": str(tokenizer)},
+        "weights_bytes_per_revision": weights_bytes(checkpoints[0]),
         "groups": list(SWEEP_GROUPS),
         "rows_per_source": SWEEP_ROWS,
         "cores": cores,
@@ -393,11 +462,127 @@ def bench_sweep(
         "fixed_s": round(wall_fit[1], 3) if wall_fit else None,
         "marginal_jobs_per_revision": round(jobs_fit[0], 3) if jobs_fit else None,
     }
+    figures["plan"] = bench_plan(checkpoints, sweep_dir / "plan", config_values=config_values, env=env, cwd=cwd)
+    figures["loads"] = bench_loads(checkpoints[: min(3, len(checkpoints))])
     if dry_run:
         figures["dry_run"] = bench_dry_run(
             checkpoints[0], sweep_dir, dry_run, config_values=config_values, env=env, cwd=cwd
         )
+    for line in report_lines(figures):
+        print(f"bench sweep: {line}")
     return figures
+
+
+def weights_bytes(folder: Path) -> int:
+    """The bytes of a checkpoint's weight files (``*.safetensors``, ``*.bin``)."""
+    return sum(p.stat().st_size for pattern in ("*.safetensors", "*.bin") for p in Path(folder).glob(pattern))
+
+
+def bench_plan(
+    checkpoints: Sequence[Path],
+    plan_dir: Path,
+    *,
+    config_values: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+) -> dict[str, Any]:
+    """``snakemake -n`` of the sweep of ``checkpoints`` (real weights), twice: cold (a fresh verbeval
+    cache, ``$VERBEVAL_CACHE_DIR``) and warm (the same cache again)."""
+    from verbeval.bench.workflow_runs import bench_folder
+
+    out: dict[str, Any] = {"revisions": len(checkpoints)}
+    with bench_folder(plan_dir) as run_dir:
+        cfg = write_sweep_config(run_dir / "sweep.yaml", sweep_config(checkpoints, run_dir))
+        cmd = [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--configfile", str(cfg)]
+        if config_values:
+            cmd += ["--config", *config_values]
+        plan_env = {**env, CACHE_ENV: str(run_dir / "cache")}
+        for when in ("cold", "warm"):
+            out[f"{when}_load_before"] = load_1min()
+            wall, _ = run_timed(cmd, plan_env, cwd)
+            out[f"{when}_s"] = round(wall, 3)
+    out["command"] = " ".join(cmd)
+    return out
+
+
+def bench_loads(checkpoints: Sequence[Path]) -> dict[str, Any]:
+    """The weight loads of ``checkpoints`` in this process, one after another, as a queue loads them
+    (:class:`verbeval.core.prefetch.Prefetcher`, each model released when done: the first built, the
+    next ones swapped into its module), against ``from_pretrained`` of each again and the time to
+    read its weight files once (1 MiB reads, nothing kept). The files are in the page cache by then
+    (the runs read them): these are the loads' costs beyond the disk."""
+    from verbeval.core.model_sources.source import ModelSource
+    from verbeval.core.prefetch import LoadRequest, Prefetcher
+
+    rows = []
+    prefetch = Prefetcher()
+    module = None
+    try:
+        for folder in checkpoints:
+            request = LoadRequest(ModelSource.of(str(folder)), kind="causal", dtype="float32", device="cpu")
+            t = time.perf_counter()
+            lm = prefetch.take(request)
+            queue_s = time.perf_counter() - t
+            swapped, module = lm.model is module, lm.model
+            prefetch.release(lm)
+            del lm
+            t = time.perf_counter()
+            fresh = request.load()
+            build_s = time.perf_counter() - t
+            del fresh
+            rows.append(
+                {
+                    "revision": Path(folder).name,
+                    "queue_load": "swapped" if swapped else "built",
+                    "queue_load_s": round(queue_s, 3),
+                    "from_pretrained_s": round(build_s, 3),
+                    "read_once_s": round(read_once(folder), 3),
+                }
+            )
+    finally:
+        prefetch.close()
+    return {"revisions": rows}
+
+
+def read_once(folder: Path) -> float:
+    """Seconds to read a checkpoint's weight files once, 1 MiB at a time (as ``cat FILE > /dev/null``)."""
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    t = time.perf_counter()
+    for pattern in ("*.safetensors", "*.bin"):
+        for p in sorted(Path(folder).glob(pattern)):
+            with open(p, "rb", buffering=0) as f:
+                while f.readinto(view):
+                    pass
+    return time.perf_counter() - t
+
+
+def report_lines(figures: Mapping[str, Any]) -> list[str]:
+    """The part's figures as the lines it prints."""
+    lines = [
+        f"size {figures['size']}: {figures['weights_bytes_per_revision'] / 1e6:.0f} MB of weights per revision, "
+        f"{figures['cores']} cores"
+    ]
+    for r in figures["runs"]:
+        w, logs = r["weights"], r["logs"]
+        lines.append(
+            f"{r['revisions']} revisions: wall {r['wall_s']:.1f} s (load before {r['load_before']}); per revision: "
+            f"forward + scoring {logs['compute_s_per_revision']} s, weights built {w['built_revisions']} x "
+            f"{w['built_load_s_per_revision']} s, swapped {w['swapped_revisions']} x {w['swapped_load_s_per_revision']} s"
+        )
+    lines.append(f"marginal wall time per revision: {figures['marginal_s_per_revision']} s")
+    plan = figures["plan"]
+    lines.append(
+        f"plan of {plan['revisions']} revisions (snakemake -n): cold {plan['cold_s']} s, warm {plan['warm_s']} s"
+    )
+    for row in figures["loads"]["revisions"]:
+        lines.append(
+            f"{row['revision']} in this process: {row['queue_load']} in {row['queue_load_s']} s; from_pretrained "
+            f"{row['from_pretrained_s']} s; reading its weights once {row['read_once_s']} s"
+        )
+    if "dry_run" in figures:
+        lines.append(f"dry run of {figures['dry_run']['revisions']} revisions: {figures['dry_run']['wall_s']} s")
+    return lines
 
 
 def bench_dry_run(

@@ -19,7 +19,8 @@ failures (the failed jobs' causes), outfolders (an output folder replaced only w
 command's own earlier output), api_args (the in-process API's argument checks), model_state (a model
 borrowed for scoring and handed back exactly), warm (work a warm process does once per
 tokenizer, keyed by file content), prefetch (the next model of a queue loaded while the current one
-computes), session (a queue's or command's warm caches and prefetcher, passed to the step functions),
+computes), weight_swap (a revision's weights put into the module an earlier revision built),
+session (a queue's or command's warm caches and prefetcher, passed to the step functions),
 model_runs (ModelRun: a model source and its per-model settings as one typed value), console
 (Snakemake's job descriptions kept short), bootstrap
 (the percentile bootstrap both studies' CIs come from), count_draws (its resample counts, drawn

@@ -7,6 +7,12 @@ moved to the device while the current model computes; the next job then finds it
 one model is loaded ahead. A load that fails ahead fails the job that asks for it, with the same
 error as a load of its own. A command that runs one model announces nothing and loads as before.
 
+A model whose step is done is released (:meth:`Prefetcher.release`, by ``run-model``): the next
+load whose module is built alike (:mod:`verbeval.core.weight_swap`: another revision of the same
+model) reads its weights into that module instead of building one with ``from_pretrained``. The
+log says per model which it was, and how long it took (``weights swapped into the built module in
+S s`` or ``module built in S s``).
+
 Each load seeds torch's generator as a load of its own does (``torch.manual_seed(0)``) on the
 thread that runs it: nothing else in a queue draws from that generator while a model computes
 (inference runs in eval mode), so a model's weights are the same whether it was loaded ahead or not.
@@ -18,6 +24,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -63,6 +70,11 @@ class Prefetcher:
         self._upcoming: deque[LoadRequest] = deque()
         self._ahead: dict[LoadRequest, Future[Any]] = {}
         self._pool: ThreadPoolExecutor | None = None
+        #: the model of a step that is done (:meth:`release`), with its blueprint: the next load built alike
+        #: reads its weights into its module
+        self._released: tuple[Any, Any] | None = None
+        #: id(loaded model) -> (a weak reference to it, its blueprint): the models this prefetcher loaded
+        self._blueprints: dict[int, tuple[weakref.ref[Any], Any]] = {}
 
     def announce(self, requests: list[LoadRequest]) -> None:
         """The loads the coming jobs will ask for, in order (replaces any earlier announcement)."""
@@ -77,6 +89,8 @@ class Prefetcher:
             pending = list(self._ahead.values())
             self._ahead.clear()
             pool, self._pool = self._pool, None
+            self._released = None
+            self._blueprints.clear()
         for fut in pending:
             fut.cancel()
         if pool is not None:
@@ -112,8 +126,57 @@ class Prefetcher:
                 time.perf_counter() - t,
             )
         else:
-            lm = request.load()
+            lm = self._load(request, self._take_released())
         self._start_next()
+        return lm
+
+    def _take_released(self) -> tuple[Any, Any] | None:
+        """The released model (and its blueprint), given to the load that starts now (when it starts,
+        not when its thread runs: which load may reuse it does not depend on the threads' timing)."""
+        with self._lock:
+            released, self._released = self._released, None
+        return released
+
+    def release(self, lm: Any) -> None:
+        """The step that took ``lm`` is done with it: its module may receive the weights of the next
+        model built alike (:mod:`verbeval.core.weight_swap`). Nothing may use ``lm`` afterwards."""
+        with self._lock:
+            ref, bp = self._blueprints.pop(id(lm), (None, None))
+            self._released = (bp, lm) if ref is not None and ref() is lm else None
+
+    def _load(self, request: LoadRequest, released: tuple[Any, Any] | None) -> Any:
+        """``request``'s model: its weights read into the ``released`` model's module when that was built
+        alike (:func:`verbeval.core.weight_swap.swap_weights`), else built by :meth:`LoadRequest.load`.
+        The released module is given up either way (a load that does not use it does not keep it alive)."""
+        from verbeval.core.weight_swap import blueprint, swap_weights
+
+        bp = blueprint(request)
+        t = time.perf_counter()
+        lm = None
+        if bp is not None and released is not None and released[0] == bp:
+            import torch
+
+            torch.manual_seed(0)  # seeded as a load of its own is
+            try:
+                lm = swap_weights(released[1], request)
+            except Exception as exc:  # noqa: BLE001 - a half-written module is dropped; from_pretrained says what is wrong
+                why = (str(exc).splitlines() or [type(exc).__name__])[0]
+                log.info("%s: weights not swapped (%s): built", request.source.id, why)
+            released = None
+            if lm is not None:
+                log.info(
+                    "%s: weights swapped into the built module in %.2f s", request.source.id, time.perf_counter() - t
+                )
+        if lm is None:
+            released = None
+            t = time.perf_counter()
+            lm = request.load()
+            log.info("%s: module built (from_pretrained) in %.2f s", request.source.id, time.perf_counter() - t)
+        if bp is not None:
+            with self._lock:
+                for key in [k for k, (r, _) in self._blueprints.items() if r() is None]:
+                    del self._blueprints[key]
+                self._blueprints[id(lm)] = (weakref.ref(lm), bp)
         return lm
 
     def _start_next(self) -> None:
@@ -123,4 +186,5 @@ class Prefetcher:
             nxt = self._upcoming[0]
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verbeval-prefetch")
-            self._ahead[nxt] = self._pool.submit(nxt.load)
+            released, self._released = self._released, None
+            self._ahead[nxt] = self._pool.submit(self._load, nxt, released)
