@@ -290,6 +290,22 @@ class ModelIdentity:
     #: the content key of its tokenizer files (:func:`verbeval.core.warm.tokenizer_files_key`), or None
     tokenizer_key: str | None = None
 
+    def loaded(self, model: Any, device: Any, device_map: dict[str, Any] | None = None) -> LoadedModel:
+        """The :class:`LoadedModel` of this identity with its built ``model`` on ``device`` (the
+        inverse of :attr:`LoadedModel.identity`)."""
+        return LoadedModel(
+            self.model_id,
+            model,
+            self.tokenizer,
+            self.kind,
+            self.cased,
+            device,
+            self.dtype,
+            self.revision,
+            device_map,
+            self.tokenizer_key,
+        )
+
 
 def _identity(source: ModelSource, tokenizer: Any, config: Any, kind: Kind, dtype: str) -> ModelIdentity:
     """The identity of ``source`` from its tokenizer and config (``kind`` resolved)."""
@@ -459,16 +475,4 @@ def load_model(
         log.info("%s: device_map %s -> %s; inputs on %s", model_id, device_map, placed, dev)
     if resolved == "masked" and tok.mask_token is None:
         raise VerbevalError(f"model {model_id!r} is masked but its tokenizer has no mask token")
-    ident = _identity(source, tok, cfg, resolved, dtype)
-    return LoadedModel(
-        ident.model_id,
-        model,
-        ident.tokenizer,
-        ident.kind,
-        ident.cased,
-        dev,
-        ident.dtype,
-        ident.revision,
-        placed,
-        ident.tokenizer_key,
-    )
+    return _identity(source, tok, cfg, resolved, dtype).loaded(model, dev, placed)

@@ -123,7 +123,7 @@ def swap_weights(built: LoadedModel, request: Any) -> LoadedModel | None:
     import torch
     from safetensors import safe_open
 
-    from verbeval.core.models import LoadedModel, model_identity
+    from verbeval.core.models import model_identity
 
     folder = Path(request.source.ref.location)
     files = weight_files(folder)
@@ -177,18 +177,7 @@ def swap_weights(built: LoadedModel, request: Any) -> LoadedModel | None:
     config = json.loads((folder / "config.json").read_text())
     model.config._name_or_path = request.source.ref.location  # as from_pretrained sets it
     model.config.transformers_version = config.get("transformers_version")
-    return LoadedModel(
-        ident.model_id,
-        model,
-        ident.tokenizer,
-        ident.kind,
-        ident.cased,
-        built.device,
-        ident.dtype,
-        ident.revision,
-        None,
-        ident.tokenizer_key,
-    )
+    return ident.loaded(model, built.device)
 
 
 def _on_cpu(tensors: list[Any]) -> bool:
