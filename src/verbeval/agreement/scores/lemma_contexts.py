@@ -28,6 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from verbeval.agreement.scores.metrics import finite_contexts
 from verbeval.core.errors import InputError, VerbevalError
 from verbeval.core.io import atomic_path
 
@@ -96,9 +97,7 @@ def lemma_contexts_from_stats(
         stats, plural = groups[group]
         valid = None
         if hasattr(stats, "prob"):
-            arrays = (stats.prob, stats.cum_above, stats.cum_below)
-            n = np.asarray(stats.prob).shape[0]
-            valid = np.logical_and.reduce([np.isfinite(np.asarray(a)).reshape(n, -1).all(axis=1) for a in arrays])
+            valid = finite_contexts(stats)
             stats = stats.prob
         prob = np.asarray(stats)
         if prob.ndim != 3 or prob.shape[1] != len(names):

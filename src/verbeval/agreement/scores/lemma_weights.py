@@ -28,19 +28,11 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import pandas as pd
 
-from verbeval.agreement.scores.metrics import FormStats
+from verbeval.agreement.scores.metrics import FormStats, finite_contexts
 from verbeval.core.errors import MismatchError, VerbevalError
 
 #: contexts scored per slice by :func:`lemma_weighted_p1` (bounds its temporaries, see there)
 CONTEXT_BLOCK = 1024
-
-
-def finite_contexts(stats: FormStats) -> np.ndarray:
-    """``[N]`` bool: contexts whose form statistics (probability, mass above, mass below) are all
-    finite; the others (kept under ``inference.allow_nonfinite``) have no EW or MW, as in aggregation."""
-    n = np.asarray(stats.prob).shape[0]
-    arrays = (stats.prob, stats.cum_above, stats.cum_below)
-    return np.logical_and.reduce([np.isfinite(np.asarray(a)).reshape(n, -1).all(axis=1) for a in arrays])
 
 
 def lemma_weighted_p1(

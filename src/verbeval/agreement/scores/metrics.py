@@ -67,6 +67,14 @@ class FormStats:
     cum_below: np.ndarray
 
 
+def finite_contexts(stats: FormStats) -> np.ndarray:
+    """``[N]`` bool: contexts whose form statistics (probability, mass above, mass below) are all
+    finite; the others (kept under ``inference.allow_nonfinite``) have no EW or MW, as in aggregation."""
+    n = np.asarray(stats.prob).shape[0]
+    arrays = (stats.prob, stats.cum_above, stats.cum_below)
+    return np.logical_and.reduce([np.isfinite(np.asarray(a)).reshape(n, -1).all(axis=1) for a in arrays])
+
+
 @dataclass(frozen=True)
 class AgreementScores:
     """Per-context scores. ``[N]`` for ``tse``; ``[N, n_cutoffs]`` otherwise; NaN where undefined."""
