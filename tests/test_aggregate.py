@@ -7,8 +7,10 @@ model is needed.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -21,7 +23,7 @@ from verbeval.agreement.engine.kernels import form_statistics
 from verbeval.agreement.engine.shards import META_KEY, ChunkResult, chunk_range, read_shard_meta, write_shard
 from verbeval.agreement.engine.shardstore import chunk_label
 from verbeval.agreement.report.tables import random_models, table2, to_html, to_latex, to_markdown, to_metrics
-from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse, summarise
+from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse, summarise, wilson_interval
 from verbeval.agreement.scores.metrics import score_logits
 from verbeval.core.bootstrap import bootstrap_means
 from verbeval.core.errors import VerbevalError
@@ -285,6 +287,8 @@ def test_summarise_by_hand() -> None:
         "ci_high",
         "n",
         "n_total",
+        "wilson_low",
+        "wilson_high",
     ]
     assert (s["model"] == "m").all() and (s["group"] == "g").all()
 
@@ -297,6 +301,9 @@ def test_summarise_by_hand() -> None:
     t = one("tse")
     assert t["value"] == 0.75 and t["n"] == 4 and t["n_total"] == 5
     assert t["ci_low"] <= 0.75 <= t["ci_high"]
+    assert (t["wilson_low"], t["wilson_high"]) == pytest.approx(_wilson_by_formula(3, 4, 0.95), rel=1e-9)
+    assert (t["wilson_low"], t["wilson_high"]) == pytest.approx((0.3006418, 0.9544127), abs=1e-6)
+    assert s.loc[s["metric"] != "tse", ["wilson_low", "wilson_high"]].isna().all().all()  # TSE's only
     ew = one("ew", "top", 1.0)
     assert ew["value"] == 0.5 and ew["n"] == 3 and ew["n_total"] == 4
     mw = one("mw", "top", 1.0)
@@ -311,6 +318,25 @@ def test_summarise_by_hand() -> None:
     assert one("invalid", "bottom", 1e-6)["value"] == 1.0
     # one row per metric column, plus tse, plus one invalid row per EW column
     assert len(s) == 1 + 9 + 3
+
+
+def _wilson_by_formula(k: int, n: int, confidence: float) -> tuple[float, float]:
+    """Wilson's closed form: (p + z^2/2n -+ z sqrt(p(1 - p)/n + z^2/4n^2)) / (1 + z^2/n)."""
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = k / n
+    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
+
+
+@pytest.mark.parametrize(("k", "n", "confidence"), [(3, 4, 0.95), (0, 10, 0.95), (20, 20, 0.9), (417, 1000, 0.99)])
+def test_wilson_interval_is_the_closed_form(k: int, n: int, confidence: float) -> None:
+    rows = np.array([1.0] * k + [0.0] * (n - k) + [np.nan] * 3)  # NaN rows (multi-token forms) left out
+    assert wilson_interval(rows, confidence) == pytest.approx(_wilson_by_formula(k, n, confidence), rel=1e-9, abs=1e-12)
+
+
+def test_wilson_interval_without_a_defined_row_is_nan() -> None:
+    assert np.isnan(wilson_interval(np.array([np.nan, np.nan]), 0.95)).all()
+    assert np.isnan(wilson_interval(np.array([]), 0.95)).all()
 
 
 # --------------------------------------------------------------------------- Table 2
