@@ -22,7 +22,15 @@ import torch
 from verbeval.agreement.engine.kernels import form_statistics
 from verbeval.agreement.engine.shards import META_KEY, ChunkResult, chunk_range, read_shard_meta, write_shard
 from verbeval.agreement.engine.shardstore import chunk_label
-from verbeval.agreement.report.tables import random_models, table2, to_html, to_latex, to_markdown, to_metrics
+from verbeval.agreement.report.tables import (
+    random_models,
+    table2,
+    to_html,
+    to_latex,
+    to_markdown,
+    to_metrics,
+    tse_wilson,
+)
 from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse, summarise, wilson_interval
 from verbeval.agreement.scores.metrics import score_logits
 from verbeval.core.bootstrap import bootstrap_means
@@ -460,6 +468,36 @@ def test_table2_html() -> None:
     assert across[5] == "–" and across[8].startswith("<small>0/")  # gpt_b has no TSE in prep: no CI either
     assert "90% percentile bootstrap CI" in page
     assert "<li>Simple: 2 rows &lt;flagged&gt; &amp; kept.</li>" in page
+
+
+def test_table2_html_gives_tse_s_wilson_interval_below_the_bootstrap_one() -> None:
+    """Summaries with the Wilson columns: below TSE's bootstrap CI its Wilson interval (none where the
+    model has no TSE, nor below EW and MW); summaries written before them give the page as it was."""
+    import re
+
+    old = _hand_summary()
+    is_tse = old["metric"] == "tse"
+    summary = old.assign(
+        wilson_low=np.where(is_tse, 0.8123, np.nan),
+        wilson_high=np.where(is_tse & (old["model"] == "bert-a"), 0.9234, np.nan),
+    )
+    summary.loc[is_tse & (summary["model"] == "gpt_b"), "wilson_high"] = 0.94
+    wilson = tse_wilson(summary)
+    assert wilson[("bert-a", "simple")] == (0.8123, 0.9234) and wilson[("gpt_b", "simple")] == (0.8123, 0.94)
+    t = table2(summary, GROUPS, MODELS)
+    page = to_html(t, MODELS, confidence=0.9, wilson=wilson)
+    rows = re.findall(r"<tr>(.*?)</tr>", page)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", rows[2])
+    assert cells[1] == "0.88<br><small>[0.80, 0.95]</small><br><small>Wilson [0.81, 0.92]</small>"
+    assert cells[5] == "0.89<br><small>[0.80, 0.95]</small><br><small>Wilson [0.81, 0.94]</small>"
+    assert "Wilson" not in cells[2] + cells[3]  # EW, MW: the bootstrap CI only
+    assert (
+        "Below each value: its 90% percentile bootstrap CI, and below TSE's its Wilson interval at the same level."
+        in page
+    )
+    assert tse_wilson(old) == {}
+    pd.testing.assert_frame_equal(table2(old, GROUPS, MODELS), t)  # table2.csv: unchanged
+    assert to_html(table2(old, GROUPS, MODELS), MODELS, wilson=tse_wilson(old)) == to_html(t, MODELS)
 
 
 def test_table2_labels_a_random_model_and_only_it() -> None:
