@@ -7,8 +7,10 @@ model is needed.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -20,8 +22,16 @@ import torch
 from verbeval.agreement.engine.kernels import form_statistics
 from verbeval.agreement.engine.shards import META_KEY, ChunkResult, chunk_range, read_shard_meta, write_shard
 from verbeval.agreement.engine.shardstore import chunk_label
-from verbeval.agreement.report.tables import random_models, table2, to_html, to_latex, to_markdown, to_metrics
-from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse, summarise
+from verbeval.agreement.report.tables import (
+    random_models,
+    table2,
+    to_html,
+    to_latex,
+    to_markdown,
+    to_metrics,
+    tse_wilson,
+)
+from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse, summarise, wilson_interval
 from verbeval.agreement.scores.metrics import score_logits
 from verbeval.core.bootstrap import bootstrap_means
 from verbeval.core.errors import VerbevalError
@@ -285,6 +295,8 @@ def test_summarise_by_hand() -> None:
         "ci_high",
         "n",
         "n_total",
+        "wilson_low",
+        "wilson_high",
     ]
     assert (s["model"] == "m").all() and (s["group"] == "g").all()
 
@@ -297,6 +309,9 @@ def test_summarise_by_hand() -> None:
     t = one("tse")
     assert t["value"] == 0.75 and t["n"] == 4 and t["n_total"] == 5
     assert t["ci_low"] <= 0.75 <= t["ci_high"]
+    assert (t["wilson_low"], t["wilson_high"]) == pytest.approx(_wilson_by_formula(3, 4, 0.95), rel=1e-9)
+    assert (t["wilson_low"], t["wilson_high"]) == pytest.approx((0.3006418, 0.9544127), abs=1e-6)
+    assert s.loc[s["metric"] != "tse", ["wilson_low", "wilson_high"]].isna().all().all()  # TSE's only
     ew = one("ew", "top", 1.0)
     assert ew["value"] == 0.5 and ew["n"] == 3 and ew["n_total"] == 4
     mw = one("mw", "top", 1.0)
@@ -311,6 +326,25 @@ def test_summarise_by_hand() -> None:
     assert one("invalid", "bottom", 1e-6)["value"] == 1.0
     # one row per metric column, plus tse, plus one invalid row per EW column
     assert len(s) == 1 + 9 + 3
+
+
+def _wilson_by_formula(k: int, n: int, confidence: float) -> tuple[float, float]:
+    """Wilson's closed form: (p + z^2/2n -+ z sqrt(p(1 - p)/n + z^2/4n^2)) / (1 + z^2/n)."""
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = k / n
+    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
+
+
+@pytest.mark.parametrize(("k", "n", "confidence"), [(3, 4, 0.95), (0, 10, 0.95), (20, 20, 0.9), (417, 1000, 0.99)])
+def test_wilson_interval_is_the_closed_form(k: int, n: int, confidence: float) -> None:
+    rows = np.array([1.0] * k + [0.0] * (n - k) + [np.nan] * 3)  # NaN rows (multi-token forms) left out
+    assert wilson_interval(rows, confidence) == pytest.approx(_wilson_by_formula(k, n, confidence), rel=1e-9, abs=1e-12)
+
+
+def test_wilson_interval_without_a_defined_row_is_nan() -> None:
+    assert np.isnan(wilson_interval(np.array([np.nan, np.nan]), 0.95)).all()
+    assert np.isnan(wilson_interval(np.array([]), 0.95)).all()
 
 
 # --------------------------------------------------------------------------- Table 2
@@ -434,6 +468,36 @@ def test_table2_html() -> None:
     assert across[5] == "–" and across[8].startswith("<small>0/")  # gpt_b has no TSE in prep: no CI either
     assert "90% percentile bootstrap CI" in page
     assert "<li>Simple: 2 rows &lt;flagged&gt; &amp; kept.</li>" in page
+
+
+def test_table2_html_gives_tse_s_wilson_interval_below_the_bootstrap_one() -> None:
+    """Summaries with the Wilson columns: below TSE's bootstrap CI its Wilson interval (none where the
+    model has no TSE, nor below EW and MW); summaries written before them give the page as it was."""
+    import re
+
+    old = _hand_summary()
+    is_tse = old["metric"] == "tse"
+    summary = old.assign(
+        wilson_low=np.where(is_tse, 0.8123, np.nan),
+        wilson_high=np.where(is_tse & (old["model"] == "bert-a"), 0.9234, np.nan),
+    )
+    summary.loc[is_tse & (summary["model"] == "gpt_b"), "wilson_high"] = 0.94
+    wilson = tse_wilson(summary)
+    assert wilson[("bert-a", "simple")] == (0.8123, 0.9234) and wilson[("gpt_b", "simple")] == (0.8123, 0.94)
+    t = table2(summary, GROUPS, MODELS)
+    page = to_html(t, MODELS, confidence=0.9, wilson=wilson)
+    rows = re.findall(r"<tr>(.*?)</tr>", page)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", rows[2])
+    assert cells[1] == "0.88<br><small>[0.80, 0.95]</small><br><small>Wilson [0.81, 0.92]</small>"
+    assert cells[5] == "0.89<br><small>[0.80, 0.95]</small><br><small>Wilson [0.81, 0.94]</small>"
+    assert "Wilson" not in cells[2] + cells[3]  # EW, MW: the bootstrap CI only
+    assert (
+        "Below each value: its 90% percentile bootstrap CI, and below TSE's its Wilson interval at the same level."
+        in page
+    )
+    assert tse_wilson(old) == {}
+    pd.testing.assert_frame_equal(table2(old, GROUPS, MODELS), t)  # table2.csv: unchanged
+    assert to_html(table2(old, GROUPS, MODELS), MODELS, wilson=tse_wilson(old)) == to_html(t, MODELS)
 
 
 def test_table2_labels_a_random_model_and_only_it() -> None:

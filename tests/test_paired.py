@@ -12,14 +12,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import binomtest
+from scipy.stats import binomtest, norm
 
 from test_callback import GROUPS, suite  # noqa: F401 - the hand-made suite of the in-process test
 from verbeval.agreement.scores.paired import (
     COMPARISON_COLUMNS,
+    POWER,
+    bootstrap_mdd,
     compare_groups,
     holm,
     mcnemar_exact,
+    mcnemar_mdd,
     paired_mean_difference,
 )
 from verbeval.core.errors import MismatchError, VerbevalError
@@ -77,6 +80,60 @@ def test_paired_difference_ignores_nan_per_model_and_uses_the_bootstrap_stream()
     assert np.isnan(paired_mean_difference(a, b, resamples=0, seed=3, confidence=0.95)[1]).all()
 
 
+@pytest.mark.parametrize(("n", "discordant", "alpha"), [(2000, 200, 0.05), (400, 100, 0.05 / 3)])
+def test_mcnemar_mdd_is_detected_with_its_power_in_a_simulation(n: int, discordant: int, alpha: float) -> None:
+    """Planted rates: a discordant rate p_d = discordant / n split so that b's rate exceeds a's by the
+    computed mdd. In 20,000 simulated data sets McNemar's exact test (binomtest) at ``alpha`` rejects
+    about POWER of the time. Tolerance 0.03: the Monte Carlo error (sd 0.003, so 3 sd < 0.01) plus the
+    exact test's conservatism against Connor's normal approximation (it rejects about 0.02 less often)."""
+    d = mcnemar_mdd(n, discordant, alpha)
+    p_d = discordant / n
+    assert 0 < d < p_d
+    z_a, z_b = norm.ppf(1 - alpha / 2), norm.ppf(POWER)  # Connor's n at d is n
+    assert (z_a * np.sqrt(p_d) + z_b * np.sqrt(p_d - d * d)) ** 2 / d**2 == pytest.approx(n, rel=1e-9)
+    rng = np.random.default_rng(0)
+    counts = rng.multinomial(n, [(p_d - d) / 2, (p_d + d) / 2, 1 - p_d], size=20_000)[:, :2]  # a_only, b_only
+    pairs, which = np.unique(counts, axis=0, return_inverse=True)
+    p = np.array([binomtest(int(min(x, y)), int(x + y), 0.5).pvalue if x + y else 1.0 for x, y in pairs])
+    power = float(np.mean(p[which.ravel()] < alpha))
+    assert power == pytest.approx(POWER, abs=0.03)
+
+
+def test_mcnemar_mdd_without_discordant_rows_or_with_too_few_rows_is_nan() -> None:
+    assert np.isnan(mcnemar_mdd(1000, 0, 0.05))  # no discordant row: the rate the power rests on is 0
+    assert np.isnan(mcnemar_mdd(0, 0, 0.05))
+    # 2 of 10 rows discordant: even d = 0.2 (both one way) needs
+    # (1.96 sqrt(0.2) + 0.8416 sqrt(0.2 - 0.04))^2 / 0.04 = 36.8 rows
+    assert np.isnan(mcnemar_mdd(10, 2, 0.05))
+    # p_d = 0.1: d = p_d needs (1.96 sqrt(0.1) + 0.8416 sqrt(0.09))^2 / 0.01 = 76.1 rows, so 70 rows
+    # detect nothing and 80 a difference just under 0.1
+    assert np.isnan(mcnemar_mdd(70, 7, 0.05))
+    assert 0.09 < mcnemar_mdd(80, 8, 0.05) < 0.1
+
+
+def test_bootstrap_mdd_of_a_known_standard_error() -> None:
+    """An interval at level 0.95 of half-width 1.96 has se 1: mdd = z_0.975 + z_0.8 = 2.8016."""
+    z = norm.ppf(0.975)
+    assert bootstrap_mdd(np.array([-z]), np.array([z]), 0.95)[0] == pytest.approx(z + norm.ppf(0.8))
+    assert bootstrap_mdd(np.array([0.0]), np.array([2 * z * 0.01]), 0.95)[0] == pytest.approx(0.028016, abs=1e-6)
+    assert np.isnan(bootstrap_mdd(np.array([np.nan]), np.array([1.0]), 0.95)[0])
+
+
+def test_bootstrap_mdd_of_a_planted_normal_difference() -> None:
+    """Paired differences b - a ~ N(0.01, 0.2^2) over 2,000 contexts: the mean difference has se
+    0.2 / sqrt(2000), so a test at 0.95 detects (z_0.975 + z_0.8) * se = 0.01253 with power 0.8; the
+    bootstrap's mdd is within 5% of it (the sample sd: about 1.6%; the interval's ends over 2,000
+    resamples: about 3%)."""
+    rng = np.random.default_rng(5)
+    n = 2000
+    a = rng.normal(0.5, 0.1, n)
+    b = a + rng.normal(0.01, 0.2, n)
+    _, lo, hi = paired_mean_difference(a, b, resamples=2000, seed=1, confidence=0.95)
+    expected = (norm.ppf(0.975) + norm.ppf(0.8)) * 0.2 / np.sqrt(n)
+    assert expected == pytest.approx(0.012530, abs=1e-6)
+    assert bootstrap_mdd(lo, hi, 0.95)[0] == pytest.approx(expected, rel=0.05)
+
+
 def _tse(values: list[float]) -> pd.DataFrame:
     return pd.DataFrame({"row": range(len(values)), "tse": values})
 
@@ -103,19 +160,23 @@ def test_two_models_that_differ_on_known_rows() -> None:
     p = binomtest(1, 13, 0.5).pvalue
     assert t1.p_value == pytest.approx(p) and t1.p_adjusted == pytest.approx(min(1.0, 2 * p))
     assert t1.value_a == pytest.approx(21 / 33) and t1.value_b == pytest.approx(32 / 33) and bool(t1.significant)
+    assert t1.mdd == mcnemar_mdd(33, 13, 0.05 / 2)  # at Holm's worst-case step: Bonferroni's level
     t2 = out[(out.group == "g2") & (out.metric == "tse")].iloc[0]
-    assert t2.p_value == 1.0 and t2.p_adjusted == 1.0 and not t2.significant
+    assert t2.p_value == 1.0 and t2.p_adjusted == 1.0 and not t2.significant and np.isnan(t2.mdd)
     ew1 = out[(out.group == "g1") & (out.metric == "ew")].iloc[0]
     assert ew1.difference == pytest.approx(0.4) and ew1.ci_low == pytest.approx(0.4) and ew1.significant
     assert ew1.confidence == pytest.approx(0.975) and ew1.correction == "bonferroni"
+    assert ew1.mdd == pytest.approx(0.0, abs=1e-12)  # every context differs by 0.4: the interval has no width
     mw2 = out[(out.group == "g2") & (out.metric == "mw")].iloc[0]
     assert mw2.difference == 0.0 and not mw2.significant
     # overall: both groups' rows and contexts pooled, no correction, the nominal level
     t_all = out[(out.group == "all") & (out.metric == "tse")].iloc[0]
     assert (t_all.n, t_all.a_only, t_all.b_only) == (35, 1, 12) and t_all.correction == "none"
     assert t_all.p_value == pytest.approx(p) and t_all.p_adjusted == t_all.p_value
+    assert t_all.mdd == mcnemar_mdd(35, 13, 0.05) and 0.2 < t_all.mdd < t1.mdd < 13 / 33
     ew_all = out[(out.group == "all") & (out.metric == "ew")].iloc[0]
-    assert ew_all.n == 42 and ew_all.confidence == 0.95
+    assert ew_all.n == 42 and ew_all.confidence == 0.95 and COMPARISON_COLUMNS[-1] == "mdd"
+    assert ew_all.mdd == pytest.approx(bootstrap_mdd(ew_all.ci_low, ew_all.ci_high, 0.95)) and ew_all.mdd > 0
     assert ew_all.difference == pytest.approx((40 * 0.9 + 2) / 42 - (40 * 0.5 + 2) / 42)
     bad = {"g1": (_tse([1.0]), _tse([1.0, 0.0]))}
     with pytest.raises(MismatchError) as e:  # a VerbevalError (one line), and a ValueError as before

@@ -103,3 +103,24 @@ def test_one_html_table_builder() -> None:
         str(p.relative_to(pkg)) for p in pkg.rglob("*.py") if re.search(r"<(table|tr|td|th)[ >]", p.read_text())
     )
     assert writers == ["core/html_report.py"]
+
+
+def test_a_comparison_that_is_not_significant_says_what_it_would_have_detected(tmp_path: Path) -> None:
+    """comparisons.csv's page: a row that is not significant with a finite mdd says the smallest
+    difference it would have detected; a significant row and one without an mdd keep True / False."""
+    csv = tmp_path / "comparisons.csv"
+    csv.write_text(
+        "model_a,model_b,group,metric,difference,significant,correction,mdd\n"
+        "a,b,g1,tse,0.01,False,holm,0.0341\n"
+        "a,b,g1,ew,0.2,True,bonferroni,0.05\n"
+        "a,b,g2,tse,0.0,False,holm,\n"
+        "a,b,g2,mw,0.00001,False,bonferroni,0.00004\n"
+    )
+    cells = _cells(csv_page(csv, "Paired comparisons"))
+    assert [c[5] for c in cells] == [
+        "not significant, and a difference of 0.034 or more would have been detected",
+        "True",
+        "False",  # no discordant row: no mdd, nothing to say
+        "not significant, and a difference of 4.00e-05 or more would have been detected",
+    ]
+    assert [c[7] for c in cells] == ["0.034", "0.050", "–", "4.00e-05"]  # the mdd column as it is

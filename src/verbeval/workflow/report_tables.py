@@ -6,6 +6,9 @@ The page is the CSV's rows and columns as they are (no row or column added or dr
 :func:`verbeval.core.tables.format_number`'s number format (:data:`DIGITS` decimals; scientific
 notation below :data:`TINY`, so that a KL divergence of 1e-11 is not written as 0), numbers right
 aligned, in the report's one page style and table builder (:mod:`verbeval.core.html_report`).
+A comparisons table (``comparisons.csv``: columns ``significant`` and ``mdd``) says in the
+``significant`` cell of a row that is not significant but had the power what it would have detected
+(:func:`verbeval.agreement.report.comparisons.power_note`).
 A top-level module, because it serves every study and the studies do not import each other.
 """
 
@@ -50,6 +53,7 @@ def csv_page(csv: Path, title: str) -> str:
         raise InputError(csv, "not a readable CSV table (a row has more fields than the header)") from None
     except (OSError, ValueError) as e:  # pandas' ParserError and EmptyDataError are ValueErrors
         raise InputError(csv, f"not a readable CSV table ({e})") from e
+    frame = _power_notes(frame)
     # per column: the decimals of its numbers (0 for an integer column), None for a text or boolean one
     digits = [
         None
@@ -71,6 +75,24 @@ def csv_page(csv: Path, title: str) -> str:
     warning = _random_warning(frame)
     intro = f"<p><strong>{html.escape(warning)}</strong></p>\n" if warning else ""
     return html_page(title, intro + table(rows, head=[head]))
+
+
+def _power_notes(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with, when it is a comparisons table, the ``significant`` cell of each row that is not
+    significant and has a finite ``mdd`` replaced by the sentence of
+    :func:`verbeval.agreement.report.comparisons.power_note` (the others keep True / False)."""
+    import numpy as np
+
+    from verbeval.agreement.report.comparisons import power_note
+    from verbeval.core.tables import format_number
+
+    if not {"significant", "mdd"} <= set(frame.columns):
+        return frame
+    mdd = frame["mdd"].to_numpy(dtype=np.float64, na_value=np.nan)
+    flags = frame["significant"].astype(str)
+    quiet = (flags.str.lower() == "false").to_numpy() & np.isfinite(mdd)
+    notes = [power_note(format_number(d, DIGITS, tiny_below=TINY)) if q else f for f, d, q in zip(flags, mdd, quiet)]
+    return frame.assign(significant=notes)
 
 
 def _random_warning(frame: pd.DataFrame) -> str | None:

@@ -21,7 +21,15 @@ def cmd_table(a: argparse.Namespace) -> None:
 
     from verbeval.agreement.data.errata import flagged_errata, load_errata
     from verbeval.agreement.data.groups import load_groups
-    from verbeval.agreement.report.tables import errata_notes, table2, to_html, to_latex, to_markdown, to_metrics
+    from verbeval.agreement.report.tables import (
+        errata_notes,
+        table2,
+        to_html,
+        to_latex,
+        to_markdown,
+        to_metrics,
+        tse_wilson,
+    )
     from verbeval.core.io import write_csv, write_json, write_text
 
     summary = pd.concat([pd.read_csv(p) for p in a.summaries], ignore_index=True)
@@ -45,7 +53,7 @@ def cmd_table(a: argparse.Namespace) -> None:
     write_text(a.md, to_markdown(t, models, notes=notes))
     write_text(a.tex, to_latex(t, models, notes=notes))
     if a.html:
-        write_text(a.html, to_html(t, models, notes=notes, confidence=a.confidence))
+        write_text(a.html, to_html(t, models, notes=notes, confidence=a.confidence, wilson=tse_wilson(summary)))
     write_json(a.metrics, to_metrics(t, models))
     write_csv(
         summary.sort_values(["model", "group", "metric", "side", "cutoff"], kind="stable"),

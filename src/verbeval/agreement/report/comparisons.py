@@ -3,6 +3,9 @@
 metric) and, for a sweep's consecutive revisions, the first checkpoint that beats its predecessor
 significantly per group and metric (``first_gains.csv``).
 
+The report's page of ``comparisons.csv`` (``verbeval report-table``) reads a row that is not
+significant but had the power with :func:`power_note`.
+
 A pair's ``kind``: ``configured`` (``agreement.comparisons.pairs``), ``against_first`` (a model against
 the first of Table 2) or ``consecutive`` (a sweep's revision against the one before it).
 """
@@ -146,6 +149,12 @@ def with_flags(rows: pd.DataFrame, kind: str, random: Sequence[str]) -> pd.DataF
     for i, side in enumerate(("a", "b")):
         rows.insert(3 + i, f"random_init_{side}", rows[f"model_{side}"].isin(list(random)))
     return rows
+
+
+def power_note(mdd: str) -> str:
+    """What a comparison row that is not significant says when its minimum detectable difference
+    (``mdd``, as the page writes numbers) is known: no difference of that size was missed."""
+    return f"not significant, and a difference of {mdd} or more would have been detected"
 
 
 def first_gains(rows: pd.DataFrame) -> pd.DataFrame:

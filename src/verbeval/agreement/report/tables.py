@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -152,17 +152,32 @@ def to_markdown(table: pd.DataFrame, models: Sequence[str], digits: int = 2, not
     return "\n".join(lines) + "\n"
 
 
+def tse_wilson(summary: pd.DataFrame) -> dict[tuple[str, str], tuple[float, float]]:
+    """Per (model, group), TSE's Wilson interval (``wilson_low``, ``wilson_high`` of the summaries'
+    ``tse`` rows); empty for summaries written before they had one."""
+    if not {"wilson_low", "wilson_high"} <= set(summary.columns):
+        return {}
+    t = summary[summary["metric"] == "tse"]
+    return {
+        (str(m), str(g)): (float(lo), float(hi))
+        for m, g, lo, hi in zip(t["model"], t["group"], t["wilson_low"], t["wilson_high"])
+    }
+
+
 def to_html(
     table: pd.DataFrame,
     models: Sequence[str],
     digits: int = 2,
     notes: Sequence[str] = (),
     confidence: float | None = None,
+    wilson: Mapping[tuple[str, str], tuple[float, float]] | None = None,
 ) -> str:
     """Table 2 as a standalone HTML page (an item of the Snakemake report): per model TSE, EW and MW
     with their bootstrap CIs below the value, and the counts behind them (rows with single-token
-    forms / all rows, contexts); the notes follow the table."""
+    forms / all rows, contexts); the notes follow the table. ``wilson`` (:func:`tse_wilson`): TSE's
+    Wilson interval per (model, group), written below its bootstrap CI."""
     level = f"{confidence:.0%} " if confidence else ""
+    wilson = wilson or {}
     random = set(random_models(table, models))
     notes = _notes(table, models, notes)
     head1 = row(
@@ -181,6 +196,9 @@ def to_html(
                     if np.isnan(lo) or np.isnan(hi)
                     else f"<br><small>[{format_number(lo, digits)}, {format_number(hi, digits)}]</small>"
                 )
+                w_lo, w_hi = wilson.get((m, str(r["group"])), (np.nan, np.nan)) if k == "tse" else (np.nan, np.nan)
+                if not (np.isnan(w_lo) or np.isnan(w_hi)):
+                    ci += f"<br><small>Wilson [{format_number(w_lo, digits)}, {format_number(w_hi, digits)}]</small>"
                 cells.append(cell(f"{format_number(r[f'{m}.{k}'], digits)}{ci}", num=True, markup=True))
             counts = (
                 f"{int(r[f'{m}.n_rows'])}/{int(r[f'{m}.n_rows_total'])} rows<br>{int(r[f'{m}.n_contexts'])} contexts"
@@ -189,7 +207,9 @@ def to_html(
         rows.append(row(cells))
     body = [
         f"<p>TSE over template rows whose two verb forms are single tokens; EW and MW over contexts at "
-        f"top p = 1. Below each value: its {html.escape(level)}percentile bootstrap CI.</p>",
+        f"top p = 1. Below each value: its {html.escape(level)}percentile bootstrap CI"
+        + (", and below TSE's its Wilson interval at the same level" if wilson else "")
+        + ".</p>",
         html_table(rows),
     ]
     if notes:

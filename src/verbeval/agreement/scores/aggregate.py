@@ -249,6 +249,19 @@ def row_tse(shards: GroupShards, templates_group: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values("row", kind="stable").reset_index(drop=True)
 
 
+def wilson_interval(correct: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The Wilson score interval at ``confidence`` of the share of 1s among the defined values of
+    ``correct`` (0, 1 or NaN: per-row TSE), by ``scipy.stats.binomtest``; NaN without a defined value."""
+    from scipy.stats import binomtest
+
+    values = np.asarray(correct, dtype=np.float64)
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return np.nan, np.nan
+    ci = binomtest(int((values == 1.0).sum()), len(values)).proportion_ci(confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
 def summarise(
     scores: pd.DataFrame,
     tse: pd.DataFrame,
@@ -266,7 +279,8 @@ def summarise(
     ``prob_counted_forms`` (mean mass of the counted forms inside the set; equal to
     ``prob_counted`` at bottom-p), ``invalid`` (share of contexts where no lemma counts).
     ``resamples``, ``seed``, ``confidence``: ``agreement.bootstrap``'s (None: its default,
-    :data:`verbeval.agreement.steps.AGGREGATE`).
+    :data:`verbeval.agreement.steps.AGGREGATE`). ``wilson_low``, ``wilson_high`` (the last columns):
+    TSE's Wilson score interval at ``confidence`` (:func:`wilson_interval`), NaN for the other metrics.
     """
     from verbeval.agreement.steps import AGGREGATE
 
@@ -278,6 +292,7 @@ def summarise(
     records: list[dict[str, Any]] = []
     tse_vals = tse["tse"].to_numpy()
     t_mean, t_lo, t_hi = bootstrap_means(tse_vals, resamples, seed, confidence)
+    w_lo, w_hi = wilson_interval(tse_vals, confidence)
     records.append(
         {
             "metric": "tse",
@@ -288,6 +303,8 @@ def summarise(
             "ci_high": t_hi[0],
             "n": int((~np.isnan(tse_vals)).sum()),
             "n_total": len(tse_vals),
+            "wilson_low": w_lo,
+            "wilson_high": w_hi,
         }
     )
     n_ctx = len(scores)

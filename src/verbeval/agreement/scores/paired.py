@@ -27,6 +27,11 @@ Across the groups of one comparison, the TSE p-values are Holm-adjusted (``p_adj
 and MW intervals are Bonferroni-simultaneous (each at level ``1 - (1 - confidence) / groups``); the
 ``correction`` column says which. ``significant``: adjusted p below ``1 - confidence`` (TSE), or an
 interval that excludes 0 (EW, MW).
+
+``mdd``: the minimum absolute difference the row's test detects with power :data:`POWER` at the row's
+level (a group row's Bonferroni level, the Holm step's worst case; the overall row's nominal one): TSE
+from the discordant rate (:func:`mcnemar_mdd`), EW and MW from the interval's width
+(:func:`bootstrap_mdd`).
 """
 
 from __future__ import annotations
@@ -60,7 +65,11 @@ COMPARISON_COLUMNS = (
     "p_adjusted",
     "significant",
     "correction",
+    "mdd",
 )
+
+#: the power at which ``mdd`` (the minimum detectable difference of a comparison row) is computed
+POWER = 0.8
 
 #: the per-context columns of the headline metrics with cutoff curves (EW, MW) at top p = 1 (``scores.parquet``)
 CONTEXT_METRICS = {m.name: f"{m.name}_top@1" for m in HEADLINE if m.cutoff_curves}
@@ -88,6 +97,39 @@ def mcnemar_exact(a_correct: np.ndarray, b_correct: np.ndarray) -> McNemar:
     discordant = a_only + b_only
     p = 1.0 if discordant == 0 else float(binomtest(min(a_only, b_only), discordant, 0.5).pvalue)
     return McNemar(len(a), a_only, b_only, p)
+
+
+def mcnemar_mdd(n: int, discordant: int, alpha: float, power: float = POWER) -> float:
+    """The smallest ``|b - a|`` (a share of the ``n`` paired rows) that McNemar's test at two-sided
+    level ``alpha`` detects with ``power`` when the discordant rate is ``discordant / n``: Connor's (1987)
+    normal approximation ``n = (z_{1-alpha/2} sqrt(p_d) + z_power sqrt(p_d - d^2))^2 / d^2`` solved for
+    ``d`` (it falls as ``d`` grows). NaN without discordant rows (the rate the power rests on is 0), and
+    when even ``d = p_d`` (every discordant row one way) needs more than ``n`` rows."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    if n <= 0 or discordant <= 0:
+        return float("nan")
+    p_d = discordant / n
+    z_a, z_b = norm.ppf(1.0 - alpha / 2.0), norm.ppf(power)
+
+    def excess(d: float) -> float:  # Connor's n at d, less n
+        return (z_a * np.sqrt(p_d) + z_b * np.sqrt(max(p_d - d * d, 0.0))) ** 2 / (d * d) - n
+
+    if excess(p_d) > 0:
+        return float("nan")
+    return float(brentq(excess, p_d * 1e-9, p_d, xtol=1e-12))
+
+
+def bootstrap_mdd(ci_low: np.ndarray, ci_high: np.ndarray, level: float, power: float = POWER) -> np.ndarray:
+    """The smallest ``|b - a|`` a normal test at two-sided level ``1 - level`` detects with ``power``,
+    its standard error read off the percentile interval at ``level``: ``se = (ci_high - ci_low) /
+    (2 z_{(1+level)/2})``, ``mdd = (z_{(1+level)/2} + z_power) se``; NaN where the interval is."""
+    from scipy.stats import norm
+
+    z = norm.ppf(0.5 + level / 2.0)
+    se = (np.asarray(ci_high, dtype=np.float64) - np.asarray(ci_low, dtype=np.float64)) / (2.0 * z)
+    return (z + norm.ppf(power)) * se
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:
@@ -203,8 +245,8 @@ def _group_records(
     level: float,
     by_row: bool = False,
 ) -> list[dict[str, object]]:
-    """The TSE, EW and MW rows of one group (or of every group pooled), EW and MW at CI ``level``;
-    ``by_row``: pair the contexts through the template rows even when both have the same context ids
+    """The TSE, EW and MW rows of one group (or of every group pooled), EW and MW at CI ``level``, each
+    row's ``mdd`` for a test at level ``1 - level``; ``by_row``: pair the contexts through the template rows even when both have the same context ids
     (the rows were paired by identity, not number: :func:`pair_rows`)."""
     ta, tb = (t.set_index("row")["tse"] for t in tse)
     if not ta.index.equals(tb.index):
@@ -226,6 +268,7 @@ def _group_records(
             "a_only": test.a_only,
             "b_only": test.b_only,
             "p_value": test.p_value if test.n else np.nan,
+            "mdd": mcnemar_mdd(test.n, test.a_only + test.b_only, 1.0 - level),
         }  # fmt: skip
     ]
     sa, sb = (s.set_index("context_id") for s in scores)
@@ -245,6 +288,7 @@ def _group_records(
             seed,
             level,
         )
+    mdd = bootstrap_mdd(lo, hi, level)
     for j, (metric, col) in enumerate(CONTEXT_METRICS.items()):
         records.append(
             {
@@ -260,6 +304,7 @@ def _group_records(
                 "a_only": pd.NA,
                 "b_only": pd.NA,
                 "p_value": np.nan,
+                "mdd": mdd[j],
             }  # fmt: skip
         )
     return records
