@@ -326,7 +326,7 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
     streams = []
     for group in groups:
         metas = [read_shard_meta(p) for p in by_group[group]]
-        if metas:
+        if metas and run.cluster == "context":  # clustered: the streams of the templates (small) instead
             n_rows = sum(int(m.get("n_rows") or 0) for m in metas)
             streams += [
                 (int(metas[0]["n_group_contexts"]), run.resamples, run.seed, 100),

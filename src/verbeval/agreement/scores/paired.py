@@ -16,7 +16,8 @@ Per group, with ``a`` the reference and ``b`` the model compared with it (differ
   resampled jointly. A masked and a causal LM do not share contexts (a causal LM's context is the
   prefix several template rows share): their template rows are resampled jointly, and each model's
   mean weighs each of its contexts by the share of the context's rows drawn (every row drawn once:
-  the group mean of the summaries).
+  the group mean of the summaries). Under ``agreement.bootstrap.cluster`` ``template`` (and
+  ``template_and_lemma``) the draw is of whole templates, once for both models (:func:`compare_groups`).
 
 The two models' rows are paired by their template identity (``source:line`` of ``templates.parquet``,
 :func:`template_row_ids`) when it is given, else by row number; two runs that disagree on it (another
