@@ -724,3 +724,31 @@ def test_a_killed_aggregate_leaves_no_summary_and_reruns_to_identical_outputs(
     monkeypatch.undo()
     assert main(args) == 0
     assert {p.name: p.read_bytes() for p in out.iterdir()} == clean  # the leftover is gone, every byte equal
+
+
+def test_aggregate_cli_clusters_by_template(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``--cluster template``: the rows' templates come from templates.parquet's ``source``; a group
+    of one template gets NaN intervals, one warning and the ``cluster`` column."""
+    from verbeval.cli import main
+
+    manifest, _ = _store(tmp_path)
+    args = _aggregate_args(tmp_path, manifest)
+    n = len(TSE_ROWS)
+    for sources in (["one"] * n, [f"s{i % 2}" for i in range(n)]):
+        templates = pd.DataFrame(
+            {"group": "g1", "source": sources, "correct": "is", "incorrect": "are", "plural": [False] * n}
+        )
+        templates.to_parquet(tmp_path / "templates.parquet")
+        caplog.clear()
+        assert main([*args, "--cluster", "template"]) == 0
+        summary = pd.read_csv(tmp_path / "out" / "g1" / "summary.csv")
+        assert (summary["cluster"] == "template").all()
+        warned = [r.getMessage() for r in caplog.records if "clustered interval" in r.getMessage()]
+        if len(set(sources)) == 1:
+            assert summary[["ci_low", "ci_high"]].isna().all().all()
+            assert warned == [
+                "group 'g1': 1 template: a clustered interval needs at least 2 (agreement.bootstrap.cluster), "
+                "so its intervals are NaN"
+            ]
+        else:
+            assert summary.loc[summary["metric"] == "tse", "ci_low"].notna().all() and warned == []

@@ -60,7 +60,7 @@ def test_defaults_are_filled() -> None:
     assert agr["groups"] is None
     assert agr["top_cutoffs"] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 1.0]
     assert agr["bottom_cutoffs"] == [0.5, 0.1, 0.01, 0.001, 0.0001, 0.00001, 0.000001]
-    assert agr["bootstrap"] == {"resamples": 1000, "seed": 0, "confidence": 0.95}
+    assert agr["bootstrap"] == {"resamples": 1000, "seed": 0, "confidence": 0.95, "cluster": "context"}
     assert cfg["inference"] == {
         "device": "auto",
         "batch_size": "auto",
@@ -86,7 +86,7 @@ def test_defaults_are_filled() -> None:
     # given values are kept; nested defaults are still filled next to them
     cfg = validate_config({"models": [{"id": "gpt2"}], "agreement": {"chunks": 2, "bootstrap": {"seed": 3}}})
     assert cfg["agreement"]["chunks"] == 2
-    assert cfg["agreement"]["bootstrap"] == {"resamples": 1000, "seed": 3, "confidence": 0.95}
+    assert cfg["agreement"]["bootstrap"] == {"resamples": 1000, "seed": 3, "confidence": 0.95, "cluster": "context"}
     # defaults are copies, not shared between configs
     a = validate_config(copy.deepcopy(MINIMAL))
     b = validate_config(copy.deepcopy(MINIMAL))

@@ -225,7 +225,8 @@ def test_a_rules_settings_are_the_steps_options_for_the_configuration(monkeypatc
     plan = plan_from_files([PKG.parents[1] / "config" / "config.yaml"])
     assert plan.settings("aggregate") == (
         "--top-cutoffs=0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,0.95,0.97,1 "
-        "--bottom-cutoffs=0.5,0.1,0.01,0.001,0.0001,1e-05,1e-06 --resamples=1000 --seed=0 --confidence=0.95"
+        "--bottom-cutoffs=0.5,0.1,0.01,0.001,0.0001,1e-05,1e-06 --resamples=1000 --seed=0 --confidence=0.95 "
+        "--cluster=context"
     )
     assert plan.settings("report-table") == ""
     with pytest.raises(KeyError, match="no declared step runs 'verbeval nope'"):

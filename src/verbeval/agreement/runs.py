@@ -290,6 +290,7 @@ class AggregateRun:
     seed: int = field(default_factory=lambda: AGGREGATE.default("seed"))
     confidence: float = field(default_factory=lambda: AGGREGATE.default("confidence"))
     keep_bad_shards: bool = False
+    cluster: str = field(default_factory=lambda: AGGREGATE.default("cluster"))
 
 
 def aggregate(run: AggregateRun, session: Session | None = None) -> None:
@@ -325,7 +326,7 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
     streams = []
     for group in groups:
         metas = [read_shard_meta(p) for p in by_group[group]]
-        if metas:
+        if metas and run.cluster == "context":  # clustered: the streams of the templates (small) instead
             n_rows = sum(int(m.get("n_rows") or 0) for m in metas)
             streams += [
                 (int(metas[0]["n_group_contexts"]), run.resamples, run.seed, 100),
@@ -360,7 +361,7 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
         tse = row_tse(shards, g)
         summary = summarise(
             scores, tse, model=run.model_name, group=group, resamples=run.resamples, seed=run.seed,
-            confidence=run.confidence,
+            confidence=run.confidence, cluster=run.cluster, templates_group=g,
         ).assign(random_init=random_init)  # fmt: skip
         if shards.n_nonfinite:  # kept under --allow-nonfinite: Table 2 and metrics.json say so
             summary = summary.assign(n_nonfinite=shards.n_nonfinite)

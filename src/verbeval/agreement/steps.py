@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from verbeval.core.bootstrap import CLUSTERINGS
 from verbeval.core.cliutil import float_list
 from verbeval.core.steps import INFERENCE_DEVICE, Input, Option, Output, Setting, Step, bootstrap_settings
 
@@ -40,6 +41,15 @@ BOTTOM_CUTOFFS = Setting(
 #: resamples, seed and confidence of the agreement CIs
 BOOTSTRAP = bootstrap_settings("agreement.bootstrap")
 CONFIDENCE = BOOTSTRAP[2]
+#: what the agreement CIs resample: contexts (or rows), templates, or templates crossed with verbs
+CLUSTER = Setting(
+    "agreement.bootstrap.cluster",
+    "--cluster",
+    str,
+    "what the bootstrap resamples: context (each context or TSE row), template (whole templates) or "
+    "template_and_lemma (templates crossed with verbs; docs/metrics.md, 'Clustered intervals')",
+    choices=CLUSTERINGS,
+)
 DROP_FLAGGED_ERRATA = Setting(
     "agreement.drop_flagged_errata",
     "--drop-flagged-errata",
@@ -166,7 +176,7 @@ TEMPLATES = Step(
 #: per-context scores, per-row TSE and per-group summaries of one model
 AGGREGATE = Step(
     "aggregate",
-    settings=(TOP_CUTOFFS, BOTTOM_CUTOFFS, *BOOTSTRAP),
+    settings=(TOP_CUTOFFS, BOTTOM_CUTOFFS, *BOOTSTRAP, CLUSTER),
     keys=("agreement.groups", "agreement.custom_groups"),
     rules=("aggregate", "precision_aggregate"),
     inputs=(TEMPLATES_FILE, Input("--manifest", "the model's shard manifest (verbeval infer --manifest)")),
@@ -531,7 +541,7 @@ LEXICON_MODES_TABLE = Step(
 #: paired bootstrap differences for EW and MW (:mod:`verbeval.agreement.scores.paired`)
 COMPARE = Step(
     "compare",
-    settings=BOOTSTRAP,
+    settings=(*BOOTSTRAP, CLUSTER),
     keys=(
         "models",
         "agreement.groups",

@@ -14,6 +14,10 @@ is the percentile interval of its values over the resamples, NaN resamples left 
 
 The two take different numbers from the generator, so each statistic keeps the way it was
 published with.
+
+A clustered bootstrap (:class:`Clusters`; ``agreement.bootstrap.cluster``, docs/metrics.md) draws
+clusters of rows instead of rows: the ``counts`` stream of the ``G`` clusters, and each row weighs
+its cluster's count (with two crossed dimensions, the product of its two clusters' counts).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Callable, Iterator
-from typing import Literal
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
@@ -62,6 +67,95 @@ def resample_blocks(n: int, resamples: int, seed: int, block: int, draw: Draw) -
         yield slice(start, start + b), resampled
 
 
+#: the choices of ``agreement.bootstrap.cluster`` (docs/metrics.md, "Clustered intervals")
+CLUSTERINGS = ("context", "template", "template_and_lemma")
+
+
+def stream_seed(seed: int, dimension: int) -> int:
+    """The seed of dimension ``dimension``'s count stream of a clustered bootstrap: ``seed`` itself for
+    the first (the templates), ``SeedSequence([seed, dimension])``'s first 64-bit word for the others
+    (the verbs: an independent stream, whatever the seed)."""
+    if dimension == 0:
+        return int(seed)
+    return int(np.random.SeedSequence([int(seed), int(dimension)]).generate_state(1, np.uint64)[0])
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """The clusters of a bootstrap's rows in one or more crossed dimensions (a template; a template and
+    a verb): ``codes[d]`` ``[rows]`` each row's cluster of dimension ``d`` (``0 .. sizes[d] - 1``).
+
+    A resample draws each dimension's clusters with replacement (the ``counts`` stream of its
+    ``sizes[d]`` clusters, seeded by :func:`stream_seed`), and a row weighs the product of its
+    clusters' counts. ``units``: a ``[rows, units]`` matrix that turns the rows' weights into the
+    weights of the units the statistic is over (a context: the mean of its rows'); None: the rows."""
+
+    codes: tuple[np.ndarray, ...]
+    sizes: tuple[int, ...]
+    units: Any = None
+
+    @classmethod
+    def of(cls, *labels: Sequence[object], units: Any = None) -> Clusters:
+        """The clusters of rows labelled ``labels`` (one label sequence per dimension)."""
+        codes, sizes = [], []
+        for lab in labels:
+            code, uniques = _factorize(lab)
+            codes.append(code)
+            sizes.append(len(uniques))
+        return cls(tuple(codes), tuple(sizes), units)
+
+    @property
+    def n(self) -> int:
+        """The units the statistic is over."""
+        return self.units.shape[1] if self.units is not None else len(self.codes[0])
+
+    def too_few(self) -> bool:
+        """Whether a dimension has fewer than 2 clusters (no clustered interval: NaN)."""
+        return min(self.sizes, default=0) < 2
+
+    def weights(self, resamples: int, seed: int, block: int) -> Iterator[tuple[slice, np.ndarray]]:
+        """``(rows, weights)`` per block: the block's slice of the resamples and its ``[b, n]`` weights."""
+        streams = [count_draws.counts(g, resamples, stream_seed(seed, d), block) for d, g in enumerate(self.sizes)]
+        for start in range(0, resamples, block):
+            rows = slice(start, min(start + block, resamples))
+            w = streams[0][rows][:, self.codes[0]].astype(np.float64)
+            for stream, code in zip(streams[1:], self.codes[1:]):
+                w *= stream[rows][:, code]
+            if self.units is not None:
+                w = np.asarray((self.units.T @ np.ascontiguousarray(w.T)).T)
+            yield rows, w
+
+
+def mean_of_rows(unit: np.ndarray, n_units: int) -> Any:
+    """The sparse ``[rows, n_units]`` matrix that turns the rows' weights into their units' means
+    (``unit``: each row's unit, e.g. its context; a unit with no row weighs 0)."""
+    from scipy import sparse
+
+    unit = np.asarray(unit, dtype=np.int64)
+    rows = len(unit)
+    per_unit = np.bincount(unit, minlength=n_units).astype(np.float64)
+    return sparse.csr_matrix((1.0 / per_unit[unit], (np.arange(rows), unit)), shape=(rows, n_units))
+
+
+def _factorize(labels: Sequence[object]) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, uniques)`` of ``labels`` in order of first appearance (``pandas.factorize``)."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(pd.Series(list(labels), dtype=object), sort=False)
+    return np.asarray(codes, dtype=np.int64), np.asarray(uniques)
+
+
+def too_few_clusters(group: str, clusters: Clusters, names: Sequence[str]) -> str | None:
+    """The warning line of a group whose clusters are too few for a clustered interval, or None."""
+    for size, name in zip(clusters.sizes, names):
+        if size < 2:
+            return (
+                f"group {group!r}: {size} {name}{'' if size == 1 else 's'}: a clustered interval needs at least 2 "
+                f"(agreement.bootstrap.cluster), so its intervals are NaN"
+            )
+    return None
+
+
 def bootstrap_statistic(
     statistic: Callable[[np.ndarray], np.ndarray],
     n: int,
@@ -70,12 +164,18 @@ def bootstrap_statistic(
     block: int,
     draw: Draw,
     k: int | None = None,
+    clusters: Clusters | None = None,
 ) -> np.ndarray:
     """``statistic`` of every resample: ``[resamples]`` (``k`` None) or ``[resamples, k]``.
 
-    ``statistic`` maps one block's draw (:func:`resample_blocks`) to its ``[b]`` or ``[b, k]`` values."""
+    ``statistic`` maps one block's draw (:func:`resample_blocks`) to its ``[b]`` or ``[b, k]`` values;
+    with ``clusters`` (``counts`` draws only), the block's weights of the units (:meth:`Clusters.weights`)."""
     out = np.empty((resamples,) if k is None else (resamples, k))
-    for rows, resampled in resample_blocks(n, resamples, seed, block, draw):
+    if clusters is None:
+        blocks = resample_blocks(n, resamples, seed, block, draw)
+    else:
+        blocks = clusters.weights(resamples, seed, block)
+    for rows, resampled in blocks:
         out[rows] = statistic(resampled)
     return out
 
@@ -92,14 +192,15 @@ def percentile_ci(stats: np.ndarray, confidence: float) -> tuple[np.ndarray, np.
 
 
 def bootstrap_means(
-    values: np.ndarray, resamples: int, seed: int, confidence: float, block: int = 100
+    values: np.ndarray, resamples: int, seed: int, confidence: float, block: int = 100, clusters: Clusters | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """NaN-ignoring column means of ``values`` ``[n, k]`` (or ``[n]``) with percentile bootstrap CIs
     over rows: ``(mean, ci_low, ci_high)``, each ``[k]``.
 
     The resamples are multinomial counts (``draw="counts"``) and each block's means a matrix product,
     so every column shares the same resamples and no Python loop runs over rows. No rows or no
-    resamples: NaN CIs.
+    resamples: NaN CIs. ``clusters``: the resamples draw the rows' clusters (:class:`Clusters`) and
+    weigh each row accordingly; fewer than 2 clusters in a dimension: NaN CIs.
     """
     v = np.asarray(values, dtype=np.float64)
     if v.ndim == 1:
@@ -109,7 +210,7 @@ def bootstrap_means(
     filled = np.where(valid, v, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = filled.sum(0) / valid.sum(0)
-    if n == 0 or resamples <= 0:
+    if n == 0 or resamples <= 0 or (clusters is not None and clusters.too_few()):
         nan = np.full(k, np.nan)
         return mean, nan, nan.copy()
     weights = valid.astype(np.float64)
@@ -118,7 +219,8 @@ def bootstrap_means(
         with np.errstate(invalid="ignore", divide="ignore"):
             return (counts @ filled) / (counts @ weights)
 
-    lo, hi = percentile_ci(bootstrap_statistic(means, n, resamples, seed, block, "counts", k), confidence)
+    stats = bootstrap_statistic(means, n, resamples, seed, block, "counts", k, clusters)
+    lo, hi = percentile_ci(stats, confidence)
     all_nan = ~valid.any(0)
     lo[all_nan] = np.nan
     hi[all_nan] = np.nan

@@ -22,7 +22,7 @@ import yaml
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import load_yaml
 from verbeval.core.model_entries import EntryError, check_table_models, keypath_text, model_entries
-from verbeval.core.schema import SCHEMA_FILE, load_schema, schema_default, schema_entry, schema_path
+from verbeval.core.schema import SCHEMA_FILE, load_schema, resolved, schema_default, schema_entry, schema_path
 
 __all__ = ["SCHEMA_FILE", "load_schema", "schema_default", "schema_entry", "schema_path"]
 
@@ -36,6 +36,7 @@ def _with_defaults(validator_cls: Any) -> Any:
     def set_defaults(validator: Any, properties: dict[str, Any], instance: Any, schema: dict[str, Any]) -> Any:
         if isinstance(instance, dict):
             for prop, sub in properties.items():
+                sub = resolved(sub)  # a key whose schema is a $ref: the default of what it points at
                 if "default" in sub and prop not in instance:
                     instance[prop] = copy.deepcopy(sub["default"])
         yield from validate_props(validator, properties, instance, schema)

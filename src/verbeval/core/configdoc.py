@@ -41,10 +41,12 @@ def end_marker(key: str) -> str:
 
 
 def _resolved(node: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
-    """``node`` with its ``$ref`` (``#/definitions/NAME``) merged in, its own keys winning."""
+    """``node`` with its ``$ref`` (``#/definitions/NAME``, or a pointer below one) merged in, its own keys winning."""
+    from verbeval.core.schema import ref_target
+
     out = dict(node)
     while "$ref" in out:
-        target = schema["definitions"][out.pop("$ref").rsplit("/", 1)[-1]]
+        target = ref_target(schema, out.pop("$ref"))
         out = {**target, **out}
     return out
 
@@ -122,7 +124,7 @@ def type_text(node: Mapping[str, Any], schema: Mapping[str, Any]) -> str:
     """The type of a key as the table shows it: ``integer ≥ 1``, ``list of strings (at least 1)``, ...;
     a ``$ref`` to a definition that is no mapping by its name (``identifier``)."""
     ref = node.get("$ref", "")
-    if ref and "properties" not in _resolved(node, schema):
+    if ref.count("/") == 2 and "properties" not in _resolved(node, schema):
         return ref.rsplit("/", 1)[-1]
     node = _resolved(node, schema)
     if "const" in node:

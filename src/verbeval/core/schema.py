@@ -28,10 +28,19 @@ def _schema() -> dict[str, Any]:
     return load_schema()
 
 
-def _resolved(node: dict[str, Any]) -> dict[str, Any]:
-    """``node`` with its ``$ref`` (``#/definitions/NAME``) merged in, its own keys winning."""
+def ref_target(schema: Any, ref: str) -> Any:
+    """The node of ``schema`` that ``ref`` (a JSON pointer into it: ``#/definitions/NAME``,
+    ``#/definitions/NAME/properties/KEY``) points at."""
+    node = schema
+    for part in ref.removeprefix("#/").split("/"):
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def resolved(node: dict[str, Any]) -> dict[str, Any]:
+    """``node`` with its ``$ref`` (:func:`ref_target`) merged in, its own keys winning."""
     while "$ref" in node:
-        target = _schema()["definitions"][node["$ref"].rsplit("/", 1)[-1]]
+        target = ref_target(_schema(), node["$ref"])
         node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
     return node
 
@@ -42,10 +51,10 @@ def schema_entry(key: str) -> dict[str, Any] | None:
     node: dict[str, Any] | None = _schema()
     for part in key.split("."):
         name, items = (part[:-2], True) if part.endswith("[]") else (part, False)
-        node = _resolved(node).get("properties", {}).get(name) if node is not None else None
+        node = resolved(node).get("properties", {}).get(name) if node is not None else None
         if node is not None and items:
-            node = _resolved(node).get("items")
-    return None if node is None else _resolved(node)
+            node = resolved(node).get("items")
+    return None if node is None else resolved(node)
 
 
 def schema_default(key: str) -> Any:

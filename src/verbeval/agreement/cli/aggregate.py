@@ -27,6 +27,7 @@ def aggregate_run(a: argparse.Namespace) -> AggregateRun:
         seed=a.seed,
         confidence=a.confidence,
         keep_bad_shards=a.keep_bad_shards,
+        cluster=a.cluster,
     )
 
 

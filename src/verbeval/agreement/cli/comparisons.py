@@ -53,6 +53,7 @@ def cmd_compare(a: argparse.Namespace) -> None:
         confidence=a.confidence,
         random=random,
         templates=templates,
+        cluster=a.cluster,
     )
     write_csv(rows, a.csv, float_format="%.10g")
     write_csv(first_gains(rows), a.first_gains, float_format="%.10g")

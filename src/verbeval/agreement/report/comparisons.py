@@ -12,6 +12,7 @@ the first of Table 2) or ``consecutive`` (a sweep's revision against the one bef
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -19,8 +20,10 @@ import pandas as pd
 
 from verbeval.agreement.scores.paired import COMPARISON_COLUMNS, compare_groups, template_row_ids
 from verbeval.agreement.steps import BOOTSTRAP
-from verbeval.core.bootstrap import warn_few_resamples
-from verbeval.core.errors import InputError, MismatchError
+from verbeval.core.bootstrap import Clusters, too_few_clusters, warn_few_resamples
+from verbeval.core.errors import InputError, MismatchError, VerbevalError
+
+log = logging.getLogger(__name__)
 
 #: the kinds of pair, in the order their rows are written
 PAIR_KINDS = ("configured", "against_first", "consecutive")
@@ -56,6 +59,16 @@ def read_results(
                     path, f"not readable ({str(e).splitlines()[0]}): run `verbeval aggregate` first"
                 ) from None
     return tse, scores
+
+
+def row_templates(templates: str | Path) -> dict[str, list[str]]:
+    """Per group of the run's ``templates.parquet``, each template row's template (its ``source``; in
+    order: ``tse.parquet``'s ``row`` indexes them): the clusters of ``agreement.bootstrap.cluster``."""
+    try:
+        table = pd.read_parquet(templates, columns=["group", "source"])
+    except (OSError, ValueError) as e:
+        raise InputError(templates, f"not readable ({str(e).splitlines()[0]})") from None
+    return {str(g): t["source"].astype(str).tolist() for g, t in table.groupby("group", sort=False)}
 
 
 def row_identities(templates: str | Path, row_tse: Mapping[str, pd.DataFrame], model: str) -> dict[str, list[object]]:
@@ -103,18 +116,36 @@ def comparisons(
     confidence: float,
     random: Sequence[str] = (),
     templates: Mapping[str, str | Path] | None = None,
+    cluster: str = "context",
 ) -> pd.DataFrame:
     """The rows of every ``(kind, model_a, model_b)`` pair, in order (``kind`` first), each side's
     ``random_init`` flag beside it (``random``: the randomly initialised models). ``templates``: each
     model's ``templates.parquet``, whose rows' identities pair the two models' rows
     (:func:`row_identities`); a model without one is paired by row number. Too few resamples for
     the intervals corrected across the groups are one warning
-    (:func:`verbeval.core.bootstrap.warn_few_resamples`)."""
+    (:func:`verbeval.core.bootstrap.warn_few_resamples`). ``cluster``: ``agreement.bootstrap.cluster``
+    (not ``context``: EW and MW resample ``model_a``'s templates, from its ``templates``; a group with
+    fewer than 2 is one warning)."""
     cache: dict[str, tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]] = {}
     ids: dict[str, dict[str, list[object]]] = {}
     frames = []
+    sources: dict[str, dict[str, list[str]]] = {}
     if pairs:
         warn_few_resamples(resamples, confidence, len(groups), BOOTSTRAP[0].key)  # the groups' Bonferroni intervals
+    if pairs and cluster != "context":
+        lacking = sorted({a for _, a, _ in pairs} - set(templates or {}))
+        if lacking:
+            raise VerbevalError(
+                f"model {lacking[0]!r}: agreement.bootstrap.cluster {cluster} needs the templates.parquet of its run "
+                "(--templates)"
+            )
+        for path in dict.fromkeys(str(templates[a]) for _, a, _ in pairs):  # type: ignore[index]
+            sources[path] = row_templates(path)
+        first = sources[str(templates[pairs[0][1]])]  # type: ignore[index]
+        for g in groups:
+            why = too_few_clusters(g, Clusters.of(first.get(g, [])), ["template"])
+            if why is not None:
+                log.warning(why)
     for kind, a, b in pairs:
         for m in (a, b):
             if m not in cache:
@@ -130,6 +161,8 @@ def comparisons(
             seed=seed,
             confidence=confidence,
             row_ids={g: (ids[a][g], ids[b][g]) for g in groups} if a in ids and b in ids else None,
+            cluster=cluster,
+            templates=sources[str(templates[a])] if cluster != "context" else None,  # type: ignore[index]
         )
         frames.append(with_flags(rows, kind, random))
     if not frames:

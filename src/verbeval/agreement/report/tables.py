@@ -24,9 +24,12 @@ def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str])
     :mod:`verbeval.core.provenance`); the writers below mark such a model and add a note.
     ``<model>.n_nonfinite`` (only when some summary has an ``n_nonfinite`` column, i.e. a model ran
     under ``inference.allow_nonfinite`` and had such contexts): contexts whose logits were not finite,
-    which have no score; the writers add a note per model and group that has any.
+    which have no score; the writers add a note per model and group that has any. ``<model>.cluster``
+    (only when some summary has a ``cluster`` column: ``agreement.bootstrap.cluster`` other than
+    ``context``): what the model's intervals resample; the writers add a note.
     """
     random = random_flags(summary)
+    clusters = summary.groupby("model", sort=False)["cluster"].first().to_dict() if "cluster" in summary else None
     nonfinite = _nonfinite_counts(summary)
     at_one = summary[headline_rows(summary)]
     rows = []
@@ -44,6 +47,8 @@ def table2(summary: pd.DataFrame, groups: Sequence[dict], models: Sequence[str])
                     row[f"{m}.{col}"] = int(val[field]) if val is not None else 0
             if nonfinite is not None:
                 row[f"{m}.n_nonfinite"] = nonfinite.get((m, g["id"]), 0)
+            if clusters is not None:
+                row[f"{m}.cluster"] = clusters.get(m) if isinstance(clusters.get(m), str) else "context"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -81,7 +86,20 @@ def random_models(table: pd.DataFrame, models: Sequence[str]) -> list[str]:
 def _notes(table: pd.DataFrame, models: Sequence[str], notes: Sequence[str]) -> list[str]:
     """The random-model note (when a model is random) before the other notes."""
     note = random_note(random_models(table, models))
-    return ([note] if note else []) + nonfinite_notes(table, models) + list(notes)
+    return ([note] if note else []) + nonfinite_notes(table, models) + cluster_notes(table, models) + list(notes)
+
+
+def cluster_notes(table: pd.DataFrame, models: Sequence[str]) -> list[str]:
+    """One note naming what the CIs resample when a model's are clustered (``agreement.bootstrap.cluster``)."""
+    by = {m: str(table[f"{m}.cluster"].iloc[0]) for m in models if f"{m}.cluster" in table.columns and len(table)}
+    clustered = {m: c for m, c in by.items() if c != "context"}
+    if not clustered:
+        return []
+    kinds = ", ".join(f"{m}: {c}" for m, c in clustered.items())
+    return [
+        f"The CIs resample clusters, not single contexts and rows (agreement.bootstrap.cluster; {kinds}); "
+        "docs/metrics.md, 'Clustered intervals'."
+    ]
 
 
 def to_metrics(table: pd.DataFrame, models: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -236,6 +254,6 @@ def to_latex(table: pd.DataFrame, models: Sequence[str], digits: int = 2, notes:
     note = random_note(random_models(table, models))
     if note:
         out.append(r"\par\smallskip{\footnotesize " + dagger + tex_escape(note.removeprefix(RANDOM_MARK)) + r"\par}")
-    for n in [*nonfinite_notes(table, models), *notes]:
+    for n in [*nonfinite_notes(table, models), *cluster_notes(table, models), *notes]:
         out.append(r"\par\smallskip{\footnotesize " + tex_escape(n) + r"\par}")
     return "\n".join(out) + "\n"

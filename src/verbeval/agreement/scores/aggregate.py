@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from verbeval.agreement.engine.shards import SHARD_SCHEMA_VERSION, fixed_list_values, read_shard_meta
 from verbeval.agreement.scores.metrics import FormStats, scores_from_stats, tse_scores
 from verbeval.agreement.scores.registry import HEADLINE
-from verbeval.core.bootstrap import bootstrap_means
+from verbeval.core.bootstrap import Clusters, bootstrap_means, mean_of_rows, too_few_clusters
 from verbeval.core.errors import ShardError, VerbevalError
 
 log = logging.getLogger(__name__)
@@ -271,6 +271,8 @@ def summarise(
     resamples: int | None = None,
     seed: int | None = None,
     confidence: float | None = None,
+    cluster: str | None = None,
+    templates_group: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Long summary: one row per (metric, side, cutoff) with value, CI and counts.
 
@@ -278,20 +280,25 @@ def summarise(
     (mean counted mass: both forms of every counted lemma, the paper's Figure 3),
     ``prob_counted_forms`` (mean mass of the counted forms inside the set; equal to
     ``prob_counted`` at bottom-p), ``invalid`` (share of contexts where no lemma counts).
-    ``resamples``, ``seed``, ``confidence``: ``agreement.bootstrap``'s (None: its default,
-    :data:`verbeval.agreement.steps.AGGREGATE`). ``wilson_low``, ``wilson_high`` (the last columns):
-    TSE's Wilson score interval at ``confidence`` (:func:`wilson_interval`), NaN for the other metrics.
+    ``resamples``, ``seed``, ``confidence``, ``cluster``: ``agreement.bootstrap``'s (None: its default,
+    :data:`verbeval.agreement.steps.AGGREGATE`). ``cluster``: ``agreement.bootstrap.cluster``
+    (:func:`summary_clusters`; not ``context``: ``templates_group``, the group's template rows, gives
+    each row's template and verb, and the summary gets a ``cluster`` column). ``wilson_low``,
+    ``wilson_high``: TSE's Wilson score interval at ``confidence`` (:func:`wilson_interval`; over
+    independent rows, whatever ``cluster``), NaN for the other metrics.
     """
     from verbeval.agreement.steps import AGGREGATE
 
     resamples = AGGREGATE.default("resamples") if resamples is None else resamples
     seed = AGGREGATE.default("seed") if seed is None else seed
     confidence = AGGREGATE.default("confidence") if confidence is None else confidence
+    cluster = AGGREGATE.default("cluster") if cluster is None else cluster
     metric_cols = [c for c in scores.columns if "@" in c]
-    mean, lo, hi = bootstrap_means(scores[metric_cols].to_numpy(), resamples, seed, confidence)
+    by_row, by_context = summary_clusters(cluster, group, scores, tse, templates_group)
+    mean, lo, hi = bootstrap_means(scores[metric_cols].to_numpy(), resamples, seed, confidence, clusters=by_context)
     records: list[dict[str, Any]] = []
     tse_vals = tse["tse"].to_numpy()
-    t_mean, t_lo, t_hi = bootstrap_means(tse_vals, resamples, seed, confidence)
+    t_mean, t_lo, t_hi = bootstrap_means(tse_vals, resamples, seed, confidence, clusters=by_row)
     w_lo, w_hi = wilson_interval(tse_vals, confidence)
     records.append(
         {
@@ -341,4 +348,52 @@ def summarise(
     df = pd.DataFrame.from_records(records)
     df.insert(0, "group", group)
     df.insert(0, "model", model)
+    if cluster != "context":  # the intervals' resampling, for readers (the default's columns stay as they are)
+        df["cluster"] = cluster
     return df
+
+
+def row_clusters(templates_group: pd.DataFrame) -> pd.DataFrame:
+    """Per template row of a group (``templates.parquet``'s rows of the group, in order: ``tse.parquet``'s
+    ``row`` indexes them), its clusters: ``template`` (its ``source``: a template file, a BLiMP
+    paradigm, a custom pair file) and ``verb`` (its verb pair, ``laugh/laughs``: the two forms sorted)."""
+    pairs = zip(templates_group["correct"].astype(str), templates_group["incorrect"].astype(str))
+    return pd.DataFrame(
+        {"template": templates_group["source"].astype(str).to_numpy(), "verb": ["/".join(sorted(p)) for p in pairs]}
+    )
+
+
+def summary_clusters(
+    cluster: str, group: str, scores: pd.DataFrame, tse: pd.DataFrame, templates_group: pd.DataFrame | None
+) -> tuple[Clusters | None, Clusters | None]:
+    """The clusters of a group's TSE rows and of its contexts under ``agreement.bootstrap.cluster``
+    ``cluster`` (docs/metrics.md, "Clustered intervals"); ``(None, None)`` for ``context`` (rows and
+    contexts resampled one by one). ``template``: a row is in its template's cluster, a context
+    weighs the mean of its rows' template counts. ``template_and_lemma``: the rows' templates crossed
+    with their verbs; the contexts' EW and MW by template (:func:`lemma_draw_context_scores`).
+    Fewer than 2 clusters: one warning line (:func:`too_few_clusters`)."""
+    if cluster == "context":
+        return None, None
+    if cluster not in ("template", "template_and_lemma"):
+        raise VerbevalError(f"agreement.bootstrap.cluster: unknown clustering {cluster!r}")
+    if templates_group is None:
+        raise VerbevalError(f"group {group!r}: agreement.bootstrap.cluster {cluster} needs the group's template rows")
+    labels = row_clusters(templates_group).iloc[tse["row"].to_numpy()]
+    dims = ["template"] if cluster == "template" else ["template", "verb"]
+    by_row = Clusters.of(*(labels[d].to_numpy() for d in dims))
+    index = pd.Index(scores["context_id"]).get_indexer(tse["context_id"].to_numpy())
+    by_context = Clusters.of(labels["template"].to_numpy(), units=mean_of_rows(index, len(scores)))
+    why = too_few_clusters(group, by_row, dims)
+    if why is not None:
+        log.warning(why)
+    lemma_draw_context_scores(cluster)
+    return by_row, by_context
+
+
+def lemma_draw_context_scores(cluster: str) -> None:
+    """PLUG-IN POINT (issue 55; the lead's): under ``template_and_lemma``, EW and MW at top p = 1 are to
+    be recomputed per resample under the lemma draw (the ``counts`` stream of the model's lemmas, seed
+    :func:`verbeval.core.bootstrap.stream_seed` ``(seed, 1)``), crossed with the templates' draw: the
+    function that recomputes them (written in parallel) plugs in here and into :func:`summary_clusters`'
+    context weights. Until then the contexts are resampled by template alone (docs/metrics.md)."""
+    return None

@@ -16,7 +16,8 @@ Per group, with ``a`` the reference and ``b`` the model compared with it (differ
   resampled jointly. A masked and a causal LM do not share contexts (a causal LM's context is the
   prefix several template rows share): their template rows are resampled jointly, and each model's
   mean weighs each of its contexts by the share of the context's rows drawn (every row drawn once:
-  the group mean of the summaries).
+  the group mean of the summaries). Under ``agreement.bootstrap.cluster`` ``template`` (and
+  ``template_and_lemma``) the draw is of whole templates, once for both models (:func:`compare_groups`).
 
 The two models' rows are paired by their template identity (``source:line`` of ``templates.parquet``,
 :func:`template_row_ids`) when it is given, else by row number; two runs that disagree on it (another
@@ -43,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from verbeval.agreement.scores.registry import HEADLINE
-from verbeval.core.bootstrap import bootstrap_statistic, percentile_ci
+from verbeval.core.bootstrap import Clusters, bootstrap_statistic, mean_of_rows, percentile_ci
 from verbeval.core.errors import MismatchError
 
 #: the columns of ``comparisons.csv`` (one row per pair, group and metric)
@@ -149,11 +150,18 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 
 
 def paired_mean_difference(
-    a: np.ndarray, b: np.ndarray, resamples: int, seed: int, confidence: float, block: int = 100
+    a: np.ndarray,
+    b: np.ndarray,
+    resamples: int,
+    seed: int,
+    confidence: float,
+    block: int = 100,
+    clusters: Clusters | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``mean(b) - mean(a)`` per column of the paired ``[n, k]`` (or ``[n]``) values, each mean
     NaN-ignoring, and its percentile CI over resamples of the rows drawn jointly for both:
-    ``(difference, ci_low, ci_high)``, each ``[k]``."""
+    ``(difference, ci_low, ci_high)``, each ``[k]``. ``clusters``: the rows' clusters are drawn
+    instead (:class:`verbeval.core.bootstrap.Clusters`; fewer than 2: NaN CIs)."""
     va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if va.ndim == 1:
         va, vb = va[:, None], vb[:, None]
@@ -165,7 +173,7 @@ def paired_mean_difference(
     wa, wb = ok_a.astype(np.float64), ok_b.astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         diff = fb.sum(0) / wb.sum(0) - fa.sum(0) / wa.sum(0)
-    if n == 0 or resamples <= 0:
+    if n == 0 or resamples <= 0 or (clusters is not None and clusters.too_few()):
         nan = np.full(k, np.nan)
         return diff, nan, nan.copy()
 
@@ -173,7 +181,8 @@ def paired_mean_difference(
         with np.errstate(invalid="ignore", divide="ignore"):
             return (counts @ fb) / (counts @ wb) - (counts @ fa) / (counts @ wa)
 
-    lo, hi = percentile_ci(bootstrap_statistic(differences, n, resamples, seed, block, "counts", k), confidence)
+    stats = bootstrap_statistic(differences, n, resamples, seed, block, "counts", k, clusters)
+    lo, hi = percentile_ci(stats, confidence)
     return diff, lo, hi
 
 
@@ -186,27 +195,25 @@ def paired_row_difference(
     seed: int,
     confidence: float,
     block: int = 100,
+    clusters: Clusters | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """As :func:`paired_mean_difference` for two models whose contexts differ: ``a`` ``[contexts_a, k]``
     and ``b`` ``[contexts_b, k]`` per-context values, ``a_context`` / ``b_context`` the index of each
-    template row's context (``[rows]``, paired by row). The rows are resampled; a context's weight is
-    the share of its rows drawn (module docstring)."""
+    template row's context (``[rows]``, paired by row). The rows are resampled (``clusters``: the rows'
+    clusters, the rows weighing their clusters' counts); a context's weight is the share of its rows
+    drawn (module docstring)."""
     from scipy import sparse
 
     rows = len(a_context)
     if len(b_context) != rows:
         raise MismatchError(f"paired rows of different lengths: {rows} and {len(b_context)}")
 
-    def weights(index: np.ndarray, n_contexts: int) -> sparse.csr_matrix:
-        per_context = np.bincount(index, minlength=n_contexts).astype(np.float64)
-        return sparse.csr_matrix((1.0 / per_context[index], (np.arange(rows), index)), shape=(rows, n_contexts))
-
     va, vb = (np.asarray(v, dtype=np.float64) for v in (a, b))
     va, vb = (v[:, None] if v.ndim == 1 else v for v in (va, vb))
     sides = []
     for v, index in ((va, np.asarray(a_context)), (vb, np.asarray(b_context))):
         ok = ~np.isnan(v)
-        sides.append((weights(index, len(v)), np.where(ok, v, 0.0), ok.astype(np.float64)))
+        sides.append((mean_of_rows(index, len(v)), np.where(ok, v, 0.0), ok.astype(np.float64)))
 
     def means(drawn: np.ndarray, side: tuple[sparse.csr_matrix, np.ndarray, np.ndarray]) -> np.ndarray:
         """The side's means of the resamples ``drawn`` (``[rows, b]`` counts, C-contiguous: the sparse
@@ -218,7 +225,7 @@ def paired_row_difference(
 
     ones = np.ones((rows, 1))
     diff = means(ones, sides[1])[0] - means(ones, sides[0])[0]
-    if rows == 0 or resamples <= 0:
+    if rows == 0 or resamples <= 0 or (clusters is not None and clusters.too_few()):
         nan = np.full(va.shape[1], np.nan)
         return diff, nan, nan.copy()
 
@@ -226,13 +233,15 @@ def paired_row_difference(
         drawn = np.ascontiguousarray(counts.T)  # once for both sides
         return means(drawn, sides[1]) - means(drawn, sides[0])
 
-    stats = bootstrap_statistic(differences, rows, resamples, seed, block, "counts", va.shape[1])
+    stats = bootstrap_statistic(differences, rows, resamples, seed, block, "counts", va.shape[1], clusters)
     lo, hi = percentile_ci(stats, confidence)
     return diff, lo, hi
 
 
 #: the ``group`` of the overall rows: every group's rows and contexts pooled
 OVERALL = "all"
+#: the column of ``a``'s per-row TSE that names each row's template cluster (``group``, tab, ``source``)
+TEMPLATE = "template_cluster"
 
 
 def _group_records(
@@ -246,8 +255,10 @@ def _group_records(
     by_row: bool = False,
 ) -> list[dict[str, object]]:
     """The TSE, EW and MW rows of one group (or of every group pooled), EW and MW at CI ``level``, each
-    row's ``mdd`` for a test at level ``1 - level``; ``by_row``: pair the contexts through the template rows even when both have the same context ids
-    (the rows were paired by identity, not number: :func:`pair_rows`)."""
+    row's ``mdd`` for a test at level ``1 - level``; ``by_row``: pair the contexts through the template
+    rows even when both have the same context ids (the rows were paired by identity, not number:
+    :func:`pair_rows`). When ``a``'s rows carry a :data:`TEMPLATE` column, EW and MW resample their
+    templates (:func:`compare_groups`' ``cluster``), and so does their ``mdd``."""
     ta, tb = (t.set_index("row")["tse"] for t in tse)
     if not ta.index.equals(tb.index):
         raise MismatchError(f"group {group!r}: {names[0]} and {names[1]} were scored on different template rows")
@@ -273,9 +284,16 @@ def _group_records(
     ]
     sa, sb = (s.set_index("context_id") for s in scores)
     cols = list(CONTEXT_METRICS.values())
+    templates = tse[0][TEMPLATE].to_numpy() if TEMPLATE in tse[0] else None
     if sa.index.equals(sb.index) and not by_row:
         unit = len(sa)
-        diff, lo, hi = paired_mean_difference(sa[cols].to_numpy(), sb[cols].to_numpy(), resamples, seed, level)
+        clusters = None
+        if templates is not None:  # a context weighs the mean of its rows' template counts
+            units = mean_of_rows(sa.index.get_indexer(tse[0]["context_id"].to_numpy()), len(sa))
+            clusters = Clusters.of(templates, units=units)
+        diff, lo, hi = paired_mean_difference(
+            sa[cols].to_numpy(), sb[cols].to_numpy(), resamples, seed, level, clusters=clusters
+        )
     else:  # different contexts (a masked and a causal LM): paired by template row
         ra, rb = (t.set_index("row")["context_id"] for t in tse)
         unit = len(ra)
@@ -287,6 +305,7 @@ def _group_records(
             resamples,
             seed,
             level,
+            clusters=None if templates is None else Clusters.of(templates),
         )
     mdd = bootstrap_mdd(lo, hi, level)
     for j, (metric, col) in enumerate(CONTEXT_METRICS.items()):
@@ -374,6 +393,8 @@ def compare_groups(
     seed: int,
     confidence: float,
     row_ids: Mapping[str, tuple[Sequence[object], Sequence[object]]] | None = None,
+    cluster: str = "context",
+    templates: Mapping[str, Sequence[object]] | None = None,
 ) -> pd.DataFrame:
     """The comparison rows (:data:`COMPARISON_COLUMNS`) of ``model_b`` against ``model_a``: per group,
     then overall (group :data:`OVERALL`: every group's rows and contexts pooled, at the nominal level,
@@ -385,7 +406,12 @@ def compare_groups(
     scores (``scores.parquet``), paired on ``context_id`` when both have the same contexts and rows in
     the same order, else through their rows (module docstring; ``n`` counts the unit resampled). A
     group whose template rows differ between the two is a :class:`MismatchError`: they were not scored
-    on the same data."""
+    on the same data.
+
+    ``cluster`` (``agreement.bootstrap.cluster``): ``context``, the contexts (or rows) are resampled one
+    by one; ``template`` and ``template_and_lemma``, EW and MW resample ``templates[group]`` (each of
+    ``model_a``'s rows' template, indexed by its ``row``) once for both models, the pooled groups by
+    (group, template); ``comparisons.csv`` then gets a ``cluster`` column."""
     groups = list(row_tse)
     alpha = 1.0 - confidence
     simultaneous = 1.0 - alpha / max(len(groups), 1)
@@ -396,7 +422,13 @@ def compare_groups(
     for group in groups:
         ids = None if row_ids is None else row_ids.get(group)
         tb, moved = pair_rows(group, names, row_tse[group], ids)
-        paired[group], renumbered = (row_tse[group][0], tb), renumbered or moved
+        ta = row_tse[group][0]
+        if cluster != "context":
+            if templates is None or group not in templates:
+                raise MismatchError(f"group {group!r}: agreement.bootstrap.cluster {cluster} needs the rows' templates")
+            of_row = np.asarray(templates[group], dtype=object)
+            ta = ta.assign(**{TEMPLATE: [f"{group}\t{t}" for t in of_row[ta["row"].to_numpy()]]})
+        paired[group], renumbered = (ta, tb), renumbered or moved
         records += _group_records(
             group, paired[group], context_scores[group], names, resamples, seed, simultaneous, by_row=moved
         )
@@ -418,4 +450,6 @@ def compare_groups(
     )
     out["correction"] = np.where(overall, "none", np.where(is_tse, "holm", "bonferroni"))
     out[["a_only", "b_only"]] = out[["a_only", "b_only"]].astype("Int64")
+    if cluster != "context":  # the intervals' resampling, for readers (the default's columns stay as they are)
+        return out[list(COMPARISON_COLUMNS)].assign(cluster=cluster)
     return out[list(COMPARISON_COLUMNS)]

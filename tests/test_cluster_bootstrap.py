@@ -1,0 +1,310 @@
+"""Clustered bootstrap intervals (``agreement.bootstrap.cluster``, issue 55) against planted ground
+truth: templates perfectly correlated inside widen the interval by sqrt(rows per template), and the
+clustered interval covers at its nominal rate where the per-row one does not; the default keeps
+today's values; fewer than 2 templates give NaN and one warning; the schema, the steps and the
+command lines carry the setting."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from verbeval.agreement.cli.aggregate import aggregate_run
+from verbeval.agreement.report.comparisons import comparisons
+from verbeval.agreement.report.tables import table2, to_markdown
+from verbeval.agreement.scores.aggregate import summarise
+from verbeval.agreement.scores.paired import compare_groups, paired_mean_difference, paired_row_difference
+from verbeval.agreement.steps import AGGREGATE, COMPARE
+from verbeval.commands import build_parser
+from verbeval.core import count_draws
+from verbeval.core.bootstrap import Clusters, bootstrap_means, mean_of_rows, stream_seed
+from verbeval.core.cliutil import with_config_defaults
+from verbeval.core.config import validate_config
+from verbeval.core.errors import MismatchError, VerbevalError
+
+G, M = 40, 16  # templates, rows per template
+Z = 1.959964  # the normal 97.5% quantile
+
+
+def _labels() -> np.ndarray:
+    return np.repeat([f"t{i}" for i in range(G)], M)
+
+
+def test_correlated_templates_widen_the_interval_by_sqrt_of_the_rows_per_template() -> None:
+    """Half the templates all 1, half all 0 (p = 1/2): the per-row bootstrap's SE is
+    sqrt(p(1-p)/(G M)), the template bootstrap's sqrt(p(1-p)/G), so the widths differ by sqrt(M) = 4."""
+    values = np.repeat(np.arange(G) % 2, M).astype(float)
+    mean, lo, hi = bootstrap_means(values, 2000, 0, 0.95)
+    c_mean, c_lo, c_hi = bootstrap_means(values, 2000, 0, 0.95, clusters=Clusters.of(_labels()))
+    assert mean[0] == c_mean[0] == 0.5
+    naive, clustered = hi[0] - lo[0], c_hi[0] - c_lo[0]
+    want_naive, want_clustered = 2 * Z * math.sqrt(0.25 / (G * M)), 2 * Z * math.sqrt(0.25 / G)
+    # each width is off by up to one step of its statistic's lattice (1/(G M) per row, 1/G per
+    # template) and by the Monte Carlo error of two quantiles of 2,000 resamples (< 5%)
+    rel_naive, rel_clustered = 1 / (G * M) / want_naive + 0.05, 1 / G / want_clustered + 0.05
+    assert naive == pytest.approx(want_naive, rel=rel_naive)
+    assert clustered == pytest.approx(want_clustered, rel=rel_clustered)
+    assert clustered / naive == pytest.approx(math.sqrt(M), rel=rel_naive + rel_clustered)
+
+
+def test_the_clustered_interval_covers_at_its_nominal_rate_and_the_per_row_one_does_not() -> None:
+    """200 data sets of G templates, each template's M rows all 1 with probability p = 0.3, else all
+    0 (one column each: every data set sees the same resamples, as every column of a summary does)."""
+    p, sets = 0.3, 200
+    rng = np.random.default_rng(55)
+    values = np.repeat((rng.random((G, sets)) < p).astype(float), M, axis=0)  # [G M, sets]
+    _, lo, hi = bootstrap_means(values, 1000, 0, 0.95)
+    _, c_lo, c_hi = bootstrap_means(values, 1000, 0, 0.95, clusters=Clusters.of(_labels()))
+    naive = float(((lo <= p) & (p <= hi)).mean())
+    clustered = float(((c_lo <= p) & (p <= c_hi)).mean())
+    # clustered: nominal 0.95; 3 binomial SDs over 200 sets (3 x 0.0154) and the percentile
+    # interval's undercoverage with 40 clusters (about 1%) put it above 0.88
+    assert clustered >= 0.88
+    # per row: its SE is sqrt(M) = 4 times too small, so it covers P(|Z| < 1.96 / 4) = 0.38 of the
+    # time; 0.55 is 5 binomial SDs (0.034) above that
+    assert naive <= 0.55
+
+
+def _group(sources: list[str], verbs: list[str]) -> pd.DataFrame:
+    """A group's template rows: their template (source) and verb pair."""
+    plural = [i % 2 == 1 for i in range(len(sources))]
+    sing, plur = zip(*(v.split("/") for v in verbs))
+    return pd.DataFrame(
+        {
+            "group": "g",
+            "source": sources,
+            "line": range(1, len(sources) + 1),
+            "correct": [pl if x else s for s, pl, x in zip(sing, plur, plural)],
+            "incorrect": [s if x else pl for s, pl, x in zip(sing, plur, plural)],
+            "plural": plural,
+        }
+    )
+
+
+def _causal() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """8 rows of 3 templates and 3 verbs; context 1 is the prefix of a row of t0 and a row of t1."""
+    sources = ["t0", "t0", "t1", "t1", "t1", "t2", "t2", "t2"]
+    verbs = ["go/goes", "be/is", "go/goes", "do/does", "be/is", "go/goes", "do/does", "be/is"]
+    tse = pd.DataFrame(
+        {"row": range(8), "context_id": [0, 1, 1, 2, 3, 4, 5, 6], "tse": [1.0, 0.0, 1.0, 1.0, np.nan, 0.0, 1.0, 1.0]}
+    )
+    scores = pd.DataFrame(
+        {
+            "context_id": range(7),
+            "plural": [False] * 7,
+            "ew_top@1": [1.0, 0.5, 0.0, 1.0, np.nan, 0.25, 1.0],
+            "mw_top@1": [0.9, 0.4, 0.1, 0.8, 0.7, 0.3, 0.6],
+        }
+    )
+    return scores, tse, _group(sources, verbs)
+
+
+def test_the_default_is_todays_bootstrap_over_contexts_and_rows() -> None:
+    scores, tse, templates = _causal()
+    today = summarise(scores, tse, model="m", group="g", resamples=300, seed=4, confidence=0.9)
+    same = summarise(scores, tse, model="m", group="g", resamples=300, seed=4, confidence=0.9, cluster="context")
+    pd.testing.assert_frame_equal(today, same)
+    assert "cluster" not in today.columns
+    _, lo, hi = bootstrap_means(tse["tse"].to_numpy(), 300, 4, 0.9)
+    t = today[today["metric"] == "tse"].iloc[0]
+    assert (t["ci_low"], t["ci_high"]) == (lo[0], hi[0])
+    _, lo, hi = bootstrap_means(scores[["ew_top@1", "mw_top@1"]].to_numpy(), 300, 4, 0.9)
+    ew = today[today["metric"] == "ew"].iloc[0]
+    assert (ew["ci_low"], ew["ci_high"]) == (lo[0], hi[0])
+
+
+def test_template_clusters_weigh_rows_by_their_template_and_contexts_by_their_rows_mean() -> None:
+    scores, tse, templates = _causal()
+    s = summarise(scores, tse, model="m", group="g", resamples=300, seed=4, confidence=0.9, cluster="template",
+                  templates_group=templates)  # fmt: skip
+    assert (s["cluster"] == "template").all()
+    counts = count_draws.counts(3, 300, 4, 100).astype(float)  # the 3 templates' stream
+    row_t = np.array([0, 0, 1, 1, 1, 2, 2, 2])
+    w = counts[:, row_t]  # [300, rows]
+    v = tse["tse"].to_numpy()
+    ok = ~np.isnan(v)
+    stats = (w[:, ok] @ v[ok]) / w[:, ok].sum(1)
+    t = s[s["metric"] == "tse"].iloc[0]
+    assert t["value"] == pytest.approx(np.nanmean(v))
+    assert (t["ci_low"], t["ci_high"]) == pytest.approx(tuple(np.quantile(stats, [0.05, 0.95])))
+    # context 1 (rows 1 and 2, of t0 and t1) weighs the mean of their counts
+    wc = np.stack([w[:, 0], (w[:, 1] + w[:, 2]) / 2, w[:, 3], w[:, 4], w[:, 5], w[:, 6], w[:, 7]], axis=1)
+    ew = scores["ew_top@1"].to_numpy()
+    okc = ~np.isnan(ew)
+    stats = (wc[:, okc] @ ew[okc]) / wc[:, okc].sum(1)
+    e = s[s["metric"] == "ew"].iloc[0]
+    assert (e["ci_low"], e["ci_high"]) == pytest.approx(tuple(np.quantile(stats, [0.05, 0.95])))
+
+
+def test_template_and_lemma_crosses_the_rows_templates_with_their_verbs() -> None:
+    scores, tse, templates = _causal()
+    s = summarise(scores, tse, model="m", group="g", resamples=300, seed=4, confidence=0.9,
+                  cluster="template_and_lemma", templates_group=templates)  # fmt: skip
+    ct = count_draws.counts(3, 300, 4, 100).astype(float)
+    assert stream_seed(4, 0) == 4 and stream_seed(4, 1) == int(
+        np.random.SeedSequence([4, 1]).generate_state(1, np.uint64)[0]
+    )
+    cv = count_draws.counts(3, 300, stream_seed(4, 1), 100).astype(float)  # be/is, do/does, go/goes: first seen
+    row_t, row_v = np.array([0, 0, 1, 1, 1, 2, 2, 2]), np.array([0, 1, 0, 2, 1, 0, 2, 1])
+    w = ct[:, row_t] * cv[:, row_v]
+    v = tse["tse"].to_numpy()
+    ok = ~np.isnan(v)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        stats = (w[:, ok] @ v[ok]) / w[:, ok].sum(1)
+    t = s[s["metric"] == "tse"].iloc[0]
+    assert (t["ci_low"], t["ci_high"]) == pytest.approx(tuple(np.nanquantile(stats, [0.05, 0.95])))
+    # EW and MW: by template alone (the lemma draw of EW/MW plugs in later)
+    by_template = summarise(scores, tse, model="m", group="g", resamples=300, seed=4, confidence=0.9,
+                            cluster="template", templates_group=templates)  # fmt: skip
+    ctx = s["metric"] != "tse"
+    pd.testing.assert_frame_equal(
+        s[ctx].drop(columns="cluster"), by_template[by_template["metric"] != "tse"].drop(columns="cluster")
+    )
+
+
+def test_fewer_than_two_templates_give_nan_intervals_and_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    scores, tse, templates = _causal()
+    one = templates.assign(source="simple_agrmt")
+    with caplog.at_level(logging.WARNING):
+        s = summarise(scores, tse, model="m", group="simple", resamples=300, seed=4, confidence=0.9,
+                      cluster="template", templates_group=one)  # fmt: skip
+    assert [r.getMessage() for r in caplog.records] == [
+        "group 'simple': 1 template: a clustered interval needs at least 2 (agreement.bootstrap.cluster), "
+        "so its intervals are NaN"
+    ]
+    today = summarise(scores, tse, model="m", group="simple", resamples=300, seed=4, confidence=0.9)
+    assert s["value"].equals(today["value"])
+    assert s[["ci_low", "ci_high"]].isna().all().all()
+
+
+def _pair_scores(per_template_diff: np.ndarray, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+    n = len(per_template_diff) * M
+    base = rng.random(n)
+    ew_b = base + np.repeat(per_template_diff, M)
+    a = pd.DataFrame({"context_id": range(n), "ew_top@1": base, "mw_top@1": base})
+    b = pd.DataFrame({"context_id": range(n), "ew_top@1": ew_b, "mw_top@1": base})
+    return a, b
+
+
+def test_paired_comparisons_draw_the_templates_once_for_both_models() -> None:
+    """Two groups whose templates share a name (each group's template is its own cluster when pooled);
+    the difference b - a is planted per template, so the template interval is wider than the per-context one."""
+    rng = np.random.default_rng(0)
+    diffs = {"g1": rng.normal(0.1, 0.2, G), "g2": rng.normal(0.1, 0.2, G)}
+    labels = {g: list(_labels()) for g in diffs}  # the same names t0 .. t39 in both groups
+    rows, scores = {}, {}
+    for g, d in diffs.items():
+        a, b = _pair_scores(d, rng)
+        scores[g] = (a, b)
+        t = pd.DataFrame({"row": range(len(a)), "context_id": range(len(a)), "tse": 1.0})
+        rows[g] = (t, t)
+    kw = {"resamples": 400, "seed": 2, "confidence": 0.95}
+    plain = compare_groups("a", "b", rows, scores, **kw)
+    assert "cluster" not in plain.columns
+    out = compare_groups("a", "b", rows, scores, **kw, cluster="template", templates=labels)
+    assert (out["cluster"] == "template").all()
+    level = 1 - 0.05 / 2
+    for g in diffs:
+        a, b = scores[g]
+        cols = ["ew_top@1", "mw_top@1"]
+        want = paired_mean_difference(a[cols].to_numpy(), b[cols].to_numpy(), 400, 2, level)
+        ew = plain[(plain.group == g) & (plain.metric == "ew")].iloc[0]
+        assert (ew.ci_low, ew.ci_high) == (want[1][0], want[2][0])  # the default: today's intervals
+        clusters = Clusters.of(labels[g], units=mean_of_rows(np.arange(len(a)), len(a)))
+        want = paired_mean_difference(a[cols].to_numpy(), b[cols].to_numpy(), 400, 2, level, clusters=clusters)
+        ew_c = out[(out.group == g) & (out.metric == "ew")].iloc[0]
+        assert (ew_c.ci_low, ew_c.ci_high) == (want[1][0], want[2][0])
+        assert ew_c.ci_high - ew_c.ci_low > 2 * (ew.ci_high - ew.ci_low)
+    # overall: 80 clusters, (group, template)
+    a_all = pd.concat([scores[g][0] for g in diffs], ignore_index=True)
+    b_all = pd.concat([scores[g][1] for g in diffs], ignore_index=True)
+    pooled = [f"{g}\t{t}" for g in diffs for t in labels[g]]
+    n = len(a_all)
+    clusters = Clusters.of(pooled, units=mean_of_rows(np.arange(n), n))
+    assert clusters.sizes == (2 * G,)
+    want = paired_mean_difference(a_all[cols].to_numpy(), b_all[cols].to_numpy(), 400, 2, 0.95, clusters=clusters)
+    ew_all = out[(out.group == "all") & (out.metric == "ew")].iloc[0]
+    assert (ew_all.ci_low, ew_all.ci_high) == (want[1][0], want[2][0])
+    with pytest.raises(MismatchError) as e:
+        compare_groups("a", "b", rows, scores, **kw, cluster="template")
+    assert str(e.value) == "group 'g1': agreement.bootstrap.cluster template needs the rows' templates"
+
+
+def test_masked_against_causal_draws_the_rows_templates() -> None:
+    """Different contexts: the rows are paired; their templates are drawn, and each context weighs its
+    drawn rows' share."""
+    scores, tse, templates = _causal()
+    masked = pd.DataFrame({"context_id": range(8), "ew_top@1": np.linspace(0, 1, 8), "mw_top@1": 0.5})
+    masked_tse = tse.assign(context_id=range(8))
+    cols = ["ew_top@1", "mw_top@1"]
+    out = compare_groups("c", "m", {"g": (tse, masked_tse)}, {"g": (scores, masked)}, resamples=300, seed=1,
+                         confidence=0.9, cluster="template", templates={"g": list(templates["source"])})  # fmt: skip
+    want = paired_row_difference(scores[cols].to_numpy(), tse["context_id"].to_numpy(), masked[cols].to_numpy(),
+                                 np.arange(8), 300, 1, 0.9, clusters=Clusters.of(list(templates["source"])))  # fmt: skip
+    ew = out[(out.group == "g") & (out.metric == "ew")].iloc[0]
+    assert (ew.ci_low, ew.ci_high) == (want[1][0], want[2][0]) and not np.isnan(ew.ci_low)
+
+
+def test_compare_needs_the_templates_under_a_clustering(tmp_path) -> None:  # noqa: ANN001
+    with pytest.raises(VerbevalError) as e:
+        comparisons([("configured", "a", "b")], {"a": tmp_path, "b": tmp_path}, ["g"], resamples=10, seed=0,
+                    confidence=0.95, cluster="template")  # fmt: skip
+    assert str(e.value) == (
+        "model 'a': agreement.bootstrap.cluster template needs the templates.parquet of its run (--templates)"
+    )
+
+
+def test_the_schema_takes_the_three_clusterings_for_agreement_only() -> None:
+    for choice in ("context", "template", "template_and_lemma"):
+        cfg = validate_config({"models": [{"id": "gpt2"}], "agreement": {"bootstrap": {"cluster": choice}}})
+        assert cfg["agreement"]["bootstrap"] == {"resamples": 1000, "seed": 0, "confidence": 0.95, "cluster": choice}
+    with pytest.raises(VerbevalError) as e:
+        validate_config({"models": [{"id": "gpt2"}], "agreement": {"bootstrap": {"cluster": "verb"}}})
+    assert str(e.value) == (
+        "config: invalid value at agreement.bootstrap.cluster: 'verb' is not one of "
+        "['context', 'template', 'template_and_lemma']"
+    )
+    with pytest.raises(VerbevalError) as e:
+        validate_config({"models": [{"id": "gpt2"}], "simverb": {"bootstrap": {"cluster": "template"}}})
+    assert str(e.value) == (
+        "config: invalid value at simverb.bootstrap: Additional properties are not allowed ('cluster' was unexpected)"
+    )
+    cfg = validate_config({"models": [{"id": "gpt2"}]})
+    assert cfg["simverb"]["bootstrap"] == {"resamples": 1000, "seed": 0, "confidence": 0.95}
+
+
+def test_aggregate_and_compare_take_the_clustering_as_an_option() -> None:
+    config = {"agreement": {"bootstrap": {"resamples": 7, "seed": 3, "confidence": 0.9, "cluster": "template"}}}
+    for step in (AGGREGATE, COMPARE):
+        assert step.setting("cluster").key == "agreement.bootstrap.cluster"
+        assert step.default("cluster") == "context"
+        assert "--cluster=template" in step.argv({**config, "agreement": {**config["agreement"], "top_cutoffs": [1],
+                                                                          "bottom_cutoffs": [1]}})  # fmt: skip
+    argv = ["aggregate", "--templates", "t.parquet", "--groups", "g", "--model-name", "m", "--manifest", "x.json",
+            "--out-dir", "o"]  # fmt: skip
+    args = with_config_defaults(build_parser().parse_args([*argv, "--cluster", "template_and_lemma"]))
+    assert aggregate_run(args).cluster == "template_and_lemma"
+    assert aggregate_run(with_config_defaults(build_parser().parse_args(argv))).cluster == "context"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*argv, "--cluster", "verb"])
+    args = build_parser().parse_args(["compare", "--results", "a=d", "--groups", "g", "--csv", "c", "--first-gains",
+                                      "f", "--figure", "x.png", "--cluster", "template"])  # fmt: skip
+    assert args.cluster == "template"
+
+
+def test_table2_says_what_its_intervals_resample() -> None:
+    scores, tse, templates = _causal()
+    kw = {"model": "m", "group": "g", "resamples": 50, "seed": 0, "confidence": 0.95}
+    clustered = summarise(scores, tse, **kw, cluster="template", templates_group=templates)
+    table = table2(clustered, [{"id": "g", "name": "G"}], ["m"])
+    assert table["m.cluster"].tolist() == ["template"]
+    assert to_markdown(table, ["m"]).endswith(
+        "Notes:\n\n* The CIs resample clusters, not single contexts and rows (agreement.bootstrap.cluster; "
+        "m: template); docs/metrics.md, 'Clustered intervals'.\n"
+    )
+    plain = table2(summarise(scores, tse, **kw), [{"id": "g", "name": "G"}], ["m"])
+    assert "m.cluster" not in plain.columns and "Notes" not in to_markdown(plain, ["m"])
