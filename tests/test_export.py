@@ -22,10 +22,10 @@ import pytest
 
 from conftest import cache_dir
 from test_aggregate import TSE_ROWS, _aggregate_args, _store
-from verbeval.agreement.report.eee_export import build_export, config_sha256, write_export
+from verbeval.agreement.report.eee_export import build_export, write_export
 from verbeval.cli import main
 from verbeval.core import eee_schemas
-from verbeval.core.config import load_config
+from verbeval.core.config import config_sha256, load_config
 from verbeval.core.eee_schemas import WHEEL_NAME, WHEEL_SHA256, Schemas, check, load_schemas
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import sha256_file
@@ -299,3 +299,24 @@ def test_the_pinned_schemas_validate_with_jsonschema_draft7(schemas: Schemas) ->
         assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
         jsonschema.Draft7Validator.check_schema(schema)
     assert os.fspath(eee_schemas.SCHEMA_FILES["aggregate"]).endswith("eval.schema.json")
+
+
+def test_the_workflows_config_hash_is_named_as_given_and_one_configuration_only(
+    run: dict[str, Path],
+    tmp_path: Path,
+    schema_wheel: Path | None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", str(STAMP))
+    args = _export_args(run, tmp_path / "export", schema_wheel)
+    both = [*args, "--config-sha256", "AB" * 32]
+    assert main(both) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "verbeval export: error: --configfile and --config-sha256 both name the configuration: give one"
+    ]
+    assert not (tmp_path / "export").exists()
+    given = [w for w in both if w not in ("--configfile", str(run["config"]))]
+    assert main(given) == 0
+    (agg,) = (tmp_path / "export").glob("data/verbeval/org/tiny/*.json")
+    assert json.loads(agg.read_text())["eval_library"]["additional_details"]["config_sha256"] == "ab" * 32

@@ -609,7 +609,8 @@ FLIP_SET = Step(
 EXPORT = Step(
     "export",
     settings=(BOOTSTRAP[0], CONFIDENCE),
-    keys=("agreement.groups", "agreement.custom_groups"),
+    keys=("agreement.groups", "agreement.custom_groups", "agreement.export"),
+    rules=("export_every_eval_ever",),
     inputs=(
         TEMPLATES_FILE,
         Input("--manifest", "the model's shard manifest (verbeval infer --manifest): model id, revision, dtype"),

@@ -29,14 +29,24 @@ def export_timestamp() -> int:
     return int(text)
 
 
+def sha256_hex(text: str) -> str:
+    """``--config-sha256``'s value: 64 hex digits (lowercase)."""
+    if len(text) == 64 and all(c in "0123456789abcdef" for c in text.lower()):
+        return text.lower()
+    raise argparse.ArgumentTypeError(f"expected a sha256 (64 hex digits), got {text!r}")
+
+
 def cmd_export(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.cli.common import manifest_meta
-    from verbeval.agreement.report.eee_export import build_export, config_sha256, write_export
-    from verbeval.core.config import load_config
+    from verbeval.agreement.report.eee_export import build_export, write_export
+    from verbeval.core.config import config_sha256, load_config
     from verbeval.core.eee_schemas import load_schemas
+    from verbeval.core.errors import VerbevalError
 
+    if a.configfile and a.config_sha256:
+        raise VerbevalError("--configfile and --config-sha256 both name the configuration: give one")
     schemas = load_schemas(a.schemas)  # first: no schemas, nothing read
     export = build_export(
         results_dir=a.results,
@@ -47,7 +57,7 @@ def cmd_export(a: argparse.Namespace) -> None:
         confidence=a.confidence,
         resamples=a.resamples,
         timestamp=export_timestamp(),
-        config_hash=config_sha256(load_config(a.configfile)) if a.configfile else None,
+        config_hash=config_sha256(load_config(a.configfile)) if a.configfile else a.config_sha256,
     )
     aggregate, samples = write_export(export, schemas, a.out_dir)
     log.info(
@@ -78,6 +88,11 @@ def register_export(add: Add) -> None:
         EXPORT.file("--manifest"),
         EXPORT.file("--results"),
         EXPORT.file("--configfile"),
+        Option(
+            "--config-sha256",
+            "the configuration's sha256 as the workflow computes it (its rule passes it; instead of --configfile)",
+            type=sha256_hex,
+        ),
         EXPORT.file("--schemas"),
         *EXPORT.settings,
         EXPORT.file("--out-dir"),

@@ -30,7 +30,10 @@ import pandas as pd
 
 from verbeval import __version__
 from verbeval.agreement.scores.registry import HEADLINE, Metric
+from verbeval.core.config import config_sha256
 from verbeval.core.errors import VerbevalError
+
+__all__ = ["Export", "build_export", "config_sha256", "model_identity", "write_export"]
 
 #: the datastore's benchmark folder of verbeval's results
 BENCHMARK = "verbeval"
@@ -82,12 +85,6 @@ def model_identity(model_id: str, model_name: str) -> tuple[str, str, str]:
         return model_id, org, name
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name).strip("._") or "model"
     return f"local/{safe}", "local", safe
-
-
-def config_sha256(config: Mapping[str, Any]) -> str:
-    """sha256 of a validated configuration as canonical JSON (sorted keys): the export's config hash."""
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _uuid4_of(text: str) -> str:
