@@ -22,7 +22,7 @@ import pytest
 
 from conftest import cache_dir
 from test_aggregate import TSE_ROWS, _aggregate_args, _store
-from verbeval.agreement.report.eee_export import build_export, write_export
+from verbeval.agreement.report.eee_export import build_export, model_identity, write_export
 from verbeval.cli import main
 from verbeval.core import eee_schemas
 from verbeval.core.config import config_sha256, load_config
@@ -320,3 +320,18 @@ def test_the_workflows_config_hash_is_named_as_given_and_one_configuration_only(
     assert main(given) == 0
     (agg,) = (tmp_path / "export").glob("data/verbeval/org/tiny/*.json")
     assert json.loads(agg.read_text())["eval_library"]["additional_details"]["config_sha256"] == "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("model_id", "expected"),
+    [
+        ("org/tiny", ("org/tiny", "org", "tiny")),
+        ("gpt2", ("gpt2", "huggingface", "gpt2")),
+        ("./models/tiny-gpt2", ("local/my_tiny", "local", "my_tiny")),
+        ("/abs/models/tiny", ("local/my_tiny", "local", "my_tiny")),
+        ("a/b/c", ("local/my_tiny", "local", "my_tiny")),
+    ],
+)
+def test_the_datastore_folder_of_a_model(model_id: str, expected: tuple[str, str, str]) -> None:
+    """(model_info.id, developer folder, model folder): a hub id as it is, a local model as local/<name>."""
+    assert model_identity(model_id, "my tiny") == expected

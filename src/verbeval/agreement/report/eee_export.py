@@ -75,14 +75,17 @@ def _jsonl(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def model_identity(model_id: str, model_name: str) -> tuple[str, str, str]:
-    """``(id, developer folder, model folder)``: a hub id ``ORG/NAME`` as it is; a hub id without an
-    organisation or a local path as ``local/<model name>`` (the schema asks for HuggingFace form)."""
+    """``(id, developer folder, model folder)`` of the datastore (``model_info.id`` in HuggingFace form):
+    a hub id ``ORG/NAME`` as it is; a hub id without an organisation (``gpt2``) under ``huggingface``;
+    a local model as ``local/<model name>``."""
     from verbeval.core.model_ids import ModelRef
 
-    ref = ModelRef(model_id)
-    if model_id.count("/") == 1 and not ref.written_as_path and not ref.is_dir:
-        org, name = model_id.split("/")
-        return model_id, org, name
+    if not ModelRef(model_id).meant_as_path:
+        if model_id.count("/") == 1:
+            org, name = model_id.split("/")
+            return model_id, org, name
+        if "/" not in model_id:
+            return model_id, "huggingface", model_id
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name).strip("._") or "model"
     return f"local/{safe}", "local", safe
 
