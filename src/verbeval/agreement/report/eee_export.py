@@ -8,9 +8,9 @@ template rows and the model's shard manifest; :func:`write_export` validates eve
 the schemas, then writes the two files (each atomically; nothing when a document is invalid).
 
 Per group, one result per headline metric (:data:`verbeval.agreement.scores.registry.HEADLINE`:
-TSE, and EW and MW at top-p 1, as Table 2 reports them), each with its bootstrap CI and counts. The instance rows: one per scored TSE row (its sentence pair, the
-form the model preferred, correct or not) and one per context for EW and for MW at top-p 1 (its
-score; correct when above 0.5). The UUID is derived from the content (model, groups, the config's
+TSE, and EW and MW at top-p 1, as Table 2 reports them), each with its bootstrap CI and counts. The
+instance rows: one per scored TSE row (its sentence pair, the form the model preferred, correct or
+not) and one per context for EW and for MW at top-p 1 (its score; correct when above 0.5). The UUID is derived from the content (model, groups, the config's
 hash, the timestamp), so one export is one file name.
 """
 
