@@ -128,3 +128,32 @@ def test_comparisons_off_and_one_model(in_repo: None, tmp_path: Path) -> None:
     assert plan.comparisons.pairs == [] and plan.comparisons.outputs == []
     one = _extra(tmp_path, "models:\n  - {name: base, id: gpt2}\n")
     assert plan_from_files([BASE, one]).comparisons.pairs == []
+
+
+def test_every_eval_ever_exports_are_written_on_request_only(in_repo: None, tmp_path: Path) -> None:
+    """``agreement.export.every_eval_ever`` (off by default): one export job per model, its command the
+    ``export`` step's words with the workflow's config hash and the configured schema wheel."""
+    from verbeval.agreement.cli.export import sha256_hex
+    from verbeval.core.config import config_sha256
+
+    assert plan_from_files([BASE]).comparisons.export_on is False
+    assert not [f for f in plan_from_files([BASE]).all_outputs() if "every_eval_ever" in f]
+    wheel = tmp_path / "every_eval_ever-0.3.0-py3-none-any.whl"
+    extra = _extra(tmp_path, f"agreement:\n  export: {{every_eval_ever: true, schemas: {wheel}}}\n")
+    plan = plan_from_files([BASE, extra])
+    c, out = plan.comparisons, plan.agreement_dir
+    assert c.outputs[-len(plan.models) :] == [f"{out}/{m}/every_eval_ever" for m in plan.models]
+    assert set(c.outputs) <= set(plan.all_outputs())
+    model = list(plan.models)[0]
+    words = rule_words("export_every_eval_ever", c.rules.export_every_eval_ever, model=model)
+    digest = config_sha256(plan.config)
+    assert words == [
+        "export", "--format", "every-eval-ever", "--templates", f"{out}/templates.parquet",
+        "--groups", ",".join(plan.group_ids), "--model-name", model,
+        "--manifest", f"{out}/{model}/shards/manifest.json", "--results", f"{out}/{model}",
+        "--config-sha256", digest, "--schemas", str(wheel), "--resamples=1000", "--confidence=0.95",
+        "--out-dir", f"{out}/{model}/every_eval_ever",
+    ]  # fmt: skip
+    assert sha256_hex(digest) == digest
+    inputs = c.rules.export_every_eval_ever.input
+    assert inputs["schemas"] == str(wheel) and inputs["templates"] == f"{out}/templates.parquet"

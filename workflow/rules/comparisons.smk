@@ -1,6 +1,6 @@
-# Paired comparisons of the run's models (comparisons.csv, first_gains.csv, the forest figure) and the
-# precision audit (precision_audit.csv: ties and fragile decisions), from the aggregates and shards: no
-# model is run. One job each for the whole run (verbeval.workflow.comparisons): each rule reads its
+# Paired comparisons of the run's models (comparisons.csv, first_gains.csv, the forest figure), the
+# precision audit (precision_audit.csv: ties and fragile decisions) and, on request, each model's Every Eval
+# Ever export, from the aggregates and shards: no model is run. One job each for the whole run (verbeval.workflow.comparisons): each rule reads its
 # record by name (CMP.<rule>: input, output, params, log).
 CMP = PLAN.comparisons.rules
 
@@ -136,3 +136,27 @@ if PLAN.comparisons.dtype_runs:
             "--other-results={params.other_results:q} --other-shards={params.other_shards:q} "
             "--lemmas={params.lemmas:q} --groups={params.groups:q} {params.settings} "
             "--flips {output.flips:q} --comparison {output.comparison:q} 2> {log:q}"
+
+
+# Each model's results and instance rows in the Every Eval Ever schema (agreement.export.every_eval_ever;
+# docs/export.md), validated before they are written: one job per model.
+if PLAN.comparisons.export_on:
+
+    rule export_every_eval_ever:
+        input:
+            **CMP.export_every_eval_ever.input,
+        output:
+            export=directory(CMP.export_every_eval_ever.output["export"]),
+        params:
+            **CMP.export_every_eval_ever.params,
+        wildcard_constraints:
+            **CMP.export_every_eval_ever.constraints,
+        conda:
+            "../../envs/verbeval.yaml"
+        log:
+            CMP.export_every_eval_ever.log,
+        shell:
+            "verbeval export --format every-eval-ever --templates {input.templates:q} --groups {params.groups:q} "
+            "--model-name {wildcards.model:q} --manifest {input.manifest:q} --results {params.results:q} "
+            "--config-sha256 {params.config_sha256:q} {params.schemas} {params.settings} "
+            "--out-dir {output.export:q} 2> {log:q}"

@@ -615,6 +615,33 @@ FLIP_SET = Step(
     ),
 )
 
+#: one model's results in the Every Eval Ever schema (docs/export.md): its CIs' confidence and resamples
+EXPORT = Step(
+    "export",
+    settings=(BOOTSTRAP[0], CONFIDENCE),
+    keys=("agreement.groups", "agreement.custom_groups", "agreement.export"),
+    rules=("export_every_eval_ever",),
+    inputs=(
+        TEMPLATES_FILE,
+        Input("--manifest", "the model's shard manifest (verbeval infer --manifest): model id, revision, dtype"),
+        Input("--results", "the model's aggregate folder (verbeval aggregate --out-dir): <group>/summary.csv, ..."),
+        Input(
+            "--configfile",
+            "the run's configuration (YAML), whose sha256 (canonical JSON of the validated config) the export names",
+            required=False,
+        ),
+        Input(
+            "--schemas",
+            "every_eval_ever-0.3.0-py3-none-any.whl to read the schemas from (sha256 checked); "
+            "default: the installed every-eval-ever (pip install 'verbeval[export]', Python >= 3.12)",
+            required=False,
+        ),
+    ),
+    outputs=(
+        Output("--out-dir", "writes <out-dir>/data/verbeval/<developer>/<model>/<uuid>.json and <uuid>_samples.jsonl"),
+    ),
+)
+
 #: every step declared here
 STEPS: tuple[Step, ...] = (
     LEXICON,
@@ -638,4 +665,5 @@ STEPS: tuple[Step, ...] = (
     COMPARE,
     PRECISION_AUDIT,
     FLIP_SET,
+    EXPORT,
 )

@@ -24,7 +24,7 @@ session (a queue's or command's warm caches and prefetcher, passed to the step f
 model_runs (ModelRun: a model source and its per-model settings as one typed value), console
 (Snakemake's job descriptions kept short), bootstrap
 (the percentile bootstrap both studies' CIs come from), count_draws (its resample counts, drawn
-once per stream and kept), and the
+once per stream and kept), eee_schemas (Every Eval Ever's JSON schemas, read as data and applied), and the
 model_sources package (GGUF files, pip packages, pins, header checks, fingerprints); cli registers
 fetch, mirror, tiny-model and check-config.
 

@@ -168,6 +168,16 @@ def check_agreement(config: Mapping[str, Any]) -> None:
         )
 
 
+def config_sha256(config: Mapping[str, Any]) -> str:
+    """sha256 of a validated configuration as canonical JSON (sorted keys, no spaces): the config hash
+    an export names (``docs/export.md``)."""
+    import hashlib
+    import json
+
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def load_config(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     try:

@@ -1,5 +1,6 @@
-"""The plan of the paired comparisons and the precision audit (``agreement.comparisons``,
-``agreement.precision_audit``): which pairs of models are compared, their files and command lines.
+"""The plan of the paired comparisons, the precision audit and the exports (``agreement.comparisons``,
+``agreement.precision_audit``, ``agreement.export``): which pairs of models are compared, their files
+and command lines; each model's Every Eval Ever export on request (``docs/export.md``).
 Built by :class:`verbeval.workflow.plan.Plan` as ``PLAN.comparisons``; ``workflow/rules/comparisons.smk``
 binds its rules to it.
 
@@ -15,7 +16,8 @@ import shlex
 from types import SimpleNamespace
 from typing import Any
 
-from verbeval.agreement.steps import COMPARE, FLIP_SET, PRECISION_AUDIT
+from verbeval.agreement.steps import COMPARE, EXPORT, FLIP_SET, PRECISION_AUDIT
+from verbeval.core.config import config_sha256
 from verbeval.workflow.figures import FiguresPlan
 from verbeval.workflow.layout import Layout
 from verbeval.workflow.model_steps import AGGREGATE_FILES, ModelSteps, model_settings, variant_paths
@@ -43,6 +45,9 @@ class ComparisonsPlan:
         self.models = list(dict.fromkeys(m for _, a, b in self.pairs for m in (a, b)))
         self.on = bool(self.pairs)
         self.audit_on = bool(self.audit_config["enabled"])
+        self.export_config: dict[str, Any] = layout.agreement["export"]
+        #: every model's Every Eval Ever export (agreement.export.every_eval_ever)
+        self.export_on = bool(self.export_config["every_eval_ever"])
         #: (model, dtype) of each rerun in another dtype (agreement.precision_audit.dtypes): each model of
         #: Table 2 in each listed dtype but its own
         self.dtype_runs: list[tuple[str, str]] = [
@@ -67,6 +72,11 @@ class ComparisonsPlan:
             f for k in shown for f in ([self.files[k]] if isinstance(self.files[k], str) else self.files[k])
         ]
         self.outputs += [variant_paths(layout, m, d)[k] for m, d in self.dtype_runs for k in ("flips", "comparison")]
+        self.outputs += [self.export_dir(m) for m in layout.models] if self.export_on else []
+
+    def export_dir(self, model: str) -> str:
+        """The folder of model ``model``'s Every Eval Ever export (``{model}``: the rule's pattern)."""
+        return f"{self.layout.agreement_dir}/{model}/every_eval_ever"
 
     def _rules(self) -> dict[str, RuleRecord]:
         layout, steps, f = self.layout, self.model_steps, self.files
@@ -88,7 +98,26 @@ class ComparisonsPlan:
             "model": alternatives(list(dict.fromkeys(m for m, _ in self.dtype_runs))),
             "dtype": alternatives(list(dict.fromkeys(d for _, d in self.dtype_runs))),
         }
+        wheel = self.export_config["schemas"]
         return {
+            "export_every_eval_ever": RuleRecord(
+                {
+                    "templates": templates,
+                    "manifest": lambda wc: steps.files(wc.model)["manifest"],
+                    "aggregates": lambda wc: aggregates([wc.model]),
+                    **({"schemas": wheel} if wheel else {}),
+                },
+                {"export": self.export_dir("{model}")},
+                f"{logs}/{{model}}/export_every_eval_ever.log",
+                {
+                    "results": lambda wc: f"{layout.agreement_dir}/{wc.model}",
+                    "groups": groups,
+                    "schemas": quoted(["--schemas", wheel]) if wheel else "",
+                    "config_sha256": config_sha256(layout.config),
+                    "settings": shlex.join(EXPORT.argv(layout.config)),
+                },
+                {"model": alternatives(models)},
+            ),
             "comparisons": RuleRecord(
                 [*aggregates(self.models), templates],
                 {k: f[k] for k in self.RULE_FILES["comparisons"]},

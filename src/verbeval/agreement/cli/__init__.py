@@ -6,7 +6,8 @@ options and helpers that infer-forms and ``verbeval run-model`` share), aggregat
 lemma-stats), tables (table: Table 2; topk-table: Table 3), figures (plot-cutoffs, plot-models,
 plot-checkpoints, plot-lemmas), comparisons (compare: paired comparisons of models),
 precision (precision-audit: ties and fragile decisions; flip-set), dvc_views (dvc-metrics, dvc-plot-data, dvc-acquisition-plots),
-lexicon_modes (lexicon-forms to lexicon-modes-table) and common (shard paths from manifests, a run's groups).
+lexicon_modes (lexicon-forms to lexicon-modes-table), export (export: one model's results in the
+Every Eval Ever schema) and common (shard paths from manifests, a run's groups).
 
 May import: ``verbeval.core`` and the agreement study (part of it).
 
@@ -21,6 +22,7 @@ from verbeval.agreement.cli import (
     comparisons,
     data,
     dvc_views,
+    export,
     figures,
     inference,
     lexicon_modes,
@@ -31,7 +33,7 @@ from verbeval.core.cliutil import Add
 
 
 def register(add: Add) -> None:
-    """The agreement pipeline: ``lexicon`` to ``topk-table``."""
+    """The agreement pipeline: ``lexicon`` to ``topk-table``, then ``compare`` to ``export``."""
     data.register_lexicon(add)
     data.register_templates(add)
     data.register_lemmas(add)
@@ -47,6 +49,7 @@ def register(add: Add) -> None:
     comparisons.register_compare(add)
     precision.register_precision_audit(add)
     precision.register_flip_set(add)
+    export.register_export(add)
 
 
 def register_dvc_views(add: Add) -> None:

@@ -3,5 +3,6 @@ and the others), plots (their drawing), table3 (top-k tokens in selected context
 worst lemmas' Markdown table and HTML page), comparisons (comparisons.csv and first_gains.csv of
 the paired comparisons), forest_plots (their forest figure), dvc_views (DVC metrics and plots) and
 checkpoint_index (checkpoints.csv: the index of a sweep's scored checkpoints, which the acquisition
-study reads and the training callback writes).
+study reads and the training callback writes) and eee_export (one model's results and instance rows in
+the Every Eval Ever schema: ``verbeval export``).
 """

@@ -1,0 +1,99 @@
+"""``export``: one model's agreement results in the Every Eval Ever schema (docs/export.md)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+
+from verbeval.agreement.steps import EXPORT
+from verbeval.core.cliutil import Add
+from verbeval.core.steps import GROUPS, MODEL_NAME, Option, add_options
+
+log = logging.getLogger("verbeval")
+
+#: the formats ``--format`` takes
+FORMATS = ("every-eval-ever",)
+
+
+def export_timestamp() -> int:
+    """The export's time (Unix seconds): ``$SOURCE_DATE_EPOCH`` when set (a reproducible export), else now."""
+    from verbeval.core.errors import VerbevalError
+
+    text = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not text:
+        return int(time.time())
+    if not text.isdigit():
+        raise VerbevalError(f"SOURCE_DATE_EPOCH={text!r}: expected Unix seconds")
+    return int(text)
+
+
+def sha256_hex(text: str) -> str:
+    """``--config-sha256``'s value: 64 hex digits (lowercase)."""
+    if len(text) == 64 and all(c in "0123456789abcdef" for c in text.lower()):
+        return text.lower()
+    raise argparse.ArgumentTypeError(f"expected a sha256 (64 hex digits), got {text!r}")
+
+
+def cmd_export(a: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from verbeval.agreement.cli.common import manifest_meta
+    from verbeval.agreement.report.eee_export import build_export, write_export
+    from verbeval.core.config import config_sha256, load_config
+    from verbeval.core.eee_schemas import load_schemas
+    from verbeval.core.errors import VerbevalError
+
+    if a.configfile and a.config_sha256:
+        raise VerbevalError("--configfile and --config-sha256 both name the configuration: give one")
+    schemas = load_schemas(a.schemas)  # first: no schemas, nothing read
+    export = build_export(
+        results_dir=a.results,
+        groups=[g for g in a.groups.split(",") if g],
+        templates=pd.read_parquet(a.templates),
+        meta=manifest_meta(a.manifest),
+        model_name=a.model_name,
+        confidence=a.confidence,
+        resamples=a.resamples,
+        timestamp=export_timestamp(),
+        config_hash=config_sha256(load_config(a.configfile)) if a.configfile else a.config_sha256,
+    )
+    aggregate, samples = write_export(export, schemas, a.out_dir)
+    log.info(
+        "%s: %d results, %d instance rows, validated against %s -> %s, %s",
+        a.model_name,
+        len(export.aggregate["evaluation_results"]),
+        len(export.samples),
+        schemas.source,
+        aggregate,
+        samples,
+    )
+
+
+def register_export(add: Add) -> None:
+    s = add(
+        "export",
+        cmd_export,
+        "one model's agreement results and instance rows in a shared schema (Every Eval Ever 0.3.0)",
+        "Per group TSE, EW and MW at top-p 1 with their CIs, and one instance row per scored TSE row and per "
+        "context; validated against the schema before anything is written (docs/export.md).",
+    )
+    add_options(
+        s,
+        Option("--format", "the schema of the export", required=True, choices=FORMATS),
+        EXPORT.file("--templates"),
+        GROUPS.but(help="comma-separated groups to export"),
+        MODEL_NAME.but(help="model name written into the export"),
+        EXPORT.file("--manifest"),
+        EXPORT.file("--results"),
+        EXPORT.file("--configfile"),
+        Option(
+            "--config-sha256",
+            "the configuration's sha256 as the workflow computes it (its rule passes it; instead of --configfile)",
+            type=sha256_hex,
+        ),
+        EXPORT.file("--schemas"),
+        *EXPORT.settings,
+        EXPORT.file("--out-dir"),
+    )
