@@ -752,3 +752,72 @@ def test_aggregate_cli_clusters_by_template(tmp_path: Path, caplog: pytest.LogCa
             ]
         else:
             assert summary.loc[summary["metric"] == "tse", "ci_low"].notna().all() and warned == []
+
+
+def test_aggregate_cli_template_and_lemma_draws_lemmas_for_ew_and_mw_at_p1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--cluster template_and_lemma`` against ``template`` on the same shards (with the forward
+    job's score files): only EW and MW at cutoff 1 get other intervals; TSE is the template x verb
+    interval; the shards are read with their form statistics only under template_and_lemma."""
+    from verbeval.agreement.scores import aggregate as agg
+    from verbeval.agreement.scores.chunk_scores import ChunkScoring, read_chunk_scores, write_chunk_scores
+    from verbeval.agreement.steps import AGGREGATE
+    from verbeval.cli import main
+    from verbeval.core.bootstrap import Clusters
+    from verbeval.core.io import sha256_file
+
+    manifest, paths = _store(tmp_path)
+    scoring = ChunkScoring((1.0,), (0.5,), 0.0)
+    for p in paths:
+        gs = read_shards([p, *[q for q in paths if q != p]])  # all chunks: take this one's contexts
+        mine = np.isin(gs.context_id, pq.read_table(p, columns=["context_id"])["context_id"].to_numpy())
+        stats = type(gs.stats)(*(getattr(gs.stats, f)[mine] for f in ("prob", "cum_above", "cum_below")))
+        write_chunk_scores(p, sha256_file(p), gs.context_id[mine], gs.plural[mine], stats, scoring)
+        assert read_chunk_scores(p, sha256_file(p), [1.0], [0.5]) is not None
+    args = [*_aggregate_args(tmp_path, manifest), "--resamples", "400"]
+    n = len(TSE_ROWS)
+    sources, verbs = [f"s{i % 2}" for i in range(n)], ["is", "runs", "goes"]
+    templates = pd.DataFrame(
+        {
+            "group": "g1",
+            "source": sources,
+            "correct": [verbs[i % 3] for i in range(n)],
+            "incorrect": "are",
+            "plural": [False] * n,
+        }
+    )
+    templates.to_parquet(tmp_path / "templates.parquet")
+    forms: list[bool] = []
+    read = agg.read_shards
+
+    def recorded(paths: list[Path], forms_: bool = True, **kw: Any) -> agg.GroupShards:
+        forms.append(kw.get("forms", forms_))
+        return read(paths, **kw)
+
+    monkeypatch.setattr(agg, "read_shards", recorded)
+    summaries = {}
+    for cluster in ("template", "template_and_lemma"):
+        forms.clear()
+        assert main([*args, "--cluster", cluster]) == 0
+        summaries[cluster] = pd.read_csv(tmp_path / "out" / "g1" / "summary.csv").set_index(
+            ["metric", "side", "cutoff"]
+        )
+        assert forms == [cluster == "template_and_lemma"]
+    both, alone = summaries["template_and_lemma"], summaries["template"]
+    assert (both["cluster"] == "template_and_lemma").all()
+    drawn = both.index.isin([("ew", "top", 1.0), ("mw", "top", 1.0)])
+    assert (both.loc[drawn, "ci_low"] != alone.loc[drawn, "ci_low"]).all()
+    assert (both.loc[drawn, "ci_high"] != alone.loc[drawn, "ci_high"]).all()
+    rest = ~drawn & (both.index.get_level_values("metric") != "tse")
+    pd.testing.assert_frame_equal(both.loc[rest].drop(columns="cluster"), alone.loc[rest].drop(columns="cluster"))
+    tse = pd.read_parquet(tmp_path / "out" / "g1" / "tse.parquet")
+    rows = templates.iloc[tse["row"].to_numpy()]
+    clusters = Clusters.of(
+        rows["source"].to_numpy(), ["/".join(sorted(p)) for p in zip(rows["correct"], rows["incorrect"])]
+    )
+    _, lo, hi = bootstrap_means(
+        tse["tse"].to_numpy(), 400, AGGREGATE.default("seed"), AGGREGATE.default("confidence"), clusters=clusters
+    )
+    t = both[both.index.get_level_values("metric") == "tse"].iloc[0]
+    assert (t["ci_low"], t["ci_high"]) == pytest.approx((lo[0], hi[0]))

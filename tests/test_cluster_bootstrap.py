@@ -16,7 +16,9 @@ import pytest
 from verbeval.agreement.cli.aggregate import aggregate_run
 from verbeval.agreement.report.comparisons import comparisons
 from verbeval.agreement.report.tables import table2, to_markdown
-from verbeval.agreement.scores.aggregate import summarise
+from verbeval.agreement.scores.aggregate import LEMMA_DIMENSION, score_contexts, summarise
+from verbeval.agreement.scores.lemma_weights import lemma_weighted_p1
+from verbeval.agreement.scores.metrics import FormStats
 from verbeval.agreement.scores.paired import compare_groups, paired_mean_difference, paired_row_difference
 from verbeval.agreement.steps import AGGREGATE, COMPARE
 from verbeval.commands import build_parser
@@ -142,8 +144,9 @@ def test_template_clusters_weigh_rows_by_their_template_and_contexts_by_their_ro
 
 def test_template_and_lemma_crosses_the_rows_templates_with_their_verbs() -> None:
     scores, tse, templates = _causal()
+    stats = _form_stats(np.random.default_rng(1).dirichlet(np.ones(7), 7), 3)
     s = summarise(scores, tse, model="m", group="g", resamples=300, seed=4, confidence=0.9,
-                  cluster="template_and_lemma", templates_group=templates)  # fmt: skip
+                  cluster="template_and_lemma", templates_group=templates, lemma_stats=(stats, scores["plural"]))  # fmt: skip
     ct = count_draws.counts(3, 300, 4, 100).astype(float)
     assert stream_seed(4, 0) == 4 and stream_seed(4, 1) == int(
         np.random.SeedSequence([4, 1]).generate_state(1, np.uint64)[0]
@@ -157,13 +160,127 @@ def test_template_and_lemma_crosses_the_rows_templates_with_their_verbs() -> Non
         stats = (w[:, ok] @ v[ok]) / w[:, ok].sum(1)
     t = s[s["metric"] == "tse"].iloc[0]
     assert (t["ci_low"], t["ci_high"]) == pytest.approx(tuple(np.nanquantile(stats, [0.05, 0.95])))
-    # EW and MW: by template alone (the lemma draw of EW/MW plugs in later)
-    by_template = summarise(scores, tse, model="m", group="g", resamples=300, seed=4, confidence=0.9,
-                            cluster="template", templates_group=templates)  # fmt: skip
-    ctx = s["metric"] != "tse"
-    pd.testing.assert_frame_equal(
-        s[ctx].drop(columns="cluster"), by_template[by_template["metric"] != "tse"].drop(columns="cluster")
+    # EW and MW: by template alone without their form statistics (the lemma draw needs them)
+    with pytest.raises(VerbevalError) as exc:
+        summarise(scores, tse, model="m", group="g", resamples=300, seed=4, confidence=0.9,
+                  cluster="template_and_lemma", templates_group=templates)  # fmt: skip
+    assert (
+        str(exc.value) == "group 'g': agreement.bootstrap.cluster template_and_lemma needs the group's form statistics"
     )
+
+
+def _form_stats(probs: np.ndarray, n_lemmas: int) -> FormStats:
+    """Form statistics of distributions ``probs`` ``[C, V]`` whose first ``2 L`` tokens are the lemmas'
+    forms (singular, plural): each form's probability and the mass ranked strictly above / below it."""
+    order = np.argsort(-probs, axis=1, kind="stable")
+    ranked = np.take_along_axis(probs, order, axis=1)
+    above_r = np.cumsum(ranked, axis=1) - ranked
+    below_r = ranked.sum(axis=1, keepdims=True) - above_r - ranked
+    above, below = np.empty_like(probs), np.empty_like(probs)
+    np.put_along_axis(above, order, above_r, axis=1)
+    np.put_along_axis(below, order, below_r, axis=1)
+    shape = (len(probs), n_lemmas, 2)
+    return FormStats(*(a[:, : 2 * n_lemmas].reshape(shape).astype(np.float32) for a in (probs, above, below)))
+
+
+def _lemma_run(
+    probs: np.ndarray, n_lemmas: int, templates: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, tuple]:
+    """Scores (cutoffs 0.5 and 1, both sides), one TSE row per context (3 verbs in turn) and the template
+    rows of contexts with distributions ``probs`` (singular contexts) in ``templates``."""
+    n = len(probs)
+    stats, plural = _form_stats(probs, n_lemmas), np.zeros(n, dtype=bool)
+    scores = score_contexts(np.arange(n), plural, stats, [0.5, 1.0], [0.5, 1.0])
+    tse = pd.DataFrame({"row": range(n), "context_id": range(n), "tse": (np.arange(n) % 3 > 0).astype(float)})
+    verbs = [("go/goes", "be/is", "do/does")[i % 3] for i in range(n)]
+    return scores, tse, _group(templates, verbs).assign(plural=False), (stats, plural)
+
+
+def _by_metric(s: pd.DataFrame) -> pd.DataFrame:
+    return s.set_index(["metric", "side", "cutoff"])
+
+
+def test_lemmas_right_or_wrong_in_every_context_widen_ew_at_p1_by_the_lemma_draw() -> None:
+    """G templates of 2 contexts; half the templates easy (every lemma right), half hard (the L / 2
+    good lemmas right, the others wrong, in every context). A resample of template share e (easy, by
+    weight) and good-lemma share s scores EW = e + (1 - e) s = 1 - u (1 - s), u = 1 - e. By template
+    alone s = 1/2: SD sqrt(Var u) / 2 with Var u = 1/(4 G). Templates and lemmas (independent, Var s =
+    1/(4 L)): Var(u (1 - s)) = Var u / 4 + Var s / 4 + Var u Var s, so the widths' ratio is
+    sqrt(1 + G / L + 1 / L) = sqrt(1 + 4 + 1/16) = 2.25 at G = 64, L = 16."""
+    n_t, per, n_lemmas = 64, 2, 16
+    n = n_t * per
+    templates = [f"t{c // per}" for c in range(n)]
+    easy = np.array([int(t[1:]) % 2 == 0 for t in templates])
+    good = np.arange(n_lemmas) < n_lemmas // 2
+    right = np.where(easy[:, None] | good[None, :], 0.02, 0.01)  # [C, L]: the singular (right) form
+    probs = np.zeros((n, 2 * n_lemmas + 1))
+    probs[:, 0 : 2 * n_lemmas : 2], probs[:, 1 : 2 * n_lemmas : 2] = right, 0.03 - right
+    probs[:, -1] = 1 - probs.sum(1)
+    scores, tse, group, lemma_stats = _lemma_run(probs, n_lemmas, templates)
+    assert scores["ew_top@1"].tolist() == [1.0 if e else 0.5 for e in easy]
+    kw = {"model": "m", "group": "g", "resamples": 2000, "seed": 3, "confidence": 0.95, "templates_group": group}
+    both = _by_metric(summarise(scores, tse, **kw, cluster="template_and_lemma", lemma_stats=lemma_stats))
+    alone = _by_metric(summarise(scores, tse, **kw, cluster="template"))
+    pd.testing.assert_series_equal(both["value"], alone["value"])
+    ew, ew_t = both.loc[("ew", "top", 1.0)], alone.loc[("ew", "top", 1.0)]
+    assert ew["value"] == 0.75
+    width, width_t = ew["ci_high"] - ew["ci_low"], ew_t["ci_high"] - ew_t["ci_low"]
+    assert width_t == pytest.approx(2 * Z * math.sqrt(1 / (4 * n_t)) / 2, rel=1 / (2 * n_t) / width_t + 0.05)
+    # the template lattice (1 / (2 G), 6% of the template width) and the Monte Carlo error of 2,000
+    # resamples (5% per width) bound the ratio's error
+    assert width / width_t == pytest.approx(2.25, rel=1 / (2 * n_t) / width_t + 0.1)
+    # bottom@1 counts every lemma too: the same draw; cutoff 0.5 and the counted masses: templates alone
+    for metric in ("ew", "mw"):
+        top, bottom = both.loc[(metric, "top", 1.0)], both.loc[(metric, "bottom", 1.0)]
+        assert (top["ci_low"], top["ci_high"]) == (bottom["ci_low"], bottom["ci_high"])
+    at_p1 = (both.index.get_level_values("cutoff") == 1.0) & both.index.get_level_values("metric").isin(["ew", "mw"])
+    assert (both.loc[at_p1, "ci_low"] != alone.loc[at_p1, "ci_low"]).all()
+    rest = ~at_p1 & (both.index.get_level_values("metric") != "tse")
+    pd.testing.assert_frame_equal(both.loc[rest].drop(columns="cluster"), alone.loc[rest].drop(columns="cluster"))
+
+
+def test_the_lemma_draw_weighs_templates_and_lemmas_and_one_lemma_is_the_template_interval() -> None:
+    rng = np.random.default_rng(8)
+    n, n_lemmas = 30, 5
+    templates = [f"t{c % 6}" for c in range(n)]
+    probs = rng.dirichlet(np.ones(2 * n_lemmas + 3), n)
+    scores, tse, group, lemma_stats = _lemma_run(probs, n_lemmas, templates)
+    kw = {"model": "m", "group": "g", "resamples": 300, "seed": 4, "confidence": 0.9, "templates_group": group}
+    both = _by_metric(summarise(scores, tse, **kw, cluster="template_and_lemma", lemma_stats=lemma_stats))
+    # by hand: the templates' stream (seed 4), the lemmas' (stream_seed(4, 2): not the TSE verbs' (4, 1))
+    assert LEMMA_DIMENSION == 2
+    w = count_draws.counts(6, 300, 4, 100).astype(float)[:, np.arange(n) % 6]
+    v = count_draws.counts(n_lemmas, 300, stream_seed(4, 2), 100).astype(float)
+    for k, values in enumerate(lemma_weighted_p1(*lemma_stats, v)):
+        stats = (w * values).sum(1) / w.sum(1)
+        row = both.loc[(("ew", "mw")[k], "top", 1.0)]
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(tuple(np.quantile(stats, [0.05, 0.95])), rel=1e-12)
+    # one lemma: every draw counts it once, so the interval is the template one
+    one_probs = np.concatenate([probs[:, :2], probs[:, 2:].sum(1, keepdims=True)], axis=1)
+    scores, tse, group, lemma_stats = _lemma_run(one_probs, 1, templates)
+    kw["templates_group"] = group
+    one = _by_metric(summarise(scores, tse, **kw, cluster="template_and_lemma", lemma_stats=lemma_stats))
+    alone = _by_metric(summarise(scores, tse, **kw, cluster="template"))
+    ctx = one.index.get_level_values("metric") != "tse"
+    pd.testing.assert_frame_equal(
+        one.loc[ctx].drop(columns="cluster"), alone.loc[ctx].drop(columns="cluster"), check_exact=False, rtol=1e-12
+    )
+    assert one.loc[("ew", "top", 1.0), "ci_high"] > one.loc[("ew", "top", 1.0), "ci_low"]
+
+
+def test_one_verb_under_template_and_lemma_makes_only_tse_nan(caplog: pytest.LogCaptureFixture) -> None:
+    scores, tse, templates = _causal()
+    one_verb = templates.assign(correct="is", incorrect="are")
+    stats = _form_stats(np.random.default_rng(1).dirichlet(np.ones(7), 7), 3)
+    with caplog.at_level(logging.WARNING):
+        s = summarise(scores, tse, model="m", group="g", resamples=300, seed=4, confidence=0.9,
+                      cluster="template_and_lemma", templates_group=one_verb, lemma_stats=(stats, scores["plural"]))  # fmt: skip
+    assert [r.getMessage() for r in caplog.records] == [
+        "group 'g': 1 verb: a clustered interval needs at least 2 (agreement.bootstrap.cluster), "
+        "so its TSE interval is NaN"
+    ]
+    assert s.loc[s["metric"] == "tse", ["ci_low", "ci_high"]].isna().all().all()
+    assert s.loc[s["metric"].isin(["ew", "mw"]), ["ci_low", "ci_high"]].notna().all().all()
 
 
 def test_fewer_than_two_templates_give_nan_intervals_and_one_warning(caplog: pytest.LogCaptureFixture) -> None:

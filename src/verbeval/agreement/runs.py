@@ -299,7 +299,8 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
     The per-context scores come from the score files the forward job wrote beside the shards
     (:mod:`verbeval.agreement.scores.chunk_scores`) when they are those of the manifest's shards at
     the run's cutoffs, else from the shards' form statistics; the bootstrap's counts of every group
-    are drawn on threads meanwhile (:mod:`verbeval.core.count_draws`)."""
+    are drawn on threads meanwhile (:mod:`verbeval.core.count_draws`). ``template_and_lemma`` reads the
+    form statistics in any case: its EW and MW at p = 1 are rescored per lemma draw."""
     import numpy as np
     import pandas as pd
 
@@ -340,8 +341,9 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
         paths = by_group[group]
         chunks = [read_chunk_scores(p, sha.get(str(p), ""), top, bottom) for p in paths]
         scored = all(c is not None for c in chunks)
+        lemma_draw = run.cluster == "template_and_lemma"  # EW and MW at p = 1 rescored per lemma draw
         try:
-            shards = read_shards(paths, forms=not scored)
+            shards = read_shards(paths, forms=not scored or lemma_draw)
         except ShardError as exc:
             raise quarantine_bad_shard(exc, run.keep_bad_shards, run.manifest) from None
         if shards.meta["group"] != group:
@@ -362,6 +364,7 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
         summary = summarise(
             scores, tse, model=run.model_name, group=group, resamples=run.resamples, seed=run.seed,
             confidence=run.confidence, cluster=run.cluster, templates_group=g,
+            lemma_stats=(shards.stats, shards.plural) if lemma_draw and shards.stats is not None else None,
         ).assign(random_init=random_init)  # fmt: skip
         if shards.n_nonfinite:  # kept under --allow-nonfinite: Table 2 and metrics.json say so
             summary = summary.assign(n_nonfinite=shards.n_nonfinite)

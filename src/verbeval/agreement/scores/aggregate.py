@@ -16,10 +16,19 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from verbeval.agreement.engine.shards import SHARD_SCHEMA_VERSION, fixed_list_values, read_shard_meta
+from verbeval.agreement.scores.lemma_weights import lemma_weighted_p1
 from verbeval.agreement.scores.metrics import FormStats, scores_from_stats, tse_scores
 from verbeval.agreement.scores.registry import HEADLINE
-from verbeval.core.bootstrap import Clusters, bootstrap_means, mean_of_rows, too_few_clusters
-from verbeval.core.errors import ShardError, VerbevalError
+from verbeval.core import count_draws
+from verbeval.core.bootstrap import (
+    Clusters,
+    bootstrap_means,
+    mean_of_rows,
+    percentile_ci,
+    stream_seed,
+    too_few_clusters,
+)
+from verbeval.core.errors import MismatchError, ShardError, VerbevalError
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +282,7 @@ def summarise(
     confidence: float | None = None,
     cluster: str | None = None,
     templates_group: pd.DataFrame | None = None,
+    lemma_stats: tuple[FormStats, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Long summary: one row per (metric, side, cutoff) with value, CI and counts.
 
@@ -283,7 +293,9 @@ def summarise(
     ``resamples``, ``seed``, ``confidence``, ``cluster``: ``agreement.bootstrap``'s (None: its default,
     :data:`verbeval.agreement.steps.AGGREGATE`). ``cluster``: ``agreement.bootstrap.cluster``
     (:func:`summary_clusters`; not ``context``: ``templates_group``, the group's template rows, gives
-    each row's template and verb, and the summary gets a ``cluster`` column). ``wilson_low``,
+    each row's template and verb, and the summary gets a ``cluster`` column). ``lemma_stats``: the
+    contexts' ``(form statistics, plural)`` in the rows' order of ``scores``, which ``template_and_lemma``
+    needs for EW and MW at cutoff 1 (:func:`lemma_draw_context_scores`). ``wilson_low``,
     ``wilson_high``: TSE's Wilson score interval at ``confidence`` (:func:`wilson_interval`; over
     independent rows, whatever ``cluster``), NaN for the other metrics.
     """
@@ -296,6 +308,24 @@ def summarise(
     metric_cols = [c for c in scores.columns if "@" in c]
     by_row, by_context = summary_clusters(cluster, group, scores, tse, templates_group)
     mean, lo, hi = bootstrap_means(scores[metric_cols].to_numpy(), resamples, seed, confidence, clusters=by_context)
+    drawn = [j for j, col in enumerate(metric_cols) if lemma_drawn(col)] if cluster == "template_and_lemma" else []
+    if drawn:  # EW and MW at p = 1: templates crossed with lemmas (the other columns: templates)
+        if lemma_stats is None:
+            raise VerbevalError(
+                f"group {group!r}: agreement.bootstrap.cluster template_and_lemma needs the group's form statistics"
+            )
+        stats, plural = lemma_stats
+        if len(plural) != len(scores) or stats.prob.shape[0] != len(scores):
+            raise MismatchError(
+                f"group {group!r}: {stats.prob.shape[0]} contexts of form statistics for {len(scores)} scored contexts"
+            )
+        if by_context is not None and resamples > 0 and len(scores) and not by_context.too_few():
+            d_lo, d_hi = percentile_ci(
+                lemma_draw_context_scores(stats, np.asarray(plural), by_context, resamples, seed), confidence
+            )
+            for j in drawn:
+                k = 0 if metric_cols[j].startswith("ew_") else 1
+                lo[j], hi[j] = d_lo[k], d_hi[k]
     records: list[dict[str, Any]] = []
     tse_vals = tse["tse"].to_numpy()
     t_mean, t_lo, t_hi = bootstrap_means(tse_vals, resamples, seed, confidence, clusters=by_row)
@@ -370,8 +400,9 @@ def summary_clusters(
     ``cluster`` (docs/metrics.md, "Clustered intervals"); ``(None, None)`` for ``context`` (rows and
     contexts resampled one by one). ``template``: a row is in its template's cluster, a context
     weighs the mean of its rows' template counts. ``template_and_lemma``: the rows' templates crossed
-    with their verbs; the contexts' EW and MW by template (:func:`lemma_draw_context_scores`).
-    Fewer than 2 clusters: one warning line (:func:`too_few_clusters`)."""
+    with their verbs; the contexts by template (EW and MW at p = 1 also draw lemmas,
+    :func:`lemma_draw_context_scores`). Fewer than 2 clusters: one warning line (:func:`too_few_clusters`)
+    naming the intervals that are NaN."""
     if cluster == "context":
         return None, None
     if cluster not in ("template", "template_and_lemma"):
@@ -383,17 +414,45 @@ def summary_clusters(
     by_row = Clusters.of(*(labels[d].to_numpy() for d in dims))
     index = pd.Index(scores["context_id"]).get_indexer(tse["context_id"].to_numpy())
     by_context = Clusters.of(labels["template"].to_numpy(), units=mean_of_rows(index, len(scores)))
-    why = too_few_clusters(group, by_row, dims)
+    # too few templates: every interval is NaN; too few verbs (template_and_lemma): TSE's only
+    why = too_few_clusters(group, by_context, ["template"]) or too_few_clusters(
+        group, by_row, dims, nan="its TSE interval is NaN"
+    )
     if why is not None:
         log.warning(why)
-    lemma_draw_context_scores(cluster)
     return by_row, by_context
 
 
-def lemma_draw_context_scores(cluster: str) -> None:
-    """PLUG-IN POINT (issue 55; the lead's): under ``template_and_lemma``, EW and MW at top p = 1 are to
-    be recomputed per resample under the lemma draw (the ``counts`` stream of the model's lemmas, seed
-    :func:`verbeval.core.bootstrap.stream_seed` ``(seed, 1)``), crossed with the templates' draw: the
-    function that recomputes them (written in parallel) plugs in here and into :func:`summary_clusters`'
-    context weights. Until then the contexts are resampled by template alone (docs/metrics.md)."""
-    return None
+#: the :func:`verbeval.core.bootstrap.stream_seed` dimension of the lemma draw of EW and MW (0: the
+#: templates, 1: the TSE rows' verbs)
+LEMMA_DIMENSION = 2
+
+
+def lemma_drawn(column: str) -> bool:
+    """Whether a score column's interval draws lemmas under ``template_and_lemma``: EW and MW at
+    cutoff 1, top or bottom (at p = 1 both count every lemma, :mod:`verbeval.agreement.scores.lemma_weights`)."""
+    name, _, cut = column.partition("@")
+    return name.rsplit("_", 1)[0] in ("ew", "mw") and float(cut) == 1.0
+
+
+def lemma_draw_context_scores(
+    stats: FormStats, plural: np.ndarray, by_context: Clusters, resamples: int, seed: int, block: int = 100
+) -> np.ndarray:
+    """``[resamples, 2]``: the group's EW and MW at p = 1 in every template-and-lemma resample.
+
+    Per block of resamples: the contexts' template weights ``W`` (:meth:`Clusters.weights`, as for the
+    other columns), the lemma counts ``v`` (the ``counts`` stream of the ``L`` lemmas of ``stats``, seed
+    :func:`verbeval.core.bootstrap.stream_seed` ``(seed, LEMMA_DIMENSION)``), each context scored under
+    ``v`` (:func:`verbeval.agreement.scores.lemma_weights.lemma_weighted_p1`), and the statistic
+    ``sum_c W_c EW_c(v) / sum_c W_c`` over the contexts where ``EW_c(v)`` is defined (MW alike)."""
+    n_lemmas = stats.prob.shape[1]
+    out = np.full((resamples, 2), np.nan)
+    if n_lemmas == 0:
+        return out
+    lemmas = count_draws.counts(n_lemmas, resamples, stream_seed(seed, LEMMA_DIMENSION), block)
+    for rows, w in by_context.weights(resamples, seed, block):
+        for k, values in enumerate(lemma_weighted_p1(stats, plural, lemmas[rows])):
+            valid = ~np.isnan(values)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[rows, k] = (w * np.where(valid, values, 0.0)).sum(1) / (w * valid).sum(1)
+    return out
