@@ -145,13 +145,16 @@ def _factorize(labels: Sequence[object]) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(codes, dtype=np.int64), np.asarray(uniques)
 
 
-def too_few_clusters(group: str, clusters: Clusters, names: Sequence[str]) -> str | None:
-    """The warning line of a group whose clusters are too few for a clustered interval, or None."""
+def too_few_clusters(
+    group: str, clusters: Clusters, names: Sequence[str], nan: str = "its intervals are"
+) -> str | None:
+    """The warning line of a group whose clusters are too few for a clustered interval, or None
+    (``nan``: what is NaN then)."""
     for size, name in zip(clusters.sizes, names):
         if size < 2:
             return (
                 f"group {group!r}: {size} {name}{'' if size == 1 else 's'}: a clustered interval needs at least 2 "
-                f"(agreement.bootstrap.cluster), so its intervals are NaN"
+                f"(agreement.bootstrap.cluster), so {nan} NaN"
             )
     return None
 
