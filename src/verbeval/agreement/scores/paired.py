@@ -8,7 +8,10 @@ Per group, with ``a`` the reference and ``b`` the model compared with it (differ
   does; the two-sided p-value is the exact binomial one, ``min(1, 2 P(X <= min(a_only, b_only)))``
   with ``X ~ Binomial(a_only + b_only, 1/2)`` (``scipy.stats.binomtest``); 1 when no row is
   discordant. A row is correct when P(correct) > P(incorrect): a tie counts as wrong for both
-  (docs/metrics.md, "Ties").
+  (docs/metrics.md, "Ties"). Under ``agreement.bootstrap.cluster`` ``template`` (and
+  ``template_and_lemma``) the p-value is Durkalski's clustered McNemar test over the templates
+  (:func:`clustered_mcnemar`), and the row gets the clustered paired bootstrap interval of its
+  difference (:func:`_clustered_tse`).
 * **EW and MW** (top p = 1): the difference of the two group means, each NaN-ignoring over the
   contexts as in the summaries, with a percentile CI from a paired bootstrap (the ``counts`` stream of
   :mod:`verbeval.core.bootstrap` with the configured seed, one draw for both models). Two models with
@@ -31,8 +34,8 @@ interval that excludes 0 (EW, MW).
 
 ``mdd``: the minimum absolute difference the row's test detects with power :data:`POWER` at the row's
 level (a group row's Bonferroni level, the Holm step's worst case; the overall row's nominal one): TSE
-from the discordant rate (:func:`mcnemar_mdd`), EW and MW from the interval's width
-(:func:`bootstrap_mdd`).
+from the discordant rate (:func:`mcnemar_mdd`), EW and MW (and TSE under a clustering) from the
+interval's width (:func:`bootstrap_mdd`).
 """
 
 from __future__ import annotations
