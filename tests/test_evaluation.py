@@ -266,3 +266,32 @@ def test_check_token_ids_bounds() -> None:
     with pytest.raises(VerbevalError, match=r"^model 'm': its tokenizer has 12 tokens but its input embeddings only 10 rows: the simple contexts include token id 10; "):  # fmt: skip
         check_token_ids(lm, 10, "the simple contexts")  # type: ignore[arg-type]
     check_token_ids(SimpleNamespace(model_id="m", model=None, tokenizer=[]), 10**6, "x")  # type: ignore[arg-type]
+
+
+def test_evaluate_and_compare_take_the_clustering(run_inputs: Path, tokenizer_path: Any, tmp_path: Path) -> None:
+    """``cluster``: agreement.bootstrap.cluster's default (context) when None; ``template`` draws the
+    suite's templates (BLiMP's four sources) in the summary and in :meth:`AgreementResult.compare`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verbeval.core.bootstrap import Clusters, bootstrap_means
+
+    model_dir = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "model")
+    model, tok = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
+    suite = AgreementSuite.from_results(run_inputs, groups=["blimp"], max_rows_per_source=4)
+    with pytest.raises(VerbevalError) as e:
+        evaluate(model, tok, suite, cluster="verb")
+    assert str(e.value) == "evaluate: cluster='verb': expected one of context, template, template_and_lemma"
+    kw = {"resamples": 50, "seed": 0, "confidence": 0.95}
+    res, plain = evaluate(model, tok, suite, **kw, cluster="template"), evaluate(model, tok, suite, **kw)
+    assert (res.summary["cluster"] == "template").all() and "cluster" not in plain.summary.columns
+    labels = res.row_clusters["blimp"]["template"].to_numpy()
+    assert sorted(set(labels)) == sorted(set(suite.templates["source"]))
+    tse = res.row_tse["blimp"]
+    _, lo, hi = bootstrap_means(tse["tse"].to_numpy(), 50, 0, 0.95, clusters=Clusters.of(labels[tse["row"]]))
+    got = res.summary[res.summary["metric"] == "tse"].iloc[0]
+    assert (got["ci_low"], got["ci_high"]) == (lo[0], hi[0])
+    clustered, today = res.compare(plain, **kw, cluster="template"), res.compare(plain, **kw)
+    assert (clustered["cluster"] == "template").all() and "cluster" not in today.columns
+    t = clustered[clustered["metric"] == "tse"].iloc[0]  # the same model twice: no discordant row
+    assert (t["p_value"], t["ci_low"], t["ci_high"], t["confidence"]) == (1.0, 0.0, 0.0, 0.95)
+    assert np.isnan(today[today["metric"] == "tse"].iloc[0]["ci_low"])

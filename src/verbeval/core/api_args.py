@@ -37,6 +37,13 @@ def open_unit(where: str, name: str, value: Any) -> float:
     return float(value)
 
 
+def one_of(where: str, name: str, value: Any, choices: Sequence[str]) -> str:
+    """``value`` when it is one of ``choices`` (a setting's choices, e.g. ``agreement.bootstrap.cluster``'s)."""
+    if not isinstance(value, str) or value not in choices:
+        raise _fail(where, name, value, f"one of {', '.join(choices)}")
+    return value
+
+
 def group_ids(where: str, name: str, value: Any) -> list[str] | None:
     """A list of group ids: None stays None, one string is one group (not read letter by letter)."""
     if value is None:

@@ -14,6 +14,7 @@ summarised by :func:`~verbeval.agreement.scores.aggregate.summarise` and tabled 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,15 +27,18 @@ import pandas as pd
 
 from verbeval.agreement.api.suite import AgreementSuite
 from verbeval.agreement.report.tables import table2
-from verbeval.agreement.scores.aggregate import GroupShards, context_scores, row_tse, summarise
+from verbeval.agreement.scores.aggregate import GroupShards, context_scores, row_clusters, row_tse, summarise
 from verbeval.agreement.scores.lemma_contexts import forms_of, lemma_contexts_from_stats, write_lemma_contexts
 from verbeval.agreement.scores.metrics import FormStats
 from verbeval.agreement.scores.paired import template_row_ids
 from verbeval.agreement.scores.registry import HEADLINE, NAMES
 from verbeval.agreement.steps import AGGREGATE
 from verbeval.core import api_args as args
+from verbeval.core.bootstrap import CLUSTERINGS
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import write_csv
+
+log = logging.getLogger(__name__)
 
 __all__ = ["AgreementResult", "evaluate"]
 
@@ -64,6 +68,9 @@ class AgreementResult:
     seconds: float = 0.0
     #: per group, the identity (``source:line``) of each of its template rows, which ``row_tse``'s ``row`` indexes
     row_ids: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: per group, each of its template rows' template and verb (:func:`~verbeval.agreement.scores.aggregate.row_clusters`,
+    #: indexed as ``row_ids``): the clusters of :meth:`compare`'s ``cluster``
+    row_clusters: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @property
     def per_group(self) -> pd.DataFrame:
@@ -102,6 +109,7 @@ class AgreementResult:
         resamples: int | None = None,
         seed: int | None = None,
         confidence: float | None = None,
+        cluster: str | None = None,
     ) -> pd.DataFrame:
         """``other`` against this result on the same rows and contexts, per group: TSE by McNemar's
         exact test, EW and MW (top p = 1) by a paired bootstrap, corrected across the groups
@@ -109,10 +117,13 @@ class AgreementResult:
         differences ``other - self``). The rows are paired by their template identity (source and line);
         results of other groups or rows are a :class:`~verbeval.core.errors.MismatchError` (also a
         ``ValueError``). The bootstrap settings default to ``agreement.bootstrap``'s; too few
-        resamples for the corrected intervals are one warning (:func:`verbeval.core.bootstrap.few_resamples`)."""
+        resamples for the corrected intervals are one warning (:func:`verbeval.core.bootstrap.few_resamples`).
+        ``cluster`` (``agreement.bootstrap.cluster``): ``template`` or ``template_and_lemma`` resample
+        this result's templates (:attr:`row_clusters`), and TSE gets a clustered interval and p-value;
+        a group with fewer than 2 templates is one warning."""
         from verbeval.agreement.scores.paired import compare_groups
         from verbeval.agreement.steps import COMPARE
-        from verbeval.core.bootstrap import warn_few_resamples
+        from verbeval.core.bootstrap import Clusters, too_few_clusters, warn_few_resamples
         from verbeval.core.errors import MismatchError
 
         if not isinstance(other, AgreementResult):
@@ -126,7 +137,15 @@ class AgreementResult:
             ids = {g: tuple(r.row_ids[g][r.row_tse[g]["row"].to_numpy()] for r in (self, other)) for g in groups}
         resamples = COMPARE.default("resamples") if resamples is None else resamples
         confidence = COMPARE.default("confidence") if confidence is None else confidence
+        cluster = args.one_of(
+            "compare", "cluster", COMPARE.default("cluster") if cluster is None else cluster, CLUSTERINGS
+        )
         warn_few_resamples(resamples, confidence, len(groups), "resamples")
+        if cluster != "context":
+            for g in (g for g in groups if g in self.row_clusters):
+                why = too_few_clusters(g, Clusters.of(self.row_clusters[g]["template"]), ["template"])
+                if why is not None:
+                    log.warning(why)
         return compare_groups(
             self.model,
             other.model,
@@ -136,6 +155,8 @@ class AgreementResult:
             seed=COMPARE.default("seed") if seed is None else seed,
             confidence=confidence,
             row_ids=ids,
+            cluster=cluster,
+            templates=self.row_clusters if cluster != "context" else None,
         )
 
     def to_files(self, out_dir: str | Path) -> dict[str, Path]:
@@ -215,6 +236,7 @@ def evaluate(
     resamples: int | None = None,
     seed: int | None = None,
     confidence: float | None = None,
+    cluster: str | None = None,
     random_init: bool = False,
     allow_nonfinite: bool = False,
     progress: bool = False,
@@ -230,7 +252,7 @@ def evaluate(
     run's exactly when both settings are the run's (``inference.batch_size``, ``agreement.chunks``),
     and to float32 rounding otherwise. ``device``: where to run (default: where the model is;
     another device moves the model there and back). ``kind``: masked or causal (default: from the model). ``prepend_bos``, the
-    cutoffs and the bootstrap settings: as ``inference.prepend_bos``, ``agreement.top_cutoffs``,
+    cutoffs and the bootstrap settings (``cluster`` too): as ``inference.prepend_bos``, ``agreement.top_cutoffs``,
     ``agreement.bottom_cutoffs`` and ``agreement.bootstrap``: None takes the configuration's default
     (:data:`verbeval.agreement.steps.AGGREGATE`, read from the schema).
     ``random_init``: the model is randomly initialised or a toy (recorded, and marked in Table 2).
@@ -250,7 +272,7 @@ def evaluate(
     batch_size = None if batch_size is None else args.positive_int(where, "batch_size", batch_size)
     chunks = args.positive_int(where, "chunks", chunks)
     max_rows = args.positive_int(where, "max_rows", max_rows, optional=True)
-    top_cutoffs, bottom_cutoffs, resamples, seed, confidence = (
+    top_cutoffs, bottom_cutoffs, resamples, seed, confidence, cluster = (
         AGGREGATE.default(k) if v is None else v
         for k, v in (
             ("top_cutoffs", top_cutoffs),
@@ -258,10 +280,12 @@ def evaluate(
             ("resamples", resamples),
             ("seed", seed),
             ("confidence", confidence),
+            ("cluster", cluster),
         )
     )
     resamples = args.non_negative_int(where, "resamples", resamples)
     confidence = args.open_unit(where, "confidence", confidence)
+    cluster = args.one_of(where, "cluster", cluster, CLUSTERINGS)
     groups = args.group_ids(where, "groups", groups)
     args.loaded_model(where, model)
     suite = (suite or AgreementSuite.from_sources()).select(groups, max_rows)
@@ -285,7 +309,7 @@ def evaluate(
         ),
     )
     mc = suite.prepared((*tok_key, "context", prepend_bos), lambda: model_context(lm, lemmas, 10, prepend_bos))
-    parts, scores, tses, stats, ids = [], {}, {}, {}, {}
+    parts, scores, tses, stats, ids, clusters = [], {}, {}, {}, {}, {}
     with borrowed(model, None if device is None else dev), torch.no_grad():
         for gid in suite.group_ids:
             work = suite.prepared((*tok_key, "group", gid), lambda gid=gid: prepare_group(lm, suite.templates, gid))
@@ -301,9 +325,11 @@ def evaluate(
             tses[gid] = row_tse(shards, work.rows)
             if {"source", "line"} <= set(work.rows.columns):  # a suite of the user's may have no line numbers
                 ids[gid] = template_row_ids(work.rows)
+            clusters[gid] = row_clusters(work.rows)
             summary = summarise(
-                scores[gid], tses[gid], model=name, group=gid, resamples=resamples, seed=seed, confidence=confidence
-            ).assign(random_init=bool(random_init))
+                scores[gid], tses[gid], model=name, group=gid, resamples=resamples, seed=seed, confidence=confidence,
+                cluster=cluster, templates_group=work.rows,
+            ).assign(random_init=bool(random_init))  # fmt: skip
             if shards.n_nonfinite:
                 summary = summary.assign(n_nonfinite=shards.n_nonfinite)
             parts.append(summary)
@@ -322,4 +348,5 @@ def evaluate(
         random_init=bool(random_init),
         seconds=time.perf_counter() - t0,
         row_ids=ids,
+        row_clusters=clusters,
     )

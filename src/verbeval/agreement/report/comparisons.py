@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from verbeval.agreement.scores.aggregate import row_clusters
 from verbeval.agreement.scores.paired import COMPARISON_COLUMNS, compare_groups, template_row_ids
 from verbeval.agreement.steps import BOOTSTRAP
 from verbeval.core.bootstrap import Clusters, too_few_clusters, warn_few_resamples
@@ -61,14 +62,15 @@ def read_results(
     return tse, scores
 
 
-def row_templates(templates: str | Path) -> dict[str, list[str]]:
-    """Per group of the run's ``templates.parquet``, each template row's template (its ``source``; in
-    order: ``tse.parquet``'s ``row`` indexes them): the clusters of ``agreement.bootstrap.cluster``."""
+def row_templates(templates: str | Path) -> dict[str, pd.DataFrame]:
+    """Per group of the run's ``templates.parquet``, each template row's template and verb
+    (:func:`verbeval.agreement.scores.aggregate.row_clusters`; in order: ``tse.parquet``'s ``row``
+    indexes them): the clusters of ``agreement.bootstrap.cluster``."""
     try:
-        table = pd.read_parquet(templates, columns=["group", "source"])
+        table = pd.read_parquet(templates, columns=["group", "source", "correct", "incorrect"])
     except (OSError, ValueError) as e:
         raise InputError(templates, f"not readable ({str(e).splitlines()[0]})") from None
-    return {str(g): t["source"].astype(str).tolist() for g, t in table.groupby("group", sort=False)}
+    return {str(g): row_clusters(t) for g, t in table.groupby("group", sort=False)}
 
 
 def row_identities(templates: str | Path, row_tse: Mapping[str, pd.DataFrame], model: str) -> dict[str, list[object]]:
@@ -129,7 +131,7 @@ def comparisons(
     cache: dict[str, tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]] = {}
     ids: dict[str, dict[str, list[object]]] = {}
     frames = []
-    sources: dict[str, dict[str, list[str]]] = {}
+    sources: dict[str, dict[str, pd.DataFrame]] = {}
     if pairs:
         warn_few_resamples(resamples, confidence, len(groups), BOOTSTRAP[0].key)  # the groups' Bonferroni intervals
     if pairs and cluster != "context":
@@ -143,7 +145,7 @@ def comparisons(
             sources[path] = row_templates(path)
         first = sources[str(templates[pairs[0][1]])]  # type: ignore[index]
         for g in groups:
-            why = too_few_clusters(g, Clusters.of(first.get(g, [])), ["template"])
+            why = too_few_clusters(g, Clusters.of(first[g]["template"] if g in first else []), ["template"])
             if why is not None:
                 log.warning(why)
     for kind, a, b in pairs:

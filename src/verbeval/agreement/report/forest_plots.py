@@ -1,7 +1,8 @@
 """The forest figure of the paired comparisons (``comparisons.<fmt>``): one panel per headline metric,
 a row per group, for each pair (but a sweep's consecutive revisions: ``first_gains.csv`` names those)
-its difference b - a with its simultaneous CI (EW, MW; TSE has McNemar's p instead). A filled marker
-is a significant difference, a hollow one is not; the dashed line is no difference."""
+its difference b - a with its simultaneous CI (EW, MW, and TSE under ``agreement.bootstrap.cluster``
+``template`` or ``template_and_lemma``; else TSE has McNemar's p instead). A filled marker is a
+significant difference, a hollow one is not; the dashed line is no difference."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from verbeval.agreement.scores.metrics import FormStats, scores_from_stats, tse_
 from verbeval.agreement.scores.registry import HEADLINE
 from verbeval.core import count_draws
 from verbeval.core.bootstrap import (
+    CLUSTERINGS,
     Clusters,
     bootstrap_means,
     mean_of_rows,
@@ -393,6 +394,16 @@ def row_clusters(templates_group: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def cluster_dimensions(cluster: str) -> list[str]:
+    """The :func:`row_clusters` columns whose clusters a TSE row's resamples cross under
+    ``agreement.bootstrap.cluster`` ``cluster``: none for ``context`` (each row drawn alone), the
+    template, or the template and the verb (``template_and_lemma``); another name is a
+    :class:`VerbevalError`."""
+    if cluster not in CLUSTERINGS:
+        raise VerbevalError(f"agreement.bootstrap.cluster: unknown clustering {cluster!r}")
+    return {"context": [], "template": ["template"], "template_and_lemma": ["template", "verb"]}[cluster]
+
+
 def summary_clusters(
     cluster: str, group: str, scores: pd.DataFrame, tse: pd.DataFrame, templates_group: pd.DataFrame | None
 ) -> tuple[Clusters | None, Clusters | None]:
@@ -403,14 +414,12 @@ def summary_clusters(
     with their verbs; the contexts by template (EW and MW at p = 1 also draw lemmas,
     :func:`lemma_draw_context_scores`). Fewer than 2 clusters: one warning line (:func:`too_few_clusters`)
     naming the intervals that are NaN."""
-    if cluster == "context":
+    dims = cluster_dimensions(cluster)
+    if not dims:
         return None, None
-    if cluster not in ("template", "template_and_lemma"):
-        raise VerbevalError(f"agreement.bootstrap.cluster: unknown clustering {cluster!r}")
     if templates_group is None:
         raise VerbevalError(f"group {group!r}: agreement.bootstrap.cluster {cluster} needs the group's template rows")
     labels = row_clusters(templates_group).iloc[tse["row"].to_numpy()]
-    dims = ["template"] if cluster == "template" else ["template", "verb"]
     by_row = Clusters.of(*(labels[d].to_numpy() for d in dims))
     index = pd.Index(scores["context_id"]).get_indexer(tse["context_id"].to_numpy())
     by_context = Clusters.of(labels["template"].to_numpy(), units=mean_of_rows(index, len(scores)))

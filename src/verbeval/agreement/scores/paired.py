@@ -8,7 +8,10 @@ Per group, with ``a`` the reference and ``b`` the model compared with it (differ
   does; the two-sided p-value is the exact binomial one, ``min(1, 2 P(X <= min(a_only, b_only)))``
   with ``X ~ Binomial(a_only + b_only, 1/2)`` (``scipy.stats.binomtest``); 1 when no row is
   discordant. A row is correct when P(correct) > P(incorrect): a tie counts as wrong for both
-  (docs/metrics.md, "Ties").
+  (docs/metrics.md, "Ties"). Under ``agreement.bootstrap.cluster`` ``template`` (and
+  ``template_and_lemma``) the p-value is Durkalski's clustered McNemar test over the templates
+  (:func:`clustered_mcnemar`), and the row gets the clustered paired bootstrap interval of its
+  difference (:func:`_clustered_tse`).
 * **EW and MW** (top p = 1): the difference of the two group means, each NaN-ignoring over the
   contexts as in the summaries, with a percentile CI from a paired bootstrap (the ``counts`` stream of
   :mod:`verbeval.core.bootstrap` with the configured seed, one draw for both models). Two models with
@@ -31,12 +34,13 @@ interval that excludes 0 (EW, MW).
 
 ``mdd``: the minimum absolute difference the row's test detects with power :data:`POWER` at the row's
 level (a group row's Bonferroni level, the Holm step's worst case; the overall row's nominal one): TSE
-from the discordant rate (:func:`mcnemar_mdd`), EW and MW from the interval's width
-(:func:`bootstrap_mdd`).
+from the discordant rate (:func:`mcnemar_mdd`), EW and MW (and TSE under a clustering) from the
+interval's width (:func:`bootstrap_mdd`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -44,8 +48,10 @@ import numpy as np
 import pandas as pd
 
 from verbeval.agreement.scores.registry import HEADLINE
-from verbeval.core.bootstrap import Clusters, bootstrap_statistic, mean_of_rows, percentile_ci
+from verbeval.core.bootstrap import Clusters, bootstrap_statistic, mean_of_rows, percentile_ci, too_few_clusters
 from verbeval.core.errors import MismatchError
+
+log = logging.getLogger(__name__)
 
 #: the columns of ``comparisons.csv`` (one row per pair, group and metric)
 COMPARISON_COLUMNS = (
@@ -98,6 +104,26 @@ def mcnemar_exact(a_correct: np.ndarray, b_correct: np.ndarray) -> McNemar:
     discordant = a_only + b_only
     p = 1.0 if discordant == 0 else float(binomtest(min(a_only, b_only), discordant, 0.5).pvalue)
     return McNemar(len(a), a_only, b_only, p)
+
+
+def clustered_mcnemar(a_correct: np.ndarray, b_correct: np.ndarray, cluster: Sequence[object]) -> float:
+    """The two-sided p-value of Durkalski et al.'s (2003) McNemar test of clustered matched pairs:
+    ``chi2 = (sum_k (b_k - c_k))^2 / sum_k (b_k - c_k)^2`` on 1 df, ``b_k`` and ``c_k`` the rows of
+    cluster ``k`` (``cluster``: each row's) only ``a`` and only ``b`` gets right. With one row per
+    cluster it is McNemar's chi-square without continuity correction, ``(b - c)^2 / (b + c)``. 1 when
+    every cluster's discordant rows balance (none discordant); NaN with fewer than 2 clusters."""
+    from scipy.stats import chi2
+
+    a = np.asarray(a_correct, dtype=bool)
+    b = np.asarray(b_correct, dtype=bool)
+    code = Clusters.of(cluster).codes[0]
+    if a.shape != b.shape or a.shape != code.shape:
+        raise MismatchError(f"clustered paired outcomes of different lengths: {a.shape}, {b.shape} and {code.shape}")
+    per_cluster = np.bincount(code, weights=(a & ~b).astype(np.float64) - (b & ~a), minlength=code.max(initial=-1) + 1)
+    if len(per_cluster) < 2:
+        return float("nan")
+    spread = float((per_cluster**2).sum())
+    return 1.0 if spread == 0 else float(chi2.sf(per_cluster.sum() ** 2 / spread, 1))
 
 
 def mcnemar_mdd(n: int, discordant: int, alpha: float, power: float = POWER) -> float:
@@ -242,6 +268,9 @@ def paired_row_difference(
 OVERALL = "all"
 #: the column of ``a``'s per-row TSE that names each row's template cluster (``group``, tab, ``source``)
 TEMPLATE = "template_cluster"
+#: the column of ``a``'s per-row TSE that names each row's verb cluster under ``template_and_lemma``
+#: (its verb pair, ``laugh/laughs``: the same verb in every group, so the pooled rows share it)
+VERB = "verb_cluster"
 
 
 def _group_records(
@@ -282,6 +311,8 @@ def _group_records(
             "mdd": mcnemar_mdd(test.n, test.a_only + test.b_only, 1.0 - level),
         }  # fmt: skip
     ]
+    if TEMPLATE in tse[0]:  # clustered: the TSE row's interval, p-value and mdd (only then: the default's bytes stay)
+        records[0].update(_clustered_tse(group, tse[0], ta.to_numpy(), tb.to_numpy(), both, resamples, seed, level))
     sa, sb = (s.set_index("context_id") for s in scores)
     cols = list(CONTEXT_METRICS.values())
     templates = tse[0][TEMPLATE].to_numpy() if TEMPLATE in tse[0] else None
@@ -327,6 +358,42 @@ def _group_records(
             }  # fmt: skip
         )
     return records
+
+
+def _clustered_tse(
+    group: str,
+    rows: pd.DataFrame,
+    a: np.ndarray,
+    b: np.ndarray,
+    both: np.ndarray,
+    resamples: int,
+    seed: int,
+    level: float,
+) -> dict[str, object]:
+    """The TSE comparison row's ``ci_low``, ``ci_high``, ``confidence``, ``p_value`` and ``mdd`` under a
+    clustering (``rows``: ``a``'s per-row TSE with its :data:`TEMPLATE` and, under
+    ``template_and_lemma``, :data:`VERB` columns; ``a``, ``b``: both models' per-row TSE; ``both``: the
+    rows both define): the paired bootstrap interval of ``b - a`` over those rows, each weighing its
+    clusters' counts (:func:`paired_mean_difference`), the ``mdd`` read off it (:func:`bootstrap_mdd`),
+    and Durkalski's p-value over the templates (:func:`clustered_mcnemar`: its clusters must be
+    independent, and crossed templates and verbs are not nested). Fewer than 2 clusters in a
+    dimension: NaN, and one warning when the group's rows had enough (else its intervals' warning
+    said so)."""
+    names = [d for d, c in (("template", TEMPLATE), ("verb", VERB)) if c in rows]
+    labels = [rows[c].to_numpy()[both] for c in (TEMPLATE, VERB) if c in rows]
+    clusters = Clusters.of(*labels)
+    if clusters.too_few():
+        if not Clusters.of(*(rows[c].to_numpy() for c in (TEMPLATE, VERB) if c in rows)).too_few():
+            log.warning(too_few_clusters(group, clusters, names, "its TSE comparison's interval and p-value are NaN"))
+        return {"ci_low": np.nan, "ci_high": np.nan, "confidence": level, "p_value": np.nan, "mdd": np.nan}
+    _, lo, hi = paired_mean_difference(a[both], b[both], resamples, seed, level, clusters=clusters)
+    return {
+        "ci_low": lo[0],
+        "ci_high": hi[0],
+        "confidence": level,
+        "p_value": clustered_mcnemar(a[both] == 1.0, b[both] == 1.0, labels[0]),
+        "mdd": bootstrap_mdd(lo, hi, level)[0],
+    }
 
 
 def template_row_ids(templates_group: pd.DataFrame) -> np.ndarray:
@@ -394,7 +461,7 @@ def compare_groups(
     confidence: float,
     row_ids: Mapping[str, tuple[Sequence[object], Sequence[object]]] | None = None,
     cluster: str = "context",
-    templates: Mapping[str, Sequence[object]] | None = None,
+    templates: Mapping[str, Sequence[object] | pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
     """The comparison rows (:data:`COMPARISON_COLUMNS`) of ``model_b`` against ``model_a``: per group,
     then overall (group :data:`OVERALL`: every group's rows and contexts pooled, at the nominal level,
@@ -410,8 +477,15 @@ def compare_groups(
 
     ``cluster`` (``agreement.bootstrap.cluster``): ``context``, the contexts (or rows) are resampled one
     by one; ``template`` and ``template_and_lemma``, EW and MW resample ``templates[group]`` (each of
-    ``model_a``'s rows' template, indexed by its ``row``) once for both models, the pooled groups by
-    (group, template); ``comparisons.csv`` then gets a ``cluster`` column."""
+    ``model_a``'s rows' template, indexed by its ``row``: a sequence, or the ``template`` column of
+    :func:`verbeval.agreement.scores.aggregate.row_clusters`) once for both models, the pooled groups by
+    (group, template); ``comparisons.csv`` then gets a ``cluster`` column. The TSE row then gets the
+    clustered bootstrap interval of its difference (``template_and_lemma``: templates crossed with the
+    ``verb`` column of ``row_clusters``), Durkalski's p-value over the templates and the ``mdd`` of
+    that interval (:func:`_clustered_tse`)."""
+    from verbeval.agreement.scores.aggregate import cluster_dimensions
+
+    dims = cluster_dimensions(cluster)
     groups = list(row_tse)
     alpha = 1.0 - confidence
     simultaneous = 1.0 - alpha / max(len(groups), 1)
@@ -423,11 +497,17 @@ def compare_groups(
         ids = None if row_ids is None else row_ids.get(group)
         tb, moved = pair_rows(group, names, row_tse[group], ids)
         ta = row_tse[group][0]
-        if cluster != "context":
+        if dims:
             if templates is None or group not in templates:
                 raise MismatchError(f"group {group!r}: agreement.bootstrap.cluster {cluster} needs the rows' templates")
-            of_row = np.asarray(templates[group], dtype=object)
-            ta = ta.assign(**{TEMPLATE: [f"{group}\t{t}" for t in of_row[ta["row"].to_numpy()]]})
+            of_row = templates[group]
+            table = of_row if isinstance(of_row, pd.DataFrame) else pd.DataFrame({"template": list(of_row)})
+            if "verb" in dims and "verb" not in table:
+                raise MismatchError(f"group {group!r}: agreement.bootstrap.cluster {cluster} needs the rows' verbs")
+            rows = ta["row"].to_numpy()
+            ta = ta.assign(**{TEMPLATE: [f"{group}\t{t}" for t in table["template"].to_numpy(dtype=object)[rows]]})
+            if "verb" in dims:
+                ta = ta.assign(**{VERB: table["verb"].to_numpy(dtype=object)[rows]})
         paired[group], renumbered = (ta, tb), renumbered or moved
         records += _group_records(
             group, paired[group], context_scores[group], names, resamples, seed, simultaneous, by_row=moved
@@ -450,6 +530,6 @@ def compare_groups(
     )
     out["correction"] = np.where(overall, "none", np.where(is_tse, "holm", "bonferroni"))
     out[["a_only", "b_only"]] = out[["a_only", "b_only"]].astype("Int64")
-    if cluster != "context":  # the intervals' resampling, for readers (the default's columns stay as they are)
+    if dims:  # the intervals' resampling, for readers (the default's columns stay as they are)
         return out[list(COMPARISON_COLUMNS)].assign(cluster=cluster)
     return out[list(COMPARISON_COLUMNS)]

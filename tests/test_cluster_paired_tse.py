@@ -1,0 +1,252 @@
+"""The TSE row of a paired comparison under ``agreement.bootstrap.cluster`` (issue 55) against planted
+truth: Durkalski's clustered McNemar p-value (computed here by hand), its reduction to McNemar's
+chi-square with one row per cluster, the clustered interval's coverage, the default's values as before,
+and the in-memory API's ``cluster``."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from verbeval.agreement.api.evaluation import AgreementResult
+from verbeval.agreement.report.comparisons import comparisons
+from verbeval.agreement.scores.aggregate import row_clusters
+from verbeval.agreement.scores.paired import (
+    bootstrap_mdd,
+    clustered_mcnemar,
+    compare_groups,
+    mcnemar_mdd,
+    paired_mean_difference,
+)
+from verbeval.core.bootstrap import Clusters
+from verbeval.core.errors import MismatchError, VerbevalError
+
+M = 5  # rows per template
+
+
+def _chi2_1df_sf(x: float) -> float:
+    """P(chi2_1 > x) = erfc(sqrt(x / 2)), without scipy."""
+    return math.erfc(math.sqrt(x / 2))
+
+
+def _exact_mcnemar(b: int, c: int) -> float:
+    """min(1, 2 P(X <= min(b, c))) for X ~ Binomial(b + c, 1/2), by hand."""
+    n = b + c
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n)
+
+
+def _durkalski(a: np.ndarray, b: np.ndarray, cluster: list[str]) -> float:
+    """Durkalski et al. (2003), by hand: (sum_k (b_k - c_k))^2 / sum_k (b_k - c_k)^2 on 1 df."""
+    d: dict[str, int] = {}
+    for x, y, k in zip(a, b, cluster):
+        d[k] = d.get(k, 0) + int(x == 1 and y == 0) - int(x == 0 and y == 1)
+    return _chi2_1df_sf(sum(d.values()) ** 2 / sum(v * v for v in d.values()))
+
+
+def _correlated() -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """6 templates of M rows, every row of a template the same pair: t0..t3 only a right (a_only 20),
+    t4 only b right (b_only 5), t5 both right."""
+    pattern = [(1, 0)] * 4 + [(0, 1), (1, 1)]
+    a = np.repeat([p[0] for p in pattern], M).astype(float)
+    b = np.repeat([p[1] for p in pattern], M).astype(float)
+    return a, b, list(np.repeat([f"t{i}" for i in range(6)], M))
+
+
+def _frames(a: np.ndarray, b: np.ndarray) -> tuple[tuple[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, ...]]:
+    n = len(a)
+    ta = pd.DataFrame({"row": range(n), "context_id": range(n), "tse": a})
+    scores = pd.DataFrame({"context_id": range(n), "ew_top@1": np.linspace(0, 1, n), "mw_top@1": 0.5})
+    return (ta, ta.assign(tse=b)), (scores, scores.assign(**{"ew_top@1": np.linspace(0.1, 1, n)}))
+
+
+KW = {"resamples": 400, "seed": 3, "confidence": 0.95}
+
+
+def test_correlated_templates_give_durkalskis_p_value_not_mcnemars() -> None:
+    a, b, labels = _correlated()
+    rows, scores = _frames(a, b)
+    groups = {"g1": rows, "g2": rows}
+    contexts = {"g1": scores, "g2": scores}
+    plain = compare_groups("a", "b", groups, contexts, **KW)
+    out = compare_groups("a", "b", groups, contexts, **KW, cluster="template", templates={"g1": labels, "g2": labels})
+    tse, tse_plain = (o[o.metric == "tse"].set_index("group") for o in (out, plain))
+    # per group: sum d = 4 * 5 - 5 = 15, sum d^2 = 4 * 25 + 25 = 125: chi2 = 1.8
+    assert _durkalski(a, b, labels) == pytest.approx(_chi2_1df_sf(1.8), rel=1e-12)
+    assert tse.loc["g1", "p_value"] == pytest.approx(_chi2_1df_sf(1.8), rel=1e-12) == pytest.approx(0.179712, abs=1e-6)
+    assert tse_plain.loc["g1", "p_value"] == pytest.approx(_exact_mcnemar(20, 5), rel=1e-12)
+    assert tse_plain.loc["g1", "p_value"] == pytest.approx(0.0040773, abs=1e-7)
+    assert tse.loc["g1", "p_value"] > 40 * tse_plain.loc["g1", "p_value"]
+    assert (tse.loc["g1", "a_only"], tse.loc["g1", "b_only"], tse.loc["g1", "n"]) == (20, 5, 30)
+    # Holm over the two equal p-values: 2p; significant no longer (McNemar's rows: significant)
+    assert tse.loc["g1", "p_adjusted"] == pytest.approx(2 * _chi2_1df_sf(1.8), rel=1e-12)
+    assert not tse.loc["g1", "significant"] and tse_plain.loc["g1", "significant"]
+    # the interval at the Bonferroni level, drawn by template; mdd read off it
+    level = 1 - 0.05 / 2
+    want = paired_mean_difference(a, b, 400, 3, level, clusters=Clusters.of(labels))
+    assert (tse.loc["g1", "ci_low"], tse.loc["g1", "ci_high"]) == (want[1][0], want[2][0])
+    assert tse.loc["g1", "confidence"] == level
+    assert tse.loc["g1", "mdd"] == bootstrap_mdd(want[1], want[2], level)[0]
+    assert tse.loc["g1", "ci_low"] < -0.5 < 0 < tse.loc["g1", "ci_high"]  # difference -0.5, 6 clusters
+    # the pooled row: 12 (group, template) clusters, sum d = 30, sum d^2 = 250: chi2 = 3.6, nominal level
+    assert tse.loc["all", "p_value"] == pytest.approx(_chi2_1df_sf(3.6), rel=1e-12)
+    assert tse.loc["all", "p_adjusted"] == tse.loc["all", "p_value"]
+    assert tse.loc["all", "confidence"] == 0.95
+    pooled = [f"{g}\t{t}" for g in ("g1", "g2") for t in labels]
+    want = paired_mean_difference(np.tile(a, 2), np.tile(b, 2), 400, 3, 0.95, clusters=Clusters.of(pooled))
+    assert (tse.loc["all", "ci_low"], tse.loc["all", "ci_high"]) == (want[1][0], want[2][0])
+
+
+def test_one_row_per_cluster_is_mcnemars_chi_square_without_continuity_correction() -> None:
+    rng = np.random.default_rng(7)
+    a, b = rng.random(60) < 0.5, rng.random(60) < 0.7
+    bb, cc = int((a & ~b).sum()), int((b & ~a).sum())
+    assert (bb, cc) == (9, 23)
+    want = _chi2_1df_sf((bb - cc) ** 2 / (bb + cc))  # 196 / 32 = 6.125
+    assert want == pytest.approx(math.erfc(1.75), rel=1e-12) == pytest.approx(0.013328, abs=1e-6)
+    assert clustered_mcnemar(a, b, [f"r{i}" for i in range(60)]) == pytest.approx(want, rel=1e-12)
+    rows, scores = _frames(a.astype(float), b.astype(float))
+    out = compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="template",
+                         templates={"g": [f"r{i}" for i in range(60)]})  # fmt: skip
+    assert out.loc[out.metric == "tse", "p_value"].item() == pytest.approx(want, rel=1e-12)
+    # no discordant row (or every cluster's balancing): 1; fewer than 2 clusters: NaN
+    assert clustered_mcnemar(a, a, [f"r{i}" for i in range(60)]) == 1.0
+    assert np.isnan(clustered_mcnemar(a, b, ["t"] * 60))
+
+
+def test_the_clustered_tse_interval_covers_the_planted_difference_and_the_per_row_one_does_not() -> None:
+    """40 data sets of G = 40 templates of 16 rows, each template's rows all right with probability
+    0.5 (a) and 0.6 (b): the planted difference is 0.1."""
+    g, m, sets = 40, 16, 40
+    labels = list(np.repeat([f"t{i}" for i in range(g)], m))
+    rng = np.random.default_rng(55)
+    a = np.repeat((rng.random((g, sets)) < 0.5).astype(float), m, axis=0)
+    b = np.repeat((rng.random((g, sets)) < 0.6).astype(float), m, axis=0)
+    covered = 0
+    for s in range(sets):
+        rows, scores = _frames(a[:, s], b[:, s])
+        out = compare_groups("a", "b", {"g": rows}, {"g": scores}, resamples=1000, seed=0, confidence=0.95,
+                             cluster="template", templates={"g": labels})  # fmt: skip
+        t = out[out.metric == "tse"].iloc[0]
+        covered += bool(t.ci_low <= 0.1 <= t.ci_high)
+    _, lo, hi = paired_mean_difference(a, b, 1000, 0, 0.95)  # the rows drawn one by one
+    # clustered: nominal 0.95, 3 binomial SDs over 40 sets (3 x 0.034) and the percentile interval's
+    # undercoverage with 40 clusters put it at 33 of 40 or more
+    assert covered >= 33
+    # per row: its SE is sqrt(16) = 4 times too small, so it covers P(|Z| < 1.96 / 4) = 0.38 of the
+    # time; 24 of 40 is 3 binomial SDs (0.077) above that
+    assert int(((lo <= 0.1) & (0.1 <= hi)).sum()) <= 24
+
+
+def test_the_default_keeps_mcnemars_exact_test_and_its_columns() -> None:
+    a, b, labels = _correlated()
+    rows, scores = _frames(a, b)
+    for out in (
+        compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW),
+        compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="context", templates={"g": labels}),
+    ):
+        assert "cluster" not in out.columns
+        t = out[out.metric == "tse"].iloc[0]
+        assert t.p_value == pytest.approx(_exact_mcnemar(20, 5), rel=1e-12)
+        assert np.isnan(t.ci_low) and np.isnan(t.ci_high) and np.isnan(t.confidence)
+        assert t.mdd == mcnemar_mdd(30, 25, 0.05)
+        assert t.significant
+
+
+def test_template_and_lemma_crosses_verbs_in_the_interval_and_tests_over_templates() -> None:
+    a, b, labels = _correlated()
+    verbs = [["go/goes", "be/is", "do/does", "see/sees", "run/runs"][i % M] for i in range(len(a))]
+    rows, scores = _frames(a, b)
+    table = pd.DataFrame({"template": labels, "verb": verbs})
+    out = compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="template_and_lemma",
+                         templates={"g": table})  # fmt: skip
+    t = out[out.metric == "tse"].iloc[0]
+    want = paired_mean_difference(a, b, 400, 3, 0.95, clusters=Clusters.of(labels, verbs))
+    assert (t.ci_low, t.ci_high) == (want[1][0], want[2][0])
+    assert t.p_value == pytest.approx(_chi2_1df_sf(1.8), rel=1e-12)  # the templates, as under template
+    assert out["cluster"].tolist() == ["template_and_lemma"] * 3
+    with pytest.raises(MismatchError) as e:
+        compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="template_and_lemma",
+                       templates={"g": labels})  # fmt: skip
+    assert str(e.value) == "group 'g': agreement.bootstrap.cluster template_and_lemma needs the rows' verbs"
+    with pytest.raises(VerbevalError) as e:
+        compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="verb", templates={"g": labels})
+    assert str(e.value) == "agreement.bootstrap.cluster: unknown clustering 'verb'"
+
+
+def test_tse_rows_of_one_template_give_nan_and_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """Two templates, but only t0's rows have single-token forms in both models."""
+    a, b, labels = _correlated()
+    b = np.where(np.array(labels) == "t0", b, np.nan)
+    rows, scores = _frames(a, b)
+    with caplog.at_level(logging.WARNING, logger="verbeval.agreement.scores.paired"):
+        out = compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="template", templates={"g": labels})
+    t = out[out.metric == "tse"].iloc[0]
+    assert t.n == M and np.isnan(t.p_value) and np.isnan(t.ci_low) and np.isnan(t.ci_high) and np.isnan(t.mdd)
+    assert not t.significant
+    assert [r.getMessage() for r in caplog.records] == [
+        "group 'g': 1 template: a clustered interval needs at least 2 (agreement.bootstrap.cluster), so its TSE "
+        "comparison's interval and p-value are NaN"
+    ]
+
+
+def _result(name: str, tse: pd.DataFrame, scores: pd.DataFrame, labels: list[str]) -> AgreementResult:
+    n = len(tse)
+    templates = pd.DataFrame({"source": labels, "line": range(n), "correct": "goes", "incorrect": "go", "group": "g"})
+    empty = pd.DataFrame()
+    return AgreementResult(
+        name, [], empty, empty, empty, empty, {"g": scores}, {"g": tse},
+        row_ids={"g": np.array([f"{s}:{i}" for i, s in enumerate(labels)], dtype=object)},
+        row_clusters={"g": row_clusters(templates)},
+    )  # fmt: skip
+
+
+def test_agreement_result_compare_takes_the_clustering(caplog: pytest.LogCaptureFixture) -> None:
+    a, b, labels = _correlated()
+    rows, scores = _frames(a, b)
+    ra, rb = _result("a", rows[0], scores[0], labels), _result("b", rows[1], scores[1], labels)
+    out = ra.compare(rb, resamples=400, seed=3, confidence=0.95, cluster="template")
+    want = compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="template", templates={"g": labels})
+    pd.testing.assert_frame_equal(out, want)
+    assert out.loc[out.metric == "tse", "p_value"].item() == pytest.approx(_chi2_1df_sf(1.8), rel=1e-12)
+    # the default: agreement.bootstrap.cluster's (context), McNemar's exact test
+    plain = ra.compare(rb, resamples=400, seed=3, confidence=0.95)
+    assert "cluster" not in plain.columns
+    assert plain.loc[plain.metric == "tse", "p_value"].item() == pytest.approx(_exact_mcnemar(20, 5), rel=1e-12)
+    with pytest.raises(VerbevalError) as e:
+        ra.compare(rb, cluster="verb")
+    assert str(e.value) == "compare: cluster='verb': expected one of context, template, template_and_lemma"
+    one = [_result(m, rows[i], scores[i], ["t0"] * len(a)) for i, m in enumerate("cd")]
+    with caplog.at_level(logging.WARNING):
+        out = one[0].compare(one[1], resamples=400, cluster="template")
+    assert out.loc[out.metric == "tse", "p_value"].isna().all()
+    assert [r.getMessage() for r in caplog.records] == [
+        "group 'g': 1 template: a clustered interval needs at least 2 (agreement.bootstrap.cluster), so its "
+        "intervals are NaN"
+    ]
+    with pytest.raises(MismatchError) as e:
+        AgreementResult("x", [], *[pd.DataFrame()] * 4, ra.context_scores, ra.row_tse).compare(rb, cluster="template")
+    assert str(e.value) == "group 'g': agreement.bootstrap.cluster template needs the rows' templates"
+
+
+def test_compare_reads_the_verbs_of_template_and_lemma_from_the_templates(tmp_path) -> None:  # noqa: ANN001
+    a, b, labels = _correlated()
+    verbs = [["go/goes", "be/is", "do/does"][i % 3] for i in range(len(a))]
+    templates = pd.DataFrame(
+        {"group": "g", "source": labels, "line": range(len(a)), "correct": [v.split("/")[1] for v in verbs],
+         "incorrect": [v.split("/")[0] for v in verbs], "plural": False}
+    )  # fmt: skip
+    templates.to_parquet(tmp_path / "templates.parquet")
+    rows, scores = _frames(a, b)
+    for name, i in (("a", 0), ("b", 1)):
+        (tmp_path / name / "g").mkdir(parents=True)
+        rows[i].to_parquet(tmp_path / name / "g" / "tse.parquet")
+        scores[i].to_parquet(tmp_path / name / "g" / "scores.parquet")
+    out = comparisons([("configured", "a", "b")], {m: tmp_path / m for m in "ab"}, ["g"], **KW,
+                      templates={m: tmp_path / "templates.parquet" for m in "ab"}, cluster="template_and_lemma")  # fmt: skip
+    t = out[out.metric == "tse"].iloc[0]
+    want = paired_mean_difference(a, b, 400, 3, 0.95, clusters=Clusters.of(labels, verbs))
+    assert (t.ci_low, t.ci_high) == (want[1][0], want[2][0])
