@@ -5,6 +5,7 @@ at p = 1 resample templates and lemmas, one lemma draw over the union of the two
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -68,10 +69,10 @@ def test_a_difference_carried_by_two_lemmas_widens_the_paired_interval() -> None
     scores = {"g": tuple(_scores(s) for s in stats)}
     templates = {"g": [f"t{c // per}" for c in range(n)]}
     lemmas = (_lemmas(*(f"v{i:02d}" for i in range(n_lemmas))),) * 2  # the union sorts them in this order
-    kw = {"resamples": 1000, "seed": 3, "confidence": 0.95, "templates": templates}
-    both = compare_groups("a", "b", rows, scores, **kw, cluster="template_and_lemma",  # type: ignore[arg-type]
-                          forms={"g": tuple((s, plural) for s in stats)}, lemmas=lemmas)  # type: ignore[arg-type]  # fmt: skip
-    alone = compare_groups("a", "b", rows, scores, **kw, cluster="template")  # type: ignore[arg-type]
+    kw: dict[str, Any] = {"resamples": 1000, "seed": 3, "confidence": 0.95, "templates": templates}
+    forms = {"g": tuple((s, plural) for s in stats)}
+    both = compare_groups("a", "b", rows, scores, **kw, cluster="template_and_lemma", forms=forms, lemmas=lemmas)
+    alone = compare_groups("a", "b", rows, scores, **kw, cluster="template")
     ew, ew_t = (f[f.metric == "ew"].iloc[0] for f in (both, alone))
     assert ew.difference == ew_t.difference == 5 / 32 and (both["cluster"] == "template_and_lemma").all()
     # by hand: the templates' stream (seed 3, one row per context) and the lemmas' over the 16 (U = L)
@@ -106,19 +107,21 @@ def test_two_models_of_other_lemmas_weigh_their_own_lemmas_of_one_draw_over_the_
     stats_b = _stats(np.array([[False, True], [False, True], [False, True], [False, False]]))  # y, z
     rows = {"g": (_rows([0, 0, 1, 1]), _rows([0, 1, 2, 3]))}
     scores = {"g": (_scores(stats_a), _scores(stats_b))}
-    kw = {"resamples": 1, "seed": 4, "confidence": 0.95, "templates": {"g": ["t0", "t1", "t0", "t1"]}}
+    kw: dict[str, Any] = {"resamples": 1, "seed": 4, "confidence": 0.95, "templates": {"g": ["t0", "t1", "t0", "t1"]}}
     forms = {"g": ((stats_a, np.zeros(2, dtype=bool)), (stats_b, np.zeros(4, dtype=bool)))}
-    out = compare_groups("a", "b", rows, scores, **kw, cluster="template_and_lemma", forms=forms,  # type: ignore[arg-type]
-                         lemmas=(_lemmas("x", "y"), _lemmas("y", "z"))).set_index("metric")  # fmt: skip
+    lemmas = (_lemmas("x", "y"), _lemmas("y", "z"))
+    out = compare_groups("a", "b", rows, scores, **kw, cluster="template_and_lemma", forms=forms, lemmas=lemmas)
+    out = out.set_index("metric")
     assert out.loc["ew", ["value_a", "value_b", "difference"]].tolist() == [0.75, 0.375, -0.375]
     assert out.loc["ew", ["ci_low", "ci_high"]].tolist() == [0.5, 0.5]
     assert out.loc["mw", ["ci_low", "ci_high"]].tolist() == pytest.approx([0.25, 0.25])
-    alone = compare_groups("a", "b", rows, scores, **kw, cluster="template").set_index("metric")  # type: ignore[arg-type]
+    alone = compare_groups("a", "b", rows, scores, **kw, cluster="template").set_index("metric")
     assert alone.loc["ew", ["ci_low", "ci_high"]].tolist() == [-0.25, -0.25]
     # the lemmas given must be those of the form statistics' lemma axis
     with pytest.raises(MismatchError) as e:
-        compare_groups("a", "b", rows, scores, **kw, cluster="template_and_lemma", forms=forms,  # type: ignore[arg-type]
-                       lemmas=(_lemmas("x"), _lemmas("y", "z")))  # fmt: skip
+        compare_groups(
+            "a", "b", rows, scores, **kw, cluster="template_and_lemma", forms=forms, lemmas=(_lemmas("x"), lemmas[1])
+        )
     assert str(e.value) == "group 'g': form statistics of 2 lemmas, but 1 lemmas given"
 
 
@@ -142,7 +145,7 @@ def _run(tmp_path: Path) -> dict[str, list[str]]:
             "correct": "is",
             "incorrect": "are",
             "plural": False,
-        }  # fmt: skip
+        }
     ).to_parquet(templates)
     lemmas = tmp_path / "lemmas.parquet"
     _lemmas(*(f"v{i}" for i in range(len(LEMMA_IDS)))).to_parquet(lemmas)
@@ -197,3 +200,20 @@ def test_compare_cli_draws_lemmas_for_ew_and_mw_under_template_and_lemma(
         "verbeval compare: error: model 'b': agreement.bootstrap.cluster template_and_lemma needs its shard "
         "manifest and lemmas.parquet (--shards, --lemmas)"
     ]
+
+
+def test_template_and_lemma_needs_the_shards_and_lemmas_of_every_compared_model(tmp_path: Path) -> None:
+    from verbeval.agreement.report.comparisons import comparisons
+    from verbeval.core.errors import VerbevalError
+
+    templates = tmp_path / "templates.parquet"
+    pd.DataFrame({"group": "g", "source": ["s0", "s1"], "line": [1, 2]}).to_parquet(templates)
+    kw: dict[str, Any] = {"resamples": 10, "seed": 0, "confidence": 0.95, "templates": {"a": templates, "b": templates}}
+    with pytest.raises(VerbevalError) as e:
+        comparisons(
+            [("configured", "a", "b")], {"a": tmp_path, "b": tmp_path}, ["g"], **kw, cluster="template_and_lemma"
+        )
+    assert str(e.value) == (
+        "model 'a': agreement.bootstrap.cluster template_and_lemma needs its shard manifest and lemmas.parquet "
+        "(--shards, --lemmas)"
+    )
