@@ -157,3 +157,27 @@ def test_every_eval_ever_exports_are_written_on_request_only(in_repo: None, tmp_
     assert sha256_hex(digest) == digest
     inputs = c.rules.export_every_eval_ever.input
     assert inputs["schemas"] == str(wheel) and inputs["templates"] == f"{out}/templates.parquet"
+
+
+def test_template_and_lemma_comparisons_read_every_compared_models_shards_and_lemmas(
+    in_repo: None, tmp_path: Path
+) -> None:
+    """Under agreement.bootstrap.cluster template_and_lemma the rule reads each compared model's shard
+    manifest and lemmas.parquet (its inputs, hence the DVC stage's deps) and passes them; under the
+    other clusterings its inputs and command line are as before."""
+    plans = {
+        c: plan_from_files([BASE, _extra(tmp_path, f"agreement:\n  bootstrap: {{cluster: {c}}}\n")])
+        for c in ("template", "template_and_lemma")
+    }
+    c = plans["template_and_lemma"].comparisons
+    steps, out = plans["template_and_lemma"].model_steps, plans["template_and_lemma"].agreement_dir
+    files = [steps.files(m)[k] for m in c.models for k in ("manifest", "lemmas")]
+    plain = plans["template"].comparisons.rules.comparisons
+    assert c.rules.comparisons.input == [*plain.input[:-1], *files, f"{out}/templates.parquet"]
+    argv = rule_words("comparisons", c.rules.comparisons)
+    before = rule_words("comparisons", plain)
+    named = [w for m in c.models for w in (f"--shards={m}={steps.files(m)['manifest']}",
+                                           f"--lemmas={m}={steps.files(m)['lemmas']}")]  # fmt: skip
+    n = len(c.models) + 1  # compare and the --results
+    assert argv == [*before[:n], *named, *(w.replace("=template", "=template_and_lemma") for w in before[n:])]
+    assert "--cluster=template" in before and not any(w.startswith(("--shards", "--lemmas")) for w in before)

@@ -20,7 +20,7 @@ rule comparisons:
     log:
         CMP.comparisons.log,
     shell:
-        "verbeval compare {params.results} --templates={params.templates:q} --groups={params.groups:q} {params.pairs} "
+        "verbeval compare {params.named} --templates={params.templates:q} --groups={params.groups:q} {params.pairs} "
         "{params.settings} --csv {output.csv:q} --first-gains {output.first_gains:q} --figure {output.figure:q} "
         "2> {log:q}"
 

@@ -568,6 +568,24 @@ COMPARE = Step(
             metavar="[NAME=]PATH",
             required=False,
         ),
+        Input(
+            "--shards",
+            "a model's shard manifest, whose form statistics EW and MW at p = 1 are rescored with under "
+            "agreement.bootstrap.cluster template_and_lemma (read then only, and then needed for every model "
+            "compared); repeatable",
+            action="append",
+            default=[],
+            metavar="NAME=PATH",
+            required=False,
+        ),
+        Input(
+            "--lemmas",
+            "a model's lemmas.parquet (the lemmas of its shards), for template_and_lemma as --shards; repeatable",
+            action="append",
+            default=[],
+            metavar="NAME=PATH",
+            required=False,
+        ),
     ),
     outputs=(
         Output("--csv", "output: comparisons.csv (one row per pair, group and metric)"),

@@ -18,10 +18,17 @@ from typing import Any
 
 from verbeval.agreement.steps import COMPARE, EXPORT, FLIP_SET, PRECISION_AUDIT
 from verbeval.core.config import config_sha256
+from verbeval.core.steps import config_value
 from verbeval.workflow.figures import FiguresPlan
 from verbeval.workflow.layout import Layout
 from verbeval.workflow.model_steps import AGGREGATE_FILES, ModelSteps, model_settings, variant_paths
 from verbeval.workflow.params import RuleRecord, alternatives, quoted
+
+#: the clustering whose comparisons read each model's shards and lemmas (``agreement.bootstrap.cluster``)
+LEMMA_DRAW = "template_and_lemma"
+#: those files (names of :meth:`verbeval.workflow.model_steps.ModelSteps.files`) and ``verbeval compare``'s
+#: options for them
+FORMS = {"manifest": "shards", "lemmas": "lemmas"}
 
 
 class ComparisonsPlan:
@@ -99,6 +106,8 @@ class ComparisonsPlan:
             "dtype": alternatives(list(dict.fromkeys(d for _, d in self.dtype_runs))),
         }
         wheel = self.export_config["schemas"]
+        # template_and_lemma draws lemmas for EW and MW: the compared models' shards and lemmas (else none)
+        lemma_models = self.models if config_value(layout.config, COMPARE.setting("cluster").key) == LEMMA_DRAW else []
         return {
             "export_every_eval_ever": RuleRecord(
                 {
@@ -119,11 +128,14 @@ class ComparisonsPlan:
                 {"model": alternatives(models)},
             ),
             "comparisons": RuleRecord(
-                [*aggregates(self.models), templates],
+                [*aggregates(self.models), *[steps.files(m)[k] for m in lemma_models for k in FORMS], templates],
                 {k: f[k] for k in self.RULE_FILES["comparisons"]},
                 f"{logs}/comparisons.log",
                 {
-                    "results": quoted([f"--results={m}={layout.agreement_dir}/{m}" for m in self.models]),
+                    "named": quoted(  # each model's aggregates (and, under template_and_lemma, shards and lemmas)
+                        [f"--results={m}={layout.agreement_dir}/{m}" for m in self.models]
+                        + [f"--{o}={m}={steps.files(m)[k]}" for m in lemma_models for k, o in FORMS.items()]
+                    ),
                     "templates": lambda wc, input: input[-1],  # the run's templates.parquet (its last input)
                     "groups": groups,
                     "pairs": quoted([f"--pair={k}={a},{b}" for k, a, b in self.pairs]),

@@ -42,6 +42,11 @@ def cmd_compare(a: argparse.Namespace) -> None:
             templates[name] = path
         else:  # a path (of every model's templates)
             templates.update(dict.fromkeys(dirs, item))
+    named = {opt: dict(split_pair(x, f"--{opt}", "PATH") for x in getattr(a, opt)) for opt in ("shards", "lemmas")}
+    for opt, paths in named.items():
+        if set(paths) - set(dirs):
+            raise VerbevalError(f"--{opt} names models without --results: {', '.join(sorted(set(paths) - set(dirs)))}")
+    forms = {m: (named["shards"][m], named["lemmas"][m]) for m in named["shards"] if m in named["lemmas"]}
     groups = [g for g in a.groups.split(",") if g]
     random = [m for m in dirs if read_random_init(dirs[m], groups)]
     rows = comparisons(
@@ -54,6 +59,7 @@ def cmd_compare(a: argparse.Namespace) -> None:
         random=random,
         templates=templates,
         cluster=a.cluster,
+        forms=forms,
     )
     write_csv(rows, a.csv, float_format="%.10g")
     write_csv(first_gains(rows), a.first_gains, float_format="%.10g")
@@ -67,7 +73,8 @@ def register_compare(add: Add) -> None:
         cmd_compare,
         "paired comparisons of models on the same rows and contexts: TSE by McNemar's exact test, EW and MW "
         "by a paired bootstrap, corrected across groups",
-        "Reads each model's tse.parquet, scores.parquet and summary.csv (its random_init flag; verbeval aggregate). docs/metrics.md, "
+        "Reads each model's tse.parquet, scores.parquet and summary.csv (its random_init flag; verbeval aggregate), "
+        "and under --cluster template_and_lemma its shards and lemmas.parquet. docs/metrics.md, "
         "'Paired comparisons'. Run by the rule comparisons.",
     )
     add_options(

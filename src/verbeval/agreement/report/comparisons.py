@@ -16,9 +16,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from verbeval.agreement.scores.aggregate import row_clusters
+from verbeval.agreement.scores.metrics import FormStats
 from verbeval.agreement.scores.paired import COMPARISON_COLUMNS, compare_groups, template_row_ids
 from verbeval.agreement.steps import BOOTSTRAP
 from verbeval.core.bootstrap import Clusters, too_few_clusters, warn_few_resamples
@@ -94,6 +96,37 @@ def row_identities(templates: str | Path, row_tse: Mapping[str, pd.DataFrame], m
     return out
 
 
+def read_forms(
+    manifest: str | Path, lemmas_path: str | Path, scores: Mapping[str, pd.DataFrame], model: str
+) -> tuple[dict[str, tuple[FormStats, np.ndarray]], pd.DataFrame]:
+    """One model's form statistics and ``plural`` flags of each group of ``scores`` (its scores.parquet
+    frames), from the shards of ``manifest`` as ``verbeval aggregate`` reads them (every shard checked
+    against the manifest; a damaged one is left in place, the error says to rerun the model's inference),
+    and its lemmas (``lemmas_path``, checked to be the shards' lemma set): what ``template_and_lemma``
+    rescores EW and MW at p = 1 with."""
+    from verbeval.agreement.cli.common import check_lemma_set
+    from verbeval.agreement.runs import verified_shards
+    from verbeval.agreement.scores.aggregate import quarantine_bad_shard, read_shards
+    from verbeval.core.errors import ShardError
+
+    check_lemma_set(manifest, lemmas_path)
+    lemmas = pd.read_parquet(lemmas_path, columns=["sing", "plur"])
+    by_group = verified_shards(manifest, list(scores), keep_bad=True)
+    out = {}
+    for g, frame in scores.items():
+        try:
+            shards = read_shards(by_group[g], forms=True)
+        except ShardError as exc:
+            raise quarantine_bad_shard(exc, keep=True) from None
+        if shards.stats is None or not np.array_equal(frame["context_id"].to_numpy(), shards.context_id):
+            raise MismatchError(
+                f"group {g!r}: the shards of {manifest} hold other contexts than {model}'s scores.parquet: "
+                "not the shards it was aggregated from"
+            )
+        out[g] = (shards.stats, shards.plural)
+    return out, lemmas
+
+
 def read_random_init(model_dir: str | Path, groups: Sequence[str]) -> bool:
     """Whether the model of an aggregate folder is randomly initialised: the ``random_init`` column of
     its groups' ``summary.csv`` (``verbeval aggregate`` copies it from the shards' metadata)."""
@@ -119,6 +152,7 @@ def comparisons(
     random: Sequence[str] = (),
     templates: Mapping[str, str | Path] | None = None,
     cluster: str = "context",
+    forms: Mapping[str, tuple[str | Path, str | Path]] | None = None,
 ) -> pd.DataFrame:
     """The rows of every ``(kind, model_a, model_b)`` pair, in order (``kind`` first), each side's
     ``random_init`` flag beside it (``random``: the randomly initialised models). ``templates``: each
@@ -127,8 +161,11 @@ def comparisons(
     the intervals corrected across the groups are one warning
     (:func:`verbeval.core.bootstrap.warn_few_resamples`). ``cluster``: ``agreement.bootstrap.cluster``
     (not ``context``: EW and MW resample ``model_a``'s templates, from its ``templates``; a group with
-    fewer than 2 is one warning)."""
+    fewer than 2 is one warning). ``forms``: each model's shard manifest and lemmas.parquet, which
+    ``template_and_lemma`` reads (:func:`read_forms`) to draw lemmas for EW and MW, and needs for every
+    model of a pair; the other clusterings do not read them."""
     cache: dict[str, tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]] = {}
+    lemma_forms: dict[str, tuple[dict[str, tuple[FormStats, np.ndarray]], pd.DataFrame]] = {}
     ids: dict[str, dict[str, list[object]]] = {}
     frames = []
     sources: dict[str, dict[str, pd.DataFrame]] = {}
@@ -148,12 +185,21 @@ def comparisons(
             why = too_few_clusters(g, Clusters.of(first[g]["template"] if g in first else []), ["template"])
             if why is not None:
                 log.warning(why)
+    if pairs and cluster == "template_and_lemma":
+        lacking = [m for m in dict.fromkeys(m for _, a, b in pairs for m in (a, b)) if m not in (forms or {})]
+        if lacking:
+            raise VerbevalError(
+                f"model {lacking[0]!r}: agreement.bootstrap.cluster template_and_lemma needs its shard manifest "
+                "and lemmas.parquet (--shards, --lemmas)"
+            )
     for kind, a, b in pairs:
         for m in (a, b):
             if m not in cache:
                 cache[m] = read_results(model_dirs[m], groups)
                 if templates and m in templates:
                     ids[m] = row_identities(templates[m], cache[m][0], m)
+                if cluster == "template_and_lemma":
+                    lemma_forms[m] = read_forms(*forms[m], cache[m][1], m)  # type: ignore[index]
         rows = compare_groups(
             a,
             b,
@@ -165,6 +211,8 @@ def comparisons(
             row_ids={g: (ids[a][g], ids[b][g]) for g in groups} if a in ids and b in ids else None,
             cluster=cluster,
             templates=sources[str(templates[a])] if cluster != "context" else None,  # type: ignore[index]
+            forms={g: (lemma_forms[a][0][g], lemma_forms[b][0][g]) for g in groups} if lemma_forms else None,
+            lemmas=(lemma_forms[a][1], lemma_forms[b][1]) if lemma_forms else None,
         )
         frames.append(with_flags(rows, kind, random))
     if not frames:

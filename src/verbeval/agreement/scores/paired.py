@@ -21,6 +21,9 @@ Per group, with ``a`` the reference and ``b`` the model compared with it (differ
   mean weighs each of its contexts by the share of the context's rows drawn (every row drawn once:
   the group mean of the summaries). Under ``agreement.bootstrap.cluster`` ``template`` (and
   ``template_and_lemma``) the draw is of whole templates, once for both models (:func:`compare_groups`).
+  Under ``template_and_lemma`` it is of templates and lemmas: one lemma draw over the union of the two
+  models' lemmas, shared by every group of the comparison, each model's contexts rescored under it
+  (:func:`paired_lemma_difference`).
 
 The two models' rows are paired by their template identity (``source:line`` of ``templates.parquet``,
 :func:`template_row_ids`) when it is given, else by row number; two runs that disagree on it (another
@@ -41,15 +44,26 @@ interval's width (:func:`bootstrap_mdd`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from verbeval.agreement.scores.lemma_weights import lemma_weighted_p1, model_lemma_counts, union_lemma_index
+from verbeval.agreement.scores.metrics import FormStats
 from verbeval.agreement.scores.registry import HEADLINE
-from verbeval.core.bootstrap import Clusters, bootstrap_statistic, mean_of_rows, percentile_ci, too_few_clusters
-from verbeval.core.errors import MismatchError
+from verbeval.core import count_draws
+from verbeval.core.bootstrap import (
+    Clusters,
+    bootstrap_statistic,
+    mean_of_rows,
+    percentile_ci,
+    stream_seed,
+    too_few_clusters,
+)
+from verbeval.core.errors import MismatchError, VerbevalError
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +278,67 @@ def paired_row_difference(
     return diff, lo, hi
 
 
+@dataclass(frozen=True)
+class LemmaSide:
+    """One model's side of a template-and-lemma draw (:func:`paired_lemma_difference`): its contexts'
+    form statistics and ``plural`` flags, one ``(stats, plural)`` segment per group (a group row has
+    one, the pooled row every group's, in order), and its lemmas' ``columns`` in the union
+    (:func:`verbeval.agreement.scores.lemma_weights.union_lemma_index`)."""
+
+    segments: tuple[tuple[FormStats, np.ndarray], ...]
+    columns: np.ndarray
+
+    def scores(self, union_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(ew, mw)`` at top p = 1, each ``[b, contexts]``, of every context under the ``[b, U]`` draw."""
+        v = model_lemma_counts(union_counts, self.columns)
+        parts = [lemma_weighted_p1(stats, plural, v) for stats, plural in self.segments]
+        return np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts], axis=1)
+
+
+def paired_lemma_difference(
+    sides: tuple[LemmaSide, LemmaSide],
+    row_contexts: tuple[np.ndarray, np.ndarray],
+    templates: Sequence[object],
+    union_counts: np.ndarray,
+    seed: int,
+    confidence: float,
+    block: int = 100,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The percentile CI of ``mean(b) - mean(a)`` of EW and MW at top p = 1 (``(ci_low, ci_high)``,
+    each ``[2]``) over resamples of templates and lemmas, both drawn once for both models.
+
+    A resample draws the templates of ``a``'s rows (``templates``, paired by row: the ``counts`` stream
+    of the templates, ``seed``) and takes its row of ``union_counts`` (``[resamples, U]``, the lemma
+    draw over the union of the two models' lemmas). Each model's contexts are rescored under the
+    lemma draw (:meth:`LemmaSide.scores`), and its mean weighs each context by the mean of its rows'
+    template counts (``row_contexts``: each model's context of each row, an index into its contexts),
+    NaN-ignoring, as :func:`paired_mean_difference` (same contexts) and :func:`paired_row_difference`
+    (through the rows) weigh them; with every lemma drawn once it is their template interval.
+    Fewer than 2 templates, no resamples or no lemma: NaN."""
+    resamples = len(union_counts)
+    rows = len(row_contexts[0])
+    if len(row_contexts[1]) != rows or len(templates) != rows:
+        raise MismatchError(f"paired rows of different lengths: {rows}, {len(row_contexts[1])} and {len(templates)}")
+    clusters = Clusters.of(templates)
+    nan = np.full(2, np.nan)
+    if rows == 0 or resamples == 0 or np.asarray(union_counts).shape[1] == 0 or clusters.too_few():
+        return nan, nan.copy()
+    n_ctx = [sum(len(plural) for _, plural in side.segments) for side in sides]
+    to_contexts = [mean_of_rows(np.asarray(index), n) for index, n in zip(row_contexts, n_ctx)]
+    stats = np.empty((resamples, 2))
+    for drawn, w in clusters.weights(resamples, seed, block):
+        w_rows = np.ascontiguousarray(w.T)  # [rows, b], once for both sides
+        means = []
+        for side, m in zip(sides, to_contexts):
+            w_ctx = np.asarray((m.T @ w_rows).T)  # [b, contexts]: each context's share of its rows drawn
+            values = np.stack(side.scores(union_counts[drawn]))  # [2, b, contexts]
+            valid = ~np.isnan(values)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                means.append((w_ctx * np.where(valid, values, 0.0)).sum(2) / (w_ctx * valid).sum(2))
+        stats[drawn] = (means[1] - means[0]).T
+    return percentile_ci(stats, confidence)
+
+
 #: the ``group`` of the overall rows: every group's rows and contexts pooled
 OVERALL = "all"
 #: the column of ``a``'s per-row TSE that names each row's template cluster (``group``, tab, ``source``)
@@ -282,12 +357,15 @@ def _group_records(
     seed: int,
     level: float,
     by_row: bool = False,
+    lemma_draw: tuple[tuple[LemmaSide, LemmaSide], np.ndarray] | None = None,
 ) -> list[dict[str, object]]:
     """The TSE, EW and MW rows of one group (or of every group pooled), EW and MW at CI ``level``, each
     row's ``mdd`` for a test at level ``1 - level``; ``by_row``: pair the contexts through the template
     rows even when both have the same context ids (the rows were paired by identity, not number:
     :func:`pair_rows`). When ``a``'s rows carry a :data:`TEMPLATE` column, EW and MW resample their
-    templates (:func:`compare_groups`' ``cluster``), and so does their ``mdd``."""
+    templates (:func:`compare_groups`' ``cluster``), and so does their ``mdd``; ``lemma_draw`` (the two
+    models' sides and the ``[resamples, U]`` lemma draw): their templates and lemmas
+    (:func:`paired_lemma_difference`)."""
     ta, tb = (t.set_index("row")["tse"] for t in tse)
     if not ta.index.equals(tb.index):
         raise MismatchError(f"group {group!r}: {names[0]} and {names[1]} were scored on different template rows")
@@ -316,28 +394,33 @@ def _group_records(
     sa, sb = (s.set_index("context_id") for s in scores)
     cols = list(CONTEXT_METRICS.values())
     templates = tse[0][TEMPLATE].to_numpy() if TEMPLATE in tse[0] else None
+    drawn = resamples if lemma_draw is None else 0  # the lemma draw's interval replaces the templates' below
     if sa.index.equals(sb.index) and not by_row:
         unit = len(sa)
         clusters = None
         if templates is not None:  # a context weighs the mean of its rows' template counts
-            units = mean_of_rows(sa.index.get_indexer(tse[0]["context_id"].to_numpy()), len(sa))
-            clusters = Clusters.of(templates, units=units)
+            row_contexts = (sa.index.get_indexer(tse[0]["context_id"].to_numpy()),) * 2
+            clusters = Clusters.of(templates, units=mean_of_rows(row_contexts[0], len(sa)))
         diff, lo, hi = paired_mean_difference(
-            sa[cols].to_numpy(), sb[cols].to_numpy(), resamples, seed, level, clusters=clusters
+            sa[cols].to_numpy(), sb[cols].to_numpy(), drawn, seed, level, clusters=clusters
         )
     else:  # different contexts (a masked and a causal LM): paired by template row
         ra, rb = (t.set_index("row")["context_id"] for t in tse)
         unit = len(ra)
+        row_contexts = (sa.index.get_indexer(ra.to_numpy()), sb.index.get_indexer(rb.to_numpy()))
         diff, lo, hi = paired_row_difference(
             sa[cols].to_numpy(),
-            sa.index.get_indexer(ra.to_numpy()),
+            row_contexts[0],
             sb[cols].to_numpy(),
-            sb.index.get_indexer(rb.to_numpy()),
-            resamples,
+            row_contexts[1],
+            drawn,
             seed,
             level,
             clusters=None if templates is None else Clusters.of(templates),
         )
+    if lemma_draw is not None and templates is not None:  # EW and MW at p = 1: templates and lemmas
+        ew_mw = paired_lemma_difference(lemma_draw[0], row_contexts, templates, lemma_draw[1], seed, level)
+        lo, hi = (x[[("ew", "mw").index(m) for m in CONTEXT_METRICS]] for x in ew_mw)
     mdd = bootstrap_mdd(lo, hi, level)
     for j, (metric, col) in enumerate(CONTEXT_METRICS.items()):
         records.append(
@@ -450,6 +533,48 @@ def _pooled(frames: Sequence[pd.DataFrame], keys: Sequence[str]) -> pd.DataFrame
     return pd.concat(out, ignore_index=True)
 
 
+def _lemma_draw(
+    groups: Sequence[str],
+    context_scores: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]],
+    forms: Mapping[str, tuple[tuple[FormStats, np.ndarray], tuple[FormStats, np.ndarray]]] | None,
+    lemmas: tuple[Any, Any] | None,
+    resamples: int,
+    seed: int,
+) -> tuple[dict[str, tuple[LemmaSide, LemmaSide]], np.ndarray]:
+    """Each group's two :class:`LemmaSide` and the ``[resamples, U]`` lemma draw over the union of the
+    two models' lemmas (:func:`compare_groups`, ``template_and_lemma``)."""
+    from verbeval.agreement.scores.aggregate import LEMMA_DIMENSION
+
+    lacking = [g for g in groups if forms is None or g not in forms]
+    if lemmas is None or lacking:
+        what = "lemmas" if lemmas is None else f"form statistics of group {lacking[0]!r}"
+        raise VerbevalError(f"agreement.bootstrap.cluster template_and_lemma needs both models' {what}")
+    union, columns = union_lemma_index(*lemmas)
+    sides = {}
+    for g in groups:
+        for i, (stats, plural) in enumerate(forms[g]):  # type: ignore[index]
+            n_lemmas = np.asarray(stats.prob).shape[1]
+            if len(columns[i]) != n_lemmas:
+                raise MismatchError(
+                    f"group {g!r}: form statistics of {n_lemmas} lemmas, but {len(columns[i])} lemmas given"
+                )
+            if len(plural) != len(context_scores[g][i]) or len(stats.prob) != len(plural):
+                raise MismatchError(
+                    f"group {g!r}: {len(stats.prob)} contexts of form statistics for {len(context_scores[g][i])} "
+                    "scored contexts"
+                )
+        sides[g] = tuple(LemmaSide(((st, np.asarray(pl)),), columns[i]) for i, (st, pl) in enumerate(forms[g]))  # type: ignore[index]
+    n = len(union)
+    counts = count_draws.counts(n, resamples, stream_seed(seed, LEMMA_DIMENSION), 100) if n and resamples > 0 else None
+    return sides, np.zeros((0, n)) if counts is None else counts  # type: ignore[return-value]
+
+
+def _pooled_sides(sides: Sequence[tuple[LemmaSide, LemmaSide]]) -> tuple[LemmaSide, LemmaSide]:
+    """The two models' sides of the pooled row: every group's segments, in order (as :func:`_pooled`
+    concatenates the groups' contexts)."""
+    return tuple(LemmaSide(tuple(seg for s in sides for seg in s[i].segments), sides[0][i].columns) for i in (0, 1))  # type: ignore[return-value]
+
+
 def compare_groups(
     model_a: str,
     model_b: str,
@@ -462,6 +587,8 @@ def compare_groups(
     row_ids: Mapping[str, tuple[Sequence[object], Sequence[object]]] | None = None,
     cluster: str = "context",
     templates: Mapping[str, Sequence[object] | pd.DataFrame] | None = None,
+    forms: Mapping[str, tuple[tuple[FormStats, np.ndarray], tuple[FormStats, np.ndarray]]] | None = None,
+    lemmas: tuple[pd.DataFrame | Sequence[Hashable], pd.DataFrame | Sequence[Hashable]] | None = None,
 ) -> pd.DataFrame:
     """The comparison rows (:data:`COMPARISON_COLUMNS`) of ``model_b`` against ``model_a``: per group,
     then overall (group :data:`OVERALL`: every group's rows and contexts pooled, at the nominal level,
@@ -482,7 +609,16 @@ def compare_groups(
     (group, template); ``comparisons.csv`` then gets a ``cluster`` column. The TSE row then gets the
     clustered bootstrap interval of its difference (``template_and_lemma``: templates crossed with the
     ``verb`` column of ``row_clusters``), Durkalski's p-value over the templates and the ``mdd`` of
-    that interval (:func:`_clustered_tse`)."""
+    that interval (:func:`_clustered_tse`). ``template_and_lemma`` also draws lemmas for EW and MW
+    (:func:`paired_lemma_difference`): ``forms[group]``, both models' ``(form statistics, plural)`` of
+    the group's contexts in the order of ``context_scores[group]``'s rows, and ``lemmas``, both models'
+    lemmas in the order of their statistics' lemma axis (``lemmas.parquet`` frames or keys,
+    :func:`verbeval.agreement.scores.lemma_weights.lemma_keys`). One lemma draw over the union of the
+    two models' lemmas serves every group and the pooled row (the lemmas are the same in every group):
+    the ``counts`` stream of the ``U`` union lemmas, seed :func:`verbeval.core.bootstrap.stream_seed`
+    ``(seed, LEMMA_DIMENSION)``, each model weighing its own lemmas by their union counts. It is its
+    own stream: over ``U`` lemmas, not a model's ``L``, so its counts are not those of the model's
+    per-model intervals (``verbeval aggregate``) unless ``U = L``."""
     from verbeval.agreement.scores.aggregate import cluster_dimensions
 
     dims = cluster_dimensions(cluster)
@@ -493,6 +629,9 @@ def compare_groups(
     records: list[dict[str, object]] = []
     paired: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = {}
     renumbered = False
+    draw = (
+        _lemma_draw(groups, context_scores, forms, lemmas, resamples, seed) if cluster == "template_and_lemma" else None
+    )
     for group in groups:
         ids = None if row_ids is None else row_ids.get(group)
         tb, moved = pair_rows(group, names, row_tse[group], ids)
@@ -509,13 +648,15 @@ def compare_groups(
             if "verb" in dims:
                 ta = ta.assign(**{VERB: table["verb"].to_numpy(dtype=object)[rows]})
         paired[group], renumbered = (ta, tb), renumbered or moved
+        lemma_draw = None if draw is None else (draw[0][group], draw[1])
         records += _group_records(
-            group, paired[group], context_scores[group], names, resamples, seed, simultaneous, by_row=moved
+            group, paired[group], context_scores[group], names, resamples, seed, simultaneous, moved, lemma_draw
         )
     if len(groups) > 1:
         tse = tuple(_pooled([paired[g][i] for g in groups], ["row", "context_id"]) for i in (0, 1))
         scores = tuple(_pooled([context_scores[g][i] for g in groups], ["context_id"]) for i in (0, 1))
-        records += _group_records(OVERALL, tse, scores, names, resamples, seed, confidence, by_row=renumbered)  # type: ignore[arg-type]
+        pooled = None if draw is None else (_pooled_sides([draw[0][g] for g in groups]), draw[1])
+        records += _group_records(OVERALL, tse, scores, names, resamples, seed, confidence, renumbered, pooled)  # type: ignore[arg-type]
     out = pd.DataFrame.from_records(records)
     if out.empty:
         return pd.DataFrame(columns=list(COMPARISON_COLUMNS))
