@@ -40,6 +40,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -184,18 +185,23 @@ def member(item: Download, name: str, sha256: str, cache: Path, out: Path) -> Pa
     return out
 
 
-def _gguf_arrays(path: Path, *keys: str) -> list[list[object]]:
-    """The metadata arrays ``keys`` of the GGUF file ``path`` (strings, or whole numbers), as
-    ``gguf.GGUFReader(path).fields[key].contents()`` gives them, from verbeval's own header parser:
-    GGUFReader makes a numpy view of every item of every array (about 5 s per parse of the GPT-2
-    vocabulary file under load, against a tenth of a second here)."""
+def gguf_values(path: Path, *keys: str) -> list[Any]:
+    """The metadata values ``keys`` of the GGUF file ``path``, as ``gguf.GGUFReader(path).fields[key].contents()``
+    gives them: an array (of strings or whole numbers) as a list, a scalar as its value. The offsets come
+    from verbeval's header parser (:func:`~verbeval.core.model_sources.gguf_header.read_gguf_header`), the
+    items are read here: GGUFReader makes a numpy view of every item of every array (about 5 s per parse
+    of GPT-2's vocabulary file and 60 s of Gemma 3's 262,144 tokens under load, against a tenth of a second
+    here)."""
     from verbeval.core.model_sources.gguf_header import read_gguf_header
 
     head = read_gguf_header(path)
     data = path.read_bytes()
-    arrays = []
+    values: list[Any] = []
     for key in keys:
         array = head.metadata[key]
+        if head.types[key] != 9:  # not GGUFValueType.ARRAY: the parser read the value itself
+            values.append(array)
+            continue
         pos, items = array.offset, []
         if array.item_type == 8:  # GGUFValueType.STRING: u64 length, UTF-8 bytes
             for _ in range(array.count):
@@ -205,8 +211,8 @@ def _gguf_arrays(path: Path, *keys: str) -> list[list[object]]:
         else:  # GGUFValueType.UINT32 or INT32
             fmt = {4: "I", 5: "i"}[array.item_type]
             items = list(struct.unpack_from(f"{head.order}{array.count}{fmt}", data, pos))
-        arrays.append(items)
-    return arrays
+        values.append(items)
+    return values
 
 
 def _write_configs(out: Path, config: dict[str, object]) -> None:
@@ -223,7 +229,7 @@ def build_gpt2(cache: Path, out: Path) -> None:
         cache,
         out / "vocab.gguf",
     )
-    tokens, merges = _gguf_arrays(gguf, "tokenizer.ggml.tokens", "tokenizer.ggml.merges")
+    tokens, merges = gguf_values(gguf, "tokenizer.ggml.tokens", "tokenizer.ggml.merges")
     gguf.unlink()
     (out / "vocab.json").write_text(
         json.dumps({t: i for i, t in enumerate(tokens)}, ensure_ascii=False), encoding="utf-8"
@@ -251,7 +257,7 @@ def build_bert_uncased(cache: Path, out: Path) -> None:
         cache,
         out / "vocab.gguf",
     )
-    tokens, types = _gguf_arrays(gguf, "tokenizer.ggml.tokens", "tokenizer.ggml.token_type")
+    tokens, types = gguf_values(gguf, "tokenizer.ggml.tokens", "tokenizer.ggml.token_type")
     control = [t == 3 for t in types]  # gguf TokenType.CONTROL
     gguf.unlink()
     vocab = [wordpiece_from_llama_cpp(t, c) for t, c in zip(tokens, control, strict=True)]
