@@ -384,14 +384,15 @@ def test_real_behaviour_within_bounds(smol_run: Path) -> None:
 def test_gemma3_270m_prepends_bos(real_model: Any, inputs: dict[str, Path], tmp_path: Path) -> None:
     """The same path on Gemma 3 270M: a SentencePiece vocabulary of 262,144 tokens whose tokenizer adds BOS
     (the GGUF's ``tokenizer.ggml.add_bos_token``), which a causal context must then start with."""
-    from gguf import GGUFReader
-
+    from tokenizer_sources import gguf_values
     from verbeval.agreement.engine.shards import read_shard_meta
 
     gemma = real_model(GEMMA3_270M)
-    fields = GGUFReader(str(gemma.gguf)).fields
-    tokens = list(fields["tokenizer.ggml.tokens"].contents())
-    assert len(tokens) == 262144 and fields["tokenizer.ggml.add_bos_token"].contents() is True
+    # the GGUF's own metadata (gguf.GGUFReader's values, read without it: it took about 60 s on this vocabulary)
+    tokens, add_bos, bos_id = gguf_values(
+        gemma.gguf, "tokenizer.ggml.tokens", "tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id"
+    )
+    assert len(tokens) == 262144 and add_bos is True
     groups = ["simple", "prep"]
     out = run_agreement(gemma.args, inputs, tmp_path, groups=groups)
     for g in groups:
@@ -403,7 +404,7 @@ def test_gemma3_270m_prepends_bos(real_model: Any, inputs: dict[str, Path], tmp_
     from verbeval.agreement.engine.encoding import encode_contexts
     from verbeval.core.models import is_cased, load_tokenizer
 
-    bos_id = int(fields["tokenizer.ggml.bos_token_id"].contents())
+    bos_id = int(bos_id)
     tok = load_tokenizer(ModelSource(str(gemma.folder), file=gemma.gguf.name))
     contexts = pd.read_parquet(inputs["templates"]).query("group == 'simple'").head(8)
     lm = SimpleNamespace(tokenizer=tok, kind="causal", cased=is_cased(tok), mask_token=None, model_id="gemma")

