@@ -104,7 +104,7 @@ def read_forms(
     against the manifest; a damaged one is left in place, the error says to rerun the model's inference),
     and its lemmas (``lemmas_path``, checked to be the shards' lemma set): what ``template_and_lemma``
     rescores EW and MW at p = 1 with."""
-    from verbeval.agreement.cli.common import check_lemma_set
+    from verbeval.agreement.engine.shards import check_lemma_set
     from verbeval.agreement.runs import verified_shards
     from verbeval.agreement.scores.aggregate import quarantine_bad_shard, read_shards
     from verbeval.core.errors import ShardError
