@@ -246,6 +246,35 @@ def test_agreement_result_compare_takes_the_clustering(caplog: pytest.LogCapture
     assert str(e.value) == "group 'g': agreement.bootstrap.cluster template needs the rows' templates"
 
 
+def test_agreement_result_compare_draws_lemmas_under_template_and_lemma() -> None:
+    """AgreementResult.compare(cluster="template_and_lemma") draws lemmas from both results'
+    form_stats and lemmas (which evaluate keeps under that clustering only): a right on both lemmas
+    in every context (EW 1, MW 0.75), b on neither (0, 0.25), so every draw's EW difference is -1
+    and MW's -0.5."""
+    from test_paired_lemma_draw import _scores
+
+    a, b, labels = _correlated()
+    rows, _ = _frames(a, b)
+    forms = _lemma_forms(len(a))
+    scores = tuple(_scores(stats) for stats, _ in forms["forms"]["g"])
+    ra, rb = (_result(m, rows[i], scores[i], labels) for i, m in enumerate("ab"))
+    kw = {"resamples": 400, "seed": 3, "confidence": 0.95, "cluster": "template_and_lemma"}
+    with pytest.raises(VerbevalError) as e:
+        ra.compare(rb, **kw)
+    assert str(e.value) == (
+        "compare: cluster='template_and_lemma' draws lemmas from both results' form statistics, but 'a' was "
+        "not evaluated with cluster='template_and_lemma'"
+    )
+    for i, r in enumerate((ra, rb)):
+        r.form_stats, r.lemmas = {"g": forms["forms"]["g"][i]}, forms["lemmas"][i]
+    out = ra.compare(rb, **kw)
+    want = compare_groups("a", "b", {"g": rows}, {"g": scores}, **kw, templates=ra.row_clusters, **forms)
+    pd.testing.assert_frame_equal(out, want)
+    out = out.set_index("metric")
+    assert out.loc["ew", ["difference", "ci_low", "ci_high"]].tolist() == [-1.0, -1.0, -1.0]
+    assert out.loc["mw", ["difference", "ci_low", "ci_high"]].tolist() == pytest.approx([-0.5] * 3)
+
+
 def test_compare_reads_the_verbs_of_template_and_lemma_from_the_templates(tmp_path: Path) -> None:
     """comparisons() (``verbeval compare``) under template_and_lemma: each row's verb is the pair of its
     ``correct`` and ``incorrect`` forms in templates.parquet, in either order, crossed with its
