@@ -275,6 +275,46 @@ def test_agreement_result_compare_draws_lemmas_under_template_and_lemma() -> Non
     assert out.loc["mw", ["difference", "ci_low", "ci_high"]].tolist() == pytest.approx([-0.5] * 3)
 
 
+def test_one_verb_under_template_and_lemma_keeps_durkalskis_p_value(caplog: pytest.LogCaptureFixture) -> None:
+    """Under template_and_lemma the TSE p-value is over the templates: rows of one verb pair (and 6
+    templates) still get it, and only the interval, which crosses the verbs, is NaN, with one warning."""
+    from test_paired_lemma_draw import _scores
+
+    a, b, labels = _correlated()
+    rows, _ = _frames(a, b)
+    forms = _lemma_forms(len(a))
+    scores = tuple(_scores(stats) for stats, _ in forms["forms"]["g"])
+    ra, rb = (_result(m, rows[i], scores[i], labels) for i, m in enumerate("ab"))  # every row goes/go
+    for i, r in enumerate((ra, rb)):
+        r.form_stats, r.lemmas = {"g": forms["forms"]["g"][i]}, forms["lemmas"][i]
+    with caplog.at_level(logging.WARNING):
+        out = ra.compare(rb, resamples=400, seed=3, confidence=0.95, cluster="template_and_lemma")
+    t = out[out.metric == "tse"].iloc[0]
+    assert t.p_value == t.p_adjusted == pytest.approx(_chi2_1df_sf(1.8), rel=1e-12)
+    assert np.isnan(t.ci_low) and np.isnan(t.ci_high) and np.isnan(t.mdd) and not t.significant
+    assert [r.getMessage() for r in caplog.records] == [
+        "group 'g': 1 verb: a clustered interval needs at least 2 (agreement.bootstrap.cluster), so its TSE "
+        "comparison's interval is NaN"
+    ]
+    # a group of 5 verbs whose rows both models define are of one (b has no TSE on the last 4 rows, of
+    # t5): that row's warning, and Durkalski's p-value over the 6 templates
+    caplog.clear()
+    verbs = ["go/goes"] * (len(a) - 4) + ["be/is", "do/does", "see/sees", "run/runs"]
+    b_rows = rows[1].assign(tse=np.where(np.arange(len(a)) < len(a) - 4, b, np.nan))
+    table = pd.DataFrame({"template": labels, "verb": verbs})
+    with caplog.at_level(logging.WARNING):
+        out = compare_groups("a", "b", {"g": (rows[0], b_rows)}, {"g": scores}, **KW, cluster="template_and_lemma",
+                             templates={"g": table}, **forms)  # fmt: skip
+    t = out[out.metric == "tse"].iloc[0]
+    assert (t.n, t.a_only, t.b_only) == (len(a) - 4, 20, 5) and np.isnan(t.ci_low) and np.isnan(t.ci_high)
+    # per template a_only - b_only: 5, 5, 5, 5, -5 and 0 (t5, both right, keeps one row): chi2 = 15^2 / 125
+    assert t.p_value == pytest.approx(_chi2_1df_sf(1.8), rel=1e-12)
+    assert [r.getMessage() for r in caplog.records] == [
+        "group 'g': 1 verb: a clustered interval needs at least 2 (agreement.bootstrap.cluster), so its TSE "
+        "comparison's interval is NaN"
+    ]
+
+
 def test_compare_reads_the_verbs_of_template_and_lemma_from_the_templates(tmp_path: Path) -> None:
     """comparisons() (``verbeval compare``) under template_and_lemma: each row's verb is the pair of its
     ``correct`` and ``incorrect`` forms in templates.parquet, in either order, crossed with its

@@ -124,12 +124,13 @@ class AgreementResult:
         resamples for the corrected intervals are one warning (:func:`verbeval.core.bootstrap.few_resamples`).
         ``cluster`` (``agreement.bootstrap.cluster``): ``template`` or ``template_and_lemma`` resample
         this result's templates (:attr:`row_clusters`), and TSE gets a clustered interval and p-value;
-        a group with fewer than 2 templates is one warning. ``template_and_lemma`` also draws lemmas for
+        a group with fewer than 2 templates (``template_and_lemma``: or verbs) is one warning
+        (:func:`~verbeval.agreement.scores.paired.too_few_group_clusters`). ``template_and_lemma`` also draws lemmas for
         EW and MW from both results' :attr:`form_stats` and :attr:`lemmas` (a result evaluated under
         another clustering has none: one-line :class:`~verbeval.core.errors.VerbevalError`)."""
-        from verbeval.agreement.scores.paired import compare_groups
+        from verbeval.agreement.scores.paired import compare_groups, too_few_group_clusters
         from verbeval.agreement.steps import COMPARE
-        from verbeval.core.bootstrap import Clusters, too_few_clusters, warn_few_resamples
+        from verbeval.core.bootstrap import warn_few_resamples
         from verbeval.core.errors import MismatchError
 
         if not isinstance(other, AgreementResult):
@@ -156,7 +157,7 @@ class AgreementResult:
             )
         if cluster != "context":
             for g in (g for g in groups if g in self.row_clusters):
-                why = too_few_clusters(g, Clusters.of(self.row_clusters[g]["template"]), ["template"])
+                why = too_few_group_clusters(g, self.row_clusters[g], cluster)
                 if why is not None:
                     log.warning(why)
         return compare_groups(
