@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from verbeval.agreement.api.evaluation import AgreementResult
-from verbeval.agreement.report.comparisons import comparisons
+from verbeval.agreement.report.comparisons import comparisons, row_templates
 from verbeval.agreement.scores.aggregate import row_clusters
 from verbeval.agreement.scores.paired import (
     bootstrap_mdd,
@@ -156,13 +158,25 @@ def test_the_default_keeps_mcnemars_exact_test_and_its_columns() -> None:
         assert t.significant
 
 
+def _lemma_forms(contexts: int) -> dict[str, Any]:
+    """``compare_groups``' ``forms`` and ``lemmas`` under template_and_lemma, which its EW and MW rows
+    draw lemmas from: two lemmas' form statistics in each context of group g (a right on both, b on
+    neither; tests/test_paired_lemma_draw.py's helpers)."""
+    from test_paired_lemma_draw import _lemmas, _stats
+
+    plural = np.zeros(contexts, dtype=bool)
+    stats = (_stats(np.ones((contexts, 2), dtype=bool)), _stats(np.zeros((contexts, 2), dtype=bool)))
+    return {"forms": {"g": tuple((s, plural) for s in stats)}, "lemmas": (_lemmas("go", "see"),) * 2}
+
+
 def test_template_and_lemma_crosses_verbs_in_the_interval_and_tests_over_templates() -> None:
     a, b, labels = _correlated()
     verbs = [["go/goes", "be/is", "do/does", "see/sees", "run/runs"][i % M] for i in range(len(a))]
     rows, scores = _frames(a, b)
     table = pd.DataFrame({"template": labels, "verb": verbs})
+    forms = _lemma_forms(len(a))
     out = compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="template_and_lemma",
-                         templates={"g": table})  # fmt: skip
+                         templates={"g": table}, **forms)  # fmt: skip
     t = out[out.metric == "tse"].iloc[0]
     want = paired_mean_difference(a, b, 400, 3, 0.95, clusters=Clusters.of(labels, verbs))
     assert (t.ci_low, t.ci_high) == (want[1][0], want[2][0])
@@ -170,7 +184,7 @@ def test_template_and_lemma_crosses_verbs_in_the_interval_and_tests_over_templat
     assert out["cluster"].tolist() == ["template_and_lemma"] * 3
     with pytest.raises(MismatchError) as e:
         compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="template_and_lemma",
-                       templates={"g": labels})  # fmt: skip
+                       templates={"g": labels}, **forms)  # fmt: skip
     assert str(e.value) == "group 'g': agreement.bootstrap.cluster template_and_lemma needs the rows' verbs"
     with pytest.raises(VerbevalError) as e:
         compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="verb", templates={"g": labels})
@@ -232,21 +246,115 @@ def test_agreement_result_compare_takes_the_clustering(caplog: pytest.LogCapture
     assert str(e.value) == "group 'g': agreement.bootstrap.cluster template needs the rows' templates"
 
 
-def test_compare_reads_the_verbs_of_template_and_lemma_from_the_templates(tmp_path) -> None:  # noqa: ANN001
+def test_agreement_result_compare_draws_lemmas_under_template_and_lemma() -> None:
+    """AgreementResult.compare(cluster="template_and_lemma") draws lemmas from both results'
+    form_stats and lemmas (which evaluate keeps under that clustering only): a right on both lemmas
+    in every context (EW 1, MW 0.75), b on neither (0, 0.25), so every draw's EW difference is -1
+    and MW's -0.5."""
+    from test_paired_lemma_draw import _scores
+
     a, b, labels = _correlated()
-    verbs = [["go/goes", "be/is", "do/does"][i % 3] for i in range(len(a))]
-    templates = pd.DataFrame(
-        {"group": "g", "source": labels, "line": range(len(a)), "correct": [v.split("/")[1] for v in verbs],
-         "incorrect": [v.split("/")[0] for v in verbs], "plural": False}
-    )  # fmt: skip
-    templates.to_parquet(tmp_path / "templates.parquet")
-    rows, scores = _frames(a, b)
-    for name, i in (("a", 0), ("b", 1)):
-        (tmp_path / name / "g").mkdir(parents=True)
-        rows[i].to_parquet(tmp_path / name / "g" / "tse.parquet")
-        scores[i].to_parquet(tmp_path / name / "g" / "scores.parquet")
-    out = comparisons([("configured", "a", "b")], {m: tmp_path / m for m in "ab"}, ["g"], **KW,
-                      templates={m: tmp_path / "templates.parquet" for m in "ab"}, cluster="template_and_lemma")  # fmt: skip
+    rows, _ = _frames(a, b)
+    forms = _lemma_forms(len(a))
+    scores = tuple(_scores(stats) for stats, _ in forms["forms"]["g"])
+    ra, rb = (_result(m, rows[i], scores[i], labels) for i, m in enumerate("ab"))
+    kw = {"resamples": 400, "seed": 3, "confidence": 0.95, "cluster": "template_and_lemma"}
+    with pytest.raises(VerbevalError) as e:
+        ra.compare(rb, **kw)
+    assert str(e.value) == (
+        "compare: cluster='template_and_lemma' draws lemmas from both results' form statistics, but 'a' was "
+        "not evaluated with cluster='template_and_lemma'"
+    )
+    for i, r in enumerate((ra, rb)):
+        r.form_stats, r.lemmas = {"g": forms["forms"]["g"][i]}, forms["lemmas"][i]
+    out = ra.compare(rb, **kw)
+    want = compare_groups("a", "b", {"g": rows}, {"g": scores}, **kw, templates=ra.row_clusters, **forms)
+    pd.testing.assert_frame_equal(out, want)
+    out = out.set_index("metric")
+    assert out.loc["ew", ["difference", "ci_low", "ci_high"]].tolist() == [-1.0, -1.0, -1.0]
+    assert out.loc["mw", ["difference", "ci_low", "ci_high"]].tolist() == pytest.approx([-0.5] * 3)
+
+
+def test_one_verb_under_template_and_lemma_keeps_durkalskis_p_value(caplog: pytest.LogCaptureFixture) -> None:
+    """Under template_and_lemma the TSE p-value is over the templates: rows of one verb pair (and 6
+    templates) still get it, and only the interval, which crosses the verbs, is NaN, with one warning."""
+    from test_paired_lemma_draw import _scores
+
+    a, b, labels = _correlated()
+    rows, _ = _frames(a, b)
+    forms = _lemma_forms(len(a))
+    scores = tuple(_scores(stats) for stats, _ in forms["forms"]["g"])
+    ra, rb = (_result(m, rows[i], scores[i], labels) for i, m in enumerate("ab"))  # every row goes/go
+    for i, r in enumerate((ra, rb)):
+        r.form_stats, r.lemmas = {"g": forms["forms"]["g"][i]}, forms["lemmas"][i]
+    with caplog.at_level(logging.WARNING):
+        out = ra.compare(rb, resamples=400, seed=3, confidence=0.95, cluster="template_and_lemma")
     t = out[out.metric == "tse"].iloc[0]
-    want = paired_mean_difference(a, b, 400, 3, 0.95, clusters=Clusters.of(labels, verbs))
+    assert t.p_value == t.p_adjusted == pytest.approx(_chi2_1df_sf(1.8), rel=1e-12)
+    assert np.isnan(t.ci_low) and np.isnan(t.ci_high) and np.isnan(t.mdd) and not t.significant
+    assert [r.getMessage() for r in caplog.records] == [
+        "group 'g': 1 verb: a clustered interval needs at least 2 (agreement.bootstrap.cluster), so its TSE "
+        "comparison's interval is NaN"
+    ]
+    # a group of 5 verbs whose rows both models define are of one (b has no TSE on the last 4 rows, of
+    # t5): that row's warning, and Durkalski's p-value over the 6 templates
+    caplog.clear()
+    verbs = ["go/goes"] * (len(a) - 4) + ["be/is", "do/does", "see/sees", "run/runs"]
+    b_rows = rows[1].assign(tse=np.where(np.arange(len(a)) < len(a) - 4, b, np.nan))
+    table = pd.DataFrame({"template": labels, "verb": verbs})
+    with caplog.at_level(logging.WARNING):
+        out = compare_groups("a", "b", {"g": (rows[0], b_rows)}, {"g": scores}, **KW, cluster="template_and_lemma",
+                             templates={"g": table}, **forms)  # fmt: skip
+    t = out[out.metric == "tse"].iloc[0]
+    assert (t.n, t.a_only, t.b_only) == (len(a) - 4, 20, 5) and np.isnan(t.ci_low) and np.isnan(t.ci_high)
+    # per template a_only - b_only: 5, 5, 5, 5, -5 and 0 (t5, both right, keeps one row): chi2 = 15^2 / 125
+    assert t.p_value == pytest.approx(_chi2_1df_sf(1.8), rel=1e-12)
+    assert [r.getMessage() for r in caplog.records] == [
+        "group 'g': 1 verb: a clustered interval needs at least 2 (agreement.bootstrap.cluster), so its TSE "
+        "comparison's interval is NaN"
+    ]
+
+
+def test_compare_reads_the_verbs_of_template_and_lemma_from_the_templates(tmp_path: Path) -> None:
+    """comparisons() (``verbeval compare``) under template_and_lemma: each row's verb is the pair of its
+    ``correct`` and ``incorrect`` forms in templates.parquet, in either order, crossed with its
+    template in the TSE interval; the p-value is Durkalski's over the templates. EW and MW read the
+    shards and lemmas (tests/test_aggregate.py's synthetic store of group g1, for both models)."""
+    from test_aggregate import LEMMA_IDS, PLURAL, TSE_ROWS, _store
+    from test_paired_lemma_draw import _lemmas
+
+    manifest, _ = _store(tmp_path)
+    lemmas = tmp_path / "lemmas.parquet"
+    _lemmas(*(f"v{i}" for i in range(len(LEMMA_IDS)))).to_parquet(lemmas)
+    lemma_of = {int(sing): i for i, (sing, _) in enumerate(LEMMA_IDS)}
+    forms = [(f"v{lemma_of[sing]}", f"v{lemma_of[sing]}s") for _, sing, _ in TSE_ROWS]
+    plural = [bool(PLURAL[c]) for c, _, _ in TSE_ROWS]
+    labels = ["t0", "t0", "t1", "t1", "t1", "t2", "t2"]
+    pd.DataFrame(
+        {"group": "g1", "source": labels, "line": range(len(labels)), "correct": [f[p] for f, p in zip(forms, plural)],
+         "incorrect": [f[1 - p] for f, p in zip(forms, plural)], "plural": plural}
+    ).to_parquet(tmp_path / "templates.parquet")  # fmt: skip
+    verbs = row_templates(tmp_path / "templates.parquet")["g1"]["verb"].tolist()
+    assert plural[:2] == [False, True]  # so row 1's correct form is its plural v1s
+    assert verbs == ["v0/v0s", "v1/v1s", "v2/v2s", "v3/v3s", "v0/v0s", "v1/v1s", "v3/v3s"]
+    # row 4's plural form is no single token: no TSE in either model
+    a = np.array([1, 1, 1, 0, np.nan, 1, 1])
+    b = np.array([0, 0, 1, 1, np.nan, 0, 1])
+    for name, tse, ew in (("a", a, 0.5), ("b", b, 0.75)):
+        (tmp_path / name / "g1").mkdir(parents=True)
+        rows = pd.DataFrame({"row": range(len(tse)), "context_id": [c for c, _, _ in TSE_ROWS], "tse": tse})
+        rows.to_parquet(tmp_path / name / "g1" / "tse.parquet")
+        scores = pd.DataFrame({"context_id": range(len(PLURAL)), "ew_top@1": ew, "mw_top@1": ew})
+        scores.to_parquet(tmp_path / name / "g1" / "scores.parquet")
+    out = comparisons([("configured", "a", "b")], {m: tmp_path / m for m in "ab"}, ["g1"], **KW,
+                      templates={m: tmp_path / "templates.parquet" for m in "ab"}, cluster="template_and_lemma",
+                      forms={m: (manifest, lemmas) for m in "ab"})  # fmt: skip
+    t = out[out.metric == "tse"].iloc[0]
+    both = ~np.isnan(a)
+    kept = [(lab, v) for lab, v, keep in zip(labels, verbs, both) if keep]
+    want = paired_mean_difference(a[both], b[both], 400, 3, 0.95, clusters=Clusters.of(*zip(*kept)))
     assert (t.ci_low, t.ci_high) == (want[1][0], want[2][0])
+    # per template a_only - b_only: t0 2, t1 -1, t2 1: chi2 = 2^2 / 6
+    assert (t.a_only, t.b_only, t.n) == (3, 1, 6)
+    assert t.p_value == pytest.approx(_durkalski(a[both], b[both], [lab for lab, _ in kept]), rel=1e-12)
+    assert t.p_value == pytest.approx(_chi2_1df_sf(4 / 6), rel=1e-12)

@@ -295,3 +295,12 @@ def test_evaluate_and_compare_take_the_clustering(run_inputs: Path, tokenizer_pa
     t = clustered[clustered["metric"] == "tse"].iloc[0]  # the same model twice: no discordant row
     assert (t["p_value"], t["ci_low"], t["ci_high"], t["confidence"]) == (1.0, 0.0, 0.0, 0.95)
     assert np.isnan(today[today["metric"] == "tse"].iloc[0]["ci_low"])
+    # template_and_lemma keeps the form statistics that compare draws lemmas from (the others do not)
+    assert res.form_stats == {} and plain.form_stats == {}
+    both = evaluate(model, tok, suite, **kw, cluster="template_and_lemma")  # its summary draws lemmas too
+    assert (both.summary["cluster"] == "template_and_lemma").all()
+    stats, plural = both.form_stats["blimp"]
+    assert stats.prob.shape[:2] == (len(plural), len(both.lemmas)) and len(plural) == len(both.context_scores["blimp"])
+    same = both.compare(both, **kw, cluster="template_and_lemma").set_index("metric")  # the same model twice
+    assert (same["cluster"] == "template_and_lemma").all()
+    assert same.loc[["ew", "mw"], ["difference", "ci_low", "ci_high"]].to_numpy().tolist() == [[0.0] * 3] * 2

@@ -4,6 +4,7 @@ at p = 1 resample templates and lemmas, one lemma draw over the union of the two
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from verbeval.agreement.scores.aggregate import row_clusters
 from verbeval.agreement.scores.lemma_weights import lemma_weighted_p1
 from verbeval.agreement.scores.metrics import FormStats
 from verbeval.agreement.scores.paired import compare_groups
@@ -42,6 +44,12 @@ def _lemmas(*names: str) -> pd.DataFrame:
     return pd.DataFrame({"lemma": list(names), "sing": list(names), "plur": [f"{n}s" for n in names]})
 
 
+def _row_clusters(sources: list[str], verbs: list[str]) -> pd.DataFrame:
+    """Each row's template and verb pair (:func:`row_clusters`) from its ``templates.parquet`` columns:
+    ``source``, and the singular ``correct`` and plural ``incorrect`` form of its verb (``v``, ``vs``)."""
+    return row_clusters(pd.DataFrame({"source": sources, "correct": verbs, "incorrect": [f"{v}s" for v in verbs]}))
+
+
 def test_a_difference_carried_by_two_lemmas_widens_the_paired_interval() -> None:
     """Two models of the same contexts (G = 40 templates of 2 contexts, L = 16 lemmas): b is right on
     lemmas 0 and 1 in every context where a is wrong, and on lemma 2 too in the odd templates. Under a
@@ -67,7 +75,7 @@ def test_a_difference_carried_by_two_lemmas_widens_the_paired_interval() -> None
     plural = np.zeros(n, dtype=bool)
     rows = {"g": (_rows(list(range(n))), _rows(list(range(n))))}
     scores = {"g": tuple(_scores(s) for s in stats)}
-    templates = {"g": [f"t{c // per}" for c in range(n)]}
+    templates = {"g": _row_clusters([f"t{c // per}" for c in range(n)], [f"v{c % n_lemmas:02d}" for c in range(n)])}
     lemmas = (_lemmas(*(f"v{i:02d}" for i in range(n_lemmas))),) * 2  # the union sorts them in this order
     kw: dict[str, Any] = {"resamples": 1000, "seed": 3, "confidence": 0.95, "templates": templates}
     forms = {"g": tuple((s, plural) for s in stats)}
@@ -82,7 +90,10 @@ def test_a_difference_carried_by_two_lemmas_widens_the_paired_interval() -> None
     assert (ew.ci_low, ew.ci_high) == pytest.approx(tuple(np.quantile(d[1] - d[0], [0.025, 0.975])), rel=1e-12)
     assert (ew.ci_high - ew.ci_low) / (ew_t.ci_high - ew_t.ci_low) > 10
     assert ew.ci_low <= 2 / 16 <= 5 / 32 <= ew.ci_high and not ew_t.ci_low <= 2 / 16 <= ew_t.ci_high
-    # TSE is McNemar's over rows whatever the clustering
+    # TSE draws no lemmas: no row is discordant, so both clusterings give Durkalski's p = 1 and the
+    # interval [0, 0] (templates, crossed with the rows' 16 verbs under template_and_lemma)
+    tse = both[both.metric == "tse"].iloc[0]
+    assert (tse.p_value, tse.ci_low, tse.ci_high, tse.a_only, tse.b_only, tse.n) == (1.0, 0.0, 0.0, 0, 0, n)
     pd.testing.assert_frame_equal(
         both[both.metric == "tse"].drop(columns="cluster"), alone[alone.metric == "tse"].drop(columns="cluster")
     )
@@ -107,7 +118,8 @@ def test_two_models_of_other_lemmas_weigh_their_own_lemmas_of_one_draw_over_the_
     stats_b = _stats(np.array([[False, True], [False, True], [False, True], [False, False]]))  # y, z
     rows = {"g": (_rows([0, 0, 1, 1]), _rows([0, 1, 2, 3]))}
     scores = {"g": (_scores(stats_a), _scores(stats_b))}
-    kw: dict[str, Any] = {"resamples": 1, "seed": 4, "confidence": 0.95, "templates": {"g": ["t0", "t1", "t0", "t1"]}}
+    templates = {"g": _row_clusters(["t0", "t1", "t0", "t1"], ["x", "y", "y", "z"])}
+    kw: dict[str, Any] = {"resamples": 1, "seed": 4, "confidence": 0.95, "templates": templates}
     forms = {"g": ((stats_a, np.zeros(2, dtype=bool)), (stats_b, np.zeros(4, dtype=bool)))}
     lemmas = (_lemmas("x", "y"), _lemmas("y", "z"))
     out = compare_groups("a", "b", rows, scores, **kw, cluster="template_and_lemma", forms=forms, lemmas=lemmas)
@@ -130,21 +142,25 @@ def test_two_models_of_other_lemmas_weigh_their_own_lemmas_of_one_draw_over_the_
 
 def _run(tmp_path: Path) -> dict[str, list[str]]:
     """Two models' shard stores (the synthetic shards of tests/test_aggregate.py, other logits), their
-    lemmas, the run's templates (two templates) and their aggregates: compare's options but the pair's."""
-    from test_aggregate import LEMMA_IDS, TSE_ROWS, _logits, write_synthetic_shards
+    lemmas, the run's templates (two templates; each row's forms those of its lemma, ``v<l>`` and
+    ``v<l>s``: four verbs) and their aggregates: compare's options but the pair's."""
+    from test_aggregate import LEMMA_IDS, PLURAL, TSE_ROWS, _logits, write_synthetic_shards
     from verbeval.agreement.engine.shardstore import ShardStore
     from verbeval.cli import main
 
     n = len(TSE_ROWS)
+    lemma_of = {int(sing): i for i, (sing, _) in enumerate(LEMMA_IDS)}
+    forms = [(f"v{lemma_of[sing]}", f"v{lemma_of[sing]}s") for _, sing, _ in TSE_ROWS]
+    plural = [bool(PLURAL[c]) for c, _, _ in TSE_ROWS]
     templates = tmp_path / "templates.parquet"
     pd.DataFrame(
         {
             "group": "g1",
             "source": [f"s{i % 2}" for i in range(n)],
             "line": range(n),
-            "correct": "is",
-            "incorrect": "are",
-            "plural": False,
+            "correct": [f[p] for f, p in zip(forms, plural)],
+            "incorrect": [f[1 - p] for f, p in zip(forms, plural)],
+            "plural": plural,
         }
     ).to_parquet(templates)
     lemmas = tmp_path / "lemmas.parquet"
@@ -179,7 +195,7 @@ def test_compare_cli_draws_lemmas_for_ew_and_mw_under_template_and_lemma(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     named = _run(tmp_path)
-    base = [*named["results"], *named["run"]]
+    base = [*named["results"], *named["run"], "--seed=7"]
     out = {}
     for cluster in ("template", "template_and_lemma"):
         assert _compare(tmp_path, *base, *named["shards"], *named["lemmas"], f"--cluster={cluster}") == 0
@@ -190,7 +206,30 @@ def test_compare_cli_draws_lemmas_for_ew_and_mw_under_template_and_lemma(
     assert (both.loc[["ew", "mw"], "ci_high"] != alone.loc[["ew", "mw"], "ci_high"]).all()
     same = ["value_a", "value_b", "difference", "n"]
     pd.testing.assert_frame_equal(both[same], alone[same])
-    pd.testing.assert_series_equal(both.loc["tse"].drop("cluster"), alone.loc["tse"].drop("cluster"))
+    # TSE draws no lemmas; its clustered row is Durkalski's test over the templates under both, and
+    # its interval draws the templates, crossed with the rows' verbs under template_and_lemma
+    tse = ["value_a", "value_b", "difference", "n", "a_only", "b_only", "p_value", "p_adjusted", "confidence"]
+    pd.testing.assert_series_equal(both.loc["tse", tse], alone.loc["tse", tse])
+    a, b = (pd.read_parquet(tmp_path / m / "results" / "g1" / "tse.parquet") for m in "ab")
+    rows = a.loc[a["tse"].notna() & b["tse"].notna(), "row"].to_numpy()  # the 6 rows both define
+    x, y = a["tse"].to_numpy()[rows], b["tse"].to_numpy()[rows]
+    t = pd.read_parquet(tmp_path / "templates.parquet").iloc[rows]  # each row's source and lemma (v<l>)
+    template, verb = (pd.factorize(c)[0] for c in (t["source"], t["correct"].str.rstrip("s")))
+    d = np.bincount(template, weights=(x > y).astype(float) - (y > x))  # per template: a_only - b_only
+    assert (alone.loc["tse", "a_only"], alone.loc["tse", "b_only"]) == (1, 2)
+    assert d.tolist() == [0.0, -1.0] and alone.loc["tse", "p_value"] == pytest.approx(
+        math.erfc(math.sqrt(d.sum() ** 2 / (d**2).sum() / 2)), rel=1e-9
+    )  # chi2 = 1 / 1 on 1 df: 0.3173, not McNemar's exact 1 (a_only 1, b_only 2)
+    level = alone.loc["tse", "confidence"]
+    for out, dims in ((alone, [template]), (both, [template, verb])):
+        w = np.ones((300, len(rows)))
+        for k, code in enumerate(dims):  # the k-th dimension's count stream over its clusters
+            w *= count_draws.counts(code.max() + 1, 300, stream_seed(7, k), 100)[:, code]
+        with np.errstate(invalid="ignore"):
+            diff = (w @ y - w @ x) / w.sum(1)
+        want = np.nanquantile(diff, [(1 - level) / 2, (1 + level) / 2])
+        assert out.loc["tse", ["ci_low", "ci_high"]].tolist() == pytest.approx(want.tolist(), rel=1e-9)
+    assert both.loc["tse", "ci_low"] != alone.loc["tse", "ci_low"]
     # the shards and lemmas are needed under template_and_lemma only, for every model compared
     assert _compare(tmp_path, *base, "--cluster=template") == 0
     assert pd.read_csv(tmp_path / "c.csv").set_index("metric").equals(alone)
@@ -207,7 +246,10 @@ def test_template_and_lemma_needs_the_shards_and_lemmas_of_every_compared_model(
     from verbeval.core.errors import VerbevalError
 
     templates = tmp_path / "templates.parquet"
-    pd.DataFrame({"group": "g", "source": ["s0", "s1"], "line": [1, 2]}).to_parquet(templates)
+    pd.DataFrame(
+        {"group": "g", "source": ["s0", "s1"], "line": [1, 2], "correct": ["v0", "v1s"], "incorrect": ["v0s", "v1"],
+         "plural": [False, True]}
+    ).to_parquet(templates)  # fmt: skip
     kw: dict[str, Any] = {"resamples": 10, "seed": 0, "confidence": 0.95, "templates": {"a": templates, "b": templates}}
     with pytest.raises(VerbevalError) as e:
         comparisons(

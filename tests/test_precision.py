@@ -181,8 +181,7 @@ def test_shards_of_another_lemma_set_are_one_line(
 
 
 def test_shards_of_another_lemma_set_of_the_same_size_are_refused(tmp_path: Path) -> None:
-    from verbeval.agreement.cli.common import check_lemma_set
-    from verbeval.agreement.engine.shards import lemma_set_hash
+    from verbeval.agreement.engine.shards import check_lemma_set, lemma_set_hash
     from verbeval.core.errors import MismatchError
 
     lemmas = pd.DataFrame({"lemma": ["a", "b"], "sing": ["is", "has"], "plur": ["are", "have"],

@@ -71,6 +71,10 @@ class AgreementResult:
     #: per group, each of its template rows' template and verb (:func:`~verbeval.agreement.scores.aggregate.row_clusters`,
     #: indexed as ``row_ids``): the clusters of :meth:`compare`'s ``cluster``
     row_clusters: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+    #: per group, its contexts' form statistics and ``plural`` flags, in the order of ``context_scores``
+    #: (kept by :func:`evaluate` under ``cluster="template_and_lemma"`` only): what :meth:`compare`'s
+    #: ``template_and_lemma`` draws lemmas from
+    form_stats: dict[str, tuple[FormStats, np.ndarray]] = field(default_factory=dict, repr=False)
 
     @property
     def per_group(self) -> pd.DataFrame:
@@ -120,10 +124,13 @@ class AgreementResult:
         resamples for the corrected intervals are one warning (:func:`verbeval.core.bootstrap.few_resamples`).
         ``cluster`` (``agreement.bootstrap.cluster``): ``template`` or ``template_and_lemma`` resample
         this result's templates (:attr:`row_clusters`), and TSE gets a clustered interval and p-value;
-        a group with fewer than 2 templates is one warning."""
-        from verbeval.agreement.scores.paired import compare_groups
+        a group with fewer than 2 templates (``template_and_lemma``: or verbs) is one warning
+        (:func:`~verbeval.agreement.scores.paired.too_few_group_clusters`). ``template_and_lemma`` also draws lemmas for
+        EW and MW from both results' :attr:`form_stats` and :attr:`lemmas` (a result evaluated under
+        another clustering has none: one-line :class:`~verbeval.core.errors.VerbevalError`)."""
+        from verbeval.agreement.scores.paired import compare_groups, too_few_group_clusters
         from verbeval.agreement.steps import COMPARE
-        from verbeval.core.bootstrap import Clusters, too_few_clusters, warn_few_resamples
+        from verbeval.core.bootstrap import warn_few_resamples
         from verbeval.core.errors import MismatchError
 
         if not isinstance(other, AgreementResult):
@@ -141,9 +148,16 @@ class AgreementResult:
             "compare", "cluster", COMPARE.default("cluster") if cluster is None else cluster, CLUSTERINGS
         )
         warn_few_resamples(resamples, confidence, len(groups), "resamples")
+        lemma_draw = cluster == "template_and_lemma"
+        lacking = [r.model for r in (self, other) if any(g not in r.form_stats for g in groups)]
+        if lemma_draw and lacking:
+            raise VerbevalError(
+                f"compare: cluster='template_and_lemma' draws lemmas from both results' form statistics, but "
+                f"{lacking[0]!r} was not evaluated with cluster='template_and_lemma'"
+            )
         if cluster != "context":
             for g in (g for g in groups if g in self.row_clusters):
-                why = too_few_clusters(g, Clusters.of(self.row_clusters[g]["template"]), ["template"])
+                why = too_few_group_clusters(g, self.row_clusters[g], cluster)
                 if why is not None:
                     log.warning(why)
         return compare_groups(
@@ -157,6 +171,8 @@ class AgreementResult:
             row_ids=ids,
             cluster=cluster,
             templates=self.row_clusters if cluster != "context" else None,
+            forms={g: (self.form_stats[g], other.form_stats[g]) for g in groups} if lemma_draw else None,
+            lemmas=(self.lemmas, other.lemmas) if lemma_draw else None,
         )
 
     def to_files(self, out_dir: str | Path) -> dict[str, Path]:
@@ -328,7 +344,7 @@ def evaluate(
             clusters[gid] = row_clusters(work.rows)
             summary = summarise(
                 scores[gid], tses[gid], model=name, group=gid, resamples=resamples, seed=seed, confidence=confidence,
-                cluster=cluster, templates_group=work.rows,
+                cluster=cluster, templates_group=work.rows, lemma_stats=(shards.stats, shards.plural),
             ).assign(random_init=bool(random_init))  # fmt: skip
             if shards.n_nonfinite:
                 summary = summary.assign(n_nonfinite=shards.n_nonfinite)
@@ -349,4 +365,5 @@ def evaluate(
         seconds=time.perf_counter() - t0,
         row_ids=ids,
         row_clusters=clusters,
+        form_stats=stats if cluster == "template_and_lemma" else {},
     )

@@ -39,7 +39,7 @@ def sha256_hex(text: str) -> str:
 def cmd_export(a: argparse.Namespace) -> None:
     import pandas as pd
 
-    from verbeval.agreement.cli.common import manifest_meta
+    from verbeval.agreement.engine.shardstore import manifest_meta
     from verbeval.agreement.report.eee_export import build_export, write_export
     from verbeval.core.config import config_sha256, load_config
     from verbeval.core.eee_schemas import load_schemas

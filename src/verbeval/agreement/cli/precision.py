@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import logging
 
-from verbeval.agreement.cli.common import check_lemma_set, manifest_meta, verified_shards
+from verbeval.agreement.cli.common import verified_shards
+from verbeval.agreement.engine.shardstore import manifest_meta
 from verbeval.agreement.steps import PRECISION_AUDIT
 from verbeval.core.cliutil import Add, split_pair
 from verbeval.core.errors import VerbevalError
@@ -22,6 +23,7 @@ TF32_ON_CPU = "tf32 on CPU = float32"
 def cmd_precision_audit(a: argparse.Namespace) -> None:
     import pandas as pd
 
+    from verbeval.agreement.engine.shards import check_lemma_set
     from verbeval.agreement.engine.shardstore import listed_shards
     from verbeval.agreement.report.comparisons import read_random_init
     from verbeval.agreement.scores.chunk_scores import read_chunk_audit
@@ -82,6 +84,7 @@ def register_precision_audit(add: Add) -> None:
 def cmd_flip_set(a: argparse.Namespace) -> None:
     import pandas as pd
 
+    from verbeval.agreement.engine.shards import check_lemma_set
     from verbeval.agreement.report.comparisons import read_random_init, read_results, with_flags
     from verbeval.agreement.scores.paired import compare_groups
     from verbeval.agreement.scores.precision import flip_set

@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from verbeval.core.errors import ShardError, VerbevalError
+from verbeval.core.errors import MismatchError, ShardError, VerbevalError
 from verbeval.core.io import atomic_path
 
 log = logging.getLogger("verbeval.agreement.engine.inference")
@@ -191,6 +191,28 @@ def check_shard_lemmas(
         for key in ("model_id", "revision", "tokenizer_fingerprint"):
             if meta.get(key) != ref.get(key):
                 raise VerbevalError(f"{path}: {key}={meta.get(key)!r} differs from the other shards: {ref.get(key)!r}")
+
+
+def check_lemma_set(manifest: str | Path, lemmas_path: str | Path) -> int:
+    """The number of lemmas of ``lemmas_path`` (a model's lemmas.parquet), checked against the lemma
+    set the manifest's shards were computed with (``n_lemmas``, ``lemma_set_sha256``)."""
+    from verbeval.agreement.engine.shardstore import manifest_meta
+
+    lemmas = pd.read_parquet(lemmas_path)
+    meta = manifest_meta(manifest)
+    n, want = len(lemmas), meta.get("n_lemmas")
+    if want is not None and int(want) != n:
+        raise MismatchError(
+            f"{manifest}: shards of {want} lemmas but {lemmas_path} lists {n}: "
+            "not the lemma set the shards were computed with"
+        )
+    digest = meta.get("lemma_set_sha256")
+    if digest and {"sing", "plur", "sing_id", "plur_id"} <= set(lemmas.columns) and lemma_set_hash(lemmas) != digest:
+        raise MismatchError(
+            f"{manifest}: shards of another lemma set than {lemmas_path} (both {n} lemmas, "
+            "their lemma_set_sha256 differs)"
+        )
+    return n
 
 
 def fixed_list_values(col: pa.ChunkedArray, width: int, dtype: type) -> np.ndarray:

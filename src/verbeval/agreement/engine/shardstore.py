@@ -331,6 +331,11 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     return body
 
 
+def manifest_meta(manifest: str | Path) -> dict[str, Any]:
+    """The ``meta`` of a shard manifest (what every shard of the store shares: model, dtype, lemma set)."""
+    return read_manifest(manifest).get("meta") or {}
+
+
 def manifest_random_init(path: str | Path) -> bool:
     """Whether the store's model is randomly initialised (``meta.random_init``, written by the
     inference job; :mod:`verbeval.core.provenance`). A manifest of an older verbeval has no such

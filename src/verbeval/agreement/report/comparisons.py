@@ -21,9 +21,14 @@ import pandas as pd
 
 from verbeval.agreement.scores.aggregate import row_clusters
 from verbeval.agreement.scores.metrics import FormStats
-from verbeval.agreement.scores.paired import COMPARISON_COLUMNS, compare_groups, template_row_ids
+from verbeval.agreement.scores.paired import (
+    COMPARISON_COLUMNS,
+    compare_groups,
+    template_row_ids,
+    too_few_group_clusters,
+)
 from verbeval.agreement.steps import BOOTSTRAP
-from verbeval.core.bootstrap import Clusters, too_few_clusters, warn_few_resamples
+from verbeval.core.bootstrap import warn_few_resamples
 from verbeval.core.errors import InputError, MismatchError, VerbevalError
 
 log = logging.getLogger(__name__)
@@ -104,7 +109,7 @@ def read_forms(
     against the manifest; a damaged one is left in place, the error says to rerun the model's inference),
     and its lemmas (``lemmas_path``, checked to be the shards' lemma set): what ``template_and_lemma``
     rescores EW and MW at p = 1 with."""
-    from verbeval.agreement.cli.common import check_lemma_set
+    from verbeval.agreement.engine.shards import check_lemma_set
     from verbeval.agreement.runs import verified_shards
     from verbeval.agreement.scores.aggregate import quarantine_bad_shard, read_shards
     from verbeval.core.errors import ShardError
@@ -182,7 +187,7 @@ def comparisons(
             sources[path] = row_templates(path)
         first = sources[str(templates[pairs[0][1]])]  # type: ignore[index]
         for g in groups:
-            why = too_few_clusters(g, Clusters.of(first[g]["template"] if g in first else []), ["template"])
+            why = too_few_group_clusters(g, first.get(g, pd.DataFrame({"template": [], "verb": []})), cluster)
             if why is not None:
                 log.warning(why)
     if pairs and cluster == "template_and_lemma":

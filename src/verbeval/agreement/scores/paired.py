@@ -460,23 +460,37 @@ def _clustered_tse(
     clusters' counts (:func:`paired_mean_difference`), the ``mdd`` read off it (:func:`bootstrap_mdd`),
     and Durkalski's p-value over the templates (:func:`clustered_mcnemar`: its clusters must be
     independent, and crossed templates and verbs are not nested). Fewer than 2 clusters in a
-    dimension: NaN, and one warning when the group's rows had enough (else its intervals' warning
-    said so)."""
+    dimension: a NaN interval and ``mdd`` (fewer than 2 templates: a NaN p-value too), and one
+    warning when the group's rows had enough (else :func:`too_few_group_clusters`' warning said so)."""
     names = [d for d, c in (("template", TEMPLATE), ("verb", VERB)) if c in rows]
     labels = [rows[c].to_numpy()[both] for c in (TEMPLATE, VERB) if c in rows]
     clusters = Clusters.of(*labels)
+    p_value = clustered_mcnemar(a[both] == 1.0, b[both] == 1.0, labels[0])  # NaN with fewer than 2 templates
     if clusters.too_few():
         if not Clusters.of(*(rows[c].to_numpy() for c in (TEMPLATE, VERB) if c in rows)).too_few():
-            log.warning(too_few_clusters(group, clusters, names, "its TSE comparison's interval and p-value are NaN"))
-        return {"ci_low": np.nan, "ci_high": np.nan, "confidence": level, "p_value": np.nan, "mdd": np.nan}
+            what = "interval and p-value are" if np.isnan(p_value) else "interval is"
+            log.warning(too_few_clusters(group, clusters, names, f"its TSE comparison's {what} NaN"))
+        return {"ci_low": np.nan, "ci_high": np.nan, "confidence": level, "p_value": p_value, "mdd": np.nan}
     _, lo, hi = paired_mean_difference(a[both], b[both], resamples, seed, level, clusters=clusters)
     return {
         "ci_low": lo[0],
         "ci_high": hi[0],
         "confidence": level,
-        "p_value": clustered_mcnemar(a[both] == 1.0, b[both] == 1.0, labels[0]),
+        "p_value": p_value,
         "mdd": bootstrap_mdd(lo, hi, level)[0],
     }
+
+
+def too_few_group_clusters(group: str, clusters: pd.DataFrame, cluster: str) -> str | None:
+    """The warning line of a comparison's group whose rows (``clusters``: the ``template`` and ``verb``
+    of each, :func:`verbeval.agreement.scores.aggregate.row_clusters`) have too few clusters under
+    ``agreement.bootstrap.cluster`` ``cluster`` (not ``context``), or None: fewer than 2 templates, every
+    interval is NaN; under ``template_and_lemma`` fewer than 2 verbs, the TSE row's interval (its
+    p-value is over the templates)."""
+    why = too_few_clusters(group, Clusters.of(clusters["template"]), ["template"])
+    if why is None and cluster == "template_and_lemma":
+        why = too_few_clusters(group, Clusters.of(clusters["verb"]), ["verb"], "its TSE comparison's interval is NaN")
+    return why
 
 
 def template_row_ids(templates_group: pd.DataFrame) -> np.ndarray:
