@@ -105,7 +105,11 @@ def test_shared_settings_are_one_object() -> None:
     """The cutoffs, bootstrap and errata settings are declared once and shared by their steps."""
     assert steps.AGGREGATE.settings[:2] == (steps.TOP_CUTOFFS, steps.BOTTOM_CUTOFFS)
     assert steps.PLOT_CUTOFFS.settings[:3] == (steps.TOP_CUTOFFS, steps.BOTTOM_CUTOFFS, steps.CONFIDENCE)
-    assert steps.LEXICON_MODES.settings == steps.BOOTSTRAP == steps.AGGREGATE.settings[2:]
+    assert steps.LEXICON_MODES.settings == steps.BOOTSTRAP == steps.AGGREGATE.settings[2:5]
+    assert steps.AGGREGATE.settings[5:] == (steps.CLUSTER,) and steps.COMPARE.settings == (
+        *steps.BOOTSTRAP,
+        steps.CLUSTER,
+    )
     assert steps.CONFIDENCE in steps.TABLE.settings and steps.CONFIDENCE in steps.PLOT_CHECKPOINTS.settings
     assert steps.DROP_FLAGGED_ERRATA in steps.TABLE.settings and steps.DROP_FLAGGED_ERRATA in steps.TEMPLATES.settings
 

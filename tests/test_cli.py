@@ -251,8 +251,11 @@ def _options() -> list[tuple[str, argparse.Action]]:
 
 def _schema_defaults(node: dict, defs: dict, found: dict[str, list[object]]) -> dict[str, list[object]]:
     """Every default in the schema below ``node``, by the last part of its key."""
-    while "$ref" in node:
-        node = {**defs[node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+    while "$ref" in node:  # a JSON pointer into the definitions ("#/definitions/bootstrap/properties/seed")
+        target: dict = {"definitions": defs}
+        for part in node["$ref"].removeprefix("#/").split("/"):
+            target = target[part]
+        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
     for key, sub in node.get("properties", {}).items():
         if "default" in sub:
             found.setdefault(key, []).append(sub["default"])
