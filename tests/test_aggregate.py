@@ -751,7 +751,11 @@ def test_aggregate_cli_clusters_by_template(tmp_path: Path, caplog: pytest.LogCa
                 "so its intervals are NaN"
             ]
         else:
-            assert summary.loc[summary["metric"] == "tse", "ci_low"].notna().all() and warned == []
+            assert summary.loc[summary["metric"] == "tse", "ci_low"].notna().all()
+            assert warned == [
+                f"group 'g1': {len(set(sources))} templates: a clustered interval from fewer than 20 undercovers "
+                "(agreement.bootstrap.cluster); read it as a lower bound on the uncertainty"
+            ]
 
 
 def test_aggregate_cli_template_and_lemma_draws_lemmas_for_ew_and_mw_at_p1(

@@ -425,3 +425,22 @@ def test_table2_says_what_its_intervals_resample() -> None:
     )
     plain = table2(summarise(scores, tse, **kw), [{"id": "g", "name": "G"}], ["m"])
     assert "m.cluster" not in plain.columns and "Notes" not in to_markdown(plain, ["m"])
+
+
+def test_few_clusters_warns_below_twenty_and_not_from_twenty() -> None:
+    """2 to 19 clusters in a dimension: one line (the interval undercovers); 20 and more, or fewer than 2
+    (too_few_clusters' case), none."""
+    from verbeval.core.bootstrap import FEW_CLUSTERS, Clusters, few_clusters
+
+    assert FEW_CLUSTERS == 20
+    assert few_clusters("prep", Clusters.of(["a", "b", "a"]), ["template"]) == (
+        "group 'prep': 2 templates: a clustered interval from fewer than 20 undercovers "
+        "(agreement.bootstrap.cluster); read it as a lower bound on the uncertainty"
+    )
+    many = [f"t{i}" for i in range(20)]
+    assert few_clusters("g", Clusters.of(many), ["template"]) is None
+    assert few_clusters("g", Clusters.of(many, ["v0", "v1", "v2"] * 6 + ["v0", "v1"]), ["template", "verb"]) == (
+        "group 'g': 3 verbs: a clustered interval from fewer than 20 undercovers "
+        "(agreement.bootstrap.cluster); read it as a lower bound on the uncertainty"
+    )
+    assert few_clusters("g", Clusters.of(["a"] * 3), ["template"]) is None

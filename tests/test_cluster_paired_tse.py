@@ -222,7 +222,13 @@ def test_agreement_result_compare_takes_the_clustering(caplog: pytest.LogCapture
     a, b, labels = _correlated()
     rows, scores = _frames(a, b)
     ra, rb = _result("a", rows[0], scores[0], labels), _result("b", rows[1], scores[1], labels)
-    out = ra.compare(rb, resamples=400, seed=3, confidence=0.95, cluster="template")
+    with caplog.at_level(logging.WARNING):
+        out = ra.compare(rb, resamples=400, seed=3, confidence=0.95, cluster="template")
+    assert [r.getMessage() for r in caplog.records] == [  # 6 templates: too few to cover at the nominal level
+        "group 'g': 6 templates: a clustered interval from fewer than 20 undercovers (agreement.bootstrap.cluster); "
+        "read it as a lower bound on the uncertainty"
+    ]
+    caplog.clear()
     want = compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="template", templates={"g": labels})
     pd.testing.assert_frame_equal(out, want)
     assert out.loc[out.metric == "tse", "p_value"].item() == pytest.approx(_chi2_1df_sf(1.8), rel=1e-12)

@@ -145,6 +145,10 @@ def _factorize(labels: Sequence[object]) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(codes, dtype=np.int64), np.asarray(uniques)
 
 
+#: clusters below which a clustered percentile interval (and Durkalski's test) undercovers: a warning
+FEW_CLUSTERS = 20
+
+
 def too_few_clusters(
     group: str, clusters: Clusters, names: Sequence[str], nan: str = "its intervals are NaN"
 ) -> str | None:
@@ -155,6 +159,18 @@ def too_few_clusters(
             return (
                 f"group {group!r}: {size} {name}{'' if size == 1 else 's'}: a clustered interval needs at least 2 "
                 f"(agreement.bootstrap.cluster), so {nan}"
+            )
+    return None
+
+
+def few_clusters(group: str, clusters: Clusters, names: Sequence[str]) -> str | None:
+    """The warning line of a group with at least 2 but fewer than :data:`FEW_CLUSTERS` clusters in a
+    dimension (its clustered interval undercovers: a lower bound on the uncertainty), or None."""
+    for size, name in zip(clusters.sizes, names):
+        if 2 <= size < FEW_CLUSTERS:
+            return (
+                f"group {group!r}: {size} {name}s: a clustered interval from fewer than {FEW_CLUSTERS} undercovers "
+                "(agreement.bootstrap.cluster); read it as a lower bound on the uncertainty"
             )
     return None
 

@@ -24,6 +24,7 @@ from verbeval.core.bootstrap import (
     CLUSTERINGS,
     Clusters,
     bootstrap_means,
+    few_clusters,
     mean_of_rows,
     percentile_ci,
     stream_seed,
@@ -424,8 +425,10 @@ def summary_clusters(
     index = pd.Index(scores["context_id"]).get_indexer(tse["context_id"].to_numpy())
     by_context = Clusters.of(labels["template"].to_numpy(), units=mean_of_rows(index, len(scores)))
     # too few templates: every interval is NaN; too few verbs (template_and_lemma): TSE's only
-    why = too_few_clusters(group, by_context, ["template"]) or too_few_clusters(
-        group, by_row, dims, nan="its TSE interval is NaN"
+    why = (
+        too_few_clusters(group, by_context, ["template"])
+        or too_few_clusters(group, by_row, dims, nan="its TSE interval is NaN")
+        or few_clusters(group, by_row, dims)
     )
     if why is not None:
         log.warning(why)

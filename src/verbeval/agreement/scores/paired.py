@@ -58,6 +58,7 @@ from verbeval.core import count_draws
 from verbeval.core.bootstrap import (
     Clusters,
     bootstrap_statistic,
+    few_clusters,
     mean_of_rows,
     percentile_ci,
     stream_seed,
@@ -490,7 +491,8 @@ def too_few_group_clusters(group: str, clusters: pd.DataFrame, cluster: str) -> 
     why = too_few_clusters(group, Clusters.of(clusters["template"]), ["template"])
     if why is None and cluster == "template_and_lemma":
         why = too_few_clusters(group, Clusters.of(clusters["verb"]), ["verb"], "its TSE comparison's interval is NaN")
-    return why
+    dims = ["template", "verb"] if cluster == "template_and_lemma" else ["template"]
+    return why or few_clusters(group, Clusters.of(*(clusters[d] for d in dims)), dims)
 
 
 def template_row_ids(templates_group: pd.DataFrame) -> np.ndarray:
