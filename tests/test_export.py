@@ -339,3 +339,14 @@ def test_the_workflows_config_hash_is_named_as_given_and_one_configuration_only(
 def test_the_datastore_folder_of_a_model(model_id: str, expected: tuple[str, str, str]) -> None:
     """(model_info.id, developer folder, model folder): a hub id as it is, a local model as local/<name>."""
     assert model_identity(model_id, "my tiny") == expected
+
+
+def test_the_interval_method_names_the_clustering() -> None:
+    """A summary aggregated with agreement.bootstrap.cluster says so in the exported interval's method."""
+    from verbeval.agreement.report.eee_export import _ci_method
+
+    assert _ci_method(pd.Series({"value": 0.5})) == "percentile bootstrap"
+    assert _ci_method(pd.Series({"cluster": "context"})) == "percentile bootstrap"
+    assert _ci_method(pd.Series({"cluster": "template_and_lemma"})) == (
+        "percentile bootstrap, resampling template and lemma clusters (agreement.bootstrap.cluster)"
+    )

@@ -110,6 +110,15 @@ def _summary_row(summary: pd.DataFrame, metric: Metric, where: str) -> pd.Series
     return rows.iloc[0]
 
 
+def _ci_method(row: pd.Series) -> str:
+    """How the summary row's interval was drawn: its ``cluster`` (``agreement.bootstrap.cluster``; a
+    summary of the default ``context`` has no such column)."""
+    cluster = row.get("cluster")
+    if isinstance(cluster, str) and cluster != "context":
+        return f"percentile bootstrap, resampling {cluster.replace('_and_', ' and ')} clusters (agreement.bootstrap.cluster)"
+    return "percentile bootstrap"
+
+
 def _result(
     group: str, metric: Metric, row: pd.Series, source: dict[str, Any], confidence: float, resamples: int
 ) -> dict[str, Any] | None:
@@ -123,7 +132,7 @@ def _result(
             "lower": low,
             "upper": high,
             "confidence_level": float(confidence),
-            "method": "percentile bootstrap",
+            "method": _ci_method(row),
         }
         uncertainty["num_bootstrap_samples"] = int(resamples)
     config: dict[str, Any] = {
