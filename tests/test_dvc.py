@@ -91,6 +91,7 @@ def test_every_rule_runs_one_declared_step(ci_rules: Any) -> None:
         "agreement.bootstrap.resamples",
         "agreement.bootstrap.seed",
         "agreement.bootstrap.confidence",
+        "agreement.bootstrap.cluster",
     )  # its step's (verbeval.agreement.steps.AGGREGATE)
     assert rule_config_keys("lemma_stats") == ()
     with pytest.raises(VerbevalError, match="rule 'r' runs no declared step"):
