@@ -117,6 +117,12 @@ def test_bootstrap_mdd_of_a_known_standard_error() -> None:
     assert bootstrap_mdd(np.array([-z]), np.array([z]), 0.95)[0] == pytest.approx(z + norm.ppf(0.8))
     assert bootstrap_mdd(np.array([0.0]), np.array([2 * z * 0.01]), 0.95)[0] == pytest.approx(0.028016, abs=1e-6)
     assert np.isnan(bootstrap_mdd(np.array([np.nan]), np.array([1.0]), 0.95)[0])
+    # every context's difference 0 (two revisions that decide alike): a [0, 0] interval has no spread to
+    # read a standard error off, so no minimum detectable difference (not 0: "a difference of 0.000")
+    assert np.isnan(bootstrap_mdd(np.array([0.0]), np.array([0.0]), 0.95)[0])
+    same = np.full((50, 2), 0.7)
+    _, lo, hi = paired_mean_difference(same, same.copy(), resamples=200, seed=0, confidence=0.95)
+    assert (lo == 0).all() and (hi == 0).all() and np.isnan(bootstrap_mdd(lo, hi, 0.95)).all()
 
 
 def test_bootstrap_mdd_of_a_planted_normal_difference() -> None:

@@ -166,12 +166,13 @@ def mcnemar_mdd(n: int, discordant: int, alpha: float, power: float = POWER) -> 
 def bootstrap_mdd(ci_low: np.ndarray, ci_high: np.ndarray, level: float, power: float = POWER) -> np.ndarray:
     """The smallest ``|b - a|`` a normal test at two-sided level ``1 - level`` detects with ``power``,
     its standard error read off the percentile interval at ``level``: ``se = (ci_high - ci_low) /
-    (2 z_{(1+level)/2})``, ``mdd = (z_{(1+level)/2} + z_power) se``; NaN where the interval is."""
+    (2 z_{(1+level)/2})``, ``mdd = (z_{(1+level)/2} + z_power) se``; NaN where the interval is, and where
+    it has no width (every resample gave the same difference: no spread to read a standard error off)."""
     from scipy.stats import norm
 
     z = norm.ppf(0.5 + level / 2.0)
     se = (np.asarray(ci_high, dtype=np.float64) - np.asarray(ci_low, dtype=np.float64)) / (2.0 * z)
-    return (z + norm.ppf(power)) * se
+    return np.where(se > 0, (z + norm.ppf(power)) * se, np.nan)
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:
