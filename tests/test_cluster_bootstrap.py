@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from test_lemma_weights import _form_stats as lemma_form_stats
 from verbeval.agreement.cli.aggregate import aggregate_run
 from verbeval.agreement.report.comparisons import comparisons
 from verbeval.agreement.report.tables import table2, to_markdown
@@ -171,16 +172,8 @@ def test_template_and_lemma_crosses_the_rows_templates_with_their_verbs() -> Non
 
 def _form_stats(probs: np.ndarray, n_lemmas: int) -> FormStats:
     """Form statistics of distributions ``probs`` ``[C, V]`` whose first ``2 L`` tokens are the lemmas'
-    forms (singular, plural): each form's probability and the mass ranked strictly above / below it."""
-    order = np.argsort(-probs, axis=1, kind="stable")
-    ranked = np.take_along_axis(probs, order, axis=1)
-    above_r = np.cumsum(ranked, axis=1) - ranked
-    below_r = ranked.sum(axis=1, keepdims=True) - above_r - ranked
-    above, below = np.empty_like(probs), np.empty_like(probs)
-    np.put_along_axis(above, order, above_r, axis=1)
-    np.put_along_axis(below, order, below_r, axis=1)
-    shape = (len(probs), n_lemmas, 2)
-    return FormStats(*(a[:, : 2 * n_lemmas].reshape(shape).astype(np.float32) for a in (probs, above, below)))
+    forms (singular, plural): tests/test_lemma_weights.py's, on token ids 0 .. 2 L - 1."""
+    return lemma_form_stats(probs, np.arange(2 * n_lemmas).reshape(n_lemmas, 2))
 
 
 def _lemma_run(
