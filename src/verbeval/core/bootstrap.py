@@ -175,6 +175,15 @@ def few_clusters(group: str, clusters: Clusters, names: Sequence[str]) -> str | 
     return None
 
 
+def weighted_nanmean(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The NaN-ignoring mean of ``values`` along their last axis, each weighed by ``weights``
+    (broadcast against them: a resample's weights of the units): ``sum w v / sum w`` over the defined
+    values; NaN where no weight falls on one."""
+    valid = ~np.isnan(values)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (weights * np.where(valid, values, 0.0)).sum(-1) / (weights * valid).sum(-1)
+
+
 def bootstrap_statistic(
     statistic: Callable[[np.ndarray], np.ndarray],
     n: int,

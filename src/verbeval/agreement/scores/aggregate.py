@@ -29,6 +29,7 @@ from verbeval.core.bootstrap import (
     percentile_ci,
     stream_seed,
     too_few_clusters,
+    weighted_nanmean,
 )
 from verbeval.core.errors import MismatchError, ShardError, VerbevalError
 
@@ -464,7 +465,5 @@ def lemma_draw_context_scores(
     lemmas = count_draws.counts(n_lemmas, resamples, stream_seed(seed, LEMMA_DIMENSION), block)
     for rows, w in by_context.weights(resamples, seed, block):
         for k, values in enumerate(lemma_weighted_p1(stats, plural, lemmas[rows])):
-            valid = ~np.isnan(values)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out[rows, k] = (w * np.where(valid, values, 0.0)).sum(1) / (w * valid).sum(1)
+            out[rows, k] = weighted_nanmean(w, values)
     return out

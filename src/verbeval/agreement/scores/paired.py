@@ -63,6 +63,7 @@ from verbeval.core.bootstrap import (
     percentile_ci,
     stream_seed,
     too_few_clusters,
+    weighted_nanmean,
 )
 from verbeval.core.errors import MismatchError, VerbevalError
 
@@ -333,10 +334,7 @@ def paired_lemma_difference(
         means = []
         for side, m in zip(sides, to_contexts):
             w_ctx = np.asarray((m.T @ w_rows).T)  # [b, contexts]: each context's share of its rows drawn
-            values = np.stack(side.scores(union_counts[drawn]))  # [2, b, contexts]
-            valid = ~np.isnan(values)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                means.append((w_ctx * np.where(valid, values, 0.0)).sum(2) / (w_ctx * valid).sum(2))
+            means.append(weighted_nanmean(w_ctx, np.stack(side.scores(union_counts[drawn]))))  # [2, b]
         stats[drawn] = (means[1] - means[0]).T
     return percentile_ci(stats, confidence)
 
