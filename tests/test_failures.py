@@ -124,3 +124,107 @@ def test_resource_problems() -> None:
     (problem,) = resource_problems(["slurm_account"], profile, gpu)
     assert problem.startswith("default-resources lack slurm_partition, runtime, mem_mb")
     assert len(resource_problems([], {}, gpu)) == 2
+
+
+#: a queue job and a plain job killed with ``kill -9``, as Snakemake 9.27 wrote them to its log (a
+#: local run): ``run-queue`` killed (its shell's status 137), then the job's shell itself killed
+#: (Python's ``died with <Signals.SIGKILL: 9>``), then a job that exited 3 with an empty log
+KILLED_LOG = """\
+[Tue Dec  1 22:24:36 2026]
+localrule queue_0:
+    output: results/agreement/queues/queue_0.json
+    log: results/logs/queues/queue_0.log
+    jobid: 1
+    reason: Missing output files: results/agreement/queues/queue_0.json
+    resources: tmpdir=/tmp
+RuleException:
+CalledProcessError in file "/repo/workflow/rules/queues.smk", line 32:
+Command 'set -euo pipefail;  verbeval run-queue --threads 4 --post-workers 1 --job 'run-model --model gpt2' 2> \
+results/logs/queues/queue_0.log' returned non-zero exit status 137.
+[Tue Dec  1 22:24:36 2026]
+Error in rule queue_0:
+    message: None
+    jobid: 1
+    output: results/agreement/queues/queue_0.json
+    log: results/logs/queues/queue_0.log (check log file(s) for error details)
+    shell:
+        verbeval run-queue --threads 4 --post-workers 1 --job 'run-model --model gpt2' 2> results/logs/queues/queue_0.log
+        (command exited with non-zero exit code)
+RuleException:
+CalledProcessError in file "/repo/workflow/rules/queues.smk", line 32:
+Command 'set -euo pipefail;  verbeval templates --out t.parquet 2> results/logs/templates.log' returned non-zero \
+exit status 3.
+RuleException:
+CalledProcessError in file "/repo/workflow/rules/queues.smk", line 32:
+Command 'set -euo pipefail;  verbeval run-queue --threads 4 --post-workers 1 --job 'run-model --model bert' 2> \
+results/logs/queues/queue_1.log' died with <Signals.SIGKILL: 9>.
+[Tue Dec  1 22:24:37 2026]
+Error in rule queue_1:
+    message: None
+    jobid: 2
+    output: results/agreement/queues/queue_1.json
+    log: results/logs/queues/queue_1.log (check log file(s) for error details)
+    shell:
+        verbeval run-queue --threads 4 --post-workers 1 --job 'run-model --model bert' 2> results/logs/queues/queue_1.log
+        (command exited with non-zero exit code)
+[Tue Dec  1 22:24:37 2026]
+Error in rule templates:
+    message: None
+    jobid: 3
+    output: t.parquet
+    log: results/logs/templates.log (check log file(s) for error details)
+    shell:
+        verbeval templates --out t.parquet 2> results/logs/templates.log
+        (command exited with non-zero exit code)
+Exiting because a job execution failed. Look above for error messages
+"""
+#: the log of a queue killed with ``kill -9``, as Python 3.11 leaves it: an INFO line of the queue, a
+#: WARNING that mentions "out of memory", then the warning of the pool's resource tracker, which outlives it
+KILLED_QUEUE_LOG = """\
+2026-12-01 22:24:36,193 INFO verbeval: run-queue: step 1 of 3 (run-model gpt2) done in 4.1 s
+2026-12-01 22:24:37,201 WARNING verbeval: out of memory at batch size 512; retrying with 256, and later batches too
+/root/.pyenv/versions/3.11.7/lib/python3.11/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: \
+There appear to be 1 leaked semaphore objects to clean up at shutdown
+  warnings.warn('resource_tracker: There appear to be %d '
+"""
+SIGKILL_WORDS = "killed by signal 9 (SIGKILL: out of memory or killed by a user)"
+
+
+def test_a_killed_job_is_said_killed_never_an_info_or_warning_line(tmp_path: Path) -> None:
+    jobs = failed_jobs(KILLED_LOG)
+    assert [(j.rule, j.exit) for j in jobs] == [
+        ("queue_0", "returned non-zero exit status 137"),
+        ("queue_1", "died with <Signals.SIGKILL: 9>"),  # its own command's end, not templates' printed before it
+        ("templates", "returned non-zero exit status 3"),
+    ]
+    _write(tmp_path, "results/logs/queues/queue_0.log", KILLED_QUEUE_LOG)
+    _write(tmp_path, "results/logs/queues/queue_1.log", "INFO:root:loading\n")
+    _write(tmp_path, "results/logs/templates.log", "")
+    assert failure_summary(KILLED_LOG, tmp_path) == [
+        f"queue_0: {SIGKILL_WORDS} [results/logs/queues/queue_0.log]",
+        f"queue_1: {SIGKILL_WORDS} [results/logs/queues/queue_1.log]",
+        "templates: exited with status 3; its log is empty [results/logs/templates.log]",
+    ]
+    # without Snakemake's word on the command, still no INFO, WARNING or Python warning line
+    alone = "Error in rule queue_0:\n    log: results/logs/queues/queue_0.log (check log file(s) for error details)\n"
+    assert failure_summary(alone, tmp_path) == [
+        "queue_0: its log has no error line (only log records and warnings) [results/logs/queues/queue_0.log]"
+    ]
+    assert cause_in_text(KILLED_QUEUE_LOG) == "no error line (only log records and warnings)"
+
+
+def test_a_signal_in_a_log_is_said_in_words() -> None:
+    # bash's line for a child it lost to SIGKILL (from a local run), and a SLURM job's Snakemake
+    bash = "/usr/bin/bash: line 1:  5649 Killed                  verbeval run-queue --threads 4 2> q.log\n"
+    assert cause_in_text(KILLED_QUEUE_LOG + bash) == SIGKILL_WORDS
+    inner = "Command 'set -euo pipefail;  verbeval run-queue --job x 2> q.log' returned non-zero exit status 143.\n"
+    assert cause_in_text(KILLED_QUEUE_LOG + inner) == (
+        "killed by signal 15 (SIGTERM: stopped by Snakemake, the scheduler or a user)"
+    )
+    assert cause_in_text("worker ended, returncode -11\n") == "killed by signal 11 (SIGSEGV: a crash)"
+    assert cause_in_text("Segmentation fault (core dumped)\n") == "killed by signal 11 (SIGSEGV: a crash)"
+    # an ordinary exit status is no signal; a traceback after a kill line is not preferred to it
+    assert cause_in_text("returned non-zero exit status 1\nValueError: x\n") == "ValueError: x"
+    assert cause_in_text("Killed\nValueError: x\n") == SIGKILL_WORDS
+    # a verbeval error line still comes first
+    assert cause_in_text("verbeval infer: error: x: missing\nKilled\n") == "verbeval infer: error: x: missing"
