@@ -309,6 +309,63 @@ def test_the_post_workers_end_with_the_queue_process(sig: signal.Signals) -> Non
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the processes from Linux's /proc")
+@pytest.mark.parametrize("kernel", [True, False], ids=["PR_SET_PDEATHSIG", "polling thread"])
+def test_a_queue_process_and_its_workers_end_when_the_jobs_shell_is_killed(kernel: bool) -> None:
+    """A queue process bound to its parent (verbeval.core.parent_death: what ``verbeval`` does for
+    the workflow's jobs) ends, with its post worker, when its job's shell is killed with SIGKILL: the
+    shell's stdout pipe, held by the shell, the queue process, its worker and the pool's resource
+    tracker, reaches its end. Without ``PR_SET_PDEATHSIG`` (other systems) the polling thread does it."""
+    code = (
+        "import os, time\n"
+        "from verbeval.core.parent_death import end_with_parent\n"
+        f"end_with_parent(kernel={kernel})\n"
+        "from verbeval.model_queue import _post_pool\n"
+        "pool = _post_pool(1)\n"
+        "print(os.getpid(), pool.submit(os.getpid).result(), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    shell = subprocess.Popen(
+        ["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(code)} & wait"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_environ(),
+    )
+    pids: list[int] = []
+    try:
+        assert shell.stdout is not None
+        pids = [int(w) for w in shell.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(pid) for pid in pids)
+        shell.send_signal(signal.SIGKILL)
+        assert shell.wait(timeout=10) == -signal.SIGKILL
+        done = threading.Thread(target=shell.stdout.read, daemon=True)  # returns at the pipe's end
+        done.start()
+        done.join(timeout=15)
+        assert not done.is_alive(), "a process of the queue still holds the job's stdout"
+        assert [pid for pid in pids if _alive(pid)] == []
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_the_cli_binds_a_workflow_job_to_its_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``verbeval`` ends with its parent when the workflow asks (``VERBEVAL_END_WITH_PARENT=1``), and
+    not when run by hand (``verbeval ... &`` outlives its shell)."""
+    from verbeval.core import parent_death
+
+    calls: list[int] = []
+    monkeypatch.setattr(parent_death, "end_with_parent", lambda: calls.append(1))
+    for value, expected in ((None, []), ("1", [1])):
+        calls.clear()
+        if value is None:
+            monkeypatch.delenv(parent_death.ENV, raising=False)
+        else:
+            monkeypatch.setenv(parent_death.ENV, value)
+        assert main(["-q", "run-queue", "--job", "no-such-step"]) == 1
+        assert calls == expected
+
+
 @pytest.mark.parametrize("start", ["script without a main guard", "python -m verbeval", "entry point"])
 def test_the_post_workers_work_however_the_cli_was_started(tmp_path: Path, start: str) -> None:
     """A post step runs in a worker process (here: fails there, with its own one-line error) whether

@@ -17,6 +17,7 @@ from verbeval.core import npy_sort
 npy_sort.prefer_avx2_sort()  # first, before anything imports numpy: numpy's sort kernels on AMD Zen 4
 
 from verbeval.commands import build_parser  # noqa: E402
+from verbeval.core import parent_death  # noqa: E402
 from verbeval.core.errors import VerbevalError  # noqa: E402
 
 __all__ = ["build_parser", "main"]
@@ -29,6 +30,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if parent_death.requested():  # a workflow job: end with its shell (verbeval.core.parent_death)
+        parent_death.end_with_parent()
     try:
         args.func(args)
     except KeyboardInterrupt:  # Ctrl-C: what the command started (pip, temporaries) was cleaned up on the way out

@@ -38,7 +38,6 @@ import logging
 import multiprocessing.context
 import os
 import sys
-import threading
 import time
 import types
 from collections.abc import Callable
@@ -176,31 +175,17 @@ def _init_worker(level: int, parent: int) -> None:
 
 def _end_with_parent(parent: int) -> None:
     """End this worker when the queue process ``parent`` ends, however it ends (``kill -9``, the OOM
-    killer): a worker left behind would wait forever on the pool's call queue, whose both ends it
-    holds, keeping its memory and the queue's log open. On Linux the kernel sends SIGKILL when the
-    thread that started the worker ends (``PR_SET_PDEATHSIG``; :func:`run_queue` submits, and so
-    starts the workers, from the main thread, which ends only with the process); everywhere a daemon
-    thread ends the worker within half a second of its parent's death (its parent id changes). The
-    pool's resource tracker then ends by itself: every holder of its pipe is gone."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
+    killer, its shell killed): a worker left behind would wait forever on the pool's call queue, whose
+    both ends it holds, keeping its memory and the queue's log open. SIGKILL from the kernel when the
+    thread that started the worker ends (:func:`run_queue` submits, and so starts the workers, from
+    the main thread, which ends only with the process), and from a thread that polls the parent's id
+    (:func:`verbeval.core.parent_death.end_with_parent`). The pool's resource tracker then ends by
+    itself: every holder of its pipe is gone."""
+    import signal
 
-        from verbeval.core.model_sources.pip_package import _PR_SET_PDEATHSIG
+    from verbeval.core.parent_death import end_with_parent
 
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):  # pragma: no cover - a libc without prctl: the thread below
-            pass
-    if os.getppid() != parent:  # the parent died before the call: nobody sends the signal
-        os._exit(1)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="verbeval-parent-watch", daemon=True).start()
+    end_with_parent(signal.SIGKILL, parent)
 
 
 def _run_in_worker(step: QueueStep, i: int, n: int) -> str | None:

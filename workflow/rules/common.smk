@@ -4,8 +4,10 @@
 # per-model step rules' records), RULE and Snakemake's names.
 # Every rule runs one declared step, in verbeval.<study>.steps; there its settings, options and the
 # configuration keys it reads (its stages' DVC params, verbeval.workflow.dvc_yaml) are declared once.
+import os
 import sys
 
+from verbeval.core import parent_death
 from verbeval.core.console import install_short_job_info
 from verbeval.workflow.loading import build_plan
 from verbeval.workflow.params import Untracked, alternatives, wrapped
@@ -17,6 +19,8 @@ from verbeval.workflow.snakemake import (blocked_output_root, failure_lines, for
 
 # job descriptions: rule all's hundreds of inputs (and its reason) as the first files and a count
 install_short_job_info()
+# every verbeval command a job runs ends when its job's shell ends (verbeval.core.parent_death)
+os.environ[parent_death.ENV] = "1"
 
 
 class ConfigError(WorkflowError):

@@ -35,6 +35,7 @@ from typing import Any
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import atomic_path, sha256_file, temporary_folder, write_json
 from verbeval.core.model_sources.fingerprint import cache_dir, file_sha256
+from verbeval.core.parent_death import PR_SET_PDEATHSIG
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,6 @@ PIP_COMMAND: tuple[str, ...] = (sys.executable, "-m", "pip")
 DOWNLOAD_PREFIX = ".pip-download-"
 #: pip's configuration keys naming its index
 _INDEX_KEYS = ("index-url", "index_url")
-_PR_SET_PDEATHSIG = 1
 
 
 def _redacted(url: str) -> str:
@@ -235,7 +235,7 @@ def _die_with_parent() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def set_death_signal() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         if os.getppid() != parent:  # verbeval died before the call: nobody would send the signal
             os.kill(os.getpid(), signal.SIGTERM)
 
