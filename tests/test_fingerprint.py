@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -272,18 +273,125 @@ def test_the_cache_is_bounded_and_pruned_of_gone_files(tmp_path: Path, monkeypat
     assert fingerprint.prune() == 0
 
 
-def test_a_locked_or_broken_cache_still_gives_the_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fingerprint, "BUSY_TIMEOUT_S", 0.05)
-    f = tmp_path / "w.bin"
-    f.write_bytes(b"abc")
-    g = tmp_path / "v.bin"
-    g.write_bytes(b"abcd")
-    fingerprint.file_sha256(g)  # the database exists
+@pytest.fixture()
+def hashing(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The files hashed (read) from here on, in order."""
+    calls: list[Path] = []
+    real = fingerprint.sha256_file
+
+    def counting(path: Path) -> str:
+        calls.append(Path(path))
+        return real(path)
+
+    monkeypatch.setattr(fingerprint, "sha256_file", counting)
+    return calls
+
+
+def _files(tmp_path: Path, *contents: bytes) -> list[Path]:
+    out = []
+    for k, data in enumerate(contents):
+        f = tmp_path / f"w{k}.bin"
+        f.write_bytes(data)
+        out.append(f)
+    return out
+
+
+@pytest.mark.parametrize("when", ["opening it", "after opening it"])
+def test_a_locked_cache_is_skipped_at_once_with_one_line(
+    tmp_path: Path, hashing: list[Path], caplog: pytest.LogCaptureFixture, when: str
+) -> None:
+    f, g, h = _files(tmp_path, b"abc", b"abcd", b"abcde")
+    fingerprint.file_sha256(h)  # the database exists, with h's hash
+    new_process()
+    if when == "after opening it":
+        fingerprint.file_sha256(h)  # this process's connection is open (a hit)
     other = sqlite3.connect(tmp_path / "cache" / fingerprint.DB_NAME, isolation_level=None)
-    other.execute("BEGIN EXCLUSIVE")  # another job holds it
-    assert fingerprint.file_sha256(f) == hashlib.sha256(b"abc").hexdigest()
+    other.execute("BEGIN EXCLUSIVE")  # another job holds it, and keeps it
+    hashing.clear()
+    with caplog.at_level(logging.DEBUG, logger=fingerprint.log.name):
+        assert [fingerprint.file_sha256(x) for x in (f, g)] == [
+            hashlib.sha256(b"abc").hexdigest(),
+            hashlib.sha256(b"abcd").hexdigest(),
+        ]
+    assert hashing == [f, g]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", f"file-hash cache {tmp_path / 'cache' / fingerprint.DB_NAME} is locked by another process: "
+                 "hashing without it")
+    ]  # fmt: skip
+    assert fingerprint.BUSY_TIMEOUT_S <= 0.5  # a lock is not waited for (was 10 s)
     other.execute("ROLLBACK")
     other.close()
+    new_process()  # the lock released: the next process uses the database again, which was left whole
+    hashing.clear()
+    assert fingerprint.file_sha256(h) == hashlib.sha256(b"abcde").hexdigest() and hashing == []
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [fingerprint.DB_NAME]
+
+
+def _garbage(db: Path) -> None:
+    db.write_bytes(b"not a database" * 100)
+
+
+def _bad_page(db: Path) -> None:
+    """The header of the table's page (the second) overwritten: a database that still opens."""
+    data = bytearray(db.read_bytes())
+    page = 4096
+    assert len(data) >= 4 * page
+    data[page : page + 12] = b"\xff" * 12
+    db.write_bytes(bytes(data))
+
+
+def _wrong_hash(db: Path) -> None:
+    """One byte of a stored hash changed (SQLite itself cannot see it): its entry's tag finds it."""
+    with sqlite3.connect(db) as con:
+        path, digest = con.execute("SELECT path, sha256 FROM hashes ORDER BY path LIMIT 1").fetchone()
+        con.execute(
+            "UPDATE hashes SET sha256 = ? WHERE path = ?", (("0" if digest[0] != "0" else "1") + digest[1:], path)
+        )
+
+
+@pytest.mark.parametrize("damage", [_garbage, _bad_page, _wrong_hash], ids=["garbage", "bad page", "wrong hash"])
+def test_a_damaged_cache_is_moved_aside_and_rebuilt(
+    tmp_path: Path, hashing: list[Path], caplog: pytest.LogCaptureFixture, damage: Callable[[Path], None]
+) -> None:
+    files = _files(tmp_path, *[bytes([k]) * (100 + k) for k in range(40)])
+    truth = [hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
+    assert [fingerprint.file_sha256(f) for f in files] == truth
     new_process()
-    (tmp_path / "cache" / fingerprint.DB_NAME).write_bytes(b"not a database" * 100)
-    assert fingerprint.file_sha256(f) == hashlib.sha256(b"abc").hexdigest()
+    db = tmp_path / "cache" / fingerprint.DB_NAME
+    damage(db)
+    damaged = db.read_bytes()
+    hashing.clear()
+    with caplog.at_level(logging.WARNING, logger=fingerprint.log.name):
+        assert [fingerprint.file_sha256(f) for f in files] == truth  # never the damaged entry's hash
+    (record,) = caplog.records
+    assert record.levelname == "WARNING" and record.getMessage().startswith(f"file-hash cache {db} is damaged (")
+    assert record.getMessage().endswith(
+        f"moved aside to {fingerprint.DB_NAME}.damaged and rebuilt; its files are hashed again"
+    )
+    aside = tmp_path / "cache" / f"{fingerprint.DB_NAME}.damaged"
+    assert aside.read_bytes() == damaged  # renamed, never deleted
+    assert sorted(hashing) == sorted(files)  # each hashed again, once
+    assert rows(tmp_path / "cache") == sorted((str(f.resolve()), d) for f, d in zip(files, truth))
+    new_process()  # the next process uses the new database: nothing hashed, nothing said
+    hashing.clear()
+    caplog.clear()
+    assert [fingerprint.file_sha256(f) for f in files] == truth
+    assert hashing == [] and caplog.records == []
+
+
+def test_entries_without_a_tag_are_hashed_again_once(tmp_path: Path, hashing: list[Path]) -> None:
+    """A database written by a version without entry tags: its entries are not trusted, each file is
+    hashed again once and recorded with its tag."""
+    (f,) = _files(tmp_path, b"abc")
+    db = tmp_path / "cache" / fingerprint.DB_NAME
+    db.parent.mkdir()
+    with sqlite3.connect(db) as con:
+        con.executescript(fingerprint._SCHEMA.replace(",\n    tag TEXT", ""))
+        st = f.stat()
+        con.execute(
+            "INSERT INTO hashes VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (str(f.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, "0" * 64, 0),
+        )
+    assert fingerprint.file_sha256(f) == hashlib.sha256(b"abc").hexdigest() and hashing == [f]
+    new_process()
+    assert fingerprint.file_sha256(f) == hashlib.sha256(b"abc").hexdigest() and hashing == [f]

@@ -18,11 +18,22 @@ The content hash of each file is cached in one small SQLite database,
 and valid while the file's (size, mtime, inode, ctime) are those recorded with it: a replaced file is
 hashed again, a multi-GB checkpoint is read once per change, not once per job. Each lookup and each
 write costs O(1) (no listing of a folder, no fsync). Parallel jobs share the database: a rollback
-journal (not WAL, which needs all its writers on one host) and a busy timeout. It keeps at most
+journal (not WAL, which needs all its writers on one host) and a short busy timeout
+(:data:`BUSY_TIMEOUT_S`: longer than another job's write, which takes milliseconds). It keeps at most
 :data:`MAX_ENTRIES` entries (the least recently used go first), and every :data:`PRUNE_EVERY` writes
 it drops the entries of the files that are gone among the next :data:`PRUNE_BATCH`. The cache is best
-effort: an unwritable, locked or damaged one only costs a rehash. (The folder ``file-hashes/`` of one
-JSON file per hash, written by earlier versions, is no longer read; it is left as it is.)
+effort: an unwritable one only costs a rehash; one locked by another process for longer than that
+(a stuck job, an open ``sqlite3`` shell) is skipped at once for the rest of the process, with one
+INFO line, and the files are hashed without it.
+
+A hash read from it is verified before use: the database passes ``PRAGMA quick_check`` when a
+process opens it, and each entry carries a tag (:func:`_tag`: a sha256 over the entry's path, stat
+identity and hash) that must match, so a damaged byte never becomes a wrong fingerprint. A damaged
+database (garbage bytes, a malformed page, a tag that does not match) is moved aside
+(``file-hashes.sqlite.damaged``, its journal with it; renamed, never deleted) and rebuilt, with one
+WARNING line naming it; entries written by a version without tags are hashed again once. (The folder
+``file-hashes/`` of one JSON file per hash, written by earlier versions, is no longer read; it is
+left as it is.)
 """
 
 from __future__ import annotations
@@ -51,13 +62,17 @@ PRUNE_EVERY = 64
 PRUNE_BATCH = 512
 #: a hit refreshes an entry's last use at most this often (seconds), so that reads rarely write
 TOUCH_AFTER_S = 3600
-#: how long a writer waits for another process's lock before giving up (the cache is best effort)
-BUSY_TIMEOUT_S = 10.0
+#: how long a reader or writer waits for another process's lock before hashing without the cache
+#: (another job's write holds it for milliseconds; a lock held longer is skipped, not waited for)
+BUSY_TIMEOUT_S = 0.25
 
 Stamp = tuple[str, int, int, int, int]  # (absolute path, size, mtime_ns, inode, ctime_ns)
 
 _MEMO: dict[Stamp, str] = {}
 _DBS: dict[tuple[int, str], sqlite3.Connection | None] = {}
+#: the inode of the database file each connection of :data:`_DBS` opened (a damaged one is moved
+#: aside only while it is still the file at the path: another process may have rebuilt it already)
+_INODES: dict[tuple[int, str], int] = {}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS hashes (
@@ -67,7 +82,8 @@ CREATE TABLE IF NOT EXISTS hashes (
     ino INTEGER NOT NULL,
     ctime_ns INTEGER NOT NULL,
     sha256 TEXT NOT NULL,
-    used INTEGER NOT NULL
+    used INTEGER NOT NULL,
+    tag TEXT
 );
 CREATE INDEX IF NOT EXISTS hashes_used ON hashes (used);
 CREATE TABLE IF NOT EXISTS prune (id INTEGER PRIMARY KEY CHECK (id = 0), next_rowid INTEGER NOT NULL);
@@ -124,28 +140,129 @@ def _now() -> int:
     return int(time.time())
 
 
+class _Damaged(Exception):
+    """The database is damaged (its reason as the message)."""
+
+
+def _tag(stamp: Stamp, digest: str) -> str:
+    """An entry's check: 16 hex digits of a sha256 over its path, stat identity and hash."""
+    return hashlib.sha256("\0".join(map(str, (*stamp, digest))).encode()).hexdigest()[:16]
+
+
+def _damage(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` says the file is damaged (not a database, malformed), not locked or unwritable."""
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+
+
+def _locked(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """A connection to the database at ``path``, checked (``quick_check``) and with its schema;
+    raises :class:`_Damaged` for a damaged file, :class:`sqlite3.Error` or OSError else."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        # no fsync per write (a rollback journal with fsyncs costs about 15 ms a write): a killed
+        # process leaves the database intact, only an OS crash can damage it (then: moved aside)
+        con.execute("PRAGMA synchronous = OFF")
+        problems = [row[0] for row in con.execute("PRAGMA quick_check").fetchall()]
+        if problems != ["ok"]:
+            raise _Damaged(f"quick_check: {'; '.join(map(str, problems[:3]))}")
+        con.executescript(_SCHEMA)
+        if "tag" not in {row[1] for row in con.execute("PRAGMA table_info(hashes)")}:
+            with contextlib.suppress(sqlite3.OperationalError):  # another process added it meanwhile
+                con.execute("ALTER TABLE hashes ADD COLUMN tag TEXT")  # a version without tags wrote it
+    except sqlite3.Error as exc:
+        con.close()
+        if _damage(exc):
+            raise _Damaged(str(exc)) from exc
+        raise
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _set_aside(path: Path, ino: int | None) -> Path | None:
+    """Move the damaged database at ``path`` (and its journal, which belongs to it) to the first free
+    ``<name>.damaged[.N]``, unless another process has done so already (the file there now is not
+    inode ``ino``); where it went, or None."""
+    try:
+        if ino is not None and os.stat(path).st_ino != ino:
+            return None
+        n = 1
+        while True:
+            aside = path.with_name(f"{path.name}.damaged" + (f".{n}" if n > 1 else ""))
+            if not aside.exists():
+                break
+            n += 1
+        os.replace(path, aside)
+        journal = path.with_name(path.name + "-journal")
+        if journal.exists():
+            os.replace(journal, aside.with_name(aside.name + "-journal"))
+        return aside
+    except OSError:
+        return None
+
+
+def _open() -> sqlite3.Connection | None:
+    """A new connection to the database: a damaged one moved aside (one WARNING line) and rebuilt,
+    a locked one skipped (one INFO line), an unwritable one left (a DEBUG line); None: no cache."""
+    path = db_path()
+    for attempt in (1, 2):
+        try:
+            ino = os.stat(path).st_ino if path.exists() else None
+            con = _connect(path)
+            _INODES[(os.getpid(), str(path))] = os.stat(path).st_ino
+            return con
+        except _Damaged as exc:
+            if attempt == 2:
+                log.warning("file-hash cache %s is damaged again (%s): hashing without it", path, exc)
+                return None
+            _rebuild(path, ino, str(exc))
+        except (OSError, sqlite3.Error) as exc:
+            if isinstance(exc, sqlite3.Error) and _locked(exc):
+                log.info("file-hash cache %s is locked by another process: hashing without it", path)
+            else:
+                log.debug("no file-hash cache at %s: %s", path, exc)
+            return None
+    return None  # pragma: no cover - the loop returns
+
+
+def _rebuild(path: Path, ino: int | None, reason: str) -> None:
+    aside = _set_aside(path, ino)
+    where = f"moved aside to {aside.name}" if aside else "moved aside by another process"
+    log.warning("file-hash cache %s is damaged (%s): %s and rebuilt; its files are hashed again", path, reason, where)
+
+
 def _db() -> sqlite3.Connection | None:
     """This process's connection to the database (None when it cannot be opened: no cache)."""
     key = (os.getpid(), str(db_path()))
     if key not in _DBS:
-        con = None
-        try:
-            db_path().parent.mkdir(parents=True, exist_ok=True)
-            con = sqlite3.connect(str(db_path()), timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            # no fsync per write (a rollback journal with fsyncs costs about 15 ms a write): a killed
-            # process leaves the database intact, only an OS crash can damage it (then: no cache)
-            con.execute("PRAGMA synchronous = OFF")
-            con.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-                log.warning("file-hash cache %s is damaged (%s): hashes are not cached; remove it", db_path(), exc)
-            else:
-                log.debug("no file-hash cache at %s: %s", db_path(), exc)
-            if con is not None:
-                con.close()
-            con = None
-        _DBS[key] = con
+        _DBS[key] = _open()
     return _DBS[key]
+
+
+def _failed(exc: sqlite3.Error | _Damaged, what: str) -> None:
+    """A query that failed: a damaged database is moved aside and rebuilt (this process reconnects),
+    a locked one is skipped for the rest of the process; anything else costs this one entry."""
+    key = (os.getpid(), str(db_path()))
+    con = _DBS.get(key)
+    if isinstance(exc, _Damaged) or _damage(exc):
+        _DBS[key] = None
+        if con is not None:
+            con.close()
+        _rebuild(db_path(), _INODES.get(key), str(exc))
+        _DBS[key] = _open()
+    elif _locked(exc):
+        _DBS[key] = None
+        if con is not None:
+            con.close()
+        log.info("file-hash cache %s is locked by another process: hashing without it", db_path())
+    else:
+        log.debug("file-hash cache %s: %s: %s", db_path(), what, exc)
 
 
 def _lookup(stamp: Stamp) -> str | None:
@@ -154,16 +271,20 @@ def _lookup(stamp: Stamp) -> str | None:
         return None
     try:
         row = con.execute(
-            "SELECT size, mtime_ns, ino, ctime_ns, sha256, used FROM hashes WHERE path = ?", (stamp[0],)
+            "SELECT size, mtime_ns, ino, ctime_ns, sha256, used, tag FROM hashes WHERE path = ?", (stamp[0],)
         ).fetchone()
         if row is None or tuple(row[:4]) != stamp[1:]:
             return None
+        if row[6] is None:  # written by a version without tags: hashed again, recorded with one
+            return None
+        if row[6] != _tag(stamp, row[4]):
+            raise _Damaged(f"the entry of {stamp[0]} does not match its tag")
         now = _now()
         if row[5] < now - TOUCH_AFTER_S:
             con.execute("UPDATE hashes SET used = ? WHERE path = ?", (now, stamp[0]))
         return str(row[4])
-    except sqlite3.Error as exc:
-        log.debug("file-hash cache %s unreadable: %s", db_path(), exc)
+    except (sqlite3.Error, _Damaged) as exc:
+        _failed(exc, "unreadable")
         return None
 
 
@@ -173,13 +294,14 @@ def _record(stamp: Stamp, digest: str) -> None:
         return
     try:
         cur = con.execute(
-            "INSERT OR REPLACE INTO hashes (path, size, mtime_ns, ino, ctime_ns, sha256, used) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (*stamp, digest, _now()),
+            "INSERT OR REPLACE INTO hashes (path, size, mtime_ns, ino, ctime_ns, sha256, used, tag) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (*stamp, digest, _now(), _tag(stamp, digest)),
         )
         if cur.lastrowid is not None and cur.lastrowid % PRUNE_EVERY == 0:
             prune(con)
     except sqlite3.Error as exc:
-        log.debug("cannot cache the hash of %s in %s: %s", stamp[0], db_path(), exc)
+        _failed(exc, f"cannot cache the hash of {stamp[0]}")
 
 
 def prune(con: sqlite3.Connection | None = None) -> int:
