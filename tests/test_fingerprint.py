@@ -395,3 +395,24 @@ def test_entries_without_a_tag_are_hashed_again_once(tmp_path: Path, hashing: li
     assert fingerprint.file_sha256(f) == hashlib.sha256(b"abc").hexdigest() and hashing == [f]
     new_process()
     assert fingerprint.file_sha256(f) == hashlib.sha256(b"abc").hexdigest() and hashing == [f]
+
+
+def test_the_cache_serves_every_thread_of_a_process(
+    tmp_path: Path, hashing: list[Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A queue's prefetcher hashes the next model on a thread of its own: it uses the process's
+    database as the main thread does (SQLite's connections refuse other threads by default), and
+    that refusal is never taken for damage."""
+    import threading
+
+    f, g = _files(tmp_path, b"abc", b"abcd")
+    fingerprint.file_sha256(f)  # the process's connection, opened by the main thread
+    got: list[str] = []
+    with caplog.at_level(logging.DEBUG, logger=fingerprint.log.name):
+        worker = threading.Thread(target=lambda: got.extend(fingerprint.file_sha256(x) for x in (f, g)))
+        worker.start()
+        worker.join()
+    assert got == [hashlib.sha256(b"abc").hexdigest(), hashlib.sha256(b"abcd").hexdigest()]
+    assert caplog.records == [] and hashing == [f, g]
+    assert rows(tmp_path / "cache") == sorted((str(x.resolve()), d) for x, d in zip((f, g), got))
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [fingerprint.DB_NAME]

@@ -43,6 +43,7 @@ import hashlib
 import logging
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -73,6 +74,8 @@ _DBS: dict[tuple[int, str], sqlite3.Connection | None] = {}
 #: the inode of the database file each connection of :data:`_DBS` opened (a damaged one is moved
 #: aside only while it is still the file at the path: another process may have rebuilt it already)
 _INODES: dict[tuple[int, str], int] = {}
+#: held while a thread uses this process's connection (opened, queried, replaced)
+_LOCK = threading.RLock()
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS hashes (
@@ -150,8 +153,12 @@ def _tag(stamp: Stamp, digest: str) -> str:
 
 
 def _damage(exc: sqlite3.Error) -> bool:
-    """Whether ``exc`` says the file is damaged (not a database, malformed), not locked or unwritable."""
-    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+    """Whether ``exc`` says the file is damaged (SQLite's "file is not a database", "database disk
+    image is malformed"): not locked, unwritable or misused (its subclasses)."""
+    return type(exc) is sqlite3.DatabaseError and getattr(exc, "sqlite_errorname", "SQLITE_CORRUPT") in (
+        "SQLITE_CORRUPT",
+        "SQLITE_NOTADB",
+    )
 
 
 def _locked(exc: sqlite3.Error) -> bool:
@@ -162,7 +169,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     """A connection to the database at ``path``, checked (``quick_check``) and with its schema;
     raises :class:`_Damaged` for a damaged file, :class:`sqlite3.Error` or OSError else."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    # one connection per process, used by its threads in turn (:data:`_LOCK`; a queue's prefetcher
+    # loads the next model on a thread of its own)
+    con = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     try:
         # no fsync per write (a rollback journal with fsyncs costs about 15 ms a write): a killed
         # process leaves the database intact, only an OS crash can damage it (then: moved aside)
@@ -240,9 +249,10 @@ def _rebuild(path: Path, ino: int | None, reason: str) -> None:
 def _db() -> sqlite3.Connection | None:
     """This process's connection to the database (None when it cannot be opened: no cache)."""
     key = (os.getpid(), str(db_path()))
-    if key not in _DBS:
-        _DBS[key] = _open()
-    return _DBS[key]
+    with _LOCK:
+        if key not in _DBS:
+            _DBS[key] = _open()
+        return _DBS[key]
 
 
 def _failed(exc: sqlite3.Error | _Damaged, what: str) -> None:
@@ -266,6 +276,11 @@ def _failed(exc: sqlite3.Error | _Damaged, what: str) -> None:
 
 
 def _lookup(stamp: Stamp) -> str | None:
+    with _LOCK:
+        return _locked_lookup(stamp)
+
+
+def _locked_lookup(stamp: Stamp) -> str | None:
     con = _db()
     if con is None:
         return None
@@ -289,6 +304,11 @@ def _lookup(stamp: Stamp) -> str | None:
 
 
 def _record(stamp: Stamp, digest: str) -> None:
+    with _LOCK:
+        _locked_record(stamp, digest)
+
+
+def _locked_record(stamp: Stamp, digest: str) -> None:
     con = _db()
     if con is None:
         return
@@ -308,9 +328,12 @@ def prune(con: sqlite3.Connection | None = None) -> int:
     """One pruning step of the database: drop the entries of the files that are gone among the next
     :data:`PRUNE_BATCH` (in row order, resuming where the last step stopped, round the table), then
     the least recently used entries beyond :data:`MAX_ENTRIES`. Returns how many went."""
-    con = con or _db()
-    if con is None:
-        return 0
+    with _LOCK:
+        con = con or _db()
+        return 0 if con is None else _prune(con)
+
+
+def _prune(con: sqlite3.Connection) -> int:
     con.execute("BEGIN IMMEDIATE")  # one transaction (the connection is in autocommit mode otherwise)
     try:
         row = con.execute("SELECT next_rowid FROM prune WHERE id = 0").fetchone()
