@@ -4,9 +4,11 @@ start-up with the fix (issue 23, item 3)."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from conftest import checkout_view, fake_cached
 from inprocess import DryRun, DryRunError, dry_run
 from verbeval.cli import main
+from verbeval.core.errors import VerbevalError
 from verbeval.core.model_sources import hub
 from verbeval.core.model_sources.source import ModelSource
 
@@ -191,3 +194,126 @@ def test_unreachable_hub_model_does_not_stop_jobs_that_do_not_load_it(
     problem = start_check(lemmas) or ""
     assert problem.startswith(f"{cfg}: models.0.id: hub model gpt2 is not in the local Hugging Face cache"), problem
     assert problem.endswith("; no job was run")
+
+
+# ------------------------------------------------------------------ a checkpoint's tensors (issue 61)
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny GPT-2 (lm_head tied to wte) and a tiny BERT (decoder tied to the embeddings and
+    cls.predictions.bias) on a word-level tokenizer, saved."""
+    from verbeval.core.tiny_models import make_tiny_model
+    from verbeval.core.wordtok import save_word_tokenizer
+
+    root = tmp_path_factory.mktemp("tensors")
+    corpus = root / "corpus.txt"
+    corpus.write_text("the dog walks the dogs walk near a door\n")
+    out = {}
+    for arch, style in (("gpt2", "causal"), ("bert", "masked")):
+        tok = save_word_tokenizer([corpus], style, root / f"tok-{arch}")  # type: ignore[arg-type]
+        out[arch] = make_tiny_model(tok, arch, root / arch, layers=1, hidden=16)
+    return out
+
+
+def _edited(model: Path, dest: Path, edit: Any) -> Path:
+    """A copy of ``model`` whose safetensors file ``edit`` changed (a dict of tensors, in place)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(model, dest)
+    weights = load_file(str(dest / "model.safetensors"))
+    edit(weights)
+    save_file(weights, str(dest / "model.safetensors"), metadata={"format": "pt"})
+    return dest
+
+
+def _logits(folder: Path) -> Any:
+    import torch
+
+    from verbeval.core.models import load_model
+
+    lm = load_model(str(folder), device="cpu")
+    with torch.no_grad():
+        return lm.model(**lm.tokenizer("the dog walks", return_tensors="pt")).logits
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "verbeval" and r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "bert"])
+def test_a_whole_checkpoint_with_tied_weights_loads_without_a_word(
+    tiny_models: dict[str, Path], arch: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from safetensors import safe_open
+
+    with safe_open(str(tiny_models[arch] / "model.safetensors"), "pt") as f:
+        keys = set(f.keys())
+    # the tied tensors are saved once: GPT-2's lm_head, BERT's decoder are not in the file
+    assert "lm_head.weight" not in keys and "cls.predictions.decoder.weight" not in keys
+    with caplog.at_level(logging.INFO, logger="verbeval"):
+        _logits(tiny_models[arch])
+    assert _warnings(caplog) == []
+
+
+@pytest.mark.parametrize(
+    ("arch", "removed", "reported"),
+    [
+        ("gpt2", ["transformer.h.0.mlp.c_fc.weight"], "transformer.h.0.mlp.c_fc.weight"),
+        # both of a tied pair gone (the embeddings, of which the decoder is a view): both named
+        ("bert", ["bert.embeddings.word_embeddings.weight"],
+         "bert.embeddings.word_embeddings.weight, cls.predictions.decoder.weight"),
+    ],
+)  # fmt: skip
+def test_a_checkpoint_missing_a_tensor_is_refused_naming_it(
+    tiny_models: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    arch: str,
+    removed: list[str],
+    reported: str,
+) -> None:
+    from verbeval.core.models import load_model
+
+    model = _edited(tiny_models[arch], tmp_path / "m", lambda w: [w.pop(k) for k in removed])
+    n = reported.count(",") + 1
+    message = (
+        f"cannot load model '{model}': its checkpoint lacks {n} tensor(s) of the model ({reported}); "
+        "scored, they would be random (newly initialised) weights; download or save the model again"
+    )
+    with pytest.raises(VerbevalError) as refused:
+        load_model(str(model), device="cpu")
+    assert str(refused.value) == message
+    # through a command: one error line, no output written
+    pd.DataFrame({c: pd.Series(dtype=str) for c in ("group", "source", "left", "right")}).to_parquet(
+        tmp_path / "t.parquet"
+    )
+    pd.DataFrame({"lemma": pd.Series(dtype=str)}).to_parquet(tmp_path / "l.parquet")
+    capsys.readouterr()
+    rc = main(["infer", "--model", str(model), "--device", "cpu", "--templates", str(tmp_path / "t.parquet"),
+               "--lemmas", str(tmp_path / "l.parquet"), "--groups", "simple",
+               "--manifest", str(tmp_path / "out" / "manifest.json")])  # fmt: skip
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("verbeval")]
+    assert (rc, err) == (1, [f"verbeval infer: error: {message}"])
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_an_extra_tensor_is_one_warning_and_changes_no_score(
+    tiny_models: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import torch
+
+    def add(w: dict[str, Any]) -> None:
+        w["cls.seq_relationship.weight"] = torch.ones(2, 16)
+        w["cls.seq_relationship.bias"] = torch.zeros(2)
+
+    model = _edited(tiny_models["bert"], tmp_path / "m", add)
+    with caplog.at_level(logging.INFO, logger="verbeval"):
+        logits = _logits(model)
+    assert _warnings(caplog) == [
+        f"{model}: its checkpoint holds 2 tensor(s) the model does not use, ignored "
+        "(cls.seq_relationship.bias, cls.seq_relationship.weight)"
+    ]
+    assert torch.equal(logits, _logits(tiny_models["bert"]))

@@ -13,6 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from verbeval.core.errors import VerbevalError  # noqa: E402
 from verbeval.core.model_sources.source import ModelSource  # noqa: E402
 from verbeval.core.models import load_model  # noqa: E402
 from verbeval.core.prefetch import LoadRequest, Prefetcher  # noqa: E402
@@ -130,8 +131,9 @@ def test_what_does_not_fit_exactly_is_built(
     revisions: dict[str, list[Path]], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Another config value (dropout: the same tensors), weights in a .bin file, a model still held
-    by a step that did not release it, a weights file missing a tensor: each is built by
-    from_pretrained, and equals a fresh load."""
+    by a step that did not release it: each is built by from_pretrained, and equals a fresh load. A
+    weights file missing a tensor is not swapped, and from_pretrained's load refuses it (scored, the
+    tensor would be newly initialised: verbeval.core.load_report)."""
     first, second = revisions["gpt2"][:2]
     dropout = _copy(second, tmp_path / "dropout")
     cfg = json.loads((dropout / "config.json").read_text())
@@ -152,7 +154,7 @@ def test_what_does_not_fit_exactly_is_built(
     cfg["_name_or_path"], cfg["transformers_version"] = "/elsewhere", "0.0.1"
     (renamed / "config.json").write_text(json.dumps(cfg))
 
-    for other, swapped in ((dropout, False), (binary, False), (missing, False), (renamed, True)):
+    for other, swapped in ((dropout, False), (binary, False), (renamed, True)):
         prefetch = Prefetcher()
         lm = prefetch.take(_request(first))
         prefetch.release(lm)
@@ -162,8 +164,19 @@ def test_what_does_not_fit_exactly_is_built(
         fresh = _request(other).load()  # seeded as the queue's load: what from_pretrained fills in is the same
         assert _state(new.model) == _state(fresh.model), other.name
         prefetch.close()
+    prefetch = Prefetcher()
+    lm = prefetch.take(_request(first))
+    prefetch.release(lm)
+    with caplog.at_level(logging.INFO, logger="verbeval"), pytest.raises(VerbevalError) as refused:
+        prefetch.take(_request(missing))
+    prefetch.close()
     assert f"{missing}: weights not swapped (['transformer.h.1.mlp.c_proj.bias']: 0 tensors in the files): built" in (
         caplog.text
+    )
+    assert str(refused.value) == (
+        f"cannot load model '{missing}': its checkpoint lacks 1 tensor(s) of the model "
+        "(transformer.h.1.mlp.c_proj.bias); scored, they would be random (newly initialised) weights; "
+        "download or save the model again"
     )
 
 

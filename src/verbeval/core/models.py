@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from verbeval.core.devices import DeviceMap, check_device_map, input_device, resolve_device
 from verbeval.core.errors import VerbevalError
+from verbeval.core.load_report import check_load_report
 from verbeval.core.model_ids import ModelRef
 from verbeval.core.model_sources.source import ModelSource
 
@@ -451,12 +452,18 @@ def load_model(
     try:
         if gguf:  # the config already read
             extra["config"] = cfg
-        model = cls.from_pretrained(where, dtype=torch_dtype(dtype), **source_kwargs, **extra)
+        model, info = cls.from_pretrained(
+            where, dtype=torch_dtype(dtype), output_loading_info=True, **source_kwargs, **extra
+        )
+        # a tensor the checkpoint lacks would be scored newly initialised: refused (core.load_report)
+        check_load_report(model_id if not gguf else f"{model_id} ({source.file})", model, info)
         if gguf and device_map is None and model.dtype != torch_dtype(dtype):
             model = model.to(torch_dtype(dtype))  # GGUF weights may be dequantised to float32 regardless
-    except (*load_errors(), NotImplementedError, RuntimeError) as exc:
+    except (*load_errors(), NotImplementedError, RuntimeError, VerbevalError) as exc:
         if offload is not None:
             shutil.rmtree(offload, ignore_errors=True)
+        if isinstance(exc, VerbevalError):
+            raise
         if isinstance(exc, (NotImplementedError, RuntimeError)):
             from verbeval.core.model_sources.gguf import unreadable, unreadable_errors
 

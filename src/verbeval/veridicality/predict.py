@@ -106,6 +106,7 @@ def load_nli(source: ModelSource | str, device: str | None = None) -> tuple[Any,
     from transformers import AutoModelForSequenceClassification
 
     from verbeval.core.devices import resolve_device
+    from verbeval.core.load_report import check_load_report
     from verbeval.core.models import load_errors, load_failure, load_tokenizer
 
     source = ModelSource.of(source)
@@ -113,9 +114,12 @@ def load_nli(source: ModelSource | str, device: str | None = None) -> tuple[Any,
     dev = resolve_device(VERIDICALITY_PREDICT.default("device") if device is None else device)
     tok = load_tokenizer(source)
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(source.ref.location, revision=source.revision)
+        model, info = AutoModelForSequenceClassification.from_pretrained(
+            source.ref.location, revision=source.revision, output_loading_info=True
+        )
     except load_errors() as exc:
         raise load_failure(source.id, exc, "NLI model") from None
+    check_load_report(source.id, model, info, "NLI model")  # a random classifier head is refused
     label_index(model.config)
     return model.eval().to(dev), tok, dev
 

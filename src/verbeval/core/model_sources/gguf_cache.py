@@ -176,6 +176,7 @@ def _read_gguf_files(folder: str, name: str, model_id: str) -> tuple[Any, Any, A
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from verbeval.core.load_report import check_load_report
     from verbeval.core.model_sources.gguf import check_config, load_kwargs, unreadable, unreadable_errors
 
     try:
@@ -183,13 +184,17 @@ def _read_gguf_files(folder: str, name: str, model_id: str) -> tuple[Any, Any, A
         check_config(cfg, model_id)
         tok = AutoTokenizer.from_pretrained(folder, **load_kwargs(name))
         # the config already parsed: the GGUF file is not read a third time for it
-        model = AutoModelForCausalLM.from_pretrained(folder, **load_kwargs(name), config=cfg, dtype=torch.float32)
+        model, info = AutoModelForCausalLM.from_pretrained(
+            folder, **load_kwargs(name), config=cfg, dtype=torch.float32, output_loading_info=True
+        )
     except (OSError, ValueError) as exc:
         raise unreadable(exc, model_id, name) from None
     except (NotImplementedError, RuntimeError) as exc:
         if not unreadable_errors(exc):
             raise  # not a GGUF file transformers cannot read (e.g. out of memory): as it is
         raise unreadable(exc, model_id, name) from None
+    # a tensor the file lacks would be cached newly initialised, and then read as the model's own
+    check_load_report(f"{model_id} ({name})", model, info)
     if model.dtype != torch.float32:
         model = model.to(torch.float32)
     # the weights are dequantised: an ordinary model now, saved and read without the GGUF quantizer
