@@ -375,3 +375,55 @@ def test_ctrl_c_is_one_line_and_status_130(
     assert main(["check-config", str(tmp_path / "c.yaml")]) == 130
     cap = capsys.readouterr()
     assert cap.err == "verbeval check-config: interrupted\n" and cap.out == ""
+
+
+def test_ctrl_c_says_which_outputs_were_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C that lands after the command wrote its outputs says they are complete (each is
+    written atomically); one that lands earlier names what was left unwritten. An output that was
+    there before the command started, and that it did not write, is not written."""
+    import os
+
+    from verbeval.agreement.cli import data
+    from verbeval.core.io import write_csv, write_parquet
+
+    out, rejects = tmp_path / "templates.parquet", tmp_path / "rejects.csv"
+    writes: list[str] = []
+
+    def interrupted(a: argparse.Namespace) -> None:
+        if "out" in writes:
+            write_parquet(pd.DataFrame({"x": [1]}), a.out)
+        if "rejects" in writes:
+            write_csv(pd.DataFrame({"x": [1]}), a.rejects)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(data, "cmd_templates", interrupted)
+    argv = ["templates", "--manifest", str(tmp_path / "m.yaml"), "--groups-file", str(tmp_path / "g.yaml"),
+            "--out", str(out), "--rejects", str(rejects)]  # fmt: skip
+    expected = {
+        (): f"interrupted before any output was written ({out}, {rejects}); run it again",
+        ("out",): f"interrupted: {out} is complete; {rejects} was not written; run it again",
+        ("out", "rejects"): f"interrupted after every output was written: {out}, {rejects} are complete",
+    }
+    for written, line in expected.items():
+        writes[:] = written
+        for f in (out, rejects):  # an earlier run's outputs: there, but not this run's
+            f.write_text("earlier")
+            os.utime(f, ns=(1_600_000_000_000_000_000,) * 2)
+        assert main(argv) == 130
+        assert capsys.readouterr().err == f"verbeval templates: {line}\n"
+
+
+def test_an_interrupted_folder_output_is_not_said_complete(tmp_path: Path) -> None:
+    from verbeval.core.cliutil import interrupted_line, signature
+
+    folder, gone = tmp_path / "out", tmp_path / "never.csv"
+    folder.mkdir()
+    before = {str(folder): signature(str(folder)), str(gone): signature(str(gone))}
+    (folder / "a.csv").write_text("x\n")  # the folder written to: perhaps not whole
+    assert interrupted_line("aggregate", before) == (
+        f"verbeval aggregate: interrupted: {folder} was written to, perhaps not whole; {gone} was not written; "
+        "run it again"
+    )
+    assert interrupted_line("aggregate", {}) == "verbeval aggregate: interrupted"

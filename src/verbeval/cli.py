@@ -18,13 +18,16 @@ npy_sort.prefer_avx2_sort()  # first, before anything imports numpy: numpy's sor
 
 from verbeval.commands import build_parser  # noqa: E402
 from verbeval.core import parent_death  # noqa: E402
+from verbeval.core.clidoc import subparsers  # noqa: E402
+from verbeval.core.cliutil import declared_outputs, interrupted_line, signature  # noqa: E402
 from verbeval.core.errors import VerbevalError  # noqa: E402
 
 __all__ = ["build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -32,10 +35,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if parent_death.requested():  # a workflow job: end with its shell (verbeval.core.parent_death)
         parent_death.end_with_parent()
+    # the declared outputs' states now: a Ctrl-C says which of them the command wrote
+    outputs = {p: signature(p) for p in declared_outputs(subparsers(parser)[args.command], args)}
     try:
         args.func(args)
     except KeyboardInterrupt:  # Ctrl-C: what the command started (pip, temporaries) was cleaned up on the way out
-        print(f"verbeval {args.command}: interrupted", file=sys.stderr)
+        print(interrupted_line(args.command, outputs), file=sys.stderr)
         return 130  # the shell's status for a command ended by SIGINT
     except VerbevalError as exc:
         print(f"verbeval {args.command}: error: {exc}", file=sys.stderr)

@@ -30,6 +30,63 @@ def check_outputs(*paths: str | None) -> None:
     check_writable(*paths)
 
 
+#: the attribute that marks an argparse action as a declared output (:class:`verbeval.core.steps.Output`)
+OUTPUT_MARK = "verbeval_output"
+
+#: a path's state: (inode, mtime_ns, size), None when there is nothing
+Signature = tuple[int, int, int] | None
+
+
+def declared_outputs(command: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The paths given to ``command``'s declared outputs (:data:`OUTPUT_MARK`) in ``args``, in
+    declaration order (a list option's each)."""
+    paths: list[str] = []
+    for action in command._actions:
+        if getattr(action, OUTPUT_MARK, False):
+            value = getattr(args, action.dest, None)
+            for v in value if isinstance(value, (list, tuple)) else [value]:
+                if v is not None and str(v) not in paths:
+                    paths.append(str(v))
+    return paths
+
+
+def signature(path: str) -> Signature:
+    """``path``'s (inode, mtime_ns, size): an atomic write (a rename) or a folder's new entry changes it."""
+    import os
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def interrupted_line(command: str, before: dict[str, Signature]) -> str:
+    """What a command interrupted by Ctrl-C says: which of its outputs (``before``: their states
+    when it started) it wrote. A file written is complete (every output is written atomically); a
+    folder it changed may not be; the others were not written."""
+    import os
+
+    if not before:
+        return f"verbeval {command}: interrupted"
+    changed = [p for p, sig in before.items() if (now := signature(p)) is not None and now != sig]
+    complete = [p for p in changed if not os.path.isdir(p)]
+    partial = [p for p in changed if os.path.isdir(p)]
+    unwritten = [p for p in before if p not in changed]
+    if len(complete) == len(before):
+        verb = "is" if len(complete) == 1 else "are"
+        return f"verbeval {command}: interrupted after every output was written: {', '.join(complete)} {verb} complete"
+    if not changed:
+        return f"verbeval {command}: interrupted before any output was written ({', '.join(unwritten)}); run it again"
+    parts = []
+    if complete:
+        parts.append(f"{', '.join(complete)} {'is' if len(complete) == 1 else 'are'} complete")
+    if partial:
+        parts.append(f"{', '.join(partial)} {'was' if len(partial) == 1 else 'were'} written to, perhaps not whole")
+    parts.append(f"{', '.join(unwritten)} {'was' if len(unwritten) == 1 else 'were'} not written")
+    return f"verbeval {command}: interrupted: {'; '.join(parts)}; run it again"
+
+
 def split_pair(item: str, option: str, what: str = "VALUE") -> tuple[str, str]:
     """One ``NAME=VALUE`` argument of ``option`` -> (name, value); both must be non-empty."""
     name, sep, value = item.partition("=")

@@ -130,7 +130,7 @@ class Option:
         """The same option as another command declares it (its own help, default, ...)."""
         return replace(self, **changes)
 
-    def add_to(self, parser: Any) -> None:
+    def add_to(self, parser: Any) -> Any:
         kwargs: dict[str, Any] = {
             "required": self.required or None,
             "nargs": self.nargs,
@@ -143,7 +143,7 @@ class Option:
             "dest": self.dest_name,
         }
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
-        parser.add_argument(self.option, help=self.help, **kwargs)
+        return parser.add_argument(self.option, help=self.help, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -155,9 +155,18 @@ class Input(Option):
 
 @dataclass(frozen=True)
 class Output(Option):
-    """A file (or folder) a step writes: required unless declared otherwise."""
+    """A file (or folder) a step writes: required unless declared otherwise. Its argparse action is
+    marked (:data:`verbeval.core.cliutil.OUTPUT_MARK`): a command interrupted by Ctrl-C says which
+    of its outputs were written (:func:`verbeval.core.cliutil.interrupted_line`)."""
 
     required: bool = True
+
+    def add_to(self, parser: Any) -> Any:
+        from verbeval.core.cliutil import OUTPUT_MARK
+
+        action = super().add_to(parser)
+        setattr(action, OUTPUT_MARK, True)
+        return action
 
 
 #: options that several commands take (each command may give its own help: :meth:`Option.but`)
