@@ -557,7 +557,11 @@ def _store(tmp_path: Path, meta: dict[str, Any] | None = None) -> tuple[Path, li
 
 
 def _scored_store(
-    tmp_path: Path, top: tuple[float, ...] = (1.0,), bottom: tuple[float, ...] = (0.5,), fragile_ulps: float = 16.0
+    tmp_path: Path,
+    top: tuple[float, ...] = (1.0,),
+    bottom: tuple[float, ...] = (0.5,),
+    fragile_ulps: float = 16.0,
+    meta: dict[str, Any] | None = None,
 ) -> tuple[Path, list[Path]]:
     """:func:`_store` with each shard's score file (the forward job's, at these cutoffs and threshold)
     written beside it and recorded in its entry, as the forward job records it."""
@@ -565,7 +569,7 @@ def _scored_store(
     from verbeval.agreement.scores.chunk_scores import ChunkScoring, scores_entry, write_chunk_scores
     from verbeval.core.io import sha256_file
 
-    manifest, paths = _store(tmp_path)
+    manifest, paths = _store(tmp_path, meta)
     store, scoring = ShardStore(manifest.parent), ChunkScoring(top, bottom, fragile_ulps)
     for p in paths:
         gs = read_shards([p, *[q for q in paths if q != p]])  # all chunks: take this one's contexts
@@ -573,7 +577,7 @@ def _scored_store(
         stats = type(gs.stats)(*(getattr(gs.stats, f)[mine] for f in ("prob", "cum_above", "cum_below")))
         out = write_chunk_scores(p, sha256_file(p), gs.context_id[mine], gs.plural[mine], stats, scoring)
         store.record(p.relative_to(manifest.parent).as_posix(), "key", scores_entry(out))
-    store.finish(manifest, [p.relative_to(manifest.parent).as_posix() for p in paths], {})
+    store.finish(manifest, [p.relative_to(manifest.parent).as_posix() for p in paths], meta or {})
     return manifest, paths
 
 
