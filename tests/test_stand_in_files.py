@@ -266,3 +266,63 @@ def test_edited_audit_counts_are_not_used_by_precision_audit(
     assert "counting the shard's decisions instead" in line
     assert audit() == clean and not _warnings(caplog)
     assert int(pd.read_csv(tmp_path / "audit.csv")["fragile"].max()) < 2000
+
+
+# ---- the bootstrap count cache (verbeval.core.count_draws)
+
+
+@pytest.mark.parametrize("damage", ["every byte", "consistent sha256, wrong counts", "consistent sha256, other shape"])
+def test_a_damaged_count_stream_is_set_aside_and_drawn_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    """Every byte of a cached stream flipped in turn (the sha256 beside it differs), or a stream rewritten
+    with a matching sha256 (what the sha256 cannot see: the counts are checked against their stream):
+    moved to ``<name>.corrupt`` with one warning, the counts drawn again (numpy's, independently), the
+    next read silent."""
+    import hashlib
+    import io
+
+    from verbeval.core import count_draws
+
+    monkeypatch.setenv("VERBEVAL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("VERBEVAL_COUNT_CACHE", raising=False)
+    key = (6, 5, 3, 2)
+    rng = np.random.default_rng(3)  # one generator, 2 resamples a block
+    truth = np.concatenate([rng.multinomial(6, np.full(6, 1 / 6), size=k) for k in (2, 2, 1)])
+    count_draws.forget()
+    assert np.array_equal(count_draws.counts(*key), truth)
+    path = count_draws._disk_path(key)
+    good = path.read_bytes()
+
+    def read_again(expect_warning: bool) -> None:
+        count_draws.forget()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            got = count_draws.counts(*key)
+        assert np.array_equal(got, truth) and got.dtype == np.uint8
+        if expect_warning:
+            [line] = _warnings(caplog)
+            assert line.startswith(f"{path}: ") and line.endswith(
+                f"not used (moved to {path.name}.corrupt), drawing its counts again"
+            )
+            assert _corrupt(path).exists() and path.read_bytes() == good  # written anew
+        else:
+            assert not _warnings(caplog)
+
+    if damage == "every byte":
+        for i in range(len(good)):
+            path.write_bytes(good[:i] + bytes([good[i] ^ 0xFF]) + good[i + 1 :])
+            read_again(True)
+    else:
+        bad = truth.copy()
+        if damage == "consistent sha256, wrong counts":
+            bad[1, 0] += 1
+        else:
+            bad = bad[:, :5]
+        buf = io.BytesIO()
+        np.save(buf, bad, allow_pickle=False)
+        path.write_bytes(buf.getvalue())
+        path.with_suffix(".sha256").write_text(hashlib.sha256(buf.getvalue()).hexdigest() + "\n")
+        read_again(True)
+    read_again(False)
+    count_draws.forget()
