@@ -158,7 +158,7 @@ def _checked(shard: ListedShard, instead: str) -> tuple[bytes, dict[str, Any]] |
         what = (
             f"{len(data)} bytes, but the shard manifest lists {shard.scores_bytes}"
             if len(data) != shard.scores_bytes
-            else f"sha256 {digest[:12]}... differs from the shard manifest's {shard.scores_sha256[:12]}..."
+            else f"sha256 {digest[:12]}... differs from the shard manifest's {str(shard.scores_sha256)[:12]}..."
         )
         set_aside(path, f"{what} (the file changed after it was written)", instead)
         return None
