@@ -367,3 +367,15 @@ def test_a_changed_cached_wheel_is_set_aside_and_downloaded_again(
     wheel.write_bytes(b"an earlier verbeval's wheel")
     caplog.clear()
     assert obtain_wheel(part) == wheel and len(downloads) == 2 and not _warnings(caplog)
+
+
+def test_a_killed_score_writers_temporary_file_is_removed_with_the_shards(tmp_path: Path) -> None:
+    from verbeval.agreement.engine.shardstore import ShardStore
+
+    left = [tmp_path / "g1" / ".1-of-2.parquet.ab12.tmp", tmp_path / "scores" / "g1" / ".1-of-2.parquet.cd34.tmp"]
+    kept = tmp_path / "scores" / "g1" / "1-of-2.parquet"
+    for p in [*left, kept]:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"x")
+    ShardStore(tmp_path)
+    assert not any(p.exists() for p in left) and kept.exists()

@@ -95,8 +95,9 @@ class ShardStore:
         self.root = Path(root)
         self.allow_nonfinite = allow_nonfinite
         self.root.mkdir(parents=True, exist_ok=True)
-        # one process owns a store while it runs: temporary files are leftovers of a killed writer
-        for tmp in [*self.root.glob(".*.tmp"), *self.root.glob("*/.*.tmp")]:
+        # one process owns a store while it runs: temporary files (of the shards and of their score
+        # files, scores/<group>/) are leftovers of a killed writer
+        for tmp in [*self.root.glob(".*.tmp"), *self.root.glob("*/.*.tmp"), *self.root.glob("*/*/.*.tmp")]:
             tmp.unlink(missing_ok=True)
         self._lock = threading.Lock()
         self._journal: dict[str, dict[str, Any]] = {}
