@@ -4,7 +4,7 @@ result is recomputed, the same bytes as a clean run, and the next run succeeds.
 
 The score files beside the shards (verbeval.agreement.scores.chunk_scores) on tests/test_aggregate.py's
 synthetic store: every byte of one flipped in turn, edited values with the metadata kept, edited audit
-counts; the bootstrap count cache (verbeval.core.count_draws)."""
+counts; the bootstrap count cache (verbeval.core.count_draws); the wheel cache of pip models."""
 
 from __future__ import annotations
 
