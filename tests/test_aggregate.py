@@ -556,6 +556,31 @@ def _store(tmp_path: Path, meta: dict[str, Any] | None = None) -> tuple[Path, li
     return root / "manifest.json", paths
 
 
+def _scored_store(
+    tmp_path: Path,
+    top: tuple[float, ...] = (1.0,),
+    bottom: tuple[float, ...] = (0.5,),
+    fragile_ulps: float = 16.0,
+    meta: dict[str, Any] | None = None,
+) -> tuple[Path, list[Path]]:
+    """:func:`_store` with each shard's score file (the forward job's, at these cutoffs and threshold)
+    written beside it and recorded in its entry, as the forward job records it."""
+    from verbeval.agreement.engine.shardstore import ShardStore
+    from verbeval.agreement.scores.chunk_scores import ChunkScoring, scores_entry, write_chunk_scores
+    from verbeval.core.io import sha256_file
+
+    manifest, paths = _store(tmp_path, meta)
+    store, scoring = ShardStore(manifest.parent), ChunkScoring(top, bottom, fragile_ulps)
+    for p in paths:
+        gs = read_shards([p, *[q for q in paths if q != p]])  # all chunks: take this one's contexts
+        mine = np.isin(gs.context_id, pq.read_table(p, columns=["context_id"])["context_id"].to_numpy())
+        stats = type(gs.stats)(*(getattr(gs.stats, f)[mine] for f in ("prob", "cum_above", "cum_below")))
+        out = write_chunk_scores(p, sha256_file(p), gs.context_id[mine], gs.plural[mine], stats, scoring)
+        store.record(p.relative_to(manifest.parent).as_posix(), "key", scores_entry(out))
+    store.finish(manifest, [p.relative_to(manifest.parent).as_posix() for p in paths], meta or {})
+    return manifest, paths
+
+
 def _aggregate_args(tmp_path: Path, manifest: Path) -> list[str]:
     templates = pd.DataFrame({"group": "g1", "plural": [False] * len(TSE_ROWS)})
     tpath = tmp_path / "templates.parquet"
@@ -764,21 +789,15 @@ def test_aggregate_cli_template_and_lemma_draws_lemmas_for_ew_and_mw_at_p1(
     """``--cluster template_and_lemma`` against ``template`` on the same shards (with the forward
     job's score files): only EW and MW at cutoff 1 get other intervals; TSE is the template x verb
     interval; the shards are read with their form statistics only under template_and_lemma."""
+    from verbeval.agreement.engine.shardstore import listed_shards
     from verbeval.agreement.scores import aggregate as agg
-    from verbeval.agreement.scores.chunk_scores import ChunkScoring, read_chunk_scores, write_chunk_scores
+    from verbeval.agreement.scores.chunk_scores import read_chunk_scores
     from verbeval.agreement.steps import AGGREGATE
     from verbeval.cli import main
     from verbeval.core.bootstrap import Clusters
-    from verbeval.core.io import sha256_file
 
-    manifest, paths = _store(tmp_path)
-    scoring = ChunkScoring((1.0,), (0.5,), 0.0)
-    for p in paths:
-        gs = read_shards([p, *[q for q in paths if q != p]])  # all chunks: take this one's contexts
-        mine = np.isin(gs.context_id, pq.read_table(p, columns=["context_id"])["context_id"].to_numpy())
-        stats = type(gs.stats)(*(getattr(gs.stats, f)[mine] for f in ("prob", "cum_above", "cum_below")))
-        write_chunk_scores(p, sha256_file(p), gs.context_id[mine], gs.plural[mine], stats, scoring)
-        assert read_chunk_scores(p, sha256_file(p), [1.0], [0.5]) is not None
+    manifest, _ = _scored_store(tmp_path, fragile_ulps=0.0)
+    assert all(read_chunk_scores(s, [1.0], [0.5]) is not None for s in listed_shards(manifest))
     args = [*_aggregate_args(tmp_path, manifest), "--resamples", "400"]
     n = len(TSE_ROWS)
     sources, verbs = [f"s{i % 2}" for i in range(n)], ["is", "runs", "goes"]

@@ -244,7 +244,10 @@ def test_a_damaged_count_stream_on_disk_is_drawn_again(
     with caplog.at_level(logging.WARNING):
         again = count_draws.counts(500, 40, 1, 100)
     assert np.array_equal(again, first)
-    assert f"{path}: differs from its sha256; drawing its counts again" in caplog.text
+    assert caplog.messages == [
+        f"{path}: differs from its sha256; not used (moved to {path.name}.corrupt), drawing its counts again"
+    ]
+    assert path.with_name(path.name + ".corrupt").read_bytes() == bytes(data)  # set aside, not deleted
 
 
 def test_count_streams_on_disk_stay_within_their_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -103,6 +103,25 @@ def test_a_damaged_folder_is_found_and_rebuilt(gguf_dir: Path, _cache: Path) -> 
     assert [p.name for p in (_cache / "gguf").iterdir() if p.is_dir()] == [folder.name]  # no temporary left
 
 
+def test_a_file_the_build_did_not_write_is_found_and_the_folder_rebuilt(
+    gguf_dir: Path, _cache: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file added to the cached folder (here a tokenizer config that would be read as the folder's
+    own) is not in its record: the folder is rebuilt, with one warning line, without it."""
+    import logging
+
+    load_tokenizer(ModelSource(str(gguf_dir), file="tiny.gguf"))
+    (folder,) = [p for p in (_cache / "gguf").iterdir() if p.is_dir()]
+    before = sorted(p.name for p in folder.iterdir())
+    (folder / "added.json").write_text("{}")
+    assert gguf_cache.folder_problem(folder, folder.name) == "added.json was not written there (not in its record)"
+    with caplog.at_level(logging.WARNING):
+        load_tokenizer(ModelSource(str(gguf_dir), file="tiny.gguf"))
+    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert line.endswith(f"the cached folder {folder} is rebuilt: added.json was not written there (not in its record)")
+    assert sorted(p.name for p in folder.iterdir()) == before and gguf_cache.folder_problem(folder, folder.name) is None
+
+
 def test_two_jobs_at_once_build_it_once(gguf_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     builds = []
     real_build = gguf_cache._build

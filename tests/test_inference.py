@@ -8,6 +8,7 @@ the test computes itself, one context at a time and without padding.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from collections.abc import Callable
@@ -911,6 +912,7 @@ def test_the_forward_job_scores_each_chunk_and_aggregate_gives_the_same_bytes(
     from verbeval.agreement.engine.shardstore import scores_path
     from verbeval.agreement.runs import AggregateRun, aggregate
     from verbeval.agreement.scores.chunk_scores import ChunkScoring, score_written_chunk
+    from verbeval.core.io import sha256_file
 
     templates, lemmas = template_frame(), _lemmas(lm)
     tpath = tmp_path / "templates.parquet"
@@ -930,6 +932,10 @@ def test_the_forward_job_scores_each_chunk_and_aggregate_gives_the_same_bytes(
     )
     shard_files = [tmp_path / "store" / s["path"] for s in body["shards"]]
     assert all(scores_path(p).is_file() for p in shard_files)
+    # each score file's own size and sha256, recorded in its shard's manifest entry
+    assert [(s["scores_bytes"], s["scores_sha256"]) for s in body["shards"]] == [
+        (scores_path(p).stat().st_size, sha256_file(scores_path(p))) for p in shard_files
+    ]
     assert scores_path(shard_files[0]) == tmp_path / "store" / "scores" / "g1" / "1-of-3.parquet"
 
     def outputs(out: str) -> dict[str, bytes]:
@@ -965,8 +971,8 @@ def test_the_forward_job_scores_each_chunk_and_aggregate_gives_the_same_bytes(
 
     row_tse = {g: pd.read_parquet(tmp_path / "a" / g / "tse.parquet") for g in ("g1", "g2")}
     shards = {g: [str(p) for p in ps] for g, ps in manifest_shards(manifest).items()}
-    sha = {str(s.path): s.sha256 for s in listed_shards(manifest)}
-    counts = {p: read_chunk_audit(p, h, 16.0) for p, h in sha.items()}
+    listed = {str(s.path): s for s in listed_shards(manifest)}
+    counts = {p: read_chunk_audit(s, 16.0) for p, s in listed.items()}
     assert all(c is not None for c in counts.values())
     counted = audit_model("m", row_tse, shards, len(lemmas), 16.0, counted=counts)  # type: ignore[arg-type]
     read = audit_model("m", row_tse, shards, len(lemmas), 16.0)
@@ -974,10 +980,13 @@ def test_the_forward_job_scores_each_chunk_and_aggregate_gives_the_same_bytes(
     assert counted.loc[counted["metric"] == "ew", "decisions"].sum() == len(lemmas) * len(
         pd.concat([pd.read_parquet(tmp_path / "a" / g / "scores.parquet") for g in ("g1", "g2")])
     )
-    first = shard_files[0]
-    assert read_chunk_audit(first, sha[str(first)], 16.0) is not None
-    assert read_chunk_audit(first, sha[str(first)], 8.0) is None  # another threshold: the shard is read
-    assert read_chunk_audit(first, "0" * 64, 16.0) is None  # the counts of another shard: never used
+    first = listed[str(shard_files[0])]
+    assert read_chunk_audit(first, 16.0) is not None
+    assert read_chunk_audit(first, 8.0) is None  # another threshold: the shard is read
+    assert read_chunk_audit(dataclasses.replace(first, scores_sha256=None), 16.0) is None  # none recorded: not used
+    assert scores_path(first.path).is_file()  # (left in place: not damaged)
+    assert read_chunk_audit(dataclasses.replace(first, sha256="0" * 64), 16.0) is None  # of another shard: never used
+    assert not scores_path(first.path).is_file() and scores_path(first.path).with_suffix(".parquet.corrupt").is_file()
 
 
 # --------------------------------------------------------------------------- tf32

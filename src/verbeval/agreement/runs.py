@@ -298,7 +298,8 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
 
     The per-context scores come from the score files the forward job wrote beside the shards
     (:mod:`verbeval.agreement.scores.chunk_scores`) when they are those of the manifest's shards at
-    the run's cutoffs, else from the shards' form statistics; the bootstrap's counts of every group
+    the run's cutoffs and pass its checks (a damaged one is set aside with a warning), else from the
+    shards' form statistics (the same numbers); the bootstrap's counts of every group
     are drawn on threads meanwhile (:mod:`verbeval.core.count_draws`). ``template_and_lemma`` reads the
     form statistics in any case: its EW and MW at p = 1 are rescored per lemma draw."""
     import numpy as np
@@ -322,7 +323,7 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
     out = Path(run.out_dir)
     check_outputs(*[str(out / g / "summary.csv") for g in groups])
     by_group = verified_shards(run.manifest, groups, run.keep_bad_shards)
-    sha = {str(s.path): s.sha256 for s in listed_shards(run.manifest, groups)}
+    listed = {str(s.path): s for s in listed_shards(run.manifest, groups)}
     # every group's resample counts (its contexts, its rows), drawn while the scores are read
     streams = []
     for group in groups:
@@ -339,7 +340,7 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
     top, bottom = list(run.top_cutoffs), list(run.bottom_cutoffs)
     for group in groups:
         paths = by_group[group]
-        chunks = [read_chunk_scores(p, sha.get(str(p), ""), top, bottom) for p in paths]
+        chunks = [read_chunk_scores(listed[str(p)], top, bottom) for p in paths]
         scored = all(c is not None for c in chunks)
         lemma_draw = run.cluster == "template_and_lemma"  # EW and MW at p = 1 rescored per lemma draw
         try:

@@ -14,8 +14,10 @@ them (one byte per count in practice):
   queue worker draws each stream once;
 * on disk under ``$VERBEVAL_CACHE_DIR/bootstrap-counts/numpy-<version>/`` (bounded by
   :data:`DISK_BYTES`, least recently used first out; a file is checked against the sha256 written
-  beside it before it is used, and drawn again when it differs), so that the aggregates, the
-  comparisons and a rerun share them. ``VERBEVAL_COUNT_CACHE=0`` turns the disk copy off.
+  beside it and its counts against their stream (:func:`stream_problem`) before it is used; a file
+  that fails is moved aside, ``<name>.corrupt``, with one warning line, and its counts drawn again),
+  so that the aggregates, the comparisons and a rerun share them. ``VERBEVAL_COUNT_CACHE=0`` turns
+  the disk copy off.
 
 The streams of several groups are independent generators, so :func:`prefetch` draws them on threads
 (numpy releases the GIL while it draws) while the caller reads its inputs. The counts are the ones
@@ -78,6 +80,27 @@ def _disk_path(key: Key) -> Path:
     return _folder() / f"counts-n{n}-r{resamples}-s{seed}-b{block}.npy"
 
 
+def _set_aside(path: Path, reason: str) -> None:
+    """Move a damaged stream file aside (``<name>.corrupt``, replacing an earlier one) with one warning
+    line; its counts are drawn again and written anew."""
+    try:
+        where = f"moved to {path.replace(path.with_name(path.name + '.corrupt')).name}"
+    except OSError as exc:  # another process moved it first: drawn again all the same
+        where = f"not moved ({exc.strerror or exc})"
+    log.warning("%s: %s; not used (%s), drawing its counts again", path, reason, where)
+
+
+def stream_problem(arr: np.ndarray, key: Key) -> str | None:
+    """Why ``arr`` cannot be the counts of the stream ``key``, else None: ``[resamples, n]`` unsigned
+    integers, each resample's counts summing to ``n`` (a multinomial draw of ``n`` rows)."""
+    n, resamples = key[0], key[1]
+    if arr.shape != (resamples, n) or arr.dtype.kind != "u":
+        return f"{arr.dtype} counts of shape {arr.shape}, not [{resamples}, {n}] unsigned"
+    if n and not (arr.sum(axis=1, dtype=np.int64) == n).all():
+        return f"a resample's counts do not sum to {n}"
+    return None
+
+
 def _read_disk(key: Key) -> np.ndarray | None:
     if os.environ.get(DISK_ENV) == "0":
         return None
@@ -85,16 +108,19 @@ def _read_disk(key: Key) -> np.ndarray | None:
     try:
         want = path.with_suffix(".sha256").read_text().strip()
         data = path.read_bytes()
-    except OSError:
+    except OSError:  # not there (or its sha256 not yet written: a writer killed between the two)
         return None
     if hashlib.sha256(data).hexdigest() != want:
-        log.warning("%s: differs from its sha256; drawing its counts again", path)
+        _set_aside(path, "differs from its sha256")
         return None
     try:
         arr = np.load(io.BytesIO(data), allow_pickle=False)
-    except ValueError:
+    except (ValueError, OSError, EOFError) as exc:
+        _set_aside(path, f"unreadable ({type(exc).__name__})")
         return None
-    if arr.shape != (key[1], key[0]) or arr.dtype.kind != "u":
+    problem = stream_problem(arr, key)
+    if problem is not None:
+        _set_aside(path, problem)
         return None
     try:
         os.utime(path)  # least recently used first out

@@ -54,7 +54,7 @@ def cmd_precision_audit(a: argparse.Namespace) -> None:
         shards = verified_shards(named["shards"][m], groups, a.keep_bad_shards)
         # each shard's EW decisions as its forward job counted them (else audit_model reads the shard)
         listed = listed_shards(named["shards"][m], groups)
-        counted = {str(s.path): c for s in listed if (c := read_chunk_audit(s.path, s.sha256, a.fragile_ulps))}
+        counted = {str(s.path): c for s in listed if (c := read_chunk_audit(s, a.fragile_ulps))}
         frames.append(
             audit_model(
                 m, row_tse, shards, n_lemmas, a.fragile_ulps, random_init=read_random_init(named["results"][m], groups),

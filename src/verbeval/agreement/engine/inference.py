@@ -320,7 +320,7 @@ def infer_model(
     random_init: bool = False,
     allow_nonfinite: bool = False,
     templates_key: Any = None,
-    after_write: Callable[[Path, ComputedChunk], None] | None = None,
+    after_write: Callable[[Path, ComputedChunk], dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
     """Every shard of one model, in one process, then the store's manifest.
 
@@ -336,7 +336,8 @@ def infer_model(
     is computed. ``templates_key`` (the content key of the templates' file, :func:`verbeval.core.warm.frame_key`)
     lets the models of one tokenizer in this process share each group's preparation. ``after_write(path,
     chunk)``: what the writer thread does next with each new shard and its computed chunk (the agreement
-    runs: its scores beside it, :mod:`verbeval.agreement.scores.chunk_scores`). Returns the manifest
+    runs: its scores beside it, :mod:`verbeval.agreement.scores.chunk_scores`); the entries it returns
+    (:data:`~verbeval.agreement.engine.shardstore.SCORES_ENTRY`) are recorded with the shard's. Returns the manifest
     body, with timing figures under ``"timing"`` (not written). Without loading the model:
     :func:`manifest_if_complete`.
     """
@@ -348,8 +349,8 @@ def infer_model(
 
             def write(path: Path) -> dict[str, Any]:
                 meta = write_shard(path, done.contexts, done.rows, done.result, done.meta)
-                if after_write is not None:
-                    after_write(path, done)
+                if after_write is not None:  # what it returns is recorded in the shard's entry
+                    meta = {**meta, **(after_write(path, done) or {})}
                 return meta
 
             return write

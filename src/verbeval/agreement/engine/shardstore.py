@@ -10,6 +10,9 @@ deletes finished work: a rerun finds them, checks them and computes only what is
   content depends on) and its size and sha256; a restarted process reuses a shard only when all
   three still match. Appending keeps the journal's cost linear in the number of shards; the
   last line of a path wins, and a line cut short by a killed writer is ignored.
+- ``<store>/scores/<group>/<k>-of-<n>.parquet``: each shard's per-context scores, when the forward
+  job wrote them (:mod:`verbeval.agreement.scores.chunk_scores`); their size and sha256 are recorded
+  in the shard's entry (:data:`SCORES_ENTRY`) and checked before they are used.
 - ``<store>/manifest.json``: the shards of the finished run in order, with size and sha256.
   Readers (:func:`manifest_shards`) verify both, so a shard damaged after it was written (a bit
   flip, a partial copy) is detected every time, not silently decoded.
@@ -58,6 +61,11 @@ def shard_relpath(group: str, chunk: int, n_chunks: int) -> str:
 SCORES_FOLDER = "scores"
 
 
+#: the keys of a shard's journal and manifest entry that record its score file (written beside it by
+#: the forward job): their sha256 and size, checked before the file is read
+SCORES_ENTRY = ("scores_sha256", "scores_bytes")
+
+
 def scores_path(shard: str | Path) -> Path:
     """The per-context score file of the shard ``<store>/<group>/<k>-of-<n>.parquet``:
     ``<store>/scores/<group>/<k>-of-<n>.parquet``."""
@@ -87,8 +95,9 @@ class ShardStore:
         self.root = Path(root)
         self.allow_nonfinite = allow_nonfinite
         self.root.mkdir(parents=True, exist_ok=True)
-        # one process owns a store while it runs: temporary files are leftovers of a killed writer
-        for tmp in [*self.root.glob(".*.tmp"), *self.root.glob("*/.*.tmp")]:
+        # one process owns a store while it runs: temporary files (of the shards and of their score
+        # files, scores/<group>/) are leftovers of a killed writer
+        for tmp in [*self.root.glob(".*.tmp"), *self.root.glob("*/.*.tmp"), *self.root.glob("*/*/.*.tmp")]:
             tmp.unlink(missing_ok=True)
         self._lock = threading.Lock()
         self._journal: dict[str, dict[str, Any]] = {}
@@ -299,6 +308,7 @@ def run_plan(
                 extra = {"n_contexts": m.get("n_contexts")}
                 if m.get("n_nonfinite"):
                     extra["n_nonfinite"] = m["n_nonfinite"]
+                extra.update({k: m[k] for k in SCORES_ENTRY if k in m})  # its score file's, when written
                 store.record(p.relpath, p.key, extra)
 
             writer.submit(job)
@@ -349,13 +359,19 @@ class ListedShard:
     group: str
     sha256: str
     bytes: int
+    #: its score file's sha256 and size (:data:`SCORES_ENTRY`); None when none was recorded (an older store)
+    scores_sha256: str | None = None
+    scores_bytes: int | None = None
 
 
 def listed_shards(manifest: str | Path, groups: list[str] | None = None) -> list[ListedShard]:
     """The shards a manifest lists (optionally of some groups), in manifest order; not verified."""
     body = read_manifest(manifest)
     root = Path(manifest).parent
-    out = [ListedShard(root / s["path"], s["path"].split("/", 1)[0], s["sha256"], s["bytes"]) for s in body["shards"]]
+    out = [
+        ListedShard(root / s["path"], s["path"].split("/", 1)[0], s["sha256"], s["bytes"], *map(s.get, SCORES_ENTRY))
+        for s in body["shards"]
+    ]
     if groups is not None:
         known = {s.group for s in out}
         unknown = [g for g in groups if g not in known]

@@ -201,6 +201,14 @@ def context_scores(
     return score_contexts(shards.context_id, shards.plural, shards.stats, top_cutoffs, bottom_cutoffs, block)
 
 
+def score_columns(top_cutoffs: Sequence[float], bottom_cutoffs: Sequence[float]) -> list[str]:
+    """The columns of :func:`score_contexts`'s table (of at least one context), in its order."""
+    metrics = [*(m.name for m in HEADLINE if m.cutoff_curves), "prob_counted", "prob_counted_forms"]
+    cols = [f"{m}_{side}@{_fmt_cutoff(p)}" for side, cuts in (("top", top_cutoffs), ("bottom", bottom_cutoffs))
+            for m in metrics for p in cuts]  # fmt: skip
+    return ["context_id", "plural", *dict.fromkeys(cols)]
+
+
 def score_contexts(
     context_id: np.ndarray,
     plural: np.ndarray,

@@ -7,13 +7,20 @@ on the float32 values the shard stores, so the scores are the same numbers) and 
 ``<store>/scores/<group>/<k>-of-<n>.parquet``. ``aggregate`` then reads these small tables instead of
 the shards' per-form statistics. The shards stay: any other cutoff is still recomputed from them.
 
-A score file is used only when its metadata names the sha256 of the shard the manifest lists (so it
-was computed from exactly that shard), the same cutoffs and :data:`SCORES_VERSION`; otherwise the
-group is scored from its shards as before.
+The forward job records each score file's sha256 and size in its shard's entry of the store's
+journal and manifest (:data:`verbeval.agreement.engine.shardstore.SCORES_ENTRY`). A score file is
+used only when it has exactly those bytes (none recorded, an older store: not used), its metadata
+names the sha256 of the shard the manifest lists (so it was computed from exactly that shard), the
+same cutoffs and :data:`SCORES_VERSION`, and its values pass :func:`frame_problem` (the shard's
+contexts, probabilities in [0, 1] or NaN) and its audit counts :func:`audit_problem`. A file that
+fails a check is damaged: it is moved aside (``<name>.corrupt``), one warning line names it and the
+reason, and the group is scored from its shards (the same numbers). A file of other cutoffs or
+another version is not damaged: it is left in place and the shards are scored.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Sequence
@@ -26,8 +33,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from verbeval.agreement.engine.shardstore import scores_path
+from verbeval.agreement.engine.shardstore import ListedShard, scores_path
 from verbeval.agreement.scores.metrics import FormStats
+from verbeval.core.errors import VerbevalError
 from verbeval.core.io import atomic_path, sha256_file
 
 if TYPE_CHECKING:  # the forward job's type; scoring itself needs no torch
@@ -39,6 +47,10 @@ log = logging.getLogger(__name__)
 SCORES_VERSION = 1
 #: the key of a score file's metadata in its Parquet schema
 META_KEY = b"verbeval_scores"
+#: the keys of a score file's audit counts (:func:`verbeval.agreement.scores.precision.ew_decisions`)
+AUDIT_KEYS = ("decisions", "ties", "fragile", "right")
+#: how far above 1 a probability mass in a score file may be: float32 rounding of the model's softmax
+SLACK = 1e-4
 
 
 def _cutoffs(values: Sequence[float]) -> list[float]:
@@ -91,13 +103,20 @@ def write_chunk_scores(
     return out
 
 
-def score_written_chunk(shard: Path, chunk: ComputedChunk, scoring: ChunkScoring) -> Path:
+def scores_entry(path: Path) -> dict[str, Any]:
+    """What the shard's journal and manifest entry record of its score file ``path``: its sha256 and
+    size (:data:`verbeval.agreement.engine.shardstore.SCORES_ENTRY`)."""
+    return {"scores_sha256": sha256_file(path), "scores_bytes": path.stat().st_size}
+
+
+def score_written_chunk(shard: Path, chunk: ComputedChunk, scoring: ChunkScoring) -> dict[str, Any]:
     """:func:`write_chunk_scores` of a chunk the forward job computed and just wrote to ``shard`` (its
-    form statistics as the shard stores them: float32)."""
+    form statistics as the shard stores them: float32); returns the entries that record the score
+    file beside the shard's (:func:`scores_entry`)."""
     r = chunk.result
     shape = (len(chunk.contexts), r.prob.shape[1] // 2, 2)
     stats = FormStats(*(np.asarray(x, dtype=np.float32).reshape(shape) for x in (r.prob, r.cum_above, r.cum_below)))
-    return write_chunk_scores(
+    out = write_chunk_scores(
         shard,
         sha256_file(shard),
         chunk.contexts["context_id"].to_numpy(dtype=np.int64),
@@ -105,43 +124,153 @@ def score_written_chunk(shard: Path, chunk: ComputedChunk, scoring: ChunkScoring
         stats,
         scoring,
     )
+    return scores_entry(out)
 
 
-def _meta(shard: str | Path, shard_sha256: str) -> dict[str, Any] | None:
-    """The metadata of the shard's score file when it is of this shard and version, else None."""
+def set_aside(path: Path, reason: str, instead: str) -> None:
+    """Move the damaged score file ``path`` aside (``<name>.corrupt``, as a damaged shard:
+    :func:`verbeval.agreement.scores.aggregate.quarantine`) and say so in one warning line."""
+    from verbeval.agreement.scores.aggregate import quarantine
+
     try:
-        meta: dict[str, Any] = json.loads((pq.read_schema(scores_path(shard)).metadata or {})[META_KEY])
-    except (OSError, ValueError, KeyError, pa.ArrowException):
+        where = f"moved to {quarantine(path).name}"
+    except OSError as exc:  # another reader moved it first, or a read-only store: not used either way
+        where = f"not moved ({exc.strerror or exc})"
+    log.warning("%s: %s; not used (%s), %s instead", path, reason, where, instead)
+
+
+def _checked(shard: ListedShard, instead: str) -> tuple[bytes, dict[str, Any]] | None:
+    """The bytes and metadata of the shard's score file when it is the file recorded in the manifest
+    (size, sha256) with readable metadata of this shard; else None, the file set aside when damaged."""
+    path = scores_path(shard.path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
         return None
-    if meta.get("scores_version") != SCORES_VERSION or meta.get("shard_sha256") != shard_sha256:
+    except OSError as exc:
+        set_aside(path, f"unreadable ({exc.strerror or exc})", instead)
         return None
-    return meta
+    if shard.scores_sha256 is None:  # a store of an older verbeval: nothing vouches for the file
+        log.debug("%s: no sha256 recorded in the shard manifest; not used", path)
+        return None
+    digest = hashlib.sha256(data).hexdigest()
+    if len(data) != shard.scores_bytes or digest != shard.scores_sha256:
+        what = (
+            f"{len(data)} bytes, but the shard manifest lists {shard.scores_bytes}"
+            if len(data) != shard.scores_bytes
+            else f"sha256 {digest[:12]}... differs from the shard manifest's {str(shard.scores_sha256)[:12]}..."
+        )
+        set_aside(path, f"{what} (the file changed after it was written)", instead)
+        return None
+    try:
+        meta = json.loads((pq.read_schema(pa.BufferReader(data)).metadata or {})[META_KEY])
+        if not isinstance(meta, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
+        set_aside(path, f"unreadable metadata ({type(exc).__name__})", instead)
+        return None
+    if meta.get("scores_version") != SCORES_VERSION:  # another release's file: not damaged, not used
+        return None
+    if meta.get("shard_sha256") != shard.sha256:
+        set_aside(path, "its metadata names another shard than the manifest's", instead)
+        return None
+    return data, meta
+
+
+def frame_problem(
+    frame: pd.DataFrame, context_id: np.ndarray, plural: np.ndarray, columns: Sequence[str]
+) -> str | None:
+    """Why ``frame``, read from a score file, is not the scores of a shard's contexts (``context_id``
+    and ``plural`` as the shard stores them) with these ``columns``
+    (:func:`verbeval.agreement.scores.aggregate.score_columns`), else None: the columns and their
+    types, the shard's context ids and ``plural`` flags in its order, and every score (EW, MW, counted
+    masses: shares and probabilities) in [0, 1] (up to :data:`SLACK`) or NaN."""
+    want = list(columns) if len(frame) else list(columns)[:2]
+    if list(frame.columns) != want:
+        return "its columns are not the scores at these cutoffs"
+    if frame["context_id"].dtype != np.int64 or not np.array_equal(frame["context_id"].to_numpy(), context_id):
+        return "its context ids are not the shard's"
+    if frame["plural"].dtype != bool or not np.array_equal(frame["plural"].to_numpy(), plural):
+        return "its plural flags are not the shard's"
+    values = frame.iloc[:, 2:]
+    if not all(dt == np.float64 for dt in values.dtypes):
+        return "a score column is not float64"
+    v = values.to_numpy()
+    bad = ~np.isnan(v) & ~((v >= 0.0) & (v <= 1.0 + SLACK))
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        return f"{values.columns[c]} = {v[r, c]!r} of context {int(frame['context_id'].iloc[r])} is not in [0, 1]"
+    return None
 
 
 def read_chunk_scores(
-    shard: str | Path, shard_sha256: str, top_cutoffs: Sequence[float], bottom_cutoffs: Sequence[float]
+    shard: ListedShard, top_cutoffs: Sequence[float], bottom_cutoffs: Sequence[float]
 ) -> pd.DataFrame | None:
-    """The per-context scores of the shard ``shard`` (whose manifest sha256 is ``shard_sha256``) at
-    these cutoffs, or None when its score file is missing, unreadable, of another shard or of other
-    cutoffs (the caller then scores the shard itself)."""
-    meta = _meta(shard, shard_sha256)
-    if (
-        meta is None
-        or meta.get("top_cutoffs") != _cutoffs(top_cutoffs)
-        or meta.get("bottom_cutoffs") != _cutoffs(bottom_cutoffs)
-    ):
-        log.debug("%s: no scores of this shard at these cutoffs; scoring the shard", scores_path(shard))
+    """The per-context scores of the manifest's shard ``shard`` at these cutoffs, or None when its
+    score file is missing, unrecorded, of other cutoffs or damaged (then set aside with one warning:
+    module docstring); the caller then scores the shard itself."""
+    from verbeval.agreement.scores.aggregate import score_columns
+
+    instead = "scoring the shard"
+    checked = _checked(shard, instead)
+    if checked is None:
+        return None
+    data, meta = checked
+    path = scores_path(shard.path)
+    if meta.get("top_cutoffs") != _cutoffs(top_cutoffs) or meta.get("bottom_cutoffs") != _cutoffs(bottom_cutoffs):
+        log.debug("%s: scores at other cutoffs; scoring the shard", path)
+        return None
+    try:  # the shard's contexts (the shard itself checked by the caller; its own errors are reported there)
+        ref = pq.read_table(shard.path, columns=["context_id", "plural"])
+        context_id = ref["context_id"].to_numpy()
+        plural = ref["plural"].to_numpy(zero_copy_only=False).astype(bool)
+    except (OSError, KeyError, ValueError, pa.ArrowException):
         return None
     try:
-        return pq.read_table(scores_path(shard)).to_pandas()
-    except (OSError, ValueError, pa.ArrowException):
+        frame = pq.read_table(pa.BufferReader(data)).to_pandas()
+        problem = frame_problem(frame, context_id, plural, score_columns(top_cutoffs, bottom_cutoffs))
+    except (OSError, ValueError, KeyError, TypeError, IndexError, pa.ArrowException) as exc:
+        problem = f"unreadable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    if problem is not None:
+        set_aside(path, problem, instead)
         return None
+    return frame
 
 
-def read_chunk_audit(shard: str | Path, shard_sha256: str, threshold: float) -> dict[str, int] | None:
-    """The EW decision counts of the shard ``shard`` (:func:`ew_decisions`) at ``threshold``, from its
-    score file, or None when there are none of this shard at this threshold (the caller reads the shard)."""
-    meta = _meta(shard, shard_sha256)
-    if meta is None or meta.get("fragile_ulps") != float(threshold) or not isinstance(meta.get("audit"), dict):
+def audit_problem(audit: Any, n_contexts: int, n_lemmas: int) -> str | None:
+    """Why ``audit`` (a score file's EW decision counts, :func:`verbeval.agreement.scores.precision.ew_decisions`)
+    cannot be the counts of a shard of ``n_contexts`` contexts and ``n_lemmas`` lemmas, else None: each
+    an integer, at most ``n_contexts x n_lemmas`` decisions (one per context and lemma, NaN pairs left
+    out), and ties, fragile decisions (never ties) and right ones (never ties) within them."""
+    if not isinstance(audit, dict) or any(type(audit.get(k)) is not int for k in AUDIT_KEYS):
+        return "its audit counts are not integers"
+    d, ties, fragile, right = (audit[k] for k in AUDIT_KEYS)
+    if not 0 <= d <= n_contexts * n_lemmas:
+        return f"{d} decisions, but the shard has {n_contexts} contexts x {n_lemmas} lemmas"
+    if min(ties, fragile, right) < 0 or ties + fragile > d or ties + right > d:
+        return f"audit counts {ties} ties, {fragile} fragile, {right} right do not fit {d} decisions"
+    return None
+
+
+def read_chunk_audit(shard: ListedShard, threshold: float) -> dict[str, int] | None:
+    """The EW decision counts of the manifest's shard ``shard`` (:func:`ew_decisions`) at ``threshold``,
+    from its score file, or None when there are none of this shard at this threshold or the file is
+    damaged (set aside with one warning: module docstring); the caller then reads the shard."""
+    from verbeval.agreement.engine.shards import read_shard_meta
+
+    instead = "counting the shard's decisions"
+    checked = _checked(shard, instead)
+    if checked is None:
         return None
-    return {k: int(meta["audit"][k]) for k in ("decisions", "ties", "fragile", "right")}
+    _, meta = checked
+    if meta.get("fragile_ulps") != float(threshold):
+        return None
+    try:
+        shard_meta = read_shard_meta(shard.path)
+        problem = audit_problem(meta.get("audit"), int(shard_meta["n_contexts"]), int(shard_meta["n_lemmas"]))
+    except (VerbevalError, KeyError, TypeError, ValueError):  # the shard's own check reports it
+        return None
+    if problem is not None:
+        set_aside(scores_path(shard.path), problem, instead)
+        return None
+    return {k: int(meta["audit"][k]) for k in AUDIT_KEYS}

@@ -15,9 +15,10 @@ are the same dequantised values, cast to the model's ``dtype`` when loaded, as b
 The folder is keyed by the file's content, so every run, checkout and pip model with the same file
 shares it. It is written in a temporary folder beside it and renamed into place under a lock
 (``.<sha256>.lock``): two jobs that need it at once build it once, and a half-written folder is
-never seen. A folder whose record is unreadable, written by other transformers or gguf versions, or
+never seen. A folder whose record is unreadable, written by other transformers or gguf versions,
 whose files no longer have their recorded sha256 (hashed once per change of a file,
-:func:`verbeval.core.model_sources.fingerprint.file_sha256`) is rebuilt.
+:func:`verbeval.core.model_sources.fingerprint.file_sha256`) or that holds a file its record does not
+list is rebuilt, with one warning line naming it and the reason (:func:`folder_problem`).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def _versions() -> dict[str, str]:
 
 def folder_problem(folder: Path, sha256: str, gguf_path: Path | None = None) -> str | None:
     """Why ``folder`` is not a complete cached folder of the GGUF file with this sha256 (missing,
-    record unreadable, other versions, a file missing or changed; with ``gguf_path``, a
+    record unreadable, other versions, a file missing, changed or not in the record; with ``gguf_path``, a
     ``config.json`` whose layer count or vocabulary is not the one the GGUF file's header states),
     else None."""
     try:
@@ -85,6 +86,10 @@ def folder_problem(folder: Path, sha256: str, gguf_path: Path | None = None) -> 
             return f"{name} is missing"
         if file_sha256(path) != digest:
             return f"{name} is not the file written there (sha256 changed)"
+    # a file the build did not write (a tokenizer's, a config's) would be read as the folder's own
+    extra = sorted(p.name for p in folder.iterdir() if p.name != RECORD and p.name not in record["files"])
+    if extra:
+        return f"{extra[0]} was not written there (not in its record)"
     return None if gguf_path is None else _shape_problem(folder, gguf_path)
 
 

