@@ -633,10 +633,10 @@ FLIP_SET = Step(
     ),
 )
 
-#: one model's results in the Every Eval Ever schema (docs/export.md): its CIs' confidence and resamples
+#: one model's results in the Every Eval Ever schema (docs/export.md); its CIs' settings are read from
+#: the results (summary.csv), so it has no settings of its own
 EXPORT = Step(
     "export",
-    settings=(BOOTSTRAP[0], CONFIDENCE),
     keys=("agreement.groups", "agreement.custom_groups", "agreement.export"),
     rules=("export_every_eval_ever",),
     inputs=(
@@ -645,7 +645,8 @@ EXPORT = Step(
         Input("--results", "the model's aggregate folder (verbeval aggregate --out-dir): <group>/summary.csv, ..."),
         Input(
             "--configfile",
-            "the run's configuration (YAML), whose sha256 (canonical JSON of the validated config) the export names",
+            "the run's configuration (YAML), whose sha256 (canonical JSON of the validated config, defaults "
+            "filled) the export names; its agreement.bootstrap must be the one the results were aggregated with",
             required=False,
         ),
         Input(
