@@ -413,7 +413,7 @@ def _own_earlier_export(export: Export, aggregate: Path, samples: Path) -> None:
         try:
             doc = json.loads(aggregate.read_text(encoding="utf-8"))
             library = doc["eval_library"]
-            ours = library["name"] == BENCHMARK and library["additional_details"]["export_uuid"] == export.uuid
+            ours = library["name"] == "verbeval" and library["additional_details"]["export_uuid"] == export.uuid
         except (OSError, ValueError, TypeError, KeyError):
             ours = False
         if not ours:
