@@ -151,10 +151,16 @@ def test_every_eval_ever_exports_are_written_on_request_only(in_repo: None, tmp_
         "export", "--format", "every-eval-ever", "--templates", f"{out}/templates.parquet",
         "--groups", ",".join(plan.group_ids), "--model-name", model,
         "--manifest", f"{out}/{model}/shards/manifest.json", "--results", f"{out}/{model}",
-        "--config-sha256", digest, "--schemas", str(wheel), "--resamples=1000", "--confidence=0.95",
-        "--out-dir", f"{out}/{model}/every_eval_ever",
+        "--config-sha256", digest, "--schemas", str(wheel), "--out-dir", f"{out}/{model}/every_eval_ever",
     ]  # fmt: skip
     assert sha256_hex(digest) == digest
+    # the hash covers the run's whole configuration: a clustered run's is another
+    clustered = tmp_path / "clustered.yaml"
+    clustered.write_text("agreement:\n  bootstrap: {cluster: template}\n")
+    other = plan_from_files([BASE, extra, clustered])
+    other_words = rule_words("export_every_eval_ever", other.comparisons.rules.export_every_eval_ever, model=model)
+    other_digest = other_words[other_words.index("--config-sha256") + 1]
+    assert other_digest == config_sha256(other.config) and other_digest != digest
     inputs = c.rules.export_every_eval_ever.input
     assert inputs["schemas"] == str(wheel) and inputs["templates"] == f"{out}/templates.parquet"
 

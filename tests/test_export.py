@@ -9,6 +9,7 @@ them are skipped, saying why (failed under ``VERBEVAL_REQUIRE_SHARED``, as CI ru
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -83,6 +84,7 @@ def _templates(tmp_path: Path) -> Path:
             "correct": ["laughs"] * n,
             "incorrect": ["laugh"] * n,
             "plural": [False] * n,
+            "source": [f"t{i % 3}.txt" for i in range(n)],  # three templates (agreement.bootstrap.cluster)
         }
     )
     path = tmp_path / "templates.parquet"
@@ -96,14 +98,14 @@ def run(tmp_path: Path) -> dict[str, Path]:
     manifest, _ = _store(tmp_path, META)
     assert main(_aggregate_args(tmp_path, manifest)) == 0
     config = tmp_path / "config.yaml"
-    config.write_text("models:\n  - id: org/tiny\n    name: tiny\n")
+    config.write_text("models:\n  - id: org/tiny\n    name: tiny\nagreement:\n  bootstrap: {resamples: 10}\n")
     return {"manifest": manifest, "results": tmp_path / "out", "templates": _templates(tmp_path), "config": config}
 
 
 def _export_args(run: dict[str, Path], out: Path, wheel: Path | None) -> list[str]:
     args = ["export", "--format", "every-eval-ever", "--templates", str(run["templates"]), "--groups", "g1"]
     args += ["--model-name", "tiny", "--manifest", str(run["manifest"]), "--results", str(run["results"])]
-    args += ["--configfile", str(run["config"]), "--resamples", "10", "--out-dir", str(out)]
+    args += ["--configfile", str(run["config"]), "--out-dir", str(out)]
     return args + (["--schemas", str(wheel)] if wheel else [])
 
 
@@ -183,8 +185,6 @@ def _export(run: dict[str, Path]) -> Any:
         templates=pd.read_parquet(run["templates"]),
         meta=META,
         model_name="tiny",
-        confidence=0.95,
-        resamples=10,
         timestamp=STAMP,
     )
 
@@ -350,3 +350,191 @@ def test_the_interval_method_names_the_clustering() -> None:
     assert _ci_method(pd.Series({"cluster": "template_and_lemma"})) == (
         "percentile bootstrap, resampling template and lemma clusters (agreement.bootstrap.cluster)"
     )
+
+
+def _reaggregate(run: dict[str, Path], tmp_path: Path, name: str, *options: str) -> Path:
+    """The run's shards aggregated again (on the export's templates) with ``options``: the results folder."""
+    (tmp_path / name).mkdir()
+    args = _aggregate_args(tmp_path / name, run["manifest"])
+    args[args.index("--templates") + 1] = str(run["templates"])
+    assert main([*args, *options]) == 0
+    return tmp_path / name / "out"
+
+
+def _config(tmp_path: Path, name: str, bootstrap: str) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"models:\n  - id: org/tiny\n    name: tiny\nagreement:\n  bootstrap: {bootstrap}\n")
+    return path
+
+
+def test_the_intervals_are_labelled_with_the_settings_of_the_run_that_drew_them(
+    run: dict[str, Path], tmp_path: Path
+) -> None:
+    """resamples, confidence and clustering come from summary.csv (its last columns, its cluster
+    column), whatever the export is told: the export has no options for them any more."""
+    results = _reaggregate(run, tmp_path, "r", "--resamples", "7", "--confidence", "0.8", "--cluster", "template")
+    summary = pd.read_csv(results / "g1" / "summary.csv")
+    assert list(summary.columns[-2:]) == ["resamples", "confidence"]
+    assert set(summary["resamples"]) == {7} and set(summary["confidence"]) == {0.8}
+    export = build_export(
+        results_dir=results, groups=["g1"], templates=pd.read_parquet(run["templates"]), meta=META,
+        model_name="tiny", timestamp=STAMP,
+    )  # fmt: skip
+    intervals = [r["score_details"]["uncertainty"] for r in export.aggregate["evaluation_results"]]
+    labelled = [u for u in intervals if "confidence_interval" in u]
+    assert labelled, "no interval to check"
+    for u in labelled:
+        assert u["num_bootstrap_samples"] == 7 and u["confidence_interval"]["confidence_level"] == 0.8
+        assert u["confidence_interval"]["method"] == (
+            "percentile bootstrap, resampling template clusters (agreement.bootstrap.cluster)"
+        )
+    with pytest.raises(SystemExit):  # the labels' former options are gone
+        main([*_export_args(run, tmp_path / "export", None), "--resamples", "1000"])
+
+
+def test_a_summary_that_does_not_record_its_intervals_settings_is_refused(
+    run: dict[str, Path], tmp_path: Path, schema_wheel: Path | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = run["results"] / "g1" / "summary.csv"
+    pd.read_csv(path).drop(columns=["resamples", "confidence"]).to_csv(path, index=False)
+    out = tmp_path / "export"
+    assert main(_export_args(run, out, schema_wheel)) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"verbeval export: error: {path}: no resamples and confidence column, so the intervals' settings are "
+        "unknown (written by an older verbeval aggregate): aggregate again"
+    ]
+    assert not out.exists()
+
+
+def _hash_of(out: Path) -> str:
+    (agg,) = out.glob("data/verbeval/org/tiny/*.json")
+    return json.loads(agg.read_text())["eval_library"]["additional_details"]["config_sha256"]
+
+
+def test_a_clustered_and_an_unclustered_run_never_share_a_config_hash(
+    run: dict[str, Path], tmp_path: Path, schema_wheel: Path | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hash is that of the run's configuration, which must be the one the results were aggregated
+    with: a configuration that says otherwise (the clustering, the resamples) is refused."""
+    clustered = {**run, "results": _reaggregate(run, tmp_path, "c", "--cluster", "template")}
+    clustered["config"] = _config(tmp_path, "clustered", "{resamples: 10, cluster: template}")
+    assert main(_export_args(run, tmp_path / "plain", schema_wheel)) == 0
+    assert main(_export_args(clustered, tmp_path / "clustered", schema_wheel)) == 0
+    plain_hash, clustered_hash = _hash_of(tmp_path / "plain"), _hash_of(tmp_path / "clustered")
+    assert plain_hash == config_sha256(load_config(run["config"]))
+    assert clustered_hash == config_sha256(load_config(clustered["config"])) != plain_hash
+    capsys.readouterr()
+    summary = clustered["results"] / "g1" / "summary.csv"
+    wrong = {**clustered, "config": run["config"]}  # the unclustered run's configuration
+    assert main(_export_args(wrong, tmp_path / "wrong", schema_wheel)) == 1
+    default = {**run, "config": _config(tmp_path, "default", "{}")}  # 1,000 resamples; the run drew 10
+    assert main(_export_args(default, tmp_path / "wrong", schema_wheel)) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"verbeval export: error: {run['config']}: agreement.bootstrap.cluster is 'context', but {summary} was "
+        "aggregated with 'template': give the configuration of the run that wrote the results",
+        f"verbeval export: error: {default['config']}: agreement.bootstrap.resamples is 1000, but "
+        f"{run['results'] / 'g1' / 'summary.csv'} was aggregated with 10: give the configuration of the run "
+        "that wrote the results",
+    ]
+    assert not (tmp_path / "wrong").exists()
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+
+def test_exporting_the_same_results_again_replaces_the_earlier_export(
+    run: dict[str, Path], tmp_path: Path, schema_wheel: Path | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "export"
+    for stamp in (STAMP, STAMP + 60):
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", str(stamp))
+        assert main(_export_args(run, out, schema_wheel)) == 0
+    files = _files(out)
+    (agg,) = [name for name in files if name.endswith(".json")]
+    assert sorted(files) == [agg, agg.replace(".json", "_samples.jsonl")]  # one evaluation, no leftovers
+    doc = json.loads(files[agg])
+    assert doc["retrieved_timestamp"] == str(STAMP + 60)
+    rows = [json.loads(line) for line in files[agg.replace(".json", "_samples.jsonl")].splitlines()]
+    assert {r["evaluation_id"] for r in rows} == {doc["evaluation_id"]} == {f"verbeval/org/tiny/{STAMP + 60}"}
+    assert doc["eval_library"]["additional_details"]["export_uuid"] == Path(agg).stem
+    # other results of the model (another number of resamples): another evaluation, beside it
+    other = {**run, "results": _reaggregate(run, tmp_path, "r7", "--resamples", "7")}
+    other["config"] = _config(tmp_path, "r7", "{resamples: 7}")
+    assert main(_export_args(other, out, schema_wheel)) == 0
+    assert len([name for name in _files(out) if name.endswith(".json")]) == 2
+    assert _files(out)[agg] == files[agg]
+
+
+@pytest.mark.parametrize("failure", ["disk full", "rename"])
+def test_an_export_whose_second_file_fails_leaves_nothing_new_and_the_earlier_export_as_it_was(
+    run: dict[str, Path], tmp_path: Path, schemas: Schemas, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    out, fresh = tmp_path / "export", tmp_path / "fresh"
+    first = _export(run)
+    write_export(first, schemas, out)
+    before = _files(out)
+    again = build_export(
+        results_dir=run["results"], groups=["g1"], templates=pd.read_parquet(run["templates"]), meta=META,
+        model_name="tiny", timestamp=STAMP + 60,
+    )  # fmt: skip
+    assert again.uuid == first.uuid and again.aggregate != first.aggregate  # would replace both files
+    real_fsync, real_replace = os.fsync, os.replace
+    synced: list[int] = []
+
+    def fsync(fd: int) -> None:  # the second file's data does not fit on the disk
+        synced.append(fd)
+        if len(synced) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:  # the aggregate's rename fails, after the samples file's
+        if str(src).endswith(".tmp") and str(dst).endswith(".json"):
+            raise OSError(errno.EIO, "Input/output error")
+        real_replace(src, dst)
+
+    if failure == "disk full":
+        monkeypatch.setattr(os, "fsync", fsync)
+    else:
+        monkeypatch.setattr(os, "replace", replace)
+    for target in (out, fresh):
+        synced.clear()
+        with pytest.raises(OSError):
+            write_export(again, schemas, target)
+    monkeypatch.undo()
+    assert _files(out) == before  # the earlier export, byte for byte, and nothing beside it
+    assert _files(fresh) == {}
+
+
+def test_a_file_that_is_not_this_evaluations_earlier_export_is_never_replaced(
+    run: dict[str, Path], tmp_path: Path, schemas: Schemas
+) -> None:
+    export, out = _export(run), tmp_path / "export"
+    aggregate, samples = out / export.aggregate_path, out / export.samples_path
+    aggregate.parent.mkdir(parents=True)
+    for foreign in ('{"eval_library": {"name": "verbeval", "additional_details": {}}}', "not json"):
+        aggregate.write_text(foreign)
+        with pytest.raises(VerbevalError) as info:
+            write_export(export, schemas, out)
+        assert str(info.value) == (
+            f"{aggregate}: exists and is not verbeval's earlier export of this evaluation "
+            f"(export_uuid {export.uuid}); it is left as it is: move it away to export here"
+        )
+        assert aggregate.read_text() == foreign and not samples.exists()
+    aggregate.unlink()
+    # a samples file alone: this evaluation's (an export stopped between its two renames) is replaced ...
+    earlier = build_export(
+        results_dir=run["results"], groups=["g1"], templates=pd.read_parquet(run["templates"]), meta=META,
+        model_name="tiny", timestamp=STAMP - 60,
+    )  # fmt: skip
+    samples.write_text(earlier.samples_text())
+    write_export(export, schemas, out)
+    assert samples.read_text() == export.samples_text() and aggregate.is_file()
+    # ... one with other rows is not
+    aggregate.unlink()
+    edited = earlier.samples_text().replace('"score": 1.0', '"score": 0.0', 1)
+    assert edited != earlier.samples_text()
+    samples.write_text(edited)
+    with pytest.raises(VerbevalError, match="_samples.jsonl: exists and is not verbeval's earlier export"):
+        write_export(export, schemas, out)
+    assert samples.read_text() == edited and not aggregate.exists()

@@ -5,7 +5,8 @@ engine (contexts encoded, the batched forward pass, its torch kernels, every sha
 to its resumable store), scores (TSE, EW and MW from the shards' form statistics, per-group summaries
 with bootstrap CIs, per-lemma diagnostics and contexts), report (Table 2, Table 3, the figures' data
 and drawing, the report pages, DVC views, the checkpoint index), lexicon_modes (verb forms of any
-length: the single_token/all/common modes), steps (its workflow steps, each declared once: settings, configuration keys),
+length: the single_token/all/common modes), steps (its workflow steps, each declared once: settings, configuration keys;
+comparison_steps: those of compare, precision-audit, flip-set and export),
 runs (its model's steps as functions of typed records: lemmas, infer, the shards of run-model, infer-forms,
 aggregate, lemma-stats), api (the in-process API: ``evaluate``, ``AgreementResult``,
 ``AgreementSuite``, ``AgreementCallback``) and cli (its sub-commands, one module per sub-pipeline).

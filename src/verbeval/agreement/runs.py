@@ -313,6 +313,7 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
         read_shards,
         row_tse,
         summarise,
+        with_interval_settings,
     )
     from verbeval.agreement.scores.chunk_scores import read_chunk_scores
     from verbeval.core import count_draws
@@ -369,6 +370,7 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
         ).assign(random_init=random_init)  # fmt: skip
         if shards.n_nonfinite:  # kept under --allow-nonfinite: Table 2 and metrics.json say so
             summary = summary.assign(n_nonfinite=shards.n_nonfinite)
+        summary = with_interval_settings(summary, run.resamples, run.confidence)
         write_parquet(scores, out / group / "scores.parquet")
         write_parquet(tse, out / group / "tse.parquet")
         write_csv(summary, out / group / "summary.csv", float_format="%.10g")

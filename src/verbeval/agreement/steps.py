@@ -1,12 +1,14 @@
 """The agreement study's workflow steps, each declared once (:class:`verbeval.core.steps.Step`): the
 configuration keys that each command takes as options, and the other keys its jobs depend on. The
 command's options, the rule's command line, the DVC params and the in-process API's defaults are
-derived from these declarations."""
+derived from these declarations. Those of compare, precision-audit, flip-set and export are declared
+in :mod:`verbeval.agreement.comparison_steps`, with the settings this module passes."""
 
 from __future__ import annotations
 
 import argparse
 
+from verbeval.agreement.comparison_steps import comparison_steps
 from verbeval.core.bootstrap import CLUSTERINGS
 from verbeval.core.cliutil import float_list
 from verbeval.core.steps import INFERENCE_DEVICE, Input, Option, Output, Setting, Step, bootstrap_settings
@@ -537,127 +539,15 @@ LEXICON_MODES_TABLE = Step(
     ),
 )
 
-#: paired comparisons of the run's models (rule comparisons): McNemar's exact test per group for TSE,
-#: paired bootstrap differences for EW and MW (:mod:`verbeval.agreement.scores.paired`)
-COMPARE = Step(
-    "compare",
-    settings=(*BOOTSTRAP, CLUSTER),
-    keys=(
-        "models",
-        "agreement.groups",
-        "agreement.custom_groups",
-        "agreement.table_models",
-        "agreement.comparisons",
-        FORMATS_KEY,
-    ),
-    rules=("comparisons",),
-    inputs=(
-        Input(
-            "--results",
-            "a model's aggregate folder (<DIR>/<group>/tse.parquet, scores.parquet); repeatable",
-            action="append",
-            metavar="NAME=DIR",
-        ),
-        Input(
-            "--templates",
-            "the templates.parquet the results were scored on (every model's, or NAME's); each pair's rows are "
-            "paired by their template identity (source:line), and runs that differ in it are refused "
-            "(without: paired by row number)",
-            action="append",
-            default=[],
-            metavar="[NAME=]PATH",
-            required=False,
-        ),
-        Input(
-            "--shards",
-            "a model's shard manifest, whose form statistics EW and MW at p = 1 are rescored with under "
-            "agreement.bootstrap.cluster template_and_lemma (read then only, and then needed for every model "
-            "compared); repeatable",
-            action="append",
-            default=[],
-            metavar="NAME=PATH",
-            required=False,
-        ),
-        Input(
-            "--lemmas",
-            "a model's lemmas.parquet (the lemmas of its shards), for template_and_lemma as --shards; repeatable",
-            action="append",
-            default=[],
-            metavar="NAME=PATH",
-            required=False,
-        ),
-    ),
-    outputs=(
-        Output("--csv", "output: comparisons.csv (one row per pair, group and metric)"),
-        Output("--first-gains", "output: first_gains.csv (a sweep's first significant gain)"),
-        Output("--figure", "output: the forest figure, one path per format", nargs="+"),
-    ),
-)
-
-#: one model's ties and fragile decisions (rule precision_audit; :mod:`verbeval.agreement.scores.precision`)
-PRECISION_AUDIT = Step(
-    "precision-audit",
-    settings=(FRAGILE_ULPS,),
-    keys=("models", "agreement.groups", "agreement.custom_groups", "agreement.precision_audit"),
-    rules=("precision_audit",),
-    inputs=(
-        Input(
-            "--results",
-            "a model's aggregate folder (<DIR>/<group>/tse.parquet); repeatable, one per model",
-            action="append",
-            metavar="NAME=DIR",
-        ),
-        Input("--shards", "a model's shard manifest", action="append", default=[], metavar="NAME=PATH", required=False),
-        Input("--lemmas", "a model's lemmas.parquet", action="append", default=[], metavar="NAME=PATH", required=False),
-    ),
-    outputs=(Output("--out", "output: precision_audit.csv (a row per model, group and metric)"),),
-)
-
-#: a model's flip set against its run in another dtype (rule flip_set; agreement.precision_audit.dtypes)
-FLIP_SET = Step(
-    "flip-set",
-    settings=BOOTSTRAP,
-    keys=("models", "agreement.groups", "agreement.custom_groups", "agreement.precision_audit"),
-    rules=("flip_set",),
-    inputs=(
-        *(
-            Input(f"--{side}-{what}", f"the {side} run's {help}")
-            for side in ("reference", "other")
-            for what, help in (("results", "aggregate folder"), ("shards", "shard manifest"))
-        ),
-        Input("--lemmas", "the model's lemmas.parquet (both runs')"),
-    ),
-    outputs=(
-        Output("--flips", "output: flips.csv (one row per flipped decision)"),
-        Output("--comparison", "output: the paired comparison of the two runs (CSV)"),
-    ),
-)
-
-#: one model's results in the Every Eval Ever schema (docs/export.md): its CIs' confidence and resamples
-EXPORT = Step(
-    "export",
-    settings=(BOOTSTRAP[0], CONFIDENCE),
-    keys=("agreement.groups", "agreement.custom_groups", "agreement.export"),
-    rules=("export_every_eval_ever",),
-    inputs=(
-        TEMPLATES_FILE,
-        Input("--manifest", "the model's shard manifest (verbeval infer --manifest): model id, revision, dtype"),
-        Input("--results", "the model's aggregate folder (verbeval aggregate --out-dir): <group>/summary.csv, ..."),
-        Input(
-            "--configfile",
-            "the run's configuration (YAML), whose sha256 (canonical JSON of the validated config) the export names",
-            required=False,
-        ),
-        Input(
-            "--schemas",
-            "every_eval_ever-0.3.0-py3-none-any.whl to read the schemas from (sha256 checked); "
-            "default: the installed every-eval-ever (pip install 'verbeval[export]', Python >= 3.12)",
-            required=False,
-        ),
-    ),
-    outputs=(
-        Output("--out-dir", "writes <out-dir>/data/verbeval/<developer>/<model>/<uuid>.json and <uuid>_samples.jsonl"),
-    ),
+#: paired comparisons of the run's models (compare), one model's ties and fragile decisions
+#: (precision-audit), its flip set against its run in another dtype (flip-set), its results in the Every
+#: Eval Ever schema (export): declared in :mod:`verbeval.agreement.comparison_steps`
+COMPARE, PRECISION_AUDIT, FLIP_SET, EXPORT = comparison_steps(
+    bootstrap=BOOTSTRAP,
+    cluster=CLUSTER,
+    fragile_ulps=FRAGILE_ULPS,
+    templates_file=TEMPLATES_FILE,
+    formats_key=FORMATS_KEY,
 )
 
 #: every step declared here

@@ -22,7 +22,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -243,6 +243,66 @@ def write_text(path: str | Path, text: str) -> None:
 
 def write_json(path: str | Path, obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_texts_together(files: Sequence[tuple[str | Path, str]]) -> None:
+    """Write every ``(path, text)`` of ``files`` or none of them (UTF-8): each to a temporary file
+    beside it, flushed to disk, then renamed onto its path in the order given. When a write or a
+    rename fails, the temporaries are removed, every path already renamed onto gets its earlier
+    file back (or is removed when it had none), and the error is raised."""
+    temps: list[Path] = []
+    fds: list[int] = []  # each temporary's, locked until the renames: marks it as in use
+    done: list[tuple[Path, Path | None]] = []  # (path, its earlier file kept aside, or None)
+    try:
+        for path, text in files:
+            dest = Path(path)
+            make_parent(dest)
+            remove_stale_temporaries(dest)
+            fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+            fds.append(fd)
+            temps.append(Path(tmp))
+            _lock(fd)
+            os.fchmod(fd, 0o666 & ~_umask())
+            with open(fd, "w", encoding="utf-8", newline="", closefd=False) as fh:
+                fh.write(text)
+            os.fsync(fd)
+        for (path, _), tmp in zip(files, temps):
+            dest = Path(path)
+            earlier = None
+            if dest.exists():  # kept as a second name until every file is in place
+                earlier = dest.with_name(f".{dest.name}.{os.getpid()}.earlier")
+                earlier.unlink(missing_ok=True)
+                try:
+                    os.link(dest, earlier)
+                except OSError:  # a file system without hard links
+                    os.replace(dest, earlier)
+            done.append((dest, earlier))
+            os.replace(tmp, dest)
+        with contextlib.suppress(OSError):  # the renames themselves on disk
+            folder = os.open(Path(files[-1][0]).parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+    except BaseException:
+        for dest, earlier in reversed(done):
+            with contextlib.suppress(OSError):
+                if earlier is not None:
+                    os.replace(earlier, dest)
+                    earlier.unlink(missing_ok=True)  # still there when both names were one file: rename did nothing
+                else:
+                    dest.unlink(missing_ok=True)
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        for fd in fds:
+            os.close(fd)
+    for _, earlier in done:
+        if earlier is not None:
+            with contextlib.suppress(OSError):
+                earlier.unlink()
 
 
 def write_parquet(df: pd.DataFrame, path: str | Path) -> None:

@@ -27,7 +27,14 @@ import pandas as pd
 
 from verbeval.agreement.api.suite import AgreementSuite
 from verbeval.agreement.report.tables import table2
-from verbeval.agreement.scores.aggregate import GroupShards, context_scores, row_clusters, row_tse, summarise
+from verbeval.agreement.scores.aggregate import (
+    GroupShards,
+    context_scores,
+    row_clusters,
+    row_tse,
+    summarise,
+    with_interval_settings,
+)
 from verbeval.agreement.scores.lemma_contexts import forms_of, lemma_contexts_from_stats, write_lemma_contexts
 from verbeval.agreement.scores.metrics import FormStats
 from verbeval.agreement.scores.paired import template_row_ids
@@ -348,7 +355,7 @@ def evaluate(
             ).assign(random_init=bool(random_init))  # fmt: skip
             if shards.n_nonfinite:
                 summary = summary.assign(n_nonfinite=shards.n_nonfinite)
-            parts.append(summary)
+            parts.append(with_interval_settings(summary, resamples, confidence))
             stats[gid] = (shards.stats, shards.plural)
     summary = pd.concat(parts, ignore_index=True)
     summary = summary.sort_values(["model", "group", "metric", "side", "cutoff"], kind="stable").reset_index(drop=True)

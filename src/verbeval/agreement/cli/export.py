@@ -40,7 +40,7 @@ def cmd_export(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.engine.shardstore import manifest_meta
-    from verbeval.agreement.report.eee_export import build_export, write_export
+    from verbeval.agreement.report.eee_export import build_export, check_run_config, write_export
     from verbeval.core.config import config_sha256, load_config
     from verbeval.core.eee_schemas import load_schemas
     from verbeval.core.errors import VerbevalError
@@ -48,16 +48,20 @@ def cmd_export(a: argparse.Namespace) -> None:
     if a.configfile and a.config_sha256:
         raise VerbevalError("--configfile and --config-sha256 both name the configuration: give one")
     schemas = load_schemas(a.schemas)  # first: no schemas, nothing read
+    groups = [g for g in a.groups.split(",") if g]
+    config_hash = a.config_sha256
+    if a.configfile:
+        config = load_config(a.configfile)
+        check_run_config(a.results, groups, config, a.configfile)
+        config_hash = config_sha256(config)
     export = build_export(
         results_dir=a.results,
-        groups=[g for g in a.groups.split(",") if g],
+        groups=groups,
         templates=pd.read_parquet(a.templates),
         meta=manifest_meta(a.manifest),
         model_name=a.model_name,
-        confidence=a.confidence,
-        resamples=a.resamples,
         timestamp=export_timestamp(),
-        config_hash=config_sha256(load_config(a.configfile)) if a.configfile else a.config_sha256,
+        config_hash=config_hash,
     )
     aggregate, samples = write_export(export, schemas, a.out_dir)
     log.info(

@@ -5,13 +5,19 @@ The datastore layout of every-eval-ever 0.3.0 is ``data/<benchmark>/<developer>/
 aggregate naming its companion in ``detailed_evaluation_results``. :func:`build_export` makes both
 from what ``verbeval aggregate`` wrote for each group (summary.csv, tse.parquet, scores.parquet), the
 template rows and the model's shard manifest; :func:`write_export` validates every document against
-the schemas, then writes the two files (each atomically; nothing when a document is invalid).
+the schemas, then writes the two files together (both or neither; nothing when a document is invalid).
 
 Per group, one result per headline metric (:data:`verbeval.agreement.scores.registry.HEADLINE`:
 TSE, and EW and MW at top-p 1, as Table 2 reports them), each with its bootstrap CI and counts. The
 instance rows: one per scored TSE row (its sentence pair, the form the model preferred, correct or
-not) and one per context for EW and for MW at top-p 1 (its score; correct when above 0.5). The UUID is derived from the content (model, groups, the config's
-hash, the timestamp), so one export is one file name.
+not) and one per context for EW and for MW at top-p 1 (its score; correct when above 0.5). Each
+interval is labelled with the settings of the run that drew it, which ``aggregate`` records in
+summary.csv (:data:`verbeval.agreement.scores.aggregate.INTERVAL_SETTINGS`, ``cluster``).
+
+The UUID is derived from the evaluation (model, groups, the config's hash, the results and instance
+rows; not the time), so exporting the same results again writes the same two files: it replaces the
+earlier export (:func:`write_export` checks that the files it replaces are that export) instead of
+adding a second evaluation.
 """
 
 from __future__ import annotations
@@ -33,7 +39,15 @@ from verbeval.agreement.scores.registry import HEADLINE, Metric
 from verbeval.core.config import config_sha256
 from verbeval.core.errors import VerbevalError
 
-__all__ = ["Export", "build_export", "config_sha256", "model_identity", "write_export"]
+__all__ = [
+    "Export",
+    "build_export",
+    "check_run_config",
+    "config_sha256",
+    "model_identity",
+    "run_settings",
+    "write_export",
+]
 
 #: the datastore's benchmark folder of verbeval's results
 BENCHMARK = "verbeval"
@@ -110,6 +124,53 @@ def _summary_row(summary: pd.DataFrame, metric: Metric, where: str) -> pd.Series
     return rows.iloc[0]
 
 
+def run_settings(summary: pd.DataFrame, where: str) -> dict[str, Any]:
+    """The ``agreement.bootstrap`` settings a summary's intervals were drawn with: ``resamples`` and
+    ``confidence`` (its last columns), ``cluster`` (its column; absent: ``context``). A summary
+    without them (an older ``verbeval aggregate``'s) or with several values is a one-line error."""
+    from verbeval.agreement.scores.aggregate import INTERVAL_SETTINGS
+
+    missing = [c for c in INTERVAL_SETTINGS if c not in summary.columns]
+    if missing:
+        raise VerbevalError(
+            f"{where}: no {' and '.join(missing)} column, so the intervals' settings are unknown "
+            "(written by an older verbeval aggregate): aggregate again"
+        )
+    clusters = summary["cluster"] if "cluster" in summary.columns else pd.Series(["context"] * len(summary))
+    settings: dict[str, Any] = {}
+    for name, column in (
+        ("resamples", summary["resamples"]),
+        ("confidence", summary["confidence"]),
+        ("cluster", clusters),
+    ):
+        values = column.drop_duplicates().tolist()
+        if len(values) != 1 or (name != "cluster" and not math.isfinite(float(values[0]))):
+            raise VerbevalError(f"{where}: {name} {values}: expected one value for every row")
+        settings[name] = values[0]
+    return {"resamples": int(settings["resamples"]), "confidence": float(settings["confidence"]),
+            "cluster": str(settings["cluster"])}  # fmt: skip
+
+
+def _summary(where: Path) -> pd.DataFrame:
+    return pd.read_csv(where / "summary.csv", keep_default_na=False, na_values=[""])
+
+
+def check_run_config(results_dir: str | Path, groups: Sequence[str], config: Mapping[str, Any], source: str) -> None:
+    """Refuse a configuration (``source``: its file) whose ``agreement.bootstrap`` resamples, confidence
+    or cluster is not what each group's summary.csv was aggregated with: its hash would not describe
+    the run."""
+    boot = (config.get("agreement") or {}).get("bootstrap") or {}
+    for group in groups:
+        where = Path(results_dir) / group / "summary.csv"
+        for name, value in run_settings(_summary(where.parent), str(where)).items():
+            given = boot.get(name)
+            if given is None or (given != value if name == "cluster" else not math.isclose(float(given), value)):
+                raise VerbevalError(
+                    f"{source}: agreement.bootstrap.{name} is {given!r}, but {where} was aggregated with {value!r}: "
+                    "give the configuration of the run that wrote the results"
+                )
+
+
 def _ci_method(row: pd.Series) -> str:
     """How the summary row's interval was drawn: its ``cluster`` (``agreement.bootstrap.cluster``; a
     summary of the default ``context`` has no such column)."""
@@ -120,7 +181,7 @@ def _ci_method(row: pd.Series) -> str:
 
 
 def _result(
-    group: str, metric: Metric, row: pd.Series, source: dict[str, Any], confidence: float, resamples: int
+    group: str, metric: Metric, row: pd.Series, source: dict[str, Any], settings: Mapping[str, Any]
 ) -> dict[str, Any] | None:
     value = _number(row["value"])
     if value is None:
@@ -131,10 +192,10 @@ def _result(
         uncertainty["confidence_interval"] = {
             "lower": low,
             "upper": high,
-            "confidence_level": float(confidence),
+            "confidence_level": float(settings["confidence"]),
             "method": _ci_method(row),
         }
-        uncertainty["num_bootstrap_samples"] = int(resamples)
+        uncertainty["num_bootstrap_samples"] = int(settings["resamples"])
     config: dict[str, Any] = {
         "evaluation_description": f"verbeval's {metric.headline_label}, a mean over {metric.unit}s ({METRICS_DOC})",
         "metric_id": f"verbeval.{result_id(metric)}",
@@ -204,14 +265,13 @@ def build_export(
     templates: pd.DataFrame,
     meta: Mapping[str, Any],
     model_name: str,
-    confidence: float,
-    resamples: int,
     timestamp: int,
     config_hash: str | None = None,
 ) -> Export:
-    """The export of one model: ``results_dir/<group>/`` holds what ``verbeval aggregate`` wrote,
-    ``templates`` the template rows, ``meta`` the shard manifest's meta (model id, revision, dtype,
-    kind, random_init), ``config_hash`` the :func:`config_sha256` of the run's configuration."""
+    """The export of one model: ``results_dir/<group>/`` holds what ``verbeval aggregate`` wrote (its
+    summary.csv also the intervals' settings, :func:`run_settings`), ``templates`` the template rows,
+    ``meta`` the shard manifest's meta (model id, revision, dtype, kind, random_init), ``config_hash``
+    the :func:`config_sha256` of the run's configuration."""
     from verbeval.agreement.engine.shards import build_contexts
 
     model_id = str(meta.get("model_id") or model_name)
@@ -222,7 +282,6 @@ def build_export(
         details["config_sha256"] = config_hash
     stamp = str(int(timestamp))
     evaluation_id = f"{BENCHMARK}/{ident}/{stamp}"
-    uid = _uuid4_of(json.dumps([evaluation_id, model_name, list(groups), config_hash]))
     folder = f"data/{BENCHMARK}/{developer}/{folder_model}"
     kind = str(meta.get("kind") or "")
     model_details = {
@@ -235,13 +294,14 @@ def build_export(
         "kind": kind or "unknown",
         "random_weights": "true" if random_init else "false",
     }
-    base = {"schema_version": "0.3.0", "evaluation_id": evaluation_id, "model_id": ident}
+    base = {"schema_version": "0.3.0", "model_id": ident}  # and evaluation_id, once the rows are known
     results: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     root = Path(results_dir)
     for group in groups:
         where = root / group
-        summary = pd.read_csv(where / "summary.csv", keep_default_na=False, na_values=[""])
+        summary = _summary(where)
+        settings = run_settings(summary, str(where / "summary.csv"))
         tse = pd.read_parquet(where / "tse.parquet")
         scores = pd.read_parquet(where / "scores.parquet")
         g = templates[templates["group"] == group].reset_index(drop=True)
@@ -252,7 +312,7 @@ def build_export(
         }
         for metric in HEADLINE:
             row = _summary_row(summary, metric, str(where / "summary.csv"))
-            result = _result(group, metric, row, source, confidence, resamples)
+            result = _result(group, metric, row, source, settings)
             if result is not None:
                 results.append(result)
         for r in tse.itertuples(index=False):
@@ -290,6 +350,21 @@ def build_export(
                 )  # fmt: skip
     if not results:
         raise VerbevalError(f"{root}: no finite result of {model_name} to export")
+    # the evaluation's identity: what was evaluated and what came out, not when it was exported
+    identity = {
+        "benchmark": BENCHMARK,
+        "model_id": ident,
+        "model_name": model_name,
+        "model": model_details,
+        "groups": list(groups),
+        "config_sha256": config_hash,
+        "results": results,
+        "samples_sha256": hashlib.sha256(_jsonl(samples).encode("utf-8")).hexdigest(),
+    }
+    uid = _uuid4_of(json.dumps(identity, sort_keys=True, ensure_ascii=False))
+    details["export_uuid"] = uid
+    for sample in samples:
+        sample["evaluation_id"] = evaluation_id
     body = _jsonl(samples)
     aggregate = {
         "schema_version": "0.3.0",
@@ -322,18 +397,53 @@ def build_export(
     return Export(folder, uid, aggregate, samples)
 
 
+def _own_earlier_export(export: Export, aggregate: Path, samples: Path) -> None:
+    """Refuse to write over a file that is not this evaluation's earlier export (same file names: the
+    same evaluation). Its aggregate: verbeval's, naming the same ``export_uuid``; its samples file
+    alone (an export stopped between its two renames): verbeval's rows of this model, equal to this
+    export's but for their ``evaluation_id`` (the time)."""
+
+    def refuse(path: Path) -> VerbevalError:
+        return VerbevalError(
+            f"{path}: exists and is not verbeval's earlier export of this evaluation "
+            f"(export_uuid {export.uuid}); it is left as it is: move it away to export here"
+        )
+
+    if aggregate.exists() or aggregate.is_symlink():
+        try:
+            doc = json.loads(aggregate.read_text(encoding="utf-8"))
+            library = doc["eval_library"]
+            ours = library["name"] == "verbeval" and library["additional_details"]["export_uuid"] == export.uuid
+        except (OSError, ValueError, TypeError, KeyError):
+            ours = False
+        if not ours:
+            raise refuse(aggregate)
+    elif samples.exists() or samples.is_symlink():
+        mine = [{k: v for k, v in row.items() if k != "evaluation_id"} for row in export.samples]
+        try:
+            rows = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+            ours = all(str(r.pop("evaluation_id")).startswith(f"{BENCHMARK}/") for r in rows) and rows == mine
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            ours = False
+        if not ours:
+            raise refuse(samples)
+
+
 def write_export(export: Export, schemas: Any, out_dir: str | Path) -> tuple[Path, Path]:
     """Validate ``export`` against ``schemas`` (:class:`verbeval.core.eee_schemas.Schemas`: the
-    aggregate, then every instance row), then write its two files under ``out_dir`` (each atomically);
-    an invalid document: the validator's error, nothing written. Returns (aggregate, samples) paths."""
+    aggregate, then every instance row), then write its two files under ``out_dir`` together (the
+    samples file, then the aggregate; both or neither: :func:`verbeval.core.io.write_texts_together`),
+    replacing this evaluation's earlier export; an invalid document, or a file in the way that is not
+    that export: one-line error, nothing written. Returns (aggregate, samples) paths."""
     from verbeval.core.eee_schemas import check
-    from verbeval.core.io import write_text
+    from verbeval.core.io import write_texts_together
 
     check(schemas.aggregate, export.aggregate, export.aggregate_path)
     for i, sample in enumerate(export.samples, 1):
         check(schemas.instance, sample, f"{export.samples_path}:{i}")
     out = Path(out_dir)
     samples, aggregate = out / export.samples_path, out / export.aggregate_path
-    write_text(samples, export.samples_text())
-    write_text(aggregate, json.dumps(export.aggregate, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    _own_earlier_export(export, aggregate, samples)
+    text = json.dumps(export.aggregate, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    write_texts_together([(samples, export.samples_text()), (aggregate, text)])
     return aggregate, samples

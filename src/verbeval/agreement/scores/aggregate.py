@@ -475,3 +475,14 @@ def lemma_draw_context_scores(
         for k, values in enumerate(lemma_weighted_p1(stats, plural, lemmas[rows])):
             out[rows, k] = weighted_nanmean(w, values)
     return out
+
+
+#: the last columns of a summary: the ``agreement.bootstrap`` settings its intervals were drawn with
+#: (the clustering is its ``cluster`` column, absent for ``context``); the export labels the intervals with them
+INTERVAL_SETTINGS = ("resamples", "confidence")
+
+
+def with_interval_settings(summary: pd.DataFrame, resamples: int, confidence: float) -> pd.DataFrame:
+    """``summary`` with :data:`INTERVAL_SETTINGS` as its last columns: the resamples and the
+    confidence of its ``ci_low``/``ci_high`` (and ``wilson_low``/``wilson_high``) intervals."""
+    return summary.assign(resamples=int(resamples), confidence=float(confidence))
