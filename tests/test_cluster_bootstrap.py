@@ -368,15 +368,15 @@ def test_compare_needs_the_templates_under_a_clustering(tmp_path) -> None:  # no
     )
 
 
-def test_the_schema_takes_the_three_clusterings_for_agreement_only() -> None:
-    for choice in ("context", "template", "template_and_lemma"):
+def test_the_schema_takes_the_six_clusterings_for_agreement_only() -> None:
+    for choice in ("context", "template", "template_and_lemma", "subject", "verb", "subject_and_verb"):
         cfg = validate_config({"models": [{"id": "gpt2"}], "agreement": {"bootstrap": {"cluster": choice}}})
         assert cfg["agreement"]["bootstrap"] == {"resamples": 1000, "seed": 0, "confidence": 0.95, "cluster": choice}
     with pytest.raises(VerbevalError) as e:
-        validate_config({"models": [{"id": "gpt2"}], "agreement": {"bootstrap": {"cluster": "verb"}}})
+        validate_config({"models": [{"id": "gpt2"}], "agreement": {"bootstrap": {"cluster": "lemma"}}})
     assert str(e.value) == (
-        "config: invalid value at agreement.bootstrap.cluster: 'verb' is not one of "
-        "['context', 'template', 'template_and_lemma']"
+        "config: invalid value at agreement.bootstrap.cluster: 'lemma' is not one of "
+        "['context', 'template', 'template_and_lemma', 'subject', 'verb', 'subject_and_verb']"
     )
     with pytest.raises(VerbevalError) as e:
         validate_config({"models": [{"id": "gpt2"}], "simverb": {"bootstrap": {"cluster": "template"}}})
@@ -399,8 +399,10 @@ def test_aggregate_and_compare_take_the_clustering_as_an_option() -> None:
     args = with_config_defaults(build_parser().parse_args([*argv, "--cluster", "template_and_lemma"]))
     assert aggregate_run(args).cluster == "template_and_lemma"
     assert aggregate_run(with_config_defaults(build_parser().parse_args(argv))).cluster == "context"
+    args = with_config_defaults(build_parser().parse_args([*argv, "--cluster", "subject_and_verb"]))
+    assert aggregate_run(args).cluster == "subject_and_verb"
     with pytest.raises(SystemExit):
-        build_parser().parse_args([*argv, "--cluster", "verb"])
+        build_parser().parse_args([*argv, "--cluster", "lemma"])
     args = build_parser().parse_args(["compare", "--results", "a=d", "--groups", "g", "--csv", "c", "--first-gains",
                                       "f", "--figure", "x.png", "--cluster", "template"])  # fmt: skip
     assert args.cluster == "template"

@@ -187,8 +187,8 @@ def test_template_and_lemma_crosses_verbs_in_the_interval_and_tests_over_templat
                        templates={"g": labels}, **forms)  # fmt: skip
     assert str(e.value) == "group 'g': agreement.bootstrap.cluster template_and_lemma needs the rows' verbs"
     with pytest.raises(VerbevalError) as e:
-        compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="verb", templates={"g": labels})
-    assert str(e.value) == "agreement.bootstrap.cluster: unknown clustering 'verb'"
+        compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="lemma", templates={"g": labels})
+    assert str(e.value) == "agreement.bootstrap.cluster: unknown clustering 'lemma'"
 
 
 def test_tse_rows_of_one_template_give_nan_and_one_warning(caplog: pytest.LogCaptureFixture) -> None:
@@ -237,8 +237,11 @@ def test_agreement_result_compare_takes_the_clustering(caplog: pytest.LogCapture
     assert "cluster" not in plain.columns
     assert plain.loc[plain.metric == "tse", "p_value"].item() == pytest.approx(_exact_mcnemar(20, 5), rel=1e-12)
     with pytest.raises(VerbevalError) as e:
-        ra.compare(rb, cluster="verb")
-    assert str(e.value) == "compare: cluster='verb': expected one of context, template, template_and_lemma"
+        ra.compare(rb, cluster="lemma")
+    assert str(e.value) == (
+        "compare: cluster='lemma': expected one of context, template, template_and_lemma, subject, verb, "
+        "subject_and_verb"
+    )
     one = [_result(m, rows[i], scores[i], ["t0"] * len(a)) for i, m in enumerate("cd")]
     with caplog.at_level(logging.WARNING):
         out = one[0].compare(one[1], resamples=400, cluster="template")

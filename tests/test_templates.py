@@ -233,6 +233,8 @@ def test_read_ml_file_real_simple_agrmt(data_dir: Path) -> None:
         "plural": True,
         "pair_id": "",
         "note": "",
+        "subject_item": "author",
+        "verb_item": "laugh",
     }
     assert rows.iloc[3][["left", "right", "correct", "incorrect"]].tolist() == ["the authors", "tall", "are", "is"]
     assert rows["line"].tolist() == list(range(1, 141))

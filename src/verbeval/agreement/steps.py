@@ -43,13 +43,13 @@ BOTTOM_CUTOFFS = Setting(
 #: resamples, seed and confidence of the agreement CIs
 BOOTSTRAP = bootstrap_settings("agreement.bootstrap")
 CONFIDENCE = BOOTSTRAP[2]
-#: what the agreement CIs resample: contexts (or rows), templates, or templates crossed with verbs
+#: what the agreement CIs resample: contexts (or rows), templates, templates crossed with verbs, or lexical items
 CLUSTER = Setting(
     "agreement.bootstrap.cluster",
     "--cluster",
     str,
-    "what the bootstrap resamples: context (each context or TSE row), template (whole templates) or "
-    "template_and_lemma (templates crossed with verbs; docs/metrics.md, 'Clustered intervals')",
+    "what the bootstrap resamples: context (each context or TSE row), template, template_and_lemma, or the rows' "
+    "lexical items: subject, verb, subject_and_verb (docs/metrics.md, 'Clustered intervals')",
     choices=CLUSTERINGS,
 )
 DROP_FLAGGED_ERRATA = Setting(

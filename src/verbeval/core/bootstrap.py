@@ -68,7 +68,7 @@ def resample_blocks(n: int, resamples: int, seed: int, block: int, draw: Draw) -
 
 
 #: the choices of ``agreement.bootstrap.cluster`` (docs/metrics.md, "Clustered intervals")
-CLUSTERINGS = ("context", "template", "template_and_lemma")
+CLUSTERINGS = ("context", "template", "template_and_lemma", "subject", "verb", "subject_and_verb")
 
 
 def stream_seed(seed: int, dimension: int) -> int:

@@ -2,7 +2,8 @@
 
 The normalised table (:data:`TEMPLATE_COLUMNS`) holds, per row, the left and right context around
 the verb, the correct and incorrect verb forms and the number (``singular`` / ``plural``) of the
-correct verb; rejected rows go to a table with :data:`REJECT_COLUMNS`.
+correct verb, and the row's lexical items (:mod:`verbeval.agreement.data.items`); rejected rows go
+to a table with :data:`REJECT_COLUMNS`.
 
 Two published formats are understood (users' own pairs: :mod:`verbeval.agreement.data.custom_pairs`):
 
@@ -27,6 +28,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from verbeval.agreement.data.errata import Erratum
+from verbeval.agreement.data.items import ml_subject, verb_lemma
 from verbeval.agreement.data.minimal_pairs import Number, derive_number, split_minimal_pair
 from verbeval.core.errors import InputError
 from verbeval.core.io import describe_json_error
@@ -48,6 +50,8 @@ TEMPLATE_COLUMNS: dict[str, str] = {
     "plural": "bool",
     "pair_id": "str",
     "note": "str",
+    "subject_item": "str",
+    "verb_item": "str",
 }
 #: Column name -> dtype of the table of rejected rows.
 REJECT_COLUMNS: dict[str, str] = {"source": "str", "line": "int64", "reason": "str", "raw": "str"}
@@ -72,8 +76,10 @@ def template_row(
     label: str,
     pair_id: str = "",
     note: str = "",
+    subject_item: str = "",
 ) -> dict[str, object]:
-    """One row of the template table (its columns in order; ``plural`` from ``label``)."""
+    """One row of the template table (its columns in order; ``plural`` from ``label``, ``verb_item``
+    from the two forms: :mod:`verbeval.agreement.data.items`)."""
     return {
         "group": group,
         "source": source,
@@ -86,6 +92,8 @@ def template_row(
         "plural": label == "plural",
         "pair_id": pair_id,
         "note": note,
+        "subject_item": subject_item,
+        "verb_item": verb_lemma(correct, incorrect),
     }
 
 
@@ -216,7 +224,8 @@ def read_template_file(
                 raise InputError(p, str(exc), lineno) from None
             rejects.append({"source": source, "line": lineno, "reason": str(exc), "raw": raw})
             continue
-        rows.append(template_row(group, source, lineno, left, right, correct, incorrect, label))
+        subject = ml_subject(left) if fmt == "ml_jsonl" else ""  # BLiMP: not recovered (docs/data.md)
+        rows.append(template_row(group, source, lineno, left, right, correct, incorrect, label, subject_item=subject))
     if known:
         missing = sorted(set(known) - seen)
         if missing:

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
-from verbeval.agreement.scores.aggregate import row_clusters
+from verbeval.agreement.scores.item_clusters import ITEM_COLUMNS, row_clusters
 from verbeval.agreement.scores.metrics import FormStats
 from verbeval.agreement.scores.paired import (
     COMPARISON_COLUMNS,
@@ -70,11 +71,12 @@ def read_results(
 
 
 def row_templates(templates: str | Path) -> dict[str, pd.DataFrame]:
-    """Per group of the run's ``templates.parquet``, each template row's template and verb
-    (:func:`verbeval.agreement.scores.aggregate.row_clusters`; in order: ``tse.parquet``'s ``row``
+    """Per group of the run's ``templates.parquet``, each template row's template, verb and lexical items
+    (:func:`verbeval.agreement.scores.item_clusters.row_clusters`; in order: ``tse.parquet``'s ``row``
     indexes them): the clusters of ``agreement.bootstrap.cluster``."""
     try:
-        table = pd.read_parquet(templates, columns=["group", "source", "correct", "incorrect"])
+        items = [c for c in ITEM_COLUMNS.values() if c in pq.read_schema(templates).names]
+        table = pd.read_parquet(templates, columns=["group", "source", "correct", "incorrect", *items])
     except (OSError, ValueError) as e:
         raise InputError(templates, f"not readable ({str(e).splitlines()[0]})") from None
     return {str(g): row_clusters(t) for g, t in table.groupby("group", sort=False)}

@@ -16,12 +16,18 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from verbeval.agreement.engine.shards import SHARD_SCHEMA_VERSION, fixed_list_values, read_shard_meta
+from verbeval.agreement.scores.item_clusters import (
+    cluster_dimensions,
+    cluster_labels,
+    context_dimension,
+    names,
+    row_clusters,
+)
 from verbeval.agreement.scores.lemma_weights import lemma_weighted_p1
 from verbeval.agreement.scores.metrics import FormStats, scores_from_stats, tse_scores
 from verbeval.agreement.scores.registry import HEADLINE
 from verbeval.core import count_draws
 from verbeval.core.bootstrap import (
-    CLUSTERINGS,
     Clusters,
     bootstrap_means,
     few_clusters,
@@ -304,7 +310,7 @@ def summarise(
     ``resamples``, ``seed``, ``confidence``, ``cluster``: ``agreement.bootstrap``'s (None: its default,
     :data:`verbeval.agreement.steps.AGGREGATE`). ``cluster``: ``agreement.bootstrap.cluster``
     (:func:`summary_clusters`; not ``context``: ``templates_group``, the group's template rows, gives
-    each row's template and verb, and the summary gets a ``cluster`` column). ``lemma_stats``: the
+    each row's template, verb and items, and the summary gets a ``cluster`` column). ``lemma_stats``: the
     contexts' ``(form statistics, plural)`` in the rows' order of ``scores``, which ``template_and_lemma``
     needs for EW and MW at cutoff 1 (:func:`lemma_draw_context_scores`). ``wilson_low``,
     ``wilson_high``: TSE's Wilson score interval at ``confidence`` (:func:`wilson_interval`; over
@@ -394,50 +400,35 @@ def summarise(
     return df
 
 
-def row_clusters(templates_group: pd.DataFrame) -> pd.DataFrame:
-    """Per template row of a group (``templates.parquet``'s rows of the group, in order: ``tse.parquet``'s
-    ``row`` indexes them), its clusters: ``template`` (its ``source``: a template file, a BLiMP
-    paradigm, a custom pair file) and ``verb`` (its verb pair, ``laugh/laughs``: the two forms sorted)."""
-    pairs = zip(templates_group["correct"].astype(str), templates_group["incorrect"].astype(str))
-    return pd.DataFrame(
-        {"template": templates_group["source"].astype(str).to_numpy(), "verb": ["/".join(sorted(p)) for p in pairs]}
-    )
-
-
-def cluster_dimensions(cluster: str) -> list[str]:
-    """The :func:`row_clusters` columns whose clusters a TSE row's resamples cross under
-    ``agreement.bootstrap.cluster`` ``cluster``: none for ``context`` (each row drawn alone), the
-    template, or the template and the verb (``template_and_lemma``); another name is a
-    :class:`VerbevalError`."""
-    if cluster not in CLUSTERINGS:
-        raise VerbevalError(f"agreement.bootstrap.cluster: unknown clustering {cluster!r}")
-    return {"context": [], "template": ["template"], "template_and_lemma": ["template", "verb"]}[cluster]
-
-
 def summary_clusters(
     cluster: str, group: str, scores: pd.DataFrame, tse: pd.DataFrame, templates_group: pd.DataFrame | None
 ) -> tuple[Clusters | None, Clusters | None]:
     """The clusters of a group's TSE rows and of its contexts under ``agreement.bootstrap.cluster``
-    ``cluster`` (docs/metrics.md, "Clustered intervals"); ``(None, None)`` for ``context`` (rows and
-    contexts resampled one by one). ``template``: a row is in its template's cluster, a context
-    weighs the mean of its rows' template counts. ``template_and_lemma``: the rows' templates crossed
-    with their verbs; the contexts by template (EW and MW at p = 1 also draw lemmas,
-    :func:`lemma_draw_context_scores`). Fewer than 2 clusters: one warning line (:func:`too_few_clusters`)
-    naming the intervals that are NaN."""
+    ``cluster`` (docs/metrics.md, "Clustered intervals"; each row's cluster ids:
+    :func:`verbeval.agreement.scores.item_clusters.cluster_labels`); ``(None, None)`` for ``context``
+    (rows and contexts resampled one by one). A row weighs the product of its clusters' counts in the
+    clustering's dimensions; a context the mean of its rows' counts in the context dimension (the
+    template or the subject; None under ``verb``: the contexts one by one). ``template_and_lemma``: EW
+    and MW at p = 1 also draw lemmas (:func:`lemma_draw_context_scores`). Fewer than 2 clusters: one
+    warning line (:func:`too_few_clusters`) naming the intervals that are NaN."""
     dims = cluster_dimensions(cluster)
     if not dims:
         return None, None
     if templates_group is None:
         raise VerbevalError(f"group {group!r}: agreement.bootstrap.cluster {cluster} needs the group's template rows")
-    labels = row_clusters(templates_group).iloc[tse["row"].to_numpy()]
-    by_row = Clusters.of(*(labels[d].to_numpy() for d in dims))
-    index = pd.Index(scores["context_id"]).get_indexer(tse["context_id"].to_numpy())
-    by_context = Clusters.of(labels["template"].to_numpy(), units=mean_of_rows(index, len(scores)))
-    # too few templates: every interval is NaN; too few verbs (template_and_lemma): TSE's only
+    rows = tse["row"].to_numpy()
+    labels = [lab[rows] for lab in cluster_labels(row_clusters(templates_group), cluster, group)]
+    by_row = Clusters.of(*labels)
+    context = context_dimension(cluster)
+    by_context = None
+    if context is not None:
+        index = pd.Index(scores["context_id"]).get_indexer(tse["context_id"].to_numpy())
+        by_context = Clusters.of(labels[dims.index(context)], units=mean_of_rows(index, len(scores)))
+    # too few in the context dimension: every interval is NaN; in another: TSE's only
     why = (
-        too_few_clusters(group, by_context, ["template"])
-        or too_few_clusters(group, by_row, dims, nan="its TSE interval is NaN")
-        or few_clusters(group, by_row, dims)
+        (too_few_clusters(group, by_context, names([context])) if by_context is not None else None)
+        or too_few_clusters(group, by_row, names(dims), nan="its TSE interval is NaN")
+        or few_clusters(group, by_row, names(dims))
     )
     if why is not None:
         log.warning(why)

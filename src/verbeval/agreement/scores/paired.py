@@ -51,6 +51,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from verbeval.agreement.scores import item_clusters
+from verbeval.agreement.scores.item_clusters import cluster_columns, context_labels
 from verbeval.agreement.scores.lemma_weights import lemma_weighted_p1, model_lemma_counts, union_lemma_index
 from verbeval.agreement.scores.metrics import FormStats
 from verbeval.agreement.scores.registry import HEADLINE
@@ -58,7 +60,6 @@ from verbeval.core import count_draws
 from verbeval.core.bootstrap import (
     Clusters,
     bootstrap_statistic,
-    few_clusters,
     mean_of_rows,
     percentile_ci,
     stream_seed,
@@ -389,11 +390,11 @@ def _group_records(
             "mdd": mcnemar_mdd(test.n, test.a_only + test.b_only, 1.0 - level),
         }  # fmt: skip
     ]
-    if TEMPLATE in tse[0]:  # clustered: the TSE row's interval, p-value and mdd (only then: the default's bytes stay)
+    if cluster_columns(tse[0])[0]:  # clustered: the TSE row's interval, p-value and mdd (the default's bytes stay)
         records[0].update(_clustered_tse(group, tse[0], ta.to_numpy(), tb.to_numpy(), both, resamples, seed, level))
     sa, sb = (s.set_index("context_id") for s in scores)
     cols = list(CONTEXT_METRICS.values())
-    templates = tse[0][TEMPLATE].to_numpy() if TEMPLATE in tse[0] else None
+    templates = context_labels(tse[0])  # the clusters the contexts are drawn by (None: one by one)
     drawn = resamples if lemma_draw is None else 0  # the lemma draw's interval replaces the templates' below
     if sa.index.equals(sb.index) and not by_row:
         unit = len(sa)
@@ -462,12 +463,12 @@ def _clustered_tse(
     independent, and crossed templates and verbs are not nested). Fewer than 2 clusters in a
     dimension: a NaN interval and ``mdd`` (fewer than 2 templates: a NaN p-value too), and one
     warning when the group's rows had enough (else :func:`too_few_group_clusters`' warning said so)."""
-    names = [d for d, c in (("template", TEMPLATE), ("verb", VERB)) if c in rows]
-    labels = [rows[c].to_numpy()[both] for c in (TEMPLATE, VERB) if c in rows]
+    columns, names = cluster_columns(rows)
+    labels = [rows[c].to_numpy()[both] for c in columns]
     clusters = Clusters.of(*labels)
     p_value = clustered_mcnemar(a[both] == 1.0, b[both] == 1.0, labels[0])  # NaN with fewer than 2 templates
     if clusters.too_few():
-        if not Clusters.of(*(rows[c].to_numpy() for c in (TEMPLATE, VERB) if c in rows)).too_few():
+        if not Clusters.of(*(rows[c].to_numpy() for c in columns)).too_few():
             what = "interval and p-value are" if np.isnan(p_value) else "interval is"
             log.warning(too_few_clusters(group, clusters, names, f"its TSE comparison's {what} NaN"))
         return {"ci_low": np.nan, "ci_high": np.nan, "confidence": level, "p_value": p_value, "mdd": np.nan}
@@ -486,12 +487,9 @@ def too_few_group_clusters(group: str, clusters: pd.DataFrame, cluster: str) -> 
     of each, :func:`verbeval.agreement.scores.aggregate.row_clusters`) have too few clusters under
     ``agreement.bootstrap.cluster`` ``cluster`` (not ``context``), or None: fewer than 2 templates, every
     interval is NaN; under ``template_and_lemma`` fewer than 2 verbs, the TSE row's interval (its
-    p-value is over the templates)."""
-    why = too_few_clusters(group, Clusters.of(clusters["template"]), ["template"])
-    if why is None and cluster == "template_and_lemma":
-        why = too_few_clusters(group, Clusters.of(clusters["verb"]), ["verb"], "its TSE comparison's interval is NaN")
-    dims = ["template", "verb"] if cluster == "template_and_lemma" else ["template"]
-    return why or few_clusters(group, Clusters.of(*(clusters[d] for d in dims)), dims)
+    p-value is over the templates); the item clusterings alike
+    (:func:`verbeval.agreement.scores.item_clusters.too_few_group_clusters`)."""
+    return item_clusters.too_few_group_clusters(group, clusters, cluster)
 
 
 def template_row_ids(templates_group: pd.DataFrame) -> np.ndarray:
@@ -634,9 +632,7 @@ def compare_groups(
     ``(seed, LEMMA_DIMENSION)``, each model weighing its own lemmas by their union counts. It is its
     own stream: over ``U`` lemmas, not a model's ``L``, so its counts are not those of the model's
     per-model intervals (``verbeval aggregate``) unless ``U = L``."""
-    from verbeval.agreement.scores.aggregate import cluster_dimensions
-
-    dims = cluster_dimensions(cluster)
+    dims = item_clusters.cluster_dimensions(cluster)
     groups = list(row_tse)
     alpha = 1.0 - confidence
     simultaneous = 1.0 - alpha / max(len(groups), 1)
@@ -656,12 +652,7 @@ def compare_groups(
                 raise MismatchError(f"group {group!r}: agreement.bootstrap.cluster {cluster} needs the rows' templates")
             of_row = templates[group]
             table = of_row if isinstance(of_row, pd.DataFrame) else pd.DataFrame({"template": list(of_row)})
-            if "verb" in dims and "verb" not in table:
-                raise MismatchError(f"group {group!r}: agreement.bootstrap.cluster {cluster} needs the rows' verbs")
-            rows = ta["row"].to_numpy()
-            ta = ta.assign(**{TEMPLATE: [f"{group}\t{t}" for t in table["template"].to_numpy(dtype=object)[rows]]})
-            if "verb" in dims:
-                ta = ta.assign(**{VERB: table["verb"].to_numpy(dtype=object)[rows]})
+            ta = item_clusters.with_row_clusters(ta, table, cluster, group)
         paired[group], renumbered = (ta, tb), renumbered or moved
         lemma_draw = None if draw is None else (draw[0][group], draw[1])
         records += _group_records(
