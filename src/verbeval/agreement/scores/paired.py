@@ -8,12 +8,12 @@ Per group, with ``a`` the reference and ``b`` the model compared with it (differ
   does; the two-sided p-value is the exact binomial one, ``min(1, 2 P(X <= min(a_only, b_only)))``
   with ``X ~ Binomial(a_only + b_only, 1/2)`` (``scipy.stats.binomtest``); 1 when no row is
   discordant. A row is correct when P(correct) > P(incorrect): a tie counts as wrong for both
-  (docs/metrics.md, "Ties"). Under ``agreement.bootstrap.cluster`` ``template`` (and
-  ``template_and_lemma``) the p-value is Durkalski's clustered McNemar test over the templates
-  (:func:`clustered_mcnemar`), and the row gets the clustered paired bootstrap interval of its
-  difference (:func:`_clustered_tse`).
-* **EW and MW** (top p = 1): the difference of the two group means, each NaN-ignoring over the
-  contexts as in the summaries, with a percentile CI from a paired bootstrap (the ``counts`` stream of
+  (docs/metrics.md, "Ties"). Under a clustering (``agreement.bootstrap.cluster`` other than
+  ``context``) Durkalski's clustered McNemar test over the clusters of its first dimension (the
+  templates) decides, and gives the row its p-value, its interval and its ``mdd``
+  (:class:`~verbeval.agreement.scores.paired_tests.Durkalski`, :func:`_clustered_tse`).
+* **EW and MW** (top p = 1): the difference of the two group means, each over the contexts both
+  models define (:mod:`.paired_differences`), with a percentile CI from a paired bootstrap (the ``counts`` stream of
   :mod:`verbeval.core.bootstrap` with the configured seed, one draw for both models). Two models with
   the same contexts (two of one kind: a sweep's revisions, a model in two dtypes) have their contexts
   resampled jointly. A masked and a causal LM do not share contexts (a causal LM's context is the
@@ -33,12 +33,15 @@ Rows in another order are paired by identity, and then so are their contexts (th
 Across the groups of one comparison, the TSE p-values are Holm-adjusted (``p_adjusted``) and the EW
 and MW intervals are Bonferroni-simultaneous (each at level ``1 - (1 - confidence) / groups``); the
 ``correction`` column says which. ``significant``: adjusted p below ``1 - confidence`` (TSE), or an
-interval that excludes 0 (EW, MW).
+interval that excludes 0 (EW, MW); empty where the row's test is not defined (no paired row, fewer
+than 2 clusters, no interval) or, under a clustering, cannot reject whatever the data (``note``).
 
 ``mdd``: the minimum absolute difference the row's test detects with power :data:`POWER` at the row's
 level (a group row's Bonferroni level, the Holm step's worst case; the overall row's nominal one): TSE
-from the discordant rate (:func:`mcnemar_mdd`), EW and MW (and TSE under a clustering) from the
-interval's width (:func:`bootstrap_mdd`).
+from the discordant rate (:func:`mcnemar_mdd`), under a clustering from Durkalski's test
+(:meth:`Durkalski.mdd <verbeval.agreement.scores.paired_tests.Durkalski.mdd>`), EW and MW from the
+interval's width (:func:`bootstrap_mdd`). The tests and mdds are in :mod:`.paired_tests`, the paired
+bootstrap differences in :mod:`.paired_differences`; their names are importable from here.
 """
 
 from __future__ import annotations
@@ -471,10 +474,9 @@ def compare_groups(
     by one; ``template`` and ``template_and_lemma``, EW and MW resample ``templates[group]`` (each of
     ``model_a``'s rows' template, indexed by its ``row``: a sequence, or the ``template`` column of
     :func:`verbeval.agreement.scores.aggregate.row_clusters`) once for both models, the pooled groups by
-    (group, template); ``comparisons.csv`` then gets a ``cluster`` column. The TSE row then gets the
-    clustered bootstrap interval of its difference (``template_and_lemma``: templates crossed with the
-    ``verb`` column of ``row_clusters``), Durkalski's p-value over the templates and the ``mdd`` of
-    that interval (:func:`_clustered_tse`). ``template_and_lemma`` also draws lemmas for EW and MW
+    (group, template); ``comparisons.csv`` then gets the columns ``note`` (:func:`_notes`) and
+    ``cluster``. The TSE row then gets Durkalski's test over the templates: its p-value, its interval
+    and its ``mdd`` (:func:`_clustered_tse`). ``template_and_lemma`` also draws lemmas for EW and MW
     (:func:`paired_lemma_difference`): ``forms[group]``, both models' ``(form statistics, plural)`` of
     the group's contexts in the order of ``context_scores[group]``'s rows, and ``lemmas``, both models'
     lemmas in the order of their statistics' lemma axis (``lemmas.parquet`` frames or keys,
