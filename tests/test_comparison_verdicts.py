@@ -227,7 +227,9 @@ def test_no_row_says_not_significant_beside_an_interval_that_excludes_0(seed: in
         said_no = out["significant"].eq(False).fillna(False).to_numpy(bool)
         assert not (said_no & excl).any()
         interval = out["metric"] != "tse"
-        assert (out.loc[interval, "significant"].eq(True).fillna(False).to_numpy(bool) == excl[interval.to_numpy()]).all()
+        assert (
+            out.loc[interval, "significant"].eq(True).fillna(False).to_numpy(bool) == excl[interval.to_numpy()]
+        ).all()
         if cluster != "context":
             unable = out["note"].str.startswith("cannot reject").to_numpy(bool)
             assert out.loc[unable, "significant"].isna().all() and out.loc[unable, "mdd"].isna().all()

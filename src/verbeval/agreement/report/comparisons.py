@@ -259,7 +259,8 @@ def first_gains(rows: pd.DataFrame) -> pd.DataFrame:
         chain_of[b] = chain_of.get(a, a)
     c = c.assign(sweep=[chain_of[b] for b in c["model_b"]])
     for (sweep, group, metric), d in c.groupby(["sweep", "group", "metric"], sort=False):
-        hit = d[d["significant"].eq(True).fillna(False).to_numpy(bool) & (d["difference"] > 0).to_numpy()]  # empty: no verdict
+        gained = d["significant"].eq(True).fillna(False).to_numpy(bool)  # an empty verdict is no gain
+        hit = d[gained & (d["difference"] > 0).to_numpy()]
         first = hit.iloc[0] if len(hit) else None
         records.append(
             {
