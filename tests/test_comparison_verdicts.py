@@ -251,3 +251,36 @@ def test_the_few_clusters_warning_names_the_pooled_row_too(caplog: pytest.LogCap
     with caplog.at_level(logging.WARNING):
         assert comparison_cluster_warnings({"g1": many["g1"]}, "template_and_lemma")[0].startswith("group 'g1': 12")
     assert math.isfinite(POWER)
+
+
+def test_the_worked_row_of_docs_metrics() -> None:
+    """docs/metrics.md's worked TSE row: 10 templates of 4 rows, d = (2 x 7, -1, 0, 0)."""
+    a_only, b_only = [2] * 7 + [0, 0, 1], [0] * 7 + [1, 0, 1]
+    a: list[int] = []
+    b: list[int] = []
+    for x, y in zip(a_only, b_only):
+        a += [1] * x + [0] * y + [1] * (4 - x - y)
+        b += [0] * x + [1] * y + [1] * (4 - x - y)
+    (ta, tb), contexts = _frames(np.array(a, float), np.array(b, float), np.full(40, 0.5), np.full(40, 0.5))
+    out = compare_groups("A", "B", {"g": (ta, tb)}, {"g": contexts}, resamples=1000, seed=0, confidence=0.95,
+                         cluster="template", templates={"g": [f"t{k}" for k in range(10) for _ in range(4)]})  # fmt: skip
+    t = out[out.metric == "tse"].iloc[0]
+    assert (t.n, t.a_only, t.b_only, t.difference) == (40, 15, 2, pytest.approx(-0.325))
+    assert t.p_value == pytest.approx(chi2.sf(169 / 29, 1), rel=1e-12) == pytest.approx(0.015777, abs=1e-6)
+    se = math.sqrt(29) / 40
+    assert (t.ci_low, t.ci_high) == pytest.approx((-0.325 - norm.ppf(0.975) * se, -0.325 + norm.ppf(0.975) * se))
+    assert (round(t.ci_low, 5), round(t.ci_high, 5)) == (-0.58887, -0.06113)
+    assert t.mdd == pytest.approx((norm.ppf(0.975) + norm.ppf(0.8)) * se) and round(t.mdd, 5) == 0.37717
+    assert t.significant and t.note == ""
+
+
+def test_the_page_never_writes_not_significant_beside_an_interval_that_excludes_0(tmp_path: Path) -> None:
+    csv = tmp_path / "c.csv"
+    csv.write_text(
+        "model_a,model_b,group,metric,ci_low,ci_high,significant,mdd\n"
+        "a,b,g,tse,0.1,0.3,False,0.05\n"  # contradictory by hand: the page does not add the sentence
+        "a,b,g,ew,-0.1,0.3,False,0.05\n"
+        "a,b,g,mw,,,,0.05\n"
+    )
+    page = csv_page(csv, "comparisons")
+    assert page.count("not significant") == 1 and "<NA>" not in page
