@@ -155,7 +155,8 @@ def _group_records(
     row's ``mdd`` for a test at level ``1 - level``; ``by_row``: pair the contexts through the template
     rows even when both have the same context ids (the rows were paired by identity, not number:
     :func:`pair_rows`). When ``a``'s rows carry a :data:`TEMPLATE` column, EW and MW resample their
-    templates (:func:`compare_groups`' ``cluster``), and so does their ``mdd``; ``lemma_draw`` (the two
+    templates (:func:`compare_groups`' ``cluster``), and so does their ``mdd``, and TSE is Durkalski's
+    test over them (:func:`_clustered_tse`); each such row carries ``_clusters`` (for :func:`_notes`); ``lemma_draw`` (the two
     models' sides and the ``[resamples, U]`` lemma draw): their templates and lemmas
     (:func:`paired_lemma_difference`)."""
     ta, tb = (t.set_index("row")["tse"] for t in tse)
@@ -472,9 +473,10 @@ def compare_groups(
 
     ``cluster`` (``agreement.bootstrap.cluster``): ``context``, the contexts (or rows) are resampled one
     by one; ``template`` and ``template_and_lemma``, EW and MW resample ``templates[group]`` (each of
-    ``model_a``'s rows' template, indexed by its ``row``: a sequence, or the ``template`` column of
-    :func:`verbeval.agreement.scores.aggregate.row_clusters`) once for both models, the pooled groups by
-    (group, template); ``comparisons.csv`` then gets the columns ``note`` (:func:`_notes`) and
+    ``model_a``'s rows' template, indexed by its ``row``: a sequence, or the column of
+    :func:`verbeval.agreement.scores.aggregate.row_clusters` that the clustering's first dimension names,
+    :func:`~verbeval.agreement.scores.aggregate.cluster_dimensions`) once for both models, the pooled
+    groups by (group, template); ``comparisons.csv`` then gets the columns ``note`` (:func:`_notes`) and
     ``cluster``. The TSE row then gets Durkalski's test over the templates: its p-value, its interval
     and its ``mdd`` (:func:`_clustered_tse`). ``template_and_lemma`` also draws lemmas for EW and MW
     (:func:`paired_lemma_difference`): ``forms[group]``, both models' ``(form statistics, plural)`` of
