@@ -129,6 +129,8 @@ def test_one_template_leaves_significant_empty_in_the_csv(tmp_path: Path) -> Non
     assert g0["significant"].isna().all() and g0["mdd"].isna().all()
     assert g0.loc["tse", "note"] == "no test: 1 template (a clustered one needs 2)"
     assert g0.loc["ew", "note"] == "no interval: 1 template (a clustered one needs 2)"
+    g1 = out[out.group == "g1"].set_index("metric")
+    assert g1.loc["mw", "note"] == "3 templates: a clustered interval from fewer than 20 undercovers"
     write_csv(out, tmp_path / "c.csv", float_format="%.10g")
     back = pd.read_csv(tmp_path / "c.csv", keep_default_na=False)
     assert back.loc[back.group == "g0", "significant"].tolist() == ["", "", ""]

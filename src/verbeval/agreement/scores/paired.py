@@ -76,7 +76,7 @@ from verbeval.agreement.scores.paired_tests import (
 )
 from verbeval.agreement.scores.registry import HEADLINE
 from verbeval.core import count_draws
-from verbeval.core.bootstrap import Clusters, few_clusters, mean_of_rows, stream_seed, too_few_clusters
+from verbeval.core.bootstrap import FEW_CLUSTERS, Clusters, few_clusters, mean_of_rows, stream_seed, too_few_clusters
 from verbeval.core.errors import MismatchError, VerbevalError
 
 log = logging.getLogger(__name__)
@@ -312,8 +312,9 @@ def _notes(out: pd.DataFrame, alpha: float, simultaneous: float, dim: str) -> tu
     whatever the data: Durkalski's ``p >= P(chi2_1 > K)``, so a group row cannot reject when Holm's
     adjustment of every group's smallest possible p-value (Holm's adjusted values only grow with the
     p-values) leaves it at ``alpha`` or more, and the pooled row when its own smallest p is. The notes:
-    a test or interval that is not defined (fewer than 2 clusters), a test that cannot reject, and an
-    ``mdd`` left empty because the test's power point needs a statistic above ``K``."""
+    a test or interval that is not defined (fewer than 2 clusters), a test that cannot reject, an
+    ``mdd`` left empty because the test's power point needs a statistic above ``K``, and an EW or MW
+    interval from fewer than :data:`~verbeval.core.bootstrap.FEW_CLUSTERS` clusters (it undercovers)."""
     from scipy.stats import chi2, norm
 
     k = out["_clusters"].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -338,6 +339,8 @@ def _notes(out: pd.DataFrame, alpha: float, simultaneous: float, dim: str) -> tu
                 f"cannot reject with {size}: Durkalski's chi-square is at most {int(k[i])}, so p >= {floor[i]:.3g}"
                 f"{held}, never below {alpha:g}"
             )
+        elif not is_tse[i] and k[i] < FEW_CLUSTERS:
+            notes.append(f"{size}: a clustered interval from fewer than {FEW_CLUSTERS} undercovers")
         elif is_tse[i] and k[i] < power:
             notes.append(
                 f"no mdd with {size}: power {POWER:g} at level {1.0 - level:.3g} needs a chi-square of {power:.3g}, "
