@@ -17,14 +17,7 @@ import pytest
 from verbeval.agreement.api.evaluation import AgreementResult
 from verbeval.agreement.report.comparisons import comparisons, row_templates
 from verbeval.agreement.scores.aggregate import row_clusters
-from verbeval.agreement.scores.paired import (
-    bootstrap_mdd,
-    clustered_mcnemar,
-    compare_groups,
-    mcnemar_mdd,
-    paired_mean_difference,
-)
-from verbeval.core.bootstrap import Clusters
+from verbeval.agreement.scores.paired import clustered_mcnemar, compare_groups, mcnemar_mdd, paired_mean_difference
 from verbeval.core.errors import MismatchError, VerbevalError
 
 M = 5  # rows per template
@@ -47,6 +40,20 @@ def _durkalski(a: np.ndarray, b: np.ndarray, cluster: list[str]) -> float:
     for x, y, k in zip(a, b, cluster):
         d[k] = d.get(k, 0) + int(x == 1 and y == 0) - int(x == 0 and y == 1)
     return _chi2_1df_sf(sum(d.values()) ** 2 / sum(v * v for v in d.values()))
+
+
+def _durkalski_interval(a: np.ndarray, b: np.ndarray, cluster: list[str], level: float) -> tuple[float, float]:
+    """Durkalski's test as a normal test of b - a, by hand: -sum d / n +- z sqrt(sum d^2) / n."""
+    from scipy.stats import norm
+
+    d: dict[str, int] = {}
+    for x, y, k in zip(a, b, cluster):
+        d[k] = d.get(k, 0) + int(x == 1 and y == 0) - int(x == 0 and y == 1)
+    diff, half = (
+        -sum(d.values()) / len(a),
+        norm.ppf((1 + level) / 2) * math.sqrt(sum(v * v for v in d.values())) / len(a),
+    )
+    return diff - half, diff + half
 
 
 def _correlated() -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -86,20 +93,27 @@ def test_correlated_templates_give_durkalskis_p_value_not_mcnemars() -> None:
     # Holm over the two equal p-values: 2p; significant no longer (McNemar's rows: significant)
     assert tse.loc["g1", "p_adjusted"] == pytest.approx(2 * _chi2_1df_sf(1.8), rel=1e-12)
     assert not tse.loc["g1", "significant"] and tse_plain.loc["g1", "significant"]
-    # the interval at the Bonferroni level, drawn by template; mdd read off it
+    # the interval is the test's own, at the Bonferroni level: -0.5 +- z(0.9875) sqrt(125) / 30
     level = 1 - 0.05 / 2
-    want = paired_mean_difference(a, b, 400, 3, level, clusters=Clusters.of(labels))
-    assert (tse.loc["g1", "ci_low"], tse.loc["g1", "ci_high"]) == (want[1][0], want[2][0])
+    low, high = _durkalski_interval(a, b, labels, level)
+    assert (tse.loc["g1", "ci_low"], tse.loc["g1", "ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    assert low == pytest.approx(-0.5 - 2.241403 * math.sqrt(125) / 30, rel=1e-6) and high > 0
     assert tse.loc["g1", "confidence"] == level
-    assert tse.loc["g1", "mdd"] == bootstrap_mdd(want[1], want[2], level)[0]
-    assert tse.loc["g1", "ci_low"] < -0.5 < 0 < tse.loc["g1", "ci_high"]  # difference -0.5, 6 clusters
+    # its mdd needs a chi-square of (z(0.9875) + z(0.8))^2 = 9.50 at power 0.8; 6 templates give at most 6
+    assert np.isnan(tse.loc["g1", "mdd"])
+    assert tse.loc["g1", "note"] == (
+        "no mdd with 6 templates: power 0.8 at level 0.025 needs a chi-square of 9.51, and Durkalski's is at most 6"
+    )
     # the pooled row: 12 (group, template) clusters, sum d = 30, sum d^2 = 250: chi2 = 3.6, nominal level
     assert tse.loc["all", "p_value"] == pytest.approx(_chi2_1df_sf(3.6), rel=1e-12)
     assert tse.loc["all", "p_adjusted"] == tse.loc["all", "p_value"]
     assert tse.loc["all", "confidence"] == 0.95
     pooled = [f"{g}\t{t}" for g in ("g1", "g2") for t in labels]
-    want = paired_mean_difference(np.tile(a, 2), np.tile(b, 2), 400, 3, 0.95, clusters=Clusters.of(pooled))
-    assert (tse.loc["all", "ci_low"], tse.loc["all", "ci_high"]) == (want[1][0], want[2][0])
+    low, high = _durkalski_interval(np.tile(a, 2), np.tile(b, 2), pooled, 0.95)
+    assert (tse.loc["all", "ci_low"], tse.loc["all", "ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    # 12 clusters reach the power point (1.96 + 0.84)^2 = 7.85: mdd = 2.80 sqrt(250) / 60
+    assert tse.loc["all", "mdd"] == pytest.approx((1.959964 + 0.841621) * math.sqrt(250) / 60, rel=1e-6)
+    assert tse.loc["all", "note"] == "" and not tse.loc["all", "significant"]
 
 
 def test_one_row_per_cluster_is_mcnemars_chi_square_without_continuity_correction() -> None:
@@ -169,7 +183,7 @@ def _lemma_forms(contexts: int) -> dict[str, Any]:
     return {"forms": {"g": tuple((s, plural) for s in stats)}, "lemmas": (_lemmas("go", "see"),) * 2}
 
 
-def test_template_and_lemma_crosses_verbs_in_the_interval_and_tests_over_templates() -> None:
+def test_template_and_lemma_tests_tse_over_the_templates_as_template_does() -> None:
     a, b, labels = _correlated()
     verbs = [["go/goes", "be/is", "do/does", "see/sees", "run/runs"][i % M] for i in range(len(a))]
     rows, scores = _frames(a, b)
@@ -178,14 +192,12 @@ def test_template_and_lemma_crosses_verbs_in_the_interval_and_tests_over_templat
     out = compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="template_and_lemma",
                          templates={"g": table}, **forms)  # fmt: skip
     t = out[out.metric == "tse"].iloc[0]
-    want = paired_mean_difference(a, b, 400, 3, 0.95, clusters=Clusters.of(labels, verbs))
-    assert (t.ci_low, t.ci_high) == (want[1][0], want[2][0])
+    assert (t.ci_low, t.ci_high) == pytest.approx(_durkalski_interval(a, b, labels, 0.95))  # the verbs play no part
     assert t.p_value == pytest.approx(_chi2_1df_sf(1.8), rel=1e-12)  # the templates, as under template
     assert out["cluster"].tolist() == ["template_and_lemma"] * 3
-    with pytest.raises(MismatchError) as e:
-        compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="template_and_lemma",
-                       templates={"g": labels}, **forms)  # fmt: skip
-    assert str(e.value) == "group 'g': agreement.bootstrap.cluster template_and_lemma needs the rows' verbs"
+    plain = compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="template", templates={"g": labels})
+    cols = ["ci_low", "ci_high", "p_value", "mdd", "note", "significant"]
+    pd.testing.assert_frame_equal(out.loc[out.metric == "tse", cols], plain.loc[plain.metric == "tse", cols])
     with pytest.raises(VerbevalError) as e:
         compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="lemma", templates={"g": labels})
     assert str(e.value) == "agreement.bootstrap.cluster: unknown clustering 'lemma'"
@@ -200,10 +212,10 @@ def test_tse_rows_of_one_template_give_nan_and_one_warning(caplog: pytest.LogCap
         out = compare_groups("a", "b", {"g": rows}, {"g": scores}, **KW, cluster="template", templates={"g": labels})
     t = out[out.metric == "tse"].iloc[0]
     assert t.n == M and np.isnan(t.p_value) and np.isnan(t.ci_low) and np.isnan(t.ci_high) and np.isnan(t.mdd)
-    assert not t.significant
+    assert t.significant is pd.NA and t.note == "no test: 1 template (a clustered one needs 2)"  # no verdict
     assert [r.getMessage() for r in caplog.records] == [
         "group 'g': 1 template: a clustered interval needs at least 2 (agreement.bootstrap.cluster), so its TSE "
-        "comparison's interval and p-value are NaN"
+        "comparison's test is not defined"
     ]
 
 
@@ -245,10 +257,10 @@ def test_agreement_result_compare_takes_the_clustering(caplog: pytest.LogCapture
     one = [_result(m, rows[i], scores[i], ["t0"] * len(a)) for i, m in enumerate("cd")]
     with caplog.at_level(logging.WARNING):
         out = one[0].compare(one[1], resamples=400, cluster="template")
-    assert out.loc[out.metric == "tse", "p_value"].isna().all()
+    assert out.loc[out.metric == "tse", "p_value"].isna().all() and out["significant"].isna().all()
     assert [r.getMessage() for r in caplog.records] == [
         "group 'g': 1 template: a clustered interval needs at least 2 (agreement.bootstrap.cluster), so its "
-        "intervals are NaN"
+        "intervals are NaN and its TSE test is not defined"
     ]
     with pytest.raises(MismatchError) as e:
         AgreementResult("x", [], *[pd.DataFrame()] * 4, ra.context_scores, ra.row_tse).compare(rb, cluster="template")
@@ -284,9 +296,9 @@ def test_agreement_result_compare_draws_lemmas_under_template_and_lemma() -> Non
     assert out.loc["mw", ["difference", "ci_low", "ci_high"]].tolist() == pytest.approx([-0.5] * 3)
 
 
-def test_one_verb_under_template_and_lemma_keeps_durkalskis_p_value(caplog: pytest.LogCaptureFixture) -> None:
-    """Under template_and_lemma the TSE p-value is over the templates: rows of one verb pair (and 6
-    templates) still get it, and only the interval, which crosses the verbs, is NaN, with one warning."""
+def test_one_verb_under_template_and_lemma_changes_nothing_in_the_tse_row(caplog: pytest.LogCaptureFixture) -> None:
+    """Under template_and_lemma the TSE row is Durkalski's test over the templates: rows of one verb pair
+    (and 6 templates) get its p-value, interval and note, with no warning about the verbs."""
     from test_paired_lemma_draw import _scores
 
     a, b, labels = _correlated()
@@ -300,27 +312,11 @@ def test_one_verb_under_template_and_lemma_keeps_durkalskis_p_value(caplog: pyte
         out = ra.compare(rb, resamples=400, seed=3, confidence=0.95, cluster="template_and_lemma")
     t = out[out.metric == "tse"].iloc[0]
     assert t.p_value == t.p_adjusted == pytest.approx(_chi2_1df_sf(1.8), rel=1e-12)
-    assert np.isnan(t.ci_low) and np.isnan(t.ci_high) and np.isnan(t.mdd) and not t.significant
+    assert (t.ci_low, t.ci_high) == pytest.approx(_durkalski_interval(a, b, labels, 0.95))
+    assert np.isnan(t.mdd) and t.note.startswith("no mdd with 6 templates") and not t.significant
     assert [r.getMessage() for r in caplog.records] == [
-        "group 'g': 1 verb: a clustered interval needs at least 2 (agreement.bootstrap.cluster), so its TSE "
-        "comparison's interval is NaN"
-    ]
-    # a group of 5 verbs whose rows both models define are of one (b has no TSE on the last 4 rows, of
-    # t5): that row's warning, and Durkalski's p-value over the 6 templates
-    caplog.clear()
-    verbs = ["go/goes"] * (len(a) - 4) + ["be/is", "do/does", "see/sees", "run/runs"]
-    b_rows = rows[1].assign(tse=np.where(np.arange(len(a)) < len(a) - 4, b, np.nan))
-    table = pd.DataFrame({"template": labels, "verb": verbs})
-    with caplog.at_level(logging.WARNING):
-        out = compare_groups("a", "b", {"g": (rows[0], b_rows)}, {"g": scores}, **KW, cluster="template_and_lemma",
-                             templates={"g": table}, **forms)  # fmt: skip
-    t = out[out.metric == "tse"].iloc[0]
-    assert (t.n, t.a_only, t.b_only) == (len(a) - 4, 20, 5) and np.isnan(t.ci_low) and np.isnan(t.ci_high)
-    # per template a_only - b_only: 5, 5, 5, 5, -5 and 0 (t5, both right, keeps one row): chi2 = 15^2 / 125
-    assert t.p_value == pytest.approx(_chi2_1df_sf(1.8), rel=1e-12)
-    assert [r.getMessage() for r in caplog.records] == [
-        "group 'g': 1 verb: a clustered interval needs at least 2 (agreement.bootstrap.cluster), so its TSE "
-        "comparison's interval is NaN"
+        "group 'g': 6 templates: a clustered interval from fewer than 20 undercovers (agreement.bootstrap.cluster); "
+        "read it as a lower bound on the uncertainty"
     ]
 
 
@@ -361,8 +357,8 @@ def test_compare_reads_the_verbs_of_template_and_lemma_from_the_templates(tmp_pa
     t = out[out.metric == "tse"].iloc[0]
     both = ~np.isnan(a)
     kept = [(lab, v) for lab, v, keep in zip(labels, verbs, both) if keep]
-    want = paired_mean_difference(a[both], b[both], 400, 3, 0.95, clusters=Clusters.of(*zip(*kept)))
-    assert (t.ci_low, t.ci_high) == (want[1][0], want[2][0])
+    want = _durkalski_interval(a[both], b[both], [lab for lab, _ in kept], 0.95)
+    assert (t.ci_low, t.ci_high) == pytest.approx(want)
     # per template a_only - b_only: t0 2, t1 -1, t2 1: chi2 = 2^2 / 6
     assert (t.a_only, t.b_only, t.n) == (3, 1, 6)
     assert t.p_value == pytest.approx(_durkalski(a[both], b[both], [lab for lab, _ in kept]), rel=1e-12)

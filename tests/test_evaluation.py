@@ -279,8 +279,11 @@ def test_evaluate_and_compare_take_the_clustering(run_inputs: Path, tokenizer_pa
     model, tok = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
     suite = AgreementSuite.from_results(run_inputs, groups=["blimp"], max_rows_per_source=4)
     with pytest.raises(VerbevalError) as e:
-        evaluate(model, tok, suite, cluster="verb")
-    assert str(e.value) == "evaluate: cluster='verb': expected one of context, template, template_and_lemma"
+        evaluate(model, tok, suite, cluster="lemma")
+    assert str(e.value) == (
+        "evaluate: cluster='lemma': expected one of context, template, template_and_lemma, subject, verb, "
+        "subject_and_verb"
+    )
     kw = {"resamples": 50, "seed": 0, "confidence": 0.95}
     res, plain = evaluate(model, tok, suite, **kw, cluster="template"), evaluate(model, tok, suite, **kw)
     assert (res.summary["cluster"] == "template").all() and "cluster" not in plain.summary.columns

@@ -79,9 +79,11 @@ def csv_page(csv: Path, title: str) -> str:
 
 def _power_notes(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with, when it is a comparisons table, the ``significant`` cell of each row that is not
-    significant and has a finite ``mdd`` replaced by the sentence of
-    :func:`verbeval.agreement.report.comparisons.power_note` (the others keep True / False)."""
+    significant, whose interval does not exclude 0 and that has a finite ``mdd`` replaced by the
+    sentence of :func:`verbeval.agreement.report.comparisons.power_note` (the others keep True / False,
+    and an empty cell, a row without a verdict, stays empty: its ``note`` says why)."""
     import numpy as np
+    import pandas as pd
 
     from verbeval.agreement.report.comparisons import power_note
     from verbeval.core.tables import format_number
@@ -89,8 +91,14 @@ def _power_notes(frame: pd.DataFrame) -> pd.DataFrame:
     if not {"significant", "mdd"} <= set(frame.columns):
         return frame
     mdd = frame["mdd"].to_numpy(dtype=np.float64, na_value=np.nan)
-    flags = frame["significant"].astype(str)
-    quiet = (flags.str.lower() == "false").to_numpy() & np.isfinite(mdd)
+    ends = [
+        frame[c].to_numpy(dtype=np.float64, na_value=np.nan) if c in frame else np.full(len(frame), np.nan)
+        for c in ("ci_low", "ci_high")
+    ]
+    with np.errstate(invalid="ignore"):
+        excludes = (ends[0] > 0) | (ends[1] < 0)
+    flags = [None if pd.isna(v) else str(v) for v in frame["significant"].astype(object)]
+    quiet = np.array([f is not None and f.lower() == "false" for f in flags], bool) & np.isfinite(mdd) & ~excludes
     notes = [power_note(format_number(d, DIGITS, tiny_below=TINY)) if q else f for f, d, q in zip(flags, mdd, quiet)]
     return frame.assign(significant=notes)
 

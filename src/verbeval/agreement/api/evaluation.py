@@ -131,11 +131,11 @@ class AgreementResult:
         resamples for the corrected intervals are one warning (:func:`verbeval.core.bootstrap.few_resamples`).
         ``cluster`` (``agreement.bootstrap.cluster``): ``template`` or ``template_and_lemma`` resample
         this result's templates (:attr:`row_clusters`), and TSE gets a clustered interval and p-value;
-        a group with fewer than 2 templates (``template_and_lemma``: or verbs) is one warning
-        (:func:`~verbeval.agreement.scores.paired.too_few_group_clusters`). ``template_and_lemma`` also draws lemmas for
+        a group (or the pooled ``all``) with fewer than 20 templates is one warning
+        (:func:`~verbeval.agreement.scores.paired.comparison_cluster_warnings`). ``template_and_lemma`` also draws lemmas for
         EW and MW from both results' :attr:`form_stats` and :attr:`lemmas` (a result evaluated under
         another clustering has none: one-line :class:`~verbeval.core.errors.VerbevalError`)."""
-        from verbeval.agreement.scores.paired import compare_groups, too_few_group_clusters
+        from verbeval.agreement.scores.paired import compare_groups, comparison_cluster_warnings
         from verbeval.agreement.steps import COMPARE
         from verbeval.core.bootstrap import warn_few_resamples
         from verbeval.core.errors import MismatchError
@@ -163,10 +163,9 @@ class AgreementResult:
                 f"{lacking[0]!r} was not evaluated with cluster='template_and_lemma'"
             )
         if cluster != "context":
-            for g in (g for g in groups if g in self.row_clusters):
-                why = too_few_group_clusters(g, self.row_clusters[g], cluster)
-                if why is not None:
-                    log.warning(why)
+            known = {g: self.row_clusters[g] for g in groups if g in self.row_clusters}
+            for why in comparison_cluster_warnings(known, cluster):
+                log.warning(why)
         return compare_groups(
             self.model,
             other.model,

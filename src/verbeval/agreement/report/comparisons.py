@@ -25,8 +25,8 @@ from verbeval.agreement.scores.metrics import FormStats
 from verbeval.agreement.scores.paired import (
     COMPARISON_COLUMNS,
     compare_groups,
+    comparison_cluster_warnings,
     template_row_ids,
-    too_few_group_clusters,
 )
 from verbeval.agreement.steps import BOOTSTRAP
 from verbeval.core.bootstrap import warn_few_resamples
@@ -167,8 +167,8 @@ def comparisons(
     (:func:`row_identities`); a model without one is paired by row number. Too few resamples for
     the intervals corrected across the groups are one warning
     (:func:`verbeval.core.bootstrap.warn_few_resamples`). ``cluster``: ``agreement.bootstrap.cluster``
-    (not ``context``: EW and MW resample ``model_a``'s templates, from its ``templates``; a group with
-    fewer than 2 is one warning). ``forms``: each model's shard manifest and lemmas.parquet, which
+    (not ``context``: EW and MW resample ``model_a``'s templates, from its ``templates``; a group, or the
+    pooled ``all``, with fewer than 20 is one warning: :func:`comparison_cluster_warnings`). ``forms``: each model's shard manifest and lemmas.parquet, which
     ``template_and_lemma`` reads (:func:`read_forms`) to draw lemmas for EW and MW, and needs for every
     model of a pair; the other clusterings do not read them."""
     cache: dict[str, tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]] = {}
@@ -188,10 +188,9 @@ def comparisons(
         for path in dict.fromkeys(str(templates[a]) for _, a, _ in pairs):  # type: ignore[index]
             sources[path] = row_templates(path)
         first = sources[str(templates[pairs[0][1]])]  # type: ignore[index]
-        for g in groups:
-            why = too_few_group_clusters(g, first.get(g, pd.DataFrame({"template": [], "verb": []})), cluster)
-            if why is not None:
-                log.warning(why)
+        empty = pd.DataFrame({c: [] for c in next(iter(first.values()), pd.DataFrame({"template": []})).columns})
+        for why in comparison_cluster_warnings({g: first.get(g, empty) for g in groups}, cluster):
+            log.warning(why)
     if pairs and cluster == "template_and_lemma":
         lacking = [m for m in dict.fromkeys(m for _, a, b in pairs for m in (a, b)) if m not in (forms or {})]
         if lacking:
@@ -242,8 +241,9 @@ def with_flags(rows: pd.DataFrame, kind: str, random: Sequence[str]) -> pd.DataF
 
 
 def power_note(mdd: str) -> str:
-    """What a comparison row that is not significant says when its minimum detectable difference
-    (``mdd``, as the page writes numbers) is known: no difference of that size was missed."""
+    """What a comparison row that is not significant (and whose interval does not exclude 0) says when
+    its minimum detectable difference (``mdd``, as the page writes numbers) is known: no difference of
+    that size was missed."""
     return f"not significant, and a difference of {mdd} or more would have been detected"
 
 
@@ -261,7 +261,8 @@ def first_gains(rows: pd.DataFrame) -> pd.DataFrame:
         chain_of[b] = chain_of.get(a, a)
     c = c.assign(sweep=[chain_of[b] for b in c["model_b"]])
     for (sweep, group, metric), d in c.groupby(["sweep", "group", "metric"], sort=False):
-        hit = d[d["significant"] & (d["difference"] > 0)]
+        gained = d["significant"].eq(True).fillna(False).to_numpy(bool)  # an empty verdict is no gain
+        hit = d[gained & (d["difference"] > 0).to_numpy()]
         first = hit.iloc[0] if len(hit) else None
         records.append(
             {

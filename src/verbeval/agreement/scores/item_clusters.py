@@ -117,17 +117,24 @@ def context_labels(rows: pd.DataFrame) -> np.ndarray | None:
 
 def too_few_group_clusters(group: str, clusters: pd.DataFrame, cluster: str) -> str | None:
     """The warning line of a comparison's group whose rows (``clusters``: :func:`row_clusters`) have too
-    few clusters under ``cluster`` (not ``context``), or None: fewer than 2 in the context dimension,
-    every interval is NaN; fewer than 2 in another, the TSE row's interval (and, in the first dimension,
-    its p-value); 2 to 19 in a dimension, the few-clusters line. A dimension ``clusters`` lacks is
-    left to :func:`cluster_labels`' error."""
+    few clusters under ``cluster`` (not ``context``) in the dimensions a comparison draws, or None: the
+    context dimension (:func:`context_dimension`; fewer than 2: every interval is NaN) and the first
+    dimension (Durkalski's clusters for the TSE row; fewer than 2: its test is not defined); 2 to 19 in the
+    first dimension, the few-clusters line. A dimension ``clusters`` lacks is left to
+    :func:`cluster_labels`' error."""
     dims = [d for d in cluster_dimensions(cluster) if d in clusters]
-    context = context_dimension(cluster)
-    why = None
+    if not dims:
+        return None
+    first, context = dims[0], context_dimension(cluster)
     if context in dims:
-        why = too_few_clusters(group, Clusters.of(clusters[context]), [NAMES[context]])
-    for i, d in enumerate(dims):
-        if why is None and d != context:
-            what = "interval and p-value are" if i == 0 else "interval is"
-            why = too_few_clusters(group, Clusters.of(clusters[d]), [NAMES[d]], f"its TSE comparison's {what} NaN")
-    return why or few_clusters(group, Clusters.of(*(clusters[d] for d in dims)), names(dims)) if dims else why
+        what = "its intervals are NaN" + (" and its TSE test is not defined" if context == first else "")
+        why = too_few_clusters(group, Clusters.of(clusters[context]), [NAMES[context]], what)
+        if why is not None:
+            return why
+    if first != context:
+        why = too_few_clusters(
+            group, Clusters.of(clusters[first]), [NAMES[first]], "its TSE comparison's test is not defined"
+        )
+        if why is not None:
+            return why
+    return few_clusters(group, Clusters.of(clusters[first]), [NAMES[first]])
