@@ -155,3 +155,18 @@ def test_tiny_models_config_key(tmp_path: Path) -> None:
         )
     with pytest.raises(VerbevalError, match=r"tiny_models\.0\.arch"):
         validate_config({"tiny_models": [{"out": "m", "arch": "t5"}], "models": [{"id": "gpt2"}]}, "quick.yaml")
+
+
+def test_a_template_tables_lexical_items_are_not_corpus_text(tmp_path: Path) -> None:
+    """templates.parquet's item columns (their words are the sentences' own, or lemmas such as "be")
+    stay out of a vocabulary built from the table: the quick start's tiny BERT keeps the vocabulary of
+    the sentences alone, whatever the table annotates."""
+    from verbeval.agreement.data.template_files import TEMPLATE_COLUMNS
+    from verbeval.core.wordtok import ANNOTATION_COLUMNS
+
+    assert {"subject_item", "verb_item"} <= set(TEMPLATE_COLUMNS) and ANNOTATION_COLUMNS <= set(TEMPLATE_COLUMNS)
+    rows = {"left": ["the authors"], "right": ["happy"], "subject_item": ["author"], "verb_item": ["be"]}
+    plain, annotated = tmp_path / "plain.parquet", tmp_path / "annotated.parquet"
+    pd.DataFrame({k: rows[k] for k in ("left", "right")}).to_parquet(plain)
+    pd.DataFrame(rows).to_parquet(annotated)
+    assert list(corpus_texts(annotated)) == list(corpus_texts(plain)) == ["the authors", "happy"]

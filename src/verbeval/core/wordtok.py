@@ -33,9 +33,16 @@ MASKED_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 CAUSAL_SPECIALS = ("<unk>", "<|endoftext|>")
 
 
+#: Parquet columns that annotate a text rather than hold it: templates.parquet's lexical items
+#: (:mod:`verbeval.agreement.data.items`), words taken from the sentences or their lemmas. A
+#: vocabulary built from the table leaves them out, so that it is the sentences' words alone.
+ANNOTATION_COLUMNS = frozenset({"subject_item", "verb_item"})
+
+
 def corpus_texts(path: str | Path) -> Iterator[str]:
-    """Every text of one corpus file: the string cells of a Parquet file, or the lines of any other
-    file (tab-separated fields count as text too; the words are split later)."""
+    """Every text of one corpus file: the string cells of a Parquet file (but its
+    :data:`ANNOTATION_COLUMNS`), or the lines of any other file (tab-separated fields count as text
+    too; the words are split later)."""
     p = Path(path)
     if not p.is_file():
         raise VerbevalError(f"{p}: corpus file not found")
@@ -44,6 +51,8 @@ def corpus_texts(path: str | Path) -> Iterator[str]:
 
         frame = pd.read_parquet(p)
         for col in frame.columns:
+            if col in ANNOTATION_COLUMNS:
+                continue
             if pd.api.types.is_object_dtype(frame[col]) or pd.api.types.is_string_dtype(frame[col]):
                 yield from (v for v in frame[col].tolist() if isinstance(v, str))
         return
