@@ -327,8 +327,12 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
     listed = {str(s.path): s for s in listed_shards(run.manifest, groups)}
     # every group's resample counts (its contexts, its rows), drawn while the scores are read
     streams = []
+    ranges: dict[str, tuple[int, int]] = {}  # each shard's contexts (its metadata's range)
     for group in groups:
         metas = [read_shard_meta(p) for p in by_group[group]]
+        ranges.update(
+            {str(p): (int(m["context_start"]), int(m["context_stop"])) for p, m in zip(by_group[group], metas)}
+        )
         if metas and run.cluster == "context":  # clustered: the streams of the templates (small) instead
             n_rows = sum(int(m.get("n_rows") or 0) for m in metas)
             streams += [
@@ -341,15 +345,21 @@ def aggregate(run: AggregateRun, session: Session | None = None) -> None:
     top, bottom = list(run.top_cutoffs), list(run.bottom_cutoffs)
     for group in groups:
         paths = by_group[group]
-        chunks = [read_chunk_scores(listed[str(p)], top, bottom) for p in paths]
-        scored = all(c is not None for c in chunks)
         lemma_draw = run.cluster == "template_and_lemma"  # EW and MW at p = 1 rescored per lemma draw
-        try:
-            shards = read_shards(paths, forms=not scored or lemma_draw)
+        try:  # the contexts and rows (the form statistics too when the lemma draw needs them)
+            shards = read_shards(paths, forms=lemma_draw)
         except ShardError as exc:
             raise quarantine_bad_shard(exc, run.keep_bad_shards, run.manifest) from None
         if shards.meta["group"] != group:
             raise VerbevalError(f"shards are for group {shards.meta['group']!r}, not {group!r}")
+        # each score file checked against its shard's contexts as just read (read_shards: each shard's ids
+        # are its metadata's range)
+        in_chunk = [(shards.context_id >= ranges[str(p)][0]) & (shards.context_id < ranges[str(p)][1]) for p in paths]
+        chunks = [
+            read_chunk_scores(listed[str(p)], top, bottom, contexts=(shards.context_id[m], shards.plural[m]))
+            for p, m in zip(paths, in_chunk)
+        ]
+        scored = all(c is not None for c in chunks)
         g = templates[templates["group"] == group].reset_index(drop=True)
         if scored:  # the chunks in context order (read_shards checked that they cover the group once)
             order = sorted(

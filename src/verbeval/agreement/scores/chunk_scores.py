@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from verbeval.agreement.engine.shardstore import ListedShard, scores_path
+from verbeval.agreement.engine.shardstore import SCORES_ENTRY, ListedShard, scores_path
 from verbeval.agreement.scores.metrics import FormStats
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import atomic_path, sha256_file
@@ -106,7 +106,7 @@ def write_chunk_scores(
 def scores_entry(path: Path) -> dict[str, Any]:
     """What the shard's journal and manifest entry record of its score file ``path``: its sha256 and
     size (:data:`verbeval.agreement.engine.shardstore.SCORES_ENTRY`)."""
-    return {"scores_sha256": sha256_file(path), "scores_bytes": path.stat().st_size}
+    return dict(zip(SCORES_ENTRY, (sha256_file(path), path.stat().st_size), strict=True))
 
 
 def score_written_chunk(shard: Path, chunk: ComputedChunk, scoring: ChunkScoring) -> dict[str, Any]:
@@ -204,11 +204,15 @@ def frame_problem(
 
 
 def read_chunk_scores(
-    shard: ListedShard, top_cutoffs: Sequence[float], bottom_cutoffs: Sequence[float]
+    shard: ListedShard,
+    top_cutoffs: Sequence[float],
+    bottom_cutoffs: Sequence[float],
+    contexts: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame | None:
     """The per-context scores of the manifest's shard ``shard`` at these cutoffs, or None when its
     score file is missing, unrecorded, of other cutoffs or damaged (then set aside with one warning:
-    module docstring); the caller then scores the shard itself."""
+    module docstring); the caller then scores the shard itself. ``contexts``: the shard's context ids
+    and ``plural`` flags when the caller has read them (``aggregate``), else they are read from it."""
     from verbeval.agreement.scores.aggregate import score_columns
 
     instead = "scoring the shard"
@@ -220,12 +224,13 @@ def read_chunk_scores(
     if meta.get("top_cutoffs") != _cutoffs(top_cutoffs) or meta.get("bottom_cutoffs") != _cutoffs(bottom_cutoffs):
         log.debug("%s: scores at other cutoffs; scoring the shard", path)
         return None
-    try:  # the shard's contexts (the shard itself checked by the caller; its own errors are reported there)
-        ref = pq.read_table(shard.path, columns=["context_id", "plural"])
-        context_id = ref["context_id"].to_numpy()
-        plural = ref["plural"].to_numpy(zero_copy_only=False).astype(bool)
-    except (OSError, KeyError, ValueError, pa.ArrowException):
-        return None
+    if contexts is None:
+        try:  # the shard's contexts (the shard itself checked by the caller; its own errors are reported there)
+            ref = pq.read_table(shard.path, columns=["context_id", "plural"])
+            contexts = (ref["context_id"].to_numpy(), ref["plural"].to_numpy(zero_copy_only=False))
+        except (OSError, KeyError, ValueError, pa.ArrowException):
+            return None
+    context_id, plural = contexts[0], np.asarray(contexts[1]).astype(bool)
     try:
         frame = pq.read_table(pa.BufferReader(data)).to_pandas()
         problem = frame_problem(frame, context_id, plural, score_columns(top_cutoffs, bottom_cutoffs))
