@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from verbeval.core.io import set_aside
+
 log = logging.getLogger(__name__)
 
 #: bytes of count streams kept in one process
@@ -82,12 +84,8 @@ def _disk_path(key: Key) -> Path:
 
 def _set_aside(path: Path, reason: str) -> None:
     """Move a damaged stream file aside (``<name>.corrupt``, replacing an earlier one) with one warning
-    line; its counts are drawn again and written anew."""
-    try:
-        where = f"moved to {path.replace(path.with_name(path.name + '.corrupt')).name}"
-    except OSError as exc:  # another process moved it first: drawn again all the same
-        where = f"not moved ({exc.strerror or exc})"
-    log.warning("%s: %s; not used (%s), drawing its counts again", path, reason, where)
+    line (:func:`verbeval.core.io.set_aside`); its counts are drawn again and written anew."""
+    set_aside(path, reason, "drawing its counts again", log)
 
 
 def stream_problem(arr: np.ndarray, key: Key) -> str | None:

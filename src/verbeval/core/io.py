@@ -305,6 +305,26 @@ def write_texts_together(files: Sequence[tuple[str | Path, str]]) -> None:
                 earlier.unlink()
 
 
+def quarantine(path: str | Path) -> Path:
+    """Move an unusable file aside, ``<name>.corrupt`` (replacing an earlier one), so that the next run
+    recomputes it; returns where it went."""
+    src = Path(path)
+    dest = src.with_name(src.name + ".corrupt")
+    src.replace(dest)
+    return dest
+
+
+def set_aside(path: str | Path, reason: str, then: str, logger: logging.Logger = log) -> None:
+    """A damaged file that stands in for a computation (a score file, a count stream, a cached wheel):
+    moved aside (:func:`quarantine`) and said so in one warning line of ``logger``,
+    ``<path>: <reason>; not used (moved to <name>.corrupt), <then>`` (``then``: what is done instead)."""
+    try:
+        where = f"moved to {quarantine(path).name}"
+    except OSError as exc:  # another process moved it first, or a read-only folder: not used either way
+        where = f"not moved ({exc.strerror or exc})"
+    logger.warning("%s: %s; not used (%s), %s", path, reason, where, then)
+
+
 def write_parquet(df: pd.DataFrame, path: str | Path) -> None:
     """Write ``df`` to Parquet atomically, without the pandas index, deterministically."""
     with atomic_path(path) as tmp:

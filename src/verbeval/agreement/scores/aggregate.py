@@ -38,6 +38,7 @@ from verbeval.core.bootstrap import (
     weighted_nanmean,
 )
 from verbeval.core.errors import MismatchError, ShardError, VerbevalError
+from verbeval.core.io import quarantine
 
 log = logging.getLogger(__name__)
 
@@ -166,14 +167,6 @@ def read_shards(paths: Sequence[str | Path], forms: bool = True) -> GroupShards:
         cat["tkp"],
         n_bad,
     )
-
-
-def quarantine(path: str | Path) -> Path:
-    """Move an unusable shard aside (``<name>.corrupt``) so that the next run recomputes it."""
-    src = Path(path)
-    dest = src.with_name(src.name + ".corrupt")
-    src.replace(dest)
-    return dest
 
 
 def quarantine_bad_shard(exc: ShardError, keep: bool, manifest: str | None = None) -> VerbevalError:

