@@ -79,19 +79,21 @@ snakemake --workflow-profile "$D/profile" --configfile "${CONFIGS[@]}" \
   --config data_mirror="$SHARED/data" results_dir="$CLUSTER" > "$LOG" 2>&1 &
 SMK=$!
 
-# cancel the first inference job once, after its first shard is written
+# cancel the first inference job once, after its first shard is finished: recorded in that model's
+# shard journal (a shard's Parquet file alone may still be waiting for its score file and journal line,
+# and another model's shard says nothing of this job)
 job=""
 for _ in $(seq 1800); do
   kill -0 "$SMK" 2>/dev/null || break
-  job=$(squeue -h -t RUNNING -o "%i %k" | awk '$2 ~ /^rule_infer_/ {print $1; exit}')
-  if [ -n "$job" ] && find "$CLUSTER"/agreement/*/shards -name "*.parquet" 2>/dev/null | grep -q .; then
+  read -r job model_log < <(squeue -h -t RUNNING -o "%i %k" \
+    | awk '$2 ~ /^rule_infer_wildcards_/ {sub(/^rule_infer_wildcards_/, "", $2); print $1, $2; exit}') || true
+  if [ -n "$job" ] && [ -s "$CLUSTER/agreement/$model_log/shards/.journal.jsonl" ]; then
     break
   fi
   job=""
   sleep 0.2
 done
 [ -n "$job" ] || { echo "slurm stage: no running inference job with a finished shard was seen" >&2; tail -50 "$LOG" >&2; exit 1; }
-model_log=$(squeue -h -j "$job" -o "%k" | sed -E 's/^rule_infer_wildcards_//')
 scancel "$job"
 t_cancel=$SECONDS
 noticed=""
