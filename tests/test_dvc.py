@@ -16,7 +16,8 @@ from verbeval.workflow.dvc_yaml import JobSpec, _params, dvc_pipeline, rule_conf
 
 REPO = REPO_ROOT
 CI = str(CI_CONFIG.relative_to(REPO))  # .test/config/ci.yaml
-PIPELINES = [(["config/config.yaml"], "dvc.yaml"), (["config/config.yaml", CI], "pipelines/ci/dvc.yaml")]
+SMALL = ".test/config/small.yaml"  # CI's smallest configuration, on ci.yaml: the SLURM stage's and DVC's
+PIPELINES = [(["config/config.yaml"], "dvc.yaml"), (["config/config.yaml", CI, SMALL], "pipelines/ci/dvc.yaml")]
 
 
 @pytest.fixture(scope="module")
