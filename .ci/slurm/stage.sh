@@ -75,6 +75,16 @@ grep -q "SLURM status is: 'CANCELLED'" "$LOG"
 infer_log="$CLUSTER/logs/agreement/$model_log/infer.log"
 grep -E "shards, [0-9]+ to compute .* [1-9][0-9]* kept" "$infer_log" \
   || { echo "slurm stage: $infer_log: the resubmitted inference job kept no shard" >&2; cat "$infer_log" >&2; exit 1; }
+# the files the local reference run (.ci/run's dvc repro of the same configuration) must reproduce byte
+# for byte, before the runs below touch the results folder (a killed inference job loses its outputs)
+(
+  cd "$CLUSTER"
+  sha256sum agreement/table2.csv agreement/table2.md agreement/summary_all.csv agreement/metrics.json \
+    agreement/*/*/summary.csv agreement/metrics/*/*.json agreement/precision_audit.csv \
+    simverb/*/table.csv simverb/*/similarities.parquet simverb/*/agreement_join_summary.csv \
+    veridicality/*/signatures.csv
+) > "${VERBEVAL_SLURM_SUMS:-$D/sums}"
+echo "slurm stage: $(wc -l < "${VERBEVAL_SLURM_SUMS:-$D/sums}") files of the profile run recorded for the byte comparison"
 
 # accounting down (sacct fails, as on a cluster without slurmdbd): the run still sees its jobs end
 kill "$(cat "$D/slurmdbd.pid")"
