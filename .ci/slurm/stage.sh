@@ -80,8 +80,9 @@ grep -E "shards, [0-9]+ to compute .* [1-9][0-9]* kept" "$infer_log" \
 (
   cd "$CLUSTER"
   sha256sum agreement/table2.csv agreement/table2.md agreement/summary_all.csv agreement/metrics.json \
-    agreement/*/*/summary.csv agreement/metrics/*/*.json agreement/precision_audit.csv \
-    simverb/*/table.csv simverb/*/similarities.parquet simverb/*/agreement_join_summary.csv \
+    agreement/comparisons.csv agreement/first_gains.csv agreement/precision_audit.csv agreement/metrics/*/*.json \
+    agreement/*/lemmas.parquet agreement/*/lemma_stats.csv agreement/*/*/summary.csv agreement/*/*/scores.parquet \
+    agreement/*/*/tse.parquet simverb/*/table.csv simverb/*/similarities.parquet simverb/*/agreement_join_summary.csv \
     veridicality/*/signatures.csv
 ) > "${VERBEVAL_SLURM_SUMS:-$D/sums}"
 echo "slurm stage: $(wc -l < "${VERBEVAL_SLURM_SUMS:-$D/sums}") files of the profile run recorded for the byte comparison"
