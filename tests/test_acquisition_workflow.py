@@ -1,6 +1,8 @@
-"""End to end: the acquisition demo, reduced (one seed, six checkpoints, four groups), run by real
-Snakemake in a temporary folder from the offline mirror: the workflow trains the toy model
+"""End to end: the acquisition demo, reduced (one seed, six checkpoints analysed, six groups), run by
+real Snakemake in a temporary folder from the offline mirror: the workflow trains the toy model
 (rule train_toy), scores every checkpoint, and the acquisition analysis must find what was planted.
+The run is made once per test session (conftest's ``acquisition_demo``): test_toy_model.py checks,
+with a scorer of its own, that the same trained toy model learns agreement.
 
 The bounds below come from measured runs of this configuration and of the full demo
 (config/acquisition-demo.yaml, two seeds; docs/workflow.md, "The acquisition demo") on one
@@ -10,6 +12,7 @@ machine, with margins for another machine's rounding: every number is a toy mode
 from __future__ import annotations
 
 import html
+import json
 import re
 from pathlib import Path
 
@@ -19,18 +22,24 @@ import yaml
 
 from conftest import REPO_ROOT
 from test_workflow import Workflow, _absolute_resources, job_stats
+from verbeval.acquisition.toy.training import DEFAULT_CHECKPOINTS
 
 pytestmark = pytest.mark.e2e
 
+#: the checkpoints analysed (the models' revisions)
 STEPS = [1, 64, 128, 181, 256, 512]
-GROUPS = ["simple", "sent_comp", "prep", "obj_rel_across"]
+#: the checkpoints the toy model saves: STEPS and the default ones, which test_toy_model.py scores
+TRAINED = sorted({*STEPS, *DEFAULT_CHECKPOINTS})
+#: the demo's groups, with every construction across an attractor that test_toy_model.py checks
+GROUPS = ["simple", "sent_comp", "prep", "subj_rel", "obj_rel_across", "obj_rel_no_comp_across"]
 #: the bootstrap resamples of this slice of the demo (the workflow's and the in-process API's)
 RESAMPLES = 200
+#: the job counts of the first run, as run_demo records them beside the working directory's files
+FIRST_JOBS = "first-run-jobs.json"
 
 
-@pytest.fixture(scope="module")
-def demo(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Workflow:
-    root = tmp_path_factory.mktemp("acquisition")
+def run_demo(root: Path, data_dir: Path) -> None:
+    """The reduced demo, run in ``root`` from scratch (conftest's ``acquisition_demo`` calls it once)."""
     cfg = yaml.safe_load((REPO_ROOT / "config" / "acquisition-demo.yaml").read_text())
     cfg.update(
         {
@@ -38,7 +47,7 @@ def demo(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Workflow:
             "manifest": str(REPO_ROOT / "resources" / "manifest.yaml"),
             "raw_dir": str(root / "data" / "raw"),
             "results_dir": str(root / "results"),
-            "toy_models": [{"out": "models/toy", "seed": 0, "threads": 2, "checkpoints": STEPS}],
+            "toy_models": [{"out": "models/toy", "seed": 0, "threads": 2, "checkpoints": TRAINED}],
             "models": [
                 {
                     "name": "toy",
@@ -59,10 +68,21 @@ def demo(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Workflow:
     _absolute_resources(cfg)
     config = root / "config.yaml"
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    wf = Workflow(root, config)
-    proc = wf.run()
-    wf.first_stats = job_stats(proc.stdout + proc.stderr)  # type: ignore[attr-defined]
+    proc = demo_workflow(root).run()
+    (root / FIRST_JOBS).write_text(json.dumps(job_stats(proc.stdout + proc.stderr)))
+
+
+def demo_workflow(root: Path) -> Workflow:
+    """The demo that :func:`run_demo` ran in ``root``, with its first run's job counts (``first_stats``)."""
+    wf = Workflow(root, root / "config.yaml")
+    if (root / FIRST_JOBS).exists():
+        wf.first_stats = json.loads((root / FIRST_JOBS).read_text())  # type: ignore[attr-defined]
     return wf
+
+
+@pytest.fixture(scope="module")
+def demo(acquisition_demo: Workflow) -> Workflow:
+    return acquisition_demo
 
 
 def _acq(demo: Workflow, name: str) -> pd.DataFrame:
