@@ -218,7 +218,10 @@ SHARED_FIXTURES = frozenset({"shared_dir", "tokenizer_path", "tokenizer_or", "wo
 RUN_FIRST = (
     # end-to-end tier: files, by their wall time on one worker (pytest -m e2e --dist loadfile --durations=40,
     # 2026-11-29, measured under load: about 1,200 s, 850, 750, 700, 465, 430, 90; the others under 50 s
-    # each; in pytest-xdist's order the toy model's test ran last, alone, for 747 s of the tier's 2,649)
+    # each; in pytest-xdist's order the toy model's test ran last, alone, for 747 s of the tier's 2,649).
+    # Since issue 62: the resume and signal tests run a small workflow of their own (test_workflow.py's
+    # three of them about 80 s each before, 35-100 s now with its 73 s set-up, under heavier load) and the
+    # toy model is trained once, by the acquisition demo (test_toy_model.py's e2e test about 15 s after it)
     "tests/test_workflow.py",
     "tests/test_real_model.py",
     # trains the toy model (conftest's acquisition_demo), which test_toy_model.py's e2e test then reads:
