@@ -220,7 +220,7 @@ RUN_FIRST = (
     # 2026-11-29, measured under load: about 1,200 s, 850, 750, 700, 465, 430, 90; the others under 50 s
     # each; in pytest-xdist's order the toy model's test ran last, alone, for 747 s of the tier's 2,649).
     # Since issue 62: the resume and signal tests run a small workflow of their own (test_workflow.py's
-    # three of them about 80 s each before, 35-100 s now with its 73 s set-up, under heavier load) and the
+    # three of them 81-100 s each before, 28-31 s now plus its own 73 s set-up, under heavier load) and the
     # toy model is trained once, by the acquisition demo (test_toy_model.py's e2e test about 15 s after it)
     "tests/test_workflow.py",
     "tests/test_real_model.py",
