@@ -991,10 +991,22 @@ def test_sweep_part_runs_snakemake(
 ) -> None:
     """The sweep part for real: 2 and 3 revisions from scratch, the dry run of 5 (from a view of the
     checkout: Snakemake's .snakemake/ is written there, not into the checkout). From 2 revisions on, a
-    sweep has its consecutive pairs (one comparisons job, whatever their number)."""
+    sweep has its consecutive pairs (one comparisons job, whatever their number): 2 and 3 are the
+    fewest whose plans must be equal. What is checked is the plans and the logs, not the scores: each
+    sweep scores one group, 10 rows a template source (the bench's own: SWEEP_GROUPS, SWEEP_ROWS), with
+    no veridicality model and no precision audit (28 jobs a run, not 35)."""
     from conftest import checkout_view
+    from verbeval.bench import sweep
     from verbeval.bench.sweep import bench_sweep
 
+    def small(checkpoints: Any, run_dir: Path, **kw: Any) -> dict[str, Any]:
+        cfg = sweep_config(checkpoints, run_dir, **{"groups": ("simple",), "rows": 10, **kw})
+        cfg["veridicality"] = {"models": []}
+        cfg["agreement"]["precision_audit"] = {"enabled": False}
+        return cfg
+
+    sweep_config = sweep.sweep_config
+    monkeypatch.setattr(sweep, "sweep_config", small)
     monkeypatch.chdir(checkout_view(tmp_path / "view"))
     figures = bench_sweep(
         tokenizer_path("gpt2"), tmp_path, revisions=(2, 3), dry_run=5, config_values=[f"data_mirror={data_dir}"]

@@ -2,7 +2,8 @@
 
 The workflow runs in a temporary working directory (``--directory``) straight from the repository's
 Snakefile: nothing is copied. The first (module-scoped) run is shared by the tests below, which
-then delete or interrupt parts of it and check that reruns restore byte-identical results.
+then delete parts of it and check that reruns restore byte-identical results; the resume and signal
+tests interrupt and resume a run of their own whose inference takes seconds (``small_workflow``).
 """
 
 from __future__ import annotations
@@ -166,6 +167,62 @@ def workflow(
     wf = Workflow(root, config)
     proc = wf.run()
     wf.first_stats = job_stats(proc.stdout + proc.stderr)  # type: ignore[attr-defined]
+    wf.reference_table = wf.table2()  # type: ignore[attr-defined]
+    return wf
+
+
+#: the resume and signal tests' own run: one tiny model, two groups of 4 rows per source in 3 chunks
+#: each (6 shards, so that an interruption lands between them), no multi-token branch, precision
+#: audit or veridicality model, PNG figures only; its inference takes seconds, not the module run's
+#: full one (its SimVerb branch stays: test_resume_after_deleting_one_shard checks it is kept)
+SMALL_MODEL = "tiny-gpt2"
+SMALL_GROUPS = ["simple", "obj_rel_within"]
+SMALL_CHUNKS = ["1-of-3", "2-of-3", "3-of-3"]
+
+
+@pytest.fixture(scope="module")
+def small_workflow(
+    tokenizer_path: Callable[[str], Path], data_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Workflow:
+    """The workflow of ci.yaml cut to seconds of inference, run once uninterrupted: its Table 2 is the
+    reference that an interrupted or resumed run must reproduce byte for byte. Each test using it
+    leaves its Table 2 complete again (the files past it, which no test here reads, may then be out of
+    date: the resume test's dry run plans them among the shard's downstream jobs)."""
+    root = tmp_path_factory.mktemp("small-workflow")
+    model = root / "models" / SMALL_MODEL
+    rc = verbeval_main(
+        ["-q", "tiny-model", "--tokenizer", str(tokenizer_path("gpt2")), "--arch", "gpt2", "--out", str(model)]
+    )
+    assert rc == 0
+    cfg = yaml.safe_load(CI_CONFIG.read_text())
+    cfg["data_mirror"] = str(data_dir)
+    cfg["manifest"] = str(REPO_ROOT / "resources" / "manifest.yaml")
+    cfg["raw_dir"] = str(root / "data" / "raw")
+    cfg["results_dir"] = str(root / "results")
+    cfg["models"] = [{"id": str(model), "name": SMALL_MODEL}]
+    cfg["veridicality"] = {"models": []}
+    agr = cfg["agreement"]
+    agr.update(
+        {
+            "groups": SMALL_GROUPS,
+            "max_rows_per_source": 4,
+            "chunks": len(SMALL_CHUNKS),
+            "lexicon_mode": "single_token",
+            "multitoken": {"enabled": False},
+            "precision_audit": {"enabled": False},
+            "figures": {"formats": ["png"]},
+            "groups_file": str(REPO_ROOT / "resources" / "agreement_groups.yaml"),
+            "inflection_overrides": str(REPO_ROOT / "resources" / "inflection_overrides.csv"),
+        }
+    )
+    agr["bootstrap"]["resamples"] = 50
+    cfg["simverb"]["bootstrap"]["resamples"] = 50
+    _absolute_resources(cfg)
+    config = root / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    wf = Workflow(root, config)
+    wf.run()
+    assert len(wf.shards()) == len(SMALL_GROUPS) * len(SMALL_CHUNKS)
     wf.reference_table = wf.table2()  # type: ignore[attr-defined]
     return wf
 
@@ -380,25 +437,30 @@ def test_a_deleted_aggregate_output_alone_is_regenerated(workflow: Workflow) -> 
 # --------------------------------------------------------------------------- resuming
 
 
-def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
-    target = workflow.out / "tiny-gpt2" / "shards" / "blimp" / "2-of-2.parquet"
+def test_resume_after_deleting_one_shard(small_workflow: Workflow) -> None:
+    workflow = small_workflow
+    target = workflow.out / SMALL_MODEL / "shards" / SMALL_GROUPS[-1] / f"{SMALL_CHUNKS[1]}.parquet"
     others = {p: p.stat().st_mtime_ns for p in workflow.shards() if p != target}
-    assert target.exists() and len(others) == 11
+    assert target.exists() and len(others) == len(SMALL_GROUPS) * len(SMALL_CHUNKS) - 1
     target.unlink()
     # previewing, linting, the report and generating the DVC pipeline change no file: the stale store is reported
     # and its inference job forced, not repaired at parse time (the manifest stays until the job runs)
     before = _tree(workflow.root)
     dry = workflow.run("-n")
-    manifest = workflow.out / "tiny-gpt2" / "shards" / "manifest.json"
-    assert f"{target} is missing; the inference job of tiny-gpt2 will run again" in dry.stderr, dry.stderr[-2000:]
-    assert job_stats(dry.stdout + dry.stderr).get("infer") == 1
+    manifest = workflow.out / SMALL_MODEL / "shards" / "manifest.json"
+    msg = f"{target} is missing; the inference job of {SMALL_MODEL} will run again"
+    assert msg in dry.stderr, dry.stderr[-2000:]
+    plan = job_stats(dry.stdout + dry.stderr)  # of the whole workflow (target all)
+    assert plan.get("infer") == 1
     workflow.run("--lint", check=False)
     workflow.run("--report", str(workflow.root.parent / "stale-store-report.html"))
     from verbeval.workflow.dvc_yaml import workflow_jobs  # what `verbeval dvc-yaml` plans from
 
     assert any(j.rule == "infer" for j in workflow_jobs(SNAKEFILE, [workflow.config], workflow.root))
     assert _tree(workflow.root) == before and manifest.exists()
-    proc = workflow.run()
+    # the run goes as far as Table 2; what a run of the whole workflow would do is the dry run's plan
+    # above (its first job table, as a run's: planning changed no file), checked below with the run's
+    proc = workflow.run(str(workflow.out / "table2.csv"))
     output = proc.stdout + proc.stderr
     stats = job_stats(output)
     assert target.exists(), "the deleted shard was not recomputed; snakemake said: " + (
@@ -429,11 +491,12 @@ def test_resume_after_deleting_one_shard(workflow: Workflow) -> None:
         "precision_audit_page",
         "flip_set",
     }
-    assert set(stats) <= downstream | FIGURE_RULES, stats
-    assert stats.get("aggregate", 0) <= 1
+    for jobs in (plan, stats):
+        assert set(jobs) <= downstream | FIGURE_RULES, jobs
+        assert jobs.get("aggregate", 0) <= 1
     assert {p: p.stat().st_mtime_ns for p in others} == others  # no other shard was touched
     assert workflow.table2() == workflow.reference_table  # type: ignore[attr-defined]
-    log = (workflow.root / "results" / "logs" / "agreement" / "tiny-gpt2" / "infer.log").read_text()
+    log = (workflow.root / "results" / "logs" / "agreement" / SMALL_MODEL / "infer.log").read_text()
     # the job's SimVerb branch (ci.yaml: every agreement model is a SimVerb model) was not recomputed
     assert "up to date (same inputs and settings): kept" in log, log[-2000:]
 
@@ -448,13 +511,15 @@ def _tree(root: Path) -> dict[str, tuple[int, str]]:
 
 
 def _interrupt(workflow: Workflow, sig: signal.Signals) -> tuple[list[Path], dict[Path, int], str]:
-    """Delete every shard of one model and everything downstream, start the workflow one job at a
-    time, and send ``sig`` to its process group as soon as the first new shard exists. Returns the
-    deleted shards, the mtimes of those that exist after the interruption, and the log."""
-    deleted = [workflow.out / "tiny-gpt2" / "shards" / g / f"{c}.parquet" for g in GROUPS for c in CHUNKS]
+    """Delete every shard of one model and everything downstream, start the workflow for Table 2 one
+    job at a time, and send ``sig`` to its process group as soon as the first new shard exists.
+    Returns the deleted shards, the mtimes of those that exist after the interruption, and the log."""
+    shards = workflow.out / SMALL_MODEL / "shards"
+    deleted = [shards / g / f"{c}.parquet" for g in SMALL_GROUPS for c in SMALL_CHUNKS]
+    outputs = ("scores.parquet", "tse.parquet", "summary.csv")
     for p in [
         *deleted,
-        *(workflow.out / "tiny-gpt2" / g / n for g in GROUPS for n in ("scores.parquet", "tse.parquet", "summary.csv")),
+        *(workflow.out / SMALL_MODEL / g / n for g in SMALL_GROUPS for n in outputs),
         *(workflow.out / n for n in ("table2.csv", "table2.md", "table2.tex", "summary_all.csv")),
     ]:
         p.unlink(missing_ok=True)
@@ -463,7 +528,7 @@ def _interrupt(workflow: Workflow, sig: signal.Signals) -> tuple[list[Path], dic
         # SIGINT as at a terminal: a shell that starts a job in the background (CI runners may) has
         # it ignored, and an ignored signal stays ignored in every child
         proc = subprocess.Popen(
-            workflow.args(cores=1),
+            workflow.args(str(workflow.out / "table2.csv"), cores=1),
             cwd=workflow.root,
             env=_env(),
             stdout=fh,
@@ -490,15 +555,17 @@ def _interrupt(workflow: Workflow, sig: signal.Signals) -> tuple[list[Path], dic
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_interrupted_inference_resumes(workflow: Workflow, sig: signal.Signals) -> None:
+def test_interrupted_inference_resumes(small_workflow: Workflow, sig: signal.Signals) -> None:
+    workflow = small_workflow
     deleted, kept, _ = _interrupt(workflow, sig)
     assert kept, "no shard was finished before the interruption"
-    proc = workflow.run(check=False)
+    table2 = str(workflow.out / "table2.csv")  # the shards' consumers up to Table 2, not the figures
+    proc = workflow.run(table2, check=False)
     plain_ok = proc.returncode == 0
     plain_output = proc.stdout + proc.stderr
     if not plain_ok:
         # finish anyway, to check the results, then report the failed plain rerun below
-        workflow.run("--rerun-incomplete")
+        workflow.run("--rerun-incomplete", table2)
     assert all(p.exists() for p in deleted)
     # the shards finished before the interruption were kept, not recomputed
     assert {p: p.stat().st_mtime_ns for p in kept} == kept
