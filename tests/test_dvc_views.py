@@ -217,7 +217,9 @@ def test_root_pipeline_declares_table2_metrics_and_figure_plots() -> None:
     # the CI pipeline declares neither: `dvc metrics show` / `dvc plots show` see the paper's only
     ci = yaml.safe_load((REPO / "pipelines/ci/dvc.yaml").read_text())
     assert "plots" not in ci and not any("metrics" in s or "plots" in s for s in ci["stages"].values())
-    assert any("results-ci-small/agreement/metrics/tiny-gpt2/simple.json" in s.get("outs", []) for s in ci["stages"].values())
+    assert any(
+        "results-ci-small/agreement/metrics/tiny-gpt2/simple.json" in s.get("outs", []) for s in ci["stages"].values()
+    )
 
 
 def _dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
