@@ -16,13 +16,13 @@ import pandas as pd
 import pytest
 
 from conftest import REPO_ROOT
+from tiny_cache import tiny_model
 from verbeval.agreement.api.evaluation import AgreementResult, evaluate
 from verbeval.agreement.api.suite import AgreementSuite
 from verbeval.agreement.scores.lemma_contexts import read_lemma_contexts, unpack_bits
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import write_csv, write_parquet
-from verbeval.core.tiny_models import make_tiny_model
 
 ROWS = 8  # rows per template source: every group, a few seconds per model
 GROUPS = ["simple", "sent_comp", "obj_rel_within", "blimp"]
@@ -56,7 +56,7 @@ def run_inputs(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path
 @pytest.fixture(scope="module")
 def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory, tokenizer_path: Any) -> Path:
     """One tiny GPT-2 (seed 0) for the tests that only load it: each loads its own model object."""
-    return make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("tiny-gpt2") / "model")
+    return tiny_model(tmp_path_factory, tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("tiny-gpt2") / "model")
 
 
 def _workflow(model: Path, results: Path, out: Path, chunks: int, batch: int) -> dict[str, Any]:
@@ -88,11 +88,18 @@ CASES = [("gpt2", "gpt2", 1, 64), ("bert", "bert-base-cased", 4, 3)]
 
 @pytest.mark.parametrize(("arch", "tok", "chunks", "batch"), CASES)
 def test_evaluate_equals_the_workflow(
-    arch: str, tok: str, chunks: int, batch: int, run_inputs: Path, tokenizer_path: Any, tmp_path: Path
+    arch: str,
+    tok: str,
+    chunks: int,
+    batch: int,
+    run_inputs: Path,
+    tokenizer_path: Any,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-    model_dir = make_tiny_model(tokenizer_path(tok), arch, tmp_path / "model")
+    model_dir = tiny_model(tmp_path_factory, tokenizer_path(tok), arch, tmp_path / "model")
     wf = _workflow(model_dir, run_inputs, tmp_path / "wf", chunks, batch)
     cls = AutoModelForCausalLM if arch == "gpt2" else AutoModelForMaskedLM
     model = cls.from_pretrained(model_dir)

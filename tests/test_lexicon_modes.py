@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tiny_cache import tiny_model
 from verbeval.agreement.data.eligibility import eligible_lemmas
 from verbeval.agreement.engine.inference import infer_chunk
 from verbeval.agreement.lexicon_modes.form_shards import infer_forms_chunk, read_form_shards
@@ -29,7 +30,6 @@ from verbeval.agreement.lexicon_modes.modes import (
 from verbeval.agreement.lexicon_modes.table import coverage_table, modes_table, to_latex, to_markdown, to_metrics
 from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse
 from verbeval.core.models import load_model, load_tokenizer
-from verbeval.core.tiny_models import make_tiny_model
 
 LEXICON = pd.DataFrame(
     [
@@ -200,15 +200,20 @@ def test_form_table_real_tokenizers(
 @pytest.fixture(scope="module")
 def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory, tokenizer_path: Callable[[str], Path]) -> Path:
     """One tiny GPT-2 (seed 0) for the tests that only load it: each loads its own model object."""
-    return make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("tiny-gpt2") / "m")
+    return tiny_model(tmp_path_factory, tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("tiny-gpt2") / "m")
 
 
 @pytest.mark.parametrize("arch,tokenizer", [("bert", "wordpiece"), ("gpt2", "gpt2")])
 def test_single_token_mode_equals_table2_pipeline(
-    tokenizer_path: Callable[[str], Path], wordpiece_path: Path, tmp_path: Path, arch: str, tokenizer: str
+    tokenizer_path: Callable[[str], Path],
+    wordpiece_path: Path,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    arch: str,
+    tokenizer: str,
 ) -> None:
     tok = wordpiece_path if tokenizer == "wordpiece" else tokenizer_path(tokenizer)
-    lm = load_model(str(make_tiny_model(tok, arch, tmp_path / "m")), device="cpu")
+    lm = load_model(str(tiny_model(tmp_path_factory, tok, arch, tmp_path / "m")), device="cpu")
     tpl = templates()
     forms = form_table(LEXICON, tpl, lm.tokenizer)
     lemmas = eligible_lemmas(LEXICON, lm.tokenizer)
