@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 from test_callback import GROUPS, Recorder, _trainer, suite  # noqa: F401 - the module's hand-made suite
+from tiny_cache import tiny_model
 from verbeval.agreement.api.callback import AgreementCallback
 from verbeval.agreement.api.evaluation import evaluate
 from verbeval.agreement.api.suite import AgreementSuite
 from verbeval.core.errors import VerbevalError
-from verbeval.core.tiny_models import make_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory, tokenizer_path: Any) -> tuple
     """A tiny GPT-2 (with dropout) and its tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model_dir = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("tiny") / "model")
+    model_dir = tiny_model(tmp_path_factory, tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("tiny") / "model")
     return AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
 
 
@@ -150,11 +150,12 @@ def test_a_failed_write_at_a_scored_step_is_a_warning(
     suite: AgreementSuite,  # noqa: F811
     tokenizer_path: Any,
     tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model_dir = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "model")
+    model_dir = tiny_model(tmp_path_factory, tokenizer_path("gpt2"), "gpt2", tmp_path / "model")
     model, tok = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
     tok.pad_token = tok.eos_token
     out = tmp_path / "scores"

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 import torch
 
+from tiny_cache import tiny_model
 from verbeval.agreement.data.eligibility import eligible_lemmas, single_token_ids
 from verbeval.agreement.engine import kernels as agreement
 from verbeval.agreement.engine.encoding import encode_contexts
@@ -71,7 +72,7 @@ def lm(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> LoadedModel:
     tok = wordpiece_path if request.param == "bert" else tokenizer_path("gpt2")
-    return _sharpened(make_tiny_model(tok, request.param, tmp_path_factory.mktemp(request.param)))
+    return _sharpened(tiny_model(tmp_path_factory, tok, request.param, tmp_path_factory.mktemp(request.param)))
 
 
 def _verbeval_scores(lm: LoadedModel, lemmas: pd.DataFrame) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from tiny_cache import tiny_model
 from verbeval.agreement.api.callback import AgreementCallback
 from verbeval.agreement.api.evaluation import evaluate
 from verbeval.agreement.api.suite import AgreementSuite
@@ -20,7 +21,6 @@ from verbeval.agreement.report.checkpoint_index import read_checkpoint_index
 from verbeval.agreement.scores.lemma_contexts import read_lemma_contexts
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import write_csv
-from verbeval.core.tiny_models import make_tiny_model
 
 GROUPS = ["simple", "obj_rel_within"]
 
@@ -101,10 +101,12 @@ def _trainer(model: Any, tok: Any, out: Path, callbacks: list[Any]) -> Any:
     return Trainer(model=model, args=args, train_dataset=data, processing_class=tok, callbacks=callbacks)
 
 
-def test_callback_logs_writes_and_equals_evaluate(suite: AgreementSuite, tokenizer_path: Any, tmp_path: Path) -> None:
+def test_callback_logs_writes_and_equals_evaluate(
+    suite: AgreementSuite, tokenizer_path: Any, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model_dir = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "model")
+    model_dir = tiny_model(tmp_path_factory, tokenizer_path("gpt2"), "gpt2", tmp_path / "model")
     model, tok = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
     tok.pad_token = tok.eos_token
     recorder = Recorder()

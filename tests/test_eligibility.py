@@ -232,3 +232,32 @@ def test_identical_files_identical_fingerprint(
     changed = AutoTokenizer.from_pretrained(str(copy))
     assert changed.convert_tokens_to_ids("\u0120runs") == 1057
     assert tokenizer_fingerprint(changed) != tokenizer_fingerprint(toks["gpt2"])
+
+
+def test_a_kept_fingerprint_is_the_computed_one_and_a_changed_tokenizer_is_computed_again(
+    tokenizer_path: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The digests a process keeps (by class, header and the backend's serialisation) are those a
+    computation gives: for the same files loaded again, with a special token set, with a token added."""
+    from verbeval.agreement.data import eligibility
+
+    computed: list[str] = []
+    compute = eligibility._fingerprint
+
+    def counted(tokenizer: Any, header: str) -> str:
+        computed.append(type(tokenizer).__name__)
+        return compute(tokenizer, header)
+
+    monkeypatch.setattr(eligibility, "_FINGERPRINTS", type(eligibility._FINGERPRINTS)())
+    monkeypatch.setattr(eligibility, "_fingerprint", counted)
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_path("gpt2")))
+    first = tokenizer_fingerprint(tok)
+    reloaded = AutoTokenizer.from_pretrained(str(tokenizer_path("gpt2")))
+    again = tokenizer_fingerprint(reloaded)
+    assert again == first and len(computed) == 1  # the second from the kept digest
+    assert compute(reloaded, eligibility._fingerprint_header(reloaded)) == again  # which is the computed one
+    tok.pad_token = tok.eos_token
+    padded = tokenizer_fingerprint(tok)
+    tok.add_tokens(["zzqqxx"])
+    added = tokenizer_fingerprint(tok)
+    assert len(computed) == 3 and len({first, padded, added}) == 3

@@ -16,13 +16,13 @@ import pandas as pd
 import pytest
 
 from conftest import REPO_ROOT
+from tiny_cache import tiny_model
 from verbeval.agreement.api.evaluation import AgreementResult, evaluate
 from verbeval.agreement.api.suite import AgreementSuite
 from verbeval.agreement.scores.lemma_contexts import read_lemma_contexts, unpack_bits
 from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
 from verbeval.core.io import write_csv, write_parquet
-from verbeval.core.tiny_models import make_tiny_model
 
 ROWS = 8  # rows per template source: every group, a few seconds per model
 GROUPS = ["simple", "sent_comp", "obj_rel_within", "blimp"]
@@ -51,6 +51,12 @@ def run_inputs(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path
 
     write_groups(out / "groups.yaml", suite.groups)
     return tmp / "results"
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory, tokenizer_path: Any) -> Path:
+    """One tiny GPT-2 (seed 0) for the tests that only load it: each loads its own model object."""
+    return tiny_model(tmp_path_factory, tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("tiny-gpt2") / "model")
 
 
 def _workflow(model: Path, results: Path, out: Path, chunks: int, batch: int) -> dict[str, Any]:
@@ -82,11 +88,18 @@ CASES = [("gpt2", "gpt2", 1, 64), ("bert", "bert-base-cased", 4, 3)]
 
 @pytest.mark.parametrize(("arch", "tok", "chunks", "batch"), CASES)
 def test_evaluate_equals_the_workflow(
-    arch: str, tok: str, chunks: int, batch: int, run_inputs: Path, tokenizer_path: Any, tmp_path: Path
+    arch: str,
+    tok: str,
+    chunks: int,
+    batch: int,
+    run_inputs: Path,
+    tokenizer_path: Any,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-    model_dir = make_tiny_model(tokenizer_path(tok), arch, tmp_path / "model")
+    model_dir = tiny_model(tmp_path_factory, tokenizer_path(tok), arch, tmp_path / "model")
     wf = _workflow(model_dir, run_inputs, tmp_path / "wf", chunks, batch)
     cls = AutoModelForCausalLM if arch == "gpt2" else AutoModelForMaskedLM
     model = cls.from_pretrained(model_dir)
@@ -142,11 +155,10 @@ def test_suite_selection_and_errors(run_inputs: Path, tokenizer_path: Any, tmp_p
         AgreementSuite.from_results(tmp_path)
 
 
-def test_evaluate_max_rows_and_groups(run_inputs: Path, tokenizer_path: Any, tmp_path: Path) -> None:
+def test_evaluate_max_rows_and_groups(run_inputs: Path, tiny_gpt2: Path, tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model_dir = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "model")
-    model, tok = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
+    model, tok = AutoModelForCausalLM.from_pretrained(tiny_gpt2), AutoTokenizer.from_pretrained(tiny_gpt2)
     suite = AgreementSuite.from_results(run_inputs)
     res = evaluate(model, tok, suite, groups=["simple"], max_rows=4, resamples=0)
     assert list(res.per_group["group"]) == ["simple"]
@@ -178,13 +190,12 @@ def test_api_bench_part_runs_and_prints(
     assert "t (1 layers x 16, random init): 1 groups, 2 contexts, 2 rows" in capsys.readouterr().out
 
 
-def test_evaluate_bad_input(run_inputs: Path, tokenizer_path: Any, tmp_path: Path) -> None:
+def test_evaluate_bad_input(run_inputs: Path, tiny_gpt2: Path, tmp_path: Path) -> None:
     """One line naming the cause: a context longer than the model reads, a model of unknown kind."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model_dir = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "model")
-    model, tok = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
+    model, tok = AutoModelForCausalLM.from_pretrained(tiny_gpt2), AutoTokenizer.from_pretrained(tiny_gpt2)
     suite = AgreementSuite.from_results(run_inputs, groups=["simple"])
     long = suite.templates.assign(left="the " + "very " * 200 + "old author")
     with pytest.raises(VerbevalError, match=r"reads at most 128 positions, but \d+ context\(s\) are longer"):
@@ -268,15 +279,14 @@ def test_check_token_ids_bounds() -> None:
     check_token_ids(SimpleNamespace(model_id="m", model=None, tokenizer=[]), 10**6, "x")  # type: ignore[arg-type]
 
 
-def test_evaluate_and_compare_take_the_clustering(run_inputs: Path, tokenizer_path: Any, tmp_path: Path) -> None:
+def test_evaluate_and_compare_take_the_clustering(run_inputs: Path, tiny_gpt2: Path, tmp_path: Path) -> None:
     """``cluster``: agreement.bootstrap.cluster's default (context) when None; ``template`` draws the
     suite's templates (BLiMP's four sources) in the summary and in :meth:`AgreementResult.compare`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from verbeval.core.bootstrap import Clusters, bootstrap_means
 
-    model_dir = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "model")
-    model, tok = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
+    model, tok = AutoModelForCausalLM.from_pretrained(tiny_gpt2), AutoTokenizer.from_pretrained(tiny_gpt2)
     suite = AgreementSuite.from_results(run_inputs, groups=["blimp"], max_rows_per_source=4)
     with pytest.raises(VerbevalError) as e:
         evaluate(model, tok, suite, cluster="lemma")

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from tiny_cache import tiny_model
 from verbeval.agreement.data.eligibility import eligible_lemmas, single_token_ids, tokenizer_fingerprint
 from verbeval.agreement.engine.encoding import encode_contexts
 from verbeval.agreement.engine.forward_pass import run_contexts
@@ -39,7 +40,6 @@ from verbeval.agreement.scores.aggregate import context_scores, read_shards, row
 from verbeval.agreement.scores.metrics import PAPER_BOTTOM_CUTOFFS, PAPER_TOP_CUTOFFS, score_logits
 from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, load_model
-from verbeval.core.tiny_models import make_tiny_model
 
 GPT2_BOS = 50256  # <|endoftext|> in the real GPT-2 vocabulary
 
@@ -119,7 +119,7 @@ def _sharpen(lm: LoadedModel, factor: float = 30.0) -> LoadedModel:
 def masked_lm(wordpiece_path: Path, tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
     """A tiny BERT on bert-base-cased (the shared folder's), else on bert-base-uncased (rebuilt from a
     PyPI package): the tests that use it hold for either vocabulary."""
-    path = make_tiny_model(wordpiece_path, "bert", tmp_path_factory.mktemp("bert"))
+    path = tiny_model(tmp_path_factory, wordpiece_path, "bert", tmp_path_factory.mktemp("bert"))
     return _sharpen(load_model(str(path), device="cpu"))
 
 
@@ -131,13 +131,15 @@ def cased_masked_lm(
     cannot be had: no PyPI package ships it)."""
     if _tokenizer_name(masked_lm) == "bert-base-cased":
         return masked_lm
-    path = make_tiny_model(tokenizer_path("bert-base-cased"), "bert", tmp_path_factory.mktemp("bert-cased"))
+    path = tiny_model(
+        tmp_path_factory, tokenizer_path("bert-base-cased"), "bert", tmp_path_factory.mktemp("bert-cased")
+    )
     return _sharpen(load_model(str(path), device="cpu"))
 
 
 @pytest.fixture(scope="module")
 def causal_lm(tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
-    path = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("gpt2"))
+    path = tiny_model(tmp_path_factory, tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("gpt2"))
     return _sharpen(load_model(str(path), device="cpu"))
 
 

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 from test_inference import template_frame
+from tiny_cache import tiny_model
 from verbeval.agreement.engine.encoding import encode_contexts
 from verbeval.agreement.engine.lengths import check_context_lengths, context_lengths, position_limit
 from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, load_config, load_model
-from verbeval.core.tiny_models import make_tiny_model
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
@@ -27,7 +27,7 @@ def tiny(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[str, LoadedModel]:
     tok = wordpiece_path if request.param == "bert" else tokenizer_path("gpt2")
-    path = make_tiny_model(tok, request.param, tmp_path_factory.mktemp(request.param))
+    path = tiny_model(tmp_path_factory, tok, request.param, tmp_path_factory.mktemp(request.param))
     return str(path), load_model(str(path), device="cpu")
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tiny_cache import tiny_model
 from verbeval.agreement.data.eligibility import eligible_lemmas
 from verbeval.agreement.engine.inference import infer_chunk
 from verbeval.agreement.lexicon_modes.form_shards import infer_forms_chunk, read_form_shards
@@ -29,7 +30,6 @@ from verbeval.agreement.lexicon_modes.modes import (
 from verbeval.agreement.lexicon_modes.table import coverage_table, modes_table, to_latex, to_markdown, to_metrics
 from verbeval.agreement.scores.aggregate import context_scores, read_shards, row_tse
 from verbeval.core.models import load_model, load_tokenizer
-from verbeval.core.tiny_models import make_tiny_model
 
 LEXICON = pd.DataFrame(
     [
@@ -197,12 +197,23 @@ def test_form_table_real_tokenizers(
 # --------------------------------------------------------------------------- against the single-token pipeline
 
 
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory, tokenizer_path: Callable[[str], Path]) -> Path:
+    """One tiny GPT-2 (seed 0) for the tests that only load it: each loads its own model object."""
+    return tiny_model(tmp_path_factory, tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("tiny-gpt2") / "m")
+
+
 @pytest.mark.parametrize("arch,tokenizer", [("bert", "wordpiece"), ("gpt2", "gpt2")])
 def test_single_token_mode_equals_table2_pipeline(
-    tokenizer_path: Callable[[str], Path], wordpiece_path: Path, tmp_path: Path, arch: str, tokenizer: str
+    tokenizer_path: Callable[[str], Path],
+    wordpiece_path: Path,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    arch: str,
+    tokenizer: str,
 ) -> None:
     tok = wordpiece_path if tokenizer == "wordpiece" else tokenizer_path(tokenizer)
-    lm = load_model(str(make_tiny_model(tok, arch, tmp_path / "m")), device="cpu")
+    lm = load_model(str(tiny_model(tmp_path_factory, tok, arch, tmp_path / "m")), device="cpu")
     tpl = templates()
     forms = form_table(LEXICON, tpl, lm.tokenizer)
     lemmas = eligible_lemmas(LEXICON, lm.tokenizer)
@@ -230,15 +241,13 @@ def test_single_token_mode_equals_table2_pipeline(
     assert sh["meta"]["method"] == ("pll-word-l2r" if arch == "bert" else "chain-rule")
 
 
-def test_infer_forms_model_equals_per_chunk_shards_and_resumes(
-    tokenizer_path: Callable[[str], Path], tmp_path: Path
-) -> None:
+def test_infer_forms_model_equals_per_chunk_shards_and_resumes(tiny_gpt2: Path, tmp_path: Path) -> None:
     """One process for every form shard of a model: the same bytes as the per-chunk path, a manifest
     with their checksums, and nothing recomputed on a rerun."""
     from verbeval.agreement.engine.shardstore import manifest_shards
     from verbeval.agreement.lexicon_modes.form_shards import infer_forms_model
 
-    lm = load_model(str(make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "m")), device="cpu")
+    lm = load_model(str(tiny_gpt2), device="cpu")
     tpl = templates()
     forms = form_table(LEXICON, tpl, lm.tokenizer)
     manifest = tmp_path / "store" / "manifest.json"
@@ -253,7 +262,7 @@ def test_infer_forms_model_equals_per_chunk_shards_and_resumes(
 
 
 def test_a_tf32_run_s_form_shards_say_tf32_and_hold_the_float32_numbers_on_a_cpu(
-    tokenizer_path: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_gpt2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The form shards of a tf32 run on this CPU: ``dtype: tf32`` and ``matmul: float32`` in each shard and
     in the manifest, TF32 on while they are computed and restored after, the float32 run's log-probabilities."""
@@ -263,7 +272,7 @@ def test_a_tf32_run_s_form_shards_say_tf32_and_hold_the_float32_numbers_on_a_cpu
     from verbeval.agreement.lexicon_modes import multitoken
     from verbeval.agreement.lexicon_modes.form_shards import infer_forms_model
 
-    path = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "m")
+    path = tiny_gpt2
     tpl = templates()
     flags, logp, seen = [], {}, []
     real = multitoken.form_logprobs  # the forward passes
@@ -289,7 +298,7 @@ def test_a_tf32_run_s_form_shards_say_tf32_and_hold_the_float32_numbers_on_a_cpu
     np.testing.assert_array_equal(logp["tf32"], logp["float32"])
 
 
-def test_lexicon_modes_outputs_say_which_model_is_random(tokenizer_path: Callable[[str], Path], tmp_path: Path) -> None:
+def test_lexicon_modes_outputs_say_which_model_is_random(tiny_gpt2: Path, tmp_path: Path) -> None:
     """lexicon-modes reads whether its model is random from the model's Table 2 summaries
     (random_init column) and writes it into each of its CSVs; lexicon-modes-table carries it into
     its CSVs and into each model's record of metrics.json. Two models on one store: rnd (random)
@@ -297,7 +306,7 @@ def test_lexicon_modes_outputs_say_which_model_is_random(tokenizer_path: Callabl
     from verbeval.agreement.lexicon_modes.form_shards import infer_forms_model
     from verbeval.cli import main
 
-    lm = load_model(str(make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "m")), device="cpu")
+    lm = load_model(str(tiny_gpt2), device="cpu")
     tpl = templates()
     forms = form_table(LEXICON, tpl, lm.tokenizer)
     manifest = tmp_path / "store" / "manifest.json"

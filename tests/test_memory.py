@@ -23,6 +23,7 @@ import torch
 
 import verbeval.agreement.engine.forward_pass as forward_pass
 import verbeval.agreement.lexicon_modes.multitoken as multitoken
+from tiny_cache import tiny_model
 from verbeval.agreement.engine.encoding import Encoded, encode_contexts
 from verbeval.agreement.engine.forward_pass import run_contexts
 from verbeval.agreement.engine.shards import ChunkResult
@@ -43,7 +44,6 @@ from verbeval.core.memory import (
     rlimit_headroom,
 )
 from verbeval.core.models import LoadedModel, load_model
-from verbeval.core.tiny_models import make_tiny_model
 
 #: the CPU allocator's message for a tensor that cannot be allocated (torch 2.x, Linux)
 CPU_ALLOCATOR_MESSAGE = (
@@ -72,7 +72,7 @@ def _fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def gpt2_path(tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("gpt2"))
+    return tiny_model(tmp_path_factory, tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("gpt2"))
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
+from tiny_cache import tiny_model
 from verbeval.agreement.engine.encoding import encode_contexts
 from verbeval.agreement.lexicon_modes.multitoken import (
     build_causal_trie,
@@ -28,7 +29,6 @@ from verbeval.agreement.lexicon_modes.multitoken import (
 )
 from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, load_model
-from verbeval.core.tiny_models import make_tiny_model
 
 # 1 token (runs, is), 2 (swims in both vocabularies), 3+ (co-exists, abbreviates), shared prefixes
 WORDS = [
@@ -61,13 +61,13 @@ def _sharpen(lm: LoadedModel) -> LoadedModel:
 
 @pytest.fixture(scope="module")
 def causal_lm(tokenizer_path: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
-    path = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("gpt2"))
+    path = tiny_model(tmp_path_factory, tokenizer_path("gpt2"), "gpt2", tmp_path_factory.mktemp("gpt2"))
     return _sharpen(load_model(str(path), device="cpu"))
 
 
 @pytest.fixture(scope="module")
 def masked_lm(wordpiece_path: Path, tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
-    path = make_tiny_model(wordpiece_path, "bert", tmp_path_factory.mktemp("bert"))
+    path = tiny_model(tmp_path_factory, wordpiece_path, "bert", tmp_path_factory.mktemp("bert"))
     return _sharpen(load_model(str(path), device="cpu"))
 
 

@@ -15,13 +15,13 @@ import pytest
 import torch
 
 from test_inference import LEXICON, template_frame
+from tiny_cache import tiny_model
 from verbeval.agreement.data.eligibility import eligible_lemmas
 from verbeval.agreement.engine.inference import infer_model
 from verbeval.agreement.engine.shards import read_shard_meta
 from verbeval.agreement.engine.shardstore import JOURNAL_NAME
 from verbeval.core.errors import VerbevalError
 from verbeval.core.models import LoadedModel, load_model
-from verbeval.core.tiny_models import make_tiny_model
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
@@ -32,7 +32,7 @@ def clean_lm(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> LoadedModel:
     tok = wordpiece_path if request.param == "bert" else tokenizer_path("gpt2")
-    path = make_tiny_model(tok, request.param, tmp_path_factory.mktemp(request.param))
+    path = tiny_model(tmp_path_factory, tok, request.param, tmp_path_factory.mktemp(request.param))
     return load_model(str(path), device="cpu")
 
 

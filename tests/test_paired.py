@@ -15,6 +15,7 @@ import pytest
 from scipy.stats import binomtest, norm
 
 from test_callback import GROUPS, suite  # noqa: F401 - the hand-made suite of the in-process test
+from tiny_cache import tiny_model
 from verbeval.agreement.scores.paired import (
     COMPARISON_COLUMNS,
     POWER,
@@ -192,18 +193,22 @@ def test_two_models_that_differ_on_known_rows() -> None:
     )
 
 
-def test_agreement_result_compare_in_process(suite: Any, tmp_path: Path, tokenizer_path: Any) -> None:  # noqa: F811
+def test_agreement_result_compare_in_process(
+    suite: Any,  # noqa: F811
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    tokenizer_path: Any,
+) -> None:
     """``AgreementResult.compare``: two tiny GPT-2s (random weights, different seeds) on a hand-made
     suite; the discordant rows are those a pandas merge of the two results' row TSE finds, the EW
     difference is that of the two per-group values, and a result compared with itself differs nowhere."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from verbeval.agreement.api.evaluation import evaluate
-    from verbeval.core.tiny_models import make_tiny_model
 
     results = []
     for seed in (0, 1):
-        model_dir = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / f"m{seed}", seed=seed)
+        model_dir = tiny_model(tmp_path_factory, tokenizer_path("gpt2"), "gpt2", tmp_path / f"m{seed}", seed=seed)
         model, tok = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
         results.append(evaluate(model, tok, suite, name=f"seed{seed}", resamples=200))
     a, b = results

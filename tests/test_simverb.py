@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from tiny_cache import tiny_model
 from verbeval.cli import main
 from verbeval.core.errors import InputError, VerbevalError
 from verbeval.simverb.data import assign_splits, read_simverb, score_bins
@@ -413,10 +414,11 @@ def test_verb_errors_and_join(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- CLI on a small pair file
 
 
-def test_cli_score_table_join(tmp_path: Path, tokenizer_path: Callable[[str], Path]) -> None:
-    from verbeval.core.tiny_models import make_tiny_model
+def test_cli_score_table_join(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, tokenizer_path: Callable[[str], Path]
+) -> None:
 
-    model = make_tiny_model(tokenizer_path("gpt2"), "gpt2", tmp_path / "tiny-gpt2")
+    model = tiny_model(tmp_path_factory, tokenizer_path("gpt2"), "gpt2", tmp_path / "tiny-gpt2")
     data = _write(tmp_path, PAIRS)
     dev = _write(tmp_path, "eat\tdine\tV\t2.00\tSYNONYMS\nwalk\trun\tV\t1.00\tNONE\n", "dev.txt")
     out = {

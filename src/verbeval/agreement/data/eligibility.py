@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -193,6 +195,21 @@ def _lowercases(tokenizer: Any) -> bool:
     return False
 
 
+#: fingerprints already computed in this process, by what determines them (:func:`_fingerprint_key`);
+#: the oldest dropped beyond 64
+_FINGERPRINTS: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+_FINGERPRINTS_LOCK = threading.Lock()
+
+
+def _vocab_is_the_backends(tokenizer: Any) -> bool:
+    """Whether ``tokenizer.get_vocab()`` is transformers' fast-tokenizer one (its ``tokenizers`` backend's
+    vocabulary with the added tokens), not a class's own override."""
+    for cls in type(tokenizer).__mro__:
+        if "get_vocab" in vars(cls):
+            return cls.__module__ == "transformers.tokenization_utils_tokenizers"
+    return False
+
+
 def tokenizer_fingerprint(tokenizer: Any) -> str:
     """A sha256 hex digest identifying how ``tokenizer`` maps text to ids.
 
@@ -200,11 +217,41 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     special tokens with their ids, the tokenizer class name, whether it lowercases and whether it
     is byte-level. Stable across runs and processes; equal for tokenizers loaded from identical
     files (roberta-base and roberta-large), different for cased and uncased BERT.
+
+    The vocabulary and merges of a fast tokenizer are its backend's serialisation (``to_str``): the
+    digest is kept in this process by the class, the rest of the header and the sha256 of that
+    serialisation, and a tokenizer with the same three gets it without parsing and re-serialising
+    its vocabulary again (most of the time of a call).
     """
-    spec = _backend_json(tokenizer)
-    vocab = sorted(tokenizer.get_vocab().items())
-    model = (spec or {}).get("model") or {}
-    merges = model.get("merges")
+    header = _fingerprint_header(tokenizer)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    key = None
+    if backend is not None and _vocab_is_the_backends(tokenizer):
+        try:
+            serialised = backend.to_str()
+        except Exception:  # pragma: no cover - exotic backends
+            serialised = None
+        if serialised is not None:
+            key = (
+                f"{type(tokenizer).__module__}.{type(tokenizer).__qualname__}",
+                header,
+                hashlib.sha256(serialised.encode("utf-8")).hexdigest(),
+            )
+            with _FINGERPRINTS_LOCK:
+                known = _FINGERPRINTS.get(key)
+            if known is not None:
+                return known
+    digest = _fingerprint(tokenizer, header)
+    if key is not None:
+        with _FINGERPRINTS_LOCK:
+            _FINGERPRINTS[key] = digest
+            while len(_FINGERPRINTS) > 64:
+                _FINGERPRINTS.popitem(last=False)
+    return digest
+
+
+def _fingerprint_header(tokenizer: Any) -> str:
+    """The part of :func:`tokenizer_fingerprint` beside the vocabulary and merges, as it is hashed."""
     specials = sorted(
         (str(name), str(tok), int(tokenizer.convert_tokens_to_ids(tok)))
         for name, tok in tokenizer.special_tokens_map.items()
@@ -218,8 +265,17 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
         "special_tokens": specials,
         "all_special_tokens": extra,
     }
+    return json.dumps(header, sort_keys=True, ensure_ascii=False)
+
+
+def _fingerprint(tokenizer: Any, header: str) -> str:
+    """:func:`tokenizer_fingerprint` computed: the header, the sorted vocabulary, the merges."""
+    spec = _backend_json(tokenizer)
+    vocab = sorted(tokenizer.get_vocab().items())
+    model = (spec or {}).get("model") or {}
+    merges = model.get("merges")
     h = hashlib.sha256()
-    h.update(json.dumps(header, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+    h.update(header.encode("utf-8"))
     h.update(b"\0vocab\0")
     h.update(json.dumps(vocab, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
     if merges is not None:
