@@ -254,7 +254,8 @@ def test_newest_releases_step_never_fails_ci():
     assert tests and all((REPO / t).is_file() for t in tests), tests
     run = (REPO / ".ci" / "run").read_text()
     assert re.search(
-        r'^VERBEVAL_DATA_MIRROR="\$SHARED/data" \.ci/newest > "\$NEWEST_LOG" 2>&1 \|\| echo "newest releases: ',
+        r'^\s+PATH="\$NO_SLURM:\$PATH" VERBEVAL_DATA_MIRROR="\$SHARED/data" \.ci/newest \\\n'
+        r'\s+\|\| echo "newest releases: the step itself failed to run \(non-blocking\)"\n\) > "\$NEWEST_LOG" 2>&1 &$',
         run,
         re.M,
     )
