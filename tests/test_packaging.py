@@ -254,9 +254,21 @@ def test_newest_releases_step_never_fails_ci():
     assert tests and all((REPO / t).is_file() for t in tests), tests
     run = (REPO / ".ci" / "run").read_text()
     assert re.search(
-        r'^\s+PATH="\$NO_SLURM:\$PATH" VERBEVAL_DATA_MIRROR="\$SHARED/data" \.ci/newest \\\n'
+        r'^\s+PATH="\$NO_SLURM:\$PATH" VERBEVAL_DATA_MIRROR="\$SHARED/data" "\$NEWEST_DIR/verbeval/\.ci/newest" \\\n'
         r'\s+\|\| echo "newest releases: the step itself failed to run \(non-blocking\)"\n\) > "\$NEWEST_LOG" 2>&1 &$',
         run,
         re.M,
     )
     assert 'say "$n failures (non-blocking)' in newest and 'say() { echo "newest releases: $*"; }' in newest
+
+
+def test_ci_stage_budgets_are_the_documented_ones_and_sum_to_the_target():
+    """``.ci/run`` prints each stage's time against the budget docs/testing.md gives it ("CI", the stage
+    table): the same budgets in the same order, summing to the 30-minute target, and the guard at 45 minutes."""
+    run = (REPO / ".ci" / "run").read_text()
+    in_run = [int(b) for b in re.findall(r'^stage_done "[^"]+" (\d+)$', run, re.M)]
+    doc = (REPO / "docs" / "testing.md").read_text().split("## CI (`.ci/run`)", 1)[1]
+    in_doc = [int(b) for b in re.findall(r"^\| \d+ \| .* \| (\d+) s \|$", doc, re.M)]
+    assert len(in_run) == 10 and in_run == in_doc, (in_run, in_doc)
+    assert sum(in_run) <= 30 * 60
+    assert re.search(r"^CI_GUARD_S=2700$", run, re.M)
