@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from conftest import REPO_ROOT
-from test_workflow import Workflow, _absolute_resources, job_stats
+from test_workflow import Workflow, _configured, job_stats
 from verbeval.acquisition.toy.training import DEFAULT_CHECKPOINTS
 
 pytestmark = pytest.mark.e2e
@@ -65,10 +65,7 @@ def run_demo(root: Path, data_dir: Path) -> None:
     agr["bootstrap"]["resamples"] = RESAMPLES
     agr["acquisition"]["frequencies"] = "models/toy/corpus_frequencies.csv"
     cfg["simverb"]["models"] = [f"models/toy/step-{STEPS[-1]}"]
-    _absolute_resources(cfg)
-    config = root / "config.yaml"
-    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    proc = demo_workflow(root).run()
+    proc = _configured(root, cfg).run()
     (root / FIRST_JOBS).write_text(json.dumps(job_stats(proc.stdout + proc.stderr)))
 
 

@@ -264,20 +264,33 @@ def quick_start_agreement(checkout: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def smol_inputs(inputs: dict[str, Path]) -> dict[str, Path]:
-    """The templates and lexicon the SmolLM2 run read: the quick start's (``VERBEVAL_QUICK_START_RUN``), else
-    this module's slice."""
-    if not os.environ.get(QUICK_START_ENV):
-        return inputs
-    agreement = quick_start_agreement(Path(os.environ[QUICK_START_ENV]))
-    return {"templates": agreement / "templates.parquet", "lexicon": agreement / "lexicon.parquet", "dir": agreement}
+def quick_start() -> Path | None:
+    """The agreement folder of the quick start's run named by ``VERBEVAL_QUICK_START_RUN``, checked once;
+    None without it."""
+    checkout = os.environ.get(QUICK_START_ENV)
+    return quick_start_agreement(Path(checkout)) if checkout else None
 
 
 @pytest.fixture(scope="module")
-def smol_run(smollm2: Any, smol_inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+def smol_inputs(quick_start: Path | None, request: pytest.FixtureRequest) -> dict[str, Path]:
+    """The templates and lexicon the SmolLM2 run read: the quick start's (``VERBEVAL_QUICK_START_RUN``), else
+    this module's slice (``inputs``, then built only here)."""
+    if quick_start is None:
+        return request.getfixturevalue("inputs")
+    return {
+        "templates": quick_start / "templates.parquet",
+        "lexicon": quick_start / "lexicon.parquet",
+        "dir": quick_start,
+    }
+
+
+@pytest.fixture(scope="module")
+def smol_run(
+    smollm2: Any, smol_inputs: dict[str, Path], quick_start: Path | None, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """SmolLM2's agreement run (lemmas, shards, per-group scores): the quick start's, else one of its own."""
-    if os.environ.get(QUICK_START_ENV):
-        return quick_start_agreement(Path(os.environ[QUICK_START_ENV])) / smollm2_entry()["name"]
+    if quick_start is not None:
+        return quick_start / smollm2_entry()["name"]
     return run_agreement(smollm2.args, smol_inputs, tmp_path_factory.mktemp("smollm2"))
 
 

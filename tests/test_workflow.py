@@ -119,6 +119,32 @@ def _absolute_resources(cfg: dict[str, Any]) -> None:
             agr.setdefault(key, str(REPO_ROOT / default))
 
 
+def _ci_config(root: Path, data_dir: Path) -> dict[str, Any]:
+    """.test/config/ci.yaml with its data read from ``data_dir`` and its files kept under ``root``, the
+    repository's resources named by absolute path (a run's working directory is ``root``)."""
+    cfg = yaml.safe_load(CI_CONFIG.read_text())
+    cfg["data_mirror"] = str(data_dir)
+    cfg["manifest"] = str(REPO_ROOT / "resources" / "manifest.yaml")
+    cfg["raw_dir"] = str(root / "data" / "raw")
+    cfg["results_dir"] = str(root / "results")
+    cfg.setdefault("agreement", {}).update(
+        {
+            "groups_file": str(REPO_ROOT / "resources" / "agreement_groups.yaml"),
+            "inflection_overrides": str(REPO_ROOT / "resources" / "inflection_overrides.csv"),
+        }
+    )
+    return cfg
+
+
+def _configured(root: Path, cfg: dict[str, Any]) -> Workflow:
+    """The workflow in ``root`` with ``cfg`` (every other repository-relative default made absolute)
+    written as its configuration file."""
+    _absolute_resources(cfg)
+    config = root / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return Workflow(root, config)
+
+
 @pytest.fixture(scope="module")
 def workflow(
     tokenizer_path: Callable[[str], Path],
@@ -136,11 +162,7 @@ def workflow(
             ["-q", "tiny-model", "--tokenizer", str(tok), "--arch", arch, "--out", str(root / "models" / name)]
         )
         assert rc == 0
-    cfg = yaml.safe_load(CI_CONFIG.read_text())
-    cfg["data_mirror"] = str(data_dir)
-    cfg["manifest"] = str(REPO_ROOT / "resources" / "manifest.yaml")
-    cfg["raw_dir"] = str(root / "data" / "raw")
-    cfg["results_dir"] = str(root / "results")
+    cfg = _ci_config(root, data_dir)
     # tiny-bert-cased is random by its verbeval_tiny.json; tiny-gpt2 (as random) is declared not to be,
     # which shows the labels for a marked model and their absence for an unmarked one in one run
     cfg["models"] = [
@@ -150,21 +172,10 @@ def workflow(
     # the released-probability pseudo-model only: CI (.ci/run) runs the tiny NLI model and its
     # counterfactuals on the whole veridicality set, test_counterfactual.py on a slice
     cfg.setdefault("veridicality", {})["models"] = ["ross-pavlick-2019-bert"]
-    agr = cfg.setdefault("agreement", {})
-    agr.update(
-        {
-            "groups": GROUPS,
-            "max_rows_per_source": 6,
-            "chunks": 2,
-            "groups_file": str(REPO_ROOT / "resources" / "agreement_groups.yaml"),
-            "inflection_overrides": str(REPO_ROOT / "resources" / "inflection_overrides.csv"),
-        }
-    )
+    agr = cfg["agreement"]
+    agr.update({"groups": GROUPS, "max_rows_per_source": 6, "chunks": 2})
     agr.setdefault("bootstrap", {})["resamples"] = 50
-    _absolute_resources(cfg)
-    config = root / "config.yaml"
-    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    wf = Workflow(root, config)
+    wf = _configured(root, cfg)
     proc = wf.run()
     wf.first_stats = job_stats(proc.stdout + proc.stderr)  # type: ignore[attr-defined]
     wf.reference_table = wf.table2()  # type: ignore[attr-defined]
@@ -194,11 +205,7 @@ def small_workflow(
         ["-q", "tiny-model", "--tokenizer", str(tokenizer_path("gpt2")), "--arch", "gpt2", "--out", str(model)]
     )
     assert rc == 0
-    cfg = yaml.safe_load(CI_CONFIG.read_text())
-    cfg["data_mirror"] = str(data_dir)
-    cfg["manifest"] = str(REPO_ROOT / "resources" / "manifest.yaml")
-    cfg["raw_dir"] = str(root / "data" / "raw")
-    cfg["results_dir"] = str(root / "results")
+    cfg = _ci_config(root, data_dir)
     cfg["models"] = [{"id": str(model), "name": SMALL_MODEL}]
     cfg["veridicality"] = {"models": []}
     agr = cfg["agreement"]
@@ -211,16 +218,11 @@ def small_workflow(
             "multitoken": {"enabled": False},
             "precision_audit": {"enabled": False},
             "figures": {"formats": ["png"]},
-            "groups_file": str(REPO_ROOT / "resources" / "agreement_groups.yaml"),
-            "inflection_overrides": str(REPO_ROOT / "resources" / "inflection_overrides.csv"),
         }
     )
     agr["bootstrap"]["resamples"] = 50
     cfg["simverb"]["bootstrap"]["resamples"] = 50
-    _absolute_resources(cfg)
-    config = root / "config.yaml"
-    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    wf = Workflow(root, config)
+    wf = _configured(root, cfg)
     wf.run()
     assert len(wf.shards()) == len(SMALL_GROUPS) * len(SMALL_CHUNKS)
     wf.reference_table = wf.table2()  # type: ignore[attr-defined]
