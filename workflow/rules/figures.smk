@@ -28,7 +28,7 @@ rule figure_cutoffs:
         FIG.figure_cutoffs.log,
     shell:
         "verbeval plot-cutoffs --figure {params.figure} --summary {input.summary:q} --groups-file {input.groups_file:q} "
-        "--models {params.models} {params.settings} --csv {output.csv:q} --out {output.images:q} 2> {log:q}"
+        "--models {params.models} {params.draw} {params.settings} --csv {output.csv:q} --out {output.images:q} 2> {log:q}"
 
 
 rule figure_models:
@@ -111,7 +111,7 @@ rule figure_lemmas:
     log:
         FIG.figure_lemmas.log,
     shell:
-        "verbeval plot-lemmas --stats {input.stats:q} --models {params.models} {params.settings} "
+        "verbeval plot-lemmas --stats {input.stats:q} --models {params.models} {params.draw} {params.settings} "
         "--csv {output.csv:q} --metrics-json {output.metrics:q} --out {output.images:q} "
         "--worst-csv {output.worst_csv:q} --worst-md {output.worst_md:q} --worst-html {output.worst_html:q} 2> {log:q}"
 

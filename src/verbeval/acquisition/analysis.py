@@ -106,12 +106,13 @@ class AcquisitionSettings:
         return cls(**values)
 
 
-def _forms(tables: dict[str, pd.DataFrame], lemmas: list[str]) -> tuple[dict[str, tuple[str, str]], str]:
-    """Each lemma's (singular, plural): from the tables' ``forms`` metadata, else lemminflect
-    (:func:`verbeval.agreement.data.lexicon.inflect`); and which it was."""
+def _forms(metas: dict[str, dict[str, Any]], lemmas: list[str]) -> tuple[dict[str, tuple[str, str]], str]:
+    """Each lemma's (singular, plural): from the lemma-contexts tables' ``forms`` metadata (``metas``: each
+    table's ``attrs["verbeval"]``), else lemminflect (:func:`verbeval.agreement.data.lexicon.inflect`);
+    and which it was."""
     known: dict[str, tuple[str, str]] = {}
-    for t in tables.values():
-        for lemma, pair in (t.attrs.get("verbeval", {}).get("forms") or {}).items():
+    for meta in metas.values():
+        for lemma, pair in (meta.get("forms") or {}).items():
             known.setdefault(str(lemma), (str(pair[0]), str(pair[1])))
     if all(lemma in known for lemma in lemmas):
         return {lemma: known[lemma] for lemma in lemmas}, "lemmas file"
@@ -129,13 +130,13 @@ def _forms(tables: dict[str, pd.DataFrame], lemmas: list[str]) -> tuple[dict[str
     return out, "lemminflect"
 
 
-def _flags(index: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> tuple[set[str], set[str]]:
+def _flags(index: pd.DataFrame, metas: dict[str, dict[str, Any]]) -> tuple[set[str], set[str]]:
     """Families with a random checkpoint, and families marked toy (index column ``toy`` or the
-    tables' ``toy`` metadata)."""
+    lemma-contexts tables' ``toy`` metadata, ``metas``)."""
     random = set(index.loc[index["random_init"], "family"])
     toy = set(index.loc[index["toy"], "family"]) if "toy" in index.columns else set()
     for r in index.itertuples(index=False):
-        if tables[r.model].attrs.get("verbeval", {}).get("toy"):
+        if metas[r.model].get("toy"):
             toy.add(r.family)
     return random, toy
 
@@ -149,12 +150,17 @@ def run_acquisition(
     index = read_checkpoint_index(index_path)
     check_fit_ready(index, settings.min_checkpoints)
     tables: dict[str, pd.DataFrame] = {}
+    metas: dict[str, dict[str, Any]] = {}  # each table's metadata (its forms, toy), kept beside it
     summaries: dict[str, pd.DataFrame] = {}
     for r in tqdm(list(index.itertuples(index=False)), desc="checkpoints", unit="ckpt", mininterval=1.0):
-        tables[r.model] = read_lemma_contexts(r.lemma_contexts)
+        table = read_lemma_contexts(r.lemma_contexts)
+        # pandas deep-copies attrs on every operation: a sweep's tables leave theirs here (0.5 s per
+        # revision otherwise, most of this command's time)
+        metas[r.model], table.attrs = table.attrs.get("verbeval", {}), {}
+        tables[r.model] = table
         summaries[r.model] = read_summary(r.summary, r.model)
     check_family_members(index, tables)
-    random, toy = _flags(index, tables)
+    random, toy = _flags(index, metas)
 
     curves = group_curves(index, summaries)
     lcurves = lemma_curves(index, tables)
@@ -192,7 +198,7 @@ def run_acquisition(
 
     lemmas = sorted(set(lemma_aoa["lemma"]))
     if settings.frequencies == "wordfreq":
-        forms, forms_source = _forms(tables, lemmas)
+        forms, forms_source = _forms(metas, lemmas)
         freq, info = wordfreq_zipf(forms)
         freq = pd.DataFrame({"lemma": lemmas}).merge(freq, on="lemma", how="left")
         freq["frequency_reason"] = freq["frequency_reason"].fillna("no_forms")

@@ -156,3 +156,23 @@ def load_text_tokenizer(source: ModelSource | str) -> Any:
         if json_tokenizer_problem(folder) is None:
             return JsonTokenizer(folder)
     return load_tokenizer(source)
+
+
+class TextTokenizers:
+    """:func:`load_text_tokenizer` once per tokenizer: sources whose local tokenizer files have the same
+    content (:func:`verbeval.core.warm.tokenizer_files_key`, a sha256 over their names and contents,
+    never a path or name) share one tokenizer, so a command over a sweep's revisions (Table 3) loads
+    one. Hub ids and GGUF models, which no content key identifies, are loaded every time."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, Any] = {}
+
+    def __call__(self, source: ModelSource | str) -> Any:
+        from verbeval.core.warm import tokenizer_files_key
+
+        key = tokenizer_files_key(source)
+        if key is None:
+            return load_text_tokenizer(source)
+        if key not in self._by_key:
+            self._by_key[key] = load_text_tokenizer(source)
+        return self._by_key[key]

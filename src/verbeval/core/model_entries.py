@@ -127,13 +127,14 @@ def expand_revisions(
     """
     items = entry.get("revisions")
     if items is None:
-        if entry.get("table_revision") is not None:
-            raise EntryError(["models", index, "table_revision"], "only an entry with `revisions` has a table_revision")
+        for key in ("table_revision", "figure_revisions"):
+            if entry.get(key) is not None:
+                raise EntryError(["models", index, key], f"only an entry with `revisions` has a {key}")
         return [entry]
     where = ["models", index]
     if entry.get("revision") is not None:
         raise EntryError(where, "set either `revision` or `revisions`, not both")
-    base = {k: v for k, v in entry.items() if k not in ("revisions", "table_revision")}
+    base = {k: v for k, v in entry.items() if k not in ("revisions", "table_revision", "figure_revisions")}
     base_name = str(base["name"])
     key, unit = CHECKPOINT_AXES[axis]
     out: list[dict[str, Any]] = []
@@ -188,6 +189,7 @@ def expand_revisions(
             "step": step,
             **seen_values,
             "in_table": False,
+            "in_figures": False,
         }
         if kind == "revision":
             m["revision"] = value
@@ -195,7 +197,27 @@ def expand_revisions(
             m["id"], m["revision"] = value, None
         out.append(m)
         labels.append(label)
-    out[_table_item(entry, index, labels, [str(m["name"]) for m in out])]["in_table"] = True
+    names = [str(m["name"]) for m in out]
+    table = _table_item(entry, index, labels, names)
+    out[table]["in_table"] = True
+    for j in {0, table, len(out) - 1, *_figure_items(entry, index, labels, names)}:
+        out[j]["in_figures"] = True
+    return out
+
+
+def _figure_items(entry: Mapping[str, Any], index: int, labels: list[str], names: list[str]) -> list[int]:
+    """The items of an entry's ``revisions`` that ``figure_revisions`` names (revision labels or model
+    names), beside the first, the table revision and the last, which are always drawn."""
+    chosen = entry.get("figure_revisions") or []
+    out = []
+    for k, want in enumerate(chosen):
+        hits = [j for j, (label, name) in enumerate(zip(labels, names)) if want in (label, name)]
+        if not hits:
+            listed = ", ".join(labels[:6]) + (", ..." if len(labels) > 6 else "")
+            raise EntryError(
+                ["models", index, "figure_revisions", k], f"{want!r} is not one of the entry's revisions ({listed})"
+            )
+        out += hits
     return out
 
 
@@ -350,6 +372,14 @@ def entry_models(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     entry's revision marked ``in_table`` (its ``table_revision``, else its last): Table 2's models when
     ``agreement.table_models`` is null, and the model comparison figure's."""
     return [str(m["name"]) for m in entries if m.get("checkpoint_of") is None or m.get("in_table")]
+
+
+def figure_models(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The models Figures 1-4 and the per-lemma figure draw, in order: every model of an entry without
+    revisions, and of a sweep the revisions marked ``in_figures`` (its first, its ``table_revision``,
+    its last and those ``figure_revisions`` names), so that a sweep's figures cost what a few models
+    cost however many revisions it has. Their data CSVs keep every model."""
+    return [str(m["name"]) for m in entries if m.get("checkpoint_of") is None or m.get("in_figures")]
 
 
 def check_table_models(config: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from verbeval.agreement.report.figures import CUTOFF_FIGURES
 from verbeval.agreement.report.table3 import table3_groups
-from verbeval.core.model_entries import CHECKPOINT_AXES, checkpoint_axis, entry_models
+from verbeval.core.model_entries import CHECKPOINT_AXES, checkpoint_axis, entry_models, figure_models
 from verbeval.workflow.layout import Layout
 from verbeval.workflow.model_steps import ModelSteps
 from verbeval.workflow.models import ModelsPlan
@@ -75,6 +75,10 @@ class FiguresPlan:
         summary = {"summary": f"{out}/summary_all.csv", "groups_file": layout.run_groups_file}
         random_models = {"random_models": self.model.random_models}  # named in the report captions
         models, stems = ",".join(layout.models), {"stem": alternatives(list(self.cutoff_figures))}
+        # the models Figures 1-4 and the per-lemma figure draw: of a sweep a few revisions (its first, table
+        # and last, its figure_revisions), so that their cost does not grow with it; their CSVs keep all
+        drawn = figure_models(list(layout.models.values()))
+        draw = "" if drawn == list(layout.models) else shlex.join(["--draw", ",".join(drawn)])
 
         def images(stem: str) -> list[str]:  # the image files of a figure (the first is registered in the report)
             return [f"{figs}/{stem}.{ext}" for ext in self.config["formats"]]
@@ -104,6 +108,7 @@ class FiguresPlan:
                 {
                     "figure": lambda wc: self.cutoff_figures[wc.stem][0],
                     "models": models,
+                    "draw": draw,
                     **random_models,
                     "settings": shlex.join(PLOT_CUTOFFS.argv(config)),
                 },
@@ -134,7 +139,7 @@ class FiguresPlan:
                     "worst_html": f"{figs}/worst_lemmas.html",
                 },
                 f"{logs}/lemma_accuracy.log",
-                {"models": models, "settings": shlex.join(PLOT_LEMMAS.argv(config)), **random_models},
+                {"models": models, "draw": draw, "settings": shlex.join(PLOT_LEMMAS.argv(config)), **random_models},
             ),
             "table3": RuleRecord(
                 {

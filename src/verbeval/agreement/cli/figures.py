@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from typing import Any
 
 from verbeval.agreement.cli.common import run_groups
@@ -31,6 +32,31 @@ def _write_data(data: Any, path: str, source: Any) -> None:
     write_csv(with_random_init(data, random_flags(source)), path, float_format="%.10g")
 
 
+def _drawn(models: list[str], draw: str | None, csv: str) -> tuple[list[str], list[str]]:
+    """The models a figure draws (``--draw``, default every model of ``--models``) and the note under it
+    when that is not all of them (a sweep's figures draw a few of its revisions; the CSV keeps all)."""
+    if not draw:
+        return models, []
+    drawn = draw.split(",")
+    unknown = [m for m in drawn if m not in models]
+    if unknown:
+        raise VerbevalError(f"--draw: {', '.join(unknown)} not among --models")
+    if len(drawn) == len(models):
+        return drawn, []
+    return drawn, [
+        f"Drawn: {len(drawn)} of {len(models)} models (of a checkpoint sweep its first, table and last revisions and "
+        f"its figure_revisions); every model is in {os.path.basename(csv)}."
+    ]
+
+
+DRAW_OPTION = Option(
+    "--draw",
+    "comma-separated models the figure draws, among --models (default: all of them); the data CSV keeps every "
+    "model of --models. The workflow draws a checkpoint sweep's first, table and last revisions and its "
+    "figure_revisions",
+)
+
+
 def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
     import pandas as pd
 
@@ -52,15 +78,17 @@ def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
         min_contexts=a.min_contexts,
     )
     _write_data(data, a.csv, summary)
+    drawn, notes = _drawn(models, a.draw, a.csv)
     save_figure(
         plot_cutoff_curves(
-            data,
+            data if drawn == models else data[data["model"].isin(drawn)],
             spec,
-            models,
+            drawn,
             a.confidence,
             min_contexts=a.min_contexts,
             hide_low_n=a.low_n == "hide",
             random=_random_in(summary),
+            notes=notes,
         ),
         a.out,
     )
@@ -86,6 +114,7 @@ def register_plot_cutoffs(add: Add) -> None:
         ),
         *PLOT_CUTOFFS.inputs,
         Option("--models", "comma-separated model names, in panel order", required=True),
+        DRAW_OPTION,
         *PLOT_CUTOFFS.settings,
         *PLOT_CUTOFFS.outputs,
     )
@@ -195,7 +224,9 @@ def cmd_plot_lemmas(a: argparse.Namespace) -> None:
     _write_data(data, a.csv, stats)
     if a.metrics_json:
         write_json(a.metrics_json, with_random_field(metrics, random_flags(stats)))
-    save_figure(plot_lemma_accuracy(data, models, metrics, random=_random_in(stats)), a.out)
+    drawn, notes = _drawn(models, a.draw, a.csv)
+    shown = data if drawn == models else data[data["model"].isin(drawn)]
+    save_figure(plot_lemma_accuracy(shown, drawn, metrics, random=_random_in(stats), notes=notes), a.out)
     worst = worst_lemmas(stats, a.worst_lemmas, models)
     _write_data(worst, a.worst_csv, stats)
     if a.worst_md:
@@ -216,6 +247,7 @@ def register_plot_lemmas(add: Add) -> None:
         s,
         PLOT_LEMMAS.file("--stats"),
         Option("--models", "comma-separated model names, in panel order", required=True),
+        DRAW_OPTION,
         *PLOT_LEMMAS.settings,
         *PLOT_LEMMAS.outputs,
     )

@@ -102,6 +102,7 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from verbeval.agreement.report.table3 import load_model_topk, select_rows, table3_html, table3_markdown, topk_table
+    from verbeval.core.fasttok import TextTokenizers
     from verbeval.core.io import write_csv, write_text
     from verbeval.core.provenance import with_random_init
 
@@ -129,8 +130,10 @@ def cmd_topk_table(a: argparse.Namespace) -> None:
         default_groups=a.default_groups.split(",") if a.default_groups else (),
         per_label=a.per_label,
     )
+    tokenizers = TextTokenizers()  # one load per tokenizer (a sweep's revisions share theirs)
     models = [
-        load_model_topk(name, source, shard_paths.get(name, []), lemma_paths[name]) for name, source in sources.items()
+        load_model_topk(name, source, shard_paths.get(name, []), lemma_paths[name], tokenizers)
+        for name, source in sources.items()
     ]
     table = topk_table(selected, templates, models)
     write_csv(with_random_init(table, {name: name in random for name in sources}), a.csv, float_format="%.6g")

@@ -154,6 +154,38 @@ def _order(df: pd.DataFrame, col: str, values: Sequence[str]) -> pd.Series:
     return df[col].map({v: i for i, v in enumerate(values)})
 
 
+def _check_cutoff_rows(
+    part: pd.DataFrame,
+    side: str,
+    cuts: np.ndarray,
+    models: Sequence[str],
+    gids: Sequence[str],
+    metrics: Sequence[str],
+) -> None:
+    """Every (model, group, metric) of ``part`` (one side's rows at its configured cutoffs) has one row
+    at each of ``cuts``; else :class:`VerbevalError` naming the first (model, group, metric) in that order
+    that has none at some cutoff (its first such cutoff) or more than one. Counted in one pass, so that
+    a sweep's thousand revisions cost what reading them costs."""
+    if not len(cuts):
+        return
+    at = np.isclose(part["cutoff"].to_numpy()[:, None], cuts[None, :], rtol=1e-9, atol=0).argmax(axis=1)
+    keys = pd.MultiIndex.from_arrays([part["model"], part["group"], part["metric"], at])
+    counts = pd.Series(1, index=keys).groupby(level=[0, 1, 2, 3]).sum()
+    grid = pd.MultiIndex.from_product([list(models), list(gids), list(metrics), range(len(cuts))])
+    n = counts.reindex(grid, fill_value=0).to_numpy().reshape(-1, len(cuts))
+    bad = np.flatnonzero((n != 1).any(axis=1))
+    if not len(bad):
+        return
+    m, g, metric = grid[bad[0] * len(cuts)][:3]
+    row = n[bad[0]]
+    if (row == 0).any():
+        raise VerbevalError(
+            f"summary has no {metric} ({side}) for model {m!r}, group {g!r} at cutoff "
+            f"{cuts[np.flatnonzero(row == 0)[0]]:g} (stale summary? rerun aggregate)"
+        )
+    raise VerbevalError(f"summary has duplicate {metric} ({side}) rows for model {m!r}, group {g!r}")
+
+
 def cutoff_curves(
     summary: pd.DataFrame,
     *,
@@ -191,20 +223,7 @@ def cutoff_curves(
             else np.zeros(len(part), bool)
         )
         part = part[keep]
-        for m in models:
-            for g in gids:
-                for metric in metrics:
-                    got = part[(part["model"] == m) & (part["group"] == g) & (part["metric"] == metric)]["cutoff"]
-                    missing = [c for c in cuts if not np.isclose(got.to_numpy(), c, rtol=1e-9, atol=0).any()]
-                    if missing:
-                        raise VerbevalError(
-                            f"summary has no {metric} ({side}) for model {m!r}, group {g!r} at cutoff "
-                            f"{missing[0]:g} (stale summary? rerun aggregate)"
-                        )
-                    if len(got) != len(cuts):
-                        raise VerbevalError(
-                            f"summary has duplicate {metric} ({side}) rows for model {m!r}, group {g!r}"
-                        )
+        _check_cutoff_rows(part, side, cuts, models, gids, metrics)
         parts.append(part)
     out = pd.concat(parts, ignore_index=True) if parts else s.iloc[:0]
     out["group_name"] = out["group"].map(names)
@@ -324,12 +343,14 @@ def lemma_accuracy(stats: pd.DataFrame, models: Sequence[str], n_bins: int | Non
     """
     if n_bins is None:
         n_bins = int(PLOT_LEMMAS.default("bins"))
-    missing = [m for m in models if m not in set(stats["model"])]
+    present = set(stats["model"])
+    missing = [m for m in models if m not in present]
     if missing:
         raise VerbevalError(f"no lemma statistics for model(s) {missing}")
+    by_model = dict(list(stats.groupby("model", sort=False)))  # one pass (a sweep: every revision)
     parts = []
     for m in models:
-        part = stats[stats["model"] == m].copy()
+        part = by_model[m].copy()
         x = part["mean_log10_prob"].to_numpy(dtype=float)
         if len(part) == 0:
             part["bin"] = pd.Series(dtype="int64")

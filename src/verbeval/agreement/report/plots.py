@@ -105,6 +105,7 @@ def plot_cutoff_curves(
     min_contexts: int | None = None,
     hide_low_n: bool = False,
     random: Collection[str] = (),
+    notes: Sequence[str] = (),
 ) -> Figure:
     """One panel per model (columns) and (metric, side) (rows): a line per group with its CI band.
     Bottom-p panels have a log x axis.
@@ -114,7 +115,8 @@ def plot_cutoff_curves(
     :func:`verbeval.agreement.report.figures.shown_cutoffs` (the same in every panel); configured cutoffs outside it
     are named under the figure. With ``spec.valid_share_row`` a last, lower panel row per side
     shows the share of each group's contexts where the metric is defined (``valid_share``). The
-    panels of ``random`` models (randomly initialised) say so in their title and in a note."""
+    panels of ``random`` models (randomly initialised) say so in their title and in a note; ``notes``
+    are further lines under the figure."""
     apply_style()
     rows: list[tuple[str, str]] = [(m, s) for m in spec.metrics for s in spec.sides]
     if spec.valid_share_row:
@@ -182,11 +184,11 @@ def plot_cutoff_curves(
     else:
         fig.suptitle(spec.title, fontsize="medium")
     extra: list[tuple[Any, str]] = []
-    notes: list[str] = _random_notes(models, random)
+    below: list[str] = _random_notes(models, random)
     low = data["low_n"].to_numpy(bool) & np.isfinite(data["value"].to_numpy(float))
     if min_contexts is not None and low.any():
         if hide_low_n:
-            notes.append(f"Estimates from fewer than {min_contexts} contexts are not drawn.")
+            below.append(f"Estimates from fewer than {min_contexts} contexts are not drawn.")
         else:
             extra.append(
                 (
@@ -212,9 +214,9 @@ def plot_cutoff_curves(
                 if not hide_low_n
                 else f"no model or group has an estimate from {min_contexts or 1}+ contexts"
             )
-            notes.append(f"Not shown: {SIDE_LABELS[s]} {', '.join(map(_cutoff_label, left_out))} ({what}).")
+            below.append(f"Not shown: {SIDE_LABELS[s]} {', '.join(map(_cutoff_label, left_out))} ({what}).")
     _legend(fig, colours, names, "template group", extra=extra)
-    _notes_below(fig, notes)
+    _notes_below(fig, [*below, *notes])
     return fig
 
 
@@ -279,11 +281,16 @@ def plot_model_comparison(data: pd.DataFrame, models: Sequence[str], random: Col
 
 
 def plot_lemma_accuracy(
-    data: pd.DataFrame, models: Sequence[str], metrics: Mapping[str, Any] | None = None, random: Collection[str] = ()
+    data: pd.DataFrame,
+    models: Sequence[str],
+    metrics: Mapping[str, Any] | None = None,
+    random: Collection[str] = (),
+    notes: Sequence[str] = (),
 ) -> Figure:
     """Per model: each eligible lemma's agreement accuracy against its mean log10 probability,
     with the mean accuracy of equal-count probability bins as a trend line. ``random`` models
-    (randomly initialised) say so in their panel title and a note."""
+    (randomly initialised) say so in their panel title and a note; ``notes`` are further lines
+    under the figure."""
     apply_style()
     colours = palette(list(models), "model")
     fig, axes = plt.subplots(
@@ -314,7 +321,7 @@ def plot_lemma_accuracy(
             ax.set_ylabel("agreement accuracy (EW test)")
             ax.legend(loc="lower right", fontsize="small")
     fig.suptitle("Per-lemma agreement accuracy against the lemma's probability", fontsize="medium")
-    _notes_below(fig, _random_notes(models, random))
+    _notes_below(fig, [*_random_notes(models, random), *notes])
     return fig
 
 

@@ -270,16 +270,24 @@ def read_topk(
 MARK_SYMBOL = {"correct": "✓", "incorrect": "✗", "ambiguous": "?", "": ""}
 
 
-def load_model_topk(name: str, source: ModelSource, shards: Sequence[str | Path], lemmas: str | Path) -> ModelTopK:
+def load_model_topk(
+    name: str,
+    source: ModelSource,
+    shards: Sequence[str | Path],
+    lemmas: str | Path,
+    tokenizers: Callable[[ModelSource], Any] | None = None,
+) -> ModelTopK:
     """Table 3's view of one model: the top-k tokens of its ``shards`` (:func:`read_topk`), and from its
     tokenizer (only the tokenizer is loaded) how to decode token ids, find the ids of verb forms and
-    render a context as the model sees it; ``lemmas``: its lemmas.parquet."""
+    render a context as the model sees it; ``lemmas``: its lemmas.parquet. ``tokenizers``: how the
+    tokenizer is loaded (a :class:`verbeval.core.fasttok.TextTokenizers` shared by the models of one
+    table loads each tokenizer once); default :func:`verbeval.core.fasttok.load_text_tokenizer`."""
     from verbeval.agreement.data.eligibility import single_token_ids
     from verbeval.agreement.data.templates import render_context
     from verbeval.core.fasttok import load_text_tokenizer
 
     meta, topk = read_topk(shards)
-    tok = load_text_tokenizer(source)  # no torch, no transformers where it is safe
+    tok = (tokenizers or load_text_tokenizer)(source)  # no torch, no transformers where it is safe
     masked = meta["kind"] == "masked"
     cased = bool(meta.get("cased"))
 

@@ -141,9 +141,10 @@ def worst_lemmas(stats: pd.DataFrame, n: int, models: Sequence[str] | None = Non
     """Per model, the ``n`` lemmas most often conjugated wrongly (most EW failures; ties in
     alphabetical order of the lemma)."""
     models = list(models) if models is not None else list(dict.fromkeys(stats["model"]))
+    by_model = dict(list(stats.groupby("model", sort=False)))  # one pass (a sweep: every revision)
     parts = []
     for m in models:
-        s = stats[stats["model"] == m]
+        s = by_model.get(m, stats.iloc[:0])
         s = s.sort_values(["n_wrong", "lemma"], ascending=[False, True], kind="stable").head(n)
         s = s.assign(rank=np.arange(1, len(s) + 1))
         parts.append(s)
