@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_figures import GROUPS, _summary
-from test_plan import BASE, _extra, in_repo  # noqa: F401  (in_repo: a fixture)
 
+from test_figures import GROUPS, _summary
+from test_plan import BASE, REPO, _extra
 from verbeval.agreement.report.figures import CUTOFF_FIGURES, cutoff_curves, lemma_accuracy
 from verbeval.agreement.report.plots import plot_cutoff_curves
 from verbeval.agreement.scores.lemma_diagnostics import worst_lemmas
@@ -21,6 +21,12 @@ from verbeval.cli import main
 from verbeval.core.errors import VerbevalError
 from verbeval.core.fasttok import TextTokenizers
 from verbeval.workflow.loading import plan_from_files
+
+
+@pytest.fixture()
+def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configuration's relative paths (resources/, the groups file) are read from the repository."""
+    monkeypatch.chdir(REPO)
 
 
 def _sweep(tmp_path: Path, more: str = "") -> Path:
