@@ -155,12 +155,7 @@ def _order(df: pd.DataFrame, col: str, values: Sequence[str]) -> pd.Series:
 
 
 def _check_cutoff_rows(
-    part: pd.DataFrame,
-    side: str,
-    cuts: np.ndarray,
-    models: Sequence[str],
-    gids: Sequence[str],
-    metrics: Sequence[str],
+    part: pd.DataFrame, side: str, cuts: np.ndarray, models: Sequence[str], gids: Sequence[str], metrics: Sequence[str]
 ) -> None:
     """Every (model, group, metric) of ``part`` (one side's rows at its configured cutoffs) has one row
     at each of ``cuts``; else :class:`VerbevalError` naming the first (model, group, metric) in that order
