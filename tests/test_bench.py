@@ -958,6 +958,9 @@ def test_sweep_size_plumbing_in_process(tmp_path: Path) -> None:
         "wall_s": 12.0,
         "load_before": 0.5,
         "logs": {"compute_s_per_revision": 1.25},
+        "after_queue_s": 7.5,
+        "report_s": 4.0,
+        "post_s_per_revision": {"table3": 0.01, "figure_cutoffs": 0.5, "acquisition": 0.1},
         "weights": {
             "built_revisions": 2,
             "built_load_s_per_revision": 4.0,
@@ -975,15 +978,17 @@ def test_sweep_size_plumbing_in_process(tmp_path: Path) -> None:
         "loads": loads,
     }
     lines = report_lines(figures)
-    assert lines[:4] == [
+    assert lines[:5] == [
         "size tiny: 2 MB of weights per revision, 2 cores",
         "3 revisions: wall 12.0 s (load before 0.5); per revision: forward + scoring 1.25 s, weights built 2 x 4.0 s, "
         "swapped 1 x 0.5 s",
+        "  after the last scoring job 7.5 s; report 4.0 s; per rule (s / revision): figure_cutoffs 0.5, "
+        "acquisition 0.1, table3 0.01",
         "marginal wall time per revision: 2.5 s",
         "plan of 3 revisions (snakemake -n): cold 9.0 s, warm 3.0 s",
     ]
-    assert [line.split(":")[0] for line in lines[4:]] == ["step-1 in this process", "step-2 in this process"]
-    assert lines[5].startswith("step-2 in this process: swapped in ")
+    assert [line.split(":")[0] for line in lines[5:]] == ["step-1 in this process", "step-2 in this process"]
+    assert lines[6].startswith("step-2 in this process: swapped in ")
 
 
 @pytest.mark.e2e
@@ -1018,6 +1023,10 @@ def test_sweep_part_runs_snakemake(
     assert figures["marginal_s_per_revision"] is not None and figures["marginal_jobs_per_revision"] == 0
     assert figures["runs"][0]["jobs"] == figures["runs"][1]["jobs"]
     assert figures["dry_run"]["revisions"] == 5 and figures["dry_run"]["jobs"] > 0
+    for r in figures["runs"]:  # the report made after each run; what follows the queue job, per rule
+        assert (Path(r["run_dir"]) / "report.html").stat().st_size > 0 and r["report_s"] > 0
+        assert 0 < r["after_queue_s"] < r["wall_s"]
+        assert "table3" in r["post_s_per_revision"] and "queue_0" not in r["post_s_per_revision"]
 
 
 def test_sizes_setups_time_more_contexts_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -375,9 +375,13 @@ def bench_sweep_run(
         cmd = snakemake_command(configfiles=[cfg], cores=cores, metadata_db=db, config_values=list(config_values))
         load = load_before(f"sweep n={len(checkpoints)}")
         # a cache of its own (file hashes): each run from scratch, whichever tree ran before
+        started = time.time()
         wall, _ = run_timed(cmd, {**env, CACHE_ENV: str(run_dir / "cache")}, cwd)
+        # the Snakemake report of the run, as a user makes it after the run
+        report_s, _ = run_timed([*cmd, "--report", str(run_dir / "report.html")], env, cwd)
     run = SnakemakeRun(cmd, cores, wall, job_records(db), Path(cwd or Path.cwd()))
     scoring = [j for j in run.jobs if SCORING_RULE.fullmatch(j.rule)]
+    last_forward = max((j.end for j in scoring), default=started)
     computed, loads, branches = parse_logs(run_dir / "results" / "logs")
     n = len(checkpoints)
     return {
@@ -390,6 +394,14 @@ def bench_sweep_run(
         # scoring and writing, summed over the jobs, per revision (a proxy: a job's wall time is its
         # start to its last output)
         "scoring_job_s_per_revision": round(sum(j.wall_s for j in scoring) / n, 3),
+        # from the end of the last scoring job (its last output) to the end of the run: what follows the
+        # last forward pass (the last revision's post steps are inside its queue job)
+        "after_queue_s": round(started + wall - last_forward, 3),
+        # the jobs after the queue per revision: each rule's summed job wall time / revisions
+        "post_s_per_revision": {
+            rule: round(d["wall_s"] / n, 4) for rule, d in run.by_rule().items() if not SCORING_RULE.fullmatch(rule)
+        },
+        "report_s": round(report_s, 3),
         # from the logs: forward pass plus scoring per revision (model load excluded)
         "logs": per_revision(computed, loads, branches),
         # from the logs: each revision's weight load, built (from_pretrained) or swapped into a built module
@@ -569,6 +581,10 @@ def report_lines(figures: Mapping[str, Any]) -> list[str]:
             f"{r['revisions']} revisions: wall {r['wall_s']:.1f} s (load before {r['load_before']}); per revision: "
             f"forward + scoring {logs['compute_s_per_revision']} s, weights built {w['built_revisions']} x "
             f"{w['built_load_s_per_revision']} s, swapped {w['swapped_revisions']} x {w['swapped_load_s_per_revision']} s"
+        )
+        lines.append(
+            f"  after the last scoring job {r['after_queue_s']} s; report {r['report_s']} s; per rule (s / revision): "
+            + ", ".join(f"{k} {v}" for k, v in sorted(r["post_s_per_revision"].items(), key=lambda kv: -kv[1])[:8])
         )
     lines.append(f"marginal wall time per revision: {figures['marginal_s_per_revision']} s")
     plan = figures["plan"]
