@@ -445,6 +445,7 @@ SNAKEMAKE_OPTIONS = {
     "--cores",
     "--configfile",
     "--config",
+    "--report",
     "--persistence-backend",
     "--persistence-backend-db-url",
     "--version",
