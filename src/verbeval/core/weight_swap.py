@@ -171,7 +171,8 @@ def swap_weights(built: LoadedModel, request: Any) -> LoadedModel | None:
                     for k in keys:
                         new[k] = tensor
                 model.load_state_dict(new, strict=True)
-    ident = model_identity(request.source, kind=request.kind, dtype=request.dtype)
+    # the same config (equal blueprints): the built model's tokenizer is reused when its files are the same
+    ident = model_identity(request.source, kind=request.kind, dtype=request.dtype, tokenizer_of=built)
     if ident.kind == "masked" and getattr(ident.tokenizer, "mask_token", None) is None:
         return None  # from_pretrained's load says so
     config = json.loads((folder / "config.json").read_text())
