@@ -394,7 +394,9 @@ def model_identity(
         if reusable_tokenizer(tokenizer_of.tokenizer):
             tok, cased = tokenizer_of.tokenizer, tokenizer_of.cased
         else:
-            log.info("%s: the tokenizer of %s was changed since its load: loaded again", source.id, tokenizer_of.model_id)
+            log.info(
+                "%s: the tokenizer of %s was changed since its load: loaded again", source.id, tokenizer_of.model_id
+            )
     if tok is None:
         tok = load_tokenizer(source)
     cfg = load_config(source)
