@@ -195,3 +195,98 @@ def test_a_model_not_released_is_never_swapped_into(revisions: dict[str, list[Pa
     other = Prefetcher()
     other.release(held[0])
     assert other.take(_request(folders[1])).model is not held[0].model
+
+
+def _counting_tokenizer_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The folders whose tokenizer :func:`verbeval.core.models.load_tokenizer` loads from now on."""
+    from verbeval.core import models
+
+    loads: list[str] = []
+    real = models.load_tokenizer
+
+    def counted(source):  # type: ignore[no-untyped-def]
+        loads.append(str(ModelSource.of(source).id))
+        return real(source)
+
+    monkeypatch.setattr(models, "load_tokenizer", counted)
+    return loads
+
+
+def test_a_swapped_revision_reuses_the_tokenizer_of_the_same_files(
+    revisions: dict[str, list[Path]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 63: the tokenizer is loaded for the two built revisions, not for the swapped one, whose
+    tokenizer files are the same bytes: it gets the first revision's tokenizer, which encodes as a
+    fresh load of its own folder does; its identity (tokenizer key, case, revision) is its own."""
+    from verbeval.core.models import load_tokenizer, model_fingerprint
+
+    folders = revisions["gpt2"]
+    loads = _counting_tokenizer_loads(monkeypatch)
+    prefetch = Prefetcher()
+    requests = [_request(f) for f in folders]
+    prefetch.announce(requests)
+    taken = []
+    for r in requests:
+        lm = prefetch.take(r)
+        taken.append((lm, lm.tokenizer("the dogs walk near a door")["input_ids"]))
+        prefetch.release(lm)
+    prefetch.close()
+    assert loads == [str(folders[0]), str(folders[1])]
+    (first, ids1), _, (third, ids3) = taken
+    assert third.model is first.model and third.tokenizer is first.tokenizer
+    fresh = load_tokenizer(str(folders[2]))
+    assert ids3 == ids1 == fresh("the dogs walk near a door")["input_ids"]
+    assert third.tokenizer_key == first.tokenizer_key is not None
+    assert third.revision == model_fingerprint(str(folders[2])) != first.revision
+
+
+def test_a_tokenizer_changed_in_place_or_other_files_are_loaded_again(
+    revisions: dict[str, list[Path]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A released model whose tokenizer a step changed (its padding side) is still swapped into, but
+    its tokenizer is not reused: loaded again, as loaded. A revision with another tokenizer file (the
+    same config.json) gets its own tokenizer, with that file's setting."""
+    first, second = revisions["gpt2"][:2]
+    loads = _counting_tokenizer_loads(monkeypatch)
+    prefetch = Prefetcher()
+    lm = prefetch.take(_request(first))
+    side = lm.tokenizer.padding_side
+    lm.tokenizer.padding_side = "left" if side == "right" else "right"
+    prefetch.release(lm)
+    with caplog.at_level(logging.INFO, logger="verbeval"):
+        new = prefetch.take(_request(second))
+    prefetch.close()
+    assert new.model is lm.model and new.tokenizer is not lm.tokenizer
+    assert new.tokenizer.padding_side == side
+    assert loads == [str(first), str(second)]
+    assert f"{second}: the tokenizer of {first} was changed since its load: loaded again" in caplog.text
+
+    other = _copy(second, tmp_path / "other-tokenizer")
+    cfg = other / "tokenizer_config.json"
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "model_max_length": 77}))
+    prefetch = Prefetcher()
+    lm = prefetch.take(_request(first))
+    prefetch.release(lm)
+    new = prefetch.take(_request(other))
+    prefetch.close()
+    assert new.model is lm.model and new.tokenizer is not lm.tokenizer
+    assert (new.tokenizer.model_max_length, new.tokenizer_key != lm.tokenizer_key) == (77, True)
+    assert loads[-2:] == [str(first), str(other)]
+
+
+def test_simverb_gives_the_tokenizer_back_as_it_was(revisions: dict[str, list[Path]]) -> None:
+    """SimVerb pads its frames on the right with EOS (no pad token): the tokenizer is given back with
+    the state it was loaded with, so a queue may reuse it for the next revision."""
+    from verbeval.core.models import load_tokenizer, reusable_tokenizer
+    from verbeval.simverb.vectors import verb_token_spans
+
+    tok = load_tokenizer(str(revisions["gpt2"][0]))
+    before = (tok.pad_token, tok.padding_side)
+    tok.padding_side = "left"  # a padding side of its own (as loaded: reusable no more)
+    assert not reusable_tokenizer(tok)
+    tok.padding_side = before[1]
+    enc, spans = verb_token_spans(tok, ["walks", "eat"], "the dog {verb}")
+    assert enc["input_ids"].shape[0] == 2 and all(spans)
+    assert (tok.pad_token, tok.padding_side) == before
+    assert tok.backend_tokenizer.padding is None
+    assert reusable_tokenizer(tok)

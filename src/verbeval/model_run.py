@@ -158,9 +158,11 @@ def _load_checked(job: RunModel, session: Session) -> Any:
     import pandas as pd
 
     from verbeval.agreement.engine.lengths import check_context_lengths
+    from verbeval.core.warm import read_parquet
 
     run, shards = job.run, job.shards
-    templates = pd.read_parquet(shards.templates)
+    with session.active():
+        templates = read_parquet(shards.templates)
     lm, _ = load_checked_lm(run, templates, shards.templates, shards.groups, session)
     if job.forms is not None:
         check_context_lengths(

@@ -150,7 +150,6 @@ def run_shards(
     command since ``started`` (``infer``: model load included), or else the load (``load_s``, shared by
     every branch of ``run-model``) plus this branch. ``templates`` and ``lemmas``: the tables when
     already read. Returns the manifest body."""
-    import pandas as pd
 
     from verbeval.agreement.engine.inference import infer_model
     from verbeval.agreement.scores.chunk_scores import ChunkScoring, score_written_chunk
@@ -158,11 +157,11 @@ def run_shards(
     # each new chunk's scores and audit counts, beside its shard, on the writer thread
     scoring = ChunkScoring(shards.top_cutoffs, shards.bottom_cutoffs, shards.fragile_ulps)
     from verbeval.core.steps import batch_size_on
-    from verbeval.core.warm import frame_key
+    from verbeval.core.warm import frame_key, read_parquet
 
-    templates = pd.read_parquet(shards.templates) if templates is None else templates
-    lemmas = pd.read_parquet(shards.lemmas) if lemmas is None else lemmas
     with session.active():
+        templates = read_parquet(shards.templates) if templates is None else templates
+        lemmas = read_parquet(shards.lemmas) if lemmas is None else lemmas
         body = infer_model(
             lm,
             templates,
@@ -204,16 +203,14 @@ def run_shards(
 def kept_manifest(run: ModelRun, shards: ShardRun, session: Session) -> dict[str, Any] | None:
     """The manifest of ``shards``' store written without loading the model when the store already
     holds every shard (:func:`verbeval.agreement.engine.inference.manifest_if_complete`); else None."""
-    import pandas as pd
-
     from verbeval.agreement.engine.inference import manifest_if_complete
-    from verbeval.core.warm import frame_key
+    from verbeval.core.warm import frame_key, read_parquet
 
     with session.active():
         return manifest_if_complete(
             run.source,
-            pd.read_parquet(shards.templates),
-            pd.read_parquet(shards.lemmas),
+            read_parquet(shards.templates),
+            read_parquet(shards.lemmas),
             list(shards.groups),
             shards.n_chunks,
             shards.manifest,

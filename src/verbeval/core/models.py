@@ -11,6 +11,7 @@ maps :mod:`verbeval.core.devices`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import shutil
@@ -100,13 +101,49 @@ def load_tokenizer(source: ModelSource | str) -> Any:
             where, name = source.gguf_location()
             extra = load_kwargs(name)
     try:
-        return AutoTokenizer.from_pretrained(where, **extra)
+        tok = AutoTokenizer.from_pretrained(where, **extra)
     except (OSError, ValueError) as exc:  # transformers raises OSError for unknown ids/paths
         if source.file:
             from verbeval.core.model_sources.gguf import unreadable
 
             raise unreadable(exc, source.id, source.file) from None
         raise VerbevalError(f"cannot load tokenizer for model {source.id!r}: {str(exc).splitlines()[0]}") from exc
+    with contextlib.suppress(TypeError):  # a tokenizer that cannot be weakly referenced is never reused
+        _AS_LOADED[tok] = tokenizer_state(tok)
+    return tok
+
+
+#: each tokenizer :func:`load_tokenizer` returned -> its :func:`tokenizer_state` as loaded
+_AS_LOADED: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def tokenizer_state(tok: Any) -> tuple[Any, ...]:
+    """What of a loaded tokenizer a step could change in place (its special tokens, padding and
+    truncation settings, size, and its backend's padding and truncation): a tokenizer reused for
+    another model (:func:`model_identity`'s ``tokenizer_of``) must still have the state it was loaded
+    with."""
+    backend = getattr(tok, "backend_tokenizer", None)
+    return (
+        type(tok),
+        repr(getattr(tok, "special_tokens_map", None)),
+        repr(getattr(tok, "added_tokens_decoder", None)),
+        getattr(tok, "padding_side", None),
+        getattr(tok, "truncation_side", None),
+        getattr(tok, "model_max_length", None),
+        len(tok),
+        None if backend is None else repr(backend.padding),
+        None if backend is None else repr(backend.truncation),
+    )
+
+
+def reusable_tokenizer(tok: Any) -> bool:
+    """Whether ``tok`` was loaded by :func:`load_tokenizer` and still has the state it was loaded with
+    (:func:`tokenizer_state`)."""
+    try:
+        loaded = _AS_LOADED.get(tok)
+    except TypeError:
+        return False
+    return loaded is not None and loaded == tokenizer_state(tok)
 
 
 def load_config(source: ModelSource | str) -> Any:
@@ -308,30 +345,63 @@ class ModelIdentity:
         )
 
 
-def _identity(source: ModelSource, tokenizer: Any, config: Any, kind: Kind, dtype: str) -> ModelIdentity:
-    """The identity of ``source`` from its tokenizer and config (``kind`` resolved)."""
+def _identity(
+    source: ModelSource,
+    tokenizer: Any,
+    config: Any,
+    kind: Kind,
+    dtype: str,
+    tokenizer_key: str | None = None,
+    cased: bool | None = None,
+) -> ModelIdentity:
+    """The identity of ``source`` from its tokenizer and config (``kind`` resolved); ``tokenizer_key``
+    and ``cased`` when already known (else computed)."""
     from verbeval.core.warm import tokenizer_files_key
 
     return ModelIdentity(
         source.id,
         tokenizer,
         kind,
-        is_cased(tokenizer),
+        is_cased(tokenizer) if cased is None else cased,
         dtype,
         model_revision(source, config),
-        tokenizer_files_key(source),
+        tokenizer_files_key(source) if tokenizer_key is None else tokenizer_key,
     )
 
 
-def model_identity(source: ModelSource | str, *, kind: str = "auto", dtype: str = "float32") -> ModelIdentity:
+def model_identity(
+    source: ModelSource | str,
+    *,
+    kind: str = "auto",
+    dtype: str = "float32",
+    tokenizer_of: LoadedModel | ModelIdentity | None = None,
+) -> ModelIdentity:
     """The identity of a model source without loading its weights: its tokenizer and config are read
     (``kind`` ``auto`` is detected from the config). Not for a GGUF file, whose config and kind come
-    with the load (:func:`load_model`)."""
+    with the load (:func:`load_model`).
+
+    ``tokenizer_of``: a model built from the same ``config.json`` (the caller knows: the weight swap's
+    equal blueprints, :mod:`verbeval.core.weight_swap`) whose tokenizer may be reused instead of loading
+    this source's again: when both tokenizers' files have the same content
+    (:func:`verbeval.core.warm.tokenizer_files_key`, not None) and that tokenizer still has the state
+    :func:`load_tokenizer` gave it (:func:`reusable_tokenizer`). Otherwise the tokenizer is loaded."""
+    from verbeval.core.warm import tokenizer_files_key
+
     source = ModelSource.of(source)
-    tok = load_tokenizer(source)
+    tok_key = tokenizer_files_key(source)
+    tok, cased = None, None
+    if tokenizer_of is not None and tok_key is not None and tok_key == tokenizer_of.tokenizer_key:
+        if reusable_tokenizer(tokenizer_of.tokenizer):
+            tok, cased = tokenizer_of.tokenizer, tokenizer_of.cased
+        else:
+            log.info(
+                "%s: the tokenizer of %s was changed since its load: loaded again", source.id, tokenizer_of.model_id
+            )
+    if tok is None:
+        tok = load_tokenizer(source)
     cfg = load_config(source)
     resolved: Kind = detect_kind(cfg) if kind == "auto" else kind  # type: ignore[assignment]
-    return _identity(source, tok, cfg, resolved, dtype)
+    return _identity(source, tok, cfg, resolved, dtype, tok_key, cased)
 
 
 @dataclass

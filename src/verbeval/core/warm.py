@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from verbeval.core.model_sources.source import ModelSource
 
 T = TypeVar("T")
@@ -126,10 +128,30 @@ def file_key(path: str | Path) -> str:
     return sha256_file(path)
 
 
+def read_parquet(path: str | Path) -> pd.DataFrame:
+    """The table of a Parquet file, read once per content in the active session (keyed by the sha256
+    of the file's bytes, :func:`file_key`: a sweep's revisions read the same templates file, and lemma
+    files of the same bytes, once). Each call gets a table of its own, a shallow copy of the kept one:
+    with pandas' copy-on-write (always on from pandas 3) no change to it reaches the kept table or
+    another caller's. Outside a session the file is read."""
+    import pandas as pd
+
+    cache = _active.get()
+    if cache is None or not os.path.isfile(path):
+        return pd.read_parquet(path)
+    return cache.memo("parquet", file_key(path), lambda: pd.read_parquet(path)).copy(deep=False)
+
+
 def tokenizer_files_key(source: ModelSource | str) -> str | None:
     """A content key of a local model folder's tokenizer (a model source, or a bare id or folder): the
     sha256 over the names and contents of its :data:`TOKENIZER_FILES`. None for a hub id, a GGUF model
-    (its tokenizer is in the GGUF file) or a folder without any tokenizer file."""
+    (its tokenizer is in the GGUF file) or a folder without any tokenizer file.
+
+    The files are model files: their content hashes are the model fingerprint's
+    (:func:`verbeval.core.model_sources.fingerprint.file_sha256`: cached by path, size, mtime, inode and
+    ctime, in the process and in the file-hash database), so a revision's tokenizer files are read once
+    for both."""
+    from verbeval.core.model_sources.fingerprint import file_sha256
     from verbeval.core.model_sources.source import ModelSource
 
     source = ModelSource.of(source)
@@ -145,7 +167,7 @@ def tokenizer_files_key(source: ModelSource | str) -> str | None:
         p = folder / name
         if p.is_file():
             found = True
-            h.update(f"{name}\0{file_key(p)}\0".encode())
+            h.update(f"{name}\0{file_sha256(p)}\0".encode())
     return h.hexdigest() if found else None
 
 

@@ -24,6 +24,11 @@ is dropped and the revision is built by ``from_pretrained`` as before, which als
 errors a user sees for a damaged checkpoint. Non-persistent buffers (attention masks, rotary
 frequencies) depend only on the config, which is the same: the swapped module is, parameter for
 parameter and buffer for buffer, the module ``from_pretrained`` builds (tests/test_weight_swap.py).
+
+The swapped revision's tokenizer is the built model's when the two folders' tokenizer files have the
+same content (:func:`verbeval.core.warm.tokenizer_files_key`; the config is the same) and that
+tokenizer still has the state it was loaded with (:func:`verbeval.core.models.reusable_tokenizer`):
+a sweep's revisions load their tokenizer once, not once each (issue 63). Otherwise it is loaded.
 """
 
 from __future__ import annotations
@@ -171,7 +176,8 @@ def swap_weights(built: LoadedModel, request: Any) -> LoadedModel | None:
                     for k in keys:
                         new[k] = tensor
                 model.load_state_dict(new, strict=True)
-    ident = model_identity(request.source, kind=request.kind, dtype=request.dtype)
+    # the same config (equal blueprints): the built model's tokenizer is reused when its files are the same
+    ident = model_identity(request.source, kind=request.kind, dtype=request.dtype, tokenizer_of=built)
     if ident.kind == "masked" and getattr(ident.tokenizer, "mask_token", None) is None:
         return None  # from_pretrained's load says so
     config = json.loads((folder / "config.json").read_text())

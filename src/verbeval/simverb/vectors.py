@@ -48,10 +48,20 @@ def verb_token_spans(tokenizer: Any, verbs: Sequence[str], frame: str) -> tuple[
     encoding and, per verb, the positions of the tokens that overlap the verb's characters."""
     prefix = frame.split("{verb}")[0]
     texts = [frame.replace("{verb}", v) for v in verbs]
-    if getattr(tokenizer, "pad_token", None) is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "right"
-    enc = tokenizer(texts, padding=True, return_offsets_mapping=True, return_tensors="np")
+    # padded on the right with EOS when it has no pad token; the tokenizer is given back as it was (a
+    # queue reuses a revision's tokenizer for the next revision: verbeval.core.models.model_identity)
+    saved = tokenizer.pad_token, tokenizer.padding_side
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    unpadded = backend is not None and backend.padding is None
+    try:
+        if saved[0] is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "right"
+        enc = tokenizer(texts, padding=True, return_offsets_mapping=True, return_tensors="np")
+    finally:
+        tokenizer.pad_token, tokenizer.padding_side = saved
+        if unpadded and backend.padding is not None:
+            backend.no_padding()
     offsets = enc.pop("offset_mapping")
     mask = enc["attention_mask"].astype(bool)
     spans: list[list[int]] = []
