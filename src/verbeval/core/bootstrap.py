@@ -214,9 +214,25 @@ def percentile_ci(stats: np.ndarray, confidence: float) -> tuple[np.ndarray, np.
     alpha = (1.0 - confidence) / 2
     with warnings.catch_warnings():  # a statistic undefined in every resample gives NaN, as it should
         warnings.simplefilter("ignore", RuntimeWarning)
-        lo = np.nanquantile(stats, alpha, axis=0)
-        hi = np.nanquantile(stats, 1 - alpha, axis=0)
+        lo = _nanquantile(stats, alpha)
+        hi = _nanquantile(stats, 1 - alpha)
     return lo, hi
+
+
+def _nanquantile(stats: np.ndarray, q: float) -> np.ndarray:
+    """``np.nanquantile(stats, q, axis=0)``, bit for bit, with the columns that hold no NaN in one
+    vectorised ``np.quantile`` (``nanquantile`` takes each column on its own along an axis: most of a
+    small aggregation's time)."""
+    stats = np.asarray(stats, dtype=np.float64)
+    nan = np.isnan(stats).any(axis=0)
+    if not np.any(nan):
+        return np.quantile(stats, q, axis=0)
+    if stats.ndim == 1:
+        return np.nanquantile(stats, q)
+    out = np.empty(stats.shape[1:])
+    out[~nan] = np.quantile(stats[:, ~nan], q, axis=0)
+    out[nan] = np.nanquantile(stats[:, nan], q, axis=0)
+    return out
 
 
 def bootstrap_means(
