@@ -32,6 +32,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from verbeval.acquisition.curves import (
+    SummaryFiles,
     SweepData,
     context_resamples,
     group_curves,
@@ -39,7 +40,6 @@ from verbeval.acquisition.curves import (
     headline,
     lemma_curves,
     lemma_shares,
-    read_summary,
 )
 from verbeval.acquisition.fit import AOA_COLUMNS, REASONS, aoa_estimates
 from verbeval.acquisition.frequency import aoa_frequency, file_zipf, wordfreq_zipf
@@ -152,13 +152,14 @@ def run_acquisition(
     tables: dict[str, pd.DataFrame] = {}
     metas: dict[str, dict[str, Any]] = {}  # each table's metadata (its forms, toy), kept beside it
     summaries: dict[str, pd.DataFrame] = {}
+    summary_files = SummaryFiles()  # summary_all.csv read once, not once per checkpoint
     for r in tqdm(list(index.itertuples(index=False)), desc="checkpoints", unit="ckpt", mininterval=1.0):
         table = read_lemma_contexts(r.lemma_contexts)
         # pandas deep-copies attrs on every operation: a sweep's tables leave theirs here (0.5 s per
         # revision otherwise, most of this command's time)
         metas[r.model], table.attrs = table.attrs.get("verbeval", {}), {}
         tables[r.model] = table
-        summaries[r.model] = read_summary(r.summary, r.model)
+        summaries[r.model] = summary_files.rows(r.summary, r.model)
     check_family_members(index, tables)
     random, toy = _flags(index, metas)
 

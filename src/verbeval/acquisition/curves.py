@@ -36,19 +36,31 @@ CURVE_COLUMNS = (*KEY_COLUMNS, *SUMMARY_COLUMNS[1:])
 LEMMA_CURVE_COLUMNS = (*KEY_COLUMNS, "group", "lemma", "n_contexts", "n_correct", "share")
 
 
-def read_summary(path: str | Path, model: str) -> pd.DataFrame:
-    """``model``'s rows of a summary CSV (summary_all.csv's columns); one-line error otherwise."""
-    try:
-        df = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    except (OSError, ValueError) as exc:
-        raise InputError(path, f"unreadable summary CSV ({str(exc).splitlines()[0]})") from None
-    missing = [c for c in SUMMARY_COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError(path, f"not a summary table: no column {', '.join(missing)}")
-    rows = df[df["model"].astype(str) == model]
-    if rows.empty:
-        raise InputError(path, f"no rows of model {model!r}")
-    return rows.reset_index(drop=True)
+class SummaryFiles:
+    """Summary CSVs (summary_all.csv's columns), each read and split by model once: a workflow's
+    checkpoint index names the same ``summary_all.csv`` for every checkpoint of a sweep, which read
+    once per checkpoint would cost the square of the sweep."""
+
+    def __init__(self) -> None:
+        self._by_model: dict[str, dict[str, pd.DataFrame]] = {}
+
+    def rows(self, path: str | Path, model: str) -> pd.DataFrame:
+        """``model``'s rows of the summary CSV ``path``; one-line error otherwise."""
+        key = str(path)
+        if key not in self._by_model:
+            try:
+                df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+            except (OSError, ValueError) as exc:
+                raise InputError(path, f"unreadable summary CSV ({str(exc).splitlines()[0]})") from None
+            missing = [c for c in SUMMARY_COLUMNS if c not in df.columns]
+            if missing:
+                raise InputError(path, f"not a summary table: no column {', '.join(missing)}")
+            names = df["model"].astype(str)
+            self._by_model[key] = {m: rows.reset_index(drop=True) for m, rows in df.groupby(names, sort=False)}
+        rows = self._by_model[key].get(model)
+        if rows is None:
+            raise InputError(path, f"no rows of model {model!r}")
+        return rows.copy()
 
 
 def group_curves(index: pd.DataFrame, summaries: Mapping[str, pd.DataFrame]) -> pd.DataFrame:

@@ -82,17 +82,33 @@ def row_templates(templates: str | Path) -> dict[str, pd.DataFrame]:
     return {str(g): row_clusters(t) for g, t in table.groupby("group", sort=False)}
 
 
-def row_identities(templates: str | Path, row_tse: Mapping[str, pd.DataFrame], model: str) -> dict[str, list[object]]:
-    """Per group, the identity (``source:line``, :func:`verbeval.agreement.scores.paired.template_row_ids`)
-    of each row of ``model``'s per-row TSE, from the run's ``templates.parquet`` (its ``row`` indexes the
-    group's template rows)."""
+def group_row_ids(templates: str | Path) -> dict[str, np.ndarray]:
+    """Per group of the run's ``templates.parquet``, the identity (``source:line``,
+    :func:`verbeval.agreement.scores.paired.template_row_ids`) of each of its template rows, in order."""
     try:
         table = pd.read_parquet(templates, columns=["group", "source", "line"])
     except (OSError, ValueError) as e:
         raise InputError(templates, f"not readable ({str(e).splitlines()[0]})") from None
+    return {str(g): template_row_ids(t.reset_index(drop=True)) for g, t in table.groupby("group", sort=False)}
+
+
+def row_identities(
+    templates: str | Path,
+    row_tse: Mapping[str, pd.DataFrame],
+    model: str,
+    known: dict[str, dict[str, np.ndarray]] | None = None,
+) -> dict[str, list[object]]:
+    """Per group, the identity (``source:line``, :func:`verbeval.agreement.scores.paired.template_row_ids`)
+    of each row of ``model``'s per-row TSE, from the run's ``templates.parquet`` (its ``row`` indexes the
+    group's template rows). ``known``: :func:`group_row_ids` by templates path, filled as files are read
+    (a sweep's revisions share one run's templates: read once)."""
+    known = {} if known is None else known
+    if str(templates) not in known:
+        known[str(templates)] = group_row_ids(templates)
+    by_group = known[str(templates)]
     out = {}
     for g, t in row_tse.items():
-        ids = template_row_ids(table[table["group"] == g].reset_index(drop=True))
+        ids = by_group.get(str(g), np.array([], dtype=object))
         rows = t["row"].to_numpy()
         if len(rows) and (rows.min() < 0 or rows.max() >= len(ids)):
             raise MismatchError(
@@ -174,6 +190,7 @@ def comparisons(
     cache: dict[str, tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]] = {}
     lemma_forms: dict[str, tuple[dict[str, tuple[FormStats, np.ndarray]], pd.DataFrame]] = {}
     ids: dict[str, dict[str, list[object]]] = {}
+    row_ids: dict[str, dict[str, np.ndarray]] = {}  # each templates file's row identities, read once
     frames = []
     sources: dict[str, dict[str, pd.DataFrame]] = {}
     if pairs:
@@ -203,7 +220,7 @@ def comparisons(
             if m not in cache:
                 cache[m] = read_results(model_dirs[m], groups)
                 if templates and m in templates:
-                    ids[m] = row_identities(templates[m], cache[m][0], m)
+                    ids[m] = row_identities(templates[m], cache[m][0], m, row_ids)
                 if cluster == "template_and_lemma":
                     lemma_forms[m] = read_forms(*forms[m], cache[m][1], m)  # type: ignore[index]
         rows = compare_groups(
