@@ -179,3 +179,50 @@ def test_text_tokenizers_load_each_tokenizer_once_by_content(tokenizer_path, tmp
     assert ta is tb  # same files, other folder: one load
     assert tc is not ta
     assert ta(" walks", add_special_tokens=False) == tc(" walks", add_special_tokens=False)
+
+
+def test_a_figure_names_a_few_of_many_random_revisions() -> None:
+    """A note under a figure names every random model of a few, and of a sweep's many the first three,
+    the last and how many more (a note of 128 names made the checkpoint figure 20,000 pixels wide)."""
+    from verbeval.agreement.report.plots import _random_notes
+
+    few = [f"s@step-{k}" for k in range(1, 9)]
+    assert _random_notes(few, set(few)) == [
+        "Randomly initialised, so the numbers are meaningless: " + ", ".join(few) + "."
+    ]
+    many = [f"s@step-{k}" for k in range(1, 129)]
+    assert _random_notes(["plain", *many], set(many)) == [
+        "Randomly initialised, so the numbers are meaningless: s@step-1, s@step-2, s@step-3, … (124 more) …, "
+        "s@step-128."
+    ]
+    assert _random_notes(many, set()) == []
+
+
+def test_the_forest_figure_of_a_lone_sweep_says_where_its_comparisons_are(tmp_path: Path) -> None:
+    """A run of one sweep has only consecutive pairs, which the forest figure leaves to first_gains.csv:
+    it says so instead of drawing empty panels; a pair of models is drawn and returned."""
+    from verbeval.agreement.report.forest_plots import forest_figure
+
+    rows = []
+    for kind, a, b in (("consecutive", "s@1", "s@2"), ("models", "x", "y")):
+        for metric in ("tse", "ew", "mw"):
+            for group in ("simple", "all"):
+                rows.append(
+                    {
+                        "kind": kind,
+                        "model_a": a,
+                        "model_b": b,
+                        "group": group,
+                        "metric": metric,
+                        "difference": 0.1,
+                        "ci_low": 0.05,
+                        "ci_high": 0.15,
+                        "significant": True,
+                    }
+                )
+    rows = pd.DataFrame(rows)
+    lone = rows[rows["kind"] == "consecutive"]
+    assert forest_figure(lone, [tmp_path / "lone.svg"]) == []
+    assert b"first_gains.csv" in (tmp_path / "lone.svg").read_bytes()
+    assert forest_figure(rows, [tmp_path / "both.svg"], random=["y"]) == ["y vs x (random init)"]
+    assert b"first_gains.csv" not in (tmp_path / "both.svg").read_bytes()

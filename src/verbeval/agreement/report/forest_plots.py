@@ -49,5 +49,15 @@ def forest_figure(rows: pd.DataFrame, paths: Sequence[str | Path], random: Seque
         ax.set_visible(False)
     if pairs:
         fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="outside lower center", ncols=min(3, len(pairs)))
+    else:  # a run of one sweep: its consecutive revisions only
+        fig.text(
+            0.5,
+            0.0,
+            "No pair of models to show: a checkpoint sweep's consecutive revisions are compared in comparisons.csv "
+            "and first_gains.csv (and drawn in the checkpoint figure).",
+            ha="center",
+            va="top",
+            fontsize="small",
+        )
     save_figure(fig, paths)
     return labels

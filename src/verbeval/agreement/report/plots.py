@@ -22,10 +22,18 @@ from verbeval.agreement.report.figures import METRIC_LABELS, SIDE_LABELS, Cutoff
 from verbeval.agreement.scores.registry import BY_NAME, HEADLINE, NAMES, label_list
 from verbeval.core.provenance import display_name, random_note
 
+#: random models a figure's note names one by one; beyond, the first and last few and their number
+NAMED_IN_NOTE = 8
+
 
 def _random_notes(models: Sequence[str], random: Collection[str]) -> list[str]:
-    """The note naming the randomly initialised models among ``models`` (none: no note)."""
-    note = random_note((m for m in models if m in random), mark="")
+    """The note naming the randomly initialised models among ``models`` (none: no note); of more than
+    :data:`NAMED_IN_NOTE` (a sweep's revisions) the first three, the last and how many (a note naming
+    a thousand revisions would be a figure a thousand names wide)."""
+    names = [m for m in models if m in random]
+    if len(names) > NAMED_IN_NOTE:
+        names = [*names[:3], f"… ({len(names) - 4} more) …", names[-1]]
+    note = random_note(names, mark="")
     return [note] if note else []
 
 
