@@ -69,8 +69,8 @@ def cmd_dvc_plot_data(a: argparse.Namespace) -> None:
     random = random_flags(curves)  # the figure data's random_init column
     for group, table in tables.items():
         # one `<model> random_init` column per model (true/false), after the series: not a declared plot series
-        flags = {series_column(m, "random_init"): random.get(m, False) for m in models}
-        write_csv(table.assign(**flags), Path(a.out_dir) / f"{group}.csv", float_format="%.10g")
+        flags = pd.DataFrame({series_column(m, "random_init"): random.get(m, False) for m in models}, index=table.index)
+        write_csv(pd.concat([table, flags], axis=1), Path(a.out_dir) / f"{group}.csv", float_format="%.10g")
     log.info("%s (%s-p): %d DVC plot data files -> %s", spec.stem, a.side, len(tables), a.out_dir)
 
 

@@ -123,8 +123,8 @@ def wide_curves(
         # a series with no row at some cutoff of the group (a value that is there but undefined is NaN in
         # `part`, so the two are told apart by counting the rows)
         counts = part[part["group"] == g].groupby(["model", "metric"]).size()
-        table = pd.DataFrame({"cutoff": rows.index.to_numpy(float)})
-        table["log10_cutoff"] = np.log10(table["cutoff"].to_numpy())
+        cutoffs = rows.index.to_numpy(float)
+        columns: dict[str, np.ndarray] = {"cutoff": cutoffs, "log10_cutoff": np.log10(cutoffs)}
         for m in models:
             for metric in metrics:
                 n = int(counts.get((m, metric), 0))
@@ -133,7 +133,9 @@ def wide_curves(
                         f"{source}: model {m!r}, group {g!r}: {n} {metric} ({side}) rows, "
                         f"expected one per cutoff ({len(rows)})"
                     )
-                table[series_column(m, metric)] = rows[(m, metric)].to_numpy(float)
+                columns[series_column(m, metric)] = rows[(m, metric)].to_numpy(float)
+        # built at once: a column at a time costs the square of a sweep's revisions
+        table = pd.DataFrame(columns)
         out[g] = table.sort_values("cutoff", kind="stable").reset_index(drop=True)
     return out
 
