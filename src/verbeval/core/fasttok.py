@@ -162,17 +162,15 @@ class TextTokenizers:
     """:func:`load_text_tokenizer` once per tokenizer: sources whose local tokenizer files have the same
     content (:func:`verbeval.core.warm.tokenizer_files_key`, a sha256 over their names and contents,
     never a path or name) share one tokenizer, so a command over a sweep's revisions (Table 3) loads
-    one. Hub ids and GGUF models, which no content key identifies, are loaded every time."""
+    one. Hub ids and GGUF models, which no content key identifies, are loaded every time (the
+    :class:`verbeval.core.warm.WarmCache` memo of a None key)."""
 
     def __init__(self) -> None:
-        self._by_key: dict[str, Any] = {}
+        from verbeval.core.warm import WarmCache
+
+        self._cache = WarmCache()
 
     def __call__(self, source: ModelSource | str) -> Any:
         from verbeval.core.warm import tokenizer_files_key
 
-        key = tokenizer_files_key(source)
-        if key is None:
-            return load_text_tokenizer(source)
-        if key not in self._by_key:
-            self._by_key[key] = load_text_tokenizer(source)
-        return self._by_key[key]
+        return self._cache.memo("text-tokenizer", tokenizer_files_key(source), lambda: load_text_tokenizer(source))

@@ -208,17 +208,12 @@ def expand_revisions(
 def _figure_items(entry: Mapping[str, Any], index: int, labels: list[str], names: list[str]) -> list[int]:
     """The items of an entry's ``revisions`` that ``figure_revisions`` names (revision labels or model
     names), beside the first, the table revision and the last, which are always drawn."""
-    chosen = entry.get("figure_revisions") or []
-    out = []
-    for k, want in enumerate(chosen):
-        hits = [j for j, (label, name) in enumerate(zip(labels, names)) if want in (label, name)]
-        if not hits:
-            listed = ", ".join(labels[:6]) + (", ..." if len(labels) > 6 else "")
-            raise EntryError(
-                ["models", index, "figure_revisions", k], f"{want!r} is not one of the entry's revisions ({listed})"
-            )
-        out += hits
-    return out
+    where = ["models", index, "figure_revisions"]
+    return [
+        j
+        for k, want in enumerate(entry.get("figure_revisions") or [])
+        for j in _named(want, labels, names, [*where, k])
+    ]
 
 
 def _table_item(entry: Mapping[str, Any], index: int, labels: list[str], names: list[str]) -> int:
@@ -227,11 +222,17 @@ def _table_item(entry: Mapping[str, Any], index: int, labels: list[str], names: 
     chosen = entry.get("table_revision")
     if chosen is None:
         return len(labels) - 1
-    for j, (label, name) in enumerate(zip(labels, names)):
-        if chosen in (label, name):
-            return j
-    listed = ", ".join(labels[:6]) + (", ..." if len(labels) > 6 else "")
-    raise EntryError(["models", index, "table_revision"], f"{chosen!r} is not one of the entry's revisions ({listed})")
+    return _named(chosen, labels, names, ["models", index, "table_revision"])[0]
+
+
+def _named(want: str, labels: list[str], names: list[str], where: list[Any]) -> list[int]:
+    """The items of an entry's revisions whose label or model name is ``want`` (at least one; else
+    :class:`EntryError` at ``where``, listing the first labels)."""
+    hits = [j for j, (label, name) in enumerate(zip(labels, names)) if want in (label, name)]
+    if not hits:
+        listed = ", ".join(labels[:6]) + (", ..." if len(labels) > 6 else "")
+        raise EntryError(where, f"{want!r} is not one of the entry's revisions ({listed})")
+    return hits
 
 
 def model_entries(config: dict[str, Any]) -> list[dict[str, Any]]:

@@ -32,21 +32,24 @@ def _write_data(data: Any, path: str, source: Any) -> None:
     write_csv(with_random_init(data, random_flags(source)), path, float_format="%.10g")
 
 
-def _drawn(models: list[str], draw: str | None, csv: str) -> tuple[list[str], list[str]]:
-    """The models a figure draws (``--draw``, default every model of ``--models``) and the note under it
-    when that is not all of them (a sweep's figures draw a few of its revisions; the CSV keeps all)."""
+def _drawn(data: Any, models: list[str], draw: str | None, csv: str) -> tuple[Any, list[str], list[str]]:
+    """The rows a figure draws (of ``data``, its CSV's rows), their models (``--draw``, default every
+    model of ``--models``) and the note under the figure when that is not all of them (a sweep's figures
+    draw a few of its revisions; the CSV keeps all)."""
     if not draw:
-        return models, []
+        return data, models, []
     drawn = draw.split(",")
     unknown = [m for m in drawn if m not in models]
     if unknown:
         raise VerbevalError(f"--draw: {', '.join(unknown)} not among --models")
+    shown = data if drawn == models else data[data["model"].isin(drawn)]
     if len(drawn) == len(models):
-        return drawn, []
-    return drawn, [
+        return shown, drawn, []
+    note = (
         f"Drawn: {len(drawn)} of {len(models)} models (of a checkpoint sweep its first, table and last revisions and "
         f"its figure_revisions); every model is in {os.path.basename(csv)}."
-    ]
+    )
+    return shown, drawn, [note]
 
 
 DRAW_OPTION = Option(
@@ -78,10 +81,10 @@ def cmd_plot_cutoffs(a: argparse.Namespace) -> None:
         min_contexts=a.min_contexts,
     )
     _write_data(data, a.csv, summary)
-    drawn, notes = _drawn(models, a.draw, a.csv)
+    shown, drawn, notes = _drawn(data, models, a.draw, a.csv)
     save_figure(
         plot_cutoff_curves(
-            data if drawn == models else data[data["model"].isin(drawn)],
+            shown,
             spec,
             drawn,
             a.confidence,
@@ -224,8 +227,7 @@ def cmd_plot_lemmas(a: argparse.Namespace) -> None:
     _write_data(data, a.csv, stats)
     if a.metrics_json:
         write_json(a.metrics_json, with_random_field(metrics, random_flags(stats)))
-    drawn, notes = _drawn(models, a.draw, a.csv)
-    shown = data if drawn == models else data[data["model"].isin(drawn)]
+    shown, drawn, notes = _drawn(data, models, a.draw, a.csv)
     save_figure(plot_lemma_accuracy(shown, drawn, metrics, random=_random_in(stats), notes=notes), a.out)
     worst = worst_lemmas(stats, a.worst_lemmas, models)
     _write_data(worst, a.worst_csv, stats)
