@@ -18,7 +18,11 @@ What a test needs, and where it comes from (README, "Tests without ../shared"):
 No test writes into the checkout (issue 30): a test that runs the workflow from "the repository"
 runs it from :func:`checkout_view`, a scratch folder that links the checkout's workflow, configuration
 and resources; ``checkout_unchanged`` fails the session when a test created or changed a file in
-the checkout all the same.
+the checkout all the same. Nor does a test read what a user's runs left in the checkout (issue 64:
+a quick start's ``models/``, ``results*/``, ``.snakemake/``): every test runs in ``repo_view``, one
+such view per session, as its working directory (``_in_repo_view``), and a test that needs "the
+repository" as its working directory changes to ``repo_view``, never to the checkout
+(tests/test_architecture.py checks it).
 """
 
 from __future__ import annotations
@@ -96,6 +100,25 @@ def stand_in_models(dest: Path, config: Path = CI_CONFIG) -> Path:
             (folder / "config.json").write_text("{}\n")
     dest.mkdir(parents=True, exist_ok=True)
     return dest
+
+
+@pytest.fixture(scope="session")
+def repo_view(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's :func:`checkout_view`: the checkout's workflow, configuration and resources, and
+    none of what runs left there (``models/``, ``results*/``, ``data/``, ``.snakemake/``)."""
+    return checkout_view(tmp_path_factory.mktemp("repo-view"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _in_repo_view(repo_view: Path) -> Iterator[None]:
+    """Every test's working directory is :func:`repo_view` (a test may change it with monkeypatch): a
+    relative path a test plans or reads never reaches a user's ``models/`` or results in the checkout."""
+    before = Path.cwd()
+    os.chdir(repo_view)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 #: what a test session may leave in the checkout: Python's and pytest's caches, the venv, the egg-info

@@ -151,12 +151,12 @@ def test_named_outputs_expand_in_declaration_order() -> None:
         wrapped(outputs, {"html": str})
 
 
-def test_rule_all_asks_for_the_declared_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rule_all_asks_for_the_declared_outputs(monkeypatch: pytest.MonkeyPatch, repo_view: Path) -> None:
     """Rule all's figures, DVC views, Table 2 and lexicon-mode files are the rules' declared outputs,
     with their wildcards filled in; the rules' output: names those declarations."""
     from verbeval.workflow.loading import plan_from_files
 
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(repo_view)
     plan = plan_from_files([REPO / "config" / "config.yaml", REPO / ".test" / "config" / "ci.yaml"])
     figs = plan.figures
     images = [f"{figs.out}/fig1_top_p.{ext}" for ext in figs.config["formats"]]

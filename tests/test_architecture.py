@@ -402,3 +402,18 @@ def test_help_imports_neither_torch_nor_pandas() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert "usage: verbeval" in out.stdout
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_no_test_works_in_the_checkout_itself() -> None:
+    """Issue 64: a test that needs the repository as its working directory changes to the session's
+    ``repo_view`` (tests/conftest.py), never to the checkout, whose ``models/`` and results a user's
+    quick start may have filled (two tests planned ``.test/config/ci.yaml`` against them)."""
+    tests = Path(__file__).resolve().parent
+    pattern = re.compile(r"chdir\((REPO|REPO_ROOT|Path\(__file__\)[^)]*)\)|cwd=(REPO|REPO_ROOT)\b(?!\s*/)")
+    found = [
+        f"{path.name}:{n}: {line.strip()}"
+        for path in sorted(tests.glob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line) and '["git", ' not in line  # git itself reads the checkout's index
+    ]
+    assert found == [], found

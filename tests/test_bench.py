@@ -787,14 +787,14 @@ def _cheap_sweep(tmp_path: Path, n: int) -> list[Path]:
     return cheap_checkpoints(template, tmp_path / "models", n)
 
 
-def test_sweep_config_validates_and_plans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sweep_config_validates_and_plans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_view: Path) -> None:
     """The sweep's configuration passes the schema and plans: one model per revision, its step, the
     two groups, SimVerb on the first checkpoint only, results under the run folder."""
     from verbeval.bench.sweep import sweep_config, write_sweep_config
     from verbeval.core.config import validate_config
     from verbeval.workflow.loading import merged_config, plan_from_files
 
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(repo_view)
     folders = _cheap_sweep(tmp_path, 3)
     assert [p.name for p in folders] == ["step-1", "step-2", "step-3"]
     assert (folders[2] / "tokenizer.json").is_symlink() and not (folders[2] / "config.json").is_symlink()

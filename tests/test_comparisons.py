@@ -17,8 +17,8 @@ BASE = REPO / "config" / "config.yaml"
 
 
 @pytest.fixture()
-def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)
+def in_repo(monkeypatch: pytest.MonkeyPatch, repo_view: Path) -> None:
+    monkeypatch.chdir(repo_view)
 
 
 def _extra(tmp_path: Path, text: str) -> Path:

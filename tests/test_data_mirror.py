@@ -65,11 +65,11 @@ def test_the_session_keeps_VERBEVAL_DATA_MIRROR_from_the_tests_own_runs(session_
 
 
 def test_the_plan_reads_VERBEVAL_DATA_MIRROR_where_it_reads_data_mirror(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_view: Path, data_dir: Path
 ) -> None:
     """SimVerb's official split files: used when the manifest lists them and the fetch jobs' mirror has
     them, whether data_mirror or $VERBEVAL_DATA_MIRROR names that mirror."""
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(repo_view)
     manifest = yaml.safe_load((REPO / "resources" / "manifest.yaml").read_text())
     for name, member in (("simverb_500_dev", "SimVerb-500-dev.txt"), ("simverb_3000_test", "SimVerb-3000-test.txt")):
         manifest["sources"][name] = {

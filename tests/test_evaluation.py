@@ -173,13 +173,13 @@ def test_evaluate_max_rows_and_groups(run_inputs: Path, tiny_gpt2: Path, tmp_pat
 
 
 def test_api_bench_part_runs_and_prints(
-    data_dir: Path, tokenizer_path: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+    data_dir: Path, tokenizer_path: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_view: Path, capsys: Any
 ) -> None:
     """The bench's api part (verbeval bench --parts api) on a one-layer model and two rows per source."""
     from verbeval.bench.api_calls import bench_api
     from verbeval.bench.report import print_report
 
-    monkeypatch.chdir(REPO_ROOT)  # the suite's default resources/ paths
+    monkeypatch.chdir(repo_view)  # the suite's default resources/ paths
     res = bench_api(
         tokenizer_path("gpt2"), tmp_path, data_dir, max_rows=2, groups=["simple"], repeats=1, models={"t": (1, 16, 2)}
     )

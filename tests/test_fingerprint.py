@@ -188,12 +188,14 @@ def test_a_replaced_checkpoint_changes_the_plan_version(tmp_path: Path) -> None:
     assert model_fingerprint(str(a)) not in (expected(b), first)
 
 
-def test_the_workflow_plan_reads_no_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_reading: None) -> None:
+def test_the_workflow_plan_reads_no_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_view: Path, no_reading: None
+) -> None:
     """A sweep's revisions and a SimVerb score of a local model: their rerun triggers (``version``
     params) are stat identities; no file is read (the jobs compute the content hashes)."""
     from verbeval.workflow.loading import plan_from_files
 
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(repo_view)
     cfg = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 50257}
     steps = [checkpoint(tmp_path / f"step-{k}", b"\x01" * 64, 1_600_000_000_000_000_000) for k in (1, 2)]
     for d in steps:

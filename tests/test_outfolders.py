@@ -237,9 +237,9 @@ def test_train_toy_refuses_the_working_folder_before_training(
 
 @pytest.mark.parametrize("section", ["tiny_models", "toy_models"])
 def test_plan_refuses_an_out_holding_a_users_files(
-    section: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    section: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_view: Path
 ) -> None:
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(repo_view)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "data.csv").write_text("1\n")
     entry = "{out: TMP/mine, arch: gpt2}" if section == "tiny_models" else "{out: TMP/mine, checkpoints: [2]}"
@@ -267,11 +267,13 @@ def test_plan_refuses_an_out_holding_a_users_files(
     plan_from_files([BASE, extra])
 
 
-def test_plan_refuses_a_tracked_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)
+def test_plan_refuses_a_tracked_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_view: Path) -> None:
+    monkeypatch.chdir(repo_view)
     extra = tmp_path / "extra.yaml"
-    extra.write_text("tiny_models:\n  - {out: resources, arch: gpt2}\n")
-    with pytest.raises(PlanError, match=r"tiny_models\.0\.out resources: the workflow would replace it: it holds "):
+    extra.write_text(f"tiny_models:\n  - {{out: {REPO / 'resources'}, arch: gpt2}}\n")  # the checkout's own folder
+    with pytest.raises(
+        PlanError, match=rf"tiny_models\.0\.out {REPO}/resources: the workflow would replace it: it holds "
+    ):
         plan_from_files([BASE, extra])
 
 

@@ -233,11 +233,11 @@ results_dir: {tmp_path / "results"}
 
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_the_plan_finds_a_changed_pip_model_and_the_workflow_assembles_it_again(
-    pip_folder: tuple[Path, str], tmp_path: Path, change: str, monkeypatch: pytest.MonkeyPatch
+    pip_folder: tuple[Path, str], tmp_path: Path, change: str, monkeypatch: pytest.MonkeyPatch, repo_view: Path
 ) -> None:
     folder, pin = pip_folder
     cfg = _pip_config(tmp_path, folder, pin)
-    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.chdir(repo_view)
     plan = plan_from_files([REPO_ROOT / "config" / "config.yaml", cfg])
     assert plan.model_steps.rules.lemmas.params["source"](SimpleNamespace(model="tiny")) == (
         f"--gguf-file {GGUF} --sha256 {pin}"
@@ -284,11 +284,11 @@ def test_the_plan_finds_a_changed_pip_model_and_the_workflow_assembles_it_again(
 
 
 def test_a_pip_model_folder_without_its_file_is_assembled_again(
-    pip_folder: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pip_folder: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_view: Path
 ) -> None:
     folder, pin = pip_folder
     (folder / GGUF).unlink()
-    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.chdir(repo_view)
     plan = plan_from_files([REPO_ROOT / "config" / "config.yaml", _pip_config(tmp_path, folder, pin)])
     assert [(c.target, c.why) for c in plan.repairs.changed_pinned_files()] == [
         (str(folder), f"{folder / GGUF} is missing")

@@ -38,9 +38,9 @@ SMOLLM2_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
 @pytest.fixture()
-def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+def in_repo(monkeypatch: pytest.MonkeyPatch, repo_view: Path) -> None:
     """The configuration's relative paths (resources/, the groups file) are read from the repository."""
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(repo_view)
 
 
 def _extra(tmp_path: Path, text: str, name: str = "extra.yaml") -> Path:

@@ -60,12 +60,12 @@ def _rule_blocks(study: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("study", sorted(OLD_KEYS))
 def test_a_studys_rules_take_their_keys_and_settings_from_its_steps(
-    study: str, monkeypatch: pytest.MonkeyPatch
+    study: str, monkeypatch: pytest.MonkeyPatch, repo_view: Path
 ) -> None:
     """Every rule of the study that runs a step is declared (no Config: line, none of its settings'
     options written in the rule); its DVC params are the old Config: line's keys, each once; its
     settings are its record's (``PLAN.<study>.rules``), the step's options for the configuration."""
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(repo_view)
     plan = plan_from_files([REPO / "config" / "config.yaml"])
     blocks = _rule_blocks(study)
     steps = {r: s for s in declared_steps() for r in s.rules if r in blocks}
@@ -91,12 +91,12 @@ def test_the_steps_share_the_inference_device() -> None:
     assert INFERENCE_DEVICE in SIMVERB_SCORE.settings and INFERENCE_DEVICE in VERIDICALITY_PREDICT.settings
 
 
-def test_rule_all_asks_for_the_rules_own_files(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rule_all_asks_for_the_rules_own_files(monkeypatch: pytest.MonkeyPatch, repo_view: Path) -> None:
     """The studies' outputs for rule all are their rules' output patterns, each model's, in rule all's
     order (the files of each model, then the counterfactuals' and the real NLI models')."""
     from verbeval.workflow.loading import plan_from_files
 
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(repo_view)
     plan = plan_from_files([REPO / "config" / "config.yaml", REPO / ".test" / "config" / "ci.yaml"])
     sv, ver = plan.simverb, plan.veridicality
     expected = []

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from test_figures import GROUPS, _summary
-from test_plan import BASE, REPO, _extra
+from test_plan import BASE, _extra
 from verbeval.agreement.report.figures import CUTOFF_FIGURES, cutoff_curves, lemma_accuracy
 from verbeval.agreement.report.plots import plot_cutoff_curves
 from verbeval.agreement.scores.lemma_diagnostics import worst_lemmas
@@ -24,9 +24,9 @@ from verbeval.workflow.loading import plan_from_files
 
 
 @pytest.fixture()
-def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+def in_repo(monkeypatch: pytest.MonkeyPatch, repo_view: Path) -> None:
     """The configuration's relative paths (resources/, the groups file) are read from the repository."""
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(repo_view)
 
 
 def _sweep(tmp_path: Path, more: str = "") -> Path:

@@ -52,7 +52,7 @@ def test_rule_runs_its_declared_step_with_the_old_dvc_params(rule: str) -> None:
     assert set(params) == keys and len(params) == len(keys)
 
 
-def test_acquisition_index_axis_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_acquisition_index_axis_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_view: Path) -> None:
     """``--axis``: agreement.checkpoint_axis, its choices the axes, its default the schema's; the rule
     takes it from its record's settings (``PLAN.acquisition.rules``; the plan's checkpoints no longer carry it)."""
     from verbeval.acquisition.steps import ACQUISITION_INDEX
@@ -68,7 +68,7 @@ def test_acquisition_index_axis_is_a_setting(tmp_path: Path, monkeypatch: pytest
     text = _rule_block(RULES / "acquisition.smk", "acquisition_index")
     assert "**ACQ.acquisition_index.params," in text and "{params.settings} 2> {log:q}" in text
 
-    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.chdir(repo_view)
     extra = tmp_path / "words.yaml"
     extra.write_text(
         "models:\n"
