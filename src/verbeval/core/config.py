@@ -116,6 +116,7 @@ def validate_config(
             key_of_origin = keypath + extra[:1]
             hint = did_you_mean(extra[0], known) if extra else ""
         raise VerbevalError(f"{origin(key_of_origin)}: invalid value at {keypath_text(keypath)}: {err.message}{hint}")
+    expand_results_dir(config, origin)
     try:
         check_agreement(config)
         entries = model_entries(config)
@@ -135,6 +136,31 @@ def validate_config(
                 "without a device_map would use only one GPU; set device_map: auto (or gpus: 1)"
             )
     return config
+
+
+#: a path of the configuration that starts with it stands in the run's results folder (``results_dir``)
+RESULTS_DIR_FIELD = "{results_dir}"
+
+
+def expand_results_dir(config: dict[str, Any], origin: Any = None) -> None:
+    """Replace :data:`RESULTS_DIR_FIELD` in every string of ``config`` (in place) by ``results_dir``: the
+    models a run builds (``tiny_models[].out``, ``pip_models_dir``) can live in its results folder, so a
+    second results folder never rebuilds the first one's (issue 64). ``results_dir`` itself may not hold it."""
+    results_dir = str(config["results_dir"])
+    if RESULTS_DIR_FIELD in results_dir:
+        where = origin(["results_dir"]) if origin else "config"
+        raise VerbevalError(f"{where}: results_dir {results_dir!r} may not contain {RESULTS_DIR_FIELD}")
+
+    def expand(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(RESULTS_DIR_FIELD, results_dir)
+        if isinstance(value, dict):
+            return {k: v if k == "results_dir" else expand(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [expand(v) for v in value]
+        return value
+
+    config.update(expand(config))
 
 
 def did_you_mean(word: str, known: Sequence[str]) -> str:

@@ -296,7 +296,8 @@ def pip_model_id(config: Mapping[str, Any], entry: Mapping[str, Any], index: int
     for key in ("id", "revision", "revisions"):
         if entry.get(key) is not None:
             raise EntryError(["models", index, key], f"a pip model has no `{key}` (its id is <pip_models_dir>/<name>)")
-    return f"{normalise_model_path(str(config.get('pip_models_dir') or 'models/pip'))}/{entry['name']}"
+    # a validated config: the schema's default filled in and {results_dir} expanded (verbeval.core.config)
+    return f"{normalise_model_path(str(config['pip_models_dir']))}/{entry['name']}"
 
 
 def pip_models(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
