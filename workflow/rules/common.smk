@@ -6,6 +6,7 @@
 # configuration keys it reads (its stages' DVC params, verbeval.workflow.dvc_yaml) are declared once.
 import os
 import sys
+import time
 
 from verbeval.core import parent_death
 from verbeval.core.console import install_short_job_info
@@ -14,7 +15,7 @@ from verbeval.workflow.params import Untracked, alternatives, wrapped
 from verbeval.workflow.plan import PlanError
 from verbeval.workflow.snakemake_internals import exact_producer
 from verbeval.workflow.snakemake import (blocked_output_root, failure_lines, force_rerun, hub_start_problem, jobs_run_here,
-                                         slurm_account_placeholder, start_problem, workflow_layers)
+                                         slurm_account_placeholder, start_problem, success_lines, workflow_layers)
 
 
 # job descriptions: rule all's hundreds of inputs (and its reason) as the first files and a count
@@ -81,6 +82,16 @@ onstart:
     _problem = hub_start_problem(PLAN, [(job.rule.name, job.wildcards_dict) for job in workflow.dag.needrun_jobs()])
     if _problem:
         raise ConfigError(_problem)
+
+
+# the job logs written from here on are this run's (their warnings end the run's summary)
+RUN_STARTED = time.time()
+
+
+onsuccess:
+    # where the results are, Table 2, the jobs' warnings and the report command, as the last lines
+    for _line in success_lines(PLAN, workflow, RUN_STARTED):
+        print(_line, file=sys.stderr)
 
 
 onerror:

@@ -268,3 +268,19 @@ def failure_lines(log: str | Path | Sequence[str | Path] | None) -> list[str]:
         f"verbeval: {len(causes)} failed job(s), the cause of each (its log in brackets):",
         *(f"  {line}" for line in causes),
     ]
+
+
+def success_lines(plan: Any, workflow: Any, since: float) -> list[str]:
+    """What a successful run prints last (``onsuccess``, :func:`verbeval.workflow.run_summary.run_summary`):
+    its results folder, Table 2, the warnings of the job logs written since ``since`` (the run's start)
+    and the report command with the run's own ``--configfile`` files and ``--config`` pairs."""
+    from verbeval.workflow.run_summary import report_command, run_summary
+
+    layout = plan.layout
+    table2 = f"{layout.agreement_dir}/table2.csv"
+    settings = workflow.config_settings
+    pairs = dict(arg.split("=", 1) for arg in (settings.config_args or []) if "=" in arg)
+    report = report_command(list(settings.configfiles), pairs, f"{layout.results_dir}/report.html")
+    return run_summary(
+        layout.results_dir, table2 if table2 in set(plan.all_outputs()) else None, layout.logs, since, report
+    )
