@@ -345,6 +345,22 @@ def _help_sections(out: str) -> dict[str, list[str]]:
     return sections
 
 
+def _command(text: str, start: str) -> list[str]:
+    """The words after ``verbeval`` of the first line in ``text`` that begins with ``start`` (indented
+    or not), its continuation lines (ending in a backslash) joined and ``#`` comments dropped."""
+    found = re.search(rf"^ *{re.escape(start)}", text, re.M)
+    assert found, f"no line begins with {start!r}"
+    lines = text[found.start() :].splitlines()
+    words: list[str] = []
+    for line in lines:
+        code = line.split(" #")[0].rstrip()
+        words += code.rstrip("\\").split()
+        if not code.endswith("\\"):
+            break
+    assert words[0] == "verbeval"
+    return words[1:]
+
+
 def test_top_level_help_lists_commands_by_group_the_quick_start_first(capsys: pytest.CaptureFixture[str]) -> None:
     out = _top_help(capsys)
     parser = build_parser()
@@ -352,13 +368,14 @@ def test_top_level_help_lists_commands_by_group_the_quick_start_first(capsys: py
     examples = [ln.strip() for ln in out.splitlines() if ln.startswith(("  snakemake ", "  verbeval "))]
     assert examples[0] == "snakemake --cores 4 --configfile config/quick.yaml"
     assert examples[1].startswith("verbeval export ")
-    # the export example parses as written (its continuation lines joined; WHEEL: docs/export.md)
-    text = out[out.index("  verbeval export ") :]
-    words = text[: text.index("\n\n")].replace("\\\n", " ").split()
-    assert words[0] == "verbeval"
-    args = parser.parse_args(words[1:])
+    # the export example parses as written, and is docs/export.md's (there the wheel's path for WHEEL)
+    args = parser.parse_args(_command(out, "verbeval export "))
     assert args.command == "export" and args.groups == "all" and args.configfile == "config/quick.yaml"
-    assert args.results == "results-quick/agreement/smollm2-135m"
+    assert args.results == "results-quick/agreement/smollm2-135m" and args.schemas == "WHEEL"
+    doc = (REPO_ROOT / "docs" / "export.md").read_text(encoding="utf-8")
+    documented = parser.parse_args(_command(doc, "verbeval export "))
+    assert documented.schemas.endswith("/every_eval_ever-0.3.0-py3-none-any.whl")
+    assert vars(documented) == {**vars(args), "schemas": documented.schemas}
 
     # one section per group, in COMMAND_GROUPS order: the commands to run yourself before the workflow steps
     sections = _help_sections(out)
