@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,8 +15,8 @@ from transformers import AutoTokenizer
 from conftest import CI_CONFIG, REPO_ROOT, checkout_view, fake_cached, stand_in_models
 from verbeval.agreement.data.eligibility import ELIGIBLE_COLUMNS, eligible_lemmas
 from verbeval.cli import build_parser, main
-from verbeval.core.clidoc import BEGIN, END, documented_commands, subcommands, subparsers
-from verbeval.core.cliutil import ConfigDefault, with_config_defaults
+from verbeval.core.clidoc import BEGIN, END, command_groups, documented_commands, subcommands, subparsers
+from verbeval.core.cliutil import COMMAND_GROUPS, ConfigDefault, subcommand_adder, with_config_defaults
 from verbeval.core.config import load_schema, schema_entry
 from verbeval.core.models import load_model
 
@@ -315,16 +316,93 @@ def test_no_option_repeats_a_config_default() -> None:
     assert repeated == []
 
 
-def test_top_level_help_points_to_workflow_and_docs(capsys: pytest.CaptureFixture[str]) -> None:
+def _top_help(capsys: pytest.CaptureFixture[str]) -> str:
     with pytest.raises(SystemExit) as exc:
         main(["--help"])
     assert exc.value.code == 0
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_top_level_help_points_to_workflow_and_docs(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _top_help(capsys)
     assert "snakemake --cores 8 --resources gpu=1" in out
-    for doc in ("docs/workflow.md", "docs/config.md", "docs/metrics.md"):
+    for doc in ("docs/workflow.md", "docs/config.md", "docs/metrics.md", "docs/export.md"):
         assert doc in out
     for name in subcommands(build_parser()):
         assert name in out
+
+
+def _help_sections(out: str) -> dict[str, list[str]]:
+    """``{heading: the sub-commands listed under it}`` of the top-level help's sections."""
+    sections: dict[str, list[str]] = {}
+    heading = None
+    for line in out.splitlines():
+        if line and not line[0].isspace() and line.endswith(":"):
+            heading = line[:-1]
+            sections[heading] = []
+        elif heading is not None and line.startswith("  ") and not line.startswith("   "):
+            sections[heading].append(line.split()[0])
+    return sections
+
+
+def _command(text: str, start: str) -> list[str]:
+    """The words after ``verbeval`` of the first line in ``text`` that begins with ``start`` (indented
+    or not), its continuation lines (ending in a backslash) joined and ``#`` comments dropped."""
+    found = re.search(rf"^ *{re.escape(start)}", text, re.M)
+    assert found, f"no line begins with {start!r}"
+    lines = text[found.start() :].splitlines()
+    words: list[str] = []
+    for line in lines:
+        code = line.split(" #")[0].rstrip()
+        words += code.rstrip("\\").split()
+        if not code.endswith("\\"):
+            break
+    assert words[0] == "verbeval"
+    return words[1:]
+
+
+def test_top_level_help_lists_commands_by_group_the_quick_start_first(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _top_help(capsys)
+    parser = build_parser()
+    # the first example is the quick start, then an export of one of its models
+    examples = [ln.strip() for ln in out.splitlines() if ln.startswith(("  snakemake ", "  verbeval "))]
+    assert examples[0] == "snakemake --cores 4 --configfile config/quick.yaml"
+    assert examples[1].startswith("verbeval export ")
+    # the export example parses as written, and is docs/export.md's (there the wheel's path for WHEEL)
+    args = parser.parse_args(_command(out, "verbeval export "))
+    assert args.command == "export" and args.groups == "all" and args.configfile == "config/quick.yaml"
+    assert args.results == "results-quick/agreement/smollm2-135m" and args.schemas == "WHEEL"
+    doc = (REPO_ROOT / "docs" / "export.md").read_text(encoding="utf-8")
+    documented = parser.parse_args(_command(doc, "verbeval export "))
+    assert documented.schemas.endswith("/every_eval_ever-0.3.0-py3-none-any.whl")
+    assert vars(documented) == {**vars(args), "schemas": documented.schemas}
+
+    # one section per group, in COMMAND_GROUPS order: the commands to run yourself before the workflow steps
+    sections = _help_sections(out)
+    groups = command_groups(parser)
+    assert [h for h in sections if h in COMMAND_GROUPS.values()] == [h for h, _ in groups]
+    assert [h for h, _ in groups] == list(COMMAND_GROUPS.values())
+    for heading, commands in groups:
+        assert sections[heading] == list(commands)  # each listed once, under its own group's heading
+    user, step, _ = (dict(c) for _, c in groups)
+    assert {"check-config", "mirror", "export", "train-toy", "tiny-model", "bench"} <= set(user)
+    assert {"fetch", "infer", "aggregate", "table", "run-model", "run-queue"} <= set(step)
+    # a command that a rule runs is a workflow step, or a command to run yourself too (export, tiny-model,
+    # train-toy); never a maintainers' tool
+    rules = " ".join(p.read_text(encoding="utf-8") for p in (REPO_ROOT / "workflow" / "rules").glob("*.smk"))
+    run_by_rules = {name for name in subcommands(parser) if re.search(rf"verbeval {re.escape(name)}\b", rules)}
+    assert {"fetch", "aggregate", "export", "tiny-model"} <= run_by_rules
+    assert run_by_rules <= set(user) | set(step)
+    assert out.index("commands to run yourself:") < out.index("workflow steps (")
+
+
+def test_a_commands_group_is_one_of_the_helps_sections() -> None:
+    sub = argparse.ArgumentParser().add_subparsers(dest="command")
+    add = subcommand_adder(sub)
+    add("x", lambda a: None, "a step", "More.")
+    add("y", lambda a: None, "a tool", "More.", group="user")
+    with pytest.raises(ValueError, match="group 'tools' is not one of user, step, maintainer"):
+        add("z", lambda a: None, "a tool", "More.", group="tools")
 
 
 def test_docs_workflow_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:

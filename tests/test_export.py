@@ -24,6 +24,7 @@ import pytest
 
 from conftest import _skip_or_fail, cache_dir
 from test_aggregate import TSE_ROWS, _aggregate_args, _store
+from verbeval.agreement.cli.export import export_groups
 from verbeval.agreement.report.eee_export import build_export, model_identity, write_export
 from verbeval.cli import main
 from verbeval.core import eee_schemas
@@ -178,6 +179,47 @@ def test_export_is_valid_and_holds_the_runs_results_and_rows(
     assert {r["model_id"] for r in rows} == {"org/tiny"}
 
 
+def test_groups_all_exports_every_group_of_the_run(
+    run: dict[str, Path], tmp_path: Path, schema_wheel: Path | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", str(STAMP))
+    named, every = tmp_path / "named", tmp_path / "all"
+    assert main(_export_args(run, named, schema_wheel)) == 0
+    args = _export_args(run, every, schema_wheel)
+    args[args.index("--groups") + 1] = "all"
+    assert main(args) == 0
+    # the same evaluation: the same two files (the UUID covers the groups)
+    files = sorted(p.relative_to(named) for p in named.rglob("*") if p.is_file())
+    assert len(files) == 2 and files == sorted(p.relative_to(every) for p in every.rglob("*") if p.is_file())
+    assert all((named / f).read_bytes() == (every / f).read_bytes() for f in files)
+
+
+def test_export_groups_all_is_the_template_tables_groups_in_order() -> None:
+    templates = pd.DataFrame({"group": ["simple", "simple", "prep", "blimp", "prep"]})
+    assert export_groups("all", templates, "t.parquet") == ["simple", "prep", "blimp"]
+    assert export_groups("blimp,simple", templates, "t.parquet") == ["blimp", "simple"]
+    with pytest.raises(VerbevalError) as info:
+        export_groups("simple,nope", templates, "t.parquet")
+    assert str(info.value) == (
+        "--groups 'simple,nope': nope: not a group of t.parquet (its groups: simple, prep, blimp, or all for every one)"
+    )
+    with pytest.raises(VerbevalError, match="no group given"):
+        export_groups(",", templates, "t.parquet")
+
+
+def test_an_unknown_group_is_one_line_and_nothing_is_written(
+    run: dict[str, Path], tmp_path: Path, schema_wheel: Path | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "export"
+    args = _export_args(run, out, schema_wheel)
+    args[args.index("--groups") + 1] = "g2"
+    assert main(args) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"verbeval export: error: --groups 'g2': g2: not a group of {run['templates']} (its groups: g1, or all for every one)"
+    ]
+    assert not out.exists()
+
+
 def _export(run: dict[str, Path]) -> Any:
     return build_export(
         results_dir=run["results"],
@@ -243,8 +285,8 @@ def test_without_schemas_the_export_says_how_to_get_them(
     assert capsys.readouterr().err.splitlines() == [
         "verbeval export: error: no Every Eval Ever 0.3.0 schemas: every-eval-ever is not installed; install them "
         "with pip install 'verbeval[export]' (Python >= 3.12), or download the wheel with pip download "
-        "every-eval-ever==0.3.0 --no-deps --python-version 3.12 --only-binary=:all: and pass "
-        "--schemas every_eval_ever-0.3.0-py3-none-any.whl"
+        "every-eval-ever==0.3.0 --no-deps --python-version 3.12 --only-binary=:all: -d ~/.cache/verbeval/every-eval-ever "
+        "and pass --schemas ~/.cache/verbeval/every-eval-ever/every_eval_ever-0.3.0-py3-none-any.whl"
     ]
     assert not out.exists()
 

@@ -1,7 +1,9 @@
 """The ``verbeval`` parser: every sub-command, registered by its study (:func:`build_parser`).
 
 Each study registers its own sub-commands (``verbeval/<study>/cli.py``, ``model_run``,
-``queue_cli``); this module assembles them in the order of ``verbeval --help``. The command line
+``queue_cli``), each declaring its group (``add(..., group=...)``: a command to run yourself, a
+workflow step or a maintainers' tool); this module assembles them, and ``verbeval --help`` lists
+them by group, in this order within each. The command line
 (:mod:`verbeval.cli`, the process edge) parses with it and runs one; the warm queue's command line
 (:mod:`verbeval.queue_cli`) is handed :func:`build_parser` to parse its queued steps once into typed
 steps.
@@ -16,6 +18,7 @@ from verbeval.acquisition import cli as acquisition_cli
 from verbeval.agreement import cli as agreement_cli
 from verbeval.bench import cli as bench_cli
 from verbeval.core import cli as core_cli
+from verbeval.core.clidoc import list_by_group
 from verbeval.core.cliutil import TopHelpFormatter, subcommand_adder
 from verbeval.simverb import cli as simverb_cli
 from verbeval.veridicality import cli as veridicality_cli
@@ -25,20 +28,28 @@ DESCRIPTION = """\
 verbeval: how language models handle English verbs (subject-verb agreement scored as TSE, EW
 and MW after Newman et al. 2021; SimVerb-3500; verb veridicality after Ross & Pavlick 2019).
 
-The sub-commands are the steps of the Snakemake workflow in the repository: each rule runs one
-of them with explicit input and output paths. Run the whole workflow from the repository root:
+A Snakemake workflow runs the evaluation, each of its steps one sub-command below. Run it from
+the repository root; first the quick start (a few minutes on a CPU, writes results-quick/):
 
-  snakemake --cores 8 --resources gpu=1
+  snakemake --cores 4 --configfile config/quick.yaml
 
-Any step can also be run by hand; `verbeval COMMAND --help` lists its options. A few
-sub-commands (tiny models, config checks, generated files, benchmarks) are tools beside the
-workflow."""
+then export a model's results in the Every Eval Ever schema (docs/export.md: WHEEL):
+
+  verbeval export --format every-eval-ever --model-name smollm2-135m --groups all \\
+    --templates results-quick/agreement/templates.parquet \\
+    --manifest results-quick/agreement/smollm2-135m/shards/manifest.json \\
+    --results results-quick/agreement/smollm2-135m --configfile config/quick.yaml \\
+    --schemas WHEEL --out-dir results-quick/export
+
+The paper's four models, on a GPU: snakemake --cores 8 --resources gpu=1 (README.md).
+`verbeval COMMAND --help` lists a command's options."""
 
 EPILOG = """\
 documentation (in the repository):
   docs/workflow.md  every sub-command, the rule that runs it, its inputs and outputs
   docs/config.md    every configuration key of the workflow
-  docs/metrics.md   the metric definitions (TSE, EW, MW, cutoffs)"""
+  docs/metrics.md   the metric definitions (TSE, EW, MW, cutoffs)
+  docs/export.md    the export and its checks"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,15 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"verbeval {__version__}")
     p.add_argument("-q", "--quiet", action="store_true", help="log only warnings and errors (stderr)")
-    sub = p.add_subparsers(
-        dest="command",
-        required=True,
-        metavar="COMMAND",
-        title="sub-commands (the rule that runs each: docs/workflow.md)",
-    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add = subcommand_adder(sub)
+    core_cli.register_check_config(add)  # check-config
     core_cli.register_fetch(add)  # fetch, pip-model
-    agreement_cli.register(add)  # lexicon ... topk-table
+    agreement_cli.register(add)  # lexicon ... topk-table, compare ... export
     acquisition_cli.register(add)  # lemma-contexts, acquisition, acquisition-index
     model_run.register(add)  # run-model
     queue_cli.register(add, build_parser)  # run-queue
@@ -70,9 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     simverb_cli.register(add)  # simverb-score, simverb-table, simverb-join
     agreement_cli.register_lexicon_modes(add)  # lexicon-forms ... lexicon-modes-table
     veridicality_cli.register_counterfactuals(add)  # veridicality-counterfactuals ... veridicality-kl
-    core_cli.register_check_config(add)  # check-config
     bench_cli.register(add)  # bench
     bench_cli.register_hashes(add)  # bench-hashes
     workflow_cli.register_docs_cli(add, build_parser)  # docs-cli
     workflow_cli.register_docs_config(add)  # docs-config
+    list_by_group(p)  # the help's sections: each command's group (add(..., group=...)), in this order within it
     return p

@@ -49,6 +49,7 @@ def register(add: Add) -> None:
         "benchmarks: workflow phases, aggregation, inference throughput (CPU/GPU), "
         "and the paper-style baseline; figures to JSON",
         "See docs/performance.md. Not a rule.",
+        group="user",
     )
     add_options(
         s,
@@ -168,6 +169,7 @@ def register_hashes(add: Add) -> None:
         "run configurations with two source trees and compare every output's sha256 (a refactor must leave "
         "every output byte-identical)",
         "See docs/performance.md, 'Outputs byte for byte'. Exit code 1 on any difference. Not a rule.",
+        group="maintainer",
     )
     add_options(
         s,

@@ -184,6 +184,7 @@ def register_tools(add: Add) -> None:
         "Each file is checked against its sha256 and written where `--config data_mirror=DIR` reads it "
         "(docs/data.md, 'Building a mirror'); failed sources are listed and the others kept. Not a rule; "
         "run it on a machine with network access.",
+        group="user",
     )
     add_options(
         s,
@@ -221,6 +222,7 @@ def register_tools(add: Add) -> None:
         "save a tiny randomly initialised LM (tests, CI, the quick start)",
         "The model has the tokenizer's full vocabulary; its numbers are meaningless. Used by the tests, "
         ".test/config/ci.yaml, verbeval bench and, through the tiny_model rule, config/quick.yaml.",
+        group="user",
     )
     src = s.add_mutually_exclusive_group(required=True)
     add_options(
@@ -280,5 +282,6 @@ def register_check_config(add: Add) -> None:
         "hub ids that look like folders. A hub model neither in the local cache nor downloadable (no network, or "
         "HF_HUB_OFFLINE) is an error, as it is for the run, which stops before any job: exit status 1. "
         "Prints '<file>: OK (<n> models)' when the run can start.",
+        group="user",
     )
     add_options(s, Option("config", "workflow config file (YAML), e.g. config/config.yaml"))

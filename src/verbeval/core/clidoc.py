@@ -1,7 +1,8 @@
 """The sub-command table of ``docs/workflow.md``, generated from the ``verbeval`` parser.
 
-The one-line help of each sub-command (``src/verbeval/commands.py``) is the single source of the
-table: :func:`render_section` writes it between :data:`BEGIN` and :data:`END`, and
+The one-line help and the group of each sub-command (where it is registered, ``add(...)``; the
+parser: ``src/verbeval/commands.py``) are the single source of the table, grouped as ``verbeval
+--help`` lists them: :func:`render_section` writes it between :data:`BEGIN` and :data:`END`, and
 ``verbeval docs-cli --check`` fails when the file differs, so the documented list always equals
 the parser's.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from verbeval.core.cliutil import COMMAND_GROUPS, GROUP_MARK
 from verbeval.core.errors import InputError
 
 BEGIN = (
@@ -27,9 +29,37 @@ def _subparsers_action(parser: argparse.ArgumentParser) -> argparse._SubParsersA
     raise ValueError(f"{parser.prog} has no sub-commands")
 
 
+def _grouped_choices(parser: argparse.ArgumentParser) -> dict[str, list[argparse.Action]]:
+    """``{group: its sub-commands' help entries}`` in :data:`COMMAND_GROUPS` order, each group's in the
+    order they were added (a sub-command's group: ``add(..., group=...)``)."""
+    action = _subparsers_action(parser)
+    groups: dict[str, list[argparse.Action]] = {g: [] for g in COMMAND_GROUPS}
+    for choice in action._choices_actions:
+        groups[getattr(action.choices[choice.dest], GROUP_MARK, "step")].append(choice)
+    return groups
+
+
+def command_groups(parser: argparse.ArgumentParser) -> list[tuple[str, dict[str, str]]]:
+    """``(heading, {name: one-line help})`` of each group of sub-commands, as ``verbeval --help`` lists them."""
+    return [
+        (COMMAND_GROUPS[g], {a.dest: a.help or "" for a in choices})
+        for g, choices in _grouped_choices(parser).items()
+        if choices
+    ]
+
+
+def list_by_group(parser: argparse.ArgumentParser) -> None:
+    """List ``parser``'s sub-commands in its help under one heading per group (:func:`command_groups`),
+    instead of argparse's one list (:class:`verbeval.core.cliutil.TopHelpFormatter` leaves that out).
+    Only the help changes: the sections hold argparse's help entries of the sub-commands, not actions."""
+    for g, choices in _grouped_choices(parser).items():
+        if choices:
+            parser.add_argument_group(COMMAND_GROUPS[g])._group_actions.extend(choices)
+
+
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """``{name: one-line help}`` of every sub-command, in the order they were added."""
-    return {a.dest: a.help or "" for a in _subparsers_action(parser)._choices_actions}
+    """``{name: one-line help}`` of every sub-command, in the order of ``verbeval --help`` (by group)."""
+    return {name: help_ for _, commands in command_groups(parser) for name, help_ in commands.items()}
 
 
 def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -38,10 +68,14 @@ def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentPa
 
 
 def command_table(parser: argparse.ArgumentParser) -> str:
-    """Markdown table ``command | what it does``, one row per sub-command."""
-    rows = ["| command | what it does |", "| --- | --- |"]
-    rows += [f"| `{name}` | {help_.replace('|', chr(92) + '|')} |" for name, help_ in subcommands(parser).items()]
-    return "\n".join(rows) + "\n"
+    """Markdown: per group of sub-commands its heading (bold) and a table ``command | what it does``, one
+    row per sub-command, in the order of ``verbeval --help``."""
+    parts = []
+    for heading, commands in command_groups(parser):
+        rows = [f"**{heading[:1].upper()}{heading[1:]}**", "", "| command | what it does |", "| --- | --- |"]
+        rows += [f"| `{name}` | {help_.replace('|', chr(92) + '|')} |" for name, help_ in commands.items()]
+        parts.append("\n".join(rows) + "\n")
+    return "\n".join(parts)
 
 
 def _bounds(text: str, path: str | Path) -> tuple[int, int]:

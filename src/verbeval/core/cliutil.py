@@ -7,13 +7,30 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from verbeval.core.errors import VerbevalError
 
-#: ``add(name, func, help_, more)``: adds sub-command ``name`` running ``func``; ``help_`` is its
-#: one-line summary, its description adds ``more`` (see :func:`subcommand_adder`)
-Add = Callable[[str, Callable[[argparse.Namespace], None], str, str], argparse.ArgumentParser]
+#: the sections of ``verbeval --help`` (and of the sub-command table of docs/workflow.md), in their
+#: order: a command's group (``add(..., group=...)``, declared where the command is) -> the heading
+COMMAND_GROUPS = {
+    "user": "commands to run yourself",
+    "step": "workflow steps (what the Snakemake rules run; each also runs by hand)",
+    "maintainer": "maintainers' tools (generated docs, refactor checks)",
+}
+
+#: the attribute of a sub-command's parser that holds its group (a key of :data:`COMMAND_GROUPS`)
+GROUP_MARK = "verbeval_group"
+
+
+class Add(Protocol):
+    """``add(name, func, help_, more, group=...)``: adds sub-command ``name`` running ``func``; ``help_``
+    is its one-line summary, its description adds ``more``; ``group`` (a key of :data:`COMMAND_GROUPS`,
+    default ``"step"``) is the section of ``verbeval --help`` that lists it (see :func:`subcommand_adder`)."""
+
+    def __call__(
+        self, name: str, func: Callable[[argparse.Namespace], None], help_: str, more: str, *, group: str = "step"
+    ) -> argparse.ArgumentParser: ...
 
 
 def float_list(text: str) -> list[float]:
@@ -119,7 +136,12 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 class TopHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
-    """The top-level help: description and epilog kept as written."""
+    """The top-level help: description and epilog kept as written; the sub-commands are listed by
+    :func:`verbeval.core.clidoc.list_by_group`'s sections, not as one list under ``COMMAND``."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        if not isinstance(action, argparse._SubParsersAction):
+            super().add_argument(action)
 
 
 class ConfigDefault:
@@ -200,12 +222,18 @@ def random_init_option(s: argparse.ArgumentParser) -> None:
 def subcommand_adder(sub: argparse._SubParsersAction) -> Add:
     """The ``add`` function each study's ``register`` receives, adding sub-commands to ``sub``."""
 
-    def add(name: str, func: Callable[[argparse.Namespace], None], help_: str, more: str) -> argparse.ArgumentParser:
-        """A sub-command: ``help_`` is its one-line summary; its description adds ``more``."""
+    def add(
+        name: str, func: Callable[[argparse.Namespace], None], help_: str, more: str, *, group: str = "step"
+    ) -> argparse.ArgumentParser:
+        """A sub-command: ``help_`` is its one-line summary; its description adds ``more``; ``group``
+        its section of the top-level help (:data:`COMMAND_GROUPS`)."""
+        if group not in COMMAND_GROUPS:
+            raise ValueError(f"sub-command {name}: group {group!r} is not one of {', '.join(COMMAND_GROUPS)}")
         sp = sub.add_parser(
             name, help=help_, description=f"{help_[:1].upper()}{help_[1:]}. {more}", formatter_class=HelpFormatter
         )
         sp.set_defaults(func=lambda a: func(with_config_defaults(a)))
+        setattr(sp, GROUP_MARK, group)
         return sp
 
     return add

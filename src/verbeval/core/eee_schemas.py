@@ -38,11 +38,15 @@ SCHEMA_FILES = {
     "aggregate": "every_eval_ever/schemas/eval.schema.json",
     "instance": "every_eval_ever/schemas/instance_level_eval.schema.json",
 }
+#: where the error below (and docs/export.md) downloads the wheel: verbeval's cache, where the tests
+#: look for it too (tests/test_export.py), not the working directory (a checkout)
+WHEEL_FOLDER = "~/.cache/verbeval/every-eval-ever"
+
 #: how to get the schemas (the end of the error when none is found)
 HOW_TO_GET = (
     f"install them with pip install 'verbeval[export]' (Python >= 3.12), or download the wheel with "
-    f"pip download {DISTRIBUTION}=={VERSION} --no-deps --python-version 3.12 --only-binary=:all: "
-    f"and pass --schemas {WHEEL_NAME}"
+    f"pip download {DISTRIBUTION}=={VERSION} --no-deps --python-version 3.12 --only-binary=:all: -d {WHEEL_FOLDER} "
+    f"and pass --schemas {WHEEL_FOLDER}/{WHEEL_NAME}"
 )
 
 

@@ -98,6 +98,7 @@ def register_dvc_yaml(add: Add) -> None:
         "generate (or --check) a dvc.yaml with one stage per Snakemake job",
         "Stages take the jobs' shell commands, inputs, outputs and config params (docs/workflow.md, 'DVC'). "
         "Not a rule; run after changing the workflow or a config file.",
+        group="user",
     )
     add_options(
         s,
@@ -153,6 +154,7 @@ def register_docs_cli(add: Add, build_parser: Callable[[], argparse.ArgumentPars
         "write the sub-command table of docs/workflow.md from the parser's one-line helps (or --check it)",
         "The table sits between two marker lines in the file. Not a rule; run after adding a sub-command or "
         "changing its one-line help.",
+        group="maintainer",
     )
     add_options(
         s,
@@ -172,6 +174,7 @@ def register_docs_config(add: Add) -> None:
         "Each table sits between two marker lines naming the key whose keys it lists (top-level, models[], "
         "agreement, ...); every key is listed once. Not a rule; run after changing src/verbeval/schemas/"
         "config.schema.yaml.",
+        group="maintainer",
     )
     add_options(
         s,

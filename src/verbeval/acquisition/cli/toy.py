@@ -76,6 +76,7 @@ def register_train_toy(add: Add) -> None:
         "(ordinary Hugging Face folders), with OUT/corpus_frequencies.csv (lemma,count,zipf), "
         "OUT/corpus_lemmas.csv, OUT/corpus.txt and OUT/training.json. Same inputs, seed and threads: identical "
         "files on one machine. Its numbers are a toy model's (docs/toy_model.md).",
+        group="user",
     )
     add_options(
         s,

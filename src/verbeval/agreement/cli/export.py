@@ -6,10 +6,14 @@ import argparse
 import logging
 import os
 import time
+from typing import TYPE_CHECKING
 
 from verbeval.agreement.steps import EXPORT
 from verbeval.core.cliutil import Add
 from verbeval.core.steps import GROUPS, MODEL_NAME, Option, add_options
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger("verbeval")
 
@@ -36,6 +40,26 @@ def sha256_hex(text: str) -> str:
     raise argparse.ArgumentTypeError(f"expected a sha256 (64 hex digits), got {text!r}")
 
 
+#: ``--groups`` for every group of the run
+ALL_GROUPS = "all"
+
+
+def export_groups(spec: str, templates: pd.DataFrame, where: str) -> list[str]:
+    """The groups ``--groups`` names (comma-separated), each one of ``templates`` (the run's template
+    table, ``where`` its file); :data:`ALL_GROUPS`: every group of it, in its (Table 2's) order."""
+    from verbeval.core.errors import VerbevalError
+
+    run = list(dict.fromkeys(templates["group"]))
+    if spec.strip() == ALL_GROUPS:
+        return run
+    groups = [g.strip() for g in spec.split(",") if g.strip()]
+    unknown = [g for g in groups if g not in run]
+    if unknown or not groups:
+        what = f"{', '.join(unknown)}: not a group of {where}" if unknown else "no group given"
+        raise VerbevalError(f"--groups {spec!r}: {what} (its groups: {', '.join(run)}, or {ALL_GROUPS} for every one)")
+    return groups
+
+
 def cmd_export(a: argparse.Namespace) -> None:
     import pandas as pd
 
@@ -48,7 +72,8 @@ def cmd_export(a: argparse.Namespace) -> None:
     if a.configfile and a.config_sha256:
         raise VerbevalError("--configfile and --config-sha256 both name the configuration: give one")
     schemas = load_schemas(a.schemas)  # first: no schemas, nothing read
-    groups = [g for g in a.groups.split(",") if g]
+    templates = pd.read_parquet(a.templates)
+    groups = export_groups(a.groups, templates, a.templates)
     config_hash = a.config_sha256
     if a.configfile:
         config = load_config(a.configfile)
@@ -57,7 +82,7 @@ def cmd_export(a: argparse.Namespace) -> None:
     export = build_export(
         results_dir=a.results,
         groups=groups,
-        templates=pd.read_parquet(a.templates),
+        templates=templates,
         meta=manifest_meta(a.manifest),
         model_name=a.model_name,
         timestamp=export_timestamp(),
@@ -82,12 +107,13 @@ def register_export(add: Add) -> None:
         "one model's agreement results and instance rows in a shared schema (Every Eval Ever 0.3.0)",
         "Per group TSE, EW and MW at top-p 1 with their CIs, and one instance row per scored TSE row and per "
         "context; validated against the schema before anything is written (docs/export.md).",
+        group="user",
     )
     add_options(
         s,
         Option("--format", "the schema of the export", required=True, choices=FORMATS),
         EXPORT.file("--templates"),
-        GROUPS.but(help="comma-separated groups to export"),
+        GROUPS.but(help=f"comma-separated groups to export, or {ALL_GROUPS}: every group of the run (of --templates)"),
         MODEL_NAME.but(help="model name written into the export"),
         EXPORT.file("--manifest"),
         EXPORT.file("--results"),
