@@ -45,6 +45,35 @@ def format_number(x: Any, digits: int = 2, *, tiny_below: float = 0.0, tiny_digi
     return f"{x:.{digits}f}"
 
 
+#: a p-value below this is written in scientific notation (:func:`format_p`)
+P_TINY = 1e-3
+
+
+def format_p(p: Any) -> str:
+    """A p-value as every page of the report writes it, by one rule: from :data:`P_TINY` (0.001) up
+    with 3 decimals (``0.034``, ``1.000``); below it, 3 significant digits in scientific notation
+    (``2.44e-04``, ``1.08e-09``); exactly 0 as ``0``; :data:`MISSING` for None, NaN or pandas' NA."""
+    try:
+        p = float(p)
+    except TypeError:  # None, pandas' NA
+        return MISSING
+    if math.isnan(p):
+        return MISSING
+    if p == 0:
+        return "0"
+    return f"{p:.2e}" if abs(p) < P_TINY else f"{p:.3f}"
+
+
+#: the columns of the studies' tables that hold p-values (and any column named ``..._p_value``)
+P_COLUMNS = frozenset({"p", "p_value", "p_adjusted", "mannwhitney_p"})
+
+
+def is_p_column(name: str) -> bool:
+    """Whether a table's column ``name`` holds p-values (written by :func:`format_p`): one of
+    :data:`P_COLUMNS` or a name ending in ``_p_value`` (not ``top_p``: a cutoff)."""
+    return name in P_COLUMNS or name.endswith("_p_value")
+
+
 def number(digits: int = 2, **kwargs: Any) -> Format:
     """The column format writing each value with :func:`format_number` (same arguments)."""
     return lambda x: format_number(x, digits, **kwargs)
