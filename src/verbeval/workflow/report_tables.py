@@ -94,6 +94,17 @@ PAIR_KIND_TEXT = {
 }
 
 
+#: below the comparisons table: what its columns are (the report's caption says more)
+COMPARISONS_LEGEND = (
+    "<p><small>B - A: B's value minus A's. Interval: for EW and MW a paired-bootstrap CI at the level "
+    "shown, Bonferroni across groups (column correction of the CSV; under a clustering, TSE has one too). "
+    "p: for TSE McNemar's exact test "
+    "(under a clustering Durkalski's), p adj.: Holm's across groups. mdd: the smallest difference the "
+    "row's test detects with power 0.8. A / B only: the TSE rows only A / only B gets right. "
+    "Data: comparisons.csv.</small></p>\n"
+)
+
+
 def _power_sentences(frame: pd.DataFrame) -> list[str | None]:
     """Per row of a comparisons table, the sentence of
     :func:`verbeval.agreement.report.comparisons.power_note` for a row that is not significant, whose
@@ -186,7 +197,7 @@ def comparisons_body(frame: pd.DataFrame) -> str:
             rows.append(row([cell(""), cell("; ".join(notes), cls="note", span={"colspan": len(heads) - 1})]))
     warning = random_note(sorted(random)) if random else None
     intro = f"<p><strong>{html.escape(warning)}</strong></p>\n" if warning else ""
-    return intro + table(rows, head=[head], cls="compact")
+    return intro + table(rows, head=[head], cls="compact") + COMPARISONS_LEGEND
 
 
 def _random_warning(frame: pd.DataFrame) -> str | None:
