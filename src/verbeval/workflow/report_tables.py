@@ -80,7 +80,7 @@ def csv_page(csv: Path, title: str) -> str:
     rows = [row(value_cell(v, d, p) for v, d, p in zip(values, digits, ps)) for values in frame.itertuples(index=False)]
     warning = _random_warning(frame)
     intro = f"<p><strong>{html.escape(warning)}</strong></p>\n" if warning else ""
-    return html_page(title, intro + table(rows, head=[head]))
+    return html_page(title, intro + table(rows, head=[head], cls="compact"))
 
 
 #: the columns that make a table a comparisons table (``comparisons.csv``), shown by :func:`comparisons_body`
