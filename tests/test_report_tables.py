@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -197,3 +198,48 @@ def test_a_generic_page_writes_its_p_value_columns_by_the_one_format(tmp_path: P
     csv = tmp_path / "modes.csv"
     csv.write_text("mode,mannwhitney_u,mannwhitney_p,delta\na,12.0,0.000244,0.0002\nb,3.5,0.034,0.5\n")
     assert _cells(csv_page(csv, "t")) == [["a", "12.000", "2.44e-04", "0.000"], ["b", "3.500", "0.034", "0.500"]]
+
+
+def test_the_report_s_first_page_holds_table2_and_opens_results_in_one_click(tmp_path: Path) -> None:
+    """workflow/report/workflow.rst, rendered as Snakemake renders it (Jinja2 with the run's report
+    items, then docutils): Table 2's page itself in a frame, a one-click link per result, and no
+    docutils complaint (a line over 10,000 characters would drop the frame)."""
+    from types import SimpleNamespace
+
+    publish_parts = pytest.importorskip("docutils.core").publish_parts  # Snakemake's, as are Jinja2's
+    Environment = pytest.importorskip("jinja2").Environment
+
+    from conftest import REPO_ROOT
+
+    rows = "".join(
+        f"<tr><td>g{i}</td><td class='num'>0.{i:02d}<br><small>[0.1, 0.9]</small></td></tr>" for i in range(300)
+    )
+    table2 = tmp_path / "table2.html"
+    table2.write_text(f"<!DOCTYPE html>\n<html><body><h1>Table 2</h1>\n<table>{rows}</table>\n</body></html>\n")
+    assert max(len(line) for line in table2.read_text().splitlines()) > 10_000
+    figure = tmp_path / "figures" / "fig1_top_p.png"
+    items = [
+        SimpleNamespace(target=table2.name, path=table2, mime="text/html"),
+        SimpleNamespace(target=figure.name, path=figure, mime="image/png"),
+        SimpleNamespace(target="comparisons.html", path=tmp_path / "comparisons.html", mime="text/html"),
+        SimpleNamespace(target="table.csv", path=tmp_path / "table.csv", mime=None),
+    ]
+    config = {"models": [{"id": "gpt2"}, {"id": "m/bert", "name": "tiny-bert"}], "results_dir": "results"}
+    env = Environment(trim_blocks=True, lstrip_blocks=True)  # as snakemake.report.auto_report's
+    text = (REPO_ROOT / "workflow" / "report" / "workflow.rst").read_text()
+    rst = env.from_string(text).render(snakemake=SimpleNamespace(config=config), categories={}, files=items)
+    assert max(len(line) for line in rst.splitlines()) < 10_000
+    body = publish_parts(rst, writer="html", settings_overrides={"report_level": 2, "halt_level": 2})["html_body"]
+    frame = re.search(r'<iframe title="Table 2" srcdoc="([^"]*)"></iframe>', body)
+    assert frame is not None
+    page = html.unescape(frame.group(1))
+    assert "<h1>Table 2</h1>" in page and page.count("<tr>") == 300 and "0.07<br>" in page
+    assert "of gpt2, tiny-bert." in body
+    links = dict((t, h) for h, t in re.findall(r'<a href="(javascript:[^"]*)">([^<]*)</a>', body))
+    path = str(figure)
+    assert links["Figure 1: EW and MW against top-p cutoff"] == (
+        f"javascript:app.setView({{resultPath:'{path}',content:'img',contentPath:results['{path}'].data_uri}})"
+    )
+    assert "content:'html'" in links["Table 2"] and "content:'html'" in links["Paired comparisons"]
+    # the rule graph below the text: the style element of the page
+    assert "flex-direction:column" in body
