@@ -64,8 +64,9 @@ def format_p(p: Any) -> str:
     return f"{p:.2e}" if abs(p) < P_TINY else f"{p:.3f}"
 
 
-#: the columns of the studies' tables that hold p-values (and any column named ``..._p_value``)
-P_COLUMNS = frozenset({"p", "p_value", "p_adjusted", "mannwhitney_p"})
+#: the columns of the studies' tables that hold p-values (and any column named ``..._p_value``):
+#: the comparisons', the lexicon modes' Mann-Whitney test, the SimVerb-3500 join's Spearman tests
+P_COLUMNS = frozenset({"p", "p_value", "p_adjusted", "mannwhitney_p", "p_accuracy", "p_log10_prob"})
 
 
 def is_p_column(name: str) -> bool:
