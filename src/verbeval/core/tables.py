@@ -4,6 +4,8 @@ A writer builds its header and rows as text (the numbers through :func:`format_n
 :func:`format_rows` with one format per column of a DataFrame), then :func:`markdown_table` writes
 a pipe table and :func:`latex_tabular` a booktabs ``tabular`` (its header lines may hold
 ``\\multicolumn`` and ``\\cmidrule``: :func:`latex_row` writes one row).
+The report's HTML pages write every p-value by :func:`format_p` (one rule: 3 decimals from 0.001
+up, 3 significant digits in scientific notation below).
 
 Why these small functions rather than ``tabulate`` or pandas' ``Styler.to_latex``: the files the
 studies publish (Table 2, the lexicon modes, SimVerb-3500, veridicality, the KL tables) are pipe
