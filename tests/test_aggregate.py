@@ -470,9 +470,10 @@ def test_table2_html() -> None:
     assert "<li>Simple: 2 rows &lt;flagged&gt; &amp; kept.</li>" in page
 
 
-def test_table2_html_gives_tse_s_wilson_interval_below_the_bootstrap_one() -> None:
-    """Summaries with the Wilson columns: below TSE's bootstrap CI its Wilson interval (none where the
-    model has no TSE, nor below EW and MW); summaries written before them give the page as it was."""
+def test_table2_html_gives_tse_s_wilson_interval_as_its_cell_s_tooltip() -> None:
+    """Summaries with the Wilson columns: TSE's Wilson interval is its cell's tooltip, so that the cell
+    stays two lines (value, bootstrap CI); none where the model has no TSE, nor on EW and MW;
+    summaries written before them give the page as it was."""
     import re
 
     old = _hand_summary()
@@ -487,13 +488,14 @@ def test_table2_html_gives_tse_s_wilson_interval_below_the_bootstrap_one() -> No
     t = table2(summary, GROUPS, MODELS)
     page = to_html(t, MODELS, confidence=0.9, wilson=wilson)
     rows = re.findall(r"<tr>(.*?)</tr>", page)
-    cells = re.findall(r"<td[^>]*>(.*?)</td>", rows[2])
-    assert cells[1] == "0.88<br><small>[0.80, 0.95]</small><br><small>Wilson [0.81, 0.92]</small>"
-    assert cells[5] == "0.89<br><small>[0.80, 0.95]</small><br><small>Wilson [0.81, 0.94]</small>"
-    assert "Wilson" not in cells[2] + cells[3]  # EW, MW: the bootstrap CI only
+    cells = re.findall(r"<td([^>]*)>(.*?)</td>", rows[2])
+    assert cells[1] == (' class="num" title="Wilson [0.81, 0.92]"', "0.88<br><small>[0.80, 0.95]</small>")
+    assert cells[5] == (' class="num" title="Wilson [0.81, 0.94]"', "0.89<br><small>[0.80, 0.95]</small>")
+    assert "Wilson" not in "".join(cells[2] + cells[3])  # EW, MW: the bootstrap CI only
+    assert all(c.count("<br>") <= 1 for _, c in cells)  # two lines at most
     assert (
-        "Below each value: its 90% percentile bootstrap CI, and below TSE's its Wilson interval at the same level."
-        in page
+        "Below each value: its 90% percentile bootstrap CI; TSE's Wilson interval at the same level shows "
+        "when the pointer rests on its value." in page
     )
     assert tse_wilson(old) == {}
     pd.testing.assert_frame_equal(table2(old, GROUPS, MODELS), t)  # table2.csv: unchanged

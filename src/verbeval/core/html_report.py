@@ -13,7 +13,8 @@ STYLE = (
     "body{font-family:sans-serif;font-size:14px;margin:1em}table{border-collapse:collapse;margin:0 0 1.5em}"
     "th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}th{background:#f0f0f0}"
     "td.correct{background:#d9f2d9}td.incorrect{background:#f8d7d7}td.ambiguous{background:#fff3cd}"
-    "td.num{text-align:right}"
+    "td.num{text-align:right}td.num,th{white-space:nowrap}td.note{font-size:13px;color:#333;border-top:0}"
+    "th.pair{background:#e6ebf2;text-align:left}table.compact{font-size:13px}table.compact td{padding:2px 6px}"
 )
 
 
@@ -34,15 +35,19 @@ def cell(
     cls: str | None = None,
     span: dict[str, int] | None = None,
     markup: bool = False,
+    title: str | None = None,
 ) -> str:
     """One cell: ``<th>`` when ``head``, else ``<td>``; ``num``: right-aligned (class ``num``), or class
     ``cls``; ``span``: ``{"rowspan": 2}``, ``{"colspan": 4}``. ``content`` is escaped unless it is
-    ``markup`` (HTML built by the caller from escaped parts)."""
+    ``markup`` (HTML built by the caller from escaped parts). ``title``: the text the browser shows
+    when the pointer rests on the cell (escaped)."""
     tag = "th" if head else "td"
     attrs = "".join(f' {k}="{v}"' for k, v in (span or {}).items())
     klass = "num" if num else cls
     if klass:
         attrs += f' class="{klass}"'
+    if title:
+        attrs += f' title="{html.escape(title)}"'
     text = str(content) if markup else html.escape(str(content))
     return f"<{tag}{attrs}>{text}</{tag}>"
 
@@ -52,9 +57,10 @@ def row(cells: Iterable[str]) -> str:
     return "<tr>" + "".join(cells) + "</tr>"
 
 
-def table(rows: Iterable[str], head: Iterable[str] | None = None) -> str:
+def table(rows: Iterable[str], head: Iterable[str] | None = None, cls: str | None = None) -> str:
     """A table of :func:`row` strings: on one line, or, with ``head`` (its header rows), as ``<thead>``
-    and ``<tbody>`` sections with a row per line."""
+    and ``<tbody>`` sections with a row per line; ``cls``: its class (``compact``: smaller)."""
+    tag = f'<table class="{cls}">' if cls else "<table>"
     if head is None:
-        return "<table>" + "".join(rows) + "</table>"
-    return "<table>\n<thead>" + "".join(head) + "</thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
+        return tag + "".join(rows) + "</table>"
+    return tag + "\n<thead>" + "".join(head) + "</thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"

@@ -4,6 +4,8 @@ A writer builds its header and rows as text (the numbers through :func:`format_n
 :func:`format_rows` with one format per column of a DataFrame), then :func:`markdown_table` writes
 a pipe table and :func:`latex_tabular` a booktabs ``tabular`` (its header lines may hold
 ``\\multicolumn`` and ``\\cmidrule``: :func:`latex_row` writes one row).
+The report's HTML pages write every p-value by :func:`format_p` (one rule: 3 decimals from 0.001
+up, 3 significant digits in scientific notation below).
 
 Why these small functions rather than ``tabulate`` or pandas' ``Styler.to_latex``: the files the
 studies publish (Table 2, the lexicon modes, SimVerb-3500, veridicality, the KL tables) are pipe
@@ -43,6 +45,36 @@ def format_number(x: Any, digits: int = 2, *, tiny_below: float = 0.0, tiny_digi
     if tiny_below and x != 0 and abs(x) < tiny_below:
         return f"{x:.{tiny_digits}e}"
     return f"{x:.{digits}f}"
+
+
+#: a p-value below this is written in scientific notation (:func:`format_p`)
+P_TINY = 1e-3
+
+
+def format_p(p: Any) -> str:
+    """A p-value as every page of the report writes it, by one rule: from :data:`P_TINY` (0.001) up
+    with 3 decimals (``0.034``, ``1.000``); below it, 3 significant digits in scientific notation
+    (``2.44e-04``, ``1.08e-09``); exactly 0 as ``0``; :data:`MISSING` for None, NaN or pandas' NA."""
+    try:
+        p = float(p)
+    except TypeError:  # None, pandas' NA
+        return MISSING
+    if math.isnan(p):
+        return MISSING
+    if p == 0:
+        return "0"
+    return f"{p:.2e}" if abs(p) < P_TINY else f"{p:.3f}"
+
+
+#: the columns of the studies' tables that hold p-values (and any column named ``..._p_value``):
+#: the comparisons', the lexicon modes' Mann-Whitney test, the SimVerb-3500 join's Spearman tests
+P_COLUMNS = frozenset({"p", "p_value", "p_adjusted", "mannwhitney_p", "p_accuracy", "p_log10_prob"})
+
+
+def is_p_column(name: str) -> bool:
+    """Whether a table's column ``name`` holds p-values (written by :func:`format_p`): one of
+    :data:`P_COLUMNS` or a name ending in ``_p_value`` (not ``top_p``: a cutoff)."""
+    return name in P_COLUMNS or name.endswith("_p_value")
 
 
 def number(digits: int = 2, **kwargs: Any) -> Format:

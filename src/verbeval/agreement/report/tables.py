@@ -191,9 +191,9 @@ def to_html(
     wilson: Mapping[tuple[str, str], tuple[float, float]] | None = None,
 ) -> str:
     """Table 2 as a standalone HTML page (an item of the Snakemake report): per model TSE, EW and MW
-    with their bootstrap CIs below the value, and the counts behind them (rows with single-token
-    forms / all rows, contexts); the notes follow the table. ``wilson`` (:func:`tse_wilson`): TSE's
-    Wilson interval per (model, group), written below its bootstrap CI."""
+    with their bootstrap CIs below the value (a cell is two lines, neither wraps), and the counts behind
+    them (rows with single-token forms / all rows, contexts); the notes follow the table. ``wilson``
+    (:func:`tse_wilson`): TSE's Wilson interval per (model, group), the tooltip of TSE's cell."""
     level = f"{confidence:.0%} " if confidence else ""
     wilson = wilson or {}
     random = set(random_models(table, models))
@@ -215,9 +215,14 @@ def to_html(
                     else f"<br><small>[{format_number(lo, digits)}, {format_number(hi, digits)}]</small>"
                 )
                 w_lo, w_hi = wilson.get((m, str(r["group"])), (np.nan, np.nan)) if k == "tse" else (np.nan, np.nan)
-                if not (np.isnan(w_lo) or np.isnan(w_hi)):
-                    ci += f"<br><small>Wilson [{format_number(w_lo, digits)}, {format_number(w_hi, digits)}]</small>"
-                cells.append(cell(f"{format_number(r[f'{m}.{k}'], digits)}{ci}", num=True, markup=True))
+                # two lines at most: TSE's Wilson interval is the cell's tooltip
+                tip = (
+                    None
+                    if np.isnan(w_lo) or np.isnan(w_hi)
+                    else f"Wilson [{format_number(w_lo, digits)}, {format_number(w_hi, digits)}]"
+                )
+                value = format_number(r[f"{m}.{k}"], digits)
+                cells.append(cell(f"{value}{ci}", num=True, markup=True, title=tip))
             counts = (
                 f"{int(r[f'{m}.n_rows'])}/{int(r[f'{m}.n_rows_total'])} rows<br>{int(r[f'{m}.n_contexts'])} contexts"
             )
@@ -226,7 +231,7 @@ def to_html(
     body = [
         f"<p>TSE over template rows whose two verb forms are single tokens; EW and MW over contexts at "
         f"top p = 1. Below each value: its {html.escape(level)}percentile bootstrap CI"
-        + (", and below TSE's its Wilson interval at the same level" if wilson else "")
+        + ("; TSE's Wilson interval at the same level shows when the pointer rests on its value" if wilson else "")
         + ".</p>",
         html_table(rows),
     ]
