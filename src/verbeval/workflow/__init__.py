@@ -14,7 +14,8 @@ sweeps, their families and seeds, and the toy models the workflow trains: ``PLAN
 stores and unverified raw copies, found without writing: ``PLAN.repairs``), queues (the queue jobs:
 a sweep's chunks of revisions and a local GPU's models, each one ``verbeval run-queue``: ``PLAN.queues``), snakemake (what the
 Snakefile asks of Snakemake's ``workflow`` object: configuration layers, forced reruns, SLURM start
-checks, the failure summary), snakemake_internals (every use of Snakemake's private API: the parsed workflow,
+checks, the failure summary, the success summary), run_summary (what a finished run prints last: its
+results, Table 2 as text, its jobs' warnings, the report command), snakemake_internals (every use of Snakemake's private API: the parsed workflow,
 its DAG, a hook before the DAG is prepared), model_steps (one model's steps, each written once: their files and command lines, which the
 per-model rules and the queue jobs run), dvc_yaml (the Snakemake DAG as a dvc.yaml),
 report_tables (a CSV table as an HTML page of the Snakemake report) and cli (the sub-commands of the

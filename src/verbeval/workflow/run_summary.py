@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from verbeval.agreement.scores.registry import LABELS, NAMES
+
 #: a warning in a job log: the logging format of every verbeval command (verbeval.core.console), or
 #: Python's own ``warnings`` line (``path:line: SomeWarning: message``) from a library
 _LOGGED = re.compile(r"^\d{4}-\d\d-\d\d [\d:,.]+ WARNING [\w.]+: (?P<msg>.+)$")
@@ -76,7 +78,7 @@ def _value(text: str | None) -> str:
 
 
 def table2_lines(table2_csv: str | Path) -> list[str]:
-    """Table 2 (``table2.csv``) as aligned text: a row per group, TSE, EW and MW per model, a
+    """Table 2 (``table2.csv``) as aligned text: a row per group, the headline metrics per model, a
     randomly initialised model marked with a dagger and named under the table; empty when the file
     is missing or holds no rows."""
     path = Path(table2_csv)
@@ -87,18 +89,20 @@ def table2_lines(table2_csv: str | Path) -> list[str]:
         return []
     if not rows:
         return []
-    models = [c[: -len(".tse")] for c in rows[0] if c.endswith(".tse")]
+    first = f".{NAMES[0]}"
+    models = [c[: -len(first)] for c in rows[0] if c.endswith(first)]
     shown = models[:SHOWN_MODELS]
     random = [m for m in models if str(rows[0].get(f"{m}.random_init", "")).lower() == "true"]
     labels = [f"{m} {RANDOM_MARK}" if m in random else m for m in shown]
     group_w = max(len("Group"), *(len(r.get("name") or r["group"]) for r in rows))
-    block_w = [max(len(label), 17) for label in labels]  # three 5-wide numbers with a space between
+    heads = " ".join(f"{LABELS[k]:>5}" for k in NAMES)  # the headline metrics: 5-wide numbers, a space between
+    block_w = [max(len(label), len(heads)) for label in labels]
     lines = [
         " " * group_w + "".join(f"  {label:>{w}}" for label, w in zip(labels, block_w, strict=True)),
-        f"{'Group':<{group_w}}" + "".join(f"  {'TSE    EW    MW':>{w}}" for w in block_w),
+        f"{'Group':<{group_w}}" + "".join(f"  {heads:>{w}}" for w in block_w),
     ]
     for r in rows:
-        cells = (" ".join(f"{_value(r.get(f'{m}.{k}')):>5}" for k in ("tse", "ew", "mw")) for m in shown)
+        cells = (" ".join(f"{_value(r.get(f'{m}.{k}')):>5}" for k in NAMES) for m in shown)
         lines.append(
             f"{r.get('name') or r['group']:<{group_w}}"
             + "".join(f"  {c:>{w}}" for c, w in zip(cells, block_w, strict=True))
