@@ -35,8 +35,7 @@ def test_seaborn_without_scipy_same_style_and_palettes():
 
 def test_marks_removed_after_import():
     code = (
-        "import sys; from verbeval.core import plots; "
-        "print([m for m in plots.SCIPY_FOR_SEABORN if m in sys.modules])"
+        "import sys; from verbeval.core import plots; print([m for m in plots.SCIPY_FOR_SEABORN if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
