@@ -1,20 +1,24 @@
-"""OpenMP threads that sleep when idle: ``OMP_WAIT_POLICY=PASSIVE`` (set before torch loads).
+"""OpenMP threads that spin briefly before they sleep: ``GOMP_SPINCOUNT=3000`` (set before torch loads).
 
-torch's CPU kernels run on libgomp's thread pool. By default (no ``OMP_WAIT_POLICY``) a libgomp
-thread that finishes a parallel region spins, burning its core, before it sleeps; between the
-forward pass's many small regions, and while the main thread does single-threaded work (the
-float64 post-processing, the tokenizer, the shard writer), the pool's other threads spin. On a
-machine whose cores are all busy (the quick start: two model jobs and the small jobs on 2 cores)
-that spinning takes CPU from the other jobs and from the model job's own threads: the quick BERT's
-``run-model`` took 14-16 CPU-s with spinning threads and 10.5 with sleeping ones, its forward
-passes 11-17 s against 4.4 s of wall (2 threads, load 6-10; docs/performance.md). The numbers are
-the same either way: the policy changes how idle threads wait, not the threads' count nor how
-work is split.
+torch's CPU kernels run on libgomp's thread pool (the CPU wheels ship ``libgomp``). A libgomp thread
+that finishes a parallel region spins before it sleeps: by default 300,000 spins (``OMP_WAIT_POLICY``
+unset), between the forward pass's many small regions and while the main thread does
+single-threaded work (the float64 post-processing, the tokenizer, the shard writer). On a machine
+whose cores are all busy that spinning takes CPU from the other jobs and from the job's own
+threads: the quick BERT's ``run-model`` (2 threads, load 6-10) took 14-16 CPU-s with the default and
+10.5 with sleeping threads (``OMP_WAIT_POLICY=PASSIVE``), its contexts 11-17 s of wall against 4.4 s.
+Sleeping at once is slower on an idle machine, though (each region then wakes a sleeping thread):
+SmolLM2-135M's 1,800 contexts took 15.7-15.9 s passive against 13.4-13.6 s by default. 3,000
+spins keep the idle machine's speed (13.5-13.9 s) and most of the saving (36-37 CPU-s against
+41; passive 39); 1,000 spins were as slow as passive (docs/performance.md). The numbers are the
+same either way: the spin count changes how idle threads wait, not the threads' count nor how work
+is split.
 
-:func:`prefer_passive_wait` is called by the ``verbeval`` command (:mod:`verbeval.cli`) before
-anything imports torch. It does nothing when ``OMP_WAIT_POLICY`` is already set (set it, e.g. to
-``ACTIVE``, to keep spinning threads) or when torch is already imported (libgomp read the
-environment when it loaded). Library users who import verbeval themselves are not affected.
+:func:`limit_spinning` is called by the ``verbeval`` command (:mod:`verbeval.cli`) before anything
+imports torch. It does nothing when ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` is already set (set
+either to keep your own choice, e.g. ``OMP_WAIT_POLICY=ACTIVE``) or when torch is already imported
+(libgomp read the environment when it loaded). Library users who import verbeval themselves are not
+affected. An OpenMP runtime other than libgomp ignores the variable.
 """
 
 from __future__ import annotations
@@ -23,17 +27,21 @@ import os
 import sys
 from collections.abc import Mapping, MutableMapping
 
-ENV = "OMP_WAIT_POLICY"
+SPIN_ENV = "GOMP_SPINCOUNT"
+POLICY_ENV = "OMP_WAIT_POLICY"
+#: libgomp's spins before an idle thread sleeps (its default: 300,000)
+SPINS = "3000"
 
 
-def prefer_passive_wait(
+def limit_spinning(
     environ: MutableMapping[str, str] | None = None, modules: Mapping[str, object] | None = None
 ) -> bool:
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` in ``environ`` (default ``os.environ``) unless it is set or
-    torch is already in ``modules`` (default ``sys.modules``); whether it was set."""
+    """Set ``GOMP_SPINCOUNT`` to :data:`SPINS` in ``environ`` (default ``os.environ``) unless it or
+    ``OMP_WAIT_POLICY`` is set or torch is already in ``modules`` (default ``sys.modules``); whether
+    it was set."""
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
-    if ENV in environ or "torch" in modules:
+    if SPIN_ENV in environ or POLICY_ENV in environ or "torch" in modules:
         return False
-    environ[ENV] = "PASSIVE"
+    environ[SPIN_ENV] = SPINS
     return True
