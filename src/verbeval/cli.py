@@ -3,7 +3,8 @@
 Every Snakemake rule (and DVC stage) calls exactly one of these with explicit input and output
 paths, so any step can also be run by hand. Errors in the input print one line and exit 1.
 The parser is built by :func:`verbeval.commands.build_parser` (re-exported here); this module, the
-process edge, chooses numpy's sort kernels before anything imports numpy, parses and runs one.
+process edge, chooses numpy's sort kernels before anything imports numpy and limits how long torch's idle OpenMP threads
+spin (:mod:`verbeval.core.omp_wait`), parses and runs one.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from verbeval.core import npy_sort
+from verbeval.core import npy_sort, omp_wait
 
 npy_sort.prefer_avx2_sort()  # first, before anything imports numpy: numpy's sort kernels on AMD Zen 4
+omp_wait.limit_spinning()  # before anything imports torch: idle OpenMP threads spin briefly, then sleep
 
 from verbeval.commands import build_parser  # noqa: E402
 from verbeval.core import parent_death  # noqa: E402

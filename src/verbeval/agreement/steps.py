@@ -9,9 +9,8 @@ from __future__ import annotations
 import argparse
 
 from verbeval.agreement.comparison_steps import comparison_steps
-from verbeval.core.bootstrap import CLUSTERINGS
 from verbeval.core.cliutil import float_list
-from verbeval.core.steps import INFERENCE_DEVICE, Input, Option, Output, Setting, Step, bootstrap_settings
+from verbeval.core.steps import CLUSTERINGS, INFERENCE_DEVICE, Input, Option, Output, Setting, Step, bootstrap_settings
 
 
 def positive_int(text: str) -> int:

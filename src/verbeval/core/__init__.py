@@ -13,7 +13,7 @@ saving), tables (the studies' Markdown and LaTeX table renderer and its number f
 report pages' one style and HTML table builder), clidoc (the generated sub-command table), configdoc (the
 generated key tables of docs/config.md) and cliutil (helpers of
 the studies' command lines), npy_sort (numpy's sort kernels on AMD Zen 4, chosen before numpy
-loads), memory (free memory and batch sizes that fit), fasttok (word encoding without transformers),
+loads), omp_wait (torch's idle OpenMP threads spin briefly, set before torch loads), memory (free memory and batch sizes that fit), fasttok (word encoding without transformers),
 stamps (up-to-date stamps of a multi-branch job's outputs), cluster (cluster resource checks),
 failures (the failed jobs' causes), load_report (a checkpoint missing a tensor refused, extra ones one warning), parent_death (a workflow job's command ends with its shell), outfolders (an output folder replaced only when it is the
 command's own earlier output), api_args (the in-process API's argument checks), model_state (a model

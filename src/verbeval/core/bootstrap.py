@@ -32,6 +32,7 @@ from typing import Any, Literal
 import numpy as np
 
 from verbeval.core import count_draws
+from verbeval.core.steps import CLUSTERINGS as CLUSTERINGS  # re-exported: the choices of agreement.bootstrap.cluster
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +66,6 @@ def resample_blocks(n: int, resamples: int, seed: int, block: int, draw: Draw) -
         else:
             resampled = rng.integers(0, n, size=(b, n))
         yield slice(start, start + b), resampled
-
-
-#: the choices of ``agreement.bootstrap.cluster`` (docs/metrics.md, "Clustered intervals")
-CLUSTERINGS = ("context", "template", "template_and_lemma", "subject", "verb", "subject_and_verb")
 
 
 def stream_seed(seed: int, dimension: int) -> int:

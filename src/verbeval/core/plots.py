@@ -8,8 +8,10 @@ The agreement figures themselves are drawn in :mod:`verbeval.agreement.report.pl
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import matplotlib
@@ -17,10 +19,41 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
-import seaborn as sns
 from matplotlib.figure import Figure
 
 from verbeval.core.io import atomic_path
+
+#: the scipy modules seaborn imports only for what verbeval never draws (KDEs, clustered heat maps)
+SCIPY_FOR_SEABORN = ("scipy.stats", "scipy.cluster")
+
+
+def import_seaborn() -> ModuleType:
+    """seaborn, imported without scipy when ``scipy.stats`` is not loaded yet.
+
+    seaborn imports ``scipy.stats`` (for ``gaussian_kde``) and ``scipy.cluster`` when scipy is
+    installed, each in a ``try`` that falls back to seaborn's own KDE; ``scipy.stats`` alone was
+    about 0.6-0.9 CPU-s of a figure job's 2-3 s (docs/performance.md). verbeval uses seaborn's theme
+    and palettes only, which do not read scipy, so while seaborn loads those two modules are
+    marked absent (``sys.modules[name] = None``: an ``ImportError``) and the marks are removed after:
+    a later ``import scipy.stats`` in the process loads it as usual. When seaborn or ``scipy.stats``
+    is already loaded, a plain import."""
+    if "seaborn" not in sys.modules and "scipy.stats" not in sys.modules:
+        hidden = [m for m in SCIPY_FOR_SEABORN if m not in sys.modules]
+        for m in hidden:
+            sys.modules[m] = None  # type: ignore[assignment]
+        try:
+            import seaborn
+        finally:
+            for m in hidden:
+                if m in sys.modules and sys.modules[m] is None:
+                    del sys.modules[m]
+        return seaborn
+    import seaborn
+
+    return seaborn
+
+
+sns = import_seaborn()  # before the studies' figure modules import seaborn themselves
 
 FORMATS = ("png", "pdf", "svg")
 DPI = 150

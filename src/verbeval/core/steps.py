@@ -27,6 +27,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+#: the choices of ``agreement.bootstrap.cluster`` (docs/metrics.md, "Clustered intervals"; also
+#: :data:`verbeval.core.bootstrap.CLUSTERINGS`): here, so that the command line's parser needs no numpy
+CLUSTERINGS = ("context", "template", "template_and_lemma", "subject", "verb", "subject_and_verb")
+
 
 def option_text(value: Any) -> str:
     """A configuration value as an option takes it: a list comma-separated, floats as ``%g``."""
