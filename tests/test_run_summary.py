@@ -67,11 +67,11 @@ def _table2(path: Path, models: dict[str, bool]) -> Path:
 def test_table2_as_text_marks_random_models(tmp_path: Path) -> None:
     lines = table2_lines(_table2(tmp_path / "table2.csv", {"smollm2-135m": False, "quick-bert": True}))
     assert lines == [
-        "                                  smollm2-135m       quick-bert \u2020",
+        "                                  smollm2-135m        quick-bert\u2020",
         "Group                          TSE    EW    MW    TSE    EW    MW",
         "Simple                        0.99  0.86  0.50   0.98  0.86  0.50",
-        "Across prepositional phrase   0.89     -  0.50   0.88     -  0.50",
-        "\u2020 randomly initialised, so its numbers are meaningless: quick-bert",
+        "Across prepositional phrase   0.89     \u2013  0.50   0.88     \u2013  0.50",
+        "\u2020 randomly initialised, so the numbers are meaningless: quick-bert.",
     ]
     assert table2_lines(tmp_path / "missing.csv") == []
 
@@ -109,7 +109,7 @@ def test_the_summary_names_results_table_warnings_and_report(tmp_path: Path, mon
     assert [ln for ln in lines if ln.startswith("  job")] == [f"  job{i}.log: warning {i}" for i in range(5)]
     assert f"  ... and 2 more: grep -r WARNING {tmp_path / 'logs'}" in lines
     assert lines[-3:] == ["The report (figures and tables in one HTML file):", "  snakemake --report r.html", ""]
-    assert "quick-bert \u2020" in text
+    assert "quick-bert\u2020" in text
     none = run_summary("results-quick", None, str(tmp_path / "logs"), 10_000.0, "snakemake --report r.html")
     assert "Table 2" not in "\n".join(none) and f"No warning in this run's job logs ({tmp_path / 'logs'}/)." in none
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verbeval.agreement.scores.registry import LABELS, NAMES
+from verbeval.core.provenance import marked, random_note
+from verbeval.core.tables import format_number
 
 #: a warning in a job log: the logging format of every verbeval command (verbeval.core.console), or
 #: Python's own ``warnings`` line (``path:line: SomeWarning: message``) from a library
@@ -25,7 +27,6 @@ SHOWN_WARNINGS = 5
 SHOWN_MODELS = 6
 #: a shown warning longer than this is cut (the log holds it whole)
 WARNING_CHARS = 300
-RANDOM_MARK = "\u2020"  # the dagger Table 2's files mark a randomly initialised model with
 
 
 @dataclass(frozen=True)
@@ -70,16 +71,16 @@ def job_warnings(logs_dir: str | Path, since: float) -> list[JobWarning]:
 
 
 def _value(text: str | None) -> str:
+    """A cell of ``table2.csv`` as Table 2's files write it (:func:`format_number`: two decimals, a dash if empty)."""
     try:
-        x = float(text) if text not in (None, "") else math.nan
+        return format_number(float(text) if text not in (None, "") else math.nan)
     except ValueError:
         return str(text)
-    return "-" if math.isnan(x) else f"{x:.2f}"
 
 
 def table2_lines(table2_csv: str | Path) -> list[str]:
     """Table 2 (``table2.csv``) as aligned text: a row per group, the headline metrics per model, a
-    randomly initialised model marked with a dagger and named under the table; empty when the file
+    randomly initialised model marked and named under the table as in Table 2's files; empty when the file
     is missing or holds no rows."""
     path = Path(table2_csv)
     try:
@@ -93,7 +94,7 @@ def table2_lines(table2_csv: str | Path) -> list[str]:
     models = [c[: -len(first)] for c in rows[0] if c.endswith(first)]
     shown = models[:SHOWN_MODELS]
     random = [m for m in models if str(rows[0].get(f"{m}.random_init", "")).lower() == "true"]
-    labels = [f"{m} {RANDOM_MARK}" if m in random else m for m in shown]
+    labels = [marked(m, m in random) for m in shown]
     group_w = max(len("Group"), *(len(r.get("name") or r["group"]) for r in rows))
     heads = " ".join(f"{LABELS[k]:>5}" for k in NAMES)  # the headline metrics: 5-wide numbers, a space between
     block_w = [max(len(label), len(heads)) for label in labels]
@@ -109,8 +110,9 @@ def table2_lines(table2_csv: str | Path) -> list[str]:
         )
     if len(models) > len(shown):
         lines.append(f"(and {len(models) - len(shown)} more models: {path.with_suffix('.md')})")
-    if random:
-        lines.append(f"{RANDOM_MARK} randomly initialised, so its numbers are meaningless: {', '.join(random)}")
+    note = random_note(random)  # the note under every table of random models
+    if note:
+        lines.append(note)
     return lines
 
 
