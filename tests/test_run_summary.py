@@ -87,7 +87,7 @@ def test_report_command_repeats_the_runs_config(tmp_path: Path, monkeypatch) -> 
     monkeypatch.chdir(tmp_path)
     cmd = report_command(
         [tmp_path / "config" / "quick.yaml", "/elsewhere/x.yaml"],
-        {"data_mirror": "/data/mirror dir"},
+        ["data_mirror=/data/mirror dir"],
         "results-quick/report.html",
     )
     assert cmd == (

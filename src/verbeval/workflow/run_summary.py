@@ -9,7 +9,7 @@ import csv
 import math
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,17 +116,16 @@ def table2_lines(table2_csv: str | Path) -> list[str]:
     return lines
 
 
-def report_command(configfiles: Sequence[str | Path], overrides: Mapping[str, object], report: str) -> str:
+def report_command(configfiles: Sequence[str | Path], config_args: Sequence[str], report: str) -> str:
     """The ``snakemake --report`` command of a run with these ``--configfile`` files (shown relative to
-    the working directory when under it) and ``--config`` pairs."""
+    the working directory when under it) and ``--config`` pairs (``KEY=VALUE``, as Snakemake keeps them)."""
     cwd = Path.cwd()
     words = ["snakemake"]
     for f in configfiles:
         p = Path(f)
         words += ["--configfile", str(p.relative_to(cwd)) if p.is_absolute() and p.is_relative_to(cwd) else str(p)]
-    if overrides:
-        words.append("--config")
-        words += [f"{k}={v}" for k, v in overrides.items()]
+    if config_args:
+        words += ["--config", *config_args]
     words += ["--report", report]
     return shlex.join(words)
 

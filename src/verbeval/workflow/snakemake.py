@@ -279,8 +279,7 @@ def success_lines(plan: Any, workflow: Any, since: float) -> list[str]:
     layout = plan.layout
     table2 = f"{layout.agreement_dir}/table2.csv"
     settings = workflow.config_settings
-    pairs = dict(arg.split("=", 1) for arg in (settings.config_args or []) if "=" in arg)
-    report = report_command(list(settings.configfiles), pairs, f"{layout.results_dir}/report.html")
+    report = report_command(list(settings.configfiles), settings.config_args or [], f"{layout.results_dir}/report.html")
     return run_summary(
         layout.results_dir, table2 if table2 in set(plan.all_outputs()) else None, layout.logs, since, report
     )
