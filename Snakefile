@@ -32,6 +32,7 @@ include: "workflow/rules/queues.smk"
 include: "workflow/rules/dvc_views.smk"
 include: "workflow/rules/acquisition.smk"
 include: "workflow/rules/comparisons.smk"
+include: "workflow/rules/multilingual.smk"
 
 
 rule all:

@@ -20,6 +20,7 @@ from verbeval.bench import cli as bench_cli
 from verbeval.core import cli as core_cli
 from verbeval.core.clidoc import list_by_group
 from verbeval.core.cliutil import TopHelpFormatter, subcommand_adder
+from verbeval.multilingual import cli as multilingual_cli
 from verbeval.simverb import cli as simverb_cli
 from verbeval.veridicality import cli as veridicality_cli
 from verbeval.workflow import cli as workflow_cli
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     simverb_cli.register(add)  # simverb-score, simverb-table, simverb-join
     agreement_cli.register_lexicon_modes(add)  # lexicon-forms ... lexicon-modes-table
     veridicality_cli.register_counterfactuals(add)  # veridicality-counterfactuals ... veridicality-kl
+    multilingual_cli.register(add)  # clams-lexicon, clams-templates, clams-score, clams-table
     bench_cli.register(add)  # bench
     bench_cli.register_hashes(add)  # bench-hashes
     workflow_cli.register_docs_cli(add, build_parser)  # docs-cli

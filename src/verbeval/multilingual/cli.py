@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 
 from verbeval.core.cliutil import Add, check_outputs, split_pair
 from verbeval.core.errors import VerbevalError
@@ -182,4 +181,4 @@ def register(add: Add) -> None:
     register_clams_table(add)
 
 
-__all__ = ["register", "Path"]
+

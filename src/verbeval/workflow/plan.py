@@ -38,6 +38,7 @@ from verbeval.workflow.layout import Layout, PlanError
 from verbeval.workflow.lexicon_modes import LexiconModesPlan
 from verbeval.workflow.model_steps import ModelSteps
 from verbeval.workflow.models import ModelsPlan
+from verbeval.workflow.multilingual import MultilingualPlan
 from verbeval.workflow.params import RuleRecord, Untracked, alternatives, output_files, quoted
 from verbeval.workflow.queues import QueuesPlan
 from verbeval.workflow.repairs import RepairsPlan
@@ -63,9 +64,11 @@ class Plan:
         self.figures = FiguresPlan(layout, self.model, self.model_steps)
         self.lexicon_modes = LexiconModesPlan(layout, self.model)  # multi-token forms, three lexicon modes
         self.comparisons = ComparisonsPlan(layout, self.figures, self.model_steps)  # paired comparisons, the audit
+        self.multilingual = MultilingualPlan(layout, self.model)  # the CLAMS languages (off without languages)
         self.plan_queues(local_gpu=False)
         # the manifest sources this run reads: templates, verb lists, SimVerb (with its split files), veridicality
-        sources = [self.simverb.config["source"], *self.simverb.splits.values(), self.veridicality.config["source"]]
+        sources = [self.simverb.config["source"], *self.simverb.splits.values(), self.veridicality.config["source"],
+                   *self.multilingual.read_sources]  # fmt: skip
         self.repairs = RepairsPlan(layout, self.model, list(dict.fromkeys(self.sources + sources)))
         #: the records of the rules of fetch.smk and agreement.smk's lexicon, templates and table2, by rule name
         self.rules = SimpleNamespace(**self._rules())
@@ -212,4 +215,5 @@ class Plan:
             + self.figures.dvc_view_outputs
             + self.acquisition.outputs
             + self.comparisons.outputs
+            + self.multilingual.outputs
         )
