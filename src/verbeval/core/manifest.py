@@ -22,7 +22,7 @@ __all__ = ["FORMATS", "LIST_FORMATS", "Source", "load_manifest", "local_filename
 
 #: Formats a manifest entry may declare; each names the parser that reads the file downstream.
 FORMATS: frozenset[str] = frozenset(
-    {"ml_jsonl", "blimp_jsonl", "verb_csv", "giant_verb_list", "simverb_tsv", "veridicality_tsv"}
+    {"ml_jsonl", "blimp_jsonl", "clams_txt", "verb_csv", "giant_verb_list", "simverb_tsv", "veridicality_tsv"}
 )
 
 #: formats whose manifest checksum pins the parsed list, not the file's bytes (core.verified.content_digest)
