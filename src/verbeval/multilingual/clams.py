@@ -276,3 +276,39 @@ def read_clams_file(
             raise InputError(p, reason)
         log.warning("%s: %s; source %r contributes nothing to group %r (skip_bad_rows)", p, reason, source, group)
     return _typed(pairs, PAIR_COLUMNS), _typed(rejects, REJECT_COLUMNS)
+
+
+def parse_source(source: str) -> tuple[str, str]:
+    """``(language, construction)`` of a CLAMS source name (``clams_fr_simple_agrmt``).
+
+    Raises:
+        VerbevalError: for a name that is not ``clams_<language>_<construction>``.
+    """
+    from verbeval.core.errors import VerbevalError
+
+    head, _, rest = source.partition("_")
+    lang, _, construction = rest.partition("_")
+    if head != "clams" or lang not in LANGUAGES or construction not in constructions(lang):
+        raise VerbevalError(f"{source!r} is not a CLAMS source (clams_<language>_<construction>)")
+    return lang, construction
+
+
+def read_clams_inputs(inputs: dict[str, str], max_rows_per_source: int | None = None) -> dict[str, pd.DataFrame]:
+    """Every CLAMS file of ``inputs`` (source name -> path), read (:func:`read_clams_file`) and
+    subsampled to at most ``max_rows_per_source`` evenly spaced pairs each
+    (:func:`verbeval.agreement.data.templates.subsample`), as each language's pairs: languages in
+    :data:`LANGUAGES` order, a language's files in :data:`CONSTRUCTIONS` order."""
+    from verbeval.agreement.data.templates import subsample
+
+    by_lang: dict[str, list[tuple[int, pd.DataFrame]]] = {}
+    for source, path in inputs.items():
+        lang, construction = parse_source(source)
+        pairs, _ = read_clams_file(path, source, group_id(lang, construction))
+        if max_rows_per_source is not None:
+            pairs = subsample(pairs.assign(label=""), max_rows_per_source).drop(columns="label")
+        by_lang.setdefault(lang, []).append((constructions(lang).index(construction), pairs))
+    return {
+        lang: pd.concat([p for _, p in sorted(by_lang[lang], key=lambda x: x[0])], ignore_index=True)
+        for lang in LANGUAGES
+        if lang in by_lang
+    }

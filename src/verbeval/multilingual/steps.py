@@ -20,10 +20,11 @@ TEMPLATES = Input("--templates", "the study's templates.parquet (verbeval clams-
 #: a language's verb lexicon (lemma, sing, plur, cell, source) from its morphology package
 CLAMS_LEXICON = Step(
     "clams-lexicon",
-    keys=("multilingual.languages", "multilingual.hebrew_lexicon"),
+    keys=("multilingual.languages", "multilingual.hspell_deb"),
     rules=("clams_lexicon",),
     inputs=(
-        Input("--hspell", "he: Debian's hspell .deb (manifest source multilingual.hebrew_lexicon)", required=False),
+        Input("--hspell", "he: Debian's hspell 1.4-3.1 .deb (default: downloaded into the verbeval cache)",
+              required=False),  # fmt: skip
         Input("--english", "en: the agreement study's lexicon.parquet (verbeval lexicon)", required=False),
     ),
     outputs=(
@@ -84,3 +85,6 @@ CLAMS_TABLE = Step(
     ),
     outputs=(Output("--out-dir", "output: results/multilingual (tables, figures, comparisons)"),),
 )
+
+#: the study's steps (verbeval.workflow.steps.declared_steps)
+STEPS: tuple[Step, ...] = (CLAMS_LEXICON, CLAMS_TEMPLATES, CLAMS_SCORE, CLAMS_TABLE)

@@ -37,8 +37,8 @@ class MultilingualPlan:
                 raise layout.error(["multilingual", "models"], f"multilingual.models: {unknown} are not among `models`")
         self.models: list[str] = (list(layout.models) if chosen is None else list(chosen)) if self.languages else []
         self.sources = [source_name(lang, c) for lang in self.languages for c in CONSTRUCTIONS]
-        self.hspell = ml["hebrew_lexicon"]
-        needed = self.sources + ([self.hspell] if "he" in self.languages else [])
+        self.hspell: str | None = ml["hspell_deb"]  # None: the job downloads it into the cache
+        needed = list(self.sources)
         missing = [s for s in needed if s not in layout.manifest]
         if missing:
             raise layout.error(["multilingual", "languages"], f"the manifest lists no source {', '.join(missing)}")
@@ -79,7 +79,7 @@ class MultilingualPlan:
         from verbeval.multilingual.steps import CLAMS_SCORE, CLAMS_TABLE, CLAMS_TEMPLATES
         from verbeval.workflow.model_steps import model_settings
         from verbeval.workflow.params import Untracked
-        from verbeval.core.cliutil import random_init_option
+        from verbeval.workflow.models import random_init_option
 
         layout, model, config = self.layout, self.model, self.layout.config
         logs = f"{layout.logs}/multilingual"
@@ -87,8 +87,8 @@ class MultilingualPlan:
         agreement = layout.agreement_dir
 
         def lexicon_inputs(wc: Any) -> dict[str, str]:
-            if wc.lang == "he":
-                return {"hspell": layout.raw_path(self.hspell)}
+            if wc.lang == "he" and self.hspell:
+                return {"hspell": self.hspell}
             if wc.lang == "en":
                 return {"english": f"{agreement}/lexicon.parquet"}
             return {}

@@ -57,8 +57,10 @@ def build_language_lexicon(
     elif lang in LANGUAGE_MODULES:
         mod = importlib.import_module(LANGUAGE_MODULES[lang])
         if lang == "he":
-            if not hspell:
-                raise VerbevalError("clams-lexicon --language he needs --hspell (Debian's hspell .deb)")
+            if not hspell:  # downloaded (sha256 checked) into the cache, or the copy already there
+                from verbeval.core.model_sources.fingerprint import cache_dir
+
+                hspell = str(mod.fetch_hspell(cache_dir() / "debian"))
             lex, source_count = mod.build_lexicon(hspell), mod.source_lemma_count(hspell)
         else:
             lex, source_count = mod.build_lexicon(), mod.source_lemma_count()
