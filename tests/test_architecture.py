@@ -28,8 +28,9 @@ ALLOWED: dict[str, set[str]] = {
     "acquisition": {"core", "agreement", "acquisition"},
     "simverb": {"core", "simverb"},
     "veridicality": {"core", "veridicality"},
+    "multilingual": {"core", "agreement", "multilingual"},
     "bench": {"core", "agreement", "acquisition", "workflow", "bench"},
-    "workflow": {"core", "agreement", "acquisition", "simverb", "veridicality", "workflow"},
+    "workflow": {"core", "agreement", "acquisition", "simverb", "veridicality", "multilingual", "workflow"},
 }
 TOP = {"cli", "__main__", "commands", "model_run", "model_queue", "queue_cli"}
 

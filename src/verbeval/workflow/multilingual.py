@@ -113,7 +113,7 @@ class MultilingualPlan:
                 lexicon_inputs,
                 {"lexicon": f"{self.res}/lexicons/{{lang}}.parquet", "counts": f"{self.res}/lexicons/{{lang}}.json"},
                 f"{logs}/lexicon_{{lang}}.log",
-                {"inputs": lambda wc, input: quoted([f"--{k}={v}" for k, v in input.items()])},
+                {"inputs": lambda wc: quoted([f"--{k}={v}" for k, v in lexicon_inputs(wc).items()])},
                 {"lang": alternatives(self.languages)},
             ),
             "clams_templates": RuleRecord(
