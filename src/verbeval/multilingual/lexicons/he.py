@@ -29,7 +29,9 @@ debian/copyright), read in pure Python, nothing installed:
   (סמיכות) and proper noun.
 
 The lexicon keeps the verb analyses in the present tense with one gender, singular or plural,
-without construct state or suffix, grouped by stem. A stem with several singular (or plural) forms
+without construct state or suffix, grouped by stem (seven hand-listed verbs, ``חי`` among them,
+whose present forms hspell describes without gender, get it from their spelling:
+:func:`genderless_cell`). A stem with several singular (or plural) forms
 of one gender pairs each singular with the plural spelled like it (``sing`` + ``ים`` for ``m``;
 ``sing`` with its final ``ת``/``ה`` replaced by ``ות`` for ``f``), else with every plural form of
 the stem; rows whose singular equals their plural are dropped.
@@ -174,22 +176,15 @@ def elf_symbol(obj: bytes, symbol: str) -> bytes:
     """The bytes of a defined data ``symbol`` in a little-endian ELF64 relocatable object."""
     if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
         raise ValueError("not a little-endian ELF64 object")
-    shoff, shentsize, shnum = (
-        struct.unpack_from("<Q", obj, 0x28)[0],
-        *struct.unpack_from("<HH", obj, 0x3A),
-    )
-    sections = [
-        struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize) for i in range(shnum)
-    ]
+    shoff, shentsize, shnum = (struct.unpack_from("<Q", obj, 0x28)[0], *struct.unpack_from("<HH", obj, 0x3A))
+    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize) for i in range(shnum)]
     for sec in sections:
         if sec[1] != 2:  # SHT_SYMTAB
             continue
         _, _, _, _, off, size, link, _, _, entsize = sec
         stroff = sections[link][4]
         for k in range(size // entsize):
-            st_name, _info, _other, shndx, value, st_size = struct.unpack_from(
-                "<IBBHQQ", obj, off + k * entsize
-            )
+            st_name, _info, _other, shndx, value, st_size = struct.unpack_from("<IBBHQQ", obj, off + k * entsize)
             end = obj.index(b"\0", stroff + st_name)
             if obj[stroff + st_name : end].decode("ascii") == symbol and 0 < shndx < shnum:
                 base = sections[shndx][4]
@@ -255,9 +250,7 @@ def decode_hspell(wgz: bytes, desc: bytes, stems: bytes, dmasks: list[int]) -> p
     if stem_lines and stem_lines[-1] == b"":
         stem_lines.pop()
     if not len(words) == len(desc_lines) == len(stem_lines):
-        raise ValueError(
-            f"{len(words)} words but {len(desc_lines)} description and {len(stem_lines)} stem lines"
-        )
+        raise ValueError(f"{len(words)} words but {len(desc_lines)} description and {len(stem_lines)} stem lines")
     decoded: dict[int, tuple[str, str, str, str, str, bool, bool, bool]] = {}
     rows: list[tuple[object, ...]] = []
     for index, (word, codes, stem) in enumerate(zip(words, desc_lines, stem_lines, strict=True)):
@@ -309,35 +302,67 @@ def read_hspell(deb_path: str | Path, sha256: str = SOURCE.sha256) -> pd.DataFra
     """
     files = _load(deb_path, sha256)
     try:
-        return decode_hspell(
-            files["wgz"], files["desc"], files["stems"], read_dmasks(files["libhspell"])
-        )
+        return decode_hspell(files["wgz"], files["desc"], files["stems"], read_dmasks(files["libhspell"]))
     except (ValueError, KeyError, struct.error, UnicodeDecodeError) as exc:
         raise InputError(deb_path, f"not a readable hspell word list: {exc}") from exc
 
 
+def genderless_cell(word: str, number: str) -> tuple[str, str] | None:
+    """(gender, number) of a present-tense verb form that hspell lists without gender.
+
+    Seven hand-listed verbs (``חי``, ``יכול``, ``יגור``, ``נגל``, ``נמק``, ``נסב``, ``קטן``) have
+    present forms described only as ``פ,יחיד,הווה`` / ``פ,רבים,הווה`` (masculine ``חי``, ``חיים``)
+    and ``פ,הווה`` (feminine ``חיה``, ``חיות``); their gender and number are read from the spelling.
+    """
+    if word.endswith("ים"):
+        return ("m", "pl")
+    if word.endswith("ות"):
+        return ("f", "pl")
+    if number == "sg":
+        return ("m", "sg")
+    if number == "" and word.endswith(("ה", "ת")):
+        return ("f", "sg")
+    return None
+
+
 def present_forms(analyses: pd.DataFrame) -> pd.DataFrame:
-    """The present-tense verb analyses the lexicon uses: one gender, sg or pl, bare (no suffix or
-    construct state). Columns ``lemma``, ``word``, ``gender``, ``number``."""
-    keep = (
+    """The present-tense verb analyses the lexicon uses: bare (no suffix, construct state or proper
+    noun), masculine or feminine, singular or plural (:func:`genderless_cell` for the few without
+    gender). Columns ``lemma``, ``word``, ``gender``, ``number``."""
+    cols = ["lemma", "word", "gender", "number"]
+    bare = analyses.loc[
         (analyses["pos"] == "verb")
         & (analyses["tense"] == "present")
-        & analyses["gender"].isin(["m", "f"])
-        & analyses["number"].isin(["sg", "pl"])
         & ~analyses["smichut"]
         & ~analyses["suffix"]
-        & ~analyses["propn"]
-    )
-    cols = ["lemma", "word", "gender", "number"]
-    return analyses.loc[keep, cols].drop_duplicates().reset_index(drop=True)
+        & ~analyses["propn"],
+        cols,
+    ]
+    regular = bare["gender"].isin(["m", "f"]) & bare["number"].isin(["sg", "pl"])
+    repaired = [
+        (lemma, word, *cell)
+        for lemma, word, gender, number in bare.loc[~regular & (bare["gender"] == "")].itertuples(index=False)
+        if (cell := genderless_cell(word, number)) is not None
+    ]
+    forms = pd.concat([bare.loc[regular], pd.DataFrame(repaired, columns=cols)], ignore_index=True)
+    return forms.drop_duplicates().reset_index(drop=True)
+
+
+#: Final letter forms and their medial forms (a suffix turns a final letter medial).
+FINAL_TO_MEDIAL = str.maketrans("ךםןףץ", "כמנפצ")
 
 
 def regular_plural(sing: str, cell: str) -> str:
     """The plural spelled regularly from a present singular: ``רוקד`` -> ``רוקדים``, ``קונה`` ->
-    ``קונים``; ``רוקדת`` -> ``רוקדות``, ``קונה`` -> ``קונות``."""
+    ``קונים``, ``מאלף`` -> ``מאלפים``; ``רוקדת`` -> ``רוקדות``, ``קונה`` -> ``קונות``, ``מובנית``
+    -> ``מובנות``."""
     if cell == "m":
-        return (sing[:-1] if sing.endswith("ה") else sing) + "ים"
-    return (sing[:-1] if sing.endswith(("ת", "ה")) else sing) + "ות"
+        stem = sing[:-1] if sing.endswith("ה") else sing
+        return stem[:-1] + stem[-1:].translate(FINAL_TO_MEDIAL) + "ים"
+    for ending in ("ית", "ת", "ה"):
+        if sing.endswith(ending) and len(sing) > len(ending):
+            return sing[: -len(ending)] + "ות"
+    return sing + "ות"
 
 
 def pair_forms(sings: list[str], plurs: list[str], cell: str) -> list[tuple[str, str]]:
