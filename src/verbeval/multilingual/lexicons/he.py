@@ -55,6 +55,7 @@ from pathlib import Path
 import pandas as pd
 
 from verbeval.core.errors import InputError
+from verbeval.core.model_sources.fingerprint import cache_dir
 from verbeval.multilingual.lexicons import LEXICON_COLUMNS, LexiconSource
 
 #: The pinned package: Debian's hspell 1.4-3.1 binary package for amd64.
@@ -70,6 +71,8 @@ SOURCE = LexiconSource(
 
 #: The file name the package is kept under (in the cache, by :func:`fetch_hspell`).
 DEB_NAME = "hspell_1.4-3.1_amd64.deb"
+#: The cache folder's subfolder the package is kept in (:func:`cached_deb_path`).
+CACHE_SUBDIR = "lexicons"
 #: The ``source`` column's value.
 SOURCE_LABEL = f"{SOURCE.package}={SOURCE.version}"
 
@@ -405,6 +408,12 @@ def source_lemma_count(deb_path: str | Path, sha256: str = SOURCE.sha256) -> int
     """How many verb lemmas (distinct stems of verb analyses, any tense) hspell lists."""
     analyses = read_hspell(deb_path, sha256)
     return int(analyses.loc[analyses["pos"] == "verb", "lemma"].nunique())
+
+
+def cached_deb_path() -> Path:
+    """Where the workflow keeps the package: ``$VERBEVAL_CACHE_DIR/lexicons/<DEB_NAME>`` (default
+    ``~/.cache/verbeval``); :func:`fetch_hspell` with its folder puts it there."""
+    return cache_dir() / CACHE_SUBDIR / DEB_NAME
 
 
 def fetch_hspell(dest_dir: str | Path, url: str = SOURCE.url, sha256: str = SOURCE.sha256) -> Path:
