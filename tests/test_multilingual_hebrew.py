@@ -24,8 +24,7 @@ import pandas as pd
 import pytest
 
 from verbeval.core.errors import InputError
-from verbeval.multilingual.lexicons import LEXICON_COLUMNS
-from verbeval.multilingual.lexicons import he
+from verbeval.multilingual.lexicons import LEXICON_COLUMNS, he
 
 #: word -> (stem, dmask) of each analysis, as hspell 1.4 lists them (a subset: see the docstring).
 FIXTURE: dict[str, list[tuple[str, int]]] = {
