@@ -28,6 +28,11 @@ debian/copyright), read in pure Python, nothing installed:
   part of speech, gender, person, number, tense, the possessive/object suffix, construct state
   (סמיכות) and proper noun.
 
+The C sources referred to are hspell's (``wunzip.c``, ``linginfo.c``, ``binarize-desc.pl``,
+``pack-desc.pl``; read in the hspell 1.2 sources, github.com/synhershko/hspell). The decoding was
+checked against the package's own ``hspell -l`` on 4,000 random words of 1.4-3.1: the same stems
+and analyses for every word (``hspell -l`` leaves out infinitive analyses, which need a prefix).
+
 The lexicon keeps the verb analyses in the present tense with one gender, singular or plural,
 without construct state or suffix, grouped by stem (seven hand-listed verbs, ``חי`` among them,
 whose present forms hspell describes without gender, get it from their spelling:
@@ -167,7 +172,8 @@ def read_deb_data(deb: bytes, wanted: tuple[str, ...]) -> dict[str, bytes]:
             name = info.name.removeprefix("./")
             if name in wanted and info.isfile():
                 fh = tar.extractfile(info)
-                assert fh is not None
+                if fh is None:
+                    raise ValueError(f"cannot extract {name}")
                 found[name] = fh.read()
     missing = [w for w in wanted if w not in found]
     if missing:
@@ -293,7 +299,7 @@ def _load(deb_path: str | Path, sha256: str) -> dict[str, bytes]:
             "stems": gzip.decompress(files[f"{WGZ}.stems"]),
             "libhspell": files[LIBHSPELL],
         }
-    except (ValueError, OSError, EOFError, tarfile.TarError, lzma.LZMAError) as exc:
+    except (ValueError, IndexError, OSError, EOFError, tarfile.TarError, lzma.LZMAError) as exc:
         raise InputError(path, f"not a readable hspell package: {exc}") from exc
 
 
@@ -306,7 +312,7 @@ def read_hspell(deb_path: str | Path, sha256: str = SOURCE.sha256) -> pd.DataFra
     files = _load(deb_path, sha256)
     try:
         return decode_hspell(files["wgz"], files["desc"], files["stems"], read_dmasks(files["libhspell"]))
-    except (ValueError, KeyError, struct.error, UnicodeDecodeError) as exc:
+    except (ValueError, KeyError, IndexError, struct.error, UnicodeDecodeError) as exc:
         raise InputError(deb_path, f"not a readable hspell word list: {exc}") from exc
 
 
@@ -435,6 +441,9 @@ def fetch_hspell(dest_dir: str | Path, url: str = SOURCE.url, sha256: str = SOUR
                 out.write(block)
         if digest.hexdigest() != sha256:
             raise InputError(url, f"downloaded sha256 {digest.hexdigest()} is not the pinned {sha256}")
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o644 & ~umask)  # mkstemp's 0600 is not a cache file's mode
         os.replace(tmp, target)
     except OSError as exc:
         raise InputError(url, f"cannot download the hspell package: {exc}") from exc
