@@ -77,7 +77,7 @@ SOURCE = LexiconSource(
 #: The file name the package is kept under (in the cache, by :func:`fetch_hspell`).
 DEB_NAME = "hspell_1.4-3.1_amd64.deb"
 #: The cache folder's subfolder the package is kept in (:func:`cached_deb_path`).
-CACHE_SUBDIR = "lexicons"
+CACHE_SUBDIR = "debian"
 #: The ``source`` column's value.
 SOURCE_LABEL = f"{SOURCE.package}={SOURCE.version}"
 
@@ -417,7 +417,7 @@ def source_lemma_count(deb_path: str | Path, sha256: str = SOURCE.sha256) -> int
 
 
 def cached_deb_path() -> Path:
-    """Where the workflow keeps the package: ``$VERBEVAL_CACHE_DIR/lexicons/<DEB_NAME>`` (default
+    """Where the workflow keeps the package: ``$VERBEVAL_CACHE_DIR/debian/<DEB_NAME>`` (default
     ``~/.cache/verbeval``); :func:`fetch_hspell` with its folder puts it there."""
     return cache_dir() / CACHE_SUBDIR / DEB_NAME
 
