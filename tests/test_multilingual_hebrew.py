@@ -5,8 +5,10 @@ The fast tests build a small hspell ``.deb`` here, with an encoder of the format
 ``linginfo.o`` in ``libhspell.a``, all in an ``ar``/``tar.xz`` package). Its 27 words and their
 analyses are copied from hspell 1.4 (``hspell -l`` of the real package shows the same analyses;
 analyses whose stem is not among the 27 words are left out), each dmask as hspell's own table has
-it; the description codes are those of the fixture's smaller table. The end-to-end test reads the
-real package from the verbeval cache.
+it; the description codes are those of the fixture's smaller table. (hspell's word list is
+AGPL-3.0-or-later, Nadav Har'El and Dan Kenigsberg: these 27 words and analyses are quoted from it.)
+The end-to-end test reads the real package from the verbeval cache (``$VERBEVAL_CACHE_DIR/debian``,
+where the workflow's ``fetch_hspell`` puts it).
 """
 
 from __future__ import annotations
