@@ -58,7 +58,9 @@ def _data_path() -> Path:
             path = Path(str(file.locate())).resolve()
             if path.is_file():
                 return path
-    raise VerbevalError(f"{SOURCE.package} {SOURCE.version} is installed without its {DATA_FILE}; reinstall it: pip install --force-reinstall '{SOURCE.requirement}'")
+    raise VerbevalError(
+        f"{SOURCE.package} {SOURCE.version} is installed without its {DATA_FILE}; reinstall it: pip install --force-reinstall '{SOURCE.requirement}'"
+    )
 
 
 def _unescape(text: str) -> str:
