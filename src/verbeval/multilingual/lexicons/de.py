@@ -70,6 +70,7 @@ def _table() -> tuple[tuple[str, ...], ...]:
 
 def source_lemma_count() -> int:
     """The number of distinct infinitives in the package's German verb table."""
+    require_version(SOURCE)
     return len({fields[0].strip().lower() for fields in _table() if fields and fields[0].strip()})
 
 
@@ -88,6 +89,7 @@ def _finite(field: str, side: str) -> list[str] | None:
 
 def build_lexicon() -> pd.DataFrame:
     """The German lexicon: cell ``pres`` of every one-word, non-separable verb of the table."""
+    require_version(SOURCE)
     rows: list[tuple[str, str, str, str]] = []
     for fields in _table():
         if len(fields) != FIELDS:

@@ -91,11 +91,13 @@ def _verb_entries() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
 
 def source_lemma_count() -> int:
     """The number of one-word verb lemmas the DELA lists (with or without a ``P3s``/``P3p`` form)."""
+    require_version(SOURCE)
     return len({lemma.lower() for _, lemma, _ in _verb_entries()})
 
 
 def build_lexicon() -> pd.DataFrame:
     """The French lexicon: cell ``pres`` of every DELA verb lemma that has both forms."""
+    require_version(SOURCE)
     forms: dict[tuple[str, str], dict[str, set[str]]] = {}
     for form, lemma, codes in _verb_entries():
         for code in codes:

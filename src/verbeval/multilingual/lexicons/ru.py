@@ -80,10 +80,14 @@ class _Paradigm(NamedTuple):
     cells: tuple[tuple[str, str, str, str], ...]
 
 
-def _analyzer() -> Any:
-    """pymorphy3's analyser of Russian (pymorphy3 is imported only here)."""
+def _require() -> None:
     require_version(ANALYZER)
     require_version(SOURCE)
+
+
+def _analyzer() -> Any:
+    """pymorphy3's analyser of Russian (pymorphy3 is imported only here)."""
+    _require()
     import pymorphy3
 
     return pymorphy3.MorphAnalyzer(lang="ru")
@@ -136,12 +140,14 @@ def _lexemes() -> tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...]:
 
 def source_lemma_count() -> int:
     """The number of distinct infinitives (verb lemmas) in the dictionary."""
+    _require()
     return len({lemma for lemma, _ in _lexemes()})
 
 
 def build_lexicon() -> pd.DataFrame:
     """The Russian lexicon: cells ``pres``, ``past_m``, ``past_f``, ``past_n`` of every verb lemma
     of the dictionary that has both forms of the cell."""
+    _require()
     by_cell: dict[tuple[str, str], dict[str, set[str]]] = {}
     for lemma, forms in _lexemes():
         if not _WORD.fullmatch(lemma):
