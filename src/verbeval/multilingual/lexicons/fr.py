@@ -7,11 +7,15 @@ one entry a line: ``form,lemma.CATEGORY+features:code:code...`` (an empty lemma 
 The verb entries (category ``V``, a one-word lemma) with the codes ``P3s`` and ``P3p`` (present
 indicative, third person singular and plural) give cell ``pres``: ``manger`` ``mange``/``mangent``,
 ``être`` ``est``/``sont``, ``avoir`` ``a``/``ont``. A lemma with spelling variants in a cell
-(``payer``: ``paie``, ``paye``; ``paient``, ``payent``) pairs them by :func:`pair_forms`.
+(``payer``: ``paie``, ``paye``; ``paient``, ``payent``) pairs them by :func:`pair_forms`; where
+prefixes tie every tied pair is kept (``asseoir``: ``assied`` and ``assoit`` each with ``asseyent``
+and ``assoient``). 12,014 one-word verb lemmas, 11,940 of them with both forms: 12,008 rows, built
+in about 4 s.
 
 Why this package: the two French conjugators on PyPI cannot be installed beside verbeval.
 ``verbecc`` 2.0.3 pins ``numpy==2.3.3`` and ``scipy==1.16.2`` (verbeval needs numpy >= 2.4 and
-scipy >= 1.17) and is LGPL-3; ``mlconjug3`` 4.0.1 needs ``numpy<2.0``. The DELA is data only (no
+scipy >= 1.17) and is LGPL-3, as does 1.11.7; ``mlconjug3`` 4.0.1 needs ``numpy<2.0`` and 3.11.0
+pins ``scikit-learn==1.3.0``. The DELA is data only (no
 dependencies), ships its own lemma list (102,073 lemmas in all; :func:`source_lemma_count` counts its
 one-word verb lemmas) and reads offline.
 

@@ -2,8 +2,8 @@
 
 Source: the OpenCorpora dictionary as packaged for pymorphy3 (``pymorphy3-dicts-ru``: MIT for the
 package's code, CC BY-SA 3.0 for its OpenCorpora data, as the package states), read with
-``pymorphy3`` 2.0.6 (MIT). Every lexeme of the
-dictionary whose normal form is an infinitive (``INFN``) is one lemma; its paradigm gives the cells:
+``pymorphy3`` 2.0.6 (MIT). Every lexeme of the dictionary whose normal form is an infinitive
+(``INFN``) is one lemma; its paradigm gives the cells:
 
 * ``pres``: ``VERB`` indicative present, third person singular / plural (``ждёт`` / ``ждут``). Only
   imperfective (and biaspectual) verbs have it: OpenCorpora tags the non-past of a perfective verb
