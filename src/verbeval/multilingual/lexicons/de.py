@@ -14,6 +14,10 @@ verbs are given with ``es``) and 7 (``sie`` plural) give cell ``pres``:
 * ``/`` separates spelling variants (``bekommt/bekömmt``), paired by :func:`pair_forms`; footnote
   marks (``birst⁴``) are removed.
 
+Of the table's 7,105 lines (7,073 distinct infinitives), 1,873 are separable verbs and 38 lemmas of
+more than one word; the 5,194 left give 5,165 lemmas and 5,175 rows (a lemma listed twice, a pair
+two lemmas share kept once), built in well under a second.
+
 Why this package: ``ablaut`` 0.11.0 conjugates German well (MIT OR Apache-2.0, no data files) but is
 a rule engine that ships no list of verbs, and its Python API has no way to list the ones it knows;
 ``dwdsmor`` 0.18.0 needs Python >= 3.12 (verbeval supports 3.11) and its automata are a separate
