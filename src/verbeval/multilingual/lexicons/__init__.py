@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from verbeval.core.errors import VerbevalError
 
@@ -84,9 +84,10 @@ def language_source(lang: str) -> LexiconSource:
     return _module(lang).SOURCE
 
 
-def language_lexicon(lang: str) -> pd.DataFrame:
-    """Language ``lang``'s verb lexicon (:data:`LEXICON_COLUMNS`), built by its module."""
-    return _module(lang).build_lexicon()
+def language_lexicon(lang: str, *args: Any, **kwargs: Any) -> pd.DataFrame:
+    """Language ``lang``'s verb lexicon (:data:`LEXICON_COLUMNS`), built by its module's
+    ``build_lexicon`` (with ``args`` and ``kwargs``: Hebrew's takes the hspell package's path)."""
+    return _module(lang).build_lexicon(*args, **kwargs)
 
 
 def require_version(source: LexiconSource, distribution: str | None = None) -> None:
