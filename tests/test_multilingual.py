@@ -19,13 +19,7 @@ import pytest
 from scipy.stats import fisher_exact, ttest_ind
 
 from verbeval.multilingual.clams import group_id
-from verbeval.multilingual.report import (
-    compare_languages,
-    english_against_ml,
-    headline,
-    language_groups,
-    overview,
-)
+from verbeval.multilingual.report import compare_languages, english_against_ml, headline, language_groups, overview
 from verbeval.multilingual.templates import CELL_NONE, cell_index, clams_templates, uncovered_pairs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,9 +144,9 @@ def _reference(model: Path, templates: pd.DataFrame) -> pd.DataFrame:
         ids = tok(r.left, add_special_tokens=False)["input_ids"]
         with torch.no_grad():
             logits = lm(torch.tensor([ids])).logits[0, -1].double()
-        p = torch.softmax(logits, -1).numpy()
+        probs = torch.softmax(logits, -1).numpy()
 
-        def prob(word: str) -> float:
+        def prob(word: str, p: np.ndarray = probs) -> float:
             return float(p[tok.convert_tokens_to_ids(word)])
 
         tse = float(prob(r.correct) > prob(r.incorrect))
@@ -188,10 +182,11 @@ def test_scores_are_those_of_the_rows_cell_lemmas(scored: SimpleNamespace) -> No
 def test_eligible_counts_each_cell(scored: SimpleNamespace) -> None:
     e = pd.read_csv(scored.out / "eligible.csv", keep_default_na=False)
     got = {(r.language, r.cell): (r.lexicon_lemmas, r.eligible_lemmas, r.rows) for r in e.itertuples()}
-    # every planted form is a word of the tokenizer: all eligible; ru past_m and pres each 2 rows, the adjective
-    # row alone in the TSE-only run
+    # every planted form is a word of the tokenizer: all eligible; ru past_m and pres 2 rows each, the adjective
+    # row of no cell (TSE only)
     assert got == {("fr", "pres"): (3, 3, 4), ("ru", "pres"): (3, 3, 2), ("ru", "past_m"): (2, 2, 2),
-                   ("ru", "tse_only"): (0, 0, 1)}  # fmt: skip
+                   ("ru", "none"): (0, 0, 1)}  # fmt: skip
+    assert set(e["rows_multi_token"]) == {0}  # a word-level tokenizer
     contexts = pd.read_parquet(scored.out / "contexts.parquet")
     assert set(contexts["cell"]) == {"pres", "past_m"}
 

@@ -1,19 +1,27 @@
 """One model on every language of the study, in one process: the agreement study's own steps, per cell.
 
-EW and MW of a context are taken over the eligible lemmas of its row's cell (a language's contrast:
-``pres``; Russian ``past_m``/``past_f``/``past_n``; Hebrew ``m``/``f``). The agreement engine scores
-every context of a run over one lemma set, so each (language, cell) is one run of its steps: the
-cell's rows (``templates.parquet``), its eligible lemmas (:func:`verbeval.agreement.data.eligibility.eligible_lemmas`,
+**EW and MW** of a context are taken over the eligible lemmas of its row's cell (a language's contrast:
+``pres``; Russian ``past_m``/``past_f``/``past_n``; Hebrew ``m``/``f``), eligible as in English: both
+forms single tokens of the model. The agreement engine scores every context of a run over one lemma
+set, so each (language, cell) with rows and an eligible lemma is one run of its steps: the cell's rows
+(``templates.parquet``), its eligible lemmas (:func:`verbeval.agreement.data.eligibility.eligible_lemmas`,
 ``lemmas.parquet``), its shard store (:func:`verbeval.agreement.runs.run_shards`) and its per-group
-scores (:func:`verbeval.agreement.runs.aggregate`), under ``<out>/<language>/<cell>/``. The model is
-loaded once for all of them. The rows of no cell (:data:`~verbeval.multilingual.templates.CELL_NONE`)
-and of a cell without an eligible lemma get their own run for TSE; their contexts have no EW or MW.
+scores (:func:`verbeval.agreement.runs.aggregate`), under ``<out>/<language>/<cell>/``. Rows of no cell
+(:data:`~verbeval.multilingual.templates.CELL_NONE`) and of a cell without an eligible lemma have no EW
+or MW.
 
-:func:`combine` then pools each group's cells: the contexts of every cell with lemmas (EW, MW) and the
-rows of every cell (TSE), summarised with the agreement study's :func:`~verbeval.agreement.scores.aggregate.summarise`
-(bootstrap intervals over contexts; TSE's Wilson interval) into ``<out>/<language>/<group>/summary.csv``
-and the model's ``summary_all.csv``; ``eligible.csv`` counts each cell's lexicon lemmas, eligible
-lemmas, rows and rows with a TSE.
+**TSE** is taken for every row, whatever the number of sub-tokens of its two words: each word's
+log-probability after the row's prefix by the chain rule over its sub-tokens (exact for a causal LM;
+PLL-word-l2r for a masked LM), by the lexicon modes' :func:`verbeval.agreement.lexicon_modes.multitoken.form_logprobs`
+(:func:`word_tse`, ``<out>/<language>/tse.parquet``). For two single-token words this is the engine's
+TSE decision; for the many words a multilingual vocabulary splits (most Hebrew verbs in Gemma's), it is
+the only one there is. The model is loaded once for all of it.
+
+:func:`combine` then pools each group: the contexts of its cells (EW, MW) and its rows (TSE), summarised
+with the agreement study's :func:`~verbeval.agreement.scores.aggregate.summarise` (bootstrap intervals
+over contexts; TSE's Wilson interval) into ``<out>/<language>/<group>/summary.csv`` and the model's
+``summary_all.csv``; ``eligible.csv`` counts each cell's lexicon lemmas, eligible lemmas, rows and rows
+whose pair has a word of several sub-tokens.
 """
 
 from __future__ import annotations
@@ -35,15 +43,16 @@ from verbeval.multilingual.templates import CELL_NONE
 log = logging.getLogger("verbeval")
 
 #: the columns of ``eligible.csv``
-ELIGIBLE_COLUMNS = ("model", "language", "cell", "lexicon_lemmas", "eligible_lemmas", "rows", "rows_with_tse")
+ELIGIBLE_COLUMNS = ("model", "language", "cell", "lexicon_lemmas", "eligible_lemmas", "rows", "rows_multi_token")
+#: the columns of a language's ``tse.parquet`` (:func:`word_tse`): each row's TSE and its two words' log-probabilities
+TSE_COLUMNS: dict[str, str] = {
+    "group": "str", "row": "int64", "context_id": "int64", "tse": "float64", "logp_correct": "float64",
+    "logp_incorrect": "float64", "tokens_correct": "int64", "tokens_incorrect": "int64",
+}  # fmt: skip
 #: the columns of ``contexts.parquet``: each scored context's EW and MW at top p = 1 (the comparisons' data)
 CONTEXT_COLUMNS: dict[str, str] = {
     "model": "str", "group": "str", "cell": "str", "context_id": "int64", "ew": "float64", "mw": "float64"
 }  # fmt: skip
-#: the directory of a cell's TSE-only run (rows of no cell, or of a cell without an eligible lemma)
-TSE_ONLY = "tse_only"
-
-
 @dataclass(frozen=True)
 class ClamsScoreRun:
     """``clams-score``: one model on every language of ``templates``.
@@ -82,7 +91,7 @@ def eligible_path(out_dir: str | Path) -> Path:
 
 @dataclass(frozen=True)
 class CellRun:
-    """One (language, cell) run: its rows, its lexicon lemmas and folder."""
+    """One (language, cell): its rows, its lexicon's lemma count, its eligible lemmas and folder."""
 
     language: str
     cell: str
@@ -90,55 +99,79 @@ class CellRun:
     lexicon_lemmas: int
     lemmas: pd.DataFrame
     folder: Path
-    scored: bool  # EW and MW taken (False: TSE only)
+
+    @property
+    def scored(self) -> bool:
+        """Whether its EW and MW are taken (rows of a cell with an eligible lemma)."""
+        return self.cell != CELL_NONE and not self.lemmas.empty
 
 
 def plan_cells(templates: pd.DataFrame, lexicons: Mapping[str, pd.DataFrame], tokenizer: Any, out: Path) -> list[CellRun]:
-    """The runs of one model: per language, each cell with rows and an eligible lemma, then the
-    TSE-only run (rows of no cell, and of cells without an eligible lemma) when there are such rows.
-    The TSE-only run's lemmas are those of the language's cell with the most eligible lemmas (its
-    shards need some; none of their EW or MW is used)."""
+    """Per language, each cell with rows (in the lexicon's cell order), then the rows of no cell; a cell
+    without an eligible lemma is kept (its rows counted) but not :attr:`CellRun.scored` (warned)."""
     from verbeval.agreement.data.eligibility import eligible_lemmas
 
     runs: list[CellRun] = []
     for lang in dict.fromkeys(templates["language"]):
         rows = templates[templates["language"] == lang]
         lex = lexicons[lang]
-        cells = list(dict.fromkeys(lex["cell"]))
-        eligible = {c: eligible_lemmas(lex[lex["cell"] == c].reset_index(drop=True), tokenizer) for c in cells}
-        tse_only = rows["cell"] == CELL_NONE
-        for cell in cells:
+        for cell in [*dict.fromkeys(lex["cell"]), CELL_NONE]:
             part = rows[rows["cell"] == cell]
             if part.empty:
                 continue
-            if eligible[cell].empty:
-                log.warning("%s / %s: no lemma of the cell is eligible for this model; its rows get TSE only", lang, cell)
-                tse_only |= rows["cell"] == cell
-                continue
-            n_lex = int((lex["cell"] == cell).sum())
-            runs.append(CellRun(lang, cell, part, n_lex, eligible[cell], out / lang / cell, True))
-        if tse_only.any():
-            best = max(cells, key=lambda c: len(eligible[c]))
-            if eligible[best].empty:
-                raise_no_lemmas(lang)
-            runs.append(CellRun(lang, TSE_ONLY, rows[tse_only], 0, eligible[best], out / lang / TSE_ONLY, False))
+            cell_lex = lex[lex["cell"] == cell].reset_index(drop=True)
+            lemmas = eligible_lemmas(cell_lex, tokenizer) if len(cell_lex) else cell_lex.iloc[:0]
+            if cell != CELL_NONE and lemmas.empty:
+                log.warning("%s / %s: none of the cell's %d lemmas has both forms single tokens of this model: its "
+                            "%d rows get TSE only (no EW or MW)", lang, cell, len(cell_lex), len(part))  # fmt: skip
+            runs.append(CellRun(lang, cell, part, int(cell_lex["lemma"].nunique()), lemmas, out / lang / cell))
     return runs
 
 
-def raise_no_lemmas(lang: str) -> None:
-    from verbeval.core.errors import VerbevalError
+def word_tse(lm: Any, templates: pd.DataFrame, prepend_bos: bool | None, progress: bool = False) -> pd.DataFrame:
+    """Every row's TSE (:data:`TSE_COLUMNS`) from its two words' chain-rule log-probabilities after its
+    context (module docstring); ``row`` and ``context_id`` index the group's rows and distinct contexts
+    (:func:`verbeval.agreement.engine.shards.group_contexts`). A tie counts as wrong, as in the engine."""
+    import numpy as np
 
-    raise VerbevalError(
-        f"language {lang!r}: no lemma of its lexicon has both forms single tokens of this model; "
-        "EW, MW and this engine's TSE need at least one (drop the language from multilingual.languages)"
-    )
+    from verbeval.agreement.data.eligibility import form_token_ids
+    from verbeval.agreement.engine.encoding import encode_contexts
+    from verbeval.agreement.engine.shards import group_contexts
+    from verbeval.agreement.lexicon_modes.multitoken import form_logprobs
+
+    parts = []
+    for group in dict.fromkeys(templates["group"]):
+        g, contexts, row_context = group_contexts(templates, group, lm.kind)
+        words = list(dict.fromkeys([*g["correct"], *g["incorrect"]]))
+        ids = form_token_ids(lm.tokenizer, words)
+        logp = form_logprobs(lm, encode_contexts(lm, contexts, prepend_bos), ids, progress=progress, desc=group)
+        col = {w: i for i, w in enumerate(words)}
+        right = logp[row_context, [col[w] for w in g["correct"]]]
+        wrong = logp[row_context, [col[w] for w in g["incorrect"]]]
+        n_tok = {w: len(x) for w, x in zip(words, ids)}
+        parts.append(
+            pd.DataFrame(
+                {
+                    "group": group,
+                    "row": np.arange(len(g)),
+                    "context_id": row_context,
+                    "tse": (right > wrong).astype(np.float64),
+                    "logp_correct": right,
+                    "logp_incorrect": wrong,
+                    "tokens_correct": [n_tok[w] for w in g["correct"]],
+                    "tokens_incorrect": [n_tok[w] for w in g["incorrect"]],
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True).astype(TSE_COLUMNS)
 
 
 def score_model(run: ModelRun, score: ClamsScoreRun, session: Session | None = None) -> None:
-    """Every cell run of ``score`` (:func:`plan_cells`) with the model of ``run`` loaded once, then
-    :func:`combine`."""
+    """Every language of ``score`` with the model of ``run`` loaded once: each scored cell's shards and
+    scores (:func:`plan_cells`), every row's TSE (:func:`word_tse`), then :func:`combine`."""
     from verbeval.agreement.runs import AggregateRun, ShardRun, aggregate, in_session, load_checked_lm, run_shards
     from verbeval.core.cliutil import check_outputs
+    from verbeval.core.errors import VerbevalError
     from verbeval.core.fasttok import load_text_tokenizer
     from verbeval.core.io import write_parquet
 
@@ -149,14 +182,23 @@ def score_model(run: ModelRun, score: ClamsScoreRun, session: Session | None = N
     lexicons = {lang: pd.read_parquet(path) for lang, path in score.lexicons.items()}
     missing = sorted(set(templates["language"]) - set(lexicons))
     if missing:
-        from verbeval.core.errors import VerbevalError
-
         raise VerbevalError(f"{score.templates}: no lexicon given for language(s) {', '.join(missing)}")
     runs = plan_cells(templates, lexicons, load_text_tokenizer(run.source), out)
+    random_init = run.is_random()
     with in_session(session) as s:
         groups = list(dict.fromkeys(templates["group"]))
         lm, load_s = load_checked_lm(run, templates, score.templates, groups, s)
+        for lang in dict.fromkeys(templates["language"]):
+            rows = templates[templates["language"] == lang].reset_index(drop=True)
+            t0 = time.perf_counter()
+            tse = word_tse(lm, rows, run.prepend_bos, score.progress)
+            write_parquet(tse, out / lang / "tse.parquet")
+            log.info("%s / %s: TSE of %d rows (%d with a word of several sub-tokens) in %.1f s", score.model_name,
+                     lang, len(tse), int(((tse["tokens_correct"] > 1) | (tse["tokens_incorrect"] > 1)).sum()),
+                     time.perf_counter() - t0)  # fmt: skip
         for cell in runs:
+            if not cell.scored:
+                continue
             rows = cell.rows.reset_index(drop=True)
             cell_groups = tuple(dict.fromkeys(rows["group"]))
             t_path, l_path = cell.folder / "templates.parquet", cell.folder / "lemmas.parquet"
@@ -192,72 +234,70 @@ def score_model(run: ModelRun, score: ClamsScoreRun, session: Session | None = N
                 ),
                 s,
             )
-    combine(runs, score, out)
-    log.info("%s: %d languages, %d cell runs in %.1f s -> %s", score.model_name,
-             len(lexicons), len(runs), time.perf_counter() - started, summary_path(out))  # fmt: skip
+    combine(runs, templates, score, out, random_init)
+    log.info("%s: %d languages in %.1f s -> %s", score.model_name, len(lexicons), time.perf_counter() - started,
+             summary_path(out))  # fmt: skip
 
 
-def combine(runs: Sequence[CellRun], score: ClamsScoreRun, out: Path) -> pd.DataFrame:
-    """Each group's cells pooled and summarised (module docstring); writes every group's
-    ``summary.csv``, the model's ``summary_all.csv`` and ``eligible.csv``; returns the summary."""
-    import numpy as np
+def _empty_scores(score: ClamsScoreRun) -> pd.DataFrame:
+    """A group's per-context scores with no context: EW and MW undefined (no scored cell)."""
+    from verbeval.agreement.scores.aggregate import score_columns
 
-    from verbeval.agreement.engine.shardstore import manifest_random_init
+    cols = score_columns(score.top_cutoffs, score.bottom_cutoffs)
+    return pd.DataFrame({c: pd.Series([], dtype="int64" if c == "context_id" else "bool" if c == "plural" else "float64")
+                         for c in cols})  # fmt: skip
+
+
+def combine(
+    runs: Sequence[CellRun], templates: pd.DataFrame, score: ClamsScoreRun, out: Path, random_init: bool
+) -> pd.DataFrame:
+    """Each group pooled and summarised (module docstring); writes every group's ``summary.csv``, the
+    model's ``summary_all.csv``, ``eligible.csv`` and ``contexts.parquet``; returns the summary."""
     from verbeval.agreement.scores.aggregate import summarise, with_interval_settings
     from verbeval.core.io import write_csv, write_parquet
 
     summaries: list[pd.DataFrame] = []
     counts: list[dict[str, Any]] = []
     contexts: list[pd.DataFrame] = []
-    for lang in dict.fromkeys(r.language for r in runs):
+    for lang in dict.fromkeys(templates["language"]):
         lang_runs = [r for r in runs if r.language == lang]
-        random_init = any(manifest_random_init(str(r.folder / "shards" / "manifest.json")) for r in lang_runs)
-        groups = list(dict.fromkeys(g for r in lang_runs for g in r.rows["group"]))
-        for group in groups:
-            scores, tse, offset = [], [], 0
+        tse_all = pd.read_parquet(out / lang / "tse.parquet")
+        for group in dict.fromkeys(templates.loc[templates["language"] == lang, "group"]):
+            scores, offset = [], 0
             for r in lang_runs:
                 folder = r.folder / "groups" / group
-                if not (folder / "tse.parquet").exists():
-                    continue  # the group has no row in this cell
+                if not r.scored or not (folder / "scores.parquet").exists():
+                    continue  # no EW or MW in this cell, or no row of the group in it
                 s = pd.read_parquet(folder / "scores.parquet")
-                t = pd.read_parquet(folder / "tse.parquet")
-                s = s.assign(context_id=s["context_id"] + offset)
-                t = t.assign(context_id=t["context_id"] + offset)
-                top = int(max(s["context_id"].max() if len(s) else -1, t["context_id"].max() if len(t) else -1))
-                offset = max(offset, top + 1)
-                if r.scored:
-                    scores.append(s)
-                    contexts.append(
-                        pd.DataFrame(
-                            {
-                                "model": score.model_name,
-                                "group": group,
-                                "cell": r.cell,
-                                "context_id": s["context_id"].to_numpy(),
-                                "ew": s["ew_top@1"].to_numpy(),
-                                "mw": s["mw_top@1"].to_numpy(),
-                            }
-                        )
+                s = s.assign(context_id=s["context_id"] + offset)  # distinct across the cells
+                offset = int(s["context_id"].max()) + 1 if len(s) else offset
+                scores.append(s)
+                contexts.append(
+                    pd.DataFrame(
+                        {
+                            "model": score.model_name,
+                            "group": group,
+                            "cell": r.cell,
+                            "context_id": s["context_id"].to_numpy(),
+                            "ew": s["ew_top@1"].to_numpy(),
+                            "mw": s["mw_top@1"].to_numpy(),
+                        }
                     )
-                tse.append(t)
-            all_scores = pd.concat(scores, ignore_index=True) if scores else None
-            all_tse = pd.concat(tse, ignore_index=True)
-            if all_scores is None:  # no verb contrast in the group: TSE only, EW and MW NaN
-                cols = pd.read_parquet(lang_runs[-1].folder / "groups" / group / "scores.parquet").columns
-                all_scores = pd.DataFrame({c: pd.Series([], dtype="float64") for c in cols})
+                )
+            all_scores = pd.concat(scores, ignore_index=True) if scores else _empty_scores(score)
+            tse = tse_all[tse_all["group"] == group].reset_index(drop=True)
+            tse = tse.assign(p_sing=float("nan"), p_plur=float("nan"))[["row", "context_id", "tse", "p_sing", "p_plur"]]
             summary = summarise(
-                all_scores, all_tse, model=score.model_name, group=group, resamples=score.resamples,
+                all_scores, tse, model=score.model_name, group=group, resamples=score.resamples,
                 seed=score.seed, confidence=score.confidence, cluster="context",
             ).assign(random_init=random_init)  # fmt: skip
             summary = with_interval_settings(summary, score.resamples, score.confidence)
             write_csv(summary, out / lang / group / "summary.csv", float_format="%.10g")
             summaries.append(summary)
+        multi = (tse_all["tokens_correct"] > 1) | (tse_all["tokens_incorrect"] > 1)
+        rows_lang = templates[templates["language"] == lang].reset_index(drop=True)
         for r in lang_runs:
-            tse_rows = []
-            for group in dict.fromkeys(r.rows["group"]):
-                path = r.folder / "groups" / group / "tse.parquet"
-                tse_rows.append(pd.read_parquet(path, columns=["tse"])["tse"].to_numpy())
-            defined = int(sum(int((~np.isnan(t)).sum()) for t in tse_rows))
+            in_cell = _row_mask(rows_lang, tse_all, r.cell)
             counts.append(
                 {
                     "model": score.model_name,
@@ -266,7 +306,7 @@ def combine(runs: Sequence[CellRun], score: ClamsScoreRun, out: Path) -> pd.Data
                     "lexicon_lemmas": r.lexicon_lemmas,
                     "eligible_lemmas": len(r.lemmas) if r.scored else 0,
                     "rows": len(r.rows),
-                    "rows_with_tse": defined,
+                    "rows_multi_token": int((multi.to_numpy() & in_cell).sum()),
                 }
             )
     summary_all = pd.concat(summaries, ignore_index=True)
@@ -276,3 +316,12 @@ def combine(runs: Sequence[CellRun], score: ClamsScoreRun, out: Path) -> pd.Data
     write_parquet(ctx.astype(CONTEXT_COLUMNS), contexts_path(out))
     write_csv(summary_all, summary_path(out), float_format="%.10g")
     return summary_all
+
+
+def _row_mask(rows: pd.DataFrame, tse: pd.DataFrame, cell: str) -> Any:
+    """Which rows of ``tse`` (a language's, group by group in the templates' order) are in ``cell``."""
+    import numpy as np
+
+    cells = {g: part["cell"].to_numpy() for g, part in rows.groupby("group", sort=False)}
+    return np.concatenate([cells[g][tse.loc[tse["group"] == g, "row"].to_numpy()] == cell
+                           for g in dict.fromkeys(tse["group"])])  # fmt: skip

@@ -97,7 +97,7 @@ def write_tables(run: TableRun) -> None:
         write_text(out / lang / "table2.md", f"# {LANGUAGE_NAMES[lang]} (CLAMS)\n\n" + to_markdown(t, models))
         write_text(out / lang / "table2.html", to_html(t, models, confidence=run.confidence, wilson=tse_wilson(summary)))
         _figures(summary, lang, groups, models, out / lang, run.formats, run.confidence)
-    body = [f"# Agreement across languages (CLAMS): TSE / EW / MW, EW and MW at top p = 1\n"]
+    body = ["# Agreement across languages (CLAMS): TSE / EW / MW, EW and MW at top p = 1\n"]
     for m in models:
         body += [f"## {m}\n", overview(summary, m, languages)]
     if note:
@@ -135,15 +135,17 @@ def _eligible_markdown(eligible: pd.DataFrame) -> str:
     lines = [
         "# Eligible lemmas per language and cell",
         "",
-        "Both forms single tokens of the model (as in English). `tse_only`: the pairs of no lexicon contrast "
-        "(and of cells without an eligible lemma), scored for TSE only.",
+        "Eligible: both forms single tokens of the model (as in English); EW and MW are taken over them. `none`: "
+        "the pairs whose two words are no contrast of the lexicon (a Russian predicative adjective), scored for TSE "
+        "only, as are the rows of a cell without an eligible lemma. TSE is taken for every row, a word of several "
+        "sub-tokens by the chain rule (the last column counts such rows).",
         "",
-        "| model | language | cell | lexicon lemmas | eligible lemmas | rows | rows with a TSE |",
+        "| model | language | cell | lexicon lemmas | eligible lemmas | rows | rows with a multi-token word |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in eligible.itertuples(index=False):
         lines.append(f"| {r.model} | {r.language} | {r.cell} | {r.lexicon_lemmas} | {r.eligible_lemmas} | {r.rows} "
-                     f"| {r.rows_with_tse} |")  # fmt: skip
+                     f"| {r.rows_multi_token} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -9,7 +9,8 @@ figures (the figures, Table 3 and the DVC views of Table 2 and Figures 1-4: ``PL
 (the multi-token forms and the three lexicon modes: ``PLAN.lexicon_modes``), comparisons
 (the paired comparisons, the precision audit and the flip sets: ``PLAN.comparisons``), steps (every
 declared step), studies
-(the SimVerb-3500 and veridicality parts of the plan), acquisition (the acquisition analysis of the checkpoint
+(the SimVerb-3500 and veridicality parts of the plan), multilingual (the CLAMS languages' rules:
+``PLAN.multilingual``), acquisition (the acquisition analysis of the checkpoint
 sweeps, their families and seeds, and the toy models the workflow trains: ``PLAN.acquisition``), repairs (changed pinned files, stale shard
 stores and unverified raw copies, found without writing: ``PLAN.repairs``), queues (the queue jobs:
 a sweep's chunks of revisions and a local GPU's models, each one ``verbeval run-queue``: ``PLAN.queues``), snakemake (what the
@@ -22,5 +23,5 @@ report_tables (a CSV table as an HTML page of the Snakemake report) and cli (the
 workflow and repository as a whole: dvc-yaml, docs-cli, docs-config, report-table). ``workflow/rules/*.smk`` only bind rules to a
 :class:`~verbeval.workflow.plan.Plan`.
 
-May import: core, agreement, acquisition, simverb, veridicality, workflow.
+May import: core, agreement, acquisition, simverb, veridicality, multilingual, workflow.
 """

@@ -15,15 +15,8 @@ from typing import Any
 import pandas as pd
 
 from verbeval.core.errors import VerbevalError
-from verbeval.multilingual.lexicons import LEXICON_COLUMNS
+from verbeval.multilingual.lexicons import LANGUAGE_MODULES, LEXICON_COLUMNS
 
-#: the module of each language built from a package (``en`` comes from the agreement study's lexicon)
-LANGUAGE_MODULES: dict[str, str] = {
-    "fr": "verbeval.multilingual.lexicons.fr",
-    "de": "verbeval.multilingual.lexicons.de",
-    "ru": "verbeval.multilingual.lexicons.ru",
-    "he": "verbeval.multilingual.lexicons.he",
-}
 #: the English lexicon's provenance (the agreement study's, docs/data.md)
 ENGLISH_SOURCE = {
     "package": "verbeval lexicon (refining-tse combined_verb_list.csv + Giant Verb List, lemminflect)",

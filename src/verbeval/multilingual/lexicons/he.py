@@ -79,7 +79,7 @@ DEB_NAME = "hspell_1.4-3.1_amd64.deb"
 #: The cache folder's subfolder the package is kept in (:func:`cached_deb_path`).
 CACHE_SUBDIR = "debian"
 #: The ``source`` column's value.
-SOURCE_LABEL = f"{SOURCE.package}={SOURCE.version}"
+SOURCE_LABEL = SOURCE.requirement
 
 #: Paths inside the package's data archive.
 WGZ = "usr/share/hspell/hebrew.wgz"
