@@ -123,32 +123,80 @@ def plan_cells(templates: pd.DataFrame, lexicons: Mapping[str, pd.DataFrame], to
             lemmas = eligible_lemmas(cell_lex, tokenizer) if len(cell_lex) else cell_lex.iloc[:0]
             if cell != CELL_NONE and lemmas.empty:
                 log.warning("%s / %s: none of the cell's %d lemmas has both forms single tokens of this model: its "
-                            "%d rows get TSE only (no EW or MW)", lang, cell, len(cell_lex), len(part))  # fmt: skip
+                            "%d rows get TSE only (no EW or MW)", lang, cell, cell_lex["lemma"].nunique(), len(part))  # fmt: skip
             runs.append(CellRun(lang, cell, part, int(cell_lex["lemma"].nunique()), lemmas, out / lang / cell))
     return runs
 
 
+def next_token_logprobs(lm: Any, encoded: Any, token_ids: Sequence[int], batch_size: int = 64) -> Any:
+    """``[contexts, tokens]`` float64 log-probabilities of ``token_ids`` at each context's target
+    position: the engine's batched forward pass (right-padded batches of similar length, the head
+    applied at the target only: :func:`verbeval.agreement.engine.forward_pass.target_logits`)."""
+    import numpy as np
+    import torch
+
+    from verbeval.agreement.engine.forward_pass import _batches, _pad, fit_contexts, target_logits
+
+    tok = lm.tokenizer
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+    out = np.empty((len(encoded.ids), len(token_ids)), dtype=np.float64)
+    cols = torch.as_tensor(list(token_ids), dtype=torch.long)
+    lengths = np.fromiter((len(s) for s in encoded.ids), dtype=np.int64, count=len(encoded.ids))
+    with torch.inference_mode():
+        for idx in _batches(lengths, fit_contexts(lm, encoded, batch_size)):
+            ids, att = _pad([encoded.ids[i] for i in idx], pad, lm.device)
+            tgt = torch.as_tensor(encoded.target[idx], device=lm.device)
+            logits = target_logits(lm.model, ids, att, tgt).double()
+            out[idx] = torch.log_softmax(logits, dim=-1)[:, cols.to(logits.device)].cpu().numpy()
+    return out
+
+
+def word_logprobs(lm: Any, encoded: Any, words: list[list[int]], need: Any, progress: bool = False) -> Any:
+    """``[contexts, words]`` chain-rule log-probabilities of ``words`` (token ids) after each context:
+    one batched forward pass for the single-token words; :func:`~verbeval.agreement.lexicon_modes.multitoken.form_logprobs`
+    for the others, in the contexts where ``need`` (``[contexts, words]`` bool) asks for them (NaN elsewhere)."""
+    import numpy as np
+
+    from verbeval.agreement.engine.encoding import Encoded
+    from verbeval.agreement.lexicon_modes.multitoken import form_logprobs
+
+    n = len(encoded.ids)
+    out = np.full((n, len(words)), np.nan)
+    single = [j for j, w in enumerate(words) if len(w) == 1]
+    multi = [j for j, w in enumerate(words) if len(w) > 1]
+    if single:
+        out[:, single] = next_token_logprobs(lm, encoded, [words[j][0] for j in single])
+    ctx = np.flatnonzero(need[:, multi].any(axis=1)) if multi else np.zeros(0, dtype=np.int64)
+    if len(ctx):
+        sub = Encoded([encoded.ids[i] for i in ctx], encoded.target[ctx], encoded.bos)
+        out[np.ix_(ctx, multi)] = form_logprobs(lm, sub, [words[j] for j in multi], progress=progress)
+    return out
+
+
 def word_tse(lm: Any, templates: pd.DataFrame, prepend_bos: bool | None, progress: bool = False) -> pd.DataFrame:
     """Every row's TSE (:data:`TSE_COLUMNS`) from its two words' chain-rule log-probabilities after its
-    context (module docstring); ``row`` and ``context_id`` index the group's rows and distinct contexts
-    (:func:`verbeval.agreement.engine.shards.group_contexts`). A tie counts as wrong, as in the engine."""
+    context (module docstring, :func:`word_logprobs`); ``row`` and ``context_id`` index the group's rows
+    and distinct contexts (:func:`verbeval.agreement.engine.shards.group_contexts`). A tie counts as
+    wrong, as in the engine."""
     import numpy as np
 
     from verbeval.agreement.data.eligibility import form_token_ids
     from verbeval.agreement.engine.encoding import encode_contexts
     from verbeval.agreement.engine.shards import group_contexts
-    from verbeval.agreement.lexicon_modes.multitoken import form_logprobs
 
     parts = []
     for group in dict.fromkeys(templates["group"]):
         g, contexts, row_context = group_contexts(templates, group, lm.kind)
         words = list(dict.fromkeys([*g["correct"], *g["incorrect"]]))
-        ids = form_token_ids(lm.tokenizer, words)
-        logp = form_logprobs(lm, encode_contexts(lm, contexts, prepend_bos), ids, progress=progress, desc=group)
         col = {w: i for i, w in enumerate(words)}
-        right = logp[row_context, [col[w] for w in g["correct"]]]
-        wrong = logp[row_context, [col[w] for w in g["incorrect"]]]
-        n_tok = {w: len(x) for w, x in zip(words, ids)}
+        ids = form_token_ids(lm.tokenizer, words)
+        c_col = np.array([col[w] for w in g["correct"]], dtype=np.int64)
+        i_col = np.array([col[w] for w in g["incorrect"]], dtype=np.int64)
+        need = np.zeros((len(contexts), len(words)), dtype=bool)
+        need[row_context, c_col] = need[row_context, i_col] = True
+        logp = word_logprobs(lm, encode_contexts(lm, contexts, prepend_bos), ids, need, progress)
+        right, wrong = logp[row_context, c_col], logp[row_context, i_col]
+        n_tok = np.array([len(x) for x in ids], dtype=np.int64)
         parts.append(
             pd.DataFrame(
                 {
@@ -158,8 +206,8 @@ def word_tse(lm: Any, templates: pd.DataFrame, prepend_bos: bool | None, progres
                     "tse": (right > wrong).astype(np.float64),
                     "logp_correct": right,
                     "logp_incorrect": wrong,
-                    "tokens_correct": [n_tok[w] for w in g["correct"]],
-                    "tokens_incorrect": [n_tok[w] for w in g["incorrect"]],
+                    "tokens_correct": n_tok[c_col],
+                    "tokens_incorrect": n_tok[i_col],
                 }
             )
         )
