@@ -325,3 +325,42 @@ def test_an_unknown_model_is_a_one_line_error(repo_view: Path, tmp_path: Path) -
 
     with pytest.raises(PlanError, match="multilingual.models"):
         _plan(tmp_path, "multilingual:\n  languages: [fr]\n  models: [nope]\n")
+
+
+def test_word_logprobs_follow_the_chain_rule_over_sub_tokens(scored: SimpleNamespace) -> None:
+    """A word of one token: the log-softmax at the context's end; of several (here two or three words of
+    the tokenizer standing for one): the sum over its tokens, each after the context and the ones before
+    (float64 reference by full forward passes); NaN where no row needs it."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verbeval.agreement.engine.encoding import encode_contexts
+    from verbeval.core.models import load_model
+    from verbeval.multilingual.scoring import word_logprobs
+
+    tok = AutoTokenizer.from_pretrained(str(scored.model))
+    ref_lm = AutoModelForCausalLM.from_pretrained(str(scored.model)).eval()
+    lm = load_model(str(scored.model), device="cpu", kind="causal")
+    contexts = pd.DataFrame({"left": ["les auteurs", "l' auteur", "авторы"], "right": ""})
+    words = [[tok.convert_tokens_to_ids(w)] for w in ("sont", "est")]
+    words += [tok.convert_tokens_to_ids(["parle", "sont"]), tok.convert_tokens_to_ids(["rit", "est", "parlent"])]
+    need = np.ones((3, 4), dtype=bool)
+    need[2, 3] = False  # not asked for: not computed
+    got = word_logprobs(lm, encode_contexts(lm, contexts, prepend_bos=False), words, need)
+
+    def chain(left: str, word: list[int]) -> float:
+        ids = tok(left, add_special_tokens=False)["input_ids"]
+        total = 0.0
+        for t in word:
+            with torch.no_grad():
+                logits = ref_lm(torch.tensor([ids])).logits[0, -1].double()
+            total += float(torch.log_softmax(logits, -1)[t])
+            ids = [*ids, t]
+        return total
+
+    for i, left in enumerate(contexts["left"]):
+        for j, word in enumerate(words):
+            if need[i, j]:
+                assert got[i, j] == pytest.approx(chain(left, word), abs=1e-4)
+            else:
+                assert np.isnan(got[i, j])

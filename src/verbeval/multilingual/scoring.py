@@ -151,10 +151,45 @@ def next_token_logprobs(lm: Any, encoded: Any, token_ids: Sequence[int], batch_s
     return out
 
 
+def causal_chain_logprobs(lm: Any, encoded: Any, words: list[list[int]], pairs: Any, batch_size: int = 64) -> Any:
+    """``[pairs]`` float64 ``log P(word | context)`` of each ``(context, word)`` pair of a causal LM, by
+    the chain rule: one sequence per pair (the context, then the word's tokens but its last), batched
+    right-padded; the LM head (:func:`verbeval.agreement.lexicon_modes.multitoken._lm_head`) runs only at
+    the word's positions."""
+    import numpy as np
+    import torch
+
+    from verbeval.agreement.engine.encoding import Encoded
+    from verbeval.agreement.engine.forward_pass import _batches, _pad, fit_contexts
+    from verbeval.agreement.lexicon_modes.multitoken import _lm_head
+
+    body, head = _lm_head(lm)
+    tok = lm.tokenizer
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+    seqs = [[*encoded.ids[i], *words[j][:-1]] for i, j in pairs]
+    first = np.array([encoded.target[i] for i, _ in pairs], dtype=np.int64)  # position predicting token 1
+    out = np.zeros(len(pairs), dtype=np.float64)
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    fit = fit_contexts(lm, Encoded(seqs, lengths - 1), batch_size)
+    with torch.inference_mode():
+        for idx in _batches(lengths, fit):
+            ids, att = _pad([seqs[p] for p in idx], pad, lm.device)
+            hidden = body(input_ids=ids, attention_mask=att).last_hidden_state
+            rows = np.concatenate([np.full(len(words[pairs[p][1]]), r) for r, p in enumerate(idx)])
+            pos = np.concatenate([first[p] + np.arange(len(words[pairs[p][1]])) for p in idx])
+            want = torch.as_tensor(np.concatenate([words[pairs[p][1]] for p in idx]), dtype=torch.long)
+            h = hidden[torch.as_tensor(rows, device=hidden.device), torch.as_tensor(pos, device=hidden.device)]
+            logp = torch.log_softmax(head(h).double(), dim=-1)
+            picked = logp[torch.arange(len(want), device=logp.device), want.to(logp.device)].cpu().numpy()
+            np.add.at(out, idx[rows], picked)
+    return out
+
+
 def word_logprobs(lm: Any, encoded: Any, words: list[list[int]], need: Any, progress: bool = False) -> Any:
     """``[contexts, words]`` chain-rule log-probabilities of ``words`` (token ids) after each context:
-    one batched forward pass for the single-token words; :func:`~verbeval.agreement.lexicon_modes.multitoken.form_logprobs`
-    for the others, in the contexts where ``need`` (``[contexts, words]`` bool) asks for them (NaN elsewhere)."""
+    one batched forward pass for the single-token words; for the others, in the contexts where ``need``
+    (``[contexts, words]`` bool) asks for them (NaN elsewhere), :func:`causal_chain_logprobs` (a causal
+    LM) or :func:`~verbeval.agreement.lexicon_modes.multitoken.form_logprobs` (PLL-word-l2r, a masked LM)."""
     import numpy as np
 
     from verbeval.agreement.engine.encoding import Encoded
@@ -163,10 +198,18 @@ def word_logprobs(lm: Any, encoded: Any, words: list[list[int]], need: Any, prog
     n = len(encoded.ids)
     out = np.full((n, len(words)), np.nan)
     single = [j for j, w in enumerate(words) if len(w) == 1]
-    multi = [j for j, w in enumerate(words) if len(w) > 1]
+    multi = np.array([j for j, w in enumerate(words) if len(w) > 1], dtype=np.int64)
     if single:
         out[:, single] = next_token_logprobs(lm, encoded, [words[j][0] for j in single])
-    ctx = np.flatnonzero(need[:, multi].any(axis=1)) if multi else np.zeros(0, dtype=np.int64)
+    if not len(multi):
+        return out
+    if lm.kind == "causal":
+        ctx, col = np.nonzero(need[:, multi])
+        pairs = list(zip(ctx.tolist(), multi[col].tolist()))
+        if pairs:
+            out[ctx, multi[col]] = causal_chain_logprobs(lm, encoded, words, pairs)
+        return out
+    ctx = np.flatnonzero(need[:, multi].any(axis=1))
     if len(ctx):
         sub = Encoded([encoded.ids[i] for i in ctx], encoded.target[ctx], encoded.bos)
         out[np.ix_(ctx, multi)] = form_logprobs(lm, sub, [words[j] for j in multi], progress=progress)
