@@ -9,6 +9,7 @@ lexicons are planted, so that each row's cell is known. No test reads ../shared.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -213,7 +214,7 @@ def test_tables_write_one_table_per_language(scored: SimpleNamespace, tmp_path: 
                           (str(scored.out / "contexts.parquet"),), str(out)))  # fmt: skip
     for lang in ("fr", "ru"):
         md = (out / lang / "table2.md").read_text()
-        assert "Simple" in md and "tiny" in md
+        assert "Simple" in md and "tiny † TSE" in md and re.search(r"\| 0\.\d\d \[0\.\d\d, [01]\.\d\d\] \| \d of \d \|", md)
         assert (out / lang / "fig1_top_p.png").stat().st_size > 0
     assert not (out / "de").exists()
     languages = (out / "languages.md").read_text()

@@ -84,6 +84,41 @@ def overview(summary: pd.DataFrame, model: str, languages: Sequence[str], digits
     return "\n".join(lines) + "\n"
 
 
+def table_markdown(table: pd.DataFrame, summary: pd.DataFrame, models: Sequence[str], title: str, digits: int = 2) -> str:
+    """A language's Table 2 (:func:`verbeval.agreement.report.tables.table2`'s frame) in Markdown with
+    its intervals: TSE with its Wilson interval (over rows), EW and MW (top p = 1) with their bootstrap
+    intervals (over contexts), and the counts; ``–`` where a metric is undefined (no eligible lemma)."""
+    from verbeval.agreement.report.tables import tse_wilson
+    from verbeval.core.provenance import random_flags
+
+    wilson = tse_wilson(summary)
+    random = random_flags(summary)
+
+    def cell(v: float, lo: float, hi: float) -> str:
+        if pd.isna(v):
+            return "–"
+        return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+    head = ["construction"]
+    for m in models:
+        mark = " †" if random.get(m) else ""
+        head += [f"{m}{mark} TSE", "rows", "EW", "MW", "contexts"]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (5 * len(models))]
+    for r in table.to_dict("records"):
+        cells = [str(r["name"])]
+        for m in models:
+            lo, hi = wilson.get((m, r["group"]), (np.nan, np.nan))
+            cells += [
+                cell(r[f"{m}.tse"], lo, hi),
+                f"{r[f'{m}.n_rows']} of {r[f'{m}.n_rows_total']}",
+                cell(r[f"{m}.ew"], r[f"{m}.ew_ci_low"], r[f"{m}.ew_ci_high"]),
+                cell(r[f"{m}.mw"], r[f"{m}.mw_ci_low"], r[f"{m}.mw_ci_high"]),
+                str(r[f"{m}.n_contexts"]),
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return f"# {title}\n\n" + "\n".join(lines) + "\n"
+
+
 def _holm(p: np.ndarray) -> np.ndarray:
     from verbeval.agreement.scores.paired_tests import holm
 
@@ -153,9 +188,11 @@ def compare_languages(
                 rows.append({**base, "metric": "tse", "value_a": va, "value_b": vb, "difference": va - vb,
                              "n_a": na, "n_b": nb, "test": "Fisher exact, unpaired", "p_value": _fisher(ka, na, kb, nb)})  # fmt: skip
                 for metric in ("ew", "mw"):
-                    sel = (contexts["model"] == model)
+                    sel = contexts["model"] == model
                     xa = contexts.loc[sel & (contexts["group"] == ga), metric].to_numpy(dtype=float)
                     xb = contexts.loc[sel & (contexts["group"] == gb), metric].to_numpy(dtype=float)
+                    if not (np.isfinite(xa).any() and np.isfinite(xb).any()):
+                        continue  # a language without EW or MW here (no eligible lemma): nothing to compare
                     ma = float(np.nanmean(xa)) if np.isfinite(xa).any() else np.nan
                     mb = float(np.nanmean(xb)) if np.isfinite(xb).any() else np.nan
                     rows.append({**base, "metric": metric, "value_a": ma, "value_b": mb, "difference": ma - mb,

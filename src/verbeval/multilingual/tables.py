@@ -30,12 +30,19 @@ from verbeval.multilingual.report import (
     language_groups,
     language_of,
     overview,
+    table_markdown,
 )
 
 log = logging.getLogger("verbeval")
 
 #: the alpha of the comparisons' claims (Holm-adjusted, per model)
 ALPHA = 0.05
+TABLE_NOTE = (
+    "\nTSE: the share of rows whose correct word is the more probable (a word of several sub-tokens by the chain "
+    "rule), with its Wilson interval; EW and MW at top p = 1 over the eligible lemmas of each row's cell (both forms "
+    "single tokens), with bootstrap intervals over contexts; – where no lemma of the cell is eligible "
+    "(docs/multilingual.md).\n"
+)
 UNPAIRED_NOTE = (
     "Unpaired: each language has its own sentences, so no pair of items is shared; TSE is compared by Fisher's "
     "exact test on the correct and defined rows, EW and MW (top p = 1) by Welch's t-test on the contexts' scores. "
@@ -77,7 +84,7 @@ def _random_note(summary: pd.DataFrame) -> str:
 
 def write_tables(run: TableRun) -> None:
     """Every output of ``clams-table`` (module docstring) under ``run.out_dir``."""
-    from verbeval.agreement.report.tables import table2, to_html, to_markdown, tse_wilson
+    from verbeval.agreement.report.tables import table2, to_html, tse_wilson
     from verbeval.core.cliutil import check_outputs
     from verbeval.core.io import write_csv, write_text
 
@@ -94,7 +101,8 @@ def write_tables(run: TableRun) -> None:
         groups = language_groups(lang, present)
         t = table2(summary, groups, models)
         write_csv(t, out / lang / "table2.csv", float_format="%.6f")
-        write_text(out / lang / "table2.md", f"# {LANGUAGE_NAMES[lang]} (CLAMS)\n\n" + to_markdown(t, models))
+        md = table_markdown(t, summary, models, f"{LANGUAGE_NAMES[lang]} (CLAMS): Table 2")
+        write_text(out / lang / "table2.md", md + TABLE_NOTE + (f"\n{note}\n" if note else ""))
         write_text(out / lang / "table2.html", to_html(t, models, confidence=run.confidence, wilson=tse_wilson(summary)))
         _figures(summary, lang, groups, models, out / lang, run.formats, run.confidence)
     body = ["# Agreement across languages (CLAMS): TSE / EW / MW, EW and MW at top p = 1\n"]
