@@ -39,8 +39,13 @@ PAIRS = [
 ]
 LEXICONS = {
     "fr": pd.DataFrame(
-        {"lemma": ["être", "parler", "rire"], "sing": ["est", "parle", "rit"], "plur": ["sont", "parlent", "rient"],
-         "cell": "pres", "source": "planted"}  # fmt: skip
+        {
+            "lemma": ["être", "parler", "rire"],
+            "sing": ["est", "parle", "rit"],
+            "plur": ["sont", "parlent", "rient"],
+            "cell": "pres",
+            "source": "planted",
+        }  # fmt: skip
     ),
     "ru": pd.DataFrame(
         {
@@ -214,7 +219,11 @@ def test_tables_write_one_table_per_language(scored: SimpleNamespace, tmp_path: 
                           (str(scored.out / "contexts.parquet"),), str(out)))  # fmt: skip
     for lang in ("fr", "ru"):
         md = (out / lang / "table2.md").read_text()
-        assert "Simple" in md and "tiny † TSE" in md and re.search(r"\| 0\.\d\d \[0\.\d\d, [01]\.\d\d\] \| \d of \d \|", md)
+        assert (
+            "Simple" in md
+            and "tiny † TSE" in md
+            and re.search(r"\| 0\.\d\d \[0\.\d\d, [01]\.\d\d\] \| \d of \d \|", md)
+        )
         assert (out / lang / "fig1_top_p.png").stat().st_size > 0
     assert not (out / "de").exists()
     languages = (out / "languages.md").read_text()
@@ -230,8 +239,18 @@ def test_tables_write_one_table_per_language(scored: SimpleNamespace, tmp_path: 
 
 def _summary(rows: list[tuple[str, str, str, float, int]]) -> pd.DataFrame:
     return pd.DataFrame(
-        [{"model": m, "group": g, "metric": k, "side": "" if k == "tse" else "top",
-          "cutoff": np.nan if k == "tse" else 1.0, "value": v, "n": n} for m, g, k, v, n in rows]  # fmt: skip
+        [
+            {
+                "model": m,
+                "group": g,
+                "metric": k,
+                "side": "" if k == "tse" else "top",
+                "cutoff": np.nan if k == "tse" else 1.0,
+                "value": v,
+                "n": n,
+            }
+            for m, g, k, v, n in rows
+        ]  # fmt: skip
     )
 
 
@@ -311,7 +330,10 @@ def test_the_plan_runs_each_model_once_over_every_language(repo_view: Path, tmp_
     score = rule_words("clams_score", ml.rules.clams_score, mlmodel="smollm2-135m")
     assert score[0] == "clams-score" and score[score.index("--out-dir") + 1] == f"{res}/models/smollm2-135m"
     assert rule_words("clams_lexicon", ml.rules.clams_lexicon, lang="en")[-4:] == [
-        "--out", f"{res}/lexicons/en.parquet", "--counts", f"{res}/lexicons/en.json"
+        "--out",
+        f"{res}/lexicons/en.parquet",
+        "--counts",
+        f"{res}/lexicons/en.json",
     ]
     assert f"--english={tmp_path}/res/agreement/lexicon.parquet" in rule_words(
         "clams_lexicon", ml.rules.clams_lexicon, lang="en"

@@ -120,7 +120,12 @@ def test_success_lines_read_the_plan_and_snakemakes_settings(tmp_path: Path, mon
     (tmp_path / "res" / "agreement").mkdir(parents=True)
     _table2(tmp_path / "res" / "agreement" / "table2.csv", {"gpt2": False})
     layout = SimpleNamespace(results_dir="res", agreement_dir="res/agreement", logs="res/logs")
-    plan = SimpleNamespace(layout=layout, all_outputs=lambda: ["res/agreement/table2.csv"])
+    languages = tmp_path / "res" / "multilingual" / "languages.md"
+    languages.parent.mkdir(parents=True)
+    languages.write_text("# Agreement across languages\n\n## gpt2\n\n| construction | French TSE / EW / MW |\n"
+                         "|---|---|\n| Simple | 0.97 / 0.85 / 0.94 |\n")  # fmt: skip
+    multilingual = SimpleNamespace(table_files=lambda: {"languages": "res/multilingual/languages.md"})
+    plan = SimpleNamespace(layout=layout, all_outputs=lambda: ["res/agreement/table2.csv"], multilingual=multilingual)
     workflow = SimpleNamespace(
         config_settings=SimpleNamespace(
             configfiles=[tmp_path / "config" / "quick.yaml"], config_args=["data_mirror=/m", "results_dir=res"]
@@ -132,5 +137,11 @@ def test_success_lines_read_the_plan_and_snakemakes_settings(tmp_path: Path, mon
         "  snakemake --configfile config/quick.yaml --config data_mirror=/m results_dir=res --report res/report.html"
         in lines
     )
+    assert not any("CLAMS" in ln for ln in lines)  # a run without the multilingual study
+    plan.all_outputs = lambda: ["res/agreement/table2.csv", "res/multilingual/languages.md"]
+    lines = success_lines(plan, workflow, 0.0)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("Agreement across languages (CLAMS"))
+    assert lines[at + 1 : at + 5] == ["## gpt2", "| construction | French TSE / EW / MW |", "|---|---|",
+                                      "| Simple | 0.97 / 0.85 / 0.94 |"]  # fmt: skip
     plan.all_outputs = lambda: []  # a run without Table 2 (e.g. SimVerb only) shows none
     assert not any(ln.startswith("Group") for ln in success_lines(plan, workflow, 0.0))

@@ -168,8 +168,12 @@ def register_clams_table(add: Add) -> None:
     CLAMS_TABLE.add_options(s)
     add_options(
         s,
-        Option("--formats", "comma-separated image formats of the figures", type=lambda t: [x for x in t.split(",") if x],
-               default=["png"]),  # fmt: skip
+        Option(
+            "--formats",
+            "comma-separated image formats of the figures",
+            type=lambda t: [x for x in t.split(",") if x],
+            default=["png"],
+        ),  # fmt: skip
     )
 
 
@@ -179,6 +183,3 @@ def register(add: Add) -> None:
     register_clams_templates(add)
     register_clams_score(add)
     register_clams_table(add)
-
-
-

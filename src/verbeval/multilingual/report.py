@@ -84,7 +84,9 @@ def overview(summary: pd.DataFrame, model: str, languages: Sequence[str], digits
     return "\n".join(lines) + "\n"
 
 
-def table_markdown(table: pd.DataFrame, summary: pd.DataFrame, models: Sequence[str], title: str, digits: int = 2) -> str:
+def table_markdown(
+    table: pd.DataFrame, summary: pd.DataFrame, models: Sequence[str], title: str, digits: int = 2
+) -> str:
     """A language's Table 2 (:func:`verbeval.agreement.report.tables.table2`'s frame) in Markdown with
     its intervals: TSE with its Wilson interval (over rows), EW and MW (top p = 1) with their bootstrap
     intervals (over contexts), and the counts; ``–`` where a metric is undefined (no eligible lemma)."""
@@ -242,6 +244,7 @@ def comparisons_markdown(table: pd.DataFrame, title: str, note: str, digits: int
     lines = [f"## {title}", "", "| model | construction | metric | a | b | a value | b value | difference | n a | n b "
              "| test | p | p (Holm) | significant |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in table.itertuples(index=False):
+
         def num(x: float) -> str:
             return "–" if pd.isna(x) else f"{x:.{digits}f}"
 

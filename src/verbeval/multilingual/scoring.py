@@ -53,6 +53,8 @@ TSE_COLUMNS: dict[str, str] = {
 CONTEXT_COLUMNS: dict[str, str] = {
     "model": "str", "group": "str", "cell": "str", "context_id": "int64", "ew": "float64", "mw": "float64"
 }  # fmt: skip
+
+
 @dataclass(frozen=True)
 class ClamsScoreRun:
     """``clams-score``: one model on every language of ``templates``.
@@ -106,7 +108,9 @@ class CellRun:
         return self.cell != CELL_NONE and not self.lemmas.empty
 
 
-def plan_cells(templates: pd.DataFrame, lexicons: Mapping[str, pd.DataFrame], tokenizer: Any, out: Path) -> list[CellRun]:
+def plan_cells(
+    templates: pd.DataFrame, lexicons: Mapping[str, pd.DataFrame], tokenizer: Any, out: Path
+) -> list[CellRun]:
     """Per language, each cell with rows (in the lexicon's cell order), then the rows of no cell; a cell
     without an eligible lemma is kept (its rows counted) but not :attr:`CellRun.scored` (warned)."""
     from verbeval.agreement.data.eligibility import eligible_lemmas

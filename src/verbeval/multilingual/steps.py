@@ -23,8 +23,9 @@ CLAMS_LEXICON = Step(
     keys=("multilingual.languages", "multilingual.hspell_deb"),
     rules=("clams_lexicon",),
     inputs=(
-        Input("--hspell", "he: Debian's hspell 1.4-3.1 .deb (default: downloaded into the verbeval cache)",
-              required=False),  # fmt: skip
+        Input(
+            "--hspell", "he: Debian's hspell 1.4-3.1 .deb (default: downloaded into the verbeval cache)", required=False
+        ),  # fmt: skip
         Input("--english", "en: the agreement study's lexicon.parquet (verbeval lexicon)", required=False),
     ),
     outputs=(
@@ -47,8 +48,13 @@ CLAMS_TEMPLATES = Step(
     keys=("multilingual.languages",),
     rules=("clams_templates",),
     inputs=(
-        Input("--input", "a CLAMS file as SOURCE=PATH (manifest source clams_<lang>_<construction>); repeatable",
-              action="append", default=[], metavar="SOURCE=PATH"),  # fmt: skip
+        Input(
+            "--input",
+            "a CLAMS file as SOURCE=PATH (manifest source clams_<lang>_<construction>); repeatable",
+            action="append",
+            default=[],
+            metavar="SOURCE=PATH",
+        ),  # fmt: skip
         LEXICONS,
     ),
     outputs=(
@@ -77,11 +83,20 @@ CLAMS_TABLE = Step(
         Input("--summaries", "each model's summary_all.csv (verbeval clams-score)", nargs="+"),
         Input("--eligible", "each model's eligible.csv (verbeval clams-score)", nargs="+"),
         Input("--contexts", "each model's contexts.parquet (verbeval clams-score)", nargs="+"),
-        Input("--ml-summary", "the agreement study's summary_all.csv: English CLAMS against Marvin & Linzen",
-              required=False),  # fmt: skip
+        Input(
+            "--ml-summary",
+            "the agreement study's summary_all.csv: English CLAMS against Marvin & Linzen",
+            required=False,
+        ),  # fmt: skip
         Input("--ml-templates", "the agreement study's templates.parquet (with --ml-summary)", required=False),
-        Input("--ml-tse", "a model's agreement tse.parquet of a group as MODEL=PATH; repeatable", action="append",
-              default=[], metavar="MODEL=PATH", required=False),  # fmt: skip
+        Input(
+            "--ml-tse",
+            "a model's agreement tse.parquet of a group as MODEL=PATH; repeatable",
+            action="append",
+            default=[],
+            metavar="MODEL=PATH",
+            required=False,
+        ),  # fmt: skip
     ),
     outputs=(Output("--out-dir", "output: results/multilingual (tables, figures, comparisons)"),),
 )

@@ -103,7 +103,9 @@ def write_tables(run: TableRun) -> None:
         write_csv(t, out / lang / "table2.csv", float_format="%.6f")
         md = table_markdown(t, summary, models, f"{LANGUAGE_NAMES[lang]} (CLAMS): Table 2")
         write_text(out / lang / "table2.md", md + TABLE_NOTE + (f"\n{note}\n" if note else ""))
-        write_text(out / lang / "table2.html", to_html(t, models, confidence=run.confidence, wilson=tse_wilson(summary)))
+        write_text(
+            out / lang / "table2.html", to_html(t, models, confidence=run.confidence, wilson=tse_wilson(summary))
+        )
         _figures(summary, lang, groups, models, out / lang, run.formats, run.confidence)
     body = ["# Agreement across languages (CLAMS): TSE / EW / MW, EW and MW at top p = 1\n"]
     for m in models:
@@ -158,7 +160,12 @@ def _eligible_markdown(eligible: pd.DataFrame) -> str:
 
 
 def _figures(
-    summary: pd.DataFrame, lang: str, groups: list[dict], models: list[str], out: Path, formats: tuple[str, ...],
+    summary: pd.DataFrame,
+    lang: str,
+    groups: list[dict],
+    models: list[str],
+    out: Path,
+    formats: tuple[str, ...],
     confidence: float,
 ) -> None:
     """EW and MW against the top-p and bottom-p cutoffs for the language's constructions."""
@@ -177,5 +184,7 @@ def _figures(
         data = cutoff_curves(part, metrics=spec.metrics, sides=spec.sides, models=models, groups=groups,
                              cutoffs={"top": cuts if side == "top" else [], "bottom": cuts if side == "bottom" else []})  # fmt: skip
         write_csv(data, out / f"{spec.stem}.csv", float_format="%.10g")
-        fig = plot_cutoff_curves(data, spec, models, confidence, random=random, notes=[f"{LANGUAGE_NAMES[lang]} (CLAMS)"])
+        fig = plot_cutoff_curves(
+            data, spec, models, confidence, random=random, notes=[f"{LANGUAGE_NAMES[lang]} (CLAMS)"]
+        )
         save_figure(fig, [str(out / f"{spec.stem}.{fmt}") for fmt in formats])

@@ -26,15 +26,12 @@ log = logging.getLogger(__name__)
 CELL_NONE = "none"
 
 #: the template table's columns, then the multilingual ones
-CLAMS_TEMPLATE_COLUMNS: dict[str, str] = {
-    **TEMPLATE_COLUMNS,
-    "language": "str",
-    "cell": "str",
-    "differs_after": "bool",
-}
+CLAMS_TEMPLATE_COLUMNS: dict[str, str] = {**TEMPLATE_COLUMNS, "language": "str", "cell": "str", "differs_after": "bool"}
 
 
-def cell_index(lexicon: pd.DataFrame, cells: Sequence[str] | None = None) -> dict[tuple[str, str], tuple[str, str, str]]:
+def cell_index(
+    lexicon: pd.DataFrame, cells: Sequence[str] | None = None
+) -> dict[tuple[str, str], tuple[str, str, str]]:
     """``{(word a, word b): (cell, label of a, lemma)}`` for every contrast of ``lexicon``, both ways
     round. A pair found in more than one cell takes the first in ``cells`` order (default: the
     lexicon's order of first appearance), then the first lemma."""

@@ -14,7 +14,6 @@ from verbeval.workflow.layout import Layout
 from verbeval.workflow.models import ModelsPlan
 from verbeval.workflow.params import RuleRecord, alternatives, quoted
 
-
 #: the cutoff figures of each language (stems of verbeval.agreement.report.figures.CUTOFF_FIGURES)
 FIGURES = ("fig1_top_p", "fig2_bottom_p")
 
@@ -46,7 +45,9 @@ class MultilingualPlan:
         self.read_sources = needed
         #: English CLAMS against Marvin & Linzen: the models the agreement study scores on the M&L groups too
         self.ml_groups = [g for g in layout.group_ids if any(s.startswith("ml_") for s in _sources(layout, g))]
-        self.ml_models = [m for m in self.models if m in layout.models] if "en" in self.languages and self.ml_groups else []
+        self.ml_models = (
+            [m for m in self.models if m in layout.models] if "en" in self.languages and self.ml_groups else []
+        )
         self.rules = SimpleNamespace(**self._rules())
         #: rule all's targets
         self.outputs: list[str] = [] if not self.languages else self._outputs()
@@ -60,7 +61,9 @@ class MultilingualPlan:
 
     def table_files(self) -> dict[str, Any]:
         r, formats = self.res, self.layout.config["agreement"]["figures"]["formats"]
-        figures = [f"{r}/{lang}/{stem}.{ext}" for lang in self.languages for stem in FIGURES for ext in ("csv", *formats)]
+        figures = [
+            f"{r}/{lang}/{stem}.{ext}" for lang in self.languages for stem in FIGURES for ext in ("csv", *formats)
+        ]
         return {
             "tables": [f"{r}/{lang}/table2.{ext}" for lang in self.languages for ext in ("csv", "md", "html")],
             "figures": figures,
@@ -78,8 +81,8 @@ class MultilingualPlan:
     def _rules(self) -> dict[str, RuleRecord]:
         from verbeval.multilingual.steps import CLAMS_SCORE, CLAMS_TABLE, CLAMS_TEMPLATES
         from verbeval.workflow.model_steps import model_settings
-        from verbeval.workflow.params import Untracked
         from verbeval.workflow.models import random_init_option
+        from verbeval.workflow.params import Untracked
 
         layout, model, config = self.layout, self.model, self.layout.config
         logs = f"{layout.logs}/multilingual"
@@ -117,7 +120,10 @@ class MultilingualPlan:
                 {"lang": alternatives(self.languages)},
             ),
             "clams_templates": RuleRecord(
-                {"sources": [layout.raw_path(s) for s in self.sources], "lexicons": [self.lexicon(x) for x in self.languages]},
+                {
+                    "sources": [layout.raw_path(s) for s in self.sources],
+                    "lexicons": [self.lexicon(x) for x in self.languages],
+                },
                 {"table": f"{self.res}/templates.parquet", "cells": f"{self.res}/cells.csv"},
                 f"{logs}/templates.log",
                 {

@@ -130,12 +130,20 @@ def report_command(configfiles: Sequence[str | Path], config_args: Sequence[str]
     return shlex.join(words)
 
 
-def run_summary(results_dir: str, table2_csv: str | None, logs_dir: str, since: float, report: str) -> list[str]:
-    """The lines a successful run ends with (``report``: the report command, :func:`report_command`)."""
+def run_summary(
+    results_dir: str, table2_csv: str | None, logs_dir: str, since: float, report: str, languages_md: str | None = None
+) -> list[str]:
+    """The lines a successful run ends with (``report``: the report command, :func:`report_command`;
+    ``languages_md``: the multilingual study's side-by-side table, when the run has that study)."""
     lines = ["", f"verbeval: the run is done; its results are in {results_dir}/"]
     table = table2_lines(table2_csv) if table2_csv else []
     if table:
         lines += ["", f"Table 2 (TSE, EW and MW at p = 1; CIs in {table2_csv}, also .md, .tex, .html):", *table]
+    if languages_md and Path(languages_md).is_file():
+        folder = Path(languages_md).parent
+        body = [line for line in Path(languages_md).read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+        lines += ["", f"Agreement across languages (CLAMS; Table 2 of each language with its intervals in "
+                  f"{folder}/<lang>/table2.md, the comparisons in {folder}/comparisons.md):", *body]  # fmt: skip
     warnings = job_warnings(logs_dir, since)
     lines.append("")
     if warnings:

@@ -280,6 +280,9 @@ def success_lines(plan: Any, workflow: Any, since: float) -> list[str]:
     table2 = f"{layout.agreement_dir}/table2.csv"
     settings = workflow.config_settings
     report = report_command(list(settings.configfiles), settings.config_args or [], f"{layout.results_dir}/report.html")
+    outputs = set(plan.all_outputs())
+    languages = plan.multilingual.table_files()["languages"]
     return run_summary(
-        layout.results_dir, table2 if table2 in set(plan.all_outputs()) else None, layout.logs, since, report
-    )
+        layout.results_dir, table2 if table2 in outputs else None, layout.logs, since, report,
+        languages if languages in outputs else None,
+    )  # fmt: skip
