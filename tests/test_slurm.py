@@ -42,7 +42,7 @@ SNAKEFILE = REPO_ROOT / "Snakefile"
 PROFILE = REPO_ROOT / "profiles" / "slurm"
 CPU_PROFILE = REPO_ROOT / "profiles" / "slurm-cpu"
 #: the rules that declare a `gpu` resource (workflow/rules/*.smk)
-GPU_RULES = {"infer", "infer_no_simverb", "precision_infer", "simverb_score", "veridicality_predict"}
+GPU_RULES = {"infer", "infer_no_simverb", "precision_infer", "simverb_score", "veridicality_predict", "clams_score"}
 THREADS = 3  # inference.threads: not the default, so that a hard-coded number shows
 #: the resources a job of the profiles asks SLURM for (compared between the in-process and the real dry run)
 SLURM_KEYS = ("slurm_account", "slurm_partition", "runtime", "mem_mb", "gpu", "tasks")
@@ -141,6 +141,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         {"name": "sweep", "kind": "causal", "revisions": [{"path": f"models/sweep/step-{s}"} for s in (1, 2, 3)]}
     )
     cfg["inference"]["revisions_per_job"] = 2
+    # the multilingual study's model job (clams_score) goes where infer goes
+    cfg["multilingual"] = {"languages": ["fr"], "models": ["tiny-gpt2"]}
     wd = root / "wd"
     wd.mkdir()
     (wd / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -275,7 +277,8 @@ ACCOUNT = ["--default-resources", "slurm_account=acct", "slurm_partition=cpu", "
         # replaces the profile's whole set-resources: infer would go to the CPU partition asking for GPUs
         (
             [*ACCOUNT, "--set-resources", "infer:mem_mb=200"],
-            "set-resources give no slurm_partition to rule(s) infer, infer_no_simverb, simverb_score, veridicality_predict",
+            "set-resources give no slurm_partition to rule(s) clams_score, infer, infer_no_simverb, simverb_score, "
+            "veridicality_predict",
         ),
         # replaces the profile's whole default-resources: no partition, time or memory left
         (

@@ -23,12 +23,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from verbeval.agreement.scores.registry import CUTOFF_METRICS, NAMES, headline_rows
 from verbeval.multilingual.clams import CONSTRUCTION_NAMES, CONSTRUCTIONS, group_id
 
 #: the study's languages in table order, with their names
 LANGUAGE_NAMES: dict[str, str] = {"en": "English", "fr": "French", "de": "German", "he": "Hebrew", "ru": "Russian"}
-#: the headline metrics of the tables, read at top p = 1 for EW and MW
-TABLE_METRICS = ("tse", "ew", "mw")
+#: the headline metrics of the tables (the registry's), read at top p = 1 for those with cutoff curves
+TABLE_METRICS = NAMES
+#: the metrics compared by Welch's t-test on the contexts' scores (at top p = 1); TSE by Fisher's exact test
+CONTEXT_METRICS = CUTOFF_METRICS
 #: columns of :func:`compare_languages` and :func:`english_against_ml`
 COMPARISON_COLUMNS = (
     "model", "construction", "metric", "a", "b", "value_a", "value_b", "difference", "n_a", "n_b", "test",
@@ -58,9 +61,7 @@ def language_groups(language: str, present: Sequence[str] | None = None) -> list
 
 def headline(summary: pd.DataFrame) -> pd.DataFrame:
     """TSE, and EW and MW at top p = 1, one row per model, group and metric."""
-    s = summary[summary["metric"].isin(TABLE_METRICS)]
-    at_one = (s["metric"] == "tse") | ((s["side"] == "top") & np.isclose(s["cutoff"].astype(float), 1.0))
-    out = s[at_one].copy()
+    out = summary[headline_rows(summary)].copy()
     out["language"] = out["group"].map(language_of)
     out["construction"] = out["group"].map(construction_of)
     return out
@@ -189,7 +190,7 @@ def compare_languages(
                 base = {"model": model, "construction": c, "a": a, "b": b}
                 rows.append({**base, "metric": "tse", "value_a": va, "value_b": vb, "difference": va - vb,
                              "n_a": na, "n_b": nb, "test": "Fisher exact, unpaired", "p_value": _fisher(ka, na, kb, nb)})  # fmt: skip
-                for metric in ("ew", "mw"):
+                for metric in CONTEXT_METRICS:
                     sel = contexts["model"] == model
                     xa = contexts.loc[sel & (contexts["group"] == ga), metric].to_numpy(dtype=float)
                     xb = contexts.loc[sel & (contexts["group"] == gb), metric].to_numpy(dtype=float)

@@ -35,6 +35,7 @@ from typing import Any
 
 import pandas as pd
 
+from verbeval.agreement.scores.registry import CUTOFF_METRICS
 from verbeval.agreement.steps import AGGREGATE
 from verbeval.core.model_runs import ModelRun
 from verbeval.core.session import Session
@@ -51,7 +52,7 @@ TSE_COLUMNS: dict[str, str] = {
 }  # fmt: skip
 #: the columns of ``contexts.parquet``: each scored context's EW and MW at top p = 1 (the comparisons' data)
 CONTEXT_COLUMNS: dict[str, str] = {
-    "model": "str", "group": "str", "cell": "str", "context_id": "int64", "ew": "float64", "mw": "float64"
+    "model": "str", "group": "str", "cell": "str", "context_id": "int64", **dict.fromkeys(CUTOFF_METRICS, "float64")
 }  # fmt: skip
 
 
@@ -374,8 +375,7 @@ def combine(
                             "group": group,
                             "cell": r.cell,
                             "context_id": s["context_id"].to_numpy(),
-                            "ew": s["ew_top@1"].to_numpy(),
-                            "mw": s["mw_top@1"].to_numpy(),
+                            **{m: s[f"{m}_top@1"].to_numpy() for m in CUTOFF_METRICS},
                         }
                     )
                 )
