@@ -387,3 +387,55 @@ def test_word_logprobs_follow_the_chain_rule_over_sub_tokens(scored: SimpleNames
                 assert got[i, j] == pytest.approx(chain(left, word), abs=1e-4)
             else:
                 assert np.isnan(got[i, j])
+
+
+# --------------------------------------------------------------------------- the commands, in process
+
+
+def test_the_lexicon_and_templates_commands(tmp_path: Path) -> None:
+    """clams-lexicon (English from an agreement lexicon; French from its pinned package) and
+    clams-templates on real CLAMS lines: cells, counts and the JSON of provenance."""
+    import json
+
+    from verbeval.cli import main
+
+    english = tmp_path / "lexicon.parquet"
+    pd.DataFrame({"lemma": ["laugh", "be"], "sing": ["laughs", "is"], "plur": ["laugh", "are"],
+                  "source": ["combined", "both"]}).to_parquet(english)  # fmt: skip
+    assert main(["-q", "clams-lexicon", "--language", "en", "--english", str(english),
+                 "--out", str(tmp_path / "en.parquet"), "--counts", str(tmp_path / "en.json")]) == 0  # fmt: skip
+    counts = json.loads((tmp_path / "en.json").read_text())
+    assert counts["lemmas_per_cell"] == {"pres": 2} and counts["source_verb_lemmas"] is None
+    assert counts["package"] == "verbeval lexicon (Giant Verb List (lemminflect) + refining-tse combined_verb_list.csv)"
+    assert main(["-q", "clams-lexicon", "--language", "fr", "--out", str(tmp_path / "fr.parquet"),
+                 "--counts", str(tmp_path / "fr.json")]) == 0  # fmt: skip
+    fr = json.loads((tmp_path / "fr.json").read_text())
+    assert (fr["package"], fr["version"], fr["lemmas_per_cell"]) == ("dict-fr-AU-DELA", "2021.9.9", {"pres": 11940})
+    # en_evalset/simple_agrmt.txt lines 1-4 and fr_evalset/simple_agrmt.txt lines 1-4, verbatim
+    en_file, fr_file = tmp_path / "en.txt", tmp_path / "fr.txt"
+    en_file.write_text(
+        "True\tthe author laughs\nFalse\tthe author laugh\nTrue\tthe author swims\nFalse\tthe author swim"
+    )
+    fr_file.write_text("True\tles auteurs sont vieux\nFalse\tles auteurs est vieux\n"
+                       "True\tles auteurs sont jeunes\nFalse\tles auteurs est jeune\n")  # fmt: skip
+    argv = ["-q", "clams-templates", f"--input=clams_en_simple_agrmt={en_file}", f"--input=clams_fr_simple_agrmt={fr_file}",
+            f"--lexicon=en={tmp_path / 'en.parquet'}", f"--lexicon=fr={tmp_path / 'fr.parquet'}",
+            "--out", str(tmp_path / "t.parquet"), "--cells", str(tmp_path / "cells.csv")]  # fmt: skip
+    assert main(argv) == 0
+    t = pd.read_parquet(tmp_path / "t.parquet")
+    assert list(zip(t["language"], t["correct"], t["cell"], t["label"])) == [
+        ("en", "laughs", "pres", "singular"), ("en", "swims", CELL_NONE, "singular"),
+        ("fr", "sont", "pres", "plural"), ("fr", "sont", "pres", "plural"),
+    ]  # fmt: skip
+    assert list(t["differs_after"]) == [False, False, False, True]
+    cells = pd.read_csv(tmp_path / "cells.csv")
+    assert cells.to_dict("records") == [
+        {"language": "en", "group": "clams-en.simple_agrmt", "cell": "pres", "rows": 1},
+        {"language": "en", "group": "clams-en.simple_agrmt", "cell": "none", "rows": 1},
+        {"language": "fr", "group": "clams-fr.simple_agrmt", "cell": "pres", "rows": 2},
+    ]
+    # a language without its lexicon: one line, nothing written
+    no_fr = [a for a in argv if not a.startswith("--lexicon=fr")]
+    no_fr[no_fr.index("--out") + 1] = str(tmp_path / "u.parquet")
+    assert main(no_fr) == 1
+    assert not (tmp_path / "u.parquet").exists()

@@ -18,8 +18,10 @@ from verbeval.core.errors import VerbevalError
 from verbeval.multilingual.lexicons import LANGUAGE_MODULES, LEXICON_COLUMNS
 
 #: the English lexicon's provenance (the agreement study's, docs/data.md)
+#: the agreement lexicon's ``source`` values -> the verb list they name
+ENGLISH_LISTS = {"combined": "refining-tse combined_verb_list.csv", "giant": "Giant Verb List (lemminflect)"}
 ENGLISH_SOURCE = {
-    "package": "verbeval lexicon (refining-tse combined_verb_list.csv + Giant Verb List, lemminflect)",
+    "package": "verbeval lexicon",
     "version": "the agreement study's lexicon.parquet",
     "sha256": "",
     "url": "docs/data.md",
@@ -47,6 +49,8 @@ def build_language_lexicon(
         if not english:
             raise VerbevalError("clams-lexicon --language en needs --english (the agreement study's lexicon.parquet)")
         lex, source_count, source = english_lexicon(english), None, dict(ENGLISH_SOURCE)
+        lists = sorted({name for s in set(lex["source"]) for k, name in ENGLISH_LISTS.items() if s in (k, "both")})
+        source["package"] = f"verbeval lexicon ({' + '.join(lists) or 'the agreement study'})"
     elif lang in LANGUAGE_MODULES:
         mod = importlib.import_module(LANGUAGE_MODULES[lang])
         if lang == "he":
