@@ -6,6 +6,7 @@ once) and ``clams_table``. With ``multilingual.languages`` empty it plans no job
 
 from __future__ import annotations
 
+import os
 import shlex
 from types import SimpleNamespace
 from typing import Any
@@ -148,7 +149,7 @@ class MultilingualPlan:
                     "lexicons": Untracked(lexicons),
                     "settings": shlex.join(CLAMS_SCORE.argv(config)),
                     "version": lambda wc: model.version(wc.mlmodel),
-                    "out_dir": lambda wc: f"{self.res}/models/{wc.mlmodel}",
+                    "out_dir": lambda wc, output: os.path.dirname(output.summary),  # the model's folder
                 },
                 {"mlmodel": alternatives(self.models)},
             ),
@@ -160,7 +161,7 @@ class MultilingualPlan:
                     "settings": shlex.join(CLAMS_TABLE.argv(config)),
                     "ml": Untracked(ml_options),
                     "formats": shlex.quote("--formats=" + ",".join(formats)),
-                    "out_dir": self.res,
+                    "out_dir": lambda wc, output: os.path.dirname(output.languages),  # results/multilingual
                 },
             ),
         }
