@@ -59,9 +59,9 @@ def contexts_sample(templates: pd.DataFrame, kind: str, n: int) -> pd.DataFrame:
 def padded_batches(lm: Any, enc: Any, batch_size: int) -> tuple[list[Any], np.ndarray]:
     """The encoded contexts ``enc`` as the pipeline batches them (similar lengths together), padded
     on ``lm``'s device: ``[((ids, attention), targets)]``, and every context's length."""
-    from verbeval.agreement.engine.forward_pass import _batches, _pad
+    from verbeval.agreement.engine.forward_pass import _batches, _pad, padding_id
 
-    pad_id = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else (lm.tokenizer.eos_token_id or 0)
+    pad_id = padding_id(lm.tokenizer)
     lengths = np.array([len(s) for s in enc.ids])
     batches = [
         (_pad([enc.ids[i] for i in idx], pad_id, lm.device), torch.as_tensor(enc.target[idx], device=lm.device))

@@ -92,7 +92,7 @@ def table_markdown(
     its intervals: TSE with its Wilson interval (over rows), EW and MW (top p = 1) with their bootstrap
     intervals (over contexts), and the counts; ``–`` where a metric is undefined (no eligible lemma)."""
     from verbeval.agreement.report.tables import tse_wilson
-    from verbeval.core.provenance import random_flags
+    from verbeval.core.provenance import marked, random_flags
 
     wilson = tse_wilson(summary)
     random = random_flags(summary)
@@ -104,8 +104,7 @@ def table_markdown(
 
     head = ["construction"]
     for m in models:
-        mark = " †" if random.get(m) else ""
-        head += [f"{m}{mark} TSE", "rows", "EW", "MW", "contexts"]
+        head += [f"{marked(m, random.get(m, False))} TSE", "rows", "EW", "MW", "contexts"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (5 * len(models))]
     for r in table.to_dict("records"):
         cells = [str(r["name"])]

@@ -47,7 +47,7 @@ log = logging.getLogger("verbeval")
 ELIGIBLE_COLUMNS = ("model", "language", "cell", "lexicon_lemmas", "eligible_lemmas", "rows", "rows_multi_token")
 #: the columns of a language's ``tse.parquet`` (:func:`word_tse`): each row's TSE and its two words' log-probabilities
 TSE_COLUMNS: dict[str, str] = {
-    "group": "str", "row": "int64", "context_id": "int64", "tse": "float64", "logp_correct": "float64",
+    "group": "str", "cell": "str", "row": "int64", "context_id": "int64", "tse": "float64", "logp_correct": "float64",
     "logp_incorrect": "float64", "tokens_correct": "int64", "tokens_incorrect": "int64",
 }  # fmt: skip
 #: the columns of ``contexts.parquet``: each scored context's EW and MW at top p = 1 (the comparisons' data)
@@ -140,10 +140,9 @@ def next_token_logprobs(lm: Any, encoded: Any, token_ids: Sequence[int], batch_s
     import numpy as np
     import torch
 
-    from verbeval.agreement.engine.forward_pass import _batches, _pad, fit_contexts, target_logits
+    from verbeval.agreement.engine.forward_pass import _batches, _pad, fit_contexts, padding_id, target_logits
 
-    tok = lm.tokenizer
-    pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+    pad = padding_id(lm.tokenizer)
     out = np.empty((len(encoded.ids), len(token_ids)), dtype=np.float64)
     cols = torch.as_tensor(list(token_ids), dtype=torch.long)
     lengths = np.fromiter((len(s) for s in encoded.ids), dtype=np.int64, count=len(encoded.ids))
@@ -165,12 +164,11 @@ def causal_chain_logprobs(lm: Any, encoded: Any, words: list[list[int]], pairs: 
     import torch
 
     from verbeval.agreement.engine.encoding import Encoded
-    from verbeval.agreement.engine.forward_pass import _batches, _pad, fit_contexts
+    from verbeval.agreement.engine.forward_pass import _batches, _pad, fit_contexts, padding_id
     from verbeval.agreement.lexicon_modes.multitoken import _lm_head
 
     body, head = _lm_head(lm)
-    tok = lm.tokenizer
-    pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+    pad = padding_id(lm.tokenizer)
     seqs = [[*encoded.ids[i], *words[j][:-1]] for i, j in pairs]
     first = np.array([encoded.target[i] for i, _ in pairs], dtype=np.int64)  # position predicting token 1
     out = np.zeros(len(pairs), dtype=np.float64)
@@ -249,6 +247,7 @@ def word_tse(lm: Any, templates: pd.DataFrame, prepend_bos: bool | None, progres
             pd.DataFrame(
                 {
                     "group": group,
+                    "cell": g["cell"].to_numpy(),
                     "row": np.arange(len(g)),
                     "context_id": row_context,
                     "tse": (right > wrong).astype(np.float64),
@@ -284,10 +283,11 @@ def score_model(run: ModelRun, score: ClamsScoreRun, session: Session | None = N
     with in_session(session) as s:
         groups = list(dict.fromkeys(templates["group"]))
         lm, load_s = load_checked_lm(run, templates, score.templates, groups, s)
+        tse_of: dict[str, pd.DataFrame] = {}
         for lang in dict.fromkeys(templates["language"]):
             rows = templates[templates["language"] == lang].reset_index(drop=True)
             t0 = time.perf_counter()
-            tse = word_tse(lm, rows, run.prepend_bos, score.progress)
+            tse = tse_of[lang] = word_tse(lm, rows, run.prepend_bos, score.progress)
             write_parquet(tse, out / lang / "tse.parquet")
             log.info("%s / %s: TSE of %d rows (%d with a word of several sub-tokens) in %.1f s", score.model_name,
                      lang, len(tse), int(((tse["tokens_correct"] > 1) | (tse["tokens_incorrect"] > 1)).sum()),
@@ -330,7 +330,7 @@ def score_model(run: ModelRun, score: ClamsScoreRun, session: Session | None = N
                 ),
                 s,
             )
-    combine(runs, templates, score, out, random_init)
+    combine(runs, tse_of, score, out, random_init)
     log.info("%s: %d languages in %.1f s -> %s", score.model_name, len(lexicons), time.perf_counter() - started,
              summary_path(out))  # fmt: skip
 
@@ -345,20 +345,20 @@ def _empty_scores(score: ClamsScoreRun) -> pd.DataFrame:
 
 
 def combine(
-    runs: Sequence[CellRun], templates: pd.DataFrame, score: ClamsScoreRun, out: Path, random_init: bool
+    runs: Sequence[CellRun], tse_of: Mapping[str, pd.DataFrame], score: ClamsScoreRun, out: Path, random_init: bool
 ) -> pd.DataFrame:
-    """Each group pooled and summarised (module docstring); writes every group's ``summary.csv``, the
-    model's ``summary_all.csv``, ``eligible.csv`` and ``contexts.parquet``; returns the summary."""
+    """Each group pooled and summarised (module docstring): ``runs``' per-cell scores, and each language's
+    row TSE (``tse_of``, :func:`word_tse`); writes every group's ``summary.csv``, the model's
+    ``summary_all.csv``, ``eligible.csv`` and ``contexts.parquet``; returns the summary."""
     from verbeval.agreement.scores.aggregate import summarise, with_interval_settings
     from verbeval.core.io import write_csv, write_parquet
 
     summaries: list[pd.DataFrame] = []
     counts: list[dict[str, Any]] = []
     contexts: list[pd.DataFrame] = []
-    for lang in dict.fromkeys(templates["language"]):
+    for lang, tse_all in tse_of.items():
         lang_runs = [r for r in runs if r.language == lang]
-        tse_all = pd.read_parquet(out / lang / "tse.parquet")
-        for group in dict.fromkeys(templates.loc[templates["language"] == lang, "group"]):
+        for group in dict.fromkeys(tse_all["group"]):
             scores, offset = [], 0
             for r in lang_runs:
                 folder = r.folder / "groups" / group
@@ -390,9 +390,7 @@ def combine(
             write_csv(summary, out / lang / group / "summary.csv", float_format="%.10g")
             summaries.append(summary)
         multi = (tse_all["tokens_correct"] > 1) | (tse_all["tokens_incorrect"] > 1)
-        rows_lang = templates[templates["language"] == lang].reset_index(drop=True)
         for r in lang_runs:
-            in_cell = _row_mask(rows_lang, tse_all, r.cell)
             counts.append(
                 {
                     "model": score.model_name,
@@ -401,7 +399,7 @@ def combine(
                     "lexicon_lemmas": r.lexicon_lemmas,
                     "eligible_lemmas": len(r.lemmas) if r.scored else 0,
                     "rows": len(r.rows),
-                    "rows_multi_token": int((multi.to_numpy() & in_cell).sum()),
+                    "rows_multi_token": int((multi & (tse_all["cell"] == r.cell)).sum()),
                 }
             )
     summary_all = pd.concat(summaries, ignore_index=True)
@@ -411,12 +409,3 @@ def combine(
     write_parquet(ctx.astype(CONTEXT_COLUMNS), contexts_path(out))
     write_csv(summary_all, summary_path(out), float_format="%.10g")
     return summary_all
-
-
-def _row_mask(rows: pd.DataFrame, tse: pd.DataFrame, cell: str) -> Any:
-    """Which rows of ``tse`` (a language's, group by group in the templates' order) are in ``cell``."""
-    import numpy as np
-
-    cells = {g: part["cell"].to_numpy() for g, part in rows.groupby("group", sort=False)}
-    return np.concatenate([cells[g][tse.loc[tse["group"] == g, "row"].to_numpy()] == cell
-                           for g in dict.fromkeys(tse["group"])])  # fmt: skip

@@ -73,15 +73,10 @@ class TableRun:
 
 
 def _random_note(summary: pd.DataFrame) -> str:
-    from verbeval.core.provenance import random_flags
+    """The note naming the summary's randomly initialised models (:func:`verbeval.core.provenance.random_note`), or ''."""
+    from verbeval.core.provenance import random_flags, random_note
 
-    random = [m for m, r in random_flags(summary).items() if r]
-    if not random:
-        return ""
-    return (
-        f"† randomly initialised: {', '.join(random)}. Its numbers are those of untrained weights and mean nothing "
-        "about the language."
-    )
+    return random_note(m for m, r in random_flags(summary).items() if r) or ""
 
 
 def write_tables(run: TableRun) -> None:

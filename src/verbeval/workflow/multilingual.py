@@ -45,10 +45,8 @@ class MultilingualPlan:
         #: the manifest sources the study reads
         self.read_sources = needed
         #: English CLAMS against Marvin & Linzen: the models the agreement study scores on the M&L groups too
-        self.ml_groups = [g for g in layout.group_ids if any(s.startswith("ml_") for s in _sources(layout, g))]
-        self.ml_models = (
-            [m for m in self.models if m in layout.models] if "en" in self.languages and self.ml_groups else []
-        )
+        self.ml_groups = [g["id"] for g in layout.groups if any(s.startswith("ml_") for s in g["sources"])]
+        self.ml_models = list(self.models) if "en" in self.languages and self.ml_groups else []
         self.rules = SimpleNamespace(**self._rules())
         #: rule all's targets
         self.outputs: list[str] = [] if not self.languages else self._outputs()
@@ -165,10 +163,3 @@ class MultilingualPlan:
                 },
             ),
         }
-
-
-def _sources(layout: Layout, group: str) -> list[str]:
-    for g in layout.groups:
-        if g["id"] == group:
-            return list(g["sources"])
-    return []

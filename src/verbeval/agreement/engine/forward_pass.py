@@ -34,6 +34,14 @@ def _batches(lengths: np.ndarray, batch_size: int) -> Iterator[np.ndarray]:
         yield order[start : start + batch_size]
 
 
+def padding_id(tokenizer: Any) -> int:
+    """The id that pads a causal batch: the tokenizer's padding token, else its EOS, else 0 (the padded
+    positions are masked out, so any id works that the embedding has)."""
+    if tokenizer.pad_token_id is not None:
+        return int(tokenizer.pad_token_id)
+    return int(tokenizer.eos_token_id or 0)
+
+
 def _pad(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(s) for s in seqs)
     lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
@@ -284,9 +292,7 @@ def run_contexts(
     dev = lm.device
     cuda = dev.type == "cuda"
     forms = torch.as_tensor(form_ids, dtype=torch.long, device=dev)
-    pad_id = lm.tokenizer.pad_token_id
-    if pad_id is None:
-        pad_id = lm.tokenizer.eos_token_id or 0
+    pad_id = padding_id(lm.tokenizer)
     tse_rows = _TseRows(n, row_context, row_tse_ids, dev)
     batches = _Batches(
         np.array([len(s) for s in encoded.ids]), fit_contexts(lm, encoded, batch_size_on(batch_size, dev.type))

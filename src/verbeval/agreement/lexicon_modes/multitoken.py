@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 
 from verbeval.agreement.data.eligibility import form_token_ids as form_token_ids  # re-exported (tests, scripts)
 from verbeval.agreement.engine.encoding import Encoded
+from verbeval.agreement.engine.forward_pass import padding_id
 from verbeval.core.errors import VerbevalError
 from verbeval.core.memory import fit_batch_size, forward_bytes, free_memory, model_shape
 from verbeval.core.models import LoadedModel
@@ -223,7 +224,7 @@ def causal_form_logprobs(
     body, head = _lm_head(lm)
     cache_kw = cache_keyword(body)
     dev = lm.device
-    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else (lm.tokenizer.eos_token_id or 0)
+    pad = padding_id(lm.tokenizer)
     batches = _plan_batches(
         trie,
         _fit_rows(lm, encoded, batch_size, len(trie.rows), max((len(r) for r in trie.rows), default=1), causal=True),

@@ -8,14 +8,13 @@ workflow fetches); French, German and Russian build from their installed, pinned
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from verbeval.core.errors import VerbevalError
-from verbeval.multilingual.lexicons import LANGUAGE_MODULES, LEXICON_COLUMNS
+from verbeval.multilingual.lexicons import LEXICON_COLUMNS, _module
 
 #: the English lexicon's provenance (the agreement study's, docs/data.md)
 #: the agreement lexicon's ``source`` values -> the verb list they name
@@ -51,21 +50,17 @@ def build_language_lexicon(
         lex, source_count, source = english_lexicon(english), None, dict(ENGLISH_SOURCE)
         lists = sorted({name for s in set(lex["source"]) for k, name in ENGLISH_LISTS.items() if s in (k, "both")})
         source["package"] = f"verbeval lexicon ({' + '.join(lists) or 'the agreement study'})"
-    elif lang in LANGUAGE_MODULES:
-        mod = importlib.import_module(LANGUAGE_MODULES[lang])
+    else:
+        mod = _module(lang)  # an unknown language: one line naming the known ones
         if lang == "he":
-            if not hspell:  # downloaded (sha256 checked) into the cache, or the copy already there
-                from verbeval.core.model_sources.fingerprint import cache_dir
-
-                hspell = str(mod.fetch_hspell(cache_dir() / "debian"))
+            # downloaded (sha256 checked) into the cache, or the verified copy already there
+            hspell = hspell or str(mod.fetch_hspell(mod.cached_deb_path().parent))
             lex, source_count = mod.build_lexicon(hspell), mod.source_lemma_count(hspell)
         else:
             lex, source_count = mod.build_lexicon(), mod.source_lemma_count()
         s = mod.SOURCE
         source = {"package": s.package, "version": s.version, "sha256": s.sha256, "url": s.url,
                   "licence": s.licence, "cells": list(s.cells)}  # fmt: skip
-    else:
-        raise VerbevalError(f"no lexicon for language {lang!r}: one of en, {', '.join(LANGUAGE_MODULES)}")
     per_cell = {str(c): int(n) for c, n in lex.groupby("cell", sort=False)["lemma"].nunique().items()}
     counts = {
         "language": lang,
