@@ -60,6 +60,7 @@ from pathlib import Path
 import pandas as pd
 
 from verbeval.core.errors import InputError
+from verbeval.core.io import sha256_file
 from verbeval.core.model_sources.fingerprint import cache_dir
 from verbeval.multilingual.lexicons import LEXICON_COLUMNS, LexiconSource
 
@@ -117,15 +118,6 @@ GENDER = {0: "", D_MASCULINE: "m", D_FEMININE: "f", D_MASCULINE | D_FEMININE: "m
 ANALYSIS_COLUMNS: tuple[str, ...] = (
     "word", "lemma", "pos", "gender", "person", "number", "tense", "smichut", "suffix", "propn", "dmask"
 )  # fmt: skip
-
-
-def sha256_file(path: Path) -> str:
-    """The sha256 of a file, in hex."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_ar(data: bytes) -> dict[str, bytes]:
